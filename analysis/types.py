@@ -1,0 +1,150 @@
+"""Result types of the diagnosis (shared by ``analysis``, ``gapscope report`` and ``tui``).
+
+Definitions follow "Definitions", "The card" and "Budget and what-if" in the design
+(``docs/ARCHITECTURE.md`` of the shared docs). All times int64 nanoseconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+import numpy as np
+
+__all__ = ["Cause", "Params", "Evidence", "Card", "Gaps", "DeviceSummary"]
+
+
+class Cause(enum.IntEnum):
+    """Cause class of an idle gap. The numeric order is the tie-break order
+    (sync > copy > launch > host), as the design states."""
+
+    SYNC = 0
+    COPY = 1
+    LAUNCH = 2
+    HOST = 3
+    UNCLASSIFIED = 4
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+@dataclasses.dataclass(frozen=True)
+class Params:
+    """Thresholds of the diagnosis; every one is shown in ``report --help`` and the UI.
+
+    - ``min_gap_ns``: shortest idle interval reported as a gap (design: 2 µs).
+    - ``launch_gap_max_ns``: a gap this short or shorter can be a picket-fence gap (30 µs).
+    - ``picket_min_kernels``: kernels in a run for a picket fence (8).
+    - ``short_kernel_max_ns``: a "short kernel" for picket fences (design: launch calls
+      about as long as kernels; default 30 µs).
+    - ``small_copy_max_bytes``: the ``.item()``/``print`` signature copy (64 KiB).
+    """
+
+    min_gap_ns: int = 2_000
+    launch_gap_max_ns: int = 30_000
+    picket_min_kernels: int = 8
+    short_kernel_max_ns: int = 30_000
+    small_copy_max_bytes: int = 64 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class Evidence:
+    """One piece of CPU-side (or copy) evidence for a gap.
+
+    ``event``: index into the trace (or -1 for synthetic evidence such as
+    "no events on the thread"); ``name`` verbatim; ``lane``: trace lane index;
+    ``cause``: the class it supports; ``overlap_ns``: overlap with the gap;
+    ``bytes``: for copies (-1 unknown); ``pageable``: for copies.
+    """
+
+    event: int
+    name: str
+    lane: int
+    cause: Cause
+    overlap_ns: int
+    bytes: int = -1
+    pageable: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Card:
+    """The card of a gap or gap group (design: "The card")."""
+
+    smell: str
+    cause: Cause
+    secondary: Cause | None
+    secondary_share: float
+    why: str
+    first_experiment: str
+    forbidden_step: str
+    proof: str
+    evidence: tuple[Evidence, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceSummary:
+    """Per-device figures over the analysis window ``[window_start_ns, window_end_ns)``.
+
+    ``busy_ns``: union of kernel intervals over all streams; ``busy_with_copies_ns``:
+    union of kernels, memcpys and memsets; ``idle_ns`` = window - busy;
+    ``fully_idle_ns`` = window - busy_with_copies.
+    """
+
+    device: int
+    window_start_ns: int
+    window_end_ns: int
+    busy_ns: int
+    busy_with_copies_ns: int
+    kernel_count: int
+    copy_count: int
+
+    @property
+    def window_ns(self) -> int:
+        return self.window_end_ns - self.window_start_ns
+
+    @property
+    def idle_ns(self) -> int:
+        return self.window_ns - self.busy_ns
+
+    @property
+    def fully_idle_ns(self) -> int:
+        return self.window_ns - self.busy_with_copies_ns
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Gaps:
+    """Idle gaps of all devices, struct of arrays sorted by (device, start_ns).
+
+    Arrays (length = number of gaps):
+    ``device`` int32; ``start_ns``/``end_ns``/``dur_ns`` int64; ``prev_op``/``next_op``
+    int64 event indices (-1 at a window edge); ``launch`` int64 event index of the
+    next op's launch call (-1 none); ``launch_lane`` int32 (-1); ``lateness_ns`` int64
+    (launch.start - gap.start; 0 when no launch); ``exposed_copy_ns`` int64;
+    ``cause``/``secondary`` int8 (``Cause``; secondary -1 when none);
+    ``cause_share``/``secondary_share`` float64 in [0, 1]; ``group`` int32 (recurring
+    group id, -1); ``episode`` int32 (picket-fence episode id, -1).
+    """
+
+    device: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    prev_op: np.ndarray
+    next_op: np.ndarray
+    launch: np.ndarray
+    launch_lane: np.ndarray
+    lateness_ns: np.ndarray
+    exposed_copy_ns: np.ndarray
+    cause: np.ndarray
+    secondary: np.ndarray
+    cause_share: np.ndarray
+    secondary_share: np.ndarray
+    group: np.ndarray
+    episode: np.ndarray
+
+    @property
+    def dur_ns(self) -> np.ndarray:
+        return self.end_ns - self.start_ns
+
+    def __len__(self) -> int:
+        return int(self.start_ns.shape[0])

@@ -1,0 +1,414 @@
+"""The columnar, immutable event model every loader produces (``Trace``).
+
+Follows the event model of ``docs/ARCHITECTURE.md`` (shared design): all times are
+int64 nanoseconds, events are a struct of numpy arrays sorted by (lane, start_ns,
+-dur_ns), names are interned to int32 ids, lanes carry their names from Chrome Trace
+Event Format metadata (``process_name``, ``thread_name``, ``*_sort_index``).
+
+Nothing here imports a UI library.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+__all__ = [
+    "Kind",
+    "Lane",
+    "SourceInfo",
+    "Trace",
+    "TraceWarning",
+    "CopyKind",
+    "GPU_WORK_KINDS",
+    "GPU_KINDS",
+    "CPU_CALL_KINDS",
+]
+
+
+class Kind(enum.IntEnum):
+    """What an event is, as analysis can trust it (int8 in ``Trace.kind``).
+
+    Mapping from Kineto ``cat`` values (and their 2020 capitalised forms) is done by
+    the loaders; see ``parsers.kinds``.
+    """
+
+    KERNEL = 0  # GPU kernel (Kineto cat "kernel", legacy "Kernel", MTIA "mtia_ccp_events")
+    MEMCPY = 1  # GPU copy ("gpu_memcpy", legacy "Memcpy")
+    MEMSET = 2  # GPU memset ("gpu_memset", legacy "Memset")
+    LAUNCH = 3  # CPU runtime call that launches a kernel (cudaLaunchKernel, hipLaunchKernel, ...)
+    SYNC_CALL = 4  # CPU call that waits on the device (cudaStreamSynchronize, aten::item, ...)
+    MEMCPY_CALL = 5  # CPU runtime call that enqueues a copy (cudaMemcpyAsync, ...)
+    RUNTIME = 6  # any other CUDA/HIP/MTIA runtime or driver call
+    CPU_OP = 7  # ATen / framework operator ("cpu_op", legacy "Operator")
+    PYTHON = 8  # Python function ("python_function")
+    ANNOTATION = 9  # CPU user annotation / range ("user_annotation", ProfilerStep#N, NVTX)
+    GPU_ANNOTATION = 10  # GPU-side annotation ("gpu_user_annotation")
+    SYNC_MARKER = 11  # Kineto "cuda_sync" record: a wait, never GPU work
+    INSTANT = 12  # instant event ("i"/"I", "n")
+    COUNTER = 13  # counter sample ("C"); value in ``Trace.value``
+    OTHER = 14  # anything else with a duration (generic Chrome slices)
+
+
+#: Kinds that make a device busy (for the "fully idle" figure).
+GPU_WORK_KINDS = frozenset({Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET})
+#: Kinds drawn on GPU lanes.
+GPU_KINDS = frozenset({Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.GPU_ANNOTATION})
+#: CPU runtime calls (launch, sync, copy, other).
+CPU_CALL_KINDS = frozenset({Kind.LAUNCH, Kind.SYNC_CALL, Kind.MEMCPY_CALL, Kind.RUNTIME})
+
+
+class CopyKind(enum.IntEnum):
+    """Copy direction of a memcpy (int8 in ``Trace.copy_kind``); CUPTI memcpy kinds."""
+
+    NONE = 0
+    H2D = 1
+    D2H = 2
+    D2D = 3
+    H2H = 4
+    P2P = 5
+    UNKNOWN = 6
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TraceWarning:
+    """One thing skipped or repaired while loading.
+
+    ``line`` is the 1-based line in the input file (None when not known); ``field`` the
+    event field concerned (``"ts"``, ``"dur"``, ...) or None.
+    """
+
+    line: int | None
+    field: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"line {self.line}: " if self.line is not None else ""
+        return f"{where}{self.message}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Lane:
+    """One timeline row: a CPU thread or a GPU stream (a Perfetto track).
+
+    ``pid``/``tid`` are the trace's own ids as strings (``7`` and ``"7"`` are one id).
+    ``device`` is the GPU index for GPU lanes (-1 otherwise), ``stream`` the stream
+    number (-1 when not a stream). ``sort_key`` gives the stable display order.
+    """
+
+    index: int
+    pid: str
+    tid: str
+    process_name: str
+    thread_name: str
+    is_gpu: bool
+    device: int = -1
+    stream: int = -1
+    sort_key: tuple = ()
+
+    @property
+    def label(self) -> str:
+        """Short display label: ``stream 7`` for GPU streams, else the thread name."""
+        if self.is_gpu and self.stream >= 0:
+            return f"stream {self.stream}"
+        return self.thread_name or self.tid
+
+
+@dataclasses.dataclass(slots=True)
+class SourceInfo:
+    """Where a trace came from and what its header said.
+
+    ``format`` is one of ``"kineto"``, ``"chrome"``, ``"ascii-events"``,
+    ``"ascii-art"``, ``"legacy-autograd"``. ``origin_ns`` is the absolute time that
+    ``Trace.start_ns`` values are measured from (0 when they are already absolute);
+    ``base_time_ns`` is Kineto's ``baseTimeNanoseconds`` when present.
+    """
+
+    path: str = ""
+    format: str = "chrome"
+    schema_version: int | None = None
+    base_time_ns: int | None = None
+    display_time_unit: str | None = None
+    device_properties: list[dict] = dataclasses.field(default_factory=list)
+    rank: int | None = None
+    world_size: int | None = None
+    trace_name: str | None = None
+    ignored_counts: dict[str, int] = dataclasses.field(default_factory=dict)
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+_INT64 = np.int64
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Trace:
+    """A loaded trace: struct of numpy arrays, one element per event.
+
+    Arrays (all length ``n``), sorted by (lane, start_ns, -dur_ns):
+
+    - ``start_ns`` int64: absolute start in ns (Chrome ``ts`` µs × 1000, exact).
+    - ``dur_ns`` int64: duration in ns (0 for instants and counters).
+    - ``lane`` int32: index into ``lanes``.
+    - ``name_id`` int32: index into ``names``.
+    - ``kind`` int8: ``Kind``.
+    - ``correlation`` int64: CUDA correlation id linking a launch call and its GPU op
+      (-1 = none).
+    - ``depth`` int16: nesting depth on its lane (0 = outermost); overlapping but not
+      nested events get the depth of the number of events still open.
+    - ``bytes`` int64: bytes moved by a copy/memset (-1 = unknown / not a copy).
+    - ``copy_kind`` int8: ``CopyKind``.
+    - ``pageable`` bool: the host side of a copy is pageable memory.
+    - ``value`` float64: counter value (nan for non-counters).
+    - ``src_line`` int32: 1-based line in the source file (0 = unknown).
+    - ``external_id`` int64: Kineto ``External id`` (-1 = none).
+
+    ``lane_offsets`` (int64, ``len(lanes) + 1``): events of lane ``k`` are
+    ``[lane_offsets[k], lane_offsets[k+1])``, so a lane is a zero-copy slice.
+
+    ``flow_src``/``flow_dst`` (int64): event indices of linked pairs (launch call →
+    GPU op), from ``correlation``, ``ac2g`` or legacy flow events.
+
+    ``extent_ns``: (first, last) time over valid events (flagged absurd values are
+    excluded). ``warnings``: everything skipped or repaired.
+
+    ``args_of(i)`` returns the event's ``args`` dict (decoded lazily, may be empty).
+    """
+
+    start_ns: np.ndarray
+    dur_ns: np.ndarray
+    lane: np.ndarray
+    name_id: np.ndarray
+    kind: np.ndarray
+    correlation: np.ndarray
+    depth: np.ndarray
+    bytes: np.ndarray
+    copy_kind: np.ndarray
+    pageable: np.ndarray
+    value: np.ndarray
+    src_line: np.ndarray
+    external_id: np.ndarray
+    lane_offsets: np.ndarray
+    flow_src: np.ndarray
+    flow_dst: np.ndarray
+    names: tuple[str, ...]
+    lanes: tuple[Lane, ...]
+    source: SourceInfo
+    warnings: tuple[TraceWarning, ...]
+    extent_ns: tuple[int, int]
+    _args_loader: Callable[[int], dict] | None = dataclasses.field(default=None, repr=False)
+
+    # ----------------------------------------------------------------- basics
+    def __len__(self) -> int:
+        return int(self.start_ns.shape[0])
+
+    @property
+    def end_ns(self) -> np.ndarray:
+        """int64 array of event ends (start + dur), ns."""
+        return self.start_ns + self.dur_ns
+
+    def name(self, i: int) -> str:
+        """The (verbatim, untrusted) name of event ``i``."""
+        return self.names[int(self.name_id[i])]
+
+    def lane_slice(self, k: int) -> slice:
+        """Slice of event indices on lane ``k``."""
+        return slice(int(self.lane_offsets[k]), int(self.lane_offsets[k + 1]))
+
+    def args_of(self, i: int) -> dict:
+        """The ``args`` of event ``i`` (a new dict; empty when none were kept)."""
+        if self._args_loader is None:
+            return {}
+        try:
+            return dict(self._args_loader(int(i)) or {})
+        except Exception:  # args are display-only; never fail a view on them
+            return {}
+
+    def gpu_lanes(self, device: int | None = None) -> list[int]:
+        """Indices of GPU lanes, optionally only those of ``device``."""
+        return [
+            ln.index
+            for ln in self.lanes
+            if ln.is_gpu and (device is None or ln.device == device)
+        ]
+
+    def devices(self) -> list[int]:
+        """Sorted GPU device indices that have at least one lane."""
+        return sorted({ln.device for ln in self.lanes if ln.is_gpu})
+
+    def name_ids_matching(self, predicate: Callable[[str], bool]) -> np.ndarray:
+        """int32 array of name ids whose name satisfies ``predicate``."""
+        return np.array([k for k, s in enumerate(self.names) if predicate(s)], dtype=np.int32)
+
+    def mask_kind(self, *kinds: Kind) -> np.ndarray:
+        """Boolean mask of events whose kind is one of ``kinds``."""
+        return np.isin(self.kind, np.array([int(k) for k in kinds], dtype=np.int8))
+
+    # ---------------------------------------------------------- construction
+    @classmethod
+    def from_columns(
+        cls,
+        *,
+        start_ns: np.ndarray,
+        dur_ns: np.ndarray,
+        lane: np.ndarray,
+        name_id: np.ndarray,
+        kind: np.ndarray,
+        names: Sequence[str],
+        lanes: Sequence[Lane],
+        source: SourceInfo,
+        warnings: Sequence[TraceWarning] = (),
+        correlation: np.ndarray | None = None,
+        bytes_: np.ndarray | None = None,
+        copy_kind: np.ndarray | None = None,
+        pageable: np.ndarray | None = None,
+        value: np.ndarray | None = None,
+        src_line: np.ndarray | None = None,
+        external_id: np.ndarray | None = None,
+        flows: tuple[np.ndarray, np.ndarray] | None = None,
+        args_loader: Callable[[int], dict] | None = None,
+        extent_mask: np.ndarray | None = None,
+    ) -> "Trace":
+        """Build a ``Trace`` from unsorted columns (one element per event).
+
+        Sorts once by (lane, start_ns, -dur_ns), computes ``lane_offsets`` and nesting
+        ``depth``, remaps ``flows`` (given as *input* indices) and ``args_loader`` (called
+        with the *input* index) to the sorted order, and links launch calls to GPU ops
+        by ``correlation`` when ``flows`` is None.
+
+        ``extent_mask`` (bool, input order) marks events allowed to set ``extent_ns``;
+        default: all. Raises ``ValueError`` when column lengths differ.
+        """
+        n = int(np.asarray(start_ns).shape[0])
+
+        def col(a, dtype, fill):
+            if a is None:
+                return np.full(n, fill, dtype=dtype)
+            a = np.asarray(a, dtype=dtype)
+            if a.shape[0] != n:
+                raise ValueError(f"column length {a.shape[0]} != {n}")
+            return a
+
+        start = col(start_ns, _INT64, 0)
+        dur = col(dur_ns, _INT64, 0)
+        lane_a = col(lane, np.int32, 0)
+        order = np.lexsort((-dur, start, lane_a))
+        inv = np.empty(n, dtype=np.int64)
+        inv[order] = np.arange(n, dtype=np.int64)
+
+        start = start[order]
+        dur = dur[order]
+        lane_a = lane_a[order]
+        nlanes = len(lanes)
+        lane_offsets = np.searchsorted(lane_a, np.arange(nlanes + 1), side="left").astype(np.int64)
+        kind_a = col(kind, np.int8, int(Kind.OTHER))[order]
+        corr = col(correlation, _INT64, -1)[order]
+        depth = _nesting_depth(start, dur, lane_offsets)
+
+        if extent_mask is None:
+            emask = np.ones(n, dtype=bool)
+        else:
+            emask = np.asarray(extent_mask, dtype=bool)[order]
+        if n and emask.any():
+            extent = (int(start[emask].min()), int((start + dur)[emask].max()))
+        else:
+            extent = (0, 0)
+
+        if flows is not None:
+            fsrc = inv[np.asarray(flows[0], dtype=np.int64)]
+            fdst = inv[np.asarray(flows[1], dtype=np.int64)]
+        else:
+            fsrc, fdst = link_by_correlation(kind_a, corr)
+
+        loader = None
+        if args_loader is not None:
+            def loader(i, _order=order, _f=args_loader):
+                return _f(int(_order[i]))
+
+        return cls(
+            start_ns=start,
+            dur_ns=dur,
+            lane=lane_a,
+            name_id=col(name_id, np.int32, 0)[order],
+            kind=kind_a,
+            correlation=corr,
+            depth=depth,
+            bytes=col(bytes_, _INT64, -1)[order],
+            copy_kind=col(copy_kind, np.int8, 0)[order],
+            pageable=col(pageable, bool, False)[order],
+            value=col(value, np.float64, np.nan)[order],
+            src_line=col(src_line, np.int32, 0)[order],
+            external_id=col(external_id, _INT64, -1)[order],
+            lane_offsets=lane_offsets,
+            flow_src=fsrc,
+            flow_dst=fdst,
+            names=tuple(names),
+            lanes=tuple(lanes),
+            source=source,
+            warnings=tuple(warnings),
+            extent_ns=extent,
+            _args_loader=loader,
+        )
+
+
+def link_by_correlation(kind: np.ndarray, correlation: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pair CPU runtime calls with GPU ops sharing a ``correlation`` id (CUDA/CUPTI).
+
+    Returns (src, dst) int64 index arrays (sorted-trace indices). Each GPU op gets the
+    first CPU call with its correlation; calls or ops without a partner are left out.
+    """
+    cpu = np.isin(kind, np.array([int(k) for k in CPU_CALL_KINDS], dtype=np.int8)) & (correlation >= 0)
+    gpu = np.isin(kind, np.array([int(k) for k in GPU_KINDS], dtype=np.int8)) & (correlation >= 0)
+    ci = np.flatnonzero(cpu)
+    gi = np.flatnonzero(gpu)
+    if ci.size == 0 or gi.size == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty
+    c_corr = correlation[ci]
+    o = np.argsort(c_corr, kind="stable")
+    c_sorted = c_corr[o]
+    g_corr = correlation[gi]
+    pos = np.searchsorted(c_sorted, g_corr, side="left")
+    pos_c = np.minimum(pos, c_sorted.size - 1)
+    hit = c_sorted[pos_c] == g_corr
+    return ci[o[pos_c[hit]]].astype(np.int64), gi[hit].astype(np.int64)
+
+
+def _nesting_depth(start: np.ndarray, dur: np.ndarray, lane_offsets: np.ndarray) -> np.ndarray:
+    """Depth of each event = number of earlier events on its lane still open at its start.
+
+    Input sorted by (lane, start, -dur). An earlier event j is open at start_i when
+    end_j > start_i, or when end_j == start_i and both are zero-length at the same
+    instant is *not* counted. Vectorised per lane with ``searchsorted`` on sorted ends.
+    """
+    n = start.shape[0]
+    depth = np.zeros(n, dtype=np.int16)
+    end = start + dur
+    for k in range(lane_offsets.shape[0] - 1):
+        a, b = int(lane_offsets[k]), int(lane_offsets[k + 1])
+        if b - a < 2:
+            continue
+        s = start[a:b]
+        e = end[a:b]
+        # Events before i in sort order: a..i-1. Those closed by s_i: end <= s_i.
+        # All events j < i have start_j <= s_i; events j > i have start_j >= s_i, so
+        # end_j >= s_i, and they are counted by "end <= s_i" only when end_j == s_i,
+        # i.e. zero-length events at s_i sorted after i.
+        e_sorted = np.sort(e)
+        closed = np.searchsorted(e_sorted, s, side="right")
+        idx = np.arange(b - a)
+        # zero-length events at exactly s_i that sort at or after i (same start):
+        # count of events with start == s_i and end == s_i at positions >= i.
+        same_start_last = np.searchsorted(s, s, side="right")
+        zero = (e == s).astype(np.int64)
+        zc = np.concatenate(([0], np.cumsum(zero)))
+        zero_after = zc[same_start_last] - zc[idx]
+        d = idx - (closed - zero_after)
+        # Events j < i with start == s_i and end == s_i (zero-length) are closed already,
+        # counted in `closed`; events with the same start sorted before i are longer,
+        # hence enclosing: correct. Guard against negative values on pathological input.
+        np.maximum(d, 0, out=d)
+        depth[a:b] = np.minimum(d, np.iinfo(np.int16).max).astype(np.int16)
+    return depth

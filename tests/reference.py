@@ -1,0 +1,302 @@
+"""Slow, independent reference for Chrome / Kineto trace figures (stdlib only).
+
+Written from the definitions in ``shared/bugs/README.md`` and ``docs/ARCHITECTURE.md``
+without looking at the loader, so ``tests/test_corpus.py`` can hold ``parsers.load``
+to figures it did not compute. Only ``json``, ``gzip``, ``decimal`` and ``re``.
+
+Definitions:
+
+- Times: ``ts``/``dur`` are µs whatever ``displayTimeUnit`` says; converted exactly to
+  int ns through ``decimal.Decimal`` (round half to even below 1 ns).
+- A lane is one (pid, tid) pair; ids are compared as text (``7`` == ``"7"``).
+- GPU work: ``X`` events whose ``cat`` is ``kernel``, ``gpu_memcpy``, ``gpu_memset``
+  (Kineto), ``Kernel``, ``Memcpy``, ``Memset`` (2020-21 Kineto) or
+  ``mtia_ccp_events`` (MTIA kernels); never ``cuda_sync``. Kernels are ``kernel``,
+  ``Kernel`` and ``mtia_ccp_events``. Device of a GPU op: ``args.device``, else pid.
+- GPU busy of a device: length of the union of its kernel intervals over all streams
+  (overlaps merged, never summed).
+- Invalid timing (kept out of extent and busy): non-finite ``ts``/``dur``, negative
+  ``dur``, and ``ts == 0`` in a trace whose other timestamps are epoch-like (> 1e14 µs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import re
+from collections import Counter, defaultdict
+from decimal import ROUND_HALF_EVEN, Decimal
+from pathlib import Path
+
+__all__ = [
+    "GPU_WORK_CATS",
+    "KERNEL_CATS",
+    "DeviceRef",
+    "TraceRef",
+    "reference",
+    "union_ns",
+    "to_ns",
+    "provenance",
+]
+
+KERNEL_CATS = frozenset({"kernel", "Kernel", "mtia_ccp_events"})
+GPU_WORK_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset", "mtia_ccp_events"})
+_EPOCH_US = Decimal(10) ** 14
+_THOUSAND = Decimal(1000)
+
+
+def to_ns(v) -> int | None:
+    """µs value from JSON (int, Decimal, float, numeric str) → exact int ns; None when
+    missing or non-finite."""
+    if v is None or isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v * 1000
+    if isinstance(v, float):
+        if v != v or v in (float("inf"), float("-inf")):
+            return None
+        v = Decimal(repr(v))
+    if isinstance(v, str):
+        try:
+            v = Decimal(v)
+        except Exception:
+            return None
+    if isinstance(v, Decimal):
+        if not v.is_finite():
+            return None
+        return int((v * _THOUSAND).to_integral_value(rounding=ROUND_HALF_EVEN))
+    return None
+
+
+def union_ns(intervals) -> int:
+    """Length of the union of half-open [start, end) int intervals (pure Python)."""
+    total = 0
+    cur_s = cur_e = None
+    for s, e in sorted(intervals):
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = s, e
+        elif e > cur_e:
+            cur_e = e
+    if cur_e is not None:
+        total += cur_e - cur_s
+    return total
+
+
+def _id(v) -> str:
+    """pid/tid as text: ``7`` and ``"7"`` are one id; ``7.0`` is ``7``."""
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, Decimal) and v == v.to_integral_value():
+        return str(int(v))
+    if v is None:
+        return ""
+    return str(v)
+
+
+@dataclasses.dataclass
+class DeviceRef:
+    """Per-device GPU figures (ns)."""
+
+    n_kernels: int = 0
+    n_memcpy: int = 0
+    n_memset: int = 0
+    kernels: list = dataclasses.field(default_factory=list)  # (start_ns, end_ns)
+    work: list = dataclasses.field(default_factory=list)  # kernels + copies + memsets
+    streams: set = dataclasses.field(default_factory=set)
+
+    @property
+    def busy_ns(self) -> int:
+        return union_ns(self.kernels)
+
+    @property
+    def work_busy_ns(self) -> int:
+        return union_ns(self.work)
+
+    @property
+    def window_ns(self) -> tuple[int, int] | None:
+        if not self.kernels:
+            return None
+        return min(s for s, _ in self.kernels), max(e for _, e in self.kernels)
+
+
+@dataclasses.dataclass
+class TraceRef:
+    """Reference figures of one trace file.
+
+    - ``n_events``: entries of ``traceEvents`` (or of the bare array);
+      ``by_ph``/``by_cat``: counts (``cat`` missing → ``None``).
+    - ``lanes_by_ph``: ph → set of (pid, tid) text pairs having such an event.
+    - ``extent_by_ph``: ph → (min start ns, max end ns) over events of that phase with
+      valid timing (``dur`` counted for ``X`` only).
+    - ``devices``: device (int or text) → ``DeviceRef``.
+    - ``gpu_streams``: PROVENANCE-style set of (args.device or pid, args.stream or tid).
+    - ``max_decimals``: most digits after the point in any ``ts`` (> 3: sub-ns values).
+    - ``invalid``: events whose timing was invalid (skipped).
+    - ``header``: the top-level keys other than ``traceEvents`` (object form).
+    """
+
+    n_events: int = 0
+    by_ph: Counter = dataclasses.field(default_factory=Counter)
+    by_cat: Counter = dataclasses.field(default_factory=Counter)
+    lanes_by_ph: dict = dataclasses.field(default_factory=lambda: defaultdict(set))
+    extent_by_ph: dict = dataclasses.field(default_factory=dict)
+    devices: dict = dataclasses.field(default_factory=dict)
+    gpu_streams: set = dataclasses.field(default_factory=set)
+    max_decimals: int = 0
+    invalid: int = 0
+    header: dict = dataclasses.field(default_factory=dict)
+    bare_array: bool = False
+
+    def lanes(self, phases) -> set:
+        """(pid, tid) pairs with at least one event of the given phases."""
+        out: set = set()
+        for ph in phases:
+            out |= self.lanes_by_ph.get(ph, set())
+        return out
+
+    def extent(self, phases) -> tuple[int, int] | None:
+        """(min start, max end) ns over events of the given phases, or None."""
+        xs = [self.extent_by_ph[p] for p in phases if p in self.extent_by_ph]
+        if not xs:
+            return None
+        return min(a for a, _ in xs), max(b for _, b in xs)
+
+    @property
+    def n_kernels(self) -> int:
+        return sum(d.n_kernels for d in self.devices.values())
+
+    @property
+    def n_gpu_ops(self) -> int:
+        return sum(d.n_kernels + d.n_memcpy + d.n_memset for d in self.devices.values())
+
+
+def read_json(path: str | Path):
+    """Parse a (possibly gzip, possibly multi-member) JSON file; floats as Decimal."""
+    data = Path(path).read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)  # reads every member
+    return json.loads(data, parse_float=Decimal)
+
+
+def reference(path: str | Path) -> TraceRef:
+    """Compute ``TraceRef`` for a valid Chrome/Kineto JSON trace file.
+
+    Raises ``ValueError`` when the JSON is not a Chrome trace (no ``traceEvents`` and
+    not a top-level array).
+    """
+    doc = read_json(path)
+    ref = TraceRef()
+    if isinstance(doc, list):
+        events = doc
+        ref.bare_array = True
+    elif isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list):
+        events = doc["traceEvents"]
+        ref.header = {k: v for k, v in doc.items() if k != "traceEvents"}
+    else:
+        raise ValueError(f"{path}: not a Chrome trace")
+    ref.n_events = len(events)
+
+    epoch = any(
+        isinstance(e, dict) and isinstance(e.get("ts"), (int, Decimal)) and not isinstance(e.get("ts"), bool)
+        and e["ts"] > _EPOCH_US
+        for e in events
+    )
+    ext: dict = {}
+    for e in events:
+        if not isinstance(e, dict):
+            continue
+        ph = e.get("ph")
+        cat = e.get("cat")
+        ref.by_ph[ph] += 1
+        ref.by_cat[cat] += 1
+        ts = e.get("ts")
+        if isinstance(ts, Decimal):
+            ref.max_decimals = max(ref.max_decimals, -ts.as_tuple().exponent)
+        if ph == "M":
+            continue
+        pid, tid = _id(e.get("pid")), _id(e.get("tid"))
+        ref.lanes_by_ph[ph].add((pid, tid))
+        s = to_ns(ts)
+        d = to_ns(e.get("dur", 0)) if ph == "X" else 0
+        if s is None or d is None or d < 0 or (epoch and s == 0):
+            ref.invalid += 1
+            continue
+        end = s + d
+        lo_hi = ext.get(ph)
+        ext[ph] = (s, end) if lo_hi is None else (min(lo_hi[0], s), max(lo_hi[1], end))
+        if ph == "X" and cat in GPU_WORK_CATS:
+            args = e.get("args") if isinstance(e.get("args"), dict) else {}
+            dev_raw = args.get("device", e.get("pid"))
+            dev = int(dev_raw) if isinstance(dev_raw, (int, Decimal)) else _id(dev_raw)
+            stream = args.get("stream", e.get("tid"))
+            ref.gpu_streams.add((_id(dev_raw), _id(stream)))
+            dref = ref.devices.setdefault(dev, DeviceRef())
+            dref.streams.add(_id(stream))
+            dref.work.append((s, end))
+            if cat in KERNEL_CATS:
+                dref.n_kernels += 1
+                dref.kernels.append((s, end))
+            elif cat in ("gpu_memcpy", "Memcpy"):
+                dref.n_memcpy += 1
+            else:
+                dref.n_memset += 1
+    ref.extent_by_ph = ext
+    return ref
+
+
+# ------------------------------------------------------------ PROVENANCE.md
+_ROW = re.compile(r"^\| (traces/public/\S+) \|")
+
+
+def provenance(md_path: str | Path) -> dict[str, dict]:
+    """Figures stated in ``PROVENANCE.md``'s table, keyed by path relative to
+    ``traces/public/``.
+
+    Each value may hold: ``events`` (int), ``ph`` (dict ph → count), ``cats`` (the listed
+    most common cats → count; the list may be cut with "+N more"), ``gpu_streams``,
+    ``gpu_devices``, ``span_us`` (float, the rounded span in µs) with ``span_digits``
+    (significant decimals shown, for the tolerance), ``gpu_ops`` (int), ``busy_pct``
+    (int, union of all GPU work over the GPU-op window, rounded), ``not_chrome`` (bool).
+    """
+    out: dict[str, dict] = {}
+    for line in Path(md_path).read_text(encoding="utf-8").splitlines():
+        m = _ROW.match(line)
+        if not m:
+            continue
+        rel = m.group(1)[len("traces/public/"):]
+        contents = line.rstrip().rstrip("|").split(" | ")[-1]
+        info: dict = {"text": contents}
+        if "NOT Chrome-trace" in contents:
+            info["not_chrome"] = True
+        m2 = re.search(r"(\d+) events \(ph ([^)]*)\)", contents)
+        if m2:
+            info["events"] = int(m2.group(1))
+            info["ph"] = {k: int(v) for k, v in re.findall(r"(\S+?):(\d+)", m2.group(2))}
+        m3 = re.search(r"cats: (.*?)\.(?: GPU| \d+ GPU)", contents)
+        if m3 and m3.group(1) != "none":
+            cats = {}
+            for item in m3.group(1).split(", "):
+                k, sep, v = item.rpartition(":")
+                if sep and v.isdigit():
+                    cats[k] = int(v)
+            info["cats"] = cats
+        m4 = re.search(r"(\d+) GPU stream\(s\) on (\d+) device\(s\)", contents)
+        if m4:
+            info["gpu_streams"] = int(m4.group(1))
+            info["gpu_devices"] = int(m4.group(2))
+        m5 = re.search(r"span ([\d.]+) (us|ms|s)\b", contents)
+        if m5:
+            num = m5.group(1)
+            scale = {"us": 1.0, "ms": 1e3, "s": 1e6}[m5.group(2)]
+            info["span_us"] = float(num) * scale
+            decimals = len(num.split(".")[1]) if "." in num else 0
+            info["span_tol_us"] = 0.5 * 10 ** (-decimals) * scale
+        m6 = re.search(r"GPU busy (\d+)% of [\d.]+ \w+ \((\d+) GPU ops\)", contents)
+        if m6:
+            info["busy_pct"] = int(m6.group(1))
+            info["gpu_ops"] = int(m6.group(2))
+        out[rel] = info
+    return out

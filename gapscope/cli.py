@@ -4,10 +4,16 @@
 ``gapscope report``, ``gapscope capture`` and ``gapscope exercise`` are subcommands.
 Subcommand modules are imported lazily so ``report`` never imports Textual and
 ``capture`` never imports the viewer.
+
+Exit status: what the subcommand returns; 2 for bad input or usage (one line on
+stderr); 1 for an unexpected exception, printed as one line naming its type with a
+request to report it (set ``GAPSCOPE_DEBUG=1`` to get the traceback instead); 130
+on Ctrl-C.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 SUBCOMMANDS = {
@@ -17,18 +23,89 @@ SUBCOMMANDS = {
     "view": "gapscope.view_cmd",
 }
 
+#: One line per subcommand for ``gapscope --help``.
+SUMMARIES = {
+    "view": "open the terminal viewer on TRACE (the default: 'gapscope TRACE')",
+    "report": "print a headless report: busy/idle, gaps with cause and card (--json, --markdown)",
+    "capture": "run a workload under torch.profiler and write a Kineto trace (needs the 'capture' extra)",
+    "exercise": "work through a timeline exercise with the six-step protocol",
+}
+
+def usage() -> str:
+    """Top-level help text listing the subcommands."""
+    lines = [
+        "usage: gapscope [TRACE] | gapscope <command> [options]",
+        "",
+        "Find where the GPU sat idle in a profiler trace (torch.profiler/Kineto Chrome JSON,",
+        "Chrome Trace Event Format, ASCII timelines) and say why.",
+        "",
+        "commands:",
+    ]
+    for name in SUBCOMMANDS:
+        lines.append(f"  {name:<10}{SUMMARIES.get(name, '')}")
+    lines += [
+        "",
+        "options:",
+        "  -h, --help     show this help and exit",
+        "  -V, --version  print the version and exit",
+        "",
+        "'gapscope <command> --help' shows the options of a command.",
+    ]
+    return "\n".join(lines) + "\n"
+
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit status (2 for bad input or usage)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("-h", "--help", "help"):
+        sys.stdout.write(usage())
+        return 0
+    if argv and argv[0] in ("-V", "--version"):
+        from . import __version__
+
+        sys.stdout.write(f"gapscope {__version__}\n")
+        return 0
     if argv and argv[0] in SUBCOMMANDS:
         name, rest = argv[0], argv[1:]
     else:
         name, rest = "view", argv
+    return guarded(name, rest)
+
+
+def guarded(name: str, rest: list[str]) -> int:
+    """Import and run subcommand ``name`` with ``rest``; turn an unexpected exception
+    into one line on stderr and exit status 1 (re-raised when ``GAPSCOPE_DEBUG`` is
+    set, so a developer sees the traceback)."""
     import importlib
 
-    module = importlib.import_module(SUBCOMMANDS[name])
     try:
+        module = importlib.import_module(SUBCOMMANDS[name])
         return int(module.main(rest) or 0)
     except KeyboardInterrupt:
         return 130
+    except SystemExit as exc:
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # the last line of defence: never a traceback for users
+        if os.environ.get("GAPSCOPE_DEBUG"):
+            raise
+        from parsers.errors import TraceFormatError
+
+        if isinstance(exc, TraceFormatError):
+            print(f"gapscope: error: {_one_line(str(exc))}", file=sys.stderr)
+            return 2
+        print(
+            f"gapscope: internal error: {type(exc).__name__}: {_one_line(str(exc))} "
+            "(this is a bug in gapscope: please report it with the command line and, if you can, the trace; "
+            "GAPSCOPE_DEBUG=1 shows the traceback)",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def _one_line(text: str) -> str:
+    """``text`` on one line, control characters made visible, at most 300 characters."""
+    out = "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" if ord(ch) < 256 else f"\\u{ord(ch):04x}" for ch in text)
+    return out if len(out) <= 300 else out[:299] + "…"

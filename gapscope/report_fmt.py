@@ -1,0 +1,120 @@
+"""Plain-text formatting shared by the report renderers: durations, shares, safe names.
+
+No Rich, no Textual: pure string functions, so the text and Markdown renderers (and
+their tests) agree on every figure.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+__all__ = ["Unit", "unit_for", "fmt_dur", "fmt_share", "safe_name", "fmt_bytes"]
+
+
+class Unit(tuple):
+    """(symbol, ns per unit, decimals) of a time column, e.g. ``("ms", 1_000_000, 3)``."""
+
+    __slots__ = ()
+
+    @property
+    def symbol(self) -> str:
+        return self[0]
+
+    @property
+    def ns(self) -> int:
+        return self[1]
+
+    @property
+    def decimals(self) -> int:
+        return self[2]
+
+
+_S = Unit(("s", 1_000_000_000, 6))
+_MS = Unit(("ms", 1_000_000, 3))
+_US = Unit(("µs", 1_000, 1))
+_NS = Unit(("ns", 1, 0))
+
+
+def unit_for(max_ns: int) -> Unit:
+    """The unit in which the largest value of a column reads best.
+
+    s from 1 s (6 decimals: µs resolution), ms from 100 µs (3 decimals: µs), µs from
+    100 ns (1 decimal: 100 ns), else ns. So a 1.05 ms window reads ``1.050 ms`` and a
+    46 µs gap ``46.0 µs``.
+    """
+    m = abs(int(max_ns))
+    if m >= 1_000_000_000:
+        return _S
+    if m >= 100_000:
+        return _MS
+    if m >= 100:
+        return _US
+    return _NS
+
+
+def fmt_dur(ns: int, unit: Unit | None = None) -> str:
+    """Format a duration or time offset in ns, in ``unit`` (default: ``unit_for(ns)``)."""
+    ns = int(ns)
+    u = unit or unit_for(ns)
+    if u.ns == 1:
+        return f"{ns} ns"
+    return f"{ns / u.ns:.{u.decimals}f} {u.symbol}"
+
+
+def fmt_share(part: int | float, whole: int | float) -> str:
+    """``part / whole`` as a percentage with one decimal (``70.3%``); ``-`` when whole is 0."""
+    if not whole:
+        return "-"
+    return f"{100.0 * float(part) / float(whole):.1f}%"
+
+
+def fmt_bytes(n: int) -> str:
+    """Byte count with binary prefixes (``64.0 KiB``); ``?`` when negative (unknown)."""
+    n = int(n)
+    if n < 0:
+        return "?"
+    if n < 1024:
+        return f"{n} B"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        n_f = n / 1024.0
+        if n_f < 1024 or unit == "TiB":
+            return f"{n_f:.1f} {unit}"
+        n = n_f  # type: ignore[assignment]
+    return f"{n} B"  # pragma: no cover
+
+
+_ESC_SEQ = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_])")
+
+
+def safe_name(name: str, max_len: int | None = None) -> str:
+    """An untrusted trace string made safe for a terminal, otherwise unchanged.
+
+    Terminal escape sequences (CSI, OSC, two-byte ESC) are replaced by a visible
+    ``\\e[…`` marker as a whole; every other control or format character (Unicode
+    categories Cc, Cf, Cs: NUL, newline, bidi overrides, zero-width joiners, …) is
+    shown as ``\\xNN`` / ``\\uNNNN``. Brackets and backslashes are kept verbatim: the
+    result must still be wrapped in ``rich.text.Text``, never used as markup.
+    ``max_len`` truncates with ``…``.
+    """
+    s = str(name)
+    if s.isprintable() and "\x1b" not in s:
+        out = s
+    else:
+        s = _ESC_SEQ.sub(lambda m: "\\e" + _escape_chars(m.group(0)[1:]), s)
+        out = _escape_chars(s)
+    if max_len is not None and len(out) > max_len > 1:
+        out = out[: max_len - 1] + "…"
+    return out
+
+
+def _escape_chars(s: str) -> str:
+    parts = []
+    for ch in s:
+        if ch == " " or unicodedata.category(ch) not in ("Cc", "Cf", "Cs", "Zl", "Zp"):
+            parts.append(ch)
+        elif ord(ch) < 0x100:
+            parts.append(f"\\x{ord(ch):02x}")
+        else:
+            parts.append(f"\\u{ord(ch):04x}")
+    return "".join(parts)

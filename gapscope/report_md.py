@@ -1,0 +1,144 @@
+"""Render the report document as GitHub-flavoured Markdown (``gapscope report --markdown``).
+
+For tickets and chat. Trace names go into code spans (so ``*``, ``_`` and ``[...]`` stay
+literal), with ``|`` escaped inside tables and control characters made visible by
+``safe_name``. Same figures as the text report: both read ``build_document``'s dict.
+"""
+
+from __future__ import annotations
+
+from .report_fmt import fmt_dur, fmt_share, safe_name, unit_for
+
+__all__ = ["render_markdown", "md_code"]
+
+
+def md_code(s: object, max_len: int | None = 80, in_table: bool = True) -> str:
+    """An untrusted string as a Markdown code span (fence longer than any backtick run)."""
+    text = safe_name("" if s is None else str(s), max_len)
+    if not text:
+        return ""
+    run = longest = 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    out = f"{fence}{pad}{text}{pad}{fence}"
+    return out.replace("|", "\\|") if in_table else out
+
+
+def _row(cells) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def _table(header, rows) -> list[str]:
+    out = [_row(header), _row(["---"] * len(header))]
+    out += [_row(r) for r in rows]
+    return out
+
+
+def render_markdown(doc: dict) -> str:
+    """The report of ``doc`` as one Markdown string (ends with a newline)."""
+    src, span = doc["source"], doc["span"]
+    out = [f"# gapscope report: {md_code(src['path'], None, False)}", ""]
+    fmt = src["format"] + (f" (Kineto schemaVersion {src['schema_version']})" if src.get("schema_version") is not None else "")
+    out.append(f"- Format: {fmt}")
+    if src.get("rank") is not None:
+        out.append(f"- Rank {src['rank']} of world size {src.get('world_size')}")
+    for prop in src.get("device_properties") or []:
+        if isinstance(prop, dict):
+            out.append(f"- Device {prop.get('id', '?')}: {md_code(prop.get('name', '?'), None, False)}")
+    out.append(f"- Span: {fmt_dur(span['dur_ns'])}; {doc['event_count']:,} events on {len(doc['lanes'])} lanes")
+    out += ["", "## Lanes", ""]
+    out += _table(["process / device", "lane", "events"],
+                  [[md_code(ln["process_name"], 40), md_code(ln["label"], 40), f"{ln['event_count']:,}"] for ln in doc["lanes"]])
+    out += ["", "## GPU busy (union of kernels over all streams)", ""]
+    devs = doc["devices"]
+    if devs:
+        u = unit_for(max(d["window_ns"] for d in devs))
+        out += _table(["device", "window", "busy", "idle", "fully idle"], [
+            [f"GPU {d['device']}", fmt_dur(d["window_ns"], u),
+             f"{fmt_dur(d['busy_ns'], u)} ({fmt_share(d['busy_ns'], d['window_ns'])})",
+             f"{fmt_dur(d['idle_ns'], u)} ({fmt_share(d['idle_ns'], d['window_ns'])})",
+             f"{fmt_dur(d['fully_idle_ns'], u)} ({fmt_share(d['fully_idle_ns'], d['window_ns'])})"] for d in devs])
+    else:
+        out.append("No GPU kernels in this trace.")
+    if doc.get("diagnosis_available"):
+        out += _diagnosis(doc)
+    warns = doc["warnings"]
+    out += ["", f"## Warnings ({len(warns)})", ""]
+    for w in warns[:20]:
+        where = f"line {w['line']}: " if w.get("line") is not None else ""
+        out.append(f"- {where}{md_code(w['message'], 200, False)}")
+    if len(warns) > 20:
+        out.append(f"- ... and {len(warns) - 20} more")
+    return "\n".join(out) + "\n"
+
+
+def _card_lines(card: dict) -> list[str]:
+    cause = card.get("cause") or "-"
+    if card.get("secondary"):
+        cause += f" (secondary: {card['secondary']} {100 * (card.get('secondary_share') or 0):.0f}%)"
+    return [
+        f"- **Smell:** {md_code(card.get('smell'), None, False)}",
+        f"- **Cause class:** {cause}",
+        f"- **Why the GPU is empty:** {md_code(card.get('why'), None, False)}",
+        f"- **First experiment:** {md_code(card.get('first_experiment'), None, False)}",
+        f"- **Forbidden next step:** {md_code(card.get('forbidden_step'), None, False)}",
+        f"- **Proof of improvement:** {md_code(card.get('proof'), None, False)}",
+    ]
+
+
+def _diagnosis(doc: dict) -> list[str]:
+    out = []
+    totals = doc["class_totals_ns"]
+    total = sum(totals.values())
+    u = unit_for(max(total, 1))
+    out += ["", f"## Idle time by cause ({doc['gap_count']:,} gaps)", ""]
+    out += _table(["cause", "idle", "share"], [[k, fmt_dur(v, u), fmt_share(v, total)] for k, v in totals.items()]
+                  + [["**total**", fmt_dur(total, u), "100.0%" if total else "-"]])
+    gaps = doc["top_gaps"]
+    out += ["", f"## Largest idle gaps (top {len(gaps)})", ""]
+    if gaps:
+        us = unit_for(max(abs(g["start_rel_ns"]) for g in gaps))
+        ul = unit_for(max(g["dur_ns"] for g in gaps))
+        out += _table(["#", "GPU", "start", "length", "after", "before", "cause", "group"], [
+            [k, g["device"], fmt_dur(g["start_rel_ns"], us), fmt_dur(g["dur_ns"], ul),
+             md_code(g["prev_op"]["name"], 48) if g["prev_op"] else "(window start)",
+             md_code(g["next_op"]["name"], 48) if g["next_op"] else "(window end)",
+             f"{g['cause']} {100 * g['cause_share']:.0f}%", "-" if g["group"] < 0 else f"G{g['group']}"]
+            for k, g in enumerate(gaps, 1)])
+    else:
+        out.append("No idle gaps.")
+    for grp in doc["groups"]:
+        out += ["", f"### G{grp.get('id')} {md_code(grp.get('label'), 80, False)}: recurs in {grp.get('steps_with_gap')} of "
+                f"{grp.get('steps_total')} steps, {fmt_dur(grp.get('median_ns', 0))} median", ""]
+        if grp.get("card"):
+            out += _card_lines(grp["card"])
+    lone = [(k, g) for k, g in enumerate(gaps, 1) if g["group"] < 0][:3]
+    for k, g in lone:
+        out += ["", f"### Gap #{k}: {fmt_dur(g['dur_ns'])} at {fmt_dur(g['start_rel_ns'])}", ""]
+        out += _card_lines(g["card"])
+    if doc["episodes"]:
+        out += ["", f"## Picket-fence episodes ({len(doc['episodes'])})", ""]
+        out += _table(["GPU", "start", "kernels", "median kernel", "median launch", "idle"], [
+            [e.get("device"), fmt_dur(e["start_rel_ns"]), e.get("kernel_count"), fmt_dur(e.get("median_kernel_ns", 0)),
+             fmt_dur(e.get("median_launch_ns", 0)), fmt_dur(e.get("idle_ns", 0))] for e in doc["episodes"]])
+    budget = doc.get("budget")
+    if budget:
+        out += ["", "## Budget per step", ""]
+        for k, v in budget.items():
+            if isinstance(v, (dict, list)) or v is None:
+                continue
+            if k.endswith("_ns"):
+                v = fmt_dur(int(v))
+            elif k.endswith("_share"):
+                v = f"{100 * v:.1f}%"
+            elif isinstance(v, float):
+                v = f"{v:,.1f}"
+            out.append(f"- {k}: {v}")
+        for w in doc.get("what_if") or []:
+            tps = w.get("tokens_per_s")
+            out.append(f"- What if {'+'.join(w.get('removed_causes', []))} gaps were removed: step "
+                       f"{fmt_dur(w.get('projected_step_ns', 0))}" + (f", {tps:,.0f} tokens/s" if tps is not None else ""))
+    return out

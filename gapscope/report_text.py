@@ -1,0 +1,339 @@
+"""Render the report document (``report_json.build_document``) for a terminal with Rich.
+
+Every string that comes from the trace is passed through ``safe_name`` and wrapped in
+``rich.text.Text``: it is never parsed as console markup, so ``[bold red]x[/bold red]``
+prints as written and control characters cannot reach the terminal. Colour follows
+Rich's ``Console`` (off for ``NO_COLOR`` and when not writing to a terminal).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from .report_fmt import fmt_bytes, fmt_dur, fmt_share, safe_name, unit_for
+
+__all__ = ["render_text", "make_console", "CAUSE_STYLE", "MAX_WARNINGS", "MAX_LANES", "CARDS_FOR_TOP"]
+
+#: Styles of the cause classes (colour only; the label is always printed).
+CAUSE_STYLE = {"sync": "magenta", "copy": "cyan", "launch": "yellow", "host": "red", "unclassified": "dim"}
+#: Warnings printed in full before "... and N more".
+MAX_WARNINGS = 20
+#: Lanes listed before "... and N more lanes" (the JSON lists all).
+MAX_LANES = 60
+#: Largest gaps outside any recurring group that also get their card printed.
+CARDS_FOR_TOP = 3
+NAME_COLS = 48
+
+
+def _t(s: Any, max_len: int | None = None, style: str = "") -> Text:
+    """A ``Text`` of an untrusted string (made terminal-safe, never markup)."""
+    return Text(safe_name("" if s is None else str(s), max_len), style=style)
+
+
+def _cause(label: str | None, share: float | None = None) -> Text:
+    if not label:
+        return Text("-")
+    t = Text(label, style=CAUSE_STYLE.get(label, ""))
+    if share is not None:
+        t.append(f" {100.0 * share:.0f}%")
+    return t
+
+
+def _heading(console: Console, title: str) -> None:
+    console.print()
+    console.print(Text(title, style="bold underline"))
+
+
+def render_text(doc: dict, console: Console) -> None:
+    """Print the whole report of ``doc`` on ``console`` (sections in a fixed order)."""
+    _header(doc, console)
+    _lanes(doc, console)
+    _devices(doc, console)
+    if not doc.get("diagnosis_available"):
+        console.print()
+        console.print(Text("Gap diagnosis unavailable (analysis.diagnose not installed)."))
+    else:
+        _class_totals(doc, console)
+        _top_gaps(doc, console)
+        _groups(doc, console)
+        _top_cards(doc, console)
+        _episodes(doc, console)
+        _budget(doc, console)
+    _warnings(doc, console)
+
+
+def _header(doc: dict, console: Console) -> None:
+    src = doc["source"]
+    console.print(Text.assemble(("gapscope report: ", "bold"), _t(src["path"])))
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    fmt = src["format"]
+    if src.get("schema_version") is not None:
+        fmt += f" (Kineto schemaVersion {src['schema_version']})"
+    grid.add_row("Format", _t(fmt))
+    if src.get("trace_name"):
+        grid.add_row("Trace name", _t(src["trace_name"]))
+    if src.get("rank") is not None or src.get("world_size") is not None:
+        grid.add_row("Rank", Text(f"{src.get('rank', '?')} of world size {src.get('world_size', '?')}"))
+    for k, prop in enumerate(src.get("device_properties") or []):
+        grid.add_row(f"Device {prop.get('id', k)}" if isinstance(prop, dict) else f"Device {k}", _t(_device_prop(prop)))
+    span = doc["span"]
+    grid.add_row("Span", Text(f"{fmt_dur(span['dur_ns'])} ({span['start_ns']} → {span['end_ns']} ns)"))
+    grid.add_row("Events", Text(f"{doc['event_count']:,} on {len(doc['lanes'])} lanes"))
+    ignored = src.get("ignored_counts") or {}
+    if ignored:
+        grid.add_row("Ignored", _t(", ".join(f"{k}: {v}" for k, v in sorted(ignored.items()))))
+    console.print(grid)
+
+
+def _device_prop(prop: Any) -> str:
+    if not isinstance(prop, dict):
+        return str(prop)
+    parts = [str(prop.get("name", "?"))]
+    mem = prop.get("totalGlobalMem")
+    if isinstance(mem, (int, float)) and mem > 0:
+        parts.append(fmt_bytes(int(mem)))
+    if "computeMajor" in prop:
+        parts.append(f"sm_{prop.get('computeMajor')}{prop.get('computeMinor', '')}")
+    if "numSms" in prop:
+        parts.append(f"{prop['numSms']} SMs")
+    return ", ".join(parts)
+
+
+def _lanes(doc: dict, console: Console) -> None:
+    _heading(console, "Lanes")
+    lanes = doc["lanes"]
+    tbl = Table(box=None, pad_edge=False, show_edge=False)
+    tbl.add_column("process / device", overflow="ellipsis", max_width=40)
+    tbl.add_column("lane", overflow="ellipsis", max_width=36)
+    tbl.add_column("events", justify="right")
+    tbl.add_column("by kind", overflow="fold")
+    prev_group = None
+    for ln in lanes[:MAX_LANES]:
+        group = (ln["is_gpu"], ln["device"] if ln["is_gpu"] else ln["pid"])
+        proc = _t(ln["process_name"] if not ln["is_gpu"] else (ln["process_name"] or f"GPU {ln['device']}"), 40)
+        if group == prev_group:
+            proc = Text("")
+        prev_group = group
+        kinds = sorted(ln["event_counts_by_kind"].items(), key=lambda kv: -kv[1])
+        tbl.add_row(proc, _t(ln["label"], 36), f"{ln['event_count']:,}",
+                    Text(", ".join(f"{k} {v:,}" for k, v in kinds[:4]) + (" …" if len(kinds) > 4 else "")))
+    console.print(tbl)
+    if len(lanes) > MAX_LANES:
+        console.print(Text(f"... and {len(lanes) - MAX_LANES} more lanes (all in --json)"))
+
+
+def _devices(doc: dict, console: Console) -> None:
+    _heading(console, "GPU busy (union of kernels over all streams of a device)")
+    devs = doc["devices"]
+    if not devs:
+        console.print(Text("No GPU kernels in this trace."))
+        return
+    u = unit_for(max(d["window_ns"] for d in devs))
+    tbl = Table(box=None, pad_edge=False, show_edge=False)
+    for name in ("device", "window", "busy", "idle", "idle share", "fully idle", "kernels", "copies"):
+        tbl.add_column(name, justify="left" if name == "device" else "right")
+    for d in devs:
+        tbl.add_row(
+            f"GPU {d['device']}", fmt_dur(d["window_ns"], u),
+            f"{fmt_dur(d['busy_ns'], u)} ({fmt_share(d['busy_ns'], d['window_ns'])})",
+            fmt_dur(d["idle_ns"], u), fmt_share(d["idle_ns"], d["window_ns"]),
+            f"{fmt_dur(d['fully_idle_ns'], u)} ({fmt_share(d['fully_idle_ns'], d['window_ns'])})",
+            f"{d['kernel_count']:,}", f"{d['copy_count']:,}",
+        )
+    console.print(tbl)
+    console.print(Text("fully idle: no kernel, memcpy or memset running (copies counted as busy)", style="dim"))
+
+
+def _class_totals(doc: dict, console: Console) -> None:
+    totals = doc["class_totals_ns"]
+    total = sum(totals.values())
+    p = doc.get("params") or {}
+    _heading(console, f"Idle time by cause ({doc['gap_count']:,} gaps of at least {fmt_dur(p.get('min_gap_ns', 0))})")
+    u = unit_for(max(total, 1))
+    tbl = Table(box=None, pad_edge=False, show_edge=False)
+    tbl.add_column("cause")
+    tbl.add_column("idle", justify="right")
+    tbl.add_column("share", justify="right")
+    tbl.add_column("gaps", justify="right")
+    counts = doc.get("class_gap_counts") or {}
+    for label, ns in totals.items():
+        tbl.add_row(_cause(label), fmt_dur(ns, u), fmt_share(ns, total), f"{counts.get(label, 0):,}")
+    tbl.add_row(Text("total", style="bold"), fmt_dur(total, u), fmt_share(total, total) if total else "-",
+                f"{doc['gap_count']:,}")
+    console.print(tbl)
+
+
+def _top_gaps(doc: dict, console: Console) -> None:
+    gaps = doc["top_gaps"]
+    _heading(console, f"Largest idle gaps (top {len(gaps)})")
+    if not gaps:
+        console.print(Text("No idle gaps."))
+        return
+    us = unit_for(max(abs(g["start_rel_ns"]) for g in gaps))
+    ul = unit_for(max(g["dur_ns"] for g in gaps))
+    tbl = Table(box=None, pad_edge=False, show_edge=False)
+    tbl.add_column("#", justify="right")
+    if len(doc["devices"]) > 1:
+        tbl.add_column("GPU", justify="right")
+    tbl.add_column("start", justify="right")
+    tbl.add_column("length", justify="right")
+    tbl.add_column("after", overflow="ellipsis", ratio=1)
+    tbl.add_column("before", overflow="ellipsis", ratio=1)
+    tbl.add_column("cause")
+    tbl.add_column("group", justify="right")
+    for rank, g in enumerate(gaps, 1):
+        row = [str(rank)]
+        if len(doc["devices"]) > 1:
+            row.append(str(g["device"]))
+        row += [fmt_dur(g["start_rel_ns"], us), fmt_dur(g["dur_ns"], ul)]
+        cells: list[Any] = [
+            _t(g["prev_op"]["name"] if g["prev_op"] else "(window start)", NAME_COLS),
+            _t(g["next_op"]["name"] if g["next_op"] else "(window end)", NAME_COLS),
+            _cause(g["cause"], g["cause_share"]),
+            "-" if g["group"] < 0 else f"G{g['group']}",
+        ]
+        tbl.add_row(*row, *cells)
+    console.print(tbl)
+    console.print(Text("start: from the trace start; after/before: the GPU ops around the gap", style="dim"))
+
+
+def _card_panel(title: Text, card: dict) -> Panel:
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(overflow="fold")
+    cause = _cause(card.get("cause"))
+    if card.get("secondary"):
+        cause.append("  (secondary: ")
+        cause.append_text(_cause(card["secondary"], card.get("secondary_share")))
+        cause.append(")")
+    grid.add_row("Smell", _t(card.get("smell")))
+    grid.add_row("Cause class", cause)
+    grid.add_row("Why the GPU is empty", _t(card.get("why")))
+    grid.add_row("First experiment", _t(card.get("first_experiment")))
+    grid.add_row("Forbidden next step", _t(card.get("forbidden_step")))
+    grid.add_row("Proof of improvement", _t(card.get("proof")))
+    ev = card.get("evidence") or []
+    if ev:
+        lines = Text()
+        for k, e in enumerate(ev[:6]):
+            if k:
+                lines.append("\n")
+            lines.append_text(_t(e.get("name"), 60))
+            lines.append(f"  {e.get('cause')}  {fmt_dur(e.get('overlap_ns', 0))}")
+            if e.get("bytes", -1) >= 0:
+                lines.append(f"  {fmt_bytes(e['bytes'])}" + (" pageable" if e.get("pageable") else ""))
+        if len(ev) > 6:
+            lines.append(f"\n… and {len(ev) - 6} more")
+        grid.add_row("Evidence", lines)
+    return Panel(grid, title=title, title_align="left", expand=True)
+
+
+def _groups(doc: dict, console: Console) -> None:
+    groups = doc["groups"]
+    if not groups:
+        return
+    _heading(console, f"Recurring gaps ({len(groups)} groups by position in the step)")
+    for grp in groups:
+        title = Text(f"G{grp.get('id')} ")
+        title.append_text(_t(grp.get("label"), 60))
+        title.append(
+            f": recurs in {grp.get('steps_with_gap')} of {grp.get('steps_total')} steps, "
+            f"{fmt_dur(grp.get('median_ns', 0))} median, {fmt_dur(grp.get('total_ns', 0))} total"
+        )
+        if grp.get("card"):
+            console.print(_card_panel(title, grp["card"]))
+        else:
+            console.print(title)
+
+
+def _top_cards(doc: dict, console: Console) -> None:
+    lone = [g for g in doc["top_gaps"] if g["group"] < 0][:CARDS_FOR_TOP]
+    if not lone:
+        return
+    _heading(console, "Cards of the largest gaps outside recurring groups")
+    for rank, g in enumerate(doc["top_gaps"], 1):
+        if g in lone:
+            title = Text(f"#{rank}: {fmt_dur(g['dur_ns'])} at {fmt_dur(g['start_rel_ns'])}")
+            console.print(_card_panel(title, g["card"]))
+
+
+def _episodes(doc: dict, console: Console) -> None:
+    eps = doc["episodes"]
+    if not eps:
+        return
+    _heading(console, f"Picket-fence episodes ({len(eps)})")
+    tbl = Table(box=None, pad_edge=False, show_edge=False)
+    for name in ("GPU", "start", "length", "kernels", "median kernel", "median launch", "idle"):
+        tbl.add_column(name, justify="right")
+    for e in eps:
+        tbl.add_row(str(e.get("device")), fmt_dur(e["start_rel_ns"]), fmt_dur(e["dur_ns"]), f"{e.get('kernel_count', 0):,}",
+                    fmt_dur(e.get("median_kernel_ns", 0)), fmt_dur(e.get("median_launch_ns", 0)), fmt_dur(e.get("idle_ns", 0)))
+    console.print(tbl)
+
+
+def _kv_rows(d: dict, skip: Iterable[str] = ()) -> list[tuple[str, str]]:
+    rows = []
+    for k, v in d.items():
+        if k in skip or isinstance(v, (dict, list)) or v is None:
+            continue
+        if k.endswith("_ns") and isinstance(v, (int, float)):
+            rows.append((k[:-3].replace("_", " "), fmt_dur(int(v))))
+        elif k.endswith("_share") and isinstance(v, (int, float)):
+            rows.append((k.replace("_", " "), f"{100 * v:.1f}%"))
+        elif isinstance(v, float):
+            rows.append((k.replace("_", " "), f"{v:,.1f}"))
+        else:
+            rows.append((k.replace("_", " "), str(v)))
+    return rows
+
+
+def _budget(doc: dict, console: Console) -> None:
+    steps, budget = doc.get("steps"), doc.get("budget")
+    if steps is None and budget is None:
+        return
+    _heading(console, "Steps and budget")
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    if steps is not None:
+        grid.add_row("Steps", Text.assemble(f"{steps['count']} from {steps.get('source')} ", _t(steps.get("name") or "")))
+    for k, v in _kv_rows(budget or {}):
+        grid.add_row(k, _t(v))
+    console.print(grid)
+    for w in doc.get("what_if") or []:
+        line = Text(f"What if {'+'.join(w.get('removed_causes', []))} gaps were removed: step ")
+        line.append(fmt_dur(w.get("projected_step_ns", 0)))
+        if w.get("tokens_per_s") is not None:
+            line.append(f", {w['tokens_per_s']:,.0f} tokens/s")
+        console.print(line)
+        for a in w.get("assumptions") or []:
+            console.print(Text.assemble("  assuming: ", _t(a)))
+
+
+def _warnings(doc: dict, console: Console) -> None:
+    warns = doc["warnings"]
+    _heading(console, f"Warnings ({len(warns)})")
+    if not warns:
+        console.print(Text("none"))
+        return
+    for w in warns[:MAX_WARNINGS]:
+        where = f"line {w['line']}: " if w.get("line") is not None else ""
+        field = f"[{w['field']}] " if w.get("field") else ""
+        console.print(Text.assemble(where, _t(field), _t(w["message"])))
+    if len(warns) > MAX_WARNINGS:
+        console.print(Text(f"... and {len(warns) - MAX_WARNINGS} more (all in --json)"))
+
+
+def make_console(file, *, width: int | None, color: bool) -> Console:
+    """A Rich console for the report: no markup/emoji/highlighting of data, colour only
+    when ``color``; ``width`` None lets Rich measure the terminal."""
+    return Console(file=file, width=width, no_color=not color, color_system="auto" if color else None,
+                   markup=False, emoji=False, highlight=False, soft_wrap=False)
+

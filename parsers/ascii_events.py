@@ -1,0 +1,285 @@
+"""Event-list ASCII timelines: ``0.000 ms  CPU decode_step begin`` lines → ``Trace``.
+
+Grammar and rules (``docs/ascii-timelines.md``, "Event list"):
+
+- ``<time> [unit] <lane> <text>``; unit one of ns, us, µs, ms, s, carried from the
+  previous line when omitted, ``ms`` before the first unit of the file.
+- ``X begin`` / ``X end`` make a span on that lane; GPU spans are kernels or copies
+  (``parsers.ascii_names.gpu_kind``), CPU spans annotations or calls (``cpu_kind``).
+- Other CPU lines are points lasting until the next line on the same lane (the last
+  one until the last time in the file); other GPU lines are instants.
+- ``launch X`` links (by ``correlation``) to the first later GPU span whose name words
+  are all in X (or whose name contains all of X's words); when none matches, to the
+  first later GPU span not linked yet (a warning says so).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from fractions import Fraction
+
+from .ascii import LANE_RE, cpu_lane, gpu_lane, lane_label, new_builder
+from .ascii_names import copy_direction, cpu_kind, gpu_kind, launch_target
+from .errors import TraceFormatError
+from .model import CopyKind, Kind, Trace
+
+__all__ = ["load_events", "UNIT_NS", "parse_line", "EventLine"]
+
+#: Units of the event list, in ns per unit.
+UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+DEFAULT_UNIT = "ms"
+
+_NUM = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)")
+_TOKEN = re.compile(r"\s*(\S+)")
+_BEGIN_END = re.compile(r"^(?:(.*?)\s+)?(begin|end)$", re.I)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class EventLine:
+    """One parsed line: 1-based ``line``; ``*_col`` 1-based columns; ``time_ns`` int."""
+
+    line: int
+    time_ns: int
+    time_col: int
+    unit: str
+    lane: str  # canonical label: CPU, CPU1, GPU, GPU1
+    lane_col: int
+    text: str
+    text_col: int
+
+
+def parse_line(raw: str, lineno: int, unit: str, path: str) -> EventLine:
+    """Parse one event-list line; ``unit`` is the unit carried from earlier lines.
+
+    Raises ``TraceFormatError`` (line, column) for a missing time, an unknown unit, a
+    missing lane or missing text.
+    """
+    m = _NUM.match(raw)
+    if m is None:
+        col = len(raw) - len(raw.lstrip()) + 1
+        raise TraceFormatError(path, "expected a time at the start of the line", line=lineno, column=col,
+                               hint="event-list lines read '<time> [unit] <CPU|GPU> <text>'")
+    num, time_col, pos = m.group(1), m.start(1) + 1, m.end()
+    unit_tok = None
+    if pos < len(raw) and not raw[pos].isspace():  # unit glued to the number: 0.5ms
+        t = _TOKEN.match(raw, pos)
+        unit_tok, unit_col, pos = t.group(1), t.start(1) + 1, t.end()
+        if unit_tok not in UNIT_NS:
+            raise _unit_error(path, unit_tok, lineno, unit_col)
+    t = _TOKEN.match(raw, pos)
+    if t is None:
+        raise TraceFormatError(path, "expected a lane (CPU or GPU) after the time", line=lineno,
+                               column=len(raw) + 1)
+    tok, tok_col, pos = t.group(1), t.start(1) + 1, t.end()
+    if unit_tok is None and tok in UNIT_NS:
+        unit_tok = tok
+        t = _TOKEN.match(raw, pos)
+        if t is None:
+            raise TraceFormatError(path, "expected a lane (CPU or GPU) after the unit", line=lineno,
+                                   column=len(raw) + 1)
+        tok, tok_col, pos = t.group(1), t.start(1) + 1, t.end()
+    lm = LANE_RE.match(tok.rstrip(":"))
+    if lm is None:
+        nxt = _TOKEN.match(raw, pos)
+        if unit_tok is None and nxt is not None and LANE_RE.match(nxt.group(1).rstrip(":")):
+            raise _unit_error(path, tok, lineno, tok_col)
+        raise TraceFormatError(path, f"expected a lane (CPU or GPU), found {tok!r}", line=lineno, column=tok_col,
+                               hint="event-list lines read '<time> [unit] <CPU|GPU> <text>'")
+    rest = raw[pos:]
+    text = rest.strip()
+    if not text:
+        raise TraceFormatError(path, "missing event text after the lane", line=lineno, column=len(raw) + 1)
+    text_col = pos + (len(rest) - len(rest.lstrip())) + 1
+    unit = unit_tok or unit
+    time_ns = round(Fraction(num) * UNIT_NS[unit])
+    return EventLine(lineno, time_ns, time_col, unit, lane_label(lm.group(1), lm.group(2)), tok_col, text, text_col)
+
+
+def _unit_error(path: str, tok: str, lineno: int, col: int) -> TraceFormatError:
+    return TraceFormatError(path, f"unknown unit {tok!r}", line=lineno, column=col,
+                            hint="units: ns, us, µs, ms, s")
+
+
+def load_events(lines: list[str], path: str = "") -> Trace:
+    """Build a ``Trace`` (``source.format == "ascii-events"``) from event-list lines.
+
+    ``lines``: the file's lines without line ends. Times are exact decimals rounded to
+    the nearest ns. Raises ``TraceFormatError`` with line and column for: a line that
+    is not ``<time> [unit] <lane> <text>``, an unknown unit, ``X end`` after ``X`` was
+    already closed on that lane, ``begin``/``end`` without a name, a time earlier than
+    the previous line's on the same lane. Ranges still open at the end of the file are
+    closed at the file's last time, with a warning.
+    """
+    parsed: list[EventLine] = []
+    unit = DEFAULT_UNIT
+    units_seen: list[str] = []
+    last_on_lane: dict[str, EventLine] = {}
+    for i, raw in enumerate(lines):
+        s = raw.strip()
+        if not s or s.startswith("#"):
+            continue
+        ev = parse_line(raw, i + 1, unit, path)
+        if ev.unit != unit or not units_seen:
+            units_seen.append(ev.unit)
+        unit = ev.unit
+        prev = last_on_lane.get(ev.lane)
+        if prev is not None and ev.time_ns < prev.time_ns:
+            raise TraceFormatError(
+                path, f"time goes backwards on lane {ev.lane}: {_fmt(ev.time_ns, ev.unit)} after "
+                f"{_fmt(prev.time_ns, prev.unit)} on line {prev.line}", line=ev.line, column=ev.time_col,
+                hint="lines of one lane must be in time order")
+        last_on_lane[ev.lane] = ev
+        parsed.append(ev)
+    b = new_builder(lines, path, "ascii-events")
+    b.source.display_time_unit = units_seen[0] if units_seen else DEFAULT_UNIT
+    b.source.extra["default_unit"] = DEFAULT_UNIT
+    if not parsed:
+        return b.build()
+    first_ns = min(e.time_ns for e in parsed)
+    last_ns = max(e.time_ns for e in parsed)
+    return _build(b, parsed, first_ns, last_ns, path)
+
+
+def _fmt(ns: int, unit: str) -> str:
+    v = Fraction(ns, UNIT_NS[unit])
+    return f"{float(v):g} {unit}"
+
+
+def _build(b, parsed: list[EventLine], first_ns: int, last_ns: int, path: str) -> Trace:
+    lanes: dict[str, int] = {}
+    pending: dict[str, tuple[EventLine, str]] = {}  # CPU point waiting for its end
+    open_spans: dict[tuple[str, str], list[EventLine]] = {}
+    seen_names: set[tuple[str, str]] = set()
+    gpu_spans: list[tuple[int, str, int, int]] = []  # (start, name, row, line)
+    calls: list[tuple[int, str, int, Kind, CopyKind]] = []  # (start, text, row, kind, dir)
+    rows: list[dict] = []
+
+    def lane_of(label: str) -> int:
+        if label not in lanes:
+            m = LANE_RE.match(label)
+            lanes[label] = (gpu_lane if m.group(1) == "GPU" else cpu_lane)(b, m.group(2))
+        return lanes[label]
+
+    def emit(label: str, name: str, start: int, end: int, line: int, *, span: bool) -> None:
+        is_gpu = label.startswith("GPU")
+        ck = CopyKind.NONE
+        if is_gpu:
+            kind, ck = gpu_kind(name) if span else (Kind.INSTANT, CopyKind.NONE)
+        else:
+            kind = cpu_kind(name, span=span)
+            if kind == Kind.MEMCPY_CALL:
+                ck = copy_direction(name)
+        rows.append(dict(lane=lane_of(label), name=name, start=start, dur=end - start, kind=kind, ck=ck, line=line))
+        if is_gpu and kind in (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET):
+            gpu_spans.append((start, name, len(rows) - 1, line))
+        elif kind in (Kind.LAUNCH, Kind.MEMCPY_CALL):
+            calls.append((start, name, len(rows) - 1, kind, ck))
+
+    for ev in parsed:
+        lane_of(ev.lane)
+        p = pending.pop(ev.lane, None)
+        if p is not None:
+            emit(ev.lane, p[1], p[0].time_ns, ev.time_ns, p[0].line, span=False)
+        m = _BEGIN_END.match(ev.text)
+        if m is None:
+            if ev.lane.startswith("CPU"):
+                pending[ev.lane] = (ev, ev.text)
+            else:
+                emit(ev.lane, ev.text, ev.time_ns, ev.time_ns, ev.line, span=False)
+            continue
+        name, action = (m.group(1) or "").strip(), m.group(2).lower()
+        if not name:
+            raise TraceFormatError(path, f"{action!r} needs a name before it ('X {action}')",
+                                   line=ev.line, column=ev.text_col)
+        key = (ev.lane, name)
+        if action == "begin":
+            open_spans.setdefault(key, []).append(ev)
+            seen_names.add(key)
+            continue
+        stack = open_spans.get(key)
+        if stack:
+            beg = stack.pop()
+            emit(ev.lane, name, beg.time_ns, ev.time_ns, beg.line, span=True)
+        elif key not in seen_names:
+            # The range began before the excerpt: start it at the file's first time.
+            b.warn(ev.line, "text", f"'{name} end' on {ev.lane} has no 'begin': taken to start at the "
+                   f"first time of the file ({_fmt(first_ns, ev.unit)})")
+            emit(ev.lane, name, first_ns, ev.time_ns, ev.line, span=True)
+        else:
+            raise TraceFormatError(path, f"'{name} end' without '{name} begin' on lane {ev.lane}",
+                                   line=ev.line, column=ev.text_col,
+                                   hint=f"'{name}' was already closed; each 'end' needs its own 'begin'")
+        seen_names.add(key)
+    for label, (ev, text) in pending.items():
+        emit(label, text, ev.time_ns, last_ns, ev.line, span=False)
+    for (label, name), stack in open_spans.items():
+        for beg in stack:
+            b.warn(beg.line, "text", f"'{name} begin' on {label} is never closed: closed at the last "
+                   f"time of the file ({_fmt(last_ns, beg.unit)})")
+            emit(label, name, beg.time_ns, last_ns, beg.line, span=True)
+    corr = _link(b, rows, gpu_spans, calls)
+    # Annotations first among events with equal (start, dur): ranges enclose calls.
+    order = sorted(range(len(rows)), key=lambda k: (rows[k]["start"], -rows[k]["dur"], rows[k]["kind"] != Kind.ANNOTATION))
+    for k in order:
+        r = rows[k]
+        args = {"target": launch_target(r["name"])} if r["kind"] == Kind.LAUNCH and launch_target(r["name"]) else None
+        b.event(r["lane"], r["name"], r["start"], r["dur"], r["kind"], correlation=corr.get(k, -1),
+                copy_kind=r["ck"], line=r["line"], args=args)
+    return b.build()
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in re.split(r"[^0-9a-z_]+", text.lower()) if w}
+
+
+def _link(b, rows, gpu_spans, calls) -> dict[int, int]:
+    """Correlation ids: row index → id, shared by each linked call and GPU span.
+
+    Launch calls in time order take the first later unlinked GPU span whose name
+    matches (word sets, see module docstring); then unmatched launches take the first
+    later unlinked span. Copy calls take the first unlinked GPU copy of their
+    direction that starts inside the call.
+    """
+    gpu_spans = sorted(gpu_spans)
+    taken: set[int] = set()
+    corr: dict[int, int] = {}
+    next_id = 1
+
+    def link(call_row: int, span_row: int) -> None:
+        nonlocal next_id
+        corr[call_row] = corr[span_row] = next_id
+        taken.add(span_row)
+        next_id += 1
+
+    launches = sorted(c for c in calls if c[3] == Kind.LAUNCH)
+    unmatched = []
+    for start, text, row, _, _ in launches:
+        target = _words(launch_target(text))
+        for g_start, g_name, g_row, _ in gpu_spans:
+            if g_row in taken or g_start < start or rows[g_row]["kind"] != Kind.KERNEL:
+                continue
+            gw = _words(g_name)
+            if target and gw and (gw <= target or target <= gw):
+                link(row, g_row)
+                break
+        else:
+            unmatched.append((start, text, row))
+    for start, text, row in unmatched:
+        for g_start, g_name, g_row, g_line in gpu_spans:
+            if g_row not in taken and g_start >= start and rows[g_row]["kind"] == Kind.KERNEL:
+                b.warn(rows[row]["line"], "text", f"{text!r} names no later GPU span: linked by order to "
+                       f"{g_name!r} (line {g_line})")
+                link(row, g_row)
+                break
+        else:
+            b.warn(rows[row]["line"], "text", f"{text!r}: no later GPU span to link to")
+    for start, text, row, kind, ck in sorted(c for c in calls if c[3] == Kind.MEMCPY_CALL):
+        end = start + rows[row]["dur"]
+        for g_start, g_name, g_row, _ in gpu_spans:
+            g = rows[g_row]
+            if (g_row not in taken and g["kind"] == Kind.MEMCPY and start <= g_start <= end
+                    and (ck in (CopyKind.NONE, CopyKind.UNKNOWN) or g["ck"] in (ck, CopyKind.UNKNOWN))):
+                link(row, g_row)
+                break
+    return corr

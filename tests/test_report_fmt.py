@@ -1,0 +1,61 @@
+"""Formatting helpers of the report: units chosen per column, untrusted names."""
+
+from __future__ import annotations
+
+import pytest
+from rich.console import Console
+from rich.text import Text
+
+from gapscope.report_fmt import fmt_bytes, fmt_dur, fmt_share, safe_name, unit_for
+
+
+@pytest.mark.parametrize(
+    "ns, text",
+    [
+        (0, "0 ns"), (99, "99 ns"), (46_000, "46.0 µs"), (99_999, "100.0 µs"), (100_000, "0.100 ms"),
+        (312_000, "0.312 ms"), (1_050_000, "1.050 ms"), (999_999_999, "1000.000 ms"),
+        (1_000_000_000, "1.000000 s"), (2_543_932_123, "2.543932 s"),
+    ],
+)
+def test_fmt_dur_default_unit(ns, text):
+    assert fmt_dur(ns) == text
+
+
+def test_column_unit_is_shared():
+    u = unit_for(1_050_000)  # a 1.05 ms window: every figure in ms
+    assert [fmt_dur(x, u) for x in (312_000, 738_000, 20_000)] == ["0.312 ms", "0.738 ms", "0.020 ms"]
+    assert fmt_dur(-20_000, unit_for(20_000)) == "-20.0 µs"
+
+
+def test_share_and_bytes():
+    assert fmt_share(738, 1050) == "70.3%"
+    assert fmt_share(1, 0) == "-"
+    assert fmt_bytes(65536) == "64.0 KiB" and fmt_bytes(100) == "100 B" and fmt_bytes(-1) == "?"
+    assert fmt_bytes(3 * 1024**3) == "3.0 GiB"
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["[bold red]loss.backward()[/bold red]", "[/]", "\\[escaped] literal", "[link=https://example.invalid]open[/link]",
+     "void gemv2T_kernel_val<int, int, float, float, 128, 16, 4, 4> [with T = float]", "python3 [worker 0]", "µ-kernel ✓"],
+)
+def test_safe_name_keeps_printable_text_verbatim(name):
+    assert safe_name(name) == name
+    c = Console(width=200, no_color=True, color_system=None, file=None, record=True)
+    c.print(Text(safe_name(name)))
+    assert c.export_text().rstrip("\n") == name
+
+
+def test_safe_name_neutralises_terminal_control():
+    assert safe_name("a\x1b[31mred\x1b[0m") == "a\\e[31mred\\e[0m"
+    assert safe_name("title\x1b]0;pwned\x07x") == "title\\e]0;pwned\\x07x"
+    assert safe_name("two\nlines\ttab\x00") == "two\\x0alines\\x09tab\\x00"
+    assert safe_name("rtl\u202eevil") == "rtl\\u202eevil"
+    assert safe_name("lone\ud800") == "lone\\ud800"
+    for s in (safe_name("\x1b[2J\x9b31m\r"),):
+        assert all(ch.isprintable() for ch in s)
+
+
+def test_safe_name_truncates():
+    assert safe_name("abcdefghij", 5) == "abcd…"
+    assert safe_name("abc", 5) == "abc"

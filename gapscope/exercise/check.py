@@ -1,0 +1,116 @@
+"""``check_exercise``: verify an exercise file's answer keys against what the diagnosis
+computes on its traces (for instructors; ``gapscope exercise --check FILE``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from .context import Workbook
+from .facts import TraceFacts
+from .judge import _fmt, _in_unit
+from .load import load_exercise
+from .model import Exercise, ExerciseError, Task
+
+__all__ = ["CheckReport", "check_exercise", "check_loaded"]
+
+#: An assumption stated in the prompt may differ from the timeline by this share before
+#: ``check`` warns (numbers in prompts are rounded to about 3 digits).
+ASSUMPTION_REL_TOL = 0.005
+
+
+@dataclasses.dataclass
+class CheckReport:
+    """Outcome of a check: ``errors`` (keys that contradict the trace, unreadable
+    files) and ``warnings`` (stated assumptions the trace does not bear out)."""
+
+    path: str
+    errors: list[str] = dataclasses.field(default_factory=list)
+    warnings: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def lines(self) -> list[str]:
+        out = [f"{self.path}: error: {e}" for e in self.errors]
+        out += [f"{self.path}: warning: {w}" for w in self.warnings]
+        if self.ok:
+            out.append(f"{self.path}: ok" + (f" ({len(self.warnings)} warning(s))" if self.warnings else ""))
+        return out
+
+
+def check_exercise(path: str | os.PathLike) -> CheckReport:
+    """Load the exercise at ``path`` and check every key against the diagnosis.
+
+    Errors (the file is wrong): format errors, unreadable traces, a gap key naming no
+    gap or not the gap its ``expect_*`` says, a cause key the diagnosis does not give,
+    a number key outside its tolerance of the timeline's figure (naming the task and
+    both values). Warnings: an assumption (``[[tasks.assume]]``) that differs from the
+    timeline by more than 0.5 %, naming both numbers. Never raises for a bad file.
+    """
+    try:
+        ex = load_exercise(path)
+    except ExerciseError as exc:
+        return CheckReport(str(path), [_short(exc)])
+    return check_loaded(ex)
+
+
+def _short(exc: ExerciseError) -> str:
+    where = f"line {exc.line}: " if exc.line else ""
+    who = f"task {exc.task!r}: " if exc.task else ""
+    return where + who + exc.message
+
+
+def check_loaded(ex: Exercise, workbook: Workbook | None = None) -> CheckReport:
+    """Check an already loaded exercise (see ``check_exercise``)."""
+    from parsers.errors import TraceFormatError
+
+    rep = CheckReport(str(ex.path))
+    wb = workbook or Workbook(ex)
+    for task in ex.tasks:
+        who = f"task {task.id!r}" + (f" (line {task.line})" if task.line else "")
+        if task.kind == "choice":
+            continue
+        try:
+            facts = wb.facts(task.trace)
+        except TraceFormatError as exc:
+            rep.errors.append(f"{who}: trace {task.trace!r} cannot be read: {exc}")
+            continue
+        try:
+            _check_task(task, facts, who, rep)
+        except ValueError as exc:
+            rep.errors.append(f"{who}: {exc}")
+    return rep
+
+
+def _check_task(task: Task, facts: TraceFacts, who: str, rep: CheckReport) -> None:
+    g = None
+    if task.gap is not None:
+        g = facts.resolve(task.gap)
+        if g is None:
+            rep.errors.append(f"{who}: the diagnosis has no {task.gap.describe()} on device {facts.device}")
+            return
+        gs = (int(facts.diag.gaps.start_ns[g]) - facts.origin_ns) / 1e6
+        ge = (int(facts.diag.gaps.end_ns[g]) - facts.origin_ns) / 1e6
+        tol = task.gap.tol_ms
+        for name, want, got in (("start", task.gap.expect_start_ms, gs), ("end", task.gap.expect_end_ms, ge)):
+            if want is not None and abs(want - got) > tol:
+                rep.errors.append(f"{who}: key expects {task.gap.describe()} to {name} at {want:.3f} ms, the diagnosis has {got:.3f} ms ({facts.gap_text(g)})")
+    if task.kind in ("cause", "card"):
+        from analysis.types import Cause
+
+        got = Cause(int(facts.diag.gaps.cause[g])).label
+        if got != task.cause:
+            rep.errors.append(f"{who}: key cause is {task.cause}, the diagnosis classifies {facts.gap_text(g)} as {got}")
+    if task.kind == "number":
+        fig = facts.figure(task.quantity, gap=task.gap, projection=task.projection)
+        truth = _in_unit(fig.value, fig.unit, task.key.unit)
+        tol = task.key.tolerance_abs()
+        if abs(task.key.value - truth) > tol + 1e-9 * max(1.0, abs(truth)):
+            rep.errors.append(f"{who}: key {task.quantity} = {_fmt(task.key.value, task.key.unit)}, the timeline gives {_fmt(truth, task.key.unit)} (tolerance {_fmt(tol, task.key.unit)}; {fig.work})")
+    for a in task.assumptions:
+        fig = facts.figure(a.quantity)
+        truth = _in_unit(fig.value, fig.unit, a.unit)
+        if abs(a.value - truth) > ASSUMPTION_REL_TOL * max(abs(truth), 1e-12):
+            rep.warnings.append(f"{who}: assumes {a.quantity} = {_fmt(a.value, a.unit)}, but its own timeline gives {_fmt(truth, a.unit)} ({fig.work})")

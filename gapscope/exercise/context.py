@@ -1,0 +1,31 @@
+"""Load each trace of an exercise once and diagnose it (``TraceFacts`` per trace id)."""
+
+from __future__ import annotations
+
+from .facts import TraceFacts
+from .model import Exercise
+
+__all__ = ["Workbook"]
+
+
+class Workbook:
+    """Lazily loaded traces and diagnoses of one exercise.
+
+    ``facts(trace_id)`` loads with ``parsers.load`` and diagnoses with
+    ``analysis.diagnose`` on first use; raises ``parsers.errors.TraceFormatError`` for a
+    trace that cannot be read.
+    """
+
+    def __init__(self, exercise: Exercise) -> None:
+        self.exercise = exercise
+        self._facts: dict[str, TraceFacts] = {}
+
+    def facts(self, trace_id: str) -> TraceFacts:
+        f = self._facts.get(trace_id)
+        if f is None:
+            from analysis import diagnose
+            from parsers import load
+
+            trace = load(self.exercise.trace_ref(trace_id).path)
+            f = self._facts[trace_id] = TraceFacts(trace, diagnose(trace))
+        return f

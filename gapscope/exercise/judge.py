@@ -1,0 +1,253 @@
+"""Judge a learner's answer to one task, with the diagnosis of the task's trace.
+
+A picked gap is right when it is the interval the key names in ``diagnose()``'s gaps; a
+cause is right when it is the key (which ``check_exercise`` verifies against the
+diagnosis); a number is right within its tolerance of the figure computed from the
+timeline (``facts.TraceFacts``), and the feedback writes the computation out. No UI
+imports: the screen and the tests call these functions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from .facts import TraceFacts, fill, fmt_dur
+from .load import CAUSE_LABELS, UNITS
+from .model import CardField, Exercise, Option, Task
+
+__all__ = ["Verdict", "judge", "parse_number", "AnswerError"]
+
+
+class AnswerError(ValueError):
+    """The answer cannot be read (not a number, an option out of range, ...); the
+    learner should retry, it does not count as an attempt."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """Outcome of one answer: ``correct``; ``message`` (plain text, untrusted names
+    included verbatim); ``evidence`` (lines pointing at the timeline); ``work`` (the
+    computation, for numbers); ``fields`` (card field -> correct)."""
+
+    correct: bool
+    message: str
+    evidence: tuple[str, ...] = ()
+    work: str = ""
+    fields: dict = dataclasses.field(default_factory=dict)
+
+    def text(self) -> str:
+        """All of it as plain text lines."""
+        out = [("Correct. " if self.correct else "Not yet. ") + self.message]
+        if self.work:
+            out.append(self.work)
+        out.extend(self.evidence)
+        return "\n".join(s for s in out if s)
+
+
+_NUM = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(ms|us|µs|ns|s|%|tokens/s|tok/s|t/s|/s)?\s*$")
+
+
+def parse_number(text: str, unit: str) -> float:
+    """Read ``text`` ("0.312", "0.312 ms", "312 us", "70.3%", "952 tokens/s") as a value
+    in ``unit``. A bare number is in ``unit``; a bare fraction ≤ 1 for a ``%`` unit is
+    read as a share (0.703 → 70.3 %). Raises ``AnswerError``."""
+    m = _NUM.match(text or "")
+    if not m:
+        raise AnswerError(f"{text!r} is not a number (write e.g. 0.312 or 0.312 ms)")
+    v = float(m.group(1))
+    given = m.group(2)
+    if given in ("tok/s", "t/s", "/s"):
+        given = "tokens/s"
+    if given is None:
+        if unit == "%" and 0 < v <= 1:
+            return v * 100.0
+        return v
+    if UNITS[given][0] != UNITS[unit][0]:
+        raise AnswerError(f"{text!r} is in {given}, but this answer is in {unit}")
+    return v * UNITS[given][1] / UNITS[unit][1]
+
+
+def _in_unit(value: float, natural: str, unit: str) -> float:
+    """Convert a figure (ns for times, % or tokens/s) to ``unit``."""
+    if natural == "ns":
+        return value / UNITS[unit][1]
+    return value
+
+
+def _fmt(v: float, unit: str) -> str:
+    if unit == "tokens/s":
+        return f"{v:.0f} tokens/s"
+    if unit == "%":
+        return f"{v:.1f}%"
+    return f"{v:.3f} {unit}"
+
+
+def _evidence(facts: TraceFacts, g: int) -> tuple[str, ...]:
+    try:
+        card = facts.diag.card(g)
+    except Exception:  # a card is optional evidence; the verdict stands without it
+        return ()
+    lines = [f"Gap {facts.gap_text(g)}: diagnosis says {card.cause.label}"
+             + (f" (secondary {card.secondary.label}, {card.secondary_share:.0%})" if card.secondary is not None else "")]
+    for ev in sorted(card.evidence, key=lambda e: -e.overlap_ns)[:4]:
+        lines.append(f"  evidence: {ev.name} ({ev.cause.label}, {fmt_dur(ev.overlap_ns)} inside the gap)")
+    if card.why:
+        lines.append(f"  why: {card.why}")
+    return tuple(lines)
+
+
+def _violations(ex: Exercise, opt: Option) -> str:
+    if not opt.violates:
+        return ""
+    return " It breaks a constraint: " + "; ".join(ex.constraint(c).text for c in opt.violates)
+
+
+def _text_violations(ex: Exercise, text: str) -> list[str]:
+    low = text.casefold()
+    return [c.text for c in ex.constraints if any(k.casefold() in low for k in c.forbidden_keywords)]
+
+
+def judge(ex: Exercise, task: Task, facts: TraceFacts | None, answer, *, notes: str = "") -> Verdict:
+    """Judge ``answer`` to ``task``.
+
+    Answer per kind: ``pick_gap`` gap index (int) in ``facts.diag.gaps`` (or None:
+    no gap under the cursor); ``cause`` a cause label; ``choice`` option index;
+    ``number`` text; ``card`` dict field name -> option index (options fields), cause
+    label (``cause``) or text (keyword fields). ``facts`` is required for every kind
+    but ``choice``. Raises ``AnswerError`` for an unreadable answer.
+    """
+    if task.kind == "choice":
+        return _choice(ex, task, facts, answer)
+    assert facts is not None, "this task kind needs its trace"
+    if task.kind == "pick_gap":
+        return _pick(task, facts, answer)
+    if task.kind == "cause":
+        return _cause(task, facts, answer)
+    if task.kind == "number":
+        return _number(task, facts, answer)
+    if task.kind == "card":
+        return _card(ex, task, facts, answer)
+    raise AnswerError(f"unknown task kind {task.kind!r}")
+
+
+def _key_gap(task: Task, facts: TraceFacts) -> int:
+    g = facts.resolve(task.gap)
+    if g is None:
+        raise AnswerError(f"the trace has no {task.gap.describe()}; run gapscope exercise --check on this file")
+    return g
+
+
+def _pick(task: Task, facts: TraceFacts, answer) -> Verdict:
+    key = _key_gap(task, facts)
+    if answer is None:
+        return Verdict(False, "The cursor is not on an idle gap. Move to a stretch of white space on the GPU lane and press Enter.")
+    g = int(answer)
+    if g == key:
+        msg = fill(task.feedback, facts, g) or f"That is {task.gap.describe()}: {facts.gap_text(g)}."
+        return Verdict(True, msg, _evidence(facts, g))
+    order = [int(x) for x in facts.gap_indices()]
+    rank = order.index(g) + 1 if g in order else 0
+    msg = f"You picked {facts.gap_text(g)}, gap {rank} of {len(order)} by size; the key is {task.gap.describe()}."
+    if task.gap.rank == 1:
+        msg += " There is a wider stretch of white space on the GPU lane: rank the gaps by length (protocol step 3)."
+    if task.wrong_feedback:
+        msg += " " + fill(task.wrong_feedback, facts, g)
+    return Verdict(False, msg)
+
+
+def _cause(task: Task, facts: TraceFacts, answer) -> Verdict:
+    label = str(answer).strip().lower()
+    if label not in CAUSE_LABELS:
+        raise AnswerError(f"{answer!r} is not a cause class ({', '.join(CAUSE_LABELS)})")
+    g = _key_gap(task, facts)
+    ev = _evidence(facts, g)
+    if label == task.cause:
+        return Verdict(True, fill(task.feedback, facts, g) or f"{label}: the CPU-side evidence during the gap says so.", ev)
+    msg = f"{label} does not fit what the CPU did during {facts.gap_text(g)}; read the evidence of the gap (protocol step 4)."
+    if task.wrong_feedback:
+        msg += " " + fill(task.wrong_feedback, facts, g)
+    return Verdict(False, msg)
+
+
+def _choice(ex: Exercise, task: Task, facts: TraceFacts | None, answer) -> Verdict:
+    try:
+        i = int(answer)
+        opt = task.options[i]
+        if i < 0:
+            raise IndexError
+    except (TypeError, ValueError, IndexError):
+        raise AnswerError(f"choose an option 1-{len(task.options)}") from None
+    explain = fill(opt.explain, facts) if facts is not None else opt.explain
+    if opt.correct and not opt.violates:
+        return Verdict(True, explain or "Right.")
+    msg = (explain or "That is not the best answer.") + _violations(ex, opt)
+    if task.wrong_feedback:
+        msg += " " + (fill(task.wrong_feedback, facts) if facts is not None else task.wrong_feedback)
+    return Verdict(False, msg.strip())
+
+
+def _number(task: Task, facts: TraceFacts, answer) -> Verdict:
+    key = task.key
+    v = parse_number(str(answer), key.unit)
+    try:
+        fig = facts.figure(task.quantity, gap=task.gap, projection=task.projection)
+    except ValueError as exc:
+        raise AnswerError(f"cannot compute {task.quantity} from the trace: {exc}") from None
+    truth = _in_unit(fig.value, fig.unit, key.unit)
+    tol = key.tolerance_abs()
+    work = fig.work
+    if task.projection and task.projection.assumptions:
+        work += "\nAssumptions: " + "; ".join(task.projection.assumptions)
+    if abs(v - truth) <= tol + 1e-12 * max(1.0, abs(truth)):
+        return Verdict(True, fill(task.feedback, facts) or f"{_fmt(v, key.unit)} is within {_fmt(tol, key.unit)} of the timeline's {_fmt(truth, key.unit)}.", work=work)
+    side = "high" if v > truth else "low"
+    msg = f"{_fmt(v, key.unit)} is too {side}: the timeline gives {_fmt(truth, key.unit)} (tolerance {_fmt(tol, key.unit)})."
+    if task.wrong_feedback:
+        msg += " " + fill(task.wrong_feedback, facts)
+    return Verdict(False, msg, work=work)
+
+
+def _keywords_ok(fld: CardField, text: str) -> list[tuple[str, ...]]:
+    low = (text or "").casefold()
+    return [g for g in fld.keywords if not any(w in low for w in g)]
+
+
+def _card(ex: Exercise, task: Task, facts: TraceFacts, answer) -> Verdict:
+    if not isinstance(answer, dict):
+        raise AnswerError("a card answer is a mapping of field -> answer")
+    results: dict[str, bool] = {}
+    notes: list[str] = []
+    g = _key_gap(task, facts)
+    for fld in task.fields:
+        a = answer.get(fld.name)
+        if fld.name == "cause":
+            ok = str(a or "").strip().lower() == task.cause
+            results["cause"] = ok
+            if not ok:
+                notes.append(f"cause: {a or '(empty)'} does not fit the evidence during {facts.gap_text(g)}.")
+        elif fld.options:
+            try:
+                opt = fld.options[int(a)]
+            except (TypeError, ValueError, IndexError):
+                results[fld.name] = False
+                notes.append(f"{fld.name}: choose one of the options.")
+                continue
+            ok = opt.correct and not opt.violates
+            results[fld.name] = ok
+            if not ok:
+                notes.append(f"{fld.name}: " + (fill(opt.explain, facts, g) or "not this one.") + _violations(ex, opt))
+        else:
+            missing = _keywords_ok(fld, str(a or ""))
+            broken = _text_violations(ex, str(a or ""))
+            ok = not missing and not broken
+            results[fld.name] = ok
+            if missing:
+                notes.append(f"{fld.name}: say something about " + " and ".join("/".join(m) for m in missing) + ".")
+            for b in broken:
+                notes.append(f"{fld.name}: breaks a constraint: {b}")
+    ev = _evidence(facts, g)
+    if all(results.values()):
+        return Verdict(True, fill(task.feedback, facts, g) or "The card holds.", ev, fields=results)
+    bad = [k for k, v in results.items() if not v]
+    return Verdict(False, f"{len(bad)} of {len(results)} fields need work. " + " ".join(notes), fields=results)

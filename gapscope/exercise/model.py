@@ -1,0 +1,218 @@
+"""The exercise file model: what ``load_exercise`` returns (plain frozen dataclasses).
+
+The file format (TOML) is documented in ``docs/exercises.md``. Nothing here imports a
+UI library or the diagnosis; judging lives in ``gapscope.exercise.judge``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+__all__ = [
+    "ExerciseError", "TraceRef", "Constraint", "Option", "GapSelector", "NumberKey",
+    "Projection", "Assumption", "CardField", "Task", "Exercise",
+    "TASK_KINDS", "QUANTITIES", "CARD_FIELDS", "PROTOCOL",
+]
+
+#: Task kinds a file may use.
+TASK_KINDS = ("pick_gap", "cause", "choice", "number", "card")
+
+#: Numeric quantities the engine computes from a trace (name -> natural unit).
+#: Definitions: "Budget and what-if" in docs/ARCHITECTURE.md (shared design).
+QUANTITIES = {
+    "wall": "ms",  # step wall time (one step; mean over steps when several)
+    "gpu_busy": "ms",  # union of kernel intervals inside the step
+    "idle": "ms",  # wall - gpu_busy
+    "idle_share": "%",  # idle / wall
+    "tokens_per_s": "tokens/s",  # 1 token per step / wall
+    "projected_step": "ms",  # wall - removed idle time (see Projection)
+    "projected_tokens_per_s": "tokens/s",  # 1 / projected_step
+    "gap": "ms",  # length of the gap named by ``gap``
+}
+
+#: Card fields, in the order of the card in docs/ARCHITECTURE.md ("The card").
+CARD_FIELDS = ("smell", "cause", "why", "experiment", "forbidden")
+
+#: The six-step protocol (docs/ARCHITECTURE.md, "The six-step protocol"), 1-based.
+PROTOCOL = (
+    "Capture a steady-state window",
+    "Look before you guess",
+    "Rank the white space",
+    "Classify each gap",
+    "Predict and test",
+    "Re-measure and compare",
+)
+
+
+class ExerciseError(Exception):
+    """An exercise file is invalid. ``str()`` names file, line (when known) and task id."""
+
+    def __init__(self, path: str, message: str, *, line: int | None = None, task: str | None = None) -> None:
+        self.path = str(path)
+        self.message = message
+        self.line = line
+        self.task = task
+        super().__init__(self.__str__())
+
+    def __str__(self) -> str:
+        where = self.path + (f":{self.line}" if self.line else "")
+        who = f" task {self.task!r}:" if self.task else ""
+        return f"{where}:{who} {self.message}"
+
+
+@dataclasses.dataclass(frozen=True)
+class TraceRef:
+    """A trace of the exercise: ``id`` and the resolved file ``path``."""
+
+    id: str
+    path: Path
+    label: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Constraint:
+    """A rule answers must respect. ``forbidden_keywords`` are matched (case-insensitive)
+    in free-text answers; choice options name the constraints they break in ``violates``."""
+
+    id: str
+    text: str
+    forbidden_keywords: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """One option of a multiple-choice question (choice task or card field)."""
+
+    text: str
+    correct: bool = False
+    explain: str = ""
+    violates: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class GapSelector:
+    """Names one idle gap of a trace's diagnosis.
+
+    Exactly one of: ``rank`` (1 = largest, ties by start), or ``start_ms`` and
+    ``end_ms`` (matched within ``tol_ms``), or ``contains_ms`` (the gap containing that
+    time). ``expect_start_ms``/``expect_end_ms`` (with a rank) are what the author
+    believes the gap is; ``--check`` verifies them. Times are relative to the trace's
+    first event, in milliseconds.
+    """
+
+    rank: int | None = None
+    start_ms: float | None = None
+    end_ms: float | None = None
+    contains_ms: float | None = None
+    expect_start_ms: float | None = None
+    expect_end_ms: float | None = None
+    tol_ms: float = 0.001
+
+    def describe(self) -> str:
+        if self.rank is not None:
+            return "the largest gap" if self.rank == 1 else f"gap of rank {self.rank} by size"
+        if self.contains_ms is not None:
+            return f"the gap containing {self.contains_ms:g} ms"
+        return f"the gap {self.start_ms:g}-{self.end_ms:g} ms"
+
+
+@dataclasses.dataclass(frozen=True)
+class Projection:
+    """What-if for projected quantities: remove whole gaps and the idle time covered by
+    named CPU events; ``assumptions`` are printed with the result."""
+
+    remove_gaps: tuple[GapSelector, ...] = ()
+    remove_events: tuple[str, ...] = ()
+    assumptions: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Assumption:
+    """A number stated in the prompt as an assumption (e.g. "GPU work stays 0.322 ms");
+    ``--check`` warns when the trace says otherwise."""
+
+    quantity: str
+    value: float
+    unit: str
+    text: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class NumberKey:
+    """Answer key of a number task: ``value`` in ``unit`` within ``tolerance`` (same
+    unit) or ``tolerance_pct`` (percent of the value)."""
+
+    value: float
+    unit: str
+    tolerance: float | None = None
+    tolerance_pct: float | None = None
+
+    def tolerance_abs(self) -> float:
+        if self.tolerance is not None:
+            return float(self.tolerance)
+        return abs(self.value) * float(self.tolerance_pct or 0.0) / 100.0
+
+
+@dataclasses.dataclass(frozen=True)
+class CardField:
+    """One field of a card task: either ``options`` (multiple choice) or ``keywords``
+    (free text; every group must match at least one of its words). For ``cause`` the
+    key is the task's ``cause``."""
+
+    name: str
+    prompt: str = ""
+    options: tuple[Option, ...] = ()
+    keywords: tuple[tuple[str, ...], ...] = ()
+    example: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """One step of an exercise. Fields used depend on ``kind`` (see ``TASK_KINDS``)."""
+
+    id: str
+    kind: str
+    prompt: str
+    line: int | None = None
+    trace: str = ""
+    protocol_step: int = 0
+    hints: tuple[str, ...] = ()
+    gap: GapSelector | None = None  # pick_gap key; the gap of cause/card/number "gap"
+    cause: str | None = None  # cause / card key (Cause label)
+    options: tuple[Option, ...] = ()  # choice
+    notes: bool = False  # choice: keep a free-text note
+    quantity: str | None = None  # number
+    key: NumberKey | None = None  # number
+    projection: Projection | None = None
+    assumptions: tuple[Assumption, ...] = ()
+    fields: tuple[CardField, ...] = ()  # card
+    feedback: str = ""  # shown after a correct answer
+    wrong_feedback: str = ""  # shown after a wrong answer (placeholders allowed)
+
+
+@dataclasses.dataclass(frozen=True)
+class Exercise:
+    """A loaded, validated exercise file."""
+
+    id: str
+    title: str
+    summary: str
+    prompt: str
+    debrief: str
+    path: Path
+    traces: tuple[TraceRef, ...]
+    constraints: tuple[Constraint, ...]
+    tasks: tuple[Task, ...]
+
+    def trace_ref(self, trace_id: str) -> TraceRef:
+        for t in self.traces:
+            if t.id == trace_id:
+                return t
+        raise KeyError(trace_id)
+
+    def constraint(self, cid: str) -> Constraint:
+        for c in self.constraints:
+            if c.id == cid:
+                return c
+        raise KeyError(cid)

@@ -1,0 +1,94 @@
+"""``gapscope exercise``: guided exercises in the viewer.
+
+- ``gapscope exercise``: list the bundled exercises with this learner's progress;
+- ``gapscope exercise NAME``: run one (bundled id, unique id prefix, or a ``.toml`` path);
+- ``gapscope exercise --check FILE...``: validate exercise files against their traces
+  (exit 0 when every key agrees with the diagnosis, 1 otherwise; warnings do not fail);
+- ``gapscope exercise --reset [NAME]``: forget progress of one exercise or all.
+
+Progress lives in ``$GAPSCOPE_STATE_DIR`` or the XDG state directory
+(``platformdirs.user_state_dir("gapscope")``), per learner (``$GAPSCOPE_LEARNER`` or the
+login name). The file format is described in ``docs/exercises.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="gapscope exercise",
+        description="Guided timeline exercises: find the white space on the GPU lane, say why, prove it.",
+        epilog="Progress: $GAPSCOPE_STATE_DIR or the XDG state dir, per learner ($GAPSCOPE_LEARNER). Format: docs/exercises.md.",
+    )
+    p.add_argument("name", nargs="?", help="exercise to run (bundled id or path to a .toml file)")
+    p.add_argument("--check", nargs="+", metavar="FILE", help="validate exercise files against what the diagnosis computes")
+    p.add_argument("--reset", action="store_true", help="forget progress of NAME (or of every exercise)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the subcommand; returns the exit status (0 ok, 1 check failed, 2 usage or
+    unknown exercise)."""
+    args = _parser().parse_args(argv)
+    from gapscope.exercise import ExerciseError, ProgressStore, check_exercise, find
+
+    out = sys.stdout
+    if args.check:
+        ok = True
+        for f in args.check:
+            rep = check_exercise(f)
+            ok &= rep.ok
+            for line in rep.lines():
+                print(line, file=out)
+        return 0 if ok else 1
+    store = ProgressStore()
+    if args.reset:
+        if args.name:
+            try:
+                ex = find(args.name)
+            except ExerciseError as exc:
+                print(f"gapscope exercise: {exc}", file=sys.stderr)
+                return 2
+            store.reset(ex.id)
+            print(f"progress of {ex.id} reset ({store.path})", file=out)
+        else:
+            gone = store.reset(None)
+            print(f"progress reset for {len(gone)} exercise(s) ({store.path})", file=out)
+        return 0
+    if not args.name:
+        return _list(store, out)
+    try:
+        ex = find(args.name)
+    except ExerciseError as exc:
+        print(f"gapscope exercise: {exc}", file=sys.stderr)
+        return 2
+    from tui.exercise_app import make_exercise_app
+
+    make_exercise_app(ex, store=store).run()
+    return 0
+
+
+def _list(store, out) -> int:
+    from gapscope.exercise import ExerciseError, bundled_paths, load_exercise
+
+    print(f"Exercises (progress of {store.learner}, {store.path}):", file=out)
+    status = 0
+    for p in bundled_paths():
+        try:
+            ex = load_exercise(p)
+        except ExerciseError as exc:
+            print(f"  {p.stem:<16} BROKEN: {exc}", file=out)
+            status = 1
+            continue
+        done, total, finished = store.summary(ex.id, len(ex.tasks))
+        mark = "done" if finished else f"{done}/{total}"
+        print(f"  {ex.id:<16} {mark:>6}  {ex.title}", file=out)
+        if ex.summary:
+            print(f"  {'':<16} {'':>6}  {ex.summary}", file=out)
+    print("Run one with: gapscope exercise NAME", file=out)
+    return status

@@ -1,0 +1,1 @@
+"""Bundled exercise files (``*.toml``, package data); see ``docs/exercises.md``."""

@@ -13,8 +13,10 @@ entry point (``gapscope.cli``) turns them into one line and exit status 1.
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import shutil
 import sys
 from typing import IO
 
@@ -84,9 +86,14 @@ def run(argv: list[str], stdout: IO[str] | None = None) -> int:
         tty = stdout is None and stdout_is_tty()
         color = tty and not os.environ.get("NO_COLOR")
         width = args.width
-        if width is None and not tty:
-            width = _env_columns() or 100
-        render_text(doc, make_console(out, width=width, color=color))
+        if width is None:
+            width = shutil.get_terminal_size((100, 24)).columns if tty else (_env_columns() or 100)
+        if color:
+            render_text(doc, make_console(out, width=width, color=True))
+        else:  # plain text: drop the cell padding Rich leaves at line ends
+            buf = io.StringIO()
+            render_text(doc, make_console(buf, width=width, color=False))
+            out.write("\n".join(line.rstrip() for line in buf.getvalue().split("\n")))
     out.flush()
     return 0
 

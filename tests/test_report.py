@@ -1,0 +1,146 @@
+"""``gapscope report`` on the bug cases and the ASCII samples: exact figures in the
+text, Markdown and JSON outputs (values from the cases' ``.expected.md`` and the
+exercise's own timestamps)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from gapscope import report_cmd
+
+from .conftest import BUGS, SAMPLES, require
+
+
+def report(path, *args: str) -> str:
+    out = io.StringIO()
+    assert report_cmd.run([str(path), "--width", "100", *args], stdout=out) == 0
+    return out.getvalue()
+
+
+def report_json(path, *args: str) -> dict:
+    return json.loads(report(path, "--json", *args))
+
+
+def device0(doc: dict) -> dict:
+    (d,) = [d for d in doc["devices"] if d["device"] == 0]
+    return d
+
+
+# ----------------------------------------------------------------- bug cases
+def test_b20_one_sync_gap(bugs):
+    doc = report_json(bugs / "B20_cuda_sync_on_gpu_lane.json")
+    d = device0(doc)
+    assert (d["window_start_ns"], d["window_end_ns"], d["busy_ns"]) == (10_000, 300_000, 244_000)
+    assert d["idle_ns"] == 46_000 and d["kernel_count"] == 3
+    assert doc["gap_count"] == 1
+    (g,) = doc["top_gaps"]
+    assert (g["start_ns"], g["end_ns"], g["dur_ns"]) == (200_000, 246_000, 46_000)
+    assert g["cause"] == "sync"
+    assert g["prev_op"]["name"] == "add_kernel" and g["next_op"]["name"] == "mul_kernel"
+    assert doc["class_totals_ns"] == {"sync": 46_000, "copy": 0, "launch": 0, "host": 0, "unclassified": 0}
+    text = report(bugs / "B20_cuda_sync_on_gpu_lane.json")
+    assert "0.244 ms (84.1%)" in text
+    row = next(line for line in text.splitlines() if "add_kernel" in line and "mul_kernel" in line)
+    assert "46.0 µs" in row and "sync" in row
+    assert "Stream Sync" not in row
+
+
+def test_b06_busy_and_two_gaps(bugs):
+    doc = report_json(bugs / "B06_multi_member.json.gz")
+    d = device0(doc)
+    assert (d["busy_ns"], d["window_ns"]) == (310_000, 480_000)
+    assert d["fully_idle_ns"] == d["idle_ns"] == 170_000
+    assert [(g["start_ns"], g["dur_ns"]) for g in doc["top_gaps"]] == [(5_260_000, 140_000), (5_100_000, 30_000)]
+    assert sum(doc["class_totals_ns"].values()) == 170_000
+    lanes = {(ln["process_name"], ln["label"]): ln["event_count"] for ln in doc["lanes"]}
+    assert lanes == {("python3", "7000"): 8, ("GPU 0", "stream 7"): 4}
+    text = report(bugs / "B06_multi_member.json.gz")
+    assert "0.310 ms (64.6%)" in text and "0.480 ms" in text
+
+
+def test_b16_union_not_sum(bugs):
+    doc = report_json(bugs / "B16_overlapping_same_stream.json")
+    d = device0(doc)
+    assert (d["busy_ns"], d["window_ns"]) == (240_000, 300_000)
+    assert [(g["start_ns"], g["end_ns"]) for g in doc["top_gaps"]] == [(5_200_000, 5_260_000)]
+    assert len(doc["warnings"]) >= 2  # overlap and duplicate
+
+
+def test_b14_untimed_kernels_stay_out(bugs):
+    doc = report_json(bugs / "B14_zero_ts_kernels.json")
+    base = 1615207264504900 * 1000
+    assert doc["span"] == {"start_ns": base, "end_ns": base + 330_000, "dur_ns": 330_000}
+    d = device0(doc)
+    assert (d["window_start_ns"] - base, d["window_end_ns"] - base, d["busy_ns"]) == (30_000, 330_000, 120_000)
+    assert [(g["start_rel_ns"], g["dur_ns"]) for g in doc["top_gaps"]] == [(160_000, 140_000), (80_000, 40_000)]
+    assert any("14" in (w["message"] + str(w["line"])) for w in doc["warnings"])
+
+
+B23_NAMES = [
+    "[rank0]:forward",
+    "fit-profiler-[Strategy]SingleDeviceStrategy",
+    "python3 [worker 0]",
+    "[main]",
+    "void gemv2T_kernel_val<int, int, float, float, 128, 16, 4, 4> [with T = float]",
+    "void at::native::elementwise_kernel<128, 2, [lambda]>(int, [lambda])",
+]
+
+
+def test_b23_names_verbatim_in_text_and_json(bugs):
+    path = bugs / "B23_markup_in_names.json"
+    doc = report_json(path)
+    d = device0(doc)
+    assert (d["busy_ns"], d["window_ns"]) == (60_000, 80_000)
+    (g,) = doc["top_gaps"]
+    assert (g["start_rel_ns"], g["dur_ns"]) == (50_000, 20_000)
+    assert g["prev_op"]["name"] == B23_NAMES[4] and g["next_op"]["name"] == B23_NAMES[5]
+    assert doc["source"]["trace_name"] == "fit-profiler-[Strategy]SingleDeviceStrategy-1712345678.pt.trace.json"
+    lanes = {(ln["process_name"], ln["thread_name"]) for ln in doc["lanes"]}
+    assert ("python3 [worker 0]", "[main]") in lanes
+    text = report(path, "--width", "250")
+    for name in ["python3 [worker 0]", "[main]", B23_NAMES[4], B23_NAMES[5],
+                 "fit-profiler-[Strategy]SingleDeviceStrategy-1712345678.pt.trace.json"]:
+        assert name in text, name
+    md = report(path, "--markdown")
+    assert "`[main]`" in md and "`python3 [worker 0]`" in md
+
+
+def test_b23_colour_output_does_not_apply_markup_from_data(bugs):
+    """With colour on, bracketed names still print literally and add no styles."""
+    from gapscope.report_json import build_document
+    from gapscope.report_text import make_console, render_text
+    import parsers
+
+    trace = parsers.load(bugs / "B23_markup_in_names.json")
+    doc = build_document(trace, None)
+    doc["lanes"][0]["label"] = "[bold red]x[/bold red]\x1b[31m"
+    out = io.StringIO()
+    console = make_console(out, width=200, color=True)
+    console._force_terminal = True  # noqa: SLF001 - emulate a colour terminal
+    render_text(doc, console)
+    text = out.getvalue()
+    assert "[bold red]x[/bold red]\\e[31m" in text
+    assert "\x1b[31m" not in text.split("[bold red]x[/bold red]")[1][:20]
+
+
+# ------------------------------------------------------------- ASCII samples
+def test_decode_step_sample():
+    path = require(SAMPLES / "decode_step.txt")
+    doc = report_json(path)
+    d = device0(doc)
+    assert (d["window_start_ns"], d["window_end_ns"]) == (0, 1_050_000)
+    assert (d["busy_ns"], d["idle_ns"]) == (312_000, 738_000)
+    text = report(path)
+    assert "0.312 ms (29.7%)" in text and "0.738 ms" in text and "70.3%" in text
+
+
+def test_graph_captured_sample():
+    path = require(SAMPLES / "decode_graph.txt")
+    doc = report_json(path)
+    d = device0(doc)
+    assert (d["busy_ns"], d["idle_ns"]) == (328_000, 20_000)
+    text = report(path)
+    assert "0.328 ms" in text and "0.020 ms" in text

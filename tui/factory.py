@@ -1,0 +1,54 @@
+"""``make_app``: the one factory that builds the viewer for the CLI, tests and benchmarks."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+from parsers.model import Trace
+
+from .app import GapscopeApp
+
+__all__ = ["make_app", "default_diagnose"]
+
+
+def default_diagnose(trace: Trace, params=None):
+    """``analysis.diagnose(trace, params)``; None when the analysis package lacks it."""
+    try:
+        from analysis import diagnose
+    except ImportError:
+        return None
+    if params is None:
+        return diagnose(trace)
+    return diagnose(trace, params=params)
+
+
+def make_app(
+    source: str | os.PathLike | Trace,
+    *,
+    params=None,
+    diagnosis=None,
+    loader: Callable | None = None,
+    diagnose: Callable | None = None,
+    extra_screens: dict | None = None,
+    on_ready: Callable | None = None,
+) -> GapscopeApp:
+    """Build the app for ``source``: a trace path (loaded in a worker) or a ``Trace``.
+
+    ``params``: ``analysis.types.Params`` for the diagnosis; ``diagnosis``: a ready
+    ``Diagnosis`` (with a ``Trace`` source the trace screen then opens at once, with
+    no worker); ``loader(path) -> Trace`` (default ``parsers.load``) and
+    ``diagnose(trace) -> Diagnosis`` (default ``analysis.diagnose``) can be replaced
+    (tests inject slow or failing ones); ``extra_screens``: name → screen factory,
+    installed on the app (hook for the exercise mode); ``on_ready(app, screen)``: called
+    after the trace screen's first refresh (benchmarks time first paint with it).
+    """
+    if loader is None:
+        from parsers import load as loader
+    if diagnose is None:
+        diagnose = lambda t: default_diagnose(t, params)  # noqa: E731
+    if isinstance(source, os.PathLike):
+        source = str(Path(source))
+    return GapscopeApp(source, loader=loader, diagnose=diagnose, diagnosis=diagnosis,
+                       extra_screens=extra_screens, on_ready=on_ready)

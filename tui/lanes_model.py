@@ -1,0 +1,91 @@
+"""Rows of the swimlane view: groups (process / GPU device), gap rows, lanes.
+
+Pure (no Textual). ``build_rows`` turns ``Trace.lanes`` plus the set of collapsed
+groups into the list of display rows; ``sanitize`` makes untrusted names safe to draw
+cell by cell (no control characters, no terminal escapes, one cell per character).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import unicodedata
+
+from parsers.model import Trace
+
+__all__ = ["Row", "build_rows", "sanitize", "group_key_of"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Row:
+    """One display row. ``kind``: ``"group"`` (header), ``"idle"`` (a device's gaps),
+    ``"lane"`` (a trace lane). ``lane`` is the trace lane index (-1 otherwise),
+    ``device`` the GPU index for idle rows and GPU groups (-1 otherwise)."""
+
+    kind: str
+    group: tuple
+    label: str
+    lane: int = -1
+    device: int = -1
+
+
+def group_key_of(trace: Trace, lane: int) -> tuple:
+    ln = trace.lanes[lane]
+    if ln.is_gpu:
+        return ("gpu", ln.device, ln.pid)
+    return ("cpu", ln.pid)
+
+
+def build_rows(trace: Trace, collapsed: frozenset | set = frozenset(), gap_devices: set[int] | None = None) -> list[Row]:
+    """Display rows: GPU groups first (by device), then CPU processes, lanes in
+    ``Lane.sort_key`` order; a collapsed group shows its header only. Each GPU
+    device group starts with an ``idle`` row when ``gap_devices`` includes it."""
+    lanes = sorted(trace.lanes, key=lambda ln: (not ln.is_gpu, ln.device if ln.is_gpu else 0, ln.sort_key or (), ln.index))
+    groups: dict[tuple, list[int]] = {}
+    for ln in lanes:
+        groups.setdefault(group_key_of(trace, ln.index), []).append(ln.index)
+    rows: list[Row] = []
+    for key, members in groups.items():
+        first = trace.lanes[members[0]]
+        if key[0] == "gpu":
+            pname = first.process_name or f"GPU {first.device}"
+            label = pname if pname.startswith(("GPU", "gpu")) or first.device < 0 else f"GPU {first.device} {pname}"
+            device = first.device
+        else:
+            pname = first.process_name or ""
+            label = f"{pname} ({first.pid})" if pname and pname != first.pid else f"pid {first.pid}"
+            device = -1
+        is_collapsed = key in collapsed
+        mark = "▸" if is_collapsed else "▾"
+        rows.append(Row("group", key, f"{mark} {label}", device=device))
+        if is_collapsed:
+            continue
+        if key[0] == "gpu" and gap_devices is not None and device in gap_devices:
+            rows.append(Row("idle", key, "idle gaps", device=device))
+        for k in members:
+            ln = trace.lanes[k]
+            rows.append(Row("lane", key, ln.label if ln.is_gpu else (ln.thread_name or ln.tid), lane=k, device=ln.device))
+    return rows
+
+
+def sanitize(text: str, max_len: int | None = None) -> str:
+    """Make an untrusted name drawable one character per cell.
+
+    Control and format characters (C0/C1, ESC, DEL, bidi overrides) become ``�``;
+    combining marks are dropped; wide (East Asian W/F) characters become ``?`` so
+    every character takes exactly one terminal cell. The text is otherwise verbatim:
+    brackets, backslashes and markup-like text stay as they are.
+    """
+    out = []
+    for ch in text:
+        cat = unicodedata.category(ch)
+        if cat in ("Cc", "Cf", "Cs", "Co", "Zl", "Zp"):
+            out.append("\ufffd")
+        elif cat in ("Mn", "Me"):
+            continue
+        elif unicodedata.east_asian_width(ch) in ("W", "F"):
+            out.append("?")
+        else:
+            out.append(ch)
+        if max_len is not None and len(out) >= max_len:
+            break
+    return "".join(out)

@@ -1,0 +1,125 @@
+"""The side panel: the card of the selected gap, its evidence and the six-step protocol.
+
+All text from the trace (names in evidence, smell strings) goes through ``rich.text.Text``
+built from literal strings, never through markup.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from analysis.types import Cause
+
+from .lanes_model import sanitize
+from .viewmodel import format_duration_ns
+
+__all__ = ["GapPanel", "PROTOCOL", "card_text", "protocol_text"]
+
+#: The six-step protocol (design: "The six-step protocol").
+PROTOCOL = (
+    ("Capture", "a steady-state window: warm-up excluded, several steps, ranges named"),
+    ("Look before you guess", "is the GPU lane dense, or full of white space?"),
+    ("Rank the white space", "largest gaps and the gaps that repeat every step"),
+    ("Classify", "launch, host, copy or sync, from what the CPU did"),
+    ("Predict and test", "the smallest confirming experiment; name the forbidden step"),
+    ("Re-measure", "the same figure on a new capture; compare the two traces"),
+)
+
+_CAUSE_STYLE = {
+    Cause.SYNC: "bold #ff6060",
+    Cause.COPY: "bold #e0b050",
+    Cause.LAUNCH: "bold #b080ff",
+    Cause.HOST: "bold #70d070",
+    Cause.UNCLASSIFIED: "bold #a0a0a0",
+}
+
+
+def card_text(diagnosis, gap: int | None) -> Text:
+    """The card of ``gap`` as a Rich ``Text`` (literal strings only)."""
+    t = Text()
+    if diagnosis is None or gap is None or len(diagnosis.gaps) == 0:
+        t.append("No gap selected.\n", style="bold")
+        if diagnosis is not None and len(diagnosis.gaps) == 0:
+            t.append("This trace has no idle GPU gaps", style="")
+            t.append(" (no kernels, or none of at least the minimum gap).\n")
+        else:
+            t.append("Press n for the next gap, or the largest first with s then n.\n")
+        return t
+    g = diagnosis.gaps
+    s = int(g.start_ns[gap])
+    e = int(g.end_ns[gap])
+    cause = Cause(int(g.cause[gap]))
+    t.append(f"Gap #{gap}  GPU {int(g.device[gap])}\n", style="bold")
+    t.append(f"{format_duration_ns(e - s)} at +{format_duration_ns(s - int(diagnosis.trace.extent_ns[0]))}\n")
+    try:
+        card = diagnosis.card(gap)
+    except Exception as exc:  # the card is advisory; a fault there must not kill the view
+        t.append(f"(card unavailable: {type(exc).__name__})\n")
+        return t
+    rows = (
+        ("Smell", card.smell),
+        ("Cause", None),
+        ("Why", card.why),
+        ("First experiment", card.first_experiment),
+        ("Forbidden", card.forbidden_step),
+        ("Proof", card.proof),
+    )
+    for label, value in rows:
+        t.append(f"{label}: ", style="bold")
+        if value is None:
+            t.append(card.cause.label, style=_CAUSE_STYLE.get(card.cause, "bold"))
+            t.append(f" ({int(round(float(g.cause_share[gap]) * 100))}%)")
+            if card.secondary is not None:
+                t.append(f", then {Cause(card.secondary).label} ({int(round(card.secondary_share * 100))}%)")
+            t.append("\n")
+        else:
+            t.append(sanitize(str(value)) + "\n")
+    lat = int(g.lateness_ns[gap])
+    if int(g.launch[gap]) >= 0:
+        t.append("Launch lateness: ", style="bold")
+        t.append(("+" if lat > 0 else "") + format_duration_ns(lat) + "\n")
+    if card.evidence:
+        t.append("\nEvidence\n", style="bold underline")
+        for ev in card.evidence[:12]:
+            t.append(f" {ev.cause.label:<6} ", style=_CAUSE_STYLE.get(ev.cause, ""))
+            t.append(f"{format_duration_ns(ev.overlap_ns):>7} ")
+            t.append(sanitize(ev.name, 80))
+            if ev.bytes >= 0:
+                t.append(f" {ev.bytes} B" + (" pageable" if ev.pageable else ""))
+            t.append("\n")
+    return t
+
+
+def protocol_text(done: set[int]) -> Text:
+    """The six-step checklist; ``done`` holds the 1-based steps already ticked."""
+    t = Text()
+    t.append("Protocol\n", style="bold underline")
+    for k, (title, what) in enumerate(PROTOCOL, start=1):
+        mark = "[x]" if k in done else "[ ]"
+        t.append(f"{mark} {k}. {title}", style="bold" if k in done else "")
+        t.append(f": {what}\n", style="dim")
+    return t
+
+
+class GapPanel(VerticalScroll):
+    """Side panel: card + evidence (``#card``), protocol checklist (``#protocol``).
+
+    ``show(diagnosis, gap, done)`` refreshes both; reusable by other screens.
+    """
+
+    DEFAULT_CSS = """
+    GapPanel { width: 44; border-left: vkey $primary 50%; padding: 0 1; }
+    GapPanel > Static { width: 1fr; }
+    GapPanel > #protocol { margin-top: 1; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(""), id="card", markup=False)
+        yield Static(Text(""), id="protocol", markup=False)
+
+    def show(self, diagnosis, gap: int | None, done: set[int]) -> None:
+        self.query_one("#card", Static).update(card_text(diagnosis, gap))
+        self.query_one("#protocol", Static).update(protocol_text(done))

@@ -1,0 +1,335 @@
+"""The trace screen: header, swimlanes, side panel, detail line, prompt and footer.
+
+Keys are bindings with ids (remappable through the app's keymap) and parameterised
+actions (``jump_gap(1)``, ``zoom(2)``, ``pan(-0.2)``). Layout lives in
+``gapscope.tcss``; the panel is shown or hidden with CSS classes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Static
+
+from analysis.types import Cause
+from parsers.model import Kind, Trace
+
+from .lanes_model import sanitize
+from .navigation import SIZE, TIME, FlowIndex, GapNavigator, NameSearch
+from .panel import GapPanel
+from .swimlanes import Swimlanes
+from .viewmodel import format_duration_ns, parse_time_ns
+
+__all__ = ["TraceScreen", "ZOOM_STEP", "PAN_STEP", "PAN_PAGE", "NARROW_WIDTH"]
+
+#: Zoom factor of one zoom key press; pan fractions of one pan key press.
+ZOOM_STEP = 2.0
+PAN_STEP = 0.2
+PAN_PAGE = 1.0
+#: Below this terminal width the panel is hidden unless toggled on (then it overlays).
+NARROW_WIDTH = 110
+
+_KIND_LABEL = {k: k.name.lower().replace("_", " ") for k in Kind}
+
+
+def _bindings() -> list[Binding]:
+    B = Binding
+    return [
+        B("n,right_square_bracket", "jump_gap(1)", "next gap", id="gap.next"),
+        B("N,left_square_bracket", "jump_gap(-1)", "prev gap", id="gap.prev"),
+        B("s", "toggle_order", "largest/time", id="gap.order"),
+        B("1", "jump_class(0)", "next sync gap", show=False, id="gap.sync"),
+        B("2", "jump_class(1)", "next copy gap", show=False, id="gap.copy"),
+        B("3", "jump_class(2)", "next launch gap", show=False, id="gap.launch"),
+        B("4", "jump_class(3)", "next host gap", show=False, id="gap.host"),
+        B("plus,i,equals_sign", "zoom(2.0)", "zoom in", key_display="+", id="view.zoom_in"),
+        B("minus,o", "zoom(0.5)", "zoom out", key_display="-", show=False, id="view.zoom_out"),
+        B("z", "zoom_selected", "zoom to gap", show=False, id="view.zoom_gap"),
+        B("h,left", "pan(-0.2)", "pan left", show=False, id="view.pan_left"),
+        B("l,right", "pan(0.2)", "pan right", show=False, id="view.pan_right"),
+        B("H,shift+left", "pan(-1.0)", "page left", show=False, id="view.page_left"),
+        B("L,shift+right", "pan(1.0)", "page right", show=False, id="view.page_right"),
+        B("comma", "cursor(-1)", "cursor left", show=False, id="view.cursor_left"),
+        B("full_stop", "cursor(1)", "cursor right", show=False, id="view.cursor_right"),
+        B("j,down", "row(1)", "lane down", show=False, id="view.down"),
+        B("k,up", "row(-1)", "lane up", show=False, id="view.up"),
+        B("enter,space", "toggle_group", "collapse/expand group", show=False, id="view.collapse"),
+        B("f,0", "fit", "fit all", show=False, id="view.fit"),
+        B("g", "prompt('goto')", "go to time", show=False, id="view.goto"),
+        B("slash", "prompt('search')", "search", key_display="/", id="search.start"),
+        B("m", "match(1)", "next match", show=False, id="search.next"),
+        B("M", "match(-1)", "prev match", show=False, id="search.prev"),
+        B("percent_sign,J", "jump_flow", "kernel↔launch", show=False, id="flow.jump"),
+        B("p", "toggle_panel", "panel", id="panel.toggle"),
+        B("question_mark", "help", "help", key_display="?", id="app.help"),
+        B("q", "quit", "quit", id="app.quit"),
+    ]
+
+
+class TraceScreen(Screen):
+    """The main view of one trace and its diagnosis (``diagnosis`` may be None)."""
+
+    BINDINGS = _bindings()
+
+    def __init__(self, trace: Trace, diagnosis=None, error: str | None = None) -> None:
+        super().__init__()
+        self.trace = trace
+        self.diagnosis = diagnosis
+        self.error = error
+        gaps = getattr(diagnosis, "gaps", None)
+        size_order = diagnosis.order_by_size() if diagnosis is not None and gaps is not None and len(gaps) else None
+        self.nav = GapNavigator(gaps, size_order) if gaps is not None else None
+        self.order_mode = TIME
+        self.flows = FlowIndex(trace)
+        self.search: NameSearch | None = None
+        self.prompt_mode: str | None = None
+        self.done: set[int] = {2}
+        self.message = error or ""
+        self._shown_gap: int | None = None
+
+    # ------------------------------------------------------------- layout
+    def compose(self) -> ComposeResult:
+        yield Static(self.header_text(), id="header", markup=False)
+        with Horizontal(id="main"):
+            yield Swimlanes(self.trace, self.diagnosis, id="lanes")
+            yield GapPanel(id="panel")
+        yield Static(Text(""), id="detail", markup=False)
+        yield Input(id="prompt")
+        yield Footer()
+
+    @property
+    def lanes(self) -> Swimlanes:
+        return self.query_one("#lanes", Swimlanes)
+
+    def on_mount(self) -> None:
+        self.lanes.focus()
+        self._update_side()
+
+    def on_resize(self, event) -> None:
+        self.set_class(self.size.width < NARROW_WIDTH, "-narrow")
+
+    def header_text(self) -> Text:
+        src = self.trace.source
+        name = src.trace_name or Path(src.path).name or "trace"
+        t0, t1 = self.trace.extent_ns
+        parts = [sanitize(name, 48)]
+        props = src.device_properties or []
+        if props and isinstance(props[0], dict) and props[0].get("name"):
+            parts.append(sanitize(str(props[0]["name"]), 30))
+        devs = self.trace.devices()
+        parts.append(f"{len(devs)} GPU" + ("s" if len(devs) != 1 else "") if devs else "CPU only")
+        parts.append("span " + format_duration_ns(t1 - t0))
+        d = self.diagnosis
+        if d is not None and getattr(d, "devices", None):
+            win = sum(x.window_ns for x in d.devices)
+            busy = sum(x.busy_ns for x in d.devices)
+            if win > 0:
+                parts.append(f"GPU busy {100 * busy / win:.0f}%")
+        if d is not None:
+            parts.append(f"{len(d.gaps)} gaps")
+        t = Text("gapscope ", style="bold")
+        t.append(" │ ".join(parts))
+        return t
+
+    # ------------------------------------------------------------- updates
+    @on(Swimlanes.Changed)
+    def _lanes_changed(self, message: Swimlanes.Changed) -> None:
+        if message.lanes.selected_gap != self._shown_gap:
+            self._update_side()
+        else:
+            self._update_detail()
+
+    def _update_side(self) -> None:
+        lanes = self.lanes
+        gap = lanes.selected_gap
+        self._shown_gap = gap
+        if gap is not None and self.diagnosis is not None:
+            self.done |= {4, 5}
+        self.query_one(GapPanel).show(self.diagnosis, gap, self.done)
+        self._update_detail()
+
+    def _update_detail(self) -> None:
+        self.query_one("#detail", Static).update(self.detail_text())
+
+    def detail_text(self) -> Text:
+        """One line about the event or gap under the cursor (or the last message)."""
+        lanes = self.lanes
+        t = Text()
+        rel = lambda ns: "+" + format_duration_ns(int(ns) - self.trace.extent_ns[0])  # noqa: E731
+        t.append(f"@{rel(lanes.cursor_ns)} ", style="bold")
+        row = lanes.current_row()
+        ev = lanes.event_at_cursor()
+        gap = None
+        if row is not None and row.kind == "idle":
+            gap = lanes.gap_at(lanes.cursor_ns, row.device)
+            if gap is None and lanes.selected_gap is not None and int(lanes.gaps.device[lanes.selected_gap]) == row.device:
+                gap = lanes.selected_gap
+        if gap is not None:
+            g = lanes.gaps
+            c = Cause(int(g.cause[gap]))
+            t.append(f"gap #{gap} GPU {int(g.device[gap])} {format_duration_ns(int(g.end_ns[gap] - g.start_ns[gap]))} ")
+            t.append(c.label, style="bold")
+            t.append(f" ({int(round(float(g.cause_share[gap]) * 100))}%) at {rel(g.start_ns[gap])}")
+            if int(g.launch[gap]) >= 0:
+                t.append(f" lateness {format_duration_ns(int(g.lateness_ns[gap]))}")
+        elif ev is not None:
+            k = Kind(int(self.trace.kind[ev]))
+            t.append(_KIND_LABEL[k] + " ", style="bold")
+            t.append(sanitize(self.trace.name(ev), 200))
+            t.append(f"  {rel(self.trace.start_ns[ev])} dur {format_duration_ns(int(self.trace.dur_ns[ev]))}")
+            if int(self.trace.correlation[ev]) >= 0:
+                t.append(f" corr {int(self.trace.correlation[ev])}")
+        elif row is not None:
+            t.append(sanitize(row.label, 60))
+        if self.message:
+            t.append("  │ " + sanitize(self.message, 120), style="italic")
+        return t
+
+    def _say(self, text: str) -> None:
+        self.message = text
+        self._update_detail()
+
+    # ------------------------------------------------------------- actions
+    def action_jump_gap(self, direction: int) -> None:
+        """Next (+1) or previous (-1) gap in the current order."""
+        self._jump(direction, None)
+
+    def action_jump_class(self, cause: int) -> None:
+        """Next gap of cause class ``cause`` (``Cause`` value) in the current order."""
+        self._jump(1, Cause(cause))
+
+    def _jump(self, direction: int, cause: Cause | None) -> None:
+        if self.nav is None or len(self.nav) == 0:
+            self._say("no gaps in this trace")
+            return
+        lanes = self.lanes
+        g = self.nav.step(lanes.selected_gap, direction, self.order_mode, cause, from_ns=lanes.cursor_ns)
+        if g is None:
+            what = f"{cause.label} " if cause is not None else ""
+            self._say(f"no {'next' if direction > 0 else 'previous'} {what}gap ({self.order_mode} order)")
+            return
+        self.message = ""
+        if self.order_mode == SIZE:
+            self.done.add(3)
+        lanes.select_gap(g)
+        self._update_side()
+
+    def action_toggle_order(self) -> None:
+        self.order_mode = SIZE if self.order_mode == TIME else TIME
+        self._say("gaps: largest first" if self.order_mode == SIZE else "gaps: time order")
+
+    def action_zoom(self, factor: float) -> None:
+        self.lanes.zoom(float(factor))
+
+    def action_zoom_selected(self) -> None:
+        lanes = self.lanes
+        if lanes.selected_gap is not None:
+            lanes.select_gap(lanes.selected_gap, zoom=True)
+        elif lanes.selected_event is not None or lanes.event_at_cursor() is not None:
+            ev = lanes.event_at_cursor()
+            from .viewmodel import Viewport
+
+            s = int(self.trace.start_ns[ev])
+            lanes.set_viewport(Viewport.fit(s, s + int(self.trace.dur_ns[ev]), lanes.timeline_width, margin=0.25))
+
+    def action_pan(self, fraction: float) -> None:
+        self.lanes.pan(float(fraction))
+
+    def action_cursor(self, cells: int) -> None:
+        self.lanes.move_cursor_cells(int(cells))
+
+    def action_row(self, delta: int) -> None:
+        self.lanes.select_row(int(delta))
+
+    def action_toggle_group(self) -> None:
+        self.lanes.toggle_group()
+
+    def action_fit(self) -> None:
+        self.lanes.fit_all()
+
+    def action_toggle_panel(self) -> None:
+        self.toggle_class("-panel-toggled")
+
+    def action_jump_flow(self) -> None:
+        lanes = self.lanes
+        ev = lanes.event_at_cursor()
+        if ev is None:
+            self._say("no event under the cursor (select a lane with j/k)")
+            return
+        other = self.flows.partner(ev)
+        if other is None:
+            self._say("this event has no launch/kernel link")
+            return
+        self.message = ""
+        lanes.select_event(other)
+
+    def action_match(self, direction: int) -> None:
+        if self.search is None or len(self.search) == 0:
+            self._say("no search (press /)")
+            return
+        lanes = self.lanes
+        ev = self.search.step(lanes.selected_event, int(direction), lanes.cursor_ns)
+        k = int((self.search.matches == ev).nonzero()[0][0]) + 1
+        self.message = f"match {k}/{len(self.search)} for {self.search.query!r}"
+        lanes.select_event(ev)
+
+    def action_prompt(self, mode: str) -> None:
+        self.prompt_mode = mode
+        inp = self.query_one("#prompt", Input)
+        inp.placeholder = "go to time, e.g. 1.5ms, 250us (from trace start)" if mode == "goto" else "search event names"
+        inp.value = ""
+        self.add_class("-prompt")
+        inp.focus()
+
+    @on(Input.Submitted, "#prompt")
+    def _prompt_submitted(self, event: Input.Submitted) -> None:
+        text = event.value
+        self._close_prompt()
+        if self.prompt_mode == "goto":
+            try:
+                t = parse_time_ns(text)
+            except ValueError as exc:
+                self._say(str(exc))
+                return
+            self.message = ""
+            self.lanes.go_to(self.trace.extent_ns[0] + t)
+        elif self.prompt_mode == "search":
+            self.search = NameSearch(self.trace, text) if text else None
+            if self.search is None or len(self.search) == 0:
+                self._say(f"no event name contains {text!r}")
+                return
+            self.lanes.selected_event = None
+            self.action_match(1)
+
+    def _close_prompt(self) -> None:
+        self.remove_class("-prompt")
+        self.lanes.focus()
+
+    def key_escape(self) -> None:
+        if self.has_class("-prompt"):
+            self._close_prompt()
+
+    def action_help(self) -> None:
+        from .app import HelpScreen
+
+        self.app.push_screen(HelpScreen(self))
+
+    # ------------------------------------------------------------- rare actions
+    def largest_gap(self) -> None:
+        if self.nav is not None and len(self.nav):
+            self.lanes.select_gap(int(self.nav.size_order[0]))
+            self.done.add(3)
+            self._update_side()
+
+    def set_all_groups(self, collapsed: bool) -> None:
+        lanes = self.lanes
+        keys = {r.group for r in lanes.rows}
+        lanes._collapsed = set(keys) if collapsed else set()
+        lanes._rebuild_rows()
+        lanes._changed()

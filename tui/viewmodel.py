@@ -1,0 +1,424 @@
+"""The pure view model of the swimlanes: horizontal viewport, ruler and per-cell bucketing.
+
+No Textual or Rich here; everything is numpy and plain Python, unit-tested with exact
+values (``tests/test_tui_viewmodel.py``).
+
+- ``Viewport``: the visible time window as (``start_ns``, ``ns_per_cell``, ``width``
+  cells). We own the horizontal axis (no huge virtual width), as Textual's own advice
+  for zoomable axes and Perfetto's track view do.
+- ``ruler_ticks``: tick positions on a 1-2-5 series with labels in ns, µs, ms or s.
+- ``LaneIndex``: per-lane arrays precomputed once (sorted starts, sorted ends, per
+  glyph class the union of intervals with prefix sums, prefix max-end) so that a frame
+  costs ``searchsorted`` on the cell edges: O(width · log n) per lane, independent of
+  how many events the lane holds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+
+import numpy as np
+
+from parsers.model import Kind, Trace
+
+__all__ = [
+    "Viewport",
+    "GlyphClass",
+    "KIND_TO_CLASS",
+    "CLASS_PRIORITY",
+    "LaneIndex",
+    "CellSummary",
+    "ruler_ticks",
+    "format_duration_ns",
+    "format_time_ns",
+    "nice_step_ns",
+    "parse_time_ns",
+]
+
+#: Smallest and largest zoom: ns per terminal cell.
+MIN_NS_PER_CELL = 1.0
+MAX_NS_PER_CELL = 1e13
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Viewport:
+    """The visible time window: cell ``k`` covers ``[edge(k), edge(k+1))``.
+
+    ``start_ns`` (int, absolute ns like ``Trace.start_ns``), ``ns_per_cell`` (float,
+    > 0), ``width`` (cells, >= 1). Immutable: every operation returns a new viewport.
+    """
+
+    start_ns: int
+    ns_per_cell: float
+    width: int
+
+    # ------------------------------------------------------------- geometry
+    @property
+    def span_ns(self) -> float:
+        """Visible duration in ns (``width * ns_per_cell``)."""
+        return self.width * self.ns_per_cell
+
+    @property
+    def end_ns(self) -> int:
+        """Right edge of the last cell (ns, rounded)."""
+        return self.start_ns + int(round(self.span_ns))
+
+    def edges(self, subdivide: int = 1) -> np.ndarray:
+        """int64 array of ``width * subdivide + 1`` cell edges in ns (rounded)."""
+        k = np.arange(self.width * subdivide + 1, dtype=np.float64)
+        return self.start_ns + np.round(k * (self.ns_per_cell / subdivide)).astype(np.int64)
+
+    def cell_of(self, t_ns: int) -> int:
+        """Cell index holding time ``t_ns`` (may be < 0 or >= width when off-screen)."""
+        return int(math.floor((int(t_ns) - self.start_ns) / self.ns_per_cell))
+
+    def time_of(self, cell: int) -> int:
+        """Left edge of cell ``cell`` in ns."""
+        return self.start_ns + int(round(cell * self.ns_per_cell))
+
+    # ----------------------------------------------------------- operations
+    def zoom(self, factor: float, anchor_ns: int) -> "Viewport":
+        """Zoom in by ``factor`` (> 1 in, < 1 out) keeping ``anchor_ns`` on its cell.
+
+        The visible span becomes ``span / factor``; the anchor keeps its fractional
+        position: new start = anchor - (anchor - start) / factor.
+        """
+        npc = min(max(self.ns_per_cell / factor, MIN_NS_PER_CELL), MAX_NS_PER_CELL)
+        real = self.ns_per_cell / npc
+        start = int(anchor_ns) - int(round((int(anchor_ns) - self.start_ns) / real))
+        return Viewport(start, npc, self.width)
+
+    def pan(self, fraction: float) -> "Viewport":
+        """Move right by ``fraction`` of the visible span (negative: left)."""
+        return Viewport(self.start_ns + int(round(fraction * self.span_ns)), self.ns_per_cell, self.width)
+
+    def centred_on(self, t_ns: int) -> "Viewport":
+        """Same zoom, with ``t_ns`` at the middle cell."""
+        return Viewport(int(t_ns) - int(round(self.span_ns / 2)), self.ns_per_cell, self.width)
+
+    def with_width(self, width: int) -> "Viewport":
+        """Same start and zoom for a new width (cells)."""
+        return Viewport(self.start_ns, self.ns_per_cell, max(1, int(width)))
+
+    def contains(self, t_ns: int) -> bool:
+        return self.start_ns <= t_ns < self.end_ns
+
+    @classmethod
+    def fit(cls, t0_ns: int, t1_ns: int, width: int, margin: float = 0.0) -> "Viewport":
+        """Viewport showing ``[t0_ns, t1_ns]`` across ``width`` cells.
+
+        ``margin`` adds that fraction of the span on each side (0.05 = 5 %). An empty
+        interval gets 1 µs of span.
+        """
+        width = max(1, int(width))
+        span = max(int(t1_ns) - int(t0_ns), 1_000)
+        pad = span * margin
+        npc = min(max((span + 2 * pad) / width, MIN_NS_PER_CELL), MAX_NS_PER_CELL)
+        mid = (int(t0_ns) + int(t1_ns)) / 2
+        return cls(int(round(mid - npc * width / 2)), npc, width)
+
+
+# --------------------------------------------------------------------- ruler
+_UNITS = ((1, "ns"), (1_000, "µs"), (1_000_000, "ms"), (1_000_000_000, "s"))
+
+
+def nice_step_ns(ns_per_cell: float, min_cells: int = 12) -> int:
+    """Smallest 1-2-5 × 10^k ns step that spans at least ``min_cells`` cells."""
+    want = ns_per_cell * min_cells
+    k = 0
+    while True:
+        for m in (1, 2, 5):
+            step = m * 10**k
+            if step >= want:
+                return step
+        k += 1
+
+
+def _unit_for(step_ns: int) -> tuple[int, str]:
+    unit = _UNITS[0]
+    for u in _UNITS:
+        if step_ns >= u[0]:
+            unit = u
+    return unit
+
+
+def format_time_ns(t_ns: int, step_ns: int) -> str:
+    """Format a time offset with the unit and decimals that resolve ``step_ns``.
+
+    ``format_time_ns(1_500_000, 500_000) == "1.5ms"``;
+    ``format_time_ns(250_000, 50_000) == "250µs"``.
+    """
+    scale, name = _unit_for(step_ns)
+    decimals = 0
+    r = step_ns / scale
+    while decimals < 9 and abs(r - round(r)) > 1e-9:
+        r *= 10
+        decimals += 1
+    return f"{t_ns / scale:.{decimals}f}{name}"
+
+
+def format_duration_ns(d_ns: int | float) -> str:
+    """Human duration with 3 significant digits: ``999ns``, ``1.25µs``, ``460µs``, ``1.05ms``, ``2.00s``."""
+    d = float(d_ns)
+    a = abs(d)
+    if a < 1_000:
+        return f"{d:.0f}ns"
+    for scale, name in _UNITS[1:]:
+        if a < scale * 1_000 or name == "s":
+            v = d / scale
+            av = abs(v)
+            if av >= 100:
+                return f"{v:.0f}{name}"
+            if av >= 10:
+                return f"{v:.1f}{name}"
+            return f"{v:.2f}{name}"
+    raise AssertionError("unreachable")
+
+
+def ruler_ticks(vp: Viewport, origin_ns: int, min_cells: int = 12) -> tuple[int, list[tuple[int, str]]]:
+    """Ticks for the viewport: (step_ns, [(cell, label), ...]).
+
+    Ticks fall at multiples of ``step_ns`` measured from ``origin_ns`` (the trace's
+    first event, so labels are offsets, not epoch timestamps); ``cell`` is the cell
+    whose left edge is nearest the tick, within ``[0, width)``.
+    """
+    step = nice_step_ns(vp.ns_per_cell, min_cells)
+    rel0 = vp.start_ns - origin_ns
+    first = -(-rel0 // step) * step  # ceil to a multiple of step
+    ticks: list[tuple[int, str]] = []
+    t = first
+    while True:
+        cell = int(round((t - rel0) / vp.ns_per_cell))
+        if cell >= vp.width:
+            break
+        if cell >= 0:
+            ticks.append((cell, format_time_ns(t, step)))
+        t += step
+    return step, ticks
+
+
+# ------------------------------------------------------------------ glyphs
+class GlyphClass(enum.IntEnum):
+    """What a cell shows; several ``Kind``s share a class."""
+
+    KERNEL = 0
+    MEMCPY = 1
+    MEMSET = 2
+    SYNC = 3  # sync calls (cudaStreamSynchronize, aten::item) and cuda_sync waits
+    RUNTIME = 4  # launch calls, memcpy calls, other runtime calls
+    CPU_OP = 5
+    PYTHON = 6
+    ANNOTATION = 7  # CPU and GPU user annotations, ProfilerStep#N
+    OTHER = 8  # generic slices
+
+
+N_CLASSES = len(GlyphClass)
+
+#: int8 lookup: ``KIND_TO_CLASS[kind]`` (-1: not drawn, e.g. instants and counters).
+KIND_TO_CLASS = np.full(16, -1, dtype=np.int8)
+for _k, _c in {
+    Kind.KERNEL: GlyphClass.KERNEL,
+    Kind.MEMCPY: GlyphClass.MEMCPY,
+    Kind.MEMSET: GlyphClass.MEMSET,
+    Kind.LAUNCH: GlyphClass.RUNTIME,
+    Kind.SYNC_CALL: GlyphClass.SYNC,
+    Kind.MEMCPY_CALL: GlyphClass.RUNTIME,
+    Kind.RUNTIME: GlyphClass.RUNTIME,
+    Kind.CPU_OP: GlyphClass.CPU_OP,
+    Kind.PYTHON: GlyphClass.PYTHON,
+    Kind.ANNOTATION: GlyphClass.ANNOTATION,
+    Kind.GPU_ANNOTATION: GlyphClass.ANNOTATION,
+    Kind.SYNC_MARKER: GlyphClass.SYNC,
+    Kind.OTHER: GlyphClass.OTHER,
+}.items():
+    KIND_TO_CLASS[int(_k)] = int(_c)
+
+#: Most specific first: a cell shows the first class whose coverage is at least half
+#: of the best-covered class in that cell (so a sync wait inside a CPU op inside a
+#: ProfilerStep shows as the wait once it fills the cell).
+CLASS_PRIORITY = (
+    GlyphClass.SYNC,
+    GlyphClass.MEMCPY,
+    GlyphClass.MEMSET,
+    GlyphClass.RUNTIME,
+    GlyphClass.KERNEL,
+    GlyphClass.CPU_OP,
+    GlyphClass.PYTHON,
+    GlyphClass.OTHER,
+    GlyphClass.ANNOTATION,
+)
+
+
+def _union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Disjoint union of intervals given sorted by start: (u_start, u_end, cum_ns).
+
+    ``cum_ns[j]`` is the total length of the first ``j`` union intervals (len m+1).
+    Vectorised with a prefix max of ends: interval i opens a new union piece when its
+    start is past every earlier end.
+    """
+    if start.size == 0:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z, np.zeros(1, dtype=np.int64)
+    pmax = np.maximum.accumulate(end)
+    new = np.empty(start.size, dtype=bool)
+    new[0] = True
+    new[1:] = start[1:] > pmax[:-1]
+    first = np.flatnonzero(new)
+    last = np.concatenate((first[1:] - 1, [start.size - 1]))
+    u_start = start[first]
+    u_end = pmax[last]
+    cum = np.concatenate(([0], np.cumsum(u_end - u_start))).astype(np.int64)
+    return u_start, u_end, cum
+
+
+def _covered_before(u_start: np.ndarray, u_end: np.ndarray, cum: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Total union length before each time in ``t`` (int64 array, ns)."""
+    if u_start.size == 0:
+        return np.zeros(t.shape, dtype=np.int64)
+    j = np.searchsorted(u_start, t, side="right")
+    over = np.where(j > 0, np.maximum(u_end[np.maximum(j - 1, 0)] - t, 0), 0)
+    return cum[j] - over
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CellSummary:
+    """What falls in each cell of one lane (arrays of length ``width``).
+
+    ``cls`` int8 (``GlyphClass``, -1 empty); ``coverage`` float64 in [0, 1]: share of
+    the cell covered by any event; ``left``/``right`` float64: coverage of the left
+    and right half-cells (for partial-block edges); ``count`` int64: events
+    intersecting the cell (density).
+    """
+
+    cls: np.ndarray
+    coverage: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    count: np.ndarray
+
+
+class LaneIndex:
+    """Per-lane search structures, built once in O(n log n); queries cost O(width · log n).
+
+    Events of a lane are sorted by start but may nest or overlap (CPU call stacks,
+    overlapping kernels on one stream), so coverage uses the union of intervals (with
+    prefix sums of union lengths) per glyph class, and "any event open before t" uses a
+    prefix max of ends.
+    """
+
+    def __init__(self, trace: Trace, lane: int) -> None:
+        sl = trace.lane_slice(lane)
+        self.offset = sl.start
+        self.start = trace.start_ns[sl]
+        self.dur = trace.dur_ns[sl]
+        self.end = self.start + self.dur
+        self.end_sorted = np.sort(self.end)
+        self.pmax_end = np.maximum.accumulate(self.end) if self.end.size else self.end
+        cls = KIND_TO_CLASS[trace.kind[sl].astype(np.int64)]
+        self.cls = cls
+        self.classes_present = tuple(int(c) for c in np.unique(cls) if c >= 0)
+        self.by_class: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        for c in self.classes_present:
+            m = cls == c
+            self.by_class[c] = _union(self.start[m], self.end[m])
+        drawn = cls >= 0
+        self.all_union = _union(self.start[drawn], self.end[drawn])
+        self._levels: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def __len__(self) -> int:
+        return int(self.start.shape[0])
+
+    def summarise(self, vp: Viewport) -> CellSummary:
+        """Bucket the lane into ``vp.width`` cells (see ``CellSummary``)."""
+        w = vp.width
+        e2 = vp.edges(2)  # half-cell edges
+        e = e2[::2]
+        width_ns = np.maximum(np.diff(e), 1).astype(np.float64)
+        half_ns = np.maximum(np.diff(e2), 1).astype(np.float64)
+        cov_all = np.diff(_covered_before(*self.all_union, e2)).astype(np.float64) / half_ns
+        left = cov_all[0::2]
+        right = cov_all[1::2]
+        coverage = np.diff(_covered_before(*self.all_union, e)) / width_ns
+        cls = np.full(w, -1, dtype=np.int8)
+        if self.classes_present:
+            covs = {c: np.diff(_covered_before(*self.by_class[c], e)) for c in self.classes_present}
+            best = np.max(np.stack(list(covs.values())), axis=0)
+            chosen = np.zeros(w, dtype=bool)
+            for c in CLASS_PRIORITY:
+                cv = covs.get(int(c))
+                if cv is None:
+                    continue
+                take = (~chosen) & (cv > 0) & (2 * cv >= best)
+                cls[take] = int(c)
+                chosen |= take
+        count = np.searchsorted(self.start, e[1:], side="left") - np.searchsorted(self.end_sorted, e[:-1], side="right")
+        return CellSummary(cls, np.clip(coverage, 0, 1), np.clip(left, 0, 1), np.clip(right, 0, 1), np.maximum(count, 0))
+
+    # ------------------------------------------------------- wide events
+    def wide_events(self, vp: Viewport, min_cells: int, limit: int = 256) -> np.ndarray:
+        """Lane-local indices of events at least ``min_cells`` wide that intersect the view.
+
+        Uses lazily built levels of events with ``dur >= 4**k`` ns (sorted by start,
+        with their prefix max of ends), so the work is bounded by what can be drawn,
+        not by the lane size. At most ``limit`` indices, in start order.
+        """
+        thr = min_cells * vp.ns_per_cell
+        k = max(0, int(math.floor(math.log(max(thr, 1.0), 4))))
+        got = self._levels.get(k)
+        if got is None:
+            idx = np.flatnonzero(self.dur >= 4**k)
+            ends = self.end[idx]
+            got = (idx, self.start[idx], np.maximum.accumulate(ends) if idx.size else ends)
+            self._levels[k] = got
+        lvl, starts, pm = got
+        if lvl.size == 0:
+            return lvl
+        hi = int(np.searchsorted(starts, vp.end_ns, side="left"))
+        lo = int(np.searchsorted(pm[:hi], vp.start_ns, side="right"))
+        cand = lvl[lo:hi]
+        if cand.size > 4 * limit:
+            cand = cand[:4 * limit]
+        cand = cand[self.dur[cand] >= thr]
+        return cand[:limit]
+
+    def at(self, t_ns: int) -> int:
+        """Lane-local index of the deepest (latest-starting) event open at ``t_ns``, or -1."""
+        hi = int(np.searchsorted(self.start, t_ns, side="right"))
+        if hi == 0 or self.pmax_end[hi - 1] <= t_ns:
+            return -1
+        # Walk back over candidates; bounded by the nesting seen at t.
+        for i in range(hi - 1, max(-1, hi - 1 - 4096), -1):
+            if self.end[i] > t_ns and self.cls[i] >= 0:
+                return i
+            if self.pmax_end[i] <= t_ns:
+                break
+        return -1
+
+
+_PARSE_UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+
+
+def parse_time_ns(text: str, default_unit: str = "ms") -> int:
+    """Parse ``"1.5ms"``, ``"250 us"``, ``"3s"``, ``"120ns"`` or a bare number (in
+    ``default_unit``) to integer ns, exactly (decimal arithmetic, no float rounding).
+
+    Raises ``ValueError`` with a short message for anything else.
+    """
+    from decimal import Decimal, InvalidOperation
+
+    s = text.strip().replace(" ", "")
+    unit = default_unit
+    for u in sorted(_PARSE_UNITS, key=len, reverse=True):
+        if s.endswith(u) and s[: -len(u)]:
+            unit, s = u, s[: -len(u)]
+            break
+    s = s.lstrip("+")
+    try:
+        v = Decimal(s)
+    except InvalidOperation:
+        raise ValueError(f"not a time: {text!r} (try 1.5ms, 250us, 3s)") from None
+    if not v.is_finite():
+        raise ValueError(f"not a time: {text!r}")
+    return int(v * _PARSE_UNITS[unit])

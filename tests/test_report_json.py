@@ -1,0 +1,241 @@
+"""The ``--json`` document: every key documented in docs/report-json.md, units in key
+names, figures carried through from the diagnosis; and the text/Markdown renderers on
+a full document (groups, cards, episodes, budget). Uses a stand-in diagnosis that
+follows the analysis API contract, so the report layer is tested on its own."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import re
+
+import numpy as np
+import pytest
+
+from analysis.types import Card, Cause, DeviceSummary, Evidence, Gaps, Params
+from gapscope.report_json import SCHEMA, build_document
+from gapscope.report_md import render_markdown
+from gapscope.report_text import make_console, render_text
+from parsers.builder import TraceBuilder
+from parsers.model import Kind
+
+from .conftest import ROOT
+
+US = 1000
+
+
+@dataclasses.dataclass
+class Episode:
+    device: int
+    start_ns: int
+    end_ns: int
+    gap_indices: np.ndarray
+    kernel_count: int
+    median_kernel_ns: int
+    median_launch_ns: int
+    idle_ns: int
+
+
+@dataclasses.dataclass
+class Steps:
+    source: str
+    name: str
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+
+
+@dataclasses.dataclass
+class Group:
+    id: int
+    label: str
+    gap_indices: np.ndarray
+    steps_with_gap: int
+    steps_total: int
+    median_ns: int
+    total_ns: int
+    cause: Cause
+
+
+@dataclasses.dataclass
+class Budget:
+    wall_ns: int
+    gpu_busy_ns: int
+    idle_share: float
+    tokens_per_s: float | None
+
+
+@dataclasses.dataclass
+class WhatIf:
+    projected_step_ns: int
+    tokens_per_s: float | None
+    removed_ns: int
+    assumptions: list
+
+
+def two_step_trace():
+    """Two 100 µs steps; kernels [10,40] and [70,90] in each: gaps 10+30+10 per step."""
+    b = TraceBuilder(format="kineto", path="steps.json", schema_version=1, rank=0, world_size=2,
+                     device_properties=[{"id": 0, "name": "NVIDIA H100 [80GB]", "totalGlobalMem": 85899345920}])
+    cpu = b.lane("1", "1", process_name="python3", thread_name="[main]")
+    gpu = b.lane("0", "7", process_name="GPU 0", thread_name="stream 7", is_gpu=True, device=0, stream=7)
+    for k, base in enumerate((0, 100 * US)):
+        b.event(cpu, f"ProfilerStep#{k}", base, 100 * US, Kind.ANNOTATION)
+        b.event(cpu, "aten::item", base + 40 * US, 28 * US, Kind.SYNC_CALL)
+        b.event(gpu, "[bold]gemm[/bold]", base + 10 * US, 30 * US, Kind.KERNEL)
+        b.event(gpu, "attn\x1b[2J", base + 70 * US, 20 * US, Kind.KERNEL)
+    b.warn(7, "dur", "negative duration [/] skipped")
+    return b.build()
+
+
+class FakeDiag:
+    """Follows analysis_api: devices, gaps, order_by_size, card, class_totals_ns, ..."""
+
+    def __init__(self, trace):
+        self.trace, self.params = trace, Params()
+        st = np.array([0, 40, 90, 100, 140, 190], dtype=np.int64) * US
+        en = np.array([10, 70, 100, 110, 170, 200], dtype=np.int64) * US
+        n = st.size
+        kern = np.flatnonzero(trace.kind == int(Kind.KERNEL))
+        cause = np.array([3, 0, 3, 3, 0, 3], dtype=np.int8)
+        self.gaps = Gaps(
+            device=np.zeros(n, np.int32), start_ns=st, end_ns=en,
+            prev_op=np.array([-1, kern[0], kern[1], kern[1], kern[2], kern[3]], np.int64),
+            next_op=np.array([kern[0], kern[1], kern[2], kern[2], kern[3], -1], np.int64),
+            launch=np.full(n, -1, np.int64), launch_lane=np.full(n, -1, np.int32),
+            lateness_ns=np.zeros(n, np.int64), exposed_copy_ns=np.zeros(n, np.int64),
+            cause=cause, secondary=np.array([-1, 3, -1, -1, 3, -1], np.int8),
+            cause_share=np.ones(n), secondary_share=np.array([0, .07, 0, 0, .07, 0]),
+            group=np.array([-1, 0, -1, -1, 0, -1], np.int32), episode=np.full(n, -1, np.int32),
+        )
+        self.devices = [DeviceSummary(0, 0, 200 * US, 100 * US, 100 * US, 4, 0)]
+        self.episodes = [Episode(0, 10 * US, 90 * US, np.array([1]), 2, 25 * US, 5 * US, 30 * US)]
+        self.steps = Steps("ProfilerStep", "ProfilerStep", np.array([0, 100 * US]), np.array([100 * US, 200 * US]))
+        self.groups = [Group(0, "after [bold]gemm[/bold]", np.array([1, 4]), 2, 2, 30 * US, 60 * US, Cause.SYNC)]
+        self.budget = Budget(100 * US, 50 * US, 0.5, 10_000.0)
+
+    def order_by_size(self):
+        return np.lexsort((self.gaps.start_ns, -self.gaps.dur_ns))
+
+    def card(self, i):
+        c = Cause(int(self.gaps.cause[i]))
+        return Card("sync cliff" if c == Cause.SYNC else "host island", c, None, 0.0,
+                    f"The host waited in aten::item for {self.gaps.dur_ns[i] // US} µs [x]", "move .item() after the loop",
+                    "a faster [bold]gemm[/bold] kernel", "step time in ProfilerStep",
+                    (Evidence(3, "aten::item", 0, Cause.SYNC, 28 * US, 4, True),))
+
+    def class_totals_ns(self, device=None):
+        d = self.gaps.dur_ns
+        return {c: int(d[self.gaps.cause == int(c)].sum()) for c in Cause if (self.gaps.cause == int(c)).any()}
+
+    def what_if(self, *, gaps=(), causes=(), names=()):
+        rm = sum(self.class_totals_ns().get(c, 0) for c in causes) // 2
+        return WhatIf(100 * US - rm, 1e9 / (100 * US - rm), rm, ["launch tax stays [0.03 ms]"])
+
+    def to_json(self):
+        return {"gaps": {"start_ns": self.gaps.start_ns, "cause": [Cause(int(c)) for c in self.gaps.cause]}}
+
+
+@pytest.fixture
+def doc():
+    t = two_step_trace()
+    return json.loads(json.dumps(build_document(t, FakeDiag(t), top_n=4, version="9.9")))
+
+
+def test_figures(doc):
+    assert doc["schema"] == SCHEMA and doc["gapscope_version"] == "9.9"
+    assert doc["span"] == {"start_ns": 0, "end_ns": 200_000, "dur_ns": 200_000}
+    assert doc["class_totals_ns"] == {"sync": 60_000, "copy": 0, "launch": 0, "host": 40_000, "unclassified": 0}
+    assert sum(doc["class_totals_ns"].values()) == doc["idle_in_gaps_ns"] == 100_000
+    assert doc["class_gap_counts"] == {"sync": 2, "copy": 0, "launch": 0, "host": 4, "unclassified": 0}
+    assert [(g["start_ns"], g["dur_ns"]) for g in doc["top_gaps"]] == [(40_000, 30_000), (140_000, 30_000), (0, 10_000), (90_000, 10_000)]
+    assert doc["top_gaps"][0]["prev_op"]["name"] == "[bold]gemm[/bold]"
+    assert doc["top_gaps"][0]["next_op"]["name"] == "attn\x1b[2J"  # verbatim in JSON
+    assert doc["top_gaps"][2]["prev_op"] is None
+    assert doc["devices"][0]["class_totals_ns"]["sync"] == 60_000
+    assert doc["devices"][0]["idle_share"] == 0.5
+    assert doc["groups"][0]["gap_indices"] == [1, 4] and doc["groups"][0]["cause"] == "sync"
+    assert doc["groups"][0]["card"]["smell"] == "sync cliff"
+    assert doc["steps"]["count"] == 2 and doc["steps"]["dur_ns"] == [100_000, 100_000]
+    assert doc["episodes"][0]["dur_ns"] == 80_000
+    assert [w["removed_causes"] for w in doc["what_if"]] == [["sync"], ["host"]]
+    assert doc["what_if"][0]["projected_step_ns"] == 70_000
+    assert doc["diagnosis"]["gaps"]["cause"][:2] == ["host", "sync"]
+    assert doc["params"]["min_gap_ns"] == 2000
+    assert doc["source"]["device_properties"][0]["name"] == "NVIDIA H100 [80GB]"
+
+
+def _paths(obj, prefix=""):
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            p = f"{prefix}.{k}" if prefix else k
+            yield p
+            yield from _paths(v, p)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _paths(v, prefix + "[]")
+
+
+def _documented() -> set[str]:
+    text = (ROOT / "docs" / "report-json.md").read_text()
+    return set(re.findall(r"^\| `([^`]+)` \|", text, flags=re.M))
+
+
+def test_every_key_is_documented(doc):
+    documented = _documented()
+    missing = set()
+    for p in set(_paths(doc)):
+        if p.startswith("diagnosis.") or p.startswith("source.device_properties[]") or p.startswith("source.ignored_counts."):
+            continue
+        if re.search(r"class_totals_ns\.|class_gap_counts\.|event_counts_by_kind\.", p):
+            continue  # keyed by class/kind labels, documented as such
+        p = re.sub(r"^top_gaps\[\]\.(prev_op|next_op|launch)\.", "*.", p)
+        p = re.sub(r"^(top_gaps|groups)\[\]\.card\.", "card.", p)
+        if p not in documented:
+            missing.add(p)
+    assert not missing, f"undocumented keys (add them to docs/report-json.md): {sorted(missing)}"
+
+
+def test_time_keys_carry_units(doc):
+    for p in set(_paths(doc)):
+        leaf = p.rsplit(".", 1)[-1]
+        if any(w in leaf for w in ("start", "end", "dur", "busy", "idle", "window", "lateness", "wall")):
+            assert re.search(r"_(ns|share|count|indices|available)$", leaf) or leaf in ("gpu_busy_ns",), p
+
+
+def test_text_renders_full_document(doc):
+    out = io.StringIO()
+    render_text(doc, make_console(out, width=120, color=False))
+    text = out.getvalue()
+    assert "recurs in 2 of 2 steps, 30.0 µs median, 60.0 µs total" in text
+    assert "after [bold]gemm[/bold]" in text
+    assert "attn\\e[2J" in text and "\x1b[2J" not in text
+    assert "The host waited in aten::item for 30 µs [x]" in text
+    assert "a faster [bold]gemm[/bold] kernel" in text
+    assert "4 B pageable" in text
+    assert "What if sync gaps were removed: step 70.0 µs, 14,286 tokens/s" in text
+    assert "assuming: launch tax stays [0.03 ms]" in text
+    assert "line 7: [dur] negative duration [/] skipped" in text
+    assert "0 of world size 2" in text and "NVIDIA H100 [80GB], 80.0 GiB" in text
+    sync_row = next(line for line in text.splitlines() if line.strip().startswith("sync"))
+    assert "0.060 ms" in sync_row and "60.0%" in sync_row
+
+
+def test_markdown_renders_full_document(doc):
+    md = render_markdown(doc)
+    assert "| `[bold]gemm[/bold]` |" in md
+    assert "### G0 `after [bold]gemm[/bold]`: recurs in 2 of 2 steps, 30.0 µs median" in md
+    assert "| sync | 0.060 ms | 60.0% |" in md
+
+
+def test_warnings_capped_in_text():
+    b = TraceBuilder(path="w.json")
+    lane = b.lane("1", "1")
+    b.event(lane, "x", 0, 1, Kind.CPU_OP)
+    for k in range(25):
+        b.warn(k + 1, None, f"warning {k}")
+    out = io.StringIO()
+    render_text(build_document(b.build(), None), make_console(out, width=100, color=False))
+    text = out.getvalue()
+    assert "Warnings (25)" in text and "line 20: warning 19" in text and "warning 20" not in text
+    assert "... and 5 more (all in --json)" in text

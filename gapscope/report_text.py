@@ -8,7 +8,7 @@ Rich's ``Console`` (off for ``NO_COLOR`` and when not writing to a terminal).
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any
 
 from rich.console import Console
 from rich.panel import Panel
@@ -205,7 +205,7 @@ def _top_gaps(doc: dict, console: Console) -> None:
 
 
 def _card_panel(title: Text, card: dict) -> Panel:
-    grid = Table.grid(padding=(0, 1))
+    grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")
     cause = _cause(card.get("cause"))
@@ -239,7 +239,8 @@ def _groups(doc: dict, console: Console) -> None:
     groups = doc["groups"]
     if not groups:
         return
-    _heading(console, f"Recurring gaps ({len(groups)} groups by position in the step)")
+    n = len(groups)
+    _heading(console, f"Recurring gaps ({n} group{'s' if n != 1 else ''}, by position in the step)")
     for grp in groups:
         title = Text(f"G{grp.get('id')} ")
         title.append_text(_t(grp.get("label"), 60))
@@ -278,19 +279,30 @@ def _episodes(doc: dict, console: Console) -> None:
     console.print(tbl)
 
 
-def _kv_rows(d: dict, skip: Iterable[str] = ()) -> list[tuple[str, str]]:
+#: Labels of the known budget keys (others are shown with their key name).
+BUDGET_LABELS = {
+    "wall_ns": "Step wall time",
+    "gpu_busy_ns": "GPU busy per step",
+    "idle_share": "Idle share",
+    "tokens_per_s": "Tokens/s (one token per step)",
+}
+
+
+def _budget_rows(budget: dict) -> list[tuple[str, str]]:
+    u = unit_for(int(budget.get("wall_ns") or 0))
     rows = []
-    for k, v in d.items():
-        if k in skip or isinstance(v, (dict, list)) or v is None:
+    for k, v in budget.items():
+        if isinstance(v, (dict, list)) or v is None:
             continue
+        label = BUDGET_LABELS.get(k, k.replace("_", " "))
         if k.endswith("_ns") and isinstance(v, (int, float)):
-            rows.append((k[:-3].replace("_", " "), fmt_dur(int(v))))
+            rows.append((label, fmt_dur(int(v), u)))
         elif k.endswith("_share") and isinstance(v, (int, float)):
-            rows.append((k.replace("_", " "), f"{100 * v:.1f}%"))
+            rows.append((label, f"{100 * v:.1f}%"))
         elif isinstance(v, float):
-            rows.append((k.replace("_", " "), f"{v:,.1f}"))
+            rows.append((label, f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.2f}"))
         else:
-            rows.append((k.replace("_", " "), str(v)))
+            rows.append((label, str(v)))
     return rows
 
 
@@ -303,13 +315,19 @@ def _budget(doc: dict, console: Console) -> None:
     grid.add_column(style="bold")
     grid.add_column()
     if steps is not None:
-        grid.add_row("Steps", Text.assemble(f"{steps['count']} from {steps.get('source')} ", _t(steps.get("name") or "")))
-    for k, v in _kv_rows(budget or {}):
+        line = Text(f"{steps['count']} ({steps.get('source')}")
+        if steps.get("name"):
+            line.append(": ")
+            line.append_text(_t(steps["name"], 60))
+        line.append(")")
+        grid.add_row("Steps", line)
+    for k, v in _budget_rows(budget or {}):
         grid.add_row(k, _t(v))
     console.print(grid)
+    u = unit_for(int((budget or {}).get("wall_ns") or 0))
     for w in doc.get("what_if") or []:
-        line = Text(f"What if {'+'.join(w.get('removed_causes', []))} gaps were removed: step ")
-        line.append(fmt_dur(w.get("projected_step_ns", 0)))
+        line = Text(f"What if the {'+'.join(w.get('removed_causes', []))} gaps were removed: step ")
+        line.append(fmt_dur(w.get("projected_step_ns", 0), u))
         if w.get("tokens_per_s") is not None:
             line.append(f", {w['tokens_per_s']:,.0f} tokens/s")
         console.print(line)

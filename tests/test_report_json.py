@@ -213,7 +213,7 @@ def test_text_renders_full_document(doc):
     assert "The host waited in aten::item for 30 µs [x]" in text
     assert "a faster [bold]gemm[/bold] kernel" in text
     assert "4 B pageable" in text
-    assert "What if sync gaps were removed: step 70.0 µs, 14,286 tokens/s" in text
+    assert "What if the sync gaps were removed: step 0.070 ms, 14,286 tokens/s" in text
     assert "assuming: launch tax stays [0.03 ms]" in text
     assert "line 7: [dur] negative duration [/] skipped" in text
     assert "0 of world size 2" in text and "NVIDIA H100 [80GB], 80.0 GiB" in text

@@ -139,7 +139,7 @@ def nice_step_ns(ns_per_cell: float, min_cells: int = 12) -> int:
 def _unit_for(step_ns: int) -> tuple[int, str]:
     unit = _UNITS[0]
     for u in _UNITS:
-        if step_ns >= u[0]:
+        if step_ns * 10 >= u[0]:  # 500µs steps read as 0.5ms
             unit = u
     return unit
 

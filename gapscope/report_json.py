@@ -53,7 +53,7 @@ def diagnose_or_none(trace: Trace, params) -> Any:
     """``analysis.diagnose(trace, params=params)``, or None when the analysis package
     has no ``diagnose`` yet (then the report shows the trace overview and busy only)."""
     try:
-        from analysis import diagnose  # type: ignore[attr-defined]
+        from analysis.diagnose import diagnose
     except ImportError:
         return None
     return diagnose(trace, params=params)
@@ -200,7 +200,7 @@ def build_document(trace: Trace, diag, *, top_n: int = 10, version: str = "") ->
     doc["episodes"] = [_episode(e, lo) for e in diag.episodes]
     doc["steps"] = _steps(diag.steps, lo)
     doc["budget"] = jsonable(diag.budget)
-    doc["what_if"] = _what_ifs(diag, totals)
+    doc["what_if"] = _what_ifs(diag, totals) if diag.steps is not None else []
     doc["diagnosis"] = jsonable(diag.to_json())
     return doc
 
@@ -211,7 +211,11 @@ def _groups(diag) -> list[dict]:
         d = jsonable(grp)
         idx = [int(x) for x in np.asarray(grp.gap_indices).tolist()]
         d["gap_indices"] = idx
-        d["card"] = _card(diag.card(idx[0])) if idx else None
+        group_card = getattr(diag, "group_card", None)
+        if group_card is not None:
+            d["card"] = _card(group_card(int(grp.id)))
+        else:
+            d["card"] = _card(diag.card(idx[0])) if idx else None
         out.append(d)
     return out
 
@@ -242,10 +246,13 @@ def _what_ifs(diag, totals: dict) -> list[dict]:
     out = []
     from analysis.types import Cause
 
-    for c, ns in totals.items():
-        if ns <= 0 or c == Cause.UNCLASSIFIED:
-            continue
-        w = jsonable(diag.what_if(causes=(c,)))
-        w["removed_causes"] = [c.name.lower()]
+    present = [c for c, ns in totals.items() if ns > 0 and c != Cause.UNCLASSIFIED]
+    choices = [(c,) for c in present]
+    not_launch = tuple(c for c in present if c != Cause.LAUNCH)
+    if len(not_launch) >= 2:
+        choices.append(not_launch)
+    for causes in choices:
+        w = jsonable(diag.what_if(causes=causes))
+        w["removed_causes"] = [c.name.lower() for c in causes]
         out.append(w)
     return out

@@ -281,58 +281,79 @@ def _episodes(doc: dict, console: Console) -> None:
 
 #: Labels of the known budget keys (others are shown with their key name).
 BUDGET_LABELS = {
+    "device": "Device",
+    "steps": "Steps measured",
+    "source": "Step source",
     "wall_ns": "Step wall time",
     "gpu_busy_ns": "GPU busy per step",
+    "idle_ns": "GPU idle per step",
     "idle_share": "Idle share",
     "tokens_per_s": "Tokens/s (one token per step)",
 }
 
 
-def _budget_rows(budget: dict) -> list[tuple[str, str]]:
+def _budget_rows(budget: dict) -> list[tuple[str, Text]]:
     u = unit_for(int(budget.get("wall_ns") or 0))
     rows = []
     for k, v in budget.items():
-        if isinstance(v, (dict, list)) or v is None:
-            continue
+        if v is None or isinstance(v, list) or k in ("steps", "source"):
+            continue  # steps and source are on the "Steps" line
         label = BUDGET_LABELS.get(k, k.replace("_", " "))
+        if isinstance(v, dict):  # e.g. class_idle_ns: idle per cause class per step
+            if k.endswith("_ns"):
+                parts = [f"{c} {fmt_dur(int(x), u)}" for c, x in v.items() if isinstance(x, (int, float)) and x]
+                rows.append(("Idle per step by cause" if k == "class_idle_ns" else label, Text(", ".join(parts) or "-")))
+            continue
         if k.endswith("_ns") and isinstance(v, (int, float)):
-            rows.append((label, fmt_dur(int(v), u)))
+            rows.append((label, Text(fmt_dur(int(v), u))))
         elif k.endswith("_share") and isinstance(v, (int, float)):
-            rows.append((label, f"{100 * v:.1f}%"))
+            rows.append((label, Text(f"{100 * v:.1f}%")))
         elif isinstance(v, float):
-            rows.append((label, f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.2f}"))
+            rows.append((label, Text(f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.2f}")))
         else:
-            rows.append((label, str(v)))
+            rows.append((label, _t(v)))
     return rows
 
 
 def _budget(doc: dict, console: Console) -> None:
     steps, budget = doc.get("steps"), doc.get("budget")
-    if steps is None and budget is None:
-        return
+    if steps is None or budget is None:
+        return  # a budget per step needs steps (the JSON has the window budget too)
     _heading(console, "Steps and budget")
     grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
+    grid.add_column(style="bold", no_wrap=True)
     grid.add_column()
-    if steps is not None:
-        line = Text(f"{steps['count']} ({steps.get('source')}")
-        if steps.get("name"):
-            line.append(": ")
-            line.append_text(_t(steps["name"], 60))
-        line.append(")")
-        grid.add_row("Steps", line)
-    for k, v in _budget_rows(budget or {}):
-        grid.add_row(k, _t(v))
+    line = Text(f"{steps['count']} ({steps.get('source')}")
+    if steps.get("name"):
+        line.append(": ")
+        line.append_text(_t(steps["name"], 60))
+    line.append(")")
+    grid.add_row("Steps", line)
+    for k, v in _budget_rows(budget):
+        grid.add_row(k, v)
     console.print(grid)
-    u = unit_for(int((budget or {}).get("wall_ns") or 0))
-    for w in doc.get("what_if") or []:
-        line = Text(f"What if the {'+'.join(w.get('removed_causes', []))} gaps were removed: step ")
-        line.append(fmt_dur(w.get("projected_step_ns", 0), u))
-        if w.get("tokens_per_s") is not None:
-            line.append(f", {w['tokens_per_s']:,.0f} tokens/s")
-        console.print(line)
-        for a in w.get("assumptions") or []:
-            console.print(Text.assemble("  assuming: ", _t(a)))
+    whatifs = doc.get("what_if") or []
+    if not whatifs:
+        return
+    u = unit_for(int(budget.get("wall_ns") or 0))
+    _heading(console, "What if these gaps were removed (per step)")
+    tbl = Table(box=None, pad_edge=False, show_edge=False)
+    for name in ("removed", "idle removed", "step", "tokens/s", "speed-up"):
+        tbl.add_column(name, justify="left" if name == "removed" else "right")
+    for w in whatifs:
+        tps, sp = w.get("tokens_per_s"), w.get("speedup")
+        tbl.add_row("+".join(w.get("removed_causes", [])), fmt_dur(w.get("removed_ns", 0), u),
+                    fmt_dur(w.get("projected_step_ns", 0), u), "-" if tps is None else f"{tps:,.0f}",
+                    "-" if sp is None else f"{sp:.2f}x")
+    console.print(tbl)
+    last = whatifs[-1]
+    notes = Table.grid(padding=(0, 1))
+    notes.add_column(no_wrap=True)
+    notes.add_column()
+    for a in last.get("assumptions") or []:
+        notes.add_row("-", _t(a))
+    console.print(Text(f"Assumptions (as stated for {'+'.join(last.get('removed_causes', []))}):", style="dim"))
+    console.print(notes)
 
 
 def _warnings(doc: dict, console: Console) -> None:

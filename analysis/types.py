@@ -124,6 +124,11 @@ class Gaps:
     ``cause``/``secondary`` int8 (``Cause``; secondary -1 when none);
     ``cause_share``/``secondary_share`` float64 in [0, 1]; ``group`` int32 (recurring
     group id, -1); ``episode`` int32 (picket-fence episode id, -1).
+
+    Added by the analysis (optional, None when not computed): ``edge`` int8 (0 inside
+    the GPU window, 1 leading / 2 trailing idle at a step edge with no kernel on that
+    side); ``class_ns`` int64 of shape (n, 5): ns of the gap attributed to each
+    ``Cause`` (columns in ``Cause`` order; each row sums to the gap's duration).
     """
 
     device: np.ndarray
@@ -141,10 +146,18 @@ class Gaps:
     secondary_share: np.ndarray
     group: np.ndarray
     episode: np.ndarray
+    edge: np.ndarray | None = None
+    class_ns: np.ndarray | None = None
 
     @property
     def dur_ns(self) -> np.ndarray:
         return self.end_ns - self.start_ns
+
+    @property
+    def fully_idle_ns(self) -> np.ndarray:
+        """int64 ns of each gap with neither kernels nor copies running (the "fully
+        idle" variant: gap minus exposed copy time)."""
+        return self.dur_ns - self.exposed_copy_ns
 
     def __len__(self) -> int:
         return int(self.start_ns.shape[0])

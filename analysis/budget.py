@@ -1,0 +1,152 @@
+"""Budget per step and what-if projections ("Budget and what-if" in the design).
+
+Per step (median over steps, on the busiest device): wall time, GPU busy (kernel union),
+idle share, tokens/s when a step makes one token. With no steps known, the device's
+analysis window is one step. The what-if removes chosen gaps, cause classes or named
+CPU segments from the idle time and prints its assumptions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from .busy import coverage, device_union, union_intervals, valid_timing_mask
+from .types import Cause
+
+__all__ = ["Budget", "WhatIf", "compute_budget", "what_if"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """Per-step budget of ``device``. ``steps``: number of steps (1 when the window is
+    used); ``source``: ``Steps.source`` or ``"window"``; ``wall_ns``/``gpu_busy_ns``/
+    ``idle_ns``: medians per step (int ns); ``idle_share`` = idle / wall;
+    ``tokens_per_s`` = 1e9 / wall_ns (one token per step); ``class_idle_ns``: idle per
+    cause class per step (total over the steps' gaps / steps)."""
+
+    device: int
+    steps: int
+    source: str
+    wall_ns: int
+    gpu_busy_ns: int
+    idle_ns: int
+    idle_share: float
+    tokens_per_s: float
+    class_idle_ns: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class WhatIf:
+    """Projection of a what-if. ``removed_ns``: idle removed per step; ``projected_step_ns``
+    = wall - removed (never below GPU busy); ``tokens_per_s`` = 1e9 / projected;
+    ``assumptions``: the printed assumptions, in words with numbers."""
+
+    wall_ns: int
+    removed_ns: int
+    projected_step_ns: int
+    tokens_per_s: float
+    speedup: float
+    assumptions: list[str]
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:.3f} ms"
+
+
+def compute_budget(diag) -> Budget | None:
+    """Budget of the busiest device of ``diag`` (a ``Diagnosis``); None without GPU ops."""
+    if not diag.devices:
+        return None
+    dev = max(diag.devices, key=lambda d: (d.busy_ns, -d.device))
+    trace = diag.trace
+    ks, ke = device_union(trace, dev.device, valid=valid_timing_mask(trace))
+    if diag.steps is not None and len(diag.steps):
+        s0, s1 = diag.steps.start_ns, diag.steps.end_ns
+        source = diag.steps.source
+    else:
+        s0, s1 = np.array([dev.window_start_ns]), np.array([dev.window_end_ns])
+        source = "window"
+    wall = s1 - s0
+    busy = coverage(ks, ke, s0, s1)
+    nsteps = int(wall.size)
+    wall_med = int(np.median(wall))
+    busy_med = int(np.median(busy))
+    g = diag.gaps
+    sel = g.device == dev.device
+    cls = g.class_ns[sel].sum(axis=0) if g.class_ns is not None and sel.any() else np.zeros(len(Cause), np.int64)
+    class_idle = {c.label: int(cls[int(c)] // nsteps) for c in Cause}
+    idle = wall_med - busy_med
+    return Budget(dev.device, nsteps, source, wall_med, busy_med, idle,
+                  idle / wall_med if wall_med > 0 else 0.0,
+                  1e9 / wall_med if wall_med > 0 else 0.0, class_idle)
+
+
+def _match_names(trace, names: tuple[str, ...]) -> np.ndarray:
+    """Name ids equal to one of ``names``, else (for a name with no exact match)
+    containing it, case-insensitively."""
+    ids = []
+    for want in names:
+        exact = [k for k, s in enumerate(trace.names) if s == want]
+        if not exact:
+            w = want.lower()
+            exact = [k for k, s in enumerate(trace.names) if w in s.lower()]
+        ids.extend(exact)
+    return np.array(sorted(set(ids)), dtype=np.int32)
+
+
+def what_if(diag, *, gaps=(), causes=(), names=()) -> WhatIf:
+    """Project the step time when the chosen idle is removed.
+
+    ``gaps``: gap indices removed whole; ``causes``: ``Cause`` values whose ns are
+    removed from every gap; ``names``: CPU event names (verbatim, else substring) whose
+    time inside gaps is removed. Removal per gap is capped at the gap; named segments
+    and classes are assumed disjoint. Per step = total removed over the budget device's
+    gaps / steps. The step never drops below GPU busy. Raises ``ValueError`` without a
+    budget (no GPU ops).
+    """
+    b = diag.budget
+    if b is None:
+        raise ValueError("no GPU ops: nothing to project")
+    from .classify import evidence_end
+
+    trace = diag.trace
+    g = diag.gaps
+    n = len(g)
+    sel = g.device == b.device
+    removed = np.zeros(n, dtype=np.int64)
+    whole = np.zeros(n, dtype=bool)
+    if len(gaps):
+        whole[np.asarray(gaps, dtype=np.int64)] = True
+    if causes and g.class_ns is not None:
+        removed += g.class_ns[:, [int(Cause(c)) for c in causes]].sum(axis=1)
+    named_ns = 0
+    name_ids = _match_names(trace, tuple(names)) if names else np.zeros(0, np.int32)
+    if name_ids.size and n:
+        cpu = np.array([not ln.is_gpu for ln in trace.lanes], dtype=bool)
+        m = np.isin(trace.name_id, name_ids) & cpu[trace.lane]
+        us, ue = union_intervals(trace.start_ns[m], evidence_end(trace)[m])
+        per_gap = coverage(us, ue, g.start_ns, g.end_ns)
+        removed += per_gap
+        named_ns = int(per_gap[sel].sum())
+    dur = g.dur_ns
+    removed = np.where(whole, dur, np.minimum(removed, dur))
+    removed_step = int(removed[sel].sum() // max(b.steps, 1))
+    projected = max(b.wall_ns - removed_step, b.gpu_busy_ns)
+    launch_left = b.class_idle_ns.get("launch", 0)
+    if Cause.LAUNCH in tuple(Cause(c) for c in causes):
+        launch_left = 0
+    assumptions = [
+        f"GPU work stays {_ms(b.gpu_busy_ns)} per step: kernels are not changed; only idle time is removed.",
+        f"Removed idle is not replaced by other waiting: the next launch moves earlier by the removed time ({_ms(removed_step)} per step).",
+        f"Launch overhead that is not removed stays ({_ms(launch_left)} per step of launch-class idle).",
+        "CPU work that is not removed stays on the critical path (e.g. sampling the next token).",
+        "CPU time removed while the GPU was busy does not shorten the step; only its overlap with idle gaps counts"
+        + (f" ({_ms(named_ns // max(b.steps, 1))} per step for the named segments)." if names else "."),
+        f"One token per step (decode at batch 1): tokens/s = 1 / step time; measured over {b.steps} step(s) ({b.source}).",
+    ]
+    if projected == b.gpu_busy_ns and b.wall_ns - removed_step < b.gpu_busy_ns:
+        assumptions.append("The projection is capped at GPU busy time (the GPU cannot finish before its work).")
+    return WhatIf(b.wall_ns, removed_step, projected, 1e9 / projected if projected > 0 else 0.0,
+                  b.wall_ns / projected if projected > 0 else 1.0, assumptions)

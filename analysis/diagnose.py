@@ -1,0 +1,147 @@
+"""``diagnose(trace, params) -> Diagnosis``: the whole headless diagnosis.
+
+Steps (design: "Definitions", "The card", "Budget and what-if" in
+``docs/ARCHITECTURE.md``): valid timing mask → steps → per-device busy union and idle
+gaps (window widened to the steps) → cause class per gap with evidence → picket-fence
+episodes → recurring groups by position in the step → budget. Cards, evidence lists and
+what-if projections are computed on demand for the gaps asked for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterable
+
+import numpy as np
+
+from parsers.model import Kind, Trace
+
+from . import budget as _budget
+from . import cards as _cards
+from .busy import coverage, device_event_mask, device_union, valid_timing_mask
+from .classify import classify, evidence_for_gap
+from .gaps import concat_gaps, device_union_copies, device_window, find_gaps, launch_of
+from .picket import PicketEpisode, find_episodes
+from .steps import GapGroup, Steps, find_steps, group_gaps, step_annotation_mask
+from .types import Card, Cause, DeviceSummary, Evidence, Gaps, Params
+
+__all__ = ["diagnose", "Diagnosis"]
+
+
+@dataclasses.dataclass(eq=False)
+class Diagnosis:
+    """Result of ``diagnose`` (the analysis API contract).
+
+    ``devices``: one ``DeviceSummary`` per GPU device with valid GPU ops; ``gaps``: all
+    devices, sorted by (device, start_ns), with cause, shares, ``class_ns``, group and
+    episode filled; ``episodes``: picket-fence episodes; ``steps``: ``Steps`` or None;
+    ``groups``: recurring gaps by position in the step, largest total first;
+    ``budget``: per-step ``Budget`` or None when there are no GPU ops.
+    """
+
+    trace: Trace
+    params: Params
+    devices: list[DeviceSummary]
+    gaps: Gaps
+    episodes: list[PicketEpisode]
+    steps: Steps | None
+    groups: list[GapGroup]
+    budget: "_budget.Budget | None"
+    invalid_gpu_ops: int = 0
+    _launches: np.ndarray | None = dataclasses.field(default=None, repr=False)
+    _evidence_cache: dict = dataclasses.field(default_factory=dict, repr=False)
+    _exclude: np.ndarray | None = dataclasses.field(default=None, repr=False)
+
+    # ---------------------------------------------------------------- queries
+    def order_by_size(self) -> np.ndarray:
+        """int64 gap indices, largest gap first (ties: earlier start first)."""
+        g = self.gaps
+        return np.lexsort((g.start_ns, -g.dur_ns)).astype(np.int64)
+
+    def class_totals_ns(self, device: int | None = None) -> dict[Cause, int]:
+        """ns of idle per cause class (all gaps, or one device); sums exactly to the
+        total ns of the gaps counted."""
+        cn = self.gaps.class_ns
+        if cn is None or len(self.gaps) == 0:
+            return {c: 0 for c in Cause}
+        rows = cn if device is None else cn[self.gaps.device == device]
+        tot = rows.sum(axis=0)
+        return {c: int(tot[int(c)]) for c in Cause}
+
+    def total_idle_ns(self, device: int | None = None) -> int:
+        """Sum of gap durations (ns), all devices or one."""
+        d = self.gaps.dur_ns
+        return int(d.sum() if device is None else d[self.gaps.device == device].sum())
+
+    def evidence(self, i: int) -> tuple[Evidence, ...]:
+        """Evidence list of gap ``i`` (names verbatim, lane, overlap ns, bytes, pageable),
+        largest overlap first. Computed on demand and cached."""
+        i = int(i)
+        if i not in self._evidence_cache:
+            self._evidence_cache[i] = evidence_for_gap(self.trace, self.gaps, i, self._launches,
+                                                          exclude=self._exclude)
+        return self._evidence_cache[i]
+
+    def card(self, i: int) -> Card:
+        """Card of gap ``i``; worded for its recurring group when it has one."""
+        return _cards.card_for_gap(self, int(i))
+
+    def group_card(self, group_id: int) -> Card:
+        """Card of a recurring group (worded from its largest gap's evidence)."""
+        return _cards.card_for_group(self, int(group_id))
+
+    def what_if(self, *, gaps: Iterable[int] = (), causes: Iterable[Cause] = (), names: Iterable[str] = ()) -> "_budget.WhatIf":
+        """Projected step time and tokens/s when the chosen gaps, cause classes or
+        named CPU segments are removed (see ``analysis.budget.what_if``)."""
+        return _budget.what_if(self, gaps=tuple(gaps), causes=tuple(causes), names=tuple(names))
+
+    def to_json(self, *, top: int = 50) -> dict:
+        """Everything as JSON-serialisable data with stable keys (see
+        ``analysis.jsonout``). Cards and evidence for the ``top`` largest gaps."""
+        from .jsonout import diagnosis_to_json
+
+        return diagnosis_to_json(self, top=top)
+
+
+def diagnose(trace: Trace, params: Params | None = None) -> Diagnosis:
+    """Run the diagnosis of ``trace`` with thresholds ``params`` (default ``Params()``).
+
+    Never raises on a valid ``Trace``: a trace without GPU ops gives no devices and no
+    gaps. Cost: a few sorts and ``searchsorted`` passes over the events; no Python loop
+    over events, loops only over devices, CPU lanes and (for groups) gap positions.
+    """
+    params = params or Params()
+    valid = valid_timing_mask(trace)
+    launches = launch_of(trace)
+    gpu_work = trace.mask_kind(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
+    invalid = int((gpu_work & ~valid).sum())
+    steps = find_steps(trace, valid)
+    exclude = step_annotation_mask(trace, steps)
+    s0 = steps.start_ns if steps is not None else None
+    s1 = steps.end_ns if steps is not None else None
+
+    devices: list[DeviceSummary] = []
+    parts: list[Gaps] = []
+    for dev in trace.devices():
+        win = device_window(trace, dev, valid, s0, s1)
+        if win is None:
+            continue
+        ks, ke = device_union(trace, dev, valid=valid)
+        bs, be = device_union(trace, dev, with_copies=True, valid=valid)
+        w0, w1 = np.array([win[0]]), np.array([win[1]])
+        kcount = int(device_event_mask(trace, dev, (Kind.KERNEL,), valid).sum())
+        ccount = int(device_event_mask(trace, dev, (Kind.MEMCPY, Kind.MEMSET), valid).sum())
+        devices.append(DeviceSummary(dev, win[0], win[1], int(coverage(ks, ke, w0, w1)[0]),
+                                     int(coverage(bs, be, w0, w1)[0]), kcount, ccount))
+        parts.append(find_gaps(trace, dev, params.min_gap_ns, steps_start_ns=s0, steps_end_ns=s1,
+                               valid=valid, launches=launches))
+    gaps = concat_gaps(parts)
+    episodes, episode_of = find_episodes(trace, gaps, params, launches)
+    gaps = classify(trace, gaps, params, valid=valid, launches=launches, episode_of=episode_of,
+                    exclude=exclude)
+    groups, group_of = group_gaps(trace, gaps, steps, gaps.class_ns)
+    gaps = dataclasses.replace(gaps, group=group_of, episode=episode_of)
+    diag = Diagnosis(trace, params, devices, gaps, episodes, steps, groups, None, invalid, launches,
+                     _exclude=exclude)
+    diag.budget = _budget.compute_budget(diag)
+    return diag

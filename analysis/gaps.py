@@ -1,0 +1,168 @@
+"""Idle gaps of a device, their neighbours and the next op's launch call.
+
+Definitions ("Definitions" in ``docs/ARCHITECTURE.md``): an idle gap is a maximal
+interval of the analysis window of a device where no kernel runs, at least
+``min_gap_ns`` long (default 2 µs). The window is [first GPU op, last GPU op] of the
+device, widened to the known steps (idle time at a step's edge counts, since the next
+step follows). Copies inside a gap do not end it: they are "exposed copy" time.
+
+For each gap: the previous kernel (the one ending last at or before the gap start),
+the next GPU op (the kernel starting at the gap end), that op's launch call (by flow /
+correlation), its CPU lane *T*, and the launch lateness ``L = launch.start - gap.start``.
+All of it vectorised (sorts and ``searchsorted``), no Python loop over events or gaps.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from parsers.model import CPU_CALL_KINDS, Kind, Trace
+
+from .busy import complement, coverage, device_event_mask, device_union, union_intervals, valid_timing_mask
+from .types import Cause, Gaps
+
+__all__ = ["find_gaps", "launch_of", "concat_gaps", "empty_gaps", "device_window"]
+
+EDGE_NONE, EDGE_LEADING, EDGE_TRAILING = 0, 1, 2
+
+
+def launch_of(trace: Trace) -> np.ndarray:
+    """int64 array (len n): for each GPU op, the index of the CPU runtime call that
+    launched it (from ``Trace.flow_src``/``flow_dst``), else -1."""
+    out = np.full(len(trace), -1, dtype=np.int64)
+    if trace.flow_src.size:
+        src = trace.flow_src
+        is_call = np.isin(trace.kind[src], np.array([int(k) for k in CPU_CALL_KINDS], dtype=np.int8))
+        cpu_lane = np.array([not ln.is_gpu for ln in trace.lanes], dtype=bool)
+        if cpu_lane.size:
+            is_call |= cpu_lane[trace.lane[src]] & (trace.kind[src] != int(Kind.SYNC_MARKER))
+        out[trace.flow_dst[is_call]] = src[is_call]
+    return out
+
+
+def device_window(trace: Trace, device: int, valid: np.ndarray, steps_start_ns=None, steps_end_ns=None) -> tuple[int, int] | None:
+    """``(start_ns, end_ns)`` of the analysis window of ``device``, or None when the
+    device has no valid GPU op. Widened to ``[steps_start_ns[0], steps_end_ns[-1]]``
+    when steps are given (steps are clipped to the trace's extent)."""
+    m = device_event_mask(trace, device, (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET), valid)
+    if not m.any():
+        return None
+    w0 = int(trace.start_ns[m].min())
+    w1 = int((trace.start_ns[m] + trace.dur_ns[m]).max())
+    if steps_start_ns is not None and len(steps_start_ns):
+        w0 = min(w0, int(np.min(steps_start_ns)))
+        w1 = max(w1, int(np.max(steps_end_ns)))
+    return w0, w1
+
+
+def empty_gaps() -> Gaps:
+    """A ``Gaps`` with no rows."""
+    z64 = np.zeros(0, dtype=np.int64)
+    return Gaps(
+        device=np.zeros(0, np.int32), start_ns=z64, end_ns=z64.copy(), prev_op=z64.copy(),
+        next_op=z64.copy(), launch=z64.copy(), launch_lane=np.zeros(0, np.int32),
+        lateness_ns=z64.copy(), exposed_copy_ns=z64.copy(), cause=np.zeros(0, np.int8),
+        secondary=np.zeros(0, np.int8), cause_share=np.zeros(0), secondary_share=np.zeros(0),
+        group=np.zeros(0, np.int32), episode=np.zeros(0, np.int32), edge=np.zeros(0, np.int8),
+        class_ns=np.zeros((0, len(Cause)), np.int64),
+    )
+
+
+def find_gaps(
+    trace: Trace,
+    device: int,
+    min_gap_ns: int = 2_000,
+    *,
+    steps_start_ns: np.ndarray | None = None,
+    steps_end_ns: np.ndarray | None = None,
+    valid: np.ndarray | None = None,
+    launches: np.ndarray | None = None,
+) -> Gaps:
+    """Idle gaps of one device (see the module docstring for the definitions).
+
+    ``trace``: a ``Trace``; ``device``: GPU index (``Lane.device``); ``min_gap_ns``:
+    shortest gap kept (int ns, >= 1). ``steps_*``: int64 step bounds (ns) that widen the
+    window. ``valid``/``launches``: precomputed ``valid_timing_mask`` / ``launch_of``.
+
+    Returns ``Gaps`` sorted by start, with ``cause`` = UNCLASSIFIED and shares 0 until
+    ``classify`` fills them; ``edge`` marks idle at a step edge outside the GPU ops;
+    ``class_ns`` is None. Never raises on a valid ``Trace``.
+    """
+    if valid is None:
+        valid = valid_timing_mask(trace)
+    if launches is None:
+        launches = launch_of(trace)
+    win = device_window(trace, device, valid, steps_start_ns, steps_end_ns)
+    if win is None:
+        return empty_gaps()
+    ks, ke = device_union(trace, device, valid=valid)
+    gs, ge = complement(ks, ke, win[0], win[1])
+    keep = (ge - gs) >= max(int(min_gap_ns), 1)
+    gs, ge = gs[keep], ge[keep]
+    n = gs.shape[0]
+    if n == 0:
+        return empty_gaps()
+
+    kmask = device_event_mask(trace, device, (Kind.KERNEL,), valid)
+    kidx = np.flatnonzero(kmask).astype(np.int64)
+    kstart = trace.start_ns[kidx]
+    kend = kstart + trace.dur_ns[kidx]
+
+    prev_op = np.full(n, -1, dtype=np.int64)
+    next_op = np.full(n, -1, dtype=np.int64)
+    if kidx.size:
+        o_end = np.argsort(kend, kind="stable")
+        pos = np.searchsorted(kend[o_end], gs, side="right") - 1
+        ok = pos >= 0
+        prev_op[ok] = kidx[o_end[pos[ok]]]
+        o_start = np.lexsort((launches[kidx] < 0, kstart))  # ties: a launched op first
+        ss = kstart[o_start]
+        pos = np.searchsorted(ss, ge, side="left")
+        ok = pos < ss.shape[0]
+        posc = np.minimum(pos, ss.shape[0] - 1)
+        ok &= ss[posc] == ge
+        next_op[ok] = kidx[o_start[posc[ok]]]
+
+    launch = np.where(next_op >= 0, launches[np.maximum(next_op, 0)], -1)
+    launch_lane = np.where(launch >= 0, trace.lane[np.maximum(launch, 0)], -1).astype(np.int32)
+    lateness = np.where(launch >= 0, trace.start_ns[np.maximum(launch, 0)] - gs, 0).astype(np.int64)
+
+    cs, ce = device_union_copies(trace, device, valid)
+    exposed = coverage(cs, ce, gs, ge)
+
+    edge = np.zeros(n, dtype=np.int8)
+    if kidx.size:
+        edge[ge <= kstart.min()] = EDGE_LEADING
+        edge[gs >= kend.max()] = EDGE_TRAILING
+
+    return Gaps(
+        device=np.full(n, device, dtype=np.int32), start_ns=gs.astype(np.int64), end_ns=ge.astype(np.int64),
+        prev_op=prev_op, next_op=next_op, launch=launch.astype(np.int64), launch_lane=launch_lane,
+        lateness_ns=lateness, exposed_copy_ns=exposed.astype(np.int64),
+        cause=np.full(n, int(Cause.UNCLASSIFIED), dtype=np.int8), secondary=np.full(n, -1, dtype=np.int8),
+        cause_share=np.zeros(n), secondary_share=np.zeros(n),
+        group=np.full(n, -1, dtype=np.int32), episode=np.full(n, -1, dtype=np.int32), edge=edge,
+    )
+
+
+def device_union_copies(trace: Trace, device: int, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Union of the device's memcpy and memset intervals (int64 ns, sorted)."""
+    m = device_event_mask(trace, device, (Kind.MEMCPY, Kind.MEMSET), valid)
+    return union_intervals(trace.start_ns[m], trace.start_ns[m] + trace.dur_ns[m])
+
+
+def concat_gaps(parts: list[Gaps]) -> Gaps:
+    """Concatenate per-device ``Gaps`` (already sorted by device, then start)."""
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return empty_gaps()
+    if len(parts) == 1:
+        return parts[0]
+    fields = {}
+    for name in ("device", "start_ns", "end_ns", "prev_op", "next_op", "launch", "launch_lane",
+                 "lateness_ns", "exposed_copy_ns", "cause", "secondary", "cause_share",
+                 "secondary_share", "group", "episode", "edge"):
+        fields[name] = np.concatenate([getattr(p, name) for p in parts])
+    cls = [p.class_ns for p in parts]
+    fields["class_ns"] = np.concatenate(cls) if all(c is not None for c in cls) else None
+    return Gaps(**fields)

@@ -1,0 +1,337 @@
+"""The exercise screen: prompt and protocol path beside the swimlanes, the current task
+with its input, feedback that points at the timeline, hints, and the debrief.
+
+Composes the viewer's ``Swimlanes`` (one per trace of the exercise, shown by CSS class)
+and its ``GapNavigator``; the judging is headless (``gapscope.exercise.Session``).
+Keys follow the viewer's: n/N next/previous gap, s largest-first/time order, +/- zoom,
+h/l pan, ,/. cursor, j/k lanes, f fit; Enter confirms a picked gap; u unlocks a hint.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Markdown, OptionList, Static
+from textual.widgets.option_list import Option
+
+from gapscope.exercise import AnswerError, Session
+from gapscope.exercise.load import CAUSE_LABELS
+
+from .exercise_text import hints_text, path_text, task_header, verdict_text
+from .navigation import SIZE, TIME, GapNavigator
+from .exercise_lanes import ExerciseLanes
+from .swimlanes import Swimlanes
+from .viewmodel import format_duration_ns
+
+__all__ = ["ExerciseScreen"]
+
+_CAUSE_HELP = {
+    "sync": "sync: the CPU waited on the GPU (.item(), synchronize, print of a tensor)",
+    "copy": "copy: a host/device transfer on the critical path",
+    "launch": "launch: many tiny kernels, the CPU cannot launch them fast enough",
+    "host": "host: the launching thread was busy with Python/CPU work",
+    "unclassified": "unclassified: no evidence either way",
+}
+
+
+class ExerciseScreen(Screen):
+    """One guided exercise for one learner (``session``)."""
+
+    BINDINGS = [
+        Binding("n,right_square_bracket", "jump_gap(1)", "next gap", id="gap.next"),
+        Binding("N,left_square_bracket", "jump_gap(-1)", "prev gap", id="gap.prev"),
+        Binding("s", "toggle_order", "largest/time", id="gap.order"),
+        Binding("enter", "confirm_pick", "pick gap", id="exercise.pick"),
+        Binding("u,f2", "hint", "hint", id="exercise.hint"),
+        Binding("plus,i,equals_sign", "zoom(2.0)", "zoom", key_display="+", id="view.zoom_in"),
+        Binding("minus,o", "zoom(0.5)", "zoom out", show=False, id="view.zoom_out"),
+        Binding("h,left", "pan(-0.2)", "pan left", show=False, id="view.pan_left"),
+        Binding("l,right", "pan(0.2)", "pan right", show=False, id="view.pan_right"),
+        Binding("comma", "cursor(-1)", "cursor left", show=False, id="view.cursor_left"),
+        Binding("full_stop", "cursor(1)", "cursor right", show=False, id="view.cursor_right"),
+        Binding("j,down", "row(1)", "lane down", show=False, id="view.down"),
+        Binding("k,up", "row(-1)", "lane up", show=False, id="view.up"),
+        Binding("f,0", "fit", "fit all", show=False, id="view.fit"),
+        Binding("escape,q", "app.quit", "quit", id="app.quit"),
+    ]
+
+    DEFAULT_CSS = """
+    ExerciseScreen { layout: vertical; }
+    ExerciseScreen #ex-title { height: 1; background: $primary 30%; text-style: bold; padding: 0 1; }
+    ExerciseScreen #ex-main { height: 1fr; }
+    ExerciseScreen #ex-left { width: 38%; min-width: 28; max-width: 60; border-right: vkey $primary 50%; }
+    ExerciseScreen #ex-prompt { margin: 0 1; }
+    ExerciseScreen #ex-path { padding: 0 1; height: auto; border-bottom: hkey $primary 50%; }
+    ExerciseScreen #ex-right { width: 1fr; }
+    ExerciseScreen Swimlanes { height: 40%; min-height: 6; border-bottom: hkey $primary 50%; }
+    ExerciseScreen Swimlanes.-hidden { display: none; }
+    ExerciseScreen #ex-status { height: 1; color: $text-muted; padding: 0 1; }
+    ExerciseScreen #ex-task-box { height: 1fr; padding: 0 1; }
+    ExerciseScreen #ex-task-head { height: auto; }
+    ExerciseScreen #ex-task { height: auto; margin: 0; }
+    ExerciseScreen #ex-options { height: auto; max-height: 12; }
+    ExerciseScreen #ex-number, ExerciseScreen #ex-notes { height: 3; }
+    ExerciseScreen .-off { display: none; }
+    ExerciseScreen #ex-feedback, ExerciseScreen #ex-hints { height: auto; margin-top: 1; }
+    ExerciseScreen #ex-debrief { height: 1fr; padding: 0 1; }
+    ExerciseScreen.-finished #ex-task-box { display: none; }
+    ExerciseScreen.-finished Swimlanes { height: 1fr; }
+    ExerciseScreen #ex-debrief-box { display: none; height: 1fr; }
+    ExerciseScreen.-finished #ex-debrief-box { display: block; }
+    """
+
+    def __init__(self, session: Session) -> None:
+        super().__init__()
+        self.session = session
+        self.mode = ""
+        self.opt_values: list = []
+        self.card_answers: dict = {}
+        self.card_queue: list = []
+        self.order_mode = TIME
+        self._navs: dict[str, GapNavigator] = {}
+
+    # ------------------------------------------------------------- layout
+    def compose(self) -> ComposeResult:
+        ex = self.session.exercise
+        yield Static(Text(ex.title), id="ex-title", markup=False)
+        with Horizontal(id="ex-main"):
+            with VerticalScroll(id="ex-left"):
+                yield Static(path_text(self.session), id="ex-path", markup=False)
+                yield Markdown(ex.prompt, id="ex-prompt")
+            with Vertical(id="ex-right"):
+                for k, ref in enumerate(ex.traces):
+                    f = self.session.workbook.facts(ref.id)
+                    yield ExerciseLanes(f.trace, f.diag, id=f"lanes-{k}", classes="-hidden")
+                yield Static(Text(""), id="ex-status", markup=False)
+                with VerticalScroll(id="ex-task-box"):
+                    yield Static(Text(""), id="ex-task-head", markup=False)
+                    yield Markdown("", id="ex-task")
+                    yield Input(placeholder="your note (kept, not judged)", id="ex-notes", classes="-off")
+                    yield OptionList(id="ex-options", classes="-off")
+                    yield Input(placeholder="a number with its unit, e.g. 0.312 ms", id="ex-number", classes="-off")
+                    yield Static(Text(""), id="ex-feedback", markup=False)
+                    yield Static(Text(""), id="ex-hints", markup=False)
+                with VerticalScroll(id="ex-debrief-box"):
+                    yield Static(Text(""), id="ex-final", markup=False)
+                    yield Markdown(ex.debrief or "Well done.", id="ex-debrief")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._setup_task()
+
+    # ------------------------------------------------------------- helpers
+    def lanes_for(self, trace_id: str) -> ExerciseLanes:
+        k = [t.id for t in self.session.exercise.traces].index(trace_id)
+        return self.query_one(f"#lanes-{k}", ExerciseLanes)
+
+    @property
+    def lanes(self) -> ExerciseLanes:
+        task = self.session.task or self.session.exercise.tasks[-1]
+        return self.lanes_for(task.trace)
+
+    def nav(self) -> GapNavigator:
+        task = self.session.task or self.session.exercise.tasks[-1]
+        nav = self._navs.get(task.trace)
+        if nav is None:
+            d = self.session.workbook.facts(task.trace).diag
+            nav = self._navs[task.trace] = GapNavigator(d.gaps, d.order_by_size())
+        return nav
+
+    def _show(self, widget_id: str, on: bool) -> None:
+        self.query_one(f"#{widget_id}").set_class(not on, "-off")
+
+    def _feedback(self, text: Text) -> None:
+        self.query_one("#ex-feedback", Static).update(text)
+
+    # ------------------------------------------------------------- task setup
+    def _setup_task(self) -> None:
+        s = self.session
+        self.query_one("#ex-path", Static).update(path_text(s))
+        if s.finished:
+            self._finish()
+            return
+        task = s.task
+        self._reveal()
+        for ref in s.exercise.traces:
+            self.lanes_for(ref.id).set_class(ref.id != task.trace, "-hidden")
+        self.query_one("#ex-task-head", Static).update(task_header(s))
+        self.query_one("#ex-task", Markdown).update(task.prompt.strip())
+        self._refresh_hints()
+        self.card_answers = {}
+        self.card_queue = [f.name for f in task.fields]
+        self._show("ex-notes", task.kind == "choice" and task.notes)
+        self.query_one("#ex-notes", Input).value = s.record().get("notes") or ""
+        self._setup_input()
+
+    def _setup_input(self) -> None:
+        task = self.session.task
+        kind, field = task.kind, None
+        if kind == "card":
+            field = next(f for f in task.fields if f.name == self.card_queue[0])
+        if kind == "pick_gap":
+            self._set_mode("pick")
+            self.query_one("#ex-status", Static).update(self._status_text())
+            self.call_after_refresh(self.lanes.focus)
+            return
+        if kind == "number" or (field is not None and not field.options and field.name != "cause"):
+            self._set_mode("number")
+            inp = self.query_one("#ex-number", Input)
+            inp.value = ""
+            inp.placeholder = f"{field.prompt} (free text)" if field else f"a number in {task.key.unit}"
+            self.call_after_refresh(inp.focus)
+            if field is not None:
+                self.query_one("#ex-status", Static).update(Text(f"Card: {field.prompt}", style="bold"))
+            return
+        if kind == "cause" or (field is not None and field.name == "cause"):
+            labels = list(CAUSE_LABELS)
+            self.opt_values = labels
+            prompts = [_CAUSE_HELP[c] for c in labels]
+        else:
+            opts = field.options if field is not None else task.options
+            self.opt_values = list(range(len(opts)))
+            prompts = [o.text for o in opts]
+        if field is not None:
+            self.query_one("#ex-status", Static).update(Text(f"Card: {field.prompt}", style="bold"))
+        ol = self.query_one("#ex-options", OptionList)
+        ol.clear_options()
+        ol.add_options([Option(Text(f"{k + 1}. {p}")) for k, p in enumerate(prompts)])
+        ol.highlighted = 0
+        self._set_mode("options")
+        self.call_after_refresh(ol.focus)
+
+    def _set_mode(self, mode: str) -> None:
+        self.mode = mode
+        self._show("ex-options", mode == "options")
+        self._show("ex-number", mode == "number")
+
+    def _refresh_hints(self) -> None:
+        task = self.session.task
+        total = len(task.hints) if task else 0
+        self.query_one("#ex-hints", Static).update(hints_text(self.session.hints_shown(), total))
+
+    def _reveal(self) -> None:
+        """Show the cause classes of a trace's gaps once every cause/card task on it
+        is done (or the exercise is finished)."""
+        s = self.session
+        for ref in s.exercise.traces:
+            pending = [t for t in s.exercise.tasks if t.trace == ref.id and t.kind in ("cause", "card") and not s.record(t)["done"]]
+            self.lanes_for(ref.id).set_reveal(s.finished or not pending)
+
+    def _finish(self) -> None:
+        self.add_class("-finished")
+        self._reveal()
+        for k, ref in enumerate(self.session.exercise.traces):
+            self.lanes_for(ref.id).set_class(k != 0, "-hidden")
+        n = len(self.session.exercise.tasks)
+        t = Text(f"Exercise complete: {n}/{n} tasks.", style="bold green")
+        self.query_one("#ex-final", Static).update(t)
+        self.query_one("#ex-status", Static).update(Text("Debrief", style="bold"))
+
+    def _status_text(self) -> Text:
+        lanes = self.lanes
+        f = self.session.facts()
+        t = Text(f"cursor {format_duration_ns(lanes.cursor_ns - f.origin_ns)}")
+        g = lanes.selected_gap
+        if g is None:
+            g = lanes.gap_at(lanes.cursor_ns, f.device)
+        t.append(f" · gap {f.gap_text(g)}" if g is not None else " · not in a gap")
+        t.append(" · n/N move, Enter picks" if self.mode == "pick" else "")
+        return t
+
+    # ------------------------------------------------------------- answering
+    def _answer(self, value) -> None:
+        task = self.session.task
+        if task is None:
+            return
+        if task.kind == "card":
+            self.card_answers[self.card_queue.pop(0)] = value
+            if self.card_queue:
+                self._setup_input()
+                return
+            value = dict(self.card_answers)
+        notes = self.query_one("#ex-notes", Input).value if task.kind == "choice" and task.notes else ""
+        try:
+            verdict = self.session.submit(value, notes=notes)
+        except AnswerError as exc:
+            self._feedback(verdict_text(None, error=str(exc)))
+            if task.kind == "card":
+                self.card_queue = [f.name for f in task.fields if f.name not in self.card_answers] or [task.fields[-1].name]
+            self._setup_input()
+            return
+        self._feedback(verdict_text(verdict))
+        if verdict.correct:
+            self._setup_task()
+        elif task.kind == "card":
+            self.card_queue = [k for k, ok in verdict.fields.items() if not ok]
+            for k in self.card_queue:
+                self.card_answers.pop(k, None)
+            self._setup_input()
+        elif task.kind == "number":
+            self.query_one("#ex-number", Input).value = ""
+
+    @on(OptionList.OptionSelected, "#ex-options")
+    def _option(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        if self.mode == "options" and 0 <= event.option_index < len(self.opt_values):
+            self._answer(self.opt_values[event.option_index])
+
+    @on(Input.Submitted, "#ex-number")
+    def _number(self, event: Input.Submitted) -> None:
+        event.stop()
+        if self.mode == "number":
+            self._answer(event.value)
+
+    @on(Input.Submitted, "#ex-notes")
+    def _notes(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.query_one("#ex-options", OptionList).focus()
+
+    @on(Swimlanes.Changed)
+    def _lanes_changed(self, event: Swimlanes.Changed) -> None:
+        if self.session.task is not None:
+            self.query_one("#ex-status", Static).update(self._status_text() if self.mode == "pick" else Text(""))
+
+    # ------------------------------------------------------------- actions
+    def action_confirm_pick(self) -> None:
+        if self.mode != "pick" or self.session.task is None:
+            return
+        lanes = self.lanes
+        g = lanes.selected_gap
+        if g is None:
+            g = lanes.gap_at(lanes.cursor_ns, self.session.facts().device)
+        self._answer(g)
+
+    def action_hint(self) -> None:
+        h = self.session.hint()
+        if h is None and self.session.task is not None and not self.session.task.hints:
+            self._feedback(Text("No hints for this task.", style="dim"))
+        self._refresh_hints()
+
+    def action_jump_gap(self, direction: int) -> None:
+        lanes = self.lanes
+        g = self.nav().step(lanes.selected_gap, direction, self.order_mode, from_ns=lanes.cursor_ns)
+        if g is not None:
+            lanes.select_gap(g)
+
+    def action_toggle_order(self) -> None:
+        self.order_mode = SIZE if self.order_mode == TIME else TIME
+        self.notify(f"gap order: {'largest first' if self.order_mode == SIZE else 'time'}", timeout=2)
+
+    def action_zoom(self, factor: float) -> None:
+        self.lanes.zoom(factor)
+
+    def action_pan(self, fraction: float) -> None:
+        self.lanes.pan(fraction)
+
+    def action_cursor(self, cells: int) -> None:
+        self.lanes.move_cursor_cells(cells)
+
+    def action_row(self, delta: int) -> None:
+        self.lanes.select_row(delta)
+
+    def action_fit(self) -> None:
+        self.lanes.fit_all()

@@ -27,7 +27,8 @@ MAX_WARNINGS = 20
 MAX_LANES = 60
 #: Largest gaps outside any recurring group that also get their card printed.
 CARDS_FOR_TOP = 3
-NAME_COLS = 48
+#: Fewest columns a kernel name gets in the gaps table (longer names end with …).
+NAME_COLS_MIN = 20
 
 
 def _t(s: Any, max_len: int | None = None, style: str = "") -> Text:
@@ -178,6 +179,8 @@ def _top_gaps(doc: dict, console: Console) -> None:
         return
     us = unit_for(max(abs(g["start_rel_ns"]) for g in gaps))
     ul = unit_for(max(g["dur_ns"] for g in gaps))
+    # names share what the figures leave of the width (about 50 columns)
+    name_cols = max(NAME_COLS_MIN, (console.width - 50) // 2)
     tbl = Table(box=None, pad_edge=False, show_edge=False)
     tbl.add_column("#", justify="right")
     if len(doc["devices"]) > 1:
@@ -194,8 +197,8 @@ def _top_gaps(doc: dict, console: Console) -> None:
             row.append(str(g["device"]))
         row += [fmt_dur(g["start_rel_ns"], us), fmt_dur(g["dur_ns"], ul)]
         cells: list[Any] = [
-            _t(g["prev_op"]["name"] if g["prev_op"] else "(window start)", NAME_COLS),
-            _t(g["next_op"]["name"] if g["next_op"] else "(window end)", NAME_COLS),
+            _t(g["prev_op"]["name"] if g["prev_op"] else "(window start)", name_cols),
+            _t(g["next_op"]["name"] if g["next_op"] else "(window end)", name_cols),
             _cause(g["cause"], g["cause_share"]),
             "-" if g["group"] < 0 else f"G{g['group']}",
         ]

@@ -128,19 +128,45 @@ def test_b23_colour_output_does_not_apply_markup_from_data(bugs):
 
 # ------------------------------------------------------------- ASCII samples
 def test_decode_step_sample():
+    """Exercise part A: GPU busy 0.312 ms of the 1.050 ms step, idle 0.738 ms = 70.3%;
+    952 tokens/s; the largest stretch (attention end → next matmul) recurs each step."""
     path = require(SAMPLES / "decode_step.txt")
     doc = report_json(path)
     d = device0(doc)
     assert (d["window_start_ns"], d["window_end_ns"]) == (0, 1_050_000)
-    assert (d["busy_ns"], d["idle_ns"]) == (312_000, 738_000)
+    assert (d["busy_ns"], d["idle_ns"], d["fully_idle_ns"]) == (312_000, 738_000, 738_000)
+    assert sum(doc["class_totals_ns"].values()) == doc["idle_in_gaps_ns"] == 738_000
+    assert [(g["start_rel_ns"], g["dur_ns"]) for g in doc["top_gaps"]] == [(590_000, 460_000), (0, 258_000), (410_000, 20_000)]
+    assert doc["top_gaps"][2]["cause"] == "launch"
+    assert doc["steps"]["count"] == 1 and doc["steps"]["name"] == "decode_step"
+    assert round(doc["budget"]["tokens_per_s"]) == 952
     text = report(path)
     assert "0.312 ms (29.7%)" in text and "0.738 ms" in text and "70.3%" in text
+    assert "952" in text.split("Tokens/s (one token per step)")[1].splitlines()[0]
+    biggest = next(line for line in text.splitlines() if line.lstrip().startswith("1 "))
+    assert "0.590 ms" in biggest and "0.460 ms" in biggest and "attention" in biggest
+    md = report(path, "--markdown")
+    assert "0.312 ms (29.7%)" in md and "0.738 ms (70.3%)" in md
 
 
 def test_graph_captured_sample():
+    """Exercise part C: GPU 0.012–0.340 ms, step 0.348 ms: busy 0.328, idle 0.020 ms."""
     path = require(SAMPLES / "decode_graph.txt")
     doc = report_json(path)
     d = device0(doc)
-    assert (d["busy_ns"], d["idle_ns"]) == (328_000, 20_000)
+    assert (d["window_ns"], d["busy_ns"], d["idle_ns"]) == (348_000, 328_000, 20_000)
+    assert round(doc["budget"]["tokens_per_s"]) == 2874
     text = report(path)
-    assert "0.328 ms" in text and "0.020 ms" in text
+    assert "0.328 ms (94.3%)" in text and "0.020 ms" in text
+
+
+@pytest.mark.parametrize("name", ["decode_step.txt", "decode_graph.txt"])
+def test_report_figures_agree_with_independent_busy(name):
+    """analysis' busy union equals the report's own (independent) union of kernels."""
+    import parsers
+    from gapscope.report_busy import device_busy
+
+    trace = parsers.load(require(SAMPLES / name))
+    (mine,) = device_busy(trace)
+    d = device0(report_json(SAMPLES / name))
+    assert d["busy_ns"] == mine["busy_ns"] and d["busy_with_copies_ns"] == mine["busy_with_copies_ns"]

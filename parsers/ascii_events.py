@@ -24,7 +24,7 @@ from .ascii_names import copy_direction, cpu_kind, gpu_kind, launch_target
 from .errors import TraceFormatError
 from .model import CopyKind, Kind, Trace
 
-__all__ = ["load_events", "UNIT_NS", "parse_line", "EventLine"]
+__all__ = ["load_events", "UNIT_NS", "parse_line", "EventLine", "link_calls"]
 
 #: Units of the event list, in ns per unit.
 UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
@@ -218,7 +218,7 @@ def _build(b, parsed: list[EventLine], first_ns: int, last_ns: int, path: str) -
             b.warn(beg.line, "text", f"'{name} begin' on {label} is never closed: closed at the last "
                    f"time of the file ({_fmt(last_ns, beg.unit)})")
             emit(label, name, beg.time_ns, last_ns, beg.line, span=True)
-    corr = _link(b, rows, gpu_spans, calls)
+    corr = link_calls(b, rows, gpu_spans, calls)
     # Annotations first among events with equal (start, dur): ranges enclose calls.
     order = sorted(range(len(rows)), key=lambda k: (rows[k]["start"], -rows[k]["dur"], rows[k]["kind"] != Kind.ANNOTATION))
     for k in order:
@@ -233,8 +233,12 @@ def _words(text: str) -> set[str]:
     return {w for w in re.split(r"[^0-9a-z_]+", text.lower()) if w}
 
 
-def _link(b, rows, gpu_spans, calls) -> dict[int, int]:
+def link_calls(b, rows, gpu_spans, calls) -> dict[int, int]:
     """Correlation ids: row index → id, shared by each linked call and GPU span.
+
+    ``rows``: dicts with ``kind``, ``ck`` (CopyKind), ``dur``, ``line``; ``gpu_spans``:
+    (start_ns, name, row, line) of GPU work; ``calls``: (start_ns, text, row, kind,
+    copy direction) of launch and copy calls. Warnings go to builder ``b``.
 
     Launch calls in time order take the first later unlinked GPU span whose name
     matches (word sets, see module docstring); then unmatched launches take the first

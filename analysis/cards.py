@@ -80,32 +80,41 @@ def _why(diag, rows: np.ndarray, class_ns: np.ndarray, evidence: list[Evidence],
     g = diag.gaps
     dur = int(class_ns.sum())
     parts = []
+    gpu_parts = []
     agg = sorted(_aggregate(evidence).items(), key=lambda kv: -kv[1])
     verbs = {Cause.SYNC: "blocked in", Cause.COPY: "copying in", Cause.LAUNCH: "launching in", Cause.HOST: "busy in"}
-    for (cause, name), ns in agg[:3]:
-        if cause == Cause.COPY:
-            ev = next(e for e in evidence if e.name == name and e.cause == cause)
-            extra = f" ({_bytes(ev.bytes)}{', pageable' if ev.pageable else ''})" if ev.bytes >= 0 else ""
-            parts.append(f"{_ms(ns)} in copy {_quote(name)}{extra}")
-        else:
+    on_gpu = {e.name for e in evidence if e.event >= 0 and trace.lanes[e.lane].is_gpu}
+    for (cause, name), ns in agg:
+        if name in on_gpu:
+            if len(gpu_parts) < 2:
+                ev = next(e for e in evidence if e.name == name and e.cause == cause)
+                if cause == Cause.COPY:
+                    extra = f" ({_bytes(ev.bytes)}{', pageable host memory' if ev.pageable else ''})" if ev.bytes >= 0 else ""
+                    gpu_parts.append(f"the copy {_quote(name)}{extra} ran for {_ms(ns)} with no kernel beside it")
+                else:
+                    gpu_parts.append(f"a host wait {_quote(name)} is recorded on the device for {_ms(ns)}")
+        elif len(parts) < 3:
             parts.append(f"{_ms(ns)} {verbs.get(cause, 'in')} {_quote(name)}")
-    listed = sum(ns for _, ns in agg[:3])
-    unexplained = int(class_ns[int(Cause.UNCLASSIFIED)])
-    covered = sum(e.overlap_ns for e in evidence if e.event >= 0)
+    covered = sum(e.overlap_ns for e in evidence if e.event >= 0 and not trace.lanes[e.lane].is_gpu)
     rep_dur = int(g.dur_ns[rows].sum())
     quiet = max(rep_dur - covered, 0)
-    if quiet > 0 and quiet >= dur // 20:
+    if quiet > 0 and quiet >= rep_dur // 20:
         parts.append(f"{_ms(quiet)} with no recorded events (uninstrumented Python or untraced work)")
+    unexplained = int(class_ns[int(Cause.UNCLASSIFIED)])
     lanes = {e.lane for e in evidence if e.event >= 0 and not trace.lanes[e.lane].is_gpu}
     who = "the launching thread"
     if len(lanes) == 1:
         ln = trace.lanes[next(iter(lanes))]
         who = f"thread {_quote(ln.thread_name or ln.tid)}"
     head = f"For {_ms(dur)}{per_step} the GPU had no kernel to run"
-    if not parts:
+    if not parts and not gpu_parts:
         body = "; no CPU event covers it" + (" and no launch is linked to the next kernel" if (g.launch[rows] < 0).all() else "")
     else:
-        body = f": {who} spent " + ", ".join(parts)
+        body = ""
+        if gpu_parts:
+            body += ": " + "; ".join(gpu_parts)
+        if parts:
+            body += ("; meanwhile " if gpu_parts else ": ") + f"{who} spent " + ", ".join(parts)
     late = g.lateness_ns[rows]
     has = g.launch[rows] >= 0
     tail = ""
@@ -122,7 +131,6 @@ def _why(diag, rows: np.ndarray, class_ns: np.ndarray, evidence: list[Evidence],
             tail = f"; the next kernel was already queued {_ms(-L)} before the GPU went idle"
     if unexplained and unexplained == dur:
         tail += " (no evidence: unclassified)"
-    _ = listed
     return head + body + tail + "."
 
 
@@ -145,9 +153,12 @@ def _advice(diag, cause: Cause, evidence: list[Evidence], rows: np.ndarray, dur_
         cp = [e for e in evidence if e.cause == Cause.COPY]
         big = max(cp, key=lambda e: (e.bytes, e.overlap_ns)) if cp else None
         what = _quote(big.name) if big else "the copy"
-        detail = ""
+        bits = []
         if big is not None and big.bytes >= 0:
-            detail = f" ({_bytes(big.bytes)}{', from pageable host memory' if big.pageable else ''})"
+            bits.append(_bytes(big.bytes))
+        if big is not None and big.pageable:
+            bits.append("from pageable host memory")
+        detail = f" ({', '.join(bits)})" if bits else ""
         return (f"Keep the data on the device so {what}{detail} is not needed (drop the .cpu()/numpy round trip); "
                 f"where a copy must stay, use pinned host memory and non_blocking=True so it overlaps compute.",
                 "Do not optimise the kernels: the GPU waits for data to move, not for compute.",

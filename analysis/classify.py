@@ -54,12 +54,29 @@ _E = np.zeros(0, dtype=np.int64)
 
 def effective_thread(trace: Trace, gaps: Gaps, launches: np.ndarray) -> np.ndarray:
     """int32 CPU lane whose activity explains each gap: the next op's launching lane,
-    else the previous kernel's launching lane, else -1."""
+    else the previous kernel's launching lane, else the device's main launching lane
+    (most launch calls to it), else the CPU lane with the most events (traces without
+    launch links, e.g. sketches), else -1 (no CPU data)."""
     t = gaps.launch_lane.astype(np.int64).copy()
     miss = (t < 0) & (gaps.prev_op >= 0)
     if miss.any():
         pl = launches[gaps.prev_op[miss]]
         t[miss] = np.where(pl >= 0, trace.lane[np.maximum(pl, 0)], -1)
+    miss = t < 0
+    if miss.any():
+        cpu = np.array([not ln.is_gpu for ln in trace.lanes], dtype=bool)
+        counts = np.diff(trace.lane_offsets)
+        busiest = int(np.argmax(np.where(cpu, counts, -1))) if cpu.any() and counts[cpu].max() > 0 else -1
+        lane_dev = np.array([ln.device if ln.is_gpu else -1 for ln in trace.lanes], dtype=np.int64)
+        for dev in np.unique(gaps.device[miss]):
+            rows = miss & (gaps.device == dev)
+            dst_ok = (launches >= 0) & (lane_dev[trace.lane] == dev) if lane_dev.size else np.zeros(len(trace), bool)
+            src = launches[dst_ok]
+            if src.size:
+                lanes, c = np.unique(trace.lane[src], return_counts=True)
+                t[rows] = int(lanes[np.argmax(c)])
+            else:
+                t[rows] = busiest
     return t.astype(np.int32)
 
 

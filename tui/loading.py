@@ -91,6 +91,10 @@ class LoadScreen(Screen):
             if not worker.is_cancelled:
                 self.post_message(self.Failed(str(exc)))
             return
+        except Exception as exc:  # a loader fault: one line, never a traceback on screen
+            if not worker.is_cancelled:
+                self.post_message(self.Failed(f"{source}: cannot load ({type(exc).__name__}: {exc})"))
+            return
         if worker.is_cancelled:
             return
         self.post_message(self.Progress(1))

@@ -1,0 +1,326 @@
+"""Pilot tests of the viewer: the app built by ``tui.factory.make_app`` is driven with
+keys and its state compared with the diagnosis and the trace (no sleeps: we wait on
+workers and on processed messages)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import numpy as np
+import pytest
+
+from analysis.types import Cause
+from parsers import load
+from parsers.builder import TraceBuilder
+from parsers.model import Kind
+from tui.factory import make_app
+from tui.loading import LoadScreen
+from tui.screen import PAN_PAGE, PAN_STEP, ZOOM_STEP, TraceScreen
+
+
+async def wait_ready(pilot) -> TraceScreen:
+    """Process messages until the trace screen is up (the load worker has finished)."""
+    app = pilot.app
+    for _ in range(200):
+        try:
+            await app.workers.wait_for_complete()
+        except Exception:  # a cancelled or failed worker: the checks below say which
+            pass
+        await pilot.pause()
+        if isinstance(app.screen, TraceScreen):
+            await pilot.pause()
+            return app.screen
+        if app.error or app.cancelled:
+            break
+    raise AssertionError(f"trace screen never shown (error={app.error!r})")
+
+
+def _diagnose(trace):
+    from analysis import diagnose
+
+    return diagnose(trace)
+
+
+def _time_order(gaps):
+    return np.lexsort((np.asarray(gaps.device), np.asarray(gaps.start_ns)))
+
+
+# ------------------------------------------------------------ gaps vs diagnosis
+def test_next_gap_walks_diagnosis_gaps(corpus):
+    path = corpus / "hta" / "step_based_trace_2543932.json.gz"
+    diag = _diagnose(load(path))
+    g = diag.gaps
+    assert len(g) >= 3
+    order = _time_order(g)
+    largest = int(diag.order_by_size()[0])
+
+    async def run():
+        app = make_app(path)
+        async with app.run_test(size=(120, 40)) as pilot:
+            screen = await wait_ready(pilot)
+            lanes = screen.lanes
+            sg = lanes.gaps
+            seen = []
+            for _ in range(3):
+                await pilot.press("n")
+                k = lanes.selected_gap
+                seen.append((int(sg.start_ns[k]), int(sg.end_ns[k] - sg.start_ns[k]), int(sg.cause[k])))
+            await pilot.press("N")
+            back = lanes.selected_gap
+            await pilot.press("s", "n")
+            big = lanes.selected_gap
+            detail = str(screen.query_one("#detail").render())
+            return seen, (int(sg.start_ns[back]),), (int(sg.start_ns[big]), int(sg.end_ns[big] - sg.start_ns[big]), int(sg.cause[big])), detail
+
+    seen, back, big, detail = asyncio.run(run())
+    expect = [(int(g.start_ns[k]), int(g.end_ns[k] - g.start_ns[k]), int(g.cause[k])) for k in order[:3]]
+    assert seen == expect
+    assert back == (int(g.start_ns[order[1]]),)
+    assert big == (int(g.start_ns[largest]), int(g.end_ns[largest] - g.start_ns[largest]), int(g.cause[largest]))
+    assert Cause(big[2]).label in detail
+
+
+def test_next_gap_of_class_on_decode_sample():
+    import sample_traces
+
+    diag = _diagnose(load(sample_traces.path()))
+    g = diag.gaps
+
+    async def run():
+        app = make_app(sample_traces.path())
+        async with app.run_test(size=(120, 40)) as pilot:
+            screen = await wait_ready(pilot)
+            out = {}
+            for key, cause in (("4", Cause.HOST), ("1", Cause.SYNC), ("3", Cause.LAUNCH)):
+                await pilot.press("f")
+                screen.lanes.selected_gap = None
+                screen.lanes.cursor_ns = screen.trace.extent_ns[0]
+                await pilot.press(key)
+                out[cause] = screen.lanes.selected_gap
+            return out
+
+    got = asyncio.run(run())
+    for cause, k in got.items():
+        expect = [i for i in _time_order(g) if int(g.cause[i]) == int(cause)]
+        assert k == (int(expect[0]) if expect else None)
+
+
+# ------------------------------------------------------------ zoom and pan
+def _small_trace():
+    b = TraceBuilder(path="small.json")
+    c = b.lane("1", "1", process_name="python3", thread_name="main")
+    gl = b.lane("0", "7", process_name="GPU 0", thread_name="stream 7", is_gpu=True, device=0, stream=7)
+    for k in range(10):
+        t = k * 100_000
+        b.event(c, "cudaLaunchKernel", t, 5_000, Kind.LAUNCH, correlation=k + 1)
+        b.event(gl, f"gemm_{k}", t + 20_000, 50_000, Kind.KERNEL, correlation=k + 1)
+    b.event(c, "[rank0]:forward", 0, 950_000, Kind.ANNOTATION)
+    return b.build()
+
+
+def test_zoom_and_pan_change_window_by_stated_factors():
+    trace = _small_trace()
+
+    async def run():
+        app = make_app(trace)
+        async with app.run_test(size=(120, 40)) as pilot:
+            screen = await wait_ready(pilot)
+            lanes = screen.lanes
+            out = [lanes.viewport]
+            for key in ("plus", "i", "minus", "l", "h", "L", "H"):
+                await pilot.press(key)
+                out.append(lanes.viewport)
+            cursor_cells = lanes.viewport.cell_of(lanes.cursor_ns)
+            return out, lanes.cursor_ns, cursor_cells
+
+    vps, cursor, _ = asyncio.run(run())
+    v0, zin, zin2, zout, pr, pl, prr, pll = vps
+    assert zin.span_ns == pytest.approx(v0.span_ns / ZOOM_STEP)
+    assert zin2.span_ns == pytest.approx(v0.span_ns / ZOOM_STEP**2)
+    assert zout.span_ns == pytest.approx(zin.span_ns)
+    span = zout.span_ns
+    assert pr.start_ns - zout.start_ns == round(PAN_STEP * span)
+    assert pl.start_ns == zout.start_ns
+    assert prr.start_ns - pl.start_ns == round(PAN_PAGE * span)
+    assert pll.start_ns == pl.start_ns
+
+
+def test_zoom_keeps_the_cursor_cell():
+    trace = _small_trace()
+
+    async def run():
+        app = make_app(trace)
+        async with app.run_test(size=(120, 40)) as pilot:
+            screen = await wait_ready(pilot)
+            lanes = screen.lanes
+            lanes.go_to(trace.extent_ns[0] + 300_000)
+            before = lanes.viewport.cell_of(lanes.cursor_ns)
+            await pilot.press("plus")
+            return before, lanes.viewport.cell_of(lanes.cursor_ns), lanes.cursor_ns
+
+    before, after, cursor = asyncio.run(run())
+    assert before == after and cursor == 300_000
+
+
+# ------------------------------------------------------------ search and flows
+async def _search(pilot, text):
+    await pilot.press("slash")
+    for ch in text:
+        await pilot.press(ch if ch.isalnum() else {"[": "left_square_bracket", "]": "right_square_bracket", ":": "colon", "_": "underscore"}.get(ch, ch))
+    await pilot.press("enter")
+
+
+def test_search_and_launch_kernel_jump_on_builder_trace():
+    trace = _small_trace()
+
+    async def run():
+        app = make_app(trace)
+        async with app.run_test(size=(120, 40)) as pilot:
+            screen = await wait_ready(pilot)
+            lanes = screen.lanes
+            await _search(pilot, "gemm_3")
+            found = lanes.selected_event
+            await pilot.press("percent_sign")
+            launch = lanes.selected_event
+            await pilot.press("J")
+            back = lanes.selected_event
+            return found, launch, back
+
+    found, launch, back = asyncio.run(run())
+    assert trace.name(found) == "gemm_3"
+    assert trace.name(launch) == "cudaLaunchKernel" and int(trace.correlation[launch]) == 4
+    assert int(trace.start_ns[launch]) == 300_000
+    assert back == found
+
+
+def test_search_finds_markup_name_verbatim(bugs):
+    path = bugs / "B23_markup_in_names.json"
+
+    async def run():
+        app = make_app(path)
+        async with app.run_test(size=(120, 40)) as pilot:
+            screen = await wait_ready(pilot)
+            await _search(pilot, "[rank0]")
+            ev = screen.lanes.selected_event
+            return screen.trace.name(ev), len(screen.search), str(screen.query_one("#detail").render())
+
+    name, n, detail = asyncio.run(run())
+    assert name == "[rank0]:forward" and n == 1
+    assert "[rank0]:forward" in detail
+
+
+def test_launch_kernel_jump_on_corpus_trace(corpus):
+    path = corpus / "hta" / "step_based_trace_2543932.json.gz"
+    trace = load(path)
+    kernels = np.flatnonzero((trace.kind == int(Kind.KERNEL)) & np.isin(np.arange(len(trace)), trace.flow_dst))
+    k = int(kernels[len(kernels) // 2])
+    launch = int(trace.flow_src[np.flatnonzero(trace.flow_dst == k)[0]])
+    assert int(trace.correlation[launch]) == int(trace.correlation[k])
+
+    async def run():
+        app = make_app(path)
+        async with app.run_test(size=(120, 40)) as pilot:
+            screen = await wait_ready(pilot)
+            screen.lanes.select_event(k)
+            await pilot.press("J")
+            first = screen.lanes.selected_event
+            await pilot.press("J")
+            return first, screen.lanes.selected_event
+
+    first, second = asyncio.run(run())
+    assert first == launch
+    assert second == k
+
+
+# ------------------------------------------------------------ loading
+def test_escape_cancels_a_load():
+    started, release = threading.Event(), threading.Event()
+    trace = _small_trace()
+
+    def slow_loader(path):
+        started.set()
+        release.wait(10)
+        return trace
+
+    async def run():
+        app = make_app("slow.json", loader=slow_loader)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await asyncio.to_thread(started.wait, 10)
+            await pilot.pause()
+            assert isinstance(app.screen, LoadScreen)
+            worker = app.screen.worker
+            await pilot.press("escape")
+            release.set()
+            return app, worker
+
+    app, worker = asyncio.run(run())
+    assert worker.is_cancelled
+    assert app.cancelled and app.return_code == 1
+    assert app.trace_screen is None
+
+
+def test_bad_file_exits_2_with_one_line(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents": [ {"ph": "X", ')
+
+    async def run():
+        app = make_app(bad)
+        async with app.run_test(size=(80, 24)) as pilot:
+            for _ in range(50):
+                await pilot.pause()
+                if app.error:
+                    break
+            return app
+
+    app = asyncio.run(run())
+    assert app.return_code == 2
+    assert app.error and "\n" not in app.error and str(bad) in app.error
+
+
+def test_view_cmd_prints_error_line(monkeypatch, capsys, tmp_path):
+    from gapscope import view_cmd
+
+    class Stub:
+        error = "x.json:1:2: not JSON (hint)"
+        cancelled = False
+        return_code = 2
+
+        def run(self):
+            return 2
+
+    import tui.factory
+
+    monkeypatch.setattr(tui.factory, "make_app", lambda p: Stub())
+    f = tmp_path / "x.json"
+    f.write_text("{")
+    assert view_cmd.main([str(f)]) == 2
+    assert capsys.readouterr().err == "x.json:1:2: not JSON (hint)\n"
+    assert view_cmd.main([str(tmp_path / "missing.json")]) == 2
+
+
+# ------------------------------------------------------------ layout and help
+def test_panel_toggle_and_help_from_bindings():
+    trace = _small_trace()
+
+    async def run():
+        app = make_app(trace)
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = await wait_ready(pilot)
+            panel = screen.query_one("#panel")
+            narrow_hidden = not panel.display
+            await pilot.press("p")
+            await pilot.pause()
+            shown = panel.display
+            await pilot.press("question_mark")
+            await pilot.pause()
+            from tui.app import HelpScreen, help_text
+
+            help_shown = isinstance(app.screen, HelpScreen)
+            text = str(help_text(screen))
+            await pilot.press("escape")
+            return narrow_hidden, shown, help_shown, text, isinstance(app.screen, TraceScreen)
+
+    narrow_hidden, shown, help_shown, text, back = asyncio.run(run())
+    assert narrow_hidden and shown and help_shown and back
+    assert "next gap" in text and "kernel↔launch" in text and "zoom in" in text

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["Unit", "unit_for", "fmt_dur", "fmt_share", "safe_name", "fmt_bytes"]
+__all__ = ["Unit", "unit_for", "fmt_dur", "fmt_share", "safe_name", "fmt_bytes", "budget_rows", "BUDGET_LABELS"]
 
 
 class Unit(tuple):
@@ -118,3 +118,42 @@ def _escape_chars(s: str) -> str:
         else:
             parts.append(f"\\u{ord(ch):04x}")
     return "".join(parts)
+
+
+#: Labels of the known budget keys (others are shown with their key name).
+BUDGET_LABELS = {
+    "device": "Device",
+    "wall_ns": "Step wall time",
+    "gpu_busy_ns": "GPU busy per step",
+    "idle_ns": "GPU idle per step",
+    "idle_share": "Idle share",
+    "tokens_per_s": "Tokens/s (one token per step)",
+    "class_idle_ns": "Idle per step by cause",
+}
+
+
+def budget_rows(budget: dict) -> list[tuple[str, str]]:
+    """(label, value) rows of a budget dict (``Budget`` as JSON), one unit for all
+    durations (chosen by ``wall_ns``). ``steps`` and ``source`` are left out: the
+    report prints them on its "Steps" line. Values are plain strings (no names)."""
+    u = unit_for(int(budget.get("wall_ns") or 0))
+    rows = []
+    for k, v in budget.items():
+        if v is None or isinstance(v, list) or k in ("steps", "source"):
+            continue
+        label = BUDGET_LABELS.get(k, k.replace("_", " "))
+        if isinstance(v, dict):
+            if k.endswith("_ns"):
+                parts = [f"{c} {fmt_dur(int(x), u)}" for c, x in v.items() if isinstance(x, (int, float)) and x]
+                rows.append((label, ", ".join(parts) or "-"))
+        elif isinstance(v, bool):
+            rows.append((label, str(v).lower()))
+        elif k.endswith("_ns") and isinstance(v, (int, float)):
+            rows.append((label, fmt_dur(int(v), u)))
+        elif k.endswith("_share") and isinstance(v, (int, float)):
+            rows.append((label, f"{100 * v:.1f}%"))
+        elif isinstance(v, float):
+            rows.append((label, f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.2f}"))
+        else:
+            rows.append((label, str(v)))
+    return rows

@@ -7,9 +7,9 @@ literal), with ``|`` escaped inside tables and control characters made visible b
 
 from __future__ import annotations
 
-from .report_fmt import fmt_dur, fmt_share, safe_name, unit_for
+from .report_fmt import budget_rows, fmt_dur, fmt_share, safe_name, unit_for
 
-__all__ = ["render_markdown", "md_code"]
+__all__ = ["render_markdown", "md_code", "md_text"]
 
 
 def md_code(s: object, max_len: int | None = 80, in_table: bool = True) -> str:
@@ -25,6 +25,17 @@ def md_code(s: object, max_len: int | None = 80, in_table: bool = True) -> str:
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     out = f"{fence}{pad}{text}{pad}{fence}"
     return out.replace("|", "\\|") if in_table else out
+
+
+_MD_SPECIAL = set("\\`*_[]<>|~")
+
+
+def md_text(s: object) -> str:
+    """Prose with untrusted names in it (a card's sentences) as Markdown text that
+    renders character for character: control characters made visible, and every
+    character Markdown could read as syntax (``\\ ` * _ [ ] < > | ~``) escaped."""
+    text = safe_name("" if s is None else str(s))
+    return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in text)
 
 
 def _row(cells) -> str:
@@ -80,12 +91,12 @@ def _card_lines(card: dict) -> list[str]:
     if card.get("secondary"):
         cause += f" (secondary: {card['secondary']} {100 * (card.get('secondary_share') or 0):.0f}%)"
     return [
-        f"- **Smell:** {md_code(card.get('smell'), None, False)}",
+        f"- **Smell:** {md_text(card.get('smell'))}",
         f"- **Cause class:** {cause}",
-        f"- **Why the GPU is empty:** {md_code(card.get('why'), None, False)}",
-        f"- **First experiment:** {md_code(card.get('first_experiment'), None, False)}",
-        f"- **Forbidden next step:** {md_code(card.get('forbidden_step'), None, False)}",
-        f"- **Proof of improvement:** {md_code(card.get('proof'), None, False)}",
+        f"- **Why the GPU is empty:** {md_text(card.get('why'))}",
+        f"- **First experiment:** {md_text(card.get('first_experiment'))}",
+        f"- **Forbidden next step:** {md_text(card.get('forbidden_step'))}",
+        f"- **Proof of improvement:** {md_text(card.get('proof'))}",
     ]
 
 
@@ -124,21 +135,18 @@ def _diagnosis(doc: dict) -> list[str]:
         out += _table(["GPU", "start", "kernels", "median kernel", "median launch", "idle"], [
             [e.get("device"), fmt_dur(e["start_rel_ns"]), e.get("kernel_count"), fmt_dur(e.get("median_kernel_ns", 0)),
              fmt_dur(e.get("median_launch_ns", 0)), fmt_dur(e.get("idle_ns", 0))] for e in doc["episodes"]])
-    budget = doc.get("budget")
-    if budget:
-        out += ["", "## Budget per step", ""]
-        for k, v in budget.items():
-            if isinstance(v, (dict, list)) or v is None:
-                continue
-            if k.endswith("_ns"):
-                v = fmt_dur(int(v))
-            elif k.endswith("_share"):
-                v = f"{100 * v:.1f}%"
-            elif isinstance(v, float):
-                v = f"{v:,.1f}"
-            out.append(f"- {k}: {v}")
-        for w in doc.get("what_if") or []:
-            tps = w.get("tokens_per_s")
-            out.append(f"- What if {'+'.join(w.get('removed_causes', []))} gaps were removed: step "
-                       f"{fmt_dur(w.get('projected_step_ns', 0))}" + (f", {tps:,.0f} tokens/s" if tps is not None else ""))
+    budget, steps = doc.get("budget"), doc.get("steps")
+    if budget and steps:
+        out += ["", f"## Budget per step ({steps['count']} steps from {steps.get('source')}: "
+                f"{md_code(steps.get('name'), 60, False)})", ""]
+        out += [f"- {k}: {v}" for k, v in budget_rows(budget)]
+        whatifs = doc.get("what_if") or []
+        if whatifs:
+            u = unit_for(int(budget.get("wall_ns") or 0))
+            out += ["", "What if these gaps were removed (per step):", ""]
+            out += _table(["removed", "idle removed", "step", "tokens/s"], [
+                ["+".join(w.get("removed_causes", [])), fmt_dur(w.get("removed_ns", 0), u),
+                 fmt_dur(w.get("projected_step_ns", 0), u),
+                 "-" if w.get("tokens_per_s") is None else f"{w['tokens_per_s']:,.0f}"] for w in whatifs])
+            out += ["", "Assumptions:", ""] + [f"- {md_text(a)}" for a in whatifs[-1].get("assumptions") or []]
     return out

@@ -15,7 +15,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from .report_fmt import fmt_bytes, fmt_dur, fmt_share, safe_name, unit_for
+from .report_fmt import budget_rows, fmt_bytes, fmt_dur, fmt_share, safe_name, unit_for
 
 __all__ = ["render_text", "make_console", "CAUSE_STYLE", "MAX_WARNINGS", "MAX_LANES", "CARDS_FOR_TOP"]
 
@@ -282,42 +282,6 @@ def _episodes(doc: dict, console: Console) -> None:
     console.print(tbl)
 
 
-#: Labels of the known budget keys (others are shown with their key name).
-BUDGET_LABELS = {
-    "device": "Device",
-    "steps": "Steps measured",
-    "source": "Step source",
-    "wall_ns": "Step wall time",
-    "gpu_busy_ns": "GPU busy per step",
-    "idle_ns": "GPU idle per step",
-    "idle_share": "Idle share",
-    "tokens_per_s": "Tokens/s (one token per step)",
-}
-
-
-def _budget_rows(budget: dict) -> list[tuple[str, Text]]:
-    u = unit_for(int(budget.get("wall_ns") or 0))
-    rows = []
-    for k, v in budget.items():
-        if v is None or isinstance(v, list) or k in ("steps", "source"):
-            continue  # steps and source are on the "Steps" line
-        label = BUDGET_LABELS.get(k, k.replace("_", " "))
-        if isinstance(v, dict):  # e.g. class_idle_ns: idle per cause class per step
-            if k.endswith("_ns"):
-                parts = [f"{c} {fmt_dur(int(x), u)}" for c, x in v.items() if isinstance(x, (int, float)) and x]
-                rows.append(("Idle per step by cause" if k == "class_idle_ns" else label, Text(", ".join(parts) or "-")))
-            continue
-        if k.endswith("_ns") and isinstance(v, (int, float)):
-            rows.append((label, Text(fmt_dur(int(v), u))))
-        elif k.endswith("_share") and isinstance(v, (int, float)):
-            rows.append((label, Text(f"{100 * v:.1f}%")))
-        elif isinstance(v, float):
-            rows.append((label, Text(f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.2f}")))
-        else:
-            rows.append((label, _t(v)))
-    return rows
-
-
 def _budget(doc: dict, console: Console) -> None:
     steps, budget = doc.get("steps"), doc.get("budget")
     if steps is None or budget is None:
@@ -332,8 +296,8 @@ def _budget(doc: dict, console: Console) -> None:
         line.append_text(_t(steps["name"], 60))
     line.append(")")
     grid.add_row("Steps", line)
-    for k, v in _budget_rows(budget):
-        grid.add_row(k, v)
+    for k, v in budget_rows(budget):
+        grid.add_row(k, _t(v))
     console.print(grid)
     whatifs = doc.get("what_if") or []
     if not whatifs:

@@ -59,3 +59,13 @@ def test_safe_name_neutralises_terminal_control():
 def test_safe_name_truncates():
     assert safe_name("abcdefghij", 5) == "abcd…"
     assert safe_name("abc", 5) == "abc"
+
+
+def test_markdown_escaping_of_untrusted_text():
+    from gapscope.report_md import md_code, md_text
+
+    assert md_text("in `[b]x*_y_*[/b]` <img> a|b ~~s~~ \\") == "in \\`\\[b\\]x\\*\\_y\\_\\*\\[/b\\]\\` \\<img\\> a\\|b \\~\\~s\\~\\~ \\\\"
+    assert md_text("line\nbreak") == "line\\\\x0abreak"  # renders as line\\x0abreak
+    assert md_code("a`b") == "``a`b``"
+    assert md_code("`x") == "`` `x ``"
+    assert md_code("a|b") == "`a\\|b`" and md_code("a|b", in_table=False) == "`a|b`"

@@ -19,7 +19,10 @@ from parsers.model import Kind, Trace
 
 from .report_busy import device_busy, lane_kind_counts
 
-__all__ = ["SCHEMA", "build_document", "jsonable", "diagnose_or_none"]
+__all__ = ["SCHEMA", "build_document", "jsonable", "diagnose_or_none", "lone_gaps", "CARDS_FOR_TOP"]
+
+#: Largest gaps outside any recurring group that also get their card printed.
+CARDS_FOR_TOP = 3
 
 #: Identifies the document layout; bumped only on an incompatible change.
 SCHEMA = "gapscope.report/1"
@@ -255,4 +258,22 @@ def _what_ifs(diag, totals: dict) -> list[dict]:
         w = jsonable(diag.what_if(causes=causes))
         w["removed_causes"] = [c.name.lower() for c in causes]
         out.append(w)
+    return out
+
+
+def lone_gaps(doc: dict) -> list[tuple[int, dict]]:
+    """(rank, gap) of the top gaps that get their own card: not in a recurring group
+    (the group's card covers it), one per picket-fence episode, at most CARDS_FOR_TOP."""
+    out, seen_episodes = [], set()
+    for rank, g in enumerate(doc["top_gaps"], 1):
+        if g.get("group", -1) >= 0:
+            continue
+        ep = g.get("episode", -1)
+        if ep >= 0:
+            if ep in seen_episodes:
+                continue
+            seen_episodes.add(ep)
+        out.append((rank, g))
+        if len(out) == CARDS_FOR_TOP:
+            break
     return out

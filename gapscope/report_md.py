@@ -7,6 +7,7 @@ literal), with ``|`` escaped inside tables and control characters made visible b
 
 from __future__ import annotations
 
+from .report_json import lone_gaps
 from .report_fmt import budget_rows, fmt_dur, fmt_share, safe_name, unit_for
 
 __all__ = ["render_markdown", "md_code", "md_text"]
@@ -126,7 +127,7 @@ def _diagnosis(doc: dict) -> list[str]:
                 f"{grp.get('steps_total')} steps, {fmt_dur(grp.get('median_ns', 0))} median", ""]
         if grp.get("card"):
             out += _card_lines(grp["card"])
-    lone = [(k, g) for k, g in enumerate(gaps, 1) if g["group"] < 0][:3]
+    lone = lone_gaps(doc)
     for k, g in lone:
         out += ["", f"### Gap #{k}: {fmt_dur(g['dur_ns'])} at {fmt_dur(g['start_rel_ns'])}", ""]
         out += _card_lines(g["card"])

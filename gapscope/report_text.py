@@ -15,9 +15,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from .report_json import lone_gaps
 from .report_fmt import budget_rows, fmt_bytes, fmt_dur, fmt_share, safe_name, unit_for
 
-__all__ = ["render_text", "make_console", "CAUSE_STYLE", "MAX_WARNINGS", "MAX_LANES", "CARDS_FOR_TOP"]
+__all__ = ["render_text", "make_console", "CAUSE_STYLE", "MAX_WARNINGS", "MAX_LANES"]
 
 #: Styles of the cause classes (colour only; the label is always printed).
 CAUSE_STYLE = {"sync": "magenta", "copy": "cyan", "launch": "yellow", "host": "red", "unclassified": "dim"}
@@ -25,8 +26,6 @@ CAUSE_STYLE = {"sync": "magenta", "copy": "cyan", "launch": "yellow", "host": "r
 MAX_WARNINGS = 20
 #: Lanes listed before "... and N more lanes" (the JSON lists all).
 MAX_LANES = 60
-#: Largest gaps outside any recurring group that also get their card printed.
-CARDS_FOR_TOP = 3
 #: Fewest columns a kernel name gets in the gaps table (longer names end with …).
 NAME_COLS_MIN = 20
 
@@ -200,11 +199,20 @@ def _top_gaps(doc: dict, console: Console) -> None:
             _t(g["prev_op"]["name"] if g["prev_op"] else "(window start)", name_cols),
             _t(g["next_op"]["name"] if g["next_op"] else "(window end)", name_cols),
             _cause(g["cause"], g["cause_share"]),
-            "-" if g["group"] < 0 else f"G{g['group']}",
+            _group_tag(g),
         ]
         tbl.add_row(*row, *cells)
     console.print(tbl)
     console.print(Text("start: from the trace start; after/before: the GPU ops around the gap", style="dim"))
+
+
+def _group_tag(g: dict) -> str:
+    """``G<id>`` for a recurring group, ``E<n>`` for a picket-fence episode, else ``-``."""
+    if g.get("group", -1) >= 0:
+        return f"G{g['group']}"
+    if g.get("episode", -1) >= 0:
+        return f"E{g['episode']}"
+    return "-"
 
 
 def _card_panel(title: Text, card: dict) -> Panel:
@@ -258,14 +266,15 @@ def _groups(doc: dict, console: Console) -> None:
 
 
 def _top_cards(doc: dict, console: Console) -> None:
-    lone = [g for g in doc["top_gaps"] if g["group"] < 0][:CARDS_FOR_TOP]
+    lone = lone_gaps(doc)
     if not lone:
         return
     _heading(console, "Cards of the largest gaps outside recurring groups")
-    for rank, g in enumerate(doc["top_gaps"], 1):
-        if g in lone:
-            title = Text(f"#{rank}: {fmt_dur(g['dur_ns'])} at {fmt_dur(g['start_rel_ns'])}")
-            console.print(_card_panel(title, g["card"]))
+    for rank, g in lone:
+        title = Text(f"#{rank}: {fmt_dur(g['dur_ns'])} at {fmt_dur(g['start_rel_ns'])}")
+        if g.get("episode", -1) >= 0:
+            title.append(f" (picket-fence episode E{g['episode']})")
+        console.print(_card_panel(title, g["card"]))
 
 
 def _episodes(doc: dict, console: Console) -> None:
@@ -274,11 +283,13 @@ def _episodes(doc: dict, console: Console) -> None:
         return
     _heading(console, f"Picket-fence episodes ({len(eps)})")
     tbl = Table(box=None, pad_edge=False, show_edge=False)
-    for name in ("GPU", "start", "length", "kernels", "median kernel", "median launch", "idle"):
+    for name in ("", "GPU", "start", "length", "kernels", "median kernel", "median launch", "idle"):
         tbl.add_column(name, justify="right")
-    for e in eps:
-        tbl.add_row(str(e.get("device")), fmt_dur(e["start_rel_ns"]), fmt_dur(e["dur_ns"]), f"{e.get('kernel_count', 0):,}",
-                    fmt_dur(e.get("median_kernel_ns", 0)), fmt_dur(e.get("median_launch_ns", 0)), fmt_dur(e.get("idle_ns", 0)))
+    for n, e in enumerate(eps):
+        launch = e.get("median_launch_ns", -1)
+        tbl.add_row(f"E{n}", str(e.get("device")), fmt_dur(e["start_rel_ns"]), fmt_dur(e["dur_ns"]), f"{e.get('kernel_count', 0):,}",
+                    fmt_dur(e.get("median_kernel_ns", 0)), "-" if launch is None or launch < 0 else fmt_dur(launch),
+                    fmt_dur(e.get("idle_ns", 0)))
     console.print(tbl)
 
 

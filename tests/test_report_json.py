@@ -240,3 +240,11 @@ def test_warnings_capped_in_text():
     text = out.getvalue()
     assert "Warnings (25)" in text and "line 20: warning 19" in text and "warning 20" not in text
     assert "... and 5 more (all in --json)" in text
+
+
+def test_lone_cards_skip_grouped_gaps_and_repeat_episodes():
+    from gapscope.report_json import lone_gaps
+
+    doc = {"top_gaps": [dict(group=0, episode=-1), dict(group=-1, episode=2), dict(group=-1, episode=2),
+                         dict(group=-1, episode=-1), dict(group=-1, episode=3), dict(group=-1, episode=-1)]}
+    assert [rank for rank, _ in lone_gaps(doc)] == [2, 4, 5]

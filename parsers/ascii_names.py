@@ -38,8 +38,8 @@ _LAUNCH_RE = re.compile(r"^\s*launch\b|cudaLaunchKernel|cuLaunchKernel|cudaGraph
 _SYNC_RE = re.compile(
     r"\.?item\(\)|synchroni[sz]e|print\(|\.tolist\(\)|_local_scalar_dense|is_nonzero|\bwait\b", re.I
 )
-_D2H_CALL_RE = re.compile(r"\.cpu\(\)|\.numpy\(\)|np\.array|\bD2H\b|\bDtoH\b", re.I)
-_H2D_CALL_RE = re.compile(r"\.cuda\(\)|\.to\(|\btensor\(|from_numpy|\bH2D\b|\bHtoD\b", re.I)
+_D2H_CALL_RE = re.compile(r"\.cpu\(|\.numpy\(\)|np\.array|\bD2H\b|\bDtoH\b", re.I)
+_H2D_CALL_RE = re.compile(r"\.cuda\(|\.to\(|\btensor\(|from_numpy|\bH2D\b|\bHtoD\b", re.I)
 _COPY_CALL_RE = re.compile(r"memcpy|copy_", re.I)
 _SAMPLE_RE = re.compile(r"\bsampl(e|ing)", re.I)
 #: Words that mark CPU text as host work (evidence of the "host" cause class).

@@ -170,3 +170,31 @@ def test_label_bound_short_span_is_not_a_contradiction():
     # "[-- json 9 ms --]" is drawn as wide as its text needs: no error (host island).
     t = load_ascii("GPU: [========== a 40 ms ==========]\nCPU:                                [-- json 1 ms --]\n")
     assert [r[2] - r[1] for r in rows_of(t, False)] == [1 * MS]
+
+
+# ------------------------------------------------------------------ round trip
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+def _draw_span(name: str, dur_ms: int, width: int) -> str:
+    label = f" {name} {dur_ms} ms "
+    fill = width - 2 - len(label)
+    left = fill // 2
+    return "[" + "=" * left + label + "=" * (fill - left) + "]"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(12, 60), st.sampled_from("abcdxyz")), min_size=1, max_size=6),
+       st.integers(0, 8))
+def test_round_trip_spans_drawn_to_scale(spans, indent):
+    """Spans drawn at 1 ms per column, with blank gaps, come back exactly."""
+    row, expected, t = "GPU:" + " " * (indent + 1), [], 0
+    for gap_cols, dur_ms, name in spans:
+        row += " " * gap_cols + _draw_span(name, dur_ms, dur_ms)
+        t += gap_cols * MS if expected else 0  # time 0 is the first drawn column
+        expected.append((name, t, t + dur_ms * MS))
+        t += dur_ms * MS
+    trace = load_ascii(row + "\n")
+    assert [(r[0], r[1], r[2]) for r in rows_of(trace, True)] == expected
+    assert trace.source.extra["scale_ns_per_column"] == MS

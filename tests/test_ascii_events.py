@@ -222,3 +222,37 @@ def test_round_trip_random_event_lists(data):
     assert got == sorted(spans)
     assert t.warnings == ()
     assert np.all(np.diff(t.lane) >= 0)
+
+
+# ------------------------------------------------------------------ our own samples
+def test_ten_decode_steps():
+    t = parsers.load(sample_path("decode_10_steps.txt"))
+    ev = events(t)
+    steps = [e for e in ev if e[1] == "decode_step"]
+    assert len(steps) == 10 and {e[4] for e in steps} == {Kind.ANNOTATION}
+    assert all(a[3] == b[2] for a, b in zip(steps, steps[1:]))  # back to back
+    kernels = [e for e in ev if e[4] == Kind.KERNEL]
+    assert [e[1] for e in kernels] == ["matmul", "attention"] * 10
+    assert {e[3] - e[2] for e in kernels if e[1] == "matmul"} == {152 * US}
+    items = [e for e in ev if e[1] == "tensor.item()"]
+    assert [e[3] - e[2] for e in items] == [(150 + (k * 7 % 5) * 4) * US for k in range(10)]
+    assert {e[4] for e in items} == {Kind.SYNC_CALL}
+    js = find(t, "json response chunk")
+    assert js[3] - js[2] == 400 * US and steps[6][2] < js[2] < steps[6][3]
+    pairs = [(t.name(int(s)), t.name(int(d))) for s, d in zip(t.flow_src, t.flow_dst)]
+    assert len(pairs) == 20 and all(a == "launch " + b for a, b in pairs)
+    assert t.warnings == ()
+
+
+def test_dataloader_stall():
+    t = parsers.load(sample_path("dataloader_stall.txt"))
+    ev = events(t)
+    assert [e[1] for e in ev if e[4] == Kind.ANNOTATION and e[1].startswith("ProfilerStep")] == [
+        f"ProfilerStep#{k}" for k in range(1, 5)]
+    loads = [e[3] - e[2] for e in ev if e[1] == "dataloader next"]
+    assert loads == [300 * US, 300 * US, 6 * MS, 300 * US]
+    h2d = [i for i in range(len(t)) if t.name(i) == "H2D"]
+    assert len(h2d) == 4 and {parsers.CopyKind(int(t.copy_kind[i])) for i in h2d} == {parsers.CopyKind.H2D}
+    pairs = {(t.name(int(s)), t.name(int(d))) for s, d in zip(t.flow_src, t.flow_dst)}
+    assert ("batch.cuda()", "H2D") in pairs and ("launch forward", "forward") in pairs
+    assert len(t.flow_src) == 16

@@ -297,6 +297,6 @@ class _Parser:
                 groups = self.get(f, "keywords", list, task=tid, line=line)
                 if not groups or not all(isinstance(g, list) and g and all(isinstance(w, str) for w in g) for g in groups):
                     raise self.err(f"card field {name!r} needs options or keywords (a list of word lists)", line=line, task=tid)
-                out.append(CardField(name, prompt, keywords=tuple(tuple(w.lower() for w in g) for g in groups),
+                out.append(CardField(name, prompt, keywords=tuple(tuple(w.casefold() for w in g) for g in groups),
                                      example=self.get(f, "example", str, default="", task=tid, line=line)))
         return tuple(out)

@@ -1,0 +1,241 @@
+"""Exercise engine: judging with the diagnosis (exact values), check_exercise, loading errors.
+
+Expected figures are computed by hand from the decode-step timeline of the seed exercise:
+kernels 0.258-0.410 and 0.430-0.590 ms in a 1.050 ms step.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gapscope.exercise import (
+    AnswerError, ExerciseError, Workbook, bundled_paths, check_exercise, judge, load_exercise, parse_number,
+)
+from gapscope.exercise.load import CAUSE_LABELS
+from gapscope.exercise.model import GapSelector, Projection
+
+EX = {p.stem: p for p in bundled_paths()}
+
+
+@pytest.fixture(scope="module")
+def decode():
+    ex = load_exercise(EX["decode-step"])
+    return ex, Workbook(ex)
+
+
+@pytest.fixture(scope="module")
+def smells():
+    ex = load_exercise(EX["four-smells"])
+    return ex, Workbook(ex)
+
+
+def task(ex, tid):
+    return next(t for t in ex.tasks if t.id == tid)
+
+
+# ------------------------------------------------------------------ numbers
+@pytest.mark.parametrize("text,unit,want", [
+    ("0.312", "ms", 0.312), ("0.312 ms", "ms", 0.312), ("312 us", "ms", 0.312), ("312µs", "ms", 0.312),
+    ("312000 ns", "ms", 0.312), ("70.3%", "%", 70.3), ("0.703", "%", 70.3), ("952 tok/s", "tokens/s", 952.0),
+    ("2.874e3", "tokens/s", 2874.0), ("0.0003 s", "ms", 0.3),
+])
+def test_parse_number(text, unit, want):
+    assert parse_number(text, unit) == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize("text,unit", [("", "ms"), ("fast", "ms"), ("1 ms", "tokens/s"), ("0.3 0.4", "ms"), ("5 %", "ms")])
+def test_parse_number_rejects(text, unit):
+    with pytest.raises(AnswerError):
+        parse_number(text, unit)
+
+
+def test_figures_of_decode_step(decode):
+    ex, wb = decode
+    f = wb.facts("step")
+    busy = f.figure("gpu_busy")
+    assert busy.value == 312_000
+    assert busy.work == "busy = (0.410-0.258) + (0.590-0.430) = 0.312 ms"
+    assert f.figure("wall").value == 1_050_000
+    assert f.figure("idle").value == 738_000
+    assert f.figure("idle_share").value == pytest.approx(100 * 738 / 1050)
+    assert f.figure("tokens_per_s").value == pytest.approx(1e9 / 1_050_000)
+    # remove the 0.590-1.050 gap (0.460) and the idle under tensor.item() (0.090-0.250 = 0.160)
+    pr = Projection(remove_gaps=(GapSelector(rank=1),), remove_events=("tensor.item()",))
+    step = f.figure("projected_step", projection=pr)
+    assert step.value == 1_050_000 - 460_000 - 160_000
+    assert f.figure("projected_tokens_per_s", projection=pr).value == pytest.approx(1e9 / 430_000)
+    g = wb.facts("graph")
+    assert g.figure("idle").value == 20_000  # 0.012 before the graph + 0.008 after
+    assert g.figure("tokens_per_s").value == pytest.approx(1e9 / 348_000)
+
+
+def test_number_judged_within_tolerance_with_computation(decode):
+    ex, wb = decode
+    t, f = task(ex, "busy"), wb.facts("step")
+    ok = judge(ex, t, f, "0.312 ms")
+    assert ok.correct and ok.work == "busy = (0.410-0.258) + (0.590-0.430) = 0.312 ms"
+    assert judge(ex, t, f, "0.314").correct  # tolerance 0.002 ms
+    assert judge(ex, t, f, "313.9 us").correct
+    bad = judge(ex, t, f, "0.322")
+    assert not bad.correct
+    assert "0.322 ms is too high" in bad.message and "0.312 ms" in bad.message
+    assert "(0.410-0.258) + (0.590-0.430)" in bad.work
+    assert not judge(ex, t, f, "0.3145").correct
+
+
+def test_projected_tokens_states_assumptions(decode):
+    ex, wb = decode
+    t, f = task(ex, "projected"), wb.facts("step")
+    v = judge(ex, t, f, "2300")  # 0.312 + 0.03 + 0.09 = 0.432 ms reasoning -> 2315; within 5 % of 2326
+    assert v.correct
+    assert "= 0.430 ms" in v.work and "2326 tokens/s" in v.work and "Assumptions:" in v.work
+    assert not judge(ex, t, f, "952").correct
+
+
+def test_idle_share_and_tokens(decode):
+    ex, wb = decode
+    f = wb.facts("step")
+    assert judge(ex, task(ex, "idle-share"), f, "70.3%").correct
+    assert not judge(ex, task(ex, "idle-share"), f, "29.7%").correct
+    assert judge(ex, task(ex, "tokens"), f, "952").correct
+    g = wb.facts("graph")
+    assert judge(ex, task(ex, "graph-idle"), g, "0.020 ms").correct
+    assert judge(ex, task(ex, "graph-tokens"), g, "2874").correct
+    assert not judge(ex, task(ex, "graph-tokens"), g, "3030").correct  # 1/0.330 ms: forgot the edges
+
+
+def test_pick_gap_judged_by_interval(decode):
+    ex, wb = decode
+    t, f = task(ex, "largest-gap"), wb.facts("step")
+    gaps = f.diag.gaps
+    by_start = {round(int(gaps.start_ns[i]) / 1000): i for i in range(len(gaps))}
+    largest = by_start[590]
+    assert int(gaps.end_ns[largest]) == 1_050_000
+    assert judge(ex, t, f, largest).correct
+    assert f.gap_at(700_000) == largest
+    wrong = judge(ex, t, f, by_start[410])
+    assert not wrong.correct
+    assert "0.410-0.430 ms (20.0 µs), gap 3 of 3" in wrong.message
+    assert not judge(ex, t, f, None).correct
+
+
+def test_cause_judged_against_key_with_evidence(decode):
+    ex, wb = decode
+    t, f = task(ex, "cause"), wb.facts("step")
+    v = judge(ex, t, f, "host")
+    assert v.correct
+    assert any("logging callback" in line for line in v.evidence)
+    assert not judge(ex, t, f, "launch").correct
+    with pytest.raises(AnswerError):
+        judge(ex, t, f, "kernel")
+
+
+def test_rewrite_attention_rejected_pointing_at_white_space(decode):
+    ex, wb = decode
+    t = task(ex, "first-change")
+    f = wb.facts("step")
+    v = judge(ex, t, f, 0)
+    assert t.options[0].text == "Rewrite the attention kernel to make it faster"
+    assert not v.correct
+    assert "busy only 0.312 ms of the 1.050 ms step" in v.message
+    assert "70.3% of the step is white space" in v.message
+    weights = judge(ex, t, f, 1)
+    assert not weights.correct and "breaks a constraint: The model weights stay" in weights.message
+    assert judge(ex, t, f, 2).correct
+    with pytest.raises(AnswerError):
+        judge(ex, t, f, 9)
+
+
+def test_card_judged_by_choices_and_keywords(smells):
+    ex, wb = smells
+    t = task(ex, "card-picket")
+    f = wb.facts("picket")
+    good = {"smell": 0, "cause": "launch", "why": "Each 3 µs kernel waits for its own launch.", "experiment": 0, "forbidden": 0}
+    v = judge(ex, t, f, good)
+    assert v.correct and all(v.fields.values())
+    bad = dict(good, cause="host", why="the GPU is slow", forbidden=1)
+    v = judge(ex, t, f, bad)
+    assert not v.correct
+    assert v.fields == {"smell": True, "cause": False, "why": False, "experiment": True, "forbidden": False}
+    assert "3 of 5 fields need work" in v.message and "say something about launch" in v.message
+
+
+@pytest.mark.parametrize("name", sorted(EX))
+def test_bundled_exercises_pass_check(name):
+    rep = check_exercise(EX[name])
+    assert rep.errors == []
+    assert rep.warnings == []
+    assert rep.lines() == [f"{EX[name]}: ok"]
+
+
+def test_every_card_example_satisfies_its_keywords():
+    for p in EX.values():
+        ex = load_exercise(p)
+        for t in ex.tasks:
+            for fld in t.fields:
+                if fld.keywords:
+                    low = fld.example.casefold()
+                    assert all(any(w in low for w in g) for g in fld.keywords), (t.id, fld.name)
+
+
+# ------------------------------------------------------------------ check on bad keys
+def _variant(tmp_path: Path, old: str, new: str, name: str = "variant.toml") -> Path:
+    text = EX["decode-step"].read_text(encoding="utf-8")
+    assert old in text
+    p = tmp_path / name
+    p.write_text(text.replace(old, new, 1), encoding="utf-8")
+    return p
+
+
+def test_check_wrong_number_key_names_task_and_both_values(tmp_path):
+    p = _variant(tmp_path, "key = { value = 0.312, unit = \"ms\", tolerance = 0.002 }", "key = { value = 0.322, unit = \"ms\", tolerance = 0.002 }")
+    rep = check_exercise(p)
+    assert not rep.ok
+    (err,) = rep.errors
+    assert "task 'busy'" in err and "0.322 ms" in err and "0.312 ms" in err
+
+
+def test_check_seed_assumption_0322_is_a_warning_naming_both(tmp_path):
+    p = _variant(tmp_path, "value = 0.312\nunit = \"ms\"\ntext = \"GPU work stays as it is\"", "value = 0.322\nunit = \"ms\"\ntext = \"GPU work stays 0.322 ms\"")
+    rep = check_exercise(p)
+    assert rep.ok and rep.errors == []
+    (w,) = rep.warnings
+    assert "task 'projected'" in w and "0.322 ms" in w and "0.312 ms" in w
+    assert any(line.endswith("ok (1 warning(s))") for line in rep.lines())
+
+
+def test_check_wrong_cause_and_gap_keys(tmp_path):
+    p = _variant(tmp_path, "cause = \"host\"", "cause = \"sync\"")
+    rep = check_exercise(p)
+    assert any("task 'cause'" in e and "key cause is sync" in e and "as host" in e for e in rep.errors)
+    p = _variant(tmp_path, "expect_start_ms = 0.590", "expect_start_ms = 0.090", "v2.toml")
+    rep = check_exercise(p)
+    assert any("task 'largest-gap'" in e and "0.090 ms" in e and "0.590 ms" in e for e in rep.errors)
+
+
+def test_load_errors_name_file_line_and_task(tmp_path):
+    p = _variant(tmp_path, "kind = \"cause\"", "kind = \"guess\"")
+    with pytest.raises(ExerciseError) as ei:
+        load_exercise(p)
+    e = ei.value
+    assert e.task == "cause" and e.line is not None
+    assert p.read_text().splitlines()[e.line - 1].strip() == "[[tasks]]"
+    assert "unknown kind 'guess'" in str(e) and str(p) in str(e)
+    bad = tmp_path / "bad.toml"
+    bad.write_text("title = \"x\"\nprompt = \n", encoding="utf-8")
+    with pytest.raises(ExerciseError) as ei:
+        load_exercise(bad)
+    assert ei.value.line == 2
+    rep = check_exercise(bad)
+    assert not rep.ok and rep.errors[0].startswith("line 2: not valid TOML")
+    missing = _variant(tmp_path, "sample = \"decode_graph.txt\"", "path = \"nowhere.txt\"", "v3.toml")
+    with pytest.raises(ExerciseError, match="trace 'graph': file not found"):
+        load_exercise(missing)
+
+
+def test_cause_labels_follow_analysis():
+    from analysis.types import Cause
+
+    assert CAUSE_LABELS == tuple(c.label for c in Cause)

@@ -1,0 +1,182 @@
+"""``gapscope capture``: record a torch.profiler trace of a script or a built-in scenario.
+
+Imports torch only when a capture runs (``--help`` and ``--list`` work without it),
+and the viewer's packages only for the one-line summary printed afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .naming import SUFFIX, check_writable, fallback_dir
+
+__all__ = ["main", "build_parser"]
+
+_EPILOG = f"""\
+step marking: call capture.step() once per iteration in your script (import capture;
+a no-op without gapscope). The first call ends set-up; then --wait steps are skipped,
+--warmup steps warm the profiler up and --active steps are recorded into one trace.
+A script that never calls capture.step() is recorded for a time window: --seconds
+from the start (after --delay), or until it ends.
+
+files: OUT/HOST_PID_YYYYmmddTHHMMSSZ_LABEL{SUFFIX}; an existing file is never
+overwritten (a -1, -2... name is used), a trace is written under a temporary name and
+renamed when complete, and it is written even when the script raises or you press
+Ctrl-C. If OUT cannot be written, traces go to {fallback_dir()} and the message says so.
+
+output: the script's stdout/stderr are its own; gapscope's lines go to stderr,
+prefixed 'gapscope capture:'. With --scenario the trace path is also printed on stdout.
+exit status: the script's (130 after Ctrl-C); 2 for a usage error or missing torch.
+
+examples:
+  gapscope capture --out traces -- python train.py --epochs 1
+  gapscope capture --scenario decode --out traces
+  gapscope capture --list
+"""
+
+
+def _torch_note() -> str:
+    try:
+        import importlib.util
+
+        if importlib.util.find_spec("torch") is not None:
+            return ""
+    except (ImportError, ValueError):
+        pass
+    return ("\nPyTorch is NOT installed here: capture needs it. Install it with\n"
+            "  pip install 'gapscope[capture]'\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser for ``gapscope capture`` (options before ``--`` only)."""
+    from .scenarios import SCENARIOS
+
+    p = argparse.ArgumentParser(
+        prog="gapscope capture",
+        usage="gapscope capture [--out DIR] [options] -- python script.py args...\n"
+              "       gapscope capture --scenario NAME [--out DIR] [options]",
+        description="Record a torch.profiler (Kineto) trace with the settings gap analysis needs: "
+                    "CPU + CUDA activity, ProfilerStep ranges, a wait/warm-up/active schedule."
+                    + _torch_note(),
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--out", default=".", metavar="DIR", help="folder for the trace (created if missing; default: .)")
+    p.add_argument("--scenario", choices=sorted(SCENARIOS), metavar="NAME",
+                   help="run a built-in workload instead of a script: " + ", ".join(SCENARIOS))
+    p.add_argument("--list", action="store_true", help="list the scenarios and the smell each reproduces")
+    p.add_argument("--tiny", action="store_true", help="scenario: smallest sizes and fewest steps (tests, slow CPUs)")
+    p.add_argument("--wait", type=int, default=1, metavar="N", help="steps skipped after the first capture.step() (default 1)")
+    p.add_argument("--warmup", type=int, default=1, metavar="N", help="profiler warm-up steps, not recorded (default 1)")
+    p.add_argument("--active", type=int, default=5, metavar="N", help="steps recorded into the trace (default 5)")
+    p.add_argument("--repeat", type=int, default=1, metavar="N", help="cycles, one trace each; 0 = until the end (default 1)")
+    p.add_argument("--seconds", type=float, default=10.0, metavar="S",
+                   help="time window when the script marks no steps; 0 = the whole run (default 10)")
+    p.add_argument("--delay", type=float, default=0.0, metavar="S", help="start the time window after S seconds (default 0)")
+    p.add_argument("--cpu-only", action="store_true", help="record CPU activity only, even when CUDA is available")
+    p.add_argument("--record-shapes", action="store_true", help="record operator input shapes (more overhead)")
+    p.add_argument("--with-stack", action="store_true", help="record Python source locations (more overhead)")
+    p.add_argument("--label", metavar="TEXT", help="text added to the file name (default: script or scenario name)")
+    p.add_argument("--no-summary", action="store_true", help="do not print the one-line diagnosis afterwards")
+    return p
+
+
+def _say(msg: str) -> None:
+    print("gapscope capture: " + msg, file=sys.stderr, flush=True)
+
+
+def _report(traces: list[str], summary: bool) -> None:
+    for path in traces:
+        _say(f"trace: {path}")
+        if summary:
+            from .summary import summary_line
+
+            _say(f"summary: {summary_line(path)}")
+            _say(f"full report: gapscope report {path}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``gapscope capture``; return the exit status (see ``--help``)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--" in argv:
+        cut = argv.index("--")
+        opts, cmd = argv[:cut], argv[cut + 1:]
+    else:
+        opts, cmd = argv, []
+    parser = build_parser()
+    try:
+        ns = parser.parse_args(opts)
+    except SystemExit as e:  # --help (0) or a usage error (2)
+        return int(e.code or 0)
+    if ns.list:
+        from .scenarios import SCENARIOS
+
+        for s in SCENARIOS.values():
+            print(f"{s.name:13s} {s.smell} ({s.cause}): {s.about}")
+        return 0
+    if ns.scenario and cmd:
+        _say("give either --scenario NAME or a command after --, not both")
+        return 2
+    if not ns.scenario and not cmd:
+        parser.print_usage(sys.stderr)
+        _say("nothing to run: give a command after -- (e.g. -- python train.py) or --scenario NAME")
+        return 2
+    from .profile import Schedule, TorchMissing, require_torch
+
+    try:
+        require_torch()
+    except TorchMissing as exc:
+        _say(str(exc))
+        return 2
+    try:
+        schedule = Schedule(wait=ns.wait, warmup=ns.warmup, active=ns.active, repeat=ns.repeat)
+    except ValueError as exc:
+        _say(str(exc))
+        return 2
+    problem = check_writable(ns.out)
+    if problem:
+        _say(f"cannot write to {ns.out} ({problem}): traces will go to {fallback_dir()}")
+    cuda = False if ns.cpu_only else None
+    if ns.scenario:
+        return _run_scenario(ns, cuda)
+    return _run_script(ns, cmd, schedule, cuda)
+
+
+def _run_scenario(ns: argparse.Namespace, cuda: bool | None) -> int:
+    from .scenarios import SCENARIOS, run_scenario
+
+    sc = SCENARIOS[ns.scenario]
+    _say(f"scenario {sc.name}: {sc.about}")
+    status = 0
+    prof = None
+    try:
+        prof = run_scenario(sc.name, ns.out, tiny=ns.tiny, cuda=cuda, record_shapes=ns.record_shapes,
+                            with_stack=ns.with_stack, log=_say)
+    except KeyboardInterrupt:
+        status = 130
+    traces = prof.traces if prof is not None else []
+    for t in traces:
+        print(t, flush=True)
+    _report(traces, not ns.no_summary)
+    if not traces and status == 0:
+        status = 1
+    return status
+
+
+def _run_script(ns: argparse.Namespace, cmd: list[str], schedule, cuda: bool | None) -> int:
+    from .runner import CommandError, ScriptRunner
+
+    runner = ScriptRunner(ns.out, schedule=schedule, seconds=ns.seconds, delay=ns.delay, label=ns.label,
+                          cuda=cuda, record_shapes=ns.record_shapes, with_stack=ns.with_stack, log=_say)
+    try:
+        status = runner.run(cmd)
+    except CommandError as exc:
+        _say(str(exc))
+        return 2
+    if runner.mode == "window":
+        _say(f"the script marked no steps (capture.step()): recorded a time window")
+    else:
+        _say(f"the script marked {runner.steps} steps")
+    _report(runner.traces, not ns.no_summary)
+    return status

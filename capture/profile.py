@@ -1,0 +1,402 @@
+"""Profile a block or a function with torch.profiler and keep every trace it records.
+
+``Profiler`` is a context manager around ``torch.profiler.profile`` with the settings
+gap analysis needs: CPU activity always, CUDA activity when ``torch.cuda`` is
+available, ``ProfilerStep#N`` ranges (``record_function``) at every ``step()``, and
+either the whole block or a wait / warm-up / active schedule
+(``torch.profiler.schedule``) so the trace holds steady-state steps only. Each
+recorded cycle is exported with ``export_chrome_trace`` to a gzip Kineto trace named
+``HOST_PID_TIME[_LABEL].pt.trace.json.gz`` (see ``capture.naming``).
+
+Nothing is lost:
+
+- the trace is exported from the profiler's exit path, so it is written when the
+  block returns, raises, or is interrupted with Ctrl-C (``KeyboardInterrupt``);
+  it then holds the steps recorded up to that point;
+- it is written under a temporary name and published with a no-replace link, so a
+  half-written file never carries the final name and an existing file is never
+  overwritten (a numbered name is used instead);
+- a Ctrl-C pressed while the file is being written is held back until the file is
+  complete, then delivered;
+- when the folder cannot be written, the trace goes to ``naming.fallback_dir()``
+  and the message says so.
+
+torch is imported inside functions only, so ``import capture`` works without it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import signal
+import sys
+import threading
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Iterator
+
+from .naming import WriteOutcome, trace_basename, write_atomic
+
+__all__ = ["Schedule", "Profiler", "profiled", "step", "active_profiler", "TorchMissing", "require_torch"]
+
+_PREFIX = "gapscope capture: "
+
+
+class TorchMissing(ImportError):
+    """torch is not installed; the message says how to install the ``capture`` extra."""
+
+
+def require_torch() -> Any:
+    """Import and return ``torch``; raise ``TorchMissing`` with an install hint when absent."""
+    try:
+        import torch  # noqa: PLC0415 - lazy on purpose: capture must import without torch
+    except ImportError as exc:
+        raise TorchMissing(
+            "gapscope capture needs PyTorch: install it with  pip install 'gapscope[capture]'"
+            f"  (import torch failed: {exc})"
+        ) from None
+    return torch
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A torch.profiler step schedule, counted in ``step()`` calls.
+
+    Steps ``[0, wait)`` are not profiled, ``[wait, wait + warmup)`` warm the profiler
+    up (Kineto is prepared but records nothing, so its start-up cost stays out of the
+    trace), the next ``active`` steps are recorded and exported as one trace; the
+    cycle repeats ``repeat`` times (0 = until the block ends). Same meaning as
+    ``torch.profiler.schedule(wait=, warmup=, active=, repeat=)``.
+    """
+
+    wait: int = 1
+    warmup: int = 1
+    active: int = 3
+    repeat: int = 1
+
+    def __post_init__(self) -> None:
+        if self.wait < 0 or self.warmup < 0 or self.active < 1 or self.repeat < 0:
+            raise ValueError(f"bad schedule {self}: need wait >= 0, warmup >= 0, active >= 1, repeat >= 0")
+
+    @property
+    def first_recorded_step(self) -> int:
+        """Index of the first recorded step (0-based, in ``step()`` calls)."""
+        return self.wait + self.warmup
+
+
+_ACTIVE: list[Any] = []  # objects with .step(); the innermost receives capture.step()
+_ACTIVE_LOCK = threading.Lock()
+
+
+def active_profiler() -> Any | None:
+    """Return the innermost running ``Profiler`` (or script runner), or ``None``."""
+    with _ACTIVE_LOCK:
+        return _ACTIVE[-1] if _ACTIVE else None
+
+
+def step() -> None:
+    """Mark the end of one step of the innermost running profiler; no-op when none runs.
+
+    Call it once per iteration of the loop you want profiled (a training step, a
+    decoded token). Safe to leave in code that runs without gapscope.
+    """
+    p = active_profiler()
+    if p is not None:
+        p.step()
+
+
+def _push(obj: Any) -> None:
+    with _ACTIVE_LOCK:
+        _ACTIVE.append(obj)
+
+
+def _pop(obj: Any) -> None:
+    with _ACTIVE_LOCK:
+        for i in range(len(_ACTIVE) - 1, -1, -1):
+            if _ACTIVE[i] is obj:
+                del _ACTIVE[i]
+                break
+
+
+@contextlib.contextmanager
+def sigint_deferred() -> Iterator[None]:
+    """Hold back SIGINT (Ctrl-C) while the body runs, then deliver it once.
+
+    Only in the main thread (elsewhere signal handlers cannot be set; the body runs
+    unprotected). Used around trace export so an impatient Ctrl-C cannot cut the file.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pressed: list[int] = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
+    except (ValueError, OSError):  # pragma: no cover - no signal support
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if pressed:
+            signal.raise_signal(signal.SIGINT)
+
+
+def _default_log(msg: str) -> None:
+    print(_PREFIX + msg, file=sys.stderr, flush=True)
+
+
+class Profiler:
+    """Context manager that records a Kineto trace of its block; ``step()`` per iteration.
+
+    ``Profiler(out_dir=".", *, schedule=None, label=None, cuda=None,
+    record_shapes=False, with_stack=False, profile_memory=False, log=None)``
+
+    - ``schedule=None`` records the whole block (each ``step()`` still opens a
+      ``ProfilerStep#N`` range); a ``Schedule`` records only its active steps.
+    - ``cuda=None`` adds ``ProfilerActivity.CUDA`` when ``torch.cuda.is_available()``;
+      ``True`` asks for it (CPU only, with a note, when unavailable); ``False`` never.
+    - ``label`` is appended to the file name (``HOST_PID_TIME_LABEL.pt.trace.json.gz``).
+    - ``log(msg)`` receives every message (default: stderr, prefixed ``gapscope capture:``).
+
+    After the block: ``traces`` (paths written, in order), ``outcomes``
+    (``naming.WriteOutcome`` each), ``messages`` (what was said), ``steps`` (number of
+    ``step()`` calls), ``cuda`` (whether CUDA activity was recorded), ``error``
+    (the last export error text, or ``""``). Exceptions from the block propagate
+    unchanged after the trace is written. Raises ``TorchMissing`` at ``start()`` when
+    torch is not installed.
+    """
+
+    def __init__(self, out_dir: str = ".", *, schedule: Schedule | None = None, label: str | None = None,
+                 cuda: bool | None = None, record_shapes: bool = False, with_stack: bool = False,
+                 profile_memory: bool = False, log: Callable[[str], None] | None = None,
+                 metadata: dict[str, Any] | None = None) -> None:
+        self.out_dir = str(out_dir)
+        self.schedule = schedule
+        self.label = label
+        self.want_cuda = cuda
+        self.record_shapes = record_shapes
+        self.with_stack = with_stack
+        self.profile_memory = profile_memory
+        self.metadata = dict(metadata or {})
+        self._log = log or _default_log
+        self.traces: list[str] = []
+        self.outcomes: list[WriteOutcome] = []
+        self.messages: list[str] = []
+        self.steps = 0
+        self.step_offset = 0  # added to step counts in messages (the runner counts the script's calls)
+        self.cuda = False
+        self.error = ""
+        self._cycle = 0
+        self._prof: Any = None
+        self._running = False
+        self._discard = False
+        self._held: Any = None
+
+    # -- messages -------------------------------------------------------------------
+    def say(self, msg: str) -> None:
+        """Record ``msg`` in ``messages`` and pass it to the log callable."""
+        self.messages.append(msg)
+        self._log(msg)
+
+    # -- lifecycle ------------------------------------------------------------------
+    def _activities(self, torch: Any) -> list[Any]:
+        from torch.profiler import ProfilerActivity
+
+        acts = [ProfilerActivity.CPU]
+        available = bool(torch.cuda.is_available())
+        if self.want_cuda is None:
+            self.cuda = available
+        elif self.want_cuda and not available:
+            self.cuda = False
+            self.say("CUDA was asked for but torch.cuda is not available: recording CPU activity only")
+        else:
+            self.cuda = bool(self.want_cuda)
+        if self.cuda:
+            acts.append(ProfilerActivity.CUDA)
+        return acts
+
+    def _schedule_fn(self) -> Callable[[int], Any]:
+        from torch.profiler import ProfilerAction, schedule
+
+        s = self.schedule
+        if s is None:
+            # Whole block: record from start to exit; a callable (not None) makes torch
+            # emit ProfilerStep#N ranges at every step().
+            return lambda step_index: ProfilerAction.RECORD
+        if s.warmup == 0:
+            return _no_warmup_schedule(s)
+        return schedule(wait=s.wait, warmup=s.warmup, active=s.active, repeat=s.repeat)
+
+    def start(self) -> "Profiler":
+        """Start recording (or waiting, per the schedule). Raises ``TorchMissing``."""
+        torch = require_torch()
+        from torch.profiler import profile
+
+        acts = self._activities(torch)
+        self._prof = profile(
+            activities=acts,
+            schedule=self._schedule_fn(),
+            on_trace_ready=self._on_trace_ready,
+            record_shapes=self.record_shapes,
+            with_stack=self.with_stack,
+            profile_memory=self.profile_memory,
+        )
+        meta = {"label": self.label or "", "cuda": self.cuda,
+                "schedule": asdict(self.schedule) if self.schedule else "whole block", **self.metadata}
+        self._prof.preset_metadata_json("gapscope_capture", json.dumps(meta, default=str))
+        if not self.cuda:
+            self.say("recording CPU activity only (no CUDA device): the trace has no GPU lanes")
+        self._prof.__enter__()
+        self._running = True
+        _push(self)
+        return self
+
+    def step(self) -> None:
+        """End the current step: close ``ProfilerStep#N``, advance the schedule.
+
+        When the step completes an active cycle, that cycle's trace is written now.
+        """
+        if not self._running:
+            return
+        self.steps += 1
+        self._prof.step()
+
+    def stop(self, exc: BaseException | None = None, *, discard: bool = False) -> None:
+        """Stop recording and write what the current cycle recorded (idempotent).
+
+        ``exc`` is the exception leaving the block, if any; it only shapes the message.
+        ``discard=True`` keeps the cycle in memory instead of writing it: ``write_held()``
+        writes it later, ``drop_held()`` frees it (the script runner holds the set-up
+        recording until the step schedule has written a trace).
+        """
+        if not self._running:
+            return
+        self._running = False
+        self._discard = discard
+        _pop(self)
+        n_before = len(self.traces)
+        try:
+            with sigint_deferred():
+                self._prof.__exit__(None, None, None)
+        except Exception as err:  # the profiler's own failure must not mask the block's
+            self.error = f"torch.profiler failed while stopping: {type(err).__name__}: {err}"
+            self.say(self.error)
+        if not discard:
+            self._explain_exit(exc, wrote=len(self.traces) > n_before)
+
+    def _explain_exit(self, exc: BaseException | None, *, wrote: bool) -> None:
+        n = self.steps + self.step_offset
+        how = ""
+        if isinstance(exc, KeyboardInterrupt):
+            how = "interrupted (Ctrl-C)"
+        elif exc is not None:
+            how = f"raised {type(exc).__name__}"
+        if how and wrote:
+            self.say(f"the profiled code {how} after {n} step(s); "
+                     f"the trace keeps what was recorded until then: {self.traces[-1]}")
+        elif not self.traces:
+            s = self.schedule
+            why = f"the block ended after {n} step(s)"
+            if how:
+                why = f"the profiled code {how} after {n} step(s)"
+            if s is not None and self.steps < s.first_recorded_step:
+                self.say(f"no trace written: {why}, before the schedule recorded anything "
+                         f"(wait={s.wait}, warmup={s.warmup}: recording starts after step() call "
+                         f"{s.first_recorded_step + self.step_offset}); call step() once per iteration or use schedule=None")
+            elif self.error:
+                self.say(f"no trace written: {why}; {self.error}")
+            else:
+                self.say(f"no trace written: {why}")
+
+    def __enter__(self) -> "Profiler":
+        return self.start()
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        self.stop(exc)
+        return False
+
+    # -- export ---------------------------------------------------------------------
+    def write_held(self) -> str | None:
+        """Write the cycle kept by ``stop(discard=True)``; return its path or ``None``."""
+        prof, self._held = self._held, None
+        if prof is None:
+            return None
+        self._discard = False
+        n = len(self.traces)
+        self._on_trace_ready(prof)
+        return self.traces[-1] if len(self.traces) > n else None
+
+    def drop_held(self) -> None:
+        """Free the cycle kept by ``stop(discard=True)`` without writing it."""
+        self._held = None
+
+    def _on_trace_ready(self, prof: Any) -> None:
+        """torch ``on_trace_ready`` hook: export this cycle atomically; never raises."""
+        if self._discard:
+            self._held = prof
+            return
+        self._cycle += 1
+        label = self.label or ""
+        if self.schedule is not None and self.schedule.repeat != 1:
+            label = f"{label}_c{self._cycle}" if label else f"c{self._cycle}"
+        basename = trace_basename(label or None)
+        try:
+            with sigint_deferred():
+                outcome = write_atomic(self.out_dir, basename, prof.export_chrome_trace)
+        except Exception as err:
+            self.error = f"could not write the trace ({type(err).__name__}: {err})"
+            self.say(self.error)
+            return
+        self.outcomes.append(outcome)
+        self.traces.append(outcome.path)
+        if outcome.fell_back:
+            self.say(f"could not write to {self.out_dir}: {outcome.reason}; wrote the trace to {outcome.path} instead")
+        elif outcome.renamed:
+            self.say(f"a trace of that name existed; wrote {outcome.path} (the existing file is untouched)")
+
+
+def _no_warmup_schedule(s: Schedule) -> Callable[[int], Any]:
+    """``torch.profiler.schedule`` without its "no warmup" warning (same actions)."""
+    from torch.profiler import ProfilerAction
+
+    period = s.wait + s.active
+
+    def fn(step_index: int) -> Any:
+        if s.repeat > 0 and step_index >= period * s.repeat:
+            return ProfilerAction.NONE
+        k = step_index % period
+        if k < s.wait:
+            return ProfilerAction.NONE
+        return ProfilerAction.RECORD_AND_SAVE if k == period - 1 else ProfilerAction.RECORD
+
+    return fn
+
+
+def profiled(fn: Callable | None = None, /, **options: Any) -> Callable:
+    """Decorator: profile each call of the function with ``Profiler(**options)``.
+
+    ``@profiled`` or ``@profiled(out_dir="traces", schedule=Schedule(...))``. The label
+    defaults to the function's name. The function's return value and exceptions pass
+    through unchanged; each call writes its own trace (``schedule=None``: the whole
+    call; with a schedule, ``capture.step()`` inside the function advances it). When a
+    gapscope profiler is already recording, the call runs plain inside it.
+    """
+
+    def decorate(func: Callable) -> Callable:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if active_profiler() is not None:
+                return func(*args, **kwargs)
+            opts = dict(options)
+            opts.setdefault("label", func.__name__)
+            with Profiler(**opts) as p:
+                wrapper.last_profiler = p  # type: ignore[attr-defined]
+                return func(*args, **kwargs)
+
+        wrapper.last_profiler = None  # type: ignore[attr-defined]
+        return wrapper
+
+    if fn is not None:
+        return decorate(fn)
+    return decorate

@@ -1,0 +1,226 @@
+"""Chrome Trace Event Format phases other than ``X``, as plain rows.
+
+``B``/``E`` pairs (nested, unmatched, mis-named), instants ``i``/``I``/``R``,
+counters ``C``, async ``b``/``e``/``n`` and legacy ``S``/``T``/``F``, metadata ``M``.
+These are rare in Kineto files and handled per event in Python; ``X`` events take
+the vectorised path in ``parsers.chrome``. Semantics follow the Trace Event Format
+(Google) and catapult's trace viewer: ``E`` closes the most recent open ``B`` of its
+thread whatever its name; async events pair by (pid, cat, id).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any, Callable
+
+import msgspec
+
+from .chrome_times import NEED_EXACT, OK, scalar_ns
+from .json_tolerant import SENTINEL_VALUES
+from .kinds import kind_of
+from .lanes import Metadata, id_text
+from .model import Kind
+
+__all__ = ["Rows", "decode_args", "collect_metadata", "collect_rows"]
+
+
+class Rows:
+    """Row lists appended by the phase handlers (one row = one timeline event)."""
+
+    def __init__(self) -> None:
+        self.start: list[int] = []
+        self.dur: list[int] = []
+        self.lane_key: list[tuple] = []
+        self.name: list[str] = []
+        self.kind: list[int] = []
+        self.value: list[float] = []
+        self.src: list[int] = []
+        self.open_ended: list[int] = []  # row positions of unclosed B / b slices
+
+    def add(self, start: int, dur: int, lane_key: tuple, name: Any, kind: int, src: int, value: float = math.nan) -> int:
+        self.start.append(start)
+        self.dur.append(dur)
+        self.lane_key.append(lane_key)
+        self.name.append(name)
+        self.kind.append(kind)
+        self.value.append(value)
+        self.src.append(src)
+        return len(self.start) - 1
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+
+def decode_args(raw) -> dict:
+    """Decode one ``args`` value (Raw bytes) into a dict; sentinels of repaired
+    NaN/Infinity tokens become floats again. Never raises ({} when unusable)."""
+    try:
+        obj = msgspec.json.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        try:
+            import json
+
+            obj = json.loads(bytes(raw))
+        except Exception:
+            return {}
+    if not isinstance(obj, dict):
+        return {"args": obj}
+    for k, v in obj.items():
+        if isinstance(v, str) and v in SENTINEL_VALUES:
+            obj[k] = SENTINEL_VALUES[v]
+    return obj
+
+
+def collect_metadata(events: list, idx: list[int], meta: Metadata) -> None:
+    """Fill ``meta`` from the ``M`` events at positions ``idx``."""
+    for k in idx:
+        e = events[k]
+        args = decode_args(e.args)
+        pid = id_text(e.pid)
+        tid = id_text(e.tid)
+        name = e.name
+        if name == "process_name" and "name" in args:
+            meta.process_name[pid] = str(args["name"])
+        elif name == "thread_name" and "name" in args:
+            meta.thread_name[(pid, tid)] = str(args["name"])
+        elif name == "process_sort_index":
+            v = args.get("sort_index")
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+                meta.process_sort[pid] = int(v)
+        elif name == "thread_sort_index":
+            v = args.get("sort_index")
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+                meta.thread_sort[(pid, tid)] = int(v)
+        elif name == "process_labels" and "labels" in args:
+            meta.process_labels[pid] = str(args["labels"])
+
+
+def collect_rows(events: list, by_phase: dict[str, list[int]], rows: Rows, warn: Callable[[int, str | None, str], None],
+                 exact_ts: dict[int, int], bad: list[tuple[int, str, str]]) -> None:
+    """Turn non-``X`` timeline events into rows.
+
+    ``warn(k, field, message)`` reports a problem of event ``k``; events with
+    unusable times are listed in ``bad``
+    as (k, field, reason). ``exact_ts`` holds exact ns times of events whose ``ts``
+    a float64 cannot hold (read from the text beforehand).
+    """
+    def ts_of(k: int, e) -> int | None:
+        x = exact_ts.get(k)
+        if x is not None:
+            return x
+        ns, st = scalar_ns(e.ts)
+        if st == OK:
+            return ns
+        if st == NEED_EXACT:
+            bad.append((k, "ts", "unreadable"))
+        else:
+            bad.append((k, "ts", {1: "missing", 2: "non-finite", 3: "invalid"}.get(st, "invalid")))
+        return None
+
+    # instants
+    for ph in ("i", "I", "R"):
+        for k in by_phase.get(ph, ()):
+            e = events[k]
+            t = ts_of(k, e)
+            if t is not None:
+                rows.add(t, 0, (e.pid, e.tid), e.name, int(Kind.INSTANT), k)
+
+    # counters: one row per numeric series
+    for k in by_phase.get("C", ()):
+        e = events[k]
+        t = ts_of(k, e)
+        if t is None:
+            continue
+        args = decode_args(e.args)
+        series = [(key, v) for key, v in args.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        for key, v in series:
+            if not math.isfinite(v):
+                warn(k, f"args.{key}", f"counter {e.name!s} sample has non-finite {key} ({v}); skipped")
+                continue
+            label = str(e.name) if len(series) == 1 else f"{e.name} {key}"
+            rows.add(t, 0, (e.pid, f"counter {e.name}"), label, int(Kind.COUNTER), k, float(v))
+
+    # B/E: per-thread stack in time order (stable: file order for equal ts)
+    be = []
+    for ph in ("B", "E"):
+        for k in by_phase.get(ph, ()):
+            e = events[k]
+            t = ts_of(k, e)
+            if t is not None:
+                be.append((id_text(e.pid), id_text(e.tid), t, k, ph))
+    be.sort(key=lambda r: (r[0], r[1], r[2], r[3]))
+    stacks: dict[tuple, list] = defaultdict(list)
+    unmatched_e: list[int] = []
+    misnamed: list[int] = []
+    for pid, tid, t, k, ph in be:
+        st = stacks[(pid, tid)]
+        e = events[k]
+        if ph == "B":
+            st.append((t, k))
+            continue
+        if not st:
+            unmatched_e.append(k)
+            continue
+        t0, kb = st.pop()
+        b = events[kb]
+        if e.name is not None and e.name != "" and e.name != b.name:
+            misnamed.append(k)
+        rows.add(t0, t - t0, (b.pid, b.tid), b.name, int(kind_of(_s(b.cat), _s(b.name), "X")), kb)
+    unclosed = []
+    for st in stacks.values():
+        for t0, kb in st:
+            b = events[kb]
+            r = rows.add(t0, 0, (b.pid, b.tid), b.name, int(kind_of(_s(b.cat), _s(b.name), "X")), kb)
+            rows.open_ended.append(r)
+            unclosed.append(kb)
+    if unmatched_e:
+        warn(unmatched_e[0], None, f"{len(unmatched_e)} 'E' event(s) without a matching 'B' skipped")
+    if misnamed:
+        warn(misnamed[0], "name", f"{len(misnamed)} 'E' event(s) name a different slice than the 'B' they close; "
+                                  "paired with the innermost open slice")
+    if unclosed:
+        unclosed.sort()
+        warn(unclosed[0], None, f"{len(unclosed)} 'B' slice(s) never closed; drawn to the end of the trace")
+
+    # async: nestable b/e/n and legacy S/T/F, paired by (pid, cat, id)
+    asy = []
+    for ph in ("b", "e", "n", "S", "T", "F"):
+        for k in by_phase.get(ph, ()):
+            e = events[k]
+            t = ts_of(k, e)
+            if t is not None:
+                asy.append((t, k, ph))
+    asy.sort()
+    open_async: dict[tuple, list] = defaultdict(list)
+    unmatched_async = 0
+    for t, k, ph in asy:
+        e = events[k]
+        lane = (e.pid, f"async {_s(e.cat) or _s(e.name)}")
+        key = (id_text(e.pid), _s(e.cat), id_text(e.id))
+        if ph in ("b", "S"):
+            open_async[key].append((t, k))
+        elif ph in ("n", "T"):
+            rows.add(t, 0, lane, e.name, int(Kind.INSTANT), k)
+        else:
+            st = open_async.get(key)
+            if not st:
+                unmatched_async += 1
+                continue
+            t0, kb = st.pop()
+            b = events[kb]
+            rows.add(t0, t - t0, lane, b.name, int(Kind.OTHER), kb)
+    left = [kb for st in open_async.values() for _, kb in st]
+    for st in open_async.values():
+        for t0, kb in st:
+            b = events[kb]
+            r = rows.add(t0, 0, (b.pid, f"async {_s(b.cat) or _s(b.name)}"), b.name, int(Kind.OTHER), kb)
+            rows.open_ended.append(r)
+    if unmatched_async:
+        warn(asy[0][1], None, f"{unmatched_async} async end event(s) without a matching begin skipped")
+    if left:
+        warn(min(left), None, f"{len(left)} async slice(s) never ended; drawn to the end of the trace")
+
+
+def _s(v) -> str:
+    return "" if v is None else (v if isinstance(v, str) else str(v))

@@ -1,0 +1,77 @@
+"""msgspec schemas for the Chrome Trace Event Format / Kineto JSON (typed decode).
+
+Only the timeline fields are decoded; ``args`` stays ``msgspec.Raw`` (undecoded
+bytes) and is decoded later, lazily, for the few fields a timeline needs
+(``KinetoArgs``) or for the detail view. Field types are deliberately wide
+(numbers or strings) so that odd but usable files still take the fast path.
+Source: Trace Event Format (Google, 2016), Kineto ``output_json.cpp``.
+"""
+
+from __future__ import annotations
+
+import decimal
+from typing import Union
+
+import msgspec
+
+__all__ = ["Event", "ObjectTrace", "KinetoArgs", "EventTimes", "EMPTY_ARGS", "Scalar"]
+
+Scalar = Union[int, float, str, None]
+
+#: Shared default for events without ``args``.
+EMPTY_ARGS = msgspec.Raw(b"{}")
+
+
+class Event(msgspec.Struct, gc=False):
+    """One ``traceEvents`` entry: timeline fields only (``ts``/``dur`` in µs)."""
+
+    ph: Union[str, None] = None
+    name: Scalar = None
+    cat: Scalar = None
+    pid: Scalar = None
+    tid: Scalar = None
+    ts: Scalar = None
+    dur: Scalar = None
+    id: Scalar = None
+    bp: Union[str, None] = None
+    bind_id: Scalar = None
+    flow_in: Union[bool, None] = None
+    flow_out: Union[bool, None] = None
+    args: msgspec.Raw = EMPTY_ARGS
+
+
+class ObjectTrace(msgspec.Struct):
+    """JSON object form: ``{"traceEvents": [...], ...header keys}``."""
+
+    traceEvents: list[Event]
+    schemaVersion: msgspec.Raw = msgspec.Raw(b"null")
+    deviceProperties: msgspec.Raw = msgspec.Raw(b"null")
+    computeProperties: msgspec.Raw = msgspec.Raw(b"null")
+    distributedInfo: msgspec.Raw = msgspec.Raw(b"null")
+    baseTimeNanoseconds: msgspec.Raw = msgspec.Raw(b"null")
+    displayTimeUnit: msgspec.Raw = msgspec.Raw(b"null")
+    traceName: msgspec.Raw = msgspec.Raw(b"null")
+    systemTraceEvents: msgspec.Raw = msgspec.Raw(b"null")
+
+
+class KinetoArgs(msgspec.Struct, gc=False):
+    """The ``args`` fields a timeline needs (Kineto names; -1/None = absent)."""
+
+    correlation: Scalar = None
+    device: Scalar = None
+    stream: Scalar = None
+    bytes: Scalar = None
+    size: Scalar = None
+    external_id: Scalar = msgspec.field(default=None, name="External id")
+    external_id_old: Scalar = msgspec.field(default=None, name="external id")
+    memcpy_kind: Scalar = msgspec.field(default=None, name="memcpy kind")
+    kind: Scalar = None
+    src_kind: Scalar = msgspec.field(default=None, name="src kind")
+    dst_kind: Scalar = msgspec.field(default=None, name="dst kind")
+
+
+class EventTimes(msgspec.Struct, gc=False):
+    """Exact decimal ``ts``/``dur`` of one event (the slow, exact path)."""
+
+    ts: Union[decimal.Decimal, None] = None
+    dur: Union[decimal.Decimal, None] = None

@@ -1,0 +1,125 @@
+"""Lanes (Perfetto tracks) from Chrome-trace (pid, tid) pairs and ``M`` metadata.
+
+A lane is one (pid, tid) pair; ids are compared as text so ``7`` and ``"7"`` are one
+lane (Trace Event Format ids may be numbers or strings). Names come from the
+``process_name``/``thread_name`` metadata events, order from ``process_sort_index``/
+``thread_sort_index``. Kineto GPU lanes have pid = device and tid = stream (also
+``args.device``/``args.stream``); they sort after the CPU lanes, by device then stream.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+
+from .model import Lane
+
+__all__ = ["id_text", "LaneInfo", "Metadata", "build_lanes"]
+
+
+def id_text(v: object) -> str:
+    """Canonical text of a pid/tid: ``7``, ``7.0`` and ``"7"`` all give ``"7"``."""
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return str(int(v))
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return str(int(v)) if v.is_integer() else repr(v)
+    return str(v)
+
+
+def _num(text: str) -> int | None:
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+_STREAM_RE = re.compile(r"stream\s*(\d+)", re.IGNORECASE)
+
+
+@dataclasses.dataclass
+class LaneInfo:
+    """What the loader learnt about one raw (pid, tid) pair from its events."""
+
+    pid: str
+    tid: str
+    is_gpu: bool = False
+    device: int = -1
+    stream: int = -1
+
+
+@dataclasses.dataclass
+class Metadata:
+    """Names and sort indices from ``M`` events, keyed by canonical id text."""
+
+    process_name: dict[str, str] = dataclasses.field(default_factory=dict)
+    thread_name: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
+    process_sort: dict[str, int] = dataclasses.field(default_factory=dict)
+    thread_sort: dict[tuple[str, str], int] = dataclasses.field(default_factory=dict)
+    process_labels: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+def _idkey(text: str) -> tuple:
+    n = _num(text)
+    return (0, n, "") if n is not None else (1, 0, text)
+
+
+def build_lanes(infos: list[LaneInfo], meta: Metadata) -> tuple[list[Lane], np.ndarray]:
+    """Merge raw pairs with equal canonical ids, name and order them.
+
+    Returns (lanes in display order with ``index`` = position, int32 array mapping
+    each raw pair index to its lane index). CPU lanes come first, ordered by
+    (process_sort_index, pid, thread_sort_index, tid); GPU lanes follow, ordered by
+    (device, stream, pid, tid). Numeric ids compare as numbers. A GPU ``stream`` of
+    -2 means "known to have no stream" (legacy autograd export) and becomes -1.
+    """
+    merged: dict[tuple[str, str], LaneInfo] = {}
+    raw_to_key = []
+    for info in infos:
+        key = (info.pid, info.tid)
+        raw_to_key.append(key)
+        m = merged.get(key)
+        if m is None:
+            merged[key] = dataclasses.replace(info)
+        else:
+            m.is_gpu = m.is_gpu or info.is_gpu
+            if m.device < 0:
+                m.device = info.device
+            if m.stream < 0:
+                m.stream = info.stream
+    built = []
+    for (pid, tid), info in merged.items():
+        if info.is_gpu:
+            if info.device < 0:
+                n = _num(pid)
+                info.device = n if n is not None and n >= 0 else 0
+            if info.stream == -1:
+                n = _num(tid)
+                if n is None:
+                    m = _STREAM_RE.search(tid)
+                    n = int(m.group(1)) if m else None
+                info.stream = n if n is not None else -1
+        pname = meta.process_name.get(pid) or (f"GPU {info.device}" if info.is_gpu and _num(pid) is not None else pid)
+        tname = meta.thread_name.get((pid, tid))
+        if not tname:
+            tname = f"stream {info.stream}" if info.is_gpu and info.stream >= 0 else tid
+        if info.is_gpu:
+            key = (1, info.device, info.stream, _idkey(pid), _idkey(tid))
+        else:
+            key = (0, meta.process_sort.get(pid, 0), _idkey(pid), meta.thread_sort.get((pid, tid), 0), _idkey(tid))
+        built.append((key, pid, tid, pname, tname, info))
+    built.sort(key=lambda t: t[0])
+    index_of = {}
+    lanes = []
+    for i, (key, pid, tid, pname, tname, info) in enumerate(built):
+        index_of[(pid, tid)] = i
+        lanes.append(Lane(index=i, pid=pid, tid=tid, process_name=pname, thread_name=tname,
+                          is_gpu=info.is_gpu, device=info.device if info.is_gpu else -1,
+                          stream=max(info.stream, -1) if info.is_gpu else -1, sort_key=key))
+    remap = np.array([index_of[k] for k in raw_to_key], dtype=np.int32)
+    return lanes, remap

@@ -136,11 +136,15 @@ class TraceRef:
     - ``max_decimals``: most digits after the point in any ``ts`` (> 3: sub-ns values).
     - ``invalid``: events whose timing was invalid (skipped).
     - ``header``: the top-level keys other than ``traceEvents`` (object form).
+    - ``counter_series``: (pid, name) of ``C`` events; ``async_tracks``: (pid, cat or
+      name) of async events (``b``/``e``/``n``, legacy ``S``/``T``/``F``).
+    - ``by_ph_cat``: counts per (ph, cat).
     """
 
     n_events: int = 0
     by_ph: Counter = dataclasses.field(default_factory=Counter)
     by_cat: Counter = dataclasses.field(default_factory=Counter)
+    by_ph_cat: Counter = dataclasses.field(default_factory=Counter)
     lanes_by_ph: dict = dataclasses.field(default_factory=lambda: defaultdict(set))
     extent_by_ph: dict = dataclasses.field(default_factory=dict)
     devices: dict = dataclasses.field(default_factory=dict)
@@ -149,6 +153,8 @@ class TraceRef:
     invalid: int = 0
     header: dict = dataclasses.field(default_factory=dict)
     bare_array: bool = False
+    counter_series: set = dataclasses.field(default_factory=set)
+    async_tracks: set = dataclasses.field(default_factory=set)
 
     def lanes(self, phases) -> set:
         """(pid, tid) pairs with at least one event of the given phases."""
@@ -212,6 +218,7 @@ def reference(path: str | Path) -> TraceRef:
         cat = e.get("cat")
         ref.by_ph[ph] += 1
         ref.by_cat[cat] += 1
+        ref.by_ph_cat[(ph, cat if isinstance(cat, str) else None)] += 1
         ts = e.get("ts")
         if isinstance(ts, Decimal):
             ref.max_decimals = max(ref.max_decimals, -ts.as_tuple().exponent)
@@ -219,6 +226,10 @@ def reference(path: str | Path) -> TraceRef:
             continue
         pid, tid = _id(e.get("pid")), _id(e.get("tid"))
         ref.lanes_by_ph[ph].add((pid, tid))
+        if ph == "C":
+            ref.counter_series.add((pid, _id(e.get("name"))))
+        elif ph in ("b", "e", "n", "S", "T", "F"):
+            ref.async_tracks.add((pid, _id(cat) if cat else _id(e.get("name"))))
         s = to_ns(ts)
         d = to_ns(e.get("dur", 0)) if ph == "X" else 0
         if s is None or d is None or d < 0 or (epoch and s == 0):

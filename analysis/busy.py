@@ -99,8 +99,9 @@ def valid_timing_mask(trace: Trace) -> np.ndarray:
     """Boolean mask of events whose timing may enter busy/idle arithmetic.
 
     Invalid (B14): ``dur_ns < 0``; ``start_ns == 0 and dur_ns == 0`` while the trace's
-    extent starts later (CUPTI wrote zeros); an interval outside ``trace.extent_ns``
-    (the loader already excluded such events from the extent).
+    extent starts later or its other timestamps are epoch-based (CUPTI wrote zeros);
+    an interval outside ``trace.extent_ns`` (the loader already excluded such events
+    from the extent).
     """
     s = trace.start_ns
     d = trace.dur_ns
@@ -108,9 +109,15 @@ def valid_timing_mask(trace: Trace) -> np.ndarray:
     ok = d >= 0
     if hi > lo:
         ok &= (s >= lo) & (s + d <= hi)
-    if lo > 0:
+    pos = s[s > 0]
+    if lo > 0 or (pos.size and int(pos.min()) >= EPOCH_LIKE_NS):
         ok &= ~((s == 0) & (d == 0))
     return ok
+
+
+#: Timestamps at least this large (ns, about 11.6 days) are epoch-based; a zero start
+#: among them is a missing timestamp, not an event at the origin (B14).
+EPOCH_LIKE_NS = 10**15
 
 
 def device_event_mask(trace: Trace, device: int, kinds: tuple[Kind, ...], valid: np.ndarray | None = None) -> np.ndarray:

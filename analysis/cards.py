@@ -98,7 +98,8 @@ def _why(diag, rows: np.ndarray, class_ns: np.ndarray, evidence: list[Evidence],
     covered = sum(e.overlap_ns for e in evidence if e.event >= 0 and not trace.lanes[e.lane].is_gpu)
     rep_dur = int(g.dur_ns[rows].sum())
     quiet = max(rep_dur - covered, 0)
-    if quiet > 0 and quiet >= rep_dur // 20:
+    has_cpu = any((not ln.is_gpu) and trace.lane_offsets[ln.index + 1] > trace.lane_offsets[ln.index] for ln in trace.lanes)
+    if quiet > 0 and quiet >= rep_dur // 20 and has_cpu:
         parts.append(f"{_ms(quiet)} with no recorded events (uninstrumented Python or untraced work)")
     unexplained = int(class_ns[int(Cause.UNCLASSIFIED)])
     lanes = {e.lane for e in evidence if e.event >= 0 and not trace.lanes[e.lane].is_gpu}
@@ -108,7 +109,7 @@ def _why(diag, rows: np.ndarray, class_ns: np.ndarray, evidence: list[Evidence],
         who = f"thread {_quote(ln.thread_name or ln.tid)}"
     head = f"For {_ms(dur)}{per_step} the GPU had no kernel to run"
     if not parts and not gpu_parts:
-        body = "; no CPU event covers it" + (" and no launch is linked to the next kernel" if (g.launch[rows] < 0).all() else "")
+        body = "; no CPU event covers it" + (" (the trace has no CPU activity)" if not has_cpu else "") + (" and no launch is linked to the next kernel" if (g.launch[rows] < 0).all() else "")
     else:
         body = ""
         if gpu_parts:

@@ -1,0 +1,340 @@
+"""Diagnosis on hand-built traces: exact values computed by hand from the design's
+definitions and the bug cases' expected files (B14, B16, B20)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from analysis import Cause, Params, diagnose
+from analysis.busy import complement, coverage, union_intervals
+from parsers.builder import TraceBuilder
+from parsers.model import CopyKind, Kind
+
+US = 1_000
+
+
+def _two_lanes(b: TraceBuilder, pid="7700"):
+    cpu = b.lane(pid, pid, process_name="python3", thread_name="main")
+    gpu = b.lane("0", "7", process_name="GPU 0", thread_name="stream 7", is_gpu=True, device=0, stream=7)
+    return cpu, gpu
+
+
+# ----------------------------------------------------------------------------- B20
+def b20_trace():
+    """B20_cuda_sync_on_gpu_lane.json, rebuilt event for event (µs → ns)."""
+    b = TraceBuilder()
+    cpu, gpu = _two_lanes(b)
+    b.event(cpu, "aten::mm", 0, 12 * US, Kind.CPU_OP)
+    b.event(cpu, "cudaLaunchKernel", 2 * US, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "gemm_kernel", 10 * US, 90 * US, Kind.KERNEL, correlation=1)
+    b.event(cpu, "aten::add", 12 * US, 8 * US, Kind.CPU_OP)
+    b.event(cpu, "cudaLaunchKernel", 13 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b.event(gpu, "add_kernel", 100 * US, 100 * US, Kind.KERNEL, correlation=2)
+    b.event(cpu, "torch.cuda.synchronize", 25 * US, 213_200, Kind.PYTHON)
+    b.event(cpu, "cudaStreamSynchronize", 27 * US, 211 * US, Kind.SYNC_CALL, correlation=3)
+    b.event(gpu, "Stream Sync", 27 * US, 211 * US, Kind.SYNC_MARKER, correlation=3)
+    b.event(cpu, "aten::mul", 238_500, 8 * US, Kind.CPU_OP)
+    b.event(cpu, "cudaLaunchKernel", 239 * US, 5 * US, Kind.LAUNCH, correlation=4)
+    b.event(gpu, "mul_kernel", 246 * US, 54 * US, Kind.KERNEL, correlation=4)
+    return b.build()
+
+
+def test_b20_one_46us_sync_gap():
+    d = diagnose(b20_trace())
+    dev = d.devices[0]
+    assert (dev.window_start_ns, dev.window_end_ns) == (10 * US, 300 * US)
+    assert dev.busy_ns == 244 * US  # Stream Sync is a wait, never busy
+    g = d.gaps
+    assert len(g) == 1
+    assert (g.start_ns[0], g.end_ns[0]) == (200 * US, 246 * US)
+    assert Cause(g.cause[0]) == Cause.SYNC
+    # blocked in cudaStreamSynchronize to 238 and in torch.cuda.synchronize (a sync by
+    # name) to 238.2; launch call [239, 244] then driver to 246; [238.2, 239]: 0.3 µs
+    # uninstrumented + 0.5 µs in aten::mul (host, L = 39 µs > 0)
+    assert g.class_ns[0].tolist() == [38_200, 0, 7 * US, 800, 0]
+    assert g.lateness_ns[0] == 39 * US
+    assert Cause(g.secondary[0]) == Cause.LAUNCH
+    names = [e.name for e in d.evidence(0)]
+    assert names[:3] == ["torch.cuda.synchronize", "cudaStreamSynchronize", "Stream Sync"]
+    assert {e.overlap_ns for e in d.evidence(0)[:3]} == {38_200, 38 * US}
+    card = d.card(0)
+    assert card.smell == "sync cliff" and card.cause == Cause.SYNC
+    assert "torch.cuda.synchronize" in card.first_experiment
+
+
+# ----------------------------------------------------------------------------- B16
+def b16_trace():
+    b = TraceBuilder()
+    cpu, gpu = _two_lanes(b, "2200")
+    T = 5000 * US
+    b.event(cpu, "autograd::engine::evaluate_function: AttnBackward", T - 30 * US, 110 * US, Kind.CPU_OP)
+    for c, ts in ((1, -20), (2, 40), (3, 70)):
+        b.event(cpu, "cudaLaunchKernel", T + ts * US, 6 * US, Kind.LAUNCH, correlation=c)
+    b.event(gpu, "fmha_bwd_kernel", T, 100 * US, Kind.KERNEL, correlation=1)
+    b.event(gpu, "dgrad_kernel", T + 90 * US, 60 * US, Kind.KERNEL, correlation=2)
+    b.event(gpu, "wgrad_kernel", T + 150 * US, 50 * US, Kind.KERNEL, correlation=3)
+    b.event(gpu, "wgrad_kernel", T + 150 * US, 50 * US, Kind.KERNEL, correlation=3)
+    b.event(cpu, "aten::_foreach_add_", T + 160 * US, 80 * US, Kind.CPU_OP)
+    b.event(cpu, "aten::linear", T + 242 * US, 13 * US, Kind.CPU_OP)
+    b.event(cpu, "cudaLaunchKernel", T + 245 * US, 6 * US, Kind.LAUNCH, correlation=4)
+    b.event(gpu, "gemm_kernel", T + 260 * US, 40 * US, Kind.KERNEL, correlation=4)
+    return b.build()
+
+
+def test_b16_union_not_sum_and_host_gap():
+    d = diagnose(b16_trace())
+    assert d.devices[0].busy_ns == 240 * US
+    assert d.devices[0].window_ns == 300 * US
+    g = d.gaps
+    assert len(g) == 1 and (g.start_ns[0], g.end_ns[0]) == (5200 * US, 5260 * US)
+    assert Cause(g.cause[0]) == Cause.HOST
+    # foreach 40 + gap 2 (uninstrumented, L > 0) + linear 3 = 45 host; launch from 5245 to 5260
+    assert g.class_ns[0].tolist() == [0, 0, 15 * US, 45 * US, 0]
+    assert d.evidence(0)[0].name == "aten::_foreach_add_"
+    assert "aten::_foreach_add_" in d.card(0).first_experiment
+
+
+# ----------------------------------------------------------------------------- B14
+def test_b14_untimed_kernels_excluded():
+    b = TraceBuilder()
+    cpu, gpu = _two_lanes(b, "29463")
+    B = 1615207264504900 * US
+    b.event(cpu, "aten::conv2d", B, 100 * US, Kind.CPU_OP)
+    for c, ts in ((1, 10), (2, 40), (3, 60)):
+        b.event(cpu, "cudaLaunchKernel", B + ts * US, 6 * US, Kind.LAUNCH, correlation=c)
+    b.event(gpu, "implicit_gemm_conv", B + 30 * US, 50 * US, Kind.KERNEL, correlation=1)
+    b.event(gpu, "volta_sgemm_64x64_nt", 0, 0, Kind.KERNEL, correlation=2)
+    b.event(gpu, "volta_sgemm_64x64_nt", 0, 0, Kind.KERNEL, correlation=3)
+    b.event(cpu, "aten::linear", B + 100 * US, 40 * US, Kind.CPU_OP)
+    b.event(cpu, "cudaLaunchKernel", B + 105 * US, 6 * US, Kind.LAUNCH, correlation=4)
+    b.event(gpu, "gemv_kernel", B + 120 * US, 40 * US, Kind.KERNEL, correlation=4)
+    b.event(cpu, "aten::relu", B + 250 * US, 40 * US, Kind.CPU_OP)
+    b.event(cpu, "cudaLaunchKernel", B + 280 * US, 6 * US, Kind.LAUNCH, correlation=5)
+    b.event(gpu, "relu_kernel", B + 300 * US, 30 * US, Kind.KERNEL, correlation=5)
+    t = b.build()
+    d = diagnose(t)
+    dev = d.devices[0]
+    assert (dev.window_start_ns, dev.window_end_ns) == (B + 30 * US, B + 330 * US)
+    assert dev.busy_ns == 120 * US and dev.kernel_count == 3
+    assert d.invalid_gpu_ops == 2
+    g = d.gaps
+    assert (g.start_ns - B).tolist() == [80 * US, 160 * US]
+    assert g.dur_ns.tolist() == [40 * US, 140 * US]
+    assert d.class_totals_ns() and sum(d.class_totals_ns().values()) == 180 * US
+
+
+# ------------------------------------------------------------------- decode step
+def decode_trace(steps: int = 1):
+    """The decode-step exercise (seed 000), repeated ``steps`` times, 1.050 ms apart.
+    CPU points last until the next CPU line, as the ASCII event-list grammar says."""
+    b = TraceBuilder(format="ascii-events")
+    cpu = b.lane("host", "main", process_name="CPU", thread_name="main")
+    gpu = b.lane("gpu0", "stream 0", process_name="GPU 0", thread_name="stream 0", is_gpu=True, device=0, stream=0)
+    for k in range(steps):
+        o = k * 1_050 * US
+        b.event(cpu, "decode_step", o, 1_050 * US, Kind.ANNOTATION)
+        b.event(cpu, "sample previous token", o + 30 * US, 60 * US, Kind.CPU_OP)
+        b.event(cpu, "tensor.item()", o + 90 * US, 160 * US, Kind.SYNC_CALL)
+        b.event(cpu, "launch matmul", o + 250 * US, 172 * US, Kind.LAUNCH, correlation=2 * k + 1)
+        b.event(cpu, "launch attention", o + 422 * US, 338 * US, Kind.LAUNCH, correlation=2 * k + 2)
+        b.event(cpu, "logging callback", o + 760 * US, 290 * US, Kind.PYTHON)
+        b.event(gpu, "matmul", o + 258 * US, 152 * US, Kind.KERNEL, correlation=2 * k + 1)
+        b.event(gpu, "attention", o + 430 * US, 160 * US, Kind.KERNEL, correlation=2 * k + 2)
+    return b.build()
+
+
+def test_decode_step_single():
+    d = diagnose(decode_trace(1))
+    g = d.gaps
+    assert d.steps.source == "annotation" and d.steps.name == "decode_step"
+    assert list(zip(g.start_ns.tolist(), g.end_ns.tolist())) == [(0, 258 * US), (410 * US, 430 * US), (590 * US, 1_050 * US)]
+    # the 20 µs gap before attention: launch (back-to-back launches, nothing else on T)
+    assert Cause(g.cause[1]) == Cause.LAUNCH and g.class_ns[1].tolist() == [0, 0, 20 * US, 0, 0]
+    assert g.class_ns[0].tolist() == [160 * US, 0, 8 * US, 90 * US, 0]
+    assert g.class_ns[2].tolist() == [0, 0, 0, 460 * US, 0]
+    assert sum(d.class_totals_ns().values()) == d.total_idle_ns() == 738 * US
+    big = d.groups[0]
+    assert big.label == "attention → matmul" and big.median_ns == 718 * US
+    assert (big.steps_with_gap, big.steps_total) == (1, 1)
+    card = d.card(2)
+    assert card.cause == Cause.HOST and card.secondary == Cause.SYNC
+    assert card.secondary_share == pytest.approx(160 / 718)
+    assert "logging callback" in card.why and "tensor.item()" in card.why and "0.718 ms" in card.why
+    for text in (card.first_experiment, card.forbidden_step, card.proof, card.why):
+        assert "matmul" not in text and "attention" not in text.replace("attention settings", "")
+    b = d.budget
+    assert (b.wall_ns, b.gpu_busy_ns, b.idle_ns) == (1_050 * US, 312 * US, 738 * US)
+    assert round(b.tokens_per_s) == 952
+    w = d.what_if(names=("tensor.item()", "logging callback"))
+    assert w.removed_ns == 450 * US and w.projected_step_ns == 600 * US
+    assert round(w.tokens_per_s) == 1667
+    assert any("0.312 ms" in a for a in w.assumptions) and any("sampling" in a for a in w.assumptions)
+
+
+def test_decode_steady_state_four_steps():
+    d = diagnose(decode_trace(4))
+    g = d.gaps
+    crossing = (g.start_ns % (1_050 * US) == 590 * US) & (g.dur_ns == 718 * US)
+    assert crossing.sum() == 3
+    i = int(np.flatnonzero(crossing)[0])
+    assert g.class_ns[i].tolist() == [160 * US, 0, 8 * US, 550 * US, 0]
+    assert Cause(g.cause[i]) == Cause.HOST and Cause(g.secondary[i]) == Cause.SYNC
+    big = d.groups[0]
+    assert big.label == "attention → matmul"
+    assert (big.steps_with_gap, big.steps_total, big.median_ns) == (4, 4, 718 * US)
+    assert big.summary == "recurs in 4 of 4 steps, 0.718 ms median"
+    small = [gr for gr in d.groups if gr.label == "matmul → attention"][0]
+    assert (small.steps_with_gap, small.median_ns, small.cause) == (4, 20 * US, Cause.LAUNCH)
+    assert round(d.budget.tokens_per_s) == 952 and d.budget.steps == 4
+    assert sum(d.class_totals_ns().values()) == d.total_idle_ns() == 4 * 738 * US
+
+
+def test_graph_captured_step():
+    b = TraceBuilder(format="ascii-events")
+    cpu = b.lane("host", "main", thread_name="main")
+    gpu = b.lane("gpu0", "s0", is_gpu=True, device=0, stream=0)
+    b.event(cpu, "step", 0, 348 * US, Kind.ANNOTATION)
+    b.event(cpu, "launch fused decode graph", 0, 348 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "graph", 12 * US, 328 * US, Kind.KERNEL, correlation=1)
+    d = diagnose(b.build())
+    assert d.total_idle_ns() == 20 * US
+    assert round(d.budget.tokens_per_s) == 2874
+    assert d.budget.gpu_busy_ns == 328 * US
+
+
+# ---------------------------------------------------------------- copy evidence
+def test_pageable_copy_named_with_bytes():
+    b = TraceBuilder()
+    cpu, gpu = _two_lanes(b)
+    b.event(cpu, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k1", 10 * US, 50 * US, Kind.KERNEL, correlation=1)
+    b.event(cpu, "aten::to", 20 * US, 200 * US, Kind.CPU_OP)
+    b.event(cpu, "cudaMemcpyAsync", 60 * US, 150 * US, Kind.MEMCPY_CALL, correlation=2)
+    b.event(gpu, "Memcpy DtoH (Device -> Pageable)", 62 * US, 140 * US, Kind.MEMCPY, correlation=2,
+            bytes=8 << 20, copy_kind=CopyKind.D2H, pageable=True)
+    b.event(cpu, "cudaLaunchKernel", 225 * US, 5 * US, Kind.LAUNCH, correlation=3)
+    b.event(gpu, "k2", 232 * US, 50 * US, Kind.KERNEL, correlation=3)
+    d = diagnose(b.build())
+    g = d.gaps
+    assert len(g) == 1 and (g.start_ns[0], g.end_ns[0]) == (60 * US, 232 * US)
+    assert g.exposed_copy_ns[0] == 140 * US and g.fully_idle_ns[0] == 32 * US
+    assert d.devices[0].busy_with_copies_ns == 240 * US
+    assert Cause(g.cause[0]) == Cause.COPY
+    card = d.card(0)
+    assert "8.0 MiB" in card.first_experiment and "pageable" in card.first_experiment
+    assert card.smell == "copy on the path"
+
+
+def test_small_d2h_copy_is_sync_signature():
+    b = TraceBuilder()
+    cpu, gpu = _two_lanes(b)
+    b.event(cpu, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k1", 10 * US, 50 * US, Kind.KERNEL, correlation=1)
+    b.event(gpu, "Memcpy DtoH (Device -> Pageable)", 60 * US, 30 * US, Kind.MEMCPY, bytes=4,
+            copy_kind=CopyKind.D2H, pageable=True)
+    b.event(cpu, "cudaLaunchKernel", 95 * US, 5 * US, Kind.LAUNCH, correlation=3)
+    b.event(gpu, "k2", 100 * US, 50 * US, Kind.KERNEL, correlation=3)
+    g = diagnose(b.build()).gaps
+    assert g.class_ns[0].tolist() == [30 * US, 0, 5 * US, 5 * US, 0]
+    assert Cause(g.cause[0]) == Cause.SYNC
+
+
+def test_no_cpu_data_is_unclassified_and_gpu_only_trace():
+    b = TraceBuilder()
+    gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    b.event(gpu, "a", 0, 10 * US, Kind.KERNEL)
+    b.event(gpu, "b", 50 * US, 10 * US, Kind.KERNEL)
+    d = diagnose(b.build())
+    assert d.gaps.class_ns.tolist() == [[0, 0, 0, 0, 40 * US]]
+    assert d.card(0).cause == Cause.UNCLASSIFIED
+    assert "no CPU event" in d.card(0).why
+
+
+def test_empty_and_cpu_only_traces():
+    b = TraceBuilder()
+    cpu = b.lane("1", "1")
+    b.event(cpu, "aten::add", 0, 10, Kind.CPU_OP)
+    d = diagnose(b.build())
+    assert d.devices == [] and len(d.gaps) == 0 and d.budget is None
+    assert d.to_json()["gaps"]["start_ns"] == []
+    d = diagnose(TraceBuilder().build())
+    assert len(d.gaps) == 0 and d.class_totals_ns()[Cause.SYNC] == 0
+
+
+def test_multi_stream_union_and_min_gap():
+    b = TraceBuilder()
+    g7 = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    g8 = b.lane("0", "8", is_gpu=True, device=0, stream=8)
+    b.event(g7, "a", 0, 10 * US, Kind.KERNEL)
+    b.event(g8, "b", 5 * US, 20 * US, Kind.KERNEL)       # overlaps a on another stream
+    b.event(g7, "c", 26 * US, 10 * US, Kind.KERNEL)      # 1 µs gap: below min_gap
+    b.event(g8, "d", 50 * US, 10 * US, Kind.KERNEL)
+    d = diagnose(b.build())
+    assert d.devices[0].busy_ns == 45 * US
+    assert list(zip(d.gaps.start_ns.tolist(), d.gaps.end_ns.tolist())) == [(36 * US, 50 * US)]
+    d = diagnose(b.build(), Params(min_gap_ns=500))
+    assert d.gaps.dur_ns.tolist() == [1 * US, 14 * US]
+
+
+def test_picket_fence_episode():
+    b = TraceBuilder()
+    cpu, gpu = _two_lanes(b)
+    t = 0
+    for k in range(12):
+        b.event(cpu, "aten::add", t, 12 * US, Kind.CPU_OP)
+        b.event(cpu, "cudaLaunchKernel", t + 4 * US, 6 * US, Kind.LAUNCH, correlation=k + 1)
+        b.event(gpu, "add_kernel", t + 12 * US, 3 * US, Kind.KERNEL, correlation=k + 1)
+        t += 13 * US
+    d = diagnose(b.build())
+    assert len(d.episodes) == 1
+    ep = d.episodes[0]
+    assert ep.kernel_count == 12 and ep.median_kernel_ns == 3 * US and ep.median_launch_ns == 6 * US
+    assert ep.idle_ns == 11 * 10 * US
+    assert (d.gaps.cause == int(Cause.LAUNCH)).all()
+    assert d.card(0).smell == "picket fence"
+    assert "CUDA graph" in d.card(0).first_experiment
+
+
+def test_what_if_by_cause_and_gap():
+    d = diagnose(decode_trace(1))
+    w = d.what_if(causes=(Cause.HOST,))
+    assert w.removed_ns == 550 * US and w.projected_step_ns == 500 * US
+    w = d.what_if(gaps=(2,))
+    assert w.removed_ns == 460 * US
+    w = d.what_if(gaps=(0, 1, 2))
+    assert w.projected_step_ns == 312 * US
+
+
+def test_to_json_is_serialisable_and_complete():
+    import json
+
+    d = diagnose(decode_trace(2))
+    j = d.to_json()
+    json.dumps(j)
+    assert j["total_idle_ns"] == sum(j["class_totals_ns"].values())
+    assert j["budget"]["tokens_per_s"] == pytest.approx(952.381, abs=1e-3)
+    assert j["groups"][0]["card"]["cause"] == "host"
+    assert j["top_gaps"][0]["card"]["evidence"]
+
+
+# ------------------------------------------------------------ busy union reference
+def _slow_union(iv):
+    out = []
+    for s, e in sorted(iv):
+        if e <= s:
+            continue
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return out
+
+
+def test_union_coverage_complement_small():
+    s, e = union_intervals(np.array([5, 0, 20, 8]), np.array([10, 3, 25, 12]))
+    assert s.tolist() == [0, 5, 20] and e.tolist() == [3, 12, 25]
+    assert coverage(s, e, np.array([0, 2, 11]), np.array([30, 6, 21])).tolist() == [15, 2, 2]
+    cs, ce = complement(s, e, 0, 30)
+    assert list(zip(cs.tolist(), ce.tolist())) == [(3, 5), (12, 20), (25, 30)]
+    assert _slow_union([(5, 10), (0, 3), (20, 25), (8, 12)]) == [[0, 3], [5, 12], [20, 25]]

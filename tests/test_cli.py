@@ -185,3 +185,18 @@ def test_permission_denied_in_process(monkeypatch, capsys, tmp_path):
     assert report_cmd.main([str(p)]) == 2
     err = capsys.readouterr().err
     assert err == f"gapscope: error: {p}: cannot read: Permission denied\n"
+
+
+def test_broken_pipe_is_quiet():
+    sample = require(ROOT / "sample_traces" / "decode_10_steps.txt")
+    proc = subprocess.run(f"{sys.executable} -m gapscope report {sample} | head -n 1", shell=True, cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, env=dict(os.environ, NO_COLOR="1"))
+    assert proc.stdout.startswith("gapscope report: ")
+    assert "Traceback" not in proc.stderr and "Error" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("fmt", [[], ["--json"], ["--markdown"]])
+def test_successful_report_leaves_input_untouched(fmt):
+    sample = require(ROOT / "sample_traces" / "decode_step.txt")
+    proc = _unchanged_after(sample, *fmt)
+    assert proc.returncode == 0 and proc.stderr == ""

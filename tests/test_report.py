@@ -40,7 +40,11 @@ def test_b20_one_sync_gap(bugs):
     assert (g["start_ns"], g["end_ns"], g["dur_ns"]) == (200_000, 246_000, 46_000)
     assert g["cause"] == "sync"
     assert g["prev_op"]["name"] == "add_kernel" and g["next_op"]["name"] == "mul_kernel"
-    assert doc["class_totals_ns"] == {"sync": 46_000, "copy": 0, "launch": 0, "host": 0, "unclassified": 0}
+    # per-class split of the 46 µs: the host sat in cudaStreamSynchronize [27, 238] µs
+    # (inside torch.cuda.synchronize [25, 238.2]) for at least 38 µs of it
+    totals = doc["class_totals_ns"]
+    assert list(totals) == ["sync", "copy", "launch", "host", "unclassified"]
+    assert sum(totals.values()) == 46_000 and totals["sync"] >= 38_000 and totals["copy"] == 0
     text = report(bugs / "B20_cuda_sync_on_gpu_lane.json")
     assert "0.244 ms (84.1%)" in text
     row = next(line for line in text.splitlines() if "add_kernel" in line and "mul_kernel" in line)

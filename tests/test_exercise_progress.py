@@ -1,0 +1,119 @@
+"""Exercise progress (save, resume, reset in a temporary state dir) and the
+``gapscope exercise`` command (list, --check, --reset)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gapscope import exercise_cmd
+from gapscope.exercise import ProgressStore, Session, Workbook, bundled_paths, find, load_exercise
+
+
+@pytest.fixture
+def state(tmp_path, monkeypatch):
+    monkeypatch.setenv("GAPSCOPE_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("GAPSCOPE_LEARNER", "ada")
+    return tmp_path / "state"
+
+
+@pytest.fixture(scope="module")
+def decode():
+    ex = find("decode-step")
+    return ex, Workbook(ex)
+
+
+def test_session_saves_resumes_and_resets(state, decode):
+    ex, wb = decode
+    s = Session(ex, workbook=wb)
+    assert s.store.path == state / "progress-ada.json"
+    assert s.index == 0 and s.task.id == "look"
+    assert s.hint() == ex.tasks[0].hints[0]
+    assert s.hint() is None  # only one hint
+    v = s.submit(1)  # "dense": wrong
+    assert not v.correct and s.index == 0
+    assert s.submit(0).correct and s.index == 1
+    data = json.loads((state / "progress-ada.json").read_text())
+    rec = data["exercises"]["decode-step"]
+    assert rec["current"] == 1 and rec["tasks"]["look"] == {"done": True, "attempts": 2, "hints": 1, "answer": 0, "notes": ""}
+
+    s2 = Session(ex, store=ProgressStore(), workbook=wb)  # a new run resumes
+    assert s2.index == 1 and s2.task.id == "largest-gap"
+    assert s2.store.summary("decode-step", len(ex.tasks)) == (1, len(ex.tasks), False)
+    s2.reset()
+    assert s2.index == 0
+    s3 = Session(ex, store=ProgressStore(), workbook=wb)
+    assert s3.index == 0 and s3.record()["attempts"] == 0
+
+
+def test_notes_kept_and_learners_separate(state, decode):
+    ex, wb = decode
+    s = Session(ex, workbook=wb)
+    for tid, ans in (("look", 0),):
+        assert s.task.id == tid and s.submit(ans).correct
+    other = ProgressStore(learner="bob")
+    assert other.path.name == "progress-bob.json"
+    assert other.summary("decode-step", 14) == (0, 14, False)
+
+
+def test_finishing_marks_exercise_done(state, decode):
+    ex, wb = decode
+    s = Session(ex, workbook=wb)
+    store = s.store
+    for t in ex.tasks:
+        store.task(ex.id, t.id)["done"] = True
+    store.save()
+    s = Session(ex, store=ProgressStore(), workbook=wb)
+    assert s.finished and s.task is None
+    with pytest.raises(RuntimeError):
+        s.submit(0)
+
+
+def test_corrupt_progress_file_is_set_aside(state):
+    state.mkdir(parents=True)
+    (state / "progress-ada.json").write_text("{not json", encoding="utf-8")
+    store = ProgressStore()
+    assert store.data == {"version": 1, "exercises": {}}
+    assert (state / "progress-ada.corrupt").read_text() == "{not json"
+
+
+def test_cmd_lists_with_progress(state, decode, capsys):
+    ex, wb = decode
+    s = Session(ex, workbook=wb)
+    s.submit(0)
+    assert exercise_cmd.main([]) == 0
+    out = capsys.readouterr().out
+    assert "progress of ada" in out
+    assert f"decode-step        1/{len(ex.tasks)}  Decode-step gap detective" in out
+    n = len(load_exercise([p for p in bundled_paths() if p.stem == "four-smells"][0]).tasks)
+    assert f"four-smells        0/{n}  Four timeline smells" in out
+
+
+def test_cmd_reset(state, decode, capsys):
+    ex, wb = decode
+    Session(ex, workbook=wb).submit(0)
+    assert exercise_cmd.main(["--reset", "decode"]) == 0  # unique prefix
+    assert "progress of decode-step reset" in capsys.readouterr().out
+    assert ProgressStore().summary("decode-step", 14) == (0, 14, False)
+    assert exercise_cmd.main(["--reset", "nope"]) == 2
+    assert "no such exercise" in capsys.readouterr().err
+    assert exercise_cmd.main(["--reset"]) == 0
+
+
+def test_cmd_check_exit_codes(tmp_path, capsys):
+    paths = [str(p) for p in bundled_paths()]
+    assert exercise_cmd.main(["--check", *paths]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [f"{p}: ok" for p in paths]
+    text = bundled_paths()[0].read_text(encoding="utf-8")
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace("value = 2326", "value = 3000", 1), encoding="utf-8")
+    assert exercise_cmd.main(["--check", str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert "error: task 'projected'" in out and "3000 tokens/s" in out and "2326 tokens/s" in out
+
+
+def test_cmd_unknown_exercise(state, capsys):
+    assert exercise_cmd.main(["no-such-exercise"]) == 2
+    assert "no such exercise" in capsys.readouterr().err

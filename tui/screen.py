@@ -92,6 +92,7 @@ class TraceScreen(Screen):
         self.done: set[int] = {2}
         self.message = error or ""
         self._shown_gap: int | None = None
+        self._restart = False
 
     # ------------------------------------------------------------- layout
     def compose(self) -> ComposeResult:
@@ -209,12 +210,14 @@ class TraceScreen(Screen):
             self._say("no gaps in this trace")
             return
         lanes = self.lanes
-        g = self.nav.step(lanes.selected_gap, direction, self.order_mode, cause, from_ns=lanes.cursor_ns)
+        current = None if self._restart else lanes.selected_gap
+        g = self.nav.step(current, direction, self.order_mode, cause, from_ns=lanes.cursor_ns)
         if g is None:
             what = f"{cause.label} " if cause is not None else ""
             self._say(f"no {'next' if direction > 0 else 'previous'} {what}gap ({self.order_mode} order)")
             return
         self.message = ""
+        self._restart = False
         if self.order_mode == SIZE:
             self.done.add(3)
         lanes.select_gap(g)
@@ -222,6 +225,7 @@ class TraceScreen(Screen):
 
     def action_toggle_order(self) -> None:
         self.order_mode = SIZE if self.order_mode == TIME else TIME
+        self._restart = True  # largest first starts at the largest; time order at the cursor
         self._say("gaps: largest first" if self.order_mode == SIZE else "gaps: time order")
 
     def action_zoom(self, factor: float) -> None:

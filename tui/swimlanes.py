@@ -204,6 +204,8 @@ class Swimlanes(Widget, can_focus=True):
             self._fitted = True
         else:
             self.viewport = self.viewport.with_width(w)
+            if not self.viewport.contains(self.cursor_ns):
+                self.viewport = self.viewport.centred_on(self.cursor_ns)
         self._keep_row_visible()
         self._update_count += 1
 
@@ -400,14 +402,14 @@ class Swimlanes(Widget, can_focus=True):
         g = self.gutter
         w = vp.width
         chars = [" "] * w
-        _, ticks = ruler_ticks(vp, self.origin_ns)
+        _, ticks = ruler_ticks(vp, self.origin_ns, min_cells=10)
         for cell, label in ticks:
             text = "▏" + label
             if cell + len(text) <= w:
                 for k, ch in enumerate(text):
                     chars[cell + k] = ch
         rs = self._style("lanes--ruler")
-        head = sanitize(format_duration_ns(vp.span_ns) + " view")[: g - 1].ljust(g)
+        head = ("↔" + format_duration_ns(vp.span_ns))[: g - 1].ljust(g)
         segs = [Segment(head, rs)]
         segs += self._runs(chars, [rs] * w, cursor_cell)
         return Strip(segs)
@@ -536,7 +538,7 @@ class Swimlanes(Widget, can_focus=True):
                 k = int(li.cls[j])
                 if k < 0:
                     continue
-                c0 = max(0, vp.cell_of(int(li.start[j])) + 1)
+                c0 = max(0, -int(-(int(li.start[j]) - vp.start_ns) // vp.ns_per_cell))  # first cell fully inside
                 c1 = min(vp.width, vp.cell_of(int(li.end[j])))
                 if c1 - c0 < 3:
                     continue

@@ -1,0 +1,69 @@
+"""SVG snapshots of the viewer at 80x24 and 120x40 (pytest-textual-snapshot).
+
+Update with ``pytest tests/test_tui_snapshots.py --snapshot-update`` and LOOK at the
+SVGs under ``tests/__snapshots__/test_tui_snapshots/`` before committing them. No clock
+or timing text is drawn, so the snapshots are deterministic.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import BUGS, CORPUS, require
+from tui.factory import make_app
+from tui.screen import TraceScreen
+
+SIZES = [(80, 24), (120, 40)]
+
+
+async def _ready(pilot):
+    app = pilot.app
+    for _ in range(200):
+        try:
+            await app.workers.wait_for_complete()
+        except Exception:
+            pass
+        await pilot.pause()
+        if isinstance(app.screen, TraceScreen):
+            await pilot.pause()
+            return app.screen
+    raise AssertionError(f"trace screen never shown (error={app.error!r})")
+
+
+def _keys(*keys):
+    async def run_before(pilot):
+        await _ready(pilot)
+        for k in keys:
+            await pilot.press(k)
+        await pilot.pause()
+
+    return run_before
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_decode_step_largest_gap(snap_compare, size):
+    import sample_traces
+
+    keys = ["s", "n"] + (["p"] if size[0] < 110 else [])
+    assert snap_compare(make_app(sample_traces.path()), terminal_size=size, run_before=_keys(*keys))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_multistream_kineto(snap_compare, size):
+    path = require(CORPUS / "hta" / "rank0.json.gz")
+    assert snap_compare(make_app(path), terminal_size=size, run_before=_keys("s", "n"))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_markup_names_verbatim(snap_compare, size):
+    path = require(BUGS / "B23_markup_in_names.json")
+    keys = ["slash", *"loss", "enter"]
+    assert snap_compare(make_app(path), terminal_size=size, run_before=_keys(*keys))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_cpu_only_trace(snap_compare, size):
+    path = require(CORPUS / "hta" / "rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")
+    assert snap_compare(make_app(path), terminal_size=size, run_before=_keys("n"))

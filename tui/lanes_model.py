@@ -52,7 +52,8 @@ def build_rows(trace: Trace, collapsed: frozenset | set = frozenset(), gap_devic
             device = first.device
         else:
             pname = first.process_name or ""
-            label = f"{pname} ({first.pid})" if pname and pname != first.pid else f"pid {first.pid}"
+            pid = first.pid or "?"
+            label = f"{pname} ({pid})" if pname and pname != first.pid else f"pid {pid}"
             device = -1
         is_collapsed = key in collapsed
         mark = "▸" if is_collapsed else "▾"
@@ -63,7 +64,8 @@ def build_rows(trace: Trace, collapsed: frozenset | set = frozenset(), gap_devic
             rows.append(Row("idle", key, "idle gaps", device=device))
         for k in members:
             ln = trace.lanes[k]
-            rows.append(Row("lane", key, ln.label if ln.is_gpu else (ln.thread_name or ln.tid), lane=k, device=ln.device))
+            label = (ln.label if ln.is_gpu else (ln.thread_name or ln.tid)).strip() or "(no tid)"
+            rows.append(Row("lane", key, label, lane=k, device=ln.device))
     return rows
 
 

@@ -133,7 +133,7 @@ class TraceScreen(Screen):
             if win > 0:
                 parts.append(f"GPU busy {100 * busy / win:.0f}%")
         if d is not None:
-            parts.append(f"{len(d.gaps)} gaps")
+            parts.append(f"{len(d.gaps)} gap" + ("" if len(d.gaps) == 1 else "s"))
         t = Text("gapscope ", style="bold")
         t.append(" │ ".join(parts))
         return t

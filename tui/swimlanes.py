@@ -153,10 +153,16 @@ class Swimlanes(Widget, can_focus=True):
 
     # ------------------------------------------------------------ helpers
     def _first_lane_row(self) -> int:
+        """The first lane row with events (else the first lane row, else 0)."""
+        first = None
         for i, r in enumerate(self.rows):
             if r.kind == "lane":
-                return i
-        return 0
+                if first is None:
+                    first = i
+                sl = self.trace.lane_slice(r.lane)
+                if sl.stop > sl.start:
+                    return i
+        return first or 0
 
     def lane_index(self, lane: int) -> LaneIndex:
         li = self._indexes.get(lane)
@@ -167,7 +173,7 @@ class Swimlanes(Widget, can_focus=True):
     @property
     def gutter(self) -> int:
         w = self.size.width
-        return max(10, min(24, w // 6))
+        return max(10, min(24, w // 5))
 
     @property
     def timeline_width(self) -> int:
@@ -544,9 +550,10 @@ class Swimlanes(Widget, can_focus=True):
                     continue
                 text = sanitize(self.trace.name(ev), c1 - c0)
                 st = cls_styles[k] + Style(reverse=True)
-                for q, ch in enumerate(text):
-                    chars[c0 + q] = ch
-                    styles[c0 + q] = st
+                fill = " " if k == GlyphClass.KERNEL else CLASS_GLYPH[GlyphClass(k)]
+                for q in range(c0, c1):
+                    chars[q] = text[q - c0] if q - c0 < len(text) else fill
+                    styles[q] = st
         if self.selected_event is not None and li.offset <= self.selected_event < li.offset + len(li):
             j = self.selected_event - li.offset
             c0 = max(0, vp.cell_of(int(li.start[j])))

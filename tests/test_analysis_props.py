@@ -1,0 +1,146 @@
+"""Property tests: random traces whose true cause is known by construction, and the
+vectorised interval code against slow pure-Python references."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+from analysis import Cause, diagnose
+from analysis.busy import complement, coverage, union_intervals
+from analysis.gaps import find_gaps
+from parsers.builder import TraceBuilder
+from parsers.model import CopyKind, Kind
+
+US = 1_000
+
+
+def _slow_union(iv):
+    out = []
+    for s, e in sorted(iv):
+        if e <= s:
+            continue
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return out
+
+
+def _slow_cover(union, a, b):
+    return sum(max(0, min(e, b) - max(s, a)) for s, e in union)
+
+
+intervals = st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 3_000)), min_size=0, max_size=60)
+
+
+@settings(max_examples=200, deadline=None)
+@given(intervals, st.lists(st.tuples(st.integers(-100, 11_000), st.integers(0, 5_000)), max_size=10))
+def test_union_and_coverage_match_reference(iv, queries):
+    s = np.array([a for a, _ in iv], dtype=np.int64)
+    e = np.array([a + d for a, d in iv], dtype=np.int64)
+    us, ue = union_intervals(s, e)
+    ref = _slow_union([(a, a + d) for a, d in iv])
+    assert list(zip(us.tolist(), ue.tolist())) == [tuple(x) for x in ref]
+    if queries:
+        qa = np.array([a for a, _ in queries], dtype=np.int64)
+        qb = qa + np.array([d for _, d in queries], dtype=np.int64)
+        assert coverage(us, ue, qa, qb).tolist() == [_slow_cover(ref, a, b) for a, b in zip(qa, qb)]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 50_000), st.integers(1, 8_000)), min_size=1, max_size=40),
+       st.integers(1, 3_000))
+def test_find_gaps_matches_reference(kernels, min_gap):
+    """Gaps = complement of the union over streams, inside [first, last] op, >= min_gap."""
+    b = TraceBuilder()
+    lanes = [b.lane("0", str(k), is_gpu=True, device=0, stream=k) for k in range(4)]
+    for stream, s, d in kernels:
+        b.event(lanes[stream], "k", s, d, Kind.KERNEL)
+    t = b.build()
+    g = find_gaps(t, 0, min_gap)
+    ref = _slow_union([(s, s + d) for _, s, d in kernels])
+    lo = min(s for _, s, _ in kernels)
+    hi = max(s + d for _, s, d in kernels)
+    ref_gaps = [(ref[i][1], ref[i + 1][0]) for i in range(len(ref) - 1) if ref[i + 1][0] - ref[i][1] >= min_gap]
+    assert list(zip(g.start_ns.tolist(), g.end_ns.tolist())) == ref_gaps
+    assert all(lo <= a < b <= hi for a, b in ref_gaps)
+    cs, ce = complement(*union_intervals(np.array([s for _, s, _ in kernels]), np.array([s + d for _, s, d in kernels])), lo, hi)
+    assert int((ce - cs).sum()) == (hi - lo) - sum(e - s for s, e in ref)
+
+
+PLANTED = st.sampled_from([Cause.SYNC, Cause.COPY, Cause.HOST, Cause.LAUNCH])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(PLANTED, st.integers(60, 400), st.integers(40, 200), st.integers(0, 5)), min_size=1, max_size=8),
+       st.booleans())
+def test_planted_causes_are_found(plan, noise):
+    """Each planted gap has one cause by construction:
+
+    - sync: the launching thread blocks in ``cudaStreamSynchronize`` (or ``aten::item``)
+      from before the gap to 10 µs before its end;
+    - copy: a ``cudaMemcpyAsync`` call, with a pageable GPU copy inside the gap;
+    - host: ``aten::_foreach_add_`` or a Python ``tokenize`` with no launch;
+    - launch: a picket fence of 10 kernels of 3 µs, 20 µs apart, launched back to back
+      with a little Python between launches.
+    Then the next kernel's launch call (L > 0). Noise: another process doing host work
+    and a sync the whole time (not the launching process: must change nothing).
+    """
+    b = TraceBuilder()
+    cpu = b.lane("1", "1", process_name="python", thread_name="main")
+    other = b.lane("2", "2", process_name="other", thread_name="worker")
+    gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    corr = iter(range(1, 10_000))
+    t = 0
+    expected = []  # (gap start, gap end, cause)
+
+    def kernel(start, dur, name="k"):
+        c = next(corr)
+        b.event(cpu, "cudaLaunchKernel", start - 8 * US, 5 * US, Kind.LAUNCH, correlation=c)
+        b.event(gpu, name, start, dur, Kind.KERNEL, correlation=c)
+
+    t = 20 * US
+    kernel(t, 50 * US)
+    t += 50 * US
+    for i, (cause, gap_us, kd_us, a_us) in enumerate(plan):
+        if cause == Cause.LAUNCH:
+            for j in range(10):
+                # the first gap follows a long kernel: not part of the fence, not checked
+                expected.append((t, t + 20 * US, Cause.LAUNCH if j else None))
+                # Python between back-to-back launches: the per-kernel dispatch tax
+                b.event(cpu, "python loop", t, 10 * US, Kind.PYTHON)
+                t += 20 * US
+                kernel(t, 3 * US, "small")
+                t += 3 * US
+            # a long gap after the fence so the fence ends: plant host work there
+            cause, gap_us = Cause.HOST, max(gap_us, 60)
+        gs, ge = t, t + gap_us * US
+        end = ge - 10 * US
+        if cause == Cause.SYNC:
+            name = "cudaStreamSynchronize" if i % 2 == 0 else "aten::item"
+            b.event(cpu, name, gs - 20 * US, end - (gs - 20 * US), Kind.SYNC_CALL if i % 2 == 0 else Kind.CPU_OP)
+        elif cause == Cause.COPY:
+            b.event(cpu, "cudaMemcpyAsync", gs + a_us * US, end - gs - a_us * US, Kind.MEMCPY_CALL)
+            b.event(gpu, "Memcpy HtoD (Pageable -> Device)", gs + (a_us + 1) * US, 20 * US, Kind.MEMCPY,
+                    bytes=1 << 20, copy_kind=CopyKind.H2D, pageable=True)
+        else:
+            name = "aten::_foreach_add_" if i % 2 == 0 else "tokenize"
+            b.event(cpu, name, gs + a_us * US, end - gs - a_us * US, Kind.CPU_OP if i % 2 == 0 else Kind.PYTHON)
+        expected.append((gs, ge, cause))
+        t = ge
+        kernel(t, kd_us * US)
+        t += kd_us * US
+    if noise:
+        b.event(other, "dataloader", 0, t, Kind.PYTHON)
+        b.event(other, "cudaStreamSynchronize", 0, t, Kind.SYNC_CALL)
+    d = diagnose(b.build())
+    g = d.gaps
+    got = {(int(s), int(e)): Cause(int(c)) for s, e, c in zip(g.start_ns, g.end_ns, g.cause)}
+    assert len(got) == len(expected)
+    for gs, ge, cause in expected:
+        if cause is None:
+            continue
+        assert got[(gs, ge)] == cause, (gs, ge, cause, g.class_ns)
+    assert (g.class_ns.sum(axis=1) == g.dur_ns).all()
+    assert sum(d.class_totals_ns().values()) == d.total_idle_ns() == d.devices[0].idle_ns

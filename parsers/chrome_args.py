@@ -9,6 +9,7 @@ pageable host memory). Other args stay raw bytes until the detail view asks.
 from __future__ import annotations
 
 import dataclasses
+from operator import attrgetter
 
 import msgspec
 import numpy as np
@@ -118,7 +119,7 @@ def extract_args(raws: list, kind: np.ndarray, name_id: np.ndarray, names: list)
     sub = [raws[i] for i in sel.tolist()]
     decoded = _decode_batch(sub)
     del sub
-    get = lambda f: list(map(lambda a: getattr(a, f), decoded))  # noqa: E731
+    get = lambda f: list(map(attrgetter(f), decoded))  # noqa: E731
     cols.correlation[sel] = _int_col(get("correlation"))
     cols.device[sel] = _int_col(get("device"))
     cols.stream[sel] = _int_col(get("stream"))

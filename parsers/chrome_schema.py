@@ -57,13 +57,13 @@ class ObjectTrace(msgspec.Struct):
 class KinetoArgs(msgspec.Struct, gc=False):
     """The ``args`` fields a timeline needs (Kineto names; -1/None = absent)."""
 
-    correlation: Scalar = None
-    device: Scalar = None
-    stream: Scalar = None
+    correlation: Scalar = -1
+    device: Scalar = -1
+    stream: Scalar = -1
     bytes: Scalar = None
     size: Scalar = None
-    external_id: Scalar = msgspec.field(default=None, name="External id")
-    external_id_old: Scalar = msgspec.field(default=None, name="external id")
+    external_id: Scalar = msgspec.field(default=-1, name="External id")
+    external_id_old: Scalar = msgspec.field(default=-1, name="external id")
     memcpy_kind: Scalar = msgspec.field(default=None, name="memcpy kind")
     kind: Scalar = None
     src_kind: Scalar = msgspec.field(default=None, name="src kind")

@@ -299,6 +299,7 @@ class Recovered:
     header: dict[str, Any]
     events: list[Event | None]
     starts: np.ndarray
+    ends: np.ndarray
     text: bytes
     warnings: list[TraceWarning]
     nonfinite_replaced: int
@@ -318,10 +319,13 @@ def recover(data: bytes, path: str, root: int, lines: LineIndex) -> Recovered:
     warnings: list[TraceWarning] = []
     n = int(scan.starts.size)
     if n == 0:
-        cut = scan.partial_start if scan.partial_start >= 0 else len(data)
-        if scan.close >= 0 or (scan.partial_start < 0 and not data[begin:].strip(b" \t\r\n,")):
-            events: list[Event | None] = []
+        if scan.close >= 0:
+            if data[begin:scan.close].strip(b" \t\r\n,"):
+                raise TraceFormatError(path, "the events array holds no event objects", line=lines.line(begin),
+                                       column=lines.column(begin),
+                                       hint="expected Chrome Trace Event Format events ({\"ph\": ..., \"ts\": ...})")
         else:
+            cut = scan.partial_start if scan.partial_start >= 0 else len(data)
             raise TraceFormatError(path, "file truncated before the first complete event", line=lines.line(cut),
                                    column=lines.column(cut), hint="the profiler was probably killed while writing; re-capture")
     a = int(scan.starts[0]) if n else begin
@@ -348,18 +352,23 @@ def recover(data: bytes, path: str, root: int, lines: LineIndex) -> Recovered:
         ln = lines.line(len(data))
         warnings.append(TraceWarning(ln, None, f"file truncated at line {ln}: traceEvents array and object not closed; "
                                                f"{kept} events recovered"))
-    header = _header(data, root, begin, scan)
-    return Recovered(header, events, scan.starts, text, warnings, replaced)
+    header, whole = _header(data, root, begin, scan)
+    if not whole and scan.close >= 0 and scan.partial_start < 0:
+        ln = lines.line(len(data))
+        warnings.append(TraceWarning(ln, None, f"file truncated at line {ln}: JSON object not closed after the "
+                                               f"traceEvents array; {kept} events recovered"))
+    return Recovered(header, events, scan.starts, scan.ends, text, warnings, replaced)
 
 
-def _header(data: bytes, root: int, begin: int, scan: ScanResult) -> dict[str, Any]:
-    """Top-level keys other than traceEvents, decoded leniently ({} when unreadable)."""
+def _header(data: bytes, root: int, begin: int, scan: ScanResult) -> tuple[dict[str, Any], bool]:
+    """Top-level keys other than traceEvents, decoded leniently ({} when unreadable),
+    and whether the object after the events array was complete."""
     if data[root:root + 1] != b"{":
-        return {}
+        return {}, True
     head = data[root:begin]
     tails = [data[scan.close:]] if scan.close >= 0 else []
     tails += [b"]}"]
-    for tail in tails:
+    for j, tail in enumerate(tails):
         try:
             obj = msgspec.json.decode(head + tail)
         except (msgspec.DecodeError, msgspec.ValidationError):
@@ -369,5 +378,5 @@ def _header(data: bytes, root: int, begin: int, scan: ScanResult) -> dict[str, A
                 continue
         if isinstance(obj, dict):
             obj.pop("traceEvents", None)
-            return obj
-    return {}
+            return obj, j == 0 and scan.close >= 0
+    return {}, False

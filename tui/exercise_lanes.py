@@ -1,11 +1,14 @@
 """Swimlanes for exercises: the viewer's widget with the cause classes of the gap row
 hidden until the learner has classified them (otherwise the timeline gives the answer
-away). Composes ``tui.swimlanes.Swimlanes`` by subclassing; the viewer's file is not
-changed. Hook wanted there: a ``show_causes`` flag (see the exercise report)."""
+away). Subclasses ``tui.swimlanes.Swimlanes`` through public surface only (its ``gaps``
+attribute and the Line API ``render_line``); the viewer's file is not changed. A
+``show_causes`` flag in the viewer would replace this (see the exercise report)."""
 
 from __future__ import annotations
 
 import numpy as np
+from rich.segment import Segment
+from textual.strip import Strip
 
 from analysis.types import Cause
 
@@ -14,6 +17,9 @@ from .swimlanes import Swimlanes
 __all__ = ["ExerciseLanes"]
 
 _HIDDEN = Cause.UNCLASSIFIED
+_WORD = _HIDDEN.label  # "unclassified": 12 cells
+_IDLE = "░░░░idle░░░░"  # same width, centred
+_LETTER = "░" + _HIDDEN.label[0].upper() + "░"
 
 
 class _NeutralGaps:
@@ -31,41 +37,31 @@ class _NeutralGaps:
 
 
 class ExerciseLanes(Swimlanes):
-    """``Swimlanes`` with ``reveal_causes`` (bool, default False): when False the gap
-    row shows every gap as plain idle time, labelled ``idle <duration>``."""
+    """``Swimlanes`` with ``reveal_causes`` (bool, default False): when False every gap
+    is drawn as plain idle time (one neutral colour, labelled ``idle``)."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.reveal_causes = False
+        self.reveal_causes = True
+        self._real_gaps = self.gaps
         self._neutral = _NeutralGaps(self.gaps) if self.gaps is not None else None
+        self.set_reveal(False)
 
     def set_reveal(self, reveal: bool) -> None:
-        if reveal != self.reveal_causes:
-            self.reveal_causes = reveal
+        """Show (True) or hide (False) the cause classes of the gaps."""
+        if reveal == self.reveal_causes:
+            return
+        self.reveal_causes = reveal
+        self.gaps = self._real_gaps if reveal or self._neutral is None else self._neutral
+        if self.is_mounted:
             self.invalidate()
 
-    def _draw_gaps(self, device, vp, chars, styles, *, label: bool) -> None:
-        if self.reveal_causes or self._neutral is None:
-            return super()._draw_gaps(device, vp, chars, styles, label=label)
-        real = self.gaps
-        self.gaps = self._neutral
-        try:
-            super()._draw_gaps(device, vp, chars, styles, label=label)
-        finally:
-            self.gaps = real
-        if not label:
-            return
-        word = _HIDDEN.label
-        line = "".join(chars)
-        k = line.find(word)
-        while k >= 0:
-            end = line.find("░", k)
-            end = len(line) if end < 0 else end
-            new = "idle" + line[k + len(word):end]
-            pad = end - k - len(new)
-            chars[k:end] = list("░" * (pad // 2) + new + "░" * (pad - pad // 2))
-            line = "".join(chars)
-            k = line.find(word, k + 1)
-        for c, ch in enumerate(chars):
-            if ch == word[0].upper() and 0 < c < len(chars) - 1 and chars[c - 1] == "░" and chars[c + 1] == "░":
-                chars[c] = "░"
+    def render_line(self, y: int) -> Strip:
+        strip = super().render_line(y)
+        if self.reveal_causes:
+            return strip
+        segs = list(strip)
+        if not any(_WORD in s.text or _LETTER in s.text for s in segs):
+            return strip
+        out = [Segment(s.text.replace(_WORD, _IDLE).replace(_LETTER, "░░░"), s.style, s.control) for s in segs]
+        return Strip(out, strip.cell_length)

@@ -9,6 +9,7 @@ h/l pan, ,/. cursor, j/k lanes, f fit; Enter confirms a picked gap; u unlocks a 
 
 from __future__ import annotations
 
+from rich.markdown import Markdown as RichMarkdown
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -109,7 +110,7 @@ class ExerciseScreen(Screen):
                 yield Static(Text(""), id="ex-status", markup=False)
                 with VerticalScroll(id="ex-task-box"):
                     yield Static(Text(""), id="ex-task-head", markup=False)
-                    yield Markdown("", id="ex-task")
+                    yield Static("", id="ex-task")
                     yield Input(placeholder="your note (kept, not judged)", id="ex-notes", classes="-off")
                     yield OptionList(id="ex-options", classes="-off")
                     yield Input(placeholder="a number with its unit, e.g. 0.312 ms", id="ex-number", classes="-off")
@@ -159,7 +160,7 @@ class ExerciseScreen(Screen):
         for ref in s.exercise.traces:
             self.lanes_for(ref.id).set_class(ref.id != task.trace, "-hidden")
         self.query_one("#ex-task-head", Static).update(task_header(s))
-        self.query_one("#ex-task", Markdown).update(task.prompt.strip())
+        self.query_one("#ex-task", Static).update(RichMarkdown(task.prompt.strip()))
         self._refresh_hints()
         self.card_answers = {}
         self.card_queue = [f.name for f in task.fields]

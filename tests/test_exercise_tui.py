@@ -1,0 +1,178 @@
+"""Pilot tests of the exercise screen: each bundled exercise played end to end with
+correct answers (all accepted, debrief shown) and with typical wrong answers."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from textual.widgets import Input, OptionList, Static
+
+from gapscope.exercise import ProgressStore, Workbook, bundled_paths, load_exercise
+from gapscope.exercise.load import CAUSE_LABELS
+from tui.exercise_app import make_exercise_app
+from tui.exercise_lanes import ExerciseLanes
+
+EX = {p.stem: p for p in bundled_paths()}
+
+
+def _app(name, tmp_path):
+    ex = load_exercise(EX[name])
+    return make_exercise_app(ex, store=ProgressStore(tmp_path, "pilot"), workbook=Workbook(ex))
+
+
+def _feedback(screen) -> str:
+    return str(screen.query_one("#ex-feedback", Static).render())
+
+
+async def _choose(pilot, index: int) -> None:
+    ol = pilot.app.screen.query_one("#ex-options", OptionList)
+    assert ol.has_focus
+    if index:  # one real arrow press, then jump (each key press costs a repaint)
+        await pilot.press("down")
+        ol.highlighted = index
+    await pilot.press("enter")
+
+
+async def _type(pilot, text: str) -> None:
+    inp = pilot.app.screen.query_one("#ex-number", Input)
+    assert inp.has_focus
+    inp.value = text[:-1]
+    inp.cursor_position = len(inp.value)
+    await pilot.press("space" if text[-1] == " " else text[-1], "enter")
+
+
+async def _pick(pilot, gap: int) -> None:
+    screen = pilot.app.screen
+    lanes = screen.lanes
+    assert lanes.has_focus
+    for _ in range(len(lanes.gaps) + 1):
+        if lanes.selected_gap == gap:
+            break
+        await pilot.press("n")
+    assert lanes.selected_gap == gap
+    await pilot.press("enter")
+
+
+def _correct(options) -> int:
+    return next(i for i, o in enumerate(options) if o.correct and not o.violates)
+
+
+async def _answer_correctly(pilot) -> None:
+    s = pilot.app.session
+    t = s.task
+    if t.kind == "choice":
+        await _choose(pilot, _correct(t.options))
+    elif t.kind == "cause":
+        await _choose(pilot, CAUSE_LABELS.index(t.cause))
+    elif t.kind == "number":
+        await _type(pilot, f"{t.key.value:g} {t.key.unit}")
+    elif t.kind == "pick_gap":
+        await _pick(pilot, s.facts().resolve(t.gap))
+    elif t.kind == "card":
+        for fld in t.fields:
+            if fld.name == "cause":
+                await _choose(pilot, CAUSE_LABELS.index(t.cause))
+            elif fld.options:
+                await _choose(pilot, _correct(fld.options))
+            else:
+                await _type(pilot, fld.example)
+
+
+@pytest.mark.parametrize("name", sorted(EX))
+def test_play_through_with_correct_answers(name, tmp_path):
+    async def run():
+        app = _app(name, tmp_path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            screen = app.screen
+            s = app.session
+            n = len(s.exercise.tasks)
+            for k in range(n):
+                assert s.index == k
+                before = s.task
+                await _answer_correctly(pilot)
+                assert s.record(before)["done"], (before.id, _feedback(screen))
+                assert s.record(before)["attempts"] == 1
+                assert _feedback(screen).startswith("✓ Correct."), _feedback(screen)
+            assert s.finished
+            assert screen.has_class("-finished")
+            assert screen.query_one("#ex-debrief-box").display
+            assert not screen.query_one("#ex-task-box").display
+            assert str(screen.query_one("#ex-final", Static).render()) == f"Exercise complete: {n}/{n} tasks."
+            md = screen.query_one("#ex-debrief")
+            assert "Debrief" in md.source
+            assert all(lanes.reveal_causes for lanes in screen.query(ExerciseLanes))
+        assert ProgressStore(tmp_path, "pilot").summary(s.exercise.id, n) == (n, n, True)
+
+    asyncio.run(run())
+
+
+def test_decode_step_wrong_answers_get_evidence(tmp_path):
+    async def run():
+        app = _app("decode-step", tmp_path)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            screen, s = app.screen, app.session
+            await _choose(pilot, 0)  # look: correct
+            # pick the wrong gap (the first in time: 0.000-0.258 ms), then the hint
+            lanes = screen.lanes
+            assert not lanes.reveal_causes  # the gap row does not give the class away
+            await pilot.press("n", "enter")
+            await pilot.pause()
+            fb = _feedback(screen)
+            assert fb.startswith("✗ Not yet. You picked 0.000-0.258 ms (0.258 ms), gap 2 of 3 by size")
+            assert "wider stretch of white space" in fb
+            await pilot.press("u")
+            await pilot.pause()
+            assert "Hint 1/2: Idle time at the edges" in str(screen.query_one("#ex-hints", Static).render())
+            await _pick(pilot, s.facts().resolve(s.task.gap))
+            assert _feedback(screen).startswith("✓ Correct. That is the largest gap: 0.590-1.050 ms (0.460 ms).")
+            await _choose(pilot, CAUSE_LABELS.index("sync"))  # cause: wrong
+            assert "sync does not fit what the CPU did during 0.590-1.050 ms" in _feedback(screen)
+            await _choose(pilot, CAUSE_LABELS.index("host"))
+            assert lanes.reveal_causes  # classified: the gap row now shows classes
+            await _choose(pilot, 1)  # problem kind: correct
+            assert s.task.id == "first-change"
+            await _choose(pilot, 0)  # "Rewrite the attention kernel"
+            fb = _feedback(screen)
+            assert fb.startswith("✗ Not yet. The GPU is busy only 0.312 ms of the 1.050 ms step; 70.3% of the step is white space")
+            assert s.task.id == "first-change"
+            screen.query_one("#ex-notes", Input).value = "try logging every 32 tokens"
+            await _choose(pilot, 2)
+            assert s.record(s.exercise.tasks[4])["notes"] == "try logging every 32 tokens"
+            await _choose(pilot, 0)  # proof
+            await _type(pilot, "0.322 ms")  # the seed's figure: rejected with the computation
+            fb = _feedback(screen)
+            assert "0.322 ms is too high: the timeline gives 0.312 ms" in fb
+            assert "busy = (0.410-0.258) + (0.590-0.430) = 0.312 ms" in fb
+            await _type(pilot, "fast")
+            assert _feedback(screen).startswith("? 'fast' is not a number")
+            assert s.record()["attempts"] == 1
+
+    asyncio.run(run())
+
+
+def test_card_reasks_only_wrong_fields(tmp_path):
+    async def run():
+        app = _app("four-smells", tmp_path)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            screen, s = app.screen, app.session
+            assert s.task.id == "card-picket"
+            await _choose(pilot, 1)  # smell: host island (wrong)
+            await _choose(pilot, CAUSE_LABELS.index("launch"))
+            await _type(pilot, "kernels are slow")  # why: no launch keyword
+            await _choose(pilot, 1)  # experiment: faster kernel (wrong)
+            await _choose(pilot, 0)  # forbidden: right
+            fb = _feedback(screen)
+            assert fb.startswith("✗ Not yet. 3 of 5 fields need work.")
+            assert "the time is in the" in fb and "of gaps between them" in fb
+            assert screen.card_queue == ["smell", "why", "experiment"]
+            await _choose(pilot, 0)
+            await _type(pilot, "every 3 µs kernel waits for its launch")
+            await _choose(pilot, 0)
+            assert _feedback(screen).startswith("✓ Correct.")
+            assert s.task.id == "card-island"
+
+    asyncio.run(run())

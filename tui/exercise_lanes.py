@@ -6,6 +6,8 @@ attribute and the Line API ``render_line``); the viewer's file is not changed. A
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 from rich.segment import Segment
 from textual.strip import Strip
@@ -18,7 +20,7 @@ __all__ = ["ExerciseLanes"]
 
 _HIDDEN = Cause.UNCLASSIFIED
 _WORD = _HIDDEN.label  # "unclassified": 12 cells
-_IDLE = "░░░░idle░░░░"  # same width, centred
+_LABEL = re.compile(_WORD + r" (\S+)")  # "unclassified 460µs" -> "░░░░idle 460µs░░░░"
 _LETTER = "░" + _HIDDEN.label[0].upper() + "░"
 
 
@@ -63,5 +65,6 @@ class ExerciseLanes(Swimlanes):
         segs = list(strip)
         if not any(_WORD in s.text or _LETTER in s.text for s in segs):
             return strip
-        out = [Segment(s.text.replace(_WORD, _IDLE).replace(_LETTER, "░░░"), s.style, s.control) for s in segs]
+        out = [Segment(_LABEL.sub(r"░░░░idle \1░░░░", s.text).replace(_WORD, "░░░░idle░░░░").replace(_LETTER, "░░░"), s.style, s.control)
+               for s in segs]
         return Strip(out, strip.cell_length)

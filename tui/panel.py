@@ -9,6 +9,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
+from textual.widget import Widget
 from textual.widgets import Static
 
 from analysis.types import Cause
@@ -16,7 +17,7 @@ from analysis.types import Cause
 from .lanes_model import sanitize
 from .viewmodel import format_duration_ns
 
-__all__ = ["GapPanel", "PROTOCOL", "card_text", "protocol_text"]
+__all__ = ["GapPanel", "DetailLine", "PROTOCOL", "card_text", "protocol_text"]
 
 #: The six-step protocol (design: "The six-step protocol").
 PROTOCOL = (
@@ -123,3 +124,22 @@ class GapPanel(VerticalScroll):
     def show(self, diagnosis, gap: int | None, done: set[int]) -> None:
         self.query_one("#card", Static).update(card_text(diagnosis, gap))
         self.query_one("#protocol", Static).update(protocol_text(done))
+
+
+class DetailLine(Widget):
+    """One line of text (the detail line). ``show(text)`` repaints without a layout pass,
+    unlike ``Static.update`` (which reflows the screen)."""
+
+    DEFAULT_CSS = "DetailLine { height: 1; }"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._text = Text("")
+
+    def show(self, text: Text) -> None:
+        if text.plain != self._text.plain or text.spans != self._text.spans:
+            self._text = text
+            self.refresh()
+
+    def render(self) -> Text:
+        return self._text

@@ -22,7 +22,7 @@ from parsers.model import Kind, Trace
 
 from .lanes_model import sanitize
 from .navigation import SIZE, TIME, FlowIndex, GapNavigator, NameSearch
-from .panel import GapPanel
+from .panel import DetailLine, GapPanel
 from .swimlanes import Swimlanes
 from .viewmodel import format_duration_ns, parse_time_ns
 
@@ -100,7 +100,7 @@ class TraceScreen(Screen):
         with Horizontal(id="main"):
             yield Swimlanes(self.trace, self.diagnosis, id="lanes")
             yield GapPanel(id="panel")
-        yield Static(Text(""), id="detail", markup=False)
+        yield DetailLine(id="detail")
         yield Input(id="prompt")
         yield Footer()
 
@@ -156,7 +156,7 @@ class TraceScreen(Screen):
         self._update_detail()
 
     def _update_detail(self) -> None:
-        self.query_one("#detail", Static).update(self.detail_text())
+        self.query_one("#detail", DetailLine).show(self.detail_text())
 
     def detail_text(self) -> Text:
         """One line about the event or gap under the cursor (or the last message)."""

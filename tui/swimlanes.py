@@ -150,6 +150,9 @@ class Swimlanes(Widget, can_focus=True):
         self._update_count = 0
         self._cache: LRUCache[tuple, Strip] = LRUCache(1024)
         self._fitted = False
+        self._frame_width = 0
+        self._frame_styles: dict[str, Style] = {}
+        self._base_style = Style()
 
     # ------------------------------------------------------------ helpers
     def _first_lane_row(self) -> int:
@@ -172,12 +175,12 @@ class Swimlanes(Widget, can_focus=True):
 
     @property
     def gutter(self) -> int:
-        w = self.size.width
+        w = self._frame_width or self.size.width
         return max(10, min(24, w // 5))
 
     @property
     def timeline_width(self) -> int:
-        return max(1, self.size.width - self.gutter)
+        return max(1, (self._frame_width or self.size.width) - self.gutter)
 
     @property
     def visible_rows(self) -> int:
@@ -189,6 +192,7 @@ class Swimlanes(Widget, can_focus=True):
         self.refresh()
 
     def _changed(self) -> None:
+        self._fitted = True
         self._update_count += 1
         self._keep_row_visible()
         self.refresh()
@@ -203,11 +207,11 @@ class Swimlanes(Widget, can_focus=True):
         self.top_row = max(0, min(self.top_row, max(0, len(self.rows) - n)))
 
     def on_resize(self, event: events.Resize) -> None:
+        self._frame_width = event.size.width
         w = self.timeline_width
-        if not self._fitted:
+        if not self._fitted:  # until the user moves the view, resizes refit the trace
             t0, t1 = self.trace.extent_ns
             self.viewport = Viewport.fit(t0, t1, w, margin=0.01)
-            self._fitted = True
         else:
             self.viewport = self.viewport.with_width(w)
             if not self.viewport.contains(self.cursor_ns):
@@ -381,10 +385,20 @@ class Swimlanes(Widget, can_focus=True):
 
     # ------------------------------------------------------------ drawing
     def _style(self, name: str) -> Style:
-        return self.get_component_rich_style(name)
+        st = self._frame_styles.get(name)
+        if st is None:
+            st = self._frame_styles[name] = self.get_component_rich_style(name)
+        return st
+
+    def render_lines(self, crop):
+        """Resolve styles and sizes once per frame, then draw the lines (Line API)."""
+        self._frame_styles: dict[str, Style] = {}
+        self._base_style = self.rich_style
+        self._frame_width = self.size.width
+        return super().render_lines(crop)
 
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
+        width = self._frame_width or self.size.width
         vp = self.viewport
         if vp.width != self.timeline_width:
             vp = self.viewport = vp.with_width(self.timeline_width)
@@ -399,39 +413,22 @@ class Swimlanes(Widget, can_focus=True):
         elif 0 <= row_i < len(self.rows):
             strip = self._render_row(self.rows[row_i], row_i, vp, cursor_cell)
         else:
-            strip = Strip.blank(width, self.rich_style)
-        strip = strip.adjust_cell_length(width, self.rich_style).simplify()
+            strip = Strip.blank(width, self._base_style)
+        strip = strip.adjust_cell_length(width, self._base_style).simplify()
         self._cache[key] = strip
         return strip
 
     def _render_ruler(self, vp: Viewport, cursor_cell: int) -> Strip:
         g = self.gutter
         w = vp.width
-        chars = [" "] * w
+        cells = _Cells(w, self._style("lanes--ruler"))
         _, ticks = ruler_ticks(vp, self.origin_ns, min_cells=10)
         for cell, label in ticks:
             text = "▏" + label
             if cell + len(text) <= w:
-                for k, ch in enumerate(text):
-                    chars[cell + k] = ch
-        rs = self._style("lanes--ruler")
+                cells.text(cell, text, 0)
         head = ("↔" + format_duration_ns(vp.span_ns))[: g - 1].ljust(g)
-        segs = [Segment(head, rs)]
-        segs += self._runs(chars, [rs] * w, cursor_cell)
-        return Strip(segs)
-
-    def _runs(self, chars: list[str], styles: list[Style], cursor_cell: int) -> list[Segment]:
-        if 0 <= cursor_cell < len(chars):
-            styles = list(styles)
-            styles[cursor_cell] = styles[cursor_cell] + self._style("lanes--cursor")
-        segs: list[Segment] = []
-        start = 0
-        n = len(chars)
-        for k in range(1, n + 1):
-            if k == n or styles[k] is not styles[start]:
-                segs.append(Segment("".join(chars[start:k]), styles[start]))
-                start = k
-        return segs
+        return Strip([Segment(head, cells.palette[0])] + cells.segments(cursor_cell, self._style("lanes--cursor")))
 
     def _label(self, row: Row, selected: bool) -> Segment:
         g = self.gutter
@@ -446,21 +443,18 @@ class Swimlanes(Widget, can_focus=True):
         return Segment(text.ljust(g - 1) + " ", style)
 
     def _render_row(self, row: Row, row_i: int, vp: Viewport, cursor_cell: int) -> Strip:
-        w = vp.width
-        base = self.rich_style
-        chars = [" "] * w
-        styles: list[Style] = [base] * w
+        cells = _Cells(vp.width, self._base_style)
         if row.kind == "idle":
-            self._draw_gaps(row.device, vp, chars, styles, label=True)
+            self._draw_gaps(row.device, vp, cells, label=True)
         elif row.kind == "lane":
             if self.trace.lanes[row.lane].is_gpu:
-                self._draw_gaps(self.trace.lanes[row.lane].device, vp, chars, styles, label=False)
-            self._draw_lane(row.lane, vp, chars, styles)
+                self._draw_gaps(self.trace.lanes[row.lane].device, vp, cells, label=False)
+            self._draw_lane(row.lane, vp, cells)
         segs = [self._label(row, row_i == self.selected_row)]
-        segs += self._runs(chars, styles, cursor_cell)
+        segs += cells.segments(cursor_cell, self._style("lanes--cursor"))
         return Strip(segs)
 
-    def _draw_gaps(self, device: int, vp: Viewport, chars: list[str], styles: list[Style], *, label: bool) -> None:
+    def _draw_gaps(self, device: int, vp: Viewport, cells: "_Cells", *, label: bool) -> None:
         got = self._gap_dev.get(device)
         if got is None:
             return
@@ -472,92 +466,164 @@ class Swimlanes(Widget, can_focus=True):
             return
         w = vp.width
         causes = np.asarray(self.gaps.cause)
-        gap_styles = {
-            int(c): self._style(f"lanes--gap-{c.label}") for c in Cause
-        }
-        sel_style = self._style("lanes--selected-gap")
-        # Cells whose centre lies in a gap; gaps narrower than a cell still mark the
-        # cell holding their start.
+        sel = self._style("lanes--selected-gap")
+        cause_ids = {}
+        for c in Cause:
+            st = self._style(f"lanes--gap-{c.label}")
+            cause_ids[int(c)] = (cells.add(st), cells.add(st + sel))
+        lut = np.zeros((len(Cause), 2), dtype=np.int32)
+        for c, (a, b) in cause_ids.items():
+            lut[c] = (a, b)
+        # Cells whose centre lies in a gap.
         centres = (edges[:-1] + edges[1:]) // 2
         j = np.searchsorted(s[lo:hi], centres, side="right") - 1 + lo
         jj = np.clip(j, lo, hi - 1)
         inside = (j >= lo) & (e[jj] > centres)
-        cells = np.flatnonzero(inside)
         gap_of_cell = idx[jj]
+        selected = (gap_of_cell == (-1 if self.selected_gap is None else self.selected_gap)) & label
+        ids = lut[causes[gap_of_cell].astype(np.int64), selected.astype(np.int64)]
+        cells.ids[inside] = ids[inside]
+        cells.chars[inside] = ord("░") if label else ord(" ")
+        if not label:
+            return
+        # Gaps narrower than a cell: a mark in the cell holding the gap's start.
         first_cells = np.clip(((s[lo:hi] - vp.start_ns) // max(vp.ns_per_cell, 1e-9)).astype(np.int64), 0, w - 1)
-        marks = {int(c): int(g) for c, g in zip(first_cells, idx[lo:hi]) if not inside[int(c)]}
-        for c in cells.tolist():
-            g = int(gap_of_cell[c])
-            st = gap_styles[int(causes[g])]
-            if label and g == self.selected_gap:
-                st = st + sel_style
-            chars[c] = "░" if label else " "
-            styles[c] = st
-        if label:
-            for c, g in marks.items():
-                st = gap_styles[int(causes[g])]
-                if g == self.selected_gap:
-                    st = st + sel_style
-                chars[c] = "╎"
-                styles[c] = st
-            # cause label inside gaps wide enough
-            if cells.size:
-                runs = np.split(cells, np.flatnonzero(np.diff(cells) != 1) + 1)
-                for run in runs:
-                    n = run.size
-                    g = int(gap_of_cell[run[0]])
-                    text = f"{Cause(int(causes[g])).label} {format_duration_ns(int(self.gaps.end_ns[g] - self.gaps.start_ns[g]))}"
-                    if n >= len(text) + 2:
-                        c0 = int(run[0]) + (n - len(text)) // 2
-                        for k, ch in enumerate(text):
-                            chars[c0 + k] = ch
-                    elif n >= 3:
-                        c0 = int(run[0]) + (n - 1) // 2
-                        chars[c0] = Cause(int(causes[g])).label[0].upper()
+        uc, first_of = np.unique(first_cells, return_index=True)
+        keep = ~inside[uc]
+        mc = uc[keep]
+        mg = idx[lo:hi][first_of[keep]]
+        if mc.size:
+            msel = (mg == (-1 if self.selected_gap is None else self.selected_gap))
+            cells.ids[mc] = lut[causes[mg].astype(np.int64), msel.astype(np.int64)]
+            cells.chars[mc] = ord("╎")
+        # Cause label inside gaps wide enough.
+        in_cells = np.flatnonzero(inside)
+        if in_cells.size:
+            breaks = np.flatnonzero((np.diff(in_cells) != 1) | (np.diff(gap_of_cell[in_cells]) != 0)) + 1
+            starts = np.concatenate(([0], breaks))
+            ends = np.concatenate((breaks, [in_cells.size]))
+            wide = np.flatnonzero(ends - starts >= 3)
+            for r in wide[:256].tolist():
+                c0, n = int(in_cells[starts[r]]), int(ends[r] - starts[r])
+                g = int(gap_of_cell[c0])
+                cause = Cause(int(causes[g]))
+                text = f"{cause.label} {format_duration_ns(int(self.gaps.end_ns[g] - self.gaps.start_ns[g]))}"
+                if n >= len(text) + 2:
+                    cells.text(c0 + (n - len(text)) // 2, text, None)
+                else:
+                    cells.text(c0 + (n - 1) // 2, cause.label[0].upper(), None)
 
-    def _draw_lane(self, lane: int, vp: Viewport, chars: list[str], styles: list[Style]) -> None:
+    def _draw_lane(self, lane: int, vp: Viewport, cells: "_Cells") -> None:
         li = self.lane_index(lane)
         if len(li) == 0:
             return
         summ = li.summarise(vp)
-        cls_styles = {int(c): self._style(f"lanes--{CLASS_NAME[c]}") for c in GlyphClass}
-        cls = summ.cls.tolist()
-        cov = summ.coverage.tolist()
-        left = summ.left.tolist()
-        right = summ.right.tolist()
-        count = summ.count.tolist()
-        for c in range(vp.width):
-            k = cls[c]
-            if k < 0:
-                continue
-            if k == GlyphClass.KERNEL:
-                chars[c] = _sized(cov[c], left[c], right[c], count[c])
-            else:
-                chars[c] = CLASS_GLYPH[GlyphClass(k)]
-            styles[c] = cls_styles[k]
+        cls_ids = np.zeros(len(GlyphClass) + 1, dtype=np.int32)
+        cls_styles = {}
+        for c in GlyphClass:
+            cls_styles[int(c)] = st = self._style(f"lanes--{CLASS_NAME[c]}")
+            cls_ids[int(c)] = cells.add(st)
+        k = summ.cls.astype(np.int64)
+        drawn = k >= 0
+        if not drawn.any():
+            return
+        glyph = _GLYPH_CODES[np.where(drawn, k, 0)]
+        kern = drawn & (k == int(GlyphClass.KERNEL))
+        if kern.any():
+            glyph = np.where(kern, _kernel_codes(summ), glyph)
+        cells.chars[drawn] = glyph[drawn]
+        cells.ids[drawn] = cls_ids[k[drawn]]
         # names inside wide spans (deeper events drawn last, so they win)
         wide = li.wide_events(vp, _NAME_MIN_CELLS)
         if wide.size:
             depth = self.trace.depth[li.offset + wide]
             for j in wide[np.argsort(depth, kind="stable")].tolist():
-                ev = li.offset + j
-                k = int(li.cls[j])
-                if k < 0:
+                kk = int(li.cls[j])
+                if kk < 0:
                     continue
                 c0 = max(0, -int(-(int(li.start[j]) - vp.start_ns) // vp.ns_per_cell))  # first cell fully inside
                 c1 = min(vp.width, vp.cell_of(int(li.end[j])))
                 if c1 - c0 < 3:
                     continue
-                text = sanitize(self.trace.name(ev), c1 - c0)
-                st = cls_styles[k] + Style(reverse=True)
-                fill = " " if k == GlyphClass.KERNEL else CLASS_GLYPH[GlyphClass(k)]
-                for q in range(c0, c1):
-                    chars[q] = text[q - c0] if q - c0 < len(text) else fill
-                    styles[q] = st
+                # Box only the cells this event's class shows in (inner events keep
+                # their glyphs); the name goes in the leading run of those cells.
+                mine = summ.cls[c0:c1] == kk
+                if not mine[0]:
+                    continue
+                run = int(np.argmin(mine)) if not mine.all() else c1 - c0
+                if run < 3:
+                    continue
+                sid = cells.add(cls_styles[kk] + Style(reverse=True))
+                where = np.flatnonzero(mine) + c0
+                cells.ids[where] = sid
+                cells.chars[where] = ord(" ") if kk == GlyphClass.KERNEL else ord(CLASS_GLYPH[GlyphClass(kk)])
+                cells.text(c0, sanitize(self.trace.name(li.offset + j), run), None)
         if self.selected_event is not None and li.offset <= self.selected_event < li.offset + len(li):
             j = self.selected_event - li.offset
             c0 = max(0, vp.cell_of(int(li.start[j])))
             c1 = min(vp.width - 1, max(c0, vp.cell_of(max(int(li.end[j]) - 1, int(li.start[j])))))
-            se = self._style("lanes--selected-event")
-            for c in range(c0, c1 + 1):
-                styles[c] = styles[c] + se
+            if c0 <= c1:
+                cells.overlay(c0, c1 + 1, self._style("lanes--selected-event"))
+
+
+_GLYPH_CODES = np.array([ord(CLASS_GLYPH[GlyphClass(c)]) for c in range(len(GlyphClass))], dtype=np.uint32)
+_LEFT_CODES = np.array([ord(ch) for ch in _LEFT_EIGHTHS], dtype=np.uint32)
+_VERT_CODES = np.array([ord(ch) for ch in _VERT_EIGHTHS], dtype=np.uint32)
+
+
+def _kernel_codes(summ) -> np.ndarray:
+    """Vectorised ``_sized``: the kernel glyph of every cell (uint32 code points)."""
+    cov = summ.coverage
+    eighth = np.clip(np.ceil(cov * 8).astype(np.int64) - 1, 0, 7)
+    right = np.where(cov >= 0.375, ord("▐"), ord("▕")).astype(np.uint32)
+    out = np.where(summ.left >= summ.right, _LEFT_CODES[eighth], right)
+    out = np.where(summ.count >= 2, _VERT_CODES[eighth], out)
+    return np.where(cov >= 0.999, ord("█"), out).astype(np.uint32)
+
+
+class _Cells:
+    """One row of cells as arrays: ``chars`` (uint32 code points) and ``ids`` (indices
+    into ``palette``, a list of Rich styles); ``segments`` turns runs into Segments."""
+
+    __slots__ = ("chars", "ids", "palette", "_index")
+
+    def __init__(self, width: int, base: Style) -> None:
+        self.chars = np.full(width, ord(" "), dtype=np.uint32)
+        self.ids = np.zeros(width, dtype=np.int32)
+        self.palette: list[Style] = [base]
+        self._index: dict[Style, int] = {base: 0}
+
+    def add(self, style: Style) -> int:
+        k = self._index.get(style)
+        if k is None:
+            k = self._index[style] = len(self.palette)
+            self.palette.append(style)
+        return k
+
+    def text(self, c0: int, text: str, style_id: int | None) -> None:
+        """Write ``text`` from cell ``c0`` (clipped); keeps the cells' styles when
+        ``style_id`` is None."""
+        w = self.chars.shape[0]
+        text = text[: max(0, w - c0)]
+        if not text or c0 < 0:
+            return
+        self.chars[c0: c0 + len(text)] = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+        if style_id is not None:
+            self.ids[c0: c0 + len(text)] = style_id
+
+    def overlay(self, c0: int, c1: int, style: Style) -> None:
+        """Combine ``style`` into the cells ``[c0, c1)``."""
+        for k in range(c0, c1):
+            self.ids[k] = self.add(self.palette[int(self.ids[k])] + style)
+
+    def segments(self, cursor_cell: int, cursor_style: Style) -> list[Segment]:
+        if 0 <= cursor_cell < self.ids.shape[0]:
+            self.overlay(cursor_cell, cursor_cell + 1, cursor_style)
+        ids = self.ids
+        n = ids.shape[0]
+        cuts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
+        starts = [0] + cuts.tolist()
+        ends = cuts.tolist() + [n]
+        text = self.chars.tobytes().decode("utf-32-le")
+        pal = self.palette
+        return [Segment(text[a:b], pal[int(ids[a])]) for a, b in zip(starts, ends)]

@@ -1,0 +1,142 @@
+"""Viewer benchmark: time to first paint and key → repaint latency (Pilot driven).
+
+    python bench/tui.py [--events 1000000] [--size 200x50] [--repeats 40] [--trace PATH]
+
+Generates (once, cached in ``$TMPDIR/gapscope-bench``) a Kineto-shaped trace with
+``bench/gen_kineto.generate``, then runs the app built by ``tui.factory.make_app``
+headless at the given size:
+
+- load and diagnose time (inside the load worker);
+- first paint: from the end of the diagnosis (load finished) to the end of the first
+  ``render_lines`` of the swimlane widget (target: < 0.5 s);
+- key → repaint for next gap (``n``), zoom (``+``/``-`` alternating) and pan
+  (``l``/``h`` alternating): from posting the key to the end of the swimlane widget's
+  last ``render_lines`` caused by it; median and 95th percentile (target p95 < 50 ms).
+
+The swimlane widget's ``render_lines`` is wrapped to take the timestamps; rendering
+into the headless driver includes Textual's compositor but not a real terminal's
+output time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def _trace_path(n_events: int) -> Path:
+    d = Path(os.environ.get("TMPDIR", tempfile.gettempdir())) / "gapscope-bench"
+    d.mkdir(parents=True, exist_ok=True)
+    p = d / f"kineto_{n_events}.json"
+    if not p.exists():
+        sys.path.insert(0, str(ROOT / "bench"))
+        from gen_kineto import generate
+
+        tmp = p.with_suffix(".part")
+        generate(tmp, n_events, seed=0)
+        tmp.rename(p)
+    return p
+
+
+def _pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    k = min(len(xs) - 1, max(0, int(round(q * (len(xs) - 1)))))
+    return xs[k]
+
+
+async def _run(path: Path, size: tuple[int, int], repeats: int) -> dict:
+    from parsers import load
+    from tui.factory import default_diagnose, make_app
+    from tui.screen import TraceScreen
+    from tui.swimlanes import Swimlanes
+
+    marks: dict[str, float] = {}
+    renders: list[float] = []
+    orig = Swimlanes.render_lines
+
+    def render_lines(self, crop):
+        out = orig(self, crop)
+        renders.append(time.perf_counter())
+        return out
+
+    Swimlanes.render_lines = render_lines
+
+    def loader(p):
+        t = time.perf_counter()
+        tr = load(p)
+        marks["load_s"] = time.perf_counter() - t
+        marks["events"] = len(tr)
+        return tr
+
+    def diagnose(tr):
+        t = time.perf_counter()
+        d = default_diagnose(tr)
+        marks["loaded_at"] = time.perf_counter()
+        marks["diagnose_s"] = marks["loaded_at"] - t
+        marks["gaps"] = len(d.gaps) if d is not None else 0
+        return d
+
+    app = make_app(path, loader=loader, diagnose=diagnose)
+    lat: dict[str, list[float]] = {"next gap": [], "zoom": [], "pan": []}
+    try:
+        async with app.run_test(size=size) as pilot:
+            while not isinstance(app.screen, TraceScreen):
+                try:
+                    await app.workers.wait_for_complete()
+                except Exception:
+                    pass
+                await pilot.pause()
+                if app.error:
+                    raise SystemExit(app.error)
+            while not renders or renders[-1] < marks["loaded_at"]:
+                await pilot.pause()
+            first = [r for r in renders if r >= marks["loaded_at"]][0]
+            marks["first_paint_s"] = first - marks["loaded_at"]
+            plan = {"next gap": ["n"], "zoom": ["plus", "minus"], "pan": ["l", "h"]}
+            for _ in range(repeats):
+                for what, keys in plan.items():
+                    for key in keys:
+                        await pilot.pause()
+                        n0 = len(renders)
+                        t0 = time.perf_counter()
+                        await pilot.press(key)
+                        await pilot.pause()
+                        if len(renders) > n0:
+                            lat[what].append(renders[-1] - t0)
+    finally:
+        Swimlanes.render_lines = orig
+    for what, xs in lat.items():
+        marks[f"{what} median_ms"] = 1000 * statistics.median(xs) if xs else float("nan")
+        marks[f"{what} p95_ms"] = 1000 * _pct(xs, 0.95) if xs else float("nan")
+        marks[f"{what} samples"] = len(xs)
+    return marks
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--size", default="200x50")
+    ap.add_argument("--repeats", type=int, default=40)
+    ap.add_argument("--trace", help="use this trace instead of a generated one")
+    a = ap.parse_args(argv)
+    w, h = (int(x) for x in a.size.lower().split("x"))
+    path = Path(a.trace) if a.trace else _trace_path(a.events)
+    r = asyncio.run(_run(path, (w, h), a.repeats))
+    print(f"trace: {path} ({r['events']} events, {r['gaps']} gaps), terminal {w}x{h}")
+    print(f"load {r['load_s']:.2f} s, diagnose {r['diagnose_s']:.2f} s, first paint {1000 * r['first_paint_s']:.0f} ms after load+diagnosis")
+    for what in ("next gap", "zoom", "pan"):
+        print(f"{what:>9}: key→repaint median {r[what + ' median_ms']:.1f} ms, p95 {r[what + ' p95_ms']:.1f} ms ({r[what + ' samples']} samples)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

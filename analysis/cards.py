@@ -50,16 +50,14 @@ def _quote(name: str) -> str:
     return "`" + name.replace("`", "'") + "`"
 
 
-def _call_site(trace, ev: int) -> str | None:
+def _call_site(diag, ev: int) -> str | None:
     """Innermost Python frame enclosing event ``ev`` on its lane (the call site), or None."""
-    if ev < 0:
+    trace = diag.trace
+    if ev < 0 or diag._index is None:
         return None
-    sl = trace.lane_slice(int(trace.lane[ev]))
     s, e = int(trace.start_ns[ev]), int(trace.start_ns[ev] + trace.dur_ns[ev])
-    st = trace.start_ns[sl]
-    hi = int(np.searchsorted(st, s, side="right"))
-    idx = sl.start + np.arange(hi)
-    m = (trace.kind[idx] == int(Kind.PYTHON)) & (st[:hi] + trace.dur_ns[sl][:hi] >= e) & (idx != ev)
+    idx = diag._index.overlapping(trace, int(trace.lane[ev]), s, s + 1)
+    m = (trace.kind[idx] == int(Kind.PYTHON)) & (trace.start_ns[idx] + trace.dur_ns[idx] >= e) & (idx != ev)
     if not m.any():
         return None
     cand = idx[m]
@@ -141,7 +139,7 @@ def _advice(diag, cause: Cause, evidence: list[Evidence], rows: np.ndarray, dur_
     top = [e for e in evidence if e.cause == cause and e.event >= 0]
     name = _quote(top[0].name) if top else None
     if cause == Cause.SYNC:
-        site = _call_site(trace, top[0].event) if top else None
+        site = _call_site(diag, top[0].event) if top else None
         where = f"{name}" + (f" (called from {_quote(site)})" if site else "") if name else "the host read"
         return (f"Remove the host read {where} from the loop: keep the value on the GPU (mask or torch.where instead "
                 f"of a Python branch on it), or collect the values and read them once after the loop; time with CUDA "

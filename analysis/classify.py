@@ -47,7 +47,7 @@ from .evidence_kinds import NO_CLASS, event_cause
 from .gaps import EDGE_TRAILING
 from .types import Cause, Evidence, Gaps, Params
 
-__all__ = ["classify", "evidence_for_gap", "effective_thread", "launching_ops"]
+__all__ = ["classify", "evidence_for_gap", "effective_thread", "launching_ops", "EvidenceIndex", "evidence_end"]
 
 _E = np.zeros(0, dtype=np.int64)
 
@@ -243,7 +243,7 @@ def classify(trace: Trace, gaps: Gaps, params: Params, *, valid: np.ndarray, lau
         class_ns[rows, int(Cause.UNCLASSIFIED)] = uncl_ns
     primary, share, secondary, sec_share = _rank(class_ns, dur)
     return dataclasses.replace(gaps, cause=primary, cause_share=share, secondary=secondary,
-                               secondary_share=sec_share, class_ns=class_ns)
+                               secondary_share=sec_share, class_ns=class_ns, thread_lane=T)
 
 
 def _rank(class_ns: np.ndarray, dur: np.ndarray):
@@ -263,52 +263,70 @@ def _rank(class_ns: np.ndarray, dur: np.ndarray):
     return primary.astype(np.int8), share, secondary, sec_share
 
 
-def _overlapping(trace: Trace, lane: int, a: int, b: int) -> np.ndarray:
-    """Event indices on ``lane`` overlapping [a, b) (on-demand, one gap)."""
-    sl = trace.lane_slice(lane)
-    st = trace.start_ns[sl]
-    hi = int(np.searchsorted(st, b, side="left"))
-    en = st[:hi] + trace.dur_ns[sl][:hi]
-    return sl.start + np.flatnonzero(en > a)
+@dataclasses.dataclass(eq=False)
+class EvidenceIndex:
+    """Per-event lookups for on-demand evidence lists, built once (O(n)):
+    ``cause`` (``event_cause``), ``end`` (``evidence_end``), ``runmax`` (running max of
+    ``end`` within each lane, so the events overlapping [a, b) on a lane are found with
+    two ``searchsorted`` calls and a scan of the overlapping ones only)."""
+
+    cause: np.ndarray
+    end: np.ndarray
+    runmax: np.ndarray
+
+    @classmethod
+    def build(cls, trace: Trace, valid: np.ndarray | None = None, exclude: np.ndarray | None = None) -> "EvidenceIndex":
+        if valid is None:
+            valid = np.ones(len(trace), dtype=bool)
+        end = evidence_end(trace)
+        runmax = end.copy()
+        for k in range(len(trace.lanes)):
+            a, b = int(trace.lane_offsets[k]), int(trace.lane_offsets[k + 1])
+            if b > a:
+                np.maximum.accumulate(runmax[a:b], out=runmax[a:b])
+        return cls(event_cause(trace, valid, exclude), end, runmax)
+
+    def overlapping(self, trace: Trace, lane: int, a: int, b: int) -> np.ndarray:
+        """Event indices on ``lane`` overlapping [a, b) (by evidence end)."""
+        sl = trace.lane_slice(lane)
+        hi = sl.start + int(np.searchsorted(trace.start_ns[sl], b, side="left"))
+        lo = sl.start + int(np.searchsorted(self.runmax[sl], a, side="right"))
+        if hi <= lo:
+            return _E
+        idx = np.arange(lo, hi, dtype=np.int64)
+        return idx[self.end[lo:hi] > a]
 
 
-def evidence_for_gap(trace: Trace, gaps: Gaps, i: int, launches: np.ndarray | None, limit: int = 20,
-                     exclude: np.ndarray | None = None) -> tuple[Evidence, ...]:
+def evidence_for_gap(trace: Trace, gaps: Gaps, i: int, index: EvidenceIndex, limit: int = 20) -> tuple[Evidence, ...]:
     """Evidence list of gap ``i``: sync events on the process's CPU threads and the
     device's ``cuda_sync`` records, copy/launch/host events on T, GPU copies of the
     device inside the gap; names verbatim, overlap in ns, bytes, pageable. Largest
-    overlap first, at most ``limit``. Events that enclose the whole gap and contain
-    other evidence (outer ranges) are left out of the list, not of the class totals."""
-    from .gaps import launch_of
-
-    if launches is None:
-        launches = launch_of(trace)
+    overlap first, at most ``limit``. Host ranges that enclose the whole gap are left
+    out of the list when other evidence exists (not out of the class totals)."""
     a, b = int(gaps.start_ns[i]), int(gaps.end_ns[i])
     dev = int(gaps.device[i])
-    T = int(effective_thread(trace, gaps, launches)[i])
-    valid = np.ones(len(trace), dtype=bool)
-    out: list[Evidence] = []
+    T = int(gaps.thread_lane[i]) if gaps.thread_lane is not None else int(gaps.launch_lane[i])
     lanes = trace.lanes
     cand: list[np.ndarray] = []
     if T >= 0:
         pid = lanes[T].pid
         for ln in lanes:
             if not ln.is_gpu and ln.pid == pid:
-                cand.append(_overlapping(trace, ln.index, a, b))
+                cand.append(index.overlapping(trace, ln.index, a, b))
     for ln in lanes:
         if ln.is_gpu and ln.device == dev:
-            cand.append(_overlapping(trace, ln.index, a, b))
+            cand.append(index.overlapping(trace, ln.index, a, b))
     idx = np.concatenate(cand) if cand else _E
     if idx.size == 0:
         return ()
-    sub_cause = event_cause_subset(trace, idx, exclude)
+    sub_cause = index.cause[idx]
     kind = trace.kind[idx]
     gpu_copy = np.isin(kind, np.array([Kind.MEMCPY, Kind.MEMSET], dtype=np.int8))
     on_t = trace.lane[idx] == T
-    keep = (gpu_copy | (sub_cause == int(Cause.SYNC)) | (on_t & (sub_cause != NO_CLASS)))
+    keep = gpu_copy | (sub_cause == int(Cause.SYNC)) | (on_t & (sub_cause != NO_CLASS))
     idx, sub_cause, gpu_copy = idx[keep], sub_cause[keep], gpu_copy[keep]
     s = trace.start_ns[idx]
-    e = evidence_end(trace)[idx] if trace.flow_src.size else s + trace.dur_ns[idx]
+    e = index.end[idx]
     ov = np.minimum(e, b) - np.maximum(s, a)
     pos = ov > 0
     idx, sub_cause, gpu_copy, s, e, ov = idx[pos], sub_cause[pos], gpu_copy[pos], s[pos], e[pos], ov[pos]
@@ -319,35 +337,15 @@ def evidence_for_gap(trace: Trace, gaps: Gaps, i: int, launches: np.ndarray | No
         keep = ~enclosing
         idx, sub_cause, gpu_copy, ov = idx[keep], sub_cause[keep], gpu_copy[keep], ov[keep]
     o = np.lexsort((trace.start_ns[idx], -ov))[:limit]
+    out: list[Evidence] = []
+    small_max = Params().small_copy_max_bytes
     for j in o:
         ev = int(idx[j])
         c = Cause.COPY if gpu_copy[j] else Cause(int(sub_cause[j]))
-        if gpu_copy[j] and trace.copy_kind[ev] == CopyKind.D2H and 0 <= trace.bytes[ev] <= Params().small_copy_max_bytes:
+        if gpu_copy[j] and trace.copy_kind[ev] == CopyKind.D2H and 0 <= trace.bytes[ev] <= small_max:
             c = Cause.SYNC
         out.append(Evidence(ev, trace.name(ev), int(trace.lane[ev]), c, int(ov[j]),
                             int(trace.bytes[ev]), bool(trace.pageable[ev])))
     return tuple(out)
 
 
-def event_cause_subset(trace: Trace, idx: np.ndarray, exclude: np.ndarray | None) -> np.ndarray:
-    """``event_cause`` restricted to ``idx`` (cheap for one gap's candidates)."""
-    from .evidence_kinds import _name_class
-
-    kind = trace.kind[idx]
-    out = np.full(idx.size, NO_CLASS, dtype=np.int8)
-    cpu = np.array([not trace.lanes[int(k)].is_gpu for k in trace.lane[idx]], dtype=bool)
-    host_kinds = np.isin(kind, np.array([Kind.CPU_OP, Kind.PYTHON, Kind.ANNOTATION, Kind.RUNTIME, Kind.OTHER], dtype=np.int8))
-    out[cpu & host_kinds] = int(Cause.HOST)
-    out[cpu & (kind == Kind.LAUNCH)] = int(Cause.LAUNCH)
-    out[cpu & (kind == Kind.MEMCPY_CALL)] = int(Cause.COPY)
-    out[cpu & (kind == Kind.SYNC_CALL)] = int(Cause.SYNC)
-    for j, ev in enumerate(idx):
-        if cpu[j] and (host_kinds[j] or kind[j] == Kind.INSTANT):
-            c = _name_class(trace.name(int(ev)))
-            if c != NO_CLASS:
-                out[j] = c
-    out[kind == Kind.SYNC_MARKER] = int(Cause.SYNC)
-    out[trace.dur_ns[idx] <= 0] = NO_CLASS
-    if exclude is not None:
-        out[exclude[idx]] = NO_CLASS
-    return out

@@ -19,7 +19,7 @@ from parsers.model import Kind, Trace
 from . import budget as _budget
 from . import cards as _cards
 from .busy import coverage, device_event_mask, device_union, valid_timing_mask
-from .classify import classify, evidence_for_gap
+from .classify import EvidenceIndex, classify, evidence_for_gap
 from .gaps import concat_gaps, device_union_copies, device_window, find_gaps, launch_of
 from .picket import PicketEpisode, find_episodes
 from .steps import GapGroup, Steps, find_steps, group_gaps, step_annotation_mask
@@ -51,6 +51,7 @@ class Diagnosis:
     _launches: np.ndarray | None = dataclasses.field(default=None, repr=False)
     _evidence_cache: dict = dataclasses.field(default_factory=dict, repr=False)
     _exclude: np.ndarray | None = dataclasses.field(default=None, repr=False)
+    _index: object = dataclasses.field(default=None, repr=False)
 
     # ---------------------------------------------------------------- queries
     def order_by_size(self) -> np.ndarray:
@@ -78,8 +79,9 @@ class Diagnosis:
         largest overlap first. Computed on demand and cached."""
         i = int(i)
         if i not in self._evidence_cache:
-            self._evidence_cache[i] = evidence_for_gap(self.trace, self.gaps, i, self._launches,
-                                                          exclude=self._exclude)
+            if self._index is None:
+                self._index = EvidenceIndex.build(self.trace, valid_timing_mask(self.trace), self._exclude)
+            self._evidence_cache[i] = evidence_for_gap(self.trace, self.gaps, i, self._index)
         return self._evidence_cache[i]
 
     def card(self, i: int) -> Card:

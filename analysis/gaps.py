@@ -64,7 +64,7 @@ def empty_gaps() -> Gaps:
         lateness_ns=z64.copy(), exposed_copy_ns=z64.copy(), cause=np.zeros(0, np.int8),
         secondary=np.zeros(0, np.int8), cause_share=np.zeros(0), secondary_share=np.zeros(0),
         group=np.zeros(0, np.int32), episode=np.zeros(0, np.int32), edge=np.zeros(0, np.int8),
-        class_ns=np.zeros((0, len(Cause)), np.int64),
+        class_ns=np.zeros((0, len(Cause)), np.int64), thread_lane=np.zeros(0, np.int32),
     )
 
 
@@ -165,4 +165,6 @@ def concat_gaps(parts: list[Gaps]) -> Gaps:
         fields[name] = np.concatenate([getattr(p, name) for p in parts])
     cls = [p.class_ns for p in parts]
     fields["class_ns"] = np.concatenate(cls) if all(c is not None for c in cls) else None
+    tl = [p.thread_lane for p in parts]
+    fields["thread_lane"] = np.concatenate(tl) if all(t is not None for t in tl) else None
     return Gaps(**fields)

@@ -38,7 +38,7 @@ def _evidence(e) -> dict:
 
 
 def diagnosis_to_json(diag, *, top: int = 50) -> dict:
-    """See the module docstring; ``top``: gaps with a card and evidence."""
+    """See the module docstring; ``top``: gaps (and groups) with a card and evidence."""
     g = diag.gaps
     trace = diag.trace
     cause_names = [c.label for c in Cause]
@@ -109,7 +109,8 @@ def diagnosis_to_json(diag, *, top: int = 50) -> dict:
             {"id": gr.id, "label": gr.label, "gap_indices": gr.gap_indices.tolist(),
              "steps_with_gap": gr.steps_with_gap, "steps_total": gr.steps_total,
              "median_ns": gr.median_ns, "total_ns": gr.total_ns, "cause": gr.cause.label,
-             "summary": gr.summary, "card": card_to_json(diag.group_card(gr.id))}
+             "summary": gr.summary,
+             "card": card_to_json(diag.group_card(gr.id)) if gr.id < top else None}
             for gr in diag.groups
         ],
         "budget": None if b is None else {

@@ -191,7 +191,8 @@ def group_gaps(trace: Trace, gaps: Gaps, steps: Steps | None, class_ns: np.ndarr
     starts it), so they form one occurrence whose duration is their sum. Key of an
     occurrence: (device, previous kernel name, next op name, ordinal among occurrences
     with those names in its step). With two or more steps, positions seen only once
-    are not groups. Vectorised with ``np.unique``; the loop is over groups.
+    are not groups; with one step, only the step-boundary stretch is. Vectorised with
+    ``np.unique``; the loop is over groups.
     """
     n = len(gaps)
     gid = np.full(n, -1, dtype=np.int32)
@@ -240,10 +241,17 @@ def group_gaps(trace: Trace, gaps: Gaps, steps: Steps | None, class_ns: np.ndarr
     member_group = head_group[occ]  # group of each gap through its occurrence head
     member_order = np.argsort(member_group, kind="stable")
     mb = np.searchsorted(member_group[member_order], np.arange(uk.shape[0] + 1))
-    for g in range(uk.shape[0]):
+    sizes = np.diff(bounds)
+    wrap_heads = np.zeros(n, dtype=bool)
+    wrap_heads[occ[occ != np.arange(n)]] = True
+    if total_steps >= 2:
+        keep = sizes >= 2
+    else:  # one step: only the step-boundary stretch is a position worth a group
+        keep = np.zeros(uk.shape[0], dtype=bool)
+        wrap_groups = head_group[np.flatnonzero(wrap_heads)]
+        keep[wrap_groups[wrap_groups >= 0]] = True
+    for g in np.flatnonzero(keep):
         occ_rows = h[order[bounds[g]:bounds[g + 1]]]
-        if total_steps >= 2 and occ_rows.size < 2:
-            continue
         rows = np.sort(member_order[mb[g]:mb[g + 1]]).astype(np.int64)
         pn, nn = int(uk[g, 1]), int(uk[g, 2])
         left = trace.names[pn] if pn >= 0 else "step start"

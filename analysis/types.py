@@ -128,7 +128,9 @@ class Gaps:
     Added by the analysis (optional, None when not computed): ``edge`` int8 (0 inside
     the GPU window, 1 leading / 2 trailing idle at a step edge with no kernel on that
     side); ``class_ns`` int64 of shape (n, 5): ns of the gap attributed to each
-    ``Cause`` (columns in ``Cause`` order; each row sums to the gap's duration).
+    ``Cause`` (columns in ``Cause`` order; each row sums to the gap's duration);
+    ``thread_lane`` int32: the CPU lane *T* whose activity was measured (the launching
+    thread, or its fallback; -1 with no CPU data).
     """
 
     device: np.ndarray
@@ -148,6 +150,7 @@ class Gaps:
     episode: np.ndarray
     edge: np.ndarray | None = None
     class_ns: np.ndarray | None = None
+    thread_lane: np.ndarray | None = None
 
     @property
     def dur_ns(self) -> np.ndarray:

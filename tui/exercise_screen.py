@@ -68,7 +68,7 @@ class ExerciseScreen(Screen):
     ExerciseScreen #ex-prompt { margin: 0 1; }
     ExerciseScreen #ex-path { padding: 0 1; height: auto; border-bottom: hkey $primary 50%; }
     ExerciseScreen #ex-right { width: 1fr; }
-    ExerciseScreen Swimlanes { height: 40%; min-height: 6; border-bottom: hkey $primary 50%; }
+    ExerciseScreen Swimlanes { height: 8; border-bottom: hkey $primary 50%; }
     ExerciseScreen Swimlanes.-hidden { display: none; }
     ExerciseScreen #ex-status { height: 1; color: $text-muted; padding: 0 1; }
     ExerciseScreen #ex-task-box { height: 1fr; padding: 0 1; }
@@ -80,7 +80,6 @@ class ExerciseScreen(Screen):
     ExerciseScreen #ex-feedback, ExerciseScreen #ex-hints { height: auto; margin-top: 1; }
     ExerciseScreen #ex-debrief { height: 1fr; padding: 0 1; }
     ExerciseScreen.-finished #ex-task-box { display: none; }
-    ExerciseScreen.-finished Swimlanes { height: 1fr; }
     ExerciseScreen #ex-debrief-box { display: none; height: 1fr; }
     ExerciseScreen.-finished #ex-debrief-box { display: block; }
     """
@@ -159,6 +158,7 @@ class ExerciseScreen(Screen):
         self._reveal()
         for ref in s.exercise.traces:
             self.lanes_for(ref.id).set_class(ref.id != task.trace, "-hidden")
+        self._fit_lanes(self.lanes)
         self.query_one("#ex-task-head", Static).update(task_header(s))
         self.query_one("#ex-task", Static).update(RichMarkdown(task.prompt.strip()))
         self._refresh_hints()
@@ -185,7 +185,7 @@ class ExerciseScreen(Screen):
             inp.placeholder = f"{field.prompt} (free text)" if field else f"a number in {task.key.unit}"
             self.call_after_refresh(inp.focus)
             if field is not None:
-                self.query_one("#ex-status", Static).update(Text(f"Card: {field.prompt}", style="bold"))
+                self.query_one("#ex-status", Static).update(self._card_status(field))
             return
         if kind == "cause" or (field is not None and field.name == "cause"):
             labels = list(CAUSE_LABELS)
@@ -196,13 +196,25 @@ class ExerciseScreen(Screen):
             self.opt_values = list(range(len(opts)))
             prompts = [o.text for o in opts]
         if field is not None:
-            self.query_one("#ex-status", Static).update(Text(f"Card: {field.prompt}", style="bold"))
+            self.query_one("#ex-status", Static).update(self._card_status(field))
         ol = self.query_one("#ex-options", OptionList)
         ol.clear_options()
         ol.add_options([Option(Text(f"{k + 1}. {p}")) for k, p in enumerate(prompts)])
         ol.highlighted = 0
         self._set_mode("options")
         self.call_after_refresh(ol.focus)
+
+    def _card_status(self, field) -> Text:
+        task = self.session.task
+        k = [f.name for f in task.fields].index(field.name) + 1
+        t = Text(f"Card field {k}/{len(task.fields)}: {field.prompt}", style="bold")
+        if self.card_answers:
+            t.append("  (answered: " + ", ".join(self.card_answers) + ")", style="dim")
+        return t
+
+    def _fit_lanes(self, lanes: ExerciseLanes) -> None:
+        """Give the lanes the rows they need (ruler + rows), at most 40 % of the screen."""
+        lanes.styles.height = max(6, min(len(lanes.rows) + 2, max(6, int(self.size.height * 0.4))))
 
     def _set_mode(self, mode: str) -> None:
         self.mode = mode
@@ -226,7 +238,9 @@ class ExerciseScreen(Screen):
         self.add_class("-finished")
         self._reveal()
         for k, ref in enumerate(self.session.exercise.traces):
-            self.lanes_for(ref.id).set_class(k != 0, "-hidden")
+            lanes = self.lanes_for(ref.id)
+            lanes.set_class(k != 0, "-hidden")
+            lanes.styles.height = "1fr"
         n = len(self.session.exercise.tasks)
         t = Text(f"Exercise complete: {n}/{n} tasks.", style="bold green")
         self.query_one("#ex-final", Static).update(t)

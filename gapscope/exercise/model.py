@@ -36,12 +36,12 @@ CARD_FIELDS = ("smell", "cause", "why", "experiment", "forbidden")
 
 #: The six-step protocol (docs/ARCHITECTURE.md, "The six-step protocol"), 1-based.
 PROTOCOL = (
-    "Capture a steady-state window",
+    "Capture",
     "Look before you guess",
     "Rank the white space",
-    "Classify each gap",
+    "Classify",
     "Predict and test",
-    "Re-measure and compare",
+    "Re-measure",
 )
 
 

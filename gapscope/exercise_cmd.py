@@ -67,9 +67,19 @@ def main(argv: list[str] | None = None) -> int:
     except ExerciseError as exc:
         print(f"gapscope exercise: {exc}", file=sys.stderr)
         return 2
+    from gapscope.exercise import Workbook
+    from parsers.errors import TraceFormatError
+
+    workbook = Workbook(ex)
+    try:  # load and diagnose every trace before the screen opens: errors as one line
+        for ref in ex.traces:
+            workbook.facts(ref.id)
+    except TraceFormatError as exc:
+        print(f"gapscope exercise: {ex.id}: {exc}", file=sys.stderr)
+        return 2
     from tui.exercise_app import make_exercise_app
 
-    make_exercise_app(ex, store=store).run()
+    make_exercise_app(ex, store=store, workbook=workbook).run()
     return 0
 
 

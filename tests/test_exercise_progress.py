@@ -117,3 +117,38 @@ def test_cmd_check_exit_codes(tmp_path, capsys):
 def test_cmd_unknown_exercise(state, capsys):
     assert exercise_cmd.main(["no-such-exercise"]) == 2
     assert "no such exercise" in capsys.readouterr().err
+
+
+def test_cmd_runs_the_screen_with_loaded_traces(state, monkeypatch):
+    from tui.exercise_app import ExerciseApp
+
+    ran = {}
+
+    def fake_run(self):
+        ran["session"] = self.session
+
+    monkeypatch.setattr(ExerciseApp, "run", fake_run)
+    assert exercise_cmd.main(["four"]) == 0
+    s = ran["session"]
+    assert s.exercise.id == "four-smells" and s.index == 0
+    assert set(s.workbook._facts) == {"picket", "island", "copy", "cliff"}
+
+
+def test_cmd_unreadable_trace_is_one_line(state, tmp_path, capsys):
+    (tmp_path / "t.txt").write_text("\x00\x01binary", encoding="latin-1")
+    ex = tmp_path / "x.toml"
+    ex.write_text('title = "x"\nprompt = "p"\n[[traces]]\npath = "t.txt"\n[[tasks]]\nkind = "pick_gap"\nprompt = "p"\ngap = "largest"\n', encoding="utf-8")
+    assert exercise_cmd.main([str(ex)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gapscope exercise: x: ") and "t.txt" in err and "Traceback" not in err
+    assert exercise_cmd.main(["--check", str(ex)]) == 1
+    assert "error: task 'task1' (line 5): trace 'trace1' cannot be read" in capsys.readouterr().out
+
+
+def test_headless_exercise_modules_do_not_import_textual():
+    import subprocess
+    import sys
+
+    code = "import sys, gapscope.exercise, gapscope.exercise_cmd; gapscope.exercise.check_exercise(gapscope.exercise.bundled_paths()[0]); print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

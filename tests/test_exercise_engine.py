@@ -239,3 +239,48 @@ def test_cause_labels_follow_analysis():
     from analysis.types import Cause
 
     assert CAUSE_LABELS == tuple(c.label for c in Cause)
+
+
+def _wrong_answer(task, facts):
+    """A typical wrong answer to ``task``."""
+    if task.kind == "choice":
+        return next(i for i, o in enumerate(task.options) if not o.correct or o.violates)
+    if task.kind == "cause":
+        return "launch" if task.cause != "launch" else "host"
+    if task.kind == "number":
+        return f"{task.key.value * 2 + 1:g} {task.key.unit}"
+    if task.kind == "pick_gap":
+        key = facts.resolve(task.gap)
+        return next(int(g) for g in facts.gap_indices() if int(g) != key)
+    if task.kind == "card":
+        return {f.name: ("sync" if f.name == "cause" and task.cause != "sync" else "host" if f.name == "cause" else
+                         next(i for i, o in enumerate(f.options) if not o.correct) if f.options else "no idea")
+                for f in task.fields}
+    raise AssertionError(task.kind)
+
+
+@pytest.mark.parametrize("name", sorted(EX))
+def test_every_task_rejects_a_typical_wrong_answer_with_evidence(name):
+    ex = load_exercise(EX[name])
+    wb = Workbook(ex)
+    for t in ex.tasks:
+        f = wb.facts(t.trace)
+        v = judge(ex, t, f, _wrong_answer(t, f))
+        assert not v.correct, t.id
+        assert v.message, t.id
+        if t.kind == "number":
+            assert "the timeline gives" in v.message and " = " in v.work, t.id
+        if t.kind == "pick_gap":
+            assert "You picked" in v.message and " by size" in v.message, t.id
+        if t.kind == "card":
+            assert "5 of 5 fields need work" in v.message, t.id
+        for o in t.options + tuple(o for fld in t.fields for o in fld.options):
+            if not o.correct:
+                assert o.explain, (t.id, o.text)  # every wrong option says why
+            assert "{" not in judge_text(ex, t, f, o), (t.id, o.text)  # placeholders all filled
+
+
+def judge_text(ex, t, f, option):
+    from gapscope.exercise.facts import fill
+
+    return fill(option.explain, f)

@@ -174,6 +174,8 @@ def _run_script(ns: argparse.Namespace, cmd: list[str], schedule, cuda: bool | N
     except CommandError as exc:
         _say(str(exc))
         return 2
+    except KeyboardInterrupt:  # a second Ctrl-C, delivered once the trace was written
+        status = 130
     if runner.mode == "window":
         _say(f"the script marked no steps (capture.step()): recorded a time window")
     else:

@@ -276,14 +276,14 @@ class Profiler:
         self._discard = discard
         _pop(self)
         n_before = len(self.traces)
-        try:
-            with sigint_deferred():
+        with sigint_deferred():  # a Ctrl-C now is delivered after the file and its message
+            try:
                 self._prof.__exit__(None, None, None)
-        except Exception as err:  # the profiler's own failure must not mask the block's
-            self.error = f"torch.profiler failed while stopping: {type(err).__name__}: {err}"
-            self.say(self.error)
-        if not discard:
-            self._explain_exit(exc, wrote=len(self.traces) > n_before)
+            except Exception as err:  # the profiler's own failure must not mask the block's
+                self.error = f"torch.profiler failed while stopping: {type(err).__name__}: {err}"
+                self.say(self.error)
+            if not discard:
+                self._explain_exit(exc, wrote=len(self.traces) > n_before)
 
     def _explain_exit(self, exc: BaseException | None, *, wrote: bool) -> None:
         n = self.steps + self.step_offset

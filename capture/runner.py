@@ -136,8 +136,10 @@ class ScriptRunner:
     def _end_window(self) -> None:
         p, self._current = self._current, None
         if p is not None:
-            p.stop()
-            self._collect(p)
+            try:
+                p.stop()
+            finally:
+                self._collect(p)
             if self.seconds > 0:
                 p.say(f"time window of {self.seconds:g} s ended; the rest of the script runs unprofiled")
 
@@ -245,8 +247,10 @@ class ScriptRunner:
     def _finish(self, exc: BaseException | None) -> None:
         p, self._current = self._current, None
         if p is not None:
-            p.stop(exc)
-            self._collect(p)
+            try:
+                p.stop(exc)
+            finally:
+                self._collect(p)
         setup, self._setup = self._setup, None
         if setup is not None:
             if self.traces:

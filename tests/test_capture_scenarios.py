@@ -209,3 +209,51 @@ def test_cli_usage_errors_exit_2(tmp_path, capsys):
     assert main(["--out", str(tmp_path), "--", "python", str(tmp_path / "missing.py")]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and "script not found" in err
+
+
+def test_ctrl_c_on_the_command_keeps_the_steps_recorded_so_far(tmp_path):
+    """A real SIGINT to ``gapscope capture -- python script.py`` mid-run: exit 130, and
+    the trace holds the steps recorded before it, and stderr says where it is."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    ready = tmp_path / "ready"
+    script = _script(tmp_path, f"""
+        import pathlib, time, torch, capture
+        x = torch.ones(4, 4)
+        i = 0
+        while True:
+            with torch.profiler.record_function("train_step"):
+                x = torch.tanh(x @ x)
+            capture.step()
+            i += 1
+            if i == 6:
+                pathlib.Path({str(ready)!r}).write_text("go")
+            time.sleep(0.005)
+    """)
+    out = tmp_path / "o"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root)
+    proc = subprocess.Popen([sys.executable, "-m", "gapscope", "capture", "--out", str(out), "--wait", "0",
+                             "--warmup", "1", "--active", "100000", "--no-summary", "--", "python", script],
+                            cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not ready.exists():  # wait for the script, not for a fixed time
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "script never became ready"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    traces = os.listdir(out)
+    assert len(traces) == 1, err
+    path = str(out / traces[0])
+    counts = range_counts(check_trace(path, {"train_step"}))
+    assert counts["train_step"] >= 4  # steps 2..6 at least were recorded (step 1 is warm-up)
+    assert "interrupted (Ctrl-C)" in err and path in err

@@ -7,6 +7,7 @@ Escape cancels: the worker is cancelled and its result, if any, is dropped.
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 from typing import Callable
 
@@ -106,6 +107,9 @@ class LoadScreen(Screen):
                 error = f"diagnosis failed: {type(exc).__name__}: {exc}"
         if worker.is_cancelled:
             return
+        # Everything loaded lives as long as the app: keep it out of the cyclic GC's
+        # scans, so per-frame allocations do not trigger full-heap collections.
+        gc.freeze()
         self.post_message(self.Progress(2))
         self.post_message(self.Loaded(trace, diagnosis, error))
 

@@ -7,10 +7,8 @@ built from literal strings, never through markup.
 from __future__ import annotations
 
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.containers import VerticalScroll
+from textual.strip import Strip
 from textual.widget import Widget
-from textual.widgets import Static
 
 from analysis.types import Cause
 
@@ -105,25 +103,78 @@ def protocol_text(done: set[int]) -> Text:
     return t
 
 
-class GapPanel(VerticalScroll):
-    """Side panel: card + evidence (``#card``), protocol checklist (``#protocol``).
+class GapPanel(Widget):
+    """Side panel: the card with its evidence, then the protocol checklist.
 
-    ``show(diagnosis, gap, done)`` refreshes both; reusable by other screens.
+    A Line-API widget: ``show(diagnosis, gap, done)`` re-wraps the text and repaints
+    without a layout pass (a ``Static`` in a scroll container reflows the whole screen
+    on every update). The mouse wheel scrolls it; reusable by other screens.
     """
 
     DEFAULT_CSS = """
     GapPanel { width: 44; border-left: vkey $primary 50%; padding: 0 1; }
-    GapPanel > Static { width: 1fr; }
-    GapPanel > #protocol { margin-top: 1; }
     """
 
-    def compose(self) -> ComposeResult:
-        yield Static(Text(""), id="card", markup=False)
-        yield Static(Text(""), id="protocol", markup=False)
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self._text = Text("")
+        self._lines: list[Strip] = []
+        self._wrapped_for: tuple | None = None
+        self._card_key = None
+        self._done: set[int] | None = None
+        self._card = Text("")
+        self._protocol = protocol_text(set())
+        self.offset_y = 0
 
     def show(self, diagnosis, gap: int | None, done: set[int]) -> None:
-        self.query_one("#card", Static).update(card_text(diagnosis, gap))
-        self.query_one("#protocol", Static).update(protocol_text(done))
+        key = (id(diagnosis), gap)
+        changed = False
+        if key != self._card_key:
+            self._card_key = key
+            self._card = card_text(diagnosis, gap)
+            self.offset_y = 0
+            changed = True
+        if set(done) != self._done:
+            self._done = set(done)
+            self._protocol = protocol_text(done)
+            changed = True
+        if changed:
+            self._text = Text.assemble(self._card, "\n", self._protocol)
+            self._wrapped_for = None
+            self.refresh()
+
+    @property
+    def plain(self) -> str:
+        """The panel's text (for tests and screen readers)."""
+        return self._text.plain
+
+    def _wrap(self, width: int) -> list[Strip]:
+        key = (width, id(self._text))
+        if self._wrapped_for != key:
+            console = self.app.console
+            lines = self._text.wrap(console, max(1, width), overflow="fold")
+            self._lines = [Strip(list(line.render(console)), line.cell_len) for line in lines]
+            self._wrapped_for = key
+        return self._lines
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        lines = self._wrap(width)
+        k = y + self.offset_y
+        base = self.rich_style
+        if 0 <= k < len(lines):
+            return lines[k].apply_style(base).adjust_cell_length(width, base)
+        return Strip.blank(width, base)
+
+    def on_mouse_scroll_down(self, event) -> None:
+        self.offset_y = min(max(0, len(self._lines) - self.size.height), self.offset_y + 2)
+        self.refresh()
+        event.stop()
+
+    def on_mouse_scroll_up(self, event) -> None:
+        self.offset_y = max(0, self.offset_y - 2)
+        self.refresh()
+        event.stop()
 
 
 class DetailLine(Widget):

@@ -93,6 +93,8 @@ class TraceScreen(Screen):
         self.message = error or ""
         self._shown_gap: int | None = None
         self._restart = False
+        self._shown_done: set[int] = set()
+        self._side_drawn = False
 
     # ------------------------------------------------------------- layout
     def compose(self) -> ComposeResult:
@@ -141,14 +143,18 @@ class TraceScreen(Screen):
     # ------------------------------------------------------------- updates
     @on(Swimlanes.Changed)
     def _lanes_changed(self, message: Swimlanes.Changed) -> None:
+        self._update_detail()
         if message.lanes.selected_gap != self._shown_gap:
-            self._update_side()
-        else:
-            self._update_detail()
+            self.call_after_refresh(self._update_side)
 
     def _update_side(self) -> None:
         lanes = self.lanes
         gap = lanes.selected_gap
+        if gap == self._shown_gap and self._shown_done == self.done and self._side_drawn:
+            self._update_detail()
+            return
+        self._side_drawn = True
+        self._shown_done = set(self.done)
         self._shown_gap = gap
         if gap is not None and self.diagnosis is not None:
             self.done |= {4, 5}
@@ -221,7 +227,8 @@ class TraceScreen(Screen):
         if self.order_mode == SIZE:
             self.done.add(3)
         lanes.select_gap(g)
-        self._update_side()
+        # The lanes repaint first; the card (a layout pass) follows on the next frame.
+        self.call_after_refresh(self._update_side)
 
     def action_toggle_order(self) -> None:
         self.order_mode = SIZE if self.order_mode == TIME else TIME

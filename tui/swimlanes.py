@@ -387,15 +387,23 @@ class Swimlanes(Widget, can_focus=True):
     def _style(self, name: str) -> Style:
         st = self._frame_styles.get(name)
         if st is None:
+            if not self._frame_styles:
+                self._base_style = self.rich_style
             st = self._frame_styles[name] = self.get_component_rich_style(name)
         return st
 
     def render_lines(self, crop):
-        """Resolve styles and sizes once per frame, then draw the lines (Line API)."""
-        self._frame_styles: dict[str, Style] = {}
-        self._base_style = self.rich_style
+        """Resolve sizes once per frame, then draw the lines (Line API). Component
+        styles are cached until the CSS changes (``notify_style_update``)."""
+        if not self._frame_styles:
+            self._base_style = self.rich_style
         self._frame_width = self.size.width
         return super().render_lines(crop)
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._frame_styles = {}
+        self._update_count += 1
 
     def render_line(self, y: int) -> Strip:
         width = self._frame_width or self.size.width

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["Unit", "unit_for", "fmt_dur", "fmt_share", "safe_name", "fmt_bytes", "budget_rows", "BUDGET_LABELS"]
+__all__ = ["Unit", "unit_for", "fmt_dur", "fmt_share", "safe_name", "fmt_bytes", "budget_rows", "BUDGET_LABELS", "short_name"]
 
 
 class Unit(tuple):
@@ -157,3 +157,65 @@ def budget_rows(budget: dict) -> list[tuple[str, str]]:
         else:
             rows.append((label, str(v)))
     return rows
+
+
+_NAMESPACES = re.compile(r"\b(?:[A-Za-z_]\w*::)+")
+
+
+def _drop_params(name: str) -> str:
+    """Drop a trailing balanced ``(...)`` parameter list (C++ signature)."""
+    if not name.endswith(")"):
+        return name
+    depth = 0
+    for k in range(len(name) - 1, -1, -1):
+        ch = name[k]
+        if ch == ")":
+            depth += 1
+        elif ch == "(":
+            depth -= 1
+            if depth == 0:
+                return name[:k].rstrip() if k > 0 else name
+    return name
+
+
+def _collapse_templates(name: str, keep_depth: int) -> str:
+    """Replace template arguments nested deeper than ``keep_depth`` by ``…``."""
+    out, depth = [], 0
+    for ch in name:
+        if ch == "<":
+            depth += 1
+            if depth == keep_depth + 1:
+                out.append("<…")
+            elif depth <= keep_depth:
+                out.append(ch)
+            continue
+        if ch == ">" and depth > 0:
+            depth -= 1
+            if depth <= keep_depth:
+                out.append(">")
+            continue
+        if depth <= keep_depth:
+            out.append(ch)
+    return "".join(out)
+
+
+def short_name(name: str, max_len: int) -> str:
+    """``name`` made terminal-safe (``safe_name``) and, only when longer than
+    ``max_len``, shortened the way profilers show C++ kernel names: without the
+    ``void`` return type, the parameter list and namespace qualifiers, with nested
+    template arguments folded to ``<…>``, then cut with ``…``. A name that fits is
+    returned verbatim."""
+    s = safe_name(name)
+    if len(s) <= max_len:
+        return s
+    if " → " in s:  # a position label "A → B": shorten each side
+        a, b = s.split(" → ", 1)
+        half = max(8, (max_len - 3) // 2)
+        return short_name(a, half) + " → " + short_name(b, max(8, max_len - 3 - min(len(a), half)))
+    t = s[5:] if s.startswith("void ") else s
+    t = _NAMESPACES.sub("", _drop_params(t))
+    for depth in (2, 1, 0):
+        if len(t) <= max_len:
+            break
+        t = _collapse_templates(t, depth)
+    return safe_name(t, max_len)

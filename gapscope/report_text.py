@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .report_json import lone_gaps
-from .report_fmt import budget_rows, fmt_bytes, fmt_dur, fmt_share, safe_name, unit_for
+from .report_fmt import budget_rows, fmt_bytes, fmt_dur, fmt_share, safe_name, short_name, unit_for
 
 __all__ = ["render_text", "make_console", "CAUSE_STYLE", "MAX_WARNINGS", "MAX_LANES"]
 
@@ -33,6 +33,11 @@ NAME_COLS_MIN = 20
 def _t(s: Any, max_len: int | None = None, style: str = "") -> Text:
     """A ``Text`` of an untrusted string (made terminal-safe, never markup)."""
     return Text(safe_name("" if s is None else str(s), max_len), style=style)
+
+
+def _name(s: Any, max_len: int) -> Text:
+    """A ``Text`` of a kernel/op name, shortened only when it does not fit."""
+    return Text(short_name("" if s is None else str(s), max_len))
 
 
 def _cause(label: str | None, share: float | None = None) -> Text:
@@ -80,7 +85,9 @@ def _header(doc: dict, console: Console) -> None:
     if src.get("trace_name"):
         grid.add_row("Trace name", _t(src["trace_name"]))
     if src.get("rank") is not None or src.get("world_size") is not None:
-        grid.add_row("Rank", Text(f"{src.get('rank', '?')} of world size {src.get('world_size', '?')}"))
+        rank = "?" if src.get("rank") is None else src["rank"]
+        world = "?" if src.get("world_size") is None else src["world_size"]
+        grid.add_row("Rank", Text(f"{rank} of world size {world}"))
     for k, prop in enumerate(src.get("device_properties") or []):
         grid.add_row(f"Device {prop.get('id', k)}" if isinstance(prop, dict) else f"Device {k}", _t(_device_prop(prop)))
     span = doc["span"]
@@ -161,7 +168,7 @@ def _class_totals(doc: dict, console: Console) -> None:
     tbl.add_column("cause")
     tbl.add_column("idle", justify="right")
     tbl.add_column("share", justify="right")
-    tbl.add_column("gaps", justify="right")
+    tbl.add_column("gaps (primary)", justify="right")
     counts = doc.get("class_gap_counts") or {}
     for label, ns in totals.items():
         tbl.add_row(_cause(label), fmt_dur(ns, u), fmt_share(ns, total), f"{counts.get(label, 0):,}")
@@ -172,6 +179,8 @@ def _class_totals(doc: dict, console: Console) -> None:
 
 def _top_gaps(doc: dict, console: Console) -> None:
     gaps = doc["top_gaps"]
+    if not gaps and doc.get("gap_count"):
+        return  # --top 0
     _heading(console, f"Largest idle gaps (top {len(gaps)})")
     if not gaps:
         console.print(Text("No idle gaps."))
@@ -196,8 +205,8 @@ def _top_gaps(doc: dict, console: Console) -> None:
             row.append(str(g["device"]))
         row += [fmt_dur(g["start_rel_ns"], us), fmt_dur(g["dur_ns"], ul)]
         cells: list[Any] = [
-            _t(g["prev_op"]["name"] if g["prev_op"] else "(window start)", name_cols),
-            _t(g["next_op"]["name"] if g["next_op"] else "(window end)", name_cols),
+            _name(g["prev_op"]["name"] if g["prev_op"] else "(window start)", name_cols),
+            _name(g["next_op"]["name"] if g["next_op"] else "(window end)", name_cols),
             _cause(g["cause"], g["cause_share"]),
             _group_tag(g),
         ]
@@ -215,7 +224,7 @@ def _group_tag(g: dict) -> str:
     return "-"
 
 
-def _card_panel(title: Text, card: dict) -> Panel:
+def _card_panel(title: Text, card: dict, recurs: str | None = None) -> Panel:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")
@@ -224,6 +233,8 @@ def _card_panel(title: Text, card: dict) -> Panel:
         cause.append("  (secondary: ")
         cause.append_text(_cause(card["secondary"], card.get("secondary_share")))
         cause.append(")")
+    if recurs:
+        grid.add_row("Recurs", Text(recurs))
     grid.add_row("Smell", _t(card.get("smell")))
     grid.add_row("Cause class", cause)
     grid.add_row("Why the GPU is empty", _t(card.get("why")))
@@ -246,23 +257,40 @@ def _card_panel(title: Text, card: dict) -> Panel:
     return Panel(grid, title=title, title_align="left", expand=True)
 
 
+#: Recurring groups (largest total first) printed with their card; the rest in a table.
+GROUP_CARDS = 3
+
+
+def _recurs(grp: dict) -> str:
+    return (f"recurs in {grp.get('steps_with_gap')} of {grp.get('steps_total')} steps, "
+            f"{fmt_dur(grp.get('median_ns', 0))} median, {fmt_dur(grp.get('total_ns', 0))} total")
+
+
 def _groups(doc: dict, console: Console) -> None:
     groups = doc["groups"]
     if not groups:
         return
     n = len(groups)
-    _heading(console, f"Recurring gaps ({n} group{'s' if n != 1 else ''}, by position in the step)")
-    for grp in groups:
+    _heading(console, f"Recurring gaps ({n} group{'s' if n != 1 else ''} by position in the step, largest total first)")
+    for grp in groups[:GROUP_CARDS]:
         title = Text(f"G{grp.get('id')} ")
-        title.append_text(_t(grp.get("label"), 60))
-        title.append(
-            f": recurs in {grp.get('steps_with_gap')} of {grp.get('steps_total')} steps, "
-            f"{fmt_dur(grp.get('median_ns', 0))} median, {fmt_dur(grp.get('total_ns', 0))} total"
-        )
+        title.append_text(_name(grp.get("label"), max(20, console.width - 12)))
         if grp.get("card"):
-            console.print(_card_panel(title, grp["card"]))
+            console.print(_card_panel(title, grp["card"], recurs=_recurs(grp)))
         else:
-            console.print(title)
+            console.print(Text.assemble(title, ": ", _recurs(grp)))
+    rest = groups[GROUP_CARDS:]
+    if rest:
+        console.print(Text(f"{len(rest)} more group{'s' if len(rest) != 1 else ''} (cards in --json):"))
+        tbl = Table(box=None, pad_edge=False, show_edge=False)
+        for name in ("group", "position", "steps", "median", "total", "cause"):
+            tbl.add_column(name, justify="right" if name in ("steps", "median", "total") else "left",
+                           overflow="ellipsis", ratio=1 if name == "position" else None)
+        for grp in rest:
+            tbl.add_row(f"G{grp.get('id')}", _name(grp.get("label"), max(20, console.width - 50)),
+                        f"{grp.get('steps_with_gap')}/{grp.get('steps_total')}", fmt_dur(grp.get("median_ns", 0)),
+                        fmt_dur(grp.get("total_ns", 0)), _cause(grp.get("cause")))
+        console.print(tbl)
 
 
 def _top_cards(doc: dict, console: Console) -> None:
@@ -304,7 +332,7 @@ def _budget(doc: dict, console: Console) -> None:
     line = Text(f"{steps['count']} ({steps.get('source')}")
     if steps.get("name"):
         line.append(": ")
-        line.append_text(_t(steps["name"], 60))
+        line.append_text(_name(steps["name"], 60))
     line.append(")")
     grid.add_row("Steps", line)
     for k, v in budget_rows(budget):

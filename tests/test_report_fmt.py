@@ -69,3 +69,17 @@ def test_markdown_escaping_of_untrusted_text():
     assert md_code("a`b") == "``a`b``"
     assert md_code("`x") == "`` `x ``"
     assert md_code("a|b") == "`a\\|b`" and md_code("a|b", in_table=False) == "`a|b`"
+
+
+def test_short_name_only_when_too_long():
+    from gapscope.report_fmt import short_name
+
+    long = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+            "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)")
+    assert short_name(long, 500) == long
+    assert short_name(long, 80) == "vectorized_elementwise_kernel<4, CUDAFunctor_add<float>, Array<char*, 3> >"
+    assert short_name(long, 64) == "vectorized_elementwise_kernel<4, CUDAFunctor_add<…>, Array<…> >"
+    assert short_name(long, 40) == "vectorized_elementwise_kernel<…>"
+    assert short_name(long, 20) == "vectorized_elementw…"
+    assert short_name("[bold]x[/bold] → " + long, 60).startswith("[bold]x[/bold] → vectorized_elementwise")
+    assert short_name("a\x1bb", 2) == "a…"

@@ -1,0 +1,69 @@
+"""``gapscope report`` on real corpus traces: the figures it prints agree with the
+stdlib-only reference (``tests/reference.py``, written without the loader), class
+totals add up to the idle time to the nanosecond, and the text carries them."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from gapscope import report_cmd
+
+from .reference import reference
+
+TRACES = [
+    "hta/step_based_trace_2543932.json.gz",
+    "hta/inference_rank_1.json.gz",
+    "hta/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+]
+
+
+def run(path, *args):
+    out = io.StringIO()
+    assert report_cmd.run([str(path), "--width", "100", *args], stdout=out) == 0
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("rel", TRACES)
+def test_corpus_report_matches_reference(corpus, rel):
+    path = corpus / rel
+    ref = reference(path)
+    doc = json.loads(run(path, "--json"))
+    assert doc["event_count"] > 0 and doc["diagnosis_available"]
+    devs = {d["device"]: d for d in doc["devices"]}
+    ref_devs = {int(k): v for k, v in ref.devices.items() if v.n_kernels}
+    assert sorted(devs) == sorted(ref_devs)
+    for dev, r in ref_devs.items():
+        d = devs[dev]
+        assert d["kernel_count"] == r.n_kernels
+        lo, hi = r.window_ns
+        assert d["window_start_ns"] <= lo and d["window_end_ns"] >= hi
+        assert d["busy_ns"] == r.busy_ns  # every kernel lies inside the window
+        assert d["busy_with_copies_ns"] <= r.work_busy_ns
+        assert d["idle_ns"] == d["window_ns"] - r.busy_ns
+        assert sum(d["class_totals_ns"].values()) == d["gap_idle_ns"] <= d["idle_ns"]
+    assert sum(doc["class_totals_ns"].values()) == doc["idle_in_gaps_ns"]
+    assert doc["idle_in_gaps_ns"] == sum(d["gap_idle_ns"] for d in doc["devices"])
+    sizes = [g["dur_ns"] for g in doc["top_gaps"]]
+    assert sizes == sorted(sizes, reverse=True) and len(sizes) == min(10, doc["gap_count"])
+    for g in doc["top_gaps"]:
+        assert g["dur_ns"] >= doc["params"]["min_gap_ns"] and g["cause"] in doc["class_totals_ns"]
+
+
+def test_corpus_text_report(corpus):
+    path = corpus / TRACES[0]
+    ref = reference(path)
+    doc = json.loads(run(path, "--json"))
+    text = run(path)
+    (d,) = doc["devices"]
+    from gapscope.report_fmt import fmt_dur, fmt_share, unit_for
+
+    u = unit_for(d["window_ns"])
+    assert f"{fmt_dur(ref.devices[0].busy_ns, u)} ({fmt_share(ref.devices[0].busy_ns, d['window_ns'])})" in text
+    assert f"Kineto schemaVersion {doc['source']['schema_version']}" in text
+    first = doc["top_gaps"][0]
+    section = text.split("Largest idle gaps")[1]
+    row = next(line for line in section.splitlines() if line.lstrip().startswith("1 "))
+    assert fmt_dur(first["dur_ns"], unit_for(first["dur_ns"])) in row and first["cause"] in row

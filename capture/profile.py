@@ -246,7 +246,8 @@ class Profiler:
                 "schedule": asdict(self.schedule) if self.schedule else "whole block", **self.metadata}
         self._prof.preset_metadata_json("gapscope_capture", json.dumps(meta, default=str))
         if not self.cuda:
-            self.say("recording CPU activity only (no CUDA device): the trace has no GPU lanes")
+            why = "CUDA activity not requested" if self.want_cuda is False else "no CUDA device"
+            self.say(f"recording CPU activity only ({why}): the trace has no GPU lanes")
         self._prof.__enter__()
         self._running = True
         _push(self)

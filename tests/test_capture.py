@@ -195,12 +195,13 @@ def test_whole_block_records_every_step_and_says_cpu_only(tmp_path):
 
 
 @needs_torch
-def test_schedule_keeps_only_the_active_steps(tmp_path):
+@pytest.mark.parametrize("wait, warmup", [(1, 1), (2, 0)])
+def test_schedule_keeps_only_the_active_steps(tmp_path, recwarn, wait, warmup):
     import torch
 
     from capture import Profiler, Schedule
 
-    with Profiler(str(tmp_path), schedule=Schedule(wait=1, warmup=1, active=2), log=lambda m: None) as p:
+    with Profiler(str(tmp_path), schedule=Schedule(wait=wait, warmup=warmup, active=2), log=lambda m: None) as p:
         for i in range(6):
             with torch.profiler.record_function(f"iter{i}"):
                 torch.ones(2).add(1)
@@ -209,6 +210,7 @@ def test_schedule_keeps_only_the_active_steps(tmp_path):
     counts = range_counts(doc)
     assert {k for k in counts if k.startswith("ProfilerStep#")} == {"ProfilerStep#2", "ProfilerStep#3"}
     assert {k for k in counts if k.startswith("iter")} == {"iter2", "iter3"}
+    assert not [w for w in recwarn if "warmup" in str(w.message)]  # no torch "no warmup" warning
 
 
 @needs_torch

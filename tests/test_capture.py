@@ -342,3 +342,26 @@ def test_profiled_decorator_passes_results_and_errors(tmp_path):
     with pytest.raises(LookupError):
         broken()
     assert len(broken.last_profiler.traces) == 1
+
+
+MINI_KINETO = {"schemaVersion": 1, "traceEvents": [
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 100, "ts": 1000.0, "dur": 5, "args": {"correlation": 1}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 100, "ts": 1025.0, "dur": 5, "args": {"correlation": 2}},
+    {"ph": "X", "cat": "kernel", "name": "k1", "pid": 0, "tid": 7, "ts": 1010.0, "dur": 10, "args": {"device": 0, "stream": 7, "correlation": 1}},
+    {"ph": "X", "cat": "kernel", "name": "k2", "pid": 0, "tid": 7, "ts": 1040.0, "dur": 10, "args": {"device": 0, "stream": 7, "correlation": 2}},
+]}
+
+
+def test_summary_line_figures_by_hand(tmp_path):
+    """Two 10 µs kernels at 1010 and 1040 µs: window 40 µs, busy 20 µs, one 20 µs gap."""
+    if not parser_available():
+        pytest.skip("parsers/chrome.py (the Kineto loader) is not there yet")
+    from capture.summary import summary_line
+
+    path = tmp_path / "mini.json"
+    path.write_text(json.dumps(MINI_KINETO))
+    line = summary_line(path)
+    assert line.startswith("4 events, 2 lanes; GPU 0: idle 20.0 µs of 40.0 µs (50%) in 1 gaps; by cause: "), line
+    assert summary_line(tmp_path / "missing.json").startswith("no summary (could not load the trace: ")
+    path.write_text("{not json")
+    assert summary_line(path).startswith("no summary")

@@ -28,9 +28,8 @@ def _feedback(screen) -> str:
 async def _choose(pilot, index: int) -> None:
     ol = pilot.app.screen.query_one("#ex-options", OptionList)
     assert ol.has_focus
-    if index:  # one real arrow press, then jump (each key press costs a repaint)
-        await pilot.press("down")
-        ol.highlighted = index
+    await pilot.press("down")  # one real arrow press, then jump (each press costs a repaint)
+    ol.highlighted = index
     await pilot.press("enter")
 
 
@@ -132,6 +131,10 @@ def test_decode_step_wrong_answers_get_evidence(tmp_path):
             assert "sync does not fit what the CPU did during 0.590-1.050 ms" in _feedback(screen)
             await _choose(pilot, CAUSE_LABELS.index("host"))
             assert lanes.reveal_causes  # classified: the gap row now shows classes
+            assert s.task.id == "pattern"
+            await _choose(pilot, 1)  # the one-off largest gap: wrong
+            assert "happens in one step of ten" in _feedback(screen)
+            await _choose(pilot, 0)
             await _choose(pilot, 1)  # problem kind: correct
             assert s.task.id == "first-change"
             await _choose(pilot, 0)  # "Rewrite the attention kernel"
@@ -140,7 +143,8 @@ def test_decode_step_wrong_answers_get_evidence(tmp_path):
             assert s.task.id == "first-change"
             screen.query_one("#ex-notes", Input).value = "try logging every 32 tokens"
             await _choose(pilot, 2)
-            assert s.record(s.exercise.tasks[4])["notes"] == "try logging every 32 tokens"
+            first_change = next(t for t in s.exercise.tasks if t.id == "first-change")
+            assert s.record(first_change)["notes"] == "try logging every 32 tokens"
             await _choose(pilot, 0)  # proof
             await _type(pilot, "0.322 ms")  # the seed's figure: rejected with the computation
             fb = _feedback(screen)

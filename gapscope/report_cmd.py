@@ -72,7 +72,7 @@ def run(argv: list[str], stdout: IO[str] | None = None) -> int:
 
     trace = parsers.load(args.trace)
     diag = diagnose_or_none(trace, params)
-    doc = build_document(trace, diag, top_n=args.top, version=__version__)
+    doc = build_document(trace, diag, top_n=args.top, version=__version__, full=args.json)
     out = sys.stdout if stdout is None else stdout
     if args.json:
         _write_json(doc, out)

@@ -23,6 +23,8 @@ __all__ = ["SCHEMA", "build_document", "jsonable", "diagnose_or_none", "lone_gap
 
 #: Largest gaps outside any recurring group that also get their card printed.
 CARDS_FOR_TOP = 3
+#: Recurring groups (largest total first) that carry their card in the document.
+GROUP_CARD_LIMIT = 50
 
 #: Identifies the document layout; bumped only on an incompatible change.
 SCHEMA = "gapscope.report/1"
@@ -42,6 +44,8 @@ def jsonable(obj: Any) -> Any:
         f = float(obj)
         return f if math.isfinite(f) else None
     if isinstance(obj, np.ndarray):
+        if obj.dtype.kind in "iub":
+            return obj.tolist()
         return [jsonable(x) for x in obj.tolist()]
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj) if not f.name.startswith("_")}
@@ -161,12 +165,14 @@ def _card(card) -> dict:
     return d
 
 
-def build_document(trace: Trace, diag, *, top_n: int = 10, version: str = "") -> dict:
+def build_document(trace: Trace, diag, *, top_n: int = 10, version: str = "", full: bool = True) -> dict:
     """The whole report as a dict of JSON types (see ``docs/report-json.md``).
 
     ``trace``: a loaded ``Trace``; ``diag``: its ``analysis.Diagnosis`` or None (then
     gap, class, group, step and budget keys are null or empty); ``top_n``: how many of
-    the largest gaps get an entry (with card) in ``top_gaps``. Times are the trace's own
+    the largest gaps get an entry (with card) in ``top_gaps``; ``full``: include the
+    ``diagnosis`` key (``Diagnosis.to_json()``; the text renderers do not need it, and
+    it is left ``None`` without). Times are the trace's own
     int64 ns; ``*_rel_ns`` values are relative to ``span.start_ns``.
     """
     lo, hi = (int(x) for x in trace.extent_ns)
@@ -204,18 +210,22 @@ def build_document(trace: Trace, diag, *, top_n: int = 10, version: str = "") ->
     doc["steps"] = _steps(diag.steps, lo)
     doc["budget"] = jsonable(diag.budget)
     doc["what_if"] = _what_ifs(diag, totals) if diag.steps is not None else []
-    doc["diagnosis"] = jsonable(diag.to_json())
+    doc["diagnosis"] = jsonable(diag.to_json()) if full else None
     return doc
 
 
 def _groups(diag) -> list[dict]:
+    """Every recurring group; the first ``GROUP_CARD_LIMIT`` (largest total first) with
+    their card, the others with ``card: null`` (as ``Diagnosis.to_json`` does)."""
     out = []
-    for grp in diag.groups:
+    for k, grp in enumerate(diag.groups):
         d = jsonable(grp)
         idx = [int(x) for x in np.asarray(grp.gap_indices).tolist()]
         d["gap_indices"] = idx
         group_card = getattr(diag, "group_card", None)
-        if group_card is not None:
+        if k >= GROUP_CARD_LIMIT:
+            d["card"] = None
+        elif group_card is not None:
             d["card"] = _card(group_card(int(grp.id)))
         else:
             d["card"] = _card(diag.card(idx[0])) if idx else None

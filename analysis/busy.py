@@ -121,11 +121,15 @@ EPOCH_LIKE_NS = 10**15
 
 
 def device_event_mask(trace: Trace, device: int, kinds: tuple[Kind, ...], valid: np.ndarray | None = None) -> np.ndarray:
-    """Mask of events of ``kinds`` on GPU lanes of ``device`` with valid timing."""
-    lane_dev = np.array([ln.device if ln.is_gpu else -2 for ln in trace.lanes], dtype=np.int64)
-    if lane_dev.size == 0:
-        return np.zeros(len(trace), dtype=bool)
-    m = (lane_dev[trace.lane] == device) & trace.mask_kind(*kinds)
+    """Mask of events of ``kinds`` on GPU lanes of ``device`` with valid timing.
+    Works on the device's lane slices only (events are sorted by lane)."""
+    m = np.zeros(len(trace), dtype=bool)
+    kind_codes = np.array([int(k) for k in kinds], dtype=np.int8)
+    for ln in trace.lanes:
+        if ln.is_gpu and ln.device == device:
+            sl = trace.lane_slice(ln.index)
+            if sl.stop > sl.start:
+                m[sl] = np.isin(trace.kind[sl], kind_codes)
     if valid is None:
         valid = valid_timing_mask(trace)
     return m & valid

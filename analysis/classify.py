@@ -88,12 +88,13 @@ def launching_ops(trace: Trace, cause: np.ndarray) -> np.ndarray:
     if n == 0 or not flag.any():
         return np.zeros(n, dtype=bool)
     depth = trace.depth.astype(np.int64)
-    idx_all = np.arange(n, dtype=np.int64)
-    maxd = int(depth.max())
+    by_depth = np.argsort(depth, kind="stable")  # indices grouped by depth, ascending index
+    maxd = int(depth[by_depth[-1]])
+    bounds = np.searchsorted(depth[by_depth], np.arange(maxd + 2))
     parent = np.full(n, -1, dtype=np.int64)
     for d in range(1, maxd + 1):
-        kids = idx_all[depth == d]
-        cand = idx_all[depth == d - 1]
+        kids = by_depth[bounds[d]:bounds[d + 1]]
+        cand = by_depth[bounds[d - 1]:bounds[d]]
         if kids.size == 0 or cand.size == 0:
             continue
         pos = np.searchsorted(cand, kids, side="right") - 1
@@ -102,7 +103,8 @@ def launching_ops(trace: Trace, cause: np.ndarray) -> np.ndarray:
         ok &= trace.lane[p] == trace.lane[kids]
         parent[kids[ok]] = p[ok]
     for d in range(maxd, 0, -1):
-        kids = idx_all[(depth == d) & flag & (parent >= 0)]
+        kids = by_depth[bounds[d]:bounds[d + 1]]
+        kids = kids[flag[kids] & (parent[kids] >= 0)]
         flag[parent[kids]] = True
     return flag & (cause == int(Cause.HOST))
 
@@ -193,11 +195,14 @@ def classify(trace: Trace, gaps: Gaps, params: Params, *, valid: np.ndarray, lau
     copy_m = cause == int(Cause.COPY)
     launch_m = cause == int(Cause.LAUNCH)
     unions_by_pid: dict[str, tuple] = {}
-    pairs = np.unique(np.stack([T.astype(np.int64), gaps.device.astype(np.int64)], axis=1), axis=0)
+    pair_code = (T.astype(np.int64) + 1) * (1 << 20) + gaps.device.astype(np.int64)
+    codes, pair_inv = np.unique(pair_code, return_inverse=True)
+    pair_order = np.argsort(pair_inv, kind="stable")
+    pair_bounds = np.searchsorted(pair_inv[pair_order], np.arange(codes.size + 1))
     dev_cache: dict[int, tuple] = {}
-    for t_lane, dev in pairs:
-        t_lane, dev = int(t_lane), int(dev)
-        rows = np.flatnonzero((T == t_lane) & (gaps.device == dev))
+    for pi, code in enumerate(codes.tolist()):
+        t_lane, dev = code // (1 << 20) - 1, code % (1 << 20)
+        rows = pair_order[pair_bounds[pi]:pair_bounds[pi + 1]]
         if dev not in dev_cache:
             dev_cache[dev] = _device_copy_unions(trace, dev, valid, params)
         big, small_sync = dev_cache[dev]

@@ -168,6 +168,19 @@ def _period_steps(trace: Trace, valid: np.ndarray, min_match: float = 0.9) -> St
     return Steps("period", trace.names[int(anchor)], start, end, np.zeros(0, np.int64))
 
 
+def _unique_rows(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Like ``np.unique(key, axis=0, return_inverse=True)`` for int64 rows, by one
+    ``lexsort`` (much faster than the structured-view path)."""
+    o = np.lexsort(key.T[::-1])
+    k = key[o]
+    new = np.ones(k.shape[0], dtype=bool)
+    new[1:] = (k[1:] != k[:-1]).any(axis=1)
+    gid_sorted = np.cumsum(new) - 1
+    inv = np.empty(k.shape[0], dtype=np.int64)
+    inv[o] = gid_sorted
+    return k[new], inv
+
+
 def step_annotation_mask(trace: Trace, steps: Steps | None) -> np.ndarray:
     """Bool mask of the step annotations themselves (all ``ProfilerStep#N``, or every
     annotation named like the chosen step annotation): structure, not evidence."""
@@ -229,48 +242,55 @@ def group_gaps(trace: Trace, gaps: Gaps, steps: Steps | None, class_ns: np.ndarr
     run_id = np.cumsum(~same) - 1
     ordinal = np.arange(h.size) - run_start[run_id]
     key = np.stack([dev64[h], prev_name[h], next_name[h], ordinal], axis=1)
-    uk, inv = np.unique(key, axis=0, return_inverse=True)
-    inv = inv.reshape(-1)
+    uk, inv = _unique_rows(key)
     occ_dur = np.bincount(occ, weights=gaps.dur_ns, minlength=n).astype(np.int64)
     head_group = np.full(n, -1, dtype=np.int64)
     head_group[h] = inv
     total_steps = len(steps)
-    groups: list[GapGroup] = []
-    order = np.argsort(inv, kind="stable")
-    bounds = np.searchsorted(inv[order], np.arange(uk.shape[0] + 1))
-    member_group = head_group[occ]  # group of each gap through its occurrence head
-    member_order = np.argsort(member_group, kind="stable")
-    mb = np.searchsorted(member_group[member_order], np.arange(uk.shape[0] + 1))
-    sizes = np.diff(bounds)
+    ng = uk.shape[0]
+    sizes = np.bincount(inv, minlength=ng)
     wrap_heads = np.zeros(n, dtype=bool)
     wrap_heads[occ[occ != np.arange(n)]] = True
     if total_steps >= 2:
         keep = sizes >= 2
     else:  # one step: only the step-boundary stretch is a position worth a group
-        keep = np.zeros(uk.shape[0], dtype=bool)
+        keep = np.zeros(ng, dtype=bool)
         wrap_groups = head_group[np.flatnonzero(wrap_heads)]
         keep[wrap_groups[wrap_groups >= 0]] = True
-    for g in np.flatnonzero(keep):
-        occ_rows = h[order[bounds[g]:bounds[g + 1]]]
-        rows = np.sort(member_order[mb[g]:mb[g + 1]]).astype(np.int64)
-        pn, nn = int(uk[g, 1]), int(uk[g, 2])
-        left = trace.names[pn] if pn >= 0 else "step start"
-        right = trace.names[nn] if nn >= 0 else "step end"
-        label = f"{left} → {right}" + (f" (#{int(uk[g, 3]) + 1})" if uk[g, 3] else "")
-        if class_ns is not None:
-            cause = Cause(int(np.argmax(class_ns[rows].sum(axis=0))))
-        else:
-            cause = Cause.UNCLASSIFIED
-        d = occ_dur[occ_rows]
-        gi = len(groups)
-        gid[rows] = gi
-        groups.append(GapGroup(gi, label, rows, int(np.unique(step[occ_rows]).size), total_steps,
-                               int(np.median(d)), int(d.sum()), cause))
-    order_g = sorted(range(len(groups)), key=lambda k: (-groups[k].total_ns, k))
-    remap = np.full(max(len(groups), 1), -1, dtype=np.int32)
-    out = []
-    for new, old in enumerate(order_g):
-        remap[old] = new
-        out.append(dataclasses.replace(groups[old], id=new))
-    gid = np.where(gid >= 0, remap[np.maximum(gid, 0)], -1).astype(np.int32)
+    if not keep.any():
+        return [], gid
+    # per-group figures, vectorised: occurrences sorted by (group, duration)
+    d_occ = occ_dur[h]
+    o = np.lexsort((d_occ, inv))
+    g_sorted, d_sorted = inv[o], d_occ[o]
+    lo = np.searchsorted(g_sorted, np.arange(ng), side="left")
+    median = (d_sorted[lo + (sizes - 1) // 2] + d_sorted[lo + sizes // 2]) // 2
+    total = np.bincount(inv, weights=d_occ, minlength=ng).astype(np.int64)
+    gs_pairs = np.unique(inv * (total_steps + 1) + step[h])
+    steps_with = np.bincount(gs_pairs // (total_steps + 1), minlength=ng)
+    member_group = head_group[occ]  # group of each gap through its occurrence head
+    if class_ns is not None:
+        cls_tot = np.zeros((ng, class_ns.shape[1]), dtype=np.int64)
+        ok = member_group >= 0
+        np.add.at(cls_tot, member_group[ok], class_ns[ok])
+        cause_g = np.argmax(cls_tot, axis=1)
+    else:
+        cause_g = np.full(ng, int(Cause.UNCLASSIFIED))
+    kept = np.flatnonzero(keep)
+    kept = kept[np.lexsort((kept, -total[kept]))]  # largest total first, ties by key order
+    new_id = np.full(ng, -1, dtype=np.int64)
+    new_id[kept] = np.arange(kept.size)
+    gid = np.where(member_group >= 0, new_id[np.maximum(member_group, 0)], -1).astype(np.int32)
+    m_order = np.argsort(gid, kind="stable")
+    mb = np.searchsorted(gid[m_order], np.arange(kept.size + 1))
+    names = trace.names
+    out: list[GapGroup] = []
+    for new, g in enumerate(kept.tolist()):
+        pn, nn, ordn = int(uk[g, 1]), int(uk[g, 2]), int(uk[g, 3])
+        left = names[pn] if pn >= 0 else "step start"
+        right = names[nn] if nn >= 0 else "step end"
+        label = f"{left} → {right}" + (f" (#{ordn + 1})" if ordn else "")
+        rows = m_order[mb[new]:mb[new + 1]].astype(np.int64)
+        out.append(GapGroup(new, label, rows, int(steps_with[g]), total_steps, int(median[g]),
+                            int(total[g]), Cause(int(cause_g[g]))))
     return out, gid

@@ -324,3 +324,16 @@ def test_panel_toggle_and_help_from_bindings():
     narrow_hidden, shown, help_shown, text, back = asyncio.run(run())
     assert narrow_hidden and shown and help_shown and back
     assert "next gap" in text and "kernel↔launch" in text and "zoom in" in text
+
+
+def test_q_quits():
+    async def run():
+        app = make_app(_small_trace())
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_ready(pilot)
+            await pilot.press("q")
+            await pilot.pause()
+            return app
+
+    app = asyncio.run(run())
+    assert app.return_code == 0 and not app.is_running

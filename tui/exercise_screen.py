@@ -78,7 +78,8 @@ class ExerciseScreen(Screen):
     ExerciseScreen #ex-number, ExerciseScreen #ex-notes { height: 3; }
     ExerciseScreen .-off { display: none; }
     ExerciseScreen #ex-feedback, ExerciseScreen #ex-hints { height: auto; margin-top: 1; }
-    ExerciseScreen #ex-debrief { height: 1fr; padding: 0 1; }
+    ExerciseScreen #ex-debrief { height: auto; padding: 0 1; }
+    ExerciseScreen #ex-final { padding: 0 1; }
     ExerciseScreen.-finished #ex-task-box { display: none; }
     ExerciseScreen #ex-debrief-box { display: none; height: 1fr; }
     ExerciseScreen.-finished #ex-debrief-box { display: block; }

@@ -68,7 +68,7 @@ def _bindings() -> list[Binding]:
         B("percent_sign,J", "jump_flow", "kernel↔launch", show=False, id="flow.jump"),
         B("p", "toggle_panel", "panel", id="panel.toggle"),
         B("question_mark", "help", "help", key_display="?", id="app.help"),
-        B("q", "quit", "quit", id="app.quit"),
+        B("q", "app.quit", "quit", id="app.quit"),
     ]
 
 

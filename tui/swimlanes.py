@@ -191,8 +191,11 @@ class Swimlanes(Widget, can_focus=True):
         self._update_count += 1
         self.refresh()
 
-    def _changed(self) -> None:
-        self._fitted = True
+    def _changed(self, view: bool = False) -> None:
+        """Repaint and tell the app; ``view``: the user moved the time window (from
+        then on resizes keep the zoom instead of refitting the whole trace)."""
+        if view:
+            self._fitted = True
         self._update_count += 1
         self._keep_row_visible()
         self.refresh()
@@ -208,52 +211,61 @@ class Swimlanes(Widget, can_focus=True):
 
     def on_resize(self, event: events.Resize) -> None:
         self._frame_width = event.size.width
+        self._sync_width()
+        self._keep_row_visible()
+        self._update_count += 1
+
+    def _sync_width(self) -> None:
+        """Match the viewport to the timeline width: refit the whole trace until the
+        user has moved the view, else keep the zoom (and the cursor on screen)."""
         w = self.timeline_width
-        if not self._fitted:  # until the user moves the view, resizes refit the trace
+        if not self._fitted:
             t0, t1 = self.trace.extent_ns
-            self.viewport = Viewport.fit(t0, t1, w, margin=0.01)
-        else:
+            vp = Viewport.fit(t0, t1, w, margin=0.01)
+            if vp != self.viewport:
+                self.viewport = vp
+                self._update_count += 1
+        elif self.viewport.width != w:
             self.viewport = self.viewport.with_width(w)
             if not self.viewport.contains(self.cursor_ns):
                 self.viewport = self.viewport.centred_on(self.cursor_ns)
-        self._keep_row_visible()
-        self._update_count += 1
+            self._update_count += 1
 
     # ------------------------------------------------------------ state ops
     def set_viewport(self, vp: Viewport) -> None:
         self.viewport = vp.with_width(self.timeline_width)
-        self._changed()
+        self._changed(view=True)
 
     def zoom(self, factor: float) -> None:
         """Zoom by ``factor`` (> 1 in) around the cursor."""
         self.viewport = self.viewport.zoom(factor, self.cursor_ns)
-        self._changed()
+        self._changed(view=True)
 
     def pan(self, fraction: float) -> None:
         """Pan by ``fraction`` of the visible span; the cursor keeps its cell."""
         old = self.viewport
         self.viewport = old.pan(fraction)
         self.cursor_ns += self.viewport.start_ns - old.start_ns
-        self._changed()
+        self._changed(view=True)
 
     def fit_all(self) -> None:
         t0, t1 = self.trace.extent_ns
         self.viewport = Viewport.fit(t0, t1, self.timeline_width, margin=0.01)
-        self._changed()
+        self._changed(view=True)
 
     def go_to(self, t_ns: int) -> None:
         """Put the cursor at absolute ``t_ns`` and centre it when off-screen."""
         self.cursor_ns = int(t_ns)
         if not self.viewport.contains(self.cursor_ns):
             self.viewport = self.viewport.centred_on(self.cursor_ns)
-        self._changed()
+        self._changed(view=True)
 
     def move_cursor_cells(self, cells: int) -> None:
         self.cursor_ns = self.viewport.time_of(self.viewport.cell_of(self.cursor_ns) + cells)
         if not self.viewport.contains(self.cursor_ns):
             self.viewport = self.viewport.pan(0.5 if cells > 0 else -0.5)
         self.selected_event = None
-        self._changed()
+        self._changed(view=True)
 
     def select_row(self, delta: int) -> None:
         self.selected_row = max(0, min(len(self.rows) - 1, self.selected_row + delta))
@@ -266,7 +278,7 @@ class Swimlanes(Widget, can_focus=True):
         self.selected_gap = gap
         self.selected_event = None
         if gap is None or self.gaps is None:
-            self._changed()
+            self._changed(view=True)
             return
         s, e = int(self.gaps.start_ns[gap]), int(self.gaps.end_ns[gap])
         dev = int(self.gaps.device[gap])
@@ -282,7 +294,7 @@ class Swimlanes(Widget, can_focus=True):
                 self.viewport = Viewport.fit(s, e, self.timeline_width, margin=0.25)
             else:
                 self.viewport = self.viewport.centred_on((s + e) // 2)
-        self._changed()
+        self._changed(view=True)
 
     def select_event(self, event: int) -> None:
         """Select event ``event``: its lane row (expanding its group), cursor at its start."""
@@ -301,7 +313,7 @@ class Swimlanes(Widget, can_focus=True):
         self.cursor_ns = s
         if not (self.viewport.contains(s) and self.viewport.contains(max(s, e - 1))):
             self.viewport = self.viewport.centred_on((s + e) // 2)
-        self._changed()
+        self._changed(view=True)
 
     def toggle_group(self) -> None:
         """Collapse or expand the group of the selected row."""
@@ -398,6 +410,7 @@ class Swimlanes(Widget, can_focus=True):
         if not self._frame_styles:
             self._base_style = self.rich_style
         self._frame_width = self.size.width
+        self._sync_width()
         return super().render_lines(crop)
 
     def notify_style_update(self) -> None:
@@ -408,8 +421,6 @@ class Swimlanes(Widget, can_focus=True):
     def render_line(self, y: int) -> Strip:
         width = self._frame_width or self.size.width
         vp = self.viewport
-        if vp.width != self.timeline_width:
-            vp = self.viewport = vp.with_width(self.timeline_width)
         cursor_cell = vp.cell_of(self.cursor_ns)
         row_i = self.top_row + y - 1 if y > 0 else -1
         key = (y, row_i, vp, width, cursor_cell, self.selected_row == row_i, self.selected_gap, self.selected_event, self._update_count)

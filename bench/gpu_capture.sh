@@ -14,6 +14,7 @@
 # Locally (any machine with CUDA): OUT=bench/out/gpu bash bench/gpu_capture.sh
 # Dry run of the pipeline on a CPU: ALLOW_CPU=1 TINY=1 PYTHON=.venv/bin/python bash bench/gpu_capture.sh
 #
+# First runs tests/test_capture_gpu.py (NO_PYTEST=1 skips it), then every scenario.
 # Writes to $OUT (the device tool brings back at most 8 files of 16 MiB):
 #   summary.txt          GPU, driver, CUDA, torch; per scenario: status, trace size,
 #                        idle share, idle time by cause, dominant cause, OK / FINDING
@@ -52,6 +53,14 @@ if [ -z "${ALLOW_CPU:-}" ] && ! "$PY" -c "import torch, sys; sys.exit(0 if torch
 fi
 
 failed=0
+if [ -z "${NO_PYTEST:-}" ]; then  # the capture's own GPU checks (kernels, launches, graph replays, copies)
+    if timeout 180 "$PY" -m pytest -q -p no:cacheprovider tests/test_capture_gpu.py >"$WORK/logs/pytest_gpu.log" 2>&1; then
+        echo "pytest tests/test_capture_gpu.py: $(tail -1 "$WORK/logs/pytest_gpu.log")" | tee -a "$SUMMARY"
+    else
+        echo "pytest tests/test_capture_gpu.py: FAILED: $(tail -1 "$WORK/logs/pytest_gpu.log")" | tee -a "$SUMMARY"
+        failed=1
+    fi
+fi
 for s in $SCENARIOS; do
     log="$WORK/logs/$s.log"
     start=$(date +%s)

@@ -244,7 +244,10 @@ class Profiler:
         )
         meta = {"label": self.label or "", "cuda": self.cuda,
                 "schedule": asdict(self.schedule) if self.schedule else "whole block", **self.metadata}
-        self._prof.preset_metadata_json("gapscope_capture", json.dumps(meta, default=str))
+        try:
+            self._prof.preset_metadata_json("gapscope_capture", json.dumps(meta, default=str))
+        except AttributeError:  # an older torch without preset metadata: the trace is still complete
+            pass
         if not self.cuda:
             why = "CUDA activity not requested" if self.want_cuda is False else "no CUDA device"
             self.say(f"recording CPU activity only ({why}): the trace has no GPU lanes")

@@ -372,10 +372,8 @@ def run_scenario(name: str, out_dir: str = ".", *, tiny: bool = False, cuda: boo
     torch = require_torch()
     torch.manual_seed(0)
     use_cuda = bool(torch.cuda.is_available()) if cuda is None else bool(cuda and torch.cuda.is_available())
-    prof = Profiler(out_dir, label=name, cuda=use_cuda, record_shapes=record_shapes, with_stack=with_stack,
+    prof = Profiler(out_dir, label=name, cuda=cuda, record_shapes=record_shapes, with_stack=with_stack,
                     log=log, metadata={"scenario": name, "smell": sc.smell, "tiny": tiny})
-    if cuda and not use_cuda:
-        prof.say(f"{name}: CUDA was asked for but is not available")
     ctx = Ctx(torch, use_cuda, tiny, prof.say)
     prof.schedule = sc.schedule(ctx)
     gen = sc.fn(ctx)

@@ -178,7 +178,7 @@ def test_whole_block_records_every_step_and_says_cpu_only(tmp_path):
     from capture import Profiler
 
     msgs = []
-    with Profiler(str(tmp_path), label="blk", log=msgs.append) as p:
+    with Profiler(str(tmp_path), label="blk", cuda=False, log=msgs.append) as p:
         for _ in range(3):
             with torch.profiler.record_function("work"):
                 torch.ones(4, 4).mul(2.0)

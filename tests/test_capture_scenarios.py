@@ -37,7 +37,7 @@ def test_scenario_writes_a_trace_with_its_ranges(tmp_path, name):
 
     assert set(SCENARIOS) == set(EXPECTED)
     msgs = []
-    prof = run_scenario(name, str(tmp_path), tiny=True, log=msgs.append)
+    prof = run_scenario(name, str(tmp_path), tiny=True, cuda=False, log=msgs.append)
     assert len(prof.traces) == 1 and prof.traces[0].endswith(f"_{name}.pt.trace.json.gz")
     ranges, active = EXPECTED[name]
     doc = check_trace(prof.traces[0], set(ranges))
@@ -60,8 +60,8 @@ def test_scenario_writes_a_trace_with_its_ranges(tmp_path, name):
 def test_scenarios_are_deterministic(tmp_path):
     from capture.scenarios import run_scenario
 
-    a = run_scenario("decode", str(tmp_path / "a"), tiny=True, log=lambda m: None)
-    b = run_scenario("decode", str(tmp_path / "b"), tiny=True, log=lambda m: None)
+    a = run_scenario("decode", str(tmp_path / "a"), tiny=True, cuda=False, log=lambda m: None)
+    b = run_scenario("decode", str(tmp_path / "b"), tiny=True, cuda=False, log=lambda m: None)
     ca = range_counts(check_trace(a.traces[0]), "cpu_op")
     cb = range_counts(check_trace(b.traces[0]), "cpu_op")
     assert ca == cb

@@ -35,8 +35,3 @@ def _keys(*keys):
 def test_decode_step_pick_gap(snap_compare, size, tmp_path):
     # task 1 answered, then the cursor moved to the first gap: the pick-a-gap task
     assert snap_compare(_app("decode-step", tmp_path), terminal_size=size, run_before=_keys("enter", "n"))
-
-
-def test_four_smells_card_second_field(snap_compare, tmp_path):
-    # card of trace 1: a smell chosen (judged with the whole card), now the cause field
-    assert snap_compare(_app("four-smells", tmp_path), terminal_size=(120, 40), run_before=_keys("down", "enter"))

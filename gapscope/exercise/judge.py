@@ -108,7 +108,7 @@ def _text_violations(ex: Exercise, text: str) -> list[str]:
     return [c.text for c in ex.constraints if any(k.casefold() in low for k in c.forbidden_keywords)]
 
 
-def judge(ex: Exercise, task: Task, facts: TraceFacts | None, answer, *, notes: str = "") -> Verdict:
+def judge(ex: Exercise, task: Task, facts: TraceFacts | None, answer) -> Verdict:
     """Judge ``answer`` to ``task``.
 
     Answer per kind: ``pick_gap`` gap index (int) in ``facts.diag.gaps`` (or None:

@@ -79,7 +79,7 @@ class Session:
         if t is None:
             raise RuntimeError("the exercise is finished")
         facts = None if t.kind == "choice" and not self._has_trace(t) else self.facts(t)
-        verdict = judge(self.exercise, t, facts, answer, notes=notes)
+        verdict = judge(self.exercise, t, facts, answer)
         rec = self.record()
         rec["attempts"] += 1
         rec["answer"] = answer if isinstance(answer, (int, str, dict, type(None))) else str(answer)

@@ -284,3 +284,37 @@ def judge_text(ex, t, f, option):
     from gapscope.exercise.facts import fill
 
     return fill(option.explain, f)
+
+
+def test_gap_selectors_and_gap_quantity(decode):
+    ex, wb = decode
+    f = wb.facts("step")
+    largest = f.resolve(GapSelector(rank=1))
+    assert f.resolve(GapSelector(start_ms=0.590, end_ms=1.050)) == largest
+    assert f.resolve(GapSelector(start_ms=0.5905, end_ms=1.050)) == largest  # within 0.001 ms
+    assert f.resolve(GapSelector(start_ms=0.595, end_ms=1.050)) is None
+    assert f.resolve(GapSelector(contains_ms=0.1)) == f.gap_at(100_000)
+    assert f.gap_text(f.resolve(GapSelector(contains_ms=0.1))) == "0.000-0.258 ms (0.258 ms)"
+    assert f.resolve(GapSelector(rank=3)) == f.resolve(GapSelector(contains_ms=0.42))
+    assert f.resolve(GapSelector(rank=4)) is None
+    g = f.figure("gap", gap=GapSelector(rank=2))
+    assert g.value == 258_000 and g.work == "gap = 0.258 - 0.000 = 0.258 ms"
+    with pytest.raises(ValueError, match="no gap of rank 4"):
+        f.figure("gap", gap=GapSelector(rank=4))
+    with pytest.raises(ValueError, match="no CPU event named 'print'"):
+        f.figure("projected_step", projection=Projection(remove_events=("print",)))
+
+
+@pytest.mark.parametrize("old,new,message", [
+    ("correct = true\nexplain = \"Yes: the kernels run", "explain = \"Yes: the kernels run", "no option is marked correct"),
+    ("key = { value = 952, unit = \"tokens/s\", tolerance = 5 }", "key = { value = 952, unit = \"ms\", tolerance = 5 }", "unit 'ms' does not fit quantity 'tokens_per_s'"),
+    ("key = { value = 952, unit = \"tokens/s\", tolerance = 5 }", "key = { value = 952, unit = \"tokens/s\" }", "one non-negative 'tolerance'"),
+    ("violates = [\"weights\"]", "violates = [\"speed\"]", "unknown constraint 'speed'"),
+    ("gap = { rank = 1 }\ncause = \"host\"", "gap = { rank = 0 }\ncause = \"host\"", "rank starts at 1"),
+    ("protocol_step = 3\nprompt = \"Budget", "protocol_step = 9\nprompt = \"Budget", "protocol_step must be 1..6"),
+])
+def test_format_errors(tmp_path, old, new, message):
+    p = _variant(tmp_path, old, new)
+    with pytest.raises(ExerciseError, match=message) as ei:
+        load_exercise(p)
+    assert ei.value.line is not None and ei.value.task is not None

@@ -59,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             gone = store.reset(None)
             print(f"progress reset for {len(gone)} exercise(s) ({store.path})", file=out)
+        if store.error:
+            print(f"gapscope exercise: {store.error}", file=sys.stderr)
+            return 1
         return 0
     if not args.name:
         return _list(store, out)

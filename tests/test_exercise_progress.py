@@ -152,3 +152,23 @@ def test_headless_exercise_modules_do_not_import_textual():
     code = "import sys, gapscope.exercise, gapscope.exercise_cmd; gapscope.exercise.check_exercise(gapscope.exercise.bundled_paths()[0]); print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_unwritable_state_dir_keeps_progress_in_memory(tmp_path, decode):
+    ex, wb = decode
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory", encoding="utf-8")
+    store = ProgressStore(blocker / "state", "ada")
+    s = Session(ex, store=store, workbook=wb)
+    assert s.submit(0).correct and s.index == 1  # the answer still counts
+    assert store.error is not None and "cannot save progress" in store.error
+    assert not (blocker / "state").exists()
+
+
+def test_verdict_text_renders_names_literally():
+    from gapscope.exercise import Verdict
+    from tui.exercise_text import verdict_text
+
+    v = Verdict(False, "You picked [bold]x[/bold]", evidence=("  evidence: [red]launch[/] (host, 1.0 µs)",))
+    t = verdict_text(v)
+    assert t.plain == "✗ Not yet. You picked [bold]x[/bold]\n  evidence: [red]launch[/] (host, 1.0 µs)"

@@ -279,6 +279,8 @@ class ExerciseScreen(Screen):
             self._setup_input()
             return
         self._feedback(verdict_text(verdict))
+        if self.session.store.error:
+            self.notify(self.session.store.error, severity="warning", timeout=6)
         if verdict.correct:
             self._setup_task()
         elif task.kind == "card":

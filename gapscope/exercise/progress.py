@@ -47,6 +47,7 @@ class ProgressStore:
         self.directory = Path(directory) if directory is not None else state_dir()
         self.learner = learner or learner_name()
         self.path = self.directory / f"progress-{self.learner}.json"
+        self.error: str | None = None  # last save failure (progress then lives in memory)
         self.data = self._read()
 
     def _read(self) -> dict:
@@ -64,12 +65,19 @@ class ProgressStore:
                 pass
         return {"version": 1, "exercises": {}}
 
-    def save(self) -> None:
-        """Write atomically; creates the directory."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, self.path)
+    def save(self) -> bool:
+        """Write atomically (creates the directory). Returns False and sets ``error``
+        when the state directory is not writable; progress then stays in memory."""
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True), encoding="utf-8")
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            self.error = f"cannot save progress to {self.path}: {exc.strerror or exc}"
+            return False
+        self.error = None
+        return True
 
     def exercise(self, ex_id: str) -> dict:
         """The mutable record of ``ex_id`` (created empty)."""

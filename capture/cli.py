@@ -67,12 +67,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run a built-in workload instead of a script: " + ", ".join(SCENARIOS))
     p.add_argument("--list", action="store_true", help="list the scenarios and the smell each reproduces")
     p.add_argument("--tiny", action="store_true", help="scenario: smallest sizes and fewest steps (tests, slow CPUs)")
-    p.add_argument("--wait", type=int, default=1, metavar="N", help="steps skipped after the first capture.step() (default 1)")
+    p.add_argument("--wait", type=int, default=1, metavar="N", help="script steps skipped after the first capture.step() (default 1; scenarios have their own schedule)")
     p.add_argument("--warmup", type=int, default=1, metavar="N", help="profiler warm-up steps, not recorded (default 1)")
     p.add_argument("--active", type=int, default=5, metavar="N", help="steps recorded into the trace (default 5)")
     p.add_argument("--repeat", type=int, default=1, metavar="N", help="cycles, one trace each; 0 = until the end (default 1)")
-    p.add_argument("--seconds", type=float, default=10.0, metavar="S",
-                   help="time window when the script marks no steps; 0 = the whole run (default 10)")
+    p.add_argument("--seconds", type=float, default=5.0, metavar="S",
+                   help="time window when the script marks no steps; 0 = the whole run (default 5)")
     p.add_argument("--delay", type=float, default=0.0, metavar="S", help="start the time window after S seconds (default 0)")
     p.add_argument("--cpu-only", action="store_true", help="record CPU activity only, even when CUDA is available")
     p.add_argument("--record-shapes", action="store_true", help="record operator input shapes (more overhead)")

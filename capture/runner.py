@@ -78,13 +78,13 @@ class ScriptRunner:
     """Profile one run of a Python script; see the module docstring for the rules.
 
     ``ScriptRunner(out_dir, *, schedule=Schedule(wait=1, warmup=1, active=5),
-    seconds=10.0, delay=0.0, label=None, cuda=None, record_shapes=False,
+    seconds=5.0, delay=0.0, label=None, cuda=None, record_shapes=False,
     with_stack=False, log=None)``. ``seconds <= 0`` records the whole run in window
     mode. After ``run(cmd)``: ``traces`` (paths), ``mode`` (``"window"`` or
     ``"steps"``), ``steps`` (``capture.step()`` calls seen), ``messages``.
     """
 
-    def __init__(self, out_dir: str = ".", *, schedule: Schedule | None = None, seconds: float = 10.0,
+    def __init__(self, out_dir: str = ".", *, schedule: Schedule | None = None, seconds: float = 5.0,
                  delay: float = 0.0, label: str | None = None, cuda: bool | None = None,
                  record_shapes: bool = False, with_stack: bool = False,
                  log: Callable[[str], None] | None = None) -> None:

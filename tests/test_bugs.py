@@ -794,3 +794,35 @@ def test_family_hostile_names_verbatim(tmp_path):
     ln = lane_of(tr, 9, 9)
     assert (ln.process_name, ln.thread_name) == (HOSTILE[3], HOSTILE[10])
     assert tr.source.trace_name == HOSTILE[4]
+
+
+# ------------------------------------------- the stated GPU figures through analysis
+_DIAG_CASES = [
+    # file, busy µs, window µs, gaps µs, cause of the (only) gap or None
+    ("B01_truncated_midevent.json", 150, (1020, 1170), [], None),
+    ("B04_nan_infinity.json", 90, (110, 350), [(150, 300)], None),
+    ("B06_multi_member.json.gz", 310, (5000, 5480), [(5100, 5130), (5260, 5400)], None),
+    ("B07_legacy_autograd_array.json", 160, (1250, 1500), [(1290, 1300), (1330, 1400), (1460, 1470)], None),
+    ("B09_display_time_unit_ns.json", 375.5, (1000, 2125.5), [(1250, 2000)], None),
+    ("B14_zero_ts_kernels.json", 120, (B14 + 30, B14 + 330), [(B14 + 80, B14 + 120), (B14 + 160, B14 + 300)], None),
+    ("B16_overlapping_same_stream.json", 240, (5000, 5300), [(5200, 5260)], "HOST"),
+    ("B20_cuda_sync_on_gpu_lane.json", 244, (10, 300), [(200, 246)], "SYNC"),
+    ("B23_markup_in_names.json", 60, (120, 200), [(150, 170)], None),
+]
+
+
+@pytest.mark.parametrize("name, busy_us, window_us, gaps_us, cause", _DIAG_CASES, ids=[c[0].split("_")[0] for c in _DIAG_CASES])
+def test_bug_case_gpu_figures_through_analysis(name, busy_us, window_us, gaps_us, cause, bugs):
+    diag = pytest.importorskip("analysis.diagnose")
+    from analysis.types import Cause
+
+    tr = _load_bug(name)
+    d = diag.diagnose(tr)
+    assert len(d.devices) == 1
+    dev = d.devices[0]
+    assert dev.busy_ns == int(round(busy_us * US))
+    assert (dev.window_start_ns, dev.window_end_ns) == (int(round(window_us[0] * US)), int(round(window_us[1] * US)))
+    g = d.gaps
+    assert list(zip(g.start_ns.tolist(), g.end_ns.tolist())) == [(int(round(a * US)), int(round(b * US))) for a, b in gaps_us]
+    if cause is not None:
+        assert Cause(int(g.cause[0])) == Cause[cause]

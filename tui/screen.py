@@ -227,7 +227,8 @@ class TraceScreen(Screen):
         if self.order_mode == SIZE:
             self.done.add(3)
         lanes.select_gap(g)
-        # The lanes repaint first; the card (a layout pass) follows on the next frame.
+        self._update_detail()
+        # The lanes and detail line repaint first; the card follows on the next frame.
         self.call_after_refresh(self._update_side)
 
     def action_toggle_order(self) -> None:
@@ -237,6 +238,7 @@ class TraceScreen(Screen):
 
     def action_zoom(self, factor: float) -> None:
         self.lanes.zoom(float(factor))
+        self._update_detail()
 
     def action_zoom_selected(self) -> None:
         lanes = self.lanes
@@ -251,18 +253,22 @@ class TraceScreen(Screen):
 
     def action_pan(self, fraction: float) -> None:
         self.lanes.pan(float(fraction))
+        self._update_detail()
 
     def action_cursor(self, cells: int) -> None:
         self.lanes.move_cursor_cells(int(cells))
+        self._update_detail()
 
     def action_row(self, delta: int) -> None:
         self.lanes.select_row(int(delta))
+        self._update_detail()
 
     def action_toggle_group(self) -> None:
         self.lanes.toggle_group()
 
     def action_fit(self) -> None:
         self.lanes.fit_all()
+        self._update_detail()
 
     def action_toggle_panel(self) -> None:
         self.toggle_class("-panel-toggled")

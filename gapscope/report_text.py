@@ -115,25 +115,35 @@ def _device_prop(prop: Any) -> str:
 
 def _lanes(doc: dict, console: Console) -> None:
     _heading(console, "Lanes")
-    lanes = doc["lanes"]
-    tbl = Table(box=None, pad_edge=False, show_edge=False)
-    tbl.add_column("process / device", overflow="ellipsis", max_width=40)
-    tbl.add_column("lane", overflow="ellipsis", max_width=36)
-    tbl.add_column("events", justify="right")
-    tbl.add_column("by kind", overflow="fold")
-    prev_group = None
-    for ln in lanes[:MAX_LANES]:
+    lanes = doc["lanes"][:MAX_LANES]
+    rows, prev_group = [], None
+    for ln in lanes:
         group = (ln["is_gpu"], ln["device"] if ln["is_gpu"] else ln["pid"])
-        proc = _t(ln["process_name"] if not ln["is_gpu"] else (ln["process_name"] or f"GPU {ln['device']}"), 40)
+        if ln["is_gpu"]:  # Kineto names GPU processes after the host program ("python")
+            pname = ln["process_name"] or ""
+            proc = Text(f"GPU {ln['device']}")
+            if pname and not pname.startswith("GPU"):
+                proc.append(" · ").append_text(_t(pname, 24))
+        else:
+            proc = _t(ln["process_name"], 32)
         if group == prev_group:
             proc = Text("")
         prev_group = group
         kinds = sorted(ln["event_counts_by_kind"].items(), key=lambda kv: -kv[1])
-        tbl.add_row(proc, _t(ln["label"], 36), f"{ln['event_count']:,}",
-                    Text(", ".join(f"{k} {v:,}" for k, v in kinds[:4]) + (" …" if len(kinds) > 4 else "")))
+        rows.append((proc, _t(ln["label"], 32), f"{ln['event_count']:,}",
+                     ", ".join(f"{k} {v:,}" for k, v in kinds[:4]) + (" …" if len(kinds) > 4 else "")))
+    # fixed columns at their natural width; "by kind" gets the rest and ends with …
+    widths = [max([len(h)] + [len(r[k]) for r in rows]) for k, h in enumerate(("process / device", "lane", "events"))]
+    room = max(12, console.width - sum(widths) - 6)
+    tbl = Table(box=None, pad_edge=False, show_edge=False)
+    for k, name in enumerate(("process / device", "lane", "events")):
+        tbl.add_column(name, no_wrap=True, min_width=widths[k], justify="right" if name == "events" else "left")
+    tbl.add_column("by kind", no_wrap=True, overflow="ellipsis")
+    for proc, lane, count, kinds in rows:
+        tbl.add_row(proc, lane, count, Text(kinds if len(kinds) <= room else kinds[: room - 1] + "…"))
     console.print(tbl)
-    if len(lanes) > MAX_LANES:
-        console.print(Text(f"... and {len(lanes) - MAX_LANES} more lanes (all in --json)"))
+    if len(doc["lanes"]) > MAX_LANES:
+        console.print(Text(f"... and {len(doc['lanes']) - MAX_LANES} more lanes (all in --json)"))
 
 
 def _devices(doc: dict, console: Console) -> None:

@@ -180,7 +180,8 @@ def _advice(diag, cause: Cause, evidence: list[Evidence], rows: np.ndarray, dur_
         what = name or "the CPU work between launches"
         return (f"Take {what} off the critical path: run it after the step, every N steps, or in another "
                 f"thread/process, and launch the next GPU work before doing it so the two overlap.",
-                "Do not tune cuBLAS or attention settings: the GPU has nothing queued while the CPU is busy.",
+                "Do not reach for cuBLAS settings or a faster kernel: the GPU has nothing queued while the CPU "
+                "is busy, so faster kernels only widen this gap's share of the step.",
                 f"Idle at this position ({dur_txt}) and step time / tokens per second on a new capture with the "
                 f"same ranges named.")
     return ("Capture again with CPU activity recorded (torch.profiler activities CPU and CUDA, with_stack=True) "

@@ -264,7 +264,11 @@ class Profiler:
         if not self._running:
             return
         self.steps += 1
-        self._prof.step()
+        if getattr(getattr(self._prof, "current_action", None), "name", "") == "RECORD_AND_SAVE":
+            with sigint_deferred():  # this step ends a cycle: torch stops, processes and exports it
+                self._prof.step()
+        else:
+            self._prof.step()
 
     def stop(self, exc: BaseException | None = None, *, discard: bool = False) -> None:
         """Stop recording and write what the current cycle recorded (idempotent).

@@ -365,3 +365,34 @@ def test_summary_line_figures_by_hand(tmp_path):
     assert summary_line(tmp_path / "missing.json").startswith("no summary (could not load the trace: ")
     path.write_text("{not json")
     assert summary_line(path).startswith("no summary")
+
+
+@needs_torch
+def test_ctrl_c_while_a_cycle_is_written_waits_for_the_file(tmp_path, monkeypatch):
+    """SIGINT arrives during the export at the end of the active steps: the file is
+    completed first, then KeyboardInterrupt surfaces from that step() call."""
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        pytest.skip("SIGINT is not Python's default handler in this process")
+    import torch
+
+    import capture.profile as cp
+    from capture import Profiler, Schedule
+
+    real = cp.write_atomic
+
+    def pressed_while_writing(folder, basename, writer):
+        signal.raise_signal(signal.SIGINT)
+        return real(folder, basename, writer)
+
+    monkeypatch.setattr(cp, "write_atomic", pressed_while_writing)
+    p = Profiler(str(tmp_path), schedule=Schedule(wait=0, warmup=1, active=2), log=lambda m: None)
+    with pytest.raises(KeyboardInterrupt):
+        with p:
+            for i in range(5):
+                with torch.profiler.record_function(f"iter{i}"):
+                    torch.ones(2).add(1)
+                p.step()
+    assert p.steps == 3  # step() 1 starts recording, 2 is the last active step, 3 exports
+    counts = range_counts(check_trace(p.traces[0]))
+    assert {k for k in counts if k.startswith("iter")} == {"iter1", "iter2"}
+    assert [f for f in os.listdir(tmp_path) if f.startswith(".")] == []  # no partial file left

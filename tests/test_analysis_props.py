@@ -144,3 +144,40 @@ def test_planted_causes_are_found(plan, noise):
         assert got[(gs, ge)] == cause, (gs, ge, cause, g.class_ns)
     assert (g.class_ns.sum(axis=1) == g.dur_ns).all()
     assert sum(d.class_totals_ns().values()) == d.total_idle_ns() == d.devices[0].idle_ns
+
+
+KINDS = st.sampled_from([Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.LAUNCH, Kind.SYNC_CALL, Kind.MEMCPY_CALL,
+                         Kind.RUNTIME, Kind.CPU_OP, Kind.PYTHON, Kind.ANNOTATION, Kind.SYNC_MARKER, Kind.INSTANT])
+NAMES = st.sampled_from(["aten::item", "aten::to", "cudaLaunchKernel", "ProfilerStep#1", "decode_step", "k", "x`y",
+                         "[bold]m[/]", "tokenize", "cudaStreamSynchronize", "Memcpy DtoH (Device -> Pageable)"])
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), KINDS, NAMES, st.integers(0, 2_000), st.integers(0, 400),
+                          st.integers(-1, 6), st.integers(-1, 1 << 17)), max_size=40))
+def test_diagnose_invariants_on_random_traces(events):
+    """Any valid trace: no exception; per-gap class ns sum to the gap; totals to idle;
+    cards, what-if and JSON for every gap."""
+    import json
+
+    b = TraceBuilder()
+    lanes = [b.lane("1", "1"), b.lane("1", "2"),
+             b.lane("0", "7", is_gpu=True, device=0, stream=7), b.lane("0", "8", is_gpu=True, device=1, stream=8)]
+    for lane, kind, name, start, dur, corr, nbytes in events:
+        on_gpu = kind in (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.SYNC_MARKER)
+        ln = lanes[2 + lane % 2] if on_gpu else lanes[lane % 2]
+        b.event(ln, name, start * US, dur * US, kind, correlation=corr, bytes=nbytes,
+                copy_kind=CopyKind.D2H if kind == Kind.MEMCPY else CopyKind.NONE, pageable=bool(nbytes % 2))
+    d = diagnose(b.build())
+    g = d.gaps
+    assert (g.class_ns.sum(axis=1) == g.dur_ns).all() and (g.class_ns >= 0).all()
+    assert sum(d.class_totals_ns().values()) == d.total_idle_ns()
+    for dev in d.devices:
+        assert d.total_idle_ns(dev.device) <= dev.idle_ns
+    for i in range(len(g)):
+        c = d.card(i)
+        assert c.why and c.first_experiment
+    if d.budget is not None:
+        w = d.what_if(causes=(Cause.HOST, Cause.SYNC))
+        assert d.budget.gpu_busy_ns <= w.projected_step_ns <= d.budget.wall_ns
+    json.dumps(d.to_json())

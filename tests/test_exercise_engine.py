@@ -318,3 +318,31 @@ def test_format_errors(tmp_path, old, new, message):
     with pytest.raises(ExerciseError, match=message) as ei:
         load_exercise(p)
     assert ei.value.line is not None and ei.value.task is not None
+
+
+@pytest.mark.parametrize("sample", ["decode_step.txt", "decode_10_steps.txt", "decode_graph.txt", "picket_fence.txt",
+                                    "host_island.txt", "copy_on_path.txt", "sync_cliff.txt"])
+def test_figures_agree_with_diagnosis_budget(sample):
+    """The exercise figures (own interval arithmetic) match ``Diagnosis.budget``."""
+    import sample_traces
+    from analysis import diagnose
+    from gapscope.exercise.facts import TraceFacts
+    from parsers import load
+
+    t = load(sample_traces.path(sample))
+    d = diagnose(t)
+    f = TraceFacts(t, d)
+    assert f.figure("wall").value == d.budget.wall_ns
+    assert f.figure("gpu_busy").value == d.budget.gpu_busy_ns
+    assert f.figure("idle").value == d.budget.idle_ns
+    assert f.figure("idle_share").value == pytest.approx(100 * d.budget.idle_share)
+    assert f.figure("tokens_per_s").value == pytest.approx(d.budget.tokens_per_s)
+
+
+def test_ten_steps_use_medians(decode):
+    ex, wb = decode
+    f = wb.facts("ten")
+    assert f.n_steps == 10
+    busy = f.figure("gpu_busy")
+    assert busy.value == 312_000
+    assert busy.work == "busy in step 1 = (0.400-0.248) + (0.580-0.420) = 0.312 ms; median over 10 steps = 0.312 ms"

@@ -1,11 +1,12 @@
 """Figures of a trace that exercises ask about, computed from the timeline and the
 diagnosis, each with the computation written out for feedback.
 
-Definitions follow docs/ARCHITECTURE.md (shared design): GPU busy is the union of kernel
-intervals of one device (never a sum of durations); a step is a ``Diagnosis.steps``
-window, or the whole trace extent when no steps are known; idle = wall - busy;
-tokens/s assumes one token per step. Times are int64 ns; the ``*_ms`` helpers only
-format. No UI imports.
+Definitions follow docs/ARCHITECTURE.md (shared design) and match ``Diagnosis.budget``
+(``analysis/budget.py``): the device is the busiest one; GPU busy is the union of kernel
+intervals (never a sum of durations); a step is a ``Diagnosis.steps`` window, or the
+device's analysis window when no steps are known; with several steps wall and busy are
+medians per step and idle = wall - busy; tokens/s assumes one token per step. Times are
+int64 ns; the ``fmt_*`` helpers only format. No UI imports.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ class Figure:
 
 
 class TraceFacts:
-    """Figures of one trace (its first GPU device) and its diagnosis.
+    """Figures of one trace (its busiest GPU device) and its diagnosis.
 
     ``trace``: a ``parsers.Trace``; ``diag``: an ``analysis.Diagnosis`` of it. Times in
     feedback are relative to ``origin_ns`` (the first event of the trace), in ms.
@@ -78,8 +79,14 @@ class TraceFacts:
         self.trace = trace
         self.diag = diag
         self.origin_ns = int(trace.extent_ns[0])
-        devs = [d.device for d in getattr(diag, "devices", [])] or trace.devices() or [0]
-        self.device = int(devs[0])
+        devices = list(getattr(diag, "devices", []) or [])
+        if devices:
+            dev = max(devices, key=lambda d: (d.busy_ns, -d.device))
+            self.device = int(dev.device)
+            window = (int(dev.window_start_ns), int(dev.window_end_ns))
+        else:
+            self.device = int((trace.devices() or [0])[0])
+            window = (int(trace.extent_ns[0]), int(trace.extent_ns[1]))
         lanes = np.array(trace.gpu_lanes(self.device), dtype=np.int32)
         m = np.isin(trace.lane, lanes) & (trace.kind == int(Kind.KERNEL))
         self.kernels = np.flatnonzero(m)
@@ -88,25 +95,24 @@ class TraceFacts:
         if steps is not None and len(steps.start_ns):
             self.windows = [(int(a), int(b)) for a, b in zip(steps.start_ns, steps.end_ns)]
         else:
-            self.windows = [(int(trace.extent_ns[0]), int(trace.extent_ns[1]))]
-        busy_s, busy_e = [], []
+            self.windows = [window]
+        busy_s, busy_e, busy_step = [], [], []
         for lo, hi in self.windows:
             s, e = merge_intervals(*_clip(ks, ke, lo, hi))
             busy_s.append(s)
             busy_e.append(e)
+            busy_step.append(_measure(s, e))
+        self.step_busy_s, self.step_busy_e = busy_s, busy_e
         self.busy_s = np.concatenate(busy_s) if busy_s else np.zeros(0, np.int64)
         self.busy_e = np.concatenate(busy_e) if busy_e else np.zeros(0, np.int64)
         self.n_steps = len(self.windows)
-        self.wall_total_ns = sum(hi - lo for lo, hi in self.windows)
-        self.busy_total_ns = _measure(self.busy_s, self.busy_e)
+        self.wall_ns = int(np.median([hi - lo for lo, hi in self.windows]))
+        self.busy_ns = int(np.median(busy_step)) if busy_step else 0
 
     # --------------------------------------------------------------- basics
     def rel(self, ns: int) -> str:
         """Position ``ns`` (absolute) as relative ms text."""
         return fmt_ms(ns - self.origin_ns)
-
-    def per_step(self) -> str:
-        return "" if self.n_steps == 1 else f" / {self.n_steps} steps"
 
     def gap_indices(self) -> np.ndarray:
         """Gap indices of this device, largest first (ties by start)."""
@@ -142,23 +148,25 @@ class TraceFacts:
 
     # --------------------------------------------------------------- figures
     def busy_work(self) -> str:
-        terms = [f"({self.rel(b)}-{self.rel(a)})" for a, b in zip(self.busy_s, self.busy_e)]
+        s, e = self.step_busy_s[0], self.step_busy_e[0]
+        terms = [f"({self.rel(b)}-{self.rel(a)})" for a, b in zip(s, e)]
         if len(terms) > 4:
             terms = terms[:3] + [f"... ({len(terms)} intervals)"]
         body = " + ".join(terms) if terms else "0"
-        return f"busy = {body}{self.per_step()} = {fmt_dur(self.busy_total_ns / self.n_steps)}"
+        if self.n_steps == 1:
+            return f"busy = {body} = {fmt_dur(self.busy_ns)}"
+        return f"busy in step 1 = {body} = {fmt_dur(_measure(s, e))}; median over {self.n_steps} steps = {fmt_dur(self.busy_ns)}"
 
     def wall_work(self) -> str:
+        lo, hi = self.windows[0]
         if self.n_steps == 1:
-            lo, hi = self.windows[0]
             return f"wall = {self.rel(hi)} - {self.rel(lo)} = {fmt_dur(hi - lo)}"
-        return f"wall = {fmt_dur(self.wall_total_ns)} / {self.n_steps} steps = {fmt_dur(self.wall_total_ns / self.n_steps)}"
+        return f"step 1 = {self.rel(hi)} - {self.rel(lo)} = {fmt_dur(hi - lo)}; median step over {self.n_steps} steps = {fmt_dur(self.wall_ns)}"
 
     def figure(self, quantity: str, *, gap: GapSelector | None = None, projection: Projection | None = None) -> Figure:
         """Compute ``quantity`` (a key of ``model.QUANTITIES``). Raises ``ValueError``
         when the trace cannot give it (no kernels, no such gap, a zero wall)."""
-        wall = self.wall_total_ns / self.n_steps
-        busy = self.busy_total_ns / self.n_steps
+        wall, busy = self.wall_ns, self.busy_ns
         if wall <= 0:
             raise ValueError("the trace has no time extent")
         if quantity == "wall":
@@ -242,12 +250,13 @@ class TraceFacts:
             removed = _overlap_total(us, ue, idle_s, idle_e)
         else:
             removed = 0
-        wall = self.wall_total_ns / self.n_steps
+        wall = self.wall_ns
         step = wall - removed / self.n_steps
         if step <= 0:
             raise ValueError("the projection removes the whole step")
-        body = " - ".join([fmt_dur(wall)] + [t for t in terms])
-        return step, f"projected step = {body} = {fmt_dur(step)}{' (overlaps counted once)' if len(terms) > 1 else ''}"
+        body = " - ".join([fmt_dur(wall)] + terms)
+        per = "" if self.n_steps == 1 else f" (removed time / {self.n_steps} steps)"
+        return step, f"projected step = {body}{per} = {fmt_dur(step)}{' (overlaps counted once)' if len(terms) > 1 else ''}"
 
 
 def _overlap_total(s: np.ndarray, e: np.ndarray, idle_s: np.ndarray, idle_e: np.ndarray) -> int:

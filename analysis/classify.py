@@ -47,7 +47,7 @@ from .evidence_kinds import NO_CLASS, event_cause
 from .gaps import EDGE_TRAILING
 from .types import Cause, Evidence, Gaps, Params
 
-__all__ = ["classify", "evidence_for_gap", "effective_thread", "launching_ops", "EvidenceIndex", "evidence_end"]
+__all__ = ["classify", "evidence_for_gap", "effective_thread", "launching_ops", "EvidenceIndex", "evidence_end", "NO_EVENTS"]
 
 _E = np.zeros(0, dtype=np.int64)
 
@@ -323,7 +323,7 @@ def evidence_for_gap(trace: Trace, gaps: Gaps, i: int, index: EvidenceIndex, lim
             cand.append(index.overlapping(trace, ln.index, a, b))
     idx = np.concatenate(cand) if cand else _E
     if idx.size == 0:
-        return ()
+        return _with_quiet(gaps, i, [], b - a, T, a, b)
     sub_cause = index.cause[idx]
     kind = trace.kind[idx]
     gpu_copy = np.isin(kind, np.array([Kind.MEMCPY, Kind.MEMSET], dtype=np.int8))
@@ -335,8 +335,9 @@ def evidence_for_gap(trace: Trace, gaps: Gaps, i: int, index: EvidenceIndex, lim
     ov = np.minimum(e, b) - np.maximum(s, a)
     pos = ov > 0
     idx, sub_cause, gpu_copy, s, e, ov = idx[pos], sub_cause[pos], gpu_copy[pos], s[pos], e[pos], ov[pos]
+    quiet = _quiet_ns(trace, idx, index, a, b)
     if idx.size == 0:
-        return ()
+        return _with_quiet(gaps, i, [], quiet, T, a, b)
     enclosing = (s <= a) & (e >= b) & (sub_cause == int(Cause.HOST))
     if idx.size > 1 and (~enclosing).any():
         keep = ~enclosing
@@ -351,6 +352,35 @@ def evidence_for_gap(trace: Trace, gaps: Gaps, i: int, index: EvidenceIndex, lim
             c = Cause.SYNC
         out.append(Evidence(ev, trace.name(ev), int(trace.lane[ev]), c, int(ov[j]),
                             int(trace.bytes[ev]), bool(trace.pageable[ev])))
+    return _with_quiet(gaps, i, out, quiet, T, a, b)
+
+
+def _with_quiet(gaps: Gaps, i: int, out: list, quiet: int, T: int, a: int, b: int) -> tuple[Evidence, ...]:
+    """Append the synthetic "no events" evidence (event -1) for uninstrumented time on
+    T, with the class that time was given (launch in launch-bound gaps, host when the
+    launch came late or at a step's trailing edge, else unclassified)."""
+    if quiet > 0 and T >= 0:
+        late = gaps.launch[i] >= 0 and gaps.lateness_ns[i] > 0
+        trailing = gaps.edge is not None and gaps.edge[i] == EDGE_TRAILING
+        launch_bound = (gaps.episode[i] >= 0) or (Cause(int(gaps.cause[i])) == Cause.LAUNCH and b - a <= Params().launch_gap_max_ns)
+        c = Cause.LAUNCH if launch_bound else (Cause.HOST if (late or trailing) else Cause.UNCLASSIFIED)
+        out.append(Evidence(-1, NO_EVENTS, T, c, int(quiet)))
+        out.sort(key=lambda e: -e.overlap_ns)
     return tuple(out)
+
+
+#: Name of the synthetic evidence for time with no event on the launching thread.
+NO_EVENTS = "(no events recorded on this thread)"
+
+
+def _quiet_ns(trace: Trace, idx: np.ndarray, index: "EvidenceIndex", a: int, b: int) -> int:
+    """ns of [a, b) not covered by any listed evidence event on the CPU (T's events and
+    the process's syncs): uninstrumented time."""
+    cpu = np.array([not trace.lanes[int(k)].is_gpu for k in trace.lane[idx]], dtype=bool) if idx.size else np.zeros(0, bool)
+    sel = idx[cpu]
+    if sel.size == 0:
+        return b - a
+    us, ue = union_intervals(trace.start_ns[sel], index.end[sel])
+    return int((b - a) - coverage(us, ue, np.array([a]), np.array([b]))[0])
 
 

@@ -77,12 +77,15 @@ def find_gaps(
     steps_end_ns: np.ndarray | None = None,
     valid: np.ndarray | None = None,
     launches: np.ndarray | None = None,
+    with_copies: bool = False,
 ) -> Gaps:
     """Idle gaps of one device (see the module docstring for the definitions).
 
     ``trace``: a ``Trace``; ``device``: GPU index (``Lane.device``); ``min_gap_ns``:
     shortest gap kept (int ns, >= 1). ``steps_*``: int64 step bounds (ns) that widen the
     window. ``valid``/``launches``: precomputed ``valid_timing_mask`` / ``launch_of``.
+    ``with_copies``: the "fully idle" variant, where memcpy/memset also end a gap (then
+    ``exposed_copy_ns`` is 0 and the neighbours may be copies).
 
     Returns ``Gaps`` sorted by start, with ``cause`` = UNCLASSIFIED and shares 0 until
     ``classify`` fills them; ``edge`` marks idle at a step edge outside the GPU ops;
@@ -95,7 +98,7 @@ def find_gaps(
     win = device_window(trace, device, valid, steps_start_ns, steps_end_ns)
     if win is None:
         return empty_gaps()
-    ks, ke = device_union(trace, device, valid=valid)
+    ks, ke = device_union(trace, device, with_copies=with_copies, valid=valid)
     gs, ge = complement(ks, ke, win[0], win[1])
     keep = (ge - gs) >= max(int(min_gap_ns), 1)
     gs, ge = gs[keep], ge[keep]
@@ -103,7 +106,7 @@ def find_gaps(
     if n == 0:
         return empty_gaps()
 
-    kmask = device_event_mask(trace, device, (Kind.KERNEL,), valid)
+    kmask = device_event_mask(trace, device, (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET) if with_copies else (Kind.KERNEL,), valid)
     kidx = np.flatnonzero(kmask).astype(np.int64)
     kstart = trace.start_ns[kidx]
     kend = kstart + trace.dur_ns[kidx]

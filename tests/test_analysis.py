@@ -338,3 +338,19 @@ def test_union_coverage_complement_small():
     cs, ce = complement(s, e, 0, 30)
     assert list(zip(cs.tolist(), ce.tolist())) == [(3, 5), (12, 20), (25, 30)]
     assert _slow_union([(5, 10), (0, 3), (20, 25), (8, 12)]) == [[0, 3], [5, 12], [20, 25]]
+
+
+def test_fully_idle_variant_of_find_gaps():
+    from analysis.gaps import find_gaps
+
+    b = TraceBuilder()
+    gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    b.event(gpu, "k1", 0, 10 * US, Kind.KERNEL)
+    b.event(gpu, "Memcpy HtoD", 20 * US, 10 * US, Kind.MEMCPY, copy_kind=CopyKind.H2D, bytes=1024)
+    b.event(gpu, "k2", 50 * US, 10 * US, Kind.KERNEL)
+    t = b.build()
+    g = find_gaps(t, 0)
+    assert (g.start_ns.tolist(), g.end_ns.tolist(), g.exposed_copy_ns.tolist()) == ([10 * US], [50 * US], [10 * US])
+    f = find_gaps(t, 0, with_copies=True)
+    assert list(zip(f.start_ns.tolist(), f.end_ns.tolist())) == [(10 * US, 20 * US), (30 * US, 50 * US)]
+    assert f.exposed_copy_ns.tolist() == [0, 0] and int(f.dur_ns.sum()) == int(g.fully_idle_ns.sum())

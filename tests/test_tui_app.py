@@ -337,3 +337,51 @@ def test_q_quits():
 
     app = asyncio.run(run())
     assert app.return_code == 0 and not app.is_running
+
+
+def test_zoom_to_step_on_decode_sample():
+    import sample_traces
+
+    diag = _diagnose(load(sample_traces.path()))
+    assert diag.steps is not None
+
+    async def run():
+        app = make_app(sample_traces.path())
+        async with app.run_test(size=(120, 40)) as pilot:
+            screen = await wait_ready(pilot)
+            await pilot.press("Z")
+            return screen.lanes.viewport
+
+    vp = asyncio.run(run())
+    s, e = int(diag.steps.start_ns[0]), int(diag.steps.end_ns[0])
+    assert vp.start_ns <= s and vp.end_ns >= e
+    assert vp.span_ns == pytest.approx((e - s) * 1.04, rel=1e-6)
+
+
+def test_click_selects_gap_and_wheel_zooms():
+    import sample_traces
+
+    diag = _diagnose(load(sample_traces.path()))
+    big = int(diag.order_by_size()[0])
+
+    async def run():
+        app = make_app(sample_traces.path())
+        async with app.run_test(size=(120, 40)) as pilot:
+            screen = await wait_ready(pilot)
+            lanes = screen.lanes
+            row = next(i for i, r in enumerate(lanes.rows) if r.kind == "idle")
+            mid = (int(diag.gaps.start_ns[big]) + int(diag.gaps.end_ns[big])) // 2
+            x = lanes.label_width + lanes.viewport.cell_of(mid)
+            await pilot.click("#lanes", offset=(x, row + 1 - lanes.top_row))
+            await pilot.pause()
+            picked = lanes.selected_gap
+            span0 = lanes.viewport.span_ns
+            from textual.events import MouseScrollUp
+
+            lanes.post_message(MouseScrollUp(lanes, x, 2, 0, 0, 0, False, False, False))
+            await pilot.pause()
+            return picked, span0, lanes.viewport.span_ns
+
+    picked, span0, span1 = asyncio.run(run())
+    assert picked == big
+    assert span1 == pytest.approx(span0 / 1.25)

@@ -262,3 +262,14 @@ def test_search_and_flow():
     kernel = next(i for i in range(len(t)) if t.name(i) == "foo_kernel")
     assert f.partner(kernel) == launch and f.partner(launch) == kernel
     assert f.partner(first) is None
+
+
+def test_pure_modules_do_not_import_textual_or_rich():
+    import subprocess
+    import sys
+
+    code = ("import sys, tui.viewmodel, tui.navigation, tui.lanes_model; "
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('textual', 'rich')]; "
+            "print(','.join(bad)); sys.exit(1 if bad else 0)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(__import__("pathlib").Path(__file__).parent.parent))
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -74,6 +74,7 @@ class ExerciseScreen(Screen):
     ExerciseScreen #ex-task-box { height: 1fr; padding: 0 1; }
     ExerciseScreen #ex-task-head { height: auto; }
     ExerciseScreen #ex-task { height: auto; margin: 0; }
+    ExerciseScreen #ex-field { height: auto; color: $accent; }
     ExerciseScreen #ex-options { height: auto; max-height: 12; }
     ExerciseScreen #ex-number, ExerciseScreen #ex-notes { height: 3; }
     ExerciseScreen .-off { display: none; }
@@ -111,6 +112,7 @@ class ExerciseScreen(Screen):
                 with VerticalScroll(id="ex-task-box"):
                     yield Static(Text(""), id="ex-task-head", markup=False)
                     yield Static("", id="ex-task")
+                    yield Static(Text(""), id="ex-field", markup=False)
                     yield Input(placeholder="your note (kept, not judged)", id="ex-notes", classes="-off")
                     yield OptionList(id="ex-options", classes="-off")
                     yield Input(placeholder="a number with its unit, e.g. 0.312 ms", id="ex-number", classes="-off")
@@ -165,9 +167,12 @@ class ExerciseScreen(Screen):
         self._refresh_hints()
         self.card_answers = {}
         self.card_queue = [f.name for f in task.fields]
+        self.query_one("#ex-field", Static).update(Text(""))
+        self._show("ex-field", task.kind == "card")
         self._show("ex-notes", task.kind == "choice" and task.notes)
         self.query_one("#ex-notes", Input).value = s.record().get("notes") or ""
         self._setup_input()
+        self.query_one("#ex-status", Static).update(self._status_text())
 
     def _setup_input(self) -> None:
         task = self.session.task
@@ -186,7 +191,7 @@ class ExerciseScreen(Screen):
             inp.placeholder = f"{field.prompt} (free text)" if field else f"a number in {task.key.unit}"
             self.call_after_refresh(inp.focus)
             if field is not None:
-                self.query_one("#ex-status", Static).update(self._card_status(field))
+                self.query_one("#ex-field", Static).update(self._card_status(field))
             return
         if kind == "cause" or (field is not None and field.name == "cause"):
             labels = list(CAUSE_LABELS)
@@ -197,7 +202,7 @@ class ExerciseScreen(Screen):
             self.opt_values = list(range(len(opts)))
             prompts = [o.text for o in opts]
         if field is not None:
-            self.query_one("#ex-status", Static).update(self._card_status(field))
+            self.query_one("#ex-field", Static).update(self._card_status(field))
         ol = self.query_one("#ex-options", OptionList)
         ol.clear_options()
         ol.add_options([Option(Text(f"{k + 1}. {p}")) for k, p in enumerate(prompts)])
@@ -311,7 +316,7 @@ class ExerciseScreen(Screen):
     @on(Swimlanes.Changed)
     def _lanes_changed(self, event: Swimlanes.Changed) -> None:
         if self.session.task is not None:
-            self.query_one("#ex-status", Static).update(self._status_text() if self.mode == "pick" else Text(""))
+            self.query_one("#ex-status", Static).update(self._status_text())
 
     # ------------------------------------------------------------- actions
     def action_confirm_pick(self) -> None:

@@ -51,6 +51,7 @@ def _bindings() -> list[Binding]:
         B("plus,i,equals_sign", "zoom(2.0)", "zoom in", key_display="+", id="view.zoom_in"),
         B("minus,o", "zoom(0.5)", "zoom out", key_display="-", show=False, id="view.zoom_out"),
         B("z", "zoom_selected", "zoom to gap", show=False, id="view.zoom_gap"),
+        B("Z", "zoom_step", "zoom to step", show=False, id="view.zoom_step"),
         B("h,left", "pan(-0.2)", "pan left", show=False, id="view.pan_left"),
         B("l,right", "pan(0.2)", "pan right", show=False, id="view.pan_right"),
         B("H,shift+left", "pan(-1.0)", "page left", show=False, id="view.page_left"),
@@ -250,6 +251,24 @@ class TraceScreen(Screen):
 
             s = int(self.trace.start_ns[ev])
             lanes.set_viewport(Viewport.fit(s, s + int(self.trace.dur_ns[ev]), lanes.timeline_width, margin=0.25))
+
+    def action_zoom_step(self) -> None:
+        """Fit the step (``ProfilerStep#N``, annotation or period) holding the cursor."""
+        steps = getattr(self.diagnosis, "steps", None)
+        if steps is None or len(steps.start_ns) == 0:
+            self._say("no steps found in this trace")
+            return
+        import numpy as np
+
+        from .viewmodel import Viewport
+
+        lanes = self.lanes
+        k = int(np.searchsorted(np.asarray(steps.start_ns), lanes.cursor_ns, side="right")) - 1
+        k = min(max(k, 0), len(steps.start_ns) - 1)
+        s, e = int(steps.start_ns[k]), int(steps.end_ns[k])
+        self.message = f"step {k + 1} of {len(steps.start_ns)} ({steps.source})"
+        lanes.set_viewport(Viewport.fit(s, e, lanes.timeline_width, margin=0.02))
+        self._update_detail()
 
     def action_pan(self, fraction: float) -> None:
         self.lanes.pan(float(fraction))

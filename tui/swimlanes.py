@@ -174,13 +174,13 @@ class Swimlanes(Widget, can_focus=True):
         return li
 
     @property
-    def gutter(self) -> int:
+    def label_width(self) -> int:
         w = self._frame_width or self.size.width
         return max(10, min(24, w // 5))
 
     @property
     def timeline_width(self) -> int:
-        return max(1, (self._frame_width or self.size.width) - self.gutter)
+        return max(1, (self._frame_width or self.size.width) - self.label_width)
 
     @property
     def visible_rows(self) -> int:
@@ -370,14 +370,14 @@ class Swimlanes(Widget, can_focus=True):
 
     # ------------------------------------------------------------ mouse
     def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
-        if event.x >= self.gutter:
-            self.cursor_ns = self.viewport.time_of(event.x - self.gutter)
+        if event.x >= self.label_width:
+            self.cursor_ns = self.viewport.time_of(event.x - self.label_width)
             self.zoom(1.25)
             event.stop()
 
     def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
-        if event.x >= self.gutter:
-            self.cursor_ns = self.viewport.time_of(event.x - self.gutter)
+        if event.x >= self.label_width:
+            self.cursor_ns = self.viewport.time_of(event.x - self.label_width)
             self.zoom(0.8)
             event.stop()
 
@@ -385,8 +385,8 @@ class Swimlanes(Widget, can_focus=True):
         row = self.top_row + event.y - 1
         if 0 <= row < len(self.rows):
             self.selected_row = row
-        if event.x >= self.gutter:
-            self.cursor_ns = self.viewport.time_of(event.x - self.gutter)
+        if event.x >= self.label_width:
+            self.cursor_ns = self.viewport.time_of(event.x - self.label_width)
         self.selected_event = None
         r = self.current_row()
         if r is not None and r.kind == "idle":
@@ -438,7 +438,7 @@ class Swimlanes(Widget, can_focus=True):
         return strip
 
     def _render_ruler(self, vp: Viewport, cursor_cell: int) -> Strip:
-        g = self.gutter
+        g = self.label_width
         w = vp.width
         cells = _Cells(w, self._style("lanes--ruler"))
         _, ticks = ruler_ticks(vp, self.origin_ns, min_cells=10)
@@ -450,7 +450,7 @@ class Swimlanes(Widget, can_focus=True):
         return Strip([Segment(head, cells.palette[0])] + cells.segments(cursor_cell, self._style("lanes--cursor")))
 
     def _label(self, row: Row, selected: bool) -> Segment:
-        g = self.gutter
+        g = self.label_width
         text = sanitize(row.label)
         if row.kind == "lane":
             text = " " + text

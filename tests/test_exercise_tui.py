@@ -164,9 +164,9 @@ def test_card_reasks_only_wrong_fields(tmp_path):
             await pilot.pause()
             screen, s = app.screen, app.session
             assert s.task.id == "card-picket"
-            assert str(screen.query_one("#ex-status", Static).render()) == "Card field 1/5: Smell"
+            assert str(screen.query_one("#ex-field", Static).render()) == "Card field 1/5: Smell"
             await _choose(pilot, 1)  # smell: host island (wrong, judged with the whole card)
-            assert str(screen.query_one("#ex-status", Static).render()) == "Card field 2/5: Cause class  (answered: smell)"
+            assert str(screen.query_one("#ex-field", Static).render()) == "Card field 2/5: Cause class  (answered: smell)"
             await _choose(pilot, CAUSE_LABELS.index("launch"))
             await _type(pilot, "kernels are slow")  # why: no launch keyword
             await _choose(pilot, 1)  # experiment: faster kernel (wrong)

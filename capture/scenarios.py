@@ -24,6 +24,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -75,7 +76,9 @@ class Scenario:
 
 def _decode_sizes(ctx: Ctx) -> Sizes:
     return ctx.pick(
-        gpu=Sizes(vocab=4096, d_model=1024, layers=8, max_len=256, prompt_repeat=3, new_tokens=32),
+        # GPU: few, fat layers, so the per-token host work (the seed's .item() + logging
+        # callback) rather than the launch tax of many tiny kernels makes most of the idle
+        gpu=Sizes(vocab=8192, d_model=2048, layers=2, max_len=256, prompt_repeat=3, new_tokens=32),
         cpu=Sizes(vocab=512, d_model=128, layers=4, max_len=128, prompt_repeat=1, new_tokens=16),
         tiny=Sizes(vocab=64, d_model=32, layers=2, max_len=64, prompt_repeat=1, new_tokens=4),
     )
@@ -89,6 +92,19 @@ def _quiet_logger(name: str) -> logging.Logger:
     log.setLevel(logging.INFO)
     log.propagate = False
     return log
+
+
+_STOP = re.compile(r"\b(?:feed the machine|end of text)\b")
+
+
+def _log_token(log: logging.Logger, i: int, out: list[int]) -> bool:
+    """The per-token callback of a naive server: detokenize the running text, check the
+    stop strings, log a JSON record. Pure host work, on the critical path of every token."""
+    text = detokenize(out)
+    stop = _STOP.search(text) is not None
+    log.info("%s", json.dumps({"i": i, "token": out[-1], "text": text, "ids": out, "stop": stop},
+                              indent=1, sort_keys=True))
+    return stop
 
 
 def _prompt_ids(sz: Sizes) -> list[int]:
@@ -122,7 +138,7 @@ def _decode(ctx: Ctx) -> Iterator[None]:
                     out.append(int(token.item()))  # the per-token sync
                 pos += 1
                 with ctx.rf("log_token"):
-                    log.info("%s", json.dumps({"i": i, "token": out[-1], "text": detokenize(out), "ids": out}))
+                    _log_token(log, i, out)
             if stepwise:
                 ctx.step()
         with ctx.rf("detokenize"):

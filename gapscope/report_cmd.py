@@ -22,7 +22,8 @@ from typing import IO
 
 from parsers.errors import TraceFormatError
 
-from .report_args import UsageError, build_parser, params_from_args, stdout_is_tty
+from . import report_args
+from .report_args import UsageError, build_parser, params_from_args
 from .report_fmt import safe_name
 
 __all__ = ["main", "run", "error_line"]
@@ -83,7 +84,7 @@ def run(argv: list[str], stdout: IO[str] | None = None) -> int:
     else:
         from .report_text import make_console, render_text
 
-        tty = stdout is None and stdout_is_tty()
+        tty = stdout is None and report_args.stdout_is_tty()
         color = tty and not os.environ.get("NO_COLOR")
         width = args.width
         if width is None:

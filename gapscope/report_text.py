@@ -174,17 +174,23 @@ def _class_totals(doc: dict, console: Console) -> None:
     p = doc.get("params") or {}
     _heading(console, f"Idle time by cause ({doc['gap_count']:,} gaps of at least {fmt_dur(p.get('min_gap_ns', 0))})")
     u = unit_for(max(total, 1))
+    per_device = [d for d in doc["devices"] if d.get("class_totals_ns") is not None] if len(doc["devices"]) > 1 else []
     tbl = Table(box=None, pad_edge=False, show_edge=False)
     tbl.add_column("cause")
     tbl.add_column("idle", justify="right")
     tbl.add_column("share", justify="right")
     tbl.add_column("gaps (primary)", justify="right")
+    for d in per_device:
+        tbl.add_column(f"GPU {d['device']}", justify="right")
     counts = doc.get("class_gap_counts") or {}
     for label, ns in totals.items():
-        tbl.add_row(_cause(label), fmt_dur(ns, u), fmt_share(ns, total), f"{counts.get(label, 0):,}")
+        tbl.add_row(_cause(label), fmt_dur(ns, u), fmt_share(ns, total), f"{counts.get(label, 0):,}",
+                    *[fmt_dur(d["class_totals_ns"].get(label, 0), u) for d in per_device])
     tbl.add_row(Text("total", style="bold"), fmt_dur(total, u), fmt_share(total, total) if total else "-",
-                f"{doc['gap_count']:,}")
+                f"{doc['gap_count']:,}", *[fmt_dur(d["gap_idle_ns"], u) for d in per_device])
     console.print(tbl)
+    console.print(Text("idle of each gap split over the classes by evidence coverage; gaps counted by primary class",
+                       style="dim"))
 
 
 def _top_gaps(doc: dict, console: Console) -> None:
@@ -390,5 +396,6 @@ def make_console(file, *, width: int | None, color: bool) -> Console:
     """A Rich console for the report: no markup/emoji/highlighting of data, colour only
     when ``color``; ``width`` None lets Rich measure the terminal."""
     return Console(file=file, width=width, no_color=not color, color_system="auto" if color else None,
+                   force_terminal=True if color else None,
                    markup=False, emoji=False, highlight=False, soft_wrap=False)
 

@@ -123,7 +123,6 @@ def test_b23_colour_output_does_not_apply_markup_from_data(bugs):
     doc["lanes"][0]["label"] = "[bold red]x[/bold red]\x1b[31m"
     out = io.StringIO()
     console = make_console(out, width=200, color=True)
-    console._force_terminal = True  # noqa: SLF001 - emulate a colour terminal
     render_text(doc, console)
     text = out.getvalue()
     assert "[bold red]x[/bold red]\\e[31m" in text
@@ -174,3 +173,45 @@ def test_report_figures_agree_with_independent_busy(name):
     (mine,) = device_busy(trace)
     d = device0(report_json(SAMPLES / name))
     assert d["busy_ns"] == mine["busy_ns"] and d["busy_with_copies_ns"] == mine["busy_with_copies_ns"]
+
+
+def test_two_devices_report(tmp_path):
+    """Per-device busy and class columns; the union is per device, never across."""
+    ev = []
+    for dev, kernels in ((0, [(0, 10), (30, 40)]), (1, [(5, 20), (50, 60)])):
+        for k, (s, e) in enumerate(kernels):
+            ev.append({"ph": "X", "cat": "kernel", "name": f"k{dev}{k}", "pid": dev, "tid": 7, "ts": s, "dur": e - s,
+                       "args": {"device": dev, "stream": 7}})
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps({"traceEvents": ev}))
+    doc = report_json(path)
+    assert [(d["device"], d["window_ns"], d["busy_ns"], d["idle_ns"]) for d in doc["devices"]] == [
+        (0, 40_000, 20_000, 20_000), (1, 55_000, 25_000, 30_000)]
+    assert [(g["device"], g["start_ns"], g["dur_ns"]) for g in doc["top_gaps"]] == [(1, 20_000, 30_000), (0, 10_000, 20_000)]
+    assert doc["idle_in_gaps_ns"] == 50_000 == sum(doc["class_totals_ns"].values())
+    text = report(path)
+    total_row = next(line for line in text.splitlines() if line.startswith("total "))
+    assert total_row.split()[-4:] == ["20.0", "µs", "30.0", "µs"]
+
+
+@pytest.mark.parametrize("no_color", [None, "1"])
+def test_colour_only_on_a_terminal_without_no_color(monkeypatch, capsys, bugs, no_color):
+    from gapscope import report_args
+
+    monkeypatch.setattr(report_args, "stdout_is_tty", lambda: True)
+    if no_color is None:
+        monkeypatch.delenv("NO_COLOR", raising=False)
+    else:
+        monkeypatch.setenv("NO_COLOR", no_color)
+    assert report_cmd.main([str(bugs / "B23_markup_in_names.json"), "--width", "200"]) == 0
+    out = capsys.readouterr().out
+    assert ("\x1b[" in out) is (no_color is None)
+    assert "[main]" in out and "python3 [worker 0]" in out
+
+
+def test_no_colour_when_not_a_terminal(monkeypatch, capsys, bugs):
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert report_cmd.main([str(bugs / "B20_cuda_sync_on_gpu_lane.json")]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "46.0 µs" in out
+    assert max(len(line) for line in out.splitlines()) <= 100  # default width off a terminal

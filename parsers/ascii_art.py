@@ -28,7 +28,7 @@ import statistics
 from fractions import Fraction
 
 from .ascii import cpu_lane, gpu_lane, lane_label, new_builder
-from .ascii_events import UNIT_NS, link_calls
+from .ascii_events import MAX_TIME_NS, UNIT_NS, link_calls, to_ns
 from .ascii_names import copy_direction, cpu_kind, gpu_kind, is_host_word
 from .errors import TraceFormatError
 from .model import CopyKind, Kind, Trace
@@ -41,6 +41,8 @@ DEFAULT_SCALE_NS = 10_000
 SNAP_COLUMNS = 2
 #: A label may differ from its drawn width × scale by this fraction.
 MAX_SCALE_ERROR = 0.5
+#: Most kernels one picket fence may expand into.
+MAX_FENCE_KERNELS = 100_000
 #: Columns of decoration (fill, spaces, brackets) a span may need beyond its label text.
 LABEL_PAD_COLUMNS = 12
 
@@ -123,7 +125,9 @@ def _span(raw, start, end, row_i, line, is_gpu, path) -> Item:
     m = _LABEL_DUR.match(label)
     if m is not None:
         if m.group(3) in UNIT_NS:
-            name, dur = m.group(1).strip(_FILL), round(Fraction(m.group(2)) * UNIT_NS[m.group(3)])
+            name, dur = m.group(1).strip(_FILL), to_ns(m.group(2), m.group(3))
+            if dur is None:
+                raise _err(path, f"duration {m.group(2)[:24]} {m.group(3)} is out of range", line, start)
         elif len(m.group(3)) <= 4 and m.group(3).lower() in ("min", "sec", "secs", "msec", "usec", "nsec", "h", "m", "mins"):
             col = start + 1 + inner.index(label) + m.start(3)
             raise _err(path, f"unknown unit {m.group(3)!r} in span label", line, col, "units: ns, us, µs, ms, s")
@@ -204,7 +208,10 @@ def expand_fence(it: Item, notes: list[tuple[int, int, str]], scale_ns: int, pat
     where = notes[0] if notes else (it.line, it.col0, "")
 
     def ns(num, unit):
-        return round(Fraction(num) * UNIT_NS[unit])
+        v = to_ns(num, unit)
+        if v is None:
+            raise _err(path, f"picket fence number {num[:24]} {unit} is out of range", where[0], where[1])
+        return v
 
     drawn_gaps = [(b - a - 1) * scale_ns for a, b in zip(it.ks, it.ks[1:])]
     kernel_ns = scale_ns
@@ -217,7 +224,11 @@ def expand_fence(it: Item, notes: list[tuple[int, int, str]], scale_ns: int, pat
         gap_lo = gap_hi = ns(m.group(1), m.group(2))
     count = len(it.ks)
     if (m := _COUNT.search(text)) is not None:
-        count = int(m.group(1) or m.group(2))
+        digits = m.group(1) or m.group(2)
+        count = int(digits) if len(digits) <= 9 else MAX_FENCE_KERNELS + 1
+    if count > MAX_FENCE_KERNELS:
+        raise _err(path, f"picket fence of {count} kernels: at most {MAX_FENCE_KERNELS}", where[0], where[1],
+                   "sketch fewer repeats; a capture of a real run is the better input")
     if count < 1 or kernel_ns < 1 or (gap_lo is not None and gap_lo > gap_hi):
         raise _err(path, f"picket fence annotation gives no usable numbers: {text!r}", where[0], where[1],
                    "e.g. 'gaps of 8–20 µs between 3 µs kernels, repeating 128 times'")
@@ -392,6 +403,10 @@ def _emit(b, rows: list[Row], placed: list[Item], at: dict[int, int], scale: int
     for s, d in fence_pairs:
         corr[s] = corr[d] = next_id
         next_id += 1
+    for e in out:
+        if e["start"] + e["dur"] > MAX_TIME_NS:
+            raise TraceFormatError(path, "the drawing spans more than 2^62 ns (about 146 years)", line=e["line"],
+                                   column=1, hint="check the durations in the labels and notes")
     order = sorted(range(len(out)), key=lambda k: (out[k]["start"], -out[k]["dur"], out[k]["kind"] != Kind.ANNOTATION))
     for k in order:
         e = out[k]

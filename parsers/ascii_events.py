@@ -15,6 +15,7 @@ Grammar and rules (``docs/ascii-timelines.md``, "Event list"):
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import re
 from fractions import Fraction
@@ -24,7 +25,7 @@ from .ascii_names import copy_direction, cpu_kind, gpu_kind, launch_target
 from .errors import TraceFormatError
 from .model import CopyKind, Kind, Trace
 
-__all__ = ["load_events", "UNIT_NS", "parse_line", "EventLine", "link_calls"]
+__all__ = ["load_events", "UNIT_NS", "MAX_TIME_NS", "to_ns", "parse_line", "EventLine", "link_calls"]
 
 #: Units of the event list, in ns per unit.
 UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
@@ -92,8 +93,23 @@ def parse_line(raw: str, lineno: int, unit: str, path: str) -> EventLine:
         raise TraceFormatError(path, "missing event text after the lane", line=lineno, column=len(raw) + 1)
     text_col = pos + (len(rest) - len(rest.lstrip())) + 1
     unit = unit_tok or unit
-    time_ns = round(Fraction(num) * UNIT_NS[unit])
+    time_ns = to_ns(num, unit)
+    if time_ns is None:
+        raise TraceFormatError(path, f"time {num[:24]}{'…' if len(num) > 24 else ''} {unit} is out of range",
+                               line=lineno, column=time_col, hint="times must be below 2^62 ns (about 146 years)")
     return EventLine(lineno, time_ns, time_col, unit, lane_label(lm.group(1), lm.group(2)), tok_col, text, text_col)
+
+
+#: Largest time accepted (ns): int64 with room for start + duration.
+MAX_TIME_NS = 2**62
+
+
+def to_ns(num: str, unit: str) -> int | None:
+    """Exact decimal ``num`` in ``unit`` → int ns (nearest); None when out of range."""
+    if len(num) > 40:
+        return None
+    ns = round(Fraction(num) * UNIT_NS[unit])
+    return ns if ns <= MAX_TIME_NS else None
 
 
 def _unit_error(path: str, tok: str, lineno: int, col: int) -> TraceFormatError:
@@ -245,7 +261,6 @@ def link_calls(b, rows, gpu_spans, calls) -> dict[int, int]:
     later unlinked span. Copy calls take the first unlinked GPU copy of their
     direction that starts inside the call.
     """
-    gpu_spans = sorted(gpu_spans)
     taken: set[int] = set()
     corr: dict[int, int] = {}
     next_id = 1
@@ -256,34 +271,68 @@ def link_calls(b, rows, gpu_spans, calls) -> dict[int, int]:
         taken.add(span_row)
         next_id += 1
 
-    launches = sorted(c for c in calls if c[3] == Kind.LAUNCH)
+    spans = sorted((g[0], g[2]) for g in gpu_spans)
+    kernels = [(t, r) for t, r in spans if rows[r]["kind"] == Kind.KERNEL]
+    by_words: dict[frozenset, list] = {}
+    for t, r in kernels:
+        by_words.setdefault(frozenset(_words(rows[r]["name"])), []).append((t, r))
+    groups = {w: _Pool(v, taken) for w, v in by_words.items() if w}
+    all_kernels = _Pool(kernels, taken)
+    candidates: dict[frozenset, list] = {}
     unmatched = []
-    for start, text, row, _, _ in launches:
-        target = _words(launch_target(text))
-        for g_start, g_name, g_row, _ in gpu_spans:
-            if g_row in taken or g_start < start or rows[g_row]["kind"] != Kind.KERNEL:
-                continue
-            gw = _words(g_name)
-            if target and gw and (gw <= target or target <= gw):
-                link(row, g_row)
-                break
+    for start, text, row, _, _ in sorted(c for c in calls if c[3] == Kind.LAUNCH):
+        target = frozenset(_words(launch_target(text)))
+        if target not in candidates:
+            candidates[target] = [p for w, p in groups.items() if target and (w <= target or target <= w)]
+        hit = min(filter(None, (p.first(start) for p in candidates[target])), default=None)
+        if hit is not None:
+            link(row, hit[1])
         else:
             unmatched.append((start, text, row))
     for start, text, row in unmatched:
-        for g_start, g_name, g_row, g_line in gpu_spans:
-            if g_row not in taken and g_start >= start and rows[g_row]["kind"] == Kind.KERNEL:
-                b.warn(rows[row]["line"], "text", f"{text!r} names no later GPU span: linked by order to "
-                       f"{g_name!r} (line {g_line})")
-                link(row, g_row)
-                break
-        else:
+        hit = all_kernels.first(start)
+        if hit is None:
             b.warn(rows[row]["line"], "text", f"{text!r}: no later GPU span to link to")
+            continue
+        g = rows[hit[1]]
+        b.warn(rows[row]["line"], "text", f"{text!r} names no later GPU span: linked by order to "
+               f"{g['name']!r} (line {g['line']})")
+        link(row, hit[1])
+    copies = [(t, r) for t, r in spans if rows[r]["kind"] == Kind.MEMCPY]
+    pools = {ck: _Pool([(t, r) for t, r in copies if rows[r]["ck"] == ck], taken) for ck in CopyKind}
+    any_copy = _Pool(copies, taken)
     for start, text, row, kind, ck in sorted(c for c in calls if c[3] == Kind.MEMCPY_CALL):
-        end = start + rows[row]["dur"]
-        for g_start, g_name, g_row, _ in gpu_spans:
-            g = rows[g_row]
-            if (g_row not in taken and g["kind"] == Kind.MEMCPY and start <= g_start <= end
-                    and (ck in (CopyKind.NONE, CopyKind.UNKNOWN) or g["ck"] in (ck, CopyKind.UNKNOWN))):
-                link(row, g_row)
-                break
+        if ck in (CopyKind.NONE, CopyKind.UNKNOWN):
+            options = [any_copy]
+        else:
+            options = [pools[ck], pools[CopyKind.UNKNOWN]]
+        hit = min(filter(None, (p.first(start) for p in options)), default=None)
+        if hit is not None and hit[0] <= start + rows[row]["dur"]:
+            link(row, hit[1])
     return corr
+
+
+class _Pool:
+    """(start_ns, row) pairs sorted by start; ``first(t)``: the earliest pair at or after
+    ``t`` whose row is not in the shared ``taken`` set, in amortised O(log n)."""
+
+    def __init__(self, items: list[tuple[int, int]], taken: set[int]) -> None:
+        self.items = items
+        self.starts = [t for t, _ in items]
+        self.skip = list(range(len(items) + 1))  # union-find: next index not known taken
+        self.taken = taken
+
+    def _find(self, i: int) -> int:
+        root = i
+        while self.skip[root] != root:
+            root = self.skip[root]
+        while self.skip[i] != root:
+            self.skip[i], i = root, self.skip[i]
+        return root
+
+    def first(self, t: int) -> tuple[int, int] | None:
+        i = self._find(bisect.bisect_left(self.starts, t))
+        while i < len(self.items) and self.items[i][1] in self.taken:
+            self.skip[i] = i + 1
+            i = self._find(i + 1)
+        return self.items[i] if i < len(self.items) else None

@@ -1,4 +1,4 @@
-"""The few ``args`` fields a timeline needs, decoded in one batch per trace.
+"""Columns from the few ``args`` fields a timeline needs (decoded with the events).
 
 Kineto ``args``: ``correlation`` (CUPTI/roctracer correlation id), ``device``,
 ``stream``, ``bytes`` (copies, memsets), ``External id`` (``external id`` in 2020
@@ -9,25 +9,19 @@ pageable host memory). Other args stay raw bytes until the detail view asks.
 from __future__ import annotations
 
 import dataclasses
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
-import msgspec
 import numpy as np
 
-from .chrome_schema import KinetoArgs
 from .kinds import copy_kind_of, is_pageable
 from .model import CopyKind, Kind
 
-__all__ = ["ArgColumns", "extract_args", "ARG_KINDS"]
+__all__ = ["ArgColumns", "extract_args"]
 
-#: Kinds whose args are decoded while loading (Python functions and generic slices are not).
-ARG_KINDS = np.array([int(k) for k in (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.LAUNCH, Kind.SYNC_CALL,
-                                       Kind.MEMCPY_CALL, Kind.RUNTIME, Kind.CPU_OP, Kind.ANNOTATION,
-                                       Kind.GPU_ANNOTATION, Kind.SYNC_MARKER)], dtype=np.int8)
+#: Kinds whose ``args.device``/``args.stream`` place a lane on a GPU.
+_GPU_SIDE = np.array([int(k) for k in (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.GPU_ANNOTATION,
+                                       Kind.SYNC_MARKER)], dtype=np.int8)
 _COPY_KINDS = np.array([int(Kind.MEMCPY), int(Kind.MEMSET), int(Kind.MEMCPY_CALL)], dtype=np.int8)
-_ARGS_LIST = msgspec.json.Decoder(list[KinetoArgs])
-_ARGS_ONE = msgspec.json.Decoder(KinetoArgs)
-_EMPTY = KinetoArgs()
 
 
 @dataclasses.dataclass
@@ -49,6 +43,9 @@ class ArgColumns:
 
     @classmethod
     def concat(cls, a: "ArgColumns", extra: int) -> "ArgColumns":
+        """``a`` grown (extra > 0) or cut (extra < 0) by ``extra`` absent rows."""
+        if extra <= 0:
+            return a.take(slice(0, a.correlation.size + extra))
         b = cls.empty(extra)
         return cls(*(np.concatenate((getattr(a, f.name), getattr(b, f.name))) for f in dataclasses.fields(cls)))
 
@@ -86,57 +83,56 @@ def _as_int(v) -> int:
     return -1
 
 
-def _decode_batch(raws: list) -> list[KinetoArgs]:
-    if not raws:
-        return []
-    buf = b"".join((b"[", b",".join(raws), b"]"))
+def _field_col(args: list, field: str) -> np.ndarray:
+    """int64 column of one ``KinetoArgs`` field (-1 where absent or not an integer)."""
     try:
-        return _ARGS_LIST.decode(buf)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        pass
-    out = []
-    for r in raws:
-        try:
-            out.append(_ARGS_ONE.decode(r))
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            out.append(_EMPTY)
-    return out
+        return np.fromiter(map(attrgetter(field), args), dtype=np.int64, count=len(args))
+    except (TypeError, ValueError, OverflowError):
+        return _int_col(list(map(attrgetter(field), args)))
 
 
-def extract_args(raws: list, kind: np.ndarray, name_id: np.ndarray, names: list) -> ArgColumns:
-    """Decode the args of events whose kind is in ``ARG_KINDS`` into columns.
+def extract_args(args: list, kind: np.ndarray, name_id: np.ndarray, names: list, total: int | None = None,
+                 old_external_id: bool = True) -> ArgColumns:
+    """Columns from the decoded ``KinetoArgs`` of each event.
 
-    ``raws``: one ``msgspec.Raw`` per event; ``kind``: int8 kinds; ``name_id``/
-    ``names``: event names, for the copy direction and pageable flag of Kineto copy
-    names (``Memcpy HtoD (Pageable -> Device)``). One batched decode; an unusable
-    args value gives -1s, never an error.
+    ``args``: one ``KinetoArgs`` per event (``NO_ARGS`` when the event had none);
+    ``kind``: int8 kinds; ``name_id``/``names``: event names, for the copy direction
+    and pageable flag of Kineto copy names (``Memcpy HtoD (Pageable -> Device)``).
+    Values that are not integer ids give -1, never an error. The columns have
+    ``total`` rows (default ``len(args)``); rows past ``len(args)`` stay absent.
+    ``old_external_id``: also read the 2020 spelling ``external id``.
     """
-    n = len(raws)
-    cols = ArgColumns.empty(n)
-    sel = np.flatnonzero(np.isin(kind, ARG_KINDS))
-    if sel.size == 0:
+    n = len(args)
+    cols = ArgColumns.empty(n if total is None else total)
+    if n == 0:
         return cols
-    sub = [raws[i] for i in sel.tolist()]
-    decoded = _decode_batch(sub)
-    del sub
-    get = lambda f: list(map(attrgetter(f), decoded))  # noqa: E731
-    cols.correlation[sel] = _int_col(get("correlation"))
-    cols.device[sel] = _int_col(get("device"))
-    cols.stream[sel] = _int_col(get("stream"))
-    ext = _int_col(get("external_id"))
-    old = _int_col(get("external_id_old"))
-    cols.external_id[sel] = np.where(ext >= 0, ext, old)
-    copies = np.flatnonzero(np.isin(kind[sel], _COPY_KINDS))
-    for j in copies.tolist():
-        a = decoded[j]
-        i = int(sel[j])
-        name = names[int(name_id[i])]
-        name = name if isinstance(name, str) else str(name)
+    cols.correlation[:n] = _field_col(args, "correlation")
+    gpu = np.isin(kind, _GPU_SIDE)
+    if gpu.any():
+        sel = np.flatnonzero(gpu)
+        sub = list(itemgetter(*sel.tolist())(args)) if sel.size > 1 else [args[int(sel[0])]]
+        cols.device[sel] = _field_col(sub, "device")
+        cols.stream[sel] = _field_col(sub, "stream")
+    ext = _field_col(args, "external_id")
+    if old_external_id:
+        old = _field_col(args, "external_id_old")
+        ext = np.where(ext >= 0, ext, old)
+    cols.external_id[:n] = ext
+    copy_cache: dict = {}
+    memset = int(Kind.MEMSET)
+    for i in np.flatnonzero(np.isin(kind, _COPY_KINDS)).tolist():
+        a = args[i]
         b = _as_int(a.bytes)
         if b < 0:
             b = _as_int(a.size)
         cols.bytes[i] = b
-        if kind[i] != Kind.MEMSET:
-            cols.copy_kind[i] = int(copy_kind_of(name, a.memcpy_kind if a.memcpy_kind is not None else a.kind))
-            cols.pageable[i] = is_pageable(name, a.src_kind, a.dst_kind)
+        if kind[i] != memset:
+            mk = a.memcpy_kind if a.memcpy_kind is not None else a.kind
+            key = (int(name_id[i]), mk, a.src_kind, a.dst_kind)
+            got = copy_cache.get(key)
+            if got is None:
+                name = names[int(name_id[i])]
+                name = name if isinstance(name, str) else str(name)
+                got = copy_cache[key] = (int(copy_kind_of(name, mk)), is_pageable(name, a.src_kind, a.dst_kind))
+            cols.copy_kind[i], cols.pageable[i] = got
     return cols

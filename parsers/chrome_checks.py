@@ -18,7 +18,6 @@
 from __future__ import annotations
 
 import dataclasses
-from operator import itemgetter
 
 import numpy as np
 
@@ -51,7 +50,6 @@ class Columns:
     status_dur: np.ndarray
     value: np.ndarray
     args: ArgColumns
-    raw_args: list
 
     def take(self, idx: np.ndarray) -> "Columns":
         idx = np.asarray(idx)
@@ -59,9 +57,8 @@ class Columns:
             idx = np.flatnonzero(idx)
         if idx.size == self.start.size:
             return self
-        raw = list(itemgetter(*idx)(self.raw_args)) if idx.size > 1 else [self.raw_args[int(i)] for i in idx]
         return Columns(self.start[idx], self.dur[idx], self.lane[idx], self.name[idx], self.kind[idx], self.src[idx],
-                       self.status_ts[idx], self.status_dur[idx], self.value[idx], self.args.take(idx), raw)
+                       self.status_ts[idx], self.status_dur[idx], self.value[idx], self.args.take(idx))
 
 
 def _lines_list(ks) -> str:

@@ -14,15 +14,12 @@ import math
 from collections import defaultdict
 from typing import Any, Callable
 
-import msgspec
-
 from .chrome_times import NEED_EXACT, OK, scalar_ns
-from .json_tolerant import SENTINEL_VALUES
 from .kinds import kind_of
 from .lanes import Metadata, id_text
 from .model import Kind
 
-__all__ = ["Rows", "decode_args", "collect_metadata", "collect_rows"]
+__all__ = ["Rows", "collect_metadata", "collect_rows"]
 
 
 class Rows:
@@ -52,57 +49,39 @@ class Rows:
         return len(self.start)
 
 
-def decode_args(raw) -> dict:
-    """Decode one ``args`` value (Raw bytes) into a dict; sentinels of repaired
-    NaN/Infinity tokens become floats again. Never raises ({} when unusable)."""
-    try:
-        obj = msgspec.json.decode(raw)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        try:
-            import json
-
-            obj = json.loads(bytes(raw))
-        except Exception:
-            return {}
-    if not isinstance(obj, dict):
-        return {"args": obj}
-    for k, v in obj.items():
-        if isinstance(v, str) and v in SENTINEL_VALUES:
-            obj[k] = SENTINEL_VALUES[v]
-    return obj
-
-
 def collect_metadata(events: list, idx: list[int], meta: Metadata) -> None:
-    """Fill ``meta`` from the ``M`` events at positions ``idx``."""
+    """Fill ``meta`` from the ``M`` events at positions ``idx`` (``args.name``,
+    ``args.sort_index``, ``args.labels``)."""
     for k in idx:
         e = events[k]
-        args = decode_args(e.args)
+        a = e.args
         pid = id_text(e.pid)
         tid = id_text(e.tid)
         name = e.name
-        if name == "process_name" and "name" in args:
-            meta.process_name[pid] = str(args["name"])
-        elif name == "thread_name" and "name" in args:
-            meta.thread_name[(pid, tid)] = str(args["name"])
-        elif name == "process_sort_index":
-            v = args.get("sort_index")
+        if name == "process_name" and a.name is not None:
+            meta.process_name[pid] = str(a.name)
+        elif name == "thread_name" and a.name is not None:
+            meta.thread_name[(pid, tid)] = str(a.name)
+        elif name in ("process_sort_index", "thread_sort_index"):
+            v = a.sort_index
             if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
-                meta.process_sort[pid] = int(v)
-        elif name == "thread_sort_index":
-            v = args.get("sort_index")
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
-                meta.thread_sort[(pid, tid)] = int(v)
-        elif name == "process_labels" and "labels" in args:
-            meta.process_labels[pid] = str(args["labels"])
+                if name == "process_sort_index":
+                    meta.process_sort[pid] = int(v)
+                else:
+                    meta.thread_sort[(pid, tid)] = int(v)
+        elif name == "process_labels" and a.labels is not None:
+            meta.process_labels[pid] = str(a.labels)
 
 
 def collect_rows(events: list, by_phase: dict[str, list[int]], rows: Rows, warn: Callable[[int, str | None, str], None],
-                 exact_ts: dict[int, int], bad: list[tuple[int, str, str]]) -> None:
+                 exact_ts: dict[int, int], bad: list[tuple[int, str, str]],
+                 args_of: Callable[[int], dict]) -> None:
     """Turn non-``X`` timeline events into rows.
 
     ``warn(k, field, message)`` reports a problem of event ``k``; events with
     unusable times are listed in ``bad``
-    as (k, field, reason). ``exact_ts`` holds exact ns times of events whose ``ts``
+    as (k, field, reason); ``args_of(k)`` returns the full args of event ``k`` (for
+    counters). ``exact_ts`` holds exact ns times of events whose ``ts``
     a float64 cannot hold (read from the text beforehand).
     """
     def ts_of(k: int, e) -> int | None:
@@ -132,7 +111,7 @@ def collect_rows(events: list, by_phase: dict[str, list[int]], rows: Rows, warn:
         t = ts_of(k, e)
         if t is None:
             continue
-        args = decode_args(e.args)
+        args = args_of(k)
         series = [(key, v) for key, v in args.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
         for key, v in series:
             if not math.isfinite(v):
@@ -142,13 +121,21 @@ def collect_rows(events: list, by_phase: dict[str, list[int]], rows: Rows, warn:
             rows.add(t, 0, (e.pid, f"counter {e.name}"), label, int(Kind.COUNTER), k, float(v))
 
     # B/E: per-thread stack in time order (stable: file order for equal ts)
+    ids: dict = {}
+
+    def idt(v):
+        r = ids.get((type(v), v))
+        if r is None:
+            r = ids[(type(v), v)] = id_text(v)
+        return r
+
     be = []
     for ph in ("B", "E"):
         for k in by_phase.get(ph, ()):
             e = events[k]
             t = ts_of(k, e)
             if t is not None:
-                be.append((id_text(e.pid), id_text(e.tid), t, k, ph))
+                be.append((idt(e.pid), idt(e.tid), t, k, ph))
     be.sort(key=lambda r: (r[0], r[1], r[2], r[3]))
     stacks: dict[tuple, list] = defaultdict(list)
     unmatched_e: list[int] = []

@@ -1,8 +1,8 @@
 """msgspec schemas for the Chrome Trace Event Format / Kineto JSON (typed decode).
 
-Only the timeline fields are decoded; ``args`` stays ``msgspec.Raw`` (undecoded
-bytes) and is decoded later, lazily, for the few fields a timeline needs
-(``KinetoArgs``) or for the detail view. Field types are deliberately wide
+Only the timeline fields and the few ``args`` fields a timeline needs
+(``KinetoArgs``) are decoded; other args keys are skipped and read again from the
+text, lazily, when the detail view asks. Field types are deliberately wide
 (numbers or strings) so that odd but usable files still take the fast path.
 Source: Trace Event Format (Google, 2016), Kineto ``output_json.cpp``.
 """
@@ -14,7 +14,7 @@ from typing import Union
 
 import msgspec
 
-__all__ = ["Event", "ObjectTrace", "KinetoArgs", "EventTimes", "EMPTY_ARGS", "Scalar"]
+__all__ = ["Event", "EventRawArgs", "ObjectTrace", "KinetoArgs", "NO_ARGS", "EventTimes", "EMPTY_ARGS", "Scalar"]
 
 Scalar = Union[int, float, str, None]
 
@@ -22,8 +22,54 @@ Scalar = Union[int, float, str, None]
 EMPTY_ARGS = msgspec.Raw(b"{}")
 
 
+class KinetoArgs(msgspec.Struct, frozen=True, gc=False):
+    """The ``args`` fields a timeline needs (Kineto names; -1/None = absent).
+
+    ``name``/``sort_index``/``labels`` are for ``M`` metadata events. Other keys are
+    skipped while decoding and read from the text only when the detail view asks.
+    """
+
+    correlation: Scalar = -1
+    device: Scalar = -1
+    stream: Scalar = -1
+    bytes: Scalar = None
+    size: Scalar = None
+    external_id: Scalar = msgspec.field(default=-1, name="External id")
+    external_id_old: Scalar = msgspec.field(default=-1, name="external id")
+    memcpy_kind: Scalar = msgspec.field(default=None, name="memcpy kind")
+    kind: Scalar = None
+    src_kind: Scalar = msgspec.field(default=None, name="src kind")
+    dst_kind: Scalar = msgspec.field(default=None, name="dst kind")
+    name: Scalar = None
+    sort_index: Scalar = None
+    labels: Scalar = None
+
+
+
+#: Shared value for events without ``args``.
+NO_ARGS = KinetoArgs()
+
+
 class Event(msgspec.Struct, gc=False):
     """One ``traceEvents`` entry: timeline fields only (``ts``/``dur`` in µs)."""
+
+    ph: Union[str, None] = None
+    name: Scalar = None
+    cat: Scalar = None
+    pid: Scalar = None
+    tid: Scalar = None
+    ts: Scalar = None
+    dur: Scalar = None
+    id: Scalar = None
+    bp: Union[str, None] = None
+    bind_id: Scalar = None
+    flow_in: Union[bool, None] = None
+    flow_out: Union[bool, None] = None
+    args: KinetoArgs = NO_ARGS
+
+
+class EventRawArgs(msgspec.Struct, gc=False):
+    """``Event`` for the tolerant path when ``args`` is not an object."""
 
     ph: Union[str, None] = None
     name: Scalar = None
@@ -52,22 +98,6 @@ class ObjectTrace(msgspec.Struct):
     displayTimeUnit: msgspec.Raw = msgspec.Raw(b"null")
     traceName: msgspec.Raw = msgspec.Raw(b"null")
     systemTraceEvents: msgspec.Raw = msgspec.Raw(b"null")
-
-
-class KinetoArgs(msgspec.Struct, gc=False):
-    """The ``args`` fields a timeline needs (Kineto names; -1/None = absent)."""
-
-    correlation: Scalar = -1
-    device: Scalar = -1
-    stream: Scalar = -1
-    bytes: Scalar = None
-    size: Scalar = None
-    external_id: Scalar = msgspec.field(default=-1, name="External id")
-    external_id_old: Scalar = msgspec.field(default=-1, name="external id")
-    memcpy_kind: Scalar = msgspec.field(default=None, name="memcpy kind")
-    kind: Scalar = None
-    src_kind: Scalar = msgspec.field(default=None, name="src kind")
-    dst_kind: Scalar = msgspec.field(default=None, name="dst kind")
 
 
 class EventTimes(msgspec.Struct, gc=False):

@@ -12,6 +12,7 @@ float64 step is 0.25 µs) are flagged ``NEED_EXACT`` and re-read from the text a
 from __future__ import annotations
 
 import decimal
+import math
 
 import numpy as np
 
@@ -34,7 +35,8 @@ def to_ns(values: list) -> tuple[np.ndarray, np.ndarray]:
     """Convert a list of decoded ``ts``/``dur`` values (int, float, str or None) in µs.
 
     Returns (int64 ns array, int8 status array: OK, MISSING, NONFINITE, INVALID,
-    NEED_EXACT). Vectorised when the list holds only numbers.
+    NEED_EXACT). Vectorised when the list holds only numbers. ``NEED_EXACT`` values
+    carry the float64 approximation (within the float's spacing) for cross-checks.
     """
     n = len(values)
     ns = np.zeros(n, dtype=np.int64)
@@ -62,7 +64,9 @@ def to_ns(values: list) -> tuple[np.ndarray, np.ndarray]:
         if ok_int.any():
             ns[ok_int] = np.array([values[i] for i in np.flatnonzero(ok_int)], dtype=np.int64) * 1000
         status[bigint & ~ok_int] = INVALID
-        status[big & isf] = NEED_EXACT
+        need = big & isf
+        status[need] = NEED_EXACT
+        ns[need] = _floats_to_ns(fa[need])  # approximate (within 250 ns below 2**52 µs): the caller re-reads the text
         return ns, status
     for i, v in enumerate(values):
         ns[i], status[i] = scalar_ns(v)
@@ -84,7 +88,8 @@ def scalar_ns(v) -> tuple[int, int]:
         if v != v or v in (float("inf"), float("-inf")):
             return 0, NONFINITE
         if abs(v) < EXACT_LIMIT_US:
-            return int(_floats_to_ns(np.array([v]))[0]), OK
+            fl = math.floor(v)
+            return fl * 1000 + round((v - fl) * 1000.0), OK
         return 0, NEED_EXACT
     if v is None:
         return 0, MISSING

@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from .chrome_schema import Event
+from .chrome_schema import Event, EventRawArgs
 from .errors import TraceFormatError
 from .model import TraceWarning
 
@@ -223,6 +223,7 @@ class LineIndex:
 
 _EV_LIST = msgspec.json.Decoder(list[Event])
 _EV_ONE = msgspec.json.Decoder(Event)
+_EV_RAW = msgspec.json.Decoder(EventRawArgs)
 _INDEX_RE = re.compile(r"\$\[(\d+)\]")
 
 
@@ -285,6 +286,11 @@ def _decode_one(text, k: int, on_bad) -> Event | None:
     try:
         return _EV_ONE.decode(text)
     except msgspec.ValidationError as exc:
+        try:  # args that are not an object: keep the event, args stay in the text
+            r = _EV_RAW.decode(text)
+            return Event(**{f: getattr(r, f) for f in Event.__struct_fields__ if f != "args"})
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            pass
         on_bad(k, f"unusable event ({exc})")
     except msgspec.DecodeError as exc:
         on_bad(k, f"malformed JSON ({exc})")

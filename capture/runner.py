@@ -209,10 +209,11 @@ class ScriptRunner:
             raise CommandError(f"script not found: {target}")
         if self.label is None:
             self.label = os.path.splitext(os.path.basename(target))[0] if mode == "path" else target
-        saved_argv, saved_path0 = sys.argv[:], (sys.path[0] if sys.path else None)
+        saved_argv = sys.argv[:]
         sys.argv = argv
-        if mode == "path":
-            sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
+        # as python does: the script's folder (or, for -m, the current folder) first on sys.path
+        added = os.path.dirname(os.path.abspath(target)) if mode == "path" else os.getcwd()
+        sys.path.insert(0, added)
         status = 0
         exc: BaseException | None = None
         _push(self)
@@ -237,11 +238,10 @@ class ScriptRunner:
             _pop(self)
             self._finish(exc)
             sys.argv = saved_argv
-            if mode == "path" and sys.path and saved_path0 is not None:
-                try:
-                    sys.path.remove(os.path.dirname(os.path.abspath(target)))
-                except ValueError:
-                    pass
+            try:
+                sys.path.remove(added)
+            except ValueError:
+                pass
         return status
 
     def _finish(self, exc: BaseException | None) -> None:

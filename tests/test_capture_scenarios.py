@@ -257,3 +257,28 @@ def test_ctrl_c_on_the_command_keeps_the_steps_recorded_so_far(tmp_path):
     counts = range_counts(check_trace(path, {"train_step"}))
     assert counts["train_step"] >= 4  # steps 2..6 at least were recorded (step 1 is warm-up)
     assert "interrupted (Ctrl-C)" in err and path in err
+
+
+def test_runner_runs_a_module_from_the_current_folder(tmp_path, monkeypatch):
+    from capture import Schedule
+    from capture.runner import ScriptRunner
+
+    pkg = tmp_path / "pkgx"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "job.py").write_text(textwrap.dedent("""
+        import sys, torch, capture
+        assert sys.argv[1:] == ["a", "b"], sys.argv
+        for i in range(4):
+            with torch.profiler.record_function("module_step"):
+                torch.ones(3).add(i)
+            capture.step()
+        sys.exit(5)
+    """))
+    monkeypatch.chdir(tmp_path)
+    path_before = list(__import__("sys").path)
+    r = ScriptRunner(str(tmp_path / "o"), schedule=Schedule(wait=0, warmup=1, active=2), log=lambda m: None)
+    assert r.run(["python", "-m", "pkgx.job", "a", "b"]) == 5
+    assert r.traces[0].endswith("_pkgx.job.pt.trace.json.gz")
+    assert range_counts(check_trace(r.traces[0]))["module_step"] == 2
+    assert __import__("sys").path == path_before  # sys.path restored

@@ -75,7 +75,7 @@ def render_markdown(doc: dict) -> str:
              f"{fmt_dur(d['fully_idle_ns'], u)} ({fmt_share(d['fully_idle_ns'], d['window_ns'])})"] for d in devs])
     else:
         out.append("No GPU kernels in this trace.")
-    if doc.get("diagnosis_available"):
+    if doc.get("diagnosis_available") and devs:
         out += _diagnosis(doc)
     warns = doc["warnings"]
     out += ["", f"## Warnings ({len(warns)})", ""]

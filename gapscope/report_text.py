@@ -62,7 +62,7 @@ def render_text(doc: dict, console: Console) -> None:
     if not doc.get("diagnosis_available"):
         console.print()
         console.print(Text("Gap diagnosis unavailable (analysis.diagnose not installed)."))
-    else:
+    elif doc["devices"]:  # nothing to diagnose without GPU kernels
         _class_totals(doc, console)
         _top_gaps(doc, console)
         _groups(doc, console)
@@ -130,7 +130,7 @@ def _lanes(doc: dict, console: Console) -> None:
             proc = Text("")
         prev_group = group
         kinds = sorted(ln["event_counts_by_kind"].items(), key=lambda kv: -kv[1])
-        rows.append((proc, _t(ln["label"], 32), f"{ln['event_count']:,}",
+        rows.append((proc, _t(ln["label"] or ln["tid"] or "-", 32), f"{ln['event_count']:,}",
                      ", ".join(f"{k} {v:,}" for k, v in kinds[:4]) + (" …" if len(kinds) > 4 else "")))
     # fixed columns at their natural width; "by kind" gets the rest and ends with …
     widths = [max([len(h)] + [len(r[k]) for r in rows]) for k, h in enumerate(("process / device", "lane", "events"))]

@@ -385,3 +385,25 @@ def test_click_selects_gap_and_wheel_zooms():
     picked, span0, span1 = asyncio.run(run())
     assert picked == big
     assert span1 == pytest.approx(span0 / 1.25)
+
+
+def test_collapse_and_expand_group():
+    trace = _small_trace()
+
+    async def run():
+        app = make_app(trace)
+        async with app.run_test(size=(120, 40)) as pilot:
+            screen = await wait_ready(pilot)
+            lanes = screen.lanes
+            before = [(r.kind, r.label) for r in lanes.rows]
+            lanes.selected_row = 0  # the GPU 0 group header
+            await pilot.press("enter")
+            collapsed = [(r.kind, r.label) for r in lanes.rows]
+            await pilot.press("enter")
+            return before, collapsed, [(r.kind, r.label) for r in lanes.rows]
+
+    before, collapsed, after = asyncio.run(run())
+    assert before == [("group", "▾ GPU 0"), ("idle", "idle gaps"), ("lane", "stream 7"),
+                      ("group", "▾ python3 (1)"), ("lane", "main")]
+    assert collapsed == [("group", "▸ GPU 0"), ("group", "▾ python3 (1)"), ("lane", "main")]
+    assert after == before

@@ -8,6 +8,7 @@ Escape cancels: the worker is cancelled and its result, if any, is dropped.
 from __future__ import annotations
 
 import gc
+import threading
 from pathlib import Path
 from typing import Callable
 
@@ -27,6 +28,32 @@ __all__ = ["LoadScreen", "STAGES"]
 
 #: Stages shown by the progress bar.
 STAGES = ("reading and parsing", "diagnosing", "drawing")
+
+
+def _cancellable(fn: Callable, arg, worker):
+    """Run ``fn(arg)`` in a daemon thread, polling ``worker.is_cancelled``.
+
+    Returns ``fn``'s result, re-raises its exception, or returns None as soon as the
+    worker is cancelled (the daemon thread is abandoned and dies with the process, so
+    Escape never waits for a long parse to finish).
+    """
+    box: dict = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn(arg)
+        except BaseException as exc:  # handed to the worker below
+            box["error"] = exc
+
+    t = threading.Thread(target=run, name="gapscope-load", daemon=True)
+    t.start()
+    while t.is_alive():
+        t.join(0.05)
+        if worker.is_cancelled:
+            return None
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 class LoadScreen(Screen):
@@ -85,7 +112,9 @@ class LoadScreen(Screen):
         source = self.source
         try:
             if isinstance(source, (str, Path)):
-                trace = self.loader(source)
+                trace = _cancellable(self.loader, source, worker)
+                if trace is None:
+                    return
             else:
                 trace = source
         except TraceFormatError as exc:

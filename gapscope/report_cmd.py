@@ -76,7 +76,7 @@ def run(argv: list[str], stdout: IO[str] | None = None) -> int:
     doc = build_document(trace, diag, top_n=args.top, version=__version__, full=args.json)
     out = sys.stdout if stdout is None else stdout
     if args.json:
-        _write_json(doc, out)
+        _write_json(doc, out, indent=2 if (stdout is None and report_args.stdout_is_tty()) else None)
     elif args.markdown:
         from .report_md import render_markdown
 
@@ -107,10 +107,12 @@ def _env_columns() -> int | None:
     return n if n >= 20 else None
 
 
-def _write_json(doc: dict, out: IO[str]) -> None:
-    """Write ``doc`` as indented UTF-8 JSON. Names stay verbatim; a lone surrogate (from
-    a ``\\ud800`` escape in the input) is written as its JSON escape, never dropped."""
-    text = json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+def _write_json(doc: dict, out: IO[str], indent: int | None = None) -> None:
+    """Write ``doc`` as UTF-8 JSON and a newline: compact (one line) for pipes and
+    files, indented by ``indent`` on a terminal. Names stay verbatim; a lone surrogate
+    (from a ``\\ud800`` escape in the input) is written as its JSON escape."""
+    seps = (",", ":") if indent is None else (",", ": ")
+    text = json.dumps(doc, indent=indent, separators=seps, ensure_ascii=False, allow_nan=False) + "\n"
     buf = getattr(out, "buffer", None)
     if buf is not None:
         out.flush()

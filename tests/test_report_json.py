@@ -248,3 +248,17 @@ def test_lone_cards_skip_grouped_gaps_and_repeat_episodes():
     doc = {"top_gaps": [dict(group=0, episode=-1), dict(group=-1, episode=2), dict(group=-1, episode=2),
                          dict(group=-1, episode=-1), dict(group=-1, episode=3), dict(group=-1, episode=-1)]}
     assert [rank for rank, _ in lone_gaps(doc)] == [2, 4, 5]
+
+
+def test_json_writer_keeps_lone_surrogates_and_is_compact_off_a_terminal():
+    from gapscope.report_cmd import _write_json
+
+    raw = io.BytesIO()
+    out = io.TextIOWrapper(raw, encoding="utf-8")
+    _write_json({"name": "k\ud800[x]µ", "n": [1, 2]}, out)
+    data = raw.getvalue()
+    assert data == '{"name":"k\\ud800[x]µ","n":[1,2]}\n'.encode("utf-8")
+    assert json.loads(data) == {"name": "k\ud800[x]µ", "n": [1, 2]}
+    raw2 = io.BytesIO()
+    _write_json({"a": 1}, io.TextIOWrapper(raw2, encoding="utf-8"), indent=2)
+    assert raw2.getvalue() == b'{\n  "a": 1\n}\n'

@@ -260,5 +260,6 @@ def test_json_writer_keeps_lone_surrogates_and_is_compact_off_a_terminal():
     assert data == '{"name":"k\\ud800[x]µ","n":[1,2]}\n'.encode("utf-8")
     assert json.loads(data) == {"name": "k\ud800[x]µ", "n": [1, 2]}
     raw2 = io.BytesIO()
-    _write_json({"a": 1}, io.TextIOWrapper(raw2, encoding="utf-8"), indent=2)
+    out2 = io.TextIOWrapper(raw2, encoding="utf-8")
+    _write_json({"a": 1}, out2, indent=2)
     assert raw2.getvalue() == b'{\n  "a": 1\n}\n'

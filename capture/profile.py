@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 import signal
 import sys
 import threading
@@ -171,7 +172,7 @@ class Profiler:
                  cuda: bool | None = None, record_shapes: bool = False, with_stack: bool = False,
                  profile_memory: bool = False, log: Callable[[str], None] | None = None,
                  metadata: dict[str, Any] | None = None) -> None:
-        self.out_dir = str(out_dir)
+        self.out_dir = os.path.abspath(os.fspath(out_dir))  # the profiled code may chdir
         self.schedule = schedule
         self.label = label
         self.want_cuda = cuda

@@ -282,3 +282,19 @@ def test_runner_runs_a_module_from_the_current_folder(tmp_path, monkeypatch):
     assert r.traces[0].endswith("_pkgx.job.pt.trace.json.gz")
     assert range_counts(check_trace(r.traces[0]))["module_step"] == 2
     assert __import__("sys").path == path_before  # sys.path restored
+
+
+def test_relative_out_folder_survives_a_chdir_in_the_script(tmp_path, monkeypatch):
+    from capture.runner import ScriptRunner
+
+    (tmp_path / "elsewhere").mkdir()
+    script = _script(tmp_path, """
+        import os, torch
+        os.chdir("elsewhere")
+        torch.ones(2).add(1)
+    """)
+    monkeypatch.chdir(tmp_path)
+    r = ScriptRunner("traces", seconds=0, log=lambda m: None)
+    assert r.run(["python", script]) == 0
+    assert os.path.dirname(r.traces[0]) == str(tmp_path / "traces")
+    assert os.listdir(tmp_path / "elsewhere") == []

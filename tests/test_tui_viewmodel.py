@@ -273,3 +273,18 @@ def test_pure_modules_do_not_import_textual_or_rich():
             "print(','.join(bad)); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(__import__("pathlib").Path(__file__).parent.parent))
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_wide_events_found_deep_inside_a_long_parent():
+    # a 1 s step with 10,000 nested 50 µs ops: zoomed into the end, both the step and
+    # the visible ops are found (the step is far back in start order).
+    b = TraceBuilder()
+    c = b.lane("1", "1", thread_name="main")
+    b.event(c, "ProfilerStep#1", 0, 1_000_000_000, Kind.ANNOTATION)
+    for k in range(10_000):
+        b.event(c, f"op{k}", k * 100_000, 50_000, Kind.CPU_OP)
+    t = b.build()
+    li = LaneIndex(t, 0)
+    vp = Viewport(999_800_000, 2_000.0, 100)  # 200 µs at the end: op9998 and op9999
+    got = [t.name(li.offset + j) for j in li.wide_events(vp, 6)]
+    assert got == ["ProfilerStep#1", "op9998", "op9999"]

@@ -315,6 +315,7 @@ class LaneIndex:
         self.dur = trace.dur_ns[sl]
         self.end = self.start + self.dur
         self.end_sorted = np.sort(self.end)
+        self.depth = trace.depth[sl]
         self.pmax_end = np.maximum.accumulate(self.end) if self.end.size else self.end
         cls = KIND_TO_CLASS[trace.kind[sl].astype(np.int64)]
         self.cls = cls
@@ -325,7 +326,7 @@ class LaneIndex:
             self.by_class[c] = _union(self.start[m], self.end[m])
         drawn = cls >= 0
         self.all_union = _union(self.start[drawn], self.end[drawn])
-        self._levels: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._levels: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
 
     def __len__(self) -> int:
         return int(self.start.shape[0])
@@ -360,28 +361,36 @@ class LaneIndex:
     def wide_events(self, vp: Viewport, min_cells: int, limit: int = 256) -> np.ndarray:
         """Lane-local indices of events at least ``min_cells`` wide that intersect the view.
 
-        Uses lazily built levels of events with ``dur >= 4**k`` ns (sorted by start,
-        with their prefix max of ends), so the work is bounded by what can be drawn,
-        not by the lane size. At most ``limit`` indices, in start order.
+        Uses lazily built levels of events with ``dur >= 4**k`` ns, split by nesting
+        depth (events of one depth do not overlap, so their ends are sorted too): two
+        ``searchsorted`` per depth find exactly the visible ones, so the work is bounded
+        by what can be drawn, not by the lane size. At most ``limit`` indices per
+        depth, returned in start order.
         """
         thr = min_cells * vp.ns_per_cell
         k = max(0, int(math.floor(math.log(max(thr, 1.0), 4))))
         got = self._levels.get(k)
         if got is None:
             idx = np.flatnonzero(self.dur >= 4**k)
-            ends = self.end[idx]
-            got = (idx, self.start[idx], np.maximum.accumulate(ends) if idx.size else ends)
+            got = []
+            if idx.size:
+                d = self.depth[idx]
+                for depth in np.unique(d).tolist():
+                    sel = idx[d == depth]
+                    ends = self.end[sel]
+                    got.append((sel, self.start[sel], np.maximum.accumulate(ends)))
             self._levels[k] = got
-        lvl, starts, pm = got
-        if lvl.size == 0:
-            return lvl
-        hi = int(np.searchsorted(starts, vp.end_ns, side="left"))
-        lo = int(np.searchsorted(pm[:hi], vp.start_ns, side="right"))
-        cand = lvl[lo:hi]
-        if cand.size > 4 * limit:
-            cand = cand[:4 * limit]
-        cand = cand[self.dur[cand] >= thr]
-        return cand[:limit]
+        parts = []
+        for sel, starts, pmax_end in got:
+            hi = int(np.searchsorted(starts, vp.end_ns, side="left"))
+            lo = int(np.searchsorted(pmax_end[:hi], vp.start_ns, side="right"))
+            cand = sel[lo:min(hi, lo + 4 * limit)]
+            cand = cand[self.dur[cand] >= thr][:limit]
+            if cand.size:
+                parts.append(cand)
+        if not parts:
+            return np.zeros(0, dtype=np.int64)
+        return np.sort(np.concatenate(parts))
 
     def at(self, t_ns: int) -> int:
         """Lane-local index of the deepest (latest-starting) event open at ``t_ns``, or -1."""

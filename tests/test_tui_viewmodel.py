@@ -288,3 +288,10 @@ def test_wide_events_found_deep_inside_a_long_parent():
     vp = Viewport(999_800_000, 2_000.0, 100)  # 200 µs at the end: op9998 and op9999
     got = [t.name(li.offset + j) for j in li.wide_events(vp, 6)]
     assert got == ["ProfilerStep#1", "op9998", "op9999"]
+
+
+def test_fit_is_exact_on_epoch_timestamps():
+    t0 = 1_672_876_799_194_019_123
+    vp = Viewport.fit(t0, t0 + 1_000_000, 100)
+    assert vp.start_ns == t0 and vp.ns_per_cell == 10_000.0
+    assert vp.zoom(2, t0 + 500_000) == Viewport(t0 + 250_000, 5_000.0, 100)

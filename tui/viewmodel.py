@@ -116,8 +116,9 @@ class Viewport:
         span = max(int(t1_ns) - int(t0_ns), 1_000)
         pad = span * margin
         npc = min(max((span + 2 * pad) / width, MIN_NS_PER_CELL), MAX_NS_PER_CELL)
-        mid = (int(t0_ns) + int(t1_ns)) / 2
-        return cls(int(round(mid - npc * width / 2)), npc, width)
+        # integer midpoint: epoch-ns timestamps (~1.7e18) do not fit a float64 exactly
+        mid = int(t0_ns) + (int(t1_ns) - int(t0_ns)) // 2
+        return cls(mid - int(round(npc * width / 2)), npc, width)
 
 
 # --------------------------------------------------------------------- ruler

@@ -407,3 +407,47 @@ def test_collapse_and_expand_group():
                       ("group", "▾ python3 (1)"), ("lane", "main")]
     assert collapsed == [("group", "▸ GPU 0"), ("group", "▾ python3 (1)"), ("lane", "main")]
     assert after == before
+
+
+def test_go_to_time_and_match_stepping():
+    trace = _small_trace()
+
+    async def run():
+        app = make_app(trace)
+        async with app.run_test(size=(120, 40)) as pilot:
+            screen = await wait_ready(pilot)
+            lanes = screen.lanes
+            await pilot.press("g", "0", "full_stop", "5", "m", "s", "enter")
+            cursor = lanes.cursor_ns
+            await _search(pilot, "gemm_")
+            first = lanes.selected_event
+            await pilot.press("m")
+            second = lanes.selected_event
+            await pilot.press("M")
+            back = lanes.selected_event
+            return cursor, first, second, back, screen.message
+
+    cursor, first, second, back, message = asyncio.run(run())
+    assert cursor == trace.extent_ns[0] + 500_000
+    # the search starts at the cursor (500 µs): gemm_5 starts at 520 µs
+    assert trace.name(first) == "gemm_5" and trace.name(second) == "gemm_6" and back == first
+    assert message == "match 6/10 for 'gemm_'"
+
+
+def test_keymap_remaps_a_binding_by_id():
+    import sample_traces
+
+    diag = _diagnose(load(sample_traces.path()))
+    first = int(_time_order(diag.gaps)[0])
+
+    async def run():
+        app = make_app(sample_traces.path(), keymap={"gap.next": "x"})
+        async with app.run_test(size=(120, 40)) as pilot:
+            screen = await wait_ready(pilot)
+            await pilot.press("n")
+            after_n = screen.lanes.selected_gap
+            await pilot.press("x")
+            return after_n, screen.lanes.selected_gap
+
+    after_n, after_x = asyncio.run(run())
+    assert after_n is None and after_x == first

@@ -33,6 +33,7 @@ def make_app(
     diagnose: Callable | None = None,
     extra_screens: dict | None = None,
     on_ready: Callable | None = None,
+    keymap: dict[str, str] | None = None,
 ) -> GapscopeApp:
     """Build the app for ``source``: a trace path (loaded in a worker) or a ``Trace``.
 
@@ -42,7 +43,8 @@ def make_app(
     ``diagnose(trace) -> Diagnosis`` (default ``analysis.diagnose``) can be replaced
     (tests inject slow or failing ones); ``extra_screens``: name → screen factory,
     installed on the app (hook for the exercise mode); ``on_ready(app, screen)``: called
-    after the trace screen's first refresh (benchmarks time first paint with it).
+    after the trace screen's first refresh (benchmarks time first paint with it);
+    ``keymap``: binding id → keys (e.g. ``{"gap.next": "n,j"}``), Textual's keymap.
     """
     if loader is None:
         from parsers import load as loader
@@ -50,5 +52,8 @@ def make_app(
         diagnose = lambda t: default_diagnose(t, params)  # noqa: E731
     if isinstance(source, os.PathLike):
         source = str(Path(source))
-    return GapscopeApp(source, loader=loader, diagnose=diagnose, diagnosis=diagnosis,
-                       extra_screens=extra_screens, on_ready=on_ready)
+    app = GapscopeApp(source, loader=loader, diagnose=diagnose, diagnosis=diagnosis,
+                      extra_screens=extra_screens, on_ready=on_ready)
+    if keymap:
+        app.set_keymap(keymap)
+    return app

@@ -1,0 +1,137 @@
+"""Report sections built from panels and grids: recurring groups with their cards, the
+cards of the largest gaps outside groups, and the per-step budget with what-ifs.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from .report_fmt import budget_rows, fmt_bytes, fmt_dur, unit_for
+from .report_json import lone_gaps
+from .report_rich import cause_text, heading, name_text, safe_text
+
+__all__ = ["GROUP_CARDS", "card_panel", "groups_section", "lone_cards_section", "budget_section"]
+
+def card_panel(title: Text, card: dict, recurs: str | None = None) -> Panel:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(overflow="fold")
+    cause = cause_text(card.get("cause"))
+    if card.get("secondary"):
+        cause.append("  (secondary: ")
+        cause.append_text(cause_text(card["secondary"], card.get("secondary_share")))
+        cause.append(")")
+    if recurs:
+        grid.add_row("Recurs", Text(recurs))
+    grid.add_row("Smell", safe_text(card.get("smell")))
+    grid.add_row("Cause class", cause)
+    grid.add_row("Why the GPU is empty", safe_text(card.get("why")))
+    grid.add_row("First experiment", safe_text(card.get("first_experiment")))
+    grid.add_row("Forbidden next step", safe_text(card.get("forbidden_step")))
+    grid.add_row("Proof of improvement", safe_text(card.get("proof")))
+    ev = card.get("evidence") or []
+    if ev:
+        lines = Text()
+        for k, e in enumerate(ev[:6]):
+            if k:
+                lines.append("\n")
+            lines.append_text(safe_text(e.get("name"), 60))
+            lines.append(f"  {e.get('cause')}  {fmt_dur(e.get('overlap_ns', 0))}")
+            if e.get("bytes", -1) >= 0:
+                lines.append(f"  {fmt_bytes(e['bytes'])}" + (" pageable" if e.get("pageable") else ""))
+        if len(ev) > 6:
+            lines.append(f"\n… and {len(ev) - 6} more")
+        grid.add_row("Evidence", lines)
+    return Panel(grid, title=title, title_align="left", expand=True)
+
+
+#: Recurring groups (largest total first) printed with their card; the rest in a table.
+GROUP_CARDS = 3
+
+
+def _recurs(grp: dict) -> str:
+    return (f"recurs in {grp.get('steps_with_gap')} of {grp.get('steps_total')} steps, "
+            f"{fmt_dur(grp.get('median_ns', 0))} median, {fmt_dur(grp.get('total_ns', 0))} total")
+
+
+def groups_section(doc: dict, console: Console) -> None:
+    groups = doc["groups"]
+    if not groups:
+        return
+    n = len(groups)
+    heading(console, f"Recurring gaps ({n} group{'s' if n != 1 else ''} by position in the step, largest total first)")
+    for grp in groups[:GROUP_CARDS]:
+        title = Text(f"G{grp.get('id')} ")
+        title.append_text(name_text(grp.get("label"), max(20, console.width - 12)))
+        if grp.get("card"):
+            console.print(card_panel(title, grp["card"], recurs=_recurs(grp)))
+        else:
+            console.print(Text.assemble(title, ": ", _recurs(grp)))
+    rest = groups[GROUP_CARDS:]
+    if rest:
+        console.print(Text(f"{len(rest)} more group{'s' if len(rest) != 1 else ''} (cards in --json):"))
+        tbl = Table(box=None, pad_edge=False, show_edge=False)
+        for name in ("group", "position", "steps", "median", "total", "cause"):
+            tbl.add_column(name, justify="right" if name in ("steps", "median", "total") else "left",
+                           overflow="ellipsis", ratio=1 if name == "position" else None)
+        for grp in rest:
+            tbl.add_row(f"G{grp.get('id')}", name_text(grp.get("label"), max(20, console.width - 50)),
+                        f"{grp.get('steps_with_gap')}/{grp.get('steps_total')}", fmt_dur(grp.get("median_ns", 0)),
+                        fmt_dur(grp.get("total_ns", 0)), cause_text(grp.get("cause")))
+        console.print(tbl)
+
+
+def lone_cards_section(doc: dict, console: Console) -> None:
+    lone = lone_gaps(doc)
+    if not lone:
+        return
+    heading(console, "Cards of the largest gaps outside recurring groups")
+    for rank, g in lone:
+        title = Text(f"#{rank}: {fmt_dur(g['dur_ns'])} at {fmt_dur(g['start_rel_ns'])}")
+        if g.get("episode", -1) >= 0:
+            title.append(f" (picket-fence episode E{g['episode']})")
+        console.print(card_panel(title, g["card"]))
+
+
+def budget_section(doc: dict, console: Console) -> None:
+    steps, budget = doc.get("steps"), doc.get("budget")
+    if steps is None or budget is None:
+        return  # a budget per step needs steps (the JSON has the window budget too)
+    heading(console, "Steps and budget")
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column()
+    line = Text(f"{steps['count']} ({steps.get('source')}")
+    if steps.get("name"):
+        line.append(": ")
+        line.append_text(name_text(steps["name"], 60))
+    line.append(")")
+    grid.add_row("Steps", line)
+    for k, v in budget_rows(budget):
+        grid.add_row(k, safe_text(v))
+    console.print(grid)
+    whatifs = doc.get("what_if") or []
+    if not whatifs:
+        return
+    u = unit_for(int(budget.get("wall_ns") or 0))
+    heading(console, "What if these gaps were removed (per step)")
+    tbl = Table(box=None, pad_edge=False, show_edge=False)
+    for name in ("removed", "idle removed", "step", "tokens/s", "speed-up"):
+        tbl.add_column(name, justify="left" if name == "removed" else "right")
+    for w in whatifs:
+        tps, sp = w.get("tokens_per_s"), w.get("speedup")
+        tbl.add_row("+".join(w.get("removed_causes", [])), fmt_dur(w.get("removed_ns", 0), u),
+                    fmt_dur(w.get("projected_step_ns", 0), u), "-" if tps is None else f"{tps:,.0f}",
+                    "-" if sp is None else f"{sp:.2f}x")
+    console.print(tbl)
+    last = whatifs[-1]
+    notes = Table.grid(padding=(0, 1))
+    notes.add_column(no_wrap=True)
+    notes.add_column()
+    for a in last.get("assumptions") or []:
+        notes.add_row("-", safe_text(a))
+    console.print(Text(f"Assumptions (as stated for {'+'.join(last.get('removed_causes', []))}):", style="dim"))
+    console.print(notes)

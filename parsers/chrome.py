@@ -24,7 +24,7 @@ from . import chrome_checks as checks
 from .chrome_args import ArgColumns, extract_args
 from .chrome_lazy import EventText
 from .chrome_phases import Rows, collect_metadata, collect_rows
-from .chrome_schema import Event, EventTimes, ObjectTrace
+from .chrome_schema import EVENT_CLASS, AnyEvent, Event, EventTimes, ObjectTrace
 from .chrome_text import exact_ns_near, key_positions
 from .chrome_times import EXACT_LIMIT_US, MISSING, NEED_EXACT, OK, decimal_ns, to_ns
 from .errors import TraceFormatError
@@ -36,7 +36,7 @@ from .model import GPU_KINDS, Kind, SourceInfo, Trace, TraceWarning, link_by_cor
 __all__ = ["load_chrome"]
 
 _OBJ = msgspec.json.Decoder(ObjectTrace)
-_LIST = msgspec.json.Decoder(list[Event])
+_LIST = msgspec.json.Decoder(list[AnyEvent])
 _TIMES = msgspec.json.Decoder(EventTimes)
 _WS = b" \t\r\n"
 _HEADER_KEYS = ("schemaVersion", "deviceProperties", "computeProperties", "distributedInfo",
@@ -127,7 +127,8 @@ def load_chrome(data: bytes, path: str) -> Trace:
 
 
 _PH_X, _PH_M, _PH_FLOW, _PH_OTHER = 0, 1, 2, 3
-_PHASE_CODE = {"X": _PH_X, "M": _PH_M, "s": _PH_FLOW, "t": _PH_FLOW, "f": _PH_FLOW}
+_PHASE_CODE = {EVENT_CLASS["X"]: _PH_X, EVENT_CLASS["M"]: _PH_M, EVENT_CLASS["s"]: _PH_FLOW,
+               EVENT_CLASS["t"]: _PH_FLOW, EVENT_CLASS["f"]: _PH_FLOW}
 _HANDLED = frozenset(("B", "E", "i", "I", "R", "C", "b", "e", "n", "S", "T", "F"))
 
 
@@ -140,7 +141,7 @@ def _build(inp: _Input) -> Trace:
     def warn(k, field, msg):
         warns.append((k, field, msg))
 
-    code = np.fromiter(map(_PHASE_CODE.get, map(_get["ph"], events), repeat(_PH_OTHER)), dtype=np.int8, count=n)
+    code = np.fromiter(map(_PHASE_CODE.get, map(type, events), repeat(_PH_OTHER)), dtype=np.int8, count=n)
     xi = np.flatnonzero(code == _PH_X)
     by_phase: dict[str, list[int]] = {}
     for k in np.flatnonzero(code == _PH_OTHER).tolist():

@@ -10,11 +10,12 @@ Source: Trace Event Format (Google, 2016), Kineto ``output_json.cpp``.
 from __future__ import annotations
 
 import decimal
-from typing import Union
+from typing import ClassVar, Union
 
 import msgspec
 
-__all__ = ["Event", "EventRawArgs", "ObjectTrace", "KinetoArgs", "NO_ARGS", "EventTimes", "EMPTY_ARGS", "Scalar"]
+__all__ = ["Event", "XEvent", "AnyEvent", "EVENT_CLASS", "PHASES", "as_phase_event", "EventRawArgs", "ObjectTrace",
+           "KinetoArgs", "NO_ARGS", "EventTimes", "EMPTY_ARGS", "Scalar"]
 
 Scalar = Union[int, float, str, None]
 
@@ -51,7 +52,8 @@ NO_ARGS = KinetoArgs()
 
 
 class Event(msgspec.Struct, gc=False):
-    """One ``traceEvents`` entry: timeline fields only (``ts``/``dur`` in µs)."""
+    """One ``traceEvents`` entry of any phase (the generic form, used when the
+    tagged union below does not know its ``ph``); ``ts``/``dur`` in µs."""
 
     ph: Union[str, None] = None
     name: Scalar = None
@@ -66,6 +68,75 @@ class Event(msgspec.Struct, gc=False):
     flow_in: Union[bool, None] = None
     flow_out: Union[bool, None] = None
     args: KinetoArgs = NO_ARGS
+
+
+class XEvent(msgspec.Struct, gc=False, tag_field="ph", tag="X"):
+    """Complete event (``ph: "X"``), the bulk of every Kineto file."""
+
+    ph: ClassVar[str] = "X"
+    name: Scalar = None
+    cat: Scalar = None
+    pid: Scalar = None
+    tid: Scalar = None
+    ts: Scalar = None
+    dur: Scalar = None
+    id: Scalar = None
+    bp: Union[str, None] = None
+    bind_id: Scalar = None
+    flow_in: Union[bool, None] = None
+    flow_out: Union[bool, None] = None
+    args: KinetoArgs = NO_ARGS
+
+
+class _FlowEvent(msgspec.Struct, gc=False, tag_field="ph"):
+    """Flow event (``s``/``t``/``f``): no name or args decoded."""
+
+    cat: Scalar = None
+    pid: Scalar = None
+    tid: Scalar = None
+    ts: Scalar = None
+    id: Scalar = None
+    bp: Union[str, None] = None
+
+
+class _PhaseEvent(msgspec.Struct, gc=False, tag_field="ph"):
+    """Any other phase (``M``, ``B``, ``E``, ``i``, ``C``, async, ...)."""
+
+    name: Scalar = None
+    cat: Scalar = None
+    pid: Scalar = None
+    tid: Scalar = None
+    ts: Scalar = None
+    dur: Scalar = None
+    id: Scalar = None
+    bp: Union[str, None] = None
+    args: KinetoArgs = NO_ARGS
+
+
+#: Phases of the Trace Event Format (plus ``I``, ``R`` and ``=`` seen in the wild).
+PHASES = ("X", "B", "E", "i", "I", "C", "M", "s", "t", "f", "b", "e", "n", "S", "T", "F", "p",
+          "P", "O", "N", "D", "R", "c", "(", ")", "V", "v", "=")
+
+
+def _make(ph: str):
+    base = _FlowEvent if ph in ("s", "t", "f") else _PhaseEvent
+    name = {"(": "Open", ")": "Close", "=": "Eq"}.get(ph, ph)
+    return msgspec.defstruct(f"Event_{name}", [], bases=(base,), tag=ph, gc=False,
+                             namespace={"ph": ph, "__annotations__": {"ph": ClassVar[str]}})
+
+
+#: Event class of each phase (tagged union on ``ph``).
+EVENT_CLASS: dict[str, type] = {"X": XEvent, **{ph: _make(ph) for ph in PHASES if ph != "X"}}
+AnyEvent = Union[tuple(EVENT_CLASS.values())]  # type: ignore[valid-type]
+
+
+def as_phase_event(e: Event):
+    """A generic ``Event`` as the class of its phase (itself when ``ph`` is unknown)."""
+    cls = EVENT_CLASS.get(e.ph) if isinstance(e.ph, str) else None
+    if cls is None:
+        return e
+    fields = cls.__struct_fields__
+    return cls(**{f: getattr(e, f) for f in fields if hasattr(e, f)})
 
 
 class EventRawArgs(msgspec.Struct, gc=False):
@@ -89,7 +160,7 @@ class EventRawArgs(msgspec.Struct, gc=False):
 class ObjectTrace(msgspec.Struct):
     """JSON object form: ``{"traceEvents": [...], ...header keys}``."""
 
-    traceEvents: list[Event]
+    traceEvents: list[AnyEvent]  # type: ignore[valid-type]
     schemaVersion: msgspec.Raw = msgspec.Raw(b"null")
     deviceProperties: msgspec.Raw = msgspec.Raw(b"null")
     computeProperties: msgspec.Raw = msgspec.Raw(b"null")

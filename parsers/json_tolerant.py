@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from .chrome_schema import Event, EventRawArgs
+from .chrome_schema import AnyEvent, Event, EventRawArgs, as_phase_event
 from .errors import TraceFormatError
 from .model import TraceWarning
 
@@ -221,8 +221,9 @@ class LineIndex:
         return offset - (self._data.rfind(b"\n", 0, offset) + 1) + 1
 
 
-_EV_LIST = msgspec.json.Decoder(list[Event])
-_EV_ONE = msgspec.json.Decoder(Event)
+_EV_LIST = msgspec.json.Decoder(list[AnyEvent])
+_EV_ONE = msgspec.json.Decoder(AnyEvent)
+_EV_GENERIC = msgspec.json.Decoder(Event)
 _EV_RAW = msgspec.json.Decoder(EventRawArgs)
 _INDEX_RE = re.compile(r"\$\[(\d+)\]")
 
@@ -282,13 +283,17 @@ def _failed_index(msg: str, buf: bytes, k0: int, n: int) -> int:
     return k0
 
 
-def _decode_one(text, k: int, on_bad) -> Event | None:
+def _decode_one(text, k: int, on_bad):
     try:
         return _EV_ONE.decode(text)
     except msgspec.ValidationError as exc:
+        try:  # unknown or missing ph: the generic form
+            return as_phase_event(_EV_GENERIC.decode(text))
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            pass
         try:  # args that are not an object: keep the event, args stay in the text
             r = _EV_RAW.decode(text)
-            return Event(**{f: getattr(r, f) for f in Event.__struct_fields__ if f != "args"})
+            return as_phase_event(Event(**{f: getattr(r, f) for f in Event.__struct_fields__ if f != "args"}))
         except (msgspec.ValidationError, msgspec.DecodeError):
             pass
         on_bad(k, f"unusable event ({exc})")
@@ -349,7 +354,7 @@ def recover(data: bytes, path: str, root: int, lines: LineIndex) -> Recovered:
             warnings.append(TraceWarning(int(ln), None, f"event skipped: {why}"))
         if len(bad) > 20:
             warnings.append(TraceWarning(int(lns[20]), None, f"{len(bad) - 20} more malformed events skipped"))
-    kept = sum(1 for e in events if e is not None and e.ph != "M")
+    kept = sum(1 for e in events if e is not None and getattr(e, "ph", None) != "M")
     if scan.partial_start >= 0:
         ln = lines.line(scan.partial_start)
         warnings.append(TraceWarning(ln, None, f"file truncated at line {ln}: incomplete event skipped; "

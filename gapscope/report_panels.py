@@ -15,7 +15,14 @@ from .report_rich import cause_text, heading, name_text, safe_text
 
 __all__ = ["GROUP_CARDS", "card_panel", "groups_section", "lone_cards_section", "budget_section"]
 
+#: Evidence items shown on a card before "… and N more" (the JSON has all).
+EVIDENCE_SHOWN = 6
+
+
 def card_panel(title: Text, card: dict, recurs: str | None = None) -> Panel:
+    """A ``Panel`` with the card's fields (design, "The card") and its first evidence
+    items; ``card`` is a card dict of the report document, ``recurs`` an optional
+    first line ("recurs in 9 of 10 steps, …")."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")
@@ -35,15 +42,15 @@ def card_panel(title: Text, card: dict, recurs: str | None = None) -> Panel:
     ev = card.get("evidence") or []
     if ev:
         lines = Text()
-        for k, e in enumerate(ev[:6]):
+        for k, e in enumerate(ev[:EVIDENCE_SHOWN]):
             if k:
                 lines.append("\n")
             lines.append_text(safe_text(e.get("name"), 60))
             lines.append(f"  {e.get('cause')}  {fmt_dur(e.get('overlap_ns', 0))}")
             if e.get("bytes", -1) >= 0:
                 lines.append(f"  {fmt_bytes(e['bytes'])}" + (" pageable" if e.get("pageable") else ""))
-        if len(ev) > 6:
-            lines.append(f"\n… and {len(ev) - 6} more")
+        if len(ev) > EVIDENCE_SHOWN:
+            lines.append(f"\n… and {len(ev) - EVIDENCE_SHOWN} more")
         grid.add_row("Evidence", lines)
     return Panel(grid, title=title, title_align="left", expand=True)
 
@@ -58,6 +65,7 @@ def _recurs(grp: dict) -> str:
 
 
 def groups_section(doc: dict, console: Console) -> None:
+    """Recurring groups: the ``GROUP_CARDS`` largest with their card, the rest in a table."""
     groups = doc["groups"]
     if not groups:
         return
@@ -85,6 +93,7 @@ def groups_section(doc: dict, console: Console) -> None:
 
 
 def lone_cards_section(doc: dict, console: Console) -> None:
+    """Cards of the largest gaps outside recurring groups (``report_json.lone_gaps``)."""
     lone = lone_gaps(doc)
     if not lone:
         return
@@ -97,6 +106,8 @@ def lone_cards_section(doc: dict, console: Console) -> None:
 
 
 def budget_section(doc: dict, console: Console) -> None:
+    """Steps, the per-step budget and the what-if table with the stated assumptions
+    (design, "Budget and what-if"); printed only when steps are known."""
     steps, budget = doc.get("steps"), doc.get("budget")
     if steps is None or budget is None:
         return  # a budget per step needs steps (the JSON has the window budget too)

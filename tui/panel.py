@@ -149,22 +149,30 @@ class GapPanel(Widget):
         return self._text.plain
 
     def _wrap(self, width: int) -> list[Strip]:
+        """Wrapped, styled, padded strips of the text; rebuilt when text, width or CSS change."""
         key = (width, id(self._text))
         if self._wrapped_for != key:
             console = self.app.console
+            base = self.rich_style
             lines = self._text.wrap(console, max(1, width), overflow="fold")
-            self._lines = [Strip(list(line.render(console)), line.cell_len) for line in lines]
+            self._lines = [
+                Strip(list(line.render(console)), line.cell_len).apply_style(base).adjust_cell_length(width, base).simplify()
+                for line in lines
+            ]
+            self._blank = Strip.blank(width, base)
             self._wrapped_for = key
         return self._lines
 
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._wrapped_for = None
+
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        lines = self._wrap(width)
+        lines = self._wrap(self.size.width)
         k = y + self.offset_y
-        base = self.rich_style
         if 0 <= k < len(lines):
-            return lines[k].apply_style(base).adjust_cell_length(width, base)
-        return Strip.blank(width, base)
+            return lines[k]
+        return self._blank
 
     def on_mouse_scroll_down(self, event) -> None:
         self.offset_y = min(max(0, len(self._lines) - self.size.height), self.offset_y + 2)

@@ -1,0 +1,123 @@
+"""Byte-level helpers: exact µs→ns text parsing, key positions, the element scanner,
+lazy args and line numbers. References: ``decimal.Decimal`` and the stdlib ``json``."""
+
+from __future__ import annotations
+
+import decimal
+import json
+import random
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import parsers
+from parsers.chrome_text import exact_ns_near, key_positions
+from parsers.json_tolerant import scan_elements
+
+
+def _ref_ns(text: str) -> int:
+    d = decimal.Decimal(text) * 1000
+    return int(d.to_integral_value(rounding=decimal.ROUND_HALF_EVEN))
+
+
+def _approx_ns(text: str) -> int:
+    v = float(text)
+    fl = np.floor(v)
+    return int(fl) * 1000 + int(np.rint((v - fl) * 1000))
+
+
+@settings(max_examples=150, deadline=None)
+@given(whole=st.integers(min_value=0, max_value=2 ** 51), frac=st.text("0123456789", min_size=0, max_size=7),
+       neg=st.booleans(), ws=st.sampled_from(["", " ", "  ", "\n  "]))
+def test_exact_ns_near_matches_decimal(whole, frac, neg, ws):
+    text = ("-" if neg else "") + str(whole) + (("." + frac) if frac else "")
+    data = ('{"ts":%s%s, "dur": 1}' % (ws, text)).encode()
+    pos = key_positions(data, b'"ts"')
+    assert pos.tolist() == [5]
+    ns, ok = exact_ns_near(data, pos, np.array([_approx_ns(text)]))
+    assert ok.tolist() == [True]
+    assert int(ns[0]) == _ref_ns(text)
+
+
+def test_exact_ns_near_rejects_exponents_strings_and_wrong_positions():
+    data = b'[{"ts": 1e5}, {"ts": "12"}, {"ts": 1712345678901234.125}, {"ts": 1712345678901299.125}]'
+    pos = key_positions(data, b'"ts"')
+    approx = np.array([100_000_000, 12_000, 1712345678901234125, 1712345678901234125])
+    ns, ok = exact_ns_near(data, pos, approx)
+    assert ok.tolist() == [False, False, True, False]  # the last text disagrees with its approximation
+    assert int(ns[2]) == 1712345678901234125
+
+
+def test_key_positions_ignores_keys_inside_strings():
+    data = b'{"ts": 1, "name": "say \\"ts\\": 2", "x": {"ts" : 3}, "tsx": 4, "ts"}'
+    assert [data[p:p + 3] for p in key_positions(data, b'"ts"')] == [b": 1", b" : "]
+    assert key_positions(data, b'"ts"', limit=1).tolist() == key_positions(data, b'"ts"')[:1].tolist()
+
+
+def _random_value(r: random.Random, depth: int = 0):
+    kind = r.randrange(6 if depth < 3 else 3)
+    if kind == 0:
+        return r.choice([1, -2.5, 0, 1e3])
+    if kind == 1:
+        return "".join(r.choice('ab{}[]",\\:\n') for _ in range(r.randrange(8)))
+    if kind == 2:
+        return r.choice([None, True, False])
+    if kind == 3:
+        return [_random_value(r, depth + 1) for _ in range(r.randrange(4))]
+    return {f"k{i}{'}'*i}": _random_value(r, depth + 1) for i in range(r.randrange(4))}
+
+
+def test_scanner_splits_like_json_module():
+    r = random.Random(7)
+    for _ in range(200):
+        elems = [{"ph": "X", "v": _random_value(r)} for _ in range(r.randrange(1, 8))]
+        text = json.dumps(elems, indent=r.choice([None, 1])).encode()
+        res = scan_elements(text, 1)
+        assert res.close == len(text) - 1
+        got = [json.loads(text[a:b]) for a, b in zip(res.starts.tolist(), res.ends.tolist())]
+        assert got == elems
+        cut = r.randrange(2, len(text) - 1)
+        part = scan_elements(text[:cut], 1)
+        assert [json.loads(text[a:b]) for a, b in zip(part.starts.tolist(), part.ends.tolist())] == \
+            elems[: part.starts.size]
+
+
+def test_args_and_lines_are_read_back_from_the_text(tmp_path):
+    text = ('{"schemaVersion": 1,\n"traceEvents": [\n'
+            '  {\n    "ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7,\n'
+            '    "ts": 10, "dur": 5,\n    "args": {"device": 0, "stream": 7, "grid": [1, 2, 3], "note": "a\\"b"}\n  },\n'
+            '  {"name": "ev", "args": {"x": 1}, "pid": 1, "tid": 1, "ts": 20, "dur": 1, "ph": "X"}\n'
+            '],\n"traceName": "t", "deviceProperties": [{"id": 0, "name": "G"}]}\n')
+    p = tmp_path / "t.json"
+    p.write_text(text)
+    t = parsers.load(p)
+    got = {t.name(i): (int(t.src_line[i]), t.args_of(i)) for i in range(len(t))}
+    assert got == {"k": (3, {"device": 0, "stream": 7, "grid": [1, 2, 3], "note": 'a"b'}),
+                   "ev": (8, {"x": 1})}
+
+
+def test_unknown_and_missing_phases_are_counted(tmp_path):
+    p = tmp_path / "u.json"
+    p.write_text(json.dumps([{"ph": "Z", "ts": 1}, {"name": "no ph", "ts": 2}, {"ph": "X", "name": "a", "pid": 1,
+                                                                            "tid": 1, "ts": 3, "dur": 1}]))
+    t = parsers.load(p)
+    assert len(t) == 1 and t.source.ignored_counts == {"ph Z": 1, "ph None": 1}
+
+
+def test_lane_order_from_sort_indices_and_gpu_device_from_args(tmp_path):
+    ev = [{"ph": "M", "name": "process_sort_index", "pid": 20, "args": {"sort_index": -1}},
+          {"ph": "M", "name": "thread_sort_index", "pid": 10, "tid": 2, "args": {"sort_index": -5}},
+          {"ph": "X", "name": "a", "pid": 10, "tid": 1, "ts": 0, "dur": 1},
+          {"ph": "X", "name": "b", "pid": 10, "tid": 2, "ts": 0, "dur": 1},
+          {"ph": "X", "name": "c", "pid": 20, "tid": 1, "ts": 0, "dur": 1},
+          {"ph": "X", "cat": "kernel", "name": "k1", "pid": 5, "tid": 3, "ts": 0, "dur": 1,
+           "args": {"device": 1, "stream": 3}},
+          {"ph": "X", "cat": "kernel", "name": "k0", "pid": 9, "tid": 20, "ts": 0, "dur": 1,
+           "args": {"device": 0, "stream": 20}}]
+    p = tmp_path / "o.json"
+    p.write_text(json.dumps(ev))
+    t = parsers.load(p)
+    assert [(ln.pid, ln.tid, ln.device, ln.stream) for ln in t.lanes] == [
+        ("20", "1", -1, -1), ("10", "2", -1, -1), ("10", "1", -1, -1), ("9", "20", 0, 20), ("5", "3", 1, 3)]
+    assert t.devices() == [0, 1]

@@ -118,9 +118,10 @@ def evidence_end(trace: Trace) -> np.ndarray:
     if trace.flow_src.size:
         src, dst = trace.flow_src, trace.flow_dst
         is_launch = trace.kind[src] == int(Kind.LAUNCH)
+        # an op "starting" before its launch call has no usable timing (B14): no clip
+        is_launch &= trace.start_ns[dst] >= trace.start_ns[src]
         src, dst = src[is_launch], dst[is_launch]
-        clip = np.maximum(trace.start_ns[dst], trace.start_ns[src])
-        np.minimum.at(end, src, clip)
+        np.minimum.at(end, src, trace.start_ns[dst])
     return end
 
 

@@ -213,6 +213,9 @@ def _card(diag, rows: np.ndarray, per_step_ns: int | None, steps_txt: str, class
     why = _why(diag, rows, class_ns, evidence, " per step" if per_step_ns is not None else "")
     if steps_txt:
         why = why[:-1] + f" ({steps_txt})."
+    if getattr(diag, "invalid_gpu_ops", 0):
+        why += (f" {diag.invalid_gpu_ops} GPU op(s) of this trace have no usable timing and are left out,"
+                " so idle time may be overstated.")
     first, forbidden, proof = _advice(diag, primary, evidence, rows, dur_txt)
     return Card(smell, primary, secondary, float(rest[sec_i] / total) if secondary is not None else 0.0,
                 why, first, forbidden, proof, tuple(evidence[:12]))

@@ -122,6 +122,7 @@ def test_b14_untimed_kernels_excluded():
     assert (g.start_ns - B).tolist() == [80 * US, 160 * US]
     assert g.dur_ns.tolist() == [40 * US, 140 * US]
     assert d.class_totals_ns() and sum(d.class_totals_ns().values()) == 180 * US
+    assert "2 GPU op(s) of this trace have no usable timing" in d.card(0).why
 
 
 # ------------------------------------------------------------------- decode step

@@ -12,11 +12,22 @@ __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
+    from analysis.types import Params
+
+    d = Params()
     p = argparse.ArgumentParser(
         prog="gapscope",
         description="Terminal viewer for GPU profiler traces: walk the idle GPU gaps and see why.",
-        epilog="Keys: n/N next/previous gap, s largest first, 1-4 next sync/copy/launch/host gap, "
-        "+/- zoom, h/l pan, z zoom to gap, / search, %% kernel<->launch, p panel, ? help, q quit.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=(
+            "keys: n/N next/previous gap, s largest first or time order, 1-4 next sync/copy/launch/host gap,\n"
+            "      +/- zoom around the cursor, h/l pan (H/L a page), z zoom to gap, Z zoom to step,\n"
+            "      g go to time, / search names (m/M next/previous match), % or J kernel<->launch,\n"
+            "      f fit all, p panel, ? help (all keys), q quit\n"
+            f"thresholds: a gap is >= {d.min_gap_ns / 1000:g} us of no kernel on a device; launch-overhead gaps are\n"
+            f"      <= {d.launch_gap_max_ns / 1000:g} us inside runs of >= {d.picket_min_kernels} kernels of <= {d.short_kernel_max_ns / 1000:g} us;"
+            f" a sync-signature copy is <= {d.small_copy_max_bytes // 1024} KiB"
+        ),
     )
     p.add_argument("trace", nargs="?", help="Kineto/Chrome trace JSON (.json, .json.gz) or ASCII timeline (.txt); default: bundled decode-step sample")
     return p

@@ -48,6 +48,13 @@ def help_text(screen: Screen) -> Text:
     t.append("        = CPU op  - Python  ─ annotation  ░ idle gap (colour = cause)\n")
     t.append("        ▁▂▃…▇ several kernels share a cell (height = busy share)\n")
     t.append("        ▏▎▍▌ / ▐ ▕ a kernel edge inside the cell\n")
+    params = getattr(getattr(screen, "diagnosis", None), "params", None)
+    if params is not None:
+        t.append(
+            f"Thresholds: gap >= {params.min_gap_ns / 1000:g} µs with no kernel on the device; launch gaps"
+            f" <= {params.launch_gap_max_ns / 1000:g} µs in runs of >= {params.picket_min_kernels} kernels"
+            f" <= {params.short_kernel_max_ns / 1000:g} µs; sync-signature copy <= {params.small_copy_max_bytes // 1024} KiB.\n"
+        )
     t.append("Rare actions: ctrl+p (command palette).  Escape or q closes this help.\n")
     return t
 

@@ -117,5 +117,19 @@ def diagnosis_to_json(diag, *, top: int = 50) -> dict:
             "device": b.device, "steps": b.steps, "source": b.source, "wall_ns": b.wall_ns,
             "gpu_busy_ns": b.gpu_busy_ns, "idle_ns": b.idle_ns, "idle_share": round(b.idle_share, 6),
             "tokens_per_s": round(b.tokens_per_s, 3), "class_idle_ns": b.class_idle_ns},
+        "what_if": _what_ifs(diag),
         "warnings": [str(w) for w in trace.warnings],
     }
+
+
+def _what_ifs(diag) -> dict:
+    """Projection per cause class removed (and sync + host together), with assumptions."""
+    if diag.budget is None:
+        return {}
+    out = {}
+    for label, causes in [(c.label, (c,)) for c in Cause if c != Cause.UNCLASSIFIED] + [("sync+host", (Cause.SYNC, Cause.HOST))]:
+        w = diag.what_if(causes=causes)
+        out[label] = {"removed_ns": w.removed_ns, "projected_step_ns": w.projected_step_ns,
+                      "tokens_per_s": round(w.tokens_per_s, 3), "speedup": round(w.speedup, 6),
+                      "assumptions": w.assumptions}
+    return out

@@ -317,6 +317,8 @@ def test_to_json_is_serialisable_and_complete():
     assert j["budget"]["tokens_per_s"] == pytest.approx(952.381, abs=1e-3)
     assert j["groups"][0]["card"]["cause"] == "host"
     assert j["top_gaps"][0]["card"]["evidence"]
+    assert j["what_if"]["sync"]["removed_ns"] == 160 * US  # per step, 2 steps
+    assert j["what_if"]["sync+host"]["projected_step_ns"] == (1_050 - 160 - 550) * US
 
 
 # ------------------------------------------------------------ busy union reference

@@ -451,3 +451,28 @@ def test_keymap_remaps_a_binding_by_id():
 
     after_n, after_x = asyncio.run(run())
     assert after_n is None and after_x == first
+
+
+def test_panel_shows_card_of_largest_gap():
+    import sample_traces
+
+    diag = _diagnose(load(sample_traces.path()))
+    big = int(diag.order_by_size()[0])
+    card = diag.card(big)
+
+    async def run():
+        app = make_app(sample_traces.path())
+        async with app.run_test(size=(120, 40)) as pilot:
+            screen = await wait_ready(pilot)
+            await pilot.press("s", "n")
+            await pilot.pause()
+            return screen.query_one("#panel").plain
+
+    text = asyncio.run(run())
+    assert f"Smell: {card.smell}" in text
+    assert f"Why: {card.why}" in text
+    assert f"First experiment: {card.first_experiment}" in text
+    assert f"Forbidden: {card.forbidden_step}" in text
+    for ev in card.evidence:
+        assert ev.name in text
+    assert "[x] 3. Rank the white space" in text

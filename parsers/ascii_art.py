@@ -394,10 +394,11 @@ def _emit(b, rows: list[Row], placed: list[Item], at: dict[int, int], scale: int
         g = out[match]
         g["pageable"] = g["pageable"] or pageable
         add(lanes[it.row], it.name, g["start"], g["dur"], Kind.MEMCPY_CALL, ck, it.line, pageable)
+    in_fence = {k for pair in fence_pairs for k in pair}
     gpu_spans = [(e["start"], e["name"], k, e["line"]) for k, e in enumerate(out)
-                 if e["kind"] in (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET) and k not in {d for _, d in fence_pairs}]
+                 if e["kind"] in (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET) and k not in in_fence]
     calls = [(e["start"], e["name"], k, e["kind"], e["ck"]) for k, e in enumerate(out)
-             if e["kind"] in (Kind.LAUNCH, Kind.MEMCPY_CALL) and k not in {s for s, _ in fence_pairs}]
+             if e["kind"] in (Kind.LAUNCH, Kind.MEMCPY_CALL) and k not in in_fence]
     corr = link_calls(b, out, gpu_spans, calls)
     next_id = max(corr.values(), default=0) + 1
     for s, d in fence_pairs:

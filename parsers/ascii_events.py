@@ -108,8 +108,11 @@ def to_ns(num: str, unit: str) -> int | None:
     """Exact decimal ``num`` in ``unit`` → int ns (nearest); None when out of range."""
     if len(num) > 40:
         return None
-    ns = round(Fraction(num) * UNIT_NS[unit])
-    return ns if ns <= MAX_TIME_NS else None
+    whole, _, frac = num.partition(".")
+    q, r = divmod(int(whole + frac or "0") * UNIT_NS[unit], 10 ** len(frac))
+    if 2 * r > 10 ** len(frac) or (2 * r == 10 ** len(frac) and q % 2):  # nearest, ties to even
+        q += 1
+    return q if q <= MAX_TIME_NS else None
 
 
 def _unit_error(path: str, tok: str, lineno: int, col: int) -> TraceFormatError:

@@ -157,6 +157,8 @@ def test_title_and_description(tmp_path):
     ("  hello world\n", 1, 3, "not a timeline"),
     ("0 ms CPU end\n", 1, 10, "needs a name"),
     ("# only a comment\n\n", 2, 1, "no timeline"),
+    ("0 ms CPU a\n 99999999999999 s CPU b\n", 2, 2, "out of range"),
+    ("1" + "0" * 5000 + " ms CPU a\n", 1, 1, "out of range"),
 ])
 def test_errors_have_line_and_column(tmp_path, text, line, col, needle):
     with pytest.raises(TraceFormatError) as ei:

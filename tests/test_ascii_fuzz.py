@@ -11,7 +11,7 @@ from parsers.ascii import load_ascii
 _PIECES = ["0", "1.5", ".5", "12", " ", "  ", "ms", "us", "µs", "s", "xs", "CPU", "GPU", "GPU1", "CPU:",
            "GPU:", "[", "]", "==", "--", "k", "k k", "begin", "end", "launch", "matmul", "4 ms", "^",
            "gaps of 8–20 µs", "3 µs kernels", "repeating 5 times", ".item()", "tensor.cpu()", "H2D",
-           "D2H", "#", "wait", "\t", "0 min", "x3", "20–8 µs", "tensor(batch)", "json", "é"]
+           "D2H", "#", "wait", "99999999999999999999", "9" * 60, "1e5", "repeating 99999999999 times", "\t", "0 min", "x3", "20–8 µs", "tensor(batch)", "json", "é"]
 
 _LINES = st.lists(st.sampled_from(_PIECES), min_size=0, max_size=10).map("".join)
 

@@ -92,6 +92,20 @@ def card_text(diagnosis, gap: int | None) -> Text:
     return t
 
 
+def budget_text(diagnosis) -> Text:
+    """Per-step budget (median step: wall, GPU busy, idle share, tokens/s at one token
+    per step) and the projection without this gap's whole class, or empty."""
+    t = Text()
+    b = getattr(diagnosis, "budget", None)
+    if b is None:
+        return t
+    t.append("Step budget", style="bold underline")
+    t.append(f" ({b.steps} step{'s' if b.steps != 1 else ''}, {b.source})\n")
+    t.append(f" wall {format_duration_ns(b.wall_ns)}  GPU busy {format_duration_ns(b.gpu_busy_ns)}"
+             f"  idle {100 * b.idle_share:.0f}%  {b.tokens_per_s:,.0f} tokens/s\n")
+    return t
+
+
 def protocol_text(done: set[int]) -> Text:
     """The six-step checklist; ``done`` holds the 1-based steps already ticked."""
     t = Text()
@@ -139,7 +153,7 @@ class GapPanel(Widget):
             self._protocol = protocol_text(done)
             changed = True
         if changed:
-            self._text = Text.assemble(self._card, "\n", self._protocol)
+            self._text = Text.assemble(self._card, "\n", budget_text(diagnosis), "\n", self._protocol)
             self._wrapped_for = None
             self.refresh()
 

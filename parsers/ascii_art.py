@@ -139,6 +139,7 @@ def _read_rows(lines: list[str], path: str) -> list[Row]:
     rows: list[Row] = []
     seen: dict[str, int] = {}
     for i, raw in enumerate(lines):
+        raw = raw.expandtabs(8)  # drawn columns: a tab reaches the next multiple of 8
         s = raw.strip()
         if not s or s.startswith("#"):
             continue

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from parsers import Kind, TraceFormatError, load
-from tests.conftest import BUGS, CORPUS
+from tests.conftest import BUGS, CORPUS, require
 from tests.reference import union_ns
 from tests.test_bugs import _rows, complete_prefix
 
@@ -111,10 +111,18 @@ def _small_sources() -> list[tuple[str, str]]:
 SOURCES = _small_sources()
 
 
-@pytest.mark.skipif(not SOURCES, reason="shared corpus missing")
+def _need_sources() -> None:
+    """Skip locally, fail under CI (``require``) when the shared data is missing."""
+    if not SOURCES:
+        require(CORPUS)
+        require(BUGS)
+        pytest.fail("no truncation sources found in the shared corpus")
+
+
 @settings(max_examples=60, **SETTINGS)
 @given(pick=st.integers(min_value=0), frac=st.floats(min_value=0.0, max_value=1.0))
 def test_truncated_real_files_keep_complete_events(pick, frac, tmp_path):
+    _need_sources()
     rel, text = SOURCES[pick % len(SOURCES)]
     cut = int(frac * len(text))
     assume(0 < cut < len(text))
@@ -134,10 +142,10 @@ def test_truncated_real_files_keep_complete_events(pick, frac, tmp_path):
     assert _rows(tr) == _rows(ref), f"{rel} cut {cut}"
 
 
-@pytest.mark.skipif(not SOURCES, reason="shared corpus missing")
 @settings(max_examples=40, **SETTINGS)
 @given(pick=st.integers(min_value=0), frac=st.floats(min_value=0.0, max_value=1.0))
 def test_truncated_gzip_streams_only_trace_format_error(pick, frac, tmp_path):
+    _need_sources()
     rel, text = SOURCES[pick % len(SOURCES)]
     blob = gzip.compress(text.encode("utf-8"), mtime=0)
     cut = int(frac * len(blob))

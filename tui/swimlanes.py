@@ -370,16 +370,27 @@ class Swimlanes(Widget, can_focus=True):
 
     # ------------------------------------------------------------ mouse
     def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        """Wheel over the timeline zooms in around the pointer; over the labels it scrolls lanes."""
         if event.x >= self.label_width:
             self.cursor_ns = self.viewport.time_of(event.x - self.label_width)
             self.zoom(1.25)
-            event.stop()
+        else:
+            self._scroll_rows(-3)
+        event.stop()
 
     def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
         if event.x >= self.label_width:
             self.cursor_ns = self.viewport.time_of(event.x - self.label_width)
             self.zoom(0.8)
-            event.stop()
+        else:
+            self._scroll_rows(3)
+        event.stop()
+
+    def _scroll_rows(self, delta: int) -> None:
+        n = self.visible_rows
+        self.top_row = max(0, min(self.top_row + delta, max(0, len(self.rows) - n)))
+        self.selected_row = min(max(self.selected_row, self.top_row), self.top_row + n - 1, len(self.rows) - 1)
+        self._changed()
 
     def on_click(self, event: events.Click) -> None:
         row = self.top_row + event.y - 1

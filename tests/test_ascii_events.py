@@ -258,3 +258,47 @@ def test_dataloader_stall():
     pairs = {(t.name(int(s)), t.name(int(d))) for s, d in zip(t.flow_src, t.flow_dst)}
     assert ("batch.cuda()", "H2D") in pairs and ("launch forward", "forward") in pairs
     assert len(t.flow_src) == 16
+
+
+@st.composite
+def cpu_points_and_spans(draw):
+    """CPU lane of spans and points; a point ends at the next CPU line (or the last time)."""
+    elems, t = [], draw(st.integers(0, 1_000))
+    for _ in range(draw(st.integers(1, 6))):
+        t += draw(st.integers(0, 500_000))
+        if draw(st.booleans()):
+            elems.append(("point", draw(_NAMES), t))
+        else:
+            dur = draw(st.integers(0, 500_000))
+            elems.append(("span", draw(_NAMES), t, t + dur))
+            t += dur
+    gpu_end = draw(st.integers(0, 4_000_000))
+    lines = []
+    for e in elems:
+        if e[0] == "point":
+            lines.append((e[2], f"CPU {e[1]} tick"))
+        else:
+            lines += [(e[2], f"CPU {e[1]} begin"), (e[3], f"CPU {e[1]} end")]
+    lines += [(0, "GPU k begin"), (gpu_end, "GPU k end")]
+    last = max(ln[0] for ln in lines)
+    expected = [("GPU", "k", 0, gpu_end)]
+    cpu_times = [ln[0] for ln in lines if ln[1].startswith("CPU")]
+    k = 0
+    for e in elems:
+        if e[0] == "point":
+            nxt = cpu_times[k + 1] if k + 1 < len(cpu_times) else last
+            expected.append(("CPU", f"{e[1]} tick", e[2], nxt))
+            k += 1
+        else:
+            expected.append(("CPU", e[1], e[2], e[3]))
+            k += 2
+    lines.sort(key=lambda ln: ln[0])  # stable: CPU lines keep their order
+    return expected, "".join(f"{ns} ns {text}\n" for ns, text in lines)
+
+
+@settings(max_examples=60, deadline=None)
+@given(cpu_points_and_spans())
+def test_round_trip_points_last_until_next_line(data):
+    expected, text = data
+    t = load_ascii(text, "points.txt")
+    assert sorted((lab, n, s, e) for lab, n, s, e, _ in events(t)) == sorted(expected)

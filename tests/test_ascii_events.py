@@ -176,7 +176,7 @@ def test_backwards_across_lanes_is_fine():
 
 # ------------------------------------------------------------------ round trip
 _NAMES = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=8).filter(
-    lambda s: s not in ("begin", "end"))
+    lambda s: s not in ("begin", "end") and not s.startswith("launch"))  # launch calls warn when unlinked
 
 
 def _render(ns: int, unit: str) -> str:

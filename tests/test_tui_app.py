@@ -476,3 +476,23 @@ def test_panel_shows_card_of_largest_gap():
     for ev in card.evidence:
         assert ev.name in text
     assert "[x] 3. Rank the white space" in text
+
+
+def test_hidden_causes_draw_neutral_idle_gaps():
+    import sample_traces
+
+    async def run():
+        app = make_app(sample_traces.path())
+        async with app.run_test(size=(120, 40)) as pilot:
+            screen = await wait_ready(pilot)
+            lanes = screen.lanes
+            row = next(i for i, r in enumerate(lanes.rows) if r.kind == "idle")
+            shown = lanes.render_line(row + 1 - lanes.top_row).text
+            lanes.set_show_causes(False)
+            hidden = lanes.render_line(row + 1 - lanes.top_row).text
+            return shown, hidden
+
+    shown, hidden = asyncio.run(run())
+    assert "host 460µs" in shown and "sync 258µs" in shown
+    assert "idle 460µs" in hidden and "idle 258µs" in hidden
+    assert "host" not in hidden and "sync" not in hidden

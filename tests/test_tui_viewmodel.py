@@ -11,7 +11,7 @@ from parsers.builder import TraceBuilder
 from parsers.model import Kind
 from tui.lanes_model import build_rows, sanitize
 from tui.navigation import SIZE, TIME, FlowIndex, GapNavigator, NameSearch
-from tui.swimlanes import _sized
+from tui.cells import sized as _sized
 from tui.viewmodel import (
     GlyphClass,
     LaneIndex,

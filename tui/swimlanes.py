@@ -27,51 +27,12 @@ from analysis.types import Cause
 from parsers.model import Trace
 
 from .lanes_model import Row, build_rows, group_key_of, sanitize
+from .cells import CAUSE_GLYPH, CLASS_GLYPH, CLASS_NAME, GLYPH_CODES, Cells, kernel_codes, sized
 from .viewmodel import GlyphClass, LaneIndex, Viewport, format_duration_ns, ruler_ticks
 
-__all__ = ["Swimlanes", "CLASS_GLYPH", "CAUSE_GLYPH"]
+__all__ = ["Swimlanes", "CLASS_GLYPH", "CAUSE_GLYPH", "sized"]
 
-#: Full-cell glyph per class: shapes differ so kinds read without colour.
-CLASS_GLYPH = {
-    GlyphClass.KERNEL: "█",
-    GlyphClass.MEMCPY: "▓",
-    GlyphClass.MEMSET: "▒",
-    GlyphClass.SYNC: "~",
-    GlyphClass.RUNTIME: "^",
-    GlyphClass.CPU_OP: "=",
-    GlyphClass.PYTHON: "-",
-    GlyphClass.ANNOTATION: "─",
-    GlyphClass.OTHER: "∙",
-}
-CLASS_NAME = {
-    GlyphClass.KERNEL: "kernel",
-    GlyphClass.MEMCPY: "memcpy",
-    GlyphClass.MEMSET: "memset",
-    GlyphClass.SYNC: "sync",
-    GlyphClass.RUNTIME: "runtime",
-    GlyphClass.CPU_OP: "cpu-op",
-    GlyphClass.PYTHON: "python",
-    GlyphClass.ANNOTATION: "annotation",
-    GlyphClass.OTHER: "other",
-}
-#: Gap-row glyph per cause class.
-CAUSE_GLYPH = {Cause.SYNC: "░", Cause.COPY: "░", Cause.LAUNCH: "░", Cause.HOST: "░", Cause.UNCLASSIFIED: "░"}
-_LEFT_EIGHTHS = "▏▎▍▌▋▊▉█"
-_VERT_EIGHTHS = "▁▂▃▄▅▆▇█"
 _NAME_MIN_CELLS = 6
-
-
-def _sized(coverage: float, left: float, right: float, count: int) -> str:
-    """Kernel glyph for a partly covered cell: density bar when several events share
-    the cell, else a left or right partial block for the sub-cell edge."""
-    if coverage >= 0.999:
-        return "█"
-    if count >= 2:
-        return _VERT_EIGHTHS[min(7, max(0, int(np.ceil(coverage * 8)) - 1))]
-    if left >= right:
-        return _LEFT_EIGHTHS[min(7, max(0, int(np.ceil(coverage * 8)) - 1))]
-    return "▐" if coverage >= 0.375 else "▕"
-
 
 class Swimlanes(Widget, can_focus=True):
     """CPU and GPU swimlanes of one trace with its idle gaps.
@@ -127,6 +88,9 @@ class Swimlanes(Widget, can_focus=True):
         self.trace = trace
         self.diagnosis = diagnosis
         self.gaps = getattr(diagnosis, "gaps", None)
+        #: Draw gaps in their cause colour and label (False: one neutral "idle" look,
+        #: for exercises where the class is the answer).
+        self.show_causes = True
         self._indexes: dict[int, LaneIndex] = {}
         self._collapsed: set = set()
         self._gap_dev: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
@@ -185,6 +149,12 @@ class Swimlanes(Widget, can_focus=True):
     @property
     def visible_rows(self) -> int:
         return max(1, self.size.height - 1)
+
+    def set_show_causes(self, show: bool) -> None:
+        """Show or hide the cause classes of the gaps (colour and label)."""
+        if show != self.show_causes:
+            self.show_causes = show
+            self.invalidate()
 
     def invalidate(self) -> None:
         """Forget cached strips and repaint."""
@@ -451,7 +421,7 @@ class Swimlanes(Widget, can_focus=True):
     def _render_ruler(self, vp: Viewport, cursor_cell: int) -> Strip:
         g = self.label_width
         w = vp.width
-        cells = _Cells(w, self._style("lanes--ruler"))
+        cells = Cells(w, self._style("lanes--ruler"))
         _, ticks = ruler_ticks(vp, self.origin_ns, min_cells=10)
         for cell, label in ticks:
             text = "▏" + label
@@ -473,7 +443,7 @@ class Swimlanes(Widget, can_focus=True):
         return Segment(text.ljust(g - 1) + " ", style)
 
     def _render_row(self, row: Row, row_i: int, vp: Viewport, cursor_cell: int) -> Strip:
-        cells = _Cells(vp.width, self._base_style)
+        cells = Cells(vp.width, self._base_style)
         if row.kind == "idle":
             self._draw_gaps(row.device, vp, cells, label=True)
         elif row.kind == "lane":
@@ -484,7 +454,7 @@ class Swimlanes(Widget, can_focus=True):
         segs += cells.segments(cursor_cell, self._style("lanes--cursor"))
         return Strip(segs)
 
-    def _draw_gaps(self, device: int, vp: Viewport, cells: "_Cells", *, label: bool) -> None:
+    def _draw_gaps(self, device: int, vp: Viewport, cells: "Cells", *, label: bool) -> None:
         got = self._gap_dev.get(device)
         if got is None:
             return
@@ -499,7 +469,7 @@ class Swimlanes(Widget, can_focus=True):
         sel = self._style("lanes--selected-gap")
         cause_ids = {}
         for c in Cause:
-            st = self._style(f"lanes--gap-{c.label}")
+            st = self._style(f"lanes--gap-{(c if self.show_causes else Cause.UNCLASSIFIED).label}")
             cause_ids[int(c)] = (cells.add(st), cells.add(st + sel))
         lut = np.zeros((len(Cause), 2), dtype=np.int32)
         for c, (a, b) in cause_ids.items():
@@ -536,14 +506,14 @@ class Swimlanes(Widget, can_focus=True):
             for r in wide[:256].tolist():
                 c0, n = int(in_cells[starts[r]]), int(ends[r] - starts[r])
                 g = int(gap_of_cell[c0])
-                cause = Cause(int(causes[g]))
-                text = f"{cause.label} {format_duration_ns(int(self.gaps.end_ns[g] - self.gaps.start_ns[g]))}"
+                word = Cause(int(causes[g])).label if self.show_causes else "idle"
+                text = f"{word} {format_duration_ns(int(self.gaps.end_ns[g] - self.gaps.start_ns[g]))}"
                 if n >= len(text) + 2:
                     cells.text(c0 + (n - len(text)) // 2, text, None)
                 else:
-                    cells.text(c0 + (n - 1) // 2, cause.label[0].upper(), None)
+                    cells.text(c0 + (n - 1) // 2, word[0].upper(), None)
 
-    def _draw_lane(self, lane: int, vp: Viewport, cells: "_Cells") -> None:
+    def _draw_lane(self, lane: int, vp: Viewport, cells: "Cells") -> None:
         li = self.lane_index(lane)
         if len(li) == 0:
             return
@@ -557,10 +527,10 @@ class Swimlanes(Widget, can_focus=True):
         drawn = k >= 0
         if not drawn.any():
             return
-        glyph = _GLYPH_CODES[np.where(drawn, k, 0)]
+        glyph = GLYPH_CODES[np.where(drawn, k, 0)]
         kern = drawn & (k == int(GlyphClass.KERNEL))
         if kern.any():
-            glyph = np.where(kern, _kernel_codes(summ), glyph)
+            glyph = np.where(kern, kernel_codes(summ), glyph)
         cells.chars[drawn] = glyph[drawn]
         cells.ids[drawn] = cls_ids[k[drawn]]
         # names inside wide spans (deeper events drawn last, so they win)
@@ -594,66 +564,3 @@ class Swimlanes(Widget, can_focus=True):
             c1 = min(vp.width - 1, max(c0, vp.cell_of(max(int(li.end[j]) - 1, int(li.start[j])))))
             if c0 <= c1:
                 cells.overlay(c0, c1 + 1, self._style("lanes--selected-event"))
-
-
-_GLYPH_CODES = np.array([ord(CLASS_GLYPH[GlyphClass(c)]) for c in range(len(GlyphClass))], dtype=np.uint32)
-_LEFT_CODES = np.array([ord(ch) for ch in _LEFT_EIGHTHS], dtype=np.uint32)
-_VERT_CODES = np.array([ord(ch) for ch in _VERT_EIGHTHS], dtype=np.uint32)
-
-
-def _kernel_codes(summ) -> np.ndarray:
-    """Vectorised ``_sized``: the kernel glyph of every cell (uint32 code points)."""
-    cov = summ.coverage
-    eighth = np.clip(np.ceil(cov * 8).astype(np.int64) - 1, 0, 7)
-    right = np.where(cov >= 0.375, ord("▐"), ord("▕")).astype(np.uint32)
-    out = np.where(summ.left >= summ.right, _LEFT_CODES[eighth], right)
-    out = np.where(summ.count >= 2, _VERT_CODES[eighth], out)
-    return np.where(cov >= 0.999, ord("█"), out).astype(np.uint32)
-
-
-class _Cells:
-    """One row of cells as arrays: ``chars`` (uint32 code points) and ``ids`` (indices
-    into ``palette``, a list of Rich styles); ``segments`` turns runs into Segments."""
-
-    __slots__ = ("chars", "ids", "palette", "_index")
-
-    def __init__(self, width: int, base: Style) -> None:
-        self.chars = np.full(width, ord(" "), dtype=np.uint32)
-        self.ids = np.zeros(width, dtype=np.int32)
-        self.palette: list[Style] = [base]
-        self._index: dict[Style, int] = {base: 0}
-
-    def add(self, style: Style) -> int:
-        k = self._index.get(style)
-        if k is None:
-            k = self._index[style] = len(self.palette)
-            self.palette.append(style)
-        return k
-
-    def text(self, c0: int, text: str, style_id: int | None) -> None:
-        """Write ``text`` from cell ``c0`` (clipped); keeps the cells' styles when
-        ``style_id`` is None."""
-        w = self.chars.shape[0]
-        text = text[: max(0, w - c0)]
-        if not text or c0 < 0:
-            return
-        self.chars[c0: c0 + len(text)] = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
-        if style_id is not None:
-            self.ids[c0: c0 + len(text)] = style_id
-
-    def overlay(self, c0: int, c1: int, style: Style) -> None:
-        """Combine ``style`` into the cells ``[c0, c1)``."""
-        for k in range(c0, c1):
-            self.ids[k] = self.add(self.palette[int(self.ids[k])] + style)
-
-    def segments(self, cursor_cell: int, cursor_style: Style) -> list[Segment]:
-        if 0 <= cursor_cell < self.ids.shape[0]:
-            self.overlay(cursor_cell, cursor_cell + 1, cursor_style)
-        ids = self.ids
-        n = ids.shape[0]
-        cuts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
-        starts = [0] + cuts.tolist()
-        ends = cuts.tolist() + [n]
-        text = self.chars.tobytes().decode("utf-32-le")
-        pal = self.palette
-        return [Segment(text[a:b], pal[int(ids[a])]) for a, b in zip(starts, ends)]

@@ -9,7 +9,9 @@ Usage (from the repository root)::
 Traces come from ``bench/gen_kineto.generate`` (seed 0) and are cached under
 ``bench/out/`` (git-ignored) with their stats beside them. Every measurement runs in a
 fresh subprocess; peak RSS is that process's ``resource.getrusage`` ``ru_maxrss``
-(imports included, shown separately as "base"). Rows:
+(imports included, shown separately as "base"); "cpu s" is the process's user+sys
+CPU time over the measured call, less sensitive than wall time to a busy machine.
+Rows:
 
 - ``parsers.load``: the whole load (read, decode, columns, sort, lanes, flows); the
   row's ``check`` says whether its kernel count, GPU busy (union of kernels) and
@@ -47,6 +49,9 @@ import gc, json, resource, sys, time
 path = sys.argv[1]
 def rss_kb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def cpu_s():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 """
 
 SCRIPTS = {
@@ -60,9 +65,10 @@ try:  # import the loader modules before timing (import cost is not load cost)
 except ImportError:
     pass
 base = rss_kb()
-t0 = time.perf_counter()
+c0 = cpu_s(); t0 = time.perf_counter()
 tr = parsers.load(path)
 dt = time.perf_counter() - t0
+cpu = cpu_s() - c0
 peak = rss_kb()
 k = tr.kind == int(Kind.KERNEL)
 s, e = tr.start_ns[k], tr.end_ns[k]
@@ -74,7 +80,7 @@ if s.size:
     prev = np.concatenate(([np.iinfo(np.int64).min], run[:-1]))
     idx = np.flatnonzero(s > prev)
     busy = int((np.maximum.reduceat(e, idx) - s[idx]).sum())
-print(json.dumps({"time_s": dt, "peak_kb": peak, "base_kb": base, "events": len(tr),
+print(json.dumps({"time_s": dt, "cpu_s": cpu_s() - c0, "peak_kb": peak, "base_kb": base, "events": len(tr),
                   "kernels": int(k.sum()), "busy_ns": busy, "extent_ns": list(map(int, tr.extent_ns)),
                   "base_time_ns": tr.source.base_time_ns, "warnings": len(tr.warnings)}))
 """,
@@ -95,34 +101,34 @@ class Doc(msgspec.Struct):
 dec = msgspec.json.Decoder(Doc)
 base = rss_kb()
 gc.disable()
-t0 = time.perf_counter()
+c0 = cpu_s(); t0 = time.perf_counter()
 with open(path, "rb") as fh:
     data = fh.read()
 doc = dec.decode(data)
 dt = time.perf_counter() - t0
-print(json.dumps({"time_s": dt, "peak_kb": rss_kb(), "base_kb": base, "events": len(doc.traceEvents)}))
+print(json.dumps({"time_s": dt, "cpu_s": cpu_s() - c0, "peak_kb": rss_kb(), "base_kb": base, "events": len(doc.traceEvents)}))
 """,
     "msgspec dicts": _PRELUDE + r"""
 import msgspec
 base = rss_kb()
 gc.disable()
-t0 = time.perf_counter()
+c0 = cpu_s(); t0 = time.perf_counter()
 with open(path, "rb") as fh:
     data = fh.read()
 doc = msgspec.json.decode(data)
 dt = time.perf_counter() - t0
-print(json.dumps({"time_s": dt, "peak_kb": rss_kb(), "base_kb": base, "events": len(doc["traceEvents"])}))
+print(json.dumps({"time_s": dt, "cpu_s": cpu_s() - c0, "peak_kb": rss_kb(), "base_kb": base, "events": len(doc["traceEvents"])}))
 """,
     "orjson dicts": _PRELUDE + r"""
 import orjson
 base = rss_kb()
 gc.disable()
-t0 = time.perf_counter()
+c0 = cpu_s(); t0 = time.perf_counter()
 with open(path, "rb") as fh:
     data = fh.read()
 doc = orjson.loads(data)
 dt = time.perf_counter() - t0
-print(json.dumps({"time_s": dt, "peak_kb": rss_kb(), "base_kb": base, "events": len(doc["traceEvents"])}))
+print(json.dumps({"time_s": dt, "cpu_s": cpu_s() - c0, "peak_kb": rss_kb(), "base_kb": base, "events": len(doc["traceEvents"])}))
 """,
     # HTA 0.5.0: TraceAnalysis(trace_dir=...) parses every rank file of a folder.
     "HTA 0.5.0": _PRELUDE + r"""
@@ -134,13 +140,13 @@ d = tempfile.mkdtemp(prefix="hta-bench-")
 link = os.path.join(d, "rank-0.pt.trace.json" + (".gz" if path.endswith(".gz") else ""))
 os.symlink(os.path.abspath(path), link)
 try:
-    t0 = time.perf_counter()
+    c0 = cpu_s(); t0 = time.perf_counter()
     ta = TraceAnalysis(trace_dir=d)
     dt = time.perf_counter() - t0
     n = sum(len(df) for df in ta.t.traces.values())
 finally:
     shutil.rmtree(d, ignore_errors=True)
-print(json.dumps({"time_s": dt, "peak_kb": rss_kb(), "base_kb": base, "events": n}))
+print(json.dumps({"time_s": dt, "cpu_s": cpu_s() - c0, "peak_kb": rss_kb(), "base_kb": base, "events": n}))
 """,
 }
 
@@ -238,8 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     hta_py = hta_python(a.hta_python) if "HTA 0.5.0" in tools else None
     avail = mem_available_bytes()
 
-    header = ["events", "file", "tool", "time s", "peak RSS", "base", "check / note"]
-    widths = [7, 9, 14, 8, 9, 7, 30]
+    header = ["events", "file", "tool", "time s", "cpu s", "peak RSS", "base", "check / note"]
+    widths = [7, 9, 14, 8, 7, 9, 7, 30]
     rows = []
     print(fmt_row(header, widths))
     print(fmt_row(["-" * w for w in widths], widths))
@@ -256,14 +262,14 @@ def main(argv: list[str] | None = None) -> int:
                 note = ""
                 if tool == "HTA 0.5.0":
                     if hta_py is None:
-                        rows.append([label, file_col, tool, "-", "-", "-", "skipped: hta not importable"])
+                        rows.append([label, file_col, tool, "-", "-", "-", "-", "skipped: hta not importable"])
                         print(fmt_row(rows[-1], widths), flush=True)
                         continue
                     python = hta_py
                 if tool in ("msgspec dicts", "orjson dicts"):
                     est = n * _DICT_BYTES_PER_EVENT + st.bytes
                     if est > 0.7 * avail:
-                        rows.append([label, file_col, tool, "-", "-", "-", f"skipped: needs ~{est / 2**30:.0f} GB"])
+                        rows.append([label, file_col, tool, "-", "-", "-", "-", f"skipped: needs ~{est / 2**30:.0f} GB"])
                         print(fmt_row(rows[-1], widths), flush=True)
                         continue
                     if gz:
@@ -273,10 +279,11 @@ def main(argv: list[str] | None = None) -> int:
                 runs = [run_one(tool, path, python, a.timeout) for _ in range(max(1, a.repeat))]
                 ok = [r for r in runs if "error" not in r]
                 if not ok:
-                    rows.append([label, file_col, tool, "-", "-", "-", f"error: {runs[0]['error']}"])
+                    rows.append([label, file_col, tool, "-", "-", "-", "-", f"error: {runs[0]['error']}"])
                     print(fmt_row(rows[-1], widths), flush=True)
                     continue
                 t = statistics.median(r["time_s"] for r in ok)
+                cpu = statistics.median(r.get("cpu_s", float("nan")) for r in ok)
                 peak = max(r["peak_kb"] for r in ok) * 1024
                 base = min(r["base_kb"] for r in ok) * 1024
                 if tool == "parsers.load":
@@ -291,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
                     note += target
                 elif ok[0].get("events") not in (None, st.n_events):
                     note = f"{ok[0]['events']} rows"
-                rows.append([label, file_col, tool, f"{t:.2f}", f"{peak / 2**30:.2f} GB", f"{base / 2**20:.0f} MB", note])
+                rows.append([label, file_col, tool, f"{t:.2f}", f"{cpu:.2f}", f"{peak / 2**30:.2f} GB", f"{base / 2**20:.0f} MB", note])
                 print(fmt_row(rows[-1], widths), flush=True)
     return 0
 

@@ -51,7 +51,6 @@ _LUT[ord("]")] = 4
 SENTINELS = {b"NaN": b'"N"', b"Infinity": b'"Infini"', b"-Infinity": b'"-Infini"'}
 #: Sentinel string → the float it stands for (used when showing args).
 SENTINEL_VALUES = {"N": float("nan"), "Infini": float("inf"), "-Infini": float("-inf")}
-_NONFINITE_RE = re.compile(rb"(?<=[:,\[])(\s*)(NaN|-?Infinity)(?=\s*[,}\]])")
 
 
 @dataclasses.dataclass
@@ -90,33 +89,31 @@ def scan_elements(data: bytes, begin: int) -> ScanResult:
     while a < n and close < 0:
         b = min(n, a + _CHUNK)
         arr = np.frombuffer(view[a:b], dtype=np.uint8)
-        cls = _LUT[arr]
-        pos = np.flatnonzero(cls)
-        c = cls[pos]
-        if escape_next and pos.size and pos[0] == 0:
-            keep = np.ones(pos.size, dtype=bool)
-            keep[0] = False
-            pos, c = pos[keep], c[keep]
+        q = np.flatnonzero(arr == 34)
+        bs = np.flatnonzero(arr == 92)
+        if escape_next and q.size and q[0] == 0:
+            q = q[1:]
         escape_next = False
-        # backslashes: the character after an unescaped backslash is escaped
-        bs = pos[c == 2]
         if bs.size:
             escaped = _escaped_positions(bs)
             if escaped.size and escaped[-1] >= b - a:
                 escape_next = True
                 escaped = escaped[:-1]
-            drop = np.isin(pos, escaped) | (c == 2)
-            pos, c = pos[~drop], c[~drop]
-        q = pos[c == 1]
-        br = pos[c >= 3]
-        # quotes before each bracket, plus carried parity
+            if escaped.size and q.size:
+                hit = np.searchsorted(escaped, q)
+                hit = np.minimum(hit, escaped.size - 1)
+                q = q[escaped[hit] != q]
+        low = arr | np.uint8(0x20)
+        is_open = low == np.uint8(0x7B)  # '{' or '['
+        br = np.flatnonzero(is_open | (low == np.uint8(0x7D)))  # brackets and braces
+        # brackets inside strings: an odd number of real quotes before them
         before = np.searchsorted(q, br)
         inside = ((before + (1 if in_str else 0)) & 1).astype(bool)
         br = br[~inside]
         if q.size & 1:
             in_str = not in_str
         if br.size:
-            delta = np.where(cls[br] == 3, 1, -1).astype(np.int64)
+            delta = np.where(is_open[br], 1, -1).astype(np.int64)
             d_after = depth + np.cumsum(delta)
             closing = np.flatnonzero(d_after <= 0)
             if closing.size:
@@ -176,17 +173,35 @@ def find_events_array(data: bytes, root: int) -> int:
 
 def repair_nonfinite(text: bytes) -> tuple[bytes, int]:
     """Replace ``NaN``/``Infinity``/``-Infinity`` value tokens by same-length sentinel
-    strings (``SENTINELS``); returns (new text, number replaced)."""
+    strings (``SENTINELS``); returns (new text, number replaced).
+
+    A token is a value when the previous non-blank byte is ``:``, ``,`` or ``[`` and
+    the next one ``,``, ``}`` or ``]``. Linear: ``bytes.find`` per token kind, Python
+    work only per occurrence.
+    """
     if b"NaN" not in text and b"Infinity" not in text:
         return text, 0
+    out = bytearray(text)
     count = 0
-
-    def sub(m: re.Match) -> bytes:
-        nonlocal count
-        count += 1
-        return m.group(1) + SENTINELS[m.group(2)]
-
-    return _NONFINITE_RE.sub(sub, text), count
+    size = len(text)
+    blanks = b" \t\r\n"
+    for tok in (b"-Infinity", b"Infinity", b"NaN"):
+        rep = SENTINELS[tok]
+        i = text.find(tok)
+        while i >= 0:
+            j = i + len(tok)
+            if not (tok == b"Infinity" and i > 0 and text[i - 1] == 45):  # part of -Infinity
+                p = i - 1
+                while p >= 0 and text[p] in blanks:
+                    p -= 1
+                q = j
+                while q < size and text[q] in blanks:
+                    q += 1
+                if p >= 0 and q < size and text[p] in b":,[" and text[q] in b",}]":
+                    out[i:j] = rep
+                    count += 1
+            i = text.find(tok, j)
+    return (bytes(out), count) if count else (text, 0)
 
 
 class LineIndex:
@@ -229,39 +244,35 @@ _INDEX_RE = re.compile(r"\$\[(\d+)\]")
 
 
 def decode_elements(text: bytes, starts: np.ndarray, ends: np.ndarray,
-                    on_bad) -> list[Event | None]:
-    """Decode elements ``text[starts[k]:ends[k]]`` as ``Event``s.
+                    on_bad) -> list:
+    """Decode elements ``text[starts[k]:ends[k]]`` as events (``AnyEvent``).
 
-    Whole runs of good elements are decoded in one call; an element that fails is
-    decoded alone, and ``on_bad(k, reason)`` is called when it cannot be used (its slot
-    is then None). After 8 failures the rest is decoded one element at a time, so the
-    cost stays linear however many elements are bad.
+    Whole runs of good elements are decoded in one call, straight from ``text`` when
+    only commas and blanks separate them (else from a joined copy); an element that
+    fails is decoded alone, and ``on_bad(k, reason)`` is called when it cannot be used
+    (its slot is then None). After 8 failures the rest is decoded one element at a
+    time, so the cost stays linear however many elements are bad.
     """
     n = int(starts.size)
-    out: list[Event | None] = []
+    out: list = []
     k0 = 0
     failures = 0
     sv = memoryview(text)
+    clean = _clean_gaps(text, starts, ends)
     while k0 < n:
         if failures >= 8:
             for k in range(k0, n):
                 out.append(_decode_one(sv[starts[k]:ends[k]], k, on_bad))
             break
-        parts = [b"["]
-        seg = [bytes(sv[int(starts[k]):int(ends[k])]) for k in range(k0, n)]
-        buf = b"".join((b"[", b",".join(seg), b"]"))
-        del seg, parts
         try:
-            out.extend(_EV_LIST.decode(buf))
+            out.extend(_EV_LIST.decode(_joined(text, sv, starts, ends, k0, n, clean)))
             break
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-            bad = _failed_index(str(exc), buf, k0, n)
-            del buf
+            bad = _failed_index(str(exc), k0, n, starts, ends, clean)
         failures += 1
         if bad > k0:
-            good = b"".join((b"[", b",".join(bytes(sv[int(starts[k]):int(ends[k])]) for k in range(k0, bad)), b"]"))
             try:
-                out.extend(_EV_LIST.decode(good))
+                out.extend(_EV_LIST.decode(_joined(text, sv, starts, ends, k0, bad, clean)))
             except (msgspec.ValidationError, msgspec.DecodeError):
                 for k in range(k0, bad):
                     out.append(_decode_one(sv[starts[k]:ends[k]], k, on_bad))
@@ -270,16 +281,52 @@ def decode_elements(text: bytes, starts: np.ndarray, ends: np.ndarray,
     return out
 
 
-def _failed_index(msg: str, buf: bytes, k0: int, n: int) -> int:
+def _clean_gaps(text: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """bool per gap between consecutive elements: only blanks and exactly one comma."""
+    if starts.size < 2:
+        return np.ones(0, dtype=bool)
+    gaps = starts[1:] - ends[:-1]
+    ok = (gaps >= 1) & (gaps <= 64)
+    g = np.where(ok, gaps, 0)
+    total = int(g.sum())
+    a = np.frombuffer(text, dtype=np.uint8)
+    first = np.repeat(ends[:-1], g)
+    offs = np.arange(total) - np.repeat(np.cumsum(g) - g, g)
+    ch = a[first + offs]
+    comma = ch == 44
+    blank = (ch == 32) | (ch == 9) | (ch == 10) | (ch == 13)
+    bounds = np.cumsum(g) - g
+    nz = g > 0
+    n_comma = np.zeros(g.size, dtype=np.int64)
+    n_bad = np.zeros(g.size, dtype=np.int64)
+    if total:
+        n_comma[nz] = np.add.reduceat(comma.astype(np.int64), bounds[nz])
+        n_bad[nz] = np.add.reduceat((~(comma | blank)).astype(np.int64), bounds[nz])
+    return ok & (n_comma == 1) & (n_bad == 0)
+
+
+def _joined(text: bytes, sv: memoryview, starts, ends, k0: int, k1: int, clean: np.ndarray) -> bytes:
+    """``[`` elements k0..k1-1 ``]``: a slice of ``text`` when their gaps are clean."""
+    if k1 - k0 == 1 or clean[k0:k1 - 1].all():
+        return b"".join((b"[", sv[int(starts[k0]):int(ends[k1 - 1])], b"]"))
+    return b"".join((b"[", b",".join(bytes(sv[int(starts[k]):int(ends[k])]) for k in range(k0, k1)), b"]"))
+
+
+def _failed_index(msg: str, k0: int, n: int, starts: np.ndarray, ends: np.ndarray, clean: np.ndarray) -> int:
+    """Index of the element that made decoding elements k0..n-1 fail, from the
+    error's ``$[i]`` path or byte offset (layout as built by ``_joined``)."""
     m = _INDEX_RE.search(msg)
     if m:
         return min(n - 1, k0 + int(m.group(1)))
     m = re.search(r"byte (\d+)", msg)
     if m:
         off = int(m.group(1))
-        # count top-level separators before off: elements are joined by b","
-        # (cheap and exact enough: fall back to one-by-one decoding from k0)
-        del off
+        if n - k0 == 1 or clean[k0:n - 1].all():
+            rel = starts[k0:n] - starts[k0] + 1  # offset of each element in the buffer
+        else:
+            rel = 1 + np.concatenate(([0], np.cumsum(ends[k0:n - 1] - starts[k0:n - 1] + 1)))
+        j = int(np.searchsorted(rel, off, side="right")) - 1
+        return min(n - 1, k0 + max(j, 0))
     return k0
 
 

@@ -31,7 +31,7 @@ from .errors import TraceFormatError
 from .json_tolerant import recover
 from .kinds import CAT_KIND, KINETO_CATS, KINETO_FLOW_CATS, RUNTIME_CATS, runtime_kind
 from .lanes import LaneInfo, Metadata, build_lanes, id_text
-from .model import GPU_KINDS, Kind, SourceInfo, Trace, TraceWarning, link_by_correlation
+from .model import GPU_KINDS, Kind, SourceInfo, Trace, TraceWarning, _nesting_depth, link_by_correlation
 
 __all__ = ["load_chrome"]
 
@@ -285,13 +285,33 @@ def _build(inp: _Input) -> Trace:
     def args_loader(i: int, _src=src_k, _text=text) -> dict:
         return _text.args(int(_src[i]))
 
-    return Trace.from_columns(
+    trace = Trace.from_columns(
         start_ns=cols.start, dur_ns=cols.dur, lane=lane_final, name_id=cols.name, kind=cols.kind,
         names=names_list, lanes=lanes, source=source, warnings=warnings,
         correlation=cols.args.correlation, bytes_=cols.args.bytes, copy_kind=cols.args.copy_kind,
         pageable=cols.args.pageable, value=cols.value, src_line=src_line, external_id=cols.args.external_id,
         flows=flows, args_loader=args_loader,
     )
+    _flatten_sync_markers(trace)
+    return trace
+
+
+def _flatten_sync_markers(trace: Trace) -> None:
+    """Kineto ``cuda_sync`` records drawn on a GPU stream lane overlap the kernels still
+    running there (bug case B20): give them depth 0 and keep them out of the nesting
+    of the other events of the lane, so a wait is never stacked as a kernel's child."""
+    marker = trace.kind == int(Kind.SYNC_MARKER)
+    if not marker.any():
+        return
+    for lane in np.unique(trace.lane[marker]).tolist():
+        sl = trace.lane_slice(lane)
+        m = marker[sl]
+        depth = trace.depth[sl]
+        depth[m] = 0
+        rest = np.flatnonzero(~m)
+        if rest.size:
+            sub_off = np.array([0, rest.size], dtype=np.int64)
+            depth[rest] = _nesting_depth(trace.start_ns[sl][rest], trace.dur_ns[sl][rest], sub_off)
 
 
 def _times(xs: list, field: str) -> tuple[np.ndarray, np.ndarray]:
@@ -412,12 +432,8 @@ def _exact_ts(events: list, text: EventText, ks: np.ndarray, approx_ns: np.ndarr
     if ok.all():
         return ns, ok
     for j in np.flatnonzero(~ok).tolist():
-        chunk = text.event_text(int(ks[j]))
-        if not chunk:
-            continue
-        try:
-            t = _TIMES.decode(chunk[: chunk.rfind(b"}") + 1])
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        t = text.decode_event(int(ks[j]), _TIMES)
+        if t is None:
             continue
         v, st = decimal_ns(t.ts)
         if st == OK:

@@ -9,11 +9,13 @@ bracket scanner finds (exact, slower).
 
 from __future__ import annotations
 
+import json
+
 import msgspec
 import numpy as np
 
 from .chrome_text import key_positions
-from .json_tolerant import SENTINEL_VALUES, LineIndex, find_events_array, repair_nonfinite, scan_elements
+from .json_tolerant import SENTINEL_VALUES, LineIndex, find_events_array, scan_elements
 
 __all__ = ["EventText"]
 
@@ -122,27 +124,37 @@ class EventText:
         b = int(st[k + 1]) if k + 1 < self.n else len(self.data)
         return self.data[int(st[k]):b]
 
-    def event_dict(self, k: int) -> dict:
-        """Event ``k`` decoded generically ({} when unreadable); repaired NaN/Infinity
-        sentinels become floats again."""
+    def decode_event(self, k: int, decoder=None):
+        """Event ``k`` decoded by ``decoder`` (a ``msgspec.json.Decoder``; generic when
+        None), or None. The text may run past the event (up to the next one), so the
+        closing brace is searched from the end; repaired NaN/Infinity sentinels and
+        numbers beyond float range (``1e999``, read as infinity by the stdlib) are
+        handled."""
         text = self.event_text(k)
         if not text:
-            return {}
+            return None
+        dec = decoder.decode if decoder is not None else msgspec.json.decode
         end = len(text)
         for _ in range(16):
             end = text.rfind(b"}", 0, end)
             if end < 0:
-                return {}
+                return None
             chunk = text[: end + 1]
             try:
-                obj = msgspec.json.decode(chunk)
+                return dec(chunk)
             except (msgspec.DecodeError, msgspec.ValidationError):
+                pass
+            if decoder is None:
                 try:
-                    obj = msgspec.json.decode(repair_nonfinite(chunk)[0])
-                except (msgspec.DecodeError, msgspec.ValidationError):
+                    return json.loads(chunk)
+                except (ValueError, RecursionError):
                     continue
-            return obj if isinstance(obj, dict) else {}
-        return {}
+        return None
+
+    def event_dict(self, k: int) -> dict:
+        """Event ``k`` decoded generically ({} when unreadable)."""
+        obj = self.decode_event(k)
+        return obj if isinstance(obj, dict) else {}
 
     def args(self, k: int) -> dict:
         """The ``args`` of event ``k`` as a new dict ({} when none)."""

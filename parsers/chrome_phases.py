@@ -5,7 +5,8 @@ counters ``C``, async ``b``/``e``/``n`` and legacy ``S``/``T``/``F``, metadata `
 These are rare in Kineto files and handled per event in Python; ``X`` events take
 the vectorised path in ``parsers.chrome``. Semantics follow the Trace Event Format
 (Google) and catapult's trace viewer: ``E`` closes the most recent open ``B`` of its
-thread whatever its name; async events pair by (pid, cat, id).
+thread whatever its name; async events pair by (pid, cat, id), and a named nestable
+``e`` closes the innermost open ``b`` of the same name.
 """
 
 from __future__ import annotations
@@ -191,10 +192,15 @@ def collect_rows(events: list, by_phase: dict[str, list[int]], rows: Rows, warn:
             rows.add(t, 0, lane, e.name, int(Kind.INSTANT), k)
         else:
             st = open_async.get(key)
-            if not st:
+            j = len(st) - 1 if st else -1
+            if st and e.name not in (None, "") and ph == "e":
+                # nestable async: an end closes the innermost open begin of its name
+                while j >= 0 and events[st[j][1]].name != e.name:
+                    j -= 1
+            if j < 0:
                 unmatched_async += 1
                 continue
-            t0, kb = st.pop()
+            t0, kb = st.pop(j)
             b = events[kb]
             rows.add(t0, t - t0, lane, b.name, int(Kind.OTHER), kb)
     left = [kb for st in open_async.values() for _, kb in st]

@@ -53,6 +53,10 @@ def to_ns(values: list) -> tuple[np.ndarray, np.ndarray]:
             return ia * 1000, status
     if types <= {int, float}:
         fa = np.array(values, dtype=np.float64)
+        nonfinite = ~np.isfinite(fa)
+        if nonfinite.any():
+            status[nonfinite] = NONFINITE
+            fa[nonfinite] = 0.0
         big = np.abs(fa) >= EXACT_LIMIT_US
         if not big.any():
             return _floats_to_ns(fa), status

@@ -15,6 +15,7 @@ number tokens (B04), and malformed single events (skipped with a warning).
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from typing import Any
 
@@ -343,10 +344,38 @@ def _decode_one(text, k: int, on_bad):
             return as_phase_event(Event(**{f: getattr(r, f) for f in Event.__struct_fields__ if f != "args"}))
         except (msgspec.ValidationError, msgspec.DecodeError):
             pass
+        ev = _stdlib_event(text)  # numbers beyond float range (1e999): the stdlib reads inf
+        if ev is not None:
+            return ev
         on_bad(k, f"unusable event ({exc})")
     except msgspec.DecodeError as exc:
         on_bad(k, f"malformed JSON ({exc})")
     return None
+
+
+def _stdlib_event(text):
+    """The event via the stdlib ``json`` (which reads ``1e999`` as inf), keeping only
+    scalar timeline fields; None when that fails too."""
+    try:
+        obj = json.loads(bytes(text))
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(obj, dict):
+        return None
+    fields = {}
+    for f in Event.__struct_fields__:
+        v = obj.get(f)
+        if f == "args" or v is None:
+            continue
+        if f in ("flow_in", "flow_out"):
+            if isinstance(v, bool):
+                fields[f] = v
+        elif f in ("ph", "bp"):
+            if isinstance(v, str):
+                fields[f] = v
+        elif isinstance(v, (int, float, str)) and not isinstance(v, bool):
+            fields[f] = v
+    return as_phase_event(Event(**fields))
 
 
 @dataclasses.dataclass

@@ -204,3 +204,28 @@ def test_binary_and_empty_files_are_refused(tmp_path):
     with pytest.raises(TraceFormatError) as ei:
         parsers.load(p)
     assert ei.value.line == 1
+
+
+def test_numbers_beyond_float_range_are_non_finite(tmp_path):
+    p = tmp_path / "big.json"
+    p.write_text('{"traceEvents": [\n'
+                 '{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2},\n'
+                 '{"ph": "X", "name": "b", "pid": 1, "tid": 1, "ts": 1e999, "dur": 2},\n'
+                 '{"ph": "X", "name": "c", "pid": 1, "tid": 1, "ts": 5, "dur": -1e999}\n]}')
+    t = parsers.load(p)
+    assert [t.name(i) for i in range(len(t))] == ["a"]
+    assert [(w.line, w.field, "non-finite" in w.message) for w in t.warnings] == [(3, "ts", True), (4, "dur", True)]
+
+
+def test_large_truncated_file_is_linear(tmp_path):
+    """A 20k-event file cut in the middle of an event loads every complete event."""
+    evs = [{"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7, "ts": 3605057436108.407 + 10 * i,
+            "dur": 5.5, "args": {"device": 0, "stream": 7, "correlation": i, "note": "x}]\"y"}} for i in range(20000)]
+    text = _lines_file(evs)
+    cut = text.index('"name": "k15000"') + 5
+    p = tmp_path / "big_cut.json"
+    p.write_text(text[:cut])
+    t = parsers.load(p)
+    assert len(t) == 15000
+    assert int(t.start_ns[-1]) == 3605057436108407 + 10_000 * 14999
+    assert [w.line for w in t.warnings] == [text.count("\n", 0, cut) + 1]

@@ -826,3 +826,40 @@ def test_bug_case_gpu_figures_through_analysis(name, busy_us, window_us, gaps_us
     assert list(zip(g.start_ns.tolist(), g.end_ns.tolist())) == [(int(round(a * US)), int(round(b * US))) for a, b in gaps_us]
     if cause is not None:
         assert Cause(int(g.cause[0])) == Cause[cause]
+
+
+_ABSURD = """{{"traceEvents": [
+{{"ph": "X", "cat": "cpu_op", "name": "good_op", "pid": 1, "tid": 1, "ts": {b}, "dur": 100}},
+{{"ph": "X", "cat": "kernel", "name": "good_kernel", "pid": 0, "tid": 7, "ts": {b10}, "dur": 40, "args": {{"device": 0, "stream": 7}}}},
+{{"ph": "X", "cat": "kernel", "name": "late_kernel", "pid": 0, "tid": 7, "ts": {b60}, "dur": 20, "args": {{"device": 0, "stream": 7}}}},
+{bad}
+]}}
+"""
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        '{"ph": "X", "cat": "cpu_op", "name": "bad", "pid": 1, "tid": 1, "ts": 0, "dur": 5}',
+        '{"ph": "X", "cat": "kernel", "name": "bad", "pid": 0, "tid": 7, "ts": 0, "dur": 0, "args": {"device": 0, "stream": 7}}',
+        '{"ph": "X", "cat": "kernel", "name": "bad", "pid": 0, "tid": 7, "ts": %d, "dur": -5, "args": {"device": 0, "stream": 7}}' % (B14 + 20),
+        '{"ph": "X", "cat": "cpu_op", "name": "bad", "pid": 1, "tid": 1, "ts": %d, "dur": -0.5}' % (B14 + 20),
+        '{"ph": "X", "cat": "cpu_op", "name": "bad", "pid": 1, "tid": 1, "ts": %d, "dur": 3155760000000000}' % (B14 + 20),
+        '{"ph": "X", "cat": "kernel", "name": "bad", "pid": 0, "tid": 7, "ts": %d, "dur": 3155760000000000, "args": {"device": 0, "stream": 7}}' % (B14 + 20),
+        '{"ph": "i", "s": "t", "name": "bad", "pid": 1, "tid": 1, "ts": 0}',
+    ],
+    ids=["ts0-cpu", "ts0-kernel", "neg-dur-kernel", "neg-dur-cpu", "century-cpu", "century-kernel", "ts0-instant"],
+)
+def test_family_absurd_values_flagged_and_out_of_extent(bad, tmp_path):
+    """Issue 2: ts 0 among epoch values, negative or centuries-long durations are
+    flagged (a warning naming the line) and kept out of the extent and busy time."""
+    text = _ABSURD.format(b=B14, b10=B14 + 10, b60=B14 + 60, bad=bad)
+    tr = load(_write(tmp_path, "absurd.json", text))
+    b = B14 * US
+    assert tuple(tr.extent_ns) == (b, b + 100 * US), (tuple(tr.extent_ns), warnings_text(tr))
+    assert [w for w in tr.warnings if 5 in names_lines(w)], warnings_text(tr)
+    for name in ("good_op", "good_kernel", "late_kernel"):
+        assert [i for i in range(len(tr)) if tr.name(i) == name], f"{name} must be kept"
+    diag = pytest.importorskip("analysis.diagnose")
+    d = diag.diagnose(tr)
+    assert [(x.busy_ns, x.window_start_ns, x.window_end_ns) for x in d.devices] == [(60 * US, b + 10 * US, b + 80 * US)]

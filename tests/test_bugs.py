@@ -863,3 +863,34 @@ def test_family_absurd_values_flagged_and_out_of_extent(bad, tmp_path):
     diag = pytest.importorskip("analysis.diagnose")
     d = diag.diagnose(tr)
     assert [(x.busy_ns, x.window_start_ns, x.window_end_ns) for x in d.devices] == [(60 * US, b + 10 * US, b + 80 * US)]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        '{"ph": "X", "cat": "cpu_op", "name": "victim", "pid": NaN, "tid": 1, "ts": 150, "dur": 5}',
+        '{"ph": "X", "cat": "cpu_op", "name": "victim", "pid": 1, "tid": Infinity, "ts": 150, "dur": 5}',
+        '{"ph": "s", "cat": "ac2g", "name": "ac2g", "id": NaN, "pid": 1, "tid": 1, "ts": 150}',
+        '{"ph": "f", "cat": "ac2g", "name": "ac2g", "id": -Infinity, "pid": 0, "tid": 7, "ts": 150, "bp": "e"}',
+        '{"ph": "M", "name": "thread_sort_index", "pid": 1, "tid": 1, "args": {"sort_index": NaN}}',
+        '{"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "ts": NaN, "args": {"name": "main"}}',
+        '{"ph": "C", "name": "util", "pid": 1, "ts": NaN, "args": {"v": 1}}',
+        '{"ph": "i", "name": "mark", "pid": 1, "tid": 1, "ts": -Infinity}',
+        '{"ph": "B", "name": "open", "pid": 1, "tid": 1, "ts": NaN}',
+    ],
+    ids=["pid", "tid", "flow-s-id", "flow-f-id", "sort-index", "meta-ts", "counter-ts", "instant-ts", "B-ts"],
+)
+def test_family_non_finite_elsewhere_never_crashes(bad, tmp_path):
+    text = (
+        '{"traceEvents": [\n'
+        '{"ph": "X", "cat": "cpu_op", "name": "before", "pid": 1, "tid": 1, "ts": 100, "dur": 10},\n'
+        f"{bad},\n"
+        '{"ph": "X", "cat": "kernel", "name": "after", "pid": 0, "tid": 7, "ts": 200, "dur": 10, "args": {"device": 0, "stream": 7}}\n'
+        "]}\n"
+    )
+    tr = load(_write(tmp_path, "nan2.json", text))
+    names = {tr.name(i) for i in range(len(tr))}
+    assert {"before", "after"} <= names
+    assert tuple(tr.extent_ns) == (100 * US, 210 * US)
+    if re.search(r'"ph": "[CiB]".*"ts": (NaN|-?Infinity)', bad):  # a timed event skipped: say so
+        assert [w for w in tr.warnings if 3 in names_lines(w)], warnings_text(tr)

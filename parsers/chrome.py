@@ -332,27 +332,26 @@ def _times(xs: list, field: str) -> tuple[np.ndarray, np.ndarray]:
 def _lane_keys(xs: list) -> tuple[dict, np.ndarray]:
     """Raw (pid, tid) → dense id (first-seen order), and the id of each event.
 
-    Integer pids/tids take a numpy path; anything else a dict of tuples."""
+    pids and tids are interned separately (scalar hashing, any mix of numbers and
+    strings), then paired with numpy."""
     n = len(xs)
-    try:
-        pid = np.fromiter(map(_get["pid"], xs), dtype=np.int64, count=n)
-        tid = np.fromiter(map(_get["tid"], xs), dtype=np.int64, count=n)
-        ok = n > 0 and np.abs(pid).max() < (1 << 31) and np.abs(tid).max() < (1 << 31)
-    except (TypeError, ValueError, OverflowError):
-        ok = False
-    if ok:
-        key = (pid << 32) + (tid & 0xFFFFFFFF)
-        uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
-        order = np.argsort(first, kind="stable")  # first-seen order
-        rank = np.empty_like(order)
-        rank[order] = np.arange(order.size)
-        lanes = _Interner()
-        for j in order.tolist():
-            x = xs[int(first[j])]
-            lanes[(x.pid, x.tid)]
-        if len(lanes) == order.size:
-            return lanes, rank[inv.ravel()].astype(np.int32)
     lanes = _Interner()
+    if n == 0:
+        return lanes, np.zeros(0, np.int32)
+    pids, tids = _Interner(), _Interner()
+    pid = np.fromiter(map(pids.__getitem__, map(_get["pid"], xs)), dtype=np.int64, count=n)
+    tid = np.fromiter(map(tids.__getitem__, map(_get["tid"], xs)), dtype=np.int64, count=n)
+    key = pid * len(tids) + tid
+    uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # first-seen order
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    for j in order.tolist():
+        x = xs[int(first[j])]
+        lanes[(x.pid, x.tid)]
+    if len(lanes) == order.size:
+        return lanes, rank[inv.ravel()].astype(np.int32)
+    lanes = _Interner()  # unhashable-equal corner cases (1 and 1.0 and True): one dict of tuples
     ids = np.fromiter(map(lanes.__getitem__, zip(map(_get["pid"], xs), map(_get["tid"], xs))), dtype=np.int32, count=n)
     return lanes, ids
 

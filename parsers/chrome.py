@@ -13,45 +13,36 @@ from __future__ import annotations
 
 import gc
 import re
-from collections import Counter
 from itertools import repeat
-from operator import attrgetter, is_not, itemgetter
+from operator import itemgetter
 
 import msgspec
 import numpy as np
 
 from . import chrome_checks as checks
 from .chrome_args import ArgColumns, extract_args
+from .chrome_columns import (GET, Interner, build_trace_lanes, exact_ts_from_text, flatten_sync_markers, kinds, label,
+                             lane_keys, times)
 from .chrome_lazy import EventText
 from .chrome_phases import Rows, collect_metadata, collect_rows
-from .chrome_schema import EVENT_CLASS, AnyEvent, Event, EventTimes, ObjectTrace
-from .chrome_text import exact_ns_near, key_positions
-from .chrome_times import EXACT_LIMIT_US, MISSING, NEED_EXACT, OK, decimal_ns, to_ns
+from .chrome_schema import EVENT_CLASS, AnyEvent, ObjectTrace
+from .chrome_times import MISSING, NEED_EXACT, OK
 from .errors import TraceFormatError
 from .json_tolerant import recover
-from .kinds import CAT_KIND, KINETO_CATS, KINETO_FLOW_CATS, RUNTIME_CATS, runtime_kind
-from .lanes import LaneInfo, Metadata, build_lanes, id_text
-from .model import GPU_KINDS, Kind, SourceInfo, Trace, TraceWarning, _nesting_depth, link_by_correlation
+from .kinds import KINETO_CATS, KINETO_FLOW_CATS
+from .lanes import Metadata
+from .model import Kind, SourceInfo, Trace, TraceWarning, link_by_correlation
 
 __all__ = ["load_chrome"]
 
 _OBJ = msgspec.json.Decoder(ObjectTrace)
 _LIST = msgspec.json.Decoder(list[AnyEvent])
-_TIMES = msgspec.json.Decoder(EventTimes)
 _WS = b" \t\r\n"
 _HEADER_KEYS = ("schemaVersion", "deviceProperties", "computeProperties", "distributedInfo",
                 "baseTimeNanoseconds", "displayTimeUnit", "traceName", "systemTraceEvents")
-_get = {f: attrgetter(f) for f in ("ph", "ts", "dur", "name", "cat", "pid", "tid", "args", "bind_id")}
+_get = GET
 #: Files up to this size get ``src_line`` for every event (costs one key scan).
 SRC_LINE_LIMIT_BYTES = 8 << 20
-
-
-class _Interner(dict):
-    """value → dense id, assigned on first sight."""
-
-    def __missing__(self, key):
-        v = self[key] = len(self)
-        return v
 
 
 class _Input:
@@ -59,7 +50,7 @@ class _Input:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.events: list[Event] = []
+        self.events: list = []
         self.header: dict = {}
         self.text: EventText | None = None
         self.warnings: list[TraceWarning] = []
@@ -151,7 +142,7 @@ def _build(inp: _Input) -> Trace:
     for ph in list(by_phase):
         if ph not in _HANDLED:
             ignored[f"ph {ph}"] = len(by_phase.pop(ph))
-    cats = _Interner()
+    cats = Interner()
     cat_all = np.fromiter(map(cats.__getitem__, map(_get["cat"], events)), dtype=np.int32, count=n)
 
     meta = Metadata()
@@ -160,14 +151,14 @@ def _build(inp: _Input) -> Trace:
     # ---------------------------------------------------------------- X events
     nx = int(xi.size)
     xs = list(itemgetter(*xi.tolist())(events)) if nx > 1 else [events[int(k)] for k in xi]
-    start, st_status = _times(xs, "ts")
-    dur, du_status = _times(xs, "dur")
-    names = _Interner()
+    start, st_status = times(xs, "ts")
+    dur, du_status = times(xs, "dur")
+    names = Interner()
     name_x = np.fromiter(map(names.__getitem__, map(_get["name"], xs)), dtype=np.int32, count=nx)
     cat_x = cat_all[xi]
-    lanes_raw, lane_x = _lane_keys(xs)
+    lanes_raw, lane_x = lane_keys(xs)
     cat_list = list(cats)
-    kind_x = _kinds(cat_list, cat_x, name_x, list(names))
+    kind_x = kinds(cat_list, cat_x, name_x, list(names))
     old_ids = any(c in ("Operator", "Runtime", "Kernel", "Memcpy", "Memset") for c in cat_list if isinstance(c, str))
     legacy = bool({"CPU functions", "CUDA functions"} & {k[0] for k in lanes_raw if isinstance(k[0], str)})
     if legacy:
@@ -191,7 +182,7 @@ def _build(inp: _Input) -> Trace:
         other = np.array([float(events[k].ts) for k in other_need], dtype=np.float64)
         fl = np.floor(other)
         approx = np.concatenate((start[need], fl.astype(np.int64) * 1000 + np.rint((other - fl) * 1000).astype(np.int64)))
-        ns, ok = _exact_ts(events, text, ks, approx)
+        ns, ok = exact_ts_from_text(events, text, ks, approx)
         start[need] = ns[: need.size]
         st_status[need] = np.where(ok[: need.size], OK, 3)
         for k, v, good in zip(other_need, ns[need.size:].tolist(), ok[need.size:].tolist()):
@@ -213,7 +204,7 @@ def _build(inp: _Input) -> Trace:
     bad_other: list[tuple[int, str, str]] = []
     collect_rows(events, by_phase, rows, warn, exact_ts, bad_other, text.args)
     for k, field, why in bad_other:
-        warn(k, field, f"event {_label(events[k].name)!r} has {why} {field}; skipped")
+        warn(k, field, f"event {label(events[k].name)!r} has {why} {field}; skipped")
 
     # ------------------------------------------------------------- flow events
     fi = np.flatnonzero(code == _PH_FLOW)
@@ -248,12 +239,12 @@ def _build(inp: _Input) -> Trace:
         args=argc if argc.correlation.size == nx + nr else ArgColumns.concat(argc, nx + nr - argc.correlation.size),
     )
     del start, dur, lane_x, name_x, kind_x, argc
-    names_list = [_label(x) for x in names]
+    names_list = [label(x) for x in names]
     cols = checks.validate(cols, names_list, np.array(rows.open_ended, dtype=np.int64) + nx, events, warn)
     untimed = cols.untimed
 
     # ------------------------------------------------------------- lanes
-    lanes, remap = _lanes(cols, lanes_raw, meta, legacy)
+    lanes, remap = build_trace_lanes(cols, lanes_raw, meta, legacy)
     lane_final = remap[cols.lane] if cols.lane.size else cols.lane.astype(np.int32)
     cols = checks.gpu_checks(cols, lane_final, lanes, names_list, warn)
     lane_final = remap[cols.lane] if cols.lane.size else cols.lane.astype(np.int32)
@@ -292,152 +283,13 @@ def _build(inp: _Input) -> Trace:
         pageable=cols.args.pageable, value=cols.value, src_line=src_line, external_id=cols.args.external_id,
         flows=flows, args_loader=args_loader,
     )
-    _flatten_sync_markers(trace)
+    flatten_sync_markers(trace)
     return trace
-
-
-def _flatten_sync_markers(trace: Trace) -> None:
-    """Kineto ``cuda_sync`` records drawn on a GPU stream lane overlap the kernels still
-    running there (bug case B20): give them depth 0 and keep them out of the nesting
-    of the other events of the lane, so a wait is never stacked as a kernel's child."""
-    marker = trace.kind == int(Kind.SYNC_MARKER)
-    if not marker.any():
-        return
-    for lane in np.unique(trace.lane[marker]).tolist():
-        sl = trace.lane_slice(lane)
-        m = marker[sl]
-        depth = trace.depth[sl]
-        depth[m] = 0
-        rest = np.flatnonzero(~m)
-        if rest.size:
-            sub_off = np.array([0, rest.size], dtype=np.int64)
-            depth[rest] = _nesting_depth(trace.start_ns[sl][rest], trace.dur_ns[sl][rest], sub_off)
-
-
-def _times(xs: list, field: str) -> tuple[np.ndarray, np.ndarray]:
-    """(ns, status) of ``ts`` or ``dur`` of events ``xs``: one ``fromiter`` pass when all
-    values are numbers below 2**43 µs, else ``chrome_times.to_ns``."""
-    get = _get[field]
-    try:
-        fa = np.fromiter(map(get, xs), dtype=np.float64, count=len(xs))
-    except (TypeError, ValueError):
-        fa = None
-    if fa is not None and (fa.size == 0 or np.abs(fa).max() < EXACT_LIMIT_US):
-        fl = np.floor(fa)
-        ns = fl.astype(np.int64) * 1000 + np.rint((fa - fl) * 1000.0).astype(np.int64)
-        return ns, np.zeros(len(xs), dtype=np.int8)
-    return to_ns(list(map(get, xs)))
-
-
-def _lane_keys(xs: list) -> tuple[dict, np.ndarray]:
-    """Raw (pid, tid) → dense id (first-seen order), and the id of each event.
-
-    pids and tids are interned separately (scalar hashing, any mix of numbers and
-    strings), then paired with numpy."""
-    n = len(xs)
-    lanes = _Interner()
-    if n == 0:
-        return lanes, np.zeros(0, np.int32)
-    pids, tids = _Interner(), _Interner()
-    pid = np.fromiter(map(pids.__getitem__, map(_get["pid"], xs)), dtype=np.int64, count=n)
-    tid = np.fromiter(map(tids.__getitem__, map(_get["tid"], xs)), dtype=np.int64, count=n)
-    key = pid * len(tids) + tid
-    uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")  # first-seen order
-    rank = np.empty_like(order)
-    rank[order] = np.arange(order.size)
-    for j in order.tolist():
-        x = xs[int(first[j])]
-        lanes[(x.pid, x.tid)]
-    if len(lanes) == order.size:
-        return lanes, rank[inv.ravel()].astype(np.int32)
-    lanes = _Interner()  # unhashable-equal corner cases (1 and 1.0 and True): one dict of tuples
-    ids = np.fromiter(map(lanes.__getitem__, zip(map(_get["pid"], xs), map(_get["tid"], xs))), dtype=np.int32, count=n)
-    return lanes, ids
 
 
 def _count_rows(by_phase: dict) -> int:
     """Upper bound guess of rows from non-X phases (exact for most files)."""
     return sum(len(v) for ph, v in by_phase.items() if ph not in ("E", "e", "F", "C"))
-
-
-def _kinds(cat_list: list, cat_x: np.ndarray, name_x: np.ndarray, name_list: list) -> np.ndarray:
-    """int8 kinds of X events: by category (``kinds.CAT_KIND``), runtime calls by name."""
-    if cat_x.size == 0:
-        return np.zeros(0, np.int8)
-    cat_kind = np.array([int(CAT_KIND.get(c, Kind.OTHER)) if isinstance(c, str) else int(Kind.OTHER)
-                         for c in cat_list], dtype=np.int8)
-    kind = cat_kind[cat_x]
-    rt_cat = np.array([isinstance(c, str) and c in RUNTIME_CATS for c in cat_list])
-    rt = rt_cat[cat_x]
-    if rt.any():
-        table = np.zeros(len(name_list), dtype=np.int8)
-        for u in np.unique(name_x[rt]).tolist():
-            table[u] = int(runtime_kind(_label(name_list[u])))
-        kind[rt] = table[name_x[rt]]
-    return kind
-
-
-def _lanes(cols, lanes_raw: dict, meta: Metadata, legacy: bool):
-    """Lanes from the raw (pid, tid) pairs; GPU lanes are those with GPU kinds."""
-    gpu_mask = np.isin(cols.kind, np.array([int(k) for k in GPU_KINDS], dtype=np.int8))
-    gpu_lanes = set(np.unique(cols.lane[gpu_mask]).tolist())
-    dev_by_lane = _first_per_lane(cols.lane[gpu_mask], cols.args.device[gpu_mask])
-    stream_by_lane = _first_per_lane(cols.lane[gpu_mask], cols.args.stream[gpu_mask])
-    infos = []
-    for lid, (pid, tid) in enumerate(lanes_raw):
-        info = LaneInfo(pid=id_text(pid), tid=id_text(tid), is_gpu=lid in gpu_lanes,
-                        device=dev_by_lane.get(lid, -1), stream=stream_by_lane.get(lid, -1))
-        if legacy and info.is_gpu and pid == "CUDA functions":
-            # legacy autograd export: tid is the device index, there are no streams
-            info.device = int(info.tid) if info.tid.lstrip("-").isdigit() else 0
-            info.stream = -2
-        infos.append(info)
-    if not infos:
-        return [], np.zeros(0, np.int32)
-    return build_lanes(infos, meta)
-
-
-def _first_per_lane(lane: np.ndarray, vals: np.ndarray) -> dict:
-    ok = vals >= 0
-    if not ok.any():
-        return {}
-    ln, first = np.unique(lane[ok], return_index=True)
-    return dict(zip(ln.tolist(), vals[ok][first].tolist()))
-
-
-def _label(x) -> str:
-    if x is None:
-        return ""
-    return x if isinstance(x, str) else str(x)
-
-
-def _exact_ts(events: list, text: EventText, ks: np.ndarray, approx_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Exact ns ``ts`` of events ``ks`` read from the JSON text; (ns, ok).
-
-    Fast path: the ``"ts"`` keys of the events array, one per event that has a ts,
-    read by ``exact_ns_near`` with ``approx_ns`` (the decoded float split as
-    ``floor(v)*1000 + rint(frac(v)*1000)``). Otherwise each event's own text is decoded with
-    ``Decimal`` times.
-    """
-    ks = np.asarray(ks, dtype=np.int64)
-    ns = np.zeros(ks.size, dtype=np.int64)
-    ok = np.zeros(ks.size, dtype=bool)
-    has = np.fromiter(map(is_not, map(_get["ts"], events), repeat(None)), dtype=bool, count=len(events))
-    pos = key_positions(text.data, b'"ts"', text.begin())
-    if pos.size == int(has.sum()):
-        rank = np.cumsum(has) - 1
-        ns, ok = exact_ns_near(text.data, pos[rank[ks]], approx_ns)
-    if ok.all():
-        return ns, ok
-    for j in np.flatnonzero(~ok).tolist():
-        t = text.decode_event(int(ks[j]), _TIMES)
-        if t is None:
-            continue
-        v, st = decimal_ns(t.ts)
-        if st == OK:
-            ns[j], ok[j] = v, True
-    return ns, ok
 
 
 _LINE_TOKEN = re.compile(r"\{line:(\d+)\}")

@@ -1,0 +1,174 @@
+"""Column builders of the Chrome-trace loader: times, lane keys, kinds, lanes, exact
+timestamps, and the sync-marker nesting fix. Per-event work is one C-level pass each
+(``map``/``attrgetter`` into ``np.fromiter``); see ``parsers.chrome``.
+"""
+
+from __future__ import annotations
+
+from operator import attrgetter, is_not
+from itertools import repeat
+
+import msgspec
+import numpy as np
+
+from .chrome_lazy import EventText
+from .chrome_schema import EventTimes
+from .chrome_text import exact_ns_near, key_positions
+from .chrome_times import EXACT_LIMIT_US, OK, decimal_ns, to_ns
+from .kinds import CAT_KIND, RUNTIME_CATS, runtime_kind
+from .lanes import LaneInfo, Metadata, build_lanes, id_text
+from .model import GPU_KINDS, Kind, Trace, _nesting_depth
+
+__all__ = ["Interner", "GET", "times", "lane_keys", "kinds", "build_trace_lanes", "exact_ts_from_text",
+           "flatten_sync_markers", "label"]
+
+GET = {f: attrgetter(f) for f in ("ph", "ts", "dur", "name", "cat", "pid", "tid", "args", "bind_id")}
+_get = GET
+_TIMES = msgspec.json.Decoder(EventTimes)
+
+
+class Interner(dict):
+    """value → dense id, assigned on first sight."""
+
+    def __missing__(self, key):
+        v = self[key] = len(self)
+        return v
+
+
+def flatten_sync_markers(trace: Trace) -> None:
+    """Kineto ``cuda_sync`` records drawn on a GPU stream lane overlap the kernels still
+    running there (bug case B20): give them depth 0 and keep them out of the nesting
+    of the other events of the lane, so a wait is never stacked as a kernel's child."""
+    marker = trace.kind == int(Kind.SYNC_MARKER)
+    if not marker.any():
+        return
+    for lane in np.unique(trace.lane[marker]).tolist():
+        sl = trace.lane_slice(lane)
+        m = marker[sl]
+        depth = trace.depth[sl]
+        depth[m] = 0
+        rest = np.flatnonzero(~m)
+        if rest.size:
+            sub_off = np.array([0, rest.size], dtype=np.int64)
+            depth[rest] = _nesting_depth(trace.start_ns[sl][rest], trace.dur_ns[sl][rest], sub_off)
+
+
+def times(xs: list, field: str) -> tuple[np.ndarray, np.ndarray]:
+    """(ns, status) of ``ts`` or ``dur`` of events ``xs``: one ``fromiter`` pass when all
+    values are numbers below 2**43 µs, else ``chrome_times.to_ns``."""
+    get = _get[field]
+    try:
+        fa = np.fromiter(map(get, xs), dtype=np.float64, count=len(xs))
+    except (TypeError, ValueError):
+        fa = None
+    if fa is not None and (fa.size == 0 or np.abs(fa).max() < EXACT_LIMIT_US):
+        fl = np.floor(fa)
+        ns = fl.astype(np.int64) * 1000 + np.rint((fa - fl) * 1000.0).astype(np.int64)
+        return ns, np.zeros(len(xs), dtype=np.int8)
+    return to_ns(list(map(get, xs)))
+
+
+def lane_keys(xs: list) -> tuple[dict, np.ndarray]:
+    """Raw (pid, tid) → dense id (first-seen order), and the id of each event.
+
+    pids and tids are interned separately (scalar hashing, any mix of numbers and
+    strings), then paired with numpy."""
+    n = len(xs)
+    lanes = Interner()
+    if n == 0:
+        return lanes, np.zeros(0, np.int32)
+    pids, tids = Interner(), Interner()
+    pid = np.fromiter(map(pids.__getitem__, map(_get["pid"], xs)), dtype=np.int64, count=n)
+    tid = np.fromiter(map(tids.__getitem__, map(_get["tid"], xs)), dtype=np.int64, count=n)
+    key = pid * len(tids) + tid
+    uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # first-seen order
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    for j in order.tolist():
+        x = xs[int(first[j])]
+        lanes[(x.pid, x.tid)]
+    if len(lanes) == order.size:
+        return lanes, rank[inv.ravel()].astype(np.int32)
+    lanes = Interner()  # unhashable-equal corner cases (1 and 1.0 and True): one dict of tuples
+    ids = np.fromiter(map(lanes.__getitem__, zip(map(_get["pid"], xs), map(_get["tid"], xs))), dtype=np.int32, count=n)
+    return lanes, ids
+
+
+def kinds(cat_list: list, cat_x: np.ndarray, name_x: np.ndarray, name_list: list) -> np.ndarray:
+    """int8 kinds of X events: by category (``kinds.CAT_KIND``), runtime calls by name."""
+    if cat_x.size == 0:
+        return np.zeros(0, np.int8)
+    cat_kind = np.array([int(CAT_KIND.get(c, Kind.OTHER)) if isinstance(c, str) else int(Kind.OTHER)
+                         for c in cat_list], dtype=np.int8)
+    kind = cat_kind[cat_x]
+    rt_cat = np.array([isinstance(c, str) and c in RUNTIME_CATS for c in cat_list])
+    rt = rt_cat[cat_x]
+    if rt.any():
+        table = np.zeros(len(name_list), dtype=np.int8)
+        for u in np.unique(name_x[rt]).tolist():
+            table[u] = int(runtime_kind(label(name_list[u])))
+        kind[rt] = table[name_x[rt]]
+    return kind
+
+
+def build_trace_lanes(cols, lanes_raw: dict, meta: Metadata, legacy: bool):
+    """Lanes from the raw (pid, tid) pairs; GPU lanes are those with GPU kinds."""
+    gpu_mask = np.isin(cols.kind, np.array([int(k) for k in GPU_KINDS], dtype=np.int8))
+    gpu_lanes = set(np.unique(cols.lane[gpu_mask]).tolist())
+    dev_by_lane = _first_per_lane(cols.lane[gpu_mask], cols.args.device[gpu_mask])
+    stream_by_lane = _first_per_lane(cols.lane[gpu_mask], cols.args.stream[gpu_mask])
+    infos = []
+    for lid, (pid, tid) in enumerate(lanes_raw):
+        info = LaneInfo(pid=id_text(pid), tid=id_text(tid), is_gpu=lid in gpu_lanes,
+                        device=dev_by_lane.get(lid, -1), stream=stream_by_lane.get(lid, -1))
+        if legacy and info.is_gpu and pid == "CUDA functions":
+            # legacy autograd export: tid is the device index, there are no streams
+            info.device = int(info.tid) if info.tid.lstrip("-").isdigit() else 0
+            info.stream = -2
+        infos.append(info)
+    if not infos:
+        return [], np.zeros(0, np.int32)
+    return build_lanes(infos, meta)
+
+
+def _first_per_lane(lane: np.ndarray, vals: np.ndarray) -> dict:
+    ok = vals >= 0
+    if not ok.any():
+        return {}
+    ln, first = np.unique(lane[ok], return_index=True)
+    return dict(zip(ln.tolist(), vals[ok][first].tolist()))
+
+
+def label(x) -> str:
+    if x is None:
+        return ""
+    return x if isinstance(x, str) else str(x)
+
+
+def exact_ts_from_text(events: list, text: EventText, ks: np.ndarray, approx_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Exact ns ``ts`` of events ``ks`` read from the JSON text; (ns, ok).
+
+    Fast path: the ``"ts"`` keys of the events array, one per event that has a ts,
+    read by ``exact_ns_near`` with ``approx_ns`` (the decoded float split as
+    ``floor(v)*1000 + rint(frac(v)*1000)``). Otherwise each event's own text is decoded with
+    ``Decimal`` times.
+    """
+    ks = np.asarray(ks, dtype=np.int64)
+    ns = np.zeros(ks.size, dtype=np.int64)
+    ok = np.zeros(ks.size, dtype=bool)
+    has = np.fromiter(map(is_not, map(_get["ts"], events), repeat(None)), dtype=bool, count=len(events))
+    pos = key_positions(text.data, b'"ts"', text.begin())
+    if pos.size == int(has.sum()):
+        rank = np.cumsum(has) - 1
+        ns, ok = exact_ns_near(text.data, pos[rank[ks]], approx_ns)
+    if ok.all():
+        return ns, ok
+    for j in np.flatnonzero(~ok).tolist():
+        t = text.decode_event(int(ks[j]), _TIMES)
+        if t is None:
+            continue
+        v, st = decimal_ns(t.ts)
+        if st == OK:
+            ns[j], ok[j] = v, True
+    return ns, ok

@@ -5,8 +5,17 @@ fields a timeline needs (GC off), then numpy columns; non-``X`` phases go throug
 ``parsers.chrome_phases``. Damaged files go through ``parsers.json_tolerant``.
 Times: ``ts``/``dur`` are µs whatever ``displayTimeUnit`` says, converted to int64 ns
 exactly (``parsers.chrome_times``, ``parsers.chrome_text``). Kinds from
-``parsers.kinds``, lanes from ``parsers.lanes``, checks in ``parsers.chrome_checks``;
-full ``args`` and warning lines are read back from the text (``parsers.chrome_lazy``).
+``parsers.kinds``, lanes from ``parsers.lanes``, column builders in
+``parsers.chrome_columns``, checks in ``parsers.chrome_checks``; full ``args`` and
+warning lines are read back from the text (``parsers.chrome_lazy``).
+
+What ends up where: ``SourceInfo.ignored_counts`` counts phases a timeline cannot use
+(``"ph P"``, ``"ph O"``, ...), Kineto forward/backward flows (``"flow fwdbwd"``) and
+``systemTraceEvents``; ``SourceInfo.extra`` holds ``untimed_gpu_ops`` (GPU ops
+dropped for absurd times: line, name, correlation), ``kineto_flow_events`` (``ac2g``
+and older flow events, which repeat ``args.correlation``) and ``process_labels``.
+Launch → GPU op flows come from ``correlation``; generic ``s``/``t``/``f`` and v2
+``bind_id`` flows are bound to slices (``chrome_checks.bind_flows``).
 """
 
 from __future__ import annotations

@@ -309,3 +309,26 @@ def test_vectorised_union_equals_slow_reference(iv):
     u0, u1 = busy.union_intervals(s, e)
     assert int((u1 - u0).sum()) == union_ns([(a, a + b) for a, b in iv if b > 0])
     assert (u0[1:] > u1[:-1]).all(), "disjoint and sorted"
+
+
+@settings(max_examples=6, **SETTINGS)
+@given(n=st.integers(24, 3000), seed=st.integers(0, 2**16), gz=st.booleans())
+def test_generated_kineto_traces_match_generator_stats(n, seed, gz, tmp_path):
+    """bench/gen_kineto.py traces load with the counts, busy and extent it wrote."""
+    from bench.gen_kineto import generate
+
+    p = tmp_path / ("g.json.gz" if gz else "g.json")
+    stats = generate(p, n, seed=seed, gzip=gz)
+    assert stats.n_events == n
+    tr = _load_or_error(p)
+    assert tr is not None
+    assert int((tr.kind == int(Kind.KERNEL)).sum()) == stats.n_kernels
+    assert int((tr.kind == int(Kind.MEMCPY)).sum()) == stats.n_memcpy
+    assert int((tr.kind == int(Kind.LAUNCH)).sum()) == stats.n_launches
+    assert len(tr) == stats.by_ph.get("X", 0) + stats.by_ph.get("i", 0)
+    assert len(tr.lanes) == stats.lanes
+    assert tuple(tr.extent_ns) == stats.extent_ns
+    assert tr.source.base_time_ns == stats.base_time_ns
+    k = tr.kind == int(Kind.KERNEL)
+    assert union_ns(list(zip(tr.start_ns[k].tolist(), (tr.start_ns[k] + tr.dur_ns[k]).tolist()))) == stats.gpu_busy_ns
+    assert not tr.warnings, [str(w) for w in tr.warnings]

@@ -61,7 +61,9 @@ def diagnose_or_none(trace: Trace, params) -> Any:
     has no ``diagnose`` yet (then the report shows the trace overview and busy only)."""
     try:
         from analysis.diagnose import diagnose
-    except ImportError:
+    except ModuleNotFoundError as exc:
+        if exc.name != "analysis.diagnose":
+            raise  # a broken import inside analysis is a bug, not a missing feature
         return None
     return diagnose(trace, params=params)
 

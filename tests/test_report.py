@@ -215,3 +215,16 @@ def test_no_colour_when_not_a_terminal(monkeypatch, capsys, bugs):
     out = capsys.readouterr().out
     assert "\x1b" not in out and "46.0 µs" in out
     assert max(len(line) for line in out.splitlines()) <= 100  # default width off a terminal
+
+
+def test_thresholds_reach_the_diagnosis(bugs):
+    """--min-gap-us 50 drops B06's 30 µs gap and keeps the 140 µs one; --top limits rows."""
+    path = bugs / "B06_multi_member.json.gz"
+    doc = report_json(path, "--min-gap-us", "50", "--picket-min-kernels", "3", "--small-copy-max-bytes", "1024")
+    assert doc["params"]["min_gap_ns"] == 50_000
+    assert doc["params"]["picket_min_kernels"] == 3 and doc["params"]["small_copy_max_bytes"] == 1024
+    assert [(g["start_ns"], g["dur_ns"]) for g in doc["top_gaps"]] == [(5_260_000, 140_000)]
+    assert device0(doc)["gap_idle_ns"] == 140_000 and device0(doc)["idle_ns"] == 170_000
+    doc = report_json(path, "--top", "1", "--min-gap-us", "0.5")
+    assert doc["gap_count"] == 2 and len(doc["top_gaps"]) == 1 and doc["params"]["min_gap_ns"] == 500
+    assert "50.0 µs" in report(path, "--min-gap-us", "50").split("Idle time by cause")[1].splitlines()[0]

@@ -163,8 +163,11 @@ def _class_totals(doc: dict, console: Console) -> None:
     tbl.add_row(Text("total", style="bold"), fmt_dur(total, u), fmt_share(total, total) if total else "-",
                 f"{doc['gap_count']:,}", *[fmt_dur(d["gap_idle_ns"], u) for d in per_device])
     console.print(tbl)
-    console.print(Text("idle of each gap split over the classes by evidence coverage; gaps counted by primary class",
-                       style="dim"))
+    note = "idle of each gap split over the classes by evidence coverage; gaps counted by primary class"
+    short = sum(d["idle_ns"] for d in doc["devices"]) - total
+    if short > 0:
+        note += f"; {fmt_dur(short, u)} more idle in stretches shorter than the minimum gap"
+    console.print(Text(note, style="dim"))
 
 
 def _top_gaps(doc: dict, console: Console) -> None:

@@ -308,10 +308,11 @@ def test_panel_toggle_and_help_from_bindings():
         async with app.run_test(size=(80, 24)) as pilot:
             screen = await wait_ready(pilot)
             panel = screen.query_one("#panel")
-            narrow_hidden = not panel.display
-            await pilot.press("p")
-            await pilot.pause()
-            shown = panel.display
+            modes = [(screen.panel_mode, bool(panel.display), panel.compact, panel.size.height)]
+            for _ in range(3):
+                await pilot.press("p")
+                await pilot.pause()
+                modes.append((screen.panel_mode, bool(panel.display), panel.compact, panel.size.height))
             await pilot.press("question_mark")
             await pilot.pause()
             from tui.app import HelpScreen, help_text
@@ -319,10 +320,14 @@ def test_panel_toggle_and_help_from_bindings():
             help_shown = isinstance(app.screen, HelpScreen)
             text = str(help_text(screen))
             await pilot.press("escape")
-            return narrow_hidden, shown, help_shown, text, isinstance(app.screen, TraceScreen)
+            return modes, help_shown, text, isinstance(app.screen, TraceScreen)
 
-    narrow_hidden, shown, help_shown, text, back = asyncio.run(run())
-    assert narrow_hidden and shown and help_shown and back
+    modes, help_shown, text, back = asyncio.run(run())
+    # narrow: compact card (5 lines + border) → expanded (55 % of the 21-row main area) → hidden → compact
+    assert [m[:3] for m in modes] == [
+        ("compact", True, True), ("expanded", True, False), ("hidden", False, False), ("compact", True, True)]
+    assert modes[0][3] == 5 and modes[1][3] == int(21 * 0.55) - 1
+    assert help_shown and back
     assert "next gap" in text and "kernel↔launch" in text and "zoom in" in text
 
 

@@ -180,9 +180,11 @@ def test_bucketing_matches_slow_reference(seed):
 # ----------------------------------------------------------------- rows, names
 def test_rows_group_gpu_first_and_collapse():
     b = TraceBuilder()
-    b.lane("1", "1", process_name="python3 [worker 0]", thread_name="[main]")
-    b.lane("0", "7", process_name="GPU 0", thread_name="stream 7", is_gpu=True, device=0, stream=7)
-    b.lane("0", "3", process_name="GPU 0", thread_name="stream 3", is_gpu=True, device=0, stream=3)
+    c = b.lane("1", "1", process_name="python3 [worker 0]", thread_name="[main]")
+    s7 = b.lane("0", "7", process_name="GPU 0", thread_name="stream 7", is_gpu=True, device=0, stream=7)
+    s3 = b.lane("0", "3", process_name="GPU 0", thread_name="stream 3", is_gpu=True, device=0, stream=3)
+    for k, lane in enumerate((c, s7, s3)):  # lanes without events are not shown
+        b.event(lane, f"e{k}", 1_000 * k, 500, Kind.CPU_OP if lane == c else Kind.KERNEL)
     t = b.build()
     rows = build_rows(t, set(), {0})
     assert [(r.kind, r.label) for r in rows] == [

@@ -10,9 +10,14 @@ from __future__ import annotations
 import dataclasses
 import unicodedata
 
+import numpy as np
+
 from parsers.model import Trace
 
-__all__ = ["Row", "build_rows", "sanitize", "group_key_of"]
+__all__ = ["Row", "build_rows", "sanitize", "group_key_of", "default_collapsed", "drawn_lanes", "PSEUDO_PROCESSES"]
+
+#: Kineto's pseudo-processes (whole-trace and span annotations): shown collapsed.
+PSEUDO_PROCESSES = frozenset({"Traces", "Spans"})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -35,11 +40,39 @@ def group_key_of(trace: Trace, lane: int) -> tuple:
     return ("cpu", ln.pid)
 
 
-def build_rows(trace: Trace, collapsed: frozenset | set = frozenset(), gap_devices: set[int] | None = None) -> list[Row]:
+def drawn_lanes(trace: Trace) -> set[int]:
+    """Indices of lanes holding at least one drawn event (a kind with a glyph class:
+    not only instants, counters or metadata). One vectorised pass, O(events)."""
+    from .viewmodel import KIND_TO_CLASS
+
+    if trace.lane.size == 0:
+        return set()
+    drawn = KIND_TO_CLASS[trace.kind.astype(np.int64)] >= 0
+    return set(np.unique(trace.lane[drawn]).tolist())
+
+
+def default_collapsed(trace: Trace) -> set:
+    """Group keys collapsed when the view opens: Kineto's ``Traces`` and ``Spans``
+    pseudo-processes (by pid or process name)."""
+    out = set()
+    for ln in trace.lanes:
+        if not ln.is_gpu and (ln.pid in PSEUDO_PROCESSES or ln.process_name in PSEUDO_PROCESSES):
+            out.add(group_key_of(trace, ln.index))
+    return out
+
+
+def build_rows(trace: Trace, collapsed: frozenset | set = frozenset(), gap_devices: set[int] | None = None,
+               shown_lanes: set[int] | None = None) -> list[Row]:
     """Display rows: GPU groups first (by device), then CPU processes, lanes in
     ``Lane.sort_key`` order; a collapsed group shows its header only. Each GPU
-    device group starts with an ``idle`` row when ``gap_devices`` includes it."""
-    lanes = sorted(trace.lanes, key=lambda ln: (not ln.is_gpu, ln.device if ln.is_gpu else 0, ln.sort_key or (), ln.index))
+    device group starts with an ``idle`` row when ``gap_devices`` includes it.
+    Lanes without drawn events (metadata-only threads and processes, lanes of
+    instants only) are left out, and so are groups left empty; ``shown_lanes``
+    (default ``drawn_lanes(trace)``) is the set of lane indices to keep."""
+    if shown_lanes is None:
+        shown_lanes = drawn_lanes(trace)
+    lanes = sorted((ln for ln in trace.lanes if ln.index in shown_lanes),
+                   key=lambda ln: (not ln.is_gpu, ln.device if ln.is_gpu else 0, ln.sort_key or (), ln.index))
     groups: dict[tuple, list[int]] = {}
     for ln in lanes:
         groups.setdefault(group_key_of(trace, ln.index), []).append(ln.index)

@@ -15,7 +15,10 @@ from analysis.types import Cause
 from .lanes_model import sanitize
 from .viewmodel import format_duration_ns
 
-__all__ = ["GapPanel", "DetailLine", "PROTOCOL", "card_text", "protocol_text"]
+__all__ = ["GapPanel", "DetailLine", "PROTOCOL", "card_text", "compact_card_text", "protocol_text", "first_sentence", "COMPACT_LINES"]
+
+#: Lines of the compact card (narrow terminals, stacked under the lanes).
+COMPACT_LINES = 5
 
 #: The six-step protocol (design: "The six-step protocol").
 PROTOCOL = (
@@ -92,6 +95,48 @@ def card_text(diagnosis, gap: int | None) -> Text:
     return t
 
 
+def first_sentence(text: str) -> str:
+    """``text`` up to and including its first sentence end (``. ``, ``! ``, ``? ``),
+    or the whole text when it has one sentence. Abbreviations such as ``e.g.`` are
+    not split (a sentence ends before a space and an upper-case letter or digit)."""
+    t = " ".join(str(text).split())
+    for k in range(len(t) - 2):
+        if t[k] in ".!?" and t[k + 1] == " " and (t[k + 2].isupper() or t[k + 2].isdigit()):
+            return t[: k + 1]
+    return t
+
+
+def compact_card_text(diagnosis, gap: int | None) -> list[Text]:
+    """The card of ``gap`` in at most ``COMPACT_LINES`` lines, for narrow terminals:
+    a summary with the cause, the smell, and the first sentence of *why*; each item is
+    one logical line (the panel wraps them and cuts what does not fit)."""
+    if diagnosis is None or gap is None or len(diagnosis.gaps) == 0:
+        return card_text(diagnosis, gap).split("\n")
+    g = diagnosis.gaps
+    s = int(g.start_ns[gap])
+    e = int(g.end_ns[gap])
+    head = Text()
+    head.append(f"Gap #{gap} GPU {int(g.device[gap])}: {format_duration_ns(e - s)}"
+                f" at +{format_duration_ns(s - int(diagnosis.trace.extent_ns[0]))}  ", style="bold")
+    try:
+        card = diagnosis.card(gap)
+    except Exception as exc:  # advisory, as in card_text
+        head.append(f"(card unavailable: {type(exc).__name__})")
+        return [head]
+    head.append("Cause: ", style="bold")
+    head.append(card.cause.label, style=_CAUSE_STYLE.get(card.cause, "bold"))
+    head.append(f" ({int(round(float(g.cause_share[gap]) * 100))}%)")
+    if card.secondary is not None:
+        head.append(f", then {Cause(card.secondary).label}")
+    smell = Text()
+    smell.append("Smell: ", style="bold")
+    smell.append(sanitize(str(card.smell)))
+    why = Text()
+    why.append("Why: ", style="bold")
+    why.append(sanitize(first_sentence(card.why)))
+    return [head, smell, why]
+
+
 def budget_text(diagnosis) -> Text:
     """Per-step budget (median step: wall, GPU busy, idle share, tokens/s at one token
     per step) and the projection without this gap's whole class, or empty."""
@@ -138,6 +183,10 @@ class GapPanel(Widget):
         self._done: set[int] | None = None
         self._card = Text("")
         self._protocol = protocol_text(set())
+        self._compact: list[Text] = []
+        self._compact_key = None
+        #: Show the compact card (``compact_card_text``) instead of the full text.
+        self.compact = False
         self.offset_y = 0
 
     def show(self, diagnosis, gap: int | None, done: set[int]) -> None:
@@ -146,6 +195,8 @@ class GapPanel(Widget):
         if key != self._card_key:
             self._card_key = key
             self._card = card_text(diagnosis, gap)
+            self._compact = compact_card_text(diagnosis, gap)
+            self._compact_key = object()
             self.offset_y = 0
             changed = True
         if set(done) != self._done:
@@ -157,18 +208,34 @@ class GapPanel(Widget):
             self._wrapped_for = None
             self.refresh()
 
+    def set_compact(self, compact: bool) -> None:
+        """Switch between the compact card and the full panel text."""
+        if compact != self.compact:
+            self.compact = compact
+            self.offset_y = 0
+            self._wrapped_for = None
+            self.refresh()
+
     @property
     def plain(self) -> str:
-        """The panel's text (for tests and screen readers)."""
+        """The panel's full text (for tests and screen readers)."""
         return self._text.plain
+
+    @property
+    def compact_plain(self) -> str:
+        """The compact card's text, one logical line per line."""
+        return "\n".join(t.plain for t in self._compact)
 
     def _wrap(self, width: int) -> list[Strip]:
         """Wrapped, styled, padded strips of the text; rebuilt when text, width or CSS change."""
-        key = (width, id(self._text))
+        key = (width, id(self._compact_key) if self.compact else id(self._text), self.compact, self.size.height)
         if self._wrapped_for != key:
             console = self.app.console
             base = self.rich_style
-            lines = self._text.wrap(console, max(1, width), overflow="fold")
+            if self.compact:
+                lines = self._compact_lines(console, max(1, width), max(1, self.size.height))
+            else:
+                lines = self._text.wrap(console, max(1, width), overflow="fold")
             self._lines = [
                 Strip(list(line.render(console)), line.cell_len).apply_style(base).adjust_cell_length(width, base).simplify()
                 for line in lines
@@ -176,6 +243,31 @@ class GapPanel(Widget):
             self._blank = Strip.blank(width, base)
             self._wrapped_for = key
         return self._lines
+
+    def _compact_lines(self, console, width: int, height: int) -> list[Text]:
+        """The compact card wrapped to ``width`` and cut to ``height`` lines: the
+        summary takes one line, the smell at most two, *why* the rest (each elided
+        with ``…`` where cut)."""
+        out: list[Text] = []
+        items = self._compact
+        caps = (1, 2)
+        for i, item in enumerate(items):
+            room = height - len(out) - (len(items) - 1 - i)
+            if i < len(caps):
+                room = min(room, caps[i])
+            if room <= 0:
+                break
+            wrapped = list(item.wrap(console, width, overflow="fold"))
+            if len(wrapped) > room:
+                keep = wrapped[:room]
+                last = keep[-1].copy()
+                if last.cell_len >= width:
+                    last.truncate(width - 1)
+                last.append("…")
+                keep[-1] = last
+                wrapped = keep
+            out.extend(wrapped)
+        return out
 
     def notify_style_update(self) -> None:
         super().notify_style_update()

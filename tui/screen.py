@@ -26,16 +26,43 @@ from .panel import DetailLine, GapPanel
 from .swimlanes import Swimlanes
 from .viewmodel import format_duration_ns, parse_time_ns
 
-__all__ = ["TraceScreen", "ZOOM_STEP", "PAN_STEP", "PAN_PAGE", "NARROW_WIDTH"]
+__all__ = ["TraceScreen", "trace_bindings", "elide_title", "ZOOM_STEP", "PAN_STEP", "PAN_PAGE", "NARROW_WIDTH"]
 
 #: Zoom factor of one zoom key press; pan fractions of one pan key press.
 ZOOM_STEP = 2.0
 PAN_STEP = 0.2
 PAN_PAGE = 1.0
-#: Below this terminal width the panel is hidden unless toggled on (then it overlays).
+#: Below this terminal width the panel is stacked under the lanes as a compact card.
 NARROW_WIDTH = 110
 
 _KIND_LABEL = {k: k.name.lower().replace("_", " ") for k in Kind}
+
+
+def elide_title(title: str, max_cells: int) -> str:
+    """``title`` cut to ``max_cells`` characters: a parenthesised tail goes first
+    (``"Decode step: one token (detective, part A)"`` → ``"Decode step: one token"``),
+    then words from the end, with ``…`` marking the cut."""
+    title = " ".join(title.split())
+    if len(title) <= max_cells:
+        return title
+    k = title.find(" (")
+    if k >= 8:
+        title = title[:k]
+        if len(title) <= max_cells:
+            return title
+    cut = title[: max(1, max_cells - 1)]
+    sp = cut.rfind(" ")
+    if sp >= max_cells // 2:
+        cut = cut[:sp]
+    return cut.rstrip(" :,;-") + "…"
+
+
+def trace_bindings(ids: "set[str] | None" = None) -> list[Binding]:
+    """The trace screen's key bindings (fresh ``Binding`` objects, ids such as
+    ``gap.next``, ``view.zoom_in``), or only those whose id is in ``ids``, in the same
+    order. Other screens (the exercise screen) build their bindings from these so
+    that the keys stay the same everywhere."""
+    return [b for b in _bindings() if ids is None or b.id in ids]
 
 
 def _bindings() -> list[Binding]:
@@ -76,7 +103,7 @@ def _bindings() -> list[Binding]:
 class TraceScreen(Screen):
     """The main view of one trace and its diagnosis (``diagnosis`` may be None)."""
 
-    BINDINGS = _bindings()
+    BINDINGS = trace_bindings()
 
     def __init__(self, trace: Trace, diagnosis=None, error: str | None = None) -> None:
         super().__init__()
@@ -117,28 +144,39 @@ class TraceScreen(Screen):
 
     def on_resize(self, event) -> None:
         self.set_class(self.size.width < NARROW_WIDTH, "-narrow")
+        self._sync_panel_mode()
+        self.query_one("#header", Static).update(self.header_text(self.size.width))
 
-    def header_text(self) -> Text:
+    def header_text(self, width: int = 80) -> Text:
+        """``gapscope NAME │ GPU busy P% │ N gaps │ span │ k GPUs │ device``: the
+        figures first so that they survive an 80-column terminal; the trace name is
+        elided to what is left of ``width`` (cells), the device name comes last."""
         src = self.trace.source
         name = src.trace_name or Path(src.path).name or "trace"
         t0, t1 = self.trace.extent_ns
-        parts = [sanitize(name, 48)]
-        props = src.device_properties or []
-        if props and isinstance(props[0], dict) and props[0].get("name"):
-            parts.append(sanitize(str(props[0]["name"]), 30))
-        devs = self.trace.devices()
-        parts.append(f"{len(devs)} GPU" + ("s" if len(devs) != 1 else "") if devs else "CPU only")
-        parts.append("span " + format_duration_ns(t1 - t0))
+        figures = []
         d = self.diagnosis
         if d is not None and getattr(d, "devices", None):
             win = sum(x.window_ns for x in d.devices)
             busy = sum(x.busy_ns for x in d.devices)
             if win > 0:
-                parts.append(f"GPU busy {100 * busy / win:.0f}%")
+                figures.append(f"GPU busy {100 * busy / win:.0f}%")
         if d is not None:
-            parts.append(f"{len(d.gaps)} gap" + ("" if len(d.gaps) == 1 else "s"))
+            figures.append(f"{len(d.gaps)} gap" + ("" if len(d.gaps) == 1 else "s"))
+        figures.append("span " + format_duration_ns(t1 - t0))
+        devs = self.trace.devices()
+        figures.append(f"{len(devs)} GPU" + ("s" if len(devs) != 1 else "") if devs else "CPU only")
+        props = src.device_properties or []
+        device = ""
+        if props and isinstance(props[0], dict) and props[0].get("name"):
+            device = sanitize(str(props[0]["name"]), 30)
+        rest = " │ " + " │ ".join(figures)
+        budget = max(12, min(60, width - len("gapscope ") - len(rest)))
         t = Text("gapscope ", style="bold")
-        t.append(" │ ".join(parts))
+        t.append(elide_title(sanitize(name, 200), budget))
+        t.append(rest)
+        if device:
+            t.append(" │ " + device, style="dim")
         return t
 
     # ------------------------------------------------------------- updates
@@ -290,7 +328,29 @@ class TraceScreen(Screen):
         self._update_detail()
 
     def action_toggle_panel(self) -> None:
-        self.toggle_class("-panel-toggled")
+        """Wide: show/hide the side panel. Narrow: compact card → full panel → hidden."""
+        if not self.has_class("-narrow"):
+            self.toggle_class("-panel-toggled")
+        elif self.has_class("-panel-hidden"):
+            self.remove_class("-panel-hidden")
+        elif self.has_class("-panel-expanded"):
+            self.remove_class("-panel-expanded")
+            self.add_class("-panel-hidden")
+        else:
+            self.add_class("-panel-expanded")
+        self._sync_panel_mode()
+
+    @property
+    def panel_mode(self) -> str:
+        """``"side"``, ``"compact"``, ``"expanded"`` or ``"hidden"``."""
+        if not self.has_class("-narrow"):
+            return "hidden" if self.has_class("-panel-toggled") else "side"
+        if self.has_class("-panel-hidden"):
+            return "hidden"
+        return "expanded" if self.has_class("-panel-expanded") else "compact"
+
+    def _sync_panel_mode(self) -> None:
+        self.query_one(GapPanel).set_compact(self.panel_mode == "compact")
 
     def action_jump_flow(self) -> None:
         lanes = self.lanes

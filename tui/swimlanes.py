@@ -26,13 +26,17 @@ from textual.widget import Widget
 from analysis.types import Cause
 from parsers.model import Trace
 
-from .lanes_model import Row, build_rows, group_key_of, sanitize
+from .lanes_model import Row, build_rows, default_collapsed, drawn_lanes, group_key_of, sanitize
 from .cells import CAUSE_GLYPH, CLASS_GLYPH, CLASS_NAME, GLYPH_CODES, Cells, kernel_codes, sized
 from .viewmodel import GlyphClass, LaneIndex, Viewport, format_duration_ns, ruler_ticks
 
-__all__ = ["Swimlanes", "CLASS_GLYPH", "CAUSE_GLYPH", "sized"]
+__all__ = ["Swimlanes", "CLASS_GLYPH", "CAUSE_GLYPH", "sized", "READABLE_CELLS", "GAP_VIEW_SHARE"]
 
 _NAME_MIN_CELLS = 6
+#: A selected gap narrower than this many cells is zoomed to span 1/GAP_VIEW_SHARE of
+#: the timeline (e.g. a 9 µs gap in the fit view of a 1.3 s trace).
+READABLE_CELLS = 2
+GAP_VIEW_SHARE = 4
 
 class Swimlanes(Widget, can_focus=True):
     """CPU and GPU swimlanes of one trace with its idle gaps.
@@ -92,7 +96,7 @@ class Swimlanes(Widget, can_focus=True):
         #: for exercises where the class is the answer).
         self.show_causes = True
         self._indexes: dict[int, LaneIndex] = {}
-        self._collapsed: set = set()
+        self._collapsed: set = default_collapsed(trace)
         self._gap_dev: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         if self.gaps is not None and len(self.gaps):
             dev = np.asarray(self.gaps.device)
@@ -102,7 +106,8 @@ class Swimlanes(Widget, can_focus=True):
                 self._gap_dev[int(d)] = (o, np.asarray(self.gaps.start_ns)[o], np.asarray(self.gaps.end_ns)[o])
         gap_devices = set(self._gap_dev) | set(trace.devices())
         self._gap_devices = gap_devices
-        self.rows: list[Row] = build_rows(trace, self._collapsed, gap_devices)
+        self._shown_lanes = drawn_lanes(trace)
+        self.rows: list[Row] = build_rows(trace, self._collapsed, gap_devices, self._shown_lanes)
         t0, t1 = trace.extent_ns
         self.origin_ns = int(t0)
         self.viewport = Viewport.fit(t0, t1, 80, margin=0.01)
@@ -244,7 +249,8 @@ class Swimlanes(Widget, can_focus=True):
 
     def select_gap(self, gap: int | None, *, zoom: bool = False) -> None:
         """Select gap ``gap``: cursor to its start, its device's gap row selected,
-        centred when off-screen (or zoomed to fit when ``zoom``)."""
+        and the view moved only as much as needed to show it readably
+        (``bring_into_view``; zoomed to fit when ``zoom``)."""
         self.selected_gap = gap
         self.selected_event = None
         if gap is None or self.gaps is None:
@@ -257,14 +263,29 @@ class Swimlanes(Widget, can_focus=True):
                 self.selected_row = i
                 break
         self.cursor_ns = s
-        if zoom:
-            self.viewport = Viewport.fit(s, e, self.timeline_width, margin=0.25)
-        elif not (self.viewport.contains(s) and self.viewport.contains(e - 1)):
-            if e - s > self.viewport.span_ns * 0.8:
-                self.viewport = Viewport.fit(s, e, self.timeline_width, margin=0.25)
-            else:
-                self.viewport = self.viewport.centred_on((s + e) // 2)
+        self.viewport = self.bring_into_view(s, e, zoom=zoom)
         self._changed(view=True)
+
+    def bring_into_view(self, s: int, e: int, *, zoom: bool = False) -> Viewport:
+        """The viewport that shows the interval ``[s, e)`` (absolute ns) readably.
+
+        - ``zoom``, or wider than 80 % of the view: fit it with 25 % margins;
+        - narrower than ``READABLE_CELLS`` at the current zoom: zoom so it spans
+          ``1 / GAP_VIEW_SHARE`` of the timeline, centred (its neighbours stay on
+          screen on both sides);
+        - off-screen but readable: centre it at the same zoom;
+        - visible and readable: the current viewport, unchanged.
+        """
+        vp = self.viewport.with_width(self.timeline_width)
+        length = max(int(e) - int(s), 1)
+        if zoom or length > vp.span_ns * 0.8:
+            return Viewport.fit(s, e, vp.width, margin=0.25)
+        if length / vp.ns_per_cell < READABLE_CELLS:
+            margin = (GAP_VIEW_SHARE - 1) / 2
+            return Viewport.fit(s, e, vp.width, margin=margin)
+        if not (vp.contains(s) and vp.contains(e - 1)):
+            return vp.centred_on((s + e) // 2)
+        return vp
 
     def select_event(self, event: int) -> None:
         """Select event ``event``: its lane row (expanding its group), cursor at its start."""
@@ -302,7 +323,7 @@ class Swimlanes(Widget, can_focus=True):
         self._changed()
 
     def _rebuild_rows(self) -> None:
-        self.rows = build_rows(self.trace, self._collapsed, self._gap_devices)
+        self.rows = build_rows(self.trace, self._collapsed, self._gap_devices, self._shown_lanes)
         self.selected_row = min(self.selected_row, max(0, len(self.rows) - 1))
 
     # ------------------------------------------------------------ queries

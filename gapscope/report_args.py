@@ -18,7 +18,7 @@ from analysis.types import Params
 
 __all__ = ["build_parser", "params_from_args", "threshold_specs", "ThresholdSpec", "UsageError"]
 
-DEFINITIONS = "docs/ARCHITECTURE.md, \"Definitions\""
+DEFINITIONS = "docs/definitions.md"
 
 
 class UsageError(Exception):

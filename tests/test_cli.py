@@ -168,7 +168,7 @@ def test_report_help_lists_every_threshold():
         assert flag in text, flag
     assert "[unit: µs; default 2 µs]" in text  # min_gap_ns = 2_000 ns
     assert "[unit: bytes; default 65536 bytes]" in text
-    assert "docs/ARCHITECTURE.md" in text
+    assert "docs/definitions.md" in text
 
 
 def test_permission_denied_in_process(monkeypatch, capsys, tmp_path):

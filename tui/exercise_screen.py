@@ -9,6 +9,8 @@ h/l pan, ,/. cursor, j/k lanes, f fit; Enter confirms a picked gap; u unlocks a 
 
 from __future__ import annotations
 
+import dataclasses
+
 from rich.markdown import Markdown as RichMarkdown
 from rich.text import Text
 from textual import on
@@ -24,6 +26,7 @@ from gapscope.exercise.load import CAUSE_LABELS
 
 from .exercise_text import hints_text, path_text, task_header, verdict_text
 from .navigation import SIZE, TIME, GapNavigator
+from .screen import trace_bindings
 from .exercise_lanes import ExerciseLanes
 from .swimlanes import Swimlanes
 from .viewmodel import format_duration_ns
@@ -43,20 +46,13 @@ class ExerciseScreen(Screen):
     """One guided exercise for one learner (``session``)."""
 
     BINDINGS = [
-        Binding("n,right_square_bracket", "jump_gap(1)", "next gap", id="gap.next"),
-        Binding("N,left_square_bracket", "jump_gap(-1)", "prev gap", id="gap.prev"),
-        Binding("s", "toggle_order", "largest/time", id="gap.order"),
+        *trace_bindings({"gap.next", "gap.prev", "gap.order"}),
         Binding("enter", "confirm_pick", "pick gap", id="exercise.pick"),
         Binding("u,f2", "hint", "hint", id="exercise.hint"),
-        Binding("plus,i,equals_sign", "zoom(2.0)", "zoom", key_display="+", id="view.zoom_in"),
-        Binding("minus,o", "zoom(0.5)", "zoom out", show=False, id="view.zoom_out"),
-        Binding("h,left", "pan(-0.2)", "pan left", show=False, id="view.pan_left"),
-        Binding("l,right", "pan(0.2)", "pan right", show=False, id="view.pan_right"),
-        Binding("comma", "cursor(-1)", "cursor left", show=False, id="view.cursor_left"),
-        Binding("full_stop", "cursor(1)", "cursor right", show=False, id="view.cursor_right"),
-        Binding("j,down", "row(1)", "lane down", show=False, id="view.down"),
-        Binding("k,up", "row(-1)", "lane up", show=False, id="view.up"),
-        Binding("f,0", "fit", "fit all", show=False, id="view.fit"),
+        # the viewer's keys; the footer keeps its short "zoom" label
+        *(dataclasses.replace(b, description="zoom") if b.id == "view.zoom_in" else b
+          for b in trace_bindings({"view.zoom_in", "view.zoom_out", "view.pan_left", "view.pan_right", "view.cursor_left",
+                                   "view.cursor_right", "view.down", "view.up", "view.fit"})),
         Binding("escape,q", "app.quit", "quit", id="app.quit"),
     ]
 

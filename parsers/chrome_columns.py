@@ -81,7 +81,9 @@ def lane_keys(xs: list) -> tuple[dict, np.ndarray]:
     pid = np.fromiter(map(pids.__getitem__, map(_get["pid"], xs)), dtype=np.int64, count=n)
     tid = np.fromiter(map(tids.__getitem__, map(_get["tid"], xs)), dtype=np.int64, count=n)
     key = pid * len(tids) + tid
-    uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    uniq = np.unique(key)
+    inv = np.searchsorted(uniq, key)
+    first = _first_index(inv, uniq.size)
     order = np.argsort(first, kind="stable")  # first-seen order
     rank = np.empty_like(order)
     rank[order] = np.arange(order.size)
@@ -89,10 +91,17 @@ def lane_keys(xs: list) -> tuple[dict, np.ndarray]:
         x = xs[int(first[j])]
         lanes[(x.pid, x.tid)]
     if len(lanes) == order.size:
-        return lanes, rank[inv.ravel()].astype(np.int32)
+        return lanes, rank[inv].astype(np.int32)
     lanes = Interner()  # unhashable-equal corner cases (1 and 1.0 and True): one dict of tuples
     ids = np.fromiter(map(lanes.__getitem__, zip(map(_get["pid"], xs), map(_get["tid"], xs))), dtype=np.int32, count=n)
     return lanes, ids
+
+
+def _first_index(inv: np.ndarray, k: int) -> np.ndarray:
+    """Index of the first occurrence of each id ``0..k-1`` in ``inv`` (ids all present)."""
+    first = np.full(k, inv.size, dtype=np.int64)
+    np.minimum.at(first, inv, np.arange(inv.size, dtype=np.int64))
+    return first
 
 
 def kinds(cat_list: list, cat_x: np.ndarray, name_x: np.ndarray, name_list: list) -> np.ndarray:

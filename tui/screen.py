@@ -153,6 +153,8 @@ class TraceScreen(Screen):
         elided to what is left of ``width`` (cells), the device name comes last."""
         src = self.trace.source
         name = src.trace_name or Path(src.path).name or "trace"
+        if "/" in name and " " not in name.strip():  # a path recorded as the name: its file name
+            name = Path(name.strip()).name or name
         t0, t1 = self.trace.extent_ns
         figures = []
         d = self.diagnosis

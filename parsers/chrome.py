@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import gc
 import re
+from collections import Counter
 from itertools import repeat
 from operator import itemgetter
 
@@ -129,6 +130,7 @@ def load_chrome(data: bytes, path: str) -> Trace:
 _PH_X, _PH_M, _PH_FLOW, _PH_OTHER = 0, 1, 2, 3
 _PHASE_CODE = {EVENT_CLASS["X"]: _PH_X, EVENT_CLASS["M"]: _PH_M, EVENT_CLASS["s"]: _PH_FLOW,
                EVENT_CLASS["t"]: _PH_FLOW, EVENT_CLASS["f"]: _PH_FLOW}
+_XEVENT = EVENT_CLASS["X"]
 _HANDLED = frozenset(("B", "E", "i", "I", "R", "C", "b", "e", "n", "S", "T", "F"))
 
 
@@ -151,20 +153,27 @@ def _build(inp: _Input) -> Trace:
     for ph in list(by_phase):
         if ph not in _HANDLED:
             ignored[f"ph {ph}"] = len(by_phase.pop(ph))
+    nx = int(xi.size)
+    xs = [e for e in events if type(e) is _XEVENT]
     cats = Interner()
-    cat_all = np.fromiter(map(cats.__getitem__, map(_get["cat"], events)), dtype=np.int32, count=n)
+    cat_x = np.fromiter(map(cats.__getitem__, map(_get["cat"], xs)), dtype=np.int32, count=nx)
+    fi = np.flatnonzero(code == _PH_FLOW)
+    flows = list(itemgetter(*fi.tolist())(events)) if fi.size > 1 else [events[int(k)] for k in fi]
+    flow_cats = Counter(map(_get["cat"], flows))
+    mi = np.flatnonzero(code == _PH_M).tolist()
+    for k in mi + [k for ks in by_phase.values() for k in ks]:
+        cats[events[k].cat]
+    for c in flow_cats:
+        cats[c]
 
     meta = Metadata()
-    collect_metadata(events, np.flatnonzero(code == _PH_M).tolist(), meta)
+    collect_metadata(events, mi, meta)
 
     # ---------------------------------------------------------------- X events
-    nx = int(xi.size)
-    xs = list(itemgetter(*xi.tolist())(events)) if nx > 1 else [events[int(k)] for k in xi]
     start, st_status = times(xs, "ts")
     dur, du_status = times(xs, "dur")
     names = Interner()
     name_x = np.fromiter(map(names.__getitem__, map(_get["name"], xs)), dtype=np.int32, count=nx)
-    cat_x = cat_all[xi]
     lanes_raw, lane_x = lane_keys(xs)
     cat_list = list(cats)
     kind_x = kinds(cat_list, cat_x, name_x, list(names))
@@ -216,20 +225,17 @@ def _build(inp: _Input) -> Trace:
         warn(k, field, f"event {label(events[k].name)!r} has {why} {field}; skipped")
 
     # ------------------------------------------------------------- flow events
-    fi = np.flatnonzero(code == _PH_FLOW)
-    per_cat = np.bincount(cat_all[fi], minlength=len(cat_list)) if fi.size else np.zeros(len(cat_list), np.int64)
     n_kineto_flows = 0
-    generic = []
-    for cid in np.flatnonzero(per_cat).tolist():
-        cat = cat_list[cid]
+    generic = set()
+    for cat, count in flow_cats.items():
         if cat in KINETO_FLOW_CATS:
-            n_kineto_flows += int(per_cat[cid])  # same ids as args.correlation: linked by correlation
+            n_kineto_flows += count  # same ids as args.correlation: linked by correlation
         elif cat == "fwdbwd":
-            ignored["flow fwdbwd"] = int(per_cat[cid])
+            ignored["flow fwdbwd"] = count
         else:
-            generic.append(cid)
-    gen_flows = fi[np.isin(cat_all[fi], generic)].tolist() if generic else []
-    del cat_all
+            generic.add(cat)
+    gen_flows = [k for k, e in zip(fi.tolist(), flows) if e.cat in generic] if generic else []
+    del flows
 
     # ------------------------------------------------------------- combine + check
     nr = len(rows)

@@ -47,7 +47,8 @@ from .evidence_kinds import NO_CLASS, event_cause
 from .gaps import EDGE_TRAILING
 from .types import Cause, Evidence, Gaps, Params
 
-__all__ = ["classify", "evidence_for_gap", "effective_thread", "launching_ops", "EvidenceIndex", "evidence_end", "NO_EVENTS"]
+__all__ = ["classify", "evidence_for_gap", "effective_thread", "launching_ops", "EvidenceIndex", "evidence_end", "NO_EVENTS",
+           "SECONDARY_MIN_SHARE", "rank_classes"]
 
 _E = np.zeros(0, dtype=np.int64)
 
@@ -247,14 +248,21 @@ def classify(trace: Trace, gaps: Gaps, params: Params, *, valid: np.ndarray, lau
         class_ns[rows, int(Cause.LAUNCH)] = launch_ns
         class_ns[rows, int(Cause.HOST)] = host_ns
         class_ns[rows, int(Cause.UNCLASSIFIED)] = uncl_ns
-    primary, share, secondary, sec_share = _rank(class_ns, dur)
+    primary, share, secondary, sec_share = rank_classes(class_ns, dur)
     return dataclasses.replace(gaps, cause=primary, cause_share=share, secondary=secondary,
                                secondary_share=sec_share, class_ns=class_ns, thread_lane=T)
 
 
-def _rank(class_ns: np.ndarray, dur: np.ndarray):
+#: A second class below this share of the gap is no secondary class (it would read
+#: "then launch (0%)"); its ns stay in ``class_ns``.
+SECONDARY_MIN_SHARE = 0.005
+
+
+def rank_classes(class_ns: np.ndarray, dur: np.ndarray):
     """Primary (largest; ``argmax`` takes the first maximum, which is the tie order
-    sync > copy > launch > host > unclassified) and secondary class per row."""
+    sync > copy > launch > host > unclassified) and secondary class per row: the
+    second largest, when it holds at least ``SECONDARY_MIN_SHARE`` of the gap (else
+    -1 with share 0)."""
     n = class_ns.shape[0]
     primary = np.argmax(class_ns, axis=1)
     r = np.arange(n)
@@ -264,8 +272,9 @@ def _rank(class_ns: np.ndarray, dur: np.ndarray):
     rest[r, primary] = -1
     sec = np.argmax(rest, axis=1)
     sec_ns = rest[r, sec]
-    secondary = np.where(sec_ns > 0, sec, -1).astype(np.int8)
-    sec_share = np.where(sec_ns > 0, sec_ns / d, 0.0)
+    has = (sec_ns > 0) & (sec_ns / d >= SECONDARY_MIN_SHARE)
+    secondary = np.where(has, sec, -1).astype(np.int8)
+    sec_share = np.where(has, sec_ns / d, 0.0)
     return primary.astype(np.int8), share, secondary, sec_share
 
 

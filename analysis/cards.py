@@ -17,6 +17,7 @@ import numpy as np
 
 from parsers.model import CopyKind, Kind
 
+from .classify import rank_classes
 from .types import Card, Cause, Evidence
 
 __all__ = ["card_for_gap", "card_for_group", "SMELLS"]
@@ -73,13 +74,19 @@ def _aggregate(evidence: list[Evidence]) -> dict[tuple[Cause, str], int]:
     return agg
 
 
-def _why(diag, rows: np.ndarray, class_ns: np.ndarray, evidence: list[Evidence], per_step: str) -> str:
+def _why(diag, rows: np.ndarray, class_ns: np.ndarray, evidence: list[Evidence], head: str, lead: str = "") -> str:
+    """One sentence: ``head`` (who/how long), then the evidence of ``rows`` (one
+    occurrence), introduced by ``lead`` (e.g. "in the median step, "), then the launch
+    lateness. ``class_ns``: the ns per class the card reports (unclassified-only →
+    "no evidence")."""
     trace = diag.trace
     g = diag.gaps
     dur = int(class_ns.sum())
     parts = []
     gpu_parts = []
-    agg = sorted(_aggregate(evidence).items(), key=lambda kv: -kv[1])
+    primary = _rank(class_ns)[0]
+    # the stated class's evidence first, so the sentence supports the card's class
+    agg = sorted(_aggregate(evidence).items(), key=lambda kv: (kv[0][0] != primary, -kv[1]))
     verbs = {Cause.SYNC: "blocked in", Cause.COPY: "copying in", Cause.LAUNCH: "launching in", Cause.HOST: "busy in"}
     on_gpu = {e.name for e in evidence if e.event >= 0 and trace.lanes[e.lane].is_gpu}
     for (cause, name), ns in agg:
@@ -105,15 +112,14 @@ def _why(diag, rows: np.ndarray, class_ns: np.ndarray, evidence: list[Evidence],
     if len(lanes) == 1:
         ln = trace.lanes[next(iter(lanes))]
         who = f"thread {_quote(ln.thread_name or ln.tid)}"
-    head = f"For {_ms(dur)}{per_step} the GPU had no kernel to run"
     if not parts and not gpu_parts:
         body = "; no CPU event covers it" + (" (the trace has no CPU activity)" if not has_cpu else "") + (" and no launch is linked to the next kernel" if (g.launch[rows] < 0).all() else "")
     else:
         body = ""
         if gpu_parts:
-            body += ": " + "; ".join(gpu_parts)
+            body += ": " + lead + "; ".join(gpu_parts)
         if parts:
-            body += ("; meanwhile " if gpu_parts else ": ") + f"{who} spent " + ", ".join(parts)
+            body += ("; meanwhile " if gpu_parts else ": " + lead) + f"{who} spent " + ", ".join(parts)
     late = g.lateness_ns[rows]
     has = g.launch[rows] >= 0
     tail = ""
@@ -190,18 +196,28 @@ def _advice(diag, cause: Cause, evidence: list[Evidence], rows: np.ndarray, dur_
             f"The same gap ({dur_txt}) classified on the new capture.")
 
 
-def _card(diag, rows: np.ndarray, per_step_ns: int | None, steps_txt: str, class_ns: np.ndarray | None = None) -> Card:
-    """Card from the evidence of ``rows`` (one occurrence) and the per-class ns
-    ``class_ns`` (default: the sum over ``rows``)."""
+def _rank(class_ns: np.ndarray) -> tuple[Cause, float, Cause | None, float]:
+    """(primary, its share, secondary or None, its share) of one class_ns row; shares
+    of the row's total, the same rule as the gaps' columns (``classify.rank_classes``)."""
+    cn = np.asarray(class_ns, dtype=np.int64).reshape(1, -1)
+    p, ps, s, ss = rank_classes(cn, cn.sum(axis=1))
+    return Cause(int(p[0])), float(ps[0]), (Cause(int(s[0])) if s[0] >= 0 else None), float(ss[0])
+
+
+def _mix(class_ns: np.ndarray) -> str:
+    """"host (77%), then sync (22%)" for a class_ns row."""
+    p, ps, s, ss = _rank(class_ns)
+    return f"{p.label} ({ps:.0%})" + (f", then {s.label} ({ss:.0%})" if s is not None else "")
+
+
+def _card(diag, rows: np.ndarray, class_ns: np.ndarray, head: str, dur_txt: str, *, lead: str = "",
+          context: str = "") -> Card:
+    """Card from the evidence of ``rows`` (one occurrence: a gap, or a step-boundary
+    pair) and the per-class ns ``class_ns`` whose primary and secondary class (shares of
+    its total) the card states. ``head`` opens the "why" sentence, ``context`` follows
+    it; ``dur_txt`` is the figure quoted in the proof."""
     g = diag.gaps
-    if class_ns is None:
-        class_ns = g.class_ns[rows].sum(axis=0) if g.class_ns is not None else np.zeros(len(Cause), np.int64)
-    total = max(int(class_ns.sum()), 1)
-    primary = Cause(int(np.argmax(class_ns)))
-    rest = class_ns.copy()
-    rest[int(primary)] = -1
-    sec_i = int(np.argmax(rest))
-    secondary = Cause(sec_i) if rest[sec_i] > 0 else None
+    primary, _share, secondary, sec_share = _rank(class_ns)
     evidence: list[Evidence] = []
     for r in rows[:8]:
         evidence.extend(diag.evidence(int(r)))
@@ -209,37 +225,117 @@ def _card(diag, rows: np.ndarray, per_step_ns: int | None, steps_txt: str, class
     smell = SMELLS[primary]
     if primary == Cause.LAUNCH and (g.episode[rows] >= 0).any():
         smell = "picket fence"
-    dur_txt = _ms(per_step_ns if per_step_ns is not None else total) + (" per step" if per_step_ns is not None else "")
-    why = _why(diag, rows, class_ns, evidence, " per step" if per_step_ns is not None else "")
-    if steps_txt:
-        why = why[:-1] + f" ({steps_txt})."
+    why = _why(diag, rows, class_ns, evidence, head, lead)
+    if context:
+        why += " " + context
     if getattr(diag, "invalid_gpu_ops", 0):
         why += (f" {diag.invalid_gpu_ops} GPU op(s) of this trace have no usable timing and are left out,"
                 " so idle time may be overstated.")
     first, forbidden, proof = _advice(diag, primary, evidence, rows, dur_txt)
-    return Card(smell, primary, secondary, float(rest[sec_i] / total) if secondary is not None else 0.0,
-                why, first, forbidden, proof, tuple(evidence[:12]))
+    return Card(smell, primary, secondary, sec_share, why, first, forbidden, proof, tuple(evidence[:12]))
+
+
+def _class_ns(diag, rows) -> np.ndarray:
+    cn = diag.gaps.class_ns
+    if cn is None:
+        out = np.zeros(len(Cause), np.int64)
+        out[int(Cause.UNCLASSIFIED)] = int(diag.gaps.dur_ns[rows].sum())
+        return out
+    return cn[rows].sum(axis=0)
+
+
+def _occurrences(diag, rows: np.ndarray) -> list[np.ndarray]:
+    """The occurrences of a group's gaps: each gap alone, except the step-boundary pair
+    (trailing idle of the last step + leading idle of the first), which is one."""
+    edge = diag.gaps.edge
+    if edge is None:
+        return [np.array([r], dtype=np.int64) for r in rows]
+    pair = [int(r) for r in rows if edge[r] != 0]
+    out = [np.array([r], dtype=np.int64) for r in rows if edge[r] == 0]
+    if len(pair) == 2 and edge[pair[0]] != edge[pair[1]]:
+        out.append(np.array(sorted(pair), dtype=np.int64))
+    else:
+        out.extend(np.array([r], dtype=np.int64) for r in pair)
+    return out
+
+
+def _steps_txt(grp) -> str:
+    if grp.steps_total <= 1:
+        return ""
+    return f"recurs in {grp.steps_with_gap} of {grp.steps_total} steps"
 
 
 def card_for_group(diag, group_id: int) -> Card:
-    """Card of recurring group ``group_id``, worded per step (median occurrence)."""
+    """Card of recurring group ``group_id``.
+
+    One definition of "per step": the group's median occurrence (``GapGroup.median_ns``,
+    the step-boundary pair counted as one occurrence). The evidence is that of the
+    occurrence closest to the median (ties: the larger). Primary and secondary class and
+    their shares are of the group's total idle (all its gaps), so they sum to at most
+    100% and the primary is ``GapGroup.cause``."""
     grp = diag.groups[group_id]
-    rows = grp.gap_indices
-    # the largest occurrence: the largest gap with its step-boundary partner
-    big = rows[np.argmax(diag.gaps.dur_ns[rows])]
-    edge = diag.gaps.edge
-    rep = [int(big)]
-    if edge is not None and edge[big] != 0:
-        rep = [int(r) for r in rows if edge[r] != 0][:2]
-    cls = None
-    if diag.gaps.class_ns is not None:
-        cls = diag.gaps.class_ns[rows].sum(axis=0) // max(grp.steps_with_gap, 1)
-    return _card(diag, np.array(rep, dtype=np.int64), grp.median_ns, grp.summary, cls)
+    rows = np.asarray(grp.gap_indices, dtype=np.int64)
+    dur = diag.gaps.dur_ns
+    occ = _occurrences(diag, rows)
+    occ_ns = np.array([int(dur[o].sum()) for o in occ], dtype=np.int64)
+    cls = _class_ns(diag, rows)
+    primary = _rank(cls)[0]
+    # the evidence shown must support the stated class: among the occurrences whose
+    # own primary class is the group's (all, when none is), the one nearest the median
+    own = np.array([_rank(_class_ns(diag, o))[0] == primary for o in occ], dtype=bool)
+    cand = np.flatnonzero(own) if own.any() else np.arange(len(occ))
+    rep_k = int(cand[np.lexsort((-occ_ns[cand], np.abs(occ_ns[cand] - grp.median_ns)))[0]])
+    rep = occ[rep_k]
+    total = int(cls.sum())
+    recurs = _steps_txt(grp)
+    per = f"{_ms(grp.median_ns)} per step" + (f" (median; it {recurs})" if recurs else "")
+    head = f"For {per} the GPU had no kernel to run"
+    lead = ""
+    if len(occ) > 1:
+        at_median = _ms(occ_ns[rep_k]) == _ms(grp.median_ns)
+        lead = ("in the median occurrence, " if at_median
+                else f"in a typical occurrence ({_ms(occ_ns[rep_k])}, mostly {primary.label}), ")
+    context = f"Across the group's {_ms(total)} of idle: {_mix(cls)}." if len(occ) > 1 or len(rep) > 1 else ""
+    return _card(diag, rep, cls, head, f"{_ms(grp.median_ns)} per step", lead=lead, context=context)
+
+
+def _group_context(diag, i: int) -> str:
+    """The recurrence of gap ``i`` as a sentence, or "" outside any group: how often
+    its position recurs, the median per step, the step-boundary partner, and the class
+    mix across the group."""
+    g = diag.gaps
+    gid = int(g.group[i])
+    if gid < 0 or gid >= len(diag.groups):
+        return ""
+    grp = diag.groups[gid]
+    rows = np.asarray(grp.gap_indices, dtype=np.int64)
+    cls = _class_ns(diag, rows)
+    edge = g.edge
+    partner = None
+    if edge is not None and edge[i] != 0:
+        other = [int(r) for r in rows if edge[r] != 0 and edge[r] != edge[i]]
+        partner = other[0] if other else None
+    recurs = _steps_txt(grp)
+    bits = []
+    if partner is not None:
+        where = "before the first kernel of the next step" if edge[i] == 2 else "after the last kernel of the step before"
+        bits.append(f"With the {_ms(g.dur_ns[partner])} idle {where}, it forms one "
+                    f"{_ms(g.dur_ns[i] + g.dur_ns[partner])} stretch across the step boundary")
+        if recurs:
+            bits.append(f"the stretch {recurs} ({_ms(grp.median_ns)} median per step)")
+    else:
+        bits.append(f"This position {recurs or 'recurs'} ({_ms(grp.median_ns)} median per step)")
+    bits.append(f"across the group the idle is {_mix(cls)}")
+    return "; ".join(bits) + "."
 
 
 def card_for_gap(diag, i: int) -> Card:
-    """Card of gap ``i``: its group's card when it recurs, else its own."""
-    gid = int(diag.gaps.group[i])
-    if gid >= 0:
-        return card_for_group(diag, gid)
-    return _card(diag, np.array([i], dtype=np.int64), None, "")
+    """Card of gap ``i`` itself: its own class mix (``gaps.class_ns[i]``, so cause and
+    secondary equal ``gaps.cause[i]`` / ``gaps.secondary[i]``) and its own evidence;
+    when it recurs, a sentence on the group (recurrence, median per step, the group's
+    class mix) follows. The group's own card is ``card_for_group``."""
+    i = int(i)
+    rows = np.array([i], dtype=np.int64)
+    dur = int(diag.gaps.dur_ns[i])
+    return _card(diag, rows, _class_ns(diag, rows), f"For {_ms(dur)} the GPU had no kernel to run",
+                 _ms(dur), context=_group_context(diag, i))

@@ -85,11 +85,16 @@ class Diagnosis:
         return self._evidence_cache[i]
 
     def card(self, i: int) -> Card:
-        """Card of gap ``i``; worded for its recurring group when it has one."""
+        """Card of gap ``i`` itself: its cause, secondary and shares are the gap's
+        (``gaps.cause[i]``, ``gaps.secondary[i]``), its evidence the gap's; when the gap
+        recurs, the sentence adds the group as context (recurrence, median per step,
+        the group's class mix). The group's own card is ``group_card``."""
         return _cards.card_for_gap(self, int(i))
 
     def group_card(self, group_id: int) -> Card:
-        """Card of a recurring group (worded from its largest gap's evidence)."""
+        """Card of a recurring group: per step = the group's median occurrence; class
+        shares of the group's total idle; evidence of the occurrence nearest the median
+        whose own class is the group's."""
         return _cards.card_for_group(self, int(group_id))
 
     def what_if(self, *, gaps: Iterable[int] = (), causes: Iterable[Cause] = (), names: Iterable[str] = ()) -> "_budget.WhatIf":

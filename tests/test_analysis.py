@@ -158,12 +158,26 @@ def test_decode_step_single():
     big = d.groups[0]
     assert big.label == "attention → matmul" and big.median_ns == 718 * US
     assert (big.steps_with_gap, big.steps_total) == (1, 1)
-    card = d.card(2)
+    # the stretch across the step boundary (the group's card): 0.718 ms per step,
+    # host 0.550 ms (77%), then sync 0.160 ms (22%)
+    card = d.group_card(big.id)
     assert card.cause == Cause.HOST and card.secondary == Cause.SYNC
     assert card.secondary_share == pytest.approx(160 / 718)
     assert "logging callback" in card.why and "tensor.item()" in card.why and "0.718 ms" in card.why
+    assert "host (77%), then sync (22%)" in card.why
     for text in (card.first_experiment, card.forbidden_step, card.proof, card.why):
         assert "matmul" not in text and "attention" not in text
+    # the card of gap 2 is gap 2's own (host 100%), with the stretch as context
+    own = d.card(2)
+    assert own.cause == Cause.HOST and own.secondary is None and own.secondary_share == 0.0
+    assert own.why.startswith("For 0.460 ms the GPU had no kernel to run")
+    assert "logging callback" in own.why and "tensor.item()" not in own.why
+    assert "one 0.718 ms stretch across the step boundary" in own.why and "host (77%), then sync (22%)" in own.why
+    # gap 0 (the step's leading idle): sync 160 of 258 µs, then host 90
+    lead = d.card(0)
+    assert lead.cause == Cause.SYNC and lead.secondary == Cause.HOST
+    assert lead.secondary_share == pytest.approx(90 / 258)
+    assert "tensor.item()" in lead.why
     b = d.budget
     assert (b.wall_ns, b.gpu_busy_ns, b.idle_ns) == (1_050 * US, 312 * US, 738 * US)
     assert round(b.tokens_per_s) == 952

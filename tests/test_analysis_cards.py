@@ -1,0 +1,140 @@
+"""Cards: a gap's card describes that gap (its own class mix and evidence), a group's
+card states one per-step figure (the median) and class shares of the group's total
+idle, and a secondary class is never one that would read "0%"."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from analysis import Cause, diagnose
+from analysis.classify import SECONDARY_MIN_SHARE
+from parsers import load
+from parsers.builder import TraceBuilder
+from parsers.model import Kind
+from tests.conftest import CORPUS, SAMPLES, require
+
+US = 1_000
+
+
+def _pct(part: int, whole: int) -> str:
+    return f"{part / whole:.0%}"
+
+
+def _assert_card_is_the_gaps(d, i: int) -> None:
+    g = d.gaps
+    c = d.card(i)
+    assert c.cause == Cause(int(g.cause[i]))
+    if g.secondary[i] < 0:
+        assert c.secondary is None and c.secondary_share == 0.0
+    else:
+        assert c.secondary == Cause(int(g.secondary[i]))
+        assert c.secondary_share == pytest.approx(float(g.secondary_share[i]))
+    assert c.why.startswith("For ") and " per step " not in c.why.split(".")[0]
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in SAMPLES.glob("*.txt")))
+def test_every_card_of_the_samples_is_its_gaps(name):
+    d = diagnose(load(SAMPLES / name))
+    for i in range(len(d.gaps)):
+        _assert_card_is_the_gaps(d, i)
+
+
+def _rank0():
+    return diagnose(load(require(CORPUS / "hta" / "rank0.json.gz")))
+
+
+def test_rank0_gap1_card_is_copy_with_group_context():
+    """Gap 1 of hta/rank0 (9 µs at +13.396 ms) is all copy: a 43.7 MiB pinned HtoD
+    memcpy with no kernel beside it; its group (5 gaps, 28 µs) is mostly something
+    else, which the card states as context, not as the gap's class."""
+    d = _rank0()
+    g = d.gaps
+    assert g.dur_ns[1] == 9 * US and g.start_ns[1] - d.trace.extent_ns[0] == 13_396 * US
+    assert g.class_ns[1].tolist() == [0, 9 * US, 0, 0, 0]
+    c = d.card(1)
+    assert c.cause == Cause.COPY and c.secondary is None and c.smell == "copy on the path"
+    assert c.why.startswith("For 9.0 µs the GPU had no kernel to run: the copy `Memcpy HtoD (Pinned -> Device)` (43.7 MiB)")
+    grp = d.groups[int(g.group[1])]
+    assert (grp.steps_with_gap, grp.steps_total, grp.median_ns, grp.total_ns) == (5, 5, 5 * US, 28 * US)
+    tot = g.class_ns[grp.gap_indices].sum(axis=0)
+    order = np.argsort(-tot, kind="stable")
+    mix = f"{Cause(int(order[0])).label} ({_pct(tot[order[0]], 28 * US)}), then {Cause(int(order[1])).label} ({_pct(tot[order[1]], 28 * US)})"
+    assert f"This position recurs in 5 of 5 steps (5.0 µs median per step); across the group the idle is {mix}." in c.why
+    assert "Memcpy HtoD (Pinned -> Device)" in c.first_experiment and "43.7 MiB" in c.first_experiment
+
+
+def test_rank0_cards_agree_with_gaps_and_no_zero_secondary():
+    d = _rank0()
+    g = d.gaps
+    has = g.secondary >= 0
+    assert (g.secondary_share[has] >= SECONDARY_MIN_SHARE).all() and (g.secondary_share[~has] == 0).all()
+    # gap 200: 31 µs sync in a 70.688 ms copy gap (0.04%) is no secondary class
+    assert g.class_ns[200, 0] == 31 * US and g.secondary[200] == -1
+    rows = set(d.order_by_size()[:40].tolist()) | {1, 200} | set(d.groups[0].gap_indices.tolist())
+    for i in sorted(rows):
+        _assert_card_is_the_gaps(d, int(i))
+
+
+def _per_step_figures(text: str) -> set[str]:
+    return set(re.findall(r"(\d+\.\d+ (?:ms|µs)) per step", text))
+
+
+@pytest.mark.parametrize("rel", ["hta/step_based_trace_2543932.json.gz", "hta/rank0.json.gz"])
+def test_group_cards_one_per_step_figure_and_consistent_shares(rel):
+    d = diagnose(load(require(CORPUS / rel)))
+    g = d.gaps
+    for grp in d.groups[:30]:
+        c = d.group_card(grp.id)
+        tot = g.class_ns[grp.gap_indices].sum(axis=0)
+        total = int(tot.sum())
+        assert total == grp.total_ns
+        assert c.cause == grp.cause == Cause(int(np.argmax(tot)))
+        if c.secondary is not None:
+            assert c.secondary_share == pytest.approx(tot[int(c.secondary)] / total)
+            assert tot[int(c.cause)] / total + c.secondary_share <= 1.0 + 1e-9
+            assert c.secondary_share >= SECONDARY_MIN_SHARE
+        median = f"{grp.median_ns / 1e6:.3f} ms" if grp.median_ns >= 100_000 else f"{grp.median_ns / 1e3:.1f} µs"
+        assert _per_step_figures(c.why) == {median}, c.why
+        assert f"recurs in {grp.steps_with_gap} of {grp.steps_total} steps" in c.why
+        assert f"({_pct(tot[int(c.cause)], total)})" in c.why
+
+
+def test_step_based_group_card_wording():
+    """The group that read "For 0.206 ms per step ... (recurs in 4 of 5 steps, 0.195 ms
+    median)": one figure, the median, named as such."""
+    d = diagnose(load(require(CORPUS / "hta" / "step_based_trace_2543932.json.gz")))
+    grp = next(gr for gr in d.groups if (gr.steps_with_gap, gr.steps_total) == (4, 5))
+    assert (grp.median_ns, grp.total_ns) == (194_500, 826_000)  # mean 0.2065 ms per occurrence
+    c = d.group_card(grp.id)
+    assert c.why.startswith("For 0.195 ms per step (median; it recurs in 4 of 5 steps) the GPU had no kernel to run")
+    assert "0.206" not in c.why
+
+
+def _host_gap_with_sync(sync_ns: int):
+    """One 400 µs gap [60, 460) µs: host op over it, a sync call of ``sync_ns`` inside,
+    the next launch call 0.4 µs before the gap ends."""
+    b = TraceBuilder()
+    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
+    gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    b.event(cpu, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k1", 10 * US, 50 * US, Kind.KERNEL, correlation=1)
+    b.event(cpu, "tokenize", 60 * US, 399_600, Kind.CPU_OP)
+    b.event(cpu, "cudaStreamSynchronize", 100 * US, sync_ns, Kind.SYNC_CALL)
+    b.event(cpu, "cudaLaunchKernel", 459_600, 400, Kind.LAUNCH, correlation=2)
+    b.event(gpu, "k2", 460 * US, 40 * US, Kind.KERNEL, correlation=2)
+    return diagnose(b.build())
+
+
+def test_secondary_below_half_a_percent_is_none():
+    d = _host_gap_with_sync(1 * US)  # 1 of 400 µs = 0.25%: would print "then sync (0%)"
+    g = d.gaps
+    assert g.class_ns[0].tolist() == [1 * US, 0, 400, 398_600, 0]
+    assert Cause(g.cause[0]) == Cause.HOST and g.secondary[0] == -1 and g.secondary_share[0] == 0.0
+    assert d.card(0).secondary is None
+    d = _host_gap_with_sync(4 * US)  # 1%: a real secondary class
+    assert d.gaps.class_ns[0].tolist() == [4 * US, 0, 400, 395_600, 0]
+    assert Cause(d.gaps.secondary[0]) == Cause.SYNC and d.gaps.secondary_share[0] == pytest.approx(0.01)
+    assert d.card(0).secondary == Cause.SYNC and d.card(0).secondary_share == pytest.approx(0.01)

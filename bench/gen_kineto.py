@@ -23,7 +23,10 @@ lines as libkineto writes them (about 300 bytes per event). Events:
 - ``M``: ``process_name``/``process_labels``/``process_sort_index`` for the host
   process and GPU 0, ``thread_name``/``thread_sort_index`` for the two CPU threads and
   the GPU streams.
-- ``X`` ``user_annotation`` ``ProfilerStep#N`` on the main thread, one per step.
+- ``X`` ``user_annotation`` ``ProfilerStep#N`` on the main thread: the events are
+  spread over ``steps`` (default 20) iterations, as a profiler schedule records a few
+  active steps; each step is many micro-batches (the annotation follows its events in
+  the file).
 - Nested ``X`` ``cpu_op`` (an outer module op such as ``aten::linear`` around an inner
   ``aten::addmm``), forward ops on the main thread, backward ops on the autograd thread.
 - ``X`` ``cuda_runtime`` ``cudaLaunchKernel`` (``args.correlation``, ``cbid``) inside
@@ -34,15 +37,17 @@ lines as libkineto writes them (about 300 bytes per event). Events:
   launch latency and from host work between ops (occasionally hundreds of µs).
 - ``aten::copy_`` → ``cudaMemcpyAsync`` → ``gpu_memcpy`` (``bytes``, name with the
   direction, e.g. ``Memcpy HtoD (Pinned -> Device)``).
-- At the end of each step a ``cudaStreamSynchronize`` on the main thread and a
-  ``cuda_sync`` ``Stream Sync`` record on the stream lane (a wait, not GPU work).
+- At the end of each step (and after 30 % of micro-batches, like ``loss.item()``) a
+  ``cudaStreamSynchronize`` on the main thread and a ``cuda_sync`` ``Stream Sync``
+  record on the stream lane (a wait, not GPU work).
 - The last two events: a ``Trace`` span (pid ``"Spans"``) covering the window and an
   ``Iteration Start`` instant (pid ``"Traces"``), both with string pids as in Kineto.
 
 The stream of events is cut at exactly ``n_events``; a cut can leave a launch without
 its kernel or a flow without its end, as real trimmed traces do. Output is
-deterministic for a given (n_events, seed). Memory use is bounded (one step buffered),
-so 5M events are fine.
+deterministic for a given (n_events, seed, steps). Memory use is bounded (one
+micro-batch buffered), so 5M events are fine. Layout version: ``LAYOUT_VERSION`` (bump it
+when the output changes, so caches keyed on it regenerate).
 """
 
 from __future__ import annotations
@@ -58,7 +63,7 @@ from array import array
 from collections import Counter
 from pathlib import Path
 
-__all__ = ["generate", "parse_count", "KinetoStats", "BASE_TIME_NS", "HOST_PID", "MAIN_TID", "BWD_TID", "STREAMS"]
+__all__ = ["generate", "parse_count", "KinetoStats", "LAYOUT_VERSION", "BASE_TIME_NS", "HOST_PID", "MAIN_TID", "BWD_TID", "STREAMS"]
 
 #: ``baseTimeNanoseconds`` written to every generated trace (epoch ns, 2024-04-05).
 BASE_TIME_NS = 1712345600_000_000_000
@@ -68,6 +73,8 @@ MAIN_TID = 31337
 BWD_TID = 31412
 #: GPU streams of device 0 (pid 0, tid = stream).
 STREAMS = (7, 20, 24)
+#: Version of the generated layout; caches of generated files include it in their name.
+LAYOUT_VERSION = 2
 #: Relative time (ns after ``BASE_TIME_NS``) of the first event.
 T0_NS = 5_000_000_000
 
@@ -276,11 +283,30 @@ class _Sim:
         ]
         return ev, op_e
 
-    def step(self, n: int, t: int) -> tuple[list, int]:
-        """Events of ProfilerStep#n starting at host time t; returns (events, end)."""
+    def _sync(self, t: int) -> tuple[list, int]:
+        """cudaStreamSynchronize on the main thread + Kineto's ``cuda_sync`` record on the
+        stream lane, waiting until every stream is free."""
+        rng = self.rng
+        self.corr += 1
+        sync_s = t + rng.randint(1_000, 3_000)
+        sync_e = max(max(self.free.values()), sync_s + 2_000) + rng.randint(2_000, 6_000)
+        p = HOST_PID
+        ev = [
+            (_x("cuda_runtime", "cudaStreamSynchronize", p, MAIN_TID, sync_s, sync_e - sync_s,
+                f'"cbid": 131, "correlation": {self.corr}'),
+             ("X", "cuda_runtime", p, MAIN_TID, sync_s, sync_e - sync_s, "")),
+            (_x("cuda_sync", "Stream Sync", 0, STREAMS[0], sync_s, sync_e - sync_s,
+                f'"device": 0, "stream": {STREAMS[0]}, "correlation": {self.corr}'),
+             ("X", "cuda_sync", 0, STREAMS[0], sync_s, sync_e - sync_s, "")),
+        ]
+        return ev, sync_e
+
+    def block(self, t: int) -> tuple[list, int]:
+        """One micro-batch starting at host time t: optional H2D copy, forward ops on the
+        main thread, backward ops on the autograd thread, optional copy and
+        (sometimes, e.g. ``loss.item()``) a stream synchronize. Returns (events, end)."""
         rng = self.rng
         body: list = []
-        t0 = t
         t += rng.randint(1_000, 5_000)
         if rng.random() < 0.5:
             ev, t = self._copy_op(MAIN_TID, t)
@@ -290,7 +316,6 @@ class _Sim:
             ev, t = self._launch_op(MAIN_TID, t, _FWD_OPS)
             body += ev
             t += self._host_gap()
-        # backward on the autograd thread, starting a little later
         tb = t + rng.randint(2_000, 10_000)
         for _ in range(rng.randint(4, 10)):
             ev, tb = self._launch_op(BWD_TID, tb, _BWD_OPS)
@@ -300,22 +325,32 @@ class _Sim:
         if rng.random() < 0.3:
             ev, t = self._copy_op(MAIN_TID, t)
             body += ev
-        # synchronize at the end of the step
-        self.corr += 1
-        sync_s = t + rng.randint(1_000, 3_000)
-        sync_e = max(max(self.free.values()), sync_s + 2_000) + rng.randint(2_000, 6_000)
-        p = HOST_PID
-        body.append((_x("cuda_runtime", "cudaStreamSynchronize", p, MAIN_TID, sync_s, sync_e - sync_s,
-                        f'"cbid": 131, "correlation": {self.corr}'),
-                     ("X", "cuda_runtime", p, MAIN_TID, sync_s, sync_e - sync_s, "")))
-        body.append((_x("cuda_sync", "Stream Sync", 0, STREAMS[0], sync_s, sync_e - sync_s,
-                        f'"device": 0, "stream": {STREAMS[0]}, "correlation": {self.corr}'),
-                     ("X", "cuda_sync", 0, STREAMS[0], sync_s, sync_e - sync_s, "")))
-        end = sync_e + rng.randint(1_000, 3_000)
-        ann = (_x("user_annotation", f"ProfilerStep#{n}", p, MAIN_TID, t0, end - t0, f'"External id": {self.ext + 1}'),
-               ("X", "user_annotation", p, MAIN_TID, t0, end - t0, ""))
-        self.ext += 1
-        return [ann] + body, end + self._host_gap()
+        if rng.random() < 0.3:
+            ev, t = self._sync(t)
+            body += ev
+        return body, t + self._host_gap()
+
+    def events(self, events_per_step: int):
+        """Endless stream of (text, info): steps of about ``events_per_step`` events,
+        each closed by a synchronize and its ``ProfilerStep#N`` annotation (written after
+        the step's events, so nothing but the current block is buffered)."""
+        t = T0_NS
+        n = 1
+        while True:
+            t0 = t
+            emitted = 0
+            while emitted < events_per_step:
+                body, t = self.block(t)
+                emitted += len(body)
+                yield from body
+            body, t = self._sync(t)
+            yield from body
+            end = t + self.rng.randint(1_000, 3_000)
+            self.ext += 1
+            yield (_x("user_annotation", f"ProfilerStep#{n}", HOST_PID, MAIN_TID, t0, end - t0, f'"External id": {self.ext}'),
+                   ("X", "user_annotation", HOST_PID, MAIN_TID, t0, end - t0, ""))
+            n += 1
+            t = end + self._host_gap()
 
 
 def _metadata() -> list:
@@ -374,10 +409,13 @@ def _union_ns(starts: array, ends: array) -> int:
     return int((block_end - s[idx]).sum())
 
 
-def generate(path, n_events: int, *, seed: int = 0, gzip: bool = False) -> KinetoStats:
+def generate(path, n_events: int, *, seed: int = 0, gzip: bool = False, steps: int = 20) -> KinetoStats:
     """Write a Kineto-shaped trace of exactly ``n_events`` events to ``path``.
 
-    ``path``: str or Path (parent folders are created); ``gzip``: compress (level 1).
+    ``path``: str or Path (parent folders are created); ``gzip``: compress (level 1);
+    ``steps``: number of ``ProfilerStep#N`` iterations the events are spread over (each
+    step holds at least 2000 events; the last one may be cut short and then has no
+    annotation), as a ``torch.profiler`` schedule with ``active=steps`` records.
     Deterministic in (n_events, seed). Returns ``KinetoStats`` (times in ns relative to
     ``baseTimeNanoseconds``). Raises ``ValueError`` when ``n_events`` < 24.
     Cost: about 6 µs per event of CPU; memory bounded by one step.
@@ -416,30 +454,26 @@ def generate(path, n_events: int, *, seed: int = 0, gzip: bool = False) -> Kinet
             by_ph["M"] += 1
         body_budget = n_events - written - 2
         sim = _Sim(seed)
-        t = T0_NS
-        step = 1
-        while body_budget > 0:
-            events, t = sim.step(step, t)
-            step += 1
-            for text, (ph, cat, pid, tid, s, d, gpu) in events:
-                if body_budget <= 0:
-                    break
-                emit(text)
-                body_budget -= 1
-                by_ph[ph] += 1
-                by_cat[cat] += 1
-                lanes.add((pid, tid))
-                e = s + d
-                lo = s if lo is None or s < lo else lo
-                hi = e if hi is None or e > hi else hi
-                if gpu:
-                    w_s.append(s)
-                    w_e.append(e)
-                    if gpu == "k":
-                        k_s.append(s)
-                        k_e.append(e)
-                elif cat == "cuda_runtime" and text.find('"cudaLaunchKernel"') >= 0:
-                    n_launch += 1
+        per_step = max(2_000, -(-n_events // max(1, int(steps))))
+        for text, (ph, cat, pid, tid, s, d, gpu) in sim.events(per_step):
+            if body_budget <= 0:
+                break
+            emit(text)
+            body_budget -= 1
+            by_ph[ph] += 1
+            by_cat[cat] += 1
+            lanes.add((pid, tid))
+            e = s + d
+            lo = s if lo is None or s < lo else lo
+            hi = e if hi is None or e > hi else hi
+            if gpu:
+                w_s.append(s)
+                w_e.append(e)
+                if gpu == "k":
+                    k_s.append(s)
+                    k_e.append(e)
+            elif cat == "cuda_runtime" and text.find('"cudaLaunchKernel"') >= 0:
+                n_launch += 1
         # Kineto's trailing span and instant (string pids)
         span_s, span_e = lo - 5_000, hi + 5_000
         emit(
@@ -501,9 +535,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("n_events", help="number of events, e.g. 100000, 100k, 1M")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--gzip", action="store_true", help="gzip-compress the output")
+    ap.add_argument("--steps", type=int, default=20, help="ProfilerStep iterations (default 20)")
     ap.add_argument("--stats", action="store_true", help="print the stats as JSON")
     a = ap.parse_args(argv)
-    stats = generate(a.out, parse_count(a.n_events), seed=a.seed, gzip=a.gzip)
+    stats = generate(a.out, parse_count(a.n_events), seed=a.seed, gzip=a.gzip, steps=a.steps)
     if a.stats:
         print(stats.to_json())
     else:

@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
 sys.path.insert(0, str(ROOT))
 
-from bench.gen_kineto import KinetoStats, generate, parse_count  # noqa: E402
+from bench.gen_kineto import LAYOUT_VERSION, KinetoStats, generate, parse_count  # noqa: E402
 
 _PRELUDE = r"""
 import gc, json, resource, sys, time
@@ -155,7 +155,7 @@ _DICT_BYTES_PER_EVENT = 2200  # PERF_BASELINE.md: a tree of dicts costs ~2 KB/ev
 
 def trace_path(n: int, gz: bool) -> Path:
     """Cached generated trace for ``n`` events (generated on first use)."""
-    p = OUT / (f"kineto_{n}_s0.json" + (".gz" if gz else ""))
+    p = OUT / (f"kineto_v{LAYOUT_VERSION}_{n}_s0.json" + (".gz" if gz else ""))
     stats_p = p.with_name(p.name + ".stats.json")
     if not (p.exists() and stats_p.exists()):
         OUT.mkdir(parents=True, exist_ok=True)

@@ -13,9 +13,12 @@ What ends up where: ``SourceInfo.ignored_counts`` counts phases a timeline canno
 (``"ph P"``, ``"ph O"``, ...), Kineto forward/backward flows (``"flow fwdbwd"``) and
 ``systemTraceEvents``; ``SourceInfo.extra`` holds ``untimed_gpu_ops`` (GPU ops
 dropped for absurd times: line, name, correlation), ``kineto_flow_events`` (``ac2g``
-and older flow events, which repeat ``args.correlation``) and ``process_labels``.
-Launch → GPU op flows come from ``correlation``; generic ``s``/``t``/``f`` and v2
-``bind_id`` flows are bound to slices (``chrome_checks.bind_flows``).
+and older flow events, which repeat ``args.correlation``), ``flow_linked_gpu_ops``
+(GPU ops linked only through those flows) and ``process_labels``.
+Launch → GPU op flows come from ``correlation`` first, then from ``ac2g``/
+``async_cpu_to_gpu``/``async_gpu`` flow events for GPU ops it left unlinked
+(``parsers.chrome_flows``); generic ``s``/``t``/``f`` and v2 ``bind_id`` flows are
+bound to slices (``chrome_checks.bind_flows``).
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ from .errors import TraceFormatError
 from .json_tolerant import recover
 from .kinds import KINETO_CATS, KINETO_FLOW_CATS
 from .lanes import Metadata
-from .model import Kind, SourceInfo, Trace, TraceWarning, link_by_correlation
+from .chrome_flows import kineto_flow_links
+from .model import GPU_WORK_KINDS, Kind, SourceInfo, Trace, TraceWarning, link_by_correlation
 
 __all__ = ["load_chrome"]
 
@@ -236,6 +240,7 @@ def _build(inp: _Input) -> Trace:
             generic.add(cat)
     gen_flows = [k for k, e in zip(fi.tolist(), flows) if e.cat in generic] if generic else []
     del flows
+    kineto_flows = fi if n_kineto_flows else fi[:0]
 
     # ------------------------------------------------------------- combine + check
     nr = len(rows)
@@ -268,11 +273,19 @@ def _build(inp: _Input) -> Trace:
     fs, fd = link_by_correlation(cols.kind, cols.args.correlation)
     gs, gd = checks.bind_flows(events, gen_flows, cols, lane_final, lanes_raw, remap, warn)
     vs, vd = checks.v2_flows(events, xi, cols) if has_v2 else (np.zeros(0, np.int64), np.zeros(0, np.int64))
-    flows = (np.concatenate((fs, gs, vs)), np.concatenate((fd, gd, vd)))
+    ks, kd = np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if kineto_flows.size:  # ac2g & co: only for GPU ops that correlation left unlinked
+        linked = np.concatenate((fd, gd, vd))
+        if _has_unlinked_work(cols.kind, linked):
+            kf = [k for k in kineto_flows.tolist() if events[k].cat in KINETO_FLOW_CATS]
+            ks, kd = kineto_flow_links(events, kf, cols.kind, cols.start, cols.dur, lane_final, lanes_raw, remap, linked)
+    flows = (np.concatenate((fs, gs, vs, ks)), np.concatenate((fd, gd, vd, kd)))
 
     source = _source_info(inp, cat_list, legacy, ignored, meta, warn)
     if n_kineto_flows:
         source.extra["kineto_flow_events"] = n_kineto_flows
+    if kd.size:
+        source.extra["flow_linked_gpu_ops"] = int(kd.size)
     if untimed:
         ul = text.lines_of([u[0] for u in untimed])
         source.extra["untimed_gpu_ops"] = [{"line": ln, "name": nm, "correlation": c}
@@ -300,6 +313,22 @@ def _build(inp: _Input) -> Trace:
     )
     flatten_sync_markers(trace)
     return trace
+
+
+def _has_unlinked_work(kind: np.ndarray, linked: np.ndarray) -> bool:
+    """True when some GPU work op (kernel, copy, memset) is not a flow destination."""
+    work = np.isin(kind, _WORK_KINDS)
+    n_work = int(np.count_nonzero(work))
+    if n_work == 0:
+        return False
+    if linked.size < n_work:
+        return True
+    covered = np.zeros(kind.size, dtype=bool)
+    covered[linked] = True
+    return bool((work & ~covered).any())
+
+
+_WORK_KINDS = np.array(sorted(int(k) for k in GPU_WORK_KINDS), dtype=np.int8)
 
 
 def _count_rows(by_phase: dict) -> int:

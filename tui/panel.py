@@ -39,6 +39,18 @@ _CAUSE_STYLE = {
 }
 
 
+_last_card: list = [None, None, None]  # [diagnosis, gap, card]: the full and compact texts share one build
+
+
+def _card(diagnosis, gap: int):
+    """``diagnosis.card(gap)``, remembered for the last (diagnosis, gap) asked."""
+    if _last_card[0] is diagnosis and _last_card[1] == gap:
+        return _last_card[2]
+    card = diagnosis.card(gap)
+    _last_card[:] = [diagnosis, gap, card]
+    return card
+
+
 def card_text(diagnosis, gap: int | None) -> Text:
     """The card of ``gap`` as a Rich ``Text`` (literal strings only)."""
     t = Text()
@@ -57,7 +69,7 @@ def card_text(diagnosis, gap: int | None) -> Text:
     t.append(f"Gap #{gap}  GPU {int(g.device[gap])}\n", style="bold")
     t.append(f"{format_duration_ns(e - s)} at +{format_duration_ns(s - int(diagnosis.trace.extent_ns[0]))}\n")
     try:
-        card = diagnosis.card(gap)
+        card = _card(diagnosis, gap)
     except Exception as exc:  # the card is advisory; a fault there must not kill the view
         t.append(f"(card unavailable: {type(exc).__name__})\n")
         return t
@@ -119,7 +131,7 @@ def compact_card_text(diagnosis, gap: int | None) -> list[Text]:
     head.append(f"Gap #{gap} GPU {int(g.device[gap])}: {format_duration_ns(e - s)}"
                 f" at +{format_duration_ns(s - int(diagnosis.trace.extent_ns[0]))}  ", style="bold")
     try:
-        card = diagnosis.card(gap)
+        card = _card(diagnosis, gap)
     except Exception as exc:  # advisory, as in card_text
         head.append(f"(card unavailable: {type(exc).__name__})")
         return [head]
@@ -177,13 +189,15 @@ class GapPanel(Widget):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self._text = Text("")
-        self._lines: list[Strip] = []
+        self._lines: list[Text] = []
+        self._strips: dict[int, Strip] = {}
         self._wrapped_for: tuple | None = None
         self._card_key = None
         self._done: set[int] | None = None
         self._card = Text("")
         self._protocol = protocol_text(set())
-        self._compact: list[Text] = []
+        self._compact: list[Text] | None = []
+        self._compact_for: tuple = (None, None)
         self._compact_key = None
         #: Show the compact card (``compact_card_text``) instead of the full text.
         self.compact = False
@@ -195,7 +209,8 @@ class GapPanel(Widget):
         if key != self._card_key:
             self._card_key = key
             self._card = card_text(diagnosis, gap)
-            self._compact = compact_card_text(diagnosis, gap)
+            self._compact = None  # built when first drawn (compact mode only)
+            self._compact_for = (diagnosis, gap)
             self._compact_key = object()
             self.offset_y = 0
             changed = True
@@ -224,32 +239,44 @@ class GapPanel(Widget):
     @property
     def compact_plain(self) -> str:
         """The compact card's text, one logical line per line."""
-        return "\n".join(t.plain for t in self._compact)
+        return "\n".join(t.plain for t in self._compact_items())
 
-    def _wrap(self, width: int) -> list[Strip]:
-        """Wrapped, styled, padded strips of the text; rebuilt when text, width or CSS change."""
+    def _compact_items(self) -> list[Text]:
+        if self._compact is None:
+            self._compact = compact_card_text(*self._compact_for)
+        return self._compact
+
+    def _wrap(self, width: int) -> list[Text]:
+        """Wrapped lines of the text; rebuilt when text, width, mode or CSS change.
+        Their strips are built when first drawn (``_strip``): a long card costs only
+        the lines on screen."""
         key = (width, id(self._compact_key) if self.compact else id(self._text), self.compact, self.size.height)
         if self._wrapped_for != key:
             console = self.app.console
-            base = self.rich_style
             if self.compact:
-                lines = self._compact_lines(console, max(1, width), max(1, self.size.height))
+                self._lines = self._compact_lines(console, max(1, width), max(1, self.size.height))
             else:
-                lines = self._text.wrap(console, max(1, width), overflow="fold")
-            self._lines = [
-                Strip(list(line.render(console)), line.cell_len).apply_style(base).adjust_cell_length(width, base).simplify()
-                for line in lines
-            ]
-            self._blank = Strip.blank(width, base)
+                self._lines = list(self._text.wrap(console, max(1, width), overflow="fold"))
+            self._strips: dict[int, Strip] = {}
+            self._blank = Strip.blank(width, self.rich_style)
             self._wrapped_for = key
         return self._lines
+
+    def _strip(self, k: int, width: int) -> Strip:
+        strip = self._strips.get(k)
+        if strip is None:
+            line = self._lines[k]
+            base = self.rich_style
+            strip = Strip(list(line.render(self.app.console)), line.cell_len).apply_style(base)
+            strip = self._strips[k] = strip.adjust_cell_length(width, base).simplify()
+        return strip
 
     def _compact_lines(self, console, width: int, height: int) -> list[Text]:
         """The compact card wrapped to ``width`` and cut to ``height`` lines: the
         summary takes one line, the smell at most two, *why* the rest (each elided
         with ``…`` where cut)."""
         out: list[Text] = []
-        items = self._compact
+        items = self._compact_items()
         caps = (1, 2)
         for i, item in enumerate(items):
             room = height - len(out) - (len(items) - 1 - i)
@@ -274,10 +301,11 @@ class GapPanel(Widget):
         self._wrapped_for = None
 
     def render_line(self, y: int) -> Strip:
-        lines = self._wrap(self.size.width)
+        width = self.size.width
+        lines = self._wrap(width)
         k = y + self.offset_y
         if 0 <= k < len(lines):
-            return lines[k]
+            return self._strip(k, width)
         return self._blank
 
     def on_mouse_scroll_down(self, event) -> None:

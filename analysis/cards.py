@@ -13,11 +13,14 @@ only.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from parsers.model import CopyKind, Kind
 
 from .classify import rank_classes
+from .waits import WAIT_NAME_RE
 from .types import Card, Cause, Evidence
 
 __all__ = ["card_for_gap", "card_for_group", "SMELLS"]
@@ -88,9 +91,18 @@ def _why(diag, rows: np.ndarray, class_ns: np.ndarray, evidence: list[Evidence],
     # the stated class's evidence first, so the sentence supports the card's class
     agg = sorted(_aggregate(evidence).items(), key=lambda kv: (kv[0][0] != primary, -kv[1]))
     verbs = {Cause.SYNC: "blocked in", Cause.COPY: "copying in", Cause.LAUNCH: "launching in", Cause.HOST: "busy in"}
+    waits = {e.name for e in evidence if e.event >= 0 and e.cause == Cause.SYNC and WAIT_NAME_RE.search(e.name)
+             and g.wait_event is not None and e.event in set(g.wait_event[rows].tolist())}
     on_gpu = {e.name for e in evidence if e.event >= 0 and trace.lanes[e.lane].is_gpu}
     for (cause, name), ns in agg:
-        if name in on_gpu:
+        if name in waits:
+            if len(gpu_parts) < 2:
+                ev = next(e for e in evidence if e.name == name and e.cause == cause)
+                ln = trace.lanes[ev.lane]
+                by = "" if ln.is_gpu else f" (enqueued by thread {_quote(ln.thread_name or ln.tid)})"
+                gpu_parts.append(f"the next op was queued behind the stream wait {_quote(name)}{by} and waited "
+                                 f"{_ms(ns)} for the event it names")
+        elif name in on_gpu:
             if len(gpu_parts) < 2:
                 ev = next(e for e in evidence if e.name == name and e.cause == cause)
                 if cause == Cause.COPY:
@@ -101,12 +113,14 @@ def _why(diag, rows: np.ndarray, class_ns: np.ndarray, evidence: list[Evidence],
         elif len(parts) < 3:
             parts.append(f"{_ms(ns)} {verbs.get(cause, 'in')} {_quote(name)}")
     covered = sum(e.overlap_ns for e in evidence if e.event >= 0 and not trace.lanes[e.lane].is_gpu)
+    evidence = [e for e in evidence if e.name not in waits]  # the wait is no thread activity
     rep_dur = int(g.dur_ns[rows].sum())
     quiet = max(rep_dur - covered, 0)
     has_cpu = any((not ln.is_gpu) and trace.lane_offsets[ln.index + 1] > trace.lane_offsets[ln.index] for ln in trace.lanes)
-    if quiet > 0 and quiet >= rep_dur // 20 and has_cpu:
-        parts.append(f"{_ms(quiet)} with no recorded events (uninstrumented Python or untraced work)")
     unexplained = int(class_ns[int(Cause.UNCLASSIFIED)])
+    queued = _queued(diag, rows)
+    if quiet > 0 and quiet >= rep_dur // 20 and has_cpu and not (queued and unexplained):
+        parts.append(f"{_ms(quiet)} with no recorded events (uninstrumented Python or untraced work)")
     lanes = {e.lane for e in evidence if e.event >= 0 and not trace.lanes[e.lane].is_gpu}
     who = "the launching thread"
     if len(lanes) == 1:
@@ -134,9 +148,30 @@ def _why(diag, rows: np.ndarray, class_ns: np.ndarray, evidence: list[Evidence],
             tail = "; the next launch call started just as the GPU went idle"
         else:
             tail = f"; the next kernel was already queued {_ms(-L)} before the GPU went idle"
-    if unexplained and unexplained == dur:
+    if queued and unexplained:
+        ln = int(g.launch[rows][has][0])
+        if _GRAPH_RE.search(trace.name(ln)):
+            tail += f" (by {_quote(trace.name(ln))}: it is a node of a CUDA graph)"
+        tail += (" and" if unexplained == dur else f"; for {_ms(unexplained)} of it") + (
+            " nothing recorded on the CPU explains the wait: look at other streams of this device and at other"
+            " ranks (collectives, cross-stream event waits)")
+    elif unexplained and unexplained == dur:
         tail += " (no evidence: unclassified)"
     return head + body + tail + "."
+
+
+_GRAPH_RE = re.compile(r"GraphLaunch", re.IGNORECASE)
+
+
+def _queued(diag, rows: np.ndarray) -> bool:
+    """True when the next op of every gap in ``rows`` that has a linked launch was
+    queued before the gap (L <= 0), and at least one has one (no step-boundary pair)."""
+    g = diag.gaps
+    has = g.launch[rows] >= 0
+    edge = g.edge[rows] if g.edge is not None else np.zeros(rows.size, np.int8)
+    if not has.any() or ((edge == 2).any() and (edge == 1).any()):
+        return False
+    return bool((g.lateness_ns[rows][has] <= 0).all())
 
 
 def _advice(diag, cause: Cause, evidence: list[Evidence], rows: np.ndarray, dur_txt: str) -> tuple[str, str, str]:
@@ -190,6 +225,14 @@ def _advice(diag, cause: Cause, evidence: list[Evidence], rows: np.ndarray, dur_
                 "is busy, so faster kernels only widen this gap's share of the step.",
                 f"Idle at this position ({dur_txt}) and step time / tokens per second on a new capture with the "
                 f"same ranges named.")
+    if _queued(diag, rows) and any(not ln.is_gpu for ln in trace.lanes):
+        return ("Find what the queued kernel waited for: capture with a recent torch.profiler (its 'cuda_sync' "
+                "records name the stream an event wait is on) and capture every rank in the same window; check "
+                "cross-stream waits (wait_stream, wait_event), collectives on other streams and ranks, and waits "
+                "captured inside CUDA graphs.",
+                "Do not optimise the kernels around the gap or the CPU code before it: the next kernel was already "
+                "queued, so neither the CPU nor the kernels next to the gap held it back.",
+                f"The same gap ({dur_txt}) on the new capture, with the wait it sits behind named.")
     return ("Capture again with CPU activity recorded (torch.profiler activities CPU and CUDA, with_stack=True) "
             "so the launching thread and its calls are visible.",
             "Do not pick a kernel to optimise from the GPU lanes alone.",

@@ -19,8 +19,10 @@ idle time). Where several kinds of evidence overlap, the first that applies wins
    launch (the launch path: call, driver, queue);
 5. other CPU events on T → host;
 6. no event on T ("uninstrumented") → host when L > 0 or when the gap is the idle at a
-   step's trailing edge (the next step follows); else unclassified (no linked launch, no
-   CPU data, or the work was queued, L <= 0, and nothing explains the wait).
+   step's trailing edge (the next step follows); → sync when the work was queued
+   (L <= 0) behind a stream wait (``analysis.waits``: a ``cudaStreamWaitEvent`` enqueued
+   between the previous op's launch and the next op's); else unclassified (no linked
+   launch, no CPU data, or the work was queued and nothing explains the wait).
 
 Launch-bound gaps: a gap of a picket-fence episode, or a single short gap
 (``<= launch_gap_max_ns``) with L > 0 where T shows only launch calls, the ops that
@@ -43,9 +45,10 @@ import numpy as np
 from parsers.model import CopyKind, Kind, Trace
 
 from .busy import coverage, device_event_mask, union_intervals
-from .evidence_kinds import NO_CLASS, event_cause
+from .evidence_kinds import event_cause
 from .gaps import EDGE_TRAILING
-from .types import Cause, Evidence, Gaps, Params
+from .types import Cause, Gaps, Params
+from .waits import stream_wait_events
 
 __all__ = ["classify", "evidence_for_gap", "effective_thread", "launching_ops", "EvidenceIndex", "evidence_end", "NO_EVENTS",
            "SECONDARY_MIN_SHARE", "rank_classes"]
@@ -185,6 +188,7 @@ def classify(trace: Trace, gaps: Gaps, params: Params, *, valid: np.ndarray, lau
     src = _Sources(evidence_end(trace))
 
     T = effective_thread(trace, gaps, launches)
+    wait = stream_wait_events(trace, gaps, launches, valid)
     gs, ge = gaps.start_ns, gaps.end_ns
     dur = ge - gs
     has_launch = gaps.launch >= 0
@@ -242,15 +246,16 @@ def classify(trace: Trace, gaps: Gaps, params: Params, *, valid: np.ndarray, lau
         host_rest = (late[rows] | trailing[rows]) & (t_lane >= 0)
         launch_ns = launch_ns + np.where(bound, hl_ns + rest + np.where(in_episode[rows], ho_ns, 0), 0)
         host_ns = np.where(bound, np.where(in_episode[rows], 0, ho_ns), hl_ns + ho_ns + np.where(host_rest, rest, 0))
-        uncl_ns = np.where(bound | host_rest, 0, rest)
-        class_ns[rows, int(Cause.SYNC)] = sync_ns
+        waited = (wait[rows] >= 0) & ~(bound | host_rest)
+        uncl_ns = np.where(bound | host_rest | waited, 0, rest)
+        class_ns[rows, int(Cause.SYNC)] = sync_ns + np.where(waited, rest, 0)
         class_ns[rows, int(Cause.COPY)] = copy_ns
         class_ns[rows, int(Cause.LAUNCH)] = launch_ns
         class_ns[rows, int(Cause.HOST)] = host_ns
         class_ns[rows, int(Cause.UNCLASSIFIED)] = uncl_ns
     primary, share, secondary, sec_share = rank_classes(class_ns, dur)
     return dataclasses.replace(gaps, cause=primary, cause_share=share, secondary=secondary,
-                               secondary_share=sec_share, class_ns=class_ns, thread_lane=T)
+                               secondary_share=sec_share, class_ns=class_ns, thread_lane=T, wait_event=wait)
 
 
 #: A second class below this share of the gap is no secondary class (it would read
@@ -278,119 +283,5 @@ def rank_classes(class_ns: np.ndarray, dur: np.ndarray):
     return primary.astype(np.int8), share, secondary, sec_share
 
 
-@dataclasses.dataclass(eq=False)
-class EvidenceIndex:
-    """Per-event lookups for on-demand evidence lists, built once (O(n)):
-    ``cause`` (``event_cause``), ``end`` (``evidence_end``), ``runmax`` (running max of
-    ``end`` within each lane, so the events overlapping [a, b) on a lane are found with
-    two ``searchsorted`` calls and a scan of the overlapping ones only)."""
-
-    cause: np.ndarray
-    end: np.ndarray
-    runmax: np.ndarray
-
-    @classmethod
-    def build(cls, trace: Trace, valid: np.ndarray | None = None, exclude: np.ndarray | None = None) -> "EvidenceIndex":
-        if valid is None:
-            valid = np.ones(len(trace), dtype=bool)
-        end = evidence_end(trace)
-        runmax = end.copy()
-        for k in range(len(trace.lanes)):
-            a, b = int(trace.lane_offsets[k]), int(trace.lane_offsets[k + 1])
-            if b > a:
-                np.maximum.accumulate(runmax[a:b], out=runmax[a:b])
-        return cls(event_cause(trace, valid, exclude), end, runmax)
-
-    def overlapping(self, trace: Trace, lane: int, a: int, b: int) -> np.ndarray:
-        """Event indices on ``lane`` overlapping [a, b) (by evidence end)."""
-        sl = trace.lane_slice(lane)
-        hi = sl.start + int(np.searchsorted(trace.start_ns[sl], b, side="left"))
-        lo = sl.start + int(np.searchsorted(self.runmax[sl], a, side="right"))
-        if hi <= lo:
-            return _E
-        idx = np.arange(lo, hi, dtype=np.int64)
-        return idx[self.end[lo:hi] > a]
-
-
-def evidence_for_gap(trace: Trace, gaps: Gaps, i: int, index: EvidenceIndex, limit: int = 20) -> tuple[Evidence, ...]:
-    """Evidence list of gap ``i``: sync events on the process's CPU threads and the
-    device's ``cuda_sync`` records, copy/launch/host events on T, GPU copies of the
-    device inside the gap; names verbatim, overlap in ns, bytes, pageable. Largest
-    overlap first, at most ``limit``. Host ranges that enclose the whole gap are left
-    out of the list when other evidence exists (not out of the class totals)."""
-    a, b = int(gaps.start_ns[i]), int(gaps.end_ns[i])
-    dev = int(gaps.device[i])
-    T = int(gaps.thread_lane[i]) if gaps.thread_lane is not None else int(gaps.launch_lane[i])
-    lanes = trace.lanes
-    cand: list[np.ndarray] = []
-    if T >= 0:
-        pid = lanes[T].pid
-        for ln in lanes:
-            if not ln.is_gpu and ln.pid == pid:
-                cand.append(index.overlapping(trace, ln.index, a, b))
-    for ln in lanes:
-        if ln.is_gpu and ln.device == dev:
-            cand.append(index.overlapping(trace, ln.index, a, b))
-    idx = np.concatenate(cand) if cand else _E
-    if idx.size == 0:
-        return _with_quiet(gaps, i, [], b - a, T, a, b)
-    sub_cause = index.cause[idx]
-    kind = trace.kind[idx]
-    gpu_copy = np.isin(kind, np.array([Kind.MEMCPY, Kind.MEMSET], dtype=np.int8))
-    on_t = trace.lane[idx] == T
-    keep = gpu_copy | (sub_cause == int(Cause.SYNC)) | (on_t & (sub_cause != NO_CLASS))
-    idx, sub_cause, gpu_copy = idx[keep], sub_cause[keep], gpu_copy[keep]
-    s = trace.start_ns[idx]
-    e = index.end[idx]
-    ov = np.minimum(e, b) - np.maximum(s, a)
-    pos = ov > 0
-    idx, sub_cause, gpu_copy, s, e, ov = idx[pos], sub_cause[pos], gpu_copy[pos], s[pos], e[pos], ov[pos]
-    quiet = _quiet_ns(trace, idx, index, a, b)
-    if idx.size == 0:
-        return _with_quiet(gaps, i, [], quiet, T, a, b)
-    enclosing = (s <= a) & (e >= b) & (sub_cause == int(Cause.HOST))
-    if idx.size > 1 and (~enclosing).any():
-        keep = ~enclosing
-        idx, sub_cause, gpu_copy, ov = idx[keep], sub_cause[keep], gpu_copy[keep], ov[keep]
-    o = np.lexsort((trace.start_ns[idx], -ov))[:limit]
-    out: list[Evidence] = []
-    small_max = Params().small_copy_max_bytes
-    for j in o:
-        ev = int(idx[j])
-        c = Cause.COPY if gpu_copy[j] else Cause(int(sub_cause[j]))
-        if gpu_copy[j] and trace.copy_kind[ev] == CopyKind.D2H and 0 <= trace.bytes[ev] <= small_max:
-            c = Cause.SYNC
-        out.append(Evidence(ev, trace.name(ev), int(trace.lane[ev]), c, int(ov[j]),
-                            int(trace.bytes[ev]), bool(trace.pageable[ev])))
-    return _with_quiet(gaps, i, out, quiet, T, a, b)
-
-
-def _with_quiet(gaps: Gaps, i: int, out: list, quiet: int, T: int, a: int, b: int) -> tuple[Evidence, ...]:
-    """Append the synthetic "no events" evidence (event -1) for uninstrumented time on
-    T, with the class that time was given (launch in launch-bound gaps, host when the
-    launch came late or at a step's trailing edge, else unclassified)."""
-    if quiet > 0 and T >= 0:
-        late = gaps.launch[i] >= 0 and gaps.lateness_ns[i] > 0
-        trailing = gaps.edge is not None and gaps.edge[i] == EDGE_TRAILING
-        launch_bound = (gaps.episode[i] >= 0) or (Cause(int(gaps.cause[i])) == Cause.LAUNCH and b - a <= Params().launch_gap_max_ns)
-        c = Cause.LAUNCH if launch_bound else (Cause.HOST if (late or trailing) else Cause.UNCLASSIFIED)
-        out.append(Evidence(-1, NO_EVENTS, T, c, int(quiet)))
-        out.sort(key=lambda e: -e.overlap_ns)
-    return tuple(out)
-
-
-#: Name of the synthetic evidence for time with no event on the launching thread.
-NO_EVENTS = "(no events recorded on this thread)"
-
-
-def _quiet_ns(trace: Trace, idx: np.ndarray, index: "EvidenceIndex", a: int, b: int) -> int:
-    """ns of [a, b) not covered by any listed evidence event on the CPU (T's events and
-    the process's syncs): uninstrumented time."""
-    cpu = np.array([not trace.lanes[int(k)].is_gpu for k in trace.lane[idx]], dtype=bool) if idx.size else np.zeros(0, bool)
-    sel = idx[cpu]
-    if sel.size == 0:
-        return b - a
-    us, ue = union_intervals(trace.start_ns[sel], index.end[sel])
-    return int((b - a) - coverage(us, ue, np.array([a]), np.array([b]))[0])
-
-
+# the evidence lists moved to ``analysis.evidence``; kept importable from here
+from .evidence import NO_EVENTS, EvidenceIndex, evidence_for_gap  # noqa: E402

@@ -19,7 +19,8 @@ from parsers.model import Kind, Trace
 from . import budget as _budget
 from . import cards as _cards
 from .busy import coverage, device_event_mask, device_union, valid_timing_mask
-from .classify import EvidenceIndex, classify, evidence_for_gap
+from .classify import classify
+from .evidence import EvidenceIndex, evidence_for_gap
 from .gaps import concat_gaps, device_union_copies, device_window, find_gaps, launch_of
 from .picket import PicketEpisode, find_episodes
 from .steps import GapGroup, Steps, find_steps, group_gaps, step_annotation_mask

@@ -130,7 +130,9 @@ class Gaps:
     side); ``class_ns`` int64 of shape (n, 5): ns of the gap attributed to each
     ``Cause`` (columns in ``Cause`` order; each row sums to the gap's duration);
     ``thread_lane`` int32: the CPU lane *T* whose activity was measured (the launching
-    thread, or its fallback; -1 with no CPU data).
+    thread, or its fallback; -1 with no CPU data); ``wait_event`` int64: the stream-wait
+    event (``cudaStreamWaitEvent`` call or Kineto "Stream Wait Event" record) behind
+    which the queued next op waited (``analysis.waits``), -1 none.
     """
 
     device: np.ndarray
@@ -151,6 +153,7 @@ class Gaps:
     edge: np.ndarray | None = None
     class_ns: np.ndarray | None = None
     thread_lane: np.ndarray | None = None
+    wait_event: np.ndarray | None = None
 
     @property
     def dur_ns(self) -> np.ndarray:

@@ -1,0 +1,90 @@
+"""Stream waits that explain idle time while the next GPU op was already queued.
+
+When the next op's launch call came before the gap (launch lateness L <= 0) the GPU
+did not wait for the CPU to ask: the queued op waited on something else. One thing the
+trace can show is a stream wait (design: ``cudaStreamWaitEvent`` is sync evidence): a
+``cudaStreamWaitEvent`` / ``hipStreamWaitEvent`` / ``cuStreamWaitEvent`` call enqueued
+by the thread that launched the next op, or a Kineto ``cuda_sync`` record "Stream Wait
+Event" on the next op's stream, issued after the previous op's launch call and no later
+than the next op's launch call. Such a wait sits in stream order before the next op, so
+the op could not start before the awaited event fired. This module finds, per gap, the
+latest such wait (or -1). It does not say which stream was awaited: older Kineto traces
+do not record it (newer ones give ``wait_on_stream`` in the record's args).
+
+Without a wait there is no evidence and the queued idle stays unclassified.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from parsers.model import Kind, Trace
+
+from .types import Gaps
+
+__all__ = ["WAIT_NAME_RE", "stream_wait_events"]
+
+#: Names of stream-wait calls and of Kineto's stream-wait sync records.
+WAIT_NAME_RE = re.compile(r"^(cuda|hip)StreamWaitEvent|^cuStreamWaitEvent|^Stream Wait Event$", re.IGNORECASE)
+
+
+def _latest_in(starts: np.ndarray, idx: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """For sorted ``starts`` (event indices ``idx``): the index of the latest event with
+    lo <= start <= hi per row, or -1."""
+    k = np.searchsorted(starts, hi, side="right") - 1
+    kc = np.maximum(k, 0)
+    ok = (k >= 0) & (starts[kc] >= lo) if starts.size else np.zeros(lo.shape, bool)
+    return np.where(ok, idx[kc] if starts.size else -1, -1)
+
+
+def stream_wait_events(trace: Trace, gaps: Gaps, launches: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """int64 per gap: event index of the stream wait that explains its queued idle (see
+    the module docstring), or -1. Only gaps whose next op has a linked launch call with
+    L <= 0 and whose previous op has a linked launch call qualify. Loops over distinct
+    lanes, not over gaps."""
+    n = len(gaps)
+    out = np.full(n, -1, dtype=np.int64)
+    if n == 0 or len(trace) == 0:
+        return out
+    ids = trace.name_ids_matching(lambda s: bool(WAIT_NAME_RE.search(s)))
+    if ids.size == 0:
+        return out
+    w = np.flatnonzero(np.isin(trace.name_id, ids) & valid
+                       & np.isin(trace.kind, np.array([Kind.SYNC_CALL, Kind.RUNTIME, Kind.OTHER, Kind.SYNC_MARKER], np.int8)))
+    if w.size == 0:
+        return out
+    pl = np.where(gaps.prev_op >= 0, launches[np.maximum(gaps.prev_op, 0)], -1)
+    nl = gaps.launch
+    q = (nl >= 0) & (gaps.lateness_ns <= 0) & (pl >= 0)
+    if not q.any():
+        return out
+    rows = np.flatnonzero(q)
+    lo = trace.start_ns[pl[rows]]
+    hi = trace.start_ns[nl[rows]]
+    lanes = trace.lanes
+    on_gpu = np.array([lanes[int(k)].is_gpu for k in trace.lane[w]], dtype=bool)
+    best = np.full(rows.size, -1, dtype=np.int64)
+    # CPU calls on the thread that launched the next op (stream order on one thread:
+    # the wait, then the launch; a wait from another thread may be on another stream)
+    calls = w[~on_gpu]
+    if calls.size:
+        row_lane = trace.lane[nl[rows]]
+        for lane in np.unique(trace.lane[calls]):
+            m = row_lane == lane
+            if m.any():
+                sel = calls[trace.lane[calls] == lane]  # lane-sorted by start already
+                best[m] = _latest_in(trace.start_ns[sel], sel, lo[m], hi[m])
+    # Kineto stream-wait records on the next op's own stream
+    marks = w[on_gpu]
+    if marks.size:
+        next_lane = trace.lane[gaps.next_op[rows]]
+        for lane in np.unique(trace.lane[marks]):
+            sel = marks[trace.lane[marks] == lane]
+            sel = sel[np.argsort(trace.start_ns[sel], kind="stable")]
+            m = (next_lane == lane) & (best < 0)
+            if m.any():
+                best[m] = _latest_in(trace.start_ns[sel], sel, lo[m], hi[m])
+    out[rows] = best
+    return out

@@ -31,6 +31,7 @@ from operator import itemgetter
 
 import msgspec
 import numpy as np
+import numpy.ma  # noqa: F401  (np.unique imports it on first use: an import cost, paid at import time)
 
 from . import chrome_checks as checks
 from .chrome_args import ArgColumns, extract_args

@@ -140,10 +140,23 @@ def gpu_checks(cols: Columns, lane_final: np.ndarray, lanes, names: list[str], w
     work = np.flatnonzero(np.isin(cols.kind, [int(k) for k in GPU_WORK_KINDS]))
     if work.size < 2:
         return cols
-    ln, st, du, nm, co = lane_final[work], cols.start[work], cols.dur[work], cols.name[work], cols.args.correlation[work]
-    o = np.lexsort((cols.src[work], co, nm, du, st, ln))
-    same = (ln[o][1:] == ln[o][:-1]) & (st[o][1:] == st[o][:-1]) & (du[o][1:] == du[o][:-1]) & \
-        (nm[o][1:] == nm[o][:-1]) & (co[o][1:] == co[o][:-1])
+    work_all = work
+    ln, st = lane_final[work], cols.start[work]
+    o2 = np.lexsort((st, ln))
+    ln_o2, st_o2 = ln[o2], st[o2]
+    tie = (ln_o2[1:] == ln_o2[:-1]) & (st_o2[1:] == st_o2[:-1])
+    same = np.zeros(0, dtype=bool)
+    if tie.any():  # duplicates share lane and start: check only those candidates
+        cand = np.zeros(work.size, dtype=bool)
+        cand[o2[1:][tie]] = True
+        cand[o2[:-1][tie]] = True
+        work_c = work[cand]
+        ln, st, du, nm, co = (lane_final[work_c], cols.start[work_c], cols.dur[work_c], cols.name[work_c],
+                              cols.args.correlation[work_c])
+        o = np.lexsort((cols.src[work_c], co, nm, du, st, ln))
+        same = (ln[o][1:] == ln[o][:-1]) & (st[o][1:] == st[o][:-1]) & (du[o][1:] == du[o][:-1]) & \
+            (nm[o][1:] == nm[o][:-1]) & (co[o][1:] == co[o][:-1])
+        work = work_c
     drop = np.zeros(cols.start.size, dtype=bool)
     if same.any():
         dup_pos = np.flatnonzero(same) + 1
@@ -158,10 +171,12 @@ def gpu_checks(cols: Columns, lane_final: np.ndarray, lanes, names: list[str], w
         cols = cols.take(~drop)
         lane_final = lane_final[~drop]
         work = np.flatnonzero(np.isin(cols.kind, [int(k) for k in GPU_WORK_KINDS]))
-    ln, st = lane_final[work], cols.start[work]
-    en = st + cols.dur[work]
-    o = np.lexsort((st, ln))
-    ln_o, st_o, en_o = ln[o], st[o], en[o]
+        ln, st = lane_final[work], cols.start[work]
+        o = np.lexsort((st, ln))
+        ln_o, st_o = ln[o], st[o]
+    else:  # nothing dropped: reuse the (lane, start) order
+        work, o, ln_o, st_o = work_all, o2, ln_o2, st_o2
+    en_o = st_o + cols.dur[work][o]
     # overlap with the running max end of earlier ops on the lane
     for lane in np.unique(ln_o).tolist():
         a, b = np.searchsorted(ln_o, [lane, lane + 1])

@@ -80,11 +80,10 @@ def _aggregate(evidence: list[Evidence]) -> dict[tuple[Cause, str], int]:
 def _why(diag, rows: np.ndarray, class_ns: np.ndarray, evidence: list[Evidence], head: str, lead: str = "") -> str:
     """One sentence: ``head`` (who/how long), then the evidence of ``rows`` (one
     occurrence), introduced by ``lead`` (e.g. "in the median step, "), then the launch
-    lateness. ``class_ns``: the ns per class the card reports (unclassified-only →
-    "no evidence")."""
+    lateness and, for idle no evidence explains, what is known. ``class_ns``: the ns
+    per class the card reports (its primary class's evidence is named first)."""
     trace = diag.trace
     g = diag.gaps
-    dur = int(class_ns.sum())
     parts = []
     gpu_parts = []
     primary = _rank(class_ns)[0]
@@ -117,7 +116,8 @@ def _why(diag, rows: np.ndarray, class_ns: np.ndarray, evidence: list[Evidence],
     rep_dur = int(g.dur_ns[rows].sum())
     quiet = max(rep_dur - covered, 0)
     has_cpu = any((not ln.is_gpu) and trace.lane_offsets[ln.index + 1] > trace.lane_offsets[ln.index] for ln in trace.lanes)
-    unexplained = int(class_ns[int(Cause.UNCLASSIFIED)])
+    # of the occurrence described (``rows``), not of a whole group
+    unexplained = int(g.class_ns[rows, int(Cause.UNCLASSIFIED)].sum()) if g.class_ns is not None else rep_dur
     queued = _queued(diag, rows)
     if quiet > 0 and quiet >= rep_dur // 20 and has_cpu and not (queued and unexplained):
         parts.append(f"{_ms(quiet)} with no recorded events (uninstrumented Python or untraced work)")
@@ -152,10 +152,10 @@ def _why(diag, rows: np.ndarray, class_ns: np.ndarray, evidence: list[Evidence],
         ln = int(g.launch[rows][has][0])
         if _GRAPH_RE.search(trace.name(ln)):
             tail += f" (by {_quote(trace.name(ln))}: it is a node of a CUDA graph)"
-        tail += (" and" if unexplained == dur else f"; for {_ms(unexplained)} of it") + (
+        tail += (" and" if unexplained == rep_dur else f"; for {_ms(unexplained)} of it") + (
             " nothing recorded on the CPU explains the wait: look at other streams of this device and at other"
             " ranks (collectives, cross-stream event waits)")
-    elif unexplained and unexplained == dur:
+    elif unexplained and unexplained == rep_dur:
         tail += " (no evidence: unclassified)"
     return head + body + tail + "."
 

@@ -97,3 +97,18 @@ def test_rank0_waits_and_graph_gap():
     assert Cause(g.cause[i]) == Cause.UNCLASSIFIED
     c = d.card(i)
     assert "(by `cudaGraphLaunch`: it is a node of a CUDA graph); for 70.528 ms of it nothing recorded on the CPU explains the wait" in c.why
+
+
+def test_rank0_group_card_unexplained_is_of_the_occurrence_described():
+    """The group card names the median occurrence's evidence: its unexplained ns are
+    that occurrence's, not the group's total (which read 'for 279.347 ms of it' in a
+    69.742 ms sentence)."""
+    d = diagnose(load(require(CORPUS / "hta" / "rank0.json.gz")))
+    g = d.gaps
+    grp = d.groups[int(g.group[2261])]
+    c = d.group_card(grp.id)
+    occ = [int(i) for i in grp.gap_indices if g.dur_ns[i] == grp.median_ns]
+    assert len(occ) == 1
+    u = int(g.class_ns[occ[0], int(Cause.UNCLASSIFIED)])
+    assert f"for {u / 1e6:.3f} ms of it nothing recorded on the CPU explains the wait" in c.why
+    assert c.why.startswith(f"For {grp.median_ns / 1e6:.3f} ms per step (median; it recurs in 5 of 5 steps)")

@@ -17,7 +17,9 @@ idle time). Where several kinds of evidence overlap, the first that applies wins
 4. a launch call on T → launch; and, when the next op's launch call starts inside the
    gap (L > 0), everything from its start to the gap end that is not sync or copy →
    launch (the launch path: call, driver, queue);
-5. other CPU events on T → host;
+5. other CPU events on T → host when L > 0, at a step's trailing edge, or when no
+   launch is linked; when the work was already queued (L <= 0) they explain nothing
+   and their ns are treated like rule 6's uninstrumented time;
 6. no event on T ("uninstrumented") → host when L > 0 or when the gap is the idle at a
    step's trailing edge (the next step follows); → sync when the work was queued
    (L <= 0) behind a stream wait (``analysis.waits``: a ``cudaStreamWaitEvent`` enqueued
@@ -245,10 +247,17 @@ def classify(trace: Trace, gaps: Gaps, params: Params, *, valid: np.ndarray, lau
         bound = in_episode[rows] | (short & late[rows] & (ho_ns == 0) & (t_lane >= 0))
         host_rest = (late[rows] | trailing[rows]) & (t_lane >= 0)
         launch_ns = launch_ns + np.where(bound, hl_ns + rest + np.where(in_episode[rows], ho_ns, 0), 0)
-        host_ns = np.where(bound, np.where(in_episode[rows], 0, ho_ns), hl_ns + ho_ns + np.where(host_rest, rest, 0))
+        # Host work explains idle only when the CPU asked late (L > 0), at a step's
+        # trailing edge, or when no launch is linked (L unknown). When the next op was
+        # already queued, CPU work on T did not keep the GPU empty: that time is
+        # unexplained (or sync behind a recorded stream wait).
+        host_ok = late[rows] | trailing[rows] | ~has_launch[rows]
+        queued_host = np.where(bound | host_ok, 0, hl_ns + ho_ns)
+        host_ns = np.where(bound, np.where(in_episode[rows], 0, ho_ns),
+                           np.where(host_ok, hl_ns + ho_ns, 0) + np.where(host_rest, rest, 0))
         waited = (wait[rows] >= 0) & ~(bound | host_rest)
-        uncl_ns = np.where(bound | host_rest | waited, 0, rest)
-        class_ns[rows, int(Cause.SYNC)] = sync_ns + np.where(waited, rest, 0)
+        uncl_ns = np.where(bound | host_rest | waited, 0, rest) + np.where(waited, 0, queued_host)
+        class_ns[rows, int(Cause.SYNC)] = sync_ns + np.where(waited, rest + queued_host, 0)
         class_ns[rows, int(Cause.COPY)] = copy_ns
         class_ns[rows, int(Cause.LAUNCH)] = launch_ns
         class_ns[rows, int(Cause.HOST)] = host_ns

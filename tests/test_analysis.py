@@ -371,3 +371,24 @@ def test_fully_idle_variant_of_find_gaps():
     f = find_gaps(t, 0, with_copies=True)
     assert list(zip(f.start_ns.tolist(), f.end_ns.tolist())) == [(10 * US, 20 * US), (30 * US, 50 * US)]
     assert f.exposed_copy_ns.tolist() == [0, 0] and int(f.dur_ns.sum()) == int(g.fully_idle_ns.sum())
+
+
+def test_host_work_after_the_launch_is_not_host_idle():
+    """Design, cause classes: host needs L > 0. Here the next kernel was launched before
+    the GPU went idle (L = -40 µs) and the thread then ran CPU work for the whole gap:
+    the CPU work did not keep the GPU empty, so the gap is unclassified, not host."""
+    b = TraceBuilder(format="chrome")
+    cpu, gpu = _two_lanes(b)
+    us = 1_000
+    b.event(cpu, "cudaLaunchKernel", 0 * us, 5 * us, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k1", 10 * us, 90 * us, Kind.KERNEL, correlation=1)
+    b.event(cpu, "cudaLaunchKernel", 60 * us, 5 * us, Kind.LAUNCH, correlation=2)
+    b.event(cpu, "aten::cat", 70 * us, 100 * us, Kind.CPU_OP)
+    b.event(gpu, "k2", 150 * us, 20 * us, Kind.KERNEL, correlation=2)
+    d = diagnose(b.build())
+    g = d.gaps
+    assert len(g) == 1 and int(g.start_ns[0]) == 100 * us and int(g.end_ns[0]) == 150 * us
+    assert int(g.lateness_ns[0]) == -40 * us
+    assert Cause(int(g.cause[0])) == Cause.UNCLASSIFIED
+    assert int(g.class_ns[0][int(Cause.HOST)]) == 0
+    assert d.class_totals_ns()[Cause.UNCLASSIFIED] == 50 * us

@@ -258,7 +258,8 @@ class GapPanel(Widget):
             else:
                 self._lines = list(self._text.wrap(console, max(1, width), overflow="fold"))
             self._strips: dict[int, Strip] = {}
-            self._blank = Strip.blank(width, self.rich_style)
+            self._base = self.rich_style
+            self._blank = Strip.blank(width, self._base)
             self._wrapped_for = key
         return self._lines
 
@@ -266,7 +267,7 @@ class GapPanel(Widget):
         strip = self._strips.get(k)
         if strip is None:
             line = self._lines[k]
-            base = self.rich_style
+            base = self._base
             strip = Strip(list(line.render(self.app.console)), line.cell_len).apply_style(base)
             strip = self._strips[k] = strip.adjust_cell_length(width, base).simplify()
         return strip

@@ -19,12 +19,17 @@ The swimlane widget's ``render_lines`` is wrapped to take the timestamps; render
 into the headless driver includes Textual's compositor but not a real terminal's
 output time.
 
-Last measured (2-core shared machine, load average ~6 from other jobs; 1,000,000
-``traceEvents`` entries = 673,373 events after metadata/flows, 37,220 gaps, 200x50):
-load 5.7-9.0 s, diagnose 0.7-1.0 s, first paint 0.24-0.41 s after load+diagnosis;
-key → lanes repainted median / p95: next gap 26 / 67 ms, zoom 25 / 30 ms, pan 25 / 34 ms;
-everything settled (card panel one frame later): next gap 75 / 140 ms, zoom 25 / 31 ms,
-pan 26 / 38 ms.
+Last measured (2-core shared machine, load average 2-5 from other jobs, so figures
+move by ±10 ms between runs; 1,000,000 ``traceEvents`` entries = 673,373 events, 37,220
+gaps, 200x50), two runs each of the viewer before and after next gap learned to zoom a
+sub-cell gap into view (and the panel to build one card per gap, strips per drawn line):
+before: load 3.1-4.7 s, first paint 130-242 ms after load+diagnosis; key → lanes
+repainted median / p95: next gap 17-21 / 26-27 ms, zoom 17-20 / 24-25 ms, pan 17-21 /
+25 ms; settled (card panel one frame later): next gap 55-62 / 92-106 ms.
+after: load 2.4-4.8 s, first paint 133-283 ms; next gap 15 / 25-30 ms, zoom 13-14 /
+39-46 ms, pan 15 / 24-25 ms; settled next gap 58-61 / 101-118 ms. (An earlier, busier
+run had measured next gap 26 / 67 ms.) The settled next-gap time is the card: about
+6 ms to build it in ``analysis``, 8 ms to wrap it and 12 ms to style the visible lines.
 """
 
 from __future__ import annotations

@@ -43,6 +43,8 @@ __all__ = [
 KERNEL_CATS = frozenset({"kernel", "Kernel", "mtia_ccp_events"})
 GPU_WORK_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset", "mtia_ccp_events"})
 _EPOCH_US = Decimal(10) ** 14
+_CUDA_RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime"})
+_RUNTIME_CATS = _CUDA_RUNTIME_CATS | {"Driver", "mtia_runtime", "privateuse1_runtime", "privateuse1_driver"}
 _THOUSAND = Decimal(1000)
 
 
@@ -139,6 +141,11 @@ class TraceRef:
     - ``counter_series``: (pid, name) of ``C`` events; ``async_tracks``: (pid, cat or
       name) of async events (``b``/``e``/``n``, legacy ``S``/``T``/``F``).
     - ``by_ph_cat``: counts per (ph, cat).
+    - ``gpu_linked``: GPU work ops whose ``args.correlation`` equals that of a CPU
+      runtime/driver call (``cuda_runtime``, ``cuda_driver``, ``Runtime``, ``Driver``,
+      ``mtia_runtime``, ``privateuse1_*``); ``gpu_unmatched_cuda``: GPU work ops whose
+      correlation matches no ``cuda_runtime``/``cuda_driver``/``Runtime`` call
+      (PROVENANCE.md's definition).
     """
 
     n_events: int = 0
@@ -155,6 +162,8 @@ class TraceRef:
     bare_array: bool = False
     counter_series: set = dataclasses.field(default_factory=set)
     async_tracks: set = dataclasses.field(default_factory=set)
+    gpu_linked: int = 0
+    gpu_unmatched_cuda: int = 0
 
     def lanes(self, phases) -> set:
         """(pid, tid) pairs with at least one event of the given phases."""
@@ -211,6 +220,9 @@ def reference(path: str | Path) -> TraceRef:
         for e in events
     )
     ext: dict = {}
+    rt_corr: set = set()
+    cuda_corr: set = set()
+    gpu_corr: list = []
     for e in events:
         if not isinstance(e, dict):
             continue
@@ -235,6 +247,12 @@ def reference(path: str | Path) -> TraceRef:
         if s is None or d is None or d < 0 or (epoch and s == 0):
             ref.invalid += 1
             continue
+        if ph == "X" and cat in _RUNTIME_CATS:
+            a = e.get("args") if isinstance(e.get("args"), dict) else {}
+            if "correlation" in a:
+                rt_corr.add(_id(a["correlation"]))
+                if cat in _CUDA_RUNTIME_CATS:
+                    cuda_corr.add(_id(a["correlation"]))
         end = s + d
         lo_hi = ext.get(ph)
         ext[ph] = (s, end) if lo_hi is None else (min(lo_hi[0], s), max(lo_hi[1], end))
@@ -247,6 +265,7 @@ def reference(path: str | Path) -> TraceRef:
             dref = ref.devices.setdefault(dev, DeviceRef())
             dref.streams.add(_id(stream))
             dref.work.append((s, end))
+            gpu_corr.append(_id(args.get("correlation")) if "correlation" in args else None)
             if cat in KERNEL_CATS:
                 dref.n_kernels += 1
                 dref.kernels.append((s, end))
@@ -255,6 +274,8 @@ def reference(path: str | Path) -> TraceRef:
             else:
                 dref.n_memset += 1
     ref.extent_by_ph = ext
+    ref.gpu_linked = sum(1 for c in gpu_corr if c is not None and c in rt_corr)
+    ref.gpu_unmatched_cuda = sum(1 for c in gpu_corr if c is None or c not in cuda_corr)
     return ref
 
 
@@ -270,7 +291,8 @@ def provenance(md_path: str | Path) -> dict[str, dict]:
     most common cats → count; the list may be cut with "+N more"), ``gpu_streams``,
     ``gpu_devices``, ``span_us`` (float, the rounded span in µs) with ``span_digits``
     (significant decimals shown, for the tolerance), ``gpu_ops`` (int), ``busy_pct``
-    (int, union of all GPU work over the GPU-op window, rounded), ``not_chrome`` (bool).
+    (int, union of all GPU work over the GPU-op window, rounded), ``gpu_unmatched``
+    (GPU ops without a matching runtime correlation, when stated), ``not_chrome`` (bool).
     """
     out: dict[str, dict] = {}
     for line in Path(md_path).read_text(encoding="utf-8").splitlines():
@@ -305,6 +327,9 @@ def provenance(md_path: str | Path) -> dict[str, dict]:
             info["span_us"] = float(num) * scale
             decimals = len(num.split(".")[1]) if "." in num else 0
             info["span_tol_us"] = 0.5 * 10 ** (-decimals) * scale
+        m7 = re.search(r"(\d+) GPU ops w/o matching runtime correlation", contents)
+        if m7:
+            info["gpu_unmatched"] = int(m7.group(1))
         m6 = re.search(r"GPU busy (\d+)% of [\d.]+ \w+ \((\d+) GPU ops\)", contents)
         if m6:
             info["busy_pct"] = int(m6.group(1))

@@ -85,6 +85,8 @@ def test_reference_matches_provenance(rel):
         lo, hi = min(s for s, _ in work), max(e for _, e in work)
         pct = 100 * union_ns(work) / (hi - lo) if hi > lo else 100.0
         assert round(pct) == info["busy_pct"]
+    if "gpu_unmatched" in info:
+        assert r.gpu_unmatched_cuda == info["gpu_unmatched"]
     lo, hi = r.extent(list(r.extent_by_ph))
     assert abs((hi - lo) / 1000 - info["span_us"]) <= info["span_tol_us"] * 1.0001
 
@@ -171,6 +173,21 @@ def test_gpu_kernels_and_busy(rel):
     for d, dr in r.devices.items():
         for s in dr.streams:
             assert (d, s) in gpu_lanes or any(dd == d for dd, _ in gpu_lanes), (d, s)
+
+
+@pytest.mark.parametrize("rel", TRACES)
+def test_launch_links_by_correlation(rel):
+    """Every GPU op whose correlation matches a runtime call is linked from a call with
+    that correlation; no GPU op is linked from two different calls."""
+    tr = _trace(rel)
+    r = _ref(rel)
+    work = tr.mask_kind(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
+    src, dst = tr.flow_src, tr.flow_dst
+    to_work = work[dst]
+    same = (tr.correlation[src] == tr.correlation[dst]) & (tr.correlation[dst] >= 0)
+    assert len(set(dst[to_work & same].tolist())) == r.gpu_linked
+    pairs = set(zip(src[to_work].tolist(), dst[to_work].tolist()))
+    assert len({d for _, d in pairs}) == len(pairs), "one launch call per GPU op"
 
 
 def _is_thread_lane(ln) -> bool:

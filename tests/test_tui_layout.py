@@ -203,3 +203,31 @@ def test_trace_bindings_are_public_and_shared():
     ex = {b.id: (b.key, b.action) for b in ExerciseScreen.BINDINGS}
     for bid in ("gap.next", "gap.prev", "gap.order", "view.zoom_in", "view.zoom_out", "view.fit", "view.down"):
         assert ex[bid] == shared[bid]
+
+
+def test_big_lanes_get_their_zoom_levels_built_after_first_paint():
+    from tui.swimlanes import WARM_MIN_EVENTS
+    from tui.viewmodel import LEVELS
+
+    b = TraceBuilder(path="big.json")
+    c = b.lane("1", "1", process_name="python3", thread_name="main")
+    small = b.lane("1", "2", process_name="python3", thread_name="small")
+    for k in range(WARM_MIN_EVENTS):
+        b.event(c, "op", k * 1_000, 500, Kind.CPU_OP)
+    b.event(small, "x", 0, 500, Kind.CPU_OP)
+    trace = b.build()
+    big_lane = next(ln.index for ln in trace.lanes if ln.thread_name == "main")
+    small_lane = next(ln.index for ln in trace.lanes if ln.thread_name == "small")
+
+    async def run():
+        app = make_app(trace, diagnosis=diagnose(trace))
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = await wait_ready(pilot)
+            await pilot.pause()
+            await app.workers.wait_for_complete()
+            lanes = screen.lanes
+            return sorted(lanes.lane_index(big_lane)._levels), len(lanes.lane_index(small_lane)._levels)
+
+    big_levels, small_levels = asyncio.run(run())
+    assert big_levels == list(range(LEVELS))
+    assert small_levels < LEVELS  # small lanes build levels on demand only

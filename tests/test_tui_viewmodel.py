@@ -290,6 +290,14 @@ def test_wide_events_found_deep_inside_a_long_parent():
     vp = Viewport(999_800_000, 2_000.0, 100)  # 200 µs at the end: op9998 and op9999
     got = [t.name(li.offset + j) for j in li.wide_events(vp, 6)]
     assert got == ["ProfilerStep#1", "op9998", "op9999"]
+    # levels built ahead (the background warm-up) give the same answers
+    warm = LaneIndex(t, 0)
+    warm.warm_levels()
+    assert sorted(warm._levels) == list(range(24))
+    for npc in (2_000.0, 50_000.0, 2e6):
+        v = Viewport(999_800_000 - int(50 * npc), npc, 100)
+        assert warm.wide_events(v, 6).tolist() == li.wide_events(v, 6).tolist()
+    assert [t.name(warm.offset + j) for j in warm.wide_events(vp, 6)] == got
 
 
 def test_fit_is_exact_on_epoch_timestamps():

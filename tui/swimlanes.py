@@ -37,6 +37,8 @@ _NAME_MIN_CELLS = 6
 #: the timeline (e.g. a 9 µs gap in the fit view of a 1.3 s trace).
 READABLE_CELLS = 2
 GAP_VIEW_SHARE = 4
+#: Lanes with at least this many events get their zoom levels built in the background.
+WARM_MIN_EVENTS = 20_000
 
 class Swimlanes(Widget, can_focus=True):
     """CPU and GPU swimlanes of one trace with its idle gaps.
@@ -183,6 +185,27 @@ class Swimlanes(Widget, can_focus=True):
         elif self.selected_row >= self.top_row + n:
             self.top_row = self.selected_row - n + 1
         self.top_row = max(0, min(self.top_row, max(0, len(self.rows) - n)))
+
+    def on_mount(self) -> None:
+        self.call_after_refresh(self._start_warming)
+
+    def _start_warming(self) -> None:
+        """After the first paint, build the zoom levels of big lanes in a thread worker
+        (``LaneIndex.warm_levels``), so that the first jump to a deep zoom (a tiny gap)
+        does not pay O(lane events) per lane on the key press."""
+        big = [r.lane for r in self.rows if r.kind == "lane"
+               and self.trace.lane_slice(r.lane).stop - self.trace.lane_slice(r.lane).start >= WARM_MIN_EVENTS]
+        if big:
+            self.run_worker(lambda: self._warm(big), thread=True, group="warm-levels", exit_on_error=False)
+
+    def _warm(self, lanes: list[int]) -> None:
+        from textual.worker import get_current_worker
+
+        worker = get_current_worker()
+        for lane in lanes:
+            if worker.is_cancelled:
+                return
+            self.lane_index(lane).warm_levels()
 
     def on_resize(self, event: events.Resize) -> None:
         self._frame_width = event.size.width

@@ -40,6 +40,8 @@ __all__ = [
 #: Smallest and largest zoom: ns per terminal cell.
 MIN_NS_PER_CELL = 1.0
 MAX_NS_PER_CELL = 1e13
+#: ``LaneIndex.wide_events`` levels: events of at least 4**k ns, k < LEVELS (4**24 ns ≈ 3 days).
+LEVELS = 24
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -370,17 +372,7 @@ class LaneIndex:
         """
         thr = min_cells * vp.ns_per_cell
         k = max(0, int(math.floor(math.log(max(thr, 1.0), 4))))
-        got = self._levels.get(k)
-        if got is None:
-            idx = np.flatnonzero(self.dur >= 4**k)
-            got = []
-            if idx.size:
-                d = self.depth[idx]
-                for depth in np.unique(d).tolist():
-                    sel = idx[d == depth]
-                    ends = self.end[sel]
-                    got.append((sel, self.start[sel], np.maximum.accumulate(ends)))
-            self._levels[k] = got
+        got = self._level(k)
         parts = []
         for sel, starts, pmax_end in got:
             hi = int(np.searchsorted(starts, vp.end_ns, side="left"))
@@ -392,6 +384,27 @@ class LaneIndex:
         if not parts:
             return np.zeros(0, dtype=np.int64)
         return np.sort(np.concatenate(parts))
+
+    def _level(self, k: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Events with ``dur >= 4**k`` ns split by depth: [(indices, starts, prefix max end)]."""
+        got = self._levels.get(k)
+        if got is None:
+            idx = np.flatnonzero(self.dur >= 4**k)
+            got = []
+            if idx.size:
+                d = self.depth[idx]
+                for depth in np.unique(d).tolist():
+                    sel = idx[d == depth]
+                    ends = self.end[sel]
+                    got.append((sel, self.start[sel], np.maximum.accumulate(ends)))
+            self._levels[k] = got
+        return got
+
+    def warm_levels(self, max_level: int = LEVELS) -> None:
+        """Build every ``wide_events`` level now (O(n) each; a thread worker calls this
+        after the first paint so that the first visit of a deep zoom does not pay it)."""
+        for k in range(max_level):
+            self._level(k)
 
     def at(self, t_ns: int) -> int:
         """Lane-local index of the deepest (latest-starting) event open at ``t_ns``, or -1."""

@@ -26,8 +26,12 @@ sub-cell gap into view (and the panel to build one card per gap, strips per draw
 before: load 3.1-4.7 s, first paint 130-242 ms after load+diagnosis; key → lanes
 repainted median / p95: next gap 17-21 / 26-27 ms, zoom 17-20 / 24-25 ms, pan 17-21 /
 25 ms; settled (card panel one frame later): next gap 55-62 / 92-106 ms.
-after: load 2.4-4.8 s, first paint 133-283 ms; next gap 15 / 25-30 ms, zoom 13-14 /
-39-46 ms, pan 15 / 24-25 ms; settled next gap 58-61 / 101-118 ms. (An earlier, busier
+after (three runs, zoom levels of big lanes built by a thread worker after the first
+paint): load 3.4-4.3 s, first paint 165-211 ms; next gap 11-15 / 16-17 ms, zoom 10-14 /
+16-22 ms, pan 11-15 / 15-21 ms; settled next gap 50-55 / 65-112 ms. Before that worker,
+next gap's p95 came from the first visit of a deep zoom level: building it costs 4-13 ms
+per big lane (40 ms over the four big lanes of this trace).
+(An earlier, busier
 run had measured next gap 26 / 67 ms.) The settled next-gap time is the card: about
 6 ms to build it in ``analysis``, 8 ms to wrap it and 12 ms to style the visible lines.
 """

@@ -39,7 +39,7 @@ from .chrome_columns import (GET, Interner, build_trace_lanes, exact_ts_from_tex
                              lane_keys, times)
 from .chrome_lazy import EventText
 from .chrome_phases import Rows, collect_metadata, collect_rows
-from .chrome_schema import EVENT_CLASS, AnyEvent, ObjectTrace
+from .chrome_schema import EVENT_CLASS, EVENT_CLASS_RAW_TS, AnyEvent, AnyEventRawTs, ObjectTrace, ObjectTraceRawTs, XEventRawTs
 from .chrome_times import MISSING, NEED_EXACT, OK
 from .errors import TraceFormatError
 from .json_tolerant import recover
@@ -52,6 +52,12 @@ __all__ = ["load_chrome"]
 
 _OBJ = msgspec.json.Decoder(ObjectTrace)
 _LIST = msgspec.json.Decoder(list[AnyEvent])
+_OBJ_RAW_TS = msgspec.json.Decoder(ObjectTraceRawTs)
+_LIST_RAW_TS = msgspec.json.Decoder(list[AnyEventRawTs])
+#: A ``ts`` of 13+ integer digits with a fraction: beyond 2**43 µs, a float64 loses the ns.
+_EPOCH_TS = re.compile(rb'"ts"\s*:\s*-?\d{13,}\.\d')
+#: Bytes of the text sampled for such timestamps before decoding.
+EPOCH_SAMPLE_BYTES = 1 << 18
 _WS = b" \t\r\n"
 _HEADER_KEYS = ("schemaVersion", "deviceProperties", "computeProperties", "distributedInfo",
                 "baseTimeNanoseconds", "displayTimeUnit", "traceName", "systemTraceEvents")
@@ -69,6 +75,7 @@ class _Input:
         self.header: dict = {}
         self.text: EventText | None = None
         self.warnings: list[TraceWarning] = []
+        self.x_class: type = EVENT_CLASS["X"]  # ``XEventRawTs`` when ts was kept as text
 
 
 def _decode(data: bytes, path: str) -> _Input:
@@ -77,9 +84,14 @@ def _decode(data: bytes, path: str) -> _Input:
         i += 1
     inp = _Input(path)
     body = data if i == 0 else data[i:]
+    # epoch-µs timestamps with a fraction in the first events: keep X ``ts`` as text
+    # and read it exactly, vectorised (a float64 would lose the nanoseconds)
+    raw_ts = _EPOCH_TS.search(data, i, i + EPOCH_SAMPLE_BYTES) is not None
+    if raw_ts:
+        inp.x_class = XEventRawTs
     try:
         if data[i:i + 1] == b"{":
-            obj = _OBJ.decode(body)
+            obj = (_OBJ_RAW_TS if raw_ts else _OBJ).decode(body)
             inp.events = obj.traceEvents
             for key in _HEADER_KEYS:
                 raw = getattr(obj, key)
@@ -90,11 +102,12 @@ def _decode(data: bytes, path: str) -> _Input:
                         pass
             del obj
         else:
-            inp.events = _LIST.decode(body)
+            inp.events = (_LIST_RAW_TS if raw_ts else _LIST).decode(body)
         inp.text = EventText(data, i, len(inp.events))
         return inp
     except (msgspec.DecodeError, msgspec.ValidationError):
         pass
+    inp.x_class = EVENT_CLASS["X"]
     rec = recover(data, path, i, EventText(data, i, 0).lines)
     keep = [k for k, e in enumerate(rec.events) if e is not None]
     kk = np.array(keep, dtype=np.int64)
@@ -134,8 +147,8 @@ def load_chrome(data: bytes, path: str) -> Trace:
 
 _PH_X, _PH_M, _PH_FLOW, _PH_OTHER = 0, 1, 2, 3
 _PHASE_CODE = {EVENT_CLASS["X"]: _PH_X, EVENT_CLASS["M"]: _PH_M, EVENT_CLASS["s"]: _PH_FLOW,
-               EVENT_CLASS["t"]: _PH_FLOW, EVENT_CLASS["f"]: _PH_FLOW}
-_XEVENT = EVENT_CLASS["X"]
+               EVENT_CLASS["t"]: _PH_FLOW, EVENT_CLASS["f"]: _PH_FLOW, XEventRawTs: _PH_X,
+               EVENT_CLASS_RAW_TS["M"]: _PH_M}
 _HANDLED = frozenset(("B", "E", "i", "I", "R", "C", "b", "e", "n", "S", "T", "F"))
 
 
@@ -159,7 +172,8 @@ def _build(inp: _Input) -> Trace:
         if ph not in _HANDLED:
             ignored[f"ph {ph}"] = len(by_phase.pop(ph))
     nx = int(xi.size)
-    xs = [e for e in events if type(e) is _XEVENT]
+    x_class = inp.x_class
+    xs = [e for e in events if type(e) is x_class]
     cats = Interner()
     cat_x = np.fromiter(map(cats.__getitem__, map(_get["cat"], xs)), dtype=np.int32, count=nx)
     fi = np.flatnonzero(code == _PH_FLOW)

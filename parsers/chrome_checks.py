@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import msgspec
 import numpy as np
 
 from .chrome_args import ArgColumns
@@ -87,6 +88,11 @@ def validate(cols: Columns, names: list[str], open_ended: np.ndarray, events: li
             warn(k, field, f"{bad_rows.size - _MAX_LISTED} more events with unusable ts/dur skipped")
             break
         val = getattr(events[k], field)
+        if type(val) is msgspec.Raw:  # ts kept as text (``XEventRawTs``)
+            try:
+                val = msgspec.json.decode(val)
+            except msgspec.DecodeError:
+                val = bytes(val).decode("utf-8", "replace")
         what = {MISSING: "no", NONFINITE: "non-finite"}.get(int(st), "invalid")
         detail = "" if st == MISSING else f" ({_token(val)})"
         warn(k, field, f"event {names[cols.name[r]]!r} has {what} {field}{detail}; skipped")

@@ -14,7 +14,7 @@ import numpy as np
 from .chrome_lazy import EventText
 from .chrome_schema import EventTimes
 from .chrome_text import exact_ns_near, key_positions
-from .chrome_times import EXACT_LIMIT_US, OK, decimal_ns, to_ns
+from .chrome_times import EXACT_LIMIT_US, OK, decimal_ns, raw_to_ns, to_ns
 from .kinds import CAT_KIND, RUNTIME_CATS, runtime_kind
 from .lanes import LaneInfo, Metadata, build_lanes, id_text
 from .model import GPU_KINDS, Kind, Trace, _nesting_depth
@@ -55,8 +55,11 @@ def flatten_sync_markers(trace: Trace) -> None:
 
 def times(xs: list, field: str) -> tuple[np.ndarray, np.ndarray]:
     """(ns, status) of ``ts`` or ``dur`` of events ``xs``: one ``fromiter`` pass when all
-    values are numbers below 2**43 µs, else ``chrome_times.to_ns``."""
+    values are numbers below 2**43 µs, ``chrome_times.raw_to_ns`` when they were kept
+    as JSON text, else ``chrome_times.to_ns``."""
     get = _get[field]
+    if xs and type(get(xs[0])) is msgspec.Raw:  # X events decoded with ``XEventRawTs``
+        return raw_to_ns(list(map(get, xs)))
     try:
         fa = np.fromiter(map(get, xs), dtype=np.float64, count=len(xs))
     except (TypeError, ValueError):

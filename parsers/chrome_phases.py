@@ -15,7 +15,9 @@ import math
 from collections import defaultdict
 from typing import Any, Callable
 
-from .chrome_times import NEED_EXACT, OK, scalar_ns
+import msgspec
+
+from .chrome_times import NEED_EXACT, OK, raw_scalar_ns, scalar_ns
 from .kinds import kind_of
 from .lanes import Metadata, id_text
 from .model import Kind
@@ -89,7 +91,8 @@ def collect_rows(events: list, by_phase: dict[str, list[int]], rows: Rows, warn:
         x = exact_ts.get(k)
         if x is not None:
             return x
-        ns, st = scalar_ns(e.ts)
+        v = e.ts
+        ns, st = raw_scalar_ns(bytes(v)) if type(v) is msgspec.Raw else scalar_ns(v)
         if st == OK:
             return ns
         if st == NEED_EXACT:

@@ -15,12 +15,15 @@ from typing import ClassVar, Union
 import msgspec
 
 __all__ = ["Event", "XEvent", "AnyEvent", "EVENT_CLASS", "PHASES", "as_phase_event", "EventRawArgs", "ObjectTrace",
-           "KinetoArgs", "NO_ARGS", "EventTimes", "EMPTY_ARGS", "Scalar"]
+           "KinetoArgs", "NO_ARGS", "EventTimes", "EMPTY_ARGS", "Scalar", "XEventRawTs", "AnyEventRawTs", "EVENT_CLASS_RAW_TS",
+           "ObjectTraceRawTs", "RAW_NULL"]
 
 Scalar = Union[int, float, str, None]
 
 #: Shared default for events without ``args``.
 EMPTY_ARGS = msgspec.Raw(b"{}")
+#: Default of raw ``ts`` fields (absent = null).
+RAW_NULL = msgspec.Raw(b"null")
 
 
 class KinetoArgs(msgspec.Struct, frozen=True, gc=False):
@@ -161,6 +164,67 @@ class ObjectTrace(msgspec.Struct):
     """JSON object form: ``{"traceEvents": [...], ...header keys}``."""
 
     traceEvents: list[AnyEvent]  # type: ignore[valid-type]
+    schemaVersion: msgspec.Raw = msgspec.Raw(b"null")
+    deviceProperties: msgspec.Raw = msgspec.Raw(b"null")
+    computeProperties: msgspec.Raw = msgspec.Raw(b"null")
+    distributedInfo: msgspec.Raw = msgspec.Raw(b"null")
+    baseTimeNanoseconds: msgspec.Raw = msgspec.Raw(b"null")
+    displayTimeUnit: msgspec.Raw = msgspec.Raw(b"null")
+    traceName: msgspec.Raw = msgspec.Raw(b"null")
+    systemTraceEvents: msgspec.Raw = msgspec.Raw(b"null")
+
+
+class XEventRawTs(msgspec.Struct, gc=False, tag_field="ph", tag="X"):
+    """``XEvent`` with ``ts`` kept as its JSON text (``msgspec.Raw``; ``null`` when
+    absent), for files whose timestamps a float64 cannot hold (epoch µs with a
+    fraction): ``chrome_times.raw_to_ns`` reads them exactly, vectorised."""
+
+    ph: ClassVar[str] = "X"
+    name: Scalar = None
+    cat: Scalar = None
+    pid: Scalar = None
+    tid: Scalar = None
+    ts: msgspec.Raw = RAW_NULL
+    dur: Scalar = None
+    id: Scalar = None
+    bp: Union[str, None] = None
+    bind_id: Scalar = None
+    flow_in: Union[bool, None] = None
+    flow_out: Union[bool, None] = None
+    args: KinetoArgs = NO_ARGS
+
+
+class _PhaseEventRawTs(msgspec.Struct, gc=False, tag_field="ph"):
+    """``_PhaseEvent`` with ``ts`` kept as its JSON text (see ``XEventRawTs``)."""
+
+    name: Scalar = None
+    cat: Scalar = None
+    pid: Scalar = None
+    tid: Scalar = None
+    ts: msgspec.Raw = RAW_NULL
+    dur: Scalar = None
+    id: Scalar = None
+    bp: Union[str, None] = None
+    args: KinetoArgs = NO_ARGS
+
+
+def _make_raw(ph: str):
+    name = {"(": "Open", ")": "Close", "=": "Eq"}.get(ph, ph)
+    return msgspec.defstruct(f"EventRawTs_{name}", [], bases=(_PhaseEventRawTs,), tag=ph, gc=False,
+                             namespace={"ph": ph, "__annotations__": {"ph": ClassVar[str]}})
+
+
+#: Event class of each phase when timestamps are kept as text: ``X`` and the other
+#: timed phases keep ``ts`` raw; flow events (bound with a tolerance) keep floats.
+EVENT_CLASS_RAW_TS: dict[str, type] = {
+    "X": XEventRawTs, **{ph: (EVENT_CLASS[ph] if ph in ("s", "t", "f") else _make_raw(ph)) for ph in PHASES if ph != "X"}}
+AnyEventRawTs = Union[tuple(EVENT_CLASS_RAW_TS.values())]  # type: ignore[valid-type]
+
+
+class ObjectTraceRawTs(msgspec.Struct):
+    """``ObjectTrace`` whose ``X`` events keep ``ts`` as text (``XEventRawTs``)."""
+
+    traceEvents: list[AnyEventRawTs]  # type: ignore[valid-type]
     schemaVersion: msgspec.Raw = msgspec.Raw(b"null")
     deviceProperties: msgspec.Raw = msgspec.Raw(b"null")
     computeProperties: msgspec.Raw = msgspec.Raw(b"null")

@@ -219,3 +219,9 @@ def short_name(name: str, max_len: int) -> str:
             break
         t = _collapse_templates(t, depth)
     return safe_name(t, max_len)
+
+
+#: Recurring groups shown with their full card in text and Markdown (the rest as a table).
+GROUP_CARDS = 3
+#: Rows of the Markdown table of further groups (tickets and chat need the largest few).
+MD_GROUP_ROWS = 30

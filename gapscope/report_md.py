@@ -8,7 +8,7 @@ literal), with ``|`` escaped inside tables and control characters made visible b
 from __future__ import annotations
 
 from .report_json import lone_gaps
-from .report_fmt import budget_rows, fmt_dur, fmt_share, safe_name, unit_for
+from .report_fmt import GROUP_CARDS, MD_GROUP_ROWS, budget_rows, fmt_dur, fmt_share, safe_name, unit_for
 
 __all__ = ["render_markdown", "md_code", "md_text"]
 
@@ -122,11 +122,23 @@ def _diagnosis(doc: dict) -> list[str]:
             for k, g in enumerate(gaps, 1)])
     else:
         out.append("No idle gaps.")
-    for grp in doc["groups"]:
+    groups = doc["groups"]
+    for grp in groups[:GROUP_CARDS]:
         out += ["", f"### G{grp.get('id')} {md_code(grp.get('label'), 80, False)}: recurs in {grp.get('steps_with_gap')} of "
                 f"{grp.get('steps_total')} steps, {fmt_dur(grp.get('median_ns', 0))} median", ""]
         if grp.get("card"):
             out += _card_lines(grp["card"])
+    rest = groups[GROUP_CARDS:]
+    if rest:
+        # A ticket or a chat message needs the few largest cards, not hundreds.
+        shown = rest[:MD_GROUP_ROWS]
+        out += ["", f"{len(rest)} more recurring group{'s' if len(rest) != 1 else ''} (cards in `--json`):", ""]
+        out += _table(["group", "recurs", "median", "total", "cause"], [
+            [f"G{grp.get('id')}", f"{grp.get('steps_with_gap')} of {grp.get('steps_total')} steps",
+             fmt_dur(grp.get("median_ns", 0)), fmt_dur(grp.get("total_ns", 0)), grp.get("cause", "")]
+            for grp in shown])
+        if len(rest) > len(shown):
+            out.append(f"\n… and {len(rest) - len(shown)} more.")
     lone = lone_gaps(doc)
     for k, g in lone:
         out += ["", f"### Gap #{k}: {fmt_dur(g['dur_ns'])} at {fmt_dur(g['start_rel_ns'])}", ""]

@@ -9,7 +9,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from .report_fmt import budget_rows, fmt_bytes, fmt_dur, unit_for
+from .report_fmt import GROUP_CARDS, budget_rows, fmt_bytes, fmt_dur, unit_for
 from .report_json import lone_gaps
 from .report_rich import cause_text, heading, name_text, safe_text
 
@@ -56,7 +56,6 @@ def card_panel(title: Text, card: dict, recurs: str | None = None) -> Panel:
 
 
 #: Recurring groups (largest total first) printed with their card; the rest in a table.
-GROUP_CARDS = 3
 
 
 def _recurs(grp: dict) -> str:

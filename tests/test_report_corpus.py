@@ -67,3 +67,16 @@ def test_corpus_text_report(corpus):
     section = text.split("Largest idle gaps")[1]
     row = next(line for line in section.splitlines() if line.lstrip().startswith("1 "))
     assert fmt_dur(first["dur_ns"], unit_for(first["dur_ns"])) in row and first["cause"] in row
+
+
+def test_markdown_keeps_to_the_largest_group_cards(corpus):
+    """A ticket needs the few largest cards: rank0 has over a thousand recurring groups;
+    Markdown shows GROUP_CARDS of them as cards and at most MD_GROUP_ROWS in a table."""
+    from gapscope.report_fmt import GROUP_CARDS, MD_GROUP_ROWS
+
+    md = run(corpus / "hta" / "rank0.json.gz", "--markdown")
+    assert md.count("- **Smell:**") <= GROUP_CARDS + 10  # group cards + lone-gap cards
+    assert sum(ln.startswith("### G") and not ln.startswith("### Gap") for ln in md.splitlines()) == GROUP_CARDS
+    table_rows = [ln for ln in md.splitlines() if ln.startswith("| G")]
+    assert len(table_rows) == MD_GROUP_ROWS
+    assert "more recurring groups (cards in `--json`)" in md

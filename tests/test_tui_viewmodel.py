@@ -85,6 +85,12 @@ def test_ruler_units_ms_and_s():
     assert [lab for _, lab in ticks] == ["0ms", "1ms"]
     _, ticks = ruler_ticks(Viewport(0, 100_000_000.0, 60), origin_ns=0)
     assert [lab for _, lab in ticks] == ["0s", "2s", "4s"]
+    # 36 µs at +13.4 ms of a long trace: labels in ms, decimals to resolve the 5 µs step
+    step, ticks = ruler_ticks(Viewport(13_400_000, 562.5, 64), origin_ns=0, min_cells=8)
+    assert step == 5_000
+    assert ticks == [(0, "13.400ms"), (9, "13.405ms"), (18, "13.410ms"), (27, "13.415ms"),
+                     (36, "13.420ms"), (44, "13.425ms"), (53, "13.430ms"), (62, "13.435ms")]
+    assert format_time_ns(13_400_000, 10_000, (1_000_000, "ms")) == "13.40ms"
 
 
 def test_format_time_and_duration():

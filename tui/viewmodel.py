@@ -147,13 +147,15 @@ def _unit_for(step_ns: int) -> tuple[int, str]:
     return unit
 
 
-def format_time_ns(t_ns: int, step_ns: int) -> str:
+def format_time_ns(t_ns: int, step_ns: int, unit: tuple[int, str] | None = None) -> str:
     """Format a time offset with the unit and decimals that resolve ``step_ns``.
 
     ``format_time_ns(1_500_000, 500_000) == "1.5ms"``;
-    ``format_time_ns(250_000, 50_000) == "250µs"``.
+    ``format_time_ns(250_000, 50_000) == "250µs"``; ``unit`` (scale in ns, name)
+    overrides the unit: ``format_time_ns(13_400_000, 10_000, (1_000_000, "ms")) ==
+    "13.40ms"``.
     """
-    scale, name = _unit_for(step_ns)
+    scale, name = unit or _unit_for(step_ns)
     decimals = 0
     r = step_ns / scale
     while decimals < 9 and abs(r - round(r)) > 1e-9:
@@ -190,6 +192,12 @@ def ruler_ticks(vp: Viewport, origin_ns: int, min_cells: int = 12) -> tuple[int,
     step = nice_step_ns(vp.ns_per_cell, min_cells)
     rel0 = vp.start_ns - origin_ns
     first = -(-rel0 // step) * step  # ceil to a multiple of step
+    # Deep inside a long trace the labels switch to the unit of the offsets themselves
+    # (13.40ms, not 13400µs) once they would need four integer digits.
+    far = max(abs(first), abs(rel0 + int(vp.span_ns)))
+    unit = _unit_for(step)
+    if far >= 1000 * unit[0]:
+        unit = max((u for u in _UNITS if u[0] <= far), key=lambda u: u[0])
     ticks: list[tuple[int, str]] = []
     t = first
     while True:
@@ -197,7 +205,7 @@ def ruler_ticks(vp: Viewport, origin_ns: int, min_cells: int = 12) -> tuple[int,
         if cell >= vp.width:
             break
         if cell >= 0:
-            ticks.append((cell, format_time_ns(t, step)))
+            ticks.append((cell, format_time_ns(t, step, unit)))
         t += step
     return step, ticks
 

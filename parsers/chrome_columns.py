@@ -74,37 +74,15 @@ def times(xs: list, field: str) -> tuple[np.ndarray, np.ndarray]:
 def lane_keys(xs: list) -> tuple[dict, np.ndarray]:
     """Raw (pid, tid) → dense id (first-seen order), and the id of each event.
 
-    pids and tids are interned separately (scalar hashing, any mix of numbers and
-    strings), then paired with numpy."""
-    n = len(xs)
+    One pass: each event's (pid, tid) tuple is interned (scalar hashing, any mix of
+    numbers and strings; Python equality, so ``1`` and ``1.0`` are one key, and the
+    first-seen spelling is kept)."""
     lanes = Interner()
-    if n == 0:
-        return lanes, np.zeros(0, np.int32)
-    pids, tids = Interner(), Interner()
-    pid = np.fromiter(map(pids.__getitem__, map(_get["pid"], xs)), dtype=np.int64, count=n)
-    tid = np.fromiter(map(tids.__getitem__, map(_get["tid"], xs)), dtype=np.int64, count=n)
-    key = pid * len(tids) + tid
-    uniq = np.unique(key)
-    inv = np.searchsorted(uniq, key)
-    first = _first_index(inv, uniq.size)
-    order = np.argsort(first, kind="stable")  # first-seen order
-    rank = np.empty_like(order)
-    rank[order] = np.arange(order.size)
-    for j in order.tolist():
-        x = xs[int(first[j])]
-        lanes[(x.pid, x.tid)]
-    if len(lanes) == order.size:
-        return lanes, rank[inv].astype(np.int32)
-    lanes = Interner()  # unhashable-equal corner cases (1 and 1.0 and True): one dict of tuples
-    ids = np.fromiter(map(lanes.__getitem__, zip(map(_get["pid"], xs), map(_get["tid"], xs))), dtype=np.int32, count=n)
+    ids = np.fromiter(map(lanes.__getitem__, map(_PID_TID, xs)), dtype=np.int32, count=len(xs))
     return lanes, ids
 
 
-def _first_index(inv: np.ndarray, k: int) -> np.ndarray:
-    """Index of the first occurrence of each id ``0..k-1`` in ``inv`` (ids all present)."""
-    first = np.full(k, inv.size, dtype=np.int64)
-    np.minimum.at(first, inv, np.arange(inv.size, dtype=np.int64))
-    return first
+_PID_TID = attrgetter("pid", "tid")
 
 
 def kinds(cat_list: list, cat_x: np.ndarray, name_x: np.ndarray, name_list: list) -> np.ndarray:

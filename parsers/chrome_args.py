@@ -103,10 +103,21 @@ def extract_args(args: list, kind: np.ndarray, name_id: np.ndarray, names: list,
     ``old_external_id``: also read the 2020 spelling ``external id``.
     """
     n = len(args)
-    cols = ArgColumns.empty(n if total is None else total)
+    size = n if total is None else total
     if n == 0:
-        return cols
-    cols.correlation[:n] = _field_col(args, "correlation")
+        return ArgColumns.empty(size)
+
+    def grown(a: np.ndarray) -> np.ndarray:
+        if size == n:
+            return a
+        out = np.empty(size, dtype=np.int64)
+        out[:n] = a[:size]
+        out[n:] = -1
+        return out
+
+    m = lambda: np.full(size, -1, dtype=np.int64)  # noqa: E731
+    cols = ArgColumns(grown(_field_col(args, "correlation")), m(), m(), m(), np.zeros(0, np.int64),
+                      np.zeros(size, np.int8), np.zeros(size, bool))
     gpu = np.isin(kind, _GPU_SIDE)
     if gpu.any():
         sel = np.flatnonzero(gpu)
@@ -117,7 +128,7 @@ def extract_args(args: list, kind: np.ndarray, name_id: np.ndarray, names: list,
     if old_external_id:
         old = _field_col(args, "external_id_old")
         ext = np.where(ext >= 0, ext, old)
-    cols.external_id[:n] = ext
+    cols.external_id = grown(ext)
     copy_cache: dict = {}
     memset = int(Kind.MEMSET)
     for i in np.flatnonzero(np.isin(kind, _COPY_KINDS)).tolist():

@@ -27,10 +27,17 @@ def _feedback(screen) -> str:
 
 async def _choose(pilot, index: int) -> None:
     ol = pilot.app.screen.query_one("#ex-options", OptionList)
-    assert ol.has_focus
+    assert ol.has_focus  # focused by the task itself, no Tab
+    if index < 9 and index % 2 == 0:  # the digit key chooses directly
+        await pilot.press(str(index + 1))
+        return
     await pilot.press("down")  # one real arrow press, then jump (each press costs a repaint)
     ol.highlighted = index
     await pilot.press("enter")
+
+
+def _how(screen) -> str:
+    return str(screen.query_one("#ex-how", Static).render())
 
 
 async def _type(pilot, text: str) -> None:
@@ -90,6 +97,14 @@ def test_play_through_with_correct_answers(name, tmp_path):
             for k in range(n):
                 assert s.index == k
                 before = s.task
+                how = _how(screen)
+                if before.kind == "pick_gap":
+                    assert how == "Pick: move with n/N (next/previous gap), confirm with Enter"
+                elif before.kind == "number":
+                    assert how == f"Type a number with its unit ({before.key.unit}), then Enter"
+                elif before.kind in ("choice", "cause"):
+                    m = 5 if before.kind == "cause" else len(before.options)
+                    assert how == f"Choose: ↑/↓ and Enter or 1–{m}"
                 await _answer_correctly(pilot)
                 assert s.record(before)["done"], (before.id, _feedback(screen))
                 assert s.record(before)["attempts"] == 1
@@ -120,13 +135,15 @@ def test_decode_step_wrong_answers_get_evidence(tmp_path):
             await pilot.press("n", "enter")
             await pilot.pause()
             fb = _feedback(screen)
-            assert fb.startswith("✗ Not yet. You picked 0.000-0.258 ms (0.258 ms), gap 2 of 3 by size")
+            assert fb.startswith("✗ Not yet. You picked gap 1 of 3, 0.000-0.258 ms (0.258 ms): number 2 of 3 by size")
             assert "wider stretch of white space" in fb
             await pilot.press("u")
             await pilot.pause()
             assert "Hint 1/2: Idle time at the edges" in str(screen.query_one("#ex-hints", Static).render())
             await _pick(pilot, s.facts().resolve(s.task.gap))
-            assert _feedback(screen).startswith("✓ Correct. That is the largest gap: 0.590-1.050 ms (0.460 ms).")
+            # the interval only: nothing that answers the next task (its class, its evidence)
+            assert _feedback(screen) == "✓ Correct. That is the largest gap: gap 3 of 3, 0.590-1.050 ms (0.460 ms)."
+            assert "gap 3 of 3, 0.590-1.050 ms (0.460 ms)" in str(screen.query_one("#ex-status", Static).render())
             await _choose(pilot, CAUSE_LABELS.index("sync"))  # cause: wrong
             assert "sync does not fit what the CPU did during 0.590-1.050 ms" in _feedback(screen)
             await _choose(pilot, CAUSE_LABELS.index("host"))
@@ -139,7 +156,7 @@ def test_decode_step_wrong_answers_get_evidence(tmp_path):
             assert s.task.id == "first-change"
             await _choose(pilot, 0)  # "Rewrite the attention kernel"
             fb = _feedback(screen)
-            assert fb.startswith("✗ Not yet. The GPU is busy only 0.312 ms of the 1.050 ms step; 70.3% of the step is white space")
+            assert fb.startswith("✗ Not yet. Look at the GPU lane: most of the step is white space where no kernel runs.")
             assert s.task.id == "first-change"
             screen.query_one("#ex-notes", Input).value = "try logging every 32 tokens"
             await _choose(pilot, 2)
@@ -180,5 +197,50 @@ def test_card_reasks_only_wrong_fields(tmp_path):
             await _choose(pilot, 0)
             assert _feedback(screen).startswith("✓ Correct.")
             assert s.task.id == "card-island"
+
+    asyncio.run(run())
+
+
+def test_help_keys_and_focus(tmp_path):
+    """? opens help built from the live bindings; digits choose; the input is focused
+    without Tab; Escape comes back to the answer."""
+    async def run():
+        app = _app("decode-step", tmp_path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            screen, s = app.screen, app.session
+            ol = screen.query_one("#ex-options", OptionList)
+            assert screen.focused is ol  # task 1 is a choice: the list has the focus
+            assert _how(screen) == "Choose: ↑/↓ and Enter or 1–2"
+            assert ol.border_title == "Answer: choose one"
+            await pilot.press("question_mark")
+            await pilot.pause()
+            from tui.exercise_help import ExerciseHelpScreen
+
+            assert isinstance(app.screen, ExerciseHelpScreen)
+            text = str(app.screen.query_one("#exercise-help-text", Static).render())
+            assert "This task:  Choose: ↑/↓ and Enter or 1–2" in text
+            assert "1–2  choose option" in text  # live: only the digits this task takes
+            assert "n ]  next gap" in text and "u f2  hint" in text and "? f1  help" in text
+            assert "pick gap" not in text  # Enter picks only in a pick-gap task
+            await pilot.press("escape")
+            await pilot.pause()
+            assert app.screen is screen and screen.focused is ol
+            await pilot.press("3")  # no third option: nothing happens
+            assert s.index == 0 and s.record()["attempts"] == 0
+            await pilot.press("1")  # the digit answers
+            await pilot.pause()
+            assert s.index == 1 and _feedback(screen).startswith("✓ Correct.")
+            assert screen.focused is screen.lanes  # a pick: the timeline, without Tab
+            assert _how(screen) == "Pick: move with n/N (next/previous gap), confirm with Enter"
+            await pilot.press("1")  # digits do nothing while picking
+            assert s.index == 1
+            await pilot.press("f1")
+            await pilot.pause()
+            text = str(app.screen.query_one("#exercise-help-text", Static).render())
+            assert "Enter  pick gap" in text and "choose option" not in text
+            await pilot.press("question_mark")
+            await pilot.pause()
+            assert app.screen is screen and screen.focused is screen.lanes
 
     asyncio.run(run())

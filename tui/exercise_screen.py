@@ -4,7 +4,10 @@ with its input, feedback that points at the timeline, hints, and the debrief.
 Composes the viewer's ``Swimlanes`` (one per trace of the exercise, shown by CSS class)
 and its ``GapNavigator``; the judging is headless (``gapscope.exercise.Session``).
 Keys follow the viewer's: n/N next/previous gap, s largest-first/time order, +/- zoom,
-h/l pan, ,/. cursor, j/k lanes, f fit; Enter confirms a picked gap; u unlocks a hint.
+h/l pan, ,/. cursor, j/k lanes, f fit; Enter confirms a picked gap; 1-9 choose an
+option; u unlocks a hint; ? (or F1) shows the key help. Each task says in one line how
+to answer it (``#ex-how``, built from the live bindings), and the task's input (option
+list, number field, or the timeline for a pick) gets the focus by itself.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from textual.widgets.option_list import Option
 from gapscope.exercise import AnswerError, Session
 from gapscope.exercise.load import CAUSE_LABELS
 
+from .exercise_help import ExerciseHelpScreen, how_to_answer
 from .exercise_text import hints_text, path_text, task_header, verdict_text
 from .navigation import SIZE, TIME, GapNavigator
 from .screen import trace_bindings
@@ -48,13 +52,17 @@ class ExerciseScreen(Screen):
     BINDINGS = [
         *trace_bindings({"gap.next", "gap.prev", "gap.order"}),
         Binding("enter", "confirm_pick", "pick gap", id="exercise.pick"),
+        *(Binding(str(k), f"choose({k - 1})", "choose option", show=False, id=f"exercise.choose{k}") for k in range(1, 10)),
         Binding("u,f2", "hint", "hint", id="exercise.hint"),
+        Binding("question_mark,f1", "help", "help", id="app.help"),
         # the viewer's keys; the footer keeps its short "zoom" label
         *(dataclasses.replace(b, description="zoom") if b.id == "view.zoom_in" else b
           for b in trace_bindings({"view.zoom_in", "view.zoom_out", "view.pan_left", "view.pan_right", "view.cursor_left",
                                    "view.cursor_right", "view.down", "view.up", "view.fit"})),
         Binding("escape,q", "app.quit", "quit", id="app.quit"),
     ]
+
+    AUTO_FOCUS = ""  # the task's input is focused by _setup_input, never the first widget
 
     DEFAULT_CSS = """
     ExerciseScreen { layout: vertical; }
@@ -71,6 +79,8 @@ class ExerciseScreen(Screen):
     ExerciseScreen #ex-task-head { height: auto; }
     ExerciseScreen #ex-task { height: auto; margin: 0; }
     ExerciseScreen #ex-field { height: auto; color: $accent; }
+    ExerciseScreen #ex-how { height: auto; color: $text-accent; text-style: bold; }
+    ExerciseScreen #ex-prompt-label { padding: 0 1; text-style: bold underline; }
     ExerciseScreen #ex-options { height: auto; max-height: 12; }
     ExerciseScreen #ex-number, ExerciseScreen #ex-notes { height: 3; }
     ExerciseScreen .-off { display: none; }
@@ -99,19 +109,29 @@ class ExerciseScreen(Screen):
         with Horizontal(id="ex-main"):
             with VerticalScroll(id="ex-left"):
                 yield Static(path_text(self.session), id="ex-path", markup=False)
+                yield Static("Prompt", id="ex-prompt-label", markup=False)
                 yield Markdown(ex.prompt, id="ex-prompt")
             with Vertical(id="ex-right"):
                 for k, ref in enumerate(ex.traces):
                     f = self.session.workbook.facts(ref.id)
                     yield ExerciseLanes(f.trace, f.diag, id=f"lanes-{k}", classes="-hidden")
                 yield Static(Text(""), id="ex-status", markup=False)
-                with VerticalScroll(id="ex-task-box"):
+                task_box = VerticalScroll(id="ex-task-box")
+                task_box.can_focus = False  # Tab goes timeline -> note -> answer, not through a bare scroll area
+                with task_box:
                     yield Static(Text(""), id="ex-task-head", markup=False)
                     yield Static("", id="ex-task")
                     yield Static(Text(""), id="ex-field", markup=False)
-                    yield Input(placeholder="your note (kept, not judged)", id="ex-notes", classes="-off")
-                    yield OptionList(id="ex-options", classes="-off")
-                    yield Input(placeholder="a number with its unit, e.g. 0.312 ms", id="ex-number", classes="-off")
+                    yield Static(Text(""), id="ex-how", markup=False)
+                    notes = Input(placeholder="your note (kept, not judged)", id="ex-notes", classes="-off")
+                    notes.border_title = "Your note (optional, not judged)"
+                    yield notes
+                    options = OptionList(id="ex-options", classes="-off")
+                    options.border_title = "Answer: choose one"
+                    yield options
+                    number = Input(placeholder="a number with its unit, e.g. 0.312 ms", id="ex-number", classes="-off")
+                    number.border_title = "Answer"
+                    yield number
                     yield Static(Text(""), id="ex-feedback", markup=False)
                     yield Static(Text(""), id="ex-hints", markup=False)
                 with VerticalScroll(id="ex-debrief-box"):
@@ -178,14 +198,15 @@ class ExerciseScreen(Screen):
         if kind == "pick_gap":
             self._set_mode("pick")
             self.query_one("#ex-status", Static).update(self._status_text())
-            self.call_after_refresh(self.lanes.focus)
+            self._focus_input()
             return
         if kind == "number" or (field is not None and not field.options and field.name != "cause"):
             self._set_mode("number")
             inp = self.query_one("#ex-number", Input)
             inp.value = ""
             inp.placeholder = f"{field.prompt} (free text)" if field else f"a number in {task.key.unit}"
-            self.call_after_refresh(inp.focus)
+            inp.border_title = "Answer: free text" if field else f"Answer in {task.key.unit}"
+            self._focus_input()
             if field is not None:
                 self.query_one("#ex-field", Static).update(self._card_status(field))
             return
@@ -204,7 +225,7 @@ class ExerciseScreen(Screen):
         ol.add_options([Option(Text(f"{k + 1}. {p}")) for k, p in enumerate(prompts)])
         ol.highlighted = 0
         self._set_mode("options")
-        self.call_after_refresh(ol.focus)
+        self._focus_input()
 
     def _card_status(self, field) -> Text:
         task = self.session.task
@@ -222,6 +243,36 @@ class ExerciseScreen(Screen):
         self.mode = mode
         self._show("ex-options", mode == "options")
         self._show("ex-number", mode == "number")
+        self.query_one("#ex-how", Static).update(Text(self.how_to_answer()))
+        self.refresh_bindings()
+
+    def how_to_answer(self) -> str:
+        """One line: how to answer the current task (keys from the live bindings)."""
+        task = self.session.task
+        free_text = task is not None and task.kind == "card" and self.mode == "number"
+        n_options = len(self.opt_values) if self.mode == "options" else 0
+        unit = task.key.unit if task is not None and task.kind == "number" else ""
+        return how_to_answer(self, self.mode, n_options=n_options, unit=unit, free_text=free_text)
+
+    def _input_widget(self):
+        """The widget that takes the current task's answer (None when finished)."""
+        if self.session.finished:
+            return None
+        return {"pick": self.lanes, "options": self.query_one("#ex-options", OptionList),
+                "number": self.query_one("#ex-number", Input)}.get(self.mode)
+
+    def _focus_input(self) -> None:
+        """Focus the task's input once the layout has shown it (no Tab needed)."""
+        def focus() -> None:
+            w = self._input_widget()
+            if w is not None:
+                w.focus()
+        self.call_after_refresh(focus)
+
+    def on_screen_resume(self) -> None:
+        # back from the help: the answer input, not whatever was focused first
+        if self.is_mounted and self.mode:
+            self._focus_input()
 
     def _refresh_hints(self) -> None:
         task = self.session.task
@@ -255,8 +306,7 @@ class ExerciseScreen(Screen):
         g = lanes.selected_gap
         if g is None:
             g = lanes.gap_at(lanes.cursor_ns, f.device)
-        t.append(f" · gap {f.gap_text(g)}" if g is not None else " · not in a gap")
-        t.append(" · n/N move, Enter picks" if self.mode == "pick" else "")
+        t.append(f" · {f.gap_name(g)}" if g is not None else " · not in a gap")
         return t
 
     # ------------------------------------------------------------- answering
@@ -323,6 +373,24 @@ class ExerciseScreen(Screen):
         if g is None:
             g = lanes.gap_at(lanes.cursor_ns, self.session.facts().device)
         self._answer(g)
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        # footer and help show Enter-picks only while picking, 1-9 only with options
+        if action == "confirm_pick":
+            return self.mode == "pick" and not self.session.finished
+        if action == "choose":
+            return self.mode == "options" and not self.session.finished and parameters[0] < len(self.opt_values)
+        return True
+
+    def action_choose(self, index: int) -> None:
+        """Digit keys: choose option ``index`` (0-based) of the list shown."""
+        if self.mode != "options" or not 0 <= index < len(self.opt_values):
+            return
+        self.query_one("#ex-options", OptionList).highlighted = index
+        self._answer(self.opt_values[index])
+
+    def action_help(self) -> None:
+        self.app.push_screen(ExerciseHelpScreen(self))
 
     def action_hint(self) -> None:
         h = self.session.hint()

@@ -123,6 +123,22 @@ class TraceFacts:
         gs, ge = int(self.diag.gaps.start_ns[g]), int(self.diag.gaps.end_ns[g])
         return f"{self.rel(gs)}-{self.rel(ge)} ms ({fmt_dur(ge - gs)})"
 
+    def gap_number(self, g: int) -> tuple[int, int]:
+        """(n, count): gap ``g`` is the n-th of this device's ``count`` gaps in time
+        order, counted from 1 (what the learner sees moving with n/N). n is 0 when
+        ``g`` is not a gap of this device."""
+        order = self.gap_indices()
+        starts = np.asarray(self.diag.gaps.start_ns, dtype=np.int64)[order]
+        by_time = order[np.argsort(starts, kind="stable")]
+        hit = np.flatnonzero(by_time == g)
+        return (int(hit[0]) + 1 if hit.size else 0), int(by_time.size)
+
+    def gap_name(self, g: int) -> str:
+        """``gap 3 of 3, 0.590-1.050 ms (0.460 ms)``: the 1-based number in time order
+        and the interval, as the exercise screen shows a gap."""
+        n, count = self.gap_number(g)
+        return f"gap {n} of {count}, {self.gap_text(g)}" if n else f"gap {self.gap_text(g)}"
+
     def resolve(self, sel: GapSelector) -> int | None:
         """Gap index named by ``sel`` in the diagnosis, or None when there is none."""
         order = self.gap_indices()

@@ -88,7 +88,7 @@ def _evidence(facts: TraceFacts, g: int) -> tuple[str, ...]:
         card = facts.diag.card(g)
     except Exception:  # a card is optional evidence; the verdict stands without it
         return ()
-    lines = [f"Gap {facts.gap_text(g)}: diagnosis says {card.cause.label}"
+    lines = [f"{facts.gap_name(g)[:1].upper()}{facts.gap_name(g)[1:]}: diagnosis says {card.cause.label}"
              + (f" (secondary {card.secondary.label}, {card.secondary_share:.0%})" if card.secondary is not None else "")]
     for ev in sorted(card.evidence, key=lambda e: -e.overlap_ns)[:4]:
         lines.append(f"  evidence: {ev.name} ({ev.cause.label}, {fmt_dur(ev.overlap_ns)} inside the gap)")
@@ -144,11 +144,12 @@ def _pick(task: Task, facts: TraceFacts, answer) -> Verdict:
         return Verdict(False, "The cursor is not on an idle gap. Move to a stretch of white space on the GPU lane and press Enter.")
     g = int(answer)
     if g == key:
-        msg = fill(task.feedback, facts, g) or f"That is {task.gap.describe()}: {facts.gap_text(g)}."
-        return Verdict(True, msg, _evidence(facts, g))
+        # the interval only: the diagnosis's class and evidence answer later tasks
+        msg = fill(task.feedback, facts, g) or f"That is {task.gap.describe()}: {facts.gap_name(g)}."
+        return Verdict(True, msg)
     order = [int(x) for x in facts.gap_indices()]
     rank = order.index(g) + 1 if g in order else 0
-    msg = f"You picked {facts.gap_text(g)}, gap {rank} of {len(order)} by size; the key is {task.gap.describe()}."
+    msg = f"You picked {facts.gap_name(g)}: number {rank} of {len(order)} by size; the key is {task.gap.describe()}."
     if task.gap.rank == 1:
         msg += " There is a wider stretch of white space on the GPU lane: rank the gaps by length (protocol step 3)."
     if task.wrong_feedback:

@@ -45,8 +45,8 @@ from .errors import TraceFormatError
 from .json_tolerant import recover
 from .kinds import KINETO_CATS, KINETO_FLOW_CATS
 from .lanes import Metadata
-from .chrome_flows import kineto_flow_links
-from .model import GPU_WORK_KINDS, Kind, SourceInfo, Trace, TraceWarning, link_by_correlation
+from .chrome_flows import has_unlinked_work, kineto_flow_links
+from .model import Kind, SourceInfo, Trace, TraceWarning, link_by_correlation
 
 __all__ = ["load_chrome"]
 
@@ -291,7 +291,7 @@ def _build(inp: _Input) -> Trace:
     ks, kd = np.zeros(0, np.int64), np.zeros(0, np.int64)
     if kineto_flows.size:  # ac2g & co: only for GPU ops that correlation left unlinked
         linked = np.concatenate((fd, gd, vd))
-        if _has_unlinked_work(cols.kind, linked):
+        if has_unlinked_work(cols.kind, linked):
             kf = [k for k in kineto_flows.tolist() if events[k].cat in KINETO_FLOW_CATS]
             ks, kd = kineto_flow_links(events, kf, cols.kind, cols.start, cols.dur, lane_final, lanes_raw, remap, linked)
     flows = (np.concatenate((fs, gs, vs, ks)), np.concatenate((fd, gd, vd, kd)))
@@ -328,22 +328,6 @@ def _build(inp: _Input) -> Trace:
     )
     flatten_sync_markers(trace)
     return trace
-
-
-def _has_unlinked_work(kind: np.ndarray, linked: np.ndarray) -> bool:
-    """True when some GPU work op (kernel, copy, memset) is not a flow destination."""
-    work = np.isin(kind, _WORK_KINDS)
-    n_work = int(np.count_nonzero(work))
-    if n_work == 0:
-        return False
-    if linked.size < n_work:
-        return True
-    covered = np.zeros(kind.size, dtype=bool)
-    covered[linked] = True
-    return bool((work & ~covered).any())
-
-
-_WORK_KINDS = np.array(sorted(int(k) for k in GPU_WORK_KINDS), dtype=np.int8)
 
 
 def _count_rows(by_phase: dict) -> int:

@@ -26,7 +26,7 @@ from .chrome_times import NEED_EXACT, OK
 from .lanes import id_text
 from .model import CPU_CALL_KINDS, GPU_KINDS, GPU_WORK_KINDS
 
-__all__ = ["kineto_flow_links", "TOLERANCE_NS"]
+__all__ = ["kineto_flow_links", "has_unlinked_work", "TOLERANCE_NS"]
 
 #: Slack (ns) when a flow's ``ts`` was only approximated (float64 of epoch µs).
 TOLERANCE_NS = 1000
@@ -95,6 +95,20 @@ def kineto_flow_links(events: list, flow_ks: list[int], kind: np.ndarray, start:
         src.append(row)
         dst.append(d)
     return np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
+
+
+def has_unlinked_work(kind: np.ndarray, linked: np.ndarray) -> bool:
+    """True when some GPU work op (kernel, copy, memset; ``kind`` int8) is not among
+    the flow destinations ``linked`` (int64 row indices)."""
+    work = np.isin(kind, _WORK)
+    n_work = int(np.count_nonzero(work))
+    if n_work == 0:
+        return False
+    if linked.size < n_work:
+        return True
+    covered = np.zeros(kind.size, dtype=bool)
+    covered[linked] = True
+    return bool((work & ~covered).any())
 
 
 def _key(e) -> tuple[str, str]:

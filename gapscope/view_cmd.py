@@ -1,6 +1,9 @@
 """``gapscope [TRACE]``: open the viewer (the bundled decode-step sample without TRACE).
 
-Bad input prints one line (the ``TraceFormatError`` text) to stderr and exits 2.
+Bad input prints one line, ``gapscope: error: PATH[:LINE:COL]: message (hint)`` (the
+form of ``gapscope report``), to stderr and exits 2. What ``parsers.detect.sniff`` can
+check cheaply is checked before the full-screen UI starts; errors found while loading
+are printed in the same form after the UI closes.
 """
 
 from __future__ import annotations
@@ -42,19 +45,24 @@ def main(argv: list[str] | None = None) -> int:
         path = str(sample_traces.path())
     else:
         path = args.trace
-    import os
+    from parsers.detect import sniff
+    from parsers.errors import TraceFormatError
 
-    if not os.path.exists(path):
-        print(f"{path}: no such file", file=sys.stderr)
+    from .report_cmd import error_line
+
+    try:
+        sniff(path)  # cheap checks before the full-screen UI starts (no escape codes)
+    except TraceFormatError as exc:
+        print(error_line(str(exc)), file=sys.stderr)
         return 2
     from tui.factory import make_app
 
     app = make_app(path)
     rc = app.run()
     if app.error:
-        print(app.error, file=sys.stderr)
+        print(error_line(app.error), file=sys.stderr)
         return 2
     if app.cancelled:
-        print("load cancelled", file=sys.stderr)
+        print("gapscope: load cancelled", file=sys.stderr)
         return 1
     return int(rc or app.return_code or 0)

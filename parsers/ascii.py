@@ -20,7 +20,7 @@ from .builder import TraceBuilder
 from .errors import TraceFormatError
 from .model import Trace
 
-__all__ = ["load_ascii", "split_lines", "header_comments", "cpu_lane", "gpu_lane", "lane_label"]
+__all__ = ["load_ascii", "timeline_shape", "split_lines", "header_comments", "cpu_lane", "gpu_lane", "lane_label"]
 
 _EVENT_START = re.compile(r"^\s*(\d|\.\d)")
 _ART_START = re.compile(r"^\s*(CPU|GPU)\d*\s*:", re.I)
@@ -44,18 +44,31 @@ def load_ascii(text: str, path: str = "") -> Trace:
     or the timeline breaks the grammar of ``docs/ascii-timelines.md``.
     """
     lines = split_lines(text)
+    if timeline_shape(lines, path) == "events":
+        from .ascii_events import load_events
+
+        return load_events(lines, path)
+    from .ascii_art import load_art
+
+    return load_art(lines, path)
+
+
+def timeline_shape(lines: list[str], path: str = "", complete: bool = True) -> str | None:
+    """``"events"`` or ``"art"``: the shape of the first timeline line of ``lines``.
+
+    Blank and ``#`` lines are skipped. Raises ``TraceFormatError`` (line, column) when
+    the first timeline line starts neither shape, or, with ``complete`` (``lines`` is
+    the whole file), when there is no timeline line; returns None when ``lines`` is
+    only the head of a file and holds no timeline line yet.
+    """
     for i, raw in enumerate(lines):
         s = raw.strip()
         if not s or s.startswith("#"):
             continue
         if _EVENT_START.match(raw):
-            from .ascii_events import load_events
-
-            return load_events(lines, path)
+            return "events"
         if _ART_START.match(raw):
-            from .ascii_art import load_art
-
-            return load_art(lines, path)
+            return "art"
         col = len(raw) - len(raw.lstrip()) + 1
         raise TraceFormatError(
             path,
@@ -65,6 +78,8 @@ def load_ascii(text: str, path: str = "") -> Trace:
             hint="expected an event list ('0.000 ms  CPU decode_step begin') or lane art "
             "('GPU: [== matmul 4 ms ==]'); see docs/ascii-timelines.md",
         )
+    if not complete:
+        return None
     raise TraceFormatError(path, "no timeline in the file (only blank or # comment lines)",
                            line=max(len(lines), 1), column=1,
                            hint="see docs/ascii-timelines.md for the two shapes")

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import codecs
 import os
 import zlib
 
 from .errors import TraceFormatError
 from .model import Trace
 
-__all__ = ["load", "read_bytes"]
+__all__ = ["load", "read_bytes", "sniff"]
+
+#: Bytes ``sniff`` reads (after gzip) to judge a file without loading it.
+SNIFF_BYTES = 1 << 16
 
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -53,6 +57,63 @@ def _gunzip_all(path: str, data: bytes) -> bytes:
     return b"".join(out)
 
 
+def sniff(path: str | os.PathLike) -> str:
+    """Check cheaply, without loading, that ``path`` looks like a trace ``load`` accepts.
+
+    Reads at most ``SNIFF_BYTES`` (64 KiB) of content (gunzipped when gzip) and applies
+    the same checks and messages as ``load``: exists, is a file, readable, gzip
+    intact at its start, not empty, JSON object/array, not binary, UTF-8, and for text
+    the first timeline line of an ASCII timeline. Returns ``"chrome"`` or ``"ascii"``.
+    Raises ``TraceFormatError`` (path, line, column, hint). A file that passes may
+    still fail later in ``load`` (e.g. JSON broken past the head).
+    """
+    p = os.fspath(path)
+    try:
+        with open(p, "rb") as fh:
+            raw = fh.read(SNIFF_BYTES)
+            complete = len(raw) < SNIFF_BYTES or not fh.read(1)
+    except IsADirectoryError:
+        raise TraceFormatError(p, "is a directory, not a trace file", hint="pass a .json, .json.gz or .txt file") from None
+    except OSError as exc:
+        raise TraceFormatError(p, f"cannot read: {exc.strerror or exc}") from None
+    data = raw
+    if raw[:2] == _GZIP_MAGIC:
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            data = d.decompress(raw, SNIFF_BYTES)
+        except zlib.error as exc:
+            raise TraceFormatError(p, f"corrupt gzip data ({exc})", hint="is the file complete?") from None
+        complete = complete and d.eof and not d.unconsumed_tail
+    return _check_head(p, data, complete)
+
+
+def _check_head(p: str, data: bytes, complete: bool) -> str:
+    """``load``'s content checks on ``data`` (the whole content when ``complete``,
+    else its head): ``"chrome"`` or ``"ascii"``, or ``TraceFormatError``."""
+    head = data[:4096].lstrip(b"\xef\xbb\xbf \t\r\n")
+    if not head:
+        raise TraceFormatError(p, "file is empty", line=1, column=1, hint="expected Chrome trace JSON or an ASCII timeline")
+    if head[:1] in (b"{", b"["):
+        return "chrome"
+    if b"\x00" in data[:4096]:
+        raise TraceFormatError(p, "binary file, not a trace", line=1, column=1,
+                               hint="expected Chrome trace JSON (.json/.json.gz) or an ASCII timeline; Nsight .nsys-rep/.sqlite is not supported yet")
+    try:
+        text = codecs.getincrementaldecoder("utf-8")().decode(data, final=complete)
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise TraceFormatError(p, "not UTF-8 text and not JSON", line=line, column=col,
+                               hint="expected Chrome trace JSON or an ASCII timeline") from None
+    from .ascii import split_lines, timeline_shape
+
+    lines = split_lines(text)
+    if not complete and lines:
+        lines = lines[:-1]  # the last line may be cut
+    timeline_shape(lines, p, complete=complete)
+    return "ascii"
+
+
 def load(path: str | os.PathLike) -> Trace:
     """Load a trace file of any supported format, detected from its content.
 
@@ -65,16 +126,10 @@ def load(path: str | os.PathLike) -> Trace:
     """
     p = os.fspath(path)
     data = read_bytes(p)
-    head = data[:4096].lstrip(b"\xef\xbb\xbf \t\r\n")
-    if not head:
-        raise TraceFormatError(p, "file is empty", line=1, column=1, hint="expected Chrome trace JSON or an ASCII timeline")
-    if head[:1] in (b"{", b"["):
+    if _check_head(p, data[:4096], False) == "chrome":
         from .chrome import load_chrome
 
         return load_chrome(data, p)
-    if b"\x00" in data[:4096]:
-        raise TraceFormatError(p, "binary file, not a trace", line=1, column=1,
-                               hint="expected Chrome trace JSON (.json/.json.gz) or an ASCII timeline; Nsight .nsys-rep/.sqlite is not supported yet")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

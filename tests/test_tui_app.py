@@ -294,9 +294,12 @@ def test_view_cmd_prints_error_line(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(tui.factory, "make_app", lambda p: Stub())
     f = tmp_path / "x.json"
     f.write_text("{")
+    # the head looks like JSON, so the app starts; its load error is printed after it closes
     assert view_cmd.main([str(f)]) == 2
-    assert capsys.readouterr().err == "x.json:1:2: not JSON (hint)\n"
-    assert view_cmd.main([str(tmp_path / "missing.json")]) == 2
+    assert capsys.readouterr().err == "gapscope: error: x.json:1:2: not JSON (hint)\n"
+    missing = tmp_path / "missing.json"
+    assert view_cmd.main([str(missing)]) == 2
+    assert capsys.readouterr().err == f"gapscope: error: {missing}: cannot read: No such file or directory\n"
 
 
 # ------------------------------------------------------------ layout and help

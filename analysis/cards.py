@@ -20,6 +20,7 @@ import numpy as np
 from parsers.model import CopyKind, Kind
 
 from .classify import rank_classes
+from .evidence import enclosing_step_range
 from .waits import WAIT_NAME_RE
 from .types import Card, Cause, Evidence
 
@@ -111,16 +112,16 @@ def _why(diag, rows: np.ndarray, class_ns: np.ndarray, evidence: list[Evidence],
                     gpu_parts.append(f"a host wait {_quote(name)} is recorded on the device for {_ms(ns)}")
         elif len(parts) < 3:
             parts.append(f"{_ms(ns)} {verbs.get(cause, 'in')} {_quote(name)}")
-    covered = sum(e.overlap_ns for e in evidence if e.event >= 0 and not trace.lanes[e.lane].is_gpu)
     evidence = [e for e in evidence if e.name not in waits]  # the wait is no thread activity
     rep_dur = int(g.dur_ns[rows].sum())
-    quiet = max(rep_dur - covered, 0)
+    # uninstrumented time as the evidence lists measured it (nested events not added twice)
+    quiet = sum(e.overlap_ns for e in evidence if e.event < 0)
     has_cpu = any((not ln.is_gpu) and trace.lane_offsets[ln.index + 1] > trace.lane_offsets[ln.index] for ln in trace.lanes)
     # of the occurrence described (``rows``), not of a whole group
     unexplained = int(g.class_ns[rows, int(Cause.UNCLASSIFIED)].sum()) if g.class_ns is not None else rep_dur
     queued = _queued(diag, rows)
     if quiet > 0 and quiet >= rep_dur // 20 and has_cpu and not (queued and unexplained):
-        parts.append(f"{_ms(quiet)} with no recorded events (uninstrumented Python or untraced work)")
+        parts.append(_quiet_txt(diag, rows, quiet))
     lanes = {e.lane for e in evidence if e.event >= 0 and not trace.lanes[e.lane].is_gpu}
     who = "the launching thread"
     if len(lanes) == 1:
@@ -161,6 +162,27 @@ def _why(diag, rows: np.ndarray, class_ns: np.ndarray, evidence: list[Evidence],
 
 
 _GRAPH_RE = re.compile(r"GraphLaunch", re.IGNORECASE)
+
+
+def _step_range(diag, rows: np.ndarray) -> str | None:
+    """Name of the step range (``ProfilerStep#8``, ``decode_step``) enclosing the
+    uninstrumented time of ``rows`` on its thread, or None."""
+    g = diag.gaps
+    for r in rows.tolist():
+        lane = int(g.thread_lane[r]) if g.thread_lane is not None else int(g.launch_lane[r])
+        ev = enclosing_step_range(diag.trace, diag._exclude, lane, int(g.start_ns[r]), int(g.end_ns[r]))
+        if ev >= 0:
+            return diag.trace.name(ev)
+    return None
+
+
+def _quiet_txt(diag, rows: np.ndarray, quiet_ns: int) -> str:
+    """"0.200 ms inside `decode_step` with no finer event recorded (...)": the
+    enclosing step range is named as where the time went, never as the work."""
+    step = _step_range(diag, rows)
+    if step is not None:
+        return f"{_ms(quiet_ns)} inside {_quote(step)} with no finer event recorded (uninstrumented Python or untraced work)"
+    return f"{_ms(quiet_ns)} with no recorded events (uninstrumented Python or untraced work)"
 
 
 def _queued(diag, rows: np.ndarray) -> bool:
@@ -218,9 +240,19 @@ def _advice(diag, cause: Cause, evidence: list[Evidence], rows: np.ndarray, dur_
                 f"GPU busy share and launch calls per step before and after; gaps in this stretch should fall "
                 f"below {_ms(p.min_gap_ns)} and the idle at this position ({dur_txt}) shrink.")
     if cause == Cause.HOST:
-        what = name or "the CPU work between launches"
-        return (f"Take {what} off the critical path: run it after the step, every N steps, or in another "
-                f"thread/process, and launch the next GPU work before doing it so the two overlap.",
+        quiet = [e for e in evidence if e.cause == cause and e.event < 0]
+        quiet_ns = sum(e.overlap_ns for e in quiet)
+        if quiet and (not top or quiet_ns > top[0].overlap_ns):
+            # most of the host time has no event of its own: say where it is, not what to move
+            first = (f"Find out what the CPU does for the {_quiet_txt(diag, rows, quiet_ns)}: capture with "
+                     f"with_stack=True or wrap the suspects in torch.profiler.record_function ranges, then take "
+                     f"that work off the critical path (after the step, every N steps, or another thread) and "
+                     f"launch the next GPU work before it.")
+        else:
+            what = name or "the CPU work between launches"
+            first = (f"Take {what} off the critical path: run it after the step, every N steps, or in another "
+                     f"thread/process, and launch the next GPU work before doing it so the two overlap.")
+        return (first,
                 "Do not reach for cuBLAS settings or a faster kernel: the GPU has nothing queued while the CPU "
                 "is busy, so faster kernels only widen this gap's share of the step.",
                 f"Idle at this position ({dur_txt}) and step time / tokens per second on a new capture with the "

@@ -21,7 +21,7 @@ from .evidence_kinds import NO_CLASS, event_cause
 from .gaps import EDGE_TRAILING
 from .types import Cause, Evidence, Gaps, Params
 
-__all__ = ["EvidenceIndex", "evidence_for_gap", "NO_EVENTS"]
+__all__ = ["EvidenceIndex", "evidence_for_gap", "NO_EVENTS", "enclosing_step_range", "CONTAINER_MIN_SHARE"]
 
 _E = np.zeros(0, dtype=np.int64)
 
@@ -99,6 +99,7 @@ def evidence_for_gap(trace: Trace, gaps: Gaps, i: int, index: EvidenceIndex, lim
     if idx.size == 0:
         return _with_quiet(gaps, i, [], quiet, T, a, b, trace)
     enclosing = (s <= a) & (e >= b) & (sub_cause == int(Cause.HOST))
+    enclosing |= _containers(trace, idx, sub_cause, gpu_copy, s, e, a, b, T)
     if idx.size > 1 and (~enclosing).any():
         keep = ~enclosing
         idx, sub_cause, gpu_copy, ov = idx[keep], sub_cause[keep], gpu_copy[keep], ov[keep]
@@ -113,6 +114,56 @@ def evidence_for_gap(trace: Trace, gaps: Gaps, i: int, index: EvidenceIndex, lim
         out.append(Evidence(ev, trace.name(ev), int(trace.lane[ev]), c, int(ov[j]),
                             int(trace.bytes[ev]), bool(trace.pageable[ev])))
     return _with_quiet(gaps, i, out, quiet, T, a, b, trace)
+
+
+#: A host range whose time in the gap is covered by deeper events on its thread for at
+#: least this share merely contains the work: the deeper events are the evidence (a range
+#: with real time of its own, e.g. a DataLoader `__next__` whose collate Python is about
+#: half uninstrumented, stays).
+CONTAINER_MIN_SHARE = 0.9
+
+
+def _containers(trace: Trace, idx: np.ndarray, sub_cause: np.ndarray, gpu_copy: np.ndarray,
+                s: np.ndarray, e: np.ndarray, a: int, b: int, T: int) -> np.ndarray:
+    """Bool mask over ``idx``: host events on T whose overlap with [a, b) is covered by
+    deeper listed events on T (greater ``depth``, nested inside it) for at least
+    ``CONTAINER_MIN_SHARE`` of it (e.g. an enclosing ``## forward ##`` range around the
+    ATen ops that did the work). Loop over distinct depths, coverage by prefix sums."""
+    out = np.zeros(idx.size, dtype=bool)
+    on_t = (trace.lane[idx] == T) & ~gpu_copy
+    host = on_t & (sub_cause == int(Cause.HOST))
+    if not host.any() or on_t.sum() < 2:
+        return out
+    cs, ce = np.maximum(s, a), np.minimum(e, b)
+    depth = trace.depth[idx].astype(np.int64)
+    for d in np.unique(depth[host]).tolist():
+        deeper = on_t & (depth > d)
+        if not deeper.any():
+            continue
+        us, ue = union_intervals(cs[deeper], ce[deeper])
+        rows = np.flatnonzero(host & (depth == d))
+        cov = coverage(us, ue, cs[rows], ce[rows])
+        out[rows] = cov >= CONTAINER_MIN_SHARE * (ce[rows] - cs[rows])
+    return out
+
+
+def enclosing_step_range(trace: Trace, exclude: np.ndarray | None, lane: int, a: int, b: int) -> int:
+    """Event index of the innermost step range (``exclude``: the step-annotation mask,
+    ``analysis.steps.step_annotation_mask``) on ``lane`` overlapping [a, b) the most,
+    or -1. Used to say "inside `ProfilerStep#8` with no finer event recorded"."""
+    if exclude is None or lane < 0 or not exclude.any():
+        return -1
+    sl = trace.lane_slice(lane)
+    m = np.flatnonzero(exclude[sl]) + sl.start
+    if m.size == 0:
+        return -1
+    ov = np.minimum(trace.start_ns[m] + trace.dur_ns[m], b) - np.maximum(trace.start_ns[m], a)
+    ok = ov > 0
+    if not ok.any():
+        return -1
+    m, ov = m[ok], ov[ok]
+    best = np.lexsort((-trace.depth[m], -ov))[0]
+    return int(m[best])
 
 
 def _with_quiet(gaps: Gaps, i: int, out: list, quiet: int, T: int, a: int, b: int, trace: Trace | None = None) -> tuple[Evidence, ...]:

@@ -182,16 +182,25 @@ def _unique_rows(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def step_annotation_mask(trace: Trace, steps: Steps | None) -> np.ndarray:
-    """Bool mask of the step annotations themselves (all ``ProfilerStep#N``, or every
-    annotation named like the chosen step annotation): structure, not evidence."""
+    """Bool mask of the step ranges themselves: structure, not evidence.
+
+    Every ``ProfilerStep#N`` on a CPU lane, whatever its kind (older Kineto versions
+    record it as a ``cpu_op``, newer ones as a ``user_annotation``) and whatever the
+    steps were found from, since the profiler's own step range is never work; and,
+    when the steps come from a user annotation (``decode_step``), every annotation of
+    that name. Time covered only by these ranges counts as "no events" (uninstrumented)
+    in the classification."""
     m = np.zeros(len(trace), dtype=bool)
-    if steps is None or steps.source == "period":
+    if len(trace) == 0:
         return m
-    if steps.source == "ProfilerStep":
-        ids = trace.name_ids_matching(lambda s: bool(PROFILER_STEP_RE.match(s)))
-    else:
+    cpu = np.array([not ln.is_gpu for ln in trace.lanes], dtype=bool)
+    on_cpu = cpu[trace.lane] if cpu.size else np.zeros(len(trace), bool)
+    ids = trace.name_ids_matching(lambda s: bool(PROFILER_STEP_RE.match(s)))
+    m |= on_cpu & np.isin(trace.name_id, ids)
+    if steps is not None and steps.source == "annotation":
         ids = trace.name_ids_matching(lambda s: s == steps.name)
-    return trace.mask_kind(Kind.ANNOTATION) & np.isin(trace.name_id, ids)
+        m |= trace.mask_kind(Kind.ANNOTATION) & np.isin(trace.name_id, ids)
+    return m
 
 
 def group_gaps(trace: Trace, gaps: Gaps, steps: Steps | None, class_ns: np.ndarray | None) -> tuple[list[GapGroup], np.ndarray]:

@@ -1,0 +1,94 @@
+"""The card's named culprit and host evidence come from the most specific events
+covering the time: step ranges (``ProfilerStep#N`` whatever its kind, the step
+annotation) are structure, and an enclosing range that merely contains deeper events
+is not named when the deeper events cover its time."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis import Cause, diagnose
+from parsers import load
+from parsers.builder import TraceBuilder
+from parsers.model import Kind
+from tests.conftest import CORPUS, require
+
+US = 1_000
+
+
+def _trace():
+    """T: ``ProfilerStep#1`` recorded as a cpu_op (older Kineto) over [0, 1000) µs.
+    Gap A [60, 460): ``## data ##`` [70, 450) holds ``enumerate(DataLoader)#__next__``
+    [80, 440) (94.7% of it), which holds ``aten::stack`` [100, 200); next launch at 455
+    (L = 395 µs). Gap B [500, 900): nothing but the step range; launch at 895.
+    Gap C [950, 990): k4 has no launch call linked."""
+    b = TraceBuilder()
+    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
+    gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    b.event(cpu, "ProfilerStep#1", 0, 1000 * US, Kind.CPU_OP)
+    b.event(cpu, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k1", 10 * US, 50 * US, Kind.KERNEL, correlation=1)
+    b.event(cpu, "## data ##", 70 * US, 380 * US, Kind.ANNOTATION)
+    b.event(cpu, "enumerate(DataLoader)#__next__", 80 * US, 360 * US, Kind.CPU_OP)
+    b.event(cpu, "aten::stack", 100 * US, 100 * US, Kind.CPU_OP)
+    b.event(cpu, "cudaLaunchKernel", 455 * US, 400, Kind.LAUNCH, correlation=2)
+    b.event(gpu, "k2", 460 * US, 40 * US, Kind.KERNEL, correlation=2)
+    b.event(cpu, "cudaLaunchKernel", 895 * US, 400, Kind.LAUNCH, correlation=3)
+    b.event(gpu, "k3", 900 * US, 50 * US, Kind.KERNEL, correlation=3)
+    b.event(gpu, "k4", 990 * US, 5 * US, Kind.KERNEL)
+    return diagnose(b.build())
+
+
+def test_deepest_range_with_time_of_its_own_is_the_culprit():
+    d = _trace()
+    g = d.gaps
+    assert [(int(s), int(e)) for s, e in zip(g.start_ns, g.end_ns)] == [(60 * US, 460 * US), (500 * US, 900 * US), (950 * US, 990 * US)]
+    ev = d.evidence(0)
+    names = [e.name for e in ev]
+    assert "ProfilerStep#1" not in names and "## data ##" not in names  # step; 94.7% covered deeper
+    assert (ev[0].name, ev[0].overlap_ns, ev[0].cause) == ("enumerate(DataLoader)#__next__", 360 * US, Cause.HOST)
+    assert ("aten::stack", 100 * US) in [(e.name, e.overlap_ns) for e in ev]
+    # the partition is unchanged: [60, 455) host (L > 0), the launch path [455, 460) launch
+    assert g.class_ns[0].tolist() == [0, 0, 5 * US, 395 * US, 0]
+    c = d.card(0)
+    assert c.first_experiment.startswith("Take `enumerate(DataLoader)#__next__` off the critical path")
+    assert "ProfilerStep" not in c.why + c.first_experiment
+
+
+def test_time_under_the_step_range_alone_is_uninstrumented():
+    d = _trace()
+    g = d.gaps
+    assert g.class_ns[1].tolist() == [0, 0, 5 * US, 395 * US, 0]  # L = 395 µs > 0: host
+    c = d.card(1)
+    # uninstrumented: the gap less the 0.4 µs launch call (its path to the GPU included)
+    assert "0.400 ms inside `ProfilerStep#1` with no finer event recorded (uninstrumented Python or untraced work)" in c.why
+    assert c.first_experiment.startswith(
+        "Find out what the CPU does for the 0.400 ms inside `ProfilerStep#1` with no finer event recorded")
+    assert "Take `ProfilerStep#1`" not in c.first_experiment
+    assert [(e.name, e.overlap_ns) for e in d.evidence(1)][0] == ("(no events recorded on this thread)", 399_600)
+
+
+def test_step_range_counts_like_no_events_in_the_partition():
+    """Gap C has no linked launch: CPU events on T would be host (rule 5), but the step
+    range is no event, so its time is unclassified (rule 6)."""
+    d = _trace()
+    assert d.gaps.class_ns[2].tolist() == [0, 0, 0, 0, 40 * US]
+    tot = d.class_totals_ns()
+    assert sum(tot.values()) == d.total_idle_ns() == 840 * US
+
+
+def test_resnet50_cards_name_the_dataloader_not_the_step():
+    """resnet50 (ProfilerStep#N recorded as cpu_op): the three largest gaps are the
+    single-process DataLoader at the start of each step (59.3 ms in the largest)."""
+    d = diagnose(load(require(CORPUS / "kineto" / "resnet50_num_workers_0" / "worker0.pt.trace.json.gz")))
+    top = d.order_by_size()[:3]
+    assert d.gaps.dur_ns[top[0]] == 63_042_000
+    for i in top.tolist():
+        c = d.card(i)
+        host = [e for e in c.evidence if e.cause == Cause.HOST]
+        assert host[0].name == "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+        assert not any(e.name.startswith("ProfilerStep#") for e in d.evidence(i))
+        assert c.first_experiment.startswith("Take `enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__` off")
+        assert "ProfilerStep" not in c.first_experiment
+    assert d.evidence(int(top[0]))[0].overlap_ns == 59_329_000
+    assert sum(d.class_totals_ns().values()) == d.total_idle_ns()

@@ -37,7 +37,9 @@ async def _choose(pilot, index: int) -> None:
 
 
 def _how(screen) -> str:
-    return str(screen.query_one("#ex-how", Static).render())
+    """The one line saying how to answer: above a pick, else the input's title."""
+    w = {"options": "#ex-options", "number": "#ex-number"}.get(screen.mode)
+    return str(screen.query_one(w).border_title) if w else str(screen.query_one("#ex-how", Static).render())
 
 
 async def _type(pilot, text: str) -> None:
@@ -143,7 +145,7 @@ def test_decode_step_wrong_answers_get_evidence(tmp_path):
             await _pick(pilot, s.facts().resolve(s.task.gap))
             # the interval only: nothing that answers the next task (its class, its evidence)
             assert _feedback(screen) == "✓ Correct. That is the largest gap: gap 3 of 3, 0.590-1.050 ms (0.460 ms)."
-            assert "gap 3 of 3, 0.590-1.050 ms (0.460 ms)" in str(screen.query_one("#ex-status", Static).render())
+            assert str(screen.query_one("#ex-status", Static).render()) == "Gap 3 of 3, 0.590-1.050 ms (0.460 ms) · cursor 590µs"
             await _choose(pilot, CAUSE_LABELS.index("sync"))  # cause: wrong
             assert "sync does not fit what the CPU did during 0.590-1.050 ms" in _feedback(screen)
             await _choose(pilot, CAUSE_LABELS.index("host"))
@@ -212,7 +214,7 @@ def test_help_keys_and_focus(tmp_path):
             ol = screen.query_one("#ex-options", OptionList)
             assert screen.focused is ol  # task 1 is a choice: the list has the focus
             assert _how(screen) == "Choose: ↑/↓ and Enter or 1–2"
-            assert ol.border_title == "Answer: choose one"
+            assert ol.border_title == "Choose: ↑/↓ and Enter or 1–2"  # the list says how to answer it
             await pilot.press("question_mark")
             await pilot.pause()
             from tui.exercise_help import ExerciseHelpScreen

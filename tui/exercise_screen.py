@@ -6,8 +6,8 @@ and its ``GapNavigator``; the judging is headless (``gapscope.exercise.Session``
 Keys follow the viewer's: n/N next/previous gap, s largest-first/time order, +/- zoom,
 h/l pan, ,/. cursor, j/k lanes, f fit; Enter confirms a picked gap; 1-9 choose an
 option; u unlocks a hint; ? (or F1) shows the key help. Each task says in one line how
-to answer it (``#ex-how``, built from the live bindings), and the task's input (option
-list, number field, or the timeline for a pick) gets the focus by itself.
+to answer it, built from the live bindings (the title of the option list or input, or
+``#ex-how`` above a pick on the timeline), and the task's input gets the focus by itself.
 """
 
 from __future__ import annotations
@@ -126,12 +126,9 @@ class ExerciseScreen(Screen):
                     notes = Input(placeholder="your note (kept, not judged)", id="ex-notes", classes="-off")
                     notes.border_title = "Your note (optional, not judged)"
                     yield notes
-                    options = OptionList(id="ex-options", classes="-off")
-                    options.border_title = "Answer: choose one"
-                    yield options
-                    number = Input(placeholder="a number with its unit, e.g. 0.312 ms", id="ex-number", classes="-off")
-                    number.border_title = "Answer"
-                    yield number
+                    # their border titles say how to answer (set per task in _set_mode)
+                    yield OptionList(id="ex-options", classes="-off")
+                    yield Input(placeholder="a number with its unit, e.g. 0.312 ms", id="ex-number", classes="-off")
                     yield Static(Text(""), id="ex-feedback", markup=False)
                     yield Static(Text(""), id="ex-hints", markup=False)
                 with VerticalScroll(id="ex-debrief-box"):
@@ -205,7 +202,6 @@ class ExerciseScreen(Screen):
             inp = self.query_one("#ex-number", Input)
             inp.value = ""
             inp.placeholder = f"{field.prompt} (free text)" if field else f"a number in {task.key.unit}"
-            inp.border_title = "Answer: free text" if field else f"Answer in {task.key.unit}"
             self._focus_input()
             if field is not None:
                 self.query_one("#ex-field", Static).update(self._card_status(field))
@@ -243,7 +239,14 @@ class ExerciseScreen(Screen):
         self.mode = mode
         self._show("ex-options", mode == "options")
         self._show("ex-number", mode == "number")
-        self.query_one("#ex-how", Static).update(Text(self.how_to_answer()))
+        how = self.how_to_answer()
+        # one line saying how to answer: the title of the input that takes the answer (it
+        # stays in view with the input on a small screen), or a line above a timeline pick
+        self.query_one("#ex-how", Static).update(Text(how if mode == "pick" else ""))
+        self._show("ex-how", mode == "pick")
+        widget = {"options": "#ex-options", "number": "#ex-number"}.get(mode)
+        if widget:
+            self.query_one(widget).border_title = how
         self.refresh_bindings()
 
     def how_to_answer(self) -> str:
@@ -266,8 +269,24 @@ class ExerciseScreen(Screen):
         def focus() -> None:
             w = self._input_widget()
             if w is not None:
-                w.focus()
+                w.focus(scroll_visible=False)
+            self._fit_task_box()
         self.call_after_refresh(focus)
+
+    def _fit_task_box(self) -> None:
+        """Keep the question, its how-to line and the option list in view together: the
+        list gets the rows left below the question (at least 4, leaving 3 for the first
+        lines of feedback) and scrolls inside itself; the task box starts at the top."""
+        box = self.query_one("#ex-task-box", VerticalScroll)
+        ol = self.query_one("#ex-options", OptionList)
+        if self.mode == "options" and box.size.height:
+            above = sum(w.outer_size.height for w in box.children[: box.children.index(ol)] if w.display)
+            ol.styles.max_height = max(4, min(12, box.size.height - above - 3))
+        box.scroll_home(animate=False)
+
+    def on_resize(self) -> None:
+        if self.is_mounted and self.mode:
+            self.call_after_refresh(self._fit_task_box)
 
     def on_screen_resume(self) -> None:
         # back from the help: the answer input, not whatever was focused first
@@ -302,11 +321,12 @@ class ExerciseScreen(Screen):
     def _status_text(self) -> Text:
         lanes = self.lanes
         f = self.session.facts()
-        t = Text(f"cursor {format_duration_ns(lanes.cursor_ns - f.origin_ns)}")
         g = lanes.selected_gap
         if g is None:
             g = lanes.gap_at(lanes.cursor_ns, f.device)
-        t.append(f" · {f.gap_name(g)}" if g is not None else " · not in a gap")
+        # the gap first: on a narrow screen the line is cut at the cursor, not the gap
+        t = Text(f.gap_name(g)[:1].upper() + f.gap_name(g)[1:] if g is not None else "Not in a gap")
+        t.append(f" · cursor {format_duration_ns(lanes.cursor_ns - f.origin_ns)}", style="dim")
         return t
 
     # ------------------------------------------------------------- answering

@@ -5,6 +5,7 @@ Build it with ``tui.factory.make_app`` (one factory for the CLI, tests and bench
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Iterable
 
 from rich.text import Text
@@ -14,40 +15,57 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
+from analysis.types import Cause
+
 from .loading import LoadScreen
 from .screen import TraceScreen
 
-__all__ = ["GapscopeApp", "HelpScreen", "help_text"]
+__all__ = ["GapscopeApp", "HelpScreen", "WarningsScreen", "help_text", "warnings_text", "GAP_LETTERS"]
+
+
+def _key_name(screen: Screen, b: Binding, key: str) -> str:
+    """Display of one key of ``b`` (its own key, not the binding's ``key_display``, so
+    that aliases such as ``i``/``o`` for zoom show)."""
+    return screen.app.get_key_display(dataclasses.replace(b, key=key, key_display=None))
+
+
+#: First letters drawn in narrow idle gaps (the gap row), by cause class.
+GAP_LETTERS = " ".join(f"{c.label[0].upper()} {c.label}" for c in Cause)
 
 
 def help_text(screen: Screen) -> Text:
-    """Help generated from the screen's live bindings (keymap overrides included)."""
+    """Help generated from the screen's live bindings (keymap overrides included): the
+    screen's keys with every alias and their long description, then the keys Textual
+    adds (focus, copy, ...), then the glyph legend and thresholds."""
     t = Text()
-    t.append("gapscope keys\n\n", style="bold")
-    seen: set[tuple[str, str]] = set()
-    rows: dict[str, list[str]] = {}
-    order: list[str] = []
+    t.append("gapscope keys", style="bold")
+    t.append("   (Escape or q closes this help)\n\n")
+    own_ids = {b.id for b in type(screen).BINDINGS if isinstance(b, Binding)}
+    rows: dict[tuple[bool, str, str], list[str]] = {}
     for key, active in screen.active_bindings.items():
         b = active.binding
         if not b.description or b.system:
             continue
-        k = (b.action, b.description)
-        if k not in rows:
-            rows[k] = []
-            order.append(k)
-        rows[k].append(screen.app.get_key_display(b))
-    for k in order:
-        action, desc = k
-        if (action, desc) in seen:
-            continue
-        seen.add((action, desc))
-        keys = " ".join(dict.fromkeys(rows[k]))
-        t.append(f"{keys:>14}  ", style="bold")
-        t.append(desc + "\n")
+        own = b.id in own_ids if b.id else False
+        rows.setdefault((own, b.action, b.tooltip or b.description), []).append(_key_name(screen, b, key))
+    others = []
+    for (own, _action, desc), keys in rows.items():
+        line = Text(f"{' '.join(dict.fromkeys(keys)):>14}  ", style="bold")
+        line.append(desc + "\n")
+        if own:
+            t.append_text(line)
+        else:
+            others.append(line)
+    if others:
+        t.append("\nAlso (Textual):\n", style="dim")
+        for line in others:
+            t.append_text(line)
     t.append("\nGlyphs: █ kernel  ▓ memcpy  ▒ memset  ~ sync wait  ^ runtime/launch call\n")
-    t.append("        = CPU op  - Python  ─ annotation  ░ idle gap (colour = cause)\n")
-    t.append("        ▁▂▃…▇ several kernels share a cell (height = busy share)\n")
+    t.append("        = CPU op  - Python  ─ annotation  ▁▂▃…▇ several kernels share a cell\n")
     t.append("        ▏▎▍▌ / ▐ ▕ a kernel edge inside the cell\n")
+    t.append("Idle gaps row: ░ an idle gap, labelled with its cause and length (sync 258µs);\n")
+    t.append(f"        too narrow for that, its letter: {GAP_LETTERS};\n")
+    t.append("        ╎ a gap narrower than a cell. The detail line names the selected gap's class.\n")
     params = getattr(getattr(screen, "diagnosis", None), "params", None)
     if params is not None:
         t.append(
@@ -55,7 +73,7 @@ def help_text(screen: Screen) -> Text:
             f" <= {params.launch_gap_max_ns / 1000:g} µs in runs of >= {params.picket_min_kernels} kernels"
             f" <= {params.short_kernel_max_ns / 1000:g} µs; sync-signature copy <= {params.small_copy_max_bytes // 1024} KiB.\n"
         )
-    t.append("Rare actions: ctrl+p (command palette).  Escape or q closes this help.\n")
+    t.append("Rare actions: ctrl+p (command palette).\n")
     return t
 
 
@@ -75,6 +93,46 @@ class HelpScreen(ModalScreen):
     def compose(self) -> ComposeResult:
         with VerticalScroll():
             yield Static(help_text(self.owner), markup=False)
+
+    def action_dismiss(self) -> None:
+        self.app.pop_screen()
+
+
+def warnings_text(trace) -> Text:
+    """The loader's warnings of ``trace``, one per line (``line N: message``), drawn
+    literally (control characters made visible, no markup)."""
+    from .lanes_model import sanitize
+
+    ws = trace.warnings
+    t = Text()
+    t.append(f"{len(ws)} loader warning" + ("" if len(ws) == 1 else "s"), style="bold")
+    t.append("   (Escape, q or w closes)\n")
+    t.append("Input the loader skipped or repaired; the figures exclude what was skipped.\n\n", style="dim")
+    for w in ws:
+        where = f"line {w.line}" if w.line is not None else "—"
+        t.append(f"{where:>12}  ", style="bold")
+        if w.field:
+            t.append(f"[{sanitize(str(w.field), 40)}] ")
+        t.append(sanitize(str(w.message), 400) + "\n")
+    return t
+
+
+class WarningsScreen(ModalScreen):
+    """The loader's warnings (``Trace.warnings``) in a scrollable list."""
+
+    BINDINGS = [Binding("escape,q,w", "dismiss", "close", id="warnings.close")]
+    DEFAULT_CSS = """
+    WarningsScreen { align: center middle; }
+    WarningsScreen > VerticalScroll { width: 100; max-width: 100%; height: auto; max-height: 90%; border: round $warning; background: $surface; padding: 0 1; }
+    """
+
+    def __init__(self, trace) -> None:
+        super().__init__()
+        self.trace = trace
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(warnings_text(self.trace), markup=False, id="warnings-text")
 
     def action_dismiss(self) -> None:
         self.app.pop_screen()

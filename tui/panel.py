@@ -305,18 +305,43 @@ class GapPanel(Widget):
         width = self.size.width
         lines = self._wrap(width)
         k = y + self.offset_y
+        if not self.compact and y == self.size.height - 1 and y > 0 and k < len(lines) - 1:
+            return self._more_strip(width, len(lines) - k)
         if 0 <= k < len(lines):
             return self._strip(k, width)
         return self._blank
 
-    def on_mouse_scroll_down(self, event) -> None:
-        self.offset_y = min(max(0, len(self._lines) - self.size.height), self.offset_y + 2)
+    def _more_strip(self, width: int, left: int) -> Strip:
+        """The last visible row when the text goes on: how to scroll to the rest."""
+        text = Text(f"▼ {left} more lines: PgDn/ctrl+d (PgUp/ctrl+u back)", style="bold reverse")
+        text.truncate(width)
+        return Strip(list(text.render(self.app.console)), text.cell_len).apply_style(self._base).adjust_cell_length(width, self._base)
+
+    def scroll_lines(self, delta: int) -> bool:
+        """Scroll the text by ``delta`` lines (clamped); True when the offset changed."""
+        lines = self._wrap(self.size.width)
+        new = min(max(0, len(lines) - self.size.height), max(0, self.offset_y + int(delta)))
+        if new == self.offset_y:
+            return False
+        self.offset_y = new
         self.refresh()
+        return True
+
+    def scroll_page(self, direction: int) -> bool:
+        """Scroll one page (the height less one line) down (+1) or up (-1)."""
+        return self.scroll_lines(direction * max(1, self.size.height - 1))
+
+    @property
+    def more_below(self) -> bool:
+        """True when wrapped lines lie below the visible part."""
+        return self.offset_y + self.size.height < len(self._lines)
+
+    def on_mouse_scroll_down(self, event) -> None:
+        self.scroll_lines(2)
         event.stop()
 
     def on_mouse_scroll_up(self, event) -> None:
-        self.offset_y = max(0, self.offset_y - 2)
-        self.refresh()
+        self.scroll_lines(-2)
         event.stop()
 
 

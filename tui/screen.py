@@ -7,6 +7,7 @@ actions (``jump_gap(1)``, ``zoom(2)``, ``pan(-0.2)``). Layout lives in
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from rich.text import Text
@@ -71,10 +72,14 @@ def _bindings() -> list[Binding]:
         B("n,right_square_bracket", "jump_gap(1)", "next gap", id="gap.next"),
         B("N,left_square_bracket", "jump_gap(-1)", "prev gap", id="gap.prev"),
         B("s", "toggle_order", "largest/time", id="gap.order"),
-        B("1", "jump_class(0)", "next sync gap", show=False, id="gap.sync"),
-        B("2", "jump_class(1)", "next copy gap", show=False, id="gap.copy"),
-        B("3", "jump_class(2)", "next launch gap", show=False, id="gap.launch"),
-        B("4", "jump_class(3)", "next host gap", show=False, id="gap.host"),
+        B("1", "jump_class(0)", "next sync gap (wraps)", show=False, id="gap.sync"),
+        B("2", "jump_class(1)", "next copy gap (wraps)", show=False, id="gap.copy"),
+        B("3", "jump_class(2)", "next launch gap (wraps)", show=False, id="gap.launch"),
+        B("4", "jump_class(3)", "next host gap (wraps)", show=False, id="gap.host"),
+        B("exclamation_mark", "jump_class(0,-1)", "prev sync gap", show=False, id="gap.sync_prev"),
+        B("at", "jump_class(1,-1)", "prev copy gap", show=False, id="gap.copy_prev"),
+        B("number_sign", "jump_class(2,-1)", "prev launch gap", show=False, id="gap.launch_prev"),
+        B("dollar_sign", "jump_class(3,-1)", "prev host gap", show=False, id="gap.host_prev"),
         B("plus,i,equals_sign", "zoom(2.0)", "zoom in", key_display="+", id="view.zoom_in"),
         B("minus,o", "zoom(0.5)", "zoom out", key_display="-", show=False, id="view.zoom_out"),
         B("z", "zoom_selected", "zoom to gap", show=False, id="view.zoom_gap"),
@@ -94,16 +99,37 @@ def _bindings() -> list[Binding]:
         B("m", "match(1)", "next match", show=False, id="search.next"),
         B("M", "match(-1)", "prev match", show=False, id="search.prev"),
         B("percent_sign,J", "jump_flow", "kernel↔launch", show=False, id="flow.jump"),
-        B("p", "toggle_panel", "panel", id="panel.toggle"),
+        B("p", "toggle_panel", "card panel", id="panel.toggle"),
+        B("pagedown,ctrl+d", "panel_scroll(1)", "card page down", show=False, id="panel.page_down"),
+        B("pageup,ctrl+u", "panel_scroll(-1)", "card page up", show=False, id="panel.page_up"),
+        B("w", "warnings", "loader warnings", show=False, id="app.warnings"),
         B("question_mark", "help", "help", key_display="?", id="app.help"),
         B("q", "app.quit", "quit", id="app.quit"),
     ]
 
 
+#: Footer labels of the trace screen (binding id → (key shown, short label)): short
+#: enough that every core key fits 80 columns; the help keeps the long description.
+FOOTER_LABELS = {
+    "gap.next": ("n", "next"), "gap.prev": ("N", "prev"), "gap.order": ("s", "order"),
+    "view.zoom_in": ("+/-", "zoom"), "search.start": ("/", "find"), "panel.toggle": ("p", "card"),
+    "app.help": ("?", "help"), "app.quit": ("q", "quit"),
+}
+
+
+def _footer_binding(b: Binding) -> Binding:
+    """``b`` with its footer label (``FOOTER_LABELS``); the long description moves to
+    ``tooltip``, which the help screen shows."""
+    if b.id not in FOOTER_LABELS:
+        return b
+    key, label = FOOTER_LABELS[b.id]
+    return dataclasses.replace(b, description=label, key_display=key, tooltip=b.description)
+
+
 class TraceScreen(Screen):
     """The main view of one trace and its diagnosis (``diagnosis`` may be None)."""
 
-    BINDINGS = trace_bindings()
+    BINDINGS = [_footer_binding(b) for b in trace_bindings()]
 
     def __init__(self, trace: Trace, diagnosis=None, error: str | None = None) -> None:
         super().__init__()
@@ -120,7 +146,6 @@ class TraceScreen(Screen):
         self.done: set[int] = {2}
         self.message = error or ""
         self._shown_gap: int | None = None
-        self._restart = False
         self._shown_done: set[int] = set()
         self._side_drawn = False
 
@@ -141,9 +166,19 @@ class TraceScreen(Screen):
     def on_mount(self) -> None:
         self.lanes.focus()
         self._update_side()
+        nw = len(self.trace.warnings)
+        if nw:
+            first = sanitize(str(self.trace.warnings[0]), 100)
+            more = f" (+{nw - 1} more)" if nw > 1 else ""
+            self.notify(f"{first}{more}. Press w to list the loader's warnings.",
+                        title=f"{nw} loader warning" + ("" if nw == 1 else "s"), severity="warning",
+                        timeout=8, markup=False)
 
     def on_resize(self, event) -> None:
-        self.set_class(self.size.width < NARROW_WIDTH, "-narrow")
+        narrow = self.size.width < NARROW_WIDTH
+        self.set_class(narrow, "-narrow")
+        footer = self.query_one(Footer)
+        footer.show_command_palette = not narrow  # ctrl+p stays listed in the help
         self._sync_panel_mode()
         self.query_one("#header", Static).update(self.header_text(self.size.width))
 
@@ -165,6 +200,9 @@ class TraceScreen(Screen):
                 figures.append(f"GPU busy {100 * busy / win:.0f}%")
         if d is not None:
             figures.append(f"{len(d.gaps)} gap" + ("" if len(d.gaps) == 1 else "s"))
+        nw = len(self.trace.warnings)
+        if nw:
+            figures.append(f"⚠ {nw} warning" + ("" if nw == 1 else "s") + " (w)")
         figures.append("span " + format_duration_ns(t1 - t0))
         devs = self.trace.devices()
         figures.append(f"{len(devs)} GPU" + ("s" if len(devs) != 1 else "") if devs else "CPU only")
@@ -248,23 +286,36 @@ class TraceScreen(Screen):
         """Next (+1) or previous (-1) gap in the current order."""
         self._jump(direction, None)
 
-    def action_jump_class(self, cause: int) -> None:
-        """Next gap of cause class ``cause`` (``Cause`` value) in the current order."""
-        self._jump(1, Cause(cause))
+    def action_jump_class(self, cause: int, direction: int = 1) -> None:
+        """Next (+1) or previous (-1) gap of cause class ``cause`` (``Cause`` value) in
+        the current order; past the last (first) one it wraps around and says so."""
+        self._jump(int(direction), Cause(cause))
 
     def _jump(self, direction: int, cause: Cause | None) -> None:
         if self.nav is None or len(self.nav) == 0:
             self._say("no gaps in this trace")
             return
         lanes = self.lanes
-        current = None if self._restart else lanes.selected_gap
+        current = lanes.selected_gap
         g = self.nav.step(current, direction, self.order_mode, cause, from_ns=lanes.cursor_ns)
+        wrapped = False
+        if g is None and cause is not None:
+            # wrap around: the first (last) gap of the class in this order
+            g = self.nav.step(None, direction, SIZE if self.order_mode == SIZE else TIME, cause,
+                              from_ns=None if self.order_mode == SIZE else (
+                                  self.trace.extent_ns[0] - 1 if direction > 0 else self.trace.extent_ns[1] + 1))
+            wrapped = g is not None
         if g is None:
             what = f"{cause.label} " if cause is not None else ""
-            self._say(f"no {'next' if direction > 0 else 'previous'} {what}gap ({self.order_mode} order)")
+            if cause is not None:
+                self._say(f"no {what}gap in this trace")
+            else:
+                self._say(f"no {'next' if direction > 0 else 'previous'} {what}gap ({self.order_mode} order)")
             return
         self.message = ""
-        self._restart = False
+        if wrapped:
+            where = "first" if direction > 0 else "last"
+            self.message = f"wrapped to the {where} {cause.label} gap ({self.order_mode} order)"
         if self.order_mode == SIZE:
             self.done.add(3)
         lanes.select_gap(g)
@@ -273,8 +324,9 @@ class TraceScreen(Screen):
         self.call_after_refresh(self._update_side)
 
     def action_toggle_order(self) -> None:
+        """Switch between time order and largest first; the selected gap stays selected
+        and the next ``n`` goes to the gap after it in the new order."""
         self.order_mode = SIZE if self.order_mode == TIME else TIME
-        self._restart = True  # largest first starts at the largest; time order at the cursor
         self._say("gaps: largest first" if self.order_mode == SIZE else "gaps: time order")
 
     def action_zoom(self, factor: float) -> None:
@@ -341,6 +393,17 @@ class TraceScreen(Screen):
         else:
             self.add_class("-panel-expanded")
         self._sync_panel_mode()
+
+    def action_panel_scroll(self, direction: int) -> None:
+        """Scroll the card one page; a compact (narrow) card is expanded first."""
+        if self.panel_mode == "compact":
+            self.add_class("-panel-expanded")
+            self._sync_panel_mode()
+            return
+        if self.panel_mode == "hidden":
+            self._say("card hidden (p shows it)")
+            return
+        self.query_one(GapPanel).scroll_page(int(direction))
 
     @property
     def panel_mode(self) -> str:
@@ -412,6 +475,15 @@ class TraceScreen(Screen):
     def key_escape(self) -> None:
         if self.has_class("-prompt"):
             self._close_prompt()
+
+    def action_warnings(self) -> None:
+        """List the loader's warnings (skipped or repaired input) in a screen."""
+        if not self.trace.warnings:
+            self._say("no loader warnings: nothing was skipped or repaired")
+            return
+        from .app import WarningsScreen
+
+        self.app.push_screen(WarningsScreen(self.trace))
 
     def action_help(self) -> None:
         from .app import HelpScreen

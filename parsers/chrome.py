@@ -4,7 +4,11 @@ Fast path: one typed ``msgspec`` decode of the timeline fields and the few ``arg
 fields a timeline needs (GC off), then numpy columns; non-``X`` phases go through
 ``parsers.chrome_phases``. Damaged files go through ``parsers.json_tolerant``.
 Times: ``ts``/``dur`` are µs whatever ``displayTimeUnit`` says, converted to int64 ns
-exactly (``parsers.chrome_times``, ``parsers.chrome_text``). Kinds from
+exactly (``parsers.chrome_times``, ``parsers.chrome_text``): when the first
+``EPOCH_SAMPLE_BYTES`` of the text hold a ``ts`` beyond 2**43 µs with a fraction (epoch
+µs), ``ts`` of timed events is decoded as text (``msgspec.Raw``) and parsed exactly with
+numpy (``chrome_times.raw_to_ns``); otherwise as float64, with the rare values a float64
+cannot hold re-read from the text. Kinds from
 ``parsers.kinds``, lanes from ``parsers.lanes``, column builders in
 ``parsers.chrome_columns``, checks in ``parsers.chrome_checks``; full ``args`` and
 warning lines are read back from the text (``parsers.chrome_lazy``).

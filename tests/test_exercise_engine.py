@@ -203,6 +203,22 @@ def test_check_wrong_number_key_names_task_and_both_values(tmp_path):
     assert "task 'busy'" in err and "0.322 ms" in err and "0.312 ms" in err
 
 
+def test_check_warns_when_feedback_gives_a_later_answer_away(tmp_path):
+    # the first task's explanation stating the budget figures that tasks 'busy'
+    # (0.312 ms) and 'idle-share' (70.3 %) ask for later
+    p = _variant(tmp_path, "explain = \"Yes: the two kernels are narrow bars in a wide step; most of the step the GPU waits. Part B measures how much.\"",
+                 "explain = \"Yes: the kernels run {busy} of a {wall} step; {idle_share} of it the GPU waits.\"")
+    rep = check_exercise(p)
+    assert rep.ok
+    assert rep.warnings == [
+        "task 'look' (line 72): its feedback states 0.312, the answer of the later task 'busy' (gpu_busy)",
+        "task 'look' (line 72): its feedback states 70.3, the answer of the later task 'idle-share' (idle_share)",
+    ]
+    # a figure restated after its own question is no give-away: the bundled 'smell-died'
+    # states {idle} of the graph trace after 'graph-idle' asked for it, and passes
+    # (test_bundled_exercises_pass_check)
+
+
 def test_check_seed_assumption_0322_is_a_warning_naming_both(tmp_path):
     p = _variant(tmp_path, "value = 0.312\nunit = \"ms\"\ntext = \"GPU work stays as it is\"", "value = 0.322\nunit = \"ms\"\ntext = \"GPU work stays 0.322 ms\"")
     rep = check_exercise(p)

@@ -101,12 +101,12 @@ def test_play_through_with_correct_answers(name, tmp_path):
                 before = s.task
                 how = _how(screen)
                 if before.kind == "pick_gap":
-                    assert how == "Pick: move with n/N (next/previous gap), confirm with Enter"
+                    assert how == "Pick: move with n/N, confirm with Enter"
                 elif before.kind == "number":
-                    assert how == f"Type a number with its unit ({before.key.unit}), then Enter"
+                    assert how == f"Type a number with its unit ({before.key.unit}), Enter"
                 elif before.kind in ("choice", "cause"):
                     m = 5 if before.kind == "cause" else len(before.options)
-                    assert how == f"Choose: ↑/↓ and Enter or 1–{m}"
+                    assert how == f"Choose: ↑/↓ or 1–{m}, Enter"
                 await _answer_correctly(pilot)
                 assert s.record(before)["done"], (before.id, _feedback(screen))
                 assert s.record(before)["attempts"] == 1
@@ -213,15 +213,15 @@ def test_help_keys_and_focus(tmp_path):
             screen, s = app.screen, app.session
             ol = screen.query_one("#ex-options", OptionList)
             assert screen.focused is ol  # task 1 is a choice: the list has the focus
-            assert _how(screen) == "Choose: ↑/↓ and Enter or 1–2"
-            assert ol.border_title == "Choose: ↑/↓ and Enter or 1–2"  # the list says how to answer it
+            assert _how(screen) == "Choose: ↑/↓ or 1–2, Enter"
+            assert ol.border_title == "Choose: ↑/↓ or 1–2, Enter"  # the list says how to answer it
             await pilot.press("question_mark")
             await pilot.pause()
             from tui.exercise_help import ExerciseHelpScreen
 
             assert isinstance(app.screen, ExerciseHelpScreen)
             text = str(app.screen.query_one("#exercise-help-text", Static).render())
-            assert "This task:  Choose: ↑/↓ and Enter or 1–2" in text
+            assert "This task:  Choose: ↑/↓ or 1–2, Enter" in text
             assert "1–2  choose option" in text  # live: only the digits this task takes
             assert "n ]  next gap" in text and "u f2  hint" in text and "? f1  help" in text
             assert "pick gap" not in text  # Enter picks only in a pick-gap task
@@ -234,7 +234,7 @@ def test_help_keys_and_focus(tmp_path):
             await pilot.pause()
             assert s.index == 1 and _feedback(screen).startswith("✓ Correct.")
             assert screen.focused is screen.lanes  # a pick: the timeline, without Tab
-            assert _how(screen) == "Pick: move with n/N (next/previous gap), confirm with Enter"
+            assert _how(screen) == "Pick: move with n/N, confirm with Enter"
             await pilot.press("1")  # digits do nothing while picking
             assert s.index == 1
             await pilot.press("f1")

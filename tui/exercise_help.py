@@ -38,15 +38,15 @@ def how_to_answer(screen: Screen, mode: str, *, n_options: int = 0, unit: str = 
     if mode == "pick":
         nxt, prv = _first(screen, "gap.next", "n"), _first(screen, "gap.prev", "N")
         pick = _first(screen, "exercise.pick", "Enter")
-        return f"Pick: move with {nxt}/{prv} (next/previous gap), confirm with {pick}"
+        return f"Pick: move with {nxt}/{prv}, confirm with {pick}"
     if mode == "options":
         digits = [k for k in range(1, 10) if keys_of(screen, f"exercise.choose{k}")][:n_options]
-        direct = f" or {digits[0]}–{digits[-1]}" if len(digits) > 1 else (f" or {digits[0]}" if digits else "")
-        return f"Choose: ↑/↓ and Enter{direct}"
+        direct = f"{digits[0]}–{digits[-1]}" if len(digits) > 1 else (f"{digits[0]}" if digits else "")
+        return f"Choose: ↑/↓ or {direct}, Enter" if direct else "Choose: ↑/↓, Enter"
     if mode == "number":
         if free_text:
-            return "Type your answer in a few words, then Enter"
-        return f"Type a number with its unit ({unit}), then Enter" if unit else "Type a number with its unit, then Enter"
+            return "Type your answer in a few words, Enter"
+        return f"Type a number with its unit ({unit}), Enter" if unit else "Type a number with its unit, Enter"
     return ""
 
 

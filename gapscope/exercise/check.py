@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 
 from .context import Workbook
 from .facts import TraceFacts
@@ -47,7 +48,9 @@ def check_exercise(path: str | os.PathLike) -> CheckReport:
     gap or not the gap its ``expect_*`` says, a cause key the diagnosis does not give,
     a number key outside its tolerance of the timeline's figure (naming the task and
     both values). Warnings: an assumption (``[[tasks.assume]]``) that differs from the
-    timeline by more than 0.5 %, naming both numbers. Never raises for a bad file.
+    timeline by more than 0.5 %, naming both numbers; feedback or an option's explanation
+that states the figure a later ``number`` task asks for (a give-away), naming both
+tasks. Never raises for a bad file.
     """
     try:
         ex = load_exercise(path)
@@ -81,7 +84,50 @@ def check_loaded(ex: Exercise, workbook: Workbook | None = None) -> CheckReport:
             _check_task(task, facts, who, rep)
         except ValueError as exc:
             rep.errors.append(f"{who}: {exc}")
+    _check_give_aways(ex, wb, rep)
     return rep
+
+
+def _shown_texts(task: Task) -> list[str]:
+    """The author's texts a learner sees after answering ``task``."""
+    out = [task.feedback, task.wrong_feedback]
+    out += [o.explain for o in task.options]
+    out += [o.explain for f in task.fields for o in f.options]
+    return [t for t in out if t]
+
+
+def _check_give_aways(ex: Exercise, wb: Workbook, rep: CheckReport) -> None:
+    """Warn when a task's feedback (filled from its trace) states the figure a later
+    ``number`` task asks for: the learner would read the answer before the question."""
+    from parsers.errors import TraceFormatError
+
+    from .facts import fill
+
+    answers: list[tuple[int, Task, str]] = []
+    for j, t in enumerate(ex.tasks):
+        if t.kind != "number":
+            continue
+        try:
+            fig = wb.facts(t.trace).figure(t.quantity, gap=t.gap, projection=t.projection)
+        except (TraceFormatError, ValueError):
+            continue
+        num = _fmt(_in_unit(fig.value, fig.unit, t.key.unit), t.key.unit).split(" ")[0].rstrip("%")
+        if len(num.replace(".", "").lstrip("0")) >= 2:  # a bare "1" or "0.0" is no give-away
+            answers.append((j, t, num))
+    for i, task in enumerate(ex.tasks):
+        later = [(t, num) for j, t, num in answers if j > i]
+        if not later:
+            continue
+        try:
+            facts = wb.facts(task.trace)
+            g = facts.resolve(task.gap) if task.gap is not None else None
+        except TraceFormatError:
+            continue
+        text = " ".join(fill(x, facts, g) for x in _shown_texts(task))
+        for t, num in later:
+            if re.search(rf"(?<![\d.]){re.escape(num)}(?![\d])", text):
+                who = f"task {task.id!r}" + (f" (line {task.line})" if task.line else "")
+                rep.warnings.append(f"{who}: its feedback states {num}, the answer of the later task {t.id!r} ({t.quantity})")
 
 
 def _check_task(task: Task, facts: TraceFacts, who: str, rep: CheckReport) -> None:

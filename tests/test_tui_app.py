@@ -53,7 +53,9 @@ def test_next_gap_walks_diagnosis_gaps(corpus):
     g = diag.gaps
     assert len(g) >= 3
     order = _time_order(g)
-    largest = int(diag.order_by_size()[0])
+    size_order = [int(k) for k in diag.order_by_size()]
+    # s keeps the selected gap (order[1], after n n n N); n goes to the gap after it, largest first
+    largest = size_order[size_order.index(int(order[1])) + 1]
 
     async def run():
         app = make_app(path)
@@ -326,10 +328,10 @@ def test_panel_toggle_and_help_from_bindings():
             return modes, help_shown, text, isinstance(app.screen, TraceScreen)
 
     modes, help_shown, text, back = asyncio.run(run())
-    # narrow: compact card (5 lines + border) → expanded (55 % of the 21-row main area) → hidden → compact
+    # narrow: compact card (5 lines + border) → expanded (the 21-row main area less 7 lane rows and the border) → hidden → compact
     assert [m[:3] for m in modes] == [
         ("compact", True, True), ("expanded", True, False), ("hidden", False, False), ("compact", True, True)]
-    assert modes[0][3] == 5 and modes[1][3] == int(21 * 0.55) - 1
+    assert modes[0][3] == 5 and modes[1][3] == 21 - 7 - 1
     assert help_shown and back
     assert "next gap" in text and "kernel↔launch" in text and "zoom in" in text
 

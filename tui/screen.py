@@ -202,7 +202,7 @@ class TraceScreen(Screen):
             figures.append(f"{len(d.gaps)} gap" + ("" if len(d.gaps) == 1 else "s"))
         nw = len(self.trace.warnings)
         if nw:
-            figures.append(f"⚠ {nw} warning" + ("" if nw == 1 else "s") + " (w)")
+            figures.append(f"⚠ {nw} warning" + ("" if nw == 1 else "s"))
         figures.append("span " + format_duration_ns(t1 - t0))
         devs = self.trace.devices()
         figures.append(f"{len(devs)} GPU" + ("s" if len(devs) != 1 else "") if devs else "CPU only")

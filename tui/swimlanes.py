@@ -173,6 +173,7 @@ class Swimlanes(Widget, can_focus=True):
         then on resizes keep the zoom instead of refitting the whole trace)."""
         if view:
             self._fitted = True
+            self.viewport = self.viewport.clamped(*self.trace.extent_ns)
         self._update_count += 1
         self._keep_row_visible()
         self.refresh()
@@ -242,7 +243,7 @@ class Swimlanes(Widget, can_focus=True):
     def pan(self, fraction: float) -> None:
         """Pan by ``fraction`` of the visible span; the cursor keeps its cell."""
         old = self.viewport
-        self.viewport = old.pan(fraction)
+        self.viewport = old.pan(fraction).clamped(*self.trace.extent_ns)
         self.cursor_ns += self.viewport.start_ns - old.start_ns
         self._changed(view=True)
 

@@ -104,6 +104,20 @@ class Viewport:
         """Same start and zoom for a new width (cells)."""
         return Viewport(self.start_ns, self.ns_per_cell, max(1, int(width)))
 
+    def clamped(self, t0_ns: int, t1_ns: int, margin: float = 0.05) -> "Viewport":
+        """Same zoom, moved so the view stays over the trace extent ``[t0_ns, t1_ns]``
+        with at most ``margin`` of the visible span beyond either end; a view wider than
+        extent plus margins is centred on the extent. So the ruler never shows long
+        stretches before the trace start or after its end."""
+        span = int(round(self.span_ns))
+        pad = int(round(margin * span))
+        lo, hi = int(t0_ns) - pad, int(t1_ns) + pad
+        if span >= hi - lo:
+            start = int(t0_ns) + (int(t1_ns) - int(t0_ns)) // 2 - span // 2
+        else:
+            start = min(max(self.start_ns, lo), hi - span)
+        return self if start == self.start_ns else Viewport(start, self.ns_per_cell, self.width)
+
     def contains(self, t_ns: int) -> bool:
         return self.start_ns <= t_ns < self.end_ns
 
@@ -187,7 +201,9 @@ def ruler_ticks(vp: Viewport, origin_ns: int, min_cells: int = 12) -> tuple[int,
 
     Ticks fall at multiples of ``step_ns`` measured from ``origin_ns`` (the trace's
     first event, so labels are offsets, not epoch timestamps); ``cell`` is the cell
-    whose left edge is nearest the tick, within ``[0, width)``.
+    whose left edge is nearest the tick, within ``[0, width)``. Ticks before
+    ``origin_ns`` get no label. All labels of one ruler share one unit, chosen from the
+    step and, deep inside a long trace, from the size of the offsets.
     """
     step = nice_step_ns(vp.ns_per_cell, min_cells)
     rel0 = vp.start_ns - origin_ns
@@ -199,7 +215,7 @@ def ruler_ticks(vp: Viewport, origin_ns: int, min_cells: int = 12) -> tuple[int,
     if far >= 1000 * unit[0]:
         unit = max((u for u in _UNITS if u[0] <= far), key=lambda u: u[0])
     ticks: list[tuple[int, str]] = []
-    t = first
+    t = max(first, 0)  # no labels before the trace start (offsets are never negative)
     while True:
         cell = int(round((t - rel0) / vp.ns_per_cell))
         if cell >= vp.width:

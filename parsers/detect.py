@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import os
+import stat
 import zlib
 
 from .errors import TraceFormatError
@@ -17,40 +18,90 @@ SNIFF_BYTES = 1 << 16
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
+#: Largest decompressed size accepted from a gzip file of ``n`` bytes:
+#: ``max(MIN_INFLATE_LIMIT, MAX_INFLATE_RATIO * n)``. Real trace JSON inflates 10-50x;
+#: a "gzip bomb" (a few MB of zeros or spaces) inflates 1000x. ``GAPSCOPE_MAX_TRACE_BYTES``
+#: overrides the limit (bytes).
+MAX_INFLATE_RATIO = 200
+MIN_INFLATE_LIMIT = 1 << 30
+
+
+def _open_regular(p: str):
+    """Open ``p`` for reading after checking it is a regular file (a FIFO, a device such
+    as /dev/zero, or a socket would block or never end). Raises ``TraceFormatError``."""
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise TraceFormatError(p, "no such file", hint="check the path") from None
+    except OSError as exc:
+        raise TraceFormatError(p, f"cannot read: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise TraceFormatError(p, "is a directory, not a trace file", hint="pass a .json, .json.gz or .txt file")
+    if not stat.S_ISREG(st.st_mode):
+        raise TraceFormatError(p, "not a regular file (a pipe, device or socket)",
+                               hint="save the trace to a file first")
+    try:
+        return open(p, "rb")
+    except OSError as exc:
+        raise TraceFormatError(p, f"cannot read: {exc.strerror or exc}") from None
+
+
+def inflate_limit(compressed_bytes: int) -> int:
+    """Most bytes a gzip file of ``compressed_bytes`` may decompress to (see
+    ``MAX_INFLATE_RATIO``); ``GAPSCOPE_MAX_TRACE_BYTES`` overrides it."""
+    env = os.environ.get("GAPSCOPE_MAX_TRACE_BYTES", "")
+    if env.isdigit():
+        return int(env)
+    return max(MIN_INFLATE_LIMIT, MAX_INFLATE_RATIO * compressed_bytes)
+
+
 def read_bytes(path: str | os.PathLike) -> bytes:
     """Return the file's bytes, decompressed when gzip (all members, RFC 1952).
 
-    Raises ``TraceFormatError`` when the file cannot be read or the gzip data is
-    corrupt. The file is opened read-only and never written.
+    Raises ``TraceFormatError`` when the path is not a regular file, cannot be read,
+    the gzip data is corrupt or cut inside its header, or it decompresses to more than
+    ``inflate_limit`` bytes. The file is opened read-only and never written.
     """
     p = os.fspath(path)
-    try:
-        with open(p, "rb") as fh:
+    with _open_regular(p) as fh:
+        try:
             data = fh.read()
-    except IsADirectoryError:
-        raise TraceFormatError(p, "is a directory, not a trace file", hint="pass a .json, .json.gz or .txt file") from None
-    except OSError as exc:
-        raise TraceFormatError(p, f"cannot read: {exc.strerror or exc}") from None
+        except OSError as exc:
+            raise TraceFormatError(p, f"cannot read: {exc.strerror or exc}") from None
     if data[:2] == _GZIP_MAGIC:
-        data = _gunzip_all(p, data)
+        data = _gunzip_all(p, data, inflate_limit(len(data)))
     return data
 
 
-def _gunzip_all(path: str, data: bytes) -> bytes:
-    """Decompress every gzip member; a cut-off last member yields what was readable."""
+def _gunzip_all(path: str, data: bytes, limit: int) -> bytes:
+    """Decompress every gzip member; a cut-off last member yields what was readable.
+
+    Raises ``TraceFormatError`` for corrupt data, a cut inside the first header (nothing
+    readable), or output beyond ``limit`` bytes.
+    """
     out = []
+    total = 0
     rest = data
     while rest:
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
         try:
-            out.append(d.decompress(rest))
-            out.append(d.flush())
+            chunk = d.decompress(rest, limit - total + 1)
+            if not d.unconsumed_tail:
+                chunk += d.flush()
         except zlib.error as exc:
             if not out:
                 raise TraceFormatError(path, f"corrupt gzip data ({exc})", hint="is the file complete?") from None
             break
+        total += len(chunk)
+        if total > limit:
+            raise TraceFormatError(path, f"gzip data expands to more than {limit:,} bytes "
+                                   f"({len(data):,} bytes compressed); refusing to load it",
+                                   hint="a real trace inflates 10-50x; set GAPSCOPE_MAX_TRACE_BYTES to raise the limit")
+        out.append(chunk)
         rest = d.unused_data
         if not d.eof:  # truncated member: keep what we have, the JSON loader warns
+            if total == 0 and len(out) == 1:
+                raise TraceFormatError(path, "gzip data cut off before any content", hint="is the file complete?")
             break
         # skip zero padding between members
         rest = rest.lstrip(b"\x00")
@@ -68,14 +119,12 @@ def sniff(path: str | os.PathLike) -> str:
     still fail later in ``load`` (e.g. JSON broken past the head).
     """
     p = os.fspath(path)
-    try:
-        with open(p, "rb") as fh:
+    with _open_regular(p) as fh:
+        try:
             raw = fh.read(SNIFF_BYTES)
             complete = len(raw) < SNIFF_BYTES or not fh.read(1)
-    except IsADirectoryError:
-        raise TraceFormatError(p, "is a directory, not a trace file", hint="pass a .json, .json.gz or .txt file") from None
-    except OSError as exc:
-        raise TraceFormatError(p, f"cannot read: {exc.strerror or exc}") from None
+        except OSError as exc:
+            raise TraceFormatError(p, f"cannot read: {exc.strerror or exc}") from None
     data = raw
     if raw[:2] == _GZIP_MAGIC:
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)

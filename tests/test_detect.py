@@ -1,0 +1,70 @@
+"""File-level hardening of ``parsers.load`` / ``parsers.detect.sniff``: special files,
+gzip bombs and gzip cut inside its header give one clear ``TraceFormatError``, fast."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import zlib
+
+import pytest
+
+from parsers import TraceFormatError, load
+from parsers.detect import sniff
+
+TRACE = b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2}]}'
+
+
+@pytest.mark.parametrize("reader", [load, sniff])
+def test_fifo_is_refused_without_blocking(tmp_path, reader):
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)  # opening it for reading would block forever with no writer
+    with pytest.raises(TraceFormatError, match="not a regular file"):
+        reader(fifo)
+
+
+@pytest.mark.parametrize("reader", [load, sniff])
+def test_character_device_is_refused(reader):
+    with pytest.raises(TraceFormatError, match="not a regular file"):
+        reader("/dev/zero")
+
+
+def test_missing_file_names_the_path(tmp_path):
+    with pytest.raises(TraceFormatError, match="no such file") as err:
+        load(tmp_path / "nope.json")
+    assert str(tmp_path / "nope.json") in str(err.value)
+
+
+def test_gzip_bomb_is_refused_at_the_limit(tmp_path, monkeypatch):
+    # 4 MiB of spaces inside a JSON array compresses ~1000x; with the limit set to 1 MiB
+    # the loader must stop at the limit instead of inflating all of it.
+    monkeypatch.setenv("GAPSCOPE_MAX_TRACE_BYTES", str(1 << 20))
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(b"[" + b" " * (4 << 20) + b"]"))
+    with pytest.raises(TraceFormatError, match="expands to more than 1,048,576 bytes"):
+        load(bomb)
+
+
+def test_default_limit_admits_real_ratios(tmp_path):
+    # A real trace inflates far less than MAX_INFLATE_RATIO: it loads with the default limit.
+    path = tmp_path / "ok.json.gz"
+    path.write_bytes(gzip.compress(TRACE))
+    assert len(load(path)) == 1
+
+
+@pytest.mark.parametrize("cut", [2, 3, 10, 11])
+def test_gzip_cut_inside_its_header(tmp_path, cut):
+    path = tmp_path / "cut.json.gz"
+    path.write_bytes(gzip.compress(TRACE)[:cut])
+    with pytest.raises(TraceFormatError) as err:
+        load(path)
+    assert "empty" not in str(err.value)
+    assert "gzip" in str(err.value)
+
+
+def test_multi_member_still_whole(tmp_path):
+    half = len(TRACE) // 2
+    path = tmp_path / "multi.json.gz"
+    path.write_bytes(gzip.compress(TRACE[:half]) + gzip.compress(TRACE[half:]))
+    assert len(load(path)) == 1
+    assert zlib.decompress(gzip.compress(TRACE), 31) == TRACE

@@ -160,7 +160,12 @@ def test_decode_step_wrong_answers_get_evidence(tmp_path):
             fb = _feedback(screen)
             assert fb.startswith("✗ Not yet. Look at the GPU lane: most of the step is white space where no kernel runs.")
             assert s.task.id == "first-change"
-            screen.query_one("#ex-notes", Input).value = "try logging every 32 tokens"
+            notes = screen.query_one("#ex-notes", Input)
+            assert notes.display and notes.border_title == "Note (optional, not judged): shift+Tab"
+            await pilot.press("shift+tab")  # the note, then Enter goes back to the options
+            assert notes.has_focus
+            notes.value = "try logging every 32 tokens"
+            await pilot.press("enter")
             await _choose(pilot, 2)
             first_change = next(t for t in s.exercise.tasks if t.id == "first-change")
             assert s.record(first_change)["notes"] == "try logging every 32 tokens"

@@ -124,7 +124,7 @@ class ExerciseScreen(Screen):
                     yield Static(Text(""), id="ex-field", markup=False)
                     yield Static(Text(""), id="ex-how", markup=False)
                     notes = Input(placeholder="your note (kept, not judged)", id="ex-notes", classes="-off")
-                    notes.border_title = "Your note (optional, not judged)"
+                    notes.border_title = "Note (optional, not judged): shift+Tab"
                     yield notes
                     # their border titles say how to answer (set per task in _set_mode)
                     yield OptionList(id="ex-options", classes="-off")

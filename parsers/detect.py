@@ -31,8 +31,6 @@ def _open_regular(p: str):
     as /dev/zero, or a socket would block or never end). Raises ``TraceFormatError``."""
     try:
         st = os.stat(p)
-    except FileNotFoundError:
-        raise TraceFormatError(p, "no such file", hint="check the path") from None
     except OSError as exc:
         raise TraceFormatError(p, f"cannot read: {exc.strerror or exc}") from None
     if stat.S_ISDIR(st.st_mode):

@@ -30,7 +30,7 @@ def test_character_device_is_refused(reader):
 
 
 def test_missing_file_names_the_path(tmp_path):
-    with pytest.raises(TraceFormatError, match="no such file") as err:
+    with pytest.raises(TraceFormatError, match="No such file") as err:
         load(tmp_path / "nope.json")
     assert str(tmp_path / "nope.json") in str(err.value)
 

@@ -21,6 +21,7 @@ from parsers.model import CopyKind, Kind
 
 from .classify import rank_classes
 from .evidence import enclosing_step_range
+from .steps import RECUR_FACTOR
 from .waits import WAIT_NAME_RE
 from .types import Card, Cause, Evidence
 
@@ -381,7 +382,7 @@ def _group_context(diag, i: int) -> str:
     g = diag.gaps
     gid = int(g.group[i])
     if gid < 0 or gid >= len(diag.groups):
-        return ""
+        return _one_off_context(diag, i)
     grp = diag.groups[gid]
     rows = np.asarray(grp.gap_indices, dtype=np.int64)
     cls = _class_ns(diag, rows)
@@ -398,10 +399,30 @@ def _group_context(diag, i: int) -> str:
                     f"{_ms(g.dur_ns[i] + g.dur_ns[partner])} stretch across the step boundary")
         if recurs:
             bits.append(f"the stretch {recurs} ({_ms(grp.median_ns)} median per step)")
+    elif not _near(int(g.dur_ns[i]), grp.median_ns):
+        bits.append(f"This occurrence is {_ms(g.dur_ns[i])}; the gaps grouped with it ({recurs or 'recurring'}) "
+                    f"have a median of {_ms(grp.median_ns)} per step")
     else:
         bits.append(f"This position {recurs or 'recurs'} ({_ms(grp.median_ns)} median per step)")
     bits.append(f"across the group the idle is {_mix(cls)}")
     return "; ".join(bits) + "."
+
+
+def _near(a_ns: int, b_ns: int) -> bool:
+    """True when two durations are within ``RECUR_FACTOR`` of each other."""
+    lo, hi = sorted((max(int(a_ns), 1), max(int(b_ns), 1)))
+    return hi <= RECUR_FACTOR * lo
+
+
+def _one_off_context(diag, i: int) -> str:
+    """For a gap left out of every group although its position recurs with gaps of a
+    very different size: "This occurrence is 63.042 ms; at this position the median is
+    2.0 µs (3 of 6 steps): a one-off." Else ""."""
+    for grp in diag.groups:
+        if grp.one_offs.size and (grp.one_offs == i).any():
+            return (f"This occurrence is {_ms(diag.gaps.dur_ns[i])}; at this position the median is "
+                    f"{_ms(grp.median_ns)} ({grp.steps_with_gap} of {grp.steps_total} steps): a one-off.")
+    return ""
 
 
 def card_for_gap(diag, i: int) -> Card:

@@ -66,7 +66,9 @@ class GapGroup:
     ``id``; ``label`` (e.g. ``"attention → matmul"``); ``gap_indices`` int64 (rows of
     ``Gaps``); ``steps_with_gap``/``steps_total``; ``median_ns``/``total_ns``; ``cause``:
     the class with the largest total ns over the group's gaps (ties sync > copy >
-    launch > host)."""
+    launch > host); ``one_offs``: int64 occurrence-head gap indices at the same
+    position whose size is far (``RECUR_FACTOR``) from every other occurrence there,
+    left out of any group ("a one-off")."""
 
     id: int
     label: str
@@ -76,6 +78,7 @@ class GapGroup:
     median_ns: int
     total_ns: int
     cause: Cause
+    one_offs: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
 
     @property
     def summary(self) -> str:
@@ -212,9 +215,14 @@ def group_gaps(trace: Trace, gaps: Gaps, steps: Steps | None, class_ns: np.ndarr
     step are one stretch in steady state (the next step follows, and the same pattern
     starts it), so they form one occurrence whose duration is their sum. Key of an
     occurrence: (device, previous kernel name, next op name, ordinal among occurrences
-    with those names in its step). With two or more steps, positions seen only once
-    are not groups; with one step, only the step-boundary stretch is. Vectorised with
-    ``np.unique``; the loop is over groups.
+    with those names in its step). The occurrences of a position are split into size
+    bands (``_bands``: sorted, cut where one is more than ``RECUR_FACTOR`` times the
+    one before), so a group's median describes each of its members. With two or more
+    steps, a band seen only once is no group by itself; such lone occurrences with the
+    same neighbours and a similar size at *other* ordinals form a group (a stall whose
+    place in the step's kernel order varies), and the rest are the ``one_offs`` of the
+    largest group at their position. With one step, only the step-boundary stretch is
+    a group. Vectorised with ``np.unique``/``lexsort``; the loops are over groups.
     """
     n = len(gaps)
     gid = np.full(n, -1, dtype=np.int32)
@@ -251,32 +259,64 @@ def group_gaps(trace: Trace, gaps: Gaps, steps: Steps | None, class_ns: np.ndarr
     run_id = np.cumsum(~same) - 1
     ordinal = np.arange(h.size) - run_start[run_id]
     key = np.stack([dev64[h], prev_name[h], next_name[h], ordinal], axis=1)
-    uk, inv = _unique_rows(key)
+    uk, pos_id = _unique_rows(key)  # position of each occurrence head
     occ_dur = np.bincount(occ, weights=gaps.dur_ns, minlength=n).astype(np.int64)
-    head_group = np.full(n, -1, dtype=np.int64)
-    head_group[h] = inv
+    d_occ = occ_dur[h]
     total_steps = len(steps)
-    ng = uk.shape[0]
-    sizes = np.bincount(inv, minlength=ng)
+    # a position's occurrences of wildly different sizes are not one recurring gap:
+    # split each position into size bands (RECUR_FACTOR apart)
+    band = _bands(pos_id, d_occ)
+    nb = int(band.max()) + 1
+    band_size = np.bincount(band, minlength=nb)
+    band_pos = np.zeros(nb, dtype=np.int64)
+    band_pos[band] = pos_id
+    inv = band.copy()  # final group per head; -1: not grouped
+    label_row = band_pos.copy()  # row of ``uk`` naming each group
+    with_ordinal = np.ones(nb, dtype=bool)
     wrap_heads = np.zeros(n, dtype=bool)
     wrap_heads[occ[occ != np.arange(n)]] = True
     if total_steps >= 2:
-        keep = sizes >= 2
+        single = band_size[band] == 1
+        inv[single] = -1
+        # occurrences alone at their position that match others by neighbours and size
+        # at other positions (a stall whose ordinal in the step varies) recur as well
+        if single.sum() >= 2:
+            si = np.flatnonzero(single)
+            _, pos2 = _unique_rows(key[si, :3])
+            band2 = _bands(pos2, d_occ[si])
+            size2 = np.bincount(band2)
+            ok = size2[band2] >= 2
+            if ok.any():
+                b2, b2_inv = np.unique(band2[ok], return_inverse=True)
+                inv[si[ok]] = nb + b2_inv
+                first = np.full(b2.size, -1, dtype=np.int64)
+                np.maximum.at(first, b2_inv, np.arange(ok.sum()))  # any member names it
+                label_row = np.concatenate((label_row, pos_id[si[ok]][first]))
+                with_ordinal = np.concatenate((with_ordinal, np.zeros(b2.size, dtype=bool)))
     else:  # one step: only the step-boundary stretch is a position worth a group
-        keep = np.zeros(ng, dtype=bool)
-        wrap_groups = head_group[np.flatnonzero(wrap_heads)]
-        keep[wrap_groups[wrap_groups >= 0]] = True
-    if not keep.any():
+        hw = wrap_heads[h]
+        keep_band = np.zeros(nb, dtype=bool)
+        keep_band[band[hw]] = True
+        inv[~keep_band[band]] = -1
+    if (inv < 0).all():
         return [], gid
+    grouped = inv >= 0
+    ids_used = np.unique(inv[grouped])
+    inv = np.where(grouped, np.searchsorted(ids_used, inv), -1)
+    label_row, with_ordinal = label_row[ids_used], with_ordinal[ids_used]
+    ng = ids_used.size
+    hg, dg = inv[grouped], d_occ[grouped]
+    sizes = np.bincount(hg, minlength=ng)
     # per-group figures, vectorised: occurrences sorted by (group, duration)
-    d_occ = occ_dur[h]
-    o = np.lexsort((d_occ, inv))
-    g_sorted, d_sorted = inv[o], d_occ[o]
+    o = np.lexsort((dg, hg))
+    g_sorted, d_sorted = hg[o], dg[o]
     lo = np.searchsorted(g_sorted, np.arange(ng), side="left")
     median = (d_sorted[lo + (sizes - 1) // 2] + d_sorted[lo + sizes // 2]) // 2
-    total = np.bincount(inv, weights=d_occ, minlength=ng).astype(np.int64)
-    gs_pairs = np.unique(inv * (total_steps + 1) + step[h])
+    total = np.bincount(hg, weights=dg, minlength=ng).astype(np.int64)
+    gs_pairs = np.unique(hg * (total_steps + 1) + step[h][grouped])
     steps_with = np.bincount(gs_pairs // (total_steps + 1), minlength=ng)
+    head_group = np.full(n, -1, dtype=np.int64)
+    head_group[h] = inv
     member_group = head_group[occ]  # group of each gap through its occurrence head
     if class_ns is not None:
         cls_tot = np.zeros((ng, class_ns.shape[1]), dtype=np.int64)
@@ -285,21 +325,55 @@ def group_gaps(trace: Trace, gaps: Gaps, steps: Steps | None, class_ns: np.ndarr
         cause_g = np.argmax(cls_tot, axis=1)
     else:
         cause_g = np.full(ng, int(Cause.UNCLASSIFIED))
-    kept = np.flatnonzero(keep)
-    kept = kept[np.lexsort((kept, -total[kept]))]  # largest total first, ties by key order
-    new_id = np.full(ng, -1, dtype=np.int64)
-    new_id[kept] = np.arange(kept.size)
+    kept = np.arange(ng)
+    kept = kept[np.lexsort((label_row, -total))]  # largest total first, ties by key order
+    new_id = np.empty(ng, dtype=np.int64)
+    new_id[kept] = np.arange(ng)
     gid = np.where(member_group >= 0, new_id[np.maximum(member_group, 0)], -1).astype(np.int32)
     m_order = np.argsort(gid, kind="stable")
-    mb = np.searchsorted(gid[m_order], np.arange(kept.size + 1))
+    mb = np.searchsorted(gid[m_order], np.arange(ng + 1))
+    # one-offs: ungrouped occurrences at a position where a group recurs (its largest)
+    one_offs: dict[int, list[int]] = {}
+    if total_steps >= 2:
+        pos_group = np.full(uk.shape[0], -1, dtype=np.int64)
+        cnt = np.full(uk.shape[0], -1, dtype=np.int64)
+        for k in np.flatnonzero(grouped & (inv < nb)).tolist():
+            gnew = int(new_id[inv[k]])
+            p = int(pos_id[k])
+            if sizes[inv[k]] > cnt[p]:
+                cnt[p], pos_group[p] = sizes[inv[k]], gnew
+        for k in np.flatnonzero(~grouped).tolist():
+            gp = int(pos_group[pos_id[k]])
+            if gp >= 0:
+                one_offs.setdefault(gp, []).append(int(h[k]))
     names = trace.names
     out: list[GapGroup] = []
     for new, g in enumerate(kept.tolist()):
-        pn, nn, ordn = int(uk[g, 1]), int(uk[g, 2]), int(uk[g, 3])
+        r = int(label_row[g])
+        pn, nn, ordn = int(uk[r, 1]), int(uk[r, 2]), int(uk[r, 3])
         left = names[pn] if pn >= 0 else "step start"
         right = names[nn] if nn >= 0 else "step end"
-        label = f"{left} → {right}" + (f" (#{ordn + 1})" if ordn else "")
+        label = f"{left} → {right}" + (f" (#{ordn + 1})" if ordn and with_ordinal[g] else "")
         rows = m_order[mb[new]:mb[new + 1]].astype(np.int64)
         out.append(GapGroup(new, label, rows, int(steps_with[g]), total_steps, int(median[g]),
-                            int(total[g]), Cause(int(cause_g[g]))))
+                            int(total[g]), Cause(int(cause_g[g])),
+                            np.array(sorted(one_offs.get(new, [])), dtype=np.int64)))
     return out, gid
+
+
+#: Occurrences at one position whose sizes differ by more than this factor (next to
+#: each other in size order) are different things: a 63 ms stall is not "the 2 µs gap
+#: that recurs in 3 of 6 steps".
+RECUR_FACTOR = 4.0
+
+
+def _bands(group: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """int64 band id per element (ids dense from 0): within each ``group``, durations
+    sorted and cut where one exceeds ``RECUR_FACTOR`` times the one before."""
+    o = np.lexsort((dur, group))
+    gs, ds = group[o], dur[o].astype(np.float64)
+    brk = np.ones(o.size, dtype=bool)
+    brk[1:] = (gs[1:] != gs[:-1]) | (ds[1:] > RECUR_FACTOR * np.maximum(ds[:-1], 1.0))
+    out = np.empty(o.size, dtype=np.int64)
+    out[o] = np.cumsum(brk) - 1
+    return out

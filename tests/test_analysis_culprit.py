@@ -92,3 +92,50 @@ def test_resnet50_cards_name_the_dataloader_not_the_step():
         assert "ProfilerStep" not in c.first_experiment
     assert d.evidence(int(top[0]))[0].overlap_ns == 59_329_000
     assert sum(d.class_totals_ns().values()) == d.total_idle_ns()
+
+
+def _six_steps(big_ns: int):
+    """Six ``train_step`` annotations of 10 ms; in each, kernel A [0, 1) ms, then B after
+    a 20 µs gap, except step 5 where the gap A → B is ``big_ns``."""
+    b = TraceBuilder()
+    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
+    gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    for k in range(6):
+        t0 = k * 10_000 * US
+        gap = big_ns if k == 5 else 20 * US
+        b.event(cpu, "train_step", t0, 10_000 * US, Kind.ANNOTATION)
+        b.event(gpu, "A", t0, 1000 * US, Kind.KERNEL)
+        b.event(gpu, "B", t0 + 1000 * US + gap, 1000 * US, Kind.KERNEL)
+    return diagnose(b.build())
+
+
+def test_a_far_larger_occurrence_is_a_one_off_not_the_recurring_gap():
+    d = _six_steps(5000 * US)
+    g = d.gaps
+    big = int(next(i for i in range(len(g)) if g.dur_ns[i] == 5000 * US))
+    assert g.group[big] == -1
+    grp = next(gr for gr in d.groups if gr.label == "A → B")
+    assert (grp.steps_with_gap, grp.steps_total, grp.median_ns, grp.total_ns) == (5, 6, 20 * US, 100 * US)
+    assert grp.one_offs.tolist() == [big]
+    why = d.card(big).why
+    assert why.endswith("This occurrence is 5.000 ms; at this position the median is 20.0 µs (5 of 6 steps): a one-off.")
+    assert "recurs" not in why
+    small = int(grp.gap_indices[0])
+    assert "This position recurs in 5 of 6 steps (20.0 µs median per step)" in d.card(small).why
+
+
+def test_occurrences_within_the_factor_stay_one_group():
+    d = _six_steps(60 * US)  # 3x the others: the same gap, a slower step
+    grp = next(gr for gr in d.groups if gr.label == "A → B")
+    assert (grp.steps_with_gap, grp.median_ns, grp.total_ns, grp.one_offs.size) == (6, 20 * US, 160 * US, 0)
+
+
+def test_resnet50_dataloader_stall_recurs_at_its_own_size():
+    """The DataLoader stall of each step sits at varying ordinals of the same kernel
+    pair; grouped by size it recurs with a ms-sized median, not '2.0 µs median'."""
+    d = diagnose(load(require(CORPUS / "kineto" / "resnet50_num_workers_0" / "worker0.pt.trace.json.gz")))
+    i = int(d.order_by_size()[0])
+    grp = d.groups[int(d.gaps.group[i])]
+    assert (grp.steps_with_gap, grp.steps_total, grp.median_ns) == (5, 6, 54_482_000)
+    assert "This position recurs in 5 of 6 steps (54.482 ms median per step)" in d.card(i).why
+    assert "2.0 µs" not in d.card(i).why + d.group_card(grp.id).why

@@ -28,8 +28,9 @@ from gapscope.exercise import AnswerError, Session
 from gapscope.exercise.load import CAUSE_LABELS
 
 from .exercise_help import ExerciseHelpScreen, how_to_answer
-from .exercise_text import hints_text, path_text, task_header, verdict_text
-from .navigation import SIZE, TIME, GapNavigator
+from .exercise_text import CAUSE_HELP, hints_text, path_text, task_header, verdict_text
+from .exercise_nav import TimelineActions
+from .navigation import TIME, GapNavigator
 from .screen import trace_bindings
 from .exercise_lanes import ExerciseLanes
 from .swimlanes import Swimlanes
@@ -37,16 +38,8 @@ from .viewmodel import format_duration_ns
 
 __all__ = ["ExerciseScreen"]
 
-_CAUSE_HELP = {
-    "sync": "sync: the CPU waited on the GPU (.item(), synchronize, print of a tensor)",
-    "copy": "copy: a host/device transfer on the critical path",
-    "launch": "launch: many tiny kernels, the CPU cannot launch them fast enough",
-    "host": "host: the launching thread was busy with Python/CPU work",
-    "unclassified": "unclassified: no evidence either way",
-}
 
-
-class ExerciseScreen(Screen):
+class ExerciseScreen(TimelineActions, Screen):
     """One guided exercise for one learner (``session``)."""
 
     BINDINGS = [
@@ -149,14 +142,6 @@ class ExerciseScreen(Screen):
         task = self.session.task or self.session.exercise.tasks[-1]
         return self.lanes_for(task.trace)
 
-    def nav(self) -> GapNavigator:
-        task = self.session.task or self.session.exercise.tasks[-1]
-        nav = self._navs.get(task.trace)
-        if nav is None:
-            d = self.session.workbook.facts(task.trace).diag
-            nav = self._navs[task.trace] = GapNavigator(d.gaps, d.order_by_size())
-        return nav
-
     def _show(self, widget_id: str, on: bool) -> None:
         self.query_one(f"#{widget_id}").set_class(not on, "-off")
 
@@ -209,7 +194,7 @@ class ExerciseScreen(Screen):
         if kind == "cause" or (field is not None and field.name == "cause"):
             labels = list(CAUSE_LABELS)
             self.opt_values = labels
-            prompts = [_CAUSE_HELP[c] for c in labels]
+            prompts = [CAUSE_HELP[c] for c in labels]
         else:
             opts = field.options if field is not None else task.options
             self.opt_values = list(range(len(opts)))
@@ -417,28 +402,3 @@ class ExerciseScreen(Screen):
         if h is None and self.session.task is not None and not self.session.task.hints:
             self._feedback(Text("No hints for this task.", style="dim"))
         self._refresh_hints()
-
-    def action_jump_gap(self, direction: int) -> None:
-        lanes = self.lanes
-        g = self.nav().step(lanes.selected_gap, direction, self.order_mode, from_ns=lanes.cursor_ns)
-        if g is not None:
-            lanes.select_gap(g)
-
-    def action_toggle_order(self) -> None:
-        self.order_mode = SIZE if self.order_mode == TIME else TIME
-        self.notify(f"gap order: {'largest first' if self.order_mode == SIZE else 'time'}", timeout=2)
-
-    def action_zoom(self, factor: float) -> None:
-        self.lanes.zoom(factor)
-
-    def action_pan(self, fraction: float) -> None:
-        self.lanes.pan(fraction)
-
-    def action_cursor(self, cells: int) -> None:
-        self.lanes.move_cursor_cells(cells)
-
-    def action_row(self, delta: int) -> None:
-        self.lanes.select_row(delta)
-
-    def action_fit(self) -> None:
-        self.lanes.fit_all()

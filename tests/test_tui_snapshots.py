@@ -67,3 +67,11 @@ def test_markup_names_verbatim(snap_compare, size):
 def test_cpu_only_trace(snap_compare, size):
     path = require(CORPUS / "hta" / "rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")
     assert snap_compare(make_app(path), terminal_size=size, run_before=_keys("n"))
+
+
+def test_decode_step_expanded_card_scrolled(snap_compare):
+    import sample_traces
+
+    # 80x24: p expands the card to most of the height, PgDn shows Forbidden and Proof
+    assert snap_compare(make_app(sample_traces.path()), terminal_size=(80, 24),
+                        run_before=_keys("s", "n", "p", "pagedown"))

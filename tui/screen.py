@@ -168,9 +168,11 @@ class TraceScreen(Screen):
         self._update_side()
         nw = len(self.trace.warnings)
         if nw:
-            first = sanitize(str(self.trace.warnings[0]), 100)
+            first = sanitize(str(self.trace.warnings[0]), 200)
+            if len(first) > 64:
+                first = first[:63] + "…"
             more = f" (+{nw - 1} more)" if nw > 1 else ""
-            self.notify(f"{first}{more}. Press w to list the loader's warnings.",
+            self.notify(f"{first}{more}\nw lists them",
                         title=f"{nw} loader warning" + ("" if nw == 1 else "s"), severity="warning",
                         timeout=8, markup=False)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import os
 import shutil
 import sys
@@ -107,12 +108,19 @@ def _env_columns() -> int | None:
     return n if n >= 20 else None
 
 
+_TERMINAL_UNSAFE = re.compile("[\u0080-\u009f\u202a-\u202e\u2066-\u2069]")
+
+
 def _write_json(doc: dict, out: IO[str], indent: int | None = None) -> None:
     """Write ``doc`` as UTF-8 JSON and a newline: compact (one line) for pipes and
     files, indented by ``indent`` on a terminal. Names stay verbatim; a lone surrogate
     (from a ``\\ud800`` escape in the input) is written as its JSON escape."""
     seps = (",", ":") if indent is None else (",", ": ")
     text = json.dumps(doc, indent=indent, separators=seps, ensure_ascii=False, allow_nan=False) + "\n"
+    # json escapes C0 controls but not C1 (U+0080-U+009F: U+009B is an 8-bit CSI that
+    # terminals obey) nor bidi overrides; such characters only occur inside strings,
+    # so their \uXXXX escapes keep the document valid and the value verbatim.
+    text = _TERMINAL_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     buf = getattr(out, "buffer", None)
     if buf is not None:
         out.flush()

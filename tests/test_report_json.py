@@ -263,3 +263,22 @@ def test_json_writer_keeps_lone_surrogates_and_is_compact_off_a_terminal():
     out2 = io.TextIOWrapper(raw2, encoding="utf-8")
     _write_json({"a": 1}, out2, indent=2)
     assert raw2.getvalue() == b'{\n  "a": 1\n}\n'
+
+
+def test_json_escapes_c1_controls_and_bidi_overrides_but_keeps_values(tmp_path):
+    """An 8-bit CSI (U+009B) or a bidi override in a kernel name must not reach the
+    terminal raw through --json; the decoded value stays verbatim."""
+    from gapscope import report_cmd
+
+    name = "k\u009b31m\u202eevil"
+    path = tmp_path / "c1.json"
+    path.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": 0, "dur": 5},
+        {"ph": "X", "cat": "kernel", "name": "b", "pid": 0, "tid": 7, "ts": 20, "dur": 5},
+    ]}), encoding="utf-8")
+    out = io.StringIO()
+    assert report_cmd.run([str(path), "--json"], stdout=out) == 0
+    text = out.getvalue()
+    assert "\u009b" not in text and "\u202e" not in text
+    assert "\\u009b" in text and "\\u202e" in text
+    assert name in json.dumps(json.loads(text), ensure_ascii=False)

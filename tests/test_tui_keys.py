@@ -60,7 +60,7 @@ def test_expanded_card_scrolls_to_proof_at_80x24():
     assert "Proof:" in full and "Proof:" not in first and "Forbidden:" not in first
     assert "Proof:" in seen[0] and "Forbidden:" in seen[0]
     assert "Protocol" in seen[1]
-    assert "more lines: PgDn/ctrl+d" in first and "more lines" not in seen[1]  # the end: no hint
+    assert "more lines (PgDn/^d, PgUp/^u)" in first and "more lines" not in seen[1]  # the end: no hint
     assert back == first
 
 

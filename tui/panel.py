@@ -313,7 +313,7 @@ class GapPanel(Widget):
 
     def _more_strip(self, width: int, left: int) -> Strip:
         """The last visible row when the text goes on: how to scroll to the rest."""
-        text = Text(f"▼ {left} more lines: PgDn/ctrl+d (PgUp/ctrl+u back)", style="bold reverse")
+        text = Text(f"▼ {left} more lines (PgDn/^d, PgUp/^u)", style="bold reverse")
         text.truncate(width)
         return Strip(list(text.render(self.app.console)), text.cell_len).apply_style(self._base).adjust_cell_length(width, self._base)
 

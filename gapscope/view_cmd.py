@@ -23,10 +23,11 @@ def _parser() -> argparse.ArgumentParser:
         description="Terminal viewer for GPU profiler traces: walk the idle GPU gaps and see why.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=(
-            "keys: n/N next/previous gap, s largest first or time order, 1-4 next sync/copy/launch/host gap,\n"
-            "      +/- zoom around the cursor, h/l pan (H/L a page), z zoom to gap, Z zoom to step,\n"
-            "      g go to time, / search names (m/M next/previous match), % or J kernel<->launch,\n"
-            "      f fit all, p panel, ? help (all keys), q quit\n"
+            "keys: n/N next/previous gap, s largest first or time order, 1-4 next sync/copy/launch/host gap\n"
+            "      (wraps; shift: ! @ # $ previous), +/- zoom around the cursor, h/l pan (H/L a page),\n"
+            "      z zoom to gap, Z zoom to step, g go to time, / search names (m/M next/previous match),\n"
+            "      % or J kernel<->launch, f fit all, p card, PgDn/PgUp scroll the card, w loader warnings,\n"
+            "      ? help (all keys), q quit\n"
             f"thresholds: a gap is >= {d.min_gap_ns / 1000:g} us of no kernel on a device; launch-overhead gaps are\n"
             f"      <= {d.launch_gap_max_ns / 1000:g} us inside runs of >= {d.picket_min_kernels} kernels of <= {d.short_kernel_max_ns / 1000:g} us;"
             f" a sync-signature copy is <= {d.small_copy_max_bytes // 1024} KiB"

@@ -1,7 +1,7 @@
 """Budget per step and what-if projections ("Budget and what-if" in the design).
 
 Per step (median over steps, on the busiest device): wall time, GPU busy (kernel union),
-idle share, tokens/s when a step makes one token. With no steps known, the device's
+idle share, steps/s, and tokens/s when a step makes one token (a decode step). With no steps known, the device's
 analysis window is one step. The what-if removes chosen gaps, cause classes or named
 CPU segments from the idle time and prints its assumptions.
 """
@@ -9,13 +9,28 @@ CPU segments from the idle time and prints its assumptions.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 
 from .busy import coverage, device_union, union_intervals, valid_timing_mask
 from .types import Cause
 
-__all__ = ["Budget", "WhatIf", "compute_budget", "what_if"]
+__all__ = ["Budget", "WhatIf", "compute_budget", "what_if", "is_decode"]
+
+#: A step that makes one token: its annotation (or an ASCII sample's title) says so.
+_DECODE_RE = re.compile(r"decode|token", re.IGNORECASE)
+
+
+def is_decode(trace, steps) -> bool:
+    """True when a step makes one token, so tokens/s = steps/s: the step annotation's
+    name contains ``decode`` or ``token`` (``decode_step``), or the trace is an ASCII
+    timeline whose title says so (the decode exercise samples). ``ProfilerStep#N`` of a
+    training loop, period steps and Kineto windows are not decode steps."""
+    if steps is not None and steps.source == "annotation" and _DECODE_RE.search(steps.name or ""):
+        return True
+    src = trace.source
+    return str(src.format).startswith("ascii") and bool(_DECODE_RE.search(src.trace_name or ""))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,8 +38,10 @@ class Budget:
     """Per-step budget of ``device``. ``steps``: number of steps (1 when the window is
     used); ``source``: ``Steps.source`` or ``"window"``; ``wall_ns``/``gpu_busy_ns``/
     ``idle_ns``: medians per step (int ns); ``idle_share`` = idle / wall;
-    ``tokens_per_s`` = 1e9 / wall_ns (one token per step); ``class_idle_ns``: idle per
-    cause class per step (total over the steps' gaps / steps)."""
+    ``steps_per_s`` = 1e9 / wall_ns; ``tokens_per_s`` = the same rate, which is a
+    token rate only when ``decode`` (``is_decode``: a step makes one token) — show it
+    as tokens/s only then; ``class_idle_ns``: idle per cause class per step (total
+    over the steps' gaps / steps)."""
 
     device: int
     steps: int
@@ -35,12 +52,15 @@ class Budget:
     idle_share: float
     tokens_per_s: float
     class_idle_ns: dict
+    steps_per_s: float = 0.0
+    decode: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
 class WhatIf:
     """Projection of a what-if. ``removed_ns``: idle removed per step; ``projected_step_ns``
-    = wall - removed (never below GPU busy); ``tokens_per_s`` = 1e9 / projected;
+    = wall - removed (never below GPU busy); ``steps_per_s`` = ``tokens_per_s`` =
+    1e9 / projected (tokens/s only when ``decode``, as in ``Budget``);
     ``assumptions``: the printed assumptions, in words with numbers."""
 
     wall_ns: int
@@ -49,6 +69,8 @@ class WhatIf:
     tokens_per_s: float
     speedup: float
     assumptions: list[str]
+    steps_per_s: float = 0.0
+    decode: bool = False
 
 
 def _ms(ns: float) -> str:
@@ -78,9 +100,10 @@ def compute_budget(diag) -> Budget | None:
     cls = g.class_ns[sel].sum(axis=0) if g.class_ns is not None and sel.any() else np.zeros(len(Cause), np.int64)
     class_idle = {c.label: int(cls[int(c)] // nsteps) for c in Cause}
     idle = wall_med - busy_med
+    rate = 1e9 / wall_med if wall_med > 0 else 0.0
     return Budget(dev.device, nsteps, source, wall_med, busy_med, idle,
-                  idle / wall_med if wall_med > 0 else 0.0,
-                  1e9 / wall_med if wall_med > 0 else 0.0, class_idle)
+                  idle / wall_med if wall_med > 0 else 0.0, rate, class_idle,
+                  steps_per_s=rate, decode=is_decode(trace, diag.steps))
 
 
 def _match_names(trace, names: tuple[str, ...]) -> np.ndarray:
@@ -141,12 +164,16 @@ def what_if(diag, *, gaps=(), causes=(), names=()) -> WhatIf:
         f"GPU work stays {_ms(b.gpu_busy_ns)} per step: kernels are not changed; only idle time is removed.",
         f"Removed idle is not replaced by other waiting: the next launch moves earlier by the removed time ({_ms(removed_step)} per step).",
         f"Launch overhead that is not removed stays ({_ms(launch_left)} per step of launch-class idle).",
-        "CPU work that is not removed stays on the critical path (e.g. sampling the next token).",
+        "CPU work that is not removed stays on the critical path (e.g. "
+        + ("sampling the next token)." if b.decode else "preparing the next batch)."),
         "CPU time removed while the GPU was busy does not shorten the step; only its overlap with idle gaps counts"
         + (f" ({_ms(named_ns // max(b.steps, 1))} per step for the named segments)." if names else "."),
-        f"One token per step (decode at batch 1): tokens/s = 1 / step time; measured over {b.steps} step(s) ({b.source}).",
+        (f"One token per step (decode at batch 1): tokens/s = 1 / step time; measured over {b.steps} step(s) ({b.source})."
+         if b.decode else
+         f"Steps/s = 1 / step time (a step is not a token here: no tokens/s); measured over {b.steps} step(s) ({b.source})."),
     ]
     if projected == b.gpu_busy_ns and b.wall_ns - removed_step < b.gpu_busy_ns:
         assumptions.append("The projection is capped at GPU busy time (the GPU cannot finish before its work).")
-    return WhatIf(b.wall_ns, removed_step, projected, 1e9 / projected if projected > 0 else 0.0,
-                  b.wall_ns / projected if projected > 0 else 1.0, assumptions)
+    rate = 1e9 / projected if projected > 0 else 0.0
+    return WhatIf(b.wall_ns, removed_step, projected, rate,
+                  b.wall_ns / projected if projected > 0 else 1.0, assumptions, steps_per_s=rate, decode=b.decode)

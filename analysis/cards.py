@@ -256,8 +256,8 @@ def _advice(diag, cause: Cause, evidence: list[Evidence], rows: np.ndarray, dur_
         return (first,
                 "Do not reach for cuBLAS settings or a faster kernel: the GPU has nothing queued while the CPU "
                 "is busy, so faster kernels only widen this gap's share of the step.",
-                f"Idle at this position ({dur_txt}) and step time / tokens per second on a new capture with the "
-                f"same ranges named.")
+                f"Idle at this position ({dur_txt}) and step time{' and tokens/s' if _decode(diag) else ''} on a new "
+                f"capture with the same ranges named.")
     if _queued(diag, rows) and any(not ln.is_gpu for ln in trace.lanes):
         return ("Find what the queued kernel waited for: capture with a recent torch.profiler (its 'cuda_sync' "
                 "records name the stream an event wait is on) and capture every rank in the same window; check "
@@ -406,6 +406,12 @@ def _group_context(diag, i: int) -> str:
         bits.append(f"This position {recurs or 'recurs'} ({_ms(grp.median_ns)} median per step)")
     bits.append(f"across the group the idle is {_mix(cls)}")
     return "; ".join(bits) + "."
+
+
+def _decode(diag) -> bool:
+    """True when a step makes one token (``analysis.budget.is_decode``)."""
+    b = getattr(diag, "budget", None)
+    return bool(getattr(b, "decode", False))
 
 
 def _near(a_ns: int, b_ns: int) -> bool:

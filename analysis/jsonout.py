@@ -116,7 +116,8 @@ def diagnosis_to_json(diag, *, top: int = 50) -> dict:
         "budget": None if b is None else {
             "device": b.device, "steps": b.steps, "source": b.source, "wall_ns": b.wall_ns,
             "gpu_busy_ns": b.gpu_busy_ns, "idle_ns": b.idle_ns, "idle_share": round(b.idle_share, 6),
-            "tokens_per_s": round(b.tokens_per_s, 3), "class_idle_ns": b.class_idle_ns},
+            "steps_per_s": round(b.steps_per_s, 3), "decode": b.decode,
+            "tokens_per_s": round(b.tokens_per_s, 3) if b.decode else None, "class_idle_ns": b.class_idle_ns},
         "what_if": _what_ifs(diag),
         "warnings": [str(w) for w in trace.warnings],
     }
@@ -130,6 +131,7 @@ def _what_ifs(diag) -> dict:
     for label, causes in [(c.label, (c,)) for c in Cause if c != Cause.UNCLASSIFIED] + [("sync+host", (Cause.SYNC, Cause.HOST))]:
         w = diag.what_if(causes=causes)
         out[label] = {"removed_ns": w.removed_ns, "projected_step_ns": w.projected_step_ns,
-                      "tokens_per_s": round(w.tokens_per_s, 3), "speedup": round(w.speedup, 6),
+                      "steps_per_s": round(w.steps_per_s, 3),
+                      "tokens_per_s": round(w.tokens_per_s, 3) if w.decode else None, "speedup": round(w.speedup, 6),
                       "assumptions": w.assumptions}
     return out

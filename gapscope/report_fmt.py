@@ -127,9 +127,18 @@ BUDGET_LABELS = {
     "gpu_busy_ns": "GPU busy per step",
     "idle_ns": "GPU idle per step",
     "idle_share": "Idle share",
+    "steps_per_s": "Steps/s",
     "tokens_per_s": "Tokens/s (one token per step)",
     "class_idle_ns": "Idle per step by cause",
 }
+
+
+def rate_key(budget: dict | None) -> tuple[str, str]:
+    """(key, column name) of the per-step rate of a what-if row: tokens/s for a decode
+    step (``budget["decode"]``, absent in older documents: tokens/s), else steps/s."""
+    if budget is not None and budget.get("decode") is False:
+        return "steps_per_s", "steps/s"
+    return "tokens_per_s", "tokens/s"
 
 
 def budget_rows(budget: dict) -> list[tuple[str, str]]:
@@ -139,8 +148,10 @@ def budget_rows(budget: dict) -> list[tuple[str, str]]:
     u = unit_for(int(budget.get("wall_ns") or 0))
     rows = []
     for k, v in budget.items():
-        if v is None or isinstance(v, list) or k in ("steps", "source"):
+        if v is None or isinstance(v, list) or k in ("steps", "source", "decode"):
             continue
+        if k == "steps_per_s" and budget.get("tokens_per_s") is not None:
+            continue  # a decode step: the rate is shown as tokens/s
         label = BUDGET_LABELS.get(k, k.replace("_", " "))
         if isinstance(v, dict):
             if k.endswith("_ns"):

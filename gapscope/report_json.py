@@ -210,7 +210,7 @@ def build_document(trace: Trace, diag, *, top_n: int = 10, version: str = "", fu
     doc["groups"] = _groups(diag)
     doc["episodes"] = [_episode(e, lo) for e in diag.episodes]
     doc["steps"] = _steps(diag.steps, lo)
-    doc["budget"] = jsonable(diag.budget)
+    doc["budget"] = _rates(jsonable(diag.budget))
     doc["what_if"] = _what_ifs(diag, totals) if diag.steps is not None else []
     doc["diagnosis"] = jsonable(diag.to_json()) if full else None
     return doc
@@ -254,6 +254,14 @@ def _steps(steps, origin_ns: int) -> dict | None:
     return d
 
 
+def _rates(d: dict | None) -> dict | None:
+    """A budget or what-if dict with ``tokens_per_s`` null unless the step is a decode
+    step (``decode``: one token per step); ``steps_per_s`` is always there."""
+    if d is not None and d.get("decode") is False:
+        d["tokens_per_s"] = None
+    return d
+
+
 def _what_ifs(diag, totals: dict) -> list[dict]:
     """What-if projections when a whole cause class is removed (budget needed)."""
     if diag.budget is None:
@@ -267,7 +275,7 @@ def _what_ifs(diag, totals: dict) -> list[dict]:
     if len(not_launch) >= 2:
         choices.append(not_launch)
     for causes in choices:
-        w = jsonable(diag.what_if(causes=causes))
+        w = _rates(jsonable(diag.what_if(causes=causes)))
         w["removed_causes"] = [c.name.lower() for c in causes]
         out.append(w)
     return out

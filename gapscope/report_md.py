@@ -8,7 +8,7 @@ literal), with ``|`` escaped inside tables and control characters made visible b
 from __future__ import annotations
 
 from .report_json import lone_gaps
-from .report_fmt import GROUP_CARDS, MD_GROUP_ROWS, budget_rows, fmt_dur, fmt_share, safe_name, unit_for
+from .report_fmt import GROUP_CARDS, MD_GROUP_ROWS, budget_rows, fmt_dur, fmt_share, rate_key, safe_name, unit_for
 
 __all__ = ["render_markdown", "md_code", "md_text"]
 
@@ -157,9 +157,10 @@ def _diagnosis(doc: dict) -> list[str]:
         if whatifs:
             u = unit_for(int(budget.get("wall_ns") or 0))
             out += ["", "What if these gaps were removed (per step):", ""]
-            out += _table(["removed", "idle removed", "step", "tokens/s"], [
+            rk, rname = rate_key(budget)
+            out += _table(["removed", "idle removed", "step", rname], [
                 ["+".join(w.get("removed_causes", [])), fmt_dur(w.get("removed_ns", 0), u),
                  fmt_dur(w.get("projected_step_ns", 0), u),
-                 "-" if w.get("tokens_per_s") is None else f"{w['tokens_per_s']:,.0f}"] for w in whatifs])
+                 "-" if w.get(rk) is None else f"{w[rk]:,.0f}"] for w in whatifs])
             out += ["", "Assumptions:", ""] + [f"- {md_text(a)}" for a in whatifs[-1].get("assumptions") or []]
     return out

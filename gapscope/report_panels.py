@@ -9,7 +9,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from .report_fmt import GROUP_CARDS, budget_rows, fmt_bytes, fmt_dur, unit_for
+from .report_fmt import GROUP_CARDS, budget_rows, fmt_bytes, rate_key, fmt_dur, unit_for
 from .report_json import lone_gaps
 from .report_rich import cause_text, heading, name_text, safe_text
 
@@ -129,10 +129,11 @@ def budget_section(doc: dict, console: Console) -> None:
     u = unit_for(int(budget.get("wall_ns") or 0))
     heading(console, "What if these gaps were removed (per step)")
     tbl = Table(box=None, pad_edge=False, show_edge=False)
-    for name in ("removed", "idle removed", "step", "tokens/s", "speed-up"):
+    rk, rname = rate_key(budget)
+    for name in ("removed", "idle removed", "step", rname, "speed-up"):
         tbl.add_column(name, justify="left" if name == "removed" else "right")
     for w in whatifs:
-        tps, sp = w.get("tokens_per_s"), w.get("speedup")
+        tps, sp = w.get(rk), w.get("speedup")
         tbl.add_row("+".join(w.get("removed_causes", [])), fmt_dur(w.get("removed_ns", 0), u),
                     fmt_dur(w.get("projected_step_ns", 0), u), "-" if tps is None else f"{tps:,.0f}",
                     "-" if sp is None else f"{sp:.2f}x")

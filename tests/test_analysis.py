@@ -180,7 +180,7 @@ def test_decode_step_single():
     assert "tensor.item()" in lead.why
     b = d.budget
     assert (b.wall_ns, b.gpu_busy_ns, b.idle_ns) == (1_050 * US, 312 * US, 738 * US)
-    assert round(b.tokens_per_s) == 952
+    assert round(b.tokens_per_s) == 952 and b.decode and b.steps_per_s == b.tokens_per_s
     w = d.what_if(names=("tensor.item()", "logging callback"))
     assert w.removed_ns == 450 * US and w.projected_step_ns == 600 * US
     assert round(w.tokens_per_s) == 1667

@@ -11,7 +11,7 @@ from analysis import Cause, diagnose
 from parsers import load
 from parsers.builder import TraceBuilder
 from parsers.model import Kind
-from tests.conftest import CORPUS, require
+from tests.conftest import CORPUS, SAMPLES, require
 
 US = 1_000
 
@@ -139,3 +139,33 @@ def test_resnet50_dataloader_stall_recurs_at_its_own_size():
     assert (grp.steps_with_gap, grp.steps_total, grp.median_ns) == (5, 6, 54_482_000)
     assert "This position recurs in 5 of 6 steps (54.482 ms median per step)" in d.card(i).why
     assert "2.0 µs" not in d.card(i).why + d.group_card(grp.id).why
+
+
+def test_training_steps_get_steps_per_s_not_tokens():
+    """ProfilerStep#N of a training loop: steps/s, no token wording anywhere."""
+    d = diagnose(load(SAMPLES / "dataloader_stall.txt"))
+    b = d.budget
+    assert d.steps.source == "ProfilerStep" and not b.decode
+    assert b.steps_per_s == pytest.approx(1e9 / b.wall_ns)
+    w = d.what_if(causes=(Cause.HOST,))
+    assert not w.decode and w.steps_per_s == pytest.approx(1e9 / w.projected_step_ns)
+    text = " ".join(w.assumptions)
+    assert "Steps/s = 1 / step time (a step is not a token here: no tokens/s)" in text
+    assert "token" not in text.replace("not a token here: no tokens/s", "")
+    j = d.to_json()
+    assert j["budget"]["tokens_per_s"] is None and j["budget"]["decode"] is False
+    assert j["budget"]["steps_per_s"] == pytest.approx(b.steps_per_s, abs=1e-3)
+    for i in range(len(d.gaps)):
+        c = d.card(i)
+        assert "token" not in (c.why + c.proof).lower()
+
+
+@pytest.mark.parametrize("name,decode", [("decode_step.txt", True), ("decode_graph.txt", True),
+                                         ("decode_10_steps.txt", True), ("dataloader_stall.txt", False),
+                                         ("sync_cliff.txt", False)])
+def test_decode_steps_only_get_tokens(name, decode):
+    d = diagnose(load(SAMPLES / name))
+    assert d.budget.decode is decode
+    host = [i for i in range(len(d.gaps)) if d.gaps.cause[i] == int(Cause.HOST)]
+    for i in host:
+        assert ("step time and tokens/s on a new capture" in d.card(i).proof) is decode

@@ -394,9 +394,15 @@ def _group_context(diag, i: int) -> str:
     recurs = _steps_txt(grp)
     bits = []
     if partner is not None:
-        where = "before the first kernel of the next step" if edge[i] == 2 else "after the last kernel of the step before"
-        bits.append(f"With the {_ms(g.dur_ns[partner])} idle {where}, it forms one "
-                    f"{_ms(g.dur_ns[i] + g.dur_ns[partner])} stretch across the step boundary")
+        # steady state: the step repeats, so its trailing idle runs into its leading idle
+        # (in the file, the leading gap comes first: no "step before" is implied)
+        per = "per token" if _decode(diag) else "per step"
+        stretch = _ms(g.dur_ns[i] + g.dur_ns[partner])
+        if edge[i] == 1:
+            pair = f"this {_ms(g.dur_ns[i])} at the start of the step and the {_ms(g.dur_ns[partner])} after its last kernel"
+        else:
+            pair = f"this {_ms(g.dur_ns[i])} after the step's last kernel and the {_ms(g.dur_ns[partner])} at its start"
+        bits.append(f"The step repeats: {pair} form one {stretch} idle stretch {per}")
         if recurs:
             bits.append(f"the stretch {recurs} ({_ms(grp.median_ns)} median per step)")
     elif not _near(int(g.dur_ns[i]), grp.median_ns):

@@ -14,13 +14,115 @@ timeline line carry the title (first) and description (the rest).
 
 from __future__ import annotations
 
+import decimal
 import re
+import typing
 
 from .builder import TraceBuilder
 from .errors import TraceFormatError
 from .model import Trace
 
-__all__ = ["load_ascii", "timeline_shape", "split_lines", "header_comments", "cpu_lane", "gpu_lane", "lane_label"]
+__all__ = ["load_ascii", "timeline_shape", "split_lines", "header_comments", "cpu_lane", "gpu_lane", "lane_label",
+           "UNIT_NS", "MAX_TIME_NS", "NUMBER", "to_ns", "split_number", "is_malformed", "Quantity", "quantities", "clip"]
+
+#: Units of both shapes, in ns per unit.
+UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+#: Largest time accepted (ns): int64 with room for start + duration.
+MAX_TIME_NS = 2**62
+#: A number in either shape: ``12``, ``0.5``, ``5.``, ``.5``, with an optional exponent
+#: (``1e-3``, ``2.5E6``). No sign: times and lengths are never negative.
+NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
+_NUMBER_RE = re.compile(NUMBER)
+#: A token that starts like a number (not glued to a word or a dot before it): the
+#: number and whatever is glued to it (``0.5ms``, ``1.2.3``, ``1e30``, ``5xs``).
+NUMERIC_TOKEN = re.compile(r"(?<![\w.])(?:\d|\.\d)(?:[eE][+-]\d|[\w.])*")
+_UNIT_AFTER = re.compile(r"\s*(ns|us|µs|μs|ms|s)(?!\w)")
+_UNITS_LONGEST_FIRST = sorted(UNIT_NS, key=len, reverse=True)
+
+
+def clip(text: str, limit: int = 40) -> str:
+    """``text`` cut to ``limit`` characters, ``…`` marking a cut (for quoting input in messages)."""
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def split_number(token: str) -> tuple[str, str]:
+    """(number, rest) of a ``NUMERIC_TOKEN`` match: ``"0.5ms"`` → ``("0.5", "ms")``,
+    ``"1e30"`` → ``("1e30", "")``, ``"1.2.3"`` → ``("1.2", ".3")``. A rest that starts
+    with a digit or ``.`` makes the token a malformed number; one that starts with a
+    letter is a glued unit (known or not)."""
+    m = _NUMBER_RE.match(token)
+    return token[:m.end()], token[m.end():]
+
+
+def is_malformed(rest: str) -> bool:
+    """Whether ``rest`` (from ``split_number``) makes its token a malformed number: it
+    goes on with a digit, a dot or an exponent mark (``1.2.3``, ``1e``, ``1e+``)."""
+    return bool(rest) and rest[0] in "0123456789.eE"
+
+
+def to_ns(num: str, unit: str) -> int | None:
+    """Exact decimal ``num`` (``NUMBER``: fraction and exponent allowed, any number of
+    digits) in ``unit`` (a key of ``UNIT_NS``) → int ns, rounded to the nearest (ties
+    to even); None when above ``MAX_TIME_NS``. Values below half a ns round to 0."""
+    if len(num) <= 18 and "e" not in num and "E" not in num:  # fast path: exact in int arithmetic
+        whole, _, frac = num.partition(".")
+        den = 10 ** len(frac)
+        q, r = divmod(int(whole + frac or "0") * UNIT_NS[unit], den)
+        if 2 * r > den or (2 * r == den and q % 2):
+            q += 1
+        return q if q <= MAX_TIME_NS else None
+    d = decimal.Decimal(num)
+    if d.is_zero():
+        return 0
+    if d.adjusted() > 30:  # ≥ 1e31 units: far above 2^62 ns whatever the unit
+        return None
+    if d.adjusted() < -30:  # < 1e-29 units: below half a ns whatever the unit
+        return 0
+    digits = len(d.as_tuple().digits)
+    ctx = decimal.Context(prec=digits + 40, rounding=decimal.ROUND_HALF_EVEN, Emax=10**6, Emin=-10**6)
+    q = int((d * UNIT_NS[unit]).quantize(decimal.Decimal(1), context=ctx))
+    return q if q <= MAX_TIME_NS else None
+
+
+class Quantity(typing.NamedTuple):
+    """A number with a unit in free text: 0-based columns [start, end) of the whole
+    quantity, ``num_col`` of the number; ``problem`` is "" or ``"malformed"`` /
+    ``"range"``; ``ns`` the value (None unless ``problem`` is "")."""
+
+    start: int
+    end: int
+    num: str
+    unit: str
+    ns: int | None
+    problem: str
+
+
+def quantities(text: str) -> list[Quantity]:
+    """Every number followed by a unit (glued, ``0.5ms``, or after blanks, ``3 µs``) in
+    ``text``, by the one set of rules both shapes share: the number is ``NUMBER``
+    standing alone (``k1e30 ms`` and ``H2D 6`` hold no number before the unit other than
+    ``6``); a numeric token with junk glued on before the unit (``1.2.3 ms``, ``1x ms``)
+    is malformed; a value above ``MAX_TIME_NS`` is out of range."""
+    out = []
+    for m in NUMERIC_TOKEN.finditer(text):
+        token = m.group(0)
+        num, rest = split_number(token)
+        bad = is_malformed(rest)
+        if rest and not bad:  # a word glued on: a unit, or no quantity at all (5xs, 2nd)
+            if rest not in UNIT_NS:
+                continue
+            unit, end = rest, m.end()
+        else:
+            glued = next((u for u in _UNITS_LONGEST_FIRST if bad and rest.endswith(u)), None)
+            if glued is not None:  # 1.2.3ms
+                unit, end, num = glued, m.end(), token[:len(token) - len(glued)]
+            elif (u := _UNIT_AFTER.match(text, m.end())) is not None:
+                unit, end, num = u.group(1), u.end(), token
+            else:
+                continue
+        ns = None if bad else to_ns(num, unit)
+        out.append(Quantity(m.start(), end, num, unit, ns, "malformed" if bad else "range" if ns is None else ""))
+    return out
 
 _EVENT_START = re.compile(r"^\s*(\d|\.\d)")
 _ART_START = re.compile(r"^\s*(CPU|GPU)\d*\s*:", re.I)

@@ -23,12 +23,13 @@ In short:
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import re
 import statistics
 from fractions import Fraction
 
-from .ascii import cpu_lane, gpu_lane, lane_label, new_builder
-from .ascii_events import MAX_TIME_NS, UNIT_NS, link_calls, to_ns
+from .ascii import MAX_TIME_NS, NUMBER, UNIT_NS, clip, cpu_lane, gpu_lane, lane_label, new_builder, quantities, to_ns
+from .ascii_events import link_calls
 from .ascii_names import copy_direction, cpu_kind, gpu_kind, is_host_word
 from .errors import TraceFormatError
 from .model import CopyKind, Kind, Trace
@@ -49,12 +50,12 @@ LABEL_PAD_COLUMNS = 12
 _ROW = re.compile(r"^(\s*)(CPU|GPU)(\d*)\s*:", re.I)
 _FILL = " =-~#*_"
 _UNIT = r"(ns|us|µs|μs|ms|s)"
-_NUM = r"(\d+(?:\.\d+)?)"
+_NUM = r"(?<![\w.])(" + NUMBER + r")"  # the shared number rules (parsers.ascii.quantities)
 _LABEL_DUR = re.compile(r"^(.*?)\s*" + _NUM + r"\s*([A-Za-zµμ]{1,4})$")
 _GAP_RANGE = re.compile(r"gaps?\s+(?:of\s+)?" + _NUM + r"\s*" + _UNIT + r"?\s*(?:[–—-]|to)\s*" + _NUM + r"\s*" + _UNIT)
 _GAP_ONE = re.compile(r"gaps?\s+(?:of\s+)?" + _NUM + r"\s*" + _UNIT + r"(?!\s*(?:[–—-]|to)\s*\d)")
 _KERNEL_LEN = re.compile(_NUM + r"\s*" + _UNIT + r"\s+kernels?|kernels?\s+of\s+" + _NUM + r"\s*" + _UNIT)
-_COUNT = re.compile(r"(\d+)\s*(?:times|×)|[x×]\s*(\d+)\b")
+_COUNT = re.compile(_NUM + r"\s*(?:times|×)|(?<!\w)[x×]\s*(" + NUMBER + r")(?![\w.])")
 
 
 @dataclasses.dataclass
@@ -80,7 +81,7 @@ class Row:
     is_gpu: bool
     line: int
     items: list[Item] = dataclasses.field(default_factory=list)
-    notes: list[tuple[int, int, str]] = dataclasses.field(default_factory=list)  # (line, col, text)
+    notes: list[tuple[int, int, str, int]] = dataclasses.field(default_factory=list)  # (line, col, text, text col)
 
 
 def _err(path, msg, line, col0, hint=None):
@@ -118,19 +119,35 @@ def _scan(raw: str, pos: int, row_i: int, line: int, is_gpu: bool, path: str) ->
     return items
 
 
+def _check_quantities(text: str, line: int, col0: int, what: str, path: str) -> None:
+    """Raise ``TraceFormatError`` at the number's column for a malformed number before a
+    unit (``1.2.3 ms``, ``1e ms``) or one above ``MAX_TIME_NS`` (``1e30 ms``) in ``text``,
+    which starts at 0-based column ``col0`` of ``line``."""
+    for q in quantities(text):
+        if q.problem == "malformed":
+            raise _err(path, f"malformed number {clip(q.num)!r} before {q.unit!r}", line, col0 + q.start,
+                       "numbers read 12, 0.5, .5 or 1e-3")
+        if q.problem == "range":
+            raise _err(path, f"{what} {clip(q.num)} {q.unit} is out of range", line, col0 + q.start,
+                       "times must be below 2^62 ns (about 146 years)")
+
+
 def _span(raw, start, end, row_i, line, is_gpu, path) -> Item:
     inner = raw[start + 1:end]
     label = inner.strip(_FILL)
     name, dur = label, None
+    label_col = start + 1 + inner.index(label) if label else start
+    _check_quantities(label, line, label_col, "duration", path)
     m = _LABEL_DUR.match(label)
     if m is not None:
         if m.group(3) in UNIT_NS:
             name, dur = m.group(1).strip(_FILL), to_ns(m.group(2), m.group(3))
-            if dur is None:
-                raise _err(path, f"duration {m.group(2)[:24]} {m.group(3)} is out of range", line, start)
+            if dur is None:  # _check_quantities has caught it; kept as a guard
+                raise _err(path, f"duration {clip(m.group(2))} {m.group(3)} is out of range", line,
+                           label_col + m.start(2))
         elif len(m.group(3)) <= 4 and m.group(3).lower() in ("min", "sec", "secs", "msec", "usec", "nsec", "h", "m", "mins"):
-            col = start + 1 + inner.index(label) + m.start(3)
-            raise _err(path, f"unknown unit {m.group(3)!r} in span label", line, col, "units: ns, us, µs, ms, s")
+            raise _err(path, f"unknown unit {m.group(3)!r} in span label", line, label_col + m.start(3),
+                       "units: ns, us, µs, ms, s")
     name = name or ("kernel" if is_gpu else "busy")
     return Item(row_i, line, start, end + 1, "span", name, dur, label_len=len(label))
 
@@ -149,7 +166,7 @@ def _read_rows(lines: list[str], path: str) -> list[Row]:
             if not rows:
                 raise _err(path, "annotation before any lane row", i + 1, col, "start with a 'GPU:' or 'CPU:' row")
             text = s[1:].strip() if s.startswith("^") else s
-            rows[-1].notes.append((i + 1, col, text))
+            rows[-1].notes.append((i + 1, col, text, raw.find(text, col) if text else col))
             continue
         label = lane_label(m.group(2), m.group(3))
         if label in seen:
@@ -193,7 +210,7 @@ def _fmt(ns: int) -> str:
     return f"{ns} ns"
 
 
-def expand_fence(it: Item, notes: list[tuple[int, int, str]], scale_ns: int, path: str) -> int:
+def expand_fence(it: Item, notes: list[tuple[int, int, str, int]], scale_ns: int, path: str) -> int:
     """Fill ``it.events`` with the fence's kernels, launch calls and Python work.
 
     Times are relative to the fence's first launch call; returns the fence duration
@@ -205,8 +222,10 @@ def expand_fence(it: Item, notes: list[tuple[int, int, str]], scale_ns: int, pat
     ``lo + (hi − lo) · (i mod 7) // 6``. Each launch call lasts ⌊2/3⌋ of the gap before
     its kernel (the first: of the first gap); Python work fills the CPU between.
     """
-    text = " ".join(t for _, _, t in notes)
-    where = notes[0] if notes else (it.line, it.col0, "")
+    for line, _, t, tcol in notes:
+        _check_quantities(t, line, tcol, "picket fence number", path)
+    text = " ".join(t for _, _, t, _ in notes)
+    where = notes[0] if notes else (it.line, it.col0, "", it.col0)
 
     def ns(num, unit):
         v = to_ns(num, unit)
@@ -224,14 +243,17 @@ def expand_fence(it: Item, notes: list[tuple[int, int, str]], scale_ns: int, pat
     elif (m := _GAP_ONE.search(text)) is not None:
         gap_lo = gap_hi = ns(m.group(1), m.group(2))
     count = len(it.ks)
+    asked = None
     if (m := _COUNT.search(text)) is not None:
-        digits = m.group(1) or m.group(2)
-        count = int(digits) if len(digits) <= 9 else MAX_FENCE_KERNELS + 1
+        asked = m.group(1) or m.group(2)
+        d = decimal.Decimal(asked)
+        count = 0 if d != d.to_integral_value() else MAX_FENCE_KERNELS + 1 if d > MAX_FENCE_KERNELS else int(d)
     if count > MAX_FENCE_KERNELS:
-        raise _err(path, f"picket fence of {count} kernels: at most {MAX_FENCE_KERNELS}", where[0], where[1],
+        raise _err(path, f"picket fence of {clip(asked or str(count))} kernels: at most {MAX_FENCE_KERNELS}",
+                   where[0], where[1],
                    "sketch fewer repeats; a capture of a real run is the better input")
     if count < 1 or kernel_ns < 1 or (gap_lo is not None and gap_lo > gap_hi):
-        raise _err(path, f"picket fence annotation gives no usable numbers: {text!r}", where[0], where[1],
+        raise _err(path, f"picket fence annotation gives no usable numbers: {clip(text)!r}", where[0], where[1],
                    "e.g. 'gaps of 8–20 µs between 3 µs kernels, repeating 128 times'")
     if gap_lo is None:
         gaps = [drawn_gaps[i % len(drawn_gaps)] if drawn_gaps else scale_ns for i in range(count - 1)]
@@ -266,7 +288,7 @@ def load_art(lines: list[str], path: str = "") -> Trace:
     b = new_builder(lines, path, "ascii-art")
     scale = _fit_scale(items, path)
     b.source.extra["scale_ns_per_column"] = scale
-    notes = [f"{r.label}: {t}" for r in rows for _, _, t in r.notes]
+    notes = [f"{r.label}: {t}" for r in rows for _, _, t, _ in r.notes]
     fences = [it for it in items if it.kind == "fence"]
     gpu_copies = sorted((it for it in items if rows[it.row].is_gpu and it.kind == "span"
                          and gpu_kind(it.name)[0] == Kind.MEMCPY), key=lambda i: (i.col0, i.row))

@@ -20,18 +20,16 @@ import dataclasses
 import re
 from fractions import Fraction
 
-from .ascii import LANE_RE, cpu_lane, gpu_lane, lane_label, new_builder
+from .ascii import (LANE_RE, MAX_TIME_NS, NUMERIC_TOKEN, UNIT_NS, clip, cpu_lane, gpu_lane, is_malformed,
+                    lane_label, new_builder, split_number, to_ns)
 from .ascii_names import copy_direction, cpu_kind, gpu_kind, launch_target
 from .errors import TraceFormatError
 from .model import CopyKind, Kind, Trace
 
 __all__ = ["load_events", "UNIT_NS", "MAX_TIME_NS", "to_ns", "parse_line", "EventLine", "link_calls"]
 
-#: Units of the event list, in ns per unit.
-UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 DEFAULT_UNIT = "ms"
 
-_NUM = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)")
 _TOKEN = re.compile(r"\s*(\S+)")
 _BEGIN_END = re.compile(r"^(?:(.*?)\s+)?(begin|end)$", re.I)
 
@@ -56,12 +54,15 @@ def parse_line(raw: str, lineno: int, unit: str, path: str) -> EventLine:
     Raises ``TraceFormatError`` (line, column) for a missing time, an unknown unit, a
     missing lane or missing text.
     """
-    m = _NUM.match(raw)
+    first = len(raw) - len(raw.lstrip())
+    m = NUMERIC_TOKEN.match(raw, first)
     if m is None:
-        col = len(raw) - len(raw.lstrip()) + 1
-        raise TraceFormatError(path, "expected a time at the start of the line", line=lineno, column=col,
+        raise TraceFormatError(path, "expected a time at the start of the line", line=lineno, column=first + 1,
                                hint="event-list lines read '<time> [unit] <CPU|GPU> <text>'")
-    num, time_col, pos = m.group(1), m.start(1) + 1, m.end()
+    num, rest = split_number(m.group(0))
+    time_col, pos = first + 1, first + len(num)
+    if is_malformed(rest):
+        raise _malformed(path, raw[first:].split(None, 1)[0], lineno, time_col)
     unit_tok = None
     if pos < len(raw) and not raw[pos].isspace():  # unit glued to the number: 0.5ms
         t = _TOKEN.match(raw, pos)
@@ -95,24 +96,14 @@ def parse_line(raw: str, lineno: int, unit: str, path: str) -> EventLine:
     unit = unit_tok or unit
     time_ns = to_ns(num, unit)
     if time_ns is None:
-        raise TraceFormatError(path, f"time {num[:24]}{'…' if len(num) > 24 else ''} {unit} is out of range",
+        raise TraceFormatError(path, f"time {clip(num)} {unit} is out of range",
                                line=lineno, column=time_col, hint="times must be below 2^62 ns (about 146 years)")
     return EventLine(lineno, time_ns, time_col, unit, lane_label(lm.group(1), lm.group(2)), tok_col, text, text_col)
 
 
-#: Largest time accepted (ns): int64 with room for start + duration.
-MAX_TIME_NS = 2**62
-
-
-def to_ns(num: str, unit: str) -> int | None:
-    """Exact decimal ``num`` in ``unit`` → int ns (nearest); None when out of range."""
-    if len(num) > 40:
-        return None
-    whole, _, frac = num.partition(".")
-    q, r = divmod(int(whole + frac or "0") * UNIT_NS[unit], 10 ** len(frac))
-    if 2 * r > 10 ** len(frac) or (2 * r == 10 ** len(frac) and q % 2):  # nearest, ties to even
-        q += 1
-    return q if q <= MAX_TIME_NS else None
+def _malformed(path: str, tok: str, lineno: int, col: int) -> TraceFormatError:
+    return TraceFormatError(path, f"malformed number {clip(tok)!r}", line=lineno, column=col,
+                            hint="numbers read 12, 0.5, .5 or 1e-3")
 
 
 def _unit_error(path: str, tok: str, lineno: int, col: int) -> TraceFormatError:

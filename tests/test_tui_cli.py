@@ -32,8 +32,12 @@ def test_bad_file_refused_before_the_ui(tmp_path, case):
     if case == "markdown":
         f = tmp_path / "notes.md"
         f.write_text("# Title\n\n**Why was the GPU idle?**\n")
-        expect = (f"{f}:3:1: not a timeline: line starts with '**Why was the GPU id' (expected an event list "
-                  "('0.000 ms  CPU decode_step begin') or lane art ('GPU: [== matmul 4 ms ==]'); see docs/ascii-timelines.md)")
+        p = _run(str(f))
+        assert p.returncode == 2 and p.stdout == b"" and b"\x1b" not in p.stderr
+        line = p.stderr.decode()
+        assert line.startswith(f"gapscope: error: {f}:3:1: not a timeline: line starts with '**Why was the GPU id")
+        assert line.endswith("see docs/ascii-timelines.md)\n") and line.count("\n") == 1
+        return
     elif case == "missing":
         f = tmp_path / "nonexistent.json"
         expect = f"{f}: cannot read: No such file or directory"
@@ -78,3 +82,45 @@ def test_sniff_reads_only_the_head(tmp_path):
     t = tmp_path / "art.txt"
     t.write_text("# title\n" + "#\n" * (SNIFF_BYTES // 2) + "GPU: [== k 4 ms ==]\n")
     assert sniff(t) == "ascii"
+
+
+def test_load_error_after_the_ui_closes(tmp_path):
+    """A file whose head looks like a trace starts the UI (in a pseudo-terminal); its
+    load error is printed in the same one-line form once the UI has left the screen."""
+    pty = pytest.importorskip("pty")
+    import fcntl
+    import select
+    import struct
+    import termios
+    import time
+
+    f = tmp_path / "no_events.json"
+    f.write_text('{"traceEvents": 5}')
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    env = dict(os.environ, PYTHONPATH=str(REPO), TERM="xterm-256color")
+    p = subprocess.Popen([sys.executable, "-m", "gapscope", str(f)], stdin=slave, stdout=slave,
+                         stderr=subprocess.PIPE, env=env, cwd=REPO)
+    os.close(slave)
+    t0 = time.monotonic()
+    try:
+        while p.poll() is None and time.monotonic() - t0 < 60:
+            if select.select([master], [], [], 0.1)[0]:
+                try:
+                    os.read(master, 65536)
+                except OSError:
+                    break
+        rc = p.wait(timeout=10)
+        err = p.stderr.read()
+    finally:
+        if p.poll() is None:
+            p.kill()
+        os.close(master)
+        p.stderr.close()
+    assert rc == 2
+    # Textual draws on stderr; the error line comes after it left the alternate screen
+    ui, _, tail = err.rpartition(b"\x1b[?1049l")
+    assert b"\x1b[?1049h" in ui
+    line = tail.rsplit(b"\n", 2)[-2].split(b"\x1b[?1006l")[-1].decode()
+    assert line == (f"gapscope: error: {f}:1:1: JSON object without a traceEvents array (not a Chrome Trace Event "
+                    'Format file (expected {"traceEvents": [...]} or a JSON array of events))')

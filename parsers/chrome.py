@@ -102,14 +102,14 @@ def _decode(data: bytes, path: str) -> _Input:
                 if bytes(raw) != b"null":
                     try:
                         inp.header[key] = msgspec.json.decode(raw)
-                    except (msgspec.DecodeError, msgspec.ValidationError):
+                    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
                         pass
             del obj
         else:
             inp.events = (_LIST_RAW_TS if raw_ts else _LIST).decode(body)
         inp.text = EventText(data, i, len(inp.events))
         return inp
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):  # nesting too deep: per event
         pass
     inp.x_class = EVENT_CLASS["X"]
     rec = recover(data, path, i, EventText(data, i, 0).lines)
@@ -122,7 +122,9 @@ def _decode(data: bytes, path: str) -> _Input:
                          rec.ends[kk] if keep else np.zeros(0, np.int64), repaired=rec.nonfinite_replaced > 0)
     if not inp.events and rec.starts.size:
         ln = inp.text.lines.line(int(rec.starts[0]))
-        raise TraceFormatError(path, "no usable trace events", line=ln, column=inp.text.lines.column(int(rec.starts[0])),
+        why = next((w.message[len("event skipped: "):] for w in rec.warnings
+                    if w.message.startswith("event skipped: ")), None)
+        raise TraceFormatError(path, f"{why}; no usable trace events" if why else "no usable trace events", line=ln, column=inp.text.lines.column(int(rec.starts[0])),
                                hint="expected Chrome Trace Event Format events ({\"ph\": ..., \"ts\": ...})")
     return inp
 

@@ -23,7 +23,7 @@ import msgspec
 import numpy as np
 
 from .chrome_args import ArgColumns
-from .chrome_times import MISSING, NONFINITE, OK, scalar_ns
+from .chrome_times import MISSING, NONFINITE, OK, number_text, scalar_ns
 from .json_tolerant import SENTINEL_VALUES
 from .lanes import id_text
 from .model import GPU_WORK_KINDS, Kind
@@ -73,7 +73,7 @@ def _lines_list(ks) -> str:
 def _token(v) -> str:
     if isinstance(v, str) and v in SENTINEL_VALUES:
         return {"N": "NaN", "Infini": "Infinity", "-Infini": "-Infinity"}[v]
-    return repr(v)
+    return number_text(v)
 
 
 def validate(cols: Columns, names: list[str], open_ended: np.ndarray, events: list, warn) -> Columns:
@@ -91,7 +91,7 @@ def validate(cols: Columns, names: list[str], open_ended: np.ndarray, events: li
         if type(val) is msgspec.Raw:  # ts kept as text (``XEventRawTs``)
             try:
                 val = msgspec.json.decode(val)
-            except msgspec.DecodeError:
+            except (msgspec.DecodeError, RecursionError):
                 val = bytes(val).decode("utf-8", "replace")
         what = {MISSING: "no", NONFINITE: "non-finite"}.get(int(st), "invalid")
         detail = "" if st == MISSING else f" ({_token(val)})"

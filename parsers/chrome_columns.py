@@ -62,7 +62,7 @@ def times(xs: list, field: str) -> tuple[np.ndarray, np.ndarray]:
         return raw_to_ns(list(map(get, xs)))
     try:
         fa = np.fromiter(map(get, xs), dtype=np.float64, count=len(xs))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond float range
         fa = None
     if fa is not None and (fa.size == 0 or np.abs(fa).max() < EXACT_LIMIT_US):
         fl = np.floor(fa)

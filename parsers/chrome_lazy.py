@@ -142,7 +142,7 @@ class EventText:
             chunk = text[: end + 1]
             try:
                 return dec(chunk)
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
                 pass
             if decoder is None:
                 try:

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import msgspec
 
-from .chrome_times import NEED_EXACT, OK, raw_scalar_ns, scalar_ns
+from .chrome_times import NEED_EXACT, OK, number_text, raw_scalar_ns, scalar_ns
 from .kinds import kind_of
 from .lanes import Metadata, id_text
 from .model import Kind
@@ -67,7 +67,7 @@ def collect_metadata(events: list, idx: list[int], meta: Metadata) -> None:
             meta.thread_name[(pid, tid)] = str(a.name)
         elif name in ("process_sort_index", "thread_sort_index"):
             v = a.sort_index
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            if _finite(v) is not None:
                 if name == "process_sort_index":
                     meta.process_sort[pid] = int(v)
                 else:
@@ -118,11 +118,13 @@ def collect_rows(events: list, by_phase: dict[str, list[int]], rows: Rows, warn:
         args = args_of(k)
         series = [(key, v) for key, v in args.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
         for key, v in series:
-            if not math.isfinite(v):
-                warn(k, f"args.{key}", f"counter {e.name!s} sample has non-finite {key} ({v}); skipped")
+            fv = _finite(v)
+            if fv is None:
+                what = "non-finite" if isinstance(v, float) else "out-of-range"
+                warn(k, f"args.{key}", f"counter {e.name!s} sample has {what} {key} ({number_text(v)}); skipped")
                 continue
             label = str(e.name) if len(series) == 1 else f"{e.name} {key}"
-            rows.add(t, 0, (e.pid, f"counter {e.name}"), label, int(Kind.COUNTER), k, float(v))
+            rows.add(t, 0, (e.pid, f"counter {e.name}"), label, int(Kind.COUNTER), k, fv)
 
     # B/E: per-thread stack in time order (stable: file order for equal ts)
     ids: dict = {}
@@ -216,6 +218,18 @@ def collect_rows(events: list, by_phase: dict[str, list[int]], rows: Rows, warn:
         warn(asy[0][1], None, f"{unmatched_async} async end event(s) without a matching begin skipped")
     if left:
         warn(min(left), None, f"{len(left)} async slice(s) never ended; drawn to the end of the trace")
+
+
+def _finite(v) -> float | None:
+    """``v`` as a finite float, or None (not a number, bool, non-finite, or an integer
+    beyond float range such as a 400-digit literal)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    try:
+        f = float(v)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
 
 
 def _s(v) -> str:

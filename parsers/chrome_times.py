@@ -20,7 +20,7 @@ import numpy as np
 from .json_tolerant import SENTINEL_VALUES
 
 __all__ = ["OK", "MISSING", "NONFINITE", "INVALID", "NEED_EXACT", "to_ns", "scalar_ns", "decimal_ns", "raw_to_ns",
-           "raw_scalar_ns", "EXACT_LIMIT_US"]
+           "raw_scalar_ns", "EXACT_LIMIT_US", "number_text"]
 
 OK, MISSING, NONFINITE, INVALID, NEED_EXACT = 0, 1, 2, 3, 4
 #: Below this magnitude (µs) a float64 recovers the exact nanosecond.
@@ -54,7 +54,11 @@ def to_ns(values: list) -> tuple[np.ndarray, np.ndarray]:
         if ia is not None and np.abs(ia).max() < _MAX_US:
             return ia * 1000, status
     if types <= {int, float}:
-        fa = np.array(values, dtype=np.float64)
+        try:
+            fa = np.array(values, dtype=np.float64)
+        except OverflowError:  # an integer beyond float range: per value (INVALID)
+            fa = None
+    if types <= {int, float} and fa is not None:
         nonfinite = ~np.isfinite(fa)
         if nonfinite.any():
             status[nonfinite] = NONFINITE
@@ -218,3 +222,14 @@ def raw_scalar_ns(text: bytes) -> tuple[int, int]:
         except (decimal.InvalidOperation, UnicodeDecodeError):
             return 0, INVALID
     return scalar_ns(v)
+
+
+def number_text(v) -> str:
+    """``repr`` of a decoded value for a warning, long integers elided
+    (``999999…999 (400 digits)``) so a hostile literal cannot flood the output."""
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 10 ** 30:
+        if v.bit_length() > 13000:  # str() refuses beyond 4300 digits
+            return "an integer of over 4000 digits"
+        s = str(abs(v))
+        return f"{'-' if v < 0 else ''}{s[:6]}…{s[-3:]} ({len(s)} digits)"
+    return repr(v)

@@ -73,15 +73,38 @@ def decode_elements(text: bytes, starts: np.ndarray, ends: np.ndarray,
             break
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
             bad = _failed_index(str(exc), k0, n, starts, ends, clean)
+        except RecursionError:  # an element nested too deep: the error names no index
+            out.extend(_decode_halves(text, sv, starts, ends, k0, n, clean, on_bad))
+            break
         failures += 1
         if bad > k0:
             try:
                 out.extend(_EV_LIST.decode(_joined(text, sv, starts, ends, k0, bad, clean)))
-            except (msgspec.ValidationError, msgspec.DecodeError):
+            except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
                 for k in range(k0, bad):
                     out.append(_decode_one(sv[starts[k]:ends[k]], k, on_bad))
         out.append(_decode_one(sv[starts[bad]:ends[bad]], bad, on_bad))
         k0 = bad + 1
+    return out
+
+
+def _decode_halves(text: bytes, sv: memoryview, starts, ends, k0: int, k1: int, clean: np.ndarray, on_bad) -> list:
+    """Elements k0..k1-1 when decoding them together failed on nesting depth: runs are
+    halved until they decode (O(d log n) extra decodes for d deep elements); runs of up
+    to 16 elements are decoded one at a time (``_decode_one``)."""
+    out: list = []
+    todo = [(k0, k1)]
+    while todo:
+        a, b = todo.pop()
+        if b - a <= 16:
+            out.extend(_decode_one(sv[starts[k]:ends[k]], k, on_bad) for k in range(a, b))
+            continue
+        try:
+            out.extend(_EV_LIST.decode(_joined(text, sv, starts, ends, a, b, clean)))
+        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+            mid = (a + b) // 2
+            todo.append((mid, b))
+            todo.append((a, mid))
     return out
 
 
@@ -135,6 +158,16 @@ def _failed_index(msg: str, k0: int, n: int, starts: np.ndarray, ends: np.ndarra
 
 
 def _decode_one(text, k: int, on_bad):
+    """Element ``k`` as an event, or None after ``on_bad(k, reason)``; never raises
+    (``RecursionError`` from nesting deeper than the decoders allow is a bad element)."""
+    try:
+        return _decode_one_inner(text, k, on_bad)
+    except RecursionError:
+        on_bad(k, "nesting too deep")
+        return None
+
+
+def _decode_one_inner(text, k: int, on_bad):
     try:
         return _EV_ONE.decode(text)
     except msgspec.ValidationError as exc:
@@ -261,10 +294,10 @@ def _header(data: bytes, root: int, begin: int, scan: ScanResult) -> tuple[dict[
     for j, tail in enumerate(tails):
         try:
             obj = msgspec.json.decode(head + tail)
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             try:
                 obj = msgspec.json.decode(repair_nonfinite(head + tail)[0])
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
                 continue
         if isinstance(obj, dict):
             obj.pop("traceEvents", None)

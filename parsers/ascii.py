@@ -126,6 +126,8 @@ def quantities(text: str) -> list[Quantity]:
 
 _EVENT_START = re.compile(r"^\s*(\d|\.\d)")
 _ART_START = re.compile(r"^\s*(CPU|GPU)\d*\s*:", re.I)
+#: Most digits of a lane number (``GPU12``): device and thread ids stay small integers.
+MAX_LANE_DIGITS = 4
 #: A lane name in either shape: CPU, CPU1, GPU, GPU1 (case-insensitive).
 LANE_RE = re.compile(r"^(CPU|GPU)(\d*)$", re.I)
 

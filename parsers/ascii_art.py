@@ -28,7 +28,7 @@ import re
 import statistics
 from fractions import Fraction
 
-from .ascii import MAX_TIME_NS, NUMBER, UNIT_NS, clip, cpu_lane, gpu_lane, lane_label, new_builder, quantities, to_ns
+from .ascii import MAX_LANE_DIGITS, MAX_TIME_NS, NUMBER, UNIT_NS, clip, cpu_lane, gpu_lane, lane_label, new_builder, quantities, to_ns
 from .ascii_events import link_calls
 from .ascii_names import copy_direction, cpu_kind, gpu_kind, is_host_word
 from .errors import TraceFormatError
@@ -168,9 +168,12 @@ def _read_rows(lines: list[str], path: str) -> list[Row]:
             text = s[1:].strip() if s.startswith("^") else s
             rows[-1].notes.append((i + 1, col, text, raw.find(text, col) if text else col))
             continue
+        if len(m.group(3)) > MAX_LANE_DIGITS:
+            raise _err(path, f"lane number too large in {clip(m.group(2) + m.group(3))!r}", i + 1, m.start(2),
+                       f"lanes read CPU, GPU, CPU1, GPU2 … with at most {MAX_LANE_DIGITS} digits")
         label = lane_label(m.group(2), m.group(3))
         if label in seen:
-            raise _err(path, f"second {label}: row (first on line {seen[label]})", i + 1, m.start(2),
+            raise _err(path, f"second {clip(label)}: row (first on line {seen[label]})", i + 1, m.start(2),
                        "one row per lane; name more lanes GPU1:, CPU1:")
         seen[label] = i + 1
         row = Row(label, m.group(3), label.startswith("GPU"), i + 1)
@@ -196,7 +199,7 @@ def _fit_scale(items: list[Item], path: str) -> int:
         expected = width * scale
         if it.dur_ns > (1 + MAX_SCALE_ERROR) * expected or (
                 it.dur_ns < (1 - MAX_SCALE_ERROR) * expected and id(it) not in bound):
-            raise _err(path, f"span {it.name!r} is labelled {_fmt(it.dur_ns)} but drawn {width} columns wide, "
+            raise _err(path, f"span {clip(it.name)!r} is labelled {_fmt(it.dur_ns)} but drawn {width} columns wide, "
                        f"{_fmt(round(expected))} at the fitted scale of {_fmt(round(scale))} per column: "
                        f"more than {MAX_SCALE_ERROR:.0%} apart", it.line, it.col0,
                        "redraw the span to scale, or fix its label")
@@ -321,7 +324,7 @@ def load_art(lines: list[str], path: str = "") -> Trace:
     for it in described:
         notes.append(f"{rows[it.row].label}: {it.name}")
     for it in prose:
-        b.warn(it.line, "text", f"column {it.col0 + 1}: {it.name!r} names no event; read as a comment")
+        b.warn(it.line, "text", f"column {it.col0 + 1}: {clip(it.name)!r} names no event; read as a comment")
     if notes:
         b.source.extra["notes"] = notes
     at = _layout([it for it in placed if it.kind != "copy-call"], rows, scale, path)
@@ -351,7 +354,7 @@ def _layout(items: list[Item], rows: list[Row], scale: int, path: str) -> dict[i
         free = [i for i in idx if fixed[i] is None]
         rest = it.dur_ns - done
         if rest < 0 or (not free and rest != 0):
-            raise _err(path, f"span {it.name!r} is labelled {_fmt(it.dur_ns)} but the labelled spans it lines up "
+            raise _err(path, f"span {clip(it.name)!r} is labelled {_fmt(it.dur_ns)} but the labelled spans it lines up "
                        f"with already take {_fmt(done)}", it.line, it.col0,
                        "labels of spans drawn over the same columns must agree")
         width = sum(reps[i + 1] - reps[i] for i in free)

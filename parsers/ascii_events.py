@@ -20,7 +20,7 @@ import dataclasses
 import re
 from fractions import Fraction
 
-from .ascii import (LANE_RE, MAX_TIME_NS, NUMERIC_TOKEN, UNIT_NS, clip, cpu_lane, gpu_lane, is_malformed,
+from .ascii import (LANE_RE, MAX_LANE_DIGITS, MAX_TIME_NS, NUMERIC_TOKEN, UNIT_NS, clip, cpu_lane, gpu_lane, is_malformed,
                     lane_label, new_builder, split_number, to_ns)
 from .ascii_names import copy_direction, cpu_kind, gpu_kind, launch_target
 from .errors import TraceFormatError
@@ -86,8 +86,10 @@ def parse_line(raw: str, lineno: int, unit: str, path: str) -> EventLine:
         nxt = _TOKEN.match(raw, pos)
         if unit_tok is None and nxt is not None and LANE_RE.match(nxt.group(1).rstrip(":")):
             raise _unit_error(path, tok, lineno, tok_col)
-        raise TraceFormatError(path, f"expected a lane (CPU or GPU), found {tok!r}", line=lineno, column=tok_col,
+        raise TraceFormatError(path, f"expected a lane (CPU or GPU), found {clip(tok)!r}", line=lineno, column=tok_col,
                                hint="event-list lines read '<time> [unit] <CPU|GPU> <text>'")
+    if len(lm.group(2)) > MAX_LANE_DIGITS:
+        raise _lane_number_error(path, tok, lineno, tok_col)
     rest = raw[pos:]
     text = rest.strip()
     if not text:
@@ -106,8 +108,13 @@ def _malformed(path: str, tok: str, lineno: int, col: int) -> TraceFormatError:
                             hint="numbers read 12, 0.5, .5 or 1e-3")
 
 
+def _lane_number_error(path: str, tok: str, lineno: int, col: int) -> TraceFormatError:
+    return TraceFormatError(path, f"lane number too large in {clip(tok)!r}", line=lineno, column=col,
+                            hint=f"lanes read CPU, GPU, CPU1, GPU2 … with at most {MAX_LANE_DIGITS} digits")
+
+
 def _unit_error(path: str, tok: str, lineno: int, col: int) -> TraceFormatError:
-    return TraceFormatError(path, f"unknown unit {tok!r}", line=lineno, column=col,
+    return TraceFormatError(path, f"unknown unit {clip(tok)!r}", line=lineno, column=col,
                             hint="units: ns, us, µs, ms, s")
 
 
@@ -136,7 +143,7 @@ def load_events(lines: list[str], path: str = "") -> Trace:
         prev = last_on_lane.get(ev.lane)
         if prev is not None and ev.time_ns < prev.time_ns:
             raise TraceFormatError(
-                path, f"time goes backwards on lane {ev.lane}: {_fmt(ev.time_ns, ev.unit)} after "
+                path, f"time goes backwards on lane {clip(ev.lane)}: {_fmt(ev.time_ns, ev.unit)} after "
                 f"{_fmt(prev.time_ns, prev.unit)} on line {prev.line}", line=ev.line, column=ev.time_col,
                 hint="lines of one lane must be in time order")
         last_on_lane[ev.lane] = ev
@@ -213,19 +220,19 @@ def _build(b, parsed: list[EventLine], first_ns: int, last_ns: int, path: str) -
             emit(ev.lane, name, beg.time_ns, ev.time_ns, beg.line, span=True)
         elif key not in seen_names:
             # The range began before the excerpt: start it at the file's first time.
-            b.warn(ev.line, "text", f"'{name} end' on {ev.lane} has no 'begin': taken to start at the "
+            b.warn(ev.line, "text", f"'{clip(name)} end' on {clip(ev.lane)} has no 'begin': taken to start at the "
                    f"first time of the file ({_fmt(first_ns, ev.unit)})")
             emit(ev.lane, name, first_ns, ev.time_ns, ev.line, span=True)
         else:
-            raise TraceFormatError(path, f"'{name} end' without '{name} begin' on lane {ev.lane}",
+            raise TraceFormatError(path, f"'{clip(name)} end' without '{clip(name)} begin' on lane {clip(ev.lane)}",
                                    line=ev.line, column=ev.text_col,
-                                   hint=f"'{name}' was already closed; each 'end' needs its own 'begin'")
+                                   hint=f"'{clip(name)}' was already closed; each 'end' needs its own 'begin'")
         seen_names.add(key)
     for label, (ev, text) in pending.items():
         emit(label, text, ev.time_ns, last_ns, ev.line, span=False)
     for (label, name), stack in open_spans.items():
         for beg in stack:
-            b.warn(beg.line, "text", f"'{name} begin' on {label} is never closed: closed at the last "
+            b.warn(beg.line, "text", f"'{clip(name)} begin' on {clip(label)} is never closed: closed at the last "
                    f"time of the file ({_fmt(last_ns, beg.unit)})")
             emit(label, name, beg.time_ns, last_ns, beg.line, span=True)
     corr = link_calls(b, rows, gpu_spans, calls)
@@ -286,11 +293,11 @@ def link_calls(b, rows, gpu_spans, calls) -> dict[int, int]:
     for start, text, row in unmatched:
         hit = all_kernels.first(start)
         if hit is None:
-            b.warn(rows[row]["line"], "text", f"{text!r}: no later GPU span to link to")
+            b.warn(rows[row]["line"], "text", f"{clip(text)!r}: no later GPU span to link to")
             continue
         g = rows[hit[1]]
-        b.warn(rows[row]["line"], "text", f"{text!r} names no later GPU span: linked by order to "
-               f"{g['name']!r} (line {g['line']})")
+        b.warn(rows[row]["line"], "text", f"{clip(text)!r} names no later GPU span: linked by order to "
+               f"{clip(g['name'])!r} (line {g['line']})")
         link(row, hit[1])
     copies = [(t, r) for t, r in spans if rows[r]["kind"] == Kind.MEMCPY]
     pools = {ck: _Pool([(t, r) for t, r in copies if rows[r]["ck"] == ck], taken) for ck in CopyKind}

@@ -28,6 +28,7 @@ bound to slices (``chrome_checks.bind_flows``).
 from __future__ import annotations
 
 import gc
+import math
 import re
 from collections import Counter
 from itertools import repeat
@@ -151,7 +152,7 @@ def load_chrome(data: bytes, path: str) -> Trace:
             gc.enable()
 
 
-_PH_X, _PH_M, _PH_FLOW, _PH_OTHER = 0, 1, 2, 3
+_PH_X, _PH_M, _PH_FLOW, _PH_OTHER, _PH_SKIP = 0, 1, 2, 3, 4
 _PHASE_CODE = {EVENT_CLASS["X"]: _PH_X, EVENT_CLASS["M"]: _PH_M, EVENT_CLASS["s"]: _PH_FLOW,
                EVENT_CLASS["t"]: _PH_FLOW, EVENT_CLASS["f"]: _PH_FLOW, XEventRawTs: _PH_X,
                EVENT_CLASS_RAW_TS["M"]: _PH_M}
@@ -168,6 +169,9 @@ def _build(inp: _Input) -> Trace:
         warns.append((k, field, msg))
 
     code = np.fromiter(map(_PHASE_CODE.get, map(type, events), repeat(_PH_OTHER)), dtype=np.int8, count=n)
+    bad_ids = _bad_id_events(events, warn)
+    if bad_ids:
+        code[bad_ids] = _PH_SKIP
     xi = np.flatnonzero(code == _PH_X)
     by_phase: dict[str, list[int]] = {}
     for k in np.flatnonzero(code == _PH_OTHER).tolist():
@@ -179,7 +183,7 @@ def _build(inp: _Input) -> Trace:
             ignored[f"ph {ph}"] = len(by_phase.pop(ph))
     nx = int(xi.size)
     x_class = inp.x_class
-    xs = [e for e in events if type(e) is x_class]
+    xs = [e for e in events if type(e) is x_class] if not bad_ids else [events[k] for k in xi.tolist()]
     cats = Interner()
     cat_x = np.fromiter(map(cats.__getitem__, map(_get["cat"], xs)), dtype=np.int32, count=nx)
     fi = np.flatnonzero(code == _PH_FLOW)
@@ -285,7 +289,7 @@ def _build(inp: _Input) -> Trace:
     untimed = cols.untimed
 
     # ------------------------------------------------------------- lanes
-    lanes, remap = build_trace_lanes(cols, lanes_raw, meta, legacy)
+    lanes, remap = build_trace_lanes(cols, lanes_raw, meta, legacy, warn)
     lane_final = remap[cols.lane] if cols.lane.size else cols.lane.astype(np.int32)
     cols = checks.gpu_checks(cols, lane_final, lanes, names_list, warn)
     lane_final = remap[cols.lane] if cols.lane.size else cols.lane.astype(np.int32)
@@ -334,6 +338,26 @@ def _build(inp: _Input) -> Trace:
     )
     flatten_sync_markers(trace)
     return trace
+
+
+def _bad_id_events(events: list, warn) -> list[int]:
+    """Indices of events whose pid or tid is a non-finite number (``1e400``, NaN):
+    not an id; each is skipped with a warning (the first 20 listed)."""
+    bad = []
+    for field in ("pid", "tid"):
+        vals = list(map(_get[field], events))
+        if float not in set(map(type, vals)):
+            continue
+        for k, v in enumerate(vals):
+            if type(v) is float and not math.isfinite(v):
+                bad.append((k, field, v))
+    bad.sort()
+    for j, (k, field, v) in enumerate(bad):
+        if j == 20:
+            warn(k, field, f"{len(bad) - 20} more events with a non-finite {field} skipped")
+            break
+        warn(k, field, f"event {label(events[k].name)!r} has non-finite {field} ({v}); skipped")
+    return sorted({k for k, _, _ in bad})
 
 
 def _count_rows(by_phase: dict) -> int:

@@ -16,7 +16,7 @@ from .chrome_schema import EventTimes
 from .chrome_text import exact_ns_near, key_positions
 from .chrome_times import EXACT_LIMIT_US, OK, decimal_ns, raw_to_ns, to_ns
 from .kinds import CAT_KIND, RUNTIME_CATS, runtime_kind
-from .lanes import LaneInfo, Metadata, build_lanes, id_text
+from .lanes import MAX_DEVICE_INDEX, PSEUDO_DEVICE_BASE, LaneInfo, Metadata, build_lanes, id_text
 from .model import GPU_KINDS, Kind, Trace, _nesting_depth
 
 __all__ = ["Interner", "GET", "times", "lane_keys", "kinds", "build_trace_lanes", "exact_ts_from_text",
@@ -102,16 +102,45 @@ def kinds(cat_list: list, cat_x: np.ndarray, name_x: np.ndarray, name_list: list
     return kind
 
 
-def build_trace_lanes(cols, lanes_raw: dict, meta: Metadata, legacy: bool):
-    """Lanes from the raw (pid, tid) pairs; GPU lanes are those with GPU kinds."""
+#: Kinds recorded by a CPU thread; a lane holding these and GPU kinds is split.
+_CPU_SIDE = np.array([int(k) for k in (Kind.LAUNCH, Kind.SYNC_CALL, Kind.MEMCPY_CALL, Kind.RUNTIME, Kind.CPU_OP,
+                                        Kind.PYTHON, Kind.ANNOTATION)], dtype=np.int8)
+
+
+def build_trace_lanes(cols, lanes_raw: dict, meta: Metadata, legacy: bool, warn=None):
+    """Lanes from the raw (pid, tid) pairs; GPU lanes are those with GPU kinds.
+
+    A raw lane holding both CPU-side events (``_CPU_SIDE``) and GPU ops keeps its CPU
+    events; its GPU ops move to a lane of their own, ``(pid, "<tid> (GPU ops)")``
+    (``cols.lane`` and ``lanes_raw`` are updated in place), on a pseudo-device. GPU
+    lanes without a device index (``parsers.lanes``) get a pseudo-device too; each is
+    reported once through ``warn(event index, "pid", message)``.
+    """
     gpu_mask = np.isin(cols.kind, np.array([int(k) for k in GPU_KINDS], dtype=np.int8))
+    split_lanes: set[int] = set()
+    if gpu_mask.any() and not legacy:
+        cpu_lanes = np.unique(cols.lane[np.isin(cols.kind, _CPU_SIDE)])
+        mixed = np.intersect1d(cpu_lanes, np.unique(cols.lane[gpu_mask]))
+        if mixed.size:
+            keys = list(lanes_raw)
+            for lid in mixed.tolist():
+                pid, tid = keys[lid]
+                new = lanes_raw[(pid, f"{id_text(tid)} (GPU ops)")]
+                sel = gpu_mask & (cols.lane == lid)
+                cols.lane[sel] = new
+                split_lanes.add(new)
+                if warn is not None:
+                    first = int(cols.src[np.flatnonzero(sel)[0]])
+                    warn(first, "pid", f"{int(sel.sum())} GPU op(s) on CPU thread (pid {label(pid)!s}, tid "
+                                       f"{label(tid)!s}) drawn on a lane of their own, not as part of the thread "
+                                       "(device from args.device, else a pseudo-device)")
     gpu_lanes = set(np.unique(cols.lane[gpu_mask]).tolist())
-    dev_by_lane = _first_per_lane(cols.lane[gpu_mask], cols.args.device[gpu_mask])
+    dev_by_lane = _first_per_lane(cols.lane[gpu_mask], cols.args.device[gpu_mask], MAX_DEVICE_INDEX)
     stream_by_lane = _first_per_lane(cols.lane[gpu_mask], cols.args.stream[gpu_mask])
     infos = []
     for lid, (pid, tid) in enumerate(lanes_raw):
         info = LaneInfo(pid=id_text(pid), tid=id_text(tid), is_gpu=lid in gpu_lanes,
-                        device=dev_by_lane.get(lid, -1), stream=stream_by_lane.get(lid, -1))
+                        device=dev_by_lane.get(lid, -1), stream=stream_by_lane.get(lid, -1), split=lid in split_lanes)
         if legacy and info.is_gpu and pid == "CUDA functions":
             # legacy autograd export: tid is the device index, there are no streams
             info.device = int(info.tid) if info.tid.lstrip("-").isdigit() else 0
@@ -119,11 +148,37 @@ def build_trace_lanes(cols, lanes_raw: dict, meta: Metadata, legacy: bool):
         infos.append(info)
     if not infos:
         return [], np.zeros(0, np.int32)
-    return build_lanes(infos, meta)
+    lanes, remap = build_lanes(infos, meta)
+    if warn is not None:
+        _warn_pseudo(cols, gpu_mask, lanes, remap, warn, {int(remap[i]) for i in split_lanes})
+    return lanes, remap
 
 
-def _first_per_lane(lane: np.ndarray, vals: np.ndarray) -> dict:
+def _warn_pseudo(cols, gpu_mask: np.ndarray, lanes: list, remap: np.ndarray, warn, split: set) -> None:
+    """One warning per pseudo-device, at its first GPU op (split lanes were reported)."""
+    pseudo = {ln.index: ln for ln in lanes if ln.is_gpu and ln.device >= PSEUDO_DEVICE_BASE and ln.index not in split}
+    if not pseudo:
+        return
+    rows = np.flatnonzero(gpu_mask)
+    final = remap[cols.lane[rows]]
+    seen = set()
+    for li in sorted(pseudo, key=lambda i: (pseudo[i].device, i)):
+        ln = pseudo[li]
+        if ln.device in seen:
+            continue
+        seen.add(ln.device)
+        on = np.isin(final, [i for i, x in pseudo.items() if x.device == ln.device])
+        first = int(cols.src[rows[np.flatnonzero(on)[0]]]) if on.any() else None
+        pid = repr(ln.pid) if ln.pid else "(none)"
+        warn(first, "pid", f"GPU ops on pid {pid} without a device index (args.device, or a pid 0.."
+                           f"{MAX_DEVICE_INDEX}): {int(on.sum())} op(s) counted as pseudo-device {ln.device}, "
+                           "apart from the real devices")
+
+
+def _first_per_lane(lane: np.ndarray, vals: np.ndarray, max_value: int | None = None) -> dict:
     ok = vals >= 0
+    if max_value is not None:
+        ok &= vals <= max_value
     if not ok.any():
         return {}
     ln, first = np.unique(lane[ok], return_index=True)

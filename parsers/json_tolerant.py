@@ -199,6 +199,10 @@ def _stdlib_event(text):
     if not isinstance(obj, dict):
         return None
     fields = {}
+    for f in ("pid", "tid"):  # an id that is not a scalar (true, {}, []): the event is invalid
+        v = obj.get(f)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float, str))):
+            return None
     for f in Event.__struct_fields__:
         v = obj.get(f)
         if f == "args" or v is None:

@@ -5,6 +5,12 @@ lane (Trace Event Format ids may be numbers or strings). Names come from the
 ``process_name``/``thread_name`` metadata events, order from ``process_sort_index``/
 ``thread_sort_index``. Kineto GPU lanes have pid = device and tid = stream (also
 ``args.device``/``args.stream``); they sort after the CPU lanes, by device then stream.
+
+A GPU lane's device comes from ``args.device`` or from a pid that is a plausible
+device index (an integer 0..``MAX_DEVICE_INDEX``); any other GPU lane (pid ``"abc"``,
+``-1``, missing, or GPU ops split off a CPU thread by the loader) gets a pseudo-device
+``PSEUDO_DEVICE_BASE + j`` of its own, one per pid in first-seen order, so its busy
+time is never merged into a real device's.
 """
 
 from __future__ import annotations
@@ -16,7 +22,17 @@ import numpy as np
 
 from .model import Lane
 
-__all__ = ["id_text", "LaneInfo", "Metadata", "build_lanes"]
+__all__ = ["id_text", "LaneInfo", "Metadata", "build_lanes", "MAX_DEVICE_INDEX", "PSEUDO_DEVICE_BASE", "is_device_index"]
+
+#: Largest device index taken from a pid or ``args.device`` (no node has more GPUs).
+MAX_DEVICE_INDEX = 255
+#: First pseudo-device number, for GPU lanes whose pid is not a device index.
+PSEUDO_DEVICE_BASE = 1000
+
+
+def is_device_index(n) -> bool:
+    """True for an int 0..``MAX_DEVICE_INDEX`` (not a bool)."""
+    return isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= MAX_DEVICE_INDEX
 
 
 def id_text(v: object) -> str:
@@ -51,6 +67,7 @@ class LaneInfo:
     is_gpu: bool = False
     device: int = -1
     stream: int = -1
+    split: bool = False  # GPU ops split off a CPU thread: the pid names a process, not a device
 
 
 @dataclasses.dataclass
@@ -88,23 +105,29 @@ def build_lanes(infos: list[LaneInfo], meta: Metadata) -> tuple[list[Lane], np.n
             merged[key] = dataclasses.replace(info)
         else:
             m.is_gpu = m.is_gpu or info.is_gpu
+            m.split = m.split or info.split
             if m.device < 0:
                 m.device = info.device
             if m.stream < 0:
                 m.stream = info.stream
     built = []
+    pseudo: dict[str, int] = {}
     for (pid, tid), info in merged.items():
         if info.is_gpu:
-            if info.device < 0:
+            if not is_device_index(info.device):
                 n = _num(pid)
-                info.device = n if n is not None and n >= 0 else 0
+                if is_device_index(n) and not info.split:
+                    info.device = n
+                else:
+                    info.device = pseudo.setdefault(pid, PSEUDO_DEVICE_BASE + len(pseudo))
             if info.stream == -1:
                 n = _num(tid)
                 if n is None:
                     m = _STREAM_RE.search(tid)
                     n = int(m.group(1)) if m else None
                 info.stream = n if n is not None else -1
-        pname = meta.process_name.get(pid) or (f"GPU {info.device}" if info.is_gpu and _num(pid) is not None else pid)
+        real = info.is_gpu and info.device < PSEUDO_DEVICE_BASE
+        pname = meta.process_name.get(pid) or (f"GPU {info.device}" if real and _num(pid) is not None else pid)
         tname = meta.thread_name.get((pid, tid))
         if not tname:
             tname = f"stream {info.stream}" if info.is_gpu and info.stream >= 0 else tid

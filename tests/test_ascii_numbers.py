@@ -93,3 +93,30 @@ def test_long_fractions_are_exact(tmp_path):
 def test_clip():
     assert clip("a" * 40) == "a" * 40
     assert clip("a" * 41) == "a" * 40 + "…"
+
+
+LONG = "N" * 200_000
+
+
+@pytest.mark.parametrize("text,line,col,needle", [
+    ("0 ms " + LONG + "\n", 1, 6, "found '" + "N" * 40 + "…'"),
+    ("0 " + LONG[:5000] + " CPU a\n", 1, 3, "unknown unit '" + "N" * 40 + "…'"),
+    ("0 ms CPU " + LONG + " begin\n1 ms CPU " + LONG + " end\n2 ms CPU " + LONG + " end\n", 3, 10,
+     "'" + "N" * 40 + "… end' without '" + "N" * 40 + "… begin'"),
+    ("GPU: [a 1 ms][b 1 ms][" + LONG[:3000] + " 1000 s]\n", 1, 22, "span '" + "N" * 40 + "…' is labelled 1000 s"),
+    ("GPU: k k\n ^ " + LONG + " gaps of 20–8 µs\n", 2, 2, "no usable numbers: '" + "N" * 40 + "…'"),
+    ("0 ms GPU" + "9" * 5000 + " x\n", 1, 6, "lane number too large in 'GPU" + "9" * 37 + "…'"),
+    ("GPU" + "9" * 5000 + ": [a]\n", 1, 1, "lane number too large in 'GPU" + "9" * 37 + "…'"),
+    ("1." + "2" * 5000 + ".3 ms GPU a\n", 1, 1, "malformed number '1." + "2" * 38 + "…'"),
+], ids=lambda v: str(v)[:30] if isinstance(v, str) else None)
+def test_quoted_input_is_capped(tmp_path, text, line, col, needle):
+    err = error_of(tmp_path, text)
+    assert (err.line, err.column) == (line, col), str(err)[:300]
+    assert needle in err.message, err.message[:300]
+    assert len(str(err)) < 400 + len(str(tmp_path))
+
+
+def test_warnings_quote_capped_names(tmp_path):
+    t = load_text(tmp_path, "0 ms CPU " + LONG + " end\n1 ms CPU launch " + LONG + "\n")
+    assert t.warnings and all(len(w.message) < 300 for w in t.warnings)
+    assert any(("'" + "N" * 40 + "… end' on CPU has no 'begin'") in w.message for w in t.warnings)

@@ -99,3 +99,66 @@ def test_integer_beyond_float_range_in_metadata_and_counter(tmp_path):
     assert counters.size == 1 and tr.value[counters[0]] == 3.0
     w = [x for x in tr.warnings if x.field == "args.z"]
     assert len(w) == 1 and w[0].line == 3 and "out-of-range" in w[0].message
+
+
+# ------------------------------------------------------------------ pids and devices
+
+def _busy_ns(tr, device):
+    """Union of kernel intervals on ``device`` (slow reference)."""
+    iv = sorted((int(tr.start_ns[i]), int(tr.start_ns[i] + tr.dur_ns[i])) for i in range(len(tr))
+                if tr.kind[i] == int(Kind.KERNEL) and tr.lanes[tr.lane[i]].device == device)
+    total, end = 0, None
+    for a, b in iv:
+        if end is None or a > end:
+            total += b - a
+            end = b
+        elif b > end:
+            total += b - end
+            end = b
+    return total
+
+
+@pytest.mark.parametrize("pid", ['"abc"', "-1", "-9223372036854775808", "300", "null", "2.5"])
+def test_kernel_on_a_pid_that_is_no_device_index_gets_a_pseudo_device(tmp_path, pid):
+    other = '{"ph":"X","cat":"kernel","name":"other","pid":' + pid + ',"tid":7,"ts":150,"dur":100}'
+    evs = [{"ph": "X", "cat": "kernel", "name": "a", "pid": 0, "tid": 7, "ts": 100, "dur": 10}, other,
+           {"ph": "X", "cat": "kernel", "name": "b", "pid": 0, "tid": 7, "ts": 300, "dur": 10}]
+    tr = parsers.load(_write(tmp_path, _lines(evs)))
+    assert _busy_ns(tr, 0) == 20_000  # GPU 0 keeps its two 10 µs kernels only
+    (ln,) = [x for x in tr.lanes if x.device != 0]
+    assert ln.is_gpu and ln.device == 1000 and ln.process_name != "GPU 0"
+    assert _busy_ns(tr, 1000) == 100_000
+    w = [x for x in tr.warnings if "pseudo-device 1000" in x.message]
+    assert len(w) == 1 and w[0].line == 3 and w[0].field == "pid"
+
+
+def test_args_device_wins_over_an_odd_pid(tmp_path):
+    evs = [_kernel(100, "a"), _kernel(150, "other", pid="abc", dur=100), _kernel(300, "b")]
+    tr = parsers.load(_write(tmp_path, _lines(evs)))
+    assert tr.devices() == [0] and _busy_ns(tr, 0) == 120_000
+
+
+@pytest.mark.parametrize("pid", ["true", "{}", "[1]", "1e400", "-1e400"])
+def test_non_scalar_or_non_finite_pid_is_an_invalid_event(tmp_path, pid):
+    other = '{"ph":"X","cat":"kernel","name":"other","pid":' + pid + ',"tid":7,"ts":150,"dur":100}'
+    evs = [{"ph": "X", "cat": "kernel", "name": "a", "pid": 0, "tid": 7, "ts": 100, "dur": 10}, other]
+    tr = parsers.load(_write(tmp_path, _lines(evs)))
+    assert [tr.names[i] for i in tr.name_id] == ["a"] and len(tr.lanes) == 1
+    w = [x for x in tr.warnings if x.line == 3]
+    assert len(w) == 1 and "pid" in w[0].message and "skipped" in w[0].message
+
+
+def test_kernels_on_a_cpu_thread_are_split_off_and_cpu_ops_stay_cpu(tmp_path):
+    evs = [{"name": "process_name", "ph": "M", "pid": 1, "tid": 0, "args": {"name": "python3"}},
+           {"ph": "X", "cat": "kernel", "name": "k", "pid": 1, "tid": 1, "ts": 5, "dur": 1},
+           {"ph": "X", "cat": "kernel", "name": "k", "pid": 1, "tid": 1, "ts": 50, "dur": 1},
+           {"ph": "X", "cat": "cpu_op", "name": "c", "pid": 1, "tid": 1, "ts": 0, "dur": 100}]
+    tr = parsers.load(_write(tmp_path, _lines(evs)))
+    cpu = [x for x in tr.lanes if not x.is_gpu]
+    gpu = [x for x in tr.lanes if x.is_gpu]
+    assert len(cpu) == 1 and cpu[0].process_name == "python3" and cpu[0].device == -1
+    assert len(gpu) == 1 and gpu[0].device == 1000 and "GPU 1" not in gpu[0].process_name
+    c = int(np.flatnonzero(tr.kind == int(Kind.CPU_OP))[0])
+    assert tr.lanes[tr.lane[c]].is_gpu is False
+    assert _busy_ns(tr, 1000) == 2_000 and 1 not in tr.devices()
+    assert sum("CPU thread" in w.message for w in tr.warnings) == 1

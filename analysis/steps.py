@@ -333,19 +333,24 @@ def group_gaps(trace: Trace, gaps: Gaps, steps: Steps | None, class_ns: np.ndarr
     m_order = np.argsort(gid, kind="stable")
     mb = np.searchsorted(gid[m_order], np.arange(ng + 1))
     # one-offs: ungrouped occurrences at a position where a group recurs (its largest)
-    one_offs: dict[int, list[int]] = {}
+    one_offs: dict[int, np.ndarray] = {}
     if total_steps >= 2:
+        cand = np.flatnonzero(grouped & (inv < nb))  # heads of band groups (not pass 2)
         pos_group = np.full(uk.shape[0], -1, dtype=np.int64)
-        cnt = np.full(uk.shape[0], -1, dtype=np.int64)
-        for k in np.flatnonzero(grouped & (inv < nb)).tolist():
-            gnew = int(new_id[inv[k]])
-            p = int(pos_id[k])
-            if sizes[inv[k]] > cnt[p]:
-                cnt[p], pos_group[p] = sizes[inv[k]], gnew
-        for k in np.flatnonzero(~grouped).tolist():
-            gp = int(pos_group[pos_id[k]])
-            if gp >= 0:
-                one_offs.setdefault(gp, []).append(int(h[k]))
+        if cand.size:
+            o2 = np.lexsort((-sizes[inv[cand]], pos_id[cand]))  # per position, largest first
+            c = cand[o2]
+            first = np.ones(c.size, dtype=bool)
+            first[1:] = pos_id[c[1:]] != pos_id[c[:-1]]
+            pos_group[pos_id[c[first]]] = new_id[inv[c[first]]]
+        lone = np.flatnonzero(~grouped)
+        gp = pos_group[pos_id[lone]]
+        lone, gp = lone[gp >= 0], gp[gp >= 0]
+        if lone.size:
+            o3 = np.argsort(gp, kind="stable")
+            ug, starts = np.unique(gp[o3], return_index=True)
+            for gg, part in zip(ug.tolist(), np.split(h[lone[o3]], starts[1:])):
+                one_offs[gg] = np.sort(part)
     names = trace.names
     out: list[GapGroup] = []
     for new, g in enumerate(kept.tolist()):
@@ -357,7 +362,7 @@ def group_gaps(trace: Trace, gaps: Gaps, steps: Steps | None, class_ns: np.ndarr
         rows = m_order[mb[new]:mb[new + 1]].astype(np.int64)
         out.append(GapGroup(new, label, rows, int(steps_with[g]), total_steps, int(median[g]),
                             int(total[g]), Cause(int(cause_g[g])),
-                            np.array(sorted(one_offs.get(new, [])), dtype=np.int64)))
+                            one_offs.get(new, np.zeros(0, np.int64)).astype(np.int64)))
     return out, gid
 
 

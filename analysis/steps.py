@@ -1,7 +1,7 @@
 """Steps of a trace and recurring gaps by position in the step.
 
 Definition ("Definitions" in ``docs/ARCHITECTURE.md``): ``ProfilerStep#N`` annotations
-when present, else a user annotation such as ``decode_step`` (a CPU annotation whose
+when present (a ``user_annotation``, or a ``cpu_op`` in older Kineto versions), else a user annotation such as ``decode_step`` (a CPU annotation whose
 name contains ``step``), else the period of the repeating kernel-name sequence of the
 busiest device. Gaps are grouped by their position in the step: the (previous kernel
 name, next op name, ordinal) key of the step where the gap starts, giving "recurs in 9
@@ -86,8 +86,10 @@ class GapGroup:
                 f"{self.median_ns / 1e6:.3f} ms median")
 
 
-def _annotation_steps(trace: Trace, valid: np.ndarray, match) -> tuple[str, np.ndarray] | None:
-    ann = np.flatnonzero(trace.mask_kind(Kind.ANNOTATION) & valid & (trace.dur_ns > 0))
+def _annotation_steps(trace: Trace, valid: np.ndarray, match, kinds=(Kind.ANNOTATION,)) -> tuple[str, np.ndarray] | None:
+    cpu = np.array([not ln.is_gpu for ln in trace.lanes], dtype=bool)
+    on_cpu = cpu[trace.lane] if cpu.size else np.zeros(len(trace), bool)
+    ann = np.flatnonzero(trace.mask_kind(*kinds) & on_cpu & valid & (trace.dur_ns > 0))
     if ann.size == 0:
         return None
     ids = np.unique(trace.name_id[ann])
@@ -104,11 +106,12 @@ def find_steps(trace: Trace, valid: np.ndarray) -> Steps | None:
     Annotation steps use the lane holding most of them and its outermost occurrences;
     overlapping steps are cut at the next step's start.
     """
-    for source, match in (
-        ("ProfilerStep", lambda s: bool(PROFILER_STEP_RE.match(s))),
-        ("annotation", lambda s: bool(STEP_NAME_RE.search(s)) and not _NOT_STEP_RE.match(s)),
+    for source, match, kinds in (
+        # older Kineto versions record ProfilerStep#N as a cpu_op ("Operator")
+        ("ProfilerStep", lambda s: bool(PROFILER_STEP_RE.match(s)), (Kind.ANNOTATION, Kind.CPU_OP, Kind.OTHER)),
+        ("annotation", lambda s: bool(STEP_NAME_RE.search(s)) and not _NOT_STEP_RE.match(s), (Kind.ANNOTATION,)),
     ):
-        found = _annotation_steps(trace, valid, match)
+        found = _annotation_steps(trace, valid, match, kinds)
         if found is None:
             continue
         name, sel = found

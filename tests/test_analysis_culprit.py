@@ -17,7 +17,7 @@ US = 1_000
 
 
 def _trace():
-    """T: ``ProfilerStep#1`` recorded as a cpu_op (older Kineto) over [0, 1000) µs.
+    """T: ``ProfilerStep#1`` recorded as a cpu_op (older Kineto) over [10, 995) µs.
     Gap A [60, 460): ``## data ##`` [70, 450) holds ``enumerate(DataLoader)#__next__``
     [80, 440) (94.7% of it), which holds ``aten::stack`` [100, 200); next launch at 455
     (L = 395 µs). Gap B [500, 900): nothing but the step range; launch at 895.
@@ -25,7 +25,7 @@ def _trace():
     b = TraceBuilder()
     cpu = b.lane("1", "1", process_name="python3", thread_name="main")
     gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
-    b.event(cpu, "ProfilerStep#1", 0, 1000 * US, Kind.CPU_OP)
+    b.event(cpu, "ProfilerStep#1", 10 * US, 985 * US, Kind.CPU_OP)  # the step: [10, 995) µs
     b.event(cpu, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
     b.event(gpu, "k1", 10 * US, 50 * US, Kind.KERNEL, correlation=1)
     b.event(cpu, "## data ##", 70 * US, 380 * US, Kind.ANNOTATION)
@@ -42,6 +42,7 @@ def _trace():
 def test_deepest_range_with_time_of_its_own_is_the_culprit():
     d = _trace()
     g = d.gaps
+    assert d.steps.source == "ProfilerStep" and len(d.steps) == 1  # a cpu_op step is a step
     assert [(int(s), int(e)) for s, e in zip(g.start_ns, g.end_ns)] == [(60 * US, 460 * US), (500 * US, 900 * US), (950 * US, 990 * US)]
     ev = d.evidence(0)
     names = [e.name for e in ev]
@@ -81,6 +82,7 @@ def test_resnet50_cards_name_the_dataloader_not_the_step():
     """resnet50 (ProfilerStep#N recorded as cpu_op): the three largest gaps are the
     single-process DataLoader at the start of each step (59.3 ms in the largest)."""
     d = diagnose(load(require(CORPUS / "kineto" / "resnet50_num_workers_0" / "worker0.pt.trace.json.gz")))
+    assert d.steps.source == "ProfilerStep" and len(d.steps) == 6  # ProfilerStep#5..#10, cpu_op
     top = d.order_by_size()[:3]
     assert d.gaps.dur_ns[top[0]] == 63_042_000
     for i in top.tolist():
@@ -136,8 +138,8 @@ def test_resnet50_dataloader_stall_recurs_at_its_own_size():
     d = diagnose(load(require(CORPUS / "kineto" / "resnet50_num_workers_0" / "worker0.pt.trace.json.gz")))
     i = int(d.order_by_size()[0])
     grp = d.groups[int(d.gaps.group[i])]
-    assert (grp.steps_with_gap, grp.steps_total, grp.median_ns) == (5, 6, 54_482_000)
-    assert "This position recurs in 5 of 6 steps (54.482 ms median per step)" in d.card(i).why
+    assert (grp.steps_with_gap, grp.steps_total, grp.median_ns) == (5, 6, 53_911_000)
+    assert "This position recurs in 5 of 6 steps (53.911 ms median per step)" in d.card(i).why
     assert "2.0 µs" not in d.card(i).why + d.group_card(grp.id).why
 
 

@@ -1,19 +1,16 @@
 """The trace screen: header, swimlanes, side panel, detail line, prompt and footer.
 
-Keys are bindings with ids (remappable through the app's keymap) and parameterised
-actions (``jump_gap(1)``, ``zoom(2)``, ``pan(-0.2)``). Layout lives in
-``gapscope.tcss``; the panel is shown or hidden with CSS classes.
+Keys are bindings with ids (``tui.bindings``, remappable through the app's keymap) and
+parameterised actions (``jump_gap(1)``, ``zoom(2)``, ``pan(-0.2)``); the header line is
+built by ``tui.header``. Layout lives in ``gapscope.tcss``; the panel is shown or
+hidden with CSS classes.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from pathlib import Path
-
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
@@ -21,13 +18,15 @@ from textual.widgets import Footer, Input, Static
 from analysis.types import Cause
 from parsers.model import Kind, Trace
 
+from .bindings import FOOTER_LABELS, footer_binding, trace_bindings  # noqa: F401 - re-exported
+from .header import elide_title, trace_header  # noqa: F401 - elide_title re-exported
 from .lanes_model import sanitize
 from .navigation import SIZE, TIME, FlowIndex, GapNavigator, NameSearch
 from .panel import DetailLine, GapPanel
 from .swimlanes import Swimlanes
 from .viewmodel import format_duration_ns, parse_time_ns
 
-__all__ = ["TraceScreen", "trace_bindings", "elide_title", "ZOOM_STEP", "PAN_STEP", "PAN_PAGE", "NARROW_WIDTH"]
+__all__ = ["TraceScreen", "trace_bindings", "elide_title", "FOOTER_LABELS", "ZOOM_STEP", "PAN_STEP", "PAN_PAGE", "NARROW_WIDTH"]
 
 #: Zoom factor of one zoom key press; pan fractions of one pan key press.
 ZOOM_STEP = 2.0
@@ -39,97 +38,10 @@ NARROW_WIDTH = 110
 _KIND_LABEL = {k: k.name.lower().replace("_", " ") for k in Kind}
 
 
-def elide_title(title: str, max_cells: int) -> str:
-    """``title`` cut to ``max_cells`` characters: a parenthesised tail goes first
-    (``"Decode step: one token (detective, part A)"`` → ``"Decode step: one token"``),
-    then words from the end, with ``…`` marking the cut."""
-    title = " ".join(title.split())
-    if len(title) <= max_cells:
-        return title
-    k = title.find(" (")
-    if k >= 8:
-        title = title[:k]
-        if len(title) <= max_cells:
-            return title
-    cut = title[: max(1, max_cells - 1)]
-    sp = cut.rfind(" ")
-    if sp >= max_cells // 2:
-        cut = cut[:sp]
-    return cut.rstrip(" :,;-") + "…"
-
-
-def trace_bindings(ids: "set[str] | None" = None) -> list[Binding]:
-    """The trace screen's key bindings (fresh ``Binding`` objects, ids such as
-    ``gap.next``, ``view.zoom_in``), or only those whose id is in ``ids``, in the same
-    order. Other screens (the exercise screen) build their bindings from these so
-    that the keys stay the same everywhere."""
-    return [b for b in _bindings() if ids is None or b.id in ids]
-
-
-def _bindings() -> list[Binding]:
-    B = Binding
-    return [
-        B("n,right_square_bracket", "jump_gap(1)", "next gap", id="gap.next"),
-        B("N,left_square_bracket", "jump_gap(-1)", "prev gap", id="gap.prev"),
-        B("s", "toggle_order", "largest/time", id="gap.order"),
-        B("1", "jump_class(0)", "next sync gap (wraps)", show=False, id="gap.sync"),
-        B("2", "jump_class(1)", "next copy gap (wraps)", show=False, id="gap.copy"),
-        B("3", "jump_class(2)", "next launch gap (wraps)", show=False, id="gap.launch"),
-        B("4", "jump_class(3)", "next host gap (wraps)", show=False, id="gap.host"),
-        B("exclamation_mark", "jump_class(0,-1)", "prev sync gap", show=False, id="gap.sync_prev"),
-        B("at", "jump_class(1,-1)", "prev copy gap", show=False, id="gap.copy_prev"),
-        B("number_sign", "jump_class(2,-1)", "prev launch gap", show=False, id="gap.launch_prev"),
-        B("dollar_sign", "jump_class(3,-1)", "prev host gap", show=False, id="gap.host_prev"),
-        B("plus,i,equals_sign", "zoom(2.0)", "zoom in", key_display="+", id="view.zoom_in"),
-        B("minus,o", "zoom(0.5)", "zoom out", key_display="-", show=False, id="view.zoom_out"),
-        B("z", "zoom_selected", "zoom to gap", show=False, id="view.zoom_gap"),
-        B("Z", "zoom_step", "zoom to step", show=False, id="view.zoom_step"),
-        B("h,left", "pan(-0.2)", "pan left", show=False, id="view.pan_left"),
-        B("l,right", "pan(0.2)", "pan right", show=False, id="view.pan_right"),
-        B("H,shift+left", "pan(-1.0)", "page left", show=False, id="view.page_left"),
-        B("L,shift+right", "pan(1.0)", "page right", show=False, id="view.page_right"),
-        B("comma", "cursor(-1)", "cursor left", show=False, id="view.cursor_left"),
-        B("full_stop", "cursor(1)", "cursor right", show=False, id="view.cursor_right"),
-        B("j,down", "row(1)", "lane down", show=False, id="view.down"),
-        B("k,up", "row(-1)", "lane up", show=False, id="view.up"),
-        B("enter,space", "toggle_group", "collapse/expand group", show=False, id="view.collapse"),
-        B("f,0", "fit", "fit all", show=False, id="view.fit"),
-        B("g", "prompt('goto')", "go to time", show=False, id="view.goto"),
-        B("slash", "prompt('search')", "search", key_display="/", id="search.start"),
-        B("m", "match(1)", "next match", show=False, id="search.next"),
-        B("M", "match(-1)", "prev match", show=False, id="search.prev"),
-        B("percent_sign,J", "jump_flow", "kernel↔launch", show=False, id="flow.jump"),
-        B("p", "toggle_panel", "card panel", id="panel.toggle"),
-        B("pagedown,ctrl+d", "panel_scroll(1)", "card page down", show=False, id="panel.page_down"),
-        B("pageup,ctrl+u", "panel_scroll(-1)", "card page up", show=False, id="panel.page_up"),
-        B("w", "warnings", "loader warnings", show=False, id="app.warnings"),
-        B("question_mark", "help", "help", key_display="?", id="app.help"),
-        B("q", "app.quit", "quit", id="app.quit"),
-    ]
-
-
-#: Footer labels of the trace screen (binding id → (key shown, short label)): short
-#: enough that every core key fits 80 columns; the help keeps the long description.
-FOOTER_LABELS = {
-    "gap.next": ("n", "next"), "gap.prev": ("N", "prev"), "gap.order": ("s", "order"),
-    "view.zoom_in": ("+/-", "zoom"), "search.start": ("/", "find"), "panel.toggle": ("p", "card"),
-    "app.help": ("?", "help"), "app.quit": ("q", "quit"),
-}
-
-
-def _footer_binding(b: Binding) -> Binding:
-    """``b`` with its footer label (``FOOTER_LABELS``); the long description moves to
-    ``tooltip``, which the help screen shows."""
-    if b.id not in FOOTER_LABELS:
-        return b
-    key, label = FOOTER_LABELS[b.id]
-    return dataclasses.replace(b, description=label, key_display=key, tooltip=b.description)
-
-
 class TraceScreen(Screen):
     """The main view of one trace and its diagnosis (``diagnosis`` may be None)."""
 
-    BINDINGS = [_footer_binding(b) for b in trace_bindings()]
+    BINDINGS = [footer_binding(b) for b in trace_bindings()]
 
     def __init__(self, trace: Trace, diagnosis=None, error: str | None = None) -> None:
         super().__init__()
@@ -185,41 +97,8 @@ class TraceScreen(Screen):
         self.query_one("#header", Static).update(self.header_text(self.size.width))
 
     def header_text(self, width: int = 80) -> Text:
-        """``gapscope NAME │ GPU busy P% │ N gaps │ span │ k GPUs │ device``: the
-        figures first so that they survive an 80-column terminal; the trace name is
-        elided to what is left of ``width`` (cells), the device name comes last."""
-        src = self.trace.source
-        name = src.trace_name or Path(src.path).name or "trace"
-        if "/" in name and " " not in name.strip():  # a path recorded as the name: its file name
-            name = Path(name.strip()).name or name
-        t0, t1 = self.trace.extent_ns
-        figures = []
-        d = self.diagnosis
-        if d is not None and getattr(d, "devices", None):
-            win = sum(x.window_ns for x in d.devices)
-            busy = sum(x.busy_ns for x in d.devices)
-            if win > 0:
-                figures.append(f"GPU busy {100 * busy / win:.0f}%")
-        if d is not None:
-            figures.append(f"{len(d.gaps)} gap" + ("" if len(d.gaps) == 1 else "s"))
-        nw = len(self.trace.warnings)
-        if nw:
-            figures.append(f"⚠ {nw} warning" + ("" if nw == 1 else "s"))
-        figures.append("span " + format_duration_ns(t1 - t0))
-        devs = self.trace.devices()
-        figures.append(f"{len(devs)} GPU" + ("s" if len(devs) != 1 else "") if devs else "CPU only")
-        props = src.device_properties or []
-        device = ""
-        if props and isinstance(props[0], dict) and props[0].get("name"):
-            device = sanitize(str(props[0]["name"]), 30)
-        rest = " │ " + " │ ".join(figures)
-        budget = max(12, min(60, width - len("gapscope ") - len(rest)))
-        t = Text("gapscope ", style="bold")
-        t.append(elide_title(sanitize(name, 200), budget))
-        t.append(rest)
-        if device:
-            t.append(" │ " + device, style="dim")
-        return t
+        """The header line for ``width`` cells (``tui.header.trace_header``)."""
+        return trace_header(self.trace, self.diagnosis, width)
 
     # ------------------------------------------------------------- updates
     @on(Swimlanes.Changed)

@@ -1,0 +1,73 @@
+"""The trace screen's header line: trace name (elided), GPU busy, gap count, loader
+warnings, span, GPU count and device name, figures first so that they survive an
+80-column terminal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.text import Text
+
+from parsers.model import Trace
+
+from .lanes_model import sanitize
+from .viewmodel import format_duration_ns
+
+__all__ = ["trace_header", "elide_title"]
+
+
+def elide_title(title: str, max_cells: int) -> str:
+    """``title`` cut to ``max_cells`` characters: a parenthesised tail goes first
+    (``"Decode step: one token (detective, part A)"`` → ``"Decode step: one token"``),
+    then words from the end, with ``…`` marking the cut."""
+    title = " ".join(title.split())
+    if len(title) <= max_cells:
+        return title
+    k = title.find(" (")
+    if k >= 8:
+        title = title[:k]
+        if len(title) <= max_cells:
+            return title
+    cut = title[: max(1, max_cells - 1)]
+    sp = cut.rfind(" ")
+    if sp >= max_cells // 2:
+        cut = cut[:sp]
+    return cut.rstrip(" :,;-") + "…"
+
+
+def trace_header(trace: Trace, diagnosis, width: int = 80) -> Text:
+    """``gapscope NAME │ GPU busy P% │ N gaps │ span │ k GPUs │ device``: the
+    figures first so that they survive an 80-column terminal; the trace name is
+    elided to what is left of ``width`` (cells), the device name comes last."""
+    src = trace.source
+    name = src.trace_name or Path(src.path).name or "trace"
+    if "/" in name and " " not in name.strip():  # a path recorded as the name: its file name
+        name = Path(name.strip()).name or name
+    t0, t1 = trace.extent_ns
+    figures = []
+    d = diagnosis
+    if d is not None and getattr(d, "devices", None):
+        win = sum(x.window_ns for x in d.devices)
+        busy = sum(x.busy_ns for x in d.devices)
+        if win > 0:
+            figures.append(f"GPU busy {100 * busy / win:.0f}%")
+    if d is not None:
+        figures.append(f"{len(d.gaps)} gap" + ("" if len(d.gaps) == 1 else "s"))
+    nw = len(trace.warnings)
+    if nw:
+        figures.append(f"⚠ {nw} warning" + ("" if nw == 1 else "s"))
+    figures.append("span " + format_duration_ns(t1 - t0))
+    devs = trace.devices()
+    figures.append(f"{len(devs)} GPU" + ("s" if len(devs) != 1 else "") if devs else "CPU only")
+    props = src.device_properties or []
+    device = ""
+    if props and isinstance(props[0], dict) and props[0].get("name"):
+        device = sanitize(str(props[0]["name"]), 30)
+    rest = " │ " + " │ ".join(figures)
+    budget = max(12, min(60, width - len("gapscope ") - len(rest)))
+    t = Text("gapscope ", style="bold")
+    t.append(elide_title(sanitize(name, 200), budget))
+    t.append(rest)
+    if device:
+        t.append(" │ " + device, style="dim")
+    return t

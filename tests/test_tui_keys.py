@@ -140,7 +140,7 @@ def test_help_lists_aliases_letters_and_textual_keys_last():
     zoom_in = next(ln for ln in lines if ln.endswith("zoom in"))
     zoom_out = next(ln for ln in lines if ln.endswith("zoom out"))
     assert zoom_in.split() == ["+", "i", "=", "zoom", "in"] and zoom_out.split() == ["-", "o", "zoom", "out"]
-    assert "S sync C copy L launch H host U unclassified" in text
+    assert "S sync  C copy  L launch  H host  U unclassified" in text
     assert text.index("Also (Textual):") > text.index("quit") and text.index("Focus Next") > text.index("Also (Textual):")
     assert any(ln.split()[:2] == ["!", "prev"] for ln in lines)
 

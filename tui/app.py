@@ -30,7 +30,7 @@ def _key_name(screen: Screen, b: Binding, key: str) -> str:
 
 
 #: First letters drawn in narrow idle gaps (the gap row), by cause class.
-GAP_LETTERS = " ".join(f"{c.label[0].upper()} {c.label}" for c in Cause)
+GAP_LETTERS = "  ".join(f"{c.label[0].upper()} {c.label}" for c in Cause)
 
 
 def help_text(screen: Screen) -> Text:
@@ -61,11 +61,13 @@ def help_text(screen: Screen) -> Text:
         for line in others:
             t.append_text(line)
     t.append("\nGlyphs: █ kernel  ▓ memcpy  ▒ memset  ~ sync wait  ^ runtime/launch call\n")
-    t.append("        = CPU op  - Python  ─ annotation  ▁▂▃…▇ several kernels share a cell\n")
+    t.append("        = CPU op  - Python  ─ annotation\n")
+    t.append("        ▁▂▃…▇ several kernels share a cell (height = busy share)\n")
     t.append("        ▏▎▍▌ / ▐ ▕ a kernel edge inside the cell\n")
-    t.append("Idle gaps row: ░ an idle gap, labelled with its cause and length (sync 258µs);\n")
-    t.append(f"        too narrow for that, its letter: {GAP_LETTERS};\n")
-    t.append("        ╎ a gap narrower than a cell. The detail line names the selected gap's class.\n")
+    t.append("Idle gaps row: ░ an idle gap with its cause and length (sync 258µs),\n")
+    t.append("        or, when narrow, the cause's letter:\n")
+    t.append(f"        {GAP_LETTERS}\n")
+    t.append("        ╎ a gap narrower than a cell; the detail line names the class.\n")
     params = getattr(getattr(screen, "diagnosis", None), "params", None)
     if params is not None:
         t.append(

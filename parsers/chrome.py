@@ -51,7 +51,7 @@ from .json_tolerant import recover
 from .kinds import KINETO_CATS, KINETO_FLOW_CATS
 from .lanes import Metadata
 from .chrome_flows import has_unlinked_work, kineto_flow_links
-from .model import Kind, SourceInfo, Trace, TraceWarning, link_by_correlation
+from .model import Kind, SourceInfo, Trace, TraceWarning, link_by_correlation, repeated_correlations
 
 __all__ = ["load_chrome"]
 
@@ -295,7 +295,11 @@ def _build(inp: _Input) -> Trace:
     lane_final = remap[cols.lane] if cols.lane.size else cols.lane.astype(np.int32)
 
     # ------------------------------------------------------------- flows
-    fs, fd = link_by_correlation(cols.kind, cols.args.correlation)
+    fs, fd = link_by_correlation(cols.kind, cols.args.correlation, cols.start)
+    n_rep, n_calls, rep_id = repeated_correlations(cols.kind, cols.args.correlation)
+    if n_rep:
+        warn(None, "correlation", f"{n_rep} correlation id(s) shared by {n_calls} runtime calls (e.g. {rep_id}); "
+                                  "each GPU op linked to the latest such call starting before it")
     gs, gd = checks.bind_flows(events, gen_flows, cols, lane_final, lanes_raw, remap, warn)
     vs, vd = checks.v2_flows(events, xi, cols) if has_v2 else (np.zeros(0, np.int64), np.zeros(0, np.int64))
     ks, kd = np.zeros(0, np.int64), np.zeros(0, np.int64)
@@ -304,7 +308,7 @@ def _build(inp: _Input) -> Trace:
         if has_unlinked_work(cols.kind, linked):
             kf = [k for k in kineto_flows.tolist() if events[k].cat in KINETO_FLOW_CATS]
             ks, kd = kineto_flow_links(events, kf, cols.kind, cols.start, cols.dur, lane_final, lanes_raw, remap, linked)
-    flows = (np.concatenate((fs, gs, vs, ks)), np.concatenate((fd, gd, vd, kd)))
+    flows = _unique_pairs(np.concatenate((fs, gs, vs, ks)), np.concatenate((fd, gd, vd, kd)))
 
     source = _source_info(inp, cat_list, legacy, ignored, meta, warn)
     if n_kineto_flows:
@@ -358,6 +362,18 @@ def _bad_id_events(events: list, warn) -> list[int]:
             break
         warn(k, field, f"event {label(events[k].name)!r} has non-finite {field} ({v}); skipped")
     return sorted({k for k, _, _ in bad})
+
+
+def _unique_pairs(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(src, dst) flow pairs with repeats removed (a link found by correlation and by a
+    flow event is one link), first occurrence kept, order otherwise unchanged."""
+    if src.size < 2:
+        return src, dst
+    _, first = np.unique(np.stack((src, dst)), axis=1, return_index=True)
+    if first.size == src.size:
+        return src, dst
+    first.sort()
+    return src[first], dst[first]
 
 
 def _count_rows(by_phase: dict) -> int:

@@ -17,6 +17,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 __all__ = [
+    "repeated_correlations",
+    "link_by_correlation",
     "Kind",
     "Lane",
     "SourceInfo",
@@ -328,7 +330,7 @@ class Trace:
                 inv[order] = np.arange(n, dtype=np.int64)
                 fsrc, fdst = inv[fsrc], inv[fdst]
         else:
-            fsrc, fdst = link_by_correlation(kind_a, corr)
+            fsrc, fdst = link_by_correlation(kind_a, corr, start)
 
         loader = None
         if args_loader is not None:
@@ -364,11 +366,18 @@ class Trace:
         )
 
 
-def link_by_correlation(kind: np.ndarray, correlation: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def link_by_correlation(kind: np.ndarray, correlation: np.ndarray,
+                        start_ns: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Pair CPU runtime calls with GPU ops sharing a ``correlation`` id (CUDA/CUPTI).
 
-    Returns (src, dst) int64 index arrays (sorted-trace indices). Each GPU op gets the
-    first CPU call with its correlation; calls or ops without a partner are left out.
+    Returns (src, dst) int64 index arrays (indices into the given arrays). A
+    correlation id names one runtime call (CUPTI), which may launch several GPU ops
+    (a CUDA graph): each GPU op gets the call with its id. When several calls share
+    an id (a broken or merged trace) and ``start_ns`` (int64 ns) is given, a GPU op
+    gets the latest of them that starts at or before it (else the earliest one, for
+    clock skew), so a reused id never links every op to the first call; without
+    ``start_ns`` it gets the first call in array order. Calls or ops without a partner
+    are left out. See ``repeated_correlations`` for the count to warn about.
     """
     cpu = np.isin(kind, np.array([int(k) for k in CPU_CALL_KINDS], dtype=np.int8)) & (correlation >= 0)
     gpu = np.isin(kind, np.array([int(k) for k in GPU_KINDS], dtype=np.int8)) & (correlation >= 0)
@@ -384,7 +393,42 @@ def link_by_correlation(kind: np.ndarray, correlation: np.ndarray) -> tuple[np.n
     pos = np.searchsorted(c_sorted, g_corr, side="left")
     pos_c = np.minimum(pos, c_sorted.size - 1)
     hit = c_sorted[pos_c] == g_corr
+    if start_ns is not None and c_sorted.size > 1 and bool((c_sorted[1:] == c_sorted[:-1]).any()):
+        # rank all start times together, then search on (correlation rank, start rank)
+        c_start, g_start = start_ns[ci], start_ns[gi]
+        _, inv = np.unique(np.concatenate((c_start, g_start)), return_inverse=True)
+        width = np.int64(inv.max() + 2)
+        _, cinv = np.unique(np.concatenate((c_corr, g_corr)), return_inverse=True)
+        c_key = cinv[: ci.size].astype(np.int64) * width + inv[: ci.size]
+        g_key = cinv[ci.size:].astype(np.int64) * width + inv[ci.size:]
+        o = np.argsort(c_key, kind="stable")
+        ck = c_key[o]
+        before = np.searchsorted(ck, g_key, side="right") - 1
+        c_corr_o = c_corr[o]
+        ok_before = (before >= 0) & (c_corr_o[np.maximum(before, 0)] == g_corr)
+        first = np.minimum(np.searchsorted(c_corr_o, g_corr, side="left"), ck.size - 1)
+        pos_c = np.where(ok_before, before, first)
+        hit = c_corr_o[pos_c] == g_corr
     return ci[o[pos_c[hit]]].astype(np.int64), gi[hit].astype(np.int64)
+
+
+def repeated_correlations(kind: np.ndarray, correlation: np.ndarray) -> tuple[int, int, int]:
+    """(ids shared by more than one CPU runtime call and carried by a GPU op, calls
+    carrying them, one such id or -1): a correlation id should name one call (CUPTI);
+    ids that no GPU op carries link nothing and are not counted."""
+    cpu = np.isin(kind, np.array([int(k) for k in CPU_CALL_KINDS], dtype=np.int8)) & (correlation >= 0)
+    c = np.sort(correlation[cpu])
+    if c.size < 2:
+        return 0, 0, -1
+    dup = c[1:] == c[:-1]
+    if not dup.any():
+        return 0, 0, -1
+    ids, counts = np.unique(c, return_counts=True)
+    gpu = np.isin(kind, np.array([int(k) for k in GPU_KINDS], dtype=np.int8))
+    many = (counts > 1) & np.isin(ids, correlation[gpu])
+    if not many.any():
+        return 0, 0, -1
+    return int(many.sum()), int(counts[many].sum()), int(ids[many][0])
 
 
 def sort_order(lane: np.ndarray, start: np.ndarray, dur: np.ndarray, nlanes: int) -> np.ndarray | None:

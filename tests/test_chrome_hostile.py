@@ -162,3 +162,43 @@ def test_kernels_on_a_cpu_thread_are_split_off_and_cpu_ops_stay_cpu(tmp_path):
     assert tr.lanes[tr.lane[c]].is_gpu is False
     assert _busy_ns(tr, 1000) == 2_000 and 1 not in tr.devices()
     assert sum("CPU thread" in w.message for w in tr.warnings) == 1
+
+
+# ------------------------------------------------------------------ correlation ids
+
+def _launch(ts, corr, dur=5):
+    return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": ts, "dur": dur,
+            "args": {"correlation": corr}}
+
+
+def test_shared_correlation_links_each_op_to_the_latest_launch_before_it(tmp_path):
+    # launches at 0, 100, 200 and kernels at 10, 110, 210, all correlation 5
+    evs = [_launch(100 * i, 5) for i in range(3)] + [_kernel(100 * i + 10, f"k{i}", correlation=5) for i in range(3)]
+    tr = parsers.load(_write(tmp_path, _lines(evs)))
+    pairs = sorted((int(tr.start_ns[s]), int(tr.start_ns[d])) for s, d in zip(tr.flow_src, tr.flow_dst))
+    assert pairs == [(0, 10_000), (100_000, 110_000), (200_000, 210_000)]
+    w = [x for x in tr.warnings if x.field == "correlation"]
+    assert len(w) == 1 and "1 correlation id(s) shared by 3 runtime calls" in w[0].message
+
+
+def test_shared_correlation_op_before_every_launch_gets_the_earliest(tmp_path):
+    evs = [_launch(50, 9), _launch(80, 9), _kernel(40, "early", correlation=9)]
+    tr = parsers.load(_write(tmp_path, _lines(evs)))
+    assert [(int(tr.start_ns[s]), int(tr.start_ns[d])) for s, d in zip(tr.flow_src, tr.flow_dst)] == [(50_000, 40_000)]
+
+
+def test_graph_launch_many_kernels_one_call_no_warning(tmp_path):
+    evs = [_launch(0, 3)] + [_kernel(10 + 20 * i, f"g{i}", correlation=3) for i in range(4)]
+    tr = parsers.load(_write(tmp_path, _lines(evs)))
+    assert tr.flow_src.size == 4 and set(tr.start_ns[tr.flow_src].tolist()) == {0}
+    assert not [x for x in tr.warnings if x.field == "correlation"]
+
+
+def test_link_found_twice_is_stored_once(tmp_path):
+    # the same launch -> kernel pair by correlation and by a v1 flow event pair
+    evs = [_launch(0, 7), _kernel(10, correlation=7),
+           {"ph": "s", "cat": "dep", "name": "f", "id": 1, "pid": 1, "tid": 1, "ts": 1},
+           {"ph": "f", "bp": "e", "cat": "dep", "name": "f", "id": 1, "pid": 0, "tid": 7, "ts": 10}]
+    tr = parsers.load(_write(tmp_path, _lines(evs)))
+    assert list(zip(tr.flow_src.tolist(), tr.flow_dst.tolist())) == [(int(np.flatnonzero(tr.kind == int(Kind.LAUNCH))[0]),
+                                                                   int(np.flatnonzero(tr.kind == int(Kind.KERNEL))[0]))]

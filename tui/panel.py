@@ -150,16 +150,18 @@ def compact_card_text(diagnosis, gap: int | None) -> list[Text]:
 
 
 def budget_text(diagnosis) -> Text:
-    """Per-step budget (median step: wall, GPU busy, idle share, tokens/s at one token
-    per step) and the projection without this gap's whole class, or empty."""
+    """Per-step budget (median step: wall, GPU busy, idle share, and tokens/s for a
+    decode step (one token per step) or steps/s otherwise), or empty."""
     t = Text()
     b = getattr(diagnosis, "budget", None)
     if b is None:
         return t
     t.append("Step budget", style="bold underline")
     t.append(f" ({b.steps} step{'s' if b.steps != 1 else ''}, {b.source})\n")
+    rate = (f"{b.tokens_per_s:,.0f} tokens/s" if getattr(b, "decode", False)
+            else f"{getattr(b, 'steps_per_s', 0.0):,.1f} steps/s")
     t.append(f" wall {format_duration_ns(b.wall_ns)}  GPU busy {format_duration_ns(b.gpu_busy_ns)}"
-             f"  idle {100 * b.idle_share:.0f}%  {b.tokens_per_s:,.0f} tokens/s\n")
+             f"  idle {100 * b.idle_share:.0f}%  {rate}\n")
     return t
 
 

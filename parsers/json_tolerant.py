@@ -26,6 +26,7 @@ from .chrome_schema import AnyEvent, Event, EventRawArgs, as_phase_event
 from .errors import TraceFormatError
 from .json_scan import (SENTINEL_VALUES, SENTINELS, LineIndex, ScanResult, find_events_array,  # noqa: F401
                         repair_nonfinite, scan_elements)
+from .json_resync import error_offset, scan_resync
 from .model import TraceWarning
 
 __all__ = [
@@ -242,8 +243,20 @@ def recover(data: bytes, path: str, root: int, lines: LineIndex) -> Recovered:
         raise TraceFormatError(path, "JSON object without a traceEvents array", line=lines.line(root),
                                column=lines.column(root),
                                hint="not a Chrome Trace Event Format file (expected {\"traceEvents\": [...]} or a JSON array of events)")
-    scan = scan_elements(data, begin)
+    scan, breaks = scan_resync(data, begin, lambda close: _tail_state(data, root, close))
     warnings: list[TraceWarning] = []
+    for brk in breaks[:20]:
+        off = error_offset(data, brk)
+        ln, col, resume, first = lines.line(off), lines.column(off), lines.line(brk.resume), lines.line(brk.at)
+        if brk.what == "never closed":
+            lost = f"line {first}" if resume - 1 <= first else f"lines {first}-{resume - 1}"
+            what = f"an event is never closed; {lost} skipped"
+        else:
+            what = brk.what
+        warnings.append(TraceWarning(ln, None, f"malformed JSON at {ln}:{col}: {what}; reading resumed at line {resume}"))
+    if len(breaks) > 20:
+        warnings.append(TraceWarning(lines.line(breaks[20].at), None,
+                                     f"{len(breaks) - 20} more stretches of malformed JSON skipped"))
     n = int(scan.starts.size)
     if n == 0:
         if scan.close >= 0:
@@ -285,6 +298,29 @@ def recover(data: bytes, path: str, root: int, lines: LineIndex) -> Recovered:
         warnings.append(TraceWarning(ln, None, f"file truncated at line {ln}: JSON object not closed after the "
                                                f"traceEvents array; {kept} events recovered"))
     return Recovered(header, events, scan.starts, scan.ends, text, warnings, replaced)
+
+
+def _tail_state(data: bytes, root: int, close: int) -> int:
+    """What follows the events array's ``]`` at ``close``: -1 a proper end of the
+    document (only blanks after a bare array; the rest of the root object otherwise),
+    the offset of the first byte after the end of the document when other text
+    follows it (a second document), -2 anything else (damage or truncation)."""
+    tail = data[close + 1:]
+    if data[root:root + 1] != b"{":
+        rest = len(tail) - len(tail.lstrip(b" \t\r\n"))
+        return -1 if rest == len(tail) else close + 1 + rest
+    head = b'{"traceEvents":[]'
+    try:
+        msgspec.json.decode(head + tail)
+    except msgspec.DecodeError as exc:
+        m = re.search(r"trailing characters \(byte (\d+)\)", str(exc))
+        if not m:
+            return -2
+        at = max(close + 1, close + int(m.group(1)) - len(head))  # msgspec names the byte after the first
+        return at + len(data[at:at + 64]) - len(data[at:at + 64].lstrip(b" \t\r\n"))
+    except (msgspec.ValidationError, RecursionError):
+        return -2
+    return -1
 
 
 def _header(data: bytes, root: int, begin: int, scan: ScanResult) -> tuple[dict[str, Any], bool]:

@@ -202,3 +202,68 @@ def test_link_found_twice_is_stored_once(tmp_path):
     tr = parsers.load(_write(tmp_path, _lines(evs)))
     assert list(zip(tr.flow_src.tolist(), tr.flow_dst.tolist())) == [(int(np.flatnonzero(tr.kind == int(Kind.LAUNCH))[0]),
                                                                    int(np.flatnonzero(tr.kind == int(Kind.KERNEL))[0]))]
+
+
+# ------------------------------------------------------------------ corruption mid-file
+
+_K = '{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":%d,"dur":10}'
+
+
+def _starts_us(tr):
+    return sorted(int(x) // 1000 for x in tr.start_ns)
+
+
+def test_unterminated_string_mid_file_is_malformed_not_truncated(tmp_path):
+    lines = ['{"traceEvents":[', _K % 100 + ",", '{"ph":"X","cat":"kernel","name":"abc, "ph","pid":0,"tid":7,"ts":200,"dur":10},',
+             _K % 300 + ",", _K % 400 + ",", _K % 500, "]}"]
+    tr = parsers.load(_write(tmp_path, "\n".join(lines) + "\n"))
+    assert _starts_us(tr) == [100, 300, 400, 500]
+    (w,) = tr.warnings
+    col = lines[2].index('ph","pid"') + 1  # 1-based column of the first unexpected byte
+    assert w.line == 3 and f"malformed JSON at 3:{col}" in w.message and "truncated" not in w.message
+    assert "resumed at line 4" in w.message
+
+
+@pytest.mark.parametrize("stray", ["]", "}"])
+def test_stray_close_mid_file_reads_on(tmp_path, stray):
+    lines = ['{"traceEvents":[', _K % 100 + ",", _K % 200 + stray + ",", _K % 300, "]}"]
+    tr = parsers.load(_write(tmp_path, "\n".join(lines) + "\n"))
+    assert _starts_us(tr) == [100, 200, 300]
+    (w,) = tr.warnings
+    assert w.line == 3 and f"malformed JSON at 3:{len(_K % 200) + 1}: stray '{stray}'" in w.message
+
+
+def test_second_document_events_are_read(tmp_path):
+    text = '{"traceEvents":[\n' + _K % 100 + "\n]}\n" + '{"traceEvents":[\n' + _K % 200 + "\n]}\n"
+    tr = parsers.load(_write(tmp_path, text))
+    assert _starts_us(tr) == [100, 200]
+    (w,) = tr.warnings
+    assert w.line == 4 and "malformed JSON at 4:1: a second JSON document" in w.message
+
+
+def _pretty(events):
+    """Kineto's layout: one key per line, events at indent 2, nested objects deeper."""
+    body = ",\n".join("  " + json.dumps(e, indent=2).replace("\n", "\n  ") for e in events)
+    return '{\n  "schemaVersion": 1,\n  "traceEvents": [\n' + body + '\n  ],\n  "traceName": "x"\n}\n'
+
+
+def test_pretty_printed_corruption_resumes_at_the_next_event(tmp_path):
+    evs = [_kernel(100 * i, f"k{i}", grid=[{"x": 1}, {"y": 2}]) for i in range(1, 6)]
+    text = _pretty(evs)
+    bad = text.index('"k2"')
+    text = text[:bad] + '"k2' + text[bad + 4:]  # unterminated name string
+    tr = parsers.load(_write(tmp_path, text))
+    assert sorted(tr.names[i] for i in tr.name_id) == ["k1", "k3", "k4", "k5"]
+    assert tr.source.trace_name == "x"
+    (w,) = tr.warnings
+    assert "malformed JSON" in w.message and w.line == text[:bad].count("\n") + 1
+
+
+def test_pretty_printed_truncation_stays_a_truncation(tmp_path):
+    evs = [_kernel(100 * i, f"k{i}", grid=[{"x": 1}, {"y": 2}]) for i in range(1, 6)]
+    text = _pretty(evs)
+    cut = text.index('"y"', text.index('"k4"'))  # inside a nested object list of k4
+    tr = parsers.load(_write(tmp_path, text[:cut]))
+    assert sorted(tr.names[i] for i in tr.name_id) == ["k1", "k2", "k3"]
+    (w,) = tr.warnings
+    assert "truncated" in w.message and "malformed" not in w.message

@@ -16,8 +16,8 @@ Grammar and rules (``docs/ascii-timelines.md``, "Event list"):
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import re
+import typing
 from fractions import Fraction
 
 from .ascii import (LANE_RE, MAX_LANE_DIGITS, MAX_TIME_NS, NUMERIC_TOKEN, UNIT_NS, clip, cpu_lane, gpu_lane, is_malformed,
@@ -26,16 +26,20 @@ from .ascii_names import copy_direction, cpu_kind, gpu_kind, launch_target
 from .errors import TraceFormatError
 from .model import CopyKind, Kind, Trace
 
-__all__ = ["load_events", "UNIT_NS", "MAX_TIME_NS", "to_ns", "parse_line", "EventLine", "link_calls"]
+__all__ = ["load_events", "UNIT_NS", "MAX_TIME_NS", "to_ns", "parse_line", "parse_fast", "EventLine", "link_calls"]
 
 DEFAULT_UNIT = "ms"
 
 _TOKEN = re.compile(r"\s*(\S+)")
+#: The common line in one match: a plain decimal (no exponent, at most 15 + 9 digits), an
+#: optional unit, a lane, the text. Anything else goes through ``parse_line``, which has
+#: the same rules and the messages; this only skips its token-by-token work.
+_FAST = re.compile(r"[ \t]*(\d{1,15}(?:\.\d{0,9})?|\.\d{1,9})[ \t]*(ns|us|µs|μs|ms|s)?[ \t]+"
+                   r"((?i:cpu|gpu))(\d{0,4}):?[ \t]+(\S.*?)\s*$")
 _BEGIN_END = re.compile(r"^(?:(.*?)\s+)?(begin|end)$", re.I)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class EventLine:
+class EventLine(typing.NamedTuple):
     """One parsed line: 1-based ``line``; ``*_col`` 1-based columns; ``time_ns`` int."""
 
     line: int
@@ -103,6 +107,28 @@ def parse_line(raw: str, lineno: int, unit: str, path: str) -> EventLine:
     return EventLine(lineno, time_ns, time_col, unit, lane_label(lm.group(1), lm.group(2)), tok_col, text, text_col)
 
 
+def parse_fast(raw: str, lineno: int, unit: str, labels: dict) -> EventLine | None:
+    """``parse_line``'s result for the common line (plain decimal, optional unit, lane,
+    text, blanks and tabs between) in one regex match; None for any other line (blank,
+    comment, exponent, long number, error...), which ``parse_line`` then reads.
+    ``labels``: a cache of lane labels, shared across calls."""
+    m = _FAST.match(raw)
+    if m is None:
+        return None
+    num, u, kind, number, text = m.groups()
+    u = u or unit
+    if "." in num:
+        ns = to_ns(num, u)
+    else:
+        ns = int(num) * UNIT_NS[u]
+    if ns is None or ns > MAX_TIME_NS:
+        return None
+    label = labels.get((kind, number))
+    if label is None:
+        label = labels[kind, number] = lane_label(kind, number)
+    return EventLine(lineno, ns, m.start(1) + 1, u, label, m.start(3) + 1, text, m.start(5) + 1)
+
+
 def _malformed(path: str, tok: str, lineno: int, col: int) -> TraceFormatError:
     return TraceFormatError(path, f"malformed number {clip(tok)!r}", line=lineno, column=col,
                             hint="numbers read 12, 0.5, .5 or 1e-3")
@@ -132,14 +158,18 @@ def load_events(lines: list[str], path: str = "") -> Trace:
     unit = DEFAULT_UNIT
     units_seen: list[str] = []
     last_on_lane: dict[str, EventLine] = {}
+    labels: dict[tuple[str, str], str] = {}
+    append = parsed.append
     for i, raw in enumerate(lines):
-        s = raw.strip()
-        if not s or s.startswith("#"):
-            continue
-        ev = parse_line(raw, i + 1, unit, path)
+        ev = parse_fast(raw, i + 1, unit, labels)
+        if ev is None:
+            s = raw.strip()
+            if not s or s.startswith("#"):
+                continue
+            ev = parse_line(raw, i + 1, unit, path)
         if ev.unit != unit or not units_seen:
             units_seen.append(ev.unit)
-        unit = ev.unit
+            unit = ev.unit
         prev = last_on_lane.get(ev.lane)
         if prev is not None and ev.time_ns < prev.time_ns:
             raise TraceFormatError(
@@ -147,7 +177,7 @@ def load_events(lines: list[str], path: str = "") -> Trace:
                 f"{_fmt(prev.time_ns, prev.unit)} on line {prev.line}", line=ev.line, column=ev.time_col,
                 hint="lines of one lane must be in time order")
         last_on_lane[ev.lane] = ev
-        parsed.append(ev)
+        append(ev)
     b = new_builder(lines, path, "ascii-events")
     b.source.display_time_unit = units_seen[0] if units_seen else DEFAULT_UNIT
     b.source.extra["default_unit"] = DEFAULT_UNIT
@@ -178,56 +208,72 @@ def _build(b, parsed: list[EventLine], first_ns: int, last_ns: int, path: str) -
             lanes[label] = (gpu_lane if m.group(1) == "GPU" else cpu_lane)(b, m.group(2))
         return lanes[label]
 
+    gpu_kinds: dict[str, tuple[Kind, CopyKind]] = {}
+    work_kinds = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
+
     def emit(label: str, name: str, start: int, end: int, line: int, *, span: bool) -> None:
-        is_gpu = label.startswith("GPU")
-        ck = CopyKind.NONE
-        if is_gpu:
-            kind, ck = gpu_kind(name) if span else (Kind.INSTANT, CopyKind.NONE)
-        else:
-            kind = cpu_kind(name, span=span)
-            if kind == Kind.MEMCPY_CALL:
-                ck = copy_direction(name)
-        rows.append(dict(lane=lane_of(label), name=name, start=start, dur=end - start, kind=kind, ck=ck, line=line))
-        if is_gpu and kind in (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET):
-            gpu_spans.append((start, name, len(rows) - 1, line))
-        elif kind in (Kind.LAUNCH, Kind.MEMCPY_CALL):
+        if label[0] == "G":  # GPU lane
+            if not span:
+                kind, ck = Kind.INSTANT, CopyKind.NONE
+            else:
+                kc = gpu_kinds.get(name)
+                if kc is None:
+                    kc = gpu_kinds[name] = gpu_kind(name)
+                kind, ck = kc
+            rows.append(dict(lane=lanes[label], name=name, start=start, dur=end - start, kind=kind, ck=ck,
+                             line=line))
+            if kind in work_kinds:
+                gpu_spans.append((start, name, len(rows) - 1, line))
+            return
+        kind = cpu_kind(name, span=span)
+        ck = copy_direction(name) if kind == Kind.MEMCPY_CALL else CopyKind.NONE
+        rows.append(dict(lane=lanes[label], name=name, start=start, dur=end - start, kind=kind, ck=ck, line=line))
+        if kind in (Kind.LAUNCH, Kind.MEMCPY_CALL):
             calls.append((start, name, len(rows) - 1, kind, ck))
 
+    begin_end = _BEGIN_END.match
     for ev in parsed:
-        lane_of(ev.lane)
-        p = pending.pop(ev.lane, None)
-        if p is not None:
-            emit(ev.lane, p[1], p[0].time_ns, ev.time_ns, p[0].line, span=False)
-        m = _BEGIN_END.match(ev.text)
+        label, text = ev.lane, ev.text
+        if label not in lanes:
+            lane_of(label)
+        if pending:
+            p = pending.pop(label, None)
+            if p is not None:
+                emit(label, p[1], p[0].time_ns, ev.time_ns, p[0].line, span=False)
+        m = begin_end(text) if text[-1] in "nNdD" else None
         if m is None:
-            if ev.lane.startswith("CPU"):
-                pending[ev.lane] = (ev, ev.text)
+            if label[0] == "C":
+                pending[label] = (ev, text)
             else:
-                emit(ev.lane, ev.text, ev.time_ns, ev.time_ns, ev.line, span=False)
+                emit(label, text, ev.time_ns, ev.time_ns, ev.line, span=False)
             continue
         name, action = (m.group(1) or "").strip(), m.group(2).lower()
         if not name:
             raise TraceFormatError(path, f"{action!r} needs a name before it ('X {action}')",
                                    line=ev.line, column=ev.text_col)
-        key = (ev.lane, name)
+        key = (label, name)
         if action == "begin":
-            open_spans.setdefault(key, []).append(ev)
-            seen_names.add(key)
+            stack = open_spans.get(key)
+            if stack is None:
+                open_spans[key] = [ev]
+                seen_names.add(key)
+            else:
+                stack.append(ev)
             continue
         stack = open_spans.get(key)
         if stack:
             beg = stack.pop()
-            emit(ev.lane, name, beg.time_ns, ev.time_ns, beg.line, span=True)
+            emit(label, name, beg.time_ns, ev.time_ns, beg.line, span=True)
         elif key not in seen_names:
             # The range began before the excerpt: start it at the file's first time.
-            b.warn(ev.line, "text", f"'{clip(name)} end' on {clip(ev.lane)} has no 'begin': taken to start at the "
+            b.warn(ev.line, "text", f"'{clip(name)} end' on {clip(label)} has no 'begin': taken to start at the "
                    f"first time of the file ({_fmt(first_ns, ev.unit)})")
-            emit(ev.lane, name, first_ns, ev.time_ns, ev.line, span=True)
+            emit(label, name, first_ns, ev.time_ns, ev.line, span=True)
+            seen_names.add(key)
         else:
-            raise TraceFormatError(path, f"'{clip(name)} end' without '{clip(name)} begin' on lane {clip(ev.lane)}",
+            raise TraceFormatError(path, f"'{clip(name)} end' without '{clip(name)} begin' on lane {clip(label)}",
                                    line=ev.line, column=ev.text_col,
                                    hint=f"'{clip(name)}' was already closed; each 'end' needs its own 'begin'")
-        seen_names.add(key)
     for label, (ev, text) in pending.items():
         emit(label, text, ev.time_ns, last_ns, ev.line, span=False)
     for (label, name), stack in open_spans.items():
@@ -237,12 +283,15 @@ def _build(b, parsed: list[EventLine], first_ns: int, last_ns: int, path: str) -
             emit(label, name, beg.time_ns, last_ns, beg.line, span=True)
     corr = link_calls(b, rows, gpu_spans, calls)
     # Annotations first among events with equal (start, dur): ranges enclose calls.
-    order = sorted(range(len(rows)), key=lambda k: (rows[k]["start"], -rows[k]["dur"], rows[k]["kind"] != Kind.ANNOTATION))
+    ann = Kind.ANNOTATION
+    order = sorted(range(len(rows)), key=[(r["start"], -r["dur"], r["kind"] != ann) for r in rows].__getitem__)
+    event, launch = b.event, Kind.LAUNCH
     for k in order:
         r = rows[k]
-        args = {"target": launch_target(r["name"])} if r["kind"] == Kind.LAUNCH and launch_target(r["name"]) else None
-        b.event(r["lane"], r["name"], r["start"], r["dur"], r["kind"], correlation=corr.get(k, -1),
-                copy_kind=r["ck"], line=r["line"], args=args)
+        kind = r["kind"]
+        target = launch_target(r["name"]) if kind == launch else ""
+        event(r["lane"], r["name"], r["start"], r["dur"], kind, correlation=corr.get(k, -1),
+              copy_kind=r["ck"], line=r["line"], args={"target": target} if target else None)
     return b.build()
 
 
@@ -274,14 +323,15 @@ def link_calls(b, rows, gpu_spans, calls) -> dict[int, int]:
 
     spans = sorted((g[0], g[2]) for g in gpu_spans)
     kernels = [(t, r) for t, r in spans if rows[r]["kind"] == Kind.KERNEL]
+    launches = sorted(c for c in calls if c[3] == Kind.LAUNCH)
     by_words: dict[frozenset, list] = {}
-    for t, r in kernels:
+    for t, r in (kernels if launches else ()):  # word groups only matter to launch calls
         by_words.setdefault(frozenset(_words(rows[r]["name"])), []).append((t, r))
     groups = {w: _Pool(v, taken) for w, v in by_words.items() if w}
     all_kernels = _Pool(kernels, taken)
     candidates: dict[frozenset, list] = {}
     unmatched = []
-    for start, text, row, _, _ in sorted(c for c in calls if c[3] == Kind.LAUNCH):
+    for start, text, row, _, _ in launches:
         target = frozenset(_words(launch_target(text)))
         if target not in candidates:
             candidates[target] = [p for w, p in groups.items() if target and (w <= target or target <= w)]

@@ -57,6 +57,8 @@ _GPU_COPY = (
     (re.compile(r"memcpy|\bcopy\b", re.I), CopyKind.UNKNOWN),
 )
 _MEMSET_RE = re.compile(r"memset", re.I)
+#: Any word that can make GPU text other than a kernel (a prefilter for ``gpu_kind``).
+_GPU_NOT_KERNEL_RE = re.compile(r"h2d|htod|d2h|dtoh|d2d|dtod|memcpy|copy|memset", re.I)
 
 
 def copy_direction(text: str) -> CopyKind:
@@ -101,6 +103,8 @@ def is_host_word(text: str) -> bool:
 
 def gpu_kind(text: str) -> tuple[Kind, CopyKind]:
     """(kind, copy direction) of a GPU event named ``text`` (GPU table above)."""
+    if _GPU_NOT_KERNEL_RE.search(text) is None:
+        return Kind.KERNEL, CopyKind.NONE
     for rx, ck in _GPU_COPY:
         if rx.search(text):
             return Kind.MEMCPY, ck

@@ -4,6 +4,8 @@ exponents, malformed numbers, exact long fractions, fence counts, capped quotes.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import parsers
 from parsers import TraceFormatError
@@ -120,3 +122,44 @@ def test_warnings_quote_capped_names(tmp_path):
     t = load_text(tmp_path, "0 ms CPU " + LONG + " end\n1 ms CPU launch " + LONG + "\n")
     assert t.warnings and all(len(w.message) < 300 for w in t.warnings)
     assert any(("'" + "N" * 40 + "… end' on CPU has no 'begin'") in w.message for w in t.warnings)
+
+
+FAST_LINES = ["0 ms CPU a begin", "  12.5us GPU k end  ", ".5 s gpu3: x y", "7\tCPU\tlaunch k", "1. ns Cpu12 z",
+              "3 GPU copy H2D", "999999999999999 ns CPU a", "1.123456789 ms GPU b begin", "0 s CPU: end"]
+
+
+@pytest.mark.parametrize("raw", FAST_LINES)
+def test_fast_path_equals_parse_line(raw):
+    from parsers.ascii_events import parse_fast, parse_line
+
+    for unit in ("ms", "us"):
+        fast = parse_fast(raw, 3, unit, {})
+        assert fast is not None, raw
+        assert fast == parse_line(raw, 3, unit, "p")
+
+
+_PIECES = ["0", "12", ".5", "1.", "e3", "5e-1", " ", "  ", "\t", "ms", "us", "s", "ns", "µs", "xs", "CPU", "gpu",
+           "GPU1", "CPU12345", ":", "x", "begin", "end", "#", "1.2.3", "\u00a0", "9" * 16]
+
+
+@given(st.lists(st.sampled_from(_PIECES), max_size=9).map("".join))
+def test_fast_path_agrees_or_declines(raw):
+    from parsers.ascii_events import parse_fast, parse_line
+
+    fast = parse_fast(raw, 1, "ms", {})
+    if fast is not None:
+        assert fast == parse_line(raw, 1, "ms", "p")
+
+
+@given(st.tuples(st.sampled_from(["", " ", "\t", "\u00a0"]), st.sampled_from(["0", "12", ".5", "1.", "1.25", "3e2", "1.2.3",
+                                                                        "9" * 15, "9" * 16, "0.0000000005"]),
+                 st.sampled_from(["", " ", "  "]), st.sampled_from(["", "ms", "us", "s", "ns", "µs", "xs"]),
+                 st.sampled_from([" ", "\t", ""]), st.sampled_from(["CPU", "gpu", "GPU1:", "CPU12345", "FPGA", "CPU::"]),
+                 st.sampled_from([" ", "\t", "", "\u00a0"]), st.sampled_from(["a begin", "x", "end", " k end  ", ""]))
+       .map("".join))
+def test_fast_path_agrees_on_shaped_lines(raw):
+    from parsers.ascii_events import parse_fast, parse_line
+
+    fast = parse_fast(raw, 1, "us", {})
+    if fast is not None:
+        assert fast == parse_line(raw, 1, "us", "p")

@@ -34,6 +34,13 @@ __all__ = ["Columns", "validate", "gpu_checks", "bind_flows", "v2_flows", "MAX_D
 MAX_DUR_US = 1e12
 #: Starts further than this factor from the median start are absurd (when median > 1e9 µs).
 RATIO = 1000.0
+#: A start more than this many median absolute deviations of all starts from their
+#: median (and more than ``OUTLIER_MIN_US``) is an outlier: one epoch timestamp among
+#: trace-relative ones, ``ts: -1e15``. Corpus margin: catapult/fuchsia_trace (two clock
+#: origins 13 days apart, kept) is at 0.16 of the limit.
+OUTLIER_MAD_FACTOR = 1e7
+#: ... and never closer than this to the median (1000 s).
+OUTLIER_MIN_US = 1e9
 _MAX_LISTED = 10
 
 
@@ -107,6 +114,12 @@ def validate(cols: Columns, names: list[str], open_ended: np.ndarray, events: li
             hi = cols.start / 1000.0 > med * RATIO
             absurd_reason[good & lo] = 1
             absurd_reason[good & hi] = 2
+        if s_us.size >= 3:  # far from the bulk, whatever the median (B14's rule made symmetric)
+            mad = float(np.median(np.abs(s_us - med)))
+            thr = max(OUTLIER_MAD_FACTOR * mad, OUTLIER_MIN_US)
+            dev = cols.start / 1000.0 - med
+            absurd_reason[good & (absurd_reason == 0) & (dev < -thr)] = 1
+            absurd_reason[good & (absurd_reason == 0) & (dev > thr)] = 2
         absurd_reason[good & (absurd_reason == 0) & (cols.dur < 0)] = 3
         absurd_reason[good & (absurd_reason == 0) & (cols.dur > MAX_DUR_US * 1000)] = 4
     if open_ended.size:

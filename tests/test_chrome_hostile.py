@@ -267,3 +267,23 @@ def test_pretty_printed_truncation_stays_a_truncation(tmp_path):
     assert sorted(tr.names[i] for i in tr.name_id) == ["k1", "k2", "k3"]
     (w,) = tr.warnings
     assert "truncated" in w.message and "malformed" not in w.message
+
+
+# ------------------------------------------------------------------ outlier timestamps
+
+@pytest.mark.parametrize("bad_ts, where", [(1.7e15, "after"), (-1e15, "before"), (5e9, "after")])
+def test_one_start_far_from_the_bulk_is_flagged_and_kept_out(tmp_path, bad_ts, where):
+    evs = [_kernel(100, "a"), _kernel(bad_ts, "far"), _kernel(300, "b"), _kernel(250, "c")]
+    tr = parsers.load(_write(tmp_path, _lines(evs)))
+    assert sorted(tr.names[i] for i in tr.name_id) == ["a", "b", "c"]
+    assert tr.extent_ns == (100_000, 310_000)
+    (w,) = tr.warnings
+    assert w.line == 3 and w.field == "ts" and f"start far {where} the rest" in w.message
+    assert tr.source.extra["untimed_gpu_ops"][0]["name"] == "far"
+
+
+def test_a_long_trace_with_spread_out_events_keeps_them_all(tmp_path):
+    # 2 hours of events, one per 10 minutes, and a late one a day later: all real
+    ts = [100e6 + i * 600e6 for i in range(13)] + [86400e6 + 7200e6]
+    tr = parsers.load(_write(tmp_path, _lines([_kernel(t, f"k{i}") for i, t in enumerate(ts)])))
+    assert len(tr) == 14 and not tr.warnings

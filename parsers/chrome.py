@@ -196,7 +196,7 @@ def _build(inp: _Input) -> Trace:
         cats[c]
 
     meta = Metadata()
-    collect_metadata(events, mi, meta)
+    collect_metadata(events, mi, meta, warn)
 
     # ---------------------------------------------------------------- X events
     start, st_status = times(xs, "ts")
@@ -428,6 +428,8 @@ def _source_info(inp: _Input, cat_list: list, legacy: bool, ignored: dict, meta:
     info.ignored_counts = ignored
     if meta.process_labels:
         info.extra["process_labels"] = dict(meta.process_labels)
+    if meta.renamed_threads:
+        info.extra["renamed_threads"] = meta.renamed_threads
     return info
 
 

@@ -52,9 +52,17 @@ class Rows:
         return len(self.start)
 
 
-def collect_metadata(events: list, idx: list[int], meta: Metadata) -> None:
+def collect_metadata(events: list, idx: list[int], meta: Metadata, warn=None) -> None:
     """Fill ``meta`` from the ``M`` events at positions ``idx`` (``args.name``,
-    ``args.sort_index``, ``args.labels``)."""
+    ``args.sort_index``, ``args.labels``).
+
+    When one pid (or pid, tid) is given two different ``process_name``/``thread_name``
+    values, the last in file order wins (as in Perfetto's importer). Conflicting
+    ``process_name``s get one warning ``warn(k, "args.name", message)`` with the count
+    (when ``warn`` is given); a ``thread_name`` that changes is a thread renamed during
+    the run (Kineto records ``python3`` then ``pt_autograd_0``; 8 corpus files do) and
+    is only counted in ``meta.renamed_threads``."""
+    conflicts: list[tuple[int, str, str, str, str]] = []  # (k, what, id, old, new)
     for k in idx:
         e = events[k]
         a = e.args
@@ -62,9 +70,15 @@ def collect_metadata(events: list, idx: list[int], meta: Metadata) -> None:
         tid = id_text(e.tid)
         name = e.name
         if name == "process_name" and a.name is not None:
+            old = meta.process_name.get(pid)
             meta.process_name[pid] = str(a.name)
+            if old is not None and old != meta.process_name[pid]:
+                conflicts.append((k, "process_name", f"pid {pid}", old, meta.process_name[pid]))
         elif name == "thread_name" and a.name is not None:
+            old = meta.thread_name.get((pid, tid))
             meta.thread_name[(pid, tid)] = str(a.name)
+            if old is not None and old != meta.thread_name[(pid, tid)]:
+                meta.renamed_threads += 1
         elif name in ("process_sort_index", "thread_sort_index"):
             v = a.sort_index
             if _finite(v) is not None:
@@ -74,6 +88,11 @@ def collect_metadata(events: list, idx: list[int], meta: Metadata) -> None:
                     meta.thread_sort[(pid, tid)] = int(v)
         elif name == "process_labels" and a.labels is not None:
             meta.process_labels[pid] = str(a.labels)
+    if conflicts and warn is not None:
+        k, what, who, old, new = conflicts[0]
+        more = f" ({len(conflicts)} conflicting names in all)" if len(conflicts) > 1 else ""
+        warn(k, "args.name", f"{what} of {who} given twice ({old!r}, then {new!r}): the last one is used, "
+                             f"as in Perfetto{more}")
 
 
 def collect_rows(events: list, by_phase: dict[str, list[int]], rows: Rows, warn: Callable[[int, str | None, str], None],

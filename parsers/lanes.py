@@ -79,6 +79,7 @@ class Metadata:
     process_sort: dict[str, int] = dataclasses.field(default_factory=dict)
     thread_sort: dict[tuple[str, str], int] = dataclasses.field(default_factory=dict)
     process_labels: dict[str, str] = dataclasses.field(default_factory=dict)
+    renamed_threads: int = 0  # thread_name events that changed an earlier name (the last wins)
 
 
 def _idkey(text: str) -> tuple:

@@ -287,3 +287,27 @@ def test_a_long_trace_with_spread_out_events_keeps_them_all(tmp_path):
     ts = [100e6 + i * 600e6 for i in range(13)] + [86400e6 + 7200e6]
     tr = parsers.load(_write(tmp_path, _lines([_kernel(t, f"k{i}") for i, t in enumerate(ts)])))
     assert len(tr) == 14 and not tr.warnings
+
+
+# ------------------------------------------------------------------ conflicting metadata
+
+def test_conflicting_process_names_warn_once_and_the_last_wins(tmp_path):
+    evs = [{"name": "process_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "GPU 0"}},
+           {"name": "process_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "python3"}},
+           {"name": "process_name", "ph": "M", "pid": "0", "tid": 0, "args": {"name": "trainer"}},
+           {"name": "process_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "trainer"}},
+           _kernel(5), _kernel(50)]
+    tr = parsers.load(_write(tmp_path, _lines(evs)))
+    assert [ln.process_name for ln in tr.lanes] == ["trainer"]
+    (w,) = tr.warnings
+    assert w.line == 3 and w.field == "args.name"
+    assert "process_name of pid 0 given twice ('GPU 0', then 'python3')" in w.message and "2 conflicting" in w.message
+
+
+def test_renamed_thread_takes_the_last_name_without_a_warning(tmp_path):
+    evs = [{"name": "thread_name", "ph": "M", "pid": 1, "tid": 9, "args": {"name": "thread 9 (python3)"}},
+           {"name": "thread_name", "ph": "M", "pid": 1, "tid": 9, "args": {"name": "thread 9 (pt_autograd_0)"}},
+           {"ph": "X", "cat": "cpu_op", "name": "c", "pid": 1, "tid": 9, "ts": 0, "dur": 10}]
+    tr = parsers.load(_write(tmp_path, _lines(evs)))
+    assert [ln.thread_name for ln in tr.lanes] == ["thread 9 (pt_autograd_0)"]
+    assert not tr.warnings and tr.source.extra["renamed_threads"] == 1

@@ -233,21 +233,26 @@ def _build(b, parsed: list[EventLine], first_ns: int, last_ns: int, path: str) -
 
     begin_end = _BEGIN_END.match
     for ev in parsed:
-        label, text = ev.lane, ev.text
+        line, time_ns, _, _, label, _, text, _ = ev
         if label not in lanes:
             lane_of(label)
         if pending:
             p = pending.pop(label, None)
             if p is not None:
-                emit(label, p[1], p[0].time_ns, ev.time_ns, p[0].line, span=False)
-        m = begin_end(text) if text[-1] in "nNdD" else None
-        if m is None:
-            if label[0] == "C":
-                pending[label] = (ev, text)
-            else:
-                emit(label, text, ev.time_ns, ev.time_ns, ev.line, span=False)
-            continue
-        name, action = (m.group(1) or "").strip(), m.group(2).lower()
+                emit(label, p[1], p[0].time_ns, time_ns, p[0].line, span=False)
+        head, blank, last = text.rpartition(" ")
+        action = last.lower() if blank else ""
+        if action == "begin" or action == "end":  # the common 'X begin' / 'X end', as _BEGIN_END reads it
+            name = head.strip()
+        else:
+            m = begin_end(text) if text[-1] in "nNdD" else None
+            if m is None:
+                if label[0] == "C":
+                    pending[label] = (ev, text)
+                else:
+                    emit(label, text, time_ns, time_ns, line, span=False)
+                continue
+            name, action = (m.group(1) or "").strip(), m.group(2).lower()
         if not name:
             raise TraceFormatError(path, f"{action!r} needs a name before it ('X {action}')",
                                    line=ev.line, column=ev.text_col)

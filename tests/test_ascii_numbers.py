@@ -163,3 +163,10 @@ def test_fast_path_agrees_on_shaped_lines(raw):
     fast = parse_fast(raw, 1, "us", {})
     if fast is not None:
         assert fast == parse_line(raw, 1, "us", "p")
+
+
+def test_begin_end_words_after_any_blank(tmp_path):
+    # the fast 'X begin' check (last word after a space) and _BEGIN_END (any whitespace) agree
+    t = load_text(tmp_path, "0 ms GPU a\tbegin\n1 ms GPU a  END\n2 ms GPU b c begin\n3 ms GPU b c\u00a0end\n"
+                            "4 ms GPU begin begin\n5 ms GPU begin end\n")
+    assert spans(t) == {"a": (0, MS), "b c": (2 * MS, MS), "begin": (4 * MS, MS)}

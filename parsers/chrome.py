@@ -28,7 +28,6 @@ bound to slices (``chrome_checks.bind_flows``).
 from __future__ import annotations
 
 import gc
-import math
 import re
 from collections import Counter
 from itertools import repeat
@@ -50,7 +49,7 @@ from .errors import TraceFormatError
 from .json_tolerant import recover
 from .kinds import KINETO_CATS, KINETO_FLOW_CATS
 from .lanes import Metadata
-from .chrome_flows import has_unlinked_work, kineto_flow_links
+from .chrome_flows import has_unlinked_work, kineto_flow_links, unique_pairs
 from .model import Kind, SourceInfo, Trace, TraceWarning, link_by_correlation, repeated_correlations
 
 __all__ = ["load_chrome"]
@@ -169,7 +168,7 @@ def _build(inp: _Input) -> Trace:
         warns.append((k, field, msg))
 
     code = np.fromiter(map(_PHASE_CODE.get, map(type, events), repeat(_PH_OTHER)), dtype=np.int8, count=n)
-    bad_ids = _bad_id_events(events, warn)
+    bad_ids = checks.bad_id_events(events, warn)
     if bad_ids:
         code[bad_ids] = _PH_SKIP
     xi = np.flatnonzero(code == _PH_X)
@@ -308,7 +307,7 @@ def _build(inp: _Input) -> Trace:
         if has_unlinked_work(cols.kind, linked):
             kf = [k for k in kineto_flows.tolist() if events[k].cat in KINETO_FLOW_CATS]
             ks, kd = kineto_flow_links(events, kf, cols.kind, cols.start, cols.dur, lane_final, lanes_raw, remap, linked)
-    flows = _unique_pairs(np.concatenate((fs, gs, vs, ks)), np.concatenate((fd, gd, vd, kd)))
+    flows = unique_pairs(np.concatenate((fs, gs, vs, ks)), np.concatenate((fd, gd, vd, kd)))
 
     source = _source_info(inp, cat_list, legacy, ignored, meta, warn)
     if n_kineto_flows:
@@ -342,38 +341,6 @@ def _build(inp: _Input) -> Trace:
     )
     flatten_sync_markers(trace)
     return trace
-
-
-def _bad_id_events(events: list, warn) -> list[int]:
-    """Indices of events whose pid or tid is a non-finite number (``1e400``, NaN):
-    not an id; each is skipped with a warning (the first 20 listed)."""
-    bad = []
-    for field in ("pid", "tid"):
-        vals = list(map(_get[field], events))
-        if float not in set(map(type, vals)):
-            continue
-        for k, v in enumerate(vals):
-            if type(v) is float and not math.isfinite(v):
-                bad.append((k, field, v))
-    bad.sort()
-    for j, (k, field, v) in enumerate(bad):
-        if j == 20:
-            warn(k, field, f"{len(bad) - 20} more events with a non-finite {field} skipped")
-            break
-        warn(k, field, f"event {label(events[k].name)!r} has non-finite {field} ({v}); skipped")
-    return sorted({k for k, _, _ in bad})
-
-
-def _unique_pairs(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(src, dst) flow pairs with repeats removed (a link found by correlation and by a
-    flow event is one link), first occurrence kept, order otherwise unchanged."""
-    if src.size < 2:
-        return src, dst
-    _, first = np.unique(np.stack((src, dst)), axis=1, return_index=True)
-    if first.size == src.size:
-        return src, dst
-    first.sort()
-    return src[first], dst[first]
 
 
 def _count_rows(by_phase: dict) -> int:

@@ -18,6 +18,8 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+from operator import attrgetter
 
 import msgspec
 import numpy as np
@@ -28,7 +30,7 @@ from .json_tolerant import SENTINEL_VALUES
 from .lanes import id_text
 from .model import GPU_WORK_KINDS, Kind
 
-__all__ = ["Columns", "validate", "gpu_checks", "bind_flows", "v2_flows", "MAX_DUR_US", "RATIO"]
+__all__ = ["Columns", "validate", "gpu_checks", "bind_flows", "v2_flows", "bad_id_events", "MAX_DUR_US", "RATIO"]
 
 #: Durations above this (µs) are absurd.
 MAX_DUR_US = 1e12
@@ -303,3 +305,27 @@ def v2_flows(events: list, xi: np.ndarray, cols: Columns) -> tuple[np.ndarray, n
                     src.append(a)
                     dst.append(b)
     return np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
+
+
+def bad_id_events(events: list, warn) -> list[int]:
+    """Indices of events whose pid or tid is a non-finite number (``1e400``, NaN):
+    not an id; each is skipped with a warning (the first 20 listed)."""
+    bad = []
+    for field in ("pid", "tid"):
+        vals = list(map(attrgetter(field), events))
+        if float not in set(map(type, vals)):
+            continue
+        for k, v in enumerate(vals):
+            if type(v) is float and not math.isfinite(v):
+                bad.append((k, field, v))
+    bad.sort()
+    for j, (k, field, v) in enumerate(bad):
+        if j == 20:
+            warn(k, field, f"{len(bad) - 20} more events with a non-finite {field} skipped")
+            break
+        warn(k, field, f"event {_label(events[k].name)!r} has non-finite {field} ({v}); skipped")
+    return sorted({k for k, _, _ in bad})
+
+
+def _label(x) -> str:
+    return "" if x is None else (x if isinstance(x, str) else str(x))

@@ -26,7 +26,7 @@ from .chrome_times import NEED_EXACT, OK
 from .lanes import id_text
 from .model import CPU_CALL_KINDS, GPU_KINDS, GPU_WORK_KINDS
 
-__all__ = ["kineto_flow_links", "has_unlinked_work", "TOLERANCE_NS"]
+__all__ = ["kineto_flow_links", "has_unlinked_work", "unique_pairs", "TOLERANCE_NS"]
 
 #: Slack (ns) when a flow's ``ts`` was only approximated (float64 of epoch µs).
 TOLERANCE_NS = 1000
@@ -145,3 +145,15 @@ def _bind(idx: np.ndarray, ts: np.ndarray, tol: np.ndarray, lane: np.ndarray, en
         ok = np.where(enc, ok_enc, ok_next)
         out[sel[ok]] = r_o[a + j[ok]]
     return out
+
+
+def unique_pairs(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(src, dst) flow pairs with repeats removed (a link found by correlation and by a
+    flow event is one link), first occurrence kept, order otherwise unchanged."""
+    if src.size < 2:
+        return src, dst
+    _, first = np.unique(np.stack((src, dst)), axis=1, return_index=True)
+    if first.size == src.size:
+        return src, dst
+    first.sort()
+    return src[first], dst[first]

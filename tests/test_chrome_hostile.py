@@ -311,3 +311,42 @@ def test_renamed_thread_takes_the_last_name_without_a_warning(tmp_path):
     tr = parsers.load(_write(tmp_path, _lines(evs)))
     assert [ln.thread_name for ln in tr.lanes] == ["thread 9 (pt_autograd_0)"]
     assert not tr.warnings and tr.source.extra["renamed_threads"] == 1
+
+
+# ------------------------------------------------------------------ link rule vs a slow reference
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from parsers.model import link_by_correlation  # noqa: E402
+
+
+def _slow_links(kind, corr, start):
+    out = set()
+    calls = [i for i in range(len(kind)) if kind[i] == int(Kind.LAUNCH) and corr[i] >= 0]
+    for g in range(len(kind)):
+        if kind[g] != int(Kind.KERNEL) or corr[g] < 0:
+            continue
+        mine = [i for i in calls if corr[i] == corr[g]]
+        if not mine:
+            continue
+        before = [i for i in mine if start[i] <= start[g]]
+        if before:
+            best = max(start[i] for i in before)
+            pick = [i for i in before if start[i] == best][-1]
+        else:
+            best = min(start[i] for i in mine)
+            pick = [i for i in mine if start[i] == best][0]
+        out.add((pick, g))
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([int(Kind.LAUNCH), int(Kind.KERNEL), int(Kind.CPU_OP)]),
+                          st.integers(-1, 4), st.integers(0, 20)), max_size=40))
+def test_link_by_correlation_matches_slow_reference(rows):
+    kind = np.array([r[0] for r in rows], dtype=np.int8)
+    corr = np.array([r[1] for r in rows], dtype=np.int64)
+    start = np.array([r[2] for r in rows], dtype=np.int64)
+    src, dst = link_by_correlation(kind, corr, start)
+    assert set(zip(src.tolist(), dst.tolist())) == _slow_links(kind.tolist(), corr.tolist(), start.tolist())
+    assert len(set(dst.tolist())) == dst.size

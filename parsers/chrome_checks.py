@@ -312,9 +312,10 @@ def bad_id_events(events: list, warn) -> list[int]:
     not an id; each is skipped with a warning (the first 20 listed)."""
     bad = []
     for field in ("pid", "tid"):
-        vals = list(map(attrgetter(field), events))
-        if float not in set(map(type, vals)):
+        get = attrgetter(field)
+        if float not in set(map(type, map(get, events))):
             continue
+        vals = list(map(get, events))
         for k, v in enumerate(vals):
             if type(v) is float and not math.isfinite(v):
                 bad.append((k, field, v))

@@ -148,12 +148,17 @@ def _bind(idx: np.ndarray, ts: np.ndarray, tol: np.ndarray, lane: np.ndarray, en
 
 
 def unique_pairs(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(src, dst) flow pairs with repeats removed (a link found by correlation and by a
-    flow event is one link), first occurrence kept, order otherwise unchanged."""
+    """(src, dst) flow pairs (int64 row indices) with repeats removed (a link found by
+    correlation and by a flow event is one link), first occurrence kept, order
+    otherwise unchanged. One sort of an int64 key."""
     if src.size < 2:
         return src, dst
-    _, first = np.unique(np.stack((src, dst)), axis=1, return_index=True)
-    if first.size == src.size:
+    key = src * (int(dst.max()) + 1) + dst
+    o = np.argsort(key, kind="stable")
+    ko = key[o]
+    dup = ko[1:] == ko[:-1]
+    if not dup.any():
         return src, dst
-    first.sort()
-    return src[first], dst[first]
+    keep = np.ones(src.size, dtype=bool)
+    keep[o[1:][dup]] = False  # stable: the first occurrence of each key comes first
+    return src[keep], dst[keep]

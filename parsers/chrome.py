@@ -158,7 +158,7 @@ _PHASE_CODE = {EVENT_CLASS["X"]: _PH_X, EVENT_CLASS["M"]: _PH_M, EVENT_CLASS["s"
 _HANDLED = frozenset(("B", "E", "i", "I", "R", "C", "b", "e", "n", "S", "T", "F"))
 
 
-def _build(inp: _Input) -> Trace:
+def _build(inp: _Input, check_ids: bool = False) -> Trace:
     events = inp.events
     text = inp.text
     n = len(events)
@@ -168,7 +168,9 @@ def _build(inp: _Input) -> Trace:
         warns.append((k, field, msg))
 
     code = np.fromiter(map(_PHASE_CODE.get, map(type, events), repeat(_PH_OTHER)), dtype=np.int8, count=n)
-    bad_ids = checks.bad_id_events(events, warn)
+    # ids that are non-finite numbers: found cheaply on the lane keys below, then the
+    # build starts again with those events skipped (rare)
+    bad_ids = checks.bad_id_events(events, warn, text.repaired) if check_ids else []
     if bad_ids:
         code[bad_ids] = _PH_SKIP
     xi = np.flatnonzero(code == _PH_X)
@@ -203,6 +205,8 @@ def _build(inp: _Input) -> Trace:
     names = Interner()
     name_x = np.fromiter(map(names.__getitem__, map(_get["name"], xs)), dtype=np.int32, count=nx)
     lanes_raw, lane_x = lane_keys(xs)
+    if not check_ids and checks.has_bad_ids(lanes_raw, events, by_phase, text.repaired):
+        return _build(inp, check_ids=True)
     cat_list = list(cats)
     kind_x = kinds(cat_list, cat_x, name_x, list(names))
     old_ids = any(c in ("Operator", "Runtime", "Kernel", "Memcpy", "Memset") for c in cat_list if isinstance(c, str))

@@ -30,7 +30,7 @@ from .json_tolerant import SENTINEL_VALUES
 from .lanes import id_text
 from .model import GPU_WORK_KINDS, Kind
 
-__all__ = ["Columns", "validate", "gpu_checks", "bind_flows", "v2_flows", "bad_id_events", "MAX_DUR_US", "RATIO"]
+__all__ = ["Columns", "validate", "gpu_checks", "bind_flows", "v2_flows", "bad_id_events", "has_bad_ids", "MAX_DUR_US", "RATIO"]
 
 #: Durations above this (µs) are absurd.
 MAX_DUR_US = 1e12
@@ -307,18 +307,27 @@ def v2_flows(events: list, xi: np.ndarray, cols: Columns) -> tuple[np.ndarray, n
     return np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
 
 
-def bad_id_events(events: list, warn) -> list[int]:
-    """Indices of events whose pid or tid is a non-finite number (``1e400``, NaN):
-    not an id; each is skipped with a warning (the first 20 listed)."""
+def _nonfinite(v, repaired: bool) -> bool:
+    """A non-finite float, or (in a repaired text) a NaN/Infinity sentinel string."""
+    if type(v) is float:
+        return not math.isfinite(v)
+    return repaired and type(v) is str and v in SENTINEL_VALUES
+
+
+def bad_id_events(events: list, warn, repaired: bool = False) -> list[int]:
+    """Indices of events whose pid or tid is a non-finite number (``1e400``, ``NaN``;
+    ``repaired``: the text's NaN/Infinity tokens became sentinel strings): not an id;
+    each is skipped with a warning (the first 20 listed)."""
     bad = []
     for field in ("pid", "tid"):
         get = attrgetter(field)
-        if float not in set(map(type, map(get, events))):
+        types = set(map(type, map(get, events)))
+        if float not in types and not (repaired and str in types):
             continue
         vals = list(map(get, events))
         for k, v in enumerate(vals):
-            if type(v) is float and not math.isfinite(v):
-                bad.append((k, field, v))
+            if _nonfinite(v, repaired):
+                bad.append((k, field, SENTINEL_VALUES.get(v, v) if type(v) is str else v))
     bad.sort()
     for j, (k, field, v) in enumerate(bad):
         if j == 20:
@@ -326,6 +335,18 @@ def bad_id_events(events: list, warn) -> list[int]:
             break
         warn(k, field, f"event {_label(events[k].name)!r} has non-finite {field} ({v}); skipped")
     return sorted({k for k, _, _ in bad})
+
+
+def has_bad_ids(lanes_raw: dict, events: list, by_phase: dict, repaired: bool = False) -> bool:
+    """Whether any (pid, tid) among the ``X`` lane keys ``lanes_raw`` or the ids of the
+    other-phase events (``by_phase``: phase → event indices) is non-finite (see
+    ``bad_id_events``); cost: the distinct lanes plus the non-``X`` events."""
+    def bad(v) -> bool:
+        return _nonfinite(v, repaired)
+
+    if any(bad(p) or bad(t) for p, t in lanes_raw):
+        return True
+    return any(bad(events[k].pid) or bad(events[k].tid) for ks in by_phase.values() for k in ks)
 
 
 def _label(x) -> str:

@@ -138,7 +138,7 @@ def test_args_device_wins_over_an_odd_pid(tmp_path):
     assert tr.devices() == [0] and _busy_ns(tr, 0) == 120_000
 
 
-@pytest.mark.parametrize("pid", ["true", "{}", "[1]", "1e400", "-1e400"])
+@pytest.mark.parametrize("pid", ["true", "{}", "[1]", "1e400", "-1e400", "NaN", "-Infinity"])
 def test_non_scalar_or_non_finite_pid_is_an_invalid_event(tmp_path, pid):
     other = '{"ph":"X","cat":"kernel","name":"other","pid":' + pid + ',"tid":7,"ts":150,"dur":100}'
     evs = [{"ph": "X", "cat": "kernel", "name": "a", "pid": 0, "tid": 7, "ts": 100, "dur": 10}, other]

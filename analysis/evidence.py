@@ -36,6 +36,9 @@ class EvidenceIndex:
     cause: np.ndarray
     end: np.ndarray
     runmax: np.ndarray
+    #: Lanes holding at least one sync-class event: the only lanes other than T whose
+    #: events can be evidence, so a process with 100k threads is not scanned per gap.
+    sync_lanes: frozenset = frozenset()
 
     @classmethod
     def build(cls, trace: Trace, valid: np.ndarray | None = None, exclude: np.ndarray | None = None) -> "EvidenceIndex":
@@ -49,7 +52,9 @@ class EvidenceIndex:
             a, b = int(trace.lane_offsets[k]), int(trace.lane_offsets[k + 1])
             if b > a:
                 np.maximum.accumulate(runmax[a:b], out=runmax[a:b])
-        return cls(event_cause(trace, valid, exclude), end, runmax)
+        cause = event_cause(trace, valid, exclude)
+        sync_lanes = frozenset(np.unique(trace.lane[cause == int(Cause.SYNC)]).tolist())
+        return cls(cause, end, runmax, sync_lanes)
 
     def overlapping(self, trace: Trace, lane: int, a: int, b: int) -> np.ndarray:
         """Event indices on ``lane`` overlapping [a, b) (by evidence end)."""
@@ -75,9 +80,11 @@ def evidence_for_gap(trace: Trace, gaps: Gaps, i: int, index: EvidenceIndex, lim
     cand: list[np.ndarray] = []
     if T >= 0:
         pid = lanes[T].pid
-        for ln in lanes:
-            if not ln.is_gpu and ln.pid == pid:
-                cand.append(index.overlapping(trace, ln.index, a, b))
+        cand.append(index.overlapping(trace, T, a, b))
+        for k in sorted(index.sync_lanes):
+            ln = lanes[k]
+            if k != T and not ln.is_gpu and ln.pid == pid:
+                cand.append(index.overlapping(trace, k, a, b))
     for ln in lanes:
         if ln.is_gpu and ln.device == dev:
             cand.append(index.overlapping(trace, ln.index, a, b))

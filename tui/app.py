@@ -17,6 +17,7 @@ from textual.widgets import Static
 
 from analysis.types import Cause
 
+from .bindings import help_key_rows
 from .loading import LoadScreen
 from .screen import TraceScreen
 
@@ -41,13 +42,11 @@ def help_text(screen: Screen) -> Text:
     t.append("gapscope keys", style="bold")
     t.append("   (Escape or q closes this help)\n\n")
     own_ids = {b.id for b in type(screen).BINDINGS if isinstance(b, Binding)}
-    rows: dict[tuple[bool, str, str], list[str]] = {}
-    for key, active in screen.active_bindings.items():
-        b = active.binding
-        if not b.description or b.system:
-            continue
-        own = b.id in own_ids if b.id else False
-        rows.setdefault((own, b.action, b.tooltip or b.description), []).append(_key_name(screen, b, key))
+    rows = help_key_rows(
+        screen,
+        lambda b: (b.id in own_ids if b.id else False, b.action, b.tooltip or b.description),
+        lambda b, key: _key_name(screen, b, key),
+    )
     others = []
     for (own, _action, desc), keys in rows.items():
         line = Text(f"{' '.join(dict.fromkeys(keys)):>14}  ", style="bold")

@@ -5,10 +5,11 @@ app's keymap) and their short footer labels. Shared with the exercise screen thr
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, Callable
 
 from textual.binding import Binding
 
-__all__ = ["trace_bindings", "FOOTER_LABELS", "footer_binding"]
+__all__ = ["trace_bindings", "FOOTER_LABELS", "footer_binding", "help_key_rows"]
 
 
 def trace_bindings(ids: "set[str] | None" = None) -> list[Binding]:
@@ -77,3 +78,18 @@ def footer_binding(b: Binding) -> Binding:
         return b
     key, label = FOOTER_LABELS[b.id]
     return dataclasses.replace(b, description=label, key_display=key, tooltip=b.description)
+
+
+def help_key_rows(screen, group: Callable[[Binding], Any], key_name: Callable[[Binding, str], str],
+                  keep: Callable[[Any], bool] = lambda active: True) -> dict[Any, list[str]]:
+    """The rows of a key help: ``screen.active_bindings`` (the live map, keymap
+    overrides included) without bindings lacking a description or marked ``system``
+    or refused by ``keep(active_binding)``, grouped by ``group(binding)`` in binding
+    order; each row lists ``key_name(binding, key)`` of its keys (duplicates kept)."""
+    rows: dict[Any, list[str]] = {}
+    for key, active in screen.active_bindings.items():
+        b: Binding = active.binding
+        if not b.description or b.system or not keep(active):
+            continue
+        rows.setdefault(group(b), []).append(key_name(b, key))
+    return rows

@@ -11,6 +11,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
+from .bindings import help_key_rows
+
 __all__ = ["ExerciseHelpScreen", "exercise_help_text", "how_to_answer", "keys_of"]
 
 _NAMES = {"enter": "Enter", "escape": "Esc", "up": "↑", "down": "↓", "tab": "Tab"}
@@ -68,12 +70,12 @@ def exercise_help_text(screen: Screen) -> Text:
     t.append("Card: the fields are asked one by one; a wrong card asks the wrong fields again.\n")
     t.append("Tab / shift+Tab move between the timeline, the note and the answer.\n\n")
     t.append("Keys\n", style="bold underline")
-    rows: dict[str, list[str]] = {}
-    for key, active in screen.active_bindings.items():
-        b: Binding = active.binding
-        if not b.description or b.system or active.node not in (screen, screen.app):
-            continue
-        rows.setdefault(b.description, []).append(_NAMES.get(key) or screen.app.get_key_display(b))
+    rows = help_key_rows(
+        screen,
+        lambda b: b.description,
+        lambda b, key: _NAMES.get(key) or screen.app.get_key_display(b),
+        keep=lambda active: active.node in (screen, screen.app),
+    )
     for desc, keys in rows.items():
         keys = list(dict.fromkeys(keys))
         if len(keys) >= 2 and all(k.isdigit() for k in keys):

@@ -314,6 +314,7 @@ def test_panel_toggle_and_help_from_bindings():
             screen = await wait_ready(pilot)
             panel = screen.query_one("#panel")
             modes = [(screen.panel_mode, bool(panel.display), panel.compact, panel.size.height)]
+            lane_rows = len(screen.lanes.rows)
             for _ in range(3):
                 await pilot.press("p")
                 await pilot.pause()
@@ -325,13 +326,17 @@ def test_panel_toggle_and_help_from_bindings():
             help_shown = isinstance(app.screen, HelpScreen)
             text = str(help_text(screen))
             await pilot.press("escape")
-            return modes, help_shown, text, isinstance(app.screen, TraceScreen)
+            return modes, help_shown, text, isinstance(app.screen, TraceScreen), lane_rows
 
-    modes, help_shown, text, back = asyncio.run(run())
-    # narrow: compact card (5 lines + border) → expanded (the 21-row main area less 7 lane rows and the border) → hidden → compact
+    modes, help_shown, text, back, lane_rows = asyncio.run(run())
+    # narrow: compact card → expanded (the 21-row main area less 7 lane rows and the
+    # border) → hidden → compact. The compact card takes the rows the lanes leave empty
+    # (ruler + lane rows + one spare), at least 6 and at most the main area less 7 rows.
     assert [m[:3] for m in modes] == [
         ("compact", True, True), ("expanded", True, False), ("hidden", False, False), ("compact", True, True)]
-    assert modes[0][3] == 5 and modes[1][3] == 21 - 7 - 1
+    compact_outer = max(6, min(21 - 7, 21 - (lane_rows + 2)))
+    assert modes[0][3] == compact_outer - 1 and modes[3][3] == compact_outer - 1
+    assert modes[1][3] == 21 - 7 - 1
     assert help_shown and back
     assert "next gap" in text and "kernel↔launch" in text and "zoom in" in text
 

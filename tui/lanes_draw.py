@@ -83,6 +83,7 @@ class LaneDrawing:
             self._base_style = self.rich_style
         self._frame_width = self.size.width
         self._sync_width()
+        self._keep_row_visible()  # the height may have changed since the last key (panel, prompt)
         return super().render_lines(crop)
 
     def notify_style_update(self) -> None:

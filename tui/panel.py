@@ -119,9 +119,10 @@ def first_sentence(text: str) -> str:
 
 
 def compact_card_text(diagnosis, gap: int | None) -> list[Text]:
-    """The card of ``gap`` in at most ``COMPACT_LINES`` lines, for narrow terminals:
-    a summary with the cause, the smell, and the first sentence of *why*; each item is
-    one logical line (the panel wraps them and cuts what does not fit)."""
+    """The card of ``gap`` for narrow terminals: a summary with the cause, the smell,
+    the first sentence of *why*, then the first experiment, forbidden step and proof;
+    each item is one logical line (the panel wraps them, keeps the first three, and
+    shows the rest as far as its height allows: ``COMPACT_LINES`` rows at least)."""
     if diagnosis is None or gap is None or len(diagnosis.gaps) == 0:
         return card_text(diagnosis, gap).split("\n")
     g = diagnosis.gaps
@@ -146,7 +147,14 @@ def compact_card_text(diagnosis, gap: int | None) -> list[Text]:
     why = Text()
     why.append("Why: ", style="bold")
     why.append(sanitize(first_sentence(card.why)))
-    return [head, smell, why]
+    extras = []
+    for label, value in (("First experiment: ", card.first_experiment), ("Forbidden: ", card.forbidden_step),
+                         ("Proof: ", card.proof)):
+        t = Text()
+        t.append(label, style="bold")
+        t.append(sanitize(str(value)))
+        extras.append(t)
+    return [head, smell, why, *extras]
 
 
 def budget_text(diagnosis) -> Text:
@@ -276,13 +284,15 @@ class GapPanel(Widget):
 
     def _compact_lines(self, console, width: int, height: int) -> list[Text]:
         """The compact card wrapped to ``width`` and cut to ``height`` lines: the
-        summary takes one line, the smell at most two, *why* the rest (each elided
+        summary takes one line, the smell at most two, *why* the rest; the first
+        experiment, forbidden step and proof follow when rows are left (each elided
         with ``…`` where cut)."""
         out: list[Text] = []
         items = self._compact_items()
         caps = (1, 2)
+        core = min(len(items), 3)  # summary, smell, why; later items fill spare rows
         for i, item in enumerate(items):
-            room = height - len(out) - (len(items) - 1 - i)
+            room = height - len(out) - max(0, core - 1 - i)
             if i < len(caps):
                 room = min(room, caps[i])
             if room <= 0:

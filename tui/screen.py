@@ -296,7 +296,18 @@ class TraceScreen(Screen):
         return "expanded" if self.has_class("-panel-expanded") else "compact"
 
     def _sync_panel_mode(self) -> None:
-        self.query_one(GapPanel).set_compact(self.panel_mode == "compact")
+        panel = self.query_one(GapPanel)
+        compact = self.panel_mode == "compact"
+        panel.set_compact(compact)
+        # The compact card takes the rows the lanes leave empty (at least the CSS's 6),
+        # so a trace with few lanes shows more of the card without a key.
+        height = None
+        if compact and self.size.height:
+            room = self.size.height - 3  # header, detail line, footer
+            need = len(self.lanes.rows) + 2  # ruler, rows, one spare
+            height = max(6, min(room - 7, room - need))
+        if panel.styles.height != height:
+            panel.styles.height = height
 
     def action_jump_flow(self) -> None:
         lanes = self.lanes

@@ -13,6 +13,8 @@ import re
 import numpy as np
 import pytest
 
+from analysis.picket import PicketEpisode
+from analysis.steps import GapGroup, Steps
 from analysis.types import Card, Cause, DeviceSummary, Evidence, Gaps, Params
 from gapscope.report_json import SCHEMA, build_document
 from gapscope.report_md import render_markdown
@@ -23,38 +25,6 @@ from parsers.model import Kind
 from .conftest import ROOT
 
 US = 1000
-
-
-@dataclasses.dataclass
-class Episode:
-    device: int
-    start_ns: int
-    end_ns: int
-    gap_indices: np.ndarray
-    kernel_count: int
-    median_kernel_ns: int
-    median_launch_ns: int
-    idle_ns: int
-
-
-@dataclasses.dataclass
-class Steps:
-    source: str
-    name: str
-    start_ns: np.ndarray
-    end_ns: np.ndarray
-
-
-@dataclasses.dataclass
-class Group:
-    id: int
-    label: str
-    gap_indices: np.ndarray
-    steps_with_gap: int
-    steps_total: int
-    median_ns: int
-    total_ns: int
-    cause: Cause
 
 
 @dataclasses.dataclass
@@ -109,9 +79,10 @@ class FakeDiag:
             group=np.array([-1, 0, -1, -1, 0, -1], np.int32), episode=np.full(n, -1, np.int32),
         )
         self.devices = [DeviceSummary(0, 0, 200 * US, 100 * US, 100 * US, 4, 0)]
-        self.episodes = [Episode(0, 10 * US, 90 * US, np.array([1]), 2, 25 * US, 5 * US, 30 * US)]
-        self.steps = Steps("ProfilerStep", "ProfilerStep", np.array([0, 100 * US]), np.array([100 * US, 200 * US]))
-        self.groups = [Group(0, "after [bold]gemm[/bold]", np.array([1, 4]), 2, 2, 30 * US, 60 * US, Cause.SYNC)]
+        self.episodes = [PicketEpisode(0, 10 * US, 90 * US, np.array([1]), 2, 25 * US, 5 * US, 30 * US)]
+        self.steps = Steps("ProfilerStep", "ProfilerStep", np.array([0, 100 * US]), np.array([100 * US, 200 * US]),
+                           np.zeros(0, np.int64))
+        self.groups = [GapGroup(0, "after [bold]gemm[/bold]", np.array([1, 4]), 2, 2, 30 * US, 60 * US, Cause.SYNC)]
         self.budget = Budget(100 * US, 50 * US, 0.5, 10_000.0)
 
     def order_by_size(self):

@@ -71,6 +71,20 @@ def to_ns(v) -> int | None:
     return None
 
 
+def slow_union(intervals) -> list[list[int]]:
+    """The union of [start, end) int intervals as sorted disjoint [start, end] pairs,
+    empty intervals dropped (pure Python reference for ``analysis.busy``)."""
+    out: list[list[int]] = []
+    for s, e in sorted(intervals):
+        if e <= s:
+            continue
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return out
+
+
 def union_ns(intervals) -> int:
     """Length of the union of half-open [start, end) int intervals (pure Python)."""
     total = 0

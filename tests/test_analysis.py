@@ -10,6 +10,7 @@ from analysis import Cause, Params, diagnose
 from analysis.busy import complement, coverage, union_intervals
 from parsers.builder import TraceBuilder
 from parsers.model import CopyKind, Kind
+from .reference import slow_union
 
 US = 1_000
 
@@ -341,16 +342,6 @@ def test_to_json_is_serialisable_and_complete():
 
 
 # ------------------------------------------------------------ busy union reference
-def _slow_union(iv):
-    out = []
-    for s, e in sorted(iv):
-        if e <= s:
-            continue
-        if out and s <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], e)
-        else:
-            out.append([s, e])
-    return out
 
 
 def test_union_coverage_complement_small():
@@ -359,7 +350,7 @@ def test_union_coverage_complement_small():
     assert coverage(s, e, np.array([0, 2, 11]), np.array([30, 6, 21])).tolist() == [15, 2, 2]
     cs, ce = complement(s, e, 0, 30)
     assert list(zip(cs.tolist(), ce.tolist())) == [(3, 5), (12, 20), (25, 30)]
-    assert _slow_union([(5, 10), (0, 3), (20, 25), (8, 12)]) == [[0, 3], [5, 12], [20, 25]]
+    assert slow_union([(5, 10), (0, 3), (20, 25), (8, 12)]) == [[0, 3], [5, 12], [20, 25]]
 
 
 def test_fully_idle_variant_of_find_gaps():

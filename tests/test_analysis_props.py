@@ -11,20 +11,11 @@ from analysis.busy import complement, coverage, union_intervals
 from analysis.gaps import find_gaps
 from parsers.builder import TraceBuilder
 from parsers.model import CopyKind, Kind
+from .reference import slow_union
 
 US = 1_000
 
 
-def _slow_union(iv):
-    out = []
-    for s, e in sorted(iv):
-        if e <= s:
-            continue
-        if out and s <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], e)
-        else:
-            out.append([s, e])
-    return out
 
 
 def _slow_cover(union, a, b):
@@ -40,7 +31,7 @@ def test_union_and_coverage_match_reference(iv, queries):
     s = np.array([a for a, _ in iv], dtype=np.int64)
     e = np.array([a + d for a, d in iv], dtype=np.int64)
     us, ue = union_intervals(s, e)
-    ref = _slow_union([(a, a + d) for a, d in iv])
+    ref = slow_union([(a, a + d) for a, d in iv])
     assert list(zip(us.tolist(), ue.tolist())) == [tuple(x) for x in ref]
     if queries:
         qa = np.array([a for a, _ in queries], dtype=np.int64)
@@ -59,7 +50,7 @@ def test_find_gaps_matches_reference(kernels, min_gap):
         b.event(lanes[stream], "k", s, d, Kind.KERNEL)
     t = b.build()
     g = find_gaps(t, 0, min_gap)
-    ref = _slow_union([(s, s + d) for _, s, d in kernels])
+    ref = slow_union([(s, s + d) for _, s, d in kernels])
     lo = min(s for _, s, _ in kernels)
     hi = max(s + d for _, s, d in kernels)
     ref_gaps = [(ref[i][1], ref[i + 1][0]) for i in range(len(ref) - 1) if ref[i + 1][0] - ref[i][1] >= min_gap]

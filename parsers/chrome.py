@@ -29,21 +29,20 @@ from __future__ import annotations
 
 import gc
 import re
-from collections import Counter
-from itertools import repeat
-from operator import itemgetter
 
 import msgspec
 import numpy as np
 import numpy.ma  # noqa: F401  (np.unique imports it on first use: an import cost, paid at import time)
 
 from . import chrome_checks as checks
-from .chrome_args import ArgColumns, extract_args
-from .chrome_columns import (GET, Interner, build_trace_lanes, exact_ts_from_text, flatten_sync_markers, kinds, label,
-                             lane_keys, times)
+from . import chrome_parallel
+from .chrome_parallel import SerialFallback
+from .chrome_args import ArgColumns
+from .chrome_columns import GET, build_trace_lanes, exact_ts_from_text, flatten_sync_markers, label
 from .chrome_lazy import EventText
 from .chrome_phases import Rows, collect_metadata, collect_rows
-from .chrome_schema import EVENT_CLASS, EVENT_CLASS_RAW_TS, AnyEvent, AnyEventRawTs, ObjectTrace, ObjectTraceRawTs, XEventRawTs
+from .chrome_scan import PH_M, PH_FLOW, PH_OTHER, PH_X, EventColumns, scan_events
+from .chrome_schema import EVENT_CLASS, AnyEvent, AnyEventRawTs, ObjectTrace, ObjectTraceRawTs, XEventRawTs
 from .chrome_times import MISSING, NEED_EXACT, OK
 from .errors import TraceFormatError
 from .json_tolerant import recover
@@ -80,9 +79,22 @@ class _Input:
         self.text: EventText | None = None
         self.warnings: list[TraceWarning] = []
         self.x_class: type = EVENT_CLASS["X"]  # ``XEventRawTs`` when ts was kept as text
+        self.scanned: EventColumns | None = None  # set when decoded in parts (``chrome_parallel``)
 
 
-def _decode(data: bytes, path: str) -> _Input:
+
+
+def _header(obj, inp: _Input) -> None:
+    for key in _HEADER_KEYS:
+        raw = getattr(obj, key)
+        if bytes(raw) != b"null":
+            try:
+                inp.header[key] = msgspec.json.decode(raw)
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+                pass
+
+
+def _decode(data: bytes, path: str, parts: bool = True) -> _Input:
     i = 3 if data[:3] == b"\xef\xbb\xbf" else 0
     while i < len(data) and data[i] in _WS:
         i += 1
@@ -93,17 +105,20 @@ def _decode(data: bytes, path: str) -> _Input:
     raw_ts = _EPOCH_TS.search(data, i, i + EPOCH_SAMPLE_BYTES) is not None
     if raw_ts:
         inp.x_class = XEventRawTs
+    if parts and chrome_parallel.enabled(len(data)):
+        got = chrome_parallel.decode_parts(data, i, _LIST_RAW_TS if raw_ts else _LIST, inp.x_class, raw_ts,
+                                           _OBJ_RAW_TS if raw_ts else _OBJ)
+        if got is not None:
+            if got.header is not None:
+                _header(got.header, inp)
+            inp.events, inp.scanned = got.events, got.scanned
+            inp.text = got.events.text = EventText(data, i, len(got.events))
+            return inp
     try:
         if data[i:i + 1] == b"{":
             obj = (_OBJ_RAW_TS if raw_ts else _OBJ).decode(body)
             inp.events = obj.traceEvents
-            for key in _HEADER_KEYS:
-                raw = getattr(obj, key)
-                if bytes(raw) != b"null":
-                    try:
-                        inp.header[key] = msgspec.json.decode(raw)
-                    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-                        pass
+            _header(obj, inp)
             del obj
         else:
             inp.events = (_LIST_RAW_TS if raw_ts else _LIST).decode(body)
@@ -145,16 +160,15 @@ def load_chrome(data: bytes, path: str) -> Trace:
     gc.disable()
     try:
         inp = _decode(data, path)
-        return _build(inp)
+        try:
+            return _build(inp)
+        except SerialFallback:
+            return _build(_decode(data, path, parts=False))
     finally:
         if was:
             gc.enable()
 
 
-_PH_X, _PH_M, _PH_FLOW, _PH_OTHER, _PH_SKIP = 0, 1, 2, 3, 4
-_PHASE_CODE = {EVENT_CLASS["X"]: _PH_X, EVENT_CLASS["M"]: _PH_M, EVENT_CLASS["s"]: _PH_FLOW,
-               EVENT_CLASS["t"]: _PH_FLOW, EVENT_CLASS["f"]: _PH_FLOW, XEventRawTs: _PH_X,
-               EVENT_CLASS_RAW_TS["M"]: _PH_M}
 _HANDLED = frozenset(("B", "E", "i", "I", "R", "C", "b", "e", "n", "S", "T", "F"))
 
 
@@ -167,15 +181,17 @@ def _build(inp: _Input, check_ids: bool = False) -> Trace:
     def warn(k, field, msg):
         warns.append((k, field, msg))
 
-    code = np.fromiter(map(_PHASE_CODE.get, map(type, events), repeat(_PH_OTHER)), dtype=np.int8, count=n)
-    # ids that are non-finite numbers: found cheaply on the lane keys below, then the
-    # build starts again with those events skipped (rare)
-    bad_ids = checks.bad_id_events(events, warn, text.repaired) if check_ids else []
-    if bad_ids:
-        code[bad_ids] = _PH_SKIP
-    xi = np.flatnonzero(code == _PH_X)
+    if inp.scanned is not None and not check_ids:
+        ec = inp.scanned
+    else:
+        # ids that are non-finite numbers: found cheaply on the lane keys below, then the
+        # build starts again with those events skipped (rare)
+        bad_ids = checks.bad_id_events(events, warn, text.repaired) if check_ids else []
+        ec = scan_events(events, inp.x_class, bad_ids)
+    code = ec.code
+    xi = np.flatnonzero(code == PH_X)
     by_phase: dict[str, list[int]] = {}
-    for k in np.flatnonzero(code == _PH_OTHER).tolist():
+    for k in np.flatnonzero(code == PH_OTHER).tolist():
         ph = events[k].ph
         by_phase.setdefault(ph if isinstance(ph, str) else repr(ph), []).append(k)
     ignored: dict[str, int] = {}
@@ -183,44 +199,26 @@ def _build(inp: _Input, check_ids: bool = False) -> Trace:
         if ph not in _HANDLED:
             ignored[f"ph {ph}"] = len(by_phase.pop(ph))
     nx = int(xi.size)
-    x_class = inp.x_class
-    xs = [e for e in events if type(e) is x_class] if not bad_ids else [events[k] for k in xi.tolist()]
-    cats = Interner()
-    cat_x = np.fromiter(map(cats.__getitem__, map(_get["cat"], xs)), dtype=np.int32, count=nx)
-    fi = np.flatnonzero(code == _PH_FLOW)
-    flows = list(itemgetter(*fi.tolist())(events)) if fi.size > 1 else [events[int(k)] for k in fi]
-    flow_cats = Counter(map(_get["cat"], flows))
-    mi = np.flatnonzero(code == _PH_M).tolist()
-    for k in mi + [k for ks in by_phase.values() for k in ks]:
-        cats[events[k].cat]
-    for c in flow_cats:
-        cats[c]
+    cats = ec.cats
+    cat_list = list(cats)
+    fi = np.flatnonzero(code == PH_FLOW)
+    flow_cat_ids, flow_cat_counts = np.unique(ec.cat_f, return_counts=True)
+    flow_cats = {cat_list[c]: n for c, n in zip(flow_cat_ids.tolist(), flow_cat_counts.tolist())}
+    mi = np.flatnonzero(code == PH_M).tolist()
 
     meta = Metadata()
     collect_metadata(events, mi, meta, warn)
 
     # ---------------------------------------------------------------- X events
-    start, st_status = times(xs, "ts")
-    dur, du_status = times(xs, "dur")
-    names = Interner()
-    name_x = np.fromiter(map(names.__getitem__, map(_get["name"], xs)), dtype=np.int32, count=nx)
-    lanes_raw, lane_x = lane_keys(xs)
+    start, st_status, dur, du_status = ec.start_ns, ec.start_status, ec.dur_ns, ec.dur_status
+    names = ec.names
+    name_x, lanes_raw, lane_x = ec.name_x, ec.lanes, ec.lane_x
     if not check_ids and checks.has_bad_ids(lanes_raw, events, by_phase, text.repaired):
+        if inp.scanned is not None:
+            raise SerialFallback("non-finite ids")
         return _build(inp, check_ids=True)
-    cat_list = list(cats)
-    kind_x = kinds(cat_list, cat_x, name_x, list(names))
-    old_ids = any(c in ("Operator", "Runtime", "Kernel", "Memcpy", "Memset") for c in cat_list if isinstance(c, str))
-    legacy = bool({"CPU functions", "CUDA functions"} & {k[0] for k in lanes_raw if isinstance(k[0], str)})
-    if legacy:
-        for key, lid in lanes_raw.items():
-            if key[0] == "CUDA functions":
-                kind_x[lane_x == lid] = int(Kind.KERNEL)
-            elif key[0] == "CPU functions":
-                kind_x[(lane_x == lid) & (kind_x == int(Kind.OTHER))] = int(Kind.CPU_OP)
-    argc = extract_args(list(map(_get["args"], xs)), kind_x, name_x, list(names), total=nx + _count_rows(by_phase),
-                        old_external_id=old_ids)
-    has_v2 = any(map(_get["bind_id"], xs))
-    del xs
+    kind_x, legacy, argc, has_v2, cat_f = ec.kind_x, ec.legacy, ec.args, ec.has_v2, ec.cat_f
+    del ec
 
     # exact re-read of ts values a float64 cannot hold (epoch µs with a fraction)
     exact_ts: dict[int, int] = {}
@@ -228,6 +226,8 @@ def _build(inp: _Input, check_ids: bool = False) -> Trace:
     other_need = [k for ks in by_phase.values() for k in ks
                   if isinstance(events[k].ts, float) and abs(events[k].ts) >= 2.0 ** 43]
     if need.size or other_need:
+        if inp.scanned is not None:
+            raise SerialFallback("timestamps beyond float64 precision")
         ks = np.concatenate((xi[need], np.array(other_need, dtype=np.int64)))
         other = np.array([float(events[k].ts) for k in other_need], dtype=np.float64)
         fl = np.floor(other)
@@ -266,8 +266,7 @@ def _build(inp: _Input, check_ids: bool = False) -> Trace:
             ignored["flow fwdbwd"] = count
         else:
             generic.add(cat)
-    gen_flows = [k for k, e in zip(fi.tolist(), flows) if e.cat in generic] if generic else []
-    del flows
+    gen_flows = fi[np.isin(cat_f, [cats[c] for c in generic])].tolist() if generic else []
     kineto_flows = fi if n_kineto_flows else fi[:0]
 
     # ------------------------------------------------------------- combine + check
@@ -304,6 +303,8 @@ def _build(inp: _Input, check_ids: bool = False) -> Trace:
         warn(None, "correlation", f"{n_rep} correlation id(s) shared by {n_calls} runtime calls (e.g. {rep_id}); "
                                   "each GPU op linked to the latest such call starting before it")
     gs, gd = checks.bind_flows(events, gen_flows, cols, lane_final, lanes_raw, remap, warn)
+    if has_v2 and inp.scanned is not None:
+        raise SerialFallback("v2 flows")
     vs, vd = checks.v2_flows(events, xi, cols) if has_v2 else (np.zeros(0, np.int64), np.zeros(0, np.int64))
     ks, kd = np.zeros(0, np.int64), np.zeros(0, np.int64)
     if kineto_flows.size:  # ac2g & co: only for GPU ops that correlation left unlinked

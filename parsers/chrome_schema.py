@@ -16,7 +16,7 @@ import msgspec
 
 __all__ = ["Event", "XEvent", "AnyEvent", "EVENT_CLASS", "PHASES", "as_phase_event", "EventRawArgs", "ObjectTrace",
            "KinetoArgs", "NO_ARGS", "EventTimes", "EMPTY_ARGS", "Scalar", "XEventRawTs", "AnyEventRawTs", "EVENT_CLASS_RAW_TS",
-           "ObjectTraceRawTs", "RAW_NULL"]
+           "ObjectTraceRawTs", "RAW_NULL", "KinetoXArgs", "NO_X_ARGS"]
 
 Scalar = Union[int, float, str, None]
 
@@ -54,6 +54,27 @@ class KinetoArgs(msgspec.Struct, frozen=True, gc=False):
 NO_ARGS = KinetoArgs()
 
 
+class KinetoXArgs(msgspec.Struct, frozen=True, gc=False):
+    """``KinetoArgs`` of ``X`` events: without the metadata fields (fewer fields make
+    the decode of the bulk of a file faster)."""
+
+    correlation: Scalar = -1
+    device: Scalar = -1
+    stream: Scalar = -1
+    bytes: Scalar = None
+    size: Scalar = None
+    external_id: Scalar = msgspec.field(default=-1, name="External id")
+    external_id_old: Scalar = msgspec.field(default=-1, name="external id")
+    memcpy_kind: Scalar = msgspec.field(default=None, name="memcpy kind")
+    kind: Scalar = None
+    src_kind: Scalar = msgspec.field(default=None, name="src kind")
+    dst_kind: Scalar = msgspec.field(default=None, name="dst kind")
+
+
+#: Shared value for ``X`` events without ``args``.
+NO_X_ARGS = KinetoXArgs()
+
+
 class Event(msgspec.Struct, gc=False):
     """One ``traceEvents`` entry of any phase (the generic form, used when the
     tagged union below does not know its ``ph``); ``ts``/``dur`` in µs."""
@@ -74,7 +95,8 @@ class Event(msgspec.Struct, gc=False):
 
 
 class XEvent(msgspec.Struct, gc=False, tag_field="ph", tag="X"):
-    """Complete event (``ph: "X"``), the bulk of every Kineto file."""
+    """Complete event (``ph: "X"``), the bulk of every Kineto file (no ``id``/``bp``:
+    a timeline does not use them on slices)."""
 
     ph: ClassVar[str] = "X"
     name: Scalar = None
@@ -83,12 +105,10 @@ class XEvent(msgspec.Struct, gc=False, tag_field="ph", tag="X"):
     tid: Scalar = None
     ts: Scalar = None
     dur: Scalar = None
-    id: Scalar = None
-    bp: Union[str, None] = None
     bind_id: Scalar = None
     flow_in: Union[bool, None] = None
     flow_out: Union[bool, None] = None
-    args: KinetoArgs = NO_ARGS
+    args: KinetoXArgs = NO_X_ARGS
 
 
 class _FlowEvent(msgspec.Struct, gc=False, tag_field="ph"):
@@ -186,12 +206,10 @@ class XEventRawTs(msgspec.Struct, gc=False, tag_field="ph", tag="X"):
     tid: Scalar = None
     ts: msgspec.Raw = RAW_NULL
     dur: Scalar = None
-    id: Scalar = None
-    bp: Union[str, None] = None
     bind_id: Scalar = None
     flow_in: Union[bool, None] = None
     flow_out: Union[bool, None] = None
-    args: KinetoArgs = NO_ARGS
+    args: KinetoXArgs = NO_X_ARGS
 
 
 class _PhaseEventRawTs(msgspec.Struct, gc=False, tag_field="ph"):

@@ -53,8 +53,11 @@ def inflate_limit(compressed_bytes: int) -> int:
     return max(MIN_INFLATE_LIMIT, MAX_INFLATE_RATIO * compressed_bytes)
 
 
-def read_bytes(path: str | os.PathLike) -> bytes:
+def read_bytes(path: str | os.PathLike, mutable_min_bytes: int | None = None) -> bytes | bytearray:
     """Return the file's bytes, decompressed when gzip (all members, RFC 1952).
+
+    A plain file of at least ``mutable_min_bytes`` comes back as a ``bytearray`` (read
+    in place, no extra copy), which a loader may frame in place (``chrome_parallel``).
 
     Raises ``TraceFormatError`` when the path is not a regular file, cannot be read,
     the gzip data is corrupt or cut inside its header, or it decompresses to more than
@@ -63,12 +66,33 @@ def read_bytes(path: str | os.PathLike) -> bytes:
     p = os.fspath(path)
     with _open_regular(p) as fh:
         try:
-            data = fh.read()
+            data = _read(fh, mutable_min_bytes)
         except OSError as exc:
             raise TraceFormatError(p, f"cannot read: {exc.strerror or exc}") from None
     if data[:2] == _GZIP_MAGIC:
         data = _gunzip_all(p, data, inflate_limit(len(data)))
     return data
+
+
+def _read(fh, mutable_min_bytes: int | None) -> bytes | bytearray:
+    """All of ``fh``: bytes, or a ``bytearray`` when the file has at least
+    ``mutable_min_bytes`` (a file that shrinks or grows while read is read to its end)."""
+    size = os.fstat(fh.fileno()).st_size
+    if mutable_min_bytes is None or size < mutable_min_bytes:
+        return fh.read()
+    buf = bytearray(size)
+    got = 0
+    with memoryview(buf) as view:
+        while got < size:
+            n = fh.readinto(view[got:])
+            if not n:
+                break
+            got += n
+    if got < size:
+        del buf[got:]
+    else:
+        buf += fh.read()
+    return buf
 
 
 def _gunzip_all(path: str, data: bytes, limit: int) -> bytes:
@@ -172,8 +196,10 @@ def load(path: str | os.PathLike) -> Trace:
     hint) for anything that is not a trace; never any other exception for bad input.
     """
     p = os.fspath(path)
-    data = read_bytes(p)
-    if _check_head(p, data[:4096], False) == "chrome":
+    from . import chrome_parallel
+
+    data = read_bytes(p, mutable_min_bytes=chrome_parallel.MIN_BYTES if chrome_parallel.enabled(1 << 62) else None)
+    if _check_head(p, bytes(data[:4096]), False) == "chrome":
         from .chrome import load_chrome
 
         return load_chrome(data, p)

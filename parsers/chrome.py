@@ -65,6 +65,8 @@ _WS = b" \t\r\n"
 _HEADER_KEYS = ("schemaVersion", "deviceProperties", "computeProperties", "distributedInfo",
                 "baseTimeNanoseconds", "displayTimeUnit", "traceName", "systemTraceEvents")
 _get = GET
+#: {ts kept as text: (decoder of an events array, its X event class)}.
+_DECODERS = {False: (_LIST, EVENT_CLASS["X"]), True: (_LIST_RAW_TS, XEventRawTs)}
 #: Files up to this size get ``src_line`` for every event (costs one key scan).
 SRC_LINE_LIMIT_BYTES = 8 << 20
 
@@ -94,20 +96,36 @@ def _header(obj, inp: _Input) -> None:
                 pass
 
 
-def _decode(data: bytes, path: str, parts: bool = True) -> _Input:
+def _root(data) -> int:
+    """Offset of the first byte after a UTF-8 BOM and whitespace."""
     i = 3 if data[:3] == b"\xef\xbb\xbf" else 0
     while i < len(data) and data[i] in _WS:
         i += 1
+    return i
+
+
+def _raw_ts(data, i: int) -> bool:
+    """Epoch-µs timestamps with a fraction in the first events: keep X ``ts`` as text
+    and read it exactly, vectorised (a float64 would lose the nanoseconds)."""
+    return _EPOCH_TS.search(data, i, i + EPOCH_SAMPLE_BYTES) is not None
+
+
+def start_parts(path: str) -> "chrome_parallel.Pending | None":
+    """Start decoding the second part of a large plain Chrome-trace file in a child
+    before the file is read (``chrome_parallel.start_file``); hand the result to
+    ``load_chrome``. None when the file is not one for that."""
+    return chrome_parallel.start_file(path, lambda d: _root(d) if len(d) else -1, _raw_ts, _DECODERS)
+
+
+def _decode(data: bytes, path: str, parts: bool = True, pending=None) -> _Input:
+    i = _root(data)
     inp = _Input(path)
     body = data if i == 0 else data[i:]
-    # epoch-µs timestamps with a fraction in the first events: keep X ``ts`` as text
-    # and read it exactly, vectorised (a float64 would lose the nanoseconds)
-    raw_ts = _EPOCH_TS.search(data, i, i + EPOCH_SAMPLE_BYTES) is not None
+    raw_ts = _raw_ts(data, i)
     if raw_ts:
         inp.x_class = XEventRawTs
-    if parts and chrome_parallel.enabled(len(data)):
-        got = chrome_parallel.decode_parts(data, i, _LIST_RAW_TS if raw_ts else _LIST, inp.x_class, raw_ts,
-                                           _OBJ_RAW_TS if raw_ts else _OBJ)
+    if parts and (pending is not None or chrome_parallel.enabled(len(data))):
+        got = chrome_parallel.decode_parts(data, i, raw_ts, _DECODERS, pending, path)
         if got is not None:
             if got.header is not None:
                 _header(got.header, inp)
@@ -144,7 +162,7 @@ def _decode(data: bytes, path: str, parts: bool = True) -> _Input:
     return inp
 
 
-def load_chrome(data: bytes, path: str) -> Trace:
+def load_chrome(data: bytes, path: str, pending=None) -> Trace:
     """Load Chrome Trace Event Format JSON (object or array form; Kineto of every
     vintage; legacy autograd export) from ``data`` (gzip already undone).
 
@@ -154,17 +172,20 @@ def load_chrome(data: bytes, path: str) -> Trace:
     the event's args back from ``data`` (kept alive by the trace). Damaged input is
     repaired with a ``TraceWarning`` per problem (1-based line where the event
     starts). Raises ``TraceFormatError`` (path, line, column, hint) when the JSON
-    holds no trace.
+    holds no trace. Texts of ``chrome_parallel.MIN_BYTES`` or more are decoded in two
+    parts at once; ``pending``: the child ``start_parts`` already started for ``path``.
     """
     was = gc.isenabled()
     gc.disable()
     try:
-        inp = _decode(data, path)
+        inp = _decode(data, path, pending=pending)
         try:
             return _build(inp)
         except SerialFallback:
             return _build(_decode(data, path, parts=False))
     finally:
+        if pending is not None:
+            pending.close()
         if was:
             gc.enable()
 

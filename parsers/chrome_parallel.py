@@ -23,6 +23,7 @@ import pickle
 import re
 import select
 import signal
+import stat
 import sys
 import time
 import warnings
@@ -35,20 +36,29 @@ from .chrome_args import ArgColumns
 from .chrome_columns import Interner
 from .chrome_lazy import EventText
 from .chrome_scan import PH_FLOW, PH_M, PH_OTHER, PH_X, EventColumns, merge, scan_events
-from .chrome_schema import AnyEvent, AnyEventRawTs
+from .chrome_schema import AnyEvent, AnyEventRawTs, ObjectHeader
 from .json_scan import find_events_array
 
-__all__ = ["MIN_BYTES", "HEAD_FRACTION", "enabled", "decode_parts", "JoinedEvents", "Parts", "SerialFallback"]
+__all__ = ["MIN_BYTES", "HEAD_FRACTION", "enabled", "start", "start_file", "decode_parts", "Pending", "JoinedEvents",
+           "Parts", "SerialFallback"]
 
 #: Texts smaller than this are decoded in one piece (the fork costs tens of ms).
 MIN_BYTES = 48 << 20
 #: Share of the events array's bytes this process decodes (it also merges after).
-HEAD_FRACTION = 0.54
+HEAD_FRACTION = 0.49
 #: The child may take this much longer than this process's own part (and at least
 #: ``MIN_WAIT_S``) before it is killed and the text decoded in one piece.
 WAIT_FACTOR = 3.0
 MIN_WAIT_S = 10.0
 _BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
+#: Where the end of the events array is looked for: this many ``]`` from the end of
+#: the text, within this many bytes (the keys after the array are small).
+END_CANDIDATES = 64
+END_WINDOW_BYTES = 16 << 20
+_MARKER = b'"gapscope:traceEvents"'
+_HEADER = msgspec.json.Decoder(ObjectHeader)
+_ONE_EVENT = msgspec.json.Decoder(AnyEvent)
+_ONE_EVENT_RAW_TS = msgspec.json.Decoder(AnyEventRawTs)
 _WS = b" \t\r\n"
 _MSGPACK = msgspec.msgpack.Encoder()
 _JSON = msgspec.json.Encoder()
@@ -82,34 +92,48 @@ class Parts:
         self.header = header
 
 
-def decode_parts(data: bytes, root: int, list_decoder, x_class: type, raw_ts: bool, header_decoder=None) -> Parts | None:
-    """Decode ``data`` (a Chrome trace; ``root``: offset of its first ``{``/``[``) in
-    two parts, or None (then decode it in one piece).
+class Pending:
+    """A forked child decoding the tail of the events array (see ``start``)."""
 
-    ``list_decoder``: ``msgspec.json.Decoder`` of a list of events; ``x_class``: the
-    ``X`` event class it yields; ``raw_ts``: ``ts`` kept as JSON text (the tail's
-    non-``X`` events then travel as JSON, which keeps that text); ``header_decoder``:
-    for the object form, a decoder of the whole document (its ``traceEvents`` comes
-    back empty); ``Parts.header`` is what it gives for the document with an empty
-    events array.
+    def __init__(self, pid: int, fd: int, shared: mmap.mmap, cut: tuple, root: int, raw_ts: bool,
+                 stamp: tuple | None, t0: float) -> None:
+        self.pid, self.fd, self.shared, self.cut, self.root = pid, fd, shared, cut, root
+        self.raw_ts, self.stamp, self.t0 = raw_ts, stamp, t0
+        self.done = False
+
+    def close(self) -> None:
+        """Kill the child if it still runs, reap it, free the pipe and shared memory
+        (idempotent)."""
+        if self.done:
+            return
+        self.done = True
+        os.close(self.fd)
+        _reap(self.pid)
+        self.shared.close()
+
+
+def _stamp(st: os.stat_result) -> tuple:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def start(data, root: int, raw_ts: bool, decoders: dict, tail_from: tuple | None = None) -> Pending | None:
+    """Plan the cut in ``data`` and fork the child that decodes the tail, or None.
+
+    ``decoders``: {raw_ts: (list decoder, ``X`` class)}. ``tail_from``: ``(fd,
+    stamp)`` when ``data`` is a read-only map of the file and the child is to read
+    its part from ``fd`` itself (while this process reads the file); the child
+    checks that the file's ``_stamp`` is still ``stamp`` after its read.
     """
-    cut = _find_cut(data, root)
+    cut = _find_cut(data, root, raw_ts)
     if cut is None:
         return None
-    begin, brace, comma, end = cut
-    header = None
-    if data[root:root + 1] == b"{":
-        try:
-            header = header_decoder.decode(b"".join((memoryview(data)[root:begin], b"]", memoryview(data)[end + 1:])))
-            if len(header.traceEvents) != 0:
-                return None
-        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-            return None
+    begin, brace, comma, end, header = cut
     t0 = time.perf_counter()
     try:
         shared = mmap.mmap(-1, 4 * (end - comma) + (64 << 20))
     except (OSError, ValueError):
         return None
+    list_decoder, x_class = decoders[raw_ts]
     r, w = os.pipe()
     with warnings.catch_warnings():  # Python 3.12+ warns about fork with threads
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -119,19 +143,87 @@ def decode_parts(data: bytes, root: int, list_decoder, x_class: type, raw_ts: bo
         try:
             os.close(r)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
-            _send(w, shared, _tail_payload(data, comma, end, list_decoder, x_class, raw_ts))
+            if tail_from is None:
+                text = _frame_tail(data, comma, end)
+            else:
+                text = _read_tail(tail_from[0], comma, end, tail_from[1])
+            _send(w, shared, _tail_payload(text, list_decoder, x_class, raw_ts))
             status = 0
         finally:
             os._exit(status)
     os.close(w)
+    return Pending(pid, r, shared, cut, root, raw_ts, tail_from[1] if tail_from else None, t0)
+
+
+def start_file(path: str, root_of, raw_ts_of, decoders: dict) -> Pending | None:
+    """``start`` for a plain file of at least ``MIN_BYTES``, before it is read: the cut
+    is planned on a read-only map of it (a few pages), and the child reads its part
+    itself, so both processes read at once. None when not applicable (gzip, small,
+    not a regular file, no cut found, ...). ``root_of(data)``: offset of the first
+    ``{``/``[`` or -1; ``raw_ts_of(data, root)``: whether ``ts`` is kept as text.
+    Never raises for a bad file (the loader reports those)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or not enabled(st.st_size):
+            return None
+        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as view:
+            if view[:2] == b"\x1f\x8b":
+                return None
+            root = root_of(view)
+            if root < 0 or view[root:root + 1] not in (b"{", b"["):
+                return None
+            return start(view, root, raw_ts_of(view, root), decoders, (fd, _stamp(st)))
+    except (OSError, ValueError, BufferError):
+        return None
+    finally:
+        os.close(fd)
+
+
+def decode_parts(data, root: int, raw_ts: bool, decoders: dict, pending: Pending | None = None,
+                 path: str | None = None) -> Parts | None:
+    """Decode ``data`` (a Chrome trace; ``root``: offset of its first ``{``/``[``) in
+    two parts, or None (then decode it in one piece).
+
+    ``decoders``: {raw_ts: (``msgspec.json.Decoder`` of a list of events, the ``X``
+    event class it yields)}; ``raw_ts``: ``ts`` kept as JSON text (the tail's
+    non-``X`` events then travel as JSON, which keeps that text). ``pending``: a
+    child already started by ``start_file`` on ``path`` (used when the file is
+    unchanged since and ``data`` agrees with its plan, else closed and a new child
+    forked). ``Parts.header``: for the object form, the document's other keys
+    (``chrome_schema.ObjectHeader``).
+
+    Why the result equals a one-piece decode: the head (``[`` + text up to the cut +
+    ``]``) and the tail (``[`` + text after the cut's comma up to the array's end +
+    ``]``) each decode as an array, and the document with the whole events array
+    replaced by a marker string decodes with that marker as its top-level
+    ``traceEvents``; JSON being context-free, the original text is then that document
+    with the marker replaced by an array holding the head's events and the tail's.
+    """
+    if pending is not None and not _agrees(pending, data, root, raw_ts, path):
+        pending.close()
+        pending = None
+    if pending is None:
+        pending = start(data, root, raw_ts, decoders)
+        if pending is None:
+            return None
+    list_decoder, x_class = decoders[raw_ts]
+    begin, brace, comma, end, header = pending.cut
     try:
         try:
             head = _decode_head(data, begin, brace, list_decoder)
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             return None
         scanned = scan_events(head, x_class)
-        wait_s = max(MIN_WAIT_S, WAIT_FACTOR * (time.perf_counter() - t0))
-        payload = _receive(r, shared, time.monotonic() + wait_s)
+        code = scanned.code
+        head_lists = {PH_FLOW: [head[k] for k in np.flatnonzero(code == PH_FLOW).tolist()],
+                      PH_OTHER: [head[k] for k in np.flatnonzero((code == PH_M) | (code == PH_OTHER)).tolist()]}
+        del head  # the X events are columns now: free them while the child still works
+        wait_s = max(MIN_WAIT_S, WAIT_FACTOR * (time.perf_counter() - pending.t0))
+        payload = _receive(pending.fd, pending.shared, time.monotonic() + wait_s)
         if payload is None:
             return None
         try:
@@ -142,16 +234,27 @@ def decode_parts(data: bytes, root: int, list_decoder, x_class: type, raw_ts: bo
         if got is None:
             return None
         tail, blobs = got
-        n_tail = tail.n
-        tail_code = tail.code
         merged = merge(scanned, tail)
         if merged is None:
             return None
-        return Parts(JoinedEvents(head, n_tail, tail_code, blobs, raw_ts, x_class), merged, header)
+        return Parts(JoinedEvents(merged.code, head_lists, blobs, raw_ts, x_class), merged, header)
     finally:
-        os.close(r)
-        _reap(pid)
-        shared.close()
+        pending.close()
+
+
+def _agrees(pending: Pending, data, root: int, raw_ts: bool, path: str | None) -> bool:
+    """Whether ``data`` is the text ``pending`` planned its cut on: same file, unchanged
+    (``_stamp``), and the cut's landmarks where the plan put them."""
+    if pending.stamp is None or path is None or pending.root != root or pending.raw_ts != raw_ts:
+        return False
+    try:
+        if _stamp(os.stat(path)) != pending.stamp:
+            return False
+    except OSError:
+        return False
+    begin, brace, comma, end, _ = pending.cut
+    return (len(data) == pending.stamp[2] and data[begin - 1] == 0x5B and data[end] == 0x5D and data[comma] == 0x2C
+            and _BOUNDARY.match(data, brace) is not None)
 
 
 def _decode_head(data: bytes | bytearray, begin: int, brace: int, list_decoder) -> list:
@@ -168,20 +271,26 @@ def _decode_head(data: bytes | bytearray, begin: int, brace: int, list_decoder) 
     return list_decoder.decode(b"".join((memoryview(data)[begin - 1:brace + 1], b"]")))
 
 
-def _find_cut(data: bytes, root: int) -> tuple[int, int, int, int] | None:
+def _find_cut(data: bytes, root: int, raw_ts: bool = False) -> tuple[int, int, int, int, object] | None:
     """(just after the events array's ``[``, the ``}`` ending the head's last event,
-    the ``,`` after it, the array's ``]``), or None. The cut is only a candidate: a
-    part that does not decode as an array refutes it."""
+    the ``,`` after it, the array's ``]``, the object form's ``ObjectHeader`` or None),
+    or None. The cut is only a candidate: a part that does not decode as an array
+    refutes it."""
     begin = find_events_array(data, root)
     if begin < 0:
         return None
-    end = len(data) - 1
-    while end > begin and data[end] in _WS:
-        end -= 1
+    header = None
     if data[root:root + 1] == b"{":
-        end = data.rfind(b"]", begin, end)
-    elif data[end] != ord("]"):
-        return None
+        found = _array_end(data, root, begin, raw_ts)
+        if found is None:
+            return None
+        end, header = found
+    else:
+        end = len(data) - 1
+        while end > begin and data[end] in _WS:
+            end -= 1
+        if data[end] != ord("]"):
+            return None
     if end <= begin:
         return None
     target = begin + int((end - begin) * HEAD_FRACTION)
@@ -189,20 +298,90 @@ def _find_cut(data: bytes, root: int) -> tuple[int, int, int, int] | None:
     if m is None:
         return None
     brace = m.start()
-    comma = data.index(b",", brace)
-    return begin, brace, comma, end
+    comma = data.find(b",", brace)
+    return begin, brace, comma, end, header
+
+
+def _array_end(data: bytes, root: int, begin: int, raw_ts: bool) -> tuple[int, ObjectHeader] | None:
+    """The ``]`` that ends the events array of an object-form text, and the header.
+
+    Keys may follow the array (``deviceProperties``, log lists), so the ``]`` nearest
+    the end is not always it: a candidate is kept when the document with the array
+    replaced by a marker decodes with that marker as ``traceEvents``, and the element
+    before it is a trace event (has a known ``ph``)."""
+    view = memoryview(data)
+    lo = max(begin, len(data) - END_WINDOW_BYTES)
+    end = len(data)
+    for _ in range(END_CANDIDATES):
+        end = data.rfind(b"]", lo, end)
+        if end < 0:
+            return None
+        try:
+            header = _HEADER.decode(b"".join((view[root:begin - 1], _MARKER, view[end + 1:])))
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            continue
+        if bytes(header.traceEvents) == _MARKER and _event_before(data, begin, end, raw_ts):
+            return end, header
+    return None
+
+
+def _event_before(data: bytes, begin: int, end: int, raw_ts: bool) -> bool:
+    """Whether the element just before ``end`` is a trace event object."""
+    close = end - 1
+    while close > begin and data[close] in _WS:
+        close -= 1
+    if data[close] != ord("}"):
+        return False
+    decoder = _ONE_EVENT_RAW_TS if raw_ts else _ONE_EVENT
+    lo = max(begin, close - (1 << 20))
+    start = close
+    for _ in range(END_CANDIDATES):
+        start = data.rfind(b"{", lo, start)
+        if start < 0:
+            return False
+        try:
+            decoder.decode(memoryview(data)[start:close + 1])
+            return True
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            continue
+    return False
 
 
 # ------------------------------------------------------------------ the child
 
-def _tail_payload(data: bytes, comma: int, end: int, list_decoder, x_class: type, raw_ts: bool) -> bytes:
-    """The tail's columns and non-``X`` events, pickled (plain containers only)."""
+def _frame_tail(data, comma: int, end: int):
+    """The tail as a JSON array: ``data[comma:end + 1]`` with its comma made a ``[``
+    (in place in a ``bytearray``: this process's copy), else a framed copy."""
+    if isinstance(data, bytearray):
+        data[comma] = 0x5B  # "["
+        return memoryview(data)[comma:end + 1]
+    return b"".join((b"[", memoryview(data)[comma + 1:end], b"]"))
+
+
+def _read_tail(fd: int, comma: int, end: int, stamp: tuple) -> bytearray | None:
+    """``_frame_tail`` read from the file; None when it is short or has changed."""
+    size = end + 1 - comma
+    buf = bytearray(size)
+    got = 0
+    with memoryview(buf) as view:
+        while got < size:
+            n = os.preadv(fd, [view[got:]], comma + got)
+            if n <= 0:
+                return None
+            got += n
+    if _stamp(os.fstat(fd)) != stamp or buf[-1] != 0x5D:
+        return None
+    buf[0] = 0x5B  # "["
+    return buf
+
+
+def _tail_payload(text, list_decoder, x_class: type, raw_ts: bool) -> bytes:
+    """The tail's columns and non-``X`` events, pickled (plain containers only);
+    ``text``: the tail framed as an array (None: the file changed)."""
+    if text is None:
+        return pickle.dumps(None)
     try:
-        if isinstance(data, bytearray):  # this process's copy: frame the tail in place
-            data[comma] = 0x5B  # "["
-            events = list_decoder.decode(memoryview(data)[comma:end + 1])
-        else:
-            events = list_decoder.decode(b"".join((b"[", memoryview(data)[comma + 1:end], b"]")))
+        events = list_decoder.decode(text)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return pickle.dumps(None)
     ec = scan_events(events, x_class)
@@ -311,24 +490,26 @@ def _reap(pid: int) -> None:
 
 
 class JoinedEvents(Sequence):
-    """The events of both parts as one sequence: the head's decoded structs, then the
-    tail's, decoded on first use: flows and other non-``X`` events from the child's
-    blobs, an ``X`` event from the text (``EventText``; rare: warnings, v2 flows)."""
+    """The events of both parts as one sequence, for the loader's later passes.
 
-    def __init__(self, head: list, n_tail: int, tail_code: np.ndarray, blobs: dict, raw_ts: bool,
-                 x_class: type) -> None:
-        self.head = head
-        self.nh = len(head)
-        self.n = self.nh + n_tail
-        self.code = tail_code
+    Only non-``X`` events are kept: the head's as decoded structs, the tail's as the
+    child's blobs, decoded on first use; an ``X`` event (rarely asked for: a warning's
+    value, v2 flows) is decoded again from the text (``EventText``). ``code``: int8
+    phase code of every event (``chrome_scan``).
+    """
+
+    def __init__(self, code: np.ndarray, head_lists: dict, blobs: dict, raw_ts: bool, x_class: type) -> None:
+        self.code = code
+        self.n = int(code.size)
+        self._head = head_lists
+        self._tail: dict[int, list] = {}
         self._blobs = blobs
         self._decoders = {PH_FLOW: msgspec.msgpack.Decoder(list[AnyEvent]),
                           PH_OTHER: (msgspec.json.Decoder(list[AnyEventRawTs]) if raw_ts
                                      else msgspec.msgpack.Decoder(list[AnyEvent]))}
-        self._lists: dict[int, list] = {}
         self._rank: dict[int, np.ndarray] = {}
         self._x_decoder = msgspec.json.Decoder(x_class)
-        self.text: EventText | None = None  # set by the loader, for ``X`` events of the tail
+        self.text: EventText | None = None  # set by the loader
 
     def __len__(self) -> int:
         return self.n
@@ -340,21 +521,28 @@ class JoinedEvents(Sequence):
             k += self.n
         if not 0 <= k < self.n:
             raise IndexError(k)
-        if k < self.nh:
-            return self.head[k]
-        j = k - self.nh
-        c = int(self.code[j])
-        if c == PH_X:
+        c = int(self.code[k])
+        if c not in (PH_FLOW, PH_M, PH_OTHER):
             e = self.text.decode_event(k, self._x_decoder) if self.text is not None else None
             if e is None:
                 raise SerialFallback(f"event {k} not found in the text")
             return e
         group = PH_FLOW if c == PH_FLOW else PH_OTHER
-        if group not in self._lists:
+        rank = self._rank.get(group)
+        if rank is None:
             mask = self.code == PH_FLOW if group == PH_FLOW else (self.code == PH_M) | (self.code == PH_OTHER)
-            self._rank[group] = np.cumsum(mask) - 1
+            rank = self._rank[group] = np.cumsum(mask) - 1
+        r = int(rank[k])
+        head = self._head[group]
+        if r < len(head):
+            return head[r]
+        return self._tail_list(group)[r - len(head)]
+
+    def _tail_list(self, group: int) -> list:
+        got = self._tail.get(group)
+        if got is None:
             try:
-                self._lists[group] = self._decoders[group].decode(self._blobs.pop(group))
+                got = self._tail[group] = self._decoders[group].decode(self._blobs.pop(group))
             except (msgspec.DecodeError, msgspec.ValidationError) as e:
                 raise SerialFallback("tail events") from e
-        return self._lists[group][int(self._rank[group][j])]
+        return got

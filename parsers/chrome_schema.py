@@ -16,7 +16,7 @@ import msgspec
 
 __all__ = ["Event", "XEvent", "AnyEvent", "EVENT_CLASS", "PHASES", "as_phase_event", "EventRawArgs", "ObjectTrace",
            "KinetoArgs", "NO_ARGS", "EventTimes", "EMPTY_ARGS", "Scalar", "XEventRawTs", "AnyEventRawTs", "EVENT_CLASS_RAW_TS",
-           "ObjectTraceRawTs", "RAW_NULL", "KinetoXArgs", "NO_X_ARGS"]
+           "ObjectTraceRawTs", "RAW_NULL", "KinetoXArgs", "NO_X_ARGS", "ObjectHeader"]
 
 Scalar = Union[int, float, str, None]
 
@@ -184,6 +184,21 @@ class ObjectTrace(msgspec.Struct):
     """JSON object form: ``{"traceEvents": [...], ...header keys}``."""
 
     traceEvents: list[AnyEvent]  # type: ignore[valid-type]
+    schemaVersion: msgspec.Raw = msgspec.Raw(b"null")
+    deviceProperties: msgspec.Raw = msgspec.Raw(b"null")
+    computeProperties: msgspec.Raw = msgspec.Raw(b"null")
+    distributedInfo: msgspec.Raw = msgspec.Raw(b"null")
+    baseTimeNanoseconds: msgspec.Raw = msgspec.Raw(b"null")
+    displayTimeUnit: msgspec.Raw = msgspec.Raw(b"null")
+    traceName: msgspec.Raw = msgspec.Raw(b"null")
+    systemTraceEvents: msgspec.Raw = msgspec.Raw(b"null")
+
+
+class ObjectHeader(msgspec.Struct):
+    """The object form with ``traceEvents`` kept as its JSON text: for the header keys
+    of a document whose events are decoded separately (``chrome_parallel``)."""
+
+    traceEvents: msgspec.Raw
     schemaVersion: msgspec.Raw = msgspec.Raw(b"null")
     deviceProperties: msgspec.Raw = msgspec.Raw(b"null")
     computeProperties: msgspec.Raw = msgspec.Raw(b"null")

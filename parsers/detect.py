@@ -198,11 +198,23 @@ def load(path: str | os.PathLike) -> Trace:
     p = os.fspath(path)
     from . import chrome_parallel
 
-    data = read_bytes(p, mutable_min_bytes=chrome_parallel.MIN_BYTES if chrome_parallel.enabled(1 << 62) else None)
+    if not chrome_parallel.enabled(1 << 62):
+        return _load(p, read_bytes(p))
+    from .chrome import start_parts
+
+    pending = start_parts(p)  # a forked child starts on the second half while this process reads
+    try:
+        return _load(p, read_bytes(p, mutable_min_bytes=chrome_parallel.MIN_BYTES), pending)
+    finally:
+        if pending is not None:
+            pending.close()
+
+
+def _load(p: str, data: bytes | bytearray, pending=None) -> Trace:
     if _check_head(p, bytes(data[:4096]), False) == "chrome":
         from .chrome import load_chrome
 
-        return load_chrome(data, p)
+        return load_chrome(data, p, pending)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

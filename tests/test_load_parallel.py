@@ -1,0 +1,334 @@
+"""Decoding in two parts (``parsers.chrome_parallel``) gives exactly the one-piece result.
+
+Every corpus JSON file and a set of hand-made awkward texts are loaded twice, once
+with the two-part decode forced on (``MIN_BYTES`` 0) and once with it off, and every
+field of the two ``Trace`` objects is compared. A spy records whether the two-part
+path really ran, so a silent fallback cannot make a comparison pass vacuously; the
+cases built to defeat it (a cut inside a string or inside ``args``, a child that
+crashes or hangs, v2 flows, truncation) must fall back and still agree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import os
+import time
+
+import numpy as np
+import pytest
+
+import parsers.chrome_parallel as cp
+from parsers import load
+from parsers.chrome import load_chrome
+from tests.conftest import CORPUS, require
+from tests.test_corpus import REFUSED, TRACES
+
+_ARRAYS = ("start_ns", "dur_ns", "lane", "name_id", "kind", "correlation", "depth", "bytes", "copy_kind", "pageable",
+           "value", "src_line", "external_id", "lane_offsets", "flow_src", "flow_dst")
+
+
+def assert_same(a, b) -> None:
+    """Every field of two traces is equal (arrays exactly, NaN equal to NaN)."""
+    for f in _ARRAYS:
+        x, y = getattr(a, f), getattr(b, f)
+        assert x.dtype == y.dtype, f
+        assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), f
+    assert a.names == b.names
+    assert a.lanes == b.lanes
+    assert a.warnings == b.warnings
+    assert a.extent_ns == b.extent_ns
+    assert dataclasses.asdict(a.source) == dataclasses.asdict(b.source)
+    for i in sorted({0, len(a) // 2, len(a) - 1}) if len(a) else []:
+        assert a.args_of(i) == b.args_of(i)
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """Force the two-part decode and record what each attempt returned."""
+    calls: list[bool] = []
+    real = cp.decode_parts
+
+    def wrapped(*args, **kwargs):
+        got = real(*args, **kwargs)
+        calls.append(got is not None)
+        return got
+
+    monkeypatch.setattr(cp, "MIN_BYTES", 0)
+    monkeypatch.setattr(cp, "enabled", lambda size: True)
+    monkeypatch.setattr(cp, "decode_parts", wrapped)
+    return calls
+
+
+def _both(path, monkeypatch, spy):
+    parts = load(path)
+    with monkeypatch.context() as m:
+        m.setattr(cp, "enabled", lambda size: False)
+        whole = load(path)
+    return parts, whole
+
+
+@pytest.mark.parametrize("rel", [t for t in TRACES if t not in REFUSED])
+def test_corpus_two_parts_equal_one_piece(rel, monkeypatch, spy):
+    path = require(require(CORPUS) / rel)
+    parts, whole = _both(path, monkeypatch, spy)
+    assert_same(parts, whole)
+
+
+def test_two_part_path_runs_on_every_corpus_file_of_100_events(monkeypatch, spy):
+    """The comparison above is not vacuous: every corpus file with at least 100
+    events (all but one tiny file) is really decoded in two parts."""
+    require(CORPUS)
+    missed = []
+    for rel in TRACES:
+        spy.clear()
+        tr = load(CORPUS / rel)
+        if len(tr) >= 100 and spy != [True]:
+            missed.append(rel)
+    assert missed == []
+
+
+def _kineto(n: int, name=lambda i: f"k{i}", args=lambda i: {"correlation": i, "device": 0, "stream": 7}) -> dict:
+    ev = [{"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "GPU 0"}}]
+    for i in range(n):
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+                   "ts": 10.0 * i, "dur": 2.5, "args": {"correlation": i}})
+        ev.append({"ph": "X", "cat": "kernel", "name": name(i), "pid": 0, "tid": 7, "ts": 10.0 * i + 3.125,
+                   "dur": 4.0, "args": args(i)})
+        ev.append({"ph": "s", "cat": "ac2g", "id": i, "pid": 1, "tid": 1, "ts": 10.0 * i, "bp": "e"})
+    ev.append({"ph": "i", "name": "end", "pid": 1, "tid": 1, "ts": 10.0 * n, "s": "t"})
+    return {"schemaVersion": 1, "traceEvents": ev, "traceName": "t", "baseTimeNanoseconds": 1}
+
+
+def _write(tmp_path, obj_or_text, name="t.json") -> str:
+    p = tmp_path / name
+    text = obj_or_text if isinstance(obj_or_text, (str, bytes)) else json.dumps(obj_or_text, indent=1)
+    p.write_bytes(text.encode() if isinstance(text, str) else text)
+    return str(p)
+
+
+def test_object_and_array_forms_split(tmp_path, monkeypatch, spy):
+    obj = _kineto(300)
+    for text in (json.dumps(obj, indent=1), json.dumps(obj["traceEvents"]), json.dumps(obj, separators=(",", ":"))):
+        spy.clear()
+        parts, whole = _both(_write(tmp_path, text), monkeypatch, spy)
+        assert spy == [True]
+        assert_same(parts, whole)
+        assert len(parts) == 2 * 300 + 1
+
+
+def test_bytes_and_bytearray_give_the_same_and_data_is_restored(tmp_path, monkeypatch, spy):
+    raw = json.dumps(_kineto(200), indent=1).encode()
+    buf = bytearray(raw)
+    a = load_chrome(buf, "x.json")
+    assert bytes(buf) == raw  # the in-place framing is undone
+    b = load_chrome(raw, "x.json")
+    assert spy == [True, True]
+    assert_same(a, b)
+
+
+def test_input_file_is_not_changed(tmp_path, monkeypatch, spy):
+    path = _write(tmp_path, _kineto(200))
+    before = open(path, "rb").read()
+    st = os.stat(path)
+    load(path)
+    assert open(path, "rb").read() == before and os.stat(path).st_mtime_ns == st.st_mtime_ns
+
+
+def test_cut_inside_a_string_falls_back(tmp_path, monkeypatch, spy):
+    """A name made of ``}, {`` in the middle of the text: the cut lands inside it, the
+    head does not decode, and the one-piece decode gives the answer."""
+    obj = _kineto(20, name=lambda i: "x" + "}, {" * 20000 if i == 10 else f"k{i}")
+    parts, whole = _both(_write(tmp_path, obj), monkeypatch, spy)
+    assert spy == [False]
+    assert_same(parts, whole)
+    assert any(n.startswith("x}, {") for n in parts.names)
+
+
+def test_cut_inside_nested_args_falls_back(tmp_path, monkeypatch, spy):
+    obj = _kineto(20, args=lambda i: {"correlation": i, "device": 0, "stream": 7,
+                                      "blocks": [{"a": j} for j in range(40000)] if i == 10 else []})
+    parts, whole = _both(_write(tmp_path, obj), monkeypatch, spy)
+    assert spy == [False]
+    assert_same(parts, whole)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "trailing_comma", "nan"])
+def test_damaged_text_falls_back_to_the_repairing_path(damage, tmp_path, monkeypatch, spy):
+    text = json.dumps(_kineto(200), indent=1)
+    if damage == "truncate":
+        text = text[: len(text) * 3 // 4]
+    elif damage == "trailing_comma":
+        text = text.replace('"s": "t"\n  }\n ]', '"s": "t"\n  },\n ]')
+        assert '},\n ]' in text
+    else:
+        text = text.replace('"dur": 4.0', '"dur": NaN', 1)
+    parts, whole = _both(_write(tmp_path, text), monkeypatch, spy)
+    assert spy == [False]
+    assert_same(parts, whole)
+    assert bool(parts.warnings) == (damage != "trailing_comma")  # a trailing comma is legal
+
+
+def test_gzip_input_splits_from_bytes(tmp_path, monkeypatch, spy):
+    path = _write(tmp_path, gzip.compress(json.dumps(_kineto(200)).encode()), "t.json.gz")
+    parts, whole = _both(path, monkeypatch, spy)
+    assert spy == [True]
+    assert_same(parts, whole)
+
+
+def test_epoch_timestamps_kept_as_text_split(tmp_path, monkeypatch, spy):
+    """Epoch-µs ``ts`` with a fraction: the parts keep ``ts`` as text; the tail's
+    non-X events travel as JSON and keep their exact ns."""
+    obj = _kineto(200)
+    for e in obj["traceEvents"]:
+        if "ts" in e:
+            e["ts"] = 1712345678000000 + e["ts"]
+    text = json.dumps(obj, indent=1).replace('.0,', '.125,')
+    parts, whole = _both(_write(tmp_path, text), monkeypatch, spy)
+    assert spy == [True]
+    assert_same(parts, whole)
+    end = parts.names.index("end")
+    assert parts.start_ns[parts.name_id == end].tolist() == [1712345678002000125]
+
+
+def test_v2_flows_fall_back_after_the_split(tmp_path, monkeypatch, spy):
+    obj = _kineto(200)
+    obj["traceEvents"][-3]["bind_id"] = 5
+    obj["traceEvents"][-3]["flow_out"] = True
+    obj["traceEvents"][-6]["bind_id"] = 5
+    obj["traceEvents"][-6]["flow_in"] = True
+    parts, whole = _both(_write(tmp_path, obj), monkeypatch, spy)
+    assert spy == [True]  # the split worked; the build asked for the whole list
+    assert_same(parts, whole)
+
+
+@pytest.fixture
+def forks(monkeypatch):
+    """pids of the children forked during the test."""
+    pids: list[int] = []
+    real = os.fork
+
+    def fork():
+        pid = real()
+        if pid:
+            pids.append(pid)
+        return pid
+
+    monkeypatch.setattr(os, "fork", fork)
+    return pids
+
+
+def _reaped(pids) -> bool:
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            continue
+        return False
+    return True
+
+
+def test_child_that_crashes_falls_back(tmp_path, monkeypatch, spy, forks):
+    def boom(*a, **k):
+        raise MemoryError("simulated")
+    monkeypatch.setattr(cp, "_tail_payload", boom)
+    parts, whole = _both(_write(tmp_path, _kineto(100)), monkeypatch, spy)
+    assert spy == [False]
+    assert_same(parts, whole)
+    assert len(forks) == 1 and _reaped(forks)  # no child left behind
+
+
+def test_child_that_hangs_is_killed_and_falls_back(tmp_path, monkeypatch, spy, forks):
+    monkeypatch.setattr(cp, "_tail_payload", lambda *a, **k: time.sleep(60))
+    monkeypatch.setattr(cp, "MIN_WAIT_S", 0.5)
+    monkeypatch.setattr(cp, "WAIT_FACTOR", 0.0)
+    t0 = time.monotonic()
+    parts, whole = _both(_write(tmp_path, _kineto(100)), monkeypatch, spy)
+    assert time.monotonic() - t0 < 20
+    assert spy == [False]
+    assert_same(parts, whole)
+    assert len(forks) == 1 and _reaped(forks)
+
+
+def test_payload_too_big_for_shared_memory_goes_through_the_pipe(tmp_path, monkeypatch, spy):
+    real = cp.mmap.mmap
+    monkeypatch.setattr(cp.mmap, "mmap", lambda fd, size, **kw: real(fd, size, **kw) if kw else real(fd, 16))
+    parts, whole = _both(_write(tmp_path, _kineto(300)), monkeypatch, spy)
+    assert spy == [True]
+    assert_same(parts, whole)
+
+
+def test_enabled_rules(monkeypatch):
+    monkeypatch.setattr(cp, "MIN_BYTES", 100)
+    assert not cp.enabled(99)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    assert not cp.enabled(10**9)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    assert cp.enabled(10**9) == os.sys.platform.startswith("linux")
+    monkeypatch.setenv("GAPSCOPE_LOAD_PROCESSES", "1")
+    assert not cp.enabled(10**9)
+
+
+def test_file_changed_after_the_plan_is_decoded_as_read(tmp_path, monkeypatch, spy, forks):
+    """The child started before the read planned on the old text; the file grows in
+    between, so that child is dropped and the text actually read is split anew."""
+    import parsers.detect as detect
+
+    path = _write(tmp_path, _kineto(300))
+    real = detect.read_bytes
+
+    def grow_then_read(p, **kw):
+        with open(p, "ab") as fh:
+            fh.write(b"\n\n")
+        return real(p, **kw)
+
+    monkeypatch.setattr(detect, "read_bytes", grow_then_read)
+    parts = load(path)
+    monkeypatch.setattr(detect, "read_bytes", real)
+    with monkeypatch.context() as m:
+        m.setattr(cp, "enabled", lambda size: False)
+        whole = load(path)
+    assert spy == [True]
+    assert len(forks) == 2 and _reaped(forks)  # the planned child, then one from memory
+    assert_same(parts, whole)
+
+
+def test_child_reading_a_changed_file_gives_up(tmp_path):
+    path = _write(tmp_path, _kineto(50))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        data = open(path, "rb").read()
+        begin, brace, comma, end, _ = cp._find_cut(data, 0)
+        stamp = cp._stamp(os.fstat(fd))
+        framed = cp._read_tail(fd, comma, end, stamp)
+        assert bytes(framed) == b"[" + data[comma + 1:end + 1]
+        time.sleep(0.01)
+        with open(path, "ab") as fh:
+            fh.write(b" ")
+        assert cp._read_tail(fd, comma, end, stamp) is None
+    finally:
+        os.close(fd)
+
+
+def test_start_file_declines_what_it_cannot_split(tmp_path, monkeypatch):
+    monkeypatch.setattr(cp, "MIN_BYTES", 0)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    from parsers.chrome import start_parts
+
+    gz = _write(tmp_path, gzip.compress(json.dumps(_kineto(50)).encode()), "t.json.gz")
+    assert start_parts(gz) is None
+    text = _write(tmp_path, "A |###   |\n", "t.txt")
+    assert start_parts(text) is None
+    assert start_parts(str(tmp_path)) is None
+    assert start_parts(str(tmp_path / "missing.json")) is None
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert start_parts(str(fifo)) is None  # does not block
+    monkeypatch.setattr(cp, "MIN_BYTES", 1 << 40)
+    assert start_parts(_write(tmp_path, _kineto(50))) is None
+    monkeypatch.setattr(cp, "MIN_BYTES", 0)
+    pending = start_parts(_write(tmp_path, _kineto(50)))
+    assert pending is not None
+    pending.close()
+    pending.close()  # idempotent

@@ -15,8 +15,10 @@ Rows:
 
 - ``parsers.load``: the whole load (read, decode, columns, sort, lanes, flows) as a
   user gets it: texts of 48 MB or more are decoded in two parts at once
-  (``parsers.chrome_parallel``); the note gives the forked child's peak RSS, which
-  counts the pages of the text it shares with its parent. The row's ``check`` says
+  (``parsers.chrome_parallel``); the note gives the forked child's peak RSS (which
+  counts the page-cache pages of the file it maps) and the peak of both processes'
+  private memory together (``RssAnon`` + ``RssShmem``, sampled every 5 ms), which the
+  memory targets are checked against along with the peak RSS. The row's ``check`` says
   whether its kernel count, GPU busy (union of kernels) and extent match what the
   generator wrote.
 - ``parsers.load 1 proc``: the same with ``GAPSCOPE_LOAD_PROCESSES=1`` (one process).
@@ -71,11 +73,32 @@ try:  # import the loader modules before timing (import cost is not load cost)
     import parsers.chrome  # noqa: F401
 except ImportError:
     pass
+import os, threading
+def private_kb(pid):  # anonymous + shared-memory pages: what the process allocated
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            return sum(int(l.split()[1]) for l in fh if l.startswith(("RssAnon:", "RssShmem:")))
+    except OSError:
+        return 0
+both = [0]
+done = threading.Event()
+def sample():  # peak private memory of this process and its forked decoder together
+    me = os.getpid()
+    while not done.wait(0.005):
+        try:
+            with open(f"/proc/{me}/task/{me}/children") as fh:
+                kids = [int(x) for x in fh.read().split()]
+        except OSError:
+            kids = []
+        both[0] = max(both[0], private_kb(me) + sum(private_kb(k) for k in kids))
+sampler = threading.Thread(target=sample, daemon=True)
 base = rss_kb()
+sampler.start()
 c0 = cpu_s(); t0 = time.perf_counter()
 tr = parsers.load(path)
 dt = time.perf_counter() - t0
 cpu = cpu_s() - c0
+done.set(); sampler.join()
 peak = rss_kb()
 k = tr.kind == int(Kind.KERNEL)
 s, e = tr.start_ns[k], tr.end_ns[k]
@@ -87,7 +110,7 @@ if s.size:
     prev = np.concatenate(([np.iinfo(np.int64).min], run[:-1]))
     idx = np.flatnonzero(s > prev)
     busy = int((np.maximum.reduceat(e, idx) - s[idx]).sum())
-print(json.dumps({"time_s": dt, "cpu_s": cpu, "peak_kb": peak, "child_peak_kb": child_kb(), "base_kb": base, "events": len(tr),
+print(json.dumps({"time_s": dt, "cpu_s": cpu, "peak_kb": peak, "child_peak_kb": child_kb(), "both_private_kb": both[0], "base_kb": base, "events": len(tr),
                   "kernels": int(k.sum()), "busy_ns": busy, "extent_ns": list(map(int, tr.extent_ns)),
                   "base_time_ns": tr.source.base_time_ns, "warnings": len(tr.warnings)}))
 """,
@@ -302,15 +325,16 @@ def main(argv: list[str] | None = None) -> int:
                 if tool.startswith("parsers.load"):
                     note = check(ok[0], st)
                     child = max(r.get("child_peak_kb", 0) for r in ok) * 1024
+                    both = max(r.get("both_private_kb", 0) for r in ok) * 1024
                     if child:
-                        note += f", child peak {child / 2**30:.2f} GB"
+                        note += f", child peak {child / 2**30:.2f} GB, both private {both / 2**30:.2f} GB"
                     if ok[0].get("warnings"):
                         note += f", {ok[0]['warnings']} warnings"
                     target = ""
                     if n == 1_000_000 and not gz and tool == "parsers.load":
-                        target = " [target ≤1.5 s, <1 GB: " + ("MET" if t <= 1.5 and peak < 1 << 30 else "MISSED") + "]"
+                        target = " [target ≤1.5 s, <1 GB: " + ("MET" if t <= 1.5 and max(peak, both) < 1 << 30 else "MISSED") + "]"
                     if n == 5_000_000 and not gz and tool == "parsers.load":
-                        target = " [target <5 GB: " + ("MET" if peak < 5 << 30 else "MISSED") + "]"
+                        target = " [target <5 GB: " + ("MET" if max(peak, both) < 5 << 30 else "MISSED") + "]"
                     note += target
                 elif ok[0].get("events") not in (None, st.n_events):
                     note = f"{ok[0]['events']} rows"

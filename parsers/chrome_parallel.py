@@ -16,6 +16,7 @@ Used only on Linux (``fork``), with two or more CPUs, for texts of at least
 
 from __future__ import annotations
 
+import faulthandler
 import math
 import mmap
 import os
@@ -120,9 +121,10 @@ def start(data, root: int, raw_ts: bool, decoders: dict, tail_from: tuple | None
     """Plan the cut in ``data`` and fork the child that decodes the tail, or None.
 
     ``decoders``: {raw_ts: (list decoder, ``X`` class)}. ``tail_from``: ``(fd,
-    stamp)`` when ``data`` is a read-only map of the file and the child is to read
-    its part from ``fd`` itself (while this process reads the file); the child
-    checks that the file's ``_stamp`` is still ``stamp`` after its read.
+    stamp)`` when ``data`` is a read-only map of the file and the child is to map its
+    part of the file itself (while this process reads it); the child gives up unless
+    the file's ``_stamp`` is still ``stamp`` before and after its decode (a file cut
+    shorter meanwhile kills it with SIGBUS: this process then decodes in one piece).
     """
     cut = _find_cut(data, root, raw_ts)
     if cut is None:
@@ -143,11 +145,15 @@ def start(data, root: int, raw_ts: bool, decoders: dict, tail_from: tuple | None
         try:
             os.close(r)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
+            faulthandler.disable()  # a SIGBUS here (file cut short) is handled by the parent
             if tail_from is None:
-                text = _frame_tail(data, comma, end)
+                payload = _tail_payload(_frame_tail(data, comma, end), list_decoder, x_class, raw_ts)
             else:
-                text = _read_tail(tail_from[0], comma, end, tail_from[1])
-            _send(w, shared, _tail_payload(text, list_decoder, x_class, raw_ts))
+                payload = _tail_payload(_map_tail(tail_from[0], comma, end, tail_from[1]), list_decoder, x_class,
+                                        raw_ts)
+                if _stamp(os.fstat(tail_from[0])) != tail_from[1]:
+                    payload = pickle.dumps(None)
+            _send(w, shared, payload)
             status = 0
         finally:
             os._exit(status)
@@ -358,21 +364,17 @@ def _frame_tail(data, comma: int, end: int):
     return b"".join((b"[", memoryview(data)[comma + 1:end], b"]"))
 
 
-def _read_tail(fd: int, comma: int, end: int, stamp: tuple) -> bytearray | None:
-    """``_frame_tail`` read from the file; None when it is short or has changed."""
-    size = end + 1 - comma
-    buf = bytearray(size)
-    got = 0
-    with memoryview(buf) as view:
-        while got < size:
-            n = os.preadv(fd, [view[got:]], comma + got)
-            if n <= 0:
-                return None
-            got += n
-    if _stamp(os.fstat(fd)) != stamp or buf[-1] != 0x5D:
+def _map_tail(fd: int, comma: int, end: int, stamp: tuple) -> memoryview | None:
+    """``_frame_tail`` of the file ``fd`` through a private map (the file's pages are
+    shared with the page cache; the one byte made ``[`` is this process's copy);
+    None when the file is no longer what ``stamp`` describes."""
+    if _stamp(os.fstat(fd)) != stamp:
         return None
-    buf[0] = 0x5B  # "["
-    return buf
+    view = mmap.mmap(fd, 0, access=mmap.ACCESS_COPY)
+    if len(view) <= end or view[end] != 0x5D:
+        return None
+    view[comma] = 0x5B  # "["
+    return memoryview(view)[comma:end + 1]
 
 
 def _tail_payload(text, list_decoder, x_class: type, raw_ts: bool) -> bytes:

@@ -294,21 +294,52 @@ def test_file_changed_after_the_plan_is_decoded_as_read(tmp_path, monkeypatch, s
     assert_same(parts, whole)
 
 
-def test_child_reading_a_changed_file_gives_up(tmp_path):
+def test_child_mapping_a_changed_file_gives_up(tmp_path):
     path = _write(tmp_path, _kineto(50))
     fd = os.open(path, os.O_RDONLY)
     try:
         data = open(path, "rb").read()
         begin, brace, comma, end, _ = cp._find_cut(data, 0)
         stamp = cp._stamp(os.fstat(fd))
-        framed = cp._read_tail(fd, comma, end, stamp)
+        framed = cp._map_tail(fd, comma, end, stamp)
         assert bytes(framed) == b"[" + data[comma + 1:end + 1]
+        assert open(path, "rb").read() == data  # the "[" is private to the map
         time.sleep(0.01)
         with open(path, "ab") as fh:
             fh.write(b" ")
-        assert cp._read_tail(fd, comma, end, stamp) is None
+        assert cp._map_tail(fd, comma, end, stamp) is None
     finally:
         os.close(fd)
+
+
+def test_file_cut_short_while_the_child_decodes(tmp_path, monkeypatch, spy, forks):
+    """Truncating the file under the child's map, after the parent checked it, kills
+    the child (SIGBUS); the parent decodes what it read, in one piece."""
+    import parsers.detect as detect
+
+    path = _write(tmp_path, _kineto(3000))
+    real_map = cp._map_tail
+
+    def map_then_truncate(fd, comma, end, stamp):
+        view = real_map(fd, comma, end, stamp)
+        os.truncate(path, 100)
+        return view
+
+    monkeypatch.setattr(cp, "_map_tail", map_then_truncate)
+    full = open(path, "rb").read()
+    real_read = detect.read_bytes
+    monkeypatch.setattr(detect, "read_bytes", lambda p, **kw: bytearray(full))  # what the parent read before
+    monkeypatch.setattr(cp, "_agrees", lambda *a: True)  # the cut happens after the parent's check
+    parts = load(path)
+    assert spy == [False]
+    assert len(forks) >= 1 and _reaped(forks)
+    path2 = _write(tmp_path, full, "copy.json")
+    monkeypatch.setattr(detect, "read_bytes", real_read)
+    with monkeypatch.context() as m:
+        m.setattr(cp, "enabled", lambda size: False)
+        whole = load(path2)
+    assert len(parts) == len(whole) == 2 * 3000 + 1
+    assert np.array_equal(parts.start_ns, whole.start_ns)
 
 
 def test_start_file_declines_what_it_cannot_split(tmp_path, monkeypatch):

@@ -49,7 +49,7 @@ from .json_tolerant import recover
 from .kinds import KINETO_CATS, KINETO_FLOW_CATS
 from .lanes import Metadata
 from .chrome_flows import has_unlinked_work, kineto_flow_links, unique_pairs
-from .model import Kind, SourceInfo, Trace, TraceWarning, link_by_correlation, repeated_correlations
+from .model import SourceInfo, Trace, TraceWarning, link_by_correlation, repeated_correlations
 
 __all__ = ["load_chrome"]
 
@@ -196,7 +196,6 @@ _HANDLED = frozenset(("B", "E", "i", "I", "R", "C", "b", "e", "n", "S", "T", "F"
 def _build(inp: _Input, check_ids: bool = False) -> Trace:
     events = inp.events
     text = inp.text
-    n = len(events)
     warns: list[tuple[int | None, str | None, str]] = []  # (event index, field, message)
 
     def warn(k, field, msg):

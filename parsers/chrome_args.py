@@ -14,7 +14,7 @@ from operator import attrgetter, itemgetter
 import numpy as np
 
 from .kinds import copy_kind_of, is_pageable
-from .model import CopyKind, Kind
+from .model import Kind
 
 __all__ = ["ArgColumns", "extract_args"]
 

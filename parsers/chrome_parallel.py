@@ -21,24 +21,21 @@ import math
 import mmap
 import os
 import pickle
-import re
 import select
 import signal
 import stat
 import sys
 import time
 import warnings
-from collections.abc import Sequence
 
 import msgspec
 import numpy as np
 
 from .chrome_args import ArgColumns
 from .chrome_columns import Interner
-from .chrome_lazy import EventText
-from .chrome_scan import PH_FLOW, PH_M, PH_OTHER, PH_X, EventColumns, merge, scan_events
-from .chrome_schema import AnyEvent, AnyEventRawTs, ObjectHeader
-from .json_scan import find_events_array
+from .chrome_cut import BOUNDARY, find_cut
+from .chrome_joined import JoinedEvents, SerialFallback
+from .chrome_scan import PH_FLOW, PH_M, PH_OTHER, EventColumns, merge, scan_events
 
 __all__ = ["MIN_BYTES", "HEAD_FRACTION", "enabled", "start", "start_file", "decode_parts", "Pending", "JoinedEvents",
            "Parts", "SerialFallback"]
@@ -51,16 +48,6 @@ HEAD_FRACTION = 0.49
 #: ``MIN_WAIT_S``) before it is killed and the text decoded in one piece.
 WAIT_FACTOR = 3.0
 MIN_WAIT_S = 10.0
-_BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
-#: Where the end of the events array is looked for: this many ``]`` from the end of
-#: the text, within this many bytes (the keys after the array are small).
-END_CANDIDATES = 64
-END_WINDOW_BYTES = 16 << 20
-_MARKER = b'"gapscope:traceEvents"'
-_HEADER = msgspec.json.Decoder(ObjectHeader)
-_ONE_EVENT = msgspec.json.Decoder(AnyEvent)
-_ONE_EVENT_RAW_TS = msgspec.json.Decoder(AnyEventRawTs)
-_WS = b" \t\r\n"
 _MSGPACK = msgspec.msgpack.Encoder()
 _JSON = msgspec.json.Encoder()
 
@@ -75,12 +62,6 @@ def enabled(size_bytes: int) -> bool:
         return len(os.sched_getaffinity(0)) >= 2
     except OSError:
         return False
-
-
-class SerialFallback(Exception):
-    """Input decoded in parts met a case that needs the whole event list decoded in
-    one piece (raised by the loader's build and by ``JoinedEvents``; the loader then
-    decodes the text again, in one piece)."""
 
 
 class Parts:
@@ -126,7 +107,7 @@ def start(data, root: int, raw_ts: bool, decoders: dict, tail_from: tuple | None
     the file's ``_stamp`` is still ``stamp`` before and after its decode (a file cut
     shorter meanwhile kills it with SIGBUS: this process then decodes in one piece).
     """
-    cut = _find_cut(data, root, raw_ts)
+    cut = find_cut(data, root, raw_ts, HEAD_FRACTION)
     if cut is None:
         return None
     begin, brace, comma, end, header = cut
@@ -260,7 +241,7 @@ def _agrees(pending: Pending, data, root: int, raw_ts: bool, path: str | None) -
         return False
     begin, brace, comma, end, _ = pending.cut
     return (len(data) == pending.stamp[2] and data[begin - 1] == 0x5B and data[end] == 0x5D and data[comma] == 0x2C
-            and _BOUNDARY.match(data, brace) is not None)
+            and BOUNDARY.match(data, brace) is not None)
 
 
 def _decode_head(data: bytes | bytearray, begin: int, brace: int, list_decoder) -> list:
@@ -276,84 +257,6 @@ def _decode_head(data: bytes | bytearray, begin: int, brace: int, list_decoder) 
             data[brace + 1] = saved
     return list_decoder.decode(b"".join((memoryview(data)[begin - 1:brace + 1], b"]")))
 
-
-def _find_cut(data: bytes, root: int, raw_ts: bool = False) -> tuple[int, int, int, int, object] | None:
-    """(just after the events array's ``[``, the ``}`` ending the head's last event,
-    the ``,`` after it, the array's ``]``, the object form's ``ObjectHeader`` or None),
-    or None. The cut is only a candidate: a part that does not decode as an array
-    refutes it."""
-    begin = find_events_array(data, root)
-    if begin < 0:
-        return None
-    header = None
-    if data[root:root + 1] == b"{":
-        found = _array_end(data, root, begin, raw_ts)
-        if found is None:
-            return None
-        end, header = found
-    else:
-        end = len(data) - 1
-        while end > begin and data[end] in _WS:
-            end -= 1
-        if data[end] != ord("]"):
-            return None
-    if end <= begin:
-        return None
-    target = begin + int((end - begin) * HEAD_FRACTION)
-    m = _BOUNDARY.search(data, target, min(end, target + (8 << 20)))
-    if m is None:
-        return None
-    brace = m.start()
-    comma = data.find(b",", brace)
-    return begin, brace, comma, end, header
-
-
-def _array_end(data: bytes, root: int, begin: int, raw_ts: bool) -> tuple[int, ObjectHeader] | None:
-    """The ``]`` that ends the events array of an object-form text, and the header.
-
-    Keys may follow the array (``deviceProperties``, log lists), so the ``]`` nearest
-    the end is not always it: a candidate is kept when the document with the array
-    replaced by a marker decodes with that marker as ``traceEvents``, and the element
-    before it is a trace event (has a known ``ph``)."""
-    view = memoryview(data)
-    lo = max(begin, len(data) - END_WINDOW_BYTES)
-    end = len(data)
-    for _ in range(END_CANDIDATES):
-        end = data.rfind(b"]", lo, end)
-        if end < 0:
-            return None
-        try:
-            header = _HEADER.decode(b"".join((view[root:begin - 1], _MARKER, view[end + 1:])))
-        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-            continue
-        if bytes(header.traceEvents) == _MARKER and _event_before(data, begin, end, raw_ts):
-            return end, header
-    return None
-
-
-def _event_before(data: bytes, begin: int, end: int, raw_ts: bool) -> bool:
-    """Whether the element just before ``end`` is a trace event object."""
-    close = end - 1
-    while close > begin and data[close] in _WS:
-        close -= 1
-    if data[close] != ord("}"):
-        return False
-    decoder = _ONE_EVENT_RAW_TS if raw_ts else _ONE_EVENT
-    lo = max(begin, close - (1 << 20))
-    start = close
-    for _ in range(END_CANDIDATES):
-        start = data.rfind(b"{", lo, start)
-        if start < 0:
-            return False
-        try:
-            decoder.decode(memoryview(data)[start:close + 1])
-            return True
-        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-            continue
-    return False
-
-
-# ------------------------------------------------------------------ the child
 
 def _frame_tail(data, comma: int, end: int):
     """The tail as a JSON array: ``data[comma:end + 1]`` with its comma made a ``[``
@@ -491,60 +394,3 @@ def _reap(pid: int) -> None:
         pass
 
 
-class JoinedEvents(Sequence):
-    """The events of both parts as one sequence, for the loader's later passes.
-
-    Only non-``X`` events are kept: the head's as decoded structs, the tail's as the
-    child's blobs, decoded on first use; an ``X`` event (rarely asked for: a warning's
-    value, v2 flows) is decoded again from the text (``EventText``). ``code``: int8
-    phase code of every event (``chrome_scan``).
-    """
-
-    def __init__(self, code: np.ndarray, head_lists: dict, blobs: dict, raw_ts: bool, x_class: type) -> None:
-        self.code = code
-        self.n = int(code.size)
-        self._head = head_lists
-        self._tail: dict[int, list] = {}
-        self._blobs = blobs
-        self._decoders = {PH_FLOW: msgspec.msgpack.Decoder(list[AnyEvent]),
-                          PH_OTHER: (msgspec.json.Decoder(list[AnyEventRawTs]) if raw_ts
-                                     else msgspec.msgpack.Decoder(list[AnyEvent]))}
-        self._rank: dict[int, np.ndarray] = {}
-        self._x_decoder = msgspec.json.Decoder(x_class)
-        self.text: EventText | None = None  # set by the loader
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, k):
-        if isinstance(k, slice):
-            return [self[j] for j in range(*k.indices(self.n))]
-        if k < 0:
-            k += self.n
-        if not 0 <= k < self.n:
-            raise IndexError(k)
-        c = int(self.code[k])
-        if c not in (PH_FLOW, PH_M, PH_OTHER):
-            e = self.text.decode_event(k, self._x_decoder) if self.text is not None else None
-            if e is None:
-                raise SerialFallback(f"event {k} not found in the text")
-            return e
-        group = PH_FLOW if c == PH_FLOW else PH_OTHER
-        rank = self._rank.get(group)
-        if rank is None:
-            mask = self.code == PH_FLOW if group == PH_FLOW else (self.code == PH_M) | (self.code == PH_OTHER)
-            rank = self._rank[group] = np.cumsum(mask) - 1
-        r = int(rank[k])
-        head = self._head[group]
-        if r < len(head):
-            return head[r]
-        return self._tail_list(group)[r - len(head)]
-
-    def _tail_list(self, group: int) -> list:
-        got = self._tail.get(group)
-        if got is None:
-            try:
-                got = self._tail[group] = self._decoders[group].decode(self._blobs.pop(group))
-            except (msgspec.DecodeError, msgspec.ValidationError) as e:
-                raise SerialFallback("tail events") from e
-        return got

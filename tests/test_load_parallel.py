@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import parsers.chrome_parallel as cp
+from parsers.chrome_cut import find_cut
 from parsers import load
 from parsers.chrome import load_chrome
 from tests.conftest import CORPUS, require
@@ -299,7 +300,7 @@ def test_child_mapping_a_changed_file_gives_up(tmp_path):
     fd = os.open(path, os.O_RDONLY)
     try:
         data = open(path, "rb").read()
-        begin, brace, comma, end, _ = cp._find_cut(data, 0)
+        begin, brace, comma, end, _ = find_cut(data, 0)
         stamp = cp._stamp(os.fstat(fd))
         framed = cp._map_tail(fd, comma, end, stamp)
         assert bytes(framed) == b"[" + data[comma + 1:end + 1]

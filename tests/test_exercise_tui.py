@@ -28,8 +28,8 @@ def _feedback(screen) -> str:
 async def _choose(pilot, index: int) -> None:
     ol = pilot.app.screen.query_one("#ex-options", OptionList)
     assert ol.has_focus  # focused by the task itself, no Tab
-    if index < 9 and index % 2 == 0:  # the digit key chooses directly
-        await pilot.press(str(index + 1))
+    if index < 9 and index % 2 == 0:  # the digit key selects, Enter submits
+        await pilot.press(str(index + 1), "enter")
         return
     await pilot.press("down")  # one real arrow press, then jump (each press costs a repaint)
     ol.highlighted = index
@@ -227,7 +227,7 @@ def test_help_keys_and_focus(tmp_path):
             assert isinstance(app.screen, ExerciseHelpScreen)
             text = str(app.screen.query_one("#exercise-help-text", Static).render())
             assert "This task:  Choose: ↑/↓ or 1–2, Enter" in text
-            assert "1–2  choose option" in text  # live: only the digits this task takes
+            assert "1–2  select option" in text  # live: only the digits this task takes
             assert "n ]  next gap" in text and "u f2  hint" in text and "? f1  help" in text
             assert "pick gap" not in text  # Enter picks only in a pick-gap task
             await pilot.press("escape")
@@ -235,7 +235,10 @@ def test_help_keys_and_focus(tmp_path):
             assert app.screen is screen and screen.focused is ol
             await pilot.press("3")  # no third option: nothing happens
             assert s.index == 0 and s.record()["attempts"] == 0
-            await pilot.press("1")  # the digit answers
+            await pilot.press("1")  # the digit selects; Enter answers
+            await pilot.pause()
+            assert s.index == 0 and ol.highlighted == 0
+            await pilot.press("enter")
             await pilot.pause()
             assert s.index == 1 and _feedback(screen).startswith("✓ Correct.")
             assert screen.focused is screen.lanes  # a pick: the timeline, without Tab
@@ -249,5 +252,34 @@ def test_help_keys_and_focus(tmp_path):
             await pilot.press("question_mark")
             await pilot.pause()
             assert app.screen is screen and screen.focused is screen.lanes
+
+    asyncio.run(run())
+
+
+def test_digit_selects_and_enter_submits_without_a_stray_attempt(tmp_path):
+    """The prompt says "Choose: ↑/↓ or 1–2, Enter": a digit selects, Enter submits that
+    option, and the Enter is not carried over to the next task (a pick) as a wrong
+    pick. decode-step task 1 ('look'): option 1 correct, option 2 wrong."""
+    async def run():
+        app = _app("decode-step", tmp_path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            screen, s = app.screen, app.session
+            ol = screen.query_one("#ex-options", OptionList)
+            look = s.task
+            await pilot.press("2")  # selects the wrong option, answers nothing yet
+            await pilot.pause()
+            assert s.index == 0 and ol.highlighted == 1 and s.record(look)["attempts"] == 0
+            assert _feedback(screen) == ""
+            await pilot.press("enter")  # submits option 2: one wrong attempt
+            await pilot.pause()
+            assert s.index == 0 and s.record(look)["attempts"] == 1
+            assert _feedback(screen).startswith("✗ Not yet.")
+            await pilot.press("1", "enter")  # the newcomer's keys: answers task 1 only
+            await pilot.pause()
+            assert s.index == 1 and s.record(look)["done"] and s.record(look)["attempts"] == 2
+            assert s.task.id == "largest-gap" and s.record()["attempts"] == 0
+            assert _feedback(screen).startswith("✓ Correct.")
+            assert screen.focused is screen.lanes
 
     asyncio.run(run())

@@ -4,8 +4,9 @@ with its input, feedback that points at the timeline, hints, and the debrief.
 Composes the viewer's ``Swimlanes`` (one per trace of the exercise, shown by CSS class)
 and its ``GapNavigator``; the judging is headless (``gapscope.exercise.Session``).
 Keys follow the viewer's: n/N next/previous gap, s largest-first/time order, +/- zoom,
-h/l pan, ,/. cursor, j/k lanes, f fit; Enter confirms a picked gap; 1-9 choose an
-option; u unlocks a hint; ? (or F1) shows the key help. Each task says in one line how
+h/l pan, ,/. cursor, j/k lanes, f fit; Enter confirms a picked gap; 1-9 select an
+option and Enter submits it (as the how-to line says: a digit alone never answers);
+u unlocks a hint; ? (or F1) shows the key help. Each task says in one line how
 to answer it, built from the live bindings (the title of the option list or input, or
 ``#ex-how`` above a pick on the timeline), and the task's input gets the focus by itself.
 """
@@ -45,7 +46,7 @@ class ExerciseScreen(TimelineActions, Screen):
     BINDINGS = [
         *trace_bindings({"gap.next", "gap.prev", "gap.order"}),
         Binding("enter", "confirm_pick", "pick gap", id="exercise.pick"),
-        *(Binding(str(k), f"choose({k - 1})", "choose option", show=False, id=f"exercise.choose{k}") for k in range(1, 10)),
+        *(Binding(str(k), f"choose({k - 1})", "select option", show=False, id=f"exercise.choose{k}") for k in range(1, 10)),
         Binding("u,f2", "hint", "hint", id="exercise.hint"),
         Binding("question_mark,f1", "help", "help", id="app.help"),
         # the viewer's keys; the footer keeps its short "zoom" label
@@ -388,11 +389,15 @@ class ExerciseScreen(TimelineActions, Screen):
         return True
 
     def action_choose(self, index: int) -> None:
-        """Digit keys: choose option ``index`` (0-based) of the list shown."""
+        """Digit keys: select option ``index`` (0-based) of the list shown and focus the
+        list, so Enter submits it. A digit never answers by itself: the how-to line says
+        "↑/↓ or 1–N, Enter", and an answer that arrived on the digit let the learner's
+        Enter fall through to the next task (a pick, counted as a wrong attempt)."""
         if self.mode != "options" or not 0 <= index < len(self.opt_values):
             return
-        self.query_one("#ex-options", OptionList).highlighted = index
-        self._answer(self.opt_values[index])
+        ol = self.query_one("#ex-options", OptionList)
+        ol.highlighted = index
+        ol.focus(scroll_visible=False)
 
     def action_help(self) -> None:
         self.app.push_screen(ExerciseHelpScreen(self))

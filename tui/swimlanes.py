@@ -141,9 +141,15 @@ class Swimlanes(LaneDrawing, Widget, can_focus=True):
     def _changed(self, view: bool = False) -> None:
         """Repaint and tell the app; ``view``: the user moved the time window (from
         then on resizes keep the zoom instead of refitting the whole trace)."""
+        t0, t1 = self.trace.extent_ns
+        self.cursor_ns = min(max(int(self.cursor_ns), int(t0)), max(int(t0), int(t1)))
         if view:
             self._fitted = True
-            self.viewport = self.viewport.clamped(*self.trace.extent_ns)
+            self.viewport = self.viewport.clamped(t0, t1)
+            if not self.viewport.contains(self.cursor_ns):
+                # the view follows the cursor (which is on the trace, so a clamped
+                # view centred on it still shows it)
+                self.viewport = self.viewport.centred_on(self.cursor_ns).clamped(t0, t1)
         self._update_count += 1
         self._keep_row_visible()
         self.refresh()
@@ -230,9 +236,10 @@ class Swimlanes(LaneDrawing, Widget, can_focus=True):
         self._changed(view=True)
 
     def move_cursor_cells(self, cells: int) -> None:
-        self.cursor_ns = self.viewport.time_of(self.viewport.cell_of(self.cursor_ns) + cells)
-        if not self.viewport.contains(self.cursor_ns):
-            self.viewport = self.viewport.pan(0.5 if cells > 0 else -0.5)
+        """Move the cursor ``cells`` cells (to that cell's left edge), never off the
+        trace extent; the view follows it (``_changed``)."""
+        vp = self.viewport
+        self.cursor_ns = vp.time_of(vp.cell_of(self.cursor_ns) + int(cells))
         self.selected_event = None
         self._changed(view=True)
 

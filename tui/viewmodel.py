@@ -76,8 +76,17 @@ class Viewport:
         return self.start_ns + np.round(k * (self.ns_per_cell / subdivide)).astype(np.int64)
 
     def cell_of(self, t_ns: int) -> int:
-        """Cell index holding time ``t_ns`` (may be < 0 or >= width when off-screen)."""
-        return int(math.floor((int(t_ns) - self.start_ns) / self.ns_per_cell))
+        """Cell index ``k`` with ``time_of(k) <= t_ns < time_of(k + 1)`` (may be < 0 or
+        >= width when off-screen): the inverse of ``time_of``, whose edges are rounded,
+        so ``cell_of(time_of(k)) == k`` for every ``k``."""
+        t = int(t_ns)
+        k = int(math.floor((t - self.start_ns) / self.ns_per_cell))
+        # The float division may land one cell off the rounded edges: correct it.
+        if self.time_of(k) > t:
+            k -= 1
+        elif self.time_of(k + 1) <= t:
+            k += 1
+        return k
 
     def time_of(self, cell: int) -> int:
         """Left edge of cell ``cell`` in ns."""

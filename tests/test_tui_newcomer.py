@@ -1,0 +1,71 @@
+"""Viewer defects a newcomer found on the bundled sample at 80x24 and 200x50: the
+cursor keys step exactly one cell and stay on the trace, negative offsets, the view
+after hiding the panel, the compact card's "more" marker, status messages at 80
+columns, and labels of adjacent events. Expected values computed by hand."""
+
+from __future__ import annotations
+
+import asyncio
+
+import sample_traces
+from analysis import diagnose
+from parsers import load
+from tui.factory import make_app
+from tui.viewmodel import Viewport
+
+from .test_tui_app import wait_ready
+
+
+def _sample():
+    trace = load(sample_traces.path())
+    return trace, diagnose(trace)
+
+
+# ------------------------------------------------------------ 1. cursor steps
+def test_cell_of_inverts_time_of_on_rounded_edges():
+    # fit(0, 1.05 ms, 64 cells, 1 %): ns_per_cell = 1_071_000 / 64 = 16734.375,
+    # start = 525_000 - 535_500 = -10_500; time_of(1) = -10_500 + 16_734 = 6_234,
+    # which floor(16_734 / 16_734.375) put in cell 0.
+    vp = Viewport.fit(0, 1_050_000, 64, margin=0.01)
+    assert (vp.start_ns, vp.ns_per_cell) == (-10_500, 16734.375)
+    assert vp.time_of(1) == 6_234 and vp.cell_of(6_234) == 1
+    assert vp.cell_of(6_233) == 0
+    assert vp.time_of(3) == 39_703 and vp.cell_of(39_703) == 3 and vp.cell_of(39_702) == 2
+    assert all(vp.cell_of(vp.time_of(k)) == k for k in range(-200, 300))
+    assert all(vp.cell_of(vp.time_of(k + 1) - 1) == k for k in range(-200, 300))
+
+
+def test_cursor_steps_one_cell_and_stays_on_the_trace_at_80x24():
+    trace, diag = _sample()
+    t0, t1 = trace.extent_ns
+    assert (t0, t1) == (0, 1_050_000)
+
+    async def run():
+        app = make_app(trace, diagnosis=diag)
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = await wait_ready(pilot)
+            lanes = screen.lanes
+            got = [lanes.cursor_ns]
+            for _ in range(3):
+                await pilot.press("full_stop")
+                got.append(lanes.cursor_ns)
+            back = []
+            for _ in range(5):  # 3 cells back to the start, then it stays there
+                await pilot.press("comma")
+                back.append(lanes.cursor_ns)
+            # far right: the cursor reaches the end, the view follows, never past it
+            seen_out = 0
+            for _ in range(80):
+                await pilot.press("full_stop")
+                seen_out += not lanes.viewport.contains(lanes.cursor_ns)
+            end = lanes.cursor_ns
+            await pilot.press("full_stop")
+            end2 = lanes.cursor_ns
+            return got, back, seen_out, end, end2, lanes.viewport.width
+
+    got, back, seen_out, end, end2, width = asyncio.run(run())
+    assert width == 64
+    assert got == [0, 6_234, 22_969, 39_703]
+    assert back == [22_969, 6_234, 0, 0, 0]
+    assert seen_out == 0
+    assert end == end2 == 1_050_000

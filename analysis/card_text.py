@@ -74,6 +74,31 @@ def _aggregate(evidence: list[Evidence]) -> dict[tuple[Cause, str], int]:
     return agg
 
 
+#: Evidence events checked for nesting in one another (the sentence names a few).
+_NESTING_CHECK_MAX = 256
+
+
+def _containers(trace, evidence: list[Evidence]) -> dict[int, str]:
+    """{event: name of the outermost evidence event on its lane that encloses it}, so
+    the sentence does not add a call to the op running inside it (``aten::div`` inside
+    ``DataLoader.__next__`` is not extra time)."""
+    evs = [e for e in evidence if e.event >= 0][:_NESTING_CHECK_MAX]
+    out: dict[int, str] = {}
+    for e in evs:
+        s, d = int(trace.start_ns[e.event]), int(trace.dur_ns[e.event])
+        best = None
+        for o in evs:
+            if o.event == e.event or o.lane != e.lane:
+                continue
+            os_, od = int(trace.start_ns[o.event]), int(trace.dur_ns[o.event])
+            if os_ <= s and s + d <= os_ + od and trace.depth[o.event] < trace.depth[e.event]:
+                if best is None or trace.depth[o.event] < trace.depth[best.event]:
+                    best = o
+        if best is not None:
+            out[e.event] = best.name
+    return out
+
+
 def _why(diag, rows: np.ndarray, class_ns: np.ndarray, evidence: list[Evidence], head: str, lead: str = "") -> str:
     """One sentence: ``head`` (who/how long), then the evidence of ``rows`` (one
     occurrence), introduced by ``lead`` (e.g. "in the median step, "), then the launch
@@ -85,7 +110,14 @@ def _why(diag, rows: np.ndarray, class_ns: np.ndarray, evidence: list[Evidence],
     gpu_parts = []
     primary = _rank(class_ns)[0]
     # the stated class's evidence first, so the sentence supports the card's class
-    agg = sorted(_aggregate(evidence).items(), key=lambda kv: (kv[0][0] != primary, -kv[1]))
+    inside = _containers(trace, evidence)
+    agg = sorted(_aggregate([e for e in evidence if e.event not in inside]).items(),
+                 key=lambda kv: (kv[0][0] != primary, -kv[1]))
+    inner: dict[str, dict[str, int]] = {}  # container name -> {inner name: ns}
+    for e in evidence:
+        if e.event in inside:
+            d = inner.setdefault(inside[e.event], {})
+            d[e.name] = d.get(e.name, 0) + e.overlap_ns
     verbs = {Cause.SYNC: "blocked in", Cause.COPY: "copying in", Cause.LAUNCH: "launching in", Cause.HOST: "busy in"}
     waits = {e.name for e in evidence if e.event >= 0 and e.cause == Cause.SYNC and WAIT_NAME_RE.search(e.name)
              and g.wait_event is not None and e.event in set(g.wait_event[rows].tolist())}
@@ -95,7 +127,8 @@ def _why(diag, rows: np.ndarray, class_ns: np.ndarray, evidence: list[Evidence],
             if len(gpu_parts) < 2:
                 ev = next(e for e in evidence if e.name == name and e.cause == cause)
                 ln = trace.lanes[ev.lane]
-                by = "" if ln.is_gpu else f" (enqueued by thread {_quote(ln.thread_name or ln.tid)})"
+                label = ln.thread_name or ln.tid
+                by = "" if ln.is_gpu else f" (enqueued by {'' if label.lower().startswith('thread') else 'thread '}{_quote(label)})"
                 gpu_parts.append(f"the next op was queued behind the stream wait {_quote(name)}{by} and waited "
                                  f"{_ms(ns)} for the event it names")
         elif name in on_gpu:
@@ -107,7 +140,9 @@ def _why(diag, rows: np.ndarray, class_ns: np.ndarray, evidence: list[Evidence],
                 else:
                     gpu_parts.append(f"a host wait {_quote(name)} is recorded on the device for {_ms(ns)}")
         elif len(parts) < 3:
-            parts.append(f"{_ms(ns)} {verbs.get(cause, 'in')} {_quote(name)}")
+            within = sorted(((k, v) for k, v in inner.pop(name, {}).items() if v <= ns), key=lambda kv: -kv[1])[:2]
+            of_which = (" (of which " + ", ".join(f"{_ms(v)} in {_quote(k)}" for k, v in within) + ")") if within else ""
+            parts.append(f"{_ms(ns)} {verbs.get(cause, 'in')} {_quote(name)}{of_which}")
     evidence = [e for e in evidence if e.name not in waits]  # the wait is no thread activity
     rep_dur = int(g.dur_ns[rows].sum())
     # uninstrumented time as the evidence lists measured it (nested events not added twice)
@@ -122,7 +157,8 @@ def _why(diag, rows: np.ndarray, class_ns: np.ndarray, evidence: list[Evidence],
     who = "the launching thread"
     if len(lanes) == 1:
         ln = trace.lanes[next(iter(lanes))]
-        who = f"thread {_quote(ln.thread_name or ln.tid)}"
+        label = ln.thread_name or ln.tid
+        who = _quote(label) if label.lower().startswith("thread") else f"thread {_quote(label)}"
     if not parts and not gpu_parts:
         body = "; no CPU event covers it" + (" (the trace has no CPU activity)" if not has_cpu else "") + (" and no launch is linked to the next kernel" if (g.launch[rows] < 0).all() else "")
     else:

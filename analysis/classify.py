@@ -14,8 +14,10 @@ idle time). Where several kinds of evidence overlap, the first that applies wins
 2. a sync call or op on any CPU thread of T's process, or a Kineto ``cuda_sync`` record
    on the device → sync;
 3. a copy call or op on T → copy;
-4. a launch call on T → launch; and, when the next op's launch call starts inside the
-   gap (L > 0), everything from its start to the gap end that is not sync or copy →
+4. a launch call on T → launch (when the work was already queued, L <= 0, outside
+   launch-bound gaps and trailing edges, it explains nothing: treated like rule 5's
+   queued CPU work); and, when the next op's launch call starts inside the gap
+   (L > 0), everything from its start to the gap end that is not sync or copy →
    launch (the launch path: call, driver, queue);
 5. other CPU events on T → host when L > 0, at a step's trailing edge, or when no
    launch is linked; when the work was already queued (L <= 0) they explain nothing
@@ -246,13 +248,16 @@ def classify(trace: Trace, gaps: Gaps, params: Params, *, valid: np.ndarray, lau
         short = dur[rows] <= params.launch_gap_max_ns
         bound = in_episode[rows] | (short & late[rows] & (ho_ns == 0) & (t_lane >= 0))
         host_rest = (late[rows] | trailing[rows]) & (t_lane >= 0)
-        launch_ns = launch_ns + np.where(bound, hl_ns + rest + np.where(in_episode[rows], ho_ns, 0), 0)
-        # Host work explains idle only when the CPU asked late (L > 0), at a step's
-        # trailing edge, or when no launch is linked (L unknown). When the next op was
-        # already queued, CPU work on T did not keep the GPU empty: that time is
+        # Launch calls and host work on T explain idle only when the CPU asked late
+        # (L > 0), at a step's trailing edge, when no launch is linked (L unknown), or
+        # in a launch-bound gap. When the next op was already queued, CPU work on T
+        # (launching later ops included) did not keep the GPU empty: that time is
         # unexplained (or sync behind a recorded stream wait).
         host_ok = late[rows] | trailing[rows] | ~has_launch[rows]
-        queued_host = np.where(bound | host_ok, 0, hl_ns + ho_ns)
+        queued_launch = np.where(bound | host_ok, 0, head[3] - head[2])
+        launch_ns = launch_ns - queued_launch
+        launch_ns = launch_ns + np.where(bound, hl_ns + rest + np.where(in_episode[rows], ho_ns, 0), 0)
+        queued_host = np.where(bound | host_ok, 0, hl_ns + ho_ns) + queued_launch
         host_ns = np.where(bound, np.where(in_episode[rows], 0, ho_ns),
                            np.where(host_ok, hl_ns + ho_ns, 0) + np.where(host_rest, rest, 0))
         waited = (wait[rows] >= 0) & ~(bound | host_rest)

@@ -138,3 +138,27 @@ def test_secondary_below_half_a_percent_is_none():
     assert d.gaps.class_ns[0].tolist() == [4 * US, 0, 400, 395_600, 0]
     assert Cause(d.gaps.secondary[0]) == Cause.SYNC and d.gaps.secondary_share[0] == pytest.approx(0.01)
     assert d.card(0).secondary == Cause.SYNC and d.card(0).secondary_share == pytest.approx(0.01)
+
+
+def test_why_does_not_add_nested_calls_to_their_caller():
+    """A 100 µs gap while T runs `dataloader next` [0, 100) µs, inside which `aten::cat`
+    runs [10, 40) and `aten::div` [50, 70): the sentence says 100 µs in the outer op
+    (of which 30 and 20 µs in the inner ones), not 150 µs in all three; a thread label
+    that already says "thread" is not prefixed again."""
+    b = TraceBuilder()
+    cpu = b.lane("1", "1", process_name="python3", thread_name="thread 1 (python)")
+    gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    b.event(cpu, "cudaLaunchKernel", -20 * US, 2 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k1", -10 * US, 10 * US, Kind.KERNEL, correlation=1)
+    b.event(cpu, "dataloader next", 0, 100 * US, Kind.CPU_OP)
+    b.event(cpu, "aten::cat", 10 * US, 30 * US, Kind.CPU_OP)
+    b.event(cpu, "aten::div", 50 * US, 20 * US, Kind.CPU_OP)
+    b.event(cpu, "cudaLaunchKernel", 100 * US, 2 * US, Kind.LAUNCH, correlation=2)
+    b.event(gpu, "k2", 110 * US, 10 * US, Kind.KERNEL, correlation=2)
+    d = diagnose(b.build())
+    i = int(np.argmax(d.gaps.dur_ns))
+    assert d.gaps.dur_ns[i] == 110 * US
+    why = d.card(i).why
+    assert ("`thread 1 (python)` spent 0.100 ms busy in `dataloader next` (of which 30.0 µs in `aten::cat`, "
+            "20.0 µs in `aten::div`)") in why
+    assert "thread `thread" not in why

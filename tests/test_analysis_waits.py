@@ -16,7 +16,7 @@ from tests.conftest import CORPUS, require
 US = 1_000
 
 
-def _queued(wait_at_us=None, wait_lane="T", marker=False):
+def _queued(wait_at_us=None, wait_lane="T", marker=False, launch_in_gap=False):
     """k1 on stream 7 [10, 60) µs launched at 0; k2 on stream 8 launched at 20 µs,
     starts at 90 µs: a 30 µs gap [60, 90) with the work queued 40 µs before it. No CPU
     event inside the gap. Optional stream wait at ``wait_at_us`` on the launching thread
@@ -36,6 +36,9 @@ def _queued(wait_at_us=None, wait_lane="T", marker=False):
                     Kind.SYNC_CALL, correlation=9)
     b.event(cpu, "cudaLaunchKernel", 20 * US, 5 * US, Kind.LAUNCH, correlation=2)
     b.event(s8, "k2", 90 * US, 10 * US, Kind.KERNEL, correlation=2)
+    if launch_in_gap:  # T launches later work during the gap: [70, 80) µs
+        b.event(cpu, "cudaLaunchKernel", 70 * US, 10 * US, Kind.LAUNCH, correlation=3)
+        b.event(s8, "k3", 100 * US, 10 * US, Kind.KERNEL, correlation=3)
     return diagnose(b.build())
 
 
@@ -78,6 +81,17 @@ def test_queued_without_evidence_stays_unclassified_and_says_so(kw):
     assert "uninstrumented" not in c.why  # the quiet CPU is no explanation of queued work
     assert "cuda_sync" in c.first_experiment and "already queued" in c.forbidden_step
     assert "Capture again with CPU activity" not in c.first_experiment
+
+
+def test_launching_later_work_does_not_explain_queued_idle():
+    """The next op was queued 40 µs before the gap; T launching a later kernel during
+    the gap is no launch overhead (docs/definitions.md: L <= 0, the GPU waited on
+    something else): unclassified, or sync behind a recorded stream wait."""
+    g = _queued(launch_in_gap=True).gaps
+    assert g.lateness_ns[0] == -40 * US
+    assert g.class_ns[0].tolist() == [0, 0, 0, 0, 30 * US]
+    g = _queued(wait_at_us=15, launch_in_gap=True).gaps
+    assert g.class_ns[0].tolist() == [30 * US, 0, 0, 0, 0]
 
 
 def test_rank0_waits_and_graph_gap():

@@ -69,3 +69,30 @@ def test_cursor_steps_one_cell_and_stays_on_the_trace_at_80x24():
     assert back == [22_969, 6_234, 0, 0, 0]
     assert seen_out == 0
     assert end == end2 == 1_050_000
+
+
+# ------------------------------------------------------------ 2. signed offsets
+def test_offsets_print_one_sign():
+    from tui.ruler import format_offset_ns
+
+    assert format_offset_ns(-43_000) == "-43.0µs"
+    assert format_offset_ns(590_000) == "+590µs"
+    assert format_offset_ns(0) == "+0ns"
+    assert format_offset_ns(-1_500_000) == "-1.50ms"
+
+
+def test_pan_left_at_the_fit_view_keeps_the_cursor_at_the_start():
+    # Before: h at the fit view moved the clamped view 0.04 of its span left and the
+    # cursor with it, printed "@+-43.0µs".
+    trace, diag = _sample()
+
+    async def run():
+        app = make_app(trace, diagnosis=diag)
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = await wait_ready(pilot)
+            await pilot.press("h")
+            return screen.lanes.cursor_ns, screen.detail_text().plain
+
+    cursor, detail = asyncio.run(run())
+    assert cursor == 0
+    assert detail.startswith("@+0ns ") and "+-" not in detail

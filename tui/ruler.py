@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .viewmodel import Viewport
 
-__all__ = ["ruler_ticks", "format_duration_ns", "format_time_ns", "nice_step_ns", "parse_time_ns"]
+__all__ = ["ruler_ticks", "format_duration_ns", "format_offset_ns", "format_time_ns", "nice_step_ns", "parse_time_ns"]
 
 _UNITS = ((1, "ns"), (1_000, "µs"), (1_000_000, "ms"), (1_000_000_000, "s"))
 
@@ -70,6 +70,12 @@ def format_duration_ns(d_ns: int | float) -> str:
                 return f"{v:.1f}{name}"
             return f"{v:.2f}{name}"
     raise AssertionError("unreachable")
+
+
+def format_offset_ns(d_ns: int | float) -> str:
+    """A signed offset from the trace start: ``+460µs``, ``-43.0µs``, ``+0ns`` (the
+    sign always shown, once; ``format_duration_ns`` of the magnitude)."""
+    return ("-" if d_ns < 0 else "+") + format_duration_ns(abs(d_ns))
 
 
 def ruler_ticks(vp: "Viewport", origin_ns: int, min_cells: int = 12) -> tuple[int, list[tuple[int, str]]]:

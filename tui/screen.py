@@ -24,6 +24,7 @@ from .lanes_model import sanitize
 from .navigation import SIZE, TIME, FlowIndex, GapNavigator, NameSearch
 from .panel import DetailLine, GapPanel
 from .swimlanes import Swimlanes
+from .ruler import format_offset_ns
 from .viewmodel import format_duration_ns, parse_time_ns
 
 __all__ = ["TraceScreen", "trace_bindings", "elide_title", "FOOTER_LABELS", "ZOOM_STEP", "PAN_STEP", "PAN_PAGE", "NARROW_WIDTH"]
@@ -128,7 +129,7 @@ class TraceScreen(Screen):
         """One line about the event or gap under the cursor (or the last message)."""
         lanes = self.lanes
         t = Text()
-        rel = lambda ns: "+" + format_duration_ns(int(ns) - self.trace.extent_ns[0])  # noqa: E731
+        rel = lambda ns: format_offset_ns(int(ns) - self.trace.extent_ns[0])  # noqa: E731
         t.append(f"@{rel(lanes.cursor_ns)} ", style="bold")
         row = lanes.current_row()
         ev = lanes.event_at_cursor()

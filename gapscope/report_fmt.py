@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["Unit", "unit_for", "fmt_dur", "fmt_share", "safe_name", "fmt_bytes", "budget_rows", "BUDGET_LABELS", "short_name"]
+__all__ = ["Unit", "unit_for", "fmt_dur", "fmt_share", "safe_name", "fmt_bytes", "budget_rows", "BUDGET_LABELS", "short_name",
+           "device_label"]
 
 
 class Unit(tuple):
@@ -82,6 +83,39 @@ def fmt_bytes(n: int) -> str:
             return f"{n_f:.1f} {unit}"
         n = n_f  # type: ignore[assignment]
     return f"{n} B"  # pragma: no cover
+
+
+_AMD_NAME = re.compile(r"\b(?:AMD|Radeon|Instinct)\b", re.IGNORECASE)
+
+
+def device_label(prop: object) -> str:
+    """One line for an entry of Kineto's ``deviceProperties``: name, memory,
+    architecture and compute-unit count (``NVIDIA H100, 79.2 GiB, sm_90, 132 SMs``).
+
+    The architecture is ``gcnArchName`` when present (ROCm; shown without its
+    ``:feature`` suffixes, e.g. ``gfx90a``), else ``sm_<computeMajor><computeMinor>``
+    for NVIDIA devices only. Kineto on ROCm fills ``computeMajor``/``computeMinor``
+    from HIP's ``major``/``minor``, which are not CUDA SM versions (an MI250 reports
+    9.0, an MI300X 9.4), so an AMD device (``gcnArchName``, a 64-wide ``warpSize`` or
+    an AMD name) gets no ``sm_`` label, and its ``numSms`` (HIP's
+    ``multiProcessorCount``) is counted in CUs. Names are untrusted: made safe here.
+    """
+    if not isinstance(prop, dict):
+        return safe_name(str(prop))
+    name = safe_name(str(prop.get("name") or "")) or "?"
+    parts = [name]
+    mem = prop.get("totalGlobalMem")
+    if isinstance(mem, (int, float)) and not isinstance(mem, bool) and mem > 0:
+        parts.append(fmt_bytes(int(mem)))
+    arch = prop.get("gcnArchName")
+    amd = bool(arch) or prop.get("warpSize") == 64 or bool(_AMD_NAME.search(name))
+    if isinstance(arch, str) and arch:
+        parts.append(safe_name(arch.split(":", 1)[0]))
+    elif not amd and "computeMajor" in prop:
+        parts.append(safe_name(f"sm_{prop.get('computeMajor')}{prop.get('computeMinor', '')}"))
+    if "numSms" in prop:
+        parts.append(safe_name(f"{prop['numSms']} {'CUs' if amd else 'SMs'}"))
+    return ", ".join(parts)
 
 
 _ESC_SEQ = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_])")

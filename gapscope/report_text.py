@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .report_fmt import fmt_bytes, fmt_dur, fmt_share, unit_for
+from .report_fmt import device_label, fmt_dur, fmt_share, unit_for
 from .report_panels import budget_section, groups_section, lone_cards_section
 from .report_rich import CAUSE_STYLE, cause_text, heading, make_console, name_text, safe_text
 
@@ -63,7 +63,7 @@ def _header(doc: dict, console: Console) -> None:
         world = "?" if src.get("world_size") is None else src["world_size"]
         grid.add_row("Rank", Text(f"{rank} of world size {world}"))
     for k, prop in enumerate(src.get("device_properties") or []):
-        grid.add_row(f"Device {prop.get('id', k)}" if isinstance(prop, dict) else f"Device {k}", safe_text(_device_prop(prop)))
+        grid.add_row(f"Device {prop.get('id', k)}" if isinstance(prop, dict) else f"Device {k}", Text(device_label(prop)))
     span = doc["span"]
     grid.add_row("Span", Text(f"{fmt_dur(span['dur_ns'])} ({span['start_ns']} → {span['end_ns']} ns)"))
     grid.add_row("Events", Text(f"{doc['event_count']:,} on {len(doc['lanes'])} lanes"))
@@ -71,20 +71,6 @@ def _header(doc: dict, console: Console) -> None:
     if ignored:
         grid.add_row("Ignored", safe_text(", ".join(f"{k}: {v}" for k, v in sorted(ignored.items()))))
     console.print(grid)
-
-
-def _device_prop(prop: Any) -> str:
-    if not isinstance(prop, dict):
-        return str(prop)
-    parts = [str(prop.get("name", "?"))]
-    mem = prop.get("totalGlobalMem")
-    if isinstance(mem, (int, float)) and mem > 0:
-        parts.append(fmt_bytes(int(mem)))
-    if "computeMajor" in prop:
-        parts.append(f"sm_{prop.get('computeMajor')}{prop.get('computeMinor', '')}")
-    if "numSms" in prop:
-        parts.append(f"{prop['numSms']} SMs")
-    return ", ".join(parts)
 
 
 def _lanes(doc: dict, console: Console) -> None:

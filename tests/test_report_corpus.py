@@ -81,3 +81,14 @@ def test_markdown_keeps_to_the_largest_group_cards(corpus):
                   and ln.split("|")[1].strip()[1:].isdigit()]
     assert len(table_rows) == MD_GROUP_ROWS
     assert "more recurring groups (cards in `--json`)" in md
+
+
+def test_amd_devices_get_no_cuda_architecture(corpus):
+    """MI250 (ROCm 6.2): Kineto's computeMajor/Minor 9.0 are HIP's, not an sm_90."""
+    text = run(corpus / "hta" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz")
+    header = text.split("\nSpan ")[0]
+    devices = [ln for ln in header.splitlines() if ln.startswith("Device ")]
+    assert len(devices) == 4
+    assert devices[0].split(None, 2)[2] == "AMD Radeon Graphics, 64.0 GiB, 104 CUs"
+    md = run(corpus / "hta" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz", "--markdown")
+    assert "sm_" not in text and "sm_" not in md

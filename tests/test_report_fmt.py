@@ -83,3 +83,36 @@ def test_short_name_only_when_too_long():
     assert short_name(long, 20) == "vectorized_elementw…"
     assert short_name("[bold]x[/bold] → " + long, 60).startswith("[bold]x[/bold] → vectorized_elementwise")
     assert short_name("a\x1bb", 2) == "a…"
+
+
+# deviceProperties entries as Kineto writes them (copied from the corpus: hta/mi250_*,
+# tracelens/mi300/*, tracelens/vllm_decode_full/*, tracelens/h100/*)
+_MI250 = {"id": 0, "name": "AMD Radeon Graphics", "totalGlobalMem": 68702699520, "computeMajor": 9, "computeMinor": 0,
+          "warpSize": 64, "numSms": 104}
+_MI300X_VF = {"id": 0, "name": "AMD Instinct MI300X VF", "totalGlobalMem": 205571227648, "computeMajor": 9,
+              "computeMinor": 4, "warpSize": 64, "numSms": 304}
+_NAMELESS_MI300 = {"id": 0, "name": "", "totalGlobalMem": 206158430208, "computeMajor": 9, "computeMinor": 4,
+                   "warpSize": 64, "numSms": 304}
+_H100 = {"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85018279936, "computeMajor": 9, "computeMinor": 0,
+         "warpSize": 32, "numSms": 132}
+
+
+@pytest.mark.parametrize(
+    "prop, text",
+    [
+        # 68702699520 B / 2**30 = 63.98 GiB; HIP's 9.0 is not CUDA's sm_90
+        (_MI250, "AMD Radeon Graphics, 64.0 GiB, 104 CUs"),
+        (_MI300X_VF, "AMD Instinct MI300X VF, 191.5 GiB, 304 CUs"),
+        (_NAMELESS_MI300, "?, 192.0 GiB, 304 CUs"),  # warpSize 64 alone marks it AMD
+        (dict(_MI250, gcnArchName="gfx90a:sramecc+:xnack-"), "AMD Radeon Graphics, 64.0 GiB, gfx90a, 104 CUs"),
+        (dict(_MI300X_VF, gcnArchName="gfx942", warpSize=None), "AMD Instinct MI300X VF, 191.5 GiB, gfx942, 304 CUs"),
+        (_H100, "NVIDIA H100 80GB HBM3, 79.2 GiB, sm_90, 132 SMs"),
+        ({"id": 0, "name": "Quadro GP100", "computeMajor": 6, "computeMinor": 0, "warpSize": 32, "numSms": 56},
+         "Quadro GP100, sm_60, 56 SMs"),
+        ({"id": 17, "name": "ARTEMIS"}, "ARTEMIS"),
+    ],
+)
+def test_device_label(prop, text):
+    from gapscope.report_fmt import device_label
+
+    assert device_label(prop) == text

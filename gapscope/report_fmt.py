@@ -10,7 +10,7 @@ import re
 import unicodedata
 
 __all__ = ["Unit", "unit_for", "fmt_dur", "fmt_share", "safe_name", "fmt_bytes", "budget_rows", "BUDGET_LABELS", "short_name",
-           "device_label"]
+           "device_label", "rank_text", "kind_counts_text"]
 
 
 class Unit(tuple):
@@ -116,6 +116,22 @@ def device_label(prop: object) -> str:
     if "numSms" in prop:
         parts.append(safe_name(f"{prop['numSms']} {'CUs' if amd else 'SMs'}"))
     return ", ".join(parts)
+
+
+def rank_text(source: dict) -> str | None:
+    """``"<rank> of world size <world_size>"`` of a report document's ``source`` (``?``
+    for the one not recorded), or None when the trace records neither."""
+    rank, world = source.get("rank"), source.get("world_size")
+    if rank is None and world is None:
+        return None
+    return f"{'?' if rank is None else rank} of world size {'?' if world is None else world}"
+
+
+def kind_counts_text(by_kind: dict, shown: int = 4) -> str:
+    """A lane's ``event_counts_by_kind`` as ``kernel 130, memcpy 10``: the ``shown``
+    most frequent kinds, then `` …`` when there are more."""
+    kinds = sorted(by_kind.items(), key=lambda kv: -kv[1])
+    return ", ".join(f"{k} {v:,}" for k, v in kinds[:shown]) + (" …" if len(kinds) > shown else "")
 
 
 _ESC_SEQ = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_])")

@@ -8,7 +8,8 @@ literal), with ``|`` escaped inside tables and control characters made visible b
 from __future__ import annotations
 
 from .report_json import lone_gaps
-from .report_fmt import GROUP_CARDS, MD_GROUP_ROWS, budget_rows, fmt_dur, fmt_share, rate_key, safe_name, unit_for
+from .report_fmt import (GROUP_CARDS, MD_GROUP_ROWS, budget_rows, device_label, fmt_dur, fmt_share, kind_counts_text, rank_text,
+                         rate_key, safe_name, unit_for)
 
 __all__ = ["render_markdown", "md_code", "md_text"]
 
@@ -55,15 +56,19 @@ def render_markdown(doc: dict) -> str:
     out = [f"# gapscope report: {md_code(src['path'], None, False)}", ""]
     fmt = src["format"] + (f" (Kineto schemaVersion {src['schema_version']})" if src.get("schema_version") is not None else "")
     out.append(f"- Format: {fmt}")
-    if src.get("rank") is not None:
-        out.append(f"- Rank {src['rank']} of world size {src.get('world_size')}")
-    for prop in src.get("device_properties") or []:
-        if isinstance(prop, dict):
-            out.append(f"- Device {prop.get('id', '?')}: {md_code(prop.get('name', '?'), None, False)}")
+    if src.get("trace_name"):
+        out.append(f"- Trace name: {md_code(src['trace_name'], None, False)}")
+    rank = rank_text(src)
+    if rank is not None:
+        out.append(f"- Rank: {md_text(rank)}")
+    for k, prop in enumerate(src.get("device_properties") or []):
+        dev = prop.get("id", k) if isinstance(prop, dict) else k
+        out.append(f"- Device {md_text(dev)}: {md_code(device_label(prop), None, False)}")
     out.append(f"- Span: {fmt_dur(span['dur_ns'])}; {doc['event_count']:,} events on {len(doc['lanes'])} lanes")
     out += ["", "## Lanes", ""]
-    out += _table(["process / device", "lane", "events"],
-                  [[md_code(ln["process_name"], 40), md_code(ln["label"], 40), f"{ln['event_count']:,}"] for ln in doc["lanes"]])
+    out += _table(["process / device", "lane", "events", "by kind"],
+                  [[_lane_process(ln), md_code(ln["label"] or ln["tid"], 40) or "-", f"{ln['event_count']:,}",
+                    kind_counts_text(ln["event_counts_by_kind"])] for ln in doc["lanes"]])
     out += ["", "## GPU busy (union of kernels over all streams)", ""]
     devs = doc["devices"]
     if devs:
@@ -85,6 +90,17 @@ def render_markdown(doc: dict) -> str:
     if len(warns) > 20:
         out.append(f"- ... and {len(warns) - 20} more")
     return "\n".join(out) + "\n"
+
+
+def _lane_process(ln: dict) -> str:
+    """The "process / device" cell, as the text report names it: ``GPU <n>`` for a
+    GPU lane (with the host program Kineto names its process after), ``-`` when the
+    trace gives the lane no process name."""
+    pname = ln["process_name"] or ""
+    if ln["is_gpu"]:
+        gpu = f"GPU {ln['device']}"
+        return f"{gpu} · {md_code(pname, 24)}" if pname and not pname.startswith("GPU") else gpu
+    return md_code(pname, 40) or "-"
 
 
 def _card_lines(card: dict) -> list[str]:

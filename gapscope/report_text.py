@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .report_fmt import device_label, fmt_dur, fmt_share, unit_for
+from .report_fmt import device_label, fmt_dur, fmt_share, kind_counts_text, rank_text, unit_for
 from .report_panels import budget_section, groups_section, lone_cards_section
 from .report_rich import CAUSE_STYLE, cause_text, heading, make_console, name_text, safe_text
 
@@ -58,10 +58,9 @@ def _header(doc: dict, console: Console) -> None:
     grid.add_row("Format", safe_text(fmt))
     if src.get("trace_name"):
         grid.add_row("Trace name", safe_text(src["trace_name"]))
-    if src.get("rank") is not None or src.get("world_size") is not None:
-        rank = "?" if src.get("rank") is None else src["rank"]
-        world = "?" if src.get("world_size") is None else src["world_size"]
-        grid.add_row("Rank", Text(f"{rank} of world size {world}"))
+    rank = rank_text(src)
+    if rank is not None:
+        grid.add_row("Rank", safe_text(rank))
     for k, prop in enumerate(src.get("device_properties") or []):
         grid.add_row(f"Device {prop.get('id', k)}" if isinstance(prop, dict) else f"Device {k}", Text(device_label(prop)))
     span = doc["span"]
@@ -89,9 +88,8 @@ def _lanes(doc: dict, console: Console) -> None:
         if group == prev_group:
             proc = Text("")
         prev_group = group
-        kinds = sorted(ln["event_counts_by_kind"].items(), key=lambda kv: -kv[1])
         rows.append((proc, safe_text(ln["label"] or ln["tid"] or "-", 32), f"{ln['event_count']:,}",
-                     ", ".join(f"{k} {v:,}" for k, v in kinds[:4]) + (" …" if len(kinds) > 4 else "")))
+                     kind_counts_text(ln["event_counts_by_kind"])))
     # fixed columns at their natural width; "by kind" gets the rest and ends with …
     widths = [max([len(h)] + [len(r[k]) for r in rows]) for k, h in enumerate(("process / device", "lane", "events"))]
     room = max(12, console.width - sum(widths) - 6)

@@ -92,3 +92,29 @@ def test_amd_devices_get_no_cuda_architecture(corpus):
     assert devices[0].split(None, 2)[2] == "AMD Radeon Graphics, 64.0 GiB, 104 CUs"
     md = run(corpus / "hta" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz", "--markdown")
     assert "sm_" not in text and "sm_" not in md
+
+
+def test_markdown_header_and_lanes_match_the_text_report(corpus):
+    """step_based_trace records rank 0 but no world size, a trace name, and one instant
+    event with an empty pid/tid (lane 0): Markdown says what the text report says."""
+    path = corpus / TRACES[0]
+    md = run(path, "--markdown").splitlines()
+    assert "- Trace name: `/private/home/anupamb/step_based_trace_2543932.json`" in md
+    assert "- Rank: 0 of world size ?" in md and not any("None" in ln for ln in md)
+    # totalGlobalMem 17069309952 B = 15.897 GiB; computeMajor 6, minor 0; 56 SMs
+    assert md.count("- Device 0: `Quadro GP100, 15.9 GiB, sm_60, 56 SMs`") == 1
+    lanes = md[md.index("## Lanes") + 2:]
+    lanes = lanes[: lanes.index("")]
+    assert lanes == [
+        "| process / device | lane | events | by kind |",
+        "| --- | --- | --- | --- |",
+        "| - | - | 1 | instant 1 |",
+        "| `Traces` | `Trace PyTorch Profiler` | 1 | instant 1 |",
+        "| `python` | `thread 2543932 (python)` | 403 | cpu_op 283, launch 80, sync_call 10, memcpy_call 10 … |",
+        "| `python` | `thread 2544009 (python)` | 430 | cpu_op 360, launch 50, runtime 20 |",
+        "| `Spans` | `PyTorch Profiler` | 1 | other 1 |",
+        "| GPU 0 · `python` | `stream 7` | 150 | kernel 130, memcpy 10, gpu_annotation 10 |",
+    ]
+    text = run(path)
+    assert "Trace name  /private/home/anupamb/step_based_trace_2543932.json" in text
+    assert "Rank        0 of world size ?" in text

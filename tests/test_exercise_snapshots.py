@@ -33,7 +33,7 @@ def _keys(*keys):
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_decode_step_pick_gap(snap_compare, size, tmp_path):
-    # task 1 answered, then the cursor moved to the first gap: the pick-a-gap task
+    # task 1 answered; the cursor starts in gap 1, so n moves to gap 2: the pick-a-gap task
     assert snap_compare(_app("decode-step", tmp_path), terminal_size=size, run_before=_keys("enter", "n"))
 
 

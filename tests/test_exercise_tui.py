@@ -54,11 +54,14 @@ async def _pick(pilot, gap: int) -> None:
     screen = pilot.app.screen
     lanes = screen.lanes
     assert lanes.has_focus
+    device = screen.session.facts().device
     for _ in range(len(lanes.gaps) + 1):
         if lanes.selected_gap == gap:
             break
+        if lanes.selected_gap is None and lanes.gap_at(lanes.cursor_ns, device) == gap:
+            break  # the cursor is in it (the status line names it): Enter picks it
         await pilot.press("n")
-    assert lanes.selected_gap == gap
+    assert lanes.selected_gap == gap or (lanes.selected_gap is None and lanes.gap_at(lanes.cursor_ns, device) == gap)
     await pilot.press("enter")
 
 
@@ -134,7 +137,7 @@ def test_decode_step_wrong_answers_get_evidence(tmp_path):
             # pick the wrong gap (the first in time: 0.000-0.258 ms), then the hint
             lanes = screen.lanes
             assert not lanes.reveal_causes  # the gap row does not give the class away
-            await pilot.press("n", "enter")
+            await pilot.press("enter")  # the gap the status line names (the cursor is in it)
             await pilot.pause()
             fb = _feedback(screen)
             assert fb.startswith("✗ Not yet. You picked gap 1 of 3, 0.000-0.258 ms (0.258 ms): number 2 of 3 by size")
@@ -281,5 +284,36 @@ def test_digit_selects_and_enter_submits_without_a_stray_attempt(tmp_path):
             assert s.task.id == "largest-gap" and s.record()["attempts"] == 0
             assert _feedback(screen).startswith("✓ Correct.")
             assert screen.focused is screen.lanes
+
+    asyncio.run(run())
+
+
+def test_first_n_leaves_the_gap_the_status_line_names(tmp_path):
+    """On the pick task the cursor starts in gap 1 (0.000-0.258 ms) and the status line
+    says so; the first ``n`` goes to gap 2 (0.410-0.430 ms), the second to gap 3
+    (0.590-1.050 ms), the largest, which Enter picks at the first attempt."""
+    async def run():
+        app = _app("decode-step", tmp_path)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            screen, s = app.screen, app.session
+            await pilot.press("1", "enter")
+            await pilot.pause()
+            assert s.task.id == "largest-gap"
+            status = lambda: str(screen.query_one("#ex-status", Static).render())  # noqa: E731
+            assert status().startswith("Gap 1 of 3, 0.000-0.258 ms (0.258 ms)")
+            await pilot.press("N")  # nothing before gap 1
+            assert screen.lanes.selected_gap is None and status().startswith("Gap 1 of 3,")
+            await pilot.press("n")
+            await pilot.pause()
+            assert status().startswith("Gap 2 of 3, 0.410-0.430 ms (20.0 µs)")
+            await pilot.press("n")
+            await pilot.pause()
+            assert status().startswith("Gap 3 of 3, 0.590-1.050 ms (0.460 ms)")
+            assert screen.lanes.selected_gap == s.facts().resolve(s.task.gap)
+            await pilot.press("enter")
+            await pilot.pause()
+            assert _feedback(screen).startswith("✓ Correct.")
+            assert s.record(next(t for t in s.exercise.tasks if t.id == "largest-gap"))["attempts"] == 1
 
     asyncio.run(run())

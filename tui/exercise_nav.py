@@ -22,8 +22,14 @@ class TimelineActions:
         return nav
 
     def action_jump_gap(self, direction: int) -> None:
+        """Next/previous gap from the current one: the selected gap, else (time order)
+        the gap the cursor is in, the one the status line names ("Gap 1 of 3") and Enter
+        would pick, so the first ``n`` moves past it instead of selecting it in place."""
         lanes = self.lanes
-        g = self.nav().step(lanes.selected_gap, direction, self.order_mode, from_ns=lanes.cursor_ns)
+        current = lanes.selected_gap
+        if current is None and self.order_mode == TIME:
+            current = lanes.gap_at(lanes.cursor_ns, self.session.facts().device)
+        g = self.nav().step(current, direction, self.order_mode, from_ns=lanes.cursor_ns)
         if g is not None:
             lanes.select_gap(g)
 

@@ -96,3 +96,38 @@ def test_pan_left_at_the_fit_view_keeps_the_cursor_at_the_start():
     cursor, detail = asyncio.run(run())
     assert cursor == 0
     assert detail.startswith("@+0ns ") and "+-" not in detail
+
+
+# ------------------------------------------------------------ 3. view after `p`
+def test_hiding_the_panel_keeps_the_time_window_at_200x50():
+    # Fit over 132 cells (200 - 44 panel - 24 labels): 1_071_000 / 132 ns per cell.
+    # After `.` (the view is now the user's) `p` widens the lanes to 176 cells: before,
+    # the zoom was kept and the view ran to 1.4175 ms (1.43 ms shown) on a 1.05 ms trace.
+    trace, diag = _sample()
+
+    async def run():
+        app = make_app(trace, diagnosis=diag)
+        async with app.run_test(size=(200, 50)) as pilot:
+            screen = await wait_ready(pilot)
+            lanes = screen.lanes
+            await pilot.press("full_stop")
+            before = lanes.viewport
+            await pilot.press("p")
+            await pilot.pause()
+            hidden = lanes.viewport
+            await pilot.press("p")
+            await pilot.pause()
+            return before, hidden, lanes.viewport
+
+    before, hidden, shown = asyncio.run(run())
+    assert before == Viewport(-10_500, 1_071_000 / 132, 132)
+    assert hidden == Viewport(-10_500, 1_071_000 / 176, 176)
+    assert hidden.end_ns == 1_060_500
+    assert shown == before
+
+
+def test_resized_keeps_start_and_span():
+    vp = Viewport(1_000, 100.0, 50)  # 5 µs
+    assert vp.resized(100) == Viewport(1_000, 50.0, 100)
+    assert vp.resized(50) is vp
+    assert Viewport(0, 1.0, 10).resized(20) == Viewport(0, 1.0, 20)  # 1 ns per cell at most

@@ -192,7 +192,8 @@ class Swimlanes(LaneDrawing, Widget, can_focus=True):
 
     def _sync_width(self) -> None:
         """Match the viewport to the timeline width: refit the whole trace until the
-        user has moved the view, else keep the zoom (and the cursor on screen)."""
+        user has moved the view, else keep the visible time window (and the cursor on
+        screen)."""
         w = self.timeline_width
         if not self._fitted:
             t0, t1 = self.trace.extent_ns
@@ -201,9 +202,12 @@ class Swimlanes(LaneDrawing, Widget, can_focus=True):
                 self.viewport = vp
                 self._update_count += 1
         elif self.viewport.width != w:
-            self.viewport = self.viewport.with_width(w)
+            # Same time window in the new width (never time past the trace end when
+            # the lanes widen, e.g. the side panel hidden), kept on the trace.
+            t0, t1 = self.trace.extent_ns
+            self.viewport = self.viewport.resized(w).clamped(t0, t1)
             if not self.viewport.contains(self.cursor_ns):
-                self.viewport = self.viewport.centred_on(self.cursor_ns)
+                self.viewport = self.viewport.centred_on(self.cursor_ns).clamped(t0, t1)
             self._update_count += 1
 
     # ------------------------------------------------------------ state ops

@@ -116,6 +116,17 @@ class Viewport:
         """Same start and zoom for a new width (cells)."""
         return Viewport(self.start_ns, self.ns_per_cell, max(1, int(width)))
 
+    def resized(self, width: int) -> "Viewport":
+        """The same time window (start and span) over ``width`` cells: ``ns_per_cell``
+        scales with the width (within ``MIN_NS_PER_CELL``..``MAX_NS_PER_CELL``). A
+        wider lanes area shows the window in finer detail instead of showing time
+        past its end, as Perfetto keeps the visible window on a resize."""
+        width = max(1, int(width))
+        if width == self.width:
+            return self
+        npc = min(max(self.span_ns / width, MIN_NS_PER_CELL), MAX_NS_PER_CELL)
+        return Viewport(self.start_ns, npc, width)
+
     def clamped(self, t0_ns: int, t1_ns: int, margin: float = 0.05) -> "Viewport":
         """Same zoom, moved so the view stays over the trace extent ``[t0_ns, t1_ns]``
         with at most ``margin`` of the visible span beyond either end; a view wider than

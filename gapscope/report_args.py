@@ -125,7 +125,7 @@ def build_parser(prog: str = "gapscope report") -> argparse.ArgumentParser:
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="one JSON document with stable keys (docs/report-json.md)")
     fmt.add_argument("--markdown", action="store_true", help="Markdown, for tickets and chat")
-    p.add_argument("--top", type=int, default=10, metavar="N", help="how many of the largest gaps to list (default 10)")
+    p.add_argument("--top", type=int, default=10, metavar="N", help="how many of the largest gaps, and of the recurring groups, to list (default 10; --json has every group)")
     p.add_argument("--width", type=int, default=None, metavar="COLS",
                    help="text width (default: the terminal's, or $COLUMNS, or 100 when not a terminal)")
     g = p.add_argument_group(

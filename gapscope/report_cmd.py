@@ -91,10 +91,10 @@ def run(argv: list[str], stdout: IO[str] | None = None) -> int:
         if width is None:
             width = shutil.get_terminal_size((100, 24)).columns if tty else (_env_columns() or 100)
         if color:
-            render_text(doc, make_console(out, width=width, color=True))
+            render_text(doc, make_console(out, width=width, color=True), top=args.top)
         else:  # plain text: drop the cell padding Rich leaves at line ends
             buf = io.StringIO()
-            render_text(doc, make_console(buf, width=width, color=False))
+            render_text(doc, make_console(buf, width=width, color=False), top=args.top)
             out.write("\n".join(line.rstrip() for line in buf.getvalue().split("\n")))
     out.flush()
     return 0

@@ -9,11 +9,11 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from .report_fmt import GROUP_CARDS, budget_rows, fmt_bytes, rate_key, fmt_dur, unit_for
+from .report_fmt import GROUP_CARDS, budget_rows, fmt_bytes, fmt_dur, fmt_share, rate_key, unit_for
 from .report_json import lone_gaps
 from .report_rich import cause_text, heading, name_text, safe_text
 
-__all__ = ["GROUP_CARDS", "card_panel", "groups_section", "lone_cards_section", "budget_section"]
+__all__ = ["GROUP_CARDS", "card_panel", "groups_section", "more_groups_line", "lone_cards_section", "budget_section"]
 
 #: Evidence items shown on a card before "… and N more" (the JSON has all).
 EVIDENCE_SHOWN = 6
@@ -63,32 +63,52 @@ def _recurs(grp: dict) -> str:
             f"{fmt_dur(grp.get('median_ns', 0))} median, {fmt_dur(grp.get('total_ns', 0))} total")
 
 
-def groups_section(doc: dict, console: Console) -> None:
-    """Recurring groups: the ``GROUP_CARDS`` largest with their card, the rest in a table."""
+def groups_section(doc: dict, console: Console, top: int = 10) -> None:
+    """Recurring groups, largest total first: the first ``top`` of them (the
+    ``GROUP_CARDS`` largest with their card, the next in a table), then one line with
+    how many more there are and how much idle they hold (all are in ``--json``)."""
     groups = doc["groups"]
     if not groups:
         return
     n = len(groups)
-    heading(console, f"Recurring gaps ({n} group{'s' if n != 1 else ''} by position in the step, largest total first)")
-    for grp in groups[:GROUP_CARDS]:
+    top = max(0, int(top))
+    heading(console, f"Recurring gaps ({n:,} group{'s' if n != 1 else ''} by position in the step, largest total first)")
+    for grp in groups[:min(GROUP_CARDS, top)]:
         title = Text(f"G{grp.get('id')} ")
         title.append_text(name_text(grp.get("label"), max(20, console.width - 12)))
         if grp.get("card"):
             console.print(card_panel(title, grp["card"], recurs=_recurs(grp)))
         else:
             console.print(Text.assemble(title, ": ", _recurs(grp)))
-    rest = groups[GROUP_CARDS:]
-    if rest:
-        console.print(Text(f"{len(rest)} more group{'s' if len(rest) != 1 else ''} (cards in --json):"))
+    table = groups[GROUP_CARDS:top]
+    if table:
+        k = len(table)
+        console.print(Text(f"The next {k:,} groups (cards in --json):" if k > 1 else "The next group (card in --json):"))
         tbl = Table(box=None, pad_edge=False, show_edge=False)
         for name in ("group", "position", "steps", "median", "total", "cause"):
             tbl.add_column(name, justify="right" if name in ("steps", "median", "total") else "left",
                            overflow="ellipsis", ratio=1 if name == "position" else None)
-        for grp in rest:
+        for grp in table:
             tbl.add_row(f"G{grp.get('id')}", name_text(grp.get("label"), max(20, console.width - 50)),
                         f"{grp.get('steps_with_gap')}/{grp.get('steps_total')}", fmt_dur(grp.get("median_ns", 0)),
                         fmt_dur(grp.get("total_ns", 0)), cause_text(grp.get("cause")))
         console.print(tbl)
+    rest = groups[top:]
+    if rest:
+        console.print(Text(more_groups_line(rest, doc.get("idle_in_gaps_ns"), shown=top), style="dim"))
+
+
+def more_groups_line(rest: list[dict], idle_in_gaps_ns: int | None, shown: int = 1) -> str:
+    """The line for the groups a report leaves out, e.g. ``… and 1,011 more groups:
+    (in --json): 307.367 ms of idle (47.1% of gap idle), at most 2.814 ms each``
+    (without "… and" / "more" when ``shown`` is 0)."""
+    idle_ns = sum(int(g.get("total_ns") or 0) for g in rest)
+    largest_ns = max(int(g.get("total_ns") or 0) for g in rest)
+    n = f"{len(rest):,} group{'s' if len(rest) != 1 else ''}"
+    head = f"… and {len(rest):,} more group{'s' if len(rest) != 1 else ''}" if shown else n
+    share = f" ({fmt_share(idle_ns, idle_in_gaps_ns)} of gap idle)" if idle_in_gaps_ns else ""
+    each = f", at most {fmt_dur(largest_ns)} each" if len(rest) > 1 else ""
+    return f"{head} (in --json): {fmt_dur(idle_ns)} of idle{share}{each}"
 
 
 def lone_cards_section(doc: dict, console: Console) -> None:

@@ -28,8 +28,10 @@ MAX_LANES = 60
 NAME_COLS_MIN = 20
 
 
-def render_text(doc: dict, console: Console) -> None:
-    """Print the whole report of ``doc`` on ``console`` (sections in a fixed order)."""
+def render_text(doc: dict, console: Console, top: int = 10) -> None:
+    """Print the whole report of ``doc`` on ``console`` (sections in a fixed order);
+    ``top``: how many recurring groups to list (``--top``; the largest gaps are already
+    limited in ``doc``)."""
     _header(doc, console)
     _lanes(doc, console)
     _devices(doc, console)
@@ -39,7 +41,7 @@ def render_text(doc: dict, console: Console) -> None:
     elif doc["devices"]:  # nothing to diagnose without GPU kernels
         _class_totals(doc, console)
         _top_gaps(doc, console)
-        groups_section(doc, console)
+        groups_section(doc, console, top)
         lone_cards_section(doc, console)
         _episodes(doc, console)
         budget_section(doc, console)

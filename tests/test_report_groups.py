@@ -1,0 +1,76 @@
+"""The text report lists the ``--top`` largest recurring groups and sums up the rest in
+one line (count, idle they hold, its share of the idle in gaps, the largest of them);
+``--json`` keeps every group."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from gapscope import report_cmd
+from gapscope.report_panels import groups_section
+from gapscope.report_text import make_console
+
+from .conftest import CORPUS, require
+
+MS = 1_000_000
+
+
+def _doc(n: int) -> dict:
+    """``n`` groups holding n, n-1, …, 1 ms of idle; 200 ms of idle in gaps in all."""
+    groups = [dict(id=k, label=f"k{k} → k{k + 1}", steps_with_gap=4, steps_total=5, median_ns=(n - k) * MS // 4,
+                   total_ns=(n - k) * MS, cause="host", card=None) for k in range(n)]
+    return dict(groups=groups, idle_in_gaps_ns=200 * MS)
+
+
+def _render(doc: dict, top: int) -> list[str]:
+    buf = io.StringIO()
+    groups_section(doc, make_console(buf, width=100, color=False), top)
+    return [ln.rstrip() for ln in buf.getvalue().splitlines()]
+
+
+def test_top_groups_then_one_line_for_the_rest():
+    lines = _render(_doc(15), top=10)
+    assert lines[1] == "Recurring gaps (15 groups by position in the step, largest total first)"
+    # the 3 largest as cards (here without a card: one line each), the next 7 in a table
+    assert [ln.split(" ", 1)[0] for ln in lines[2:5]] == ["G0", "G1", "G2"]
+    assert lines[5] == "The next 7 groups (cards in --json):"
+    assert [ln.split()[0] for ln in lines[7:14]] == [f"G{k}" for k in range(3, 10)]
+    # G10..G14 hold 5+4+3+2+1 = 15 ms of the 200 ms: 7.5%; the largest of them 5 ms
+    assert lines[14:] == ["… and 5 more groups (in --json): 15.000 ms of idle (7.5% of gap idle), at most 5.000 ms each"]
+
+
+def test_top_smaller_than_the_cards_and_zero():
+    lines = _render(_doc(4), top=2)
+    assert [ln.split(" ", 1)[0] for ln in lines[2:4]] == ["G0", "G1"]
+    # G2, G3 hold 2 + 1 ms
+    assert lines[4:] == ["… and 2 more groups (in --json): 3.000 ms of idle (1.5% of gap idle), at most 2.000 ms each"]
+    assert _render(_doc(4), top=0)[2:] == [
+        "4 groups (in --json): 10.000 ms of idle (5.0% of gap idle), at most 4.000 ms each"]
+    assert _render(_doc(4), top=4)[2:][-1].startswith("G3 ")  # all shown: no summary line
+
+
+def test_resnet_report_respects_top():
+    """resnet50 worker0 has 1,021 recurring groups: the text lists --top of them, the
+    JSON all of them."""
+    path = require(CORPUS / "kineto" / "resnet50_num_workers_0" / "worker0.pt.trace.json.gz")
+
+    def run(*args):
+        out = io.StringIO()
+        assert report_cmd.run([str(path), "--width", "100", *args], stdout=out) == 0
+        return out.getvalue()
+
+    doc = json.loads(run("--json"))
+    assert len(doc["groups"]) == 1021
+    rest_ns = sum(g["total_ns"] for g in doc["groups"][10:])
+    from gapscope.report_fmt import fmt_dur, fmt_share
+
+    for args, shown in (((), 10), (("--top", "5"), 5)):
+        text = run(*args)
+        section = text.split("Recurring gaps")[1].split("\n\n")[0]
+        ids = {w for ln in section.splitlines() for w in ln.split()[:3] if w[:1] == "G" and w[1:].isdigit()}
+        assert ids == {f"G{g['id']}" for g in doc["groups"][:shown]}
+        assert f"… and {1021 - shown:,} more groups (in --json)" in section
+    line = next(ln for ln in run().splitlines() if ln.startswith("… and 1,011 more groups"))
+    assert f"{fmt_dur(rest_ns)} of idle ({fmt_share(rest_ns, doc['idle_in_gaps_ns'])} of gap idle)" in line
+    assert len(run().splitlines()) < 400

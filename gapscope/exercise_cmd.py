@@ -3,8 +3,13 @@
 - ``gapscope exercise``: list the bundled exercises with this learner's progress;
 - ``gapscope exercise NAME``: run one (bundled id, unique id prefix, or a ``.toml`` path);
 - ``gapscope exercise --check FILE...``: validate exercise files against their traces
-  (exit 0 when every key agrees with the diagnosis, 1 otherwise; warnings do not fail);
+  (exit 0 when every key agrees with the diagnosis, 1 when one does not, 2 when a file
+  cannot be loaded as an exercise; warnings do not fail);
 - ``gapscope exercise --reset [NAME]``: forget progress of one exercise or all.
+
+Errors and warnings are one line each on stderr in the form of ``gapscope report``:
+``gapscope: error: PATH[:LINE[:COL]]: message (hint)``; bad input (an unknown exercise,
+a file that is no exercise, an unreadable trace) exits 2.
 
 Progress lives in ``$GAPSCOPE_STATE_DIR`` or the XDG state directory
 (``platformdirs.user_state_dir("gapscope")``), per learner (``$GAPSCOPE_LEARNER`` or the
@@ -32,27 +37,30 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the subcommand; returns the exit status (0 ok, 1 check failed, 2 usage or
-    unknown exercise)."""
+    """Run the subcommand; returns the exit status (0 ok, 1 check failed or progress not
+    saved, 2 bad usage or bad input: unknown exercise, a file that is no exercise, an
+    unreadable trace)."""
     args = _parser().parse_args(argv)
     from gapscope.exercise import ExerciseError, ProgressStore, check_exercise, find
 
+    from .report_cmd import error_line
+
     out = sys.stdout
     if args.check:
-        ok = True
+        status = 0
         for f in args.check:
             rep = check_exercise(f)
-            ok &= rep.ok
+            status = max(status, 2 if rep.unloadable else 0 if rep.ok else 1)
             for line in rep.lines():
-                print(line, file=out)
-        return 0 if ok else 1
+                print(line, file=sys.stderr if line.startswith("gapscope: ") else out)
+        return status
     store = ProgressStore()
     if args.reset:
         if args.name:
             try:
                 ex = find(args.name)
             except ExerciseError as exc:
-                print(f"gapscope exercise: {exc}", file=sys.stderr)
+                print(error_line(str(exc)), file=sys.stderr)
                 return 2
             store.reset(ex.id)
             print(f"progress of {ex.id} reset ({store.path})", file=out)
@@ -60,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             gone = store.reset(None)
             print(f"progress reset for {len(gone)} exercise(s) ({store.path})", file=out)
         if store.error:
-            print(f"gapscope exercise: {store.error}", file=sys.stderr)
+            print(error_line(store.error), file=sys.stderr)
             return 1
         return 0
     if not args.name:
@@ -68,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         ex = find(args.name)
     except ExerciseError as exc:
-        print(f"gapscope exercise: {exc}", file=sys.stderr)
+        print(error_line(str(exc)), file=sys.stderr)
         return 2
     from gapscope.exercise import Workbook
     from parsers.errors import TraceFormatError
@@ -77,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     try:  # load and diagnose every trace before the screen opens: errors as one line
         for ref in ex.traces:
             workbook.facts(ref.id)
-    except TraceFormatError as exc:
-        print(f"gapscope exercise: {ex.id}: {exc}", file=sys.stderr)
+    except TraceFormatError as exc:  # names the trace file, line and column
+        print(error_line(str(exc)), file=sys.stderr)
         return 2
     from tui.exercise_app import make_exercise_app
 

@@ -211,8 +211,8 @@ def test_check_warns_when_feedback_gives_a_later_answer_away(tmp_path):
     rep = check_exercise(p)
     assert rep.ok
     assert rep.warnings == [
-        "task 'look' (line 72): its feedback states 0.312, the answer of the later task 'busy' (gpu_busy)",
-        "task 'look' (line 72): its feedback states 70.3, the answer of the later task 'idle-share' (idle_share)",
+        f"{p}:72: task 'look': its feedback states 0.312, the answer of the later task 'busy' (gpu_busy)",
+        f"{p}:72: task 'look': its feedback states 70.3, the answer of the later task 'idle-share' (idle_share)",
     ]
     # a figure restated after its own question is no give-away: the bundled 'smell-died'
     # states {idle} of the graph trace after 'graph-idle' asked for it, and passes
@@ -251,7 +251,7 @@ def test_load_errors_name_file_line_and_task(tmp_path):
         load_exercise(bad)
     assert ei.value.line == 2
     rep = check_exercise(bad)
-    assert not rep.ok and rep.errors[0].startswith("line 2: not valid TOML")
+    assert not rep.ok and rep.unloadable and rep.errors == [f"{bad}:2:10: not valid TOML: Invalid value"]
     missing = _variant(tmp_path, "sample = \"decode_graph.txt\"", "path = \"nowhere.txt\"", "v3.toml")
     with pytest.raises(ExerciseError, match="trace 'graph': file not found"):
         load_exercise(missing)

@@ -110,8 +110,11 @@ def test_cmd_check_exit_codes(tmp_path, capsys):
     bad = tmp_path / "bad.toml"
     bad.write_text(text.replace("value = 2326", "value = 3000", 1), encoding="utf-8")
     assert exercise_cmd.main(["--check", str(bad)]) == 1
-    out = capsys.readouterr().out
-    assert "error: task 'projected'" in out and "3000 tokens/s" in out and "2326 tokens/s" in out
+    cap = capsys.readouterr()
+    assert cap.out == ""
+    (err,) = cap.err.splitlines()
+    assert err.startswith(f"gapscope: error: {bad}:")
+    assert ": task 'projected': key " in err and "3000 tokens/s" in err and "2326 tokens/s" in err
 
 
 def test_cmd_unknown_exercise(state, capsys):
@@ -140,9 +143,10 @@ def test_cmd_unreadable_trace_is_one_line(state, tmp_path, capsys):
     ex.write_text('title = "x"\nprompt = "p"\n[[traces]]\npath = "t.txt"\n[[tasks]]\nkind = "pick_gap"\nprompt = "p"\ngap = "largest"\n', encoding="utf-8")
     assert exercise_cmd.main([str(ex)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("gapscope exercise: x: ") and "t.txt" in err and "Traceback" not in err
+    assert err.startswith(f"gapscope: error: {tmp_path / 't.txt'}") and "Traceback" not in err
+    assert len(err.splitlines()) == 1
     assert exercise_cmd.main(["--check", str(ex)]) == 1
-    assert "error: task 'task1' (line 5): trace 'trace1' cannot be read" in capsys.readouterr().out
+    assert capsys.readouterr().err.startswith(f"gapscope: error: {ex}:5: task 'task1': trace 'trace1' cannot be read: ")
 
 
 def test_headless_exercise_modules_do_not_import_textual():
@@ -172,3 +176,26 @@ def test_verdict_text_renders_names_literally():
     v = Verdict(False, "You picked [bold]x[/bold]", evidence=("  evidence: [red]launch[/] (host, 1.0 µs)",))
     t = verdict_text(v)
     assert t.plain == "✗ Not yet. You picked [bold]x[/bold]\n  evidence: [red]launch[/] (host, 1.0 µs)"
+
+
+def test_cmd_errors_in_the_house_form_exit_2(state, tmp_path, capsys):
+    """Bad input prints ``gapscope: error: PATH[:LINE[:COL]]: message`` on stderr and
+    exits 2, like ``gapscope report``: a file that is no exercise (here a Markdown file:
+    line 3 column 1 is not TOML), a .toml path that does not exist, an unknown name."""
+    md = tmp_path / "notes.md"
+    md.write_text("# Title\n\n**bold** text\n", encoding="utf-8")
+    assert exercise_cmd.main(["--check", str(md)]) == 2
+    cap = capsys.readouterr()
+    assert cap.out == ""
+    assert cap.err == f"gapscope: error: {md}:3:1: not valid TOML: Invalid statement\n"
+    # with a good file too: its ok line on stdout, status still 2
+    good = str(bundled_paths()[0])
+    assert exercise_cmd.main(["--check", str(md), good]) == 2
+    assert capsys.readouterr().out == f"{good}: ok\n"
+    missing = tmp_path / "gone.toml"
+    for argv in (["--check", str(missing)], [str(missing)]):
+        assert exercise_cmd.main(argv) == 2
+        assert capsys.readouterr().err == f"gapscope: error: {missing}: cannot read: No such file or directory\n"
+    for argv in (["nope"], ["--reset", "nope"]):
+        assert exercise_cmd.main(argv) == 2
+        assert capsys.readouterr().err == "gapscope: error: nope: no such exercise (bundled: decode-step, four-smells)\n"

@@ -23,19 +23,26 @@ ASSUMPTION_REL_TOL = 0.005
 @dataclasses.dataclass
 class CheckReport:
     """Outcome of a check: ``errors`` (keys that contradict the trace, unreadable
-    files) and ``warnings`` (stated assumptions the trace does not bear out)."""
+    traces, or a file that is no exercise) and ``warnings`` (stated assumptions the trace
+    does not bear out, give-aways). Each is one line that starts with where it is,
+    ``PATH[:LINE[:COL]]: [task 'id': ]message``, the form of ``TraceFormatError``.
+    ``unloadable``: the file could not be loaded as an exercise at all (unreadable, not
+    TOML, breaks the format): bad input rather than a failed check."""
 
     path: str
     errors: list[str] = dataclasses.field(default_factory=list)
     warnings: list[str] = dataclasses.field(default_factory=list)
+    unloadable: bool = False
 
     @property
     def ok(self) -> bool:
         return not self.errors
 
     def lines(self) -> list[str]:
-        out = [f"{self.path}: error: {e}" for e in self.errors]
-        out += [f"{self.path}: warning: {w}" for w in self.warnings]
+        """``gapscope: error: ...`` / ``gapscope: warning: ...`` lines (the house form of
+        ``gapscope report``), then ``PATH: ok`` when there is no error."""
+        out = [f"gapscope: error: {e}" for e in self.errors]
+        out += [f"gapscope: warning: {w}" for w in self.warnings]
         if self.ok:
             out.append(f"{self.path}: ok" + (f" ({len(self.warnings)} warning(s))" if self.warnings else ""))
         return out
@@ -55,14 +62,13 @@ tasks. Never raises for a bad file.
     try:
         ex = load_exercise(path)
     except ExerciseError as exc:
-        return CheckReport(str(path), [_short(exc)])
+        return CheckReport(str(path), [str(exc)], unloadable=True)
     return check_loaded(ex)
 
 
-def _short(exc: ExerciseError) -> str:
-    where = f"line {exc.line}: " if exc.line else ""
-    who = f"task {exc.task!r}: " if exc.task else ""
-    return where + who + exc.message
+def _who(ex: Exercise, task: Task) -> str:
+    """Where a finding about ``task`` is: ``PATH:LINE: task 'id'`` (no LINE when unknown)."""
+    return f"{ex.path}" + (f":{task.line}" if task.line else "") + f": task {task.id!r}"
 
 
 def check_loaded(ex: Exercise, workbook: Workbook | None = None) -> CheckReport:
@@ -72,7 +78,7 @@ def check_loaded(ex: Exercise, workbook: Workbook | None = None) -> CheckReport:
     rep = CheckReport(str(ex.path))
     wb = workbook or Workbook(ex)
     for task in ex.tasks:
-        who = f"task {task.id!r}" + (f" (line {task.line})" if task.line else "")
+        who = _who(ex, task)
         if task.kind == "choice":
             continue
         try:
@@ -126,7 +132,7 @@ def _check_give_aways(ex: Exercise, wb: Workbook, rep: CheckReport) -> None:
         text = " ".join(fill(x, facts, g) for x in _shown_texts(task))
         for t, num in later:
             if re.search(rf"(?<![\d.]){re.escape(num)}(?![\d])", text):
-                who = f"task {task.id!r}" + (f" (line {task.line})" if task.line else "")
+                who = _who(ex, task)
                 rep.warnings.append(f"{who}: its feedback states {num}, the answer of the later task {t.id!r} ({t.quantity})")
 
 

@@ -37,7 +37,8 @@ def load_exercise(path: str | os.PathLike) -> Exercise:
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ExerciseError(str(p), f"cannot read: {exc}") from None
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ExerciseError(str(p), f"cannot read: {reason}") from None
     return parse_exercise(text, p)
 
 
@@ -47,8 +48,11 @@ def parse_exercise(text: str, path: Path) -> Exercise:
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        m = re.search(r"line (\d+)", str(exc))
-        raise ExerciseError(str(path), f"not valid TOML: {exc}", line=int(m.group(1)) if m else None) from None
+        # tomllib: "Invalid statement (at line 3, column 1)": the place goes in front
+        m = re.search(r"\s*\(at line (\d+), column (\d+)\)$", str(exc))
+        msg = str(exc)[: m.start()] if m else str(exc)
+        raise ExerciseError(str(path), f"not valid TOML: {msg}", line=int(m.group(1)) if m else None,
+                            column=int(m.group(2)) if m else None) from None
     return _Parser(text, path).exercise(doc)
 
 

@@ -46,17 +46,21 @@ PROTOCOL = (
 
 
 class ExerciseError(Exception):
-    """An exercise file is invalid. ``str()`` names file, line (when known) and task id."""
+    """An exercise file is invalid. ``str()`` is one line in the form of
+    ``parsers.errors.TraceFormatError``: ``PATH[:LINE[:COL]]: [task 'id': ]message``
+    (line and column 1-based, when known)."""
 
-    def __init__(self, path: str, message: str, *, line: int | None = None, task: str | None = None) -> None:
+    def __init__(self, path: str, message: str, *, line: int | None = None, task: str | None = None,
+                 column: int | None = None) -> None:
         self.path = str(path)
         self.message = message
         self.line = line
+        self.column = column
         self.task = task
         super().__init__(self.__str__())
 
     def __str__(self) -> str:
-        where = self.path + (f":{self.line}" if self.line else "")
+        where = self.path + (f":{self.line}" if self.line else "") + (f":{self.column}" if self.line and self.column else "")
         who = f" task {self.task!r}:" if self.task else ""
         return f"{where}:{who} {self.message}"
 

@@ -25,9 +25,10 @@ def bundled() -> list[Exercise]:
 
 def find(name: str) -> Exercise:
     """The exercise ``name``: a bundled id, a bundled file stem, or a path to a file.
-    A unique prefix of a bundled id is accepted. Raises ``ExerciseError``."""
+    A unique prefix of a bundled id is accepted. Raises ``ExerciseError`` (a ``.toml``
+    path that cannot be read says so, rather than "no such exercise")."""
     p = Path(name)
-    if p.suffix == ".toml" and p.is_file():
+    if p.suffix == ".toml":
         return load_exercise(p)
     exs = bundled()
     for ex in exs:

@@ -12,8 +12,10 @@ Errors and warnings are one line each on stderr in the form of ``gapscope report
 a file that is no exercise, an unreadable trace) exits 2.
 
 Progress lives in ``$GAPSCOPE_STATE_DIR`` or the XDG state directory
-(``platformdirs.user_state_dir("gapscope")``), per learner (``$GAPSCOPE_LEARNER`` or the
-login name). The file format is described in ``docs/exercises.md``.
+(``platformdirs.user_state_dir("gapscope")``: ``$XDG_STATE_HOME/gapscope``, by default
+``~/.local/state/gapscope`` on Linux), per learner (``$GAPSCOPE_LEARNER`` or the login
+name); ``--help`` prints the resolved path and how to reset it. The file format is
+described in ``docs/exercises.md``.
 """
 
 from __future__ import annotations
@@ -24,13 +26,34 @@ import sys
 __all__ = ["main"]
 
 
+def progress_help() -> str:
+    """The ``--help`` epilog: where this learner's progress is kept (the resolved file
+    path, then the rule that gives it) and how to reset it."""
+    from gapscope.exercise.progress import learner_name, state_dir
+
+    path = state_dir() / f"progress-{learner_name()}.json"
+    return (
+        "progress:\n"
+        f"  kept in {path}\n"
+        "  (directory: $GAPSCOPE_STATE_DIR when set, else the state directory of the\n"
+        "  platform: $XDG_STATE_HOME/gapscope, by default ~/.local/state/gapscope on\n"
+        "  Linux; one file per learner: $GAPSCOPE_LEARNER or the login name). Saved after\n"
+        "  every answer and hint; running an exercise again resumes where you left it.\n"
+        "  reset: 'gapscope exercise --reset NAME' (one exercise), '--reset' (all), or\n"
+        "  delete the file.\n"
+        "\n"
+        "exercise files (format, --check): docs/exercises.md"
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="gapscope exercise",
         description="Guided timeline exercises: find the white space on the GPU lane, say why, prove it.",
-        epilog="Progress: $GAPSCOPE_STATE_DIR or the XDG state dir, per learner ($GAPSCOPE_LEARNER). Format: docs/exercises.md.",
+        epilog=progress_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("name", nargs="?", help="exercise to run (bundled id or path to a .toml file)")
+    p.add_argument("name", nargs="?", help="exercise to run (bundled id, unique prefix, or path to a .toml file)")
     p.add_argument("--check", nargs="+", metavar="FILE", help="validate exercise files against what the diagnosis computes")
     p.add_argument("--reset", action="store_true", help="forget progress of NAME (or of every exercise)")
     return p

@@ -199,3 +199,25 @@ def test_cmd_errors_in_the_house_form_exit_2(state, tmp_path, capsys):
     for argv in (["nope"], ["--reset", "nope"]):
         assert exercise_cmd.main(argv) == 2
         assert capsys.readouterr().err == "gapscope: error: nope: no such exercise (bundled: decode-step, four-smells)\n"
+
+
+def test_help_says_where_progress_is_kept_and_how_to_reset(tmp_path, monkeypatch, capsys):
+    """--help prints the resolved progress file: $GAPSCOPE_STATE_DIR when set, else
+    $XDG_STATE_HOME/gapscope (platformdirs on Linux), and the reset command."""
+    import sys
+
+    monkeypatch.setenv("GAPSCOPE_LEARNER", "ada")
+    monkeypatch.setenv("GAPSCOPE_STATE_DIR", str(tmp_path / "mine"))
+    with pytest.raises(SystemExit) as ei:
+        exercise_cmd.main(["--help"])
+    assert ei.value.code == 0
+    out = capsys.readouterr().out
+    assert f"  kept in {tmp_path / 'mine' / 'progress-ada.json'}\n" in out
+    assert "$GAPSCOPE_STATE_DIR when set" in out and "$XDG_STATE_HOME/gapscope" in out
+    assert "reset: 'gapscope exercise --reset NAME' (one exercise), '--reset' (all)" in out
+    if sys.platform.startswith("linux"):
+        monkeypatch.delenv("GAPSCOPE_STATE_DIR")
+        monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+        with pytest.raises(SystemExit):
+            exercise_cmd.main(["--help"])
+        assert f"  kept in {tmp_path / 'xdg' / 'gapscope' / 'progress-ada.json'}\n" in capsys.readouterr().out

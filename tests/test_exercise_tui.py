@@ -233,6 +233,8 @@ def test_help_keys_and_focus(tmp_path):
             assert "1–2  select option" in text  # live: only the digits this task takes
             assert "n ]  next gap" in text and "u f2  hint" in text and "? f1  help" in text
             assert "pick gap" not in text  # Enter picks only in a pick-gap task
+            progress = f"Progress is saved after every answer and hint in {tmp_path / 'progress-pilot.json'}; "
+            assert progress + "start over with: gapscope exercise --reset decode-step" in text.replace("\n", " ")
             await pilot.press("escape")
             await pilot.pause()
             assert app.screen is screen and screen.focused is ol

@@ -85,6 +85,10 @@ def exercise_help_text(screen: Screen) -> Text:
         t.append(f"{shown:>14}  ", style="bold")
         t.append(desc + "\n")
     t.append("\nThe gap row draws every gap as plain idle (░) until you classified it.\n")
+    session = getattr(screen, "session", None)
+    if session is not None:  # where progress is kept, and how to start over
+        t.append(f"Progress is saved after every answer and hint in {session.store.path}; "
+                 f"start over with: gapscope exercise --reset {session.exercise.id}\n")
     t.append("Escape, q or ? closes this help.\n")
     return t
 

@@ -131,3 +131,56 @@ def test_resized_keeps_start_and_span():
     assert vp.resized(100) == Viewport(1_000, 50.0, 100)
     assert vp.resized(50) is vp
     assert Viewport(0, 1.0, 10).resized(20) == Viewport(0, 1.0, 20)  # 1 ns per cell at most
+
+
+# ------------------------------------------------------------ 5. status messages
+def test_messages_fit_80_columns_and_go_with_the_next_key():
+    trace, diag = _sample()
+    assert len(trace.warnings) == 0
+
+    async def run():
+        app = make_app(trace, diagnosis=diag)
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = await wait_ready(pilot)
+            detail = screen.query_one("#detail")
+            out = []
+            await pilot.press("4", "4")  # host gap #2, then wrap to it again
+            await pilot.pause()
+            out.append(detail.render().plain)
+            await pilot.press("k")
+            await pilot.pause()
+            out.append(screen.message)
+            for key in ("w", "k", "w", "enter", "w", "space"):
+                await pilot.press(key)
+                await pilot.pause()
+                out.append(screen.message)
+            out.append(detail.render().plain)
+            return out
+
+    out = asyncio.run(run())
+    assert out[0] == "@+590µs gap #2 │ wrapped to the first host gap (time order)"
+    warn = "no loader warnings: nothing was skipped or repaired"
+    assert out[1:8] == ["", warn, "", warn, "", warn, ""]
+    assert "│" not in out[8] and "loader" not in out[8]
+
+
+def test_a_long_message_is_cut_with_an_ellipsis():
+    from rich.text import Text
+
+    from tui.panel import DetailLine
+
+    async def run():
+        from textual.app import App
+
+        class One(App):
+            def compose(self):
+                yield DetailLine(id="d")
+
+        app = One()
+        async with app.run_test(size=(20, 3)) as pilot:
+            d = app.query_one("#d", DetailLine)
+            d.show(Text("0123456789abcdefghijKLMN"))
+            await pilot.pause()
+            return d.render().plain
+
+    assert asyncio.run(run()) == "0123456789abcdefghi…"

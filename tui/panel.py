@@ -373,4 +373,10 @@ class DetailLine(Widget):
             self.refresh()
 
     def render(self) -> Text:
+        """The text on one line, cut with ``…`` where it is wider than the widget."""
+        width = self.size.width
+        if width and self._text.cell_len > width:
+            text = self._text.copy()
+            text.truncate(width, overflow="ellipsis")
+            return text
         return self._text

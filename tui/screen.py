@@ -126,7 +126,8 @@ class TraceScreen(Screen):
         self.query_one("#detail", DetailLine).show(self.detail_text())
 
     def detail_text(self) -> Text:
-        """One line about the event or gap under the cursor (or the last message)."""
+        """One line about the event or gap under the cursor, or the cursor, the gap
+        number and the last message while there is one."""
         lanes = self.lanes
         t = Text()
         rel = lambda ns: format_offset_ns(int(ns) - self.trace.extent_ns[0])  # noqa: E731
@@ -138,6 +139,16 @@ class TraceScreen(Screen):
             gap = lanes.gap_at(lanes.cursor_ns, row.device)
             if gap is None and lanes.selected_gap is not None and int(lanes.gaps.device[lanes.selected_gap]) == row.device:
                 gap = lanes.selected_gap
+        if self.message:
+            # The message comes first so that it fits 80 columns; a gap's summary
+            # (the card shows it) shrinks to its number, an event's follows (cut with
+            # ``…`` by the detail line); the next key clears it (``on_key``).
+            if gap is not None:
+                t.append(f"gap #{gap} ")
+            t.append("│ " + sanitize(self.message, 120), style="italic")
+            if gap is not None:
+                return t
+            t.append(" │ ")
         if gap is not None:
             g = lanes.gaps
             c = Cause(int(g.cause[gap]))
@@ -155,9 +166,14 @@ class TraceScreen(Screen):
                 t.append(f" corr {int(self.trace.correlation[ev])}")
         elif row is not None:
             t.append(sanitize(row.label, 60))
-        if self.message:
-            t.append("  │ " + sanitize(self.message, 120), style="italic")
         return t
+
+    def on_key(self, event) -> None:
+        """Any key clears the last message: the key event reaches the screen before
+        the app runs its binding, so a message that key's action sets stays."""
+        if self.message:
+            self.message = ""
+            self._update_detail()
 
     def _say(self, text: str) -> None:
         self.message = text

@@ -10,7 +10,7 @@ import re
 import unicodedata
 
 __all__ = ["Unit", "unit_for", "fmt_dur", "fmt_share", "safe_name", "fmt_bytes", "budget_rows", "BUDGET_LABELS", "short_name",
-           "device_label", "rank_text", "kind_counts_text"]
+           "device_label", "rank_text", "kind_counts_text", "fmt_rate"]
 
 
 class Unit(tuple):
@@ -191,6 +191,15 @@ def rate_key(budget: dict | None) -> tuple[str, str]:
     return "tokens_per_s", "tokens/s"
 
 
+def fmt_rate(per_s: float | None) -> str:
+    """A rate (steps/s, tokens/s): whole numbers from 100 up (``2,874``), else two
+    decimals (``4.72``); ``-`` when None. The budget and the what-if rows use it alike,
+    so a projection reads with the precision of the baseline it is compared with."""
+    if per_s is None:
+        return "-"
+    return f"{per_s:,.0f}" if abs(per_s) >= 100 else f"{per_s:,.2f}"
+
+
 def budget_rows(budget: dict) -> list[tuple[str, str]]:
     """(label, value) rows of a budget dict (``Budget`` as JSON), one unit for all
     durations (chosen by ``wall_ns``). ``steps`` and ``source`` are left out: the
@@ -214,7 +223,7 @@ def budget_rows(budget: dict) -> list[tuple[str, str]]:
         elif k.endswith("_share") and isinstance(v, (int, float)):
             rows.append((label, f"{100 * v:.1f}%"))
         elif isinstance(v, float):
-            rows.append((label, f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.2f}"))
+            rows.append((label, fmt_rate(v)))
         else:
             rows.append((label, str(v)))
     return rows

@@ -8,7 +8,7 @@ literal), with ``|`` escaped inside tables and control characters made visible b
 from __future__ import annotations
 
 from .report_json import lone_gaps
-from .report_fmt import (GROUP_CARDS, MD_GROUP_ROWS, budget_rows, device_label, fmt_dur, fmt_share, kind_counts_text, rank_text,
+from .report_fmt import (GROUP_CARDS, MD_GROUP_ROWS, budget_rows, device_label, fmt_dur, fmt_rate, fmt_share, kind_counts_text, rank_text,
                          rate_key, safe_name, unit_for)
 
 __all__ = ["render_markdown", "md_code", "md_text"]
@@ -177,6 +177,6 @@ def _diagnosis(doc: dict) -> list[str]:
             out += _table(["removed", "idle removed", "step", rname], [
                 ["+".join(w.get("removed_causes", [])), fmt_dur(w.get("removed_ns", 0), u),
                  fmt_dur(w.get("projected_step_ns", 0), u),
-                 "-" if w.get(rk) is None else f"{w[rk]:,.0f}"] for w in whatifs])
+                 fmt_rate(w.get(rk))] for w in whatifs])
             out += ["", "Assumptions:", ""] + [f"- {md_text(a)}" for a in whatifs[-1].get("assumptions") or []]
     return out

@@ -9,7 +9,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from .report_fmt import GROUP_CARDS, budget_rows, fmt_bytes, fmt_dur, fmt_share, rate_key, unit_for
+from .report_fmt import GROUP_CARDS, budget_rows, fmt_bytes, fmt_dur, fmt_rate, fmt_share, rate_key, unit_for
 from .report_json import lone_gaps
 from .report_rich import cause_text, heading, name_text, safe_text
 
@@ -155,7 +155,7 @@ def budget_section(doc: dict, console: Console) -> None:
     for w in whatifs:
         tps, sp = w.get(rk), w.get("speedup")
         tbl.add_row("+".join(w.get("removed_causes", [])), fmt_dur(w.get("removed_ns", 0), u),
-                    fmt_dur(w.get("projected_step_ns", 0), u), "-" if tps is None else f"{tps:,.0f}",
+                    fmt_dur(w.get("projected_step_ns", 0), u), fmt_rate(tps),
                     "-" if sp is None else f"{sp:.2f}x")
     console.print(tbl)
     last = whatifs[-1]

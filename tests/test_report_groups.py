@@ -74,3 +74,46 @@ def test_resnet_report_respects_top():
     line = next(ln for ln in run().splitlines() if ln.startswith("… and 1,011 more groups"))
     assert f"{fmt_dur(rest_ns)} of idle ({fmt_share(rest_ns, doc['idle_in_gaps_ns'])} of gap idle)" in line
     assert len(run().splitlines()) < 400
+
+
+def test_what_if_rates_have_the_baseline_precision():
+    """resnet50's figures: a 211.707 ms step is 4.72 steps/s; removing 101.347 ms of it
+    leaves 110.360 ms, 9.06 steps/s (both rows and the baseline with two decimals)."""
+    from gapscope.report_panels import budget_section
+
+    base = dict(wall_ns=211_707_000, steps_per_s=1e9 / 211_707_000, tokens_per_s=None, decode=False)
+    whatifs = [dict(removed_causes=["sync"], removed_ns=36_000, projected_step_ns=211_671_000,
+                    steps_per_s=1e9 / 211_671_000, tokens_per_s=None, speedup=211_707 / 211_671, assumptions=[]),
+               dict(removed_causes=["sync", "copy", "host"], removed_ns=101_347_000, projected_step_ns=110_360_000,
+                    steps_per_s=1e9 / 110_360_000, tokens_per_s=None, speedup=211_707 / 110_360, assumptions=[])]
+    doc = dict(steps=dict(count=6, source="ProfilerStep", name="ProfilerStep#1"), budget=base, what_if=whatifs)
+    buf = io.StringIO()
+    budget_section(doc, make_console(buf, width=100, color=False))
+    lines = [ln.rstrip() for ln in buf.getvalue().splitlines()]
+    assert "Steps/s         4.72" in lines
+    assert lines[lines.index("What if these gaps were removed (per step)") + 2:][:2] == [
+        "sync                0.036 ms  211.671 ms     4.72     1.00x",
+        "sync+copy+host    101.347 ms  110.360 ms     9.06     1.92x",
+    ]
+
+
+def test_what_if_rates_in_markdown_on_resnet():
+    """The Markdown what-if table carries steps/s with two decimals, like the baseline."""
+    path = require(CORPUS / "kineto" / "resnet50_num_workers_0" / "worker0.pt.trace.json.gz")
+    out = io.StringIO()
+    assert report_cmd.run([str(path), "--markdown"], stdout=out) == 0
+    md = out.getvalue().splitlines()
+    rows = md[md.index("What if these gaps were removed (per step):") + 4:]
+    rows = rows[: rows.index("")]
+    assert len(rows) == 5
+    for row in rows:
+        step_ms, rate = (c.strip() for c in row.split("|")[3:5])
+        # the rate is 1 / projected step: 211.707 ms -> 4.72, 110.396 ms -> 9.06
+        assert rate == f"{1000 / float(step_ms.split()[0]):.2f}", row
+
+
+def test_fmt_rate():
+    from gapscope.report_fmt import fmt_rate
+
+    assert [fmt_rate(x) for x in (4.7235, 9.0613, 99.994, 952.38, 2874.2, None)] == [
+        "4.72", "9.06", "99.99", "952", "2,874", "-"]

@@ -8,8 +8,8 @@ literal), with ``|`` escaped inside tables and control characters made visible b
 from __future__ import annotations
 
 from .report_json import lone_gaps
-from .report_fmt import (GROUP_CARDS, MD_GROUP_ROWS, budget_rows, device_label, fmt_dur, fmt_rate, fmt_share, kind_counts_text, rank_text,
-                         rate_key, safe_name, unit_for)
+from .report_fmt import (GROUP_CARDS, MD_GROUP_ROWS, budget_rows, device_label, fmt_at, fmt_dur, fmt_rate, fmt_share,
+                         kind_counts_text, offset_unit_for, rank_text, rate_key, safe_name, unit_for)
 
 __all__ = ["render_markdown", "md_code", "md_text"]
 
@@ -128,7 +128,7 @@ def _diagnosis(doc: dict) -> list[str]:
     gaps = doc["top_gaps"]
     out += ["", f"## Largest idle gaps (top {len(gaps)})", ""]
     if gaps:
-        us = unit_for(max(abs(g["start_rel_ns"]) for g in gaps))
+        us = offset_unit_for(max(abs(g["start_rel_ns"]) for g in gaps))
         ul = unit_for(max(g["dur_ns"] for g in gaps))
         out += _table(["#", "GPU", "start", "length", "after", "before", "cause", "group"], [
             [k, g["device"], fmt_dur(g["start_rel_ns"], us), fmt_dur(g["dur_ns"], ul),
@@ -157,12 +157,12 @@ def _diagnosis(doc: dict) -> list[str]:
             out.append(f"\n… and {len(rest) - len(shown)} more.")
     lone = lone_gaps(doc)
     for k, g in lone:
-        out += ["", f"### Gap #{k}: {fmt_dur(g['dur_ns'])} at {fmt_dur(g['start_rel_ns'])}", ""]
+        out += ["", f"### Gap #{k}: {fmt_dur(g['dur_ns'])} at {fmt_at(g['start_rel_ns'])}", ""]
         out += _card_lines(g["card"])
     if doc["episodes"]:
         out += ["", f"## Picket-fence episodes ({len(doc['episodes'])})", ""]
         out += _table(["GPU", "start", "kernels", "median kernel", "median launch", "idle"], [
-            [e.get("device"), fmt_dur(e["start_rel_ns"]), e.get("kernel_count"), fmt_dur(e.get("median_kernel_ns", 0)),
+            [e.get("device"), fmt_at(e["start_rel_ns"]), e.get("kernel_count"), fmt_dur(e.get("median_kernel_ns", 0)),
              fmt_dur(e.get("median_launch_ns", 0)), fmt_dur(e.get("idle_ns", 0))] for e in doc["episodes"]])
     budget, steps = doc.get("budget"), doc.get("steps")
     if budget and steps:

@@ -9,7 +9,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from .report_fmt import GROUP_CARDS, budget_rows, fmt_bytes, fmt_dur, fmt_rate, fmt_share, rate_key, unit_for
+from .report_fmt import GROUP_CARDS, budget_rows, fmt_at, fmt_bytes, fmt_dur, fmt_rate, fmt_share, rate_key, unit_for
 from .report_json import lone_gaps
 from .report_rich import cause_text, heading, name_text, safe_text
 
@@ -118,7 +118,7 @@ def lone_cards_section(doc: dict, console: Console) -> None:
         return
     heading(console, "Cards of the largest gaps outside recurring groups")
     for rank, g in lone:
-        title = Text(f"#{rank}: {fmt_dur(g['dur_ns'])} at {fmt_dur(g['start_rel_ns'])}")
+        title = Text(f"#{rank}: {fmt_dur(g['dur_ns'])} at {fmt_at(g['start_rel_ns'])}")
         if g.get("episode", -1) >= 0:
             title.append(f" (picket-fence episode E{g['episode']})")
         console.print(card_panel(title, g["card"]))

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .report_fmt import device_label, fmt_dur, fmt_share, kind_counts_text, rank_text, unit_for
+from .report_fmt import device_label, fmt_at, fmt_dur, fmt_share, kind_counts_text, offset_unit_for, rank_text, unit_for
 from .report_panels import budget_section, groups_section, lone_cards_section
 from .report_rich import CAUSE_STYLE, cause_text, heading, make_console, name_text, safe_text
 
@@ -164,7 +164,7 @@ def _top_gaps(doc: dict, console: Console) -> None:
     if not gaps:
         console.print(Text("No idle gaps."))
         return
-    us = unit_for(max(abs(g["start_rel_ns"]) for g in gaps))
+    us = offset_unit_for(max(abs(g["start_rel_ns"]) for g in gaps))
     ul = unit_for(max(g["dur_ns"] for g in gaps))
     # names share what the figures leave of the width (about 50 columns)
     name_cols = max(NAME_COLS_MIN, (console.width - 50) // 2)
@@ -213,7 +213,7 @@ def _episodes(doc: dict, console: Console) -> None:
         tbl.add_column(name, justify="right")
     for n, e in enumerate(eps):
         launch = e.get("median_launch_ns", -1)
-        tbl.add_row(f"E{n}", str(e.get("device")), fmt_dur(e["start_rel_ns"]), fmt_dur(e["dur_ns"]), f"{e.get('kernel_count', 0):,}",
+        tbl.add_row(f"E{n}", str(e.get("device")), fmt_at(e["start_rel_ns"]), fmt_dur(e["dur_ns"]), f"{e.get('kernel_count', 0):,}",
                     fmt_dur(e.get("median_kernel_ns", 0)), "-" if launch is None or launch < 0 else fmt_dur(launch),
                     fmt_dur(e.get("idle_ns", 0)))
     console.print(tbl)

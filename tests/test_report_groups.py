@@ -117,3 +117,20 @@ def test_fmt_rate():
 
     assert [fmt_rate(x) for x in (4.7235, 9.0613, 99.994, 952.38, 2874.2, None)] == [
         "4.72", "9.06", "99.99", "952", "2,874", "-"]
+
+
+def test_cause_table_of_a_nine_second_trace():
+    """The 1M-event bench trace's figures: 2.317 s of idle in gaps, 13.151 ms of it sync."""
+    from gapscope.report_text import _class_totals
+
+    totals = dict(sync=13_151_000, copy=597_473_000, launch=136_194_000, host=1_546_856_000, unclassified=23_034_000)
+    doc = dict(class_totals_ns=totals, params=dict(min_gap_ns=2_000), gap_count=21_670,
+               class_gap_counts=dict(sync=43, copy=6_146, launch=7_025, host=4_404, unclassified=4_052),
+               devices=[dict(device=0, idle_ns=2_318_496_000)])
+    buf = io.StringIO()
+    _class_totals(doc, make_console(buf, width=120, color=False))
+    lines = [ln.rstrip() for ln in buf.getvalue().splitlines()]
+    # 13.151 ms of 2316.708 ms = 0.57%; 2318.496 - 2316.708 = 1.788 ms
+    assert lines[3] == "sync          13.2 ms    0.6%              43"
+    assert lines[8] == "total          2.32 s  100.0%          21,670"
+    assert " ".join(lines[9:]).endswith("; 1.79 ms more idle in stretches shorter than the minimum gap")

@@ -18,6 +18,7 @@ import numpy as np
 from parsers.model import Kind, Trace
 
 from .report_busy import device_busy, lane_kind_counts
+from .report_fmt import GROUP_CARDS
 
 __all__ = ["SCHEMA", "build_document", "jsonable", "diagnose_or_none", "lone_gaps", "CARDS_FOR_TOP"]
 
@@ -174,7 +175,8 @@ def build_document(trace: Trace, diag, *, top_n: int = 10, version: str = "", fu
     gap, class, group, step and budget keys are null or empty); ``top_n``: how many of
     the largest gaps get an entry (with card) in ``top_gaps``; ``full``: include the
     ``diagnosis`` key (``Diagnosis.to_json()``; the text renderers do not need it, and
-    it is left ``None`` without). Times are the trace's own
+    it is left ``None`` without) and the cards of ``GROUP_CARD_LIMIT`` groups (without:
+    of the ``GROUP_CARDS`` the renderers print). Times are the trace's own
     int64 ns; ``*_rel_ns`` values are relative to ``span.start_ns``.
     """
     lo, hi = (int(x) for x in trace.extent_ns)
@@ -207,7 +209,9 @@ def build_document(trace: Trace, diag, *, top_n: int = 10, version: str = "", fu
         row["card"] = _card(diag.card(int(i)))
         top.append(row)
     doc["top_gaps"] = top
-    doc["groups"] = _groups(diag)
+    # the text and Markdown renderers print GROUP_CARDS group cards: a card costs a few
+    # ms of evidence ranking, and a long trace has thousands of groups
+    doc["groups"] = _groups(diag, GROUP_CARD_LIMIT if full else GROUP_CARDS)
     doc["episodes"] = [_episode(e, lo) for e in diag.episodes]
     doc["steps"] = _steps(diag.steps, lo)
     doc["budget"] = _rates(jsonable(diag.budget))
@@ -216,8 +220,8 @@ def build_document(trace: Trace, diag, *, top_n: int = 10, version: str = "", fu
     return doc
 
 
-def _groups(diag) -> list[dict]:
-    """Every recurring group; the first ``GROUP_CARD_LIMIT`` (largest total first) with
+def _groups(diag, card_limit: int = GROUP_CARD_LIMIT) -> list[dict]:
+    """Every recurring group; the first ``card_limit`` (largest total first) with
     their card, the others with ``card: null`` (as ``Diagnosis.to_json`` does)."""
     out = []
     for k, grp in enumerate(diag.groups):
@@ -225,7 +229,7 @@ def _groups(diag) -> list[dict]:
         idx = [int(x) for x in np.asarray(grp.gap_indices).tolist()]
         d["gap_indices"] = idx
         group_card = getattr(diag, "group_card", None)
-        if k >= GROUP_CARD_LIMIT:
+        if k >= card_limit:
             d["card"] = None
         elif group_card is not None:
             d["card"] = _card(group_card(int(grp.id)))

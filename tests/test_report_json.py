@@ -253,3 +253,20 @@ def test_json_escapes_c1_controls_and_bidi_overrides_but_keeps_values(tmp_path):
     assert "\u009b" not in text and "\u202e" not in text
     assert "\\u009b" in text and "\\u202e" in text
     assert name in json.dumps(json.loads(text), ensure_ascii=False)
+
+
+def test_text_document_builds_only_the_group_cards_it_prints():
+    """A card costs evidence ranking; a long trace has thousands of groups. The text
+    and Markdown document (full=False) carries the GROUP_CARDS (3) cards they print,
+    the JSON document GROUP_CARD_LIMIT."""
+    t = two_step_trace()
+    diag = FakeDiag(t)
+    diag.groups = [dataclasses.replace(diag.groups[0], id=k) for k in range(5)]
+    calls = []
+    card = diag.card
+    diag.card = lambda i: calls.append(i) or card(i)
+    text_doc = build_document(t, diag, top_n=0, full=False)
+    assert [g["card"] is not None for g in text_doc["groups"]] == [True, True, True, False, False]
+    assert len(calls) == 3
+    json_doc = build_document(t, diag, top_n=0, full=True)
+    assert all(g["card"] is not None for g in json_doc["groups"]) and len(calls) == 3 + 5

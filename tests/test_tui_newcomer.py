@@ -184,3 +184,42 @@ def test_a_long_message_is_cut_with_an_ellipsis():
             return d.render().plain
 
     assert asyncio.run(run()) == "0123456789abcdefghi…"
+
+
+# ------------------------------------------------------------ 6. adjacent names
+def _named_trace():
+    from parsers.builder import TraceBuilder
+    from parsers.model import Kind
+
+    b = TraceBuilder(path="names.json")
+    c = b.lane("1", "1", process_name="python3", thread_name="main")
+    b.event(c, "hipDeviceSynchronize", 0, 10_000, Kind.SYNC_CALL)  # cells 0-9
+    b.event(c, "nn.Module: ultra", 10_000, 20_000, Kind.CPU_OP)  # cells 10-29
+    b.event(c, "nn.Module: Parent", 40_000, 60_000, Kind.CPU_OP)  # cells 40-79
+    b.event(c, "ultra_child", 50_000, 20_000, Kind.CPU_OP)  # cells 50-69, depth 1
+    return b.build()
+
+
+def test_adjacent_and_nested_names_keep_a_separator():
+    trace = _named_trace()
+
+    async def run():
+        app = make_app(trace)
+        async with app.run_test(size=(100, 12)) as pilot:
+            screen = await wait_ready(pilot)
+            lanes = screen.lanes
+            lanes.set_viewport(Viewport(0, 1_000.0, 80))  # 1 µs per cell
+            await pilot.pause()
+            row = next(i for i, r in enumerate(lanes.rows) if r.kind == "lane")
+            strip = lanes.render_line(row - lanes.top_row + 1)
+            return lanes.viewport, lanes.label_width, strip.text
+
+    vp, label_w, text = asyncio.run(run())
+    assert vp == Viewport(0, 1_000.0, 80) and label_w == 20
+    line = text[label_w:]
+    assert line[0:10] == "hipDevic…~"
+    assert line[10:30] == "nn.Module: ultra" + "=" * 4
+    assert line[30:40] == " " * 10
+    assert line[40:50] == "nn.Modul…="
+    assert line[50:70] == "ultra_child" + "=" * 9
+    assert line[70:80] == "=" * 10

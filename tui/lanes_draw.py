@@ -229,6 +229,10 @@ class LaneDrawing:
         wide = li.wide_events(vp, _NAME_MIN_CELLS)
         if wide.size:
             depth = self.trace.depth[li.offset + wide]
+            # owner[c]: which drawn name holds cell c (-1: none); fill[c]: the box glyph
+            # under it, so a name cut by a deeper one gets its cells back.
+            owner = np.full(vp.width, -1, dtype=np.int64)
+            fill = cells.chars.copy()
             for j in wide[np.argsort(depth, kind="stable")].tolist():
                 kk = int(li.cls[j])
                 if kk < 0:
@@ -248,11 +252,38 @@ class LaneDrawing:
                 sid = cells.add(cls_styles[kk] + Style(reverse=True))
                 where = np.flatnonzero(mine) + c0
                 cells.ids[where] = sid
-                cells.chars[where] = ord(" ") if kk == GlyphClass.KERNEL else ord(CLASS_GLYPH[GlyphClass(kk)])
-                cells.text(c0, sanitize(self.trace.name(li.offset + j), run), None)
+                cells.chars[where] = fill[where] = ord(" ") if kk == GlyphClass.KERNEL else ord(CLASS_GLYPH[GlyphClass(kk)])
+                _place_name(cells, owner, fill, j, c0, int(where[-1]) + 1, run,
+                            sanitize(self.trace.name(li.offset + j), run))
         if self.selected_event is not None and li.offset <= self.selected_event < li.offset + len(li):
             j = self.selected_event - li.offset
             c0 = max(0, vp.cell_of(int(li.start[j])))
             c1 = min(vp.width - 1, max(c0, vp.cell_of(max(int(li.end[j]) - 1, int(li.start[j])))))
             if c0 <= c1:
                 cells.overlay(c0, c1 + 1, self._style("lanes--selected-event"))
+
+
+def _place_name(cells: Cells, owner: np.ndarray, fill: np.ndarray, j: int, c0: int, c_end: int, run: int, name: str) -> None:
+    """Write event ``j``'s ``name`` from cell ``c0`` in at most ``run - 1`` cells (cut
+    with ``…``), so that at least one box cell separates it from what follows. A name
+    drawn earlier (a parent's) that reaches into ``[c0 - 1, c_end]`` loses its cells
+    from ``c0 - 1`` on (they get their box glyph back) and ends in ``…``: two names
+    never run together."""
+    if len(name) > run - 1:
+        name = name[: max(0, run - 2)].rstrip() + "…"
+    lo, hi = max(0, c0 - 1), min(owner.size, c_end + 1)
+    for other in np.unique(owner[lo:hi]).tolist():
+        if other < 0:
+            continue
+        mine = np.flatnonzero(owner == other)
+        cut = mine[mine >= lo]
+        if cut.size == 0:
+            continue
+        cells.chars[cut] = fill[cut]
+        owner[cut] = -1
+        kept = mine[mine < lo]
+        if kept.size:
+            cells.chars[kept[-1]] = ord("…")
+    n = min(len(name), owner.size - c0)
+    cells.text(c0, name, None)
+    owner[c0: c0 + n] = j

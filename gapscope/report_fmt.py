@@ -11,7 +11,8 @@ import re
 import unicodedata
 
 __all__ = ["Unit", "unit_for", "offset_unit_for", "fmt_dur", "fmt_at", "fmt_sig", "fmt_share", "safe_name", "fmt_bytes", "budget_rows", "BUDGET_LABELS", "short_name",
-           "device_label", "rank_text", "kind_counts_text", "fmt_rate"]
+           "device_label", "rank_text", "kind_counts_text", "fmt_rate",
+           "more_groups_line"]
 
 
 class Unit(tuple):
@@ -240,6 +241,19 @@ def fmt_rate(per_s: float | None) -> str:
     if per_s is None:
         return "-"
     return f"{per_s:,.0f}" if abs(per_s) >= 100 else f"{per_s:,.2f}"
+
+
+def more_groups_line(rest: list[dict], idle_in_gaps_ns: int | None, shown: int = 1) -> str:
+    """The line for the groups a report leaves out, e.g. ``… and 1,011 more groups:
+    (in --json): 307.367 ms of idle (47.1% of gap idle), at most 2.814 ms each``
+    (without "… and" / "more" when ``shown`` is 0)."""
+    idle_ns = sum(int(g.get("total_ns") or 0) for g in rest)
+    largest_ns = max(int(g.get("total_ns") or 0) for g in rest)
+    n = f"{len(rest):,} group{'s' if len(rest) != 1 else ''}"
+    head = f"… and {len(rest):,} more group{'s' if len(rest) != 1 else ''}" if shown else n
+    share = f" ({fmt_share(idle_ns, idle_in_gaps_ns)} of gap idle)" if idle_in_gaps_ns else ""
+    each = f", at most {fmt_dur(largest_ns)} each" if len(rest) > 1 else ""
+    return f"{head} (in --json): {fmt_dur(idle_ns)} of idle{share}{each}"
 
 
 def budget_rows(budget: dict) -> list[tuple[str, str]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .report_json import lone_gaps
 from .report_fmt import (GROUP_CARDS, MD_GROUP_ROWS, budget_rows, device_label, fmt_at, fmt_dur, fmt_rate, fmt_share,
-                         kind_counts_text, offset_unit_for, rank_text, rate_key, safe_name, unit_for)
+                         kind_counts_text, more_groups_line, offset_unit_for, rank_text, rate_key, safe_name, unit_for)
 
 __all__ = ["render_markdown", "md_code", "md_text"]
 
@@ -154,7 +154,7 @@ def _diagnosis(doc: dict) -> list[str]:
              fmt_dur(grp.get("median_ns", 0)), fmt_dur(grp.get("total_ns", 0)), grp.get("cause", "")]
             for grp in shown])
         if len(rest) > len(shown):
-            out.append(f"\n… and {len(rest) - len(shown)} more.")
+            out += ["", md_text(more_groups_line(rest[len(shown):], doc.get("idle_in_gaps_ns")))]
     lone = lone_gaps(doc)
     for k, g in lone:
         out += ["", f"### Gap #{k}: {fmt_dur(g['dur_ns'])} at {fmt_at(g['start_rel_ns'])}", ""]

@@ -9,11 +9,11 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from .report_fmt import GROUP_CARDS, budget_rows, fmt_at, fmt_bytes, fmt_dur, fmt_rate, fmt_share, rate_key, unit_for
+from .report_fmt import GROUP_CARDS, budget_rows, fmt_at, fmt_bytes, fmt_dur, fmt_rate, more_groups_line, rate_key, unit_for
 from .report_json import lone_gaps
 from .report_rich import cause_text, heading, name_text, safe_text
 
-__all__ = ["GROUP_CARDS", "card_panel", "groups_section", "more_groups_line", "lone_cards_section", "budget_section"]
+__all__ = ["GROUP_CARDS", "card_panel", "groups_section", "lone_cards_section", "budget_section"]
 
 #: Evidence items shown on a card before "… and N more" (the JSON has all).
 EVIDENCE_SHOWN = 6
@@ -96,19 +96,6 @@ def groups_section(doc: dict, console: Console, top: int = 10) -> None:
     rest = groups[top:]
     if rest:
         console.print(Text(more_groups_line(rest, doc.get("idle_in_gaps_ns"), shown=top), style="dim"))
-
-
-def more_groups_line(rest: list[dict], idle_in_gaps_ns: int | None, shown: int = 1) -> str:
-    """The line for the groups a report leaves out, e.g. ``… and 1,011 more groups:
-    (in --json): 307.367 ms of idle (47.1% of gap idle), at most 2.814 ms each``
-    (without "… and" / "more" when ``shown`` is 0)."""
-    idle_ns = sum(int(g.get("total_ns") or 0) for g in rest)
-    largest_ns = max(int(g.get("total_ns") or 0) for g in rest)
-    n = f"{len(rest):,} group{'s' if len(rest) != 1 else ''}"
-    head = f"… and {len(rest):,} more group{'s' if len(rest) != 1 else ''}" if shown else n
-    share = f" ({fmt_share(idle_ns, idle_in_gaps_ns)} of gap idle)" if idle_in_gaps_ns else ""
-    each = f", at most {fmt_dur(largest_ns)} each" if len(rest) > 1 else ""
-    return f"{head} (in --json): {fmt_dur(idle_ns)} of idle{share}{each}"
 
 
 def lone_cards_section(doc: dict, console: Console) -> None:

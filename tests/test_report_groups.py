@@ -134,3 +134,24 @@ def test_cause_table_of_a_nine_second_trace():
     assert lines[3] == "sync          13.2 ms    0.6%              43"
     assert lines[8] == "total          2.32 s  100.0%          21,670"
     assert " ".join(lines[9:]).endswith("; 1.79 ms more idle in stretches shorter than the minimum gap")
+
+
+def test_markdown_sums_up_the_groups_it_leaves_out():
+    """rank0: Markdown shows 3 group cards and 30 table rows; the line after the table
+    says how many groups are left and how much idle they hold."""
+    from gapscope.report_fmt import GROUP_CARDS, MD_GROUP_ROWS, fmt_dur, fmt_share
+
+    path = require(CORPUS / "hta" / "rank0.json.gz")
+
+    def run(*args):
+        out = io.StringIO()
+        assert report_cmd.run([str(path), *args], stdout=out) == 0
+        return out.getvalue()
+
+    doc = json.loads(run("--json"))
+    left = doc["groups"][GROUP_CARDS + MD_GROUP_ROWS:]
+    left_ns = sum(g["total_ns"] for g in left)
+    (line,) = [ln for ln in run("--markdown").splitlines() if ln.startswith("… and ")]
+    assert line == (f"… and {len(left):,} more groups (in --json): {fmt_dur(left_ns)} of idle "
+                    f"({fmt_share(left_ns, doc['idle_in_gaps_ns'])} of gap idle), "
+                    f"at most {fmt_dur(max(g['total_ns'] for g in left))} each")

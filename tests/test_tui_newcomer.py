@@ -223,3 +223,27 @@ def test_adjacent_and_nested_names_keep_a_separator():
     assert line[40:50] == "nn.Modul…="
     assert line[50:70] == "ultra_child" + "=" * 9
     assert line[70:80] == "=" * 10
+
+
+# ------------------------------------------------------------ 4. compact card
+def test_compact_card_marks_left_out_lines_at_80x24():
+    # Gap #0 (sync 258 µs): the compact card has room for the summary, smell, why,
+    # first experiment and forbidden step; the proof is left out, and the last line
+    # ("...only makes that wait start sooner.") had no mark saying so.
+    trace, diag = _sample()
+
+    async def run():
+        app = make_app(trace, diagnosis=diag)
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = await wait_ready(pilot)
+            await pilot.press("n")
+            await pilot.pause()
+            panel = screen.query_one("#panel")
+            rows = [panel.render_line(y).text.rstrip() for y in range(panel.size.height)]
+            return screen.lanes.selected_gap, screen.panel_mode, rows, panel.compact_plain
+
+    gap, mode, rows, full = asyncio.run(run())
+    assert gap == 0 and mode == "compact"
+    shown = [r for r in rows if r]
+    assert "Proof:" in full and not any("Proof:" in r for r in shown)
+    assert shown[-1].endswith("start sooner.…")

@@ -184,6 +184,16 @@ def protocol_text(done: set[int]) -> Text:
     return t
 
 
+def _with_ellipsis(line: Text, width: int) -> Text:
+    """``line`` ending in ``…`` within ``width`` cells (the "there is more" mark)."""
+    last = line.copy()
+    last.rstrip()
+    if last.cell_len >= width:
+        last.truncate(width - 1)
+    last.append("…")
+    return last
+
+
 class GapPanel(Widget):
     """Side panel: the card with its evidence, then the protocol checklist.
 
@@ -285,8 +295,8 @@ class GapPanel(Widget):
     def _compact_lines(self, console, width: int, height: int) -> list[Text]:
         """The compact card wrapped to ``width`` and cut to ``height`` lines: the
         summary takes one line, the smell at most two, *why* the rest; the first
-        experiment, forbidden step and proof follow when rows are left (each elided
-        with ``…`` where cut)."""
+        experiment, forbidden step and proof follow when rows are left. The last line
+        ends in ``…`` whenever anything is cut or left out."""
         out: list[Text] = []
         items = self._compact_items()
         caps = (1, 2)
@@ -296,16 +306,14 @@ class GapPanel(Widget):
             if i < len(caps):
                 room = min(room, caps[i])
             if room <= 0:
+                # items left out: the last line says so, as a cut item does
+                if out and not out[-1].plain.endswith("…"):
+                    out[-1] = _with_ellipsis(out[-1], width)
                 break
             wrapped = list(item.wrap(console, width, overflow="fold"))
             if len(wrapped) > room:
-                keep = wrapped[:room]
-                last = keep[-1].copy()
-                if last.cell_len >= width:
-                    last.truncate(width - 1)
-                last.append("…")
-                keep[-1] = last
-                wrapped = keep
+                wrapped = wrapped[:room]
+                wrapped[-1] = _with_ellipsis(wrapped[-1], width)
             out.extend(wrapped)
         return out
 

@@ -84,11 +84,16 @@ def _as_int(v) -> int:
 
 
 def _field_col(args: list, field: str) -> np.ndarray:
-    """int64 column of one ``KinetoArgs`` field (-1 where absent or not an integer)."""
-    try:
-        return np.fromiter(map(attrgetter(field), args), dtype=np.int64, count=len(args))
-    except (TypeError, ValueError, OverflowError):
-        return _int_col(list(map(attrgetter(field), args)))
+    """int64 column of one ``KinetoArgs`` field (-1 where absent or not an integer).
+    The ``fromiter`` fast path is taken only when every value is an int: it would
+    truncate 93.5 to 93 and take True as 1, where ``_as_int`` gives -1."""
+    get = attrgetter(field)
+    if set(map(type, map(get, args))) <= {int}:
+        try:
+            return np.fromiter(map(get, args), dtype=np.int64, count=len(args))
+        except OverflowError:
+            pass
+    return _int_col(list(map(get, args)))
 
 
 def extract_args(args: list, kind: np.ndarray, name_id: np.ndarray, names: list, total: int | None = None,

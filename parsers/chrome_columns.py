@@ -55,15 +55,19 @@ def flatten_sync_markers(trace: Trace) -> None:
 
 def times(xs: list, field: str) -> tuple[np.ndarray, np.ndarray]:
     """(ns, status) of ``ts`` or ``dur`` of events ``xs``: one ``fromiter`` pass when all
-    values are numbers below 2**43 µs, ``chrome_times.raw_to_ns`` when they were kept
+    values are numbers (int or float) below 2**43 µs, ``chrome_times.raw_to_ns`` when they were kept
     as JSON text, else ``chrome_times.to_ns``."""
     get = _get[field]
     if xs and type(get(xs[0])) is msgspec.Raw:  # X events decoded with ``XEventRawTs``
         return raw_to_ns(list(map(get, xs)))
-    try:
-        fa = np.fromiter(map(get, xs), dtype=np.float64, count=len(xs))
-    except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond float range
-        fa = None
+    fa = None
+    # numbers only: ``fromiter`` would also take "12.5" or True, which ``to_ns`` reads
+    # differently, so a value's ns would depend on the other events of the list
+    if set(map(type, map(get, xs))) <= {int, float}:
+        try:
+            fa = np.fromiter(map(get, xs), dtype=np.float64, count=len(xs))
+        except OverflowError:  # an int beyond float range
+            fa = None
     if fa is not None and (fa.size == 0 or np.abs(fa).max() < EXACT_LIMIT_US):
         fl = np.floor(fa)
         ns = fl.astype(np.int64) * 1000 + np.rint((fa - fl) * 1000.0).astype(np.int64)

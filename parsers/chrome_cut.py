@@ -21,9 +21,15 @@ __all__ = ["find_cut", "END_CANDIDATES", "END_WINDOW_BYTES", "BOUNDARY"]
 BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
 #: Where the end of the events array is looked for: this many ``]`` from the end of
 #: the text, within this many bytes (the keys after the array are small).
-END_CANDIDATES = 64
+END_CANDIDATES = 4096
 END_WINDOW_BYTES = 16 << 20
+#: Most bytes decoded in all while trying candidates (a bound on adversarial texts).
+END_DECODE_BUDGET = 64 << 20
+#: ``{`` tried when looking for the start of the event before a candidate ``]``.
+_EVENT_CANDIDATES = 64
 _MARKER = b'"gapscope:traceEvents"'
+_ABSENT = b'"gapscope:absent"'
+_OPEN = b'{"gapscope:before":0'
 _HEADER = msgspec.json.Decoder(ObjectHeader)
 _ONE_EVENT = msgspec.json.Decoder(AnyEvent)
 _ONE_EVENT_RAW_TS = msgspec.json.Decoder(AnyEventRawTs)
@@ -62,25 +68,54 @@ def find_cut(data, root: int, raw_ts: bool = False, head_fraction: float = 0.5) 
     return begin, brace, comma, end, header
 
 
+class _Rest(msgspec.Struct):
+    """The keys after the events array (only whether ``traceEvents`` is among them)."""
+
+    traceEvents: msgspec.Raw = msgspec.Raw(_ABSENT)
+
+
+_REST = msgspec.json.Decoder(_Rest)
+
+
 def _array_end(data, root: int, begin: int, raw_ts: bool) -> tuple[int, ObjectHeader] | None:
     """The ``]`` that ends the events array of an object-form text, and the header.
 
     Keys may follow the array (``deviceProperties``, log lists), so the ``]`` nearest
-    the end is not always it: a candidate is kept when the document with the array
-    replaced by a marker decodes with that marker as ``traceEvents``, and the element
-    before it is a trace event (has a known ``ph``)."""
+    the end is not always it. The text before the array is checked once (it opens
+    the top object up to ``"traceEvents":``); a candidate ``]`` is kept when what
+    follows it closes that object without another ``traceEvents`` key, the element
+    before it is a trace event (has a known ``ph``), and the document with the array
+    replaced by a marker decodes with that marker as ``traceEvents``. Each candidate
+    costs a decode of the text after it only (at most ``END_WINDOW_BYTES``; all
+    candidates together at most ``END_DECODE_BUDGET``)."""
     view = memoryview(data)
+    prefix = bytes(view[root:begin - 1])
+    try:
+        if bytes(_HEADER.decode(prefix + _MARKER + b"}").traceEvents) != _MARKER:
+            return None
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return None
     lo = max(begin, len(data) - END_WINDOW_BYTES)
     end = len(data)
+    spent = 0
     for _ in range(END_CANDIDATES):
         end = data.rfind(b"]", lo, end)
-        if end < 0:
+        spent += len(data) - end
+        if end < 0 or spent > END_DECODE_BUDGET:
             return None
+        suffix = view[end + 1:]
         try:
-            header = _HEADER.decode(b"".join((view[root:begin - 1], _MARKER, view[end + 1:])))
+            if bytes(_REST.decode(b"".join((_OPEN, suffix))).traceEvents) != _ABSENT:
+                continue  # a later traceEvents key would be the one a decoder keeps
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             continue
-        if bytes(header.traceEvents) == _MARKER and _event_before(data, begin, end, raw_ts):
+        if not _event_before(data, begin, end, raw_ts):
+            continue
+        try:
+            header = _HEADER.decode(b"".join((prefix, _MARKER, suffix)))
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            continue
+        if bytes(header.traceEvents) == _MARKER:
             return end, header
     return None
 
@@ -95,7 +130,7 @@ def _event_before(data, begin: int, end: int, raw_ts: bool) -> bool:
     decoder = _ONE_EVENT_RAW_TS if raw_ts else _ONE_EVENT
     lo = max(begin, close - (1 << 20))
     start = close
-    for _ in range(END_CANDIDATES):
+    for _ in range(_EVENT_CANDIDATES):
         start = data.rfind(b"{", lo, start)
         if start < 0:
             return False

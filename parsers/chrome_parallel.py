@@ -21,7 +21,7 @@ import math
 import mmap
 import os
 import pickle
-import select
+import selectors
 import signal
 import stat
 import sys
@@ -33,7 +33,7 @@ import numpy as np
 
 from .chrome_args import ArgColumns
 from .chrome_columns import Interner
-from .chrome_cut import BOUNDARY, find_cut
+from .chrome_cut import find_cut
 from .chrome_joined import JoinedEvents, SerialFallback
 from .chrome_scan import PH_FLOW, PH_M, PH_OTHER, EventColumns, merge, scan_events
 
@@ -75,12 +75,15 @@ class Parts:
 
 
 class Pending:
-    """A forked child decoding the tail of the events array (see ``start``)."""
+    """A forked child decoding the tail of the events array (see ``start``,
+    ``start_file``). ``plan``: (root, raw_ts, begin, brace, comma, end) the child
+    works to: known at once for ``start``; for ``start_file`` the child plans on the
+    file and reports its plan with its result, checked against this process's own."""
 
-    def __init__(self, pid: int, fd: int, shared: mmap.mmap, cut: tuple, root: int, raw_ts: bool,
-                 stamp: tuple | None, t0: float) -> None:
-        self.pid, self.fd, self.shared, self.cut, self.root = pid, fd, shared, cut, root
-        self.raw_ts, self.stamp, self.t0 = raw_ts, stamp, t0
+    def __init__(self, pid: int, fd: int, shared: mmap.mmap, plan: tuple | None, stamp: tuple | None,
+                 t0: float) -> None:
+        self.pid, self.fd, self.shared, self.plan, self.stamp, self.t0 = pid, fd, shared, plan, stamp, t0
+        self.header = None  # the object form's header, with ``plan``
         self.done = False
 
     def close(self) -> None:
@@ -98,57 +101,91 @@ def _stamp(st: os.stat_result) -> tuple:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
-def start(data, root: int, raw_ts: bool, decoders: dict, tail_from: tuple | None = None) -> Pending | None:
-    """Plan the cut in ``data`` and fork the child that decodes the tail, or None.
+def _fork(work, shared_bytes: int, plan: tuple | None, stamp: tuple | None) -> Pending | None:
+    """Fork a child that runs ``work()`` (-> payload bytes) and sends its result; None
+    when the pipe, the shared memory or the fork cannot be had. SIGINT is blocked
+    across the fork, so the child cannot be interrupted before it has its own default
+    handler; the child never returns into the caller (``os._exit``)."""
+    try:
+        shared = mmap.mmap(-1, shared_bytes)
+    except (OSError, ValueError, OverflowError):
+        return None
+    try:
+        r, w = os.pipe()
+    except OSError:
+        shared.close()
+        return None
+    t0 = time.perf_counter()
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    pid = -1
+    try:
+        with warnings.catch_warnings():  # Python 3.12+ warns about fork with threads
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+            if pid == 0:
+                _child(work, r, w, shared, mask)  # never returns
+    except OSError:
+        pass
+    finally:
+        if pid != 0:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    os.close(w)
+    if pid < 0:
+        os.close(r)
+        shared.close()
+        return None
+    return Pending(pid, r, shared, plan, stamp, t0)
 
-    ``decoders``: {raw_ts: (list decoder, ``X`` class)}. ``tail_from``: ``(fd,
-    stamp)`` when ``data`` is a read-only map of the file and the child is to map its
-    part of the file itself (while this process reads it); the child gives up unless
-    the file's ``_stamp`` is still ``stamp`` before and after its decode (a file cut
-    shorter meanwhile kills it with SIGBUS: this process then decodes in one piece).
-    """
+
+def _child(work, r: int, w: int, shared: mmap.mmap, mask) -> None:
+    status = 1
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        faulthandler.disable()  # a SIGBUS (file cut short under the map) is the parent's to handle
+        _die_with_parent()
+        os.close(r)
+        _send(w, shared, work())
+        status = 0
+    finally:
+        os._exit(status)
+
+
+def _die_with_parent() -> None:
+    """Linux ``PR_SET_PDEATHSIG``: the child is killed when its parent dies."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass
+
+
+def start(data, root: int, raw_ts: bool, decoders: dict) -> Pending | None:
+    """Plan the cut in ``data`` (already read) and fork the child that decodes the
+    tail from its copy of ``data``, or None. ``decoders``: {raw_ts: (list decoder,
+    ``X`` class)}."""
     cut = find_cut(data, root, raw_ts, HEAD_FRACTION)
     if cut is None:
         return None
-    begin, brace, comma, end, header = cut
-    t0 = time.perf_counter()
-    try:
-        shared = mmap.mmap(-1, 4 * (end - comma) + (64 << 20))
-    except (OSError, ValueError):
-        return None
+    begin, brace, comma, end, _ = cut
     list_decoder, x_class = decoders[raw_ts]
-    r, w = os.pipe()
-    with warnings.catch_warnings():  # Python 3.12+ warns about fork with threads
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
-    if pid == 0:  # child: never returns
-        status = 1
-        try:
-            os.close(r)
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            faulthandler.disable()  # a SIGBUS here (file cut short) is handled by the parent
-            if tail_from is None:
-                payload = _tail_payload(_frame_tail(data, comma, end), list_decoder, x_class, raw_ts)
-            else:
-                payload = _tail_payload(_map_tail(tail_from[0], comma, end, tail_from[1]), list_decoder, x_class,
-                                        raw_ts)
-                if _stamp(os.fstat(tail_from[0])) != tail_from[1]:
-                    payload = pickle.dumps(None)
-            _send(w, shared, payload)
-            status = 0
-        finally:
-            os._exit(status)
-    os.close(w)
-    return Pending(pid, r, shared, cut, root, raw_ts, tail_from[1] if tail_from else None, t0)
+    plan = (root, raw_ts, begin, brace, comma, end)
+    pending = _fork(lambda: _tail_payload(_frame_tail(data, comma, end), list_decoder, x_class, raw_ts, plan),
+                    4 * (end - comma) + (64 << 20), plan, None)
+    if pending is not None:
+        pending.header = cut[4]
+    return pending
 
 
 def start_file(path: str, root_of, raw_ts_of, decoders: dict) -> Pending | None:
-    """``start`` for a plain file of at least ``MIN_BYTES``, before it is read: the cut
-    is planned on a read-only map of it (a few pages), and the child reads its part
-    itself, so both processes read at once. None when not applicable (gzip, small,
-    not a regular file, no cut found, ...). ``root_of(data)``: offset of the first
-    ``{``/``[`` or -1; ``raw_ts_of(data, root)``: whether ``ts`` is kept as text.
-    Never raises for a bad file (the loader reports those)."""
+    """Fork, before the file is read, a child that maps the plain file ``path`` (of at
+    least ``MIN_BYTES``), plans the cut itself and decodes the tail, so that both
+    processes read at once; None when not applicable (small, not a regular file,
+    gzip, not starting as JSON, cannot fork). This process opens the file only; the child's map cannot hurt it
+    (a file cut short kills only the child, by SIGBUS). ``root_of(data)``: offset of
+    the first ``{``/``[`` or -1; ``raw_ts_of(data, root)``: whether ``ts`` is kept as
+    text. Never raises for a bad file (the loader reports those)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
@@ -157,17 +194,40 @@ def start_file(path: str, root_of, raw_ts_of, decoders: dict) -> Pending | None:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or not enabled(st.st_size):
             return None
-        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as view:
-            if view[:2] == b"\x1f\x8b":
-                return None
-            root = root_of(view)
-            if root < 0 or view[root:root + 1] not in (b"{", b"["):
-                return None
-            return start(view, root, raw_ts_of(view, root), decoders, (fd, _stamp(st)))
-    except (OSError, ValueError, BufferError):
+        head = os.pread(fd, 4096, 0)
+        root = root_of(head)
+        if head[:2] == b"\x1f\x8b" or root < 0 or head[root:root + 1] not in (b"{", b"["):
+            return None  # gzip, or not JSON: nothing to split
+        stamp = _stamp(st)
+        return _fork(lambda: _file_tail_payload(fd, stamp, root_of, raw_ts_of, decoders),
+                     2 * st.st_size + (64 << 20), None, stamp)
+    except OSError:
         return None
     finally:
         os.close(fd)
+
+
+def _file_tail_payload(fd: int, stamp: tuple, root_of, raw_ts_of, decoders: dict) -> bytes:
+    """In the child of ``start_file``: plan on a private map of the file, decode the
+    tail; a pickled None when the file is not what ``stamp`` says (before or after)."""
+    if _stamp(os.fstat(fd)) != stamp:
+        return pickle.dumps(None)
+    view = mmap.mmap(fd, 0, access=mmap.ACCESS_COPY)
+    if view[:2] == b"\x1f\x8b":
+        return pickle.dumps(None)
+    root = root_of(view)
+    if root < 0 or view[root:root + 1] not in (b"{", b"["):
+        return pickle.dumps(None)
+    raw_ts = raw_ts_of(view, root)
+    cut = find_cut(view, root, raw_ts, HEAD_FRACTION)
+    if cut is None:
+        return pickle.dumps(None)
+    begin, brace, comma, end, _ = cut
+    list_decoder, x_class = decoders[raw_ts]
+    view[comma] = 0x5B  # "[": this process's private copy of the page
+    payload = _tail_payload(memoryview(view)[comma:end + 1], list_decoder, x_class, raw_ts,
+                            (root, raw_ts, begin, brace, comma, end))
+    return payload if _stamp(os.fstat(fd)) == stamp else pickle.dumps(None)
 
 
 def decode_parts(data, root: int, raw_ts: bool, decoders: dict, pending: Pending | None = None,
@@ -178,10 +238,10 @@ def decode_parts(data, root: int, raw_ts: bool, decoders: dict, pending: Pending
     ``decoders``: {raw_ts: (``msgspec.json.Decoder`` of a list of events, the ``X``
     event class it yields)}; ``raw_ts``: ``ts`` kept as JSON text (the tail's
     non-``X`` events then travel as JSON, which keeps that text). ``pending``: a
-    child already started by ``start_file`` on ``path`` (used when the file is
-    unchanged since and ``data`` agrees with its plan, else closed and a new child
-    forked). ``Parts.header``: for the object form, the document's other keys
-    (``chrome_schema.ObjectHeader``).
+    child already started by ``start_file`` on ``path``: used when the file is
+    unchanged since (else closed, and a child forked from ``data``), and its result
+    only when it cut where this process cuts ``data``. ``Parts.header``: for the
+    object form, the document's other keys (``chrome_schema.ObjectHeader``).
 
     Why the result equals a one-piece decode: the head (``[`` + text up to the cut +
     ``]``) and the tail (``[`` + text after the cut's comma up to the array's end +
@@ -190,7 +250,7 @@ def decode_parts(data, root: int, raw_ts: bool, decoders: dict, pending: Pending
     ``traceEvents``; JSON being context-free, the original text is then that document
     with the marker replaced by an array holding the head's events and the tail's.
     """
-    if pending is not None and not _agrees(pending, data, root, raw_ts, path):
+    if pending is not None and not _unchanged(pending, data, path):
         pending.close()
         pending = None
     if pending is None:
@@ -198,8 +258,15 @@ def decode_parts(data, root: int, raw_ts: bool, decoders: dict, pending: Pending
         if pending is None:
             return None
     list_decoder, x_class = decoders[raw_ts]
-    begin, brace, comma, end, header = pending.cut
     try:
+        if pending.plan is None:  # the file's child plans on its own: plan here, compare later
+            cut = find_cut(data, root, raw_ts, HEAD_FRACTION)
+            if cut is None:
+                return None
+            plan, header = (root, raw_ts) + tuple(cut[:4]), cut[4]
+        else:
+            plan, header = pending.plan, pending.header
+        begin, brace = plan[2], plan[3]
         try:
             head = _decode_head(data, begin, brace, list_decoder)
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
@@ -218,9 +285,9 @@ def decode_parts(data, root: int, raw_ts: bool, decoders: dict, pending: Pending
         finally:
             if isinstance(payload, memoryview):
                 payload.release()
-        if got is None:
+        if got is None or got[2] != plan:  # the child cut elsewhere (the file changed): one piece
             return None
-        tail, blobs = got
+        tail, blobs, _ = got
         merged = merge(scanned, tail)
         if merged is None:
             return None
@@ -229,19 +296,15 @@ def decode_parts(data, root: int, raw_ts: bool, decoders: dict, pending: Pending
         pending.close()
 
 
-def _agrees(pending: Pending, data, root: int, raw_ts: bool, path: str | None) -> bool:
-    """Whether ``data`` is the text ``pending`` planned its cut on: same file, unchanged
-    (``_stamp``), and the cut's landmarks where the plan put them."""
-    if pending.stamp is None or path is None or pending.root != root or pending.raw_ts != raw_ts:
+def _unchanged(pending: Pending, data, path: str | None) -> bool:
+    """Whether the file ``pending``'s child maps is still the one ``data`` was read
+    from (same ``_stamp``; size equal to ``len(data)``)."""
+    if pending.stamp is None or path is None:
         return False
     try:
-        if _stamp(os.stat(path)) != pending.stamp:
-            return False
+        return _stamp(os.stat(path)) == pending.stamp and len(data) == pending.stamp[2]
     except OSError:
         return False
-    begin, brace, comma, end, _ = pending.cut
-    return (len(data) == pending.stamp[2] and data[begin - 1] == 0x5B and data[end] == 0x5D and data[comma] == 0x2C
-            and BOUNDARY.match(data, brace) is not None)
 
 
 def _decode_head(data: bytes | bytearray, begin: int, brace: int, list_decoder) -> list:
@@ -267,24 +330,9 @@ def _frame_tail(data, comma: int, end: int):
     return b"".join((b"[", memoryview(data)[comma + 1:end], b"]"))
 
 
-def _map_tail(fd: int, comma: int, end: int, stamp: tuple) -> memoryview | None:
-    """``_frame_tail`` of the file ``fd`` through a private map (the file's pages are
-    shared with the page cache; the one byte made ``[`` is this process's copy);
-    None when the file is no longer what ``stamp`` describes."""
-    if _stamp(os.fstat(fd)) != stamp:
-        return None
-    view = mmap.mmap(fd, 0, access=mmap.ACCESS_COPY)
-    if len(view) <= end or view[end] != 0x5D:
-        return None
-    view[comma] = 0x5B  # "["
-    return memoryview(view)[comma:end + 1]
-
-
-def _tail_payload(text, list_decoder, x_class: type, raw_ts: bool) -> bytes:
-    """The tail's columns and non-``X`` events, pickled (plain containers only);
-    ``text``: the tail framed as an array (None: the file changed)."""
-    if text is None:
-        return pickle.dumps(None)
+def _tail_payload(text, list_decoder, x_class: type, raw_ts: bool, plan: tuple) -> bytes:
+    """The tail's columns and non-``X`` events and the ``plan`` they follow, pickled
+    (plain containers only); ``text``: the tail framed as an array."""
     try:
         events = list_decoder.decode(text)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
@@ -296,7 +344,7 @@ def _tail_payload(text, list_decoder, x_class: type, raw_ts: bool) -> bytes:
         return pickle.dumps(None)
     out = {
         "n": ec.n, "cats": list(ec.cats), "names": list(ec.names), "lanes": list(ec.lanes),
-        "has_v2": ec.has_v2, "legacy": ec.legacy, "old_ids": ec.old_ids,
+        "has_v2": ec.has_v2, "legacy": ec.legacy, "old_ids": ec.old_ids, "plan": plan,
         "flows": _MSGPACK.encode(flows), "others": (_JSON if raw_ts else _MSGPACK).encode(others),
         "arrays": {name: (a.dtype.str, a.tobytes()) for name, a in _arrays(ec).items()},
     }
@@ -347,24 +395,24 @@ def _receive(fd: int, shared: mmap.mmap, deadline: float) -> bytes | memoryview 
 
 def _read_all(fd: int, deadline: float) -> bytes | None:
     """Everything the child writes on the pipe until it closes it, or None (past
-    ``deadline``, or nothing)."""
+    ``deadline``, or nothing). ``poll``, not ``select``: any fd number works."""
     chunks: list[bytes] = []
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return None
-        ready, _, _ = select.select([fd], [], [], left)
-        if not ready:
-            return None
-        chunk = os.read(fd, 1 << 22)
-        if not chunk:
-            msg = b"".join(chunks)
-            return msg if len(msg) >= 9 else None
-        chunks.append(chunk)
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not sel.select(left):
+                return None
+            chunk = os.read(fd, 1 << 22)
+            if not chunk:
+                msg = b"".join(chunks)
+                return msg if len(msg) >= 9 else None
+            chunks.append(chunk)
 
 
-def _unpack(payload: bytes) -> tuple[EventColumns, dict] | None:
-    """(the tail's columns, {``PH_FLOW``: flows blob, ``PH_OTHER``: other events blob})."""
+def _unpack(payload: bytes) -> tuple[EventColumns, dict, tuple] | None:
+    """(the tail's columns, {``PH_FLOW``: flows blob, ``PH_OTHER``: other events blob},
+    the plan the child followed)."""
     try:
         d = pickle.loads(payload)
     except Exception:  # noqa: BLE001  (a damaged message: decode in one piece)
@@ -380,7 +428,7 @@ def _unpack(payload: bytes) -> tuple[EventColumns, dict] | None:
         dur_status=arr["dur_status"], kind_x=arr["kind_x"],
         args=ArgColumns(*(arr["args." + f] for f in ArgColumns.__dataclass_fields__)),
         cat_f=arr["cat_f"], has_v2=d["has_v2"], legacy=d["legacy"], old_ids=d["old_ids"])
-    return ec, {PH_FLOW: d["flows"], PH_OTHER: d["others"]}
+    return ec, {PH_FLOW: d["flows"], PH_OTHER: d["others"]}, tuple(d["plan"])
 
 
 def _reap(pid: int) -> None:

@@ -295,20 +295,24 @@ def test_file_changed_after_the_plan_is_decoded_as_read(tmp_path, monkeypatch, s
     assert_same(parts, whole)
 
 
-def test_child_mapping_a_changed_file_gives_up(tmp_path):
+def test_child_of_a_changed_file_gives_up(tmp_path):
+    """The file's child checks the file's stamp before and after its decode."""
+    from parsers.chrome import _DECODERS, _raw_ts, _root
+
     path = _write(tmp_path, _kineto(50))
     fd = os.open(path, os.O_RDONLY)
     try:
-        data = open(path, "rb").read()
-        begin, brace, comma, end, _ = find_cut(data, 0)
         stamp = cp._stamp(os.fstat(fd))
-        framed = cp._map_tail(fd, comma, end, stamp)
-        assert bytes(framed) == b"[" + data[comma + 1:end + 1]
-        assert open(path, "rb").read() == data  # the "[" is private to the map
+        got = cp._unpack(cp._file_tail_payload(fd, stamp, _root, _raw_ts, _DECODERS))
+        data = open(path, "rb").read()
+        begin, brace, comma, end, _ = find_cut(data, 0, False, cp.HEAD_FRACTION)
+        assert got is not None and got[2] == (0, False, begin, brace, comma, end)
+        assert got[0].n == data[comma:].count(b'"ph"')
+        assert open(path, "rb").read() == data  # the "[" is private to the child's map
         time.sleep(0.01)
         with open(path, "ab") as fh:
             fh.write(b" ")
-        assert cp._map_tail(fd, comma, end, stamp) is None
+        assert cp._unpack(cp._file_tail_payload(fd, stamp, _root, _raw_ts, _DECODERS)) is None
     finally:
         os.close(fd)
 
@@ -319,21 +323,21 @@ def test_file_cut_short_while_the_child_decodes(tmp_path, monkeypatch, spy, fork
     import parsers.detect as detect
 
     path = _write(tmp_path, _kineto(3000))
-    real_map = cp._map_tail
+    real_payload = cp._tail_payload
 
-    def map_then_truncate(fd, comma, end, stamp):
-        view = real_map(fd, comma, end, stamp)
-        os.truncate(path, 100)
-        return view
+    def truncate_then_decode(text, *a, **kw):
+        if not isinstance(text, bytes):  # the child's map of the file
+            os.truncate(path, 100)
+        return real_payload(text, *a, **kw)
 
-    monkeypatch.setattr(cp, "_map_tail", map_then_truncate)
+    monkeypatch.setattr(cp, "_tail_payload", truncate_then_decode)
     full = open(path, "rb").read()
     real_read = detect.read_bytes
     monkeypatch.setattr(detect, "read_bytes", lambda p, **kw: bytearray(full))  # what the parent read before
-    monkeypatch.setattr(cp, "_agrees", lambda *a: True)  # the cut happens after the parent's check
+    monkeypatch.setattr(cp, "_unchanged", lambda *a: True)  # the cut happens after the parent's check
     parts = load(path)
     assert spy == [False]
-    assert len(forks) >= 1 and _reaped(forks)
+    assert len(forks) == 1 and _reaped(forks)
     path2 = _write(tmp_path, full, "copy.json")
     monkeypatch.setattr(detect, "read_bytes", real_read)
     with monkeypatch.context() as m:
@@ -364,3 +368,102 @@ def test_start_file_declines_what_it_cannot_split(tmp_path, monkeypatch):
     assert pending is not None
     pending.close()
     pending.close()  # idempotent
+
+
+@pytest.mark.parametrize("field, head_value, tail_value", [
+    ("ts", None, "0.5015"),          # a string ts: exact (502 ns) whichever part it is in
+    ("dur", None, "0.5015"),
+    ("correlation", None, 93.5),     # not an integer id: -1 (no flow), never truncated to 93
+    ("External id", None, 5.5),      # nor is any other non-integer
+])
+def test_a_value_reads_the_same_whatever_its_neighbours(tmp_path, monkeypatch, spy, field, head_value, tail_value):
+    """Found by the attack round: the fast column paths used to depend on the other
+    values of the list, so a part could read a value differently from the whole."""
+    obj = _kineto(100)
+    ev = obj["traceEvents"]
+    head, tail = ev[29], ev[-21]  # kernels, one in each part
+    for e, v in ((head, head_value), (tail, tail_value)):
+        if field in ("ts", "dur"):
+            e[field] = v
+        else:
+            e["args"][field] = v
+    parts, whole = _both(_write(tmp_path, obj), monkeypatch, spy)
+    assert spy == [True]
+    assert_same(parts, whole)
+    k = parts.names.index(tail["name"])
+    row = np.flatnonzero(parts.name_id == k)[0]
+    if field == "ts":
+        assert parts.start_ns[row] == 502
+    elif field == "dur":
+        assert parts.dur_ns[row] == 502
+    elif field == "correlation":
+        assert parts.correlation[row] == -1
+    else:
+        assert parts.external_id[row] == -1
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.parametrize("fail", ["fork", "pipe", "mmap"])
+def test_no_fork_no_pipe_no_memory_falls_back_without_leaks(tmp_path, monkeypatch, spy, fail):
+    def refuse(*a, **k):
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    path = _write(tmp_path, _kineto(100))
+    load(path)  # warm imports
+    before = _fds()
+    if fail == "mmap":
+        real = cp.mmap.mmap
+        monkeypatch.setattr(cp.mmap, "mmap", lambda fd, size, **kw: real(fd, size, **kw) if kw else refuse())
+    else:
+        monkeypatch.setattr(os, fail, refuse)
+    parts, whole = _both(path, monkeypatch, spy)
+    assert_same(parts, whole)
+    assert _fds() == before
+
+
+def test_high_fd_numbers_work(tmp_path, monkeypatch, spy):
+    """``select`` cannot watch fd 1024 or above; the pipe is polled instead."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip("fd limit below 1200")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        parts, whole = _both(_write(tmp_path, _kineto(100)), monkeypatch, spy)
+        assert spy[0] is True
+        assert_same(parts, whole)
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_array_end_is_found_cheaply_behind_keys_with_brackets(tmp_path, monkeypatch, spy):
+    """A big key before the events and many ``]`` after them: the text before the array
+    is decoded twice in all, not once per candidate."""
+    import parsers.chrome_cut as cc
+
+    obj = {"meta": ["x" * 100] * 20000, **_kineto(300), "logs": [["a"], ["b"]] * 20, "traceName": "]" * 40}
+    text = json.dumps(obj)
+    calls = []
+
+    class Counting:
+        def decode(self, buf):
+            calls.append(len(buf))
+            return real.decode(buf)
+
+    real = cc._HEADER
+    monkeypatch.setattr(cc, "_HEADER", Counting())
+    begin, brace, comma, end, header = cc.find_cut(text.encode(), 0, False, 0.5)
+    assert text[end] == "]" and text[end + 1:].startswith(', "traceName": "]]]')
+    assert sum(1 for c in calls if c > 2_000_000) == 2
+    assert bytes(header.traceName) == b'"' + b"]" * 40 + b'"'
+    monkeypatch.setattr(cc, "_HEADER", real)
+    parts, whole = _both(_write(tmp_path, text), monkeypatch, spy)
+    assert spy == [True]
+    assert_same(parts, whole)

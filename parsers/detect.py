@@ -210,11 +210,30 @@ def load(path: str | os.PathLike) -> Trace:
             pending.close()
 
 
+def _refuse_json_scalar(p: str, data) -> None:
+    """A file holding one JSON scalar (``null``, a string, a number) is JSON, not an
+    ASCII timeline: say so. Raises ``TraceFormatError``."""
+    body = bytes(data[:1 << 20]).strip()
+    if not body or body[:1] not in b'"-0123456789tfn' or len(data) > 1 << 20:
+        return
+    try:
+        import msgspec
+
+        value = msgspec.json.decode(body)
+    except (ValueError, RecursionError):  # msgspec.DecodeError is a ValueError
+        return
+    kind = {type(None): "null", bool: "true/false", str: "string", int: "number", float: "number"}.get(type(value))
+    if kind is not None:
+        raise TraceFormatError(p, f"a JSON {kind}, not a trace", line=1, column=1,
+                               hint='expected Chrome Trace Event Format JSON ({"traceEvents": [...]}) or an ASCII timeline')
+
+
 def _load(p: str, data: bytes | bytearray, pending=None) -> Trace:
     if _check_head(p, bytes(data[:4096]), False) == "chrome":
         from .chrome import load_chrome
 
         return load_chrome(data, p, pending)
+    _refuse_json_scalar(p, data)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -184,10 +184,28 @@ def _decode_one_inner(text, k: int, on_bad):
         ev = _stdlib_event(text)  # numbers beyond float range (1e999): the stdlib reads inf
         if ev is not None:
             return ev
-        on_bad(k, f"unusable event ({exc})")
+        on_bad(k, f"unusable event ({plain_validation(str(exc))})")
     except msgspec.DecodeError as exc:
         on_bad(k, f"malformed JSON ({exc})")
     return None
+
+
+_VALIDATION = re.compile(r"Expected `([^`]*)`, got `([^`]*)`(?: - at `\$((?:\.[^`]*|\[[^`]*\])*)`)?")
+_TYPE_WORDS = {"int": "a number", "float": "a number", "str": "a string", "null": "null", "object": "an object",
+               "array": "an array", "bool": "true/false"}
+
+
+def plain_validation(message: str) -> str:
+    """msgspec's "Expected `int | float | str | null`, got `object` - at `$.pid`" in
+    the user's words: "field pid: expected a number, a string or null, got an object"."""
+    m = _VALIDATION.match(message)
+    if m is None:
+        return message
+    want = list(dict.fromkeys(_TYPE_WORDS.get(t.strip(), t.strip()) for t in m.group(1).split("|")))
+    want_s = want[0] if len(want) == 1 else ", ".join(want[:-1]) + " or " + want[-1]
+    got = _TYPE_WORDS.get(m.group(2), m.group(2))
+    field = (m.group(3) or "").lstrip(".")
+    return (f"field {field}: " if field else "") + f"expected {want_s}, got {got}"
 
 
 def _stdlib_event(text):
@@ -233,6 +251,21 @@ class Recovered:
     nonfinite_replaced: int
 
 
+#: Top-level keys of JSON files that are not Chrome traces, with what they are.
+_KNOWN_OTHER = {"rocprofiler-sdk-tool": ("a rocprofv3 (rocprofiler-sdk) JSON file, not a Chrome trace",
+                                         "gapscope reads Chrome-trace JSON; on ROCm, torch.profiler writes one")}
+
+
+def _other_json(data: bytes, root: int) -> tuple[str, str]:
+    """(message, hint) for a JSON object without a ``traceEvents`` array."""
+    head = data[root:root + 4096]
+    for key, (what, hint) in _KNOWN_OTHER.items():
+        if b'"' + key.encode() + b'"' in head:
+            return what, hint
+    return ("JSON object without a traceEvents array",
+            'not a Chrome Trace Event Format file: expected {"traceEvents": [...]} or a JSON array of events')
+
+
 def recover(data: bytes, path: str, root: int, lines: LineIndex) -> Recovered:
     """Load what can be loaded from damaged trace JSON.
 
@@ -240,9 +273,8 @@ def recover(data: bytes, path: str, root: int, lines: LineIndex) -> Recovered:
     """
     begin = find_events_array(data, root)
     if begin < 0:
-        raise TraceFormatError(path, "JSON object without a traceEvents array", line=lines.line(root),
-                               column=lines.column(root),
-                               hint="not a Chrome Trace Event Format file (expected {\"traceEvents\": [...]} or a JSON array of events)")
+        what, hint = _other_json(data, root)
+        raise TraceFormatError(path, what, line=lines.line(root), column=lines.column(root), hint=hint)
     scan, breaks = scan_resync(data, begin, lambda close: _tail_state(data, root, close))
     warnings: list[TraceWarning] = []
     for brk in breaks[:20]:
@@ -261,8 +293,12 @@ def recover(data: bytes, path: str, root: int, lines: LineIndex) -> Recovered:
     if n == 0:
         if scan.close >= 0:
             if data[begin:scan.close].strip(b" \t\r\n,"):
-                raise TraceFormatError(path, "the events array holds no event objects", line=lines.line(begin),
-                                       column=lines.column(begin),
+                at = begin + len(data[begin:scan.close]) - len(data[begin:scan.close].lstrip(b" \t\r\n,"))
+                first = data[at:at + 1]
+                what = ("the events array holds no event objects" if first in b'{["-0123456789tfn' and first
+                        else "not JSON: an array starting with "
+                        + repr(bytes(data[at:at + 40]).split(b"\n")[0][:20].decode("utf-8", "replace")))
+                raise TraceFormatError(path, what, line=lines.line(at), column=lines.column(at),
                                        hint="expected Chrome Trace Event Format events ({\"ph\": ..., \"ts\": ...})")
         else:
             cut = scan.partial_start if scan.partial_start >= 0 else len(data)

@@ -123,4 +123,4 @@ def test_load_error_after_the_ui_closes(tmp_path):
     assert b"\x1b[?1049h" in ui
     line = tail.rsplit(b"\n", 2)[-2].split(b"\x1b[?1006l")[-1].decode()
     assert line == (f"gapscope: error: {f}:1:1: JSON object without a traceEvents array (not a Chrome Trace Event "
-                    'Format file (expected {"traceEvents": [...]} or a JSON array of events))')
+                    'Format file: expected {"traceEvents": [...]} or a JSON array of events)')

@@ -66,6 +66,8 @@ def scan_elements(data: bytes, begin: int) -> ScanResult:
         bs = np.flatnonzero(arr == 92)
         if escape_next and q.size and q[0] == 0:
             q = q[1:]
+        if escape_next and bs.size and bs[0] == 0:  # an escaped backslash: no escape of its own
+            bs = bs[1:]
         escape_next = False
         if bs.size:
             escaped = _escaped_positions(bs)

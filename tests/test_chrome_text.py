@@ -8,6 +8,7 @@ import json
 import random
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -121,3 +122,23 @@ def test_lane_order_from_sort_indices_and_gpu_device_from_args(tmp_path):
     assert [(ln.pid, ln.tid, ln.device, ln.stream) for ln in t.lanes] == [
         ("20", "1", -1, -1), ("10", "2", -1, -1), ("10", "1", -1, -1), ("9", "20", 0, 20), ("5", "3", 1, 3)]
     assert t.devices() == [0, 1]
+
+
+@pytest.mark.parametrize("run", [1, 2, 3, 4])
+def test_scan_keeps_string_state_across_a_chunk_boundary_inside_backslashes(run):
+    """Found by the attack round: an escape carried over a 16 MiB chunk boundary onto a
+    backslash (not a quote) lost track of the string. ``run`` backslashes end the first
+    chunk, then ``\\\\\\"`` (an escaped backslash, an escaped quote) follows."""
+    import json as _json
+
+    from parsers.json_scan import _CHUNK, scan_elements
+
+    head = "[" + _json.dumps({"a": "x" * (_CHUNK - 40)}) + ", "
+    pre = '{"s": "'
+    need = _CHUNK + 1 - len(head) - len(pre) - run
+    body = "y" * need + "\\\\" * run + '\\\\\\"z'
+    text = head + pre + body + '"}, {"b": 1}]'
+    assert len(_json.loads(text)) == 3
+    data = text.encode()
+    r = scan_elements(data, 1)
+    assert r.starts.size == 3 and r.close == len(data) - 1

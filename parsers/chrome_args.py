@@ -8,6 +8,7 @@ pageable host memory). Other args stay raw bytes until the detail view asks.
 
 from __future__ import annotations
 
+import array
 import dataclasses
 from operator import attrgetter, itemgetter
 
@@ -85,15 +86,13 @@ def _as_int(v) -> int:
 
 def _field_col(args: list, field: str) -> np.ndarray:
     """int64 column of one ``KinetoArgs`` field (-1 where absent or not an integer).
-    The ``fromiter`` fast path is taken only when every value is an int: it would
-    truncate 93.5 to 93 and take True as 1, where ``_as_int`` gives -1."""
+    The fast path is taken only when every value is an int: ``np.fromiter`` would
+    truncate 93.5 to 93, where ``_as_int`` gives -1."""
     get = attrgetter(field)
-    if set(map(type, map(get, args))) <= {int}:
-        try:
-            return np.fromiter(map(get, args), dtype=np.int64, count=len(args))
-        except OverflowError:
-            pass
-    return _int_col(list(map(get, args)))
+    try:  # ``array('q')`` refuses floats and strings (``np.fromiter`` would truncate 93.5)
+        return np.frombuffer(array.array("q", map(get, args)), dtype=np.int64)
+    except (TypeError, OverflowError):
+        return _int_col(list(map(get, args)))
 
 
 def extract_args(args: list, kind: np.ndarray, name_id: np.ndarray, names: list, total: int | None = None,

@@ -5,6 +5,7 @@ timestamps, and the sync-marker nesting fix. Per-event work is one C-level pass 
 
 from __future__ import annotations
 
+import array
 from operator import attrgetter, is_not
 from itertools import repeat
 
@@ -60,14 +61,12 @@ def times(xs: list, field: str) -> tuple[np.ndarray, np.ndarray]:
     get = _get[field]
     if xs and type(get(xs[0])) is msgspec.Raw:  # X events decoded with ``XEventRawTs``
         return raw_to_ns(list(map(get, xs)))
-    fa = None
-    # numbers only: ``fromiter`` would also take "12.5" or True, which ``to_ns`` reads
-    # differently, so a value's ns would depend on the other events of the list
-    if set(map(type, map(get, xs))) <= {int, float}:
-        try:
-            fa = np.fromiter(map(get, xs), dtype=np.float64, count=len(xs))
-        except OverflowError:  # an int beyond float range
-            fa = None
+    # numbers only (``array('d')`` refuses a string, which ``np.fromiter`` would parse
+    # while ``to_ns`` reads it exactly: a value's ns must not depend on its neighbours)
+    try:
+        fa = np.frombuffer(array.array("d", map(get, xs)), dtype=np.float64)
+    except (TypeError, OverflowError):  # a string or None; an int beyond float range
+        fa = None
     if fa is not None and (fa.size == 0 or np.abs(fa).max() < EXACT_LIMIT_US):
         fl = np.floor(fa)
         ns = fl.astype(np.int64) * 1000 + np.rint((fa - fl) * 1000.0).astype(np.int64)

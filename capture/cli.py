@@ -45,7 +45,7 @@ def _torch_note() -> str:
     except (ImportError, ValueError):
         pass
     return ("\nPyTorch is NOT installed here: capture needs it. Install it with\n"
-            "  pip install 'gapscope[capture]'\n")
+            "  pip install -e '.[capture]'   (in the gapscope checkout; torch==2.13.0)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -53,7 +53,7 @@ def require_torch() -> Any:
         import torch  # noqa: PLC0415 - lazy on purpose: capture must import without torch
     except ImportError as exc:
         raise TorchMissing(
-            "gapscope capture needs PyTorch: install it with  pip install 'gapscope[capture]'"
+            "gapscope capture needs PyTorch: install it with  pip install -e '.[capture]'  in the gapscope checkout"
             f"  (import torch failed: {exc})"
         ) from None
     return torch

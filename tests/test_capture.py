@@ -91,7 +91,7 @@ def test_capture_imports_without_torch_and_help_says_how_to_install():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
     assert r.returncode == 0, r.stderr
     # find_spec still sees the installed torch, so --help may not warn here; the run must:
-    assert "pip install 'gapscope[capture]'" in r.stderr
+    assert "pip install -e '.[capture]'" in r.stderr
     assert "Traceback" not in r.stderr
 
 
@@ -99,7 +99,7 @@ def test_help_warns_when_torch_is_not_installed(monkeypatch):
     import capture.cli as cli
 
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
-    assert "pip install 'gapscope[capture]'" in cli._torch_note()
+    assert "pip install -e '.[capture]'" in cli._torch_note()
 
 
 def test_step_outside_a_profiler_is_a_no_op():

@@ -217,6 +217,29 @@ def _quiet_txt(diag, rows: np.ndarray, quiet_ns: int) -> str:
     return f"{_ms(quiet_ns)} with no recorded events (uninstrumented Python or untraced work)"
 
 
+#: A single launch call at least this long (ns) is first-use cost, not dispatch overhead.
+SLOW_LAUNCH_NS = 1_000_000
+
+
+def slow_launch(diag, evidence: list[Evidence], rows: np.ndarray) -> bool:
+    """Whether a launch-class gap (outside picket fences) is mostly one launch call of
+    at least ``SLOW_LAUNCH_NS``: first-use cost, not the per-kernel dispatch tax."""
+    top = [e for e in evidence if e.cause == Cause.LAUNCH and e.event >= 0]
+    return bool(top) and not (diag.gaps.episode[rows] >= 0).any() \
+        and diag.trace.kind[top[0].event] == int(Kind.LAUNCH) and top[0].overlap_ns >= SLOW_LAUNCH_NS
+
+
+def _issues_gpu_work(trace, ev: int) -> bool:
+    """Whether event ``ev`` encloses a launch call on its lane (it issues GPU work)."""
+    if ev < 0 or trace.kind[ev] == int(Kind.LAUNCH):
+        return False
+    sl = trace.lane_slice(int(trace.lane[ev]))
+    starts = trace.start_ns[sl]
+    s, e = int(trace.start_ns[ev]), int(trace.start_ns[ev] + trace.dur_ns[ev])
+    a, b = np.searchsorted(starts, s, side="left"), np.searchsorted(starts, e, side="left")
+    return bool((trace.kind[sl][a:b] == int(Kind.LAUNCH)).any())
+
+
 def _queued(diag, rows: np.ndarray) -> bool:
     """True when the next op of every gap in ``rows`` that has a linked launch was
     queued before the gap (L <= 0), and at least one has one (no step-boundary pair)."""
@@ -258,6 +281,15 @@ def _advice(diag, cause: Cause, evidence: list[Evidence], rows: np.ndarray, dur_
                 "Do not optimise the kernels: the GPU waits for data to move, not for compute.",
                 f"Exposed copy time per step (memcpy outside kernels) and the idle at this position ({dur_txt}) "
                 f"on a new capture; the copy should vanish or run under a kernel.")
+    if cause == Cause.LAUNCH and slow_launch(diag, evidence, rows):
+        # one launch call of a millisecond or more is no per-kernel dispatch tax
+        return (f"Find why the launch call {name} took {_ms(top[0].overlap_ns)}: a single call that long is "
+                f"first-use cost (CUDA module loading, JIT compilation, autotuning, memory allocation), not the "
+                f"per-kernel tax. Warm up before profiling (run a few steps first; CUDA_MODULE_LOADING=EAGER loads "
+                f"modules at start) and compare a steady-state step.",
+                "Do not capture CUDA graphs or fuse ops for this gap: one slow call, not many small launches, "
+                "left the GPU idle.",
+                f"The same position on a capture of warmed-up steps: the idle ({dur_txt}) should be gone.")
     if cause == Cause.LAUNCH:
         eps = {int(e) for e in diag.gaps.episode[rows] if e >= 0}
         fence = ""
@@ -280,6 +312,13 @@ def _advice(diag, cause: Cause, evidence: list[Evidence], rows: np.ndarray, dur_
                      f"with_stack=True or wrap the suspects in torch.profiler.record_function ranges, then take "
                      f"that work off the critical path (after the step, every N steps, or another thread) and "
                      f"launch the next GPU work before it.")
+        elif top and _issues_gpu_work(trace, top[0].event):
+            # the culprit is the model's own code issuing GPU work (nn.Module, an op that
+            # launches kernels): it cannot leave the critical path, its CPU cost can shrink
+            first = (f"{name} issues GPU work itself (it encloses launch calls): the CPU takes longer to issue the "
+                     f"work than the GPU to run it. Cut the CPU cost per kernel: torch.compile (mode="
+                     f"'reduce-overhead' adds CUDA graphs), fewer and larger ops (fuse, batch more per step), and "
+                     f"keep Python work such as logging and checks out of the step.")
         else:
             what = name or "the CPU work between launches"
             first = (f"Take {what} off the critical path: run it after the step, every N steps, or in another "

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .card_text import SMELLS, _advice, _decode, _mix, _ms, _rank, _why
+from .card_text import SMELLS, _advice, _decode, _mix, _ms, _rank, _why, slow_launch
 from .steps import RECUR_FACTOR
 from .types import Card, Cause, Evidence
 
@@ -37,6 +37,8 @@ def _card(diag, rows: np.ndarray, class_ns: np.ndarray, head: str, dur_txt: str,
     smell = SMELLS[primary]
     if primary == Cause.LAUNCH and (g.episode[rows] >= 0).any():
         smell = "picket fence"
+    elif primary == Cause.LAUNCH and slow_launch(diag, evidence, rows):
+        smell = "slow launch call"
     why = _why(diag, rows, class_ns, evidence, head, lead)
     if context:
         why += " " + context

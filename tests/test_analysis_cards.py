@@ -162,3 +162,50 @@ def test_why_does_not_add_nested_calls_to_their_caller():
     assert ("`thread 1 (python)` spent 0.100 ms busy in `dataloader next` (of which 30.0 µs in `aten::cat`, "
             "20.0 µs in `aten::div`)") in why
     assert "thread `thread" not in why
+
+
+def _host_bound(launch_us: int):
+    """T launches k1 at 0, then for ``launch_us`` µs sits in one cudaLaunchKernel for k2
+    (inside `forward`, which encloses both launches); k1 [5, 15) µs, k2 after."""
+    b = TraceBuilder()
+    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
+    gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    b.event(cpu, "nn.Module: Net_0", 0, (30 + launch_us) * US, Kind.CPU_OP)
+    b.event(cpu, "cudaLaunchKernel", 1 * US, 2 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k1", 5 * US, 10 * US, Kind.KERNEL, correlation=1)
+    b.event(cpu, "cudaLaunchKernel", 20 * US, launch_us * US, Kind.LAUNCH, correlation=2)
+    b.event(gpu, "k2", (22 + launch_us) * US, 10 * US, Kind.KERNEL, correlation=2)
+    return diagnose(b.build())
+
+
+def test_one_long_launch_call_is_first_use_cost_not_dispatch_tax():
+    """The gap [15, 2022) µs is mostly one 2 ms launch call: the card says first-use cost
+    and warns off CUDA graphs (a newcomer saw CUDA-graph advice for a 6.5 ms
+    hipLaunchKernel)."""
+    d = _host_bound(2000)
+    i = int(np.argmax(d.gaps.dur_ns))
+    c = d.card(i)
+    assert c.cause == Cause.LAUNCH and c.smell == "slow launch call"
+    assert "`cudaLaunchKernel` took 2.000 ms" in c.first_experiment and "first-use cost" in c.first_experiment
+    assert c.forbidden_step.startswith("Do not capture CUDA graphs")
+    short = _host_bound(10)  # a 10 µs call: the ordinary launch advice
+    c = short.card(int(np.argmax(short.gaps.dur_ns)))
+    assert c.smell == "launch-bound gap" and "CUDA graph" in c.first_experiment
+
+
+def test_host_culprit_that_launches_work_gets_per_kernel_cost_advice():
+    """The host culprit `nn.Module: Net_0` encloses launch calls: the model's own code,
+    which cannot leave the critical path; a culprit that launches nothing still can."""
+    b = TraceBuilder()
+    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
+    gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    b.event(cpu, "cudaLaunchKernel", 0, 2 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k1", 5 * US, 10 * US, Kind.KERNEL, correlation=1)
+    b.event(cpu, "nn.Module: Net_0", 10 * US, 200 * US, Kind.CPU_OP)
+    b.event(cpu, "cudaLaunchKernel", 205 * US, 3 * US, Kind.LAUNCH, correlation=2)
+    b.event(gpu, "k2", 212 * US, 10 * US, Kind.KERNEL, correlation=2)
+    d = diagnose(b.build())
+    c = d.card(int(np.argmax(d.gaps.dur_ns)))
+    assert c.cause == Cause.HOST
+    assert c.first_experiment.startswith("`nn.Module: Net_0` issues GPU work itself")
+    assert "off the critical path" not in c.first_experiment

@@ -136,9 +136,18 @@ def build_parser(prog: str = "gapscope report") -> argparse.ArgumentParser:
         metavar = "X" if spec.kind is float else "N"
         g.add_argument(
             spec.flag, dest=spec.field, type=spec.kind, default=None, metavar=metavar,
-            help=f"{spec.definition} [unit: {spec.unit or 'number'}; default {_fmt_default(spec)}]",
+            help=f"{_plain_definition(spec.definition)} [unit: {spec.unit or 'number'}; default {_fmt_default(spec)}]",
         )
     return p
+
+
+_VALUE_NOTE = re.compile(r"\s*\((?:design: )?[\d.,]+\s*(?:µs|ms|ns|KiB|MiB|bytes)?\)\.?$")
+
+
+def _plain_definition(text: str) -> str:
+    """The definition without a closing "(30 µs)." / "(design: 2 µs)." that only
+    repeats the default the help prints next to it."""
+    return re.sub(r";\s*default [\d.,]+\s*[^\s)]*\)", ")", _VALUE_NOTE.sub("", text))
 
 
 def params_from_args(ns: argparse.Namespace) -> Params:

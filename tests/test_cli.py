@@ -168,6 +168,9 @@ def test_report_help_lists_every_threshold():
         assert flag in text, flag
     assert "[unit: µs; default 2 µs]" in text  # min_gap_ns = 2_000 ns
     assert "[unit: bytes; default 65536 bytes]" in text
+    # the definition does not repeat the default the help prints beside it
+    assert "(design: 2 µs)" not in text and "(30 µs)" not in text and "default 30 µs)" not in text
+    assert "a gap this short or shorter can be a picket-fence gap [unit: µs; default 30 µs]" in text
     assert "docs/definitions.md" in text
 
 

@@ -117,7 +117,7 @@ def start_parts(path: str) -> "chrome_parallel.Pending | None":
     return chrome_parallel.start_file(path, lambda d: _root(d) if len(d) else -1, _raw_ts, _DECODERS)
 
 
-def _decode(data: bytes, path: str, parts: bool = True, pending=None) -> _Input:
+def _decode(data: bytes, path: str, parts: bool = True, pending=None, read_stat=None) -> _Input:
     i = _root(data)
     inp = _Input(path)
     body = data if i == 0 else data[i:]
@@ -125,7 +125,7 @@ def _decode(data: bytes, path: str, parts: bool = True, pending=None) -> _Input:
     if raw_ts:
         inp.x_class = XEventRawTs
     if parts and (pending is not None or chrome_parallel.enabled(len(data))):
-        got = chrome_parallel.decode_parts(data, i, raw_ts, _DECODERS, pending, path)
+        got = chrome_parallel.decode_parts(data, i, raw_ts, _DECODERS, pending, read_stat)
         if got is not None:
             if got.header is not None:
                 _header(got.header, inp)
@@ -162,7 +162,7 @@ def _decode(data: bytes, path: str, parts: bool = True, pending=None) -> _Input:
     return inp
 
 
-def load_chrome(data: bytes, path: str, pending=None) -> Trace:
+def load_chrome(data: bytes, path: str, pending=None, read_stat=None) -> Trace:
     """Load Chrome Trace Event Format JSON (object or array form; Kineto of every
     vintage; legacy autograd export) from ``data`` (gzip already undone).
 
@@ -173,12 +173,13 @@ def load_chrome(data: bytes, path: str, pending=None) -> Trace:
     repaired with a ``TraceWarning`` per problem (1-based line where the event
     starts). Raises ``TraceFormatError`` (path, line, column, hint) when the JSON
     holds no trace. Texts of ``chrome_parallel.MIN_BYTES`` or more are decoded in two
-    parts at once; ``pending``: the child ``start_parts`` already started for ``path``.
+    parts at once; ``pending``: the child ``start_parts`` already started for ``path``,
+    ``read_stat``: ``os.fstat`` of the file ``data`` was read from, after the read.
     """
     was = gc.isenabled()
     gc.disable()
     try:
-        inp = _decode(data, path, pending=pending)
+        inp = _decode(data, path, pending=pending, read_stat=read_stat)
         try:
             return _build(inp)
         except SerialFallback:

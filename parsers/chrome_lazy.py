@@ -149,7 +149,18 @@ class EventText:
                     return json.loads(chunk)
                 except (ValueError, RecursionError):
                     continue
-        return None
+        # the last event runs up to the end of the text: many closing braces may follow
+        # it (header keys after the events array); read one value from its start instead
+        try:
+            obj, _ = json.JSONDecoder().raw_decode(text.decode("utf-8", "replace"))
+        except (ValueError, RecursionError):
+            return None
+        if decoder is None:
+            return obj
+        try:
+            return decoder.decode(msgspec.json.encode(obj))
+        except (msgspec.DecodeError, msgspec.ValidationError, msgspec.EncodeError, TypeError, RecursionError):
+            return None
 
     def event_dict(self, k: int) -> dict:
         """Event ``k`` decoded generically ({} when unreadable)."""

@@ -88,13 +88,27 @@ class Pending:
 
     def close(self) -> None:
         """Kill the child if it still runs, reap it, free the pipe and shared memory
-        (idempotent)."""
+        (idempotent; a Ctrl-C meanwhile is held back until it is done)."""
         if self.done:
             return
-        self.done = True
-        os.close(self.fd)
-        _reap(self.pid)
-        self.shared.close()
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+            _reap(self.pid)
+            try:
+                self.shared.close()
+            except BufferError:  # a view of it is still alive: the map goes with it
+                pass
+            self.done = True
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+    def __del__(self) -> None:  # an interrupt between fork and use drops the object
+        if not getattr(self, "done", True):
+            self.close()
 
 
 def _stamp(st: os.stat_result) -> tuple:
@@ -125,16 +139,25 @@ def _fork(work, shared_bytes: int, plan: tuple | None, stamp: tuple | None) -> P
             if pid == 0:
                 _child(work, r, w, shared, mask)  # never returns
     except OSError:
-        pass
-    finally:
-        if pid != 0:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        pid = -1
+    except BaseException:
+        if pid > 0:
+            Pending(pid, r, shared, plan, stamp, t0).close()
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        raise
     os.close(w)
     if pid < 0:
         os.close(r)
         shared.close()
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         return None
-    return Pending(pid, r, shared, plan, stamp, t0)
+    pending = Pending(pid, r, shared, plan, stamp, t0)
+    try:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a Ctrl-C held back arrives here
+    except BaseException:
+        pending.close()
+        raise
+    return pending
 
 
 def _child(work, r: int, w: int, shared: mmap.mmap, mask) -> None:
@@ -187,12 +210,15 @@ def start_file(path: str, root_of, raw_ts_of, decoders: dict) -> Pending | None:
     the first ``{``/``[`` or -1; ``raw_ts_of(data, root)``: whether ``ts`` is kept as
     text. Never raises for a bad file (the loader reports those)."""
     try:
+        before = os.stat(path)  # never open a FIFO or a device (opening one has effects)
+        if not stat.S_ISREG(before.st_mode) or not enabled(before.st_size):
+            return None
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or not enabled(st.st_size):
+        if (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino) or not stat.S_ISREG(st.st_mode):
             return None
         head = os.pread(fd, 4096, 0)
         root = root_of(head)
@@ -231,16 +257,17 @@ def _file_tail_payload(fd: int, stamp: tuple, root_of, raw_ts_of, decoders: dict
 
 
 def decode_parts(data, root: int, raw_ts: bool, decoders: dict, pending: Pending | None = None,
-                 path: str | None = None) -> Parts | None:
+                 read_stat: os.stat_result | None = None) -> Parts | None:
     """Decode ``data`` (a Chrome trace; ``root``: offset of its first ``{``/``[``) in
     two parts, or None (then decode it in one piece).
 
     ``decoders``: {raw_ts: (``msgspec.json.Decoder`` of a list of events, the ``X``
     event class it yields)}; ``raw_ts``: ``ts`` kept as JSON text (the tail's
     non-``X`` events then travel as JSON, which keeps that text). ``pending``: a
-    child already started by ``start_file`` on ``path``: used when the file is
-    unchanged since (else closed, and a child forked from ``data``), and its result
-    only when it cut where this process cuts ``data``. ``Parts.header``: for the
+    child already started by ``start_file``: used when the file ``data`` was read
+    from (``read_stat``: ``os.fstat`` of it after the read) is the one it started on,
+    unchanged (else closed, and a child forked from ``data``), and its result only
+    when it cut where this process cuts ``data``. Always closes ``pending``. ``Parts.header``: for the
     object form, the document's other keys (``chrome_schema.ObjectHeader``).
 
     Why the result equals a one-piece decode: the head (``[`` + text up to the cut +
@@ -250,15 +277,16 @@ def decode_parts(data, root: int, raw_ts: bool, decoders: dict, pending: Pending
     ``traceEvents``; JSON being context-free, the original text is then that document
     with the marker replaced by an array holding the head's events and the tail's.
     """
-    if pending is not None and not _unchanged(pending, data, path):
-        pending.close()
-        pending = None
-    if pending is None:
-        pending = start(data, root, raw_ts, decoders)
-        if pending is None:
-            return None
-    list_decoder, x_class = decoders[raw_ts]
+    payload = None
     try:
+        if pending is not None and not _unchanged(pending, data, read_stat):
+            pending.close()
+            pending = None
+        if pending is None:
+            pending = start(data, root, raw_ts, decoders)
+            if pending is None:
+                return None
+        list_decoder, x_class = decoders[raw_ts]
         if pending.plan is None:  # the file's child plans on its own: plan here, compare later
             cut = find_cut(data, root, raw_ts, HEAD_FRACTION)
             if cut is None:
@@ -280,11 +308,10 @@ def decode_parts(data, root: int, raw_ts: bool, decoders: dict, pending: Pending
         payload = _receive(pending.fd, pending.shared, time.monotonic() + wait_s)
         if payload is None:
             return None
-        try:
-            got = _unpack(payload)
-        finally:
-            if isinstance(payload, memoryview):
-                payload.release()
+        got = _unpack(payload)
+        if isinstance(payload, memoryview):
+            payload.release()
+        payload = None
         if got is None or got[2] != plan:  # the child cut elsewhere (the file changed): one piece
             return None
         tail, blobs, _ = got
@@ -293,18 +320,19 @@ def decode_parts(data, root: int, raw_ts: bool, decoders: dict, pending: Pending
             return None
         return Parts(JoinedEvents(merged.code, head_lists, blobs, raw_ts, x_class), merged, header)
     finally:
-        pending.close()
+        if isinstance(payload, memoryview):
+            payload.release()
+        if pending is not None:
+            pending.close()
 
 
-def _unchanged(pending: Pending, data, path: str | None) -> bool:
-    """Whether the file ``pending``'s child maps is still the one ``data`` was read
-    from (same ``_stamp``; size equal to ``len(data)``)."""
-    if pending.stamp is None or path is None:
+def _unchanged(pending: Pending, data, read_stat: os.stat_result | None) -> bool:
+    """Whether the file ``pending``'s child maps is the one ``data`` was read from,
+    unchanged: the ``_stamp`` taken before the child started equals the one of the
+    open file after the read (``read_stat``), and the sizes agree."""
+    if pending.stamp is None or read_stat is None:
         return False
-    try:
-        return _stamp(os.stat(path)) == pending.stamp and len(data) == pending.stamp[2]
-    except OSError:
-        return False
+    return _stamp(read_stat) == pending.stamp and len(data) == pending.stamp[2]
 
 
 def _decode_head(data: bytes | bytearray, begin: int, brace: int, list_decoder) -> list:

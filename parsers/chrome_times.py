@@ -29,8 +29,11 @@ _MAX_US = 9.2e15  # int64 ns limit
 
 
 def _floats_to_ns(fa: np.ndarray) -> np.ndarray:
+    """int64 ns of finite µs floats; values beyond int64 give garbage that the callers
+    flag by magnitude first (no RuntimeWarning printed for them)."""
     fl = np.floor(fa)
-    return fl.astype(np.int64) * 1000 + np.rint((fa - fl) * 1000.0).astype(np.int64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return fl.astype(np.int64) * 1000 + np.rint((fa - fl) * 1000.0).astype(np.int64)
 
 
 def to_ns(values: list) -> tuple[np.ndarray, np.ndarray]:

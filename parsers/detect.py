@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import os
+import re
 import stat
 import zlib
 
@@ -53,11 +54,13 @@ def inflate_limit(compressed_bytes: int) -> int:
     return max(MIN_INFLATE_LIMIT, MAX_INFLATE_RATIO * compressed_bytes)
 
 
-def read_bytes(path: str | os.PathLike, mutable_min_bytes: int | None = None) -> bytes | bytearray:
+def read_bytes(path: str | os.PathLike, mutable_min_bytes: int | None = None,
+               stat_out: list | None = None) -> bytes | bytearray:
     """Return the file's bytes, decompressed when gzip (all members, RFC 1952).
 
     A plain file of at least ``mutable_min_bytes`` comes back as a ``bytearray`` (read
     in place, no extra copy), which a loader may frame in place (``chrome_parallel``).
+    ``stat_out``: gets ``os.fstat`` of the file read, taken after the read.
 
     Raises ``TraceFormatError`` when the path is not a regular file, cannot be read,
     the gzip data is corrupt or cut inside its header, or it decompresses to more than
@@ -67,6 +70,8 @@ def read_bytes(path: str | os.PathLike, mutable_min_bytes: int | None = None) ->
     with _open_regular(p) as fh:
         try:
             data = _read(fh, mutable_min_bytes)
+            if stat_out is not None:
+                stat_out.append(os.fstat(fh.fileno()))
         except OSError as exc:
             raise TraceFormatError(p, f"cannot read: {exc.strerror or exc}") from None
     if data[:2] == _GZIP_MAGIC:
@@ -202,9 +207,12 @@ def load(path: str | os.PathLike) -> Trace:
         return _load(p, read_bytes(p))
     from .chrome import start_parts
 
-    pending = start_parts(p)  # a forked child starts on the second half while this process reads
+    pending = None
     try:
-        return _load(p, read_bytes(p, mutable_min_bytes=chrome_parallel.MIN_BYTES), pending)
+        pending = start_parts(p)  # a forked child starts on the second half while this process reads
+        read_stat: list = []
+        data = read_bytes(p, mutable_min_bytes=chrome_parallel.MIN_BYTES, stat_out=read_stat)
+        return _load(p, data, pending, read_stat[0] if read_stat else None)
     finally:
         if pending is not None:
             pending.close()
@@ -228,12 +236,16 @@ def _refuse_json_scalar(p: str, data) -> None:
                                hint='expected Chrome Trace Event Format JSON ({"traceEvents": [...]}) or an ASCII timeline')
 
 
-def _load(p: str, data: bytes | bytearray, pending=None) -> Trace:
-    if _check_head(p, bytes(data[:4096]), False) == "chrome":
+_LEADING_BLANKS = re.compile(rb"(?:\xef\xbb\xbf)?[ \t\r\n]*")
+
+
+def _load(p: str, data: bytes | bytearray, pending=None, read_stat=None) -> Trace:
+    _refuse_json_scalar(p, data)
+    skip = _LEADING_BLANKS.match(data).end()  # a JSON text may start with any amount of blanks
+    if data[skip:skip + 1] in (b"{", b"[") or _check_head(p, bytes(data[:4096]), False) == "chrome":
         from .chrome import load_chrome
 
-        return load_chrome(data, p, pending)
-    _refuse_json_scalar(p, data)
+        return load_chrome(data, p, pending, read_stat)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -229,3 +229,34 @@ def test_large_truncated_file_is_linear(tmp_path):
     assert len(t) == 15000
     assert int(t.start_ns[-1]) == 3605057436108407 + 10_000 * 14999
     assert [w.line for w in t.warnings] == [text.count("\n", 0, cut) + 1]
+
+
+def test_args_of_the_last_event_with_many_braces_after_the_array(tmp_path):
+    """Found by the second attack round: header keys after the events array with 15 or
+    more closing braces hid the last event's args."""
+    import json as _json
+
+    from parsers import load as _load
+
+    ev = [{"ph": "X", "name": f"k{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1, "args": {"correlation": i}}
+          for i in range(5)]
+    doc = {"traceEvents": ev, "deviceProperties": [{"id": j, "nested": {"x": {}}} for j in range(17)]}
+    p = tmp_path / "t.json"
+    p.write_text(_json.dumps(doc))
+    tr = _load(p)
+    last = int(np.flatnonzero(tr.name_id == tr.names.index("k4"))[0])
+    assert tr.args_of(last) == {"correlation": 4}
+
+
+def test_a_timestamp_beyond_int64_ns_is_skipped_quietly(tmp_path):
+    import warnings as _warnings
+
+    from parsers import load as _load
+
+    p = tmp_path / "t.json"
+    p.write_text('{"traceEvents":[{"ph":"X","name":"a","pid":1,"tid":1,"ts":1e308,"dur":1},'
+                 '{"ph":"X","name":"b","pid":1,"tid":1,"ts":5,"dur":1}]}')
+    with _warnings.catch_warnings():
+        _warnings.simplefilter("error", RuntimeWarning)
+        tr = _load(p)
+    assert len(tr) == 1 and [w.message for w in tr.warnings] == ["event 'a' has invalid ts (1e+308); skipped"]

@@ -92,3 +92,16 @@ def test_rocprof_json_is_named(corpus):
         load(corpus / "tracelens" / "rocprof" / "908_results.json.gz")
     assert ":1:1: a rocprofv3 (rocprofiler-sdk) JSON file, not a Chrome trace (gapscope reads Chrome-trace JSON; " \
            "on ROCm, torch.profiler writes one)" in str(exc.value)
+
+
+def test_a_json_text_may_start_with_many_blanks(tmp_path):
+    """Found by the second attack round: 4096 bytes of leading whitespace read as an
+    empty file."""
+    p = tmp_path / "ws.json"
+    p.write_bytes(b" \n" * 5000 + b'{"traceEvents": [{"ph": "X", "name": "k", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]}')
+    tr = load(p)
+    assert len(tr) == 1 and tr.names[tr.name_id[0]] == "k"
+    blank = tmp_path / "blank.json"
+    blank.write_bytes(b" \n" * 5000)
+    with pytest.raises(TraceFormatError, match="file is empty"):
+        load(blank)

@@ -14,6 +14,7 @@ import dataclasses
 import gzip
 import json
 import os
+import signal
 import time
 
 import numpy as np
@@ -467,3 +468,47 @@ def test_array_end_is_found_cheaply_behind_keys_with_brackets(tmp_path, monkeypa
     parts, whole = _both(_write(tmp_path, text), monkeypatch, spy)
     assert spy == [True]
     assert_same(parts, whole)
+
+
+def test_ctrl_c_held_back_during_the_fork_leaves_nothing(tmp_path, monkeypatch, spy, forks):
+    """Found by the second attack round: a Ctrl-C that arrives while SIGINT is blocked
+    across the fork is raised when the mask is restored; the child is killed and
+    reaped and the pipe closed before it propagates."""
+    path = _write(tmp_path, _kineto(100))
+    load(path)
+    before = _fds()
+    real = signal.pthread_sigmask
+    state = {"blocked": False}
+
+    def mask(how, sigs):
+        old = real(how, sigs)
+        if how == signal.SIG_BLOCK:
+            state["blocked"] = True
+        elif how == signal.SIG_SETMASK and state["blocked"] and os.getpid() == parent:
+            state["blocked"] = False
+            raise KeyboardInterrupt("held back")
+        return old
+
+    parent = os.getpid()
+    monkeypatch.setattr(signal, "pthread_sigmask", mask)
+    with pytest.raises(KeyboardInterrupt):
+        load(path)
+    monkeypatch.setattr(signal, "pthread_sigmask", real)
+    assert forks and _reaped(forks)
+    assert _fds() == before
+
+
+def test_the_child_is_used_only_for_the_file_that_was_read(tmp_path):
+    """``_unchanged`` compares the stamp the child started with to ``fstat`` of the file
+    actually read (a path flipped A -> B -> A around the read is B's stat)."""
+    a = _write(tmp_path, _kineto(10), "a.json")
+    b = _write(tmp_path, _kineto(10), "b.json")
+    st_a, st_b = os.stat(a), os.stat(b)
+    pending = cp.Pending(-1, os.open(os.devnull, os.O_RDONLY), cp.mmap.mmap(-1, 16), None, cp._stamp(st_a), 0.0)
+    pending.pid = os.getpid() * 0 + 2 ** 22 + 7  # no such child: _reap tolerates it
+    data = b"x" * st_a.st_size
+    assert cp._unchanged(pending, data, st_a)
+    assert not cp._unchanged(pending, data, st_b)
+    assert not cp._unchanged(pending, data, None)
+    assert not cp._unchanged(pending, data + b" ", st_a)
+    pending.close()

@@ -2,7 +2,7 @@
 
 The events array is cut at an element boundary near ``HEAD_FRACTION`` of its bytes;
 this process decodes and scans (``chrome_scan.scan_events``) the head, a forked child
-the tail; the child sends back the tail's columns, and its non-``X`` events as
+the tail; the child sends back (``chrome_transfer``) the tail's columns, and its non-``X`` events as
 msgpack (or JSON when ``ts`` is kept as text), which ``JoinedEvents`` decodes only
 when an event is asked for. Each part is framed as its own JSON array, so a cut
 anywhere but between two elements of the events array, or a text that is not one
@@ -17,11 +17,9 @@ Used only on Linux (``fork``), with two or more CPUs, for texts of at least
 from __future__ import annotations
 
 import faulthandler
-import math
 import mmap
 import os
 import pickle
-import selectors
 import signal
 import stat
 import sys
@@ -31,10 +29,9 @@ import warnings
 import msgspec
 import numpy as np
 
-from .chrome_args import ArgColumns
-from .chrome_columns import Interner
 from .chrome_cut import find_cut
 from .chrome_joined import JoinedEvents, SerialFallback
+from . import chrome_transfer as _tx
 from .chrome_scan import PH_FLOW, PH_M, PH_OTHER, EventColumns, merge, scan_events
 
 __all__ = ["MIN_BYTES", "HEAD_FRACTION", "enabled", "start", "start_file", "decode_parts", "Pending", "JoinedEvents",
@@ -48,8 +45,6 @@ HEAD_FRACTION = 0.49
 #: ``MIN_WAIT_S``) before it is killed and the text decoded in one piece.
 WAIT_FACTOR = 3.0
 MIN_WAIT_S = 10.0
-_MSGPACK = msgspec.msgpack.Encoder()
-_JSON = msgspec.json.Encoder()
 
 
 def enabled(size_bytes: int) -> bool:
@@ -168,7 +163,7 @@ def _child(work, r: int, w: int, shared: mmap.mmap, mask) -> None:
         faulthandler.disable()  # a SIGBUS (file cut short under the map) is the parent's to handle
         _die_with_parent()
         os.close(r)
-        _send(w, shared, work())
+        _tx.send(w, shared, work())
         status = 0
     finally:
         os._exit(status)
@@ -194,7 +189,7 @@ def start(data, root: int, raw_ts: bool, decoders: dict) -> Pending | None:
     begin, brace, comma, end, _ = cut
     list_decoder, x_class = decoders[raw_ts]
     plan = (root, raw_ts, begin, brace, comma, end)
-    pending = _fork(lambda: _tail_payload(_frame_tail(data, comma, end), list_decoder, x_class, raw_ts, plan),
+    pending = _fork(lambda: _tx.tail_payload(_frame_tail(data, comma, end), list_decoder, x_class, raw_ts, plan),
                     4 * (end - comma) + (64 << 20), plan, None)
     if pending is not None:
         pending.header = cut[4]
@@ -251,7 +246,7 @@ def _file_tail_payload(fd: int, stamp: tuple, root_of, raw_ts_of, decoders: dict
     begin, brace, comma, end, _ = cut
     list_decoder, x_class = decoders[raw_ts]
     view[comma] = 0x5B  # "[": this process's private copy of the page
-    payload = _tail_payload(memoryview(view)[comma:end + 1], list_decoder, x_class, raw_ts,
+    payload = _tx.tail_payload(memoryview(view)[comma:end + 1], list_decoder, x_class, raw_ts,
                             (root, raw_ts, begin, brace, comma, end))
     return payload if _stamp(os.fstat(fd)) == stamp else pickle.dumps(None)
 
@@ -305,10 +300,10 @@ def decode_parts(data, root: int, raw_ts: bool, decoders: dict, pending: Pending
                       PH_OTHER: [head[k] for k in np.flatnonzero((code == PH_M) | (code == PH_OTHER)).tolist()]}
         del head  # the X events are columns now: free them while the child still works
         wait_s = max(MIN_WAIT_S, WAIT_FACTOR * (time.perf_counter() - pending.t0))
-        payload = _receive(pending.fd, pending.shared, time.monotonic() + wait_s)
+        payload = _tx.receive(pending.fd, pending.shared, time.monotonic() + wait_s)
         if payload is None:
             return None
-        got = _unpack(payload)
+        got = _tx.unpack(payload)
         if isinstance(payload, memoryview):
             payload.release()
         payload = None
@@ -356,107 +351,6 @@ def _frame_tail(data, comma: int, end: int):
         data[comma] = 0x5B  # "["
         return memoryview(data)[comma:end + 1]
     return b"".join((b"[", memoryview(data)[comma + 1:end], b"]"))
-
-
-def _tail_payload(text, list_decoder, x_class: type, raw_ts: bool, plan: tuple) -> bytes:
-    """The tail's columns and non-``X`` events and the ``plan`` they follow, pickled
-    (plain containers only); ``text``: the tail framed as an array."""
-    try:
-        events = list_decoder.decode(text)
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-        return pickle.dumps(None)
-    ec = scan_events(events, x_class)
-    flows = [events[k] for k in np.flatnonzero(ec.code == PH_FLOW).tolist()]
-    others = [events[k] for k in np.flatnonzero((ec.code == PH_M) | (ec.code == PH_OTHER)).tolist()]
-    if raw_ts and not all(map(_all_finite, others)):  # JSON would write a non-finite float as null
-        return pickle.dumps(None)
-    out = {
-        "n": ec.n, "cats": list(ec.cats), "names": list(ec.names), "lanes": list(ec.lanes),
-        "has_v2": ec.has_v2, "legacy": ec.legacy, "old_ids": ec.old_ids, "plan": plan,
-        "flows": _MSGPACK.encode(flows), "others": (_JSON if raw_ts else _MSGPACK).encode(others),
-        "arrays": {name: (a.dtype.str, a.tobytes()) for name, a in _arrays(ec).items()},
-    }
-    return pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
-
-
-def _arrays(ec: EventColumns) -> dict[str, np.ndarray]:
-    out = {f: getattr(ec, f) for f in ("code", "cat_x", "name_x", "lane_x", "start_ns", "start_status", "dur_ns",
-                                       "dur_status", "kind_x", "cat_f")}
-    for f in ArgColumns.__dataclass_fields__:
-        out["args." + f] = getattr(ec.args, f)
-    return out
-
-
-def _all_finite(e) -> bool:
-    for f in e.__struct_fields__:
-        v = getattr(e, f)
-        if type(v) is float and not math.isfinite(v):
-            return False
-        if isinstance(v, msgspec.Struct) and not _all_finite(v):
-            return False
-    return True
-
-
-def _send(fd: int, shared: mmap.mmap, payload: bytes) -> None:
-    """Put ``payload`` in ``shared`` and its length on the pipe (mode 0), or, when it
-    does not fit, the length and then the payload itself on the pipe (mode 1)."""
-    fits = len(payload) <= len(shared)
-    if fits:
-        shared[:len(payload)] = payload
-    view = memoryview(len(payload).to_bytes(8, "little") + (b"\0" if fits else b"\1") + (b"" if fits else payload))
-    while view:
-        view = view[os.write(fd, view):]
-
-
-# ------------------------------------------------------------------ the parent
-
-def _receive(fd: int, shared: mmap.mmap, deadline: float) -> bytes | memoryview | None:
-    """The child's payload (see ``_send``), or None (EOF early, or past ``deadline``)."""
-    msg = _read_all(fd, deadline)
-    if msg is None:
-        return None
-    size = int.from_bytes(msg[:8], "little")
-    if msg[8:9] == b"\0":
-        return memoryview(shared)[:size] if size <= len(shared) else None
-    return msg[9:] if len(msg) - 9 == size else None
-
-
-def _read_all(fd: int, deadline: float) -> bytes | None:
-    """Everything the child writes on the pipe until it closes it, or None (past
-    ``deadline``, or nothing). ``poll``, not ``select``: any fd number works."""
-    chunks: list[bytes] = []
-    with selectors.DefaultSelector() as sel:
-        sel.register(fd, selectors.EVENT_READ)
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0 or not sel.select(left):
-                return None
-            chunk = os.read(fd, 1 << 22)
-            if not chunk:
-                msg = b"".join(chunks)
-                return msg if len(msg) >= 9 else None
-            chunks.append(chunk)
-
-
-def _unpack(payload: bytes) -> tuple[EventColumns, dict, tuple] | None:
-    """(the tail's columns, {``PH_FLOW``: flows blob, ``PH_OTHER``: other events blob},
-    the plan the child followed)."""
-    try:
-        d = pickle.loads(payload)
-    except Exception:  # noqa: BLE001  (a damaged message: decode in one piece)
-        return None
-    if not isinstance(d, dict):
-        return None
-    arr = {k: np.frombuffer(b, dtype=np.dtype(t)) for k, (t, b) in d["arrays"].items()}
-    interner = lambda keys: Interner(zip(keys, range(len(keys))))  # noqa: E731
-    ec = EventColumns(
-        n=d["n"], code=arr["code"], cats=interner(d["cats"]), names=interner(d["names"]),
-        lanes=interner(d["lanes"]), cat_x=arr["cat_x"], name_x=arr["name_x"], lane_x=arr["lane_x"],
-        start_ns=arr["start_ns"], start_status=arr["start_status"], dur_ns=arr["dur_ns"],
-        dur_status=arr["dur_status"], kind_x=arr["kind_x"],
-        args=ArgColumns(*(arr["args." + f] for f in ArgColumns.__dataclass_fields__)),
-        cat_f=arr["cat_f"], has_v2=d["has_v2"], legacy=d["legacy"], old_ids=d["old_ids"])
-    return ec, {PH_FLOW: d["flows"], PH_OTHER: d["others"]}, tuple(d["plan"])
 
 
 def _reap(pid: int) -> None:

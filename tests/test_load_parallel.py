@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import parsers.chrome_parallel as cp
+import parsers.chrome_transfer as tx
 from parsers.chrome_cut import find_cut
 from parsers import load
 from parsers.chrome import load_chrome
@@ -234,7 +235,7 @@ def _reaped(pids) -> bool:
 def test_child_that_crashes_falls_back(tmp_path, monkeypatch, spy, forks):
     def boom(*a, **k):
         raise MemoryError("simulated")
-    monkeypatch.setattr(cp, "_tail_payload", boom)
+    monkeypatch.setattr(tx, "tail_payload", boom)
     parts, whole = _both(_write(tmp_path, _kineto(100)), monkeypatch, spy)
     assert spy == [False]
     assert_same(parts, whole)
@@ -242,7 +243,7 @@ def test_child_that_crashes_falls_back(tmp_path, monkeypatch, spy, forks):
 
 
 def test_child_that_hangs_is_killed_and_falls_back(tmp_path, monkeypatch, spy, forks):
-    monkeypatch.setattr(cp, "_tail_payload", lambda *a, **k: time.sleep(60))
+    monkeypatch.setattr(tx, "tail_payload", lambda *a, **k: time.sleep(60))
     monkeypatch.setattr(cp, "MIN_WAIT_S", 0.5)
     monkeypatch.setattr(cp, "WAIT_FACTOR", 0.0)
     t0 = time.monotonic()
@@ -304,7 +305,7 @@ def test_child_of_a_changed_file_gives_up(tmp_path):
     fd = os.open(path, os.O_RDONLY)
     try:
         stamp = cp._stamp(os.fstat(fd))
-        got = cp._unpack(cp._file_tail_payload(fd, stamp, _root, _raw_ts, _DECODERS))
+        got = tx.unpack(cp._file_tail_payload(fd, stamp, _root, _raw_ts, _DECODERS))
         data = open(path, "rb").read()
         begin, brace, comma, end, _ = find_cut(data, 0, False, cp.HEAD_FRACTION)
         assert got is not None and got[2] == (0, False, begin, brace, comma, end)
@@ -313,7 +314,7 @@ def test_child_of_a_changed_file_gives_up(tmp_path):
         time.sleep(0.01)
         with open(path, "ab") as fh:
             fh.write(b" ")
-        assert cp._unpack(cp._file_tail_payload(fd, stamp, _root, _raw_ts, _DECODERS)) is None
+        assert tx.unpack(cp._file_tail_payload(fd, stamp, _root, _raw_ts, _DECODERS)) is None
     finally:
         os.close(fd)
 
@@ -324,14 +325,14 @@ def test_file_cut_short_while_the_child_decodes(tmp_path, monkeypatch, spy, fork
     import parsers.detect as detect
 
     path = _write(tmp_path, _kineto(3000))
-    real_payload = cp._tail_payload
+    real_payload = tx.tail_payload
 
     def truncate_then_decode(text, *a, **kw):
         if not isinstance(text, bytes):  # the child's map of the file
             os.truncate(path, 100)
         return real_payload(text, *a, **kw)
 
-    monkeypatch.setattr(cp, "_tail_payload", truncate_then_decode)
+    monkeypatch.setattr(tx, "tail_payload", truncate_then_decode)
     full = open(path, "rb").read()
     real_read = detect.read_bytes
     monkeypatch.setattr(detect, "read_bytes", lambda p, **kw: bytearray(full))  # what the parent read before

@@ -2,9 +2,9 @@
 
 The events array is cut at an element boundary near ``HEAD_FRACTION`` of its bytes;
 this process decodes and scans (``chrome_scan.scan_events``) the head, a forked child
-the tail; the child sends back (``chrome_transfer``) the tail's columns, and its non-``X`` events as
-msgpack (or JSON when ``ts`` is kept as text), which ``JoinedEvents`` decodes only
-when an event is asked for. Each part is framed as its own JSON array, so a cut
+the tail; the child sends back (``chrome_transfer``) the tail's columns, and its
+non-``X`` events as msgpack (or JSON when ``ts`` is kept as text), which
+``JoinedEvents`` decodes only when an event is asked for. Each part is framed as its own JSON array, so a cut
 anywhere but between two elements of the events array, or a text that is not one
 valid document, makes a part fail to decode; then, and on any other surprise (the
 child dies, is late, or an odd case needs the whole list), ``decode_parts`` returns

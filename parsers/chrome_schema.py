@@ -26,37 +26,10 @@ EMPTY_ARGS = msgspec.Raw(b"{}")
 RAW_NULL = msgspec.Raw(b"null")
 
 
-class KinetoArgs(msgspec.Struct, frozen=True, gc=False):
-    """The ``args`` fields a timeline needs (Kineto names; -1/None = absent).
-
-    ``name``/``sort_index``/``labels`` are for ``M`` metadata events. Other keys are
-    skipped while decoding and read from the text only when the detail view asks.
-    """
-
-    correlation: Scalar = -1
-    device: Scalar = -1
-    stream: Scalar = -1
-    bytes: Scalar = None
-    size: Scalar = None
-    external_id: Scalar = msgspec.field(default=-1, name="External id")
-    external_id_old: Scalar = msgspec.field(default=-1, name="external id")
-    memcpy_kind: Scalar = msgspec.field(default=None, name="memcpy kind")
-    kind: Scalar = None
-    src_kind: Scalar = msgspec.field(default=None, name="src kind")
-    dst_kind: Scalar = msgspec.field(default=None, name="dst kind")
-    name: Scalar = None
-    sort_index: Scalar = None
-    labels: Scalar = None
-
-
-
-#: Shared value for events without ``args``.
-NO_ARGS = KinetoArgs()
-
-
 class KinetoXArgs(msgspec.Struct, frozen=True, gc=False):
-    """``KinetoArgs`` of ``X`` events: without the metadata fields (fewer fields make
-    the decode of the bulk of a file faster)."""
+    """The ``args`` fields of ``X`` events a timeline needs (Kineto names; -1/None =
+    absent). Other keys are skipped while decoding and read from the text only when
+    the detail view asks; few fields make the decode of the bulk of a file faster."""
 
     correlation: Scalar = -1
     device: Scalar = -1
@@ -73,6 +46,19 @@ class KinetoXArgs(msgspec.Struct, frozen=True, gc=False):
 
 #: Shared value for ``X`` events without ``args``.
 NO_X_ARGS = KinetoXArgs()
+
+
+class KinetoArgs(KinetoXArgs, frozen=True, gc=False):
+    """``KinetoXArgs`` plus the fields of ``M`` metadata events (``name``,
+    ``sort_index``, ``labels``), for every other phase."""
+
+    name: Scalar = None
+    sort_index: Scalar = None
+    labels: Scalar = None
+
+
+#: Shared value for events without ``args``.
+NO_ARGS = KinetoArgs()
 
 
 class Event(msgspec.Struct, gc=False):

@@ -84,9 +84,8 @@ class _Input:
         self.scanned: EventColumns | None = None  # set when decoded in parts (``chrome_parallel``)
 
 
-
-
 def _header(obj, inp: _Input) -> None:
+    """The header keys of a decoded object-form document into ``inp.header``."""
     for key in _HEADER_KEYS:
         raw = getattr(obj, key)
         if bytes(raw) != b"null":

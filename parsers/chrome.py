@@ -45,6 +45,7 @@ from .chrome_scan import PH_M, PH_FLOW, PH_OTHER, PH_X, EventColumns, scan_event
 from .chrome_schema import EVENT_CLASS, AnyEvent, AnyEventRawTs, ObjectTrace, ObjectTraceRawTs, XEventRawTs
 from .chrome_times import MISSING, NEED_EXACT, OK
 from .errors import TraceFormatError
+from .json_scan import text_start
 from .json_tolerant import recover
 from .kinds import KINETO_CATS, KINETO_FLOW_CATS
 from .lanes import Metadata
@@ -95,14 +96,6 @@ def _header(obj, inp: _Input) -> None:
                 pass
 
 
-def _root(data) -> int:
-    """Offset of the first byte after a UTF-8 BOM and whitespace."""
-    i = 3 if data[:3] == b"\xef\xbb\xbf" else 0
-    while i < len(data) and data[i] in _WS:
-        i += 1
-    return i
-
-
 def _raw_ts(data, i: int) -> bool:
     """Epoch-µs timestamps with a fraction in the first events: keep X ``ts`` as text
     and read it exactly, vectorised (a float64 would lose the nanoseconds)."""
@@ -113,11 +106,11 @@ def start_parts(path: str) -> "chrome_parallel.Pending | None":
     """Start decoding the second part of a large plain Chrome-trace file in a child
     before the file is read (``chrome_parallel.start_file``); hand the result to
     ``load_chrome``. None when the file is not one for that."""
-    return chrome_parallel.start_file(path, lambda d: _root(d) if len(d) else -1, _raw_ts, _DECODERS)
+    return chrome_parallel.start_file(path, lambda d: text_start(d) if len(d) else -1, _raw_ts, _DECODERS)
 
 
 def _decode(data: bytes, path: str, parts: bool = True, pending=None, read_stat=None) -> _Input:
-    i = _root(data)
+    i = text_start(data)
     inp = _Input(path)
     body = data if i == 0 else data[i:]
     raw_ts = _raw_ts(data, i)

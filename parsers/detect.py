@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import codecs
 import os
-import re
 import stat
 import zlib
 
 from .errors import TraceFormatError
+from .json_scan import text_start
 from .model import Trace
 
 __all__ = ["load", "read_bytes", "sniff"]
@@ -221,8 +221,10 @@ def load(path: str | os.PathLike) -> Trace:
 def _refuse_json_scalar(p: str, data) -> None:
     """A file holding one JSON scalar (``null``, a string, a number) is JSON, not an
     ASCII timeline: say so. Raises ``TraceFormatError``."""
-    body = bytes(data[:1 << 20]).strip()
-    if not body or body[:1] not in b'"-0123456789tfn' or len(data) > 1 << 20:
+    if len(data) > 1 << 20:
+        return
+    body = bytes(data).strip()
+    if not body or body[:1] not in b'"-0123456789tfn':
         return
     try:
         import msgspec
@@ -236,12 +238,10 @@ def _refuse_json_scalar(p: str, data) -> None:
                                hint='expected Chrome Trace Event Format JSON ({"traceEvents": [...]}) or an ASCII timeline')
 
 
-_LEADING_BLANKS = re.compile(rb"(?:\xef\xbb\xbf)?[ \t\r\n]*")
-
-
 def _load(p: str, data: bytes | bytearray, pending=None, read_stat=None) -> Trace:
-    _refuse_json_scalar(p, data)
-    skip = _LEADING_BLANKS.match(data).end()  # a JSON text may start with any amount of blanks
+    skip = text_start(data)  # a JSON text may start with any amount of blanks
+    if data[skip:skip + 1] not in (b"{", b"["):
+        _refuse_json_scalar(p, data)  # JSON, but not a trace (nor a timeline)
     if data[skip:skip + 1] in (b"{", b"[") or _check_head(p, bytes(data[:4096]), False) == "chrome":
         from .chrome import load_chrome
 

@@ -15,7 +15,7 @@ import re
 
 import numpy as np
 
-__all__ = ["ScanResult", "scan_elements", "find_events_array", "repair_nonfinite", "SENTINELS",
+__all__ = ["ScanResult", "scan_elements", "find_events_array", "text_start", "repair_nonfinite", "SENTINELS",
            "SENTINEL_VALUES", "LineIndex"]
 
 _CHUNK = 1 << 24
@@ -131,6 +131,13 @@ def _escaped_positions(bs: np.ndarray) -> np.ndarray:
 
 
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*')
+_LEADING_BLANKS = re.compile(rb"(?:\xef\xbb\xbf)?[ \t\r\n]*")
+
+
+def text_start(data) -> int:
+    """Offset of the first byte after a UTF-8 BOM and JSON whitespace (``len(data)``
+    when there is none)."""
+    return _LEADING_BLANKS.match(data).end()
 
 
 def find_events_array(data: bytes, root: int) -> int:

@@ -299,7 +299,8 @@ def test_file_changed_after_the_plan_is_decoded_as_read(tmp_path, monkeypatch, s
 
 def test_child_of_a_changed_file_gives_up(tmp_path):
     """The file's child checks the file's stamp before and after its decode."""
-    from parsers.chrome import _DECODERS, _raw_ts, _root
+    from parsers.chrome import _DECODERS, _raw_ts
+    from parsers.json_scan import text_start as _root
 
     path = _write(tmp_path, _kineto(50))
     fd = os.open(path, os.O_RDONLY)

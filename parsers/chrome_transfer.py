@@ -50,9 +50,13 @@ def tail_payload(text, list_decoder, x_class: type, raw_ts: bool, plan: tuple) -
     return pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
 
 
+#: The array fields of ``EventColumns`` (``args`` travels field by field too).
+_ARRAY_FIELDS = ("code", "cat_x", "name_x", "lane_x", "start_ns", "start_status", "dur_ns", "dur_status", "kind_x",
+                 "cat_f")
+
+
 def _arrays(ec: EventColumns) -> dict[str, np.ndarray]:
-    out = {f: getattr(ec, f) for f in ("code", "cat_x", "name_x", "lane_x", "start_ns", "start_status", "dur_ns",
-                                       "dur_status", "kind_x", "cat_f")}
+    out = {f: getattr(ec, f) for f in _ARRAY_FIELDS}
     for f in ArgColumns.__dataclass_fields__:
         out["args." + f] = getattr(ec.args, f)
     return out
@@ -119,10 +123,7 @@ def unpack(payload: bytes) -> tuple[EventColumns, dict, tuple] | None:
     arr = {k: np.frombuffer(b, dtype=np.dtype(t)) for k, (t, b) in d["arrays"].items()}
     interner = lambda keys: Interner(zip(keys, range(len(keys))))  # noqa: E731
     ec = EventColumns(
-        n=d["n"], code=arr["code"], cats=interner(d["cats"]), names=interner(d["names"]),
-        lanes=interner(d["lanes"]), cat_x=arr["cat_x"], name_x=arr["name_x"], lane_x=arr["lane_x"],
-        start_ns=arr["start_ns"], start_status=arr["start_status"], dur_ns=arr["dur_ns"],
-        dur_status=arr["dur_status"], kind_x=arr["kind_x"],
+        n=d["n"], cats=interner(d["cats"]), names=interner(d["names"]), lanes=interner(d["lanes"]),
         args=ArgColumns(*(arr["args." + f] for f in ArgColumns.__dataclass_fields__)),
-        cat_f=arr["cat_f"], has_v2=d["has_v2"], legacy=d["legacy"], old_ids=d["old_ids"])
+        has_v2=d["has_v2"], legacy=d["legacy"], old_ids=d["old_ids"], **{f: arr[f] for f in _ARRAY_FIELDS})
     return ec, {PH_FLOW: d["flows"], PH_OTHER: d["others"]}, tuple(d["plan"])

@@ -5,11 +5,11 @@ evidence per gap, picket-fence episodes, steps and recurring groups, budget, car
 what-if. Definitions: "Definitions", "The card", "Budget and what-if" in the design.
 """
 
-from .budget import Budget, WhatIf
-from .diagnose import Diagnosis, diagnose
-from .picket import PicketEpisode
-from .steps import GapGroup, Steps
-from .types import Card, Cause, DeviceSummary, Evidence, Gaps, Params
+from gapscope.analysis.budget import Budget, WhatIf
+from gapscope.analysis.diagnose import Diagnosis, diagnose
+from gapscope.analysis.picket import PicketEpisode
+from gapscope.analysis.steps import GapGroup, Steps
+from gapscope.analysis.types import Card, Cause, DeviceSummary, Evidence, Gaps, Params
 
 __all__ = [
     "diagnose", "Diagnosis", "Cause", "Params", "Card", "Evidence", "Gaps", "DeviceSummary",

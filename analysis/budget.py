@@ -13,8 +13,8 @@ import re
 
 import numpy as np
 
-from .busy import coverage, device_union, union_intervals, valid_timing_mask
-from .types import Cause
+from gapscope.analysis.busy import coverage, device_union, union_intervals, valid_timing_mask
+from gapscope.analysis.types import Cause
 
 __all__ = ["Budget", "WhatIf", "compute_budget", "what_if", "is_decode"]
 
@@ -132,7 +132,7 @@ def what_if(diag, *, gaps=(), causes=(), names=()) -> WhatIf:
     b = diag.budget
     if b is None:
         raise ValueError("no GPU ops: nothing to project")
-    from .classify import evidence_end
+    from gapscope.analysis.classify import evidence_end
 
     trace = diag.trace
     g = diag.gaps

@@ -16,7 +16,7 @@ import weakref
 
 import numpy as np
 
-from parsers.model import Kind, Trace
+from gapscope.parsers.model import Kind, Trace
 
 __all__ = [
     "union_intervals",

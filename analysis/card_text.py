@@ -1,4 +1,4 @@
-"""The wording of a card (``analysis.cards``): the smell per class, the "why"
+"""The wording of a card (``gapscope.analysis.cards``): the smell per class, the "why"
 sentence and the per-class advice (first experiment, forbidden next step, proof).
 
 The advice follows the design's defaults (launch → CUDA graphs / ``torch.compile`` /
@@ -15,12 +15,12 @@ import re
 
 import numpy as np
 
-from parsers.model import Kind
+from gapscope.parsers.model import Kind
 
-from .classify import rank_classes
-from .evidence import enclosing_step_range
-from .types import Cause, Evidence
-from .waits import WAIT_NAME_RE
+from gapscope.analysis.classify import rank_classes
+from gapscope.analysis.evidence import enclosing_step_range
+from gapscope.analysis.types import Cause, Evidence
+from gapscope.analysis.waits import WAIT_NAME_RE
 
 SMELLS = {
     Cause.LAUNCH: "launch-bound gap",
@@ -357,6 +357,6 @@ def _mix(class_ns: np.ndarray) -> str:
 
 
 def _decode(diag) -> bool:
-    """True when a step makes one token (``analysis.budget.is_decode``)."""
+    """True when a step makes one token (``gapscope.analysis.budget.is_decode``)."""
     b = getattr(diag, "budget", None)
     return bool(getattr(b, "decode", False))

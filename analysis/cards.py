@@ -5,7 +5,7 @@ sentence with the evidence and numbers), first experiment, forbidden next step, 
 of improvement. The per-class advice follows the design's defaults (launch → CUDA
 graphs / ``torch.compile`` / batching; host → take the work off the critical path;
 copy → keep tensors on the device, pinned + ``non_blocking``; sync → no ``.item()`` /
-``print`` in the loop, CUDA events for timing), worded in ``analysis.card_text`` and specialised by the
+``print`` in the loop, CUDA events for timing), worded in ``gapscope.analysis.card_text`` and specialised by the
 evidence: the ``.item()`` call site, the host range, the copy and its bytes. A card
 never recommends working on the kernels next to the gap: it names CPU-side evidence
 only.
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .card_text import SMELLS, _advice, _decode, _mix, _ms, _rank, _why, slow_launch
-from .steps import RECUR_FACTOR
-from .types import Card, Cause, Evidence
+from gapscope.analysis.card_text import SMELLS, _advice, _decode, _mix, _ms, _rank, _why, slow_launch
+from gapscope.analysis.steps import RECUR_FACTOR
+from gapscope.analysis.types import Card, Cause, Evidence
 
 __all__ = ["card_for_gap", "card_for_group", "SMELLS"]
 

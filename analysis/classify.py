@@ -24,7 +24,7 @@ idle time). Where several kinds of evidence overlap, the first that applies wins
    and their ns are treated like rule 6's uninstrumented time;
 6. no event on T ("uninstrumented") → host when L > 0 or when the gap is the idle at a
    step's trailing edge (the next step follows); → sync when the work was queued
-   (L <= 0) behind a stream wait (``analysis.waits``: a ``cudaStreamWaitEvent`` enqueued
+   (L <= 0) behind a stream wait (``gapscope.analysis.waits``: a ``cudaStreamWaitEvent`` enqueued
    between the previous op's launch and the next op's); else unclassified (no linked
    launch, no CPU data, or the work was queued and nothing explains the wait).
 
@@ -46,13 +46,13 @@ import dataclasses
 
 import numpy as np
 
-from parsers.model import CopyKind, Kind, Trace
+from gapscope.parsers.model import CopyKind, Kind, Trace
 
-from .busy import coverage, device_event_mask, union_intervals
-from .evidence_kinds import event_cause
-from .gaps import EDGE_TRAILING
-from .types import Cause, Gaps, Params
-from .waits import stream_wait_events
+from gapscope.analysis.busy import coverage, device_event_mask, union_intervals
+from gapscope.analysis.evidence_kinds import event_cause
+from gapscope.analysis.gaps import EDGE_TRAILING
+from gapscope.analysis.types import Cause, Gaps, Params
+from gapscope.analysis.waits import stream_wait_events
 
 __all__ = ["classify", "evidence_for_gap", "effective_thread", "launching_ops", "EvidenceIndex", "evidence_end", "NO_EVENTS",
            "SECONDARY_MIN_SHARE", "rank_classes"]
@@ -297,5 +297,5 @@ def rank_classes(class_ns: np.ndarray, dur: np.ndarray):
     return primary.astype(np.int8), share, secondary, sec_share
 
 
-# the evidence lists moved to ``analysis.evidence``; kept importable from here
-from .evidence import NO_EVENTS, EvidenceIndex, evidence_for_gap  # noqa: E402
+# the evidence lists moved to ``gapscope.analysis.evidence``; kept importable from here
+from gapscope.analysis.evidence import NO_EVENTS, EvidenceIndex, evidence_for_gap  # noqa: E402

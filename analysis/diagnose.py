@@ -14,17 +14,17 @@ from typing import Iterable
 
 import numpy as np
 
-from parsers.model import Kind, Trace
+from gapscope.parsers.model import Kind, Trace
 
-from . import budget as _budget
-from . import cards as _cards
-from .busy import coverage, device_event_mask, device_union, valid_timing_mask
-from .classify import classify
-from .evidence import EvidenceIndex, evidence_for_gap
-from .gaps import concat_gaps, device_union_copies, device_window, find_gaps, launch_of
-from .picket import PicketEpisode, find_episodes
-from .steps import GapGroup, Steps, find_steps, group_gaps, step_annotation_mask
-from .types import Card, Cause, DeviceSummary, Evidence, Gaps, Params
+from gapscope.analysis import budget as _budget
+from gapscope.analysis import cards as _cards
+from gapscope.analysis.busy import coverage, device_event_mask, device_union, valid_timing_mask
+from gapscope.analysis.classify import classify
+from gapscope.analysis.evidence import EvidenceIndex, evidence_for_gap
+from gapscope.analysis.gaps import concat_gaps, device_union_copies, device_window, find_gaps, launch_of
+from gapscope.analysis.picket import PicketEpisode, find_episodes
+from gapscope.analysis.steps import GapGroup, Steps, find_steps, group_gaps, step_annotation_mask
+from gapscope.analysis.types import Card, Cause, DeviceSummary, Evidence, Gaps, Params
 
 __all__ = ["diagnose", "Diagnosis"]
 
@@ -100,13 +100,13 @@ class Diagnosis:
 
     def what_if(self, *, gaps: Iterable[int] = (), causes: Iterable[Cause] = (), names: Iterable[str] = ()) -> "_budget.WhatIf":
         """Projected step time and tokens/s when the chosen gaps, cause classes or
-        named CPU segments are removed (see ``analysis.budget.what_if``)."""
+        named CPU segments are removed (see ``gapscope.analysis.budget.what_if``)."""
         return _budget.what_if(self, gaps=tuple(gaps), causes=tuple(causes), names=tuple(names))
 
     def to_json(self, *, top: int = 50) -> dict:
         """Everything as JSON-serialisable data with stable keys (see
-        ``analysis.jsonout``). Cards and evidence for the ``top`` largest gaps."""
-        from .jsonout import diagnosis_to_json
+        ``gapscope.analysis.jsonout``). Cards and evidence for the ``top`` largest gaps."""
+        from gapscope.analysis.jsonout import diagnosis_to_json
 
         return diagnosis_to_json(self, top=top)
 

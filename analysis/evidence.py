@@ -3,9 +3,9 @@ classes: "Keep the evidence list (names, thread, overlap in ns, bytes)").
 
 Per gap: sync events on the CPU threads of T's process and the device's ``cuda_sync``
 records, copy/launch/host events on T, GPU copies of the device inside the gap, the
-stream wait behind which the queued next op waited (``analysis.waits``), and the
+stream wait behind which the queued next op waited (``gapscope.analysis.waits``), and the
 synthetic "(no events recorded on this thread)" for uninstrumented time on T, each with
-the class the classification gave it (``analysis.classify``).
+the class the classification gave it (``gapscope.analysis.classify``).
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import dataclasses
 
 import numpy as np
 
-from parsers.model import CopyKind, Kind, Trace
+from gapscope.parsers.model import CopyKind, Kind, Trace
 
-from .busy import coverage, union_intervals
-from .evidence_kinds import NO_CLASS, event_cause
-from .gaps import EDGE_TRAILING
-from .types import Cause, Evidence, Gaps, Params
+from gapscope.analysis.busy import coverage, union_intervals
+from gapscope.analysis.evidence_kinds import NO_CLASS, event_cause
+from gapscope.analysis.gaps import EDGE_TRAILING
+from gapscope.analysis.types import Cause, Evidence, Gaps, Params
 
 __all__ = ["EvidenceIndex", "evidence_for_gap", "NO_EVENTS", "enclosing_step_range", "CONTAINER_MIN_SHARE"]
 
@@ -44,7 +44,7 @@ class EvidenceIndex:
     def build(cls, trace: Trace, valid: np.ndarray | None = None, exclude: np.ndarray | None = None) -> "EvidenceIndex":
         if valid is None:
             valid = np.ones(len(trace), dtype=bool)
-        from .classify import evidence_end
+        from gapscope.analysis.classify import evidence_end
 
         end = evidence_end(trace)
         runmax = end.copy()
@@ -156,7 +156,7 @@ def _containers(trace: Trace, idx: np.ndarray, sub_cause: np.ndarray, gpu_copy: 
 
 def enclosing_step_range(trace: Trace, exclude: np.ndarray | None, lane: int, a: int, b: int) -> int:
     """Event index of the innermost step range (``exclude``: the step-annotation mask,
-    ``analysis.steps.step_annotation_mask``) on ``lane`` overlapping [a, b) the most,
+    ``gapscope.analysis.steps.step_annotation_mask``) on ``lane`` overlapping [a, b) the most,
     or -1. Used to say "inside `ProfilerStep#8` with no finer event recorded"."""
     if exclude is None or lane < 0 or not exclude.any():
         return -1

@@ -21,9 +21,9 @@ import re
 
 import numpy as np
 
-from parsers.model import Kind, Trace
+from gapscope.parsers.model import Kind, Trace
 
-from .types import Cause
+from gapscope.analysis.types import Cause
 
 __all__ = ["SYNC_OP_NAMES", "COPY_OP_NAMES", "event_cause", "NO_CLASS"]
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from parsers.model import CPU_CALL_KINDS, Kind, Trace
+from gapscope.parsers.model import CPU_CALL_KINDS, Kind, Trace
 
-from .busy import complement, coverage, device_event_mask, device_union, union_intervals, valid_timing_mask
-from .types import Cause, Gaps
+from gapscope.analysis.busy import complement, coverage, device_event_mask, device_union, union_intervals, valid_timing_mask
+from gapscope.analysis.types import Cause, Gaps
 
 __all__ = ["find_gaps", "launch_of", "concat_gaps", "empty_gaps", "device_window"]
 

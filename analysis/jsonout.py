@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .types import Cause
+from gapscope.analysis.types import Cause
 
 __all__ = ["diagnosis_to_json", "card_to_json"]
 

@@ -15,9 +15,9 @@ import dataclasses
 
 import numpy as np
 
-from parsers.model import Trace
+from gapscope.parsers.model import Trace
 
-from .types import Gaps, Params
+from gapscope.analysis.types import Gaps, Params
 
 __all__ = ["PicketEpisode", "find_episodes"]
 

@@ -15,10 +15,10 @@ import re
 
 import numpy as np
 
-from parsers.model import Kind, Trace
+from gapscope.parsers.model import Kind, Trace
 
-from .busy import device_event_mask
-from .types import Cause, Gaps
+from gapscope.analysis.busy import device_event_mask
+from gapscope.analysis.types import Cause, Gaps
 
 __all__ = ["Steps", "GapGroup", "find_steps", "group_gaps", "step_annotation_mask", "STEP_NAME_RE"]
 

@@ -132,7 +132,7 @@ class Gaps:
     ``thread_lane`` int32: the CPU lane *T* whose activity was measured (the launching
     thread, or its fallback; -1 with no CPU data); ``wait_event`` int64: the stream-wait
     event (``cudaStreamWaitEvent`` call or Kineto "Stream Wait Event" record) behind
-    which the queued next op waited (``analysis.waits``), -1 none.
+    which the queued next op waited (``gapscope.analysis.waits``), -1 none.
     """
 
     device: np.ndarray

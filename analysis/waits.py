@@ -20,9 +20,9 @@ import re
 
 import numpy as np
 
-from parsers.model import Kind, Trace
+from gapscope.parsers.model import Kind, Trace
 
-from .types import Gaps
+from gapscope.analysis.types import Gaps
 
 __all__ = ["WAIT_NAME_RE", "stream_wait_events"]
 

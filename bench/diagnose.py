@@ -1,4 +1,4 @@
-"""Benchmark ``analysis.diagnose`` on a generated Kineto-shaped trace (default 1M events).
+"""Benchmark ``gapscope.analysis.diagnose`` on a generated Kineto-shaped trace (default 1M events).
 
 Usage (from the repository root)::
 
@@ -32,13 +32,13 @@ def _stages(trace, params):
     """Time each stage of ``diagnose`` separately (same calls, same order)."""
     import numpy as np
 
-    from analysis import budget as _budget
-    from analysis.busy import valid_timing_mask
-    from analysis.classify import classify
-    from analysis.diagnose import Diagnosis
-    from analysis.gaps import concat_gaps, find_gaps, launch_of
-    from analysis.picket import find_episodes
-    from analysis.steps import find_steps, group_gaps, step_annotation_mask
+    from gapscope.analysis import budget as _budget
+    from gapscope.analysis.busy import valid_timing_mask
+    from gapscope.analysis.classify import classify
+    from gapscope.analysis.diagnose import Diagnosis
+    from gapscope.analysis.gaps import concat_gaps, find_gaps, launch_of
+    from gapscope.analysis.picket import find_episodes
+    from gapscope.analysis.steps import find_steps, group_gaps, step_annotation_mask
 
     out = {}
     t = time.perf_counter()
@@ -69,8 +69,8 @@ def _stages(trace, params):
 
 
 def run(n_events: int, repeat: int) -> None:
-    from analysis import Params, diagnose
-    from parsers import load
+    from gapscope.analysis import Params, diagnose
+    from gapscope.parsers import load
 
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / f"kineto_{n_events}_s0.json"

@@ -36,7 +36,11 @@ if ls .whl/*.whl >/dev/null 2>&1; then
     "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
         && export PYTHONPATH=/tmp/site || { echo "could not install the carried wheels" >&2; exit 1; }
 fi
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# the project itself, as the one import package gapscope.* (its folders map into it)
+"$PY" -m pip install -q --no-deps --no-build-isolation --target /tmp/gapscope-site . 2>/dev/null \
+    || "$PY" -m pip install -q --no-deps --target /tmp/gapscope-site . \
+    || { echo "could not install the project" >&2; exit 1; }
+export PYTHONPATH="/tmp/gapscope-site${PYTHONPATH:+:$PYTHONPATH}"
 
 SUMMARY="$WORK/summary.txt"
 {
@@ -79,8 +83,8 @@ for s in $SCENARIOS; do
     fi
     timeout 90 "$PY" - "$s" "$path" "$secs" >>"$SUMMARY" 2>>"$log" <<'EOF' || { echo "$s: FAILED diagnosis check" | tee -a "$SUMMARY"; failed=1; }
 import os, sys
-from parsers import load
-from analysis.diagnose import diagnose
+from gapscope.parsers import load
+from gapscope.analysis.diagnose import diagnose
 
 # the smell each scenario reproduces, as cause classes the diagnosis should give its idle time
 EXPECT = {"decode": {"sync", "host"}, "decode-graph": None, "picket-fence": {"launch"},

@@ -49,10 +49,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from analysis import Params, diagnose  # noqa: E402
-from analysis.busy import complement, device_event_mask, union_intervals, valid_timing_mask  # noqa: E402
-from analysis.gaps import launch_of  # noqa: E402
-from parsers import Kind, TraceFormatError, load  # noqa: E402
+from gapscope.analysis import Params, diagnose  # noqa: E402
+from gapscope.analysis.busy import complement, device_event_mask, union_intervals, valid_timing_mask  # noqa: E402
+from gapscope.analysis.gaps import launch_of  # noqa: E402
+from gapscope.parsers import Kind, TraceFormatError, load  # noqa: E402
 
 CORPUS = Path(os.environ.get("GAPSCOPE_SHARED", ROOT.parent / "shared")) / "traces" / "public"
 HTA_KERNEL_DELAY_US = 30

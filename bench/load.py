@@ -1,4 +1,4 @@
-"""Benchmark ``parsers.load`` on generated Kineto-shaped traces, beside the JSON floor.
+"""Benchmark ``gapscope.parsers.load`` on generated Kineto-shaped traces, beside the JSON floor.
 
 Usage (from the repository root)::
 
@@ -13,15 +13,15 @@ fresh subprocess; peak RSS is that process's ``resource.getrusage`` ``ru_maxrss`
 the measured call of the process and its children (the loader's forked decoder).
 Rows:
 
-- ``parsers.load``: the whole load (read, decode, columns, sort, lanes, flows) as a
+- ``gapscope.parsers.load``: the whole load (read, decode, columns, sort, lanes, flows) as a
   user gets it: texts of 48 MB or more are decoded in two parts at once
-  (``parsers.chrome_parallel``); the note gives the forked child's peak RSS (which
+  (``gapscope.parsers.chrome.parallel.fork``); the note gives the forked child's peak RSS (which
   counts the page-cache pages of the file it maps) and the peak of both processes'
   private memory together (``RssAnon`` + ``RssShmem``, sampled every 5 ms), which the
   memory targets are checked against along with the peak RSS. The row's ``check`` says
   whether its kernel count, GPU busy (union of kernels) and extent match what the
   generator wrote.
-- ``parsers.load 1 proc``: the same with ``GAPSCOPE_LOAD_PROCESSES=1`` (one process).
+- ``gapscope.parsers.load 1 proc``: the same with ``GAPSCOPE_LOAD_PROCESSES=1`` (one process).
 - ``msgspec typed``: ``msgspec.json.decode`` into a Struct with the timeline fields
   only (``args`` kept raw) — the decode floor a typed loader can reach.
 - ``msgspec dicts`` / ``orjson dicts``: decode into Python dicts (GC off). Skipped
@@ -64,13 +64,13 @@ def child_kb():
 """
 
 SCRIPTS: dict[str, str] = {
-    "parsers.load": _PRELUDE + r"""
+    "gapscope.parsers.load": _PRELUDE + r"""
 sys.path.insert(0, sys.argv[2])
 import numpy as np
-import parsers
-from parsers.model import Kind
+from gapscope import parsers
+from gapscope.parsers.model import Kind
 try:  # import the loader modules before timing (import cost is not load cost)
-    import parsers.chrome  # noqa: F401
+    import gapscope.parsers.chrome.loader  # noqa: F401
 except ImportError:
     pass
 import os, threading
@@ -95,7 +95,7 @@ sampler = threading.Thread(target=sample, daemon=True)
 base = rss_kb()
 sampler.start()
 c0 = cpu_s(); t0 = time.perf_counter()
-tr = parsers.load(path)
+tr = gapscope.parsers.load(path)
 dt = time.perf_counter() - t0
 cpu = cpu_s() - c0
 done.set(); sampler.join()
@@ -180,10 +180,10 @@ print(json.dumps({"time_s": dt, "cpu_s": cpu_s() - c0, "peak_kb": rss_kb(), "bas
 """,
 }
 
-SCRIPTS = {"parsers.load": SCRIPTS["parsers.load"], "parsers.load 1 proc": SCRIPTS["parsers.load"],
-           **{k: v for k, v in SCRIPTS.items() if k != "parsers.load"}}
+SCRIPTS = {"gapscope.parsers.load": SCRIPTS["gapscope.parsers.load"], "gapscope.parsers.load 1 proc": SCRIPTS["gapscope.parsers.load"],
+           **{k: v for k, v in SCRIPTS.items() if k != "gapscope.parsers.load"}}
 #: Environment of each tool's subprocess beyond the inherited one.
-TOOL_ENV = {"parsers.load 1 proc": {"GAPSCOPE_LOAD_PROCESSES": "1"}}
+TOOL_ENV = {"gapscope.parsers.load 1 proc": {"GAPSCOPE_LOAD_PROCESSES": "1"}}
 
 _DICT_BYTES_PER_EVENT = 2200  # PERF_BASELINE.md: a tree of dicts costs ~2 KB/event
 
@@ -247,7 +247,7 @@ def hta_python(arg: str | None) -> str | None:
 
 
 def check(res: dict, st: KinetoStats) -> str:
-    """Compare a parsers.load result with the generator's stats."""
+    """Compare a gapscope.parsers.load result with the generator's stats."""
     bad = []
     if res.get("kernels") != st.n_kernels:
         bad.append(f"kernels {res.get('kernels')}≠{st.n_kernels}")
@@ -266,7 +266,7 @@ def fmt_row(cols, widths):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="Load-time and peak-RSS benchmark of parsers.load")
+    ap = argparse.ArgumentParser(description="Load-time and peak-RSS benchmark of gapscope.parsers.load")
     ap.add_argument("--sizes", default="100k,1M", help="comma list of event counts, e.g. 100k,1M,5M")
     ap.add_argument("--repeat", type=int, default=1, help="runs per cell (median reported)")
     ap.add_argument("--gzip", action="store_true", help="also benchmark .json.gz copies")
@@ -322,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
                 cpu = statistics.median(r.get("cpu_s", float("nan")) for r in ok)
                 peak = max(r["peak_kb"] for r in ok) * 1024
                 base = min(r["base_kb"] for r in ok) * 1024
-                if tool.startswith("parsers.load"):
+                if tool.startswith("gapscope.parsers.load"):
                     note = check(ok[0], st)
                     child = max(r.get("child_peak_kb", 0) for r in ok) * 1024
                     both = max(r.get("both_private_kb", 0) for r in ok) * 1024
@@ -331,9 +331,9 @@ def main(argv: list[str] | None = None) -> int:
                     if ok[0].get("warnings"):
                         note += f", {ok[0]['warnings']} warnings"
                     target = ""
-                    if n == 1_000_000 and not gz and tool == "parsers.load":
+                    if n == 1_000_000 and not gz and tool == "gapscope.parsers.load":
                         target = " [target ≤1.5 s, <1 GB: " + ("MET" if t <= 1.5 and max(peak, both) < 1 << 30 else "MISSED") + "]"
-                    if n == 5_000_000 and not gz and tool == "parsers.load":
+                    if n == 5_000_000 and not gz and tool == "gapscope.parsers.load":
                         target = " [target <5 GB: " + ("MET" if max(peak, both) < 5 << 30 else "MISSED") + "]"
                     note += target
                 elif ok[0].get("events") not in (None, st.n_events):

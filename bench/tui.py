@@ -1,9 +1,9 @@
 """Viewer benchmark: time to first paint and key → repaint latency (Pilot driven).
 
-    python bench/tui.py [--events 1000000] [--size 200x50] [--repeats 40] [--trace PATH]
+    python bench/gapscope.tui.py [--events 1000000] [--size 200x50] [--repeats 40] [--trace PATH]
 
 Generates (once, cached in ``$TMPDIR/gapscope-bench``) a Kineto-shaped trace with
-``bench/gen_kineto.generate``, then runs the app built by ``tui.factory.make_app``
+``bench/gen_kineto.generate``, then runs the app built by ``gapscope.tui.factory.make_app``
 headless at the given size:
 
 - load and diagnose time (inside the load worker);
@@ -72,10 +72,10 @@ def _pct(xs: list[float], q: float) -> float:
 
 
 async def _run(path: Path, size: tuple[int, int], repeats: int) -> dict:
-    from parsers import load
-    from tui.factory import default_diagnose, make_app
-    from tui.screen import TraceScreen
-    from tui.swimlanes import Swimlanes
+    from gapscope.parsers import load
+    from gapscope.tui.factory import default_diagnose, make_app
+    from gapscope.tui.screen import TraceScreen
+    from gapscope.tui.swimlanes import Swimlanes
 
     from textual.widget import Widget
 

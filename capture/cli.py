@@ -9,15 +9,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .naming import SUFFIX, check_writable, fallback_dir
+from gapscope.capture.naming import SUFFIX, check_writable, fallback_dir
 
 __all__ = ["main", "build_parser"]
 
 _EPILOG = f"""\
-step marking: call capture.step() once per iteration in your script (import capture;
+step marking: call gapscope.capture.step() once per iteration in your script (from gapscope import capture;
 a no-op without gapscope). The first call ends set-up; then --wait steps are skipped,
 --warmup steps warm the profiler up and --active steps are recorded into one trace.
-A script that never calls capture.step() is recorded for a time window: --seconds
+A script that never calls gapscope.capture.step() is recorded for a time window: --seconds
 from the start (after --delay), or until it ends.
 
 files: OUT/HOST_PID_YYYYmmddTHHMMSSZ_LABEL{SUFFIX}; an existing file is never
@@ -50,7 +50,7 @@ def _torch_note() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for ``gapscope capture`` (options before ``--`` only)."""
-    from .scenarios import SCENARIOS
+    from gapscope.capture.scenarios import SCENARIOS
 
     p = argparse.ArgumentParser(
         prog="gapscope capture",
@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run a built-in workload instead of a script: " + ", ".join(SCENARIOS))
     p.add_argument("--list", action="store_true", help="list the scenarios and the smell each reproduces")
     p.add_argument("--tiny", action="store_true", help="scenario: smallest sizes and fewest steps (tests, slow CPUs)")
-    p.add_argument("--wait", type=int, default=1, metavar="N", help="script steps skipped after the first capture.step() (default 1; scenarios have their own schedule)")
+    p.add_argument("--wait", type=int, default=1, metavar="N", help="script steps skipped after the first gapscope.capture.step() (default 1; scenarios have their own schedule)")
     p.add_argument("--warmup", type=int, default=1, metavar="N", help="profiler warm-up steps, not recorded (default 1)")
     p.add_argument("--active", type=int, default=5, metavar="N", help="steps recorded into the trace (default 5)")
     p.add_argument("--repeat", type=int, default=1, metavar="N", help="cycles, one trace each; 0 = until the end (default 1)")
@@ -90,7 +90,7 @@ def _report(traces: list[str], summary: bool) -> None:
     for path in traces:
         _say(f"trace: {path}")
         if summary:
-            from .summary import summary_line
+            from gapscope.capture.summary import summary_line
 
             _say(f"summary: {summary_line(path)}")
             _say(f"full report: gapscope report {path}")
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:  # --help (0) or a usage error (2)
         return int(e.code or 0)
     if ns.list:
-        from .scenarios import SCENARIOS
+        from gapscope.capture.scenarios import SCENARIOS
 
         for s in SCENARIOS.values():
             print(f"{s.name:13s} {s.smell} ({s.cause}): {s.about}")
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_usage(sys.stderr)
         _say("nothing to run: give a command after -- (e.g. -- python train.py) or --scenario NAME")
         return 2
-    from .profile import Schedule, TorchMissing, require_torch
+    from gapscope.capture.profile import Schedule, TorchMissing, require_torch
 
     try:
         require_torch()
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_scenario(ns: argparse.Namespace, cuda: bool | None) -> int:
-    from .scenarios import SCENARIOS, run_scenario
+    from gapscope.capture.scenarios import SCENARIOS, run_scenario
 
     sc = SCENARIOS[ns.scenario]
     _say(f"scenario {sc.name}: {sc.about}")
@@ -165,7 +165,7 @@ def _run_scenario(ns: argparse.Namespace, cuda: bool | None) -> int:
 
 
 def _run_script(ns: argparse.Namespace, cmd: list[str], schedule, cuda: bool | None) -> int:
-    from .runner import CommandError, ScriptRunner
+    from gapscope.capture.runner import CommandError, ScriptRunner
 
     runner = ScriptRunner(ns.out, schedule=schedule, seconds=ns.seconds, delay=ns.delay, label=ns.label,
                           cuda=cuda, record_shapes=ns.record_shapes, with_stack=ns.with_stack, log=_say)
@@ -177,7 +177,7 @@ def _run_script(ns: argparse.Namespace, cmd: list[str], schedule, cuda: bool | N
     except KeyboardInterrupt:  # a second Ctrl-C, delivered once the trace was written
         status = 130
     if runner.mode == "window":
-        _say(f"the script marked no steps (capture.step()): recorded a time window")
+        _say(f"the script marked no steps (gapscope.capture.step()): recorded a time window")
     else:
         _say(f"the script marked {runner.steps} steps")
     _report(runner.traces, not ns.no_summary)

@@ -6,7 +6,7 @@ available, ``ProfilerStep#N`` ranges (``record_function``) at every ``step()``, 
 either the whole block or a wait / warm-up / active schedule
 (``torch.profiler.schedule``) so the trace holds steady-state steps only. Each
 recorded cycle is exported with ``export_chrome_trace`` to a gzip Kineto trace named
-``HOST_PID_TIME[_LABEL].pt.trace.json.gz`` (see ``capture.naming``).
+``HOST_PID_TIME[_LABEL].pt.trace.json.gz`` (see ``gapscope.capture.naming``).
 
 Nothing is lost:
 
@@ -36,7 +36,7 @@ import threading
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterator
 
-from .naming import WriteOutcome, trace_basename, write_atomic
+from gapscope.capture.naming import WriteOutcome, trace_basename, write_atomic
 
 __all__ = ["Schedule", "Profiler", "profiled", "step", "active_profiler", "TorchMissing", "require_torch"]
 
@@ -85,7 +85,7 @@ class Schedule:
         return self.wait + self.warmup
 
 
-_ACTIVE: list[Any] = []  # objects with .step(); the innermost receives capture.step()
+_ACTIVE: list[Any] = []  # objects with .step(); the innermost receives gapscope.capture.step()
 _ACTIVE_LOCK = threading.Lock()
 
 
@@ -388,7 +388,7 @@ def profiled(fn: Callable | None = None, /, **options: Any) -> Callable:
     ``@profiled`` or ``@profiled(out_dir="traces", schedule=Schedule(...))``. The label
     defaults to the function's name. The function's return value and exceptions pass
     through unchanged; each call writes its own trace (``schedule=None``: the whole
-    call; with a schedule, ``capture.step()`` inside the function advances it). When a
+    call; with a schedule, ``gapscope.capture.step()`` inside the function advances it). When a
     gapscope profiler is already recording, the call runs plain inside it.
     """
 

@@ -1,12 +1,12 @@
 """Run a user's Python script in this process under the profiler.
 
 Step-marking rule: a script marks the end of each step (iteration) by calling
-``capture.step()`` (a no-op when the script runs without gapscope). The runner
+``gapscope.capture.step()`` (a no-op when the script runs without gapscope). The runner
 starts recording at once in *window* mode (the whole run, up to ``seconds``); at the
-script's first ``capture.step()`` it drops the window recording (it only held set-up)
+script's first ``gapscope.capture.step()`` it drops the window recording (it only held set-up)
 and switches to *step* mode: a ``Schedule`` counted from that call, so the trace
 holds ``active`` steady-state steps after ``wait`` + ``warmup`` steps. A script that
-never calls ``capture.step()`` gets the time window: recording from start (or after
+never calls ``gapscope.capture.step()`` gets the time window: recording from start (or after
 ``delay`` seconds) for ``seconds`` seconds, ended by a ``SIGALRM`` timer on the main
 thread, or at the end of the script if that comes first.
 
@@ -26,7 +26,7 @@ import threading
 import traceback
 from typing import Any, Callable
 
-from .profile import Profiler, Schedule, _pop, _push
+from gapscope.capture.profile import Profiler, Schedule, _pop, _push
 
 __all__ = ["ScriptRunner", "parse_command", "CommandError"]
 
@@ -81,7 +81,7 @@ class ScriptRunner:
     seconds=5.0, delay=0.0, label=None, cuda=None, record_shapes=False,
     with_stack=False, log=None)``. ``seconds <= 0`` records the whole run in window
     mode. After ``run(cmd)``: ``traces`` (paths), ``mode`` (``"window"`` or
-    ``"steps"``), ``steps`` (``capture.step()`` calls seen), ``messages``.
+    ``"steps"``), ``steps`` (``gapscope.capture.step()`` calls seen), ``messages``.
     """
 
     def __init__(self, out_dir: str = ".", *, schedule: Schedule | None = None, seconds: float = 5.0,
@@ -128,7 +128,7 @@ class ScriptRunner:
             return
         p = self._new(None)
         p.start()
-        _pop(p)  # capture.step() must reach the runner, not the window profiler
+        _pop(p)  # gapscope.capture.step() must reach the runner, not the window profiler
         self._current = p
         if self.seconds > 0:
             self._arm(self.seconds, self._end_window)
@@ -144,7 +144,7 @@ class ScriptRunner:
                 p.say(f"time window of {self.seconds:g} s ended; the rest of the script runs unprofiled")
 
     def step(self) -> None:
-        """``capture.step()`` from the script: switch to step mode on the first call."""
+        """``gapscope.capture.step()`` from the script: switch to step mode on the first call."""
         self.steps += 1
         self._busy = True
         try:
@@ -260,7 +260,7 @@ class ScriptRunner:
                 if path:
                     self.traces.append(path)
                     self._say_once("the step schedule recorded nothing, so the set-up recording (start of the "
-                                   f"script to its first capture.step()) was written instead: {path}")
+                                   f"script to its first gapscope.capture.step()) was written instead: {path}")
         if not self.traces and self.mode == "window" and self.delay > 0 and p is None:
             msg = f"no trace written: the script ended before the {self.delay:g} s delay"
             self.messages.append(msg)

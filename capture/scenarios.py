@@ -28,8 +28,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from .profile import Profiler, Schedule, require_torch
-from .toymodel import TEXT, Sizes, ToyDecoder, detokenize, tokenize
+from gapscope.capture.profile import Profiler, Schedule, require_torch
+from gapscope.capture.toymodel import TEXT, Sizes, ToyDecoder, detokenize, tokenize
 
 __all__ = ["Scenario", "SCENARIOS", "Ctx", "run_scenario"]
 

@@ -1,4 +1,4 @@
-"""One-line summary of a written trace, via ``parsers.load`` and ``analysis.diagnose``.
+"""One-line summary of a written trace, via ``gapscope.parsers.load`` and ``gapscope.analysis.diagnose``.
 
 Both packages are imported lazily and every failure is caught: capture must work on
 a bare GPU server where only torch is installed, so the summary is a courtesy that
@@ -38,7 +38,7 @@ def summary_line(path: str | os.PathLike) -> str:
     in the design's "Definitions".
     """
     try:
-        import parsers
+        from gapscope import parsers
     except Exception as exc:  # noqa: BLE001 - any failure only disables the summary
         return f"no summary (gapscope's parsers are not importable: {type(exc).__name__})"
     try:
@@ -51,7 +51,7 @@ def summary_line(path: str | os.PathLike) -> str:
         n_lanes = -1
     head = f"{len(trace)} events, {n_lanes} lanes" if n_lanes >= 0 else f"{len(trace)} events"
     try:
-        from analysis.diagnose import diagnose
+        from gapscope.analysis.diagnose import diagnose
     except Exception as exc:  # noqa: BLE001
         return f"{head}; no diagnosis (analysis is not importable: {type(exc).__name__})"
     try:

@@ -17,8 +17,8 @@ import os
 import sys
 
 SUBCOMMANDS = {
-    "report": "gapscope.report_cmd",
-    "capture": "capture.cli",
+    "report": "gapscope.report.cmd",
+    "capture": "gapscope.capture.cli",
     "exercise": "gapscope.exercise_cmd",
     "view": "gapscope.view_cmd",
 }
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(usage())
         return 0
     if argv and argv[0] in ("-V", "--version"):
-        from . import __version__
+        from gapscope import __version__
 
         sys.stdout.write(f"gapscope {__version__}\n")
         return 0
@@ -91,7 +91,7 @@ def guarded(name: str, rest: list[str]) -> int:
     except Exception as exc:  # the last line of defence: never a traceback for users
         if os.environ.get("GAPSCOPE_DEBUG"):
             raise
-        from parsers.errors import TraceFormatError
+        from gapscope.parsers.errors import TraceFormatError
 
         if isinstance(exc, TraceFormatError):
             print(f"gapscope: error: {_one_line(str(exc))}", file=sys.stderr)

@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from gapscope.exercise import ExerciseError, ProgressStore, check_exercise, find
 
-    from .report_cmd import error_line
+    from gapscope.report.cmd import error_line
 
     out = sys.stdout
     if args.check:
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         print(error_line(str(exc)), file=sys.stderr)
         return 2
     from gapscope.exercise import Workbook
-    from parsers.errors import TraceFormatError
+    from gapscope.parsers.errors import TraceFormatError
 
     workbook = Workbook(ex)
     try:  # load and diagnose every trace before the screen opens: errors as one line
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     except TraceFormatError as exc:  # names the trace file, line and column
         print(error_line(str(exc)), file=sys.stderr)
         return 2
-    from tui.exercise_app import make_exercise_app
+    from gapscope.tui.exercise_app import make_exercise_app
 
     make_exercise_app(ex, store=store, workbook=workbook).run()
     return 0

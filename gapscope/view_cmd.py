@@ -1,7 +1,7 @@
 """``gapscope [TRACE]``: open the viewer (the bundled decode-step sample without TRACE).
 
 Bad input prints one line, ``gapscope: error: PATH[:LINE:COL]: message (hint)`` (the
-form of ``gapscope report``), to stderr and exits 2. What ``parsers.detect.sniff`` can
+form of ``gapscope report``), to stderr and exits 2. What ``gapscope.parsers.detect.sniff`` can
 check cheaply is checked before the full-screen UI starts; errors found while loading
 are printed in the same form after the UI closes.
 """
@@ -15,7 +15,7 @@ __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    from analysis.types import Params
+    from gapscope.analysis.types import Params
 
     d = Params()
     p = argparse.ArgumentParser(
@@ -41,22 +41,22 @@ def main(argv: list[str] | None = None) -> int:
     """Run the viewer; returns the exit status (0 ok, 1 load cancelled, 2 bad input)."""
     args = _parser().parse_args(argv)
     if args.trace is None:
-        import sample_traces
+        from gapscope import sample_traces
 
         path = str(sample_traces.path())
     else:
         path = args.trace
-    from parsers.detect import sniff
-    from parsers.errors import TraceFormatError
+    from gapscope.parsers.detect import sniff
+    from gapscope.parsers.errors import TraceFormatError
 
-    from .report_cmd import error_line
+    from gapscope.report.cmd import error_line
 
     try:
         sniff(path)  # cheap checks before the full-screen UI starts (no escape codes)
     except TraceFormatError as exc:
         print(error_line(str(exc)), file=sys.stderr)
         return 2
-    from tui.factory import make_app
+    from gapscope.tui.factory import make_app
 
     app = make_app(path)
     rc = app.run()

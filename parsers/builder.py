@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .model import CopyKind, Kind, Lane, SourceInfo, Trace, TraceWarning
+from gapscope.parsers.model import CopyKind, Kind, Lane, SourceInfo, Trace, TraceWarning
 
 __all__ = ["TraceBuilder"]
 

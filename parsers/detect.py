@@ -7,9 +7,9 @@ import os
 import stat
 import zlib
 
-from .errors import TraceFormatError
-from .json_scan import text_start
-from .model import Trace
+from gapscope.parsers.errors import TraceFormatError
+from gapscope.parsers.json.scan import text_start
+from gapscope.parsers.model import Trace
 
 __all__ = ["load", "read_bytes", "sniff"]
 
@@ -181,7 +181,7 @@ def _check_head(p: str, data: bytes, complete: bool) -> str:
         col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
         raise TraceFormatError(p, "not UTF-8 text and not JSON", line=line, column=col,
                                hint="expected Chrome trace JSON or an ASCII timeline") from None
-    from .ascii import split_lines, timeline_shape
+    from gapscope.parsers.ascii.common import split_lines, timeline_shape
 
     lines = split_lines(text)
     if not complete and lines:
@@ -201,11 +201,11 @@ def load(path: str | os.PathLike) -> Trace:
     hint) for anything that is not a trace; never any other exception for bad input.
     """
     p = os.fspath(path)
-    from . import chrome_parallel
+    from gapscope.parsers.chrome.parallel import fork as chrome_parallel
 
     if not chrome_parallel.enabled(1 << 62):
         return _load(p, read_bytes(p))
-    from .chrome import start_parts
+    from gapscope.parsers.chrome.loader import start_parts
 
     pending = None
     try:
@@ -243,7 +243,7 @@ def _load(p: str, data: bytes | bytearray, pending=None, read_stat=None) -> Trac
     if data[skip:skip + 1] not in (b"{", b"["):
         _refuse_json_scalar(p, data)  # JSON, but not a trace (nor a timeline)
     if data[skip:skip + 1] in (b"{", b"[") or _check_head(p, bytes(data[:4096]), False) == "chrome":
-        from .chrome import load_chrome
+        from gapscope.parsers.chrome.loader import load_chrome
 
         return load_chrome(data, p, pending, read_stat)
     try:
@@ -253,6 +253,6 @@ def _load(p: str, data: bytes | bytearray, pending=None, read_stat=None) -> Trac
         col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
         raise TraceFormatError(p, "not UTF-8 text and not JSON", line=line, column=col,
                                hint="expected Chrome trace JSON or an ASCII timeline") from None
-    from .ascii import load_ascii
+    from gapscope.parsers.ascii.common import load_ascii
 
     return load_ascii(text, p)

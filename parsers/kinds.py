@@ -10,7 +10,7 @@ their 2020–2021 capitalised forms (``Operator``, ``Runtime``, ``Kernel``, ``Me
 
 from __future__ import annotations
 
-from .model import CopyKind, Kind
+from gapscope.parsers.model import CopyKind, Kind
 
 __all__ = [
     "CAT_KIND",

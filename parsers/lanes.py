@@ -20,7 +20,7 @@ import re
 
 import numpy as np
 
-from .model import Lane
+from gapscope.parsers.model import Lane
 
 __all__ = ["id_text", "LaneInfo", "Metadata", "build_lanes", "MAX_DEVICE_INDEX", "PSEUDO_DEVICE_BASE", "is_device_index"]
 

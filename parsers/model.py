@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .ordering import _nesting_depth, link_by_correlation, repeated_correlations, sort_order
+from gapscope.parsers.ordering import _nesting_depth, link_by_correlation, repeated_correlations, sort_order
 
 __all__ = [
     "repeated_correlations",
@@ -38,7 +38,7 @@ class Kind(enum.IntEnum):
     """What an event is, as analysis can trust it (int8 in ``Trace.kind``).
 
     Mapping from Kineto ``cat`` values (and their 2020 capitalised forms) is done by
-    the loaders; see ``parsers.kinds``.
+    the loaders; see ``gapscope.parsers.kinds``.
     """
 
     KERNEL = 0  # GPU kernel (Kineto cat "kernel", legacy "Kernel", MTIA "mtia_ccp_events")

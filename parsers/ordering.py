@@ -1,10 +1,10 @@
-"""Ordering and linking helpers for the columnar ``Trace`` (``parsers.model``).
+"""Ordering and linking helpers for the columnar ``Trace`` (``gapscope.parsers.model``).
 
 ``sort_order`` gives the (lane, start_ns, -dur_ns) order of ``docs/ARCHITECTURE.md``;
 ``_nesting_depth`` counts the events still open on a lane at each start;
 ``link_by_correlation`` and ``repeated_correlations`` pair CPU runtime calls with GPU
 ops by CUDA/CUPTI ``correlation`` id. All times are int64 nanoseconds. Re-exported
-from ``parsers.model``, where ``Trace.from_columns`` uses them.
+from ``gapscope.parsers.model``, where ``Trace.from_columns`` uses them.
 
 Nothing here imports a UI library.
 """
@@ -33,7 +33,7 @@ def link_by_correlation(kind: np.ndarray, correlation: np.ndarray,
     ``start_ns`` it gets the first call in array order. Calls or ops without a partner
     are left out. See ``repeated_correlations`` for the count to warn about.
     """
-    from .model import CPU_CALL_KINDS, GPU_KINDS  # model imports this module
+    from gapscope.parsers.model import CPU_CALL_KINDS, GPU_KINDS  # model imports this module
 
     cpu = np.isin(kind, np.array([int(k) for k in CPU_CALL_KINDS], dtype=np.int8)) & (correlation >= 0)
     gpu = np.isin(kind, np.array([int(k) for k in GPU_KINDS], dtype=np.int8)) & (correlation >= 0)
@@ -72,7 +72,7 @@ def repeated_correlations(kind: np.ndarray, correlation: np.ndarray) -> tuple[in
     """(ids shared by more than one CPU runtime call and carried by a GPU op, calls
     carrying them, one such id or -1): a correlation id should name one call (CUPTI);
     ids that no GPU op carries link nothing and are not counted."""
-    from .model import CPU_CALL_KINDS, GPU_KINDS  # model imports this module
+    from gapscope.parsers.model import CPU_CALL_KINDS, GPU_KINDS  # model imports this module
 
     cpu = np.isin(kind, np.array([int(k) for k in CPU_CALL_KINDS], dtype=np.int8)) & (correlation >= 0)
     c = np.sort(correlation[cpu])

@@ -1,7 +1,7 @@
 """Slow, independent reference for Chrome / Kineto trace figures (stdlib only).
 
 Written from the definitions in ``shared/bugs/README.md`` and ``docs/ARCHITECTURE.md``
-without looking at the loader, so ``tests/test_corpus.py`` can hold ``parsers.load``
+without looking at the loader, so ``tests/test_corpus.py`` can hold ``gapscope.parsers.load``
 to figures it did not compute. Only ``json``, ``gzip``, ``decimal`` and ``re``.
 
 Definitions:
@@ -73,7 +73,7 @@ def to_ns(v) -> int | None:
 
 def slow_union(intervals) -> list[list[int]]:
     """The union of [start, end) int intervals as sorted disjoint [start, end] pairs,
-    empty intervals dropped (pure Python reference for ``analysis.busy``)."""
+    empty intervals dropped (pure Python reference for ``gapscope.analysis.busy``)."""
     out: list[list[int]] = []
     for s, e in sorted(intervals):
         if e <= s:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis import Cause, Params, diagnose
-from analysis.busy import complement, coverage, union_intervals
-from parsers.builder import TraceBuilder
-from parsers.model import CopyKind, Kind
+from gapscope.analysis import Cause, Params, diagnose
+from gapscope.analysis.busy import complement, coverage, union_intervals
+from gapscope.parsers.builder import TraceBuilder
+from gapscope.parsers.model import CopyKind, Kind
 from .reference import slow_union
 
 US = 1_000
@@ -354,7 +354,7 @@ def test_union_coverage_complement_small():
 
 
 def test_fully_idle_variant_of_find_gaps():
-    from analysis.gaps import find_gaps
+    from gapscope.analysis.gaps import find_gaps
 
     b = TraceBuilder()
     gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)

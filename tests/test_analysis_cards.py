@@ -9,11 +9,11 @@ import re
 import numpy as np
 import pytest
 
-from analysis import Cause, diagnose
-from analysis.classify import SECONDARY_MIN_SHARE
-from parsers import load
-from parsers.builder import TraceBuilder
-from parsers.model import Kind
+from gapscope.analysis import Cause, diagnose
+from gapscope.analysis.classify import SECONDARY_MIN_SHARE
+from gapscope.parsers import load
+from gapscope.parsers.builder import TraceBuilder
+from gapscope.parsers.model import Kind
 from tests.conftest import CORPUS, SAMPLES, require
 
 US = 1_000

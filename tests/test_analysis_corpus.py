@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis import Cause, diagnose
-from parsers import Kind, TraceFormatError, load
+from gapscope.analysis import Cause, diagnose
+from gapscope.parsers import Kind, TraceFormatError, load
 from tests.conftest import BUGS, CORPUS, require
 
 US = 1_000

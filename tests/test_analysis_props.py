@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from analysis import Cause, diagnose
-from analysis.busy import complement, coverage, union_intervals
-from analysis.gaps import find_gaps
-from parsers.builder import TraceBuilder
-from parsers.model import CopyKind, Kind
+from gapscope.analysis import Cause, diagnose
+from gapscope.analysis.busy import complement, coverage, union_intervals
+from gapscope.analysis.gaps import find_gaps
+from gapscope.parsers.builder import TraceBuilder
+from gapscope.parsers.model import CopyKind, Kind
 from .reference import slow_union
 
 US = 1_000

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from analysis import Cause, diagnose
-from parsers import load
+from gapscope.analysis import Cause, diagnose
+from gapscope.parsers import load
 from tests.conftest import SAMPLES
 
 US = 1_000

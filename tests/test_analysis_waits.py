@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis import Cause, diagnose
-from parsers import load
-from parsers.builder import TraceBuilder
-from parsers.model import Kind
+from gapscope.analysis import Cause, diagnose
+from gapscope.parsers import load
+from gapscope.parsers.builder import TraceBuilder
+from gapscope.parsers.model import Kind
 from tests.conftest import CORPUS, require
 
 US = 1_000

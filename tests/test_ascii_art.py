@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-import parsers
-from parsers import CopyKind, Kind, TraceFormatError
-from parsers.ascii import load_ascii
-from parsers.ascii_art import DEFAULT_SCALE_NS
-from sample_traces import path as sample_path
+from gapscope import parsers
+from gapscope.parsers import CopyKind, Kind, TraceFormatError
+from gapscope.parsers.ascii.common import load_ascii
+from gapscope.parsers.ascii.art import DEFAULT_SCALE_NS
+from gapscope.sample_traces import path as sample_path
 
 MS = 1_000_000
 US = 1_000
@@ -115,7 +115,7 @@ def test_sync_cliff_default_scale():
 
 
 def test_all_samples_load_without_error():
-    import sample_traces
+    from gapscope import sample_traces
 
     txt = [n for n in sample_traces.names() if n.endswith(".txt")]
     assert {"decode_step.txt", "decode_graph.txt", "picket_fence.txt", "host_island.txt",

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import parsers
-from parsers import Kind, TraceFormatError
-from parsers.ascii import load_ascii
-from sample_traces import path as sample_path
+from gapscope import parsers
+from gapscope.parsers import Kind, TraceFormatError
+from gapscope.parsers.ascii.common import load_ascii
+from gapscope.sample_traces import path as sample_path
 
 MS = 1_000_000
 US = 1_000

@@ -1,4 +1,4 @@
-"""Numbers with units in both ASCII shapes: one tokenizer (``parsers.ascii.quantities``),
+"""Numbers with units in both ASCII shapes: one tokenizer (``gapscope.parsers.ascii.common.quantities``),
 exponents, malformed numbers, exact long fractions, fence counts, capped quotes."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import parsers
-from parsers import TraceFormatError
-from parsers.ascii import clip, quantities, to_ns
+from gapscope import parsers
+from gapscope.parsers import TraceFormatError
+from gapscope.parsers.ascii.common import clip, quantities, to_ns
 
 MS = 1_000_000
 
@@ -130,7 +130,7 @@ FAST_LINES = ["0 ms CPU a begin", "  12.5us GPU k end  ", ".5 s gpu3: x y", "7\t
 
 @pytest.mark.parametrize("raw", FAST_LINES)
 def test_fast_path_equals_parse_line(raw):
-    from parsers.ascii_events import parse_fast, parse_line
+    from gapscope.parsers.ascii.events import parse_fast, parse_line
 
     for unit in ("ms", "us"):
         fast = parse_fast(raw, 3, unit, {})
@@ -144,7 +144,7 @@ _PIECES = ["0", "12", ".5", "1.", "e3", "5e-1", " ", "  ", "\t", "ms", "us", "s"
 
 @given(st.lists(st.sampled_from(_PIECES), max_size=9).map("".join))
 def test_fast_path_agrees_or_declines(raw):
-    from parsers.ascii_events import parse_fast, parse_line
+    from gapscope.parsers.ascii.events import parse_fast, parse_line
 
     fast = parse_fast(raw, 1, "ms", {})
     if fast is not None:
@@ -158,7 +158,7 @@ def test_fast_path_agrees_or_declines(raw):
                  st.sampled_from([" ", "\t", "", "\u00a0"]), st.sampled_from(["a begin", "x", "end", " k end  ", ""]))
        .map("".join))
 def test_fast_path_agrees_on_shaped_lines(raw):
-    from parsers.ascii_events import parse_fast, parse_line
+    from gapscope.parsers.ascii.events import parse_fast, parse_line
 
     fast = parse_fast(raw, 1, "us", {})
     if fast is not None:

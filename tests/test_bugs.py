@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from parsers import Kind, TraceFormatError, load
+from gapscope.parsers import Kind, TraceFormatError, load
 from tests.conftest import BUGS, CORPUS, require
 
 US = 1000  # ns per µs
@@ -813,8 +813,8 @@ _DIAG_CASES = [
 
 @pytest.mark.parametrize("name, busy_us, window_us, gaps_us, cause", _DIAG_CASES, ids=[c[0].split("_")[0] for c in _DIAG_CASES])
 def test_bug_case_gpu_figures_through_analysis(name, busy_us, window_us, gaps_us, cause, bugs):
-    diag = pytest.importorskip("analysis.diagnose")
-    from analysis.types import Cause
+    diag = pytest.importorskip("gapscope.analysis.diagnose")
+    from gapscope.analysis.types import Cause
 
     tr = _load_bug(name)
     d = diag.diagnose(tr)
@@ -860,7 +860,7 @@ def test_family_absurd_values_flagged_and_out_of_extent(bad, tmp_path):
     assert [w for w in tr.warnings if 5 in names_lines(w)], warnings_text(tr)
     for name in ("good_op", "good_kernel", "late_kernel"):
         assert [i for i in range(len(tr)) if tr.name(i) == name], f"{name} must be kept"
-    diag = pytest.importorskip("analysis.diagnose")
+    diag = pytest.importorskip("gapscope.analysis.diagnose")
     d = diag.diagnose(tr)
     assert [(x.busy_ns, x.window_start_ns, x.window_end_ns) for x in d.devices] == [(60 * US, b + 10 * US, b + 80 * US)]
 

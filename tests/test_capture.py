@@ -2,7 +2,7 @@
 
 Each recorded trace is checked twice: decoded with ``gzip`` + ``json`` as an
 independent reference (a Kineto object with ``traceEvents``; the ranges we expect by
-name and count), and with ``parsers.load`` once the Chrome/Kineto loader exists.
+name and count), and with ``gapscope.parsers.load`` once the Chrome/Kineto loader exists.
 Tests that need torch skip when it is not importable (CI installs ``gapscope[capture]``).
 """
 
@@ -49,11 +49,11 @@ def range_counts(doc: dict, cat: str = "user_annotation") -> collections.Counter
 
 def parser_available() -> bool:
     """True once the Chrome/Kineto loader (``parsers/chrome.py``) exists."""
-    return importlib.util.find_spec("parsers.chrome") is not None
+    return importlib.util.find_spec("gapscope.parsers.chrome.loader") is not None
 
 
 def check_trace(path: str | os.PathLike, expect_names: set[str] = frozenset()) -> dict:
-    """Both checks: stdlib decode, and ``parsers.load`` when the loader exists.
+    """Both checks: stdlib decode, and ``gapscope.parsers.load`` when the loader exists.
 
     ``expect_names`` must appear as ranges in the JSON and as names in the loaded trace.
     Returns the decoded JSON document.
@@ -62,7 +62,7 @@ def check_trace(path: str | os.PathLike, expect_names: set[str] = frozenset()) -
     names = set(range_counts(doc)) | set(range_counts(doc, "cpu_op"))
     assert expect_names <= names, expect_names - names
     if parser_available():
-        import parsers
+        from gapscope import parsers
 
         trace = parsers.load(path)
         assert len(trace) > 0
@@ -71,7 +71,7 @@ def check_trace(path: str | os.PathLike, expect_names: set[str] = frozenset()) -
 
 
 def _fixed_name(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
-    import capture.profile as cp
+    import gapscope.capture.profile as cp
 
     monkeypatch.setattr(cp, "trace_basename", lambda label=None, **kw: name)
 
@@ -81,11 +81,11 @@ def _fixed_name(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
 def test_capture_imports_without_torch_and_help_says_how_to_install():
     code = (
         "import sys; sys.modules['torch'] = None\n"
-        "import capture, capture.cli, capture.scenarios, capture.runner\n"
-        "bad = [m for m in ('parsers', 'analysis', 'tui', 'textual', 'rich') if m in sys.modules]\n"
+        "import gapscope.capture, gapscope.capture.cli, gapscope.capture.scenarios, gapscope.capture.runner\n"
+        "bad = [m for m in ('gapscope.parsers', 'gapscope.analysis', 'gapscope.tui', 'textual', 'rich') if m in sys.modules]\n"
         "assert not bad, bad\n"
-        "assert capture.cli.main(['--help']) == 0\n"
-        "assert capture.cli.main(['--scenario', 'decode']) == 2\n"
+        "assert gapscope.capture.cli.main(['--help']) == 0\n"
+        "assert gapscope.capture.cli.main(['--scenario', 'decode']) == 2\n"
     )
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
@@ -96,21 +96,21 @@ def test_capture_imports_without_torch_and_help_says_how_to_install():
 
 
 def test_help_warns_when_torch_is_not_installed(monkeypatch):
-    import capture.cli as cli
+    import gapscope.capture.cli as cli
 
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
     assert "pip install -e '.[capture]'" in cli._torch_note()
 
 
 def test_step_outside_a_profiler_is_a_no_op():
-    import capture
+    from gapscope import capture
 
     assert capture.active_profiler() is None
     capture.step()  # must not raise
 
 
 def test_schedule_rejects_bad_values():
-    from capture import Schedule
+    from gapscope.capture import Schedule
 
     with pytest.raises(ValueError):
         Schedule(active=0)
@@ -122,7 +122,7 @@ def test_schedule_rejects_bad_values():
 # -- naming and the atomic write ------------------------------------------------------------
 
 def test_trace_basename_carries_host_pid_and_utc_time():
-    from capture.naming import trace_basename
+    from gapscope.capture.naming import trace_basename
 
     assert trace_basename("decode", host="gpu-01", pid=4242, when_s=0) == "gpu-01_4242_19700101T000000Z_decode.pt.trace.json.gz"
     # 2024-03-05 06:07:08 UTC = 1709618828
@@ -132,7 +132,7 @@ def test_trace_basename_carries_host_pid_and_utc_time():
 
 
 def test_write_atomic_never_overwrites_and_leaves_no_partial(tmp_path):
-    from capture.naming import write_atomic
+    from gapscope.capture.naming import write_atomic
 
     name = "h_1_19700101T000000Z.pt.trace.json.gz"
     (tmp_path / name).write_bytes(b"keep me")
@@ -156,7 +156,7 @@ def test_write_atomic_never_overwrites_and_leaves_no_partial(tmp_path):
 
 
 def test_write_atomic_falls_back_when_folder_is_unusable(tmp_path, monkeypatch):
-    import capture.naming as naming
+    import gapscope.capture.naming as naming
 
     fb = tmp_path / "fallback"
     monkeypatch.setattr(naming, "fallback_dir", lambda: str(fb))
@@ -175,7 +175,7 @@ def test_write_atomic_falls_back_when_folder_is_unusable(tmp_path, monkeypatch):
 def test_whole_block_records_every_step_and_says_cpu_only(tmp_path):
     import torch
 
-    from capture import Profiler
+    from gapscope.capture import Profiler
 
     msgs = []
     with Profiler(str(tmp_path), label="blk", cuda=False, log=msgs.append) as p:
@@ -199,7 +199,7 @@ def test_whole_block_records_every_step_and_says_cpu_only(tmp_path):
 def test_schedule_keeps_only_the_active_steps(tmp_path, recwarn, wait, warmup):
     import torch
 
-    from capture import Profiler, Schedule
+    from gapscope.capture import Profiler, Schedule
 
     with Profiler(str(tmp_path), schedule=Schedule(wait=wait, warmup=warmup, active=2), log=lambda m: None) as p:
         for i in range(6):
@@ -218,7 +218,7 @@ def test_schedule_keeps_only_the_active_steps(tmp_path, recwarn, wait, warmup):
 def test_block_that_raises_keeps_the_recorded_steps(tmp_path, exc_type):
     import torch
 
-    from capture import Profiler, Schedule
+    from gapscope.capture import Profiler, Schedule
 
     msgs = []
     p = Profiler(str(tmp_path), schedule=Schedule(wait=0, warmup=1, active=5), log=msgs.append)
@@ -241,7 +241,7 @@ def test_block_that_raises_keeps_the_recorded_steps(tmp_path, exc_type):
 def test_real_sigint_inside_the_block_still_writes(tmp_path):
     import torch
 
-    from capture import Profiler
+    from gapscope.capture import Profiler
 
     if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         pytest.skip("SIGINT is not Python's default handler in this process")
@@ -256,7 +256,7 @@ def test_real_sigint_inside_the_block_still_writes(tmp_path):
 
 
 def test_ctrl_c_during_a_write_is_delivered_after_it():
-    from capture.profile import sigint_deferred
+    from gapscope.capture.profile import sigint_deferred
 
     if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         pytest.skip("SIGINT is not Python's default handler in this process")
@@ -273,7 +273,7 @@ def test_ctrl_c_during_a_write_is_delivered_after_it():
 def test_existing_file_is_never_overwritten(tmp_path, monkeypatch):
     import torch
 
-    from capture import Profiler
+    from gapscope.capture import Profiler
 
     name = "host_1_19700101T000000Z_x.pt.trace.json.gz"
     _fixed_name(monkeypatch, name)
@@ -291,8 +291,8 @@ def test_existing_file_is_never_overwritten(tmp_path, monkeypatch):
 def test_unwritable_folder_falls_back_and_says_where(tmp_path, monkeypatch):
     import torch
 
-    import capture.naming as naming
-    from capture import Profiler
+    import gapscope.capture.naming as naming
+    from gapscope.capture import Profiler
 
     fb = tmp_path / "fb"
     monkeypatch.setattr(naming, "fallback_dir", lambda: str(fb))
@@ -309,7 +309,7 @@ def test_unwritable_folder_falls_back_and_says_where(tmp_path, monkeypatch):
 
 @needs_torch
 def test_block_ending_in_warmup_explains_why_there_is_no_trace(tmp_path):
-    from capture import Profiler, Schedule
+    from gapscope.capture import Profiler, Schedule
 
     msgs = []
     with Profiler(str(tmp_path), schedule=Schedule(wait=1, warmup=2, active=2), log=msgs.append) as p:
@@ -323,7 +323,7 @@ def test_block_ending_in_warmup_explains_why_there_is_no_trace(tmp_path):
 def test_profiled_decorator_passes_results_and_errors(tmp_path):
     import torch
 
-    from capture import profiled
+    from gapscope.capture import profiled
 
     @profiled(out_dir=str(tmp_path), log=lambda m: None)
     def square(x):
@@ -356,7 +356,7 @@ def test_summary_line_figures_by_hand(tmp_path):
     """Two 10 µs kernels at 1010 and 1040 µs: window 40 µs, busy 20 µs, one 20 µs gap."""
     if not parser_available():
         pytest.skip("parsers/chrome.py (the Kineto loader) is not there yet")
-    from capture.summary import summary_line
+    from gapscope.capture.summary import summary_line
 
     path = tmp_path / "mini.json"
     path.write_text(json.dumps(MINI_KINETO))
@@ -375,8 +375,8 @@ def test_ctrl_c_while_a_cycle_is_written_waits_for_the_file(tmp_path, monkeypatc
         pytest.skip("SIGINT is not Python's default handler in this process")
     import torch
 
-    import capture.profile as cp
-    from capture import Profiler, Schedule
+    import gapscope.capture.profile as cp
+    from gapscope.capture import Profiler, Schedule
 
     real = cp.write_atomic
 

@@ -30,7 +30,7 @@ SCENARIOS = ["decode", "decode-graph", "picket-fence", "host-island", "copy-on-p
 
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_scenario_records_gpu_kernels(tmp_path, name):
-    from capture.scenarios import run_scenario
+    from gapscope.capture.scenarios import run_scenario
 
     prof = run_scenario(name, str(tmp_path), tiny=True, log=lambda m: None)
     assert prof.cuda is True and len(prof.traces) == 1

@@ -33,7 +33,7 @@ EXPECTED = {
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_scenario_writes_a_trace_with_its_ranges(tmp_path, name):
-    from capture.scenarios import SCENARIOS, run_scenario
+    from gapscope.capture.scenarios import SCENARIOS, run_scenario
 
     assert set(SCENARIOS) == set(EXPECTED)
     msgs = []
@@ -58,7 +58,7 @@ def test_scenario_writes_a_trace_with_its_ranges(tmp_path, name):
 
 
 def test_scenarios_are_deterministic(tmp_path):
-    from capture.scenarios import run_scenario
+    from gapscope.capture.scenarios import run_scenario
 
     a = run_scenario("decode", str(tmp_path / "a"), tiny=True, cuda=False, log=lambda m: None)
     b = run_scenario("decode", str(tmp_path / "b"), tiny=True, cuda=False, log=lambda m: None)
@@ -76,21 +76,22 @@ def _script(tmp_path, body: str) -> str:
 
 
 STEPPED = """
-    import sys, torch, capture
+    import gapscope.capture
+    import sys, torch
     n = int(sys.argv[1])
     x = torch.ones(4, 4)
     for i in range(n):
         with torch.profiler.record_function("train_step"):
             x = torch.tanh(x @ x)
-        capture.step()
+        gapscope.capture.step()
     if len(sys.argv) > 2:
         sys.exit(int(sys.argv[2]))
 """
 
 
 def test_runner_profiles_the_marked_steps_and_returns_the_exit_status(tmp_path):
-    from capture import Schedule
-    from capture.runner import ScriptRunner
+    from gapscope.capture import Schedule
+    from gapscope.capture.runner import ScriptRunner
 
     script = _script(tmp_path, STEPPED)
     r = ScriptRunner(str(tmp_path / "out"), schedule=Schedule(wait=1, warmup=1, active=3), log=lambda m: None)
@@ -98,20 +99,20 @@ def test_runner_profiles_the_marked_steps_and_returns_the_exit_status(tmp_path):
     assert status == 3 and r.mode == "steps" and r.steps == 8
     assert len(r.traces) == 1 and r.traces[0].endswith("_user_script.pt.trace.json.gz")
     counts = range_counts(check_trace(r.traces[0], {"train_step"}))
-    # the schedule counts from the first capture.step(): skip 1, warm 1, record 3 steps
+    # the schedule counts from the first gapscope.capture.step(): skip 1, warm 1, record 3 steps
     assert counts["train_step"] == 3 and len(_steps(counts)) == 3
 
 
 def test_runner_too_few_steps_writes_the_setup_recording(tmp_path):
-    from capture import Schedule
-    from capture.runner import ScriptRunner
+    from gapscope.capture import Schedule
+    from gapscope.capture.runner import ScriptRunner
 
     script = _script(tmp_path, STEPPED)
     msgs = []
     r = ScriptRunner(str(tmp_path / "out"), schedule=Schedule(wait=1, warmup=1, active=3), log=msgs.append)
     assert r.run(["python", script, "2"]) == 0
     assert len(r.traces) == 1
-    check_trace(r.traces[0], {"train_step"})  # the first step ran before the first capture.step()
+    check_trace(r.traces[0], {"train_step"})  # the first step ran before the first gapscope.capture.step()
     assert any("set-up recording" in m and r.traces[0] in m for m in msgs)
 
 
@@ -120,7 +121,7 @@ def test_runner_too_few_steps_writes_the_setup_recording(tmp_path):
                                             ("import sys; sys.exit('fatal: message')", 1),
                                             ("pass", 0)])
 def test_runner_time_window_keeps_the_recording_whatever_ends_the_script(tmp_path, capsys, ending, status):
-    from capture.runner import ScriptRunner
+    from gapscope.capture.runner import ScriptRunner
 
     script = _script(tmp_path, f"""
         import torch
@@ -141,7 +142,7 @@ def test_runner_time_window_keeps_the_recording_whatever_ends_the_script(tmp_pat
 
 
 def test_runner_time_window_ends_on_the_timer(tmp_path):
-    from capture.runner import ScriptRunner
+    from gapscope.capture.runner import ScriptRunner
 
     script = _script(tmp_path, """
         import time, torch
@@ -159,7 +160,7 @@ def test_runner_time_window_ends_on_the_timer(tmp_path):
 
 
 def test_parse_command():
-    from capture.runner import CommandError, parse_command
+    from gapscope.capture.runner import CommandError, parse_command
 
     assert parse_command(["python", "-u", "a.py", "x"]) == ("path", "a.py", ["a.py", "x"])
     assert parse_command(["python3.11", "-X", "dev", "-m", "pkg.mod", "--flag"]) == ("module", "pkg.mod", ["pkg.mod", "--flag"])
@@ -172,7 +173,7 @@ def test_parse_command():
 # -- gapscope capture ------------------------------------------------------------------------------
 
 def test_cli_scenario_prints_the_path_on_stdout(tmp_path, capsys):
-    from capture.cli import main
+    from gapscope.capture.cli import main
 
     assert main(["--scenario", "picket-fence", "--tiny", "--out", str(tmp_path)]) == 0
     out, err = capsys.readouterr()
@@ -185,7 +186,7 @@ def test_cli_scenario_prints_the_path_on_stdout(tmp_path, capsys):
 
 
 def test_cli_runs_a_script_after_double_dash(tmp_path, capsys):
-    from capture.cli import main
+    from gapscope.capture.cli import main
 
     script = _script(tmp_path, STEPPED)
     status = main(["--out", str(tmp_path / "o"), "--wait", "0", "--warmup", "1", "--active", "2",
@@ -199,7 +200,7 @@ def test_cli_runs_a_script_after_double_dash(tmp_path, capsys):
 
 
 def test_cli_usage_errors_exit_2(tmp_path, capsys):
-    from capture.cli import main
+    from gapscope.capture.cli import main
 
     assert main([]) == 2
     assert main(["--out", str(tmp_path), "--", "torchrun", "x.py"]) == 2
@@ -221,13 +222,14 @@ def test_ctrl_c_on_the_command_keeps_the_steps_recorded_so_far(tmp_path):
 
     ready = tmp_path / "ready"
     script = _script(tmp_path, f"""
-        import pathlib, time, torch, capture
+        import gapscope.capture
+        import pathlib, time, torch
         x = torch.ones(4, 4)
         i = 0
         while True:
             with torch.profiler.record_function("train_step"):
                 x = torch.tanh(x @ x)
-            capture.step()
+            gapscope.capture.step()
             i += 1
             if i == 6:
                 pathlib.Path({str(ready)!r}).write_text("go")
@@ -260,19 +262,20 @@ def test_ctrl_c_on_the_command_keeps_the_steps_recorded_so_far(tmp_path):
 
 
 def test_runner_runs_a_module_from_the_current_folder(tmp_path, monkeypatch):
-    from capture import Schedule
-    from capture.runner import ScriptRunner
+    from gapscope.capture import Schedule
+    from gapscope.capture.runner import ScriptRunner
 
     pkg = tmp_path / "pkgx"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "job.py").write_text(textwrap.dedent("""
-        import sys, torch, capture
+        import gapscope.capture
+        import sys, torch
         assert sys.argv[1:] == ["a", "b"], sys.argv
         for i in range(4):
             with torch.profiler.record_function("module_step"):
                 torch.ones(3).add(i)
-            capture.step()
+            gapscope.capture.step()
         sys.exit(5)
     """))
     monkeypatch.chdir(tmp_path)
@@ -285,7 +288,7 @@ def test_runner_runs_a_module_from_the_current_folder(tmp_path, monkeypatch):
 
 
 def test_relative_out_folder_survives_a_chdir_in_the_script(tmp_path, monkeypatch):
-    from capture.runner import ScriptRunner
+    from gapscope.capture.runner import ScriptRunner
 
     (tmp_path / "elsewhere").mkdir()
     script = _script(tmp_path, """

@@ -12,8 +12,8 @@ import json
 
 import pytest
 
-import parsers
-from parsers.chrome_flows import kineto_flow_links  # noqa: F401  (public entry point)
+from gapscope import parsers
+from gapscope.parsers.chrome.flows import kineto_flow_links  # noqa: F401  (public entry point)
 
 CPU, GPU = 100, 0
 

@@ -12,8 +12,8 @@ import json
 import numpy as np
 import pytest
 
-import parsers
-from parsers import Kind, TraceFormatError
+from gapscope import parsers
+from gapscope.parsers import Kind, TraceFormatError
 
 
 def _write(tmp_path, text, name="t.json"):
@@ -317,7 +317,7 @@ def test_renamed_thread_takes_the_last_name_without_a_warning(tmp_path):
 
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from parsers.model import link_by_correlation  # noqa: E402
+from gapscope.parsers.model import link_by_correlation  # noqa: E402
 
 
 def _slow_links(kind, corr, start):

@@ -1,4 +1,4 @@
-"""Chrome Trace Event Format phases through ``parsers.load`` (small hand-written inputs).
+"""Chrome Trace Event Format phases through ``gapscope.parsers.load`` (small hand-written inputs).
 
 Expected values are computed by hand from the inputs (ts/dur are µs; ×1000 = ns).
 """
@@ -12,8 +12,8 @@ import math
 import numpy as np
 import pytest
 
-import parsers
-from parsers import Kind, TraceFormatError
+from gapscope import parsers
+from gapscope.parsers import Kind, TraceFormatError
 
 
 def _write(tmp_path, obj, name="t.json"):

@@ -16,11 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import parsers
-from parsers import Kind
-from parsers import chrome as chrome_mod
-from parsers.chrome_times import INVALID, MISSING, NONFINITE, OK, raw_to_ns
-from parsers.model import sort_order
+from gapscope import parsers
+from gapscope.parsers import Kind
+from gapscope.parsers.chrome import loader as chrome_mod
+from gapscope.parsers.chrome.times import INVALID, MISSING, NONFINITE, OK, raw_to_ns
+from gapscope.parsers.model import sort_order
 
 
 def _raws(tokens):

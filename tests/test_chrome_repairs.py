@@ -12,8 +12,8 @@ import math
 import numpy as np
 import pytest
 
-import parsers
-from parsers import Kind, TraceFormatError
+from gapscope import parsers
+from gapscope.parsers import Kind, TraceFormatError
 
 
 def _lines_file(events, head='{\n"schemaVersion": 1,\n"traceEvents": [\n', tail="\n]}\n"):
@@ -236,7 +236,7 @@ def test_args_of_the_last_event_with_many_braces_after_the_array(tmp_path):
     more closing braces hid the last event's args."""
     import json as _json
 
-    from parsers import load as _load
+    from gapscope.parsers import load as _load
 
     ev = [{"ph": "X", "name": f"k{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1, "args": {"correlation": i}}
           for i in range(5)]
@@ -251,7 +251,7 @@ def test_args_of_the_last_event_with_many_braces_after_the_array(tmp_path):
 def test_a_timestamp_beyond_int64_ns_is_skipped_quietly(tmp_path):
     import warnings as _warnings
 
-    from parsers import load as _load
+    from gapscope.parsers import load as _load
 
     p = tmp_path / "t.json"
     p.write_text('{"traceEvents":[{"ph":"X","name":"a","pid":1,"tid":1,"ts":1e308,"dur":1},'

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import parsers
-from parsers.chrome_text import exact_ns_near, key_positions
-from parsers.json_tolerant import scan_elements
+from gapscope import parsers
+from gapscope.parsers.chrome.text import exact_ns_near, key_positions
+from gapscope.parsers.chrome.recover import scan_elements
 
 
 def _ref_ns(text: str) -> int:
@@ -131,7 +131,7 @@ def test_scan_keeps_string_state_across_a_chunk_boundary_inside_backslashes(run)
     chunk, then ``\\\\\\"`` (an escaped backslash, an escaped quote) follows."""
     import json as _json
 
-    from parsers.json_scan import _CHUNK, scan_elements
+    from gapscope.parsers.json.scan import _CHUNK, scan_elements
 
     head = "[" + _json.dumps({"a": "x" * (_CHUNK - 40)}) + ", "
     pre = '{"s": "'

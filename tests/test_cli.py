@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from gapscope import __version__, cli, report_cmd
+from gapscope import __version__, cli
+from gapscope.report import cmd as report_cmd
 
 from .conftest import CORPUS, ROOT, require
 
@@ -158,7 +159,7 @@ def test_report_main_does_not_hide_programming_errors(monkeypatch):
 def test_report_help_lists_every_threshold():
     import dataclasses
 
-    from analysis.types import Params
+    from gapscope.analysis.types import Params
 
     proc = gapscope("report", "--help")
     assert proc.returncode == 0
@@ -176,7 +177,7 @@ def test_report_help_lists_every_threshold():
 
 def test_permission_denied_in_process(monkeypatch, capsys, tmp_path):
     """Root can read any file, so simulate EACCES at open() in the loader."""
-    import parsers.detect
+    from gapscope.parsers import detect
 
     p = tmp_path / "secret.json"
     p.write_text("{}")
@@ -184,7 +185,7 @@ def test_permission_denied_in_process(monkeypatch, capsys, tmp_path):
     def denied(path, mode="r", *a, **k):
         raise PermissionError(13, "Permission denied", str(path))
 
-    monkeypatch.setattr(parsers.detect, "open", denied, raising=False)
+    monkeypatch.setattr(detect, "open", denied, raising=False)
     assert report_cmd.main([str(p)]) == 2
     err = capsys.readouterr().err
     assert err == f"gapscope: error: {p}: cannot read: Permission denied\n"

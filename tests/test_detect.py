@@ -1,4 +1,4 @@
-"""File-level hardening of ``parsers.load`` / ``parsers.detect.sniff``: special files,
+"""File-level hardening of ``gapscope.parsers.load`` / ``gapscope.parsers.detect.sniff``: special files,
 gzip bombs and gzip cut inside its header give one clear ``TraceFormatError``, fast."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import zlib
 
 import pytest
 
-from parsers import TraceFormatError, load
-from parsers.detect import sniff
+from gapscope.parsers import TraceFormatError, load
+from gapscope.parsers.detect import sniff
 
 TRACE = b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2}]}'
 

@@ -258,7 +258,7 @@ def test_load_errors_name_file_line_and_task(tmp_path):
 
 
 def test_cause_labels_follow_analysis():
-    from analysis.types import Cause
+    from gapscope.analysis.types import Cause
 
     assert CAUSE_LABELS == tuple(c.label for c in Cause)
 
@@ -346,10 +346,10 @@ def test_format_errors(tmp_path, old, new, message):
                                     "host_island.txt", "copy_on_path.txt", "sync_cliff.txt"])
 def test_figures_agree_with_diagnosis_budget(sample):
     """The exercise figures (own interval arithmetic) match ``Diagnosis.budget``."""
-    import sample_traces
-    from analysis import diagnose
+    from gapscope import sample_traces
+    from gapscope.analysis import diagnose
     from gapscope.exercise.facts import TraceFacts
-    from parsers import load
+    from gapscope.parsers import load
 
     t = load(sample_traces.path(sample))
     d = diagnose(t)

@@ -123,7 +123,7 @@ def test_cmd_unknown_exercise(state, capsys):
 
 
 def test_cmd_runs_the_screen_with_loaded_traces(state, monkeypatch):
-    from tui.exercise_app import ExerciseApp
+    from gapscope.tui.exercise_app import ExerciseApp
 
     ran = {}
 
@@ -171,7 +171,7 @@ def test_unwritable_state_dir_keeps_progress_in_memory(tmp_path, decode):
 
 def test_verdict_text_renders_names_literally():
     from gapscope.exercise import Verdict
-    from tui.exercise_text import verdict_text
+    from gapscope.tui.exercise_text import verdict_text
 
     v = Verdict(False, "You picked [bold]x[/bold]", evidence=("  evidence: [red]launch[/] (host, 1.0 µs)",))
     t = verdict_text(v)

@@ -10,8 +10,8 @@ from textual.widgets import Input, OptionList, Static
 
 from gapscope.exercise import ProgressStore, Workbook, bundled_paths, load_exercise
 from gapscope.exercise.load import CAUSE_LABELS
-from tui.exercise_app import make_exercise_app
-from tui.exercise_lanes import ExerciseLanes
+from gapscope.tui.exercise_app import make_exercise_app
+from gapscope.tui.exercise_lanes import ExerciseLanes
 
 EX = {p.stem: p for p in bundled_paths()}
 
@@ -225,7 +225,7 @@ def test_help_keys_and_focus(tmp_path):
             assert ol.border_title == "Choose: ↑/↓ or 1–2, Enter"  # the list says how to answer it
             await pilot.press("question_mark")
             await pilot.pause()
-            from tui.exercise_help import ExerciseHelpScreen
+            from gapscope.tui.exercise_help import ExerciseHelpScreen
 
             assert isinstance(app.screen, ExerciseHelpScreen)
             text = str(app.screen.query_one("#exercise-help-text", Static).render())

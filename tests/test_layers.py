@@ -14,20 +14,26 @@ from .conftest import ROOT
 
 
 def _loaded_after(imports: str) -> set[str]:
+    """Top-level names loaded, with ours named by their sub-package (``gapscope.tui``)."""
     code = f"import json, sys\n{imports}\nprint(json.dumps(sorted(sys.modules)))"
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    return {m.split(".")[0] for m in json.loads(proc.stdout.strip().splitlines()[-1])}
+    out = set()
+    for m in json.loads(proc.stdout.strip().splitlines()[-1]):
+        parts = m.split(".")
+        out.add(".".join(parts[:2]) if parts[0] == "gapscope" and len(parts) > 1 else parts[0])
+    return out
 
 
 @pytest.mark.parametrize(
     "imports, forbidden",
     [
-        ("import parsers, parsers.builder, parsers.detect", {"textual", "rich"}),
-        ("import analysis, analysis.types", {"textual", "rich"}),
-        ("import gapscope.report_cmd, gapscope.report_json, gapscope.report_args", {"textual"}),
+        ("import gapscope.parsers, gapscope.parsers.builder, gapscope.parsers.detect",
+         {"textual", "rich", "gapscope.analysis", "gapscope.tui", "gapscope.report"}),
+        ("import gapscope.analysis, gapscope.analysis.types", {"textual", "rich", "gapscope.tui", "gapscope.report"}),
+        ("import gapscope.report.cmd, gapscope.report.document, gapscope.report.args", {"textual"}),
         ("import gapscope.cli", {"textual", "rich"}),
-        ("import capture", {"textual", "rich", "parsers", "analysis", "tui"}),
+        ("import gapscope.capture", {"textual", "rich", "gapscope.parsers", "gapscope.analysis", "gapscope.tui"}),
     ],
 )
 def test_headless_imports_load_no_ui(imports, forbidden):
@@ -48,7 +54,7 @@ def test_report_run_loads_no_textual(tmp_path):
     ]}))
     code = (
         "import sys, io, json\n"
-        "from gapscope import report_cmd\n"
+        "from gapscope.report import cmd as report_cmd\n"
         f"rc = report_cmd.main([{str(path)!r}])\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'textual')), file=sys.stderr)\n"
         "raise SystemExit(rc)\n"

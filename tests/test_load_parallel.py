@@ -1,4 +1,4 @@
-"""Decoding in two parts (``parsers.chrome_parallel``) gives exactly the one-piece result.
+"""Decoding in two parts (``gapscope.parsers.chrome.parallel.fork``) gives exactly the one-piece result.
 
 Every corpus JSON file and a set of hand-made awkward texts are loaded twice, once
 with the two-part decode forced on (``MIN_BYTES`` 0) and once with it off, and every
@@ -20,11 +20,11 @@ import time
 import numpy as np
 import pytest
 
-import parsers.chrome_parallel as cp
-import parsers.chrome_transfer as tx
-from parsers.chrome_cut import find_cut
-from parsers import load
-from parsers.chrome import load_chrome
+import gapscope.parsers.chrome.parallel.fork as cp
+import gapscope.parsers.chrome.parallel.transfer as tx
+from gapscope.parsers.chrome.parallel.cut import find_cut
+from gapscope.parsers import load
+from gapscope.parsers.chrome.loader import load_chrome
 from tests.conftest import CORPUS, require
 from tests.test_corpus import REFUSED, TRACES
 
@@ -276,7 +276,7 @@ def test_enabled_rules(monkeypatch):
 def test_file_changed_after_the_plan_is_decoded_as_read(tmp_path, monkeypatch, spy, forks):
     """The child started before the read planned on the old text; the file grows in
     between, so that child is dropped and the text actually read is split anew."""
-    import parsers.detect as detect
+    import gapscope.parsers.detect as detect
 
     path = _write(tmp_path, _kineto(300))
     real = detect.read_bytes
@@ -299,8 +299,8 @@ def test_file_changed_after_the_plan_is_decoded_as_read(tmp_path, monkeypatch, s
 
 def test_child_of_a_changed_file_gives_up(tmp_path):
     """The file's child checks the file's stamp before and after its decode."""
-    from parsers.chrome import _DECODERS, _raw_ts
-    from parsers.json_scan import text_start as _root
+    from gapscope.parsers.chrome.loader import _DECODERS, _raw_ts
+    from gapscope.parsers.json.scan import text_start as _root
 
     path = _write(tmp_path, _kineto(50))
     fd = os.open(path, os.O_RDONLY)
@@ -323,7 +323,7 @@ def test_child_of_a_changed_file_gives_up(tmp_path):
 def test_file_cut_short_while_the_child_decodes(tmp_path, monkeypatch, spy, forks):
     """Truncating the file under the child's map, after the parent checked it, kills
     the child (SIGBUS); the parent decodes what it read, in one piece."""
-    import parsers.detect as detect
+    import gapscope.parsers.detect as detect
 
     path = _write(tmp_path, _kineto(3000))
     real_payload = tx.tail_payload
@@ -353,7 +353,7 @@ def test_file_cut_short_while_the_child_decodes(tmp_path, monkeypatch, spy, fork
 def test_start_file_declines_what_it_cannot_split(tmp_path, monkeypatch):
     monkeypatch.setattr(cp, "MIN_BYTES", 0)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
-    from parsers.chrome import start_parts
+    from gapscope.parsers.chrome.loader import start_parts
 
     gz = _write(tmp_path, gzip.compress(json.dumps(_kineto(50)).encode()), "t.json.gz")
     assert start_parts(gz) is None
@@ -449,7 +449,7 @@ def test_high_fd_numbers_work(tmp_path, monkeypatch, spy):
 def test_array_end_is_found_cheaply_behind_keys_with_brackets(tmp_path, monkeypatch, spy):
     """A big key before the events and many ``]`` after them: the text before the array
     is decoded twice in all, not once per candidate."""
-    import parsers.chrome_cut as cc
+    import gapscope.parsers.chrome.parallel.cut as cc
 
     obj = {"meta": ["x" * 100] * 20000, **_kineto(300), "logs": [["a"], ["b"]] * 20, "traceName": "]" * 40}
     text = json.dumps(obj)

@@ -1,4 +1,4 @@
-"""Property tests of ``parsers.load`` (hypothesis).
+"""Property tests of ``gapscope.parsers.load`` (hypothesis).
 
 - Arbitrary bytes (raw, JSON-like fragments, gzip-wrapped) never raise anything but
   ``TraceFormatError``, and whatever loads satisfies the ``Trace`` invariants.
@@ -7,7 +7,7 @@
   ``TraceFormatError``; cut gzip streams never raise anything else.
 - Random valid Chrome/Kineto traces built from strategies load with the numbers
   computed here: event and kernel counts, lanes, extent, correlation links, exact
-  start/dur, and GPU busy per device — the vectorised union (``analysis.busy``)
+  start/dur, and GPU busy per device — the vectorised union (``gapscope.analysis.busy``)
   equals the slow pure-Python union of ``tests/reference.py``.
 
 ``max_examples`` is kept small so the file runs in well under a minute on 2 cores.
@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from parsers import Kind, TraceFormatError, load
+from gapscope.parsers import Kind, TraceFormatError, load
 from tests.conftest import BUGS, CORPUS, require
 from tests.reference import union_ns
 from tests.test_bugs import _rows, complete_prefix
@@ -293,7 +293,7 @@ def test_random_valid_traces_give_the_right_numbers(case, gz, tmp_path):
         mine = union_ns(list(zip(tr.start_ns[m].tolist(), (tr.start_ns[m] + tr.dur_ns[m]).tolist())))
         assert mine == want, f"device {dev}"
         try:
-            from analysis.busy import device_union
+            from gapscope.analysis.busy import device_union
         except ImportError:
             continue
         u0, u1 = device_union(tr, dev)
@@ -303,7 +303,7 @@ def test_random_valid_traces_give_the_right_numbers(case, gz, tmp_path):
 @settings(max_examples=150, **SETTINGS)
 @given(st.lists(st.tuples(st.integers(-10**15, 10**15), st.integers(0, 10**9)), max_size=60))
 def test_vectorised_union_equals_slow_reference(iv):
-    busy = pytest.importorskip("analysis.busy")
+    busy = pytest.importorskip("gapscope.analysis.busy")
     s = np.array([a for a, _ in iv], dtype=np.int64)
     e = np.array([a + b for a, b in iv], dtype=np.int64)
     u0, u1 = busy.union_intervals(s, e)

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from gapscope import report_cmd
+from gapscope.report import cmd as report_cmd
 
 from .conftest import BUGS, SAMPLES, require
 
@@ -114,9 +114,9 @@ def test_b23_names_verbatim_in_text_and_json(bugs):
 
 def test_b23_colour_output_does_not_apply_markup_from_data(bugs):
     """With colour on, bracketed names still print literally and add no styles."""
-    from gapscope.report_json import build_document
-    from gapscope.report_text import make_console, render_text
-    import parsers
+    from gapscope.report.document import build_document
+    from gapscope.report.text import make_console, render_text
+    from gapscope import parsers
 
     trace = parsers.load(bugs / "B23_markup_in_names.json")
     doc = build_document(trace, None)
@@ -166,8 +166,8 @@ def test_graph_captured_sample():
 @pytest.mark.parametrize("name", ["decode_step.txt", "decode_graph.txt"])
 def test_report_figures_agree_with_independent_busy(name):
     """analysis' busy union equals the report's own (independent) union of kernels."""
-    import parsers
-    from gapscope.report_busy import device_busy
+    from gapscope import parsers
+    from gapscope.report.busy import device_busy
 
     trace = parsers.load(require(SAMPLES / name))
     (mine,) = device_busy(trace)
@@ -196,7 +196,7 @@ def test_two_devices_report(tmp_path):
 
 @pytest.mark.parametrize("no_color", [None, "1"])
 def test_colour_only_on_a_terminal_without_no_color(monkeypatch, capsys, bugs, no_color):
-    from gapscope import report_args
+    from gapscope.report import args as report_args
 
     monkeypatch.setattr(report_args, "stdout_is_tty", lambda: True)
     if no_color is None:

@@ -6,9 +6,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gapscope.report_busy import device_busy, lane_kind_counts, union_ns
-from parsers.builder import TraceBuilder
-from parsers.model import Kind
+from gapscope.report.busy import device_busy, lane_kind_counts, union_ns
+from gapscope.parsers.builder import TraceBuilder
+from gapscope.parsers.model import Kind
 
 
 def slow_union(intervals):

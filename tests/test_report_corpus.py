@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from gapscope import report_cmd
+from gapscope.report import cmd as report_cmd
 
 from .reference import reference
 
@@ -58,7 +58,7 @@ def test_corpus_text_report(corpus):
     doc = json.loads(run(path, "--json"))
     text = run(path)
     (d,) = doc["devices"]
-    from gapscope.report_fmt import fmt_dur, fmt_share, unit_for
+    from gapscope.report.fmt import fmt_dur, fmt_share, unit_for
 
     u = unit_for(d["window_ns"])
     assert f"{fmt_dur(ref.devices[0].busy_ns, u)} ({fmt_share(ref.devices[0].busy_ns, d['window_ns'])})" in text
@@ -72,7 +72,7 @@ def test_corpus_text_report(corpus):
 def test_markdown_keeps_to_the_largest_group_cards(corpus):
     """A ticket needs the few largest cards: rank0 has over a thousand recurring groups;
     Markdown shows GROUP_CARDS of them as cards and at most MD_GROUP_ROWS in a table."""
-    from gapscope.report_fmt import GROUP_CARDS, MD_GROUP_ROWS
+    from gapscope.report.fmt import GROUP_CARDS, MD_GROUP_ROWS
 
     md = run(corpus / "hta" / "rank0.json.gz", "--markdown")
     assert md.count("- **Smell:**") <= GROUP_CARDS + 10  # group cards + lone-gap cards

@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import shlex
 
-from gapscope import report_cmd
+from gapscope.report import cmd as report_cmd
 
 from .conftest import CORPUS, ROOT, require
 

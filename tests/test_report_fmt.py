@@ -6,7 +6,7 @@ import pytest
 from rich.console import Console
 from rich.text import Text
 
-from gapscope.report_fmt import fmt_bytes, fmt_dur, fmt_share, safe_name, unit_for
+from gapscope.report.fmt import fmt_bytes, fmt_dur, fmt_share, safe_name, unit_for
 
 
 @pytest.mark.parametrize(
@@ -36,14 +36,14 @@ def test_a_seconds_column_gives_each_value_three_significant_digits():
      (-13_151_000, "-13.2 ms"), (1_234_567_000_000, "1235 s")],
 )
 def test_fmt_sig(ns, text):
-    from gapscope.report_fmt import fmt_sig
+    from gapscope.report.fmt import fmt_sig
 
     assert fmt_sig(ns) == text
 
 
 def test_positions_keep_microseconds():
     """A gap at 5.937269 s into a 9 s trace is found by its position: µs resolution."""
-    from gapscope.report_fmt import fmt_at, offset_unit_for
+    from gapscope.report.fmt import fmt_at, offset_unit_for
 
     u = offset_unit_for(5_937_269_000)
     assert [fmt_dur(x, u) for x in (5_937_269_000, 774_792_000)] == ["5.937269 s", "0.774792 s"]
@@ -91,7 +91,7 @@ def test_safe_name_truncates():
 
 
 def test_markdown_escaping_of_untrusted_text():
-    from gapscope.report_md import md_code, md_text
+    from gapscope.report.markdown import md_code, md_text
 
     assert md_text("in `[b]x*_y_*[/b]` <img> a|b ~~s~~ \\") == "in \\`\\[b\\]x\\*\\_y\\_\\*\\[/b\\]\\` \\<img\\> a\\|b \\~\\~s\\~\\~ \\\\"
     assert md_text("line\nbreak") == "line\\\\x0abreak"  # renders as line\\x0abreak
@@ -101,7 +101,7 @@ def test_markdown_escaping_of_untrusted_text():
 
 
 def test_short_name_only_when_too_long():
-    from gapscope.report_fmt import short_name
+    from gapscope.report.fmt import short_name
 
     long = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
             "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)")
@@ -142,6 +142,6 @@ _H100 = {"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85018279936
     ],
 )
 def test_device_label(prop, text):
-    from gapscope.report_fmt import device_label
+    from gapscope.report.fmt import device_label
 
     assert device_label(prop) == text

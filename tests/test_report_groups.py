@@ -7,9 +7,9 @@ from __future__ import annotations
 import io
 import json
 
-from gapscope import report_cmd
-from gapscope.report_panels import groups_section
-from gapscope.report_text import make_console
+from gapscope.report import cmd as report_cmd
+from gapscope.report.panels import groups_section
+from gapscope.report.text import make_console
 
 from .conftest import CORPUS, require
 
@@ -63,7 +63,7 @@ def test_resnet_report_respects_top():
     doc = json.loads(run("--json"))
     assert len(doc["groups"]) == 1021
     rest_ns = sum(g["total_ns"] for g in doc["groups"][10:])
-    from gapscope.report_fmt import fmt_dur, fmt_share
+    from gapscope.report.fmt import fmt_dur, fmt_share
 
     for args, shown in (((), 10), (("--top", "5"), 5)):
         text = run(*args)
@@ -79,7 +79,7 @@ def test_resnet_report_respects_top():
 def test_what_if_rates_have_the_baseline_precision():
     """resnet50's figures: a 211.707 ms step is 4.72 steps/s; removing 101.347 ms of it
     leaves 110.360 ms, 9.06 steps/s (both rows and the baseline with two decimals)."""
-    from gapscope.report_panels import budget_section
+    from gapscope.report.panels import budget_section
 
     base = dict(wall_ns=211_707_000, steps_per_s=1e9 / 211_707_000, tokens_per_s=None, decode=False)
     whatifs = [dict(removed_causes=["sync"], removed_ns=36_000, projected_step_ns=211_671_000,
@@ -113,7 +113,7 @@ def test_what_if_rates_in_markdown_on_resnet():
 
 
 def test_fmt_rate():
-    from gapscope.report_fmt import fmt_rate
+    from gapscope.report.fmt import fmt_rate
 
     assert [fmt_rate(x) for x in (4.7235, 9.0613, 99.994, 952.38, 2874.2, None)] == [
         "4.72", "9.06", "99.99", "952", "2,874", "-"]
@@ -121,7 +121,7 @@ def test_fmt_rate():
 
 def test_cause_table_of_a_nine_second_trace():
     """The 1M-event bench trace's figures: 2.317 s of idle in gaps, 13.151 ms of it sync."""
-    from gapscope.report_text import _class_totals
+    from gapscope.report.text import _class_totals
 
     totals = dict(sync=13_151_000, copy=597_473_000, launch=136_194_000, host=1_546_856_000, unclassified=23_034_000)
     doc = dict(class_totals_ns=totals, params=dict(min_gap_ns=2_000), gap_count=21_670,
@@ -139,7 +139,7 @@ def test_cause_table_of_a_nine_second_trace():
 def test_markdown_sums_up_the_groups_it_leaves_out():
     """rank0: Markdown shows 3 group cards and 30 table rows; the line after the table
     says how many groups are left and how much idle they hold."""
-    from gapscope.report_fmt import GROUP_CARDS, MD_GROUP_ROWS, fmt_dur, fmt_share
+    from gapscope.report.fmt import GROUP_CARDS, MD_GROUP_ROWS, fmt_dur, fmt_share
 
     path = require(CORPUS / "hta" / "rank0.json.gz")
 

@@ -13,14 +13,14 @@ import re
 import numpy as np
 import pytest
 
-from analysis.picket import PicketEpisode
-from analysis.steps import GapGroup, Steps
-from analysis.types import Card, Cause, DeviceSummary, Evidence, Gaps, Params
-from gapscope.report_json import SCHEMA, build_document
-from gapscope.report_md import render_markdown
-from gapscope.report_text import make_console, render_text
-from parsers.builder import TraceBuilder
-from parsers.model import Kind
+from gapscope.analysis.picket import PicketEpisode
+from gapscope.analysis.steps import GapGroup, Steps
+from gapscope.analysis.types import Card, Cause, DeviceSummary, Evidence, Gaps, Params
+from gapscope.report.document import SCHEMA, build_document
+from gapscope.report.markdown import render_markdown
+from gapscope.report.text import make_console, render_text
+from gapscope.parsers.builder import TraceBuilder
+from gapscope.parsers.model import Kind
 
 from .conftest import ROOT
 
@@ -214,7 +214,7 @@ def test_warnings_capped_in_text():
 
 
 def test_lone_cards_skip_grouped_gaps_and_repeat_episodes():
-    from gapscope.report_json import lone_gaps
+    from gapscope.report.document import lone_gaps
 
     doc = {"top_gaps": [dict(group=0, episode=-1), dict(group=-1, episode=2), dict(group=-1, episode=2),
                          dict(group=-1, episode=-1), dict(group=-1, episode=3), dict(group=-1, episode=-1)]}
@@ -222,7 +222,7 @@ def test_lone_cards_skip_grouped_gaps_and_repeat_episodes():
 
 
 def test_json_writer_keeps_lone_surrogates_and_is_compact_off_a_terminal():
-    from gapscope.report_cmd import _write_json
+    from gapscope.report.cmd import _write_json
 
     raw = io.BytesIO()
     out = io.TextIOWrapper(raw, encoding="utf-8")
@@ -239,7 +239,7 @@ def test_json_writer_keeps_lone_surrogates_and_is_compact_off_a_terminal():
 def test_json_escapes_c1_controls_and_bidi_overrides_but_keeps_values(tmp_path):
     """An 8-bit CSI (U+009B) or a bidi override in a kernel name must not reach the
     terminal raw through --json; the decoded value stays verbatim."""
-    from gapscope import report_cmd
+    from gapscope.report import cmd as report_cmd
 
     name = "k\u009b31m\u202eevil"
     path = tmp_path / "c1.json"

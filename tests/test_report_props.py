@@ -10,12 +10,12 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analysis.diagnose import diagnose
-from gapscope.report_json import build_document
-from gapscope.report_md import render_markdown
-from gapscope.report_text import make_console, render_text
-from parsers.builder import TraceBuilder
-from parsers.model import Kind
+from gapscope.analysis.diagnose import diagnose
+from gapscope.report.document import build_document
+from gapscope.report.markdown import render_markdown
+from gapscope.report.text import make_console, render_text
+from gapscope.parsers.builder import TraceBuilder
+from gapscope.parsers.model import Kind
 
 from .test_report_busy import slow_union
 

@@ -1,4 +1,4 @@
-"""Pilot tests of the viewer: the app built by ``tui.factory.make_app`` is driven with
+"""Pilot tests of the viewer: the app built by ``gapscope.tui.factory.make_app`` is driven with
 keys and its state compared with the diagnosis and the trace (no sleeps: we wait on
 workers and on processed messages)."""
 
@@ -10,13 +10,13 @@ import threading
 import numpy as np
 import pytest
 
-from analysis.types import Cause
-from parsers import load
-from parsers.builder import TraceBuilder
-from parsers.model import Kind
-from tui.factory import make_app
-from tui.loading import LoadScreen
-from tui.screen import PAN_PAGE, PAN_STEP, ZOOM_STEP, TraceScreen
+from gapscope.analysis.types import Cause
+from gapscope.parsers import load
+from gapscope.parsers.builder import TraceBuilder
+from gapscope.parsers.model import Kind
+from gapscope.tui.factory import make_app
+from gapscope.tui.loading import LoadScreen
+from gapscope.tui.screen import PAN_PAGE, PAN_STEP, ZOOM_STEP, TraceScreen
 
 
 async def wait_ready(pilot) -> TraceScreen:
@@ -37,7 +37,7 @@ async def wait_ready(pilot) -> TraceScreen:
 
 
 def _diagnose(trace):
-    from analysis import diagnose
+    from gapscope.analysis import diagnose
 
     return diagnose(trace)
 
@@ -84,7 +84,7 @@ def test_next_gap_walks_diagnosis_gaps(corpus):
 
 
 def test_next_gap_of_class_on_decode_sample():
-    import sample_traces
+    from gapscope import sample_traces
 
     diag = _diagnose(load(sample_traces.path()))
     g = diag.gaps
@@ -291,9 +291,9 @@ def test_view_cmd_prints_error_line(monkeypatch, capsys, tmp_path):
         def run(self):
             return 2
 
-    import tui.factory
+    from gapscope.tui import factory
 
-    monkeypatch.setattr(tui.factory, "make_app", lambda p: Stub())
+    monkeypatch.setattr(factory, "make_app", lambda p: Stub())
     f = tmp_path / "x.json"
     f.write_text("{")
     # the head looks like JSON, so the app starts; its load error is printed after it closes
@@ -321,7 +321,7 @@ def test_panel_toggle_and_help_from_bindings():
                 modes.append((screen.panel_mode, bool(panel.display), panel.compact, panel.size.height))
             await pilot.press("question_mark")
             await pilot.pause()
-            from tui.app import HelpScreen, help_text
+            from gapscope.tui.app import HelpScreen, help_text
 
             help_shown = isinstance(app.screen, HelpScreen)
             text = str(help_text(screen))
@@ -355,7 +355,7 @@ def test_q_quits():
 
 
 def test_zoom_to_step_on_decode_sample():
-    import sample_traces
+    from gapscope import sample_traces
 
     diag = _diagnose(load(sample_traces.path()))
     assert diag.steps is not None
@@ -374,7 +374,7 @@ def test_zoom_to_step_on_decode_sample():
 
 
 def test_click_selects_gap_and_wheel_zooms():
-    import sample_traces
+    from gapscope import sample_traces
 
     diag = _diagnose(load(sample_traces.path()))
     big = int(diag.order_by_size()[0])
@@ -450,7 +450,7 @@ def test_go_to_time_and_match_stepping():
 
 
 def test_keymap_remaps_a_binding_by_id():
-    import sample_traces
+    from gapscope import sample_traces
 
     diag = _diagnose(load(sample_traces.path()))
     first = int(_time_order(diag.gaps)[0])
@@ -469,7 +469,7 @@ def test_keymap_remaps_a_binding_by_id():
 
 
 def test_panel_shows_card_of_largest_gap():
-    import sample_traces
+    from gapscope import sample_traces
 
     diag = _diagnose(load(sample_traces.path()))
     big = int(diag.order_by_size()[0])
@@ -494,7 +494,7 @@ def test_panel_shows_card_of_largest_gap():
 
 
 def test_hidden_causes_draw_neutral_idle_gaps():
-    import sample_traces
+    from gapscope import sample_traces
 
     async def run():
         app = make_app(sample_traces.path())

@@ -73,7 +73,7 @@ def test_viewer_and_report_print_the_same_line(tmp_path):
 
 def test_sniff_reads_only_the_head(tmp_path):
     """A big gzip JSON whose head is fine passes the sniff (its body is not read)."""
-    from parsers.detect import SNIFF_BYTES, sniff
+    from gapscope.parsers.detect import SNIFF_BYTES, sniff
 
     body = b'{"traceEvents": [' + b'{"ph": "X"}, ' * (SNIFF_BYTES // 4) + b"BROKEN"
     f = tmp_path / "big.json.gz"

@@ -9,12 +9,12 @@ import asyncio
 
 import pytest
 
-import sample_traces
-from analysis import diagnose
-from parsers import load
-from tui.app import HelpScreen, WarningsScreen, help_text
-from tui.factory import make_app
-from tui.viewmodel import ruler_ticks
+from gapscope import sample_traces
+from gapscope.analysis import diagnose
+from gapscope.parsers import load
+from gapscope.tui.app import HelpScreen, WarningsScreen, help_text
+from gapscope.tui.factory import make_app
+from gapscope.tui.viewmodel import ruler_ticks
 
 from .test_tui_app import wait_ready
 
@@ -202,7 +202,7 @@ def test_ruler_stays_on_the_trace_and_never_labels_negative_time():
 
 @pytest.mark.parametrize("start", [-5_000, 0])
 def test_ruler_ticks_skip_offsets_before_origin(start):
-    from tui.viewmodel import Viewport
+    from gapscope.tui.viewmodel import Viewport
 
     _, ticks = ruler_ticks(Viewport(start, 1000.0, 40), origin_ns=0, min_cells=10)
     assert ticks == [(-start // 1000, "0µs"), (10 - start // 1000, "10µs"), (20 - start // 1000, "20µs"),

@@ -8,16 +8,16 @@ import asyncio
 
 import numpy as np
 
-from analysis import diagnose
-from parsers import load
-from parsers.builder import TraceBuilder
-from parsers.model import Kind
+from gapscope.analysis import diagnose
+from gapscope.parsers import load
+from gapscope.parsers.builder import TraceBuilder
+from gapscope.parsers.model import Kind
 from tests.test_tui_app import wait_ready
-from tui.factory import make_app
-from tui.lanes_model import build_rows
-from tui.panel import first_sentence
-from tui.screen import TraceScreen, elide_title, trace_bindings
-from tui.swimlanes import GAP_VIEW_SHARE, READABLE_CELLS
+from gapscope.tui.factory import make_app
+from gapscope.tui.lanes_model import build_rows
+from gapscope.tui.panel import first_sentence
+from gapscope.tui.screen import TraceScreen, elide_title, trace_bindings
+from gapscope.tui.swimlanes import GAP_VIEW_SHARE, READABLE_CELLS
 
 MS = 1_000_000
 US = 1_000
@@ -197,7 +197,7 @@ def test_first_sentence():
 
 
 def test_trace_bindings_are_public_and_shared():
-    from tui.exercise_screen import ExerciseScreen
+    from gapscope.tui.exercise_screen import ExerciseScreen
 
     ids = [b.id for b in trace_bindings()]
     assert ids == [b.id for b in TraceScreen.BINDINGS]
@@ -209,8 +209,8 @@ def test_trace_bindings_are_public_and_shared():
 
 
 def test_big_lanes_get_their_zoom_levels_built_after_first_paint():
-    from tui.swimlanes import WARM_MIN_EVENTS
-    from tui.viewmodel import LEVELS
+    from gapscope.tui.swimlanes import WARM_MIN_EVENTS
+    from gapscope.tui.viewmodel import LEVELS
 
     b = TraceBuilder(path="big.json")
     c = b.lane("1", "1", process_name="python3", thread_name="main")

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import asyncio
 
-import sample_traces
-from analysis import diagnose
-from parsers import load
-from tui.factory import make_app
-from tui.viewmodel import Viewport
+from gapscope import sample_traces
+from gapscope.analysis import diagnose
+from gapscope.parsers import load
+from gapscope.tui.factory import make_app
+from gapscope.tui.viewmodel import Viewport
 
 from .test_tui_app import wait_ready
 
@@ -73,7 +73,7 @@ def test_cursor_steps_one_cell_and_stays_on_the_trace_at_80x24():
 
 # ------------------------------------------------------------ 2. signed offsets
 def test_offsets_print_one_sign():
-    from tui.ruler import format_offset_ns
+    from gapscope.tui.ruler import format_offset_ns
 
     assert format_offset_ns(-43_000) == "-43.0µs"
     assert format_offset_ns(590_000) == "+590µs"
@@ -167,7 +167,7 @@ def test_messages_fit_80_columns_and_go_with_the_next_key():
 def test_a_long_message_is_cut_with_an_ellipsis():
     from rich.text import Text
 
-    from tui.panel import DetailLine
+    from gapscope.tui.panel import DetailLine
 
     async def run():
         from textual.app import App
@@ -188,8 +188,8 @@ def test_a_long_message_is_cut_with_an_ellipsis():
 
 # ------------------------------------------------------------ 6. adjacent names
 def _named_trace():
-    from parsers.builder import TraceBuilder
-    from parsers.model import Kind
+    from gapscope.parsers.builder import TraceBuilder
+    from gapscope.parsers.model import Kind
 
     b = TraceBuilder(path="names.json")
     c = b.lane("1", "1", process_name="python3", thread_name="main")

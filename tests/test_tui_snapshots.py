@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import BUGS, CORPUS, require
-from tui.factory import make_app
-from tui.screen import TraceScreen
+from gapscope.tui.factory import make_app
+from gapscope.tui.screen import TraceScreen
 
 SIZES = [(80, 24), (120, 40)]
 
@@ -44,7 +44,7 @@ def _keys(*keys):
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_decode_step_largest_gap(snap_compare, size):
-    import sample_traces
+    from gapscope import sample_traces
 
     # narrow terminals show the compact card under the lanes without a key
     assert snap_compare(make_app(sample_traces.path()), terminal_size=size, run_before=_keys("s", "n"))
@@ -70,7 +70,7 @@ def test_cpu_only_trace(snap_compare, size):
 
 
 def test_decode_step_expanded_card_scrolled(snap_compare):
-    import sample_traces
+    from gapscope import sample_traces
 
     # 80x24: p expands the card to most of the height, PgDn shows Forbidden and Proof
     assert snap_compare(make_app(sample_traces.path()), terminal_size=(80, 24),

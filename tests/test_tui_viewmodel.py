@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.types import Cause, Gaps
-from parsers.builder import TraceBuilder
-from parsers.model import Kind
-from tui.lanes_model import build_rows, sanitize
-from tui.navigation import SIZE, TIME, FlowIndex, GapNavigator, NameSearch
-from tui.cells import sized as _sized
-from tui.viewmodel import (
+from gapscope.analysis.types import Cause, Gaps
+from gapscope.parsers.builder import TraceBuilder
+from gapscope.parsers.model import Kind
+from gapscope.tui.lanes_model import build_rows, sanitize
+from gapscope.tui.navigation import SIZE, TIME, FlowIndex, GapNavigator, NameSearch
+from gapscope.tui.cells import sized as _sized
+from gapscope.tui.viewmodel import (
     GlyphClass,
     LaneIndex,
     Viewport,
@@ -276,7 +276,7 @@ def test_pure_modules_do_not_import_textual_or_rich():
     import subprocess
     import sys
 
-    code = ("import sys, tui.viewmodel, tui.navigation, tui.lanes_model; "
+    code = ("import sys, gapscope.tui.viewmodel, gapscope.tui.navigation, gapscope.tui.lanes_model; "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('textual', 'rich')]; "
             "print(','.join(bad)); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(__import__("pathlib").Path(__file__).parent.parent))

@@ -4,5 +4,5 @@ Pure modules (no Textual, unit-tested): ``viewmodel`` (viewport, ruler, per-cell
 bucketing), ``navigation`` (gap order, search, launch↔kernel), ``lanes_model`` (rows,
 name sanitising). Widgets: ``swimlanes.Swimlanes``, ``panel.GapPanel``. Screens:
 ``loading.LoadScreen``, ``screen.TraceScreen``. Build the app with
-``tui.factory.make_app``.
+``gapscope.tui.factory.make_app``.
 """

@@ -1,6 +1,6 @@
 """The gapscope Textual app: loading screen, trace screen, help, command palette.
 
-Build it with ``tui.factory.make_app`` (one factory for the CLI, tests and benchmarks).
+Build it with ``gapscope.tui.factory.make_app`` (one factory for the CLI, tests and benchmarks).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
-from analysis.types import Cause
+from gapscope.analysis.types import Cause
 
-from .bindings import help_key_rows
-from .loading import LoadScreen
-from .screen import TraceScreen
+from gapscope.tui.bindings import help_key_rows
+from gapscope.tui.loading import LoadScreen
+from gapscope.tui.screen import TraceScreen
 
 __all__ = ["GapscopeApp", "HelpScreen", "WarningsScreen", "help_text", "warnings_text", "GAP_LETTERS"]
 
@@ -102,7 +102,7 @@ class HelpScreen(ModalScreen):
 def warnings_text(trace) -> Text:
     """The loader's warnings of ``trace``, one per line (``line N: message``), drawn
     literally (control characters made visible, no markup)."""
-    from .lanes_model import sanitize
+    from gapscope.tui.lanes_model import sanitize
 
     ws = trace.warnings
     t = Text()
@@ -140,7 +140,7 @@ class WarningsScreen(ModalScreen):
 
 
 class GapscopeApp(App):
-    """The viewer. Construct through ``tui.factory.make_app``.
+    """The viewer. Construct through ``gapscope.tui.factory.make_app``.
 
     ``source``: a path or a ``Trace``; ``loader``/``diagnose``: callables used by the
     load worker; ``extra_screens``: name → screen factory, installed for other modes

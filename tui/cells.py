@@ -11,9 +11,9 @@ import numpy as np
 from rich.segment import Segment
 from rich.style import Style
 
-from analysis.types import Cause
+from gapscope.analysis.types import Cause
 
-from .viewmodel import GlyphClass
+from gapscope.tui.viewmodel import GlyphClass
 
 __all__ = ["CLASS_GLYPH", "CLASS_NAME", "CAUSE_GLYPH", "GLYPH_CODES", "Cells", "kernel_codes", "sized"]
 

@@ -1,6 +1,6 @@
 """Key help of the exercise screen and the one-line "how to answer" of each task, both
 generated from the screen's live bindings (keymap overrides included), like the
-viewer's help (``tui.app.help_text``)."""
+viewer's help (``gapscope.tui.app.help_text``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
-from .bindings import help_key_rows
+from gapscope.tui.bindings import help_key_rows
 
 __all__ = ["ExerciseHelpScreen", "exercise_help_text", "how_to_answer", "keys_of"]
 

@@ -1,6 +1,6 @@
 """Swimlanes for exercises: the viewer's widget with the cause classes of the gap row
 hidden until the learner has classified them (otherwise the timeline gives the answer
-away). Subclasses ``tui.swimlanes.Swimlanes`` through public surface only (its ``gaps``
+away). Subclasses ``gapscope.tui.swimlanes.Swimlanes`` through public surface only (its ``gaps``
 attribute and the Line API ``render_line``); the viewer's file is not changed. A
 ``show_causes`` flag in the viewer would replace this (see the exercise report)."""
 
@@ -12,9 +12,9 @@ import numpy as np
 from rich.segment import Segment
 from textual.strip import Strip
 
-from analysis.types import Cause
+from gapscope.analysis.types import Cause
 
-from .swimlanes import Swimlanes
+from gapscope.tui.swimlanes import Swimlanes
 
 __all__ = ["ExerciseLanes"]
 

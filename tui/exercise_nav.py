@@ -5,7 +5,7 @@ zoom, pan, cursor, lanes, fit), acting on the current task's swimlanes. A mixin 
 
 from __future__ import annotations
 
-from .navigation import SIZE, TIME, GapNavigator
+from gapscope.tui.navigation import SIZE, TIME, GapNavigator
 
 __all__ = ["TimelineActions"]
 

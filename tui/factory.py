@@ -6,17 +6,17 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from parsers.model import Trace
+from gapscope.parsers.model import Trace
 
-from .app import GapscopeApp
+from gapscope.tui.app import GapscopeApp
 
 __all__ = ["make_app", "default_diagnose"]
 
 
 def default_diagnose(trace: Trace, params=None):
-    """``analysis.diagnose(trace, params)``; None when the analysis package lacks it."""
+    """``gapscope.analysis.diagnose(trace, params)``; None when the analysis package lacks it."""
     try:
-        from analysis import diagnose
+        from gapscope.analysis import diagnose
     except ImportError:
         return None
     if params is None:
@@ -37,17 +37,17 @@ def make_app(
 ) -> GapscopeApp:
     """Build the app for ``source``: a trace path (loaded in a worker) or a ``Trace``.
 
-    ``params``: ``analysis.types.Params`` for the diagnosis; ``diagnosis``: a ready
+    ``params``: ``gapscope.analysis.types.Params`` for the diagnosis; ``diagnosis``: a ready
     ``Diagnosis`` (with a ``Trace`` source the trace screen then opens at once, with
-    no worker); ``loader(path) -> Trace`` (default ``parsers.load``) and
-    ``diagnose(trace) -> Diagnosis`` (default ``analysis.diagnose``) can be replaced
+    no worker); ``loader(path) -> Trace`` (default ``gapscope.parsers.load``) and
+    ``diagnose(trace) -> Diagnosis`` (default ``gapscope.analysis.diagnose``) can be replaced
     (tests inject slow or failing ones); ``extra_screens``: name → screen factory,
     installed on the app (hook for the exercise mode); ``on_ready(app, screen)``: called
     after the trace screen's first refresh (benchmarks time first paint with it);
     ``keymap``: binding id → keys (e.g. ``{"gap.next": "n,j"}``), Textual's keymap.
     """
     if loader is None:
-        from parsers import load as loader
+        from gapscope.parsers import load as loader
     if diagnose is None:
         diagnose = lambda t: default_diagnose(t, params)  # noqa: E731
     if isinstance(source, os.PathLike):

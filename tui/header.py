@@ -8,10 +8,10 @@ from pathlib import Path
 
 from rich.text import Text
 
-from parsers.model import Trace
+from gapscope.parsers.model import Trace
 
-from .lanes_model import sanitize
-from .viewmodel import format_duration_ns
+from gapscope.tui.lanes_model import sanitize
+from gapscope.tui.viewmodel import format_duration_ns
 
 __all__ = ["trace_header", "elide_title"]
 

@@ -1,8 +1,8 @@
-"""Drawing of the swimlanes (``LaneDrawing``, mixed into ``tui.swimlanes.Swimlanes``).
+"""Drawing of the swimlanes (``LaneDrawing``, mixed into ``gapscope.tui.swimlanes.Swimlanes``).
 
 Line API: ``render_line(y)`` draws the time ruler (row 0) or one row (group header,
 per-device idle-gap row, lane) from per-cell summaries (``LaneIndex.summarise``, cost
-independent of trace size) into ``tui.cells.Cells`` and caches the strip by everything
+independent of trace size) into ``gapscope.tui.cells.Cells`` and caches the strip by everything
 that changes its pixels plus the widget's update counter. Kinds differ by glyph shape
 and colour (``NO_COLOR`` stays readable); gaps are shaded by cause class and labelled
 with the class and length, or its first letter when narrow (S C L H U). Names are drawn
@@ -16,11 +16,11 @@ from rich.segment import Segment
 from rich.style import Style
 from textual.strip import Strip
 
-from analysis.types import Cause
+from gapscope.analysis.types import Cause
 
-from .cells import CLASS_GLYPH, CLASS_NAME, GLYPH_CODES, Cells, kernel_codes
-from .lanes_model import Row, sanitize
-from .viewmodel import GlyphClass, Viewport, format_duration_ns, ruler_ticks
+from gapscope.tui.cells import CLASS_GLYPH, CLASS_NAME, GLYPH_CODES, Cells, kernel_codes
+from gapscope.tui.lanes_model import Row, sanitize
+from gapscope.tui.viewmodel import GlyphClass, Viewport, format_duration_ns, ruler_ticks
 
 __all__ = ["LaneDrawing", "COMPONENT_CLASSES", "DEFAULT_CSS"]
 

@@ -12,7 +12,7 @@ import unicodedata
 
 import numpy as np
 
-from parsers.model import Trace
+from gapscope.parsers.model import Trace
 
 __all__ = ["Row", "build_rows", "sanitize", "group_key_of", "default_collapsed", "drawn_lanes", "PSEUDO_PROCESSES"]
 
@@ -43,7 +43,7 @@ def group_key_of(trace: Trace, lane: int) -> tuple:
 def drawn_lanes(trace: Trace) -> set[int]:
     """Indices of lanes holding at least one drawn event (a kind with a glyph class:
     not only instants, counters or metadata). One vectorised pass, O(events)."""
-    from .viewmodel import KIND_TO_CLASS
+    from gapscope.tui.viewmodel import KIND_TO_CLASS
 
     if trace.lane.size == 0:
         return set()

@@ -22,7 +22,7 @@ from textual.screen import Screen
 from textual.widgets import Label, ProgressBar
 from textual.worker import get_current_worker
 
-from .lanes_model import sanitize
+from gapscope.tui.lanes_model import sanitize
 
 __all__ = ["LoadScreen", "STAGES"]
 
@@ -106,7 +106,7 @@ class LoadScreen(Screen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, name="load")
     def _load(self) -> None:
-        from parsers.errors import TraceFormatError
+        from gapscope.parsers.errors import TraceFormatError
 
         worker = get_current_worker()
         source = self.source

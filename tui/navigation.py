@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis.types import Cause, Gaps
-from parsers.model import Trace
+from gapscope.analysis.types import Cause, Gaps
+from gapscope.parsers.model import Trace
 
 __all__ = ["GapNavigator", "NameSearch", "FlowIndex", "TIME", "SIZE"]
 

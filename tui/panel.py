@@ -10,10 +10,10 @@ from rich.text import Text
 from textual.strip import Strip
 from textual.widget import Widget
 
-from analysis.types import Cause
+from gapscope.analysis.types import Cause
 
-from .lanes_model import sanitize
-from .viewmodel import format_duration_ns
+from gapscope.tui.lanes_model import sanitize
+from gapscope.tui.viewmodel import format_duration_ns
 
 __all__ = ["GapPanel", "DetailLine", "PROTOCOL", "card_text", "compact_card_text", "protocol_text", "first_sentence", "COMPACT_LINES"]
 

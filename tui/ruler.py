@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .viewmodel import Viewport
+    from gapscope.tui.viewmodel import Viewport
 
 __all__ = ["ruler_ticks", "format_duration_ns", "format_offset_ns", "format_time_ns", "nice_step_ns", "parse_time_ns"]
 

@@ -1,8 +1,8 @@
 """The trace screen: header, swimlanes, side panel, detail line, prompt and footer.
 
-Keys are bindings with ids (``tui.bindings``, remappable through the app's keymap) and
+Keys are bindings with ids (``gapscope.tui.bindings``, remappable through the app's keymap) and
 parameterised actions (``jump_gap(1)``, ``zoom(2)``, ``pan(-0.2)``); the header line is
-built by ``tui.header``. Layout lives in ``gapscope.tcss``; the panel is shown or
+built by ``gapscope.tui.header``. Layout lives in ``gapscope.tcss``; the panel is shown or
 hidden with CSS classes.
 """
 
@@ -15,17 +15,17 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
-from analysis.types import Cause
-from parsers.model import Kind, Trace
+from gapscope.analysis.types import Cause
+from gapscope.parsers.model import Kind, Trace
 
-from .bindings import FOOTER_LABELS, footer_binding, trace_bindings  # noqa: F401 - re-exported
-from .header import elide_title, trace_header  # noqa: F401 - elide_title re-exported
-from .lanes_model import sanitize
-from .navigation import SIZE, TIME, FlowIndex, GapNavigator, NameSearch
-from .panel import DetailLine, GapPanel
-from .swimlanes import Swimlanes
-from .ruler import format_offset_ns
-from .viewmodel import format_duration_ns, parse_time_ns
+from gapscope.tui.bindings import FOOTER_LABELS, footer_binding, trace_bindings  # noqa: F401 - re-exported
+from gapscope.tui.header import elide_title, trace_header  # noqa: F401 - elide_title re-exported
+from gapscope.tui.lanes_model import sanitize
+from gapscope.tui.navigation import SIZE, TIME, FlowIndex, GapNavigator, NameSearch
+from gapscope.tui.panel import DetailLine, GapPanel
+from gapscope.tui.swimlanes import Swimlanes
+from gapscope.tui.ruler import format_offset_ns
+from gapscope.tui.viewmodel import format_duration_ns, parse_time_ns
 
 __all__ = ["TraceScreen", "trace_bindings", "elide_title", "FOOTER_LABELS", "ZOOM_STEP", "PAN_STEP", "PAN_PAGE", "NARROW_WIDTH"]
 
@@ -98,7 +98,7 @@ class TraceScreen(Screen):
         self.query_one("#header", Static).update(self.header_text(self.size.width))
 
     def header_text(self, width: int = 80) -> Text:
-        """The header line for ``width`` cells (``tui.header.trace_header``)."""
+        """The header line for ``width`` cells (``gapscope.tui.header.trace_header``)."""
         return trace_header(self.trace, self.diagnosis, width)
 
     # ------------------------------------------------------------- updates
@@ -237,7 +237,7 @@ class TraceScreen(Screen):
             lanes.select_gap(lanes.selected_gap, zoom=True)
         elif lanes.selected_event is not None or lanes.event_at_cursor() is not None:
             ev = lanes.event_at_cursor()
-            from .viewmodel import Viewport
+            from gapscope.tui.viewmodel import Viewport
 
             s = int(self.trace.start_ns[ev])
             lanes.set_viewport(Viewport.fit(s, s + int(self.trace.dur_ns[ev]), lanes.timeline_width, margin=0.25))
@@ -250,7 +250,7 @@ class TraceScreen(Screen):
             return
         import numpy as np
 
-        from .viewmodel import Viewport
+        from gapscope.tui.viewmodel import Viewport
 
         lanes = self.lanes
         k = int(np.searchsorted(np.asarray(steps.start_ns), lanes.cursor_ns, side="right")) - 1
@@ -390,12 +390,12 @@ class TraceScreen(Screen):
         if not self.trace.warnings:
             self._say("no loader warnings: nothing was skipped or repaired")
             return
-        from .app import WarningsScreen
+        from gapscope.tui.app import WarningsScreen
 
         self.app.push_screen(WarningsScreen(self.trace))
 
     def action_help(self) -> None:
-        from .app import HelpScreen
+        from gapscope.tui.app import HelpScreen
 
         self.app.push_screen(HelpScreen(self))
 

@@ -1,15 +1,15 @@
 """The swimlane widget: a Line-API widget that turns per-cell summaries into strips.
 
 Row 0 is the time ruler; the rows below are groups, per-device gap rows and lanes
-(``tui.lanes_model``). Each lane row asks its ``LaneIndex`` for a ``CellSummary`` of
+(``gapscope.tui.lanes_model``). Each lane row asks its ``LaneIndex`` for a ``CellSummary`` of
 the visible window (``searchsorted`` on cell edges, cost independent of trace size)
 and draws one glyph per cell: kinds differ by shape and colour, so ``NO_COLOR`` and
 16-colour terminals stay readable. Strips are cached by everything that changes their
 pixels plus an update counter, and finished with ``Strip.simplify()``.
 
 The widget holds the view state (viewport, cursor, selected row, gap and event) and
-posts ``Swimlanes.Changed`` when it moves; drawing lives in ``tui.lanes_draw``, navigation in
-``tui.navigation`` and viewport maths in ``tui.viewmodel``.
+posts ``Swimlanes.Changed`` when it moves; drawing lives in ``gapscope.tui.lanes_draw``, navigation in
+``gapscope.tui.navigation`` and viewport maths in ``gapscope.tui.viewmodel``.
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
-from parsers.model import Trace
+from gapscope.parsers.model import Trace
 
-from .cells import CAUSE_GLYPH, CLASS_GLYPH, sized
-from .lanes_draw import COMPONENT_CLASSES, DEFAULT_CSS, LaneDrawing
-from .lanes_model import Row, build_rows, default_collapsed, drawn_lanes, group_key_of
-from .viewmodel import LaneIndex, Viewport
+from gapscope.tui.cells import CAUSE_GLYPH, CLASS_GLYPH, sized
+from gapscope.tui.lanes_draw import COMPONENT_CLASSES, DEFAULT_CSS, LaneDrawing
+from gapscope.tui.lanes_model import Row, build_rows, default_collapsed, drawn_lanes, group_key_of
+from gapscope.tui.viewmodel import LaneIndex, Viewport
 
 __all__ = ["Swimlanes", "CLASS_GLYPH", "CAUSE_GLYPH", "sized", "READABLE_CELLS", "GAP_VIEW_SHARE"]
 
@@ -42,7 +42,7 @@ WARM_MIN_EVENTS = 20_000
 class Swimlanes(LaneDrawing, Widget, can_focus=True):
     """CPU and GPU swimlanes of one trace with its idle gaps.
 
-    View state, navigation and mouse here; drawing in ``tui.lanes_draw.LaneDrawing``.
+    View state, navigation and mouse here; drawing in ``gapscope.tui.lanes_draw.LaneDrawing``.
 
     ``Swimlanes(trace, diagnosis=None)``; ``diagnosis`` follows the analysis API
     (``gaps``, ``card``...). State: ``viewport``, ``cursor_ns``, ``selected_row``,

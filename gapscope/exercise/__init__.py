@@ -5,15 +5,15 @@ The file format is documented in ``docs/exercises.md``; the screen is
 Nothing here imports Textual or Rich.
 """
 
-from .check import CheckReport, check_exercise
-from .context import Workbook
-from .facts import TraceFacts
-from .judge import AnswerError, Verdict, judge, parse_number
-from .load import load_exercise, parse_exercise
-from .model import PROTOCOL, Exercise, ExerciseError, Task
-from .progress import ProgressStore
-from .registry import bundled, bundled_paths, find
-from .session import Session
+from gapscope.exercise.check import CheckReport, check_exercise
+from gapscope.exercise.context import Workbook
+from gapscope.exercise.facts import TraceFacts
+from gapscope.exercise.judge import AnswerError, Verdict, judge, parse_number
+from gapscope.exercise.load import load_exercise, parse_exercise
+from gapscope.exercise.model import PROTOCOL, Exercise, ExerciseError, Task
+from gapscope.exercise.progress import ProgressStore
+from gapscope.exercise.registry import bundled, bundled_paths, find
+from gapscope.exercise.session import Session
 
 __all__ = [
     "AnswerError", "CheckReport", "Exercise", "ExerciseError", "PROTOCOL", "ProgressStore",

@@ -7,11 +7,11 @@ import dataclasses
 import os
 import re
 
-from .context import Workbook
-from .facts import TraceFacts
-from .judge import _fmt, _in_unit
-from .load import load_exercise
-from .model import Exercise, ExerciseError, Task
+from gapscope.exercise.context import Workbook
+from gapscope.exercise.facts import TraceFacts
+from gapscope.exercise.judge import _fmt, _in_unit
+from gapscope.exercise.load import load_exercise
+from gapscope.exercise.model import Exercise, ExerciseError, Task
 
 __all__ = ["CheckReport", "check_exercise", "check_loaded"]
 
@@ -73,7 +73,7 @@ def _who(ex: Exercise, task: Task) -> str:
 
 def check_loaded(ex: Exercise, workbook: Workbook | None = None) -> CheckReport:
     """Check an already loaded exercise (see ``check_exercise``)."""
-    from parsers.errors import TraceFormatError
+    from gapscope.parsers.errors import TraceFormatError
 
     rep = CheckReport(str(ex.path))
     wb = workbook or Workbook(ex)
@@ -105,9 +105,9 @@ def _shown_texts(task: Task) -> list[str]:
 def _check_give_aways(ex: Exercise, wb: Workbook, rep: CheckReport) -> None:
     """Warn when a task's feedback (filled from its trace) states the figure a later
     ``number`` task asks for: the learner would read the answer before the question."""
-    from parsers.errors import TraceFormatError
+    from gapscope.parsers.errors import TraceFormatError
 
-    from .facts import fill
+    from gapscope.exercise.facts import fill
 
     answers: list[tuple[int, Task, str]] = []
     for j, t in enumerate(ex.tasks):
@@ -150,7 +150,7 @@ def _check_task(task: Task, facts: TraceFacts, who: str, rep: CheckReport) -> No
             if want is not None and abs(want - got) > tol:
                 rep.errors.append(f"{who}: key expects {task.gap.describe()} to {name} at {want:.3f} ms, the diagnosis has {got:.3f} ms ({facts.gap_text(g)})")
     if task.kind in ("cause", "card"):
-        from analysis.types import Cause
+        from gapscope.analysis.types import Cause
 
         got = Cause(int(facts.diag.gaps.cause[g])).label
         if got != task.cause:

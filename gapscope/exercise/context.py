@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .facts import TraceFacts
-from .model import Exercise
+from gapscope.exercise.facts import TraceFacts
+from gapscope.exercise.model import Exercise
 
 __all__ = ["Workbook"]
 
@@ -11,8 +11,8 @@ __all__ = ["Workbook"]
 class Workbook:
     """Lazily loaded traces and diagnoses of one exercise.
 
-    ``facts(trace_id)`` loads with ``parsers.load`` and diagnoses with
-    ``analysis.diagnose`` on first use; raises ``parsers.errors.TraceFormatError`` for a
+    ``facts(trace_id)`` loads with ``gapscope.parsers.load`` and diagnoses with
+    ``gapscope.analysis.diagnose`` on first use; raises ``gapscope.parsers.errors.TraceFormatError`` for a
     trace that cannot be read.
     """
 
@@ -23,8 +23,8 @@ class Workbook:
     def facts(self, trace_id: str) -> TraceFacts:
         f = self._facts.get(trace_id)
         if f is None:
-            from analysis import diagnose
-            from parsers import load
+            from gapscope.analysis import diagnose
+            from gapscope.parsers import load
 
             trace = load(self.exercise.trace_ref(trace_id).path)
             f = self._facts[trace_id] = TraceFacts(trace, diagnose(trace))

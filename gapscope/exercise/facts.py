@@ -16,9 +16,9 @@ import re
 
 import numpy as np
 
-from parsers.model import Kind, Trace
+from gapscope.parsers.model import Kind, Trace
 
-from .model import GapSelector, Projection
+from gapscope.exercise.model import GapSelector, Projection
 
 __all__ = ["Figure", "TraceFacts", "fill", "fmt_ms", "fmt_dur", "merge_intervals"]
 
@@ -71,7 +71,7 @@ class Figure:
 class TraceFacts:
     """Figures of one trace (its busiest GPU device) and its diagnosis.
 
-    ``trace``: a ``parsers.Trace``; ``diag``: an ``analysis.Diagnosis`` of it. Times in
+    ``trace``: a ``gapscope.parsers.Trace``; ``diag``: an ``gapscope.analysis.Diagnosis`` of it. Times in
     feedback are relative to ``origin_ns`` (the first event of the trace), in ms.
     """
 

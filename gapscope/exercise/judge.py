@@ -12,9 +12,9 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from .facts import TraceFacts, fill, fmt_dur
-from .load import CAUSE_LABELS, UNITS
-from .model import CardField, Exercise, Option, Task
+from gapscope.exercise.facts import TraceFacts, fill, fmt_dur
+from gapscope.exercise.load import CAUSE_LABELS, UNITS
+from gapscope.exercise.model import CardField, Exercise, Option, Task
 
 __all__ = ["Verdict", "judge", "parse_number", "AnswerError"]
 

@@ -10,7 +10,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from .model import (
+from gapscope.exercise.model import (
     CARD_FIELDS, QUANTITIES, TASK_KINDS, Assumption, CardField, Constraint, Exercise,
     ExerciseError, GapSelector, NumberKey, Option, Projection, Task, TraceRef,
 )
@@ -139,7 +139,7 @@ class _Parser:
         if (sample is None) == (rel is None):
             raise self.err(f"trace {tid!r}: give exactly one of 'sample' (a bundled sample name) or 'path'")
         if sample is not None:
-            import sample_traces
+            from gapscope import sample_traces
 
             p = sample_traces.path(str(sample))
         else:

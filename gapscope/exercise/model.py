@@ -47,7 +47,7 @@ PROTOCOL = (
 
 class ExerciseError(Exception):
     """An exercise file is invalid. ``str()`` is one line in the form of
-    ``parsers.errors.TraceFormatError``: ``PATH[:LINE[:COL]]: [task 'id': ]message``
+    ``gapscope.parsers.errors.TraceFormatError``: ``PATH[:LINE[:COL]]: [task 'id': ]message``
     (line and column 1-based, when known)."""
 
     def __init__(self, path: str, message: str, *, line: int | None = None, task: str | None = None,

@@ -6,8 +6,8 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from .load import load_exercise
-from .model import Exercise, ExerciseError
+from gapscope.exercise.load import load_exercise
+from gapscope.exercise.model import Exercise, ExerciseError
 
 __all__ = ["bundled_paths", "bundled", "find"]
 

@@ -6,11 +6,11 @@ every answer and hint (``ProgressStore``), so a session resumes where it stopped
 
 from __future__ import annotations
 
-from .context import Workbook
-from .facts import TraceFacts
-from .judge import Verdict, judge
-from .model import Exercise, Task
-from .progress import ProgressStore
+from gapscope.exercise.context import Workbook
+from gapscope.exercise.facts import TraceFacts
+from gapscope.exercise.judge import Verdict, judge
+from gapscope.exercise.model import Exercise, Task
+from gapscope.exercise.progress import ProgressStore
 
 __all__ = ["Session"]
 

@@ -1,0 +1,182 @@
+"""Render the report document as GitHub-flavoured Markdown (``gapscope report --markdown``).
+
+For tickets and chat. Trace names go into code spans (so ``*``, ``_`` and ``[...]`` stay
+literal), with ``|`` escaped inside tables and control characters made visible by
+``safe_name``. Same figures as the text report: both read ``build_document``'s dict.
+"""
+
+from __future__ import annotations
+
+from gapscope.report.document import lone_gaps
+from gapscope.report.fmt import (GROUP_CARDS, MD_GROUP_ROWS, budget_rows, device_label, fmt_at, fmt_dur, fmt_rate, fmt_share,
+                         kind_counts_text, more_groups_line, offset_unit_for, rank_text, rate_key, safe_name, unit_for)
+
+__all__ = ["render_markdown", "md_code", "md_text"]
+
+
+def md_code(s: object, max_len: int | None = 80, in_table: bool = True) -> str:
+    """An untrusted string as a Markdown code span (fence longer than any backtick run)."""
+    text = safe_name("" if s is None else str(s), max_len)
+    if not text:
+        return ""
+    run = longest = 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    out = f"{fence}{pad}{text}{pad}{fence}"
+    return out.replace("|", "\\|") if in_table else out
+
+
+_MD_SPECIAL = set("\\`*_[]<>|~")
+
+
+def md_text(s: object) -> str:
+    """Prose with untrusted names in it (a card's sentences) as Markdown text that
+    renders character for character: control characters made visible, and every
+    character Markdown could read as syntax (``\\ ` * _ [ ] < > | ~``) escaped."""
+    text = safe_name("" if s is None else str(s))
+    return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in text)
+
+
+def _row(cells) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def _table(header, rows) -> list[str]:
+    out = [_row(header), _row(["---"] * len(header))]
+    out += [_row(r) for r in rows]
+    return out
+
+
+def render_markdown(doc: dict) -> str:
+    """The report of ``doc`` as one Markdown string (ends with a newline)."""
+    src, span = doc["source"], doc["span"]
+    out = [f"# gapscope report: {md_code(src['path'], None, False)}", ""]
+    fmt = src["format"] + (f" (Kineto schemaVersion {src['schema_version']})" if src.get("schema_version") is not None else "")
+    out.append(f"- Format: {fmt}")
+    if src.get("trace_name"):
+        out.append(f"- Trace name: {md_code(src['trace_name'], None, False)}")
+    rank = rank_text(src)
+    if rank is not None:
+        out.append(f"- Rank: {md_text(rank)}")
+    for k, prop in enumerate(src.get("device_properties") or []):
+        dev = prop.get("id", k) if isinstance(prop, dict) else k
+        out.append(f"- Device {md_text(dev)}: {md_code(device_label(prop), None, False)}")
+    out.append(f"- Span: {fmt_dur(span['dur_ns'])}; {doc['event_count']:,} events on {len(doc['lanes'])} lanes")
+    out += ["", "## Lanes", ""]
+    out += _table(["process / device", "lane", "events", "by kind"],
+                  [[_lane_process(ln), md_code(ln["label"] or ln["tid"], 40) or "-", f"{ln['event_count']:,}",
+                    kind_counts_text(ln["event_counts_by_kind"])] for ln in doc["lanes"]])
+    out += ["", "## GPU busy (union of kernels over all streams)", ""]
+    devs = doc["devices"]
+    if devs:
+        u = unit_for(max(d["window_ns"] for d in devs))
+        out += _table(["device", "window", "busy", "idle", "fully idle"], [
+            [f"GPU {d['device']}", fmt_dur(d["window_ns"], u),
+             f"{fmt_dur(d['busy_ns'], u)} ({fmt_share(d['busy_ns'], d['window_ns'])})",
+             f"{fmt_dur(d['idle_ns'], u)} ({fmt_share(d['idle_ns'], d['window_ns'])})",
+             f"{fmt_dur(d['fully_idle_ns'], u)} ({fmt_share(d['fully_idle_ns'], d['window_ns'])})"] for d in devs])
+    else:
+        out.append("No GPU kernels in this trace.")
+    if doc.get("diagnosis_available") and devs:
+        out += _diagnosis(doc)
+    warns = doc["warnings"]
+    out += ["", f"## Warnings ({len(warns)})", ""]
+    for w in warns[:20]:
+        where = f"line {w['line']}: " if w.get("line") is not None else ""
+        out.append(f"- {where}{md_code(w['message'], 200, False)}")
+    if len(warns) > 20:
+        out.append(f"- ... and {len(warns) - 20} more")
+    return "\n".join(out) + "\n"
+
+
+def _lane_process(ln: dict) -> str:
+    """The "process / device" cell, as the text report names it: ``GPU <n>`` for a
+    GPU lane (with the host program Kineto names its process after), ``-`` when the
+    trace gives the lane no process name."""
+    pname = ln["process_name"] or ""
+    if ln["is_gpu"]:
+        gpu = f"GPU {ln['device']}"
+        return f"{gpu} · {md_code(pname, 24)}" if pname and not pname.startswith("GPU") else gpu
+    return md_code(pname, 40) or "-"
+
+
+def _card_lines(card: dict) -> list[str]:
+    cause = card.get("cause") or "-"
+    if card.get("secondary"):
+        cause += f" (secondary: {card['secondary']} {100 * (card.get('secondary_share') or 0):.0f}%)"
+    return [
+        f"- **Smell:** {md_text(card.get('smell'))}",
+        f"- **Cause class:** {cause}",
+        f"- **Why the GPU is empty:** {md_text(card.get('why'))}",
+        f"- **First experiment:** {md_text(card.get('first_experiment'))}",
+        f"- **Forbidden next step:** {md_text(card.get('forbidden_step'))}",
+        f"- **Proof of improvement:** {md_text(card.get('proof'))}",
+    ]
+
+
+def _diagnosis(doc: dict) -> list[str]:
+    out = []
+    totals = doc["class_totals_ns"]
+    total = sum(totals.values())
+    u = unit_for(max(total, 1))
+    out += ["", f"## Idle time by cause ({doc['gap_count']:,} gaps)", ""]
+    out += _table(["cause", "idle", "share"], [[k, fmt_dur(v, u), fmt_share(v, total)] for k, v in totals.items()]
+                  + [["**total**", fmt_dur(total, u), "100.0%" if total else "-"]])
+    gaps = doc["top_gaps"]
+    out += ["", f"## Largest idle gaps (top {len(gaps)})", ""]
+    if gaps:
+        us = offset_unit_for(max(abs(g["start_rel_ns"]) for g in gaps))
+        ul = unit_for(max(g["dur_ns"] for g in gaps))
+        out += _table(["#", "GPU", "start", "length", "after", "before", "cause", "group"], [
+            [k, g["device"], fmt_dur(g["start_rel_ns"], us), fmt_dur(g["dur_ns"], ul),
+             md_code(g["prev_op"]["name"], 48) if g["prev_op"] else "(window start)",
+             md_code(g["next_op"]["name"], 48) if g["next_op"] else "(window end)",
+             f"{g['cause']} {100 * g['cause_share']:.0f}%", "-" if g["group"] < 0 else f"G{g['group']}"]
+            for k, g in enumerate(gaps, 1)])
+    else:
+        out.append("No idle gaps.")
+    groups = doc["groups"]
+    for grp in groups[:GROUP_CARDS]:
+        out += ["", f"### G{grp.get('id')} {md_code(grp.get('label'), 80, False)}: recurs in {grp.get('steps_with_gap')} of "
+                f"{grp.get('steps_total')} steps, {fmt_dur(grp.get('median_ns', 0))} median", ""]
+        if grp.get("card"):
+            out += _card_lines(grp["card"])
+    rest = groups[GROUP_CARDS:]
+    if rest:
+        # A ticket or a chat message needs the few largest cards, not hundreds.
+        shown = rest[:MD_GROUP_ROWS]
+        out += ["", f"{len(rest)} more recurring group{'s' if len(rest) != 1 else ''} (cards in `--json`):", ""]
+        out += _table(["group", "recurs", "median", "total", "cause"], [
+            [f"G{grp.get('id')}", f"{grp.get('steps_with_gap')} of {grp.get('steps_total')} steps",
+             fmt_dur(grp.get("median_ns", 0)), fmt_dur(grp.get("total_ns", 0)), grp.get("cause", "")]
+            for grp in shown])
+        if len(rest) > len(shown):
+            out += ["", md_text(more_groups_line(rest[len(shown):], doc.get("idle_in_gaps_ns")))]
+    lone = lone_gaps(doc)
+    for k, g in lone:
+        out += ["", f"### Gap #{k}: {fmt_dur(g['dur_ns'])} at {fmt_at(g['start_rel_ns'])}", ""]
+        out += _card_lines(g["card"])
+    if doc["episodes"]:
+        out += ["", f"## Picket-fence episodes ({len(doc['episodes'])})", ""]
+        out += _table(["GPU", "start", "kernels", "median kernel", "median launch", "idle"], [
+            [e.get("device"), fmt_at(e["start_rel_ns"]), e.get("kernel_count"), fmt_dur(e.get("median_kernel_ns", 0)),
+             fmt_dur(e.get("median_launch_ns", 0)), fmt_dur(e.get("idle_ns", 0))] for e in doc["episodes"]])
+    budget, steps = doc.get("budget"), doc.get("steps")
+    if budget and steps:
+        out += ["", f"## Budget per step ({steps['count']} steps from {steps.get('source')}: "
+                f"{md_code(steps.get('name'), 60, False)})", ""]
+        out += [f"- {k}: {v}" for k, v in budget_rows(budget)]
+        whatifs = doc.get("what_if") or []
+        if whatifs:
+            u = unit_for(int(budget.get("wall_ns") or 0))
+            out += ["", "What if these gaps were removed (per step):", ""]
+            rk, rname = rate_key(budget)
+            out += _table(["removed", "idle removed", "step", rname], [
+                ["+".join(w.get("removed_causes", [])), fmt_dur(w.get("removed_ns", 0), u),
+                 fmt_dur(w.get("projected_step_ns", 0), u),
+                 fmt_rate(w.get(rk))] for w in whatifs])
+            out += ["", "Assumptions:", ""] + [f"- {md_text(a)}" for a in whatifs[-1].get("assumptions") or []]
+    return out

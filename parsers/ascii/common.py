@@ -1,0 +1,236 @@
+"""ASCII timelines: pick the shape (event list or lane art) by content and load it.
+
+Grammar, defaults and every error message: ``docs/ascii-timelines.md``. Shapes follow
+"ASCII timelines" in the shared design (``docs/ARCHITECTURE.md``):
+
+- event list: the first timeline line starts with a number (``0.000 ms  CPU ...``),
+  loaded by ``gapscope.parsers.ascii.events.load_events``;
+- lane art: the first timeline line starts with a lane label (``GPU:`` / ``CPU:``),
+  loaded by ``gapscope.parsers.ascii.art.load_art``.
+
+Blank lines and ``#`` comment lines are skipped; the ``#`` lines before the first
+timeline line carry the title (first) and description (the rest).
+"""
+
+from __future__ import annotations
+
+import decimal
+import re
+import typing
+
+from gapscope.parsers.builder import TraceBuilder
+from gapscope.parsers.errors import TraceFormatError
+from gapscope.parsers.model import Trace
+
+__all__ = ["load_ascii", "timeline_shape", "split_lines", "header_comments", "cpu_lane", "gpu_lane", "lane_label",
+           "UNIT_NS", "MAX_TIME_NS", "NUMBER", "to_ns", "split_number", "is_malformed", "Quantity", "quantities", "clip"]
+
+#: Units of both shapes, in ns per unit.
+UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+#: Largest time accepted (ns): int64 with room for start + duration.
+MAX_TIME_NS = 2**62
+#: A number in either shape: ``12``, ``0.5``, ``5.``, ``.5``, with an optional exponent
+#: (``1e-3``, ``2.5E6``). No sign: times and lengths are never negative.
+NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
+_NUMBER_RE = re.compile(NUMBER)
+#: A token that starts like a number (not glued to a word or a dot before it): the
+#: number and whatever is glued to it (``0.5ms``, ``1.2.3``, ``1e30``, ``5xs``).
+NUMERIC_TOKEN = re.compile(r"(?<![\w.])(?:\d|\.\d)(?:[eE][+-]\d|[\w.])*")
+_UNIT_AFTER = re.compile(r"\s*(ns|us|µs|μs|ms|s)(?!\w)")
+_UNITS_LONGEST_FIRST = sorted(UNIT_NS, key=len, reverse=True)
+
+
+def clip(text: str, limit: int = 40) -> str:
+    """``text`` cut to ``limit`` characters, ``…`` marking a cut (for quoting input in messages)."""
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def split_number(token: str) -> tuple[str, str]:
+    """(number, rest) of a ``NUMERIC_TOKEN`` match: ``"0.5ms"`` → ``("0.5", "ms")``,
+    ``"1e30"`` → ``("1e30", "")``, ``"1.2.3"`` → ``("1.2", ".3")``. A rest that starts
+    with a digit or ``.`` makes the token a malformed number; one that starts with a
+    letter is a glued unit (known or not)."""
+    m = _NUMBER_RE.match(token)
+    return token[:m.end()], token[m.end():]
+
+
+def is_malformed(rest: str) -> bool:
+    """Whether ``rest`` (from ``split_number``) makes its token a malformed number: it
+    goes on with a digit, a dot or an exponent mark (``1.2.3``, ``1e``, ``1e+``)."""
+    return bool(rest) and rest[0] in "0123456789.eE"
+
+
+def to_ns(num: str, unit: str) -> int | None:
+    """Exact decimal ``num`` (``NUMBER``: fraction and exponent allowed, any number of
+    digits) in ``unit`` (a key of ``UNIT_NS``) → int ns, rounded to the nearest (ties
+    to even); None when above ``MAX_TIME_NS``. Values below half a ns round to 0."""
+    if len(num) <= 18 and "e" not in num and "E" not in num:  # fast path: exact in int arithmetic
+        whole, _, frac = num.partition(".")
+        den = 10 ** len(frac)
+        q, r = divmod(int(whole + frac or "0") * UNIT_NS[unit], den)
+        if 2 * r > den or (2 * r == den and q % 2):
+            q += 1
+        return q if q <= MAX_TIME_NS else None
+    d = decimal.Decimal(num)
+    if d.is_zero():
+        return 0
+    if d.adjusted() > 30:  # ≥ 1e31 units: far above 2^62 ns whatever the unit
+        return None
+    if d.adjusted() < -30:  # < 1e-29 units: below half a ns whatever the unit
+        return 0
+    digits = len(d.as_tuple().digits)
+    ctx = decimal.Context(prec=digits + 40, rounding=decimal.ROUND_HALF_EVEN, Emax=10**6, Emin=-10**6)
+    q = int((d * UNIT_NS[unit]).quantize(decimal.Decimal(1), context=ctx))
+    return q if q <= MAX_TIME_NS else None
+
+
+class Quantity(typing.NamedTuple):
+    """A number with a unit in free text: 0-based columns [start, end) of the whole
+    quantity, ``num_col`` of the number; ``problem`` is "" or ``"malformed"`` /
+    ``"range"``; ``ns`` the value (None unless ``problem`` is "")."""
+
+    start: int
+    end: int
+    num: str
+    unit: str
+    ns: int | None
+    problem: str
+
+
+def quantities(text: str) -> list[Quantity]:
+    """Every number followed by a unit (glued, ``0.5ms``, or after blanks, ``3 µs``) in
+    ``text``, by the one set of rules both shapes share: the number is ``NUMBER``
+    standing alone (``k1e30 ms`` and ``H2D 6`` hold no number before the unit other than
+    ``6``); a numeric token with junk glued on before the unit (``1.2.3 ms``, ``1x ms``)
+    is malformed; a value above ``MAX_TIME_NS`` is out of range."""
+    out = []
+    for m in NUMERIC_TOKEN.finditer(text):
+        token = m.group(0)
+        num, rest = split_number(token)
+        bad = is_malformed(rest)
+        if rest and not bad:  # a word glued on: a unit, or no quantity at all (5xs, 2nd)
+            if rest not in UNIT_NS:
+                continue
+            unit, end = rest, m.end()
+        else:
+            glued = next((u for u in _UNITS_LONGEST_FIRST if bad and rest.endswith(u)), None)
+            if glued is not None:  # 1.2.3ms
+                unit, end, num = glued, m.end(), token[:len(token) - len(glued)]
+            elif (u := _UNIT_AFTER.match(text, m.end())) is not None:
+                unit, end, num = u.group(1), u.end(), token
+            else:
+                continue
+        ns = None if bad else to_ns(num, unit)
+        out.append(Quantity(m.start(), end, num, unit, ns, "malformed" if bad else "range" if ns is None else ""))
+    return out
+
+_EVENT_START = re.compile(r"^\s*(\d|\.\d)")
+_ART_START = re.compile(r"^\s*(CPU|GPU)\d*\s*:", re.I)
+#: Most digits of a lane number (``GPU12``): device and thread ids stay small integers.
+MAX_LANE_DIGITS = 4
+#: A lane name in either shape: CPU, CPU1, GPU, GPU1 (case-insensitive).
+LANE_RE = re.compile(r"^(CPU|GPU)(\d*)$", re.I)
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines of ``text`` without line ends; a leading byte-order mark is dropped."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return text.splitlines()
+
+
+def load_ascii(text: str, path: str = "") -> Trace:
+    """Load an ASCII timeline (event list or lane art) into a ``Trace``.
+
+    ``text``: the decoded file; ``path``: for messages and ``SourceInfo.path``.
+    Returns a ``Trace`` with ``source.format`` ``"ascii-events"`` or ``"ascii-art"``.
+    Raises ``TraceFormatError`` with line and column (1-based) when neither shape fits
+    or the timeline breaks the grammar of ``docs/ascii-timelines.md``.
+    """
+    lines = split_lines(text)
+    if timeline_shape(lines, path) == "events":
+        from gapscope.parsers.ascii.events import load_events
+
+        return load_events(lines, path)
+    from gapscope.parsers.ascii.art import load_art
+
+    return load_art(lines, path)
+
+
+def timeline_shape(lines: list[str], path: str = "", complete: bool = True) -> str | None:
+    """``"events"`` or ``"art"``: the shape of the first timeline line of ``lines``.
+
+    Blank and ``#`` lines are skipped. Raises ``TraceFormatError`` (line, column) when
+    the first timeline line starts neither shape, or, with ``complete`` (``lines`` is
+    the whole file), when there is no timeline line; returns None when ``lines`` is
+    only the head of a file and holds no timeline line yet.
+    """
+    for i, raw in enumerate(lines):
+        s = raw.strip()
+        if not s or s.startswith("#"):
+            continue
+        if _EVENT_START.match(raw):
+            return "events"
+        if _ART_START.match(raw):
+            return "art"
+        col = len(raw) - len(raw.lstrip()) + 1
+        raise TraceFormatError(
+            path,
+            f"not a timeline: line starts with {s[:20]!r}",
+            line=i + 1,
+            column=col,
+            hint="expected an event list ('0.000 ms  CPU decode_step begin') or lane art "
+            "('GPU: [== matmul 4 ms ==]'); see docs/ascii-timelines.md",
+        )
+    if not complete:
+        return None
+    raise TraceFormatError(path, "no timeline in the file (only blank or # comment lines)",
+                           line=max(len(lines), 1), column=1,
+                           hint="see docs/ascii-timelines.md for the two shapes")
+
+
+def header_comments(lines: list[str]) -> tuple[str | None, str | None]:
+    """(title, description) from the ``#`` lines before the first timeline line.
+
+    The first such line is the title, the following ones (joined by newlines) the
+    description; ``#`` and one following space are removed. (None, None) when absent.
+    """
+    found: list[str] = []
+    for raw in lines:
+        s = raw.strip()
+        if not s:
+            continue
+        if not s.startswith("#"):
+            break
+        found.append(s[1:].strip())
+    found = [f for f in found if f]
+    if not found:
+        return None, None
+    return found[0], ("\n".join(found[1:]) or None)
+
+
+def new_builder(lines: list[str], path: str, fmt: str) -> TraceBuilder:
+    """A ``TraceBuilder`` with ``format``, title and description filled in."""
+    title, description = header_comments(lines)
+    b = TraceBuilder(format=fmt, path=path, trace_name=title)
+    if description:
+        b.source.extra["description"] = description
+    return b
+
+
+def lane_label(kind: str, number: str) -> str:
+    """Canonical label of a lane token: ``CPU``, ``CPU1``, ``GPU``, ``GPU1``."""
+    return kind.upper() + number
+
+
+def cpu_lane(b: TraceBuilder, number: str = "") -> int:
+    """The CPU lane of thread ``number`` ("" = the main thread): pid ``host``."""
+    tid = number or "main"
+    return b.lane("host", tid, process_name="CPU", thread_name="main" if not number else f"thread {number}")
+
+
+def gpu_lane(b: TraceBuilder, number: str = "") -> int:
+    """The GPU lane of device ``number`` ("" = device 0), stream 0."""
+    dev = int(number) if number else 0
+    return b.lane(f"gpu{dev}", "stream 0", process_name=f"GPU {dev}", thread_name="stream 0",
+                  is_gpu=True, device=dev, stream=0)

@@ -1,0 +1,185 @@
+"""Where each event lies in the JSON text: lines for warnings, full ``args`` on demand.
+
+The fast decode keeps only timeline fields, so the detail view's ``args`` and the
+line numbers of warnings are read back from the text, lazily: event ``k`` starts at
+the ``{`` just before its ``"ph"`` key when every event starts with that key and the
+text has exactly one per event (one vectorised scan), else at the element the
+bracket scanner finds (exact, slower).
+"""
+
+from __future__ import annotations
+
+import json
+
+import msgspec
+import numpy as np
+
+from gapscope.parsers.chrome.text import key_positions
+from gapscope.parsers.chrome.recover import SENTINEL_VALUES, LineIndex, find_events_array, scan_elements
+
+__all__ = ["EventText"]
+
+
+class EventText:
+    """Byte spans, lines and args of the ``n`` events of a Chrome-trace text.
+
+    ``data``: the (possibly repaired) JSON text the events were decoded from;
+    ``root``: offset of its first ``{``/``[``; ``starts``/``ends``: exact element spans
+    when already known (tolerant path).
+    """
+
+    def __init__(self, data: bytes, root: int, n: int, starts: np.ndarray | None = None,
+                 ends: np.ndarray | None = None, repaired: bool = False) -> None:
+        self.data = data
+        self.repaired = repaired
+        self.root = root
+        self.n = n
+        self.starts = starts
+        self.ends = ends
+        self.lines = LineIndex(data)
+
+    def begin(self) -> int:
+        b = find_events_array(self.data, self.root)
+        return b if b >= 0 else self.root
+
+    def spans(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Exact (starts, ends) of every event from the bracket scanner (None when the
+        scanner does not find one element per event)."""
+        if self.ends is None:
+            begin = find_events_array(self.data, self.root)
+            if begin < 0:
+                return None
+            scan = scan_elements(self.data, begin)
+            if scan.starts.size != self.n:
+                return None
+            self.starts, self.ends = scan.starts, scan.ends
+        return self.starts, self.ends
+
+    def _first_key_starts(self, ph: np.ndarray) -> np.ndarray | None:
+        """Offsets of the ``{`` right before each ``"ph"`` key, when ``"ph"`` is the
+        first key of every event (only whitespace between); else None."""
+        if ph.size == 0:
+            return np.zeros(0, np.int64)
+        a = np.frombuffer(self.data, dtype=np.uint8)
+        back = 64
+        idx = (ph - 5)[:, None] - np.arange(back)
+        if idx.min() < 0:
+            np.maximum(idx, 0, out=idx)
+        w = a[idx]
+        ws = (w == 32) | (w == 9) | (w == 10) | (w == 13)
+        j = np.argmin(ws, axis=1)
+        if not bool((w[np.arange(w.shape[0]), j] == ord("{")).all()):
+            return None
+        return ph - 5 - j
+
+    def starts_all(self) -> np.ndarray | None:
+        """Exact offsets of every event's ``{`` (cached): from the ``"ph"`` keys when
+        each event starts with it (one vectorised scan), else the bracket scanner."""
+        if self.starts is None:
+            ph = key_positions(self.data, b'"ph"', self.begin())
+            st = self._first_key_starts(ph) if ph.size == self.n else None
+            if st is not None:
+                self.starts = st
+            else:
+                sp = self.spans()
+                if sp is None:
+                    return None
+        return self.starts
+
+    def offsets(self, ks) -> np.ndarray | None:
+        """Byte offsets of the ``{`` that opens events ``ks`` (None when unknown).
+        A few events early in a large file need only a partial scan."""
+        ks = np.asarray(ks, dtype=np.int64)
+        if self.starts is None and 0 < ks.size <= 1000:
+            upto = int(ks.max()) + 1
+            if upto < self.n // 2:
+                ph = key_positions(self.data, b'"ph"', self.begin(), limit=upto)
+                if ph.size == upto:
+                    st = self._first_key_starts(ph[ks])
+                    if st is not None:
+                        return st
+        st = self.starts_all()
+        return None if st is None else st[ks]
+
+    def lines_of(self, ks) -> list[int | None]:
+        """1-based lines where events ``ks`` start (None when unknown)."""
+        ks = np.asarray(ks, dtype=np.int64)
+        if ks.size == 0:
+            return []
+        offs = self.offsets(ks)
+        if offs is None:
+            return [None] * int(ks.size)
+        return [int(x) for x in self.lines.lines(offs)]
+
+    def event_text(self, k: int) -> bytes | None:
+        """The JSON text of event ``k`` (None when it cannot be located); the first
+        call costs one scan of the text, later calls are O(1)."""
+        if self.ends is not None and self.starts is not None:
+            return self.data[int(self.starts[k]):int(self.ends[k])]
+        st = self.starts_all()
+        if st is None:
+            return None
+        if self.ends is not None:
+            return self.data[int(st[k]):int(self.ends[k])]
+        b = int(st[k + 1]) if k + 1 < self.n else len(self.data)
+        return self.data[int(st[k]):b]
+
+    def decode_event(self, k: int, decoder=None):
+        """Event ``k`` decoded by ``decoder`` (a ``msgspec.json.Decoder``; generic when
+        None), or None. The text may run past the event (up to the next one), so the
+        closing brace is searched from the end; repaired NaN/Infinity sentinels and
+        numbers beyond float range (``1e999``, read as infinity by the stdlib) are
+        handled."""
+        text = self.event_text(k)
+        if not text:
+            return None
+        dec = decoder.decode if decoder is not None else msgspec.json.decode
+        end = len(text)
+        for _ in range(16):
+            end = text.rfind(b"}", 0, end)
+            if end < 0:
+                return None
+            chunk = text[: end + 1]
+            try:
+                return dec(chunk)
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+                pass
+            if decoder is None:
+                try:
+                    return json.loads(chunk)
+                except (ValueError, RecursionError):
+                    continue
+        # the last event runs up to the end of the text: many closing braces may follow
+        # it (header keys after the events array); read one value from its start instead
+        try:
+            obj, _ = json.JSONDecoder().raw_decode(text.decode("utf-8", "replace"))
+        except (ValueError, RecursionError):
+            return None
+        if decoder is None:
+            return obj
+        try:
+            return decoder.decode(msgspec.json.encode(obj))
+        except (msgspec.DecodeError, msgspec.ValidationError, msgspec.EncodeError, TypeError, RecursionError):
+            return None
+
+    def event_dict(self, k: int) -> dict:
+        """Event ``k`` decoded generically ({} when unreadable)."""
+        obj = self.decode_event(k)
+        return obj if isinstance(obj, dict) else {}
+
+    def args(self, k: int) -> dict:
+        """The ``args`` of event ``k`` as a new dict ({} when none)."""
+        args = self.event_dict(k).get("args")
+        if not isinstance(args, dict):
+            return {} if args is None else {"args": args}
+        return _unsentinel(args) if self.repaired else args
+
+
+def _unsentinel(obj):
+    if isinstance(obj, dict):
+        return {k: _unsentinel(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_unsentinel(v) for v in obj]
+    if isinstance(obj, str) and obj in SENTINEL_VALUES:
+        return SENTINEL_VALUES[obj]
+    return obj

@@ -1,0 +1,427 @@
+"""Chrome Trace Event Format / Kineto (torch.profiler) JSON → ``Trace``.
+
+Fast path: one typed ``msgspec`` decode of the timeline fields and the few ``args``
+fields a timeline needs (GC off), then numpy columns; non-``X`` phases go through
+``gapscope.parsers.chrome.phases``. Damaged files go through ``gapscope.parsers.chrome.recover``.
+Times: ``ts``/``dur`` are µs whatever ``displayTimeUnit`` says, converted to int64 ns
+exactly (``gapscope.parsers.chrome.times``, ``gapscope.parsers.chrome.text``): when the first
+``EPOCH_SAMPLE_BYTES`` of the text hold a ``ts`` beyond 2**43 µs with a fraction (epoch
+µs), ``ts`` of timed events is decoded as text (``msgspec.Raw``) and parsed exactly with
+numpy (``chrome_times.raw_to_ns``); otherwise as float64, with the rare values a float64
+cannot hold re-read from the text. Kinds from
+``gapscope.parsers.kinds``, lanes from ``gapscope.parsers.lanes``, column builders in
+``gapscope.parsers.chrome.columns``, checks in ``gapscope.parsers.chrome.checks``; full ``args`` and
+warning lines are read back from the text (``gapscope.parsers.chrome.lazy_args``).
+
+What ends up where: ``SourceInfo.ignored_counts`` counts phases a timeline cannot use
+(``"ph P"``, ``"ph O"``, ...), Kineto forward/backward flows (``"flow fwdbwd"``) and
+``systemTraceEvents``; ``SourceInfo.extra`` holds ``untimed_gpu_ops`` (GPU ops
+dropped for absurd times: line, name, correlation), ``kineto_flow_events`` (``ac2g``
+and older flow events, which repeat ``args.correlation``), ``flow_linked_gpu_ops``
+(GPU ops linked only through those flows) and ``process_labels``.
+Launch → GPU op flows come from ``correlation`` first, then from ``ac2g``/
+``async_cpu_to_gpu``/``async_gpu`` flow events for GPU ops it left unlinked
+(``gapscope.parsers.chrome.flows``); generic ``s``/``t``/``f`` and v2 ``bind_id`` flows are
+bound to slices (``chrome_checks.bind_flows``).
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+
+import msgspec
+import numpy as np
+import numpy.ma  # noqa: F401  (np.unique imports it on first use: an import cost, paid at import time)
+
+from gapscope.parsers.chrome import checks as checks
+from gapscope.parsers.chrome.parallel import fork as chrome_parallel
+from gapscope.parsers.chrome.parallel.fork import SerialFallback
+from gapscope.parsers.chrome.args import ArgColumns
+from gapscope.parsers.chrome.columns import GET, build_trace_lanes, exact_ts_from_text, flatten_sync_markers, label
+from gapscope.parsers.chrome.lazy_args import EventText
+from gapscope.parsers.chrome.phases import Rows, collect_metadata, collect_rows
+from gapscope.parsers.chrome.scan import PH_M, PH_FLOW, PH_OTHER, PH_X, EventColumns, scan_events
+from gapscope.parsers.chrome.schema import EVENT_CLASS, AnyEvent, AnyEventRawTs, ObjectTrace, ObjectTraceRawTs, XEventRawTs
+from gapscope.parsers.chrome.times import MISSING, NEED_EXACT, OK
+from gapscope.parsers.errors import TraceFormatError
+from gapscope.parsers.json.scan import text_start
+from gapscope.parsers.chrome.recover import recover
+from gapscope.parsers.kinds import KINETO_CATS, KINETO_FLOW_CATS
+from gapscope.parsers.lanes import Metadata
+from gapscope.parsers.chrome.flows import has_unlinked_work, kineto_flow_links, unique_pairs
+from gapscope.parsers.model import SourceInfo, Trace, TraceWarning, link_by_correlation, repeated_correlations
+
+__all__ = ["load_chrome"]
+
+_OBJ = msgspec.json.Decoder(ObjectTrace)
+_LIST = msgspec.json.Decoder(list[AnyEvent])
+_OBJ_RAW_TS = msgspec.json.Decoder(ObjectTraceRawTs)
+_LIST_RAW_TS = msgspec.json.Decoder(list[AnyEventRawTs])
+#: A ``ts`` of 13+ integer digits with a fraction: beyond 2**43 µs, a float64 loses the ns.
+_EPOCH_TS = re.compile(rb'"ts"\s*:\s*-?\d{13,}\.\d')
+#: Bytes of the text sampled for such timestamps before decoding.
+EPOCH_SAMPLE_BYTES = 1 << 18
+_WS = b" \t\r\n"
+_HEADER_KEYS = ("schemaVersion", "deviceProperties", "computeProperties", "distributedInfo",
+                "baseTimeNanoseconds", "displayTimeUnit", "traceName", "systemTraceEvents")
+_get = GET
+#: {ts kept as text: (decoder of an events array, its X event class)}.
+_DECODERS = {False: (_LIST, EVENT_CLASS["X"]), True: (_LIST_RAW_TS, XEventRawTs)}
+#: Files up to this size get ``src_line`` for every event (costs one key scan).
+SRC_LINE_LIMIT_BYTES = 8 << 20
+
+
+class _Input:
+    """The decoded input: events, header, text positions, recovery warnings."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.events: list = []
+        self.header: dict = {}
+        self.text: EventText | None = None
+        self.warnings: list[TraceWarning] = []
+        self.x_class: type = EVENT_CLASS["X"]  # ``XEventRawTs`` when ts was kept as text
+        self.scanned: EventColumns | None = None  # set when decoded in parts (``chrome_parallel``)
+
+
+def _header(obj, inp: _Input) -> None:
+    """The header keys of a decoded object-form document into ``inp.header``."""
+    for key in _HEADER_KEYS:
+        raw = getattr(obj, key)
+        if bytes(raw) != b"null":
+            try:
+                inp.header[key] = msgspec.json.decode(raw)
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+                pass
+
+
+def _raw_ts(data, i: int) -> bool:
+    """Epoch-µs timestamps with a fraction in the first events: keep X ``ts`` as text
+    and read it exactly, vectorised (a float64 would lose the nanoseconds)."""
+    return _EPOCH_TS.search(data, i, i + EPOCH_SAMPLE_BYTES) is not None
+
+
+def start_parts(path: str) -> "chrome_parallel.Pending | None":
+    """Start decoding the second part of a large plain Chrome-trace file in a child
+    before the file is read (``chrome_parallel.start_file``); hand the result to
+    ``load_chrome``. None when the file is not one for that."""
+    return chrome_parallel.start_file(path, lambda d: text_start(d) if len(d) else -1, _raw_ts, _DECODERS)
+
+
+def _decode(data: bytes, path: str, parts: bool = True, pending=None, read_stat=None) -> _Input:
+    i = text_start(data)
+    inp = _Input(path)
+    body = data if i == 0 else data[i:]
+    raw_ts = _raw_ts(data, i)
+    if raw_ts:
+        inp.x_class = XEventRawTs
+    if parts and (pending is not None or chrome_parallel.enabled(len(data))):
+        got = chrome_parallel.decode_parts(data, i, raw_ts, _DECODERS, pending, read_stat)
+        if got is not None:
+            if got.header is not None:
+                _header(got.header, inp)
+            inp.events, inp.scanned = got.events, got.scanned
+            inp.text = got.events.text = EventText(data, i, len(got.events))
+            return inp
+    try:
+        if data[i:i + 1] == b"{":
+            obj = (_OBJ_RAW_TS if raw_ts else _OBJ).decode(body)
+            inp.events = obj.traceEvents
+            _header(obj, inp)
+            del obj
+        else:
+            inp.events = (_LIST_RAW_TS if raw_ts else _LIST).decode(body)
+        inp.text = EventText(data, i, len(inp.events))
+        return inp
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):  # nesting too deep: per event
+        pass
+    inp.x_class = EVENT_CLASS["X"]
+    rec = recover(data, path, i, EventText(data, i, 0).lines)
+    keep = [k for k, e in enumerate(rec.events) if e is not None]
+    kk = np.array(keep, dtype=np.int64)
+    inp.events = [rec.events[k] for k in keep]
+    inp.header = rec.header
+    inp.warnings = rec.warnings
+    inp.text = EventText(rec.text, i, len(keep), rec.starts[kk] if keep else np.zeros(0, np.int64),
+                         rec.ends[kk] if keep else np.zeros(0, np.int64), repaired=rec.nonfinite_replaced > 0)
+    if not inp.events and rec.starts.size:
+        ln = inp.text.lines.line(int(rec.starts[0]))
+        why = next((w.message[len("event skipped: "):] for w in rec.warnings
+                    if w.message.startswith("event skipped: ")), None)
+        raise TraceFormatError(path, f"{why}; no usable trace events" if why else "no usable trace events", line=ln, column=inp.text.lines.column(int(rec.starts[0])),
+                               hint="expected Chrome Trace Event Format events ({\"ph\": ..., \"ts\": ...})")
+    return inp
+
+
+def load_chrome(data: bytes, path: str, pending=None, read_stat=None) -> Trace:
+    """Load Chrome Trace Event Format JSON (object or array form; Kineto of every
+    vintage; legacy autograd export) from ``data`` (gzip already undone).
+
+    Returns a ``Trace``: times int64 ns (``ts`` × 1000 exactly; Kineto's
+    ``baseTimeNanoseconds`` is kept in ``source.base_time_ns``, not added);
+    ``src_line`` filled for files up to ``SRC_LINE_LIMIT_BYTES``; ``args_of(i)`` reads
+    the event's args back from ``data`` (kept alive by the trace). Damaged input is
+    repaired with a ``TraceWarning`` per problem (1-based line where the event
+    starts). Raises ``TraceFormatError`` (path, line, column, hint) when the JSON
+    holds no trace. Texts of ``chrome_parallel.MIN_BYTES`` or more are decoded in two
+    parts at once; ``pending``: the child ``start_parts`` already started for ``path``,
+    ``read_stat``: ``os.fstat`` of the file ``data`` was read from, after the read.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        inp = _decode(data, path, pending=pending, read_stat=read_stat)
+        try:
+            return _build(inp)
+        except SerialFallback:
+            return _build(_decode(data, path, parts=False))
+    finally:
+        if pending is not None:
+            pending.close()
+        if was:
+            gc.enable()
+
+
+_HANDLED = frozenset(("B", "E", "i", "I", "R", "C", "b", "e", "n", "S", "T", "F"))
+
+
+def _build(inp: _Input, check_ids: bool = False) -> Trace:
+    events = inp.events
+    text = inp.text
+    warns: list[tuple[int | None, str | None, str]] = []  # (event index, field, message)
+
+    def warn(k, field, msg):
+        warns.append((k, field, msg))
+
+    if inp.scanned is not None and not check_ids:
+        ec = inp.scanned
+    else:
+        # ids that are non-finite numbers: found cheaply on the lane keys below, then the
+        # build starts again with those events skipped (rare)
+        bad_ids = checks.bad_id_events(events, warn, text.repaired) if check_ids else []
+        ec = scan_events(events, inp.x_class, bad_ids)
+    code = ec.code
+    xi = np.flatnonzero(code == PH_X)
+    by_phase: dict[str, list[int]] = {}
+    for k in np.flatnonzero(code == PH_OTHER).tolist():
+        ph = events[k].ph
+        by_phase.setdefault(ph if isinstance(ph, str) else repr(ph), []).append(k)
+    ignored: dict[str, int] = {}
+    for ph in list(by_phase):
+        if ph not in _HANDLED:
+            ignored[f"ph {ph}"] = len(by_phase.pop(ph))
+    nx = int(xi.size)
+    cats = ec.cats
+    cat_list = list(cats)
+    fi = np.flatnonzero(code == PH_FLOW)
+    flow_cat_ids, flow_cat_counts = np.unique(ec.cat_f, return_counts=True)
+    flow_cats = {cat_list[c]: n for c, n in zip(flow_cat_ids.tolist(), flow_cat_counts.tolist())}
+    mi = np.flatnonzero(code == PH_M).tolist()
+
+    meta = Metadata()
+    collect_metadata(events, mi, meta, warn)
+
+    # ---------------------------------------------------------------- X events
+    start, st_status, dur, du_status = ec.start_ns, ec.start_status, ec.dur_ns, ec.dur_status
+    names = ec.names
+    name_x, lanes_raw, lane_x = ec.name_x, ec.lanes, ec.lane_x
+    if not check_ids and checks.has_bad_ids(lanes_raw, events, by_phase, text.repaired):
+        if inp.scanned is not None:
+            raise SerialFallback("non-finite ids")
+        return _build(inp, check_ids=True)
+    kind_x, legacy, argc, has_v2, cat_f = ec.kind_x, ec.legacy, ec.args, ec.has_v2, ec.cat_f
+    del ec
+
+    # exact re-read of ts values a float64 cannot hold (epoch µs with a fraction)
+    exact_ts: dict[int, int] = {}
+    need = np.flatnonzero(st_status == NEED_EXACT)
+    other_need = [k for ks in by_phase.values() for k in ks
+                  if isinstance(events[k].ts, float) and abs(events[k].ts) >= 2.0 ** 43]
+    if need.size or other_need:
+        if inp.scanned is not None:
+            raise SerialFallback("timestamps beyond float64 precision")
+        ks = np.concatenate((xi[need], np.array(other_need, dtype=np.int64)))
+        other = np.array([float(events[k].ts) for k in other_need], dtype=np.float64)
+        fl = np.floor(other)
+        approx = np.concatenate((start[need], fl.astype(np.int64) * 1000 + np.rint((other - fl) * 1000).astype(np.int64)))
+        ns, ok = exact_ts_from_text(events, text, ks, approx)
+        start[need] = ns[: need.size]
+        st_status[need] = np.where(ok[: need.size], OK, 3)
+        for k, v, good in zip(other_need, ns[need.size:].tolist(), ok[need.size:].tolist()):
+            if good:
+                exact_ts[k] = v
+    big_dur = du_status == NEED_EXACT  # > 2**43 µs: absurd, flagged by the checks
+    if big_dur.any():
+        dur[big_dur] = np.iinfo(np.int64).max // 4
+        du_status[big_dur] = OK
+    no_dur = du_status == MISSING  # X without dur (catapult has them)
+    if no_dur.any():
+        dur[no_dur] = 0
+        du_status[no_dur] = OK
+        warn(int(xi[np.flatnonzero(no_dur)[0]]), "dur",
+             f"{int(no_dur.sum())} 'X' event(s) without dur; drawn with zero length")
+
+    # ------------------------------------------------------------ other phases
+    rows = Rows()
+    bad_other: list[tuple[int, str, str]] = []
+    collect_rows(events, by_phase, rows, warn, exact_ts, bad_other, text.args)
+    for k, field, why in bad_other:
+        warn(k, field, f"event {label(events[k].name)!r} has {why} {field}; skipped")
+
+    # ------------------------------------------------------------- flow events
+    n_kineto_flows = 0
+    generic = set()
+    for cat, count in flow_cats.items():
+        if cat in KINETO_FLOW_CATS:
+            n_kineto_flows += count  # same ids as args.correlation: linked by correlation
+        elif cat == "fwdbwd":
+            ignored["flow fwdbwd"] = count
+        else:
+            generic.add(cat)
+    gen_flows = fi[np.isin(cat_f, [cats[c] for c in generic])].tolist() if generic else []
+    kineto_flows = fi if n_kineto_flows else fi[:0]
+
+    # ------------------------------------------------------------- combine + check
+    nr = len(rows)
+    row_lane = np.fromiter(map(lanes_raw.__getitem__, rows.lane_key), dtype=np.int32, count=nr)
+    row_name = np.fromiter(map(names.__getitem__, rows.name), dtype=np.int32, count=nr)
+    cols = checks.Columns(
+        start=np.concatenate((start, np.array(rows.start, dtype=np.int64))),
+        dur=np.concatenate((dur, np.array(rows.dur, dtype=np.int64))),
+        lane=np.concatenate((lane_x, row_lane)),
+        name=np.concatenate((name_x, row_name)),
+        kind=np.concatenate((kind_x, np.array(rows.kind, dtype=np.int8))),
+        src=np.concatenate((xi.astype(np.int64), np.array(rows.src, dtype=np.int64))),
+        status_ts=np.concatenate((st_status, np.zeros(nr, np.int8))),
+        status_dur=np.concatenate((du_status, np.zeros(nr, np.int8))),
+        value=np.concatenate((np.full(nx, np.nan), np.array(rows.value, dtype=np.float64))),
+        args=argc if argc.correlation.size == nx + nr else ArgColumns.concat(argc, nx + nr - argc.correlation.size),
+    )
+    del start, dur, lane_x, name_x, kind_x, argc
+    names_list = [label(x) for x in names]
+    cols = checks.validate(cols, names_list, np.array(rows.open_ended, dtype=np.int64) + nx, events, warn)
+    untimed = cols.untimed
+
+    # ------------------------------------------------------------- lanes
+    lanes, remap = build_trace_lanes(cols, lanes_raw, meta, legacy, warn)
+    lane_final = remap[cols.lane] if cols.lane.size else cols.lane.astype(np.int32)
+    cols = checks.gpu_checks(cols, lane_final, lanes, names_list, warn)
+    lane_final = remap[cols.lane] if cols.lane.size else cols.lane.astype(np.int32)
+
+    # ------------------------------------------------------------- flows
+    fs, fd = link_by_correlation(cols.kind, cols.args.correlation, cols.start)
+    n_rep, n_calls, rep_id = repeated_correlations(cols.kind, cols.args.correlation)
+    if n_rep:
+        warn(None, "correlation", f"{n_rep} correlation id(s) shared by {n_calls} runtime calls (e.g. {rep_id}); "
+                                  "each GPU op linked to the latest such call starting before it")
+    gs, gd = checks.bind_flows(events, gen_flows, cols, lane_final, lanes_raw, remap, warn)
+    if has_v2 and inp.scanned is not None:
+        raise SerialFallback("v2 flows")
+    vs, vd = checks.v2_flows(events, xi, cols) if has_v2 else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    ks, kd = np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if kineto_flows.size:  # ac2g & co: only for GPU ops that correlation left unlinked
+        linked = np.concatenate((fd, gd, vd))
+        if has_unlinked_work(cols.kind, linked):
+            kf = [k for k in kineto_flows.tolist() if events[k].cat in KINETO_FLOW_CATS]
+            ks, kd = kineto_flow_links(events, kf, cols.kind, cols.start, cols.dur, lane_final, lanes_raw, remap, linked)
+    flows = unique_pairs(np.concatenate((fs, gs, vs, ks)), np.concatenate((fd, gd, vd, kd)))
+
+    source = _source_info(inp, cat_list, legacy, ignored, meta, warn)
+    if n_kineto_flows:
+        source.extra["kineto_flow_events"] = n_kineto_flows
+    if kd.size:
+        source.extra["flow_linked_gpu_ops"] = int(kd.size)
+    if untimed:
+        ul = text.lines_of([u[0] for u in untimed])
+        source.extra["untimed_gpu_ops"] = [{"line": ln, "name": nm, "correlation": c}
+                                           for (k, nm, c), ln in zip(untimed, ul)]
+    warnings = list(inp.warnings) + _resolve_warnings(text, warns)
+    warnings.sort(key=lambda w: (w.line is None, w.line or 0))
+    src_line = None
+    if len(text.data) <= SRC_LINE_LIMIT_BYTES and cols.src.size:
+        offs = text.offsets(cols.src)
+        if offs is not None:
+            src_line = text.lines.lines(offs)
+    inp.events = []
+    del events
+    src_k = cols.src
+
+    def args_loader(i: int, _src=src_k, _text=text) -> dict:
+        return _text.args(int(_src[i]))
+
+    trace = Trace.from_columns(
+        start_ns=cols.start, dur_ns=cols.dur, lane=lane_final, name_id=cols.name, kind=cols.kind,
+        names=names_list, lanes=lanes, source=source, warnings=warnings,
+        correlation=cols.args.correlation, bytes_=cols.args.bytes, copy_kind=cols.args.copy_kind,
+        pageable=cols.args.pageable, value=cols.value, src_line=src_line, external_id=cols.args.external_id,
+        flows=flows, args_loader=args_loader,
+    )
+    flatten_sync_markers(trace)
+    return trace
+
+
+def _count_rows(by_phase: dict) -> int:
+    """Upper bound guess of rows from non-X phases (exact for most files)."""
+    return sum(len(v) for ph, v in by_phase.items() if ph not in ("E", "e", "F", "C"))
+
+
+_LINE_TOKEN = re.compile(r"\{line:(\d+)\}")
+
+
+def _resolve_warnings(text: EventText, warns) -> list[TraceWarning]:
+    """Turn (event index, field, message) into ``TraceWarning``s with 1-based lines;
+    ``{line:K}`` in a message becomes the line of event K."""
+    ks = {w[0] for w in warns if w[0] is not None}
+    for w in warns:
+        ks.update(int(x) for x in _LINE_TOKEN.findall(w[2]))
+    ks = sorted(ks)
+    lines = dict(zip(ks, text.lines_of(ks))) if ks else {}
+    out = []
+    for k, field, msg in warns:
+        ln = lines.get(k) if k is not None else None
+        msg = _LINE_TOKEN.sub(lambda m: str(lines.get(int(m.group(1)), "?")), msg)
+        out.append(TraceWarning(ln, field, msg))
+    return out
+
+
+def _source_info(inp: _Input, cat_list: list, legacy: bool, ignored: dict, meta: Metadata, warn) -> SourceInfo:
+    h = inp.header
+    info = SourceInfo(path=inp.path)
+    kineto = any(k in h for k in ("schemaVersion", "deviceProperties", "baseTimeNanoseconds", "distributedInfo")) or \
+        any(isinstance(c, str) and c in KINETO_CATS for c in cat_list)
+    info.format = "legacy-autograd" if legacy else ("kineto" if kineto else "chrome")
+    info.schema_version = _int_or_none(h.get("schemaVersion"))
+    info.base_time_ns = _int_or_none(h.get("baseTimeNanoseconds"))
+    dtu = h.get("displayTimeUnit")
+    if dtu is not None:
+        info.display_time_unit = str(dtu)
+        if dtu not in ("ms", "ns"):
+            warn(None, "displayTimeUnit", f"displayTimeUnit {str(dtu)!r} is neither \"ms\" nor \"ns\"; ignored "
+                                          "(ts and dur are microseconds in any case)")
+    props = h.get("deviceProperties") or h.get("computeProperties")
+    if isinstance(props, list):
+        info.device_properties = [p for p in props if isinstance(p, dict)]
+    di = h.get("distributedInfo")
+    if isinstance(di, dict):
+        info.rank = _int_or_none(di.get("rank"))
+        info.world_size = _int_or_none(di.get("world_size"))
+    tn = h.get("traceName")
+    info.trace_name = str(tn) if tn is not None else None
+    if "systemTraceEvents" in h:
+        ignored["systemTraceEvents"] = 1
+    info.ignored_counts = ignored
+    if meta.process_labels:
+        info.extra["process_labels"] = dict(meta.process_labels)
+    if meta.renamed_threads:
+        info.extra["renamed_threads"] = meta.renamed_threads
+    return info
+
+
+def _int_or_none(v) -> int | None:
+    if v is None or isinstance(v, bool):
+        return None
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None

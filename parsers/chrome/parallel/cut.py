@@ -1,0 +1,145 @@
+"""Where to cut a Chrome-trace text in two for ``gapscope.parsers.chrome.parallel.fork``.
+
+The cut is planned on the text alone (bytes, bytearray or a read-only map of the
+file): the events array's start, its end (keys may follow it), and an element
+boundary near a share of its bytes. A plan is only a candidate; the parts failing
+to decode refute it (see ``chrome_parallel.decode_parts``).
+"""
+
+from __future__ import annotations
+
+import re
+
+import msgspec
+
+from gapscope.parsers.chrome.schema import AnyEvent, AnyEventRawTs, ObjectHeader
+from gapscope.parsers.json.scan import find_events_array
+
+__all__ = ["find_cut", "END_CANDIDATES", "END_WINDOW_BYTES", "BOUNDARY"]
+
+#: A boundary between two elements: ``}`` , ``{``.
+BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
+#: Where the end of the events array is looked for: this many ``]`` from the end of
+#: the text, within this many bytes (the keys after the array are small).
+END_CANDIDATES = 4096
+END_WINDOW_BYTES = 16 << 20
+#: Most bytes decoded in all while trying candidates (a bound on adversarial texts).
+END_DECODE_BUDGET = 64 << 20
+#: ``{`` tried when looking for the start of the event before a candidate ``]``.
+_EVENT_CANDIDATES = 64
+_MARKER = b'"gapscope:traceEvents"'
+_ABSENT = b'"gapscope:absent"'
+_OPEN = b'{"gapscope:before":0'
+_HEADER = msgspec.json.Decoder(ObjectHeader)
+_ONE_EVENT = msgspec.json.Decoder(AnyEvent)
+_ONE_EVENT_RAW_TS = msgspec.json.Decoder(AnyEventRawTs)
+_WS = b" \t\r\n"
+
+
+def find_cut(data, root: int, raw_ts: bool = False, head_fraction: float = 0.5) -> tuple[int, int, int, int, object] | None:
+    """(just after the events array's ``[``, the ``}`` ending the head's last event,
+    the ``,`` after it, the array's ``]``, the object form's ``ObjectHeader`` or None),
+    or None. The boundary is the first at or after ``head_fraction`` of the array's
+    bytes. The cut is only a candidate: a part that does not decode as an array
+    refutes it."""
+    begin = find_events_array(data, root)
+    if begin < 0:
+        return None
+    header = None
+    if data[root:root + 1] == b"{":
+        found = _array_end(data, root, begin, raw_ts)
+        if found is None:
+            return None
+        end, header = found
+    else:
+        end = len(data) - 1
+        while end > begin and data[end] in _WS:
+            end -= 1
+        if data[end] != ord("]"):
+            return None
+    if end <= begin:
+        return None
+    target = begin + int((end - begin) * head_fraction)
+    m = BOUNDARY.search(data, target, min(end, target + (8 << 20)))
+    if m is None:
+        return None
+    brace = m.start()
+    comma = data.find(b",", brace)
+    return begin, brace, comma, end, header
+
+
+class _Rest(msgspec.Struct):
+    """The keys after the events array (only whether ``traceEvents`` is among them)."""
+
+    traceEvents: msgspec.Raw = msgspec.Raw(_ABSENT)
+
+
+_REST = msgspec.json.Decoder(_Rest)
+
+
+def _array_end(data, root: int, begin: int, raw_ts: bool) -> tuple[int, ObjectHeader] | None:
+    """The ``]`` that ends the events array of an object-form text, and the header.
+
+    Keys may follow the array (``deviceProperties``, log lists), so the ``]`` nearest
+    the end is not always it. The text before the array is checked once (it opens
+    the top object up to ``"traceEvents":``); a candidate ``]`` is kept when what
+    follows it closes that object without another ``traceEvents`` key, the element
+    before it is a trace event (has a known ``ph``), and the document with the array
+    replaced by a marker decodes with that marker as ``traceEvents``. Each candidate
+    costs a decode of the text after it only (at most ``END_WINDOW_BYTES``; all
+    candidates together at most ``END_DECODE_BUDGET``)."""
+    view = memoryview(data)
+    prefix = bytes(view[root:begin - 1])
+    try:
+        if bytes(_HEADER.decode(prefix + _MARKER + b"}").traceEvents) != _MARKER:
+            return None
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return None
+    lo = max(begin, len(data) - END_WINDOW_BYTES)
+    end = len(data)
+    spent = 0
+    for _ in range(END_CANDIDATES):
+        end = data.rfind(b"]", lo, end)
+        spent += len(data) - end
+        if end < 0 or spent > END_DECODE_BUDGET:
+            return None
+        suffix = view[end + 1:]
+        try:
+            if bytes(_REST.decode(b"".join((_OPEN, suffix))).traceEvents) != _ABSENT:
+                continue  # a later traceEvents key would be the one a decoder keeps
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            continue
+        if not _event_before(data, begin, end, raw_ts):
+            continue
+        try:
+            header = _HEADER.decode(b"".join((prefix, _MARKER, suffix)))
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            continue
+        if bytes(header.traceEvents) == _MARKER:
+            return end, header
+    return None
+
+
+def _event_before(data, begin: int, end: int, raw_ts: bool) -> bool:
+    """Whether the element just before ``end`` is a trace event object."""
+    close = end - 1
+    while close > begin and data[close] in _WS:
+        close -= 1
+    if data[close] != ord("}"):
+        return False
+    decoder = _ONE_EVENT_RAW_TS if raw_ts else _ONE_EVENT
+    lo = max(begin, close - (1 << 20))
+    start = close
+    for _ in range(_EVENT_CANDIDATES):
+        start = data.rfind(b"{", lo, start)
+        if start < 0:
+            return False
+        try:
+            decoder.decode(memoryview(data)[start:close + 1])
+            return True
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            continue
+    return False
+
+
+# ------------------------------------------------------------------ the child

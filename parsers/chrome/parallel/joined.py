@@ -1,0 +1,79 @@
+"""The event list of a text decoded in two parts (``gapscope.parsers.chrome.parallel.fork``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+import numpy as np
+
+from gapscope.parsers.chrome.lazy_args import EventText
+from gapscope.parsers.chrome.scan import PH_FLOW, PH_M, PH_OTHER
+from gapscope.parsers.chrome.schema import AnyEvent, AnyEventRawTs
+
+__all__ = ["JoinedEvents", "SerialFallback"]
+
+
+class SerialFallback(Exception):
+    """Input decoded in parts met a case that needs the whole event list decoded in
+    one piece (raised by the loader's build and by ``JoinedEvents``; the loader then
+    decodes the text again, in one piece)."""
+
+
+class JoinedEvents(Sequence):
+    """The events of both parts as one sequence, for the loader's later passes.
+
+    Only non-``X`` events are kept: the head's as decoded structs, the tail's as the
+    child's blobs, decoded on first use; an ``X`` event (rarely asked for: a warning's
+    value, v2 flows) is decoded again from the text (``EventText``). ``code``: int8
+    phase code of every event (``chrome_scan``).
+    """
+
+    def __init__(self, code: np.ndarray, head_lists: dict, blobs: dict, raw_ts: bool, x_class: type) -> None:
+        self.code = code
+        self.n = int(code.size)
+        self._head = head_lists
+        self._tail: dict[int, list] = {}
+        self._blobs = blobs
+        self._decoders = {PH_FLOW: msgspec.msgpack.Decoder(list[AnyEvent]),
+                          PH_OTHER: (msgspec.json.Decoder(list[AnyEventRawTs]) if raw_ts
+                                     else msgspec.msgpack.Decoder(list[AnyEvent]))}
+        self._rank: dict[int, np.ndarray] = {}
+        self._x_decoder = msgspec.json.Decoder(x_class)
+        self.text: EventText | None = None  # set by the loader
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self[j] for j in range(*k.indices(self.n))]
+        if k < 0:
+            k += self.n
+        if not 0 <= k < self.n:
+            raise IndexError(k)
+        c = int(self.code[k])
+        if c not in (PH_FLOW, PH_M, PH_OTHER):
+            e = self.text.decode_event(k, self._x_decoder) if self.text is not None else None
+            if e is None:
+                raise SerialFallback(f"event {k} not found in the text")
+            return e
+        group = PH_FLOW if c == PH_FLOW else PH_OTHER
+        rank = self._rank.get(group)
+        if rank is None:
+            mask = self.code == PH_FLOW if group == PH_FLOW else (self.code == PH_M) | (self.code == PH_OTHER)
+            rank = self._rank[group] = np.cumsum(mask) - 1
+        r = int(rank[k])
+        head = self._head[group]
+        if r < len(head):
+            return head[r]
+        return self._tail_list(group)[r - len(head)]
+
+    def _tail_list(self, group: int) -> list:
+        got = self._tail.get(group)
+        if got is None:
+            try:
+                got = self._tail[group] = self._decoders[group].decode(self._blobs.pop(group))
+            except (msgspec.DecodeError, msgspec.ValidationError) as e:
+                raise SerialFallback("tail events") from e
+        return got

@@ -1,0 +1,255 @@
+"""Chrome Trace Event Format phases other than ``X``, as plain rows.
+
+``B``/``E`` pairs (nested, unmatched, mis-named), instants ``i``/``I``/``R``,
+counters ``C``, async ``b``/``e``/``n`` and legacy ``S``/``T``/``F``, metadata ``M``.
+These are rare in Kineto files and handled per event in Python; ``X`` events take
+the vectorised path in ``gapscope.parsers.chrome.loader``. Semantics follow the Trace Event Format
+(Google) and catapult's trace viewer: ``E`` closes the most recent open ``B`` of its
+thread whatever its name; async events pair by (pid, cat, id), and a named nestable
+``e`` closes the innermost open ``b`` of the same name.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any, Callable
+
+import msgspec
+
+from gapscope.parsers.chrome.times import NEED_EXACT, OK, number_text, raw_scalar_ns, scalar_ns
+from gapscope.parsers.kinds import kind_of
+from gapscope.parsers.lanes import Metadata, id_text
+from gapscope.parsers.model import Kind
+
+__all__ = ["Rows", "collect_metadata", "collect_rows"]
+
+
+class Rows:
+    """Row lists appended by the phase handlers (one row = one timeline event)."""
+
+    def __init__(self) -> None:
+        self.start: list[int] = []
+        self.dur: list[int] = []
+        self.lane_key: list[tuple] = []
+        self.name: list[str] = []
+        self.kind: list[int] = []
+        self.value: list[float] = []
+        self.src: list[int] = []
+        self.open_ended: list[int] = []  # row positions of unclosed B / b slices
+
+    def add(self, start: int, dur: int, lane_key: tuple, name: Any, kind: int, src: int, value: float = math.nan) -> int:
+        self.start.append(start)
+        self.dur.append(dur)
+        self.lane_key.append(lane_key)
+        self.name.append(name)
+        self.kind.append(kind)
+        self.value.append(value)
+        self.src.append(src)
+        return len(self.start) - 1
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+
+def collect_metadata(events: list, idx: list[int], meta: Metadata, warn=None) -> None:
+    """Fill ``meta`` from the ``M`` events at positions ``idx`` (``args.name``,
+    ``args.sort_index``, ``args.labels``).
+
+    When one pid (or pid, tid) is given two different ``process_name``/``thread_name``
+    values, the last in file order wins (as in Perfetto's importer). Conflicting
+    ``process_name``s get one warning ``warn(k, "args.name", message)`` with the count
+    (when ``warn`` is given); a ``thread_name`` that changes is a thread renamed during
+    the run (Kineto records ``python3`` then ``pt_autograd_0``; 8 corpus files do) and
+    is only counted in ``meta.renamed_threads``."""
+    conflicts: list[tuple[int, str, str, str, str]] = []  # (k, what, id, old, new)
+    for k in idx:
+        e = events[k]
+        a = e.args
+        pid = id_text(e.pid)
+        tid = id_text(e.tid)
+        name = e.name
+        if name == "process_name" and a.name is not None:
+            old = meta.process_name.get(pid)
+            meta.process_name[pid] = str(a.name)
+            if old is not None and old != meta.process_name[pid]:
+                conflicts.append((k, "process_name", f"pid {pid}", old, meta.process_name[pid]))
+        elif name == "thread_name" and a.name is not None:
+            old = meta.thread_name.get((pid, tid))
+            meta.thread_name[(pid, tid)] = str(a.name)
+            if old is not None and old != meta.thread_name[(pid, tid)]:
+                meta.renamed_threads += 1
+        elif name in ("process_sort_index", "thread_sort_index"):
+            v = a.sort_index
+            if _finite(v) is not None:
+                if name == "process_sort_index":
+                    meta.process_sort[pid] = int(v)
+                else:
+                    meta.thread_sort[(pid, tid)] = int(v)
+        elif name == "process_labels" and a.labels is not None:
+            meta.process_labels[pid] = str(a.labels)
+    if conflicts and warn is not None:
+        k, what, who, old, new = conflicts[0]
+        more = f" ({len(conflicts)} conflicting names in all)" if len(conflicts) > 1 else ""
+        warn(k, "args.name", f"{what} of {who} given twice ({old!r}, then {new!r}): the last one is used, "
+                             f"as in Perfetto{more}")
+
+
+def collect_rows(events: list, by_phase: dict[str, list[int]], rows: Rows, warn: Callable[[int, str | None, str], None],
+                 exact_ts: dict[int, int], bad: list[tuple[int, str, str]],
+                 args_of: Callable[[int], dict]) -> None:
+    """Turn non-``X`` timeline events into rows.
+
+    ``warn(k, field, message)`` reports a problem of event ``k``; events with
+    unusable times are listed in ``bad``
+    as (k, field, reason); ``args_of(k)`` returns the full args of event ``k`` (for
+    counters). ``exact_ts`` holds exact ns times of events whose ``ts``
+    a float64 cannot hold (read from the text beforehand).
+    """
+    def ts_of(k: int, e) -> int | None:
+        x = exact_ts.get(k)
+        if x is not None:
+            return x
+        v = e.ts
+        ns, st = raw_scalar_ns(bytes(v)) if type(v) is msgspec.Raw else scalar_ns(v)
+        if st == OK:
+            return ns
+        if st == NEED_EXACT:
+            bad.append((k, "ts", "unreadable"))
+        else:
+            bad.append((k, "ts", {1: "missing", 2: "non-finite", 3: "invalid"}.get(st, "invalid")))
+        return None
+
+    # instants
+    for ph in ("i", "I", "R"):
+        for k in by_phase.get(ph, ()):
+            e = events[k]
+            t = ts_of(k, e)
+            if t is not None:
+                rows.add(t, 0, (e.pid, e.tid), e.name, int(Kind.INSTANT), k)
+
+    # counters: one row per numeric series
+    for k in by_phase.get("C", ()):
+        e = events[k]
+        t = ts_of(k, e)
+        if t is None:
+            continue
+        args = args_of(k)
+        series = [(key, v) for key, v in args.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        for key, v in series:
+            fv = _finite(v)
+            if fv is None:
+                what = "non-finite" if isinstance(v, float) else "out-of-range"
+                warn(k, f"args.{key}", f"counter {e.name!s} sample has {what} {key} ({number_text(v)}); skipped")
+                continue
+            label = str(e.name) if len(series) == 1 else f"{e.name} {key}"
+            rows.add(t, 0, (e.pid, f"counter {e.name}"), label, int(Kind.COUNTER), k, fv)
+
+    # B/E: per-thread stack in time order (stable: file order for equal ts)
+    ids: dict = {}
+
+    def idt(v):
+        r = ids.get((type(v), v))
+        if r is None:
+            r = ids[(type(v), v)] = id_text(v)
+        return r
+
+    be = []
+    for ph in ("B", "E"):
+        for k in by_phase.get(ph, ()):
+            e = events[k]
+            t = ts_of(k, e)
+            if t is not None:
+                be.append((idt(e.pid), idt(e.tid), t, k, ph))
+    be.sort(key=lambda r: (r[0], r[1], r[2], r[3]))
+    stacks: dict[tuple, list] = defaultdict(list)
+    unmatched_e: list[int] = []
+    misnamed: list[int] = []
+    for pid, tid, t, k, ph in be:
+        st = stacks[(pid, tid)]
+        e = events[k]
+        if ph == "B":
+            st.append((t, k))
+            continue
+        if not st:
+            unmatched_e.append(k)
+            continue
+        t0, kb = st.pop()
+        b = events[kb]
+        if e.name is not None and e.name != "" and e.name != b.name:
+            misnamed.append(k)
+        rows.add(t0, t - t0, (b.pid, b.tid), b.name, int(kind_of(_s(b.cat), _s(b.name), "X")), kb)
+    unclosed = []
+    for st in stacks.values():
+        for t0, kb in st:
+            b = events[kb]
+            r = rows.add(t0, 0, (b.pid, b.tid), b.name, int(kind_of(_s(b.cat), _s(b.name), "X")), kb)
+            rows.open_ended.append(r)
+            unclosed.append(kb)
+    if unmatched_e:
+        warn(unmatched_e[0], None, f"{len(unmatched_e)} 'E' event(s) without a matching 'B' skipped")
+    if misnamed:
+        warn(misnamed[0], "name", f"{len(misnamed)} 'E' event(s) name a different slice than the 'B' they close; "
+                                  "paired with the innermost open slice")
+    if unclosed:
+        unclosed.sort()
+        warn(unclosed[0], None, f"{len(unclosed)} 'B' slice(s) never closed; drawn to the end of the trace")
+
+    # async: nestable b/e/n and legacy S/T/F, paired by (pid, cat, id)
+    asy = []
+    for ph in ("b", "e", "n", "S", "T", "F"):
+        for k in by_phase.get(ph, ()):
+            e = events[k]
+            t = ts_of(k, e)
+            if t is not None:
+                asy.append((t, k, ph))
+    asy.sort()
+    open_async: dict[tuple, list] = defaultdict(list)
+    unmatched_async = 0
+    for t, k, ph in asy:
+        e = events[k]
+        lane = (e.pid, f"async {_s(e.cat) or _s(e.name)}")
+        key = (id_text(e.pid), _s(e.cat), id_text(e.id))
+        if ph in ("b", "S"):
+            open_async[key].append((t, k))
+        elif ph in ("n", "T"):
+            rows.add(t, 0, lane, e.name, int(Kind.INSTANT), k)
+        else:
+            st = open_async.get(key)
+            j = len(st) - 1 if st else -1
+            if st and e.name not in (None, "") and ph == "e":
+                # nestable async: an end closes the innermost open begin of its name
+                while j >= 0 and events[st[j][1]].name != e.name:
+                    j -= 1
+            if j < 0:
+                unmatched_async += 1
+                continue
+            t0, kb = st.pop(j)
+            b = events[kb]
+            rows.add(t0, t - t0, lane, b.name, int(Kind.OTHER), kb)
+    left = [kb for st in open_async.values() for _, kb in st]
+    for st in open_async.values():
+        for t0, kb in st:
+            b = events[kb]
+            r = rows.add(t0, 0, (b.pid, f"async {_s(b.cat) or _s(b.name)}"), b.name, int(Kind.OTHER), kb)
+            rows.open_ended.append(r)
+    if unmatched_async:
+        warn(asy[0][1], None, f"{unmatched_async} async end event(s) without a matching begin skipped")
+    if left:
+        warn(min(left), None, f"{len(left)} async slice(s) never ended; drawn to the end of the trace")
+
+
+def _finite(v) -> float | None:
+    """``v`` as a finite float, or None (not a number, bool, non-finite, or an integer
+    beyond float range such as a 400-digit literal)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    try:
+        f = float(v)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _s(v) -> str:
+    return "" if v is None else (v if isinstance(v, str) else str(v))

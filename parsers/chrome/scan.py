@@ -1,0 +1,143 @@
+"""The per-event pass of the Chrome-trace loader: decoded events → columns.
+
+One C-level pass per field (``map``/``attrgetter`` into ``np.fromiter``) over a list
+of decoded events gives their phase codes and, for ``X`` events, times, names, lanes,
+kinds and ``args`` columns (``EventColumns``). It runs on the whole event list, or on
+each part of it when the text is decoded in parts (``gapscope.parsers.chrome.parallel.fork``);
+``merge`` joins two parts into exactly what one pass over the whole list gives, up
+to the order of category ids (which nothing depends on).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from itertools import repeat
+from operator import itemgetter
+
+import numpy as np
+
+from gapscope.parsers.chrome.args import ArgColumns, extract_args
+from gapscope.parsers.chrome.columns import GET, Interner, kinds, lane_keys, times
+from gapscope.parsers.chrome.schema import EVENT_CLASS, EVENT_CLASS_RAW_TS, XEventRawTs
+from gapscope.parsers.model import Kind
+
+__all__ = ["PH_X", "PH_M", "PH_FLOW", "PH_OTHER", "PH_SKIP", "EventColumns", "scan_events", "merge",
+           "OLD_CATS", "LEGACY_PIDS"]
+
+#: Phase codes (int8) of ``EventColumns.code``.
+PH_X, PH_M, PH_FLOW, PH_OTHER, PH_SKIP = 0, 1, 2, 3, 4
+_PHASE_CODE = {EVENT_CLASS["X"]: PH_X, EVENT_CLASS["M"]: PH_M, EVENT_CLASS["s"]: PH_FLOW,
+               EVENT_CLASS["t"]: PH_FLOW, EVENT_CLASS["f"]: PH_FLOW, XEventRawTs: PH_X,
+               EVENT_CLASS_RAW_TS["M"]: PH_M}
+#: Categories of 2020 Kineto files, which spell ``External id`` as ``external id``.
+OLD_CATS = ("Operator", "Runtime", "Kernel", "Memcpy", "Memset")
+#: pids of the legacy autograd profiler export (``export_chrome_trace`` before Kineto).
+LEGACY_PIDS = frozenset(("CPU functions", "CUDA functions"))
+_get = GET
+
+
+@dataclasses.dataclass
+class EventColumns:
+    """Columns of ``n`` decoded events; ``nx`` of them are ``X`` events.
+
+    ``code``: int8[n] phase code (``PH_*``); ``cats``/``names``/``lanes``: value →
+    dense id in first-seen order (categories of every event; names and raw
+    ``(pid, tid)`` keys of ``X`` events); ``cat_x``/``name_x``/``lane_x``: int32[nx]
+    ids; ``start_ns``/``dur_ns``: int64[nx] with int8 status (``chrome_times``);
+    ``kind_x``: int8[nx] ``Kind``; ``args``: ``ArgColumns`` of nx rows; ``cat_f``:
+    int32 category id of each flow event (``s``/``t``/``f``) in event order;
+    ``has_v2``: some ``X`` event has a ``bind_id``; ``legacy``: autograd export;
+    ``old_ids``: 2020 categories seen (``args["external id"]`` read as well).
+    """
+
+    n: int
+    code: np.ndarray
+    cats: Interner
+    names: Interner
+    lanes: Interner
+    cat_x: np.ndarray
+    name_x: np.ndarray
+    lane_x: np.ndarray
+    start_ns: np.ndarray
+    start_status: np.ndarray
+    dur_ns: np.ndarray
+    dur_status: np.ndarray
+    kind_x: np.ndarray
+    args: ArgColumns
+    cat_f: np.ndarray
+    has_v2: bool
+    legacy: bool
+    old_ids: bool
+
+
+def scan_events(events: list, x_class: type, skip: list[int] | None = None) -> EventColumns:
+    """``EventColumns`` of ``events`` (decoded ``chrome_schema`` structs; ``X`` events
+    are of ``x_class``). Events at indices ``skip`` count as ``PH_SKIP`` (unusable
+    ids). Never raises on odd values: they get a status or -1 (see ``times`` and
+    ``extract_args``)."""
+    n = len(events)
+    code = np.fromiter(map(_PHASE_CODE.get, map(type, events), repeat(PH_OTHER)), dtype=np.int8, count=n)
+    if skip:
+        code[skip] = PH_SKIP
+    xi = np.flatnonzero(code == PH_X)
+    nx = int(xi.size)
+    xs = [e for e in events if type(e) is x_class] if not skip else [events[k] for k in xi.tolist()]
+    cats = Interner()
+    cat_x = np.fromiter(map(cats.__getitem__, map(_get["cat"], xs)), dtype=np.int32, count=nx)
+    fi = np.flatnonzero(code == PH_FLOW)
+    flows = list(itemgetter(*fi.tolist())(events)) if fi.size > 1 else [events[int(k)] for k in fi]
+    cat_f = np.fromiter(map(cats.__getitem__, map(_get["cat"], flows)), dtype=np.int32, count=len(flows))
+    del flows
+    for k in np.flatnonzero((code == PH_M) | (code == PH_OTHER)).tolist():
+        cats[events[k].cat]
+    start, st_status = times(xs, "ts")
+    dur, du_status = times(xs, "dur")
+    names = Interner()
+    name_x = np.fromiter(map(names.__getitem__, map(_get["name"], xs)), dtype=np.int32, count=nx)
+    lanes, lane_x = lane_keys(xs)
+    cat_list = list(cats)
+    kind_x = kinds(cat_list, cat_x, name_x, list(names))
+    old_ids = any(c in OLD_CATS for c in cat_list if isinstance(c, str))
+    legacy = bool(LEGACY_PIDS & {k[0] for k in lanes if isinstance(k[0], str)})
+    if legacy:
+        for key, lid in lanes.items():
+            if key[0] == "CUDA functions":
+                kind_x[lane_x == lid] = int(Kind.KERNEL)
+            elif key[0] == "CPU functions":
+                kind_x[(lane_x == lid) & (kind_x == int(Kind.OTHER))] = int(Kind.CPU_OP)
+    args = extract_args(list(map(_get["args"], xs)), kind_x, name_x, list(names), old_external_id=old_ids)
+    has_v2 = any(map(_get["bind_id"], xs))
+    return EventColumns(n=n, code=code, cats=cats, names=names, lanes=lanes, cat_x=cat_x, name_x=name_x,
+                        lane_x=lane_x, start_ns=start, start_status=st_status, dur_ns=dur, dur_status=du_status,
+                        kind_x=kind_x, args=args, cat_f=cat_f, has_v2=bool(has_v2), legacy=legacy, old_ids=old_ids)
+
+
+def merge(head: EventColumns, tail: EventColumns) -> EventColumns | None:
+    """One ``EventColumns`` for ``head`` followed by ``tail`` (ids of ``tail`` mapped
+    into ``head``'s interners, which grow); None when the parts disagree on what a
+    single pass decides from the whole list (``legacy``, ``old_ids``), so the caller
+    scans the whole list instead."""
+    if head.legacy or tail.legacy or head.old_ids != tail.old_ids:
+        return None
+
+    def remap(interner: Interner, keys: Interner, ids: np.ndarray) -> np.ndarray:
+        if ids.size == 0:
+            return ids
+        table = np.fromiter(map(interner.__getitem__, keys), dtype=np.int32, count=len(keys))
+        return table[ids]
+
+    cat_x = remap(head.cats, tail.cats, tail.cat_x)
+    cat_f = remap(head.cats, tail.cats, tail.cat_f)
+    for c in tail.cats:  # categories of M and other phases
+        head.cats[c]
+    cat = lambda a, b: np.concatenate((a, b))  # noqa: E731
+    args = ArgColumns(*(cat(getattr(head.args, f.name), getattr(tail.args, f.name))
+                        for f in dataclasses.fields(ArgColumns)))
+    return EventColumns(
+        n=head.n + tail.n, code=cat(head.code, tail.code), cats=head.cats, names=head.names, lanes=head.lanes,
+        cat_x=cat(head.cat_x, cat_x), name_x=cat(head.name_x, remap(head.names, tail.names, tail.name_x)),
+        lane_x=cat(head.lane_x, remap(head.lanes, tail.lanes, tail.lane_x)),
+        start_ns=cat(head.start_ns, tail.start_ns), start_status=cat(head.start_status, tail.start_status),
+        dur_ns=cat(head.dur_ns, tail.dur_ns), dur_status=cat(head.dur_status, tail.dur_status),
+        kind_x=cat(head.kind_x, tail.kind_x), args=args, cat_f=cat(head.cat_f, cat_f),
+        has_v2=head.has_v2 or tail.has_v2, legacy=False, old_ids=head.old_ids)

@@ -97,6 +97,8 @@ def compute_budget(diag) -> Budget | None:
     busy_med = int(np.median(busy))
     g = diag.gaps
     sel = g.device == dev.device
+    if g.one_time is not None:
+        sel &= ~g.one_time  # warm-up is no steady-state idle (protocol step 1)
     cls = g.class_ns[sel].sum(axis=0) if g.class_ns is not None and sel.any() else np.zeros(len(Cause), np.int64)
     class_idle = {c.label: int(cls[int(c)] // nsteps) for c in Cause}
     idle = wall_med - busy_med
@@ -132,12 +134,14 @@ def what_if(diag, *, gaps=(), causes=(), names=()) -> WhatIf:
     b = diag.budget
     if b is None:
         raise ValueError("no GPU ops: nothing to project")
-    from gapscope.analysis.classify import evidence_end
+    from gapscope.analysis.evidence_kinds import evidence_end
 
     trace = diag.trace
     g = diag.gaps
     n = len(g)
     sel = g.device == b.device
+    if g.one_time is not None:
+        sel &= ~g.one_time  # one-time costs are not in the budget, so not in a what-if
     removed = np.zeros(n, dtype=np.int64)
     whole = np.zeros(n, dtype=bool)
     if len(gaps):

@@ -15,12 +15,11 @@ import re
 
 import numpy as np
 
-from gapscope.parsers.model import Kind
-
-from gapscope.analysis.classify import rank_classes
+from gapscope.analysis.classify import SLOW_LAUNCH_NS, rank_classes
 from gapscope.analysis.evidence import enclosing_step_range
-from gapscope.analysis.types import Cause, Evidence
-from gapscope.analysis.waits import WAIT_NAME_RE
+from gapscope.analysis.evidence_kinds import BLOCKING_SYNC_RE, COLLECTIVE_RE, SYNC_OP_NAMES
+from gapscope.analysis.types import Cause, Evidence, Trust, WaitKind
+from gapscope.parsers.model import CopyKind, Kind
 
 SMELLS = {
     Cause.LAUNCH: "launch-bound gap",
@@ -28,10 +27,20 @@ SMELLS = {
     Cause.COPY: "copy on the path",
     Cause.SYNC: "sync cliff",
     Cause.UNCLASSIFIED: "unexplained white space",
+    Cause.DEPENDENCY: "queued, waiting on the GPU side",
+}
+
+#: The smell of a queued (dependency) gap by what it waited on.
+DEPENDENCY_SMELLS = {
+    WaitKind.NOTHING_RECORDED: "queued, waiting on the GPU side",
+    WaitKind.STREAM_WAIT: "cross-stream wait",
+    WaitKind.COLLECTIVE: "collective wait",
+    WaitKind.GRAPH: "graph ordering",
+    WaitKind.DISPATCH: "dispatch jitter (not actionable)",
 }
 
 
-def _ms(ns: float) -> str:
+def fmt_ms(ns: float) -> str:
     ns = float(ns)
     if abs(ns) >= 100_000:
         return f"{ns / 1e6:.3f} ms"
@@ -99,101 +108,168 @@ def _containers(trace, evidence: list[Evidence]) -> dict[int, str]:
     return out
 
 
-def _why(diag, rows: np.ndarray, class_ns: np.ndarray, evidence: list[Evidence], head: str, lead: str = "") -> str:
-    """One sentence: ``head`` (who/how long), then the evidence of ``rows`` (one
-    occurrence), introduced by ``lead`` (e.g. "in the median step, "), then the launch
-    lateness and, for idle no evidence explains, what is known. ``class_ns``: the ns
-    per class the card reports (its primary class's evidence is named first)."""
-    trace = diag.trace
-    g = diag.gaps
-    parts = []
-    gpu_parts = []
-    primary = _rank(class_ns)[0]
-    # the stated class's evidence first, so the sentence supports the card's class
-    inside = _containers(trace, evidence)
-    agg = sorted(_aggregate([e for e in evidence if e.event not in inside]).items(),
-                 key=lambda kv: (kv[0][0] != primary, -kv[1]))
-    inner: dict[str, dict[str, int]] = {}  # container name -> {inner name: ns}
-    for e in evidence:
+def _thread_label(trace, lane: int) -> str:
+    """"thread `main`" / "`thread 783658 (python3.8)`" for a CPU lane."""
+    if lane < 0:
+        return "the launching thread"
+    ln = trace.lanes[lane]
+    label = ln.thread_name or ln.tid
+    return _quote(label) if str(label).lower().startswith("thread") else f"thread {_quote(label)}"
+
+
+def _items(diag, rows: np.ndarray, evidence: list[Evidence], cause: Cause, limit: int = 2) -> list[str]:
+    """The ``limit`` largest items of ``cause`` as "0.060 ms in `name`" (uninstrumented
+    time named as such), largest first; an event nested in a listed one is not added to
+    it but named inside it ("(of which 30.0 µs in `aten::cat`)")."""
+    mine = [e for e in evidence if e.cause == cause]
+    inside = _containers(diag.trace, mine)
+    agg: dict[tuple[int, str], int] = {}
+    inner: dict[str, dict[str, int]] = {}
+    for e in mine:
         if e.event in inside:
             d = inner.setdefault(inside[e.event], {})
             d[e.name] = d.get(e.name, 0) + e.overlap_ns
-    verbs = {Cause.SYNC: "blocked in", Cause.COPY: "copying in", Cause.LAUNCH: "launching in", Cause.HOST: "busy in"}
-    waits = {e.name for e in evidence if e.event >= 0 and e.cause == Cause.SYNC and WAIT_NAME_RE.search(e.name)
-             and g.wait_event is not None and e.event in set(g.wait_event[rows].tolist())}
-    on_gpu = {e.name for e in evidence if e.event >= 0 and trace.lanes[e.lane].is_gpu}
-    for (cause, name), ns in agg:
-        if name in waits:
-            if len(gpu_parts) < 2:
-                ev = next(e for e in evidence if e.name == name and e.cause == cause)
-                ln = trace.lanes[ev.lane]
-                label = ln.thread_name or ln.tid
-                by = "" if ln.is_gpu else f" (enqueued by {'' if label.lower().startswith('thread') else 'thread '}{_quote(label)})"
-                gpu_parts.append(f"the next op was queued behind the stream wait {_quote(name)}{by} and waited "
-                                 f"{_ms(ns)} for the event it names")
-        elif name in on_gpu:
-            if len(gpu_parts) < 2:
-                ev = next(e for e in evidence if e.name == name and e.cause == cause)
-                if cause == Cause.COPY:
-                    extra = f" ({_bytes(ev.bytes)}{', pageable host memory' if ev.pageable else ''})" if ev.bytes >= 0 else ""
-                    gpu_parts.append(f"the copy {_quote(name)}{extra} ran for {_ms(ns)} with no kernel beside it")
-                else:
-                    gpu_parts.append(f"a host wait {_quote(name)} is recorded on the device for {_ms(ns)}")
-        elif len(parts) < 3:
-            within = sorted(((k, v) for k, v in inner.pop(name, {}).items() if v <= ns), key=lambda kv: -kv[1])[:2]
-            of_which = (" (of which " + ", ".join(f"{_ms(v)} in {_quote(k)}" for k, v in within) + ")") if within else ""
-            parts.append(f"{_ms(ns)} {verbs.get(cause, 'in')} {_quote(name)}{of_which}")
-    evidence = [e for e in evidence if e.name not in waits]  # the wait is no thread activity
-    rep_dur = int(g.dur_ns[rows].sum())
-    # uninstrumented time as the evidence lists measured it (nested events not added twice)
-    quiet = sum(e.overlap_ns for e in evidence if e.event < 0)
-    has_cpu = any((not ln.is_gpu) and trace.lane_offsets[ln.index + 1] > trace.lane_offsets[ln.index] for ln in trace.lanes)
-    # of the occurrence described (``rows``), not of a whole group
-    unexplained = int(g.class_ns[rows, int(Cause.UNCLASSIFIED)].sum()) if g.class_ns is not None else rep_dur
-    queued = _queued(diag, rows)
-    if quiet > 0 and quiet >= rep_dur // 20 and has_cpu and not (queued and unexplained):
-        parts.append(_quiet_txt(diag, rows, quiet))
-    lanes = {e.lane for e in evidence if e.event >= 0 and not trace.lanes[e.lane].is_gpu}
-    who = "the launching thread"
-    if len(lanes) == 1:
-        ln = trace.lanes[next(iter(lanes))]
-        label = ln.thread_name or ln.tid
-        who = _quote(label) if label.lower().startswith("thread") else f"thread {_quote(label)}"
-    if not parts and not gpu_parts:
-        body = "; no CPU event covers it" + (" (the trace has no CPU activity)" if not has_cpu else "") + (" and no launch is linked to the next kernel" if (g.launch[rows] < 0).all() else "")
-    else:
-        body = ""
-        if gpu_parts:
-            body += ": " + lead + "; ".join(gpu_parts)
-        if parts:
-            body += ("; meanwhile " if gpu_parts else ": " + lead) + f"{who} spent " + ", ".join(parts)
-    late = g.lateness_ns[rows]
+            continue
+        key = (0 if e.event >= 0 else 1, e.name)
+        agg[key] = agg.get(key, 0) + e.overlap_ns
+    out = []
+    for (quiet, name), ns in sorted(agg.items(), key=lambda kv: -kv[1])[:limit]:
+        if quiet:
+            out.append(_quiet_txt(diag, rows, ns))
+            continue
+        within = sorted(((k, v) for k, v in inner.get(name, {}).items() if v <= ns), key=lambda kv: -kv[1])[:2]
+        of_which = (" (of which " + ", ".join(f"{fmt_ms(v)} in {_quote(k)}" for k, v in within) + ")") if within else ""
+        out.append(f"{fmt_ms(ns)} in {_quote(name)}{of_which}")
+    return out
+
+
+def _copy_phrase(trace, evidence: list[Evidence], copy_ns: int) -> str:
+    cp = [e for e in evidence if e.cause == Cause.COPY]
+    if not cp:
+        return f"{fmt_ms(copy_ns)} copying"
+    # the largest item; the GPU's own copy when it is at least half as large
+    big = max(cp, key=lambda e: (e.overlap_ns, e.bytes))
+    gpu = [e for e in cp if trace.lanes[e.lane].is_gpu and 2 * e.overlap_ns >= big.overlap_ns]
+    big = max(gpu, key=lambda e: (e.overlap_ns, e.bytes)) if gpu else big
+    bits = []
+    if big.bytes >= 0:
+        bits.append(_bytes(big.bytes))
+    if big.pageable:
+        bits.append("pageable host memory")
+    where = "the GPU ran the copy" if trace.lanes[big.lane].is_gpu else "the thread was in the copy call"
+    return f"{fmt_ms(copy_ns)} copying ({where} {_quote(big.name)}" + (f", {', '.join(bits)}" if bits else "") + ")"
+
+
+def why_sentence(diag, rows: np.ndarray, class_ns: np.ndarray, evidence: list[Evidence], head: str, lead: str = "") -> str:
+    """One sentence on the occurrence ``rows`` (a gap, or a step-boundary pair): ``head``
+    (how long), then its parts in time order, each with the ns ``class_ns`` gives its
+    class, so the parts add up to the occurrence: for a queued gap, what the queued op
+    waited on (and the copies); for a starved one, what the launching thread did before
+    the sync cliff (host), the cliff (the blocking wait and the host work after it),
+    the exposed launch path and the copies; then the launch lateness."""
+    trace = diag.trace
+    g = diag.gaps
+    cn = {c: int(class_ns[int(c)]) for c in Cause}
+    lane = int(g.thread_lane[rows[0]]) if g.thread_lane is not None else int(g.launch_lane[rows[0]])
+    who = _thread_label(trace, lane)
     has = g.launch[rows] >= 0
+    if queued_occurrence(diag, rows):
+        r = int(rows[has][0])
+        nxt, call = int(g.next_op[r]), int(g.launch[r])
+        L = int(np.median(g.lateness_ns[rows][has]))
+        body = (f", although the next op {_quote(trace.name(nxt))} was already queued: its launch call "
+                f"{_quote(trace.name(call))} on {_thread_label(trace, int(trace.lane[call]))} had returned "
+                f"{fmt_ms(-L)} before the GPU went idle")
+        parts = [_dependency_phrase(diag, r, cn[Cause.DEPENDENCY], evidence)] if cn[Cause.DEPENDENCY] else []
+        if cn[Cause.COPY]:
+            parts.append(_copy_phrase(trace, evidence, cn[Cause.COPY]))
+        text = lead + "; ".join(parts)
+        text = (text[:1].upper() + text[1:] + ". ") if text else ""
+        return head + body + ". " + text + "What the CPU did meanwhile is not the cause."
+    parts = []
+    if cn[Cause.HOST]:
+        items = _items(diag, rows, evidence, Cause.HOST)
+        parts.append(f"{fmt_ms(cn[Cause.HOST])} on host work" + (f" ({', '.join(items)})" if items else ""))
+    if cn[Cause.COPY]:
+        parts.append(_copy_phrase(trace, evidence, cn[Cause.COPY]))
+    if cn[Cause.SYNC]:
+        waits = [e for e in evidence if e.cause == Cause.SYNC and e.event >= 0 and _is_wait(trace, e.event)]
+        if waits:
+            w = max(waits, key=lambda e: e.overlap_ns)
+            w_ns = sum(e.overlap_ns for e in waits if e.name == w.name)
+            after = cn[Cause.SYNC] - w_ns
+            gpu = " (a small device-to-host copy ran meanwhile)" if any(trace.lanes[e.lane].is_gpu for e in evidence
+                                                                       if e.cause == Cause.SYNC) else ""
+            cliff = bool((g.sync_from_ns[rows] < g.launch_from_ns[rows]).any()) if g.sync_from_ns is not None else False
+            if after > 0 and cliff:
+                parts.append(f"{fmt_ms(cn[Cause.SYNC])} in the sync cliff ({fmt_ms(w_ns)} blocked in {_quote(w.name)}{gpu}, "
+                             f"then {fmt_ms(after)} of host work after it until the next launch)")
+            else:
+                parts.append(f"{fmt_ms(cn[Cause.SYNC])} blocked in {_quote(w.name)}{gpu}" + (" (the sync cliff)" if cliff else ""))
+        else:
+            parts.append(f"{fmt_ms(cn[Cause.SYNC])} waiting for the device")
+    if cn[Cause.LAUNCH]:
+        eps = {int(e) for e in g.episode[rows] if e >= 0}
+        calls = [e for e in evidence if e.cause == Cause.LAUNCH and e.event >= 0]
+        if eps or (cn[Cause.LAUNCH] >= 0.5 * sum(cn.values()) and not cn[Cause.HOST]):
+            parts.append(f"{fmt_ms(cn[Cause.LAUNCH])} issuing GPU work as fast as it could"
+                         + (f" (the launch call {_quote(calls[0].name)} took {fmt_ms(calls[0].overlap_ns)} of it)" if calls else ""))
+        else:
+            # the call is named only where launch is the story (a small launch part
+            # of a host or sync gap would point the reader at the kernel it launches)
+            named = calls and cn[Cause.LAUNCH] >= max(cn.values())
+            parts.append(f"{fmt_ms(cn[Cause.LAUNCH])} in the launch path of the next op"
+                         + (f" ({_quote(calls[0].name)})" if named else ""))
+    if cn[Cause.UNCLASSIFIED]:
+        none_cpu = not any((not ln.is_gpu) and trace.lane_offsets[ln.index + 1] > trace.lane_offsets[ln.index]
+                           for ln in trace.lanes)
+        parts.append(f"{fmt_ms(cn[Cause.UNCLASSIFIED])} with no recorded event" + (
+            " (the trace has no CPU activity)" if none_cpu else
+            " and no launch linked to the next op, so what held the GPU back is unknown (unclassified)"))
+    if not parts:
+        return head + "."
+    body = ": " + lead + f"{who} spent " + ", ".join(parts) if (cn[Cause.HOST] or cn[Cause.SYNC] or cn[Cause.LAUNCH]) \
+        else ": " + lead + "; ".join(parts)
     tail = ""
-    edge = g.edge[rows] if g.edge is not None else np.zeros(rows.size, np.int8)
     if has.any():
-        L = int(np.median(late[has]))
+        L = int(np.median(g.lateness_ns[rows][has]))
+        edge = g.edge[rows] if g.edge is not None else np.zeros(rows.size, np.int8)
         if (edge == 2).any() and (edge == 1).any():  # step-boundary stretch: idle starts at the trailing gap
             L += int(g.dur_ns[rows][edge == 2].sum())
         if L > 0:
-            tail = f"; the next launch call started {_ms(L)} after the GPU went idle"
-        elif L == 0:
-            tail = "; the next launch call started just as the GPU went idle"
-        else:
-            tail = f"; the next kernel was already queued {_ms(-L)} before the GPU went idle"
-    if queued and unexplained:
-        ln = int(g.launch[rows][has][0])
-        if _GRAPH_RE.search(trace.name(ln)):
-            tail += f" (by {_quote(trace.name(ln))}: it is a node of a CUDA graph)"
-        tail += (" and" if unexplained == rep_dur else f"; for {_ms(unexplained)} of it") + (
-            " nothing recorded on the CPU explains the wait: look at other streams of this device and at other"
-            " ranks (collectives, cross-stream event waits)")
-    elif unexplained and unexplained == rep_dur:
-        tail += " (no evidence: unclassified)"
+            tail = f"; the next op reached the queue {fmt_ms(L)} after the GPU went idle"
     return head + body + tail + "."
 
 
-_GRAPH_RE = re.compile(r"GraphLaunch", re.IGNORECASE)
+def _is_wait(trace, ev: int) -> bool:
+    """Whether event ``ev`` is itself a blocking wait (not host work after one)."""
+    return bool(BLOCKING_SYNC_RE.search(trace.name(ev))) or trace.name(ev) in SYNC_OP_NAMES \
+        or trace.kind[ev] in (int(Kind.SYNC_CALL), int(Kind.SYNC_MARKER))
+
+
+def _dependency_phrase(diag, r: int, dep_ns: int, evidence: list[Evidence]) -> str:
+    """What the queued op of gap ``r`` waited on, in words, with its ns."""
+    trace, g = diag.trace, diag.gaps
+    kind = WaitKind(int(g.wait_kind[r])) if g.wait_kind is not None and g.wait_kind[r] >= 0 else WaitKind.NOTHING_RECORDED
+    if kind == WaitKind.DISPATCH:
+        return (f"the {fmt_ms(dep_ns)} between two queued ops is at the trace's timestamp resolution: GPU-side "
+                f"dispatch, not actionable")
+    if kind == WaitKind.STREAM_WAIT:
+        w = int(g.wait_event[r])
+        ln = trace.lanes[int(trace.lane[w])]
+        by = "" if ln.is_gpu else f" (enqueued by {_thread_label(trace, ln.index)})"
+        return (f"it sat {fmt_ms(dep_ns)} behind the stream wait {_quote(trace.name(w))}{by}, waiting for an event "
+                f"recorded on another stream or device")
+    if kind == WaitKind.COLLECTIVE:
+        nxt, prv = int(g.next_op[r]), int(g.prev_op[r])
+        coll = nxt if COLLECTIVE_RE.search(trace.name(nxt)) else prv
+        return (f"for {fmt_ms(dep_ns)} it waited on the collective {_quote(trace.name(coll))} and its peers "
+                f"(other ranks or devices)")
+    if kind == WaitKind.GRAPH:
+        return (f"it is a node of the CUDA graph launched by {_quote(trace.name(int(g.launch[r])))} and waited "
+                f"{fmt_ms(dep_ns)} on the graph's own ordering or on graph work the trace does not record")
+    return (f"for {fmt_ms(dep_ns)} it waited on something the trace does not record (an event from another stream "
+            f"or device, a host callback, or the GPU's own scheduling)")
 
 
 def _step_range(diag, rows: np.ndarray) -> str | None:
@@ -213,12 +289,8 @@ def _quiet_txt(diag, rows: np.ndarray, quiet_ns: int) -> str:
     enclosing step range is named as where the time went, never as the work."""
     step = _step_range(diag, rows)
     if step is not None:
-        return f"{_ms(quiet_ns)} inside {_quote(step)} with no finer event recorded (uninstrumented Python or untraced work)"
-    return f"{_ms(quiet_ns)} with no recorded events (uninstrumented Python or untraced work)"
-
-
-#: A single launch call at least this long (ns) is first-use cost, not dispatch overhead.
-SLOW_LAUNCH_NS = 1_000_000
+        return f"{fmt_ms(quiet_ns)} inside {_quote(step)} with no finer event recorded (uninstrumented Python or untraced work)"
+    return f"{fmt_ms(quiet_ns)} with no recorded events (uninstrumented Python or untraced work)"
 
 
 def slow_launch(diag, evidence: list[Evidence], rows: np.ndarray) -> bool:
@@ -240,50 +312,169 @@ def _issues_gpu_work(trace, ev: int) -> bool:
     return bool((trace.kind[sl][a:b] == int(Kind.LAUNCH)).any())
 
 
-def _queued(diag, rows: np.ndarray) -> bool:
-    """True when the next op of every gap in ``rows`` that has a linked launch was
-    queued before the gap (L <= 0), and at least one has one (no step-boundary pair)."""
+def queued_occurrence(diag, rows: np.ndarray) -> bool:
+    """True when every gap of the occurrence ``rows`` was queued (``Gaps.queued``: its
+    next op's launch call had returned before the gap began)."""
     g = diag.gaps
-    has = g.launch[rows] >= 0
-    edge = g.edge[rows] if g.edge is not None else np.zeros(rows.size, np.int8)
-    if not has.any() or ((edge == 2).any() and (edge == 1).any()):
+    if g.queued is None:
         return False
-    return bool((g.lateness_ns[rows][has] <= 0).all())
+    return bool(g.queued[rows].all())
 
 
-def _advice(diag, cause: Cause, evidence: list[Evidence], rows: np.ndarray, dur_txt: str) -> tuple[str, str, str]:
+_ALLOC_RE = re.compile(r"^(cuda|hip)(Malloc|Free|HostAlloc|MallocHost)|^cuMem(Alloc|Free)|CachingAllocator|empty_cache",
+                       re.IGNORECASE)
+_DATALOADER_RE = re.compile(r"DataLoader|dataloader|_MultiProcessingDataLoaderIter|_SingleProcessDataLoaderIter|collate")
+
+
+def _multi_rank(trace) -> bool:
+    ws = trace.source.world_size
+    return ws is not None and ws > 1
+
+
+def _sync_advice(diag, evidence, name, dur_txt):
+    top = [e for e in evidence if e.cause == Cause.SYNC and e.event >= 0 and _is_wait(diag.trace, e.event)]
+    site = _call_site(diag, top[0].event) if top else None
+    name = _quote(top[0].name) if top else name
+    where = f"{name}" + (f" (called from {_quote(site)})" if site else "") if name else "the host read"
+    return (f"Remove the blocking wait {where} from the loop: keep the value on the GPU (mask or torch.where instead "
+            f"of a Python branch on it), or collect the values and read them once after the loop; time with CUDA "
+            f"events instead of synchronizing. Then launch the next work before any host step that must stay.",
+            "Do not speed up the kernels around the gap: the GPU is idle because the CPU waited for it to drain "
+            "and only then prepared the next launch; a faster kernel only makes that wait start sooner.",
+            f"On a new capture of the same steps, the idle at this position ({dur_txt}) and the number of "
+            f"blocking calls per step (cudaStreamSynchronize, aten::item) should drop to about zero.")
+
+
+def _copy_advice(diag, evidence, dur_txt):
+    trace = diag.trace
+    cp = [e for e in evidence if e.cause == Cause.COPY]
+    big = max(cp, key=lambda e: (e.overlap_ns, e.bytes)) if cp else None
+    gpu = [e for e in cp if big is not None and trace.lanes[e.lane].is_gpu and 2 * e.overlap_ns >= big.overlap_ns]
+    big = max(gpu, key=lambda e: (e.overlap_ns, e.bytes)) if gpu else big
+    what = _quote(big.name) if big else "the copy"
+    bits = []
+    if big is not None and big.bytes >= 0:
+        bits.append(_bytes(big.bytes))
+    if big is not None and big.pageable:
+        bits.append("from pageable host memory")
+    detail = f" ({', '.join(bits)})" if bits else ""
+    proof = (f"Exposed copy time per step (memcpy outside kernels) and the idle at this position ({dur_txt}) "
+             f"on a new capture; the copy should vanish or run under a kernel.")
+    forbidden = "Do not optimise the kernels: the GPU waits for data to move, not for compute."
+    ck = int(trace.copy_kind[big.event]) if big is not None and big.event >= 0 and trace.lanes[big.lane].is_gpu else -1
+    is_memset = big is not None and big.event >= 0 and trace.kind[big.event] == int(Kind.MEMSET)
+    if is_memset or ck == int(CopyKind.D2D):
+        kind = "memset" if is_memset else "device-to-device copy"
+        return (f"Fuse or remove the {kind} {what}{detail}: it is the GPU moving data it already has (a "
+                f".contiguous(), clone, dtype cast or zero-fill between kernels); an in-place op, a fused kernel "
+                f"or a preallocated buffer avoids it.", forbidden, proof)
+    if ck == int(CopyKind.H2D):
+        return (f"Make {what}{detail} overlap compute: pinned host memory (pin_memory=True) and "
+                f"non_blocking=True, issued a step ahead (prefetch), or keep the data on the device.", forbidden, proof)
+    if big is not None and not trace.lanes[big.lane].is_gpu:
+        return (f"The thread waited inside the copy call {what}{detail}: a synchronous or pageable copy. Use pinned "
+                f"host memory and non_blocking=True so the call returns at once, or keep the data on the device.",
+                forbidden, proof)
+    return (f"Keep the data on the device so {what}{detail} is not needed (drop the .cpu()/numpy round trip); "
+            f"where a copy must stay, use pinned host memory and non_blocking=True so it overlaps compute.",
+            forbidden, proof)
+
+
+def _dependency_advice(diag, rows, dur_txt):
+    g = diag.gaps
+    r = int(rows[0])
+    kind = WaitKind(int(g.wait_kind[r])) if g.wait_kind is not None and g.wait_kind[r] >= 0 else WaitKind.NOTHING_RECORDED
+    forbidden = ("Do not optimise the CPU code before the gap or the kernels next to it: the next op was already "
+                 "queued, so neither held it back.")
+    proof = f"The same gap ({dur_txt}) on a new capture, with what it waits on named."
+    if kind == WaitKind.DISPATCH:
+        return ("Nothing to do at this gap: it is at the trace's timestamp resolution between queued ops (GPU-side "
+                "dispatch). Work on the larger gaps first.",
+                "Do not chase it with launch or host changes: the work was already queued.",
+                "None needed; the gap will stay at the timestamp resolution.")
+    if kind == WaitKind.STREAM_WAIT:
+        w = _quote(diag.trace.name(int(g.wait_event[r])))
+        return (f"Find the event {w} waits for: the stream or device that records it and what ran there before it "
+                f"(a recent torch.profiler names the awaited stream in its cuda_sync records). Record the event "
+                f"earlier, split the producing work, or drop a wait that is not needed (wait_stream / "
+                f"record_stream).", forbidden, proof)
+    if kind == WaitKind.COLLECTIVE:
+        if _multi_rank(diag.trace):
+            first = ("Look at the other ranks at this step: a collective starts when its slowest peer arrives. "
+                     "Capture every rank in the same window and compare when each launched this collective; fix the "
+                     "late rank (its data loading, host work or imbalance), not this one.")
+        else:
+            first = ("The collective waited for its peers: capture the other devices or ranks of the job in the same "
+                     "window to see which arrived last, and overlap communication with compute (bucketing, "
+                     "async collectives).")
+        return (first, forbidden, proof)
+    if kind == WaitKind.GRAPH:
+        return ("Trace the graph's own nodes (Nsight Systems --cuda-graph-trace=node, or a torch.profiler that records "
+                "graph kernels) to see the order inside the graph and what this node waited for; a wait captured in "
+                "the graph (an event, a host node) shows there.", forbidden, proof)
+    return ("Find what the queued op waited for: capture with a recent torch.profiler (its cuda_sync records name the "
+            "stream an event wait is on); check cross-stream waits (wait_stream, wait_event), copies or kernels on "
+            "other devices, and host callbacks." + (" Capture every rank in the same window." if _multi_rank(diag.trace)
+                                                   else ""), forbidden, proof)
+
+
+def _host_advice(diag, evidence, rows, name, top, dur_txt):
+    trace = diag.trace
+    quiet = [e for e in evidence if e.cause == Cause.HOST and e.event < 0]
+    quiet_ns = sum(e.overlap_ns for e in quiet)
+    host_names = [e.name for e in evidence if e.cause == Cause.HOST and e.event >= 0]
+    if any(_ALLOC_RE.search(n) for n in host_names[:4]):
+        first = ("The thread is allocating or freeing device memory in the step (cudaMalloc/cudaFree): let the "
+                 "caching allocator keep its blocks (no torch.cuda.empty_cache() in the loop, stable tensor shapes, "
+                 "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) or preallocate the buffers once.")
+    elif any(_DATALOADER_RE.search(n) for n in host_names[:4]):
+        dl = _quote(next(n for n in host_names[:4] if _DATALOADER_RE.search(n)))
+        first = (f"The step waits for the next batch in {dl}: load in parallel (DataLoader num_workers > 0, "
+                 f"persistent_workers=True), pin_memory=True, and prefetch (prefetch_factor) so a batch is ready "
+                 f"when the GPU finishes.")
+    elif quiet and (not top or quiet_ns > top[0].overlap_ns):
+        first = (f"Find out what the CPU does for the {_quiet_txt(diag, rows, quiet_ns)}: capture with "
+                 f"with_stack=True or wrap the suspects in torch.profiler.record_function ranges, then take "
+                 f"that work off the critical path (after the step, every N steps, or another thread) and "
+                 f"launch the next GPU work before it.")
+    elif top and _issues_gpu_work(trace, top[0].event):
+        first = (f"{name} issues GPU work itself (it encloses launch calls): the CPU takes longer to issue the "
+                 f"work than the GPU to run it. Cut the CPU cost per kernel: torch.compile (mode="
+                 f"'reduce-overhead' adds CUDA graphs), fewer and larger ops (fuse, batch more per step), and "
+                 f"keep Python work such as logging and checks out of the step.")
+    else:
+        what = name or "the CPU work between launches"
+        first = (f"Take {what} off the critical path: run it after the step, every N steps, or in another "
+                 f"thread/process, and launch the next GPU work before doing it so the two overlap.")
+    return (first,
+            "Do not reach for cuBLAS settings or a faster kernel: the GPU has nothing queued while the CPU "
+            "is busy, so faster kernels only widen this gap's share of the step.",
+            f"Idle at this position ({dur_txt}) and step time{' and tokens/s' if is_decode_trace(diag) else ''} on a new "
+            f"capture with the same ranges named.")
+
+
+def advice(diag, cause: Cause, evidence: list[Evidence], rows: np.ndarray, dur_txt: str) -> tuple[str, str, str]:
+    """(first experiment, forbidden next step, proof) for the class ``cause`` of the
+    occurrence ``rows``, specialised by its evidence (design: "The card")."""
     trace = diag.trace
     p = diag.params
+    g = diag.gaps
     top = [e for e in evidence if e.cause == cause and e.event >= 0]
     name = _quote(top[0].name) if top else None
+    if g.one_time is not None and bool(g.one_time[rows].all()) and not (cause == Cause.LAUNCH and slow_launch(diag, evidence, rows)):
+        return ("This is a one-time cost (warm-up: allocator growth, module or lazy loading, handle creation, a "
+                "first-use launch): warm up before profiling (run a few steps first; CUDA_MODULE_LOADING=EAGER "
+                "loads modules at start) and capture a steady-state window.",
+                "Do not optimise the steady-state loop for it: it happens once and is not in later steps.",
+                f"A capture of warmed-up steps: this idle ({dur_txt}) should be gone.")
+    if cause == Cause.DEPENDENCY:
+        return _dependency_advice(diag, rows, dur_txt)
     if cause == Cause.SYNC:
-        site = _call_site(diag, top[0].event) if top else None
-        where = f"{name}" + (f" (called from {_quote(site)})" if site else "") if name else "the host read"
-        return (f"Remove the host read {where} from the loop: keep the value on the GPU (mask or torch.where instead "
-                f"of a Python branch on it), or collect the values and read them once after the loop; time with CUDA "
-                f"events instead of synchronizing.",
-                "Do not speed up the kernels around the gap: the GPU is idle because the CPU waits for it, and a "
-                "faster kernel only makes that wait start sooner.",
-                f"On a new capture of the same steps, the idle at this position ({dur_txt}) and the number of "
-                f"synchronizing calls per step (cudaStreamSynchronize, aten::item) should drop to about zero.")
+        return _sync_advice(diag, evidence, name, dur_txt)
     if cause == Cause.COPY:
-        cp = [e for e in evidence if e.cause == Cause.COPY]
-        big = max(cp, key=lambda e: (e.bytes, e.overlap_ns)) if cp else None
-        what = _quote(big.name) if big else "the copy"
-        bits = []
-        if big is not None and big.bytes >= 0:
-            bits.append(_bytes(big.bytes))
-        if big is not None and big.pageable:
-            bits.append("from pageable host memory")
-        detail = f" ({', '.join(bits)})" if bits else ""
-        return (f"Keep the data on the device so {what}{detail} is not needed (drop the .cpu()/numpy round trip); "
-                f"where a copy must stay, use pinned host memory and non_blocking=True so it overlaps compute.",
-                "Do not optimise the kernels: the GPU waits for data to move, not for compute.",
-                f"Exposed copy time per step (memcpy outside kernels) and the idle at this position ({dur_txt}) "
-                f"on a new capture; the copy should vanish or run under a kernel.")
+        return _copy_advice(diag, evidence, dur_txt)
     if cause == Cause.LAUNCH and slow_launch(diag, evidence, rows):
-        # one launch call of a millisecond or more is no per-kernel dispatch tax
-        return (f"Find why the launch call {name} took {_ms(top[0].overlap_ns)}: a single call that long is "
+        return (f"Find why the launch call {name} took {fmt_ms(top[0].overlap_ns)}: a single call that long is "
                 f"first-use cost (CUDA module loading, JIT compilation, autotuning, memory allocation), not the "
                 f"per-kernel tax. Warm up before profiling (run a few steps first; CUDA_MODULE_LOADING=EAGER loads "
                 f"modules at start) and compare a steady-state step.",
@@ -291,58 +482,42 @@ def _advice(diag, cause: Cause, evidence: list[Evidence], rows: np.ndarray, dur_
                 "left the GPU idle.",
                 f"The same position on a capture of warmed-up steps: the idle ({dur_txt}) should be gone.")
     if cause == Cause.LAUNCH:
-        eps = {int(e) for e in diag.gaps.episode[rows] if e >= 0}
+        eps = {int(e) for e in g.episode[rows] if e >= 0}
         fence = ""
         if eps:
             ep = diag.episodes[min(eps)]
-            launch_txt = f", launch calls of median {_ms(ep.median_launch_ns)}" if ep.median_launch_ns >= 0 else ""
-            fence = (f" ({ep.kernel_count} short kernels of median {_ms(ep.median_kernel_ns)}{launch_txt}, "
-                     f"{_ms(ep.idle_ns)} idle between them)")
+            launch_txt = f", launch calls of median {fmt_ms(ep.median_launch_ns)}" if ep.median_launch_ns >= 0 else ""
+            fence = (f" ({ep.kernel_count} short kernels of median {fmt_ms(ep.median_kernel_ns)}{launch_txt}, "
+                     f"{fmt_ms(ep.idle_ns)} idle between them)")
         return (f"Issue the work with fewer launches{fence}: capture the step in a CUDA graph (torch.compile with "
                 f"mode='reduce-overhead', or torch.cuda.graphs), fuse the small ops, or batch more requests per step.",
                 "Do not write a faster kernel: the kernels already finish before the next launch arrives.",
                 f"GPU busy share and launch calls per step before and after; gaps in this stretch should fall "
-                f"below {_ms(p.min_gap_ns)} and the idle at this position ({dur_txt}) shrink.")
+                f"below {fmt_ms(p.min_gap_ns)} and the idle at this position ({dur_txt}) shrink.")
     if cause == Cause.HOST:
-        quiet = [e for e in evidence if e.cause == cause and e.event < 0]
-        quiet_ns = sum(e.overlap_ns for e in quiet)
-        if quiet and (not top or quiet_ns > top[0].overlap_ns):
-            # most of the host time has no event of its own: say where it is, not what to move
-            first = (f"Find out what the CPU does for the {_quiet_txt(diag, rows, quiet_ns)}: capture with "
-                     f"with_stack=True or wrap the suspects in torch.profiler.record_function ranges, then take "
-                     f"that work off the critical path (after the step, every N steps, or another thread) and "
-                     f"launch the next GPU work before it.")
-        elif top and _issues_gpu_work(trace, top[0].event):
-            # the culprit is the model's own code issuing GPU work (nn.Module, an op that
-            # launches kernels): it cannot leave the critical path, its CPU cost can shrink
-            first = (f"{name} issues GPU work itself (it encloses launch calls): the CPU takes longer to issue the "
-                     f"work than the GPU to run it. Cut the CPU cost per kernel: torch.compile (mode="
-                     f"'reduce-overhead' adds CUDA graphs), fewer and larger ops (fuse, batch more per step), and "
-                     f"keep Python work such as logging and checks out of the step.")
-        else:
-            what = name or "the CPU work between launches"
-            first = (f"Take {what} off the critical path: run it after the step, every N steps, or in another "
-                     f"thread/process, and launch the next GPU work before doing it so the two overlap.")
-        return (first,
-                "Do not reach for cuBLAS settings or a faster kernel: the GPU has nothing queued while the CPU "
-                "is busy, so faster kernels only widen this gap's share of the step.",
-                f"Idle at this position ({dur_txt}) and step time{' and tokens/s' if _decode(diag) else ''} on a new "
-                f"capture with the same ranges named.")
-    if _queued(diag, rows) and any(not ln.is_gpu for ln in trace.lanes):
-        return ("Find what the queued kernel waited for: capture with a recent torch.profiler (its 'cuda_sync' "
-                "records name the stream an event wait is on) and capture every rank in the same window; check "
-                "cross-stream waits (wait_stream, wait_event), collectives on other streams and ranks, and waits "
-                "captured inside CUDA graphs.",
-                "Do not optimise the kernels around the gap or the CPU code before it: the next kernel was already "
-                "queued, so neither the CPU nor the kernels next to the gap held it back.",
-                f"The same gap ({dur_txt}) on the new capture, with the wait it sits behind named.")
-    return ("Capture again with CPU activity recorded (torch.profiler activities CPU and CUDA, with_stack=True) "
-            "so the launching thread and its calls are visible.",
+        return _host_advice(diag, evidence, rows, name, top, dur_txt)
+    return ("Capture again with CPU activity and its launch links recorded (torch.profiler activities CPU and CUDA, "
+            "with_stack=True) so the launching thread and its calls are visible.",
             "Do not pick a kernel to optimise from the GPU lanes alone.",
             f"The same gap ({dur_txt}) classified on the new capture.")
 
 
-def _rank(class_ns: np.ndarray) -> tuple[Cause, float, Cause | None, float]:
+def trust_note(diag, rows: np.ndarray) -> str:
+    """A sentence on why the idle of ``rows`` may be unreliable (``Gaps.trust``), or ""."""
+    g = diag.gaps
+    if g.trust is None:
+        return ""
+    bits = int(np.bitwise_or.reduce(g.trust[rows])) if rows.size else 0
+    out = []
+    if bits & Trust.GRAPH_UNRECORDED:
+        out.append("a CUDA graph launched shortly before has no recorded kernels, so its nodes may have run here "
+                   "unseen and this idle may not be idle")
+    if bits & Trust.UNLINKED:
+        out.append("the next op has no launch call linked to it, so whether it was queued or launched late is unknown")
+    return ("Trust: " + "; ".join(out) + ".") if out else ""
+
+
+def rank_row(class_ns: np.ndarray) -> tuple[Cause, float, Cause | None, float]:
     """(primary, its share, secondary or None, its share) of one class_ns row; shares
     of the row's total, the same rule as the gaps' columns (``classify.rank_classes``)."""
     cn = np.asarray(class_ns, dtype=np.int64).reshape(1, -1)
@@ -350,13 +525,13 @@ def _rank(class_ns: np.ndarray) -> tuple[Cause, float, Cause | None, float]:
     return Cause(int(p[0])), float(ps[0]), (Cause(int(s[0])) if s[0] >= 0 else None), float(ss[0])
 
 
-def _mix(class_ns: np.ndarray) -> str:
+def class_mix(class_ns: np.ndarray) -> str:
     """"host (77%), then sync (22%)" for a class_ns row."""
-    p, ps, s, ss = _rank(class_ns)
+    p, ps, s, ss = rank_row(class_ns)
     return f"{p.label} ({ps:.0%})" + (f", then {s.label} ({ss:.0%})" if s is not None else "")
 
 
-def _decode(diag) -> bool:
+def is_decode_trace(diag) -> bool:
     """True when a step makes one token (``gapscope.analysis.budget.is_decode``)."""
     b = getattr(diag, "budget", None)
     return bool(getattr(b, "decode", False))

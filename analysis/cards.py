@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from gapscope.analysis.card_text import SMELLS, _advice, _decode, _mix, _ms, _rank, _why, slow_launch
+from gapscope.analysis.card_text import (DEPENDENCY_SMELLS, SMELLS, advice, class_mix, fmt_ms, is_decode_trace,
+                                         rank_row, slow_launch, trust_note, why_sentence)
 from gapscope.analysis.steps import RECUR_FACTOR
-from gapscope.analysis.types import Card, Cause, Evidence
+from gapscope.analysis.types import Card, Cause, Evidence, WaitKind
 
 __all__ = ["card_for_gap", "card_for_group", "SMELLS"]
 
@@ -29,7 +30,7 @@ def _card(diag, rows: np.ndarray, class_ns: np.ndarray, head: str, dur_txt: str,
     its total) the card states. ``head`` opens the "why" sentence, ``context`` follows
     it; ``dur_txt`` is the figure quoted in the proof."""
     g = diag.gaps
-    primary, _share, secondary, sec_share = _rank(class_ns)
+    primary, _share, secondary, sec_share = rank_row(class_ns)
     evidence: list[Evidence] = []
     for r in rows[:8]:
         evidence.extend(diag.evidence(int(r)))
@@ -39,13 +40,20 @@ def _card(diag, rows: np.ndarray, class_ns: np.ndarray, head: str, dur_txt: str,
         smell = "picket fence"
     elif primary == Cause.LAUNCH and slow_launch(diag, evidence, rows):
         smell = "slow launch call"
-    why = _why(diag, rows, class_ns, evidence, head, lead)
+    elif primary == Cause.DEPENDENCY and g.wait_kind is not None and g.wait_kind[rows[0]] >= 0:
+        smell = DEPENDENCY_SMELLS[WaitKind(int(g.wait_kind[rows[0]]))]
+    if g.one_time is not None and bool(g.one_time[rows].all()):
+        smell = "slow launch call (one-time cost)" if smell == "slow launch call" else "one-time cost (warm-up)"
+    why = why_sentence(diag, rows, class_ns, evidence, head, lead)
     if context:
         why += " " + context
+    note = trust_note(diag, rows)
+    if note:
+        why += " " + note
     if getattr(diag, "invalid_gpu_ops", 0):
         why += (f" {diag.invalid_gpu_ops} GPU op(s) of this trace have no usable timing and are left out,"
                 " so idle time may be overstated.")
-    first, forbidden, proof = _advice(diag, primary, evidence, rows, dur_txt)
+    first, forbidden, proof = advice(diag, primary, evidence, rows, dur_txt)
     return Card(smell, primary, secondary, sec_share, why, first, forbidden, proof, tuple(evidence[:12]))
 
 
@@ -93,24 +101,24 @@ def card_for_group(diag, group_id: int) -> Card:
     occ = _occurrences(diag, rows)
     occ_ns = np.array([int(dur[o].sum()) for o in occ], dtype=np.int64)
     cls = _class_ns(diag, rows)
-    primary = _rank(cls)[0]
+    primary = rank_row(cls)[0]
     # the evidence shown must support the stated class: among the occurrences whose
     # own primary class is the group's (all, when none is), the one nearest the median
-    own = np.array([_rank(_class_ns(diag, o))[0] == primary for o in occ], dtype=bool)
+    own = np.array([rank_row(_class_ns(diag, o))[0] == primary for o in occ], dtype=bool)
     cand = np.flatnonzero(own) if own.any() else np.arange(len(occ))
     rep_k = int(cand[np.lexsort((-occ_ns[cand], np.abs(occ_ns[cand] - grp.median_ns)))[0]])
     rep = occ[rep_k]
     total = int(cls.sum())
     recurs = _steps_txt(grp)
-    per = f"{_ms(grp.median_ns)} per step" + (f" (median; it {recurs})" if recurs else "")
+    per = f"{fmt_ms(grp.median_ns)} per step" + (f" (median; it {recurs})" if recurs else "")
     head = f"For {per} the GPU had no kernel to run"
     lead = ""
     if len(occ) > 1:
-        at_median = _ms(occ_ns[rep_k]) == _ms(grp.median_ns)
+        at_median = fmt_ms(occ_ns[rep_k]) == fmt_ms(grp.median_ns)
         lead = ("in the median occurrence, " if at_median
-                else f"in a typical occurrence ({_ms(occ_ns[rep_k])}, mostly {primary.label}), ")
-    context = f"Across the group's {_ms(total)} of idle: {_mix(cls)}." if len(occ) > 1 or len(rep) > 1 else ""
-    return _card(diag, rep, cls, head, f"{_ms(grp.median_ns)} per step", lead=lead, context=context)
+                else f"in a typical occurrence ({fmt_ms(occ_ns[rep_k])}, mostly {primary.label}), ")
+    context = f"Across the group's {fmt_ms(total)} of idle: {class_mix(cls)}." if len(occ) > 1 or len(rep) > 1 else ""
+    return _card(diag, rep, cls, head, f"{fmt_ms(grp.median_ns)} per step", lead=lead, context=context)
 
 
 def _group_context(diag, i: int) -> str:
@@ -134,21 +142,21 @@ def _group_context(diag, i: int) -> str:
     if partner is not None:
         # steady state: the step repeats, so its trailing idle runs into its leading idle
         # (in the file, the leading gap comes first: no "step before" is implied)
-        per = "per token" if _decode(diag) else "per step"
-        stretch = _ms(g.dur_ns[i] + g.dur_ns[partner])
+        per = "per token" if is_decode_trace(diag) else "per step"
+        stretch = fmt_ms(g.dur_ns[i] + g.dur_ns[partner])
         if edge[i] == 1:
-            pair = f"this {_ms(g.dur_ns[i])} at the start of the step and the {_ms(g.dur_ns[partner])} after its last kernel"
+            pair = f"this {fmt_ms(g.dur_ns[i])} at the start of the step and the {fmt_ms(g.dur_ns[partner])} after its last kernel"
         else:
-            pair = f"this {_ms(g.dur_ns[i])} after the step's last kernel and the {_ms(g.dur_ns[partner])} at its start"
+            pair = f"this {fmt_ms(g.dur_ns[i])} after the step's last kernel and the {fmt_ms(g.dur_ns[partner])} at its start"
         bits.append(f"The step repeats: {pair} form one {stretch} idle stretch {per}")
         if recurs:
-            bits.append(f"the stretch {recurs} ({_ms(grp.median_ns)} median per step)")
+            bits.append(f"the stretch {recurs} ({fmt_ms(grp.median_ns)} median per step)")
     elif not _near(int(g.dur_ns[i]), grp.median_ns):
-        bits.append(f"This occurrence is {_ms(g.dur_ns[i])}; the gaps grouped with it ({recurs or 'recurring'}) "
-                    f"have a median of {_ms(grp.median_ns)} per step")
+        bits.append(f"This occurrence is {fmt_ms(g.dur_ns[i])}; the gaps grouped with it ({recurs or 'recurring'}) "
+                    f"have a median of {fmt_ms(grp.median_ns)} per step")
     else:
-        bits.append(f"This position {recurs or 'recurs'} ({_ms(grp.median_ns)} median per step)")
-    bits.append(f"across the group the idle is {_mix(cls)}")
+        bits.append(f"This position {recurs or 'recurs'} ({fmt_ms(grp.median_ns)} median per step)")
+    bits.append(f"across the group the idle is {class_mix(cls)}")
     return "; ".join(bits) + "."
 
 
@@ -164,8 +172,8 @@ def _one_off_context(diag, i: int) -> str:
     2.0 µs (3 of 6 steps): a one-off." Else ""."""
     for grp in diag.groups:
         if grp.one_offs.size and (grp.one_offs == i).any():
-            return (f"This occurrence is {_ms(diag.gaps.dur_ns[i])}; at this position the median is "
-                    f"{_ms(grp.median_ns)} ({grp.steps_with_gap} of {grp.steps_total} steps): a one-off.")
+            return (f"This occurrence is {fmt_ms(diag.gaps.dur_ns[i])}; at this position the median is "
+                    f"{fmt_ms(grp.median_ns)} ({grp.steps_with_gap} of {grp.steps_total} steps): a one-off.")
     return ""
 
 
@@ -177,5 +185,5 @@ def card_for_gap(diag, i: int) -> Card:
     i = int(i)
     rows = np.array([i], dtype=np.int64)
     dur = int(diag.gaps.dur_ns[i])
-    return _card(diag, rows, _class_ns(diag, rows), f"For {_ms(dur)} the GPU had no kernel to run",
-                 _ms(dur), context=_group_context(diag, i))
+    return _card(diag, rows, _class_ns(diag, rows), f"For {fmt_ms(dur)} the GPU had no kernel to run",
+                 fmt_ms(dur), context=_group_context(diag, i))

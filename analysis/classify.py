@@ -1,43 +1,42 @@
-"""Cause class of each idle gap, from what the CPU (and the copy engine) did during it.
+"""Cause class of each idle gap: first starved or blocked, then what kept the GPU idle.
 
-Definition ("Definitions" → cause classes in ``docs/ARCHITECTURE.md``): evidence is
-measured over the gap on the launching thread *T* of the next op (sync: on any thread of
-the process); the class whose evidence covers the largest share of the gap wins, ties
-sync > copy > launch > host; the second largest is the secondary class.
+Definition ("Definitions" → cause classes in ``docs/ARCHITECTURE.md`` and
+``docs/definitions.md``). For each gap [a, b) with next op N, its launch call C and the
+thread T that made C (``effective_thread``), the launch lateness ``L`` is measured from
+the moment N's work reached the queue (``gaps.launch_queued_at``).
 
-How each ns of a gap is attributed (a partition, so per-class totals sum exactly to the
-idle time). Where several kinds of evidence overlap, the first that applies wins:
+**Blocked (queued, L <= 0).** The launch call had returned before the gap began: the GPU
+had N queued and waited on something GPU-side. Nothing the CPU did meanwhile can be the
+cause. GPU copies (memcpy/memset) running in the gap → copy; the rest → dependency, with
+what the trace shows N waited on (``Gaps.wait_kind``): a stream wait enqueued before it
+(``gapscope.analysis.waits``), a collective, the ordering inside a CUDA graph, GPU-side
+dispatch at the trace's timestamp resolution (``Params.dispatch_max_ns``), or nothing
+recorded.
 
-1. a GPU memcpy/memset of the device running inside the gap (exposed copy) → copy,
-   unless it is a small (``<= small_copy_max_bytes``) device-to-host copy, the
-   ``.item()`` / ``print(tensor)`` signature → sync;
-2. a sync call or op on any CPU thread of T's process, or a Kineto ``cuda_sync`` record
-   on the device → sync;
-3. a copy call or op on T → copy;
-4. a launch call on T → launch (when the work was already queued, L <= 0, outside
-   launch-bound gaps and trailing edges, it explains nothing: treated like rule 5's
-   queued CPU work); and, when the next op's launch call starts inside the gap
-   (L > 0), everything from its start to the gap end that is not sync or copy →
-   launch (the launch path: call, driver, queue);
-5. other CPU events on T → host when L > 0, at a step's trailing edge, or when no
-   launch is linked; when the work was already queued (L <= 0) they explain nothing
-   and their ns are treated like rule 6's uninstrumented time;
-6. no event on T ("uninstrumented") → host when L > 0 or when the gap is the idle at a
-   step's trailing edge (the next step follows); → sync when the work was queued
-   (L <= 0) behind a stream wait (``gapscope.analysis.waits``: a ``cudaStreamWaitEvent`` enqueued
-   between the previous op's launch and the next op's); else unclassified (no linked
-   launch, no CPU data, or the work was queued and nothing explains the wait).
+**Starved (L > 0, or no next op at a step's trailing edge, or no linked launch).** The
+gap is partitioned in time, so per-class totals sum exactly to the gap:
 
-Launch-bound gaps: a gap of a picket-fence episode, or a single short gap
-(``<= launch_gap_max_ns``) with L > 0 where T shows only launch calls, the ops that
-issue them and uninstrumented time (no other CPU work), is launch: the host and
-uninstrumented ns of rules 5-6 go to launch (the per-kernel dispatch tax between
-back-to-back launches). Example: the decode-step exercise's 20 µs gap before attention
-(launch matmul … launch attention, nothing else on the CPU) is launch.
+1. GPU copies of the device in the gap → copy (a small ``<= small_copy_max_bytes``
+   device-to-host copy, the ``.item()`` signature, and Kineto ``cuda_sync`` records →
+   sync);
+2. [launch_from, b): from the start of N's launch call to the gap end → launch (the
+   exposed launch path: call, driver, queue);
+3. [sync_from = a, launch_from): T was in a *blocking* wait (``evidence_kinds``) that
+   began before the GPU went idle and ended at or after it: the wait drained the queue,
+   and the host work after it until the next launch is the sync's cost (the sync
+   cliff) → sync. A wait on another thread is not T's;
+4. [a, sync_from) (the whole head when there is no cliff): what T did: blocking waits
+   that began inside the gap → sync for their own length (the device was already idle,
+   so they drained nothing: what follows them is not their cost); copy calls → copy;
+   launch calls → launch; everything else (operators, Python, annotations, allocator calls, uninstrumented time inside a
+   recorded range) → host. In a launch-bound gap (a picket-fence gap, or a short
+   ``<= launch_gap_max_ns`` gap whose T shows only launch calls, the ops issuing them
+   and uninstrumented time) the host and uninstrumented time is launch as well: T
+   issued the work as fast as it could. Uninstrumented time with no linked launch
+   (and not at a trailing edge), or with no CPU data, is unclassified.
 
-When the next op has no linked launch, T falls back to the thread that launched the
-previous kernel. Vectorised: one loop over distinct (T, device) pairs, coverage by
-prefix sums and ``searchsorted``; no loop over gaps.
+Vectorised: one loop over distinct (T, device) pairs, coverage by prefix sums and
+``searchsorted``; no loop over gaps.
 """
 
 from __future__ import annotations
@@ -46,18 +45,20 @@ import dataclasses
 
 import numpy as np
 
+from gapscope.analysis.busy import coverage, device_event_mask, union_intervals
+from gapscope.analysis.evidence_kinds import COLLECTIVE_RE, GRAPH_LAUNCH_RE, event_cause, evidence_end, one_time_mask
+from gapscope.analysis.gaps import EDGE_TRAILING
+from gapscope.analysis.types import Cause, Gaps, Params, Trust, WaitKind
+from gapscope.analysis.waits import stream_wait_events
 from gapscope.parsers.model import CopyKind, Kind, Trace
 
-from gapscope.analysis.busy import coverage, device_event_mask, union_intervals
-from gapscope.analysis.evidence_kinds import event_cause
-from gapscope.analysis.gaps import EDGE_TRAILING
-from gapscope.analysis.types import Cause, Gaps, Params
-from gapscope.analysis.waits import stream_wait_events
-
-__all__ = ["classify", "evidence_for_gap", "effective_thread", "launching_ops", "EvidenceIndex", "evidence_end", "NO_EVENTS",
-           "SECONDARY_MIN_SHARE", "rank_classes"]
+__all__ = ["classify", "effective_thread", "launching_ops", "SECONDARY_MIN_SHARE", "rank_classes",
+           "SLOW_LAUNCH_NS"]
 
 _E = np.zeros(0, dtype=np.int64)
+
+#: A single launch call at least this long (ns) is first-use cost, not dispatch overhead.
+SLOW_LAUNCH_NS = 1_000_000
 
 
 def effective_thread(trace: Trace, gaps: Gaps, launches: np.ndarray) -> np.ndarray:
@@ -117,38 +118,11 @@ def launching_ops(trace: Trace, cause: np.ndarray) -> np.ndarray:
     return flag & (cause == int(Cause.HOST))
 
 
-def evidence_end(trace: Trace) -> np.ndarray:
-    """int64 end (ns) of each event as evidence: its end, except that a launch call
-    linked to a GPU op stops being launch evidence once that op has started (a launch
-    call cannot delay work that already runs; ASCII timelines draw a launch as a span up
-    to the next CPU line)."""
-    end = trace.start_ns + trace.dur_ns
-    if trace.flow_src.size:
-        src, dst = trace.flow_src, trace.flow_dst
-        is_launch = trace.kind[src] == int(Kind.LAUNCH)
-        # an op "starting" before its launch call has no usable timing (B14): no clip
-        is_launch &= trace.start_ns[dst] >= trace.start_ns[src]
-        src, dst = src[is_launch], dst[is_launch]
-        np.minimum.at(end, src, trace.start_ns[dst])
-    return end
-
-
-@dataclasses.dataclass
-class _Sources:
-    """Evidence intervals, built once per diagnosis."""
-
-    end: np.ndarray
-
-    def lane_union(self, trace: Trace, lanes, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        parts_s, parts_e = [], []
-        for k in lanes:
-            sl = trace.lane_slice(k)
-            m = mask[sl]
-            parts_s.append(trace.start_ns[sl][m])
-            parts_e.append(self.end[sl][m])
-        if not parts_s:
-            return _E, _E
-        return union_intervals(np.concatenate(parts_s), np.concatenate(parts_e))
+def _lane_union(trace: Trace, end: np.ndarray, lane: int, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Union of the ``mask`` events of one lane, as [start, evidence end) intervals."""
+    sl = trace.lane_slice(lane)
+    m = mask[sl]
+    return union_intervals(trace.start_ns[sl][m], end[sl][m])
 
 
 def _u(*pairs) -> tuple[np.ndarray, np.ndarray]:
@@ -160,116 +134,223 @@ def _u(*pairs) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _device_copy_unions(trace: Trace, device: int, valid: np.ndarray, params: Params):
+    """(all GPU copies, big copies, small D2H copies + cuda_sync records) of ``device``
+    as interval unions."""
     m = device_event_mask(trace, device, (Kind.MEMCPY, Kind.MEMSET), valid)
     small = m & (trace.copy_kind == int(CopyKind.D2H)) & (trace.bytes >= 0) & (trace.bytes <= params.small_copy_max_bytes)
     big = m & ~small
-    mark = device_event_mask(trace, device, (Kind.SYNC_MARKER,), valid)
     s, d = trace.start_ns, trace.dur_ns
-    return (union_intervals(s[big], s[big] + d[big]),
-            union_intervals(np.concatenate((s[small], s[mark])), np.concatenate((s[small] + d[small], s[mark] + d[mark]))))
+    return (union_intervals(s[m], s[m] + d[m]), union_intervals(s[big], s[big] + d[big]),
+            union_intervals(s[small], s[small] + d[small]))
+
+
+def _cliff_start(us: np.ndarray, ue: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per row: ``a`` when an interval of the sorted union (``us``, ``ue``) of blocking
+    waits began at or before ``a`` and ended at or after it (a wait that drained the
+    queue: the sync cliff starts with the gap), else ``b`` (no cliff)."""
+    if us.size == 0:
+        return b.copy()
+    k = np.searchsorted(ue, a, side="left")
+    kc = np.minimum(k, us.size - 1)
+    ok = (k < us.size) & (us[kc] <= a) & (a < b)
+    return np.where(ok, a, b)
+
+
+def _cover(u: tuple[np.ndarray, np.ndarray], a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return coverage(u[0], u[1], a, np.maximum(a, b))
 
 
 def classify(trace: Trace, gaps: Gaps, params: Params, *, valid: np.ndarray, launches: np.ndarray,
              episode_of: np.ndarray | None = None, exclude: np.ndarray | None = None) -> Gaps:
     """Return ``gaps`` with ``cause``, ``secondary``, ``cause_share``,
-    ``secondary_share`` and ``class_ns`` (int64 (n, 5), rows sum to the gap duration)
-    filled, per the rules of the module docstring. ``exclude``: bool mask of events
-    that are no evidence (the step annotations)."""
+    ``secondary_share``, ``class_ns`` (int64 (n, len(Cause)), rows sum to the gap
+    duration), ``thread_lane``, ``wait_event``, ``queued``, ``launch_from_ns``,
+    ``sync_from_ns``, ``wait_kind``, ``one_time`` and ``trust`` filled, per the rules of
+    the module docstring. ``exclude``: bool mask of events that are no evidence (the
+    step annotations)."""
     n = len(gaps)
     class_ns = np.zeros((n, len(Cause)), dtype=np.int64)
     if n == 0:
-        return dataclasses.replace(gaps, class_ns=class_ns)
+        z = np.zeros(0, np.int64)
+        return dataclasses.replace(gaps, class_ns=class_ns, thread_lane=np.zeros(0, np.int32), wait_event=z,
+                                   queued=np.zeros(0, bool), launch_from_ns=z, sync_from_ns=z,
+                                   wait_kind=np.zeros(0, np.int8), one_time=np.zeros(0, bool),
+                                   trust=np.zeros(0, np.int8))
     cause = event_cause(trace, valid, exclude)
     launching = launching_ops(trace, cause)
     is_host = cause == int(Cause.HOST)
     host_launching = is_host & launching
     host_other = is_host & ~launching
-    lane_pid = [ln.pid for ln in trace.lanes]
-    cpu_by_pid: dict[str, list[int]] = {}
-    for ln in trace.lanes:
-        if not ln.is_gpu:
-            cpu_by_pid.setdefault(ln.pid, []).append(ln.index)
-    src = _Sources(evidence_end(trace))
-
-    T = effective_thread(trace, gaps, launches)
-    wait = stream_wait_events(trace, gaps, launches, valid)
-    gs, ge = gaps.start_ns, gaps.end_ns
-    dur = ge - gs
-    has_launch = gaps.launch >= 0
-    late = has_launch & (gaps.lateness_ns > 0)
-    t0 = np.where(late, np.clip(gs + gaps.lateness_ns, gs, ge), ge)  # head [gs, t0), tail [t0, ge)
-    trailing = gaps.edge == EDGE_TRAILING if gaps.edge is not None else np.zeros(n, bool)
-    in_episode = episode_of >= 0 if episode_of is not None else np.zeros(n, bool)
-
     sync_m = cause == int(Cause.SYNC)
     copy_m = cause == int(Cause.COPY)
     launch_m = cause == int(Cause.LAUNCH)
-    unions_by_pid: dict[str, tuple] = {}
+    end = evidence_end(trace)
+    cpu_lane = np.array([not ln.is_gpu for ln in trace.lanes], dtype=bool)
+    on_cpu = cpu_lane[trace.lane] if cpu_lane.size else np.zeros(len(trace), bool)
+
+    T = effective_thread(trace, gaps, launches)
+    gs, ge = gaps.start_ns, gaps.end_ns
+    dur = ge - gs
+    has_launch = gaps.launch >= 0
+    queued = has_launch & (gaps.lateness_ns <= 0)
+    wait = stream_wait_events(trace, gaps, launches, valid)
+    trailing = gaps.edge == EDGE_TRAILING if gaps.edge is not None else np.zeros(n, bool)
+    in_episode = episode_of >= 0 if episode_of is not None else np.zeros(n, bool)
+    li = np.maximum(gaps.launch, 0)
+    launch_from = np.where(has_launch & ~queued, np.clip(trace.start_ns[li], gs, ge), ge)
+    sync_from = launch_from.copy()
+
     pair_code = (T.astype(np.int64) + 1) * (1 << 20) + gaps.device.astype(np.int64)
     codes, pair_inv = np.unique(pair_code, return_inverse=True)
     pair_order = np.argsort(pair_inv, kind="stable")
     pair_bounds = np.searchsorted(pair_inv[pair_order], np.arange(codes.size + 1))
     dev_cache: dict[int, tuple] = {}
+    marks_cache: dict[int, tuple] = {}
     for pi, code in enumerate(codes.tolist()):
         t_lane, dev = code // (1 << 20) - 1, code % (1 << 20)
         rows = pair_order[pair_bounds[pi]:pair_bounds[pi + 1]]
         if dev not in dev_cache:
             dev_cache[dev] = _device_copy_unions(trace, dev, valid, params)
-        big, small_sync = dev_cache[dev]
+            mk = device_event_mask(trace, dev, (Kind.SYNC_MARKER,), valid) & sync_m
+            marks_cache[dev] = union_intervals(trace.start_ns[mk], trace.start_ns[mk] + trace.dur_ns[mk])
+        all_copy, big, small = dev_cache[dev]
+        a, b = gs[rows], ge[rows]
+        q = queued[rows]
+        # --- blocked: copies, then dependency
+        qcopy = _cover(all_copy, a, b)
+        # --- starved: a time partition of [a, b)
+        lf = launch_from[rows]
         if t_lane >= 0:
-            pid = lane_pid[t_lane]
-            if pid not in unions_by_pid:
-                unions_by_pid[pid] = src.lane_union(trace, cpu_by_pid.get(pid, []), sync_m)
-            sync_p = unions_by_pid[pid]
-            copy_t = src.lane_union(trace, [t_lane], copy_m)
-            launch_t = src.lane_union(trace, [t_lane], launch_m)
-            hl_t = src.lane_union(trace, [t_lane], host_launching)
-            ho_t = src.lane_union(trace, [t_lane], host_other)
+            block_t = _u(_lane_union(trace, end, t_lane, sync_m & on_cpu), marks_cache[dev])
+            copy_t = _lane_union(trace, end, t_lane, copy_m)
+            launch_t = _lane_union(trace, end, t_lane, launch_m)
+            hl_t = _lane_union(trace, end, t_lane, host_launching)
+            ho_t = _lane_union(trace, end, t_lane, host_other)
         else:
-            sync_p = copy_t = launch_t = hl_t = ho_t = (_E, _E)
-        layers = [big]
-        layers.append(_u(layers[-1], sync_p, small_sync))
-        layers.append(_u(layers[-1], copy_t))
-        layers.append(_u(layers[-1], launch_t))
-        layers.append(_u(layers[-1], hl_t))
-        layers.append(_u(layers[-1], ho_t))
-        a, m, b = gs[rows], t0[rows], ge[rows]
-        head = [coverage(u[0], u[1], a, m) for u in layers]
-        tail = [coverage(u[0], u[1], m, b) for u in layers[:3]]
-        copy_ns = head[0] + (head[2] - head[1]) + tail[0] + (tail[2] - tail[1])
-        sync_ns = (head[1] - head[0]) + (tail[1] - tail[0])
-        launch_ns = (head[3] - head[2]) + ((b - m) - tail[2])
+            block_t, copy_t, launch_t, hl_t, ho_t = marks_cache[dev], (_E, _E), (_E, _E), (_E, _E), (_E, _E)
+        sf = _cliff_start(block_t[0], block_t[1], a, lf)
+        sync_from[rows] = np.where(q, lf, sf)
+        gpu_big = [_cover(big, a, sf), _cover(big, sf, lf), _cover(big, lf, b)]
+        gpu_any = _u(big, small)
+        gpu_all = [_cover(gpu_any, a, sf), _cover(gpu_any, sf, lf), _cover(gpu_any, lf, b)]
+        # head [a, sf): T's activity, layered wait > copy > launch > issuing ops > other host
+        layers = [gpu_any]
+        for u in (block_t, copy_t, launch_t, hl_t, ho_t):
+            layers.append(_u(layers[-1], u))
+        head = [_cover(u, a, sf) for u in layers]
+        head_sync = (gpu_all[0] - gpu_big[0]) + (head[1] - head[0])
+        head_copy = gpu_big[0] + (head[2] - head[1])
+        head_launch = head[3] - head[2]
         hl_ns = head[4] - head[3]
         ho_ns = head[5] - head[4]
-        rest = (m - a) - head[5]
-        if t_lane < 0:
-            rest = rest + hl_ns + ho_ns
-            hl_ns = ho_ns = np.zeros_like(rest)
+        rest = (sf - a) - head[5]
         short = dur[rows] <= params.launch_gap_max_ns
-        bound = in_episode[rows] | (short & late[rows] & (ho_ns == 0) & (t_lane >= 0))
-        host_rest = (late[rows] | trailing[rows]) & (t_lane >= 0)
-        # Launch calls and host work on T explain idle only when the CPU asked late
-        # (L > 0), at a step's trailing edge, when no launch is linked (L unknown), or
-        # in a launch-bound gap. When the next op was already queued, CPU work on T
-        # (launching later ops included) did not keep the GPU empty: that time is
-        # unexplained (or sync behind a recorded stream wait).
-        host_ok = late[rows] | trailing[rows] | ~has_launch[rows]
-        queued_launch = np.where(bound | host_ok, 0, head[3] - head[2])
-        launch_ns = launch_ns - queued_launch
-        launch_ns = launch_ns + np.where(bound, hl_ns + rest + np.where(in_episode[rows], ho_ns, 0), 0)
-        queued_host = np.where(bound | host_ok, 0, hl_ns + ho_ns) + queued_launch
-        host_ns = np.where(bound, np.where(in_episode[rows], 0, ho_ns),
-                           np.where(host_ok, hl_ns + ho_ns, 0) + np.where(host_rest, rest, 0))
-        waited = (wait[rows] >= 0) & ~(bound | host_rest)
-        uncl_ns = np.where(bound | host_rest | waited, 0, rest) + np.where(waited, 0, queued_host)
-        class_ns[rows, int(Cause.SYNC)] = sync_ns + np.where(waited, rest + queued_host, 0)
-        class_ns[rows, int(Cause.COPY)] = copy_ns
-        class_ns[rows, int(Cause.LAUNCH)] = launch_ns
-        class_ns[rows, int(Cause.HOST)] = host_ns
-        class_ns[rows, int(Cause.UNCLASSIFIED)] = uncl_ns
+        late = has_launch[rows] & ~q
+        bound = in_episode[rows] | (short & late & (ho_ns == 0) & (t_lane >= 0))
+        explained = (late | trailing[rows]) & (t_lane >= 0)
+        launch_ns = head_launch + np.where(bound, hl_ns + ho_ns + rest, 0)
+        host_ns = np.where(bound, 0, hl_ns + ho_ns + np.where(explained, rest, 0))
+        uncl_ns = np.where(bound | explained, 0, rest)
+        if t_lane < 0:
+            uncl_ns = uncl_ns + host_ns
+            host_ns = np.zeros_like(host_ns)
+        # middle [sf, lf): the sync cliff (GPU copies in it stay copy)
+        mid = lf - sf
+        sync_ns = head_sync + (mid - gpu_big[1])
+        copy_ns = head_copy + gpu_big[1]
+        # tail [lf, b): the exposed launch path
+        tail_copy = gpu_big[2]
+        launch_ns = launch_ns + (b - lf) - tail_copy
+        copy_ns = copy_ns + tail_copy
+        class_ns[rows, int(Cause.SYNC)] = np.where(q, 0, sync_ns)
+        class_ns[rows, int(Cause.COPY)] = np.where(q, qcopy, copy_ns)
+        class_ns[rows, int(Cause.LAUNCH)] = np.where(q, 0, launch_ns)
+        class_ns[rows, int(Cause.HOST)] = np.where(q, 0, host_ns)
+        class_ns[rows, int(Cause.UNCLASSIFIED)] = np.where(q, 0, uncl_ns)
+        class_ns[rows, int(Cause.DEPENDENCY)] = np.where(q, (b - a) - qcopy, 0)
     primary, share, secondary, sec_share = rank_classes(class_ns, dur)
+    wait_kind = _wait_kinds(trace, gaps, queued, wait, params)
+    one_time = _one_time(trace, gaps, T, params, end)
+    trust = _trust(trace, gaps, launches)
     return dataclasses.replace(gaps, cause=primary, cause_share=share, secondary=secondary,
-                               secondary_share=sec_share, class_ns=class_ns, thread_lane=T, wait_event=wait)
+                               secondary_share=sec_share, class_ns=class_ns, thread_lane=T, wait_event=wait,
+                               queued=queued, launch_from_ns=launch_from.astype(np.int64),
+                               sync_from_ns=sync_from.astype(np.int64), wait_kind=wait_kind,
+                               one_time=one_time, trust=trust)
+
+
+def _name_flags(trace: Trace, pattern) -> np.ndarray:
+    """Bool per name id: whether the name matches ``pattern``."""
+    return np.array([bool(pattern.search(s)) for s in trace.names], dtype=bool)
+
+
+def _wait_kinds(trace: Trace, gaps: Gaps, queued: np.ndarray, wait: np.ndarray, params: Params) -> np.ndarray:
+    """int8 ``WaitKind`` per gap (-1 when not queued): dispatch (a gap at the timestamp
+    resolution), stream wait, collective (the next or previous op is one), graph (the
+    next op was launched by a graph launch), else nothing recorded. First that applies."""
+    n = len(gaps)
+    out = np.full(n, -1, dtype=np.int8)
+    if not queued.any():
+        return out
+    coll = _name_flags(trace, COLLECTIVE_RE)
+    graph = _name_flags(trace, GRAPH_LAUNCH_RE)
+
+    def named(ev: np.ndarray, flags: np.ndarray) -> np.ndarray:
+        ok = ev >= 0
+        return ok & flags[trace.name_id[np.maximum(ev, 0)]] if flags.size else np.zeros(n, bool)
+
+    is_coll = named(gaps.next_op, coll) | named(gaps.prev_op, coll)
+    is_graph = named(gaps.launch, graph)
+    kind = np.full(n, int(WaitKind.NOTHING_RECORDED), dtype=np.int8)
+    kind[is_graph] = int(WaitKind.GRAPH)
+    kind[is_coll] = int(WaitKind.COLLECTIVE)
+    kind[wait >= 0] = int(WaitKind.STREAM_WAIT)
+    kind[gaps.dur_ns <= params.dispatch_max_ns] = int(WaitKind.DISPATCH)
+    out[queued] = kind[queued]
+    return out
+
+
+def _one_time(trace: Trace, gaps: Gaps, T: np.ndarray, params: Params, end: np.ndarray) -> np.ndarray:
+    """Bool per gap: warm-up evidence on T (``evidence_kinds.one_time_mask``) covers at
+    least ``params.one_time_min_share`` of the gap. Loop over distinct T lanes."""
+    n = len(gaps)
+    out = np.zeros(n, dtype=bool)
+    m = one_time_mask(trace, SLOW_LAUNCH_NS)
+    if not m.any():
+        return out
+    for lane in np.unique(T[T >= 0]).tolist():
+        rows = np.flatnonzero(T == lane)
+        us, ue = _lane_union(trace, end, lane, m)
+        if us.size:
+            cov = coverage(us, ue, gaps.start_ns[rows], gaps.end_ns[rows])
+            out[rows] = cov >= params.one_time_min_share * gaps.dur_ns[rows]
+    return out
+
+
+def _trust(trace: Trace, gaps: Gaps, launches: np.ndarray) -> np.ndarray:
+    """int8 ``Trust`` bits per gap: UNLINKED when the next op has no linked launch call
+    although the trace links others (the queued/starved question has no answer);
+    GRAPH_UNRECORDED when a graph launch before the next op has no recorded GPU op
+    linked to it (the graph's kernels ran unseen: the idle may not be idle)."""
+    n = len(gaps)
+    out = np.zeros(n, dtype=np.int8)
+    linked_any = bool((launches >= 0).any())
+    if linked_any:
+        out[(gaps.next_op >= 0) & (gaps.launch < 0)] |= int(Trust.UNLINKED)
+    graph_ids = trace.name_ids_matching(lambda s: bool(GRAPH_LAUNCH_RE.search(s)))
+    if graph_ids.size:
+        calls = np.flatnonzero(np.isin(trace.name_id, graph_ids) & (trace.kind == int(Kind.LAUNCH)))
+        if calls.size:
+            has_op = np.zeros(len(trace), dtype=bool)
+            has_op[launches[launches >= 0]] = True
+            empty = calls[~has_op[calls]]
+            if empty.size:
+                # a gap that overlaps the span from an empty graph launch to 50 ms after it
+                es = np.sort(trace.start_ns[empty])
+                k = np.searchsorted(es, gaps.end_ns, side="left") - 1
+                ok = (k >= 0) & (gaps.start_ns - es[np.maximum(k, 0)] <= 50_000_000)
+                out[ok] |= int(Trust.GRAPH_UNRECORDED)
+    return out
 
 
 #: A second class below this share of the gap is no secondary class (it would read
@@ -279,9 +360,9 @@ SECONDARY_MIN_SHARE = 0.005
 
 def rank_classes(class_ns: np.ndarray, dur: np.ndarray):
     """Primary (largest; ``argmax`` takes the first maximum, which is the tie order
-    sync > copy > launch > host > unclassified) and secondary class per row: the
-    second largest, when it holds at least ``SECONDARY_MIN_SHARE`` of the gap (else
-    -1 with share 0)."""
+    sync > copy > launch > host > unclassified > dependency) and secondary class per
+    row: the second largest, when it holds at least ``SECONDARY_MIN_SHARE`` of the gap
+    (else -1 with share 0)."""
     n = class_ns.shape[0]
     primary = np.argmax(class_ns, axis=1)
     r = np.arange(n)
@@ -295,7 +376,3 @@ def rank_classes(class_ns: np.ndarray, dur: np.ndarray):
     secondary = np.where(has, sec, -1).astype(np.int8)
     sec_share = np.where(has, sec_ns / d, 0.0)
     return primary.astype(np.int8), share, secondary, sec_share
-
-
-# the evidence lists moved to ``gapscope.analysis.evidence``; kept importable from here
-from gapscope.analysis.evidence import NO_EVENTS, EvidenceIndex, evidence_for_gap  # noqa: E402

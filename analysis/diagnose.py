@@ -147,7 +147,7 @@ def diagnose(trace: Trace, params: Params | None = None) -> Diagnosis:
     episodes, episode_of = find_episodes(trace, gaps, params, launches)
     gaps = classify(trace, gaps, params, valid=valid, launches=launches, episode_of=episode_of,
                     exclude=exclude)
-    groups, group_of = group_gaps(trace, gaps, steps, gaps.class_ns)
+    groups, group_of = group_gaps(trace, gaps, steps, gaps.class_ns, skip=gaps.one_time)
     gaps = dataclasses.replace(gaps, group=group_of, episode=episode_of)
     diag = Diagnosis(trace, params, devices, gaps, episodes, steps, groups, None, invalid, launches,
                      _exclude=exclude)

@@ -1,11 +1,19 @@
 """Evidence lists of single gaps, computed on demand (design: "Definitions" → cause
-classes: "Keep the evidence list (names, thread, overlap in ns, bytes)").
+classes: "the evidence list (names, thread, overlap in ns, bytes)").
 
-Per gap: sync events on the CPU threads of T's process and the device's ``cuda_sync``
-records, copy/launch/host events on T, GPU copies of the device inside the gap, the
-stream wait behind which the queued next op waited (``gapscope.analysis.waits``), and the
-synthetic "(no events recorded on this thread)" for uninstrumented time on T, each with
-the class the classification gave it (``gapscope.analysis.classify``).
+The list follows the classification's time partition of the gap
+(``gapscope.analysis.classify``), so each item's class is the class its time was given:
+
+- a queued (blocked) gap: the GPU copies of the device in it (copy) and what the queued
+  op waited on (dependency): the stream wait, the collective, the graph launch; no CPU
+  activity, since none of it could be the cause;
+- a starved gap: the GPU copies of the device in it, and the events of the launching
+  thread T (never another thread), each split over the partition: its time before the
+  sync cliff with its own class (host, copy, launch, sync for a wait that began inside
+  the gap; launch too for host work in a launch-bound gap),
+  its time in the sync cliff as sync, its time in the exposed launch path as launch;
+  plus the synthetic "(no events recorded on this thread)" for uninstrumented time on T
+  in each part.
 """
 
 from __future__ import annotations
@@ -14,12 +22,11 @@ import dataclasses
 
 import numpy as np
 
-from gapscope.parsers.model import CopyKind, Kind, Trace
-
 from gapscope.analysis.busy import coverage, union_intervals
-from gapscope.analysis.evidence_kinds import NO_CLASS, event_cause
+from gapscope.analysis.evidence_kinds import NO_CLASS, event_cause, evidence_end
 from gapscope.analysis.gaps import EDGE_TRAILING
-from gapscope.analysis.types import Cause, Evidence, Gaps, Params
+from gapscope.analysis.types import Cause, Evidence, Gaps, Params, WaitKind
+from gapscope.parsers.model import CopyKind, Kind, Trace
 
 __all__ = ["EvidenceIndex", "evidence_for_gap", "NO_EVENTS", "enclosing_step_range", "CONTAINER_MIN_SHARE"]
 
@@ -36,25 +43,18 @@ class EvidenceIndex:
     cause: np.ndarray
     end: np.ndarray
     runmax: np.ndarray
-    #: Lanes holding at least one sync-class event: the only lanes other than T whose
-    #: events can be evidence, so a process with 100k threads is not scanned per gap.
-    sync_lanes: frozenset = frozenset()
 
     @classmethod
-    def build(cls, trace: Trace, valid: np.ndarray | None = None, exclude: np.ndarray | None = None) -> "EvidenceIndex":
+    def build(cls, trace: Trace, valid: np.ndarray | None = None, exclude: np.ndarray | None = None) -> EvidenceIndex:
         if valid is None:
             valid = np.ones(len(trace), dtype=bool)
-        from gapscope.analysis.classify import evidence_end
-
         end = evidence_end(trace)
         runmax = end.copy()
         for k in range(len(trace.lanes)):
             a, b = int(trace.lane_offsets[k]), int(trace.lane_offsets[k + 1])
             if b > a:
                 np.maximum.accumulate(runmax[a:b], out=runmax[a:b])
-        cause = event_cause(trace, valid, exclude)
-        sync_lanes = frozenset(np.unique(trace.lane[cause == int(Cause.SYNC)]).tolist())
-        return cls(cause, end, runmax, sync_lanes)
+        return cls(event_cause(trace, valid, exclude), end, runmax)
 
     def overlapping(self, trace: Trace, lane: int, a: int, b: int) -> np.ndarray:
         """Event indices on ``lane`` overlapping [a, b) (by evidence end)."""
@@ -67,84 +67,133 @@ class EvidenceIndex:
         return idx[self.end[lo:hi] > a]
 
 
+#: Name of the synthetic evidence for time with no event on the launching thread.
+NO_EVENTS = "(no events recorded on this thread)"
+
+#: A host range whose time in the gap is covered by deeper events on its thread for at
+#: least this share merely contains the work: the deeper events are the evidence.
+CONTAINER_MIN_SHARE = 0.9
+
+
+def _overlap(s: np.ndarray, e: np.ndarray, a: int, b: int) -> np.ndarray:
+    return np.maximum(np.minimum(e, b) - np.maximum(s, a), 0)
+
+
+def _gpu_copies(trace: Trace, index: EvidenceIndex, dev: int, a: int, b: int, sync_until: int) -> list[Evidence]:
+    """GPU memcpy/memset records of ``dev`` in [a, b): copy, except a small D2H copy
+    (the ``.item()`` signature) before ``sync_until`` (the starved part), which is sync."""
+    out: list[Evidence] = []
+    small_max = Params().small_copy_max_bytes
+    for ln in trace.lanes:
+        if not (ln.is_gpu and ln.device == dev):
+            continue
+        idx = index.overlapping(trace, ln.index, a, b)
+        idx = idx[np.isin(trace.kind[idx], np.array([Kind.MEMCPY, Kind.MEMSET], dtype=np.int8))]
+        for ev in idx.tolist():
+            s, e = int(trace.start_ns[ev]), int(index.end[ev])
+            small = trace.copy_kind[ev] == CopyKind.D2H and 0 <= trace.bytes[ev] <= small_max
+            sync_part = max(min(e, sync_until, b) - max(s, a), 0) if small else 0
+            copy_part = max(min(e, b) - max(s, a), 0) - sync_part
+            for c, ov in ((Cause.SYNC, sync_part), (Cause.COPY, copy_part)):
+                if ov > 0:
+                    out.append(Evidence(ev, trace.name(ev), ln.index, c, ov, int(trace.bytes[ev]), bool(trace.pageable[ev])))
+    return out
+
+
+def _queued_evidence(trace: Trace, gaps: Gaps, i: int) -> list[Evidence]:
+    """What the queued op of gap ``i`` waited on, as one dependency item (none when
+    nothing is recorded)."""
+    dep = int(gaps.class_ns[i, int(Cause.DEPENDENCY)]) if gaps.class_ns is not None else int(gaps.dur_ns[i])
+    kind = int(gaps.wait_kind[i]) if gaps.wait_kind is not None else -1
+    ev = -1
+    if kind == WaitKind.STREAM_WAIT and gaps.wait_event is not None:
+        ev = int(gaps.wait_event[i])
+    elif kind == WaitKind.COLLECTIVE:
+        ev = int(gaps.next_op[i])
+    elif kind == WaitKind.GRAPH:
+        ev = int(gaps.launch[i])
+    if ev < 0 or dep <= 0:
+        return []
+    return [Evidence(ev, trace.name(ev), int(trace.lane[ev]), Cause.DEPENDENCY, dep)]
+
+
 def evidence_for_gap(trace: Trace, gaps: Gaps, i: int, index: EvidenceIndex, limit: int = 20) -> tuple[Evidence, ...]:
-    """Evidence list of gap ``i``: sync events on the process's CPU threads and the
-    device's ``cuda_sync`` records, copy/launch/host events on T, GPU copies of the
-    device inside the gap; names verbatim, overlap in ns, bytes, pageable. Largest
-    overlap first, at most ``limit``. Host ranges that enclose the whole gap are left
+    """Evidence list of gap ``i`` (see the module docstring): names verbatim, lane,
+    overlap in ns, bytes, pageable; largest overlap first, at most ``limit``. Host
+    ranges that merely contain listed deeper events (``CONTAINER_MIN_SHARE``) are left
     out of the list when other evidence exists (not out of the class totals)."""
     a, b = int(gaps.start_ns[i]), int(gaps.end_ns[i])
     dev = int(gaps.device[i])
     T = int(gaps.thread_lane[i]) if gaps.thread_lane is not None else int(gaps.launch_lane[i])
-    lanes = trace.lanes
-    cand: list[np.ndarray] = []
-    if T >= 0:
-        pid = lanes[T].pid
-        cand.append(index.overlapping(trace, T, a, b))
-        for k in sorted(index.sync_lanes):
-            ln = lanes[k]
-            if k != T and not ln.is_gpu and ln.pid == pid:
-                cand.append(index.overlapping(trace, k, a, b))
-    for ln in lanes:
-        if ln.is_gpu and ln.device == dev:
-            cand.append(index.overlapping(trace, ln.index, a, b))
-    idx = np.concatenate(cand) if cand else _E
-    if idx.size == 0:
-        return _with_quiet(gaps, i, [], b - a, T, a, b, trace)
-    sub_cause = index.cause[idx]
-    kind = trace.kind[idx]
-    gpu_copy = np.isin(kind, np.array([Kind.MEMCPY, Kind.MEMSET], dtype=np.int8))
-    on_t = trace.lane[idx] == T
-    keep = gpu_copy | (sub_cause == int(Cause.SYNC)) | (on_t & (sub_cause != NO_CLASS))
-    idx, sub_cause, gpu_copy = idx[keep], sub_cause[keep], gpu_copy[keep]
-    s = trace.start_ns[idx]
-    e = index.end[idx]
-    ov = np.minimum(e, b) - np.maximum(s, a)
-    pos = ov > 0
-    idx, sub_cause, gpu_copy, s, e, ov = idx[pos], sub_cause[pos], gpu_copy[pos], s[pos], e[pos], ov[pos]
-    quiet = _quiet_ns(trace, idx, index, a, b)
-    if idx.size == 0:
-        return _with_quiet(gaps, i, [], quiet, T, a, b, trace)
-    enclosing = (s <= a) & (e >= b) & (sub_cause == int(Cause.HOST))
-    enclosing |= _containers(trace, idx, sub_cause, gpu_copy, s, e, a, b, T)
-    if idx.size > 1 and (~enclosing).any():
-        keep = ~enclosing
-        idx, sub_cause, gpu_copy, ov = idx[keep], sub_cause[keep], gpu_copy[keep], ov[keep]
-    o = np.lexsort((trace.start_ns[idx], -ov))[:limit]
-    out: list[Evidence] = []
-    small_max = Params().small_copy_max_bytes
-    for j in o:
-        ev = int(idx[j])
-        c = Cause.COPY if gpu_copy[j] else Cause(int(sub_cause[j]))
-        if gpu_copy[j] and trace.copy_kind[ev] == CopyKind.D2H and 0 <= trace.bytes[ev] <= small_max:
-            c = Cause.SYNC
-        out.append(Evidence(ev, trace.name(ev), int(trace.lane[ev]), c, int(ov[j]),
-                            int(trace.bytes[ev]), bool(trace.pageable[ev])))
-    return _with_quiet(gaps, i, out, quiet, T, a, b, trace)
+    queued = bool(gaps.queued[i]) if gaps.queued is not None else False
+    lf = int(gaps.launch_from_ns[i]) if gaps.launch_from_ns is not None else b
+    sf = int(gaps.sync_from_ns[i]) if gaps.sync_from_ns is not None else lf
+    if queued:
+        out = _gpu_copies(trace, index, dev, a, b, a) + _queued_evidence(trace, gaps, i)
+        out.sort(key=lambda e: -e.overlap_ns)
+        return tuple(out[:limit])
+    out = _gpu_copies(trace, index, dev, a, b, lf)
+    if T < 0:
+        out.sort(key=lambda e: -e.overlap_ns)
+        return tuple(out[:limit])
+    cn = gaps.class_ns[i] if gaps.class_ns is not None else None
+    bound = cn is not None and gaps.cause[i] == Cause.LAUNCH and int(cn[int(Cause.HOST)]) == 0 and (
+        gaps.episode[i] >= 0 or (b - a) <= Params().launch_gap_max_ns)
+    late = gaps.launch[i] >= 0 and gaps.lateness_ns[i] > 0
+    trailing = gaps.edge is not None and gaps.edge[i] == EDGE_TRAILING
+    head_quiet_cause = Cause.LAUNCH if bound else (Cause.HOST if (late or trailing) else Cause.UNCLASSIFIED)
+    idx = index.overlapping(trace, T, a, b)
+    idx = idx[index.cause[idx] != NO_CLASS]
+    s, e = trace.start_ns[idx], index.end[idx]
+    parts = ((a, sf, None), (sf, lf, Cause.SYNC), (lf, b, Cause.LAUNCH))
+    listed: list[tuple[int, Cause, int]] = []
+    quiet: dict[Cause, int] = {}
+    for lo, hi, forced in parts:
+        if hi <= lo:
+            continue
+        ov = _overlap(s, e, lo, hi)
+        keep = ov > 0
+        sub, sub_ov = idx[keep], ov[keep]
+        us, ue = union_intervals(np.maximum(s[keep], lo), np.minimum(e[keep], hi))
+        q = (hi - lo) - int(coverage(us, ue, np.array([lo]), np.array([hi]))[0])
+        qc = forced if forced is not None else head_quiet_cause
+        if q > 0:
+            quiet[qc] = quiet.get(qc, 0) + q
+        contained = _containers(trace, sub, index, lo, hi)
+        for ev, o, cont in zip(sub.tolist(), sub_ov.tolist(), contained.tolist()):
+            if cont:
+                continue
+            own = Cause(int(index.cause[ev]))
+            if forced is not None:
+                c = forced
+            elif bound and own == Cause.HOST:
+                c = Cause.LAUNCH
+            else:
+                c = own
+            if forced == Cause.LAUNCH and trace.kind[ev] != Kind.LAUNCH and ev != int(gaps.launch[i]):
+                continue  # the launch path is the call itself; enclosing ranges add nothing
+            listed.append((ev, c, o))
+    for ev, c, o in listed:
+        out.append(Evidence(ev, trace.name(ev), int(trace.lane[ev]), c, int(o), int(trace.bytes[ev]), bool(trace.pageable[ev])))
+    for c, q in quiet.items():
+        out.append(Evidence(-1, NO_EVENTS, T, c, int(q)))
+    out.sort(key=lambda e: (-e.overlap_ns, e.event))
+    return tuple(out[:limit])
 
 
-#: A host range whose time in the gap is covered by deeper events on its thread for at
-#: least this share merely contains the work: the deeper events are the evidence (a range
-#: with real time of its own, e.g. a DataLoader `__next__` whose collate Python is about
-#: half uninstrumented, stays).
-CONTAINER_MIN_SHARE = 0.9
-
-
-def _containers(trace: Trace, idx: np.ndarray, sub_cause: np.ndarray, gpu_copy: np.ndarray,
-                s: np.ndarray, e: np.ndarray, a: int, b: int, T: int) -> np.ndarray:
-    """Bool mask over ``idx``: host events on T whose overlap with [a, b) is covered by
-    deeper listed events on T (greater ``depth``, nested inside it) for at least
+def _containers(trace: Trace, idx: np.ndarray, index: EvidenceIndex, a: int, b: int) -> np.ndarray:
+    """Bool mask over ``idx`` (events of one lane): host events whose overlap with
+    [a, b) is covered by deeper events of ``idx`` nested in it for at least
     ``CONTAINER_MIN_SHARE`` of it (e.g. an enclosing ``## forward ##`` range around the
-    ATen ops that did the work). Loop over distinct depths, coverage by prefix sums."""
+    ATen ops that did the work). Loop over distinct depths."""
     out = np.zeros(idx.size, dtype=bool)
-    on_t = (trace.lane[idx] == T) & ~gpu_copy
-    host = on_t & (sub_cause == int(Cause.HOST))
-    if not host.any() or on_t.sum() < 2:
+    if idx.size < 2:
         return out
-    cs, ce = np.maximum(s, a), np.minimum(e, b)
+    host = index.cause[idx] == int(Cause.HOST)
+    cs, ce = np.maximum(trace.start_ns[idx], a), np.minimum(index.end[idx], b)
     depth = trace.depth[idx].astype(np.int64)
     for d in np.unique(depth[host]).tolist():
-        deeper = on_t & (depth > d)
+        deeper = depth > d
         if not deeper.any():
             continue
         us, ue = union_intervals(cs[deeper], ce[deeper])
@@ -171,40 +220,3 @@ def enclosing_step_range(trace: Trace, exclude: np.ndarray | None, lane: int, a:
     m, ov = m[ok], ov[ok]
     best = np.lexsort((-trace.depth[m], -ov))[0]
     return int(m[best])
-
-
-def _with_quiet(gaps: Gaps, i: int, out: list, quiet: int, T: int, a: int, b: int, trace: Trace | None = None) -> tuple[Evidence, ...]:
-    """Append the synthetic "no events" evidence (event -1) for uninstrumented time on
-    T, with the class that time was given (launch in launch-bound gaps, host when the
-    launch came late or at a step's trailing edge, else unclassified)."""
-    if quiet > 0 and T >= 0:
-        late = gaps.launch[i] >= 0 and gaps.lateness_ns[i] > 0
-        trailing = gaps.edge is not None and gaps.edge[i] == EDGE_TRAILING
-        launch_bound = (gaps.episode[i] >= 0) or (Cause(int(gaps.cause[i])) == Cause.LAUNCH and b - a <= Params().launch_gap_max_ns)
-        c = Cause.LAUNCH if launch_bound else (Cause.HOST if (late or trailing) else Cause.UNCLASSIFIED)
-        w = int(gaps.wait_event[i]) if gaps.wait_event is not None else -1
-        if c == Cause.UNCLASSIFIED and w >= 0 and trace is not None:
-            # the queued op waited behind this stream wait: it explains the quiet time
-            out.append(Evidence(w, trace.name(w), int(trace.lane[w]), Cause.SYNC, int(quiet)))
-            out.sort(key=lambda e: -e.overlap_ns)
-            return tuple(out)
-        out.append(Evidence(-1, NO_EVENTS, T, c, int(quiet)))
-        out.sort(key=lambda e: -e.overlap_ns)
-    return tuple(out)
-
-
-#: Name of the synthetic evidence for time with no event on the launching thread.
-NO_EVENTS = "(no events recorded on this thread)"
-
-
-def _quiet_ns(trace: Trace, idx: np.ndarray, index: "EvidenceIndex", a: int, b: int) -> int:
-    """ns of [a, b) not covered by any listed evidence event on the CPU (T's events and
-    the process's syncs): uninstrumented time."""
-    cpu = np.array([not trace.lanes[int(k)].is_gpu for k in trace.lane[idx]], dtype=bool) if idx.size else np.zeros(0, bool)
-    sel = idx[cpu]
-    if sel.size == 0:
-        return b - a
-    us, ue = union_intervals(trace.start_ns[sel], index.end[sel])
-    return int((b - a) - coverage(us, ue, np.array([a]), np.array([b]))[0])
-
-

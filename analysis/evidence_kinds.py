@@ -1,15 +1,27 @@
 """Which events are evidence of which cause class (design: "Definitions" → cause classes).
 
-- sync: ``Kind.SYNC_CALL`` (``cudaStreamSynchronize``, ``cudaDeviceSynchronize``,
-  ``cudaEventSynchronize``, ``cudaEventQuery``, ``cudaStreamWaitEvent``, ``.item()`` in
-  ASCII timelines), ``aten::item``, ``aten::_local_scalar_dense``, ``aten::is_nonzero``,
-  and Kineto ``cuda_sync`` records (``Kind.SYNC_MARKER``, a CPU wait drawn on a GPU lane).
-- copy: ``Kind.MEMCPY_CALL`` (``cudaMemcpy*``), ``aten::to``, ``aten::_to_copy``,
-  ``aten::copy_``, and GPU memcpy/memset records overlapping the gap.
+- sync: *blocking* waits only: ``cudaStreamSynchronize``, ``cudaDeviceSynchronize``,
+  ``cudaEventSynchronize`` and their driver (``cuStreamSynchronize``,
+  ``cuCtxSynchronize``, ``cuEventSynchronize``) and HIP twins, ``torch.cuda.synchronize``,
+  ``.item()`` in ASCII timelines, ``aten::item``, ``aten::_local_scalar_dense``,
+  ``aten::is_nonzero``, and Kineto ``cuda_sync`` records (``Kind.SYNC_MARKER``, a CPU
+  wait drawn on a GPU lane) other than "Stream Wait Event". Non-blocking calls
+  (``cudaEventQuery``, ``cudaStreamQuery``, ``cudaStreamWaitEvent``,
+  ``cudaEventRecord``) return at once: they are host work (a poll loop is host work),
+  never sync evidence.
+- copy: ``Kind.MEMCPY_CALL`` (``cudaMemcpy*``: the thread in a copy call), and GPU
+  memcpy/memset records overlapping the gap (handled per device by the classifier).
+  ``aten::to`` / ``aten::copy_`` are operators: their own CPU time is host work; the
+  copy and wait calls inside them carry their own classes.
 - launch: ``Kind.LAUNCH`` (``cudaLaunchKernel``, ``cuLaunchKernel[Ex]``,
   ``hipLaunchKernel``, ``cudaGraphLaunch``, ...).
 - host: every other CPU event with a duration (ATen ops, Python functions, user
   annotations, other runtime calls), except the step annotations themselves.
+
+One-time (warm-up) evidence: allocator growth (``cudaMalloc``, ``cudaFree``,
+``cudaHostAlloc``, ...), module and lazy loading (``cuModuleLoad*``, "Lazy Function
+Loading"), handle creation (``cublasCreate``, ``cudnnCreate``, ``ncclCommInit*``) and
+ranges named like warm-up (``ONE_TIME_RE``).
 
 Names are matched verbatim (case-sensitive for ATen names, case-insensitive for runtime
 call names, which loaders may not have mapped to a kind).
@@ -21,30 +33,52 @@ import re
 
 import numpy as np
 
+from gapscope.analysis.types import Cause
 from gapscope.parsers.model import Kind, Trace
 
-from gapscope.analysis.types import Cause
-
-__all__ = ["SYNC_OP_NAMES", "COPY_OP_NAMES", "event_cause", "NO_CLASS"]
+__all__ = ["SYNC_OP_NAMES", "event_cause", "NO_CLASS", "evidence_end", "BLOCKING_SYNC_RE", "NON_BLOCKING_RE",
+           "ONE_TIME_RE", "one_time_mask", "COLLECTIVE_RE", "GRAPH_LAUNCH_RE"]
 
 SYNC_OP_NAMES = frozenset({"aten::item", "aten::_local_scalar_dense", "aten::is_nonzero"})
-COPY_OP_NAMES = frozenset({"aten::to", "aten::_to_copy", "aten::copy_"})
-_SYNC_CALL_RE = re.compile(
-    r"^(cuda|hip)(StreamSynchronize|DeviceSynchronize|EventSynchronize|EventQuery|StreamWaitEvent|StreamQuery)"
-    r"|^cu(StreamSynchronize|CtxSynchronize|EventSynchronize)|\.item\(\)|^torch\.cuda\.synchronize",
+#: Calls and ops that block the calling thread until the device (or a stream or event
+#: of it) has finished the work queued before them.
+BLOCKING_SYNC_RE = re.compile(
+    r"^(cuda|hip)(StreamSynchronize|DeviceSynchronize|EventSynchronize|ThreadSynchronize)"
+    r"|^cu(StreamSynchronize|CtxSynchronize|EventSynchronize)|\.item\(\)|^torch\.cuda\.synchronize"
+    r"|^(Stream|Event|Context|Device) Sync(hronize)?$",
+    re.IGNORECASE,
+)
+#: Calls that return at once (queries, enqueued waits, event records): never a wait.
+NON_BLOCKING_RE = re.compile(
+    r"^(cuda|hip)(EventQuery|StreamQuery|StreamWaitEvent|EventRecord)|^cu(EventQuery|StreamQuery|StreamWaitEvent|EventRecord)"
+    r"|^Stream Wait Event$",
     re.IGNORECASE,
 )
 _COPY_CALL_RE = re.compile(r"^(cuda|hip|cu)Memcpy", re.IGNORECASE)
 _LAUNCH_CALL_RE = re.compile(r"^(cuda|hip)(LaunchKernel|LaunchCooperativeKernel|GraphLaunch|ExtModuleLaunchKernel)|^cuLaunch|^cudaLaunch", re.IGNORECASE)
+#: Warm-up work: allocator growth, module / lazy loading, handle creation, warm-up ranges.
+ONE_TIME_RE = re.compile(
+    r"^(cuda|hip)(Malloc|Free|HostAlloc|MallocHost|FreeHost|HostRegister)(?!Async)\b|^cuMem(Alloc|Free|Create|Map)"
+    r"|^cuModuleLoad|^cuLibraryLoad|^cudaFuncGetAttributes$|Lazy Function Loading|^(cublas|cublasLt|cudnn|cusparse|cufft|miopen|rocblas)Create"
+    r"|^ncclCommInit|^ncclCommSplit|warm[\s_-]?up",
+    re.IGNORECASE,
+)
+#: Collective / peer-to-peer GPU ops (NCCL, RCCL).
+COLLECTIVE_RE = re.compile(r"^(nccl|rccl)|ncclDevKernel|ncclKernel|c10d::|record_param_comms|all_?reduce|all_?gather|reduce_?scatter|broadcast",
+                           re.IGNORECASE)
+#: Launch calls that launch a whole CUDA / HIP graph.
+GRAPH_LAUNCH_RE = re.compile(r"GraphLaunch", re.IGNORECASE)
 
 #: Value of ``event_cause`` for events that are no evidence at all.
 NO_CLASS = -1
 
 
 def _name_class(name: str) -> int:
-    if name in SYNC_OP_NAMES or _SYNC_CALL_RE.search(name):
+    if NON_BLOCKING_RE.search(name):
+        return int(Cause.HOST)
+    if name in SYNC_OP_NAMES or BLOCKING_SYNC_RE.search(name):
         return int(Cause.SYNC)
-    if name in COPY_OP_NAMES or _COPY_CALL_RE.match(name):
+    if _COPY_CALL_RE.match(name):
         return int(Cause.COPY)
     if _LAUNCH_CALL_RE.match(name):
         return int(Cause.LAUNCH)
@@ -55,8 +89,11 @@ def event_cause(trace: Trace, valid: np.ndarray, exclude: np.ndarray | None = No
     """int8 array (len n): the ``Cause`` each CPU-side event is evidence of, or
     ``NO_CLASS``. GPU work (kernels, memcpy, memset) and GPU annotations are
     ``NO_CLASS`` here (exposed copies are handled per device); ``Kind.SYNC_MARKER`` is
-    SYNC wherever it is drawn. Events with no duration, invalid timing, or set in
-    ``exclude`` (step annotations) are ``NO_CLASS``. Loops only over distinct names."""
+    SYNC wherever it is drawn, except the non-blocking "Stream Wait Event" records
+    (``NO_CLASS``: they are waits the GPU performs, see ``gapscope.analysis.waits``).
+    A ``Kind.SYNC_CALL`` that does not block (``NON_BLOCKING_RE``) is HOST. Events with
+    no duration, invalid timing, or set in ``exclude`` (step annotations) are
+    ``NO_CLASS``. Loops only over distinct names."""
     n = len(trace)
     out = np.full(n, NO_CLASS, dtype=np.int8)
     if n == 0:
@@ -69,14 +106,49 @@ def event_cause(trace: Trace, valid: np.ndarray, exclude: np.ndarray | None = No
     out[on_cpu & (kind == Kind.LAUNCH)] = int(Cause.LAUNCH)
     out[on_cpu & (kind == Kind.MEMCPY_CALL)] = int(Cause.COPY)
     out[on_cpu & (kind == Kind.SYNC_CALL)] = int(Cause.SYNC)
-    # names override the generic CPU kinds (ATen sync/copy ops, unmapped runtime calls)
     by_name = np.array([_name_class(s) for s in trace.names], dtype=np.int8)
     if by_name.size:
         nc = by_name[trace.name_id]
+        # names override the generic CPU kinds (ATen sync ops, unmapped runtime calls)
         generic = on_cpu & (host_kinds | (kind == Kind.INSTANT)) & (nc != NO_CLASS)
         out[generic] = nc[generic]
-    out[kind == Kind.SYNC_MARKER] = int(Cause.SYNC)
+        # a sync call that does not block is host work
+        out[on_cpu & (kind == Kind.SYNC_CALL) & (nc == int(Cause.HOST))] = int(Cause.HOST)
+        marker = kind == Kind.SYNC_MARKER
+        out[marker] = np.where(nc[marker] == int(Cause.HOST), NO_CLASS, int(Cause.SYNC))
+    else:
+        out[kind == Kind.SYNC_MARKER] = int(Cause.SYNC)
     out[~valid | (trace.dur_ns <= 0)] = NO_CLASS
     if exclude is not None:
         out[exclude] = NO_CLASS
     return out
+
+
+def evidence_end(trace: Trace) -> np.ndarray:
+    """int64 end (ns) of each event as evidence: its end, except that a launch call
+    linked to a GPU op stops being launch evidence once that op has started (a launch
+    call cannot delay work that already runs; ASCII timelines draw a launch as a span up
+    to the next CPU line)."""
+    end = trace.start_ns + trace.dur_ns
+    if trace.flow_src.size:
+        src, dst = trace.flow_src, trace.flow_dst
+        is_launch = trace.kind[src] == int(Kind.LAUNCH)
+        # an op "starting" before its launch call has no usable timing (B14): no clip
+        is_launch &= trace.start_ns[dst] >= trace.start_ns[src]
+        src, dst = src[is_launch], dst[is_launch]
+        np.minimum.at(end, src, trace.start_ns[dst])
+    return end
+
+
+def one_time_mask(trace: Trace, slow_launch_ns: int) -> np.ndarray:
+    """Bool mask of CPU events that are warm-up evidence: names matching
+    ``ONE_TIME_RE``, and single launch calls of at least ``slow_launch_ns`` (first-use
+    cost: module loading, JIT, autotuning)."""
+    n = len(trace)
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    ids = trace.name_ids_matching(lambda s: bool(ONE_TIME_RE.search(s)))
+    m = np.isin(trace.name_id, ids) if ids.size else np.zeros(n, dtype=bool)
+    m |= (trace.kind == int(Kind.LAUNCH)) & (trace.dur_ns >= slow_launch_ns)
+    cpu_lane = np.array([not ln.is_gpu for ln in trace.lanes], dtype=bool)
+    return m & cpu_lane[trace.lane]

@@ -8,7 +8,10 @@ step follows). Copies inside a gap do not end it: they are "exposed copy" time.
 
 For each gap: the previous kernel (the one ending last at or before the gap start),
 the next GPU op (the kernel starting at the gap end), that op's launch call (by flow /
-correlation), its CPU lane *T*, and the launch lateness ``L = launch.start - gap.start``.
+correlation), its CPU lane *T*, and the launch lateness ``L = launch.end - gap.start``
+measured from the moment the work reached the queue: the end of the launch call, or
+the op's start when the op began before its call returned (``launch_queued_at``).
+``L <= 0``: the op was queued before the gap began.
 All of it vectorised (sorts and ``searchsorted``), no Python loop over events or gaps.
 """
 
@@ -21,7 +24,7 @@ from gapscope.parsers.model import CPU_CALL_KINDS, Kind, Trace
 from gapscope.analysis.busy import complement, coverage, device_event_mask, device_union, union_intervals, valid_timing_mask
 from gapscope.analysis.types import Cause, Gaps
 
-__all__ = ["find_gaps", "launch_of", "concat_gaps", "empty_gaps", "device_window"]
+__all__ = ["find_gaps", "launch_of", "launch_queued_at", "concat_gaps", "empty_gaps", "device_window"]
 
 EDGE_NONE, EDGE_LEADING, EDGE_TRAILING = 0, 1, 2
 
@@ -37,7 +40,39 @@ def launch_of(trace: Trace) -> np.ndarray:
         if cpu_lane.size:
             is_call |= cpu_lane[trace.lane[src]] & (trace.kind[src] != int(Kind.SYNC_MARKER))
         out[trace.flow_dst[is_call]] = src[is_call]
+        _share_graph_links(trace, out)
     return out
+
+
+def _share_graph_links(trace: Trace, out: np.ndarray) -> None:
+    """In place: a GPU op with no launch link gets the launch call of a linked GPU op
+    with the same ``correlation`` (a CUDA graph's nodes share the id of their
+    ``cudaGraphLaunch``; some Kineto versions draw a flow to the first node only)."""
+    gpu = trace.mask_kind(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET) & (trace.correlation >= 0)
+    linked = gpu & (out >= 0)
+    missing = gpu & (out < 0)
+    if not (linked.any() and missing.any()):
+        return
+    li = np.flatnonzero(linked)
+    o = np.argsort(trace.correlation[li], kind="stable")
+    lc, li = trace.correlation[li][o], li[o]
+    mi = np.flatnonzero(missing)
+    pos = np.minimum(np.searchsorted(lc, trace.correlation[mi]), lc.size - 1)
+    hit = lc[pos] == trace.correlation[mi]
+    out[mi[hit]] = out[li[pos[hit]]]
+
+
+def launch_queued_at(trace: Trace, launch: np.ndarray, op: np.ndarray) -> np.ndarray:
+    """int64 ns at which the work of each ``launch`` call (event indices, -1 none)
+    reached the queue: the call's end, or its op's start (``op``: event indices) when
+    the op started before the call returned. An op "starting" before its launch call
+    began has no usable timing (B14): then the call's end. -1 rows give 0."""
+    ok = (launch >= 0) & (op >= 0)
+    li, oi = np.maximum(launch, 0), np.maximum(op, 0)
+    call_end = trace.start_ns[li] + trace.dur_ns[li]
+    op_start = trace.start_ns[oi]
+    clip = ok & (op_start >= trace.start_ns[li]) & (op_start < call_end)
+    return np.where(launch >= 0, np.where(clip, op_start, call_end), 0).astype(np.int64)
 
 
 def device_window(trace: Trace, device: int, valid: np.ndarray, steps_start_ns=None, steps_end_ns=None) -> tuple[int, int] | None:
@@ -128,7 +163,7 @@ def find_gaps(
 
     launch = np.where(next_op >= 0, launches[np.maximum(next_op, 0)], -1)
     launch_lane = np.where(launch >= 0, trace.lane[np.maximum(launch, 0)], -1).astype(np.int32)
-    lateness = np.where(launch >= 0, trace.start_ns[np.maximum(launch, 0)] - gs, 0).astype(np.int64)
+    lateness = np.where(launch >= 0, launch_queued_at(trace, launch, next_op) - gs, 0).astype(np.int64)
 
     cs, ce = device_union_copies(trace, device, valid)
     exposed = coverage(cs, ce, gs, ge)

@@ -128,7 +128,7 @@ def _what_ifs(diag) -> dict:
     if diag.budget is None:
         return {}
     out = {}
-    for label, causes in [(c.label, (c,)) for c in Cause if c != Cause.UNCLASSIFIED] + [("sync+host", (Cause.SYNC, Cause.HOST))]:
+    for label, causes in [(c.label, (c,)) for c in Cause if c not in (Cause.UNCLASSIFIED, Cause.DEPENDENCY)] + [("sync+host", (Cause.SYNC, Cause.HOST))]:
         w = diag.what_if(causes=causes)
         out[label] = {"removed_ns": w.removed_ns, "projected_step_ns": w.projected_step_ns,
                       "steps_per_s": round(w.steps_per_s, 3),

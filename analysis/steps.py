@@ -209,8 +209,10 @@ def step_annotation_mask(trace: Trace, steps: Steps | None) -> np.ndarray:
     return m
 
 
-def group_gaps(trace: Trace, gaps: Gaps, steps: Steps | None, class_ns: np.ndarray | None) -> tuple[list[GapGroup], np.ndarray]:
-    """Group gaps by position in the step. Returns (groups, largest total first; group
+def group_gaps(trace: Trace, gaps: Gaps, steps: Steps | None, class_ns: np.ndarray | None,
+               skip: np.ndarray | None = None) -> tuple[list[GapGroup], np.ndarray]:
+    """Group gaps by position in the step (``skip``: bool per gap, gaps kept out of
+    every group: the one-time costs, protocol step 1). Returns (groups, largest total first; group
     id per gap, int32, -1 outside any group).
 
     An *occurrence* is one gap, except at the step boundary: when steps are known, the
@@ -249,6 +251,8 @@ def group_gaps(trace: Trace, gaps: Gaps, steps: Steps | None, class_ns: np.ndarr
             prev_name[lo] = prev_name[tr]
             step[lo] = step[tr]
     inside = step >= 0
+    if skip is not None:
+        inside &= ~skip[occ] & ~skip
     heads = np.flatnonzero(inside & (occ == np.arange(n)))
     if heads.size == 0:
         return [], gid

@@ -11,22 +11,59 @@ import enum
 
 import numpy as np
 
-__all__ = ["Cause", "Params", "Evidence", "Card", "Gaps", "DeviceSummary"]
+__all__ = ["Cause", "WaitKind", "Trust", "Params", "Evidence", "Card", "Gaps", "DeviceSummary"]
 
 
 class Cause(enum.IntEnum):
-    """Cause class of an idle gap. The numeric order is the tie-break order
-    (sync > copy > launch > host), as the design states."""
+    """Cause class of an idle gap (design: "Definitions" → cause classes).
+
+    ``SYNC``, ``LAUNCH`` and ``HOST`` are the *starved* classes (the CPU asked late);
+    ``COPY`` is a copy on the critical path (either way); ``DEPENDENCY`` is the *blocked*
+    class (the next op was already queued and waited on something GPU-side);
+    ``UNCLASSIFIED``: no linked launch and no evidence, or no CPU data. The numeric order
+    is the tie-break order of a gap's primary class (sync > copy > launch > host); a
+    queued gap only ever holds copy and dependency time, so dependency's place in the
+    order never decides against a CPU-side class.
+    """
 
     SYNC = 0
     COPY = 1
     LAUNCH = 2
     HOST = 3
     UNCLASSIFIED = 4
+    DEPENDENCY = 5
 
     @property
     def label(self) -> str:
         return self.name.lower()
+
+    @property
+    def cpu_side(self) -> bool:
+        """True for the classes that blame the CPU (sync, launch, host)."""
+        return self in (Cause.SYNC, Cause.LAUNCH, Cause.HOST)
+
+
+class WaitKind(enum.IntEnum):
+    """What a queued (blocked) gap's next op waited on, as far as the trace shows
+    (``Gaps.wait_kind``; -1 for gaps that are not queued)."""
+
+    NOTHING_RECORDED = 0
+    STREAM_WAIT = 1
+    COLLECTIVE = 2
+    GRAPH = 3
+    DISPATCH = 4
+
+    @property
+    def label(self) -> str:
+        return self.name.lower().replace("_", " ")
+
+
+class Trust(enum.IntFlag):
+    """Why a gap's idle time may be unreliable (``Gaps.trust`` bits; 0 = none known)."""
+
+    NONE = 0
+    UNLINKED = 1
+    GRAPH_UNRECORDED = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +76,11 @@ class Params:
     - ``short_kernel_max_ns``: a "short kernel" for picket fences (design: launch calls
       about as long as kernels; default 30 µs).
     - ``small_copy_max_bytes``: the ``.item()``/``print`` signature copy (64 KiB).
+    - ``dispatch_max_ns``: a queued gap this short or shorter sits at the timestamp
+      resolution of Kineto traces (1 µs steps): GPU-side dispatch, not actionable (3 µs).
+    - ``one_time_min_share``: a gap is a one-time cost when warm-up evidence (allocator
+      growth, module loading, handle creation, a warm-up range, one launch call of 1 ms
+      or more) covers at least this share of it (0.5).
     """
 
     min_gap_ns: int = 2_000
@@ -46,6 +88,8 @@ class Params:
     picket_min_kernels: int = 8
     short_kernel_max_ns: int = 30_000
     small_copy_max_bytes: int = 64 * 1024
+    dispatch_max_ns: int = 3_000
+    one_time_min_share: float = 0.5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,8 +163,10 @@ class Gaps:
     Arrays (length = number of gaps):
     ``device`` int32; ``start_ns``/``end_ns``/``dur_ns`` int64; ``prev_op``/``next_op``
     int64 event indices (-1 at a window edge); ``launch`` int64 event index of the
-    next op's launch call (-1 none); ``launch_lane`` int32 (-1); ``lateness_ns`` int64
-    (launch.start - gap.start; 0 when no launch); ``exposed_copy_ns`` int64;
+    next op's launch call (-1 none); ``launch_lane`` int32 (-1); ``lateness_ns`` int64:
+    L = end of the launch call (when the work reached the queue; a call still running
+    when its op starts counts as ending then) - gap start, 0 when no launch; L <= 0:
+    the op was queued before the gap began; ``exposed_copy_ns`` int64;
     ``cause``/``secondary`` int8 (``Cause``; secondary -1 when none);
     ``cause_share``/``secondary_share`` float64 in [0, 1]; ``group`` int32 (recurring
     group id, -1); ``episode`` int32 (picket-fence episode id, -1).
@@ -133,6 +179,13 @@ class Gaps:
     thread, or its fallback; -1 with no CPU data); ``wait_event`` int64: the stream-wait
     event (``cudaStreamWaitEvent`` call or Kineto "Stream Wait Event" record) behind
     which the queued next op waited (``gapscope.analysis.waits``), -1 none.
+    ``queued`` bool: the next op's launch call had returned before the gap began (the
+    GPU was blocked, not starved); ``launch_from_ns`` int64: where the exposed launch
+    path starts (the next launch call's start clipped to the gap; the gap end when the
+    gap is queued or has no launch); ``sync_from_ns`` int64: where the sync cliff starts
+    (the first blocking wait of T reaching into the gap; ``launch_from_ns`` when none);
+    ``wait_kind`` int8 (``WaitKind``, -1 when not queued); ``one_time`` bool (warm-up
+    cost: kept out of groups, budget and what-ifs); ``trust`` int8 (``Trust`` bits).
     """
 
     device: np.ndarray
@@ -154,6 +207,12 @@ class Gaps:
     class_ns: np.ndarray | None = None
     thread_lane: np.ndarray | None = None
     wait_event: np.ndarray | None = None
+    queued: np.ndarray | None = None
+    launch_from_ns: np.ndarray | None = None
+    sync_from_ns: np.ndarray | None = None
+    wait_kind: np.ndarray | None = None
+    one_time: np.ndarray | None = None
+    trust: np.ndarray | None = None
 
     @property
     def dur_ns(self) -> np.ndarray:

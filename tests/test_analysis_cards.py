@@ -53,10 +53,11 @@ def test_rank0_gap1_card_is_copy_with_group_context():
     d = _rank0()
     g = d.gaps
     assert g.dur_ns[1] == 9 * US and g.start_ns[1] - d.trace.extent_ns[0] == 13_396 * US
-    assert g.class_ns[1].tolist() == [0, 9 * US, 0, 0, 0]
+    assert g.class_ns[1].tolist() == [0, 9 * US, 0, 0, 0, 0]
     c = d.card(1)
     assert c.cause == Cause.COPY and c.secondary is None and c.smell == "copy on the path"
-    assert c.why.startswith("For 9.0 µs the GPU had no kernel to run: the copy `Memcpy HtoD (Pinned -> Device)` (43.7 MiB)")
+    assert c.why.startswith("For 9.0 µs the GPU had no kernel to run: 9.0 µs copying (the GPU ran the copy "
+                            "`Memcpy HtoD (Pinned -> Device)`, 43.7 MiB")
     grp = d.groups[int(g.group[1])]
     assert (grp.steps_with_gap, grp.steps_total, grp.median_ns, grp.total_ns) == (5, 5, 5 * US, 28 * US)
     tot = g.class_ns[grp.gap_indices].sum(axis=0)
@@ -71,8 +72,11 @@ def test_rank0_cards_agree_with_gaps_and_no_zero_secondary():
     g = d.gaps
     has = g.secondary >= 0
     assert (g.secondary_share[has] >= SECONDARY_MIN_SHARE).all() and (g.secondary_share[~has] == 0).all()
-    # gap 200: 31 µs sync in a 70.688 ms copy gap (0.04%) is no secondary class
-    assert g.class_ns[200, 0] == 31 * US and g.secondary[200] == -1
+    # a second class under SECONDARY_MIN_SHARE of its gap (e.g. 5 µs of copy in a 70 ms
+    # dependency stall) is no secondary class
+    dur = np.maximum(g.dur_ns, 1)[:, None]
+    tiny = ((g.class_ns > 0) & (g.class_ns / dur < SECONDARY_MIN_SHARE)).any(axis=1) & (np.count_nonzero(g.class_ns, axis=1) == 2)
+    assert tiny.any() and (g.secondary[tiny] == -1).all()
     rows = set(d.order_by_size()[:40].tolist()) | {1, 200} | set(d.groups[0].gap_indices.tolist())
     for i in sorted(rows):
         _assert_card_is_the_gaps(d, int(i))
@@ -131,11 +135,11 @@ def _host_gap_with_sync(sync_ns: int):
 def test_secondary_below_half_a_percent_is_none():
     d = _host_gap_with_sync(1 * US)  # 1 of 400 µs = 0.25%: would print "then sync (0%)"
     g = d.gaps
-    assert g.class_ns[0].tolist() == [1 * US, 0, 400, 398_600, 0]
+    assert g.class_ns[0].tolist() == [1 * US, 0, 400, 398_600, 0, 0]
     assert Cause(g.cause[0]) == Cause.HOST and g.secondary[0] == -1 and g.secondary_share[0] == 0.0
     assert d.card(0).secondary is None
     d = _host_gap_with_sync(4 * US)  # 1%: a real secondary class
-    assert d.gaps.class_ns[0].tolist() == [4 * US, 0, 400, 395_600, 0]
+    assert d.gaps.class_ns[0].tolist() == [4 * US, 0, 400, 395_600, 0, 0]
     assert Cause(d.gaps.secondary[0]) == Cause.SYNC and d.gaps.secondary_share[0] == pytest.approx(0.01)
     assert d.card(0).secondary == Cause.SYNC and d.card(0).secondary_share == pytest.approx(0.01)
 
@@ -159,8 +163,8 @@ def test_why_does_not_add_nested_calls_to_their_caller():
     i = int(np.argmax(d.gaps.dur_ns))
     assert d.gaps.dur_ns[i] == 110 * US
     why = d.card(i).why
-    assert ("`thread 1 (python)` spent 0.100 ms busy in `dataloader next` (of which 30.0 µs in `aten::cat`, "
-            "20.0 µs in `aten::div`)") in why
+    assert ("`thread 1 (python)` spent 0.100 ms on host work (0.100 ms in `dataloader next` (of which 30.0 µs in "
+            "`aten::cat`, 20.0 µs in `aten::div`))") in why
     assert "thread `thread" not in why
 
 
@@ -185,7 +189,7 @@ def test_one_long_launch_call_is_first_use_cost_not_dispatch_tax():
     d = _host_bound(2000)
     i = int(np.argmax(d.gaps.dur_ns))
     c = d.card(i)
-    assert c.cause == Cause.LAUNCH and c.smell == "slow launch call"
+    assert c.cause == Cause.LAUNCH and c.smell == "slow launch call (one-time cost)"
     assert "`cudaLaunchKernel` took 2.000 ms" in c.first_experiment and "first-use cost" in c.first_experiment
     assert c.forbidden_step.startswith("Do not capture CUDA graphs")
     short = _host_bound(10)  # a 10 µs call: the ordinary launch advice

@@ -108,7 +108,7 @@ def test_play_through_with_correct_answers(name, tmp_path):
                 elif before.kind == "number":
                     assert how == f"Type a number with its unit ({before.key.unit}), Enter"
                 elif before.kind in ("choice", "cause"):
-                    m = 5 if before.kind == "cause" else len(before.options)
+                    m = 6 if before.kind == "cause" else len(before.options)
                     assert how == f"Choose: ↑/↓ or 1–{m}, Enter"
                 await _answer_correctly(pilot)
                 assert s.record(before)["done"], (before.id, _feedback(screen))

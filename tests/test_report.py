@@ -43,7 +43,7 @@ def test_b20_one_sync_gap(bugs):
     # per-class split of the 46 µs: the host sat in cudaStreamSynchronize [27, 238] µs
     # (inside torch.cuda.synchronize [25, 238.2]) for at least 38 µs of it
     totals = doc["class_totals_ns"]
-    assert list(totals) == ["sync", "copy", "launch", "host", "unclassified"]
+    assert list(totals) == ["sync", "copy", "launch", "host", "unclassified", "dependency"]
     assert sum(totals.values()) == 46_000 and totals["sync"] >= 38_000 and totals["copy"] == 0
     text = report(bugs / "B20_cuda_sync_on_gpu_lane.json")
     assert "0.244 ms (84.1%)" in text

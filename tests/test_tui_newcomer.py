@@ -246,4 +246,4 @@ def test_compact_card_marks_left_out_lines_at_80x24():
     assert gap == 0 and mode == "compact"
     shown = [r for r in rows if r]
     assert "Proof:" in full and not any("Proof:" in r for r in shown)
-    assert shown[-1].endswith("start sooner.…")
+    assert shown[-1].endswith("…")  # the cut line says so

@@ -41,7 +41,7 @@ CLASS_NAME = {
     GlyphClass.OTHER: "other",
 }
 #: Gap-row glyph per cause class.
-CAUSE_GLYPH = {Cause.SYNC: "░", Cause.COPY: "░", Cause.LAUNCH: "░", Cause.HOST: "░", Cause.UNCLASSIFIED: "░"}
+CAUSE_GLYPH = {c: "░" for c in Cause}
 _LEFT_EIGHTHS = "▏▎▍▌▋▊▉█"
 _VERT_EIGHTHS = "▁▂▃▄▅▆▇█"
 

@@ -16,6 +16,7 @@ CAUSE_HELP = {
     "launch": "launch: many tiny kernels, the CPU cannot launch them fast enough",
     "host": "host: the launching thread was busy with Python/CPU work",
     "unclassified": "unclassified: no evidence either way",
+    "dependency": "dependency: the next kernel was already queued and waited on the GPU side",
 }
 
 

@@ -5,7 +5,7 @@ per-device idle-gap row, lane) from per-cell summaries (``LaneIndex.summarise``,
 independent of trace size) into ``gapscope.tui.cells.Cells`` and caches the strip by everything
 that changes its pixels plus the widget's update counter. Kinds differ by glyph shape
 and colour (``NO_COLOR`` stays readable); gaps are shaded by cause class and labelled
-with the class and length, or its first letter when narrow (S C L H U). Names are drawn
+with the class and length, or its first letter when narrow (S C L H U D). Names are drawn
 literally (``sanitize``).
 """
 
@@ -31,7 +31,7 @@ COMPONENT_CLASSES = {
     "lanes--kernel", "lanes--memcpy", "lanes--memset", "lanes--sync", "lanes--runtime",
     "lanes--cpu-op", "lanes--python", "lanes--annotation", "lanes--other",
     "lanes--gap-sync", "lanes--gap-copy", "lanes--gap-launch", "lanes--gap-host",
-    "lanes--gap-unclassified", "lanes--selected-gap", "lanes--label", "lanes--group",
+    "lanes--gap-unclassified", "lanes--gap-dependency", "lanes--selected-gap", "lanes--label", "lanes--group",
     "lanes--ruler", "lanes--cursor", "lanes--selected-row", "lanes--selected-event",
     "lanes--busy",
 }
@@ -51,6 +51,7 @@ Swimlanes > .lanes--gap-copy { color: #e0b050; background: #3a2c10; }
 Swimlanes > .lanes--gap-launch { color: #b080ff; background: #281a40; }
 Swimlanes > .lanes--gap-host { color: #70d070; background: #143014; }
 Swimlanes > .lanes--gap-unclassified { color: #a0a0a0; background: #262626; }
+Swimlanes > .lanes--gap-dependency { color: #50b8d8; background: #10283a; }
 Swimlanes > .lanes--selected-gap { text-style: reverse bold; }
 Swimlanes > .lanes--label { color: $text-muted; }
 Swimlanes > .lanes--group { color: $text; text-style: bold; }

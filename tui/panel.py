@@ -36,6 +36,7 @@ _CAUSE_STYLE = {
     Cause.LAUNCH: "bold #b080ff",
     Cause.HOST: "bold #70d070",
     Cause.UNCLASSIFIED: "bold #a0a0a0",
+    Cause.DEPENDENCY: "bold #50b8d8",
 }
 
 

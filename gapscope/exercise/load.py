@@ -23,7 +23,7 @@ UNITS = {
     "%": ("share", 1.0), "tokens/s": ("rate", 1.0),
 }
 _FAMILY = {"ms": "time", "%": "share", "tokens/s": "rate"}
-CAUSE_LABELS = ("sync", "copy", "launch", "host", "unclassified")
+CAUSE_LABELS = ("sync", "copy", "launch", "host", "unclassified", "dependency")
 
 
 def load_exercise(path: str | os.PathLike) -> Exercise:

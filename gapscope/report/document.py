@@ -273,7 +273,7 @@ def _what_ifs(diag, totals: dict) -> list[dict]:
     out = []
     from gapscope.analysis.types import Cause
 
-    present = [c for c, ns in totals.items() if ns > 0 and c != Cause.UNCLASSIFIED]
+    present = [c for c, ns in totals.items() if ns > 0 and c not in (Cause.UNCLASSIFIED, Cause.DEPENDENCY)]
     choices = [(c,) for c in present]
     not_launch = tuple(c for c in present if c != Cause.LAUNCH)
     if len(not_launch) >= 2:

@@ -35,7 +35,7 @@ from gapscope.tui.navigation import TIME, GapNavigator
 from gapscope.tui.screen import trace_bindings
 from gapscope.tui.exercise_lanes import ExerciseLanes
 from gapscope.tui.swimlanes import Swimlanes
-from gapscope.tui.viewmodel import format_duration_ns
+from gapscope.tui.ruler import format_duration_ns
 
 __all__ = ["ExerciseScreen"]
 

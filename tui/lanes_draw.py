@@ -20,7 +20,8 @@ from gapscope.analysis.types import Cause
 
 from gapscope.tui.cells import CLASS_GLYPH, CLASS_NAME, GLYPH_CODES, Cells, kernel_codes
 from gapscope.tui.lanes_model import Row, sanitize
-from gapscope.tui.viewmodel import GlyphClass, Viewport, format_duration_ns, ruler_ticks
+from gapscope.tui.ruler import format_duration_ns, ruler_ticks
+from gapscope.tui.viewmodel import GlyphClass, Viewport
 
 __all__ = ["LaneDrawing", "COMPONENT_CLASSES", "DEFAULT_CSS"]
 

@@ -13,7 +13,7 @@ from textual.widget import Widget
 from gapscope.analysis.types import Cause
 
 from gapscope.tui.lanes_model import sanitize
-from gapscope.tui.viewmodel import format_duration_ns
+from gapscope.tui.ruler import format_duration_ns
 
 __all__ = ["GapPanel", "DetailLine", "PROTOCOL", "card_text", "compact_card_text", "protocol_text", "first_sentence", "COMPACT_LINES"]
 

@@ -24,8 +24,7 @@ from gapscope.tui.lanes_model import sanitize
 from gapscope.tui.navigation import SIZE, TIME, FlowIndex, GapNavigator, NameSearch
 from gapscope.tui.panel import DetailLine, GapPanel
 from gapscope.tui.swimlanes import Swimlanes
-from gapscope.tui.ruler import format_offset_ns
-from gapscope.tui.viewmodel import format_duration_ns, parse_time_ns
+from gapscope.tui.ruler import format_duration_ns, format_offset_ns, parse_time_ns
 
 __all__ = ["TraceScreen", "trace_bindings", "elide_title", "FOOTER_LABELS", "ZOOM_STEP", "PAN_STEP", "PAN_PAGE", "NARROW_WIDTH"]
 

@@ -28,11 +28,11 @@ from textual.widgets.option_list import Option
 from gapscope.exercise import AnswerError, Session
 from gapscope.exercise.load import CAUSE_LABELS
 
+from gapscope.tui.bindings import trace_bindings
 from gapscope.tui.exercise_help import ExerciseHelpScreen, how_to_answer
 from gapscope.tui.exercise_text import CAUSE_HELP, hints_text, path_text, task_header, verdict_text
 from gapscope.tui.exercise_nav import TimelineActions
 from gapscope.tui.navigation import TIME, GapNavigator
-from gapscope.tui.screen import trace_bindings
 from gapscope.tui.exercise_lanes import ExerciseLanes
 from gapscope.tui.swimlanes import Swimlanes
 from gapscope.tui.ruler import format_duration_ns

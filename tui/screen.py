@@ -18,15 +18,15 @@ from textual.widgets import Footer, Input, Static
 from gapscope.analysis.types import Cause
 from gapscope.parsers.model import Kind, Trace
 
-from gapscope.tui.bindings import FOOTER_LABELS, footer_binding, trace_bindings  # noqa: F401 - re-exported
-from gapscope.tui.header import elide_title, trace_header  # noqa: F401 - elide_title re-exported
+from gapscope.tui.bindings import footer_binding, trace_bindings
+from gapscope.tui.header import trace_header
 from gapscope.tui.lanes_model import sanitize
 from gapscope.tui.navigation import SIZE, TIME, FlowIndex, GapNavigator, NameSearch
 from gapscope.tui.panel import DetailLine, GapPanel
 from gapscope.tui.swimlanes import Swimlanes
 from gapscope.tui.ruler import format_duration_ns, format_offset_ns, parse_time_ns
 
-__all__ = ["TraceScreen", "trace_bindings", "elide_title", "FOOTER_LABELS", "ZOOM_STEP", "PAN_STEP", "PAN_PAGE", "NARROW_WIDTH"]
+__all__ = ["TraceScreen", "ZOOM_STEP", "PAN_STEP", "PAN_PAGE", "NARROW_WIDTH"]
 
 #: Zoom factor of one zoom key press; pan fractions of one pan key press.
 ZOOM_STEP = 2.0

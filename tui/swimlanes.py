@@ -24,12 +24,11 @@ from textual.widget import Widget
 
 from gapscope.parsers.model import Trace
 
-from gapscope.tui.cells import CAUSE_GLYPH, CLASS_GLYPH, sized
 from gapscope.tui.lanes_draw import COMPONENT_CLASSES, DEFAULT_CSS, LaneDrawing
 from gapscope.tui.lanes_model import Row, build_rows, default_collapsed, drawn_lanes, group_key_of
 from gapscope.tui.viewmodel import LaneIndex, Viewport
 
-__all__ = ["Swimlanes", "CLASS_GLYPH", "CAUSE_GLYPH", "sized", "READABLE_CELLS", "GAP_VIEW_SHARE"]
+__all__ = ["Swimlanes", "READABLE_CELLS", "GAP_VIEW_SHARE", "WARM_MIN_EVENTS"]
 
 #: A selected gap narrower than this many cells is zoomed to span 1/GAP_VIEW_SHARE of
 #: the timeline (e.g. a 9 µs gap in the fit view of a 1.3 s trace).

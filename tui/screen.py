@@ -20,6 +20,8 @@ from gapscope.parsers.model import Kind, Trace
 
 from gapscope.tui.bindings import footer_binding, trace_bindings
 from gapscope.tui.header import trace_header
+from gapscope.tui.help import HelpScreen
+from gapscope.tui.loader_warnings import WarningsScreen
 from gapscope.tui.lanes_model import sanitize
 from gapscope.tui.navigation import SIZE, TIME, FlowIndex, GapNavigator, NameSearch
 from gapscope.tui.panel import DetailLine, GapPanel
@@ -389,13 +391,9 @@ class TraceScreen(Screen):
         if not self.trace.warnings:
             self._say("no loader warnings: nothing was skipped or repaired")
             return
-        from gapscope.tui.app import WarningsScreen
-
         self.app.push_screen(WarningsScreen(self.trace))
 
     def action_help(self) -> None:
-        from gapscope.tui.app import HelpScreen
-
         self.app.push_screen(HelpScreen(self))
 
     # ------------------------------------------------------------- rare actions

@@ -31,7 +31,7 @@ from gapscope.exercise.load import CAUSE_LABELS
 from gapscope.tui.bindings import trace_bindings
 from gapscope.tui.exercise_help import ExerciseHelpScreen, how_to_answer
 from gapscope.tui.exercise_text import CAUSE_HELP, hints_text, path_text, task_header, verdict_text
-from gapscope.tui.exercise_nav import TimelineActions
+from gapscope.tui.exercise_nav import TimelinePosition, next_gap, order_note, other_order
 from gapscope.tui.navigation import TIME, GapNavigator
 from gapscope.tui.exercise_lanes import ExerciseLanes
 from gapscope.tui.swimlanes import Swimlanes
@@ -40,7 +40,7 @@ from gapscope.tui.ruler import format_duration_ns
 __all__ = ["ExerciseScreen"]
 
 
-class ExerciseScreen(TimelineActions, Screen):
+class ExerciseScreen(Screen):
     """One guided exercise for one learner (``session``)."""
 
     BINDINGS = [
@@ -145,6 +145,22 @@ class ExerciseScreen(TimelineActions, Screen):
 
     def _show(self, widget_id: str, on: bool) -> None:
         self.query_one(f"#{widget_id}").set_class(not on, "-off")
+
+    def _navigator(self) -> GapNavigator:
+        """The gap navigator of the current task's trace (the last task's once
+        finished), built on first use."""
+        task = self.session.task or self.session.exercise.tasks[-1]
+        nav = self._navs.get(task.trace)
+        if nav is None:
+            d = self.session.workbook.facts(task.trace).diag
+            nav = self._navs[task.trace] = GapNavigator(d.gaps, d.order_by_size())
+        return nav
+
+    def _position(self) -> TimelinePosition:
+        """Where the learner is on the current lanes (``gapscope.tui.exercise_nav``)."""
+        lanes = self.lanes
+        device = self.session.facts().device
+        return TimelinePosition(lanes.selected_gap, lanes.cursor_ns, lanes.gap_at(lanes.cursor_ns, device))
 
     def _feedback(self, text: Text) -> None:
         self.query_one("#ex-feedback", Static).update(text)
@@ -307,9 +323,7 @@ class ExerciseScreen(TimelineActions, Screen):
     def _status_text(self) -> Text:
         lanes = self.lanes
         f = self.session.facts()
-        g = lanes.selected_gap
-        if g is None:
-            g = lanes.gap_at(lanes.cursor_ns, f.device)
+        g = self._position().current
         # the gap first: on a narrow screen the line is cut at the cursor, not the gap
         t = Text(f.gap_name(g)[:1].upper() + f.gap_name(g)[1:] if g is not None else "Not in a gap")
         t.append(f" · cursor {format_duration_ns(lanes.cursor_ns - f.origin_ns)}", style="dim")
@@ -371,14 +385,37 @@ class ExerciseScreen(TimelineActions, Screen):
             self.query_one("#ex-status", Static).update(self._status_text())
 
     # ------------------------------------------------------------- actions
+    # the viewer's timeline keys (``trace_bindings`` ids gap.*, view.*), on the
+    # current task's lanes
+    def action_jump_gap(self, direction: int) -> None:
+        """Next/previous gap from where the learner is (``exercise_nav.next_gap``)."""
+        g = next_gap(self._navigator(), self._position(), direction, self.order_mode)
+        if g is not None:
+            self.lanes.select_gap(g)
+
+    def action_toggle_order(self) -> None:
+        self.order_mode = other_order(self.order_mode)
+        self.notify(order_note(self.order_mode), timeout=2)
+
+    def action_zoom(self, factor: float) -> None:
+        self.lanes.zoom(factor)
+
+    def action_pan(self, fraction: float) -> None:
+        self.lanes.pan(fraction)
+
+    def action_cursor(self, cells: int) -> None:
+        self.lanes.move_cursor_cells(cells)
+
+    def action_row(self, delta: int) -> None:
+        self.lanes.select_row(delta)
+
+    def action_fit(self) -> None:
+        self.lanes.fit_all()
+
     def action_confirm_pick(self) -> None:
         if self.mode != "pick" or self.session.task is None:
             return
-        lanes = self.lanes
-        g = lanes.selected_gap
-        if g is None:
-            g = lanes.gap_at(lanes.cursor_ns, self.session.facts().device)
-        self._answer(g)
+        self._answer(self._position().current)
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         # footer and help show Enter-picks only while picking, 1-9 only with options

@@ -404,8 +404,4 @@ class TraceScreen(Screen):
             self._update_side()
 
     def set_all_groups(self, collapsed: bool) -> None:
-        lanes = self.lanes
-        keys = {r.group for r in lanes.rows}
-        lanes._collapsed = set(keys) if collapsed else set()
-        lanes._rebuild_rows()
-        lanes._changed()
+        self.lanes.set_all_groups(collapsed)

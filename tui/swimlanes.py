@@ -348,6 +348,12 @@ class Swimlanes(Widget, can_focus=True):
                 break
         self._changed()
 
+    def set_all_groups(self, collapsed: bool) -> None:
+        """Collapse (True) every group shown, or expand (False) all of them."""
+        self._collapsed = {r.group for r in self.rows} if collapsed else set()
+        self._rebuild_rows()
+        self._changed()
+
     def _rebuild_rows(self) -> None:
         self.rows = build_rows(self.trace, self._collapsed, self._gap_devices, self._shown_lanes)
         self.selected_row = min(self.selected_row, max(0, len(self.rows) - 1))

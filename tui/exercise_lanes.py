@@ -6,6 +6,7 @@ attribute and the Line API ``render_line``); the viewer's file is not changed. A
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import numpy as np
@@ -24,20 +25,6 @@ _LABEL = re.compile(_WORD + r" (\S+)")  # "unclassified 460µs" -> "░░░░
 _LETTER = "░" + _HIDDEN.label[0].upper() + "░"
 
 
-class _NeutralGaps:
-    """A view of ``Gaps`` whose ``cause`` is all ``UNCLASSIFIED``."""
-
-    def __init__(self, gaps) -> None:
-        self._gaps = gaps
-        self.cause = np.full(len(gaps), int(_HIDDEN), dtype=np.int8)
-
-    def __getattr__(self, name):
-        return getattr(self._gaps, name)
-
-    def __len__(self) -> int:
-        return len(self._gaps)
-
-
 class ExerciseLanes(Swimlanes):
     """``Swimlanes`` with ``reveal_causes`` (bool, default False): when False every gap
     is drawn as plain idle time (one neutral colour, labelled ``idle``)."""
@@ -46,7 +33,9 @@ class ExerciseLanes(Swimlanes):
         super().__init__(*args, **kwargs)
         self.reveal_causes = True
         self._real_gaps = self.gaps
-        self._neutral = _NeutralGaps(self.gaps) if self.gaps is not None else None
+        # the same gaps with every cause UNCLASSIFIED
+        self._neutral = (None if self.gaps is None else
+                         dataclasses.replace(self.gaps, cause=np.full(len(self.gaps), int(_HIDDEN), dtype=np.int8)))
         self.set_reveal(False)
 
     def set_reveal(self, reveal: bool) -> None:

@@ -58,9 +58,10 @@ class GapscopeApp(App):
         if self.preset_diagnosis is not None and not isinstance(self.source, (str, bytes)) and hasattr(self.source, "start_ns"):
             self.show_trace(self.source, self.preset_diagnosis, None)
         else:
-            self.push_screen(LoadScreen(self.source, self.loader, self.diagnose_fn))
+            self.push_screen(LoadScreen(self.source, self.loader, self.diagnose_fn, on_loaded=self.show_trace,
+                                        on_failed=self.fail, on_cancel=self.cancel_load))
 
-    # called by the load screen (on the event loop, from its message handlers)
+    # the load screen's callbacks (on the event loop, from its message handlers)
     def show_trace(self, trace, diagnosis, error: str | None) -> None:
         """Replace the loading screen with the trace screen."""
         screen = TraceScreen(trace, diagnosis, error)

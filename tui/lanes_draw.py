@@ -165,7 +165,7 @@ def _draw_gaps(view: LaneView, device: int, cells: Cells, *, label: bool) -> Non
     if got is None or gaps is None:
         return
     vp = view.viewport
-    idx, s, e = got
+    idx, s, e = got.gap, got.start_ns, got.end_ns
     edges = vp.edges()
     lo = int(np.searchsorted(e, edges[0], side="right"))
     hi = int(np.searchsorted(s, edges[-1], side="left"))
@@ -179,8 +179,8 @@ def _draw_gaps(view: LaneView, device: int, cells: Cells, *, label: bool) -> Non
         st = view.styles[f"lanes--gap-{(c if view.show_causes else Cause.UNCLASSIFIED).label}"]
         cause_ids[int(c)] = (cells.add(st), cells.add(st + sel))
     lut = np.zeros((len(Cause), 2), dtype=np.int32)
-    for c, (a, b) in cause_ids.items():
-        lut[c] = (a, b)
+    for cause_id, (a, b) in cause_ids.items():
+        lut[cause_id] = (a, b)
     # Cells whose centre lies in a gap.
     centres = (edges[:-1] + edges[1:]) // 2
     j = np.searchsorted(s[lo:hi], centres, side="right") - 1 + lo

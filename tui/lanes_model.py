@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import unicodedata
-from typing import Mapping, NamedTuple
+from typing import Mapping
 
 import numpy as np
 
@@ -107,11 +107,12 @@ def build_rows(trace: Trace, collapsed: frozenset | set = frozenset(), gap_devic
     return rows
 
 
-class DeviceGaps(NamedTuple):
-    """The gaps of one device in start order (arrays of one length): ``index`` int64
+@dataclasses.dataclass(frozen=True, slots=True)
+class DeviceGaps:
+    """The gaps of one device in start order (arrays of one length): ``gap`` int64
     gap indices into ``Gaps``, ``start_ns`` and ``end_ns`` int64 absolute ns."""
 
-    index: np.ndarray
+    gap: np.ndarray
     start_ns: np.ndarray
     end_ns: np.ndarray
 
@@ -136,10 +137,9 @@ def gap_at(by_device: Mapping[int, DeviceGaps], t_ns: int, device: int) -> int |
     got = by_device.get(device)
     if got is None:
         return None
-    idx, s, e = got
-    j = int(np.searchsorted(s, t_ns, side="right")) - 1
-    if j >= 0 and e[j] > t_ns:
-        return int(idx[j])
+    j = int(np.searchsorted(got.start_ns, t_ns, side="right")) - 1
+    if j >= 0 and got.end_ns[j] > t_ns:
+        return int(got.gap[j])
     return None
 
 

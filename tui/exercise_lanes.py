@@ -13,7 +13,7 @@ import numpy as np
 from rich.segment import Segment
 from textual.strip import Strip
 
-from gapscope.analysis.types import Cause
+from gapscope.analysis.types import Cause, Gaps
 
 from gapscope.tui.swimlanes import Swimlanes
 
@@ -32,9 +32,9 @@ class ExerciseLanes(Swimlanes):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.reveal_causes = True
-        self._real_gaps = self.gaps
+        self._real_gaps: Gaps | None = self.gaps
         # the same gaps with every cause UNCLASSIFIED
-        self._neutral = (None if self.gaps is None else
+        self._neutral: Gaps | None = (None if self.gaps is None else
                          dataclasses.replace(self.gaps, cause=np.full(len(self.gaps), int(_HIDDEN), dtype=np.int8)))
         self.set_reveal(False)
 

@@ -27,6 +27,7 @@ from textual.widgets.option_list import Option
 
 from gapscope.exercise import AnswerError, Session
 from gapscope.exercise.load import CAUSE_LABELS
+from gapscope.exercise.model import CardField, Task
 
 from gapscope.tui.bindings import trace_bindings
 from gapscope.tui.exercise_help import ExerciseHelpScreen, how_to_answer
@@ -169,10 +170,10 @@ class ExerciseScreen(Screen):
     def _setup_task(self) -> None:
         s = self.session
         self.query_one("#ex-path", Static).update(path_text(s))
-        if s.finished:
+        task = s.task
+        if task is None:  # finished
             self._finish()
             return
-        task = s.task
         self._reveal()
         for ref in s.exercise.traces:
             self.lanes_for(ref.id).set_class(ref.id != task.trace, "-hidden")
@@ -191,6 +192,8 @@ class ExerciseScreen(Screen):
 
     def _setup_input(self) -> None:
         task = self.session.task
+        if task is None:
+            return
         kind, field = task.kind, None
         if kind == "card":
             field = next(f for f in task.fields if f.name == self.card_queue[0])
@@ -203,10 +206,11 @@ class ExerciseScreen(Screen):
             self._set_mode("number")
             inp = self.query_one("#ex-number", Input)
             inp.value = ""
-            inp.placeholder = f"{field.prompt} (free text)" if field else f"a number in {task.key.unit}"
+            unit = task.key.unit if task.key is not None else ""
+            inp.placeholder = f"{field.prompt} (free text)" if field else f"a number in {unit}"
             self._focus_input()
             if field is not None:
-                self.query_one("#ex-field", Static).update(self._card_status(field))
+                self.query_one("#ex-field", Static).update(self._card_status(task, field))
             return
         if kind == "cause" or (field is not None and field.name == "cause"):
             labels = list(CAUSE_LABELS)
@@ -217,7 +221,7 @@ class ExerciseScreen(Screen):
             self.opt_values = list(range(len(opts)))
             prompts = [o.text for o in opts]
         if field is not None:
-            self.query_one("#ex-field", Static).update(self._card_status(field))
+            self.query_one("#ex-field", Static).update(self._card_status(task, field))
         ol = self.query_one("#ex-options", OptionList)
         ol.clear_options()
         ol.add_options([Option(Text(f"{k + 1}. {p}")) for k, p in enumerate(prompts)])
@@ -225,8 +229,9 @@ class ExerciseScreen(Screen):
         self._set_mode("options")
         self._focus_input()
 
-    def _card_status(self, field) -> Text:
-        task = self.session.task
+    def _card_status(self, task: Task, field: CardField) -> Text:
+        """``Card field k/n: prompt`` of ``field`` of the card ``task``, with the fields
+        answered so far."""
         k = [f.name for f in task.fields].index(field.name) + 1
         t = Text(f"Card field {k}/{len(task.fields)}: {field.prompt}", style="bold")
         if self.card_answers:
@@ -256,7 +261,8 @@ class ExerciseScreen(Screen):
         task = self.session.task
         free_text = task is not None and task.kind == "card" and self.mode == "number"
         n_options = len(self.opt_values) if self.mode == "options" else 0
-        unit = task.key.unit if task is not None and task.kind == "number" else ""
+        key = task.key if task is not None and task.kind == "number" else None
+        unit = key.unit if key is not None else ""
         return how_to_answer(self, self.mode, n_options=n_options, unit=unit, free_text=free_text)
 
     def _input_widget(self):

@@ -135,10 +135,11 @@ class TraceScreen(Screen):
         t.append(f"@{rel(lanes.cursor_ns)} ", style="bold")
         row = lanes.current_row()
         ev = lanes.event_at_cursor()
+        gaps = lanes.gaps
         gap = None
-        if row is not None and row.kind == "idle":
+        if row is not None and row.kind == "idle" and gaps is not None:
             gap = lanes.gap_at(lanes.cursor_ns, row.device)
-            if gap is None and lanes.selected_gap is not None and int(lanes.gaps.device[lanes.selected_gap]) == row.device:
+            if gap is None and lanes.selected_gap is not None and int(gaps.device[lanes.selected_gap]) == row.device:
                 gap = lanes.selected_gap
         if self.message:
             # The message comes first so that it fits 80 columns; a gap's summary
@@ -150,8 +151,8 @@ class TraceScreen(Screen):
             if gap is not None:
                 return t
             t.append(" │ ")
-        if gap is not None:
-            g = lanes.gaps
+        if gap is not None and gaps is not None:
+            g = gaps
             c = Cause(int(g.cause[gap]))
             t.append(f"gap #{gap} GPU {int(g.device[gap])} {format_duration_ns(int(g.end_ns[gap] - g.start_ns[gap]))} ")
             t.append(c.label, style="bold")
@@ -212,7 +213,7 @@ class TraceScreen(Screen):
                 self._say(f"no {'next' if direction > 0 else 'previous'} {what}gap ({self.order_mode} order)")
             return
         self.message = ""
-        if wrapped:
+        if wrapped and cause is not None:
             where = "first" if direction > 0 else "last"
             self.message = f"wrapped to the {where} {cause.label} gap ({self.order_mode} order)"
         if self.order_mode == SIZE:
@@ -346,6 +347,8 @@ class TraceScreen(Screen):
             return
         lanes = self.lanes
         ev = self.search.step(lanes.selected_event, int(direction), lanes.cursor_ns)
+        if ev is None:  # not with matches
+            return
         k = int((self.search.matches == ev).nonzero()[0][0]) + 1
         self.message = f"match {k}/{len(self.search)} for {self.search.query!r}"
         lanes.select_event(ev)

@@ -12,8 +12,47 @@ from gapscope.exercise import ProgressStore, Workbook, bundled_paths, load_exerc
 from gapscope.exercise.load import CAUSE_LABELS
 from gapscope.tui.exercise_app import make_exercise_app
 from gapscope.tui.exercise_lanes import ExerciseLanes
+from gapscope.tui.exercise_nav import TimelinePosition, next_gap, order_note, other_order
+from gapscope.tui.navigation import SIZE, TIME, GapNavigator
+from tests.test_tui_viewmodel import NAV_GAPS
 
 EX = {p.stem: p for p in bundled_paths()}
+
+
+# ------------------------------------------------ gap navigation, no App
+# NAV_GAPS: gap 0 [100, 150) and gap 1 [500, 900) on device 0, gap 2 [200, 260) on
+# device 1; time order 0, 2, 1; largest first 1, 2, 0.
+NAV = GapNavigator(NAV_GAPS)
+
+
+def test_position_current_is_the_selected_gap_else_the_cursors():
+    assert TimelinePosition(2, 120, 0).current == 2
+    assert TimelinePosition(None, 120, 0).current == 0
+    assert TimelinePosition(None, 300, None).current is None
+
+
+def test_next_gap_in_time_order_steps_past_the_gap_under_the_cursor():
+    # the cursor is in gap 0 (nothing selected): n moves past it, N before it
+    assert next_gap(NAV, TimelinePosition(None, 120, 0), 1, TIME) == 2
+    assert next_gap(NAV, TimelinePosition(None, 120, 0), -1, TIME) is None
+    # between gaps: the first starting at or after the cursor, the last before it
+    assert next_gap(NAV, TimelinePosition(None, 300, None), 1, TIME) == 1
+    assert next_gap(NAV, TimelinePosition(None, 300, None), -1, TIME) == 2
+    # a selected gap wins over the cursor's
+    assert next_gap(NAV, TimelinePosition(2, 120, 0), 1, TIME) == 1
+
+
+def test_next_gap_largest_first_ignores_the_cursor_gap():
+    assert next_gap(NAV, TimelinePosition(None, 120, 0), 1, SIZE) == 1
+    assert next_gap(NAV, TimelinePosition(None, 120, 0), -1, SIZE) == 0
+    assert next_gap(NAV, TimelinePosition(1, 120, 0), 1, SIZE) == 2
+    assert next_gap(NAV, TimelinePosition(0, 120, 0), 1, SIZE) is None
+
+
+def test_order_toggle_and_note():
+    assert other_order(TIME) == SIZE and other_order(SIZE) == TIME
+    assert order_note(SIZE) == "gap order: largest first"
+    assert order_note(TIME) == "gap order: time"
 
 
 def _app(name, tmp_path):

@@ -321,7 +321,7 @@ def test_panel_toggle_and_help_from_bindings():
                 modes.append((screen.panel_mode, bool(panel.display), panel.compact, panel.size.height))
             await pilot.press("question_mark")
             await pilot.pause()
-            from gapscope.tui.app import HelpScreen, help_text
+            from gapscope.tui.help import HelpScreen, help_text
 
             help_shown = isinstance(app.screen, HelpScreen)
             text = str(help_text(screen))

@@ -12,9 +12,10 @@ import pytest
 from gapscope import sample_traces
 from gapscope.analysis import diagnose
 from gapscope.parsers import load
-from gapscope.tui.app import HelpScreen, WarningsScreen, help_text
+from gapscope.tui.help import HelpScreen, help_text
+from gapscope.tui.loader_warnings import WarningsScreen
 from gapscope.tui.factory import make_app
-from gapscope.tui.viewmodel import ruler_ticks
+from gapscope.tui.ruler import ruler_ticks
 
 from .test_tui_app import wait_ready
 

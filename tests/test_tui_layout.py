@@ -16,7 +16,9 @@ from tests.test_tui_app import wait_ready
 from gapscope.tui.factory import make_app
 from gapscope.tui.lanes_model import build_rows
 from gapscope.tui.panel import first_sentence
-from gapscope.tui.screen import TraceScreen, elide_title, trace_bindings
+from gapscope.tui.bindings import trace_bindings
+from gapscope.tui.header import elide_title
+from gapscope.tui.screen import TraceScreen
 from gapscope.tui.swimlanes import GAP_VIEW_SHARE, READABLE_CELLS
 
 MS = 1_000_000

@@ -12,16 +12,8 @@ from gapscope.parsers.model import Kind
 from gapscope.tui.lanes_model import build_rows, sanitize
 from gapscope.tui.navigation import SIZE, TIME, FlowIndex, GapNavigator, NameSearch
 from gapscope.tui.cells import sized as _sized
-from gapscope.tui.viewmodel import (
-    GlyphClass,
-    LaneIndex,
-    Viewport,
-    format_duration_ns,
-    format_time_ns,
-    nice_step_ns,
-    parse_time_ns,
-    ruler_ticks,
-)
+from gapscope.tui.ruler import format_duration_ns, format_time_ns, nice_step_ns, parse_time_ns, ruler_ticks
+from gapscope.tui.viewmodel import GlyphClass, LaneIndex, Viewport
 
 
 # ----------------------------------------------------------------- viewport

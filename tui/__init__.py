@@ -1,8 +1,12 @@
 """The gapscope terminal viewer (Textual).
 
-Pure modules (no Textual, unit-tested): ``viewmodel`` (viewport, ruler, per-cell
-bucketing), ``navigation`` (gap order, search, launch↔kernel), ``lanes_model`` (rows,
-name sanitising). Widgets: ``swimlanes.Swimlanes``, ``panel.GapPanel``. Screens:
-``loading.LoadScreen``, ``screen.TraceScreen``. Build the app with
-``gapscope.tui.factory.make_app``.
+Pure modules (no Textual, unit-tested): ``viewmodel`` (viewport, per-cell bucketing),
+``ruler`` (ruler ticks, time text), ``navigation`` (gap order, search,
+launch↔kernel), ``lanes_model`` (rows, gaps by device, name sanitising),
+``exercise_nav`` (next/previous gap on the exercise screen). Drawing:
+``lanes_draw`` (the swimlanes as a pure function of a ``LaneView``), ``cells``
+(glyphs, cell rows). Widgets: ``swimlanes.Swimlanes``, ``panel.GapPanel``. Screens:
+``loading.LoadScreen``, ``screen.TraceScreen``, ``help.HelpScreen``,
+``loader_warnings.WarningsScreen``; the exercise mode's in ``exercise_*``. Build the
+app with ``gapscope.tui.factory.make_app``.
 """

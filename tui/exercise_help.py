@@ -1,6 +1,6 @@
 """Key help of the exercise screen and the one-line "how to answer" of each task, both
 generated from the screen's live bindings (keymap overrides included), like the
-viewer's help (``gapscope.tui.app.help_text``)."""
+viewer's help (``gapscope.tui.help.help_text``)."""
 
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ def exercise_help_text(screen: Screen) -> Text:
 class ExerciseHelpScreen(ModalScreen):
     """Key help over the exercise screen ``owner``; Escape, q or ? closes it."""
 
-    BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "close", id="help.close")]
+    BINDINGS = [Binding("escape,q,question_mark,f1", "close", "close", id="help.close")]
     DEFAULT_CSS = """
     ExerciseHelpScreen { align: center middle; }
     ExerciseHelpScreen > VerticalScroll { width: 84; max-width: 100%; height: auto; max-height: 90%; border: round $primary; background: $surface; padding: 0 1; }
@@ -110,5 +110,5 @@ class ExerciseHelpScreen(ModalScreen):
         with VerticalScroll(id="exercise-help"):
             yield Static(exercise_help_text(self.owner), id="exercise-help-text", markup=False)
 
-    def action_dismiss(self) -> None:
+    def action_close(self) -> None:
         self.app.pop_screen()

@@ -6,13 +6,14 @@ attribute and the Line API ``render_line``); the viewer's file is not changed. A
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import numpy as np
 from rich.segment import Segment
 from textual.strip import Strip
 
-from gapscope.analysis.types import Cause
+from gapscope.analysis.types import Cause, Gaps
 
 from gapscope.tui.swimlanes import Swimlanes
 
@@ -24,20 +25,6 @@ _LABEL = re.compile(_WORD + r" (\S+)")  # "unclassified 460µs" -> "░░░░
 _LETTER = "░" + _HIDDEN.label[0].upper() + "░"
 
 
-class _NeutralGaps:
-    """A view of ``Gaps`` whose ``cause`` is all ``UNCLASSIFIED``."""
-
-    def __init__(self, gaps) -> None:
-        self._gaps = gaps
-        self.cause = np.full(len(gaps), int(_HIDDEN), dtype=np.int8)
-
-    def __getattr__(self, name):
-        return getattr(self._gaps, name)
-
-    def __len__(self) -> int:
-        return len(self._gaps)
-
-
 class ExerciseLanes(Swimlanes):
     """``Swimlanes`` with ``reveal_causes`` (bool, default False): when False every gap
     is drawn as plain idle time (one neutral colour, labelled ``idle``)."""
@@ -45,8 +32,10 @@ class ExerciseLanes(Swimlanes):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.reveal_causes = True
-        self._real_gaps = self.gaps
-        self._neutral = _NeutralGaps(self.gaps) if self.gaps is not None else None
+        self._real_gaps: Gaps | None = self.gaps
+        # the same gaps with every cause UNCLASSIFIED
+        self._neutral: Gaps | None = (None if self.gaps is None else
+                         dataclasses.replace(self.gaps, cause=np.full(len(self.gaps), int(_HIDDEN), dtype=np.int8)))
         self.set_reveal(False)
 
     def set_reveal(self, reveal: bool) -> None:

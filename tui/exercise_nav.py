@@ -1,53 +1,54 @@
-"""The viewer's timeline actions on the exercise screen (next/previous gap, gap order,
-zoom, pan, cursor, lanes, fit), acting on the current task's swimlanes. A mixin of
-``ExerciseScreen``, which provides ``lanes`` (the current ``ExerciseLanes``), ``session``,
-``order_mode`` and ``_navs`` (trace id -> ``GapNavigator``)."""
+"""Next/previous gap on the exercise screen, as plain state and pure functions (no
+Textual; the screen's actions call them).
+
+``TimelinePosition`` is where the learner is on the timeline: the selected gap, the
+cursor and the gap holding the cursor. Its ``current`` gap is the one the status line
+names ("Gap 1 of 3") and Enter picks; ``next_gap`` is where ``n``/``N`` go from
+there in time order or largest first (``gapscope.tui.navigation.GapNavigator``).
+"""
 
 from __future__ import annotations
 
+import dataclasses
+
 from gapscope.tui.navigation import SIZE, TIME, GapNavigator
 
-__all__ = ["TimelineActions"]
+__all__ = ["TimelinePosition", "next_gap", "other_order", "order_note"]
 
 
-class TimelineActions:
-    """Actions bound by ``trace_bindings`` ids gap.*, view.* on the exercise screen."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class TimelinePosition:
+    """Where the learner is: ``selected_gap`` (gap index or None), ``cursor_ns``
+    (absolute ns), ``cursor_gap`` (the gap of the task's device holding the cursor,
+    gap index or None)."""
 
-    def nav(self) -> GapNavigator:
-        task = self.session.task or self.session.exercise.tasks[-1]
-        nav = self._navs.get(task.trace)
-        if nav is None:
-            d = self.session.workbook.facts(task.trace).diag
-            nav = self._navs[task.trace] = GapNavigator(d.gaps, d.order_by_size())
-        return nav
+    selected_gap: int | None
+    cursor_ns: int
+    cursor_gap: int | None
 
-    def action_jump_gap(self, direction: int) -> None:
-        """Next/previous gap from the current one: the selected gap, else (time order)
-        the gap the cursor is in, the one the status line names ("Gap 1 of 3") and Enter
-        would pick, so the first ``n`` moves past it instead of selecting it in place."""
-        lanes = self.lanes
-        current = lanes.selected_gap
-        if current is None and self.order_mode == TIME:
-            current = lanes.gap_at(lanes.cursor_ns, self.session.facts().device)
-        g = self.nav().step(current, direction, self.order_mode, from_ns=lanes.cursor_ns)
-        if g is not None:
-            lanes.select_gap(g)
+    @property
+    def current(self) -> int | None:
+        """The selected gap, else the one holding the cursor (gap index or None)."""
+        return self.selected_gap if self.selected_gap is not None else self.cursor_gap
 
-    def action_toggle_order(self) -> None:
-        self.order_mode = SIZE if self.order_mode == TIME else TIME
-        self.notify(f"gap order: {'largest first' if self.order_mode == SIZE else 'time'}", timeout=2)
 
-    def action_zoom(self, factor: float) -> None:
-        self.lanes.zoom(factor)
+def next_gap(nav: GapNavigator, at: TimelinePosition, direction: int, order_mode: str) -> int | None:
+    """The gap ``direction`` (+1 next, -1 previous) steps to in ``order_mode``
+    (``TIME`` or ``SIZE``), or None past the last (first) one.
 
-    def action_pan(self, fraction: float) -> None:
-        self.lanes.pan(fraction)
+    In time order it steps from ``at.current``, so the first ``n`` moves past the gap
+    the cursor is in instead of selecting it in place; largest first it steps from the
+    selected gap only (none: the largest, or the smallest going back). Without a gap
+    to step from, time order starts at the cursor."""
+    current = at.current if order_mode == TIME else at.selected_gap
+    return nav.step(current, direction, order_mode, from_ns=at.cursor_ns)
 
-    def action_cursor(self, cells: int) -> None:
-        self.lanes.move_cursor_cells(cells)
 
-    def action_row(self, delta: int) -> None:
-        self.lanes.select_row(delta)
+def other_order(order_mode: str) -> str:
+    """``SIZE`` for ``TIME`` and ``TIME`` for ``SIZE`` (the ``s`` key)."""
+    return SIZE if order_mode == TIME else TIME
 
-    def action_fit(self) -> None:
-        self.lanes.fit_all()
+
+def order_note(order_mode: str) -> str:
+    """The note shown when the order changes: ``gap order: largest first`` or ``gap order: time``."""
+    return f"gap order: {'largest first' if order_mode == SIZE else 'time'}"

@@ -27,20 +27,21 @@ from textual.widgets.option_list import Option
 
 from gapscope.exercise import AnswerError, Session
 from gapscope.exercise.load import CAUSE_LABELS
+from gapscope.exercise.model import CardField, Task
 
+from gapscope.tui.bindings import trace_bindings
 from gapscope.tui.exercise_help import ExerciseHelpScreen, how_to_answer
 from gapscope.tui.exercise_text import CAUSE_HELP, hints_text, path_text, task_header, verdict_text
-from gapscope.tui.exercise_nav import TimelineActions
+from gapscope.tui.exercise_nav import TimelinePosition, next_gap, order_note, other_order
 from gapscope.tui.navigation import TIME, GapNavigator
-from gapscope.tui.screen import trace_bindings
 from gapscope.tui.exercise_lanes import ExerciseLanes
 from gapscope.tui.swimlanes import Swimlanes
-from gapscope.tui.viewmodel import format_duration_ns
+from gapscope.tui.ruler import format_duration_ns
 
 __all__ = ["ExerciseScreen"]
 
 
-class ExerciseScreen(TimelineActions, Screen):
+class ExerciseScreen(Screen):
     """One guided exercise for one learner (``session``)."""
 
     BINDINGS = [
@@ -146,6 +147,22 @@ class ExerciseScreen(TimelineActions, Screen):
     def _show(self, widget_id: str, on: bool) -> None:
         self.query_one(f"#{widget_id}").set_class(not on, "-off")
 
+    def _navigator(self) -> GapNavigator:
+        """The gap navigator of the current task's trace (the last task's once
+        finished), built on first use."""
+        task = self.session.task or self.session.exercise.tasks[-1]
+        nav = self._navs.get(task.trace)
+        if nav is None:
+            d = self.session.workbook.facts(task.trace).diag
+            nav = self._navs[task.trace] = GapNavigator(d.gaps, d.order_by_size())
+        return nav
+
+    def _position(self) -> TimelinePosition:
+        """Where the learner is on the current lanes (``gapscope.tui.exercise_nav``)."""
+        lanes = self.lanes
+        device = self.session.facts().device
+        return TimelinePosition(lanes.selected_gap, lanes.cursor_ns, lanes.gap_at(lanes.cursor_ns, device))
+
     def _feedback(self, text: Text) -> None:
         self.query_one("#ex-feedback", Static).update(text)
 
@@ -153,10 +170,10 @@ class ExerciseScreen(TimelineActions, Screen):
     def _setup_task(self) -> None:
         s = self.session
         self.query_one("#ex-path", Static).update(path_text(s))
-        if s.finished:
+        task = s.task
+        if task is None:  # finished
             self._finish()
             return
-        task = s.task
         self._reveal()
         for ref in s.exercise.traces:
             self.lanes_for(ref.id).set_class(ref.id != task.trace, "-hidden")
@@ -175,6 +192,8 @@ class ExerciseScreen(TimelineActions, Screen):
 
     def _setup_input(self) -> None:
         task = self.session.task
+        if task is None:
+            return
         kind, field = task.kind, None
         if kind == "card":
             field = next(f for f in task.fields if f.name == self.card_queue[0])
@@ -187,10 +206,11 @@ class ExerciseScreen(TimelineActions, Screen):
             self._set_mode("number")
             inp = self.query_one("#ex-number", Input)
             inp.value = ""
-            inp.placeholder = f"{field.prompt} (free text)" if field else f"a number in {task.key.unit}"
+            unit = task.key.unit if task.key is not None else ""
+            inp.placeholder = f"{field.prompt} (free text)" if field else f"a number in {unit}"
             self._focus_input()
             if field is not None:
-                self.query_one("#ex-field", Static).update(self._card_status(field))
+                self.query_one("#ex-field", Static).update(self._card_status(task, field))
             return
         if kind == "cause" or (field is not None and field.name == "cause"):
             labels = list(CAUSE_LABELS)
@@ -201,7 +221,7 @@ class ExerciseScreen(TimelineActions, Screen):
             self.opt_values = list(range(len(opts)))
             prompts = [o.text for o in opts]
         if field is not None:
-            self.query_one("#ex-field", Static).update(self._card_status(field))
+            self.query_one("#ex-field", Static).update(self._card_status(task, field))
         ol = self.query_one("#ex-options", OptionList)
         ol.clear_options()
         ol.add_options([Option(Text(f"{k + 1}. {p}")) for k, p in enumerate(prompts)])
@@ -209,8 +229,9 @@ class ExerciseScreen(TimelineActions, Screen):
         self._set_mode("options")
         self._focus_input()
 
-    def _card_status(self, field) -> Text:
-        task = self.session.task
+    def _card_status(self, task: Task, field: CardField) -> Text:
+        """``Card field k/n: prompt`` of ``field`` of the card ``task``, with the fields
+        answered so far."""
         k = [f.name for f in task.fields].index(field.name) + 1
         t = Text(f"Card field {k}/{len(task.fields)}: {field.prompt}", style="bold")
         if self.card_answers:
@@ -240,7 +261,8 @@ class ExerciseScreen(TimelineActions, Screen):
         task = self.session.task
         free_text = task is not None and task.kind == "card" and self.mode == "number"
         n_options = len(self.opt_values) if self.mode == "options" else 0
-        unit = task.key.unit if task is not None and task.kind == "number" else ""
+        key = task.key if task is not None and task.kind == "number" else None
+        unit = key.unit if key is not None else ""
         return how_to_answer(self, self.mode, n_options=n_options, unit=unit, free_text=free_text)
 
     def _input_widget(self):
@@ -307,9 +329,7 @@ class ExerciseScreen(TimelineActions, Screen):
     def _status_text(self) -> Text:
         lanes = self.lanes
         f = self.session.facts()
-        g = lanes.selected_gap
-        if g is None:
-            g = lanes.gap_at(lanes.cursor_ns, f.device)
+        g = self._position().current
         # the gap first: on a narrow screen the line is cut at the cursor, not the gap
         t = Text(f.gap_name(g)[:1].upper() + f.gap_name(g)[1:] if g is not None else "Not in a gap")
         t.append(f" · cursor {format_duration_ns(lanes.cursor_ns - f.origin_ns)}", style="dim")
@@ -371,14 +391,37 @@ class ExerciseScreen(TimelineActions, Screen):
             self.query_one("#ex-status", Static).update(self._status_text())
 
     # ------------------------------------------------------------- actions
+    # the viewer's timeline keys (``trace_bindings`` ids gap.*, view.*), on the
+    # current task's lanes
+    def action_jump_gap(self, direction: int) -> None:
+        """Next/previous gap from where the learner is (``exercise_nav.next_gap``)."""
+        g = next_gap(self._navigator(), self._position(), direction, self.order_mode)
+        if g is not None:
+            self.lanes.select_gap(g)
+
+    def action_toggle_order(self) -> None:
+        self.order_mode = other_order(self.order_mode)
+        self.notify(order_note(self.order_mode), timeout=2)
+
+    def action_zoom(self, factor: float) -> None:
+        self.lanes.zoom(factor)
+
+    def action_pan(self, fraction: float) -> None:
+        self.lanes.pan(fraction)
+
+    def action_cursor(self, cells: int) -> None:
+        self.lanes.move_cursor_cells(cells)
+
+    def action_row(self, delta: int) -> None:
+        self.lanes.select_row(delta)
+
+    def action_fit(self) -> None:
+        self.lanes.fit_all()
+
     def action_confirm_pick(self) -> None:
         if self.mode != "pick" or self.session.task is None:
             return
-        lanes = self.lanes
-        g = lanes.selected_gap
-        if g is None:
-            g = lanes.gap_at(lanes.cursor_ns, self.session.facts().device)
-        self._answer(g)
+        self._answer(self._position().current)
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         # footer and help show Enter-picks only while picking, 1-9 only with options

@@ -47,7 +47,9 @@ def make_app(
     ``keymap``: binding id → keys (e.g. ``{"gap.next": "n,j"}``), Textual's keymap.
     """
     if loader is None:
-        from gapscope.parsers import load as loader
+        from gapscope.parsers import load
+
+        loader = load
     if diagnose is None:
         diagnose = lambda t: default_diagnose(t, params)  # noqa: E731
     if isinstance(source, os.PathLike):

@@ -11,7 +11,7 @@ from rich.text import Text
 from gapscope.parsers.model import Trace
 
 from gapscope.tui.lanes_model import sanitize
-from gapscope.tui.viewmodel import format_duration_ns
+from gapscope.tui.ruler import format_duration_ns
 
 __all__ = ["trace_header", "elide_title"]
 

@@ -1,32 +1,44 @@
-"""Drawing of the swimlanes (``LaneDrawing``, mixed into ``gapscope.tui.swimlanes.Swimlanes``).
+"""Drawing of the swimlanes: a pure function of an explicit state object.
 
-Line API: ``render_line(y)`` draws the time ruler (row 0) or one row (group header,
-per-device idle-gap row, lane) from per-cell summaries (``LaneIndex.summarise``, cost
-independent of trace size) into ``gapscope.tui.cells.Cells`` and caches the strip by everything
-that changes its pixels plus the widget's update counter. Kinds differ by glyph shape
-and colour (``NO_COLOR`` stays readable); gaps are shaded by cause class and labelled
-with the class and length, or its first letter when narrow (S C L H U D). Names are drawn
-literally (``sanitize``).
+``LaneView`` holds everything one frame depends on: the trace, its display rows, the
+gaps by device, the viewport, cursor, selections, label width and the resolved styles
+of the component classes. ``render_line(view, y)`` draws the time ruler (``y == 0``)
+or one row (group header, per-device idle-gap row, lane) from per-cell summaries
+(``LaneIndex.summarise``, cost independent of trace size) into
+``gapscope.tui.cells.Cells`` and returns it as a ``Strip`` finished with
+``simplify()``. No widget and no App: the ``Swimlanes`` widget builds the view from
+its state, resolves the styles from its CSS and caches the strips by everything that
+changes their pixels.
+
+Kinds differ by glyph shape and colour (``NO_COLOR`` stays readable); gaps are shaded
+by cause class and labelled with the class and length, or its first letter when
+narrow (S C L H U D). Names are drawn literally (``sanitize``).
 """
 
 from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 from rich.segment import Segment
 from rich.style import Style
 from textual.strip import Strip
 
-from gapscope.analysis.types import Cause
+from gapscope.analysis.types import Cause, Gaps
+from gapscope.parsers.model import Trace
 
 from gapscope.tui.cells import CLASS_GLYPH, CLASS_NAME, GLYPH_CODES, Cells, kernel_codes
-from gapscope.tui.lanes_model import Row, sanitize
-from gapscope.tui.viewmodel import GlyphClass, Viewport, format_duration_ns, ruler_ticks
+from gapscope.tui.lanes_model import DeviceGaps, Row, sanitize
+from gapscope.tui.ruler import format_duration_ns, ruler_ticks
+from gapscope.tui.viewmodel import GlyphClass, LaneIndex, Viewport
 
-__all__ = ["LaneDrawing", "COMPONENT_CLASSES", "DEFAULT_CSS"]
+__all__ = ["LaneView", "COMPONENT_CLASSES", "render_line", "render_ruler", "render_row"]
 
 #: An event's name is drawn inside its span from this many cells on.
 _NAME_MIN_CELLS = 6
 
+#: The component classes whose styles the drawing reads (the keys of ``LaneView.styles``).
 COMPONENT_CLASSES = {
     "lanes--kernel", "lanes--memcpy", "lanes--memset", "lanes--sync", "lanes--runtime",
     "lanes--cpu-op", "lanes--python", "lanes--annotation", "lanes--other",
@@ -35,233 +47,240 @@ COMPONENT_CLASSES = {
     "lanes--ruler", "lanes--cursor", "lanes--selected-row", "lanes--selected-event",
     "lanes--busy",
 }
-DEFAULT_CSS = """
-Swimlanes { background: $surface; color: $foreground; }
-Swimlanes > .lanes--kernel { color: #4fa3ff; }
-Swimlanes > .lanes--memcpy { color: #e0b050; }
-Swimlanes > .lanes--memset { color: #c08040; }
-Swimlanes > .lanes--sync { color: #ff5f5f; text-style: bold; }
-Swimlanes > .lanes--runtime { color: #b080ff; }
-Swimlanes > .lanes--cpu-op { color: #60c060; }
-Swimlanes > .lanes--python { color: #a0a0a0; }
-Swimlanes > .lanes--annotation { color: #40b0b0; }
-Swimlanes > .lanes--other { color: #808080; }
-Swimlanes > .lanes--gap-sync { color: #ff6060; background: #3a1414; }
-Swimlanes > .lanes--gap-copy { color: #e0b050; background: #3a2c10; }
-Swimlanes > .lanes--gap-launch { color: #b080ff; background: #281a40; }
-Swimlanes > .lanes--gap-host { color: #70d070; background: #143014; }
-Swimlanes > .lanes--gap-unclassified { color: #a0a0a0; background: #262626; }
-Swimlanes > .lanes--gap-dependency { color: #50b8d8; background: #10283a; }
-Swimlanes > .lanes--selected-gap { text-style: reverse bold; }
-Swimlanes > .lanes--label { color: $text-muted; }
-Swimlanes > .lanes--group { color: $text; text-style: bold; }
-Swimlanes > .lanes--ruler { color: $text-muted; }
-Swimlanes > .lanes--cursor { text-style: reverse; }
-Swimlanes > .lanes--selected-row { color: $text; text-style: bold reverse; }
-Swimlanes > .lanes--selected-event { text-style: bold underline; }
-Swimlanes > .lanes--busy { color: #4fa3ff; }
-"""
 
 
-class LaneDrawing:
-    """Drawing half of ``Swimlanes``: expects its state (``trace``, ``gaps``,
-    ``viewport``, ``rows``, ``top_row``, ``cursor_ns``, the selections, ``show_causes``,
-    ``label_width``, ``lane_index``, ``_sync_width``, ``_gap_dev``, ``_cache``,
-    ``_update_count``, ``_frame_*``) and must come before ``Widget`` in the bases."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class LaneView:
+    """What one frame of the swimlanes shows (immutable; the widget builds one per frame).
 
-    def _style(self, name: str) -> Style:
-        st = self._frame_styles.get(name)
-        if st is None:
-            if not self._frame_styles:
-                self._base_style = self.rich_style
-            st = self._frame_styles[name] = self.get_component_rich_style(name)
-        return st
+    - ``trace``; ``rows``: the display rows (``gapscope.tui.lanes_model.build_rows``);
+      ``gaps`` (``Gaps`` or None) and ``gaps_by_device`` (device -> ``DeviceGaps``,
+      ``gapscope.tui.lanes_model.gaps_by_device(gaps)``): the gaps' causes and
+      lengths, and their start order per device.
+    - ``viewport``: the timeline's cells (``viewport.width`` cells right of the
+      labels); ``origin_ns``: absolute ns the ruler counts from (the trace start);
+      ``cursor_ns``: absolute ns of the cursor (its cell is drawn in the cursor style).
+    - ``top_row``: the display row drawn at ``y == 1``; ``selected_row`` (row index),
+      ``selected_gap`` (gap index or None), ``selected_event`` (event index or None).
+    - ``show_causes``: gaps in their cause colour and label (False: one neutral
+      ``idle`` look).
+    - ``width``: cells of a whole line (labels + timeline); ``label_width``: cells of
+      the label column.
+    - ``styles``: component class name (every one of ``COMPONENT_CLASSES``) -> Rich
+      style; ``base_style``: the widget's own style (blank cells).
+    - ``lane_index(lane) -> LaneIndex``: the lane's search structures (the caller
+      builds each once and keeps it).
+    """
 
-    def render_lines(self, crop):
-        """Resolve sizes once per frame, then draw the lines (Line API). Component
-        styles are cached until the CSS changes (``notify_style_update``)."""
-        if not self._frame_styles:
-            self._base_style = self.rich_style
-        self._frame_width = self.size.width
-        self._sync_width()
-        self._keep_row_visible()  # the height may have changed since the last key (panel, prompt)
-        return super().render_lines(crop)
+    trace: Trace
+    rows: Sequence[Row]
+    gaps: Gaps | None
+    gaps_by_device: Mapping[int, DeviceGaps]
+    viewport: Viewport
+    origin_ns: int
+    cursor_ns: int
+    top_row: int
+    selected_row: int
+    selected_gap: int | None
+    selected_event: int | None
+    show_causes: bool
+    width: int
+    label_width: int
+    styles: Mapping[str, Style]
+    base_style: Style
+    lane_index: Callable[[int], LaneIndex]
 
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self._frame_styles = {}
-        self._update_count += 1
 
-    def render_line(self, y: int) -> Strip:
-        width = self._frame_width or self.size.width
-        vp = self.viewport
-        cursor_cell = vp.cell_of(self.cursor_ns)
-        row_i = self.top_row + y - 1 if y > 0 else -1
-        key = (y, row_i, vp, width, cursor_cell, self.selected_row == row_i, self.selected_gap, self.selected_event, self._update_count)
-        hit = self._cache.get(key)
-        if hit is not None:
-            return hit
-        if y == 0:
-            strip = self._render_ruler(vp, cursor_cell)
-        elif 0 <= row_i < len(self.rows):
-            strip = self._render_row(self.rows[row_i], row_i, vp, cursor_cell)
-        else:
-            strip = Strip.blank(width, self._base_style)
-        strip = strip.adjust_cell_length(width, self._base_style).simplify()
-        self._cache[key] = strip
-        return strip
+def render_line(view: LaneView, y: int) -> Strip:
+    """Line ``y`` of the widget: the ruler at ``y == 0``, else display row
+    ``view.top_row + y - 1`` (blank past the last row); exactly ``view.width`` cells,
+    equal-style runs merged (``Strip.simplify``)."""
+    row_i = view.top_row + y - 1
+    if y == 0:
+        strip = render_ruler(view)
+    elif 0 <= row_i < len(view.rows):
+        strip = render_row(view, row_i)
+    else:
+        strip = Strip.blank(view.width, view.base_style)
+    return strip.adjust_cell_length(view.width, view.base_style).simplify()
 
-    def _render_ruler(self, vp: Viewport, cursor_cell: int) -> Strip:
-        g = self.label_width
-        w = vp.width
-        cells = Cells(w, self._style("lanes--ruler"))
-        _, ticks = ruler_ticks(vp, self.origin_ns, min_cells=10)
-        for cell, label in ticks:
-            text = "▏" + label
-            if cell + len(text) <= w:
-                cells.text(cell, text, 0)
-        head = ("↔" + format_duration_ns(vp.span_ns))[: g - 1].ljust(g)
-        return Strip([Segment(head, cells.palette[0])] + cells.segments(cursor_cell, self._style("lanes--cursor")))
 
-    def _label(self, row: Row, selected: bool) -> Segment:
-        g = self.label_width
-        text = sanitize(row.label)
-        if row.kind == "lane":
-            text = " " + text
-        if len(text) > g - 1:
-            text = text[: g - 2] + "…"
-        style = self._style("lanes--group" if row.kind == "group" else "lanes--label")
-        if selected:
-            style = style + self._style("lanes--selected-row")
-        return Segment(text.ljust(g - 1) + " ", style)
+def render_ruler(view: LaneView) -> Strip:
+    """The time ruler: ``↔`` and the visible span in the label column, then a tick
+    ``▏`` with its offset from ``origin_ns`` at every 1-2-5 step (at least 10 cells
+    apart) whose label fits."""
+    vp = view.viewport
+    g = view.label_width
+    w = vp.width
+    cells = Cells(w, view.styles["lanes--ruler"])
+    _, ticks = ruler_ticks(vp, view.origin_ns, min_cells=10)
+    for cell, label in ticks:
+        text = "▏" + label
+        if cell + len(text) <= w:
+            cells.text(cell, text, 0)
+    head = ("↔" + format_duration_ns(vp.span_ns))[: g - 1].ljust(g)
+    cursor = cells.segments(vp.cell_of(view.cursor_ns), view.styles["lanes--cursor"])
+    return Strip([Segment(head, cells.palette[0])] + cursor)
 
-    def _render_row(self, row: Row, row_i: int, vp: Viewport, cursor_cell: int) -> Strip:
-        cells = Cells(vp.width, self._base_style)
-        if row.kind == "idle":
-            self._draw_gaps(row.device, vp, cells, label=True)
-        elif row.kind == "lane":
-            if self.trace.lanes[row.lane].is_gpu:
-                self._draw_gaps(self.trace.lanes[row.lane].device, vp, cells, label=False)
-            self._draw_lane(row.lane, vp, cells)
-        segs = [self._label(row, row_i == self.selected_row)]
-        segs += cells.segments(cursor_cell, self._style("lanes--cursor"))
-        return Strip(segs)
 
-    def _draw_gaps(self, device: int, vp: Viewport, cells: "Cells", *, label: bool) -> None:
-        got = self._gap_dev.get(device)
-        if got is None:
-            return
-        idx, s, e = got
-        edges = vp.edges()
-        lo = int(np.searchsorted(e, edges[0], side="right"))
-        hi = int(np.searchsorted(s, edges[-1], side="left"))
-        if hi <= lo:
-            return
-        w = vp.width
-        causes = np.asarray(self.gaps.cause)
-        sel = self._style("lanes--selected-gap")
-        cause_ids = {}
-        for c in Cause:
-            st = self._style(f"lanes--gap-{(c if self.show_causes else Cause.UNCLASSIFIED).label}")
-            cause_ids[int(c)] = (cells.add(st), cells.add(st + sel))
-        lut = np.zeros((len(Cause), 2), dtype=np.int32)
-        for c, (a, b) in cause_ids.items():
-            lut[c] = (a, b)
-        # Cells whose centre lies in a gap.
-        centres = (edges[:-1] + edges[1:]) // 2
-        j = np.searchsorted(s[lo:hi], centres, side="right") - 1 + lo
-        jj = np.clip(j, lo, hi - 1)
-        inside = (j >= lo) & (e[jj] > centres)
-        gap_of_cell = idx[jj]
-        selected = (gap_of_cell == (-1 if self.selected_gap is None else self.selected_gap)) & label
-        ids = lut[causes[gap_of_cell].astype(np.int64), selected.astype(np.int64)]
-        cells.ids[inside] = ids[inside]
-        cells.chars[inside] = ord("░") if label else ord(" ")
-        if not label:
-            return
-        # Gaps narrower than a cell: a mark in the cell holding the gap's start.
-        first_cells = np.clip(((s[lo:hi] - vp.start_ns) // max(vp.ns_per_cell, 1e-9)).astype(np.int64), 0, w - 1)
-        uc, first_of = np.unique(first_cells, return_index=True)
-        keep = ~inside[uc]
-        mc = uc[keep]
-        mg = idx[lo:hi][first_of[keep]]
-        if mc.size:
-            msel = (mg == (-1 if self.selected_gap is None else self.selected_gap))
-            cells.ids[mc] = lut[causes[mg].astype(np.int64), msel.astype(np.int64)]
-            cells.chars[mc] = ord("╎")
-        # Cause label inside gaps wide enough.
-        in_cells = np.flatnonzero(inside)
-        if in_cells.size:
-            breaks = np.flatnonzero((np.diff(in_cells) != 1) | (np.diff(gap_of_cell[in_cells]) != 0)) + 1
-            starts = np.concatenate(([0], breaks))
-            ends = np.concatenate((breaks, [in_cells.size]))
-            wide = np.flatnonzero(ends - starts >= 3)
-            for r in wide[:256].tolist():
-                c0, n = int(in_cells[starts[r]]), int(ends[r] - starts[r])
-                g = int(gap_of_cell[c0])
-                word = Cause(int(causes[g])).label if self.show_causes else "idle"
-                text = f"{word} {format_duration_ns(int(self.gaps.end_ns[g] - self.gaps.start_ns[g]))}"
-                if n >= len(text) + 2:
-                    cells.text(c0 + (n - len(text)) // 2, text, None)
-                else:
-                    cells.text(c0 + (n - 1) // 2, word[0].upper(), None)
+def render_row(view: LaneView, row_i: int) -> Strip:
+    """Display row ``row_i``: its label, then the timeline (empty for a group header,
+    its device's gaps for an idle row, its events over its device's gaps for a lane)."""
+    vp = view.viewport
+    row = view.rows[row_i]
+    cells = Cells(vp.width, view.base_style)
+    if row.kind == "idle":
+        _draw_gaps(view, row.device, cells, label=True)
+    elif row.kind == "lane":
+        if view.trace.lanes[row.lane].is_gpu:
+            _draw_gaps(view, view.trace.lanes[row.lane].device, cells, label=False)
+        _draw_lane(view, row.lane, cells)
+    segs = [_label(view, row, row_i == view.selected_row)]
+    segs += cells.segments(vp.cell_of(view.cursor_ns), view.styles["lanes--cursor"])
+    return Strip(segs)
 
-    def _draw_lane(self, lane: int, vp: Viewport, cells: "Cells") -> None:
-        li = self.lane_index(lane)
-        if len(li) == 0:
-            return
-        summ = li.summarise(vp)
-        cls_ids = np.zeros(len(GlyphClass) + 1, dtype=np.int32)
-        cls_styles = {}
-        for c in GlyphClass:
-            cls_styles[int(c)] = st = self._style(f"lanes--{CLASS_NAME[c]}")
-            cls_ids[int(c)] = cells.add(st)
-        k = summ.cls.astype(np.int64)
-        drawn = k >= 0
-        if not drawn.any():
-            return
-        glyph = GLYPH_CODES[np.where(drawn, k, 0)]
-        kern = drawn & (k == int(GlyphClass.KERNEL))
-        if kern.any():
-            glyph = np.where(kern, kernel_codes(summ), glyph)
-        cells.chars[drawn] = glyph[drawn]
-        cells.ids[drawn] = cls_ids[k[drawn]]
-        # names inside wide spans (deeper events drawn last, so they win)
-        wide = li.wide_events(vp, _NAME_MIN_CELLS)
-        if wide.size:
-            depth = self.trace.depth[li.offset + wide]
-            # owner[c]: which drawn name holds cell c (-1: none); fill[c]: the box glyph
-            # under it, so a name cut by a deeper one gets its cells back.
-            owner = np.full(vp.width, -1, dtype=np.int64)
-            fill = cells.chars.copy()
-            for j in wide[np.argsort(depth, kind="stable")].tolist():
-                kk = int(li.cls[j])
-                if kk < 0:
-                    continue
-                c0 = max(0, -int(-(int(li.start[j]) - vp.start_ns) // vp.ns_per_cell))  # first cell fully inside
-                c1 = min(vp.width, vp.cell_of(int(li.end[j])))
-                if c1 - c0 < 3:
-                    continue
-                # Box only the cells this event's class shows in (inner events keep
-                # their glyphs); the name goes in the leading run of those cells.
-                mine = summ.cls[c0:c1] == kk
-                if not mine[0]:
-                    continue
-                run = int(np.argmin(mine)) if not mine.all() else c1 - c0
-                if run < 3:
-                    continue
-                sid = cells.add(cls_styles[kk] + Style(reverse=True))
-                where = np.flatnonzero(mine) + c0
-                cells.ids[where] = sid
-                cells.chars[where] = fill[where] = ord(" ") if kk == GlyphClass.KERNEL else ord(CLASS_GLYPH[GlyphClass(kk)])
-                _place_name(cells, owner, fill, j, c0, int(where[-1]) + 1, run,
-                            sanitize(self.trace.name(li.offset + j), run))
-        if self.selected_event is not None and li.offset <= self.selected_event < li.offset + len(li):
-            j = self.selected_event - li.offset
-            c0 = max(0, vp.cell_of(int(li.start[j])))
-            c1 = min(vp.width - 1, max(c0, vp.cell_of(max(int(li.end[j]) - 1, int(li.start[j])))))
-            if c0 <= c1:
-                cells.overlay(c0, c1 + 1, self._style("lanes--selected-event"))
+
+def _label(view: LaneView, row: Row, selected: bool) -> Segment:
+    """The label column of ``row``: its sanitised label (a lane's indented one cell),
+    cut with ``…`` so that one blank cell stays before the timeline."""
+    g = view.label_width
+    text = sanitize(row.label)
+    if row.kind == "lane":
+        text = " " + text
+    if len(text) > g - 1:
+        text = text[: g - 2] + "…"
+    style = view.styles["lanes--group" if row.kind == "group" else "lanes--label"]
+    if selected:
+        style = style + view.styles["lanes--selected-row"]
+    return Segment(text.ljust(g - 1) + " ", style)
+
+
+def _draw_gaps(view: LaneView, device: int, cells: Cells, *, label: bool) -> None:
+    """Shade the cells of ``device``'s gaps: ``░`` by cause class with the class and
+    length inside gaps wide enough (its first letter when narrow), ``╎`` for a gap
+    narrower than a cell (``label``: the gap row); without ``label`` (a GPU lane)
+    only the gaps' background, blank."""
+    got = view.gaps_by_device.get(device)
+    gaps = view.gaps
+    if got is None or gaps is None:
+        return
+    vp = view.viewport
+    idx, s, e = got.gap, got.start_ns, got.end_ns
+    edges = vp.edges()
+    lo = int(np.searchsorted(e, edges[0], side="right"))
+    hi = int(np.searchsorted(s, edges[-1], side="left"))
+    if hi <= lo:
+        return
+    w = vp.width
+    causes = np.asarray(gaps.cause)
+    sel = view.styles["lanes--selected-gap"]
+    cause_ids: dict[int, tuple[int, int]] = {}
+    for c in Cause:
+        st = view.styles[f"lanes--gap-{(c if view.show_causes else Cause.UNCLASSIFIED).label}"]
+        cause_ids[int(c)] = (cells.add(st), cells.add(st + sel))
+    lut = np.zeros((len(Cause), 2), dtype=np.int32)
+    for cause_id, (a, b) in cause_ids.items():
+        lut[cause_id] = (a, b)
+    # Cells whose centre lies in a gap.
+    centres = (edges[:-1] + edges[1:]) // 2
+    j = np.searchsorted(s[lo:hi], centres, side="right") - 1 + lo
+    jj = np.clip(j, lo, hi - 1)
+    inside = (j >= lo) & (e[jj] > centres)
+    gap_of_cell = idx[jj]
+    selected = (gap_of_cell == (-1 if view.selected_gap is None else view.selected_gap)) & label
+    ids = lut[causes[gap_of_cell].astype(np.int64), selected.astype(np.int64)]
+    cells.ids[inside] = ids[inside]
+    cells.chars[inside] = ord("░") if label else ord(" ")
+    if not label:
+        return
+    # Gaps narrower than a cell: a mark in the cell holding the gap's start.
+    first_cells = np.clip(((s[lo:hi] - vp.start_ns) // max(vp.ns_per_cell, 1e-9)).astype(np.int64), 0, w - 1)
+    uc, first_of = np.unique(first_cells, return_index=True)
+    keep = ~inside[uc]
+    mc = uc[keep]
+    mg = idx[lo:hi][first_of[keep]]
+    if mc.size:
+        msel = (mg == (-1 if view.selected_gap is None else view.selected_gap))
+        cells.ids[mc] = lut[causes[mg].astype(np.int64), msel.astype(np.int64)]
+        cells.chars[mc] = ord("╎")
+    # Cause label inside gaps wide enough.
+    in_cells = np.flatnonzero(inside)
+    if in_cells.size:
+        breaks = np.flatnonzero((np.diff(in_cells) != 1) | (np.diff(gap_of_cell[in_cells]) != 0)) + 1
+        starts = np.concatenate(([0], breaks))
+        ends = np.concatenate((breaks, [in_cells.size]))
+        wide = np.flatnonzero(ends - starts >= 3)
+        for r in wide[:256].tolist():
+            c0, n = int(in_cells[starts[r]]), int(ends[r] - starts[r])
+            g = int(gap_of_cell[c0])
+            word = Cause(int(causes[g])).label if view.show_causes else "idle"
+            text = f"{word} {format_duration_ns(int(gaps.end_ns[g] - gaps.start_ns[g]))}"
+            if n >= len(text) + 2:
+                cells.text(c0 + (n - len(text)) // 2, text, None)
+            else:
+                cells.text(c0 + (n - 1) // 2, word[0].upper(), None)
+
+def _draw_lane(view: LaneView, lane: int, cells: Cells) -> None:
+    """Draw lane ``lane``'s events into ``cells``: one glyph per cell from the lane's
+    ``CellSummary`` (partial blocks for kernels), names boxed inside spans of at least
+    ``_NAME_MIN_CELLS`` cells, the selected event underlined."""
+    vp = view.viewport
+    li = view.lane_index(lane)
+    if len(li) == 0:
+        return
+    summ = li.summarise(vp)
+    cls_ids = np.zeros(len(GlyphClass) + 1, dtype=np.int32)
+    cls_styles: dict[int, Style] = {}
+    for c in GlyphClass:
+        cls_styles[int(c)] = st = view.styles[f"lanes--{CLASS_NAME[c]}"]
+        cls_ids[int(c)] = cells.add(st)
+    k = summ.cls.astype(np.int64)
+    drawn = k >= 0
+    if not drawn.any():
+        return
+    glyph = GLYPH_CODES[np.where(drawn, k, 0)]
+    kern = drawn & (k == int(GlyphClass.KERNEL))
+    if kern.any():
+        glyph = np.where(kern, kernel_codes(summ), glyph)
+    cells.chars[drawn] = glyph[drawn]
+    cells.ids[drawn] = cls_ids[k[drawn]]
+    # names inside wide spans (deeper events drawn last, so they win)
+    wide = li.wide_events(vp, _NAME_MIN_CELLS)
+    if wide.size:
+        depth = view.trace.depth[li.offset + wide]
+        # owner[c]: which drawn name holds cell c (-1: none); fill[c]: the box glyph
+        # under it, so a name cut by a deeper one gets its cells back.
+        owner = np.full(vp.width, -1, dtype=np.int64)
+        fill = cells.chars.copy()
+        for j in wide[np.argsort(depth, kind="stable")].tolist():
+            kk = int(li.cls[j])
+            if kk < 0:
+                continue
+            c0 = max(0, -int(-(int(li.start[j]) - vp.start_ns) // vp.ns_per_cell))  # first cell fully inside
+            c1 = min(vp.width, vp.cell_of(int(li.end[j])))
+            if c1 - c0 < 3:
+                continue
+            # Box only the cells this event's class shows in (inner events keep
+            # their glyphs); the name goes in the leading run of those cells.
+            mine = summ.cls[c0:c1] == kk
+            if not mine[0]:
+                continue
+            run = int(np.argmin(mine)) if not mine.all() else c1 - c0
+            if run < 3:
+                continue
+            sid = cells.add(cls_styles[kk] + Style(reverse=True))
+            where = np.flatnonzero(mine) + c0
+            cells.ids[where] = sid
+            cells.chars[where] = fill[where] = ord(" ") if kk == GlyphClass.KERNEL else ord(CLASS_GLYPH[GlyphClass(kk)])
+            _place_name(cells, owner, fill, j, c0, int(where[-1]) + 1, run,
+                        sanitize(view.trace.name(li.offset + j), run))
+    if view.selected_event is not None and li.offset <= view.selected_event < li.offset + len(li):
+        j = view.selected_event - li.offset
+        c0 = max(0, vp.cell_of(int(li.start[j])))
+        c1 = min(vp.width - 1, max(c0, vp.cell_of(max(int(li.end[j]) - 1, int(li.start[j])))))
+        if c0 <= c1:
+            cells.overlay(c0, c1 + 1, view.styles["lanes--selected-event"])
+
 
 
 def _place_name(cells: Cells, owner: np.ndarray, fill: np.ndarray, j: int, c0: int, c_end: int, run: int, name: str) -> None:

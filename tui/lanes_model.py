@@ -1,20 +1,27 @@
 """Rows of the swimlane view: groups (process / GPU device), gap rows, lanes.
 
 Pure (no Textual). ``build_rows`` turns ``Trace.lanes`` plus the set of collapsed
-groups into the list of display rows; ``sanitize`` makes untrusted names safe to draw
-cell by cell (no control characters, no terminal escapes, one cell per character).
+groups into the list of display rows; ``gaps_by_device`` orders each device's gaps
+for its gap row (``gap_at``: the gap under a time); ``sanitize`` makes untrusted
+names safe to draw cell by cell (no control characters, no terminal escapes, one
+cell per character).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import unicodedata
+from typing import Mapping
 
 import numpy as np
 
+from gapscope.analysis.types import Gaps
 from gapscope.parsers.model import Trace
 
-__all__ = ["Row", "build_rows", "sanitize", "group_key_of", "default_collapsed", "drawn_lanes", "PSEUDO_PROCESSES"]
+from gapscope.tui.viewmodel import KIND_TO_CLASS
+
+__all__ = ["Row", "build_rows", "sanitize", "group_key_of", "default_collapsed", "drawn_lanes", "PSEUDO_PROCESSES",
+           "DeviceGaps", "gaps_by_device", "gap_at"]
 
 #: Kineto's pseudo-processes (whole-trace and span annotations): shown collapsed.
 PSEUDO_PROCESSES = frozenset({"Traces", "Spans"})
@@ -43,8 +50,6 @@ def group_key_of(trace: Trace, lane: int) -> tuple:
 def drawn_lanes(trace: Trace) -> set[int]:
     """Indices of lanes holding at least one drawn event (a kind with a glyph class:
     not only instants, counters or metadata). One vectorised pass, O(events)."""
-    from gapscope.tui.viewmodel import KIND_TO_CLASS
-
     if trace.lane.size == 0:
         return set()
     drawn = KIND_TO_CLASS[trace.kind.astype(np.int64)] >= 0
@@ -100,6 +105,42 @@ def build_rows(trace: Trace, collapsed: frozenset | set = frozenset(), gap_devic
             label = (ln.label if ln.is_gpu else (ln.thread_name or ln.tid)).strip() or "(no tid)"
             rows.append(Row("lane", key, label, lane=k, device=ln.device))
     return rows
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DeviceGaps:
+    """The gaps of one device in start order (arrays of one length): ``gap`` int64
+    gap indices into ``Gaps``, ``start_ns`` and ``end_ns`` int64 absolute ns."""
+
+    gap: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+
+
+def gaps_by_device(gaps: Gaps | None) -> dict[int, DeviceGaps]:
+    """Device -> its ``DeviceGaps`` (stable sort by start); {} without gaps."""
+    out: dict[int, DeviceGaps] = {}
+    if gaps is None or not len(gaps):
+        return out
+    dev = np.asarray(gaps.device)
+    start, end = np.asarray(gaps.start_ns), np.asarray(gaps.end_ns)
+    for d in np.unique(dev):
+        idx = np.flatnonzero(dev == d)
+        o = idx[np.argsort(start[idx], kind="stable")]
+        out[int(d)] = DeviceGaps(o, start[o], end[o])
+    return out
+
+
+def gap_at(by_device: Mapping[int, DeviceGaps], t_ns: int, device: int) -> int | None:
+    """The gap of ``device`` holding absolute time ``t_ns``: the last one starting at
+    or before it, when it ends after it (a gap index); else None. One ``searchsorted``."""
+    got = by_device.get(device)
+    if got is None:
+        return None
+    j = int(np.searchsorted(got.start_ns, t_ns, side="right")) - 1
+    if j >= 0 and got.end_ns[j] > t_ns:
+        return int(got.gap[j])
+    return None
 
 
 def sanitize(text: str, max_len: int | None = None) -> str:

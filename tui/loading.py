@@ -1,7 +1,8 @@
 """The loading screen: load + diagnose in a thread worker that only posts messages.
 
 The worker never touches widgets: it posts ``LoadScreen.Progress``, ``Loaded`` or
-``Failed``; the screen updates its progress bar and hands the result to the app.
+``Failed``; the screen updates its progress bar and hands the result to the app
+through the callbacks it was given.
 Escape cancels: the worker is cancelled and its result, if any, is dropped.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 import gc
 import threading
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from rich.text import Text
 from textual import on, work
@@ -20,7 +21,9 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Label, ProgressBar
-from textual.worker import get_current_worker
+from textual.worker import Worker, get_current_worker
+
+from gapscope.parsers.model import Trace
 
 from gapscope.tui.lanes_model import sanitize
 
@@ -60,7 +63,10 @@ class LoadScreen(Screen):
     """Loads ``source`` (a path, or an already loaded ``Trace``) and diagnoses it.
 
     ``loader(path) -> Trace`` and ``diagnose(trace) -> Diagnosis | None`` are injected
-    by the factory (tests pass slow or failing ones).
+    by the factory (tests pass slow or failing ones). The outcome goes to the app, on
+    the event loop: ``on_loaded(trace, diagnosis, error)`` (``error``: why the
+    diagnosis failed, or None), ``on_failed(error)`` (the trace could not be loaded)
+    or ``on_cancel()`` (Escape).
     """
 
     BINDINGS = [Binding("escape", "cancel_load", "cancel", id="load.cancel")]
@@ -87,12 +93,17 @@ class LoadScreen(Screen):
             super().__init__()
             self.error = error
 
-    def __init__(self, source, loader: Callable, diagnose: Callable | None) -> None:
+    def __init__(self, source, loader: Callable, diagnose: Callable | None, *,
+                 on_loaded: Callable[[Trace, Any, str | None], None], on_failed: Callable[[str], None],
+                 on_cancel: Callable[[], None]) -> None:
         super().__init__()
         self.source = source
         self.loader = loader
         self.diagnose_fn = diagnose
-        self.worker = None
+        self.on_loaded = on_loaded
+        self.on_failed = on_failed
+        self.on_cancel = on_cancel
+        self.worker: Worker[None] | None = None
 
     def compose(self) -> ComposeResult:
         name = self.source if isinstance(self.source, (str, Path)) else getattr(self.source.source, "path", "trace")
@@ -150,13 +161,13 @@ class LoadScreen(Screen):
     def _loaded(self, message: Loaded) -> None:
         if self.worker is not None and self.worker.is_cancelled:
             return
-        self.app.show_trace(message.trace, message.diagnosis, message.error)
+        self.on_loaded(message.trace, message.diagnosis, message.error)
 
     @on(Failed)
     def _failed(self, message: Failed) -> None:
-        self.app.fail(message.error)
+        self.on_failed(message.error)
 
     def action_cancel_load(self) -> None:
         if self.worker is not None:
             self.worker.cancel()
-        self.app.cancel_load()
+        self.on_cancel()

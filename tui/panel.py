@@ -13,7 +13,7 @@ from textual.widget import Widget
 from gapscope.analysis.types import Cause
 
 from gapscope.tui.lanes_model import sanitize
-from gapscope.tui.viewmodel import format_duration_ns
+from gapscope.tui.ruler import format_duration_ns
 
 __all__ = ["GapPanel", "DetailLine", "PROTOCOL", "card_text", "compact_card_text", "protocol_text", "first_sentence", "COMPACT_LINES"]
 
@@ -125,7 +125,7 @@ def compact_card_text(diagnosis, gap: int | None) -> list[Text]:
     each item is one logical line (the panel wraps them, keeps the first three, and
     shows the rest as far as its height allows: ``COMPACT_LINES`` rows at least)."""
     if diagnosis is None or gap is None or len(diagnosis.gaps) == 0:
-        return card_text(diagnosis, gap).split("\n")
+        return list(card_text(diagnosis, gap).split("\n"))
     g = diagnosis.gaps
     s = int(g.start_ns[gap])
     e = int(g.end_ns[gap])
@@ -213,13 +213,13 @@ class GapPanel(Widget):
         self._lines: list[Text] = []
         self._strips: dict[int, Strip] = {}
         self._wrapped_for: tuple | None = None
-        self._card_key = None
+        self._card_key: tuple[int, int | None] | None = None
         self._done: set[int] | None = None
         self._card = Text("")
         self._protocol = protocol_text(set())
         self._compact: list[Text] | None = []
         self._compact_for: tuple = (None, None)
-        self._compact_key = None
+        self._compact_key: object = None
         #: Show the compact card (``compact_card_text``) instead of the full text.
         self.compact = False
         self.offset_y = 0
@@ -278,7 +278,7 @@ class GapPanel(Widget):
                 self._lines = self._compact_lines(console, max(1, width), max(1, self.size.height))
             else:
                 self._lines = list(self._text.wrap(console, max(1, width), overflow="fold"))
-            self._strips: dict[int, Strip] = {}
+            self._strips = {}
             self._base = self.rich_style
             self._blank = Strip.blank(width, self._base)
             self._wrapped_for = key

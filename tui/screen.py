@@ -18,16 +18,17 @@ from textual.widgets import Footer, Input, Static
 from gapscope.analysis.types import Cause
 from gapscope.parsers.model import Kind, Trace
 
-from gapscope.tui.bindings import FOOTER_LABELS, footer_binding, trace_bindings  # noqa: F401 - re-exported
-from gapscope.tui.header import elide_title, trace_header  # noqa: F401 - elide_title re-exported
+from gapscope.tui.bindings import footer_binding, trace_bindings
+from gapscope.tui.header import trace_header
+from gapscope.tui.help import HelpScreen
+from gapscope.tui.loader_warnings import WarningsScreen
 from gapscope.tui.lanes_model import sanitize
 from gapscope.tui.navigation import SIZE, TIME, FlowIndex, GapNavigator, NameSearch
 from gapscope.tui.panel import DetailLine, GapPanel
 from gapscope.tui.swimlanes import Swimlanes
-from gapscope.tui.ruler import format_offset_ns
-from gapscope.tui.viewmodel import format_duration_ns, parse_time_ns
+from gapscope.tui.ruler import format_duration_ns, format_offset_ns, parse_time_ns
 
-__all__ = ["TraceScreen", "trace_bindings", "elide_title", "FOOTER_LABELS", "ZOOM_STEP", "PAN_STEP", "PAN_PAGE", "NARROW_WIDTH"]
+__all__ = ["TraceScreen", "ZOOM_STEP", "PAN_STEP", "PAN_PAGE", "NARROW_WIDTH"]
 
 #: Zoom factor of one zoom key press; pan fractions of one pan key press.
 ZOOM_STEP = 2.0
@@ -134,10 +135,11 @@ class TraceScreen(Screen):
         t.append(f"@{rel(lanes.cursor_ns)} ", style="bold")
         row = lanes.current_row()
         ev = lanes.event_at_cursor()
+        gaps = lanes.gaps
         gap = None
-        if row is not None and row.kind == "idle":
+        if row is not None and row.kind == "idle" and gaps is not None:
             gap = lanes.gap_at(lanes.cursor_ns, row.device)
-            if gap is None and lanes.selected_gap is not None and int(lanes.gaps.device[lanes.selected_gap]) == row.device:
+            if gap is None and lanes.selected_gap is not None and int(gaps.device[lanes.selected_gap]) == row.device:
                 gap = lanes.selected_gap
         if self.message:
             # The message comes first so that it fits 80 columns; a gap's summary
@@ -149,8 +151,8 @@ class TraceScreen(Screen):
             if gap is not None:
                 return t
             t.append(" │ ")
-        if gap is not None:
-            g = lanes.gaps
+        if gap is not None and gaps is not None:
+            g = gaps
             c = Cause(int(g.cause[gap]))
             t.append(f"gap #{gap} GPU {int(g.device[gap])} {format_duration_ns(int(g.end_ns[gap] - g.start_ns[gap]))} ")
             t.append(c.label, style="bold")
@@ -211,7 +213,7 @@ class TraceScreen(Screen):
                 self._say(f"no {'next' if direction > 0 else 'previous'} {what}gap ({self.order_mode} order)")
             return
         self.message = ""
-        if wrapped:
+        if wrapped and cause is not None:
             where = "first" if direction > 0 else "last"
             self.message = f"wrapped to the {where} {cause.label} gap ({self.order_mode} order)"
         if self.order_mode == SIZE:
@@ -345,6 +347,8 @@ class TraceScreen(Screen):
             return
         lanes = self.lanes
         ev = self.search.step(lanes.selected_event, int(direction), lanes.cursor_ns)
+        if ev is None:  # not with matches
+            return
         k = int((self.search.matches == ev).nonzero()[0][0]) + 1
         self.message = f"match {k}/{len(self.search)} for {self.search.query!r}"
         lanes.select_event(ev)
@@ -390,13 +394,9 @@ class TraceScreen(Screen):
         if not self.trace.warnings:
             self._say("no loader warnings: nothing was skipped or repaired")
             return
-        from gapscope.tui.app import WarningsScreen
-
         self.app.push_screen(WarningsScreen(self.trace))
 
     def action_help(self) -> None:
-        from gapscope.tui.app import HelpScreen
-
         self.app.push_screen(HelpScreen(self))
 
     # ------------------------------------------------------------- rare actions
@@ -407,8 +407,4 @@ class TraceScreen(Screen):
             self._update_side()
 
     def set_all_groups(self, collapsed: bool) -> None:
-        lanes = self.lanes
-        keys = {r.group for r in lanes.rows}
-        lanes._collapsed = set(keys) if collapsed else set()
-        lanes._rebuild_rows()
-        lanes._changed()
+        self.lanes.set_all_groups(collapsed)

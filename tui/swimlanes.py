@@ -8,7 +8,8 @@ and draws one glyph per cell: kinds differ by shape and colour, so ``NO_COLOR`` 
 pixels plus an update counter, and finished with ``Strip.simplify()``.
 
 The widget holds the view state (viewport, cursor, selected row, gap and event) and
-posts ``Swimlanes.Changed`` when it moves; drawing lives in ``gapscope.tui.lanes_draw``, navigation in
+posts ``Swimlanes.Changed`` when it moves; each frame it hands that state to the pure
+painter as a ``gapscope.tui.lanes_draw.LaneView``. Navigation lives in
 ``gapscope.tui.navigation`` and viewport maths in ``gapscope.tui.viewmodel``.
 """
 
@@ -18,18 +19,19 @@ import numpy as np
 from rich.style import Style
 from textual import events
 from textual.cache import LRUCache
+from textual.geometry import Region
 from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
+from gapscope.analysis.types import Gaps
 from gapscope.parsers.model import Trace
 
-from gapscope.tui.cells import CAUSE_GLYPH, CLASS_GLYPH, sized
-from gapscope.tui.lanes_draw import COMPONENT_CLASSES, DEFAULT_CSS, LaneDrawing
-from gapscope.tui.lanes_model import Row, build_rows, default_collapsed, drawn_lanes, group_key_of
+from gapscope.tui.lanes_draw import COMPONENT_CLASSES, LaneView, render_line
+from gapscope.tui.lanes_model import Row, build_rows, default_collapsed, drawn_lanes, gap_at, gaps_by_device, group_key_of
 from gapscope.tui.viewmodel import LaneIndex, Viewport
 
-__all__ = ["Swimlanes", "CLASS_GLYPH", "CAUSE_GLYPH", "sized", "READABLE_CELLS", "GAP_VIEW_SHARE"]
+__all__ = ["Swimlanes", "READABLE_CELLS", "GAP_VIEW_SHARE", "WARM_MIN_EVENTS"]
 
 #: A selected gap narrower than this many cells is zoomed to span 1/GAP_VIEW_SHARE of
 #: the timeline (e.g. a 9 µs gap in the fit view of a 1.3 s trace).
@@ -39,10 +41,11 @@ GAP_VIEW_SHARE = 4
 WARM_MIN_EVENTS = 20_000
 
 
-class Swimlanes(LaneDrawing, Widget, can_focus=True):
+class Swimlanes(Widget, can_focus=True):
     """CPU and GPU swimlanes of one trace with its idle gaps.
 
-    View state, navigation and mouse here; drawing in ``gapscope.tui.lanes_draw.LaneDrawing``.
+    View state, navigation and mouse here; drawing in ``gapscope.tui.lanes_draw``
+    (``render_line`` of the ``LaneView`` that ``lane_view()`` returns).
 
     ``Swimlanes(trace, diagnosis=None)``; ``diagnosis`` follows the analysis API
     (``gaps``, ``card``...). State: ``viewport``, ``cursor_ns``, ``selected_row``,
@@ -50,7 +53,32 @@ class Swimlanes(LaneDrawing, Widget, can_focus=True):
     """
 
     COMPONENT_CLASSES = COMPONENT_CLASSES
-    DEFAULT_CSS = DEFAULT_CSS
+    DEFAULT_CSS = """
+    Swimlanes { background: $surface; color: $foreground; }
+    Swimlanes > .lanes--kernel { color: #4fa3ff; }
+    Swimlanes > .lanes--memcpy { color: #e0b050; }
+    Swimlanes > .lanes--memset { color: #c08040; }
+    Swimlanes > .lanes--sync { color: #ff5f5f; text-style: bold; }
+    Swimlanes > .lanes--runtime { color: #b080ff; }
+    Swimlanes > .lanes--cpu-op { color: #60c060; }
+    Swimlanes > .lanes--python { color: #a0a0a0; }
+    Swimlanes > .lanes--annotation { color: #40b0b0; }
+    Swimlanes > .lanes--other { color: #808080; }
+    Swimlanes > .lanes--gap-sync { color: #ff6060; background: #3a1414; }
+    Swimlanes > .lanes--gap-copy { color: #e0b050; background: #3a2c10; }
+    Swimlanes > .lanes--gap-launch { color: #b080ff; background: #281a40; }
+    Swimlanes > .lanes--gap-host { color: #70d070; background: #143014; }
+    Swimlanes > .lanes--gap-unclassified { color: #a0a0a0; background: #262626; }
+    Swimlanes > .lanes--gap-dependency { color: #50b8d8; background: #10283a; }
+    Swimlanes > .lanes--selected-gap { text-style: reverse bold; }
+    Swimlanes > .lanes--label { color: $text-muted; }
+    Swimlanes > .lanes--group { color: $text; text-style: bold; }
+    Swimlanes > .lanes--ruler { color: $text-muted; }
+    Swimlanes > .lanes--cursor { text-style: reverse; }
+    Swimlanes > .lanes--selected-row { color: $text; text-style: bold reverse; }
+    Swimlanes > .lanes--selected-event { text-style: bold underline; }
+    Swimlanes > .lanes--busy { color: #4fa3ff; }
+    """
 
     class Changed(Message):
         """The cursor, selection or viewport moved (the app updates its panels)."""
@@ -63,19 +91,13 @@ class Swimlanes(LaneDrawing, Widget, can_focus=True):
         super().__init__(name=name, id=id, classes=classes)
         self.trace = trace
         self.diagnosis = diagnosis
-        self.gaps = getattr(diagnosis, "gaps", None)
+        self.gaps: Gaps | None = getattr(diagnosis, "gaps", None)
         #: Draw gaps in their cause colour and label (False: one neutral "idle" look,
         #: for exercises where the class is the answer).
         self.show_causes = True
         self._indexes: dict[int, LaneIndex] = {}
-        self._collapsed: set = default_collapsed(trace)
-        self._gap_dev: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        if self.gaps is not None and len(self.gaps):
-            dev = np.asarray(self.gaps.device)
-            for d in np.unique(dev):
-                idx = np.flatnonzero(dev == d)
-                o = idx[np.argsort(np.asarray(self.gaps.start_ns)[idx], kind="stable")]
-                self._gap_dev[int(d)] = (o, np.asarray(self.gaps.start_ns)[o], np.asarray(self.gaps.end_ns)[o])
+        self._collapsed: set[tuple] = default_collapsed(trace)
+        self._gap_dev = gaps_by_device(self.gaps)
         gap_devices = set(self._gap_dev) | set(trace.devices())
         self._gap_devices = gap_devices
         self._shown_lanes = drawn_lanes(trace)
@@ -327,6 +349,12 @@ class Swimlanes(LaneDrawing, Widget, can_focus=True):
                 break
         self._changed()
 
+    def set_all_groups(self, collapsed: bool) -> None:
+        """Collapse (True) every group shown, or expand (False) all of them."""
+        self._collapsed = {r.group for r in self.rows} if collapsed else set()
+        self._rebuild_rows()
+        self._changed()
+
     def _rebuild_rows(self) -> None:
         self.rows = build_rows(self.trace, self._collapsed, self._gap_devices, self._shown_lanes)
         self.selected_row = min(self.selected_row, max(0, len(self.rows) - 1))
@@ -355,14 +383,55 @@ class Swimlanes(LaneDrawing, Widget, can_focus=True):
         return li.offset + k
 
     def gap_at(self, t_ns: int, device: int) -> int | None:
-        got = self._gap_dev.get(device)
-        if got is None:
-            return None
-        idx, s, e = got
-        j = int(np.searchsorted(s, t_ns, side="right")) - 1
-        if j >= 0 and e[j] > t_ns:
-            return int(idx[j])
-        return None
+        """The gap of GPU ``device`` holding absolute ``t_ns`` (gap index), or None."""
+        return gap_at(self._gap_dev, t_ns, device)
+
+    # ------------------------------------------------------------ drawing
+    def lane_view(self) -> LaneView:
+        """The state one frame draws (``gapscope.tui.lanes_draw.LaneView``)."""
+        return LaneView(
+            trace=self.trace, rows=self.rows, gaps=self.gaps, gaps_by_device=self._gap_dev,
+            viewport=self.viewport, origin_ns=self.origin_ns, cursor_ns=self.cursor_ns,
+            top_row=self.top_row, selected_row=self.selected_row, selected_gap=self.selected_gap,
+            selected_event=self.selected_event, show_causes=self.show_causes,
+            width=self._frame_width or self.size.width, label_width=self.label_width,
+            styles=self._lane_styles(), base_style=self._base_style, lane_index=self.lane_index,
+        )
+
+    def _lane_styles(self) -> dict[str, Style]:
+        """The styles of ``COMPONENT_CLASSES`` from the CSS, with the widget's own
+        (``_base_style``), resolved once until the CSS changes (``notify_style_update``)."""
+        if not self._frame_styles:
+            self._base_style = self.rich_style
+            self._frame_styles = {name: self.get_component_rich_style(name) for name in COMPONENT_CLASSES}
+        return self._frame_styles
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """Resolve sizes and styles once per frame, then draw the lines (Line API)."""
+        self._lane_styles()
+        self._frame_width = self.size.width
+        self._sync_width()
+        self._keep_row_visible()  # the height may have changed since the last key (panel, prompt)
+        return super().render_lines(crop)
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._frame_styles = {}
+        self._update_count += 1
+
+    def render_line(self, y: int) -> Strip:
+        """Line ``y`` (0: the ruler), from the strip cache keyed by everything that
+        changes its pixels plus the update counter."""
+        width = self._frame_width or self.size.width
+        vp = self.viewport
+        cursor_cell = vp.cell_of(self.cursor_ns)
+        row_i = self.top_row + y - 1 if y > 0 else -1
+        key = (y, row_i, vp, width, cursor_cell, self.selected_row == row_i, self.selected_gap, self.selected_event, self._update_count)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        strip = self._cache[key] = render_line(self.lane_view(), y)
+        return strip
 
     # ------------------------------------------------------------ mouse
     def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:

@@ -6,7 +6,7 @@ values (``tests/test_tui_viewmodel.py``).
 - ``Viewport``: the visible time window as (``start_ns``, ``ns_per_cell``, ``width``
   cells). We own the horizontal axis (no huge virtual width), as Textual's own advice
   for zoomable axes and Perfetto's track view do.
-- ``ruler_ticks`` and time formatting: in ``gapscope.tui.ruler`` (re-exported here).
+- ``ruler_ticks`` and time formatting: in ``gapscope.tui.ruler``.
 - ``LaneIndex``: per-lane arrays precomputed once (sorted starts, sorted ends, per
   glyph class the union of intervals with prefix sums, prefix max-end) so that a frame
   costs ``searchsorted`` on the cell edges: O(width · log n) per lane, independent of
@@ -23,9 +23,6 @@ import numpy as np
 
 from gapscope.parsers.model import Kind, Trace
 
-# Re-exported: the ruler and time formatting live in ``gapscope.tui.ruler``.
-from gapscope.tui.ruler import format_duration_ns, format_time_ns, nice_step_ns, parse_time_ns, ruler_ticks  # noqa: F401
-
 __all__ = [
     "Viewport",
     "GlyphClass",
@@ -33,11 +30,6 @@ __all__ = [
     "CLASS_PRIORITY",
     "LaneIndex",
     "CellSummary",
-    "ruler_ticks",
-    "format_duration_ns",
-    "format_time_ns",
-    "nice_step_ns",
-    "parse_time_ns",
 ]
 
 #: Smallest and largest zoom: ns per terminal cell.

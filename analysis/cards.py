@@ -44,7 +44,8 @@ def _card(diag, rows: np.ndarray, class_ns: np.ndarray, head: str, dur_txt: str,
         smell = DEPENDENCY_SMELLS[WaitKind(int(g.wait_kind[rows[0]]))]
     if g.one_time is not None and bool(g.one_time[rows].all()):
         smell = "slow launch call (one-time cost)" if smell == "slow launch call" else "one-time cost (warm-up)"
-    why = why_sentence(diag, rows, class_ns, evidence, head, lead)
+    # the sentence tells of the occurrence ``rows``: its own ns, not a group's total
+    why = why_sentence(diag, rows, _class_ns(diag, rows), evidence, head, lead)
     if context:
         why += " " + context
     note = trust_note(diag, rows)

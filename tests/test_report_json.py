@@ -219,9 +219,9 @@ def test_warnings_capped_in_text():
 def test_lone_cards_skip_grouped_gaps_and_repeat_episodes():
     from gapscope.report.document import lone_gaps
 
-    doc = {"top_gaps": [dict(group=0, episode=-1), dict(group=-1, episode=2), dict(group=-1, episode=2),
-                         dict(group=-1, episode=-1), dict(group=-1, episode=3), dict(group=-1, episode=-1)]}
-    assert [rank for rank, _ in lone_gaps(doc)] == [2, 4, 5]
+    doc = {"top_gaps": [dict(index=i, group=gr, episode=ep) for i, (gr, ep) in
+                        zip((7, 3, 9, 1, 4, 8), ((0, -1), (-1, 2), (-1, 2), (-1, -1), (-1, 3), (-1, -1)))]}
+    assert [number for number, _ in lone_gaps(doc)] == [3, 1, 4]  # the gaps' own numbers
 
 
 def test_json_writer_keeps_lone_surrogates_and_is_compact_off_a_terminal():

@@ -11,11 +11,10 @@ import numpy as np
 from rich.segment import Segment
 from rich.style import Style
 
-from gapscope.analysis.types import Cause
 
 from gapscope.tui.viewmodel import GlyphClass
 
-__all__ = ["CLASS_GLYPH", "CLASS_NAME", "CAUSE_GLYPH", "GLYPH_CODES", "Cells", "kernel_codes", "sized"]
+__all__ = ["CLASS_GLYPH", "CLASS_NAME", "GLYPH_CODES", "Cells", "kernel_codes", "sized"]
 
 #: Full-cell glyph per class: shapes differ so kinds read without colour.
 CLASS_GLYPH = {
@@ -40,8 +39,6 @@ CLASS_NAME = {
     GlyphClass.ANNOTATION: "annotation",
     GlyphClass.OTHER: "other",
 }
-#: Gap-row glyph per cause class.
-CAUSE_GLYPH = {c: "░" for c in Cause}
 _LEFT_EIGHTHS = "▏▎▍▌▋▊▉█"
 _VERT_EIGHTHS = "▁▂▃▄▅▆▇█"
 

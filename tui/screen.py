@@ -356,7 +356,7 @@ class TraceScreen(Screen):
     def action_prompt(self, mode: str) -> None:
         self.prompt_mode = mode
         inp = self.query_one("#prompt", Input)
-        inp.placeholder = "go to time, e.g. 1.5ms, 250us (from trace start)" if mode == "goto" else "search event names"
+        inp.placeholder = "go to time (1.5ms, 250us from trace start) or gap (#12)" if mode == "goto" else "search event names"
         inp.value = ""
         self.add_class("-prompt")
         inp.focus()
@@ -366,6 +366,9 @@ class TraceScreen(Screen):
         text = event.value
         self._close_prompt()
         if self.prompt_mode == "goto":
+            if text.strip().startswith("#"):
+                self._go_to_gap(text.strip()[1:])
+                return
             try:
                 t = parse_time_ns(text)
             except ValueError as exc:
@@ -380,6 +383,16 @@ class TraceScreen(Screen):
                 return
             self.lanes.selected_event = None
             self.action_match(1)
+
+    def _go_to_gap(self, number: str) -> None:
+        """Select gap ``#number`` (the number the card, the status line and the report
+        show) and zoom to it."""
+        n = len(self.diagnosis.gaps) if self.diagnosis is not None else 0
+        if not number.isdigit() or int(number) >= n:
+            self._say(f"no gap #{number}: gaps are numbered #0 to #{n - 1}" if n else "this trace has no idle gaps")
+            return
+        self.message = ""
+        self.lanes.select_gap(int(number), zoom=True)
 
     def _close_prompt(self) -> None:
         self.remove_class("-prompt")

@@ -286,10 +286,12 @@ def _what_ifs(diag, totals: dict) -> list[dict]:
 
 
 def lone_gaps(doc: dict) -> list[tuple[int, dict]]:
-    """(rank, gap) of the top gaps that get their own card: not in a recurring group
-    (the group's card covers it), one per picket-fence episode, at most CARDS_FOR_TOP."""
+    """(gap number, gap) of the top gaps that get their own card: not in a recurring
+    group (the group's card covers it), one per picket-fence episode, at most
+    CARDS_FOR_TOP. The number is the gap's ``index``, as the viewer numbers it."""
     out, seen_episodes = [], set()
-    for rank, g in enumerate(doc["top_gaps"], 1):
+    for g in doc["top_gaps"]:
+        rank = g["index"]
         if g.get("group", -1) >= 0:
             continue
         ep = g.get("episode", -1)

@@ -135,7 +135,7 @@ def _diagnosis(doc: dict) -> list[str]:
              md_code(g["prev_op"]["name"], 48) if g["prev_op"] else "(window start)",
              md_code(g["next_op"]["name"], 48) if g["next_op"] else "(window end)",
              f"{g['cause']} {100 * g['cause_share']:.0f}%", "-" if g["group"] < 0 else f"G{g['group']}"]
-            for k, g in enumerate(gaps, 1)])
+            for g in gaps for k in (f"#{g['index']}",)])
     else:
         out.append("No idle gaps.")
     groups = doc["groups"]

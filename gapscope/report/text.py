@@ -178,8 +178,8 @@ def _top_gaps(doc: dict, console: Console) -> None:
     tbl.add_column("before", overflow="ellipsis", ratio=1)
     tbl.add_column("cause")
     tbl.add_column("group", justify="right")
-    for rank, g in enumerate(gaps, 1):
-        row = [str(rank)]
+    for g in gaps:
+        row = [f"#{g['index']}"]  # the gap number the viewer shows (``g #N`` goes there)
         if len(doc["devices"]) > 1:
             row.append(str(g["device"]))
         row += [fmt_dur(g["start_rel_ns"], us), fmt_dur(g["dur_ns"], ul)]

@@ -1,0 +1,467 @@
+"""Causal audit of the diagnosis: queued (blocked) gaps must not blame the CPU.
+
+Usage (from the repository root)::
+
+    .venv/bin/python bench/causal_audit.py            # every corpus trace with kernels
+    .venv/bin/python bench/causal_audit.py --quick    # without the four slowest
+    .venv/bin/python bench/causal_audit.py --top 40 path/to/trace.json.gz ...
+
+For every JSON / JSON.gz Chrome (Kineto) trace under ``/work/shared/traces/public``
+(``--root``; ``.sqlite`` and files the gapscope loader refuses are skipped) this script
+
+1. parses the raw events itself (``gzip`` + ``json``, times re-read from the number's
+   text as ``Decimal`` so epoch-µs floats give the exact ns), independently of
+   gapscope's parsers and analysis;
+2. collects the kernel intervals per device (``cat`` ``kernel``/``Kernel``, device from
+   ``args.device``, else ``pid``), merges them and takes the idle gaps >= 2 µs between
+   the first and last kernel of the device;
+3. finds the next kernel of each gap (the kernels starting at the gap end) and its
+   launch call by ``args.correlation``: CPU events with ``cat`` ``cuda_runtime`` /
+   ``cuda_driver`` / ``Runtime`` and the same correlation (a ``*GraphLaunch*`` call
+   first: the nodes of a CUDA graph share its correlation; then the runtime call over
+   the driver call). When several kernels start at the gap end, the one whose launch
+   returned first decides (the GPU had that one queued);
+4. sorts the gaps into **queued** (launch call end <= gap start: the GPU was blocked),
+   **late** (launch end > gap start: the GPU was starved) and **other** (no launch
+   call found);
+5. runs ``gapscope.analysis.diagnose`` on the same file, matches its gaps by exact
+   (start ns, end ns), and reports per bucket the share of matched idle that gapscope
+   puts on the CPU-side classes (sync + launch + host), on copy, on dependency and on
+   unclassified.
+
+Targets (design "Definitions": first starved or blocked): <= 5 % of queued idle on
+CPU-side classes; >= 90 % of late idle on CPU-side classes (copy counts as neither).
+The "worst offenders" list names the gaps that break the rule: queued idle on CPU-side
+classes, late idle on dependency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import dataclasses
+import gzip
+import json
+import os
+import sys
+import time
+from collections import defaultdict
+from decimal import ROUND_HALF_EVEN, Decimal
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+CORPUS = Path("/work/shared/traces/public")
+MIN_GAP_NS = 2_000
+KERNEL_CATS = {"kernel"}
+LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime"}
+#: Skipped by --quick (the slowest to parse and diagnose on a 2-core machine).
+SLOWEST = ("tracelens/xdit_sd_3.5/profile_trace_rank_0.json.gz", "hta/df_index_resolver.json.gz",
+           "hta/control.json.gz", "hta/test.json.gz")
+BUCKETS = ("queued", "late", "other")
+COLS = ("cpu", "copy", "dep", "uncl")
+
+
+# ---------------------------------------------------------------- raw parsing
+def _ns(v) -> int | None:
+    """Exact int ns of a Chrome-trace time in µs (int, or float kept as its text)."""
+    if v is None or isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v * 1000
+    try:
+        return int((Decimal(str(v)) * 1000).to_integral_value(ROUND_HALF_EVEN))
+    except Exception:
+        return None
+
+
+def read_events(path: Path) -> list:
+    raw = path.read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    doc = json.loads(raw, parse_float=str)  # floats stay text: exact ns later
+    if isinstance(doc, dict):
+        doc = doc.get("traceEvents") or []
+    return doc if isinstance(doc, list) else []
+
+
+@dataclasses.dataclass
+class Call:
+    start: int
+    end: int
+    name: str
+    cat: str
+    pid: object
+    tid: object
+
+
+@dataclasses.dataclass
+class RawGap:
+    device: object
+    start: int
+    end: int
+    next_name: str
+    call: Call | None
+    bucket: str
+    ambiguous: bool  # kernels starting at the gap end disagree on queued vs late
+    zero_inside: int = 0  # zero-length kernels strictly inside the gap
+
+
+def _pick_call(cands: list[Call]) -> Call:
+    graph = [c for c in cands if "graphlaunch" in c.name.lower()]
+    if graph:
+        return max(graph, key=lambda c: c.end)
+    rt = [c for c in cands if c.cat.lower() != "cuda_driver"] or cands
+    return max(rt, key=lambda c: c.end - c.start)
+
+
+def raw_gaps(events: list) -> tuple[list[RawGap], int, dict]:
+    """Idle gaps from the raw events, the number of kernels seen, and the launch calls
+    of the kernels by start ns (for gaps gapscope finds at a widened window's edge)."""
+    kernels: dict[object, list[tuple[int, int, object, str]]] = defaultdict(list)
+    calls: dict[object, list[Call]] = defaultdict(list)
+    for e in events:
+        if not isinstance(e, dict) or e.get("ph") != "X":
+            continue
+        cat = str(e.get("cat") or "").lower()
+        if cat not in KERNEL_CATS and cat not in LAUNCH_CATS:
+            continue
+        s, d = _ns(e.get("ts")), _ns(e.get("dur"))
+        if s is None or d is None or d < 0:
+            continue
+        args = e.get("args") or {}
+        corr = args.get("correlation") if isinstance(args, dict) else None
+        if cat in KERNEL_CATS:
+            dev = args.get("device", e.get("pid")) if isinstance(args, dict) else e.get("pid")
+            kernels[dev].append((s, s + d, corr, str(e.get("name", ""))))
+        elif corr is not None:
+            calls[corr].append(Call(s, s + d, str(e.get("name", "")), cat, e.get("pid"), e.get("tid")))
+    launch = {k: _pick_call(v) for k, v in calls.items()}
+    out: list[RawGap] = []
+    nk = 0
+    by_start: dict[int, list] = defaultdict(list)
+    for allk in kernels.values():
+        for k in allk:
+            by_start[k[0]].append((launch.get(k[2]) if k[2] is not None else None, k[3]))
+    for dev, allk in kernels.items():
+        nk += len(allk)
+        # zero-length kernels (sub-µs kernels at Kineto's 1 µs resolution) cover nothing in
+        # a union of half-open intervals: they do not end a gap (counted: ``zero_inside``)
+        ks = sorted((k for k in allk if k[1] > k[0]), key=lambda k: (k[0], k[1]))
+        zeros = sorted(k[0] for k in allk if k[1] == k[0])
+        if not ks:
+            continue
+        cur_end = ks[0][1]
+        i = 1
+        while i < len(ks):
+            s = ks[i][0]
+            if s - cur_end >= MIN_GAP_NS:
+                j = i
+                nxt = []
+                while j < len(ks) and ks[j][0] == s:
+                    nxt.append(ks[j])
+                    j += 1
+                gs = cur_end
+                found = [(launch[k[2]], k) for k in nxt if k[2] is not None and k[2] in launch]
+                if found:
+                    call, k = min(found, key=lambda ck: ck[0].end)
+                    bucket = "queued" if call.end <= gs else "late"
+                    amb = len({c.end <= gs for c, _ in found}) > 1
+                    out.append(RawGap(dev, gs, s, k[3], call, bucket, amb))
+                else:
+                    out.append(RawGap(dev, gs, s, nxt[0][3], None, "other", False))
+                z0, z1 = bisect.bisect_right(zeros, gs), bisect.bisect_left(zeros, s)
+                out[-1].zero_inside = z1 - z0
+            cur_end = max(cur_end, ks[i][1])
+            i += 1
+    return out, nk, by_start
+
+
+# ---------------------------------------------------------------- audit
+@dataclasses.dataclass
+class Tally:
+    n: int = 0
+    idle: int = 0
+    matched: int = 0
+    matched_idle: int = 0
+    cpu: int = 0
+    copy: int = 0
+    dep: int = 0
+    uncl: int = 0
+
+    def add(self, o: "Tally") -> None:
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(o, f.name))
+
+
+@dataclasses.dataclass
+class Result:
+    trace: str
+    kernels: int
+    tallies: dict[str, Tally]
+    gs_gaps: int
+    gs_idle: int
+    gs_unmatched: int
+    gs_unmatched_idle: int
+    queued_disagree: int
+    ambiguous: int
+    offenders: list[tuple]
+    secs: float
+    zero_gaps: int = 0
+    zero_idle: int = 0
+    gs_only_largest: str = ""
+    edge: dict | None = None
+    thread_mismatch: int = 0
+
+
+def audit(path: Path, rel: str) -> Result | str:
+    t0 = time.perf_counter()
+    try:
+        events = read_events(path)
+    except Exception as exc:  # not JSON: not a Chrome trace
+        return f"unreadable ({type(exc).__name__})"
+    gaps, nk, by_start = raw_gaps(events)
+    del events
+    if nk == 0:
+        return "no kernels"
+    from gapscope.analysis import Cause, diagnose
+    from gapscope.parsers import load
+
+    try:
+        trace = load(str(path))
+    except Exception as exc:
+        return f"loader refuses ({type(exc).__name__}: {str(exc)[:60]})"
+    d = diagnose(trace)
+    g = d.gaps
+    cn = g.class_ns
+    cpu_cols = [int(c) for c in Cause if c.cpu_side]
+    index: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for i, (s, e) in enumerate(zip(g.start_ns.tolist(), g.end_ns.tolist())):
+        index[(s, e)].append(i)
+    used: set[int] = set()
+    tallies = {b: Tally() for b in BUCKETS}
+    offenders = []
+    disagree = 0
+    thread_mismatch = 0
+    for rg in gaps:
+        t = tallies[rg.bucket]
+        dur = rg.end - rg.start
+        t.n += 1
+        t.idle += dur
+        cands = [i for i in index.get((rg.start, rg.end), ()) if i not in used]
+        if not cands:
+            continue
+        i = cands[0]
+        used.add(i)
+        row = cn[i]
+        cpu = int(row[cpu_cols].sum())
+        cp, dep, uncl = int(row[int(Cause.COPY)]), int(row[int(Cause.DEPENDENCY)]), int(row[int(Cause.UNCLASSIFIED)])
+        t.matched += 1
+        t.matched_idle += dur
+        t.cpu += cpu
+        t.copy += cp
+        t.dep += dep
+        t.uncl += uncl
+        gq = bool(g.queued[i]) if g.queued is not None else None
+        if rg.call is not None and g.thread_lane is not None:
+            tl = int(g.thread_lane[i])
+            ln = trace.lanes[tl] if tl >= 0 else None
+            if ln is None or (str(ln.pid), str(ln.tid)) != (str(rg.call.pid), str(rg.call.tid)):
+                thread_mismatch += 1
+        if rg.bucket in ("queued", "late") and gq is not None and gq != (rg.bucket == "queued"):
+            disagree += 1
+        bad = cpu if rg.bucket == "queued" else dep if rg.bucket == "late" else 0
+        if bad > 0:
+            cls = {c.label: int(row[int(c)]) for c in Cause if row[int(c)]}
+            call = rg.call
+            offenders.append((bad, rel, rg.bucket, rg.device, rg.start, dur, cls, gq, int(i),
+                              call.end - rg.start if call else None, call.name if call else "",
+                              str(call.tid) if call else "", rg.next_name))
+    gs_idle = int(g.dur_ns.sum())
+    un = [i for i in range(len(g)) if i not in used]
+    # gapscope-only gaps (its window widened to steps or to the first/last copy): bucket
+    # them by the raw launch of the kernel starting at their end, none at a trailing edge
+    edge_t = {b: Tally() for b in BUCKETS}
+    for i in un:
+        s, e = int(g.start_ns[i]), int(g.end_ns[i])
+        found = [(c, nm) for c, nm in by_start.get(e, ()) if c is not None]
+        if found:
+            call, nm = min(found, key=lambda cn_: cn_[0].end)
+            b = "queued" if call.end <= s else "late"
+        else:
+            call, nm, b = None, (by_start.get(e) or [(None, "")])[0][1], "other"
+        t = edge_t[b]
+        row = cn[i]
+        cpu = int(row[cpu_cols].sum())
+        dep = int(row[int(Cause.DEPENDENCY)])
+        t.n += 1
+        t.idle += e - s
+        t.matched += 1
+        t.matched_idle += e - s
+        t.cpu += cpu
+        t.copy += int(row[int(Cause.COPY)])
+        t.dep += dep
+        t.uncl += int(row[int(Cause.UNCLASSIFIED)])
+        bad = cpu if b == "queued" else dep if b == "late" else 0
+        if bad > 0:
+            cls = {c.label: int(row[int(c)]) for c in Cause if row[int(c)]}
+            offenders.append((bad, rel, "edge-" + b, int(g.device[i]), s, e - s, cls,
+                              bool(g.queued[i]) if g.queued is not None else None, int(i),
+                              call.end - s if call else None, call.name if call else "",
+                              str(call.tid) if call else "", nm))
+    amb = sum(1 for rg in gaps if rg.ambiguous)
+    zg = [rg for rg in gaps if rg.zero_inside]
+    largest = ""
+    if un:
+        j = max(un, key=lambda i: int(g.dur_ns[i]))
+        edge = {0: "inside", 1: "leading edge", 2: "trailing edge"}.get(int(g.edge[j]) if g.edge is not None else 0, "?")
+        largest = f"largest {int(g.dur_ns[j]) / 1e6:.3f} ms at {int(g.start_ns[j])} ({edge})"
+    return Result(rel, nk, tallies, len(g), gs_idle, len(un), int(g.dur_ns[un].sum()) if un else 0, disagree, amb,
+                  offenders, time.perf_counter() - t0, len(zg), sum(rg.end - rg.start for rg in zg), largest, edge_t, thread_mismatch)
+
+
+def corpus_files(root: Path, quick: bool) -> list[Path]:
+    out = []
+    for p in sorted(root.rglob("*")):
+        if not p.is_file() or p.suffix == ".sqlite":
+            continue
+        if not (p.name.endswith(".json") or p.name.endswith(".gz")):
+            continue
+        if quick and str(p.relative_to(root)) in SLOWEST:
+            continue
+        out.append(p)
+    return out
+
+
+# ---------------------------------------------------------------- report
+def _ms(ns: int) -> str:
+    return f"{ns / 1e6:10.3f}"
+
+
+def _pct(x: int, tot: int) -> str:
+    return f"{100.0 * x / tot:6.1f}" if tot else "     -"
+
+
+def _row(label: str, b: str, t: Tally) -> str:
+    m = t.matched_idle
+    return (f"{label:<58} {b:<6} {t.n:>6} {t.matched:>6} {_ms(t.idle)} {_ms(m)} "
+            f"{_pct(t.cpu, m)} {_pct(t.copy, m)} {_pct(t.dep, m)} {_pct(t.uncl, m)}")
+
+
+HEADER = (f"{'trace':<58} {'bucket':<6} {'gaps':>6} {'match':>6} {'idle ms':>10} {'match ms':>10} "
+          f"{'cpu%':>6} {'copy%':>6} {'dep%':>6} {'uncl%':>6}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("paths", nargs="*", help="trace files, or paths under --root (default: the corpus)")
+    ap.add_argument("--root", default=str(CORPUS), help="corpus folder (default %(default)s)")
+    ap.add_argument("--quick", action="store_true", help="skip the four slowest traces: " + ", ".join(SLOWEST))
+    ap.add_argument("--top", type=int, default=25, help="worst offenders listed (default %(default)s)")
+    args = ap.parse_args(argv)
+    root = Path(args.root)
+    files = [Path(p) if Path(p).exists() else root / p for p in args.paths] or corpus_files(root, args.quick)
+    results: list[Result] = []
+    skipped: list[tuple[str, str]] = []
+    t_all = time.perf_counter()
+    for p in files:
+        try:
+            rel = str(p.resolve().relative_to(root.resolve()))
+        except ValueError:
+            rel = str(p)
+        r = audit(p, rel)
+        if isinstance(r, str):
+            skipped.append((rel, r))
+        else:
+            results.append(r)
+            print(f"  audited {rel} ({r.secs:.1f} s)", file=sys.stderr, flush=True)
+
+    print(HEADER)
+    print("-" * len(HEADER))
+    total = {b: Tally() for b in BUCKETS}
+    for r in results:
+        first = True
+        for b in BUCKETS:
+            t = r.tallies[b]
+            total[b].add(t)
+            if t.n == 0:
+                continue
+            print(_row(r.trace if first else "", b, t))
+            first = False
+    print("-" * len(HEADER))
+    for b in BUCKETS:
+        print(_row("TOTAL" if b == "queued" else "", b, total[b]))
+    print()
+
+    edge_total = {b: Tally() for b in BUCKETS}
+    for r in results:
+        for b in BUCKETS:
+            edge_total[b].add(r.edge[b])
+    print("Gapscope-only gaps at a widened window's edge (steps, first/last copy), bucketed by the raw launch of "
+          "the kernel at their end (none: 'other'):")
+    for b in BUCKETS:
+        if edge_total[b].n:
+            print(_row("EDGE GAPS", b, edge_total[b]))
+    print()
+
+    q, late = total["queued"], total["late"]
+    q_cpu = 100.0 * q.cpu / q.matched_idle if q.matched_idle else 0.0
+    l_cpu = 100.0 * late.cpu / late.matched_idle if late.matched_idle else 0.0
+    n_gaps = sum(t.n for t in total.values())
+    n_match = sum(t.matched for t in total.values())
+    print(f"traces audited: {len(results)}  skipped: {len(skipped)}  wall: {time.perf_counter() - t_all:.1f} s")
+    print(f"raw gaps: {n_gaps}  matched to gapscope by exact (start, end): {n_match} "
+          f"({100.0 * n_match / max(n_gaps, 1):.1f} %)")
+    print(f"gapscope gaps not matched (step/copy window edges, other kernel sets): "
+          f"{sum(r.gs_unmatched for r in results)} of {sum(r.gs_gaps for r in results)}, "
+          f"{sum(r.gs_unmatched_idle for r in results) / 1e6:.3f} ms of {sum(r.gs_idle for r in results) / 1e6:.3f} ms")
+    print(f"matched gaps where gapscope's queued flag disagrees with the raw bucket: "
+          f"{sum(r.queued_disagree for r in results)}; gaps with several next kernels that disagree "
+          f"on queued/late: {sum(r.ambiguous for r in results)}")
+    print(f"matched gaps with a raw launch call whose gapscope thread T is not that call's (pid, tid): "
+          f"{sum(r.thread_mismatch for r in results)}")
+    print(f"QUEUED idle on CPU-side classes: {q_cpu:6.2f} %   (target <= 5 %)   "
+          f"{'PASS' if q_cpu <= 5.0 else 'FAIL'}   [{q.cpu / 1e6:.3f} of {q.matched_idle / 1e6:.3f} ms]")
+    print(f"LATE   idle on CPU-side classes: {l_cpu:6.2f} %   (target >= 90 %)  "
+          f"{'PASS' if l_cpu >= 90.0 else 'FAIL'}   [{late.cpu / 1e6:.3f} of {late.matched_idle / 1e6:.3f} ms; "
+          f"copy {_pct(late.copy, late.matched_idle).strip()} %, dependency {_pct(late.dep, late.matched_idle).strip()} %, "
+          f"unclassified {_pct(late.uncl, late.matched_idle).strip()} %]")
+    print()
+
+    print("MATCHING per trace (raw gaps gapscope lacks; gapscope gaps the raw pass lacks, e.g. a window widened to "
+          "steps or to the first/last copy; raw gaps spanning zero-length kernels)")
+    for r in results:
+        raw_un = sum(t.n - t.matched for t in r.tallies.values())
+        raw_un_ns = sum(t.idle - t.matched_idle for t in r.tallies.values())
+        if raw_un or r.gs_unmatched or r.zero_gaps:
+            print(f"  {r.trace:<66} raw-only {raw_un:>4} ({raw_un_ns / 1e6:.3f} ms)  gapscope-only {r.gs_unmatched:>4} "
+                  f"({r.gs_unmatched_idle / 1e6:.3f} ms{'; ' + r.gs_only_largest if r.gs_only_largest else ''})  "
+                  f"spanning 0-ns kernels {r.zero_gaps} ({r.zero_idle / 1e6:.3f} ms)")
+    print()
+
+    offenders = sorted((o for r in results for o in r.offenders), key=lambda o: -o[0])
+    print(f"WORST OFFENDERS ({len(offenders)} gaps: queued with CPU-side ns, or late with dependency ns; "
+          f"top {args.top} by offending ns)")
+    per_trace: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for o in offenders:
+        per_trace[f"{o[1]} [{o[2]}]"][0] += 1
+        per_trace[f"{o[1]} [{o[2]}]"][1] += o[0]
+    for k, (n, ns) in sorted(per_trace.items(), key=lambda kv: -kv[1][1]):
+        print(f"  {k:<70} {n:>5} gaps {ns / 1e6:10.3f} ms offending")
+    print()
+    for o in offenders[: args.top]:
+        bad, rel, b, dev, start, dur, cls, gq, gi, lat, cname, tid, nname = o
+        lat_s = f"{lat / 1e3:+.3f} µs" if lat is not None else "-"
+        print(f"  {rel} dev {dev} gap#{gi} start {start} ns len {dur / 1e3:.3f} µs [{b}; gapscope queued={gq}] "
+              f"offending {bad / 1e3:.3f} µs")
+        print(f"      launch {cname!r} tid {tid} end-gap.start {lat_s}; next {nname[:70]!r}")
+        print(f"      class_ns {cls}")
+    if skipped:
+        print()
+        print("skipped: " + "; ".join(f"{r} ({why})" for r, why in skipped))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

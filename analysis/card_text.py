@@ -17,7 +17,7 @@ import numpy as np
 
 from gapscope.analysis.classify import SLOW_LAUNCH_NS, rank_classes
 from gapscope.analysis.evidence import enclosing_step_range
-from gapscope.analysis.evidence_kinds import BLOCKING_SYNC_RE, COLLECTIVE_RE, SYNC_OP_NAMES
+from gapscope.analysis.evidence_kinds import BLOCKING_SYNC_RE, COLLECTIVE_RE, GRAPH_LAUNCH_RE, SYNC_OP_NAMES
 from gapscope.analysis.types import Cause, Evidence, Trust, WaitKind
 from gapscope.parsers.model import CopyKind, Kind
 
@@ -117,7 +117,7 @@ def _thread_label(trace, lane: int) -> str:
     return _quote(label) if str(label).lower().startswith("thread") else f"thread {_quote(label)}"
 
 
-def _items(diag, rows: np.ndarray, evidence: list[Evidence], cause: Cause, limit: int = 2) -> list[str]:
+def _items(diag, rows: np.ndarray, evidence: list[Evidence], cause: Cause, limit: int = 2, cap_ns: int | None = None) -> list[str]:
     """The ``limit`` largest items of ``cause`` as "0.060 ms in `name`" (uninstrumented
     time named as such), largest first; an event nested in a listed one is not added to
     it but named inside it ("(of which 30.0 µs in `aten::cat`)")."""
@@ -134,6 +134,8 @@ def _items(diag, rows: np.ndarray, evidence: list[Evidence], cause: Cause, limit
         agg[key] = agg.get(key, 0) + e.overlap_ns
     out = []
     for (quiet, name), ns in sorted(agg.items(), key=lambda kv: -kv[1])[:limit]:
+        if cap_ns is not None:
+            ns = min(ns, cap_ns)  # an op's time under launch calls or copies is theirs
         if quiet:
             out.append(_quiet_txt(diag, rows, ns))
             continue
@@ -169,9 +171,12 @@ def why_sentence(diag, rows: np.ndarray, class_ns: np.ndarray, evidence: list[Ev
     the exposed launch path and the copies; then the launch lateness."""
     trace = diag.trace
     g = diag.gaps
-    cn = {c: int(class_ns[int(c)]) for c in Cause}
+    # parts that round to nothing are not named (the partition still holds their ns)
+    cn = {c: (int(class_ns[int(c)]) if int(class_ns[int(c)]) >= 50 else 0) for c in Cause}
     lane = int(g.thread_lane[rows[0]]) if g.thread_lane is not None else int(g.launch_lane[rows[0]])
     who = _thread_label(trace, lane)
+    if lane >= 0 and bool((g.launch[rows] < 0).all()) and bool((g.next_op[rows] >= 0).any()):
+        who += " (it launched the previous kernel; the next op has no linked launch call)"
     has = g.launch[rows] >= 0
     if queued_occurrence(diag, rows):
         r = int(rows[has][0])
@@ -188,7 +193,7 @@ def why_sentence(diag, rows: np.ndarray, class_ns: np.ndarray, evidence: list[Ev
         return head + body + ". " + text + "What the CPU did meanwhile is not the cause."
     parts = []
     if cn[Cause.HOST]:
-        items = _items(diag, rows, evidence, Cause.HOST)
+        items = _items(diag, rows, evidence, Cause.HOST, cap_ns=cn[Cause.HOST])
         parts.append(f"{fmt_ms(cn[Cause.HOST])} on host work" + (f" ({', '.join(items)})" if items else ""))
     if cn[Cause.COPY]:
         parts.append(_copy_phrase(trace, evidence, cn[Cause.COPY]))
@@ -211,7 +216,11 @@ def why_sentence(diag, rows: np.ndarray, class_ns: np.ndarray, evidence: list[Ev
     if cn[Cause.LAUNCH]:
         eps = {int(e) for e in g.episode[rows] if e >= 0}
         calls = [e for e in evidence if e.cause == Cause.LAUNCH and e.event >= 0]
-        if eps or (cn[Cause.LAUNCH] >= 0.5 * sum(cn.values()) and not cn[Cause.HOST]):
+        if calls and not eps and max(e.overlap_ns for e in calls) >= SLOW_LAUNCH_NS:
+            slow = max(calls, key=lambda e: e.overlap_ns)
+            parts.append(f"{fmt_ms(cn[Cause.LAUNCH])} in the launch path, {fmt_ms(slow.overlap_ns)} of it in one launch "
+                         f"call {_quote(slow.name)} (a first-use cost, not the per-kernel tax)")
+        elif eps or (cn[Cause.LAUNCH] >= 0.5 * sum(cn.values()) and not cn[Cause.HOST]):
             parts.append(f"{fmt_ms(cn[Cause.LAUNCH])} issuing GPU work as fast as it could"
                          + (f" (the launch call {_quote(calls[0].name)} took {fmt_ms(calls[0].overlap_ns)} of it)" if calls else ""))
         else:
@@ -223,9 +232,14 @@ def why_sentence(diag, rows: np.ndarray, class_ns: np.ndarray, evidence: list[Ev
     if cn[Cause.UNCLASSIFIED]:
         none_cpu = not any((not ln.is_gpu) and trace.lane_offsets[ln.index + 1] > trace.lane_offsets[ln.index]
                            for ln in trace.lanes)
+        nxt = [int(n) for n in g.next_op[rows] if n >= 0]
+        what = _quote(trace.name(nxt[0])) if nxt else "the next op"
+        coll = " (a collective: NCCL/RCCL launch their kernels without a runtime call the profiler links)" if nxt and \
+            COLLECTIVE_RE.search(trace.name(nxt[0])) else ""
         parts.append(f"{fmt_ms(cn[Cause.UNCLASSIFIED])} with no recorded event" + (
             " (the trace has no CPU activity)" if none_cpu else
-            " and no launch linked to the next op, so what held the GPU back is unknown (unclassified)"))
+            f"; {what} has no launch call linked to it{coll}, so whether it was queued or launched late is unknown "
+            f"(unclassified)"))
     if not parts:
         return head + "."
     body = ": " + lead + f"{who} spent " + ", ".join(parts) if (cn[Cause.HOST] or cn[Cause.SYNC] or cn[Cause.LAUNCH]) \
@@ -481,6 +495,15 @@ def advice(diag, cause: Cause, evidence: list[Evidence], rows: np.ndarray, dur_t
                 "Do not capture CUDA graphs or fuse ops for this gap: one slow call, not many small launches, "
                 "left the GPU idle.",
                 f"The same position on a capture of warmed-up steps: the idle ({dur_txt}) should be gone.")
+    if cause == Cause.LAUNCH and top and GRAPH_LAUNCH_RE.search(top[0].name):
+        return (f"The step already runs as a CUDA graph: what is left is the graph launch {name} itself and the "
+                f"host time around it, a fixed cost per step. Amortise it over more work per launch: a larger batch, "
+                f"several decode steps per graph, or speculative decoding; keep host work out of the window between "
+                f"steps.",
+                "Do not capture the step in a CUDA graph again or tune kernels: the launch of one graph per step is "
+                "what remains, not many small launches or slow kernels.",
+                f"Idle at this position ({dur_txt}) against the work per launch: it should stay about constant "
+                f"while the batch grows.")
     if cause == Cause.LAUNCH:
         eps = {int(e) for e in g.episode[rows] if e >= 0}
         fence = ""
@@ -496,14 +519,32 @@ def advice(diag, cause: Cause, evidence: list[Evidence], rows: np.ndarray, dur_t
                 f"below {fmt_ms(p.min_gap_ns)} and the idle at this position ({dur_txt}) shrink.")
     if cause == Cause.HOST:
         return _host_advice(diag, evidence, rows, name, top, dur_txt)
+    has_cpu = any((not ln.is_gpu) and trace.lane_offsets[ln.index + 1] > trace.lane_offsets[ln.index] for ln in trace.lanes)
+    nxt = [int(n) for n in g.next_op[rows] if n >= 0]
+    if has_cpu and nxt and COLLECTIVE_RE.search(trace.name(nxt[0])):
+        return ((f"The next op {_quote(trace.name(nxt[0]))} is a collective with no linked launch: find when each "
+                 f"rank reached it (capture every rank in the same window) and what this rank's main thread did "
+                 f"before issuing it; a rank that arrives last makes the others wait.") if _multi_rank(trace) else
+                (f"The next op {_quote(trace.name(nxt[0]))} is a collective with no linked launch: find what the "
+                 f"process did before issuing it (the thread in the collective's Python range) and whether its "
+                 f"peers were late."),
+                "Do not optimise the kernels next to the gap: a collective waits for its peers, not for compute.",
+                f"The same gap ({dur_txt}) on a capture of every rank.")
+    if has_cpu:
+        return ("The next op has no launch call linked to it, so the trace cannot say whether it was queued or "
+                "launched late: capture with a torch.profiler that records the runtime calls and their correlation "
+                "(activities CPU and CUDA), then read the launching thread at this gap.",
+                "Do not pick a kernel to optimise from the GPU lanes alone.",
+                f"The same gap ({dur_txt}) classified on the new capture.")
     return ("Capture again with CPU activity and its launch links recorded (torch.profiler activities CPU and CUDA, "
             "with_stack=True) so the launching thread and its calls are visible.",
             "Do not pick a kernel to optimise from the GPU lanes alone.",
             f"The same gap ({dur_txt}) classified on the new capture.")
 
 
-def trust_note(diag, rows: np.ndarray) -> str:
-    """A sentence on why the idle of ``rows`` may be unreliable (``Gaps.trust``), or ""."""
+def trust_note(diag, rows: np.ndarray, said_unlinked: bool = False) -> str:
+    """A sentence on why the idle of ``rows`` may be unreliable (``Gaps.trust``), or "";
+    ``said_unlinked``: the sentence already says the next op has no linked launch."""
     g = diag.gaps
     if g.trust is None:
         return ""
@@ -512,7 +553,7 @@ def trust_note(diag, rows: np.ndarray) -> str:
     if bits & Trust.GRAPH_UNRECORDED:
         out.append("a CUDA graph launched shortly before has no recorded kernels, so its nodes may have run here "
                    "unseen and this idle may not be idle")
-    if bits & Trust.UNLINKED:
+    if bits & Trust.UNLINKED and not said_unlinked:
         out.append("the next op has no launch call linked to it, so whether it was queued or launched late is unknown")
     return ("Trust: " + "; ".join(out) + ".") if out else ""
 

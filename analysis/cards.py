@@ -48,7 +48,7 @@ def _card(diag, rows: np.ndarray, class_ns: np.ndarray, head: str, dur_txt: str,
     why = why_sentence(diag, rows, _class_ns(diag, rows), evidence, head, lead)
     if context:
         why += " " + context
-    note = trust_note(diag, rows)
+    note = trust_note(diag, rows, said_unlinked="has no launch call linked" in why)
     if note:
         why += " " + note
     if getattr(diag, "invalid_gpu_ops", 0):

@@ -133,6 +133,9 @@ def evidence_for_gap(trace: Trace, gaps: Gaps, i: int, index: EvidenceIndex, lim
         out.sort(key=lambda e: -e.overlap_ns)
         return tuple(out[:limit])
     out = _gpu_copies(trace, index, dev, a, b, lf)
+    # GPU copy time is the copy's, not the thread's (the partition puts copies first)
+    cs_, ce_ = (union_intervals(np.array([trace.start_ns[e.event] for e in out], dtype=np.int64),
+                                np.array([index.end[e.event] for e in out], dtype=np.int64)) if out else (_E, _E))
     if T < 0:
         out.sort(key=lambda e: -e.overlap_ns)
         return tuple(out[:limit])
@@ -152,6 +155,8 @@ def evidence_for_gap(trace: Trace, gaps: Gaps, i: int, index: EvidenceIndex, lim
         if hi <= lo:
             continue
         ov = _overlap(s, e, lo, hi)
+        if cs_.size:
+            ov = ov - coverage(cs_, ce_, np.clip(s, lo, hi), np.clip(e, lo, hi))
         keep = ov > 0
         sub, sub_ov = idx[keep], ov[keep]
         us, ue = union_intervals(np.maximum(s[keep], lo), np.minimum(e[keep], hi))

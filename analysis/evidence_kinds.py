@@ -21,7 +21,8 @@
 One-time (warm-up) evidence: allocator growth (``cudaMalloc``, ``cudaFree``,
 ``cudaHostAlloc``, ...), module and lazy loading (``cuModuleLoad*``, "Lazy Function
 Loading"), handle creation (``cublasCreate``, ``cudnnCreate``, ``ncclCommInit*``) and
-ranges named like warm-up (``ONE_TIME_RE``).
+stream and event creation (a first cuDNN or cuBLAS call creates its handles) and ranges
+named like warm-up (``ONE_TIME_RE``).
 
 Names are matched verbatim (case-sensitive for ATen names, case-insensitive for runtime
 call names, which loaders may not have mapped to a kind).
@@ -59,15 +60,16 @@ _LAUNCH_CALL_RE = re.compile(r"^(cuda|hip)(LaunchKernel|LaunchCooperativeKernel|
 #: Warm-up work: allocator growth, module / lazy loading, handle creation, warm-up ranges.
 ONE_TIME_RE = re.compile(
     r"^(cuda|hip)(Malloc|Free|HostAlloc|MallocHost|FreeHost|HostRegister)(?!Async)\b|^cuMem(Alloc|Free|Create|Map)"
-    r"|^cuModuleLoad|^cuLibraryLoad|^cudaFuncGetAttributes$|Lazy Function Loading|^(cublas|cublasLt|cudnn|cusparse|cufft|miopen|rocblas)Create"
+    r"|^(cuda|hip)(StreamCreate|EventCreate)|^cuModuleLoad|^cuLibraryLoad|^cudaFuncGetAttributes$|Lazy Function Loading|^(cublas|cublasLt|cudnn|cusparse|cufft|miopen|rocblas)Create"
     r"|^ncclCommInit|^ncclCommSplit|warm[\s_-]?up",
     re.IGNORECASE,
 )
 #: Collective / peer-to-peer GPU ops (NCCL, RCCL).
 COLLECTIVE_RE = re.compile(r"^(nccl|rccl)|ncclDevKernel|ncclKernel|c10d::|record_param_comms|all_?reduce|all_?gather|reduce_?scatter|broadcast",
                            re.IGNORECASE)
-#: Launch calls that launch a whole CUDA / HIP graph.
-GRAPH_LAUNCH_RE = re.compile(r"GraphLaunch", re.IGNORECASE)
+#: Launch calls that launch a whole CUDA / HIP graph (``cudaGraphLaunch``,
+#: ``hipGraphLaunch``, an ASCII timeline's "launch fused decode graph").
+GRAPH_LAUNCH_RE = re.compile(r"GraphLaunch|\bgraph\b", re.IGNORECASE)
 
 #: Value of ``event_cause`` for events that are no evidence at all.
 NO_CLASS = -1

@@ -61,6 +61,9 @@ SLOWEST = ("tracelens/xdit_sd_3.5/profile_trace_rank_0.json.gz", "hta/df_index_r
            "hta/control.json.gz", "hta/test.json.gz")
 BUCKETS = ("queued", "late", "other")
 COLS = ("cpu", "copy", "dep", "uncl")
+#: A late gap is listed when at least this many of its CPU-side ns lie after its launch
+#: call returned (the op was queued; the GPU idled anyway).
+POSTQ_REPORT_NS = 50_000
 
 
 # ---------------------------------------------------------------- raw parsing
@@ -213,6 +216,7 @@ class Result:
     gs_only_largest: str = ""
     edge: dict | None = None
     thread_mismatch: int = 0
+    postq: Tally | None = None
 
 
 def audit(path: Path, rel: str) -> Result | str:
@@ -244,6 +248,7 @@ def audit(path: Path, rel: str) -> Result | str:
     offenders = []
     disagree = 0
     thread_mismatch = 0
+    postq = Tally()
     for rg in gaps:
         t = tallies[rg.bucket]
         dur = rg.end - rg.start
@@ -271,6 +276,22 @@ def audit(path: Path, rel: str) -> Result | str:
                 thread_mismatch += 1
         if rg.bucket in ("queued", "late") and gq is not None and gq != (rg.bucket == "queued"):
             disagree += 1
+        if rg.bucket == "late":
+            # the stretch of a late gap after its launch call returned: the op sat in the
+            # queue and the GPU still did not run it. gapscope may put at most
+            # (call end - gap start) of CPU-side ns before it, so the rest of its
+            # CPU-side ns lies in the queued stretch (an exact lower bound)
+            pre = rg.call.end - rg.start
+            post = dur - pre
+            pq_cpu = max(0, cpu - pre)
+            postq.n += 1 if post > 0 else 0
+            postq.idle += post
+            postq.matched_idle += post
+            postq.cpu += pq_cpu
+            if pq_cpu >= POSTQ_REPORT_NS:
+                cls = {c.label: int(row[int(c)]) for c in Cause if row[int(c)]}
+                offenders.append((pq_cpu, rel, "late, CPU-side ns after the launch returned", rg.device, rg.start, dur,
+                                  cls, gq, int(i), pre, rg.call.name, str(rg.call.tid), rg.next_name))
         bad = cpu if rg.bucket == "queued" else dep if rg.bucket == "late" else 0
         if bad > 0:
             cls = {c.label: int(row[int(c)]) for c in Cause if row[int(c)]}
@@ -303,6 +324,18 @@ def audit(path: Path, rel: str) -> Result | str:
         t.copy += int(row[int(Cause.COPY)])
         t.dep += dep
         t.uncl += int(row[int(Cause.UNCLASSIFIED)])
+        if b == "late":
+            pre = call.end - s
+            pq_cpu = max(0, cpu - pre)
+            postq.n += 1
+            postq.idle += (e - s) - pre
+            postq.matched_idle += (e - s) - pre
+            postq.cpu += pq_cpu
+            if pq_cpu >= POSTQ_REPORT_NS:
+                cls = {c.label: int(row[int(c)]) for c in Cause if row[int(c)]}
+                offenders.append((pq_cpu, rel, "edge-late, CPU-side ns after the launch returned", int(g.device[i]), s,
+                                  e - s, cls, bool(g.queued[i]) if g.queued is not None else None, int(i), pre,
+                                  call.name, str(call.tid), nm))
         bad = cpu if b == "queued" else dep if b == "late" else 0
         if bad > 0:
             cls = {c.label: int(row[int(c)]) for c in Cause if row[int(c)]}
@@ -318,7 +351,7 @@ def audit(path: Path, rel: str) -> Result | str:
         edge = {0: "inside", 1: "leading edge", 2: "trailing edge"}.get(int(g.edge[j]) if g.edge is not None else 0, "?")
         largest = f"largest {int(g.dur_ns[j]) / 1e6:.3f} ms at {int(g.start_ns[j])} ({edge})"
     return Result(rel, nk, tallies, len(g), gs_idle, len(un), int(g.dur_ns[un].sum()) if un else 0, disagree, amb,
-                  offenders, time.perf_counter() - t0, len(zg), sum(rg.end - rg.start for rg in zg), largest, edge_t, thread_mismatch)
+                  offenders, time.perf_counter() - t0, len(zg), sum(rg.end - rg.start for rg in zg), largest, edge_t, thread_mismatch, postq)
 
 
 def corpus_files(root: Path, quick: bool) -> list[Path]:
@@ -405,6 +438,15 @@ def main(argv: list[str] | None = None) -> int:
             print(_row("EDGE GAPS", b, edge_total[b]))
     print()
 
+    pq = Tally()
+    for r in results:
+        pq.add(r.postq)
+    print("Late gaps, the stretch after the launch call returned (the op was queued, the GPU still idle): CPU-side "
+          "share is a lower bound, max(0, CPU-side ns - (call end - gap start)); the same rule as queued applies:")
+    print(f"{'LATE AFTER RETURN':<58} {'late':<6} {pq.n:>6} {pq.n:>6} {_ms(pq.idle)} {_ms(pq.idle)} "
+          f"{_pct(pq.cpu, pq.idle)} {'-':>6} {'-':>6} {'-':>6}")
+    print()
+
     q, late = total["queued"], total["late"]
     q_cpu = 100.0 * q.cpu / q.matched_idle if q.matched_idle else 0.0
     l_cpu = 100.0 * late.cpu / late.matched_idle if late.matched_idle else 0.0
@@ -423,6 +465,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{sum(r.thread_mismatch for r in results)}")
     print(f"QUEUED idle on CPU-side classes: {q_cpu:6.2f} %   (target <= 5 %)   "
           f"{'PASS' if q_cpu <= 5.0 else 'FAIL'}   [{q.cpu / 1e6:.3f} of {q.matched_idle / 1e6:.3f} ms]")
+    pq_cpu = 100.0 * pq.cpu / pq.idle if pq.idle else 0.0
+    print(f"LATE gaps after the launch returned, on CPU-side classes: >= {pq_cpu:6.2f} %   (same rule as queued: "
+          f"<= 5 %)   {'PASS' if pq_cpu <= 5.0 else 'FAIL'}   [>= {pq.cpu / 1e6:.3f} of {pq.idle / 1e6:.3f} ms]")
     print(f"LATE   idle on CPU-side classes: {l_cpu:6.2f} %   (target >= 90 %)  "
           f"{'PASS' if l_cpu >= 90.0 else 'FAIL'}   [{late.cpu / 1e6:.3f} of {late.matched_idle / 1e6:.3f} ms; "
           f"copy {_pct(late.copy, late.matched_idle).strip()} %, dependency {_pct(late.dep, late.matched_idle).strip()} %, "
@@ -441,8 +486,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
 
     offenders = sorted((o for r in results for o in r.offenders), key=lambda o: -o[0])
-    print(f"WORST OFFENDERS ({len(offenders)} gaps: queued with CPU-side ns, or late with dependency ns; "
-          f"top {args.top} by offending ns)")
+    print(f"WORST OFFENDERS ({len(offenders)} gaps: queued with CPU-side ns, late with dependency ns, or late with "
+          f">= {POSTQ_REPORT_NS / 1e3:g} µs of CPU-side ns after the launch returned; top {args.top} by offending ns)")
     per_trace: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for o in offenders:
         per_trace[f"{o[1]} [{o[2]}]"][0] += 1

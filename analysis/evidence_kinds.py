@@ -21,8 +21,9 @@
 One-time (warm-up) evidence: allocator growth (``cudaMalloc``, ``cudaFree``,
 ``cudaHostAlloc``, ...), module and lazy loading (``cuModuleLoad*``, "Lazy Function
 Loading"), handle creation (``cublasCreate``, ``cudnnCreate``, ``ncclCommInit*``) and
-stream and event creation (a first cuDNN or cuBLAS call creates its handles) and ranges
-named like warm-up (``ONE_TIME_RE``).
+stream and event creation (a first cuDNN or cuBLAS call creates its handles), ranges
+named like warm-up (``ONE_TIME_RE``), and the first call of an ATen op that is far slower
+than its later calls (``FIRST_CALL_FACTOR``).
 
 Names are matched verbatim (case-sensitive for ATen names, case-insensitive for runtime
 call names, which loaders may not have mapped to a kind).
@@ -152,5 +153,38 @@ def one_time_mask(trace: Trace, slow_launch_ns: int) -> np.ndarray:
     ids = trace.name_ids_matching(lambda s: bool(ONE_TIME_RE.search(s)))
     m = np.isin(trace.name_id, ids) if ids.size else np.zeros(n, dtype=bool)
     m |= (trace.kind == int(Kind.LAUNCH)) & (trace.dur_ns >= slow_launch_ns)
+    m |= _slow_first_calls(trace, slow_launch_ns)
     cpu_lane = np.array([not ln.is_gpu for ln in trace.lanes], dtype=bool)
     return m & cpu_lane[trace.lane]
+
+
+#: A first call this many times slower than the median of its op's calls is first-use
+#: cost (lazy module loading, handle creation, autotuning inside it).
+FIRST_CALL_FACTOR = 10
+
+
+def _slow_first_calls(trace: Trace, min_ns: int) -> np.ndarray:
+    """Bool mask of the early calls of ATen ops (among the first 3, or the first 5%, of
+    their name's calls by start; names with at least 3 calls) that last ``min_ns`` or
+    more and ``FIRST_CALL_FACTOR`` times the median of that name's calls: lazy loading
+    and autotuning happen at a kernel configuration's first use. Vectorised."""
+    n = len(trace)
+    out = np.zeros(n, dtype=bool)
+    ops = np.flatnonzero(trace.kind == int(Kind.CPU_OP))
+    if ops.size < 3:
+        return out
+    nid, dur, st = trace.name_id[ops], trace.dur_ns[ops], trace.start_ns[ops]
+    o = np.lexsort((dur, nid))
+    nid_s, dur_s = nid[o], dur[o]
+    ids, lo, cnt = np.unique(nid_s, return_index=True, return_counts=True)
+    med = (dur_s[lo + (cnt - 1) // 2] + dur_s[lo + cnt // 2]) // 2
+    o2 = np.lexsort((st, nid))
+    name_sorted = nid[o2]
+    start_pos = np.searchsorted(name_sorted, ids)  # ids are sorted, as is name_sorted
+    k = np.searchsorted(ids, name_sorted)
+    rank = np.arange(o2.size) - start_pos[k]
+    early = (rank < np.maximum(3, cnt[k] // 20)) & (cnt[k] >= 3)
+    ev = ops[o2]
+    ok = early & (trace.dur_ns[ev] >= min_ns) & (trace.dur_ns[ev] >= FIRST_CALL_FACTOR * np.maximum(med[k], 1))
+    out[ev[ok]] = True
+    return out

@@ -1,0 +1,282 @@
+"""Planted causes for every rule of the causal model (docs/definitions.md, "Starved or
+blocked, first" and "Cause classes"): each trace is built so the true cause is known,
+and the expected ns are computed by hand in the comments."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+from gapscope.analysis import Cause, diagnose
+from gapscope.analysis.card_text import fmt_ms
+from gapscope.analysis.types import WaitKind
+from gapscope.parsers.builder import TraceBuilder
+from gapscope.parsers.model import CopyKind, Kind
+
+US = 1_000
+CPU_SIDE = [int(Cause.SYNC), int(Cause.LAUNCH), int(Cause.HOST)]
+
+
+def _lanes(b: TraceBuilder, devices: int = 1):
+    t = b.lane("1", "1", process_name="python3", thread_name="main")
+    side = b.lane("1", "2", process_name="python3", thread_name="side")
+    gpus = [b.lane(str(d), "7", is_gpu=True, device=d, stream=7) for d in range(devices)]
+    return t, side, gpus
+
+
+def test_sync_that_drains_the_queue_then_host_work_is_one_sync_cliff():
+    """k1 [10, 100) launched at 0; T blocks in cudaStreamSynchronize [20, 101) (began
+    while k1 ran, returned as it ended), then 199 µs of `postprocess` [101, 300), then
+    launches k2 [300, 305) → k2 at 310. Gap [100, 310): the sync cliff [100, 300) = 200
+    µs sync (the host work after the wait is its cost), the launch path [300, 310) =
+    10 µs launch."""
+    b = TraceBuilder()
+    t, _side, (g0,) = _lanes(b)
+    b.event(t, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(g0, "k1", 10 * US, 90 * US, Kind.KERNEL, correlation=1)
+    b.event(t, "cudaStreamSynchronize", 20 * US, 81 * US, Kind.SYNC_CALL)
+    b.event(t, "postprocess", 101 * US, 199 * US, Kind.CPU_OP)
+    b.event(t, "cudaLaunchKernel", 300 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b.event(g0, "k2", 310 * US, 50 * US, Kind.KERNEL, correlation=2)
+    d = diagnose(b.build())
+    g = d.gaps
+    assert len(g) == 1 and (g.start_ns[0], g.end_ns[0]) == (100 * US, 310 * US)
+    assert not g.queued[0] and g.lateness_ns[0] == 205 * US
+    assert g.class_ns[0].tolist() == [200 * US, 0, 10 * US, 0, 0, 0]
+    c = d.card(0)
+    assert c.cause == Cause.SYNC and c.smell == "sync cliff"
+    assert "the sync cliff (81.0 µs blocked in `cudaStreamSynchronize`" not in c.why  # only 1 µs is in the gap
+    assert "in the sync cliff (1.0 µs blocked in `cudaStreamSynchronize`, then 0.199 ms of host work after it" in c.why
+    assert "already queued" not in c.why
+
+
+def test_queued_op_waiting_on_an_event_from_another_device_is_dependency():
+    """Device 0: k1 [10, 50) launched at 0. T enqueues cudaStreamWaitEvent at 15 (an event
+    of device 1, whose kernel runs [0, 200)), then launches k2 [20, 25) → k2 on device 0 at
+    200. Gap [50, 200) on device 0: queued 25 µs before the gap; all 150 µs dependency
+    behind the stream wait, although T is busy with host work throughout."""
+    b = TraceBuilder()
+    t, _side, (g0, g1) = _lanes(b, devices=2)
+    b.event(t, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(g0, "k1", 10 * US, 40 * US, Kind.KERNEL, correlation=1)
+    b.event(g1, "peer_kernel", 0, 200 * US, Kind.KERNEL)
+    b.event(t, "cudaStreamWaitEvent", 15 * US, 2 * US, Kind.SYNC_CALL)
+    b.event(t, "cudaLaunchKernel", 20 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b.event(t, "tokenize", 30 * US, 300 * US, Kind.CPU_OP)
+    b.event(g0, "k2", 200 * US, 10 * US, Kind.KERNEL, correlation=2)
+    d = diagnose(b.build())
+    g = d.gaps
+    i = int(np.flatnonzero(g.device == 0)[0])
+    assert (g.start_ns[i], g.end_ns[i], g.lateness_ns[i]) == (50 * US, 200 * US, -25 * US)
+    assert g.queued[i] and g.wait_kind[i] == WaitKind.STREAM_WAIT
+    assert g.class_ns[i].tolist() == [0, 0, 0, 0, 0, 150 * US]
+    c = d.card(i)
+    assert "tokenize" not in c.why and "tokenize" not in c.first_experiment
+
+
+def test_blocking_sync_on_a_thread_that_does_not_launch_is_not_the_cause():
+    """T launches; thread `side` sits in cudaDeviceSynchronize over the whole gap while T
+    runs 150 µs of `collate` and launches late. Gap [60, 215): host 150 (collate), launch
+    5 (the call [210, 215)); no sync: the wait is on another thread."""
+    b = TraceBuilder()
+    t, side, (g0,) = _lanes(b)
+    b.event(t, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(g0, "k1", 10 * US, 50 * US, Kind.KERNEL, correlation=1)
+    b.event(side, "cudaDeviceSynchronize", 20 * US, 300 * US, Kind.SYNC_CALL)
+    b.event(t, "collate", 60 * US, 150 * US, Kind.CPU_OP)
+    b.event(t, "cudaLaunchKernel", 210 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b.event(g0, "k2", 215 * US, 10 * US, Kind.KERNEL, correlation=2)
+    g = diagnose(b.build()).gaps
+    assert (g.start_ns[0], g.end_ns[0]) == (60 * US, 215 * US)
+    assert g.class_ns[0].tolist() == [0, 0, 5 * US, 150 * US, 0, 0]
+
+
+def test_poll_loop_of_non_blocking_queries_is_host_work():
+    """T polls cudaEventQuery 10 × 10 µs over [60, 160), then launches [160, 165) → k2 at
+    165. The queries return at once: 100 µs host, 5 µs launch, no sync."""
+    b = TraceBuilder()
+    t, _side, (g0,) = _lanes(b)
+    b.event(t, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(g0, "k1", 10 * US, 50 * US, Kind.KERNEL, correlation=1)
+    for k in range(10):
+        b.event(t, "cudaEventQuery", (60 + 10 * k) * US, 10 * US, Kind.SYNC_CALL)
+    b.event(t, "cudaLaunchKernel", 160 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b.event(g0, "k2", 165 * US, 10 * US, Kind.KERNEL, correlation=2)
+    d = diagnose(b.build())
+    g = d.gaps
+    assert g.class_ns[0].tolist() == [0, 0, 5 * US, 100 * US, 0, 0]
+    assert "blocked" not in d.card(0).why
+
+
+def test_queued_dtod_copies_are_copy_and_the_rest_dependency():
+    """k2 queued (launch [20, 25)) before the gap [50, 150); the GPU copies DtoD [60, 90)
+    and memsets [100, 104): copy 34 µs, dependency 66 µs; the advice is to fuse or remove
+    the copies, not a .cpu() round trip."""
+    b = TraceBuilder()
+    t, _side, (g0,) = _lanes(b)
+    b.event(t, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(g0, "k1", 10 * US, 40 * US, Kind.KERNEL, correlation=1)
+    b.event(t, "cudaLaunchKernel", 20 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b.event(g0, "Memcpy DtoD (Device -> Device)", 60 * US, 30 * US, Kind.MEMCPY, bytes=1 << 20, copy_kind=CopyKind.D2D)
+    b.event(g0, "Memset (Device)", 100 * US, 4 * US, Kind.MEMSET, bytes=4096)
+    b.event(g0, "k2", 150 * US, 10 * US, Kind.KERNEL, correlation=2)
+    d = diagnose(b.build())
+    g = d.gaps
+    assert g.queued[0] and g.class_ns[0].tolist() == [0, 34 * US, 0, 0, 0, 66 * US]
+    assert Cause(g.cause[0]) == Cause.DEPENDENCY and Cause(g.secondary[0]) == Cause.COPY
+
+
+def test_warm_up_gap_is_one_time_and_left_out_of_groups_budget_and_what_if():
+    """Three steps `step` [0, 1000), [1000, 2000), [2000, 3000) µs; each has k [10, 100)
+    and k [800, 900) with host work between; step 0 also has cudaMalloc [100, 700): its
+    gap [100, 800) is a one-time cost, the gaps of steps 1 and 2 recur."""
+    b = TraceBuilder()
+    t, _side, (g0,) = _lanes(b)
+    corr = 0
+    for s in range(3):
+        base = s * 1000 * US
+        b.event(t, "step", base, 1000 * US, Kind.ANNOTATION)
+        for k0 in (10, 800):
+            corr += 1
+            b.event(t, "cudaLaunchKernel", base + (k0 - 6) * US, 5 * US, Kind.LAUNCH, correlation=corr)
+            b.event(g0, f"k{k0}", base + k0 * US, 90 * US, Kind.KERNEL, correlation=corr)
+        b.event(t, "cudaMalloc" if s == 0 else "prepare", base + 100 * US, 600 * US,
+                Kind.RUNTIME if s == 0 else Kind.CPU_OP)
+    d = diagnose(b.build())
+    g = d.gaps
+    first = int(np.flatnonzero((g.start_ns == 100 * US))[0])
+    assert g.one_time[first] and g.group[first] == -1
+    others = np.flatnonzero((g.start_ns % (1000 * US) == 100 * US) & (g.start_ns > 1000 * US))
+    assert others.size == 2 and not g.one_time[others].any() and (g.group[others] >= 0).all()
+    assert d.card(first).smell == "one-time cost (warm-up)"
+    assert "warm up before profiling" in d.card(first).first_experiment
+    # budget: host idle per step counts the recurring gaps only
+    host_steady = int(g.class_ns[~g.one_time, int(Cause.HOST)].sum()) // 3
+    assert d.budget.class_idle_ns["host"] == host_steady
+    w = d.what_if(gaps=[first])
+    assert w.removed_ns == 0  # a one-time gap is not in the budget, so removing it changes nothing
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 400), st.integers(1, 60), st.integers(-30, 80), st.sampled_from(
+    ["aten::add", "cudaStreamSynchronize", "cudaEventQuery", "cudaMemcpyAsync", "tokenize"])),
+    min_size=2, max_size=12))
+def test_queued_gaps_never_blame_the_cpu(plan):
+    """Random kernel chains whose launch calls end before or after the previous kernel:
+    whatever the CPU does, a queued gap holds only copy and dependency ns, a starved one
+    no dependency ns, and every row sums to its gap."""
+    b = TraceBuilder()
+    t, _side, (g0,) = _lanes(b)
+    now = 0
+    names = {"cudaStreamSynchronize": Kind.SYNC_CALL, "cudaEventQuery": Kind.SYNC_CALL,
+             "cudaMemcpyAsync": Kind.MEMCPY_CALL}
+    for k, (gap, dur, launch_shift, cpu) in enumerate(plan):
+        start = now + gap * US
+        call_end = start - launch_shift * US  # > start when the call came late
+        call_start = max(call_end - 5 * US, 0)
+        b.event(t, "cudaLaunchKernel", call_start, max(call_end - call_start, 1), Kind.LAUNCH, correlation=k + 1)
+        b.event(t, cpu, max(start - 20 * US, 0), 15 * US, names.get(cpu, Kind.CPU_OP))
+        b.event(g0, f"k{k}", max(start, call_start), dur * US, Kind.KERNEL, correlation=k + 1)
+        now = max(start, call_start) + dur * US
+    d = diagnose(b.build())
+    g = d.gaps
+    assert (g.class_ns.sum(axis=1) == g.dur_ns).all()
+    q = g.queued
+    assert (g.class_ns[q][:, CPU_SIDE] == 0).all() and (g.class_ns[q][:, int(Cause.UNCLASSIFIED)] == 0).all()
+    assert (g.class_ns[~q][:, int(Cause.DEPENDENCY)] == 0).all()
+    assert (q == ((g.launch >= 0) & (g.lateness_ns <= 0))).all()
+
+
+# ------------------------------------------------- the issue's examples, from the corpus
+from gapscope.parsers import load  # noqa: E402
+from gapscope import sample_traces  # noqa: E402
+from tests.conftest import CORPUS, require  # noqa: E402
+
+
+def _diag(rel: str):
+    return diagnose(load(require(CORPUS / rel)))
+
+
+def test_rank0_poll_and_enqueued_wait_are_no_sync():
+    """hta/rank0 gap #4854 (5.75 ms) read "sync (100%)" from 6 µs of cudaEventQuery (a
+    poll) and 3 µs of cudaStreamWaitEvent (an enqueue): the op was queued, so it is one
+    dependency behind the stream wait."""
+    d = _diag("hta/rank0.json.gz")
+    g = d.gaps
+    i = 4854
+    assert g.dur_ns[i] == 5_750_000 and g.queued[i]
+    assert g.class_ns[i].tolist() == [0, 0, 0, 0, 0, 5_750_000] and g.wait_kind[i] == WaitKind.STREAM_WAIT
+    c = d.card(i)
+    assert c.smell == "cross-stream wait" and "blocked in" not in c.why and "cudaEventQuery" not in c.why
+
+
+def test_mi300_unlinked_collective_is_named_and_the_advice_fits_a_trace_with_cpu_events():
+    d = _diag("tracelens/mi300/resnet_act_checkpoint.json.gz")
+    g = d.gaps
+    i = int(d.order_by_size()[0])
+    c = d.card(i)
+    assert d.trace.name(int(g.next_op[i])).startswith("ncclDevKernel_Generic") and g.launch[i] < 0
+    assert "`ncclDevKernel_Generic" in c.why and "no launch call linked" in c.why
+    assert "Capture again with CPU activity" not in c.first_experiment and "collective" in c.first_experiment
+
+
+def test_resnet50_first_use_costs_are_one_time():
+    """The 1.56 s first cudaLaunchKernel and the 1.44 s first cudnn convolution (stream
+    and event creation inside it) are warm-up, not steady-state launch or host work."""
+    d = _diag("kineto/resnet50_autograd_api_num_workers_0/worker0.pt.trace.json.gz")
+    g = d.gaps
+    for i in d.order_by_size()[:3].tolist():
+        if g.dur_ns[i] > 1_000_000_000:
+            assert g.one_time[i] and g.group[i] == -1, i
+            c = d.card(i)
+            assert "one-time" in c.smell and "nothing recorded on the CPU explains" not in c.why
+
+
+def test_decode_graph_launch_is_launch_with_graph_advice():
+    """sample decode_graph: the 12 µs launch of the fused decode graph before the GPU
+    starts is launch (what remains at batch 1), and the advice is not "capture a graph"."""
+    d = diagnose(load(sample_traces.path("decode_graph.txt")))
+    g = d.gaps
+    i = int(np.flatnonzero(g.dur_ns == 12_000)[0])
+    assert g.class_ns[i].tolist() == [0, 0, 12_000, 0, 0, 0]
+    c = d.card(i)
+    assert "already runs as a CUDA graph" in c.first_experiment and "look at other ranks" not in c.why.lower()
+
+
+def test_nccl_data_host_gaps_are_host_and_dtod_copies_are_not_a_cpu_round_trip():
+    """hta/nccl_data: the ~31 ms gaps after the broadcast are host work
+    (unflatten_dense_tensors); the tiny DtoD copies in them are copy, and no copy card
+    there advises dropping a .cpu()/numpy round trip."""
+    d = _diag("hta/nccl_data.json.gz")
+    g = d.gaps
+    big = np.flatnonzero(g.dur_ns > 30_000_000)
+    assert big.size >= 3 and (g.cause[big] == Cause.HOST).all()
+    assert (g.class_ns[big, int(Cause.COPY)] < 0.1 * g.dur_ns[big]).all()
+    for i in np.flatnonzero(g.cause == Cause.COPY)[:20].tolist():
+        ev = [e for e in d.evidence(i) if e.cause == Cause.COPY]
+        if ev and all("DtoD" in e.name or "Memset" in e.name for e in ev):
+            assert ".cpu()" not in d.card(i).first_experiment
+
+
+def test_b200_first_gemm_calls_are_one_time():
+    d = _diag("tracelens/b200/eager_trace.json.gz")
+    g = d.gaps
+    top = d.order_by_size()[:2]
+    assert g.one_time[top].all()
+    assert all("aten::addmm" in d.card(int(i)).why for i in top)
+
+
+def test_why_sentence_parts_add_up_to_the_gap():
+    """hta/control.json.gz and the MTIA inference trace: every card's why-sentence names
+    class figures that sum to the gap (the parts come from class_ns), here checked on the
+    largest gaps: the class ns of a card's sentence are the gap's own."""
+    for rel in ("hta/control.json.gz", "hta/mtia_inference_rank_0.json.gz"):
+        d = _diag(rel)
+        g = d.gaps
+        for i in d.order_by_size()[:5].tolist():
+            assert int(g.class_ns[i].sum()) == int(g.dur_ns[i])
+            why = d.card(i).why
+            assert "already queued" not in why or " spent " not in why.split("This position")[0], (rel, i)
+            host = int(g.class_ns[i, int(Cause.HOST)])
+            if not g.queued[i] and host >= 50:  # the host part is quoted with the gap's own host ns
+                assert f"{fmt_ms(host)} on host work" in why, (rel, i, why)

@@ -20,13 +20,13 @@ import re
 import typing
 from fractions import Fraction
 
-from gapscope.parsers.ascii.common import (LANE_RE, MAX_LANE_DIGITS, MAX_TIME_NS, NUMERIC_TOKEN, UNIT_NS, clip, cpu_lane, gpu_lane, is_malformed,
-                    lane_label, new_builder, split_number, to_ns)
+from gapscope.parsers.ascii.common import (LANE_RE, MAX_LANE_DIGITS, MAX_TIME_NS, NUMERIC_TOKEN, UNIT_NS, clip, cpu_lane,
+                                           gpu_lane, is_malformed, lane_label, new_builder, split_number, to_ns)
 from gapscope.parsers.ascii.names import copy_direction, cpu_kind, gpu_kind, launch_target
 from gapscope.parsers.errors import TraceFormatError
 from gapscope.parsers.model import CopyKind, Kind, Trace
 
-__all__ = ["load_events", "UNIT_NS", "MAX_TIME_NS", "to_ns", "parse_line", "parse_fast", "EventLine", "link_calls"]
+__all__ = ["load_events", "DEFAULT_UNIT", "parse_line", "parse_fast", "EventLine", "link_calls"]
 
 DEFAULT_UNIT = "ms"
 

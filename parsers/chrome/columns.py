@@ -18,7 +18,8 @@ from gapscope.parsers.chrome.text import exact_ns_near, key_positions
 from gapscope.parsers.chrome.times import EXACT_LIMIT_US, OK, decimal_ns, raw_to_ns, to_ns
 from gapscope.parsers.kinds import CAT_KIND, RUNTIME_CATS, runtime_kind
 from gapscope.parsers.lanes import MAX_DEVICE_INDEX, PSEUDO_DEVICE_BASE, LaneInfo, Metadata, build_lanes, id_text
-from gapscope.parsers.model import GPU_KINDS, Kind, Trace, _nesting_depth
+from gapscope.parsers.model import GPU_KINDS, Kind, Trace
+from gapscope.parsers.ordering import nesting_depth
 
 __all__ = ["Interner", "GET", "times", "lane_keys", "kinds", "build_trace_lanes", "exact_ts_from_text",
            "flatten_sync_markers", "label"]
@@ -51,7 +52,7 @@ def flatten_sync_markers(trace: Trace) -> None:
         rest = np.flatnonzero(~m)
         if rest.size:
             sub_off = np.array([0, rest.size], dtype=np.int64)
-            depth[rest] = _nesting_depth(trace.start_ns[sl][rest], trace.dur_ns[sl][rest], sub_off)
+            depth[rest] = nesting_depth(trace.start_ns[sl][rest], trace.dur_ns[sl][rest], sub_off)
 
 
 def times(xs: list, field: str) -> tuple[np.ndarray, np.ndarray]:

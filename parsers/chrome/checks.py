@@ -26,7 +26,7 @@ import numpy as np
 
 from gapscope.parsers.chrome.args import ArgColumns
 from gapscope.parsers.chrome.times import MISSING, NONFINITE, OK, number_text, scalar_ns
-from gapscope.parsers.chrome.recover import SENTINEL_VALUES
+from gapscope.parsers.json.scan import SENTINEL_VALUES
 from gapscope.parsers.lanes import id_text
 from gapscope.parsers.model import GPU_WORK_KINDS, Kind
 

@@ -15,7 +15,7 @@ import msgspec
 import numpy as np
 
 from gapscope.parsers.chrome.text import key_positions
-from gapscope.parsers.chrome.recover import SENTINEL_VALUES, LineIndex, find_events_array, scan_elements
+from gapscope.parsers.json.scan import SENTINEL_VALUES, LineIndex, find_events_array, scan_elements
 
 __all__ = ["EventText"]
 

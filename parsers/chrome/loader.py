@@ -36,7 +36,7 @@ import numpy.ma  # noqa: F401  (np.unique imports it on first use: an import cos
 
 from gapscope.parsers.chrome import checks as checks
 from gapscope.parsers.chrome.parallel import fork as chrome_parallel
-from gapscope.parsers.chrome.parallel.fork import SerialFallback
+from gapscope.parsers.chrome.parallel.joined import SerialFallback
 from gapscope.parsers.chrome.args import ArgColumns
 from gapscope.parsers.chrome.columns import GET, build_trace_lanes, exact_ts_from_text, flatten_sync_markers, label
 from gapscope.parsers.chrome.lazy_args import EventText

@@ -17,7 +17,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from gapscope.parsers.chrome.recover import SENTINEL_VALUES
+from gapscope.parsers.json.scan import SENTINEL_VALUES
 
 __all__ = ["OK", "MISSING", "NONFINITE", "INVALID", "NEED_EXACT", "to_ns", "scalar_ns", "decimal_ns", "raw_to_ns",
            "raw_scalar_ns", "EXACT_LIMIT_US", "number_text"]

@@ -30,12 +30,11 @@ import msgspec
 import numpy as np
 
 from gapscope.parsers.chrome.parallel.cut import find_cut
-from gapscope.parsers.chrome.parallel.joined import JoinedEvents, SerialFallback
+from gapscope.parsers.chrome.parallel.joined import JoinedEvents
 from gapscope.parsers.chrome.parallel import transfer as _tx
 from gapscope.parsers.chrome.scan import PH_FLOW, PH_M, PH_OTHER, EventColumns, merge, scan_events
 
-__all__ = ["MIN_BYTES", "HEAD_FRACTION", "enabled", "start", "start_file", "decode_parts", "Pending", "JoinedEvents",
-           "Parts", "SerialFallback"]
+__all__ = ["MIN_BYTES", "HEAD_FRACTION", "enabled", "start", "start_file", "decode_parts", "Pending", "Parts"]
 
 #: Texts smaller than this are decoded in one piece (the fork costs tens of ms).
 MIN_BYTES = 48 << 20

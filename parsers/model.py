@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Collection, Sequence
 
 import numpy as np
 
@@ -252,6 +252,10 @@ class Trace:
     excluded). ``warnings``: everything skipped or repaired.
 
     ``args_of(i)`` returns the event's ``args`` dict (decoded lazily, may be empty).
+
+    Immutable in fact, not only frozen: every array is read-only from construction on
+    (writing into one raises ``ValueError``), so what one reader sees no other can
+    change; derive a new array to change anything.
     """
 
     start_ns: np.ndarray
@@ -276,6 +280,12 @@ class Trace:
     warnings: tuple[TraceWarning, ...]
     extent_ns: tuple[int, int]
     _args_loader: Callable[[int], dict] | None = dataclasses.field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            a = getattr(self, f.name)
+            if isinstance(a, np.ndarray):
+                a.setflags(write=False)
 
     # ----------------------------------------------------------------- basics
     def __len__(self) -> int:
@@ -347,6 +357,7 @@ class Trace:
         flows: tuple[np.ndarray, np.ndarray] | None = None,
         args_loader: Callable[[int], dict] | None = None,
         extent_mask: np.ndarray | None = None,
+        apart_kinds: Collection[Kind] = (),
     ) -> "Trace":
         """Build a ``Trace`` from unsorted columns (one element per event).
 
@@ -356,7 +367,11 @@ class Trace:
         by ``correlation`` when ``flows`` is None.
 
         ``extent_mask`` (bool, input order) marks events allowed to set ``extent_ns``;
-        default: all. Raises ``ValueError`` when column lengths differ.
+        default: all. Events of ``apart_kinds`` stay at depth 0 and out of the nesting
+        of the other events of their lane (``ordering.nesting_depth``'s ``apart``).
+        The columns given become the trace's arrays where no conversion or reordering
+        is needed, and are made read-only with them. Raises ``ValueError`` when column
+        lengths differ.
         """
         n = int(np.asarray(start_ns).shape[0])
 
@@ -383,7 +398,8 @@ class Trace:
         lane_offsets = np.searchsorted(lane_a, np.arange(nlanes + 1), side="left").astype(np.int64)
         kind_a = take(col(kind, np.int8, int(Kind.OTHER)))
         corr = take(col(correlation, _INT64, -1))
-        depth = nesting_depth(start, dur, lane_offsets)
+        apart = np.isin(kind_a, np.array([int(k) for k in apart_kinds], dtype=np.int8)) if apart_kinds else None
+        depth = nesting_depth(start, dur, lane_offsets, apart)
 
         end = start + dur
         if extent_mask is None:

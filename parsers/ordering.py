@@ -53,40 +53,56 @@ def sort_order(lane: np.ndarray, start: np.ndarray, dur: np.ndarray, nlanes: int
     return order
 
 
-def nesting_depth(start: np.ndarray, dur: np.ndarray, lane_offsets: np.ndarray) -> np.ndarray:
+def nesting_depth(start: np.ndarray, dur: np.ndarray, lane_offsets: np.ndarray,
+                  apart: np.ndarray | None = None) -> np.ndarray:
     """int16 depth of each event = number of earlier events on its lane still open at its start.
 
     ``start``/``dur``: int64 ns, sorted by (lane, start, -dur); ``lane_offsets`` (int64,
-    lanes + 1): lane ``k`` is ``[lane_offsets[k], lane_offsets[k+1])``. An earlier event j is open at start_i when
-    end_j > start_i, or when end_j == start_i and both are zero-length at the same
-    instant is *not* counted. Vectorised per lane with ``searchsorted`` on sorted ends.
+    lanes + 1): lane ``k`` is ``[lane_offsets[k], lane_offsets[k+1])``. An earlier
+    event j is open at start_i when end_j > start_i; when end_j == start_i and both
+    are zero-length at the same instant it is *not* counted. Vectorised per lane with
+    ``searchsorted`` on sorted ends; depths above the int16 range are clipped.
+
+    ``apart`` (bool, one per event): events that stay at depth 0 and out of the
+    nesting of the other events of their lane (Kineto ``cuda_sync`` markers drawn on a
+    stream overlap the kernels still running there: a wait is never a kernel's child).
     """
-    n = start.shape[0]
-    depth = np.zeros(n, dtype=np.int16)
-    end = start + dur
+    depth = np.zeros(start.shape[0], dtype=np.int16)
+    nested_of: dict[int, np.ndarray] = {}  # lane with events apart -> its other events
+    if apart is not None and apart.any():
+        for k in np.unique(np.searchsorted(lane_offsets, np.flatnonzero(apart), side="right") - 1).tolist():
+            a, b = int(lane_offsets[k]), int(lane_offsets[k + 1])
+            nested_of[k] = a + np.flatnonzero(~apart[a:b])
     for k in range(lane_offsets.shape[0] - 1):
         a, b = int(lane_offsets[k]), int(lane_offsets[k + 1])
-        if b - a < 2:
-            continue
-        s = start[a:b]
-        e = end[a:b]
-        # Events before i in sort order: a..i-1. Those closed by s_i: end <= s_i.
-        # All events j < i have start_j <= s_i; events j > i have start_j >= s_i, so
-        # end_j >= s_i, and they are counted by "end <= s_i" only when end_j == s_i,
-        # i.e. zero-length events at s_i sorted after i.
-        e_sorted = np.sort(e)
-        closed = np.searchsorted(e_sorted, s, side="right")
-        idx = np.arange(b - a)
-        # zero-length events at exactly s_i that sort at or after i (same start):
-        # count of events with start == s_i and end == s_i at positions >= i.
-        same_start_last = np.searchsorted(s, s, side="right")
-        zero = (e == s).astype(np.int64)
-        zc = np.concatenate(([0], np.cumsum(zero)))
-        zero_after = zc[same_start_last] - zc[idx]
-        d = idx - (closed - zero_after)
-        # Events j < i with start == s_i and end == s_i (zero-length) are closed already,
-        # counted in `closed`; events with the same start sorted before i are longer,
-        # hence enclosing: correct. Guard against negative values on pathological input.
-        np.maximum(d, 0, out=d)
-        depth[a:b] = np.minimum(d, np.iinfo(np.int16).max).astype(np.int16)
+        nested = nested_of.get(k)
+        if nested is not None:
+            if nested.size >= 2:
+                depth[nested] = _lane_depth(start[nested], dur[nested])
+        elif b - a >= 2:
+            depth[a:b] = _lane_depth(start[a:b], dur[a:b])
     return depth
+
+
+def _lane_depth(s: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """``nesting_depth`` of the events of one lane: ``s``/``d`` sorted by (start, -dur)."""
+    e = s + d
+    # Events before i in sort order: 0..i-1. Those closed by s_i: end <= s_i.
+    # All events j < i have start_j <= s_i; events j > i have start_j >= s_i, so
+    # end_j >= s_i, and they are counted by "end <= s_i" only when end_j == s_i,
+    # i.e. zero-length events at s_i sorted after i.
+    e_sorted = np.sort(e)
+    closed = np.searchsorted(e_sorted, s, side="right")
+    idx = np.arange(s.shape[0])
+    # zero-length events at exactly s_i that sort at or after i (same start):
+    # count of events with start == s_i and end == s_i at positions >= i.
+    same_start_last = np.searchsorted(s, s, side="right")
+    zero = (e == s).astype(np.int64)
+    zc = np.concatenate(([0], np.cumsum(zero)))
+    zero_after = zc[same_start_last] - zc[idx]
+    depth = idx - (closed - zero_after)
+    # Events j < i with start == s_i and end == s_i (zero-length) are closed already,
+    # counted in `closed`; events with the same start sorted before i are longer,
+    # hence enclosing: correct. Guard against negative values on pathological input.
+    np.maximum(depth, 0, out=depth)
+    return np.minimum(depth, np.iinfo(np.int16).max).astype(np.int16)

@@ -38,7 +38,7 @@ from gapscope.parsers.chrome import checks as checks
 from gapscope.parsers.chrome.parallel import fork as chrome_parallel
 from gapscope.parsers.chrome.parallel.joined import SerialFallback
 from gapscope.parsers.chrome.args import ArgColumns
-from gapscope.parsers.chrome.columns import GET, build_trace_lanes, exact_ts_from_text, flatten_sync_markers, label
+from gapscope.parsers.chrome.columns import GET, build_trace_lanes, exact_ts_from_text, label
 from gapscope.parsers.chrome.lazy_args import EventText
 from gapscope.parsers.chrome.phases import Rows, collect_metadata, collect_rows
 from gapscope.parsers.chrome.scan import PH_M, PH_FLOW, PH_OTHER, PH_X, EventColumns, scan_events
@@ -50,7 +50,7 @@ from gapscope.parsers.chrome.recover import recover
 from gapscope.parsers.kinds import KINETO_CATS, KINETO_FLOW_CATS
 from gapscope.parsers.lanes import Metadata
 from gapscope.parsers.chrome.flows import has_unlinked_work, kineto_flow_links, unique_pairs
-from gapscope.parsers.model import SourceInfo, Trace, TraceWarning, link_by_correlation, repeated_correlations
+from gapscope.parsers.model import Kind, SourceInfo, Trace, TraceWarning, link_by_correlation, repeated_correlations
 
 __all__ = ["load_chrome"]
 
@@ -350,15 +350,14 @@ def _build(inp: _Input, check_ids: bool = False) -> Trace:
     def args_loader(i: int, _src=src_k, _text=text) -> dict:
         return _text.args(int(_src[i]))
 
-    trace = Trace.from_columns(
+    return Trace.from_columns(
         start_ns=cols.start, dur_ns=cols.dur, lane=lane_final, name_id=cols.name, kind=cols.kind,
         names=names_list, lanes=lanes, source=source, warnings=warnings,
         correlation=cols.args.correlation, bytes_=cols.args.bytes, copy_kind=cols.args.copy_kind,
         pageable=cols.args.pageable, value=cols.value, src_line=src_line, external_id=cols.args.external_id,
         flows=flows, args_loader=args_loader,
+        apart_kinds=(Kind.SYNC_MARKER,),  # cuda_sync on a stream overlaps the kernels running there (B20)
     )
-    flatten_sync_markers(trace)
-    return trace
 
 
 def _count_rows(by_phase: dict) -> int:

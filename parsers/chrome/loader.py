@@ -27,8 +27,12 @@ bound to slices (``chrome_checks.bind_flows``).
 
 from __future__ import annotations
 
+import dataclasses
 import gc
+import os
 import re
+from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -42,7 +46,8 @@ from gapscope.parsers.chrome.columns import GET, build_trace_lanes, exact_ts_fro
 from gapscope.parsers.chrome.lazy_args import EventText
 from gapscope.parsers.chrome.phases import Rows, collect_metadata, collect_rows
 from gapscope.parsers.chrome.scan import PH_M, PH_FLOW, PH_OTHER, PH_X, EventColumns, scan_events
-from gapscope.parsers.chrome.schema import EVENT_CLASS, AnyEvent, AnyEventRawTs, ObjectTrace, ObjectTraceRawTs, XEventRawTs
+from gapscope.parsers.chrome.schema import (EVENT_CLASS, AnyEvent, AnyEventRawTs, ObjectHeader, ObjectTrace, ObjectTraceRawTs,
+                                            XEventRawTs)
 from gapscope.parsers.chrome.times import MISSING, NEED_EXACT, OK
 from gapscope.parsers.errors import TraceFormatError
 from gapscope.parsers.json.scan import text_start
@@ -72,28 +77,32 @@ _DECODERS = {False: (_LIST, EVENT_CLASS["X"]), True: (_LIST_RAW_TS, XEventRawTs)
 SRC_LINE_LIMIT_BYTES = 8 << 20
 
 
+@dataclasses.dataclass
 class _Input:
-    """The decoded input: events, header, text positions, recovery warnings."""
+    """The decoded input: events (``chrome_schema`` structs, or ``JoinedEvents`` when
+    decoded in parts), where they lie in the text, the header keys, recovery warnings."""
 
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.events: list = []
-        self.header: dict = {}
-        self.text: EventText | None = None
-        self.warnings: list[TraceWarning] = []
-        self.x_class: type = EVENT_CLASS["X"]  # ``XEventRawTs`` when ts was kept as text
-        self.scanned: EventColumns | None = None  # set when decoded in parts (``chrome_parallel``)
+    path: str
+    events: Sequence
+    text: EventText
+    header: dict = dataclasses.field(default_factory=dict)
+    warnings: list[TraceWarning] = dataclasses.field(default_factory=list)
+    x_class: type = EVENT_CLASS["X"]  # ``XEventRawTs`` when ts was kept as text
+    scanned: EventColumns | None = None  # the events' columns when decoded in parts (``chrome_parallel``)
 
 
-def _header(obj, inp: _Input) -> None:
-    """The header keys of a decoded object-form document into ``inp.header``."""
+def _header(obj: ObjectTrace | ObjectTraceRawTs | ObjectHeader) -> dict[str, Any]:
+    """The header keys (``_HEADER_KEYS``) of a decoded object-form document, decoded;
+    keys that are null, absent or undecodable are left out."""
+    header: dict[str, Any] = {}
     for key in _HEADER_KEYS:
         raw = getattr(obj, key)
         if bytes(raw) != b"null":
             try:
-                inp.header[key] = msgspec.json.decode(raw)
+                header[key] = msgspec.json.decode(raw)
             except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
                 pass
+    return header
 
 
 def _raw_ts(data, i: int) -> bool:
@@ -109,49 +118,43 @@ def start_parts(path: str) -> "chrome_parallel.Pending | None":
     return chrome_parallel.start_file(path, lambda d: text_start(d) if len(d) else -1, _raw_ts, _DECODERS)
 
 
-def _decode(data: bytes, path: str, parts: bool = True, pending=None, read_stat=None) -> _Input:
+def _decode(data: bytes, path: str, parts: bool = True, pending: "chrome_parallel.Pending | None" = None,
+            read_stat: os.stat_result | None = None) -> _Input:
+    """``data`` decoded: in two parts at once when large (``chrome_parallel``), else in
+    one typed decode, else, when that fails on damage, by ``recover`` (events skipped
+    or repaired with warnings). Raises ``TraceFormatError`` when nothing usable is left."""
     i = text_start(data)
-    inp = _Input(path)
     body = data if i == 0 else data[i:]
     raw_ts = _raw_ts(data, i)
-    if raw_ts:
-        inp.x_class = XEventRawTs
+    x_class = XEventRawTs if raw_ts else EVENT_CLASS["X"]
     if parts and (pending is not None or chrome_parallel.enabled(len(data))):
         got = chrome_parallel.decode_parts(data, i, raw_ts, _DECODERS, pending, read_stat)
         if got is not None:
-            if got.header is not None:
-                _header(got.header, inp)
-            inp.events, inp.scanned = got.events, got.scanned
-            inp.text = got.events.text = EventText(data, i, len(got.events))
-            return inp
+            return _Input(path, got.events, got.events.text, header=_header(got.header) if got.header is not None else {},
+                          x_class=x_class, scanned=got.scanned)
     try:
         if data[i:i + 1] == b"{":
             obj = (_OBJ_RAW_TS if raw_ts else _OBJ).decode(body)
-            inp.events = obj.traceEvents
-            _header(obj, inp)
+            events, header = obj.traceEvents, _header(obj)
             del obj
         else:
-            inp.events = (_LIST_RAW_TS if raw_ts else _LIST).decode(body)
-        inp.text = EventText(data, i, len(inp.events))
-        return inp
+            events, header = (_LIST_RAW_TS if raw_ts else _LIST).decode(body), {}
+        return _Input(path, events, EventText(data, i, len(events)), header=header, x_class=x_class)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):  # nesting too deep: per event
         pass
-    inp.x_class = EVENT_CLASS["X"]
     rec = recover(data, path, i, EventText(data, i, 0).lines)
     keep = [k for k, e in enumerate(rec.events) if e is not None]
     kk = np.array(keep, dtype=np.int64)
-    inp.events = [rec.events[k] for k in keep]
-    inp.header = rec.header
-    inp.warnings = rec.warnings
-    inp.text = EventText(rec.text, i, len(keep), rec.starts[kk] if keep else np.zeros(0, np.int64),
-                         rec.ends[kk] if keep else np.zeros(0, np.int64), repaired=rec.nonfinite_replaced > 0)
-    if not inp.events and rec.starts.size:
-        ln = inp.text.lines.line(int(rec.starts[0]))
+    text = EventText(rec.text, i, len(keep), rec.starts[kk] if keep else np.zeros(0, np.int64),
+                     rec.ends[kk] if keep else np.zeros(0, np.int64), repaired=rec.nonfinite_replaced > 0)
+    if not keep and rec.starts.size:
+        ln = text.lines.line(int(rec.starts[0]))
         why = next((w.message[len("event skipped: "):] for w in rec.warnings
                     if w.message.startswith("event skipped: ")), None)
-        raise TraceFormatError(path, f"{why}; no usable trace events" if why else "no usable trace events", line=ln, column=inp.text.lines.column(int(rec.starts[0])),
+        raise TraceFormatError(path, f"{why}; no usable trace events" if why else "no usable trace events", line=ln,
+                               column=text.lines.column(int(rec.starts[0])),
                                hint="expected Chrome Trace Event Format events ({\"ph\": ..., \"ts\": ...})")
-    return inp
+    return _Input(path, [rec.events[k] for k in keep], text, header=rec.header, warnings=rec.warnings)
 
 
 def load_chrome(data: bytes, path: str, pending=None, read_stat=None) -> Trace:
@@ -300,8 +303,7 @@ def _build(inp: _Input, check_ids: bool = False) -> Trace:
     )
     del start, dur, lane_x, name_x, kind_x, argc
     names_list = [label(x) for x in names]
-    cols = checks.validate(cols, names_list, np.array(rows.open_ended, dtype=np.int64) + nx, events, warn)
-    untimed = cols.untimed
+    cols, untimed = checks.validate(cols, names_list, np.array(rows.open_ended, dtype=np.int64) + nx, events, warn)
 
     # ------------------------------------------------------------- lanes
     lanes, remap = build_trace_lanes(cols, lanes_raw, meta, legacy, warn)

@@ -100,13 +100,13 @@ def _read(fh, mutable_min_bytes: int | None) -> bytes | bytearray:
     return buf
 
 
-def _gunzip_all(path: str, data: bytes, limit: int) -> bytes:
+def _gunzip_all(path: str, data: bytes | bytearray, limit: int) -> bytes:
     """Decompress every gzip member; a cut-off last member yields what was readable.
 
     Raises ``TraceFormatError`` for corrupt data, a cut inside the first header (nothing
     readable), or output beyond ``limit`` bytes.
     """
-    out = []
+    out: list[bytes] = []
     total = 0
     rest = data
     while rest:

@@ -49,6 +49,8 @@ LABEL_PAD_COLUMNS = 12
 _ROW = re.compile(r"^(\s*)(CPU|GPU)(\d*)\s*:", re.I)
 _FILL = " =-~#*_"
 _LABEL_DUR = re.compile(r"^(.*?)\s*" + STANDALONE_NUMBER + r"\s*([A-Za-zµμ]{1,4})$")
+_NEXT_K = re.compile(r"\s{1,3}[kK](?=\s|$)")  # the next post of a picket fence
+_PHRASE = re.compile(r"(?:[^\s\[\]]+| (?=[^\s\[\]]))+")  # text runs with single blanks between
 
 
 @dataclasses.dataclass
@@ -94,14 +96,14 @@ def _scan(raw: str, pos: int, row_i: int, line: int, is_gpu: bool, path: str) ->
             raise error_at(path, "']' without an opening '['", line, pos)
         elif c in "kK" and (pos + 1 == n or raw[pos + 1].isspace()):
             ks = [pos]
-            m = re.compile(r"\s{1,3}[kK](?=\s|$)")
-            while (nxt := m.match(raw, ks[-1] + 1)) is not None:
+            while (nxt := _NEXT_K.match(raw, ks[-1] + 1)) is not None:
                 ks.append(nxt.end() - 1)
             items.append(Item(row_i, line, ks[0], ks[-1] + 1, "fence", "k", ks=ks))
             pos = ks[-1] + 1
         else:
-            m = re.compile(r"(?:[^\s\[\]]+| (?=[^\s\[\]]))+").match(raw, pos)
-            text = m.group(0)
+            phrase = _PHRASE.match(raw, pos)
+            assert phrase is not None  # raw[pos] is none of blank, [, ]: the pattern matches it
+            text = phrase.group(0)
             # On a GPU row a phrase is a kernel as wide as its text.
             items.append(Item(row_i, line, pos, pos + len(text), "span" if is_gpu else "phrase", text))
             pos += len(text)
@@ -164,18 +166,18 @@ def _fit_scale(items: list[Item], path: str) -> int:
     when every one is that narrow. Raises ``TraceFormatError`` for a label more than
     50% longer than width × scale, or more than 50% shorter when the span is wider
     than its text needs (a narrow span may be short: its text sets its width)."""
-    labelled = [it for it in items if it.kind == "span" and it.dur_ns is not None]
+    labelled = [(it, it.dur_ns) for it in items if it.kind == "span" and it.dur_ns is not None]
     if not labelled:
         return DEFAULT_SCALE_NS
-    bound = {id(it) for it in labelled if it.col1 - it.col0 <= it.label_len + LABEL_PAD_COLUMNS}
-    free = [it for it in labelled if id(it) not in bound] or labelled
-    scale = statistics.median(Fraction(it.dur_ns, it.col1 - it.col0) for it in free)
-    for it in labelled:
+    bound = {id(it) for it, _ in labelled if it.col1 - it.col0 <= it.label_len + LABEL_PAD_COLUMNS}
+    free = [(it, dur) for it, dur in labelled if id(it) not in bound] or labelled
+    scale = statistics.median(Fraction(dur, it.col1 - it.col0) for it, dur in free)
+    for it, dur in labelled:
         width = it.col1 - it.col0
         expected = width * scale
-        if it.dur_ns > (1 + MAX_SCALE_ERROR) * expected or (
-                it.dur_ns < (1 - MAX_SCALE_ERROR) * expected and id(it) not in bound):
-            raise error_at(path, f"span {clip(it.name)!r} is labelled {_fmt(it.dur_ns)} but drawn {width} columns wide, "
+        if dur > (1 + MAX_SCALE_ERROR) * expected or (
+                dur < (1 - MAX_SCALE_ERROR) * expected and id(it) not in bound):
+            raise error_at(path, f"span {clip(it.name)!r} is labelled {_fmt(dur)} but drawn {width} columns wide, "
                            f"{_fmt(round(expected))} at the fitted scale of {_fmt(round(scale))} per column: "
                            f"more than {MAX_SCALE_ERROR:.0%} apart", it.line, it.col0,
                            "redraw the span to scale, or fix its label")
@@ -261,13 +263,14 @@ def _layout(items: list[Item], rows: list[Row], scale: int, path: str) -> dict[i
     reps = [min(cl, key=lambda x: (min(knots[x]), x)) for cl in clusters]
     cidx = {c: k for k, cl in enumerate(clusters) for c in cl}
     fixed: list[int | None] = [None] * max(len(reps) - 1, 0)
-    for it in sorted((i for i in items if i.dur_ns is not None), key=lambda i: (i.row, i.col0)):
+    labelled = sorted(((i, i.dur_ns) for i in items if i.dur_ns is not None), key=lambda p: (p[0].row, p[0].col0))
+    for it, dur in labelled:
         idx = range(cidx[it.col0], cidx[it.col1])
-        done = sum(fixed[i] for i in idx if fixed[i] is not None)
+        done = sum(f for f in (fixed[i] for i in idx) if f is not None)
         free = [i for i in idx if fixed[i] is None]
-        rest = it.dur_ns - done
+        rest = dur - done
         if rest < 0 or (not free and rest != 0):
-            raise error_at(path, f"span {clip(it.name)!r} is labelled {_fmt(it.dur_ns)} but the labelled spans it lines up "
+            raise error_at(path, f"span {clip(it.name)!r} is labelled {_fmt(dur)} but the labelled spans it lines up "
                            f"with already take {_fmt(done)}", it.line, it.col0,
                            "labels of spans drawn over the same columns must agree")
         width = sum(reps[i + 1] - reps[i] for i in free)
@@ -281,7 +284,8 @@ def _layout(items: list[Item], rows: list[Row], scale: int, path: str) -> dict[i
         for c in cl:
             at[c] = t
         if k < len(fixed):
-            t += fixed[k] if fixed[k] is not None else (reps[k + 1] - reps[k]) * scale
+            f = fixed[k]
+            t += f if f is not None else (reps[k + 1] - reps[k]) * scale
     return at
 
 

@@ -49,8 +49,11 @@ def split_number(token: str) -> tuple[str, str]:
     """(number, rest) of a ``NUMERIC_TOKEN`` match: ``"0.5ms"`` → ``("0.5", "ms")``,
     ``"1e30"`` → ``("1e30", "")``, ``"1.2.3"`` → ``("1.2", ".3")``. A rest that starts
     with a digit or ``.`` makes the token a malformed number; one that starts with a
-    letter is a glued unit (known or not)."""
+    letter is a glued unit (known or not). Raises ``ValueError`` for a token that does
+    not start with a number."""
     m = _NUMBER_RE.match(token)
+    if m is None:
+        raise ValueError(f"not a numeric token: {token!r}")
     return token[:m.end()], token[m.end():]
 
 

@@ -69,8 +69,9 @@ def parse_line(raw: str, lineno: int, unit: str, path: str) -> EventLine:
         raise _malformed(path, raw[first:].split(None, 1)[0], lineno, time_col)
     unit_tok = None
     if pos < len(raw) and not raw[pos].isspace():  # unit glued to the number: 0.5ms
-        t = _TOKEN.match(raw, pos)
-        unit_tok, unit_col, pos = t.group(1), t.start(1) + 1, t.end()
+        glued = _TOKEN.match(raw, pos)
+        assert glued is not None  # raw[pos] is not blank: \S+ matches there
+        unit_tok, unit_col, pos = glued.group(1), glued.start(1) + 1, glued.end()
         if unit_tok not in UNIT_NS:
             raise _unit_error(path, unit_tok, lineno, unit_col)
     t = _TOKEN.match(raw, pos)

@@ -73,11 +73,12 @@ def expand_fence(ks: list[int], name: str, line: int, col0: int, notes: list[tup
     kernel_ns = scale_ns
     if (m := _KERNEL_LEN.search(text)) is not None:
         kernel_ns = ns(m.group(1), m.group(2)) if m.group(1) else ns(m.group(3), m.group(4))
-    gap_lo = gap_hi = None
+    gap_range: tuple[int, int] | None = None  # (low, high) ns
     if (m := _GAP_RANGE.search(text)) is not None:
-        gap_lo, gap_hi = ns(m.group(1), m.group(2) or m.group(4)), ns(m.group(3), m.group(4))
+        gap_range = ns(m.group(1), m.group(2) or m.group(4)), ns(m.group(3), m.group(4))
     elif (m := _GAP_ONE.search(text)) is not None:
-        gap_lo = gap_hi = ns(m.group(1), m.group(2))
+        gap = ns(m.group(1), m.group(2))
+        gap_range = gap, gap
     count = len(ks)
     asked = None
     if (m := _COUNT.search(text)) is not None:
@@ -88,12 +89,13 @@ def expand_fence(ks: list[int], name: str, line: int, col0: int, notes: list[tup
         raise error_at(path, f"picket fence of {clip(asked or str(count))} kernels: at most {MAX_FENCE_KERNELS}",
                        where[0], where[1],
                        "sketch fewer repeats; a capture of a real run is the better input")
-    if count < 1 or kernel_ns < 1 or (gap_lo is not None and gap_lo > gap_hi):
+    if count < 1 or kernel_ns < 1 or (gap_range is not None and gap_range[0] > gap_range[1]):
         raise error_at(path, f"picket fence annotation gives no usable numbers: {clip(text)!r}", where[0], where[1],
                        "e.g. 'gaps of 8–20 µs between 3 µs kernels, repeating 128 times'")
-    if gap_lo is None:
+    if gap_range is None:
         gaps = [drawn_gaps[i % len(drawn_gaps)] if drawn_gaps else scale_ns for i in range(count - 1)]
     else:
+        gap_lo, gap_hi = gap_range
         gaps = [gap_lo + (gap_hi - gap_lo) * (i % 7) // 6 for i in range(count - 1)]
     first_launch = 2 * (gaps[0] if gaps else kernel_ns) // 3
     t, cpu_t = first_launch, 0

@@ -87,9 +87,10 @@ def link_by_correlation(kind: np.ndarray, correlation: np.ndarray,
     """Pair CPU runtime calls with GPU ops sharing a ``correlation`` id (CUDA/CUPTI).
 
     ``kind``: int8 ``Kind`` per event; ``correlation``: int64 (-1 = none); calls are
-    ``CPU_CALL_KINDS``, GPU ops ``GPU_KINDS``. Returns (src, dst) int64 index arrays (indices into the given arrays). A
-    correlation id names one runtime call (CUPTI), which may launch several GPU ops
-    (a CUDA graph): each GPU op gets the call with its id. When several calls share
+    ``CPU_CALL_KINDS``, GPU ops ``GPU_KINDS``. Returns (src, dst) int64 index arrays
+    (indices into the given arrays). A correlation id names one runtime call (CUPTI),
+    which may launch several GPU ops (a CUDA graph): each GPU op gets the call with
+    its id. When several calls share
     an id (a broken or merged trace) and ``start_ns`` (int64 ns) is given, a GPU op
     gets the latest of them that starts at or before it (else the earliest one, for
     clock skew), so a reused id never links every op to the first call; without
@@ -132,8 +133,8 @@ def link_by_correlation(kind: np.ndarray, correlation: np.ndarray,
 def repeated_correlations(kind: np.ndarray, correlation: np.ndarray) -> tuple[int, int, int]:
     """(ids shared by more than one CPU runtime call and carried by a GPU op, calls
     carrying them, one such id or -1), from int8 ``kind`` and int64 ``correlation``
-    per event: a correlation id should name one call (CUPTI);
-    ids that no GPU op carries link nothing and are not counted."""
+    per event: a correlation id should name one call (CUPTI); ids that no GPU op
+    carries link nothing and are not counted."""
     cpu = np.isin(kind, np.array([int(k) for k in CPU_CALL_KINDS], dtype=np.int8)) & (correlation >= 0)
     c = np.sort(correlation[cpu])
     if c.size < 2:
@@ -147,7 +148,6 @@ def repeated_correlations(kind: np.ndarray, correlation: np.ndarray) -> tuple[in
     if not many.any():
         return 0, 0, -1
     return int(many.sum()), int(counts[many].sum()), int(ids[many][0])
-
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

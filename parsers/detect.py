@@ -100,13 +100,13 @@ def _read(fh, mutable_min_bytes: int | None) -> bytes | bytearray:
     return buf
 
 
-def _gunzip_all(path: str, data: bytes, limit: int) -> bytes:
+def _gunzip_all(path: str, data: bytes | bytearray, limit: int) -> bytes:
     """Decompress every gzip member; a cut-off last member yields what was readable.
 
     Raises ``TraceFormatError`` for corrupt data, a cut inside the first header (nothing
     readable), or output beyond ``limit`` bytes.
     """
-    out = []
+    out: list[bytes] = []
     total = 0
     rest = data
     while rest:
@@ -181,7 +181,8 @@ def _check_head(p: str, data: bytes, complete: bool) -> str:
         col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
         raise TraceFormatError(p, "not UTF-8 text and not JSON", line=line, column=col,
                                hint="expected Chrome trace JSON or an ASCII timeline") from None
-    from gapscope.parsers.ascii.common import split_lines, timeline_shape
+    from gapscope.parsers.ascii import timeline_shape
+    from gapscope.parsers.ascii.common import split_lines
 
     lines = split_lines(text)
     if not complete and lines:
@@ -253,6 +254,6 @@ def _load(p: str, data: bytes | bytearray, pending=None, read_stat=None) -> Trac
         col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
         raise TraceFormatError(p, "not UTF-8 text and not JSON", line=line, column=col,
                                hint="expected Chrome trace JSON or an ASCII timeline") from None
-    from gapscope.parsers.ascii.common import load_ascii
+    from gapscope.parsers.ascii import load_ascii
 
     return load_ascii(text, p)

@@ -117,33 +117,34 @@ def build_lanes(infos: list[LaneInfo], meta: Metadata) -> tuple[list[Lane], np.n
         if info.is_gpu:
             if not is_device_index(info.device):
                 n = _num(pid)
-                if is_device_index(n) and not info.split:
+                if n is not None and is_device_index(n) and not info.split:
                     info.device = n
                 else:
                     info.device = pseudo.setdefault(pid, PSEUDO_DEVICE_BASE + len(pseudo))
             if info.stream == -1:
                 n = _num(tid)
                 if n is None:
-                    m = _STREAM_RE.search(tid)
-                    n = int(m.group(1)) if m else None
+                    sm = _STREAM_RE.search(tid)
+                    n = int(sm.group(1)) if sm else None
                 info.stream = n if n is not None else -1
         real = info.is_gpu and info.device < PSEUDO_DEVICE_BASE
         pname = meta.process_name.get(pid) or (f"GPU {info.device}" if real and _num(pid) is not None else pid)
         tname = meta.thread_name.get((pid, tid))
         if not tname:
             tname = f"stream {info.stream}" if info.is_gpu and info.stream >= 0 else tid
+        sort_key: tuple
         if info.is_gpu:
-            key = (1, info.device, info.stream, _idkey(pid), _idkey(tid))
+            sort_key = (1, info.device, info.stream, _idkey(pid), _idkey(tid))
         else:
-            key = (0, meta.process_sort.get(pid, 0), _idkey(pid), meta.thread_sort.get((pid, tid), 0), _idkey(tid))
-        built.append((key, pid, tid, pname, tname, info))
+            sort_key = (0, meta.process_sort.get(pid, 0), _idkey(pid), meta.thread_sort.get((pid, tid), 0), _idkey(tid))
+        built.append((sort_key, pid, tid, pname, tname, info))
     built.sort(key=lambda t: t[0])
     index_of = {}
     lanes = []
-    for i, (key, pid, tid, pname, tname, info) in enumerate(built):
+    for i, (sort_key, pid, tid, pname, tname, info) in enumerate(built):
         index_of[(pid, tid)] = i
         lanes.append(Lane(index=i, pid=pid, tid=tid, process_name=pname, thread_name=tname,
                           is_gpu=info.is_gpu, device=info.device if info.is_gpu else -1,
-                          stream=max(info.stream, -1) if info.is_gpu else -1, sort_key=key))
+                          stream=max(info.stream, -1) if info.is_gpu else -1, sort_key=sort_key))
     remap = np.array([index_of[k] for k in raw_to_key], dtype=np.int32)
     return lanes, remap

@@ -5,6 +5,11 @@ int64 nanoseconds, events are a struct of numpy arrays sorted by (lane, start_ns
 -dur_ns), names are interned to int32 ids, lanes carry their names from Chrome Trace
 Event Format metadata (``process_name``, ``thread_name``, ``*_sort_index``).
 
+``link_by_correlation`` and ``repeated_correlations`` live here, beside the kind sets
+that say which events are runtime calls and which are GPU ops: they pair the two by
+CUDA/CUPTI ``correlation`` id. The sort order and nesting depth come from
+``gapscope.parsers.ordering`` (a leaf).
+
 Nothing here imports a UI library.
 """
 
@@ -12,15 +17,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Collection, Sequence
 
 import numpy as np
 
-from gapscope.parsers.ordering import _nesting_depth, link_by_correlation, repeated_correlations, sort_order
+from gapscope.parsers.ordering import nesting_depth, sort_order
 
 __all__ = [
-    "repeated_correlations",
-    "link_by_correlation",
     "Kind",
     "Lane",
     "SourceInfo",
@@ -30,7 +33,8 @@ __all__ = [
     "GPU_WORK_KINDS",
     "GPU_KINDS",
     "CPU_CALL_KINDS",
-    "sort_order",
+    "link_by_correlation",
+    "repeated_correlations",
 ]
 
 
@@ -76,6 +80,74 @@ class CopyKind(enum.IntEnum):
     H2H = 4
     P2P = 5
     UNKNOWN = 6
+
+
+def link_by_correlation(kind: np.ndarray, correlation: np.ndarray,
+                        start_ns: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Pair CPU runtime calls with GPU ops sharing a ``correlation`` id (CUDA/CUPTI).
+
+    ``kind``: int8 ``Kind`` per event; ``correlation``: int64 (-1 = none); calls are
+    ``CPU_CALL_KINDS``, GPU ops ``GPU_KINDS``. Returns (src, dst) int64 index arrays
+    (indices into the given arrays). A correlation id names one runtime call (CUPTI),
+    which may launch several GPU ops (a CUDA graph): each GPU op gets the call with
+    its id. When several calls share
+    an id (a broken or merged trace) and ``start_ns`` (int64 ns) is given, a GPU op
+    gets the latest of them that starts at or before it (else the earliest one, for
+    clock skew), so a reused id never links every op to the first call; without
+    ``start_ns`` it gets the first call in array order. Calls or ops without a partner
+    are left out. See ``repeated_correlations`` for the count to warn about.
+    """
+    cpu = np.isin(kind, np.array([int(k) for k in CPU_CALL_KINDS], dtype=np.int8)) & (correlation >= 0)
+    gpu = np.isin(kind, np.array([int(k) for k in GPU_KINDS], dtype=np.int8)) & (correlation >= 0)
+    ci = np.flatnonzero(cpu)
+    gi = np.flatnonzero(gpu)
+    if ci.size == 0 or gi.size == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty
+    c_corr = correlation[ci]
+    o = np.argsort(c_corr, kind="stable")
+    c_sorted = c_corr[o]
+    g_corr = correlation[gi]
+    pos = np.searchsorted(c_sorted, g_corr, side="left")
+    pos_c = np.minimum(pos, c_sorted.size - 1)
+    hit = c_sorted[pos_c] == g_corr
+    if start_ns is not None and c_sorted.size > 1 and bool((c_sorted[1:] == c_sorted[:-1]).any()):
+        # rank all start times together, then search on (correlation rank, start rank)
+        c_start, g_start = start_ns[ci], start_ns[gi]
+        _, inv = np.unique(np.concatenate((c_start, g_start)), return_inverse=True)
+        width = np.int64(inv.max() + 2)
+        _, cinv = np.unique(np.concatenate((c_corr, g_corr)), return_inverse=True)
+        c_key = cinv[: ci.size].astype(np.int64) * width + inv[: ci.size]
+        g_key = cinv[ci.size:].astype(np.int64) * width + inv[ci.size:]
+        o = np.argsort(c_key, kind="stable")
+        ck = c_key[o]
+        before = np.searchsorted(ck, g_key, side="right") - 1
+        c_corr_o = c_corr[o]
+        ok_before = (before >= 0) & (c_corr_o[np.maximum(before, 0)] == g_corr)
+        first = np.minimum(np.searchsorted(c_corr_o, g_corr, side="left"), ck.size - 1)
+        pos_c = np.where(ok_before, before, first)
+        hit = c_corr_o[pos_c] == g_corr
+    return ci[o[pos_c[hit]]].astype(np.int64), gi[hit].astype(np.int64)
+
+
+def repeated_correlations(kind: np.ndarray, correlation: np.ndarray) -> tuple[int, int, int]:
+    """(ids shared by more than one CPU runtime call and carried by a GPU op, calls
+    carrying them, one such id or -1), from int8 ``kind`` and int64 ``correlation``
+    per event: a correlation id should name one call (CUPTI); ids that no GPU op
+    carries link nothing and are not counted."""
+    cpu = np.isin(kind, np.array([int(k) for k in CPU_CALL_KINDS], dtype=np.int8)) & (correlation >= 0)
+    c = np.sort(correlation[cpu])
+    if c.size < 2:
+        return 0, 0, -1
+    dup = c[1:] == c[:-1]
+    if not dup.any():
+        return 0, 0, -1
+    ids, counts = np.unique(c, return_counts=True)
+    gpu = np.isin(kind, np.array([int(k) for k in GPU_KINDS], dtype=np.int8))
+    many = (counts > 1) & np.isin(ids, correlation[gpu])
+    if not many.any():
+        return 0, 0, -1
+    return int(many.sum()), int(counts[many].sum()), int(ids[many][0])
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -180,6 +252,10 @@ class Trace:
     excluded). ``warnings``: everything skipped or repaired.
 
     ``args_of(i)`` returns the event's ``args`` dict (decoded lazily, may be empty).
+
+    Immutable in fact, not only frozen: every array is read-only from construction on
+    (writing into one raises ``ValueError``), so what one reader sees no other can
+    change; derive a new array to change anything.
     """
 
     start_ns: np.ndarray
@@ -204,6 +280,12 @@ class Trace:
     warnings: tuple[TraceWarning, ...]
     extent_ns: tuple[int, int]
     _args_loader: Callable[[int], dict] | None = dataclasses.field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            a = getattr(self, f.name)
+            if isinstance(a, np.ndarray):
+                a.setflags(write=False)
 
     # ----------------------------------------------------------------- basics
     def __len__(self) -> int:
@@ -275,6 +357,7 @@ class Trace:
         flows: tuple[np.ndarray, np.ndarray] | None = None,
         args_loader: Callable[[int], dict] | None = None,
         extent_mask: np.ndarray | None = None,
+        apart_kinds: Collection[Kind] = (),
     ) -> "Trace":
         """Build a ``Trace`` from unsorted columns (one element per event).
 
@@ -284,7 +367,11 @@ class Trace:
         by ``correlation`` when ``flows`` is None.
 
         ``extent_mask`` (bool, input order) marks events allowed to set ``extent_ns``;
-        default: all. Raises ``ValueError`` when column lengths differ.
+        default: all. Events of ``apart_kinds`` stay at depth 0 and out of the nesting
+        of the other events of their lane (``ordering.nesting_depth``'s ``apart``).
+        The columns given become the trace's arrays where no conversion or reordering
+        is needed, and are made read-only with them. Raises ``ValueError`` when column
+        lengths differ.
         """
         n = int(np.asarray(start_ns).shape[0])
 
@@ -311,7 +398,8 @@ class Trace:
         lane_offsets = np.searchsorted(lane_a, np.arange(nlanes + 1), side="left").astype(np.int64)
         kind_a = take(col(kind, np.int8, int(Kind.OTHER)))
         corr = take(col(correlation, _INT64, -1))
-        depth = _nesting_depth(start, dur, lane_offsets)
+        apart = np.isin(kind_a, np.array([int(k) for k in apart_kinds], dtype=np.int8)) if apart_kinds else None
+        depth = nesting_depth(start, dur, lane_offsets, apart)
 
         end = start + dur
         if extent_mask is None:

@@ -6,7 +6,7 @@ import pytest
 
 from gapscope import parsers
 from gapscope.parsers import CopyKind, Kind, TraceFormatError
-from gapscope.parsers.ascii.common import load_ascii
+from gapscope.parsers.ascii import load_ascii
 from gapscope.parsers.ascii.art import DEFAULT_SCALE_NS
 from gapscope.sample_traces import path as sample_path
 

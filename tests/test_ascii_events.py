@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from gapscope import parsers
 from gapscope.parsers import Kind, TraceFormatError
-from gapscope.parsers.ascii.common import load_ascii
+from gapscope.parsers.ascii import load_ascii
 from gapscope.sample_traces import path as sample_path
 
 MS = 1_000_000

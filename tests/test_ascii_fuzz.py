@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gapscope.parsers import TraceFormatError
-from gapscope.parsers.ascii.common import load_ascii
+from gapscope.parsers.ascii import load_ascii
 
 _PIECES = ["0", "1.5", ".5", "12", " ", "  ", "ms", "us", "µs", "s", "xs", "CPU", "GPU", "GPU1", "CPU:",
            "GPU:", "[", "]", "==", "--", "k", "k k", "begin", "end", "launch", "matmul", "4 ms", "^",

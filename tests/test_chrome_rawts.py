@@ -20,7 +20,7 @@ from gapscope import parsers
 from gapscope.parsers import Kind
 from gapscope.parsers.chrome import loader as chrome_mod
 from gapscope.parsers.chrome.times import INVALID, MISSING, NONFINITE, OK, raw_to_ns
-from gapscope.parsers.model import sort_order
+from gapscope.parsers.ordering import sort_order
 
 
 def _raws(tokens):

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from gapscope import parsers
 from gapscope.parsers.chrome.text import exact_ns_near, key_positions
-from gapscope.parsers.chrome.recover import scan_elements
+from gapscope.parsers.json.scan import scan_elements
 
 
 def _ref_ns(text: str) -> int:

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 from pathlib import Path
@@ -25,6 +26,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from gapscope.parsers import Kind, TraceFormatError, load
+from gapscope.parsers.builder import TraceBuilder
+from gapscope.sample_traces import names as sample_names
+from gapscope.sample_traces import path as sample_path
 from tests.conftest import BUGS, CORPUS, require
 from tests.reference import union_ns
 from tests.test_bugs import _rows, complete_prefix
@@ -51,6 +55,43 @@ def _check_invariants(tr) -> None:
     assert tr.flow_src.shape == tr.flow_dst.shape
     if tr.flow_src.size:
         assert 0 <= tr.flow_src.min() and tr.flow_src.max() < n and tr.flow_dst.max() < n
+    _check_read_only(tr)
+
+
+def _check_read_only(tr) -> None:
+    """Every array of the trace is read-only: the Trace is immutable in fact."""
+    arrays = {f.name: getattr(tr, f.name) for f in dataclasses.fields(tr)
+              if isinstance(getattr(tr, f.name), np.ndarray)}
+    assert len(arrays) == 16
+    for name, a in arrays.items():
+        assert not a.flags.writeable, name
+        if a.size:
+            with pytest.raises(ValueError, match="read-only"):
+                a[:1] = a[:1]
+
+
+@pytest.mark.parametrize("name", sample_names())
+def test_ascii_samples_are_read_only(name):
+    _check_read_only(load(sample_path(name)))
+
+
+def test_chrome_and_built_traces_are_read_only(tmp_path):
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 0, "dur": 2,
+         "args": {"correlation": 5}},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 3, "dur": 4,
+         "args": {"device": 0, "stream": 7, "correlation": 5}},
+        {"ph": "X", "cat": "cuda_sync", "name": "Stream Sync", "pid": 0, "tid": 7, "ts": 4, "dur": 9,
+         "args": {"device": 0, "stream": 7}},
+    ]}))
+    tr = load(p)
+    assert len(tr) == 3 and tr.flow_src.size == 1
+    _check_read_only(tr)
+    b = TraceBuilder()
+    cpu = b.lane("1", "1")
+    b.event(cpu, "step", 0, 10, Kind.ANNOTATION)
+    _check_read_only(b.build())
 
 
 def _load_or_error(path: Path):

@@ -27,14 +27,15 @@ import re
 import statistics
 from fractions import Fraction
 
-from gapscope.parsers.ascii.common import MAX_LANE_DIGITS, MAX_TIME_NS, UNIT_NS, clip, cpu_lane, gpu_lane, lane_label, new_builder, to_ns
+from gapscope.parsers.ascii.common import (MAX_LANE_DIGITS, MAX_TIME_NS, STANDALONE_NUMBER, UNIT_NS, check_quantities,
+                                           clip, cpu_lane, error_at, gpu_lane, lane_label, new_builder, to_ns)
 from gapscope.parsers.ascii.events import link_calls
-from gapscope.parsers.ascii.fence import _NUM, MAX_FENCE_KERNELS, _check_quantities, _err, expand_fence
+from gapscope.parsers.ascii.fence import FenceEvent, expand_fence
 from gapscope.parsers.ascii.names import copy_direction, cpu_kind, gpu_kind, is_host_word
 from gapscope.parsers.errors import TraceFormatError
 from gapscope.parsers.model import CopyKind, Kind, Trace
 
-__all__ = ["load_art", "DEFAULT_SCALE_NS", "SNAP_COLUMNS", "MAX_SCALE_ERROR", "expand_fence"]
+__all__ = ["load_art", "DEFAULT_SCALE_NS", "SNAP_COLUMNS", "MAX_SCALE_ERROR", "LABEL_PAD_COLUMNS"]
 
 #: Time per column when no span carries a duration (e.g. the sync-cliff sketch).
 DEFAULT_SCALE_NS = 10_000
@@ -47,7 +48,9 @@ LABEL_PAD_COLUMNS = 12
 
 _ROW = re.compile(r"^(\s*)(CPU|GPU)(\d*)\s*:", re.I)
 _FILL = " =-~#*_"
-_LABEL_DUR = re.compile(r"^(.*?)\s*" + _NUM + r"\s*([A-Za-zµμ]{1,4})$")
+_LABEL_DUR = re.compile(r"^(.*?)\s*" + STANDALONE_NUMBER + r"\s*([A-Za-zµμ]{1,4})$")
+_NEXT_K = re.compile(r"\s{1,3}[kK](?=\s|$)")  # the next post of a picket fence
+_PHRASE = re.compile(r"(?:[^\s\[\]]+| (?=[^\s\[\]]))+")  # text runs with single blanks between
 
 
 @dataclasses.dataclass
@@ -63,7 +66,7 @@ class Item:
     dur_ns: int | None = None
     label_len: int = 0  # characters of the label text inside the brackets
     ks: list[int] = dataclasses.field(default_factory=list)
-    events: list = dataclasses.field(default_factory=list)  # fence: (lane, name, rel start, dur, kind, corr)
+    events: list[FenceEvent] = dataclasses.field(default_factory=list)  # a fence's, from ``expand_fence``
 
 
 @dataclasses.dataclass
@@ -86,21 +89,21 @@ def _scan(raw: str, pos: int, row_i: int, line: int, is_gpu: bool, path: str) ->
         elif c == "[":
             end = raw.find("]", pos + 1)
             if end < 0:
-                raise _err(path, "'[' without a closing ']'", line, pos, "a span reads [== name 4 ms ==]")
+                raise error_at(path, "'[' without a closing ']'", line, pos, "a span reads [== name 4 ms ==]")
             items.append(_span(raw, pos, end, row_i, line, is_gpu, path))
             pos = end + 1
         elif c == "]":
-            raise _err(path, "']' without an opening '['", line, pos)
+            raise error_at(path, "']' without an opening '['", line, pos)
         elif c in "kK" and (pos + 1 == n or raw[pos + 1].isspace()):
             ks = [pos]
-            m = re.compile(r"\s{1,3}[kK](?=\s|$)")
-            while (nxt := m.match(raw, ks[-1] + 1)) is not None:
+            while (nxt := _NEXT_K.match(raw, ks[-1] + 1)) is not None:
                 ks.append(nxt.end() - 1)
             items.append(Item(row_i, line, ks[0], ks[-1] + 1, "fence", "k", ks=ks))
             pos = ks[-1] + 1
         else:
-            m = re.compile(r"(?:[^\s\[\]]+| (?=[^\s\[\]]))+").match(raw, pos)
-            text = m.group(0)
+            phrase = _PHRASE.match(raw, pos)
+            assert phrase is not None  # raw[pos] is none of blank, [, ]: the pattern matches it
+            text = phrase.group(0)
             # On a GPU row a phrase is a kernel as wide as its text.
             items.append(Item(row_i, line, pos, pos + len(text), "span" if is_gpu else "phrase", text))
             pos += len(text)
@@ -112,17 +115,17 @@ def _span(raw, start, end, row_i, line, is_gpu, path) -> Item:
     label = inner.strip(_FILL)
     name, dur = label, None
     label_col = start + 1 + inner.index(label) if label else start
-    _check_quantities(label, line, label_col, "duration", path)
+    check_quantities(label, line, label_col, "duration", path)
     m = _LABEL_DUR.match(label)
     if m is not None:
         if m.group(3) in UNIT_NS:
             name, dur = m.group(1).strip(_FILL), to_ns(m.group(2), m.group(3))
-            if dur is None:  # _check_quantities has caught it; kept as a guard
-                raise _err(path, f"duration {clip(m.group(2))} {m.group(3)} is out of range", line,
-                           label_col + m.start(2))
+            if dur is None:  # check_quantities has caught it; kept as a guard
+                raise error_at(path, f"duration {clip(m.group(2))} {m.group(3)} is out of range", line,
+                               label_col + m.start(2))
         elif len(m.group(3)) <= 4 and m.group(3).lower() in ("min", "sec", "secs", "msec", "usec", "nsec", "h", "m", "mins"):
-            raise _err(path, f"unknown unit {m.group(3)!r} in span label", line, label_col + m.start(3),
-                       "units: ns, us, µs, ms, s")
+            raise error_at(path, f"unknown unit {m.group(3)!r} in span label", line, label_col + m.start(3),
+                           "units: ns, us, µs, ms, s")
     name = name or ("kernel" if is_gpu else "busy")
     return Item(row_i, line, start, end + 1, "span", name, dur, label_len=len(label))
 
@@ -139,17 +142,17 @@ def _read_rows(lines: list[str], path: str) -> list[Row]:
         if m is None:
             col = len(raw) - len(raw.lstrip())
             if not rows:
-                raise _err(path, "annotation before any lane row", i + 1, col, "start with a 'GPU:' or 'CPU:' row")
+                raise error_at(path, "annotation before any lane row", i + 1, col, "start with a 'GPU:' or 'CPU:' row")
             text = s[1:].strip() if s.startswith("^") else s
             rows[-1].notes.append((i + 1, col, text, raw.find(text, col) if text else col))
             continue
         if len(m.group(3)) > MAX_LANE_DIGITS:
-            raise _err(path, f"lane number too large in {clip(m.group(2) + m.group(3))!r}", i + 1, m.start(2),
-                       f"lanes read CPU, GPU, CPU1, GPU2 … with at most {MAX_LANE_DIGITS} digits")
+            raise error_at(path, f"lane number too large in {clip(m.group(2) + m.group(3))!r}", i + 1, m.start(2),
+                           f"lanes read CPU, GPU, CPU1, GPU2 … with at most {MAX_LANE_DIGITS} digits")
         label = lane_label(m.group(2), m.group(3))
         if label in seen:
-            raise _err(path, f"second {clip(label)}: row (first on line {seen[label]})", i + 1, m.start(2),
-                       "one row per lane; name more lanes GPU1:, CPU1:")
+            raise error_at(path, f"second {clip(label)}: row (first on line {seen[label]})", i + 1, m.start(2),
+                           "one row per lane; name more lanes GPU1:, CPU1:")
         seen[label] = i + 1
         row = Row(label, m.group(3), label.startswith("GPU"), i + 1)
         row.items = _scan(raw, m.end(), len(rows), i + 1, row.is_gpu, path)
@@ -163,21 +166,21 @@ def _fit_scale(items: list[Item], path: str) -> int:
     when every one is that narrow. Raises ``TraceFormatError`` for a label more than
     50% longer than width × scale, or more than 50% shorter when the span is wider
     than its text needs (a narrow span may be short: its text sets its width)."""
-    labelled = [it for it in items if it.kind == "span" and it.dur_ns is not None]
+    labelled = [(it, it.dur_ns) for it in items if it.kind == "span" and it.dur_ns is not None]
     if not labelled:
         return DEFAULT_SCALE_NS
-    bound = {id(it) for it in labelled if it.col1 - it.col0 <= it.label_len + LABEL_PAD_COLUMNS}
-    free = [it for it in labelled if id(it) not in bound] or labelled
-    scale = statistics.median(Fraction(it.dur_ns, it.col1 - it.col0) for it in free)
-    for it in labelled:
+    bound = {id(it) for it, _ in labelled if it.col1 - it.col0 <= it.label_len + LABEL_PAD_COLUMNS}
+    free = [(it, dur) for it, dur in labelled if id(it) not in bound] or labelled
+    scale = statistics.median(Fraction(dur, it.col1 - it.col0) for it, dur in free)
+    for it, dur in labelled:
         width = it.col1 - it.col0
         expected = width * scale
-        if it.dur_ns > (1 + MAX_SCALE_ERROR) * expected or (
-                it.dur_ns < (1 - MAX_SCALE_ERROR) * expected and id(it) not in bound):
-            raise _err(path, f"span {clip(it.name)!r} is labelled {_fmt(it.dur_ns)} but drawn {width} columns wide, "
-                       f"{_fmt(round(expected))} at the fitted scale of {_fmt(round(scale))} per column: "
-                       f"more than {MAX_SCALE_ERROR:.0%} apart", it.line, it.col0,
-                       "redraw the span to scale, or fix its label")
+        if dur > (1 + MAX_SCALE_ERROR) * expected or (
+                dur < (1 - MAX_SCALE_ERROR) * expected and id(it) not in bound):
+            raise error_at(path, f"span {clip(it.name)!r} is labelled {_fmt(dur)} but drawn {width} columns wide, "
+                           f"{_fmt(round(expected))} at the fitted scale of {_fmt(round(scale))} per column: "
+                           f"more than {MAX_SCALE_ERROR:.0%} apart", it.line, it.col0,
+                           "redraw the span to scale, or fix its label")
     return max(1, round(scale))
 
 
@@ -199,7 +202,7 @@ def load_art(lines: list[str], path: str = "") -> Trace:
     rows = _read_rows(lines, path)
     items = [it for r in rows for it in r.items]
     if not items:
-        raise _err(path, "lane art with nothing drawn (no spans, fences or events)", rows[0].line if rows else 1, 0)
+        raise error_at(path, "lane art with nothing drawn (no spans, fences or events)", rows[0].line if rows else 1, 0)
     b = new_builder(lines, path, "ascii-art")
     scale = _fit_scale(items, path)
     b.source.extra["scale_ns_per_column"] = scale
@@ -208,7 +211,7 @@ def load_art(lines: list[str], path: str = "") -> Trace:
     gpu_copies = sorted((it for it in items if rows[it.row].is_gpu and it.kind == "span"
                          and gpu_kind(it.name)[0] == Kind.MEMCPY), key=lambda i: (i.col0, i.row))
     for it in fences:
-        it.dur_ns = expand_fence(it, rows[it.row].notes, scale, path)
+        it.events, it.dur_ns = expand_fence(it.ks, it.name, it.line, it.col0, rows[it.row].notes, scale, path)
     placed, described, prose = [], [], []
     for it in items:
         if it.kind != "phrase" or rows[it.row].is_gpu:
@@ -260,15 +263,16 @@ def _layout(items: list[Item], rows: list[Row], scale: int, path: str) -> dict[i
     reps = [min(cl, key=lambda x: (min(knots[x]), x)) for cl in clusters]
     cidx = {c: k for k, cl in enumerate(clusters) for c in cl}
     fixed: list[int | None] = [None] * max(len(reps) - 1, 0)
-    for it in sorted((i for i in items if i.dur_ns is not None), key=lambda i: (i.row, i.col0)):
+    labelled = sorted(((i, i.dur_ns) for i in items if i.dur_ns is not None), key=lambda p: (p[0].row, p[0].col0))
+    for it, dur in labelled:
         idx = range(cidx[it.col0], cidx[it.col1])
-        done = sum(fixed[i] for i in idx if fixed[i] is not None)
+        done = sum(f for f in (fixed[i] for i in idx) if f is not None)
         free = [i for i in idx if fixed[i] is None]
-        rest = it.dur_ns - done
+        rest = dur - done
         if rest < 0 or (not free and rest != 0):
-            raise _err(path, f"span {clip(it.name)!r} is labelled {_fmt(it.dur_ns)} but the labelled spans it lines up "
-                       f"with already take {_fmt(done)}", it.line, it.col0,
-                       "labels of spans drawn over the same columns must agree")
+            raise error_at(path, f"span {clip(it.name)!r} is labelled {_fmt(dur)} but the labelled spans it lines up "
+                           f"with already take {_fmt(done)}", it.line, it.col0,
+                           "labels of spans drawn over the same columns must agree")
         width = sum(reps[i + 1] - reps[i] for i in free)
         acc = 0
         for i in free:
@@ -280,7 +284,8 @@ def _layout(items: list[Item], rows: list[Row], scale: int, path: str) -> dict[i
         for c in cl:
             at[c] = t
         if k < len(fixed):
-            t += fixed[k] if fixed[k] is not None else (reps[k + 1] - reps[k]) * scale
+            f = fixed[k]
+            t += f if f is not None else (reps[k + 1] - reps[k]) * scale
     return at
 
 

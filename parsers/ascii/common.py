@@ -1,15 +1,11 @@
-"""ASCII timelines: pick the shape (event list or lane art) by content and load it.
+"""Helpers both ASCII timeline shapes share (``gapscope.parsers.ascii.events``, ``.art``).
 
-Grammar, defaults and every error message: ``docs/ascii-timelines.md``. Shapes follow
-"ASCII timelines" in the shared design (``docs/ARCHITECTURE.md``):
-
-- event list: the first timeline line starts with a number (``0.000 ms  CPU ...``),
-  loaded by ``gapscope.parsers.ascii.events.load_events``;
-- lane art: the first timeline line starts with a lane label (``GPU:`` / ``CPU:``),
-  loaded by ``gapscope.parsers.ascii.art.load_art``.
-
-Blank lines and ``#`` comment lines are skipped; the ``#`` lines before the first
-timeline line carry the title (first) and description (the rest).
+Grammar and every error message: ``docs/ascii-timelines.md``. Here: the units and the
+one set of number rules (``NUMBER``, ``quantities``, ``to_ns``: exact decimals to int
+ns), the lane names (``LANE_RE``, ``lane_label``, ``cpu_lane``, ``gpu_lane``), the
+``#`` header (title and description), and ``error_at`` / ``check_quantities`` for
+``TraceFormatError`` at a 0-based column. Which shape a file has, and loading it:
+``gapscope.parsers.ascii`` (``load_ascii``, ``timeline_shape``).
 """
 
 from __future__ import annotations
@@ -20,10 +16,10 @@ import typing
 
 from gapscope.parsers.builder import TraceBuilder
 from gapscope.parsers.errors import TraceFormatError
-from gapscope.parsers.model import Trace
 
-__all__ = ["load_ascii", "timeline_shape", "split_lines", "header_comments", "cpu_lane", "gpu_lane", "lane_label",
-           "UNIT_NS", "MAX_TIME_NS", "NUMBER", "to_ns", "split_number", "is_malformed", "Quantity", "quantities", "clip"]
+__all__ = ["split_lines", "header_comments", "new_builder", "cpu_lane", "gpu_lane", "lane_label", "LANE_RE",
+           "MAX_LANE_DIGITS", "UNIT_NS", "MAX_TIME_NS", "NUMBER", "STANDALONE_NUMBER", "NUMERIC_TOKEN", "to_ns",
+           "split_number", "is_malformed", "Quantity", "quantities", "check_quantities", "error_at", "clip"]
 
 #: Units of both shapes, in ns per unit.
 UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
@@ -33,6 +29,10 @@ MAX_TIME_NS = 2**62
 #: (``1e-3``, ``2.5E6``). No sign: times and lengths are never negative.
 NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
 _NUMBER_RE = re.compile(NUMBER)
+#: ``NUMBER`` as regex group 1, not glued to a word or a dot before it (none starts
+#: inside ``k1e30`` or at the ``2`` of ``1.2.3``), as ``quantities`` reads numbers: for
+#: the regexes of span labels (``prefill 42 ms``) and fence annotations.
+STANDALONE_NUMBER = r"(?<![\w.])(" + NUMBER + r")"
 #: A token that starts like a number (not glued to a word or a dot before it): the
 #: number and whatever is glued to it (``0.5ms``, ``1.2.3``, ``1e30``, ``5xs``).
 NUMERIC_TOKEN = re.compile(r"(?<![\w.])(?:\d|\.\d)(?:[eE][+-]\d|[\w.])*")
@@ -49,8 +49,11 @@ def split_number(token: str) -> tuple[str, str]:
     """(number, rest) of a ``NUMERIC_TOKEN`` match: ``"0.5ms"`` → ``("0.5", "ms")``,
     ``"1e30"`` → ``("1e30", "")``, ``"1.2.3"`` → ``("1.2", ".3")``. A rest that starts
     with a digit or ``.`` makes the token a malformed number; one that starts with a
-    letter is a glued unit (known or not)."""
+    letter is a glued unit (known or not). Raises ``ValueError`` for a token that does
+    not start with a number."""
     m = _NUMBER_RE.match(token)
+    if m is None:
+        raise ValueError(f"not a numeric token: {token!r}")
     return token[:m.end()], token[m.end():]
 
 
@@ -124,8 +127,27 @@ def quantities(text: str) -> list[Quantity]:
         out.append(Quantity(m.start(), end, num, unit, ns, "malformed" if bad else "range" if ns is None else ""))
     return out
 
-_EVENT_START = re.compile(r"^\s*(\d|\.\d)")
-_ART_START = re.compile(r"^\s*(CPU|GPU)\d*\s*:", re.I)
+
+def error_at(path: str, msg: str, line: int, col0: int, hint: str | None = None) -> TraceFormatError:
+    """A ``TraceFormatError`` at 1-based ``line`` and 0-based column ``col0`` (reported
+    1-based, as every message of ``docs/ascii-timelines.md`` is)."""
+    return TraceFormatError(path, msg, line=line, column=col0 + 1, hint=hint)
+
+
+def check_quantities(text: str, line: int, col0: int, what: str, path: str) -> None:
+    """Raise ``TraceFormatError`` at the number's column for a malformed number before a
+    unit (``1.2.3 ms``, ``1e ms``) or one above ``MAX_TIME_NS`` (``1e30 ms``) in ``text``,
+    which starts at 0-based column ``col0`` of ``line``; ``what`` names the number in
+    the message (``"duration"``, ``"picket fence number"``)."""
+    for q in quantities(text):
+        if q.problem == "malformed":
+            raise error_at(path, f"malformed number {clip(q.num)!r} before {q.unit!r}", line, col0 + q.start,
+                           "numbers read 12, 0.5, .5 or 1e-3")
+        if q.problem == "range":
+            raise error_at(path, f"{what} {clip(q.num)} {q.unit} is out of range", line, col0 + q.start,
+                           "times must be below 2^62 ns (about 146 years)")
+
+
 #: Most digits of a lane number (``GPU12``): device and thread ids stay small integers.
 MAX_LANE_DIGITS = 4
 #: A lane name in either shape: CPU, CPU1, GPU, GPU1 (case-insensitive).
@@ -137,56 +159,6 @@ def split_lines(text: str) -> list[str]:
     if text.startswith("\ufeff"):
         text = text[1:]
     return text.splitlines()
-
-
-def load_ascii(text: str, path: str = "") -> Trace:
-    """Load an ASCII timeline (event list or lane art) into a ``Trace``.
-
-    ``text``: the decoded file; ``path``: for messages and ``SourceInfo.path``.
-    Returns a ``Trace`` with ``source.format`` ``"ascii-events"`` or ``"ascii-art"``.
-    Raises ``TraceFormatError`` with line and column (1-based) when neither shape fits
-    or the timeline breaks the grammar of ``docs/ascii-timelines.md``.
-    """
-    lines = split_lines(text)
-    if timeline_shape(lines, path) == "events":
-        from gapscope.parsers.ascii.events import load_events
-
-        return load_events(lines, path)
-    from gapscope.parsers.ascii.art import load_art
-
-    return load_art(lines, path)
-
-
-def timeline_shape(lines: list[str], path: str = "", complete: bool = True) -> str | None:
-    """``"events"`` or ``"art"``: the shape of the first timeline line of ``lines``.
-
-    Blank and ``#`` lines are skipped. Raises ``TraceFormatError`` (line, column) when
-    the first timeline line starts neither shape, or, with ``complete`` (``lines`` is
-    the whole file), when there is no timeline line; returns None when ``lines`` is
-    only the head of a file and holds no timeline line yet.
-    """
-    for i, raw in enumerate(lines):
-        s = raw.strip()
-        if not s or s.startswith("#"):
-            continue
-        if _EVENT_START.match(raw):
-            return "events"
-        if _ART_START.match(raw):
-            return "art"
-        col = len(raw) - len(raw.lstrip()) + 1
-        raise TraceFormatError(
-            path,
-            f"not a timeline: line starts with {s[:20]!r}",
-            line=i + 1,
-            column=col,
-            hint="expected an event list ('0.000 ms  CPU decode_step begin') or lane art "
-            "('GPU: [== matmul 4 ms ==]'); see docs/ascii-timelines.md",
-        )
-    if not complete:
-        return None
-    raise TraceFormatError(path, "no timeline in the file (only blank or # comment lines)",
-                           line=max(len(lines), 1), column=1,
-                           hint="see docs/ascii-timelines.md for the two shapes")
 
 
 def header_comments(lines: list[str]) -> tuple[str | None, str | None]:

@@ -20,13 +20,13 @@ import re
 import typing
 from fractions import Fraction
 
-from gapscope.parsers.ascii.common import (LANE_RE, MAX_LANE_DIGITS, MAX_TIME_NS, NUMERIC_TOKEN, UNIT_NS, clip, cpu_lane, gpu_lane, is_malformed,
-                    lane_label, new_builder, split_number, to_ns)
+from gapscope.parsers.ascii.common import (LANE_RE, MAX_LANE_DIGITS, MAX_TIME_NS, NUMERIC_TOKEN, UNIT_NS, clip, cpu_lane,
+                                           gpu_lane, is_malformed, lane_label, new_builder, split_number, to_ns)
 from gapscope.parsers.ascii.names import copy_direction, cpu_kind, gpu_kind, launch_target
 from gapscope.parsers.errors import TraceFormatError
 from gapscope.parsers.model import CopyKind, Kind, Trace
 
-__all__ = ["load_events", "UNIT_NS", "MAX_TIME_NS", "to_ns", "parse_line", "parse_fast", "EventLine", "link_calls"]
+__all__ = ["load_events", "DEFAULT_UNIT", "parse_line", "parse_fast", "EventLine", "link_calls"]
 
 DEFAULT_UNIT = "ms"
 
@@ -69,8 +69,9 @@ def parse_line(raw: str, lineno: int, unit: str, path: str) -> EventLine:
         raise _malformed(path, raw[first:].split(None, 1)[0], lineno, time_col)
     unit_tok = None
     if pos < len(raw) and not raw[pos].isspace():  # unit glued to the number: 0.5ms
-        t = _TOKEN.match(raw, pos)
-        unit_tok, unit_col, pos = t.group(1), t.start(1) + 1, t.end()
+        glued = _TOKEN.match(raw, pos)
+        assert glued is not None  # raw[pos] is not blank: \S+ matches there
+        unit_tok, unit_col, pos = glued.group(1), glued.start(1) + 1, glued.end()
         if unit_tok not in UNIT_NS:
             raise _unit_error(path, unit_tok, lineno, unit_col)
     t = _TOKEN.match(raw, pos)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from operator import attrgetter
 
 import msgspec
@@ -26,7 +27,7 @@ import numpy as np
 
 from gapscope.parsers.chrome.args import ArgColumns
 from gapscope.parsers.chrome.times import MISSING, NONFINITE, OK, number_text, scalar_ns
-from gapscope.parsers.chrome.recover import SENTINEL_VALUES
+from gapscope.parsers.json.scan import SENTINEL_VALUES
 from gapscope.parsers.lanes import id_text
 from gapscope.parsers.model import GPU_WORK_KINDS, Kind
 
@@ -85,8 +86,14 @@ def _token(v) -> str:
     return number_text(v)
 
 
-def validate(cols: Columns, names: list[str], open_ended: np.ndarray, events: list, warn) -> Columns:
-    """Drop rows with unusable or absurd times (with warnings) and close open slices."""
+def validate(cols: Columns, names: list[str], open_ended: np.ndarray, events: Sequence,
+             warn) -> tuple[Columns, list[tuple[int, str, int]]]:
+    """Drop rows with unusable or absurd times (with warnings) and close open slices
+    (rows ``open_ended``: unclosed ``B``/``b`` slices end at the last end of the rest).
+
+    Returns the kept rows and the GPU ops dropped for absurd times, as (event index,
+    name, correlation), for ``SourceInfo.extra["untimed_gpu_ops"]``.
+    """
     bad = (cols.status_ts != OK) | (cols.status_dur != OK)
     bad_rows = np.flatnonzero(bad)
     for j, r in enumerate(bad_rows.tolist()):
@@ -128,7 +135,7 @@ def validate(cols: Columns, names: list[str], open_ended: np.ndarray, events: li
         absurd_reason[open_ended] = 0
     texts = {1: "start far before the rest of the trace", 2: "start far after the rest of the trace",
              3: "negative duration", 4: "duration longer than 1e12 µs"}
-    untimed = []
+    untimed: list[tuple[int, str, int]] = []
     for reason in (1, 2, 3, 4):
         rows = np.flatnonzero(absurd_reason == reason)
         if rows.size == 0:
@@ -142,7 +149,6 @@ def validate(cols: Columns, names: list[str], open_ended: np.ndarray, events: li
              f"{rows.size} {what} {why} at lines {_lines_list(ks)}; excluded from the timeline and GPU analysis")
         for r in rows[gpu].tolist():
             untimed.append((int(cols.src[r]), names[cols.name[r]], int(cols.args.correlation[r])))
-    cols.untimed = untimed  # type: ignore[attr-defined]
     keep = good & (absurd_reason == 0)
     if open_ended.size:
         ok_closed = keep.copy()
@@ -151,9 +157,7 @@ def validate(cols: Columns, names: list[str], open_ended: np.ndarray, events: li
         for r in open_ended.tolist():
             if keep[r]:
                 cols.dur[r] = max(0, end - int(cols.start[r]))
-    out = cols.take(keep)
-    out.untimed = untimed  # type: ignore[attr-defined]
-    return out
+    return cols.take(keep), untimed
 
 
 def gpu_checks(cols: Columns, lane_final: np.ndarray, lanes, names: list[str], warn) -> Columns:

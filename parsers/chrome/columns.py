@@ -1,5 +1,5 @@
-"""Column builders of the Chrome-trace loader: times, lane keys, kinds, lanes, exact
-timestamps, and the sync-marker nesting fix. Per-event work is one C-level pass each
+"""Column builders of the Chrome-trace loader: times, lane keys, kinds, lanes and exact
+timestamps. Per-event work is one C-level pass each
 (``map``/``attrgetter`` into ``np.fromiter``); see ``gapscope.parsers.chrome.loader``.
 """
 
@@ -18,10 +18,9 @@ from gapscope.parsers.chrome.text import exact_ns_near, key_positions
 from gapscope.parsers.chrome.times import EXACT_LIMIT_US, OK, decimal_ns, raw_to_ns, to_ns
 from gapscope.parsers.kinds import CAT_KIND, RUNTIME_CATS, runtime_kind
 from gapscope.parsers.lanes import MAX_DEVICE_INDEX, PSEUDO_DEVICE_BASE, LaneInfo, Metadata, build_lanes, id_text
-from gapscope.parsers.model import GPU_KINDS, Kind, Trace, _nesting_depth
+from gapscope.parsers.model import GPU_KINDS, Kind
 
-__all__ = ["Interner", "GET", "times", "lane_keys", "kinds", "build_trace_lanes", "exact_ts_from_text",
-           "flatten_sync_markers", "label"]
+__all__ = ["Interner", "GET", "times", "lane_keys", "kinds", "build_trace_lanes", "exact_ts_from_text", "label"]
 
 GET = {f: attrgetter(f) for f in ("ph", "ts", "dur", "name", "cat", "pid", "tid", "args", "bind_id")}
 _get = GET
@@ -34,24 +33,6 @@ class Interner(dict):
     def __missing__(self, key):
         v = self[key] = len(self)
         return v
-
-
-def flatten_sync_markers(trace: Trace) -> None:
-    """Kineto ``cuda_sync`` records drawn on a GPU stream lane overlap the kernels still
-    running there (bug case B20): give them depth 0 and keep them out of the nesting
-    of the other events of the lane, so a wait is never stacked as a kernel's child."""
-    marker = trace.kind == int(Kind.SYNC_MARKER)
-    if not marker.any():
-        return
-    for lane in np.unique(trace.lane[marker]).tolist():
-        sl = trace.lane_slice(lane)
-        m = marker[sl]
-        depth = trace.depth[sl]
-        depth[m] = 0
-        rest = np.flatnonzero(~m)
-        if rest.size:
-            sub_off = np.array([0, rest.size], dtype=np.int64)
-            depth[rest] = _nesting_depth(trace.start_ns[sl][rest], trace.dur_ns[sl][rest], sub_off)
 
 
 def times(xs: list, field: str) -> tuple[np.ndarray, np.ndarray]:

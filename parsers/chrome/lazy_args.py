@@ -15,7 +15,7 @@ import msgspec
 import numpy as np
 
 from gapscope.parsers.chrome.text import key_positions
-from gapscope.parsers.chrome.recover import SENTINEL_VALUES, LineIndex, find_events_array, scan_elements
+from gapscope.parsers.json.scan import SENTINEL_VALUES, LineIndex, find_events_array, scan_elements
 
 __all__ = ["EventText"]
 
@@ -45,15 +45,16 @@ class EventText:
     def spans(self) -> tuple[np.ndarray, np.ndarray] | None:
         """Exact (starts, ends) of every event from the bracket scanner (None when the
         scanner does not find one element per event)."""
-        if self.ends is None:
-            begin = find_events_array(self.data, self.root)
-            if begin < 0:
-                return None
-            scan = scan_elements(self.data, begin)
-            if scan.starts.size != self.n:
-                return None
-            self.starts, self.ends = scan.starts, scan.ends
-        return self.starts, self.ends
+        if self.starts is not None and self.ends is not None:
+            return self.starts, self.ends
+        begin = find_events_array(self.data, self.root)
+        if begin < 0:
+            return None
+        scan = scan_elements(self.data, begin)
+        if scan.starts.size != self.n:
+            return None
+        self.starts, self.ends = scan.starts, scan.ends
+        return scan.starts, scan.ends
 
     def _first_key_starts(self, ph: np.ndarray) -> np.ndarray | None:
         """Offsets of the ``{`` right before each ``"ph"`` key, when ``"ph"`` is the

@@ -27,8 +27,13 @@ bound to slices (``chrome_checks.bind_flows``).
 
 from __future__ import annotations
 
+import dataclasses
 import gc
+import os
 import re
+import typing
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -36,21 +41,22 @@ import numpy.ma  # noqa: F401  (np.unique imports it on first use: an import cos
 
 from gapscope.parsers.chrome import checks as checks
 from gapscope.parsers.chrome.parallel import fork as chrome_parallel
-from gapscope.parsers.chrome.parallel.fork import SerialFallback
+from gapscope.parsers.chrome.parallel.joined import SerialFallback
 from gapscope.parsers.chrome.args import ArgColumns
-from gapscope.parsers.chrome.columns import GET, build_trace_lanes, exact_ts_from_text, flatten_sync_markers, label
+from gapscope.parsers.chrome.columns import GET, build_trace_lanes, exact_ts_from_text, label
 from gapscope.parsers.chrome.lazy_args import EventText
 from gapscope.parsers.chrome.phases import Rows, collect_metadata, collect_rows
-from gapscope.parsers.chrome.scan import PH_M, PH_FLOW, PH_OTHER, PH_X, EventColumns, scan_events
-from gapscope.parsers.chrome.schema import EVENT_CLASS, AnyEvent, AnyEventRawTs, ObjectTrace, ObjectTraceRawTs, XEventRawTs
-from gapscope.parsers.chrome.times import MISSING, NEED_EXACT, OK
+from gapscope.parsers.chrome.scan import PH_FLOW, PH_M, PH_OTHER, PH_X, EventColumns, scan_events
+from gapscope.parsers.chrome.schema import (EVENT_CLASS, AnyEvent, AnyEventRawTs, ObjectHeader, ObjectTrace, ObjectTraceRawTs,
+                                            XEventRawTs)
+from gapscope.parsers.chrome.times import INVALID, MISSING, NEED_EXACT, OK
 from gapscope.parsers.errors import TraceFormatError
 from gapscope.parsers.json.scan import text_start
 from gapscope.parsers.chrome.recover import recover
 from gapscope.parsers.kinds import KINETO_CATS, KINETO_FLOW_CATS
 from gapscope.parsers.lanes import Metadata
 from gapscope.parsers.chrome.flows import has_unlinked_work, kineto_flow_links, unique_pairs
-from gapscope.parsers.model import SourceInfo, Trace, TraceWarning, link_by_correlation, repeated_correlations
+from gapscope.parsers.model import Kind, SourceInfo, Trace, TraceWarning, link_by_correlation, repeated_correlations
 
 __all__ = ["load_chrome"]
 
@@ -72,28 +78,32 @@ _DECODERS = {False: (_LIST, EVENT_CLASS["X"]), True: (_LIST_RAW_TS, XEventRawTs)
 SRC_LINE_LIMIT_BYTES = 8 << 20
 
 
+@dataclasses.dataclass
 class _Input:
-    """The decoded input: events, header, text positions, recovery warnings."""
+    """The decoded input: events (``chrome_schema`` structs, or ``JoinedEvents`` when
+    decoded in parts), where they lie in the text, the header keys, recovery warnings."""
 
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.events: list = []
-        self.header: dict = {}
-        self.text: EventText | None = None
-        self.warnings: list[TraceWarning] = []
-        self.x_class: type = EVENT_CLASS["X"]  # ``XEventRawTs`` when ts was kept as text
-        self.scanned: EventColumns | None = None  # set when decoded in parts (``chrome_parallel``)
+    path: str
+    events: Sequence
+    text: EventText
+    header: dict = dataclasses.field(default_factory=dict)
+    warnings: list[TraceWarning] = dataclasses.field(default_factory=list)
+    x_class: type = EVENT_CLASS["X"]  # ``XEventRawTs`` when ts was kept as text
+    scanned: EventColumns | None = None  # the events' columns when decoded in parts (``chrome_parallel``)
 
 
-def _header(obj, inp: _Input) -> None:
-    """The header keys of a decoded object-form document into ``inp.header``."""
+def _header(obj: ObjectTrace | ObjectTraceRawTs | ObjectHeader) -> dict[str, Any]:
+    """The header keys (``_HEADER_KEYS``) of a decoded object-form document, decoded;
+    keys that are null, absent or undecodable are left out."""
+    header: dict[str, Any] = {}
     for key in _HEADER_KEYS:
         raw = getattr(obj, key)
         if bytes(raw) != b"null":
             try:
-                inp.header[key] = msgspec.json.decode(raw)
+                header[key] = msgspec.json.decode(raw)
             except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
                 pass
+    return header
 
 
 def _raw_ts(data, i: int) -> bool:
@@ -109,49 +119,43 @@ def start_parts(path: str) -> "chrome_parallel.Pending | None":
     return chrome_parallel.start_file(path, lambda d: text_start(d) if len(d) else -1, _raw_ts, _DECODERS)
 
 
-def _decode(data: bytes, path: str, parts: bool = True, pending=None, read_stat=None) -> _Input:
+def _decode(data: bytes, path: str, parts: bool = True, pending: "chrome_parallel.Pending | None" = None,
+            read_stat: os.stat_result | None = None) -> _Input:
+    """``data`` decoded: in two parts at once when large (``chrome_parallel``), else in
+    one typed decode, else, when that fails on damage, by ``recover`` (events skipped
+    or repaired with warnings). Raises ``TraceFormatError`` when nothing usable is left."""
     i = text_start(data)
-    inp = _Input(path)
     body = data if i == 0 else data[i:]
     raw_ts = _raw_ts(data, i)
-    if raw_ts:
-        inp.x_class = XEventRawTs
+    x_class = XEventRawTs if raw_ts else EVENT_CLASS["X"]
     if parts and (pending is not None or chrome_parallel.enabled(len(data))):
         got = chrome_parallel.decode_parts(data, i, raw_ts, _DECODERS, pending, read_stat)
         if got is not None:
-            if got.header is not None:
-                _header(got.header, inp)
-            inp.events, inp.scanned = got.events, got.scanned
-            inp.text = got.events.text = EventText(data, i, len(got.events))
-            return inp
+            return _Input(path, got.events, got.events.text, header=_header(got.header) if got.header is not None else {},
+                          x_class=x_class, scanned=got.scanned)
     try:
         if data[i:i + 1] == b"{":
             obj = (_OBJ_RAW_TS if raw_ts else _OBJ).decode(body)
-            inp.events = obj.traceEvents
-            _header(obj, inp)
+            events, header = obj.traceEvents, _header(obj)
             del obj
         else:
-            inp.events = (_LIST_RAW_TS if raw_ts else _LIST).decode(body)
-        inp.text = EventText(data, i, len(inp.events))
-        return inp
+            events, header = (_LIST_RAW_TS if raw_ts else _LIST).decode(body), {}
+        return _Input(path, events, EventText(data, i, len(events)), header=header, x_class=x_class)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):  # nesting too deep: per event
         pass
-    inp.x_class = EVENT_CLASS["X"]
     rec = recover(data, path, i, EventText(data, i, 0).lines)
     keep = [k for k, e in enumerate(rec.events) if e is not None]
     kk = np.array(keep, dtype=np.int64)
-    inp.events = [rec.events[k] for k in keep]
-    inp.header = rec.header
-    inp.warnings = rec.warnings
-    inp.text = EventText(rec.text, i, len(keep), rec.starts[kk] if keep else np.zeros(0, np.int64),
-                         rec.ends[kk] if keep else np.zeros(0, np.int64), repaired=rec.nonfinite_replaced > 0)
-    if not inp.events and rec.starts.size:
-        ln = inp.text.lines.line(int(rec.starts[0]))
+    text = EventText(rec.text, i, len(keep), rec.starts[kk] if keep else np.zeros(0, np.int64),
+                     rec.ends[kk] if keep else np.zeros(0, np.int64), repaired=rec.nonfinite_replaced > 0)
+    if not keep and rec.starts.size:
+        ln = text.lines.line(int(rec.starts[0]))
         why = next((w.message[len("event skipped: "):] for w in rec.warnings
                     if w.message.startswith("event skipped: ")), None)
-        raise TraceFormatError(path, f"{why}; no usable trace events" if why else "no usable trace events", line=ln, column=inp.text.lines.column(int(rec.starts[0])),
+        raise TraceFormatError(path, f"{why}; no usable trace events" if why else "no usable trace events", line=ln,
+                               column=text.lines.column(int(rec.starts[0])),
                                hint="expected Chrome Trace Event Format events ({\"ph\": ..., \"ts\": ...})")
-    return inp
+    return _Input(path, [rec.events[k] for k in keep], text, header=rec.header, warnings=rec.warnings)
 
 
 def load_chrome(data: bytes, path: str, pending=None, read_stat=None) -> Trace:
@@ -183,63 +187,131 @@ def load_chrome(data: bytes, path: str, pending=None, read_stat=None) -> Trace:
             gc.enable()
 
 
+#: Non-``X`` phases ``chrome_phases.collect_rows`` turns into rows; others are only counted.
 _HANDLED = frozenset(("B", "E", "i", "I", "R", "C", "b", "e", "n", "S", "T", "F"))
+
+#: ``warn(event index or None, field or None, message)``: a warning whose line is not
+#: known yet; ``{line:K}`` in the message stands for the line of event K.
+Warn = Callable[[int | None, str | None, str], None]
 
 
 def _build(inp: _Input, check_ids: bool = False) -> Trace:
-    events = inp.events
-    text = inp.text
-    warns: list[tuple[int | None, str | None, str]] = []  # (event index, field, message)
+    """The ``Trace`` of the decoded input ``inp``.
 
-    def warn(k, field, msg):
+    In order: the events by phase, the ``X`` times a float64 could not hold, the rows
+    of the other phases, the flow events by kind; one checked set of columns of them
+    all; the lanes (and the GPU checks, which need them); the launch → GPU op links;
+    the ``SourceInfo`` and the warnings with their lines; the sorted ``Trace``.
+
+    With ``check_ids`` the events whose pid or tid is a non-finite number are skipped
+    (with a warning); the first pass finds them cheaply on the lane keys and starts
+    again with it set. Raises ``SerialFallback`` when input decoded in parts
+    (``inp.scanned``) needs the whole event list: the caller decodes it again in one
+    piece.
+    """
+    events, text = inp.events, inp.text
+    warns: list[tuple[int | None, str | None, str]] = []
+
+    def warn(k: int | None, field: str | None, msg: str) -> None:
         warns.append((k, field, msg))
 
+    in_parts = inp.scanned is not None
     if inp.scanned is not None and not check_ids:
         ec = inp.scanned
     else:
-        # ids that are non-finite numbers: found cheaply on the lane keys below, then the
-        # build starts again with those events skipped (rare)
-        bad_ids = checks.bad_id_events(events, warn, text.repaired) if check_ids else []
-        ec = scan_events(events, inp.x_class, bad_ids)
-    code = ec.code
-    xi = np.flatnonzero(code == PH_X)
-    by_phase: dict[str, list[int]] = {}
-    for k in np.flatnonzero(code == PH_OTHER).tolist():
-        ph = events[k].ph
-        by_phase.setdefault(ph if isinstance(ph, str) else repr(ph), []).append(k)
-    ignored: dict[str, int] = {}
-    for ph in list(by_phase):
-        if ph not in _HANDLED:
-            ignored[f"ph {ph}"] = len(by_phase.pop(ph))
-    nx = int(xi.size)
-    cats = ec.cats
-    cat_list = list(cats)
-    fi = np.flatnonzero(code == PH_FLOW)
-    flow_cat_ids, flow_cat_counts = np.unique(ec.cat_f, return_counts=True)
-    flow_cats = {cat_list[c]: n for c, n in zip(flow_cat_ids.tolist(), flow_cat_counts.tolist())}
-    mi = np.flatnonzero(code == PH_M).tolist()
-
+        ec = scan_events(events, inp.x_class, checks.bad_id_events(events, warn, text.repaired) if check_ids else [])
+    phases = _split_phases(ec, events)
     meta = Metadata()
-    collect_metadata(events, mi, meta, warn)
-
-    # ---------------------------------------------------------------- X events
-    start, st_status, dur, du_status = ec.start_ns, ec.start_status, ec.dur_ns, ec.dur_status
-    names = ec.names
-    name_x, lanes_raw, lane_x = ec.name_x, ec.lanes, ec.lane_x
-    if not check_ids and checks.has_bad_ids(lanes_raw, events, by_phase, text.repaired):
-        if inp.scanned is not None:
+    collect_metadata(events, phases.metadata, meta, warn)
+    if not check_ids and checks.has_bad_ids(ec.lanes, events, phases.other, text.repaired):
+        if in_parts:
             raise SerialFallback("non-finite ids")
         return _build(inp, check_ids=True)
-    kind_x, legacy, argc, has_v2, cat_f = ec.kind_x, ec.legacy, ec.args, ec.has_v2, ec.cat_f
-    del ec
 
-    # exact re-read of ts values a float64 cannot hold (epoch µs with a fraction)
+    exact_ts = _exact_times(ec, phases, events, text, in_parts, warn)
+    rows = _phase_rows(events, phases.other, exact_ts, text, warn)
+    flow_events = _flow_events(phases, ec)
+    lanes_raw, legacy, has_v2, cat_list = ec.lanes, ec.legacy, ec.has_v2, list(ec.cats)
+    cols, names, untimed = _combine(ec, phases.x, rows, events, warn)
+    del ec, rows  # the per-phase columns: only ``cols`` from here on
+
+    lanes, remap = build_trace_lanes(cols, lanes_raw, meta, legacy, warn)
+    lane_final = remap[cols.lane] if cols.lane.size else cols.lane.astype(np.int32)
+    cols = checks.gpu_checks(cols, lane_final, lanes, names, warn)
+    lane_final = remap[cols.lane] if cols.lane.size else cols.lane.astype(np.int32)
+
+    flows, n_flow_linked = _flows(events, flow_events, phases.x, cols, lane_final, lanes_raw, remap, has_v2,
+                                  in_parts, warn)
+    source = _source_info(inp, cat_list, legacy, phases.ignored, meta, warn)
+    _note_build(source, flow_events.n_kineto, n_flow_linked, untimed, text)
+    warnings = sorted(list(inp.warnings) + _resolve_warnings(text, warns),
+                      key=lambda w: (w.line is None, w.line or 0))
+    src_line = _src_lines(text, cols.src)
+    inp.events = []
+    del events  # free the decoded structs before from_columns sorts copies of the columns
+    src_k = cols.src
+
+    def args_loader(i: int, _src: np.ndarray = src_k, _text: EventText = text) -> dict:
+        return _text.args(int(_src[i]))
+
+    return Trace.from_columns(
+        start_ns=cols.start, dur_ns=cols.dur, lane=lane_final, name_id=cols.name, kind=cols.kind,
+        names=names, lanes=lanes, source=source, warnings=warnings,
+        correlation=cols.args.correlation, bytes_=cols.args.bytes, copy_kind=cols.args.copy_kind,
+        pageable=cols.args.pageable, value=cols.value, src_line=src_line, external_id=cols.args.external_id,
+        flows=flows, args_loader=args_loader,
+        apart_kinds=(Kind.SYNC_MARKER,),  # cuda_sync on a stream overlaps the kernels running there (B20)
+    )
+
+
+@dataclasses.dataclass
+class _Phases:
+    """Event indices by phase: ``x`` (int64, ``X`` events), ``other`` (ph → indices of
+    the ``_HANDLED`` phases), ``flow`` (int64, ``s``/``t``/``f``), ``metadata``
+    (``M``); ``ignored``: ``SourceInfo.ignored_counts`` (``"ph P"`` → count, ...)."""
+
+    x: np.ndarray
+    other: dict[str, list[int]]
+    flow: np.ndarray
+    metadata: list[int]
+    ignored: dict[str, int]
+
+
+def _split_phases(ec: EventColumns, events: Sequence) -> _Phases:
+    """The events of ``ec`` by phase; phases a timeline cannot use (not ``_HANDLED``:
+    ``P``, ``O``, ...) are only counted."""
+    code = ec.code
+    other: dict[str, list[int]] = {}
+    for k in np.flatnonzero(code == PH_OTHER).tolist():
+        ph = events[k].ph
+        other.setdefault(ph if isinstance(ph, str) else repr(ph), []).append(k)
+    ignored: dict[str, int] = {}
+    for ph in list(other):
+        if ph not in _HANDLED:
+            ignored[f"ph {ph}"] = len(other.pop(ph))
+    return _Phases(x=np.flatnonzero(code == PH_X), other=other, flow=np.flatnonzero(code == PH_FLOW),
+                   metadata=np.flatnonzero(code == PH_M).tolist(), ignored=ignored)
+
+
+def _exact_times(ec: EventColumns, phases: _Phases, events: Sequence, text: EventText, in_parts: bool,
+                 warn: Warn) -> dict[int, int]:
+    """The ``X`` times a float64 could not hold, fixed in place in ``ec``.
+
+    A ``ts`` of 2**43 µs or more with a fraction (``NEED_EXACT``, epoch µs) is read
+    again exactly from ``text`` (``INVALID`` where it cannot be); a ``dur`` that large
+    is made absurd for ``checks.validate`` to flag; a missing ``dur`` becomes 0, with a
+    warning. Returns {event index: exact ``ts`` in ns} of the other phases' events
+    with such a ``ts``. Raises ``SerialFallback`` when a ``ts`` must be read again and
+    the input was decoded in parts (``in_parts``).
+    """
+    xi = phases.x
+    start, st_status, dur, du_status = ec.start_ns, ec.start_status, ec.dur_ns, ec.dur_status
     exact_ts: dict[int, int] = {}
     need = np.flatnonzero(st_status == NEED_EXACT)
-    other_need = [k for ks in by_phase.values() for k in ks
+    other_need = [k for ks in phases.other.values() for k in ks
                   if isinstance(events[k].ts, float) and abs(events[k].ts) >= 2.0 ** 43]
     if need.size or other_need:
-        if inp.scanned is not None:
+        if in_parts:
             raise SerialFallback("timestamps beyond float64 precision")
         ks = np.concatenate((xi[need], np.array(other_need, dtype=np.int64)))
         other = np.array([float(events[k].ts) for k in other_need], dtype=np.float64)
@@ -247,7 +319,7 @@ def _build(inp: _Input, check_ids: bool = False) -> Trace:
         approx = np.concatenate((start[need], fl.astype(np.int64) * 1000 + np.rint((other - fl) * 1000).astype(np.int64)))
         ns, ok = exact_ts_from_text(events, text, ks, approx)
         start[need] = ns[: need.size]
-        st_status[need] = np.where(ok[: need.size], OK, 3)
+        st_status[need] = np.where(ok[: need.size], OK, INVALID)
         for k, v, good in zip(other_need, ns[need.size:].tolist(), ok[need.size:].tolist()):
             if good:
                 exact_ts[k] = v
@@ -261,121 +333,146 @@ def _build(inp: _Input, check_ids: bool = False) -> Trace:
         du_status[no_dur] = OK
         warn(int(xi[np.flatnonzero(no_dur)[0]]), "dur",
              f"{int(no_dur.sum())} 'X' event(s) without dur; drawn with zero length")
+    return exact_ts
 
-    # ------------------------------------------------------------ other phases
+
+def _phase_rows(events: Sequence, other: dict[str, list[int]], exact_ts: dict[int, int], text: EventText,
+                warn: Warn) -> Rows:
+    """The rows of the other phases' events (``other``: ph → event indices;
+    ``chrome_phases.collect_rows``); an event with an unusable time is skipped with a
+    warning."""
     rows = Rows()
     bad_other: list[tuple[int, str, str]] = []
-    collect_rows(events, by_phase, rows, warn, exact_ts, bad_other, text.args)
+    collect_rows(events, other, rows, warn, exact_ts, bad_other, text.args)
     for k, field, why in bad_other:
         warn(k, field, f"event {label(events[k].name)!r} has {why} {field}; skipped")
+    return rows
 
-    # ------------------------------------------------------------- flow events
-    n_kineto_flows = 0
-    generic = set()
-    for cat, count in flow_cats.items():
+
+class _FlowEvents(typing.NamedTuple):
+    """Flow events (``s``/``t``/``f``) by what links them: ``generic`` (event indices,
+    bound to slices by ``checks.bind_flows``), ``kineto`` (int64 event indices; all
+    flow events when some are Kineto's) and ``n_kineto``, the count of Kineto's
+    (``KINETO_FLOW_CATS``, which repeat ``args.correlation``)."""
+
+    generic: list[int]
+    kineto: np.ndarray
+    n_kineto: int
+
+
+def _flow_events(phases: _Phases, ec: EventColumns) -> _FlowEvents:
+    """The flow events by category; Kineto's ``fwdbwd`` flows are only counted
+    (``phases.ignored["flow fwdbwd"]``)."""
+    cats = ec.cats
+    cat_list = list(cats)
+    ids, counts = np.unique(ec.cat_f, return_counts=True)
+    n_kineto = 0
+    generic: set[object] = set()  # category values: strings, or any JSON scalar
+    for cat, count in zip((cat_list[c] for c in ids.tolist()), counts.tolist()):
         if cat in KINETO_FLOW_CATS:
-            n_kineto_flows += count  # same ids as args.correlation: linked by correlation
+            n_kineto += count  # same ids as args.correlation: linked by correlation
         elif cat == "fwdbwd":
-            ignored["flow fwdbwd"] = count
+            phases.ignored["flow fwdbwd"] = count
         else:
             generic.add(cat)
-    gen_flows = fi[np.isin(cat_f, [cats[c] for c in generic])].tolist() if generic else []
-    kineto_flows = fi if n_kineto_flows else fi[:0]
+    fi = phases.flow
+    gen = fi[np.isin(ec.cat_f, [cats[c] for c in generic])].tolist() if generic else []
+    return _FlowEvents(gen, fi if n_kineto else fi[:0], n_kineto)
 
-    # ------------------------------------------------------------- combine + check
-    nr = len(rows)
+
+def _combine(ec: EventColumns, xi: np.ndarray, rows: Rows, events: Sequence,
+             warn: Warn) -> tuple[checks.Columns, list[str], list[tuple[int, str, int]]]:
+    """One ``checks.Columns`` of the ``X`` events then the rows, in input order,
+    checked by ``checks.validate`` (rows with unusable or absurd times dropped, open
+    slices closed); the names by id; the GPU ops dropped for absurd times (event
+    index, name, correlation). The rows' lane keys and names join ``ec.lanes`` and
+    ``ec.names``."""
+    nx, nr = int(xi.size), len(rows)
+    lanes_raw, names = ec.lanes, ec.names
     row_lane = np.fromiter(map(lanes_raw.__getitem__, rows.lane_key), dtype=np.int32, count=nr)
     row_name = np.fromiter(map(names.__getitem__, rows.name), dtype=np.int32, count=nr)
+    argc = ec.args
     cols = checks.Columns(
-        start=np.concatenate((start, np.array(rows.start, dtype=np.int64))),
-        dur=np.concatenate((dur, np.array(rows.dur, dtype=np.int64))),
-        lane=np.concatenate((lane_x, row_lane)),
-        name=np.concatenate((name_x, row_name)),
-        kind=np.concatenate((kind_x, np.array(rows.kind, dtype=np.int8))),
+        start=np.concatenate((ec.start_ns, np.array(rows.start, dtype=np.int64))),
+        dur=np.concatenate((ec.dur_ns, np.array(rows.dur, dtype=np.int64))),
+        lane=np.concatenate((ec.lane_x, row_lane)),
+        name=np.concatenate((ec.name_x, row_name)),
+        kind=np.concatenate((ec.kind_x, np.array(rows.kind, dtype=np.int8))),
         src=np.concatenate((xi.astype(np.int64), np.array(rows.src, dtype=np.int64))),
-        status_ts=np.concatenate((st_status, np.zeros(nr, np.int8))),
-        status_dur=np.concatenate((du_status, np.zeros(nr, np.int8))),
+        status_ts=np.concatenate((ec.start_status, np.zeros(nr, np.int8))),
+        status_dur=np.concatenate((ec.dur_status, np.zeros(nr, np.int8))),
         value=np.concatenate((np.full(nx, np.nan), np.array(rows.value, dtype=np.float64))),
         args=argc if argc.correlation.size == nx + nr else ArgColumns.concat(argc, nx + nr - argc.correlation.size),
     )
-    del start, dur, lane_x, name_x, kind_x, argc
     names_list = [label(x) for x in names]
-    cols = checks.validate(cols, names_list, np.array(rows.open_ended, dtype=np.int64) + nx, events, warn)
-    untimed = cols.untimed
+    cols, untimed = checks.validate(cols, names_list, np.array(rows.open_ended, dtype=np.int64) + nx, events, warn)
+    return cols, names_list, untimed
 
-    # ------------------------------------------------------------- lanes
-    lanes, remap = build_trace_lanes(cols, lanes_raw, meta, legacy, warn)
-    lane_final = remap[cols.lane] if cols.lane.size else cols.lane.astype(np.int32)
-    cols = checks.gpu_checks(cols, lane_final, lanes, names_list, warn)
-    lane_final = remap[cols.lane] if cols.lane.size else cols.lane.astype(np.int32)
 
-    # ------------------------------------------------------------- flows
+def _flows(events: Sequence, flow_events: _FlowEvents, xi: np.ndarray, cols: checks.Columns, lane_final: np.ndarray,
+           lanes_raw: dict, remap: np.ndarray, has_v2: bool, in_parts: bool,
+           warn: Warn) -> tuple[tuple[np.ndarray, np.ndarray], int]:
+    """Launch → GPU op links as (src, dst) int64 row indices of ``cols``, and how many
+    GPU ops only Kineto's flow events linked (``lane_final``: int32 display lane per
+    row; ``remap``: raw lane id → display lane).
+
+    In this order: by ``correlation`` (warning about ids shared by several calls),
+    generic flow events and v2 ``bind_id`` flows bound to slices, then Kineto's flow
+    events (``ac2g`` & co) for GPU ops still unlinked. Raises ``SerialFallback`` for v2
+    flows on input decoded in parts.
+    """
     fs, fd = link_by_correlation(cols.kind, cols.args.correlation, cols.start)
     n_rep, n_calls, rep_id = repeated_correlations(cols.kind, cols.args.correlation)
     if n_rep:
         warn(None, "correlation", f"{n_rep} correlation id(s) shared by {n_calls} runtime calls (e.g. {rep_id}); "
                                   "each GPU op linked to the latest such call starting before it")
-    gs, gd = checks.bind_flows(events, gen_flows, cols, lane_final, lanes_raw, remap, warn)
-    if has_v2 and inp.scanned is not None:
+    gs, gd = checks.bind_flows(events, flow_events.generic, cols, lane_final, lanes_raw, remap, warn)
+    if has_v2 and in_parts:
         raise SerialFallback("v2 flows")
     vs, vd = checks.v2_flows(events, xi, cols) if has_v2 else (np.zeros(0, np.int64), np.zeros(0, np.int64))
     ks, kd = np.zeros(0, np.int64), np.zeros(0, np.int64)
-    if kineto_flows.size:  # ac2g & co: only for GPU ops that correlation left unlinked
+    if flow_events.kineto.size:  # ac2g & co: only for GPU ops that correlation left unlinked
         linked = np.concatenate((fd, gd, vd))
         if has_unlinked_work(cols.kind, linked):
-            kf = [k for k in kineto_flows.tolist() if events[k].cat in KINETO_FLOW_CATS]
+            kf = [k for k in flow_events.kineto.tolist() if events[k].cat in KINETO_FLOW_CATS]
             ks, kd = kineto_flow_links(events, kf, cols.kind, cols.start, cols.dur, lane_final, lanes_raw, remap, linked)
-    flows = unique_pairs(np.concatenate((fs, gs, vs, ks)), np.concatenate((fd, gd, vd, kd)))
+    return unique_pairs(np.concatenate((fs, gs, vs, ks)), np.concatenate((fd, gd, vd, kd))), int(kd.size)
 
-    source = _source_info(inp, cat_list, legacy, ignored, meta, warn)
+
+def _note_build(source: SourceInfo, n_kineto_flows: int, n_flow_linked: int, untimed: list[tuple[int, str, int]],
+                text: EventText) -> None:
+    """What the build counted, into ``source.extra`` (see the module docstring):
+    ``kineto_flow_events``, ``flow_linked_gpu_ops``, ``untimed_gpu_ops`` (``untimed``:
+    (event index, name, correlation) of GPU ops dropped for absurd times)."""
     if n_kineto_flows:
         source.extra["kineto_flow_events"] = n_kineto_flows
-    if kd.size:
-        source.extra["flow_linked_gpu_ops"] = int(kd.size)
+    if n_flow_linked:
+        source.extra["flow_linked_gpu_ops"] = n_flow_linked
     if untimed:
         ul = text.lines_of([u[0] for u in untimed])
         source.extra["untimed_gpu_ops"] = [{"line": ln, "name": nm, "correlation": c}
                                            for (k, nm, c), ln in zip(untimed, ul)]
-    warnings = list(inp.warnings) + _resolve_warnings(text, warns)
-    warnings.sort(key=lambda w: (w.line is None, w.line or 0))
-    src_line = None
-    if len(text.data) <= SRC_LINE_LIMIT_BYTES and cols.src.size:
-        offs = text.offsets(cols.src)
-        if offs is not None:
-            src_line = text.lines.lines(offs)
-    inp.events = []
-    del events
-    src_k = cols.src
-
-    def args_loader(i: int, _src=src_k, _text=text) -> dict:
-        return _text.args(int(_src[i]))
-
-    trace = Trace.from_columns(
-        start_ns=cols.start, dur_ns=cols.dur, lane=lane_final, name_id=cols.name, kind=cols.kind,
-        names=names_list, lanes=lanes, source=source, warnings=warnings,
-        correlation=cols.args.correlation, bytes_=cols.args.bytes, copy_kind=cols.args.copy_kind,
-        pageable=cols.args.pageable, value=cols.value, src_line=src_line, external_id=cols.args.external_id,
-        flows=flows, args_loader=args_loader,
-    )
-    flatten_sync_markers(trace)
-    return trace
 
 
-def _count_rows(by_phase: dict) -> int:
-    """Upper bound guess of rows from non-X phases (exact for most files)."""
-    return sum(len(v) for ph, v in by_phase.items() if ph not in ("E", "e", "F", "C"))
+def _src_lines(text: EventText, src: np.ndarray) -> np.ndarray | None:
+    """int64 1-based line where each event ``src`` starts (one key scan of the text);
+    None for texts above ``SRC_LINE_LIMIT_BYTES`` or when the events cannot be located."""
+    if len(text.data) > SRC_LINE_LIMIT_BYTES or not src.size:
+        return None
+    offs = text.offsets(src)
+    return None if offs is None else text.lines.lines(offs)
 
 
 _LINE_TOKEN = re.compile(r"\{line:(\d+)\}")
 
 
-def _resolve_warnings(text: EventText, warns) -> list[TraceWarning]:
+def _resolve_warnings(text: EventText, warns: list[tuple[int | None, str | None, str]]) -> list[TraceWarning]:
     """Turn (event index, field, message) into ``TraceWarning``s with 1-based lines;
     ``{line:K}`` in a message becomes the line of event K."""
-    ks = {w[0] for w in warns if w[0] is not None}
+    found = {w[0] for w in warns if w[0] is not None}
     for w in warns:
-        ks.update(int(x) for x in _LINE_TOKEN.findall(w[2]))
-    ks = sorted(ks)
+        found.update(int(x) for x in _LINE_TOKEN.findall(w[2]))
+    ks = sorted(found)
     lines = dict(zip(ks, text.lines_of(ks))) if ks else {}
     out = []
     for k, field, msg in warns:

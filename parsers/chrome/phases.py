@@ -215,16 +215,16 @@ def collect_rows(events: list, by_phase: dict[str, list[int]], rows: Rows, warn:
         elif ph in ("n", "T"):
             rows.add(t, 0, lane, e.name, int(Kind.INSTANT), k)
         else:
-            st = open_async.get(key)
-            j = len(st) - 1 if st else -1
-            if st and e.name not in (None, "") and ph == "e":
+            opened = open_async.get(key)
+            j = len(opened) - 1 if opened else -1
+            if opened and e.name not in (None, "") and ph == "e":
                 # nestable async: an end closes the innermost open begin of its name
-                while j >= 0 and events[st[j][1]].name != e.name:
+                while j >= 0 and events[opened[j][1]].name != e.name:
                     j -= 1
-            if j < 0:
+            if opened is None or j < 0:
                 unmatched_async += 1
                 continue
-            t0, kb = st.pop(j)
+            t0, kb = opened.pop(j)
             b = events[kb]
             rows.add(t0, t - t0, lane, b.name, int(Kind.OTHER), kb)
     left = [kb for st in open_async.values() for _, kb in st]

@@ -24,18 +24,11 @@ import numpy as np
 
 from gapscope.parsers.chrome.schema import AnyEvent, Event, EventRawArgs, as_phase_event
 from gapscope.parsers.errors import TraceFormatError
-from gapscope.parsers.json.scan import (SENTINEL_VALUES, SENTINELS, LineIndex, ScanResult, find_events_array,  # noqa: F401
-                        repair_nonfinite, scan_elements)
+from gapscope.parsers.json.scan import LineIndex, ScanResult, find_events_array, repair_nonfinite
 from gapscope.parsers.json.resync import error_offset, scan_resync
 from gapscope.parsers.model import TraceWarning
 
 __all__ = [
-    "ScanResult",
-    "scan_elements",
-    "find_events_array",
-    "repair_nonfinite",
-    "SENTINELS",
-    "LineIndex",
     "decode_elements",
     "Recovered",
     "recover",

@@ -135,7 +135,7 @@ def _make(ph: str):
 
 
 #: Event class of each phase (tagged union on ``ph``).
-EVENT_CLASS: dict[str, type] = {"X": XEvent, **{ph: _make(ph) for ph in PHASES if ph != "X"}}
+EVENT_CLASS: dict[str, type[msgspec.Struct]] = {"X": XEvent, **{ph: _make(ph) for ph in PHASES if ph != "X"}}
 AnyEvent = Union[tuple(EVENT_CLASS.values())]  # type: ignore[valid-type]
 
 
@@ -235,7 +235,7 @@ def _make_raw(ph: str):
 
 #: Event class of each phase when timestamps are kept as text: ``X`` and the other
 #: timed phases keep ``ts`` raw; flow events (bound with a tolerance) keep floats.
-EVENT_CLASS_RAW_TS: dict[str, type] = {
+EVENT_CLASS_RAW_TS: dict[str, type[msgspec.Struct]] = {
     "X": XEventRawTs, **{ph: (EVENT_CLASS[ph] if ph in ("s", "t", "f") else _make_raw(ph)) for ph in PHASES if ph != "X"}}
 AnyEventRawTs = Union[tuple(EVENT_CLASS_RAW_TS.values())]  # type: ignore[valid-type]
 

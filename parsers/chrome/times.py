@@ -17,7 +17,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from gapscope.parsers.chrome.recover import SENTINEL_VALUES
+from gapscope.parsers.json.scan import SENTINEL_VALUES
 
 __all__ = ["OK", "MISSING", "NONFINITE", "INVALID", "NEED_EXACT", "to_ns", "scalar_ns", "decimal_ns", "raw_to_ns",
            "raw_scalar_ns", "EXACT_LIMIT_US", "number_text"]
@@ -202,7 +202,7 @@ def _parse_fixed(mat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             if n_frac > 3:
                 d4 = fr[:, 3]
             if n_frac > 4:
-                rest = (fr[:, 4:] > 0).any(axis=1)
+                rest = np.any(fr[:, 4:] > 0, axis=1)
         good &= whole < 9_200_000_000_000_000
         base = np.where(good, whole, 0) * 1000 + f3
         base += (d4 > 5) | ((d4 == 5) & (rest | ((base & 1) == 1)))

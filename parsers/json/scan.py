@@ -137,7 +137,9 @@ _LEADING_BLANKS = re.compile(rb"(?:\xef\xbb\xbf)?[ \t\r\n]*")
 def text_start(data) -> int:
     """Offset of the first byte after a UTF-8 BOM and JSON whitespace (``len(data)``
     when there is none)."""
-    return _LEADING_BLANKS.match(data).end()
+    m = _LEADING_BLANKS.match(data)
+    assert m is not None  # the pattern matches the empty string
+    return m.end()
 
 
 def find_events_array(data: bytes, root: int) -> int:

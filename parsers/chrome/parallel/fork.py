@@ -30,12 +30,12 @@ import msgspec
 import numpy as np
 
 from gapscope.parsers.chrome.parallel.cut import find_cut
-from gapscope.parsers.chrome.parallel.joined import JoinedEvents, SerialFallback
+from gapscope.parsers.chrome.lazy_args import EventText
+from gapscope.parsers.chrome.parallel.joined import JoinedEvents
 from gapscope.parsers.chrome.parallel import transfer as _tx
 from gapscope.parsers.chrome.scan import PH_FLOW, PH_M, PH_OTHER, EventColumns, merge, scan_events
 
-__all__ = ["MIN_BYTES", "HEAD_FRACTION", "enabled", "start", "start_file", "decode_parts", "Pending", "JoinedEvents",
-           "Parts", "SerialFallback"]
+__all__ = ["MIN_BYTES", "HEAD_FRACTION", "enabled", "start", "start_file", "decode_parts", "Pending", "Parts"]
 
 #: Texts smaller than this are decoded in one piece (the fork costs tens of ms).
 MIN_BYTES = 48 << 20
@@ -313,7 +313,8 @@ def decode_parts(data, root: int, raw_ts: bool, decoders: dict, pending: Pending
         merged = merge(scanned, tail)
         if merged is None:
             return None
-        return Parts(JoinedEvents(merged.code, head_lists, blobs, raw_ts, x_class), merged, header)
+        text = EventText(data, root, int(merged.code.size))
+        return Parts(JoinedEvents(merged.code, head_lists, blobs, raw_ts, x_class, text), merged, header)
     finally:
         if isinstance(payload, memoryview):
             payload.release()

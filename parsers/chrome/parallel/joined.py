@@ -25,11 +25,12 @@ class JoinedEvents(Sequence):
 
     Only non-``X`` events are kept: the head's as decoded structs, the tail's as the
     child's blobs, decoded on first use; an ``X`` event (rarely asked for: a warning's
-    value, v2 flows) is decoded again from the text (``EventText``). ``code``: int8
-    phase code of every event (``chrome_scan``).
+    value, v2 flows) is decoded again from ``text``, where the events lie in the
+    document. ``code``: int8 phase code of every event (``chrome_scan``).
     """
 
-    def __init__(self, code: np.ndarray, head_lists: dict, blobs: dict, raw_ts: bool, x_class: type) -> None:
+    def __init__(self, code: np.ndarray, head_lists: dict[int, list], blobs: dict[int, bytes], raw_ts: bool,
+                 x_class: type, text: EventText) -> None:
         self.code = code
         self.n = int(code.size)
         self._head = head_lists
@@ -39,8 +40,8 @@ class JoinedEvents(Sequence):
                           PH_OTHER: (msgspec.json.Decoder(list[AnyEventRawTs]) if raw_ts
                                      else msgspec.msgpack.Decoder(list[AnyEvent]))}
         self._rank: dict[int, np.ndarray] = {}
-        self._x_decoder = msgspec.json.Decoder(x_class)
-        self.text: EventText | None = None  # set by the loader
+        self._x_decoder: msgspec.json.Decoder = msgspec.json.Decoder(x_class)
+        self.text = text
 
     def __len__(self) -> int:
         return self.n
@@ -54,7 +55,7 @@ class JoinedEvents(Sequence):
             raise IndexError(k)
         c = int(self.code[k])
         if c not in (PH_FLOW, PH_M, PH_OTHER):
-            e = self.text.decode_event(k, self._x_decoder) if self.text is not None else None
+            e = self.text.decode_event(k, self._x_decoder)
             if e is None:
                 raise SerialFallback(f"event {k} not found in the text")
             return e

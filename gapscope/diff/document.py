@@ -296,7 +296,29 @@ def separation_of(b: Side, a: Side) -> str | None:
     return None
 
 
-def _work_sentence(per_step: dict, verdict: dict) -> str:
+def _codes(names) -> str:
+    return ", ".join(f"`{n}`" for n in names)
+
+
+def _kernel_change(kernels: dict | None, up: bool) -> str:
+    """What moved GPU busy: ``new kernels (`bias_add_kernel`) added GPU work`` when
+    families only in AFTER hold at least half of the rise (``… were removed`` for a
+    fall), else ``the kernels got slower`` / ``faster``."""
+    if kernels:
+        fams = kernels["families"]
+        delta = abs(kernels["family_busy_after_ns"] - kernels["family_busy_before_ns"])
+        if up:
+            new = [r for r in fams if r["after_ns"] and not r["before_ns"]]
+            if new and delta and sum(r["after_ns"] for r in new) >= delta / 2:
+                return f"new kernels ({_codes(r['family'] for r in new[:3])}) added GPU work"
+        else:
+            gone = [r for r in fams if r["before_ns"] and not r["after_ns"]]
+            if gone and delta and sum(r["before_ns"] for r in gone) >= delta / 2:
+                return f"kernels were removed ({_codes(r['family'] for r in gone[:3])})"
+    return "the kernels got slower" if up else "the kernels got faster"
+
+
+def _work_sentence(per_step: dict, verdict: dict, kernels: dict | None = None) -> str:
     """Whether the kernels or the gaps moved the step, in one sentence (issue 13)."""
     busy, idle = per_step["gpu_busy_ns"], per_step["idle_ns"]
     bb, ba, ib, ia = busy["before_ns"], busy["after_ns"], idle["before_ns"], idle["after_ns"]
@@ -318,7 +340,8 @@ def _work_sentence(per_step: dict, verdict: dict) -> str:
         if not kernels_down and idle_down:
             return f"{busy_txt}: the kernels did not get faster; {how} because idle fell {idle_from}"
         if kernels_down and not idle_down:
-            return f"{busy_txt}: the kernels got faster; idle stayed ({fmt_pair(ib, ia)}): {how} because of the kernels"
+            return (f"{busy_txt}: {_kernel_change(kernels, False)}; idle stayed ({fmt_pair(ib, ia)}): {how} "
+                    "because of the kernels")
         gain = (bb - ba) + (ib - ia)
         share = 100 * (bb - ba) / gain if gain else 0
         return f"{busy_txt} and idle {fmt_pair(ib, ia)}: both shrank; the kernels account for {share:.0f}% of the gain"
@@ -327,12 +350,12 @@ def _work_sentence(per_step: dict, verdict: dict) -> str:
         if not kernels_up and idle_up:
             return f"{busy_txt}: the kernels did not get slower; {how} because idle grew {idle_from}"
         if kernels_up and not idle_up:
-            return f"{busy_txt}: the kernels got slower; idle stayed ({fmt_pair(ib, ia)})"
+            return f"{busy_txt}: {_kernel_change(kernels, True)}; idle stayed ({fmt_pair(ib, ia)}): {how}"
         return f"{busy_txt} and idle {fmt_pair(ib, ia)}: both grew"
     if kernels_down and idle_up:
-        return f"{busy_txt}: the kernels got faster, but idle grew {idle_from}: the step did not change"
+        return f"{busy_txt}: {_kernel_change(kernels, False)}, but idle grew {idle_from}: the step did not change"
     if kernels_up and idle_down:
-        return f"{busy_txt}: the kernels got slower, but idle fell {idle_from}: the step did not change"
+        return f"{busy_txt}: {_kernel_change(kernels, True)}, but idle fell {idle_from}: the step did not change"
     return f"{busy_txt}, idle {fmt_pair(ib, ia)}: no change beyond noise"
 
 
@@ -423,7 +446,7 @@ def build_diff_document(before_trace, before_diag, after_trace, after_diag, *, v
     kernels = _kernels(b, a)
     comp = _comparability(b, a, kernels, per_step)
     verdict = verdict_of(per_step, comp, separation_of(b, a))
-    kernels["sentence"] = _work_sentence(per_step, verdict)
+    kernels["sentence"] = _work_sentence(per_step, verdict, kernels)
     groups = _groups(matches)
     counts = {s: sum(1 for g in groups if g["status"] == s) for s in STATUSES}
     return dict(

@@ -67,6 +67,7 @@ def test_seed_step_busy_idle(seed):
 
 def test_seed_smells_died_and_what_is_left(seed):
     assert seed["group_counts"] == dict(died=2, shrank=0, grew=0, appeared=1, unchanged=0)
+    assert seed["group_change_ns"] == dict(died=-738_000, shrank=0, grew=0, appeared=20_000, unchanged=0)
     # the host+sync stretch: attention end 0.590 → step end 1.050 (0.460) + step start → matmul 0.258
     stretch = by_label(seed, "attention → matmul")
     b = stretch["before"]
@@ -265,6 +266,7 @@ def test_different_gpu_and_step_count_are_stated(planted, tmp_path):
     notes = doc_of(planted["before"], other)["comparability"]["notes"]
     assert any(n.startswith("different GPU: BEFORE ran on NVIDIA H100") and "AFTER on NVIDIA A100-SXM4-80GB" in n
                for n in notes)
+    assert doc_of(planted["before"], other)["verdict"]["line"].endswith(" — with care: different GPU")
     assert "different step count: 5 steady step(s) in BEFORE, 8 in AFTER (every figure is per step)" in notes
 
 
@@ -328,7 +330,7 @@ def test_every_key_is_documented(planted):
     missing = set()
     for doc in docs:
         for p in set(_paths(doc)):
-            if p.startswith(("left.card.", "params.")) or re.match(r"per_step\.idle_by_class_ns\.", p):
+            if p.startswith(("left.card.", "params.", "group_change_ns.")) or re.match(r"per_step\.idle_by_class_ns\.", p):
                 continue  # the report's card and Params keys; class rows keyed by label
             p = re.sub(r"^(groups\[\]\.(before|after)|left\.position)\.", "position.", p)
             p = re.sub(r"^per_step\.(wall_ns|gpu_busy_ns|idle_ns)\.", "row.", p)
@@ -395,5 +397,7 @@ def test_hta_trace_diff_pair():
     assert "different rank: BEFORE rank 3 of 8, AFTER rank 1 of 2" in notes
     v = doc["verdict"]
     assert doc["comparability"]["comparable"] and v["verdict"] == "slower" and v["separated"]
+    assert doc["comparability"]["caveats"] == ["different GPU", "different world size", "different kernel mix"]
+    assert v["line"].endswith(" — with care: different GPU, different world size, different kernel mix")
     rc, _ = run(b, a, "--fail-if-slower", "10")
     assert rc == 1

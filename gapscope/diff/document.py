@@ -165,18 +165,20 @@ def _gpu_text(side: Side) -> str | None:
 
 def _comparability(b: Side, a: Side, kernels: dict, per_step: dict) -> dict:
     notes: list[str] = []
+    caveats: list[str] = []  # the differences the verdict line repeats
     comparable = True
     reason = None
     if not b.has_gpu or not a.has_gpu:
         which = " and ".join(n for n, s in (("BEFORE", b), ("AFTER", a)) if not s.has_gpu)
         comparable, reason = False, f"no GPU kernels in {which}: nothing to compare"
         notes.append(reason)
-        return dict(comparable=comparable, reason=reason, notes=notes, common_kernel_share=None)
+        return dict(comparable=comparable, reason=reason, notes=notes, caveats=caveats, common_kernel_share=None)
     gb, ga = _gpu_text(b), _gpu_text(a)
     nb = (b.gpu or {}).get("name")
     na = (a.gpu or {}).get("name")
     if nb and na and nb != na:
         notes.append(f"different GPU: BEFORE ran on {gb}, AFTER on {ga}")
+        caveats.append("different GPU")
     elif (nb is None) != (na is None):
         notes.append(f"GPU recorded in one trace only: BEFORE {gb or 'not recorded'}, AFTER {ga or 'not recorded'}")
     if b.device != a.device:
@@ -184,6 +186,7 @@ def _comparability(b: Side, a: Side, kernels: dict, per_step: dict) -> dict:
     sb, sa = b.trace.source, a.trace.source
     if (sb.rank, sb.world_size) != (sa.rank, sa.world_size) and (sb.rank is not None or sa.rank is not None):
         notes.append(f"different rank: BEFORE rank {sb.rank} of {sb.world_size}, AFTER rank {sa.rank} of {sa.world_size}")
+        caveats.append("different rank" if sb.world_size == sa.world_size else "different world size")
     if (b.steps_source, b.steps_name) != (a.steps_source, a.steps_name):
         notes.append(f"steps found differently: BEFORE {_steps_text(b)}, AFTER {_steps_text(a)}")
     if b.n_steady != a.n_steady:
@@ -208,7 +211,9 @@ def _comparability(b: Side, a: Side, kernels: dict, per_step: dict) -> dict:
             notes.append(f"{' and '.join(graph)} launches its GPU work as a captured graph "
                          f"(`{side.graph_launches[0]}`) whose kernels are not recorded one by one: kernel "
                          "families cannot be compared, only GPU busy in total")
-        elif common < UNRELATED_SHARE:
+        else:
+            caveats.append("different kernel mix")
+        if not graph and common < UNRELATED_SHARE:
             comparable = False
             reason = (f"the traces do not look like the same program: only {100 * common:.0f}% of GPU busy time is "
                       "in kernel families common to both, and no graph capture explains it")
@@ -223,7 +228,7 @@ def _comparability(b: Side, a: Side, kernels: dict, per_step: dict) -> dict:
                      f"kernels: {why}")
     if reason:
         notes.insert(0, reason)
-    return dict(comparable=comparable, reason=reason, notes=notes, common_kernel_share=common)
+    return dict(comparable=comparable, reason=reason, notes=notes, caveats=caveats, common_kernel_share=common)
 
 
 def _steps_text(side: Side) -> str:
@@ -280,6 +285,8 @@ def verdict_of(per_step: dict, comparability: dict, separation: str | None = Non
     else:
         out["verdict"] = "no change"
         out["line"] = f"no change beyond noise: step {pair} ({_signed(d)}; {why})"
+    if comparability.get("caveats"):
+        out["line"] += " — with care: " + ", ".join(comparability["caveats"])
     return out
 
 
@@ -449,11 +456,12 @@ def build_diff_document(before_trace, before_diag, after_trace, after_diag, *, v
     kernels["sentence"] = _work_sentence(per_step, verdict, kernels)
     groups = _groups(matches)
     counts = {s: sum(1 for g in groups if g["status"] == s) for s in STATUSES}
+    change = {s: sum(g["change_ns"] for g in groups if g["status"] == s) for s in STATUSES}
     return dict(
         schema=SCHEMA, gapscope_version=version, thresholds=dict(THRESHOLDS), params=jsonable(before_diag.params),
         before=_side_json(b, paths[0]), after=_side_json(a, paths[1]),
         comparability=comp, verdict=verdict, per_step=per_step, kernels=kernels,
-        group_counts=counts, groups=groups, left=_left(a, matches) if a.has_gpu else None,
+        group_counts=counts, group_change_ns=change, groups=groups, left=_left(a, matches) if a.has_gpu else None,
     )
 
 

@@ -74,9 +74,11 @@ def render_diff_markdown(doc: dict, top: int = 10) -> str:
     rate = ps[ps["rate_key"]]
     ch = rate["change"]
     rows.append([rlabel, fmt_rate(rate["before"]), fmt_rate(rate["after"]),
-                 "-" if ch is None else ("+" if ch > 0 else "") + fmt_rate(ch), _ratio(rate["ratio"])])
+                 "-" if ch is None else ("+" if ch > 0 else "−" if ch < 0 else "±") + fmt_rate(abs(ch)), _ratio(rate["ratio"])])
     out += _table(["", "before", "after", "change", "after ÷ before"], rows)
-    counts = ", ".join(f"{k} {v}" for k, v in doc["group_counts"].items())
+    change = doc.get("group_change_ns") or {}
+    counts = ", ".join(f"{k} {v}" + (f" ({_signed(change[k])}/step)" if change.get(k) else "")
+                       for k, v in doc["group_counts"].items())
     out += ["", f"## Idle positions ({counts})", ""]
     groups = doc["groups"]
     if groups:

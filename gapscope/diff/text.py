@@ -126,7 +126,7 @@ def _per_step(doc: dict, console: Console) -> None:
     label, _ = rate_text(ps)
     change = rate["change"]
     tbl.add_row(label, fmt_rate(rate["before"]), fmt_rate(rate["after"]),
-                "-" if change is None else ("+" if change > 0 else "") + fmt_rate(change), _ratio(rate["ratio"]))
+                "-" if change is None else ("+" if change > 0 else "−" if change < 0 else "±") + fmt_rate(abs(change)), _ratio(rate["ratio"]))
     console.print(tbl)
     console.print(Text("idle by class: mean per step, each gap split over the steps it spans; "
                        "the rest of the idle is in stretches shorter than the minimum gap", style="dim"))
@@ -134,8 +134,8 @@ def _per_step(doc: dict, console: Console) -> None:
 
 def _positions(doc: dict, console: Console, top: int) -> None:
     groups = doc["groups"]
-    counts = doc["group_counts"]
-    summary = ", ".join(f"{k} {v}" for k, v in counts.items())
+    counts, change = doc["group_counts"], doc.get("group_change_ns") or {}
+    summary = ", ".join(f"{k} {v}" + (f" ({_signed(change[k])}/step)" if change.get(k) else "") for k, v in counts.items())
     heading(console, f"Idle positions matched across the traces ({summary})")
     if not groups:
         console.print(Text("No recurring idle in either trace."))

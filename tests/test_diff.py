@@ -401,3 +401,29 @@ def test_hta_trace_diff_pair():
     assert v["line"].endswith(" — with care: different GPU, different world size, different kernel mix")
     rc, _ = run(b, a, "--fail-if-slower", "10")
     assert rc == 1
+
+
+# ---------------------------------------------------------------- vectorised helpers
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 4)), max_size=40))
+def test_per_group_mode_and_median_match_a_slow_reference(pairs):
+    from collections import Counter
+
+    from gapscope.diff.side import _median_per_group, _mode_per_group
+
+    g = np.array([p[0] for p in pairs], np.int64)
+    v = np.array([p[1] for p in pairs], np.int64)
+    mode, med = _mode_per_group(g, v, 6), _median_per_group(g, v, 6)
+    for k in range(6):
+        vals = [b for a, b in pairs if a == k]
+        if not vals:
+            assert mode[k] == -1 and np.isnan(med[k])
+            continue
+        c = Counter(vals)
+        best = max(c.values())
+        assert mode[k] == min(x for x, n in c.items() if n == best)
+        assert med[k] == pytest.approx(float(np.median(vals)))

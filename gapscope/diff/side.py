@@ -218,16 +218,11 @@ def build_side(trace: Trace, diag) -> Side:
     if lane_dev.size:
         km &= lane_dev[trace.lane] == dev
     kidx = np.flatnonzero(km)
-    kst = remap[np.maximum(step_of(trace.start_ns[kidx]), 0)]
-    kst = np.where(step_of(trace.start_ns[kidx]) >= 0, kst, -1)
-    kidx = kidx[kst >= 0]
+    kstep = step_of(trace.start_ns[kidx])
+    kidx = kidx[(kstep >= 0) & (remap[np.maximum(kstep, 0)] >= 0)]
     fam, labels = families_of(trace.names, trace.name_id[kidx])
     fam_busy = np.bincount(fam, weights=trace.dur_ns[kidx], minlength=len(labels)) / max(keep.size, 1)
-    example = []
-    for f in range(len(labels)):
-        ids = trace.name_id[kidx[fam == f]]
-        u, c = np.unique(ids, return_counts=True)
-        example.append(trace.names[int(u[np.argmax(c)])])
+    example = [trace.names[int(k)] for k in _mode_per_group(fam, trace.name_id[kidx].astype(np.int64), len(labels))]
 
     positions = _positions(trace, diag, dev, s0, s1, parts, keep.size, cn)
     return Side(trace, diag, dev, source, sname, s0, s1, steady, tuple(excluded), wall[keep], busy[keep], cls,

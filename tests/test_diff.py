@@ -60,7 +60,8 @@ def test_seed_step_busy_idle(seed):
     assert v["verdict"] == "faster" and v["speedup"] == pytest.approx(1050 / 348)
     # one step each: no spread, the noise is 1% of the 1.050 ms step
     assert v["noise_ns"] == 10_500 and v["change_ns"] == -702_000
-    assert v["line"] == "faster: step 1.050 → 0.348 ms, 3.0× shorter (−0.702 ms; noise ±10.5 µs)"
+    assert v["line"] == ("faster: step 1.050 → 0.348 ms, 3.0× shorter (−0.702 ms; noise ±10.5 µs) — with care: "
+                         "kernels inside a graph not recorded")
     assert seed["kernels"]["sentence"] == ("GPU busy 0.312 → 0.328 ms: the kernels did not get faster; the step is "
                                            "3.0× shorter because idle fell from 0.738 to 0.020 ms")
 
@@ -98,6 +99,8 @@ def test_seed_comparability_names_the_graph(seed):
     notes = " ".join(comp["notes"])
     assert "only in BEFORE: `attention`, `matmul`; only in AFTER: `graph`" in notes
     assert "captured graph (`launch fused decode graph`)" in notes
+    assert "only GPU busy in total (about the same: 1.05×)" in notes  # 0.328 / 0.312
+    assert comp["caveats"] == ["kernels inside a graph not recorded"]
     assert seed["after"]["graph_launches"] == ["launch fused decode graph"]
 
 
@@ -252,6 +255,9 @@ def test_unrelated_traces_get_no_verdict(planted, tmp_path):
     doc = doc_of(planted["before"], other)
     assert doc["verdict"]["verdict"] == "not comparable" and not doc["comparability"]["comparable"]
     assert doc["verdict"]["line"].startswith("no verdict: the traces do not look like the same program: only 0%")
+    # a graph-captured step against unrelated GPU work of another size: no verdict either
+    graph = doc_of(GRAPH, SAMPLES / "dataloader_stall.txt")
+    assert graph["verdict"]["verdict"] == "not comparable"
     assert doc["kernels"]["sentence"].startswith("GPU busy 0.900 → 0.890 ms; idle")
     out, err = io.StringIO(), io.StringIO()
     import contextlib

@@ -15,9 +15,13 @@ Definitions (stated in ``gapscope diff --help`` too):
   ``NOISE_FLOOR_SHARE`` of the before step (one step has no spread).
 - **Verdict**: ``faster`` / ``slower`` when the median step moved by more than the
   noise, or by more than the floor while every steady step of AFTER is slower (faster)
-  than every one of BEFORE (``SEPARATE_MIN_STEPS`` or more each), else ``no change``; ``not comparable`` (no verdict) when either trace has no GPU
-  work or the traces share less than ``UNRELATED_SHARE`` of their GPU busy time by
-  kernel family and no graph capture explains it.
+  than every one of BEFORE (``SEPARATE_MIN_STEPS`` or more each), else ``no change``.
+  ``not comparable`` (no verdict) when either trace has no GPU work, or when the traces
+  share less than ``UNRELATED_SHARE`` of their GPU busy time by kernel family and no
+  graph capture explains it: one trace's kernel time mostly replayed from graphs whose
+  kernels are not recorded, with GPU busy per step within ``WORK_RATIO`` of the other's
+  (then the verdict says so). The verdict line ends with the differences that make it
+  uncertain (``comparability.caveats``).
 """
 
 from __future__ import annotations
@@ -206,17 +210,24 @@ def _comparability(b: Side, a: Side, kernels: dict, per_step: dict) -> dict:
             bits.append("only in AFTER: " + ", ".join(f"`{f}`" for f in only_a))
         notes.append(f"different kernel mix: {100 * common:.0f}% of GPU busy time is in kernel families common to both"
                      + (f" ({'; '.join(bits)})" if bits else ""))
-        if graph and common < UNRELATED_SHARE:
+        busy_ratio = per_step["gpu_busy_ns"]["ratio"]
+        replay = [n for n, sd in (("BEFORE", b), ("AFTER", a))
+                  if sd.family_busy_ns.sum() and sd.graph_busy_ns >= 0.5 * int(sd.family_busy_ns.sum())]
+        graph_explains = bool(replay) and busy_ratio is not None and 1 / WORK_RATIO <= busy_ratio <= WORK_RATIO
+        if graph_explains and common < UNRELATED_SHARE:
+            graph = replay
             side = b if graph[0] == "BEFORE" else a
             notes.append(f"{' and '.join(graph)} launches its GPU work as a captured graph "
                          f"(`{side.graph_launches[0]}`) whose kernels are not recorded one by one: kernel "
-                         "families cannot be compared, only GPU busy in total")
+                         "families cannot be compared, only GPU busy in total (about the same: "
+                         f"{fmt_ratio(busy_ratio)})")
+            caveats.append("kernels inside a graph not recorded")
         else:
             caveats.append("different kernel mix")
-        if not graph and common < UNRELATED_SHARE:
+        if not graph_explains and common < UNRELATED_SHARE:
             comparable = False
             reason = (f"the traces do not look like the same program: only {100 * common:.0f}% of GPU busy time is "
-                      "in kernel families common to both, and no graph capture explains it")
+                      "in kernel families common to both, and no graph capture of the same GPU work explains it")
     if len(graph) == 1 and (common is None or common >= UNRELATED_SHARE):
         side = b if graph[0] == "BEFORE" else a
         notes.append(f"only {graph[0]} replays captured graphs (`{side.graph_launches[0]}`)")

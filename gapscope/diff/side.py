@@ -98,7 +98,9 @@ class Side:
     (gaps counted in the step where they start). ``family_names`` / ``family_busy_ns``:
     kernel families and their busy time per steady step (sum of kernel durations);
     ``family_example``: one verbatim kernel name per family. ``graph_launches``: names
-    of graph launch calls; ``gpu``: the device's ``deviceProperties`` entry or None;
+    of graph launch calls; ``graph_busy_ns``: per steady step, the kernel time replayed
+    from a graph (launched by such a call, or itself named like a graph, as in an ASCII
+    timeline); ``gpu``: the device's ``deviceProperties`` entry or None;
     ``decode``: a step makes one token (``Budget.decode``)."""
 
     trace: Trace
@@ -120,6 +122,7 @@ class Side:
     gpu: dict | None
     decode: bool
     positions: tuple[Position, ...]
+    graph_busy_ns: int = 0
 
     @property
     def has_gpu(self) -> bool:
@@ -176,7 +179,7 @@ def build_side(trace: Trace, diag) -> Side:
     graph = _graph_launches(trace)
     if budget is None:
         return Side(trace, diag, -1, "none", None, empty, empty, np.zeros(0, bool), (), empty, empty,
-                    np.zeros((0, n_classes), np.int64), (), empty, (), graph, None, False, ())
+                    np.zeros((0, n_classes), np.int64), (), empty, (), graph, None, False, (), 0)
     dev = int(budget.device)
     summary = next(d for d in diag.devices if d.device == dev)
     steps = diag.steps
@@ -220,6 +223,12 @@ def build_side(trace: Trace, diag) -> Side:
     kidx = np.flatnonzero(km)
     kstep = step_of(trace.start_ns[kidx])
     kidx = kidx[(kstep >= 0) & (remap[np.maximum(kstep, 0)] >= 0)]
+    graph_ids = trace.name_ids_matching(lambda n: bool(GRAPH_RE.search(n)))
+    replayed = np.isin(trace.name_id[kidx], graph_ids)
+    if trace.flow_src.size and graph_ids.size:
+        by_graph = np.isin(trace.name_id[trace.flow_src], graph_ids) & (trace.kind[trace.flow_src] == int(Kind.LAUNCH))
+        replayed |= np.isin(kidx, trace.flow_dst[by_graph])
+    graph_busy = int(trace.dur_ns[kidx][replayed].sum() // max(keep.size, 1))
     fam, labels = families_of(trace.names, trace.name_id[kidx])
     fam_busy = np.bincount(fam, weights=trace.dur_ns[kidx], minlength=len(labels)) / max(keep.size, 1)
     example = [trace.names[int(k)] for k in _mode_per_group(fam, trace.name_id[kidx].astype(np.int64), len(labels))]
@@ -227,7 +236,7 @@ def build_side(trace: Trace, diag) -> Side:
     positions = _positions(trace, diag, dev, s0, s1, parts, keep.size, cn)
     return Side(trace, diag, dev, source, sname, s0, s1, steady, tuple(excluded), wall[keep], busy[keep], cls,
                 tuple(labels), np.round(fam_busy).astype(np.int64), tuple(example), graph,
-                _gpu(trace, dev), bool(getattr(budget, "decode", False)), tuple(positions))
+                _gpu(trace, dev), bool(getattr(budget, "decode", False)), tuple(positions), graph_busy)
 
 
 def _unclassified(g) -> np.ndarray:

@@ -1,7 +1,8 @@
 """The ``gapscope`` command: dispatch to the viewer or a subcommand.
 
 ``gapscope [TRACE]`` opens the viewer (a bundled sample when TRACE is omitted);
-``gapscope report``, ``gapscope capture`` and ``gapscope exercise`` are subcommands.
+``gapscope report``, ``gapscope diff``, ``gapscope capture`` and ``gapscope exercise`` are
+subcommands.
 Subcommand modules are imported lazily so ``report`` never imports Textual and
 ``capture`` never imports the viewer.
 
@@ -18,6 +19,7 @@ import sys
 
 SUBCOMMANDS = {
     "report": "gapscope.report.cmd",
+    "diff": "gapscope.diff.cmd",
     "capture": "gapscope.capture.cli",
     "exercise": "gapscope.exercise_cmd",
     "view": "gapscope.view_cmd",
@@ -27,6 +29,7 @@ SUBCOMMANDS = {
 SUMMARIES = {
     "view": "open the terminal viewer on TRACE (the default: 'gapscope TRACE')",
     "report": "print a headless report: busy/idle, gaps with cause and card (--json, --markdown)",
+    "diff": "compare BEFORE and AFTER traces: verdict, idle that died or remains (--fail-if-slower for CI)",
     "capture": "run a workload under torch.profiler and write a Kineto trace (needs the 'capture' extra)",
     "exercise": "work through a timeline exercise with the six-step protocol",
 }

@@ -198,7 +198,7 @@ def test_cmd_errors_in_the_house_form_exit_2(state, tmp_path, capsys):
         assert capsys.readouterr().err == f"gapscope: error: {missing}: cannot read: No such file or directory\n"
     for argv in (["nope"], ["--reset", "nope"]):
         assert exercise_cmd.main(argv) == 2
-        assert capsys.readouterr().err == "gapscope: error: nope: no such exercise (bundled: decode-step, four-smells)\n"
+        assert capsys.readouterr().err == "gapscope: error: nope: no such exercise (bundled: decode-step, four-smells, graph-capture)\n"
 
 
 def test_help_says_where_progress_is_kept_and_how_to_reset(tmp_path, monkeypatch, capsys):

@@ -32,6 +32,7 @@ def _loaded_after(imports: str) -> set[str]:
          {"textual", "rich", "gapscope.analysis", "gapscope.tui", "gapscope.report"}),
         ("import gapscope.analysis, gapscope.analysis.types", {"textual", "rich", "gapscope.tui", "gapscope.report"}),
         ("import gapscope.report.cmd, gapscope.report.document, gapscope.report.args", {"textual"}),
+        ("import gapscope.diff.cmd, gapscope.diff.document, gapscope.diff.match", {"textual", "gapscope.tui"}),
         ("import gapscope.cli", {"textual", "rich"}),
         ("import gapscope.capture", {"textual", "rich", "gapscope.parsers", "gapscope.analysis", "gapscope.tui"}),
     ],

@@ -225,17 +225,17 @@ def test_lone_cards_skip_grouped_gaps_and_repeat_episodes():
 
 
 def test_json_writer_keeps_lone_surrogates_and_is_compact_off_a_terminal():
-    from gapscope.report.cmd import _write_json
+    from gapscope.report.cmd import write_json
 
     raw = io.BytesIO()
     out = io.TextIOWrapper(raw, encoding="utf-8")
-    _write_json({"name": "k\ud800[x]µ", "n": [1, 2]}, out)
+    write_json({"name": "k\ud800[x]µ", "n": [1, 2]}, out)
     data = raw.getvalue()
     assert data == '{"name":"k\\ud800[x]µ","n":[1,2]}\n'.encode("utf-8")
     assert json.loads(data) == {"name": "k\ud800[x]µ", "n": [1, 2]}
     raw2 = io.BytesIO()
     out2 = io.TextIOWrapper(raw2, encoding="utf-8")
-    _write_json({"a": 1}, out2, indent=2)
+    write_json({"a": 1}, out2, indent=2)
     assert raw2.getvalue() == b'{\n  "a": 1\n}\n'
 
 

@@ -13,7 +13,7 @@ from gapscope.exercise.judge import _fmt, _in_unit
 from gapscope.exercise.load import load_exercise
 from gapscope.exercise.model import Exercise, ExerciseError, Task
 
-__all__ = ["CheckReport", "check_exercise", "check_loaded"]
+__all__ = ["CheckReport", "check_exercise", "check_loaded", "diff_statuses"]
 
 #: An assumption stated in the prompt may differ from the timeline by this share before
 #: ``check`` warns (numbers in prompts are rounded to about 3 digits).
@@ -54,7 +54,8 @@ def check_exercise(path: str | os.PathLike) -> CheckReport:
     Errors (the file is wrong): format errors, unreadable traces, a gap key naming no
     gap or not the gap its ``expect_*`` says, a cause key the diagnosis does not give,
     a number key outside its tolerance of the timeline's figure (naming the task and
-    both values). Warnings: an assumption (``[[tasks.assume]]``) that differs from the
+    both values), an option of a task on a pair whose diff claim (``position`` +
+    ``status``) contradicts ``gapscope diff`` of the pair. Warnings: an assumption (``[[tasks.assume]]``) that differs from the
     timeline by more than 0.5 %, naming both numbers; feedback or an option's explanation
 that states the figure a later ``number`` task asks for (a give-away), naming both
 tasks. Never raises for a bad file.
@@ -79,6 +80,11 @@ def check_loaded(ex: Exercise, workbook: Workbook | None = None) -> CheckReport:
     wb = workbook or Workbook(ex)
     for task in ex.tasks:
         who = _who(ex, task)
+        if task.pair:
+            try:
+                _check_claims(task, wb.diff(task.pair), who, rep)
+            except TraceFormatError as exc:
+                rep.errors.append(f"{who}: pair {task.pair!r} cannot be read: {exc}")
         if task.kind == "choice":
             continue
         try:
@@ -92,6 +98,38 @@ def check_loaded(ex: Exercise, workbook: Workbook | None = None) -> CheckReport:
             rep.errors.append(f"{who}: {exc}")
     _check_give_aways(ex, wb, rep)
     return rep
+
+
+def diff_statuses(doc: dict, position: str) -> list[str]:
+    """Statuses the diff document ``doc`` gives the position named ``position``: its
+    label in BEFORE or AFTER, or ``prev → next`` by op families (one per match)."""
+    out = []
+    for g in doc["groups"]:
+        names = {g["label"]}
+        for side in (g["before"], g["after"]):
+            if side:
+                names |= {side["label"], f"{side['prev_family']} → {side['next_family']}"}
+        if position in names:
+            out.append(g["status"])
+    return out
+
+
+def _check_claims(task: Task, doc: dict, who: str, rep: CheckReport) -> None:
+    """Every option of ``task`` that claims a diff status: a correct option's claim must
+    hold, a wrong option's claim must not (else the key contradicts the diff)."""
+    for opt in task.options:
+        if not opt.status:
+            continue
+        got = diff_statuses(doc, opt.position)
+        if not got:
+            known = ", ".join(sorted({g["label"] for g in doc["groups"]})[:8])
+            rep.errors.append(f"{who}: option {opt.text!r}: the diff has no position {opt.position!r} (it has: {known})")
+        elif opt.correct and opt.status not in got:
+            rep.errors.append(f"{who}: option {opt.text!r} is marked correct and claims {opt.position!r} {opt.status}, "
+                              f"but the diff says {' / '.join(got)}")
+        elif not opt.correct and opt.status in got:
+            rep.errors.append(f"{who}: option {opt.text!r} is marked wrong, but the diff agrees that {opt.position!r} "
+                              f"{opt.status}")
 
 
 def _shown_texts(task: Task) -> list[str]:

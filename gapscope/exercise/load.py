@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from gapscope.exercise.model import (
-    CARD_FIELDS, QUANTITIES, TASK_KINDS, Assumption, CardField, Constraint, Exercise,
-    ExerciseError, GapSelector, NumberKey, Option, Projection, Task, TraceRef,
+    CARD_FIELDS, DIFF_STATUSES, QUANTITIES, TASK_KINDS, Assumption, CardField, Constraint, Exercise,
+    ExerciseError, GapSelector, NumberKey, Option, PairRef, Projection, Task, TraceRef,
 )
 
 __all__ = ["load_exercise", "parse_exercise", "UNITS", "CAUSE_LABELS"]
@@ -59,6 +59,7 @@ def parse_exercise(text: str, path: Path) -> Exercise:
 class _Parser:
     def __init__(self, text: str, path: Path) -> None:
         self.path = path
+        self.pairs: dict[str, PairRef] = {}
         self.lines = text.splitlines()
         self.task_lines = [i + 1 for i, s in enumerate(self.lines) if re.match(r"\s*\[\[\s*tasks\s*\]\]", s)]
 
@@ -108,6 +109,10 @@ class _Parser:
         ids = [t.id for t in traces]
         if len(set(ids)) != len(ids):
             raise self.err(f"duplicate trace ids in {ids}")
+        pairs = tuple(self.pair(p, i, ids) for i, p in enumerate(self.get(doc, "pairs", list, default=[])))
+        if len({p.id for p in pairs}) != len(pairs):
+            raise self.err(f"duplicate pair ids in {[p.id for p in pairs]}", line=self.line_of("before"))
+        self.pairs = {p.id: p for p in pairs}
         constraints = tuple(self.constraint(c) for c in self.get(doc, "constraints", list, default=[]))
         raw_tasks = self.get(doc, "tasks", list, required=True)
         if not raw_tasks:
@@ -121,14 +126,14 @@ class _Parser:
                 raise self.err("duplicate task id", line=line, task=task.id)
             seen.add(task.id)
             tasks.append(task)
-        known = {"format", "id", "title", "summary", "prompt", "debrief", "traces", "constraints", "tasks"}
+        known = {"format", "id", "title", "summary", "prompt", "debrief", "traces", "pairs", "constraints", "tasks"}
         extra = sorted(set(doc) - known)
         if extra:
             raise self.err(f"unknown top-level keys {extra}", line=self.line_of(extra[0]))
         return Exercise(
             id=ex_id, title=title, summary=self.get(doc, "summary", str, default=""), prompt=prompt,
             debrief=self.get(doc, "debrief", str, default=""), path=self.path, traces=traces,
-            constraints=constraints, tasks=tuple(tasks),
+            constraints=constraints, tasks=tuple(tasks), pairs=pairs,
         )
 
     def trace(self, t: Any, i: int) -> TraceRef:
@@ -148,6 +153,22 @@ class _Parser:
             raise self.err(f"trace {tid!r}: file not found: {p}", line=self.line_of("sample" if sample else "path"))
         return TraceRef(id=tid, path=p, label=self.get(t, "label", str, default=""))
 
+    def pair(self, p: Any, i: int, trace_ids: list[str]) -> PairRef:
+        if not isinstance(p, dict):
+            raise self.err(f"pairs[{i}] must be a table")
+        line = self.line_of("before")
+        pid = self.get(p, "id", str, default=f"pair{i + 1}", line=line)
+        ends = []
+        for key in ("before", "after"):
+            tid = self.get(p, key, str, required=True, line=line)
+            if tid not in trace_ids:
+                raise self.err(f"pair {pid!r}: {key} names unknown trace {tid!r} (known: {', '.join(trace_ids)})", line=line)
+            ends.append(tid)
+        unknown = sorted(set(p) - {"id", "before", "after", "label"})
+        if unknown:
+            raise self.err(f"pair {pid!r}: unknown keys {unknown}", line=line)
+        return PairRef(pid, ends[0], ends[1], self.get(p, "label", str, default="", line=line))
+
     def constraint(self, c: Any) -> Constraint:
         if not isinstance(c, dict):
             raise self.err("each [[constraints]] entry must be a table")
@@ -163,11 +184,17 @@ class _Parser:
         for v in violates:
             if v not in constraint_ids:
                 raise self.err(f"option {o.get('text')!r} names unknown constraint {v!r}", line=line, task=tid)
+        position = self.get(o, "position", str, default="", task=tid, line=line)
+        status = self.get(o, "status", str, default="", task=tid, line=line)
+        if bool(position) != bool(status):
+            raise self.err("an option's diff claim needs both 'position' and 'status'", line=line, task=tid)
+        if status and status not in DIFF_STATUSES:
+            raise self.err(f"status {status!r} is not one of {', '.join(DIFF_STATUSES)}", line=line, task=tid)
         return Option(
             text=self.get(o, "text", str, required=True, task=tid, line=line),
             correct=self.get(o, "correct", bool, default=False, task=tid, line=line),
             explain=self.get(o, "explain", str, default="", task=tid, line=line),
-            violates=violates,
+            violates=violates, position=position, status=status,
         )
 
     def options(self, d: dict, tid: str, line: int | None, cids: set[str], what: str) -> tuple[Option, ...]:
@@ -203,14 +230,19 @@ class _Parser:
         kind = self.get(t, "kind", str, required=True, task=tid, line=line)
         if kind not in TASK_KINDS:
             raise self.err(f"unknown kind {kind!r} (one of {', '.join(TASK_KINDS)})", line=line, task=tid)
-        trace = self.get(t, "trace", str, default=trace_ids[0], task=tid, line=line)
+        pair = self.get(t, "pair", str, default="", task=tid, line=line)
+        if pair and pair not in self.pairs:
+            raise self.err(f"unknown pair {pair!r} (known: {', '.join(self.pairs) or 'none'})", line=line, task=tid)
+        if pair and kind != "choice":
+            raise self.err(f"a task on a pair must be a choice task, not {kind!r}", line=line, task=tid)
+        trace = self.get(t, "trace", str, default=self.pairs[pair].after if pair else trace_ids[0], task=tid, line=line)
         if trace not in trace_ids:
             raise self.err(f"unknown trace {trace!r} (known: {', '.join(trace_ids)})", line=line, task=tid)
         step = self.get(t, "protocol_step", int, default=0, task=tid, line=line)
         if not 0 <= step <= 6:
             raise self.err("protocol_step must be 1..6 (0 = none)", line=line, task=tid)
         kw: dict[str, Any] = dict(
-            id=tid, kind=kind, line=line, trace=trace, protocol_step=step,
+            id=tid, kind=kind, line=line, trace=trace, protocol_step=step, pair=pair,
             prompt=self.get(t, "prompt", str, required=True, task=tid, line=line),
             hints=self.strs(t, "hints", tid, line),
             feedback=self.get(t, "feedback", str, default="", task=tid, line=line),
@@ -230,6 +262,8 @@ class _Parser:
             kw.setdefault("gap", GapSelector(rank=1))
         if kind == "choice":
             kw["options"] = self.options(t, tid, line, cids, "choice")
+            if not pair and any(o.status for o in kw["options"]):
+                raise self.err("an option claims a diff status, but the task names no pair", line=line, task=tid)
             kw["notes"] = self.get(t, "notes", bool, default=False, task=tid, line=line)
         if kind == "number":
             self.number(t, tid, line, kw)

@@ -10,9 +10,9 @@ import dataclasses
 from pathlib import Path
 
 __all__ = [
-    "ExerciseError", "TraceRef", "Constraint", "Option", "GapSelector", "NumberKey",
+    "ExerciseError", "TraceRef", "PairRef", "Constraint", "Option", "GapSelector", "NumberKey",
     "Projection", "Assumption", "CardField", "Task", "Exercise",
-    "TASK_KINDS", "QUANTITIES", "CARD_FIELDS", "PROTOCOL",
+    "TASK_KINDS", "QUANTITIES", "CARD_FIELDS", "PROTOCOL", "DIFF_STATUSES",
 ]
 
 #: Task kinds a file may use.
@@ -30,6 +30,10 @@ QUANTITIES = {
     "projected_tokens_per_s": "tokens/s",  # 1 / projected_step
     "gap": "ms",  # length of the gap named by ``gap``
 }
+
+#: What ``gapscope diff`` says became of an idle position (``gapscope.diff.match``);
+#: an option of a task on a pair may claim one of them.
+DIFF_STATUSES = ("died", "shrank", "grew", "appeared", "unchanged")
 
 #: Card fields, in the order of the card in docs/ARCHITECTURE.md ("The card").
 CARD_FIELDS = ("smell", "cause", "why", "experiment", "forbidden")
@@ -75,6 +79,17 @@ class TraceRef:
 
 
 @dataclasses.dataclass(frozen=True)
+class PairRef:
+    """Two traces of the exercise compared as BEFORE and AFTER (``gapscope diff``):
+    ``before`` and ``after`` are trace ids."""
+
+    id: str
+    before: str
+    after: str
+    label: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
 class Constraint:
     """A rule answers must respect. ``forbidden_keywords`` are matched (case-insensitive)
     in free-text answers; choice options name the constraints they break in ``violates``."""
@@ -86,12 +101,16 @@ class Constraint:
 
 @dataclasses.dataclass(frozen=True)
 class Option:
-    """One option of a multiple-choice question (choice task or card field)."""
+    """One option of a multiple-choice question (choice task or card field). On a task
+    with a ``pair``, ``position`` and ``status`` state what the option claims the diff
+    says ("``attention → matmul`` died"); ``--check`` verifies it."""
 
     text: str
     correct: bool = False
     explain: str = ""
     violates: tuple[str, ...] = ()
+    position: str = ""  # on a pair's task: an idle position (its label in gapscope diff) …
+    status: str = ""  # … and what the option claims became of it (DIFF_STATUSES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,6 +212,7 @@ class Task:
     fields: tuple[CardField, ...] = ()  # card
     feedback: str = ""  # shown after a correct answer
     wrong_feedback: str = ""  # shown after a wrong answer (placeholders allowed)
+    pair: str = ""  # a PairRef id: the task compares its before and after traces (trace = after)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -208,12 +228,19 @@ class Exercise:
     traces: tuple[TraceRef, ...]
     constraints: tuple[Constraint, ...]
     tasks: tuple[Task, ...]
+    pairs: tuple[PairRef, ...] = ()
 
     def trace_ref(self, trace_id: str) -> TraceRef:
         for t in self.traces:
             if t.id == trace_id:
                 return t
         raise KeyError(trace_id)
+
+    def pair_ref(self, pair_id: str) -> PairRef:
+        for p in self.pairs:
+            if p.id == pair_id:
+                return p
+        raise KeyError(pair_id)
 
     def constraint(self, cid: str) -> Constraint:
         for c in self.constraints:

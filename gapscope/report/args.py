@@ -16,7 +16,8 @@ import sys
 
 from gapscope.analysis.types import Params
 
-__all__ = ["build_parser", "params_from_args", "threshold_specs", "ThresholdSpec", "UsageError"]
+__all__ = ["build_parser", "add_threshold_options", "params_from_args", "threshold_specs", "ThresholdSpec",
+           "UsageError", "Parser"]
 
 DEFINITIONS = "docs/definitions.md"
 
@@ -25,7 +26,7 @@ class UsageError(Exception):
     """Bad command-line usage; ``str()`` is one line. Exit status 2."""
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
     """An ``ArgumentParser`` that raises ``UsageError`` instead of printing usage and
     exiting, so the command can print one line and exit 2 like every other error."""
 
@@ -106,7 +107,7 @@ def _fmt_default(spec: ThresholdSpec) -> str:
 
 def build_parser(prog: str = "gapscope report") -> argparse.ArgumentParser:
     """The ``gapscope report`` argument parser (raises ``UsageError`` on bad usage)."""
-    p = _Parser(
+    p = Parser(
         prog=prog,
         description=(
             "Print a headless report of a trace: format, span, lanes, per-device GPU busy "
@@ -128,6 +129,13 @@ def build_parser(prog: str = "gapscope report") -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=10, metavar="N", help="how many of the largest gaps, and of the recurring groups, to list (default 10; --json has every group)")
     p.add_argument("--width", type=int, default=None, metavar="COLS",
                    help="text width (default: the terminal's, or $COLUMNS, or 100 when not a terminal)")
+    add_threshold_options(p)
+    return p
+
+
+def add_threshold_options(p: argparse.ArgumentParser) -> None:
+    """Add one option per ``Params`` field to ``p``, in a "thresholds" group (shared by
+    ``gapscope report`` and ``gapscope diff``)."""
     g = p.add_argument_group(
         "thresholds",
         f"Thresholds of the diagnosis (gapscope.analysis.types.Params); definitions from {DEFINITIONS}.",
@@ -138,7 +146,6 @@ def build_parser(prog: str = "gapscope report") -> argparse.ArgumentParser:
             spec.flag, dest=spec.field, type=spec.kind, default=None, metavar=metavar,
             help=f"{_plain_definition(spec.definition)} [unit: {spec.unit or 'number'}; default {_fmt_default(spec)}]",
         )
-    return p
 
 
 _VALUE_NOTE = re.compile(r"\s*\((?:design: )?[\d.,]+\s*(?:µs|ms|ns|KiB|MiB|bytes)?\)\.?$")

@@ -19,7 +19,7 @@ import re
 import os
 import shutil
 import sys
-from typing import IO
+from typing import IO, Any, Callable
 
 from gapscope.parsers.errors import TraceFormatError
 
@@ -27,7 +27,7 @@ from gapscope.report import args as report_args
 from gapscope.report.args import UsageError, build_parser, params_from_args
 from gapscope.report.fmt import safe_name
 
-__all__ = ["main", "run", "error_line"]
+__all__ = ["main", "run", "error_line", "write_json", "write_rich", "silence_stdout"]
 
 PROG = "gapscope report"
 
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         print(error_line(str(exc)), file=sys.stderr)
         return 2
     except BrokenPipeError:
-        _silence_stdout()
+        silence_stdout()
         return 0
 
 
@@ -77,27 +77,35 @@ def run(argv: list[str], stdout: IO[str] | None = None) -> int:
     doc = build_document(trace, diag, top_n=args.top, version=__version__, full=args.json)
     out = sys.stdout if stdout is None else stdout
     if args.json:
-        _write_json(doc, out, indent=2 if (stdout is None and report_args.stdout_is_tty()) else None)
+        write_json(doc, out, indent=2 if (stdout is None and report_args.stdout_is_tty()) else None)
     elif args.markdown:
         from gapscope.report.markdown import render_markdown
 
         out.write(render_markdown(doc))
     else:
-        from gapscope.report.text import make_console, render_text
+        from gapscope.report.text import render_text
 
-        tty = stdout is None and report_args.stdout_is_tty()
-        color = tty and not os.environ.get("NO_COLOR")
-        width = args.width
-        if width is None:
-            width = shutil.get_terminal_size((100, 24)).columns if tty else (_env_columns() or 100)
-        if color:
-            render_text(doc, make_console(out, width=width, color=True), top=args.top)
-        else:  # plain text: drop the cell padding Rich leaves at line ends
-            buf = io.StringIO()
-            render_text(doc, make_console(buf, width=width, color=False), top=args.top)
-            out.write("\n".join(line.rstrip() for line in buf.getvalue().split("\n")))
+        write_rich(lambda console: render_text(doc, console, top=args.top), out, width=args.width,
+                   tty=stdout is None and report_args.stdout_is_tty())
     out.flush()
     return 0
+
+
+def write_rich(render: Callable[[Any], None], out: IO[str], *, width: int | None, tty: bool) -> None:
+    """Call ``render(console)`` with a Rich console writing to ``out``: in colour on a
+    terminal without ``NO_COLOR``; otherwise plain, with the cell padding Rich leaves at
+    line ends dropped. ``width`` None: the terminal's, else ``$COLUMNS``, else 100."""
+    from gapscope.report.text import make_console
+
+    color = tty and not os.environ.get("NO_COLOR")
+    if width is None:
+        width = shutil.get_terminal_size((100, 24)).columns if tty else (_env_columns() or 100)
+    if color:
+        render(make_console(out, width=width, color=True))
+    else:
+        buf = io.StringIO()
+        render(make_console(buf, width=width, color=False))
+        out.write("\n".join(line.rstrip() for line in buf.getvalue().split("\n")))
 
 
 def _env_columns() -> int | None:
@@ -111,7 +119,7 @@ def _env_columns() -> int | None:
 _TERMINAL_UNSAFE = re.compile("[\u0080-\u009f\u202a-\u202e\u2066-\u2069]")
 
 
-def _write_json(doc: dict, out: IO[str], indent: int | None = None) -> None:
+def write_json(doc: dict, out: IO[str], indent: int | None = None) -> None:
     """Write ``doc`` as UTF-8 JSON and a newline: compact (one line) for pipes and
     files, indented by ``indent`` on a terminal. Names stay verbatim; a lone surrogate
     (from a ``\\ud800`` escape in the input) is written as its JSON escape."""
@@ -130,7 +138,7 @@ def _write_json(doc: dict, out: IO[str], indent: int | None = None) -> None:
         out.write(text.encode("utf-8", errors="backslashreplace").decode("utf-8"))
 
 
-def _silence_stdout() -> None:
+def silence_stdout() -> None:
     """After a broken pipe (``gapscope report x | head``): stop Python's flush at exit
     from raising again (recipe from the Python ``signal`` documentation)."""
     try:

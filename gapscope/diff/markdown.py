@@ -1,0 +1,118 @@
+"""Render the diff document as GitHub-flavoured Markdown (``gapscope diff --markdown``).
+
+For tickets and pull requests. Trace names go into code spans (``md_code``) and prose
+through ``md_text``, as in the report's Markdown. Same figures as the text: both read
+``build_diff_document``'s dict.
+"""
+
+from __future__ import annotations
+
+from gapscope.diff.document import class_text, fmt_pair, rate_text
+from gapscope.report.fmt import fmt_dur, fmt_rate, unit_for
+from gapscope.report.markdown import md_code, md_text
+
+__all__ = ["render_diff_markdown"]
+
+
+def _row(cells) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def _table(header, rows) -> list[str]:
+    return [_row(header), _row(["---"] * len(header))] + [_row(r) for r in rows]
+
+
+def _signed(ns) -> str:
+    if ns is None:
+        return "-"
+    return ("+" if ns > 0 else "−" if ns < 0 else "±") + fmt_dur(abs(int(ns)))
+
+
+def _ratio(r) -> str:
+    return "-" if r is None else f"{r:.2f}×"
+
+
+def render_diff_markdown(doc: dict, top: int = 10) -> str:
+    """The diff of ``doc`` as one Markdown string (ends with a newline); ``top`` rows
+    of the position and kernel-family tables."""
+    b, a = doc["before"], doc["after"]
+    out = [f"# gapscope diff: {md_code(b['path'], None, False)} → {md_code(a['path'], None, False)}", ""]
+    out.append(f"**Verdict:** {md_text(doc['verdict']['line'])}")
+    if doc["kernels"].get("sentence"):
+        out += ["", f"**GPU work:** {md_text(doc['kernels']['sentence'])}"]
+    if doc.get("check"):
+        out += ["", f"**CI check:** {md_text(doc['check']['line'])}"]
+    if doc.get("left"):
+        out += ["", f"**Left:** {md_text(doc['left']['line'])}"]
+    out += ["", "## Comparability", ""]
+    for name, side in (("Before", b), ("After", a)):
+        st = side["steps"]
+        gpu = f"; GPU {side['device']}: {md_code(side['gpu'], None, False)}" if side.get("gpu") else ""
+        out.append(f"- {name}: {side['format']}; {st['steady_count']} steady of {st['count']} step(s) "
+                   f"({st['source']} {md_code(st['name'], 60, False) if st['name'] else ''}){gpu}")
+    out += [f"- {md_text(n)}" for n in doc["comparability"]["notes"]] or ["- same GPU, kernel mix and step count"]
+    for side_name in ("before", "after"):
+        for e in doc[side_name]["steps"]["excluded"][:3]:
+            out.append(f"- warm-up left out of {side_name.upper()}: step {e['index'] + 1}, {md_text(e['reason'])}")
+    ps = doc["per_step"]
+    u = unit_for(max(int(ps["wall_ns"]["before_ns"] or 0), int(ps["wall_ns"]["after_ns"] or 0), 1))
+
+    def cell(ns, spread=None):
+        return "-" if ns is None else fmt_dur(ns, u) + (f" ± {fmt_dur(spread, u)}" if spread else "")
+
+    out += ["", f"## Per step (median over {ps['steps_before']} and {ps['steps_after']} steady steps ± spread)", ""]
+    rows = []
+    for label, key in (("step wall time", "wall_ns"), ("GPU busy", "gpu_busy_ns"), ("GPU idle", "idle_ns")):
+        r = ps[key]
+        rows.append([label, cell(r["before_ns"], r["before_spread_ns"]), cell(r["after_ns"], r["after_spread_ns"]),
+                     _signed(r["change_ns"]), _ratio(r["ratio"])])
+    for label, r in ps["idle_by_class_ns"].items():
+        if r["before_ns"] or r["after_ns"]:
+            rows.append([f"idle: {label} (mean)", cell(r["before_ns"]), cell(r["after_ns"]), _signed(r["change_ns"]),
+                         _ratio(r["ratio"])])
+    rlabel, _ = rate_text(ps)
+    rate = ps[ps["rate_key"]]
+    ch = rate["change"]
+    rows.append([rlabel, fmt_rate(rate["before"]), fmt_rate(rate["after"]),
+                 "-" if ch is None else ("+" if ch > 0 else "−" if ch < 0 else "±") + fmt_rate(abs(ch)), _ratio(rate["ratio"])])
+    out += _table(["", "before", "after", "change", "after ÷ before"], rows)
+    change = doc.get("group_change_ns") or {}
+    counts = ", ".join(f"{k} {v}" + (f" ({_signed(change[k])}/step)" if change.get(k) else "")
+                       for k, v in doc["group_counts"].items())
+    out += ["", f"## Idle positions ({counts})", ""]
+    groups = doc["groups"]
+    if groups:
+        rows = []
+        for g in groups[: max(0, top)]:
+            pb, pa = g["before"], g["after"]
+            idle = (fmt_pair(pb["idle_per_step_ns"], pa["idle_per_step_ns"]) if pb and pa else
+                    f"{fmt_dur(pb['idle_per_step_ns'])} → -" if pb else f"- → {fmt_dur(pa['idle_per_step_ns'])}")
+            where = " (step boundary)" if (pa or pb)["boundary"] else ""
+            rows.append([f"**{g['status']}**", md_code(g["label"], 80) + where, f"{class_text(pb)} → {class_text(pa)}",
+                         idle, _signed(g["change_ns"])])
+        out += _table(["status", "position", "class before → after", "idle per step", "change"], rows)
+        if len(groups) > top:
+            out += ["", f"… and {len(groups) - top:,} more positions (in `--json`)"]
+    else:
+        out.append("No recurring idle in either trace.")
+    fams = doc["kernels"]["families"]
+    out += ["", "## GPU busy by kernel family (per step)", ""]
+    if fams:
+        out += _table(["family", "before", "after", "change"],
+                      [[md_code(r["family"], 80), fmt_dur(r["before_ns"]), fmt_dur(r["after_ns"]), _signed(r["change_ns"])]
+                       for r in fams[: max(0, top)]])
+        if len(fams) > top:
+            out += ["", f"… and {len(fams) - top:,} more families (in `--json`)"]
+    left = doc.get("left")
+    if left:
+        c = left["card"]
+        cause = c.get("cause") or "-"
+        if c.get("secondary"):
+            cause += f" (secondary: {c['secondary']} {100 * (c.get('secondary_share') or 0):.0f}%)"
+        out += ["", f"## What is left: {md_code(left['position']['label'], 80, False)}", "",
+                f"- **Smell:** {md_text(c.get('smell'))}", f"- **Cause class:** {cause}",
+                f"- **Why the GPU is empty:** {md_text(c.get('why'))}",
+                f"- **First experiment:** {md_text(c.get('first_experiment'))}",
+                f"- **Forbidden next step:** {md_text(c.get('forbidden_step'))}",
+                f"- **Proof of improvement:** {md_text(c.get('proof'))}"]
+    return "\n".join(out) + "\n"

@@ -74,6 +74,31 @@ class Context:
         if count:
             self.ignored[what] = self.ignored.get(what, 0) + int(count)
 
+    def first_value(self, table: str, expr: str):
+        """``expr`` on the table's first row (None when empty or NULL)."""
+        row = self.db.one(f'SELECT {expr} FROM "{table}" LIMIT 1', what=table)
+        return row[0] if row and isinstance(row[0], int) else None
+
+    def same_check(self, expr: str, first) -> str:
+        """SQL aggregate counting the rows whose ``expr`` is not ``first``: 0 when one
+        value holds for the whole table (one device, one process: the common case, so
+        the column need not be read)."""
+        return f"sum(({expr}) IS NOT {first if first is not None else 'NULL'})"
+
+    def one_or_column(self, table: str, expr: str, first, differing) -> np.ndarray | int:
+        """``first`` when no row differs from it (``same_check``), else the int64 column
+        of ``expr`` (a second pass over the table)."""
+        if not differing:
+            return int(first) if isinstance(first, int) else 0
+        (col,), _, _ = self.db.int_columns(table, [expr], want_rowid=False)
+        return col
+
+    def global_tids(self, table: str, tid: np.ndarray, first, differing) -> np.ndarray:
+        """``globalTid`` per row from its thread-id bits ``tid`` (-1: none) and the
+        process and machine bits ``globalTid >> 24`` (``first`` value, rows differing)."""
+        high = self.one_or_column(table, "globalTid >> 24", first, differing)
+        return np.where(tid >= 0, (np.asarray(high, dtype=np.int64) << 24) | tid, -1)
+
     def check_times(self, table: str, start: np.ndarray, dur: np.ndarray) -> np.ndarray:
         """Bool mask of rows with usable times; warns about the others (CUPTI gives 0
         for both start and end when it could not time an activity; an end before the

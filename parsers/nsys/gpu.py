@@ -24,7 +24,7 @@ import numpy as np
 
 from gapscope.parsers.model import CopyKind, Kind
 from gapscope.parsers.nsys.blocks import Block, Context
-from gapscope.parsers.nsys.lanes import DEVICE_SHIFT, MAX_DEVICE, PID_SHIFT, gpu_key_sql
+from gapscope.parsers.nsys.lanes import DEVICE_SHIFT, MAX_DEVICE, PID_SHIFT
 from gapscope.parsers.nsys.schema import INVALID_ID, KERNEL, MEMCPY, MEMSET, SYNC, sync_name_of_call
 
 __all__ = ["read_kernels", "read_memcpy", "read_memset", "read_sync"]
@@ -48,12 +48,19 @@ def _common(ctx: Context, table: str, extra: list[str], what: str, resolve=None)
         ctx.warn(f"{table}.correlationId", f"{table} has no correlationId column: its {what} are not linked to "
                                            "the API calls that launched them")
     gpid = "globalPid" if "globalPid" in cols else "NULL"
-    exprs = ["start", "end - start", gpu_key_sql(global_pid=gpid), corr] + extra
-    values, rowid, (max_device,) = ctx.db.int_columns(table, exprs, aggregates=["max(deviceId)"])
-    if isinstance(max_device, int) and max_device > MAX_DEVICE:
-        ctx.warn(f"{table}.deviceId", f"{table}: device ids above {MAX_DEVICE} (up to {max_device}) "
+    pid_expr = f"(({gpid} >> 24) & 4194303)"
+    exprs = ["start", "end - start", f"streamId & {INVALID_ID}", corr] + extra
+    d0, p0 = ctx.first_value(table, "deviceId"), ctx.first_value(table, pid_expr)
+    aggs = [ctx.same_check("deviceId", d0), ctx.same_check(pid_expr, p0)]
+    values, rowid, (d_differ, p_differ) = ctx.db.int_columns(table, exprs, aggregates=aggs)
+    start, dur, stream, correlation = values[:4]
+    device = ctx.one_or_column(table, "deviceId", d0, d_differ)
+    if int(np.max(device, initial=0)) > MAX_DEVICE:
+        ctx.warn(f"{table}.deviceId", f"{table}: device ids above {MAX_DEVICE} (up to {int(np.max(device))}) "
                                       f"are read as device {MAX_DEVICE}")
-    start, dur, key, correlation = values[:4]
+    device = np.clip(device, 0, MAX_DEVICE)
+    pid = ctx.one_or_column(table, pid_expr, p0, p_differ)
+    key = (np.asarray(device, np.int64) << DEVICE_SHIFT) | (np.asarray(pid, np.int64) << PID_SHIFT) | (stream & INVALID_ID)
     if resolve is not None:
         key = resolve(key, values[4:])
     lane, pid = ctx.lanes.gpu(key)
@@ -72,12 +79,12 @@ def read_kernels(ctx: Context) -> Block | None:
     """``CUPTI_ACTIVITY_KIND_KERNEL`` → ``Kind.KERNEL``."""
     cols = set(ctx.db.columns(KERNEL))
     names = [c for c in ("demangledName", "shortName", "mangledName") if c in cols]
-    got = _common(ctx, KERNEL, [names[0] if names else "-1", names[1] if len(names) > 1 else "-1"], "kernels")
+    got = _common(ctx, KERNEL, [f"coalesce({', '.join(names)})" if len(names) > 1 else (names or ["-1"])[0]], "kernels")
     if got is None:
         return None
     if not names:
         ctx.warn(f"{KERNEL}.demangledName", f"{KERNEL} has no name column: kernels are unnamed")
-    name_ids, _, _ = ctx.names.of_string_ids(got[5][0], fallback=got[5][1])
+    name_ids, _, _ = ctx.names.of_string_ids(got[5][0])
     return _block(ctx, KERNEL, got, Kind.KERNEL, name_ids)
 
 

@@ -52,18 +52,25 @@ class Calls:
         return out
 
 
-def _thread_columns(ctx: Context, table: str, extra: list[str], what: str) -> tuple | None:
+def _thread_columns(ctx: Context, table: str, extra: list[str], what: str, times: bool = True) -> tuple | None:
+    """(start, dur (or the raw end when not ``times``), globalTid, extra columns..., rowid)
+    of a table of thread events, or None when it is missing or has no times."""
     cols = set(ctx.db.columns(table))
     if not cols:
         return None
-    missing = [c for c in ("start", "end") if c not in cols]
+    missing = [c for c in ("start", "end") if c not in cols and (times or c == "start")]
     if missing:
         ctx.warn(table, f"{table} has no {', '.join(missing)} column: its {what} are not read")
         return None
     if "globalTid" not in cols:
         ctx.warn(f"{table}.globalTid", f"{table} has no globalTid column: its {what} are drawn on one lane")
-    gtid = "globalTid" if "globalTid" in cols else "-1"
-    values, rowid, _ = ctx.db.int_columns(table, ["start", "end - start", gtid] + extra)
+    gtid = "globalTid" if "globalTid" in cols else "NULL"
+    second = "end - start" if times else ("end" if "end" in cols else "NULL")
+    high = f"{gtid} >> 24"
+    first = ctx.first_value(table, high)
+    values, rowid, (differing,) = ctx.db.int_columns(table, ["start", second, f"{gtid} & 16777215"] + extra,
+                                                     aggregates=[ctx.same_check(high, first)])
+    values[2] = ctx.global_tids(table, values[2], first, differing)
     return values, rowid
 
 
@@ -118,10 +125,8 @@ def read_nvtx(ctx: Context) -> tuple[Block | None, dict[int, str]]:
     if "eventType" not in cols or "start" not in cols:
         ctx.warn(NVTX, f"{NVTX} has no eventType or start column: NVTX ranges are not read")
         return None, {}
-    end = "end" if "end" in cols else "NULL"
-    gtid = "globalTid" if "globalTid" in cols else "-1"
     domain = "domainId" if "domainId" in cols else "-1"
-    (start, end_ns, etype, gt, dom), rowid, _ = db.int_columns(NVTX, ["start", end, "eventType", gtid, domain])
+    (start, end_ns, gt, etype, dom), rowid = _thread_columns(ctx, NVTX, ["eventType", domain], "NVTX ranges", times=False)
     text_sql = "n.text" if "text" in cols else "NULL"
     join = ""
     if "textId" in cols and db.has("StringIds"):

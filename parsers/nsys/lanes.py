@@ -19,19 +19,12 @@ from gapscope.parsers.model import Lane
 from gapscope.parsers.nsys.names import distinct
 from gapscope.parsers.nsys.schema import INVALID_ID, pid_of, tid_of
 
-__all__ = ["Lanes", "gpu_key_sql", "DEVICE_SHIFT", "PID_SHIFT", "MAX_DEVICE"]
+__all__ = ["Lanes", "DEVICE_SHIFT", "PID_SHIFT", "MAX_DEVICE"]
 
 #: A GPU lane key packs (device, pid, stream) into one int64: device in bits 54-62,
 #: pid in bits 32-53 (Linux pids are below 2**22), stream in bits 0-31.
 DEVICE_SHIFT, PID_SHIFT = 54, 32
 MAX_DEVICE = (1 << (63 - DEVICE_SHIFT)) - 1
-
-
-def gpu_key_sql(device: str = "deviceId", global_pid: str = "globalPid", stream: str = "streamId") -> str:
-    """SQL expression of the packed GPU lane key of a row (one value instead of three)."""
-    return (f"((min(max(ifnull({device}, 0), 0), {MAX_DEVICE}) << {DEVICE_SHIFT})"
-            f" | (((ifnull({global_pid}, 0) >> 24) & 4194303) << {PID_SHIFT})"
-            f" | (ifnull({stream}, {INVALID_ID}) & {INVALID_ID}))")
 
 
 class Lanes:
@@ -49,7 +42,8 @@ class Lanes:
         return k
 
     def gpu(self, packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(int32 lane per row, int64 pid per row) for packed GPU keys (``gpu_key_sql``)."""
+        """(int32 lane per row, int64 pid per row) for packed GPU keys
+        (``device << DEVICE_SHIFT | pid << PID_SHIFT | stream``)."""
         uniq, inv = distinct(packed)
         lut = np.empty(uniq.size, dtype=np.int32)
         pids = np.empty(uniq.size, dtype=np.int64)

@@ -1,18 +1,19 @@
 """Read-only access to an SQLite file, and SQL results straight into numpy columns.
 
 The file is opened through a URI with ``mode=ro&immutable=1``: SQLite neither writes
-nor creates anything next to it (no journal, no ``-shm``/``-wal`` file, no lock), so a
-report on a read-only mount or one still being copied is only ever read.
+nor creates anything next to it (no journal, no ``-shm``/``-wal`` file, no lock), so an
+export on a read-only mount opens too, and the input is only ever read.
 
 Integer columns come back without a Python object per row: one aggregate query per
-block of rows computes ``count(*)`` and ``group_concat(CAST(expr AS INTEGER), ',')``
+block of rows computes ``count(*)`` and ``group_concat(ifnull(expr, -1), ',')``
 for every column in a single scan (SQLite's C code turns the values into one text per
-column), and ``np.fromstring(text, sep=",")`` parses each text in C. The ``CAST``
-makes every value an integer whatever the column holds (SQLite columns are dynamically
-typed), ``ifnull`` gives NULLs a stated value (``group_concat`` skips NULLs, which
-would misalign the columns), and the row count of each block is checked against every
-column's length. Blocks are ranges of ``rowid`` (``BLOCK_ROWS`` rows), which keeps each
-text far below SQLite's 1 GB string limit.
+column), and ``np.fromstring(text, sep=",")`` parses each text in C. ``ifnull``
+gives NULLs a stated value (``group_concat`` skips NULLs, which would misalign the
+columns), and the row count of each block is checked against every column's length: a
+value that is not an integer (SQLite columns are dynamically typed) fails that check
+and its block is read again row by row with ``CAST(... AS INTEGER)``. Blocks are
+ranges of ``rowid`` (``BLOCK_ROWS`` rows), which keeps each text far below SQLite's
+1 GB string limit.
 
 Every ``sqlite3`` error becomes a ``TraceFormatError`` naming the file.
 """
@@ -144,14 +145,19 @@ class Database:
 
     def _block(self, table: str, exprs: Sequence[str], where: str, params: Sequence,
                aggregates: Sequence[str] = ()) -> tuple[int, list[np.ndarray], list]:
-        """(row count, int64 columns, aggregate values) of the rows ``where`` selects."""
-        cols = [f"ifnull(CAST({e} AS INTEGER), -1)" for e in exprs]
+        """(row count, int64 columns, aggregate values) of the rows ``where`` selects.
+
+        Fast path: the values as SQLite writes them. A value that is not an integer (a
+        REAL, a TEXT, a BLOB: SQLite columns are dynamically typed) makes its column's
+        text fail to parse to ``count`` numbers; then the block is read again row by
+        row with every value ``CAST`` to an integer."""
+        cols = [f"ifnull({e}, -1)" for e in exprs]
         select = ", ".join(["count(*)"] + [f"group_concat({c}, ',')" for c in cols] + list(aggregates))
         got = self.one(f'SELECT {select} FROM "{table}"{where}', params, what=table)
         count = int(got[0] or 0)
         values = self._parse(got[1:1 + len(cols)], count)
-        if values is None:  # a text that did not parse to `count` values: row by row
-            values = self._slow(table, cols, where, params, count)
+        if values is None:
+            values = self._slow(table, [f"ifnull(CAST({e} AS INTEGER), -1)" for e in exprs], where, params, count)
         return count, values, list(got[1 + len(cols):])
 
     @staticmethod

@@ -25,7 +25,7 @@ from gapscope.parsers.model import CopyKind
 __all__ = [
     "KERNEL", "MEMCPY", "MEMSET", "RUNTIME", "SYNC", "NVTX", "OSRT", "OVERHEAD", "CUDA_TABLES",
     "NSIGHT_MARKER_TABLES", "INVALID_ID", "pid_of", "tid_of", "api_name", "Enums", "export_info",
-    "SYNC_NAMES", "sync_name_of_call", "RANGE", "MARK", "DOMAIN", "TESTED_SCHEMA_MAJOR",
+    "SYNC_NAMES", "sync_name_of_call", "RANGE", "MARK", "DOMAIN", "TESTED_SCHEMA_MAJOR", "API_CLASSES",
 ]
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"

@@ -206,6 +206,17 @@ def test_values_that_are_not_integers_are_read_row_by_row(made, tmp_path):
     assert (t.kind[t.flow_dst] == Kind.KERNEL).sum() == 1499
 
 
+def test_correlation_id_zero_links_nothing(made, tmp_path):
+    """CUPTI numbers calls from 1; rows with id 0 (calls made outside any launch) are
+    not linked to each other."""
+    p = _copy(made["2025"][0], tmp_path / "x.sqlite")
+    _edit(p, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET correlationId = 0 WHERE rowid IN (1, 2)",
+          "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET correlationId = 0 WHERE rowid IN (5, 6)")
+    t = load(p)
+    assert (t.kind[t.flow_dst] == Kind.KERNEL).sum() == 1500 - 4
+    assert not any("shared by" in str(w) for w in t.warnings)
+
+
 def test_untimed_and_backwards_rows_are_skipped_with_a_warning(made, tmp_path):
     p = _copy(made["2025"][0], tmp_path / "x.sqlite")
     _edit(p, 'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 0, "end" = 0 WHERE rowid = 3',

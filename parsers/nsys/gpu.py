@@ -54,6 +54,7 @@ def _common(ctx: Context, table: str, extra: list[str], what: str, resolve=None)
     aggs = [ctx.same_check("deviceId", d0), ctx.same_check(pid_expr, p0)]
     values, rowid, (d_differ, p_differ) = ctx.db.int_columns(table, exprs, aggregates=aggs)
     start, dur, stream, correlation = values[:4]
+    correlation[correlation == 0] = -1  # CUPTI numbers calls from 1: 0 is "none"
     device = ctx.one_or_column(table, "deviceId", d0, d_differ)
     if int(np.max(device, initial=0)) > MAX_DEVICE:
         ctx.warn(f"{table}.deviceId", f"{table}: device ids above {MAX_DEVICE} (up to {int(np.max(device))}) "

@@ -91,6 +91,7 @@ def read_runtime(ctx: Context) -> Block | None:
     if got is None:
         return None
     (start, dur, gtid, correlation, name_class), rowid = got
+    correlation[correlation == 0] = -1  # CUPTI numbers calls from 1: 0 is "none"
     classes = ctx.enums.event_classes()
     name, _, _ = ctx.names.of_string_ids(name_class >> 8, transform=api_name)
     # kind and class per distinct (name, class) value: no per-row work

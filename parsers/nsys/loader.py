@@ -27,7 +27,7 @@ import sqlite3
 import numpy as np
 
 from gapscope.parsers.errors import TraceFormatError
-from gapscope.parsers.model import SourceInfo, Trace
+from gapscope.parsers.model import SourceInfo, Trace, repeated_correlations
 from gapscope.parsers.nsys.blocks import Block, Context
 from gapscope.parsers.nsys.gpu import read_kernels, read_memcpy, read_memset, read_sync
 from gapscope.parsers.nsys.host import Calls, read_nvtx, read_osrt, read_overhead, read_runtime
@@ -163,6 +163,11 @@ def _trace(ctx: Context, db: Database, blocks: list[Block], info: dict, domains:
     has = corr >= 0
     if has.any() and np.unique(pid[has]).size > 1:  # ids are per process: keep them apart
         corr = np.where(has, (pid << 32) | (corr & 0xFFFFFFFF), -1)
+    kind = _cat(blocks, "kind", np.int8, 0)
+    n_rep, n_calls, rep_id = repeated_correlations(kind, corr)
+    if n_rep:
+        ctx.warn("correlationId", f"{n_rep} correlation id(s) shared by {n_calls} API calls (e.g. {rep_id}); each "
+                                  "GPU op linked to the latest such call starting before it")
     lane = _cat(blocks, "lane", np.int32, 0)
     used = np.zeros(len(ctx.lanes.keys), dtype=bool)
     used[lane] = True
@@ -188,7 +193,7 @@ def _trace(ctx: Context, db: Database, blocks: list[Block], info: dict, domains:
         source.extra["nvtx_domains"] = domains
     return Trace.from_columns(
         start_ns=start, dur_ns=dur, lane=remap[lane], name_id=_cat(blocks, "name", np.int32, 0),
-        kind=_cat(blocks, "kind", np.int8, 0), names=ctx.names.names, lanes=lanes, source=source,
+        kind=kind, names=ctx.names.names, lanes=lanes, source=source,
         warnings=ctx.warnings, correlation=corr, bytes_=_cat(blocks, "bytes", np.int64, -1),
         copy_kind=_cat(blocks, "copy_kind", np.int8, 0), pageable=_cat(blocks, "pageable", bool, False),
         args_loader=_RowArgs(db.path, table_names, code, rowid),

@@ -29,9 +29,6 @@ from gapscope.parsers.nsys.schema import INVALID_ID, KERNEL, MEMCPY, MEMSET, SYN
 
 __all__ = ["read_kernels", "read_memcpy", "read_memset", "read_sync"]
 
-_TIMES = ("start", "end")
-
-
 def _common(ctx: Context, table: str, extra: list[str], what: str, resolve=None) -> tuple | None:
     """(start, dur, lane, pid, correlation, extra columns, rowid) of a GPU activity
     table, or None when it is missing or lacks its times; warns about missing columns.

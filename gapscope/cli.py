@@ -40,7 +40,7 @@ def usage() -> str:
         "usage: gapscope [TRACE] | gapscope <command> [options]",
         "",
         "Find where the GPU sat idle in a profiler trace (torch.profiler/Kineto Chrome JSON,",
-        "Chrome Trace Event Format, ASCII timelines) and say why.",
+        "Chrome Trace Event Format, Nsight Systems exports, ASCII timelines) and say why.",
         "",
         "commands:",
     ]

@@ -33,7 +33,7 @@ def _parser() -> argparse.ArgumentParser:
             f" a sync-signature copy is <= {d.small_copy_max_bytes // 1024} KiB"
         ),
     )
-    p.add_argument("trace", nargs="?", help="Kineto/Chrome trace JSON (.json, .json.gz) or ASCII timeline (.txt); default: bundled decode-step sample")
+    p.add_argument("trace", nargs="?", help="Kineto/Chrome trace JSON (.json, .json.gz), ASCII timeline (.txt) or Nsight Systems export (.sqlite, .nsys-rep); default: bundled decode-step sample")
     return p
 
 

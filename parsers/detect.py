@@ -141,7 +141,9 @@ def sniff(path: str | os.PathLike) -> str:
     Reads at most ``SNIFF_BYTES`` (64 KiB) of content (gunzipped when gzip) and applies
     the same checks and messages as ``load``: exists, is a file, readable, gzip
     intact at its start, not empty, JSON object/array, not binary, UTF-8, and for text
-    the first timeline line of an ASCII timeline. Returns ``"chrome"`` or ``"ascii"``.
+    the first timeline line of an ASCII timeline. Returns ``"chrome"`` or ``"ascii"``,
+    or ``"nsys"`` for an Nsight Systems export (its schema is read) or report (exported
+    to SQLite first, see ``gapscope.parsers.nsys.files``).
     Raises ``TraceFormatError`` (path, line, column, hint). A file that passes may
     still fail later in ``load`` (e.g. JSON broken past the head).
     """
@@ -152,6 +154,11 @@ def sniff(path: str | os.PathLike) -> str:
             complete = len(raw) < SNIFF_BYTES or not fh.read(1)
         except OSError as exc:
             raise TraceFormatError(p, f"cannot read: {exc.strerror or exc}") from None
+    from gapscope.parsers.nsys import files as nsys_files
+
+    nsight = nsys_files.kind_of(p, raw[:nsys_files.HEAD_BYTES])
+    if nsight is not None:
+        return nsys_files.sniff(p, nsight)
     data = raw
     if raw[:2] == _GZIP_MAGIC:
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
@@ -170,10 +177,17 @@ def _check_head(p: str, data: bytes, complete: bool) -> str:
     if not head:
         raise TraceFormatError(p, "file is empty", line=1, column=1, hint="expected Chrome trace JSON or an ASCII timeline")
     if head[:1] in (b"{", b"["):
+        from gapscope.parsers.nsys.json_export import refuse_json_export
+
+        refuse_json_export(p, data, len(data) - len(data.lstrip(b"\xef\xbb\xbf \t\r\n")))
         return "chrome"
     if b"\x00" in data[:4096]:
+        from gapscope.parsers.nsys.files import refuse_compressed
+
+        refuse_compressed(p, data)
         raise TraceFormatError(p, "binary file, not a trace", line=1, column=1,
-                               hint="expected Chrome trace JSON (.json/.json.gz) or an ASCII timeline; Nsight .nsys-rep/.sqlite is not supported yet")
+                               hint="expected Chrome trace JSON (.json/.json.gz), an ASCII timeline or an Nsight "
+                                    "Systems export (.sqlite, .nsys-rep)")
     try:
         text = codecs.getincrementaldecoder("utf-8")().decode(data, final=complete)
     except UnicodeDecodeError as exc:
@@ -196,12 +210,24 @@ def load(path: str | os.PathLike) -> Trace:
 
     Formats: Chrome Trace Event Format JSON (object or array form, including Kineto /
     torch.profiler output of every vintage and the legacy autograd export), gzip of
-    those, and ASCII timelines (event list or lane art; see ``docs/ascii-timelines.md``).
+    those, ASCII timelines (event list or lane art; see ``docs/ascii-timelines.md``),
+    and Nsight Systems SQLite exports, or reports exported to SQLite with ``nsys`` when
+    it is installed (``gapscope.parsers.nsys``).
 
     Returns a ``Trace``. Raises ``TraceFormatError`` (with path, line, column and a
     hint) for anything that is not a trace; never any other exception for bad input.
     """
     p = os.fspath(path)
+    from gapscope.parsers.nsys import files as nsys_files
+
+    with _open_regular(p) as fh:  # an Nsight file is opened by SQLite, never read whole
+        try:
+            head = fh.read(nsys_files.HEAD_BYTES)
+        except OSError as exc:
+            raise TraceFormatError(p, f"cannot read: {exc.strerror or exc}") from None
+    nsight = nsys_files.kind_of(p, head)
+    if nsight is not None:
+        return nsys_files.load(p, nsight)
     from gapscope.parsers.chrome.parallel import fork as chrome_parallel
 
     if not chrome_parallel.enabled(1 << 62):
@@ -241,6 +267,10 @@ def _refuse_json_scalar(p: str, data) -> None:
 
 def _load(p: str, data: bytes | bytearray, pending=None, read_stat=None) -> Trace:
     skip = text_start(data)  # a JSON text may start with any amount of blanks
+    if data[skip:skip + 1] == b"{":
+        from gapscope.parsers.nsys.json_export import refuse_json_export
+
+        refuse_json_export(p, data, skip)  # Nsight's one-record-per-line JSON
     if data[skip:skip + 1] not in (b"{", b"["):
         _refuse_json_scalar(p, data)  # JSON, but not a trace (nor a timeline)
     if data[skip:skip + 1] in (b"{", b"[") or _check_head(p, bytes(data[:4096]), False) == "chrome":

@@ -86,7 +86,7 @@ def test_empty_file(tmp_path):
 
 
 def test_binary_file(tmp_path):
-    p = tmp_path / "trace.nsys-rep"
+    p = tmp_path / "trace.bin"
     p.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 4)
     line = _assert_one_line_error(_unchanged_after(p), str(p), "binary")
     assert line.startswith(f"gapscope: error: {p}:1:1: ")

@@ -6,7 +6,7 @@ file: event counts by phase and category, lanes, extent, GPU-op counts and GPU b
 the figures stated in ``shared/traces/public/PROVENANCE.md`` (counts, streams, span,
 GPU ops, busy %). ``tracelens/rocprof/908_results.json.gz`` (rocprofv3 JSON, not a
 Chrome trace) must be refused with a ``TraceFormatError``. The Nsight SQLite exports
-are a later issue and are not collected here.
+are not collected here: ``tests/test_nsys_corpus.py`` checks them.
 
 Each file is parsed once per session (module-level caches); the reference takes
 about 20 s over the whole corpus, the biggest file (hta/mtia_rank_0) about 3.5 s.

@@ -45,10 +45,10 @@ def test_bad_file_refused_before_the_ui(tmp_path, case):
         f = tmp_path
         expect = f"{f}: is a directory, not a trace file (pass a .json, .json.gz or .txt file)"
     elif case == "binary":
-        f = tmp_path / "x.nsys-rep"
+        f = tmp_path / "x.bin"
         f.write_bytes(b"NSYS\x00\x01\x02")
-        expect = (f"{f}:1:1: binary file, not a trace (expected Chrome trace JSON (.json/.json.gz) or an ASCII "
-                  "timeline; Nsight .nsys-rep/.sqlite is not supported yet)")
+        expect = (f"{f}:1:1: binary file, not a trace (expected Chrome trace JSON (.json/.json.gz), an ASCII "
+                  "timeline or an Nsight Systems export (.sqlite, .nsys-rep))")
     elif case == "empty":
         f = tmp_path / "empty.json"
         f.write_bytes(b"  \n")

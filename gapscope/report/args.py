@@ -122,7 +122,7 @@ def build_parser(prog: str = "gapscope report") -> argparse.ArgumentParser:
             "2 bad input or usage, 1 internal error (please report it)."
         ),
     )
-    p.add_argument("trace", metavar="TRACE", help="Chrome/Kineto trace (.json, .json.gz) or ASCII timeline (.txt)")
+    p.add_argument("trace", metavar="TRACE", help="Chrome/Kineto trace (.json, .json.gz), ASCII timeline (.txt) or Nsight Systems export (.sqlite, .nsys-rep)")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="one JSON document with stable keys (docs/report-json.md)")
     fmt.add_argument("--markdown", action="store_true", help="Markdown, for tickets and chat")

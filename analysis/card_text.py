@@ -15,6 +15,7 @@ import re
 
 import numpy as np
 
+from gapscope.analysis.busy import coverage, union_intervals
 from gapscope.analysis.classify import SLOW_LAUNCH_NS, rank_classes
 from gapscope.analysis.evidence import enclosing_step_range
 from gapscope.analysis.evidence_kinds import BLOCKING_SYNC_RE, COLLECTIVE_RE, GRAPH_LAUNCH_RE, SYNC_OP_NAMES
@@ -179,12 +180,17 @@ def why_sentence(diag, rows: np.ndarray, class_ns: np.ndarray, evidence: list[Ev
         who += " (it launched the previous kernel; the next op has no linked launch call)"
     has = g.launch[rows] >= 0
     if queued_occurrence(diag, rows):
-        r = int(rows[has][0])
+        r = int(rows[has][0]) if has.any() else int(rows[0])
         nxt, call = int(g.next_op[r]), int(g.launch[r])
-        L = int(np.median(g.lateness_ns[rows][has]))
-        body = (f", although the next op {_quote(trace.name(nxt))} was already queued: its launch call "
-                f"{_quote(trace.name(call))} on {_thread_label(trace, int(trace.lane[call]))} had returned "
-                f"{fmt_ms(-L)} before the GPU went idle")
+        if call >= 0:
+            L = int(np.median(g.lateness_ns[rows][has]))
+            body = (f", although the next op {_quote(trace.name(nxt))} was already queued: its launch call "
+                    f"{_quote(trace.name(call))} on {_thread_label(trace, int(trace.lane[call]))} had returned "
+                    f"{fmt_ms(-L)} before the GPU went idle")
+        else:  # a node of a graph whose launch call the trace lacks; a sibling node ran before
+            body = (f", although the next op {_quote(trace.name(nxt))} was already queued: it is a node of a CUDA "
+                    f"graph whose other nodes had started before the gap (the graph's launch call is not in the "
+                    f"trace)")
         parts = [_dependency_phrase(diag, r, cn[Cause.DEPENDENCY], evidence)] if cn[Cause.DEPENDENCY] else []
         if cn[Cause.COPY]:
             parts.append(_copy_phrase(trace, evidence, cn[Cause.COPY]))
@@ -252,6 +258,9 @@ def why_sentence(diag, rows: np.ndarray, class_ns: np.ndarray, evidence: list[Ev
             L += int(g.dur_ns[rows][edge == 2].sum())
         if L > 0:
             tail = f"; the next op reached the queue {fmt_ms(L)} after the GPU went idle"
+    if cn[Cause.DEPENDENCY]:  # a late op that then waited in the queue
+        tail += (". After its launch call returned, " + _dependency_phrase(diag, int(rows[0]), cn[Cause.DEPENDENCY], evidence)
+                 + "; what the CPU did in that time is not the cause")
     return head + body + tail + "."
 
 
@@ -326,6 +335,38 @@ def _issues_gpu_work(trace, ev: int) -> bool:
     return bool((trace.kind[sl][a:b] == int(Kind.LAUNCH)).any())
 
 
+def _mostly_own_time(diag, item: Evidence) -> bool:
+    """Whether a host item of a millisecond or more spends most of its time outside any
+    finer event recorded inside it (uninstrumented work inside a recorded range)."""
+    trace = diag.trace
+    ev = item.event
+    if ev < 0 or item.overlap_ns < 1_000_000 or diag._index is None:
+        return False
+    s, e = int(trace.start_ns[ev]), int(trace.start_ns[ev] + trace.dur_ns[ev])
+    idx = diag._index.overlapping(trace, int(trace.lane[ev]), s, e)
+    kids = idx[(trace.depth[idx] > trace.depth[ev]) & (trace.start_ns[idx] >= s)]
+    if kids.size == 0:
+        return True
+    us, ue = union_intervals(trace.start_ns[kids], np.minimum(trace.start_ns[kids] + trace.dur_ns[kids], e))
+    covered = int(coverage(us, ue, np.array([s]), np.array([e]))[0])
+    return covered <= 0.5 * (e - s)
+
+
+def _enclosing_op(diag, ev: int) -> str | None:
+    """Name of the innermost CPU op enclosing event ``ev`` on its lane, or None."""
+    trace = diag.trace
+    if ev < 0 or diag._index is None:
+        return None
+    s, e = int(trace.start_ns[ev]), int(trace.start_ns[ev] + trace.dur_ns[ev])
+    idx = diag._index.overlapping(trace, int(trace.lane[ev]), s, s + 1)
+    m = (trace.kind[idx] == int(Kind.CPU_OP)) & (trace.start_ns[idx] <= s) & (trace.start_ns[idx] + trace.dur_ns[idx] >= e) \
+        & (idx != ev)
+    if not m.any():
+        return None
+    cand = idx[m]
+    return trace.name(int(cand[np.argmax(trace.depth[cand])]))
+
+
 def queued_occurrence(diag, rows: np.ndarray) -> bool:
     """True when every gap of the occurrence ``rows`` was queued (``Gaps.queued``: its
     next op's launch call had returned before the gap began)."""
@@ -347,6 +388,15 @@ def _multi_rank(trace) -> bool:
 
 def _sync_advice(diag, evidence, name, dur_txt):
     top = [e for e in evidence if e.cause == Cause.SYNC and e.event >= 0 and _is_wait(diag.trace, e.event)]
+    inside = _enclosing_op(diag, top[0].event) if top else None
+    if inside in ("aten::to", "aten::_to_copy", "aten::copy_"):
+        return (f"The wait {_quote(top[0].name)} is inside {_quote(inside)}: a copy to or from pageable host memory "
+                f"waits for the GPU. Pin the host tensor (pin_memory()) and copy with non_blocking=True, or keep "
+                f"the data on the device; issue the copy before the work that needs it.",
+                "Do not speed up the kernels around the gap: the copy waits for the GPU to drain, and a faster "
+                "kernel only makes that wait start sooner.",
+                f"On a new capture of the same steps, the idle at this position ({dur_txt}) and the blocking calls "
+                f"inside {_quote(inside)} should be gone.")
     site = _call_site(diag, top[0].event) if top else None
     name = _quote(top[0].name) if top else name
     where = f"{name}" + (f" (called from {_quote(site)})" if site else "") if name else "the host read"
@@ -446,6 +496,10 @@ def _host_advice(diag, evidence, rows, name, top, dur_txt):
         first = (f"The step waits for the next batch in {dl}: load in parallel (DataLoader num_workers > 0, "
                  f"persistent_workers=True), pin_memory=True, and prefetch (prefetch_factor) so a batch is ready "
                  f"when the GPU finishes.")
+    elif top and _mostly_own_time(diag, top[0]):
+        first = (f"Find out what the CPU does inside {name} ({fmt_ms(top[0].overlap_ns)} of the gap, almost none of it "
+                 f"in a finer recorded event): capture with with_stack=True or wrap its parts in "
+                 f"torch.profiler.record_function ranges; then cut that work or move it off the critical path.")
     elif quiet and (not top or quiet_ns > top[0].overlap_ns):
         first = (f"Find out what the CPU does for the {_quiet_txt(diag, rows, quiet_ns)}: capture with "
                  f"with_stack=True or wrap the suspects in torch.profiler.record_function ranges, then take "

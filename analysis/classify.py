@@ -45,7 +45,7 @@ import dataclasses
 
 import numpy as np
 
-from gapscope.analysis.busy import coverage, device_event_mask, union_intervals
+from gapscope.analysis.busy import coverage, device_event_mask, device_union, union_intervals
 from gapscope.analysis.evidence_kinds import COLLECTIVE_RE, GRAPH_LAUNCH_RE, event_cause, evidence_end, one_time_mask
 from gapscope.analysis.gaps import EDGE_TRAILING
 from gapscope.analysis.types import Cause, Gaps, Params, Trust, WaitKind
@@ -134,9 +134,18 @@ def _u(*pairs) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _device_copy_unions(trace: Trace, device: int, valid: np.ndarray, params: Params):
-    """(all GPU copies, big copies, small D2H copies + cuda_sync records) of ``device``
-    as interval unions."""
+    """(all GPU copies, big copies, small D2H copies) of ``device`` as interval unions.
+    A copy that ends while a kernel runs is left out: the kernel started before the copy
+    finished, so the copy did not hold it back (it is no copy on the critical path)."""
     m = device_event_mask(trace, device, (Kind.MEMCPY, Kind.MEMSET), valid)
+    ks, ke = device_union(trace, device, valid=valid)
+    if m.any() and ks.size:
+        ends = trace.start_ns[m] + trace.dur_ns[m]
+        k = np.searchsorted(ks, ends, side="left") - 1  # the kernel interval starting before the end
+        inside = (k >= 0) & (ends > ks[np.maximum(k, 0)]) & (ends <= ke[np.maximum(k, 0)])
+        idx = np.flatnonzero(m)
+        m = m.copy()
+        m[idx[inside]] = False
     small = m & (trace.copy_kind == int(CopyKind.D2H)) & (trace.bytes >= 0) & (trace.bytes <= params.small_copy_max_bytes)
     big = m & ~small
     s, d = trace.start_ns, trace.dur_ns
@@ -175,7 +184,7 @@ def classify(trace: Trace, gaps: Gaps, params: Params, *, valid: np.ndarray, lau
         return dataclasses.replace(gaps, class_ns=class_ns, thread_lane=np.zeros(0, np.int32), wait_event=z,
                                    queued=np.zeros(0, bool), launch_from_ns=z, sync_from_ns=z,
                                    wait_kind=np.zeros(0, np.int8), one_time=np.zeros(0, bool),
-                                   trust=np.zeros(0, np.int8))
+                                   trust=np.zeros(0, np.int8), queued_until_ns=z)
     cause = event_cause(trace, valid, exclude)
     launching = launching_ops(trace, cause)
     is_host = cause == int(Cause.HOST)
@@ -192,13 +201,18 @@ def classify(trace: Trace, gaps: Gaps, params: Params, *, valid: np.ndarray, lau
     gs, ge = gaps.start_ns, gaps.end_ns
     dur = ge - gs
     has_launch = gaps.launch >= 0
-    queued = has_launch & (gaps.lateness_ns <= 0)
+    graph_node = _graph_node_queued(trace, gaps, valid)
+    queued = (has_launch & (gaps.lateness_ns <= 0)) | graph_node
     wait = stream_wait_events(trace, gaps, launches, valid)
     trailing = gaps.edge == EDGE_TRAILING if gaps.edge is not None else np.zeros(n, bool)
     in_episode = episode_of >= 0 if episode_of is not None else np.zeros(n, bool)
     li = np.maximum(gaps.launch, 0)
     launch_from = np.where(has_launch & ~queued, np.clip(trace.start_ns[li], gs, ge), ge)
     sync_from = launch_from.copy()
+    # a late op that then sat in the queue past the launch path's own latency waited on
+    # something GPU-side for the rest: [queued_until, b) is dependency
+    reached = np.clip(gs + gaps.lateness_ns, launch_from, ge)
+    queued_until = np.where(has_launch & ~queued & (ge - reached > params.queue_latency_max_ns), reached, ge)
 
     pair_code = (T.astype(np.int64) + 1) * (1 << 20) + gaps.device.astype(np.int64)
     codes, pair_inv = np.unique(pair_code, return_inverse=True)
@@ -258,25 +272,29 @@ def classify(trace: Trace, gaps: Gaps, params: Params, *, valid: np.ndarray, lau
         mid = lf - sf
         sync_ns = head_sync + (mid - gpu_big[1])
         copy_ns = head_copy + gpu_big[1]
-        # tail [lf, b): the exposed launch path
-        tail_copy = gpu_big[2]
-        launch_ns = launch_ns + (b - lf) - tail_copy
-        copy_ns = copy_ns + tail_copy
+        # tail [lf, qu): the exposed launch path; [qu, b): the op queued, waiting GPU-side
+        qu = queued_until[rows]
+        tail_copy = _cover(big, lf, qu)
+        late_q_copy = _cover(all_copy, qu, b)
+        launch_ns = launch_ns + (qu - lf) - tail_copy
+        copy_ns = copy_ns + tail_copy + late_q_copy
+        late_dep = (b - qu) - late_q_copy
         class_ns[rows, int(Cause.SYNC)] = np.where(q, 0, sync_ns)
         class_ns[rows, int(Cause.COPY)] = np.where(q, qcopy, copy_ns)
         class_ns[rows, int(Cause.LAUNCH)] = np.where(q, 0, launch_ns)
         class_ns[rows, int(Cause.HOST)] = np.where(q, 0, host_ns)
         class_ns[rows, int(Cause.UNCLASSIFIED)] = np.where(q, 0, uncl_ns)
-        class_ns[rows, int(Cause.DEPENDENCY)] = np.where(q, (b - a) - qcopy, 0)
+        class_ns[rows, int(Cause.DEPENDENCY)] = np.where(q, (b - a) - qcopy, late_dep)
     primary, share, secondary, sec_share = rank_classes(class_ns, dur)
-    wait_kind = _wait_kinds(trace, gaps, queued, wait, params)
-    one_time = _one_time(trace, gaps, T, params, end)
+    blocked = class_ns[:, int(Cause.DEPENDENCY)] > 0
+    wait_kind = _wait_kinds(trace, gaps, blocked, wait, params, graph_node)
+    one_time = _one_time(trace, gaps, T, params, end) & np.isin(primary, [int(Cause.HOST), int(Cause.LAUNCH)])
     trust = _trust(trace, gaps, launches)
     return dataclasses.replace(gaps, cause=primary, cause_share=share, secondary=secondary,
                                secondary_share=sec_share, class_ns=class_ns, thread_lane=T, wait_event=wait,
                                queued=queued, launch_from_ns=launch_from.astype(np.int64),
                                sync_from_ns=sync_from.astype(np.int64), wait_kind=wait_kind,
-                               one_time=one_time, trust=trust)
+                               one_time=one_time, trust=trust, queued_until_ns=queued_until.astype(np.int64))
 
 
 def _name_flags(trace: Trace, pattern) -> np.ndarray:
@@ -284,10 +302,37 @@ def _name_flags(trace: Trace, pattern) -> np.ndarray:
     return np.array([bool(pattern.search(s)) for s in trace.names], dtype=bool)
 
 
-def _wait_kinds(trace: Trace, gaps: Gaps, queued: np.ndarray, wait: np.ndarray, params: Params) -> np.ndarray:
-    """int8 ``WaitKind`` per gap (-1 when not queued): dispatch (a gap at the timestamp
-    resolution), stream wait, collective (the next or previous op is one), graph (the
-    next op was launched by a graph launch), else nothing recorded. First that applies."""
+def _graph_node_queued(trace: Trace, gaps: Gaps, valid: np.ndarray) -> np.ndarray:
+    """Bool per gap: the next op has no linked launch call but shares its ``correlation``
+    with a GPU op that started before the gap: a node of a CUDA graph whose launch call
+    the trace lacks, launched (so queued) before the gap began."""
+    n = len(gaps)
+    out = np.zeros(n, dtype=bool)
+    cand = (gaps.launch < 0) & (gaps.next_op >= 0)
+    if not cand.any():
+        return out
+    gpu = trace.mask_kind(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET) & valid & (trace.correlation >= 0)
+    gi = np.flatnonzero(gpu)
+    if gi.size == 0:
+        return out
+    corr = trace.correlation[gi]
+    o = np.lexsort((trace.start_ns[gi], corr))
+    c_sorted, first_start = corr[o], trace.start_ns[gi][o]
+    rows = np.flatnonzero(cand)
+    nc = trace.correlation[gaps.next_op[rows]]
+    pos = np.minimum(np.searchsorted(c_sorted, nc, side="left"), c_sorted.size - 1)
+    hit = (nc >= 0) & (c_sorted[pos] == nc) & (first_start[pos] < gaps.start_ns[rows])
+    out[rows[hit]] = True
+    return out
+
+
+def _wait_kinds(trace: Trace, gaps: Gaps, blocked: np.ndarray, wait: np.ndarray, params: Params,
+                graph_node: np.ndarray) -> np.ndarray:
+    """int8 ``WaitKind`` per gap with dependency time (-1 for the others): dispatch (a gap
+    at the timestamp resolution), stream wait, collective (the next or previous op is
+    one), graph (the next op was launched by a graph launch, or is a node of a graph
+    whose launch the trace lacks), else nothing recorded. First that applies."""
+    queued = blocked
     n = len(gaps)
     out = np.full(n, -1, dtype=np.int8)
     if not queued.any():
@@ -300,7 +345,7 @@ def _wait_kinds(trace: Trace, gaps: Gaps, queued: np.ndarray, wait: np.ndarray, 
         return ok & flags[trace.name_id[np.maximum(ev, 0)]] if flags.size else np.zeros(n, bool)
 
     is_coll = named(gaps.next_op, coll) | named(gaps.prev_op, coll)
-    is_graph = named(gaps.launch, graph)
+    is_graph = named(gaps.launch, graph) | graph_node
     kind = np.full(n, int(WaitKind.NOTHING_RECORDED), dtype=np.int8)
     kind[is_graph] = int(WaitKind.GRAPH)
     kind[is_coll] = int(WaitKind.COLLECTIVE)

@@ -148,7 +148,8 @@ def evidence_for_gap(trace: Trace, gaps: Gaps, i: int, index: EvidenceIndex, lim
     idx = index.overlapping(trace, T, a, b)
     idx = idx[index.cause[idx] != NO_CLASS]
     s, e = trace.start_ns[idx], index.end[idx]
-    parts = ((a, sf, None), (sf, lf, Cause.SYNC), (lf, b, Cause.LAUNCH))
+    qu = int(gaps.queued_until_ns[i]) if gaps.queued_until_ns is not None else b
+    parts = ((a, sf, None), (sf, lf, Cause.SYNC), (lf, qu, Cause.LAUNCH))
     listed: list[tuple[int, Cause, int]] = []
     quiet: dict[Cause, int] = {}
     for lo, hi, forced in parts:
@@ -182,6 +183,8 @@ def evidence_for_gap(trace: Trace, gaps: Gaps, i: int, index: EvidenceIndex, lim
         out.append(Evidence(ev, trace.name(ev), int(trace.lane[ev]), c, int(o), int(trace.bytes[ev]), bool(trace.pageable[ev])))
     for c, q in quiet.items():
         out.append(Evidence(-1, NO_EVENTS, T, c, int(q)))
+    if qu < b:  # the op then sat in the queue: what it waited on, as in a queued gap
+        out.extend(_queued_evidence(trace, gaps, i))
     out.sort(key=lambda e: (-e.overlap_ns, e.event))
     return tuple(out[:limit])
 

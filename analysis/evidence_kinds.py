@@ -153,9 +153,21 @@ def one_time_mask(trace: Trace, slow_launch_ns: int) -> np.ndarray:
     ids = trace.name_ids_matching(lambda s: bool(ONE_TIME_RE.search(s)))
     m = np.isin(trace.name_id, ids) if ids.size else np.zeros(n, dtype=bool)
     m |= (trace.kind == int(Kind.LAUNCH)) & (trace.dur_ns >= slow_launch_ns)
-    m |= _slow_first_calls(trace, slow_launch_ns)
+    if _near_process_start(trace):
+        m |= _slow_first_calls(trace, slow_launch_ns)
     cpu_lane = np.array([not ln.is_gpu for ln in trace.lanes], dtype=bool)
     return m & cpu_lane[trace.lane]
+
+
+_STEP_NUMBER_RE = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+def _near_process_start(trace: Trace) -> bool:
+    """Whether the trace may hold a process's first calls (so a slow early call can be
+    first-use cost): no ``ProfilerStep#N`` ranges, or the first N is at most 3. A trace
+    that starts at step 1009 holds no first use."""
+    steps = [int(m.group(1)) for s in trace.names if (m := _STEP_NUMBER_RE.match(s))]
+    return not steps or min(steps) <= 3
 
 
 #: A first call this many times slower than the median of its op's calls is first-use

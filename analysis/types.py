@@ -78,6 +78,9 @@ class Params:
     - ``small_copy_max_bytes``: the ``.item()``/``print`` signature copy (64 KiB).
     - ``dispatch_max_ns``: a queued gap this short or shorter sits at the timestamp
       resolution of Kineto traces (1 µs steps): GPU-side dispatch, not actionable (3 µs).
+    - ``queue_latency_max_ns``: after a late launch call returned, up to this long until
+      the op starts is the launch path's own queue latency (launch); beyond it, the op
+      sat in the queue waiting on something GPU-side (dependency) (50 µs).
     - ``one_time_min_share``: a gap is a one-time cost when warm-up evidence (allocator
       growth, module loading, handle creation, a warm-up range, one launch call of 1 ms
       or more) covers at least this share of it (0.5).
@@ -89,6 +92,7 @@ class Params:
     short_kernel_max_ns: int = 30_000
     small_copy_max_bytes: int = 64 * 1024
     dispatch_max_ns: int = 3_000
+    queue_latency_max_ns: int = 50_000
     one_time_min_share: float = 0.5
 
 
@@ -185,7 +189,10 @@ class Gaps:
     gap is queued or has no launch); ``sync_from_ns`` int64: where the sync cliff starts
     (the first blocking wait of T reaching into the gap; ``launch_from_ns`` when none);
     ``wait_kind`` int8 (``WaitKind``, -1 when not queued); ``one_time`` bool (warm-up
-    cost: kept out of groups, budget and what-ifs); ``trust`` int8 (``Trust`` bits).
+    cost: kept out of groups, budget and what-ifs); ``trust`` int8 (``Trust`` bits);
+    ``queued_until_ns`` int64: in a late gap, where the op's time in the queue past the
+    launch path's latency starts (dependency from there to the gap end); the gap end
+    otherwise.
     """
 
     device: np.ndarray
@@ -213,6 +220,7 @@ class Gaps:
     wait_kind: np.ndarray | None = None
     one_time: np.ndarray | None = None
     trust: np.ndarray | None = None
+    queued_until_ns: np.ndarray | None = None
 
     @property
     def dur_ns(self) -> np.ndarray:

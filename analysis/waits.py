@@ -41,8 +41,9 @@ def _latest_in(starts: np.ndarray, idx: np.ndarray, lo: np.ndarray, hi: np.ndarr
 
 def stream_wait_events(trace: Trace, gaps: Gaps, launches: np.ndarray, valid: np.ndarray) -> np.ndarray:
     """int64 per gap: event index of the stream wait that explains its queued idle (see
-    the module docstring), or -1. Only gaps whose next op has a linked launch call with
-    L <= 0 and whose previous op has a linked launch call qualify. Loops over distinct
+    the module docstring), or -1. Only gaps whose next and previous ops both have a
+    linked launch call qualify (the classifier uses the wait only for time the op spent
+    queued). Loops over distinct
     lanes, not over gaps."""
     n = len(gaps)
     out = np.full(n, -1, dtype=np.int64)
@@ -57,7 +58,7 @@ def stream_wait_events(trace: Trace, gaps: Gaps, launches: np.ndarray, valid: np
         return out
     pl = np.where(gaps.prev_op >= 0, launches[np.maximum(gaps.prev_op, 0)], -1)
     nl = gaps.launch
-    q = (nl >= 0) & (gaps.lateness_ns <= 0) & (pl >= 0)
+    q = (nl >= 0) & (pl >= 0)
     if not q.any():
         return out
     rows = np.flatnonzero(q)

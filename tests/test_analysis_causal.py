@@ -164,7 +164,8 @@ def test_warm_up_gap_is_one_time_and_left_out_of_groups_budget_and_what_if():
 def test_queued_gaps_never_blame_the_cpu(plan):
     """Random kernel chains whose launch calls end before or after the previous kernel:
     whatever the CPU does, a queued gap holds only copy and dependency ns, a starved one
-    no dependency ns, and every row sums to its gap."""
+    dependency only for the op's time in the queue after its late call returned, and
+    every row sums to its gap."""
     b = TraceBuilder()
     t, _side, (g0,) = _lanes(b)
     now = 0
@@ -183,7 +184,11 @@ def test_queued_gaps_never_blame_the_cpu(plan):
     assert (g.class_ns.sum(axis=1) == g.dur_ns).all()
     q = g.queued
     assert (g.class_ns[q][:, CPU_SIDE] == 0).all() and (g.class_ns[q][:, int(Cause.UNCLASSIFIED)] == 0).all()
-    assert (g.class_ns[~q][:, int(Cause.DEPENDENCY)] == 0).all()
+    # a late gap holds dependency only for the op's time in the queue past the launch
+    # path's latency (``queued_until_ns`` to the gap end)
+    assert (g.class_ns[~q][:, int(Cause.DEPENDENCY)] <= (g.end_ns - g.queued_until_ns)[~q]).all()
+    tail = g.end_ns - (g.start_ns + g.lateness_ns)
+    assert ((g.queued_until_ns < g.end_ns) == (~q & (g.launch >= 0) & (tail > d.params.queue_latency_max_ns))).all()
     assert (q == ((g.launch >= 0) & (g.lateness_ns <= 0))).all()
 
 

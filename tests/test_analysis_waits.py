@@ -103,7 +103,7 @@ def test_rank0_waits_and_graph_stall():
     sync, copy or host; a blocking sync on the main thread is no cause."""
     d = diagnose(load(require(CORPUS / "hta" / "rank0.json.gz")))
     t, g = d.trace, d.gaps
-    w = np.flatnonzero(g.wait_event >= 0)
+    w = np.flatnonzero((g.wait_event >= 0) & g.queued)
     assert w.size > 0
     for i in w:
         k = int(g.wait_event[i])

@@ -228,3 +228,20 @@ def test_thresholds_reach_the_diagnosis(bugs):
     doc = report_json(path, "--top", "1", "--min-gap-us", "0.5")
     assert doc["gap_count"] == 2 and len(doc["top_gaps"]) == 1 and doc["params"]["min_gap_ns"] == 500
     assert "50.0 µs" in report(path, "--min-gap-us", "50").split("Idle time by cause")[1].splitlines()[0]
+
+
+def test_what_if_named_segments_on_the_decode_step(capsys):
+    """Removing `tensor.item()` and `logging callback` from the decode step: 0.160 +
+    0.290 ms of idle go, the step is 1.050 - 0.450 = 0.600 ms, 1,667 tokens/s."""
+    from gapscope import sample_traces
+
+    path = str(sample_traces.path("decode_step.txt"))
+    assert report_cmd.run([path, "--json", "--what-if", "tensor.item(),logging callback", "--what-if", "no such op"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    w = doc["what_if"][-1]
+    assert w["removed_names"] == ["tensor.item()", "logging callback", "no such op"] and w["removed_causes"] == []
+    assert (w["removed_ns"], w["projected_step_ns"], round(w["tokens_per_s"])) == (450_000, 600_000, 1_667)
+    assert w["unmatched"] == ["no such op"]
+    assert report_cmd.run([path, "--width", "100", "--what-if", "tensor.item(),logging callback"]) == 0
+    text = capsys.readouterr().out
+    assert "tensor.item(), logging callback      0.450 ms  0.600 ms     1,667     1.75x" in text

@@ -129,6 +129,9 @@ def build_parser(prog: str = "gapscope report") -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=10, metavar="N", help="how many of the largest gaps, and of the recurring groups, to list (default 10; --json has every group)")
     p.add_argument("--width", type=int, default=None, metavar="COLS",
                    help="text width (default: the terminal's, or $COLUMNS, or 100 when not a terminal)")
+    p.add_argument("--what-if", dest="what_if", action="append", default=[], metavar="NAME[,NAME...]",
+                   help="also project the step with these CPU event names removed (verbatim, else substring; "
+                        "their time inside idle gaps is taken out), e.g. --what-if 'tensor.item(),logging callback'")
     add_threshold_options(p)
     return p
 

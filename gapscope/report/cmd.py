@@ -74,7 +74,8 @@ def run(argv: list[str], stdout: IO[str] | None = None) -> int:
 
     trace = parsers.load(args.trace)
     diag = diagnose_or_none(trace, params)
-    doc = build_document(trace, diag, top_n=args.top, version=__version__, full=args.json)
+    names = tuple(n.strip() for arg in args.what_if for n in arg.split(",") if n.strip())
+    doc = build_document(trace, diag, top_n=args.top, version=__version__, full=args.json, what_if_names=names)
     out = sys.stdout if stdout is None else stdout
     if args.json:
         write_json(doc, out, indent=2 if (stdout is None and report_args.stdout_is_tty()) else None)

@@ -168,7 +168,8 @@ def _card(card) -> dict:
     return d
 
 
-def build_document(trace: Trace, diag, *, top_n: int = 10, version: str = "", full: bool = True) -> dict:
+def build_document(trace: Trace, diag, *, top_n: int = 10, version: str = "", full: bool = True,
+                   what_if_names: tuple[str, ...] = ()) -> dict:
     """The whole report as a dict of JSON types (see ``docs/report-json.md``).
 
     ``trace``: a loaded ``Trace``; ``diag``: its ``gapscope.analysis.Diagnosis`` or None (then
@@ -177,7 +178,9 @@ def build_document(trace: Trace, diag, *, top_n: int = 10, version: str = "", fu
     ``diagnosis`` key (``Diagnosis.to_json()``; the text renderers do not need it, and
     it is left ``None`` without) and the cards of ``GROUP_CARD_LIMIT`` groups (without:
     of the ``GROUP_CARDS`` the renderers print). Times are the trace's own
-    int64 ns; ``*_rel_ns`` values are relative to ``span.start_ns``.
+    int64 ns; ``*_rel_ns`` values are relative to ``span.start_ns``. ``what_if_names``:
+    CPU event names (``report --what-if``) whose time in idle gaps one more ``what_if``
+    row removes (``removed_names``; names matching nothing are listed in ``unmatched``).
     """
     lo, hi = (int(x) for x in trace.extent_ns)
     doc: dict[str, Any] = dict(
@@ -216,6 +219,12 @@ def build_document(trace: Trace, diag, *, top_n: int = 10, version: str = "", fu
     doc["steps"] = _steps(diag.steps, lo)
     doc["budget"] = _rates(jsonable(diag.budget))
     doc["what_if"] = _what_ifs(diag, totals) if diag.steps is not None else []
+    if what_if_names and diag.budget is not None:
+        w = _rates(jsonable(diag.what_if(names=what_if_names)))
+        w["removed_causes"] = []
+        w["removed_names"] = list(what_if_names)
+        w["unmatched"] = [n for n in what_if_names if not _names_match(trace, n)]
+        doc["what_if"].append(w)
     doc["diagnosis"] = jsonable(diag.to_json()) if full else None
     return doc
 
@@ -281,8 +290,16 @@ def _what_ifs(diag, totals: dict) -> list[dict]:
     for causes in choices:
         w = _rates(jsonable(diag.what_if(causes=causes)))
         w["removed_causes"] = [c.name.lower() for c in causes]
+        w["removed_names"] = []
         out.append(w)
     return out
+
+
+def _names_match(trace: Trace, name: str) -> bool:
+    """Whether ``name`` matches an event name the way ``what_if`` matches (verbatim,
+    else case-insensitive substring)."""
+    low = name.lower()
+    return any(s == name for s in trace.names) or any(low in s.lower() for s in trace.names)
 
 
 def lone_gaps(doc: dict) -> list[tuple[int, dict]]:

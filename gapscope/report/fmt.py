@@ -226,6 +226,15 @@ BUDGET_LABELS = {
 }
 
 
+def what_if_label(w: dict) -> str:
+    """What a what-if row removes: its classes ("sync+host") or its named CPU segments
+    ("`tensor.item()`, `logging callback`")."""
+    names = w.get("removed_names") or []
+    if names:
+        return ", ".join(names)
+    return "+".join(w.get("removed_causes", []))
+
+
 def rate_key(budget: dict | None) -> tuple[str, str]:
     """(key, column name) of the per-step rate of a what-if row: tokens/s for a decode
     step (``budget["decode"]``, absent in older documents: tokens/s), else steps/s."""

@@ -8,7 +8,7 @@ literal), with ``|`` escaped inside tables and control characters made visible b
 from __future__ import annotations
 
 from gapscope.report.document import lone_gaps
-from gapscope.report.fmt import (GROUP_CARDS, MD_GROUP_ROWS, budget_rows, device_label, fmt_at, fmt_dur, fmt_rate, fmt_share,
+from gapscope.report.fmt import (GROUP_CARDS, what_if_label, MD_GROUP_ROWS, budget_rows, device_label, fmt_at, fmt_dur, fmt_rate, fmt_share,
                          kind_counts_text, more_groups_line, offset_unit_for, rank_text, rate_key, safe_name, unit_for)
 
 __all__ = ["render_markdown", "md_code", "md_text"]
@@ -175,8 +175,10 @@ def _diagnosis(doc: dict) -> list[str]:
             out += ["", "What if these gaps were removed (per step):", ""]
             rk, rname = rate_key(budget)
             out += _table(["removed", "idle removed", "step", rname], [
-                ["+".join(w.get("removed_causes", [])), fmt_dur(w.get("removed_ns", 0), u),
+                [what_if_label(w), fmt_dur(w.get("removed_ns", 0), u),
                  fmt_dur(w.get("projected_step_ns", 0), u),
                  fmt_rate(w.get(rk))] for w in whatifs])
+            out += [f"- no event name matches {md_code(n, 60, False)}: nothing was removed for it"
+                    for w in whatifs for n in w.get("unmatched") or []]
             out += ["", "Assumptions:", ""] + [f"- {md_text(a)}" for a in whatifs[-1].get("assumptions") or []]
     return out

@@ -9,7 +9,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from gapscope.report.fmt import GROUP_CARDS, budget_rows, fmt_at, fmt_bytes, fmt_dur, fmt_rate, more_groups_line, rate_key, unit_for
+from gapscope.report.fmt import GROUP_CARDS, budget_rows, fmt_at, fmt_bytes, fmt_dur, fmt_rate, more_groups_line, rate_key, unit_for, what_if_label
 from gapscope.report.document import lone_gaps
 from gapscope.report.rich_text import cause_text, heading, name_text, safe_text
 
@@ -141,15 +141,21 @@ def budget_section(doc: dict, console: Console) -> None:
         tbl.add_column(name, justify="left" if name == "removed" else "right")
     for w in whatifs:
         tps, sp = w.get(rk), w.get("speedup")
-        tbl.add_row("+".join(w.get("removed_causes", [])), fmt_dur(w.get("removed_ns", 0), u),
+        tbl.add_row(what_if_label(w), fmt_dur(w.get("removed_ns", 0), u),
                     fmt_dur(w.get("projected_step_ns", 0), u), fmt_rate(tps),
                     "-" if sp is None else f"{sp:.2f}x")
     console.print(tbl)
+    for w in whatifs:
+        for n in w.get("unmatched") or []:
+            line = Text("no event name matches ", style="yellow")
+            line.append_text(name_text(n, 60))
+            line.append(": nothing was removed for it", style="yellow")
+            console.print(line)
     last = whatifs[-1]
     notes = Table.grid(padding=(0, 1))
     notes.add_column(no_wrap=True)
     notes.add_column()
     for a in last.get("assumptions") or []:
         notes.add_row("-", safe_text(a))
-    console.print(Text(f"Assumptions (as stated for {'+'.join(last.get('removed_causes', []))}):", style="dim"))
+    console.print(Text(f"Assumptions (as stated for {what_if_label(last)}):", style="dim"))
     console.print(notes)

@@ -195,7 +195,7 @@ def build_document(trace: Trace, diag, *, top_n: int = 10, version: str = "", fu
         diagnosis_available=diag is not None,
     )
     if diag is None:
-        doc.update(params=None, gap_count=None, class_gap_counts=None, idle_in_gaps_ns=None, class_totals_ns=None,
+        doc.update(params=None, gap_count=None, class_gap_counts=None, idle_in_gaps_ns=None, class_totals_ns=None, trust=None,
                    top_gaps=[], groups=[], episodes=[], steps=None, budget=None, what_if=[], diagnosis=None)
         return doc
     doc["params"] = jsonable(diag.params)
@@ -205,6 +205,7 @@ def build_document(trace: Trace, diag, *, top_n: int = 10, version: str = "", fu
     counts = np.bincount(np.asarray(diag.gaps.cause, dtype=np.int64), minlength=len(totals)) if len(diag.gaps) else np.zeros(len(totals), dtype=np.int64)
     doc["class_gap_counts"] = {c.name.lower(): int(counts[int(c)]) for c in totals}
     doc["idle_in_gaps_ns"] = int(diag.gaps.dur_ns.sum()) if len(diag.gaps) else 0
+    doc["trust"] = _trust_summary(diag)
     order = diag.order_by_size()[: max(0, int(top_n))]
     top = []
     for i in order:
@@ -292,6 +293,49 @@ def _what_ifs(diag, totals: dict) -> list[dict]:
         w["removed_causes"] = [c.name.lower() for c in causes]
         w["removed_names"] = []
         out.append(w)
+    return out
+
+
+def _trust_summary(diag) -> dict:
+    """How much of the idle is queued (blocked), one-time, or unreliable (``Gaps.trust``
+    bits), as counts and ns."""
+    from gapscope.analysis.types import Trust
+
+    g = diag.gaps
+    dur = g.dur_ns
+
+    def part(mask) -> dict:
+        m = np.asarray(mask, dtype=bool) if mask is not None else np.zeros(len(g), bool)
+        return dict(count=int(m.sum()), idle_ns=int(dur[m].sum()) if m.any() else 0)
+
+    t = g.trust if g.trust is not None else np.zeros(len(g), np.int8)
+    return dict(queued=part(g.queued), one_time=part(g.one_time),
+                unlinked=part((t & int(Trust.UNLINKED)) != 0), graph_unrecorded=part((t & int(Trust.GRAPH_UNRECORDED)) != 0))
+
+
+def trust_lines(doc: dict) -> list[str]:
+    """Plain sentences on the idle the summary should be read with: queued, one-time,
+    unlinked, near unrecorded graphs (empty when there is nothing to say)."""
+    t = doc.get("trust") or {}
+    from gapscope.report.fmt import fmt_dur
+
+    out = []
+    if t.get("queued", {}).get("count"):
+        q = t["queued"]
+        out.append(f"{q['count']:,} gaps ({fmt_dur(q['idle_ns'])}) were queued: the next op's launch call had "
+                   f"returned before the GPU went idle, so no CPU-side class is blamed for them (dependency, copy)")
+    if t.get("one_time", {}).get("count"):
+        o = t["one_time"]
+        out.append(f"{o['count']:,} gaps ({fmt_dur(o['idle_ns'])}) are one-time (warm-up) costs, kept out of the "
+                   f"recurring groups, the budget and the what-ifs")
+    if t.get("unlinked", {}).get("count"):
+        u = t["unlinked"]
+        out.append(f"{u['count']:,} gaps ({fmt_dur(u['idle_ns'])}) end at an op with no linked launch call: queued or "
+                   f"late cannot be told there")
+    if t.get("graph_unrecorded", {}).get("count"):
+        gu = t["graph_unrecorded"]
+        out.append(f"{gu['count']:,} gaps ({fmt_dur(gu['idle_ns'])}) follow a CUDA graph launch with no recorded "
+                   f"kernels: the graph may have run there unseen, so that idle may not be idle")
     return out
 
 

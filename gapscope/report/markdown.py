@@ -7,7 +7,7 @@ literal), with ``|`` escaped inside tables and control characters made visible b
 
 from __future__ import annotations
 
-from gapscope.report.document import lone_gaps
+from gapscope.report.document import lone_gaps, trust_lines
 from gapscope.report.fmt import (GROUP_CARDS, what_if_label, MD_GROUP_ROWS, budget_rows, device_label, fmt_at, fmt_dur, fmt_rate, fmt_share,
                          kind_counts_text, more_groups_line, offset_unit_for, rank_text, rate_key, safe_name, unit_for)
 
@@ -125,6 +125,9 @@ def _diagnosis(doc: dict) -> list[str]:
     out += ["", f"## Idle time by cause ({doc['gap_count']:,} gaps)", ""]
     out += _table(["cause", "idle", "share"], [[k, fmt_dur(v, u), fmt_share(v, total)] for k, v in totals.items()]
                   + [["**total**", fmt_dur(total, u), "100.0%" if total else "-"]])
+    trust = trust_lines(doc)
+    if trust:
+        out += [""] + [f"- {md_text(line)}" for line in trust]
     gaps = doc["top_gaps"]
     out += ["", f"## Largest idle gaps (top {len(gaps)})", ""]
     if gaps:

@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gapscope.report.fmt import device_label, fmt_at, fmt_dur, fmt_share, kind_counts_text, offset_unit_for, rank_text, unit_for
+from gapscope.report.document import trust_lines
 from gapscope.report.panels import budget_section, groups_section, lone_cards_section
 from gapscope.report.rich_text import CAUSE_STYLE, cause_text, heading, make_console, name_text, safe_text
 
@@ -149,11 +150,14 @@ def _class_totals(doc: dict, console: Console) -> None:
     tbl.add_row(Text("total", style="bold"), fmt_dur(total, u), fmt_share(total, total) if total else "-",
                 f"{doc['gap_count']:,}", *[fmt_dur(d["gap_idle_ns"], u) for d in per_device])
     console.print(tbl)
-    note = "idle of each gap split over the classes by evidence coverage; gaps counted by primary class"
+    note = ("each gap's idle split over the classes by what held the GPU (queued first, then what the launching "
+            "thread did; docs/definitions.md); gaps counted by primary class")
     short = sum(d["idle_ns"] for d in doc["devices"]) - total
     if short > 0:
         note += f"; {fmt_dur(short, u)} more idle in stretches shorter than the minimum gap"
     console.print(Text(note, style="dim"))
+    for line in trust_lines(doc):
+        console.print(Text("- " + line))
 
 
 def _top_gaps(doc: dict, console: Console) -> None:

@@ -56,6 +56,8 @@ def _bindings() -> list[Binding]:
         B("p", "toggle_panel", "card panel", id="panel.toggle"),
         B("pagedown,ctrl+d", "panel_scroll(1)", "card page down", show=False, id="panel.page_down"),
         B("pageup,ctrl+u", "panel_scroll(-1)", "card page up", show=False, id="panel.page_up"),
+        B("x", "what_if_mark", "what-if: mark the gap's evidence", show=False, id="whatif.mark"),
+        B("X", "what_if_clear", "what-if: clear the marks", show=False, id="whatif.clear"),
         B("w", "warnings", "loader warnings", show=False, id="app.warnings"),
         B("question_mark", "help", "help", key_display="?", id="app.help"),
         B("q", "app.quit", "quit", id="app.quit"),

@@ -27,6 +27,7 @@ from gapscope.tui.navigation import SIZE, TIME, FlowIndex, GapNavigator, NameSea
 from gapscope.tui.panel import DetailLine, GapPanel
 from gapscope.tui.swimlanes import Swimlanes
 from gapscope.tui.ruler import format_duration_ns, format_offset_ns, parse_time_ns
+from gapscope.tui.what_if import next_mark, projection_text
 
 __all__ = ["TraceScreen", "ZOOM_STEP", "PAN_STEP", "PAN_PAGE", "NARROW_WIDTH"]
 
@@ -58,6 +59,8 @@ class TraceScreen(Screen):
         self.search: NameSearch | None = None
         self.prompt_mode: str | None = None
         self.done: set[int] = {2}
+        #: evidence names marked for the what-if (``x``), in marking order
+        self.what_if_marks: tuple[str, ...] = ()
         self.message = error or ""
         self._shown_gap: int | None = None
         self._shown_done: set[int] = set()
@@ -401,6 +404,26 @@ class TraceScreen(Screen):
     def key_escape(self) -> None:
         if self.has_class("-prompt"):
             self._close_prompt()
+
+    def action_what_if_mark(self) -> None:
+        """Mark the selected gap's largest CPU-side evidence item not yet marked and
+        show the step projected without every marked name (``tui.what_if``)."""
+        gap = self.lanes.selected_gap
+        if self.diagnosis is None or gap is None:
+            self._say("what-if: select a gap first (n)")
+            return
+        name = next_mark(self.diagnosis, gap, self.what_if_marks)
+        if name is None:
+            self._say(f"what-if: gap #{gap} has no more CPU-side evidence to mark; " +
+                      projection_text(self.diagnosis, self.what_if_marks))
+            return
+        self.what_if_marks = (*self.what_if_marks, name)
+        self._say(projection_text(self.diagnosis, self.what_if_marks))
+
+    def action_what_if_clear(self) -> None:
+        """Forget the what-if marks."""
+        self.what_if_marks = ()
+        self._say("what-if: marks cleared")
 
     def action_warnings(self) -> None:
         """List the loader's warnings (skipped or repaired input) in a screen."""

@@ -160,14 +160,17 @@ class Swimlanes(Widget, can_focus=True):
         self._update_count += 1
         self.refresh()
 
-    def _changed(self, view: bool = False) -> None:
+    def _changed(self, view: bool = False, clamp: bool = True) -> None:
         """Repaint and tell the app; ``view``: the user moved the time window (from
-        then on resizes keep the zoom instead of refitting the whole trace)."""
+        then on resizes keep the zoom instead of refitting the whole trace); ``clamp``:
+        keep the window over the trace (off for a window aligned with another trace's,
+        which may reach past this one's end)."""
         t0, t1 = self.trace.extent_ns
         self.cursor_ns = min(max(int(self.cursor_ns), int(t0)), max(int(t0), int(t1)))
         if view:
             self._fitted = True
-            self.viewport = self.viewport.clamped(t0, t1)
+            if clamp:
+                self.viewport = self.viewport.clamped(t0, t1)
             if not self.viewport.contains(self.cursor_ns):
                 # the view follows the cursor (which is on the trace, so a clamped
                 # view centred on it still shows it)
@@ -233,9 +236,12 @@ class Swimlanes(Widget, can_focus=True):
             self._update_count += 1
 
     # ------------------------------------------------------------ state ops
-    def set_viewport(self, vp: Viewport) -> None:
+    def set_viewport(self, vp: Viewport, *, clamp: bool = True) -> None:
+        """Show the time window ``vp`` (at the timeline's width); ``clamp=False`` keeps
+        it as given even where it reaches past the trace (the diff viewer aligns two
+        traces at their step start)."""
         self.viewport = vp.with_width(self.timeline_width)
-        self._changed(view=True)
+        self._changed(view=True, clamp=clamp)
 
     def zoom(self, factor: float) -> None:
         """Zoom by ``factor`` (> 1 in) around the cursor."""

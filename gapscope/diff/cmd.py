@@ -58,6 +58,9 @@ def build_parser() -> Parser:
     p.add_argument("before", metavar="BEFORE", help="the trace before the change (any format gapscope reads)")
     p.add_argument("after", metavar="AFTER", help="the trace after the change")
     fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--view", action="store_true",
+                     help="open the viewer: BEFORE above AFTER on one time axis aligned at the step, the diff "
+                          "table beside them; n/N walk the matched idle positions")
     fmt.add_argument("--json", action="store_true", help="one JSON document with stable keys (docs/diff-json.md)")
     fmt.add_argument("--markdown", action="store_true", help="Markdown, for tickets and pull requests")
     p.add_argument("--fail-if-slower", type=float, default=None, metavar="PCT",
@@ -125,8 +128,15 @@ def run(argv: list[str], stdout: IO[str] | None = None) -> int:
 
     before = parsers.load(args.before)
     after = parsers.load(args.after)
-    doc = diff_doc.build_diff_document(before, diagnose(before, params), after, diagnose(after, params),
-                                       version=__version__, paths=(args.before, args.after))
+    bd, ad = diagnose(before, params), diagnose(after, params)
+    doc = diff_doc.build_diff_document(before, bd, after, ad, version=__version__, paths=(args.before, args.after))
+    if args.view:
+        from gapscope.tui.diff_view import make_diff_app
+
+        b_side, a_side, matches = diff_doc.diff_sides(before, bd, after, ad)
+        make_diff_app(b_side, a_side, matches, verdict=doc["verdict"]["line"],
+                      labels=(args.before, args.after)).run()
+        return 0
     status = 0
     if pct is not None:
         doc["check"] = check_slower(doc, pct)

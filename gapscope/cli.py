@@ -82,6 +82,8 @@ def guarded(name: str, rest: list[str]) -> int:
     import importlib
 
     try:
+        if name == "diff" and "--view" in rest:  # the viewer of a pair: the view command opens it
+            return int(importlib.import_module(SUBCOMMANDS["view"]).diff_main(rest) or 0)
         module = importlib.import_module(SUBCOMMANDS[name])
         return int(module.main(rest) or 0)
     except KeyboardInterrupt:

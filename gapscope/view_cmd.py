@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-__all__ = ["main"]
+__all__ = ["main", "diff_main"]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -67,3 +67,30 @@ def main(argv: list[str] | None = None) -> int:
         print("gapscope: load cancelled", file=sys.stderr)
         return 1
     return int(rc or app.return_code or 0)
+
+
+def diff_main(argv: list[str]) -> int:
+    """``gapscope diff --view BEFORE AFTER``: load and diagnose both traces (the options of
+    ``gapscope diff``) and open the diff viewer (``gapscope.tui.diff_view``). Bad input or
+    usage prints one line in the house form and returns 2."""
+    from gapscope.diff import cmd as diff_cmd
+    from gapscope.diff import document as diff_doc
+    from gapscope.parsers.errors import TraceFormatError
+    from gapscope.report.args import UsageError, params_from_args
+    from gapscope.report.cmd import error_line
+
+    try:
+        try:
+            args = diff_cmd.build_parser().parse_args(argv)
+        except SystemExit as exc:  # --help
+            return int(exc.code or 0)
+        before, bd, after, ad = diff_cmd.load_pair(args.before, args.after, params_from_args(args))
+    except (TraceFormatError, UsageError) as exc:
+        print(error_line(str(exc)), file=sys.stderr)
+        return 2
+    from gapscope.tui.diff_view import make_diff_app
+
+    doc = diff_doc.build_diff_document(before, bd, after, ad, paths=(args.before, args.after))
+    b_side, a_side, matches = diff_doc.diff_sides(before, bd, after, ad)
+    make_diff_app(b_side, a_side, matches, verdict=doc["verdict"]["line"], labels=(args.before, args.after)).run()
+    return 0

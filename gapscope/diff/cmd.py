@@ -24,7 +24,7 @@ from gapscope.report.args import Parser, UsageError, add_threshold_options, para
 from gapscope.report.cmd import error_line, silence_stdout, write_json, write_rich
 from gapscope.report.fmt import fmt_dur
 
-__all__ = ["main", "run", "build_parser", "check_slower"]
+__all__ = ["main", "run", "build_parser", "check_slower", "load_pair"]
 
 PROG = "gapscope diff"
 
@@ -72,6 +72,17 @@ def build_parser() -> Parser:
                    help="text width (default: the terminal's, or $COLUMNS, or 100 when not a terminal)")
     add_threshold_options(p)
     return p
+
+
+def load_pair(before_path: str, after_path: str, params):
+    """(before trace, its diagnosis, after trace, its diagnosis) with the same
+    thresholds. Raises ``TraceFormatError`` for unreadable input."""
+    from gapscope import parsers
+    from gapscope.analysis import diagnose
+
+    before = parsers.load(before_path)
+    after = parsers.load(after_path)
+    return before, diagnose(before, params), after, diagnose(after, params)
 
 
 def check_slower(doc: dict, pct: float) -> dict:
@@ -123,20 +134,14 @@ def run(argv: list[str], stdout: IO[str] | None = None) -> int:
         raise UsageError(f"--fail-if-slower must be a finite percentage >= 0, got {pct!r}")
     params = params_from_args(args)
 
-    from gapscope import __version__, parsers
-    from gapscope.analysis import diagnose
+    from gapscope import __version__
 
-    before = parsers.load(args.before)
-    after = parsers.load(args.after)
-    bd, ad = diagnose(before, params), diagnose(after, params)
+    before, bd, after, ad = load_pair(args.before, args.after, params)
     doc = diff_doc.build_diff_document(before, bd, after, ad, version=__version__, paths=(args.before, args.after))
     if args.view:
-        from gapscope.tui.diff_view import make_diff_app
-
-        b_side, a_side, matches = diff_doc.diff_sides(before, bd, after, ad)
-        make_diff_app(b_side, a_side, matches, verdict=doc["verdict"]["line"],
-                      labels=(args.before, args.after)).run()
-        return 0
+        # the headless command never imports the viewer: ``gapscope diff --view`` is routed
+        # to ``gapscope.view_cmd.diff_main`` by the command line
+        raise UsageError("--view opens the viewer: run it as 'gapscope diff --view BEFORE AFTER'")
     status = 0
     if pct is not None:
         doc["check"] = check_slower(doc, pct)

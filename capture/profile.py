@@ -321,9 +321,8 @@ class Profiler:
     def __enter__(self) -> "Profiler":
         return self.start()
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
-        self.stop(exc)
-        return False
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self.stop(exc)  # no return value: an exception raised in the block propagates
 
     # -- export ---------------------------------------------------------------------
     def write_held(self) -> str | None:

@@ -233,7 +233,7 @@ class ScriptRunner:
             status = _exit_code(e.code)
         except KeyboardInterrupt as e:
             exc, status = e, 130
-        except BaseException as e:  # the script's own error: report it as Python would
+        except BaseException as e:  # noqa: BLE001 - the script's own error: report it as Python would
             exc, status = e, 1
             _print_script_traceback(e)
         finally:

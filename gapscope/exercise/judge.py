@@ -86,7 +86,7 @@ def _fmt(v: float, unit: str) -> str:
 def _evidence(facts: TraceFacts, g: int) -> tuple[str, ...]:
     try:
         card = facts.diag.card(g)
-    except Exception:  # a card is optional evidence; the verdict stands without it
+    except Exception:  # noqa: BLE001 - a card is optional evidence; the verdict stands without it
         return ()
     lines = [f"{facts.gap_name(g)[:1].upper()}{facts.gap_name(g)[1:]}: diagnosis says {card.cause.label}"
              + (f" (secondary {card.secondary.label}, {card.secondary_share:.0%})" if card.secondary is not None else "")]

@@ -103,7 +103,7 @@ class Session:
         try:
             self.facts(t)
             return True
-        except Exception:  # choice tasks judge without a trace when it cannot load
+        except Exception:  # noqa: BLE001 - choice tasks judge without a trace when it cannot load
             return False
 
     def reset(self) -> None:

@@ -32,8 +32,13 @@ def test_loaded_tasks_have_the_keys_of_their_kind():
 def test_card_option_outside_the_list_is_not_an_option(choice):
     ex = load_exercise(EX["four-smells"])
     t = next(t for t in ex.tasks if t.id == "card-picket")
-    good = {"smell": 0, "cause": "launch", "why": "Each 3 µs kernel waits for its own launch.", "experiment": 0,
-            "forbidden": 0}
+    good = {
+        "smell": 0,
+        "cause": "launch",
+        "why": "Each 3 µs kernel waits for its own launch.",
+        "experiment": 0,
+        "forbidden": 0,
+    }
     v = judge(ex, t, Workbook(ex).facts("picket"), dict(good, smell=choice))
     assert v.fields["smell"] is False
     assert "smell: choose one of the options." in v.message

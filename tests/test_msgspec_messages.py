@@ -3,7 +3,7 @@
 ``gapscope.parsers`` recovers from damaged traces by parsing msgspec's exception text:
 the byte offset of a syntax error, the ``$[i]`` index of the element that failed in a
 list decode, and the "Expected `...`, got `...` - at `$.path`" form of a validation
-error. msgspec documents none of these as stable, so ``pyproject.toml`` caps it below
+error; and it catches DecodeError as a ValueError. msgspec documents none of these as stable, so ``pyproject.toml`` caps it below
 its next major and this file triggers each message through msgspec directly and reads
 it with the parsers' own patterns. If an upgrade breaks one, the decoder's recovery
 degrades silently (events dropped, offsets wrong) rather than failing loudly: this test
@@ -101,3 +101,10 @@ def test_a_message_outside_the_form_is_kept_verbatim():
     msg = _message(msgspec.ValidationError, msgspec.json.Decoder(_Event).decode, b'{"pid": 1e999}')
     assert _VALIDATION.match(msg) is None
     assert plain_validation(msg) == msg
+
+
+def test_decode_errors_are_value_errors():
+    """parsers/detect.py catches ``ValueError`` around ``msgspec.json.decode`` (the
+    JSON-scalar check), which holds from msgspec 0.21; before, a DecodeError escaped it."""
+    assert issubclass(msgspec.DecodeError, ValueError)
+    assert issubclass(msgspec.ValidationError, msgspec.DecodeError)

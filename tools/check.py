@@ -22,6 +22,7 @@ list is an error (the wheel would silently lack it while an editable install wor
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
@@ -145,7 +146,11 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0] not in commands:
         print(f"usage: python tools/check.py {{{','.join(commands)}}} [tool options]", file=sys.stderr)
         return 2
-    return commands[argv[0]](argv[1:])
+    TREE.parent.mkdir(parents=True, exist_ok=True)
+    # One run at a time: each rebuilds the tree the other may be reading.
+    with open(TREE.parent / "srctree.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return commands[argv[0]](argv[1:])
 
 
 if __name__ == "__main__":

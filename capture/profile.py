@@ -288,7 +288,7 @@ class Profiler:
         with sigint_deferred():  # a Ctrl-C now is delivered after the file and its message
             try:
                 self._prof.__exit__(None, None, None)
-            except Exception as err:  # the profiler's own failure must not mask the block's
+            except Exception as err:  # noqa: BLE001 - the profiler's own failure must not mask the block's
                 self.error = f"torch.profiler failed while stopping: {type(err).__name__}: {err}"
                 self.say(self.error)
             if not discard:
@@ -321,9 +321,8 @@ class Profiler:
     def __enter__(self) -> "Profiler":
         return self.start()
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
-        self.stop(exc)
-        return False
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self.stop(exc)  # no return value: an exception raised in the block propagates
 
     # -- export ---------------------------------------------------------------------
     def write_held(self) -> str | None:
@@ -353,7 +352,7 @@ class Profiler:
         try:
             with sigint_deferred():
                 outcome = write_atomic(self.out_dir, basename, prof.export_chrome_trace)
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - torch's export fails in its own ways; said, not raised
             self.error = f"could not write the trace ({type(err).__name__}: {err})"
             self.say(self.error)
             return

@@ -93,7 +93,9 @@ class ScriptRunner:
         self.seconds = float(seconds)
         self.delay = float(delay)
         self.label = label
-        self.options = dict(cuda=cuda, record_shapes=record_shapes, with_stack=with_stack, log=self._say_once)
+        self.cuda = cuda
+        self.record_shapes = record_shapes
+        self.with_stack = with_stack
         self.traces: list[str] = []
         self.messages: list[str] = []
         self.mode = "window"
@@ -115,7 +117,8 @@ class ScriptRunner:
 
     # -- profiler switching ------------------------------------------------------------
     def _new(self, schedule: Schedule | None) -> Profiler:
-        p = Profiler(self.out_dir, schedule=schedule, label=self.label, **self.options)
+        p = Profiler(self.out_dir, schedule=schedule, label=self.label, cuda=self.cuda,
+                     record_shapes=self.record_shapes, with_stack=self.with_stack, log=self._say_once)
         p.step_offset = self.steps
         return p
 
@@ -230,7 +233,7 @@ class ScriptRunner:
             status = _exit_code(e.code)
         except KeyboardInterrupt as e:
             exc, status = e, 130
-        except BaseException as e:  # the script's own error: report it as Python would
+        except BaseException as e:  # noqa: BLE001 - the script's own error: report it as Python would
             exc, status = e, 1
             _print_script_traceback(e)
         finally:

@@ -152,10 +152,11 @@ def _check_give_aways(ex: Exercise, wb: Workbook, rep: CheckReport) -> None:
         if t.kind != "number":
             continue
         try:
-            fig = wb.facts(t.trace).figure(t.quantity, gap=t.gap, projection=t.projection)
+            fig = wb.facts(t.trace).figure(t.number_quantity, gap=t.gap, projection=t.projection)
         except (TraceFormatError, ValueError):
             continue
-        num = _fmt(_in_unit(fig.value, fig.unit, t.key.unit), t.key.unit).split(" ")[0].rstrip("%")
+        unit = t.number_key.unit
+        num = _fmt(_in_unit(fig.value, fig.unit, unit), unit).split(" ")[0].rstrip("%")
         if len(num.replace(".", "").lstrip("0")) >= 2:  # a bare "1" or "0.0" is no give-away
             answers.append((j, t, num))
     for i, task in enumerate(ex.tasks):
@@ -190,15 +191,18 @@ def _check_task(task: Task, facts: TraceFacts, who: str, rep: CheckReport) -> No
     if task.kind in ("cause", "card"):
         from gapscope.analysis.types import Cause
 
-        got = Cause(int(facts.diag.gaps.cause[g])).label
-        if got != task.cause:
-            rep.errors.append(f"{who}: key cause is {task.cause}, the diagnosis classifies {facts.gap_text(g)} as {got}")
+        if g is None:  # the loader gives cause and card tasks a gap (the largest by default)
+            raise ValueError(f"{who}: names no gap")
+        label = Cause(int(facts.diag.gaps.cause[g])).label
+        if label != task.cause:
+            rep.errors.append(f"{who}: key cause is {task.cause}, the diagnosis classifies {facts.gap_text(g)} as {label}")
     if task.kind == "number":
-        fig = facts.figure(task.quantity, gap=task.gap, projection=task.projection)
-        truth = _in_unit(fig.value, fig.unit, task.key.unit)
-        tol = task.key.tolerance_abs()
-        if abs(task.key.value - truth) > tol + 1e-9 * max(1.0, abs(truth)):
-            rep.errors.append(f"{who}: key {task.quantity} = {_fmt(task.key.value, task.key.unit)}, the timeline gives {_fmt(truth, task.key.unit)} (tolerance {_fmt(tol, task.key.unit)}; {fig.work})")
+        fig = facts.figure(task.number_quantity, gap=task.gap, projection=task.projection)
+        key = task.number_key
+        truth = _in_unit(fig.value, fig.unit, key.unit)
+        tol = key.tolerance_abs()
+        if abs(key.value - truth) > tol + 1e-9 * max(1.0, abs(truth)):
+            rep.errors.append(f"{who}: key {task.quantity} = {_fmt(key.value, key.unit)}, the timeline gives {_fmt(truth, key.unit)} (tolerance {_fmt(tol, key.unit)}; {fig.work})")
     for a in task.assumptions:
         fig = facts.figure(a.quantity)
         truth = _in_unit(fig.value, fig.unit, a.unit)

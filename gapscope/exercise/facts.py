@@ -151,7 +151,9 @@ class TraceFacts:
             if sel.contains_ms is not None:
                 if gs[g] <= sel.contains_ms * 1e6 < ge[g]:
                     return g
-            elif abs(gs[g] - sel.start_ms * 1e6) <= tol and abs(ge[g] - sel.end_ms * 1e6) <= tol:
+            elif sel.start_ms is not None and sel.end_ms is not None and (
+                abs(gs[g] - sel.start_ms * 1e6) <= tol and abs(ge[g] - sel.end_ms * 1e6) <= tol
+            ):
                 return g
         return None
 

@@ -86,7 +86,7 @@ def _fmt(v: float, unit: str) -> str:
 def _evidence(facts: TraceFacts, g: int) -> tuple[str, ...]:
     try:
         card = facts.diag.card(g)
-    except Exception:  # a card is optional evidence; the verdict stands without it
+    except Exception:  # noqa: BLE001 - a card is optional evidence; the verdict stands without it
         return ()
     lines = [f"{facts.gap_name(g)[:1].upper()}{facts.gap_name(g)[1:]}: diagnosis says {card.cause.label}"
              + (f" (secondary {card.secondary.label}, {card.secondary_share:.0%})" if card.secondary is not None else "")]
@@ -132,9 +132,9 @@ def judge(ex: Exercise, task: Task, facts: TraceFacts | None, answer) -> Verdict
 
 
 def _key_gap(task: Task, facts: TraceFacts) -> int:
-    g = facts.resolve(task.gap)
+    g = facts.resolve(task.gap_key)
     if g is None:
-        raise AnswerError(f"the trace has no {task.gap.describe()}; run gapscope exercise --check on this file")
+        raise AnswerError(f"the trace has no {task.gap_key.describe()}; run gapscope exercise --check on this file")
     return g
 
 
@@ -145,12 +145,12 @@ def _pick(task: Task, facts: TraceFacts, answer) -> Verdict:
     g = int(answer)
     if g == key:
         # the interval only: the diagnosis's class and evidence answer later tasks
-        msg = fill(task.feedback, facts, g) or f"That is {task.gap.describe()}: {facts.gap_name(g)}."
+        msg = fill(task.feedback, facts, g) or f"That is {task.gap_key.describe()}: {facts.gap_name(g)}."
         return Verdict(True, msg)
     order = [int(x) for x in facts.gap_indices()]
     rank = order.index(g) + 1 if g in order else 0
-    msg = f"You picked {facts.gap_name(g)}: number {rank} of {len(order)} by size; the key is {task.gap.describe()}."
-    if task.gap.rank == 1:
+    msg = f"You picked {facts.gap_name(g)}: number {rank} of {len(order)} by size; the key is {task.gap_key.describe()}."
+    if task.gap_key.rank == 1:
         msg += " There is a wider stretch of white space on the GPU lane: rank the gaps by length (protocol step 3)."
     if task.wrong_feedback:
         msg += " " + fill(task.wrong_feedback, facts, g)
@@ -189,10 +189,10 @@ def _choice(ex: Exercise, task: Task, facts: TraceFacts | None, answer) -> Verdi
 
 
 def _number(task: Task, facts: TraceFacts, answer) -> Verdict:
-    key = task.key
+    key = task.number_key
     v = parse_number(str(answer), key.unit)
     try:
-        fig = facts.figure(task.quantity, gap=task.gap, projection=task.projection)
+        fig = facts.figure(task.number_quantity, gap=task.gap, projection=task.projection)
     except ValueError as exc:
         raise AnswerError(f"cannot compute {task.quantity} from the trace: {exc}") from None
     truth = _in_unit(fig.value, fig.unit, key.unit)
@@ -214,6 +214,18 @@ def _keywords_ok(fld: CardField, text: str) -> list[tuple[str, ...]]:
     return [g for g in fld.keywords if not any(w in low for w in g)]
 
 
+def _option_at(options: tuple[Option, ...], answer: object) -> Option | None:
+    """The option ``answer`` names (a 0-based index, as int or digit string), or None
+    for anything else, a negative index included (which would wrap to the last)."""
+    if not isinstance(answer, (int, str)):
+        return None
+    try:
+        i = int(answer)
+    except ValueError:
+        return None
+    return options[i] if 0 <= i < len(options) else None
+
+
 def _card(ex: Exercise, task: Task, facts: TraceFacts, answer) -> Verdict:
     if not isinstance(answer, dict):
         raise AnswerError("a card answer is a mapping of field -> answer")
@@ -228,9 +240,8 @@ def _card(ex: Exercise, task: Task, facts: TraceFacts, answer) -> Verdict:
             if not ok:
                 notes.append(f"cause: {a or '(empty)'} does not fit the evidence during {facts.gap_text(g)}.")
         elif fld.options:
-            try:
-                opt = fld.options[int(a)]
-            except (TypeError, ValueError, IndexError):
+            opt = _option_at(fld.options, a)
+            if opt is None:
                 results[fld.name] = False
                 notes.append(f"{fld.name}: choose one of the options.")
                 continue

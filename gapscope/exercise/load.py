@@ -210,7 +210,10 @@ class _Parser:
             return GapSelector(rank=1)
         if not isinstance(v, dict):
             raise self.err(f"gap must be \"largest\" or a table with rank / start_ms+end_ms / contains_ms, got {v!r}", line=line, task=tid)
-        num = lambda k: self.get(v, k, float, task=tid, line=line)
+
+        def num(k: str) -> Any:
+            return self.get(v, k, float, task=tid, line=line)
+
         sel = GapSelector(
             rank=self.get(v, "rank", int, task=tid, line=line), start_ms=num("start_ms"), end_ms=num("end_ms"),
             contains_ms=num("contains_ms"), expect_start_ms=num("expect_start_ms"),

@@ -214,6 +214,31 @@ class Task:
     wrong_feedback: str = ""  # shown after a wrong answer (placeholders allowed)
     pair: str = ""  # a PairRef id: the task compares its before and after traces (trace = after)
 
+    # The loader guarantees the keys of each kind (load.py); these accessors state that
+    # where it is relied on, with a type that is not Optional.
+
+    @property
+    def gap_key(self) -> GapSelector:
+        """``gap``: the key of pick_gap, the gap of cause and card (the loader requires or
+        defaults it), of number when the quantity is ``gap``. Raises ValueError if unset."""
+        if self.gap is None:
+            raise ValueError(f"task {self.id!r} ({self.kind}) names no gap")
+        return self.gap
+
+    @property
+    def number_quantity(self) -> str:
+        """``quantity`` of a number task (a key of ``QUANTITIES``). Raises ValueError if unset."""
+        if self.quantity is None:
+            raise ValueError(f"task {self.id!r} ({self.kind}) has no quantity")
+        return self.quantity
+
+    @property
+    def number_key(self) -> NumberKey:
+        """``key`` of a number task. Raises ValueError if unset."""
+        if self.key is None:
+            raise ValueError(f"task {self.id!r} ({self.kind}) has no number key")
+        return self.key
+
 
 @dataclasses.dataclass(frozen=True)
 class Exercise:

@@ -33,7 +33,7 @@ def learner_name() -> str:
     if not name:
         try:
             name = getpass.getuser()
-        except Exception:  # no login name in some containers
+        except (KeyError, OSError):  # no login name in some containers (KeyError before 3.13)
             name = "learner"
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name) or "learner"
 

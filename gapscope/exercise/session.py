@@ -44,7 +44,11 @@ class Session:
         return None if self.finished else self.exercise.tasks[self.index]
 
     def record(self, task: Task | None = None) -> dict:
+        """The progress record of ``task`` (default: the current one). Raises ValueError
+        when the exercise is finished and no task is given."""
         t = task or self.task
+        if t is None:
+            raise ValueError("the exercise is finished: there is no current task")
         return self.store.task(self.exercise.id, t.id)
 
     def facts(self, task: Task | None = None) -> TraceFacts:
@@ -99,7 +103,7 @@ class Session:
         try:
             self.facts(t)
             return True
-        except Exception:  # choice tasks judge without a trace when it cannot load
+        except Exception:  # noqa: BLE001 - choice tasks judge without a trace when it cannot load
             return False
 
     def reset(self) -> None:

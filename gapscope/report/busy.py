@@ -55,7 +55,7 @@ def device_busy(trace: Trace) -> list[dict]:
     ``kernel_count``, ``copy_count``. Events excluded from ``trace.extent_ns`` (flagged
     absurd timings) are ignored when they lie outside it.
     """
-    out = []
+    out: list[dict] = []
     lane_dev = np.array([ln.device if ln.is_gpu else -1 for ln in trace.lanes], dtype=np.int64)
     if len(trace) == 0 or lane_dev.size == 0:
         return out

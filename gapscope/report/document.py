@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -104,6 +104,7 @@ def _lanes(trace: Trace) -> list[dict]:
 
 
 def _device_rows(trace: Trace, diag) -> list[dict]:
+    rows: list[dict[str, Any]]
     if diag is not None:
         rows = [
             dict(device=int(d.device), window_start_ns=int(d.window_start_ns), window_end_ns=int(d.window_end_ns),
@@ -268,9 +269,13 @@ def _steps(steps, origin_ns: int) -> dict | None:
     return d
 
 
-def _rates(d: dict | None) -> dict | None:
-    """A budget or what-if dict with ``tokens_per_s`` null unless the step is a decode
-    step (``decode``: one token per step); ``steps_per_s`` is always there."""
+_D = TypeVar("_D", dict, None)
+
+
+def _rates(d: _D) -> _D:
+    """A budget or what-if dict (or None: no budget) with ``tokens_per_s`` null unless
+    the step is a decode step (``decode``: one token per step); ``steps_per_s`` is
+    always there."""
     if d is not None and d.get("decode") is False:
         d["tokens_per_s"] = None
     return d

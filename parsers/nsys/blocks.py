@@ -11,6 +11,7 @@ from gapscope.parsers.model import TraceWarning
 from gapscope.parsers.nsys.lanes import Lanes
 from gapscope.parsers.nsys.names import Names
 from gapscope.parsers.nsys.schema import Enums
+from gapscope.parsers.nsys.sql import Database
 from gapscope.parsers.nsys.targets import Devices
 
 __all__ = ["Block", "Context"]
@@ -59,7 +60,7 @@ class Context:
     """Shared state of one read: the database, its enums, the names and lanes being
     built, the GPUs, warnings and counts of what was left out."""
 
-    db: object
+    db: Database
     enums: Enums
     names: Names
     lanes: Lanes

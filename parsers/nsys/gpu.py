@@ -76,7 +76,7 @@ def _block(ctx: Context, table: str, got: tuple, kind: Kind, name: np.ndarray, *
 def read_kernels(ctx: Context) -> Block | None:
     """``CUPTI_ACTIVITY_KIND_KERNEL`` → ``Kind.KERNEL``."""
     cols = set(ctx.db.columns(KERNEL))
-    names = [c for c in ("demangledName", "shortName", "mangledName") if c in cols]
+    names: list[str] = [c for c in ("demangledName", "shortName", "mangledName") if c in cols]
     got = _common(ctx, KERNEL, [f"coalesce({', '.join(names)})" if len(names) > 1 else (names or ["-1"])[0]], "kernels")
     if got is None:
         return None

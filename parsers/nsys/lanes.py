@@ -78,14 +78,15 @@ class Lanes:
                 _, cuda, pid, stream = key
                 device = devices.index(pid, cuda)
                 many = len(shared[(device, stream)]) > 1
+                # the lane's tid text (the CPU branch's tid is an int)
                 if stream < 0:
-                    tid, tname = "sync", "sync (no stream)"
+                    stream_tid, tname = "sync", "sync (no stream)"
                 else:
-                    tid, tname = str(stream), f"stream {stream}"
+                    stream_tid, tname = str(stream), f"stream {stream}"
                 if many:
-                    tid, tname = f"{tid}@{pid}", f"{tname} (pid {pid})"
+                    stream_tid, tname = f"{stream_tid}@{pid}", f"{tname} (pid {pid})"
                 sort = (1, device, stream if stream >= 0 else 1 << 40, pid)
-                specs.append((sort, k, Lane(index=0, pid=str(device), tid=tid, process_name=f"GPU {device}",
+                specs.append((sort, k, Lane(index=0, pid=str(device), tid=stream_tid, process_name=f"GPU {device}",
                                             thread_name=tname, is_gpu=True, device=device,
                                             stream=max(stream, -1), sort_key=sort)))
             else:

@@ -117,6 +117,8 @@ class Database:
             lo, hi = self.con.execute(f'SELECT min(rowid), max(rowid) FROM "{table}"').fetchone()
         except sqlite3.Error:  # a view or a WITHOUT ROWID table: one block, no rowids
             lo = hi = None
+        # None: the whole table in one block (no rowid ranges to split it by)
+        ranges: list[tuple[int, int] | None]
         if isinstance(lo, int) and isinstance(hi, int):
             ranges = [(a, min(a + BLOCK_ROWS - 1, hi)) for a in range(lo, hi + 1, BLOCK_ROWS)]
         else:

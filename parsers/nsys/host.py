@@ -52,7 +52,8 @@ class Calls:
         return out
 
 
-def _thread_columns(ctx: Context, table: str, extra: list[str], what: str, times: bool = True) -> tuple | None:
+def _thread_columns(ctx: Context, table: str, extra: list[str], what: str,
+                    times: bool = True) -> tuple[list[np.ndarray], np.ndarray | None] | None:
     """(start, dur (or the raw end when not ``times``), globalTid, extra columns..., rowid)
     of a table of thread events, or None when it is missing or has no times."""
     cols = set(ctx.db.columns(table))
@@ -127,7 +128,11 @@ def read_nvtx(ctx: Context) -> tuple[Block | None, dict[int, str]]:
         ctx.warn(NVTX, f"{NVTX} has no eventType or start column: NVTX ranges are not read")
         return None, {}
     domain = "domainId" if "domainId" in cols else "-1"
-    (start, end_ns, gt, etype, dom), rowid = _thread_columns(ctx, NVTX, ["eventType", domain], "NVTX ranges", times=False)
+    got = _thread_columns(ctx, NVTX, ["eventType", domain], "NVTX ranges", times=False)
+    # checked above: the table has columns and a start column, all that _thread_columns
+    # needs without times (the end column may be missing)
+    assert got is not None
+    (start, end_ns, gt, etype, dom), rowid = got
     text_sql = "n.text" if "text" in cols else "NULL"
     join = ""
     if "textId" in cols and db.has("StringIds"):

@@ -87,7 +87,12 @@ def _read(db: Database) -> Trace:
     kernels = read_kernels(ctx)
     memcpy, memset = read_memcpy(ctx), read_memset(ctx)
     empty = np.zeros(0, np.int64)
-    calls = Calls(runtime.correlation, runtime.pid, runtime.name) if runtime is not None else Calls(empty, empty, empty)
+    if runtime is not None:
+        # read_runtime always fills both: every runtime call has a correlation id and a process
+        assert runtime.correlation is not None and runtime.pid is not None
+        calls = Calls(runtime.correlation, runtime.pid, runtime.name)
+    else:
+        calls = Calls(empty, empty, empty)
     sync = read_sync(ctx, calls)
     nvtx, domains = read_nvtx(ctx)
     blocks = [b for b in (runtime, kernels, memcpy, memset, sync, nvtx, read_osrt(ctx)) if b is not None and len(b)]

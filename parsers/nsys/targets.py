@@ -16,6 +16,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from gapscope.parsers.nsys.schema import pid_of, tid_of
 
 __all__ = ["process_names", "thread_names", "Devices"]
@@ -50,8 +52,9 @@ def thread_names(db, strings) -> dict[int, str]:
 def main_thread_names(threads: dict[int, str]) -> dict[int, str]:
     """pid → name of its main thread (tid = pid), for exports without ``PROCESSES``."""
     out = {}
-    for gtid, name in threads.items():
-        pid, tid = int(pid_of(gtid)), int(tid_of(gtid))
+    # pid_of/tid_of take arrays: split every globalTid in one call each
+    gtids = np.fromiter(threads, dtype=np.int64, count=len(threads))
+    for pid, tid, name in zip(pid_of(gtids).tolist(), tid_of(gtids).tolist(), threads.values()):
         if pid == tid:
             out[pid] = name
     return out

@@ -238,10 +238,10 @@ def why_sentence(diag, rows: np.ndarray, class_ns: np.ndarray, evidence: list[Ev
     if cn[Cause.UNCLASSIFIED]:
         none_cpu = not any((not ln.is_gpu) and trace.lane_offsets[ln.index + 1] > trace.lane_offsets[ln.index]
                            for ln in trace.lanes)
-        nxt = [int(n) for n in g.next_op[rows] if n >= 0]
-        what = _quote(trace.name(nxt[0])) if nxt else "the next op"
-        coll = " (a collective: NCCL/RCCL launch their kernels without a runtime call the profiler links)" if nxt and \
-            COLLECTIVE_RE.search(trace.name(nxt[0])) else ""
+        next_ops = [int(n) for n in g.next_op[rows] if n >= 0]
+        what = _quote(trace.name(next_ops[0])) if next_ops else "the next op"
+        coll = " (a collective: NCCL/RCCL launch their kernels without a runtime call the profiler links)" if next_ops and \
+            COLLECTIVE_RE.search(trace.name(next_ops[0])) else ""
         parts.append(f"{fmt_ms(cn[Cause.UNCLASSIFIED])} with no recorded event" + (
             " (the trace has no CPU activity)" if none_cpu else
             f"; {what} has no launch call linked to it{coll}, so whether it was queued or launched late is unknown "

@@ -52,7 +52,7 @@ class Diagnosis:
     _launches: np.ndarray | None = dataclasses.field(default=None, repr=False)
     _evidence_cache: dict = dataclasses.field(default_factory=dict, repr=False)
     _exclude: np.ndarray | None = dataclasses.field(default=None, repr=False)
-    _index: object = dataclasses.field(default=None, repr=False)
+    _index: EvidenceIndex | None = dataclasses.field(default=None, repr=False)
 
     # ---------------------------------------------------------------- queries
     def order_by_size(self) -> np.ndarray:

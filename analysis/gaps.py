@@ -17,6 +17,8 @@ All of it vectorised (sorts and ``searchsorted``), no Python loop over events or
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from gapscope.parsers.model import CPU_CALL_KINDS, Kind, Trace
@@ -196,13 +198,13 @@ def concat_gaps(parts: list[Gaps]) -> Gaps:
         return empty_gaps()
     if len(parts) == 1:
         return parts[0]
-    fields = {}
+    fields: dict[str, Any] = {}
     for name in ("device", "start_ns", "end_ns", "prev_op", "next_op", "launch", "launch_lane",
                  "lateness_ns", "exposed_copy_ns", "cause", "secondary", "cause_share",
                  "secondary_share", "group", "episode", "edge"):
         fields[name] = np.concatenate([getattr(p, name) for p in parts])
-    cls = [p.class_ns for p in parts]
-    fields["class_ns"] = np.concatenate(cls) if all(c is not None for c in cls) else None
-    tl = [p.thread_lane for p in parts]
-    fields["thread_lane"] = np.concatenate(tl) if all(t is not None for t in tl) else None
+    cls = [p.class_ns for p in parts if p.class_ns is not None]
+    fields["class_ns"] = np.concatenate(cls) if len(cls) == len(parts) else None
+    tl = [p.thread_lane for p in parts if p.thread_lane is not None]
+    fields["thread_lane"] = np.concatenate(tl) if len(tl) == len(parts) else None
     return Gaps(**fields)

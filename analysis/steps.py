@@ -317,8 +317,8 @@ def group_gaps(trace: Trace, gaps: Gaps, steps: Steps | None, class_ns: np.ndarr
     # per-group figures, vectorised: occurrences sorted by (group, duration)
     o = np.lexsort((dg, hg))
     g_sorted, d_sorted = hg[o], dg[o]
-    lo = np.searchsorted(g_sorted, np.arange(ng), side="left")
-    median = (d_sorted[lo + (sizes - 1) // 2] + d_sorted[lo + sizes // 2]) // 2
+    first_of = np.searchsorted(g_sorted, np.arange(ng), side="left")
+    median = (d_sorted[first_of + (sizes - 1) // 2] + d_sorted[first_of + sizes // 2]) // 2
     total = np.bincount(hg, weights=dg, minlength=ng).astype(np.int64)
     gs_pairs = np.unique(hg * (total_steps + 1) + step[h][grouped])
     steps_with = np.bincount(gs_pairs // (total_steps + 1), minlength=ng)

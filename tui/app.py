@@ -54,7 +54,7 @@ class GapscopeApp(App):
 
     def on_mount(self) -> None:
         for name, factory in self.extra_screens.items():
-            self.install_screen(factory, name)
+            self.install_screen(factory(), name)
         if self.preset_diagnosis is not None and not isinstance(self.source, (str, bytes)) and hasattr(self.source, "start_ns"):
             self.show_trace(self.source, self.preset_diagnosis, None)
         else:

@@ -14,6 +14,7 @@ class before → after, idle per step) with the current one marked, and its deta
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 import numpy as np
 from rich.text import Text
@@ -27,6 +28,10 @@ from gapscope.tui.lanes_model import sanitize
 from gapscope.tui.ruler import format_duration_ns
 from gapscope.tui.swimlanes import Swimlanes
 from gapscope.tui.viewmodel import Viewport
+
+if TYPE_CHECKING:  # the command builds them; the viewer only reads them
+    from gapscope.diff.match import Match
+    from gapscope.diff.side import Side
 
 __all__ = ["DiffView", "SideWindow", "DiffScreen", "DiffApp", "make_diff_app"]
 
@@ -45,9 +50,9 @@ class DiffView:
     """The walk over the diff's matched positions. ``before`` / ``after``: the diff's
     ``Side`` objects; ``matches``: its ``Match`` rows (largest change first)."""
 
-    before: object
-    after: object
-    matches: tuple
+    before: Side
+    after: Side
+    matches: tuple[Match, ...]
 
     def window(self, k: int, after: bool) -> SideWindow:
         """The window of side ``after`` (False: BEFORE) for match ``k``: the position's
@@ -56,7 +61,7 @@ class DiffView:
         side = self.after if after else self.before
         pos = self.matches[k].after if after else self.matches[k].before
         starts = np.asarray(side.step_start_ns, dtype=np.int64)
-        steady = np.asarray(side.steady, dtype=bool)
+        steady = np.asarray(side.steady).astype(bool)
         first_steady = int(np.flatnonzero(steady)[0]) if steady.any() else 0
         fallback = int(starts[first_steady]) if starts.size else int(side.trace.extent_ns[0])
         if pos is None or len(pos.gap_indices) == 0:

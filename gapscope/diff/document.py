@@ -261,7 +261,7 @@ def verdict_of(per_step: dict, comparability: dict, separation: str | None = Non
     least ``SEPARATE_MIN_STEPS`` each), else None."""
     w = per_step["wall_ns"]
     b, a = w["before_ns"], w["after_ns"]
-    out = dict(verdict="not comparable", line="", change_ns=None, change_share=None, speedup=None, noise_ns=None,
+    out: dict[str, Any] = dict(verdict="not comparable", line="", change_ns=None, change_share=None, speedup=None, noise_ns=None,
                noise_source=None, separated=False, margin_ns=None)
     if b is None or a is None or not comparability["comparable"]:
         out["line"] = "no verdict: " + (comparability.get("reason") or "no steps to compare")
@@ -392,7 +392,7 @@ def _pos_json(p: Position | None) -> dict | None:
 
 
 def _groups(matches: list[Match]) -> list[dict]:
-    rows = []
+    rows: list[dict[str, Any]] = []
     for m in matches:
         b = m.before.idle_per_step_ns if m.before else 0
         rows.append(dict(status=m.status, match=m.how, label=m.label, before=_pos_json(m.before),

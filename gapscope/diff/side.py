@@ -21,6 +21,7 @@ import numpy as np
 from gapscope.parsers.model import Kind, Trace
 
 from gapscope.analysis.busy import coverage, device_union, valid_timing_mask
+from gapscope.analysis.diagnose import Diagnosis
 from gapscope.analysis.types import Cause
 from gapscope.diff.names import families_of, family
 
@@ -104,7 +105,7 @@ class Side:
     ``decode``: a step makes one token (``Budget.decode``)."""
 
     trace: Trace
-    diag: object
+    diag: Diagnosis
     device: int
     steps_source: str
     steps_name: str | None

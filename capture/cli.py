@@ -44,8 +44,8 @@ def _torch_note() -> str:
             return ""
     except (ImportError, ValueError):
         pass
-    return ("\nPyTorch is NOT installed here: capture needs it. Install it with\n"
-            "  pip install -e '.[capture]'   (in the gapscope checkout; torch==2.13.0)\n")
+    return ("\nPyTorch is NOT installed here: capture needs it (torch>=2.4). Install it with\n"
+            "  pip install 'gapscope[capture]'   (or, in a gapscope checkout: pip install -e '.[capture]')\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -47,8 +47,8 @@ from gapscope.parsers.chrome.columns import GET, build_trace_lanes, exact_ts_fro
 from gapscope.parsers.chrome.lazy_args import EventText
 from gapscope.parsers.chrome.phases import Rows, collect_metadata, collect_rows
 from gapscope.parsers.chrome.scan import PH_FLOW, PH_M, PH_OTHER, PH_X, EventColumns, scan_events
-from gapscope.parsers.chrome.schema import (EVENT_CLASS, AnyEvent, AnyEventRawTs, ObjectHeader, ObjectTrace, ObjectTraceRawTs,
-                                            XEventRawTs)
+from gapscope.parsers.chrome.schema import (EVENT_CLASS, EVENT_LIST, EVENT_LIST_RAW_TS, ObjectHeader, ObjectTrace,
+                                            ObjectTraceRawTs, XEventRawTs)
 from gapscope.parsers.chrome.times import INVALID, MISSING, NEED_EXACT, OK
 from gapscope.parsers.errors import TraceFormatError
 from gapscope.parsers.json.scan import text_start
@@ -61,9 +61,9 @@ from gapscope.parsers.model import Kind, SourceInfo, Trace, TraceWarning, link_b
 __all__ = ["load_chrome"]
 
 _OBJ = msgspec.json.Decoder(ObjectTrace)
-_LIST = msgspec.json.Decoder(list[AnyEvent])
+_LIST = msgspec.json.Decoder(EVENT_LIST)
 _OBJ_RAW_TS = msgspec.json.Decoder(ObjectTraceRawTs)
-_LIST_RAW_TS = msgspec.json.Decoder(list[AnyEventRawTs])
+_LIST_RAW_TS = msgspec.json.Decoder(EVENT_LIST_RAW_TS)
 #: A ``ts`` of 13+ integer digits with a fraction: beyond 2**43 µs, a float64 loses the ns.
 _EPOCH_TS = re.compile(rb'"ts"\s*:\s*-?\d{13,}\.\d')
 #: Bytes of the text sampled for such timestamps before decoding.

@@ -22,7 +22,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from gapscope.parsers.chrome.schema import AnyEvent, Event, EventRawArgs, as_phase_event
+from gapscope.parsers.chrome.schema import EVENT_LIST, AnyEvent, Event, EventRawArgs, as_phase_event
 from gapscope.parsers.errors import TraceFormatError
 from gapscope.parsers.json.scan import LineIndex, ScanResult, find_events_array, repair_nonfinite
 from gapscope.parsers.json.resync import error_offset, scan_resync
@@ -34,7 +34,7 @@ __all__ = [
     "recover",
 ]
 
-_EV_LIST = msgspec.json.Decoder(list[AnyEvent])
+_EV_LIST = msgspec.json.Decoder(EVENT_LIST)
 _EV_ONE = msgspec.json.Decoder(AnyEvent)
 _EV_GENERIC = msgspec.json.Decoder(Event)
 _EV_RAW = msgspec.json.Decoder(EventRawArgs)

@@ -10,13 +10,14 @@ Source: Trace Event Format (Google, 2016), Kineto ``output_json.cpp``.
 from __future__ import annotations
 
 import decimal
+import types
 from typing import ClassVar, Union
 
 import msgspec
 
 __all__ = ["Event", "XEvent", "AnyEvent", "EVENT_CLASS", "PHASES", "as_phase_event", "EventRawArgs", "ObjectTrace",
            "KinetoArgs", "NO_ARGS", "EventTimes", "EMPTY_ARGS", "Scalar", "XEventRawTs", "AnyEventRawTs", "EVENT_CLASS_RAW_TS",
-           "ObjectTraceRawTs", "RAW_NULL", "KinetoXArgs", "NO_X_ARGS", "ObjectHeader"]
+           "ObjectTraceRawTs", "RAW_NULL", "KinetoXArgs", "NO_X_ARGS", "ObjectHeader", "EVENT_LIST", "EVENT_LIST_RAW_TS"]
 
 Scalar = Union[int, float, str, None]
 
@@ -137,6 +138,10 @@ def _make(ph: str):
 #: Event class of each phase (tagged union on ``ph``).
 EVENT_CLASS: dict[str, type[msgspec.Struct]] = {"X": XEvent, **{ph: _make(ph) for ph in PHASES if ph != "X"}}
 AnyEvent = Union[tuple(EVENT_CLASS.values())]  # type: ignore[valid-type]
+#: ``list[AnyEvent]``, the type a decoder of an event array is given. Built as a value:
+#: ``AnyEvent`` is a Union made at run time, which mypy cannot read as a type, so
+#: ``list[AnyEvent]`` written in an expression fails the check (the same object).
+EVENT_LIST = types.GenericAlias(list, (AnyEvent,))
 
 
 def as_phase_event(e: Event):
@@ -238,6 +243,8 @@ def _make_raw(ph: str):
 EVENT_CLASS_RAW_TS: dict[str, type[msgspec.Struct]] = {
     "X": XEventRawTs, **{ph: (EVENT_CLASS[ph] if ph in ("s", "t", "f") else _make_raw(ph)) for ph in PHASES if ph != "X"}}
 AnyEventRawTs = Union[tuple(EVENT_CLASS_RAW_TS.values())]  # type: ignore[valid-type]
+#: ``list[AnyEventRawTs]`` as a value (see ``EVENT_LIST``).
+EVENT_LIST_RAW_TS = types.GenericAlias(list, (AnyEventRawTs,))
 
 
 class ObjectTraceRawTs(msgspec.Struct):

@@ -9,7 +9,7 @@ import numpy as np
 
 from gapscope.parsers.chrome.lazy_args import EventText
 from gapscope.parsers.chrome.scan import PH_FLOW, PH_M, PH_OTHER
-from gapscope.parsers.chrome.schema import AnyEvent, AnyEventRawTs
+from gapscope.parsers.chrome.schema import EVENT_LIST, EVENT_LIST_RAW_TS
 
 __all__ = ["JoinedEvents", "SerialFallback"]
 
@@ -36,9 +36,9 @@ class JoinedEvents(Sequence):
         self._head = head_lists
         self._tail: dict[int, list] = {}
         self._blobs = blobs
-        self._decoders = {PH_FLOW: msgspec.msgpack.Decoder(list[AnyEvent]),
-                          PH_OTHER: (msgspec.json.Decoder(list[AnyEventRawTs]) if raw_ts
-                                     else msgspec.msgpack.Decoder(list[AnyEvent]))}
+        self._decoders = {PH_FLOW: msgspec.msgpack.Decoder(EVENT_LIST),
+                          PH_OTHER: (msgspec.json.Decoder(EVENT_LIST_RAW_TS) if raw_ts
+                                     else msgspec.msgpack.Decoder(EVENT_LIST))}
         self._rank: dict[int, np.ndarray] = {}
         self._x_decoder: msgspec.json.Decoder = msgspec.json.Decoder(x_class)
         self.text = text

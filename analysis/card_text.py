@@ -448,8 +448,10 @@ def _dependency_advice(diag, rows, dur_txt):
     g = diag.gaps
     r = int(rows[0])
     kind = WaitKind(int(g.wait_kind[r])) if g.wait_kind is not None and g.wait_kind[r] >= 0 else WaitKind.NOTHING_RECORDED
-    forbidden = ("Do not optimise the CPU code before the gap or the kernels next to it: the next op was already "
-                 "queued, so neither held it back.")
+    queued = g.queued is not None and bool(g.queued[r])
+    forbidden = ("Do not optimise the CPU code before the gap or the kernels next to it: the next op was "
+                 + ("already queued" if queued else "in the queue for most of the gap, waiting on the GPU side")
+                 + ", so neither held it back.")
     proof = f"The same gap ({dur_txt}) on a new capture, with what it waits on named."
     if kind == WaitKind.DISPATCH:
         return ("Nothing to do at this gap: it is at the trace's timestamp resolution between queued ops (GPU-side "

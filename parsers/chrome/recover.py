@@ -210,7 +210,7 @@ def _stdlib_event(text):
         return None
     if not isinstance(obj, dict):
         return None
-    fields = {}
+    fields: dict[str, Any] = {}  # Event's keyword arguments: a bool, a str or a number by field
     for f in ("pid", "tid"):  # an id that is not a scalar (true, {}, []): the event is invalid
         v = obj.get(f)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float, str))):
@@ -287,8 +287,8 @@ def recover(data: bytes, path: str, root: int, lines: LineIndex) -> Recovered:
         if scan.close >= 0:
             if data[begin:scan.close].strip(b" \t\r\n,"):
                 at = begin + len(data[begin:scan.close]) - len(data[begin:scan.close].lstrip(b" \t\r\n,"))
-                first = data[at:at + 1]
-                what = ("the events array holds no event objects" if first in b'{["-0123456789tfn' and first
+                first_byte = data[at:at + 1]
+                what = ("the events array holds no event objects" if first_byte in b'{["-0123456789tfn' and first_byte
                         else "not JSON: an array starting with "
                         + repr(bytes(data[at:at + 40]).split(b"\n")[0][:20].decode("utf-8", "replace")))
                 raise TraceFormatError(path, what, line=lines.line(at), column=lines.column(at),

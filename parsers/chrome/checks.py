@@ -227,7 +227,7 @@ def _us(ns: int) -> str:
     return f"{ns / 1000:g}"
 
 
-def bind_flows(events: list, flow_ks: list[int], cols: Columns, lane_final: np.ndarray, lanes_raw: dict,
+def bind_flows(events: Sequence, flow_ks: list[int], cols: Columns, lane_final: np.ndarray, lanes_raw: dict,
                remap: np.ndarray, warn) -> tuple[np.ndarray, np.ndarray]:
     """Bind v1 flow events (``s``/``t``/``f``) to slices; (src rows, dst rows)."""
     empty = np.zeros(0, np.int64)
@@ -281,7 +281,7 @@ def bind_flows(events: list, flow_ks: list[int], cols: Columns, lane_final: np.n
     return np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
 
 
-def v2_flows(events: list, xi: np.ndarray, cols: Columns) -> tuple[np.ndarray, np.ndarray]:
+def v2_flows(events: Sequence, xi: np.ndarray, cols: Columns) -> tuple[np.ndarray, np.ndarray]:
     """Flow v2: ``X`` events with ``bind_id`` and ``flow_out``/``flow_in``."""
     empty = np.zeros(0, np.int64)
     ks = [int(k) for k in xi.tolist() if events[k].bind_id is not None]
@@ -318,7 +318,7 @@ def _nonfinite(v, repaired: bool) -> bool:
     return repaired and type(v) is str and v in SENTINEL_VALUES
 
 
-def bad_id_events(events: list, warn, repaired: bool = False) -> list[int]:
+def bad_id_events(events: Sequence, warn, repaired: bool = False) -> list[int]:
     """Indices of events whose pid or tid is a non-finite number (``1e400``, ``NaN``;
     ``repaired``: the text's NaN/Infinity tokens became sentinel strings): not an id;
     each is skipped with a warning (the first 20 listed)."""
@@ -341,7 +341,7 @@ def bad_id_events(events: list, warn, repaired: bool = False) -> list[int]:
     return sorted({k for k, _, _ in bad})
 
 
-def has_bad_ids(lanes_raw: dict, events: list, by_phase: dict, repaired: bool = False) -> bool:
+def has_bad_ids(lanes_raw: dict, events: Sequence, by_phase: dict, repaired: bool = False) -> bool:
     """Whether any (pid, tid) among the ``X`` lane keys ``lanes_raw`` or the ids of the
     other-phase events (``by_phase``: phase → event indices) is non-finite (see
     ``bad_id_events``); cost: the distinct lanes plus the non-``X`` events."""

@@ -6,6 +6,7 @@ timestamps. Per-event work is one C-level pass each
 from __future__ import annotations
 
 import array
+from collections.abc import Sequence
 from operator import attrgetter, is_not
 from itertools import repeat
 
@@ -55,7 +56,7 @@ def times(xs: list, field: str) -> tuple[np.ndarray, np.ndarray]:
     return to_ns(list(map(get, xs)))
 
 
-def lane_keys(xs: list) -> tuple[dict, np.ndarray]:
+def lane_keys(xs: list) -> tuple[Interner, np.ndarray]:
     """Raw (pid, tid) → dense id (first-seen order), and the id of each event.
 
     One pass: each event's (pid, tid) tuple is interned (scalar hashing, any mix of
@@ -175,7 +176,7 @@ def label(x) -> str:
     return x if isinstance(x, str) else str(x)
 
 
-def exact_ts_from_text(events: list, text: EventText, ks: np.ndarray, approx_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def exact_ts_from_text(events: Sequence, text: EventText, ks: np.ndarray, approx_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Exact ns ``ts`` of events ``ks`` read from the JSON text; (ns, ok).
 
     Fast path: the ``"ts"`` keys of the events array, one per event that has a ts,

@@ -16,6 +16,7 @@ hold exactly (epoch µs with a fraction) are matched within 1 µs.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import repeat
 from operator import attrgetter, eq
 
@@ -37,7 +38,7 @@ _WORK = np.array(sorted(int(k) for k in GPU_WORK_KINDS), dtype=np.int8)
 _get_ph, _get_bp, _get_pid, _get_tid = attrgetter("ph"), attrgetter("bp"), attrgetter("pid"), attrgetter("tid")
 
 
-def kineto_flow_links(events: list, flow_ks: list[int], kind: np.ndarray, start: np.ndarray, dur: np.ndarray,
+def kineto_flow_links(events: Sequence, flow_ks: list[int], kind: np.ndarray, start: np.ndarray, dur: np.ndarray,
                       lane_final: np.ndarray, lanes_raw: dict, remap: np.ndarray,
                       linked_dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(src rows, dst rows) of launch call → GPU op links from Kineto flow events.

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any, Callable
 
 import msgspec
@@ -52,7 +53,7 @@ class Rows:
         return len(self.start)
 
 
-def collect_metadata(events: list, idx: list[int], meta: Metadata, warn=None) -> None:
+def collect_metadata(events: Sequence, idx: list[int], meta: Metadata, warn=None) -> None:
     """Fill ``meta`` from the ``M`` events at positions ``idx`` (``args.name``,
     ``args.sort_index``, ``args.labels``).
 
@@ -95,7 +96,7 @@ def collect_metadata(events: list, idx: list[int], meta: Metadata, warn=None) ->
                              f"as in Perfetto{more}")
 
 
-def collect_rows(events: list, by_phase: dict[str, list[int]], rows: Rows, warn: Callable[[int, str | None, str], None],
+def collect_rows(events: Sequence, by_phase: dict[str, list[int]], rows: Rows, warn: Callable[[int, str | None, str], None],
                  exact_ts: dict[int, int], bad: list[tuple[int, str, str]],
                  args_of: Callable[[int], dict]) -> None:
     """Turn non-``X`` timeline events into rows.

@@ -11,6 +11,7 @@ to the order of category ids (which nothing depends on).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from itertools import repeat
 from operator import itemgetter
 
@@ -70,7 +71,7 @@ class EventColumns:
     old_ids: bool
 
 
-def scan_events(events: list, x_class: type, skip: list[int] | None = None) -> EventColumns:
+def scan_events(events: Sequence, x_class: type, skip: list[int] | None = None) -> EventColumns:
     """``EventColumns`` of ``events`` (decoded ``chrome_schema`` structs; ``X`` events
     are of ``x_class``). Events at indices ``skip`` count as ``PH_SKIP`` (unusable
     ids). Never raises on odd values: they get a status or -1 (see ``times`` and

@@ -36,7 +36,8 @@ _ONE_EVENT_RAW_TS = msgspec.json.Decoder(AnyEventRawTs)
 _WS = b" \t\r\n"
 
 
-def find_cut(data, root: int, raw_ts: bool = False, head_fraction: float = 0.5) -> tuple[int, int, int, int, object] | None:
+def find_cut(data, root: int, raw_ts: bool = False,
+             head_fraction: float = 0.5) -> tuple[int, int, int, int, ObjectHeader | None] | None:
     """(just after the events array's ``[``, the ``}`` ending the head's last event,
     the ``,`` after it, the array's ``]``, the object form's ``ObjectHeader`` or None),
     or None. The boundary is the first at or after ``head_fraction`` of the array's
@@ -45,7 +46,7 @@ def find_cut(data, root: int, raw_ts: bool = False, head_fraction: float = 0.5) 
     begin = find_events_array(data, root)
     if begin < 0:
         return None
-    header = None
+    header: ObjectHeader | None = None
     if data[root:root + 1] == b"{":
         found = _array_end(data, root, begin, raw_ts)
         if found is None:

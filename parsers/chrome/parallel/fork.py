@@ -34,6 +34,7 @@ from gapscope.parsers.chrome.lazy_args import EventText
 from gapscope.parsers.chrome.parallel.joined import JoinedEvents
 from gapscope.parsers.chrome.parallel import transfer as _tx
 from gapscope.parsers.chrome.scan import PH_FLOW, PH_M, PH_OTHER, EventColumns, merge, scan_events
+from gapscope.parsers.chrome.schema import ObjectHeader
 
 __all__ = ["MIN_BYTES", "HEAD_FRACTION", "enabled", "start", "start_file", "decode_parts", "Pending", "Parts"]
 
@@ -63,7 +64,7 @@ class Parts:
     """What ``decode_parts`` gives: the joined events, their columns, and for the
     object form the decoded document without its events (``header``)."""
 
-    def __init__(self, events: "JoinedEvents", scanned: EventColumns, header) -> None:
+    def __init__(self, events: "JoinedEvents", scanned: EventColumns, header: ObjectHeader | None) -> None:
         self.events = events
         self.scanned = scanned
         self.header = header
@@ -78,7 +79,7 @@ class Pending:
     def __init__(self, pid: int, fd: int, shared: mmap.mmap, plan: tuple | None, stamp: tuple | None,
                  t0: float) -> None:
         self.pid, self.fd, self.shared, self.plan, self.stamp, self.t0 = pid, fd, shared, plan, stamp, t0
-        self.header = None  # the object form's header, with ``plan``
+        self.header: ObjectHeader | None = None  # the object form's header, with ``plan``
         self.done = False
 
     def close(self) -> None:

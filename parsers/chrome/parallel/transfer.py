@@ -111,7 +111,7 @@ def _read_all(fd: int, deadline: float) -> bytes | None:
             chunks.append(chunk)
 
 
-def unpack(payload: bytes) -> tuple[EventColumns, dict, tuple] | None:
+def unpack(payload: bytes | memoryview) -> tuple[EventColumns, dict, tuple] | None:
     """(the tail's columns, {``PH_FLOW``: flows blob, ``PH_OTHER``: other events blob},
     the plan the child followed)."""
     try:

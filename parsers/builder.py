@@ -109,10 +109,10 @@ class TraceBuilder:
         remap = np.zeros(len(self._lanes), dtype=np.int32)
         for old, new in lanes:
             remap[old] = new
-        lane_objs = [None] * len(self._lanes)
-        for old, new in lanes:
+        lane_objs: list[Lane] = []
+        for old, new in lanes:  # in new-index order, each lane once (_ordered_lanes)
             d = self._lanes[old]
-            lane_objs[new] = Lane(index=new, sort_key=(not d["is_gpu"], d["device"], d["stream"], new), **d)
+            lane_objs.append(Lane(index=new, sort_key=(not d["is_gpu"], d["device"], d["stream"], new), **d))
         cols = list(zip(*self._rows)) if self._rows else [()] * 12
         arr = lambda i, dt: np.array(cols[i], dtype=dt)
         lane_col = arr(2, np.int32)

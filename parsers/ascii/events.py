@@ -206,6 +206,9 @@ def _build(b, parsed: list[EventLine], first_ns: int, last_ns: int, path: str) -
     def lane_of(label: str) -> int:
         if label not in lanes:
             m = LANE_RE.match(label)
+            # every label is lane_label's canonical CPU<digits>/GPU<digits>, made from a lane token
+            # that matched LANE_RE (parse_line) or the same pattern inside _FAST (parse_fast)
+            assert m is not None, label
             lanes[label] = (gpu_lane if m.group(1) == "GPU" else cpu_lane)(b, m.group(2))
         return lanes[label]
 

@@ -28,7 +28,7 @@ class EventText:
     when already known (tolerant path).
     """
 
-    def __init__(self, data: bytes, root: int, n: int, starts: np.ndarray | None = None,
+    def __init__(self, data: bytes | bytearray, root: int, n: int, starts: np.ndarray | None = None,
                  ends: np.ndarray | None = None, repaired: bool = False) -> None:
         self.data = data
         self.repaired = repaired
@@ -112,7 +112,7 @@ class EventText:
             return [None] * int(ks.size)
         return [int(x) for x in self.lines.lines(offs)]
 
-    def event_text(self, k: int) -> bytes | None:
+    def event_text(self, k: int) -> bytes | bytearray | None:
         """The JSON text of event ``k`` (None when it cannot be located); the first
         call costs one scan of the text, later calls are O(1)."""
         if self.ends is not None and self.starts is not None:

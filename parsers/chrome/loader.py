@@ -119,7 +119,7 @@ def start_parts(path: str) -> "chrome_parallel.Pending | None":
     return chrome_parallel.start_file(path, lambda d: text_start(d) if len(d) else -1, _raw_ts, _DECODERS)
 
 
-def _decode(data: bytes, path: str, parts: bool = True, pending: "chrome_parallel.Pending | None" = None,
+def _decode(data: bytes | bytearray, path: str, parts: bool = True, pending: "chrome_parallel.Pending | None" = None,
             read_stat: os.stat_result | None = None) -> _Input:
     """``data`` decoded: in two parts at once when large (``chrome_parallel``), else in
     one typed decode, else, when that fails on damage, by ``recover`` (events skipped
@@ -158,7 +158,7 @@ def _decode(data: bytes, path: str, parts: bool = True, pending: "chrome_paralle
     return _Input(path, [rec.events[k] for k in keep], text, header=rec.header, warnings=rec.warnings)
 
 
-def load_chrome(data: bytes, path: str, pending=None, read_stat=None) -> Trace:
+def load_chrome(data: bytes | bytearray, path: str, pending=None, read_stat=None) -> Trace:
     """Load Chrome Trace Event Format JSON (object or array form; Kineto of every
     vintage; legacy autograd export) from ``data`` (gzip already undone).
 

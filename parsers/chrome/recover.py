@@ -41,7 +41,7 @@ _EV_RAW = msgspec.json.Decoder(EventRawArgs)
 _INDEX_RE = re.compile(r"\$\[(\d+)\]")
 
 
-def decode_elements(text: bytes, starts: np.ndarray, ends: np.ndarray,
+def decode_elements(text: bytes | bytearray, starts: np.ndarray, ends: np.ndarray,
                     on_bad) -> list:
     """Decode elements ``text[starts[k]:ends[k]]`` as events (``AnyEvent``).
 
@@ -82,7 +82,8 @@ def decode_elements(text: bytes, starts: np.ndarray, ends: np.ndarray,
     return out
 
 
-def _decode_halves(text: bytes, sv: memoryview, starts, ends, k0: int, k1: int, clean: np.ndarray, on_bad) -> list:
+def _decode_halves(text: bytes | bytearray, sv: memoryview, starts, ends, k0: int, k1: int, clean: np.ndarray,
+                   on_bad) -> list:
     """Elements k0..k1-1 when decoding them together failed on nesting depth: runs are
     halved until they decode (O(d log n) extra decodes for d deep elements); runs of up
     to 16 elements are decoded one at a time (``_decode_one``)."""
@@ -102,7 +103,7 @@ def _decode_halves(text: bytes, sv: memoryview, starts, ends, k0: int, k1: int, 
     return out
 
 
-def _clean_gaps(text: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+def _clean_gaps(text: bytes | bytearray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """bool per gap between consecutive elements: only blanks and exactly one comma."""
     if starts.size < 2:
         return np.ones(0, dtype=bool)
@@ -126,7 +127,7 @@ def _clean_gaps(text: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray
     return ok & (n_comma == 1) & (n_bad == 0)
 
 
-def _joined(text: bytes, sv: memoryview, starts, ends, k0: int, k1: int, clean: np.ndarray) -> bytes:
+def _joined(text: bytes | bytearray, sv: memoryview, starts, ends, k0: int, k1: int, clean: np.ndarray) -> bytes:
     """``[`` elements k0..k1-1 ``]``: a slice of ``text`` when their gaps are clean."""
     if k1 - k0 == 1 or clean[k0:k1 - 1].all():
         return b"".join((b"[", sv[int(starts[k0]):int(ends[k1 - 1])], b"]"))
@@ -239,7 +240,7 @@ class Recovered:
     events: list[Event | None]
     starts: np.ndarray
     ends: np.ndarray
-    text: bytes
+    text: bytes | bytearray
     warnings: list[TraceWarning]
     nonfinite_replaced: int
 
@@ -249,7 +250,7 @@ _KNOWN_OTHER = {"rocprofiler-sdk-tool": ("a rocprofv3 (rocprofiler-sdk) JSON fil
                                          "gapscope reads Chrome-trace JSON; on ROCm, torch.profiler writes one")}
 
 
-def _other_json(data: bytes, root: int) -> tuple[str, str]:
+def _other_json(data: bytes | bytearray, root: int) -> tuple[str, str]:
     """(message, hint) for a JSON object without a ``traceEvents`` array."""
     head = data[root:root + 4096]
     for key, (what, hint) in _KNOWN_OTHER.items():
@@ -259,7 +260,7 @@ def _other_json(data: bytes, root: int) -> tuple[str, str]:
             'not a Chrome Trace Event Format file: expected {"traceEvents": [...]} or a JSON array of events')
 
 
-def recover(data: bytes, path: str, root: int, lines: LineIndex) -> Recovered:
+def recover(data: bytes | bytearray, path: str, root: int, lines: LineIndex) -> Recovered:
     """Load what can be loaded from damaged trace JSON.
 
     Raises ``TraceFormatError`` when there is no events array or no complete event.
@@ -299,6 +300,7 @@ def recover(data: bytes, path: str, root: int, lines: LineIndex) -> Recovered:
                                    column=lines.column(cut), hint="the profiler was probably killed while writing; re-capture")
     a = int(scan.starts[0]) if n else begin
     z = int(scan.ends[-1]) if n else begin
+    text: bytes | bytearray
     text, replaced = repair_nonfinite(data[a:z]) if n else (b"", 0)
     if replaced:
         text = data[:a] + text + data[z:]
@@ -329,7 +331,7 @@ def recover(data: bytes, path: str, root: int, lines: LineIndex) -> Recovered:
     return Recovered(header, events, scan.starts, scan.ends, text, warnings, replaced)
 
 
-def _tail_state(data: bytes, root: int, close: int) -> int:
+def _tail_state(data: bytes | bytearray, root: int, close: int) -> int:
     """What follows the events array's ``]`` at ``close``: -1 a proper end of the
     document (only blanks after a bare array; the rest of the root object otherwise),
     the offset of the first byte after the end of the document when other text
@@ -352,7 +354,7 @@ def _tail_state(data: bytes, root: int, close: int) -> int:
     return -1
 
 
-def _header(data: bytes, root: int, begin: int, scan: ScanResult) -> tuple[dict[str, Any], bool]:
+def _header(data: bytes | bytearray, root: int, begin: int, scan: ScanResult) -> tuple[dict[str, Any], bool]:
     """Top-level keys other than traceEvents, decoded leniently ({} when unreadable),
     and whether the object after the events array was complete."""
     if data[root:root + 1] != b"{":

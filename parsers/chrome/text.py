@@ -23,7 +23,7 @@ _CHUNK = 1 << 24
 _WIDTH = 40
 
 
-def key_positions(data: bytes, key: bytes, begin: int = 0, limit: int | None = None) -> np.ndarray:
+def key_positions(data: bytes | bytearray, key: bytes, begin: int = 0, limit: int | None = None) -> np.ndarray:
     """int64 offsets just after each ``key`` (e.g. ``b'"ts"'``) that is followed by
     optional whitespace and ``:``. Linear (one regex scan in C); a key inside a string
     value is written with escaped quotes, so it cannot match. ``limit``: stop after
@@ -43,7 +43,7 @@ def key_positions(data: bytes, key: bytes, begin: int = 0, limit: int | None = N
 _PATTERNS: dict[bytes, "re.Pattern[bytes]"] = {}
 
 
-def _key4_positions(data: bytes, key: bytes, begin: int) -> np.ndarray:
+def _key4_positions(data: bytes | bytearray, key: bytes, begin: int) -> np.ndarray:
     """``key_positions`` for a 4-byte key: compare the text viewed as little-endian
     uint32 at each of the 4 alignments (vectorised), then check the ``:``."""
     kv = np.frombuffer(key, dtype="<u4")[0]
@@ -70,7 +70,7 @@ def _key4_positions(data: bytes, key: bytes, begin: int) -> np.ndarray:
     return pos[w[np.arange(w.shape[0]), first] == ord(":")]
 
 
-def exact_ns_near(data: bytes, pos: np.ndarray, approx_ns: np.ndarray,
+def exact_ns_near(data: bytes | bytearray, pos: np.ndarray, approx_ns: np.ndarray,
                   chunk: int = 1 << 16) -> tuple[np.ndarray, np.ndarray]:
     """Exact int64 ns of the µs numbers after ``:`` at offsets ``pos``, given an
     approximation ``approx_ns`` (int64) within ±400 ns of each.
@@ -90,7 +90,7 @@ def exact_ns_near(data: bytes, pos: np.ndarray, approx_ns: np.ndarray,
     return _near_chunk(data, pos, approx_ns)
 
 
-def _near_chunk(data: bytes, pos: np.ndarray, approx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _near_chunk(data: bytes | bytearray, pos: np.ndarray, approx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     a = np.frombuffer(data, dtype=np.uint8)
     m = pos.size
     if m == 0:

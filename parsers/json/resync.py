@@ -44,21 +44,22 @@ class Break:
     what: str
 
 
-def _line_prefix(data: bytes, off: int) -> bytes | None:
+def _line_prefix(data: bytes | bytearray, off: int) -> bytes | None:
     """The blanks before ``off`` on its line, or None when other text precedes it."""
     ls = data.rfind(b"\n", 0, off) + 1
     pre = data[ls:off]
-    return pre if pre.strip(_WS) == b"" else None
+    return bytes(pre) if pre.strip(_WS) == b"" else None  # a few blanks: bytes for re.escape
 
 
-def _next_event_line(data: bytes, after: int, prefix: bytes) -> int:
+def _next_event_line(data: bytes | bytearray, after: int, prefix: bytes) -> int:
     """Offset of the ``{`` of the first line after ``after`` that is ``prefix`` + ``{``;
     -1 when none."""
     m = re.compile(rb"\n" + re.escape(prefix) + rb"\{").search(data, after)
     return -1 if m is None else m.end() - 1
 
 
-def scan_resync(data: bytes, begin: int, tail_state: Callable[[int], int]) -> tuple[ScanResult, list[Break]]:
+def scan_resync(data: bytes | bytearray, begin: int,
+                tail_state: Callable[[int], int]) -> tuple[ScanResult, list[Break]]:
     """``scan_elements`` from ``begin``, resumed after mid-file damage.
 
     ``tail_state(close)`` tells what follows the array's ``]`` at ``close``: -1 a proper
@@ -113,7 +114,7 @@ def scan_resync(data: bytes, begin: int, tail_state: Callable[[int], int]) -> tu
     return ScanResult(s, e, scan.close, scan.partial_start), breaks
 
 
-def error_offset(data: bytes, brk: Break) -> int:
+def error_offset(data: bytes | bytearray, brk: Break) -> int:
     """Offset of the first JSON syntax error in the damaged stretch (its start when
     the decoder names no position)."""
     if brk.what != "never closed":  # a stray bracket or a second document: where it starts

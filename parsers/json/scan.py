@@ -42,7 +42,7 @@ class ScanResult:
     partial_start: int
 
 
-def scan_elements(data: bytes, begin: int) -> ScanResult:
+def scan_elements(data: bytes | bytearray, begin: int) -> ScanResult:
     """Split the JSON array whose ``[`` is just before ``begin`` into elements.
 
     Tracks strings (with backslash escapes) and bracket depth, vectorised per 16 MiB
@@ -142,7 +142,7 @@ def text_start(data) -> int:
     return m.end()
 
 
-def find_events_array(data: bytes, root: int) -> int:
+def find_events_array(data: bytes | bytearray, root: int) -> int:
     """Offset just after the ``[`` of the events array (object or array form).
 
     Returns -1 when an object has no ``traceEvents`` array.
@@ -155,7 +155,7 @@ def find_events_array(data: bytes, root: int) -> int:
     return m.end() + 1
 
 
-def repair_nonfinite(text: bytes) -> tuple[bytes, int]:
+def repair_nonfinite(text: bytes | bytearray) -> tuple[bytes | bytearray, int]:
     """Replace ``NaN``/``Infinity``/``-Infinity`` value tokens by same-length sentinel
     strings (``SENTINELS``); returns (new text, number replaced).
 
@@ -191,7 +191,7 @@ def repair_nonfinite(text: bytes) -> tuple[bytes, int]:
 class LineIndex:
     """1-based line and column of byte offsets in ``data`` (counts newlines lazily)."""
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes | bytearray) -> None:
         self._data = data
 
     def lines(self, offsets: np.ndarray) -> np.ndarray:

@@ -12,6 +12,17 @@ from gapscope.analysis.steps import GapGroup, Steps
 from gapscope.analysis.types import Card, Cause, DeviceSummary, Evidence, Gaps, Params
 
 __all__ = [
-    "diagnose", "Diagnosis", "Cause", "Params", "Card", "Evidence", "Gaps", "DeviceSummary",
-    "PicketEpisode", "Steps", "GapGroup", "Budget", "WhatIf",
+    "diagnose",
+    "Diagnosis",
+    "Cause",
+    "Params",
+    "Card",
+    "Evidence",
+    "Gaps",
+    "DeviceSummary",
+    "PicketEpisode",
+    "Steps",
+    "GapGroup",
+    "Budget",
+    "WhatIf",
 ]

@@ -103,9 +103,19 @@ def compute_budget(diag) -> Budget | None:
     class_idle = {c.label: int(cls[int(c)] // nsteps) for c in Cause}
     idle = wall_med - busy_med
     rate = 1e9 / wall_med if wall_med > 0 else 0.0
-    return Budget(dev.device, nsteps, source, wall_med, busy_med, idle,
-                  idle / wall_med if wall_med > 0 else 0.0, rate, class_idle,
-                  steps_per_s=rate, decode=is_decode(trace, diag.steps))
+    return Budget(
+        dev.device,
+        nsteps,
+        source,
+        wall_med,
+        busy_med,
+        idle,
+        idle / wall_med if wall_med > 0 else 0.0,
+        rate,
+        class_idle,
+        steps_per_s=rate,
+        decode=is_decode(trace, diag.steps),
+    )
 
 
 def _match_names(trace, names: tuple[str, ...]) -> np.ndarray:
@@ -172,12 +182,22 @@ def what_if(diag, *, gaps=(), causes=(), names=()) -> WhatIf:
         + ("sampling the next token)." if b.decode else "preparing the next batch)."),
         "CPU time removed while the GPU was busy does not shorten the step; only its overlap with idle gaps counts"
         + (f" ({_ms(named_ns // max(b.steps, 1))} per step for the named segments)." if names else "."),
-        (f"One token per step (decode at batch 1): tokens/s = 1 / step time; measured over {b.steps} step(s) ({b.source})."
-         if b.decode else
-         f"Steps/s = 1 / step time (a step is not a token here: no tokens/s); measured over {b.steps} step(s) ({b.source})."),
+        (
+            f"One token per step (decode at batch 1): tokens/s = 1 / step time; measured over {b.steps} step(s) ({b.source})."
+            if b.decode
+            else f"Steps/s = 1 / step time (a step is not a token here: no tokens/s); measured over {b.steps} step(s) ({b.source})."
+        ),
     ]
     if projected == b.gpu_busy_ns and b.wall_ns - removed_step < b.gpu_busy_ns:
         assumptions.append("The projection is capped at GPU busy time (the GPU cannot finish before its work).")
     rate = 1e9 / projected if projected > 0 else 0.0
-    return WhatIf(b.wall_ns, removed_step, projected, rate,
-                  b.wall_ns / projected if projected > 0 else 1.0, assumptions, steps_per_s=rate, decode=b.decode)
+    return WhatIf(
+        b.wall_ns,
+        removed_step,
+        projected,
+        rate,
+        b.wall_ns / projected if projected > 0 else 1.0,
+        assumptions,
+        steps_per_s=rate,
+        decode=b.decode,
+    )

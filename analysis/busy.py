@@ -81,7 +81,9 @@ def coverage(u_start: np.ndarray, u_end: np.ndarray, a_ns: np.ndarray, b_ns: np.
     return np.maximum(covered_until(b) - covered_until(a), 0)
 
 
-def complement(u_start: np.ndarray, u_end: np.ndarray, window_start_ns: int, window_end_ns: int) -> tuple[np.ndarray, np.ndarray]:
+def complement(
+    u_start: np.ndarray, u_end: np.ndarray, window_start_ns: int, window_end_ns: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Idle intervals: ``[window_start_ns, window_end_ns)`` minus the union ``u``.
 
     Returns ``(starts, ends)`` int64, sorted, non-empty intervals only.
@@ -132,10 +134,12 @@ def lane_devices(trace: Trace) -> np.ndarray:
     return cached
 
 
-_LANE_DEVICES: "weakref.WeakKeyDictionary[Trace, np.ndarray]" = weakref.WeakKeyDictionary()
+_LANE_DEVICES: weakref.WeakKeyDictionary[Trace, np.ndarray] = weakref.WeakKeyDictionary()
 
 
-def device_event_mask(trace: Trace, device: int, kinds: tuple[Kind, ...], valid: np.ndarray | None = None) -> np.ndarray:
+def device_event_mask(
+    trace: Trace, device: int, kinds: tuple[Kind, ...], valid: np.ndarray | None = None
+) -> np.ndarray:
     """Mask of events of ``kinds`` on GPU lanes of ``device`` with valid timing.
 
     Vectorised over events (one lane→device lookup), so a trace with 100k streams costs
@@ -150,7 +154,9 @@ def device_event_mask(trace: Trace, device: int, kinds: tuple[Kind, ...], valid:
     return m & valid
 
 
-def device_union(trace: Trace, device: int, *, with_copies: bool = False, valid: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def device_union(
+    trace: Trace, device: int, *, with_copies: bool = False, valid: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Busy union of ``device``: kernels (and memcpy/memset when ``with_copies``).
 
     Returns ``(starts, ends)`` int64 ns, disjoint, sorted. ``Kind.SYNC_MARKER`` and GPU

@@ -15,16 +15,27 @@ from __future__ import annotations
 
 import numpy as np
 
-from gapscope.analysis.card_text import (DEPENDENCY_SMELLS, SMELLS, advice, class_mix, fmt_ms, is_decode_trace,
-                                         rank_row, slow_launch, trust_note, why_sentence)
+from gapscope.analysis.card_text import (
+    DEPENDENCY_SMELLS,
+    SMELLS,
+    advice,
+    class_mix,
+    fmt_ms,
+    is_decode_trace,
+    rank_row,
+    slow_launch,
+    trust_note,
+    why_sentence,
+)
 from gapscope.analysis.steps import RECUR_FACTOR
 from gapscope.analysis.types import Card, Cause, Evidence, WaitKind
 
 __all__ = ["card_for_gap", "card_for_group", "SMELLS"]
 
 
-def _card(diag, rows: np.ndarray, class_ns: np.ndarray, head: str, dur_txt: str, *, lead: str = "",
-          context: str = "") -> Card:
+def _card(
+    diag, rows: np.ndarray, class_ns: np.ndarray, head: str, dur_txt: str, *, lead: str = "", context: str = ""
+) -> Card:
     """Card from the evidence of ``rows`` (one occurrence: a gap, or a step-boundary
     pair) and the per-class ns ``class_ns`` whose primary and secondary class (shares of
     its total) the card states. ``head`` opens the "why" sentence, ``context`` follows
@@ -52,8 +63,10 @@ def _card(diag, rows: np.ndarray, class_ns: np.ndarray, head: str, dur_txt: str,
     if note:
         why += " " + note
     if getattr(diag, "invalid_gpu_ops", 0):
-        why += (f" {diag.invalid_gpu_ops} GPU op(s) of this trace have no usable timing and are left out,"
-                " so idle time may be overstated.")
+        why += (
+            f" {diag.invalid_gpu_ops} GPU op(s) of this trace have no usable timing and are left out,"
+            " so idle time may be overstated."
+        )
     first, forbidden, proof = advice(diag, primary, evidence, rows, dur_txt)
     return Card(smell, primary, secondary, sec_share, why, first, forbidden, proof, tuple(evidence[:12]))
 
@@ -116,8 +129,11 @@ def card_for_group(diag, group_id: int) -> Card:
     lead = ""
     if len(occ) > 1:
         at_median = fmt_ms(occ_ns[rep_k]) == fmt_ms(grp.median_ns)
-        lead = ("in the median occurrence, " if at_median
-                else f"in a typical occurrence ({fmt_ms(occ_ns[rep_k])}, mostly {primary.label}), ")
+        lead = (
+            "in the median occurrence, "
+            if at_median
+            else f"in a typical occurrence ({fmt_ms(occ_ns[rep_k])}, mostly {primary.label}), "
+        )
     context = f"Across the group's {fmt_ms(total)} of idle: {class_mix(cls)}." if len(occ) > 1 or len(rep) > 1 else ""
     return _card(diag, rep, cls, head, f"{fmt_ms(grp.median_ns)} per step", lead=lead, context=context)
 
@@ -153,8 +169,10 @@ def _group_context(diag, i: int) -> str:
         if recurs:
             bits.append(f"the stretch {recurs} ({fmt_ms(grp.median_ns)} median per step)")
     elif not _near(int(g.dur_ns[i]), grp.median_ns):
-        bits.append(f"This occurrence is {fmt_ms(g.dur_ns[i])}; the gaps grouped with it ({recurs or 'recurring'}) "
-                    f"have a median of {fmt_ms(grp.median_ns)} per step")
+        bits.append(
+            f"This occurrence is {fmt_ms(g.dur_ns[i])}; the gaps grouped with it ({recurs or 'recurring'}) "
+            f"have a median of {fmt_ms(grp.median_ns)} per step"
+        )
     else:
         bits.append(f"This position {recurs or 'recurs'} ({fmt_ms(grp.median_ns)} median per step)")
     bits.append(f"across the group the idle is {class_mix(cls)}")
@@ -173,8 +191,10 @@ def _one_off_context(diag, i: int) -> str:
     2.0 µs (3 of 6 steps): a one-off." Else ""."""
     for grp in diag.groups:
         if grp.one_offs.size and (grp.one_offs == i).any():
-            return (f"This occurrence is {fmt_ms(diag.gaps.dur_ns[i])}; at this position the median is "
-                    f"{fmt_ms(grp.median_ns)} ({grp.steps_with_gap} of {grp.steps_total} steps): a one-off.")
+            return (
+                f"This occurrence is {fmt_ms(diag.gaps.dur_ns[i])}; at this position the median is "
+                f"{fmt_ms(grp.median_ns)} ({grp.steps_with_gap} of {grp.steps_total} steps): a one-off."
+            )
     return ""
 
 
@@ -186,5 +206,11 @@ def card_for_gap(diag, i: int) -> Card:
     i = int(i)
     rows = np.array([i], dtype=np.int64)
     dur = int(diag.gaps.dur_ns[i])
-    return _card(diag, rows, _class_ns(diag, rows), f"For {fmt_ms(dur)} the GPU had no kernel to run",
-                 fmt_ms(dur), context=_group_context(diag, i))
+    return _card(
+        diag,
+        rows,
+        _class_ns(diag, rows),
+        f"For {fmt_ms(dur)} the GPU had no kernel to run",
+        fmt_ms(dur),
+        context=_group_context(diag, i),
+    )

@@ -52,8 +52,7 @@ from gapscope.analysis.types import Cause, Gaps, Params, Trust, WaitKind
 from gapscope.analysis.waits import stream_wait_events
 from gapscope.parsers.model import CopyKind, Kind, Trace
 
-__all__ = ["classify", "effective_thread", "launching_ops", "SECONDARY_MIN_SHARE", "rank_classes",
-           "SLOW_LAUNCH_NS"]
+__all__ = ["classify", "effective_thread", "launching_ops", "SECONDARY_MIN_SHARE", "rank_classes", "SLOW_LAUNCH_NS"]
 
 _E = np.zeros(0, dtype=np.int64)
 
@@ -102,8 +101,8 @@ def launching_ops(trace: Trace, cause: np.ndarray) -> np.ndarray:
     bounds = np.searchsorted(depth[by_depth], np.arange(maxd + 2))
     parent = np.full(n, -1, dtype=np.int64)
     for d in range(1, maxd + 1):
-        kids = by_depth[bounds[d]:bounds[d + 1]]
-        cand = by_depth[bounds[d - 1]:bounds[d]]
+        kids = by_depth[bounds[d] : bounds[d + 1]]
+        cand = by_depth[bounds[d - 1] : bounds[d]]
         if kids.size == 0 or cand.size == 0:
             continue
         pos = np.searchsorted(cand, kids, side="right") - 1
@@ -112,7 +111,7 @@ def launching_ops(trace: Trace, cause: np.ndarray) -> np.ndarray:
         ok &= trace.lane[p] == trace.lane[kids]
         parent[kids[ok]] = p[ok]
     for d in range(maxd, 0, -1):
-        kids = by_depth[bounds[d]:bounds[d + 1]]
+        kids = by_depth[bounds[d] : bounds[d + 1]]
         kids = kids[flag[kids] & (parent[kids] >= 0)]
         flag[parent[kids]] = True
     return flag & (cause == int(Cause.HOST))
@@ -146,11 +145,16 @@ def _device_copy_unions(trace: Trace, device: int, valid: np.ndarray, params: Pa
         idx = np.flatnonzero(m)
         m = m.copy()
         m[idx[inside]] = False
-    small = m & (trace.copy_kind == int(CopyKind.D2H)) & (trace.bytes >= 0) & (trace.bytes <= params.small_copy_max_bytes)
+    small = (
+        m & (trace.copy_kind == int(CopyKind.D2H)) & (trace.bytes >= 0) & (trace.bytes <= params.small_copy_max_bytes)
+    )
     big = m & ~small
     s, d = trace.start_ns, trace.dur_ns
-    return (union_intervals(s[m], s[m] + d[m]), union_intervals(s[big], s[big] + d[big]),
-            union_intervals(s[small], s[small] + d[small]))
+    return (
+        union_intervals(s[m], s[m] + d[m]),
+        union_intervals(s[big], s[big] + d[big]),
+        union_intervals(s[small], s[small] + d[small]),
+    )
 
 
 def _cliff_start(us: np.ndarray, ue: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -169,8 +173,16 @@ def _cover(u: tuple[np.ndarray, np.ndarray], a: np.ndarray, b: np.ndarray) -> np
     return coverage(u[0], u[1], a, np.maximum(a, b))
 
 
-def classify(trace: Trace, gaps: Gaps, params: Params, *, valid: np.ndarray, launches: np.ndarray,
-             episode_of: np.ndarray | None = None, exclude: np.ndarray | None = None) -> Gaps:
+def classify(
+    trace: Trace,
+    gaps: Gaps,
+    params: Params,
+    *,
+    valid: np.ndarray,
+    launches: np.ndarray,
+    episode_of: np.ndarray | None = None,
+    exclude: np.ndarray | None = None,
+) -> Gaps:
     """Return ``gaps`` with ``cause``, ``secondary``, ``cause_share``,
     ``secondary_share``, ``class_ns`` (int64 (n, len(Cause)), rows sum to the gap
     duration), ``thread_lane``, ``wait_event``, ``queued``, ``launch_from_ns``,
@@ -181,10 +193,19 @@ def classify(trace: Trace, gaps: Gaps, params: Params, *, valid: np.ndarray, lau
     class_ns = np.zeros((n, len(Cause)), dtype=np.int64)
     if n == 0:
         z = np.zeros(0, np.int64)
-        return dataclasses.replace(gaps, class_ns=class_ns, thread_lane=np.zeros(0, np.int32), wait_event=z,
-                                   queued=np.zeros(0, bool), launch_from_ns=z, sync_from_ns=z,
-                                   wait_kind=np.zeros(0, np.int8), one_time=np.zeros(0, bool),
-                                   trust=np.zeros(0, np.int8), queued_until_ns=z)
+        return dataclasses.replace(
+            gaps,
+            class_ns=class_ns,
+            thread_lane=np.zeros(0, np.int32),
+            wait_event=z,
+            queued=np.zeros(0, bool),
+            launch_from_ns=z,
+            sync_from_ns=z,
+            wait_kind=np.zeros(0, np.int8),
+            one_time=np.zeros(0, bool),
+            trust=np.zeros(0, np.int8),
+            queued_until_ns=z,
+        )
     cause = event_cause(trace, valid, exclude)
     launching = launching_ops(trace, cause)
     is_host = cause == int(Cause.HOST)
@@ -222,7 +243,7 @@ def classify(trace: Trace, gaps: Gaps, params: Params, *, valid: np.ndarray, lau
     marks_cache: dict[int, tuple] = {}
     for pi, code in enumerate(codes.tolist()):
         t_lane, dev = code // (1 << 20) - 1, code % (1 << 20)
-        rows = pair_order[pair_bounds[pi]:pair_bounds[pi + 1]]
+        rows = pair_order[pair_bounds[pi] : pair_bounds[pi + 1]]
         if dev not in dev_cache:
             dev_cache[dev] = _device_copy_unions(trace, dev, valid, params)
             mk = device_event_mask(trace, dev, (Kind.SYNC_MARKER,), valid) & sync_m
@@ -290,11 +311,23 @@ def classify(trace: Trace, gaps: Gaps, params: Params, *, valid: np.ndarray, lau
     wait_kind = _wait_kinds(trace, gaps, blocked, wait, params, graph_node)
     one_time = _one_time(trace, gaps, T, params, end) & np.isin(primary, [int(Cause.HOST), int(Cause.LAUNCH)])
     trust = _trust(trace, gaps, launches)
-    return dataclasses.replace(gaps, cause=primary, cause_share=share, secondary=secondary,
-                               secondary_share=sec_share, class_ns=class_ns, thread_lane=T, wait_event=wait,
-                               queued=queued, launch_from_ns=launch_from.astype(np.int64),
-                               sync_from_ns=sync_from.astype(np.int64), wait_kind=wait_kind,
-                               one_time=one_time, trust=trust, queued_until_ns=queued_until.astype(np.int64))
+    return dataclasses.replace(
+        gaps,
+        cause=primary,
+        cause_share=share,
+        secondary=secondary,
+        secondary_share=sec_share,
+        class_ns=class_ns,
+        thread_lane=T,
+        wait_event=wait,
+        queued=queued,
+        launch_from_ns=launch_from.astype(np.int64),
+        sync_from_ns=sync_from.astype(np.int64),
+        wait_kind=wait_kind,
+        one_time=one_time,
+        trust=trust,
+        queued_until_ns=queued_until.astype(np.int64),
+    )
 
 
 def _name_flags(trace: Trace, pattern) -> np.ndarray:
@@ -326,8 +359,9 @@ def _graph_node_queued(trace: Trace, gaps: Gaps, valid: np.ndarray) -> np.ndarra
     return out
 
 
-def _wait_kinds(trace: Trace, gaps: Gaps, blocked: np.ndarray, wait: np.ndarray, params: Params,
-                graph_node: np.ndarray) -> np.ndarray:
+def _wait_kinds(
+    trace: Trace, gaps: Gaps, blocked: np.ndarray, wait: np.ndarray, params: Params, graph_node: np.ndarray
+) -> np.ndarray:
     """int8 ``WaitKind`` per gap with dependency time (-1 for the others): dispatch (a gap
     at the timestamp resolution), stream wait, collective (the next or previous op is
     one), graph (the next op was launched by a graph launch, or is a node of a graph

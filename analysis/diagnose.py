@@ -10,21 +10,20 @@ what-if projections are computed on demand for the gaps asked for.
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
-
-from gapscope.parsers.model import Kind, Trace
 
 from gapscope.analysis import budget as _budget
 from gapscope.analysis import cards as _cards
 from gapscope.analysis.busy import coverage, device_event_mask, device_union, valid_timing_mask
 from gapscope.analysis.classify import classify
 from gapscope.analysis.evidence import EvidenceIndex, evidence_for_gap
-from gapscope.analysis.gaps import concat_gaps, device_union_copies, device_window, find_gaps, launch_of
+from gapscope.analysis.gaps import concat_gaps, device_window, find_gaps, launch_of
 from gapscope.analysis.picket import PicketEpisode, find_episodes
 from gapscope.analysis.steps import GapGroup, Steps, find_steps, group_gaps, step_annotation_mask
 from gapscope.analysis.types import Card, Cause, DeviceSummary, Evidence, Gaps, Params
+from gapscope.parsers.model import Kind, Trace
 
 __all__ = ["diagnose", "Diagnosis"]
 
@@ -47,7 +46,7 @@ class Diagnosis:
     episodes: list[PicketEpisode]
     steps: Steps | None
     groups: list[GapGroup]
-    budget: "_budget.Budget | None"
+    budget: _budget.Budget | None
     invalid_gpu_ops: int = 0
     _launches: np.ndarray | None = dataclasses.field(default=None, repr=False)
     _evidence_cache: dict = dataclasses.field(default_factory=dict, repr=False)
@@ -98,7 +97,9 @@ class Diagnosis:
         whose own class is the group's."""
         return _cards.card_for_group(self, int(group_id))
 
-    def what_if(self, *, gaps: Iterable[int] = (), causes: Iterable[Cause] = (), names: Iterable[str] = ()) -> "_budget.WhatIf":
+    def what_if(
+        self, *, gaps: Iterable[int] = (), causes: Iterable[Cause] = (), names: Iterable[str] = ()
+    ) -> _budget.WhatIf:
         """Projected step time and tokens/s when the chosen gaps, cause classes or
         named CPU segments are removed (see ``gapscope.analysis.budget.what_if``)."""
         return _budget.what_if(self, gaps=tuple(gaps), causes=tuple(causes), names=tuple(names))
@@ -139,17 +140,19 @@ def diagnose(trace: Trace, params: Params | None = None) -> Diagnosis:
         w0, w1 = np.array([win[0]]), np.array([win[1]])
         kcount = int(device_event_mask(trace, dev, (Kind.KERNEL,), valid).sum())
         ccount = int(device_event_mask(trace, dev, (Kind.MEMCPY, Kind.MEMSET), valid).sum())
-        devices.append(DeviceSummary(dev, win[0], win[1], int(coverage(ks, ke, w0, w1)[0]),
-                                     int(coverage(bs, be, w0, w1)[0]), kcount, ccount))
-        parts.append(find_gaps(trace, dev, params.min_gap_ns, steps_start_ns=s0, steps_end_ns=s1,
-                               valid=valid, launches=launches))
+        devices.append(
+            DeviceSummary(
+                dev, win[0], win[1], int(coverage(ks, ke, w0, w1)[0]), int(coverage(bs, be, w0, w1)[0]), kcount, ccount
+            )
+        )
+        parts.append(
+            find_gaps(trace, dev, params.min_gap_ns, steps_start_ns=s0, steps_end_ns=s1, valid=valid, launches=launches)
+        )
     gaps = concat_gaps(parts)
     episodes, episode_of = find_episodes(trace, gaps, params, launches)
-    gaps = classify(trace, gaps, params, valid=valid, launches=launches, episode_of=episode_of,
-                    exclude=exclude)
+    gaps = classify(trace, gaps, params, valid=valid, launches=launches, episode_of=episode_of, exclude=exclude)
     groups, group_of = group_gaps(trace, gaps, steps, gaps.class_ns, skip=gaps.one_time)
     gaps = dataclasses.replace(gaps, group=group_of, episode=episode_of)
-    diag = Diagnosis(trace, params, devices, gaps, episodes, steps, groups, None, invalid, launches,
-                     _exclude=exclude)
+    diag = Diagnosis(trace, params, devices, gaps, episodes, steps, groups, None, invalid, launches, _exclude=exclude)
     diag.budget = _budget.compute_budget(diag)
     return diag

@@ -38,8 +38,18 @@ import numpy as np
 from gapscope.analysis.types import Cause
 from gapscope.parsers.model import Kind, Trace
 
-__all__ = ["SYNC_OP_NAMES", "event_cause", "NO_CLASS", "evidence_end", "BLOCKING_SYNC_RE", "NON_BLOCKING_RE",
-           "ONE_TIME_RE", "one_time_mask", "COLLECTIVE_RE", "GRAPH_LAUNCH_RE"]
+__all__ = [
+    "SYNC_OP_NAMES",
+    "event_cause",
+    "NO_CLASS",
+    "evidence_end",
+    "BLOCKING_SYNC_RE",
+    "NON_BLOCKING_RE",
+    "ONE_TIME_RE",
+    "one_time_mask",
+    "COLLECTIVE_RE",
+    "GRAPH_LAUNCH_RE",
+]
 
 SYNC_OP_NAMES = frozenset({"aten::item", "aten::_local_scalar_dense", "aten::is_nonzero"})
 #: Calls and ops that block the calling thread until the device (or a stream or event
@@ -57,7 +67,10 @@ NON_BLOCKING_RE = re.compile(
     re.IGNORECASE,
 )
 _COPY_CALL_RE = re.compile(r"^(cuda|hip|cu)Memcpy", re.IGNORECASE)
-_LAUNCH_CALL_RE = re.compile(r"^(cuda|hip)(LaunchKernel|LaunchCooperativeKernel|GraphLaunch|ExtModuleLaunchKernel)|^cuLaunch|^cudaLaunch", re.IGNORECASE)
+_LAUNCH_CALL_RE = re.compile(
+    r"^(cuda|hip)(LaunchKernel|LaunchCooperativeKernel|GraphLaunch|ExtModuleLaunchKernel)|^cuLaunch|^cudaLaunch",
+    re.IGNORECASE,
+)
 #: Warm-up work: allocator growth, module / lazy loading, handle creation, warm-up ranges.
 ONE_TIME_RE = re.compile(
     r"^(cuda|hip)(Malloc|Free|HostAlloc|MallocHost|FreeHost|HostRegister)(?!Async)\b|^cuMem(Alloc|Free|Create|Map)"
@@ -66,8 +79,10 @@ ONE_TIME_RE = re.compile(
     re.IGNORECASE,
 )
 #: Collective / peer-to-peer GPU ops (NCCL, RCCL).
-COLLECTIVE_RE = re.compile(r"^(nccl|rccl)|ncclDevKernel|ncclKernel|c10d::|record_param_comms|all_?reduce|all_?gather|reduce_?scatter|broadcast",
-                           re.IGNORECASE)
+COLLECTIVE_RE = re.compile(
+    r"^(nccl|rccl)|ncclDevKernel|ncclKernel|c10d::|record_param_comms|all_?reduce|all_?gather|reduce_?scatter|broadcast",
+    re.IGNORECASE,
+)
 #: Launch calls that launch a whole CUDA / HIP graph (``cudaGraphLaunch``,
 #: ``hipGraphLaunch``, an ASCII timeline's "launch fused decode graph").
 GRAPH_LAUNCH_RE = re.compile(r"GraphLaunch|\bgraph\b", re.IGNORECASE)
@@ -104,7 +119,9 @@ def event_cause(trace: Trace, valid: np.ndarray, exclude: np.ndarray | None = No
     kind = trace.kind
     cpu_lane = np.array([not ln.is_gpu for ln in trace.lanes], dtype=bool)
     on_cpu = cpu_lane[trace.lane] if cpu_lane.size else np.zeros(n, bool)
-    host_kinds = np.isin(kind, np.array([Kind.CPU_OP, Kind.PYTHON, Kind.ANNOTATION, Kind.RUNTIME, Kind.OTHER], dtype=np.int8))
+    host_kinds = np.isin(
+        kind, np.array([Kind.CPU_OP, Kind.PYTHON, Kind.ANNOTATION, Kind.RUNTIME, Kind.OTHER], dtype=np.int8)
+    )
     out[on_cpu & host_kinds] = int(Cause.HOST)
     out[on_cpu & (kind == Kind.LAUNCH)] = int(Cause.LAUNCH)
     out[on_cpu & (kind == Kind.MEMCPY_CALL)] = int(Cause.COPY)

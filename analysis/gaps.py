@@ -21,10 +21,16 @@ from typing import Any
 
 import numpy as np
 
-from gapscope.parsers.model import CPU_CALL_KINDS, Kind, Trace
-
-from gapscope.analysis.busy import complement, coverage, device_event_mask, device_union, union_intervals, valid_timing_mask
+from gapscope.analysis.busy import (
+    complement,
+    coverage,
+    device_event_mask,
+    device_union,
+    union_intervals,
+    valid_timing_mask,
+)
 from gapscope.analysis.types import Cause, Gaps
+from gapscope.parsers.model import CPU_CALL_KINDS, Kind, Trace
 
 __all__ = ["find_gaps", "launch_of", "launch_queued_at", "concat_gaps", "empty_gaps", "device_window"]
 
@@ -77,7 +83,9 @@ def launch_queued_at(trace: Trace, launch: np.ndarray, op: np.ndarray) -> np.nda
     return np.where(launch >= 0, np.where(clip, op_start, call_end), 0).astype(np.int64)
 
 
-def device_window(trace: Trace, device: int, valid: np.ndarray, steps_start_ns=None, steps_end_ns=None) -> tuple[int, int] | None:
+def device_window(
+    trace: Trace, device: int, valid: np.ndarray, steps_start_ns=None, steps_end_ns=None
+) -> tuple[int, int] | None:
     """``(start_ns, end_ns)`` of the analysis window of ``device``, or None when the
     device has no valid GPU op. Widened to ``[steps_start_ns[0], steps_end_ns[-1]]``
     when steps are given (steps are clipped to the trace's extent)."""
@@ -96,12 +104,24 @@ def empty_gaps() -> Gaps:
     """A ``Gaps`` with no rows."""
     z64 = np.zeros(0, dtype=np.int64)
     return Gaps(
-        device=np.zeros(0, np.int32), start_ns=z64, end_ns=z64.copy(), prev_op=z64.copy(),
-        next_op=z64.copy(), launch=z64.copy(), launch_lane=np.zeros(0, np.int32),
-        lateness_ns=z64.copy(), exposed_copy_ns=z64.copy(), cause=np.zeros(0, np.int8),
-        secondary=np.zeros(0, np.int8), cause_share=np.zeros(0), secondary_share=np.zeros(0),
-        group=np.zeros(0, np.int32), episode=np.zeros(0, np.int32), edge=np.zeros(0, np.int8),
-        class_ns=np.zeros((0, len(Cause)), np.int64), thread_lane=np.zeros(0, np.int32),
+        device=np.zeros(0, np.int32),
+        start_ns=z64,
+        end_ns=z64.copy(),
+        prev_op=z64.copy(),
+        next_op=z64.copy(),
+        launch=z64.copy(),
+        launch_lane=np.zeros(0, np.int32),
+        lateness_ns=z64.copy(),
+        exposed_copy_ns=z64.copy(),
+        cause=np.zeros(0, np.int8),
+        secondary=np.zeros(0, np.int8),
+        cause_share=np.zeros(0),
+        secondary_share=np.zeros(0),
+        group=np.zeros(0, np.int32),
+        episode=np.zeros(0, np.int32),
+        edge=np.zeros(0, np.int8),
+        class_ns=np.zeros((0, len(Cause)), np.int64),
+        thread_lane=np.zeros(0, np.int32),
     )
 
 
@@ -143,7 +163,9 @@ def find_gaps(
     if n == 0:
         return empty_gaps()
 
-    kmask = device_event_mask(trace, device, (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET) if with_copies else (Kind.KERNEL,), valid)
+    kmask = device_event_mask(
+        trace, device, (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET) if with_copies else (Kind.KERNEL,), valid
+    )
     kidx = np.flatnonzero(kmask).astype(np.int64)
     kstart = trace.start_ns[kidx]
     kend = kstart + trace.dur_ns[kidx]
@@ -176,12 +198,22 @@ def find_gaps(
         edge[gs >= kend.max()] = EDGE_TRAILING
 
     return Gaps(
-        device=np.full(n, device, dtype=np.int32), start_ns=gs.astype(np.int64), end_ns=ge.astype(np.int64),
-        prev_op=prev_op, next_op=next_op, launch=launch.astype(np.int64), launch_lane=launch_lane,
-        lateness_ns=lateness, exposed_copy_ns=exposed.astype(np.int64),
-        cause=np.full(n, int(Cause.UNCLASSIFIED), dtype=np.int8), secondary=np.full(n, -1, dtype=np.int8),
-        cause_share=np.zeros(n), secondary_share=np.zeros(n),
-        group=np.full(n, -1, dtype=np.int32), episode=np.full(n, -1, dtype=np.int32), edge=edge,
+        device=np.full(n, device, dtype=np.int32),
+        start_ns=gs.astype(np.int64),
+        end_ns=ge.astype(np.int64),
+        prev_op=prev_op,
+        next_op=next_op,
+        launch=launch.astype(np.int64),
+        launch_lane=launch_lane,
+        lateness_ns=lateness,
+        exposed_copy_ns=exposed.astype(np.int64),
+        cause=np.full(n, int(Cause.UNCLASSIFIED), dtype=np.int8),
+        secondary=np.full(n, -1, dtype=np.int8),
+        cause_share=np.zeros(n),
+        secondary_share=np.zeros(n),
+        group=np.full(n, -1, dtype=np.int32),
+        episode=np.full(n, -1, dtype=np.int32),
+        edge=edge,
     )
 
 
@@ -199,9 +231,24 @@ def concat_gaps(parts: list[Gaps]) -> Gaps:
     if len(parts) == 1:
         return parts[0]
     fields: dict[str, Any] = {}
-    for name in ("device", "start_ns", "end_ns", "prev_op", "next_op", "launch", "launch_lane",
-                 "lateness_ns", "exposed_copy_ns", "cause", "secondary", "cause_share",
-                 "secondary_share", "group", "episode", "edge"):
+    for name in (
+        "device",
+        "start_ns",
+        "end_ns",
+        "prev_op",
+        "next_op",
+        "launch",
+        "launch_lane",
+        "lateness_ns",
+        "exposed_copy_ns",
+        "cause",
+        "secondary",
+        "cause_share",
+        "secondary_share",
+        "group",
+        "episode",
+        "edge",
+    ):
         fields[name] = np.concatenate([getattr(p, name) for p in parts])
     cls = [p.class_ns for p in parts if p.class_ns is not None]
     fields["class_ns"] = np.concatenate(cls) if len(cls) == len(parts) else None

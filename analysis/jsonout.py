@@ -33,8 +33,15 @@ def card_to_json(card) -> dict:
 
 
 def _evidence(e) -> dict:
-    return {"event": e.event, "name": e.name, "lane": e.lane, "cause": e.cause.label,
-            "overlap_ns": e.overlap_ns, "bytes": e.bytes, "pageable": e.pageable}
+    return {
+        "event": e.event,
+        "name": e.name,
+        "lane": e.lane,
+        "cause": e.cause.label,
+        "overlap_ns": e.overlap_ns,
+        "bytes": e.bytes,
+        "pageable": e.pageable,
+    }
 
 
 def diagnosis_to_json(diag, *, top: int = 50) -> dict:
@@ -68,15 +75,19 @@ def diagnosis_to_json(diag, *, top: int = 50) -> dict:
     top_gaps = []
     for i in top_rows:
         prev, nxt = int(g.prev_op[i]), int(g.next_op[i])
-        top_gaps.append({
-            "gap": i,
-            "start_ns": int(g.start_ns[i]), "end_ns": int(g.end_ns[i]), "dur_ns": int(g.dur_ns[i]),
-            "prev_kernel": trace.name(prev) if prev >= 0 else None,
-            "next_op": trace.name(nxt) if nxt >= 0 else None,
-            "launch": trace.name(int(g.launch[i])) if g.launch[i] >= 0 else None,
-            "card": card_to_json(diag.card(i)),
-            "evidence": [_evidence(e) for e in diag.evidence(i)],
-        })
+        top_gaps.append(
+            {
+                "gap": i,
+                "start_ns": int(g.start_ns[i]),
+                "end_ns": int(g.end_ns[i]),
+                "dur_ns": int(g.dur_ns[i]),
+                "prev_kernel": trace.name(prev) if prev >= 0 else None,
+                "next_op": trace.name(nxt) if nxt >= 0 else None,
+                "launch": trace.name(int(g.launch[i])) if g.launch[i] >= 0 else None,
+                "card": card_to_json(diag.card(i)),
+                "evidence": [_evidence(e) for e in diag.evidence(i)],
+            }
+        )
     b = diag.budget
     steps = diag.steps
     return {
@@ -84,10 +95,18 @@ def diagnosis_to_json(diag, *, top: int = 50) -> dict:
         "source": {"path": trace.source.path, "format": trace.source.format},
         "params": dataclasses.asdict(diag.params),
         "devices": [
-            {"device": d.device, "window_start_ns": d.window_start_ns, "window_end_ns": d.window_end_ns,
-             "window_ns": d.window_ns, "busy_ns": d.busy_ns, "busy_with_copies_ns": d.busy_with_copies_ns,
-             "idle_ns": d.idle_ns, "fully_idle_ns": d.fully_idle_ns, "kernel_count": d.kernel_count,
-             "copy_count": d.copy_count}
+            {
+                "device": d.device,
+                "window_start_ns": d.window_start_ns,
+                "window_end_ns": d.window_end_ns,
+                "window_ns": d.window_ns,
+                "busy_ns": d.busy_ns,
+                "busy_with_copies_ns": d.busy_with_copies_ns,
+                "idle_ns": d.idle_ns,
+                "fully_idle_ns": d.fully_idle_ns,
+                "kernel_count": d.kernel_count,
+                "copy_count": d.copy_count,
+            }
             for d in diag.devices
         ],
         "invalid_gpu_ops": diag.invalid_gpu_ops,
@@ -96,28 +115,57 @@ def diagnosis_to_json(diag, *, top: int = 50) -> dict:
         "gaps": gaps,
         "top_gaps": top_gaps,
         "episodes": [
-            {"id": k, "device": e.device, "start_ns": e.start_ns, "end_ns": e.end_ns,
-             "gap_indices": e.gap_indices.tolist(), "kernel_count": e.kernel_count,
-             "median_kernel_ns": e.median_kernel_ns, "median_launch_ns": e.median_launch_ns,
-             "idle_ns": e.idle_ns}
+            {
+                "id": k,
+                "device": e.device,
+                "start_ns": e.start_ns,
+                "end_ns": e.end_ns,
+                "gap_indices": e.gap_indices.tolist(),
+                "kernel_count": e.kernel_count,
+                "median_kernel_ns": e.median_kernel_ns,
+                "median_launch_ns": e.median_launch_ns,
+                "idle_ns": e.idle_ns,
+            }
             for k, e in enumerate(diag.episodes)
         ],
-        "steps": None if steps is None else {
-            "source": steps.source, "name": steps.name,
-            "start_ns": steps.start_ns.tolist(), "end_ns": steps.end_ns.tolist()},
+        "steps": None
+        if steps is None
+        else {
+            "source": steps.source,
+            "name": steps.name,
+            "start_ns": steps.start_ns.tolist(),
+            "end_ns": steps.end_ns.tolist(),
+        },
         "groups": [
-            {"id": gr.id, "label": gr.label, "gap_indices": gr.gap_indices.tolist(),
-             "steps_with_gap": gr.steps_with_gap, "steps_total": gr.steps_total,
-             "median_ns": gr.median_ns, "total_ns": gr.total_ns, "cause": gr.cause.label,
-             "summary": gr.summary,
-             "card": card_to_json(diag.group_card(gr.id)) if gr.id < top else None}
+            {
+                "id": gr.id,
+                "label": gr.label,
+                "gap_indices": gr.gap_indices.tolist(),
+                "steps_with_gap": gr.steps_with_gap,
+                "steps_total": gr.steps_total,
+                "median_ns": gr.median_ns,
+                "total_ns": gr.total_ns,
+                "cause": gr.cause.label,
+                "summary": gr.summary,
+                "card": card_to_json(diag.group_card(gr.id)) if gr.id < top else None,
+            }
             for gr in diag.groups
         ],
-        "budget": None if b is None else {
-            "device": b.device, "steps": b.steps, "source": b.source, "wall_ns": b.wall_ns,
-            "gpu_busy_ns": b.gpu_busy_ns, "idle_ns": b.idle_ns, "idle_share": round(b.idle_share, 6),
-            "steps_per_s": round(b.steps_per_s, 3), "decode": b.decode,
-            "tokens_per_s": round(b.tokens_per_s, 3) if b.decode else None, "class_idle_ns": b.class_idle_ns},
+        "budget": None
+        if b is None
+        else {
+            "device": b.device,
+            "steps": b.steps,
+            "source": b.source,
+            "wall_ns": b.wall_ns,
+            "gpu_busy_ns": b.gpu_busy_ns,
+            "idle_ns": b.idle_ns,
+            "idle_share": round(b.idle_share, 6),
+            "steps_per_s": round(b.steps_per_s, 3),
+            "decode": b.decode,
+            "tokens_per_s": round(b.tokens_per_s, 3) if b.decode else None,
+            "class_idle_ns": b.class_idle_ns,
+        },
         "what_if": _what_ifs(diag),
         "warnings": [str(w) for w in trace.warnings],
     }
@@ -128,10 +176,16 @@ def _what_ifs(diag) -> dict:
     if diag.budget is None:
         return {}
     out = {}
-    for label, causes in [(c.label, (c,)) for c in Cause if c not in (Cause.UNCLASSIFIED, Cause.DEPENDENCY)] + [("sync+host", (Cause.SYNC, Cause.HOST))]:
+    for label, causes in [(c.label, (c,)) for c in Cause if c not in (Cause.UNCLASSIFIED, Cause.DEPENDENCY)] + [
+        ("sync+host", (Cause.SYNC, Cause.HOST))
+    ]:
         w = diag.what_if(causes=causes)
-        out[label] = {"removed_ns": w.removed_ns, "projected_step_ns": w.projected_step_ns,
-                      "steps_per_s": round(w.steps_per_s, 3),
-                      "tokens_per_s": round(w.tokens_per_s, 3) if w.decode else None, "speedup": round(w.speedup, 6),
-                      "assumptions": w.assumptions}
+        out[label] = {
+            "removed_ns": w.removed_ns,
+            "projected_step_ns": w.projected_step_ns,
+            "steps_per_s": round(w.steps_per_s, 3),
+            "tokens_per_s": round(w.tokens_per_s, 3) if w.decode else None,
+            "speedup": round(w.speedup, 6),
+            "assumptions": w.assumptions,
+        }
     return out

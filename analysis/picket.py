@@ -15,9 +15,8 @@ import dataclasses
 
 import numpy as np
 
-from gapscope.parsers.model import Trace
-
 from gapscope.analysis.types import Gaps, Params
+from gapscope.parsers.model import Trace
 
 __all__ = ["PicketEpisode", "find_episodes"]
 
@@ -39,7 +38,9 @@ class PicketEpisode:
     idle_ns: int
 
 
-def find_episodes(trace: Trace, gaps: Gaps, params: Params, launches: np.ndarray) -> tuple[list[PicketEpisode], np.ndarray]:
+def find_episodes(
+    trace: Trace, gaps: Gaps, params: Params, launches: np.ndarray
+) -> tuple[list[PicketEpisode], np.ndarray]:
     """Return (episodes sorted by start, episode id per gap: int32, -1 outside)."""
     n = len(gaps)
     episode_of = np.full(n, -1, dtype=np.int32)
@@ -55,7 +56,9 @@ def find_episodes(trace: Trace, gaps: Gaps, params: Params, launches: np.ndarray
     link = np.zeros(n, dtype=bool)  # gap j continues the run of gap j-1
     if n > 1:
         block = gaps.start_ns[1:] - gaps.end_ns[:-1]
-        link[1:] = fence[1:] & fence[:-1] & (gaps.device[1:] == gaps.device[:-1]) & (block <= params.short_kernel_max_ns)
+        link[1:] = (
+            fence[1:] & fence[:-1] & (gaps.device[1:] == gaps.device[:-1]) & (block <= params.short_kernel_max_ns)
+        )
     starts = np.flatnonzero(fence & ~link)
     run_len = np.zeros(starts.size, dtype=np.int64)
     if starts.size:
@@ -73,8 +76,16 @@ def find_episodes(trace: Trace, gaps: Gaps, params: Params, launches: np.ndarray
         lc = lc[lc >= 0]
         eid = len(episodes)
         episode_of[rows] = eid
-        episodes.append(PicketEpisode(
-            int(gaps.device[a]), int(gaps.start_ns[a]), int(gaps.end_ns[a + ln - 1]), rows,
-            int(ln + 1), int(np.median(kdur[kernels])),
-            int(np.median(kdur[lc])) if lc.size else -1, int(dur[rows].sum())))
+        episodes.append(
+            PicketEpisode(
+                int(gaps.device[a]),
+                int(gaps.start_ns[a]),
+                int(gaps.end_ns[a + ln - 1]),
+                rows,
+                int(ln + 1),
+                int(np.median(kdur[kernels])),
+                int(np.median(kdur[lc])) if lc.size else -1,
+                int(dur[rows].sum()),
+            )
+        )
     return episodes, episode_of

@@ -15,10 +15,9 @@ import re
 
 import numpy as np
 
-from gapscope.parsers.model import Kind, Trace
-
 from gapscope.analysis.busy import device_event_mask
 from gapscope.analysis.types import Cause, Gaps
+from gapscope.parsers.model import Kind, Trace
 
 __all__ = ["Steps", "GapGroup", "find_steps", "group_gaps", "step_annotation_mask", "STEP_NAME_RE"]
 
@@ -82,11 +81,12 @@ class GapGroup:
 
     @property
     def summary(self) -> str:
-        return (f"recurs in {self.steps_with_gap} of {self.steps_total} steps, "
-                f"{self.median_ns / 1e6:.3f} ms median")
+        return f"recurs in {self.steps_with_gap} of {self.steps_total} steps, {self.median_ns / 1e6:.3f} ms median"
 
 
-def _annotation_steps(trace: Trace, valid: np.ndarray, match, kinds=(Kind.ANNOTATION,)) -> tuple[str, np.ndarray] | None:
+def _annotation_steps(
+    trace: Trace, valid: np.ndarray, match, kinds=(Kind.ANNOTATION,)
+) -> tuple[str, np.ndarray] | None:
     cpu = np.array([not ln.is_gpu for ln in trace.lanes], dtype=bool)
     on_cpu = cpu[trace.lane] if cpu.size else np.zeros(len(trace), bool)
     ann = np.flatnonzero(trace.mask_kind(*kinds) & on_cpu & valid & (trace.dur_ns > 0))
@@ -162,14 +162,14 @@ def _period_steps(trace: Trace, valid: np.ndarray, min_match: float = 0.9) -> St
     a, b = int(pos[0]), int(min(pos[-1] + p, seq.size))
     if b - a <= p:
         return None
-    match = seq[a:b - p] == seq[a + p:b]
+    match = seq[a : b - p] == seq[a + p : b]
     if match.mean() < min_match:
         return None
     starts_pos = np.arange(a, b, p)
     start = trace.start_ns[idx[starts_pos]].astype(np.int64)
     end = np.empty_like(start)
     end[:-1] = start[1:]
-    last = idx[starts_pos[-1]:b]
+    last = idx[starts_pos[-1] : b]
     end[-1] = int((trace.start_ns[last] + trace.dur_ns[last]).max())
     return Steps("period", trace.names[int(anchor)], start, end, np.zeros(0, np.int64))
 
@@ -209,8 +209,9 @@ def step_annotation_mask(trace: Trace, steps: Steps | None) -> np.ndarray:
     return m
 
 
-def group_gaps(trace: Trace, gaps: Gaps, steps: Steps | None, class_ns: np.ndarray | None,
-               skip: np.ndarray | None = None) -> tuple[list[GapGroup], np.ndarray]:
+def group_gaps(
+    trace: Trace, gaps: Gaps, steps: Steps | None, class_ns: np.ndarray | None, skip: np.ndarray | None = None
+) -> tuple[list[GapGroup], np.ndarray]:
     """Group gaps by position in the step (``skip``: bool per gap, gaps kept out of
     every group: the one-time costs, protocol step 1). Returns (groups, largest total first; group
     id per gap, int32, -1 outside any group).
@@ -235,7 +236,9 @@ def group_gaps(trace: Trace, gaps: Gaps, steps: Steps | None, class_ns: np.ndarr
         return [], gid
     step = steps.index_of(gaps.start_ns)
     last_step_end = int(steps.end_ns[-1])
-    step = np.where((step < 0) & (gaps.start_ns < last_step_end) & (gaps.start_ns >= steps.start_ns[0]), len(steps) - 1, step)
+    step = np.where(
+        (step < 0) & (gaps.start_ns < last_step_end) & (gaps.start_ns >= steps.start_ns[0]), len(steps) - 1, step
+    )
     prev_name = np.where(gaps.prev_op >= 0, trace.name_id[np.maximum(gaps.prev_op, 0)], -1).astype(np.int64)
     next_name = np.where(gaps.next_op >= 0, trace.name_id[np.maximum(gaps.next_op, 0)], -1).astype(np.int64)
     occ = np.arange(n, dtype=np.int64)
@@ -366,10 +369,20 @@ def group_gaps(trace: Trace, gaps: Gaps, steps: Steps | None, class_ns: np.ndarr
         left = names[pn] if pn >= 0 else "step start"
         right = names[nn] if nn >= 0 else "step end"
         label = f"{left} → {right}" + (f" (#{ordn + 1})" if ordn and with_ordinal[g] else "")
-        rows = m_order[mb[new]:mb[new + 1]].astype(np.int64)
-        out.append(GapGroup(new, label, rows, int(steps_with[g]), total_steps, int(median[g]),
-                            int(total[g]), Cause(int(cause_g[g])),
-                            one_offs.get(new, np.zeros(0, np.int64)).astype(np.int64)))
+        rows = m_order[mb[new] : mb[new + 1]].astype(np.int64)
+        out.append(
+            GapGroup(
+                new,
+                label,
+                rows,
+                int(steps_with[g]),
+                total_steps,
+                int(median[g]),
+                int(total[g]),
+                Cause(int(cause_g[g])),
+                one_offs.get(new, np.zeros(0, np.int64)).astype(np.int64),
+            )
+        )
     return out, gid
 
 

@@ -20,9 +20,8 @@ import re
 
 import numpy as np
 
-from gapscope.parsers.model import Kind, Trace
-
 from gapscope.analysis.types import Gaps
+from gapscope.parsers.model import Kind, Trace
 
 __all__ = ["WAIT_NAME_RE", "stream_wait_events"]
 
@@ -52,8 +51,11 @@ def stream_wait_events(trace: Trace, gaps: Gaps, launches: np.ndarray, valid: np
     ids = trace.name_ids_matching(lambda s: bool(WAIT_NAME_RE.search(s)))
     if ids.size == 0:
         return out
-    w = np.flatnonzero(np.isin(trace.name_id, ids) & valid
-                       & np.isin(trace.kind, np.array([Kind.SYNC_CALL, Kind.RUNTIME, Kind.OTHER, Kind.SYNC_MARKER], np.int8)))
+    w = np.flatnonzero(
+        np.isin(trace.name_id, ids)
+        & valid
+        & np.isin(trace.kind, np.array([Kind.SYNC_CALL, Kind.RUNTIME, Kind.OTHER, Kind.SYNC_MARKER], np.int8))
+    )
     if w.size == 0:
         return out
     pl = np.where(gaps.prev_op >= 0, launches[np.maximum(gaps.prev_op, 0)], -1)

@@ -56,8 +56,12 @@ MIN_GAP_NS = 2_000
 KERNEL_CATS = {"kernel"}
 LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime"}
 #: Skipped by --quick (the slowest to parse and diagnose on a 2-core machine).
-SLOWEST = ("tracelens/xdit_sd_3.5/profile_trace_rank_0.json.gz", "hta/df_index_resolver.json.gz",
-           "hta/control.json.gz", "hta/test.json.gz")
+SLOWEST = (
+    "tracelens/xdit_sd_3.5/profile_trace_rank_0.json.gz",
+    "hta/df_index_resolver.json.gz",
+    "hta/control.json.gz",
+    "hta/test.json.gz",
+)
 BUCKETS = ("queued", "late", "other")
 COLS = ("cpu", "copy", "dep", "uncl")
 #: A late gap is listed when at least this many of its CPU-side ns lie after its launch
@@ -291,15 +295,44 @@ def audit(path: Path, rel: str) -> Result | str:
             if pq_cpu >= POSTQ_REPORT_NS:
                 postq.uncl += pq_cpu  # (re-used field: CPU-side ns of the listed gaps)
                 cls = {c.label: int(row[int(c)]) for c in Cause if row[int(c)]}
-                offenders.append((pq_cpu, rel, "late, CPU-side ns after the launch returned", rg.device, rg.start, dur,
-                                  cls, gq, int(i), pre, rg.call.name, str(rg.call.tid), rg.next_name))
+                offenders.append(
+                    (
+                        pq_cpu,
+                        rel,
+                        "late, CPU-side ns after the launch returned",
+                        rg.device,
+                        rg.start,
+                        dur,
+                        cls,
+                        gq,
+                        int(i),
+                        pre,
+                        rg.call.name,
+                        str(rg.call.tid),
+                        rg.next_name,
+                    )
+                )
         bad = cpu if rg.bucket == "queued" else dep if rg.bucket == "late" else 0
         if bad > 0:
             cls = {c.label: int(row[int(c)]) for c in Cause if row[int(c)]}
             call = rg.call
-            offenders.append((bad, rel, rg.bucket, rg.device, rg.start, dur, cls, gq, int(i),
-                              call.end - rg.start if call else None, call.name if call else "",
-                              str(call.tid) if call else "", rg.next_name))
+            offenders.append(
+                (
+                    bad,
+                    rel,
+                    rg.bucket,
+                    rg.device,
+                    rg.start,
+                    dur,
+                    cls,
+                    gq,
+                    int(i),
+                    call.end - rg.start if call else None,
+                    call.name if call else "",
+                    str(call.tid) if call else "",
+                    rg.next_name,
+                )
+            )
     gs_idle = int(g.dur_ns.sum())
     un = [i for i in range(len(g)) if i not in used]
     # gapscope-only gaps (its window widened to steps or to the first/last copy): bucket
@@ -335,25 +368,71 @@ def audit(path: Path, rel: str) -> Result | str:
             if pq_cpu >= POSTQ_REPORT_NS:
                 postq.uncl += pq_cpu
                 cls = {c.label: int(row[int(c)]) for c in Cause if row[int(c)]}
-                offenders.append((pq_cpu, rel, "edge-late, CPU-side ns after the launch returned", int(g.device[i]), s,
-                                  e - s, cls, bool(g.queued[i]) if g.queued is not None else None, int(i), pre,
-                                  call.name, str(call.tid), nm))
+                offenders.append(
+                    (
+                        pq_cpu,
+                        rel,
+                        "edge-late, CPU-side ns after the launch returned",
+                        int(g.device[i]),
+                        s,
+                        e - s,
+                        cls,
+                        bool(g.queued[i]) if g.queued is not None else None,
+                        int(i),
+                        pre,
+                        call.name,
+                        str(call.tid),
+                        nm,
+                    )
+                )
         bad = cpu if b == "queued" else dep if b == "late" else 0
         if bad > 0:
             cls = {c.label: int(row[int(c)]) for c in Cause if row[int(c)]}
-            offenders.append((bad, rel, "edge-" + b, int(g.device[i]), s, e - s, cls,
-                              bool(g.queued[i]) if g.queued is not None else None, int(i),
-                              call.end - s if call else None, call.name if call else "",
-                              str(call.tid) if call else "", nm))
+            offenders.append(
+                (
+                    bad,
+                    rel,
+                    "edge-" + b,
+                    int(g.device[i]),
+                    s,
+                    e - s,
+                    cls,
+                    bool(g.queued[i]) if g.queued is not None else None,
+                    int(i),
+                    call.end - s if call else None,
+                    call.name if call else "",
+                    str(call.tid) if call else "",
+                    nm,
+                )
+            )
     amb = sum(1 for rg in gaps if rg.ambiguous)
     zg = [rg for rg in gaps if rg.zero_inside]
     largest = ""
     if un:
         j = max(un, key=lambda i: int(g.dur_ns[i]))
-        edge = {0: "inside", 1: "leading edge", 2: "trailing edge"}.get(int(g.edge[j]) if g.edge is not None else 0, "?")
+        edge = {0: "inside", 1: "leading edge", 2: "trailing edge"}.get(
+            int(g.edge[j]) if g.edge is not None else 0, "?"
+        )
         largest = f"largest {int(g.dur_ns[j]) / 1e6:.3f} ms at {int(g.start_ns[j])} ({edge})"
-    return Result(rel, nk, tallies, len(g), gs_idle, len(un), int(g.dur_ns[un].sum()) if un else 0, disagree, amb,
-                  offenders, time.perf_counter() - t0, len(zg), sum(rg.end - rg.start for rg in zg), largest, edge_t, thread_mismatch, postq)
+    return Result(
+        rel,
+        nk,
+        tallies,
+        len(g),
+        gs_idle,
+        len(un),
+        int(g.dur_ns[un].sum()) if un else 0,
+        disagree,
+        amb,
+        offenders,
+        time.perf_counter() - t0,
+        len(zg),
+        sum(rg.end - rg.start for rg in zg),
+        largest,
+        edge_t,
+        thread_mismatch,
+        postq,
+    )
 
 
 def corpus_files(root: Path, quick: bool) -> list[Path]:
@@ -380,12 +459,16 @@ def _pct(x: int, tot: int) -> str:
 
 def _row(label: str, b: str, t: Tally) -> str:
     m = t.matched_idle
-    return (f"{label:<58} {b:<6} {t.n:>6} {t.matched:>6} {_ms(t.idle)} {_ms(m)} "
-            f"{_pct(t.cpu, m)} {_pct(t.copy, m)} {_pct(t.dep, m)} {_pct(t.uncl, m)}")
+    return (
+        f"{label:<58} {b:<6} {t.n:>6} {t.matched:>6} {_ms(t.idle)} {_ms(m)} "
+        f"{_pct(t.cpu, m)} {_pct(t.copy, m)} {_pct(t.dep, m)} {_pct(t.uncl, m)}"
+    )
 
 
-HEADER = (f"{'trace':<58} {'bucket':<6} {'gaps':>6} {'match':>6} {'idle ms':>10} {'match ms':>10} "
-          f"{'cpu%':>6} {'copy%':>6} {'dep%':>6} {'uncl%':>6}")
+HEADER = (
+    f"{'trace':<58} {'bucket':<6} {'gaps':>6} {'match':>6} {'idle ms':>10} {'match ms':>10} "
+    f"{'cpu%':>6} {'copy%':>6} {'dep%':>6} {'uncl%':>6}"
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -433,8 +516,10 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:
         for b in BUCKETS:
             edge_total[b].add(r.edge[b])
-    print("Gapscope-only gaps at a widened window's edge (steps, first/last copy), bucketed by the raw launch of "
-          "the kernel at their end (none: 'other'):")
+    print(
+        "Gapscope-only gaps at a widened window's edge (steps, first/last copy), bucketed by the raw launch of "
+        "the kernel at their end (none: 'other'):"
+    )
     for b in BUCKETS:
         if edge_total[b].n:
             print(_row("EDGE GAPS", b, edge_total[b]))
@@ -443,10 +528,14 @@ def main(argv: list[str] | None = None) -> int:
     pq = Tally()
     for r in results:
         pq.add(r.postq)
-    print("Late gaps, the stretch after the launch call returned (the op was queued, the GPU still idle): CPU-side "
-          "share is a lower bound, max(0, CPU-side ns - (call end - gap start)); the same rule as queued applies:")
-    print(f"{'LATE AFTER RETURN':<58} {'late':<6} {pq.n:>6} {pq.n:>6} {_ms(pq.idle)} {_ms(pq.idle)} "
-          f"{_pct(pq.cpu, pq.idle)} {'-':>6} {'-':>6} {'-':>6}")
+    print(
+        "Late gaps, the stretch after the launch call returned (the op was queued, the GPU still idle): CPU-side "
+        "share is a lower bound, max(0, CPU-side ns - (call end - gap start)); the same rule as queued applies:"
+    )
+    print(
+        f"{'LATE AFTER RETURN':<58} {'late':<6} {pq.n:>6} {pq.n:>6} {_ms(pq.idle)} {_ms(pq.idle)} "
+        f"{_pct(pq.cpu, pq.idle)} {'-':>6} {'-':>6} {'-':>6}"
+    )
     print()
 
     q, late = total["queued"], total["late"]
@@ -455,43 +544,63 @@ def main(argv: list[str] | None = None) -> int:
     n_gaps = sum(t.n for t in total.values())
     n_match = sum(t.matched for t in total.values())
     print(f"traces audited: {len(results)}  skipped: {len(skipped)}  wall: {time.perf_counter() - t_all:.1f} s")
-    print(f"raw gaps: {n_gaps}  matched to gapscope by exact (start, end): {n_match} "
-          f"({100.0 * n_match / max(n_gaps, 1):.1f} %)")
-    print(f"gapscope gaps not matched (step/copy window edges, other kernel sets): "
-          f"{sum(r.gs_unmatched for r in results)} of {sum(r.gs_gaps for r in results)}, "
-          f"{sum(r.gs_unmatched_idle for r in results) / 1e6:.3f} ms of {sum(r.gs_idle for r in results) / 1e6:.3f} ms")
-    print(f"matched gaps where gapscope's queued flag disagrees with the raw bucket: "
-          f"{sum(r.queued_disagree for r in results)}; gaps with several next kernels that disagree "
-          f"on queued/late: {sum(r.ambiguous for r in results)}")
-    print(f"matched gaps with a raw launch call whose gapscope thread T is not that call's (pid, tid): "
-          f"{sum(r.thread_mismatch for r in results)}")
-    print(f"QUEUED idle on CPU-side classes: {q_cpu:6.2f} %   (target <= 5 %)   "
-          f"{'PASS' if q_cpu <= 5.0 else 'FAIL'}   [{q.cpu / 1e6:.3f} of {q.matched_idle / 1e6:.3f} ms]")
+    print(
+        f"raw gaps: {n_gaps}  matched to gapscope by exact (start, end): {n_match} "
+        f"({100.0 * n_match / max(n_gaps, 1):.1f} %)"
+    )
+    print(
+        f"gapscope gaps not matched (step/copy window edges, other kernel sets): "
+        f"{sum(r.gs_unmatched for r in results)} of {sum(r.gs_gaps for r in results)}, "
+        f"{sum(r.gs_unmatched_idle for r in results) / 1e6:.3f} ms of {sum(r.gs_idle for r in results) / 1e6:.3f} ms"
+    )
+    print(
+        f"matched gaps where gapscope's queued flag disagrees with the raw bucket: "
+        f"{sum(r.queued_disagree for r in results)}; gaps with several next kernels that disagree "
+        f"on queued/late: {sum(r.ambiguous for r in results)}"
+    )
+    print(
+        f"matched gaps with a raw launch call whose gapscope thread T is not that call's (pid, tid): "
+        f"{sum(r.thread_mismatch for r in results)}"
+    )
+    print(
+        f"QUEUED idle on CPU-side classes: {q_cpu:6.2f} %   (target <= 5 %)   "
+        f"{'PASS' if q_cpu <= 5.0 else 'FAIL'}   [{q.cpu / 1e6:.3f} of {q.matched_idle / 1e6:.3f} ms]"
+    )
     pq_cpu = 100.0 * pq.cpu / pq.idle if pq.idle else 0.0
-    print(f"LATE gaps after the launch returned, on CPU-side classes: >= {pq_cpu:6.2f} %   (same rule as queued: "
-          f"<= 5 %)   {'PASS' if pq_cpu <= 5.0 else 'FAIL'}   [>= {pq.cpu / 1e6:.3f} of {pq.idle / 1e6:.3f} ms; "
-          f"{pq.uncl / 1e6:.3f} ms of it in gaps with >= {POSTQ_REPORT_NS / 1e3:g} µs each (listed below); the rest in "
-          f"gaps with less, mostly launch-to-start latency of a few µs]")
-    print(f"LATE   idle on CPU-side classes: {l_cpu:6.2f} %   (target >= 90 %)  "
-          f"{'PASS' if l_cpu >= 90.0 else 'FAIL'}   [{late.cpu / 1e6:.3f} of {late.matched_idle / 1e6:.3f} ms; "
-          f"copy {_pct(late.copy, late.matched_idle).strip()} %, dependency {_pct(late.dep, late.matched_idle).strip()} %, "
-          f"unclassified {_pct(late.uncl, late.matched_idle).strip()} %]")
+    print(
+        f"LATE gaps after the launch returned, on CPU-side classes: >= {pq_cpu:6.2f} %   (same rule as queued: "
+        f"<= 5 %)   {'PASS' if pq_cpu <= 5.0 else 'FAIL'}   [>= {pq.cpu / 1e6:.3f} of {pq.idle / 1e6:.3f} ms; "
+        f"{pq.uncl / 1e6:.3f} ms of it in gaps with >= {POSTQ_REPORT_NS / 1e3:g} µs each (listed below); the rest in "
+        f"gaps with less, mostly launch-to-start latency of a few µs]"
+    )
+    print(
+        f"LATE   idle on CPU-side classes: {l_cpu:6.2f} %   (target >= 90 %)  "
+        f"{'PASS' if l_cpu >= 90.0 else 'FAIL'}   [{late.cpu / 1e6:.3f} of {late.matched_idle / 1e6:.3f} ms; "
+        f"copy {_pct(late.copy, late.matched_idle).strip()} %, dependency {_pct(late.dep, late.matched_idle).strip()} %, "
+        f"unclassified {_pct(late.uncl, late.matched_idle).strip()} %]"
+    )
     print()
 
-    print("MATCHING per trace (raw gaps gapscope lacks; gapscope gaps the raw pass lacks, e.g. a window widened to "
-          "steps or to the first/last copy; raw gaps spanning zero-length kernels)")
+    print(
+        "MATCHING per trace (raw gaps gapscope lacks; gapscope gaps the raw pass lacks, e.g. a window widened to "
+        "steps or to the first/last copy; raw gaps spanning zero-length kernels)"
+    )
     for r in results:
         raw_un = sum(t.n - t.matched for t in r.tallies.values())
         raw_un_ns = sum(t.idle - t.matched_idle for t in r.tallies.values())
         if raw_un or r.gs_unmatched or r.zero_gaps:
-            print(f"  {r.trace:<66} raw-only {raw_un:>4} ({raw_un_ns / 1e6:.3f} ms)  gapscope-only {r.gs_unmatched:>4} "
-                  f"({r.gs_unmatched_idle / 1e6:.3f} ms{'; ' + r.gs_only_largest if r.gs_only_largest else ''})  "
-                  f"spanning 0-ns kernels {r.zero_gaps} ({r.zero_idle / 1e6:.3f} ms)")
+            print(
+                f"  {r.trace:<66} raw-only {raw_un:>4} ({raw_un_ns / 1e6:.3f} ms)  gapscope-only {r.gs_unmatched:>4} "
+                f"({r.gs_unmatched_idle / 1e6:.3f} ms{'; ' + r.gs_only_largest if r.gs_only_largest else ''})  "
+                f"spanning 0-ns kernels {r.zero_gaps} ({r.zero_idle / 1e6:.3f} ms)"
+            )
     print()
 
     offenders = sorted((o for r in results for o in r.offenders), key=lambda o: -o[0])
-    print(f"WORST OFFENDERS ({len(offenders)} gaps: queued with CPU-side ns, late with dependency ns, or late with "
-          f">= {POSTQ_REPORT_NS / 1e3:g} µs of CPU-side ns after the launch returned; top {args.top} by offending ns)")
+    print(
+        f"WORST OFFENDERS ({len(offenders)} gaps: queued with CPU-side ns, late with dependency ns, or late with "
+        f">= {POSTQ_REPORT_NS / 1e3:g} µs of CPU-side ns after the launch returned; top {args.top} by offending ns)"
+    )
     per_trace: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for o in offenders:
         per_trace[f"{o[1]} [{o[2]}]"][0] += 1
@@ -502,8 +611,10 @@ def main(argv: list[str] | None = None) -> int:
     for o in offenders[: args.top]:
         bad, rel, b, dev, start, dur, cls, gq, gi, lat, cname, tid, nname = o
         lat_s = f"{lat / 1e3:+.3f} µs" if lat is not None else "-"
-        print(f"  {rel} dev {dev} gap#{gi} start {start} ns len {dur / 1e3:.3f} µs [{b}; gapscope queued={gq}] "
-              f"offending {bad / 1e3:.3f} µs")
+        print(
+            f"  {rel} dev {dev} gap#{gi} start {start} ns len {dur / 1e3:.3f} µs [{b}; gapscope queued={gq}] "
+            f"offending {bad / 1e3:.3f} µs"
+        )
         print(f"      launch {cname!r} tid {tid} end-gap.start {lat_s}; next {nname[:70]!r}")
         print(f"      class_ns {cls}")
     if skipped:

@@ -52,8 +52,12 @@ def _stages(trace, params):
     t = time.perf_counter()
     s0 = steps.start_ns if steps else None
     s1 = steps.end_ns if steps else None
-    gaps = concat_gaps([find_gaps(trace, d, params.min_gap_ns, steps_start_ns=s0, steps_end_ns=s1,
-                                  valid=valid, launches=launches) for d in trace.devices()])
+    gaps = concat_gaps(
+        [
+            find_gaps(trace, d, params.min_gap_ns, steps_start_ns=s0, steps_end_ns=s1, valid=valid, launches=launches)
+            for d in trace.devices()
+        ]
+    )
     out["gaps"] = time.perf_counter() - t
     t = time.perf_counter()
     eps, ep_of = find_episodes(trace, gaps, params, launches)
@@ -96,11 +100,15 @@ def run(n_events: int, repeat: int) -> None:
     json_s = time.perf_counter() - t
     tot = diag.class_totals_ns()
     assert sum(tot.values()) == diag.total_idle_ns()
-    print(f"\n{n_events:,} events ({len(trace):,} loaded), {n_gaps:,} gaps, "
-          f"{len(diag.episodes)} picket episodes, {len(diag.groups)} groups, "
-          f"steps: {diag.steps.source if diag.steps else None} x {len(diag.steps) if diag.steps else 0}")
+    print(
+        f"\n{n_events:,} events ({len(trace):,} loaded), {n_gaps:,} gaps, "
+        f"{len(diag.episodes)} picket episodes, {len(diag.groups)} groups, "
+        f"steps: {diag.steps.source if diag.steps else None} x {len(diag.steps) if diag.steps else 0}"
+    )
     print(f"  load (not counted)        {load_s:7.3f} s")
-    print(f"  diagnose, median of {repeat}     {statistics.median(times):7.3f} s   (min {min(times):.3f}, target < 1 s)")
+    print(
+        f"  diagnose, median of {repeat}     {statistics.median(times):7.3f} s   (min {min(times):.3f}, target < 1 s)"
+    )
     for k, v in stages.items():
         print(f"    {k:<22} {v:7.3f} s")
     print(f"  10 cards (first time)     {cards_s:7.3f} s")

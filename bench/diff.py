@@ -32,9 +32,16 @@ from bench.gen_kineto import generate, parse_count  # noqa: E402
 
 PAIRS = [
     ("hta control → test", CORPUS / "hta" / "control.json.gz", CORPUS / "hta" / "test.json.gz"),
-    ("resnet50 num_workers 0 → 4", CORPUS / "kineto" / "resnet50_num_workers_0" / "worker0.1623143089861.pt.trace.json.gz",
-     CORPUS / "kineto" / "resnet50_num_workers_4" / "worker0.1623212756351.pt.trace.json.gz"),
-    ("kineto before_fix → after_fix", CORPUS / "kineto" / "before_fix_trace.json", CORPUS / "kineto" / "after_fix_trace.json"),
+    (
+        "resnet50 num_workers 0 → 4",
+        CORPUS / "kineto" / "resnet50_num_workers_0" / "worker0.1623143089861.pt.trace.json.gz",
+        CORPUS / "kineto" / "resnet50_num_workers_4" / "worker0.1623212756351.pt.trace.json.gz",
+    ),
+    (
+        "kineto before_fix → after_fix",
+        CORPUS / "kineto" / "before_fix_trace.json",
+        CORPUS / "kineto" / "after_fix_trace.json",
+    ),
 ]
 
 
@@ -54,16 +61,22 @@ def bench_pair(label: str, before: Path, after: Path, repeat: int) -> dict:
     loads, diags, diffs, renders = [], [], [], []
     for _ in range(repeat):
         t_load, (b, a) = _timed(lambda: (parsers.load(before), parsers.load(after)))
-        t_diag, (db, da) = _timed(lambda: (diagnose(b), diagnose(a)))
-        t_diff, doc = _timed(lambda: build_diff_document(b, db, a, da))
-        t_render, _ = _timed(lambda: render_diff_text(doc, make_console(io.StringIO(), width=120, color=False)))
+        t_diag, (db, da) = _timed(lambda b=b, a=a: (diagnose(b), diagnose(a)))
+        t_diff, doc = _timed(lambda b=b, a=a, db=db, da=da: build_diff_document(b, db, a, da))
+        t_render, _ = _timed(lambda doc=doc: render_diff_text(doc, make_console(io.StringIO(), width=120, color=False)))
         loads.append(t_load)
         diags.append(t_diag)
         diffs.append(t_diff)
         renders.append(t_render)
-    row = dict(label=label, events=len(b) + len(a), load_s=statistics.median(loads), diagnose_s=statistics.median(diags),
-               diff_s=statistics.median(diffs), render_s=statistics.median(renders),
-               positions=doc["before"]["position_count"] + doc["after"]["position_count"])
+    row = dict(
+        label=label,
+        events=len(b) + len(a),
+        load_s=statistics.median(loads),
+        diagnose_s=statistics.median(diags),
+        diff_s=statistics.median(diffs),
+        render_s=statistics.median(renders),
+        positions=doc["before"]["position_count"] + doc["after"]["position_count"],
+    )
     row["ratio"] = (row["diff_s"] + row["render_s"]) / (row["load_s"] + row["diagnose_s"])
     return row
 
@@ -85,13 +98,18 @@ def main(argv: list[str] | None = None) -> int:
                 generate(p, n, seed=seed)
             paths.append(p)
         pairs.append((f"generated {args.generated} seeds 0 → 1", *paths))
-    print("| pair | events (both) | load both, s | diagnose both, s | diff, s | render, s | positions | "
-          "(diff + render) / (load + diagnose) |")
+    print(
+        "| pair | events (both) | load both, s | diagnose both, s | diff, s | render, s | positions | "
+        "(diff + render) / (load + diagnose) |"
+    )
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for label, before, after in pairs:
         r = bench_pair(label, before, after, args.repeat)
-        print(f"| {r['label']} | {r['events']:,} | {r['load_s']:.3f} | {r['diagnose_s']:.3f} | {r['diff_s']:.3f} | "
-              f"{r['render_s']:.3f} | {r['positions']:,} | {r['ratio']:.2f} |", flush=True)
+        print(
+            f"| {r['label']} | {r['events']:,} | {r['load_s']:.3f} | {r['diagnose_s']:.3f} | {r['diff_s']:.3f} | "
+            f"{r['render_s']:.3f} | {r['positions']:,} | {r['ratio']:.2f} |",
+            flush=True,
+        )
     return 0
 
 

@@ -78,7 +78,9 @@ def family_totals_us(path: Path) -> tuple[dict[str, float], int]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("pair", nargs="*", type=Path, default=[CORPUS / "hta" / "control.json.gz", CORPUS / "hta" / "test.json.gz"])
+    ap.add_argument(
+        "pair", nargs="*", type=Path, default=[CORPUS / "hta" / "control.json.gz", CORPUS / "hta" / "test.json.gz"]
+    )
     ap.add_argument("--hta-python", required=True, help="an interpreter with holistictraceanalysis importable")
     ap.add_argument("--top", type=int, default=12)
     args = ap.parse_args(argv)
@@ -89,11 +91,15 @@ def main(argv: list[str] | None = None) -> int:
     fams = {r["family"]: r for r in doc["kernels"]["families"]}
     gb, nb = family_totals_us(control)
     ga, na = family_totals_us(test)
-    print(f"HTA ranks {hta['ranks']}, iterations {hta['iterations']}; gapscope steps {nb} and {na}, "
-          f"{doc['per_step']['steps_before']} and {doc['per_step']['steps_after']} steady")
+    print(
+        f"HTA ranks {hta['ranks']}, iterations {hta['iterations']}; gapscope steps {nb} and {na}, "
+        f"{doc['per_step']['steps_before']} and {doc['per_step']['steps_after']} steady"
+    )
     print()
-    print("| HTA short_name | HTA control µs (all it.) | HTA test µs (all it.) | HTA Δ first it. µs | gapscope family | "
-          "gapscope control µs (all) | gapscope test µs (all) | gapscope per steady step, ms |")
+    print(
+        "| HTA short_name | HTA control µs (all it.) | HTA test µs (all it.) | HTA Δ first it. µs | gapscope family | "
+        "gapscope control µs (all) | gapscope test µs (all) | gapscope per steady step, ms |"
+    )
     print("| --- | ---: | ---: | ---: | --- | ---: | ---: | --- |")
     rows = sorted(hta["all"].items(), key=lambda kv: -abs(kv[1][3] - kv[1][1]))[: args.top]
     from gapscope.diff.names import family
@@ -103,15 +109,19 @@ def main(argv: list[str] | None = None) -> int:
         first = hta["first"].get(name, [0, 0, 0, 0])
         r = fams.get(f)
         per = f"{r['before_ns'] / 1e6:.3f} → {r['after_ns'] / 1e6:.3f}" if r else "- (not a kernel)"
-        print(f"| `{name}` | {cd:,.0f} ({cc:.0f}) | {td:,.0f} ({tc:.0f}) | {first[3] - first[1]:+,.0f} | `{f}` | "
-              f"{gb.get(f, 0):,.0f} | {ga.get(f, 0):,.0f} | {per} |")
+        print(
+            f"| `{name}` | {cd:,.0f} ({cc:.0f}) | {td:,.0f} ({tc:.0f}) | {first[3] - first[1]:+,.0f} | `{f}` | "
+            f"{gb.get(f, 0):,.0f} | {ga.get(f, 0):,.0f} | {per} |"
+        )
     tot_c = sum(v[1] for v in hta["all"].values())
     tot_t = sum(v[3] for v in hta["all"].values())
     print()
-    print(f"HTA totals (all iterations, GPU ops incl. copies, µs): {tot_c:,.0f} → {tot_t:,.0f}; "
-          f"gapscope kernel totals (all steps, µs): {sum(gb.values()):,.0f} → {sum(ga.values()):,.0f}; "
-          f"gapscope per steady step: GPU busy {doc['per_step']['gpu_busy_ns']['before_ns'] / 1e6:.3f} → "
-          f"{doc['per_step']['gpu_busy_ns']['after_ns'] / 1e6:.3f} ms (union), verdict: {doc['verdict']['line']}")
+    print(
+        f"HTA totals (all iterations, GPU ops incl. copies, µs): {tot_c:,.0f} → {tot_t:,.0f}; "
+        f"gapscope kernel totals (all steps, µs): {sum(gb.values()):,.0f} → {sum(ga.values()):,.0f}; "
+        f"gapscope per steady step: GPU busy {doc['per_step']['gpu_busy_ns']['before_ns'] / 1e6:.3f} → "
+        f"{doc['per_step']['gpu_busy_ns']['after_ns'] / 1e6:.3f} ms (union), verdict: {doc['verdict']['line']}"
+    )
     return 0
 
 

@@ -63,7 +63,17 @@ from array import array
 from collections import Counter
 from pathlib import Path
 
-__all__ = ["generate", "parse_count", "KinetoStats", "LAYOUT_VERSION", "BASE_TIME_NS", "HOST_PID", "MAIN_TID", "BWD_TID", "STREAMS"]
+__all__ = [
+    "generate",
+    "parse_count",
+    "KinetoStats",
+    "LAYOUT_VERSION",
+    "BASE_TIME_NS",
+    "HOST_PID",
+    "MAIN_TID",
+    "BWD_TID",
+    "STREAMS",
+]
 
 #: ``baseTimeNanoseconds`` written to every generated trace (epoch ns, 2024-04-05).
 BASE_TIME_NS = 1712345600_000_000_000
@@ -118,7 +128,7 @@ class KinetoStats:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> "KinetoStats":
+    def from_json(cls, text: str) -> KinetoStats:
         d = json.loads(text)
         for k in ("gpu_window_ns", "extent_ns"):
             if d.get(k) is not None:
@@ -138,7 +148,7 @@ def _x(cat: str, name: str, pid, tid, start: int, dur: int, args: str) -> str:
         "  {\n"
         f'    "ph": "X", "cat": "{cat}", "name": "{name}", "pid": {pid}, "tid": {tid},\n'
         f'    "ts": {_us(start)}, "dur": {_us(dur)},\n'
-        "    \"args\": {\n"
+        '    "args": {\n'
         f"      {args}\n"
         "    }\n"
         "  }"
@@ -167,16 +177,44 @@ def _meta(name: str, pid, tid, key: str, value) -> str:
 
 _FWD_OPS = (
     ("aten::linear", "aten::addmm", "volta_sgemm_128x64_tn"),
-    ("aten::conv2d", "aten::cudnn_convolution", "implicit_convolve_sgemm<float, float, 1024, 5, 5, 3, 3, 3, 1, false, false, true>"),
-    ("aten::layer_norm", "aten::native_layer_norm", "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>(int, float, float const*, float const*, float const*, float*, float*, float*)"),
-    ("aten::relu", "aten::clamp_min", "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::launch_clamp_scalar(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, at::native::detail::ClampLimits)::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2> >(int, at::native::(anonymous namespace)::launch_clamp_scalar(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, at::native::detail::ClampLimits)::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2>)"),
-    ("aten::softmax", "aten::_softmax", "void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, false, false>(float*, float const*, int, int, int, bool const*, int, bool)"),
-    ("aten::dropout", "aten::native_dropout", "void at::native::(anonymous namespace)::fused_dropout_kernel_vec<float, float, unsigned int, 1, 4, bool>(at::cuda::detail::TensorInfo<float, unsigned int>, at::cuda::detail::TensorInfo<float, unsigned int>, at::cuda::detail::TensorInfo<bool, unsigned int>, unsigned int, float, at::PhiloxCudaState)"),
+    (
+        "aten::conv2d",
+        "aten::cudnn_convolution",
+        "implicit_convolve_sgemm<float, float, 1024, 5, 5, 3, 3, 3, 1, false, false, true>",
+    ),
+    (
+        "aten::layer_norm",
+        "aten::native_layer_norm",
+        "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>(int, float, float const*, float const*, float const*, float*, float*, float*)",
+    ),
+    (
+        "aten::relu",
+        "aten::clamp_min",
+        "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::launch_clamp_scalar(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, at::native::detail::ClampLimits)::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2> >(int, at::native::(anonymous namespace)::launch_clamp_scalar(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, at::native::detail::ClampLimits)::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2>)",
+    ),
+    (
+        "aten::softmax",
+        "aten::_softmax",
+        "void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, false, false>(float*, float const*, int, int, int, bool const*, int, bool)",
+    ),
+    (
+        "aten::dropout",
+        "aten::native_dropout",
+        "void at::native::(anonymous namespace)::fused_dropout_kernel_vec<float, float, unsigned int, 1, 4, bool>(at::cuda::detail::TensorInfo<float, unsigned int>, at::cuda::detail::TensorInfo<float, unsigned int>, at::cuda::detail::TensorInfo<bool, unsigned int>, unsigned int, float, at::PhiloxCudaState)",
+    ),
 )
 _BWD_OPS = (
     ("autograd::engine::evaluate_function: AddmmBackward0", "aten::mm", "volta_sgemm_64x64_nt"),
-    ("autograd::engine::evaluate_function: ReluBackward0", "aten::threshold_backward", "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl<at::native::(anonymous namespace)::threshold_kernel_impl<float>(at::TensorIteratorBase&, float, float)::{lambda(float, float)#1}>(at::TensorIteratorBase&, at::native::(anonymous namespace)::threshold_kernel_impl<float>(at::TensorIteratorBase&, float, float)::{lambda(float, float)#1} const&)::{lambda(int)#1}>(int, at::native::gpu_kernel_impl<at::native::(anonymous namespace)::threshold_kernel_impl<float>(at::TensorIteratorBase&, float, float)::{lambda(float, float)#1}>(at::TensorIteratorBase&, at::native::(anonymous namespace)::threshold_kernel_impl<float>(at::TensorIteratorBase&, float, float)::{lambda(float, float)#1} const&)::{lambda(int)#1})"),
-    ("autograd::engine::evaluate_function: NativeLayerNormBackward0", "aten::native_layer_norm_backward", "void at::native::(anonymous namespace)::layer_norm_grad_input_kernel<float, float>(float const*, float const*, float const*, float const*, float const*, float*, int)"),
+    (
+        "autograd::engine::evaluate_function: ReluBackward0",
+        "aten::threshold_backward",
+        "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl<at::native::(anonymous namespace)::threshold_kernel_impl<float>(at::TensorIteratorBase&, float, float)::{lambda(float, float)#1}>(at::TensorIteratorBase&, at::native::(anonymous namespace)::threshold_kernel_impl<float>(at::TensorIteratorBase&, float, float)::{lambda(float, float)#1} const&)::{lambda(int)#1}>(int, at::native::gpu_kernel_impl<at::native::(anonymous namespace)::threshold_kernel_impl<float>(at::TensorIteratorBase&, float, float)::{lambda(float, float)#1}>(at::TensorIteratorBase&, at::native::(anonymous namespace)::threshold_kernel_impl<float>(at::TensorIteratorBase&, float, float)::{lambda(float, float)#1} const&)::{lambda(int)#1})",
+    ),
+    (
+        "autograd::engine::evaluate_function: NativeLayerNormBackward0",
+        "aten::native_layer_norm_backward",
+        "void at::native::(anonymous namespace)::layer_norm_grad_input_kernel<float, float>(float const*, float const*, float const*, float const*, float const*, float*, int)",
+    ),
 )
 _COPIES = (
     ("Memcpy HtoD (Pinned -> Device)", 1, 4_194_304),
@@ -233,21 +271,57 @@ class _Sim:
         p = HOST_PID
         grid = f"[{rng.randint(1, 512)}, {rng.randint(1, 8)}, 1]"
         ev = [
-            (_x("cpu_op", outer_name, p, tid, outer_s, outer_e - outer_s,
-                f'"External id": {ext}, "Record function id": 0, "Sequence number": {ext}, "Fwd thread id": 0, "Ev Idx": {ext}, "Input Dims": {dims}, "Input type": ["float", "float"]'),
-             ("X", "cpu_op", p, tid, outer_s, outer_e - outer_s, "")),
-            (_x("cpu_op", inner_name, p, tid, inner_s, inner_e - inner_s,
-                f'"External id": {ext}, "Record function id": 0, "Ev Idx": {ext}, "Input Dims": {dims}, "Input type": ["float", "float", "Scalar"], "Concrete Inputs": ["", "", "1"]'),
-             ("X", "cpu_op", p, tid, inner_s, inner_e - inner_s, "")),
-            (_x("cuda_runtime", "cudaLaunchKernel", p, tid, launch_s, launch_d,
-                f'"External id": {ext}, "cbid": 211, "correlation": {corr}'),
-             ("X", "cuda_runtime", p, tid, launch_s, launch_d, "")),
+            (
+                _x(
+                    "cpu_op",
+                    outer_name,
+                    p,
+                    tid,
+                    outer_s,
+                    outer_e - outer_s,
+                    f'"External id": {ext}, "Record function id": 0, "Sequence number": {ext}, "Fwd thread id": 0, "Ev Idx": {ext}, "Input Dims": {dims}, "Input type": ["float", "float"]',
+                ),
+                ("X", "cpu_op", p, tid, outer_s, outer_e - outer_s, ""),
+            ),
+            (
+                _x(
+                    "cpu_op",
+                    inner_name,
+                    p,
+                    tid,
+                    inner_s,
+                    inner_e - inner_s,
+                    f'"External id": {ext}, "Record function id": 0, "Ev Idx": {ext}, "Input Dims": {dims}, "Input type": ["float", "float", "Scalar"], "Concrete Inputs": ["", "", "1"]',
+                ),
+                ("X", "cpu_op", p, tid, inner_s, inner_e - inner_s, ""),
+            ),
+            (
+                _x(
+                    "cuda_runtime",
+                    "cudaLaunchKernel",
+                    p,
+                    tid,
+                    launch_s,
+                    launch_d,
+                    f'"External id": {ext}, "cbid": 211, "correlation": {corr}',
+                ),
+                ("X", "cuda_runtime", p, tid, launch_s, launch_d, ""),
+            ),
             (_flow("s", corr, p, tid, launch_s), ("s", "ac2g", p, tid, launch_s, 0, "")),
-            (_x("kernel", kname, 0, stream, k_s, k_d,
-                f'"External id": {ext}, "queued": 0, "device": 0, "context": 1, "stream": {stream}, '
-                f'"correlation": {corr}, "registers per thread": 32, "shared memory": 0, "blocks per SM": 1.5, "warps per SM": 6.0, '
-                f'"grid": {grid}, "block": [128, 1, 1], "est. achieved occupancy %": {rng.randint(10, 100)}'),
-             ("X", "kernel", 0, stream, k_s, k_d, "k")),
+            (
+                _x(
+                    "kernel",
+                    kname,
+                    0,
+                    stream,
+                    k_s,
+                    k_d,
+                    f'"External id": {ext}, "queued": 0, "device": 0, "context": 1, "stream": {stream}, '
+                    f'"correlation": {corr}, "registers per thread": 32, "shared memory": 0, "blocks per SM": 1.5, "warps per SM": 6.0, '
+                    f'"grid": {grid}, "block": [128, 1, 1], "est. achieved occupancy %": {rng.randint(10, 100)}',
+                ),
+                ("X", "kernel", 0, stream, k_s, k_d, "k"),
+            ),
             (_flow("f", corr, 0, stream, k_s), ("f", "ac2g", 0, stream, k_s, 0, "")),
         ]
         return ev, outer_e
@@ -268,17 +342,44 @@ class _Sim:
         self.free[stream] = c_s + c_d
         op_e = call_s + call_d + rng.randint(1_000, 3_000)
         ev = [
-            (_x("cpu_op", "aten::copy_", p, tid, op_s, op_e - op_s,
-                f'"External id": {ext}, "Ev Idx": {ext}, "Input Dims": [[{nbytes // 4}], [{nbytes // 4}], []]'),
-             ("X", "cpu_op", p, tid, op_s, op_e - op_s, "")),
-            (_x("cuda_runtime", "cudaMemcpyAsync", p, tid, call_s, call_d,
-                f'"External id": {ext}, "cbid": 41, "correlation": {corr}'),
-             ("X", "cuda_runtime", p, tid, call_s, call_d, "")),
+            (
+                _x(
+                    "cpu_op",
+                    "aten::copy_",
+                    p,
+                    tid,
+                    op_s,
+                    op_e - op_s,
+                    f'"External id": {ext}, "Ev Idx": {ext}, "Input Dims": [[{nbytes // 4}], [{nbytes // 4}], []]',
+                ),
+                ("X", "cpu_op", p, tid, op_s, op_e - op_s, ""),
+            ),
+            (
+                _x(
+                    "cuda_runtime",
+                    "cudaMemcpyAsync",
+                    p,
+                    tid,
+                    call_s,
+                    call_d,
+                    f'"External id": {ext}, "cbid": 41, "correlation": {corr}',
+                ),
+                ("X", "cuda_runtime", p, tid, call_s, call_d, ""),
+            ),
             (_flow("s", corr, p, tid, call_s), ("s", "ac2g", p, tid, call_s, 0, "")),
-            (_x("gpu_memcpy", cname, 0, stream, c_s, c_d,
-                f'"External id": {ext}, "device": 0, "context": 1, "stream": {stream}, '
-                f'"correlation": {corr}, "bytes": {nbytes}, "memory bandwidth (GB/s)": {nbytes / c_d:.3f}'),
-             ("X", "gpu_memcpy", 0, stream, c_s, c_d, "c")),
+            (
+                _x(
+                    "gpu_memcpy",
+                    cname,
+                    0,
+                    stream,
+                    c_s,
+                    c_d,
+                    f'"External id": {ext}, "device": 0, "context": 1, "stream": {stream}, '
+                    f'"correlation": {corr}, "bytes": {nbytes}, "memory bandwidth (GB/s)": {nbytes / c_d:.3f}',
+                ),
+                ("X", "gpu_memcpy", 0, stream, c_s, c_d, "c"),
+            ),
             (_flow("f", corr, 0, stream, c_s), ("f", "ac2g", 0, stream, c_s, 0, "")),
         ]
         return ev, op_e
@@ -292,12 +393,30 @@ class _Sim:
         sync_e = max(max(self.free.values()), sync_s + 2_000) + rng.randint(2_000, 6_000)
         p = HOST_PID
         ev = [
-            (_x("cuda_runtime", "cudaStreamSynchronize", p, MAIN_TID, sync_s, sync_e - sync_s,
-                f'"cbid": 131, "correlation": {self.corr}'),
-             ("X", "cuda_runtime", p, MAIN_TID, sync_s, sync_e - sync_s, "")),
-            (_x("cuda_sync", "Stream Sync", 0, STREAMS[0], sync_s, sync_e - sync_s,
-                f'"device": 0, "stream": {STREAMS[0]}, "correlation": {self.corr}'),
-             ("X", "cuda_sync", 0, STREAMS[0], sync_s, sync_e - sync_s, "")),
+            (
+                _x(
+                    "cuda_runtime",
+                    "cudaStreamSynchronize",
+                    p,
+                    MAIN_TID,
+                    sync_s,
+                    sync_e - sync_s,
+                    f'"cbid": 131, "correlation": {self.corr}',
+                ),
+                ("X", "cuda_runtime", p, MAIN_TID, sync_s, sync_e - sync_s, ""),
+            ),
+            (
+                _x(
+                    "cuda_sync",
+                    "Stream Sync",
+                    0,
+                    STREAMS[0],
+                    sync_s,
+                    sync_e - sync_s,
+                    f'"device": 0, "stream": {STREAMS[0]}, "correlation": {self.corr}',
+                ),
+                ("X", "cuda_sync", 0, STREAMS[0], sync_s, sync_e - sync_s, ""),
+            ),
         ]
         return ev, sync_e
 
@@ -347,8 +466,18 @@ class _Sim:
             yield from body
             end = t + self.rng.randint(1_000, 3_000)
             self.ext += 1
-            yield (_x("user_annotation", f"ProfilerStep#{n}", HOST_PID, MAIN_TID, t0, end - t0, f'"External id": {self.ext}'),
-                   ("X", "user_annotation", HOST_PID, MAIN_TID, t0, end - t0, ""))
+            yield (
+                _x(
+                    "user_annotation",
+                    f"ProfilerStep#{n}",
+                    HOST_PID,
+                    MAIN_TID,
+                    t0,
+                    end - t0,
+                    f'"External id": {self.ext}',
+                ),
+                ("X", "user_annotation", HOST_PID, MAIN_TID, t0, end - t0, ""),
+            )
             n += 1
             t = end + self._host_gap()
 

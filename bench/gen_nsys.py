@@ -68,22 +68,32 @@ def _gtid(pid: int, tid: int) -> int:
 
 
 _KERNELS = (  # (demangled, short)
-    ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
-     "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)",
-     "vectorized_elementwise_kernel"),
+    (
+        "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+        "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)",
+        "vectorized_elementwise_kernel",
+    ),
     ("nvjet_tst_192x192_64x4_2x1_v_bz_coopA_TNT", "nvjet_tst_192x192_64x4_2x1_v_bz_coopA_TNT"),
-    ("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>(int, float, float const*, "
-     "float const*, float const*, float*, float*, float*)", "vectorized_layer_norm_kernel"),
-    ("void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, false, false>(float*, float const*, "
-     "int, int, int, bool const*, int, bool)", "softmax_warp_forward"),
+    (
+        "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>(int, float, float const*, "
+        "float const*, float const*, float*, float*, float*)",
+        "vectorized_layer_norm_kernel",
+    ),
+    (
+        "void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, false, false>(float*, float const*, "
+        "int, int, int, bool const*, int, bool)",
+        "softmax_warp_forward",
+    ),
     ("triton_poi_fused_add_mul_0", "triton_poi_fused_add_mul_0"),
-    ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::func_wrapper_t<float, "
-     "at::native::sum_functor<float, float, float>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, "
-     "unsigned int, float, 4> >(at::native::ReduceOp<float, at::native::func_wrapper_t<float, "
-     "at::native::sum_functor<float, float, float>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, "
-     "unsigned int, float, 4>)", "reduce_kernel"),
+    (
+        "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::func_wrapper_t<float, "
+        "at::native::sum_functor<float, float, float>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, "
+        "unsigned int, float, 4> >(at::native::ReduceOp<float, at::native::func_wrapper_t<float, "
+        "at::native::sum_functor<float, float, float>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, "
+        "unsigned int, float, 4>)",
+        "reduce_kernel",
+    ),
 )
-
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,7 +112,7 @@ class NsysStats:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> "NsysStats":
+    def from_json(cls, text: str) -> NsysStats:
         d = json.loads(text)
         d["busy_ns"] = {int(k): v for k, v in d["busy_ns"].items()}
         d["extent_ns"] = tuple(d["extent_ns"])
@@ -200,8 +210,17 @@ class _Run:
         end = max(max(busy), t + 2_000) + self.rng.randint(1_500, 4_000)
         name = "cudaDeviceSynchronize_v3020" if context else "cudaStreamSynchronize_v3020"
         out.append(("api", MAIN_TID, t, end, name, corr, 0))
-        out.append(("sync", dev, _INVALID if context else STREAMS[0], t + 400, end - 300, corr,
-                    "context" if context else "stream"))
+        out.append(
+            (
+                "sync",
+                dev,
+                _INVALID if context else STREAMS[0],
+                t + 400,
+                end - 300,
+                corr,
+                "context" if context else "stream",
+            )
+        )
         self.t = end
 
     def osrt(self, out: list, tid: int, name: str, dur: int) -> None:
@@ -263,36 +282,50 @@ _DDL_COMMON = {
     "StringIds": "id INTEGER NOT NULL PRIMARY KEY, value TEXT NOT NULL",
     "ThreadNames": "nameId INTEGER NOT NULL, priority INTEGER, globalTid INTEGER",
     "PROCESSES": "globalPid INTEGER, pid INTEGER, name TEXT",
-    "CUPTI_ACTIVITY_KIND_RUNTIME": ("start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass INTEGER NOT NULL, "
-                                    "globalTid INTEGER, correlationId INTEGER, nameId INTEGER NOT NULL, "
-                                    "returnValue INTEGER NOT NULL, callchainId INTEGER"),
-    "OSRT_API": ("start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass INTEGER NOT NULL, globalTid INTEGER, "
-                 "correlationId INTEGER, nameId INTEGER NOT NULL, returnValue INTEGER NOT NULL, nestingLevel INTEGER, "
-                 "callchainId INTEGER"),
-    "NVTX_EVENTS": ("start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, rangeId INTEGER, category INTEGER, "
-                    "color INTEGER, text TEXT, globalTid INTEGER, endGlobalTid INTEGER, textId INTEGER, domainId INTEGER, "
-                    "uint64Value INTEGER, int64Value INTEGER, doubleValue REAL, uint32Value INTEGER, int32Value INTEGER, "
-                    "floatValue REAL, jsonTextId INTEGER, jsonText TEXT"),
-    "TARGET_INFO_CUDA_STREAM": ("streamId INTEGER NOT NULL, hwId INTEGER NOT NULL, vmId INTEGER NOT NULL, "
-                                "processId INTEGER NOT NULL, contextId INTEGER NOT NULL, priority INTEGER NOT NULL, "
-                                "flag INTEGER NOT NULL"),
+    "CUPTI_ACTIVITY_KIND_RUNTIME": (
+        "start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass INTEGER NOT NULL, "
+        "globalTid INTEGER, correlationId INTEGER, nameId INTEGER NOT NULL, "
+        "returnValue INTEGER NOT NULL, callchainId INTEGER"
+    ),
+    "OSRT_API": (
+        "start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass INTEGER NOT NULL, globalTid INTEGER, "
+        "correlationId INTEGER, nameId INTEGER NOT NULL, returnValue INTEGER NOT NULL, nestingLevel INTEGER, "
+        "callchainId INTEGER"
+    ),
+    "NVTX_EVENTS": (
+        "start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, rangeId INTEGER, category INTEGER, "
+        "color INTEGER, text TEXT, globalTid INTEGER, endGlobalTid INTEGER, textId INTEGER, domainId INTEGER, "
+        "uint64Value INTEGER, int64Value INTEGER, doubleValue REAL, uint32Value INTEGER, int32Value INTEGER, "
+        "floatValue REAL, jsonTextId INTEGER, jsonText TEXT"
+    ),
+    "TARGET_INFO_CUDA_STREAM": (
+        "streamId INTEGER NOT NULL, hwId INTEGER NOT NULL, vmId INTEGER NOT NULL, "
+        "processId INTEGER NOT NULL, contextId INTEGER NOT NULL, priority INTEGER NOT NULL, "
+        "flag INTEGER NOT NULL"
+    ),
 }
-_KERNEL_TAIL = ("demangledName INTEGER NOT NULL, shortName INTEGER NOT NULL, mangledName INTEGER, launchType INTEGER, "
-                "cacheConfig INTEGER, registersPerThread INTEGER NOT NULL, gridX INTEGER NOT NULL, gridY INTEGER NOT NULL, "
-                "gridZ INTEGER NOT NULL, blockX INTEGER NOT NULL, blockY INTEGER NOT NULL, blockZ INTEGER NOT NULL, "
-                "staticSharedMemory INTEGER NOT NULL, dynamicSharedMemory INTEGER NOT NULL, "
-                "localMemoryPerThread INTEGER NOT NULL, localMemoryTotal INTEGER NOT NULL, gridId INTEGER NOT NULL, "
-                "sharedMemoryExecuted INTEGER, graphNodeId INTEGER, sharedMemoryLimitConfig INTEGER")
-_MEMCPY_TAIL = ("bytes INTEGER NOT NULL, copyKind INTEGER NOT NULL, deprecatedSrcId INTEGER, srcKind INTEGER, "
-                "dstKind INTEGER, srcDeviceId INTEGER, srcContextId INTEGER, dstDeviceId INTEGER, dstContextId INTEGER, "
-                "migrationCause INTEGER, graphNodeId INTEGER, virtualAddress INTEGER")
+_KERNEL_TAIL = (
+    "demangledName INTEGER NOT NULL, shortName INTEGER NOT NULL, mangledName INTEGER, launchType INTEGER, "
+    "cacheConfig INTEGER, registersPerThread INTEGER NOT NULL, gridX INTEGER NOT NULL, gridY INTEGER NOT NULL, "
+    "gridZ INTEGER NOT NULL, blockX INTEGER NOT NULL, blockY INTEGER NOT NULL, blockZ INTEGER NOT NULL, "
+    "staticSharedMemory INTEGER NOT NULL, dynamicSharedMemory INTEGER NOT NULL, "
+    "localMemoryPerThread INTEGER NOT NULL, localMemoryTotal INTEGER NOT NULL, gridId INTEGER NOT NULL, "
+    "sharedMemoryExecuted INTEGER, graphNodeId INTEGER, sharedMemoryLimitConfig INTEGER"
+)
+_MEMCPY_TAIL = (
+    "bytes INTEGER NOT NULL, copyKind INTEGER NOT NULL, deprecatedSrcId INTEGER, srcKind INTEGER, "
+    "dstKind INTEGER, srcDeviceId INTEGER, srcContextId INTEGER, dstDeviceId INTEGER, dstContextId INTEGER, "
+    "migrationCause INTEGER, graphNodeId INTEGER, virtualAddress INTEGER"
+)
 _MEMSET_TAIL = "value INTEGER NOT NULL, bytes INTEGER NOT NULL, graphNodeId INTEGER, memKind INTEGER"
 
 
 def _gpu_head(green: bool) -> str:
     g = "greenContextId INTEGER, " if green else ""
-    return (f"start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL, {g}"
-            "streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER, ")
+    return (
+        f"start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL, {g}"
+        "streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER, "
+    )
 
 
 def _ddl(schema: str) -> dict:
@@ -301,59 +334,96 @@ def _ddl(schema: str) -> dict:
     d["CUPTI_ACTIVITY_KIND_KERNEL"] = _gpu_head(new) + _KERNEL_TAIL
     d["CUPTI_ACTIVITY_KIND_MEMCPY"] = _gpu_head(new) + _MEMCPY_TAIL
     d["CUPTI_ACTIVITY_KIND_MEMSET"] = _gpu_head(new) + _MEMSET_TAIL
-    sync_tail = ("deprecatedSyncType INTEGER, syncType INTEGER NOT NULL, eventId INTEGER NOT NULL, eventSyncId INTEGER"
-                 if new else "syncType INTEGER NOT NULL, eventId INTEGER NOT NULL")
+    sync_tail = (
+        "deprecatedSyncType INTEGER, syncType INTEGER NOT NULL, eventId INTEGER NOT NULL, eventSyncId INTEGER"
+        if new
+        else "syncType INTEGER NOT NULL, eventId INTEGER NOT NULL"
+    )
     d["CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"] = _gpu_head(new) + sync_tail
     if schema == "2021":
-        d["TARGET_INFO_GPU"] = "vmId INTEGER NOT NULL, deviceId INTEGER NOT NULL, name TEXT, busLocation TEXT, isDiscrete INTEGER"
-        d["TARGET_INFO_CUDA_GPU"] = ("vmId INTEGER NOT NULL, name TEXT NOT NULL, pciBusId TEXT, globalMemorySize INTEGER NOT NULL, "
-                                     "numThreadsPerWarp INTEGER NOT NULL, numMultiprocessors INTEGER NOT NULL, "
-                                     "computeCapabilityMajor INTEGER NOT NULL, computeCapabilityMinor INTEGER NOT NULL, "
-                                     "deviceId INTEGER NOT NULL, pid INTEGER")
+        d["TARGET_INFO_GPU"] = (
+            "vmId INTEGER NOT NULL, deviceId INTEGER NOT NULL, name TEXT, busLocation TEXT, isDiscrete INTEGER"
+        )
+        d["TARGET_INFO_CUDA_GPU"] = (
+            "vmId INTEGER NOT NULL, name TEXT NOT NULL, pciBusId TEXT, globalMemorySize INTEGER NOT NULL, "
+            "numThreadsPerWarp INTEGER NOT NULL, numMultiprocessors INTEGER NOT NULL, "
+            "computeCapabilityMajor INTEGER NOT NULL, computeCapabilityMinor INTEGER NOT NULL, "
+            "deviceId INTEGER NOT NULL, pid INTEGER"
+        )
         del d["PROCESSES"]
     else:
-        d["TARGET_INFO_GPU"] = ("vmId INTEGER NOT NULL, id INTEGER NOT NULL, name TEXT, busLocation TEXT, isDiscrete INTEGER, "
-                                "l2CacheSize INTEGER, totalMemory INTEGER, memoryBandwidth INTEGER, clockRate INTEGER, "
-                                "smCount INTEGER, pwGpuId INTEGER, uuid TEXT, luid INTEGER, chipName TEXT, cuDevice INTEGER, "
-                                "computeMajor INTEGER, computeMinor INTEGER, threadsPerWarp INTEGER")
+        d["TARGET_INFO_GPU"] = (
+            "vmId INTEGER NOT NULL, id INTEGER NOT NULL, name TEXT, busLocation TEXT, isDiscrete INTEGER, "
+            "l2CacheSize INTEGER, totalMemory INTEGER, memoryBandwidth INTEGER, clockRate INTEGER, "
+            "smCount INTEGER, pwGpuId INTEGER, uuid TEXT, luid INTEGER, chipName TEXT, cuDevice INTEGER, "
+            "computeMajor INTEGER, computeMinor INTEGER, threadsPerWarp INTEGER"
+        )
     if new:
         d["META_DATA_EXPORT"] = "name TEXT NOT NULL, value TEXT"
         d["TARGET_INFO_CUDA_DEVICE"] = "gpuId INTEGER, cudaId INTEGER NOT NULL, pid INTEGER NOT NULL"
-        d["TARGET_INFO_CUDA_CONTEXT_INFO"] = ("nullStreamId INTEGER NOT NULL, hwId INTEGER NOT NULL, vmId INTEGER NOT NULL, "
-                                              "processId INTEGER NOT NULL, deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL, "
-                                              "parentContextId INTEGER, isGreenContext INTEGER")
+        d["TARGET_INFO_CUDA_CONTEXT_INFO"] = (
+            "nullStreamId INTEGER NOT NULL, hwId INTEGER NOT NULL, vmId INTEGER NOT NULL, "
+            "processId INTEGER NOT NULL, deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL, "
+            "parentContextId INTEGER, isGreenContext INTEGER"
+        )
         d["TARGET_INFO_SESSION_START_TIME"] = "utcEpochNs INTEGER, utcTime TEXT, localTime TEXT"
-        for e in ("ENUM_CUDA_MEMCPY_OPER", "ENUM_CUDA_MEM_KIND", "ENUM_CUPTI_SYNC_TYPE", "ENUM_NSYS_EVENT_TYPE",
-                  "ENUM_NSYS_EVENT_CLASS"):
+        for e in (
+            "ENUM_CUDA_MEMCPY_OPER",
+            "ENUM_CUDA_MEM_KIND",
+            "ENUM_CUPTI_SYNC_TYPE",
+            "ENUM_NSYS_EVENT_TYPE",
+            "ENUM_NSYS_EVENT_CLASS",
+        ):
             d[e] = "id INTEGER NOT NULL PRIMARY KEY, name TEXT NOT NULL, label TEXT"
     elif schema == "2022":
         d["EXPORT_META_DATA"] = "name TEXT NOT NULL, value TEXT"
-        d["TARGET_INFO_CUDA_NULL_STREAM"] = ("streamId INTEGER NOT NULL, hwId INTEGER NOT NULL, vmId INTEGER NOT NULL, "
-                                             "processId INTEGER NOT NULL, deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL")
+        d["TARGET_INFO_CUDA_NULL_STREAM"] = (
+            "streamId INTEGER NOT NULL, hwId INTEGER NOT NULL, vmId INTEGER NOT NULL, "
+            "processId INTEGER NOT NULL, deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL"
+        )
     return d
 
 
 _ENUMS = {
-    "ENUM_CUDA_MEMCPY_OPER": [(0, "CUDA_MEMCPY_KIND_UNKNOWN", "Unknown"), (1, "CUDA_MEMCPY_KIND_HTOD", "Host-to-Device"),
-                              (2, "CUDA_MEMCPY_KIND_DTOH", "Device-to-Host"), (8, "CUDA_MEMCPY_KIND_DTOD", "Device-to-Device"),
-                              (10, "CUDA_MEMCPY_KIND_PTOP", "Peer-to-Peer")],
-    "ENUM_CUDA_MEM_KIND": [(0, "CUDA_MEMOPR_MEMORY_KIND_PAGEABLE", "Pageable"), (1, "CUDA_MEMOPR_MEMORY_KIND_PINNED", "Pinned"),
-                           (2, "CUDA_MEMOPR_MEMORY_KIND_DEVICE", "Device"), (7, "CUDA_MEMOPR_MEMORY_KIND_UNKNOWN", "Unknown")],
-    "ENUM_CUPTI_SYNC_TYPE": [(0, "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_UNKNOWN", "Unknown"),
-                             (1, "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE", "Event sync"),
-                             (2, "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT", "Stream wait sync"),
-                             (3, "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE", "Stream sync"),
-                             (4, "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE", "Context sync")],
-    "ENUM_NSYS_EVENT_TYPE": [(34, "NvtxMark", "NvtxMark"), (59, "NvtxPushPopRange", "NvtxPushPopRange"),
-                             (60, "NvtxStartEndRange", "NvtxStartEndRange"), (75, "NvtxDomainCreate", "NvtxDomainCreate")],
-    "ENUM_NSYS_EVENT_CLASS": [(0, "TRACE_PROCESS_EVENT_CUDA_RUNTIME", "CUDA runtime"),
-                              (1, "TRACE_PROCESS_EVENT_CUDA_DRIVER", "CUDA driver"),
-                              (27, "TRACE_PROCESS_EVENT_OS_RUNTIME", "OSRT runtime"),
-                              (67, "TRACE_PROCESS_EVENT_CUDABACKTRACE", "CUDA backtrace")],
+    "ENUM_CUDA_MEMCPY_OPER": [
+        (0, "CUDA_MEMCPY_KIND_UNKNOWN", "Unknown"),
+        (1, "CUDA_MEMCPY_KIND_HTOD", "Host-to-Device"),
+        (2, "CUDA_MEMCPY_KIND_DTOH", "Device-to-Host"),
+        (8, "CUDA_MEMCPY_KIND_DTOD", "Device-to-Device"),
+        (10, "CUDA_MEMCPY_KIND_PTOP", "Peer-to-Peer"),
+    ],
+    "ENUM_CUDA_MEM_KIND": [
+        (0, "CUDA_MEMOPR_MEMORY_KIND_PAGEABLE", "Pageable"),
+        (1, "CUDA_MEMOPR_MEMORY_KIND_PINNED", "Pinned"),
+        (2, "CUDA_MEMOPR_MEMORY_KIND_DEVICE", "Device"),
+        (7, "CUDA_MEMOPR_MEMORY_KIND_UNKNOWN", "Unknown"),
+    ],
+    "ENUM_CUPTI_SYNC_TYPE": [
+        (0, "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_UNKNOWN", "Unknown"),
+        (1, "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE", "Event sync"),
+        (2, "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT", "Stream wait sync"),
+        (3, "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE", "Stream sync"),
+        (4, "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE", "Context sync"),
+    ],
+    "ENUM_NSYS_EVENT_TYPE": [
+        (34, "NvtxMark", "NvtxMark"),
+        (59, "NvtxPushPopRange", "NvtxPushPopRange"),
+        (60, "NvtxStartEndRange", "NvtxStartEndRange"),
+        (75, "NvtxDomainCreate", "NvtxDomainCreate"),
+    ],
+    "ENUM_NSYS_EVENT_CLASS": [
+        (0, "TRACE_PROCESS_EVENT_CUDA_RUNTIME", "CUDA runtime"),
+        (1, "TRACE_PROCESS_EVENT_CUDA_DRIVER", "CUDA driver"),
+        (27, "TRACE_PROCESS_EVENT_OS_RUNTIME", "OSRT runtime"),
+        (67, "TRACE_PROCESS_EVENT_CUDABACKTRACE", "CUDA backtrace"),
+    ],
 }
 #: syncType as each export version writes it (see the module docstring).
-_SYNC_TYPE = {"2025": {"stream": 2, "context": 4}, "2022": {"stream": 3, "context": 1},
-              "2021": {"stream": 3, "context": 1}}
+_SYNC_TYPE = {
+    "2025": {"stream": 2, "context": 4},
+    "2022": {"stream": 3, "context": 1},
+    "2021": {"stream": 3, "context": 1},
+}
 _CONTEXT = 1
 
 
@@ -386,18 +456,23 @@ class _Writer:
         r = self.rows
         if kind == "api":
             _, tid, s, e, name, corr, cls = ev
-            r.setdefault("CUPTI_ACTIVITY_KIND_RUNTIME", []).append((s, e, cls, _gtid(HOST_PID, tid), corr, self.sid(name), 0, None))
+            r.setdefault("CUPTI_ACTIVITY_KIND_RUNTIME", []).append(
+                (s, e, cls, _gtid(HOST_PID, tid), corr, self.sid(name), 0, None)
+            )
         elif kind == "kernel":
             _, dev, stream, s, e, corr, k = ev
             dem, short = _KERNELS[k]
             head = (s, e, dev, _CONTEXT + dev) + ((None,) if self.schema == "2025" else ()) + (stream, corr, self.gpid)
             r.setdefault("CUPTI_ACTIVITY_KIND_KERNEL", []).append(
-                head + (self.sid(dem), self.sid(short), None, 1, 0, 32, 128, 1, 1, 256, 1, 1, 0, 0, 0, 0, corr, 0, None, 1))
+                head
+                + (self.sid(dem), self.sid(short), None, 1, 0, 32, 128, 1, 1, 256, 1, 1, 0, 0, 0, 0, corr, 0, None, 1)
+            )
         elif kind == "memcpy":
             _, dev, stream, s, e, corr, nbytes, ck, src, dst = ev
             head = (s, e, dev, _CONTEXT + dev) + ((None,) if self.schema == "2025" else ()) + (stream, corr, self.gpid)
             r.setdefault("CUPTI_ACTIVITY_KIND_MEMCPY", []).append(
-                head + (nbytes, ck, None, src, dst, dev, _CONTEXT + dev, dev, _CONTEXT + dev, None, None, None))
+                head + (nbytes, ck, None, src, dst, dev, _CONTEXT + dev, dev, _CONTEXT + dev, None, None, None)
+            )
         elif kind == "memset":
             _, dev, stream, s, e, corr, nbytes, mk = ev
             head = (s, e, dev, _CONTEXT + dev) + ((None,) if self.schema == "2025" else ()) + (stream, corr, self.gpid)
@@ -411,8 +486,29 @@ class _Writer:
             r.setdefault("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", []).append(head + tail)
         elif kind == "nvtx":
             _, tid, s, e, text = ev
-            r.setdefault("NVTX_EVENTS", []).append((s, e, 59, None, None, None, text, _gtid(HOST_PID, tid), None, None, 0,
-                                                    None, None, None, None, None, None, None, None))
+            r.setdefault("NVTX_EVENTS", []).append(
+                (
+                    s,
+                    e,
+                    59,
+                    None,
+                    None,
+                    None,
+                    text,
+                    _gtid(HOST_PID, tid),
+                    None,
+                    None,
+                    0,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                )
+            )
         elif kind == "osrt":
             _, tid, s, e, name = ev
             r.setdefault("OSRT_API", []).append((s, e, 27, _gtid(HOST_PID, tid), 0, self.sid(name), 0, 0, 0))
@@ -431,39 +527,74 @@ class _Writer:
         c = self.con
         ins = c.executemany
         if "ThreadNames" in self.ddl:
-            ins("INSERT INTO ThreadNames VALUES (?, ?, ?)", [(self.sid("python3"), 0, _gtid(HOST_PID, MAIN_TID)),
-                                                               (self.sid("pt_data_loader"), 0, _gtid(HOST_PID, LOADER_TID))])
+            ins(
+                "INSERT INTO ThreadNames VALUES (?, ?, ?)",
+                [
+                    (self.sid("python3"), 0, _gtid(HOST_PID, MAIN_TID)),
+                    (self.sid("pt_data_loader"), 0, _gtid(HOST_PID, LOADER_TID)),
+                ],
+            )
         if "PROCESSES" in self.ddl:
             ins("INSERT INTO PROCESSES VALUES (?, ?, ?)", [(self.gpid, HOST_PID, "python3")])
         for d in range(self.devices):
             if self.schema == "2021":
-                c.execute("INSERT INTO TARGET_INFO_GPU VALUES (?, ?, ?, ?, 1)", (_VM, d, "NVIDIA H100 80GB HBM3", f"0000:{d + 1:02x}:00.0"))
-                c.execute("INSERT INTO TARGET_INFO_CUDA_GPU VALUES (?, ?, ?, ?, 32, 132, 9, 0, ?, ?)",
-                          (_VM, "NVIDIA H100 80GB HBM3", "<UNKNOWN_BUS_ID>", 85029158912, d, HOST_PID))
+                c.execute(
+                    "INSERT INTO TARGET_INFO_GPU VALUES (?, ?, ?, ?, 1)",
+                    (_VM, d, "NVIDIA H100 80GB HBM3", f"0000:{d + 1:02x}:00.0"),
+                )
+                c.execute(
+                    "INSERT INTO TARGET_INFO_CUDA_GPU VALUES (?, ?, ?, ?, 32, 132, 9, 0, ?, ?)",
+                    (_VM, "NVIDIA H100 80GB HBM3", "<UNKNOWN_BUS_ID>", 85029158912, d, HOST_PID),
+                )
             else:
-                c.execute("INSERT INTO TARGET_INFO_GPU VALUES (?, ?, ?, ?, 1, 52428800, 85029158912, 3352000000000, "
-                          "1980000000, 132, 0, ?, 0, 'GH100', ?, 9, 0, 32)",
-                          (_VM, d, "NVIDIA H100 80GB HBM3", f"0000:{d + 1:02x}:00.0", f"00000000-0000-0000-0000-00000000000{d}", d))
+                c.execute(
+                    "INSERT INTO TARGET_INFO_GPU VALUES (?, ?, ?, ?, 1, 52428800, 85029158912, 3352000000000, "
+                    "1980000000, 132, 0, ?, 0, 'GH100', ?, 9, 0, 32)",
+                    (
+                        _VM,
+                        d,
+                        "NVIDIA H100 80GB HBM3",
+                        f"0000:{d + 1:02x}:00.0",
+                        f"00000000-0000-0000-0000-00000000000{d}",
+                        d,
+                    ),
+                )
             for s in STREAMS:
                 if "TARGET_INFO_CUDA_STREAM" in self.ddl:
-                    c.execute("INSERT INTO TARGET_INFO_CUDA_STREAM VALUES (?, 0, 1, ?, ?, 0, ?)",
-                              (s, HOST_PID, _CONTEXT + d, 3 if s == 7 else 2))
+                    c.execute(
+                        "INSERT INTO TARGET_INFO_CUDA_STREAM VALUES (?, 0, 1, ?, ?, 0, ?)",
+                        (s, HOST_PID, _CONTEXT + d, 3 if s == 7 else 2),
+                    )
             if self.schema == "2025":
                 c.execute("INSERT INTO TARGET_INFO_CUDA_DEVICE VALUES (?, ?, ?)", (d, d, HOST_PID))
-                c.execute("INSERT INTO TARGET_INFO_CUDA_CONTEXT_INFO VALUES (7, 0, 1, ?, ?, ?, 0, 0)",
-                          (HOST_PID, d, _CONTEXT + d))
+                c.execute(
+                    "INSERT INTO TARGET_INFO_CUDA_CONTEXT_INFO VALUES (7, 0, 1, ?, ?, ?, 0, 0)",
+                    (HOST_PID, d, _CONTEXT + d),
+                )
             elif self.schema == "2022":
-                c.execute("INSERT INTO TARGET_INFO_CUDA_NULL_STREAM VALUES (7, 0, 1, ?, ?, ?)", (HOST_PID, d, _CONTEXT + d))
-        meta = {"2025": ("META_DATA_EXPORT", "2025.1.1.110", "3.17.1"), "2022": ("EXPORT_META_DATA", "2022.1.1.61", "2.9.1")}
+                c.execute(
+                    "INSERT INTO TARGET_INFO_CUDA_NULL_STREAM VALUES (7, 0, 1, ?, ?, ?)", (HOST_PID, d, _CONTEXT + d)
+                )
+        meta = {
+            "2025": ("META_DATA_EXPORT", "2025.1.1.110", "3.17.1"),
+            "2022": ("EXPORT_META_DATA", "2022.1.1.61", "2.9.1"),
+        }
         if self.schema in meta and meta[self.schema][0] in self.ddl:
             table, product, version = meta[self.schema]
-            ins(f"INSERT INTO {table} VALUES (?, ?)", [("EXPORT_PRODUCT_NAME", "NVIDIA Nsight Systems"),
-                                                        ("EXPORT_PRODUCT_VERSION", product),
-                                                        ("EXPORT_SCHEMA_VERSION", version),
-                                                        ("EXPORT_PARAM_INPUT_FILE", f"gen_nsys-{seed}.nsys-rep")])
+            ins(
+                f"INSERT INTO {table} VALUES (?, ?)",
+                [
+                    ("EXPORT_PRODUCT_NAME", "NVIDIA Nsight Systems"),
+                    ("EXPORT_PRODUCT_VERSION", product),
+                    ("EXPORT_SCHEMA_VERSION", version),
+                    ("EXPORT_PARAM_INPUT_FILE", f"gen_nsys-{seed}.nsys-rep"),
+                ],
+            )
         if "TARGET_INFO_SESSION_START_TIME" in self.ddl:
-            c.execute("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (1741793819042497997, '2025-03-12T15:36:59', "
-                      "'2025-03-12T08:36:59')")
+            c.execute(
+                "INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (1741793819042497997, '2025-03-12T15:36:59', "
+                "'2025-03-12T08:36:59')"
+            )
         for t, rows in _ENUMS.items():
             if t in self.ddl:
                 ins(f"INSERT INTO {t} VALUES (?, ?, ?)", rows)
@@ -488,9 +619,11 @@ class _Kineto:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.fh = open(path, "w", encoding="utf-8")
-        self.fh.write('{"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3", '
-                      '"totalGlobalMem": 85029158912, "computeMajor": 9, "computeMinor": 0, "numSms": 132, '
-                      '"warpSize": 32}],\n"traceEvents": [\n')
+        self.fh.write(
+            '{"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3", '
+            '"totalGlobalMem": 85029158912, "computeMajor": 9, "computeMinor": 0, "numSms": 132, '
+            '"warpSize": 32}],\n"traceEvents": [\n'
+        )
         self.first = True
 
     def _w(self, obj: str) -> None:
@@ -500,8 +633,10 @@ class _Kineto:
         self.fh.write(obj)
 
     def _x(self, cat, name, pid, tid, s, e, args: dict) -> None:
-        self._w(f'{{"ph": "X", "cat": "{cat}", "name": {json.dumps(name)}, "pid": {pid}, "tid": {tid}, '
-                f'"ts": {_us(s)}, "dur": {_us(e - s)}, "args": {json.dumps(args)}}}')
+        self._w(
+            f'{{"ph": "X", "cat": "{cat}", "name": {json.dumps(name)}, "pid": {pid}, "tid": {tid}, '
+            f'"ts": {_us(s)}, "dur": {_us(e - s)}, "args": {json.dumps(args)}}}'
+        )
 
     def add(self, ev: tuple) -> None:
         kind = ev[0]
@@ -515,17 +650,38 @@ class _Kineto:
         elif kind == "memcpy":
             _, dev, stream, s, e, corr, nbytes, ck, src, dst = ev
             name = f"Memcpy {self._DIR[ck]} ({self._MEM[src]} -> {self._MEM[dst]})"
-            self._x("gpu_memcpy", name, dev, stream, s, e, {"device": dev, "stream": stream, "correlation": corr,
-                                                            "bytes": nbytes})
+            self._x(
+                "gpu_memcpy",
+                name,
+                dev,
+                stream,
+                s,
+                e,
+                {"device": dev, "stream": stream, "correlation": corr, "bytes": nbytes},
+            )
         elif kind == "memset":
             _, dev, stream, s, e, corr, nbytes, mk = ev
-            self._x("gpu_memset", f"Memset ({self._MEM[mk]})", dev, stream, s, e,
-                    {"device": dev, "stream": stream, "correlation": corr, "bytes": nbytes})
+            self._x(
+                "gpu_memset",
+                f"Memset ({self._MEM[mk]})",
+                dev,
+                stream,
+                s,
+                e,
+                {"device": dev, "stream": stream, "correlation": corr, "bytes": nbytes},
+            )
         elif kind == "sync":
             _, dev, stream, s, e, corr, what = ev
             tid = -1 if stream == _INVALID else stream
-            self._x("cuda_sync", "Context Sync" if what == "context" else "Stream Sync", dev, tid, s, e,
-                    {"device": dev, "stream": tid, "correlation": corr})
+            self._x(
+                "cuda_sync",
+                "Context Sync" if what == "context" else "Stream Sync",
+                dev,
+                tid,
+                s,
+                e,
+                {"device": dev, "stream": tid, "correlation": corr},
+            )
         elif kind == "nvtx":
             _, tid, s, e, text = ev
             self._x("user_annotation", text, HOST_PID, tid, s, e, {})
@@ -534,8 +690,11 @@ class _Kineto:
             self._x("osrt", name, HOST_PID, tid, s, e, {})
 
     def finish(self, devices: int) -> None:
-        meta = [("process_name", HOST_PID, 0, "python3"), ("thread_name", HOST_PID, MAIN_TID, "python3"),
-                ("thread_name", HOST_PID, LOADER_TID, "pt_data_loader")]
+        meta = [
+            ("process_name", HOST_PID, 0, "python3"),
+            ("thread_name", HOST_PID, MAIN_TID, "python3"),
+            ("thread_name", HOST_PID, LOADER_TID, "pt_data_loader"),
+        ]
         for d in range(devices):
             meta.append(("process_name", d, 0, f"GPU {d}"))
         for name, pid, tid, value in meta:
@@ -561,8 +720,18 @@ def _union_ns(starts: array, ends: array) -> int:
     return int((ends_ - s[idx]).sum())
 
 
-def generate(path, n_kernels: int, *, seed: int = 0, schema: str = "2025", omit=(), kineto=None,
-             devices: int = 1, launches_per_step: int = 200, device_syncs: bool = True) -> NsysStats:
+def generate(
+    path,
+    n_kernels: int,
+    *,
+    seed: int = 0,
+    schema: str = "2025",
+    omit=(),
+    kineto=None,
+    devices: int = 1,
+    launches_per_step: int = 200,
+    device_syncs: bool = True,
+) -> NsysStats:
     """Write an export of exactly ``n_kernels`` kernels (see the module docstring).
     ``launches_per_step``: kernels per ``train_step``; ``device_syncs``: whether every
     tenth step ends in a ``cudaDeviceSynchronize`` (Kineto draws its ``Context Sync``
@@ -602,8 +771,15 @@ def generate(path, n_kernels: int, *, seed: int = 0, schema: str = "2025", omit=
     if kin is not None:
         kin.finish(devices)
     busy = {d: _union_ns(k_start[d], k_end[d]) for d in range(devices)}
-    return NsysStats(n_kernels=run.kernels, n_runtime=n_runtime, n_rows=writer.n_rows, busy_ns=busy,
-                     extent_ns=(lo, hi), schema=schema, seed=seed)
+    return NsysStats(
+        n_kernels=run.kernels,
+        n_runtime=n_runtime,
+        n_rows=writer.n_rows,
+        busy_ns=busy,
+        extent_ns=(lo, hi),
+        schema=schema,
+        seed=seed,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -616,8 +792,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kineto", default=None, help="also write the run as Kineto JSON here")
     ap.add_argument("--devices", type=int, default=1)
     a = ap.parse_args(argv)
-    stats = generate(a.out, a.kernels, seed=a.seed, schema=a.schema, omit=[t for t in a.omit.split(",") if t],
-                     kineto=a.kineto, devices=a.devices)
+    stats = generate(
+        a.out,
+        a.kernels,
+        seed=a.seed,
+        schema=a.schema,
+        omit=[t for t in a.omit.split(",") if t],
+        kineto=a.kineto,
+        devices=a.devices,
+    )
     print(stats.to_json())
     return 0
 

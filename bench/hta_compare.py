@@ -164,7 +164,7 @@ def run_hta(python: str, path: Path, timeout_s: int) -> dict | None:
         return None
     for line in out.stdout.splitlines():
         if line.startswith("HTAJSON"):
-            rows = json.loads(line[len("HTAJSON"):])
+            rows = json.loads(line[len("HTAJSON") :])
             tot: dict = {"host_wait": 0.0, "kernel_wait": 0.0, "other": 0.0}
             for r in rows:
                 tot[r["idle_category"]] = tot.get(r["idle_category"], 0.0) + float(r["idle_time"] or 0.0)
@@ -184,8 +184,10 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=int, default=300)
     args = ap.parse_args(argv)
     files = args.files or sorted(p for p in CORPUS.rglob("*") if p.is_file() and p.name.endswith((".json", ".gz")))
-    head = ("| trace | dev | streams | gapscope idle | fully idle | HTA def. | HTA def., whole µs, last step dropped | HTA 0.5.0 (host/kernel/other) | "
-            "streams Δ | copies | <min_gap | window | stream edges |")
+    head = (
+        "| trace | dev | streams | gapscope idle | fully idle | HTA def. | HTA def., whole µs, last step dropped | HTA 0.5.0 (host/kernel/other) | "
+        "streams Δ | copies | <min_gap | window | stream edges |"
+    )
     print(head)
     print("|" + "|".join(["---"] * (head.count("|") - 1)) + "|")
     for path in files:
@@ -211,16 +213,22 @@ def main(argv=None) -> int:
             elif "error" in hta_real:
                 real = "error: " + hta_real["error"]
             else:
-                real = (f"{hta_real['total'] / 1e3:.3f} ({hta_real['host_wait'] / 1e3:.3f}/"
-                        f"{hta_real['kernel_wait'] / 1e3:.3f}/{hta_real['other'] / 1e3:.3f})")
+                real = (
+                    f"{hta_real['total'] / 1e3:.3f} ({hta_real['host_wait'] / 1e3:.3f}/"
+                    f"{hta_real['kernel_wait'] / 1e3:.3f}/{hta_real['other'] / 1e3:.3f})"
+                )
             name = str(path.relative_to(CORPUS)) if CORPUS in path.parents else path.name
-            print(f"| {name} | {dev.device} | {hd['streams']} | {ms(dc['device_idle'])} | {ms(dc['fully_idle'])} | "
-                  f"{ms(hd['total'])} ({ms(hd['host_wait'])}/{ms(hd['kernel_wait'])}/{ms(hd['other'])}) | "
-                  f"{ms(hd_cut['total'])} | {real} | "
-                  f"{ms(streams_delta)} | {ms(dc['copies'])} | {ms(dc['min_gap'])} | {ms(dc['window'])} | {ms(dc['edges'])} |",
-                  flush=True)
-    print("\nAll figures in ms. gapscope idle = HTA def. − streams Δ + copies − <min_gap + window "
-          "(stream edges are part of streams Δ: idle before a stream's first op is not idle to HTA).")
+            print(
+                f"| {name} | {dev.device} | {hd['streams']} | {ms(dc['device_idle'])} | {ms(dc['fully_idle'])} | "
+                f"{ms(hd['total'])} ({ms(hd['host_wait'])}/{ms(hd['kernel_wait'])}/{ms(hd['other'])}) | "
+                f"{ms(hd_cut['total'])} | {real} | "
+                f"{ms(streams_delta)} | {ms(dc['copies'])} | {ms(dc['min_gap'])} | {ms(dc['window'])} | {ms(dc['edges'])} |",
+                flush=True,
+            )
+    print(
+        "\nAll figures in ms. gapscope idle = HTA def. − streams Δ + copies − <min_gap + window "
+        "(stream edges are part of streams Δ: idle before a stream's first op is not idle to HTA)."
+    )
     return 0
 
 

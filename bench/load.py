@@ -64,7 +64,8 @@ def child_kb():
 """
 
 SCRIPTS: dict[str, str] = {
-    "gapscope.parsers.load": _PRELUDE + r"""
+    "gapscope.parsers.load": _PRELUDE
+    + r"""
 sys.path.insert(0, sys.argv[2])
 import numpy as np
 from gapscope import parsers
@@ -114,7 +115,8 @@ print(json.dumps({"time_s": dt, "cpu_s": cpu, "peak_kb": peak, "child_peak_kb": 
                   "kernels": int(k.sum()), "busy_ns": busy, "extent_ns": list(map(int, tr.extent_ns)),
                   "base_time_ns": tr.source.base_time_ns, "warnings": len(tr.warnings)}))
 """,
-    "msgspec typed": _PRELUDE + r"""
+    "msgspec typed": _PRELUDE
+    + r"""
 import msgspec
 class Ev(msgspec.Struct, omit_defaults=True):
     ph: str = ""
@@ -138,7 +140,8 @@ doc = dec.decode(data)
 dt = time.perf_counter() - t0
 print(json.dumps({"time_s": dt, "cpu_s": cpu_s() - c0, "peak_kb": rss_kb(), "base_kb": base, "events": len(doc.traceEvents)}))
 """,
-    "msgspec dicts": _PRELUDE + r"""
+    "msgspec dicts": _PRELUDE
+    + r"""
 import msgspec
 base = rss_kb()
 gc.disable()
@@ -149,7 +152,8 @@ doc = msgspec.json.decode(data)
 dt = time.perf_counter() - t0
 print(json.dumps({"time_s": dt, "cpu_s": cpu_s() - c0, "peak_kb": rss_kb(), "base_kb": base, "events": len(doc["traceEvents"])}))
 """,
-    "orjson dicts": _PRELUDE + r"""
+    "orjson dicts": _PRELUDE
+    + r"""
 import orjson
 base = rss_kb()
 gc.disable()
@@ -161,7 +165,8 @@ dt = time.perf_counter() - t0
 print(json.dumps({"time_s": dt, "cpu_s": cpu_s() - c0, "peak_kb": rss_kb(), "base_kb": base, "events": len(doc["traceEvents"])}))
 """,
     # HTA 0.5.0: TraceAnalysis(trace_dir=...) parses every rank file of a folder.
-    "HTA 0.5.0": _PRELUDE + r"""
+    "HTA 0.5.0": _PRELUDE
+    + r"""
 import logging, os, shutil, tempfile
 logging.disable(logging.WARNING)
 from hta.trace_analysis import TraceAnalysis
@@ -180,8 +185,11 @@ print(json.dumps({"time_s": dt, "cpu_s": cpu_s() - c0, "peak_kb": rss_kb(), "bas
 """,
 }
 
-SCRIPTS = {"gapscope.parsers.load": SCRIPTS["gapscope.parsers.load"], "gapscope.parsers.load 1 proc": SCRIPTS["gapscope.parsers.load"],
-           **{k: v for k, v in SCRIPTS.items() if k != "gapscope.parsers.load"}}
+SCRIPTS = {
+    "gapscope.parsers.load": SCRIPTS["gapscope.parsers.load"],
+    "gapscope.parsers.load 1 proc": SCRIPTS["gapscope.parsers.load"],
+    **{k: v for k, v in SCRIPTS.items() if k != "gapscope.parsers.load"},
+}
 #: Environment of each tool's subprocess beyond the inherited one.
 TOOL_ENV = {"gapscope.parsers.load 1 proc": {"GAPSCOPE_LOAD_PROCESSES": "1"}}
 
@@ -305,7 +313,9 @@ def main(argv: list[str] | None = None) -> int:
                 if tool in ("msgspec dicts", "orjson dicts"):
                     est = n * _DICT_BYTES_PER_EVENT + st.bytes
                     if est > 0.7 * avail:
-                        rows.append([label, file_col, tool, "-", "-", "-", "-", f"skipped: needs ~{est / 2**30:.0f} GB"])
+                        rows.append(
+                            [label, file_col, tool, "-", "-", "-", "-", f"skipped: needs ~{est / 2**30:.0f} GB"]
+                        )
                         print(fmt_row(rows[-1], widths), flush=True)
                         continue
                     if gz:
@@ -332,13 +342,28 @@ def main(argv: list[str] | None = None) -> int:
                         note += f", {ok[0]['warnings']} warnings"
                     target = ""
                     if n == 1_000_000 and not gz and tool == "gapscope.parsers.load":
-                        target = " [target ≤1.5 s, <1 GB: " + ("MET" if t <= 1.5 and max(peak, both) < 1 << 30 else "MISSED") + "]"
+                        target = (
+                            " [target ≤1.5 s, <1 GB: "
+                            + ("MET" if t <= 1.5 and max(peak, both) < 1 << 30 else "MISSED")
+                            + "]"
+                        )
                     if n == 5_000_000 and not gz and tool == "gapscope.parsers.load":
                         target = " [target <5 GB: " + ("MET" if max(peak, both) < 5 << 30 else "MISSED") + "]"
                     note += target
                 elif ok[0].get("events") not in (None, st.n_events):
                     note = f"{ok[0]['events']} rows"
-                rows.append([label, file_col, tool, f"{t:.2f}", f"{cpu:.2f}", f"{peak / 2**30:.2f} GB", f"{base / 2**20:.0f} MB", note])
+                rows.append(
+                    [
+                        label,
+                        file_col,
+                        tool,
+                        f"{t:.2f}",
+                        f"{cpu:.2f}",
+                        f"{peak / 2**30:.2f} GB",
+                        f"{base / 2**20:.0f} MB",
+                        note,
+                    ]
+                )
                 print(fmt_row(rows[-1], widths), flush=True)
     return 0
 

@@ -66,8 +66,7 @@ def inputs(kernels: int, events: int) -> tuple[Path, Path]:
 
 
 def _once(path: Path) -> dict:
-    proc = subprocess.run([sys.executable, "-c", _RUN, str(path)], capture_output=True, text=True, cwd=ROOT,
-                          check=True)
+    proc = subprocess.run([sys.executable, "-c", _RUN, str(path)], capture_output=True, text=True, cwd=ROOT, check=True)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -87,10 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     for name, path in (("nsys", nsys), ("kineto", kineto)):
         r = runs[name]
         med[name] = statistics.median(x["wall"] for x in r)
-        print(f"{name:7s} {path.name:32s} {path.stat().st_size / 1e6:8.1f} MB  {r[0]['events']:>9,} events  "
-              f"wall median {med[name]:.2f} s (min {min(x['wall'] for x in r):.2f})  "
-              f"cpu median {statistics.median(x['cpu'] for x in r):.2f} s  "
-              f"peak RSS {max(x['rss_mb'] for x in r):.0f} MB")
+        print(
+            f"{name:7s} {path.name:32s} {path.stat().st_size / 1e6:8.1f} MB  {r[0]['events']:>9,} events  "
+            f"wall median {med[name]:.2f} s (min {min(x['wall'] for x in r):.2f})  "
+            f"cpu median {statistics.median(x['cpu'] for x in r):.2f} s  "
+            f"peak RSS {max(x['rss_mb'] for x in r):.0f} MB"
+        )
     print(f"ratio nsys / kineto (median wall): {med['nsys'] / med['kineto']:.2f}")
     return 0
 

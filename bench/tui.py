@@ -72,12 +72,12 @@ def _pct(xs: list[float], q: float) -> float:
 
 
 async def _run(path: Path, size: tuple[int, int], repeats: int) -> dict:
+    from textual.widget import Widget
+
     from gapscope.parsers import load
     from gapscope.tui.factory import default_diagnose, make_app
     from gapscope.tui.screen import TraceScreen
     from gapscope.tui.swimlanes import Swimlanes
-
-    from textual.widget import Widget
 
     marks: dict[str, float] = {}
     renders: list[float] = []
@@ -121,7 +121,7 @@ async def _run(path: Path, size: tuple[int, int], repeats: int) -> dict:
             while not isinstance(app.screen, TraceScreen):
                 try:
                     await app.workers.wait_for_complete()
-                except Exception:
+                except Exception:  # noqa: BLE001 - a failed load is reported by app.error below
                     pass
                 await pilot.pause()
                 if app.error:
@@ -166,10 +166,14 @@ def main(argv: list[str] | None = None) -> int:
     path = Path(a.trace) if a.trace else _trace_path(a.events)
     r = asyncio.run(_run(path, (w, h), a.repeats))
     print(f"trace: {path} ({r['events']} events, {r['gaps']} gaps), terminal {w}x{h}")
-    print(f"load {r['load_s']:.2f} s, diagnose {r['diagnose_s']:.2f} s, first paint {1000 * r['first_paint_s']:.0f} ms after load+diagnosis")
+    print(
+        f"load {r['load_s']:.2f} s, diagnose {r['diagnose_s']:.2f} s, first paint {1000 * r['first_paint_s']:.0f} ms after load+diagnosis"
+    )
     for what in ("next gap", "zoom", "pan"):
-        print(f"{what:>9}: key→lanes repainted median {r[what + ' median_ms']:.1f} ms, p95 {r[what + ' p95_ms']:.1f} ms;"
-              f" all widgets settled median {r[what + ' settle_median_ms']:.1f} ms, p95 {r[what + ' settle_p95_ms']:.1f} ms ({r[what + ' samples']} samples)")
+        print(
+            f"{what:>9}: key→lanes repainted median {r[what + ' median_ms']:.1f} ms, p95 {r[what + ' p95_ms']:.1f} ms;"
+            f" all widgets settled median {r[what + ' settle_median_ms']:.1f} ms, p95 {r[what + ' settle_p95_ms']:.1f} ms ({r[what + ' samples']} samples)"
+        )
     return 0
 
 

@@ -17,8 +17,8 @@ import secrets
 import socket
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 __all__ = [
     "SUFFIX",
@@ -41,8 +41,9 @@ def _safe(part: str, max_len: int = 64) -> str:
     return s[:max_len] or "x"
 
 
-def trace_basename(label: str | None = None, *, host: str | None = None, pid: int | None = None,
-                   when_s: float | None = None) -> str:
+def trace_basename(
+    label: str | None = None, *, host: str | None = None, pid: int | None = None, when_s: float | None = None
+) -> str:
     """Return a trace file name ``HOST_PID_YYYYmmddTHHMMSSZ[_LABEL].pt.trace.json.gz``.
 
     ``host`` defaults to ``socket.gethostname()``, ``pid`` to ``os.getpid()`` and

@@ -25,8 +25,9 @@ import io
 import json
 import logging
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from gapscope.capture.profile import Profiler, Schedule, require_torch
 from gapscope.capture.toymodel import TEXT, Sizes, ToyDecoder, detokenize, tokenize
@@ -74,6 +75,7 @@ class Scenario:
 
 # -- decode and decode-graph ---------------------------------------------------------
 
+
 def _decode_sizes(ctx: Ctx) -> Sizes:
     return ctx.pick(
         # GPU: few, fat layers, so the per-token host work (the seed's .item() + logging
@@ -102,8 +104,9 @@ def _log_token(log: logging.Logger, i: int, out: list[int]) -> bool:
     stop strings, log a JSON record. Pure host work, on the critical path of every token."""
     text = detokenize(out)
     stop = _STOP.search(text) is not None
-    log.info("%s", json.dumps({"i": i, "token": out[-1], "text": text, "ids": out, "stop": stop},
-                              indent=1, sort_keys=True))
+    log.info(
+        "%s", json.dumps({"i": i, "token": out[-1], "text": text, "ids": out, "stop": stop}, indent=1, sort_keys=True)
+    )
     return stop
 
 
@@ -183,8 +186,10 @@ def _decode_graph(ctx: Ctx) -> Iterator[None]:
             body()
         replay = graph.replay
     else:
-        ctx.note("decode-graph: CUDA graphs need a GPU; on the CPU the same static-shape step runs eagerly, "
-                 "so this trace shows the loop's structure, not the launch savings")
+        ctx.note(
+            "decode-graph: CUDA graphs need a GPU; on the CPU the same static-shape step runs eagerly, "
+            "so this trace shows the loop's structure, not the launch savings"
+        )
         body()
 
     def request(stepwise: bool) -> None:
@@ -203,7 +208,7 @@ def _decode_graph(ctx: Ctx) -> Iterator[None]:
             if stepwise:
                 ctx.step()
         with ctx.rf("detokenize"):
-            detokenize(out_buf[len(ids): len(ids) + sz.new_tokens].cpu().tolist())  # one read, after the loop
+            detokenize(out_buf[len(ids) : len(ids) + sz.new_tokens].cpu().tolist())  # one read, after the loop
         if stepwise:
             ctx.step()
 
@@ -214,6 +219,7 @@ def _decode_graph(ctx: Ctx) -> Iterator[None]:
 
 
 # -- picket fence ----------------------------------------------------------------------
+
 
 def _picket_fence(ctx: Ctx) -> Iterator[None]:
     """Many tiny elementwise kernels launched one by one from a Python loop (launch-bound)."""
@@ -237,6 +243,7 @@ def _fence_schedule(ctx: Ctx) -> Schedule:
 
 # -- host island -------------------------------------------------------------------------
 
+
 def _host_island(ctx: Ctx) -> Iterator[None]:
     """GPU prefill, then CPU tokenize of the next request and a JSON response, then decode."""
     torch = ctx.torch
@@ -244,7 +251,7 @@ def _host_island(ctx: Ctx) -> Iterator[None]:
     layers = ctx.pick(gpu=8, cpu=4, tiny=2)
     words = ctx.pick(gpu=400, cpu=60, tiny=6)  # copies of TEXT tokenized per step
     g = torch.Generator().manual_seed(0)
-    w = [(torch.randn(n, n, generator=g) / n ** 0.5).to(ctx.device) for _ in range(layers)]
+    w = [(torch.randn(n, n, generator=g) / n**0.5).to(ctx.device) for _ in range(layers)]
     x = torch.randn(n, n, generator=g).to(ctx.device)
     text = " ".join([TEXT] * words)
     _ = x @ w[0]
@@ -270,6 +277,7 @@ def _host_schedule(ctx: Ctx) -> Schedule:
 
 # -- copy on the path ----------------------------------------------------------------------
 
+
 def _copy_on_path(ctx: Ctx) -> Iterator[None]:
     """Host numpy round trips force D2H and pageable H2D copies between kernels.
 
@@ -280,11 +288,13 @@ def _copy_on_path(ctx: Ctx) -> Iterator[None]:
     torch = ctx.torch
     rows, cols = ctx.pick(gpu=(4096, 1024), cpu=(256, 128), tiny=(32, 16))
     g = torch.Generator().manual_seed(0)
-    w = (torch.randn(cols, cols, generator=g) / cols ** 0.5).to(ctx.device)
+    w = (torch.randn(cols, cols, generator=g) / cols**0.5).to(ctx.device)
     batch_np = torch.randn(rows, cols, generator=g).numpy()  # the host-side batch, pageable memory
     if not ctx.cuda:
-        ctx.note("copy-on-path: on the CPU .cpu() and .to(device) do not copy; the trace shows the "
-                 "numpy round trips (aten::to, aten::copy_) on the CPU lane only")
+        ctx.note(
+            "copy-on-path: on the CPU .cpu() and .to(device) do not copy; the trace shows the "
+            "numpy round trips (aten::to, aten::copy_) on the CPU lane only"
+        )
     _ = torch.from_numpy(batch_np).to(ctx.device) @ w
     yield
     for _ in range(_copy_schedule(ctx).active + 1):
@@ -311,6 +321,7 @@ def _copy_schedule(ctx: Ctx) -> Schedule:
 
 # -- sync cliff ------------------------------------------------------------------------------
 
+
 def _sync_cliff(ctx: Ctx) -> Iterator[None]:
     """Each layer's result is read element by element on the host (``v.item()`` in a
     Python loop), and each step is timed with a device synchronize: the queue drains,
@@ -322,7 +333,7 @@ def _sync_cliff(ctx: Ctx) -> Iterator[None]:
     layers = ctx.pick(gpu=4, cpu=2, tiny=2)
     reads = ctx.pick(gpu=16, cpu=8, tiny=4)  # .item() calls per layer
     g = torch.Generator().manual_seed(0)
-    wq = [(torch.randn(n, n, generator=g) / n ** 0.5).to(ctx.device) for _ in range(layers)]
+    wq = [(torch.randn(n, n, generator=g) / n**0.5).to(ctx.device) for _ in range(layers)]
     x = torch.randn(n, n, generator=g).to(ctx.device)
     _ = (x @ wq[0]).sum().item()
     yield
@@ -333,7 +344,7 @@ def _sync_cliff(ctx: Ctx) -> Iterator[None]:
             with ctx.rf("matmul"):
                 h = h @ w
             with ctx.rf("attn"):
-                h = torch.softmax(h, dim=-1) @ x * (1.0 / n ** 0.5)
+                h = torch.softmax(h, dim=-1) @ x * (1.0 / n**0.5)
             with ctx.rf("check"):
                 peaks = h.abs().amax(dim=1)
                 if max(v.item() for v in peaks[:reads]) > 1e6:  # one sync per element read
@@ -352,31 +363,68 @@ def _sync_schedule(ctx: Ctx) -> Schedule:
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
-        Scenario("decode", "sync cliff + host island", "sync, host",
-                 "toy batch-1 decoder: tokenize, prefill, then per token decode_step, sample with .item(), a JSON log line; detokenize",
-                 _decode_schedule, _decode),
-        Scenario("decode-graph", "graph-captured decode", "launch (removed), residual host/launch",
-                 "the same decoder with the decode step captured in a CUDA graph and replayed; tokens read once after the loop",
-                 _decode_schedule, _decode_graph),
-        Scenario("picket-fence", "picket fence", "launch",
-                 "hundreds of tiny elementwise kernels per step from a Python loop, no syncs",
-                 _fence_schedule, _picket_fence),
-        Scenario("host-island", "host island", "host",
-                 "GPU prefill, then tokenize and JSON on the CPU while the GPU has nothing queued, then a decode step",
-                 _host_schedule, _host_island),
-        Scenario("copy-on-path", "copy on the path", "copy",
-                 "tensor.cpu().numpy(), a little numpy and torch.from_numpy(np).to(device) between kernels",
-                 _copy_schedule, _copy_on_path),
-        Scenario("sync-cliff", "sync cliff", "sync",
-                 "matmul + attention per layer, then a Python loop of .item() reads, torch.cuda.synchronize() for timing",
-                 _sync_schedule, _sync_cliff),
+        Scenario(
+            "decode",
+            "sync cliff + host island",
+            "sync, host",
+            "toy batch-1 decoder: tokenize, prefill, then per token decode_step, sample with .item(), a JSON log line; detokenize",
+            _decode_schedule,
+            _decode,
+        ),
+        Scenario(
+            "decode-graph",
+            "graph-captured decode",
+            "launch (removed), residual host/launch",
+            "the same decoder with the decode step captured in a CUDA graph and replayed; tokens read once after the loop",
+            _decode_schedule,
+            _decode_graph,
+        ),
+        Scenario(
+            "picket-fence",
+            "picket fence",
+            "launch",
+            "hundreds of tiny elementwise kernels per step from a Python loop, no syncs",
+            _fence_schedule,
+            _picket_fence,
+        ),
+        Scenario(
+            "host-island",
+            "host island",
+            "host",
+            "GPU prefill, then tokenize and JSON on the CPU while the GPU has nothing queued, then a decode step",
+            _host_schedule,
+            _host_island,
+        ),
+        Scenario(
+            "copy-on-path",
+            "copy on the path",
+            "copy",
+            "tensor.cpu().numpy(), a little numpy and torch.from_numpy(np).to(device) between kernels",
+            _copy_schedule,
+            _copy_on_path,
+        ),
+        Scenario(
+            "sync-cliff",
+            "sync cliff",
+            "sync",
+            "matmul + attention per layer, then a Python loop of .item() reads, torch.cuda.synchronize() for timing",
+            _sync_schedule,
+            _sync_cliff,
+        ),
     )
 }
 
 
-def run_scenario(name: str, out_dir: str = ".", *, tiny: bool = False, cuda: bool | None = None,
-                 record_shapes: bool = False, with_stack: bool = False,
-                 log: Callable[[str], None] | None = None) -> Profiler:
+def run_scenario(
+    name: str,
+    out_dir: str = ".",
+    *,
+    tiny: bool = False,
+    cuda: bool | None = None,
+    record_shapes: bool = False,
+    with_stack: bool = False,
+    log: Callable[[str], None] | None = None,
+) -> Profiler:
     """Run scenario ``name`` under a ``Profiler`` writing to ``out_dir``; return the profiler.
 
     ``profiler.traces`` lists the written trace (one file, label = scenario name).
@@ -388,8 +436,15 @@ def run_scenario(name: str, out_dir: str = ".", *, tiny: bool = False, cuda: boo
     torch = require_torch()
     torch.manual_seed(0)
     use_cuda = bool(torch.cuda.is_available()) if cuda is None else bool(cuda and torch.cuda.is_available())
-    prof = Profiler(out_dir, label=name, cuda=cuda, record_shapes=record_shapes, with_stack=with_stack,
-                    log=log, metadata={"scenario": name, "smell": sc.smell, "tiny": tiny})
+    prof = Profiler(
+        out_dir,
+        label=name,
+        cuda=cuda,
+        record_shapes=record_shapes,
+        with_stack=with_stack,
+        log=log,
+        metadata={"scenario": name, "smell": sc.smell, "tiny": tiny},
+    )
     ctx = Ctx(torch, use_cuda, tiny, prof.say)
     prof.schedule = sc.schedule(ctx)
     gen = sc.fn(ctx)

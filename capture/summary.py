@@ -61,8 +61,10 @@ def summary_line(path: str | os.PathLike) -> str:
         parts = []
         for dev in d.devices:
             n_gaps = int((d.gaps.device == dev.device).sum())
-            parts.append(f"GPU {dev.device}: idle {_fmt_ns(dev.idle_ns)} of {_fmt_ns(dev.window_ns)} "
-                         f"({_pct(dev.idle_ns, dev.window_ns)}) in {n_gaps} gaps")
+            parts.append(
+                f"GPU {dev.device}: idle {_fmt_ns(dev.idle_ns)} of {_fmt_ns(dev.window_ns)} "
+                f"({_pct(dev.idle_ns, dev.window_ns)}) in {n_gaps} gaps"
+            )
         totals = d.class_totals_ns()
         idle = sum(int(v) for v in totals.values())
         causes = sorted(((int(v), k) for k, v in totals.items() if int(v) > 0), key=lambda t: (-t[0], int(t[1])))

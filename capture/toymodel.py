@@ -94,7 +94,7 @@ class ToyDecoder:
         """Layer ``i`` projections of ``h`` ``[T, d]``: q, k, v each ``[T, d]``."""
         d = self.sizes.d_model
         qkv = h @ self.wqkv[i]
-        return qkv[:, :d], qkv[:, d:2 * d], qkv[:, 2 * d:]
+        return qkv[:, :d], qkv[:, d : 2 * d], qkv[:, 2 * d :]
 
     def _attend(self, i: int, h: Any, q: Any, mask: Any) -> Any:
         """Attention of ``q`` over layer ``i``'s cache (``mask`` ``[T, max_len]``, True = hidden) + MLP."""

@@ -34,6 +34,7 @@ SUMMARIES = {
     "exercise": "work through a timeline exercise with the six-step protocol",
 }
 
+
 def usage() -> str:
     """Top-level help text listing the subcommands."""
     lines = [
@@ -112,5 +113,7 @@ def guarded(name: str, rest: list[str]) -> int:
 
 def _one_line(text: str) -> str:
     """``text`` on one line, control characters made visible, at most 300 characters."""
-    out = "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" if ord(ch) < 256 else f"\\u{ord(ch):04x}" for ch in text)
+    out = "".join(
+        ch if ch.isprintable() else f"\\x{ord(ch):02x}" if ord(ch) < 256 else f"\\u{ord(ch):04x}" for ch in text
+    )
     return out if len(out) <= 300 else out[:299] + "…"

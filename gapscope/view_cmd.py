@@ -33,7 +33,11 @@ def _parser() -> argparse.ArgumentParser:
             f" a sync-signature copy is <= {d.small_copy_max_bytes // 1024} KiB"
         ),
     )
-    p.add_argument("trace", nargs="?", help="Kineto/Chrome trace JSON (.json, .json.gz), ASCII timeline (.txt) or Nsight Systems export (.sqlite, .nsys-rep); default: bundled decode-step sample")
+    p.add_argument(
+        "trace",
+        nargs="?",
+        help="Kineto/Chrome trace JSON (.json, .json.gz), ASCII timeline (.txt) or Nsight Systems export (.sqlite, .nsys-rep); default: bundled decode-step sample",
+    )
     return p
 
 
@@ -48,7 +52,6 @@ def main(argv: list[str] | None = None) -> int:
         path = args.trace
     from gapscope.parsers.detect import sniff
     from gapscope.parsers.errors import TraceFormatError
-
     from gapscope.report.cmd import error_line
 
     try:

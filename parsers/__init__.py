@@ -6,8 +6,8 @@ raises ``TraceFormatError`` (path, line, column, hint); nothing else escapes.
 Imports numpy and msgspec only (no UI library).
 """
 
+from gapscope.parsers.detect import load
 from gapscope.parsers.errors import TraceFormatError
 from gapscope.parsers.model import CopyKind, Kind, Lane, SourceInfo, Trace, TraceWarning
-from gapscope.parsers.detect import load
 
 __all__ = ["load", "Trace", "Kind", "Lane", "SourceInfo", "TraceWarning", "CopyKind", "TraceFormatError"]

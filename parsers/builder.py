@@ -58,8 +58,15 @@ class TraceBuilder:
         k = len(self._lanes)
         self._lane_index[key] = k
         self._lanes.append(
-            dict(pid=key[0], tid=key[1], process_name=process_name or key[0],
-                 thread_name=thread_name or key[1], is_gpu=is_gpu, device=device, stream=stream)
+            dict(
+                pid=key[0],
+                tid=key[1],
+                process_name=process_name or key[0],
+                thread_name=thread_name or key[1],
+                is_gpu=is_gpu,
+                device=device,
+                stream=stream,
+            )
         )
         return k
 
@@ -90,8 +97,20 @@ class TraceBuilder:
     ) -> int:
         """Add one event; returns its builder index (usable in ``flow``)."""
         self._rows.append(
-            (int(start_ns), int(dur_ns), lane, self.intern(name), int(kind), int(correlation),
-             int(bytes), int(copy_kind), bool(pageable), float(value), int(line), int(external_id))
+            (
+                int(start_ns),
+                int(dur_ns),
+                lane,
+                self.intern(name),
+                int(kind),
+                int(correlation),
+                int(bytes),
+                int(copy_kind),
+                bool(pageable),
+                float(value),
+                int(line),
+                int(external_id),
+            )
         )
         self._args.append(args)
         return len(self._rows) - 1
@@ -114,7 +133,10 @@ class TraceBuilder:
             d = self._lanes[old]
             lane_objs.append(Lane(index=new, sort_key=(not d["is_gpu"], d["device"], d["stream"], new), **d))
         cols = list(zip(*self._rows)) if self._rows else [()] * 12
-        arr = lambda i, dt: np.array(cols[i], dtype=dt)
+
+        def arr(i, dt):
+            return np.array(cols[i], dtype=dt)
+
         lane_col = arr(2, np.int32)
         if lane_col.size:
             lane_col = remap[lane_col]
@@ -124,17 +146,37 @@ class TraceBuilder:
             f = np.array(self._flows, dtype=np.int64)
             flows = (f[:, 0], f[:, 1])
         return Trace.from_columns(
-            start_ns=arr(0, np.int64), dur_ns=arr(1, np.int64), lane=lane_col,
-            name_id=arr(3, np.int32), kind=arr(4, np.int8), correlation=arr(5, np.int64),
-            bytes_=arr(6, np.int64), copy_kind=arr(7, np.int8), pageable=arr(8, bool),
-            value=arr(9, np.float64), src_line=arr(10, np.int32), external_id=arr(11, np.int64),
-            names=self._names, lanes=lane_objs, source=self.source, warnings=self.warnings,
-            flows=flows, args_loader=(lambda i: args[i] or {}),
+            start_ns=arr(0, np.int64),
+            dur_ns=arr(1, np.int64),
+            lane=lane_col,
+            name_id=arr(3, np.int32),
+            kind=arr(4, np.int8),
+            correlation=arr(5, np.int64),
+            bytes_=arr(6, np.int64),
+            copy_kind=arr(7, np.int8),
+            pageable=arr(8, bool),
+            value=arr(9, np.float64),
+            src_line=arr(10, np.int32),
+            external_id=arr(11, np.int64),
+            names=self._names,
+            lanes=lane_objs,
+            source=self.source,
+            warnings=self.warnings,
+            flows=flows,
+            args_loader=(lambda i: args[i] or {}),
         )
 
 
 def _ordered_lanes(lanes: list[dict]) -> list[tuple[int, int]]:
     """(old index, new index) pairs: CPU lanes first in creation order, then GPU lanes
     by (device, stream)."""
-    keyed = sorted(range(len(lanes)), key=lambda i: (lanes[i]["is_gpu"], lanes[i]["device"] if lanes[i]["is_gpu"] else 0, lanes[i]["stream"] if lanes[i]["is_gpu"] else 0, i))
+    keyed = sorted(
+        range(len(lanes)),
+        key=lambda i: (
+            lanes[i]["is_gpu"],
+            lanes[i]["device"] if lanes[i]["is_gpu"] else 0,
+            lanes[i]["stream"] if lanes[i]["is_gpu"] else 0,
+            i,
+        ),
+    )
     return [(old, new) for new, old in enumerate(keyed)]

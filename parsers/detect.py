@@ -37,8 +37,9 @@ def _open_regular(p: str):
     if stat.S_ISDIR(st.st_mode):
         raise TraceFormatError(p, "is a directory, not a trace file", hint="pass a .json, .json.gz or .txt file")
     if not stat.S_ISREG(st.st_mode):
-        raise TraceFormatError(p, "not a regular file (a pipe, device or socket)",
-                               hint="save the trace to a file first")
+        raise TraceFormatError(
+            p, "not a regular file (a pipe, device or socket)", hint="save the trace to a file first"
+        )
     try:
         return open(p, "rb")
     except OSError as exc:
@@ -54,8 +55,9 @@ def inflate_limit(compressed_bytes: int) -> int:
     return max(MIN_INFLATE_LIMIT, MAX_INFLATE_RATIO * compressed_bytes)
 
 
-def read_bytes(path: str | os.PathLike, mutable_min_bytes: int | None = None,
-               stat_out: list | None = None) -> bytes | bytearray:
+def read_bytes(
+    path: str | os.PathLike, mutable_min_bytes: int | None = None, stat_out: list | None = None
+) -> bytes | bytearray:
     """Return the file's bytes, decompressed when gzip (all members, RFC 1952).
 
     A plain file of at least ``mutable_min_bytes`` comes back as a ``bytearray`` (read
@@ -121,9 +123,11 @@ def _gunzip_all(path: str, data: bytes | bytearray, limit: int) -> bytes:
             break
         total += len(chunk)
         if total > limit:
-            raise TraceFormatError(path, f"gzip data expands to more than {limit:,} bytes "
-                                   f"({len(data):,} bytes compressed); refusing to load it",
-                                   hint="a real trace inflates 10-50x; set GAPSCOPE_MAX_TRACE_BYTES to raise the limit")
+            raise TraceFormatError(
+                path,
+                f"gzip data expands to more than {limit:,} bytes ({len(data):,} bytes compressed); refusing to load it",
+                hint="a real trace inflates 10-50x; set GAPSCOPE_MAX_TRACE_BYTES to raise the limit",
+            )
         out.append(chunk)
         rest = d.unused_data
         if not d.eof:  # truncated member: keep what we have, the JSON loader warns
@@ -156,7 +160,7 @@ def sniff(path: str | os.PathLike) -> str:
             raise TraceFormatError(p, f"cannot read: {exc.strerror or exc}") from None
     from gapscope.parsers.nsys import files as nsys_files
 
-    nsight = nsys_files.kind_of(p, raw[:nsys_files.HEAD_BYTES])
+    nsight = nsys_files.kind_of(p, raw[: nsys_files.HEAD_BYTES])
     if nsight is not None:
         return nsys_files.sniff(p, nsight)
     data = raw
@@ -175,7 +179,9 @@ def _check_head(p: str, data: bytes, complete: bool) -> str:
     else its head): ``"chrome"`` or ``"ascii"``, or ``TraceFormatError``."""
     head = data[:4096].lstrip(b"\xef\xbb\xbf \t\r\n")
     if not head:
-        raise TraceFormatError(p, "file is empty", line=1, column=1, hint="expected Chrome trace JSON or an ASCII timeline")
+        raise TraceFormatError(
+            p, "file is empty", line=1, column=1, hint="expected Chrome trace JSON or an ASCII timeline"
+        )
     if head[:1] in (b"{", b"["):
         from gapscope.parsers.nsys.json_export import refuse_json_export
 
@@ -185,16 +191,26 @@ def _check_head(p: str, data: bytes, complete: bool) -> str:
         from gapscope.parsers.nsys.files import refuse_compressed
 
         refuse_compressed(p, data)
-        raise TraceFormatError(p, "binary file, not a trace", line=1, column=1,
-                               hint="expected Chrome trace JSON (.json/.json.gz), an ASCII timeline or an Nsight "
-                                    "Systems export (.sqlite, .nsys-rep)")
+        raise TraceFormatError(
+            p,
+            "binary file, not a trace",
+            line=1,
+            column=1,
+            hint="expected Chrome trace JSON (.json/.json.gz), an ASCII timeline or an Nsight "
+            "Systems export (.sqlite, .nsys-rep)",
+        )
     try:
         text = codecs.getincrementaldecoder("utf-8")().decode(data, final=complete)
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise TraceFormatError(p, "not UTF-8 text and not JSON", line=line, column=col,
-                               hint="expected Chrome trace JSON or an ASCII timeline") from None
+        raise TraceFormatError(
+            p,
+            "not UTF-8 text and not JSON",
+            line=line,
+            column=col,
+            hint="expected Chrome trace JSON or an ASCII timeline",
+        ) from None
     from gapscope.parsers.ascii import timeline_shape
     from gapscope.parsers.ascii.common import split_lines
 
@@ -261,19 +277,24 @@ def _refuse_json_scalar(p: str, data) -> None:
         return
     kind = {type(None): "null", bool: "true/false", str: "string", int: "number", float: "number"}.get(type(value))
     if kind is not None:
-        raise TraceFormatError(p, f"a JSON {kind}, not a trace", line=1, column=1,
-                               hint='expected Chrome Trace Event Format JSON ({"traceEvents": [...]}) or an ASCII timeline')
+        raise TraceFormatError(
+            p,
+            f"a JSON {kind}, not a trace",
+            line=1,
+            column=1,
+            hint='expected Chrome Trace Event Format JSON ({"traceEvents": [...]}) or an ASCII timeline',
+        )
 
 
 def _load(p: str, data: bytes | bytearray, pending=None, read_stat=None) -> Trace:
     skip = text_start(data)  # a JSON text may start with any amount of blanks
-    if data[skip:skip + 1] == b"{":
+    if data[skip : skip + 1] == b"{":
         from gapscope.parsers.nsys.json_export import refuse_json_export
 
         refuse_json_export(p, data, skip)  # Nsight's one-record-per-line JSON
-    if data[skip:skip + 1] not in (b"{", b"["):
+    if data[skip : skip + 1] not in (b"{", b"["):
         _refuse_json_scalar(p, data)  # JSON, but not a trace (nor a timeline)
-    if data[skip:skip + 1] in (b"{", b"[") or _check_head(p, bytes(data[:4096]), False) == "chrome":
+    if data[skip : skip + 1] in (b"{", b"[") or _check_head(p, bytes(data[:4096]), False) == "chrome":
         from gapscope.parsers.chrome.loader import load_chrome
 
         return load_chrome(data, p, pending, read_stat)
@@ -282,8 +303,13 @@ def _load(p: str, data: bytes | bytearray, pending=None, read_stat=None) -> Trac
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise TraceFormatError(p, "not UTF-8 text and not JSON", line=line, column=col,
-                               hint="expected Chrome trace JSON or an ASCII timeline") from None
+        raise TraceFormatError(
+            p,
+            "not UTF-8 text and not JSON",
+            line=line,
+            column=col,
+            hint="expected Chrome trace JSON or an ASCII timeline",
+        ) from None
     from gapscope.parsers.ascii import load_ascii
 
     return load_ascii(text, p)

@@ -55,20 +55,52 @@ KINETO_CATS = frozenset(CAT_KIND) | {"ac2g", "async_gpu", "async_cpu_to_gpu", "f
 #: Kineto flow categories linking a runtime call and its GPU op (same id as ``correlation``).
 KINETO_FLOW_CATS = frozenset({"ac2g", "async_gpu", "async_cpu_to_gpu", "async"})
 
-_LAUNCH_EXACT = frozenset({
-    "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchKernelEx", "cudaLaunchCooperativeKernel",
-    "cudaLaunchCooperativeKernelMultiDevice", "cudaLaunchDevice", "cudaGraphLaunch",
-    "cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel", "cuLaunchGrid", "cuGraphLaunch",
-    "hipLaunchKernel", "hipExtLaunchKernel", "hipModuleLaunchKernel", "hipExtModuleLaunchKernel",
-    "hipLaunchCooperativeKernel", "hipGraphLaunch", "hipHccModuleLaunchKernel", "hipExtLaunchMultiKernelMultiDevice",
-})
-_SYNC_EXACT = frozenset({
-    "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaStreamWaitEvent",
-    "cudaEventQuery", "cudaStreamQuery", "cudaThreadSynchronize",
-    "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize", "cuStreamWaitEvent", "cuEventQuery",
-    "hipStreamSynchronize", "hipDeviceSynchronize", "hipEventSynchronize", "hipStreamWaitEvent",
-    "hipEventQuery", "hipStreamQuery",
-})
+_LAUNCH_EXACT = frozenset(
+    {
+        "cudaLaunchKernel",
+        "cudaLaunchKernelExC",
+        "cudaLaunchKernelEx",
+        "cudaLaunchCooperativeKernel",
+        "cudaLaunchCooperativeKernelMultiDevice",
+        "cudaLaunchDevice",
+        "cudaGraphLaunch",
+        "cuLaunchKernel",
+        "cuLaunchKernelEx",
+        "cuLaunchCooperativeKernel",
+        "cuLaunchGrid",
+        "cuGraphLaunch",
+        "hipLaunchKernel",
+        "hipExtLaunchKernel",
+        "hipModuleLaunchKernel",
+        "hipExtModuleLaunchKernel",
+        "hipLaunchCooperativeKernel",
+        "hipGraphLaunch",
+        "hipHccModuleLaunchKernel",
+        "hipExtLaunchMultiKernelMultiDevice",
+    }
+)
+_SYNC_EXACT = frozenset(
+    {
+        "cudaStreamSynchronize",
+        "cudaDeviceSynchronize",
+        "cudaEventSynchronize",
+        "cudaStreamWaitEvent",
+        "cudaEventQuery",
+        "cudaStreamQuery",
+        "cudaThreadSynchronize",
+        "cuStreamSynchronize",
+        "cuCtxSynchronize",
+        "cuEventSynchronize",
+        "cuStreamWaitEvent",
+        "cuEventQuery",
+        "hipStreamSynchronize",
+        "hipDeviceSynchronize",
+        "hipEventSynchronize",
+        "hipStreamWaitEvent",
+        "hipEventQuery",
+        "hipStreamQuery",
+    }
+)
 
 
 def runtime_kind(name: str) -> Kind:
@@ -86,8 +118,11 @@ def runtime_kind(name: str) -> Kind:
     low = name.lower()
     if low.startswith(("cudamemcpy", "cumemcpy", "hipmemcpy", "mtiamemcpy")):
         return Kind.MEMCPY_CALL
-    if ("launchkernel" in low or low.startswith(("cudalaunch", "culaunch", "hiplaunch", "hipextlaunch", "hipmodulelaunch"))
-            or low.endswith("graphlaunch")):
+    if (
+        "launchkernel" in low
+        or low.startswith(("cudalaunch", "culaunch", "hiplaunch", "hipextlaunch", "hipmodulelaunch"))
+        or low.endswith("graphlaunch")
+    ):
         return Kind.LAUNCH
     if low.startswith("mtia") and "launch" in low:
         return Kind.LAUNCH
@@ -118,10 +153,19 @@ def kind_of(cat: str | None, name: str, ph: str) -> Kind:
 
 
 _COPY_WORDS = (
-    ("htod", CopyKind.H2D), ("h2d", CopyKind.H2D), ("dtoh", CopyKind.D2H), ("d2h", CopyKind.D2H),
-    ("dtod", CopyKind.D2D), ("d2d", CopyKind.D2D), ("htoh", CopyKind.H2H), ("h2h", CopyKind.H2H),
-    ("ptop", CopyKind.P2P), ("p2p", CopyKind.P2P), ("device_to_host", CopyKind.D2H),
-    ("host_to_device", CopyKind.H2D), ("device_to_device", CopyKind.D2D),
+    ("htod", CopyKind.H2D),
+    ("h2d", CopyKind.H2D),
+    ("dtoh", CopyKind.D2H),
+    ("d2h", CopyKind.D2H),
+    ("dtod", CopyKind.D2D),
+    ("d2d", CopyKind.D2D),
+    ("htoh", CopyKind.H2H),
+    ("h2h", CopyKind.H2H),
+    ("ptop", CopyKind.P2P),
+    ("p2p", CopyKind.P2P),
+    ("device_to_host", CopyKind.D2H),
+    ("host_to_device", CopyKind.H2D),
+    ("device_to_device", CopyKind.D2D),
 )
 #: hipMemcpyKind / cudaMemcpyKind numbers (0 H2H, 1 H2D, 2 D2H, 3 D2D, 4 default).
 _COPY_NUMBERS = {0: CopyKind.H2H, 1: CopyKind.H2D, 2: CopyKind.D2H, 3: CopyKind.D2D}

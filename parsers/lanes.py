@@ -22,7 +22,15 @@ import numpy as np
 
 from gapscope.parsers.model import Lane
 
-__all__ = ["id_text", "LaneInfo", "Metadata", "build_lanes", "MAX_DEVICE_INDEX", "PSEUDO_DEVICE_BASE", "is_device_index"]
+__all__ = [
+    "id_text",
+    "LaneInfo",
+    "Metadata",
+    "build_lanes",
+    "MAX_DEVICE_INDEX",
+    "PSEUDO_DEVICE_BASE",
+    "is_device_index",
+]
 
 #: Largest device index taken from a pid or ``args.device`` (no node has more GPUs).
 MAX_DEVICE_INDEX = 255
@@ -143,8 +151,18 @@ def build_lanes(infos: list[LaneInfo], meta: Metadata) -> tuple[list[Lane], np.n
     lanes = []
     for i, (sort_key, pid, tid, pname, tname, info) in enumerate(built):
         index_of[(pid, tid)] = i
-        lanes.append(Lane(index=i, pid=pid, tid=tid, process_name=pname, thread_name=tname,
-                          is_gpu=info.is_gpu, device=info.device if info.is_gpu else -1,
-                          stream=max(info.stream, -1) if info.is_gpu else -1, sort_key=sort_key))
+        lanes.append(
+            Lane(
+                index=i,
+                pid=pid,
+                tid=tid,
+                process_name=pname,
+                thread_name=tname,
+                is_gpu=info.is_gpu,
+                device=info.device if info.is_gpu else -1,
+                stream=max(info.stream, -1) if info.is_gpu else -1,
+                sort_key=sort_key,
+            )
+        )
     remap = np.array([index_of[k] for k in raw_to_key], dtype=np.int32)
     return lanes, remap

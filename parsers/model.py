@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any, Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -82,8 +83,9 @@ class CopyKind(enum.IntEnum):
     UNKNOWN = 6
 
 
-def link_by_correlation(kind: np.ndarray, correlation: np.ndarray,
-                        start_ns: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def link_by_correlation(
+    kind: np.ndarray, correlation: np.ndarray, start_ns: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Pair CPU runtime calls with GPU ops sharing a ``correlation`` id (CUDA/CUPTI).
 
     ``kind``: int8 ``Kind`` per event; ``correlation``: int64 (-1 = none); calls are
@@ -118,7 +120,7 @@ def link_by_correlation(kind: np.ndarray, correlation: np.ndarray,
         width = np.int64(inv.max() + 2)
         _, cinv = np.unique(np.concatenate((c_corr, g_corr)), return_inverse=True)
         c_key = cinv[: ci.size].astype(np.int64) * width + inv[: ci.size]
-        g_key = cinv[ci.size:].astype(np.int64) * width + inv[ci.size:]
+        g_key = cinv[ci.size :].astype(np.int64) * width + inv[ci.size :]
         o = np.argsort(c_key, kind="stable")
         ck = c_key[o]
         before = np.searchsorted(ck, g_key, side="right") - 1
@@ -310,16 +312,12 @@ class Trace:
             return {}
         try:
             return dict(self._args_loader(int(i)) or {})
-        except Exception:  # args are display-only; never fail a view on them
+        except Exception:  # noqa: BLE001 - args are display-only; never fail a view on them
             return {}
 
     def gpu_lanes(self, device: int | None = None) -> list[int]:
         """Indices of GPU lanes, optionally only those of ``device``."""
-        return [
-            ln.index
-            for ln in self.lanes
-            if ln.is_gpu and (device is None or ln.device == device)
-        ]
+        return [ln.index for ln in self.lanes if ln.is_gpu and (device is None or ln.device == device)]
 
     def devices(self) -> list[int]:
         """Sorted GPU device indices that have at least one lane."""
@@ -358,7 +356,7 @@ class Trace:
         args_loader: Callable[[int], dict] | None = None,
         extent_mask: np.ndarray | None = None,
         apart_kinds: Collection[Kind] = (),
-    ) -> "Trace":
+    ) -> Trace:
         """Build a ``Trace`` from unsorted columns (one element per event).
 
         Sorts once by (lane, start_ns, -dur_ns), computes ``lane_offsets`` and nesting
@@ -427,6 +425,7 @@ class Trace:
             if order is None:
                 loader = args_loader
             else:
+
                 def loader(i, _order=order, _f=args_loader):
                     return _f(int(_order[i]))
 

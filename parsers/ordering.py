@@ -53,8 +53,9 @@ def sort_order(lane: np.ndarray, start: np.ndarray, dur: np.ndarray, nlanes: int
     return order
 
 
-def nesting_depth(start: np.ndarray, dur: np.ndarray, lane_offsets: np.ndarray,
-                  apart: np.ndarray | None = None) -> np.ndarray:
+def nesting_depth(
+    start: np.ndarray, dur: np.ndarray, lane_offsets: np.ndarray, apart: np.ndarray | None = None
+) -> np.ndarray:
     """int16 depth of each event = number of earlier events on its lane still open at its start.
 
     ``start``/``dur``: int64 ns, sorted by (lane, start, -dur); ``lane_offsets`` (int64,

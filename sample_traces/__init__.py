@@ -19,4 +19,6 @@ def path(name: str = DEFAULT) -> Path:
 def names() -> list[str]:
     """Names of the bundled samples (files, not folders), sorted."""
     root = resources.files(__name__)
-    return sorted(p.name for p in root.iterdir() if p.is_file() and not p.name.startswith(("_", ".")) and p.name != "README.md")
+    return sorted(
+        p.name for p in root.iterdir() if p.is_file() and not p.name.startswith(("_", ".")) and p.name != "README.md"
+    )

@@ -11,8 +11,16 @@ from pathlib import Path
 Step = list[tuple[str, int, int, int, tuple[str, int, int] | None]]
 
 
-def kineto(path: Path, step: Step, *, steps: int = 6, step_us: int = 1000, gpu: str = "NVIDIA H100",
-           step_us_of=None, step_of=None) -> Path:
+def kineto(
+    path: Path,
+    step: Step,
+    *,
+    steps: int = 6,
+    step_us: int = 1000,
+    gpu: str = "NVIDIA H100",
+    step_us_of=None,
+    step_of=None,
+) -> Path:
     """Write a Kineto trace with ``steps`` ``ProfilerStep#N`` ranges of ``step_us``
     (or ``step_us_of(k)``) each, every step laid out as ``step`` (or ``step_of(k)``):
     each kernel launched by ``cudaLaunchKernel`` on the main thread (correlation and
@@ -28,21 +36,43 @@ def kineto(path: Path, step: Step, *, steps: int = 6, step_us: int = 1000, gpu: 
     for k in range(steps):
         length = step_us_of(k) if step_us_of else step_us
         ev.append(dict(ph="X", cat="user_annotation", name=f"ProfilerStep#{k}", pid=1, tid=1, ts=t0, dur=length))
-        for name, launch, start, end, host in (step_of(k) if step_of else step):
+        for name, launch, start, end, host in step_of(k) if step_of else step:
             if host is not None:
                 hname, hs, he = host
                 ev.append(dict(ph="X", cat="cpu_op", name=hname, pid=1, tid=1, ts=t0 + hs, dur=he - hs))
-            ev.append(dict(ph="X", cat="cuda_runtime", name="cudaLaunchKernel", pid=1, tid=1, ts=t0 + launch, dur=3,
-                           args=dict(correlation=corr)))
-            ev.append(dict(ph="X", cat="kernel", name=name, pid=0, tid=7, ts=t0 + start, dur=end - start,
-                           args=dict(device=0, stream=7, correlation=corr)))
+            ev.append(
+                dict(
+                    ph="X",
+                    cat="cuda_runtime",
+                    name="cudaLaunchKernel",
+                    pid=1,
+                    tid=1,
+                    ts=t0 + launch,
+                    dur=3,
+                    args=dict(correlation=corr),
+                )
+            )
+            ev.append(
+                dict(
+                    ph="X",
+                    cat="kernel",
+                    name=name,
+                    pid=0,
+                    tid=7,
+                    ts=t0 + start,
+                    dur=end - start,
+                    args=dict(device=0, stream=7, correlation=corr),
+                )
+            )
             ev.append(dict(ph="s", cat="ac2g", name="ac2g", id=corr, pid=1, tid=1, ts=t0 + launch))
             ev.append(dict(ph="f", cat="ac2g", name="ac2g", id=corr, pid=0, tid=7, ts=t0 + start, bp="e"))
             corr += 1
         t0 += length
-    doc = dict(schemaVersion=1, deviceProperties=[dict(id=0, name=gpu, totalGlobalMem=80 * 2**30, computeMajor=9,
-                                                       computeMinor=0, numSms=132)],
-               traceEvents=ev)
+    doc = dict(
+        schemaVersion=1,
+        deviceProperties=[dict(id=0, name=gpu, totalGlobalMem=80 * 2**30, computeMajor=9, computeMinor=0, numSms=132)],
+        traceEvents=ev,
+    )
     path.write_text(json.dumps(doc))
     return path
 

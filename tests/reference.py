@@ -229,7 +229,9 @@ def reference(path: str | Path) -> TraceRef:
     ref.n_events = len(events)
 
     epoch = any(
-        isinstance(e, dict) and isinstance(e.get("ts"), (int, Decimal)) and not isinstance(e.get("ts"), bool)
+        isinstance(e, dict)
+        and isinstance(e.get("ts"), (int, Decimal))
+        and not isinstance(e.get("ts"), bool)
         and e["ts"] > _EPOCH_US
         for e in events
     )
@@ -313,7 +315,7 @@ def provenance(md_path: str | Path) -> dict[str, dict]:
         m = _ROW.match(line)
         if not m:
             continue
-        rel = m.group(1)[len("traces/public/"):]
+        rel = m.group(1)[len("traces/public/") :]
         contents = line.rstrip().rstrip("|").split(" | ")[-1]
         info: dict = {"text": contents}
         if "NOT Chrome-trace" in contents:

@@ -10,6 +10,7 @@ from gapscope.analysis import Cause, Params, diagnose
 from gapscope.analysis.busy import complement, coverage, union_intervals
 from gapscope.parsers.builder import TraceBuilder
 from gapscope.parsers.model import CopyKind, Kind
+
 from .reference import slow_union
 
 US = 1_000
@@ -152,7 +153,11 @@ def test_decode_step_single():
     d = diagnose(decode_trace(1))
     g = d.gaps
     assert d.steps.source == "annotation" and d.steps.name == "decode_step"
-    assert list(zip(g.start_ns.tolist(), g.end_ns.tolist())) == [(0, 258 * US), (410 * US, 430 * US), (590 * US, 1_050 * US)]
+    assert list(zip(g.start_ns.tolist(), g.end_ns.tolist())) == [
+        (0, 258 * US),
+        (410 * US, 430 * US),
+        (590 * US, 1_050 * US),
+    ]
     # the 20 µs gap before attention: launch (back-to-back launches, nothing else on T)
     assert Cause(g.cause[1]) == Cause.LAUNCH and g.class_ns[1].tolist() == [0, 0, 20 * US, 0, 0, 0]
     assert g.class_ns[0].tolist() == [160 * US, 0, 8 * US, 90 * US, 0, 0]
@@ -175,16 +180,20 @@ def test_decode_step_single():
     assert own.cause == Cause.HOST and own.secondary is None and own.secondary_share == 0.0
     assert own.why.startswith("For 0.460 ms the GPU had no kernel to run")
     assert "logging callback" in own.why and "tensor.item()" not in own.why
-    assert ("The step repeats: this 0.460 ms after the step's last kernel and the 0.258 ms at its start "
-            "form one 0.718 ms idle stretch per token") in own.why and "host (77%), then sync (22%)" in own.why
+    assert (
+        "The step repeats: this 0.460 ms after the step's last kernel and the 0.258 ms at its start "
+        "form one 0.718 ms idle stretch per token"
+    ) in own.why and "host (77%), then sync (22%)" in own.why
     # gap 0 (the step's leading idle): sync 160 of 258 µs, then host 90
     lead = d.card(0)
     assert lead.cause == Cause.SYNC and lead.secondary == Cause.HOST
     assert lead.secondary_share == pytest.approx(90 / 258)
     assert "tensor.item()" in lead.why
     # one step in the file: no "step before" (the 0.460 ms comes after gap 0 in the file)
-    assert ("The step repeats: this 0.258 ms at the start of the step and the 0.460 ms after its last kernel "
-            "form one 0.718 ms idle stretch per token") in lead.why
+    assert (
+        "The step repeats: this 0.258 ms at the start of the step and the 0.460 ms after its last kernel "
+        "form one 0.718 ms idle stretch per token"
+    ) in lead.why
     assert "step before" not in lead.why and "across the step boundary" not in lead.why
     b = d.budget
     assert (b.wall_ns, b.gpu_busy_ns, b.idle_ns) == (1_050 * US, 312 * US, 738 * US)
@@ -234,8 +243,17 @@ def test_pageable_copy_named_with_bytes():
     b.event(gpu, "k1", 10 * US, 50 * US, Kind.KERNEL, correlation=1)
     b.event(cpu, "aten::to", 20 * US, 200 * US, Kind.CPU_OP)
     b.event(cpu, "cudaMemcpyAsync", 60 * US, 150 * US, Kind.MEMCPY_CALL, correlation=2)
-    b.event(gpu, "Memcpy DtoH (Device -> Pageable)", 62 * US, 140 * US, Kind.MEMCPY, correlation=2,
-            bytes=8 << 20, copy_kind=CopyKind.D2H, pageable=True)
+    b.event(
+        gpu,
+        "Memcpy DtoH (Device -> Pageable)",
+        62 * US,
+        140 * US,
+        Kind.MEMCPY,
+        correlation=2,
+        bytes=8 << 20,
+        copy_kind=CopyKind.D2H,
+        pageable=True,
+    )
     b.event(cpu, "cudaLaunchKernel", 225 * US, 5 * US, Kind.LAUNCH, correlation=3)
     b.event(gpu, "k2", 232 * US, 50 * US, Kind.KERNEL, correlation=3)
     d = diagnose(b.build())
@@ -254,8 +272,16 @@ def test_small_d2h_copy_is_sync_signature():
     cpu, gpu = _two_lanes(b)
     b.event(cpu, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
     b.event(gpu, "k1", 10 * US, 50 * US, Kind.KERNEL, correlation=1)
-    b.event(gpu, "Memcpy DtoH (Device -> Pageable)", 60 * US, 30 * US, Kind.MEMCPY, bytes=4,
-            copy_kind=CopyKind.D2H, pageable=True)
+    b.event(
+        gpu,
+        "Memcpy DtoH (Device -> Pageable)",
+        60 * US,
+        30 * US,
+        Kind.MEMCPY,
+        bytes=4,
+        copy_kind=CopyKind.D2H,
+        pageable=True,
+    )
     b.event(cpu, "cudaLaunchKernel", 95 * US, 5 * US, Kind.LAUNCH, correlation=3)
     b.event(gpu, "k2", 100 * US, 50 * US, Kind.KERNEL, correlation=3)
     g = diagnose(b.build()).gaps
@@ -290,8 +316,8 @@ def test_multi_stream_union_and_min_gap():
     g7 = b.lane("0", "7", is_gpu=True, device=0, stream=7)
     g8 = b.lane("0", "8", is_gpu=True, device=0, stream=8)
     b.event(g7, "a", 0, 10 * US, Kind.KERNEL)
-    b.event(g8, "b", 5 * US, 20 * US, Kind.KERNEL)       # overlaps a on another stream
-    b.event(g7, "c", 26 * US, 10 * US, Kind.KERNEL)      # 1 µs gap: below min_gap
+    b.event(g8, "b", 5 * US, 20 * US, Kind.KERNEL)  # overlaps a on another stream
+    b.event(g7, "c", 26 * US, 10 * US, Kind.KERNEL)  # 1 µs gap: below min_gap
     b.event(g8, "d", 50 * US, 10 * US, Kind.KERNEL)
     d = diagnose(b.build())
     assert d.devices[0].busy_ns == 45 * US

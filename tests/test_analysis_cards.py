@@ -56,14 +56,18 @@ def test_rank0_gap1_card_is_copy_with_group_context():
     assert g.class_ns[1].tolist() == [0, 9 * US, 0, 0, 0, 0]
     c = d.card(1)
     assert c.cause == Cause.COPY and c.secondary is None and c.smell == "copy on the path"
-    assert c.why.startswith("For 9.0 µs the GPU had no kernel to run: 9.0 µs copying (the GPU ran the copy "
-                            "`Memcpy HtoD (Pinned -> Device)`, 43.7 MiB")
+    assert c.why.startswith(
+        "For 9.0 µs the GPU had no kernel to run: 9.0 µs copying (the GPU ran the copy "
+        "`Memcpy HtoD (Pinned -> Device)`, 43.7 MiB"
+    )
     grp = d.groups[int(g.group[1])]
     assert (grp.steps_with_gap, grp.steps_total, grp.median_ns, grp.total_ns) == (5, 5, 5 * US, 28 * US)
     tot = g.class_ns[grp.gap_indices].sum(axis=0)
     order = np.argsort(-tot, kind="stable")
     mix = f"{Cause(int(order[0])).label} ({_pct(tot[order[0]], 28 * US)}), then {Cause(int(order[1])).label} ({_pct(tot[order[1]], 28 * US)})"
-    assert f"This position recurs in 5 of 5 steps (5.0 µs median per step); across the group the idle is {mix}." in c.why
+    assert (
+        f"This position recurs in 5 of 5 steps (5.0 µs median per step); across the group the idle is {mix}." in c.why
+    )
     assert "Memcpy HtoD (Pinned -> Device)" in c.first_experiment and "43.7 MiB" in c.first_experiment
 
 
@@ -75,7 +79,9 @@ def test_rank0_cards_agree_with_gaps_and_no_zero_secondary():
     # a second class under SECONDARY_MIN_SHARE of its gap (e.g. 5 µs of copy in a 70 ms
     # dependency stall) is no secondary class
     dur = np.maximum(g.dur_ns, 1)[:, None]
-    tiny = ((g.class_ns > 0) & (g.class_ns / dur < SECONDARY_MIN_SHARE)).any(axis=1) & (np.count_nonzero(g.class_ns, axis=1) == 2)
+    tiny = ((g.class_ns > 0) & (g.class_ns / dur < SECONDARY_MIN_SHARE)).any(axis=1) & (
+        np.count_nonzero(g.class_ns, axis=1) == 2
+    )
     assert tiny.any() and (g.secondary[tiny] == -1).all()
     rows = set(d.order_by_size()[:40].tolist()) | {1, 200} | set(d.groups[0].gap_indices.tolist())
     for i in sorted(rows):
@@ -163,8 +169,10 @@ def test_why_does_not_add_nested_calls_to_their_caller():
     i = int(np.argmax(d.gaps.dur_ns))
     assert d.gaps.dur_ns[i] == 110 * US
     why = d.card(i).why
-    assert ("`thread 1 (python)` spent 0.100 ms on host work (0.100 ms in `dataloader next` (of which 30.0 µs in "
-            "`aten::cat`, 20.0 µs in `aten::div`))") in why
+    assert (
+        "`thread 1 (python)` spent 0.100 ms on host work (0.100 ms in `dataloader next` (of which 30.0 µs in "
+        "`aten::cat`, 20.0 µs in `aten::div`))"
+    ) in why
     assert "thread `thread" not in why
 
 

@@ -5,7 +5,8 @@ and the expected ns are computed by hand in the comments."""
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gapscope.analysis import Cause, diagnose
 from gapscope.analysis.card_text import fmt_ms
@@ -140,11 +141,12 @@ def test_warm_up_gap_is_one_time_and_left_out_of_groups_budget_and_what_if():
             corr += 1
             b.event(t, "cudaLaunchKernel", base + (k0 - 6) * US, 5 * US, Kind.LAUNCH, correlation=corr)
             b.event(g0, f"k{k0}", base + k0 * US, 90 * US, Kind.KERNEL, correlation=corr)
-        b.event(t, "cudaMalloc" if s == 0 else "prepare", base + 100 * US, 600 * US,
-                Kind.RUNTIME if s == 0 else Kind.CPU_OP)
+        b.event(
+            t, "cudaMalloc" if s == 0 else "prepare", base + 100 * US, 600 * US, Kind.RUNTIME if s == 0 else Kind.CPU_OP
+        )
     d = diagnose(b.build())
     g = d.gaps
-    first = int(np.flatnonzero((g.start_ns == 100 * US))[0])
+    first = int(np.flatnonzero(g.start_ns == 100 * US)[0])
     assert g.one_time[first] and g.group[first] == -1
     others = np.flatnonzero((g.start_ns % (1000 * US) == 100 * US) & (g.start_ns > 1000 * US))
     assert others.size == 2 and not g.one_time[others].any() and (g.group[others] >= 0).all()
@@ -158,9 +160,18 @@ def test_warm_up_gap_is_one_time_and_left_out_of_groups_budget_and_what_if():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 400), st.integers(1, 60), st.integers(-30, 80), st.sampled_from(
-    ["aten::add", "cudaStreamSynchronize", "cudaEventQuery", "cudaMemcpyAsync", "tokenize"])),
-    min_size=2, max_size=12))
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 400),
+            st.integers(1, 60),
+            st.integers(-30, 80),
+            st.sampled_from(["aten::add", "cudaStreamSynchronize", "cudaEventQuery", "cudaMemcpyAsync", "tokenize"]),
+        ),
+        min_size=2,
+        max_size=12,
+    )
+)
 def test_queued_gaps_never_blame_the_cpu(plan):
     """Random kernel chains whose launch calls end before or after the previous kernel:
     whatever the CPU does, a queued gap holds only copy and dependency ns, a starved one
@@ -169,8 +180,11 @@ def test_queued_gaps_never_blame_the_cpu(plan):
     b = TraceBuilder()
     t, _side, (g0,) = _lanes(b)
     now = 0
-    names = {"cudaStreamSynchronize": Kind.SYNC_CALL, "cudaEventQuery": Kind.SYNC_CALL,
-             "cudaMemcpyAsync": Kind.MEMCPY_CALL}
+    names = {
+        "cudaStreamSynchronize": Kind.SYNC_CALL,
+        "cudaEventQuery": Kind.SYNC_CALL,
+        "cudaMemcpyAsync": Kind.MEMCPY_CALL,
+    }
     for k, (gap, dur, launch_shift, cpu) in enumerate(plan):
         start = now + gap * US
         call_end = start - launch_shift * US  # > start when the call came late
@@ -193,9 +207,9 @@ def test_queued_gaps_never_blame_the_cpu(plan):
 
 
 # ------------------------------------------------- the issue's examples, from the corpus
-from gapscope.parsers import load  # noqa: E402
-from gapscope import sample_traces  # noqa: E402
-from tests.conftest import CORPUS, require  # noqa: E402
+from gapscope import sample_traces
+from gapscope.parsers import load
+from tests.conftest import CORPUS, require
 
 
 def _diag(rel: str):

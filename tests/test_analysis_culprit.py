@@ -43,7 +43,11 @@ def test_deepest_range_with_time_of_its_own_is_the_culprit():
     d = _trace()
     g = d.gaps
     assert d.steps.source == "ProfilerStep" and len(d.steps) == 1  # a cpu_op step is a step
-    assert [(int(s), int(e)) for s, e in zip(g.start_ns, g.end_ns)] == [(60 * US, 460 * US), (500 * US, 900 * US), (950 * US, 990 * US)]
+    assert [(int(s), int(e)) for s, e in zip(g.start_ns, g.end_ns)] == [
+        (60 * US, 460 * US),
+        (500 * US, 900 * US),
+        (950 * US, 990 * US),
+    ]
     ev = d.evidence(0)
     names = [e.name for e in ev]
     assert "ProfilerStep#1" not in names and "## data ##" not in names  # step; 94.7% covered deeper
@@ -55,7 +59,9 @@ def test_deepest_range_with_time_of_its_own_is_the_culprit():
     assert c.first_experiment.startswith("The step waits for the next batch in `enumerate(DataLoader)#__next__`")
     assert "num_workers" in c.first_experiment and "pin_memory" in c.first_experiment
     assert "ProfilerStep" not in c.first_experiment
-    assert c.why.count("ProfilerStep") == c.why.count("inside `ProfilerStep#1` with no finer event")  # named as where, never as the work
+    assert c.why.count("ProfilerStep") == c.why.count(
+        "inside `ProfilerStep#1` with no finer event"
+    )  # named as where, never as the work
 
 
 def test_time_under_the_step_range_alone_is_uninstrumented():
@@ -64,9 +70,13 @@ def test_time_under_the_step_range_alone_is_uninstrumented():
     assert g.class_ns[1].tolist() == [0, 0, 5 * US, 395 * US, 0, 0]  # L = 395 µs > 0: host
     c = d.card(1)
     # uninstrumented: the gap less the 0.4 µs launch call (its path to the GPU included)
-    assert "0.395 ms inside `ProfilerStep#1` with no finer event recorded (uninstrumented Python or untraced work)" in c.why
+    assert (
+        "0.395 ms inside `ProfilerStep#1` with no finer event recorded (uninstrumented Python or untraced work)"
+        in c.why
+    )
     assert c.first_experiment.startswith(
-        "Find out what the CPU does for the 0.395 ms inside `ProfilerStep#1` with no finer event recorded")
+        "Find out what the CPU does for the 0.395 ms inside `ProfilerStep#1` with no finer event recorded"
+    )
     assert "Take `ProfilerStep#1`" not in c.first_experiment
     assert [(e.name, e.overlap_ns) for e in d.evidence(1)][0] == ("(no events recorded on this thread)", 395_000)
 
@@ -92,7 +102,9 @@ def test_resnet50_cards_name_the_dataloader_not_the_step():
         host = [e for e in c.evidence if e.cause == Cause.HOST]
         assert host[0].name == "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
         assert not any(e.name.startswith("ProfilerStep#") for e in d.evidence(i))
-        assert c.first_experiment.startswith("The step waits for the next batch in `enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__`")
+        assert c.first_experiment.startswith(
+            "The step waits for the next batch in `enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__`"
+        )
         assert "ProfilerStep" not in c.first_experiment
     assert d.evidence(int(top[0]))[0].overlap_ns == 59_329_000
     assert sum(d.class_totals_ns().values()) == d.total_idle_ns()
@@ -122,7 +134,9 @@ def test_a_far_larger_occurrence_is_a_one_off_not_the_recurring_gap():
     assert (grp.steps_with_gap, grp.steps_total, grp.median_ns, grp.total_ns) == (5, 6, 20 * US, 100 * US)
     assert grp.one_offs.tolist() == [big]
     why = d.card(big).why
-    assert why.endswith("This occurrence is 5.000 ms; at this position the median is 20.0 µs (5 of 6 steps): a one-off.")
+    assert why.endswith(
+        "This occurrence is 5.000 ms; at this position the median is 20.0 µs (5 of 6 steps): a one-off."
+    )
     assert "recurs" not in why
     small = int(grp.gap_indices[0])
     assert "This position recurs in 5 of 6 steps (20.0 µs median per step)" in d.card(small).why
@@ -164,9 +178,16 @@ def test_training_steps_get_steps_per_s_not_tokens():
         assert "token" not in (c.why + c.proof).lower()
 
 
-@pytest.mark.parametrize("name,decode", [("decode_step.txt", True), ("decode_graph.txt", True),
-                                         ("decode_10_steps.txt", True), ("dataloader_stall.txt", False),
-                                         ("sync_cliff.txt", False)])
+@pytest.mark.parametrize(
+    "name,decode",
+    [
+        ("decode_step.txt", True),
+        ("decode_graph.txt", True),
+        ("decode_10_steps.txt", True),
+        ("dataloader_stall.txt", False),
+        ("sync_cliff.txt", False),
+    ],
+)
 def test_decode_steps_only_get_tokens(name, decode):
     d = diagnose(load(SAMPLES / name))
     assert d.budget.decode is decode

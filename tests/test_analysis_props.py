@@ -4,18 +4,18 @@ vectorised interval code against slow pure-Python references."""
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gapscope.analysis import Cause, diagnose
 from gapscope.analysis.busy import complement, coverage, union_intervals
 from gapscope.analysis.gaps import find_gaps
 from gapscope.parsers.builder import TraceBuilder
 from gapscope.parsers.model import CopyKind, Kind
+
 from .reference import slow_union
 
 US = 1_000
-
-
 
 
 def _slow_cover(union, a, b):
@@ -40,8 +40,10 @@ def test_union_and_coverage_match_reference(iv, queries):
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 50_000), st.integers(1, 8_000)), min_size=1, max_size=40),
-       st.integers(1, 3_000))
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 50_000), st.integers(1, 8_000)), min_size=1, max_size=40),
+    st.integers(1, 3_000),
+)
 def test_find_gaps_matches_reference(kernels, min_gap):
     """Gaps = complement of the union over streams, inside [first, last] op, >= min_gap."""
     b = TraceBuilder()
@@ -56,7 +58,9 @@ def test_find_gaps_matches_reference(kernels, min_gap):
     ref_gaps = [(ref[i][1], ref[i + 1][0]) for i in range(len(ref) - 1) if ref[i + 1][0] - ref[i][1] >= min_gap]
     assert list(zip(g.start_ns.tolist(), g.end_ns.tolist())) == ref_gaps
     assert all(lo <= a < b <= hi for a, b in ref_gaps)
-    cs, ce = complement(*union_intervals(np.array([s for _, s, _ in kernels]), np.array([s + d for _, s, d in kernels])), lo, hi)
+    cs, ce = complement(
+        *union_intervals(np.array([s for _, s, _ in kernels]), np.array([s + d for _, s, d in kernels])), lo, hi
+    )
     assert int((ce - cs).sum()) == (hi - lo) - sum(e - s for s, e in ref)
 
 
@@ -64,8 +68,10 @@ PLANTED = st.sampled_from([Cause.SYNC, Cause.COPY, Cause.HOST, Cause.LAUNCH])
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(PLANTED, st.integers(60, 400), st.integers(40, 200), st.integers(0, 5)), min_size=1, max_size=8),
-       st.booleans())
+@given(
+    st.lists(st.tuples(PLANTED, st.integers(60, 400), st.integers(40, 200), st.integers(0, 5)), min_size=1, max_size=8),
+    st.booleans(),
+)
 def test_planted_causes_are_found(plan, noise):
     """Each planted gap has one cause by construction:
 
@@ -113,8 +119,16 @@ def test_planted_causes_are_found(plan, noise):
             b.event(cpu, name, gs - 20 * US, end - (gs - 20 * US), Kind.SYNC_CALL if i % 2 == 0 else Kind.CPU_OP)
         elif cause == Cause.COPY:
             b.event(cpu, "cudaMemcpyAsync", gs + a_us * US, end - gs - a_us * US, Kind.MEMCPY_CALL)
-            b.event(gpu, "Memcpy HtoD (Pageable -> Device)", gs + (a_us + 1) * US, 20 * US, Kind.MEMCPY,
-                    bytes=1 << 20, copy_kind=CopyKind.H2D, pageable=True)
+            b.event(
+                gpu,
+                "Memcpy HtoD (Pageable -> Device)",
+                gs + (a_us + 1) * US,
+                20 * US,
+                Kind.MEMCPY,
+                bytes=1 << 20,
+                copy_kind=CopyKind.H2D,
+                pageable=True,
+            )
         else:
             name = "aten::_foreach_add_" if i % 2 == 0 else "tokenize"
             b.event(cpu, name, gs + a_us * US, end - gs - a_us * US, Kind.CPU_OP if i % 2 == 0 else Kind.PYTHON)
@@ -137,28 +151,80 @@ def test_planted_causes_are_found(plan, noise):
     assert sum(d.class_totals_ns().values()) == d.total_idle_ns() == d.devices[0].idle_ns
 
 
-KINDS = st.sampled_from([Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.LAUNCH, Kind.SYNC_CALL, Kind.MEMCPY_CALL,
-                         Kind.RUNTIME, Kind.CPU_OP, Kind.PYTHON, Kind.ANNOTATION, Kind.SYNC_MARKER, Kind.INSTANT])
-NAMES = st.sampled_from(["aten::item", "aten::to", "cudaLaunchKernel", "ProfilerStep#1", "decode_step", "k", "x`y",
-                         "[bold]m[/]", "tokenize", "cudaStreamSynchronize", "Memcpy DtoH (Device -> Pageable)"])
+KINDS = st.sampled_from(
+    [
+        Kind.KERNEL,
+        Kind.MEMCPY,
+        Kind.MEMSET,
+        Kind.LAUNCH,
+        Kind.SYNC_CALL,
+        Kind.MEMCPY_CALL,
+        Kind.RUNTIME,
+        Kind.CPU_OP,
+        Kind.PYTHON,
+        Kind.ANNOTATION,
+        Kind.SYNC_MARKER,
+        Kind.INSTANT,
+    ]
+)
+NAMES = st.sampled_from(
+    [
+        "aten::item",
+        "aten::to",
+        "cudaLaunchKernel",
+        "ProfilerStep#1",
+        "decode_step",
+        "k",
+        "x`y",
+        "[bold]m[/]",
+        "tokenize",
+        "cudaStreamSynchronize",
+        "Memcpy DtoH (Device -> Pageable)",
+    ]
+)
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 3), KINDS, NAMES, st.integers(0, 2_000), st.integers(0, 400),
-                          st.integers(-1, 6), st.integers(-1, 1 << 17)), max_size=40))
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 3),
+            KINDS,
+            NAMES,
+            st.integers(0, 2_000),
+            st.integers(0, 400),
+            st.integers(-1, 6),
+            st.integers(-1, 1 << 17),
+        ),
+        max_size=40,
+    )
+)
 def test_diagnose_invariants_on_random_traces(events):
     """Any valid trace: no exception; per-gap class ns sum to the gap; totals to idle;
     cards, what-if and JSON for every gap."""
     import json
 
     b = TraceBuilder()
-    lanes = [b.lane("1", "1"), b.lane("1", "2"),
-             b.lane("0", "7", is_gpu=True, device=0, stream=7), b.lane("0", "8", is_gpu=True, device=1, stream=8)]
+    lanes = [
+        b.lane("1", "1"),
+        b.lane("1", "2"),
+        b.lane("0", "7", is_gpu=True, device=0, stream=7),
+        b.lane("0", "8", is_gpu=True, device=1, stream=8),
+    ]
     for lane, kind, name, start, dur, corr, nbytes in events:
         on_gpu = kind in (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.SYNC_MARKER)
         ln = lanes[2 + lane % 2] if on_gpu else lanes[lane % 2]
-        b.event(ln, name, start * US, dur * US, kind, correlation=corr, bytes=nbytes,
-                copy_kind=CopyKind.D2H if kind == Kind.MEMCPY else CopyKind.NONE, pageable=bool(nbytes % 2))
+        b.event(
+            ln,
+            name,
+            start * US,
+            dur * US,
+            kind,
+            correlation=corr,
+            bytes=nbytes,
+            copy_kind=CopyKind.D2H if kind == Kind.MEMCPY else CopyKind.NONE,
+            pageable=bool(nbytes % 2),
+        )
     d = diagnose(b.build())
     g = d.gaps
     assert (g.class_ns.sum(axis=1) == g.dur_ns).all() and (g.class_ns >= 0).all()

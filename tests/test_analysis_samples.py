@@ -43,12 +43,15 @@ def test_decode_graph_sample():
     assert round(d.budget.tokens_per_s) == 2874
 
 
-@pytest.mark.parametrize("name, cause, smell", [
-    ("picket_fence.txt", Cause.LAUNCH, "picket fence"),
-    ("host_island.txt", Cause.HOST, "host island"),
-    ("copy_on_path.txt", Cause.COPY, "copy on the path"),
-    ("sync_cliff.txt", Cause.SYNC, "sync cliff"),
-])
+@pytest.mark.parametrize(
+    "name, cause, smell",
+    [
+        ("picket_fence.txt", Cause.LAUNCH, "picket fence"),
+        ("host_island.txt", Cause.HOST, "host island"),
+        ("copy_on_path.txt", Cause.COPY, "copy on the path"),
+        ("sync_cliff.txt", Cause.SYNC, "sync cliff"),
+    ],
+)
 def test_four_smells(name, cause, smell):
     d = _diag(name)
     totals = d.class_totals_ns()
@@ -60,6 +63,8 @@ def test_four_smells(name, cause, smell):
 
 
 def test_four_smells_one_each():
-    causes = [max(t := _diag(n).class_totals_ns(), key=lambda c: t[c])
-              for n in ("picket_fence.txt", "host_island.txt", "copy_on_path.txt", "sync_cliff.txt")]
+    causes = [
+        max(t := _diag(n).class_totals_ns(), key=lambda c: t[c])
+        for n in ("picket_fence.txt", "host_island.txt", "copy_on_path.txt", "sync_cliff.txt")
+    ]
     assert sorted(causes) == [Cause.SYNC, Cause.COPY, Cause.LAUNCH, Cause.HOST]

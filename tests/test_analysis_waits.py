@@ -34,8 +34,14 @@ def _queued(wait_at_us=None, wait_lane="T", marker=False, launch_in_gap=False):
         if marker:
             b.event(s8, "Stream Wait Event", wait_at_us * US, 2 * US, Kind.SYNC_MARKER, correlation=9)
         else:
-            b.event(cpu if wait_lane == "T" else other, "cudaStreamWaitEvent", wait_at_us * US, 2 * US,
-                    Kind.SYNC_CALL, correlation=9)
+            b.event(
+                cpu if wait_lane == "T" else other,
+                "cudaStreamWaitEvent",
+                wait_at_us * US,
+                2 * US,
+                Kind.SYNC_CALL,
+                correlation=9,
+            )
     b.event(cpu, "cudaLaunchKernel", 20 * US, 5 * US, Kind.LAUNCH, correlation=2)
     b.event(s8, "k2", 90 * US, 10 * US, Kind.KERNEL, correlation=2)
     if launch_in_gap:  # T launches later work during the gap: [70, 80) µs
@@ -110,7 +116,9 @@ def test_rank0_waits_and_graph_stall():
         launch, prev_launch = int(g.launch[i]), int(d._launches[g.prev_op[i]])
         assert t.name(k) == "cudaStreamWaitEvent" and t.lane[k] == t.lane[launch]
         assert t.start_ns[prev_launch] <= t.start_ns[k] <= t.start_ns[launch]
-        assert bool(g.queued[i]) and g.class_ns[i, int(Cause.DEPENDENCY)] + g.class_ns[i, int(Cause.COPY)] == g.dur_ns[i]
+        assert (
+            bool(g.queued[i]) and g.class_ns[i, int(Cause.DEPENDENCY)] + g.class_ns[i, int(Cause.COPY)] == g.dur_ns[i]
+        )
     i = 2261
     assert g.dur_ns[i] == 70_533 * US and g.lateness_ns[i] == -66_198 * US and g.wait_event[i] == -1
     assert Cause(g.cause[i]) == Cause.DEPENDENCY and g.wait_kind[i] == WaitKind.GRAPH

@@ -251,7 +251,10 @@ def test_b07_legacy_autograd_array_string_pids():
         ("aten::sum", 1290 * US, 1340 * US),
     ]
     assert span_list(slices(tr, t2)) == [("MulBackward0", 1350 * US, 1390 * US)]
-    mul, add = "vectorized_elementwise_kernel<4, MulFunctor<float>>", "vectorized_elementwise_kernel<4, AddFunctor<float>>"
+    mul, add = (
+        "vectorized_elementwise_kernel<4, MulFunctor<float>>",
+        "vectorized_elementwise_kernel<4, AddFunctor<float>>",
+    )
     assert span_list(slices(tr, g)) == [
         (mul, 1250 * US, 1290 * US),
         (add, 1300 * US, 1330 * US),
@@ -321,7 +324,11 @@ def test_b14_zero_ts_kernels_excluded_with_one_warning():
     cpu = lane_of(tr, 29463, 29463)
     rows = [(n, s - origin - b, e - origin - b, d) for n, s, e, d in slices(tr, cpu)]
     tops = [(n, s, e) for n, s, e, d in rows if d == 0]
-    assert tops == [("aten::conv2d", 0, 100 * US), ("aten::linear", 100 * US, 140 * US), ("aten::relu", 250 * US, 290 * US)]
+    assert tops == [
+        ("aten::conv2d", 0, 100 * US),
+        ("aten::linear", 100 * US, 140 * US),
+        ("aten::relu", 250 * US, 290 * US),
+    ]
     launches = [(s, e) for n, s, e, d in rows if n == "cudaLaunchKernel"]
     assert [sum(1 for s, _ in launches if a <= s < z) for _, a, z in tops] == [3, 1, 1]
     gpu = lane_of(tr, 0, 7)
@@ -335,7 +342,7 @@ def test_b14_zero_ts_kernels_excluded_with_one_warning():
     assert busy_ns(k) == 120 * US and (k[0][0], k[-1][1]) == (b + 30 * US, b + 330 * US)
     assert busy_ns(k) / (300 * US) == pytest.approx(0.40)
     assert gaps_ns(k) == [(b + 80 * US, b + 120 * US), (b + 160 * US, b + 300 * US)]
-    for s, d in zip(tr.flow_src.tolist(), tr.flow_dst.tolist()):
+    for _s, d in zip(tr.flow_src.tolist(), tr.flow_dst.tolist()):
         assert int(tr.start_ns[d]) - origin >= b, "no launch linked to a kernel at time 0"
 
 
@@ -406,7 +413,9 @@ def test_b23_markup_names_verbatim():
     assert len(tr.lanes) == 2
     cpu = lane_of(tr, 1200, 1200)
     assert (cpu.process_name, cpu.thread_name) == ("python3 [worker 0]", "[main]")
-    assert span_list(slices(tr, cpu)) == [(n, (100 + 50 * j) * US, (140 + 50 * j) * US) for j, n in enumerate(B23_NAMES)]
+    assert span_list(slices(tr, cpu)) == [
+        (n, (100 + 50 * j) * US, (140 + 50 * j) * US) for j, n in enumerate(B23_NAMES)
+    ]
     gpu = lane_of(tr, 0, 7)
     assert span_list(slices(tr, gpu)) == [(B23_KERNELS[0], 120 * US, 150 * US), (B23_KERNELS[1], 170 * US, 200 * US)]
     assert tr.source.trace_name == "fit-profiler-[Strategy]SingleDeviceStrategy-1712345678.pt.trace.json"
@@ -537,7 +546,7 @@ def test_family_truncation_at_many_offsets(src, tmp_path, bugs):
             assert exc.line is not None, f"cut {cut}: error without a line: {exc}"
             assert info is None or info[1] == 0, f"cut {cut}: {info[1]} complete events not recovered: {exc}"
             continue
-        except Exception as exc:  # noqa: BLE001 - the point of the test
+        except Exception as exc:
             pytest.fail(f"{src} cut at {cut}: {type(exc).__name__}: {exc}")
         if info is None:
             assert len(tr) == 0 and tr.warnings, f"cut {cut} in the header: empty trace must warn"
@@ -571,7 +580,7 @@ def test_family_truncated_gzip_stream(tmp_path, bugs):
             tr = load(p)
         except TraceFormatError:
             continue
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             pytest.fail(f"gzip cut at {cut}: {type(exc).__name__}: {exc}")
         assert len(tr) <= len(full)
         if len(tr) < len(full):
@@ -645,11 +654,47 @@ def test_family_ids_number_or_string_are_one(tmp_path):
     ev = [
         {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "host"}},
         {"ph": "M", "name": "thread_name", "pid": "1", "tid": "7", "args": {"name": "main"}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 7, "ts": 100, "dur": 5, "args": {"correlation": 41}},
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 7,
+            "ts": 100,
+            "dur": 5,
+            "args": {"correlation": 41},
+        },
         {"ph": "X", "cat": "cpu_op", "name": "op", "pid": "1", "tid": "7", "ts": 90, "dur": 30},
-        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": "7", "ts": 110, "dur": 10, "args": {"device": 0, "stream": 7, "correlation": "41"}},
-        {"ph": "X", "cat": "kernel", "name": "k2", "pid": "0", "tid": 7, "ts": 130, "dur": 10, "args": {"device": "0", "stream": "7", "correlation": 42}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": "1", "tid": 7, "ts": 121, "dur": 5, "args": {"correlation": "42"}},
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": "7",
+            "ts": 110,
+            "dur": 10,
+            "args": {"device": 0, "stream": 7, "correlation": "41"},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k2",
+            "pid": "0",
+            "tid": 7,
+            "ts": 130,
+            "dur": 10,
+            "args": {"device": "0", "stream": "7", "correlation": 42},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": "1",
+            "tid": 7,
+            "ts": 121,
+            "dur": 5,
+            "args": {"correlation": "42"},
+        },
         {"ph": "X", "cat": "cpu_op", "name": "big tid", "pid": 1, "tid": "4093687616", "ts": 95, "dur": 5},
     ]
     tr = load(_write(tmp_path, "ids.json", json.dumps({"traceEvents": ev})))
@@ -677,9 +722,36 @@ def test_family_legacy_flow_ids_number_or_string(tmp_path):
 def test_family_huge_ids_are_not_truncated(tmp_path):
     big = 10159970886766084423  # > 2**63, from hta/rank-70...
     ev = [
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 100, "dur": 5, "args": {"correlation": big}},
-        {"ph": "X", "cat": "kernel", "name": "same", "pid": 0, "tid": 7, "ts": 110, "dur": 10, "args": {"device": 0, "stream": 7, "correlation": big}},
-        {"ph": "X", "cat": "kernel", "name": "other", "pid": 0, "tid": 7, "ts": 130, "dur": 10, "args": {"device": 0, "stream": 7, "correlation": big + 1}},
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 100,
+            "dur": 5,
+            "args": {"correlation": big},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "same",
+            "pid": 0,
+            "tid": 7,
+            "ts": 110,
+            "dur": 10,
+            "args": {"device": 0, "stream": 7, "correlation": big},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "other",
+            "pid": 0,
+            "tid": 7,
+            "ts": 130,
+            "dur": 10,
+            "args": {"device": 0, "stream": 7, "correlation": big + 1},
+        },
     ]
     tr = load(_write(tmp_path, "big.json", json.dumps({"traceEvents": ev})))
     assert len(tr) == 3
@@ -690,7 +762,16 @@ def test_family_huge_ids_are_not_truncated(tmp_path):
 def _dtu_doc(unit, position):
     ev = [
         {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 1000, "dur": 20.5},
-        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1010.25, "dur": 250, "args": {"device": 0, "stream": 7}},
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": 7,
+            "ts": 1010.25,
+            "dur": 250,
+            "args": {"device": 0, "stream": 7},
+        },
     ]
     body = json.dumps(ev)
     key = "" if unit is None else f'"displayTimeUnit": {json.dumps(unit)}'
@@ -771,19 +852,53 @@ def test_family_multi_member_gzip(src, tmp_path, bugs):
         assert len(tr.warnings) == len(whole.warnings), warnings_text(tr)
 
 
-HOSTILE = B23_NAMES + B23_KERNELS + [
-    "", " ", "[", "]", "[[", "\\", "\\\\[x]", "[bold]", "[/bold]", "[@click=app.quit]x[/]",
-    "\x1b[31mred\x1b[0m", "tab\there", "new\nline", "nul\x00byte", "名前", "😀 emoji", "\u202eRTL",
-    '"quoted"', "<b>html</b>", "%s %d {0}", "x" * 5000,
-]
+HOSTILE = (
+    B23_NAMES
+    + B23_KERNELS
+    + [
+        "",
+        " ",
+        "[",
+        "]",
+        "[[",
+        "\\",
+        "\\\\[x]",
+        "[bold]",
+        "[/bold]",
+        "[@click=app.quit]x[/]",
+        "\x1b[31mred\x1b[0m",
+        "tab\there",
+        "new\nline",
+        "nul\x00byte",
+        "名前",
+        "😀 emoji",
+        "\u202eRTL",
+        '"quoted"',
+        "<b>html</b>",
+        "%s %d {0}",
+        "x" * 5000,
+    ]
+)
 
 
 def test_family_hostile_names_verbatim(tmp_path):
-    ev = [{"ph": "M", "name": "process_name", "pid": 9, "args": {"name": HOSTILE[3]}},
-          {"ph": "M", "name": "thread_name", "pid": 9, "tid": 9, "args": {"name": HOSTILE[10]}}]
+    ev = [
+        {"ph": "M", "name": "process_name", "pid": 9, "args": {"name": HOSTILE[3]}},
+        {"ph": "M", "name": "thread_name", "pid": 9, "tid": 9, "args": {"name": HOSTILE[10]}},
+    ]
     for j, name in enumerate(HOSTILE):
-        ev.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 9, "tid": 9, "ts": 10 * j, "dur": 5,
-                   "args": {"note": name}})
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": name,
+                "pid": 9,
+                "tid": 9,
+                "ts": 10 * j,
+                "dur": 5,
+                "args": {"note": name},
+            }
+        )
     tr = load(_write(tmp_path, "hostile.json", json.dumps({"traceEvents": ev, "traceName": HOSTILE[4]})))
     assert len(tr) == len(HOSTILE)
     by_start = {int(tr.start_ns[i]) // (10 * US): i for i in range(len(tr))}
@@ -811,7 +926,9 @@ _DIAG_CASES = [
 ]
 
 
-@pytest.mark.parametrize("name, busy_us, window_us, gaps_us, cause", _DIAG_CASES, ids=[c[0].split("_")[0] for c in _DIAG_CASES])
+@pytest.mark.parametrize(
+    "name, busy_us, window_us, gaps_us, cause", _DIAG_CASES, ids=[c[0].split("_")[0] for c in _DIAG_CASES]
+)
 def test_bug_case_gpu_figures_through_analysis(name, busy_us, window_us, gaps_us, cause, bugs):
     diag = pytest.importorskip("gapscope.analysis.diagnose")
     from gapscope.analysis.types import Cause
@@ -823,7 +940,9 @@ def test_bug_case_gpu_figures_through_analysis(name, busy_us, window_us, gaps_us
     assert dev.busy_ns == int(round(busy_us * US))
     assert (dev.window_start_ns, dev.window_end_ns) == (int(round(window_us[0] * US)), int(round(window_us[1] * US)))
     g = d.gaps
-    assert list(zip(g.start_ns.tolist(), g.end_ns.tolist())) == [(int(round(a * US)), int(round(b * US))) for a, b in gaps_us]
+    assert list(zip(g.start_ns.tolist(), g.end_ns.tolist())) == [
+        (int(round(a * US)), int(round(b * US))) for a, b in gaps_us
+    ]
     if cause is not None:
         assert Cause(int(g.cause[0])) == Cause[cause]
 
@@ -842,10 +961,13 @@ _ABSURD = """{{"traceEvents": [
     [
         '{"ph": "X", "cat": "cpu_op", "name": "bad", "pid": 1, "tid": 1, "ts": 0, "dur": 5}',
         '{"ph": "X", "cat": "kernel", "name": "bad", "pid": 0, "tid": 7, "ts": 0, "dur": 0, "args": {"device": 0, "stream": 7}}',
-        '{"ph": "X", "cat": "kernel", "name": "bad", "pid": 0, "tid": 7, "ts": %d, "dur": -5, "args": {"device": 0, "stream": 7}}' % (B14 + 20),
+        '{"ph": "X", "cat": "kernel", "name": "bad", "pid": 0, "tid": 7, "ts": %d, "dur": -5, "args": {"device": 0, "stream": 7}}'
+        % (B14 + 20),
         '{"ph": "X", "cat": "cpu_op", "name": "bad", "pid": 1, "tid": 1, "ts": %d, "dur": -0.5}' % (B14 + 20),
-        '{"ph": "X", "cat": "cpu_op", "name": "bad", "pid": 1, "tid": 1, "ts": %d, "dur": 3155760000000000}' % (B14 + 20),
-        '{"ph": "X", "cat": "kernel", "name": "bad", "pid": 0, "tid": 7, "ts": %d, "dur": 3155760000000000, "args": {"device": 0, "stream": 7}}' % (B14 + 20),
+        '{"ph": "X", "cat": "cpu_op", "name": "bad", "pid": 1, "tid": 1, "ts": %d, "dur": 3155760000000000}'
+        % (B14 + 20),
+        '{"ph": "X", "cat": "kernel", "name": "bad", "pid": 0, "tid": 7, "ts": %d, "dur": 3155760000000000, "args": {"device": 0, "stream": 7}}'
+        % (B14 + 20),
         '{"ph": "i", "s": "t", "name": "bad", "pid": 1, "tid": 1, "ts": 0}',
     ],
     ids=["ts0-cpu", "ts0-kernel", "neg-dur-kernel", "neg-dur-cpu", "century-cpu", "century-kernel", "ts0-instant"],

@@ -39,8 +39,11 @@ def test_scenario_records_gpu_kernels(tmp_path, name):
     kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
     assert kernels, "no GPU kernels recorded"
     runtime = range_counts(doc, "cuda_runtime") + range_counts(doc, "cuda_driver")
-    launched = {e["args"].get("correlation") for e in doc["traceEvents"]
-                if e.get("cat") in ("cuda_runtime", "cuda_driver") and "args" in e}
+    launched = {
+        e["args"].get("correlation")
+        for e in doc["traceEvents"]
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "args" in e
+    }
     assert sum(1 for k in kernels if k["args"].get("correlation") in launched) >= len(kernels) // 2
     if name == "decode-graph":
         assert runtime["cudaGraphLaunch"] >= 4  # one replay per decoded token

@@ -34,10 +34,14 @@ def _lines(events):
 
 # ------------------------------------------------------------------ nesting depth
 
-@pytest.mark.parametrize("deep", [
-    "[" * 50_000 + "]" * 50_000,                      # args: arrays
-    '{"a":' * 20_000 + "1" + "}" * 20_000,            # args: objects (skipped unknown key)
-])
+
+@pytest.mark.parametrize(
+    "deep",
+    [
+        "[" * 50_000 + "]" * 50_000,  # args: arrays
+        '{"a":' * 20_000 + "1" + "}" * 20_000,  # args: objects (skipped unknown key)
+    ],
+)
 def test_deep_args_skip_the_event_with_a_warning(tmp_path, deep):
     bad = '{"ph":"X","cat":"kernel","name":"deep","pid":0,"tid":7,"ts":50,"dur":5,"args":' + deep + "}"
     p = _write(tmp_path, _lines([_kernel(10, "k1"), bad, _kernel(100, "k2")]))
@@ -59,7 +63,12 @@ def test_deep_only_event_is_a_format_error_naming_the_depth(tmp_path):
 def test_deep_event_among_many_keeps_all_others(tmp_path):
     # the bisection path: one deep element among 100 good ones, whole-list decode fails
     evs = [_kernel(10 * i, f"k{i}") for i in range(100)]
-    bad = '{"ph":"X","cat":"kernel","name":"deep","pid":0,"tid":7,"ts":5,"dur":1,"args":' + "[" * 40_000 + "]" * 40_000 + "}"
+    bad = (
+        '{"ph":"X","cat":"kernel","name":"deep","pid":0,"tid":7,"ts":5,"dur":1,"args":'
+        + "[" * 40_000
+        + "]" * 40_000
+        + "}"
+    )
     p = _write(tmp_path, _lines(evs[:37] + [bad] + evs[37:]))
     tr = parsers.load(p)
     assert len(tr) == 100
@@ -74,6 +83,7 @@ def test_deep_header_value_is_ignored(tmp_path):
 
 
 # ------------------------------------------------------------------ huge integers
+
 
 @pytest.mark.parametrize("field", ["ts", "dur"])
 def test_integer_beyond_float_range_in_time_skips_event(tmp_path, field):
@@ -92,7 +102,8 @@ def test_integer_beyond_float_range_in_metadata_and_counter(tmp_path):
     evs = [
         '{"ph":"M","name":"process_sort_index","pid":0,"tid":0,"args":{"sort_index":' + big + "}}",
         '{"ph":"C","name":"mem","pid":1,"tid":0,"ts":15,"args":{"a":3,"z":' + big + "}}",
-        _kernel(10), _kernel(30),
+        _kernel(10),
+        _kernel(30),
     ]
     tr = parsers.load(_write(tmp_path, _lines(evs)))
     counters = np.flatnonzero(tr.kind == int(Kind.COUNTER))
@@ -103,10 +114,14 @@ def test_integer_beyond_float_range_in_metadata_and_counter(tmp_path):
 
 # ------------------------------------------------------------------ pids and devices
 
+
 def _busy_ns(tr, device):
     """Union of kernel intervals on ``device`` (slow reference)."""
-    iv = sorted((int(tr.start_ns[i]), int(tr.start_ns[i] + tr.dur_ns[i])) for i in range(len(tr))
-                if tr.kind[i] == int(Kind.KERNEL) and tr.lanes[tr.lane[i]].device == device)
+    iv = sorted(
+        (int(tr.start_ns[i]), int(tr.start_ns[i] + tr.dur_ns[i]))
+        for i in range(len(tr))
+        if tr.kind[i] == int(Kind.KERNEL) and tr.lanes[tr.lane[i]].device == device
+    )
     total, end = 0, None
     for a, b in iv:
         if end is None or a > end:
@@ -121,8 +136,11 @@ def _busy_ns(tr, device):
 @pytest.mark.parametrize("pid", ['"abc"', "-1", "-9223372036854775808", "300", "null", "2.5"])
 def test_kernel_on_a_pid_that_is_no_device_index_gets_a_pseudo_device(tmp_path, pid):
     other = '{"ph":"X","cat":"kernel","name":"other","pid":' + pid + ',"tid":7,"ts":150,"dur":100}'
-    evs = [{"ph": "X", "cat": "kernel", "name": "a", "pid": 0, "tid": 7, "ts": 100, "dur": 10}, other,
-           {"ph": "X", "cat": "kernel", "name": "b", "pid": 0, "tid": 7, "ts": 300, "dur": 10}]
+    evs = [
+        {"ph": "X", "cat": "kernel", "name": "a", "pid": 0, "tid": 7, "ts": 100, "dur": 10},
+        other,
+        {"ph": "X", "cat": "kernel", "name": "b", "pid": 0, "tid": 7, "ts": 300, "dur": 10},
+    ]
     tr = parsers.load(_write(tmp_path, _lines(evs)))
     assert _busy_ns(tr, 0) == 20_000  # GPU 0 keeps its two 10 µs kernels only
     (ln,) = [x for x in tr.lanes if x.device != 0]
@@ -149,10 +167,12 @@ def test_non_scalar_or_non_finite_pid_is_an_invalid_event(tmp_path, pid):
 
 
 def test_kernels_on_a_cpu_thread_are_split_off_and_cpu_ops_stay_cpu(tmp_path):
-    evs = [{"name": "process_name", "ph": "M", "pid": 1, "tid": 0, "args": {"name": "python3"}},
-           {"ph": "X", "cat": "kernel", "name": "k", "pid": 1, "tid": 1, "ts": 5, "dur": 1},
-           {"ph": "X", "cat": "kernel", "name": "k", "pid": 1, "tid": 1, "ts": 50, "dur": 1},
-           {"ph": "X", "cat": "cpu_op", "name": "c", "pid": 1, "tid": 1, "ts": 0, "dur": 100}]
+    evs = [
+        {"name": "process_name", "ph": "M", "pid": 1, "tid": 0, "args": {"name": "python3"}},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 1, "tid": 1, "ts": 5, "dur": 1},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 1, "tid": 1, "ts": 50, "dur": 1},
+        {"ph": "X", "cat": "cpu_op", "name": "c", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+    ]
     tr = parsers.load(_write(tmp_path, _lines(evs)))
     cpu = [x for x in tr.lanes if not x.is_gpu]
     gpu = [x for x in tr.lanes if x.is_gpu]
@@ -166,9 +186,18 @@ def test_kernels_on_a_cpu_thread_are_split_off_and_cpu_ops_stay_cpu(tmp_path):
 
 # ------------------------------------------------------------------ correlation ids
 
+
 def _launch(ts, corr, dur=5):
-    return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": ts, "dur": dur,
-            "args": {"correlation": corr}}
+    return {
+        "ph": "X",
+        "cat": "cuda_runtime",
+        "name": "cudaLaunchKernel",
+        "pid": 1,
+        "tid": 1,
+        "ts": ts,
+        "dur": dur,
+        "args": {"correlation": corr},
+    }
 
 
 def test_shared_correlation_links_each_op_to_the_latest_launch_before_it(tmp_path):
@@ -196,12 +225,16 @@ def test_graph_launch_many_kernels_one_call_no_warning(tmp_path):
 
 def test_link_found_twice_is_stored_once(tmp_path):
     # the same launch -> kernel pair by correlation and by a v1 flow event pair
-    evs = [_launch(0, 7), _kernel(10, correlation=7),
-           {"ph": "s", "cat": "dep", "name": "f", "id": 1, "pid": 1, "tid": 1, "ts": 1},
-           {"ph": "f", "bp": "e", "cat": "dep", "name": "f", "id": 1, "pid": 0, "tid": 7, "ts": 10}]
+    evs = [
+        _launch(0, 7),
+        _kernel(10, correlation=7),
+        {"ph": "s", "cat": "dep", "name": "f", "id": 1, "pid": 1, "tid": 1, "ts": 1},
+        {"ph": "f", "bp": "e", "cat": "dep", "name": "f", "id": 1, "pid": 0, "tid": 7, "ts": 10},
+    ]
     tr = parsers.load(_write(tmp_path, _lines(evs)))
-    assert list(zip(tr.flow_src.tolist(), tr.flow_dst.tolist())) == [(int(np.flatnonzero(tr.kind == int(Kind.LAUNCH))[0]),
-                                                                   int(np.flatnonzero(tr.kind == int(Kind.KERNEL))[0]))]
+    assert list(zip(tr.flow_src.tolist(), tr.flow_dst.tolist())) == [
+        (int(np.flatnonzero(tr.kind == int(Kind.LAUNCH))[0]), int(np.flatnonzero(tr.kind == int(Kind.KERNEL))[0]))
+    ]
 
 
 # ------------------------------------------------------------------ corruption mid-file
@@ -214,8 +247,15 @@ def _starts_us(tr):
 
 
 def test_unterminated_string_mid_file_is_malformed_not_truncated(tmp_path):
-    lines = ['{"traceEvents":[', _K % 100 + ",", '{"ph":"X","cat":"kernel","name":"abc, "ph","pid":0,"tid":7,"ts":200,"dur":10},',
-             _K % 300 + ",", _K % 400 + ",", _K % 500, "]}"]
+    lines = [
+        '{"traceEvents":[',
+        _K % 100 + ",",
+        '{"ph":"X","cat":"kernel","name":"abc, "ph","pid":0,"tid":7,"ts":200,"dur":10},',
+        _K % 300 + ",",
+        _K % 400 + ",",
+        _K % 500,
+        "]}",
+    ]
     tr = parsers.load(_write(tmp_path, "\n".join(lines) + "\n"))
     assert _starts_us(tr) == [100, 300, 400, 500]
     (w,) = tr.warnings
@@ -251,7 +291,7 @@ def test_pretty_printed_corruption_resumes_at_the_next_event(tmp_path):
     evs = [_kernel(100 * i, f"k{i}", grid=[{"x": 1}, {"y": 2}]) for i in range(1, 6)]
     text = _pretty(evs)
     bad = text.index('"k2"')
-    text = text[:bad] + '"k2' + text[bad + 4:]  # unterminated name string
+    text = text[:bad] + '"k2' + text[bad + 4 :]  # unterminated name string
     tr = parsers.load(_write(tmp_path, text))
     assert sorted(tr.names[i] for i in tr.name_id) == ["k1", "k3", "k4", "k5"]
     assert tr.source.trace_name == "x"
@@ -270,6 +310,7 @@ def test_pretty_printed_truncation_stays_a_truncation(tmp_path):
 
 
 # ------------------------------------------------------------------ outlier timestamps
+
 
 @pytest.mark.parametrize("bad_ts, where", [(1.7e15, "after"), (-1e15, "before"), (5e9, "after")])
 def test_one_start_far_from_the_bulk_is_flagged_and_kept_out(tmp_path, bad_ts, where):
@@ -291,12 +332,16 @@ def test_a_long_trace_with_spread_out_events_keeps_them_all(tmp_path):
 
 # ------------------------------------------------------------------ conflicting metadata
 
+
 def test_conflicting_process_names_warn_once_and_the_last_wins(tmp_path):
-    evs = [{"name": "process_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "GPU 0"}},
-           {"name": "process_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "python3"}},
-           {"name": "process_name", "ph": "M", "pid": "0", "tid": 0, "args": {"name": "trainer"}},
-           {"name": "process_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "trainer"}},
-           _kernel(5), _kernel(50)]
+    evs = [
+        {"name": "process_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "GPU 0"}},
+        {"name": "process_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "python3"}},
+        {"name": "process_name", "ph": "M", "pid": "0", "tid": 0, "args": {"name": "trainer"}},
+        {"name": "process_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "trainer"}},
+        _kernel(5),
+        _kernel(50),
+    ]
     tr = parsers.load(_write(tmp_path, _lines(evs)))
     assert [ln.process_name for ln in tr.lanes] == ["trainer"]
     (w,) = tr.warnings
@@ -305,9 +350,11 @@ def test_conflicting_process_names_warn_once_and_the_last_wins(tmp_path):
 
 
 def test_renamed_thread_takes_the_last_name_without_a_warning(tmp_path):
-    evs = [{"name": "thread_name", "ph": "M", "pid": 1, "tid": 9, "args": {"name": "thread 9 (python3)"}},
-           {"name": "thread_name", "ph": "M", "pid": 1, "tid": 9, "args": {"name": "thread 9 (pt_autograd_0)"}},
-           {"ph": "X", "cat": "cpu_op", "name": "c", "pid": 1, "tid": 9, "ts": 0, "dur": 10}]
+    evs = [
+        {"name": "thread_name", "ph": "M", "pid": 1, "tid": 9, "args": {"name": "thread 9 (python3)"}},
+        {"name": "thread_name", "ph": "M", "pid": 1, "tid": 9, "args": {"name": "thread 9 (pt_autograd_0)"}},
+        {"ph": "X", "cat": "cpu_op", "name": "c", "pid": 1, "tid": 9, "ts": 0, "dur": 10},
+    ]
     tr = parsers.load(_write(tmp_path, _lines(evs)))
     assert [ln.thread_name for ln in tr.lanes] == ["thread 9 (pt_autograd_0)"]
     assert not tr.warnings and tr.source.extra["renamed_threads"] == 1
@@ -315,9 +362,10 @@ def test_renamed_thread_takes_the_last_name_without_a_warning(tmp_path):
 
 # ------------------------------------------------------------------ link rule vs a slow reference
 
-from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from gapscope.parsers.model import link_by_correlation  # noqa: E402
+from gapscope.parsers.model import link_by_correlation
 
 
 def _slow_links(kind, corr, start):
@@ -341,8 +389,16 @@ def _slow_links(kind, corr, start):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from([int(Kind.LAUNCH), int(Kind.KERNEL), int(Kind.CPU_OP)]),
-                          st.integers(-1, 4), st.integers(0, 20)), max_size=40))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([int(Kind.LAUNCH), int(Kind.KERNEL), int(Kind.CPU_OP)]),
+            st.integers(-1, 4),
+            st.integers(0, 20),
+        ),
+        max_size=40,
+    )
+)
 def test_link_by_correlation_matches_slow_reference(rows):
     kind = np.array([r[0] for r in rows], dtype=np.int8)
     corr = np.array([r[1] for r in rows], dtype=np.int64)

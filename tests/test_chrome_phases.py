@@ -9,7 +9,6 @@ import gzip
 import json
 import math
 
-import numpy as np
 import pytest
 
 from gapscope import parsers
@@ -24,8 +23,10 @@ def _write(tmp_path, obj, name="t.json"):
 
 def _events(trace, lane_index):
     sl = trace.lane_slice(lane_index)
-    return [(trace.name(i), int(trace.start_ns[i]), int(trace.dur_ns[i]), Kind(int(trace.kind[i])), int(trace.depth[i]))
-            for i in range(sl.start, sl.stop)]
+    return [
+        (trace.name(i), int(trace.start_ns[i]), int(trace.dur_ns[i]), Kind(int(trace.kind[i])), int(trace.depth[i]))
+        for i in range(sl.start, sl.stop)
+    ]
 
 
 KINETO = {
@@ -36,24 +37,88 @@ KINETO = {
         {"name": "process_name", "ph": "M", "pid": 100, "tid": 0, "args": {"name": "python3"}},
         {"name": "thread_name", "ph": "M", "pid": 100, "tid": 100, "args": {"name": "main"}},
         {"name": "process_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "GPU 0"}},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 100, "tid": 100, "ts": 10, "dur": 20,
-         "args": {"External id": 5}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 100, "ts": 12.5, "dur": 4,
-         "args": {"External id": 5, "correlation": 77}},
-        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 13, "ts": 20, "dur": 30.001,
-         "args": {"device": 0, "stream": 13, "correlation": 77, "External id": 5}},
-        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH (Device -> Pageable)", "pid": 0, "tid": 7, "ts": 60,
-         "dur": 2, "args": {"device": 0, "stream": 7, "correlation": 78, "bytes": 4096}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 100, "tid": 100, "ts": 58, "dur": 5,
-         "args": {"correlation": 78}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 100, "tid": 100, "ts": 64, "dur": 3,
-         "args": {"correlation": 79}},
-        {"ph": "X", "cat": "cuda_sync", "name": "Stream Sync", "pid": 0, "tid": 7, "ts": 64, "dur": 3,
-         "args": {"device": 0, "stream": 7, "correlation": 79}},
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::mm",
+            "pid": 100,
+            "tid": 100,
+            "ts": 10,
+            "dur": 20,
+            "args": {"External id": 5},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 100,
+            "tid": 100,
+            "ts": 12.5,
+            "dur": 4,
+            "args": {"External id": 5, "correlation": 77},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "gemm",
+            "pid": 0,
+            "tid": 13,
+            "ts": 20,
+            "dur": 30.001,
+            "args": {"device": 0, "stream": 13, "correlation": 77, "External id": 5},
+        },
+        {
+            "ph": "X",
+            "cat": "gpu_memcpy",
+            "name": "Memcpy DtoH (Device -> Pageable)",
+            "pid": 0,
+            "tid": 7,
+            "ts": 60,
+            "dur": 2,
+            "args": {"device": 0, "stream": 7, "correlation": 78, "bytes": 4096},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaMemcpyAsync",
+            "pid": 100,
+            "tid": 100,
+            "ts": 58,
+            "dur": 5,
+            "args": {"correlation": 78},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaStreamSynchronize",
+            "pid": 100,
+            "tid": 100,
+            "ts": 64,
+            "dur": 3,
+            "args": {"correlation": 79},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_sync",
+            "name": "Stream Sync",
+            "pid": 0,
+            "tid": 7,
+            "ts": 64,
+            "dur": 3,
+            "args": {"device": 0, "stream": 7, "correlation": 79},
+        },
         {"ph": "X", "cat": "python_function", "name": "forward", "pid": 100, "tid": 100, "ts": 9, "dur": 60},
         {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": 100, "tid": 100, "ts": 8, "dur": 62},
-        {"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#3", "pid": 0, "tid": 13, "ts": 20, "dur": 30,
-         "args": {"device": 0, "stream": 13}},
+        {
+            "ph": "X",
+            "cat": "gpu_user_annotation",
+            "name": "ProfilerStep#3",
+            "pid": 0,
+            "tid": 13,
+            "ts": 20,
+            "dur": 30,
+            "args": {"device": 0, "stream": 13},
+        },
         {"ph": "s", "id": 77, "pid": 100, "tid": 100, "ts": 12.5, "cat": "ac2g", "name": "ac2g"},
         {"ph": "f", "id": 77, "pid": 0, "tid": 13, "ts": 20, "cat": "ac2g", "name": "ac2g", "bp": "e"},
         {"ph": "i", "cat": "cpu_instant_event", "name": "mark", "pid": 100, "tid": 100, "ts": 40, "s": "t"},
@@ -76,7 +141,10 @@ def test_kineto_object_form_kinds_lanes_flows(tmp_path):
     assert t.warnings == ()
     # CPU lane first, then GPU lanes ordered by (device, stream): 7 before 13
     assert [(ln.process_name, ln.thread_name, ln.is_gpu, ln.device, ln.stream) for ln in t.lanes] == [
-        ("python3", "main", False, -1, -1), ("GPU 0", "stream 7", True, 0, 7), ("GPU 0", "stream 13", True, 0, 13)]
+        ("python3", "main", False, -1, -1),
+        ("GPU 0", "stream 7", True, 0, 7),
+        ("GPU 0", "stream 13", True, 0, 13),
+    ]
     cpu = _events(t, 0)
     assert cpu == [
         ("ProfilerStep#3", 8000, 62000, Kind.ANNOTATION, 0),
@@ -87,15 +155,23 @@ def test_kineto_object_form_kinds_lanes_flows(tmp_path):
         ("cudaMemcpyAsync", 58000, 5000, Kind.MEMCPY_CALL, 2),
         ("cudaStreamSynchronize", 64000, 3000, Kind.SYNC_CALL, 2),
     ]
-    assert _events(t, 1) == [("Memcpy DtoH (Device -> Pageable)", 60000, 2000, Kind.MEMCPY, 0),
-                             ("Stream Sync", 64000, 3000, Kind.SYNC_MARKER, 0)]
-    assert _events(t, 2) == [("gemm", 20000, 30001, Kind.KERNEL, 0),
-                             ("ProfilerStep#3", 20000, 30000, Kind.GPU_ANNOTATION, 1)]
+    assert _events(t, 1) == [
+        ("Memcpy DtoH (Device -> Pageable)", 60000, 2000, Kind.MEMCPY, 0),
+        ("Stream Sync", 64000, 3000, Kind.SYNC_MARKER, 0),
+    ]
+    assert _events(t, 2) == [
+        ("gemm", 20000, 30001, Kind.KERNEL, 0),
+        ("ProfilerStep#3", 20000, 30000, Kind.GPU_ANNOTATION, 1),
+    ]
     # flows by correlation: launch → gemm, memcpy call → memcpy (not the sync marker)
     pairs = sorted((t.name(a), t.name(b)) for a, b in zip(t.flow_src, t.flow_dst))
     assert pairs == [("cudaLaunchKernel", "gemm"), ("cudaMemcpyAsync", "Memcpy DtoH (Device -> Pageable)")]
     i_copy = t.lane_slice(1).start
-    assert (int(t.bytes[i_copy]), int(t.copy_kind[i_copy]), bool(t.pageable[i_copy])) == (4096, int(parsers.CopyKind.D2H), True)
+    assert (int(t.bytes[i_copy]), int(t.copy_kind[i_copy]), bool(t.pageable[i_copy])) == (
+        4096,
+        int(parsers.CopyKind.D2H),
+        True,
+    )
     i_gemm = t.lane_slice(2).start
     assert int(t.correlation[i_gemm]) == 77 and int(t.external_id[i_gemm]) == 5
     assert t.args_of(i_gemm) == {"device": 0, "stream": 13, "correlation": 77, "External id": 5}
@@ -105,22 +181,65 @@ def test_kineto_object_form_kinds_lanes_flows(tmp_path):
 
 def test_2020_bare_array_capitalised_cats_and_string_tids(tmp_path):
     ev = [
-        {"ph": "X", "cat": "Operator", "name": "aten::to", "pid": 67844, "tid": "4093687616", "ts": 1606910596297023,
-         "dur": 13, "args": {"External id": 2}},
-        {"ph": "X", "cat": "Runtime", "name": "cudaMemcpyAsync", "pid": 67844, "tid": "4093687616",
-         "ts": 1606910596297025, "dur": 5, "args": {"correlation": 9, "external id": 2}},
-        {"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": "stream 7",
-         "ts": 1606910596297030, "dur": 3, "args": {"device": 0, "stream": 7, "correlation": 9, "bytes": 1024}},
-        {"ph": "X", "cat": "Memset", "name": "Memset (Device)", "pid": 0, "tid": "stream 9",
-         "ts": 1606910596297040, "dur": 1, "args": {"device": 0, "stream": 9, "correlation": 10, "bytes": 64}},
-        {"ph": "X", "cat": "Kernel", "name": "k", "pid": 0, "tid": "stream 7", "ts": 1606910596297050, "dur": 7,
-         "args": {"device": 0, "stream": 7, "correlation": 11}},
+        {
+            "ph": "X",
+            "cat": "Operator",
+            "name": "aten::to",
+            "pid": 67844,
+            "tid": "4093687616",
+            "ts": 1606910596297023,
+            "dur": 13,
+            "args": {"External id": 2},
+        },
+        {
+            "ph": "X",
+            "cat": "Runtime",
+            "name": "cudaMemcpyAsync",
+            "pid": 67844,
+            "tid": "4093687616",
+            "ts": 1606910596297025,
+            "dur": 5,
+            "args": {"correlation": 9, "external id": 2},
+        },
+        {
+            "ph": "X",
+            "cat": "Memcpy",
+            "name": "Memcpy HtoD (Pageable -> Device)",
+            "pid": 0,
+            "tid": "stream 7",
+            "ts": 1606910596297030,
+            "dur": 3,
+            "args": {"device": 0, "stream": 7, "correlation": 9, "bytes": 1024},
+        },
+        {
+            "ph": "X",
+            "cat": "Memset",
+            "name": "Memset (Device)",
+            "pid": 0,
+            "tid": "stream 9",
+            "ts": 1606910596297040,
+            "dur": 1,
+            "args": {"device": 0, "stream": 9, "correlation": 10, "bytes": 64},
+        },
+        {
+            "ph": "X",
+            "cat": "Kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": "stream 7",
+            "ts": 1606910596297050,
+            "dur": 7,
+            "args": {"device": 0, "stream": 7, "correlation": 11},
+        },
         {"ph": "s", "id": 9, "pid": 67844, "tid": 4093687616, "ts": 1606910596297025, "cat": "async", "name": "launch"},
     ]
     t = parsers.load(_write(tmp_path, ev))
     assert t.source.format == "kineto"
-    assert [(ln.tid, ln.is_gpu, ln.stream) for ln in t.lanes] == [("4093687616", False, -1), ("stream 7", True, 7),
-                                                                   ("stream 9", True, 9)]
+    assert [(ln.tid, ln.is_gpu, ln.stream) for ln in t.lanes] == [
+        ("4093687616", False, -1),
+        ("stream 7", True, 7),
+        ("stream 9", True, 9),
+    ]
     assert [e[3] for e in _events(t, 0)] == [Kind.CPU_OP, Kind.MEMCPY_CALL]
     assert [e[3] for e in _events(t, 1)] == [Kind.MEMCPY, Kind.KERNEL]
     assert int(t.start_ns[t.lane_slice(1).start]) == 1606910596297030000
@@ -129,14 +248,17 @@ def test_2020_bare_array_capitalised_cats_and_string_tids(tmp_path):
     assert int(t.external_id[t.lane_slice(0).start + 1]) == 2  # old lowercase "external id"
     assert int(t.bytes[t.lane_slice(2).start]) == 64
     assert [(t.name(a), t.name(b)) for a, b in zip(t.flow_src, t.flow_dst)] == [
-        ("cudaMemcpyAsync", "Memcpy HtoD (Pageable -> Device)")]
+        ("cudaMemcpyAsync", "Memcpy HtoD (Pageable -> Device)")
+    ]
 
 
 def test_ids_as_numbers_or_strings_are_one_lane(tmp_path):
-    ev = [{"ph": "M", "name": "thread_name", "pid": "7", "tid": 3, "args": {"name": "worker"}},
-          {"ph": "X", "name": "a", "pid": 7, "tid": 3, "ts": 1, "dur": 1},
-          {"ph": "X", "name": "b", "pid": "7", "tid": "3", "ts": 3, "dur": 1},
-          {"ph": "X", "name": "c", "pid": 7.0, "tid": 3, "ts": 5, "dur": 1}]
+    ev = [
+        {"ph": "M", "name": "thread_name", "pid": "7", "tid": 3, "args": {"name": "worker"}},
+        {"ph": "X", "name": "a", "pid": 7, "tid": 3, "ts": 1, "dur": 1},
+        {"ph": "X", "name": "b", "pid": "7", "tid": "3", "ts": 3, "dur": 1},
+        {"ph": "X", "name": "c", "pid": 7.0, "tid": 3, "ts": 5, "dur": 1},
+    ]
     t = parsers.load(_write(tmp_path, ev))
     assert len(t.lanes) == 1
     assert (t.lanes[0].pid, t.lanes[0].tid, t.lanes[0].thread_name) == ("7", "3", "worker")
@@ -144,18 +266,49 @@ def test_ids_as_numbers_or_strings_are_one_lane(tmp_path):
 
 
 def test_runtime_call_kinds_by_name(tmp_path):
-    names = {"cudaLaunchKernel": Kind.LAUNCH, "cudaLaunchKernelExC": Kind.LAUNCH, "cuLaunchKernelEx": Kind.LAUNCH,
-             "hipLaunchKernel": Kind.LAUNCH, "hipExtLaunchKernel": Kind.LAUNCH, "hipModuleLaunchKernel": Kind.LAUNCH,
-             "cudaGraphLaunch": Kind.LAUNCH, "cudaStreamSynchronize": Kind.SYNC_CALL,
-             "cudaDeviceSynchronize": Kind.SYNC_CALL, "cudaEventSynchronize": Kind.SYNC_CALL,
-             "cudaStreamWaitEvent": Kind.SYNC_CALL, "cudaEventQuery": Kind.SYNC_CALL,
-             "hipDeviceSynchronize": Kind.SYNC_CALL, "cudaMemcpyAsync": Kind.MEMCPY_CALL,
-             "hipMemcpyWithStream": Kind.MEMCPY_CALL, "cudaEventRecord": Kind.RUNTIME, "cudaMalloc": Kind.RUNTIME,
-             "cudaMemsetAsync": Kind.RUNTIME}
-    ev = [{"ph": "X", "cat": "cuda_driver" if n.startswith("cu") and not n.startswith("cuda") else "cuda_runtime",
-           "name": n, "pid": 1, "tid": 1, "ts": 10 * i, "dur": 1} for i, n in enumerate(names)]
-    ev.append({"ph": "X", "cat": "mtia_runtime", "name": "runFunction - job_prep_and_submit_for_execution",
-               "pid": 1, "tid": 1, "ts": 1000, "dur": 1})
+    names = {
+        "cudaLaunchKernel": Kind.LAUNCH,
+        "cudaLaunchKernelExC": Kind.LAUNCH,
+        "cuLaunchKernelEx": Kind.LAUNCH,
+        "hipLaunchKernel": Kind.LAUNCH,
+        "hipExtLaunchKernel": Kind.LAUNCH,
+        "hipModuleLaunchKernel": Kind.LAUNCH,
+        "cudaGraphLaunch": Kind.LAUNCH,
+        "cudaStreamSynchronize": Kind.SYNC_CALL,
+        "cudaDeviceSynchronize": Kind.SYNC_CALL,
+        "cudaEventSynchronize": Kind.SYNC_CALL,
+        "cudaStreamWaitEvent": Kind.SYNC_CALL,
+        "cudaEventQuery": Kind.SYNC_CALL,
+        "hipDeviceSynchronize": Kind.SYNC_CALL,
+        "cudaMemcpyAsync": Kind.MEMCPY_CALL,
+        "hipMemcpyWithStream": Kind.MEMCPY_CALL,
+        "cudaEventRecord": Kind.RUNTIME,
+        "cudaMalloc": Kind.RUNTIME,
+        "cudaMemsetAsync": Kind.RUNTIME,
+    }
+    ev = [
+        {
+            "ph": "X",
+            "cat": "cuda_driver" if n.startswith("cu") and not n.startswith("cuda") else "cuda_runtime",
+            "name": n,
+            "pid": 1,
+            "tid": 1,
+            "ts": 10 * i,
+            "dur": 1,
+        }
+        for i, n in enumerate(names)
+    ]
+    ev.append(
+        {
+            "ph": "X",
+            "cat": "mtia_runtime",
+            "name": "runFunction - job_prep_and_submit_for_execution",
+            "pid": 1,
+            "tid": 1,
+            "ts": 1000,
+            "dur": 1,
+        }
+    )
     t = parsers.load(_write(tmp_path, ev))
     got = {t.name(i): Kind(int(t.kind[i])) for i in range(len(t))}
     assert got == {**names, "runFunction - job_prep_and_submit_for_execution": Kind.LAUNCH}
@@ -174,12 +327,18 @@ def test_begin_end_nested_unmatched_misnamed_unclosed(tmp_path):
         {"ph": "X", "name": "last", "pid": 1, "tid": 2, "ts": 14, "dur": 6},
     ]
     t = parsers.load(_write(tmp_path, ev))
-    assert _events(t, 0) == [("outer", 0, 10000, Kind.OTHER, 0), ("inner", 2000, 3000, Kind.OTHER, 1),
-                             ("second", 6000, 2000, Kind.OTHER, 1)]
+    assert _events(t, 0) == [
+        ("outer", 0, 10000, Kind.OTHER, 0),
+        ("inner", 2000, 3000, Kind.OTHER, 1),
+        ("second", 6000, 2000, Kind.OTHER, 1),
+    ]
     # unclosed B runs to the end of the trace (20 µs)
     assert _events(t, 1) == [("never closed", 12000, 8000, Kind.OTHER, 0), ("last", 14000, 6000, Kind.OTHER, 1)]
     msgs = [(w.line, w.message) for w in t.warnings]
-    assert (1, "1 'E' event(s) name a different slice than the 'B' they close; paired with the innermost open slice") in msgs
+    assert (
+        1,
+        "1 'E' event(s) name a different slice than the 'B' they close; paired with the innermost open slice",
+    ) in msgs
     assert (1, "1 'E' event(s) without a matching 'B' skipped") in msgs
     assert (1, "1 'B' slice(s) never closed; drawn to the end of the trace") in msgs
     assert len(t.warnings) == 3
@@ -225,11 +384,13 @@ def test_flow_v1_binding_and_v2_bind_id(tmp_path):
 
 
 def test_flow_f_with_bp_e_binds_to_enclosing_slice(tmp_path):
-    ev = [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 0, "dur": 10},
-          {"ph": "s", "cat": "c", "id": 5, "pid": 1, "tid": 1, "ts": 1},
-          {"ph": "f", "cat": "c", "id": 5, "pid": 1, "tid": 2, "ts": 21, "bp": "e"},
-          {"ph": "X", "name": "b", "pid": 1, "tid": 2, "ts": 20, "dur": 5},
-          {"ph": "X", "name": "c", "pid": 1, "tid": 2, "ts": 22, "dur": 5}]
+    ev = [
+        {"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 0, "dur": 10},
+        {"ph": "s", "cat": "c", "id": 5, "pid": 1, "tid": 1, "ts": 1},
+        {"ph": "f", "cat": "c", "id": 5, "pid": 1, "tid": 2, "ts": 21, "bp": "e"},
+        {"ph": "X", "name": "b", "pid": 1, "tid": 2, "ts": 20, "dur": 5},
+        {"ph": "X", "name": "c", "pid": 1, "tid": 2, "ts": 22, "dur": 5},
+    ]
     t = parsers.load(_write(tmp_path, ev))
     assert [(t.name(a), t.name(b)) for a, b in zip(t.flow_src, t.flow_dst)] == [("a", "b")]
 
@@ -247,21 +408,28 @@ def test_async_nestable_and_legacy(tmp_path):
     ]
     t = parsers.load(_write(tmp_path, ev))
     assert [(ln.tid) for ln in t.lanes] == ["async net", "async old"]
-    assert _events(t, 0) == [("request", 0, 9000, Kind.OTHER, 0), ("dns", 1000, 2000, Kind.OTHER, 1),
-                             ("retry", 2000, 0, Kind.INSTANT, 2)]
+    assert _events(t, 0) == [
+        ("request", 0, 9000, Kind.OTHER, 0),
+        ("dns", 1000, 2000, Kind.OTHER, 1),
+        ("retry", 2000, 0, Kind.INSTANT, 2),
+    ]
     assert _events(t, 1) == [("load", 4000, 4000, Kind.OTHER, 0), ("load", 5000, 0, Kind.INSTANT, 1)]
     assert t.warnings == ()
 
 
 def test_legacy_autograd_export(tmp_path):
-    ev = [{"name": "aten::mul", "ph": "X", "ts": 10, "dur": 30, "tid": 1, "pid": "CPU functions", "args": {}},
-          {"name": "aten::mul", "ph": "s", "ts": 10, "tid": 1, "pid": "CPU functions", "id": 1, "cat": "cpu_to_cuda"},
-          {"name": "k", "ph": "f", "ts": 50, "tid": 0, "pid": "CUDA functions", "id": 1, "cat": "cpu_to_cuda"},
-          {"name": "k", "ph": "X", "ts": 50, "dur": 40, "tid": 0, "pid": "CUDA functions", "args": {}}]
+    ev = [
+        {"name": "aten::mul", "ph": "X", "ts": 10, "dur": 30, "tid": 1, "pid": "CPU functions", "args": {}},
+        {"name": "aten::mul", "ph": "s", "ts": 10, "tid": 1, "pid": "CPU functions", "id": 1, "cat": "cpu_to_cuda"},
+        {"name": "k", "ph": "f", "ts": 50, "tid": 0, "pid": "CUDA functions", "id": 1, "cat": "cpu_to_cuda"},
+        {"name": "k", "ph": "X", "ts": 50, "dur": 40, "tid": 0, "pid": "CUDA functions", "args": {}},
+    ]
     t = parsers.load(_write(tmp_path, ev))
     assert t.source.format == "legacy-autograd"
     assert [(ln.process_name, ln.tid, ln.is_gpu, ln.device) for ln in t.lanes] == [
-        ("CPU functions", "1", False, -1), ("CUDA functions", "0", True, 0)]
+        ("CPU functions", "1", False, -1),
+        ("CUDA functions", "0", True, 0),
+    ]
     assert _events(t, 0) == [("aten::mul", 10000, 30000, Kind.CPU_OP, 0)]
     assert _events(t, 1) == [("k", 50000, 40000, Kind.KERNEL, 0)]
     assert [(t.name(a), t.name(b)) for a, b in zip(t.flow_src, t.flow_dst)] == [("aten::mul", "k")]
@@ -269,8 +437,10 @@ def test_legacy_autograd_export(tmp_path):
 
 def test_display_time_unit_never_rescales(tmp_path):
     for unit, warned in (("ns", False), ("ms", False), ("s", True)):
-        obj = {"traceEvents": [{"ph": "X", "name": "k", "pid": 1, "tid": 1, "ts": 1000, "dur": 250}],
-               "displayTimeUnit": unit}
+        obj = {
+            "traceEvents": [{"ph": "X", "name": "k", "pid": 1, "tid": 1, "ts": 1000, "dur": 250}],
+            "displayTimeUnit": unit,
+        }
         t = parsers.load(_write(tmp_path, obj, f"{unit}.json"))
         assert (int(t.start_ns[0]), int(t.dur_ns[0])) == (1_000_000, 250_000)
         assert t.source.display_time_unit == unit
@@ -278,8 +448,9 @@ def test_display_time_unit_never_rescales(tmp_path):
 
 
 def test_multi_member_gzip(tmp_path):
-    text = json.dumps({"traceEvents": [{"ph": "X", "name": f"e{i}", "pid": 1, "tid": 1, "ts": i * 10, "dur": 5}
-                                       for i in range(40)]}).encode()
+    text = json.dumps(
+        {"traceEvents": [{"ph": "X", "name": f"e{i}", "pid": 1, "tid": 1, "ts": i * 10, "dur": 5} for i in range(40)]}
+    ).encode()
     cut1, cut2 = len(text) // 3, 2 * len(text) // 3
     p = tmp_path / "m.json.gz"
     p.write_bytes(gzip.compress(text[:cut1]) + gzip.compress(text[cut1:cut2]) + gzip.compress(text[cut2:]))

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from gapscope import parsers
 from gapscope.parsers import Kind
 from gapscope.parsers.chrome import loader as chrome_mod
-from gapscope.parsers.chrome.times import INVALID, MISSING, NONFINITE, OK, raw_to_ns
+from gapscope.parsers.chrome.times import INVALID, MISSING, OK, raw_to_ns
 from gapscope.parsers.ordering import sort_order
 
 
@@ -28,19 +28,46 @@ def _raws(tokens):
 
 
 def test_raw_to_ns_by_hand():
-    toks = ["1712345678901234.125", "1712345678901234.1235", "1712345678901234.1245", "1712345678901234.12450001",
-            "-2.0005", "5000000.000", "7", "0.0015", "9199999999999999.9995", "9200000000000000", "1.5e3",
-            '"12.5"', "null", '"x"']
+    toks = [
+        "1712345678901234.125",
+        "1712345678901234.1235",
+        "1712345678901234.1245",
+        "1712345678901234.12450001",
+        "-2.0005",
+        "5000000.000",
+        "7",
+        "0.0015",
+        "9199999999999999.9995",
+        "9200000000000000",
+        "1.5e3",
+        '"12.5"',
+        "null",
+        '"x"',
+    ]
     ns, status = raw_to_ns(_raws(toks))
-    assert ns.tolist()[:11] == [1712345678901234125, 1712345678901234124, 1712345678901234124, 1712345678901234125,
-                                -2000, 5000000000, 7000, 2, 9200000000000000000, 0, 1500000]
+    assert ns.tolist()[:11] == [
+        1712345678901234125,
+        1712345678901234124,
+        1712345678901234124,
+        1712345678901234125,
+        -2000,
+        5000000000,
+        7000,
+        2,
+        9200000000000000000,
+        0,
+        1500000,
+    ]
     assert ns[11] == 12500
     assert status.tolist() == [OK] * 9 + [INVALID, OK, OK, MISSING, INVALID]
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.booleans(), st.integers(0, 10 ** 16), st.text("0123456789", max_size=9)),
-                min_size=1, max_size=40))
+@given(
+    st.lists(
+        st.tuples(st.booleans(), st.integers(0, 10**16), st.text("0123456789", max_size=9)), min_size=1, max_size=40
+    )
+)
 def test_raw_to_ns_matches_decimal(items):
     toks = [("-" if neg else "") + str(i) + ("." + f if f else "") for neg, i, f in items]
     ns, status = raw_to_ns(_raws(toks))
@@ -63,8 +90,16 @@ def _epoch_file(tmp_path):
     ev = [
         {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": _ts(0, "125"), "dur": 10.5},
         {"ph": "X", "cat": "cpu_op", "name": "child", "pid": 1, "tid": 1, "ts": _ts(1, "0005"), "dur": 2},
-        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": _ts(20, "999"), "dur": 1,
-         "args": {"device": 0, "stream": 7}},
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": 7,
+            "ts": _ts(20, "999"),
+            "dur": 1,
+            "args": {"device": 0, "stream": 7},
+        },
         {"ph": "X", "cat": "cpu_op", "name": "no_ts", "pid": 1, "tid": 1, "dur": 1},
         {"ph": "i", "name": "mark", "pid": 1, "tid": 1, "ts": _ts(5, "375"), "s": "t"},
         {"ph": "B", "name": "range", "pid": 1, "tid": 2, "ts": _ts(3, "001")},
@@ -107,8 +142,7 @@ def test_text_timestamps_equal_float_path(tmp_path, monkeypatch):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 6), st.integers(0, 3)), max_size=40),
-       st.booleans())
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 6), st.integers(0, 3)), max_size=40), st.booleans())
 def test_sort_order_equals_lexsort(rows, presort):
     if presort:
         rows = sorted(rows, key=lambda r: (r[0], r[1]))

@@ -23,14 +23,46 @@ def _lines_file(events, head='{\n"schemaVersion": 1,\n"traceEvents": [\n', tail=
 
 EVENTS = [
     {"name": "process_name", "ph": "M", "pid": 1, "tid": 0, "args": {"name": "py"}},
-    {"ph": "X", "cat": "cpu_op", "name": "op {a} [b]", "pid": 1, "tid": 1, "ts": 100, "dur": 50,
-     "args": {"note": "has \"quotes\" and } ] brackets \\ slash", "External id": 1}},
-    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 110, "dur": 5,
-     "args": {"correlation": 1}},
-    {"ph": "X", "cat": "kernel", "name": "k1", "pid": 0, "tid": 7, "ts": 120, "dur": 30,
-     "args": {"device": 0, "stream": 7, "correlation": 1, "grid": [1, 2, 3]}},
-    {"ph": "X", "cat": "kernel", "name": "k2", "pid": 0, "tid": 7, "ts": 160, "dur": 10,
-     "args": {"device": 0, "stream": 7, "correlation": 2}},
+    {
+        "ph": "X",
+        "cat": "cpu_op",
+        "name": "op {a} [b]",
+        "pid": 1,
+        "tid": 1,
+        "ts": 100,
+        "dur": 50,
+        "args": {"note": 'has "quotes" and } ] brackets \\ slash', "External id": 1},
+    },
+    {
+        "ph": "X",
+        "cat": "cuda_runtime",
+        "name": "cudaLaunchKernel",
+        "pid": 1,
+        "tid": 1,
+        "ts": 110,
+        "dur": 5,
+        "args": {"correlation": 1},
+    },
+    {
+        "ph": "X",
+        "cat": "kernel",
+        "name": "k1",
+        "pid": 0,
+        "tid": 7,
+        "ts": 120,
+        "dur": 30,
+        "args": {"device": 0, "stream": 7, "correlation": 1, "grid": [1, 2, 3]},
+    },
+    {
+        "ph": "X",
+        "cat": "kernel",
+        "name": "k2",
+        "pid": 0,
+        "tid": 7,
+        "ts": 160,
+        "dur": 10,
+        "args": {"device": 0, "stream": 7, "correlation": 2},
+    },
 ]
 
 
@@ -105,18 +137,23 @@ def test_non_finite_tokens_skip_event_with_line_and_field(tmp_path):
     assert t.extent_ns == (1000, 4000)
 
 
-@pytest.mark.parametrize("text_ts,ns", [
-    ("1712345678901234.125", 1712345678901234125),
-    ("1712345678901234", 1712345678901234000),
-    ("1615207264504900.001", 1615207264504900001),
-    ("3605057436108.407", 3605057436108407),
-    ("88437691101.729", 88437691101729),
-    ("0.0105", 10),  # 10.5 ns: half to even
-    ("12.3456", 12346),
-])
+@pytest.mark.parametrize(
+    "text_ts,ns",
+    [
+        ("1712345678901234.125", 1712345678901234125),
+        ("1712345678901234", 1712345678901234000),
+        ("1615207264504900.001", 1615207264504900001),
+        ("3605057436108.407", 3605057436108407),
+        ("88437691101.729", 88437691101729),
+        ("0.0105", 10),  # 10.5 ns: half to even
+        ("12.3456", 12346),
+    ],
+)
 def test_timestamps_keep_nanoseconds(tmp_path, text_ts, ns):
-    text = ('{"traceEvents": [\n{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": %s, "dur": 1.001},\n'
-            '{"ph": "i", "name": "b", "pid": 1, "tid": 1, "ts": %s}\n]}' % (text_ts, text_ts))
+    text = (
+        '{"traceEvents": [\n{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": %s, "dur": 1.001},\n'
+        '{"ph": "i", "name": "b", "pid": 1, "tid": 1, "ts": %s}\n]}' % (text_ts, text_ts)
+    )
     p = tmp_path / "ts.json"
     p.write_text(text)
     t = parsers.load(p)
@@ -126,9 +163,13 @@ def test_timestamps_keep_nanoseconds(tmp_path, text_ts, ns):
 
 def test_epoch_fractions_in_bulk_are_exact(tmp_path):
     base = 1712345678901234
-    evs = [{"ph": "X", "name": f"e{i}", "pid": 1, "tid": i % 3, "ts": "%d.%03d" % (base + i, (i * 37) % 1000),
-            "dur": 1} for i in range(500)]
-    text = "[" + ",\n".join(json.dumps(e).replace('"ts": "', '"ts": ').replace('", "dur"', ', "dur"') for e in evs) + "]"
+    evs = [
+        {"ph": "X", "name": f"e{i}", "pid": 1, "tid": i % 3, "ts": "%d.%03d" % (base + i, (i * 37) % 1000), "dur": 1}
+        for i in range(500)
+    ]
+    text = (
+        "[" + ",\n".join(json.dumps(e).replace('"ts": "', '"ts": ').replace('", "dur"', ', "dur"') for e in evs) + "]"
+    )
     p = tmp_path / "bulk.json"
     p.write_text(text)
     t = parsers.load(p)
@@ -140,10 +181,26 @@ def test_absurd_times_are_flagged_and_kept_out_of_extent(tmp_path):
     B = 1615207264504900
     evs = [
         {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": B, "dur": 100},
-        {"ph": "X", "cat": "kernel", "name": "good", "pid": 0, "tid": 7, "ts": B + 30, "dur": 50,
-         "args": {"device": 0, "stream": 7, "correlation": 1}},
-        {"ph": "X", "cat": "kernel", "name": "untimed", "pid": 0, "tid": 7, "ts": 0, "dur": 0,
-         "args": {"device": 0, "stream": 7, "correlation": 2}},
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "good",
+            "pid": 0,
+            "tid": 7,
+            "ts": B + 30,
+            "dur": 50,
+            "args": {"device": 0, "stream": 7, "correlation": 1},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "untimed",
+            "pid": 0,
+            "tid": 7,
+            "ts": 0,
+            "dur": 0,
+            "args": {"device": 0, "stream": 7, "correlation": 2},
+        },
         {"ph": "X", "cat": "cpu_op", "name": "neg", "pid": 1, "tid": 1, "ts": B + 5, "dur": -3},
         {"ph": "X", "cat": "cpu_op", "name": "forever", "pid": 1, "tid": 1, "ts": B + 6, "dur": 3e12},
     ]
@@ -160,17 +217,35 @@ def test_absurd_times_are_flagged_and_kept_out_of_extent(tmp_path):
 
 
 def test_duplicates_counted_once_and_overlaps_kept(tmp_path):
-    k = lambda name, ts, dur, c: {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,  # noqa: E731
-                                  "args": {"device": 0, "stream": 7, "correlation": c}}
-    evs = [k("a", 0, 100, 1), k("b", 90, 60, 2), k("w", 150, 50, 3), k("w", 150, 50, 3), k("g", 260, 40, 4),
-           {"ph": "X", "cat": "cpu_op", "name": "same", "pid": 1, "tid": 1, "ts": 0, "dur": 0},
-           {"ph": "X", "cat": "cpu_op", "name": "same", "pid": 1, "tid": 1, "ts": 0, "dur": 0}]
+    k = lambda name, ts, dur, c: {
+        "ph": "X",
+        "cat": "kernel",
+        "name": name,
+        "pid": 0,
+        "tid": 7,
+        "ts": ts,
+        "dur": dur,
+        "args": {"device": 0, "stream": 7, "correlation": c},
+    }
+    evs = [
+        k("a", 0, 100, 1),
+        k("b", 90, 60, 2),
+        k("w", 150, 50, 3),
+        k("w", 150, 50, 3),
+        k("g", 260, 40, 4),
+        {"ph": "X", "cat": "cpu_op", "name": "same", "pid": 1, "tid": 1, "ts": 0, "dur": 0},
+        {"ph": "X", "cat": "cpu_op", "name": "same", "pid": 1, "tid": 1, "ts": 0, "dur": 0},
+    ]
     p = tmp_path / "dup.json"
     p.write_text(_lines_file(evs))
     t = parsers.load(p)
     gpu = t.lane_slice(t.gpu_lanes()[0])
     assert [(t.name(i), int(t.start_ns[i]) // 1000) for i in range(gpu.start, gpu.stop)] == [
-        ("a", 0), ("b", 90), ("w", 150), ("g", 260)]
+        ("a", 0),
+        ("b", 90),
+        ("w", 150),
+        ("g", 260),
+    ]
     assert len(t) == 6  # CPU records are never merged
     msgs = [(w.line, w.message) for w in t.warnings]
     assert (7, "duplicate event 'w' on lines 6/7: counted once") in msgs
@@ -179,10 +254,12 @@ def test_duplicates_counted_once_and_overlaps_kept(tmp_path):
 
 
 def test_garbage_element_in_the_middle_is_skipped(tmp_path):
-    text = ('[{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1},\n'
-            '{"ph": "X", "name": "bad", "pid": 1, "tid": 1, "ts": {"oops": 1}, "dur": 1},\n'
-            '{"ph": "X" "name": "broken"},\n'
-            '{"ph": "X", "name": "c", "pid": 1, "tid": 1, "ts": 5, "dur": 1}]')
+    text = (
+        '[{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1},\n'
+        '{"ph": "X", "name": "bad", "pid": 1, "tid": 1, "ts": {"oops": 1}, "dur": 1},\n'
+        '{"ph": "X" "name": "broken"},\n'
+        '{"ph": "X", "name": "c", "pid": 1, "tid": 1, "ts": 5, "dur": 1}]'
+    )
     p = tmp_path / "g.json"
     p.write_text(text)
     t = parsers.load(p)
@@ -208,10 +285,12 @@ def test_binary_and_empty_files_are_refused(tmp_path):
 
 def test_numbers_beyond_float_range_are_non_finite(tmp_path):
     p = tmp_path / "big.json"
-    p.write_text('{"traceEvents": [\n'
-                 '{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2},\n'
-                 '{"ph": "X", "name": "b", "pid": 1, "tid": 1, "ts": 1e999, "dur": 2},\n'
-                 '{"ph": "X", "name": "c", "pid": 1, "tid": 1, "ts": 5, "dur": -1e999}\n]}')
+    p.write_text(
+        '{"traceEvents": [\n'
+        '{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2},\n'
+        '{"ph": "X", "name": "b", "pid": 1, "tid": 1, "ts": 1e999, "dur": 2},\n'
+        '{"ph": "X", "name": "c", "pid": 1, "tid": 1, "ts": 5, "dur": -1e999}\n]}'
+    )
     t = parsers.load(p)
     assert [t.name(i) for i in range(len(t))] == ["a"]
     assert [(w.line, w.field, "non-finite" in w.message) for w in t.warnings] == [(3, "ts", True), (4, "dur", True)]
@@ -219,8 +298,19 @@ def test_numbers_beyond_float_range_are_non_finite(tmp_path):
 
 def test_large_truncated_file_is_linear(tmp_path):
     """A 20k-event file cut in the middle of an event loads every complete event."""
-    evs = [{"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7, "ts": 3605057436108.407 + 10 * i,
-            "dur": 5.5, "args": {"device": 0, "stream": 7, "correlation": i, "note": "x}]\"y"}} for i in range(20000)]
+    evs = [
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": f"k{i}",
+            "pid": 0,
+            "tid": 7,
+            "ts": 3605057436108.407 + 10 * i,
+            "dur": 5.5,
+            "args": {"device": 0, "stream": 7, "correlation": i, "note": 'x}]"y'},
+        }
+        for i in range(20000)
+    ]
     text = _lines_file(evs)
     cut = text.index('"name": "k15000"') + 5
     p = tmp_path / "big_cut.json"
@@ -238,8 +328,10 @@ def test_args_of_the_last_event_with_many_braces_after_the_array(tmp_path):
 
     from gapscope.parsers import load as _load
 
-    ev = [{"ph": "X", "name": f"k{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1, "args": {"correlation": i}}
-          for i in range(5)]
+    ev = [
+        {"ph": "X", "name": f"k{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1, "args": {"correlation": i}}
+        for i in range(5)
+    ]
     doc = {"traceEvents": ev, "deviceProperties": [{"id": j, "nested": {"x": {}}} for j in range(17)]}
     p = tmp_path / "t.json"
     p.write_text(_json.dumps(doc))
@@ -254,8 +346,10 @@ def test_a_timestamp_beyond_int64_ns_is_skipped_quietly(tmp_path):
     from gapscope.parsers import load as _load
 
     p = tmp_path / "t.json"
-    p.write_text('{"traceEvents":[{"ph":"X","name":"a","pid":1,"tid":1,"ts":1e308,"dur":1},'
-                 '{"ph":"X","name":"b","pid":1,"tid":1,"ts":5,"dur":1}]}')
+    p.write_text(
+        '{"traceEvents":[{"ph":"X","name":"a","pid":1,"tid":1,"ts":1e308,"dur":1},'
+        '{"ph":"X","name":"b","pid":1,"tid":1,"ts":5,"dur":1}]}'
+    )
     with _warnings.catch_warnings():
         _warnings.simplefilter("error", RuntimeWarning)
         tr = _load(p)

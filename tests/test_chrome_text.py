@@ -29,8 +29,12 @@ def _approx_ns(text: str) -> int:
 
 
 @settings(max_examples=150, deadline=None)
-@given(whole=st.integers(min_value=0, max_value=2 ** 51), frac=st.text("0123456789", min_size=0, max_size=7),
-       neg=st.booleans(), ws=st.sampled_from(["", " ", "  ", "\n  "]))
+@given(
+    whole=st.integers(min_value=0, max_value=2**51),
+    frac=st.text("0123456789", min_size=0, max_size=7),
+    neg=st.booleans(),
+    ws=st.sampled_from(["", " ", "  ", "\n  "]),
+)
 def test_exact_ns_near_matches_decimal(whole, frac, neg, ws):
     text = ("-" if neg else "") + str(whole) + (("." + frac) if frac else "")
     data = ('{"ts":%s%s, "dur": 1}' % (ws, text)).encode()
@@ -52,7 +56,7 @@ def test_exact_ns_near_rejects_exponents_strings_and_wrong_positions():
 
 def test_key_positions_ignores_keys_inside_strings():
     data = b'{"ts": 1, "name": "say \\"ts\\": 2", "x": {"ts" : 3}, "tsx": 4, "ts"}'
-    assert [data[p:p + 3] for p in key_positions(data, b'"ts"')] == [b": 1", b" : "]
+    assert [data[p : p + 3] for p in key_positions(data, b'"ts"')] == [b": 1", b" : "]
     assert key_positions(data, b'"ts"', limit=1).tolist() == key_positions(data, b'"ts"')[:1].tolist()
 
 
@@ -66,7 +70,7 @@ def _random_value(r: random.Random, depth: int = 0):
         return r.choice([None, True, False])
     if kind == 3:
         return [_random_value(r, depth + 1) for _ in range(r.randrange(4))]
-    return {f"k{i}{'}'*i}": _random_value(r, depth + 1) for i in range(r.randrange(4))}
+    return {f"k{i}{'}' * i}": _random_value(r, depth + 1) for i in range(r.randrange(4))}
 
 
 def test_scanner_splits_like_json_module():
@@ -80,47 +84,79 @@ def test_scanner_splits_like_json_module():
         assert got == elems
         cut = r.randrange(2, len(text) - 1)
         part = scan_elements(text[:cut], 1)
-        assert [json.loads(text[a:b]) for a, b in zip(part.starts.tolist(), part.ends.tolist())] == \
-            elems[: part.starts.size]
+        assert [json.loads(text[a:b]) for a, b in zip(part.starts.tolist(), part.ends.tolist())] == elems[
+            : part.starts.size
+        ]
 
 
 def test_args_and_lines_are_read_back_from_the_text(tmp_path):
-    text = ('{"schemaVersion": 1,\n"traceEvents": [\n'
-            '  {\n    "ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7,\n'
-            '    "ts": 10, "dur": 5,\n    "args": {"device": 0, "stream": 7, "grid": [1, 2, 3], "note": "a\\"b"}\n  },\n'
-            '  {"name": "ev", "args": {"x": 1}, "pid": 1, "tid": 1, "ts": 20, "dur": 1, "ph": "X"}\n'
-            '],\n"traceName": "t", "deviceProperties": [{"id": 0, "name": "G"}]}\n')
+    text = (
+        '{"schemaVersion": 1,\n"traceEvents": [\n'
+        '  {\n    "ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7,\n'
+        '    "ts": 10, "dur": 5,\n    "args": {"device": 0, "stream": 7, "grid": [1, 2, 3], "note": "a\\"b"}\n  },\n'
+        '  {"name": "ev", "args": {"x": 1}, "pid": 1, "tid": 1, "ts": 20, "dur": 1, "ph": "X"}\n'
+        '],\n"traceName": "t", "deviceProperties": [{"id": 0, "name": "G"}]}\n'
+    )
     p = tmp_path / "t.json"
     p.write_text(text)
     t = parsers.load(p)
     got = {t.name(i): (int(t.src_line[i]), t.args_of(i)) for i in range(len(t))}
-    assert got == {"k": (3, {"device": 0, "stream": 7, "grid": [1, 2, 3], "note": 'a"b'}),
-                   "ev": (8, {"x": 1})}
+    assert got == {"k": (3, {"device": 0, "stream": 7, "grid": [1, 2, 3], "note": 'a"b'}), "ev": (8, {"x": 1})}
 
 
 def test_unknown_and_missing_phases_are_counted(tmp_path):
     p = tmp_path / "u.json"
-    p.write_text(json.dumps([{"ph": "Z", "ts": 1}, {"name": "no ph", "ts": 2}, {"ph": "X", "name": "a", "pid": 1,
-                                                                            "tid": 1, "ts": 3, "dur": 1}]))
+    p.write_text(
+        json.dumps(
+            [
+                {"ph": "Z", "ts": 1},
+                {"name": "no ph", "ts": 2},
+                {"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 3, "dur": 1},
+            ]
+        )
+    )
     t = parsers.load(p)
     assert len(t) == 1 and t.source.ignored_counts == {"ph Z": 1, "ph None": 1}
 
 
 def test_lane_order_from_sort_indices_and_gpu_device_from_args(tmp_path):
-    ev = [{"ph": "M", "name": "process_sort_index", "pid": 20, "args": {"sort_index": -1}},
-          {"ph": "M", "name": "thread_sort_index", "pid": 10, "tid": 2, "args": {"sort_index": -5}},
-          {"ph": "X", "name": "a", "pid": 10, "tid": 1, "ts": 0, "dur": 1},
-          {"ph": "X", "name": "b", "pid": 10, "tid": 2, "ts": 0, "dur": 1},
-          {"ph": "X", "name": "c", "pid": 20, "tid": 1, "ts": 0, "dur": 1},
-          {"ph": "X", "cat": "kernel", "name": "k1", "pid": 5, "tid": 3, "ts": 0, "dur": 1,
-           "args": {"device": 1, "stream": 3}},
-          {"ph": "X", "cat": "kernel", "name": "k0", "pid": 9, "tid": 20, "ts": 0, "dur": 1,
-           "args": {"device": 0, "stream": 20}}]
+    ev = [
+        {"ph": "M", "name": "process_sort_index", "pid": 20, "args": {"sort_index": -1}},
+        {"ph": "M", "name": "thread_sort_index", "pid": 10, "tid": 2, "args": {"sort_index": -5}},
+        {"ph": "X", "name": "a", "pid": 10, "tid": 1, "ts": 0, "dur": 1},
+        {"ph": "X", "name": "b", "pid": 10, "tid": 2, "ts": 0, "dur": 1},
+        {"ph": "X", "name": "c", "pid": 20, "tid": 1, "ts": 0, "dur": 1},
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k1",
+            "pid": 5,
+            "tid": 3,
+            "ts": 0,
+            "dur": 1,
+            "args": {"device": 1, "stream": 3},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k0",
+            "pid": 9,
+            "tid": 20,
+            "ts": 0,
+            "dur": 1,
+            "args": {"device": 0, "stream": 20},
+        },
+    ]
     p = tmp_path / "o.json"
     p.write_text(json.dumps(ev))
     t = parsers.load(p)
     assert [(ln.pid, ln.tid, ln.device, ln.stream) for ln in t.lanes] == [
-        ("20", "1", -1, -1), ("10", "2", -1, -1), ("10", "1", -1, -1), ("9", "20", 0, 20), ("5", "3", 1, 3)]
+        ("20", "1", -1, -1),
+        ("10", "2", -1, -1),
+        ("10", "1", -1, -1),
+        ("9", "20", 0, 20),
+        ("5", "3", 1, 3),
+    ]
     assert t.devices() == [0, 1]
 
 

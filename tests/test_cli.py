@@ -21,8 +21,9 @@ def gapscope(*args: str, env_extra: dict | None = None) -> subprocess.CompletedP
     env = dict(os.environ, NO_COLOR="1", COLUMNS="100")
     env.pop("GAPSCOPE_DEBUG", None)
     env.update(env_extra or {})
-    return subprocess.run([sys.executable, "-m", "gapscope", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "gapscope", *args], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env
+    )
 
 
 def _assert_one_line_error(proc: subprocess.CompletedProcess, path: str, needle: str) -> str:
@@ -102,7 +103,7 @@ def test_non_trace_json_is_refused():
     p = require(CORPUS / "tracelens" / "rocprof" / "908_results.json.gz")
     line = _assert_one_line_error(_unchanged_after(p), str(p), "")
     # path:line:col: message (hint)
-    rest = line[len(f"gapscope: error: {p}"):]
+    rest = line[len(f"gapscope: error: {p}") :]
     assert rest.startswith(":") and rest.split(":")[1].isdigit() and rest.split(":")[2].isdigit(), line
     assert "(" in line and line.endswith(")"), line
 
@@ -114,8 +115,12 @@ def test_json_that_is_not_a_trace(tmp_path):
 
 
 def test_bad_usage_is_one_line_exit_2(tmp_path):
-    for args in (["report"], ["report", "x.json", "--min-gap-us", "abc"], ["report", "x.json", "--top", "-1"],
-                 ["report", "x.json", "--json", "--markdown"]):
+    for args in (
+        ["report"],
+        ["report", "x.json", "--min-gap-us", "abc"],
+        ["report", "x.json", "--top", "-1"],
+        ["report", "x.json", "--json", "--markdown"],
+    ):
         proc = gapscope(*args)
         assert proc.returncode == 2, (args, proc.stderr)
         assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith("gapscope: error: "), (args, proc.stderr)
@@ -193,8 +198,15 @@ def test_permission_denied_in_process(monkeypatch, capsys, tmp_path):
 
 def test_broken_pipe_is_quiet():
     sample = require(ROOT / "sample_traces" / "decode_10_steps.txt")
-    proc = subprocess.run(f"{sys.executable} -m gapscope report {sample} | head -n 1", shell=True, cwd=ROOT,
-                          capture_output=True, text=True, timeout=120, env=dict(os.environ, NO_COLOR="1"))
+    proc = subprocess.run(
+        f"{sys.executable} -m gapscope report {sample} | head -n 1",
+        shell=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, NO_COLOR="1"),
+    )
     assert proc.stdout.startswith("gapscope report: ")
     assert "Traceback" not in proc.stderr and "Error" not in proc.stderr, proc.stderr
 

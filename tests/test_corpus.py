@@ -22,7 +22,7 @@ import pytest
 
 from gapscope.parsers import Kind, TraceFormatError, load
 from tests.conftest import CORPUS, require
-from tests.reference import GPU_WORK_CATS, provenance, reference, union_ns
+from tests.reference import provenance, reference, union_ns
 
 REFUSED = {"tracelens/rocprof/908_results.json.gz"}
 
@@ -46,12 +46,12 @@ def _path(rel: str):
     return require(CORPUS / rel)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _ref(rel: str):
     return reference(_path(rel))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _trace(rel: str):
     return load(_path(rel))
 
@@ -122,8 +122,11 @@ def test_loads(rel):
     for k in ("schemaVersion", "displayTimeUnit", "baseTimeNanoseconds"):
         if k in r.header:
             want = r.header[k]
-            got = {"schemaVersion": tr.source.schema_version, "displayTimeUnit": tr.source.display_time_unit,
-                   "baseTimeNanoseconds": tr.source.base_time_ns}[k]
+            got = {
+                "schemaVersion": tr.source.schema_version,
+                "displayTimeUnit": tr.source.display_time_unit,
+                "baseTimeNanoseconds": tr.source.base_time_ns,
+            }[k]
             assert got == want, k
 
 
@@ -225,4 +228,7 @@ def test_extent(rel):
     lo, hi = r.extent(_EXTENT_PHASES)
     tol = 1 if r.max_decimals > 3 else 0
     assert abs(tr.extent_ns[0] - lo) <= tol and abs(tr.extent_ns[1] - hi) <= tol, (
-        tuple(tr.extent_ns), (lo, hi), [str(w) for w in tr.warnings][:5])
+        tuple(tr.extent_ns),
+        (lo, hi),
+        [str(w) for w in tr.warnings][:5],
+    )

@@ -60,10 +60,14 @@ def test_seed_step_busy_idle(seed):
     assert v["verdict"] == "faster" and v["speedup"] == pytest.approx(1050 / 348)
     # one step each: no spread, the noise is 1% of the 1.050 ms step
     assert v["noise_ns"] == 10_500 and v["change_ns"] == -702_000
-    assert v["line"] == ("faster: step 1.050 → 0.348 ms, 3.0× shorter (−0.702 ms; noise ±10.5 µs) — with care: "
-                         "kernels inside a graph not recorded")
-    assert seed["kernels"]["sentence"] == ("GPU busy 0.312 → 0.328 ms: the kernels did not get faster; the step is "
-                                           "3.0× shorter because idle fell from 0.738 to 0.020 ms")
+    assert v["line"] == (
+        "faster: step 1.050 → 0.348 ms, 3.0× shorter (−0.702 ms; noise ±10.5 µs) — with care: "
+        "kernels inside a graph not recorded"
+    )
+    assert seed["kernels"]["sentence"] == (
+        "GPU busy 0.312 → 0.328 ms: the kernels did not get faster; the step is "
+        "3.0× shorter because idle fell from 0.738 to 0.020 ms"
+    )
 
 
 def test_seed_smells_died_and_what_is_left(seed):
@@ -88,8 +92,10 @@ def test_seed_smells_died_and_what_is_left(seed):
     assert left["status"] == "appeared" and p["label"] == "graph → graph" and p["boundary"]
     assert (p["idle_per_step_ns"], p["leading_ns"], p["trailing_ns"]) == (20_000, 12_000, 8_000)
     assert p["launch_name"] == "launch fused decode graph"
-    assert ("12.0 µs from the step start until `graph` starts (launched by `launch fused decode graph`), "
-            "8.0 µs from the end of `graph` to the step end") in left["line"]
+    assert (
+        "12.0 µs from the step start until `graph` starts (launched by `launch fused decode graph`), "
+        "8.0 µs from the end of `graph` to the step end"
+    ) in left["line"]
     assert left["card"]["smell"] and left["card"]["why"]
 
 
@@ -110,9 +116,11 @@ def test_seed_text_and_markdown_read_the_same_figures(seed):
     assert seed["verdict"]["line"] in " ".join(text.split())
     assert "the kernels did not get faster" in text
     rows = [ln.split(None, 1)[1] for ln in text.splitlines() if ln.startswith(("died", "appeared"))]
-    assert [r.split()[:4] for r in rows] == [["attention", "→", "matmul", "boundary"],
-                                             ["matmul", "→", "attention", "39%"],
-                                             ["graph", "→", "graph", "boundary"]]
+    assert [r.split()[:4] for r in rows] == [
+        ["attention", "→", "matmul", "boundary"],
+        ["matmul", "→", "attention", "39%"],
+        ["graph", "→", "graph", "boundary"],
+    ]
     assert "host, sync 22% → -" in rows[0] and rows[0].endswith("0.718 ms → -  −0.718 ms")
     assert rows[1].endswith("20.0 µs → -   −20.0 µs") and rows[2].endswith("- → 20.0 µs   +20.0 µs")
     step_row = next(ln for ln in text.splitlines() if ln.startswith("step wall time"))
@@ -160,8 +168,10 @@ def test_self_diff_of_a_real_trace():
 # ---------------------------------------------------------------- planted pairs
 def test_family_drops_template_arguments_addresses_and_numbers():
     assert family(GEMM_F) == family(GEMM_H) == "gemm_kernel"
-    assert family("void at::native::vectorized_elementwise_kernel<4, AddFunctor<float>>(int, AddFunctor<float>)") == \
-        "at::native::vectorized_elementwise_kernel"
+    assert (
+        family("void at::native::vectorized_elementwise_kernel<4, AddFunctor<float>>(int, AddFunctor<float>)")
+        == "at::native::vectorized_elementwise_kernel"
+    )
     assert family("computeOffsetsKernel(ComputeOffsetsParams)") == family("computeOffsetsKernel")
     assert family("sm80_xmma_gemm_128x64_nn") == family("sm90_xmma_gemm_64x64_nn") == "sm#_xmma_gemm_#x#_nn"
     assert family("Memcpy HtoD (Pageable -> Device)") == "Memcpy HtoD"
@@ -171,14 +181,20 @@ def test_family_drops_template_arguments_addresses_and_numbers():
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
     d = tmp_path_factory.mktemp("planted")
-    return dict(before=kineto(d / "before.json", BEFORE), after=kineto(d / "after.json", AFTER),
-                slower=kineto(d / "slower.json", SLOWER, step_us=1100), dir=d)
+    return dict(
+        before=kineto(d / "before.json", BEFORE),
+        after=kineto(d / "after.json", AFTER),
+        slower=kineto(d / "slower.json", SLOWER, step_us=1100),
+        dir=d,
+    )
 
 
 def test_planted_removed_shrunk_new_and_renamed(planted):
     doc = doc_of(planted["before"], planted["after"])
-    rows = {(g["status"], (g["before"] or g["after"])["prev_family"], (g["before"] or g["after"])["next_family"]): g
-            for g in doc["groups"]}
+    rows = {
+        (g["status"], (g["before"] or g["after"])["prev_family"], (g["before"] or g["after"])["next_family"]): g
+        for g in doc["groups"]
+    }
     assert sorted(rows) == [
         ("appeared", "softmax_kernel", "bias_add_kernel"),
         ("died", "gemm_kernel", "relu_kernel"),
@@ -212,8 +228,10 @@ def test_planted_removed_shrunk_new_and_renamed(planted):
     assert (ps["gpu_busy_ns"]["before_ns"], ps["gpu_busy_ns"]["after_ns"]) == (900_000, 930_000)
     assert (ps["idle_ns"]["before_ns"], ps["idle_ns"]["after_ns"]) == (100_000, 70_000)
     assert doc["verdict"]["verdict"] == "no change"
-    assert doc["kernels"]["sentence"] == ("GPU busy 0.900 → 0.930 ms: new kernels (`bias_add_kernel`) added GPU "
-                                          "work, but idle fell from 0.100 to 0.070 ms: the step did not change")
+    assert doc["kernels"]["sentence"] == (
+        "GPU busy 0.900 → 0.930 ms: new kernels (`bias_add_kernel`) added GPU "
+        "work, but idle fell from 0.100 to 0.070 ms: the step did not change"
+    )
     assert doc["left"]["position"]["next_family"] == "bias_add_kernel"
 
 
@@ -231,8 +249,12 @@ def test_planted_slower_and_fail_if_slower(planted):
         rc, _ = run(planted["before"], planted["slower"], "--fail-if-slower", pct)
         assert rc == rc_want, pct
     d = doc_of(planted["before"], planted["slower"], "--fail-if-slower", "8")
-    assert d["check"] == dict(pct=8.0, limit_ns=90_000, failed=True,
-                              line="FAILED: step +10.0% (+0.100 ms); the limit is 8% + noise = +90.0 µs")
+    assert d["check"] == dict(
+        pct=8.0,
+        limit_ns=90_000,
+        failed=True,
+        line="FAILED: step +10.0% (+0.100 ms); the limit is 8% + noise = +90.0 µs",
+    )
     # faster is never a failure
     rc, _ = run(planted["slower"], planted["before"], "--fail-if-slower", "0")
     assert rc == 0
@@ -270,16 +292,21 @@ def test_unrelated_traces_get_no_verdict(planted, tmp_path):
 def test_different_gpu_and_step_count_are_stated(planted, tmp_path):
     other = kineto(tmp_path / "a100.json", BEFORE, steps=9, gpu="NVIDIA A100-SXM4-80GB")
     notes = doc_of(planted["before"], other)["comparability"]["notes"]
-    assert any(n.startswith("different GPU: BEFORE ran on NVIDIA H100") and "AFTER on NVIDIA A100-SXM4-80GB" in n
-               for n in notes)
+    assert any(
+        n.startswith("different GPU: BEFORE ran on NVIDIA H100") and "AFTER on NVIDIA A100-SXM4-80GB" in n
+        for n in notes
+    )
     assert doc_of(planted["before"], other)["verdict"]["line"].endswith(" — with care: different GPU")
     assert "different step count: 5 steady step(s) in BEFORE, 8 in AFTER (every figure is per step)" in notes
 
 
 def test_no_gpu_kernels_in_one_trace(tmp_path, planted):
     cpu = tmp_path / "cpu.json"
-    cpu.write_text(json.dumps({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1,
-                                                "ts": 1, "dur": 5}]}))
+    cpu.write_text(
+        json.dumps(
+            {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 1, "dur": 5}]}
+        )
+    )
     doc = doc_of(planted["before"], cpu)
     assert doc["verdict"]["verdict"] == "not comparable"
     assert doc["comparability"]["reason"] == "no GPU kernels in AFTER: nothing to compare"
@@ -336,7 +363,9 @@ def test_every_key_is_documented(planted):
     missing = set()
     for doc in docs:
         for p in set(_paths(doc)):
-            if p.startswith(("left.card.", "params.", "group_change_ns.")) or re.match(r"per_step\.idle_by_class_ns\.", p):
+            if p.startswith(("left.card.", "params.", "group_change_ns.")) or re.match(
+                r"per_step\.idle_by_class_ns\.", p
+            ):
                 continue  # the report's card and Params keys; class rows keyed by label
             p = re.sub(r"^(groups\[\]\.(before|after)|left\.position)\.", "position.", p)
             p = re.sub(r"^per_step\.(wall_ns|gpu_busy_ns|idle_ns)\.", "row.", p)
@@ -355,7 +384,10 @@ def test_class_rows_follow_cause(seed):
     # decode step: sync 0.160 (tensor.item()), launch 0.028, host 0.550 ms; graph: host 8 µs, and the
     # 12 µs launch of the graph before it starts is launch (what remains at batch 1)
     assert {k: (r["before_ns"], r["after_ns"]) for k, r in cls.items() if r["before_ns"] or r["after_ns"]} == {
-        "sync": (160_000, 0), "launch": (28_000, 12_000), "host": (550_000, 8_000)}
+        "sync": (160_000, 0),
+        "launch": (28_000, 12_000),
+        "host": (550_000, 8_000),
+    }
 
 
 # ---------------------------------------------------------------- real pairs
@@ -411,8 +443,8 @@ def test_hta_trace_diff_pair():
 
 
 # ---------------------------------------------------------------- vectorised helpers
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 @settings(max_examples=200, deadline=None)

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from gapscope.exercise import ExerciseError, Session, Workbook, bundled_paths, check_exercise, load_exercise, parse_exercise
+from gapscope.exercise import (
+    ExerciseError,
+    Session,
+    Workbook,
+    bundled_paths,
+    check_exercise,
+    load_exercise,
+    parse_exercise,
+)
 from gapscope.exercise.check import diff_statuses
 from gapscope.exercise.progress import ProgressStore
 
@@ -52,12 +60,22 @@ def _variant(tmp_path, old: str, new: str, count: int = 1):
 
 def test_check_rejects_a_claim_the_diff_contradicts(tmp_path):
     # the correct option says the stretch shrank: the diff says it died
-    p = _variant(tmp_path, 'position = "attention → matmul"\nstatus = "died"', 'position = "attention → matmul"\nstatus = "shrank"')
+    p = _variant(
+        tmp_path,
+        'position = "attention → matmul"\nstatus = "died"',
+        'position = "attention → matmul"\nstatus = "shrank"',
+    )
     rep = check_exercise(p)
     (err,) = rep.errors
-    assert "task 'died': option 'It died:" in err and "claims 'attention → matmul' shrank, but the diff says died" in err
+    assert (
+        "task 'died': option 'It died:" in err and "claims 'attention → matmul' shrank, but the diff says died" in err
+    )
     # a wrong option whose claim is true
-    p = _variant(tmp_path, 'position = "matmul → attention"\nstatus = "unchanged"', 'position = "matmul → attention"\nstatus = "died"')
+    p = _variant(
+        tmp_path,
+        'position = "matmul → attention"\nstatus = "unchanged"',
+        'position = "matmul → attention"\nstatus = "died"',
+    )
     (err,) = check_exercise(p).errors
     assert "is marked wrong, but the diff agrees that 'matmul → attention' died" in err
     # a position the diff does not have
@@ -66,12 +84,19 @@ def test_check_rejects_a_claim_the_diff_contradicts(tmp_path):
     assert "the diff has no position 'graph → nothing'" in err
 
 
-@pytest.mark.parametrize("old, new, msg", [
-    ('pair = "capture"', 'pair = "nope"', "unknown pair 'nope' (known: capture)"),
-    ('after = "graph"', 'after = "gone"', "pair 'capture': after names unknown trace 'gone'"),
-    ('status = "died"', 'status = "vanished"', "status 'vanished' is not one of died, shrank, grew, appeared, unchanged"),
-    ('status = "died"\n', '', "an option's diff claim needs both 'position' and 'status'"),
-])
+@pytest.mark.parametrize(
+    "old, new, msg",
+    [
+        ('pair = "capture"', 'pair = "nope"', "unknown pair 'nope' (known: capture)"),
+        ('after = "graph"', 'after = "gone"', "pair 'capture': after names unknown trace 'gone'"),
+        (
+            'status = "died"',
+            'status = "vanished"',
+            "status 'vanished' is not one of died, shrank, grew, appeared, unchanged",
+        ),
+        ('status = "died"\n', "", "an option's diff claim needs both 'position' and 'status'"),
+    ],
+)
 def test_format_errors(tmp_path, old, new, msg):
     with pytest.raises(ExerciseError, match=msg.replace("(", r"\(").replace(")", r"\)")):
         load_exercise(_variant(tmp_path, old, new))
@@ -84,6 +109,8 @@ def test_claim_needs_a_pair(tmp_path):
 
 
 def test_pair_task_must_be_a_choice(tmp_path):
-    text = PATH.read_text(encoding="utf-8").replace('kind = "choice"\npair = "capture"', 'kind = "number"\npair = "capture"', 1)
+    text = PATH.read_text(encoding="utf-8").replace(
+        'kind = "choice"\npair = "capture"', 'kind = "number"\npair = "capture"', 1
+    )
     with pytest.raises(ExerciseError, match="a task on a pair must be a choice task, not 'number'"):
         parse_exercise(text, tmp_path / "x.toml")

@@ -41,4 +41,6 @@ def test_decode_step_pick_gap(snap_compare, size, tmp_path):
 def test_decode_step_classify(snap_compare, size, tmp_path):
     # tasks 1-2 answered (digit 1 and Enter, then the largest gap picked): the cause task, its
     # options focused with their one-line "how to answer" above them
-    assert snap_compare(_app("decode-step", tmp_path), terminal_size=size, run_before=_keys("1", "enter", "n", "n", "n", "enter"))
+    assert snap_compare(
+        _app("decode-step", tmp_path), terminal_size=size, run_before=_keys("1", "enter", "n", "n", "n", "enter")
+    )

@@ -28,8 +28,10 @@ def _loaded_after(imports: str) -> set[str]:
 @pytest.mark.parametrize(
     "imports, forbidden",
     [
-        ("import gapscope.parsers, gapscope.parsers.builder, gapscope.parsers.detect",
-         {"textual", "rich", "gapscope.analysis", "gapscope.tui", "gapscope.report"}),
+        (
+            "import gapscope.parsers, gapscope.parsers.builder, gapscope.parsers.detect",
+            {"textual", "rich", "gapscope.analysis", "gapscope.tui", "gapscope.report"},
+        ),
         ("import gapscope.analysis, gapscope.analysis.types", {"textual", "rich", "gapscope.tui", "gapscope.report"}),
         ("import gapscope.report.cmd, gapscope.report.document, gapscope.report.args", {"textual"}),
         ("import gapscope.diff.cmd, gapscope.diff.document, gapscope.diff.match", {"textual", "gapscope.tui"}),
@@ -50,9 +52,24 @@ def test_checker_sees_a_loaded_module():
 def test_report_run_loads_no_textual(tmp_path):
     """The whole report path (load, diagnose, render) on an ASCII-free tiny trace."""
     path = tmp_path / "t.json"
-    path.write_text(json.dumps({"traceEvents": [
-        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2, "args": {"device": 0, "stream": 7}},
-    ]}))
+    path.write_text(
+        json.dumps(
+            {
+                "traceEvents": [
+                    {
+                        "ph": "X",
+                        "cat": "kernel",
+                        "name": "k",
+                        "pid": 0,
+                        "tid": 7,
+                        "ts": 1,
+                        "dur": 2,
+                        "args": {"device": 0, "stream": 7},
+                    },
+                ]
+            }
+        )
+    )
     code = (
         "import sys, io, json\n"
         "from gapscope.report import cmd as report_cmd\n"

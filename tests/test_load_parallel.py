@@ -22,14 +22,30 @@ import pytest
 
 import gapscope.parsers.chrome.parallel.fork as cp
 import gapscope.parsers.chrome.parallel.transfer as tx
-from gapscope.parsers.chrome.parallel.cut import find_cut
 from gapscope.parsers import load
 from gapscope.parsers.chrome.loader import load_chrome
+from gapscope.parsers.chrome.parallel.cut import find_cut
 from tests.conftest import CORPUS, require
 from tests.test_corpus import REFUSED, TRACES
 
-_ARRAYS = ("start_ns", "dur_ns", "lane", "name_id", "kind", "correlation", "depth", "bytes", "copy_kind", "pageable",
-           "value", "src_line", "external_id", "lane_offsets", "flow_src", "flow_dst")
+_ARRAYS = (
+    "start_ns",
+    "dur_ns",
+    "lane",
+    "name_id",
+    "kind",
+    "correlation",
+    "depth",
+    "bytes",
+    "copy_kind",
+    "pageable",
+    "value",
+    "src_line",
+    "external_id",
+    "lane_offsets",
+    "flow_src",
+    "flow_dst",
+)
 
 
 def assert_same(a, b) -> None:
@@ -95,10 +111,30 @@ def test_two_part_path_runs_on_every_corpus_file_of_100_events(monkeypatch, spy)
 def _kineto(n: int, name=lambda i: f"k{i}", args=lambda i: {"correlation": i, "device": 0, "stream": 7}) -> dict:
     ev = [{"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "GPU 0"}}]
     for i in range(n):
-        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
-                   "ts": 10.0 * i, "dur": 2.5, "args": {"correlation": i}})
-        ev.append({"ph": "X", "cat": "kernel", "name": name(i), "pid": 0, "tid": 7, "ts": 10.0 * i + 3.125,
-                   "dur": 4.0, "args": args(i)})
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 1,
+                "tid": 1,
+                "ts": 10.0 * i,
+                "dur": 2.5,
+                "args": {"correlation": i},
+            }
+        )
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": name(i),
+                "pid": 0,
+                "tid": 7,
+                "ts": 10.0 * i + 3.125,
+                "dur": 4.0,
+                "args": args(i),
+            }
+        )
         ev.append({"ph": "s", "cat": "ac2g", "id": i, "pid": 1, "tid": 1, "ts": 10.0 * i, "bp": "e"})
     ev.append({"ph": "i", "name": "end", "pid": 1, "tid": 1, "ts": 10.0 * n, "s": "t"})
     return {"schemaVersion": 1, "traceEvents": ev, "traceName": "t", "baseTimeNanoseconds": 1}
@@ -150,8 +186,15 @@ def test_cut_inside_a_string_falls_back(tmp_path, monkeypatch, spy):
 
 
 def test_cut_inside_nested_args_falls_back(tmp_path, monkeypatch, spy):
-    obj = _kineto(20, args=lambda i: {"correlation": i, "device": 0, "stream": 7,
-                                      "blocks": [{"a": j} for j in range(40000)] if i == 10 else []})
+    obj = _kineto(
+        20,
+        args=lambda i: {
+            "correlation": i,
+            "device": 0,
+            "stream": 7,
+            "blocks": [{"a": j} for j in range(40000)] if i == 10 else [],
+        },
+    )
     parts, whole = _both(_write(tmp_path, obj), monkeypatch, spy)
     assert spy == [False]
     assert_same(parts, whole)
@@ -164,7 +207,7 @@ def test_damaged_text_falls_back_to_the_repairing_path(damage, tmp_path, monkeyp
         text = text[: len(text) * 3 // 4]
     elif damage == "trailing_comma":
         text = text.replace('"s": "t"\n  }\n ]', '"s": "t"\n  },\n ]')
-        assert '},\n ]' in text
+        assert "},\n ]" in text
     else:
         text = text.replace('"dur": 4.0', '"dur": NaN', 1)
     parts, whole = _both(_write(tmp_path, text), monkeypatch, spy)
@@ -187,7 +230,7 @@ def test_epoch_timestamps_kept_as_text_split(tmp_path, monkeypatch, spy):
     for e in obj["traceEvents"]:
         if "ts" in e:
             e["ts"] = 1712345678000000 + e["ts"]
-    text = json.dumps(obj, indent=1).replace('.0,', '.125,')
+    text = json.dumps(obj, indent=1).replace(".0,", ".125,")
     parts, whole = _both(_write(tmp_path, text), monkeypatch, spy)
     assert spy == [True]
     assert_same(parts, whole)
@@ -235,6 +278,7 @@ def _reaped(pids) -> bool:
 def test_child_that_crashes_falls_back(tmp_path, monkeypatch, spy, forks):
     def boom(*a, **k):
         raise MemoryError("simulated")
+
     monkeypatch.setattr(tx, "tail_payload", boom)
     parts, whole = _both(_write(tmp_path, _kineto(100)), monkeypatch, spy)
     assert spy == [False]
@@ -373,12 +417,15 @@ def test_start_file_declines_what_it_cannot_split(tmp_path, monkeypatch):
     pending.close()  # idempotent
 
 
-@pytest.mark.parametrize("field, head_value, tail_value", [
-    ("ts", None, "0.5015"),          # a string ts: exact (502 ns) whichever part it is in
-    ("dur", None, "0.5015"),
-    ("correlation", None, 93.5),     # not an integer id: -1 (no flow), never truncated to 93
-    ("External id", None, 5.5),      # nor is any other non-integer
-])
+@pytest.mark.parametrize(
+    "field, head_value, tail_value",
+    [
+        ("ts", None, "0.5015"),  # a string ts: exact (502 ns) whichever part it is in
+        ("dur", None, "0.5015"),
+        ("correlation", None, 93.5),  # not an integer id: -1 (no flow), never truncated to 93
+        ("External id", None, 5.5),  # nor is any other non-integer
+    ],
+)
 def test_a_value_reads_the_same_whatever_its_neighbours(tmp_path, monkeypatch, spy, field, head_value, tail_value):
     """Found by the attack round: the fast column paths used to depend on the other
     values of the list, so a part could read a value differently from the whole."""
@@ -463,7 +510,7 @@ def test_array_end_is_found_cheaply_behind_keys_with_brackets(tmp_path, monkeypa
     real = cc._HEADER
     monkeypatch.setattr(cc, "_HEADER", Counting())
     begin, brace, comma, end, header = cc.find_cut(text.encode(), 0, False, 0.5)
-    assert text[end] == "]" and text[end + 1:].startswith(', "traceName": "]]]')
+    assert text[end] == "]" and text[end + 1 :].startswith(', "traceName": "]]]')
     assert sum(1 for c in calls if c > 2_000_000) == 2
     assert bytes(header.traceName) == b'"' + b"]" * 40 + b'"'
     monkeypatch.setattr(cc, "_HEADER", real)
@@ -507,7 +554,7 @@ def test_the_child_is_used_only_for_the_file_that_was_read(tmp_path):
     b = _write(tmp_path, _kineto(10), "b.json")
     st_a, st_b = os.stat(a), os.stat(b)
     pending = cp.Pending(-1, os.open(os.devnull, os.O_RDONLY), cp.mmap.mmap(-1, 16), None, cp._stamp(st_a), 0.0)
-    pending.pid = os.getpid() * 0 + 2 ** 22 + 7  # no such child: _reap tolerates it
+    pending.pid = os.getpid() * 0 + 2**22 + 7  # no such child: _reap tolerates it
     data = b"x" * st_a.st_size
     assert cp._unchanged(pending, data, st_a)
     assert not cp._unchanged(pending, data, st_b)

@@ -60,8 +60,9 @@ def _check_invariants(tr) -> None:
 
 def _check_read_only(tr) -> None:
     """Every array of the trace is read-only: the Trace is immutable in fact."""
-    arrays = {f.name: getattr(tr, f.name) for f in dataclasses.fields(tr)
-              if isinstance(getattr(tr, f.name), np.ndarray)}
+    arrays = {
+        f.name: getattr(tr, f.name) for f in dataclasses.fields(tr) if isinstance(getattr(tr, f.name), np.ndarray)
+    }
     assert len(arrays) == 16
     for name, a in arrays.items():
         assert not a.flags.writeable, name
@@ -77,14 +78,44 @@ def test_ascii_samples_are_read_only(name):
 
 def test_chrome_and_built_traces_are_read_only(tmp_path):
     p = tmp_path / "t.json"
-    p.write_text(json.dumps({"traceEvents": [
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 0, "dur": 2,
-         "args": {"correlation": 5}},
-        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 3, "dur": 4,
-         "args": {"device": 0, "stream": 7, "correlation": 5}},
-        {"ph": "X", "cat": "cuda_sync", "name": "Stream Sync", "pid": 0, "tid": 7, "ts": 4, "dur": 9,
-         "args": {"device": 0, "stream": 7}},
-    ]}))
+    p.write_text(
+        json.dumps(
+            {
+                "traceEvents": [
+                    {
+                        "ph": "X",
+                        "cat": "cuda_runtime",
+                        "name": "cudaLaunchKernel",
+                        "pid": 1,
+                        "tid": 1,
+                        "ts": 0,
+                        "dur": 2,
+                        "args": {"correlation": 5},
+                    },
+                    {
+                        "ph": "X",
+                        "cat": "kernel",
+                        "name": "k",
+                        "pid": 0,
+                        "tid": 7,
+                        "ts": 3,
+                        "dur": 4,
+                        "args": {"device": 0, "stream": 7, "correlation": 5},
+                    },
+                    {
+                        "ph": "X",
+                        "cat": "cuda_sync",
+                        "name": "Stream Sync",
+                        "pid": 0,
+                        "tid": 7,
+                        "ts": 4,
+                        "dur": 9,
+                        "args": {"device": 0, "stream": 7},
+                    },
+                ]
+            }
+        )
+    )
     tr = load(p)
     assert len(tr) == 3 and tr.flow_src.size == 1
     _check_read_only(tr)
@@ -102,7 +133,7 @@ def _load_or_error(path: Path):
         text = str(exc)
         assert "\n" not in text and str(path) in text, text
         return None
-    except Exception as exc:  # noqa: BLE001 - the point of the test
+    except Exception as exc:
         pytest.fail(f"{type(exc).__name__} escaped load(): {exc!r}")
     _check_invariants(tr)
     return tr
@@ -110,11 +141,53 @@ def _load_or_error(path: Path):
 
 # ------------------------------------------------------------------ arbitrary bytes
 _FRAGMENTS = [
-    b"{", b"}", b"[", b"]", b":", b",", b" ", b"\n", b'"', b"\\", b'"traceEvents"', b'"ph"', b'"X"', b'"B"',
-    b'"E"', b'"M"', b'"C"', b'"i"', b'"s"', b'"f"', b'"ts"', b'"dur"', b'"pid"', b'"tid"', b'"name"', b'"args"',
-    b'"cat"', b'"kernel"', b'"id"', b"0", b"1", b"-7", b"1.5", b"1e999", b"1712345678901234.125", b"NaN",
-    b"Infinity", b"-Infinity", b"true", b"null", b"\x00", b"\xff\xfe", b"\xef\xbb\xbf", b'"\\ud800"',
-    b'"displayTimeUnit"', b'"ns"', b'{"ph": "X", "ts": 1, "dur": 2, "pid": 1, "tid": 1, "name": "a"}',
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b":",
+    b",",
+    b" ",
+    b"\n",
+    b'"',
+    b"\\",
+    b'"traceEvents"',
+    b'"ph"',
+    b'"X"',
+    b'"B"',
+    b'"E"',
+    b'"M"',
+    b'"C"',
+    b'"i"',
+    b'"s"',
+    b'"f"',
+    b'"ts"',
+    b'"dur"',
+    b'"pid"',
+    b'"tid"',
+    b'"name"',
+    b'"args"',
+    b'"cat"',
+    b'"kernel"',
+    b'"id"',
+    b"0",
+    b"1",
+    b"-7",
+    b"1.5",
+    b"1e999",
+    b"1712345678901234.125",
+    b"NaN",
+    b"Infinity",
+    b"-Infinity",
+    b"true",
+    b"null",
+    b"\x00",
+    b"\xff\xfe",
+    b"\xef\xbb\xbf",
+    b'"\\ud800"',
+    b'"displayTimeUnit"',
+    b'"ns"',
+    b'{"ph": "X", "ts": 1, "dur": 2, "pid": 1, "tid": 1, "name": "a"}',
 ]
 json_like = st.lists(st.sampled_from(_FRAGMENTS), max_size=50).map(b"".join)
 any_bytes = st.one_of(st.binary(max_size=600), json_like, json_like.map(lambda b: b'{"traceEvents": [' + b))
@@ -134,10 +207,16 @@ def test_arbitrary_bytes_only_trace_format_error(data, compress, tmp_path):
 # ------------------------------------------------------------------ truncations
 def _small_sources() -> list[tuple[str, str]]:
     out = []
-    for rel in ("kineto/after_fix_trace.json", "kineto/gpu_metrics_input.json", "catapult/simple_trace.json",
-                "catapult/async_begin_end.json", "perfetto/flow_events_json_v2.json",
-                "hta/mi250_minitoy_train_ROCm6_2_kineto.json.gz", "hta/inference_rank_1.json.gz",
-                "tracelens/torch_compile_triton/trace.json.gz"):
+    for rel in (
+        "kineto/after_fix_trace.json",
+        "kineto/gpu_metrics_input.json",
+        "catapult/simple_trace.json",
+        "catapult/async_begin_end.json",
+        "perfetto/flow_events_json_v2.json",
+        "hta/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+        "hta/inference_rank_1.json.gz",
+        "tracelens/torch_compile_triton/trace.json.gz",
+    ):
         p = CORPUS / rel
         if p.exists():
             b = p.read_bytes()
@@ -205,8 +284,13 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
 
 
 # ------------------------------------------------------------------ random valid traces
-CPU_CATS = [("cpu_op", "aten::mm"), ("user_annotation", "ProfilerStep#1"), ("python_function", "train.py(12): step"),
-            ("cuda_runtime", "cudaLaunchKernel"), ("cuda_runtime", "cudaStreamSynchronize")]
+CPU_CATS = [
+    ("cpu_op", "aten::mm"),
+    ("user_annotation", "ProfilerStep#1"),
+    ("python_function", "train.py(12): step"),
+    ("cuda_runtime", "cudaLaunchKernel"),
+    ("cuda_runtime", "cudaStreamSynchronize"),
+]
 GPU_CATS = ["kernel", "kernel", "kernel", "gpu_memcpy", "gpu_memset", "cuda_sync"]
 EPOCH_US = 1_712_345_678_000_000
 
@@ -247,8 +331,10 @@ def random_trace(draw):
             if c not in corr_cpu:
                 corr_cpu[c] = name
                 corr = f', "args": {{"correlation": {ident(c)}}}'
-        events.append(f'{{"ph": "X", "cat": "{cat}", "name": "{name}", "pid": {ident(pid)}, "tid": {ident(tid)}, '
-                      f'"ts": {_us_text(s)}, "dur": {_us_text(du)}{corr}}}')
+        events.append(
+            f'{{"ph": "X", "cat": "{cat}", "name": "{name}", "pid": {ident(pid)}, "tid": {ident(tid)}, '
+            f'"ts": {_us_text(s)}, "dur": {_us_text(du)}{corr}}}'
+        )
         exp_rows.append((name, s, du))
         lanes.add((str(pid), str(tid)))
     for j in range(n_gpu):
@@ -262,8 +348,10 @@ def random_trace(draw):
             corr_gpu[c] = name
         if cat == "gpu_memcpy":
             args += ', "bytes": 4096'
-        events.append(f'{{"ph": "X", "cat": "{cat}", "name": "{name}", "pid": {ident(dev)}, "tid": {ident(stream)}, '
-                      f'"ts": {_us_text(s)}, "dur": {_us_text(du)}, "args": {{{args}}}}}')
+        events.append(
+            f'{{"ph": "X", "cat": "{cat}", "name": "{name}", "pid": {ident(dev)}, "tid": {ident(stream)}, '
+            f'"ts": {_us_text(s)}, "dur": {_us_text(du)}, "args": {{{args}}}}}'
+        )
         exp_rows.append((name, s, du))
         lanes.add((str(dev), str(stream)))
         if cat == "kernel":
@@ -271,7 +359,9 @@ def random_trace(draw):
     for j in range(n_inst):
         pid, tid = 11, 11
         s = base_ns + draw(t)
-        events.append(f'{{"ph": "i", "s": "t", "name": "mark #{j}", "pid": {ident(pid)}, "tid": {ident(tid)}, "ts": {_us_text(s)}}}')
+        events.append(
+            f'{{"ph": "i", "s": "t", "name": "mark #{j}", "pid": {ident(pid)}, "tid": {ident(tid)}, "ts": {_us_text(s)}}}'
+        )
         exp_rows.append((f"mark #{j}", s, 0))
         lanes.add(("11", "11"))
     for j in range(n_ctr):
@@ -299,8 +389,12 @@ def random_trace(draw):
     starts = [s for _, s, _ in exp_rows]
     ends = [s + du for _, s, du in exp_rows]
     expected = dict(
-        rows=sorted(exp_rows), lanes=lanes, counters=counters, links=links,
-        extent=(min(starts), max(ends)), kernels=kernels_by_dev,
+        rows=sorted(exp_rows),
+        lanes=lanes,
+        counters=counters,
+        links=links,
+        extent=(min(starts), max(ends)),
+        kernels=kernels_by_dev,
     )
     return text, expected
 
@@ -326,7 +420,9 @@ def test_random_valid_traces_give_the_right_numbers(case, gz, tmp_path):
     assert links == exp["links"]
     n_k = sum(len(v) for v in exp["kernels"].values())
     assert int((tr.kind == int(Kind.KERNEL)).sum()) == n_k
-    assert int((tr.kind == int(Kind.SYNC_MARKER)).sum()) == sum(1 for n, _, _ in exp["rows"] if n.startswith("cuda_sync"))
+    assert int((tr.kind == int(Kind.SYNC_MARKER)).sum()) == sum(
+        1 for n, _, _ in exp["rows"] if n.startswith("cuda_sync")
+    )
     for dev, iv in exp["kernels"].items():
         want = union_ns(iv)
         lanes = [ln.index for ln in tr.lanes if ln.is_gpu and ln.device == dev]
@@ -342,7 +438,7 @@ def test_random_valid_traces_give_the_right_numbers(case, gz, tmp_path):
 
 
 @settings(max_examples=150, **SETTINGS)
-@given(st.lists(st.tuples(st.integers(-10**15, 10**15), st.integers(0, 10**9)), max_size=60))
+@given(st.lists(st.tuples(st.integers(-(10**15), 10**15), st.integers(0, 10**9)), max_size=60))
 def test_vectorised_union_equals_slow_reference(iv):
     busy = pytest.importorskip("gapscope.analysis.busy")
     s = np.array([a for a, _ in iv], dtype=np.int64)

@@ -29,7 +29,9 @@ def made(tmp_path_factory):
     d = tmp_path_factory.mktemp("nsys")
     out = {}
     for name, kw in {
-        "2025": dict(schema="2025"), "2022": dict(schema="2022"), "2021": dict(schema="2021"),
+        "2025": dict(schema="2025"),
+        "2022": dict(schema="2022"),
+        "2021": dict(schema="2021"),
         "two_gpus": dict(devices=2),
         "no_nvtx": dict(omit=["NVTX_EVENTS"]),
         "no_memcpy": dict(omit=["CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"]),
@@ -198,8 +200,11 @@ def test_newer_schema_version_is_a_warning(made, tmp_path):
 def test_values_that_are_not_integers_are_read_row_by_row(made, tmp_path):
     p = _copy(made["2025"][0], tmp_path / "x.sqlite")
     ref = load(made["2025"][0])
-    _edit(p, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = start + 0.0 WHERE rowid = 5",  # a REAL now
-          "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET correlationId = NULL WHERE rowid = 7")
+    _edit(
+        p,
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = start + 0.0 WHERE rowid = 5",  # a REAL now
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET correlationId = NULL WHERE rowid = 7",
+    )
     t = load(p)
     k, kr = t.kind == Kind.KERNEL, ref.kind == Kind.KERNEL
     assert t.start_ns[k].tolist() == ref.start_ns[kr].tolist()
@@ -210,8 +215,11 @@ def test_correlation_id_zero_links_nothing(made, tmp_path):
     """CUPTI numbers calls from 1; rows with id 0 (calls made outside any launch) are
     not linked to each other."""
     p = _copy(made["2025"][0], tmp_path / "x.sqlite")
-    _edit(p, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET correlationId = 0 WHERE rowid IN (1, 2)",
-          "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET correlationId = 0 WHERE rowid IN (5, 6)")
+    _edit(
+        p,
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET correlationId = 0 WHERE rowid IN (1, 2)",
+        "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET correlationId = 0 WHERE rowid IN (5, 6)",
+    )
     t = load(p)
     assert (t.kind[t.flow_dst] == Kind.KERNEL).sum() == 1500 - 4
     assert not any("shared by" in str(w) for w in t.warnings)
@@ -219,8 +227,11 @@ def test_correlation_id_zero_links_nothing(made, tmp_path):
 
 def test_untimed_and_backwards_rows_are_skipped_with_a_warning(made, tmp_path):
     p = _copy(made["2025"][0], tmp_path / "x.sqlite")
-    _edit(p, 'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 0, "end" = 0 WHERE rowid = 3',
-          'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start - 5 WHERE rowid = 4')
+    _edit(
+        p,
+        'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 0, "end" = 0 WHERE rowid = 3',
+        'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start - 5 WHERE rowid = 4',
+    )
     t = load(p)
     assert (t.kind == Kind.KERNEL).sum() == 1498
     text = " ".join(str(w) for w in t.warnings)
@@ -229,8 +240,11 @@ def test_untimed_and_backwards_rows_are_skipped_with_a_warning(made, tmp_path):
 
 def test_backtrace_rows_repeating_calls_are_left_out(made, tmp_path):
     p = _copy(made["2025"][0], tmp_path / "x.sqlite")
-    _edit(p, "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME SELECT start - 50, \"end\" + 50, 67, globalTid, correlationId, "
-             "nameId, 0, 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME")
+    _edit(
+        p,
+        'INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME SELECT start - 50, "end" + 50, 67, globalTid, correlationId, '
+        "nameId, 0, 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME",
+    )
     ref, t = load(made["2025"][0]), load(p)
     assert len(t) == len(ref) and len(t.flow_src) == len(ref.flow_src)
     assert any("event class 67 (CUDA backtrace)" in str(w) for w in t.warnings)
@@ -238,7 +252,10 @@ def test_backtrace_rows_repeating_calls_are_left_out(made, tmp_path):
 
 def test_open_nvtx_range_is_drawn_to_the_end(made, tmp_path):
     p = _copy(made["2025"][0], tmp_path / "x.sqlite")
-    _edit(p, "UPDATE NVTX_EVENTS SET \"end\" = NULL WHERE rowid = (SELECT max(rowid) FROM NVTX_EVENTS WHERE text = 'train_step')")
+    _edit(
+        p,
+        "UPDATE NVTX_EVENTS SET \"end\" = NULL WHERE rowid = (SELECT max(rowid) FROM NVTX_EVENTS WHERE text = 'train_step')",
+    )
     t = load(p)
     i = np.flatnonzero(t.name_id == t.names.index("train_step"))[-1]
     assert t.start_ns[i] + t.dur_ns[i] == t.extent_ns[1]
@@ -247,11 +264,14 @@ def test_open_nvtx_range_is_drawn_to_the_end(made, tmp_path):
 
 def test_registered_nvtx_strings_and_marks(made, tmp_path):
     p = _copy(made["2025"][0], tmp_path / "x.sqlite")
-    _edit(p, "INSERT INTO StringIds VALUES (90001, 'registered_step')",
-          f"INSERT INTO NVTX_EVENTS (start, \"end\", eventType, textId, globalTid, domainId) "
-          f"VALUES (2000000100, 2000000900, 59, 90001, {(1 << 48) | (HOST_PID << 24) | MAIN_TID}, 0)",
-          f"INSERT INTO NVTX_EVENTS (start, eventType, text, globalTid) "
-          f"VALUES (2000000200, 34, 'checkpoint', {(1 << 48) | (HOST_PID << 24) | MAIN_TID})")
+    _edit(
+        p,
+        "INSERT INTO StringIds VALUES (90001, 'registered_step')",
+        f'INSERT INTO NVTX_EVENTS (start, "end", eventType, textId, globalTid, domainId) '
+        f"VALUES (2000000100, 2000000900, 59, 90001, {(1 << 48) | (HOST_PID << 24) | MAIN_TID}, 0)",
+        f"INSERT INTO NVTX_EVENTS (start, eventType, text, globalTid) "
+        f"VALUES (2000000200, 34, 'checkpoint', {(1 << 48) | (HOST_PID << 24) | MAIN_TID})",
+    )
     t = load(p)
     assert t.kind[t.names.index("registered_step") == t.name_id].tolist() == [int(Kind.ANNOTATION)]
     assert t.kind[t.names.index("checkpoint") == t.name_id].tolist() == [int(Kind.INSTANT)]
@@ -262,25 +282,31 @@ def test_correlation_ids_are_per_process(made, tmp_path):
     p = _copy(made["2025"][0], tmp_path / "x.sqlite")
     other = 4242
     shift = (other - HOST_PID) << 24
-    _edit(p, f"INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME SELECT start + 7, \"end\" + 7, eventClass, globalTid + {shift}, "
-             "correlationId, nameId, returnValue, callchainId FROM CUPTI_ACTIVITY_KIND_RUNTIME",
-          f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT start + 11, \"end\" + 11, 1, contextId, greenContextId, "
-          f"streamId, correlationId, globalPid + {shift}, demangledName, shortName, mangledName, launchType, cacheConfig, "
-          "registersPerThread, gridX, gridY, gridZ, blockX, blockY, blockZ, staticSharedMemory, dynamicSharedMemory, "
-          "localMemoryPerThread, localMemoryTotal, gridId, sharedMemoryExecuted, graphNodeId, sharedMemoryLimitConfig "
-          "FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    _edit(
+        p,
+        f'INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME SELECT start + 7, "end" + 7, eventClass, globalTid + {shift}, '
+        "correlationId, nameId, returnValue, callchainId FROM CUPTI_ACTIVITY_KIND_RUNTIME",
+        f'INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT start + 11, "end" + 11, 1, contextId, greenContextId, '
+        f"streamId, correlationId, globalPid + {shift}, demangledName, shortName, mangledName, launchType, cacheConfig, "
+        "registersPerThread, gridX, gridY, gridZ, blockX, blockY, blockZ, staticSharedMemory, dynamicSharedMemory, "
+        "localMemoryPerThread, localMemoryTotal, gridId, sharedMemoryExecuted, graphNodeId, sharedMemoryLimitConfig "
+        "FROM CUPTI_ACTIVITY_KIND_KERNEL",
+    )
     t = load(p)
     k = t.kind[t.flow_dst] == Kind.KERNEL
     src, dst = t.flow_src[k], t.flow_dst[k]
     assert dst.size == 3000
-    assert all(t.lanes[t.lane[s]].pid == str(HOST_PID if t.lanes[t.lane[d]].device == 0 else other)
-               for s, d in zip(src.tolist(), dst.tolist()))
+    assert all(
+        t.lanes[t.lane[s]].pid == str(HOST_PID if t.lanes[t.lane[d]].device == 0 else other)
+        for s, d in zip(src.tolist(), dst.tolist())
+    )
 
 
 # ------------------------------------------------------------------ bad files
 def _one_line_error(path) -> str:
-    proc = subprocess.run([sys.executable, "-m", "gapscope", "report", str(path)], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gapscope", "report", str(path)], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
     assert proc.returncode == 2, proc.stderr
     assert proc.stdout == "" and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     return proc.stderr
@@ -306,7 +332,7 @@ def test_corrupt_export_is_one_line(made, tmp_path):
     data = bytearray(made["2025"][0].read_bytes())
     rng = np.random.default_rng(0)
     pos = rng.integers(4096, len(data), 2000)
-    data[pos[0]:pos[0] + 1] = b"\xff"
+    data[pos[0] : pos[0] + 1] = b"\xff"
     for p_ in pos.tolist():
         data[p_] = rng.integers(0, 256)
     p = tmp_path / "corrupt.sqlite"
@@ -337,17 +363,28 @@ def test_zero_kernel_export_gives_a_clear_empty_report(made, tmp_path):
     t = load(p)
     assert not (t.kind == Kind.KERNEL).any()
     assert any("no GPU kernels in this export" in str(w) for w in t.warnings)
-    proc = subprocess.run([sys.executable, "-m", "gapscope", "report", str(p)], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gapscope", "report", str(p)], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     assert "no GPU kernels in this export" in proc.stdout
 
 
 def test_export_without_cuda_trace(made, tmp_path):
     p = _copy(made["2025"][0], tmp_path / "x.sqlite")
-    _edit(p, *[f"DROP TABLE {t}" for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
-                                           "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_RUNTIME",
-                                           "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")])
+    _edit(
+        p,
+        *[
+            f"DROP TABLE {t}"
+            for t in (
+                "CUPTI_ACTIVITY_KIND_KERNEL",
+                "CUPTI_ACTIVITY_KIND_MEMCPY",
+                "CUPTI_ACTIVITY_KIND_MEMSET",
+                "CUPTI_ACTIVITY_KIND_RUNTIME",
+                "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+            )
+        ],
+    )
     t = load(p)
     assert not any(ln.is_gpu for ln in t.lanes) and (t.kind == Kind.ANNOTATION).any()
     assert any("no CUDA trace in this export" in str(w) for w in t.warnings)
@@ -437,4 +474,6 @@ def test_context_syncs_are_on_the_device_in_nsight_only(tmp_path):
         assert np.array_equal(getattr(a.gaps, key), getattr(b.gaps, key)), key
     ta, tb = a.trace, b.trace
     assert {ta.lanes[ta.lane[i]].is_gpu for i in np.flatnonzero(ta.name_id == ta.names.index("Context Sync"))} == {True}
-    assert {tb.lanes[tb.lane[i]].is_gpu for i in np.flatnonzero(tb.name_id == tb.names.index("Context Sync"))} == {False}
+    assert {tb.lanes[tb.lane[i]].is_gpu for i in np.flatnonzero(tb.name_id == tb.names.index("Context Sync"))} == {
+        False
+    }

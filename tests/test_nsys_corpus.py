@@ -69,9 +69,12 @@ def test_gpu_busy_equals_sql_union_of_kernels(rel):
 @pytest.mark.parametrize("rel", EXPORTS)
 def test_every_kernel_with_a_runtime_row_is_linked_to_its_launch(rel):
     path = _path(rel)
-    expected = _sql(path, """SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k WHERE EXISTS (
+    expected = _sql(
+        path,
+        """SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k WHERE EXISTS (
         SELECT 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME r WHERE r.correlationId = k.correlationId
-        AND (r.globalTid >> 24) = (k.globalPid >> 24) AND r.eventClass IN (0, 1))""")[0][0]
+        AND (r.globalTid >> 24) = (k.globalPid >> 24) AND r.eventClass IN (0, 1))""",
+    )[0][0]
     t = load(path)
     dst_kernel = t.kind[t.flow_dst] == Kind.KERNEL
     src, dst = t.flow_src[dst_kernel], t.flow_dst[dst_kernel]

@@ -111,8 +111,14 @@ def test_failed_export_gives_nsys_last_line(report, env, export, tmp_path):
 
 def test_report_cli_without_nsys_is_one_line(report, tmp_path):
     env = dict(os.environ, PATH=str(tmp_path), GAPSCOPE_CACHE_DIR=str(tmp_path / "cache"))
-    proc = subprocess.run([sys.executable, "-m", "gapscope", "report", str(report)], capture_output=True, text=True,
-                          cwd=ROOT, env=env, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gapscope", "report", str(report)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and "nsys export --type sqlite" in proc.stderr
 
@@ -120,8 +126,24 @@ def test_report_cli_without_nsys_is_one_line(report, tmp_path):
 def test_report_name_with_text_content_is_read_as_text(tmp_path):
     """Only a binary file is taken for a report: a renamed Chrome trace still loads."""
     p = tmp_path / "renamed.nsys-rep"
-    p.write_text(json.dumps({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7,
-                                              "ts": 1, "dur": 2, "args": {"device": 0, "stream": 7}}]}))
+    p.write_text(
+        json.dumps(
+            {
+                "traceEvents": [
+                    {
+                        "ph": "X",
+                        "cat": "kernel",
+                        "name": "k",
+                        "pid": 0,
+                        "tid": 7,
+                        "ts": 1,
+                        "dur": 2,
+                        "args": {"device": 0, "stream": 7},
+                    }
+                ]
+            }
+        )
+    )
     assert load(p).source.format != "nsys-sqlite"
 
 
@@ -134,10 +156,28 @@ def test_sqlite_export_is_found_by_content_whatever_its_name(export, tmp_path):
 
 # ------------------------------------------------------------------ JSON export
 _RECORDS = [
-    {"Type": 48, "TraceProcessEvent": {"startNs": "140547168", "endNs": "140562944", "correlationId": 745,
-                                       "eventClass": 1, "name": "330", "globalTid": "292568055813839"}},
-    {"Type": 79, "CudaEvent": {"startNs": "140564259", "endNs": "140619331", "correlationId": 745, "deviceId": 1,
-                               "streamId": "7", "kernel": {"demangledName": "316"}}},
+    {
+        "Type": 48,
+        "TraceProcessEvent": {
+            "startNs": "140547168",
+            "endNs": "140562944",
+            "correlationId": 745,
+            "eventClass": 1,
+            "name": "330",
+            "globalTid": "292568055813839",
+        },
+    },
+    {
+        "Type": 79,
+        "CudaEvent": {
+            "startNs": "140564259",
+            "endNs": "140619331",
+            "correlationId": 745,
+            "deviceId": 1,
+            "streamId": "7",
+            "kernel": {"demangledName": "316"},
+        },
+    },
     {"type": "String", "id": "316", "value": "nvjet_tst_128x256"},
 ]
 
@@ -157,16 +197,19 @@ def test_nsight_json_export_is_refused_with_its_name(tmp_path, lead):
 
 def test_string_records_alone_are_the_json_export(tmp_path):
     p = tmp_path / "strings.json"
-    p.write_text('{"type":"String","id":"3720","value":"Profiling has started."}\n'
-                 '{"type":"ThreadName","globalTid":"72057844756653436","nameId":"14","priority":"10"}\n')
+    p.write_text(
+        '{"type":"String","id":"3720","value":"Profiling has started."}\n'
+        '{"type":"ThreadName","globalTid":"72057844756653436","nameId":"14","priority":"10"}\n'
+    )
     with pytest.raises(TraceFormatError, match="Nsight Systems JSON export"):
         load(p)
 
 
 def test_one_line_chrome_trace_is_not_taken_for_the_json_export(tmp_path):
     p = tmp_path / "one.json"
-    p.write_text(json.dumps({"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 0, "dur": 1}]})
-                 + "\n" + "{}\n")
+    p.write_text(
+        json.dumps({"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 0, "dur": 1}]}) + "\n" + "{}\n"
+    )
     try:
         load(p)
     except TraceFormatError as exc:

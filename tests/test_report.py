@@ -11,7 +11,7 @@ import pytest
 
 from gapscope.report import cmd as report_cmd
 
-from .conftest import BUGS, SAMPLES, require
+from .conftest import SAMPLES, require
 
 
 def report(path, *args: str) -> str:
@@ -105,8 +105,13 @@ def test_b23_names_verbatim_in_text_and_json(bugs):
     lanes = {(ln["process_name"], ln["thread_name"]) for ln in doc["lanes"]}
     assert ("python3 [worker 0]", "[main]") in lanes
     text = report(path, "--width", "250")
-    for name in ["python3 [worker 0]", "[main]", B23_NAMES[4], B23_NAMES[5],
-                 "fit-profiler-[Strategy]SingleDeviceStrategy-1712345678.pt.trace.json"]:
+    for name in [
+        "python3 [worker 0]",
+        "[main]",
+        B23_NAMES[4],
+        B23_NAMES[5],
+        "fit-profiler-[Strategy]SingleDeviceStrategy-1712345678.pt.trace.json",
+    ]:
         assert name in text, name
     md = report(path, "--markdown")
     assert "`[main]`" in md and "`python3 [worker 0]`" in md
@@ -114,9 +119,9 @@ def test_b23_names_verbatim_in_text_and_json(bugs):
 
 def test_b23_colour_output_does_not_apply_markup_from_data(bugs):
     """With colour on, bracketed names still print literally and add no styles."""
+    from gapscope import parsers
     from gapscope.report.document import build_document
     from gapscope.report.text import make_console, render_text
-    from gapscope import parsers
 
     trace = parsers.load(bugs / "B23_markup_in_names.json")
     doc = build_document(trace, None)
@@ -139,14 +144,22 @@ def test_decode_step_sample():
     assert (d["window_start_ns"], d["window_end_ns"]) == (0, 1_050_000)
     assert (d["busy_ns"], d["idle_ns"], d["fully_idle_ns"]) == (312_000, 738_000, 738_000)
     assert sum(doc["class_totals_ns"].values()) == doc["idle_in_gaps_ns"] == 738_000
-    assert [(g["start_rel_ns"], g["dur_ns"]) for g in doc["top_gaps"]] == [(590_000, 460_000), (0, 258_000), (410_000, 20_000)]
+    assert [(g["start_rel_ns"], g["dur_ns"]) for g in doc["top_gaps"]] == [
+        (590_000, 460_000),
+        (0, 258_000),
+        (410_000, 20_000),
+    ]
     assert doc["top_gaps"][2]["cause"] == "launch"
     assert doc["steps"]["count"] == 1 and doc["steps"]["name"] == "decode_step"
     assert round(doc["budget"]["tokens_per_s"]) == 952
     text = report(path)
     assert "0.312 ms (29.7%)" in text and "0.738 ms" in text and "70.3%" in text
     assert "952" in text.split("Tokens/s (one token per step)")[1].splitlines()[0]
-    biggest = next(line for line in text.split("Largest idle gaps")[1].splitlines() if line.lstrip()[:1] == "#" and line.lstrip()[1:2].isdigit())
+    biggest = next(
+        line
+        for line in text.split("Largest idle gaps")[1].splitlines()
+        if line.lstrip()[:1] == "#" and line.lstrip()[1:2].isdigit()
+    )
     assert "0.590 ms" in biggest and "0.460 ms" in biggest and "attention" in biggest
     md = report(path, "--markdown")
     assert "0.312 ms (29.7%)" in md and "0.738 ms (70.3%)" in md
@@ -180,14 +193,29 @@ def test_two_devices_report(tmp_path):
     ev = []
     for dev, kernels in ((0, [(0, 10), (30, 40)]), (1, [(5, 20), (50, 60)])):
         for k, (s, e) in enumerate(kernels):
-            ev.append({"ph": "X", "cat": "kernel", "name": f"k{dev}{k}", "pid": dev, "tid": 7, "ts": s, "dur": e - s,
-                       "args": {"device": dev, "stream": 7}})
+            ev.append(
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": f"k{dev}{k}",
+                    "pid": dev,
+                    "tid": 7,
+                    "ts": s,
+                    "dur": e - s,
+                    "args": {"device": dev, "stream": 7},
+                }
+            )
     path = tmp_path / "two.json"
     path.write_text(json.dumps({"traceEvents": ev}))
     doc = report_json(path)
     assert [(d["device"], d["window_ns"], d["busy_ns"], d["idle_ns"]) for d in doc["devices"]] == [
-        (0, 40_000, 20_000, 20_000), (1, 55_000, 25_000, 30_000)]
-    assert [(g["device"], g["start_ns"], g["dur_ns"]) for g in doc["top_gaps"]] == [(1, 20_000, 30_000), (0, 10_000, 20_000)]
+        (0, 40_000, 20_000, 20_000),
+        (1, 55_000, 25_000, 30_000),
+    ]
+    assert [(g["device"], g["start_ns"], g["dur_ns"]) for g in doc["top_gaps"]] == [
+        (1, 20_000, 30_000),
+        (0, 10_000, 20_000),
+    ]
     assert doc["idle_in_gaps_ns"] == 50_000 == sum(doc["class_totals_ns"].values())
     text = report(path)
     total_row = next(line for line in text.splitlines() if line.startswith("total "))
@@ -236,7 +264,9 @@ def test_what_if_named_segments_on_the_decode_step(capsys):
     from gapscope import sample_traces
 
     path = str(sample_traces.path("decode_step.txt"))
-    assert report_cmd.run([path, "--json", "--what-if", "tensor.item(),logging callback", "--what-if", "no such op"]) == 0
+    assert (
+        report_cmd.run([path, "--json", "--what-if", "tensor.item(),logging callback", "--what-if", "no such op"]) == 0
+    )
     doc = json.loads(capsys.readouterr().out)
     w = doc["what_if"][-1]
     assert w["removed_names"] == ["tensor.item()", "logging callback", "no such op"] and w["removed_causes"] == []

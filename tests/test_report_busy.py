@@ -6,9 +6,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gapscope.report.busy import device_busy, lane_kind_counts, union_ns
 from gapscope.parsers.builder import TraceBuilder
 from gapscope.parsers.model import Kind
+from gapscope.report.busy import device_busy, lane_kind_counts, union_ns
 
 
 def slow_union(intervals):
@@ -26,7 +26,7 @@ def slow_union(intervals):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(-10**12, 10**12), st.integers(0, 10**9)), max_size=40))
+@given(st.lists(st.tuples(st.integers(-(10**12), 10**12), st.integers(0, 10**9)), max_size=40))
 def test_union_matches_reference(pairs):
     s = np.array([p[0] for p in pairs], dtype=np.int64)
     e = np.array([p[0] + p[1] for p in pairs], dtype=np.int64)
@@ -34,7 +34,9 @@ def test_union_matches_reference(pairs):
 
 
 def test_union_examples():
-    a = lambda *xs: np.array(xs, dtype=np.int64)
+    def a(*xs):
+        return np.array(xs, dtype=np.int64)
+
     assert union_ns(a(), a()) == 0
     # B16: [0,100] ∪ [90,150] ∪ [150,200] twice ∪ [260,300] = 240 µs, not 300
     assert union_ns(a(0, 90, 150, 150, 260), a(100, 150, 200, 200, 300)) == 240
@@ -48,8 +50,12 @@ def b06_like():
     s8 = b.lane("0", "8", process_name="GPU 0", thread_name="stream 8", is_gpu=True, device=0, stream=8)
     g1 = b.lane("1", "7", process_name="GPU 1", thread_name="stream 7", is_gpu=True, device=1, stream=7)
     us = 1000
-    for name, s, e in [("embedding_kernel", 5000, 5100), ("attn_fwd_kernel", 5130, 5200),
-                       ("mlp_fwd_kernel", 5200, 5260), ("loss_kernel", 5400, 5480)]:
+    for name, s, e in [
+        ("embedding_kernel", 5000, 5100),
+        ("attn_fwd_kernel", 5130, 5200),
+        ("mlp_fwd_kernel", 5200, 5260),
+        ("loss_kernel", 5400, 5480),
+    ]:
         b.event(s7, name, s * us, (e - s) * us, Kind.KERNEL)
     b.event(s8, "Memcpy HtoD", 5300 * us, 50 * us, Kind.MEMCPY)
     b.event(g1, "other", 1 * us, 9 * us, Kind.KERNEL)
@@ -61,8 +67,15 @@ def b06_like():
 def test_device_busy_b06():
     t = b06_like()
     d0, d1 = device_busy(t)
-    assert d0 == dict(device=0, window_start_ns=5_000_000, window_end_ns=5_480_000, busy_ns=310_000,
-                      busy_with_copies_ns=360_000, kernel_count=4, copy_count=1)
+    assert d0 == dict(
+        device=0,
+        window_start_ns=5_000_000,
+        window_end_ns=5_480_000,
+        busy_ns=310_000,
+        busy_with_copies_ns=360_000,
+        kernel_count=4,
+        copy_count=1,
+    )
     assert d1["device"] == 1 and d1["busy_ns"] == 9_000
 
 

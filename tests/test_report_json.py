@@ -16,11 +16,11 @@ import pytest
 from gapscope.analysis.picket import PicketEpisode
 from gapscope.analysis.steps import GapGroup, Steps
 from gapscope.analysis.types import Card, Cause, DeviceSummary, Evidence, Gaps, Params
+from gapscope.parsers.builder import TraceBuilder
+from gapscope.parsers.model import Kind
 from gapscope.report.document import SCHEMA, build_document
 from gapscope.report.markdown import render_markdown
 from gapscope.report.text import make_console, render_text
-from gapscope.parsers.builder import TraceBuilder
-from gapscope.parsers.model import Kind
 
 from .conftest import ROOT
 
@@ -45,8 +45,14 @@ class WhatIf:
 
 def two_step_trace():
     """Two 100 µs steps; kernels [10,40] and [70,90] in each: gaps 10+30+10 per step."""
-    b = TraceBuilder(format="kineto", path="steps.json", schema_version=1, rank=0, world_size=2,
-                     device_properties=[{"id": 0, "name": "NVIDIA H100 [80GB]", "totalGlobalMem": 85899345920}])
+    b = TraceBuilder(
+        format="kineto",
+        path="steps.json",
+        schema_version=1,
+        rank=0,
+        world_size=2,
+        device_properties=[{"id": 0, "name": "NVIDIA H100 [80GB]", "totalGlobalMem": 85899345920}],
+    )
     cpu = b.lane("1", "1", process_name="python3", thread_name="[main]")
     gpu = b.lane("0", "7", process_name="GPU 0", thread_name="stream 7", is_gpu=True, device=0, stream=7)
     for k, base in enumerate((0, 100 * US)):
@@ -69,19 +75,31 @@ class FakeDiag:
         kern = np.flatnonzero(trace.kind == int(Kind.KERNEL))
         cause = np.array([3, 0, 3, 3, 0, 3], dtype=np.int8)
         self.gaps = Gaps(
-            device=np.zeros(n, np.int32), start_ns=st, end_ns=en,
+            device=np.zeros(n, np.int32),
+            start_ns=st,
+            end_ns=en,
             prev_op=np.array([-1, kern[0], kern[1], kern[1], kern[2], kern[3]], np.int64),
             next_op=np.array([kern[0], kern[1], kern[2], kern[2], kern[3], -1], np.int64),
-            launch=np.full(n, -1, np.int64), launch_lane=np.full(n, -1, np.int32),
-            lateness_ns=np.zeros(n, np.int64), exposed_copy_ns=np.zeros(n, np.int64),
-            cause=cause, secondary=np.array([-1, 3, -1, -1, 3, -1], np.int8),
-            cause_share=np.ones(n), secondary_share=np.array([0, .07, 0, 0, .07, 0]),
-            group=np.array([-1, 0, -1, -1, 0, -1], np.int32), episode=np.full(n, -1, np.int32),
+            launch=np.full(n, -1, np.int64),
+            launch_lane=np.full(n, -1, np.int32),
+            lateness_ns=np.zeros(n, np.int64),
+            exposed_copy_ns=np.zeros(n, np.int64),
+            cause=cause,
+            secondary=np.array([-1, 3, -1, -1, 3, -1], np.int8),
+            cause_share=np.ones(n),
+            secondary_share=np.array([0, 0.07, 0, 0, 0.07, 0]),
+            group=np.array([-1, 0, -1, -1, 0, -1], np.int32),
+            episode=np.full(n, -1, np.int32),
         )
         self.devices = [DeviceSummary(0, 0, 200 * US, 100 * US, 100 * US, 4, 0)]
         self.episodes = [PicketEpisode(0, 10 * US, 90 * US, np.array([1]), 2, 25 * US, 5 * US, 30 * US)]
-        self.steps = Steps("ProfilerStep", "ProfilerStep", np.array([0, 100 * US]), np.array([100 * US, 200 * US]),
-                           np.zeros(0, np.int64))
+        self.steps = Steps(
+            "ProfilerStep",
+            "ProfilerStep",
+            np.array([0, 100 * US]),
+            np.array([100 * US, 200 * US]),
+            np.zeros(0, np.int64),
+        )
         self.groups = [GapGroup(0, "after [bold]gemm[/bold]", np.array([1, 4]), 2, 2, 30 * US, 60 * US, Cause.SYNC)]
         self.budget = Budget(100 * US, 50 * US, 0.5, 10_000.0)
 
@@ -90,10 +108,17 @@ class FakeDiag:
 
     def card(self, i):
         c = Cause(int(self.gaps.cause[i]))
-        return Card("sync cliff" if c == Cause.SYNC else "host island", c, None, 0.0,
-                    f"The host waited in aten::item for {self.gaps.dur_ns[i] // US} µs [x]", "move .item() after the loop",
-                    "a faster [bold]gemm[/bold] kernel", "step time in ProfilerStep",
-                    (Evidence(3, "aten::item", 0, Cause.SYNC, 28 * US, 4, True),))
+        return Card(
+            "sync cliff" if c == Cause.SYNC else "host island",
+            c,
+            None,
+            0.0,
+            f"The host waited in aten::item for {self.gaps.dur_ns[i] // US} µs [x]",
+            "move .item() after the loop",
+            "a faster [bold]gemm[/bold] kernel",
+            "step time in ProfilerStep",
+            (Evidence(3, "aten::item", 0, Cause.SYNC, 28 * US, 4, True),),
+        )
 
     def class_totals_ns(self, device=None):
         d = self.gaps.dur_ns
@@ -116,11 +141,22 @@ def doc():
 def test_figures(doc):
     assert doc["schema"] == SCHEMA and doc["gapscope_version"] == "9.9"
     assert doc["span"] == {"start_ns": 0, "end_ns": 200_000, "dur_ns": 200_000}
-    assert doc["class_totals_ns"] == {"sync": 60_000, "copy": 0, "launch": 0, "host": 40_000, "unclassified": 0,
-                                       "dependency": 0}
+    assert doc["class_totals_ns"] == {
+        "sync": 60_000,
+        "copy": 0,
+        "launch": 0,
+        "host": 40_000,
+        "unclassified": 0,
+        "dependency": 0,
+    }
     assert sum(doc["class_totals_ns"].values()) == doc["idle_in_gaps_ns"] == 100_000
     assert doc["class_gap_counts"] == {"sync": 2, "copy": 0, "launch": 0, "host": 4, "unclassified": 0, "dependency": 0}
-    assert [(g["start_ns"], g["dur_ns"]) for g in doc["top_gaps"]] == [(40_000, 30_000), (140_000, 30_000), (0, 10_000), (90_000, 10_000)]
+    assert [(g["start_ns"], g["dur_ns"]) for g in doc["top_gaps"]] == [
+        (40_000, 30_000),
+        (140_000, 30_000),
+        (0, 10_000),
+        (90_000, 10_000),
+    ]
     assert doc["top_gaps"][0]["prev_op"]["name"] == "[bold]gemm[/bold]"
     assert doc["top_gaps"][0]["next_op"]["name"] == "attn\x1b[2J"  # verbatim in JSON
     assert doc["top_gaps"][2]["prev_op"] is None
@@ -157,7 +193,11 @@ def test_every_key_is_documented(doc):
     documented = _documented()
     missing = set()
     for p in set(_paths(doc)):
-        if p.startswith("diagnosis.") or p.startswith("source.device_properties[]") or p.startswith("source.ignored_counts."):
+        if (
+            p.startswith("diagnosis.")
+            or p.startswith("source.device_properties[]")
+            or p.startswith("source.ignored_counts.")
+        ):
             continue
         if re.search(r"class_totals_ns\.|class_gap_counts\.|event_counts_by_kind\.", p):
             continue  # keyed by class/kind labels, documented as such
@@ -219,8 +259,12 @@ def test_warnings_capped_in_text():
 def test_lone_cards_skip_grouped_gaps_and_repeat_episodes():
     from gapscope.report.document import lone_gaps
 
-    doc = {"top_gaps": [dict(index=i, group=gr, episode=ep) for i, (gr, ep) in
-                        zip((7, 3, 9, 1, 4, 8), ((0, -1), (-1, 2), (-1, 2), (-1, -1), (-1, 3), (-1, -1)))]}
+    doc = {
+        "top_gaps": [
+            dict(index=i, group=gr, episode=ep)
+            for i, (gr, ep) in zip((7, 3, 9, 1, 4, 8), ((0, -1), (-1, 2), (-1, 2), (-1, -1), (-1, 3), (-1, -1)))
+        ]
+    }
     assert [number for number, _ in lone_gaps(doc)] == [3, 1, 4]  # the gaps' own numbers
 
 
@@ -231,7 +275,7 @@ def test_json_writer_keeps_lone_surrogates_and_is_compact_off_a_terminal():
     out = io.TextIOWrapper(raw, encoding="utf-8")
     write_json({"name": "k\ud800[x]µ", "n": [1, 2]}, out)
     data = raw.getvalue()
-    assert data == '{"name":"k\\ud800[x]µ","n":[1,2]}\n'.encode("utf-8")
+    assert data == '{"name":"k\\ud800[x]µ","n":[1,2]}\n'.encode()
     assert json.loads(data) == {"name": "k\ud800[x]µ", "n": [1, 2]}
     raw2 = io.BytesIO()
     out2 = io.TextIOWrapper(raw2, encoding="utf-8")
@@ -246,10 +290,17 @@ def test_json_escapes_c1_controls_and_bidi_overrides_but_keeps_values(tmp_path):
 
     name = "k\u009b31m\u202eevil"
     path = tmp_path / "c1.json"
-    path.write_text(json.dumps({"traceEvents": [
-        {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": 0, "dur": 5},
-        {"ph": "X", "cat": "kernel", "name": "b", "pid": 0, "tid": 7, "ts": 20, "dur": 5},
-    ]}), encoding="utf-8")
+    path.write_text(
+        json.dumps(
+            {
+                "traceEvents": [
+                    {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": 0, "dur": 5},
+                    {"ph": "X", "cat": "kernel", "name": "b", "pid": 0, "tid": 7, "ts": 20, "dur": 5},
+                ]
+            }
+        ),
+        encoding="utf-8",
+    )
     out = io.StringIO()
     assert report_cmd.run([str(path), "--json"], stdout=out) == 0
     text = out.getvalue()

@@ -11,22 +11,44 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gapscope.analysis.diagnose import diagnose
+from gapscope.parsers.builder import TraceBuilder
+from gapscope.parsers.model import Kind
 from gapscope.report.document import build_document
 from gapscope.report.markdown import render_markdown
 from gapscope.report.text import make_console, render_text
-from gapscope.parsers.builder import TraceBuilder
-from gapscope.parsers.model import Kind
 
 from .test_report_busy import slow_union
 
-NAMES = st.sampled_from(["gemm", "[bold]x[/bold]", "[/]", "a\x1b[31mred", "tab\there", "µ-kernel", "\\[esc]",
-                         "void k<1, [lambda]>(int)", "line\nbreak", "\u202eevil", ""])
+NAMES = st.sampled_from(
+    [
+        "gemm",
+        "[bold]x[/bold]",
+        "[/]",
+        "a\x1b[31mred",
+        "tab\there",
+        "µ-kernel",
+        "\\[esc]",
+        "void k<1, [lambda]>(int)",
+        "line\nbreak",
+        "\u202eevil",
+        "",
+    ]
+)
 KINDS = st.sampled_from([Kind.KERNEL, Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET])
 CPU_KINDS = st.sampled_from([Kind.LAUNCH, Kind.SYNC_CALL, Kind.MEMCPY_CALL, Kind.CPU_OP, Kind.PYTHON, Kind.ANNOTATION])
 
-gpu_event = st.tuples(st.integers(0, 1), st.integers(0, 2), NAMES, st.integers(0, 500_000), st.integers(0, 80_000), KINDS,
-                      st.integers(-1, 30))
-cpu_event = st.tuples(st.integers(0, 1), NAMES, st.integers(0, 500_000), st.integers(0, 80_000), CPU_KINDS, st.integers(-1, 30))
+gpu_event = st.tuples(
+    st.integers(0, 1),
+    st.integers(0, 2),
+    NAMES,
+    st.integers(0, 500_000),
+    st.integers(0, 80_000),
+    KINDS,
+    st.integers(-1, 30),
+)
+cpu_event = st.tuples(
+    st.integers(0, 1), NAMES, st.integers(0, 500_000), st.integers(0, 80_000), CPU_KINDS, st.integers(-1, 30)
+)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -35,8 +57,15 @@ def test_random_traces_report(gpu, cpu, steps):
     b = TraceBuilder(format="chrome", path="random.json")
     cpu_lanes = [b.lane("1", str(t), process_name="py [w]", thread_name=f"[t{t}]") for t in range(2)]
     for dev, stream, name, start, dur, kind, corr in gpu:
-        lane = b.lane(str(100 + dev), str(stream), process_name=f"GPU {dev}", thread_name=f"stream {stream}",
-                      is_gpu=True, device=dev, stream=stream)
+        lane = b.lane(
+            str(100 + dev),
+            str(stream),
+            process_name=f"GPU {dev}",
+            thread_name=f"stream {stream}",
+            is_gpu=True,
+            device=dev,
+            stream=stream,
+        )
         b.event(lane, name, start, dur, kind, correlation=corr)
     for t, name, start, dur, kind, corr in cpu:
         b.event(cpu_lanes[t], name, start, dur, kind, correlation=corr)
@@ -49,8 +78,11 @@ def test_random_traces_report(gpu, cpu, steps):
 
     for d in doc["devices"]:
         lo, hi = d["window_start_ns"], d["window_end_ns"]
-        kern = [(max(s, lo), min(s + du, hi)) for dv, _, _, s, du, k, _ in gpu
-                if dv == d["device"] and k == Kind.KERNEL and s < hi and s + du > lo]
+        kern = [
+            (max(s, lo), min(s + du, hi))
+            for dv, _, _, s, du, k, _ in gpu
+            if dv == d["device"] and k == Kind.KERNEL and s < hi and s + du > lo
+        ]
         assert d["busy_ns"] == slow_union(kern)  # union over streams, clipped to the window
         assert sum(d["class_totals_ns"].values()) == d["gap_idle_ns"] <= d["idle_ns"]
     assert sum(doc["class_totals_ns"].values()) == doc["idle_in_gaps_ns"]

@@ -16,8 +16,14 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _run(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(REPO), TERM="xterm-256color")
-    return subprocess.run([sys.executable, "-m", "gapscope", *args], capture_output=True, env=env,
-                          timeout=60, stdin=subprocess.DEVNULL, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "gapscope", *args],
+        capture_output=True,
+        env=env,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        cwd=REPO,
+    )
 
 
 def _check(p: subprocess.CompletedProcess, expect_err: str) -> None:
@@ -47,8 +53,10 @@ def test_bad_file_refused_before_the_ui(tmp_path, case):
     elif case == "binary":
         f = tmp_path / "x.bin"
         f.write_bytes(b"NSYS\x00\x01\x02")
-        expect = (f"{f}:1:1: binary file, not a trace (expected Chrome trace JSON (.json/.json.gz), an ASCII "
-                  "timeline or an Nsight Systems export (.sqlite, .nsys-rep))")
+        expect = (
+            f"{f}:1:1: binary file, not a trace (expected Chrome trace JSON (.json/.json.gz), an ASCII "
+            "timeline or an Nsight Systems export (.sqlite, .nsys-rep))"
+        )
     elif case == "empty":
         f = tmp_path / "empty.json"
         f.write_bytes(b"  \n")
@@ -99,8 +107,9 @@ def test_load_error_after_the_ui_closes(tmp_path):
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
     env = dict(os.environ, PYTHONPATH=str(REPO), TERM="xterm-256color")
-    p = subprocess.Popen([sys.executable, "-m", "gapscope", str(f)], stdin=slave, stdout=slave,
-                         stderr=subprocess.PIPE, env=env, cwd=REPO)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "gapscope", str(f)], stdin=slave, stdout=slave, stderr=subprocess.PIPE, env=env, cwd=REPO
+    )
     os.close(slave)
     t0 = time.monotonic()
     try:
@@ -122,5 +131,7 @@ def test_load_error_after_the_ui_closes(tmp_path):
     ui, _, tail = err.rpartition(b"\x1b[?1049l")
     assert b"\x1b[?1049h" in ui
     line = tail.rsplit(b"\n", 2)[-2].split(b"\x1b[?1006l")[-1].decode()
-    assert line == (f"gapscope: error: {f}:1:1: JSON object without a traceEvents array (not a Chrome Trace Event "
-                    'Format file: expected {"traceEvents": [...]} or a JSON array of events)')
+    assert line == (
+        f"gapscope: error: {f}:1:1: JSON object without a traceEvents array (not a Chrome Trace Event "
+        'Format file: expected {"traceEvents": [...]} or a JSON array of events)'
+    )

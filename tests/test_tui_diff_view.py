@@ -40,8 +40,12 @@ def test_viewer_walks_positions_on_both_sides():
             await pilot.pause()
             screen = app.screen
             before, after = screen._sides()
-            first = (screen.current, before.selected_gap, after.selected_gap,
-                     before.viewport.ns_per_cell == after.viewport.ns_per_cell)
+            first = (
+                screen.current,
+                before.selected_gap,
+                after.selected_gap,
+                before.viewport.ns_per_cell == after.viewport.ns_per_cell,
+            )
             await pilot.press("n")
             await pilot.pause()
             second = (screen.current, before.viewport.start_ns, after.viewport.start_ns)

@@ -25,8 +25,14 @@ from gapscope.tui.viewmodel import LaneIndex, Viewport
 # One colour per component class; the selection and cursor styles are attributes, so
 # that a combined style shows both.
 STYLES = {name: Style(color=f"color({k + 1})") for k, name in enumerate(sorted(COMPONENT_CLASSES))}
-STYLES.update({"lanes--cursor": Style(underline=True), "lanes--selected-row": Style(bold=True),
-               "lanes--selected-gap": Style(italic=True), "lanes--selected-event": Style(strike=True)})
+STYLES.update(
+    {
+        "lanes--cursor": Style(underline=True),
+        "lanes--selected-row": Style(bold=True),
+        "lanes--selected-gap": Style(italic=True),
+        "lanes--selected-event": Style(strike=True),
+    }
+)
 BASE = Style()
 
 
@@ -44,21 +50,46 @@ def _trace():
 
 def _gaps(starts, ends, causes):
     n = len(starts)
-    z = lambda v, dt: np.full(n, v, dtype=dt)  # noqa: E731
-    return Gaps(device=z(0, np.int32), start_ns=np.array(starts, np.int64), end_ns=np.array(ends, np.int64),
-                prev_op=z(-1, np.int64), next_op=z(-1, np.int64), launch=z(-1, np.int64), launch_lane=z(-1, np.int32),
-                lateness_ns=z(0, np.int64), exposed_copy_ns=z(0, np.int64), cause=np.array(causes, np.int8),
-                secondary=z(-1, np.int8), cause_share=z(1.0, float), secondary_share=z(0.0, float),
-                group=z(-1, np.int32), episode=z(-1, np.int32))
+    z = lambda v, dt: np.full(n, v, dtype=dt)
+    return Gaps(
+        device=z(0, np.int32),
+        start_ns=np.array(starts, np.int64),
+        end_ns=np.array(ends, np.int64),
+        prev_op=z(-1, np.int64),
+        next_op=z(-1, np.int64),
+        launch=z(-1, np.int64),
+        launch_lane=z(-1, np.int32),
+        lateness_ns=z(0, np.int64),
+        exposed_copy_ns=z(0, np.int64),
+        cause=np.array(causes, np.int8),
+        secondary=z(-1, np.int8),
+        cause_share=z(1.0, float),
+        secondary_share=z(0.0, float),
+        group=z(-1, np.int32),
+        episode=z(-1, np.int32),
+    )
 
 
 TRACE = _trace()
 GAPS = _gaps([700, 1260, 1300], [1200, 1290, 2000], [Cause.SYNC, Cause.LAUNCH, Cause.HOST])
 ROWS = build_rows(TRACE, set(), {0})
 VIEW = LaneView(
-    trace=TRACE, rows=ROWS, gaps=GAPS, gaps_by_device=gaps_by_device(GAPS), viewport=Viewport(0, 100.0, 20),
-    origin_ns=0, cursor_ns=250, top_row=0, selected_row=0, selected_gap=None, selected_event=None,
-    show_causes=True, width=30, label_width=10, styles=STYLES, base_style=BASE,
+    trace=TRACE,
+    rows=ROWS,
+    gaps=GAPS,
+    gaps_by_device=gaps_by_device(GAPS),
+    viewport=Viewport(0, 100.0, 20),
+    origin_ns=0,
+    cursor_ns=250,
+    top_row=0,
+    selected_row=0,
+    selected_gap=None,
+    selected_event=None,
+    show_causes=True,
+    width=30,
+    label_width=10,
+    styles=STYLES,
+    base_style=BASE,
     lane_index=lambda lane: LaneIndex(TRACE, lane),
 )
 
@@ -76,7 +107,11 @@ def _styles(view: LaneView, y: int) -> list[Style]:
 
 def test_rows_of_the_trace():
     assert [(r.kind, r.label) for r in ROWS] == [
-        ("group", "▾ GPU 0"), ("idle", "idle gaps"), ("lane", "stream 7"), ("group", "▾ python (1)"), ("lane", "main"),
+        ("group", "▾ GPU 0"),
+        ("idle", "idle gaps"),
+        ("lane", "stream 7"),
+        ("group", "▾ python (1)"),
+        ("lane", "main"),
     ]
 
 

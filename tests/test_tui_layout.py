@@ -12,14 +12,14 @@ from gapscope.analysis import diagnose
 from gapscope.parsers import load
 from gapscope.parsers.builder import TraceBuilder
 from gapscope.parsers.model import Kind
-from tests.test_tui_app import wait_ready
+from gapscope.tui.bindings import trace_bindings
 from gapscope.tui.factory import make_app
+from gapscope.tui.header import elide_title
 from gapscope.tui.lanes_model import build_rows
 from gapscope.tui.panel import first_sentence
-from gapscope.tui.bindings import trace_bindings
-from gapscope.tui.header import elide_title
 from gapscope.tui.screen import TraceScreen
 from gapscope.tui.swimlanes import GAP_VIEW_SHARE, READABLE_CELLS
+from tests.test_tui_app import wait_ready
 
 MS = 1_000_000
 US = 1_000

@@ -7,13 +7,11 @@ or timing text is drawn, so the snapshots are deterministic.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from tests.conftest import BUGS, CORPUS, require
 from gapscope.tui.factory import make_app
 from gapscope.tui.screen import TraceScreen
+from tests.conftest import BUGS, CORPUS, require
 
 SIZES = [(80, 24), (120, 40)]
 
@@ -73,5 +71,6 @@ def test_decode_step_expanded_card_scrolled(snap_compare):
     from gapscope import sample_traces
 
     # 80x24: p expands the card to most of the height, PgDn shows Forbidden and Proof
-    assert snap_compare(make_app(sample_traces.path()), terminal_size=(80, 24),
-                        run_before=_keys("s", "n", "p", "pagedown"))
+    assert snap_compare(
+        make_app(sample_traces.path()), terminal_size=(80, 24), run_before=_keys("s", "n", "p", "pagedown")
+    )

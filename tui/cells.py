@@ -11,7 +11,6 @@ import numpy as np
 from rich.segment import Segment
 from rich.style import Style
 
-
 from gapscope.tui.viewmodel import GlyphClass
 
 __all__ = ["CLASS_GLYPH", "CLASS_NAME", "GLYPH_CODES", "Cells", "kernel_codes", "sized"]
@@ -96,9 +95,9 @@ class Cells:
         text = text[: max(0, w - c0)]
         if not text or c0 < 0:
             return
-        self.chars[c0: c0 + len(text)] = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+        self.chars[c0 : c0 + len(text)] = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
         if style_id is not None:
-            self.ids[c0: c0 + len(text)] = style_id
+            self.ids[c0 : c0 + len(text)] = style_id
 
     def overlay(self, c0: int, c1: int, style: Style) -> None:
         """Combine ``style`` into the cells ``[c0, c1)``."""

@@ -110,13 +110,15 @@ def table_text(view: DiffView, current: int, limit: int = 30) -> Text:
         t.append("\n")
         t.append(f"{m.status}: ", style="bold")
         t.append(sanitize(m.label, 80))
-        t.append(f"\nidle per step {_pos_text(m.before)} → {_pos_text(m.after)} "
-                 f"({'+' if m.change_ns >= 0 else '−'}{format_duration_ns(abs(m.change_ns))})\n")
+        t.append(
+            f"\nidle per step {_pos_text(m.before)} → {_pos_text(m.after)} "
+            f"({'+' if m.change_ns >= 0 else '−'}{format_duration_ns(abs(m.change_ns))})\n"
+        )
     return t
 
 
 def _label(side: str, path: str) -> Text:
-    """"BEFORE worker0.pt.trace.json.gz" on one line (the file name; cut with …)."""
+    """ "BEFORE worker0.pt.trace.json.gz" on one line (the file name; cut with …)."""
     name = path.replace("\\", "/").rsplit("/", 1)[-1] or path
     t = Text(f"{side} ", style="bold", no_wrap=True, overflow="ellipsis")
     t.append(sanitize(name, 200))

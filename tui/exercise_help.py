@@ -22,7 +22,7 @@ def keys_of(screen: Screen, binding_id: str) -> list[str]:
     """Displays of the keys bound to ``binding_id`` on ``screen`` (its live
     ``BindingsMap``, so a keymap override shows), in binding order; [] when unbound."""
     out: list[str] = []
-    for key, b in screen._bindings:  # noqa: SLF001 - Textual keeps the live map here
+    for key, b in screen._bindings:
         if b.id == binding_id:
             out.append(_NAMES.get(key) or screen.app.get_key_display(b))
     return list(dict.fromkeys(out))
@@ -87,8 +87,10 @@ def exercise_help_text(screen: Screen) -> Text:
     t.append("\nThe gap row draws every gap as plain idle (░) until you classified it.\n")
     session = getattr(screen, "session", None)
     if session is not None:  # where progress is kept, and how to start over
-        t.append(f"Progress is saved after every answer and hint in {session.store.path}; "
-                 f"start over with: gapscope exercise --reset {session.exercise.id}\n")
+        t.append(
+            f"Progress is saved after every answer and hint in {session.store.path}; "
+            f"start over with: gapscope exercise --reset {session.exercise.id}\n"
+        )
     t.append("Escape, q or ? closes this help.\n")
     return t
 

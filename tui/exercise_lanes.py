@@ -14,7 +14,6 @@ from rich.segment import Segment
 from textual.strip import Strip
 
 from gapscope.analysis.types import Cause, Gaps
-
 from gapscope.tui.swimlanes import Swimlanes
 
 __all__ = ["ExerciseLanes"]
@@ -34,8 +33,11 @@ class ExerciseLanes(Swimlanes):
         self.reveal_causes = True
         self._real_gaps: Gaps | None = self.gaps
         # the same gaps with every cause UNCLASSIFIED
-        self._neutral: Gaps | None = (None if self.gaps is None else
-                         dataclasses.replace(self.gaps, cause=np.full(len(self.gaps), int(_HIDDEN), dtype=np.int8)))
+        self._neutral: Gaps | None = (
+            None
+            if self.gaps is None
+            else dataclasses.replace(self.gaps, cause=np.full(len(self.gaps), int(_HIDDEN), dtype=np.int8))
+        )
         self.set_reveal(False)
 
     def set_reveal(self, reveal: bool) -> None:
@@ -54,6 +56,12 @@ class ExerciseLanes(Swimlanes):
         segs = list(strip)
         if not any(_WORD in s.text or _LETTER in s.text for s in segs):
             return strip
-        out = [Segment(_LABEL.sub(r"░░░░idle \1░░░░", s.text).replace(_WORD, "░░░░idle░░░░").replace(_LETTER, "░░░"), s.style, s.control)
-               for s in segs]
+        out = [
+            Segment(
+                _LABEL.sub(r"░░░░idle \1░░░░", s.text).replace(_WORD, "░░░░idle░░░░").replace(_LETTER, "░░░"),
+                s.style,
+                s.control,
+            )
+            for s in segs
+        ]
         return Strip(out, strip.cell_length)

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from gapscope.parsers.model import Trace
-
 from gapscope.tui.app import GapscopeApp
 
 __all__ = ["make_app", "default_diagnose"]
@@ -54,8 +53,9 @@ def make_app(
         diagnose = lambda t: default_diagnose(t, params)  # noqa: E731
     if isinstance(source, os.PathLike):
         source = str(Path(source))
-    app = GapscopeApp(source, loader=loader, diagnose=diagnose, diagnosis=diagnosis,
-                      extra_screens=extra_screens, on_ready=on_ready)
+    app = GapscopeApp(
+        source, loader=loader, diagnose=diagnose, diagnosis=diagnosis, extra_screens=extra_screens, on_ready=on_ready
+    )
     if keymap:
         app.set_keymap(keymap)
     return app

@@ -9,7 +9,6 @@ from pathlib import Path
 from rich.text import Text
 
 from gapscope.parsers.model import Trace
-
 from gapscope.tui.lanes_model import sanitize
 from gapscope.tui.ruler import format_duration_ns
 

@@ -14,7 +14,6 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
 from gapscope.analysis.types import Cause
-
 from gapscope.tui.bindings import help_key_rows
 
 __all__ = ["HelpScreen", "help_text", "GAP_LETTERS"]

@@ -11,7 +11,6 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from gapscope.parsers.model import Trace
-
 from gapscope.tui.lanes_model import sanitize
 
 __all__ = ["WarningsScreen", "warnings_text"]

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import gc
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from rich.text import Text
 from textual import on, work
@@ -24,7 +25,6 @@ from textual.widgets import Label, ProgressBar
 from textual.worker import Worker, get_current_worker
 
 from gapscope.parsers.model import Trace
-
 from gapscope.tui.lanes_model import sanitize
 
 __all__ = ["LoadScreen", "STAGES"]
@@ -45,7 +45,7 @@ def _cancellable(fn: Callable, arg, worker):
     def run() -> None:
         try:
             box["value"] = fn(arg)
-        except BaseException as exc:  # handed to the worker below
+        except BaseException as exc:  # noqa: BLE001 - handed to the worker below
             box["error"] = exc
 
     t = threading.Thread(target=run, name="gapscope-load", daemon=True)
@@ -93,9 +93,16 @@ class LoadScreen(Screen):
             super().__init__()
             self.error = error
 
-    def __init__(self, source, loader: Callable, diagnose: Callable | None, *,
-                 on_loaded: Callable[[Trace, Any, str | None], None], on_failed: Callable[[str], None],
-                 on_cancel: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        source,
+        loader: Callable,
+        diagnose: Callable | None,
+        *,
+        on_loaded: Callable[[Trace, Any, str | None], None],
+        on_failed: Callable[[str], None],
+        on_cancel: Callable[[], None],
+    ) -> None:
         super().__init__()
         self.source = source
         self.loader = loader
@@ -132,7 +139,7 @@ class LoadScreen(Screen):
             if not worker.is_cancelled:
                 self.post_message(self.Failed(str(exc)))
             return
-        except Exception as exc:  # a loader fault: one line, never a traceback on screen
+        except Exception as exc:  # noqa: BLE001 - a loader fault: one line, never a traceback on screen
             if not worker.is_cancelled:
                 self.post_message(self.Failed(f"{source}: cannot load ({type(exc).__name__}: {exc})"))
             return
@@ -143,7 +150,7 @@ class LoadScreen(Screen):
         if self.diagnose_fn is not None:
             try:
                 diagnosis = self.diagnose_fn(trace)
-            except Exception as exc:  # show the trace without gaps rather than nothing
+            except Exception as exc:  # noqa: BLE001 - show the trace without gaps rather than nothing
                 error = f"diagnosis failed: {type(exc).__name__}: {exc}"
         if worker.is_cancelled:
             return
@@ -155,7 +162,9 @@ class LoadScreen(Screen):
 
     def on_load_screen_progress(self, message: Progress) -> None:
         self.query_one(ProgressBar).update(progress=message.stage)
-        self.query_one("#load-stage", Label).update(Text(STAGES[min(message.stage, len(STAGES) - 1)] + "…  (Escape cancels)"))
+        self.query_one("#load-stage", Label).update(
+            Text(STAGES[min(message.stage, len(STAGES) - 1)] + "…  (Escape cancels)")
+        )
 
     @on(Loaded)
     def _loaded(self, message: Loaded) -> None:

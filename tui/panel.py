@@ -11,11 +11,19 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from gapscope.analysis.types import Cause
-
 from gapscope.tui.lanes_model import sanitize
 from gapscope.tui.ruler import format_duration_ns
 
-__all__ = ["GapPanel", "DetailLine", "PROTOCOL", "card_text", "compact_card_text", "protocol_text", "first_sentence", "COMPACT_LINES"]
+__all__ = [
+    "GapPanel",
+    "DetailLine",
+    "PROTOCOL",
+    "card_text",
+    "compact_card_text",
+    "protocol_text",
+    "first_sentence",
+    "COMPACT_LINES",
+]
 
 #: Lines of the compact card (narrow terminals, stacked under the lanes).
 COMPACT_LINES = 5
@@ -66,12 +74,11 @@ def card_text(diagnosis, gap: int | None) -> Text:
     g = diagnosis.gaps
     s = int(g.start_ns[gap])
     e = int(g.end_ns[gap])
-    cause = Cause(int(g.cause[gap]))
     t.append(f"Gap #{gap}  GPU {int(g.device[gap])}\n", style="bold")
     t.append(f"{format_duration_ns(e - s)} at +{format_duration_ns(s - int(diagnosis.trace.extent_ns[0]))}\n")
     try:
         card = _card(diagnosis, gap)
-    except Exception as exc:  # the card is advisory; a fault there must not kill the view
+    except Exception as exc:  # noqa: BLE001 - the card is advisory; a fault there must not kill the view
         t.append(f"(card unavailable: {type(exc).__name__})\n")
         return t
     rows = (
@@ -130,11 +137,14 @@ def compact_card_text(diagnosis, gap: int | None) -> list[Text]:
     s = int(g.start_ns[gap])
     e = int(g.end_ns[gap])
     head = Text()
-    head.append(f"Gap #{gap} GPU {int(g.device[gap])}: {format_duration_ns(e - s)}"
-                f" at +{format_duration_ns(s - int(diagnosis.trace.extent_ns[0]))}  ", style="bold")
+    head.append(
+        f"Gap #{gap} GPU {int(g.device[gap])}: {format_duration_ns(e - s)}"
+        f" at +{format_duration_ns(s - int(diagnosis.trace.extent_ns[0]))}  ",
+        style="bold",
+    )
     try:
         card = _card(diagnosis, gap)
-    except Exception as exc:  # advisory, as in card_text
+    except Exception as exc:  # noqa: BLE001 - advisory, as in card_text
         head.append(f"(card unavailable: {type(exc).__name__})")
         return [head]
     head.append("Cause: ", style="bold")
@@ -149,8 +159,11 @@ def compact_card_text(diagnosis, gap: int | None) -> list[Text]:
     why.append("Why: ", style="bold")
     why.append(sanitize(first_sentence(card.why)))
     extras = []
-    for label, value in (("First experiment: ", card.first_experiment), ("Forbidden: ", card.forbidden_step),
-                         ("Proof: ", card.proof)):
+    for label, value in (
+        ("First experiment: ", card.first_experiment),
+        ("Forbidden: ", card.forbidden_step),
+        ("Proof: ", card.proof),
+    ):
         t = Text()
         t.append(label, style="bold")
         t.append(sanitize(str(value)))
@@ -167,10 +180,15 @@ def budget_text(diagnosis) -> Text:
         return t
     t.append("Step budget", style="bold underline")
     t.append(f" ({b.steps} step{'s' if b.steps != 1 else ''}, {b.source})\n")
-    rate = (f"{b.tokens_per_s:,.0f} tokens/s" if getattr(b, "decode", False)
-            else f"{getattr(b, 'steps_per_s', 0.0):,.1f} steps/s")
-    t.append(f" wall {format_duration_ns(b.wall_ns)}  GPU busy {format_duration_ns(b.gpu_busy_ns)}"
-             f"  idle {100 * b.idle_share:.0f}%  {rate}\n")
+    rate = (
+        f"{b.tokens_per_s:,.0f} tokens/s"
+        if getattr(b, "decode", False)
+        else f"{getattr(b, 'steps_per_s', 0.0):,.1f} steps/s"
+    )
+    t.append(
+        f" wall {format_duration_ns(b.wall_ns)}  GPU busy {format_duration_ns(b.gpu_busy_ns)}"
+        f"  idle {100 * b.idle_share:.0f}%  {rate}\n"
+    )
     return t
 
 
@@ -336,7 +354,11 @@ class GapPanel(Widget):
         """The last visible row when the text goes on: how to scroll to the rest."""
         text = Text(f"▼ {left} more lines (PgDn/^d, PgUp/^u)", style="bold reverse")
         text.truncate(width)
-        return Strip(list(text.render(self.app.console)), text.cell_len).apply_style(self._base).adjust_cell_length(width, self._base)
+        return (
+            Strip(list(text.render(self.app.console)), text.cell_len)
+            .apply_style(self._base)
+            .adjust_cell_length(width, self._base)
+        )
 
     def scroll_lines(self, delta: int) -> bool:
         """Scroll the text by ``delta`` lines (clamped); True when the offset changed."""

@@ -78,7 +78,7 @@ def format_offset_ns(d_ns: int | float) -> str:
     return ("-" if d_ns < 0 else "+") + format_duration_ns(abs(d_ns))
 
 
-def ruler_ticks(vp: "Viewport", origin_ns: int, min_cells: int = 12) -> tuple[int, list[tuple[int, str]]]:
+def ruler_ticks(vp: Viewport, origin_ns: int, min_cells: int = 12) -> tuple[int, list[tuple[int, str]]]:
     """Ticks for the viewport: (step_ns, [(cell, label), ...]).
 
     Ticks fall at multiples of ``step_ns`` measured from ``origin_ns`` (the trace's

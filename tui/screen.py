@@ -17,16 +17,15 @@ from textual.widgets import Footer, Input, Static
 
 from gapscope.analysis.types import Cause
 from gapscope.parsers.model import Kind, Trace
-
 from gapscope.tui.bindings import footer_binding, trace_bindings
 from gapscope.tui.header import trace_header
 from gapscope.tui.help import HelpScreen
-from gapscope.tui.loader_warnings import WarningsScreen
 from gapscope.tui.lanes_model import sanitize
+from gapscope.tui.loader_warnings import WarningsScreen
 from gapscope.tui.navigation import SIZE, TIME, FlowIndex, GapNavigator, NameSearch
 from gapscope.tui.panel import DetailLine, GapPanel
-from gapscope.tui.swimlanes import Swimlanes
 from gapscope.tui.ruler import format_duration_ns, format_offset_ns, parse_time_ns
+from gapscope.tui.swimlanes import Swimlanes
 from gapscope.tui.what_if import next_mark, projection_text
 
 __all__ = ["TraceScreen", "ZOOM_STEP", "PAN_STEP", "PAN_PAGE", "NARROW_WIDTH"]
@@ -89,9 +88,13 @@ class TraceScreen(Screen):
             if len(first) > 64:
                 first = first[:63] + "…"
             more = f" (+{nw - 1} more)" if nw > 1 else ""
-            self.notify(f"{first}{more}\nw lists them",
-                        title=f"{nw} loader warning" + ("" if nw == 1 else "s"), severity="warning",
-                        timeout=8, markup=False)
+            self.notify(
+                f"{first}{more}\nw lists them",
+                title=f"{nw} loader warning" + ("" if nw == 1 else "s"),
+                severity="warning",
+                timeout=8,
+                markup=False,
+            )
 
     def on_resize(self, event) -> None:
         narrow = self.size.width < NARROW_WIDTH
@@ -204,9 +207,15 @@ class TraceScreen(Screen):
         wrapped = False
         if g is None and cause is not None:
             # wrap around: the first (last) gap of the class in this order
-            g = self.nav.step(None, direction, SIZE if self.order_mode == SIZE else TIME, cause,
-                              from_ns=None if self.order_mode == SIZE else (
-                                  self.trace.extent_ns[0] - 1 if direction > 0 else self.trace.extent_ns[1] + 1))
+            g = self.nav.step(
+                None,
+                direction,
+                SIZE if self.order_mode == SIZE else TIME,
+                cause,
+                from_ns=None
+                if self.order_mode == SIZE
+                else (self.trace.extent_ns[0] - 1 if direction > 0 else self.trace.extent_ns[1] + 1),
+            )
             wrapped = g is not None
         if g is None:
             what = f"{cause.label} " if cause is not None else ""
@@ -359,7 +368,9 @@ class TraceScreen(Screen):
     def action_prompt(self, mode: str) -> None:
         self.prompt_mode = mode
         inp = self.query_one("#prompt", Input)
-        inp.placeholder = "go to time (1.5ms, 250us from trace start) or gap (#12)" if mode == "goto" else "search event names"
+        inp.placeholder = (
+            "go to time (1.5ms, 250us from trace start) or gap (#12)" if mode == "goto" else "search event names"
+        )
         inp.value = ""
         self.add_class("-prompt")
         inp.focus()
@@ -414,8 +425,10 @@ class TraceScreen(Screen):
             return
         name = next_mark(self.diagnosis, gap, self.what_if_marks)
         if name is None:
-            self._say(f"what-if: gap #{gap} has no more CPU-side evidence to mark; " +
-                      projection_text(self.diagnosis, self.what_if_marks))
+            self._say(
+                f"what-if: gap #{gap} has no more CPU-side evidence to mark; "
+                + projection_text(self.diagnosis, self.what_if_marks)
+            )
             return
         self.what_if_marks = (*self.what_if_marks, name)
         self._say(projection_text(self.diagnosis, self.what_if_marks))

@@ -26,9 +26,16 @@ from textual.widget import Widget
 
 from gapscope.analysis.types import Gaps
 from gapscope.parsers.model import Trace
-
 from gapscope.tui.lanes_draw import COMPONENT_CLASSES, LaneView, render_line
-from gapscope.tui.lanes_model import Row, build_rows, default_collapsed, drawn_lanes, gap_at, gaps_by_device, group_key_of
+from gapscope.tui.lanes_model import (
+    Row,
+    build_rows,
+    default_collapsed,
+    drawn_lanes,
+    gap_at,
+    gaps_by_device,
+    group_key_of,
+)
 from gapscope.tui.viewmodel import LaneIndex, Viewport
 
 __all__ = ["Swimlanes", "READABLE_CELLS", "GAP_VIEW_SHARE", "WARM_MIN_EVENTS"]
@@ -83,11 +90,19 @@ class Swimlanes(Widget, can_focus=True):
     class Changed(Message):
         """The cursor, selection or viewport moved (the app updates its panels)."""
 
-        def __init__(self, lanes: "Swimlanes") -> None:
+        def __init__(self, lanes: Swimlanes) -> None:
             super().__init__()
             self.lanes = lanes
 
-    def __init__(self, trace: Trace, diagnosis=None, *, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
+    def __init__(
+        self,
+        trace: Trace,
+        diagnosis=None,
+        *,
+        name: str | None = None,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self.trace = trace
         self.diagnosis = diagnosis
@@ -195,8 +210,12 @@ class Swimlanes(Widget, can_focus=True):
         """After the first paint, build the zoom levels of big lanes in a thread worker
         (``LaneIndex.warm_levels``), so that the first jump to a deep zoom (a tiny gap)
         does not pay O(lane events) per lane on the key press."""
-        big = [r.lane for r in self.rows if r.kind == "lane"
-               and self.trace.lane_slice(r.lane).stop - self.trace.lane_slice(r.lane).start >= WARM_MIN_EVENTS]
+        big = [
+            r.lane
+            for r in self.rows
+            if r.kind == "lane"
+            and self.trace.lane_slice(r.lane).stop - self.trace.lane_slice(r.lane).start >= WARM_MIN_EVENTS
+        ]
         if big:
             self.run_worker(lambda: self._warm(big), thread=True, group="warm-levels", exit_on_error=False)
 
@@ -396,12 +415,23 @@ class Swimlanes(Widget, can_focus=True):
     def lane_view(self) -> LaneView:
         """The state one frame draws (``gapscope.tui.lanes_draw.LaneView``)."""
         return LaneView(
-            trace=self.trace, rows=self.rows, gaps=self.gaps, gaps_by_device=self._gap_dev,
-            viewport=self.viewport, origin_ns=self.origin_ns, cursor_ns=self.cursor_ns,
-            top_row=self.top_row, selected_row=self.selected_row, selected_gap=self.selected_gap,
-            selected_event=self.selected_event, show_causes=self.show_causes,
-            width=self._frame_width or self.size.width, label_width=self.label_width,
-            styles=self._lane_styles(), base_style=self._base_style, lane_index=self.lane_index,
+            trace=self.trace,
+            rows=self.rows,
+            gaps=self.gaps,
+            gaps_by_device=self._gap_dev,
+            viewport=self.viewport,
+            origin_ns=self.origin_ns,
+            cursor_ns=self.cursor_ns,
+            top_row=self.top_row,
+            selected_row=self.selected_row,
+            selected_gap=self.selected_gap,
+            selected_event=self.selected_event,
+            show_causes=self.show_causes,
+            width=self._frame_width or self.size.width,
+            label_width=self.label_width,
+            styles=self._lane_styles(),
+            base_style=self._base_style,
+            lane_index=self.lane_index,
         )
 
     def _lane_styles(self) -> dict[str, Style]:
@@ -432,7 +462,17 @@ class Swimlanes(Widget, can_focus=True):
         vp = self.viewport
         cursor_cell = vp.cell_of(self.cursor_ns)
         row_i = self.top_row + y - 1 if y > 0 else -1
-        key = (y, row_i, vp, width, cursor_cell, self.selected_row == row_i, self.selected_gap, self.selected_event, self._update_count)
+        key = (
+            y,
+            row_i,
+            vp,
+            width,
+            cursor_cell,
+            self.selected_row == row_i,
+            self.selected_gap,
+            self.selected_event,
+            self._update_count,
+        )
         hit = self._cache.get(key)
         if hit is not None:
             return hit

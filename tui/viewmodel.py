@@ -85,7 +85,7 @@ class Viewport:
         return self.start_ns + int(round(cell * self.ns_per_cell))
 
     # ----------------------------------------------------------- operations
-    def zoom(self, factor: float, anchor_ns: int) -> "Viewport":
+    def zoom(self, factor: float, anchor_ns: int) -> Viewport:
         """Zoom in by ``factor`` (> 1 in, < 1 out) keeping ``anchor_ns`` on its cell.
 
         The visible span becomes ``span / factor``; the anchor keeps its fractional
@@ -96,19 +96,19 @@ class Viewport:
         start = int(anchor_ns) - int(round((int(anchor_ns) - self.start_ns) / real))
         return Viewport(start, npc, self.width)
 
-    def pan(self, fraction: float) -> "Viewport":
+    def pan(self, fraction: float) -> Viewport:
         """Move right by ``fraction`` of the visible span (negative: left)."""
         return Viewport(self.start_ns + int(round(fraction * self.span_ns)), self.ns_per_cell, self.width)
 
-    def centred_on(self, t_ns: int) -> "Viewport":
+    def centred_on(self, t_ns: int) -> Viewport:
         """Same zoom, with ``t_ns`` at the middle cell."""
         return Viewport(int(t_ns) - int(round(self.span_ns / 2)), self.ns_per_cell, self.width)
 
-    def with_width(self, width: int) -> "Viewport":
+    def with_width(self, width: int) -> Viewport:
         """Same start and zoom for a new width (cells)."""
         return Viewport(self.start_ns, self.ns_per_cell, max(1, int(width)))
 
-    def resized(self, width: int) -> "Viewport":
+    def resized(self, width: int) -> Viewport:
         """The same time window (start and span) over ``width`` cells: ``ns_per_cell``
         scales with the width (within ``MIN_NS_PER_CELL``..``MAX_NS_PER_CELL``). A
         wider lanes area shows the window in finer detail instead of showing time
@@ -119,7 +119,7 @@ class Viewport:
         npc = min(max(self.span_ns / width, MIN_NS_PER_CELL), MAX_NS_PER_CELL)
         return Viewport(self.start_ns, npc, width)
 
-    def clamped(self, t0_ns: int, t1_ns: int, margin: float = 0.05) -> "Viewport":
+    def clamped(self, t0_ns: int, t1_ns: int, margin: float = 0.05) -> Viewport:
         """Same zoom, moved so the view stays over the trace extent ``[t0_ns, t1_ns]``
         with at most ``margin`` of the visible span beyond either end; a view wider than
         extent plus margins is centred on the extent. So the ruler never shows long
@@ -137,7 +137,7 @@ class Viewport:
         return self.start_ns <= t_ns < self.end_ns
 
     @classmethod
-    def fit(cls, t0_ns: int, t1_ns: int, width: int, margin: float = 0.0) -> "Viewport":
+    def fit(cls, t0_ns: int, t1_ns: int, width: int, margin: float = 0.0) -> Viewport:
         """Viewport showing ``[t0_ns, t1_ns]`` across ``width`` cells.
 
         ``margin`` adds that fraction of the span on each side (0.05 = 5 %). An empty
@@ -308,7 +308,9 @@ class LaneIndex:
                 cls[take] = int(c)
                 chosen |= take
         count = np.searchsorted(self.start, e[1:], side="left") - np.searchsorted(self.end_sorted, e[:-1], side="right")
-        return CellSummary(cls, np.clip(coverage, 0, 1), np.clip(left, 0, 1), np.clip(right, 0, 1), np.maximum(count, 0))
+        return CellSummary(
+            cls, np.clip(coverage, 0, 1), np.clip(left, 0, 1), np.clip(right, 0, 1), np.maximum(count, 0)
+        )
 
     # ------------------------------------------------------- wide events
     def wide_events(self, vp: Viewport, min_cells: int, limit: int = 256) -> np.ndarray:
@@ -327,7 +329,7 @@ class LaneIndex:
         for sel, starts, pmax_end in got:
             hi = int(np.searchsorted(starts, vp.end_ns, side="left"))
             lo = int(np.searchsorted(pmax_end[:hi], vp.start_ns, side="right"))
-            cand = sel[lo:min(hi, lo + 4 * limit)]
+            cand = sel[lo : min(hi, lo + 4 * limit)]
             cand = cand[self.dur[cand] >= thr][:limit]
             if cand.size:
                 parts.append(cand)

@@ -26,7 +26,7 @@ def next_mark(diagnosis, gap: int, marked: tuple[str, ...]) -> str | None:
 
 
 def projection_text(diagnosis, marked: tuple[str, ...]) -> str:
-    """"without `tensor.item()`, `logging callback`: 0.600 ms per step (was 1.050 ms),
+    """ "without `tensor.item()`, `logging callback`: 0.600 ms per step (was 1.050 ms),
     1,667 tokens/s"; or why there is no projection."""
     if not marked:
         return "what-if: nothing marked (x marks the selected gap's largest CPU-side evidence)"
@@ -35,5 +35,7 @@ def projection_text(diagnosis, marked: tuple[str, ...]) -> str:
     w = diagnosis.what_if(names=marked)
     names = ", ".join("`" + n + "`" for n in marked)
     rate = f"{w.tokens_per_s:,.0f} tokens/s" if w.decode else f"{w.steps_per_s:,.2f} steps/s"
-    return (f"what-if without {names}: {w.projected_step_ns / 1e6:.3f} ms per step "
-            f"(was {w.wall_ns / 1e6:.3f} ms, {w.speedup:.2f}x), {rate}  (X clears)")
+    return (
+        f"what-if without {names}: {w.projected_step_ns / 1e6:.3f} ms per step "
+        f"(was {w.wall_ns / 1e6:.3f} ms, {w.speedup:.2f}x), {rate}  (X clears)"
+    )

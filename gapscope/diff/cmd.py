@@ -16,9 +16,8 @@ from __future__ import annotations
 import sys
 from typing import IO
 
-from gapscope.parsers.errors import TraceFormatError
-
 from gapscope.diff import document as diff_doc
+from gapscope.parsers.errors import TraceFormatError
 from gapscope.report import args as report_args
 from gapscope.report.args import Parser, UsageError, add_threshold_options, params_from_args
 from gapscope.report.cmd import error_line, silence_stdout, write_json, write_rich
@@ -58,18 +57,36 @@ def build_parser() -> Parser:
     p.add_argument("before", metavar="BEFORE", help="the trace before the change (any format gapscope reads)")
     p.add_argument("after", metavar="AFTER", help="the trace after the change")
     fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--view", action="store_true",
-                     help="open the viewer: BEFORE above AFTER on one time axis aligned at the step, the diff "
-                          "table beside them; n/N walk the matched idle positions")
+    fmt.add_argument(
+        "--view",
+        action="store_true",
+        help="open the viewer: BEFORE above AFTER on one time axis aligned at the step, the diff "
+        "table beside them; n/N walk the matched idle positions",
+    )
     fmt.add_argument("--json", action="store_true", help="one JSON document with stable keys (docs/diff-json.md)")
     fmt.add_argument("--markdown", action="store_true", help="Markdown, for tickets and pull requests")
-    p.add_argument("--fail-if-slower", type=float, default=None, metavar="PCT",
-                   help="exit 1 when AFTER's step is slower than BEFORE's by more than PCT percent beyond the noise "
-                        "(0 otherwise; for CI)")
-    p.add_argument("--top", type=int, default=10, metavar="N",
-                   help="rows of the position and kernel-family tables (default 10; --json has all)")
-    p.add_argument("--width", type=int, default=None, metavar="COLS",
-                   help="text width (default: the terminal's, or $COLUMNS, or 100 when not a terminal)")
+    p.add_argument(
+        "--fail-if-slower",
+        type=float,
+        default=None,
+        metavar="PCT",
+        help="exit 1 when AFTER's step is slower than BEFORE's by more than PCT percent beyond the noise "
+        "(0 otherwise; for CI)",
+    )
+    p.add_argument(
+        "--top",
+        type=int,
+        default=10,
+        metavar="N",
+        help="rows of the position and kernel-family tables (default 10; --json has all)",
+    )
+    p.add_argument(
+        "--width",
+        type=int,
+        default=None,
+        metavar="COLS",
+        help="text width (default: the terminal's, or $COLUMNS, or 100 when not a terminal)",
+    )
     add_threshold_options(p)
     return p
 
@@ -97,8 +114,10 @@ def check_slower(doc: dict, pct: float) -> dict:
     limit = int(round(v["margin_ns"] + pct / 100.0 * before))
     failed = v["change_ns"] > limit
     grew = f"{100 * v['change_share']:+.1f}%"
-    line = (f"{'FAILED' if failed else 'passed'}: step {grew} ({'+' if v['change_ns'] >= 0 else '−'}"
-            f"{fmt_dur(abs(v['change_ns']))}); the limit is {pct:g}% + {'noise floor' if v['margin_ns'] != v['noise_ns'] else 'noise'} = +{fmt_dur(limit)}")
+    line = (
+        f"{'FAILED' if failed else 'passed'}: step {grew} ({'+' if v['change_ns'] >= 0 else '−'}"
+        f"{fmt_dur(abs(v['change_ns']))}); the limit is {pct:g}% + {'noise floor' if v['margin_ns'] != v['noise_ns'] else 'noise'} = +{fmt_dur(limit)}"
+    )
     return dict(pct=pct, limit_ns=limit, failed=bool(failed), line=line)
 
 
@@ -162,4 +181,3 @@ def run(argv: list[str], stdout: IO[str] | None = None) -> int:
     if pct is not None and doc["verdict"]["verdict"] == "not comparable":
         print(f"gapscope: warning: --fail-if-slower not checked: {doc['verdict']['line']}", file=sys.stderr)
     return status
-

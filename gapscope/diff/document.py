@@ -36,8 +36,19 @@ from gapscope.diff.side import Position, Side, build_side
 from gapscope.report.document import jsonable
 from gapscope.report.fmt import device_label, fmt_dur, fmt_rate, unit_for
 
-__all__ = ["SCHEMA", "build_diff_document", "diff_sides", "verdict_of", "NOISE_FLOOR_SHARE", "UNRELATED_SHARE",
-           "SAME_MIX_SHARE", "WORK_RATIO", "SEPARATE_MIN_STEPS", "THRESHOLDS", "separation_of"]
+__all__ = [
+    "SCHEMA",
+    "build_diff_document",
+    "diff_sides",
+    "verdict_of",
+    "NOISE_FLOOR_SHARE",
+    "UNRELATED_SHARE",
+    "SAME_MIX_SHARE",
+    "WORK_RATIO",
+    "SEPARATE_MIN_STEPS",
+    "THRESHOLDS",
+    "separation_of",
+]
 
 #: Identifies the document layout; bumped only on an incompatible change.
 SCHEMA = "gapscope.diff/1"
@@ -54,10 +65,16 @@ WORK_RATIO = 1.5
 SEPARATE_MIN_STEPS = 5
 
 #: Every threshold, as it appears in the document and in ``--help``.
-THRESHOLDS = dict(noise_k=NOISE_K, noise_floor_share=NOISE_FLOOR_SHARE, unchanged_share=UNCHANGED_SHARE,
-                  position_tol_share=POSITION_TOL,
-                  same_mix_share=SAME_MIX_SHARE, unrelated_share=UNRELATED_SHARE, work_ratio=WORK_RATIO,
-                  separate_min_steps=SEPARATE_MIN_STEPS)
+THRESHOLDS = dict(
+    noise_k=NOISE_K,
+    noise_floor_share=NOISE_FLOOR_SHARE,
+    unchanged_share=UNCHANGED_SHARE,
+    position_tol_share=POSITION_TOL,
+    same_mix_share=SAME_MIX_SHARE,
+    unrelated_share=UNRELATED_SHARE,
+    work_ratio=WORK_RATIO,
+    separate_min_steps=SEPARATE_MIN_STEPS,
+)
 
 
 def diff_sides(before_trace, before_diag, after_trace, after_diag) -> tuple[Side, Side, list[Match]]:
@@ -98,8 +115,14 @@ def _stat(values: np.ndarray) -> dict:
 
 def _row(before: np.ndarray, after: np.ndarray) -> dict:
     b, a = _stat(before), _stat(after)
-    out = dict(before_ns=b["median"], after_ns=a["median"], before_spread_ns=b["spread"], after_spread_ns=a["spread"],
-               change_ns=None, ratio=None)
+    out = dict(
+        before_ns=b["median"],
+        after_ns=a["median"],
+        before_spread_ns=b["spread"],
+        after_spread_ns=a["spread"],
+        change_ns=None,
+        ratio=None,
+    )
     if b["median"] is not None and a["median"] is not None:
         out["change_ns"] = a["median"] - b["median"]
         out["ratio"] = a["median"] / b["median"] if b["median"] else None
@@ -109,8 +132,12 @@ def _row(before: np.ndarray, after: np.ndarray) -> dict:
 def _mean_row(before: np.ndarray, after: np.ndarray, nb: int, na: int) -> dict:
     b = int(round(before.sum() / nb)) if nb else None
     a = int(round(after.sum() / na)) if na else None
-    return dict(before_ns=b, after_ns=a, change_ns=(a - b) if a is not None and b is not None else None,
-                ratio=(a / b) if a is not None and b else None)
+    return dict(
+        before_ns=b,
+        after_ns=a,
+        change_ns=(a - b) if a is not None and b is not None else None,
+        ratio=(a / b) if a is not None and b else None,
+    )
 
 
 def _per_step(b: Side, a: Side) -> dict:
@@ -139,8 +166,12 @@ def _per_step(b: Side, a: Side) -> dict:
     rb = 1e9 / wb if wb else None
     ra = 1e9 / wa if wa else None
     rows["rate_key"] = key
-    rows[key] = dict(before=rb, after=ra, change=(ra - rb) if ra is not None and rb is not None else None,
-                     ratio=(ra / rb) if ra is not None and rb else None)
+    rows[key] = dict(
+        before=rb,
+        after=ra,
+        change=(ra - rb) if ra is not None and rb is not None else None,
+        ratio=(ra / rb) if ra is not None and rb else None,
+    )
     return rows
 
 
@@ -186,16 +217,22 @@ def _comparability(b: Side, a: Side, kernels: dict, per_step: dict) -> dict:
     elif (nb is None) != (na is None):
         notes.append(f"GPU recorded in one trace only: BEFORE {gb or 'not recorded'}, AFTER {ga or 'not recorded'}")
     if b.device != a.device:
-        notes.append(f"the figures are for GPU {b.device} in BEFORE and GPU {a.device} in AFTER (the busiest device of each)")
+        notes.append(
+            f"the figures are for GPU {b.device} in BEFORE and GPU {a.device} in AFTER (the busiest device of each)"
+        )
     sb, sa = b.trace.source, a.trace.source
     if (sb.rank, sb.world_size) != (sa.rank, sa.world_size) and (sb.rank is not None or sa.rank is not None):
-        notes.append(f"different rank: BEFORE rank {sb.rank} of {sb.world_size}, AFTER rank {sa.rank} of {sa.world_size}")
+        notes.append(
+            f"different rank: BEFORE rank {sb.rank} of {sb.world_size}, AFTER rank {sa.rank} of {sa.world_size}"
+        )
         caveats.append("different rank" if sb.world_size == sa.world_size else "different world size")
     if (b.steps_source, b.steps_name) != (a.steps_source, a.steps_name):
         notes.append(f"steps found differently: BEFORE {_steps_text(b)}, AFTER {_steps_text(a)}")
     if b.n_steady != a.n_steady:
-        notes.append(f"different step count: {b.n_steady} steady step(s) in BEFORE, {a.n_steady} in AFTER "
-                     "(every figure is per step)")
+        notes.append(
+            f"different step count: {b.n_steady} steady step(s) in BEFORE, {a.n_steady} in AFTER "
+            "(every figure is per step)"
+        )
     if b.decode != a.decode:
         notes.append("only one trace makes one token per step: rates are compared as steps/s")
     common = kernels["common_share"]
@@ -208,35 +245,49 @@ def _comparability(b: Side, a: Side, kernels: dict, per_step: dict) -> dict:
             bits.append("only in BEFORE: " + ", ".join(f"`{f}`" for f in only_b))
         if only_a:
             bits.append("only in AFTER: " + ", ".join(f"`{f}`" for f in only_a))
-        notes.append(f"different kernel mix: {100 * common:.0f}% of GPU busy time is in kernel families common to both"
-                     + (f" ({'; '.join(bits)})" if bits else ""))
+        notes.append(
+            f"different kernel mix: {100 * common:.0f}% of GPU busy time is in kernel families common to both"
+            + (f" ({'; '.join(bits)})" if bits else "")
+        )
         busy_ratio = per_step["gpu_busy_ns"]["ratio"]
-        replay = [n for n, sd in (("BEFORE", b), ("AFTER", a))
-                  if sd.family_busy_ns.sum() and sd.graph_busy_ns >= 0.5 * int(sd.family_busy_ns.sum())]
+        replay = [
+            n
+            for n, sd in (("BEFORE", b), ("AFTER", a))
+            if sd.family_busy_ns.sum() and sd.graph_busy_ns >= 0.5 * int(sd.family_busy_ns.sum())
+        ]
         graph_explains = bool(replay) and busy_ratio is not None and 1 / WORK_RATIO <= busy_ratio <= WORK_RATIO
         if graph_explains and common < UNRELATED_SHARE:
             graph = replay
             side = b if graph[0] == "BEFORE" else a
-            notes.append(f"{' and '.join(graph)} launches its GPU work as a captured graph "
-                         f"(`{side.graph_launches[0]}`) whose kernels are not recorded one by one: kernel "
-                         "families cannot be compared, only GPU busy in total (about the same: "
-                         f"{fmt_ratio(busy_ratio)})")
+            notes.append(
+                f"{' and '.join(graph)} launches its GPU work as a captured graph "
+                f"(`{side.graph_launches[0]}`) whose kernels are not recorded one by one: kernel "
+                "families cannot be compared, only GPU busy in total (about the same: "
+                f"{fmt_ratio(busy_ratio)})"
+            )
             caveats.append("kernels inside a graph not recorded")
         else:
             caveats.append("different kernel mix")
         if not graph_explains and common < UNRELATED_SHARE:
             comparable = False
-            reason = (f"the traces do not look like the same program: only {100 * common:.0f}% of GPU busy time is "
-                      "in kernel families common to both, and no graph capture of the same GPU work explains it")
+            reason = (
+                f"the traces do not look like the same program: only {100 * common:.0f}% of GPU busy time is "
+                "in kernel families common to both, and no graph capture of the same GPU work explains it"
+            )
     if len(graph) == 1 and (common is None or common >= UNRELATED_SHARE):
         side = b if graph[0] == "BEFORE" else a
         notes.append(f"only {graph[0]} replays captured graphs (`{side.graph_launches[0]}`)")
     busy = per_step["gpu_busy_ns"]
     if common is not None and common >= 0.5 and busy["ratio"] and not (1 / WORK_RATIO <= busy["ratio"] <= WORK_RATIO):
-        why = ("the GPU differs" if nb and na and nb != na else
-               "faster or slower kernels, or a different batch or input size (the trace does not record the batch)")
-        notes.append(f"GPU work per step changed {fmt_ratio(max(busy['ratio'], 1 / busy['ratio']))} with mostly the same "
-                     f"kernels: {why}")
+        why = (
+            "the GPU differs"
+            if nb and na and nb != na
+            else "faster or slower kernels, or a different batch or input size (the trace does not record the batch)"
+        )
+        notes.append(
+            f"GPU work per step changed {fmt_ratio(max(busy['ratio'], 1 / busy['ratio']))} with mostly the same "
+            f"kernels: {why}"
+        )
     if reason:
         notes.insert(0, reason)
     return dict(comparable=comparable, reason=reason, notes=notes, caveats=caveats, common_kernel_share=common)
@@ -261,8 +312,17 @@ def verdict_of(per_step: dict, comparability: dict, separation: str | None = Non
     least ``SEPARATE_MIN_STEPS`` each), else None."""
     w = per_step["wall_ns"]
     b, a = w["before_ns"], w["after_ns"]
-    out: dict[str, Any] = dict(verdict="not comparable", line="", change_ns=None, change_share=None, speedup=None, noise_ns=None,
-               noise_source=None, separated=False, margin_ns=None)
+    out: dict[str, Any] = dict(
+        verdict="not comparable",
+        line="",
+        change_ns=None,
+        change_share=None,
+        speedup=None,
+        noise_ns=None,
+        noise_source=None,
+        separated=False,
+        margin_ns=None,
+    )
     if b is None or a is None or not comparability["comparable"]:
         out["line"] = "no verdict: " + (comparability.get("reason") or "no steps to compare")
         return out
@@ -280,8 +340,15 @@ def verdict_of(per_step: dict, comparability: dict, separation: str | None = Non
     d = a - b
     sep = (separation == "slower" and d > floor) or (separation == "faster" and d < -floor)
     margin = floor if sep and abs(d) <= noise else noise
-    out.update(change_ns=d, change_share=d / b if b else None, speedup=b / a if a else None, noise_ns=noise,
-               noise_source=src, separated=bool(sep), margin_ns=margin)
+    out.update(
+        change_ns=d,
+        change_share=d / b if b else None,
+        speedup=b / a if a else None,
+        noise_ns=noise,
+        noise_source=src,
+        separated=bool(sep),
+        margin_ns=margin,
+    )
     pair = fmt_pair(b, a)
     why = f"noise ±{fmt_dur(noise)}"
     if sep and abs(d) <= noise:
@@ -358,8 +425,10 @@ def _work_sentence(per_step: dict, verdict: dict, kernels: dict | None = None) -
         if not kernels_down and idle_down:
             return f"{busy_txt}: the kernels did not get faster; {how} because idle fell {idle_from}"
         if kernels_down and not idle_down:
-            return (f"{busy_txt}: {_kernel_change(kernels, False)}; idle stayed ({fmt_pair(ib, ia)}): {how} "
-                    "because of the kernels")
+            return (
+                f"{busy_txt}: {_kernel_change(kernels, False)}; idle stayed ({fmt_pair(ib, ia)}): {how} "
+                "because of the kernels"
+            )
         gain = (bb - ba) + (ib - ia)
         share = 100 * (bb - ba) / gain if gain else 0
         return f"{busy_txt} and idle {fmt_pair(ib, ia)}: both shrank; the kernels account for {share:.0f}% of the gain"
@@ -381,23 +450,47 @@ def _work_sentence(per_step: dict, verdict: dict, kernels: dict | None = None) -
 def _pos_json(p: Position | None) -> dict | None:
     if p is None:
         return None
-    return dict(kind=p.kind, ref=p.ref, label=p.label, prev_name=p.prev_name, next_name=p.next_name,
-                prev_family=p.prev_family, next_family=p.next_family, boundary=p.boundary,
-                rel_pos_share=round(p.rel_pos, 6), idle_per_step_ns=p.idle_per_step_ns, median_ns=p.median_ns,
-                spread_ns=p.spread_ns, steps_with_gap=p.steps_with, steps_total=p.steps_total,
-                cause=p.cause.label, cause_share=p.cause_share,
-                secondary=p.secondary.label if p.secondary is not None else None,
-                secondary_share=p.secondary_share, leading_ns=p.leading_ns, trailing_ns=p.trailing_ns,
-                launch_name=p.launch_name, gap_indices=[int(x) for x in p.gap_indices.tolist()])
+    return dict(
+        kind=p.kind,
+        ref=p.ref,
+        label=p.label,
+        prev_name=p.prev_name,
+        next_name=p.next_name,
+        prev_family=p.prev_family,
+        next_family=p.next_family,
+        boundary=p.boundary,
+        rel_pos_share=round(p.rel_pos, 6),
+        idle_per_step_ns=p.idle_per_step_ns,
+        median_ns=p.median_ns,
+        spread_ns=p.spread_ns,
+        steps_with_gap=p.steps_with,
+        steps_total=p.steps_total,
+        cause=p.cause.label,
+        cause_share=p.cause_share,
+        secondary=p.secondary.label if p.secondary is not None else None,
+        secondary_share=p.secondary_share,
+        leading_ns=p.leading_ns,
+        trailing_ns=p.trailing_ns,
+        launch_name=p.launch_name,
+        gap_indices=[int(x) for x in p.gap_indices.tolist()],
+    )
 
 
 def _groups(matches: list[Match]) -> list[dict]:
     rows: list[dict[str, Any]] = []
     for m in matches:
         b = m.before.idle_per_step_ns if m.before else 0
-        rows.append(dict(status=m.status, match=m.how, label=m.label, before=_pos_json(m.before),
-                         after=_pos_json(m.after), change_ns=m.change_ns,
-                         ratio=(m.after.idle_per_step_ns / b) if m.after is not None and b else None))
+        rows.append(
+            dict(
+                status=m.status,
+                match=m.how,
+                label=m.label,
+                before=_pos_json(m.before),
+                after=_pos_json(m.after),
+                change_ns=m.change_ns,
+                ratio=(m.after.idle_per_step_ns / b) if m.after is not None and b else None,
+            )
+        )
     rows.sort(key=lambda r: (-abs(r["change_ns"]), STATUSES.index(r["status"]), r["label"]))
     return rows
 
@@ -429,11 +522,15 @@ def _left(a_side: Side, matches: list[Match]) -> dict | None:
     parts = []
     if p.boundary and p.leading_ns and p.trailing_ns:
         launch = f" (launched by `{p.launch_name}`)" if p.launch_name else ""
-        parts.append(f"{fmt_dur(p.leading_ns)} from the step start until `{p.next_family}` starts{launch}, "
-                     f"{fmt_dur(p.trailing_ns)} from the end of `{p.prev_family}` to the step end")
+        parts.append(
+            f"{fmt_dur(p.leading_ns)} from the step start until `{p.next_family}` starts{launch}, "
+            f"{fmt_dur(p.trailing_ns)} from the end of `{p.prev_family}` to the step end"
+        )
     status = {"appeared": "new", "unchanged": "unchanged", "shrank": "shrank", "grew": "grew"}.get(m.status, m.status)
-    line = (f"`{p.prev_family} → {p.next_family}` {_where(p)}, {fmt_dur(p.idle_per_step_ns)} per step ({status}; "
-            f"{class_text(_pos_json(p))}; smell: {card.smell})")
+    line = (
+        f"`{p.prev_family} → {p.next_family}` {_where(p)}, {fmt_dur(p.idle_per_step_ns)} per step ({status}; "
+        f"{class_text(_pos_json(p))}; smell: {card.smell})"
+    )
     if parts:
         line += ": " + "; ".join(parts)
     return dict(status=m.status, position=_pos_json(p), card=jsonable(card), line=line)
@@ -441,17 +538,31 @@ def _left(a_side: Side, matches: list[Match]) -> dict | None:
 
 def _side_json(side: Side, path: str) -> dict:
     src = side.trace.source
-    return dict(path=path or src.path, format=src.format, trace_name=src.trace_name, event_count=len(side.trace),
-                gpu=_gpu_text(side), device=side.device if side.has_gpu else None, rank=src.rank,
-                world_size=src.world_size, decode=side.decode,
-                steps=dict(source=side.steps_source, name=side.steps_name, count=int(side.steady.size),
-                           steady_count=side.n_steady,
-                           excluded=[dict(index=k, reason=r) for k, r in side.excluded]),
-                graph_launches=list(side.graph_launches), position_count=len(side.positions))
+    return dict(
+        path=path or src.path,
+        format=src.format,
+        trace_name=src.trace_name,
+        event_count=len(side.trace),
+        gpu=_gpu_text(side),
+        device=side.device if side.has_gpu else None,
+        rank=src.rank,
+        world_size=src.world_size,
+        decode=side.decode,
+        steps=dict(
+            source=side.steps_source,
+            name=side.steps_name,
+            count=int(side.steady.size),
+            steady_count=side.n_steady,
+            excluded=[dict(index=k, reason=r) for k, r in side.excluded],
+        ),
+        graph_launches=list(side.graph_launches),
+        position_count=len(side.positions),
+    )
 
 
-def build_diff_document(before_trace, before_diag, after_trace, after_diag, *, version: str = "",
-                        paths: tuple[str, str] = ("", "")) -> dict:
+def build_diff_document(
+    before_trace, before_diag, after_trace, after_diag, *, version: str = "", paths: tuple[str, str] = ("", "")
+) -> dict:
     """The whole diff as a dict of JSON types (see ``docs/diff-json.md``).
 
     ``*_trace``: loaded ``Trace``; ``*_diag``: its ``Diagnosis`` (same ``Params`` for
@@ -469,10 +580,20 @@ def build_diff_document(before_trace, before_diag, after_trace, after_diag, *, v
     counts = {s: sum(1 for g in groups if g["status"] == s) for s in STATUSES}
     change = {s: sum(g["change_ns"] for g in groups if g["status"] == s) for s in STATUSES}
     return dict(
-        schema=SCHEMA, gapscope_version=version, thresholds=dict(THRESHOLDS), params=jsonable(before_diag.params),
-        before=_side_json(b, paths[0]), after=_side_json(a, paths[1]),
-        comparability=comp, verdict=verdict, per_step=per_step, kernels=kernels,
-        group_counts=counts, group_change_ns=change, groups=groups, left=_left(a, matches) if a.has_gpu else None,
+        schema=SCHEMA,
+        gapscope_version=version,
+        thresholds=dict(THRESHOLDS),
+        params=jsonable(before_diag.params),
+        before=_side_json(b, paths[0]),
+        after=_side_json(a, paths[1]),
+        comparability=comp,
+        verdict=verdict,
+        per_step=per_step,
+        kernels=kernels,
+        group_counts=counts,
+        group_change_ns=change,
+        groups=groups,
+        left=_left(a, matches) if a.has_gpu else None,
     )
 
 

@@ -48,8 +48,10 @@ def render_diff_markdown(doc: dict, top: int = 10) -> str:
     for name, side in (("Before", b), ("After", a)):
         st = side["steps"]
         gpu = f"; GPU {side['device']}: {md_code(side['gpu'], None, False)}" if side.get("gpu") else ""
-        out.append(f"- {name}: {side['format']}; {st['steady_count']} steady of {st['count']} step(s) "
-                   f"({st['source']} {md_code(st['name'], 60, False) if st['name'] else ''}){gpu}")
+        out.append(
+            f"- {name}: {side['format']}; {st['steady_count']} steady of {st['count']} step(s) "
+            f"({st['source']} {md_code(st['name'], 60, False) if st['name'] else ''}){gpu}"
+        )
     out += [f"- {md_text(n)}" for n in doc["comparability"]["notes"]] or ["- same GPU, kernel mix and step count"]
     for side_name in ("before", "after"):
         for e in doc[side_name]["steps"]["excluded"][:3]:
@@ -64,32 +66,66 @@ def render_diff_markdown(doc: dict, top: int = 10) -> str:
     rows = []
     for label, key in (("step wall time", "wall_ns"), ("GPU busy", "gpu_busy_ns"), ("GPU idle", "idle_ns")):
         r = ps[key]
-        rows.append([label, cell(r["before_ns"], r["before_spread_ns"]), cell(r["after_ns"], r["after_spread_ns"]),
-                     _signed(r["change_ns"]), _ratio(r["ratio"])])
+        rows.append(
+            [
+                label,
+                cell(r["before_ns"], r["before_spread_ns"]),
+                cell(r["after_ns"], r["after_spread_ns"]),
+                _signed(r["change_ns"]),
+                _ratio(r["ratio"]),
+            ]
+        )
     for label, r in ps["idle_by_class_ns"].items():
         if r["before_ns"] or r["after_ns"]:
-            rows.append([f"idle: {label} (mean)", cell(r["before_ns"]), cell(r["after_ns"]), _signed(r["change_ns"]),
-                         _ratio(r["ratio"])])
+            rows.append(
+                [
+                    f"idle: {label} (mean)",
+                    cell(r["before_ns"]),
+                    cell(r["after_ns"]),
+                    _signed(r["change_ns"]),
+                    _ratio(r["ratio"]),
+                ]
+            )
     rlabel, _ = rate_text(ps)
     rate = ps[ps["rate_key"]]
     ch = rate["change"]
-    rows.append([rlabel, fmt_rate(rate["before"]), fmt_rate(rate["after"]),
-                 "-" if ch is None else ("+" if ch > 0 else "−" if ch < 0 else "±") + fmt_rate(abs(ch)), _ratio(rate["ratio"])])
+    rows.append(
+        [
+            rlabel,
+            fmt_rate(rate["before"]),
+            fmt_rate(rate["after"]),
+            "-" if ch is None else ("+" if ch > 0 else "−" if ch < 0 else "±") + fmt_rate(abs(ch)),
+            _ratio(rate["ratio"]),
+        ]
+    )
     out += _table(["", "before", "after", "change", "after ÷ before"], rows)
     change = doc.get("group_change_ns") or {}
-    counts = ", ".join(f"{k} {v}" + (f" ({_signed(change[k])}/step)" if change.get(k) else "")
-                       for k, v in doc["group_counts"].items())
+    counts = ", ".join(
+        f"{k} {v}" + (f" ({_signed(change[k])}/step)" if change.get(k) else "") for k, v in doc["group_counts"].items()
+    )
     out += ["", f"## Idle positions ({counts})", ""]
     groups = doc["groups"]
     if groups:
         rows = []
         for g in groups[: max(0, top)]:
             pb, pa = g["before"], g["after"]
-            idle = (fmt_pair(pb["idle_per_step_ns"], pa["idle_per_step_ns"]) if pb and pa else
-                    f"{fmt_dur(pb['idle_per_step_ns'])} → -" if pb else f"- → {fmt_dur(pa['idle_per_step_ns'])}")
+            idle = (
+                fmt_pair(pb["idle_per_step_ns"], pa["idle_per_step_ns"])
+                if pb and pa
+                else f"{fmt_dur(pb['idle_per_step_ns'])} → -"
+                if pb
+                else f"- → {fmt_dur(pa['idle_per_step_ns'])}"
+            )
             where = " (step boundary)" if (pa or pb)["boundary"] else ""
-            rows.append([f"**{g['status']}**", md_code(g["label"], 80) + where, f"{class_text(pb)} → {class_text(pa)}",
-                         idle, _signed(g["change_ns"])])
+            rows.append(
+                [
+                    f"**{g['status']}**",
+                    md_code(g["label"], 80) + where,
+                    f"{class_text(pb)} → {class_text(pa)}",
+                    idle,
+                    _signed(g["change_ns"]),
+                ]
+            )
         out += _table(["status", "position", "class before → after", "idle per step", "change"], rows)
         if len(groups) > top:
             out += ["", f"… and {len(groups) - top:,} more positions (in `--json`)"]
@@ -98,9 +134,13 @@ def render_diff_markdown(doc: dict, top: int = 10) -> str:
     fams = doc["kernels"]["families"]
     out += ["", "## GPU busy by kernel family (per step)", ""]
     if fams:
-        out += _table(["family", "before", "after", "change"],
-                      [[md_code(r["family"], 80), fmt_dur(r["before_ns"]), fmt_dur(r["after_ns"]), _signed(r["change_ns"])]
-                       for r in fams[: max(0, top)]])
+        out += _table(
+            ["family", "before", "after", "change"],
+            [
+                [md_code(r["family"], 80), fmt_dur(r["before_ns"]), fmt_dur(r["after_ns"]), _signed(r["change_ns"])]
+                for r in fams[: max(0, top)]
+            ],
+        )
         if len(fams) > top:
             out += ["", f"… and {len(fams) - top:,} more families (in `--json`)"]
     left = doc.get("left")
@@ -109,10 +149,15 @@ def render_diff_markdown(doc: dict, top: int = 10) -> str:
         cause = c.get("cause") or "-"
         if c.get("secondary"):
             cause += f" (secondary: {c['secondary']} {100 * (c.get('secondary_share') or 0):.0f}%)"
-        out += ["", f"## What is left: {md_code(left['position']['label'], 80, False)}", "",
-                f"- **Smell:** {md_text(c.get('smell'))}", f"- **Cause class:** {cause}",
-                f"- **Why the GPU is empty:** {md_text(c.get('why'))}",
-                f"- **First experiment:** {md_text(c.get('first_experiment'))}",
-                f"- **Forbidden next step:** {md_text(c.get('forbidden_step'))}",
-                f"- **Proof of improvement:** {md_text(c.get('proof'))}"]
+        out += [
+            "",
+            f"## What is left: {md_code(left['position']['label'], 80, False)}",
+            "",
+            f"- **Smell:** {md_text(c.get('smell'))}",
+            f"- **Cause class:** {cause}",
+            f"- **Why the GPU is empty:** {md_text(c.get('why'))}",
+            f"- **First experiment:** {md_text(c.get('first_experiment'))}",
+            f"- **Forbidden next step:** {md_text(c.get('forbidden_step'))}",
+            f"- **Proof of improvement:** {md_text(c.get('proof'))}",
+        ]
     return "\n".join(out) + "\n"

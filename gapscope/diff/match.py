@@ -131,8 +131,14 @@ def match_positions(before: tuple[Position, ...], after: tuple[Position, ...], m
         rb = np.array([p.rel_pos for p in pb])
         ra = np.array([p.rel_pos for p in pa])
         cost = np.abs(rb[:, None] - ra[None, :])
-        same_prev = np.array([p.prev_family for p in pb], dtype=object)[:, None] == np.array([p.prev_family for p in pa], dtype=object)[None, :]
-        same_next = np.array([p.next_family for p in pb], dtype=object)[:, None] == np.array([p.next_family for p in pa], dtype=object)[None, :]
+        same_prev = (
+            np.array([p.prev_family for p in pb], dtype=object)[:, None]
+            == np.array([p.prev_family for p in pa], dtype=object)[None, :]
+        )
+        same_next = (
+            np.array([p.next_family for p in pb], dtype=object)[:, None]
+            == np.array([p.next_family for p in pa], dtype=object)[None, :]
+        )
         same_edge = np.array([p.boundary for p in pb])[:, None] == np.array([p.boundary for p in pa])[None, :]
         allowed = (same_prev | same_next) & same_edge & (cost <= POSITION_TOL)
         w = np.array([p.idle_per_step_ns for p in pb], dtype=np.float64)

@@ -18,12 +18,11 @@ import re
 
 import numpy as np
 
-from gapscope.parsers.model import Kind, Trace
-
 from gapscope.analysis.busy import coverage, device_union, valid_timing_mask
 from gapscope.analysis.diagnose import Diagnosis
 from gapscope.analysis.types import Cause
 from gapscope.diff.names import families_of, family
+from gapscope.parsers.model import Kind, Trace
 
 __all__ = ["Side", "Position", "build_side", "WARMUP_RE", "mad"]
 
@@ -168,7 +167,12 @@ def _mix(class_ns: np.ndarray) -> tuple[Cause, float, Cause | None, float]:
     order = np.lexsort((np.arange(class_ns.size), -class_ns))
     p = int(order[0])
     s = int(order[1]) if class_ns.size > 1 and class_ns[order[1]] > 0 else None
-    return Cause(p), float(class_ns[p]) / tot, (Cause(s) if s is not None else None), (float(class_ns[s]) / tot if s is not None else 0.0)
+    return (
+        Cause(p),
+        float(class_ns[p]) / tot,
+        (Cause(s) if s is not None else None),
+        (float(class_ns[s]) / tot if s is not None else 0.0),
+    )
 
 
 def build_side(trace: Trace, diag) -> Side:
@@ -179,8 +183,28 @@ def build_side(trace: Trace, diag) -> Side:
     budget = getattr(diag, "budget", None)
     graph = _graph_launches(trace)
     if budget is None:
-        return Side(trace, diag, -1, "none", None, empty, empty, np.zeros(0, bool), (), empty, empty,
-                    np.zeros((0, n_classes), np.int64), (), empty, (), graph, None, False, (), 0)
+        return Side(
+            trace,
+            diag,
+            -1,
+            "none",
+            None,
+            empty,
+            empty,
+            np.zeros(0, bool),
+            (),
+            empty,
+            empty,
+            np.zeros((0, n_classes), np.int64),
+            (),
+            empty,
+            (),
+            graph,
+            None,
+            False,
+            (),
+            0,
+        )
     dev = int(budget.device)
     summary = next(d for d in diag.devices if d.device == dev)
     steps = diag.steps
@@ -235,9 +259,28 @@ def build_side(trace: Trace, diag) -> Side:
     example = [trace.names[int(k)] for k in _mode_per_group(fam, trace.name_id[kidx].astype(np.int64), len(labels))]
 
     positions = _positions(trace, diag, dev, s0, s1, parts, keep.size, cn)
-    return Side(trace, diag, dev, source, sname, s0, s1, steady, tuple(excluded), wall[keep], busy[keep], cls,
-                tuple(labels), np.round(fam_busy).astype(np.int64), tuple(example), graph,
-                _gpu(trace, dev), bool(getattr(budget, "decode", False)), tuple(positions), graph_busy)
+    return Side(
+        trace,
+        diag,
+        dev,
+        source,
+        sname,
+        s0,
+        s1,
+        steady,
+        tuple(excluded),
+        wall[keep],
+        busy[keep],
+        cls,
+        tuple(labels),
+        np.round(fam_busy).astype(np.int64),
+        tuple(example),
+        graph,
+        _gpu(trace, dev),
+        bool(getattr(budget, "decode", False)),
+        tuple(positions),
+        graph_busy,
+    )
 
 
 def _unclassified(g) -> np.ndarray:
@@ -407,13 +450,30 @@ def _positions(trace, diag, dev, s0, s1, parts, n_steady, cn) -> list[Position]:
         prev_name, prev_fam = name_and_family(int(prev_id[k]), "step start")
         next_name, next_fam = name_and_family(int(next_id[k]), "step end")
         mix = _mix(cls[k])
-        out.append(Position(
-            kind=kind, ref=ref, label=label or f"{prev_name} → {next_name}", prev_name=prev_name,
-            next_name=next_name, prev_family=prev_fam, next_family=next_fam, boundary=bool(boundary[k]),
-            rel_pos=float(rel_pos[k]), idle_per_step_ns=int(total[k] // ns), median_ns=int(med_present[k]),
-            spread_ns=int(round(float(spread[k]))), steps_with=int(steps_with[k]), steps_total=int(n_steady),
-            cause=mix[0], cause_share=mix[1], secondary=mix[2], secondary_share=mix[3], gap_indices=gap_rows[k],
-            leading_ns=int(head_ns[k] // ns), trailing_ns=int(tail_ns[k] // ns),
-            launch_name=trace.names[int(launch_id[k])] if launch_id[k] >= 0 else None,
-        ))
+        out.append(
+            Position(
+                kind=kind,
+                ref=ref,
+                label=label or f"{prev_name} → {next_name}",
+                prev_name=prev_name,
+                next_name=next_name,
+                prev_family=prev_fam,
+                next_family=next_fam,
+                boundary=bool(boundary[k]),
+                rel_pos=float(rel_pos[k]),
+                idle_per_step_ns=int(total[k] // ns),
+                median_ns=int(med_present[k]),
+                spread_ns=int(round(float(spread[k]))),
+                steps_with=int(steps_with[k]),
+                steps_total=int(n_steady),
+                cause=mix[0],
+                cause_share=mix[1],
+                secondary=mix[2],
+                secondary_share=mix[3],
+                gap_indices=gap_rows[k],
+                leading_ns=int(head_ns[k] // ns),
+                trailing_ns=int(tail_ns[k] // ns),
+                launch_name=trace.names[int(launch_id[k])] if launch_id[k] >= 0 else None,
+            )
+        )
     return out

@@ -73,7 +73,11 @@ def _side_line(side: dict) -> str:
         steps = "no GPU kernels"
     else:
         steps = f"{st['steady_count']} steady of {st['count']} step(s) from {st['source']} `{st['name']}`"
-    gpu = f"GPU {side['device']}: {side['gpu']}" if side.get("gpu") else (f"GPU {side['device']}" if side.get("device") is not None else "")
+    gpu = (
+        f"GPU {side['device']}: {side['gpu']}"
+        if side.get("gpu")
+        else (f"GPU {side['device']}" if side.get("device") is not None else "")
+    )
     return " · ".join(x for x in (side["format"], steps, gpu) if x)
 
 
@@ -98,9 +102,16 @@ def _comparability(doc: dict, console: Console) -> None:
 
 def _per_step(doc: dict, console: Console) -> None:
     ps = doc["per_step"]
-    heading(console, f"Per step (median over {ps['steps_before']} and {ps['steps_after']} steady steps ± spread; "
-                     "ratio = after ÷ before)")
-    rows = [("step wall time", ps["wall_ns"], True), ("GPU busy", ps["gpu_busy_ns"], True), ("GPU idle", ps["idle_ns"], True)]
+    heading(
+        console,
+        f"Per step (median over {ps['steps_before']} and {ps['steps_after']} steady steps ± spread; "
+        "ratio = after ÷ before)",
+    )
+    rows = [
+        ("step wall time", ps["wall_ns"], True),
+        ("GPU busy", ps["gpu_busy_ns"], True),
+        ("GPU idle", ps["idle_ns"], True),
+    ]
     u = unit_for(max(int(ps["wall_ns"]["before_ns"] or 0), int(ps["wall_ns"]["after_ns"] or 0), 1))
     tbl = Table(box=None, pad_edge=False, show_edge=False)
     tbl.add_column("")
@@ -113,29 +124,50 @@ def _per_step(doc: dict, console: Console) -> None:
         return fmt_dur(ns, u) + (f" ± {fmt_dur(spread, u)}" if spread else "")
 
     for label, r, spread in rows:
-        tbl.add_row(label, cell(r["before_ns"], r.get("before_spread_ns") if spread else None),
-                    cell(r["after_ns"], r.get("after_spread_ns") if spread else None), _signed(r["change_ns"]),
-                    _ratio(r["ratio"]))
+        tbl.add_row(
+            label,
+            cell(r["before_ns"], r.get("before_spread_ns") if spread else None),
+            cell(r["after_ns"], r.get("after_spread_ns") if spread else None),
+            _signed(r["change_ns"]),
+            _ratio(r["ratio"]),
+        )
     for label, r in ps["idle_by_class_ns"].items():
         if not r["before_ns"] and not r["after_ns"]:
             continue
-        tbl.add_row(Text("  idle: ").append_text(cause_text(label)), cell(r["before_ns"]), cell(r["after_ns"]),
-                    _signed(r["change_ns"]), _ratio(r["ratio"]))
+        tbl.add_row(
+            Text("  idle: ").append_text(cause_text(label)),
+            cell(r["before_ns"]),
+            cell(r["after_ns"]),
+            _signed(r["change_ns"]),
+            _ratio(r["ratio"]),
+        )
     key = ps["rate_key"]
     rate = ps[key]
     label, _ = rate_text(ps)
     change = rate["change"]
-    tbl.add_row(label, fmt_rate(rate["before"]), fmt_rate(rate["after"]),
-                "-" if change is None else ("+" if change > 0 else "−" if change < 0 else "±") + fmt_rate(abs(change)), _ratio(rate["ratio"]))
+    tbl.add_row(
+        label,
+        fmt_rate(rate["before"]),
+        fmt_rate(rate["after"]),
+        "-" if change is None else ("+" if change > 0 else "−" if change < 0 else "±") + fmt_rate(abs(change)),
+        _ratio(rate["ratio"]),
+    )
     console.print(tbl)
-    console.print(Text("idle by class: mean per step, each gap split over the steps it spans; "
-                       "the rest of the idle is in stretches shorter than the minimum gap", style="dim"))
+    console.print(
+        Text(
+            "idle by class: mean per step, each gap split over the steps it spans; "
+            "the rest of the idle is in stretches shorter than the minimum gap",
+            style="dim",
+        )
+    )
 
 
 def _positions(doc: dict, console: Console, top: int) -> None:
     groups = doc["groups"]
     counts, change = doc["group_counts"], doc.get("group_change_ns") or {}
-    summary = ", ".join(f"{k} {v}" + (f" ({_signed(change[k])}/step)" if change.get(k) else "") for k, v in counts.items())
+    summary = ", ".join(
+        f"{k} {v}" + (f" ({_signed(change[k])}/step)" if change.get(k) else "") for k, v in counts.items()
+    )
     heading(console, f"Idle positions matched across the traces ({summary})")
     if not groups:
         console.print(Text("No recurring idle in either trace."))
@@ -145,13 +177,27 @@ def _positions(doc: dict, console: Console, top: int) -> None:
     for g in shown:
         b, a = g["before"], g["after"]
         p = a or b
-        idle = (fmt_pair(b["idle_per_step_ns"], a["idle_per_step_ns"]) if b and a else
-                f"{fmt_dur(b['idle_per_step_ns'])} → -" if b else f"- → {fmt_dur(a['idle_per_step_ns'])}")
-        rows.append((g, "boundary" if p["boundary"] else f"{100 * p['rel_pos_share']:.0f}%",
-                     f"{class_text(b)} → {class_text(a)}", idle, _signed(g["change_ns"])))
+        idle = (
+            fmt_pair(b["idle_per_step_ns"], a["idle_per_step_ns"])
+            if b and a
+            else f"{fmt_dur(b['idle_per_step_ns'])} → -"
+            if b
+            else f"- → {fmt_dur(a['idle_per_step_ns'])}"
+        )
+        rows.append(
+            (
+                g,
+                "boundary" if p["boundary"] else f"{100 * p['rel_pos_share']:.0f}%",
+                f"{class_text(b)} → {class_text(a)}",
+                idle,
+                _signed(g["change_ns"]),
+            )
+        )
     # fixed columns at their natural width; the position label gets the rest
-    fixed = [max([len(h)] + [len(r[k]) for r in rows]) for k, h in
-             ((1, "where"), (2, "class before → after"), (3, "idle/step"), (4, "change"))]
+    fixed = [
+        max([len(h)] + [len(r[k]) for r in rows])
+        for k, h in ((1, "where"), (2, "class before → after"), (3, "idle/step"), (4, "change"))
+    ]
     name_cols = max(16, console.width - sum(fixed) - len("appeared") - 12)
     tbl = Table(box=None, pad_edge=False, show_edge=False)
     tbl.add_column("status", no_wrap=True)
@@ -161,16 +207,30 @@ def _positions(doc: dict, console: Console, top: int) -> None:
     tbl.add_column("idle/step", justify="right", no_wrap=True)
     tbl.add_column("change", justify="right", no_wrap=True)
     for g, where, cls, idle, change in rows:
-        tbl.add_row(Text(g["status"], style=STATUS_STYLE.get(g["status"], "")), name_text(g["label"], name_cols),
-                    where, cls, idle, change)
+        tbl.add_row(
+            Text(g["status"], style=STATUS_STYLE.get(g["status"], "")),
+            name_text(g["label"], name_cols),
+            where,
+            cls,
+            idle,
+            change,
+        )
     console.print(tbl)
     if len(groups) > top:
         rest = groups[top:]
         ns = sum(abs(g["change_ns"]) for g in rest)
-        console.print(Text(f"… and {len(rest):,} more positions (in --json), {fmt_dur(ns)} of change per step in all",
-                           style="dim"))
-    console.print(Text("matched by the GPU ops around each gap (kernel names normalised) and its place in the step "
-                       "(where: start as a share of the step, or wrapping the step boundary)", style="dim"))
+        console.print(
+            Text(
+                f"… and {len(rest):,} more positions (in --json), {fmt_dur(ns)} of change per step in all", style="dim"
+            )
+        )
+    console.print(
+        Text(
+            "matched by the GPU ops around each gap (kernel names normalised) and its place in the step "
+            "(where: start as a share of the step, or wrapping the step boundary)",
+            style="dim",
+        )
+    )
 
 
 def _families(doc: dict, console: Console, top: int) -> None:
@@ -187,14 +247,19 @@ def _families(doc: dict, console: Console, top: int) -> None:
     for name in ("before", "after", "change"):
         tbl.add_column(name, justify="right")
     for r in fams[: max(0, top)]:
-        tbl.add_row(name_text(r["family"], name_cols), fmt_dur(r["before_ns"], u), fmt_dur(r["after_ns"], u),
-                    _signed(r["change_ns"]))
+        tbl.add_row(
+            name_text(r["family"], name_cols),
+            fmt_dur(r["before_ns"], u),
+            fmt_dur(r["after_ns"], u),
+            _signed(r["change_ns"]),
+        )
     console.print(tbl)
     if len(fams) > top:
         console.print(Text(f"… and {len(fams) - top:,} more families (in --json)", style="dim"))
     if k.get("common_share") is not None:
-        console.print(Text(f"{100 * k['common_share']:.0f}% of GPU busy time is in families common to both traces",
-                           style="dim"))
+        console.print(
+            Text(f"{100 * k['common_share']:.0f}% of GPU busy time is in families common to both traces", style="dim")
+        )
 
 
 def _left(doc: dict, console: Console) -> None:
@@ -205,7 +270,9 @@ def _left(doc: dict, console: Console) -> None:
     p = left["position"]
     title = Text("")
     title.append_text(name_text(p["label"], max(20, console.width - 20)))
-    recurs = (f"{fmt_dur(p['idle_per_step_ns'])} per steady step on average ({left['status']}; in "
-              f"{p['steps_with_gap']} of {p['steps_total']} steady steps, {fmt_dur(p['median_ns'])} median there); "
-              "the card's own figures are the diagnosis's, over all steps")
+    recurs = (
+        f"{fmt_dur(p['idle_per_step_ns'])} per steady step on average ({left['status']}; in "
+        f"{p['steps_with_gap']} of {p['steps_total']} steady steps, {fmt_dur(p['median_ns'])} median there); "
+        "the card's own figures are the diagnosis's, over all steps"
+    )
     console.print(card_panel(title, left["card"], recurs=recurs))

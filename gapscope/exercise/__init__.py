@@ -16,7 +16,23 @@ from gapscope.exercise.registry import bundled, bundled_paths, find
 from gapscope.exercise.session import Session
 
 __all__ = [
-    "AnswerError", "CheckReport", "Exercise", "ExerciseError", "PROTOCOL", "ProgressStore",
-    "Session", "Task", "TraceFacts", "Verdict", "Workbook", "bundled", "bundled_paths",
-    "check_exercise", "find", "judge", "load_exercise", "parse_exercise", "parse_number",
+    "AnswerError",
+    "CheckReport",
+    "Exercise",
+    "ExerciseError",
+    "PROTOCOL",
+    "ProgressStore",
+    "Session",
+    "Task",
+    "TraceFacts",
+    "Verdict",
+    "Workbook",
+    "bundled",
+    "bundled_paths",
+    "check_exercise",
+    "find",
+    "judge",
+    "load_exercise",
+    "parse_exercise",
+    "parse_number",
 ]

@@ -51,14 +51,14 @@ class CheckReport:
 def check_exercise(path: str | os.PathLike) -> CheckReport:
     """Load the exercise at ``path`` and check every key against the diagnosis.
 
-    Errors (the file is wrong): format errors, unreadable traces, a gap key naming no
-    gap or not the gap its ``expect_*`` says, a cause key the diagnosis does not give,
-    a number key outside its tolerance of the timeline's figure (naming the task and
-    both values), an option of a task on a pair whose diff claim (``position`` +
-    ``status``) contradicts ``gapscope diff`` of the pair. Warnings: an assumption (``[[tasks.assume]]``) that differs from the
-    timeline by more than 0.5 %, naming both numbers; feedback or an option's explanation
-that states the figure a later ``number`` task asks for (a give-away), naming both
-tasks. Never raises for a bad file.
+        Errors (the file is wrong): format errors, unreadable traces, a gap key naming no
+        gap or not the gap its ``expect_*`` says, a cause key the diagnosis does not give,
+        a number key outside its tolerance of the timeline's figure (naming the task and
+        both values), an option of a task on a pair whose diff claim (``position`` +
+        ``status``) contradicts ``gapscope diff`` of the pair. Warnings: an assumption (``[[tasks.assume]]``) that differs from the
+        timeline by more than 0.5 %, naming both numbers; feedback or an option's explanation
+    that states the figure a later ``number`` task asks for (a give-away), naming both
+    tasks. Never raises for a bad file.
     """
     try:
         ex = load_exercise(path)
@@ -123,13 +123,18 @@ def _check_claims(task: Task, doc: dict, who: str, rep: CheckReport) -> None:
         got = diff_statuses(doc, opt.position)
         if not got:
             known = ", ".join(sorted({g["label"] for g in doc["groups"]})[:8])
-            rep.errors.append(f"{who}: option {opt.text!r}: the diff has no position {opt.position!r} (it has: {known})")
+            rep.errors.append(
+                f"{who}: option {opt.text!r}: the diff has no position {opt.position!r} (it has: {known})"
+            )
         elif opt.correct and opt.status not in got:
-            rep.errors.append(f"{who}: option {opt.text!r} is marked correct and claims {opt.position!r} {opt.status}, "
-                              f"but the diff says {' / '.join(got)}")
+            rep.errors.append(
+                f"{who}: option {opt.text!r} is marked correct and claims {opt.position!r} {opt.status}, "
+                f"but the diff says {' / '.join(got)}"
+            )
         elif not opt.correct and opt.status in got:
-            rep.errors.append(f"{who}: option {opt.text!r} is marked wrong, but the diff agrees that {opt.position!r} "
-                              f"{opt.status}")
+            rep.errors.append(
+                f"{who}: option {opt.text!r} is marked wrong, but the diff agrees that {opt.position!r} {opt.status}"
+            )
 
 
 def _shown_texts(task: Task) -> list[str]:
@@ -143,9 +148,8 @@ def _shown_texts(task: Task) -> list[str]:
 def _check_give_aways(ex: Exercise, wb: Workbook, rep: CheckReport) -> None:
     """Warn when a task's feedback (filled from its trace) states the figure a later
     ``number`` task asks for: the learner would read the answer before the question."""
-    from gapscope.parsers.errors import TraceFormatError
-
     from gapscope.exercise.facts import fill
+    from gapscope.parsers.errors import TraceFormatError
 
     answers: list[tuple[int, Task, str]] = []
     for j, t in enumerate(ex.tasks):
@@ -172,7 +176,9 @@ def _check_give_aways(ex: Exercise, wb: Workbook, rep: CheckReport) -> None:
         for t, num in later:
             if re.search(rf"(?<![\d.]){re.escape(num)}(?![\d])", text):
                 who = _who(ex, task)
-                rep.warnings.append(f"{who}: its feedback states {num}, the answer of the later task {t.id!r} ({t.quantity})")
+                rep.warnings.append(
+                    f"{who}: its feedback states {num}, the answer of the later task {t.id!r} ({t.quantity})"
+                )
 
 
 def _check_task(task: Task, facts: TraceFacts, who: str, rep: CheckReport) -> None:
@@ -187,7 +193,9 @@ def _check_task(task: Task, facts: TraceFacts, who: str, rep: CheckReport) -> No
         tol = task.gap.tol_ms
         for name, want, got in (("start", task.gap.expect_start_ms, gs), ("end", task.gap.expect_end_ms, ge)):
             if want is not None and abs(want - got) > tol:
-                rep.errors.append(f"{who}: key expects {task.gap.describe()} to {name} at {want:.3f} ms, the diagnosis has {got:.3f} ms ({facts.gap_text(g)})")
+                rep.errors.append(
+                    f"{who}: key expects {task.gap.describe()} to {name} at {want:.3f} ms, the diagnosis has {got:.3f} ms ({facts.gap_text(g)})"
+                )
     if task.kind in ("cause", "card"):
         from gapscope.analysis.types import Cause
 
@@ -195,16 +203,22 @@ def _check_task(task: Task, facts: TraceFacts, who: str, rep: CheckReport) -> No
             raise ValueError(f"{who}: names no gap")
         label = Cause(int(facts.diag.gaps.cause[g])).label
         if label != task.cause:
-            rep.errors.append(f"{who}: key cause is {task.cause}, the diagnosis classifies {facts.gap_text(g)} as {label}")
+            rep.errors.append(
+                f"{who}: key cause is {task.cause}, the diagnosis classifies {facts.gap_text(g)} as {label}"
+            )
     if task.kind == "number":
         fig = facts.figure(task.number_quantity, gap=task.gap, projection=task.projection)
         key = task.number_key
         truth = _in_unit(fig.value, fig.unit, key.unit)
         tol = key.tolerance_abs()
         if abs(key.value - truth) > tol + 1e-9 * max(1.0, abs(truth)):
-            rep.errors.append(f"{who}: key {task.quantity} = {_fmt(key.value, key.unit)}, the timeline gives {_fmt(truth, key.unit)} (tolerance {_fmt(tol, key.unit)}; {fig.work})")
+            rep.errors.append(
+                f"{who}: key {task.quantity} = {_fmt(key.value, key.unit)}, the timeline gives {_fmt(truth, key.unit)} (tolerance {_fmt(tol, key.unit)}; {fig.work})"
+            )
     for a in task.assumptions:
         fig = facts.figure(a.quantity)
         truth = _in_unit(fig.value, fig.unit, a.unit)
         if abs(a.value - truth) > ASSUMPTION_REL_TOL * max(abs(truth), 1e-12):
-            rep.warnings.append(f"{who}: assumes {a.quantity} = {_fmt(a.value, a.unit)}, but its own timeline gives {_fmt(truth, a.unit)} ({fig.work})")
+            rep.warnings.append(
+                f"{who}: assumes {a.quantity} = {_fmt(a.value, a.unit)}, but its own timeline gives {_fmt(truth, a.unit)} ({fig.work})"
+            )

@@ -16,9 +16,8 @@ import re
 
 import numpy as np
 
-from gapscope.parsers.model import Kind, Trace
-
 from gapscope.exercise.model import GapSelector, Projection
+from gapscope.parsers.model import Kind, Trace
 
 __all__ = ["Figure", "TraceFacts", "fill", "fmt_ms", "fmt_dur", "merge_intervals"]
 
@@ -151,8 +150,10 @@ class TraceFacts:
             if sel.contains_ms is not None:
                 if gs[g] <= sel.contains_ms * 1e6 < ge[g]:
                     return g
-            elif sel.start_ms is not None and sel.end_ms is not None and (
-                abs(gs[g] - sel.start_ms * 1e6) <= tol and abs(ge[g] - sel.end_ms * 1e6) <= tol
+            elif (
+                sel.start_ms is not None
+                and sel.end_ms is not None
+                and (abs(gs[g] - sel.start_ms * 1e6) <= tol and abs(ge[g] - sel.end_ms * 1e6) <= tol)
             ):
                 return g
         return None
@@ -192,19 +193,33 @@ class TraceFacts:
         if quantity == "gpu_busy":
             return Figure(busy, "ns", self.busy_work())
         if quantity == "idle":
-            return Figure(wall - busy, "ns", f"{self.busy_work()}; {self.wall_work()}; idle = {fmt_dur(wall)} - {fmt_dur(busy)} = {fmt_dur(wall - busy)}")
+            return Figure(
+                wall - busy,
+                "ns",
+                f"{self.busy_work()}; {self.wall_work()}; idle = {fmt_dur(wall)} - {fmt_dur(busy)} = {fmt_dur(wall - busy)}",
+            )
         if quantity == "idle_share":
             share = 100.0 * (wall - busy) / wall
-            return Figure(share, "%", f"{self.busy_work()}; idle share = ({fmt_dur(wall)} - {fmt_dur(busy)}) / {fmt_dur(wall)} = {share:.1f}%")
+            return Figure(
+                share,
+                "%",
+                f"{self.busy_work()}; idle share = ({fmt_dur(wall)} - {fmt_dur(busy)}) / {fmt_dur(wall)} = {share:.1f}%",
+            )
         if quantity == "tokens_per_s":
             rate = 1e9 / wall
-            return Figure(rate, "tokens/s", f"{self.wall_work()}; one token per step: 1 / {fmt_dur(wall)} = {rate:.0f} tokens/s")
+            return Figure(
+                rate, "tokens/s", f"{self.wall_work()}; one token per step: 1 / {fmt_dur(wall)} = {rate:.0f} tokens/s"
+            )
         if quantity == "gap":
             g = self.resolve(gap) if gap else None
             if g is None:
                 raise ValueError(f"no {gap.describe() if gap else 'gap'} in the diagnosis")
             d = int(self.diag.gaps.end_ns[g] - self.diag.gaps.start_ns[g])
-            return Figure(d, "ns", f"gap = {self.rel(int(self.diag.gaps.end_ns[g]))} - {self.rel(int(self.diag.gaps.start_ns[g]))} = {fmt_dur(d)}")
+            return Figure(
+                d,
+                "ns",
+                f"gap = {self.rel(int(self.diag.gaps.end_ns[g]))} - {self.rel(int(self.diag.gaps.start_ns[g]))} = {fmt_dur(d)}",
+            )
         if quantity in ("projected_step", "projected_tokens_per_s"):
             step, work = self.projected_step(projection or Projection())
             if quantity == "projected_step":
@@ -274,7 +289,10 @@ class TraceFacts:
             raise ValueError("the projection removes the whole step")
         body = " - ".join([fmt_dur(wall)] + terms)
         per = "" if self.n_steps == 1 else f" (removed time / {self.n_steps} steps)"
-        return step, f"projected step = {body}{per} = {fmt_dur(step)}{' (overlaps counted once)' if len(terms) > 1 else ''}"
+        return (
+            step,
+            f"projected step = {body}{per} = {fmt_dur(step)}{' (overlaps counted once)' if len(terms) > 1 else ''}",
+        )
 
 
 def _overlap_total(s: np.ndarray, e: np.ndarray, idle_s: np.ndarray, idle_e: np.ndarray) -> int:
@@ -293,6 +311,7 @@ def fill(text: str, facts: TraceFacts, gap: int | None = None) -> str:
     """Replace ``{busy}``, ``{idle}``, ``{idle_share}``, ``{wall}``, ``{tokens_per_s}``,
     ``{largest_gap}`` and ``{gap}`` in ``text`` with figures of the trace; other braces
     stay as written."""
+
     def sub(m: re.Match) -> str:
         k = m.group(1)
         try:
@@ -307,4 +326,5 @@ def fill(text: str, facts: TraceFacts, gap: int | None = None) -> str:
         if f.unit == "tokens/s":
             return f"{f.value:.0f} tokens/s"
         return fmt_dur(f.value)
+
     return _PLACEHOLDER.sub(sub, text)

@@ -88,8 +88,10 @@ def _evidence(facts: TraceFacts, g: int) -> tuple[str, ...]:
         card = facts.diag.card(g)
     except Exception:  # noqa: BLE001 - a card is optional evidence; the verdict stands without it
         return ()
-    lines = [f"{facts.gap_name(g)[:1].upper()}{facts.gap_name(g)[1:]}: diagnosis says {card.cause.label}"
-             + (f" (secondary {card.secondary.label}, {card.secondary_share:.0%})" if card.secondary is not None else "")]
+    lines = [
+        f"{facts.gap_name(g)[:1].upper()}{facts.gap_name(g)[1:]}: diagnosis says {card.cause.label}"
+        + (f" (secondary {card.secondary.label}, {card.secondary_share:.0%})" if card.secondary is not None else "")
+    ]
     for ev in sorted(card.evidence, key=lambda e: -e.overlap_ns)[:4]:
         lines.append(f"  evidence: {ev.name} ({ev.cause.label}, {fmt_dur(ev.overlap_ns)} inside the gap)")
     if card.why:
@@ -141,7 +143,9 @@ def _key_gap(task: Task, facts: TraceFacts) -> int:
 def _pick(task: Task, facts: TraceFacts, answer) -> Verdict:
     key = _key_gap(task, facts)
     if answer is None:
-        return Verdict(False, "The cursor is not on an idle gap. Move to a stretch of white space on the GPU lane and press Enter.")
+        return Verdict(
+            False, "The cursor is not on an idle gap. Move to a stretch of white space on the GPU lane and press Enter."
+        )
     g = int(answer)
     if g == key:
         # the interval only: the diagnosis's class and evidence answer later tasks
@@ -149,7 +153,9 @@ def _pick(task: Task, facts: TraceFacts, answer) -> Verdict:
         return Verdict(True, msg)
     order = [int(x) for x in facts.gap_indices()]
     rank = order.index(g) + 1 if g in order else 0
-    msg = f"You picked {facts.gap_name(g)}: number {rank} of {len(order)} by size; the key is {task.gap_key.describe()}."
+    msg = (
+        f"You picked {facts.gap_name(g)}: number {rank} of {len(order)} by size; the key is {task.gap_key.describe()}."
+    )
     if task.gap_key.rank == 1:
         msg += " There is a wider stretch of white space on the GPU lane: rank the gaps by length (protocol step 3)."
     if task.wrong_feedback:
@@ -164,7 +170,9 @@ def _cause(task: Task, facts: TraceFacts, answer) -> Verdict:
     g = _key_gap(task, facts)
     ev = _evidence(facts, g)
     if label == task.cause:
-        return Verdict(True, fill(task.feedback, facts, g) or f"{label}: the CPU-side evidence during the gap says so.", ev)
+        return Verdict(
+            True, fill(task.feedback, facts, g) or f"{label}: the CPU-side evidence during the gap says so.", ev
+        )
     msg = f"{label} does not fit what the CPU did during {facts.gap_text(g)}; read the evidence of the gap (protocol step 4)."
     if task.wrong_feedback:
         msg += " " + fill(task.wrong_feedback, facts, g)
@@ -201,7 +209,12 @@ def _number(task: Task, facts: TraceFacts, answer) -> Verdict:
     if task.projection and task.projection.assumptions:
         work += "\nAssumptions: " + "; ".join(task.projection.assumptions)
     if abs(v - truth) <= tol + 1e-12 * max(1.0, abs(truth)):
-        return Verdict(True, fill(task.feedback, facts) or f"{_fmt(v, key.unit)} is within {_fmt(tol, key.unit)} of the timeline's {_fmt(truth, key.unit)}.", work=work)
+        return Verdict(
+            True,
+            fill(task.feedback, facts)
+            or f"{_fmt(v, key.unit)} is within {_fmt(tol, key.unit)} of the timeline's {_fmt(truth, key.unit)}.",
+            work=work,
+        )
     side = "high" if v > truth else "low"
     msg = f"{_fmt(v, key.unit)} is too {side}: the timeline gives {_fmt(truth, key.unit)} (tolerance {_fmt(tol, key.unit)})."
     if task.wrong_feedback:

@@ -11,16 +11,35 @@ from pathlib import Path
 from typing import Any
 
 from gapscope.exercise.model import (
-    CARD_FIELDS, DIFF_STATUSES, QUANTITIES, TASK_KINDS, Assumption, CardField, Constraint, Exercise,
-    ExerciseError, GapSelector, NumberKey, Option, PairRef, Projection, Task, TraceRef,
+    CARD_FIELDS,
+    DIFF_STATUSES,
+    QUANTITIES,
+    TASK_KINDS,
+    Assumption,
+    CardField,
+    Constraint,
+    Exercise,
+    ExerciseError,
+    GapSelector,
+    NumberKey,
+    Option,
+    PairRef,
+    Projection,
+    Task,
+    TraceRef,
 )
 
 __all__ = ["load_exercise", "parse_exercise", "UNITS", "CAUSE_LABELS"]
 
 #: Units a number task may use, by the quantity family they measure.
 UNITS = {
-    "ns": ("time", 1.0), "us": ("time", 1e3), "µs": ("time", 1e3), "ms": ("time", 1e6), "s": ("time", 1e9),
-    "%": ("share", 1.0), "tokens/s": ("rate", 1.0),
+    "ns": ("time", 1.0),
+    "us": ("time", 1e3),
+    "µs": ("time", 1e3),
+    "ms": ("time", 1e6),
+    "s": ("time", 1e9),
+    "%": ("share", 1.0),
+    "tokens/s": ("rate", 1.0),
 }
 _FAMILY = {"ms": "time", "%": "share", "tokens/s": "rate"}
 CAUSE_LABELS = ("sync", "copy", "launch", "host", "unclassified", "dependency")
@@ -51,8 +70,12 @@ def parse_exercise(text: str, path: Path) -> Exercise:
         # tomllib: "Invalid statement (at line 3, column 1)": the place goes in front
         m = re.search(r"\s*\(at line (\d+), column (\d+)\)$", str(exc))
         msg = str(exc)[: m.start()] if m else str(exc)
-        raise ExerciseError(str(path), f"not valid TOML: {msg}", line=int(m.group(1)) if m else None,
-                            column=int(m.group(2)) if m else None) from None
+        raise ExerciseError(
+            str(path),
+            f"not valid TOML: {msg}",
+            line=int(m.group(1)) if m else None,
+            column=int(m.group(2)) if m else None,
+        ) from None
     return _Parser(text, path).exercise(doc)
 
 
@@ -73,8 +96,17 @@ class _Parser:
                 return i + 1
         return None
 
-    def get(self, d: dict, key: str, typ: type | tuple, *, required: bool = False, default: Any = None,
-            task: str | None = None, line: int | None = None) -> Any:
+    def get(
+        self,
+        d: dict,
+        key: str,
+        typ: type | tuple,
+        *,
+        required: bool = False,
+        default: Any = None,
+        task: str | None = None,
+        line: int | None = None,
+    ) -> Any:
         if key not in d:
             if required:
                 raise self.err(f"missing required key {key!r}", line=line, task=task)
@@ -131,9 +163,16 @@ class _Parser:
         if extra:
             raise self.err(f"unknown top-level keys {extra}", line=self.line_of(extra[0]))
         return Exercise(
-            id=ex_id, title=title, summary=self.get(doc, "summary", str, default=""), prompt=prompt,
-            debrief=self.get(doc, "debrief", str, default=""), path=self.path, traces=traces,
-            constraints=constraints, tasks=tuple(tasks), pairs=pairs,
+            id=ex_id,
+            title=title,
+            summary=self.get(doc, "summary", str, default=""),
+            prompt=prompt,
+            debrief=self.get(doc, "debrief", str, default=""),
+            path=self.path,
+            traces=traces,
+            constraints=constraints,
+            tasks=tuple(tasks),
+            pairs=pairs,
         )
 
     def trace(self, t: Any, i: int) -> TraceRef:
@@ -162,7 +201,9 @@ class _Parser:
         for key in ("before", "after"):
             tid = self.get(p, key, str, required=True, line=line)
             if tid not in trace_ids:
-                raise self.err(f"pair {pid!r}: {key} names unknown trace {tid!r} (known: {', '.join(trace_ids)})", line=line)
+                raise self.err(
+                    f"pair {pid!r}: {key} names unknown trace {tid!r} (known: {', '.join(trace_ids)})", line=line
+                )
             ends.append(tid)
         unknown = sorted(set(p) - {"id", "before", "after", "label"})
         if unknown:
@@ -194,11 +235,15 @@ class _Parser:
             text=self.get(o, "text", str, required=True, task=tid, line=line),
             correct=self.get(o, "correct", bool, default=False, task=tid, line=line),
             explain=self.get(o, "explain", str, default="", task=tid, line=line),
-            violates=violates, position=position, status=status,
+            violates=violates,
+            position=position,
+            status=status,
         )
 
     def options(self, d: dict, tid: str, line: int | None, cids: set[str], what: str) -> tuple[Option, ...]:
-        opts = tuple(self.option(o, tid, line, cids) for o in self.get(d, "options", list, default=[], task=tid, line=line))
+        opts = tuple(
+            self.option(o, tid, line, cids) for o in self.get(d, "options", list, default=[], task=tid, line=line)
+        )
         if len(opts) < 2:
             raise self.err(f"{what} needs at least two options", line=line, task=tid)
         if not any(o.correct for o in opts):
@@ -209,17 +254,29 @@ class _Parser:
         if v == "largest":
             return GapSelector(rank=1)
         if not isinstance(v, dict):
-            raise self.err(f"gap must be \"largest\" or a table with rank / start_ms+end_ms / contains_ms, got {v!r}", line=line, task=tid)
+            raise self.err(
+                f'gap must be "largest" or a table with rank / start_ms+end_ms / contains_ms, got {v!r}',
+                line=line,
+                task=tid,
+            )
 
         def num(k: str) -> Any:
             return self.get(v, k, float, task=tid, line=line)
 
         sel = GapSelector(
-            rank=self.get(v, "rank", int, task=tid, line=line), start_ms=num("start_ms"), end_ms=num("end_ms"),
-            contains_ms=num("contains_ms"), expect_start_ms=num("expect_start_ms"),
-            expect_end_ms=num("expect_end_ms"), tol_ms=num("tol_ms") if "tol_ms" in v else 0.001,
+            rank=self.get(v, "rank", int, task=tid, line=line),
+            start_ms=num("start_ms"),
+            end_ms=num("end_ms"),
+            contains_ms=num("contains_ms"),
+            expect_start_ms=num("expect_start_ms"),
+            expect_end_ms=num("expect_end_ms"),
+            tol_ms=num("tol_ms") if "tol_ms" in v else 0.001,
         )
-        kinds = (sel.rank is not None) + (sel.start_ms is not None or sel.end_ms is not None) + (sel.contains_ms is not None)
+        kinds = (
+            (sel.rank is not None)
+            + (sel.start_ms is not None or sel.end_ms is not None)
+            + (sel.contains_ms is not None)
+        )
         if kinds != 1 or ((sel.start_ms is None) != (sel.end_ms is None)):
             raise self.err("gap needs exactly one of: rank, start_ms with end_ms, contains_ms", line=line, task=tid)
         if sel.rank is not None and sel.rank < 1:
@@ -245,7 +302,12 @@ class _Parser:
         if not 0 <= step <= 6:
             raise self.err("protocol_step must be 1..6 (0 = none)", line=line, task=tid)
         kw: dict[str, Any] = dict(
-            id=tid, kind=kind, line=line, trace=trace, protocol_step=step, pair=pair,
+            id=tid,
+            kind=kind,
+            line=line,
+            trace=trace,
+            protocol_step=step,
+            pair=pair,
             prompt=self.get(t, "prompt", str, required=True, task=tid, line=line),
             hints=self.strs(t, "hints", tid, line),
             feedback=self.get(t, "feedback", str, default="", task=tid, line=line),
@@ -258,7 +320,7 @@ class _Parser:
             raise self.err(f"cause {cause!r} is not a cause class ({', '.join(CAUSE_LABELS)})", line=line, task=tid)
         kw["cause"] = cause
         if kind == "pick_gap" and kw.get("gap") is None:
-            raise self.err("pick_gap needs its key: gap = \"largest\" or a gap table", line=line, task=tid)
+            raise self.err('pick_gap needs its key: gap = "largest" or a gap table', line=line, task=tid)
         if kind in ("cause", "card"):
             if cause is None:
                 raise self.err(f"{kind} needs its key: cause = one of {', '.join(CAUSE_LABELS)}", line=line, task=tid)
@@ -282,19 +344,25 @@ class _Parser:
         unit = self.get(key, "unit", str, default=QUANTITIES[q], task=tid, line=line)
         self.check_unit(q, unit, tid, line)
         nk = NumberKey(
-            value=self.get(key, "value", float, required=True, task=tid, line=line), unit=unit,
+            value=self.get(key, "value", float, required=True, task=tid, line=line),
+            unit=unit,
             tolerance=self.get(key, "tolerance", float, task=tid, line=line),
             tolerance_pct=self.get(key, "tolerance_pct", float, task=tid, line=line),
         )
         if (nk.tolerance is None) == (nk.tolerance_pct is None) or nk.tolerance_abs() < 0:
-            raise self.err("number key needs one non-negative 'tolerance' (in its unit) or 'tolerance_pct'", line=line, task=tid)
+            raise self.err(
+                "number key needs one non-negative 'tolerance' (in its unit) or 'tolerance_pct'", line=line, task=tid
+            )
         kw.update(quantity=q, key=nk)
         if q == "gap" and kw.get("gap") is None:
             raise self.err("quantity 'gap' needs a gap selector", line=line, task=tid)
         if q.startswith("projected"):
             pr = self.get(t, "projection", dict, required=True, task=tid, line=line)
             kw["projection"] = Projection(
-                remove_gaps=tuple(self.selector(g, tid, line) for g in self.get(pr, "remove_gaps", list, default=[], task=tid, line=line)),
+                remove_gaps=tuple(
+                    self.selector(g, tid, line)
+                    for g in self.get(pr, "remove_gaps", list, default=[], task=tid, line=line)
+                ),
                 remove_events=self.strs(pr, "remove_events", tid, line),
                 assumptions=self.strs(pr, "assumptions", tid, line),
             )
@@ -307,8 +375,14 @@ class _Parser:
                 raise self.err(f"assumption quantity {aq!r} is not a measured quantity", line=line, task=tid)
             au = self.get(a, "unit", str, default=QUANTITIES[aq], task=tid, line=line)
             self.check_unit(aq, au, tid, line)
-            assumptions.append(Assumption(aq, self.get(a, "value", float, required=True, task=tid, line=line), au,
-                                          self.get(a, "text", str, default="", task=tid, line=line)))
+            assumptions.append(
+                Assumption(
+                    aq,
+                    self.get(a, "value", float, required=True, task=tid, line=line),
+                    au,
+                    self.get(a, "text", str, default="", task=tid, line=line),
+                )
+            )
         kw["assumptions"] = tuple(assumptions)
 
     def check_unit(self, q: str, unit: str, tid: str, line: int | None) -> None:
@@ -336,8 +410,18 @@ class _Parser:
                 out.append(CardField(name, prompt, options=self.options(f, tid, line, cids, f"card field {name!r}")))
             else:
                 groups = self.get(f, "keywords", list, task=tid, line=line)
-                if not groups or not all(isinstance(g, list) and g and all(isinstance(w, str) for w in g) for g in groups):
-                    raise self.err(f"card field {name!r} needs options or keywords (a list of word lists)", line=line, task=tid)
-                out.append(CardField(name, prompt, keywords=tuple(tuple(w.casefold() for w in g) for g in groups),
-                                     example=self.get(f, "example", str, default="", task=tid, line=line)))
+                if not groups or not all(
+                    isinstance(g, list) and g and all(isinstance(w, str) for w in g) for g in groups
+                ):
+                    raise self.err(
+                        f"card field {name!r} needs options or keywords (a list of word lists)", line=line, task=tid
+                    )
+                out.append(
+                    CardField(
+                        name,
+                        prompt,
+                        keywords=tuple(tuple(w.casefold() for w in g) for g in groups),
+                        example=self.get(f, "example", str, default="", task=tid, line=line),
+                    )
+                )
         return tuple(out)

@@ -10,9 +10,23 @@ import dataclasses
 from pathlib import Path
 
 __all__ = [
-    "ExerciseError", "TraceRef", "PairRef", "Constraint", "Option", "GapSelector", "NumberKey",
-    "Projection", "Assumption", "CardField", "Task", "Exercise",
-    "TASK_KINDS", "QUANTITIES", "CARD_FIELDS", "PROTOCOL", "DIFF_STATUSES",
+    "ExerciseError",
+    "TraceRef",
+    "PairRef",
+    "Constraint",
+    "Option",
+    "GapSelector",
+    "NumberKey",
+    "Projection",
+    "Assumption",
+    "CardField",
+    "Task",
+    "Exercise",
+    "TASK_KINDS",
+    "QUANTITIES",
+    "CARD_FIELDS",
+    "PROTOCOL",
+    "DIFF_STATUSES",
 ]
 
 #: Task kinds a file may use.
@@ -54,8 +68,9 @@ class ExerciseError(Exception):
     ``gapscope.parsers.errors.TraceFormatError``: ``PATH[:LINE[:COL]]: [task 'id': ]message``
     (line and column 1-based, when known)."""
 
-    def __init__(self, path: str, message: str, *, line: int | None = None, task: str | None = None,
-                 column: int | None = None) -> None:
+    def __init__(
+        self, path: str, message: str, *, line: int | None = None, task: str | None = None, column: int | None = None
+    ) -> None:
         self.path = str(path)
         self.message = message
         self.line = line
@@ -64,7 +79,11 @@ class ExerciseError(Exception):
         super().__init__(self.__str__())
 
     def __str__(self) -> str:
-        where = self.path + (f":{self.line}" if self.line else "") + (f":{self.column}" if self.line and self.column else "")
+        where = (
+            self.path
+            + (f":{self.line}" if self.line else "")
+            + (f":{self.column}" if self.line and self.column else "")
+        )
         who = f" task {self.task!r}:" if self.task else ""
         return f"{where}:{who} {self.message}"
 

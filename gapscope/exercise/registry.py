@@ -38,4 +38,6 @@ def find(name: str) -> Exercise:
     if len(hits) == 1:
         return hits[0]
     known = ", ".join(ex.id for ex in exs)
-    raise ExerciseError(name, f"no such exercise (bundled: {known})" if not hits else f"ambiguous: {', '.join(e.id for e in hits)}")
+    raise ExerciseError(
+        name, f"no such exercise (bundled: {known})" if not hits else f"ambiguous: {', '.join(e.id for e in hits)}"
+    )

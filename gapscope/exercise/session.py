@@ -23,14 +23,18 @@ class Session:
     marks the task done and moves on. ``hint`` unlocks the next hint of the current task.
     """
 
-    def __init__(self, exercise: Exercise, store: ProgressStore | None = None, workbook: Workbook | None = None) -> None:
+    def __init__(
+        self, exercise: Exercise, store: ProgressStore | None = None, workbook: Workbook | None = None
+    ) -> None:
         self.exercise = exercise
         self.store = store if store is not None else ProgressStore()
         self.workbook = workbook or Workbook(exercise)
         rec = self.store.exercise(exercise.id)
         n = len(exercise.tasks)
         # resume at the first task not done (the file may have changed since)
-        self.index = next((i for i, t in enumerate(exercise.tasks) if not self.store.task(exercise.id, t.id)["done"]), n)
+        self.index = next(
+            (i for i, t in enumerate(exercise.tasks) if not self.store.task(exercise.id, t.id)["done"]), n
+        )
         rec["current"] = self.index
         self.last: Verdict | None = None
 

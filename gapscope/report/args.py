@@ -16,8 +16,15 @@ import sys
 
 from gapscope.analysis.types import Params
 
-__all__ = ["build_parser", "add_threshold_options", "params_from_args", "threshold_specs", "ThresholdSpec",
-           "UsageError", "Parser"]
+__all__ = [
+    "build_parser",
+    "add_threshold_options",
+    "params_from_args",
+    "threshold_specs",
+    "ThresholdSpec",
+    "UsageError",
+    "Parser",
+]
 
 DEFINITIONS = "docs/definitions.md"
 
@@ -30,7 +37,7 @@ class Parser(argparse.ArgumentParser):
     """An ``ArgumentParser`` that raises ``UsageError`` instead of printing usage and
     exiting, so the command can print one line and exit 2 like every other error."""
 
-    def error(self, message: str):  # noqa: D401 - argparse API
+    def error(self, message: str):
         raise UsageError(f"{message} (see '{self.prog} --help')")
 
 
@@ -122,16 +129,37 @@ def build_parser(prog: str = "gapscope report") -> argparse.ArgumentParser:
             "2 bad input or usage, 1 internal error (please report it)."
         ),
     )
-    p.add_argument("trace", metavar="TRACE", help="Chrome/Kineto trace (.json, .json.gz), ASCII timeline (.txt) or Nsight Systems export (.sqlite, .nsys-rep)")
+    p.add_argument(
+        "trace",
+        metavar="TRACE",
+        help="Chrome/Kineto trace (.json, .json.gz), ASCII timeline (.txt) or Nsight Systems export (.sqlite, .nsys-rep)",
+    )
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="one JSON document with stable keys (docs/report-json.md)")
     fmt.add_argument("--markdown", action="store_true", help="Markdown, for tickets and chat")
-    p.add_argument("--top", type=int, default=10, metavar="N", help="how many of the largest gaps, and of the recurring groups, to list (default 10; --json has every group)")
-    p.add_argument("--width", type=int, default=None, metavar="COLS",
-                   help="text width (default: the terminal's, or $COLUMNS, or 100 when not a terminal)")
-    p.add_argument("--what-if", dest="what_if", action="append", default=[], metavar="NAME[,NAME...]",
-                   help="also project the step with these CPU event names removed (verbatim, else substring; "
-                        "their time inside idle gaps is taken out), e.g. --what-if 'tensor.item(),logging callback'")
+    p.add_argument(
+        "--top",
+        type=int,
+        default=10,
+        metavar="N",
+        help="how many of the largest gaps, and of the recurring groups, to list (default 10; --json has every group)",
+    )
+    p.add_argument(
+        "--width",
+        type=int,
+        default=None,
+        metavar="COLS",
+        help="text width (default: the terminal's, or $COLUMNS, or 100 when not a terminal)",
+    )
+    p.add_argument(
+        "--what-if",
+        dest="what_if",
+        action="append",
+        default=[],
+        metavar="NAME[,NAME...]",
+        help="also project the step with these CPU event names removed (verbatim, else substring; "
+        "their time inside idle gaps is taken out), e.g. --what-if 'tensor.item(),logging callback'",
+    )
     add_threshold_options(p)
     return p
 
@@ -146,7 +174,11 @@ def add_threshold_options(p: argparse.ArgumentParser) -> None:
     for spec in threshold_specs():
         metavar = "X" if spec.kind is float else "N"
         g.add_argument(
-            spec.flag, dest=spec.field, type=spec.kind, default=None, metavar=metavar,
+            spec.flag,
+            dest=spec.field,
+            type=spec.kind,
+            default=None,
+            metavar=metavar,
             help=f"{_plain_definition(spec.definition)} [unit: {spec.unit or 'number'}; default {_fmt_default(spec)}]",
         )
 

@@ -10,9 +10,25 @@ import math
 import re
 import unicodedata
 
-__all__ = ["Unit", "unit_for", "offset_unit_for", "fmt_dur", "fmt_at", "fmt_sig", "fmt_share", "safe_name", "fmt_bytes", "budget_rows", "BUDGET_LABELS", "short_name",
-           "device_label", "rank_text", "kind_counts_text", "fmt_rate",
-           "more_groups_line"]
+__all__ = [
+    "Unit",
+    "unit_for",
+    "offset_unit_for",
+    "fmt_dur",
+    "fmt_at",
+    "fmt_sig",
+    "fmt_share",
+    "safe_name",
+    "fmt_bytes",
+    "budget_rows",
+    "BUDGET_LABELS",
+    "short_name",
+    "device_label",
+    "rank_text",
+    "kind_counts_text",
+    "fmt_rate",
+    "more_groups_line",
+]
 
 
 class Unit(tuple):

@@ -8,8 +8,24 @@ literal), with ``|`` escaped inside tables and control characters made visible b
 from __future__ import annotations
 
 from gapscope.report.document import lone_gaps, trust_lines
-from gapscope.report.fmt import (GROUP_CARDS, what_if_label, MD_GROUP_ROWS, budget_rows, device_label, fmt_at, fmt_dur, fmt_rate, fmt_share,
-                         kind_counts_text, more_groups_line, offset_unit_for, rank_text, rate_key, safe_name, unit_for)
+from gapscope.report.fmt import (
+    GROUP_CARDS,
+    MD_GROUP_ROWS,
+    budget_rows,
+    device_label,
+    fmt_at,
+    fmt_dur,
+    fmt_rate,
+    fmt_share,
+    kind_counts_text,
+    more_groups_line,
+    offset_unit_for,
+    rank_text,
+    rate_key,
+    safe_name,
+    unit_for,
+    what_if_label,
+)
 
 __all__ = ["render_markdown", "md_code", "md_text"]
 
@@ -54,7 +70,9 @@ def render_markdown(doc: dict) -> str:
     """The report of ``doc`` as one Markdown string (ends with a newline)."""
     src, span = doc["source"], doc["span"]
     out = [f"# gapscope report: {md_code(src['path'], None, False)}", ""]
-    fmt = src["format"] + (f" (Kineto schemaVersion {src['schema_version']})" if src.get("schema_version") is not None else "")
+    fmt = src["format"] + (
+        f" (Kineto schemaVersion {src['schema_version']})" if src.get("schema_version") is not None else ""
+    )
     out.append(f"- Format: {fmt}")
     if src.get("trace_name"):
         out.append(f"- Trace name: {md_code(src['trace_name'], None, False)}")
@@ -66,18 +84,35 @@ def render_markdown(doc: dict) -> str:
         out.append(f"- Device {md_text(dev)}: {md_code(device_label(prop), None, False)}")
     out.append(f"- Span: {fmt_dur(span['dur_ns'])}; {doc['event_count']:,} events on {len(doc['lanes'])} lanes")
     out += ["", "## Lanes", ""]
-    out += _table(["process / device", "lane", "events", "by kind"],
-                  [[_lane_process(ln), md_code(ln["label"] or ln["tid"], 40) or "-", f"{ln['event_count']:,}",
-                    kind_counts_text(ln["event_counts_by_kind"])] for ln in doc["lanes"]])
+    out += _table(
+        ["process / device", "lane", "events", "by kind"],
+        [
+            [
+                _lane_process(ln),
+                md_code(ln["label"] or ln["tid"], 40) or "-",
+                f"{ln['event_count']:,}",
+                kind_counts_text(ln["event_counts_by_kind"]),
+            ]
+            for ln in doc["lanes"]
+        ],
+    )
     out += ["", "## GPU busy (union of kernels over all streams)", ""]
     devs = doc["devices"]
     if devs:
         u = unit_for(max(d["window_ns"] for d in devs))
-        out += _table(["device", "window", "busy", "idle", "fully idle"], [
-            [f"GPU {d['device']}", fmt_dur(d["window_ns"], u),
-             f"{fmt_dur(d['busy_ns'], u)} ({fmt_share(d['busy_ns'], d['window_ns'])})",
-             f"{fmt_dur(d['idle_ns'], u)} ({fmt_share(d['idle_ns'], d['window_ns'])})",
-             f"{fmt_dur(d['fully_idle_ns'], u)} ({fmt_share(d['fully_idle_ns'], d['window_ns'])})"] for d in devs])
+        out += _table(
+            ["device", "window", "busy", "idle", "fully idle"],
+            [
+                [
+                    f"GPU {d['device']}",
+                    fmt_dur(d["window_ns"], u),
+                    f"{fmt_dur(d['busy_ns'], u)} ({fmt_share(d['busy_ns'], d['window_ns'])})",
+                    f"{fmt_dur(d['idle_ns'], u)} ({fmt_share(d['idle_ns'], d['window_ns'])})",
+                    f"{fmt_dur(d['fully_idle_ns'], u)} ({fmt_share(d['fully_idle_ns'], d['window_ns'])})",
+                ]
+                for d in devs
+            ],
+        )
     else:
         out.append("No GPU kernels in this trace.")
     if doc.get("diagnosis_available") and devs:
@@ -123,8 +158,11 @@ def _diagnosis(doc: dict) -> list[str]:
     total = sum(totals.values())
     u = unit_for(max(total, 1))
     out += ["", f"## Idle time by cause ({doc['gap_count']:,} gaps)", ""]
-    out += _table(["cause", "idle", "share"], [[k, fmt_dur(v, u), fmt_share(v, total)] for k, v in totals.items()]
-                  + [["**total**", fmt_dur(total, u), "100.0%" if total else "-"]])
+    out += _table(
+        ["cause", "idle", "share"],
+        [[k, fmt_dur(v, u), fmt_share(v, total)] for k, v in totals.items()]
+        + [["**total**", fmt_dur(total, u), "100.0%" if total else "-"]],
+    )
     trust = trust_lines(doc)
     if trust:
         out += [""] + [f"- {md_text(line)}" for line in trust]
@@ -133,18 +171,33 @@ def _diagnosis(doc: dict) -> list[str]:
     if gaps:
         us = offset_unit_for(max(abs(g["start_rel_ns"]) for g in gaps))
         ul = unit_for(max(g["dur_ns"] for g in gaps))
-        out += _table(["#", "GPU", "start", "length", "after", "before", "cause", "group"], [
-            [k, g["device"], fmt_dur(g["start_rel_ns"], us), fmt_dur(g["dur_ns"], ul),
-             md_code(g["prev_op"]["name"], 48) if g["prev_op"] else "(window start)",
-             md_code(g["next_op"]["name"], 48) if g["next_op"] else "(window end)",
-             f"{g['cause']} {100 * g['cause_share']:.0f}%", "-" if g["group"] < 0 else f"G{g['group']}"]
-            for g in gaps for k in (f"#{g['index']}",)])
+        out += _table(
+            ["#", "GPU", "start", "length", "after", "before", "cause", "group"],
+            [
+                [
+                    k,
+                    g["device"],
+                    fmt_dur(g["start_rel_ns"], us),
+                    fmt_dur(g["dur_ns"], ul),
+                    md_code(g["prev_op"]["name"], 48) if g["prev_op"] else "(window start)",
+                    md_code(g["next_op"]["name"], 48) if g["next_op"] else "(window end)",
+                    f"{g['cause']} {100 * g['cause_share']:.0f}%",
+                    "-" if g["group"] < 0 else f"G{g['group']}",
+                ]
+                for g in gaps
+                for k in (f"#{g['index']}",)
+            ],
+        )
     else:
         out.append("No idle gaps.")
     groups = doc["groups"]
     for grp in groups[:GROUP_CARDS]:
-        out += ["", f"### G{grp.get('id')} {md_code(grp.get('label'), 80, False)}: recurs in {grp.get('steps_with_gap')} of "
-                f"{grp.get('steps_total')} steps, {fmt_dur(grp.get('median_ns', 0))} median", ""]
+        out += [
+            "",
+            f"### G{grp.get('id')} {md_code(grp.get('label'), 80, False)}: recurs in {grp.get('steps_with_gap')} of "
+            f"{grp.get('steps_total')} steps, {fmt_dur(grp.get('median_ns', 0))} median",
+            "",
+        ]
         if grp.get("card"):
             out += _card_lines(grp["card"])
     rest = groups[GROUP_CARDS:]
@@ -152,36 +205,71 @@ def _diagnosis(doc: dict) -> list[str]:
         # A ticket or a chat message needs the few largest cards, not hundreds.
         shown = rest[:MD_GROUP_ROWS]
         out += ["", f"{len(rest)} more recurring group{'s' if len(rest) != 1 else ''} (cards in `--json`):", ""]
-        out += _table(["group", "recurs", "median", "total", "cause"], [
-            [f"G{grp.get('id')}", f"{grp.get('steps_with_gap')} of {grp.get('steps_total')} steps",
-             fmt_dur(grp.get("median_ns", 0)), fmt_dur(grp.get("total_ns", 0)), grp.get("cause", "")]
-            for grp in shown])
+        out += _table(
+            ["group", "recurs", "median", "total", "cause"],
+            [
+                [
+                    f"G{grp.get('id')}",
+                    f"{grp.get('steps_with_gap')} of {grp.get('steps_total')} steps",
+                    fmt_dur(grp.get("median_ns", 0)),
+                    fmt_dur(grp.get("total_ns", 0)),
+                    grp.get("cause", ""),
+                ]
+                for grp in shown
+            ],
+        )
         if len(rest) > len(shown):
-            out += ["", md_text(more_groups_line(rest[len(shown):], doc.get("idle_in_gaps_ns")))]
+            out += ["", md_text(more_groups_line(rest[len(shown) :], doc.get("idle_in_gaps_ns")))]
     lone = lone_gaps(doc)
     for k, g in lone:
         out += ["", f"### Gap #{k}: {fmt_dur(g['dur_ns'])} at {fmt_at(g['start_rel_ns'])}", ""]
         out += _card_lines(g["card"])
     if doc["episodes"]:
         out += ["", f"## Picket-fence episodes ({len(doc['episodes'])})", ""]
-        out += _table(["GPU", "start", "kernels", "median kernel", "median launch", "idle"], [
-            [e.get("device"), fmt_at(e["start_rel_ns"]), e.get("kernel_count"), fmt_dur(e.get("median_kernel_ns", 0)),
-             fmt_dur(e.get("median_launch_ns", 0)), fmt_dur(e.get("idle_ns", 0))] for e in doc["episodes"]])
+        out += _table(
+            ["GPU", "start", "kernels", "median kernel", "median launch", "idle"],
+            [
+                [
+                    e.get("device"),
+                    fmt_at(e["start_rel_ns"]),
+                    e.get("kernel_count"),
+                    fmt_dur(e.get("median_kernel_ns", 0)),
+                    fmt_dur(e.get("median_launch_ns", 0)),
+                    fmt_dur(e.get("idle_ns", 0)),
+                ]
+                for e in doc["episodes"]
+            ],
+        )
     budget, steps = doc.get("budget"), doc.get("steps")
     if budget and steps:
-        out += ["", f"## Budget per step ({steps['count']} steps from {steps.get('source')}: "
-                f"{md_code(steps.get('name'), 60, False)})", ""]
+        out += [
+            "",
+            f"## Budget per step ({steps['count']} steps from {steps.get('source')}: "
+            f"{md_code(steps.get('name'), 60, False)})",
+            "",
+        ]
         out += [f"- {k}: {v}" for k, v in budget_rows(budget)]
         whatifs = doc.get("what_if") or []
         if whatifs:
             u = unit_for(int(budget.get("wall_ns") or 0))
             out += ["", "What if these gaps were removed (per step):", ""]
             rk, rname = rate_key(budget)
-            out += _table(["removed", "idle removed", "step", rname], [
-                [what_if_label(w), fmt_dur(w.get("removed_ns", 0), u),
-                 fmt_dur(w.get("projected_step_ns", 0), u),
-                 fmt_rate(w.get(rk))] for w in whatifs])
-            out += [f"- no event name matches {md_code(n, 60, False)}: nothing was removed for it"
-                    for w in whatifs for n in w.get("unmatched") or []]
+            out += _table(
+                ["removed", "idle removed", "step", rname],
+                [
+                    [
+                        what_if_label(w),
+                        fmt_dur(w.get("removed_ns", 0), u),
+                        fmt_dur(w.get("projected_step_ns", 0), u),
+                        fmt_rate(w.get(rk)),
+                    ]
+                    for w in whatifs
+                ],
+            )
+            out += [
+                f"- no event name matches {md_code(n, 60, False)}: nothing was removed for it"
+                for w in whatifs
+                for n in w.get("unmatched") or []
+            ]
             out += ["", "Assumptions:", ""] + [f"- {md_text(a)}" for a in whatifs[-1].get("assumptions") or []]
     return out

@@ -9,8 +9,19 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from gapscope.report.fmt import GROUP_CARDS, budget_rows, fmt_at, fmt_bytes, fmt_dur, fmt_rate, more_groups_line, rate_key, unit_for, what_if_label
 from gapscope.report.document import lone_gaps
+from gapscope.report.fmt import (
+    GROUP_CARDS,
+    budget_rows,
+    fmt_at,
+    fmt_bytes,
+    fmt_dur,
+    fmt_rate,
+    more_groups_line,
+    rate_key,
+    unit_for,
+    what_if_label,
+)
 from gapscope.report.rich_text import cause_text, heading, name_text, safe_text
 
 __all__ = ["GROUP_CARDS", "card_panel", "groups_section", "lone_cards_section", "budget_section"]
@@ -59,8 +70,10 @@ def card_panel(title: Text, card: dict, recurs: str | None = None) -> Panel:
 
 
 def _recurs(grp: dict) -> str:
-    return (f"recurs in {grp.get('steps_with_gap')} of {grp.get('steps_total')} steps, "
-            f"{fmt_dur(grp.get('median_ns', 0))} median, {fmt_dur(grp.get('total_ns', 0))} total")
+    return (
+        f"recurs in {grp.get('steps_with_gap')} of {grp.get('steps_total')} steps, "
+        f"{fmt_dur(grp.get('median_ns', 0))} median, {fmt_dur(grp.get('total_ns', 0))} total"
+    )
 
 
 def groups_section(doc: dict, console: Console, top: int = 10) -> None:
@@ -72,8 +85,10 @@ def groups_section(doc: dict, console: Console, top: int = 10) -> None:
         return
     n = len(groups)
     top = max(0, int(top))
-    heading(console, f"Recurring gaps ({n:,} group{'s' if n != 1 else ''} by position in the step, largest total first)")
-    for grp in groups[:min(GROUP_CARDS, top)]:
+    heading(
+        console, f"Recurring gaps ({n:,} group{'s' if n != 1 else ''} by position in the step, largest total first)"
+    )
+    for grp in groups[: min(GROUP_CARDS, top)]:
         title = Text(f"G{grp.get('id')} ")
         title.append_text(name_text(grp.get("label"), max(20, console.width - 12)))
         if grp.get("card"):
@@ -83,15 +98,26 @@ def groups_section(doc: dict, console: Console, top: int = 10) -> None:
     table = groups[GROUP_CARDS:top]
     if table:
         k = len(table)
-        console.print(Text(f"The next {k:,} groups (cards in --json):" if k > 1 else "The next group (card in --json):"))
+        console.print(
+            Text(f"The next {k:,} groups (cards in --json):" if k > 1 else "The next group (card in --json):")
+        )
         tbl = Table(box=None, pad_edge=False, show_edge=False)
         for name in ("group", "position", "steps", "median", "total", "cause"):
-            tbl.add_column(name, justify="right" if name in ("steps", "median", "total") else "left",
-                           overflow="ellipsis", ratio=1 if name == "position" else None)
+            tbl.add_column(
+                name,
+                justify="right" if name in ("steps", "median", "total") else "left",
+                overflow="ellipsis",
+                ratio=1 if name == "position" else None,
+            )
         for grp in table:
-            tbl.add_row(f"G{grp.get('id')}", name_text(grp.get("label"), max(20, console.width - 50)),
-                        f"{grp.get('steps_with_gap')}/{grp.get('steps_total')}", fmt_dur(grp.get("median_ns", 0)),
-                        fmt_dur(grp.get("total_ns", 0)), cause_text(grp.get("cause")))
+            tbl.add_row(
+                f"G{grp.get('id')}",
+                name_text(grp.get("label"), max(20, console.width - 50)),
+                f"{grp.get('steps_with_gap')}/{grp.get('steps_total')}",
+                fmt_dur(grp.get("median_ns", 0)),
+                fmt_dur(grp.get("total_ns", 0)),
+                cause_text(grp.get("cause")),
+            )
         console.print(tbl)
     rest = groups[top:]
     if rest:
@@ -141,9 +167,13 @@ def budget_section(doc: dict, console: Console) -> None:
         tbl.add_column(name, justify="left" if name == "removed" else "right")
     for w in whatifs:
         tps, sp = w.get(rk), w.get("speedup")
-        tbl.add_row(what_if_label(w), fmt_dur(w.get("removed_ns", 0), u),
-                    fmt_dur(w.get("projected_step_ns", 0), u), fmt_rate(tps),
-                    "-" if sp is None else f"{sp:.2f}x")
+        tbl.add_row(
+            what_if_label(w),
+            fmt_dur(w.get("removed_ns", 0), u),
+            fmt_dur(w.get("projected_step_ns", 0), u),
+            fmt_rate(tps),
+            "-" if sp is None else f"{sp:.2f}x",
+        )
     console.print(tbl)
     for w in whatifs:
         for n in w.get("unmatched") or []:

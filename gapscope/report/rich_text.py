@@ -47,6 +47,14 @@ def heading(console: Console, title: str) -> None:
 def make_console(file, *, width: int | None, color: bool) -> Console:
     """A Rich console for the report: no markup/emoji/highlighting of data, colour only
     when ``color``; ``width`` None lets Rich measure the terminal."""
-    return Console(file=file, width=width, no_color=not color, color_system="auto" if color else None,
-                   force_terminal=True if color else None,
-                   markup=False, emoji=False, highlight=False, soft_wrap=False)
+    return Console(
+        file=file,
+        width=width,
+        no_color=not color,
+        color_system="auto" if color else None,
+        force_terminal=True if color else None,
+        markup=False,
+        emoji=False,
+        highlight=False,
+        soft_wrap=False,
+    )

@@ -70,6 +70,10 @@ def timeline_shape(lines: list[str], path: str = "", complete: bool = True) -> s
         )
     if not complete:
         return None
-    raise TraceFormatError(path, "no timeline in the file (only blank or # comment lines)",
-                           line=max(len(lines), 1), column=1,
-                           hint="see docs/ascii-timelines.md for the two shapes")
+    raise TraceFormatError(
+        path,
+        "no timeline in the file (only blank or # comment lines)",
+        line=max(len(lines), 1),
+        column=1,
+        hint="see docs/ascii-timelines.md for the two shapes",
+    )

@@ -17,9 +17,29 @@ import typing
 from gapscope.parsers.builder import TraceBuilder
 from gapscope.parsers.errors import TraceFormatError
 
-__all__ = ["split_lines", "header_comments", "new_builder", "cpu_lane", "gpu_lane", "lane_label", "LANE_RE",
-           "MAX_LANE_DIGITS", "UNIT_NS", "MAX_TIME_NS", "NUMBER", "STANDALONE_NUMBER", "NUMERIC_TOKEN", "to_ns",
-           "split_number", "is_malformed", "Quantity", "quantities", "check_quantities", "error_at", "clip"]
+__all__ = [
+    "split_lines",
+    "header_comments",
+    "new_builder",
+    "cpu_lane",
+    "gpu_lane",
+    "lane_label",
+    "LANE_RE",
+    "MAX_LANE_DIGITS",
+    "UNIT_NS",
+    "MAX_TIME_NS",
+    "NUMBER",
+    "STANDALONE_NUMBER",
+    "NUMERIC_TOKEN",
+    "to_ns",
+    "split_number",
+    "is_malformed",
+    "Quantity",
+    "quantities",
+    "check_quantities",
+    "error_at",
+    "clip",
+]
 
 #: Units of both shapes, in ns per unit.
 UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
@@ -54,7 +74,7 @@ def split_number(token: str) -> tuple[str, str]:
     m = _NUMBER_RE.match(token)
     if m is None:
         raise ValueError(f"not a numeric token: {token!r}")
-    return token[:m.end()], token[m.end():]
+    return token[: m.end()], token[m.end() :]
 
 
 def is_malformed(rest: str) -> bool:
@@ -82,7 +102,7 @@ def to_ns(num: str, unit: str) -> int | None:
     if d.adjusted() < -30:  # < 1e-29 units: below half a ns whatever the unit
         return 0
     digits = len(d.as_tuple().digits)
-    ctx = decimal.Context(prec=digits + 40, rounding=decimal.ROUND_HALF_EVEN, Emax=10**6, Emin=-10**6)
+    ctx = decimal.Context(prec=digits + 40, rounding=decimal.ROUND_HALF_EVEN, Emax=10**6, Emin=-(10**6))
     q = int((d * UNIT_NS[unit]).quantize(decimal.Decimal(1), context=ctx))
     return q if q <= MAX_TIME_NS else None
 
@@ -118,7 +138,7 @@ def quantities(text: str) -> list[Quantity]:
         else:
             glued = next((u for u in _UNITS_LONGEST_FIRST if bad and rest.endswith(u)), None)
             if glued is not None:  # 1.2.3ms
-                unit, end, num = glued, m.end(), token[:len(token) - len(glued)]
+                unit, end, num = glued, m.end(), token[: len(token) - len(glued)]
             elif (u := _UNIT_AFTER.match(text, m.end())) is not None:
                 unit, end, num = u.group(1), u.end(), token
             else:
@@ -141,11 +161,21 @@ def check_quantities(text: str, line: int, col0: int, what: str, path: str) -> N
     the message (``"duration"``, ``"picket fence number"``)."""
     for q in quantities(text):
         if q.problem == "malformed":
-            raise error_at(path, f"malformed number {clip(q.num)!r} before {q.unit!r}", line, col0 + q.start,
-                           "numbers read 12, 0.5, .5 or 1e-3")
+            raise error_at(
+                path,
+                f"malformed number {clip(q.num)!r} before {q.unit!r}",
+                line,
+                col0 + q.start,
+                "numbers read 12, 0.5, .5 or 1e-3",
+            )
         if q.problem == "range":
-            raise error_at(path, f"{what} {clip(q.num)} {q.unit} is out of range", line, col0 + q.start,
-                           "times must be below 2^62 ns (about 146 years)")
+            raise error_at(
+                path,
+                f"{what} {clip(q.num)} {q.unit} is out of range",
+                line,
+                col0 + q.start,
+                "times must be below 2^62 ns (about 146 years)",
+            )
 
 
 #: Most digits of a lane number (``GPU12``): device and thread ids stay small integers.
@@ -204,5 +234,6 @@ def cpu_lane(b: TraceBuilder, number: str = "") -> int:
 def gpu_lane(b: TraceBuilder, number: str = "") -> int:
     """The GPU lane of device ``number`` ("" = device 0), stream 0."""
     dev = int(number) if number else 0
-    return b.lane(f"gpu{dev}", "stream 0", process_name=f"GPU {dev}", thread_name="stream 0",
-                  is_gpu=True, device=dev, stream=0)
+    return b.lane(
+        f"gpu{dev}", "stream 0", process_name=f"GPU {dev}", thread_name="stream 0", is_gpu=True, device=dev, stream=0
+    )

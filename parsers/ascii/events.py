@@ -20,8 +20,21 @@ import re
 import typing
 from fractions import Fraction
 
-from gapscope.parsers.ascii.common import (LANE_RE, MAX_LANE_DIGITS, MAX_TIME_NS, NUMERIC_TOKEN, UNIT_NS, clip, cpu_lane,
-                                           gpu_lane, is_malformed, lane_label, new_builder, split_number, to_ns)
+from gapscope.parsers.ascii.common import (
+    LANE_RE,
+    MAX_LANE_DIGITS,
+    MAX_TIME_NS,
+    NUMERIC_TOKEN,
+    UNIT_NS,
+    clip,
+    cpu_lane,
+    gpu_lane,
+    is_malformed,
+    lane_label,
+    new_builder,
+    split_number,
+    to_ns,
+)
 from gapscope.parsers.ascii.names import copy_direction, cpu_kind, gpu_kind, launch_target
 from gapscope.parsers.errors import TraceFormatError
 from gapscope.parsers.model import CopyKind, Kind, Trace
@@ -34,8 +47,10 @@ _TOKEN = re.compile(r"\s*(\S+)")
 #: The common line in one match: a plain decimal (no exponent, at most 15 + 9 digits), an
 #: optional unit, a lane, the text. Anything else goes through ``parse_line``, which has
 #: the same rules and the messages; this only skips its token-by-token work.
-_FAST = re.compile(r"[ \t]*(\d{1,15}(?:\.\d{0,9})?|\.\d{1,9})[ \t]*(ns|us|µs|μs|ms|s)?[ \t]+"
-                   r"((?i:cpu|gpu))(\d{0,4}):?[ \t]+(\S.*?)\s*$")
+_FAST = re.compile(
+    r"[ \t]*(\d{1,15}(?:\.\d{0,9})?|\.\d{1,9})[ \t]*(ns|us|µs|μs|ms|s)?[ \t]+"
+    r"((?i:cpu|gpu))(\d{0,4}):?[ \t]+(\S.*?)\s*$"
+)
 _BEGIN_END = re.compile(r"^(?:(.*?)\s+)?(begin|end)$", re.I)
 
 
@@ -61,8 +76,13 @@ def parse_line(raw: str, lineno: int, unit: str, path: str) -> EventLine:
     first = len(raw) - len(raw.lstrip())
     m = NUMERIC_TOKEN.match(raw, first)
     if m is None:
-        raise TraceFormatError(path, "expected a time at the start of the line", line=lineno, column=first + 1,
-                               hint="event-list lines read '<time> [unit] <CPU|GPU> <text>'")
+        raise TraceFormatError(
+            path,
+            "expected a time at the start of the line",
+            line=lineno,
+            column=first + 1,
+            hint="event-list lines read '<time> [unit] <CPU|GPU> <text>'",
+        )
     num, rest = split_number(m.group(0))
     time_col, pos = first + 1, first + len(num)
     if is_malformed(rest):
@@ -76,23 +96,28 @@ def parse_line(raw: str, lineno: int, unit: str, path: str) -> EventLine:
             raise _unit_error(path, unit_tok, lineno, unit_col)
     t = _TOKEN.match(raw, pos)
     if t is None:
-        raise TraceFormatError(path, "expected a lane (CPU or GPU) after the time", line=lineno,
-                               column=len(raw) + 1)
+        raise TraceFormatError(path, "expected a lane (CPU or GPU) after the time", line=lineno, column=len(raw) + 1)
     tok, tok_col, pos = t.group(1), t.start(1) + 1, t.end()
     if unit_tok is None and tok in UNIT_NS:
         unit_tok = tok
         t = _TOKEN.match(raw, pos)
         if t is None:
-            raise TraceFormatError(path, "expected a lane (CPU or GPU) after the unit", line=lineno,
-                                   column=len(raw) + 1)
+            raise TraceFormatError(
+                path, "expected a lane (CPU or GPU) after the unit", line=lineno, column=len(raw) + 1
+            )
         tok, tok_col, pos = t.group(1), t.start(1) + 1, t.end()
     lm = LANE_RE.match(tok.rstrip(":"))
     if lm is None:
         nxt = _TOKEN.match(raw, pos)
         if unit_tok is None and nxt is not None and LANE_RE.match(nxt.group(1).rstrip(":")):
             raise _unit_error(path, tok, lineno, tok_col)
-        raise TraceFormatError(path, f"expected a lane (CPU or GPU), found {clip(tok)!r}", line=lineno, column=tok_col,
-                               hint="event-list lines read '<time> [unit] <CPU|GPU> <text>'")
+        raise TraceFormatError(
+            path,
+            f"expected a lane (CPU or GPU), found {clip(tok)!r}",
+            line=lineno,
+            column=tok_col,
+            hint="event-list lines read '<time> [unit] <CPU|GPU> <text>'",
+        )
     if len(lm.group(2)) > MAX_LANE_DIGITS:
         raise _lane_number_error(path, tok, lineno, tok_col)
     rest = raw[pos:]
@@ -103,8 +128,13 @@ def parse_line(raw: str, lineno: int, unit: str, path: str) -> EventLine:
     unit = unit_tok or unit
     time_ns = to_ns(num, unit)
     if time_ns is None:
-        raise TraceFormatError(path, f"time {clip(num)} {unit} is out of range",
-                               line=lineno, column=time_col, hint="times must be below 2^62 ns (about 146 years)")
+        raise TraceFormatError(
+            path,
+            f"time {clip(num)} {unit} is out of range",
+            line=lineno,
+            column=time_col,
+            hint="times must be below 2^62 ns (about 146 years)",
+        )
     return EventLine(lineno, time_ns, time_col, unit, lane_label(lm.group(1), lm.group(2)), tok_col, text, text_col)
 
 
@@ -131,18 +161,25 @@ def parse_fast(raw: str, lineno: int, unit: str, labels: dict) -> EventLine | No
 
 
 def _malformed(path: str, tok: str, lineno: int, col: int) -> TraceFormatError:
-    return TraceFormatError(path, f"malformed number {clip(tok)!r}", line=lineno, column=col,
-                            hint="numbers read 12, 0.5, .5 or 1e-3")
+    return TraceFormatError(
+        path, f"malformed number {clip(tok)!r}", line=lineno, column=col, hint="numbers read 12, 0.5, .5 or 1e-3"
+    )
 
 
 def _lane_number_error(path: str, tok: str, lineno: int, col: int) -> TraceFormatError:
-    return TraceFormatError(path, f"lane number too large in {clip(tok)!r}", line=lineno, column=col,
-                            hint=f"lanes read CPU, GPU, CPU1, GPU2 … with at most {MAX_LANE_DIGITS} digits")
+    return TraceFormatError(
+        path,
+        f"lane number too large in {clip(tok)!r}",
+        line=lineno,
+        column=col,
+        hint=f"lanes read CPU, GPU, CPU1, GPU2 … with at most {MAX_LANE_DIGITS} digits",
+    )
 
 
 def _unit_error(path: str, tok: str, lineno: int, col: int) -> TraceFormatError:
-    return TraceFormatError(path, f"unknown unit {clip(tok)!r}", line=lineno, column=col,
-                            hint="units: ns, us, µs, ms, s")
+    return TraceFormatError(
+        path, f"unknown unit {clip(tok)!r}", line=lineno, column=col, hint="units: ns, us, µs, ms, s"
+    )
 
 
 def load_events(lines: list[str], path: str = "") -> Trace:
@@ -174,9 +211,13 @@ def load_events(lines: list[str], path: str = "") -> Trace:
         prev = last_on_lane.get(ev.lane)
         if prev is not None and ev.time_ns < prev.time_ns:
             raise TraceFormatError(
-                path, f"time goes backwards on lane {clip(ev.lane)}: {_fmt(ev.time_ns, ev.unit)} after "
-                f"{_fmt(prev.time_ns, prev.unit)} on line {prev.line}", line=ev.line, column=ev.time_col,
-                hint="lines of one lane must be in time order")
+                path,
+                f"time goes backwards on lane {clip(ev.lane)}: {_fmt(ev.time_ns, ev.unit)} after "
+                f"{_fmt(prev.time_ns, prev.unit)} on line {prev.line}",
+                line=ev.line,
+                column=ev.time_col,
+                hint="lines of one lane must be in time order",
+            )
         last_on_lane[ev.lane] = ev
         append(ev)
     b = new_builder(lines, path, "ascii-events")
@@ -224,8 +265,7 @@ def _build(b, parsed: list[EventLine], first_ns: int, last_ns: int, path: str) -
                 if kc is None:
                     kc = gpu_kinds[name] = gpu_kind(name)
                 kind, ck = kc
-            rows.append(dict(lane=lanes[label], name=name, start=start, dur=end - start, kind=kind, ck=ck,
-                             line=line))
+            rows.append(dict(lane=lanes[label], name=name, start=start, dur=end - start, kind=kind, ck=ck, line=line))
             if kind in work_kinds:
                 gpu_spans.append((start, name, len(rows) - 1, line))
             return
@@ -258,8 +298,9 @@ def _build(b, parsed: list[EventLine], first_ns: int, last_ns: int, path: str) -
                 continue
             name, action = (m.group(1) or "").strip(), m.group(2).lower()
         if not name:
-            raise TraceFormatError(path, f"{action!r} needs a name before it ('X {action}')",
-                                   line=ev.line, column=ev.text_col)
+            raise TraceFormatError(
+                path, f"{action!r} needs a name before it ('X {action}')", line=ev.line, column=ev.text_col
+            )
         key = (label, name)
         if action == "begin":
             stack = open_spans.get(key)
@@ -275,20 +316,32 @@ def _build(b, parsed: list[EventLine], first_ns: int, last_ns: int, path: str) -
             emit(label, name, beg.time_ns, ev.time_ns, beg.line, span=True)
         elif key not in seen_names:
             # The range began before the excerpt: start it at the file's first time.
-            b.warn(ev.line, "text", f"'{clip(name)} end' on {clip(label)} has no 'begin': taken to start at the "
-                   f"first time of the file ({_fmt(first_ns, ev.unit)})")
+            b.warn(
+                ev.line,
+                "text",
+                f"'{clip(name)} end' on {clip(label)} has no 'begin': taken to start at the "
+                f"first time of the file ({_fmt(first_ns, ev.unit)})",
+            )
             emit(label, name, first_ns, ev.time_ns, ev.line, span=True)
             seen_names.add(key)
         else:
-            raise TraceFormatError(path, f"'{clip(name)} end' without '{clip(name)} begin' on lane {clip(label)}",
-                                   line=ev.line, column=ev.text_col,
-                                   hint=f"'{clip(name)}' was already closed; each 'end' needs its own 'begin'")
+            raise TraceFormatError(
+                path,
+                f"'{clip(name)} end' without '{clip(name)} begin' on lane {clip(label)}",
+                line=ev.line,
+                column=ev.text_col,
+                hint=f"'{clip(name)}' was already closed; each 'end' needs its own 'begin'",
+            )
     for label, (ev, text) in pending.items():
         emit(label, text, ev.time_ns, last_ns, ev.line, span=False)
     for (label, name), stack in open_spans.items():
         for beg in stack:
-            b.warn(beg.line, "text", f"'{clip(name)} begin' on {clip(label)} is never closed: closed at the last "
-                   f"time of the file ({_fmt(last_ns, beg.unit)})")
+            b.warn(
+                beg.line,
+                "text",
+                f"'{clip(name)} begin' on {clip(label)} is never closed: closed at the last "
+                f"time of the file ({_fmt(last_ns, beg.unit)})",
+            )
             emit(label, name, beg.time_ns, last_ns, beg.line, span=True)
     corr = link_calls(b, rows, gpu_spans, calls)
     # Annotations first among events with equal (start, dur): ranges enclose calls.
@@ -299,8 +352,17 @@ def _build(b, parsed: list[EventLine], first_ns: int, last_ns: int, path: str) -
         r = rows[k]
         kind = r["kind"]
         target = launch_target(r["name"]) if kind == launch else ""
-        event(r["lane"], r["name"], r["start"], r["dur"], kind, correlation=corr.get(k, -1),
-              copy_kind=r["ck"], line=r["line"], args={"target": target} if target else None)
+        event(
+            r["lane"],
+            r["name"],
+            r["start"],
+            r["dur"],
+            kind,
+            correlation=corr.get(k, -1),
+            copy_kind=r["ck"],
+            line=r["line"],
+            args={"target": target} if target else None,
+        )
     return b.build()
 
 
@@ -334,7 +396,7 @@ def link_calls(b, rows, gpu_spans, calls) -> dict[int, int]:
     kernels = [(t, r) for t, r in spans if rows[r]["kind"] == Kind.KERNEL]
     launches = sorted(c for c in calls if c[3] == Kind.LAUNCH)
     by_words: dict[frozenset, list] = {}
-    for t, r in (kernels if launches else ()):  # word groups only matter to launch calls
+    for t, r in kernels if launches else ():  # word groups only matter to launch calls
         by_words.setdefault(frozenset(_words(rows[r]["name"])), []).append((t, r))
     groups = {w: _Pool(v, taken) for w, v in by_words.items() if w}
     all_kernels = _Pool(kernels, taken)
@@ -355,13 +417,16 @@ def link_calls(b, rows, gpu_spans, calls) -> dict[int, int]:
             b.warn(rows[row]["line"], "text", f"{clip(text)!r}: no later GPU span to link to")
             continue
         g = rows[hit[1]]
-        b.warn(rows[row]["line"], "text", f"{clip(text)!r} names no later GPU span: linked by order to "
-               f"{clip(g['name'])!r} (line {g['line']})")
+        b.warn(
+            rows[row]["line"],
+            "text",
+            f"{clip(text)!r} names no later GPU span: linked by order to {clip(g['name'])!r} (line {g['line']})",
+        )
         link(row, hit[1])
     copies = [(t, r) for t, r in spans if rows[r]["kind"] == Kind.MEMCPY]
     pools = {ck: _Pool([(t, r) for t, r in copies if rows[r]["ck"] == ck], taken) for ck in CopyKind}
     any_copy = _Pool(copies, taken)
-    for start, text, row, kind, ck in sorted(c for c in calls if c[3] == Kind.MEMCPY_CALL):
+    for start, _text, row, _kind, ck in sorted(c for c in calls if c[3] == Kind.MEMCPY_CALL):
         if ck in (CopyKind.NONE, CopyKind.UNKNOWN):
             options = [any_copy]
         else:

@@ -39,8 +39,9 @@ class FenceEvent(typing.NamedTuple):
     paired: bool  # a launch call or the kernel it launches (linked by correlation)
 
 
-def expand_fence(ks: list[int], name: str, line: int, col0: int, notes: list[tuple[int, int, str, int]],
-                 scale_ns: int, path: str) -> tuple[list[FenceEvent], int]:
+def expand_fence(
+    ks: list[int], name: str, line: int, col0: int, notes: list[tuple[int, int, str, int]], scale_ns: int, path: str
+) -> tuple[list[FenceEvent], int]:
     """The kernels, launch calls and Python work of the fence drawn at columns ``ks``
     (0-based, one per ``k``) of ``line``, starting at column ``col0``, named ``name``.
 
@@ -86,12 +87,21 @@ def expand_fence(ks: list[int], name: str, line: int, col0: int, notes: list[tup
         d = decimal.Decimal(asked)
         count = 0 if d != d.to_integral_value() else MAX_FENCE_KERNELS + 1 if d > MAX_FENCE_KERNELS else int(d)
     if count > MAX_FENCE_KERNELS:
-        raise error_at(path, f"picket fence of {clip(asked or str(count))} kernels: at most {MAX_FENCE_KERNELS}",
-                       where[0], where[1],
-                       "sketch fewer repeats; a capture of a real run is the better input")
+        raise error_at(
+            path,
+            f"picket fence of {clip(asked or str(count))} kernels: at most {MAX_FENCE_KERNELS}",
+            where[0],
+            where[1],
+            "sketch fewer repeats; a capture of a real run is the better input",
+        )
     if count < 1 or kernel_ns < 1 or (gap_range is not None and gap_range[0] > gap_range[1]):
-        raise error_at(path, f"picket fence annotation gives no usable numbers: {clip(text)!r}", where[0], where[1],
-                       "e.g. 'gaps of 8–20 µs between 3 µs kernels, repeating 128 times'")
+        raise error_at(
+            path,
+            f"picket fence annotation gives no usable numbers: {clip(text)!r}",
+            where[0],
+            where[1],
+            "e.g. 'gaps of 8–20 µs between 3 µs kernels, repeating 128 times'",
+        )
     if gap_range is None:
         gaps = [drawn_gaps[i % len(drawn_gaps)] if drawn_gaps else scale_ns for i in range(count - 1)]
     else:

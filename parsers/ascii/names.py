@@ -35,16 +35,26 @@ from gapscope.parsers.model import CopyKind, Kind
 __all__ = ["cpu_kind", "gpu_kind", "copy_direction", "is_host_word", "launch_target", "HOST_WORDS"]
 
 _LAUNCH_RE = re.compile(r"^\s*launch\b|cudaLaunchKernel|cuLaunchKernel|cudaGraphLaunch|hipLaunchKernel", re.I)
-_SYNC_RE = re.compile(
-    r"\.?item\(\)|synchroni[sz]e|print\(|\.tolist\(\)|_local_scalar_dense|is_nonzero|\bwait\b", re.I
-)
+_SYNC_RE = re.compile(r"\.?item\(\)|synchroni[sz]e|print\(|\.tolist\(\)|_local_scalar_dense|is_nonzero|\bwait\b", re.I)
 _D2H_CALL_RE = re.compile(r"\.cpu\(|\.numpy\(\)|np\.array|\bD2H\b|\bDtoH\b", re.I)
 _H2D_CALL_RE = re.compile(r"\.cuda\(|\.to\(|\btensor\(|from_numpy|\bH2D\b|\bHtoD\b", re.I)
 _COPY_CALL_RE = re.compile(r"memcpy|copy_", re.I)
 _SAMPLE_RE = re.compile(r"\bsampl(e|ing)", re.I)
 #: Words that mark CPU text as host work (evidence of the "host" cause class).
-HOST_WORDS = ("tokenize", "detokenize", "json", "logging", "log", "python", "sample",
-              "sampling", "dataloader", "data", "collate", "callback")
+HOST_WORDS = (
+    "tokenize",
+    "detokenize",
+    "json",
+    "logging",
+    "log",
+    "python",
+    "sample",
+    "sampling",
+    "dataloader",
+    "data",
+    "collate",
+    "callback",
+)
 _HOST_RE = re.compile(
     r"\b(tokeniz\w*|detokeniz\w*|json|log|logging|logger|python|sampl\w*|dataloader|data|collate|callback)\b",
     re.I,

@@ -20,8 +20,9 @@ from gapscope.parsers.model import Kind
 __all__ = ["ArgColumns", "extract_args"]
 
 #: Kinds whose ``args.device``/``args.stream`` place a lane on a GPU.
-_GPU_SIDE = np.array([int(k) for k in (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.GPU_ANNOTATION,
-                                       Kind.SYNC_MARKER)], dtype=np.int8)
+_GPU_SIDE = np.array(
+    [int(k) for k in (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.GPU_ANNOTATION, Kind.SYNC_MARKER)], dtype=np.int8
+)
 _COPY_KINDS = np.array([int(Kind.MEMCPY), int(Kind.MEMSET), int(Kind.MEMCPY_CALL)], dtype=np.int8)
 
 
@@ -38,19 +39,19 @@ class ArgColumns:
     pageable: np.ndarray
 
     @classmethod
-    def empty(cls, n: int) -> "ArgColumns":
+    def empty(cls, n: int) -> ArgColumns:
         m = lambda: np.full(n, -1, dtype=np.int64)  # noqa: E731
         return cls(m(), m(), m(), m(), m(), np.zeros(n, np.int8), np.zeros(n, bool))
 
     @classmethod
-    def concat(cls, a: "ArgColumns", extra: int) -> "ArgColumns":
+    def concat(cls, a: ArgColumns, extra: int) -> ArgColumns:
         """``a`` grown (extra > 0) or cut (extra < 0) by ``extra`` absent rows."""
         if extra <= 0:
             return a.take(slice(0, a.correlation.size + extra))
         b = cls.empty(extra)
         return cls(*(np.concatenate((getattr(a, f.name), getattr(b, f.name))) for f in dataclasses.fields(cls)))
 
-    def take(self, idx) -> "ArgColumns":
+    def take(self, idx) -> ArgColumns:
         return ArgColumns(*(getattr(self, f.name)[idx] for f in dataclasses.fields(self)))
 
 
@@ -95,8 +96,14 @@ def _field_col(args: list, field: str) -> np.ndarray:
         return _int_col(list(map(get, args)))
 
 
-def extract_args(args: list, kind: np.ndarray, name_id: np.ndarray, names: list, total: int | None = None,
-                 old_external_id: bool = True) -> ArgColumns:
+def extract_args(
+    args: list,
+    kind: np.ndarray,
+    name_id: np.ndarray,
+    names: list,
+    total: int | None = None,
+    old_external_id: bool = True,
+) -> ArgColumns:
     """Columns from the decoded ``KinetoArgs`` of each event.
 
     ``args``: one ``KinetoArgs`` per event (``NO_ARGS`` when the event had none);
@@ -120,8 +127,15 @@ def extract_args(args: list, kind: np.ndarray, name_id: np.ndarray, names: list,
         return out
 
     m = lambda: np.full(size, -1, dtype=np.int64)  # noqa: E731
-    cols = ArgColumns(grown(_field_col(args, "correlation")), m(), m(), m(), np.zeros(0, np.int64),
-                      np.zeros(size, np.int8), np.zeros(size, bool))
+    cols = ArgColumns(
+        grown(_field_col(args, "correlation")),
+        m(),
+        m(),
+        m(),
+        np.zeros(0, np.int64),
+        np.zeros(size, np.int8),
+        np.zeros(size, bool),
+    )
     gpu = np.isin(kind, _GPU_SIDE)
     if gpu.any():
         sel = np.flatnonzero(gpu)

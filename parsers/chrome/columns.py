@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import array
 from collections.abc import Sequence
-from operator import attrgetter, is_not
 from itertools import repeat
+from operator import attrgetter, is_not
 
 import msgspec
 import numpy as np
@@ -74,8 +74,9 @@ def kinds(cat_list: list, cat_x: np.ndarray, name_x: np.ndarray, name_list: list
     """int8 kinds of X events: by category (``kinds.CAT_KIND``), runtime calls by name."""
     if cat_x.size == 0:
         return np.zeros(0, np.int8)
-    cat_kind = np.array([int(CAT_KIND.get(c, Kind.OTHER)) if isinstance(c, str) else int(Kind.OTHER)
-                         for c in cat_list], dtype=np.int8)
+    cat_kind = np.array(
+        [int(CAT_KIND.get(c, Kind.OTHER)) if isinstance(c, str) else int(Kind.OTHER) for c in cat_list], dtype=np.int8
+    )
     kind = cat_kind[cat_x]
     rt_cat = np.array([isinstance(c, str) and c in RUNTIME_CATS for c in cat_list])
     rt = rt_cat[cat_x]
@@ -88,8 +89,21 @@ def kinds(cat_list: list, cat_x: np.ndarray, name_x: np.ndarray, name_list: list
 
 
 #: Kinds recorded by a CPU thread; a lane holding these and GPU kinds is split.
-_CPU_SIDE = np.array([int(k) for k in (Kind.LAUNCH, Kind.SYNC_CALL, Kind.MEMCPY_CALL, Kind.RUNTIME, Kind.CPU_OP,
-                                        Kind.PYTHON, Kind.ANNOTATION)], dtype=np.int8)
+_CPU_SIDE = np.array(
+    [
+        int(k)
+        for k in (
+            Kind.LAUNCH,
+            Kind.SYNC_CALL,
+            Kind.MEMCPY_CALL,
+            Kind.RUNTIME,
+            Kind.CPU_OP,
+            Kind.PYTHON,
+            Kind.ANNOTATION,
+        )
+    ],
+    dtype=np.int8,
+)
 
 
 def build_trace_lanes(cols, lanes_raw: dict, meta: Metadata, legacy: bool, warn=None):
@@ -116,16 +130,26 @@ def build_trace_lanes(cols, lanes_raw: dict, meta: Metadata, legacy: bool, warn=
                 split_lanes.add(new)
                 if warn is not None:
                     first = int(cols.src[np.flatnonzero(sel)[0]])
-                    warn(first, "pid", f"{int(sel.sum())} GPU op(s) on CPU thread (pid {label(pid)!s}, tid "
-                                       f"{label(tid)!s}) drawn on a lane of their own, not as part of the thread "
-                                       "(device from args.device, else a pseudo-device)")
+                    warn(
+                        first,
+                        "pid",
+                        f"{int(sel.sum())} GPU op(s) on CPU thread (pid {label(pid)!s}, tid "
+                        f"{label(tid)!s}) drawn on a lane of their own, not as part of the thread "
+                        "(device from args.device, else a pseudo-device)",
+                    )
     gpu_lanes = set(np.unique(cols.lane[gpu_mask]).tolist())
     dev_by_lane = _first_per_lane(cols.lane[gpu_mask], cols.args.device[gpu_mask], MAX_DEVICE_INDEX)
     stream_by_lane = _first_per_lane(cols.lane[gpu_mask], cols.args.stream[gpu_mask])
     infos = []
     for lid, (pid, tid) in enumerate(lanes_raw):
-        info = LaneInfo(pid=id_text(pid), tid=id_text(tid), is_gpu=lid in gpu_lanes,
-                        device=dev_by_lane.get(lid, -1), stream=stream_by_lane.get(lid, -1), split=lid in split_lanes)
+        info = LaneInfo(
+            pid=id_text(pid),
+            tid=id_text(tid),
+            is_gpu=lid in gpu_lanes,
+            device=dev_by_lane.get(lid, -1),
+            stream=stream_by_lane.get(lid, -1),
+            split=lid in split_lanes,
+        )
         if legacy and info.is_gpu and pid == "CUDA functions":
             # legacy autograd export: tid is the device index, there are no streams
             info.device = int(info.tid) if info.tid.lstrip("-").isdigit() else 0
@@ -155,9 +179,13 @@ def _warn_pseudo(cols, gpu_mask: np.ndarray, lanes: list, remap: np.ndarray, war
         on = np.isin(final, [i for i, x in pseudo.items() if x.device == ln.device])
         first = int(cols.src[rows[np.flatnonzero(on)[0]]]) if on.any() else None
         pid = repr(ln.pid) if ln.pid else "(none)"
-        warn(first, "pid", f"GPU ops on pid {pid} without a device index (args.device, or a pid 0.."
-                           f"{MAX_DEVICE_INDEX}): {int(on.sum())} op(s) counted as pseudo-device {ln.device}, "
-                           "apart from the real devices")
+        warn(
+            first,
+            "pid",
+            f"GPU ops on pid {pid} without a device index (args.device, or a pid 0.."
+            f"{MAX_DEVICE_INDEX}): {int(on.sum())} op(s) counted as pseudo-device {ln.device}, "
+            "apart from the real devices",
+        )
 
 
 def _first_per_lane(lane: np.ndarray, vals: np.ndarray, max_value: int | None = None) -> dict:
@@ -176,7 +204,9 @@ def label(x) -> str:
     return x if isinstance(x, str) else str(x)
 
 
-def exact_ts_from_text(events: Sequence, text: EventText, ks: np.ndarray, approx_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def exact_ts_from_text(
+    events: Sequence, text: EventText, ks: np.ndarray, approx_ns: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Exact ns ``ts`` of events ``ks`` read from the JSON text; (ns, ok).
 
     Fast path: the ``"ts"`` keys of the events array, one per event that has a ts,

@@ -38,9 +38,17 @@ _WORK = np.array(sorted(int(k) for k in GPU_WORK_KINDS), dtype=np.int8)
 _get_ph, _get_bp, _get_pid, _get_tid = attrgetter("ph"), attrgetter("bp"), attrgetter("pid"), attrgetter("tid")
 
 
-def kineto_flow_links(events: Sequence, flow_ks: list[int], kind: np.ndarray, start: np.ndarray, dur: np.ndarray,
-                      lane_final: np.ndarray, lanes_raw: dict, remap: np.ndarray,
-                      linked_dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def kineto_flow_links(
+    events: Sequence,
+    flow_ks: list[int],
+    kind: np.ndarray,
+    start: np.ndarray,
+    dur: np.ndarray,
+    lane_final: np.ndarray,
+    lanes_raw: dict,
+    remap: np.ndarray,
+    linked_dst: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
     """(src rows, dst rows) of launch call → GPU op links from Kineto flow events.
 
     ``events[k]`` for ``k`` in ``flow_ks``: the flow events (``s``/``t``/``f``, with
@@ -62,7 +70,9 @@ def kineto_flow_links(events: Sequence, flow_ks: list[int], kind: np.ndarray, st
     ts, status = times(fl, "ts")
     tol = np.where(status == NEED_EXACT, TOLERANCE_NS, 0)
     usable = (status == OK) | (status == NEED_EXACT)
-    raw = np.fromiter(map(lanes_raw.get, zip(map(_get_pid, fl), map(_get_tid, fl)), repeat(-1)), dtype=np.int64, count=m)
+    raw = np.fromiter(
+        map(lanes_raw.get, zip(map(_get_pid, fl), map(_get_tid, fl)), repeat(-1)), dtype=np.int64, count=m
+    )
     usable &= raw >= 0
     lane = np.where(raw >= 0, remap[np.maximum(raw, 0)] if remap.size else 0, -1)
     is_s = np.fromiter(map(eq, map(_get_ph, fl), repeat("s")), dtype=bool, count=m) & usable
@@ -83,8 +93,9 @@ def kineto_flow_links(events: Sequence, flow_ks: list[int], kind: np.ndarray, st
     # s → CPU runtime call, only for the (cat, id) pairs wanted
     wanted_ids = {k[1] for k in want}
     s_idx = np.array([j for j in np.flatnonzero(is_s).tolist() if id_text(fl[j].id) in wanted_ids], dtype=np.int64)
-    s_row = _bind(s_idx, ts, tol, lane, np.ones(m, bool), np.flatnonzero(np.isin(kind, _CPU_CALLS)), start, dur,
-                  lane_final)
+    s_row = _bind(
+        s_idx, ts, tol, lane, np.ones(m, bool), np.flatnonzero(np.isin(kind, _CPU_CALLS)), start, dur, lane_final
+    )
     src, dst, seen = [], [], set()
     for j, row in zip(s_idx.tolist(), s_row.tolist()):
         if row < 0:
@@ -116,8 +127,17 @@ def _key(e) -> tuple[str, str]:
     return (id_text(e.cat), id_text(e.id))
 
 
-def _bind(idx: np.ndarray, ts: np.ndarray, tol: np.ndarray, lane: np.ndarray, enclosing: np.ndarray,
-          rows: np.ndarray, start: np.ndarray, dur: np.ndarray, lane_final: np.ndarray) -> np.ndarray:
+def _bind(
+    idx: np.ndarray,
+    ts: np.ndarray,
+    tol: np.ndarray,
+    lane: np.ndarray,
+    enclosing: np.ndarray,
+    rows: np.ndarray,
+    start: np.ndarray,
+    dur: np.ndarray,
+    lane_final: np.ndarray,
+) -> np.ndarray:
     """Row each flow point ``idx`` binds to among ``rows`` (-1 = none): with
     ``enclosing``, the latest-starting row of its lane with start ≤ ts ≤ end; else
     the first row of its lane starting at or after ts (± ``tol``)."""

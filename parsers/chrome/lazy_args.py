@@ -28,8 +28,15 @@ class EventText:
     when already known (tolerant path).
     """
 
-    def __init__(self, data: bytes | bytearray, root: int, n: int, starts: np.ndarray | None = None,
-                 ends: np.ndarray | None = None, repaired: bool = False) -> None:
+    def __init__(
+        self,
+        data: bytes | bytearray,
+        root: int,
+        n: int,
+        starts: np.ndarray | None = None,
+        ends: np.ndarray | None = None,
+        repaired: bool = False,
+    ) -> None:
         self.data = data
         self.repaired = repaired
         self.root = root
@@ -116,14 +123,14 @@ class EventText:
         """The JSON text of event ``k`` (None when it cannot be located); the first
         call costs one scan of the text, later calls are O(1)."""
         if self.ends is not None and self.starts is not None:
-            return self.data[int(self.starts[k]):int(self.ends[k])]
+            return self.data[int(self.starts[k]) : int(self.ends[k])]
         st = self.starts_all()
         if st is None:
             return None
         if self.ends is not None:
-            return self.data[int(st[k]):int(self.ends[k])]
+            return self.data[int(st[k]) : int(self.ends[k])]
         b = int(st[k + 1]) if k + 1 < self.n else len(self.data)
-        return self.data[int(st[k]):b]
+        return self.data[int(st[k]) : b]
 
     def decode_event(self, k: int, decoder=None):
         """Event ``k`` decoded by ``decoder`` (a ``msgspec.json.Decoder``; generic when

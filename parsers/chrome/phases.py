@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
-from typing import Any, Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import msgspec
 
@@ -39,7 +39,9 @@ class Rows:
         self.src: list[int] = []
         self.open_ended: list[int] = []  # row positions of unclosed B / b slices
 
-    def add(self, start: int, dur: int, lane_key: tuple, name: Any, kind: int, src: int, value: float = math.nan) -> int:
+    def add(
+        self, start: int, dur: int, lane_key: tuple, name: Any, kind: int, src: int, value: float = math.nan
+    ) -> int:
         self.start.append(start)
         self.dur.append(dur)
         self.lane_key.append(lane_key)
@@ -92,13 +94,22 @@ def collect_metadata(events: Sequence, idx: list[int], meta: Metadata, warn=None
     if conflicts and warn is not None:
         k, what, who, old, new = conflicts[0]
         more = f" ({len(conflicts)} conflicting names in all)" if len(conflicts) > 1 else ""
-        warn(k, "args.name", f"{what} of {who} given twice ({old!r}, then {new!r}): the last one is used, "
-                             f"as in Perfetto{more}")
+        warn(
+            k,
+            "args.name",
+            f"{what} of {who} given twice ({old!r}, then {new!r}): the last one is used, as in Perfetto{more}",
+        )
 
 
-def collect_rows(events: Sequence, by_phase: dict[str, list[int]], rows: Rows, warn: Callable[[int, str | None, str], None],
-                 exact_ts: dict[int, int], bad: list[tuple[int, str, str]],
-                 args_of: Callable[[int], dict]) -> None:
+def collect_rows(
+    events: Sequence,
+    by_phase: dict[str, list[int]],
+    rows: Rows,
+    warn: Callable[[int, str | None, str], None],
+    exact_ts: dict[int, int],
+    bad: list[tuple[int, str, str]],
+    args_of: Callable[[int], dict],
+) -> None:
     """Turn non-``X`` timeline events into rows.
 
     ``warn(k, field, message)`` reports a problem of event ``k``; events with
@@ -107,6 +118,7 @@ def collect_rows(events: Sequence, by_phase: dict[str, list[int]], rows: Rows, w
     counters). ``exact_ts`` holds exact ns times of events whose ``ts``
     a float64 cannot hold (read from the text beforehand).
     """
+
     def ts_of(k: int, e) -> int | None:
         x = exact_ts.get(k)
         if x is not None:
@@ -190,8 +202,12 @@ def collect_rows(events: Sequence, by_phase: dict[str, list[int]], rows: Rows, w
     if unmatched_e:
         warn(unmatched_e[0], None, f"{len(unmatched_e)} 'E' event(s) without a matching 'B' skipped")
     if misnamed:
-        warn(misnamed[0], "name", f"{len(misnamed)} 'E' event(s) name a different slice than the 'B' they close; "
-                                  "paired with the innermost open slice")
+        warn(
+            misnamed[0],
+            "name",
+            f"{len(misnamed)} 'E' event(s) name a different slice than the 'B' they close; "
+            "paired with the innermost open slice",
+        )
     if unclosed:
         unclosed.sort()
         warn(unclosed[0], None, f"{len(unclosed)} 'B' slice(s) never closed; drawn to the end of the trace")

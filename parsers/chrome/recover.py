@@ -24,8 +24,8 @@ import numpy as np
 
 from gapscope.parsers.chrome.schema import EVENT_LIST, AnyEvent, Event, EventRawArgs, as_phase_event
 from gapscope.parsers.errors import TraceFormatError
-from gapscope.parsers.json.scan import LineIndex, ScanResult, find_events_array, repair_nonfinite
 from gapscope.parsers.json.resync import error_offset, scan_resync
+from gapscope.parsers.json.scan import LineIndex, ScanResult, find_events_array, repair_nonfinite
 from gapscope.parsers.model import TraceWarning
 
 __all__ = [
@@ -41,8 +41,7 @@ _EV_RAW = msgspec.json.Decoder(EventRawArgs)
 _INDEX_RE = re.compile(r"\$\[(\d+)\]")
 
 
-def decode_elements(text: bytes | bytearray, starts: np.ndarray, ends: np.ndarray,
-                    on_bad) -> list:
+def decode_elements(text: bytes | bytearray, starts: np.ndarray, ends: np.ndarray, on_bad) -> list:
     """Decode elements ``text[starts[k]:ends[k]]`` as events (``AnyEvent``).
 
     Whole runs of good elements are decoded in one call, straight from ``text`` when
@@ -60,7 +59,7 @@ def decode_elements(text: bytes | bytearray, starts: np.ndarray, ends: np.ndarra
     while k0 < n:
         if failures >= 8:
             for k in range(k0, n):
-                out.append(_decode_one(sv[starts[k]:ends[k]], k, on_bad))
+                out.append(_decode_one(sv[starts[k] : ends[k]], k, on_bad))
             break
         try:
             out.extend(_EV_LIST.decode(_joined(text, sv, starts, ends, k0, n, clean)))
@@ -76,14 +75,15 @@ def decode_elements(text: bytes | bytearray, starts: np.ndarray, ends: np.ndarra
                 out.extend(_EV_LIST.decode(_joined(text, sv, starts, ends, k0, bad, clean)))
             except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
                 for k in range(k0, bad):
-                    out.append(_decode_one(sv[starts[k]:ends[k]], k, on_bad))
-        out.append(_decode_one(sv[starts[bad]:ends[bad]], bad, on_bad))
+                    out.append(_decode_one(sv[starts[k] : ends[k]], k, on_bad))
+        out.append(_decode_one(sv[starts[bad] : ends[bad]], bad, on_bad))
         k0 = bad + 1
     return out
 
 
-def _decode_halves(text: bytes | bytearray, sv: memoryview, starts, ends, k0: int, k1: int, clean: np.ndarray,
-                   on_bad) -> list:
+def _decode_halves(
+    text: bytes | bytearray, sv: memoryview, starts, ends, k0: int, k1: int, clean: np.ndarray, on_bad
+) -> list:
     """Elements k0..k1-1 when decoding them together failed on nesting depth: runs are
     halved until they decode (O(d log n) extra decodes for d deep elements); runs of up
     to 16 elements are decoded one at a time (``_decode_one``)."""
@@ -92,7 +92,7 @@ def _decode_halves(text: bytes | bytearray, sv: memoryview, starts, ends, k0: in
     while todo:
         a, b = todo.pop()
         if b - a <= 16:
-            out.extend(_decode_one(sv[starts[k]:ends[k]], k, on_bad) for k in range(a, b))
+            out.extend(_decode_one(sv[starts[k] : ends[k]], k, on_bad) for k in range(a, b))
             continue
         try:
             out.extend(_EV_LIST.decode(_joined(text, sv, starts, ends, a, b, clean)))
@@ -129,9 +129,9 @@ def _clean_gaps(text: bytes | bytearray, starts: np.ndarray, ends: np.ndarray) -
 
 def _joined(text: bytes | bytearray, sv: memoryview, starts, ends, k0: int, k1: int, clean: np.ndarray) -> bytes:
     """``[`` elements k0..k1-1 ``]``: a slice of ``text`` when their gaps are clean."""
-    if k1 - k0 == 1 or clean[k0:k1 - 1].all():
-        return b"".join((b"[", sv[int(starts[k0]):int(ends[k1 - 1])], b"]"))
-    return b"".join((b"[", b",".join(bytes(sv[int(starts[k]):int(ends[k])]) for k in range(k0, k1)), b"]"))
+    if k1 - k0 == 1 or clean[k0 : k1 - 1].all():
+        return b"".join((b"[", sv[int(starts[k0]) : int(ends[k1 - 1])], b"]"))
+    return b"".join((b"[", b",".join(bytes(sv[int(starts[k]) : int(ends[k])]) for k in range(k0, k1)), b"]"))
 
 
 def _failed_index(msg: str, k0: int, n: int, starts: np.ndarray, ends: np.ndarray, clean: np.ndarray) -> int:
@@ -143,10 +143,10 @@ def _failed_index(msg: str, k0: int, n: int, starts: np.ndarray, ends: np.ndarra
     m = re.search(r"byte (\d+)", msg)
     if m:
         off = int(m.group(1))
-        if n - k0 == 1 or clean[k0:n - 1].all():
+        if n - k0 == 1 or clean[k0 : n - 1].all():
             rel = starts[k0:n] - starts[k0] + 1  # offset of each element in the buffer
         else:
-            rel = 1 + np.concatenate(([0], np.cumsum(ends[k0:n - 1] - starts[k0:n - 1] + 1)))
+            rel = 1 + np.concatenate(([0], np.cumsum(ends[k0 : n - 1] - starts[k0 : n - 1] + 1)))
         j = int(np.searchsorted(rel, off, side="right")) - 1
         return min(n - 1, k0 + max(j, 0))
     return k0
@@ -185,8 +185,15 @@ def _decode_one_inner(text, k: int, on_bad):
 
 
 _VALIDATION = re.compile(r"Expected `([^`]*)`, got `([^`]*)`(?: - at `\$((?:\.[^`]*|\[[^`]*\])*)`)?")
-_TYPE_WORDS = {"int": "a number", "float": "a number", "str": "a string", "null": "null", "object": "an object",
-               "array": "an array", "bool": "true/false"}
+_TYPE_WORDS = {
+    "int": "a number",
+    "float": "a number",
+    "str": "a string",
+    "null": "null",
+    "object": "an object",
+    "array": "an array",
+    "bool": "true/false",
+}
 
 
 def plain_validation(message: str) -> str:
@@ -246,18 +253,24 @@ class Recovered:
 
 
 #: Top-level keys of JSON files that are not Chrome traces, with what they are.
-_KNOWN_OTHER = {"rocprofiler-sdk-tool": ("a rocprofv3 (rocprofiler-sdk) JSON file, not a Chrome trace",
-                                         "gapscope reads Chrome-trace JSON; on ROCm, torch.profiler writes one")}
+_KNOWN_OTHER = {
+    "rocprofiler-sdk-tool": (
+        "a rocprofv3 (rocprofiler-sdk) JSON file, not a Chrome trace",
+        "gapscope reads Chrome-trace JSON; on ROCm, torch.profiler writes one",
+    )
+}
 
 
 def _other_json(data: bytes | bytearray, root: int) -> tuple[str, str]:
     """(message, hint) for a JSON object without a ``traceEvents`` array."""
-    head = data[root:root + 4096]
+    head = data[root : root + 4096]
     for key, (what, hint) in _KNOWN_OTHER.items():
         if b'"' + key.encode() + b'"' in head:
             return what, hint
-    return ("JSON object without a traceEvents array",
-            'not a Chrome Trace Event Format file: expected {"traceEvents": [...]} or a JSON array of events')
+    return (
+        "JSON object without a traceEvents array",
+        'not a Chrome Trace Event Format file: expected {"traceEvents": [...]} or a JSON array of events',
+    )
 
 
 def recover(data: bytes | bytearray, path: str, root: int, lines: LineIndex) -> Recovered:
@@ -279,25 +292,43 @@ def recover(data: bytes | bytearray, path: str, root: int, lines: LineIndex) -> 
             what = f"an event is never closed; {lost} skipped"
         else:
             what = brk.what
-        warnings.append(TraceWarning(ln, None, f"malformed JSON at {ln}:{col}: {what}; reading resumed at line {resume}"))
+        warnings.append(
+            TraceWarning(ln, None, f"malformed JSON at {ln}:{col}: {what}; reading resumed at line {resume}")
+        )
     if len(breaks) > 20:
-        warnings.append(TraceWarning(lines.line(breaks[20].at), None,
-                                     f"{len(breaks) - 20} more stretches of malformed JSON skipped"))
+        warnings.append(
+            TraceWarning(
+                lines.line(breaks[20].at), None, f"{len(breaks) - 20} more stretches of malformed JSON skipped"
+            )
+        )
     n = int(scan.starts.size)
     if n == 0:
         if scan.close >= 0:
-            if data[begin:scan.close].strip(b" \t\r\n,"):
-                at = begin + len(data[begin:scan.close]) - len(data[begin:scan.close].lstrip(b" \t\r\n,"))
-                first_byte = data[at:at + 1]
-                what = ("the events array holds no event objects" if first_byte in b'{["-0123456789tfn' and first_byte
-                        else "not JSON: an array starting with "
-                        + repr(bytes(data[at:at + 40]).split(b"\n")[0][:20].decode("utf-8", "replace")))
-                raise TraceFormatError(path, what, line=lines.line(at), column=lines.column(at),
-                                       hint="expected Chrome Trace Event Format events ({\"ph\": ..., \"ts\": ...})")
+            if data[begin : scan.close].strip(b" \t\r\n,"):
+                at = begin + len(data[begin : scan.close]) - len(data[begin : scan.close].lstrip(b" \t\r\n,"))
+                first_byte = data[at : at + 1]
+                what = (
+                    "the events array holds no event objects"
+                    if first_byte in b'{["-0123456789tfn' and first_byte
+                    else "not JSON: an array starting with "
+                    + repr(bytes(data[at : at + 40]).split(b"\n")[0][:20].decode("utf-8", "replace"))
+                )
+                raise TraceFormatError(
+                    path,
+                    what,
+                    line=lines.line(at),
+                    column=lines.column(at),
+                    hint='expected Chrome Trace Event Format events ({"ph": ..., "ts": ...})',
+                )
         else:
             cut = scan.partial_start if scan.partial_start >= 0 else len(data)
-            raise TraceFormatError(path, "file truncated before the first complete event", line=lines.line(cut),
-                                   column=lines.column(cut), hint="the profiler was probably killed while writing; re-capture")
+            raise TraceFormatError(
+                path,
+                "file truncated before the first complete event",
+                line=lines.line(cut),
+                column=lines.column(cut),
+                hint="the profiler was probably killed while writing; re-capture",
+            )
     a = int(scan.starts[0]) if n else begin
     z = int(scan.ends[-1]) if n else begin
     text: bytes | bytearray
@@ -310,24 +341,36 @@ def recover(data: bytes | bytearray, path: str, root: int, lines: LineIndex) -> 
     events = decode_elements(text, scan.starts, scan.ends, lambda k, why: bad.append((k, why))) if n else []
     if bad:
         lns = lines.lines(scan.starts[[k for k, _ in bad]])
-        for (k, why), ln in zip(bad[:20], lns[:20]):
+        for (_k, why), ln in zip(bad[:20], lns[:20]):
             warnings.append(TraceWarning(int(ln), None, f"event skipped: {why}"))
         if len(bad) > 20:
             warnings.append(TraceWarning(int(lns[20]), None, f"{len(bad) - 20} more malformed events skipped"))
     kept = sum(1 for e in events if e is not None and getattr(e, "ph", None) != "M")
     if scan.partial_start >= 0:
         ln = lines.line(scan.partial_start)
-        warnings.append(TraceWarning(ln, None, f"file truncated at line {ln}: incomplete event skipped; "
-                                               f"{kept} events recovered"))
-    elif scan.close < 0 and data[root:root + 1] == b"{":
+        warnings.append(
+            TraceWarning(ln, None, f"file truncated at line {ln}: incomplete event skipped; {kept} events recovered")
+        )
+    elif scan.close < 0 and data[root : root + 1] == b"{":
         ln = lines.line(len(data))
-        warnings.append(TraceWarning(ln, None, f"file truncated at line {ln}: traceEvents array and object not closed; "
-                                               f"{kept} events recovered"))
+        warnings.append(
+            TraceWarning(
+                ln,
+                None,
+                f"file truncated at line {ln}: traceEvents array and object not closed; {kept} events recovered",
+            )
+        )
     header, whole = _header(data, root, begin, scan)
     if not whole and scan.close >= 0 and scan.partial_start < 0:
         ln = lines.line(len(data))
-        warnings.append(TraceWarning(ln, None, f"file truncated at line {ln}: JSON object not closed after the "
-                                               f"traceEvents array; {kept} events recovered"))
+        warnings.append(
+            TraceWarning(
+                ln,
+                None,
+                f"file truncated at line {ln}: JSON object not closed after the "
+                f"traceEvents array; {kept} events recovered",
+            )
+        )
     return Recovered(header, events, scan.starts, scan.ends, text, warnings, replaced)
 
 
@@ -336,8 +379,8 @@ def _tail_state(data: bytes | bytearray, root: int, close: int) -> int:
     document (only blanks after a bare array; the rest of the root object otherwise),
     the offset of the first byte after the end of the document when other text
     follows it (a second document), -2 anything else (damage or truncation)."""
-    tail = data[close + 1:]
-    if data[root:root + 1] != b"{":
+    tail = data[close + 1 :]
+    if data[root : root + 1] != b"{":
         rest = len(tail) - len(tail.lstrip(b" \t\r\n"))
         return -1 if rest == len(tail) else close + 1 + rest
     head = b'{"traceEvents":[]'
@@ -348,7 +391,7 @@ def _tail_state(data: bytes | bytearray, root: int, close: int) -> int:
         if not m:
             return -2
         at = max(close + 1, close + int(m.group(1)) - len(head))  # msgspec names the byte after the first
-        return at + len(data[at:at + 64]) - len(data[at:at + 64].lstrip(b" \t\r\n"))
+        return at + len(data[at : at + 64]) - len(data[at : at + 64].lstrip(b" \t\r\n"))
     except (msgspec.ValidationError, RecursionError):
         return -2
     return -1
@@ -357,10 +400,10 @@ def _tail_state(data: bytes | bytearray, root: int, close: int) -> int:
 def _header(data: bytes | bytearray, root: int, begin: int, scan: ScanResult) -> tuple[dict[str, Any], bool]:
     """Top-level keys other than traceEvents, decoded leniently ({} when unreadable),
     and whether the object after the events array was complete."""
-    if data[root:root + 1] != b"{":
+    if data[root : root + 1] != b"{":
         return {}, True
     head = data[root:begin]
-    tails = [data[scan.close:]] if scan.close >= 0 else []
+    tails = [data[scan.close :]] if scan.close >= 0 else []
     tails += [b"]}"]
     for j, tail in enumerate(tails):
         try:

@@ -22,14 +22,30 @@ from gapscope.parsers.chrome.columns import GET, Interner, kinds, lane_keys, tim
 from gapscope.parsers.chrome.schema import EVENT_CLASS, EVENT_CLASS_RAW_TS, XEventRawTs
 from gapscope.parsers.model import Kind
 
-__all__ = ["PH_X", "PH_M", "PH_FLOW", "PH_OTHER", "PH_SKIP", "EventColumns", "scan_events", "merge",
-           "OLD_CATS", "LEGACY_PIDS"]
+__all__ = [
+    "PH_X",
+    "PH_M",
+    "PH_FLOW",
+    "PH_OTHER",
+    "PH_SKIP",
+    "EventColumns",
+    "scan_events",
+    "merge",
+    "OLD_CATS",
+    "LEGACY_PIDS",
+]
 
 #: Phase codes (int8) of ``EventColumns.code``.
 PH_X, PH_M, PH_FLOW, PH_OTHER, PH_SKIP = 0, 1, 2, 3, 4
-_PHASE_CODE = {EVENT_CLASS["X"]: PH_X, EVENT_CLASS["M"]: PH_M, EVENT_CLASS["s"]: PH_FLOW,
-               EVENT_CLASS["t"]: PH_FLOW, EVENT_CLASS["f"]: PH_FLOW, XEventRawTs: PH_X,
-               EVENT_CLASS_RAW_TS["M"]: PH_M}
+_PHASE_CODE = {
+    EVENT_CLASS["X"]: PH_X,
+    EVENT_CLASS["M"]: PH_M,
+    EVENT_CLASS["s"]: PH_FLOW,
+    EVENT_CLASS["t"]: PH_FLOW,
+    EVENT_CLASS["f"]: PH_FLOW,
+    XEventRawTs: PH_X,
+    EVENT_CLASS_RAW_TS["M"]: PH_M,
+}
 #: Categories of 2020 Kineto files, which spell ``External id`` as ``external id``.
 OLD_CATS = ("Operator", "Runtime", "Kernel", "Memcpy", "Memset")
 #: pids of the legacy autograd profiler export (``export_chrome_trace`` before Kineto).
@@ -108,9 +124,26 @@ def scan_events(events: Sequence, x_class: type, skip: list[int] | None = None) 
                 kind_x[(lane_x == lid) & (kind_x == int(Kind.OTHER))] = int(Kind.CPU_OP)
     args = extract_args(list(map(_get["args"], xs)), kind_x, name_x, list(names), old_external_id=old_ids)
     has_v2 = any(map(_get["bind_id"], xs))
-    return EventColumns(n=n, code=code, cats=cats, names=names, lanes=lanes, cat_x=cat_x, name_x=name_x,
-                        lane_x=lane_x, start_ns=start, start_status=st_status, dur_ns=dur, dur_status=du_status,
-                        kind_x=kind_x, args=args, cat_f=cat_f, has_v2=bool(has_v2), legacy=legacy, old_ids=old_ids)
+    return EventColumns(
+        n=n,
+        code=code,
+        cats=cats,
+        names=names,
+        lanes=lanes,
+        cat_x=cat_x,
+        name_x=name_x,
+        lane_x=lane_x,
+        start_ns=start,
+        start_status=st_status,
+        dur_ns=dur,
+        dur_status=du_status,
+        kind_x=kind_x,
+        args=args,
+        cat_f=cat_f,
+        has_v2=bool(has_v2),
+        legacy=legacy,
+        old_ids=old_ids,
+    )
 
 
 def merge(head: EventColumns, tail: EventColumns) -> EventColumns | None:
@@ -132,13 +165,26 @@ def merge(head: EventColumns, tail: EventColumns) -> EventColumns | None:
     for c in tail.cats:  # categories of M and other phases
         head.cats[c]
     cat = lambda a, b: np.concatenate((a, b))  # noqa: E731
-    args = ArgColumns(*(cat(getattr(head.args, f.name), getattr(tail.args, f.name))
-                        for f in dataclasses.fields(ArgColumns)))
+    args = ArgColumns(
+        *(cat(getattr(head.args, f.name), getattr(tail.args, f.name)) for f in dataclasses.fields(ArgColumns))
+    )
     return EventColumns(
-        n=head.n + tail.n, code=cat(head.code, tail.code), cats=head.cats, names=head.names, lanes=head.lanes,
-        cat_x=cat(head.cat_x, cat_x), name_x=cat(head.name_x, remap(head.names, tail.names, tail.name_x)),
+        n=head.n + tail.n,
+        code=cat(head.code, tail.code),
+        cats=head.cats,
+        names=head.names,
+        lanes=head.lanes,
+        cat_x=cat(head.cat_x, cat_x),
+        name_x=cat(head.name_x, remap(head.names, tail.names, tail.name_x)),
         lane_x=cat(head.lane_x, remap(head.lanes, tail.lanes, tail.lane_x)),
-        start_ns=cat(head.start_ns, tail.start_ns), start_status=cat(head.start_status, tail.start_status),
-        dur_ns=cat(head.dur_ns, tail.dur_ns), dur_status=cat(head.dur_status, tail.dur_status),
-        kind_x=cat(head.kind_x, tail.kind_x), args=args, cat_f=cat(head.cat_f, cat_f),
-        has_v2=head.has_v2 or tail.has_v2, legacy=False, old_ids=head.old_ids)
+        start_ns=cat(head.start_ns, tail.start_ns),
+        start_status=cat(head.start_status, tail.start_status),
+        dur_ns=cat(head.dur_ns, tail.dur_ns),
+        dur_status=cat(head.dur_status, tail.dur_status),
+        kind_x=cat(head.kind_x, tail.kind_x),
+        args=args,
+        cat_f=cat(head.cat_f, cat_f),
+        has_v2=head.has_v2 or tail.has_v2,
+        legacy=False,
+        old_ids=head.old_ids,
+    )

@@ -15,11 +15,33 @@ from typing import ClassVar, Union
 
 import msgspec
 
-__all__ = ["Event", "XEvent", "AnyEvent", "EVENT_CLASS", "PHASES", "as_phase_event", "EventRawArgs", "ObjectTrace",
-           "KinetoArgs", "NO_ARGS", "EventTimes", "EMPTY_ARGS", "Scalar", "XEventRawTs", "AnyEventRawTs", "EVENT_CLASS_RAW_TS",
-           "ObjectTraceRawTs", "RAW_NULL", "KinetoXArgs", "NO_X_ARGS", "ObjectHeader", "EVENT_LIST", "EVENT_LIST_RAW_TS"]
+__all__ = [
+    "Event",
+    "XEvent",
+    "AnyEvent",
+    "EVENT_CLASS",
+    "PHASES",
+    "as_phase_event",
+    "EventRawArgs",
+    "ObjectTrace",
+    "KinetoArgs",
+    "NO_ARGS",
+    "EventTimes",
+    "EMPTY_ARGS",
+    "Scalar",
+    "XEventRawTs",
+    "AnyEventRawTs",
+    "EVENT_CLASS_RAW_TS",
+    "ObjectTraceRawTs",
+    "RAW_NULL",
+    "KinetoXArgs",
+    "NO_X_ARGS",
+    "ObjectHeader",
+    "EVENT_LIST",
+    "EVENT_LIST_RAW_TS",
+]
 
-Scalar = Union[int, float, str, None]
+Scalar = int | float | str | None
 
 #: Shared default for events without ``args``.
 EMPTY_ARGS = msgspec.Raw(b"{}")
@@ -66,7 +88,7 @@ class Event(msgspec.Struct, gc=False):
     """One ``traceEvents`` entry of any phase (the generic form, used when the
     tagged union below does not know its ``ph``); ``ts``/``dur`` in µs."""
 
-    ph: Union[str, None] = None
+    ph: str | None = None
     name: Scalar = None
     cat: Scalar = None
     pid: Scalar = None
@@ -74,10 +96,10 @@ class Event(msgspec.Struct, gc=False):
     ts: Scalar = None
     dur: Scalar = None
     id: Scalar = None
-    bp: Union[str, None] = None
+    bp: str | None = None
     bind_id: Scalar = None
-    flow_in: Union[bool, None] = None
-    flow_out: Union[bool, None] = None
+    flow_in: bool | None = None
+    flow_out: bool | None = None
     args: KinetoArgs = NO_ARGS
 
 
@@ -93,8 +115,8 @@ class XEvent(msgspec.Struct, gc=False, tag_field="ph", tag="X"):
     ts: Scalar = None
     dur: Scalar = None
     bind_id: Scalar = None
-    flow_in: Union[bool, None] = None
-    flow_out: Union[bool, None] = None
+    flow_in: bool | None = None
+    flow_out: bool | None = None
     args: KinetoXArgs = NO_X_ARGS
 
 
@@ -106,7 +128,7 @@ class _FlowEvent(msgspec.Struct, gc=False, tag_field="ph"):
     tid: Scalar = None
     ts: Scalar = None
     id: Scalar = None
-    bp: Union[str, None] = None
+    bp: str | None = None
 
 
 class _PhaseEvent(msgspec.Struct, gc=False, tag_field="ph"):
@@ -119,25 +141,59 @@ class _PhaseEvent(msgspec.Struct, gc=False, tag_field="ph"):
     ts: Scalar = None
     dur: Scalar = None
     id: Scalar = None
-    bp: Union[str, None] = None
+    bp: str | None = None
     args: KinetoArgs = NO_ARGS
 
 
 #: Phases of the Trace Event Format (plus ``I``, ``R`` and ``=`` seen in the wild).
-PHASES = ("X", "B", "E", "i", "I", "C", "M", "s", "t", "f", "b", "e", "n", "S", "T", "F", "p",
-          "P", "O", "N", "D", "R", "c", "(", ")", "V", "v", "=")
+PHASES = (
+    "X",
+    "B",
+    "E",
+    "i",
+    "I",
+    "C",
+    "M",
+    "s",
+    "t",
+    "f",
+    "b",
+    "e",
+    "n",
+    "S",
+    "T",
+    "F",
+    "p",
+    "P",
+    "O",
+    "N",
+    "D",
+    "R",
+    "c",
+    "(",
+    ")",
+    "V",
+    "v",
+    "=",
+)
 
 
 def _make(ph: str):
     base = _FlowEvent if ph in ("s", "t", "f") else _PhaseEvent
     name = {"(": "Open", ")": "Close", "=": "Eq"}.get(ph, ph)
-    return msgspec.defstruct(f"Event_{name}", [], bases=(base,), tag=ph, gc=False,
-                             namespace={"ph": ph, "__annotations__": {"ph": ClassVar[str]}})
+    return msgspec.defstruct(
+        f"Event_{name}",
+        [],
+        bases=(base,),
+        tag=ph,
+        gc=False,
+        namespace={"ph": ph, "__annotations__": {"ph": ClassVar[str]}},
+    )
 
 
 #: Event class of each phase (tagged union on ``ph``).
 EVENT_CLASS: dict[str, type[msgspec.Struct]] = {"X": XEvent, **{ph: _make(ph) for ph in PHASES if ph != "X"}}
-AnyEvent = Union[tuple(EVENT_CLASS.values())]  # type: ignore[valid-type]
+AnyEvent = Union[tuple(EVENT_CLASS.values())]  # type: ignore[valid-type]  # noqa: UP007 - a Union of a run-time tuple
 #: ``list[AnyEvent]``, the type a decoder of an event array is given. Built as a value:
 #: ``AnyEvent`` is a Union made at run time, which mypy cannot read as a type, so
 #: ``list[AnyEvent]`` written in an expression fails the check (the same object).
@@ -156,7 +212,7 @@ def as_phase_event(e: Event):
 class EventRawArgs(msgspec.Struct, gc=False):
     """``Event`` for the tolerant path when ``args`` is not an object."""
 
-    ph: Union[str, None] = None
+    ph: str | None = None
     name: Scalar = None
     cat: Scalar = None
     pid: Scalar = None
@@ -164,10 +220,10 @@ class EventRawArgs(msgspec.Struct, gc=False):
     ts: Scalar = None
     dur: Scalar = None
     id: Scalar = None
-    bp: Union[str, None] = None
+    bp: str | None = None
     bind_id: Scalar = None
-    flow_in: Union[bool, None] = None
-    flow_out: Union[bool, None] = None
+    flow_in: bool | None = None
+    flow_out: bool | None = None
     args: msgspec.Raw = EMPTY_ARGS
 
 
@@ -213,8 +269,8 @@ class XEventRawTs(msgspec.Struct, gc=False, tag_field="ph", tag="X"):
     ts: msgspec.Raw = RAW_NULL
     dur: Scalar = None
     bind_id: Scalar = None
-    flow_in: Union[bool, None] = None
-    flow_out: Union[bool, None] = None
+    flow_in: bool | None = None
+    flow_out: bool | None = None
     args: KinetoXArgs = NO_X_ARGS
 
 
@@ -228,21 +284,29 @@ class _PhaseEventRawTs(msgspec.Struct, gc=False, tag_field="ph"):
     ts: msgspec.Raw = RAW_NULL
     dur: Scalar = None
     id: Scalar = None
-    bp: Union[str, None] = None
+    bp: str | None = None
     args: KinetoArgs = NO_ARGS
 
 
 def _make_raw(ph: str):
     name = {"(": "Open", ")": "Close", "=": "Eq"}.get(ph, ph)
-    return msgspec.defstruct(f"EventRawTs_{name}", [], bases=(_PhaseEventRawTs,), tag=ph, gc=False,
-                             namespace={"ph": ph, "__annotations__": {"ph": ClassVar[str]}})
+    return msgspec.defstruct(
+        f"EventRawTs_{name}",
+        [],
+        bases=(_PhaseEventRawTs,),
+        tag=ph,
+        gc=False,
+        namespace={"ph": ph, "__annotations__": {"ph": ClassVar[str]}},
+    )
 
 
 #: Event class of each phase when timestamps are kept as text: ``X`` and the other
 #: timed phases keep ``ts`` raw; flow events (bound with a tolerance) keep floats.
 EVENT_CLASS_RAW_TS: dict[str, type[msgspec.Struct]] = {
-    "X": XEventRawTs, **{ph: (EVENT_CLASS[ph] if ph in ("s", "t", "f") else _make_raw(ph)) for ph in PHASES if ph != "X"}}
-AnyEventRawTs = Union[tuple(EVENT_CLASS_RAW_TS.values())]  # type: ignore[valid-type]
+    "X": XEventRawTs,
+    **{ph: (EVENT_CLASS[ph] if ph in ("s", "t", "f") else _make_raw(ph)) for ph in PHASES if ph != "X"},
+}
+AnyEventRawTs = Union[tuple(EVENT_CLASS_RAW_TS.values())]  # type: ignore[valid-type]  # noqa: UP007 - a Union of a run-time tuple
 #: ``list[AnyEventRawTs]`` as a value (see ``EVENT_LIST``).
 EVENT_LIST_RAW_TS = types.GenericAlias(list, (AnyEventRawTs,))
 
@@ -264,5 +328,5 @@ class ObjectTraceRawTs(msgspec.Struct):
 class EventTimes(msgspec.Struct, gc=False):
     """Exact decimal ``ts``/``dur`` of one event (the slow, exact path)."""
 
-    ts: Union[decimal.Decimal, None] = None
-    dur: Union[decimal.Decimal, None] = None
+    ts: decimal.Decimal | None = None
+    dur: decimal.Decimal | None = None

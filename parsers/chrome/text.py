@@ -40,7 +40,7 @@ def key_positions(data: bytes | bytearray, key: bytes, begin: int = 0, limit: in
     return np.array([m.start() + k for m in it], dtype=np.int64)
 
 
-_PATTERNS: dict[bytes, "re.Pattern[bytes]"] = {}
+_PATTERNS: dict[bytes, re.Pattern[bytes]] = {}
 
 
 def _key4_positions(data: bytes | bytearray, key: bytes, begin: int) -> np.ndarray:
@@ -70,8 +70,9 @@ def _key4_positions(data: bytes | bytearray, key: bytes, begin: int) -> np.ndarr
     return pos[w[np.arange(w.shape[0]), first] == ord(":")]
 
 
-def exact_ns_near(data: bytes | bytearray, pos: np.ndarray, approx_ns: np.ndarray,
-                  chunk: int = 1 << 16) -> tuple[np.ndarray, np.ndarray]:
+def exact_ns_near(
+    data: bytes | bytearray, pos: np.ndarray, approx_ns: np.ndarray, chunk: int = 1 << 16
+) -> tuple[np.ndarray, np.ndarray]:
     """Exact int64 ns of the µs numbers after ``:`` at offsets ``pos``, given an
     approximation ``approx_ns`` (int64) within ±400 ns of each.
 
@@ -85,7 +86,7 @@ def exact_ns_near(data: bytes | bytearray, pos: np.ndarray, approx_ns: np.ndarra
     pos = np.asarray(pos, dtype=np.int64)
     approx_ns = np.asarray(approx_ns, dtype=np.int64)
     if pos.size > chunk:
-        parts = [_near_chunk(data, pos[i:i + chunk], approx_ns[i:i + chunk]) for i in range(0, pos.size, chunk)]
+        parts = [_near_chunk(data, pos[i : i + chunk], approx_ns[i : i + chunk]) for i in range(0, pos.size, chunk)]
         return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
     return _near_chunk(data, pos, approx_ns)
 

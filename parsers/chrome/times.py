@@ -19,12 +19,24 @@ import numpy as np
 
 from gapscope.parsers.json.scan import SENTINEL_VALUES
 
-__all__ = ["OK", "MISSING", "NONFINITE", "INVALID", "NEED_EXACT", "to_ns", "scalar_ns", "decimal_ns", "raw_to_ns",
-           "raw_scalar_ns", "EXACT_LIMIT_US", "number_text"]
+__all__ = [
+    "OK",
+    "MISSING",
+    "NONFINITE",
+    "INVALID",
+    "NEED_EXACT",
+    "to_ns",
+    "scalar_ns",
+    "decimal_ns",
+    "raw_to_ns",
+    "raw_scalar_ns",
+    "EXACT_LIMIT_US",
+    "number_text",
+]
 
 OK, MISSING, NONFINITE, INVALID, NEED_EXACT = 0, 1, 2, 3, 4
 #: Below this magnitude (µs) a float64 recovers the exact nanosecond.
-EXACT_LIMIT_US = float(2 ** 43)
+EXACT_LIMIT_US = float(2**43)
 _MAX_US = 9.2e15  # int64 ns limit
 
 
@@ -164,8 +176,8 @@ def raw_to_ns(raws: list) -> tuple[np.ndarray, np.ndarray]:
             buf = b"".join(itemgetter(*sel.tolist())(raws))
         mat = np.frombuffer(buf, dtype=np.uint8).reshape(sel.size, length)
         for c0 in range(0, sel.size, _RAW_CHUNK):
-            rows = sel[c0:c0 + _RAW_CHUNK]
-            ns[rows], ok[rows] = _parse_fixed(mat[c0:c0 + _RAW_CHUNK])
+            rows = sel[c0 : c0 + _RAW_CHUNK]
+            ns[rows], ok[rows] = _parse_fixed(mat[c0 : c0 + _RAW_CHUNK])
     for j in np.flatnonzero(~ok).tolist():
         ns[j], status[j] = raw_scalar_ns(bytes(raws[j]))
     return ns, status
@@ -195,7 +207,7 @@ def _parse_fixed(mat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         d4 = np.zeros(rows.size, dtype=np.int64)
         rest = np.zeros(rows.size, dtype=bool)
         if n_frac:
-            fr = sub[:, d + 1:].astype(np.int64) - 48
+            fr = sub[:, d + 1 :].astype(np.int64) - 48
             good &= ((fr >= 0) & (fr <= 9)).all(axis=1)
             n3 = min(3, n_frac)
             f3 = fr[:, :n3] @ (10 ** np.arange(2, 2 - n3, -1, dtype=np.int64))
@@ -230,7 +242,7 @@ def raw_scalar_ns(text: bytes) -> tuple[int, int]:
 def number_text(v) -> str:
     """``repr`` of a decoded value for a warning, long integers elided
     (``999999…999 (400 digits)``) so a hostile literal cannot flood the output."""
-    if isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 10 ** 30:
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 10**30:
         if v.bit_length() > 13000:  # str() refuses beyond 4300 digits
             return "an integer of over 4000 digits"
         s = str(abs(v))

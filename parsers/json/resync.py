@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Callable
+from collections.abc import Callable
 
 import msgspec
 import numpy as np
@@ -58,8 +58,9 @@ def _next_event_line(data: bytes | bytearray, after: int, prefix: bytes) -> int:
     return -1 if m is None else m.end() - 1
 
 
-def scan_resync(data: bytes | bytearray, begin: int,
-                tail_state: Callable[[int], int]) -> tuple[ScanResult, list[Break]]:
+def scan_resync(
+    data: bytes | bytearray, begin: int, tail_state: Callable[[int], int]
+) -> tuple[ScanResult, list[Break]]:
     """``scan_elements`` from ``begin``, resumed after mid-file damage.
 
     ``tail_state(close)`` tells what follows the array's ``]`` at ``close``: -1 a proper
@@ -94,7 +95,7 @@ def scan_resync(data: bytes | bytearray, begin: int,
             if state >= 0:  # a second document: read its events array
                 at, what = state, "a second JSON document follows the first"
                 m = _EVENTS.search(data, state)
-                if data[state:state + 1] == b"[":
+                if data[state : state + 1] == b"[":
                     nxt = state + 1
                 elif m is not None:
                     nxt = m.end()
@@ -119,7 +120,7 @@ def error_offset(data: bytes | bytearray, brk: Break) -> int:
     the decoder names no position)."""
     if brk.what != "never closed":  # a stray bracket or a second document: where it starts
         return brk.at
-    chunk = data[brk.at:brk.resume].rstrip(b" \t\r\n,")
+    chunk = data[brk.at : brk.resume].rstrip(b" \t\r\n,")
     try:
         msgspec.json.decode(chunk)
     except msgspec.DecodeError as exc:

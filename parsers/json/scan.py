@@ -15,8 +15,16 @@ import re
 
 import numpy as np
 
-__all__ = ["ScanResult", "scan_elements", "find_events_array", "text_start", "repair_nonfinite", "SENTINELS",
-           "SENTINEL_VALUES", "LineIndex"]
+__all__ = [
+    "ScanResult",
+    "scan_elements",
+    "find_events_array",
+    "text_start",
+    "repair_nonfinite",
+    "SENTINELS",
+    "SENTINEL_VALUES",
+    "LineIndex",
+]
 
 _CHUNK = 1 << 24
 
@@ -147,10 +155,10 @@ def find_events_array(data: bytes | bytearray, root: int) -> int:
 
     Returns -1 when an object has no ``traceEvents`` array.
     """
-    if data[root:root + 1] == b"[":
+    if data[root : root + 1] == b"[":
         return root + 1
     m = _EVENTS_KEY.search(data, root)
-    if m is None or data[m.end():m.end() + 1] != b"[":
+    if m is None or data[m.end() : m.end() + 1] != b"[":
         return -1
     return m.end() + 1
 

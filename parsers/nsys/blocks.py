@@ -46,13 +46,27 @@ class Block:
     def __len__(self) -> int:
         return int(self.start.shape[0])
 
-    def take(self, keep: np.ndarray) -> "Block":
+    def take(self, keep: np.ndarray) -> Block:
         """The events where the bool mask ``keep`` is true."""
+
         def sub(a):
             return None if a is None else a[keep]
-        return Block(self.table, self.start[keep], self.dur[keep], self.kind[keep], self.name[keep],
-                     self.lane[keep], sub(self.rowid), sub(self.correlation), sub(self.pid), sub(self.bytes),
-                     sub(self.copy_kind), sub(self.pageable), sub(self.open_ended))
+
+        return Block(
+            self.table,
+            self.start[keep],
+            self.dur[keep],
+            self.kind[keep],
+            self.name[keep],
+            self.lane[keep],
+            sub(self.rowid),
+            sub(self.correlation),
+            sub(self.pid),
+            sub(self.bytes),
+            sub(self.copy_kind),
+            sub(self.pageable),
+            sub(self.open_ended),
+        )
 
 
 @dataclasses.dataclass
@@ -107,8 +121,10 @@ class Context:
         untimed = (start == 0) & (dur == 0)
         backwards = dur < 0
         if untimed.any():
-            self.warn(f"{table}.start", f"{int(untimed.sum())} {table} row(s) with start = end = 0 "
-                                        "(not timed by CUPTI); skipped")
+            self.warn(
+                f"{table}.start",
+                f"{int(untimed.sum())} {table} row(s) with start = end = 0 (not timed by CUPTI); skipped",
+            )
         if backwards.any():
             self.warn(f"{table}.end", f"{int(backwards.sum())} {table} row(s) ending before they start; skipped")
         return ~(untimed | backwards)

@@ -65,5 +65,10 @@ def sniff(path: str, kind: str) -> str:
 def refuse_compressed(path: str, data: bytes) -> None:
     """Raise ``TraceFormatError`` when decompressed ``data`` is an SQLite file."""
     if bytes(data[:16]) == SQLITE_MAGIC:
-        raise TraceFormatError(path, "a gzip-compressed SQLite file", line=1, column=1,
-                               hint="gunzip it first: gapscope opens Nsight Systems SQLite exports uncompressed")
+        raise TraceFormatError(
+            path,
+            "a gzip-compressed SQLite file",
+            line=1,
+            column=1,
+            hint="gunzip it first: gapscope opens Nsight Systems SQLite exports uncompressed",
+        )

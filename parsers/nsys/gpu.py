@@ -29,6 +29,7 @@ from gapscope.parsers.nsys.schema import INVALID_ID, KERNEL, MEMCPY, MEMSET, SYN
 
 __all__ = ["read_kernels", "read_memcpy", "read_memset", "read_sync"]
 
+
 def _common(ctx: Context, table: str, extra: list[str], what: str, resolve=None) -> tuple | None:
     """(start, dur, lane, pid, correlation, extra columns, rowid) of a GPU activity
     table, or None when it is missing or lacks its times; warns about missing columns.
@@ -42,8 +43,10 @@ def _common(ctx: Context, table: str, extra: list[str], what: str, resolve=None)
         return None
     corr = "correlationId" if "correlationId" in cols else "-1"
     if corr == "-1":
-        ctx.warn(f"{table}.correlationId", f"{table} has no correlationId column: its {what} are not linked to "
-                                           "the API calls that launched them")
+        ctx.warn(
+            f"{table}.correlationId",
+            f"{table} has no correlationId column: its {what} are not linked to the API calls that launched them",
+        )
     gpid = "globalPid" if "globalPid" in cols else "NULL"
     pid_expr = f"(({gpid} >> 24) & 4194303)"
     exprs = ["start", "end - start", f"streamId & {INVALID_ID}", corr] + extra
@@ -54,11 +57,17 @@ def _common(ctx: Context, table: str, extra: list[str], what: str, resolve=None)
     correlation[correlation == 0] = -1  # CUPTI numbers calls from 1: 0 is "none"
     device = ctx.one_or_column(table, "deviceId", d0, d_differ)
     if int(np.max(device, initial=0)) > MAX_DEVICE:
-        ctx.warn(f"{table}.deviceId", f"{table}: device ids above {MAX_DEVICE} (up to {int(np.max(device))}) "
-                                      f"are read as device {MAX_DEVICE}")
+        ctx.warn(
+            f"{table}.deviceId",
+            f"{table}: device ids above {MAX_DEVICE} (up to {int(np.max(device))}) are read as device {MAX_DEVICE}",
+        )
     device = np.clip(device, 0, MAX_DEVICE)
     pid = ctx.one_or_column(table, pid_expr, p0, p_differ)
-    key = (np.asarray(device, np.int64) << DEVICE_SHIFT) | (np.asarray(pid, np.int64) << PID_SHIFT) | (stream & INVALID_ID)
+    key = (
+        (np.asarray(device, np.int64) << DEVICE_SHIFT)
+        | (np.asarray(pid, np.int64) << PID_SHIFT)
+        | (stream & INVALID_ID)
+    )
     if resolve is not None:
         key = resolve(key, values[4:])
     lane, pid = ctx.lanes.gpu(key)
@@ -67,8 +76,9 @@ def _common(ctx: Context, table: str, extra: list[str], what: str, resolve=None)
 
 def _block(ctx: Context, table: str, got: tuple, kind: Kind, name: np.ndarray, **extra) -> Block:
     start, dur, lane, pid, correlation, _, rowid = got
-    b = Block(table, start, dur, np.full(start.shape[0], int(kind), np.int8), name, lane, rowid, correlation, pid,
-              **extra)
+    b = Block(
+        table, start, dur, np.full(start.shape[0], int(kind), np.int8), name, lane, rowid, correlation, pid, **extra
+    )
     keep = ctx.check_times(table, start, dur)
     return b if keep.all() else b.take(keep)
 
@@ -119,8 +129,7 @@ def read_memset(ctx: Context) -> Block | None:
     nbytes, mem_kind = got[5]
     mem = ctx.enums.mem_kinds()
     uniq, inv = np.unique(mem_kind, return_inverse=True)
-    lut = np.array([ctx.names.intern(f"Memset ({mem.get(int(m), 'Unknown')})") for m in uniq.tolist()],
-                   dtype=np.int32)
+    lut = np.array([ctx.names.intern(f"Memset ({mem.get(int(m), 'Unknown')})") for m in uniq.tolist()], dtype=np.int32)
     return _block(ctx, MEMSET, got, Kind.MEMSET, lut[inv], bytes=nbytes)
 
 
@@ -187,6 +196,9 @@ def read_sync(ctx: Context, call_of) -> Block | None:
             named = by_type.get(t, "Unknown Sync")
         lut.append(ctx.names.intern(named))
     if by_type_only:
-        ctx.warn(f"{SYNC}.syncType", f"{by_type_only} synchronization record(s) without a known sync call of their "
-                                     "own: named after syncType, whose numbering differs between Nsight versions")
+        ctx.warn(
+            f"{SYNC}.syncType",
+            f"{by_type_only} synchronization record(s) without a known sync call of their "
+            "own: named after syncType, whose numbering differs between Nsight versions",
+        )
     return _block(ctx, SYNC, got, Kind.SYNC_MARKER, np.array(lut, dtype=np.int32)[inv])

@@ -25,7 +25,18 @@ from gapscope.parsers.kinds import runtime_kind
 from gapscope.parsers.model import Kind
 from gapscope.parsers.nsys.blocks import Block, Context
 from gapscope.parsers.nsys.names import distinct
-from gapscope.parsers.nsys.schema import API_CLASSES, DOMAIN, MARK, NVTX, OSRT, OVERHEAD, RANGE, RUNTIME, api_name, pid_of
+from gapscope.parsers.nsys.schema import (
+    API_CLASSES,
+    DOMAIN,
+    MARK,
+    NVTX,
+    OSRT,
+    OVERHEAD,
+    RANGE,
+    RUNTIME,
+    api_name,
+    pid_of,
+)
 
 __all__ = ["read_runtime", "read_nvtx", "read_osrt", "read_overhead", "Calls"]
 
@@ -52,8 +63,9 @@ class Calls:
         return out
 
 
-def _thread_columns(ctx: Context, table: str, extra: list[str], what: str,
-                    times: bool = True) -> tuple[list[np.ndarray], np.ndarray | None] | None:
+def _thread_columns(
+    ctx: Context, table: str, extra: list[str], what: str, times: bool = True
+) -> tuple[list[np.ndarray], np.ndarray | None] | None:
     """(start, dur (or the raw end when not ``times``), globalTid, extra columns..., rowid)
     of a table of thread events, or None when it is missing or has no times."""
     cols = set(ctx.db.columns(table))
@@ -69,8 +81,9 @@ def _thread_columns(ctx: Context, table: str, extra: list[str], what: str,
     second = "end - start" if times else ("end" if "end" in cols else "NULL")
     high = f"{gtid} >> 24"
     first = ctx.first_value(table, high)
-    values, rowid, (differing,) = ctx.db.int_columns(table, ["start", second, f"{gtid} & 16777215"] + extra,
-                                                     aggregates=[ctx.same_check(high, first)])
+    values, rowid, (differing,) = ctx.db.int_columns(
+        table, ["start", second, f"{gtid} & 16777215"] + extra, aggregates=[ctx.same_check(high, first)]
+    )
     values[2] = ctx.global_tids(table, values[2], first, differing)
     return values, rowid
 
@@ -86,8 +99,10 @@ def read_runtime(ctx: Context) -> Block | None:
     cols = set(ctx.db.columns(RUNTIME))
     corr = "correlationId" if "correlationId" in cols else "-1"
     if cols and corr == "-1":
-        ctx.warn(f"{RUNTIME}.correlationId", f"{RUNTIME} has no correlationId column: GPU ops are not linked to "
-                                             "the calls that launched them")
+        ctx.warn(
+            f"{RUNTIME}.correlationId",
+            f"{RUNTIME} has no correlationId column: GPU ops are not linked to the calls that launched them",
+        )
     got = _thread_columns(ctx, RUNTIME, [corr, _name_and_class(cols)], "CUDA API calls")
     if got is None:
         return None
@@ -97,8 +112,9 @@ def read_runtime(ctx: Context) -> Block | None:
     name, _, _ = ctx.names.of_string_ids(name_class >> 8, transform=api_name)
     # kind and class per distinct (name, class) value: no per-row work
     nc_uniq, nc_inv = distinct(name_class)
-    kind_lut = np.array([int(runtime_kind(api_name(ctx.names.strings.get(v >> 8) or ""))) for v in nc_uniq.tolist()],
-                        dtype=np.int8)
+    kind_lut = np.array(
+        [int(runtime_kind(api_name(ctx.names.strings.get(v >> 8) or ""))) for v in nc_uniq.tolist()], dtype=np.int8
+    )
     api_lut = np.array([classes.get(v & 255, f"eventClass {v & 255}") in API_CLASSES for v in nc_uniq.tolist()])
     kind = kind_lut[nc_inv]
     pid = pid_of(gtid)
@@ -109,9 +125,12 @@ def read_runtime(ctx: Context) -> Block | None:
         repeat = ~api & np.isin(key, key[api]) & (correlation >= 0)
         for v in np.unique(name_class[repeat] & 255).tolist():
             n = int((repeat & ((name_class & 255) == v)).sum())
-            ctx.warn(f"{RUNTIME}.eventClass", f"{n} {RUNTIME} row(s) of event class {v} "
-                                              f"({classes.get(v, 'unknown')}) repeat API calls listed already; "
-                                              "skipped")
+            ctx.warn(
+                f"{RUNTIME}.eventClass",
+                f"{n} {RUNTIME} row(s) of event class {v} "
+                f"({classes.get(v, 'unknown')}) repeat API calls listed already; "
+                "skipped",
+            )
             ctx.ignore(f"{RUNTIME} {classes.get(v, f'eventClass {v}')} rows", n)
         keep &= ~repeat
     b = Block(RUNTIME, start, dur, kind, name, ctx.lanes.cpu(gtid), rowid, correlation, pid)
@@ -147,8 +166,11 @@ def read_nvtx(ctx: Context) -> tuple[Block | None, dict[int, str]]:
     codes = {RANGE: 1, MARK: 2, DOMAIN: 3}
     role = np.array([codes.get(roles.get(int(e), ""), 0) for e in e_uniq.tolist()], dtype=np.int8)[e_inv]
     is_range, is_mark, is_domain = role == 1, role == 2, role == 3
-    domains = {int(d): t for d, t in zip(dom[is_domain].tolist(), [texts[i] for i in np.flatnonzero(is_domain)])
-               if isinstance(t, str)}
+    domains = {
+        int(d): t
+        for d, t in zip(dom[is_domain].tolist(), [texts[i] for i in np.flatnonzero(is_domain)])
+        if isinstance(t, str)
+    }
     ctx.ignore(f"{NVTX} records other than ranges, marks and domains", int((role == 0).sum()))
     keep = is_range | is_mark
     open_ended = is_range & (end_ns < 0)
@@ -190,6 +212,5 @@ def read_overhead(ctx: Context) -> Block | None:
     (start, dur, gtid, name_id), rowid = got
     name, _, _ = ctx.names.of_string_ids(name_id, transform=lambda s: f"profiler overhead: {s}")
     keep = ctx.check_times(OVERHEAD, start, dur)
-    b = Block(OVERHEAD, start, dur, np.full(start.shape[0], int(Kind.OTHER), np.int8), name, ctx.lanes.cpu(gtid),
-              rowid)
+    b = Block(OVERHEAD, start, dur, np.full(start.shape[0], int(Kind.OTHER), np.int8), name, ctx.lanes.cpu(gtid), rowid)
     return b.take(keep)

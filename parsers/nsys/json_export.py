@@ -51,13 +51,17 @@ def refuse_json_export(path: str, data: bytes | bytearray, start: int = 0) -> No
     if not looks_like_record(obj):
         return
     pos = nl + 1
-    while pos < len(data) and data[pos:pos + 1] in (b"\r", b"\n", b" ", b"\t"):
+    while pos < len(data) and data[pos : pos + 1] in (b"\r", b"\n", b" ", b"\t"):
         pos += 1
-    if data[pos:pos + 1] != b"{":
+    if data[pos : pos + 1] != b"{":
         return
     line = data.count(b"\n", 0, pos) + 1
     column = pos - (data.rfind(b"\n", 0, pos) + 1) + 1
-    raise TraceFormatError(path, "an Nsight Systems JSON export (one JSON record per line; the second record "
-                                 "starts here), not a trace gapscope reads", line=line, column=column,
-                           hint="export the report to SQLite instead: "
-                                "nsys export --type sqlite --output REPORT.sqlite REPORT.nsys-rep")
+    raise TraceFormatError(
+        path,
+        "an Nsight Systems JSON export (one JSON record per line; the second record "
+        "starts here), not a trace gapscope reads",
+        line=line,
+        column=column,
+        hint="export the report to SQLite instead: nsys export --type sqlite --output REPORT.sqlite REPORT.nsys-rep",
+    )

@@ -61,8 +61,9 @@ class Lanes:
         lut = np.array([self._id(("cpu", g)) for g in uniq.tolist()], dtype=np.int32)
         return lut[inv] if lut.size else np.zeros(0, np.int32)
 
-    def build(self, devices, processes: dict[int, str], threads: dict[int, str],
-              used: np.ndarray) -> tuple[list[Lane], np.ndarray]:
+    def build(
+        self, devices, processes: dict[int, str], threads: dict[int, str], used: np.ndarray
+    ) -> tuple[list[Lane], np.ndarray]:
         """(lanes in display order, int32 map from provisional to final lane ids; -1 for
         lanes without events). ``used``: bool per provisional lane. ``devices``: a
         ``targets.Devices`` (GPU index of each process's CUDA device)."""
@@ -86,9 +87,23 @@ class Lanes:
                 if many:
                     stream_tid, tname = f"{stream_tid}@{pid}", f"{tname} (pid {pid})"
                 sort = (1, device, stream if stream >= 0 else 1 << 40, pid)
-                specs.append((sort, k, Lane(index=0, pid=str(device), tid=stream_tid, process_name=f"GPU {device}",
-                                            thread_name=tname, is_gpu=True, device=device,
-                                            stream=max(stream, -1), sort_key=sort)))
+                specs.append(
+                    (
+                        sort,
+                        k,
+                        Lane(
+                            index=0,
+                            pid=str(device),
+                            tid=stream_tid,
+                            process_name=f"GPU {device}",
+                            thread_name=tname,
+                            is_gpu=True,
+                            device=device,
+                            stream=max(stream, -1),
+                            sort_key=sort,
+                        ),
+                    )
+                )
             else:
                 g = key[1]
                 if g < 0:
@@ -99,14 +114,37 @@ class Lanes:
                     pname = processes.get(pid) or f"process {pid}"
                     tname = threads.get(g) or ("(process-wide)" if tid == 0 else f"thread {tid}")
                 sort = (0, pid, 0 if tid == pid else 1, tid)
-                specs.append((sort, k, Lane(index=0, pid=str(pid), tid=str(tid), process_name=pname,
-                                            thread_name=tname, is_gpu=False, sort_key=sort)))
+                specs.append(
+                    (
+                        sort,
+                        k,
+                        Lane(
+                            index=0,
+                            pid=str(pid),
+                            tid=str(tid),
+                            process_name=pname,
+                            thread_name=tname,
+                            is_gpu=False,
+                            sort_key=sort,
+                        ),
+                    )
+                )
         specs.sort(key=lambda s: (s[0], s[1]))
         remap = np.full(len(self.keys), -1, dtype=np.int32)
         lanes = []
         for i, (_, k, ln) in enumerate(specs):
             remap[k] = i
-            lanes.append(Lane(index=i, pid=ln.pid, tid=ln.tid, process_name=ln.process_name,
-                              thread_name=ln.thread_name, is_gpu=ln.is_gpu, device=ln.device, stream=ln.stream,
-                              sort_key=ln.sort_key))
+            lanes.append(
+                Lane(
+                    index=i,
+                    pid=ln.pid,
+                    tid=ln.tid,
+                    process_name=ln.process_name,
+                    thread_name=ln.thread_name,
+                    is_gpu=ln.is_gpu,
+                    device=ln.device,
+                    stream=ln.stream,
+                    sort_key=ln.sort_key,
+                )
+            )
         return lanes, remap

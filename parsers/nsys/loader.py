@@ -33,8 +33,15 @@ from gapscope.parsers.nsys.gpu import read_kernels, read_memcpy, read_memset, re
 from gapscope.parsers.nsys.host import Calls, read_nvtx, read_osrt, read_overhead, read_runtime
 from gapscope.parsers.nsys.lanes import Lanes
 from gapscope.parsers.nsys.names import Names, Strings
-from gapscope.parsers.nsys.schema import (CUDA_TABLES, KERNEL, NSIGHT_MARKER_TABLES, RUNTIME, TESTED_SCHEMA_MAJOR,
-                                          Enums, export_info)
+from gapscope.parsers.nsys.schema import (
+    CUDA_TABLES,
+    KERNEL,
+    NSIGHT_MARKER_TABLES,
+    RUNTIME,
+    TESTED_SCHEMA_MAJOR,
+    Enums,
+    export_info,
+)
 from gapscope.parsers.nsys.sql import Database, ro_uri
 from gapscope.parsers.nsys.targets import Devices, main_thread_names, process_names, thread_names
 
@@ -55,10 +62,13 @@ def check_nsight(db: Database) -> None:
     if any(t.startswith("CUPTI_ACTIVITY_KIND_") for t in tables) or any(t in db.tables for t in NSIGHT_MARKER_TABLES):
         return
     shown = ", ".join(sorted(tables)[:6]) + (", …" if len(tables) > 6 else "")
-    raise TraceFormatError(db.path, "an SQLite database, but not an Nsight Systems export "
-                                    f"(no StringIds, CUPTI_ACTIVITY_KIND_* or NVTX_EVENTS table; "
-                                    f"it has {len(tables)} table(s){': ' + shown if tables else ''})",
-                           hint=f"export the Nsight Systems report with: {_EXPORT_CMD}")
+    raise TraceFormatError(
+        db.path,
+        "an SQLite database, but not an Nsight Systems export "
+        f"(no StringIds, CUPTI_ACTIVITY_KIND_* or NVTX_EVENTS table; "
+        f"it has {len(tables)} table(s){': ' + shown if tables else ''})",
+        hint=f"export the Nsight Systems report with: {_EXPORT_CMD}",
+    )
 
 
 def load_nsys(path: str) -> Trace:
@@ -101,8 +111,11 @@ def _read(db: Database) -> Trace:
         blocks.append(overhead)
     _coverage_warnings(ctx, db, blocks)
     if not blocks:
-        raise TraceFormatError(db.path, "an Nsight Systems export with no CUDA, NVTX or OS runtime events",
-                               hint="profile with nsys profile --trace=cuda,nvtx,osrt and export again")
+        raise TraceFormatError(
+            db.path,
+            "an Nsight Systems export with no CUDA, NVTX or OS runtime events",
+            hint="profile with nsys profile --trace=cuda,nvtx,osrt and export again",
+        )
     if strings.present and ctx.names.missing:
         ctx.warn("StringIds", f"{ctx.names.missing} name id(s) not in StringIds: named '(string N)'")
     return _trace(ctx, db, blocks, info, domains)
@@ -126,24 +139,36 @@ def _version_warning(ctx: Context, info: dict) -> None:
     version = info.get("EXPORT_SCHEMA_VERSION", "")
     major = version.split(".", 1)[0]
     if major.isdigit() and int(major) not in TESTED_SCHEMA_MAJOR:
-        ctx.warn(None, f"export schema {version} (Nsight Systems {info.get('EXPORT_PRODUCT_VERSION', '?')}) is "
-                       f"not one this reader was checked against ({'.x, '.join(map(str, TESTED_SCHEMA_MAJOR))}.x); "
-                       "tables and columns are read where they match")
+        ctx.warn(
+            None,
+            f"export schema {version} (Nsight Systems {info.get('EXPORT_PRODUCT_VERSION', '?')}) is "
+            f"not one this reader was checked against ({'.x, '.join(map(str, TESTED_SCHEMA_MAJOR))}.x); "
+            "tables and columns are read where they match",
+        )
 
 
 def _coverage_warnings(ctx: Context, db: Database, blocks: list[Block]) -> None:
     """Say what the export lacks for a diagnosis: CUDA trace, kernels, API calls."""
     tables = {b.table for b in blocks}
     if not any(db.has(t) for t in CUDA_TABLES):
-        ctx.warn(None, "no CUDA trace in this export (no CUPTI_ACTIVITY_KIND_* tables: profiled without "
-                       "--trace=cuda?): CPU threads only")
+        ctx.warn(
+            None,
+            "no CUDA trace in this export (no CUPTI_ACTIVITY_KIND_* tables: profiled without "
+            "--trace=cuda?): CPU threads only",
+        )
         return
     if KERNEL not in tables:
-        ctx.warn(KERNEL, "no GPU kernels in this export (CUPTI_ACTIVITY_KIND_KERNEL missing or empty): "
-                         "there is no GPU idle time to explain")
+        ctx.warn(
+            KERNEL,
+            "no GPU kernels in this export (CUPTI_ACTIVITY_KIND_KERNEL missing or empty): "
+            "there is no GPU idle time to explain",
+        )
     if RUNTIME not in tables:
-        ctx.warn(RUNTIME, "no CUDA API calls in this export (CUPTI_ACTIVITY_KIND_RUNTIME missing or empty): "
-                          "gaps cannot be traced to the calls that launched their work")
+        ctx.warn(
+            RUNTIME,
+            "no CUDA API calls in this export (CUPTI_ACTIVITY_KIND_RUNTIME missing or empty): "
+            "gaps cannot be traced to the calls that launched their work",
+        )
 
 
 def _cat(blocks: list[Block], field: str, dtype, fill) -> np.ndarray:
@@ -161,8 +186,9 @@ def _trace(ctx: Context, db: Database, blocks: list[Block], info: dict, domains:
     if open_ended.any():
         last = int((start + dur)[~open_ended].max()) if (~open_ended).any() else int(start.max())
         dur[open_ended] = np.maximum(last - start[open_ended], 0)
-        ctx.warn("NVTX_EVENTS.end", f"{int(open_ended.sum())} NVTX range(s) never ended; drawn to the end of "
-                                    "the capture")
+        ctx.warn(
+            "NVTX_EVENTS.end", f"{int(open_ended.sum())} NVTX range(s) never ended; drawn to the end of the capture"
+        )
     corr = _cat(blocks, "correlation", np.int64, -1)
     pid = _cat(blocks, "pid", np.int64, -1)
     has = corr >= 0
@@ -171,8 +197,11 @@ def _trace(ctx: Context, db: Database, blocks: list[Block], info: dict, domains:
     kind = _cat(blocks, "kind", np.int8, 0)
     n_rep, n_calls, rep_id = repeated_correlations(kind, corr)
     if n_rep:
-        ctx.warn("correlationId", f"{n_rep} correlation id(s) shared by {n_calls} API calls (e.g. {rep_id}); each "
-                                  "GPU op linked to the latest such call starting before it")
+        ctx.warn(
+            "correlationId",
+            f"{n_rep} correlation id(s) shared by {n_calls} API calls (e.g. {rep_id}); each "
+            "GPU op linked to the latest such call starting before it",
+        )
     lane = _cat(blocks, "lane", np.int32, 0)
     used = np.zeros(len(ctx.lanes.keys), dtype=bool)
     used[lane] = True
@@ -181,12 +210,14 @@ def _trace(ctx: Context, db: Database, blocks: list[Block], info: dict, domains:
     processes.update(process_names(db))
     lanes, remap = ctx.lanes.build(ctx.devices, processes, threads, used)
     table_names = [b.table for b in blocks]
-    code = np.concatenate([np.full(len(b), k if b.rowid is not None else -1, np.int16)
-                           for k, b in enumerate(blocks)])
+    code = np.concatenate([np.full(len(b), k if b.rowid is not None else -1, np.int16) for k, b in enumerate(blocks)])
     rowid = _cat(blocks, "rowid", np.int64, -1)
-    source = SourceInfo(path=db.path, format=FORMAT,
-                        device_properties=ctx.devices.properties([ln.device for ln in lanes if ln.is_gpu]),
-                        ignored_counts=_ignored(ctx, db, set(table_names)))
+    source = SourceInfo(
+        path=db.path,
+        format=FORMAT,
+        device_properties=ctx.devices.properties([ln.device for ln in lanes if ln.is_gpu]),
+        ignored_counts=_ignored(ctx, db, set(table_names)),
+    )
     if info.get("EXPORT_PRODUCT_VERSION"):
         source.extra["nsys_version"] = info["EXPORT_PRODUCT_VERSION"]
     if info.get("EXPORT_SCHEMA_VERSION"):
@@ -197,10 +228,19 @@ def _trace(ctx: Context, db: Database, blocks: list[Block], info: dict, domains:
     if domains:
         source.extra["nvtx_domains"] = domains
     return Trace.from_columns(
-        start_ns=start, dur_ns=dur, lane=remap[lane], name_id=_cat(blocks, "name", np.int32, 0),
-        kind=kind, names=ctx.names.names, lanes=lanes, source=source,
-        warnings=ctx.warnings, correlation=corr, bytes_=_cat(blocks, "bytes", np.int64, -1),
-        copy_kind=_cat(blocks, "copy_kind", np.int8, 0), pageable=_cat(blocks, "pageable", bool, False),
+        start_ns=start,
+        dur_ns=dur,
+        lane=remap[lane],
+        name_id=_cat(blocks, "name", np.int32, 0),
+        kind=kind,
+        names=ctx.names.names,
+        lanes=lanes,
+        source=source,
+        warnings=ctx.warnings,
+        correlation=corr,
+        bytes_=_cat(blocks, "bytes", np.int64, -1),
+        copy_kind=_cat(blocks, "copy_kind", np.int8, 0),
+        pageable=_cat(blocks, "pageable", bool, False),
         args_loader=_RowArgs(db.path, table_names, code, rowid),
     )
 

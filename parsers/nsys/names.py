@@ -8,7 +8,7 @@ built over the distinct ids only (one Python call per distinct name, none per ev
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -99,8 +99,9 @@ class Names:
         """int32 name ids of ``texts`` (one dict lookup each, driven from C by ``map``)."""
         return np.fromiter(map(self._index.__getitem__, texts), dtype=np.int32, count=len(texts))
 
-    def of_string_ids(self, ids: np.ndarray, transform: Callable[[str], str] | None = None,
-                      fallback: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    def of_string_ids(
+        self, ids: np.ndarray, transform: Callable[[str], str] | None = None, fallback: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, list[str]]:
         """Name ids for a column of ``StringIds`` ids.
 
         ``transform`` rewrites each distinct name (e.g. ``schema.api_name``);

@@ -73,35 +73,53 @@ def export_report(path: str) -> str:
     suggested = str(Path(path).with_suffix(".sqlite").name)
     nsys = shutil.which("nsys")
     if nsys is None:
-        raise TraceFormatError(path, "an Nsight Systems report: gapscope reads its SQLite export, and nsys is not "
-                                     "on PATH to make one",
-                               hint=f"export it where Nsight Systems is installed: {_export_command(path, suggested)}"
-                                    f", then open {suggested}")
+        raise TraceFormatError(
+            path,
+            "an Nsight Systems report: gapscope reads its SQLite export, and nsys is not on PATH to make one",
+            hint=f"export it where Nsight Systems is installed: {_export_command(path, suggested)}"
+            f", then open {suggested}",
+        )
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise TraceFormatError(path, f"cannot create the export cache {out.parent}: {exc.strerror or exc}",
-                               hint=f"set GAPSCOPE_CACHE_DIR, or export it yourself: {_export_command(path, suggested)}")
+        raise TraceFormatError(
+            path,
+            f"cannot create the export cache {out.parent}: {exc.strerror or exc}",
+            hint=f"set GAPSCOPE_CACHE_DIR, or export it yourself: {_export_command(path, suggested)}",
+        ) from exc
     tmp = out.with_name(f"{out.stem}.{os.getpid()}.partial.sqlite")
     tty = sys.stderr.isatty()
     if tty:
-        print(f"gapscope: exporting {path} to SQLite with nsys (once; kept in {out.parent})", file=sys.stderr,
-              flush=True)
+        print(
+            f"gapscope: exporting {path} to SQLite with nsys (once; kept in {out.parent})", file=sys.stderr, flush=True
+        )
     cmd = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(tmp), os.path.abspath(path)]
     try:
-        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno() if tty else subprocess.DEVNULL,
-                              stderr=subprocess.PIPE)
+        proc = subprocess.run(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=sys.stderr.fileno() if tty else subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
     except OSError as exc:
-        raise TraceFormatError(path, f"cannot run nsys: {exc.strerror or exc}",
-                               hint=f"export it yourself: {_export_command(path, suggested)}") from None
+        raise TraceFormatError(
+            path,
+            f"cannot run nsys: {exc.strerror or exc}",
+            hint=f"export it yourself: {_export_command(path, suggested)}",
+        ) from None
     made = next((c for c in (tmp, Path(str(tmp) + ".sqlite")) if c.is_file()), None)
     if proc.returncode != 0 or made is None:
         for c in (tmp, Path(str(tmp) + ".sqlite")):
             c.unlink(missing_ok=True)
-        last = next((ln.strip() for ln in reversed(proc.stderr.decode("utf-8", "replace").splitlines()) if ln.strip()),
-                    "no output")
+        last = next(
+            (ln.strip() for ln in reversed(proc.stderr.decode("utf-8", "replace").splitlines()) if ln.strip()),
+            "no output",
+        )
         why = f"exit status {proc.returncode}" if proc.returncode else "it wrote no file"
-        raise TraceFormatError(path, f"nsys export failed ({why}): {last}",
-                               hint=f"run it yourself to see why: {_export_command(path, suggested)}")
+        raise TraceFormatError(
+            path,
+            f"nsys export failed ({why}): {last}",
+            hint=f"run it yourself to see why: {_export_command(path, suggested)}",
+        )
     os.replace(made, out)
     return str(out)

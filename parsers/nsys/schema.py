@@ -23,9 +23,29 @@ import numpy as np
 from gapscope.parsers.model import CopyKind
 
 __all__ = [
-    "KERNEL", "MEMCPY", "MEMSET", "RUNTIME", "SYNC", "NVTX", "OSRT", "OVERHEAD", "CUDA_TABLES",
-    "NSIGHT_MARKER_TABLES", "INVALID_ID", "pid_of", "tid_of", "api_name", "Enums", "export_info",
-    "SYNC_NAMES", "sync_name_of_call", "RANGE", "MARK", "DOMAIN", "TESTED_SCHEMA_MAJOR", "API_CLASSES",
+    "KERNEL",
+    "MEMCPY",
+    "MEMSET",
+    "RUNTIME",
+    "SYNC",
+    "NVTX",
+    "OSRT",
+    "OVERHEAD",
+    "CUDA_TABLES",
+    "NSIGHT_MARKER_TABLES",
+    "INVALID_ID",
+    "pid_of",
+    "tid_of",
+    "api_name",
+    "Enums",
+    "export_info",
+    "SYNC_NAMES",
+    "sync_name_of_call",
+    "RANGE",
+    "MARK",
+    "DOMAIN",
+    "TESTED_SCHEMA_MAJOR",
+    "API_CLASSES",
 ]
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -39,8 +59,16 @@ OVERHEAD = "PROFILER_OVERHEAD"
 #: Tables of CUDA trace; an export with none of them was captured without ``--trace=cuda``.
 CUDA_TABLES = (KERNEL, MEMCPY, MEMSET, RUNTIME, SYNC)
 #: Any of these (or a ``CUPTI_ACTIVITY_KIND_*`` table) marks a file as an Nsight export.
-NSIGHT_MARKER_TABLES = ("StringIds", "ThreadNames", "TARGET_INFO_GPU", "META_DATA_EXPORT", "EXPORT_META_DATA",
-                        NVTX, OSRT, "TARGET_INFO_SESSION_START_TIME")
+NSIGHT_MARKER_TABLES = (
+    "StringIds",
+    "ThreadNames",
+    "TARGET_INFO_GPU",
+    "META_DATA_EXPORT",
+    "EXPORT_META_DATA",
+    NVTX,
+    OSRT,
+    "TARGET_INFO_SESSION_START_TIME",
+)
 #: ``CUPTI_SYNCHRONIZATION_INVALID_VALUE`` / ``CUPTI_INVALID_STREAM_ID``: "not applicable".
 INVALID_ID = 0xFFFFFFFF
 #: Export schema majors this reader was checked against (2.x of 2022, 3.x of 2023-2025).
@@ -69,37 +97,87 @@ def api_name(name: str) -> str:
 
 # ------------------------------------------------------------------ enumerations
 #: ``copyKind`` (``ENUM_CUDA_MEMCPY_OPER``; CUPTI's ``CUpti_ActivityMemcpyKind``).
-_MEMCPY_BY_ID = {0: "UNKNOWN", 1: "HTOD", 2: "DTOH", 3: "HTOA", 4: "ATOH", 5: "ATOA", 6: "ATOD", 7: "DTOA",
-                 8: "DTOD", 9: "HTOH", 10: "PTOP", 11: "UVM_HTOD", 12: "UVM_DTOH", 13: "UVM_DTOD"}
+_MEMCPY_BY_ID = {
+    0: "UNKNOWN",
+    1: "HTOD",
+    2: "DTOH",
+    3: "HTOA",
+    4: "ATOH",
+    5: "ATOA",
+    6: "ATOD",
+    7: "DTOA",
+    8: "DTOD",
+    9: "HTOH",
+    10: "PTOP",
+    11: "UVM_HTOD",
+    12: "UVM_DTOH",
+    13: "UVM_DTOD",
+}
 #: Enum word → (Kineto's label, ``CopyKind``). Array copies count with the device side.
 _MEMCPY_WORDS = {
-    "HTOD": ("HtoD", CopyKind.H2D), "DTOH": ("DtoH", CopyKind.D2H), "HTOA": ("HtoA", CopyKind.H2D),
-    "ATOH": ("AtoH", CopyKind.D2H), "ATOA": ("AtoA", CopyKind.D2D), "ATOD": ("AtoD", CopyKind.D2D),
-    "DTOA": ("DtoA", CopyKind.D2D), "DTOD": ("DtoD", CopyKind.D2D), "HTOH": ("HtoH", CopyKind.H2H),
+    "HTOD": ("HtoD", CopyKind.H2D),
+    "DTOH": ("DtoH", CopyKind.D2H),
+    "HTOA": ("HtoA", CopyKind.H2D),
+    "ATOH": ("AtoH", CopyKind.D2H),
+    "ATOA": ("AtoA", CopyKind.D2D),
+    "ATOD": ("AtoD", CopyKind.D2D),
+    "DTOA": ("DtoA", CopyKind.D2D),
+    "DTOD": ("DtoD", CopyKind.D2D),
+    "HTOH": ("HtoH", CopyKind.H2H),
     "PTOP": ("PtoP", CopyKind.P2P),
 }
 #: ``srcKind``/``dstKind``/``memKind`` (``ENUM_CUDA_MEM_KIND``, Nsight's numbering).
-_MEM_KIND_BY_ID = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static",
-                   6: "Managed Static", 7: "Unknown"}
+_MEM_KIND_BY_ID = {
+    0: "Pageable",
+    1: "Pinned",
+    2: "Device",
+    3: "Array",
+    4: "Managed",
+    5: "Device Static",
+    6: "Managed Static",
+    7: "Unknown",
+}
 #: ``syncType`` (``ENUM_CUPTI_SYNC_TYPE``) → Kineto's name of the ``cuda_sync`` record.
 SYNC_NAMES = {0: "Unknown Sync", 1: "Event Sync", 2: "Stream Wait Event", 3: "Stream Sync", 4: "Context Sync"}
-_SYNC_WORDS = (("STREAM_WAIT", "Stream Wait Event"), ("STREAM_SYNC", "Stream Sync"), ("EVENT_SYNC", "Event Sync"),
-               ("CONTEXT_SYNC", "Context Sync"))
+_SYNC_WORDS = (
+    ("STREAM_WAIT", "Stream Wait Event"),
+    ("STREAM_SYNC", "Stream Sync"),
+    ("EVENT_SYNC", "Event Sync"),
+    ("CONTEXT_SYNC", "Context Sync"),
+)
 _SYNC_BY_CALL = {
-    "cudaStreamSynchronize": "Stream Sync", "cuStreamSynchronize": "Stream Sync",
-    "cudaDeviceSynchronize": "Context Sync", "cudaThreadSynchronize": "Context Sync",
+    "cudaStreamSynchronize": "Stream Sync",
+    "cuStreamSynchronize": "Stream Sync",
+    "cudaDeviceSynchronize": "Context Sync",
+    "cudaThreadSynchronize": "Context Sync",
     "cuCtxSynchronize": "Context Sync",
-    "cudaEventSynchronize": "Event Sync", "cuEventSynchronize": "Event Sync",
-    "cudaStreamWaitEvent": "Stream Wait Event", "cuStreamWaitEvent": "Stream Wait Event",
+    "cudaEventSynchronize": "Event Sync",
+    "cuEventSynchronize": "Event Sync",
+    "cudaStreamWaitEvent": "Stream Wait Event",
+    "cuStreamWaitEvent": "Stream Wait Event",
 }
 #: NVTX ``eventType`` (``ENUM_NSYS_EVENT_TYPE``): what each is to the timeline.
 RANGE, MARK, DOMAIN = "range", "mark", "domain"
 _NVTX_BY_ID = {59: RANGE, 60: RANGE, 70: RANGE, 71: RANGE, 34: MARK, 65: MARK, 75: DOMAIN}
-_NVTX_BY_NAME = {"NvtxPushPopRange": RANGE, "NvtxStartEndRange": RANGE, "NvtxtPushPopRange": RANGE,
-                 "NvtxtStartEndRange": RANGE, "NvtxMark": MARK, "NvtxtMark": MARK, "NvtxDomainCreate": DOMAIN}
+_NVTX_BY_NAME = {
+    "NvtxPushPopRange": RANGE,
+    "NvtxStartEndRange": RANGE,
+    "NvtxtPushPopRange": RANGE,
+    "NvtxtStartEndRange": RANGE,
+    "NvtxMark": MARK,
+    "NvtxtMark": MARK,
+    "NvtxDomainCreate": DOMAIN,
+}
 #: ``eventClass`` of ``CUPTI_ACTIVITY_KIND_RUNTIME`` / ``OSRT_API`` (``ENUM_NSYS_EVENT_CLASS``).
-_EVENT_CLASS_BY_ID = {0: "CUDA runtime", 1: "CUDA driver", 26: "CUDA API", 27: "OSRT runtime", 31: "OSRT start",
-                      32: "OSRT finish", 67: "CUDA backtrace"}
+_EVENT_CLASS_BY_ID = {
+    0: "CUDA runtime",
+    1: "CUDA driver",
+    26: "CUDA API",
+    27: "OSRT runtime",
+    31: "OSRT start",
+    32: "OSRT finish",
+    67: "CUDA backtrace",
+}
 #: Event classes that are API calls (the rest duplicate or frame them).
 API_CLASSES = frozenset({"CUDA runtime", "CUDA driver", "CUDA API", "OSRT runtime"})
 
@@ -185,6 +263,9 @@ def export_info(db) -> dict[str, str]:
     for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
         cols = db.columns(table)
         if "name" in cols and "value" in cols:
-            return {str(k): str(v) for k, v in db.rows(f'SELECT name, value FROM "{table}"', what=table)
-                    if k is not None and v is not None}
+            return {
+                str(k): str(v)
+                for k, v in db.rows(f'SELECT name, value FROM "{table}"', what=table)
+                if k is not None and v is not None
+            }
     return {}

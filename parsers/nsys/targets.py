@@ -88,8 +88,9 @@ class Devices:
         self._map: dict[tuple[int, int], int] = {}
         cols = db.columns("TARGET_INFO_CUDA_DEVICE")
         if {"gpuId", "cudaId", "pid"} <= set(cols):
-            for gpu, cuda, pid in db.rows("SELECT gpuId, cudaId, pid FROM TARGET_INFO_CUDA_DEVICE",
-                                          what="TARGET_INFO_CUDA_DEVICE"):
+            for gpu, cuda, pid in db.rows(
+                "SELECT gpuId, cudaId, pid FROM TARGET_INFO_CUDA_DEVICE", what="TARGET_INFO_CUDA_DEVICE"
+            ):
                 if isinstance(gpu, int) and isinstance(cuda, int) and isinstance(pid, int):
                     self._map[(pid, cuda)] = gpu
         self._gpus = self._read(db, "TARGET_INFO_GPU")
@@ -115,7 +116,7 @@ class Devices:
             hit = [r for r in rows if r.get("id", r.get("deviceId")) == index]
         else:  # the index is a CUDA device number: prefer CUDA-capable rows
             cuda = [r for r in rows if r.get("smCount", 1)]
-            hit = ([r for r in cuda if r.get("cuDevice") == index] if any("cuDevice" in r for r in cuda) else [])
+            hit = [r for r in cuda if r.get("cuDevice") == index] if any("cuDevice" in r for r in cuda) else []
             hit = hit or [r for r in cuda if r.get("id", r.get("deviceId")) == index]
         return hit[0] if hit else None
 

@@ -36,8 +36,9 @@ _ONE_EVENT_RAW_TS = msgspec.json.Decoder(AnyEventRawTs)
 _WS = b" \t\r\n"
 
 
-def find_cut(data, root: int, raw_ts: bool = False,
-             head_fraction: float = 0.5) -> tuple[int, int, int, int, ObjectHeader | None] | None:
+def find_cut(
+    data, root: int, raw_ts: bool = False, head_fraction: float = 0.5
+) -> tuple[int, int, int, int, ObjectHeader | None] | None:
     """(just after the events array's ``[``, the ``}`` ending the head's last event,
     the ``,`` after it, the array's ``]``, the object form's ``ObjectHeader`` or None),
     or None. The boundary is the first at or after ``head_fraction`` of the array's
@@ -47,7 +48,7 @@ def find_cut(data, root: int, raw_ts: bool = False,
     if begin < 0:
         return None
     header: ObjectHeader | None = None
-    if data[root:root + 1] == b"{":
+    if data[root : root + 1] == b"{":
         found = _array_end(data, root, begin, raw_ts)
         if found is None:
             return None
@@ -90,7 +91,7 @@ def _array_end(data, root: int, begin: int, raw_ts: bool) -> tuple[int, ObjectHe
     costs a decode of the text after it only (at most ``END_WINDOW_BYTES``; all
     candidates together at most ``END_DECODE_BUDGET``)."""
     view = memoryview(data)
-    prefix = bytes(view[root:begin - 1])
+    prefix = bytes(view[root : begin - 1])
     try:
         if bytes(_HEADER.decode(prefix + _MARKER + b"}").traceEvents) != _MARKER:
             return None
@@ -104,7 +105,7 @@ def _array_end(data, root: int, begin: int, raw_ts: bool) -> tuple[int, ObjectHe
         spent += len(data) - end
         if end < 0 or spent > END_DECODE_BUDGET:
             return None
-        suffix = view[end + 1:]
+        suffix = view[end + 1 :]
         try:
             if bytes(_REST.decode(b"".join((_OPEN, suffix))).traceEvents) != _ABSENT:
                 continue  # a later traceEvents key would be the one a decoder keeps
@@ -136,7 +137,7 @@ def _event_before(data, begin: int, end: int, raw_ts: bool) -> bool:
         if start < 0:
             return False
         try:
-            decoder.decode(memoryview(data)[start:close + 1])
+            decoder.decode(memoryview(data)[start : close + 1])
             return True
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             continue

@@ -29,10 +29,10 @@ import warnings
 import msgspec
 import numpy as np
 
-from gapscope.parsers.chrome.parallel.cut import find_cut
 from gapscope.parsers.chrome.lazy_args import EventText
-from gapscope.parsers.chrome.parallel.joined import JoinedEvents
 from gapscope.parsers.chrome.parallel import transfer as _tx
+from gapscope.parsers.chrome.parallel.cut import find_cut
+from gapscope.parsers.chrome.parallel.joined import JoinedEvents
 from gapscope.parsers.chrome.scan import PH_FLOW, PH_M, PH_OTHER, EventColumns, merge, scan_events
 from gapscope.parsers.chrome.schema import ObjectHeader
 
@@ -64,7 +64,7 @@ class Parts:
     """What ``decode_parts`` gives: the joined events, their columns, and for the
     object form the decoded document without its events (``header``)."""
 
-    def __init__(self, events: "JoinedEvents", scanned: EventColumns, header: ObjectHeader | None) -> None:
+    def __init__(self, events: JoinedEvents, scanned: EventColumns, header: ObjectHeader | None) -> None:
         self.events = events
         self.scanned = scanned
         self.header = header
@@ -76,8 +76,9 @@ class Pending:
     works to: known at once for ``start``; for ``start_file`` the child plans on the
     file and reports its plan with its result, checked against this process's own."""
 
-    def __init__(self, pid: int, fd: int, shared: mmap.mmap, plan: tuple | None, stamp: tuple | None,
-                 t0: float) -> None:
+    def __init__(
+        self, pid: int, fd: int, shared: mmap.mmap, plan: tuple | None, stamp: tuple | None, t0: float
+    ) -> None:
         self.pid, self.fd, self.shared, self.plan, self.stamp, self.t0 = pid, fd, shared, plan, stamp, t0
         self.header: ObjectHeader | None = None  # the object form's header, with ``plan``
         self.done = False
@@ -190,8 +191,12 @@ def start(data, root: int, raw_ts: bool, decoders: dict) -> Pending | None:
     begin, brace, comma, end, _ = cut
     list_decoder, x_class = decoders[raw_ts]
     plan = (root, raw_ts, begin, brace, comma, end)
-    pending = _fork(lambda: _tx.tail_payload(_frame_tail(data, comma, end), list_decoder, x_class, raw_ts, plan),
-                    4 * (end - comma) + (64 << 20), plan, None)
+    pending = _fork(
+        lambda: _tx.tail_payload(_frame_tail(data, comma, end), list_decoder, x_class, raw_ts, plan),
+        4 * (end - comma) + (64 << 20),
+        plan,
+        None,
+    )
     if pending is not None:
         pending.header = cut[4]
     return pending
@@ -218,11 +223,15 @@ def start_file(path: str, root_of, raw_ts_of, decoders: dict) -> Pending | None:
             return None
         head = os.pread(fd, 4096, 0)
         root = root_of(head)
-        if head[:2] == b"\x1f\x8b" or root < 0 or head[root:root + 1] not in (b"{", b"["):
+        if head[:2] == b"\x1f\x8b" or root < 0 or head[root : root + 1] not in (b"{", b"["):
             return None  # gzip, or not JSON: nothing to split
         stamp = _stamp(st)
-        return _fork(lambda: _file_tail_payload(fd, stamp, root_of, raw_ts_of, decoders),
-                     2 * st.st_size + (64 << 20), None, stamp)
+        return _fork(
+            lambda: _file_tail_payload(fd, stamp, root_of, raw_ts_of, decoders),
+            2 * st.st_size + (64 << 20),
+            None,
+            stamp,
+        )
     except OSError:
         return None
     finally:
@@ -238,7 +247,7 @@ def _file_tail_payload(fd: int, stamp: tuple, root_of, raw_ts_of, decoders: dict
     if view[:2] == b"\x1f\x8b":
         return pickle.dumps(None)
     root = root_of(view)
-    if root < 0 or view[root:root + 1] not in (b"{", b"["):
+    if root < 0 or view[root : root + 1] not in (b"{", b"["):
         return pickle.dumps(None)
     raw_ts = raw_ts_of(view, root)
     cut = find_cut(view, root, raw_ts, HEAD_FRACTION)
@@ -247,13 +256,20 @@ def _file_tail_payload(fd: int, stamp: tuple, root_of, raw_ts_of, decoders: dict
     begin, brace, comma, end, _ = cut
     list_decoder, x_class = decoders[raw_ts]
     view[comma] = 0x5B  # "[": this process's private copy of the page
-    payload = _tx.tail_payload(memoryview(view)[comma:end + 1], list_decoder, x_class, raw_ts,
-                            (root, raw_ts, begin, brace, comma, end))
+    payload = _tx.tail_payload(
+        memoryview(view)[comma : end + 1], list_decoder, x_class, raw_ts, (root, raw_ts, begin, brace, comma, end)
+    )
     return payload if _stamp(os.fstat(fd)) == stamp else pickle.dumps(None)
 
 
-def decode_parts(data, root: int, raw_ts: bool, decoders: dict, pending: Pending | None = None,
-                 read_stat: os.stat_result | None = None) -> Parts | None:
+def decode_parts(
+    data,
+    root: int,
+    raw_ts: bool,
+    decoders: dict,
+    pending: Pending | None = None,
+    read_stat: os.stat_result | None = None,
+) -> Parts | None:
     """Decode ``data`` (a Chrome trace; ``root``: offset of its first ``{``/``[``) in
     two parts, or None (then decode it in one piece).
 
@@ -297,8 +313,10 @@ def decode_parts(data, root: int, raw_ts: bool, decoders: dict, pending: Pending
             return None
         scanned = scan_events(head, x_class)
         code = scanned.code
-        head_lists = {PH_FLOW: [head[k] for k in np.flatnonzero(code == PH_FLOW).tolist()],
-                      PH_OTHER: [head[k] for k in np.flatnonzero((code == PH_M) | (code == PH_OTHER)).tolist()]}
+        head_lists = {
+            PH_FLOW: [head[k] for k in np.flatnonzero(code == PH_FLOW).tolist()],
+            PH_OTHER: [head[k] for k in np.flatnonzero((code == PH_M) | (code == PH_OTHER)).tolist()],
+        }
         del head  # the X events are columns now: free them while the child still works
         wait_s = max(MIN_WAIT_S, WAIT_FACTOR * (time.perf_counter() - pending.t0))
         payload = _tx.receive(pending.fd, pending.shared, time.monotonic() + wait_s)
@@ -340,10 +358,10 @@ def _decode_head(data: bytes | bytearray, begin: int, brace: int, list_decoder) 
         data[brace + 1] = 0x5D  # "]"
         try:
             with memoryview(data) as view:
-                return list_decoder.decode(view[begin - 1:brace + 2])
+                return list_decoder.decode(view[begin - 1 : brace + 2])
         finally:
             data[brace + 1] = saved
-    return list_decoder.decode(b"".join((memoryview(data)[begin - 1:brace + 1], b"]")))
+    return list_decoder.decode(b"".join((memoryview(data)[begin - 1 : brace + 1], b"]")))
 
 
 def _frame_tail(data, comma: int, end: int):
@@ -351,8 +369,8 @@ def _frame_tail(data, comma: int, end: int):
     (in place in a ``bytearray``: this process's copy), else a framed copy."""
     if isinstance(data, bytearray):
         data[comma] = 0x5B  # "["
-        return memoryview(data)[comma:end + 1]
-    return b"".join((b"[", memoryview(data)[comma + 1:end], b"]"))
+        return memoryview(data)[comma : end + 1]
+    return b"".join((b"[", memoryview(data)[comma + 1 : end], b"]"))
 
 
 def _reap(pid: int) -> None:
@@ -364,5 +382,3 @@ def _reap(pid: int) -> None:
             os.waitpid(pid, 0)
     except (ChildProcessError, ProcessLookupError):
         pass
-
-

@@ -29,16 +29,24 @@ class JoinedEvents(Sequence):
     document. ``code``: int8 phase code of every event (``chrome_scan``).
     """
 
-    def __init__(self, code: np.ndarray, head_lists: dict[int, list], blobs: dict[int, bytes], raw_ts: bool,
-                 x_class: type, text: EventText) -> None:
+    def __init__(
+        self,
+        code: np.ndarray,
+        head_lists: dict[int, list],
+        blobs: dict[int, bytes],
+        raw_ts: bool,
+        x_class: type,
+        text: EventText,
+    ) -> None:
         self.code = code
         self.n = int(code.size)
         self._head = head_lists
         self._tail: dict[int, list] = {}
         self._blobs = blobs
-        self._decoders = {PH_FLOW: msgspec.msgpack.Decoder(EVENT_LIST),
-                          PH_OTHER: (msgspec.json.Decoder(EVENT_LIST_RAW_TS) if raw_ts
-                                     else msgspec.msgpack.Decoder(EVENT_LIST))}
+        self._decoders = {
+            PH_FLOW: msgspec.msgpack.Decoder(EVENT_LIST),
+            PH_OTHER: (msgspec.json.Decoder(EVENT_LIST_RAW_TS) if raw_ts else msgspec.msgpack.Decoder(EVENT_LIST)),
+        }
         self._rank: dict[int, np.ndarray] = {}
         self._x_decoder: msgspec.json.Decoder = msgspec.json.Decoder(x_class)
         self.text = text

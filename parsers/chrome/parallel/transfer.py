@@ -42,17 +42,34 @@ def tail_payload(text, list_decoder, x_class: type, raw_ts: bool, plan: tuple) -
     if raw_ts and not all(map(_all_finite, others)):  # JSON would write a non-finite float as null
         return pickle.dumps(None)
     out = {
-        "n": ec.n, "cats": list(ec.cats), "names": list(ec.names), "lanes": list(ec.lanes),
-        "has_v2": ec.has_v2, "legacy": ec.legacy, "old_ids": ec.old_ids, "plan": plan,
-        "flows": _MSGPACK.encode(flows), "others": (_JSON if raw_ts else _MSGPACK).encode(others),
+        "n": ec.n,
+        "cats": list(ec.cats),
+        "names": list(ec.names),
+        "lanes": list(ec.lanes),
+        "has_v2": ec.has_v2,
+        "legacy": ec.legacy,
+        "old_ids": ec.old_ids,
+        "plan": plan,
+        "flows": _MSGPACK.encode(flows),
+        "others": (_JSON if raw_ts else _MSGPACK).encode(others),
         "arrays": {name: (a.dtype.str, a.tobytes()) for name, a in _arrays(ec).items()},
     }
     return pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 #: The array fields of ``EventColumns`` (``args`` travels field by field too).
-_ARRAY_FIELDS = ("code", "cat_x", "name_x", "lane_x", "start_ns", "start_status", "dur_ns", "dur_status", "kind_x",
-                 "cat_f")
+_ARRAY_FIELDS = (
+    "code",
+    "cat_x",
+    "name_x",
+    "lane_x",
+    "start_ns",
+    "start_status",
+    "dur_ns",
+    "dur_status",
+    "kind_x",
+    "cat_f",
+)
 
 
 def _arrays(ec: EventColumns) -> dict[str, np.ndarray]:
@@ -77,10 +94,10 @@ def send(fd: int, shared: mmap.mmap, payload: bytes) -> None:
     does not fit, the length and then the payload itself on the pipe (mode 1)."""
     fits = len(payload) <= len(shared)
     if fits:
-        shared[:len(payload)] = payload
+        shared[: len(payload)] = payload
     view = memoryview(len(payload).to_bytes(8, "little") + (b"\0" if fits else b"\1") + (b"" if fits else payload))
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def receive(fd: int, shared: mmap.mmap, deadline: float) -> bytes | memoryview | None:
@@ -123,7 +140,14 @@ def unpack(payload: bytes | memoryview) -> tuple[EventColumns, dict, tuple] | No
     arr = {k: np.frombuffer(b, dtype=np.dtype(t)) for k, (t, b) in d["arrays"].items()}
     interner = lambda keys: Interner(zip(keys, range(len(keys))))  # noqa: E731
     ec = EventColumns(
-        n=d["n"], cats=interner(d["cats"]), names=interner(d["names"]), lanes=interner(d["lanes"]),
+        n=d["n"],
+        cats=interner(d["cats"]),
+        names=interner(d["names"]),
+        lanes=interner(d["lanes"]),
         args=ArgColumns(*(arr["args." + f] for f in ArgColumns.__dataclass_fields__)),
-        has_v2=d["has_v2"], legacy=d["legacy"], old_ids=d["old_ids"], **{f: arr[f] for f in _ARRAY_FIELDS})
+        has_v2=d["has_v2"],
+        legacy=d["legacy"],
+        old_ids=d["old_ids"],
+        **{f: arr[f] for f in _ARRAY_FIELDS},
+    )
     return ec, {PH_FLOW: d["flows"], PH_OTHER: d["others"]}, tuple(d["plan"])

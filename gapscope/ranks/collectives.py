@@ -64,8 +64,8 @@ class Matched:
 class RankWaits:
     """Per rank, over the matched collectives: ``wait_ns`` (its kernels' waiting time),
     ``exposed_ns`` (of which no other kernel ran), ``cost_ns`` (the waits it imposed
-    on the others by arriving last), ``last_count`` (how often it was last of the
-    collectives it took part in), ``cost_by_step`` ``{step label: ns}``,
+    on the others by arriving last), ``last_count`` (how often it was last at a
+    collective someone waited at), ``cost_by_step`` ``{step label: ns}``,
     ``wait_by_step`` ``{step label: ns}``, ``unmatched`` (its collectives no other rank
     has)."""
 
@@ -126,9 +126,10 @@ def match_collectives(ranks: dict[int, RankSummary]) -> tuple[list[Matched], dic
                     np.array([c.busy_before_ns for c in cs], dtype=np.int64))
         out.append(m)
         last = int(rs[last_i])
-        waits[last].cost_ns += cost
-        waits[last].last_count += 1
-        waits[last].cost_by_step[label] = waits[last].cost_by_step.get(label, 0) + cost
+        if cost > 0:
+            waits[last].cost_ns += cost
+            waits[last].last_count += 1
+            waits[last].cost_by_step[label] = waits[last].cost_by_step.get(label, 0) + cost
         for j, r in enumerate(rs.tolist()):
             w = waits[r]
             w.wait_ns += int(wait[j])

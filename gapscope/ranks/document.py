@@ -15,8 +15,8 @@ cost, then step time.
 ``STRAGGLER_FACTOR`` times the next rank's and the others waited for it at least
 ``MIN_WAIT_SHARE`` of their step time on average; its lateness is explained from its
 own diagnosis: the largest idle gap (with its card; not a dependency gap, where the
-rank was itself blocked GPU-side) in the same step before the
-collective it was last at, or, with no such gap, its GPU work before the collective
+rank was itself blocked GPU-side) between its previous collective and the one it was
+last at, or, with no such gap, its GPU work before the collective
 against the others' (more work: imbalance).
 """
 
@@ -170,10 +170,12 @@ def _lateness_cause(r: int, s: RankSummary, m: Matched) -> dict:
     """Why rank ``r`` arrived last at ``m``, from its own summary."""
     j = int(np.flatnonzero(m.ranks == r)[0])
     start = int(m.start_ns[j])
-    step = s.step_labels.index(m.step_label) if m.step_label in s.step_labels else -1
+    # The stretch since the rank's previous collective: what it did before arriving.
+    since = max((c.end_ns for c in s.collectives if c.end_ns <= start), default=None)
     # A dependency gap is the rank itself blocked GPU-side (often on an earlier collective):
     # not a cause of its own lateness.
-    before = [g for g in s.gaps if g.step == step and g.end_ns <= start and g.cause != Cause.DEPENDENCY.label]
+    before = [g for g in s.gaps if g.end_ns <= start and (since is None or g.end_ns > since)
+              and g.cause != Cause.DEPENDENCY.label]
     others = np.delete(m.busy_before_ns, j)
     extra_busy = int(m.busy_before_ns[j] - np.median(others)) if others.size else 0
     wait_each = m.cost_ns // max(len(m.ranks) - 1, 1)

@@ -227,3 +227,38 @@ def test_corpus_hta_pair():
     out = io.StringIO()
     out.write(render_text(doc, width=80))
     assert "no single straggler" in out.getvalue()
+
+
+# ------------------------------------------------------------ a worker that dies
+
+def die_once(path: str, params):
+    """Summarise ``path``, but kill the worker process the first time a rank whose
+    file name holds ``die`` is seen (a marker file beside it remembers), and every
+    time for ``always-die``."""
+    import os
+
+    from gapscope.ranks.summary import summarize_or_fail
+
+    p = Path(path)
+    if "always-die" in p.name:
+        os._exit(1)
+    marker = p.with_name(p.name + ".died")
+    if "die" in p.name and not marker.exists():
+        marker.write_text("")
+        os._exit(1)
+    return summarize_or_fail(path, params)
+
+
+def test_pool_survives_a_dying_worker(tmp_path):
+    from gapscope.ranks.pool import summarize_all
+    from gapscope.ranks.summary import RankFailure, RankSummary
+
+    paths = write_rank_set(tmp_path, 3, steps=2, name="w{r}.json")
+    dying = paths[1].rename(tmp_path / "die-rank-1.json")
+    always = tmp_path / "always-die-rank-3.json"
+    always.write_bytes(paths[0].read_bytes())
+    files = [str(paths[0]), str(dying), str(paths[2]), str(always)]
+    res = summarize_all(files, jobs=2, fn=die_once)
+    assert [type(r) for r in res] == [RankSummary, RankSummary, RankSummary, RankFailure]
+    assert "died each time" in res[3].error
+    assert (tmp_path / "die-rank-1.json.died").exists()

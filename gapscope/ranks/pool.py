@@ -6,7 +6,8 @@ summaries, and a worker's is one rank's trace. Results stream back as they finis
 (``progress(done, total, path)`` is called for each); the list returned is in the
 order of ``paths``. A file that fails to load comes back as a ``RankFailure`` with its
 error. A worker process that dies (killed, out of memory) breaks the pool: the ranks
-not finished are retried once in a fresh pool, then reported as failed.
+not finished are retried in a fresh pool, then each alone in its own worker, then
+reported as failed.
 """
 
 from __future__ import annotations
@@ -33,9 +34,10 @@ def default_jobs() -> int:
 
 
 def summarize_all(paths: list[str], params: Params | None = None, *, jobs: int | None = None,
-                  progress: Progress | None = None) -> list["RankSummary | RankFailure"]:
-    """``summarize_or_fail`` for every path; ``jobs`` worker processes (default: the
-    cores; 1 runs in this process, without a pool)."""
+                  progress: Progress | None = None, fn: Callable = summarize_or_fail) -> list["RankSummary | RankFailure"]:
+    """``fn(path, params)`` (default ``summarize_or_fail``; a picklable module-level
+    function) for every path; ``jobs`` worker processes (default: the cores; 1 runs in
+    this process, without a pool)."""
     params = params or Params()
     n = len(paths)
     jobs = min(jobs or default_jobs(), max(n, 1))
@@ -51,25 +53,28 @@ def summarize_all(paths: list[str], params: Params | None = None, *, jobs: int |
 
     if jobs <= 1:
         for k, p in enumerate(paths):
-            finish(k, summarize_or_fail(p, params))
+            finish(k, fn(p, params))
         return results
     todo = list(range(n))
-    for attempt in (1, 2):
-        todo = _run_pool(paths, todo, params, jobs, finish)
+    for _attempt in (1, 2):
+        todo = _run_pool(fn, paths, todo, params, jobs, finish)
         if not todo:
-            break
+            return results
+    # Still unfinished after two pools: each alone, so one rank that kills its worker
+    # every time cannot take the others down with it.
     for k in todo:
-        finish(k, RankFailure(paths[k], "the worker process died twice while summarising this rank (killed or out of memory?)"))
+        if _run_pool(fn, paths, [k], params, 1, finish):
+            finish(k, RankFailure(paths[k], "the worker process died each time it summarised this rank (killed or out of memory?)"))
     return results
 
 
-def _run_pool(paths, todo, params, jobs, finish) -> list[int]:
+def _run_pool(fn, paths, todo, params, jobs, finish) -> list[int]:
     """Run ``todo`` (indices into ``paths``) in a pool; the indices left unfinished when
     the pool broke."""
     left = set(todo)
     try:
         with ProcessPoolExecutor(max_workers=min(jobs, len(todo))) as ex:
-            futs = {ex.submit(summarize_or_fail, paths[k], params): k for k in todo}
+            futs = {ex.submit(fn, paths[k], params): k for k in todo}
             pending = set(futs)
             while pending:
                 finished, pending = wait(pending, return_when=FIRST_COMPLETED)

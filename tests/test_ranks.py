@@ -151,7 +151,7 @@ def test_expand_folder_order_and_errors(tmp_path):
 def test_cli_dispatch(planted, capsys, tmp_path):
     assert cli.main(["report", str(planted), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["schema"] == "gapscope-ranks/1" and doc["verdict"]["straggler"] == 2
+    assert doc["schema"] == "gapscope.ranks/1" and doc["verdict"]["straggler"] == 2
     files = sorted(str(p) for p in planted.iterdir())
     assert cli.main(["report", *files, "--markdown", "--jobs", "1"]) == 0
     md = capsys.readouterr().out

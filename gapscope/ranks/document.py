@@ -34,7 +34,7 @@ from gapscope.report.fmt import fmt_dur, fmt_share
 
 __all__ = ["build_ranks_document", "SCHEMA", "STRAGGLER_FACTOR", "MIN_WAIT_SHARE", "TOP_COLLECTIVES"]
 
-SCHEMA = "gapscope-ranks/1"
+SCHEMA = "gapscope.ranks/1"
 #: The straggler's cost must be at least this many times the next rank's.
 STRAGGLER_FACTOR = 2.0
 #: ... and the others' average wait for it at least this share of their step time.
@@ -75,7 +75,7 @@ def build_ranks_document(results: list, assigned: list[Assigned], warnings: list
     sizes = sorted({s.world_size for s in ranks.values() if s.world_size is not None})
     doc = dict(
         schema=SCHEMA,
-        version=version,
+        gapscope_version=version,
         inputs=list(inputs),
         world_size=sizes[0] if len(sizes) == 1 else None,
         ranks_total=len(results),

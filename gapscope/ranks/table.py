@@ -35,6 +35,10 @@ def _d(key: str) -> Callable[[dict], str]:
     return lambda row: fmt_dur(row[key])
 
 
+_CLASS_PRIORITY = {Cause.HOST: 8, Cause.LAUNCH: 9, Cause.DEPENDENCY: 10, Cause.SYNC: 11, Cause.COPY: 12,
+                   Cause.UNCLASSIFIED: 13}
+
+
 def _cls(c: Cause) -> Callable[[dict], str]:
     return lambda row: fmt_dur(row["idle_by_class_ns"][c.label]) if row["idle_by_class_ns"][c.label] else "-"
 
@@ -47,7 +51,9 @@ COLUMNS = [
     Column("wait", "coll.wait", _d("collective_wait_ns"), 3),
     Column("cost", "late cost", _d("cost_imposed_ns"), 4),
     Column("idle", "idle", _d("idle_ns"), 5),
-    *[Column(c.label, c.label[:6], _cls(c), 8 + i) for i, c in enumerate(Cause)],
+    # Idle by class in ``Cause`` order; at short widths host and launch (the usual
+    # large ones) stay longest.
+    *[Column(c.label, c.label[:6], _cls(c), _CLASS_PRIORITY[c]) for c in Cause],
     Column("heat", "steps", lambda r: "", 7, right=False),
     Column("file", "file", lambda r: safe_name(r["path"].rsplit("/", 1)[-1], 40), 20, right=False),
 ]

@@ -40,7 +40,8 @@ def table_lines(doc: dict, width: int) -> list[str]:
 
 def render_text(doc: dict, width: int = 100, top: int = 5) -> str:
     """The whole report as text."""
-    out = [f"gapscope ranks — {header_line(doc)}", "", f"verdict: {doc['verdict']['line']}", ""]
+    out = [textwrap.fill(f"gapscope ranks — {header_line(doc)}", width=max(width, 40), subsequent_indent="  "), "",
+           f"verdict: {doc['verdict']['line']}", ""]
     wrap = lambda s, ind="  ": textwrap.fill(s, width=max(width, 40), initial_indent=ind, subsequent_indent=ind + "  ")
     out[2] = textwrap.fill(out[2], width=max(width, 40), subsequent_indent="  ")
     out += table_lines(doc, width)

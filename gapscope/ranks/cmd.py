@@ -2,7 +2,7 @@
 per-rank traces.
 
 Each rank is loaded and diagnosed on its own in a process pool (``--jobs``, default
-the cores); the coordinator keeps one compact summary per rank
+the cores), or on a Dask cluster (``--dask-scheduler``); the coordinator keeps one compact summary per rank
 (``gapscope.ranks.summary``), matches the collectives across ranks, and prints the
 per-rank table, the straggler verdict and the collectives that cost the most (text,
 ``--markdown`` or ``--json``, ``docs/ranks-json.md``). ``gapscope DIR`` is
@@ -52,6 +52,10 @@ def build_parser(prog: str = PROG) -> Parser:
     fmt.add_argument("--markdown", action="store_true", help="Markdown, for tickets and chat")
     p.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
                    help="worker processes that load and diagnose ranks (default: the number of cores; 1: no pool)")
+    p.add_argument("--dask-scheduler", default=os.environ.get("GAPSCOPE_DASK_SCHEDULER") or None, metavar="ADDRESS",
+                   help="run the per-rank work on this Dask distributed scheduler (tcp://host:8786) instead of the local "
+                        "pool; the workers must see the files at the same paths (default: $GAPSCOPE_DASK_SCHEDULER; "
+                        "needs the 'dask' extra)")
     p.add_argument("--top", type=int, default=5, metavar="N", help="stragglers and collectives listed (default 5)")
     p.add_argument("--width", type=int, default=None, metavar="COLS",
                    help="text width (default: the terminal's, or $COLUMNS, or 100 when not a terminal)")
@@ -59,10 +63,13 @@ def build_parser(prog: str = PROG) -> Parser:
     return p
 
 
-def collect(paths: list[str], params=None, *, jobs: int | None = None, progress: bool = False) -> dict:
+def collect(paths: list[str], params=None, *, jobs: int | None = None, progress: bool = False,
+            dask_scheduler=None) -> dict:
     """Discover, summarise and analyse the rank set named by ``paths``; the document.
-    Raises ``UsageError`` for a missing path, a folder without traces, or no rank
-    loaded."""
+    ``dask_scheduler``: a Dask scheduler address or cluster to run the per-rank work on
+    (``gapscope.ranks.dask_pool``) instead of the local pool. Raises ``UsageError`` for
+    a missing path, a folder without traces, no rank loaded, or Dask asked for and not
+    installed."""
     from gapscope import __version__
     from gapscope.ranks.document import build_ranks_document
     from gapscope.ranks.pool import summarize_all
@@ -72,7 +79,15 @@ def collect(paths: list[str], params=None, *, jobs: int | None = None, progress:
     except NoTraces as exc:
         raise UsageError(str(exc)) from None
     tick = _progress_printer(len(files)) if progress else None
-    results = summarize_all(files, params, jobs=jobs, progress=tick)
+    if dask_scheduler is not None:
+        from gapscope.ranks.dask_pool import DaskMissing, summarize_on_dask
+
+        try:
+            results = summarize_on_dask(files, params, scheduler=dask_scheduler, progress=tick)
+        except DaskMissing as exc:
+            raise UsageError(str(exc)) from None
+    else:
+        results = summarize_all(files, params, jobs=jobs, progress=tick)
     if tick is not None:
         sys.stderr.write("\r\x1b[K")
     from gapscope.ranks.summary import RankFailure
@@ -133,7 +148,8 @@ def run(argv: list[str], stdout: IO[str] | None = None) -> int:
     args = parse(argv, PROG)
     if args is None:
         return 0
-    doc = collect(args.paths, params_from_args(args), jobs=args.jobs, progress=stderr_tty())
+    doc = collect(args.paths, params_from_args(args), jobs=args.jobs, progress=stderr_tty(),
+                  dask_scheduler=args.dask_scheduler)
     out = sys.stdout if stdout is None else stdout
     tty = stdout is None and report_args.stdout_is_tty()
     if args.json:

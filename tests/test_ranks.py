@@ -262,3 +262,45 @@ def test_pool_survives_a_dying_worker(tmp_path):
     assert [type(r) for r in res] == [RankSummary, RankSummary, RankSummary, RankFailure]
     assert "died each time" in res[3].error
     assert (tmp_path / "die-rank-1.json.died").exists()
+
+
+# ------------------------------------------------------------- overview screen
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+def test_overview_screen_opens_the_straggler(planted_doc, size):
+    import asyncio
+
+    from gapscope.ranks.overview import RanksOverview
+
+    async def go():
+        app = RanksOverview(planted_doc)
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            from textual.widgets import DataTable
+
+            verdict = app.query_one("#verdict")
+            assert "rank 2 is the straggler" in str(verdict.render())
+            table = app.query_one(DataTable)
+            assert table.row_count == 4 and table.cursor_row == 0
+            # Drawn on screen: the verdict and every row of the table are visible.
+            assert verdict.region.height >= 1 and table.region.height >= 5
+            assert table.region.bottom <= size[1]
+            await pilot.press("down", "enter")
+        return app.return_value
+
+    assert asyncio.run(go()) == 0  # rows by cost: 2, then 0, 1, 3
+
+
+def test_pick_and_view_comes_back_to_the_overview(planted_doc):
+    from gapscope.ranks.view import pick_and_view
+
+    shown, viewed = [], []
+    answers = iter([2, 3, None])
+
+    def overview(doc, rank):
+        shown.append(rank)
+        return next(answers)
+
+    assert pick_and_view(planted_doc, overview=overview, viewer=lambda p: viewed.append(Path(p).name)) == 0
+    assert shown == [None, 2, 3]  # back on the rank just viewed
+    assert viewed == ["worker2.pt.trace.json", "worker3.pt.trace.json"]

@@ -1,11 +1,11 @@
 """``gapscope DIR`` / ``gapscope FILE FILE…``: the rank-set overview and a rank picker.
 
-Prints the overview of ``gapscope report DIR`` (one row per rank, sorted by the cost it
-imposed on the others, with the per-step heat row of that cost, and the straggler
-verdict). On a terminal it then asks which rank to open (the straggler, else the
-costliest rank, by default; ``q`` quits), opens that rank's trace in the existing viewer
-(``gapscope.tui.factory.make_app``), and comes back to the overview when the viewer
-closes. Not on a terminal it prints the overview and exits. Exit status: 0, or 2 for
+On a terminal: the overview screen (``gapscope.ranks.overview``: one row per rank,
+sorted by the cost it imposed on the others, with the per-step heat row of that cost,
+and the straggler verdict; the cursor on the straggler); Enter opens that rank's trace
+in the existing viewer (``gapscope.tui.factory.make_app``), and quitting the viewer
+comes back to the overview. Not on a terminal: the text overview of ``gapscope report
+DIR``, and exit. Exit status: 0, or 2 for
 bad input or usage (one line on stderr).
 """
 
@@ -18,7 +18,7 @@ from gapscope.report import args as report_args
 from gapscope.report.args import UsageError, params_from_args
 from gapscope.report.cmd import error_line
 
-__all__ = ["main"]
+__all__ = ["main", "pick_and_view"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,34 +34,42 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(error_line(str(exc)), file=sys.stderr)
         return 2
-    from gapscope.ranks.text import render_text
-
     interactive = report_args.stdout_is_tty() and sys.stdin.isatty()
-    paths = {row["rank"]: row["path"] for row in doc["ranks"]}
-    default = doc["verdict"].get("straggler")
-    if default is None and doc["ranks"]:
-        default = doc["ranks"][0]["rank"]
-    while True:
-        sys.stdout.write(render_text(doc, width=width_for(args, interactive), top=args.top))
-        if not interactive:
-            return 0
-        try:
-            answer = input(f"open rank in the viewer [{default}], q to quit: ").strip()
-        except EOFError:
-            return 0
-        if answer.lower() in ("q", "quit", "exit"):
-            return 0
-        try:
-            rank = int(answer) if answer else default
-        except ValueError:
-            print(f"gapscope: not a rank: {answer!r}")
-            continue
-        if rank not in paths:
-            print(f"gapscope: no rank {rank} in this set (ranks: {', '.join(map(str, sorted(paths)))})")
-            continue
-        from gapscope.tui.factory import make_app
+    if not interactive:
+        from gapscope.ranks.text import render_text
 
-        app = make_app(paths[rank])
-        app.run()
-        if app.error:
-            print(error_line(app.error), file=sys.stderr)
+        sys.stdout.write(render_text(doc, width=width_for(args, False), top=args.top))
+        return 0
+    return pick_and_view(doc)
+
+
+def pick_and_view(doc: dict, *, overview=None, viewer=None) -> int:
+    """The overview screen, then the chosen rank in the viewer, then the overview again
+    (on the rank just viewed), until the overview is quit. ``overview(doc, rank)`` and
+    ``viewer(path)`` (returning an error line or None) are for tests; by default the
+    Textual overview (``gapscope.ranks.overview``) and ``gapscope.tui.factory.make_app``."""
+    paths = {row["rank"]: row["path"] for row in doc["ranks"]}
+    overview = overview or _overview
+    viewer = viewer or _viewer
+    rank = None
+    while True:
+        rank = overview(doc, rank)
+        if rank is None or rank not in paths:
+            return 0
+        err = viewer(paths[rank])
+        if err:
+            print(error_line(err), file=sys.stderr)
+
+
+def _overview(doc: dict, rank: int | None) -> int | None:
+    from gapscope.ranks.overview import RanksOverview
+
+    return RanksOverview(doc, start_rank=rank).run()
+
+
+def _viewer(path: str) -> str | None:
+    from gapscope.tui.factory import make_app
+
+    app = make_app(path)
+    app.run()
+    return app.error

@@ -55,6 +55,12 @@ def test_planted_waits_add_up(planted_doc):
     for r in (0, 1, 3):
         assert rows[r]["busy_ns"] == 4 * 450 * US + 600 * US
     assert {row["useful_busy_ns"] for row in rows.values()} == {4 * 450 * US}
+    assert rows[0]["busy_by_step_ns"] == [450 * US, 750 * US, 450 * US, 750 * US]
+    assert rows[2]["busy_by_step_ns"] == [450 * US] * 4
+    # Steps last as long on every rank (they end with the collective); the late ones 300 µs more.
+    walls = {tuple(row["wall_by_step_ns"]) for row in rows.values()}
+    assert len(walls) == 1 and (lambda w: w[1] - w[0] == 300 * US == w[3] - w[2])(walls.pop())
+    assert sum(rows[2]["idle_by_step_by_class_ns"]["host"]) <= rows[2]["idle_by_class_ns"]["host"]
     assert planted_doc["ranks"][0]["rank"] == 2  # sorted by cost
 
 
@@ -162,10 +168,14 @@ def test_cli_dispatch(planted, capsys, tmp_path):
     # One file stays the single-trace report.
     assert cli.main(["report", files[0]]) == 0
     assert "gapscope ranks" not in capsys.readouterr().out
+    # A folder without traces is not a rank set: the single-trace error.
     empty = tmp_path / "empty"
     empty.mkdir()
     assert cli.main(["report", str(empty)]) == 2
-    assert "no trace files" in capsys.readouterr().err
+    assert "is a directory" in capsys.readouterr().err
+    # ... but given with another folder of traces, it is named in the rank-set error.
+    assert cli.main(["report", str(planted), str(empty)]) == 2
+    assert "no trace files in this folder" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("width", [80, 200])

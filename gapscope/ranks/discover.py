@@ -32,12 +32,20 @@ class NoTraces(ValueError):
 
 
 def is_rank_set(argv: list[str]) -> bool:
-    """Whether a command line names a rank set: a folder, or two or more existing files
-    (option values such as ``--top 5`` are not files)."""
+    """Whether a command line names a rank set: a folder holding trace files, or two or
+    more existing files (option values such as ``--top 5`` are not files). A folder
+    without trace files is not one: the single-trace commands then say "is a directory"."""
     paths = [a for a in argv if not a.startswith("-")]
-    if any(os.path.isdir(p) for p in paths):
+    if any(os.path.isdir(p) and _has_traces(p) for p in paths):
         return True
     return sum(1 for p in paths if os.path.isfile(p)) >= 2
+
+
+def _has_traces(folder: str) -> bool:
+    try:
+        return any(n.lower().endswith(TRACE_SUFFIXES) for n in os.listdir(folder))
+    except OSError:
+        return False
 
 
 def _natural(name: str) -> list:

@@ -93,6 +93,9 @@ def build_ranks_document(results: list, assigned: list[Assigned], warnings: list
 
 
 def _rank_row(r: int, s: RankSummary, a: Assigned, w: RankWaits, steps: list[str]) -> dict:
+    at = {lbl: k for k, lbl in enumerate(s.step_labels)}
+    def per_step(values) -> list:
+        return [int(values[at[lbl]]) if lbl in at else None for lbl in steps]
     return dict(
         rank=r,
         rank_source=a.source,
@@ -116,6 +119,10 @@ def _rank_row(r: int, s: RankSummary, a: Assigned, w: RankWaits, steps: list[str
         last_count=w.last_count,
         cost_by_step_ns=[int(w.cost_by_step.get(lbl, 0)) for lbl in steps],
         wait_by_step_ns=[int(w.wait_by_step.get(lbl, 0)) for lbl in steps],
+        wall_by_step_ns=per_step(s.step_end_ns - s.step_start_ns),
+        busy_by_step_ns=per_step(s.step_busy_ns),
+        idle_by_step_ns=per_step(s.step_class_ns.sum(axis=1)) if s.step_labels else [None] * len(steps),
+        idle_by_step_by_class_ns={c.label: per_step(s.step_class_ns[:, int(c)]) for c in Cause},
     )
 
 

@@ -25,6 +25,8 @@ __all__ = ["is_rank_set", "expand", "rank_from_name", "assign_ranks", "Assigned"
 TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".nsys-rep")
 _RANK_RE = re.compile(r"(?:^|[^a-z])(?:rank|worker)[-_.]?(\d+)", re.IGNORECASE)
 _NUM_RE = re.compile(r"(\d+)")
+#: Duplicates named one by one in the warning (all are in the document's ``left_out``).
+MAX_LISTED = 4
 
 
 class NoTraces(ValueError):
@@ -117,6 +119,11 @@ def assign_ranks(items: list[tuple[str, int | None, int | None]]) -> tuple[list[
         while nxt in claimed:
             nxt += 1
         out[k] = _claim(items[k][0], nxt, "order", claimed, warnings)
+    dups = [a for a in out if a is not None and a.duplicate_of is not None]
+    if dups:
+        shown = "; ".join(f"{_short(a.path)} (rank {a.rank}, {a.source}; {_short(a.duplicate_of)} has it)" for a in dups[:MAX_LISTED])
+        more = f"; and {len(dups) - MAX_LISTED} more" if len(dups) > MAX_LISTED else ""
+        warnings.append(f"duplicate ranks: {len(dups)} file(s) left out: {shown}{more}")
     if pending:
         warnings.append(f"{len(pending)} file(s) name no rank (no distributedInfo, none in the file name): ranks given in the order of the command line")
     sizes = sorted({ws for _p, _m, ws in items if ws is not None})
@@ -134,9 +141,12 @@ def assign_ranks(items: list[tuple[str, int | None, int | None]]) -> tuple[list[
     return [a for a in out if a is not None], warnings
 
 
+def _short(path: str) -> str:
+    return os.path.basename(path) or path
+
+
 def _claim(path: str, rank: int, source: str, claimed: dict, warnings: list) -> Assigned:
     if rank in claimed:
-        warnings.append(f"duplicate rank {rank}: {path} and {claimed[rank]} both say rank {rank} ({source}); {path} is left out")
         return Assigned(path, rank, source, duplicate_of=claimed[rank])
     claimed[rank] = path
     return Assigned(path, rank, source)

@@ -85,15 +85,27 @@ def collective_key(c: Collective, labels: tuple) -> tuple:
     return ("order", labels[c.step] if c.step >= 0 else "", c.family, c.ordinal)
 
 
+def _keys(s: RankSummary):
+    t = s.collectives
+    labels = s.step_labels
+    for j in range(len(t)):
+        seq = int(t.seq[j])
+        if seq >= 0:
+            yield j, ("seq", t.group[j], seq)
+        else:
+            st = int(t.step[j])
+            yield j, ("order", labels[st] if st >= 0 else "", t.family[j], int(t.ordinal[j]))
+
+
 def match_collectives(ranks: dict[int, RankSummary]) -> tuple[list[Matched], dict[int, RankWaits]]:
     """Match the collectives of ``ranks`` (``{rank: summary}``) and measure the waits.
 
     Returns the matched collectives (in order of their earliest start) and the figures
     per rank (a ``RankWaits`` for every rank, zeros when it has no collective)."""
-    table: dict[tuple, dict[int, Collective]] = {}
+    table: dict[tuple, dict[int, int]] = {}
     for r, s in ranks.items():
-        for c in s.collectives:
-            table.setdefault(collective_key(c, s.step_labels), {}).setdefault(r, c)
+        for j, key in _keys(s):
+            table.setdefault(key, {}).setdefault(r, j)
     waits = {r: RankWaits() for r in ranks}
     out: list[Matched] = []
     n_ranks = len(ranks)
@@ -103,10 +115,11 @@ def match_collectives(ranks: dict[int, RankSummary]) -> tuple[list[Matched], dic
                 waits[r].unmatched += 1
             continue
         rs = np.array(sorted(by_rank), dtype=np.int64)
-        cs = [by_rank[int(r)] for r in rs]
-        start = np.array([c.start_ns for c in cs], dtype=np.int64)
-        dur = np.array([c.end_ns - c.start_ns for c in cs], dtype=np.int64)
-        launch = np.array([c.launch_start_ns for c in cs], dtype=np.int64)
+        tabs = [(ranks[int(r)].collectives, by_rank[int(r)]) for r in rs]
+        start = np.array([t.start_ns[j] for t, j in tabs], dtype=np.int64)
+        dur = np.array([t.end_ns[j] for t, j in tabs], dtype=np.int64) - start
+        launch = np.array([t.launch_start_ns[j] for t, j in tabs], dtype=np.int64)
+        busy_before = np.array([t.busy_before_ns[j] for t, j in tabs], dtype=np.int64)
         dmin = int(dur.min())
         ties = np.flatnonzero(dur == dmin)
         last_i = int(ties[np.argmax(start[ties])])
@@ -117,15 +130,14 @@ def match_collectives(ranks: dict[int, RankSummary]) -> tuple[list[Matched], dic
                 s = ranks[r]
                 covered = int(coverage(s.comp_start_ns, s.comp_end_ns, np.int64(start[j]), np.int64(start[j] + wait[j])))
                 exposed[j] = wait[j] - covered
-        c0 = cs[last_i]
-        s_last = ranks[int(rs[last_i])]
+        last = int(rs[last_i])
+        t_last, j_last = tabs[last_i]
+        c0 = t_last[j_last]
+        s_last = ranks[last]
         label = s_last.step_labels[c0.step] if c0.step >= 0 else ""
         cost = int(wait.sum())
-        m = Matched(key, key[0], c0.family, c0.name, label, rs, start, dur, launch, wait, exposed,
-                    int(rs[last_i]), cost, len(by_rank) == n_ranks, c0.nelems,
-                    np.array([c.busy_before_ns for c in cs], dtype=np.int64))
-        out.append(m)
-        last = int(rs[last_i])
+        out.append(Matched(key, key[0], c0.family, c0.name, label, rs, start, dur, launch, wait, exposed,
+                           last, cost, len(by_rank) == n_ranks, c0.nelems, busy_before))
         if cost > 0:
             waits[last].cost_ns += cost
             waits[last].last_count += 1

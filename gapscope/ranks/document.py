@@ -178,7 +178,9 @@ def _lateness_cause(r: int, s: RankSummary, m: Matched) -> dict:
     j = int(np.flatnonzero(m.ranks == r)[0])
     start = int(m.start_ns[j])
     # The stretch since the rank's previous collective: what it did before arriving.
-    since = max((c.end_ns for c in s.collectives if c.end_ns <= start), default=None)
+    ends = s.collectives.end_ns
+    before_ends = ends[ends <= start]
+    since = int(before_ends.max()) if before_ends.size else None
     # A dependency gap is the rank itself blocked GPU-side (often on an earlier collective):
     # not a cause of its own lateness.
     before = [g for g in s.gaps if g.end_ns <= start and (since is None or g.end_ns > since)

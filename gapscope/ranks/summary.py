@@ -24,7 +24,7 @@ import numpy as np
 
 from gapscope.analysis.types import Cause, Params
 
-__all__ = ["RankSummary", "RankFailure", "Collective", "GapNote", "summarize", "summarize_or_fail",
+__all__ = ["RankSummary", "RankFailure", "Collective", "CollectiveTable", "GapNote", "summarize", "summarize_or_fail",
            "COLLECTIVE_RE", "collective_family", "TOP_GAPS"]
 
 #: A collective-communication kernel (NCCL, RCCL, and the ``ncclDevKernel`` form of NCCL >= 2.19).
@@ -73,6 +73,53 @@ class Collective:
     busy_before_ns: int
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class CollectiveTable:
+    """A rank's collectives as struct of arrays (the fields of ``Collective``, one
+    element per collective kernel, in kernel start order): int arrays ``step``,
+    ``ordinal``, ``seq``, ``nelems``, ``launch_start_ns``, ``launch_end_ns``,
+    ``start_ns``, ``end_ns``, ``busy_before_ns`` (int64; ``step``/``ordinal`` int32) and
+    tuples of strings ``family``, ``name``, ``group`` (each distinct string held once).
+    About 100 bytes per collective, so a coordinator of many ranks holds arrays, not
+    an object per collective. ``table[j]`` is the ``Collective`` view of one."""
+
+    family: tuple
+    name: tuple
+    group: tuple
+    step: np.ndarray
+    ordinal: np.ndarray
+    seq: np.ndarray
+    nelems: np.ndarray
+    launch_start_ns: np.ndarray
+    launch_end_ns: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    busy_before_ns: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.start_ns.shape[0])
+
+    def __getitem__(self, j: int) -> Collective:
+        j = int(j)
+        return Collective(self.family[j], self.name[j], int(self.step[j]), int(self.ordinal[j]), int(self.seq[j]),
+                          self.group[j], int(self.nelems[j]), int(self.launch_start_ns[j]), int(self.launch_end_ns[j]),
+                          int(self.start_ns[j]), int(self.end_ns[j]), int(self.busy_before_ns[j]))
+
+    def __iter__(self):
+        return (self[j] for j in range(len(self)))
+
+    @classmethod
+    def from_rows(cls, rows: list[Collective]) -> "CollectiveTable":
+        pool: dict[str, str] = {}
+        def strs(attr: str) -> tuple:
+            return tuple(pool.setdefault(getattr(c, attr), getattr(c, attr)) for c in rows)
+        def ints(attr: str, dtype=np.int64) -> np.ndarray:
+            return np.array([getattr(c, attr) for c in rows], dtype=dtype)
+        return cls(strs("family"), strs("name"), strs("group"), ints("step", np.int32), ints("ordinal", np.int32),
+                   ints("seq"), ints("nelems"), ints("launch_start_ns"), ints("launch_end_ns"), ints("start_ns"),
+                   ints("end_ns"), ints("busy_before_ns"))
+
+
 @dataclasses.dataclass(frozen=True)
 class GapNote:
     """One of the rank's largest idle gaps with its card (``Diagnosis.card``)."""
@@ -97,6 +144,7 @@ class RankSummary:
     ``step_labels``: step annotation names (``ProfilerStep#12``; ``step k`` for steps
     found by period); ``step_start_ns``/``step_end_ns``/``step_busy_ns`` int64 (n_steps,);
     ``step_class_ns`` int64 (n_steps, len(Cause)): idle of the gaps starting in the step;
+    ``collectives``: a ``CollectiveTable``;
     ``comp_start_ns``/``comp_end_ns``: the union of non-collective kernels, clipped to
     the collectives' windows (enough to measure how much of a wait overlapped compute);
     ``load_s``: seconds to load and diagnose; ``events``: the trace's event count.
@@ -117,7 +165,7 @@ class RankSummary:
     step_end_ns: np.ndarray
     step_busy_ns: np.ndarray
     step_class_ns: np.ndarray
-    collectives: tuple
+    collectives: CollectiveTable
     comp_start_ns: np.ndarray
     comp_end_ns: np.ndarray
     gaps: tuple
@@ -300,7 +348,7 @@ def summarize(path: str, params: Params | None = None) -> RankSummary:
         step_end_ns=s1.copy(),
         step_busy_ns=np.asarray(step_busy, dtype=np.int64),
         step_class_ns=step_class,
-        collectives=tuple(colls),
+        collectives=CollectiveTable.from_rows(colls),
         comp_start_ns=np.asarray(comp_s, dtype=np.int64).copy(),
         comp_end_ns=np.asarray(comp_e, dtype=np.int64).copy(),
         gaps=tuple(notes),

@@ -13,11 +13,11 @@ cost, then step time.
 
 **Straggler** (the verdict): the rank with the largest cost, when it is at least
 ``STRAGGLER_FACTOR`` times the next rank's and the others waited for it at least
-``MIN_WAIT_SHARE`` of their step time on average; its lateness is explained from its
-own diagnosis: the largest idle gap (with its card; not a dependency gap, where the
-rank was itself blocked GPU-side) between its previous collective and the one it was
-last at, or, with no such gap, its GPU work before the collective
-against the others' (more work: imbalance).
+``MIN_WAIT_SHARE`` of their traced step time (sum of step walls) on average; its
+lateness is explained from its own diagnosis: the largest idle gap (with its card;
+not a dependency gap, where the rank was itself blocked GPU-side) between its previous
+collective and the one it was last at, or, with no such gap, its GPU work before the
+collective against the others' (more work: imbalance).
 """
 
 from __future__ import annotations
@@ -219,7 +219,7 @@ def _verdict(ranks: dict, waits: dict, matched: list[Matched], stragglers: list[
     second = stragglers[1]["cost_ns"] if len(stragglers) > 1 else 0
     r = top["rank"]
     others = [q for q in ranks if q != r]
-    step_wall = float(np.median([ranks[q].step_wall_ns * max(len(ranks[q].step_labels), 1) for q in others]))
+    step_wall = float(np.median([ranks[q].traced_ns for q in others]))
     per_rank = top["cost_ns"] / len(others)
     steps = [d["step"] or "outside steps" for d in top["steps"]]
     where = f" in {', '.join(steps[:6])}{' …' if len(steps) > 6 else ''}" if steps else ""

@@ -180,6 +180,13 @@ class RankSummary:
         return int(np.median(self.step_end_ns - self.step_start_ns))
 
     @property
+    def traced_ns(self) -> int:
+        """The traced steps' total wall time (ns); the window when no steps are known."""
+        if self.step_start_ns.size == 0:
+            return self.window_ns
+        return int((self.step_end_ns - self.step_start_ns).sum())
+
+    @property
     def step_busy_median_ns(self) -> int:
         if self.step_busy_ns.size == 0:
             return self.busy_ns

@@ -43,9 +43,20 @@ TAIL_US = 10
 T0_US = 1_700_000_000_000_000  # epoch µs, like real Kineto traces
 
 
-def rank_events(rank: int, ranks: int, *, steps: int, straggler: int, late_steps: set[int], late_us: int,
-                load_us: int = 100, compute_us: int = 400, kernels: int = 1, transfer_us: int = 50,
-                seq: bool = False) -> list[dict]:
+def rank_events(
+    rank: int,
+    ranks: int,
+    *,
+    steps: int,
+    straggler: int,
+    late_steps: set[int],
+    late_us: int,
+    load_us: int = 100,
+    compute_us: int = 400,
+    kernels: int = 1,
+    transfer_us: int = 50,
+    seq: bool = False,
+) -> list[dict]:
     """The ``traceEvents`` of one rank (see the module docstring)."""
     ev: list[dict] = [
         dict(ph="M", name="process_name", pid=100 + rank, tid=0, args=dict(name="python")),
@@ -58,38 +69,107 @@ def rank_events(rank: int, ranks: int, *, steps: int, straggler: int, late_steps
     corr = 1
     k_us = max(compute_us // kernels, 1)
     for k in range(steps):
+
         def load(r: int) -> int:
             return load_us + (late_us if (r == straggler and k in late_steps) else 0)
+
         arrive_last = t + max(load(q) for q in range(ranks)) + LAUNCH_US + k_us * kernels
         coll_end = arrive_last + transfer_us
         step_end = coll_end + TAIL_US
-        ev.append(dict(ph="X", cat="user_annotation", name=f"ProfilerStep#{k}", pid=pid, tid=tid, ts=t, dur=step_end - t))
+        ev.append(
+            dict(ph="X", cat="user_annotation", name=f"ProfilerStep#{k}", pid=pid, tid=tid, ts=t, dur=step_end - t)
+        )
         ld = load(rank)
-        ev.append(dict(ph="X", cat="cpu_op", name="enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__",
-                       pid=pid, tid=tid, ts=t, dur=ld))
+        ev.append(
+            dict(
+                ph="X",
+                cat="cpu_op",
+                name="enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__",
+                pid=pid,
+                tid=tid,
+                ts=t,
+                dur=ld,
+            )
+        )
         g = t + ld + LAUNCH_US
         for i in range(kernels):
             launch = t + ld + 1 + (i * (LAUNCH_US - 2)) // max(kernels, 1)
-            ev.append(dict(ph="X", cat="cuda_runtime", name="cudaLaunchKernel", pid=pid, tid=tid, ts=launch, dur=1,
-                           args=dict(correlation=corr)))
-            ev.append(dict(ph="X", cat="kernel", name=f"gemm_{i % 7}", pid=0, tid=7, ts=g, dur=k_us,
-                           args=dict(device=0, stream=7, correlation=corr)))
+            ev.append(
+                dict(
+                    ph="X",
+                    cat="cuda_runtime",
+                    name="cudaLaunchKernel",
+                    pid=pid,
+                    tid=tid,
+                    ts=launch,
+                    dur=1,
+                    args=dict(correlation=corr),
+                )
+            )
+            ev.append(
+                dict(
+                    ph="X",
+                    cat="kernel",
+                    name=f"gemm_{i % 7}",
+                    pid=0,
+                    tid=7,
+                    ts=g,
+                    dur=k_us,
+                    args=dict(device=0, stream=7, correlation=corr),
+                )
+            )
             ev.append(dict(ph="s", cat="ac2g", name="ac2g", id=corr, pid=pid, tid=tid, ts=launch))
             ev.append(dict(ph="f", cat="ac2g", name="ac2g", id=corr, pid=0, tid=7, ts=g, bp="e"))
             corr += 1
             g += k_us
         arrival = g
         lc = t + ld + LAUNCH_US - 1
-        ev.append(dict(ph="X", cat="cpu_op", name="record_param_comms", pid=pid, tid=tid, ts=lc - 1, dur=3,
-                       args={"Collective name": "allreduce", "In msg nelems": 1 << 20}))
-        ev.append(dict(ph="X", cat="cuda_runtime", name="cudaLaunchKernel", pid=pid, tid=tid, ts=lc, dur=1,
-                       args=dict(correlation=corr)))
-        cargs = {"device": 0, "stream": 7, "correlation": corr, "Collective name": "allreduce", "In msg nelems": 1 << 20,
-                 "Process Group Name": "0"}
+        ev.append(
+            dict(
+                ph="X",
+                cat="cpu_op",
+                name="record_param_comms",
+                pid=pid,
+                tid=tid,
+                ts=lc - 1,
+                dur=3,
+                args={"Collective name": "allreduce", "In msg nelems": 1 << 20},
+            )
+        )
+        ev.append(
+            dict(
+                ph="X",
+                cat="cuda_runtime",
+                name="cudaLaunchKernel",
+                pid=pid,
+                tid=tid,
+                ts=lc,
+                dur=1,
+                args=dict(correlation=corr),
+            )
+        )
+        cargs = {
+            "device": 0,
+            "stream": 7,
+            "correlation": corr,
+            "Collective name": "allreduce",
+            "In msg nelems": 1 << 20,
+            "Process Group Name": "0",
+        }
         if seq:
             cargs["Seq"] = k
-        ev.append(dict(ph="X", cat="kernel", name="ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)",
-                       pid=0, tid=7, ts=arrival, dur=coll_end - arrival, args=cargs))
+        ev.append(
+            dict(
+                ph="X",
+                cat="kernel",
+                name="ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)",
+                pid=0,
+                tid=7,
+                ts=arrival,
+                dur=coll_end - arrival,
+                args=cargs,
+            )
+        )
         ev.append(dict(ph="s", cat="ac2g", name="ac2g", id=corr, pid=pid, tid=tid, ts=lc))
         ev.append(dict(ph="f", cat="ac2g", name="ac2g", id=corr, pid=0, tid=7, ts=arrival, bp="e"))
         corr += 1
@@ -97,17 +177,31 @@ def rank_events(rank: int, ranks: int, *, steps: int, straggler: int, late_steps
     return ev
 
 
-def write_rank_set(out_dir: str | Path, ranks: int, *, steps: int = 4, straggler: int = 0, late_steps=(),
-                   late_us: int = 300, rank_in_header: bool = True, gz: bool = False, name: str = "worker{r}.pt.trace.json",
-                   **kw) -> list[Path]:
+def write_rank_set(
+    out_dir: str | Path,
+    ranks: int,
+    *,
+    steps: int = 4,
+    straggler: int = 0,
+    late_steps=(),
+    late_us: int = 300,
+    rank_in_header: bool = True,
+    gz: bool = False,
+    name: str = "worker{r}.pt.trace.json",
+    **kw,
+) -> list[Path]:
     """Write ``ranks`` Kineto files into ``out_dir``; their paths (rank order)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for r in range(ranks):
-        doc = dict(schemaVersion=1, deviceProperties=[dict(id=0, name="NVIDIA H100")],
-                   traceEvents=rank_events(r, ranks, steps=steps, straggler=straggler, late_steps=set(late_steps),
-                                           late_us=late_us, **kw))
+        doc = dict(
+            schemaVersion=1,
+            deviceProperties=[dict(id=0, name="NVIDIA H100")],
+            traceEvents=rank_events(
+                r, ranks, steps=steps, straggler=straggler, late_steps=set(late_steps), late_us=late_us, **kw
+            ),
+        )
         if rank_in_header:
             doc["distributedInfo"] = dict(backend="nccl", rank=r, world_size=ranks)
         p = out / (name.format(r=r) + (".gz" if gz else ""))
@@ -136,17 +230,26 @@ def bench(folder: str, *, jobs: int | None = None) -> dict:
     t_sum = time.perf_counter() - t
     ok = [r for r in results if not isinstance(r, RankFailure)]
     per_rank = sum(len(pickle.dumps(r)) for r in ok) / max(len(ok), 1)
-    assigned, warnings = assign_ranks([(r.path, getattr(r, "rank_meta", None), getattr(r, "world_size", None)) for r in results])
+    assigned, warnings = assign_ranks(
+        [(r.path, getattr(r, "rank_meta", None), getattr(r, "world_size", None)) for r in results]
+    )
     doc = build_ranks_document(results, assigned, warnings, version=__version__, inputs=[folder])
     wall = time.perf_counter() - t
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     worker = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     events = sum(r.events for r in ok)
-    out = dict(ranks=len(files), events=events, wall_s=round(wall, 2), summarize_s=round(t_sum, 2),
-               coordinator_peak_mb=round(rss), coordinator_before_mb=round(rss0), worker_peak_mb=round(worker),
-               summary_kb_per_rank=round(per_rank / 1024, 1),
-               projected_1000_ranks_summaries_mb=round(1000 * per_rank / 2**20, 1),
-               verdict=doc["verdict"]["line"])
+    out = dict(
+        ranks=len(files),
+        events=events,
+        wall_s=round(wall, 2),
+        summarize_s=round(t_sum, 2),
+        coordinator_peak_mb=round(rss),
+        coordinator_before_mb=round(rss0),
+        worker_peak_mb=round(worker),
+        summary_kb_per_rank=round(per_rank / 1024, 1),
+        projected_1000_ranks_summaries_mb=round(1000 * per_rank / 2**20, 1),
+        verdict=doc["verdict"]["line"],
+    )
     print(json.dumps(out, indent=1))
     return out
 
@@ -160,13 +263,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--straggler", type=int, default=5)
     ap.add_argument("--late", default="3,7", help="comma-separated late steps")
     ap.add_argument("--late-us", type=int, default=3000)
-    ap.add_argument("--bench", action="store_true", help="then summarise OUT as `gapscope report OUT` does; print time and peak memory")
+    ap.add_argument(
+        "--bench",
+        action="store_true",
+        help="then summarise OUT as `gapscope report OUT` does; print time and peak memory",
+    )
     ap.add_argument("--jobs", type=int, default=None)
     a = ap.parse_args(argv)
     late = {int(x) for x in a.late.split(",") if x}
     t = time.perf_counter()
-    paths = write_rank_set(a.out, a.ranks, steps=a.steps, straggler=a.straggler, late_steps=late, late_us=a.late_us,
-                           kernels=a.kernels, compute_us=a.kernels * 4, gz=True, name="rank-{r}.pt.trace.json")
+    paths = write_rank_set(
+        a.out,
+        a.ranks,
+        steps=a.steps,
+        straggler=a.straggler,
+        late_steps=late,
+        late_us=a.late_us,
+        kernels=a.kernels,
+        compute_us=a.kernels * 4,
+        gz=True,
+        name="rank-{r}.pt.trace.json",
+    )
     size = sum(os.path.getsize(p) for p in paths)
     print(f"wrote {len(paths)} ranks, {size / 1e6:.1f} MB gz, in {time.perf_counter() - t:.1f} s", file=sys.stderr)
     if a.bench:

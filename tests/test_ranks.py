@@ -102,8 +102,9 @@ def test_match_by_sequence_number(tmp_path):
 
 
 def test_rank_from_file_name_and_order(tmp_path):
-    write_rank_set(tmp_path / "named", 3, steps=2, straggler=1, late_steps=(1,), rank_in_header=False,
-                   name="trace_rank-{r}.json")
+    write_rank_set(
+        tmp_path / "named", 3, steps=2, straggler=1, late_steps=(1,), rank_in_header=False, name="trace_rank-{r}.json"
+    )
     doc = collect([str(tmp_path / "named")], jobs=1)
     assert {row["rank"]: row["rank_source"] for row in doc["ranks"]} == {0: "file name", 1: "file name", 2: "file name"}
     assert doc["verdict"]["straggler"] == 1
@@ -112,8 +113,11 @@ def test_rank_from_file_name_and_order(tmp_path):
     assert rank_from_name("sampled_rank-1.json.gz") == 1
     assert rank_from_name("trace.json") is None
     assigned, warnings = assign_ranks([("b.json", None, None), ("a.json", None, None), ("x.json", 0, 2)])
-    assert [(a.path, a.rank, a.source) for a in assigned] == [("b.json", 1, "order"), ("a.json", 2, "order"),
-                                                               ("x.json", 0, "distributedInfo")]
+    assert [(a.path, a.rank, a.source) for a in assigned] == [
+        ("b.json", 1, "order"),
+        ("a.json", 2, "order"),
+        ("x.json", 0, "distributedInfo"),
+    ]
     assert any("order of the command line" in w for w in warnings)
     assert any("at or past the world size 2" in w for w in warnings)
 
@@ -124,7 +128,10 @@ def test_duplicates_and_mixed_jobs_are_warned(tmp_path):
     doc = collect([str(a[0]), str(a[1]), str(b[0])], jobs=1)
     assert doc["ranks_analysed"] == 2
     assert doc["left_out"] == [dict(path=str(b[0]), rank=0, duplicate_of=str(a[0]))]
-    assert f"duplicate ranks: 1 file(s) left out: worker0.pt.trace.json (rank 0, distributedInfo; worker0.pt.trace.json has it)" in doc["warnings"]
+    assert (
+        "duplicate ranks: 1 file(s) left out: worker0.pt.trace.json (rank 0, distributedInfo; worker0.pt.trace.json has it)"
+        in doc["warnings"]
+    )
     assert any(w.startswith("mixed jobs") for w in doc["warnings"])
 
 
@@ -196,6 +203,7 @@ def test_markdown_has_every_column(planted_doc):
 
 # ------------------------------------------------------------------ corpus sets
 
+
 def _single_busy(path: str) -> int:
     from gapscope import parsers
     from gapscope.analysis import diagnose
@@ -241,6 +249,7 @@ def test_corpus_hta_pair():
 
 # ------------------------------------------------------------ a worker that dies
 
+
 def die_once(path: str, params):
     """Summarise ``path``, but kill the worker process the first time a rank whose
     file name holds ``die`` is seen (a marker file beside it remembers), and every
@@ -275,6 +284,7 @@ def test_pool_survives_a_dying_worker(tmp_path):
 
 
 # ------------------------------------------------------------- overview screen
+
 
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
 def test_overview_screen_opens_the_straggler(planted_doc, size):

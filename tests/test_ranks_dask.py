@@ -16,7 +16,7 @@ from bench.gen_ranks import write_rank_set
 from gapscope.ranks.cmd import collect
 
 if os.environ.get("CI"):
-    import distributed  # noqa: F401  (CI must run these)
+    import distributed
 else:
     distributed = pytest.importorskip("distributed")
 
@@ -38,8 +38,7 @@ def kill_worker_once(path: str, params):
 def cluster():
     from distributed import LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                      scheduler_port=0) as c:
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, scheduler_port=0) as c:
         yield c
 
 
@@ -65,8 +64,9 @@ def test_dask_survives_a_killed_worker(cluster, tmp_path):
     dying = paths[2].rename(tmp_path / "die-w2.json")
     files = [str(paths[0]), str(paths[1]), str(dying), str(paths[3])]
     seen = []
-    res = summarize_on_dask(files, scheduler=cluster.scheduler_address, fn=kill_worker_once,
-                            progress=lambda done, n, p: seen.append(done))
+    res = summarize_on_dask(
+        files, scheduler=cluster.scheduler_address, fn=kill_worker_once, progress=lambda done, n, p: seen.append(done)
+    )
     assert (tmp_path / "die-w2.json.killed").exists()  # a worker did die
     assert all(isinstance(r, RankSummary) for r in res)
     assert seen == [1, 2, 3, 4]

@@ -50,21 +50,37 @@ def build_parser(prog: str = PROG) -> Parser:
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="one JSON document with stable keys (docs/ranks-json.md)")
     fmt.add_argument("--markdown", action="store_true", help="Markdown, for tickets and chat")
-    p.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
-                   help="worker processes that load and diagnose ranks (default: the number of cores; 1: no pool)")
-    p.add_argument("--dask-scheduler", default=os.environ.get("GAPSCOPE_DASK_SCHEDULER") or None, metavar="ADDRESS",
-                   help="run the per-rank work on this Dask distributed scheduler (tcp://host:8786) instead of the local "
-                        "pool; the workers must see the files at the same paths (default: $GAPSCOPE_DASK_SCHEDULER; "
-                        "needs the 'dask' extra)")
+    p.add_argument(
+        "--jobs",
+        "-j",
+        type=int,
+        default=None,
+        metavar="N",
+        help="worker processes that load and diagnose ranks (default: the number of cores; 1: no pool)",
+    )
+    p.add_argument(
+        "--dask-scheduler",
+        default=os.environ.get("GAPSCOPE_DASK_SCHEDULER") or None,
+        metavar="ADDRESS",
+        help="run the per-rank work on this Dask distributed scheduler (tcp://host:8786) instead of the local "
+        "pool; the workers must see the files at the same paths (default: $GAPSCOPE_DASK_SCHEDULER; "
+        "needs the 'dask' extra)",
+    )
     p.add_argument("--top", type=int, default=5, metavar="N", help="stragglers and collectives listed (default 5)")
-    p.add_argument("--width", type=int, default=None, metavar="COLS",
-                   help="text width (default: the terminal's, or $COLUMNS, or 100 when not a terminal)")
+    p.add_argument(
+        "--width",
+        type=int,
+        default=None,
+        metavar="COLS",
+        help="text width (default: the terminal's, or $COLUMNS, or 100 when not a terminal)",
+    )
     add_threshold_options(p)
     return p
 
 
-def collect(paths: list[str], params=None, *, jobs: int | None = None, progress: bool = False,
-            dask_scheduler=None) -> dict:
+def collect(
+    paths: list[str], params=None, *, jobs: int | None = None, progress: bool = False, dask_scheduler=None
+) -> dict:
     """Discover, summarise and analyse the rank set named by ``paths``; the document.
     ``dask_scheduler``: a Dask scheduler address or cluster to run the per-rank work on
     (``gapscope.ranks.dask_pool``) instead of the local pool. Raises ``UsageError`` for
@@ -96,8 +112,14 @@ def collect(paths: list[str], params=None, *, jobs: int | None = None, progress:
     if not ok:
         errors = "; ".join(f"{r.path}: {r.error}" for r in results[:3])
         raise UsageError(f"no rank could be loaded ({errors})")
-    items = [(r.path, None if isinstance(r, RankFailure) else r.rank_meta,
-              None if isinstance(r, RankFailure) else r.world_size) for r in results]
+    items = [
+        (
+            r.path,
+            None if isinstance(r, RankFailure) else r.rank_meta,
+            None if isinstance(r, RankFailure) else r.world_size,
+        )
+        for r in results
+    ]
     assigned, warnings = assign_ranks(items)
     return build_ranks_document(results, assigned, warnings, version=__version__, inputs=list(paths))
 
@@ -106,6 +128,7 @@ def _progress_printer(total: int):
     def tick(done: int, n: int, path: str) -> None:
         sys.stderr.write(f"\r\x1b[Kgapscope: summarised {done}/{n} ranks ({os.path.basename(path)[:40]})")
         sys.stderr.flush()
+
     return tick
 
 
@@ -148,8 +171,9 @@ def run(argv: list[str], stdout: IO[str] | None = None) -> int:
     args = parse(argv, PROG)
     if args is None:
         return 0
-    doc = collect(args.paths, params_from_args(args), jobs=args.jobs, progress=stderr_tty(),
-                  dask_scheduler=args.dask_scheduler)
+    doc = collect(
+        args.paths, params_from_args(args), jobs=args.jobs, progress=stderr_tty(), dask_scheduler=args.dask_scheduler
+    )
     out = sys.stdout if stdout is None else stdout
     tty = stdout is None and report_args.stdout_is_tty()
     if args.json:

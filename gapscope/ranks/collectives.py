@@ -128,7 +128,9 @@ def match_collectives(ranks: dict[int, RankSummary]) -> tuple[list[Matched], dic
         for j, r in enumerate(rs.tolist()):
             if wait[j] > 0:
                 s = ranks[r]
-                covered = int(coverage(s.comp_start_ns, s.comp_end_ns, np.int64(start[j]), np.int64(start[j] + wait[j])))
+                covered = int(
+                    coverage(s.comp_start_ns, s.comp_end_ns, np.int64(start[j]), np.int64(start[j] + wait[j]))
+                )
                 exposed[j] = wait[j] - covered
         last = int(rs[last_i])
         t_last, j_last = tabs[last_i]
@@ -136,8 +138,26 @@ def match_collectives(ranks: dict[int, RankSummary]) -> tuple[list[Matched], dic
         s_last = ranks[last]
         label = s_last.step_labels[c0.step] if c0.step >= 0 else ""
         cost = int(wait.sum())
-        out.append(Matched(key, key[0], c0.family, c0.name, label, rs, start, dur, launch, wait, exposed,
-                           last, cost, len(by_rank) == n_ranks, c0.nelems, busy_before))
+        out.append(
+            Matched(
+                key,
+                key[0],
+                c0.family,
+                c0.name,
+                label,
+                rs,
+                start,
+                dur,
+                launch,
+                wait,
+                exposed,
+                last,
+                cost,
+                len(by_rank) == n_ranks,
+                c0.nelems,
+                busy_before,
+            )
+        )
         if cost > 0:
             waits[last].cost_ns += cost
             waits[last].last_count += 1

@@ -15,7 +15,8 @@ see the README, "Many ranks").
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from gapscope.analysis.types import Params
 from gapscope.ranks.summary import RankFailure, summarize_or_fail
@@ -27,9 +28,14 @@ class DaskMissing(ImportError):
     """``distributed`` is not installed (one line, with the install command)."""
 
 
-def summarize_on_dask(paths: list[str], params: Params | None = None, *, scheduler: Any,
-                      progress: Callable[[int, int, str], None] | None = None,
-                      fn: Callable = summarize_or_fail) -> list:
+def summarize_on_dask(
+    paths: list[str],
+    params: Params | None = None,
+    *,
+    scheduler: Any,
+    progress: Callable[[int, int, str], None] | None = None,
+    fn: Callable = summarize_or_fail,
+) -> list:
     """``fn(path, params)`` for every path as tasks on the Dask cluster ``scheduler``;
     the results in the order of ``paths``. Raises ``DaskMissing`` without the extra, and
     what ``distributed.Client`` raises when the scheduler cannot be reached."""
@@ -40,7 +46,9 @@ def summarize_on_dask(paths: list[str], params: Params | None = None, *, schedul
     params = params or Params()
     results: list = [None] * len(paths)
     with Client(scheduler) as client:
-        futures = client.map(fn, paths, params=params, pure=False, key=[f"gapscope-rank-{k}" for k in range(len(paths))])
+        futures = client.map(
+            fn, paths, params=params, pure=False, key=[f"gapscope-rank-{k}" for k in range(len(paths))]
+        )
         index = {f.key: k for k, f in enumerate(futures)}
         done = 0
         for fut in as_completed(futures):

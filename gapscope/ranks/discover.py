@@ -61,8 +61,10 @@ def expand(paths: list[str]) -> list[str]:
     seen: set[str] = set()
     for p in paths:
         if os.path.isdir(p):
-            names = sorted((n for n in os.listdir(p) if n.lower().endswith(TRACE_SUFFIXES)
-                            and os.path.isfile(os.path.join(p, n))), key=_natural)
+            names = sorted(
+                (n for n in os.listdir(p) if n.lower().endswith(TRACE_SUFFIXES) and os.path.isfile(os.path.join(p, n))),
+                key=_natural,
+            )
             if not names:
                 raise NoTraces(f"{p}: no trace files in this folder (looked for {', '.join(TRACE_SUFFIXES)})")
             files = [os.path.join(p, n) for n in names]
@@ -121,14 +123,20 @@ def assign_ranks(items: list[tuple[str, int | None, int | None]]) -> tuple[list[
         out[k] = _claim(items[k][0], nxt, "order", claimed, warnings)
     dups = [a for a in out if a is not None and a.duplicate_of is not None]
     if dups:
-        shown = "; ".join(f"{_short(a.path)} (rank {a.rank}, {a.source}; {_short(a.duplicate_of)} has it)" for a in dups[:MAX_LISTED])
+        shown = "; ".join(
+            f"{_short(a.path)} (rank {a.rank}, {a.source}; {_short(a.duplicate_of)} has it)" for a in dups[:MAX_LISTED]
+        )
         more = f"; and {len(dups) - MAX_LISTED} more" if len(dups) > MAX_LISTED else ""
         warnings.append(f"duplicate ranks: {len(dups)} file(s) left out: {shown}{more}")
     if pending:
-        warnings.append(f"{len(pending)} file(s) name no rank (no distributedInfo, none in the file name): ranks given in the order of the command line")
+        warnings.append(
+            f"{len(pending)} file(s) name no rank (no distributedInfo, none in the file name): ranks given in the order of the command line"
+        )
     sizes = sorted({ws for _p, _m, ws in items if ws is not None})
     if len(sizes) > 1:
-        warnings.append(f"mixed jobs: the files give different world sizes ({', '.join(map(str, sizes))}); collectives are matched anyway, check the set")
+        warnings.append(
+            f"mixed jobs: the files give different world sizes ({', '.join(map(str, sizes))}); collectives are matched anyway, check the set"
+        )
     if len(sizes) == 1:
         ws = sizes[0]
         kept = sorted(a.rank for a in out if a is not None and a.duplicate_of is None)
@@ -137,7 +145,9 @@ def assign_ranks(items: list[tuple[str, int | None, int | None]]) -> tuple[list[
             warnings.append(f"rank(s) {_ranges(past)} at or past the world size {ws}: files from another job?")
         missing = sorted(set(range(ws)) - set(kept))
         if missing and len(kept) < ws:
-            warnings.append(f"{len(kept)} of {ws} ranks in the set (missing {_ranges(missing)}): waits are measured among the ranks present")
+            warnings.append(
+                f"{len(kept)} of {ws} ranks in the set (missing {_ranges(missing)}): waits are measured among the ranks present"
+            )
     return [a for a in out if a is not None], warnings
 
 

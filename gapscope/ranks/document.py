@@ -48,11 +48,13 @@ def _step_order(labels: set[str]) -> list[str]:
     def key(s: str):
         m = _STEP_NUM.search(s)
         return (0, int(m.group(1)), s) if m else (1, 0, s)
+
     return sorted((s for s in labels if s), key=key) + ([""] if "" in labels else [])
 
 
-def build_ranks_document(results: list, assigned: list[Assigned], warnings: list[str], *,
-                         version: str, inputs: list[str]) -> dict:
+def build_ranks_document(
+    results: list, assigned: list[Assigned], warnings: list[str], *, version: str, inputs: list[str]
+) -> dict:
     """The document for ``results`` (``RankSummary`` or ``RankFailure`` per file, in
     ``assigned`` order) with the discovery ``warnings``."""
     by_path = {a.path: a for a in assigned}
@@ -67,8 +69,7 @@ def build_ranks_document(results: list, assigned: list[Assigned], warnings: list
         else:
             ranks[a.rank] = r
     matched, waits = match_collectives(ranks)
-    steps = _step_order({lbl for s in ranks.values() for lbl in s.step_labels}
-                        | {m.step_label for m in matched})
+    steps = _step_order({lbl for s in ranks.values() for lbl in s.step_labels} | {m.step_label for m in matched})
     rows = [_rank_row(r, ranks[r], by_path[ranks[r].path], waits[r], steps) for r in ranks]
     rows.sort(key=lambda row: (-row["cost_imposed_ns"], -row["step_wall_ns"], row["rank"]))
     stragglers = _stragglers(ranks, waits, matched, steps)
@@ -94,8 +95,10 @@ def build_ranks_document(results: list, assigned: list[Assigned], warnings: list
 
 def _rank_row(r: int, s: RankSummary, a: Assigned, w: RankWaits, steps: list[str]) -> dict:
     at = {lbl: k for k, lbl in enumerate(s.step_labels)}
+
     def per_step(values) -> list:
         return [int(values[at[lbl]]) if lbl in at else None for lbl in steps]
+
     return dict(
         rank=r,
         rank_source=a.source,
@@ -167,9 +170,17 @@ def _stragglers(ranks: dict, waits: dict, matched: list[Matched], steps: list[st
         per_step = [dict(step=lbl, cost_ns=int(w.cost_by_step[lbl])) for lbl in steps if w.cost_by_step.get(lbl, 0) > 0]
         per_step.sort(key=lambda d: -d["cost_ns"])
         worst = max((m for m in matched if m.last == r), key=lambda m: m.cost_ns)
-        out.append(dict(rank=r, cost_ns=w.cost_ns, share=w.cost_ns / total if total else 0.0,
-                        last_count=w.last_count, steps=per_step, worst=_matched_json(worst),
-                        cause=_lateness_cause(r, ranks[r], worst)))
+        out.append(
+            dict(
+                rank=r,
+                cost_ns=w.cost_ns,
+                share=w.cost_ns / total if total else 0.0,
+                last_count=w.last_count,
+                steps=per_step,
+                worst=_matched_json(worst),
+                cause=_lateness_cause(r, ranks[r], worst),
+            )
+        )
     return out
 
 
@@ -183,27 +194,49 @@ def _lateness_cause(r: int, s: RankSummary, m: Matched) -> dict:
     since = int(before_ends.max()) if before_ends.size else None
     # A dependency gap is the rank itself blocked GPU-side (often on an earlier collective):
     # not a cause of its own lateness.
-    before = [g for g in s.gaps if g.end_ns <= start and (since is None or g.end_ns > since)
-              and g.cause != Cause.DEPENDENCY.label]
+    before = [
+        g
+        for g in s.gaps
+        if g.end_ns <= start and (since is None or g.end_ns > since) and g.cause != Cause.DEPENDENCY.label
+    ]
     others = np.delete(m.busy_before_ns, j)
     extra_busy = int(m.busy_before_ns[j] - np.median(others)) if others.size else 0
     wait_each = m.cost_ns // max(len(m.ranks) - 1, 1)
     if before:
         g = max(before, key=lambda g: (g.end_ns - g.start_ns, g.start_ns))
         dur = g.end_ns - g.start_ns
-        return dict(kind="gap", cause=g.cause, smell=g.smell, gap_ns=dur, gap_start_ns=g.start_ns,
-                    why=g.why, first_experiment=g.first_experiment,
-                    short=f"its GPU sat idle {fmt_dur(dur)} before the {m.family} ({g.cause}: {g.smell})",
-                    line=f"its GPU sat idle {fmt_dur(dur)} before the {m.family} ({g.cause}, {g.smell}): {g.why}")
+        return dict(
+            kind="gap",
+            cause=g.cause,
+            smell=g.smell,
+            gap_ns=dur,
+            gap_start_ns=g.start_ns,
+            why=g.why,
+            first_experiment=g.first_experiment,
+            short=f"its GPU sat idle {fmt_dur(dur)} before the {m.family} ({g.cause}: {g.smell})",
+            line=f"its GPU sat idle {fmt_dur(dur)} before the {m.family} ({g.cause}, {g.smell}): {g.why}",
+        )
     if extra_busy > wait_each // 2:
-        return dict(kind="more work", cause=None, extra_busy_ns=extra_busy,
-                    short=f"its GPU ran {fmt_dur(extra_busy)} more work before the {m.family} than the median rank",
-                    line=(f"no idle gap before the {m.family}: its GPU ran {fmt_dur(extra_busy)} more work before it "
-                          "than the median rank (load imbalance, or slower kernels on this rank)"))
-    return dict(kind="unknown", cause=None, extra_busy_ns=extra_busy,
-                short=f"no idle gap or extra GPU work of its own before the {m.family}: its launch came late",
-                line=(f"no idle gap of its own before the {m.family} and no more GPU work than the others: "
-                      "look at its CPU side (the launch of the collective came late)"))
+        return dict(
+            kind="more work",
+            cause=None,
+            extra_busy_ns=extra_busy,
+            short=f"its GPU ran {fmt_dur(extra_busy)} more work before the {m.family} than the median rank",
+            line=(
+                f"no idle gap before the {m.family}: its GPU ran {fmt_dur(extra_busy)} more work before it "
+                "than the median rank (load imbalance, or slower kernels on this rank)"
+            ),
+        )
+    return dict(
+        kind="unknown",
+        cause=None,
+        extra_busy_ns=extra_busy,
+        short=f"no idle gap or extra GPU work of its own before the {m.family}: its launch came late",
+        line=(
+            f"no idle gap of its own before the {m.family} and no more GPU work than the others: "
+            "look at its CPU side (the launch of the collective came late)"
+        ),
+    )
 
 
 def _verdict(ranks: dict, waits: dict, matched: list[Matched], stragglers: list[dict], failed: list) -> dict:
@@ -224,12 +257,16 @@ def _verdict(ranks: dict, waits: dict, matched: list[Matched], stragglers: list[
     steps = [d["step"] or "outside steps" for d in top["steps"]]
     where = f" in {', '.join(steps[:6])}{' …' if len(steps) > 6 else ''}" if steps else ""
     if top["cost_ns"] >= STRAGGLER_FACTOR * second and per_rank >= MIN_WAIT_SHARE * step_wall:
-        line = (f"rank {r} is the straggler: the other {len(others)} ranks waited {fmt_dur(top['cost_ns'])} for it "
-                f"at {top['last_count']} collective(s) ({fmt_dur(int(per_rank))} each, "
-                f"{fmt_share(per_rank, step_wall)} of their traced steps){where}; it was late because "
-                f"{top['cause']['short']}{fail}")
+        line = (
+            f"rank {r} is the straggler: the other {len(others)} ranks waited {fmt_dur(top['cost_ns'])} for it "
+            f"at {top['last_count']} collective(s) ({fmt_dur(int(per_rank))} each, "
+            f"{fmt_share(per_rank, step_wall)} of their traced steps){where}; it was late because "
+            f"{top['cause']['short']}{fail}"
+        )
         return dict(straggler=r, cost_ns=top["cost_ns"], wait_per_rank_ns=int(per_rank), line=line)
     runner = f", rank {stragglers[1]['rank']} {fmt_dur(second)}" if len(stragglers) > 1 else ""
-    line = (f"no single straggler: the collective waits are spread or small (rank {r} cost the others "
-            f"{fmt_dur(top['cost_ns'])}{runner}; {fmt_share(per_rank, step_wall)} of a rank's traced steps){fail}")
+    line = (
+        f"no single straggler: the collective waits are spread or small (rank {r} cost the others "
+        f"{fmt_dur(top['cost_ns'])}{runner}; {fmt_share(per_rank, step_wall)} of a rank's traced steps){fail}"
+    )
     return dict(straggler=None, cost_ns=top["cost_ns"], wait_per_rank_ns=int(per_rank), line=line)

@@ -26,13 +26,23 @@ def render_markdown(doc: dict, top: int = 5) -> str:
         out += ["", "### Stragglers", ""]
         for s in doc["stragglers"][:top]:
             steps = ", ".join(f"{d['step'] or 'outside steps'} {fmt_dur(d['cost_ns'])}" for d in s["steps"][:4])
-            out.append(f"- **rank {s['rank']}**: {fmt_dur(s['cost_ns'])} ({fmt_share(s['share'], 1)} of all waits), "
-                       f"last at {s['last_count']} collective(s); {steps}. Late because {_md(s['cause']['line'])}")
+            out.append(
+                f"- **rank {s['rank']}**: {fmt_dur(s['cost_ns'])} ({fmt_share(s['share'], 1)} of all waits), "
+                f"last at {s['last_count']} collective(s); {steps}. Late because {_md(s['cause']['line'])}"
+            )
     largest = doc["collectives"]["largest"][:top]
     if largest:
-        out += ["", "### Collectives that cost the most", "", "| collective | step | waiting for | cost |", "|---|---|---:|---:|"]
+        out += [
+            "",
+            "### Collectives that cost the most",
+            "",
+            "| collective | step | waiting for | cost |",
+            "|---|---|---:|---:|",
+        ]
         for m in largest:
-            out.append(f"| {_md(m['family'])} | {_md(m['step'] or 'outside steps')} | rank {m['last_rank']} | {fmt_dur(m['cost_ns'])} |")
+            out.append(
+                f"| {_md(m['family'])} | {_md(m['step'] or 'outside steps')} | rank {m['last_rank']} | {fmt_dur(m['cost_ns'])} |"
+            )
     if doc["failed"]:
         out += ["", "### Failed ranks", ""]
         out += [f"- rank {f['rank']} (`{_md(f['path'])}`): {_md(f['error'])}" for f in doc["failed"]]

@@ -13,9 +13,9 @@ reported as failed.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from typing import Callable
 
 from gapscope.analysis.types import Params
 from gapscope.ranks.summary import RankFailure, RankSummary, summarize_or_fail
@@ -33,8 +33,14 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def summarize_all(paths: list[str], params: Params | None = None, *, jobs: int | None = None,
-                  progress: Progress | None = None, fn: Callable = summarize_or_fail) -> list["RankSummary | RankFailure"]:
+def summarize_all(
+    paths: list[str],
+    params: Params | None = None,
+    *,
+    jobs: int | None = None,
+    progress: Progress | None = None,
+    fn: Callable = summarize_or_fail,
+) -> list[RankSummary | RankFailure]:
     """``fn(path, params)`` (default ``summarize_or_fail``; a picklable module-level
     function) for every path; ``jobs`` worker processes (default: the cores; 1 runs in
     this process, without a pool)."""
@@ -64,7 +70,12 @@ def summarize_all(paths: list[str], params: Params | None = None, *, jobs: int |
     # every time cannot take the others down with it.
     for k in todo:
         if _run_pool(fn, paths, [k], params, 1, finish):
-            finish(k, RankFailure(paths[k], "the worker process died each time it summarised this rank (killed or out of memory?)"))
+            finish(
+                k,
+                RankFailure(
+                    paths[k], "the worker process died each time it summarised this rank (killed or out of memory?)"
+                ),
+            )
     return results
 
 

@@ -24,8 +24,18 @@ import numpy as np
 
 from gapscope.analysis.types import Cause, Params
 
-__all__ = ["RankSummary", "RankFailure", "Collective", "CollectiveTable", "GapNote", "summarize", "summarize_or_fail",
-           "COLLECTIVE_RE", "collective_family", "TOP_GAPS"]
+__all__ = [
+    "RankSummary",
+    "RankFailure",
+    "Collective",
+    "CollectiveTable",
+    "GapNote",
+    "summarize",
+    "summarize_or_fail",
+    "COLLECTIVE_RE",
+    "collective_family",
+    "TOP_GAPS",
+]
 
 #: A collective-communication kernel (NCCL, RCCL, and the ``ncclDevKernel`` form of NCCL >= 2.19).
 COLLECTIVE_RE = re.compile(r"^(?:nccl|rccl)|nccl(?:Dev)?Kernel", re.IGNORECASE)
@@ -101,23 +111,48 @@ class CollectiveTable:
 
     def __getitem__(self, j: int) -> Collective:
         j = int(j)
-        return Collective(self.family[j], self.name[j], int(self.step[j]), int(self.ordinal[j]), int(self.seq[j]),
-                          self.group[j], int(self.nelems[j]), int(self.launch_start_ns[j]), int(self.launch_end_ns[j]),
-                          int(self.start_ns[j]), int(self.end_ns[j]), int(self.busy_before_ns[j]))
+        return Collective(
+            self.family[j],
+            self.name[j],
+            int(self.step[j]),
+            int(self.ordinal[j]),
+            int(self.seq[j]),
+            self.group[j],
+            int(self.nelems[j]),
+            int(self.launch_start_ns[j]),
+            int(self.launch_end_ns[j]),
+            int(self.start_ns[j]),
+            int(self.end_ns[j]),
+            int(self.busy_before_ns[j]),
+        )
 
     def __iter__(self):
         return (self[j] for j in range(len(self)))
 
     @classmethod
-    def from_rows(cls, rows: list[Collective]) -> "CollectiveTable":
+    def from_rows(cls, rows: list[Collective]) -> CollectiveTable:
         pool: dict[str, str] = {}
+
         def strs(attr: str) -> tuple:
             return tuple(pool.setdefault(getattr(c, attr), getattr(c, attr)) for c in rows)
+
         def ints(attr: str, dtype=np.int64) -> np.ndarray:
             return np.array([getattr(c, attr) for c in rows], dtype=dtype)
-        return cls(strs("family"), strs("name"), strs("group"), ints("step", np.int32), ints("ordinal", np.int32),
-                   ints("seq"), ints("nelems"), ints("launch_start_ns"), ints("launch_end_ns"), ints("start_ns"),
-                   ints("end_ns"), ints("busy_before_ns"))
+
+        return cls(
+            strs("family"),
+            strs("name"),
+            strs("group"),
+            ints("step", np.int32),
+            ints("ordinal", np.int32),
+            ints("seq"),
+            ints("nelems"),
+            ints("launch_start_ns"),
+            ints("launch_end_ns"),
+            ints("start_ns"),
+            ints("end_ns"),
+            ints("busy_before_ns"),
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,7 +236,7 @@ class RankFailure:
     error: str
 
 
-def summarize_or_fail(path: str, params: Params | None = None) -> "RankSummary | RankFailure":
+def summarize_or_fail(path: str, params: Params | None = None) -> RankSummary | RankFailure:
     """``summarize`` that turns any exception into a ``RankFailure`` (the pool and Dask
     workers call this, so one bad file never stops the rest)."""
     try:
@@ -290,7 +325,9 @@ def summarize(path: str, params: Params | None = None) -> RankSummary:
             launch_of.setdefault(int(dst_i), int(src_i))
     starts = trace.start_ns[ci]
     ends = trace.end_ns[ci]
-    launch_start = np.array([trace.start_ns[launch_of[i]] if i in launch_of else -1 for i in ci.tolist()], dtype=np.int64)
+    launch_start = np.array(
+        [trace.start_ns[launch_of[i]] if i in launch_of else -1 for i in ci.tolist()], dtype=np.int64
+    )
     launch_end = np.array([trace.end_ns[launch_of[i]] if i in launch_of else -1 for i in ci.tolist()], dtype=np.int64)
     where = np.where(launch_start >= 0, launch_start, starts)
     csteps = step_of(where)
@@ -305,26 +342,32 @@ def summarize(path: str, params: Params | None = None) -> RankSummary:
         key = (int(csteps[j]), fam)
         k = ordinals.get(key, 0)
         ordinals[key] = k + 1
-        colls.append(Collective(
-            family=fam,
-            name=str(args.get("Collective name") or fam),
-            step=int(csteps[j]),
-            ordinal=k,
-            seq=_int_arg(args, _SEQ_KEYS),
-            group=str(args.get("Process Group Name", "")),
-            nelems=_int_arg(args, _SIZE_KEYS),
-            launch_start_ns=int(launch_start[j]),
-            launch_end_ns=int(launch_end[j]),
-            start_ns=int(starts[j]),
-            end_ns=int(ends[j]),
-            busy_before_ns=int(busy_before[j]),
-        ))
+        colls.append(
+            Collective(
+                family=fam,
+                name=str(args.get("Collective name") or fam),
+                step=int(csteps[j]),
+                ordinal=k,
+                seq=_int_arg(args, _SEQ_KEYS),
+                group=str(args.get("Process Group Name", "")),
+                nelems=_int_arg(args, _SIZE_KEYS),
+                launch_start_ns=int(launch_start[j]),
+                launch_end_ns=int(launch_end[j]),
+                start_ns=int(starts[j]),
+                end_ns=int(ends[j]),
+                busy_before_ns=int(busy_before[j]),
+            )
+        )
     # Compute kernels inside the collectives' windows only (bounded by the kernel count).
     if ci.size and c_s.size:
         w_s, w_e = union_intervals(starts, ends)
         lo = np.searchsorted(c_e, w_s, side="right")
         hi = np.searchsorted(c_s, w_e, side="left")
-        keep = np.unique(np.concatenate([np.arange(a, b) for a, b in zip(lo.tolist(), hi.tolist())] or [np.zeros(0, np.int64)]).astype(np.int64))
+        keep = np.unique(
+            np.concatenate(
+                [np.arange(a, b) for a, b in zip(lo.tolist(), hi.tolist())] or [np.zeros(0, np.int64)]
+            ).astype(np.int64)
+        )
         comp_s, comp_e = c_s[keep], c_e[keep]
     else:
         comp_s = comp_e = np.zeros(0, dtype=np.int64)
@@ -336,8 +379,17 @@ def summarize(path: str, params: Params | None = None) -> RankSummary:
         gk = step_of(g.start_ns[order])
         for j, i in enumerate(order.tolist()):
             card = diag.card(i)
-            notes.append(GapNote(int(g.start_ns[i]), int(g.end_ns[i]), int(gk[j]), Cause(int(g.cause[i])).label,
-                                 card.smell, card.why, card.first_experiment))
+            notes.append(
+                GapNote(
+                    int(g.start_ns[i]),
+                    int(g.end_ns[i]),
+                    int(gk[j]),
+                    Cause(int(g.cause[i])).label,
+                    card.smell,
+                    card.why,
+                    card.first_experiment,
+                )
+            )
 
     return RankSummary(
         path=str(path),

@@ -9,7 +9,7 @@ scale for the whole table: `` ▁▂▃▄▅▆▇█``.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 from gapscope.analysis.types import Cause
 from gapscope.report.fmt import fmt_dur, safe_name
@@ -35,8 +35,14 @@ def _d(key: str) -> Callable[[dict], str]:
     return lambda row: fmt_dur(row[key])
 
 
-_CLASS_PRIORITY = {Cause.HOST: 8, Cause.LAUNCH: 9, Cause.DEPENDENCY: 10, Cause.SYNC: 11, Cause.COPY: 12,
-                   Cause.UNCLASSIFIED: 13}
+_CLASS_PRIORITY = {
+    Cause.HOST: 8,
+    Cause.LAUNCH: 9,
+    Cause.DEPENDENCY: 10,
+    Cause.SYNC: 11,
+    Cause.COPY: 12,
+    Cause.UNCLASSIFIED: 13,
+}
 
 
 def _cls(c: Cause) -> Callable[[dict], str]:
@@ -66,7 +72,7 @@ def heat_row(row: dict, scale_ns: int, cells_max: int) -> str:
     if not v or cells_max <= 0:
         return ""
     if len(v) > cells_max:
-        v = v[: cells_max - 1] + [sum(v[cells_max - 1:])]
+        v = v[: cells_max - 1] + [sum(v[cells_max - 1 :])]
     out = []
     for x in v:
         if x <= 0 or scale_ns <= 0:
@@ -93,7 +99,9 @@ def fit_columns(doc: dict, width: int) -> tuple[list[Column], int]:
         keys = {c.key for c in chosen}
         cols = [c for c in COLUMNS if c.key in keys]
         body = cells(doc, [c for c in cols if c.key != "heat"], 0)
-        widths = [max([len(c.title)] + [len(r[i]) for r in body]) for i, c in enumerate(c for c in cols if c.key != "heat")]
+        widths = [
+            max([len(c.title)] + [len(r[i]) for r in body]) for i, c in enumerate(c for c in cols if c.key != "heat")
+        ]
         used = sum(widths) + 2 * (len(cols) - 1)
         heat = 0
         if "heat" in keys:

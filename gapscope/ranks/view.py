@@ -29,8 +29,13 @@ def main(argv: list[str] | None = None) -> int:
         args = parse(argv, "gapscope")
         if args is None:
             return 0
-        doc = collect(args.paths, params_from_args(args), jobs=args.jobs, progress=stderr_tty(),
-                      dask_scheduler=args.dask_scheduler)
+        doc = collect(
+            args.paths,
+            params_from_args(args),
+            jobs=args.jobs,
+            progress=stderr_tty(),
+            dask_scheduler=args.dask_scheduler,
+        )
     except UsageError as exc:
         print(error_line(str(exc)), file=sys.stderr)
         return 2

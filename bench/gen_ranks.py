@@ -70,7 +70,7 @@ def rank_events(
     k_us = max(compute_us // kernels, 1)
     for k in range(steps):
 
-        def load(r: int) -> int:
+        def load(r: int, k: int = k) -> int:
             return load_us + (late_us if (r == straggler and k in late_steps) else 0)
 
         arrive_last = t + max(load(q) for q in range(ranks)) + LAUNCH_US + k_us * kernels

@@ -54,7 +54,10 @@ def render_text(doc: dict, width: int = 100, top: int = 5) -> str:
         f"verdict: {doc['verdict']['line']}",
         "",
     ]
-    wrap = lambda s, ind="  ": textwrap.fill(s, width=max(width, 40), initial_indent=ind, subsequent_indent=ind + "  ")
+
+    def wrap(s, ind="  "):
+        return textwrap.fill(s, width=max(width, 40), initial_indent=ind, subsequent_indent=ind + "  ")
+
     out[2] = textwrap.fill(out[2], width=max(width, 40), subsequent_indent="  ")
     out += table_lines(doc, width)
     out.append("")

@@ -28,7 +28,7 @@ SUBCOMMANDS = {
 }
 
 #: ``report`` and the viewer on a rank set (a folder, or several files).
-RANK_SET = {"report": "gapscope.ranks.cmd", "view": "gapscope.ranks.view"}
+RANK_SET = {"report": "gapscope.ranks.cmd", "view": "gapscope.ranks_view_cmd"}
 
 #: One line per subcommand for ``gapscope --help``.
 SUMMARIES = {

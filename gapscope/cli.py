@@ -1,6 +1,8 @@
 """The ``gapscope`` command: dispatch to the viewer or a subcommand.
 
 ``gapscope [TRACE]`` opens the viewer (a bundled sample when TRACE is omitted);
+``gapscope DIR``, ``gapscope FILE FILE…`` and ``gapscope report DIR|FILE FILE…`` take a
+set of per-rank traces (``gapscope.ranks``);
 ``gapscope report``, ``gapscope diff``, ``gapscope capture`` and ``gapscope exercise`` are
 subcommands.
 Subcommand modules are imported lazily so ``report`` never imports Textual and
@@ -25,10 +27,13 @@ SUBCOMMANDS = {
     "view": "gapscope.view_cmd",
 }
 
+#: ``report`` and the viewer on a rank set (a folder, or several files).
+RANK_SET = {"report": "gapscope.ranks.cmd", "view": "gapscope.ranks_view_cmd"}
+
 #: One line per subcommand for ``gapscope --help``.
 SUMMARIES = {
     "view": "open the terminal viewer on TRACE (the default: 'gapscope TRACE')",
-    "report": "print a headless report: busy/idle, gaps with cause and card (--json, --markdown)",
+    "report": "print a headless report: busy/idle, gaps with cause and card (--json, --markdown); on a folder of rank traces, the straggler",
     "diff": "compare BEFORE and AFTER traces: verdict, idle that died or remains (--fail-if-slower for CI)",
     "capture": "run a workload under torch.profiler and write a Kineto trace (needs the 'capture' extra)",
     "exercise": "work through a timeline exercise with the six-step protocol",
@@ -38,7 +43,7 @@ SUMMARIES = {
 def usage() -> str:
     """Top-level help text listing the subcommands."""
     lines = [
-        "usage: gapscope [TRACE] | gapscope <command> [options]",
+        "usage: gapscope [TRACE] | gapscope DIR | gapscope <command> [options]",
         "",
         "Find where the GPU sat idle in a profiler trace (torch.profiler/Kineto Chrome JSON,",
         "Chrome Trace Event Format, Nsight Systems exports, ASCII timelines) and say why.",
@@ -73,11 +78,17 @@ def main(argv: list[str] | None = None) -> int:
         name, rest = argv[0], argv[1:]
     else:
         name, rest = "view", argv
+    if name in RANK_SET:
+        from gapscope.ranks.discover import is_rank_set
+
+        if is_rank_set(rest):
+            return guarded(name, rest, RANK_SET[name])
     return guarded(name, rest)
 
 
-def guarded(name: str, rest: list[str]) -> int:
-    """Import and run subcommand ``name`` with ``rest``; turn an unexpected exception
+def guarded(name: str, rest: list[str], module_name: str | None = None) -> int:
+    """Import and run subcommand ``name`` (from ``module_name`` when given) with
+    ``rest``; turn an unexpected exception
     into one line on stderr and exit status 1 (re-raised when ``GAPSCOPE_DEBUG`` is
     set, so a developer sees the traceback)."""
     import importlib
@@ -85,7 +96,7 @@ def guarded(name: str, rest: list[str]) -> int:
     try:
         if name == "diff" and "--view" in rest:  # the viewer of a pair: the view command opens it
             return int(importlib.import_module(SUBCOMMANDS["view"]).diff_main(rest) or 0)
-        module = importlib.import_module(SUBCOMMANDS[name])
+        module = importlib.import_module(module_name or SUBCOMMANDS[name])
         return int(module.main(rest) or 0)
     except KeyboardInterrupt:
         return 130

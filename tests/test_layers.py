@@ -36,6 +36,11 @@ def _loaded_after(imports: str) -> set[str]:
         ("import gapscope.report.cmd, gapscope.report.document, gapscope.report.args", {"textual"}),
         ("import gapscope.diff.cmd, gapscope.diff.document, gapscope.diff.match", {"textual", "gapscope.tui"}),
         ("import gapscope.cli", {"textual", "rich"}),
+        (
+            "import gapscope.ranks.cmd, gapscope.ranks_view_cmd, gapscope.ranks.document, gapscope.ranks.text, "
+            "gapscope.ranks.markdown, gapscope.ranks.pool",
+            {"textual", "rich", "gapscope.tui"},
+        ),
         ("import gapscope.capture", {"textual", "rich", "gapscope.parsers", "gapscope.analysis", "gapscope.tui"}),
     ],
 )

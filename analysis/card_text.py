@@ -196,8 +196,7 @@ def why_sentence(
         else:  # a node of a graph whose launch call the trace lacks; a sibling node ran before
             body = (
                 f", although the next op {_quote(trace.name(nxt))} was already queued: it is a node of a CUDA "
-                f"graph whose other nodes had started before the gap (the graph's launch call is not in the "
-                f"trace)"
+                f"graph whose earlier nodes had already run (the graph's launch call is not in the trace)"
             )
         parts = [_dependency_phrase(diag, r, cn[Cause.DEPENDENCY], evidence)] if cn[Cause.DEPENDENCY] else []
         if cn[Cause.COPY]:
@@ -341,9 +340,14 @@ def _dependency_phrase(diag, r: int, dep_ns: int, evidence: list[Evidence]) -> s
             f"(other ranks or devices)"
         )
     if kind == WaitKind.GRAPH:
+        by = (
+            f"launched by {_quote(trace.name(int(g.launch[r])))}"
+            if g.launch[r] >= 0
+            else "(its launch is not in the trace)"
+        )
         return (
-            f"it is a node of the CUDA graph launched by {_quote(trace.name(int(g.launch[r])))} and waited "
-            f"{fmt_ms(dep_ns)} on the graph's own ordering or on graph work the trace does not record"
+            f"it waited {fmt_ms(dep_ns)} on the ordering of the CUDA graph {by} or on graph work the trace does "
+            f"not record"
         )
     return (
         f"for {fmt_ms(dep_ns)} it waited on something the trace does not record (an event from another stream "

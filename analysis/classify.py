@@ -337,8 +337,9 @@ def _name_flags(trace: Trace, pattern) -> np.ndarray:
 
 def _graph_node_queued(trace: Trace, gaps: Gaps, valid: np.ndarray) -> np.ndarray:
     """Bool per gap: the next op has no linked launch call but shares its ``correlation``
-    with a GPU op that started before the gap: a node of a CUDA graph whose launch call
-    the trace lacks, launched (so queued) before the gap began."""
+    with a GPU op that started before it: a node of a CUDA graph (whose launch call the
+    trace lacks) other than its first. Such a node is issued by the graph, in the
+    graph's order, not by a CPU launch: what held it is GPU-side."""
     n = len(gaps)
     out = np.zeros(n, dtype=bool)
     cand = (gaps.launch < 0) & (gaps.next_op >= 0)
@@ -354,7 +355,7 @@ def _graph_node_queued(trace: Trace, gaps: Gaps, valid: np.ndarray) -> np.ndarra
     rows = np.flatnonzero(cand)
     nc = trace.correlation[gaps.next_op[rows]]
     pos = np.minimum(np.searchsorted(c_sorted, nc, side="left"), c_sorted.size - 1)
-    hit = (nc >= 0) & (c_sorted[pos] == nc) & (first_start[pos] < gaps.start_ns[rows])
+    hit = (nc >= 0) & (c_sorted[pos] == nc) & (first_start[pos] < gaps.end_ns[rows])
     out[rows[hit]] = True
     return out
 

@@ -125,7 +125,7 @@ def test_rank0_waits_and_graph_stall():
     assert t.name(int(g.launch[i])) == "cudaGraphLaunch"
     c = d.card(i)
     assert c.smell == "graph ordering"
-    assert "node of the CUDA graph launched by `cudaGraphLaunch`" in c.why and "already queued" in c.why
+    assert "the ordering of the CUDA graph launched by `cudaGraphLaunch`" in c.why and "already queued" in c.why
     for bad in ("cudaDeviceSynchronize", "spent", "blocked in"):
         assert bad not in c.why
     assert "Memset" not in c.first_experiment  # a 5 µs copy in a 70 ms queued stall is no fix
@@ -141,3 +141,17 @@ def test_rank0_queued_idle_is_never_cpu_side():
     q = g.queued
     cpu = [int(Cause.SYNC), int(Cause.LAUNCH), int(Cause.HOST), int(Cause.UNCLASSIFIED)]
     assert q.any() and (g.class_ns[q][:, cpu] == 0).all()
+
+
+def test_rank0_every_stall_of_the_step_is_one_dependency():
+    """hta/rank0's ~70 ms stall, all six of them: gap #200's next op is a graph node whose
+    launch call the trace lacks (its earlier nodes ran first), so it is dependency like
+    its siblings, not the 'copy' of the fallback thread's blocked cudaMemcpyAsync."""
+    d = diagnose(load(require(CORPUS / "hta" / "rank0.json.gz")))
+    g = d.gaps
+    big = np.flatnonzero(g.dur_ns > 60_000_000)
+    assert big.size == 6 and 200 in big.tolist()  # 5 steps and the stretch before the first
+    assert (g.cause[big] == Cause.DEPENDENCY).all() and (g.wait_kind[big] == WaitKind.GRAPH).all()
+    grp = d.groups[int(g.group[200])]
+    assert grp.cause == Cause.DEPENDENCY
+    assert "ncclKernel" not in d.card(200).why  # no name read through a missing launch (-1)

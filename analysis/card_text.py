@@ -136,15 +136,21 @@ def _items(
         key = (0 if e.event >= 0 else 1, e.name)
         agg[key] = agg.get(key, 0) + e.overlap_ns
     out = []
+    listed = 0
     for (quiet, name), ns in sorted(agg.items(), key=lambda kv: -kv[1])[:limit]:
         if cap_ns is not None:
-            ns = min(ns, cap_ns)  # an op's time under launch calls or copies is theirs
+            ns = min(ns, cap_ns - listed)  # an op's time under launch calls or copies is theirs
+            if ns <= 0:
+                break
+        listed += ns
         if quiet:
             out.append(_quiet_txt(diag, rows, ns))
             continue
         within = sorted(((k, v) for k, v in inner.get(name, {}).items() if v <= ns), key=lambda kv: -kv[1])[:2]
         of_which = (" (of which " + ", ".join(f"{fmt_ms(v)} in {_quote(k)}" for k, v in within) + ")") if within else ""
         out.append(f"{fmt_ms(ns)} in {_quote(name)}{of_which}")
+    if cap_ns is not None and out and cap_ns - listed >= max(1_000, cap_ns // 100):
+        out.append(f"{fmt_ms(cap_ns - listed)} in other work")  # so the items add up to the part
     return out
 
 
@@ -597,36 +603,48 @@ def _dependency_advice(diag, rows, dur_txt):
     )
 
 
+def _instrument_hint(trace) -> str:
+    """How to see finer CPU work in this kind of trace."""
+    if str(trace.source.format).startswith("nsys"):
+        return "add NVTX ranges around the suspects (torch.cuda.nvtx.range, nvtx.annotate) or profile with nsys --sample=cpu"
+    return "capture with with_stack=True or wrap the suspects in torch.profiler.record_function ranges"
+
+
 def _host_advice(diag, evidence, rows, name, top, dur_txt):
     trace = diag.trace
-    quiet = [e for e in evidence if e.cause == Cause.HOST and e.event < 0]
-    quiet_ns = sum(e.overlap_ns for e in quiet)
-    host_names = [e.name for e in evidence if e.cause == Cause.HOST and e.event >= 0]
-    if any(_ALLOC_RE.search(n) for n in host_names[:4]):
+    quiet_ns = sum(e.overlap_ns for e in evidence if e.cause == Cause.HOST and e.event < 0)
+    by_name: dict[str, int] = {}
+    for e in evidence:
+        if e.cause == Cause.HOST and e.event >= 0:
+            by_name[e.name] = by_name.get(e.name, 0) + e.overlap_ns
+    ranked = sorted(by_name.items(), key=lambda kv: -kv[1])
+    lead_name, lead_ns = ranked[0] if ranked else (None, 0)
+    hint = _instrument_hint(trace)
+    # the advice follows what holds most of the host time: an unrecorded stretch, or the
+    # largest named work
+    if quiet_ns > lead_ns:
         first = (
-            "The thread is allocating or freeing device memory in the step (cudaMalloc/cudaFree): let the "
+            f"Find out what the CPU does for the {_quiet_txt(diag, rows, quiet_ns)}: {hint}, then take that work "
+            f"off the critical path (after the step, every N steps, or another thread) and launch the next GPU "
+            f"work before it."
+        )
+    elif lead_name is not None and _ALLOC_RE.search(lead_name):
+        first = (
+            f"The thread is allocating or freeing device memory ({_quote(lead_name)}, {fmt_ms(lead_ns)}): let the "
             "caching allocator keep its blocks (no torch.cuda.empty_cache() in the loop, stable tensor shapes, "
             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) or preallocate the buffers once."
         )
-    elif any(_DATALOADER_RE.search(n) for n in host_names[:4]):
-        dl = _quote(next(n for n in host_names[:4] if _DATALOADER_RE.search(n)))
+    elif lead_name is not None and _DATALOADER_RE.search(lead_name):
         first = (
-            f"The step waits for the next batch in {dl}: load in parallel (DataLoader num_workers > 0, "
-            f"persistent_workers=True), pin_memory=True, and prefetch (prefetch_factor) so a batch is ready "
-            f"when the GPU finishes."
+            f"The step waits for the next batch in {_quote(lead_name)}: load in parallel (DataLoader "
+            f"num_workers > 0, persistent_workers=True), pin_memory=True, and prefetch (prefetch_factor) so a "
+            f"batch is ready when the GPU finishes."
         )
     elif top and _mostly_own_time(diag, top[0]):
         first = (
-            f"Find out what the CPU does inside {name} ({fmt_ms(top[0].overlap_ns)} of the gap, almost none of it "
-            f"in a finer recorded event): capture with with_stack=True or wrap its parts in "
-            f"torch.profiler.record_function ranges; then cut that work or move it off the critical path."
-        )
-    elif quiet and (not top or quiet_ns > top[0].overlap_ns):
-        first = (
-            f"Find out what the CPU does for the {_quiet_txt(diag, rows, quiet_ns)}: capture with "
-            f"with_stack=True or wrap the suspects in torch.profiler.record_function ranges, then take "
-            f"that work off the critical path (after the step, every N steps, or another thread) and "
-            f"launch the next GPU work before it."
+            f"Find out what the CPU does inside {_quote(lead_name or top[0].name)} ({fmt_ms(lead_ns)} of the gap, "
+            f"almost none of it in a finer recorded event): {hint}; then cut that work or move it off the "
+            f"critical path."
         )
     elif top and _issues_gpu_work(trace, top[0].event):
         first = (
@@ -636,7 +654,7 @@ def _host_advice(diag, evidence, rows, name, top, dur_txt):
             f"keep Python work such as logging and checks out of the step."
         )
     else:
-        what = name or "the CPU work between launches"
+        what = _quote(lead_name) if lead_name else "the CPU work between launches"
         first = (
             f"Take {what} off the critical path: run it after the step, every N steps, or in another "
             f"thread/process, and launch the next GPU work before doing it so the two overlap."

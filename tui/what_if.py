@@ -29,13 +29,11 @@ def projection_text(diagnosis, marked: tuple[str, ...]) -> str:
     """ "without `tensor.item()`, `logging callback`: 0.600 ms per step (was 1.050 ms),
     1,667 tokens/s"; or why there is no projection."""
     if not marked:
-        return "what-if: nothing marked (x marks the selected gap's largest CPU-side evidence)"
+        return "what-if: nothing marked (x: mark the gap's evidence)"
     if diagnosis.budget is None:
         return "what-if: no GPU ops, nothing to project"
     w = diagnosis.what_if(names=marked)
     names = ", ".join("`" + n + "`" for n in marked)
-    rate = f"{w.tokens_per_s:,.0f} tokens/s" if w.decode else f"{w.steps_per_s:,.2f} steps/s"
-    return (
-        f"what-if without {names}: {w.projected_step_ns / 1e6:.3f} ms per step "
-        f"(was {w.wall_ns / 1e6:.3f} ms, {w.speedup:.2f}x), {rate}  (X clears)"
-    )
+    rate = f"{w.tokens_per_s:,.0f} tok/s" if w.decode else f"{w.steps_per_s:,.2f} steps/s"
+    # the figures first: the status line is cut at the terminal's width
+    return f"what-if: {w.projected_step_ns / 1e6:.3f} ms/step ({w.speedup:.2f}x), {rate} without {names}"

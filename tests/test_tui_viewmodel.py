@@ -195,9 +195,9 @@ def test_rows_group_gpu_first_and_collapse():
 
 def test_sanitize_keeps_markup_drops_escapes():
     assert sanitize("[bold red]x[/bold red] \\[e]") == "[bold red]x[/bold red] \\[e]"
-    assert sanitize("a\x1b[31mb\x07c\u202e") == "a\ufffd[31mb\ufffdc\ufffd"
-    assert sanitize("核x") == "?x"
-    assert sanitize("abcdef", 3) == "abc"
+    assert sanitize("a\x1b[31mb\x07c\u202e") == "a\\x1b[31mb\\x07c⟨U+202E⟩"
+    assert sanitize("核x") == "核x"
+    assert sanitize("abcdef", 3) == "ab…"
 
 
 # ---------------------------------------------------------------- navigation

@@ -12,6 +12,7 @@ from typing import Callable, Iterable
 from textual.app import App, SystemCommand
 from textual.screen import Screen
 
+from gapscope.tui.colour import no_colour
 from gapscope.tui.loading import LoadScreen
 from gapscope.tui.screen import TraceScreen
 
@@ -42,6 +43,7 @@ class GapscopeApp(App):
         on_ready: Callable[["GapscopeApp", TraceScreen], None] | None = None,
     ) -> None:
         super().__init__()
+        no_colour(self)
         self.source = source
         self.loader = loader
         self.diagnose_fn = diagnose

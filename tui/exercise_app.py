@@ -6,6 +6,7 @@ from textual.app import App
 
 from gapscope.exercise import Exercise, ProgressStore, Session, Workbook
 
+from gapscope.tui.colour import no_colour
 from gapscope.tui.exercise_screen import ExerciseScreen
 
 __all__ = ["ExerciseApp", "make_exercise_app"]
@@ -18,6 +19,7 @@ class ExerciseApp(App):
 
     def __init__(self, session: Session) -> None:
         super().__init__()
+        no_colour(self)
         self.session = session
 
     def on_mount(self) -> None:

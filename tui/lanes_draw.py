@@ -21,6 +21,7 @@ import dataclasses
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from textual.strip import Strip
@@ -28,7 +29,7 @@ from textual.strip import Strip
 from gapscope.analysis.types import Cause, Gaps
 from gapscope.parsers.model import Trace
 
-from gapscope.tui.cells import CLASS_GLYPH, CLASS_NAME, GLYPH_CODES, Cells, kernel_codes
+from gapscope.tui.cells import CLASS_GLYPH, CLASS_NAME, GLYPH_CODES, Cells, crop, kernel_codes, pad
 from gapscope.tui.lanes_model import DeviceGaps, Row, sanitize
 from gapscope.tui.ruler import format_duration_ns, ruler_ticks
 from gapscope.tui.viewmodel import GlyphClass, LaneIndex, Viewport
@@ -147,12 +148,10 @@ def _label(view: LaneView, row: Row, selected: bool) -> Segment:
     text = sanitize(row.label)
     if row.kind == "lane":
         text = " " + text
-    if len(text) > g - 1:
-        text = text[: g - 2] + "…"
     style = view.styles["lanes--group" if row.kind == "group" else "lanes--label"]
     if selected:
         style = style + view.styles["lanes--selected-row"]
-    return Segment(text.ljust(g - 1) + " ", style)
+    return Segment(pad(text, g - 1) + " ", style)
 
 
 def _draw_gaps(view: LaneView, device: int, cells: Cells, *, label: bool) -> None:
@@ -289,8 +288,10 @@ def _place_name(cells: Cells, owner: np.ndarray, fill: np.ndarray, j: int, c0: i
     drawn earlier (a parent's) that reaches into ``[c0 - 1, c_end]`` loses its cells
     from ``c0 - 1`` on (they get their box glyph back) and ends in ``…``: two names
     never run together."""
-    if len(name) > run - 1:
-        name = name[: max(0, run - 2)].rstrip() + "…"
+    if cell_len(name) > run - 1:
+        name = crop(name, max(1, run - 1))
+        if name[:-1].endswith(" "):
+            name = name[:-1].rstrip() + "…"
     lo, hi = max(0, c0 - 1), min(owner.size, c_end + 1)
     for other in np.unique(owner[lo:hi]).tolist():
         if other < 0:
@@ -304,6 +305,6 @@ def _place_name(cells: Cells, owner: np.ndarray, fill: np.ndarray, j: int, c0: i
         kept = mine[mine < lo]
         if kept.size:
             cells.chars[kept[-1]] = ord("…")
-    n = min(len(name), owner.size - c0)
+    n = min(cell_len(name), owner.size - c0)
     cells.text(c0, name, None)
     owner[c0: c0 + n] = j

@@ -145,3 +145,13 @@ def test_device_label(prop, text):
     from gapscope.report.fmt import device_label
 
     assert device_label(prop) == text
+
+
+def test_warning_message_elides_long_quoted_names_so_the_finding_shows():
+    from gapscope.report.fmt import warning_message
+
+    long = "'void k<" + "x" * 300 + ", 4>)'"
+    got = warning_message(f"stream 7: {long} (line 3) overlaps 'Memset (Device)' (line 4) by 2 µs; both kept")
+    assert got == ("stream 7: 'void k<" + "x" * 32 + "…" + "x" * 13 + ", 4>)' (line 3) overlaps 'Memset (Device)' "
+                   "(line 4) by 2 µs; both kept")
+    assert warning_message("'step end' on CPU has no 'begin'") == "'step end' on CPU has no 'begin'"

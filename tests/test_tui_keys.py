@@ -155,19 +155,41 @@ def test_loader_warnings_on_b01(bugs):
             screen = await wait_ready(pilot)
             header = screen.header_text(100).plain
             notes = [(n.title, n.message) for n in app._notifications]
+            status = str(screen.query_one("#detail").render())
             await pilot.press("w")
             await pilot.pause()
             shown = isinstance(app.screen, WarningsScreen)
             text = str(app.screen.query_one("#warnings-text").render()) if shown else ""
             await pilot.press("w")
-            return header, notes, shown, text, app.screen is screen
+            return header, notes, status, shown, text, app.screen is screen
 
-    header, notes, shown, text, back = asyncio.run(run())
+    header, notes, status, shown, text, back = asyncio.run(run())
     assert "│ 0 gaps │ ⚠ 1 warning │" in header
     warning = "line 15: file truncated at line 15: incomplete event skipped; 8 events recovered"
-    assert notes == [("1 loader warning", warning[:63] + "…\nw lists them")]  # cut to 64 cells
+    # issue 18 item 2: no toast over the first card; the status line says it once
+    assert notes == []
+    assert "│ ⚠ 1 loader warning: w lists them" in status
     assert shown and back
     assert "line 15  file truncated at line 15: incomplete event skipped; 8 events recovered" in text
+
+
+def test_loader_warning_shows_its_finding_after_a_long_kernel_name(corpus):
+    # issue 18 item 1: rank0's first warning names a 400-character template kernel
+    # before "overlaps 'Memcpy DtoH (Device -> Pageable)' ... by 2 µs; both kept"
+    path = corpus / "hta" / "rank0.json.gz"
+
+    async def run():
+        app = make_app(path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_ready(pilot)
+            await pilot.press("w")
+            await pilot.pause()
+            return str(app.screen.query_one("#warnings-text").render())
+
+    text = asyncio.run(run())
+    first = next(ln for ln in text.splitlines() if "line 659779" in ln)
+    assert "'void at::native::reduce_kernel<512, 1, …ned int, long, 4>)' (line 659747)" in first
+    assert first.endswith("overlaps 'Memcpy DtoH (Device -> Pageable)' (line 659779) by 2 µs; both kept")
 
 
 def test_ruler_stays_on_the_trace_and_never_labels_negative_time():

@@ -81,14 +81,11 @@ class TraceScreen(Screen):
         self.lanes.focus()
         self._update_side()
         nw = len(self.trace.warnings)
-        if nw:
-            first = sanitize(str(self.trace.warnings[0]), 200)
-            if len(first) > 64:
-                first = first[:63] + "…"
-            more = f" (+{nw - 1} more)" if nw > 1 else ""
-            self.notify(f"{first}{more}\nw lists them",
-                        title=f"{nw} loader warning" + ("" if nw == 1 else "s"), severity="warning",
-                        timeout=8, markup=False)
+        if nw and not self.message:
+            # In the status line, not a toast: a toast would sit over the first card
+            # for seconds, just when the user reads it; the header keeps the count.
+            what = f"{nw} loader warning" + ("" if nw == 1 else "s")
+            self._say(f"⚠ {what}: w lists them")
 
     def on_resize(self, event) -> None:
         narrow = self.size.width < NARROW_WIDTH

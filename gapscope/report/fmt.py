@@ -12,7 +12,7 @@ import unicodedata
 
 __all__ = ["Unit", "unit_for", "offset_unit_for", "fmt_dur", "fmt_at", "fmt_sig", "fmt_share", "safe_name", "fmt_bytes", "budget_rows", "BUDGET_LABELS", "short_name",
            "device_label", "rank_text", "kind_counts_text", "fmt_rate",
-           "more_groups_line"]
+           "more_groups_line", "warning_message"]
 
 
 class Unit(tuple):
@@ -199,6 +199,26 @@ def safe_name(name: str, max_len: int | None = None) -> str:
     if max_len is not None and len(out) > max_len > 1:
         out = out[: max_len - 1] + "…"
     return out
+
+
+#: A quoted name in a loader message (Python ``repr``, single or double quotes).
+_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'" + r'|"(?:[^"\\]|\\.)*"')
+
+
+def warning_message(message: str, name_len: int = 60) -> str:
+    """A loader warning as a reader takes it in: each quoted name longer than
+    ``name_len`` characters elided in its middle (its head and tail stay: ``'void
+    at::native::reduce_kernel<512, 1, …unsigned int, long, 4>)'``), so that the finding
+    (``overlaps … by 2 µs; both kept``) is not cut off behind a kernel's template name.
+    Not made safe: callers still pass the result through ``safe_name`` or ``sanitize``."""
+    def elide(m: re.Match) -> str:
+        q = m.group(0)
+        if len(q) <= name_len:
+            return q
+        head = (name_len * 2) // 3
+        tail = name_len - head - 1
+        return q[:head] + "…" + q[-tail:]
+    return _QUOTED.sub(elide, message)
 
 
 def _escape_chars(s: str) -> str:

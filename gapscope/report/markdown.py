@@ -8,7 +8,7 @@ literal), with ``|`` escaped inside tables and control characters made visible b
 from __future__ import annotations
 
 from gapscope.report.document import lone_gaps
-from gapscope.report.fmt import (GROUP_CARDS, MD_GROUP_ROWS, budget_rows, device_label, fmt_at, fmt_dur, fmt_rate, fmt_share,
+from gapscope.report.fmt import (warning_message, GROUP_CARDS, MD_GROUP_ROWS, budget_rows, device_label, fmt_at, fmt_dur, fmt_rate, fmt_share,
                          kind_counts_text, more_groups_line, offset_unit_for, rank_text, rate_key, safe_name, unit_for)
 
 __all__ = ["render_markdown", "md_code", "md_text"]
@@ -86,7 +86,7 @@ def render_markdown(doc: dict) -> str:
     out += ["", f"## Warnings ({len(warns)})", ""]
     for w in warns[:20]:
         where = f"line {w['line']}: " if w.get("line") is not None else ""
-        out.append(f"- {where}{md_code(w['message'], 200, False)}")
+        out.append(f"- {where}{md_code(warning_message(w['message']), 200, False)}")
     if len(warns) > 20:
         out.append(f"- ... and {len(warns) - 20} more")
     return "\n".join(out) + "\n"

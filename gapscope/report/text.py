@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gapscope.report.fmt import device_label, fmt_at, fmt_dur, fmt_share, kind_counts_text, offset_unit_for, rank_text, unit_for
+from gapscope.report.fmt import warning_message, device_label, fmt_at, fmt_dur, fmt_share, kind_counts_text, offset_unit_for, rank_text, unit_for
 from gapscope.report.panels import budget_section, groups_section, lone_cards_section
 from gapscope.report.rich_text import CAUSE_STYLE, cause_text, heading, make_console, name_text, safe_text
 
@@ -228,6 +228,6 @@ def _warnings(doc: dict, console: Console) -> None:
     for w in warns[:MAX_WARNINGS]:
         where = f"line {w['line']}: " if w.get("line") is not None else ""
         field = f"[{w['field']}] " if w.get("field") else ""
-        console.print(Text.assemble(where, safe_text(field), safe_text(w["message"])))
+        console.print(Text.assemble(where, safe_text(field), safe_text(warning_message(w["message"]))))
     if len(warns) > MAX_WARNINGS:
         console.print(Text(f"... and {len(warns) - MAX_WARNINGS} more (all in --json)"))

@@ -93,7 +93,11 @@ def test_safe_name_truncates():
 def test_markdown_escaping_of_untrusted_text():
     from gapscope.report.markdown import md_code, md_text
 
-    assert md_text("in `[b]x*_y_*[/b]` <img> a|b ~~s~~ \\") == "in \\`\\[b\\]x\\*\\_y\\_\\*\\[/b\\]\\` \\<img\\> a\\|b \\~\\~s\\~\\~ \\\\"
+    # issue 18 item 6: a name quoted in backticks becomes a code span (not escaped
+    # backticks that show literally); the prose around it is escaped
+    assert md_text("in `[b]x*_y_*[/b]` <img> a|b ~~s~~ \\") == "in `[b]x*_y_*[/b]` \\<img\\> a\\|b \\~\\~s\\~\\~ \\\\"
+    assert md_text("waits on `Memset (Device)`.") == "waits on `Memset (Device)`."
+    assert md_text("a `x|y` b") == "a `x|y` b"  # card prose is not a table cell
     assert md_text("line\nbreak") == "line\\\\x0abreak"  # renders as line\\x0abreak
     assert md_code("a`b") == "``a`b``"
     assert md_code("`x") == "`` `x ``"

@@ -11,6 +11,7 @@ import pytest
 
 from gapscope import sample_traces
 from gapscope.analysis import diagnose
+from gapscope.analysis.types import Cause
 from gapscope.parsers import load
 from gapscope.tui.help import HelpScreen, help_text
 from gapscope.tui.loader_warnings import WarningsScreen
@@ -81,6 +82,36 @@ def test_footer_keeps_core_keys_at_80_columns():
     assert all(right <= 80 for *_, right in keys)
 
 
+def test_class_keys_keep_largest_first_and_say_the_order(corpus):
+    """issue 18 item 8: after ``s n`` (the largest gap, not a copy gap) ``2`` goes to
+    the largest copy gap, not to the first copy gap smaller than the current one; the
+    next ``2`` to the second largest; the status line names the order."""
+    trace = load(corpus / "hta" / "rank0.json.gz")
+    diag = diagnose(trace)
+    g = diag.gaps
+    size = [int(k) for k in diag.order_by_size()]
+    copies = [k for k in size if int(g.cause[k]) == int(Cause.COPY)]
+    deps = [k for k in size if int(g.cause[k]) == int(Cause.DEPENDENCY)]
+    assert int(g.cause[size[0]]) != int(Cause.COPY) and len(copies) >= 2 and deps
+
+    async def run():
+        app = make_app(trace, diagnosis=diag)
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = await wait_ready(pilot)
+            out = []
+            for key in ("s", "n", "2", "2", "5"):
+                await pilot.press(key)
+                await pilot.pause()
+                out.append((screen.lanes.selected_gap, screen.message))
+            return out
+
+    out = asyncio.run(run())
+    assert out[1][0] == size[0]
+    assert out[2] == (copies[0], f"copy gap 1 of {len(copies)}, largest first")
+    assert out[3] == (copies[1], f"copy gap 2 of {len(copies)}, largest first")
+    assert out[4] == (deps[0], f"dependency gap 1 of {len(deps)}, largest first")
+
+
 def test_class_jumps_wrap_and_go_back():
     trace, diag = _sample()
 
@@ -97,11 +128,11 @@ def test_class_jumps_wrap_and_go_back():
             return out
 
     out = asyncio.run(run())
-    assert out[0] == (0, "wrapped to the first sync gap (time order)")
-    assert out[1] == (0, "wrapped to the first sync gap (time order)")  # the only sync gap
-    assert out[2] == (0, "wrapped to the last sync gap (time order)")
-    assert out[3] == (1, "")  # the launch gap after #0
-    assert out[4] == (1, "wrapped to the last launch gap (time order)")
+    assert out[0] == (0, "wrapped to the first sync gap (1 of 1, in time)")
+    assert out[1] == (0, "wrapped to the first sync gap (1 of 1, in time)")  # the only sync gap
+    assert out[2] == (0, "wrapped to the last sync gap (1 of 1, in time)")
+    assert out[3] == (1, "launch gap 1 of 1, in time")  # the launch gap after #0
+    assert out[4] == (1, "wrapped to the last launch gap (1 of 1, in time)")
     assert out[5] == (1, "no copy gap in this trace")
 
 

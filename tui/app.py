@@ -97,3 +97,5 @@ class GapscopeApp(App):
             yield SystemCommand("Next copy gap", "Jump to the next gap caused by a copy", lambda: screen.action_jump_class(1))
             yield SystemCommand("Next launch gap", "Jump to the next launch-overhead gap", lambda: screen.action_jump_class(2))
             yield SystemCommand("Next host gap", "Jump to the next host-bound gap", lambda: screen.action_jump_class(3))
+            yield SystemCommand("Next dependency gap", "Jump to the next gap whose op was queued and waited GPU-side",
+                                lambda: screen.action_jump_class(5))

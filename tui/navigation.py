@@ -55,6 +55,13 @@ class GapNavigator:
     def __len__(self) -> int:
         return len(self.gaps)
 
+    def class_place(self, gap: int, mode: str) -> tuple[int, int]:
+        """(k, m): ``gap`` is the k-th (from 1) of the m gaps of its cause class in
+        ``mode`` order. One ``searchsorted``."""
+        positions = self._pos_by_cause[(mode, int(self.gaps.cause[gap]))]
+        k = int(np.searchsorted(positions, int(self._rank[mode][gap]), side="left"))
+        return k + 1, int(positions.size)
+
     def order(self, mode: str) -> np.ndarray:
         return self.time_order if mode == TIME else self.size_order
 

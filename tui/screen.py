@@ -194,6 +194,12 @@ class TraceScreen(Screen):
             return
         lanes = self.lanes
         current = lanes.selected_gap
+        if (cause is not None and self.order_mode == SIZE
+                and (current is None or int(self.nav.gaps.cause[current]) != int(cause))):
+            # Largest first, a class key starts at that class's largest gap (its
+            # smallest going back): continuing from the current gap's place in the
+            # order would skip every larger gap of the class.
+            current = None
         g = self.nav.step(current, direction, self.order_mode, cause, from_ns=lanes.cursor_ns)
         wrapped = False
         if g is None and cause is not None:
@@ -210,9 +216,15 @@ class TraceScreen(Screen):
                 self._say(f"no {'next' if direction > 0 else 'previous'} {what}gap ({self.order_mode} order)")
             return
         self.message = ""
-        if wrapped and cause is not None:
-            where = "first" if direction > 0 else "last"
-            self.message = f"wrapped to the {where} {cause.label} gap ({self.order_mode} order)"
+        if cause is not None:
+            # say which order applies: the k-th of the class, largest first or in time
+            k, m = self.nav.class_place(g, self.order_mode)
+            order = "largest first" if self.order_mode == SIZE else "in time"
+            if wrapped:
+                where = "first" if direction > 0 else "last"
+                self.message = f"wrapped to the {where} {cause.label} gap ({k} of {m}, {order})"
+            else:
+                self.message = f"{cause.label} gap {k} of {m}, {order}"
         if self.order_mode == SIZE:
             self.done.add(3)
         lanes.select_gap(g)

@@ -90,8 +90,6 @@ class TraceScreen(Screen):
     def on_resize(self, event) -> None:
         narrow = self.size.width < NARROW_WIDTH
         self.set_class(narrow, "-narrow")
-        footer = self.query_one(Footer)
-        footer.show_command_palette = not narrow  # ctrl+p stays listed in the help
         self._sync_panel_mode()
         self.query_one("#header", Static).update(self.header_text(self.size.width))
 

@@ -129,3 +129,14 @@ def test_no_color_swaps_monochrome_for_no_colour(monkeypatch, tmp_path):
     app = make_app(_write_trace(tmp_path))
     kinds = [type(f) for f in app._filters]
     assert NoColor in kinds and Monochrome not in kinds
+
+
+def test_header_names_the_opened_file_when_the_trace_name_is_kinetos_temp_path(tmp_path):
+    """issue 18 item 10: Kineto records the file it wrote (a temporary one for a .gz
+    export) as traceName; the header shows the file the user opened."""
+    from gapscope.tui.header import trace_header
+
+    p = tmp_path / "vm_1_20261201T000000Z_train.pt.trace.json"
+    ev = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 0, "dur": 5, "args": {"device": 0, "stream": 7}}]
+    p.write_text(json.dumps({"traceName": "/tmp/tmpa5ej828u.json", "traceEvents": ev}))
+    assert trace_header(load(str(p)), None, 120).plain.startswith("gapscope vm_1_20261201T000000Z_train.pt.trace.json │")

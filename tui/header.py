@@ -37,14 +37,23 @@ def elide_title(title: str, max_cells: int) -> str:
     return cut.rstrip(" :,;-") + "…"
 
 
+def _is_recorded_path(name: str) -> bool:
+    """``name`` is a file path a profiler recorded as the trace name (no blank, a
+    folder or a trace file's extension), not a name a person gave."""
+    name = name.strip()
+    return " " not in name and ("/" in name or "\\" in name or name.endswith((".json", ".json.gz", ".gz")))
+
+
 def trace_header(trace: Trace, diagnosis, width: int = 80) -> Text:
     """``gapscope NAME │ GPU busy P% │ N gaps │ span │ k GPUs │ device``: the
     figures first so that they survive an 80-column terminal; the trace name is
     elided to what is left of ``width`` (cells), the device name comes last."""
     src = trace.source
-    name = src.trace_name or Path(src.path).name or "trace"
-    if "/" in name and " " not in name.strip():  # a path recorded as the name: its file name
-        name = Path(name.strip()).name or name
+    name = src.trace_name or ""
+    if not name.strip() or _is_recorded_path(name):
+        # Kineto records the file it wrote first (a temporary file for a .gz export:
+        # '/tmp/tmpa5ej828u.json'): the file the user opened names the trace better
+        name = Path(src.path).name or Path(name.strip()).name or "trace"
     t0, t1 = trace.extent_ns
     figures = []
     d = diagnosis

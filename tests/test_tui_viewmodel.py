@@ -190,7 +190,7 @@ def test_rows_group_gpu_first_and_collapse():
         ("group", "▾ python3 [worker 0] (1)"), ("lane", "[main]"),
     ]
     rows = build_rows(t, {("gpu", 0, "0")}, {0})
-    assert [(r.kind, r.label) for r in rows][:2] == [("group", "▸ GPU 0"), ("group", "▾ python3 [worker 0] (1)")]
+    assert [(r.kind, r.label) for r in rows][:3] == [("group", "▸ GPU 0"), ("idle", "idle gaps"), ("group", "▾ python3 [worker 0] (1)")]
 
 
 def test_sanitize_keeps_markup_drops_escapes():

@@ -39,9 +39,10 @@ def elide_title(title: str, max_cells: int) -> str:
 
 def _is_recorded_path(name: str) -> bool:
     """``name`` is a file path a profiler recorded as the trace name (no blank, a
-    folder or a trace file's extension), not a name a person gave."""
+    folder in it: Kineto's ``/tmp/tmpa5ej828u.json``), not a name given to the run
+    (a bare file name such as Lightning's ``fit-profiler-….pt.trace.json`` stays)."""
     name = name.strip()
-    return " " not in name and ("/" in name or "\\" in name or name.endswith((".json", ".json.gz", ".gz")))
+    return " " not in name and ("/" in name or "\\" in name)
 
 
 def trace_header(trace: Trace, diagnosis, width: int = 80) -> Text:

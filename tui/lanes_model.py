@@ -69,8 +69,9 @@ def default_collapsed(trace: Trace) -> set:
 def build_rows(trace: Trace, collapsed: frozenset | set = frozenset(), gap_devices: set[int] | None = None,
                shown_lanes: set[int] | None = None) -> list[Row]:
     """Display rows: GPU groups first (by device), then CPU processes, lanes in
-    ``Lane.sort_key`` order; a collapsed group shows its header only. Each GPU
-    device group starts with an ``idle`` row when ``gap_devices`` includes it.
+    ``Lane.sort_key`` order; a collapsed group shows its header only (and a GPU
+    group its ``idle`` row). Each GPU device group starts with an ``idle`` row when
+    ``gap_devices`` includes it.
     Lanes without drawn events (metadata-only threads and processes, lanes of
     instants only) are left out, and so are groups left empty; ``shown_lanes``
     (default ``drawn_lanes(trace)``) is the set of lane indices to keep."""
@@ -96,10 +97,11 @@ def build_rows(trace: Trace, collapsed: frozenset | set = frozenset(), gap_devic
         is_collapsed = key in collapsed
         mark = "▸" if is_collapsed else "▾"
         rows.append(Row("group", key, f"{mark} {label}", device=device))
-        if is_collapsed:
-            continue
+        # a GPU group keeps its gap row when collapsed: the gaps are what the view is for
         if key[0] == "gpu" and gap_devices is not None and device in gap_devices:
             rows.append(Row("idle", key, "idle gaps", device=device))
+        if is_collapsed:
+            continue
         for k in members:
             ln = trace.lanes[k]
             label = (ln.label if ln.is_gpu else (ln.thread_name or ln.tid)).strip() or "(no tid)"

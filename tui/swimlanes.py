@@ -15,6 +15,8 @@ painter as a ``gapscope.tui.lanes_draw.LaneView``. Navigation lives in
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from rich.style import Style
 from textual import events
@@ -102,6 +104,11 @@ class Swimlanes(Widget, can_focus=True):
         self._gap_devices = gap_devices
         self._shown_lanes = drawn_lanes(trace)
         self.rows: list[Row] = build_rows(trace, self._collapsed, gap_devices, self._shown_lanes)
+        #: the rows before folding, and the GPU lanes folded away (``_refold``)
+        self._full_rows: list[Row] = self.rows
+        #: lane indices of the GPU lane rows of ``_full_rows``, in display order
+        self._gpu_rows = [r.lane for r in self.rows if r.kind == "lane" and trace.lanes[r.lane].is_gpu]
+        self._folded: frozenset[int] | None = frozenset()
         t0, t1 = trace.extent_ns
         self.origin_ns = int(t0)
         self.viewport = Viewport.fit(t0, t1, 80, margin=0.01)
@@ -173,17 +180,38 @@ class Swimlanes(Widget, can_focus=True):
                 # view centred on it still shows it)
                 self.viewport = self.viewport.centred_on(self.cursor_ns).clamped(t0, t1)
         self._update_count += 1
+        self._refold()
         self._keep_row_visible()
         self.refresh()
         self.post_message(self.Changed(self))
 
     def _keep_row_visible(self) -> None:
+        """Scroll so that the selected row shows, and, while a gap is selected, the
+        lane of its launch call too when both fit (the card talks about that thread)."""
         n = self.visible_rows
         if self.selected_row < self.top_row:
             self.top_row = self.selected_row
         elif self.selected_row >= self.top_row + n:
             self.top_row = self.selected_row - n + 1
+        launch_row = self._launch_row()
+        if launch_row is not None and abs(launch_row - self.selected_row) < n:
+            lo, hi = min(launch_row, self.selected_row), max(launch_row, self.selected_row)
+            if lo < self.top_row:
+                self.top_row = lo
+            elif hi >= self.top_row + n:
+                self.top_row = hi - n + 1
         self.top_row = max(0, min(self.top_row, max(0, len(self.rows) - n)))
+
+    def _launch_row(self) -> int | None:
+        """The display row of the selected gap's launch lane (None: no gap, no launch,
+        or its group collapsed)."""
+        g = self.gaps
+        if self.selected_gap is None or g is None:
+            return None
+        lane = int(g.launch_lane[self.selected_gap])
+        if lane < 0:
+            return None
+        return next((i for i, r in enumerate(self.rows) if r.kind == "lane" and r.lane == lane), None)
 
     def on_mount(self) -> None:
         self.call_after_refresh(self._start_warming)
@@ -209,6 +237,7 @@ class Swimlanes(Widget, can_focus=True):
     def on_resize(self, event: events.Resize) -> None:
         self._frame_width = event.size.width
         self._sync_width()
+        self._refold()
         self._keep_row_visible()
         self._update_count += 1
 
@@ -356,8 +385,72 @@ class Swimlanes(Widget, can_focus=True):
         self._changed()
 
     def _rebuild_rows(self) -> None:
-        self.rows = build_rows(self.trace, self._collapsed, self._gap_devices, self._shown_lanes)
-        self.selected_row = min(self.selected_row, max(0, len(self.rows) - 1))
+        """The rows of the collapsed groups (``build_rows``, once per collapse), then
+        folded (``_refold``)."""
+        self._full_rows = build_rows(self.trace, self._collapsed, self._gap_devices, self._shown_lanes)
+        self._gpu_rows = [r.lane for r in self._full_rows if r.kind == "lane" and self.trace.lanes[r.lane].is_gpu]
+        self._folded = None
+        self._refold()
+
+    def _refold(self) -> None:
+        """When the rows do not all fit, leave out the GPU streams that have nothing in
+        view (``_quiet_streams``): with 13 streams at 80x24 the CPU lanes, where a
+        gap's launch is, would be off screen. The group header counts what it folded
+        (``GPU 0 +9 folded``); the selected row stays the same row. Rows are rebuilt
+        only when the folded set changes (O(GPU lanes) per view change otherwise)."""
+        full = self._full_rows
+        fold = self._quiet_streams() if len(full) > self.visible_rows and self.size.height else frozenset()
+        if fold == self._folded:
+            return
+        old = self.rows[self.selected_row] if self.rows and self.selected_row < len(self.rows) else None
+        self._folded = fold
+        rows = full
+        if fold:
+            per_dev: dict[int, int] = {}
+            for k in fold:
+                per_dev[self.trace.lanes[k].device] = per_dev.get(self.trace.lanes[k].device, 0) + 1
+            rows = [dataclasses.replace(r, label=r.label.replace(f"GPU {r.device}", f"GPU {r.device} +{per_dev[r.device]} folded", 1))
+                    if r.kind == "group" and r.group[0] == "gpu" and per_dev.get(r.device) else r
+                    for r in full if r.lane not in fold]
+        self.rows = rows
+        keep = None
+        if old is not None:
+            keep = next((i for i, r in enumerate(rows) if (r.kind, r.group, r.lane) == (old.kind, old.group, old.lane)), None)
+            if keep is None and old.kind == "lane":  # its stream folded: its group's gap row
+                keep = next((i for i, r in enumerate(rows) if r.group == old.group and r.kind == "idle"), None)
+        self.selected_row = keep if keep is not None else min(self.selected_row, max(0, len(self.rows) - 1))
+        self.invalidate()
+
+    def _quiet_streams(self) -> frozenset[int]:
+        """GPU lanes to fold: those shown with no event overlapping the viewport (one
+        ``searchsorted`` per GPU lane on its starts and the running maximum of its
+        ends); when the rows still do not fit and a gap is selected, as many more
+        streams as it takes (the last shown first) but those of the ops around it, so
+        that its launch lane can show. The streams of the selected gap's ops and of the
+        selected event always stay."""
+        a, b = self.viewport.start_ns, self.viewport.end_ns
+        keep = set()
+        g = self.gaps
+        if self.selected_gap is not None and g is not None:
+            for op in (int(g.prev_op[self.selected_gap]), int(g.next_op[self.selected_gap])):
+                if op >= 0:
+                    keep.add(int(self.trace.lane[op]))
+        if self.selected_event is not None:
+            keep.add(int(self.trace.lane[self.selected_event]))
+        gpu_rows = self._gpu_rows
+        out = set()
+        for lane in gpu_rows:
+            if lane in keep:
+                continue
+            li = self.lane_index(lane)
+            k = int(np.searchsorted(li.start, b, side="left"))
+            if not (k > 0 and int(li.pmax_end[k - 1]) > a):
+                out.add(lane)
+        excess = len(self._full_rows) - len(out) - self.visible_rows
+        if keep and excess > 0:
+            more = [lane for lane in gpu_rows if lane not in keep and lane not in out]
+            out |= set(more[::-1][:excess])
+        return frozenset(out)
 
     # ------------------------------------------------------------ queries
     def current_row(self) -> Row | None:

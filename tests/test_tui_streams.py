@@ -65,3 +65,24 @@ def test_collapsed_gpu_group_keeps_its_gap_row(corpus):
     assert rows[0][0] == "group" and rows[0][1].startswith("▸ GPU 0")
     assert rows[1] == ("idle", "idle gaps")
     assert rows[2][0] == "group"
+
+
+def test_gap_row_stays_under_the_ruler_when_j_scrolls_past_it(corpus):
+    async def run():
+        app = make_app(_path(corpus))
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = await wait_ready(pilot)
+            lanes = screen.lanes
+            seen = []
+            for _ in range(16):
+                await pilot.press("j")
+                await pilot.pause()
+                lines = [lanes.render_line(y).text for y in range(lanes.size.height)]
+                sel = lanes.rows[lanes.selected_row].label
+                seen.append((lanes.top_row, any(ln.startswith("idle gaps") for ln in lines[1:3]), any(ln[1:].startswith(sel[:10]) or ln.startswith(sel[:10]) for ln in lines[1:])))
+            return seen
+
+    seen = asyncio.run(run())
+    assert any(top > 1 for top, _, _ in seen)  # scrolled past the gap row
+    assert all(pinned for _, pinned, _ in seen)
+    assert all(selected_shown for _, _, selected_shown in seen)

@@ -34,7 +34,7 @@ from gapscope.tui.lanes_model import DeviceGaps, Row, sanitize
 from gapscope.tui.ruler import format_duration_ns, ruler_ticks
 from gapscope.tui.viewmodel import GlyphClass, LaneIndex, Viewport
 
-__all__ = ["LaneView", "COMPONENT_CLASSES", "render_line", "render_ruler", "render_row"]
+__all__ = ["LaneView", "COMPONENT_CLASSES", "render_line", "render_ruler", "render_row", "row_at"]
 
 #: An event's name is drawn inside its span from this many cells on.
 _NAME_MIN_CELLS = 6
@@ -61,7 +61,8 @@ class LaneView:
     - ``viewport``: the timeline's cells (``viewport.width`` cells right of the
       labels); ``origin_ns``: absolute ns the ruler counts from (the trace start);
       ``cursor_ns``: absolute ns of the cursor (its cell is drawn in the cursor style).
-    - ``top_row``: the display row drawn at ``y == 1``; ``selected_row`` (row index),
+    - ``top_row``: the display row drawn at ``y == 1``, unless ``pinned_row`` (a gap
+      row scrolled above the view) is drawn there instead; ``selected_row`` (row index),
       ``selected_gap`` (gap index or None), ``selected_event`` (event index or None).
     - ``show_causes``: gaps in their cause colour and label (False: one neutral
       ``idle`` look).
@@ -90,13 +91,24 @@ class LaneView:
     styles: Mapping[str, Style]
     base_style: Style
     lane_index: Callable[[int], LaneIndex]
+    pinned_row: int | None = None
+
+
+def row_at(top_row: int, pinned_row: int | None, y: int) -> int:
+    """The display row drawn at line ``y`` (-1 for the ruler): ``top_row + y - 1``,
+    except that a ``pinned_row`` takes line 1 (the row it covers is scrolled on)."""
+    if y <= 0:
+        return -1
+    if pinned_row is not None and y == 1:
+        return pinned_row
+    return top_row + y - 1
 
 
 def render_line(view: LaneView, y: int) -> Strip:
     """Line ``y`` of the widget: the ruler at ``y == 0``, else display row
-    ``view.top_row + y - 1`` (blank past the last row); exactly ``view.width`` cells,
-    equal-style runs merged (``Strip.simplify``)."""
-    row_i = view.top_row + y - 1
+    ``row_at(view.top_row, view.pinned_row, y)`` (blank past the last row); exactly
+    ``view.width`` cells, equal-style runs merged (``Strip.simplify``)."""
+    row_i = row_at(view.top_row, view.pinned_row, y)
     if y == 0:
         strip = render_ruler(view)
     elif 0 <= row_i < len(view.rows):

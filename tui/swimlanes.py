@@ -29,7 +29,7 @@ from textual.widget import Widget
 from gapscope.analysis.types import Gaps
 from gapscope.parsers.model import Trace
 
-from gapscope.tui.lanes_draw import COMPONENT_CLASSES, LaneView, render_line
+from gapscope.tui.lanes_draw import COMPONENT_CLASSES, LaneView, render_line, row_at
 from gapscope.tui.lanes_model import Row, build_rows, default_collapsed, drawn_lanes, gap_at, gaps_by_device, group_key_of
 from gapscope.tui.viewmodel import LaneIndex, Viewport
 
@@ -106,6 +106,8 @@ class Swimlanes(Widget, can_focus=True):
         self.rows: list[Row] = build_rows(trace, self._collapsed, gap_devices, self._shown_lanes)
         #: the rows before folding, and the GPU lanes folded away (``_refold``)
         self._full_rows: list[Row] = self.rows
+        #: (row index, row) of the gap rows (``pinned_row``)
+        self._idle_rows = [(i, r) for i, r in enumerate(self.rows) if r.kind == "idle"]
         #: lane indices of the GPU lane rows of ``_full_rows``, in display order
         self._gpu_rows = [r.lane for r in self.rows if r.kind == "lane" and trace.lanes[r.lane].is_gpu]
         self._folded: frozenset[int] | None = frozenset()
@@ -201,6 +203,24 @@ class Swimlanes(Widget, can_focus=True):
             elif hi >= self.top_row + n:
                 self.top_row = hi - n + 1
         self.top_row = max(0, min(self.top_row, max(0, len(self.rows) - n)))
+        pinned = self.pinned_row()
+        if pinned is not None and self.selected_row == self.top_row and self.selected_row != pinned:
+            self.top_row -= 1  # the pinned gap row covers line 1: show the selected row below it
+
+    def pinned_row(self) -> int | None:
+        """The gap row kept under the ruler while the lanes are scrolled past it: that
+        of the selected gap's device, else of the selected row's GPU group, else the
+        first; None when it is in view anyway (issue 18: ``j`` scrolled it away)."""
+        idle = self._idle_rows
+        if not idle:
+            return None
+        dev = None
+        if self.selected_gap is not None and self.gaps is not None:
+            dev = int(self.gaps.device[self.selected_gap])
+        elif self.rows and self.selected_row < len(self.rows) and self.rows[self.selected_row].device >= 0:
+            dev = self.rows[self.selected_row].device
+        i = next((i for i, r in idle if r.device == dev), idle[0][0])
+        return i if self.top_row > i else None
 
     def _launch_row(self) -> int | None:
         """The display row of the selected gap's launch lane (None: no gap, no launch,
@@ -413,6 +433,7 @@ class Swimlanes(Widget, can_focus=True):
                     if r.kind == "group" and r.group[0] == "gpu" and per_dev.get(r.device) else r
                     for r in full if r.lane not in fold]
         self.rows = rows
+        self._idle_rows = [(i, r) for i, r in enumerate(rows) if r.kind == "idle"]
         keep = None
         if old is not None:
             keep = next((i for i, r in enumerate(rows) if (r.kind, r.group, r.lane) == (old.kind, old.group, old.lane)), None)
@@ -485,7 +506,8 @@ class Swimlanes(Widget, can_focus=True):
         return LaneView(
             trace=self.trace, rows=self.rows, gaps=self.gaps, gaps_by_device=self._gap_dev,
             viewport=self.viewport, origin_ns=self.origin_ns, cursor_ns=self.cursor_ns,
-            top_row=self.top_row, selected_row=self.selected_row, selected_gap=self.selected_gap,
+            top_row=self.top_row, pinned_row=self.pinned_row(), selected_row=self.selected_row,
+            selected_gap=self.selected_gap,
             selected_event=self.selected_event, show_causes=self.show_causes,
             width=self._frame_width or self.size.width, label_width=self.label_width,
             styles=self._lane_styles(), base_style=self._base_style, lane_index=self.lane_index,
@@ -518,7 +540,7 @@ class Swimlanes(Widget, can_focus=True):
         width = self._frame_width or self.size.width
         vp = self.viewport
         cursor_cell = vp.cell_of(self.cursor_ns)
-        row_i = self.top_row + y - 1 if y > 0 else -1
+        row_i = row_at(self.top_row, self.pinned_row(), y)
         key = (y, row_i, vp, width, cursor_cell, self.selected_row == row_i, self.selected_gap, self.selected_event, self._update_count)
         hit = self._cache.get(key)
         if hit is not None:
@@ -551,7 +573,7 @@ class Swimlanes(Widget, can_focus=True):
         self._changed()
 
     def on_click(self, event: events.Click) -> None:
-        row = self.top_row + event.y - 1
+        row = row_at(self.top_row, self.pinned_row(), event.y)
         if 0 <= row < len(self.rows):
             self.selected_row = row
         if event.x >= self.label_width:

@@ -198,7 +198,6 @@ def test_loader_warnings_on_b01(bugs):
 
     header, notes, status, shown, text, back = asyncio.run(run())
     assert "│ 0 gaps │ ⚠ 1 warning │" in header
-    warning = "line 15: file truncated at line 15: incomplete event skipped; 8 events recovered"
     # issue 18 item 2: no toast over the first card; the status line says it once
     assert notes == []
     assert "│ ⚠ 1 loader warning: w lists them" in status

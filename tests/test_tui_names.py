@@ -140,3 +140,27 @@ def test_header_names_the_opened_file_when_the_trace_name_is_kinetos_temp_path(t
     ev = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 0, "dur": 5, "args": {"device": 0, "stream": 7}}]
     p.write_text(json.dumps({"traceName": "/tmp/tmpa5ej828u.json", "traceEvents": ev}))
     assert trace_header(load(str(p)), None, 120).plain.startswith("gapscope vm_1_20261201T000000Z_train.pt.trace.json │")
+
+
+def test_no_color_reaches_the_exercise_app_too(monkeypatch, tmp_path):
+    from gapscope.exercise import ProgressStore, Workbook, bundled_paths, load_exercise
+    from gapscope.tui.exercise_app import make_exercise_app
+
+    monkeypatch.setenv("NO_COLOR", "1")
+    ex = load_exercise(next(p for p in bundled_paths() if "decode-step" in str(p)))
+    app = make_exercise_app(ex, store=ProgressStore(tmp_path, "t"), workbook=Workbook(ex))
+    kinds = [type(f) for f in app._filters]
+    assert NoColor in kinds and Monochrome not in kinds
+
+
+def test_viewer_at_200x50_keeps_wide_names_aligned(tmp_path):
+    async def run():
+        app = make_app(_write_trace(tmp_path))
+        async with app.run_test(size=(200, 50)) as pilot:
+            screen = await wait_ready(pilot)
+            lanes = screen.lanes
+            return [lanes.render_line(y).text for y in range(lanes.size.height)], lanes.size.width
+
+    texts, width = asyncio.run(run())
+    assert all(cell_len(t) == width for t in texts)
+    assert any(" 训练进程 🚀 (1)" in t for t in texts)

@@ -19,7 +19,7 @@ import os
 import sys
 import tempfile
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 __all__ = ["name_main_thread", "without_usdt_lines"]
 

@@ -20,8 +20,17 @@ def rows_of(trace, gpu):
     for i in range(len(trace)):
         if trace.lanes[int(trace.lane[i])].is_gpu == gpu:
             s = int(trace.start_ns[i])
-            out.append((trace.name(i), s, s + int(trace.dur_ns[i]), Kind(int(trace.kind[i])),
-                        CopyKind(int(trace.copy_kind[i])), bool(trace.pageable[i]), i))
+            out.append(
+                (
+                    trace.name(i),
+                    s,
+                    s + int(trace.dur_ns[i]),
+                    Kind(int(trace.kind[i])),
+                    CopyKind(int(trace.copy_kind[i])),
+                    bool(trace.pageable[i]),
+                    i,
+                )
+            )
     return sorted(out, key=lambda r: (r[1], r[6]))
 
 
@@ -105,8 +114,11 @@ def test_sync_cliff_default_scale():
     assert t.source.extra["scale_ns_per_column"] == DEFAULT_SCALE_NS
     gpu = rows_of(t, True)
     assert [(r[0], r[1], r[2]) for r in gpu] == [
-        ("matmul", 0, 80 * US), ("attn", 80 * US, 140 * US),
-        ("matmul", 240 * US, 320 * US), ("attn", 320 * US, 380 * US)]
+        ("matmul", 0, 80 * US),
+        ("attn", 80 * US, 140 * US),
+        ("matmul", 240 * US, 320 * US),
+        ("attn", 320 * US, 380 * US),
+    ]
     cpu = rows_of(t, False)
     assert [r[0] for r in cpu] == [".item()", "wait", ".item()", "wait"]
     assert {r[3] for r in cpu} == {Kind.SYNC_CALL}
@@ -118,8 +130,14 @@ def test_all_samples_load_without_error():
     from gapscope import sample_traces
 
     txt = [n for n in sample_traces.names() if n.endswith(".txt")]
-    assert {"decode_step.txt", "decode_graph.txt", "picket_fence.txt", "host_island.txt",
-            "copy_on_path.txt", "sync_cliff.txt"} <= set(txt)
+    assert {
+        "decode_step.txt",
+        "decode_graph.txt",
+        "picket_fence.txt",
+        "host_island.txt",
+        "copy_on_path.txt",
+        "sync_cliff.txt",
+    } <= set(txt)
     for n in txt:
         t = parsers.load(sample_path(n))
         assert len(t) > 0 and t.gpu_lanes() and t.source.trace_name, n
@@ -147,18 +165,21 @@ def test_launch_phrase_links_to_named_span():
     assert pairs == [("launch gemm", "gemm")]
 
 
-@pytest.mark.parametrize("text,line,col,needle", [
-    ("GPU: [a 4 ms\n", 1, 6, "'[' without a closing ']'"),
-    ("GPU: a 4 ms]\n", 1, 12, "']' without an opening '['"),
-    ("GPU: [a 4 min]\n", 1, 11, "unknown unit 'min'"),
-    ("GPU: [a 4 ms][b 4 ms]\nCPU: [--- c 9 ms --]\n", 2, 6, "already take 8 ms"),
-    ("GPU: [a]\nCPU: [b]\nGPU: [c]\n", 3, 1, "second GPU: row"),
-    ("GPU: k k k\n  ^gaps of 20–8 µs\n", 2, 3, "no usable numbers"),
-    ("GPU:\nCPU:\n", 1, 1, "nothing drawn"),
-    ("GPU: k k\n ^repeating 1000000000 times\n", 2, 2, "at most 100000"),
-    ("GPU: [a 9999999999999 s]\n", 1, 9, "duration 9999999999999 s is out of range"),
-    ("GPU: k k\n ^4000000000 s kernels, 3 times\n", 1, 1, "2^62"),
-])
+@pytest.mark.parametrize(
+    "text,line,col,needle",
+    [
+        ("GPU: [a 4 ms\n", 1, 6, "'[' without a closing ']'"),
+        ("GPU: a 4 ms]\n", 1, 12, "']' without an opening '['"),
+        ("GPU: [a 4 min]\n", 1, 11, "unknown unit 'min'"),
+        ("GPU: [a 4 ms][b 4 ms]\nCPU: [--- c 9 ms --]\n", 2, 6, "already take 8 ms"),
+        ("GPU: [a]\nCPU: [b]\nGPU: [c]\n", 3, 1, "second GPU: row"),
+        ("GPU: k k k\n  ^gaps of 20–8 µs\n", 2, 3, "no usable numbers"),
+        ("GPU:\nCPU:\n", 1, 1, "nothing drawn"),
+        ("GPU: k k\n ^repeating 1000000000 times\n", 2, 2, "at most 100000"),
+        ("GPU: [a 9999999999999 s]\n", 1, 9, "duration 9999999999999 s is out of range"),
+        ("GPU: k k\n ^4000000000 s kernels, 3 times\n", 1, 1, "2^62"),
+    ],
+)
 def test_art_errors_have_line_and_column(tmp_path, text, line, col, needle):
     p = tmp_path / "art.txt"
     p.write_text(text, encoding="utf-8")
@@ -193,8 +214,8 @@ def test_label_bound_short_span_is_not_a_contradiction():
 
 
 # ------------------------------------------------------------------ round trip
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 def _draw_span(name: str, dur_ms: int, width: int) -> str:
@@ -205,8 +226,10 @@ def _draw_span(name: str, dur_ms: int, width: int) -> str:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 6), st.integers(12, 60), st.sampled_from("abcdxyz")), min_size=1, max_size=6),
-       st.integers(0, 8))
+@given(
+    st.lists(st.tuples(st.integers(0, 6), st.integers(12, 60), st.sampled_from("abcdxyz")), min_size=1, max_size=6),
+    st.integers(0, 8),
+)
 def test_round_trip_spans_drawn_to_scale(spans, indent):
     """Spans drawn at 1 ms per column, with blank gaps, come back exactly."""
     row, expected, t = "GPU:" + " " * (indent + 1), [], 0

@@ -24,8 +24,15 @@ def events(trace):
     for i in range(len(trace)):
         ln = trace.lanes[int(trace.lane[i])]
         label = "GPU" if ln.is_gpu else "CPU"
-        out.append((label, trace.name(i), int(trace.start_ns[i]), int(trace.start_ns[i] + trace.dur_ns[i]),
-                    Kind(int(trace.kind[i]))))
+        out.append(
+            (
+                label,
+                trace.name(i),
+                int(trace.start_ns[i]),
+                int(trace.start_ns[i] + trace.dur_ns[i]),
+                Kind(int(trace.kind[i])),
+            )
+        )
     return out
 
 
@@ -121,7 +128,9 @@ def test_units_carry_and_glue(tmp_path):
 
 
 def test_micro_sign_and_copies(tmp_path):
-    t = parsers.load(write(tmp_path, "0 µs GPU H2D begin\n5 μs GPU H2D end\n6 us GPU memcpy DtoH begin\n9 us GPU memcpy DtoH end\n"))
+    t = parsers.load(
+        write(tmp_path, "0 µs GPU H2D begin\n5 μs GPU H2D end\n6 us GPU memcpy DtoH begin\n9 us GPU memcpy DtoH end\n")
+    )
     h2d = [i for i in range(len(t)) if t.name(i) == "H2D"][0]
     assert Kind(t.kind[h2d]) == Kind.MEMCPY and parsers.CopyKind(t.copy_kind[h2d]) == parsers.CopyKind.H2D
     d2h = [i for i in range(len(t)) if t.name(i) == "memcpy DtoH"][0]
@@ -146,20 +155,23 @@ def test_title_and_description(tmp_path):
     assert t.source.extra["description"] == "more words"
 
 
-@pytest.mark.parametrize("text,line,col,needle", [
-    ("0.0 xs CPU a begin\n", 1, 5, "unknown unit 'xs'"),
-    ("0.0xs CPU a begin\n", 1, 4, "unknown unit 'xs'"),
-    ("0 ms CPU a begin\n1 ms CPU a end\n2 ms CPU a end\n", 3, 10, "'a end' without 'a begin'"),
-    ("1 ms CPU a\n0.5 ms CPU b\n", 2, 1, "time goes backwards on lane CPU"),
-    ("0 ms FPGA x\n", 1, 6, "expected a lane"),
-    ("0 ms CPU\n", 1, 9, "missing event text"),
-    ("0 ms CPU a begin\nhello\n", 2, 1, "expected a time"),
-    ("  hello world\n", 1, 3, "not a timeline"),
-    ("0 ms CPU end\n", 1, 10, "needs a name"),
-    ("# only a comment\n\n", 2, 1, "no timeline"),
-    ("0 ms CPU a\n 99999999999999 s CPU b\n", 2, 2, "out of range"),
-    ("1" + "0" * 5000 + " ms CPU a\n", 1, 1, "out of range"),
-])
+@pytest.mark.parametrize(
+    "text,line,col,needle",
+    [
+        ("0.0 xs CPU a begin\n", 1, 5, "unknown unit 'xs'"),
+        ("0.0xs CPU a begin\n", 1, 4, "unknown unit 'xs'"),
+        ("0 ms CPU a begin\n1 ms CPU a end\n2 ms CPU a end\n", 3, 10, "'a end' without 'a begin'"),
+        ("1 ms CPU a\n0.5 ms CPU b\n", 2, 1, "time goes backwards on lane CPU"),
+        ("0 ms FPGA x\n", 1, 6, "expected a lane"),
+        ("0 ms CPU\n", 1, 9, "missing event text"),
+        ("0 ms CPU a begin\nhello\n", 2, 1, "expected a time"),
+        ("  hello world\n", 1, 3, "not a timeline"),
+        ("0 ms CPU end\n", 1, 10, "needs a name"),
+        ("# only a comment\n\n", 2, 1, "no timeline"),
+        ("0 ms CPU a\n 99999999999999 s CPU b\n", 2, 2, "out of range"),
+        ("1" + "0" * 5000 + " ms CPU a\n", 1, 1, "out of range"),
+    ],
+)
 def test_errors_have_line_and_column(tmp_path, text, line, col, needle):
     with pytest.raises(TraceFormatError) as ei:
         parsers.load(write(tmp_path, text))
@@ -176,7 +188,8 @@ def test_backwards_across_lanes_is_fine():
 
 # ------------------------------------------------------------------ round trip
 _NAMES = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=8).filter(
-    lambda s: s not in ("begin", "end") and not s.startswith("launch"))  # launch calls warn when unlinked
+    lambda s: s not in ("begin", "end") and not s.startswith("launch")
+)  # launch calls warn when unlinked
 
 
 def _render(ns: int, unit: str) -> str:
@@ -250,7 +263,8 @@ def test_dataloader_stall():
     t = parsers.load(sample_path("dataloader_stall.txt"))
     ev = events(t)
     assert [e[1] for e in ev if e[4] == Kind.ANNOTATION and e[1].startswith("ProfilerStep")] == [
-        f"ProfilerStep#{k}" for k in range(1, 5)]
+        f"ProfilerStep#{k}" for k in range(1, 5)
+    ]
     loads = [e[3] - e[2] for e in ev if e[1] == "dataloader next"]
     assert loads == [300 * US, 300 * US, 6 * MS, 300 * US]
     h2d = [i for i in range(len(t)) if t.name(i) == "H2D"]

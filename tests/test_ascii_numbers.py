@@ -31,26 +31,37 @@ def spans(trace):
     return {trace.name(i): (int(trace.start_ns[i]), int(trace.dur_ns[i])) for i in range(len(trace))}
 
 
-@pytest.mark.parametrize("text,line,col,needle", [
-    # the attack inputs: 1e30 was read as a name ending in '1e' plus 30 ms
-    ("GPU: [== a 1e30 ms ==]  [== b 1e30 ms ==]\n", 1, 12, "duration 1e30 ms is out of range"),
-    ("GPU: k k k k k k k k\n  ^ 1e30 ms kernels, gaps of 8–20 µs\n", 2, 5,
-     "picket fence number 1e30 ms is out of range"),
-    ("GPU: k k k\n  ^ 3 µs kernels, gaps of 8–2e30 µs\n", 2, 29, "picket fence number 2e30 µs is out of range"),
-    ("1e30 ms GPU a begin\n", 1, 1, "time 1e30 ms is out of range"),
-    ("0 ms GPU a begin\n1e30ms GPU a end\n", 2, 1, "time 1e30 ms is out of range"),
-    # malformed numbers: the same rule in both shapes, at the number's column
-    ("1.2.3 ms GPU a begin\n", 1, 1, "malformed number '1.2.3'"),
-    ("0 ms GPU a\n 1e ms GPU b\n", 2, 2, "malformed number '1e'"),
-    ("GPU: [== a 1.2.3 ms ==]\n", 1, 12, "malformed number '1.2.3' before 'ms'"),
-    ("GPU: [== a 1e ms ==]\n", 1, 12, "malformed number '1e' before 'ms'"),
-    ("GPU: k k k\n  ^ 1.2.3 µs kernels\n", 2, 5, "malformed number '1.2.3' before 'µs'"),
-    # the requested count is named, not the cap + 1
-    ("GPU: k k k k k k k k\n  ^ 3 µs kernels, gaps of 8–20 µs, repeating 1000000000000 times\n", 2, 3,
-     "picket fence of 1000000000000 kernels: at most 100000"),
-    ("GPU: k k\n  ^ repeating 1e12 times\n", 2, 3, "picket fence of 1e12 kernels: at most 100000"),
-    ("GPU: k k\n  ^ gaps of 1 µs, repeating 2.5 times\n", 2, 3, "no usable numbers"),
-])
+@pytest.mark.parametrize(
+    "text,line,col,needle",
+    [
+        # the attack inputs: 1e30 was read as a name ending in '1e' plus 30 ms
+        ("GPU: [== a 1e30 ms ==]  [== b 1e30 ms ==]\n", 1, 12, "duration 1e30 ms is out of range"),
+        (
+            "GPU: k k k k k k k k\n  ^ 1e30 ms kernels, gaps of 8–20 µs\n",
+            2,
+            5,
+            "picket fence number 1e30 ms is out of range",
+        ),
+        ("GPU: k k k\n  ^ 3 µs kernels, gaps of 8–2e30 µs\n", 2, 29, "picket fence number 2e30 µs is out of range"),
+        ("1e30 ms GPU a begin\n", 1, 1, "time 1e30 ms is out of range"),
+        ("0 ms GPU a begin\n1e30ms GPU a end\n", 2, 1, "time 1e30 ms is out of range"),
+        # malformed numbers: the same rule in both shapes, at the number's column
+        ("1.2.3 ms GPU a begin\n", 1, 1, "malformed number '1.2.3'"),
+        ("0 ms GPU a\n 1e ms GPU b\n", 2, 2, "malformed number '1e'"),
+        ("GPU: [== a 1.2.3 ms ==]\n", 1, 12, "malformed number '1.2.3' before 'ms'"),
+        ("GPU: [== a 1e ms ==]\n", 1, 12, "malformed number '1e' before 'ms'"),
+        ("GPU: k k k\n  ^ 1.2.3 µs kernels\n", 2, 5, "malformed number '1.2.3' before 'µs'"),
+        # the requested count is named, not the cap + 1
+        (
+            "GPU: k k k k k k k k\n  ^ 3 µs kernels, gaps of 8–20 µs, repeating 1000000000000 times\n",
+            2,
+            3,
+            "picket fence of 1000000000000 kernels: at most 100000",
+        ),
+        ("GPU: k k\n  ^ repeating 1e12 times\n", 2, 3, "picket fence of 1e12 kernels: at most 100000"),
+        ("GPU: k k\n  ^ gaps of 1 µs, repeating 2.5 times\n", 2, 3, "no usable numbers"),
+    ],
+)
 def test_number_errors(tmp_path, text, line, col, needle):
     err = error_of(tmp_path, text)
     assert (err.line, err.column) == (line, col), str(err)
@@ -71,7 +82,9 @@ def test_number_glued_to_a_word_is_not_a_duration(tmp_path):
     assert t.name(0) == "k1e30 ms"
     assert quantities("k1e30 ms") == []
     assert [(q.num, q.unit, q.ns) for q in quantities("H2D 6 ms, gaps of 8–20 µs")] == [
-        ("6", "ms", 6 * MS), ("20", "µs", 20_000)]
+        ("6", "ms", 6 * MS),
+        ("20", "µs", 20_000),
+    ]
 
 
 def test_long_fractions_are_exact(tmp_path):
@@ -100,17 +113,30 @@ def test_clip():
 LONG = "N" * 200_000
 
 
-@pytest.mark.parametrize("text,line,col,needle", [
-    ("0 ms " + LONG + "\n", 1, 6, "found '" + "N" * 40 + "…'"),
-    ("0 " + LONG[:5000] + " CPU a\n", 1, 3, "unknown unit '" + "N" * 40 + "…'"),
-    ("0 ms CPU " + LONG + " begin\n1 ms CPU " + LONG + " end\n2 ms CPU " + LONG + " end\n", 3, 10,
-     "'" + "N" * 40 + "… end' without '" + "N" * 40 + "… begin'"),
-    ("GPU: [a 4 ms][b 4 ms]\nCPU: [--- " + LONG[:3000] + " 7 ms --]\n", 2, 6, "span '" + "N" * 40 + "…' is labelled 7 ms"),
-    ("GPU: k k\n ^ " + LONG + " gaps of 20–8 µs\n", 2, 2, "no usable numbers: '" + "N" * 40 + "…'"),
-    ("0 ms GPU" + "9" * 5000 + " x\n", 1, 6, "lane number too large in 'GPU" + "9" * 37 + "…'"),
-    ("GPU" + "9" * 5000 + ": [a]\n", 1, 1, "lane number too large in 'GPU" + "9" * 37 + "…'"),
-    ("1." + "2" * 5000 + ".3 ms GPU a\n", 1, 1, "malformed number '1." + "2" * 38 + "…'"),
-], ids=lambda v: str(v)[:30] if isinstance(v, str) else None)
+@pytest.mark.parametrize(
+    "text,line,col,needle",
+    [
+        ("0 ms " + LONG + "\n", 1, 6, "found '" + "N" * 40 + "…'"),
+        ("0 " + LONG[:5000] + " CPU a\n", 1, 3, "unknown unit '" + "N" * 40 + "…'"),
+        (
+            "0 ms CPU " + LONG + " begin\n1 ms CPU " + LONG + " end\n2 ms CPU " + LONG + " end\n",
+            3,
+            10,
+            "'" + "N" * 40 + "… end' without '" + "N" * 40 + "… begin'",
+        ),
+        (
+            "GPU: [a 4 ms][b 4 ms]\nCPU: [--- " + LONG[:3000] + " 7 ms --]\n",
+            2,
+            6,
+            "span '" + "N" * 40 + "…' is labelled 7 ms",
+        ),
+        ("GPU: k k\n ^ " + LONG + " gaps of 20–8 µs\n", 2, 2, "no usable numbers: '" + "N" * 40 + "…'"),
+        ("0 ms GPU" + "9" * 5000 + " x\n", 1, 6, "lane number too large in 'GPU" + "9" * 37 + "…'"),
+        ("GPU" + "9" * 5000 + ": [a]\n", 1, 1, "lane number too large in 'GPU" + "9" * 37 + "…'"),
+        ("1." + "2" * 5000 + ".3 ms GPU a\n", 1, 1, "malformed number '1." + "2" * 38 + "…'"),
+    ],
+    ids=lambda v: str(v)[:30] if isinstance(v, str) else None,
+)
 def test_quoted_input_is_capped(tmp_path, text, line, col, needle):
     err = error_of(tmp_path, text)
     assert (err.line, err.column) == (line, col), str(err)[:300]
@@ -130,8 +156,17 @@ def test_warnings_quote_capped_names(tmp_path):
     assert any(("'" + "N" * 40 + "… end' on CPU has no 'begin'") in w.message for w in t.warnings)
 
 
-FAST_LINES = ["0 ms CPU a begin", "  12.5us GPU k end  ", ".5 s gpu3: x y", "7\tCPU\tlaunch k", "1. ns Cpu12 z",
-              "3 GPU copy H2D", "999999999999999 ns CPU a", "1.123456789 ms GPU b begin", "0 s CPU: end"]
+FAST_LINES = [
+    "0 ms CPU a begin",
+    "  12.5us GPU k end  ",
+    ".5 s gpu3: x y",
+    "7\tCPU\tlaunch k",
+    "1. ns Cpu12 z",
+    "3 GPU copy H2D",
+    "999999999999999 ns CPU a",
+    "1.123456789 ms GPU b begin",
+    "0 s CPU: end",
+]
 
 
 @pytest.mark.parametrize("raw", FAST_LINES)
@@ -144,8 +179,35 @@ def test_fast_path_equals_parse_line(raw):
         assert fast == parse_line(raw, 3, unit, "p")
 
 
-_PIECES = ["0", "12", ".5", "1.", "e3", "5e-1", " ", "  ", "\t", "ms", "us", "s", "ns", "µs", "xs", "CPU", "gpu",
-           "GPU1", "CPU12345", ":", "x", "begin", "end", "#", "1.2.3", "\u00a0", "9" * 16]
+_PIECES = [
+    "0",
+    "12",
+    ".5",
+    "1.",
+    "e3",
+    "5e-1",
+    " ",
+    "  ",
+    "\t",
+    "ms",
+    "us",
+    "s",
+    "ns",
+    "µs",
+    "xs",
+    "CPU",
+    "gpu",
+    "GPU1",
+    "CPU12345",
+    ":",
+    "x",
+    "begin",
+    "end",
+    "#",
+    "1.2.3",
+    "\u00a0",
+    "9" * 16,
+]
 
 
 @given(st.lists(st.sampled_from(_PIECES), max_size=9).map("".join))
@@ -157,12 +219,18 @@ def test_fast_path_agrees_or_declines(raw):
         assert fast == parse_line(raw, 1, "ms", "p")
 
 
-@given(st.tuples(st.sampled_from(["", " ", "\t", "\u00a0"]), st.sampled_from(["0", "12", ".5", "1.", "1.25", "3e2", "1.2.3",
-                                                                        "9" * 15, "9" * 16, "0.0000000005"]),
-                 st.sampled_from(["", " ", "  "]), st.sampled_from(["", "ms", "us", "s", "ns", "µs", "xs"]),
-                 st.sampled_from([" ", "\t", ""]), st.sampled_from(["CPU", "gpu", "GPU1:", "CPU12345", "FPGA", "CPU::"]),
-                 st.sampled_from([" ", "\t", "", "\u00a0"]), st.sampled_from(["a begin", "x", "end", " k end  ", ""]))
-       .map("".join))
+@given(
+    st.tuples(
+        st.sampled_from(["", " ", "\t", "\u00a0"]),
+        st.sampled_from(["0", "12", ".5", "1.", "1.25", "3e2", "1.2.3", "9" * 15, "9" * 16, "0.0000000005"]),
+        st.sampled_from(["", " ", "  "]),
+        st.sampled_from(["", "ms", "us", "s", "ns", "µs", "xs"]),
+        st.sampled_from([" ", "\t", ""]),
+        st.sampled_from(["CPU", "gpu", "GPU1:", "CPU12345", "FPGA", "CPU::"]),
+        st.sampled_from([" ", "\t", "", "\u00a0"]),
+        st.sampled_from(["a begin", "x", "end", " k end  ", ""]),
+    ).map("".join)
+)
 def test_fast_path_agrees_on_shaped_lines(raw):
     from gapscope.parsers.ascii.events import parse_fast, parse_line
 
@@ -173,6 +241,9 @@ def test_fast_path_agrees_on_shaped_lines(raw):
 
 def test_begin_end_words_after_any_blank(tmp_path):
     # the fast 'X begin' check (last word after a space) and _BEGIN_END (any whitespace) agree
-    t = load_text(tmp_path, "0 ms GPU a\tbegin\n1 ms GPU a  END\n2 ms GPU b c begin\n3 ms GPU b c\u00a0end\n"
-                            "4 ms GPU begin begin\n5 ms GPU begin end\n")
+    t = load_text(
+        tmp_path,
+        "0 ms GPU a\tbegin\n1 ms GPU a  END\n2 ms GPU b c begin\n3 ms GPU b c\u00a0end\n"
+        "4 ms GPU begin begin\n5 ms GPU begin end\n",
+    )
     assert spans(t) == {"a": (0, MS), "b c": (2 * MS, MS), "begin": (4 * MS, MS)}

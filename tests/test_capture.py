@@ -28,6 +28,7 @@ needs_torch = pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed 
 
 # -- helpers shared with test_capture_scenarios ---------------------------------------
 
+
 def read_kineto(path: str | os.PathLike) -> dict:
     """Decode a ``.pt.trace.json.gz`` with the standard library and check its Kineto shape."""
     with gzip.open(path, "rb") as fh:
@@ -78,6 +79,7 @@ def _fixed_name(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
 
 # -- without torch ------------------------------------------------------------------------
 
+
 def test_capture_imports_without_torch_and_help_says_how_to_install():
     code = (
         "import sys; sys.modules['torch'] = None\n"
@@ -121,14 +123,21 @@ def test_schedule_rejects_bad_values():
 
 # -- naming and the atomic write ------------------------------------------------------------
 
+
 def test_trace_basename_carries_host_pid_and_utc_time():
     from gapscope.capture.naming import trace_basename
 
-    assert trace_basename("decode", host="gpu-01", pid=4242, when_s=0) == "gpu-01_4242_19700101T000000Z_decode.pt.trace.json.gz"
+    assert (
+        trace_basename("decode", host="gpu-01", pid=4242, when_s=0)
+        == "gpu-01_4242_19700101T000000Z_decode.pt.trace.json.gz"
+    )
     # 2024-03-05 06:07:08 UTC = 1709618828
     assert trace_basename(None, host="h", pid=1, when_s=1709618828) == "h_1_20240305T060708Z.pt.trace.json.gz"
     # unsafe characters in host or label are replaced, never passed to the file system
-    assert trace_basename("a b/../c", host="x$(rm -rf)", pid=7, when_s=0) == "x-rm--rf_7_19700101T000000Z_a-b-..-c.pt.trace.json.gz"
+    assert (
+        trace_basename("a b/../c", host="x$(rm -rf)", pid=7, when_s=0)
+        == "x-rm--rf_7_19700101T000000Z_a-b-..-c.pt.trace.json.gz"
+    )
 
 
 def test_write_atomic_never_overwrites_and_leaves_no_partial(tmp_path):
@@ -171,6 +180,7 @@ def test_write_atomic_falls_back_when_folder_is_unusable(tmp_path, monkeypatch):
 
 # -- Profiler on CPU ------------------------------------------------------------------------------
 
+
 @needs_torch
 def test_whole_block_records_every_step_and_says_cpu_only(tmp_path):
     import torch
@@ -188,7 +198,9 @@ def test_whole_block_records_every_step_and_says_cpu_only(tmp_path):
     doc = check_trace(p.traces[0], {"work", "aten::mul"})
     counts = range_counts(doc)
     # whole block: step 0..3 (the block's tail after the last step() is step 3)
-    assert {k: v for k, v in counts.items() if k.startswith("ProfilerStep#")} == {f"ProfilerStep#{i}": 1 for i in range(4)}
+    assert {k: v for k, v in counts.items() if k.startswith("ProfilerStep#")} == {
+        f"ProfilerStep#{i}": 1 for i in range(4)
+    }
     assert counts["work"] == 3
     assert doc["gapscope_capture"] == {"label": "blk", "cuda": False, "schedule": "whole block"}
     assert any("CPU activity only" in m for m in msgs)
@@ -344,12 +356,51 @@ def test_profiled_decorator_passes_results_and_errors(tmp_path):
     assert len(broken.last_profiler.traces) == 1
 
 
-MINI_KINETO = {"schemaVersion": 1, "traceEvents": [
-    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 100, "ts": 1000.0, "dur": 5, "args": {"correlation": 1}},
-    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 100, "ts": 1025.0, "dur": 5, "args": {"correlation": 2}},
-    {"ph": "X", "cat": "kernel", "name": "k1", "pid": 0, "tid": 7, "ts": 1010.0, "dur": 10, "args": {"device": 0, "stream": 7, "correlation": 1}},
-    {"ph": "X", "cat": "kernel", "name": "k2", "pid": 0, "tid": 7, "ts": 1040.0, "dur": 10, "args": {"device": 0, "stream": 7, "correlation": 2}},
-]}
+MINI_KINETO = {
+    "schemaVersion": 1,
+    "traceEvents": [
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 100,
+            "tid": 100,
+            "ts": 1000.0,
+            "dur": 5,
+            "args": {"correlation": 1},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 100,
+            "tid": 100,
+            "ts": 1025.0,
+            "dur": 5,
+            "args": {"correlation": 2},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k1",
+            "pid": 0,
+            "tid": 7,
+            "ts": 1010.0,
+            "dur": 10,
+            "args": {"device": 0, "stream": 7, "correlation": 1},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k2",
+            "pid": 0,
+            "tid": 7,
+            "ts": 1040.0,
+            "dur": 10,
+            "args": {"device": 0, "stream": 7, "correlation": 2},
+        },
+    ],
+}
 
 
 def test_summary_line_figures_by_hand(tmp_path):

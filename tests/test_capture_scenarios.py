@@ -10,8 +10,9 @@ import pytest
 
 from tests.test_capture import check_trace, parser_available, range_counts
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
-                                reason="torch is not installed (pip install 'gapscope[capture]')")
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("torch") is None, reason="torch is not installed (pip install 'gapscope[capture]')"
+)
 
 
 def _steps(counts) -> set[str]:
@@ -69,6 +70,7 @@ def test_scenarios_are_deterministic(tmp_path):
 
 # -- the script runner -----------------------------------------------------------------------
 
+
 def _script(tmp_path, body: str) -> str:
     path = tmp_path / "user_script.py"
     path.write_text(textwrap.dedent(body))
@@ -116,19 +118,27 @@ def test_runner_too_few_steps_writes_the_setup_recording(tmp_path):
     assert any("set-up recording" in m and r.traces[0] in m for m in msgs)
 
 
-@pytest.mark.parametrize("ending, status", [("raise ValueError('bad input')", 1),
-                                            ("raise KeyboardInterrupt", 130),
-                                            ("import sys; sys.exit('fatal: message')", 1),
-                                            ("pass", 0)])
+@pytest.mark.parametrize(
+    "ending, status",
+    [
+        ("raise ValueError('bad input')", 1),
+        ("raise KeyboardInterrupt", 130),
+        ("import sys; sys.exit('fatal: message')", 1),
+        ("pass", 0),
+    ],
+)
 def test_runner_time_window_keeps_the_recording_whatever_ends_the_script(tmp_path, capsys, ending, status):
     from gapscope.capture.runner import ScriptRunner
 
-    script = _script(tmp_path, f"""
+    script = _script(
+        tmp_path,
+        f"""
         import torch
         with torch.profiler.record_function("unmarked_work"):
             torch.ones(3).add(1)
         {ending}
-    """)
+    """,
+    )
     msgs = []
     r = ScriptRunner(str(tmp_path / "out"), seconds=0, log=msgs.append)
     assert r.run(["python3", script]) == status
@@ -144,13 +154,16 @@ def test_runner_time_window_keeps_the_recording_whatever_ends_the_script(tmp_pat
 def test_runner_time_window_ends_on_the_timer(tmp_path):
     from gapscope.capture.runner import ScriptRunner
 
-    script = _script(tmp_path, """
+    script = _script(
+        tmp_path,
+        """
         import time, torch
         for i in range(40):
             with torch.profiler.record_function(f"tick{i}"):
                 torch.ones(2).add(1)
             time.sleep(0.01)
-    """)
+    """,
+    )
     msgs = []
     r = ScriptRunner(str(tmp_path / "out"), seconds=0.1, log=msgs.append)
     assert r.run(["python", script]) == 0
@@ -163,7 +176,11 @@ def test_parse_command():
     from gapscope.capture.runner import CommandError, parse_command
 
     assert parse_command(["python", "-u", "a.py", "x"]) == ("path", "a.py", ["a.py", "x"])
-    assert parse_command(["python3.11", "-X", "dev", "-m", "pkg.mod", "--flag"]) == ("module", "pkg.mod", ["pkg.mod", "--flag"])
+    assert parse_command(["python3.11", "-X", "dev", "-m", "pkg.mod", "--flag"]) == (
+        "module",
+        "pkg.mod",
+        ["pkg.mod", "--flag"],
+    )
     assert parse_command(["b.py"]) == ("path", "b.py", ["b.py"])
     for bad in ([], ["torchrun", "a.py"], ["python", "-c", "print(1)"], ["python"]):
         with pytest.raises(CommandError):
@@ -171,6 +188,7 @@ def test_parse_command():
 
 
 # -- gapscope capture ------------------------------------------------------------------------------
+
 
 def test_cli_scenario_prints_the_path_on_stdout(tmp_path, capsys):
     from gapscope.capture.cli import main
@@ -189,8 +207,24 @@ def test_cli_runs_a_script_after_double_dash(tmp_path, capsys):
     from gapscope.capture.cli import main
 
     script = _script(tmp_path, STEPPED)
-    status = main(["--out", str(tmp_path / "o"), "--wait", "0", "--warmup", "1", "--active", "2",
-                   "--no-summary", "--", "python", script, "5", "4"])
+    status = main(
+        [
+            "--out",
+            str(tmp_path / "o"),
+            "--wait",
+            "0",
+            "--warmup",
+            "1",
+            "--active",
+            "2",
+            "--no-summary",
+            "--",
+            "python",
+            script,
+            "5",
+            "4",
+        ]
+    )
     assert status == 4
     err = capsys.readouterr().err
     assert "the script marked 5 steps" in err
@@ -221,7 +255,9 @@ def test_ctrl_c_on_the_command_keeps_the_steps_recorded_so_far(tmp_path):
     import time
 
     ready = tmp_path / "ready"
-    script = _script(tmp_path, f"""
+    script = _script(
+        tmp_path,
+        f"""
         import gapscope.capture
         import pathlib, time, torch
         x = torch.ones(4, 4)
@@ -234,13 +270,36 @@ def test_ctrl_c_on_the_command_keeps_the_steps_recorded_so_far(tmp_path):
             if i == 6:
                 pathlib.Path({str(ready)!r}).write_text("go")
             time.sleep(0.005)
-    """)
+    """,
+    )
     out = tmp_path / "o"
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, PYTHONPATH=root)
-    proc = subprocess.Popen([sys.executable, "-m", "gapscope", "capture", "--out", str(out), "--wait", "0",
-                             "--warmup", "1", "--active", "100000", "--no-summary", "--", "python", script],
-                            cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gapscope",
+            "capture",
+            "--out",
+            str(out),
+            "--wait",
+            "0",
+            "--warmup",
+            "1",
+            "--active",
+            "100000",
+            "--no-summary",
+            "--",
+            "python",
+            script,
+        ],
+        cwd=root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while not ready.exists():  # wait for the script, not for a fixed time
@@ -268,7 +327,8 @@ def test_runner_runs_a_module_from_the_current_folder(tmp_path, monkeypatch):
     pkg = tmp_path / "pkgx"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
-    (pkg / "job.py").write_text(textwrap.dedent("""
+    (pkg / "job.py").write_text(
+        textwrap.dedent("""
         import gapscope.capture
         import sys, torch
         assert sys.argv[1:] == ["a", "b"], sys.argv
@@ -277,7 +337,8 @@ def test_runner_runs_a_module_from_the_current_folder(tmp_path, monkeypatch):
                 torch.ones(3).add(i)
             gapscope.capture.step()
         sys.exit(5)
-    """))
+    """)
+    )
     monkeypatch.chdir(tmp_path)
     path_before = list(__import__("sys").path)
     r = ScriptRunner(str(tmp_path / "o"), schedule=Schedule(wait=0, warmup=1, active=2), log=lambda m: None)
@@ -291,11 +352,14 @@ def test_relative_out_folder_survives_a_chdir_in_the_script(tmp_path, monkeypatc
     from gapscope.capture.runner import ScriptRunner
 
     (tmp_path / "elsewhere").mkdir()
-    script = _script(tmp_path, """
+    script = _script(
+        tmp_path,
+        """
         import os, torch
         os.chdir("elsewhere")
         torch.ones(2).add(1)
-    """)
+    """,
+    )
     monkeypatch.chdir(tmp_path)
     r = ScriptRunner("traces", seconds=0, log=lambda m: None)
     assert r.run(["python", script]) == 0
@@ -317,9 +381,27 @@ def test_window_capture_names_the_script_thread_and_keeps_usdt_off_the_terminal(
     script.write_text("import torch\nx = torch.ones(64, 64)\nfor _ in range(5):\n    x = x @ x / 64\n")
     out = tmp_path / "out"
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    proc = subprocess.run([sys.executable, "-m", "gapscope", "capture", "--out", str(out), "--seconds", "0",
-                           "--no-summary", "--", "python", str(script)],
-                          cwd=root, env=dict(os.environ, PYTHONPATH=root), capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gapscope",
+            "capture",
+            "--out",
+            str(out),
+            "--seconds",
+            "0",
+            "--no-summary",
+            "--",
+            "python",
+            str(script),
+        ],
+        cwd=root,
+        env=dict(os.environ, PYTHONPATH=root),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "USDT:" not in proc.stderr and "USDT:" not in proc.stdout
     assert "recorded a time window as one step (ProfilerStep#0 in the trace)" in proc.stderr

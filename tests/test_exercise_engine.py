@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 
 from gapscope.exercise import (
-    AnswerError, ExerciseError, Workbook, bundled_paths, check_exercise, judge, load_exercise, parse_number,
+    AnswerError,
+    ExerciseError,
+    Workbook,
+    bundled_paths,
+    check_exercise,
+    judge,
+    load_exercise,
+    parse_number,
 )
 from gapscope.exercise.load import CAUSE_LABELS
 from gapscope.exercise.model import GapSelector, Projection
@@ -36,16 +43,28 @@ def task(ex, tid):
 
 
 # ------------------------------------------------------------------ numbers
-@pytest.mark.parametrize("text,unit,want", [
-    ("0.312", "ms", 0.312), ("0.312 ms", "ms", 0.312), ("312 us", "ms", 0.312), ("312µs", "ms", 0.312),
-    ("312000 ns", "ms", 0.312), ("70.3%", "%", 70.3), ("0.703", "%", 70.3), ("952 tok/s", "tokens/s", 952.0),
-    ("2.874e3", "tokens/s", 2874.0), ("0.0003 s", "ms", 0.3),
-])
+@pytest.mark.parametrize(
+    "text,unit,want",
+    [
+        ("0.312", "ms", 0.312),
+        ("0.312 ms", "ms", 0.312),
+        ("312 us", "ms", 0.312),
+        ("312µs", "ms", 0.312),
+        ("312000 ns", "ms", 0.312),
+        ("70.3%", "%", 70.3),
+        ("0.703", "%", 70.3),
+        ("952 tok/s", "tokens/s", 952.0),
+        ("2.874e3", "tokens/s", 2874.0),
+        ("0.0003 s", "ms", 0.3),
+    ],
+)
 def test_parse_number(text, unit, want):
     assert parse_number(text, unit) == pytest.approx(want, rel=1e-12)
 
 
-@pytest.mark.parametrize("text,unit", [("", "ms"), ("fast", "ms"), ("1 ms", "tokens/s"), ("0.3 0.4", "ms"), ("5 %", "ms")])
+@pytest.mark.parametrize(
+    "text,unit", [("", "ms"), ("fast", "ms"), ("1 ms", "tokens/s"), ("0.3 0.4", "ms"), ("5 %", "ms")]
+)
 def test_parse_number_rejects(text, unit):
     with pytest.raises(AnswerError):
         parse_number(text, unit)
@@ -158,7 +177,13 @@ def test_card_judged_by_choices_and_keywords(smells):
     ex, wb = smells
     t = task(ex, "card-picket")
     f = wb.facts("picket")
-    good = {"smell": 0, "cause": "launch", "why": "Each 3 µs kernel waits for its own launch.", "experiment": 0, "forbidden": 0}
+    good = {
+        "smell": 0,
+        "cause": "launch",
+        "why": "Each 3 µs kernel waits for its own launch.",
+        "experiment": 0,
+        "forbidden": 0,
+    }
     v = judge(ex, t, f, good)
     assert v.correct and all(v.fields.values())
     bad = dict(good, cause="host", why="the GPU is slow", forbidden=1)
@@ -196,7 +221,11 @@ def _variant(tmp_path: Path, old: str, new: str, name: str = "variant.toml") -> 
 
 
 def test_check_wrong_number_key_names_task_and_both_values(tmp_path):
-    p = _variant(tmp_path, "key = { value = 0.312, unit = \"ms\", tolerance = 0.002 }", "key = { value = 0.322, unit = \"ms\", tolerance = 0.002 }")
+    p = _variant(
+        tmp_path,
+        'key = { value = 0.312, unit = "ms", tolerance = 0.002 }',
+        'key = { value = 0.322, unit = "ms", tolerance = 0.002 }',
+    )
     rep = check_exercise(p)
     assert not rep.ok
     (err,) = rep.errors
@@ -206,8 +235,11 @@ def test_check_wrong_number_key_names_task_and_both_values(tmp_path):
 def test_check_warns_when_feedback_gives_a_later_answer_away(tmp_path):
     # the first task's explanation stating the budget figures that tasks 'busy'
     # (0.312 ms) and 'idle-share' (70.3 %) ask for later
-    p = _variant(tmp_path, "explain = \"Yes: the two kernels are narrow bars in a wide step; most of the step the GPU waits. Part B measures how much.\"",
-                 "explain = \"Yes: the kernels run {busy} of a {wall} step; {idle_share} of it the GPU waits.\"")
+    p = _variant(
+        tmp_path,
+        'explain = "Yes: the two kernels are narrow bars in a wide step; most of the step the GPU waits. Part B measures how much."',
+        'explain = "Yes: the kernels run {busy} of a {wall} step; {idle_share} of it the GPU waits."',
+    )
     rep = check_exercise(p)
     assert rep.ok
     assert rep.warnings == [
@@ -220,7 +252,11 @@ def test_check_warns_when_feedback_gives_a_later_answer_away(tmp_path):
 
 
 def test_check_seed_assumption_0322_is_a_warning_naming_both(tmp_path):
-    p = _variant(tmp_path, "value = 0.312\nunit = \"ms\"\ntext = \"GPU work stays as it is\"", "value = 0.322\nunit = \"ms\"\ntext = \"GPU work stays 0.322 ms\"")
+    p = _variant(
+        tmp_path,
+        'value = 0.312\nunit = "ms"\ntext = "GPU work stays as it is"',
+        'value = 0.322\nunit = "ms"\ntext = "GPU work stays 0.322 ms"',
+    )
     rep = check_exercise(p)
     assert rep.ok and rep.errors == []
     (w,) = rep.warnings
@@ -229,7 +265,7 @@ def test_check_seed_assumption_0322_is_a_warning_naming_both(tmp_path):
 
 
 def test_check_wrong_cause_and_gap_keys(tmp_path):
-    p = _variant(tmp_path, "cause = \"host\"", "cause = \"sync\"")
+    p = _variant(tmp_path, 'cause = "host"', 'cause = "sync"')
     rep = check_exercise(p)
     assert any("task 'cause'" in e and "key cause is sync" in e and "as host" in e for e in rep.errors)
     p = _variant(tmp_path, "expect_start_ms = 0.590", "expect_start_ms = 0.090", "v2.toml")
@@ -238,7 +274,7 @@ def test_check_wrong_cause_and_gap_keys(tmp_path):
 
 
 def test_load_errors_name_file_line_and_task(tmp_path):
-    p = _variant(tmp_path, "kind = \"cause\"", "kind = \"guess\"")
+    p = _variant(tmp_path, 'kind = "cause"', 'kind = "guess"')
     with pytest.raises(ExerciseError) as ei:
         load_exercise(p)
     e = ei.value
@@ -246,13 +282,13 @@ def test_load_errors_name_file_line_and_task(tmp_path):
     assert p.read_text().splitlines()[e.line - 1].strip() == "[[tasks]]"
     assert "unknown kind 'guess'" in str(e) and str(p) in str(e)
     bad = tmp_path / "bad.toml"
-    bad.write_text("title = \"x\"\nprompt = \n", encoding="utf-8")
+    bad.write_text('title = "x"\nprompt = \n', encoding="utf-8")
     with pytest.raises(ExerciseError) as ei:
         load_exercise(bad)
     assert ei.value.line == 2
     rep = check_exercise(bad)
     assert not rep.ok and rep.unloadable and rep.errors == [f"{bad}:2:10: not valid TOML: Invalid value"]
-    missing = _variant(tmp_path, "sample = \"decode_graph.txt\"", "path = \"nowhere.txt\"", "v3.toml")
+    missing = _variant(tmp_path, 'sample = "decode_graph.txt"', 'path = "nowhere.txt"', "v3.toml")
     with pytest.raises(ExerciseError, match="trace 'graph': file not found"):
         load_exercise(missing)
 
@@ -275,9 +311,18 @@ def _wrong_answer(task, facts):
         key = facts.resolve(task.gap)
         return next(int(g) for g in facts.gap_indices() if int(g) != key)
     if task.kind == "card":
-        return {f.name: ("sync" if f.name == "cause" and task.cause != "sync" else "host" if f.name == "cause" else
-                         next(i for i, o in enumerate(f.options) if not o.correct) if f.options else "no idea")
-                for f in task.fields}
+        return {
+            f.name: (
+                "sync"
+                if f.name == "cause" and task.cause != "sync"
+                else "host"
+                if f.name == "cause"
+                else next(i for i, o in enumerate(f.options) if not o.correct)
+                if f.options
+                else "no idea"
+            )
+            for f in task.fields
+        }
     raise AssertionError(task.kind)
 
 
@@ -327,14 +372,33 @@ def test_gap_selectors_and_gap_quantity(decode):
         f.figure("projected_step", projection=Projection(remove_events=("print",)))
 
 
-@pytest.mark.parametrize("old,new,message", [
-    ("correct = true\nexplain = \"Yes: the two kernels", "explain = \"Yes: the two kernels", "no option is marked correct"),
-    ("key = { value = 952, unit = \"tokens/s\", tolerance = 5 }", "key = { value = 952, unit = \"ms\", tolerance = 5 }", "unit 'ms' does not fit quantity 'tokens_per_s'"),
-    ("key = { value = 952, unit = \"tokens/s\", tolerance = 5 }", "key = { value = 952, unit = \"tokens/s\" }", "one non-negative 'tolerance'"),
-    ("violates = [\"weights\"]", "violates = [\"speed\"]", "unknown constraint 'speed'"),
-    ("gap = { rank = 1 }\ncause = \"host\"", "gap = { rank = 0 }\ncause = \"host\"", "rank starts at 1"),
-    ("protocol_step = 3\nprompt = \"Put figures", "protocol_step = 9\nprompt = \"Put figures", "protocol_step must be 1..6"),
-])
+@pytest.mark.parametrize(
+    "old,new,message",
+    [
+        (
+            'correct = true\nexplain = "Yes: the two kernels',
+            'explain = "Yes: the two kernels',
+            "no option is marked correct",
+        ),
+        (
+            'key = { value = 952, unit = "tokens/s", tolerance = 5 }',
+            'key = { value = 952, unit = "ms", tolerance = 5 }',
+            "unit 'ms' does not fit quantity 'tokens_per_s'",
+        ),
+        (
+            'key = { value = 952, unit = "tokens/s", tolerance = 5 }',
+            'key = { value = 952, unit = "tokens/s" }',
+            "one non-negative 'tolerance'",
+        ),
+        ('violates = ["weights"]', 'violates = ["speed"]', "unknown constraint 'speed'"),
+        ('gap = { rank = 1 }\ncause = "host"', 'gap = { rank = 0 }\ncause = "host"', "rank starts at 1"),
+        (
+            'protocol_step = 3\nprompt = "Put figures',
+            'protocol_step = 9\nprompt = "Put figures',
+            "protocol_step must be 1..6",
+        ),
+    ],
+)
 def test_format_errors(tmp_path, old, new, message):
     p = _variant(tmp_path, old, new)
     with pytest.raises(ExerciseError, match=message) as ei:
@@ -342,8 +406,18 @@ def test_format_errors(tmp_path, old, new, message):
     assert ei.value.line is not None and ei.value.task is not None
 
 
-@pytest.mark.parametrize("sample", ["decode_step.txt", "decode_10_steps.txt", "decode_graph.txt", "picket_fence.txt",
-                                    "host_island.txt", "copy_on_path.txt", "sync_cliff.txt"])
+@pytest.mark.parametrize(
+    "sample",
+    [
+        "decode_step.txt",
+        "decode_10_steps.txt",
+        "decode_graph.txt",
+        "picket_fence.txt",
+        "host_island.txt",
+        "copy_on_path.txt",
+        "sync_cliff.txt",
+    ],
+)
 def test_figures_agree_with_diagnosis_budget(sample):
     """The exercise figures (own interval arithmetic) match ``Diagnosis.budget``."""
     from gapscope import sample_traces

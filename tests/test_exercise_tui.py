@@ -187,7 +187,10 @@ def test_decode_step_wrong_answers_get_evidence(tmp_path):
             await _pick(pilot, s.facts().resolve(s.task.gap))
             # the interval only: nothing that answers the next task (its class, its evidence)
             assert _feedback(screen) == "✓ Correct. That is the largest gap: gap 3 of 3, 0.590-1.050 ms (0.460 ms)."
-            assert str(screen.query_one("#ex-status", Static).render()) == "Gap 3 of 3, 0.590-1.050 ms (0.460 ms) · cursor 590µs"
+            assert (
+                str(screen.query_one("#ex-status", Static).render())
+                == "Gap 3 of 3, 0.590-1.050 ms (0.460 ms) · cursor 590µs"
+            )
             await _choose(pilot, CAUSE_LABELS.index("sync"))  # cause: wrong
             assert "sync does not fit what the CPU did during 0.590-1.050 ms" in _feedback(screen)
             await _choose(pilot, CAUSE_LABELS.index("host"))
@@ -200,7 +203,9 @@ def test_decode_step_wrong_answers_get_evidence(tmp_path):
             assert s.task.id == "first-change"
             await _choose(pilot, 0)  # "Rewrite the attention kernel"
             fb = _feedback(screen)
-            assert fb.startswith("✗ Not yet. Look at the GPU lane: most of the step is white space where no kernel runs.")
+            assert fb.startswith(
+                "✗ Not yet. Look at the GPU lane: most of the step is white space where no kernel runs."
+            )
             assert s.task.id == "first-change"
             notes = screen.query_one("#ex-notes", Input)
             assert notes.display and notes.border_title == "Note (optional, not judged): shift+Tab"
@@ -232,7 +237,9 @@ def test_card_reasks_only_wrong_fields(tmp_path):
             assert s.task.id == "card-picket"
             assert str(screen.query_one("#ex-field", Static).render()) == "Card field 1/5: Smell"
             await _choose(pilot, 1)  # smell: host island (wrong, judged with the whole card)
-            assert str(screen.query_one("#ex-field", Static).render()) == "Card field 2/5: Cause class  (answered: smell)"
+            assert (
+                str(screen.query_one("#ex-field", Static).render()) == "Card field 2/5: Cause class  (answered: smell)"
+            )
             await _choose(pilot, CAUSE_LABELS.index("launch"))
             await _type(pilot, "kernels are slow")  # why: no launch keyword
             await _choose(pilot, 1)  # experiment: faster kernel (wrong)
@@ -253,6 +260,7 @@ def test_card_reasks_only_wrong_fields(tmp_path):
 def test_help_keys_and_focus(tmp_path):
     """? opens help built from the live bindings; digits choose; the input is focused
     without Tab; Escape comes back to the answer."""
+
     async def run():
         app = _app("decode-step", tmp_path)
         async with app.run_test(size=(80, 24)) as pilot:
@@ -304,6 +312,7 @@ def test_digit_selects_and_enter_submits_without_a_stray_attempt(tmp_path):
     """The prompt says "Choose: ↑/↓ or 1–2, Enter": a digit selects, Enter submits that
     option, and the Enter is not carried over to the next task (a pick) as a wrong
     pick. decode-step task 1 ('look'): option 1 correct, option 2 wrong."""
+
     async def run():
         app = _app("decode-step", tmp_path)
         async with app.run_test(size=(80, 24)) as pilot:
@@ -333,6 +342,7 @@ def test_first_n_leaves_the_gap_the_status_line_names(tmp_path):
     """On the pick task the cursor starts in gap 1 (0.000-0.258 ms) and the status line
     says so; the first ``n`` goes to gap 2 (0.410-0.430 ms), the second to gap 3
     (0.590-1.050 ms), the largest, which Enter picks at the first attempt."""
+
     async def run():
         app = _app("decode-step", tmp_path)
         async with app.run_test(size=(120, 40)) as pilot:
@@ -341,7 +351,7 @@ def test_first_n_leaves_the_gap_the_status_line_names(tmp_path):
             await pilot.press("1", "enter")
             await pilot.pause()
             assert s.task.id == "largest-gap"
-            status = lambda: str(screen.query_one("#ex-status", Static).render())  # noqa: E731
+            status = lambda: str(screen.query_one("#ex-status", Static).render())
             assert status().startswith("Gap 1 of 3, 0.000-0.258 ms (0.258 ms)")
             await pilot.press("N")  # nothing before gap 1
             assert screen.lanes.selected_gap is None and status().startswith("Gap 1 of 3,")
@@ -375,6 +385,7 @@ def _wrong_answer_value(s):
 def test_wrong_answer_feedback_is_in_view_at_80x24(tmp_path):
     """issue 18 item 9: at 80x24, after each wrong answer the feedback's first line is
     inside the task box's visible area (not below the fold)."""
+
     async def run():
         app = _app("decode-step", tmp_path)
         async with app.run_test(size=(80, 24)) as pilot:

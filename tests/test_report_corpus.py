@@ -78,13 +78,19 @@ def test_markdown_keeps_to_the_largest_group_cards(corpus):
     md = run(corpus / "hta" / "rank0.json.gz", "--markdown")
     assert md.count("- **Smell:**") <= GROUP_CARDS + 10  # group cards + lone-gap cards
     assert sum(ln.startswith("### G") and not ln.startswith("### Gap") for ln in md.splitlines()) == GROUP_CARDS
-    table_rows = [ln for ln in md.splitlines() if ln.split("|")[1:2] and ln.split("|")[1].strip()[:1] == "G"
-                  and ln.split("|")[1].strip()[1:].isdigit()]
+    table_rows = [
+        ln
+        for ln in md.splitlines()
+        if ln.split("|")[1:2] and ln.split("|")[1].strip()[:1] == "G" and ln.split("|")[1].strip()[1:].isdigit()
+    ]
     assert len(table_rows) == 10 - GROUP_CARDS  # the default --top 10
     assert "The next 7 recurring groups (cards in `--json`)" in md
     md = run(corpus / "hta" / "rank0.json.gz", "--markdown", "--top", "100")
-    table_rows = [ln for ln in md.splitlines() if ln.split("|")[1:2] and ln.split("|")[1].strip()[:1] == "G"
-                  and ln.split("|")[1].strip()[1:].isdigit()]
+    table_rows = [
+        ln
+        for ln in md.splitlines()
+        if ln.split("|")[1:2] and ln.split("|")[1].strip()[:1] == "G" and ln.split("|")[1].strip()[1:].isdigit()
+    ]
     assert len(table_rows) == MD_GROUP_ROWS
 
 
@@ -108,7 +114,7 @@ def test_markdown_header_and_lanes_match_the_text_report(corpus):
     assert "- Rank: 0 of world size ?" in md and not any("None" in ln for ln in md)
     # totalGlobalMem 17069309952 B = 15.897 GiB; computeMajor 6, minor 0; 56 SMs
     assert md.count("- Device 0: `Quadro GP100, 15.9 GiB, sm_60, 56 SMs`") == 1
-    lanes = md[md.index("## Lanes") + 2:]
+    lanes = md[md.index("## Lanes") + 2 :]
     lanes = lanes[: lanes.index("")]
     assert lanes == [
         "| process / device | lane | events | by kind |",

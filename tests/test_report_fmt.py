@@ -12,10 +12,19 @@ from gapscope.report.fmt import fmt_bytes, fmt_dur, fmt_share, safe_name, unit_f
 @pytest.mark.parametrize(
     "ns, text",
     [
-        (0, "0 ns"), (99, "99 ns"), (46_000, "46.0 µs"), (99_999, "100.0 µs"), (100_000, "0.100 ms"),
-        (312_000, "0.312 ms"), (1_050_000, "1.050 ms"), (999_999_999, "1000.000 ms"),
+        (0, "0 ns"),
+        (99, "99 ns"),
+        (46_000, "46.0 µs"),
+        (99_999, "100.0 µs"),
+        (100_000, "0.100 ms"),
+        (312_000, "0.312 ms"),
+        (1_050_000, "1.050 ms"),
+        (999_999_999, "1000.000 ms"),
         # from 1 s: 3 significant digits, not 6 decimals
-        (1_000_000_000, "1.00 s"), (2_543_932_123, "2.54 s"), (8_987_446_000, "8.99 s"), (123_456_000_000, "123 s"),
+        (1_000_000_000, "1.00 s"),
+        (2_543_932_123, "2.54 s"),
+        (8_987_446_000, "8.99 s"),
+        (123_456_000_000, "123 s"),
     ],
 )
 def test_fmt_dur_default_unit(ns, text):
@@ -25,15 +34,26 @@ def test_fmt_dur_default_unit(ns, text):
 def test_a_seconds_column_gives_each_value_three_significant_digits():
     """The 1M-event bench trace (9 s): its cause table read ``sync 0.013151 s``."""
     u = unit_for(2_316_708_000)  # the total of the column
-    assert [fmt_dur(x, u) for x in (13_151_000, 597_473_000, 136_194_000, 1_546_856_000, 23_033_000, 2_316_708_000, 0)] \
-        == ["13.2 ms", "597 ms", "136 ms", "1.55 s", "23.0 ms", "2.32 s", "0 ns"]
+    assert [
+        fmt_dur(x, u) for x in (13_151_000, 597_473_000, 136_194_000, 1_546_856_000, 23_033_000, 2_316_708_000, 0)
+    ] == ["13.2 ms", "597 ms", "136 ms", "1.55 s", "23.0 ms", "2.32 s", "0 ns"]
 
 
 @pytest.mark.parametrize(
     "ns, text",
-    [(999, "999 ns"), (1_000, "1.00 µs"), (46_000, "46.0 µs"), (99_940, "99.9 µs"), (99_999, "100 µs"),
-     (999_999, "1.00 ms"), (1_788_000, "1.79 ms"), (9_999_600, "10.0 ms"), (999_960_000, "1.00 s"),
-     (-13_151_000, "-13.2 ms"), (1_234_567_000_000, "1235 s")],
+    [
+        (999, "999 ns"),
+        (1_000, "1.00 µs"),
+        (46_000, "46.0 µs"),
+        (99_940, "99.9 µs"),
+        (99_999, "100 µs"),
+        (999_999, "1.00 ms"),
+        (1_788_000, "1.79 ms"),
+        (9_999_600, "10.0 ms"),
+        (999_960_000, "1.00 s"),
+        (-13_151_000, "-13.2 ms"),
+        (1_234_567_000_000, "1235 s"),
+    ],
 )
 def test_fmt_sig(ns, text):
     from gapscope.report.fmt import fmt_sig
@@ -65,8 +85,15 @@ def test_share_and_bytes():
 
 @pytest.mark.parametrize(
     "name",
-    ["[bold red]loss.backward()[/bold red]", "[/]", "\\[escaped] literal", "[link=https://example.invalid]open[/link]",
-     "void gemv2T_kernel_val<int, int, float, float, 128, 16, 4, 4> [with T = float]", "python3 [worker 0]", "µ-kernel ✓"],
+    [
+        "[bold red]loss.backward()[/bold red]",
+        "[/]",
+        "\\[escaped] literal",
+        "[link=https://example.invalid]open[/link]",
+        "void gemv2T_kernel_val<int, int, float, float, 128, 16, 4, 4> [with T = float]",
+        "python3 [worker 0]",
+        "µ-kernel ✓",
+    ],
 )
 def test_safe_name_keeps_printable_text_verbatim(name):
     assert safe_name(name) == name
@@ -107,8 +134,10 @@ def test_markdown_escaping_of_untrusted_text():
 def test_short_name_only_when_too_long():
     from gapscope.report.fmt import short_name
 
-    long = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
-            "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)")
+    long = (
+        "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+        "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)"
+    )
     assert short_name(long, 500) == long
     assert short_name(long, 80) == "vectorized_elementwise_kernel<4, CUDAFunctor_add<float>, Array<char*, 3> >"
     assert short_name(long, 64) == "vectorized_elementwise_kernel<4, CUDAFunctor_add<…>, Array<…> >"
@@ -120,14 +149,42 @@ def test_short_name_only_when_too_long():
 
 # deviceProperties entries as Kineto writes them (copied from the corpus: hta/mi250_*,
 # tracelens/mi300/*, tracelens/vllm_decode_full/*, tracelens/h100/*)
-_MI250 = {"id": 0, "name": "AMD Radeon Graphics", "totalGlobalMem": 68702699520, "computeMajor": 9, "computeMinor": 0,
-          "warpSize": 64, "numSms": 104}
-_MI300X_VF = {"id": 0, "name": "AMD Instinct MI300X VF", "totalGlobalMem": 205571227648, "computeMajor": 9,
-              "computeMinor": 4, "warpSize": 64, "numSms": 304}
-_NAMELESS_MI300 = {"id": 0, "name": "", "totalGlobalMem": 206158430208, "computeMajor": 9, "computeMinor": 4,
-                   "warpSize": 64, "numSms": 304}
-_H100 = {"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85018279936, "computeMajor": 9, "computeMinor": 0,
-         "warpSize": 32, "numSms": 132}
+_MI250 = {
+    "id": 0,
+    "name": "AMD Radeon Graphics",
+    "totalGlobalMem": 68702699520,
+    "computeMajor": 9,
+    "computeMinor": 0,
+    "warpSize": 64,
+    "numSms": 104,
+}
+_MI300X_VF = {
+    "id": 0,
+    "name": "AMD Instinct MI300X VF",
+    "totalGlobalMem": 205571227648,
+    "computeMajor": 9,
+    "computeMinor": 4,
+    "warpSize": 64,
+    "numSms": 304,
+}
+_NAMELESS_MI300 = {
+    "id": 0,
+    "name": "",
+    "totalGlobalMem": 206158430208,
+    "computeMajor": 9,
+    "computeMinor": 4,
+    "warpSize": 64,
+    "numSms": 304,
+}
+_H100 = {
+    "id": 0,
+    "name": "NVIDIA H100 80GB HBM3",
+    "totalGlobalMem": 85018279936,
+    "computeMajor": 9,
+    "computeMinor": 0,
+    "warpSize": 32,
+    "numSms": 132,
+}
 
 
 @pytest.mark.parametrize(
@@ -140,8 +197,10 @@ _H100 = {"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85018279936
         (dict(_MI250, gcnArchName="gfx90a:sramecc+:xnack-"), "AMD Radeon Graphics, 64.0 GiB, gfx90a, 104 CUs"),
         (dict(_MI300X_VF, gcnArchName="gfx942", warpSize=None), "AMD Instinct MI300X VF, 191.5 GiB, gfx942, 304 CUs"),
         (_H100, "NVIDIA H100 80GB HBM3, 79.2 GiB, sm_90, 132 SMs"),
-        ({"id": 0, "name": "Quadro GP100", "computeMajor": 6, "computeMinor": 0, "warpSize": 32, "numSms": 56},
-         "Quadro GP100, sm_60, 56 SMs"),
+        (
+            {"id": 0, "name": "Quadro GP100", "computeMajor": 6, "computeMinor": 0, "warpSize": 32, "numSms": 56},
+            "Quadro GP100, sm_60, 56 SMs",
+        ),
         ({"id": 17, "name": "ARTEMIS"}, "ARTEMIS"),
     ],
 )
@@ -156,6 +215,8 @@ def test_warning_message_elides_long_quoted_names_so_the_finding_shows():
 
     long = "'void k<" + "x" * 300 + ", 4>)'"
     got = warning_message(f"stream 7: {long} (line 3) overlaps 'Memset (Device)' (line 4) by 2 µs; both kept")
-    assert got == ("stream 7: 'void k<" + "x" * 32 + "…" + "x" * 13 + ", 4>)' (line 3) overlaps 'Memset (Device)' "
-                   "(line 4) by 2 µs; both kept")
+    assert got == (
+        "stream 7: 'void k<" + "x" * 32 + "…" + "x" * 13 + ", 4>)' (line 3) overlaps 'Memset (Device)' "
+        "(line 4) by 2 µs; both kept"
+    )
     assert warning_message("'step end' on CPU has no 'begin'") == "'step end' on CPU has no 'begin'"

@@ -18,8 +18,19 @@ MS = 1_000_000
 
 def _doc(n: int) -> dict:
     """``n`` groups holding n, n-1, …, 1 ms of idle; 200 ms of idle in gaps in all."""
-    groups = [dict(id=k, label=f"k{k} → k{k + 1}", steps_with_gap=4, steps_total=5, median_ns=(n - k) * MS // 4,
-                   total_ns=(n - k) * MS, cause="host", card=None) for k in range(n)]
+    groups = [
+        dict(
+            id=k,
+            label=f"k{k} → k{k + 1}",
+            steps_with_gap=4,
+            steps_total=5,
+            median_ns=(n - k) * MS // 4,
+            total_ns=(n - k) * MS,
+            cause="host",
+            card=None,
+        )
+        for k in range(n)
+    ]
     return dict(groups=groups, idle_in_gaps_ns=200 * MS)
 
 
@@ -37,7 +48,9 @@ def test_top_groups_then_one_line_for_the_rest():
     assert lines[5] == "The next 7 groups (cards in --json):"
     assert [ln.split()[0] for ln in lines[7:14]] == [f"G{k}" for k in range(3, 10)]
     # G10..G14 hold 5+4+3+2+1 = 15 ms of the 200 ms: 7.5%; the largest of them 5 ms
-    assert lines[14:] == ["… and 5 more groups (in --json): 15.000 ms of idle (7.5% of gap idle), at most 5.000 ms each"]
+    assert lines[14:] == [
+        "… and 5 more groups (in --json): 15.000 ms of idle (7.5% of gap idle), at most 5.000 ms each"
+    ]
 
 
 def test_top_smaller_than_the_cards_and_zero():
@@ -46,7 +59,8 @@ def test_top_smaller_than_the_cards_and_zero():
     # G2, G3 hold 2 + 1 ms
     assert lines[4:] == ["… and 2 more groups (in --json): 3.000 ms of idle (1.5% of gap idle), at most 2.000 ms each"]
     assert _render(_doc(4), top=0)[2:] == [
-        "4 groups (in --json): 10.000 ms of idle (5.0% of gap idle), at most 4.000 ms each"]
+        "4 groups (in --json): 10.000 ms of idle (5.0% of gap idle), at most 4.000 ms each"
+    ]
     assert _render(_doc(4), top=4)[2:][-1].startswith("G3 ")  # all shown: no summary line
 
 
@@ -82,16 +96,32 @@ def test_what_if_rates_have_the_baseline_precision():
     from gapscope.report.panels import budget_section
 
     base = dict(wall_ns=211_707_000, steps_per_s=1e9 / 211_707_000, tokens_per_s=None, decode=False)
-    whatifs = [dict(removed_causes=["sync"], removed_ns=36_000, projected_step_ns=211_671_000,
-                    steps_per_s=1e9 / 211_671_000, tokens_per_s=None, speedup=211_707 / 211_671, assumptions=[]),
-               dict(removed_causes=["sync", "copy", "host"], removed_ns=101_347_000, projected_step_ns=110_360_000,
-                    steps_per_s=1e9 / 110_360_000, tokens_per_s=None, speedup=211_707 / 110_360, assumptions=[])]
+    whatifs = [
+        dict(
+            removed_causes=["sync"],
+            removed_ns=36_000,
+            projected_step_ns=211_671_000,
+            steps_per_s=1e9 / 211_671_000,
+            tokens_per_s=None,
+            speedup=211_707 / 211_671,
+            assumptions=[],
+        ),
+        dict(
+            removed_causes=["sync", "copy", "host"],
+            removed_ns=101_347_000,
+            projected_step_ns=110_360_000,
+            steps_per_s=1e9 / 110_360_000,
+            tokens_per_s=None,
+            speedup=211_707 / 110_360,
+            assumptions=[],
+        ),
+    ]
     doc = dict(steps=dict(count=6, source="ProfilerStep", name="ProfilerStep#1"), budget=base, what_if=whatifs)
     buf = io.StringIO()
     budget_section(doc, make_console(buf, width=100, color=False))
     lines = [ln.rstrip() for ln in buf.getvalue().splitlines()]
     assert "Steps/s         4.72" in lines
-    assert lines[lines.index("What if these gaps were removed (per step)") + 2:][:2] == [
+    assert lines[lines.index("What if these gaps were removed (per step)") + 2 :][:2] == [
         "sync                0.036 ms  211.671 ms     4.72     1.00x",
         "sync+copy+host    101.347 ms  110.360 ms     9.06     1.92x",
     ]
@@ -103,7 +133,7 @@ def test_what_if_rates_in_markdown_on_resnet():
     out = io.StringIO()
     assert report_cmd.run([str(path), "--markdown"], stdout=out) == 0
     md = out.getvalue().splitlines()
-    rows = md[md.index("What if these gaps were removed (per step):") + 4:]
+    rows = md[md.index("What if these gaps were removed (per step):") + 4 :]
     rows = rows[: rows.index("")]
     assert len(rows) == 5
     for row in rows:
@@ -116,7 +146,13 @@ def test_fmt_rate():
     from gapscope.report.fmt import fmt_rate
 
     assert [fmt_rate(x) for x in (4.7235, 9.0613, 99.994, 952.38, 2874.2, None)] == [
-        "4.72", "9.06", "99.99", "952", "2,874", "-"]
+        "4.72",
+        "9.06",
+        "99.99",
+        "952",
+        "2,874",
+        "-",
+    ]
 
 
 def test_cause_table_of_a_nine_second_trace():
@@ -124,9 +160,13 @@ def test_cause_table_of_a_nine_second_trace():
     from gapscope.report.text import _class_totals
 
     totals = dict(sync=13_151_000, copy=597_473_000, launch=136_194_000, host=1_546_856_000, unclassified=23_034_000)
-    doc = dict(class_totals_ns=totals, params=dict(min_gap_ns=2_000), gap_count=21_670,
-               class_gap_counts=dict(sync=43, copy=6_146, launch=7_025, host=4_404, unclassified=4_052),
-               devices=[dict(device=0, idle_ns=2_318_496_000)])
+    doc = dict(
+        class_totals_ns=totals,
+        params=dict(min_gap_ns=2_000),
+        gap_count=21_670,
+        class_gap_counts=dict(sync=43, copy=6_146, launch=7_025, host=4_404, unclassified=4_052),
+        devices=[dict(device=0, idle_ns=2_318_496_000)],
+    )
     buf = io.StringIO()
     _class_totals(doc, make_console(buf, width=120, color=False))
     lines = [ln.rstrip() for ln in buf.getvalue().splitlines()]
@@ -149,12 +189,14 @@ def test_markdown_sums_up_the_groups_it_leaves_out():
         return out.getvalue()
 
     doc = json.loads(run("--json"))
-    left = doc["groups"][GROUP_CARDS + MD_GROUP_ROWS:]
+    left = doc["groups"][GROUP_CARDS + MD_GROUP_ROWS :]
     left_ns = sum(g["total_ns"] for g in left)
     (line,) = [ln for ln in run("--markdown", "--top", "50").splitlines() if ln.startswith("… and ") and "groups" in ln]
-    assert line == (f"… and {len(left):,} more groups (in --json): {fmt_dur(left_ns)} of idle "
-                    f"({fmt_share(left_ns, doc['idle_in_gaps_ns'])} of gap idle), "
-                    f"at most {fmt_dur(max(g['total_ns'] for g in left))} each")
+    assert line == (
+        f"… and {len(left):,} more groups (in --json): {fmt_dur(left_ns)} of idle "
+        f"({fmt_share(left_ns, doc['idle_in_gaps_ns'])} of gap idle), "
+        f"at most {fmt_dur(max(g['total_ns'] for g in left))} each"
+    )
 
 
 def test_top_limits_every_list_and_counts_what_it_leaves_out():

@@ -73,7 +73,12 @@ def test_next_gap_walks_diagnosis_gaps(corpus):
             await pilot.press("s", "n")
             big = lanes.selected_gap
             detail = str(screen.query_one("#detail").render())
-            return seen, (int(sg.start_ns[back]),), (int(sg.start_ns[big]), int(sg.end_ns[big] - sg.start_ns[big]), int(sg.cause[big])), detail
+            return (
+                seen,
+                (int(sg.start_ns[back]),),
+                (int(sg.start_ns[big]), int(sg.end_ns[big] - sg.start_ns[big]), int(sg.cause[big])),
+                detail,
+            )
 
     seen, back, big, detail = asyncio.run(run())
     expect = [(int(g.start_ns[k]), int(g.end_ns[k] - g.start_ns[k]), int(g.cause[k])) for k in order[:3]]
@@ -169,7 +174,11 @@ def test_zoom_keeps_the_cursor_cell():
 async def _search(pilot, text):
     await pilot.press("slash")
     for ch in text:
-        await pilot.press(ch if ch.isalnum() else {"[": "left_square_bracket", "]": "right_square_bracket", ":": "colon", "_": "underscore"}.get(ch, ch))
+        await pilot.press(
+            ch
+            if ch.isalnum()
+            else {"[": "left_square_bracket", "]": "right_square_bracket", ":": "colon", "_": "underscore"}.get(ch, ch)
+        )
     await pilot.press("enter")
 
 
@@ -333,7 +342,11 @@ def test_panel_toggle_and_help_from_bindings():
     # border) → hidden → compact. The compact card takes the rows the lanes leave empty
     # (ruler + lane rows + one spare), at least 6 and at most the main area less 7 rows.
     assert [m[:3] for m in modes] == [
-        ("compact", True, True), ("expanded", True, False), ("hidden", False, False), ("compact", True, True)]
+        ("compact", True, True),
+        ("expanded", True, False),
+        ("hidden", False, False),
+        ("compact", True, True),
+    ]
     compact_outer = max(6, min(21 - 7, 21 - (lane_rows + 2)))
     assert modes[0][3] == compact_outer - 1 and modes[3][3] == compact_outer - 1
     assert modes[1][3] == 21 - 7 - 1
@@ -418,8 +431,13 @@ def test_collapse_and_expand_group():
             return before, collapsed, [(r.kind, r.label) for r in lanes.rows]
 
     before, collapsed, after = asyncio.run(run())
-    assert before == [("group", "▾ GPU 0"), ("idle", "idle gaps"), ("lane", "stream 7"),
-                      ("group", "▾ python3 (1)"), ("lane", "main")]
+    assert before == [
+        ("group", "▾ GPU 0"),
+        ("idle", "idle gaps"),
+        ("lane", "stream 7"),
+        ("group", "▾ python3 (1)"),
+        ("lane", "main"),
+    ]
     # issue 18 item 4: a collapsed GPU group keeps its gap row
     assert collapsed == [("group", "▸ GPU 0"), ("idle", "idle gaps"), ("group", "▾ python3 (1)"), ("lane", "main")]
     assert after == before

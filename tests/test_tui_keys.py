@@ -13,9 +13,9 @@ from gapscope import sample_traces
 from gapscope.analysis import diagnose
 from gapscope.analysis.types import Cause
 from gapscope.parsers import load
+from gapscope.tui.factory import make_app
 from gapscope.tui.help import HelpScreen, help_text
 from gapscope.tui.loader_warnings import WarningsScreen
-from gapscope.tui.factory import make_app
 from gapscope.tui.ruler import ruler_ticks
 
 from .test_tui_app import wait_ready
@@ -79,8 +79,16 @@ def test_footer_keeps_core_keys_at_80_columns():
     keys = asyncio.run(run())
     # issue 18 item 12: the palette key stays at 80 columns (the rare actions live there)
     assert [(k, d) for k, d, _, _ in keys] == [
-        ("n", "next"), ("N", "prev"), ("s", "order"), ("+/-", "zoom"), ("/", "find"), ("p", "card"), ("?", "help"),
-        ("q", "quit"), ("^p", "palette")]
+        ("n", "next"),
+        ("N", "prev"),
+        ("s", "order"),
+        ("+/-", "zoom"),
+        ("/", "find"),
+        ("p", "card"),
+        ("?", "help"),
+        ("q", "quit"),
+        ("^p", "palette"),
+    ]
     assert all(right <= 80 for *_, right in keys)
 
 
@@ -175,7 +183,9 @@ def test_help_lists_aliases_letters_and_textual_keys_last():
     zoom_out = next(ln for ln in lines if ln.endswith("zoom out"))
     assert zoom_in.split() == ["+", "i", "=", "zoom", "in"] and zoom_out.split() == ["-", "o", "zoom", "out"]
     assert "S sync  C copy  L launch  H host  U unclassified" in text
-    assert text.index("Also (Textual):") > text.index("quit") and text.index("Focus Next") > text.index("Also (Textual):")
+    assert text.index("Also (Textual):") > text.index("quit") and text.index("Focus Next") > text.index(
+        "Also (Textual):"
+    )
     assert any(ln.split()[:2] == ["!", "prev"] for ln in lines)
 
 
@@ -245,7 +255,7 @@ def test_ruler_stays_on_the_trace_and_never_labels_negative_time():
 
     (gap, vp0, ticks0), right, left, (vout, ticks_out) = asyncio.run(run())
     assert gap == 0
-    pad = lambda vp: round(0.05 * vp.span_ns)  # noqa: E731
+    pad = lambda vp: round(0.05 * vp.span_ns)
     assert vp0.start_ns == t0 - pad(vp0)  # clamped: 5 % of the view before the start, no more
     assert ticks0[0][1] == "0µs" and not any(lab.startswith("-") for _, lab in ticks0)
     assert len({lab[-2:] for _, lab in ticks0}) == 1  # one unit per ruler
@@ -260,6 +270,13 @@ def test_ruler_ticks_skip_offsets_before_origin(start):
     from gapscope.tui.viewmodel import Viewport
 
     _, ticks = ruler_ticks(Viewport(start, 1000.0, 40), origin_ns=0, min_cells=10)
-    assert ticks == [(-start // 1000, "0µs"), (10 - start // 1000, "10µs"), (20 - start // 1000, "20µs"),
-                     (30 - start // 1000, "30µs")][: len(ticks)]
+    assert (
+        ticks
+        == [
+            (-start // 1000, "0µs"),
+            (10 - start // 1000, "10µs"),
+            (20 - start // 1000, "20µs"),
+            (30 - start // 1000, "30µs"),
+        ][: len(ticks)]
+    )
     assert ticks[0] == (-start // 1000, "0µs")

@@ -20,23 +20,53 @@ from gapscope.tui.navigation import NameSearch
 
 from .test_tui_app import wait_ready
 
-KERNELS = ["café_kernel", "中文模型_gemm", "🚀launch_kernel", "cafe\u0301_decomposed",
-           "\u202eevil_bidi", "ctl\x1b[31mred", "zw\u200bspace", "[bold]T[/]"]
+KERNELS = [
+    "café_kernel",
+    "中文模型_gemm",
+    "🚀launch_kernel",
+    "cafe\u0301_decomposed",
+    "\u202eevil_bidi",
+    "ctl\x1b[31mred",
+    "zw\u200bspace",
+    "[bold]T[/]",
+]
 
 
 def _write_trace(path) -> str:
-    ev = [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "训练进程 🚀"}},
-          {"ph": "M", "name": "thread_name", "pid": 1, "tid": 11, "args": {"name": "naïve\u202ethread"}},
-          {"ph": "M", "name": "thread_name", "pid": 1, "tid": 12, "args": {"name": "工作线程\x07"}}]
+    ev = [
+        {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "训练进程 🚀"}},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 11, "args": {"name": "naïve\u202ethread"}},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 12, "args": {"name": "工作线程\x07"}},
+    ]
     t = 0
     for i in range(24):
         n = KERNELS[i % len(KERNELS)]
         tid = 11 + i % 2
         ev.append({"ph": "X", "cat": "cpu_op", "name": "op " + n, "pid": 1, "tid": tid, "ts": t, "dur": 80})
-        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": tid, "ts": t + 10,
-                   "dur": 5, "args": {"correlation": i + 1}})
-        ev.append({"ph": "X", "cat": "kernel", "name": n, "pid": 0, "tid": 7, "ts": t + 20, "dur": 60 + 20 * (i % 3),
-                   "args": {"device": 0, "stream": 7, "correlation": i + 1}})
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 1,
+                "tid": tid,
+                "ts": t + 10,
+                "dur": 5,
+                "args": {"correlation": i + 1},
+            }
+        )
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": n,
+                "pid": 0,
+                "tid": 7,
+                "ts": t + 20,
+                "dur": 60 + 20 * (i % 3),
+                "args": {"device": 0, "stream": 7, "correlation": i + 1},
+            }
+        )
         t += 150 + 40 * (i % 4)
     p = path / "names.json"
     p.write_text(json.dumps({"traceName": "[bold]T[/] 名前", "traceEvents": ev}, ensure_ascii=False))
@@ -137,9 +167,22 @@ def test_header_names_the_opened_file_when_the_trace_name_is_kinetos_temp_path(t
     from gapscope.tui.header import trace_header
 
     p = tmp_path / "vm_1_20261201T000000Z_train.pt.trace.json"
-    ev = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 0, "dur": 5, "args": {"device": 0, "stream": 7}}]
+    ev = [
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": 7,
+            "ts": 0,
+            "dur": 5,
+            "args": {"device": 0, "stream": 7},
+        }
+    ]
     p.write_text(json.dumps({"traceName": "/tmp/tmpa5ej828u.json", "traceEvents": ev}))
-    assert trace_header(load(str(p)), None, 120).plain.startswith("gapscope vm_1_20261201T000000Z_train.pt.trace.json │")
+    assert trace_header(load(str(p)), None, 120).plain.startswith(
+        "gapscope vm_1_20261201T000000Z_train.pt.trace.json │"
+    )
 
 
 def test_no_color_reaches_the_exercise_app_too(monkeypatch, tmp_path):

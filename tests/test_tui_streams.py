@@ -34,8 +34,9 @@ def test_selected_gap_shows_its_gap_row_and_launch_lane_at_80x24(corpus):
                 await pilot.pause()
                 g = lanes.selected_gap
                 idle = next(i for i, r in enumerate(lanes.rows) if r.kind == "idle")
-                launch = next(i for i, r in enumerate(lanes.rows)
-                              if r.kind == "lane" and r.lane == int(lanes.gaps.launch_lane[g]))
+                launch = next(
+                    i for i, r in enumerate(lanes.rows) if r.kind == "lane" and r.lane == int(lanes.gaps.launch_lane[g])
+                )
                 out.append((_visible(lanes, idle), _visible(lanes, launch), lanes.rows[0].label, len(lanes.rows)))
             return n_streams, lanes.visible_rows, out
 
@@ -79,7 +80,13 @@ def test_gap_row_stays_under_the_ruler_when_j_scrolls_past_it(corpus):
                 await pilot.pause()
                 lines = [lanes.render_line(y).text for y in range(lanes.size.height)]
                 sel = lanes.rows[lanes.selected_row].label
-                seen.append((lanes.top_row, any(ln.startswith("idle gaps") for ln in lines[1:3]), any(ln[1:].startswith(sel[:10]) or ln.startswith(sel[:10]) for ln in lines[1:])))
+                seen.append(
+                    (
+                        lanes.top_row,
+                        any(ln.startswith("idle gaps") for ln in lines[1:3]),
+                        any(ln[1:].startswith(sel[:10]) or ln.startswith(sel[:10]) for ln in lines[1:]),
+                    )
+                )
             return seen
 
     seen = asyncio.run(run())

@@ -9,9 +9,9 @@ import pytest
 from gapscope.analysis.types import Cause, Gaps
 from gapscope.parsers.builder import TraceBuilder
 from gapscope.parsers.model import Kind
+from gapscope.tui.cells import sized as _sized
 from gapscope.tui.lanes_model import build_rows, sanitize
 from gapscope.tui.navigation import SIZE, TIME, FlowIndex, GapNavigator, NameSearch
-from gapscope.tui.cells import sized as _sized
 from gapscope.tui.ruler import format_duration_ns, format_time_ns, nice_step_ns, parse_time_ns, ruler_ticks
 from gapscope.tui.viewmodel import GlyphClass, LaneIndex, Viewport
 
@@ -80,8 +80,16 @@ def test_ruler_units_ms_and_s():
     # 36 µs at +13.4 ms of a long trace: labels in ms, decimals to resolve the 5 µs step
     step, ticks = ruler_ticks(Viewport(13_400_000, 562.5, 64), origin_ns=0, min_cells=8)
     assert step == 5_000
-    assert ticks == [(0, "13.400ms"), (9, "13.405ms"), (18, "13.410ms"), (27, "13.415ms"),
-                     (36, "13.420ms"), (44, "13.425ms"), (53, "13.430ms"), (62, "13.435ms")]
+    assert ticks == [
+        (0, "13.400ms"),
+        (9, "13.405ms"),
+        (18, "13.410ms"),
+        (27, "13.415ms"),
+        (36, "13.420ms"),
+        (44, "13.425ms"),
+        (53, "13.430ms"),
+        (62, "13.435ms"),
+    ]
     assert format_time_ns(13_400_000, 10_000, (1_000_000, "ms")) == "13.40ms"
 
 
@@ -154,7 +162,7 @@ def _reference_coverage(starts, ends, edges):
         for s, e in zip(starts, ends):
             lo, hi = max(s, a), min(e, b)
             if hi > lo:
-                covered[lo - a: hi - a] = True
+                covered[lo - a : hi - a] = True
         out.append(covered.sum() / max(b - a, 1))
     return np.array(out)
 
@@ -186,11 +194,19 @@ def test_rows_group_gpu_first_and_collapse():
     t = b.build()
     rows = build_rows(t, set(), {0})
     assert [(r.kind, r.label) for r in rows] == [
-        ("group", "▾ GPU 0"), ("idle", "idle gaps"), ("lane", "stream 3"), ("lane", "stream 7"),
-        ("group", "▾ python3 [worker 0] (1)"), ("lane", "[main]"),
+        ("group", "▾ GPU 0"),
+        ("idle", "idle gaps"),
+        ("lane", "stream 3"),
+        ("lane", "stream 7"),
+        ("group", "▾ python3 [worker 0] (1)"),
+        ("lane", "[main]"),
     ]
     rows = build_rows(t, {("gpu", 0, "0")}, {0})
-    assert [(r.kind, r.label) for r in rows][:3] == [("group", "▸ GPU 0"), ("idle", "idle gaps"), ("group", "▾ python3 [worker 0] (1)")]
+    assert [(r.kind, r.label) for r in rows][:3] == [
+        ("group", "▸ GPU 0"),
+        ("idle", "idle gaps"),
+        ("group", "▾ python3 [worker 0] (1)"),
+    ]
 
 
 def test_sanitize_keeps_markup_drops_escapes():
@@ -203,12 +219,24 @@ def test_sanitize_keeps_markup_drops_escapes():
 # ---------------------------------------------------------------- navigation
 def _gaps(starts, ends, devices, causes):
     n = len(starts)
-    z = lambda v, dt: np.full(n, v, dtype=dt)  # noqa: E731
-    return Gaps(device=np.array(devices, np.int32), start_ns=np.array(starts, np.int64), end_ns=np.array(ends, np.int64),
-                prev_op=z(-1, np.int64), next_op=z(-1, np.int64), launch=z(-1, np.int64), launch_lane=z(-1, np.int32),
-                lateness_ns=z(0, np.int64), exposed_copy_ns=z(0, np.int64), cause=np.array(causes, np.int8),
-                secondary=z(-1, np.int8), cause_share=z(1.0, float), secondary_share=z(0.0, float),
-                group=z(-1, np.int32), episode=z(-1, np.int32))
+    z = lambda v, dt: np.full(n, v, dtype=dt)
+    return Gaps(
+        device=np.array(devices, np.int32),
+        start_ns=np.array(starts, np.int64),
+        end_ns=np.array(ends, np.int64),
+        prev_op=z(-1, np.int64),
+        next_op=z(-1, np.int64),
+        launch=z(-1, np.int64),
+        launch_lane=z(-1, np.int32),
+        lateness_ns=z(0, np.int64),
+        exposed_copy_ns=z(0, np.int64),
+        cause=np.array(causes, np.int8),
+        secondary=z(-1, np.int8),
+        cause_share=z(1.0, float),
+        secondary_share=z(0.0, float),
+        group=z(-1, np.int32),
+        episode=z(-1, np.int32),
+    )
 
 
 NAV_GAPS = _gaps([100, 500, 200], [150, 900, 260], [0, 0, 1], [Cause.HOST, Cause.SYNC, Cause.HOST])
@@ -268,10 +296,17 @@ def test_pure_modules_do_not_import_textual_or_rich():
     import subprocess
     import sys
 
-    code = ("import sys, gapscope.tui.viewmodel, gapscope.tui.navigation, gapscope.tui.lanes_model; "
-            "bad = [m for m in sys.modules if m.split('.')[0] in ('textual', 'rich')]; "
-            "print(','.join(bad)); sys.exit(1 if bad else 0)")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(__import__("pathlib").Path(__file__).parent.parent))
+    code = (
+        "import sys, gapscope.tui.viewmodel, gapscope.tui.navigation, gapscope.tui.lanes_model; "
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('textual', 'rich')]; "
+        "print(','.join(bad)); sys.exit(1 if bad else 0)"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=str(__import__("pathlib").Path(__file__).parent.parent),
+    )
     assert r.returncode == 0, r.stdout + r.stderr
 
 

@@ -7,7 +7,7 @@ Build it with ``gapscope.tui.factory.make_app`` (one factory for the CLI, tests 
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from textual.app import App, SystemCommand
 from textual.screen import Screen
@@ -40,7 +40,7 @@ class GapscopeApp(App):
         diagnose: Callable | None,
         diagnosis=None,
         extra_screens: dict[str, Callable[[], Screen]] | None = None,
-        on_ready: Callable[["GapscopeApp", TraceScreen], None] | None = None,
+        on_ready: Callable[[GapscopeApp, TraceScreen], None] | None = None,
     ) -> None:
         super().__init__()
         no_colour(self)
@@ -57,11 +57,23 @@ class GapscopeApp(App):
     def on_mount(self) -> None:
         for name, factory in self.extra_screens.items():
             self.install_screen(factory, name)
-        if self.preset_diagnosis is not None and not isinstance(self.source, (str, bytes)) and hasattr(self.source, "start_ns"):
+        if (
+            self.preset_diagnosis is not None
+            and not isinstance(self.source, (str, bytes))
+            and hasattr(self.source, "start_ns")
+        ):
             self.show_trace(self.source, self.preset_diagnosis, None)
         else:
-            self.push_screen(LoadScreen(self.source, self.loader, self.diagnose_fn, on_loaded=self.show_trace,
-                                        on_failed=self.fail, on_cancel=self.cancel_load))
+            self.push_screen(
+                LoadScreen(
+                    self.source,
+                    self.loader,
+                    self.diagnose_fn,
+                    on_loaded=self.show_trace,
+                    on_failed=self.fail,
+                    on_cancel=self.cancel_load,
+                )
+            )
 
     # the load screen's callbacks (on the event loop, from its message handlers)
     def show_trace(self, trace, diagnosis, error: str | None) -> None:
@@ -89,13 +101,26 @@ class GapscopeApp(App):
         yield from super().get_system_commands(screen)
         if isinstance(screen, TraceScreen):
             yield SystemCommand("Largest gap", "Select the largest idle gap", screen.largest_gap)
-            yield SystemCommand("Gap order: largest first / time", "Toggle the order of next/previous gap", screen.action_toggle_order)
-            yield SystemCommand("Collapse all groups", "Show only process and device headers", lambda: screen.set_all_groups(True))
+            yield SystemCommand(
+                "Gap order: largest first / time", "Toggle the order of next/previous gap", screen.action_toggle_order
+            )
+            yield SystemCommand(
+                "Collapse all groups", "Show only process and device headers", lambda: screen.set_all_groups(True)
+            )
             yield SystemCommand("Expand all groups", "Show every lane", lambda: screen.set_all_groups(False))
             yield SystemCommand("Fit all", "Show the whole trace", screen.action_fit)
-            yield SystemCommand("Next sync gap", "Jump to the next gap caused by a sync", lambda: screen.action_jump_class(0))
-            yield SystemCommand("Next copy gap", "Jump to the next gap caused by a copy", lambda: screen.action_jump_class(1))
-            yield SystemCommand("Next launch gap", "Jump to the next launch-overhead gap", lambda: screen.action_jump_class(2))
+            yield SystemCommand(
+                "Next sync gap", "Jump to the next gap caused by a sync", lambda: screen.action_jump_class(0)
+            )
+            yield SystemCommand(
+                "Next copy gap", "Jump to the next gap caused by a copy", lambda: screen.action_jump_class(1)
+            )
+            yield SystemCommand(
+                "Next launch gap", "Jump to the next launch-overhead gap", lambda: screen.action_jump_class(2)
+            )
             yield SystemCommand("Next host gap", "Jump to the next host-bound gap", lambda: screen.action_jump_class(3))
-            yield SystemCommand("Next dependency gap", "Jump to the next gap whose op was queued and waited GPU-side",
-                                lambda: screen.action_jump_class(5))
+            yield SystemCommand(
+                "Next dependency gap",
+                "Jump to the next gap whose op was queued and waited GPU-side",
+                lambda: screen.action_jump_class(5),
+            )

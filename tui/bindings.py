@@ -5,14 +5,15 @@ app's keymap) and their short footer labels. Shared with the exercise screen thr
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from textual.binding import Binding
 
 __all__ = ["trace_bindings", "FOOTER_LABELS", "footer_binding", "help_key_rows"]
 
 
-def trace_bindings(ids: "set[str] | None" = None) -> list[Binding]:
+def trace_bindings(ids: set[str] | None = None) -> list[Binding]:
     """The trace screen's key bindings (fresh ``Binding`` objects, ids such as
     ``gap.next``, ``view.zoom_in``), or only those whose id is in ``ids``, in the same
     order. Other screens (the exercise screen) build their bindings from these so
@@ -66,9 +67,14 @@ def _bindings() -> list[Binding]:
 #: Footer labels of the trace screen (binding id → (key shown, short label)): short
 #: enough that every core key fits 80 columns; the help keeps the long description.
 FOOTER_LABELS = {
-    "gap.next": ("n", "next"), "gap.prev": ("N", "prev"), "gap.order": ("s", "order"),
-    "view.zoom_in": ("+/-", "zoom"), "search.start": ("/", "find"), "panel.toggle": ("p", "card"),
-    "app.help": ("?", "help"), "app.quit": ("q", "quit"),
+    "gap.next": ("n", "next"),
+    "gap.prev": ("N", "prev"),
+    "gap.order": ("s", "order"),
+    "view.zoom_in": ("+/-", "zoom"),
+    "search.start": ("/", "find"),
+    "panel.toggle": ("p", "card"),
+    "app.help": ("?", "help"),
+    "app.quit": ("q", "quit"),
 }
 
 
@@ -81,8 +87,12 @@ def footer_binding(b: Binding) -> Binding:
     return dataclasses.replace(b, description=label, key_display=key, tooltip=b.description)
 
 
-def help_key_rows(screen, group: Callable[[Binding], Any], key_name: Callable[[Binding, str], str],
-                  keep: Callable[[Any], bool] = lambda active: True) -> dict[Any, list[str]]:
+def help_key_rows(
+    screen,
+    group: Callable[[Binding], Any],
+    key_name: Callable[[Binding, str], str],
+    keep: Callable[[Any], bool] = lambda active: True,
+) -> dict[Any, list[str]]:
     """The rows of a key help: ``screen.active_bindings`` (the live map, keymap
     overrides included) without bindings lacking a description or marked ``system``
     or refused by ``keep(active_binding)``, grouped by ``group(binding)`` in binding

@@ -14,7 +14,6 @@ from rich.cells import cell_len, get_character_cell_size
 from rich.segment import Segment
 from rich.style import Style
 
-
 from gapscope.tui.viewmodel import GlyphClass
 
 __all__ = ["CLASS_GLYPH", "CLASS_NAME", "GLYPH_CODES", "WIDE_TAIL", "Cells", "crop", "kernel_codes", "pad", "sized"]
@@ -108,7 +107,7 @@ class Cells:
             return
         if text.isascii():
             text = text[: w - c0]
-            self.chars[c0: c0 + len(text)] = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+            self.chars[c0 : c0 + len(text)] = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
             c1 = c0 + len(text)
         else:
             self._wide = True
@@ -157,6 +156,7 @@ class Cells:
             if out[k] and cl[0] == out[k]:
                 out[k] = cl
         return out
+
     def overlay(self, c0: int, c1: int, style: Style) -> None:
         """Combine ``style`` into the cells ``[c0, c1)``."""
         for k in range(c0, c1):

@@ -19,6 +19,6 @@ def no_colour(app: App) -> None:
     set ``NO_COLOR`` (Textual has read it into ``app.no_color``)."""
     if not app.no_color:
         return
-    filters = app._filters  # noqa: SLF001 - Textual keeps its line filters here, no public setter
+    filters = app._filters
     filters[:] = [f for f in filters if not isinstance(f, (Monochrome, NoColor))]
     filters.append(NoColor())

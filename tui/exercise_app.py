@@ -5,7 +5,6 @@ from __future__ import annotations
 from textual.app import App
 
 from gapscope.exercise import Exercise, ProgressStore, Session, Workbook
-
 from gapscope.tui.colour import no_colour
 from gapscope.tui.exercise_screen import ExerciseScreen
 
@@ -26,7 +25,9 @@ class ExerciseApp(App):
         self.push_screen(ExerciseScreen(self.session))
 
 
-def make_exercise_app(exercise: Exercise, *, store: ProgressStore | None = None, workbook: Workbook | None = None) -> ExerciseApp:
+def make_exercise_app(
+    exercise: Exercise, *, store: ProgressStore | None = None, workbook: Workbook | None = None
+) -> ExerciseApp:
     """Build the app for ``exercise`` with the learner's progress ``store`` (default:
     the XDG state directory); traces load and diagnose on first use."""
     return ExerciseApp(Session(exercise, store=store, workbook=workbook))

@@ -28,15 +28,14 @@ from textual.widgets.option_list import Option
 from gapscope.exercise import AnswerError, Session
 from gapscope.exercise.load import CAUSE_LABELS
 from gapscope.exercise.model import CardField, Task
-
 from gapscope.tui.bindings import trace_bindings
 from gapscope.tui.exercise_help import ExerciseHelpScreen, how_to_answer
-from gapscope.tui.exercise_text import CAUSE_HELP, hints_text, path_text, task_header, verdict_text
-from gapscope.tui.exercise_nav import TimelinePosition, next_gap, order_note, other_order
-from gapscope.tui.navigation import TIME, GapNavigator
 from gapscope.tui.exercise_lanes import ExerciseLanes
-from gapscope.tui.swimlanes import Swimlanes
+from gapscope.tui.exercise_nav import TimelinePosition, next_gap, order_note, other_order
+from gapscope.tui.exercise_text import CAUSE_HELP, hints_text, path_text, task_header, verdict_text
+from gapscope.tui.navigation import TIME, GapNavigator
 from gapscope.tui.ruler import format_duration_ns
+from gapscope.tui.swimlanes import Swimlanes
 
 __all__ = ["ExerciseScreen"]
 
@@ -47,13 +46,29 @@ class ExerciseScreen(Screen):
     BINDINGS = [
         *trace_bindings({"gap.next", "gap.prev", "gap.order"}),
         Binding("enter", "confirm_pick", "pick gap", id="exercise.pick"),
-        *(Binding(str(k), f"choose({k - 1})", "select option", show=False, id=f"exercise.choose{k}") for k in range(1, 10)),
+        *(
+            Binding(str(k), f"choose({k - 1})", "select option", show=False, id=f"exercise.choose{k}")
+            for k in range(1, 10)
+        ),
         Binding("u,f2", "hint", "hint", id="exercise.hint"),
         Binding("question_mark,f1", "help", "help", id="app.help"),
         # the viewer's keys; the footer keeps its short "zoom" label
-        *(dataclasses.replace(b, description="zoom") if b.id == "view.zoom_in" else b
-          for b in trace_bindings({"view.zoom_in", "view.zoom_out", "view.pan_left", "view.pan_right", "view.cursor_left",
-                                   "view.cursor_right", "view.down", "view.up", "view.fit"})),
+        *(
+            dataclasses.replace(b, description="zoom") if b.id == "view.zoom_in" else b
+            for b in trace_bindings(
+                {
+                    "view.zoom_in",
+                    "view.zoom_out",
+                    "view.pan_left",
+                    "view.pan_right",
+                    "view.cursor_left",
+                    "view.cursor_right",
+                    "view.down",
+                    "view.up",
+                    "view.fit",
+                }
+            )
+        ),
         Binding("escape,q", "app.quit", "quit", id="app.quit"),
     ]
 
@@ -275,16 +290,21 @@ class ExerciseScreen(Screen):
         """The widget that takes the current task's answer (None when finished)."""
         if self.session.finished:
             return None
-        return {"pick": self.lanes, "options": self.query_one("#ex-options", OptionList),
-                "number": self.query_one("#ex-number", Input)}.get(self.mode)
+        return {
+            "pick": self.lanes,
+            "options": self.query_one("#ex-options", OptionList),
+            "number": self.query_one("#ex-number", Input),
+        }.get(self.mode)
 
     def _focus_input(self) -> None:
         """Focus the task's input once the layout has shown it (no Tab needed)."""
+
         def focus() -> None:
             w = self._input_widget()
             if w is not None:
                 w.focus(scroll_visible=False)
             self._fit_task_box()
+
         self.call_after_refresh(focus)
 
     def _fit_task_box(self) -> None:
@@ -323,7 +343,11 @@ class ExerciseScreen(Screen):
         is done (or the exercise is finished)."""
         s = self.session
         for ref in s.exercise.traces:
-            pending = [t for t in s.exercise.tasks if t.trace == ref.id and t.kind in ("cause", "card") and not s.record(t)["done"]]
+            pending = [
+                t
+                for t in s.exercise.tasks
+                if t.trace == ref.id and t.kind in ("cause", "card") and not s.record(t)["done"]
+            ]
             self.lanes_for(ref.id).set_reveal(s.finished or not pending)
 
     def _finish(self) -> None:
@@ -364,7 +388,9 @@ class ExerciseScreen(Screen):
         except AnswerError as exc:
             self._feedback(verdict_text(None, error=str(exc)))
             if task.kind == "card":
-                self.card_queue = [f.name for f in task.fields if f.name not in self.card_answers] or [task.fields[-1].name]
+                self.card_queue = [f.name for f in task.fields if f.name not in self.card_answers] or [
+                    task.fields[-1].name
+                ]
             self._setup_input()
             return
         self._feedback(verdict_text(verdict))

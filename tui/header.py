@@ -10,7 +10,6 @@ from rich.cells import cell_len
 from rich.text import Text
 
 from gapscope.parsers.model import Trace
-
 from gapscope.tui.cells import crop
 from gapscope.tui.lanes_model import sanitize
 from gapscope.tui.ruler import format_duration_ns

@@ -18,7 +18,7 @@ narrow (S C L H U D). Names are drawn literally (``sanitize``).
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 from rich.cells import cell_len
@@ -28,7 +28,6 @@ from textual.strip import Strip
 
 from gapscope.analysis.types import Cause, Gaps
 from gapscope.parsers.model import Trace
-
 from gapscope.tui.cells import CLASS_GLYPH, CLASS_NAME, GLYPH_CODES, Cells, crop, kernel_codes, pad
 from gapscope.tui.lanes_model import DeviceGaps, Row, sanitize
 from gapscope.tui.ruler import format_duration_ns, ruler_ticks
@@ -41,11 +40,28 @@ _NAME_MIN_CELLS = 6
 
 #: The component classes whose styles the drawing reads (the keys of ``LaneView.styles``).
 COMPONENT_CLASSES = {
-    "lanes--kernel", "lanes--memcpy", "lanes--memset", "lanes--sync", "lanes--runtime",
-    "lanes--cpu-op", "lanes--python", "lanes--annotation", "lanes--other",
-    "lanes--gap-sync", "lanes--gap-copy", "lanes--gap-launch", "lanes--gap-host",
-    "lanes--gap-unclassified", "lanes--gap-dependency", "lanes--selected-gap", "lanes--label", "lanes--group",
-    "lanes--ruler", "lanes--cursor", "lanes--selected-row", "lanes--selected-event",
+    "lanes--kernel",
+    "lanes--memcpy",
+    "lanes--memset",
+    "lanes--sync",
+    "lanes--runtime",
+    "lanes--cpu-op",
+    "lanes--python",
+    "lanes--annotation",
+    "lanes--other",
+    "lanes--gap-sync",
+    "lanes--gap-copy",
+    "lanes--gap-launch",
+    "lanes--gap-host",
+    "lanes--gap-unclassified",
+    "lanes--gap-dependency",
+    "lanes--selected-gap",
+    "lanes--label",
+    "lanes--group",
+    "lanes--ruler",
+    "lanes--cursor",
+    "lanes--selected-row",
+    "lanes--selected-event",
     "lanes--busy",
 }
 
@@ -211,7 +227,7 @@ def _draw_gaps(view: LaneView, device: int, cells: Cells, *, label: bool) -> Non
     mc = uc[keep]
     mg = idx[lo:hi][first_of[keep]]
     if mc.size:
-        msel = (mg == (-1 if view.selected_gap is None else view.selected_gap))
+        msel = mg == (-1 if view.selected_gap is None else view.selected_gap)
         cells.ids[mc] = lut[causes[mg].astype(np.int64), msel.astype(np.int64)]
         cells.chars[mc] = ord("╎")
     # Cause label inside gaps wide enough.
@@ -230,6 +246,7 @@ def _draw_gaps(view: LaneView, device: int, cells: Cells, *, label: bool) -> Non
                 cells.text(c0 + (n - len(text)) // 2, text, None)
             else:
                 cells.text(c0 + (n - 1) // 2, word[0].upper(), None)
+
 
 def _draw_lane(view: LaneView, lane: int, cells: Cells) -> None:
     """Draw lane ``lane``'s events into ``cells``: one glyph per cell from the lane's
@@ -283,8 +300,9 @@ def _draw_lane(view: LaneView, lane: int, cells: Cells) -> None:
             where = np.flatnonzero(mine) + c0
             cells.ids[where] = sid
             cells.chars[where] = fill[where] = ord(" ") if kk == GlyphClass.KERNEL else ord(CLASS_GLYPH[GlyphClass(kk)])
-            _place_name(cells, owner, fill, j, c0, int(where[-1]) + 1, run,
-                        sanitize(view.trace.name(li.offset + j), run))
+            _place_name(
+                cells, owner, fill, j, c0, int(where[-1]) + 1, run, sanitize(view.trace.name(li.offset + j), run)
+            )
     if view.selected_event is not None and li.offset <= view.selected_event < li.offset + len(li):
         j = view.selected_event - li.offset
         c0 = max(0, vp.cell_of(int(li.start[j])))
@@ -293,8 +311,9 @@ def _draw_lane(view: LaneView, lane: int, cells: Cells) -> None:
             cells.overlay(c0, c1 + 1, view.styles["lanes--selected-event"])
 
 
-
-def _place_name(cells: Cells, owner: np.ndarray, fill: np.ndarray, j: int, c0: int, c_end: int, run: int, name: str) -> None:
+def _place_name(
+    cells: Cells, owner: np.ndarray, fill: np.ndarray, j: int, c0: int, c_end: int, run: int, name: str
+) -> None:
     """Write event ``j``'s ``name`` from cell ``c0`` in at most ``run - 1`` cells (cut
     with ``…``), so that at least one box cell separates it from what follows. A name
     drawn earlier (a parent's) that reaches into ``[c0 - 1, c_end]`` loses its cells
@@ -319,4 +338,4 @@ def _place_name(cells: Cells, owner: np.ndarray, fill: np.ndarray, j: int, c0: i
             cells.chars[kept[-1]] = ord("…")
     n = min(cell_len(name), owner.size - c0)
     cells.text(c0, name, None)
-    owner[c0: c0 + n] = j
+    owner[c0 : c0 + n] = j

@@ -11,17 +11,26 @@ from __future__ import annotations
 
 import dataclasses
 import unicodedata
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
 from gapscope.analysis.types import Gaps
 from gapscope.parsers.model import Trace
-
 from gapscope.tui.viewmodel import KIND_TO_CLASS
 
-__all__ = ["Row", "build_rows", "sanitize", "group_key_of", "default_collapsed", "drawn_lanes", "PSEUDO_PROCESSES",
-           "DeviceGaps", "gaps_by_device", "gap_at"]
+__all__ = [
+    "Row",
+    "build_rows",
+    "sanitize",
+    "group_key_of",
+    "default_collapsed",
+    "drawn_lanes",
+    "PSEUDO_PROCESSES",
+    "DeviceGaps",
+    "gaps_by_device",
+    "gap_at",
+]
 
 #: Kineto's pseudo-processes (whole-trace and span annotations): shown collapsed.
 PSEUDO_PROCESSES = frozenset({"Traces", "Spans"})
@@ -66,8 +75,12 @@ def default_collapsed(trace: Trace) -> set:
     return out
 
 
-def build_rows(trace: Trace, collapsed: frozenset | set = frozenset(), gap_devices: set[int] | None = None,
-               shown_lanes: set[int] | None = None) -> list[Row]:
+def build_rows(
+    trace: Trace,
+    collapsed: frozenset | set = frozenset(),
+    gap_devices: set[int] | None = None,
+    shown_lanes: set[int] | None = None,
+) -> list[Row]:
     """Display rows: GPU groups first (by device), then CPU processes, lanes in
     ``Lane.sort_key`` order; a collapsed group shows its header only (and a GPU
     group its ``idle`` row). Each GPU device group starts with an ``idle`` row when
@@ -77,8 +90,10 @@ def build_rows(trace: Trace, collapsed: frozenset | set = frozenset(), gap_devic
     (default ``drawn_lanes(trace)``) is the set of lane indices to keep."""
     if shown_lanes is None:
         shown_lanes = drawn_lanes(trace)
-    lanes = sorted((ln for ln in trace.lanes if ln.index in shown_lanes),
-                   key=lambda ln: (not ln.is_gpu, ln.device if ln.is_gpu else 0, ln.sort_key or (), ln.index))
+    lanes = sorted(
+        (ln for ln in trace.lanes if ln.index in shown_lanes),
+        key=lambda ln: (not ln.is_gpu, ln.device if ln.is_gpu else 0, ln.sort_key or (), ln.index),
+    )
     groups: dict[tuple, list[int]] = {}
     for ln in lanes:
         groups.setdefault(group_key_of(trace, ln.index), []).append(ln.index)

@@ -12,7 +12,6 @@ from textual.widgets import Static
 
 from gapscope.parsers.model import Trace
 from gapscope.report.fmt import warning_message
-
 from gapscope.tui.lanes_model import sanitize
 
 __all__ = ["WarningsScreen", "warnings_text"]

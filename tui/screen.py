@@ -17,16 +17,15 @@ from textual.widgets import Footer, Input, Static
 
 from gapscope.analysis.types import Cause
 from gapscope.parsers.model import Kind, Trace
-
 from gapscope.tui.bindings import footer_binding, trace_bindings
 from gapscope.tui.header import trace_header
 from gapscope.tui.help import HelpScreen
-from gapscope.tui.loader_warnings import WarningsScreen
 from gapscope.tui.lanes_model import sanitize
+from gapscope.tui.loader_warnings import WarningsScreen
 from gapscope.tui.navigation import SIZE, TIME, FlowIndex, GapNavigator, NameSearch
 from gapscope.tui.panel import DetailLine, GapPanel
-from gapscope.tui.swimlanes import Swimlanes
 from gapscope.tui.ruler import format_duration_ns, format_offset_ns, parse_time_ns
+from gapscope.tui.swimlanes import Swimlanes
 
 __all__ = ["TraceScreen", "ZOOM_STEP", "PAN_STEP", "PAN_PAGE", "NARROW_WIDTH"]
 
@@ -192,8 +191,11 @@ class TraceScreen(Screen):
             return
         lanes = self.lanes
         current = lanes.selected_gap
-        if (cause is not None and self.order_mode == SIZE
-                and (current is None or int(self.nav.gaps.cause[current]) != int(cause))):
+        if (
+            cause is not None
+            and self.order_mode == SIZE
+            and (current is None or int(self.nav.gaps.cause[current]) != int(cause))
+        ):
             # Largest first, a class key starts at that class's largest gap (its
             # smallest going back): continuing from the current gap's place in the
             # order would skip every larger gap of the class.
@@ -202,9 +204,15 @@ class TraceScreen(Screen):
         wrapped = False
         if g is None and cause is not None:
             # wrap around: the first (last) gap of the class in this order
-            g = self.nav.step(None, direction, SIZE if self.order_mode == SIZE else TIME, cause,
-                              from_ns=None if self.order_mode == SIZE else (
-                                  self.trace.extent_ns[0] - 1 if direction > 0 else self.trace.extent_ns[1] + 1))
+            g = self.nav.step(
+                None,
+                direction,
+                SIZE if self.order_mode == SIZE else TIME,
+                cause,
+                from_ns=None
+                if self.order_mode == SIZE
+                else (self.trace.extent_ns[0] - 1 if direction > 0 else self.trace.extent_ns[1] + 1),
+            )
             wrapped = g is not None
         if g is None:
             what = f"{cause.label} " if cause is not None else ""
@@ -363,7 +371,9 @@ class TraceScreen(Screen):
     def action_prompt(self, mode: str) -> None:
         self.prompt_mode = mode
         inp = self.query_one("#prompt", Input)
-        inp.placeholder = "go to time (1.5ms, 250us from trace start) or gap (#12)" if mode == "goto" else "search event names"
+        inp.placeholder = (
+            "go to time (1.5ms, 250us from trace start) or gap (#12)" if mode == "goto" else "search event names"
+        )
         inp.value = ""
         self.add_class("-prompt")
         inp.focus()

@@ -28,9 +28,16 @@ from textual.widget import Widget
 
 from gapscope.analysis.types import Gaps
 from gapscope.parsers.model import Trace
-
 from gapscope.tui.lanes_draw import COMPONENT_CLASSES, LaneView, render_line, row_at
-from gapscope.tui.lanes_model import Row, build_rows, default_collapsed, drawn_lanes, gap_at, gaps_by_device, group_key_of
+from gapscope.tui.lanes_model import (
+    Row,
+    build_rows,
+    default_collapsed,
+    drawn_lanes,
+    gap_at,
+    gaps_by_device,
+    group_key_of,
+)
 from gapscope.tui.viewmodel import LaneIndex, Viewport
 
 __all__ = ["Swimlanes", "READABLE_CELLS", "GAP_VIEW_SHARE", "WARM_MIN_EVENTS"]
@@ -85,11 +92,19 @@ class Swimlanes(Widget, can_focus=True):
     class Changed(Message):
         """The cursor, selection or viewport moved (the app updates its panels)."""
 
-        def __init__(self, lanes: "Swimlanes") -> None:
+        def __init__(self, lanes: Swimlanes) -> None:
             super().__init__()
             self.lanes = lanes
 
-    def __init__(self, trace: Trace, diagnosis=None, *, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
+    def __init__(
+        self,
+        trace: Trace,
+        diagnosis=None,
+        *,
+        name: str | None = None,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self.trace = trace
         self.diagnosis = diagnosis
@@ -240,8 +255,12 @@ class Swimlanes(Widget, can_focus=True):
         """After the first paint, build the zoom levels of big lanes in a thread worker
         (``LaneIndex.warm_levels``), so that the first jump to a deep zoom (a tiny gap)
         does not pay O(lane events) per lane on the key press."""
-        big = [r.lane for r in self.rows if r.kind == "lane"
-               and self.trace.lane_slice(r.lane).stop - self.trace.lane_slice(r.lane).start >= WARM_MIN_EVENTS]
+        big = [
+            r.lane
+            for r in self.rows
+            if r.kind == "lane"
+            and self.trace.lane_slice(r.lane).stop - self.trace.lane_slice(r.lane).start >= WARM_MIN_EVENTS
+        ]
         if big:
             self.run_worker(lambda: self._warm(big), thread=True, group="warm-levels", exit_on_error=False)
 
@@ -429,14 +448,22 @@ class Swimlanes(Widget, can_focus=True):
             per_dev: dict[int, int] = {}
             for k in fold:
                 per_dev[self.trace.lanes[k].device] = per_dev.get(self.trace.lanes[k].device, 0) + 1
-            rows = [dataclasses.replace(r, label=r.label.replace(f"GPU {r.device}", f"GPU {r.device} +{per_dev[r.device]} folded", 1))
-                    if r.kind == "group" and r.group[0] == "gpu" and per_dev.get(r.device) else r
-                    for r in full if r.lane not in fold]
+            rows = [
+                dataclasses.replace(
+                    r, label=r.label.replace(f"GPU {r.device}", f"GPU {r.device} +{per_dev[r.device]} folded", 1)
+                )
+                if r.kind == "group" and r.group[0] == "gpu" and per_dev.get(r.device)
+                else r
+                for r in full
+                if r.lane not in fold
+            ]
         self.rows = rows
         self._idle_rows = [(i, r) for i, r in enumerate(rows) if r.kind == "idle"]
         keep = None
         if old is not None:
-            keep = next((i for i, r in enumerate(rows) if (r.kind, r.group, r.lane) == (old.kind, old.group, old.lane)), None)
+            keep = next(
+                (i for i, r in enumerate(rows) if (r.kind, r.group, r.lane) == (old.kind, old.group, old.lane)), None
+            )
             if keep is None and old.kind == "lane":  # its stream folded: its group's gap row
                 keep = next((i for i, r in enumerate(rows) if r.group == old.group and r.kind == "idle"), None)
         self.selected_row = keep if keep is not None else min(self.selected_row, max(0, len(self.rows) - 1))
@@ -504,13 +531,24 @@ class Swimlanes(Widget, can_focus=True):
     def lane_view(self) -> LaneView:
         """The state one frame draws (``gapscope.tui.lanes_draw.LaneView``)."""
         return LaneView(
-            trace=self.trace, rows=self.rows, gaps=self.gaps, gaps_by_device=self._gap_dev,
-            viewport=self.viewport, origin_ns=self.origin_ns, cursor_ns=self.cursor_ns,
-            top_row=self.top_row, pinned_row=self.pinned_row(), selected_row=self.selected_row,
+            trace=self.trace,
+            rows=self.rows,
+            gaps=self.gaps,
+            gaps_by_device=self._gap_dev,
+            viewport=self.viewport,
+            origin_ns=self.origin_ns,
+            cursor_ns=self.cursor_ns,
+            top_row=self.top_row,
+            pinned_row=self.pinned_row(),
+            selected_row=self.selected_row,
             selected_gap=self.selected_gap,
-            selected_event=self.selected_event, show_causes=self.show_causes,
-            width=self._frame_width or self.size.width, label_width=self.label_width,
-            styles=self._lane_styles(), base_style=self._base_style, lane_index=self.lane_index,
+            selected_event=self.selected_event,
+            show_causes=self.show_causes,
+            width=self._frame_width or self.size.width,
+            label_width=self.label_width,
+            styles=self._lane_styles(),
+            base_style=self._base_style,
+            lane_index=self.lane_index,
         )
 
     def _lane_styles(self) -> dict[str, Style]:
@@ -541,7 +579,17 @@ class Swimlanes(Widget, can_focus=True):
         vp = self.viewport
         cursor_cell = vp.cell_of(self.cursor_ns)
         row_i = row_at(self.top_row, self.pinned_row(), y)
-        key = (y, row_i, vp, width, cursor_cell, self.selected_row == row_i, self.selected_gap, self.selected_event, self._update_count)
+        key = (
+            y,
+            row_i,
+            vp,
+            width,
+            cursor_cell,
+            self.selected_row == row_i,
+            self.selected_gap,
+            self.selected_event,
+            self._update_count,
+        )
         hit = self._cache.get(key)
         if hit is not None:
             return hit

@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 
 from gapscope.parsers.model import Kind, Trace
-
 from gapscope.report.busy import device_busy, lane_kind_counts
 from gapscope.report.fmt import GROUP_CARDS
 
@@ -94,10 +93,17 @@ def _lanes(trace: Trace) -> list[dict]:
         by_kind = {Kind(k).name.lower(): int(c) for k, c in enumerate(row) if c}
         out.append(
             dict(
-                index=ln.index, pid=ln.pid, tid=ln.tid, process_name=ln.process_name,
-                thread_name=ln.thread_name, label=ln.label, is_gpu=bool(ln.is_gpu),
-                device=int(ln.device), stream=int(ln.stream),
-                event_count=int(row.sum()) if row.size else 0, event_counts_by_kind=by_kind,
+                index=ln.index,
+                pid=ln.pid,
+                tid=ln.tid,
+                process_name=ln.process_name,
+                thread_name=ln.thread_name,
+                label=ln.label,
+                is_gpu=bool(ln.is_gpu),
+                device=int(ln.device),
+                stream=int(ln.stream),
+                event_count=int(row.sum()) if row.size else 0,
+                event_counts_by_kind=by_kind,
             )
         )
     return out
@@ -106,9 +112,15 @@ def _lanes(trace: Trace) -> list[dict]:
 def _device_rows(trace: Trace, diag) -> list[dict]:
     if diag is not None:
         rows = [
-            dict(device=int(d.device), window_start_ns=int(d.window_start_ns), window_end_ns=int(d.window_end_ns),
-                 busy_ns=int(d.busy_ns), busy_with_copies_ns=int(d.busy_with_copies_ns),
-                 kernel_count=int(d.kernel_count), copy_count=int(d.copy_count))
+            dict(
+                device=int(d.device),
+                window_start_ns=int(d.window_start_ns),
+                window_end_ns=int(d.window_end_ns),
+                busy_ns=int(d.busy_ns),
+                busy_with_copies_ns=int(d.busy_with_copies_ns),
+                kernel_count=int(d.kernel_count),
+                copy_count=int(d.copy_count),
+            )
             for d in diag.devices
         ]
     else:
@@ -137,9 +149,16 @@ def _event(trace: Trace, i: int) -> dict | None:
     if i < 0 or i >= len(trace):
         return None
     ln = trace.lanes[int(trace.lane[i])]
-    return dict(index=i, name=trace.name(i), kind=Kind(int(trace.kind[i])).name.lower(),
-                start_ns=int(trace.start_ns[i]), dur_ns=int(trace.dur_ns[i]),
-                lane=ln.index, thread_name=ln.thread_name, process_name=ln.process_name)
+    return dict(
+        index=i,
+        name=trace.name(i),
+        kind=Kind(int(trace.kind[i])).name.lower(),
+        start_ns=int(trace.start_ns[i]),
+        dur_ns=int(trace.dur_ns[i]),
+        lane=ln.index,
+        thread_name=ln.thread_name,
+        process_name=ln.process_name,
+    )
 
 
 def _cause_label(v: int) -> str | None:
@@ -152,14 +171,23 @@ def _gap(trace: Trace, diag, i: int, origin_ns: int) -> dict:
     g = diag.gaps
     start, end = int(g.start_ns[i]), int(g.end_ns[i])
     return dict(
-        index=int(i), device=int(g.device[i]), start_ns=start, end_ns=end, dur_ns=end - start,
+        index=int(i),
+        device=int(g.device[i]),
+        start_ns=start,
+        end_ns=end,
+        dur_ns=end - start,
         start_rel_ns=start - origin_ns,
-        prev_op=_event(trace, g.prev_op[i]), next_op=_event(trace, g.next_op[i]),
-        launch=_event(trace, g.launch[i]), lateness_ns=int(g.lateness_ns[i]),
+        prev_op=_event(trace, g.prev_op[i]),
+        next_op=_event(trace, g.next_op[i]),
+        launch=_event(trace, g.launch[i]),
+        lateness_ns=int(g.lateness_ns[i]),
         exposed_copy_ns=int(g.exposed_copy_ns[i]),
-        cause=_cause_label(g.cause[i]), cause_share=float(g.cause_share[i]),
-        secondary=_cause_label(g.secondary[i]), secondary_share=float(g.secondary_share[i]),
-        group=int(g.group[i]), episode=int(g.episode[i]),
+        cause=_cause_label(g.cause[i]),
+        cause_share=float(g.cause_share[i]),
+        secondary=_cause_label(g.secondary[i]),
+        secondary_share=float(g.secondary_share[i]),
+        group=int(g.group[i]),
+        episode=int(g.episode[i]),
     )
 
 
@@ -192,14 +220,30 @@ def build_document(trace: Trace, diag, *, top_n: int = 10, version: str = "", fu
         diagnosis_available=diag is not None,
     )
     if diag is None:
-        doc.update(params=None, gap_count=None, class_gap_counts=None, idle_in_gaps_ns=None, class_totals_ns=None,
-                   top_gaps=[], groups=[], episodes=[], steps=None, budget=None, what_if=[], diagnosis=None)
+        doc.update(
+            params=None,
+            gap_count=None,
+            class_gap_counts=None,
+            idle_in_gaps_ns=None,
+            class_totals_ns=None,
+            top_gaps=[],
+            groups=[],
+            episodes=[],
+            steps=None,
+            budget=None,
+            what_if=[],
+            diagnosis=None,
+        )
         return doc
     doc["params"] = jsonable(diag.params)
     totals = _class_totals(diag)
     doc["class_totals_ns"] = jsonable(totals)
     doc["gap_count"] = len(diag.gaps)
-    counts = np.bincount(np.asarray(diag.gaps.cause, dtype=np.int64), minlength=len(totals)) if len(diag.gaps) else np.zeros(len(totals), dtype=np.int64)
+    counts = (
+        np.bincount(np.asarray(diag.gaps.cause, dtype=np.int64), minlength=len(totals))
+        if len(diag.gaps)
+        else np.zeros(len(totals), dtype=np.int64)
+    )
     doc["class_gap_counts"] = {c.name.lower(): int(counts[int(c)]) for c in totals}
     doc["idle_in_gaps_ns"] = int(diag.gaps.dur_ns.sum()) if len(diag.gaps) else 0
     order = diag.order_by_size()[: max(0, int(top_n))]

@@ -10,9 +10,28 @@ import math
 import re
 import unicodedata
 
-__all__ = ["Unit", "unit_for", "offset_unit_for", "fmt_dur", "fmt_at", "fmt_sig", "fmt_share", "safe_name", "fmt_bytes", "budget_rows", "BUDGET_LABELS", "short_name",
-           "device_label", "rank_text", "kind_counts_text", "fmt_rate",
-           "more_groups_line", "more_gaps_line", "more_episodes_line", "warning_message"]
+__all__ = [
+    "Unit",
+    "unit_for",
+    "offset_unit_for",
+    "fmt_dur",
+    "fmt_at",
+    "fmt_sig",
+    "fmt_share",
+    "safe_name",
+    "fmt_bytes",
+    "budget_rows",
+    "BUDGET_LABELS",
+    "short_name",
+    "device_label",
+    "rank_text",
+    "kind_counts_text",
+    "fmt_rate",
+    "more_groups_line",
+    "more_gaps_line",
+    "more_episodes_line",
+    "warning_message",
+]
 
 
 class Unit(tuple):
@@ -211,6 +230,7 @@ def warning_message(message: str, name_len: int = 60) -> str:
     at::native::reduce_kernel<512, 1, …unsigned int, long, 4>)'``), so that the finding
     (``overlaps … by 2 µs; both kept``) is not cut off behind a kernel's template name.
     Not made safe: callers still pass the result through ``safe_name`` or ``sanitize``."""
+
     def elide(m: re.Match) -> str:
         q = m.group(0)
         if len(q) <= name_len:
@@ -218,6 +238,7 @@ def warning_message(message: str, name_len: int = 60) -> str:
         head = (name_len * 2) // 3
         tail = name_len - head - 1
         return q[:head] + "…" + q[-tail:]
+
     return _QUOTED.sub(elide, message)
 
 

@@ -10,8 +10,26 @@ from __future__ import annotations
 import re
 
 from gapscope.report.document import lone_gaps
-from gapscope.report.fmt import (warning_message, more_episodes_line, more_gaps_line, GROUP_CARDS, MD_GROUP_ROWS, budget_rows, device_label, fmt_at, fmt_dur, fmt_rate, fmt_share,
-                         kind_counts_text, more_groups_line, offset_unit_for, rank_text, rate_key, safe_name, unit_for)
+from gapscope.report.fmt import (
+    GROUP_CARDS,
+    MD_GROUP_ROWS,
+    budget_rows,
+    device_label,
+    fmt_at,
+    fmt_dur,
+    fmt_rate,
+    fmt_share,
+    kind_counts_text,
+    more_episodes_line,
+    more_gaps_line,
+    more_groups_line,
+    offset_unit_for,
+    rank_text,
+    rate_key,
+    safe_name,
+    unit_for,
+    warning_message,
+)
 
 __all__ = ["render_markdown", "md_code", "md_text"]
 
@@ -47,7 +65,7 @@ def md_text(s: object) -> str:
     text = safe_name("" if s is None else str(s))
     out, at = [], 0
     for m in _CODE_SPAN.finditer(text):
-        out.append(_md_escape(text[at:m.start()]))
+        out.append(_md_escape(text[at : m.start()]))
         out.append(md_code(m.group(1), None, in_table=False))
         at = m.end()
     out.append(_md_escape(text[at:]))
@@ -74,7 +92,9 @@ def render_markdown(doc: dict, top: int = 10) -> str:
     limited in ``doc``), the rest counted with their idle."""
     src, span = doc["source"], doc["span"]
     out = [f"# gapscope report: {md_code(src['path'], None, False)}", ""]
-    fmt = src["format"] + (f" (Kineto schemaVersion {src['schema_version']})" if src.get("schema_version") is not None else "")
+    fmt = src["format"] + (
+        f" (Kineto schemaVersion {src['schema_version']})" if src.get("schema_version") is not None else ""
+    )
     out.append(f"- Format: {fmt}")
     if src.get("trace_name"):
         out.append(f"- Trace name: {md_code(src['trace_name'], None, False)}")
@@ -86,18 +106,35 @@ def render_markdown(doc: dict, top: int = 10) -> str:
         out.append(f"- Device {md_text(dev)}: {md_code(device_label(prop), None, False)}")
     out.append(f"- Span: {fmt_dur(span['dur_ns'])}; {doc['event_count']:,} events on {len(doc['lanes'])} lanes")
     out += ["", "## Lanes", ""]
-    out += _table(["process / device", "lane", "events", "by kind"],
-                  [[_lane_process(ln), md_code(ln["label"] or ln["tid"], 40) or "-", f"{ln['event_count']:,}",
-                    kind_counts_text(ln["event_counts_by_kind"])] for ln in doc["lanes"]])
+    out += _table(
+        ["process / device", "lane", "events", "by kind"],
+        [
+            [
+                _lane_process(ln),
+                md_code(ln["label"] or ln["tid"], 40) or "-",
+                f"{ln['event_count']:,}",
+                kind_counts_text(ln["event_counts_by_kind"]),
+            ]
+            for ln in doc["lanes"]
+        ],
+    )
     out += ["", "## GPU busy (union of kernels over all streams)", ""]
     devs = doc["devices"]
     if devs:
         u = unit_for(max(d["window_ns"] for d in devs))
-        out += _table(["device", "window", "busy", "idle", "fully idle"], [
-            [f"GPU {d['device']}", fmt_dur(d["window_ns"], u),
-             f"{fmt_dur(d['busy_ns'], u)} ({fmt_share(d['busy_ns'], d['window_ns'])})",
-             f"{fmt_dur(d['idle_ns'], u)} ({fmt_share(d['idle_ns'], d['window_ns'])})",
-             f"{fmt_dur(d['fully_idle_ns'], u)} ({fmt_share(d['fully_idle_ns'], d['window_ns'])})"] for d in devs])
+        out += _table(
+            ["device", "window", "busy", "idle", "fully idle"],
+            [
+                [
+                    f"GPU {d['device']}",
+                    fmt_dur(d["window_ns"], u),
+                    f"{fmt_dur(d['busy_ns'], u)} ({fmt_share(d['busy_ns'], d['window_ns'])})",
+                    f"{fmt_dur(d['idle_ns'], u)} ({fmt_share(d['idle_ns'], d['window_ns'])})",
+                    f"{fmt_dur(d['fully_idle_ns'], u)} ({fmt_share(d['fully_idle_ns'], d['window_ns'])})",
+                ]
+                for d in devs
+            ],
+        )
     else:
         out.append("No GPU kernels in this trace.")
     if doc.get("diagnosis_available") and devs:
@@ -149,42 +186,72 @@ def _diagnosis(doc: dict, top: int) -> list[str]:
     total = sum(totals.values())
     u = unit_for(max(total, 1))
     out += ["", f"## Idle time by cause ({doc['gap_count']:,} gaps)", ""]
-    out += _table(["cause", "idle", "share"], [[k, fmt_dur(v, u), fmt_share(v, total)] for k, v in totals.items()]
-                  + [["**total**", fmt_dur(total, u), "100.0%" if total else "-"]])
+    out += _table(
+        ["cause", "idle", "share"],
+        [[k, fmt_dur(v, u), fmt_share(v, total)] for k, v in totals.items()]
+        + [["**total**", fmt_dur(total, u), "100.0%" if total else "-"]],
+    )
     gaps = doc["top_gaps"]
     out += ["", f"## Largest idle gaps (top {len(gaps)})", ""]
     if gaps:
         us = offset_unit_for(max(abs(g["start_rel_ns"]) for g in gaps))
         ul = unit_for(max(g["dur_ns"] for g in gaps))
-        out += _table(["#", "GPU", "start", "length", "after", "before", "cause", "group"], [
-            [k, g["device"], fmt_dur(g["start_rel_ns"], us), fmt_dur(g["dur_ns"], ul),
-             md_code(g["prev_op"]["name"], 48) if g["prev_op"] else "(window start)",
-             md_code(g["next_op"]["name"], 48) if g["next_op"] else "(window end)",
-             f"{g['cause']} {100 * g['cause_share']:.0f}%", "-" if g["group"] < 0 else f"G{g['group']}"]
-            for g in gaps for k in (f"#{g['index']}",)])
+        out += _table(
+            ["#", "GPU", "start", "length", "after", "before", "cause", "group"],
+            [
+                [
+                    k,
+                    g["device"],
+                    fmt_dur(g["start_rel_ns"], us),
+                    fmt_dur(g["dur_ns"], ul),
+                    md_code(g["prev_op"]["name"], 48) if g["prev_op"] else "(window start)",
+                    md_code(g["next_op"]["name"], 48) if g["next_op"] else "(window end)",
+                    f"{g['cause']} {100 * g['cause_share']:.0f}%",
+                    "-" if g["group"] < 0 else f"G{g['group']}",
+                ]
+                for g in gaps
+                for k in (f"#{g['index']}",)
+            ],
+        )
         more = more_gaps_line(doc)
         if more:
             out += ["", md_text(more)]
     else:
         out.append("No idle gaps.")
     groups = doc["groups"]
-    for grp in groups[:min(GROUP_CARDS, top)]:
-        out += ["", f"### G{grp.get('id')} {md_code(grp.get('label'), 80, False)}: recurs in {grp.get('steps_with_gap')} of "
-                f"{grp.get('steps_total')} steps, {fmt_dur(grp.get('median_ns', 0))} median", ""]
+    for grp in groups[: min(GROUP_CARDS, top)]:
+        out += [
+            "",
+            f"### G{grp.get('id')} {md_code(grp.get('label'), 80, False)}: recurs in {grp.get('steps_with_gap')} of "
+            f"{grp.get('steps_total')} steps, {fmt_dur(grp.get('median_ns', 0))} median",
+            "",
+        ]
         if grp.get("card"):
             out += _card_lines(grp["card"])
     # --top limits every list (a ticket needs the few largest, not hundreds); what is
     # left out is counted with its idle.
-    shown = groups[GROUP_CARDS:max(GROUP_CARDS, min(top, GROUP_CARDS + MD_GROUP_ROWS))]
+    shown = groups[GROUP_CARDS : max(GROUP_CARDS, min(top, GROUP_CARDS + MD_GROUP_ROWS))]
     if shown:
         out += ["", f"The next {len(shown)} recurring group{'s' if len(shown) != 1 else ''} (cards in `--json`):", ""]
-        out += _table(["group", "recurs", "median", "total", "cause"], [
-            [f"G{grp.get('id')}", f"{grp.get('steps_with_gap')} of {grp.get('steps_total')} steps",
-             fmt_dur(grp.get("median_ns", 0)), fmt_dur(grp.get("total_ns", 0)), grp.get("cause", "")]
-            for grp in shown])
-    rest = groups[min(GROUP_CARDS, top) + len(shown):]
+        out += _table(
+            ["group", "recurs", "median", "total", "cause"],
+            [
+                [
+                    f"G{grp.get('id')}",
+                    f"{grp.get('steps_with_gap')} of {grp.get('steps_total')} steps",
+                    fmt_dur(grp.get("median_ns", 0)),
+                    fmt_dur(grp.get("total_ns", 0)),
+                    grp.get("cause", ""),
+                ]
+                for grp in shown
+            ],
+        )
+    rest = groups[min(GROUP_CARDS, top) + len(shown) :]
     if rest:
-        out += ["", md_text(more_groups_line(rest, doc.get("idle_in_gaps_ns"), shown=min(GROUP_CARDS, top) + len(shown)))]
+        out += [
+            "",
+            md_text(more_groups_line(rest, doc.get("idle_in_gaps_ns"), shown=min(GROUP_CARDS, top) + len(shown))),
+        ]
     lone = lone_gaps(doc)
     for k, g in lone:
         out += ["", f"### Gap #{k}: {fmt_dur(g['dur_ns'])} at {fmt_at(g['start_rel_ns'])}", ""]
@@ -192,24 +259,47 @@ def _diagnosis(doc: dict, top: int) -> list[str]:
     eps = doc["episodes"]
     if eps:
         out += ["", f"## Picket-fence episodes ({len(eps)})", ""]
-        out += _table(["GPU", "start", "kernels", "median kernel", "median launch", "idle"], [
-            [e.get("device"), fmt_at(e["start_rel_ns"]), e.get("kernel_count"), fmt_dur(e.get("median_kernel_ns", 0)),
-             _launch(e), fmt_dur(e.get("idle_ns", 0))] for e in eps[:top]])
+        out += _table(
+            ["GPU", "start", "kernels", "median kernel", "median launch", "idle"],
+            [
+                [
+                    e.get("device"),
+                    fmt_at(e["start_rel_ns"]),
+                    e.get("kernel_count"),
+                    fmt_dur(e.get("median_kernel_ns", 0)),
+                    _launch(e),
+                    fmt_dur(e.get("idle_ns", 0)),
+                ]
+                for e in eps[:top]
+            ],
+        )
         if len(eps) > top:
             out += ["", md_text(more_episodes_line(eps[top:], shown=top))]
     budget, steps = doc.get("budget"), doc.get("steps")
     if budget and steps:
-        out += ["", f"## Budget per step ({steps['count']} steps from {steps.get('source')}: "
-                f"{md_code(steps.get('name'), 60, False)})", ""]
+        out += [
+            "",
+            f"## Budget per step ({steps['count']} steps from {steps.get('source')}: "
+            f"{md_code(steps.get('name'), 60, False)})",
+            "",
+        ]
         out += [f"- {k}: {v}" for k, v in budget_rows(budget)]
         whatifs = doc.get("what_if") or []
         if whatifs:
             u = unit_for(int(budget.get("wall_ns") or 0))
             out += ["", "What if these gaps were removed (per step):", ""]
             rk, rname = rate_key(budget)
-            out += _table(["removed", "idle removed", "step", rname], [
-                ["+".join(w.get("removed_causes", [])), fmt_dur(w.get("removed_ns", 0), u),
-                 fmt_dur(w.get("projected_step_ns", 0), u),
-                 fmt_rate(w.get(rk))] for w in whatifs])
+            out += _table(
+                ["removed", "idle removed", "step", rname],
+                [
+                    [
+                        "+".join(w.get("removed_causes", [])),
+                        fmt_dur(w.get("removed_ns", 0), u),
+                        fmt_dur(w.get("projected_step_ns", 0), u),
+                        fmt_rate(w.get(rk)),
+                    ]
+                    for w in whatifs
+                ],
+            )
             out += ["", "Assumptions:", ""] + [f"- {md_text(a)}" for a in whatifs[-1].get("assumptions") or []]
     return out

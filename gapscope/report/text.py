@@ -14,7 +14,19 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gapscope.report.fmt import more_episodes_line, more_gaps_line, warning_message, device_label, fmt_at, fmt_dur, fmt_share, kind_counts_text, offset_unit_for, rank_text, unit_for
+from gapscope.report.fmt import (
+    device_label,
+    fmt_at,
+    fmt_dur,
+    fmt_share,
+    kind_counts_text,
+    more_episodes_line,
+    more_gaps_line,
+    offset_unit_for,
+    rank_text,
+    unit_for,
+    warning_message,
+)
 from gapscope.report.panels import budget_section, groups_section, lone_cards_section
 from gapscope.report.rich_text import CAUSE_STYLE, cause_text, heading, make_console, name_text, safe_text
 
@@ -65,7 +77,9 @@ def _header(doc: dict, console: Console) -> None:
     if rank is not None:
         grid.add_row("Rank", safe_text(rank))
     for k, prop in enumerate(src.get("device_properties") or []):
-        grid.add_row(f"Device {prop.get('id', k)}" if isinstance(prop, dict) else f"Device {k}", Text(device_label(prop)))
+        grid.add_row(
+            f"Device {prop.get('id', k)}" if isinstance(prop, dict) else f"Device {k}", Text(device_label(prop))
+        )
     span = doc["span"]
     grid.add_row("Span", Text(f"{fmt_dur(span['dur_ns'])} ({span['start_ns']} → {span['end_ns']} ns)"))
     grid.add_row("Events", Text(f"{doc['event_count']:,} on {len(doc['lanes'])} lanes"))
@@ -91,8 +105,14 @@ def _lanes(doc: dict, console: Console) -> None:
         if group == prev_group:
             proc = Text("")
         prev_group = group
-        rows.append((proc, safe_text(ln["label"] or ln["tid"] or "-", 32), f"{ln['event_count']:,}",
-                     kind_counts_text(ln["event_counts_by_kind"])))
+        rows.append(
+            (
+                proc,
+                safe_text(ln["label"] or ln["tid"] or "-", 32),
+                f"{ln['event_count']:,}",
+                kind_counts_text(ln["event_counts_by_kind"]),
+            )
+        )
     # fixed columns at their natural width; "by kind" gets the rest and ends with …
     widths = [max([len(h)] + [len(r[k]) for r in rows]) for k, h in enumerate(("process / device", "lane", "events"))]
     room = max(12, console.width - sum(widths) - 6)
@@ -119,11 +139,14 @@ def _devices(doc: dict, console: Console) -> None:
         tbl.add_column(name, justify="left" if name == "device" else "right")
     for d in devs:
         tbl.add_row(
-            f"GPU {d['device']}", fmt_dur(d["window_ns"], u),
+            f"GPU {d['device']}",
+            fmt_dur(d["window_ns"], u),
             f"{fmt_dur(d['busy_ns'], u)} ({fmt_share(d['busy_ns'], d['window_ns'])})",
-            fmt_dur(d["idle_ns"], u), fmt_share(d["idle_ns"], d["window_ns"]),
+            fmt_dur(d["idle_ns"], u),
+            fmt_share(d["idle_ns"], d["window_ns"]),
             f"{fmt_dur(d['fully_idle_ns'], u)} ({fmt_share(d['fully_idle_ns'], d['window_ns'])})",
-            f"{d['kernel_count']:,}", f"{d['copy_count']:,}",
+            f"{d['kernel_count']:,}",
+            f"{d['copy_count']:,}",
         )
     console.print(tbl)
     console.print(Text("fully idle: no kernel, memcpy or memset running (copies counted as busy)", style="dim"))
@@ -145,10 +168,20 @@ def _class_totals(doc: dict, console: Console) -> None:
         tbl.add_column(f"GPU {d['device']}", justify="right")
     counts = doc.get("class_gap_counts") or {}
     for label, ns in totals.items():
-        tbl.add_row(cause_text(label), fmt_dur(ns, u), fmt_share(ns, total), f"{counts.get(label, 0):,}",
-                    *[fmt_dur(d["class_totals_ns"].get(label, 0), u) for d in per_device])
-    tbl.add_row(Text("total", style="bold"), fmt_dur(total, u), fmt_share(total, total) if total else "-",
-                f"{doc['gap_count']:,}", *[fmt_dur(d["gap_idle_ns"], u) for d in per_device])
+        tbl.add_row(
+            cause_text(label),
+            fmt_dur(ns, u),
+            fmt_share(ns, total),
+            f"{counts.get(label, 0):,}",
+            *[fmt_dur(d["class_totals_ns"].get(label, 0), u) for d in per_device],
+        )
+    tbl.add_row(
+        Text("total", style="bold"),
+        fmt_dur(total, u),
+        fmt_share(total, total) if total else "-",
+        f"{doc['gap_count']:,}",
+        *[fmt_dur(d["gap_idle_ns"], u) for d in per_device],
+    )
     console.print(tbl)
     note = "idle of each gap split over the classes by evidence coverage; gaps counted by primary class"
     short = sum(d["idle_ns"] for d in doc["devices"]) - total
@@ -219,9 +252,16 @@ def _episodes(doc: dict, console: Console, top: int = 10) -> None:
     top = max(0, int(top))
     for n, e in enumerate(eps[:top]):
         launch = e.get("median_launch_ns", -1)
-        tbl.add_row(f"E{n}", str(e.get("device")), fmt_at(e["start_rel_ns"]), fmt_dur(e["dur_ns"]), f"{e.get('kernel_count', 0):,}",
-                    fmt_dur(e.get("median_kernel_ns", 0)), "-" if launch is None or launch < 0 else fmt_dur(launch),
-                    fmt_dur(e.get("idle_ns", 0)))
+        tbl.add_row(
+            f"E{n}",
+            str(e.get("device")),
+            fmt_at(e["start_rel_ns"]),
+            fmt_dur(e["dur_ns"]),
+            f"{e.get('kernel_count', 0):,}",
+            fmt_dur(e.get("median_kernel_ns", 0)),
+            "-" if launch is None or launch < 0 else fmt_dur(launch),
+            fmt_dur(e.get("idle_ns", 0)),
+        )
     console.print(tbl)
     if len(eps) > top:
         console.print(Text(more_episodes_line(eps[top:], shown=top), style="dim"))

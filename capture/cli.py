@@ -209,7 +209,11 @@ def _run_script(ns: argparse.Namespace, cmd: list[str], schedule, cuda: bool | N
     except KeyboardInterrupt:  # a second Ctrl-C, delivered once the trace was written
         status = 130
     if runner.mode == "window":
-        _say("the script marked no steps (gapscope.capture.step()): recorded a time window")
+        # the trace holds one ProfilerStep#0 all the same: the window is recorded as one step
+        _say(
+            "the script marked no steps (gapscope.capture.step()): recorded a time window "
+            "as one step (ProfilerStep#0 in the trace)"
+        )
     else:
         _say(f"the script marked {runner.steps} steps")
     _report(runner.traces, not ns.no_summary)

@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from gapscope.capture.naming import WriteOutcome, trace_basename, write_atomic
+from gapscope.capture.terminal import without_usdt_lines
 
 __all__ = ["Schedule", "Profiler", "profiled", "step", "active_profiler", "TorchMissing", "require_torch"]
 
@@ -266,7 +267,8 @@ class Profiler:
         if not self.cuda:
             why = "CUDA activity not requested" if self.want_cuda is False else "no CUDA device"
             self.say(f"recording CPU activity only ({why}): the trace has no GPU lanes")
-        self._prof.__enter__()
+        with without_usdt_lines():  # torch's "USDT: … profiler_start" is not the user's business
+            self._prof.__enter__()
         self._running = True
         _push(self)
         return self
@@ -279,11 +281,18 @@ class Profiler:
         if not self._running:
             return
         self.steps += 1
-        if getattr(getattr(self._prof, "current_action", None), "name", "") == "RECORD_AND_SAVE":
-            with sigint_deferred():  # this step ends a cycle: torch stops, processes and exports it
+        action = getattr(getattr(self._prof, "current_action", None), "name", "")
+        if action == "RECORD_AND_SAVE":
+            with (
+                sigint_deferred(),
+                without_usdt_lines(),
+            ):  # this step ends a cycle: torch stops, processes and exports it
                 self._prof.step()
-        else:
+        elif action == "RECORD":
             self._prof.step()
+        else:
+            with without_usdt_lines():  # leaving the wait or warm-up: torch may start the profiler here
+                self._prof.step()
 
     def stop(self, exc: BaseException | None = None, *, discard: bool = False) -> None:
         """Stop recording and write what the current cycle recorded (idempotent).
@@ -301,7 +310,8 @@ class Profiler:
         n_before = len(self.traces)
         with sigint_deferred():  # a Ctrl-C now is delivered after the file and its message
             try:
-                self._prof.__exit__(None, None, None)
+                with without_usdt_lines():
+                    self._prof.__exit__(None, None, None)
             except Exception as err:  # noqa: BLE001 - the profiler's own failure must not mask the block's
                 self.error = f"torch.profiler failed while stopping: {type(err).__name__}: {err}"
                 self.say(self.error)

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gapscope.capture.profile import Profiler, Schedule, _pop, _push
+from gapscope.capture.terminal import name_main_thread
 
 __all__ = ["ScriptRunner", "parse_command", "CommandError"]
 
@@ -236,6 +237,8 @@ class ScriptRunner:
             self.label = os.path.splitext(os.path.basename(target))[0] if mode == "path" else target
         saved_argv = sys.argv[:]
         sys.argv = argv
+        # the script's lane reads 'thread N (train.py)', not the process's '(gapscope)'
+        old_name = name_main_thread(os.path.basename(target) if mode == "path" else target)
         # as python does: the script's folder (or, for -m, the current folder) first on sys.path
         added = os.path.dirname(os.path.abspath(target)) if mode == "path" else os.getcwd()
         sys.path.insert(0, added)
@@ -263,6 +266,8 @@ class ScriptRunner:
             _pop(self)
             self._finish(exc)
             sys.argv = saved_argv
+            if old_name is not None:
+                name_main_thread(old_name)
             try:
                 sys.path.remove(added)
             except ValueError:

@@ -124,7 +124,12 @@ LONG = "N" * 200_000
             10,
             "'" + "N" * 40 + "… end' without '" + "N" * 40 + "… begin'",
         ),
-        ("GPU: [a 1 ms][b 1 ms][" + LONG[:3000] + " 1000 s]\n", 1, 22, "span '" + "N" * 40 + "…' is labelled 1000 s"),
+        (
+            "GPU: [a 4 ms][b 4 ms]\nCPU: [--- " + LONG[:3000] + " 7 ms --]\n",
+            2,
+            6,
+            "span '" + "N" * 40 + "…' is labelled 7 ms",
+        ),
         ("GPU: k k\n ^ " + LONG + " gaps of 20–8 µs\n", 2, 2, "no usable numbers: '" + "N" * 40 + "…'"),
         ("0 ms GPU" + "9" * 5000 + " x\n", 1, 6, "lane number too large in 'GPU" + "9" * 37 + "…'"),
         ("GPU" + "9" * 5000 + ": [a]\n", 1, 1, "lane number too large in 'GPU" + "9" * 37 + "…'"),
@@ -137,6 +142,12 @@ def test_quoted_input_is_capped(tmp_path, text, line, col, needle):
     assert (err.line, err.column) == (line, col), str(err)[:300]
     assert needle in err.message, err.message[:300]
     assert len(str(err)) < 400 + len(str(tmp_path))
+
+
+def test_off_scale_warning_quotes_a_capped_name(tmp_path):
+    t = load_text(tmp_path, "GPU: [a 1 ms][b 1 ms][" + LONG[:3000] + " 1000 s]\n")
+    (w,) = t.warnings
+    assert ("span '" + "N" * 40 + "…' is labelled 1000 s") in w.message and len(w.message) < 300
 
 
 def test_warnings_quote_capped_names(tmp_path):

@@ -447,3 +447,38 @@ def test_ctrl_c_while_a_cycle_is_written_waits_for_the_file(tmp_path, monkeypatc
     counts = range_counts(check_trace(p.traces[0]))
     assert {k for k in counts if k.startswith("iter")} == {"iter1", "iter2"}
     assert [f for f in os.listdir(tmp_path) if f.startswith(".")] == []  # no partial file left
+
+
+def test_without_usdt_lines_drops_only_torchs_probe_lines(capfd):
+    import os as _os
+
+    from gapscope.capture.terminal import without_usdt_lines
+
+    with without_usdt_lines():
+        _os.write(2, b"USDT:2026-12-01 09:39:57 1:1 SyncActivityProfilerHandler.cpp:52] profiler_start\n")
+        _os.write(2, b"a real warning\n")
+        _os.write(2, b"USDT:... profiler_stop\n")
+    assert capfd.readouterr().err == "a real warning\n"
+
+
+def test_name_main_thread_sets_and_returns_the_old_name():
+    import sys as _sys
+    import threading
+
+    from gapscope.capture.terminal import name_main_thread
+
+    if not _sys.platform.startswith("linux"):
+        assert name_main_thread("x") is None
+        return
+    got = {}
+
+    def body():
+        old = name_main_thread("train_a_very_long_name.py")
+        with open(f"/proc/self/task/{threading.get_native_id()}/comm") as f:
+            got["now"] = f.read().strip()
+        got["old"] = old
+
+    t = threading.Thread(target=body, name="t")
+    t.start()
+    t.join()
+    assert got["now"] == "train_a_very_lo" and got["old"]

@@ -365,3 +365,47 @@ def test_relative_out_folder_survives_a_chdir_in_the_script(tmp_path, monkeypatc
     assert r.run(["python", script]) == 0
     assert os.path.dirname(r.traces[0]) == str(tmp_path / "traces")
     assert os.listdir(tmp_path / "elsewhere") == []
+
+
+def test_window_capture_names_the_script_thread_and_keeps_usdt_off_the_terminal(tmp_path):
+    """issue 18 item 10: ``gapscope capture -- python work.py`` (a fresh process: Kineto
+    keeps a thread's name from its first profile): the script's lane is 'thread N
+    (work.py)', not '(gapscope)'; torch's 'USDT: … profiler_start' lines do not reach
+    the terminal; the time-window message says the trace holds the window as one step."""
+    import subprocess
+    import sys
+
+    from gapscope import parsers
+
+    script = tmp_path / "work.py"
+    script.write_text("import torch\nx = torch.ones(64, 64)\nfor _ in range(5):\n    x = x @ x / 64\n")
+    out = tmp_path / "out"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gapscope",
+            "capture",
+            "--out",
+            str(out),
+            "--seconds",
+            "0",
+            "--no-summary",
+            "--",
+            "python",
+            str(script),
+        ],
+        cwd=root,
+        env=dict(os.environ, PYTHONPATH=root),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "USDT:" not in proc.stderr and "USDT:" not in proc.stdout
+    assert "recorded a time window as one step (ProfilerStep#0 in the trace)" in proc.stderr
+    (trace_path,) = list(out.iterdir())
+    labels = [ln.label for ln in parsers.load(str(trace_path)).lanes]
+    assert any(lb.endswith("(work.py)") for lb in labels), labels
+    assert not any("(gapscope)" in lb for lb in labels)

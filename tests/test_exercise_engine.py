@@ -392,7 +392,11 @@ def test_gap_selectors_and_gap_quantity(decode):
         ),
         ('violates = ["weights"]', 'violates = ["speed"]', "unknown constraint 'speed'"),
         ('gap = { rank = 1 }\ncause = "host"', 'gap = { rank = 0 }\ncause = "host"', "rank starts at 1"),
-        ('protocol_step = 3\nprompt = "Budget', 'protocol_step = 9\nprompt = "Budget', "protocol_step must be 1..6"),
+        (
+            'protocol_step = 3\nprompt = "Put figures',
+            'protocol_step = 9\nprompt = "Put figures',
+            "protocol_step must be 1..6",
+        ),
     ],
 )
 def test_format_errors(tmp_path, old, new, message):

@@ -368,3 +368,48 @@ def test_first_n_leaves_the_gap_the_status_line_names(tmp_path):
             assert s.record(next(t for t in s.exercise.tasks if t.id == "largest-gap"))["attempts"] == 1
 
     asyncio.run(run())
+
+
+def _wrong_answer_value(s):
+    """A wrong answer to the current task (a value the screen accepts)."""
+    t = s.task
+    if t.kind == "choice":
+        return "choose", next(i for i, o in enumerate(t.options) if not o.correct)
+    if t.kind == "cause":
+        return "choose", next(i for i, c in enumerate(CAUSE_LABELS) if c != t.cause)
+    if t.kind == "number":
+        return "type", f"{t.key.value * 3 + 1:g} {t.key.unit}"
+    return None, None
+
+
+def test_wrong_answer_feedback_is_in_view_at_80x24(tmp_path):
+    """issue 18 item 9: at 80x24, after each wrong answer the feedback's first line is
+    inside the task box's visible area (not below the fold)."""
+
+    async def run():
+        app = _app("decode-step", tmp_path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            screen, s = app.screen, app.session
+            seen = []
+            while not s.finished:
+                how, value = _wrong_answer_value(s)
+                if how is not None:
+                    tid = s.task.id
+                    if how == "choose":
+                        await _choose(pilot, value)
+                    else:
+                        await _type(pilot, value)
+                    for _ in range(3):
+                        await pilot.pause()
+                    box = screen.query_one("#ex-task-box")
+                    fb = screen.query_one("#ex-feedback", Static)
+                    top = fb.region.y
+                    seen.append((tid, box.region.y <= top < box.region.bottom, _feedback(screen)[:1]))
+                await _answer_correctly(pilot)
+                await pilot.pause()
+            return seen
+
+    seen = asyncio.run(run())
+    assert len(seen) >= 8
+    assert all(visible and mark in "✗?" for _, visible, mark in seen), seen

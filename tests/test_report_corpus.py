@@ -71,7 +71,8 @@ def test_corpus_text_report(corpus):
 
 def test_markdown_keeps_to_the_largest_group_cards(corpus):
     """A ticket needs the few largest cards: rank0 has over a thousand recurring groups;
-    Markdown shows GROUP_CARDS of them as cards and at most MD_GROUP_ROWS in a table."""
+    Markdown shows GROUP_CARDS of them as cards and the next ones up to ``--top`` (at
+    most MD_GROUP_ROWS) in a table."""
     from gapscope.report.fmt import GROUP_CARDS, MD_GROUP_ROWS
 
     md = run(corpus / "hta" / "rank0.json.gz", "--markdown")
@@ -82,8 +83,15 @@ def test_markdown_keeps_to_the_largest_group_cards(corpus):
         for ln in md.splitlines()
         if ln.split("|")[1:2] and ln.split("|")[1].strip()[:1] == "G" and ln.split("|")[1].strip()[1:].isdigit()
     ]
+    assert len(table_rows) == 10 - GROUP_CARDS  # the default --top 10
+    assert "The next 7 recurring groups (cards in `--json`)" in md
+    md = run(corpus / "hta" / "rank0.json.gz", "--markdown", "--top", "100")
+    table_rows = [
+        ln
+        for ln in md.splitlines()
+        if ln.split("|")[1:2] and ln.split("|")[1].strip()[:1] == "G" and ln.split("|")[1].strip()[1:].isdigit()
+    ]
     assert len(table_rows) == MD_GROUP_ROWS
-    assert "more recurring groups (cards in `--json`)" in md
 
 
 def test_amd_devices_get_no_cuda_architecture(corpus):

@@ -120,10 +120,11 @@ def test_safe_name_truncates():
 def test_markdown_escaping_of_untrusted_text():
     from gapscope.report.markdown import md_code, md_text
 
-    assert (
-        md_text("in `[b]x*_y_*[/b]` <img> a|b ~~s~~ \\")
-        == "in \\`\\[b\\]x\\*\\_y\\_\\*\\[/b\\]\\` \\<img\\> a\\|b \\~\\~s\\~\\~ \\\\"
-    )
+    # issue 18 item 6: a name quoted in backticks becomes a code span (not escaped
+    # backticks that show literally); the prose around it is escaped
+    assert md_text("in `[b]x*_y_*[/b]` <img> a|b ~~s~~ \\") == "in `[b]x*_y_*[/b]` \\<img\\> a\\|b \\~\\~s\\~\\~ \\\\"
+    assert md_text("waits on `Memset (Device)`.") == "waits on `Memset (Device)`."
+    assert md_text("a `x|y` b") == "a `x|y` b"  # card prose is not a table cell
     assert md_text("line\nbreak") == "line\\\\x0abreak"  # renders as line\\x0abreak
     assert md_code("a`b") == "``a`b``"
     assert md_code("`x") == "`` `x ``"
@@ -207,3 +208,15 @@ def test_device_label(prop, text):
     from gapscope.report.fmt import device_label
 
     assert device_label(prop) == text
+
+
+def test_warning_message_elides_long_quoted_names_so_the_finding_shows():
+    from gapscope.report.fmt import warning_message
+
+    long = "'void k<" + "x" * 300 + ", 4>)'"
+    got = warning_message(f"stream 7: {long} (line 3) overlaps 'Memset (Device)' (line 4) by 2 µs; both kept")
+    assert got == (
+        "stream 7: 'void k<" + "x" * 32 + "…" + "x" * 13 + ", 4>)' (line 3) overlaps 'Memset (Device)' "
+        "(line 4) by 2 µs; both kept"
+    )
+    assert warning_message("'step end' on CPU has no 'begin'") == "'step end' on CPU has no 'begin'"

@@ -177,8 +177,8 @@ def test_cause_table_of_a_nine_second_trace():
 
 
 def test_markdown_sums_up_the_groups_it_leaves_out():
-    """rank0: Markdown shows 3 group cards and 30 table rows; the line after the table
-    says how many groups are left and how much idle they hold."""
+    """rank0: Markdown shows 3 group cards and up to 30 table rows (``--top 50``); the
+    line after the table says how many groups are left and how much idle they hold."""
     from gapscope.report.fmt import GROUP_CARDS, MD_GROUP_ROWS, fmt_dur, fmt_share
 
     path = require(CORPUS / "hta" / "rank0.json.gz")
@@ -191,9 +191,40 @@ def test_markdown_sums_up_the_groups_it_leaves_out():
     doc = json.loads(run("--json"))
     left = doc["groups"][GROUP_CARDS + MD_GROUP_ROWS :]
     left_ns = sum(g["total_ns"] for g in left)
-    (line,) = [ln for ln in run("--markdown").splitlines() if ln.startswith("… and ")]
+    (line,) = [ln for ln in run("--markdown", "--top", "50").splitlines() if ln.startswith("… and ") and "groups" in ln]
     assert line == (
         f"… and {len(left):,} more groups (in --json): {fmt_dur(left_ns)} of idle "
         f"({fmt_share(left_ns, doc['idle_in_gaps_ns'])} of gap idle), "
         f"at most {fmt_dur(max(g['total_ns'] for g in left))} each"
     )
+
+
+def test_top_limits_every_list_and_counts_what_it_leaves_out():
+    """issue 18 items 5 and 7: ``--top 3`` on rank0 shows 3 gaps, 3 group cards, no
+    group table and 3 of the 33 picket-fence episodes, each list followed by a line
+    with what was left out; no ``-1`` sentinel anywhere (JSON: null)."""
+    from gapscope.report.fmt import fmt_dur
+
+    path = require(CORPUS / "hta" / "rank0.json.gz")
+
+    def run(*args):
+        out = io.StringIO()
+        assert report_cmd.run([str(path), *args], stdout=out) == 0
+        return out.getvalue()
+
+    doc = json.loads(run("--json"))
+    eps = doc["episodes"]
+    assert len(eps) == 33
+    assert any(e["median_launch_ns"] is None for e in eps)
+    assert all(e["median_launch_ns"] is None or e["median_launch_ns"] >= 0 for e in eps)
+    for args in (("--markdown",), ()):
+        text = run(*args, "--top", "3")
+        assert "-1 ns" not in text and "-1ns" not in text
+        assert "more recurring group" not in text and "The next" not in text
+        left_ep_ns = sum(e["idle_ns"] for e in eps[3:])
+        assert f"… and 30 more episodes: {fmt_dur(left_ep_ns)} of idle (all in --json)" in text
+        assert f"… and {doc['gap_count'] - 3:,} more gaps: " in text
+    md = run("--markdown", "--top", "3")
+    assert len(md.splitlines()) < 150
+    rows = [ln for ln in md.split("## Picket-fence episodes")[1].split("##")[0].splitlines() if ln.startswith("| 0 ")]
+    assert len(rows) == 3

@@ -438,7 +438,8 @@ def test_collapse_and_expand_group():
         ("group", "▾ python3 (1)"),
         ("lane", "main"),
     ]
-    assert collapsed == [("group", "▸ GPU 0"), ("group", "▾ python3 (1)"), ("lane", "main")]
+    # issue 18 item 4: a collapsed GPU group keeps its gap row
+    assert collapsed == [("group", "▸ GPU 0"), ("idle", "idle gaps"), ("group", "▾ python3 (1)"), ("lane", "main")]
     assert after == before
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from gapscope import sample_traces
 from gapscope.analysis import diagnose
+from gapscope.analysis.types import Cause
 from gapscope.parsers import load
 from gapscope.tui.factory import make_app
 from gapscope.tui.help import HelpScreen, help_text
@@ -76,6 +77,7 @@ def test_footer_keeps_core_keys_at_80_columns():
             return keys
 
     keys = asyncio.run(run())
+    # issue 18 item 12: the palette key stays at 80 columns (the rare actions live there)
     assert [(k, d) for k, d, _, _ in keys] == [
         ("n", "next"),
         ("N", "prev"),
@@ -85,8 +87,39 @@ def test_footer_keeps_core_keys_at_80_columns():
         ("p", "card"),
         ("?", "help"),
         ("q", "quit"),
+        ("^p", "palette"),
     ]
     assert all(right <= 80 for *_, right in keys)
+
+
+def test_class_keys_keep_largest_first_and_say_the_order(corpus):
+    """issue 18 item 8: after ``s n`` (the largest gap, not a copy gap) ``2`` goes to
+    the largest copy gap, not to the first copy gap smaller than the current one; the
+    next ``2`` to the second largest; the status line names the order."""
+    trace = load(corpus / "hta" / "rank0.json.gz")
+    diag = diagnose(trace)
+    g = diag.gaps
+    size = [int(k) for k in diag.order_by_size()]
+    copies = [k for k in size if int(g.cause[k]) == int(Cause.COPY)]
+    deps = [k for k in size if int(g.cause[k]) == int(Cause.DEPENDENCY)]
+    assert int(g.cause[size[0]]) != int(Cause.COPY) and len(copies) >= 2 and deps
+
+    async def run():
+        app = make_app(trace, diagnosis=diag)
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = await wait_ready(pilot)
+            out = []
+            for key in ("s", "n", "2", "2", "5"):
+                await pilot.press(key)
+                await pilot.pause()
+                out.append((screen.lanes.selected_gap, screen.message))
+            return out
+
+    out = asyncio.run(run())
+    assert out[1][0] == size[0]
+    assert out[2] == (copies[0], f"copy gap 1 of {len(copies)}, largest first")
+    assert out[3] == (copies[1], f"copy gap 2 of {len(copies)}, largest first")
+    assert out[4] == (deps[0], f"dependency gap 1 of {len(deps)}, largest first")
 
 
 def test_class_jumps_wrap_and_go_back():
@@ -105,11 +138,11 @@ def test_class_jumps_wrap_and_go_back():
             return out
 
     out = asyncio.run(run())
-    assert out[0] == (0, "wrapped to the first sync gap (time order)")
-    assert out[1] == (0, "wrapped to the first sync gap (time order)")  # the only sync gap
-    assert out[2] == (0, "wrapped to the last sync gap (time order)")
-    assert out[3] == (1, "")  # the launch gap after #0
-    assert out[4] == (1, "wrapped to the last launch gap (time order)")
+    assert out[0] == (0, "wrapped to the first sync gap (1 of 1, in time)")
+    assert out[1] == (0, "wrapped to the first sync gap (1 of 1, in time)")  # the only sync gap
+    assert out[2] == (0, "wrapped to the last sync gap (1 of 1, in time)")
+    assert out[3] == (1, "launch gap 1 of 1, in time")  # the launch gap after #0
+    assert out[4] == (1, "wrapped to the last launch gap (1 of 1, in time)")
     assert out[5] == (1, "no copy gap in this trace")
 
 
@@ -165,19 +198,40 @@ def test_loader_warnings_on_b01(bugs):
             screen = await wait_ready(pilot)
             header = screen.header_text(100).plain
             notes = [(n.title, n.message) for n in app._notifications]
+            status = str(screen.query_one("#detail").render())
             await pilot.press("w")
             await pilot.pause()
             shown = isinstance(app.screen, WarningsScreen)
             text = str(app.screen.query_one("#warnings-text").render()) if shown else ""
             await pilot.press("w")
-            return header, notes, shown, text, app.screen is screen
+            return header, notes, status, shown, text, app.screen is screen
 
-    header, notes, shown, text, back = asyncio.run(run())
+    header, notes, status, shown, text, back = asyncio.run(run())
     assert "│ 0 gaps │ ⚠ 1 warning │" in header
-    warning = "line 15: file truncated at line 15: incomplete event skipped; 8 events recovered"
-    assert notes == [("1 loader warning", warning[:63] + "…\nw lists them")]  # cut to 64 cells
+    # issue 18 item 2: no toast over the first card; the status line says it once
+    assert notes == []
+    assert "│ ⚠ 1 loader warning: w lists them" in status
     assert shown and back
     assert "line 15  file truncated at line 15: incomplete event skipped; 8 events recovered" in text
+
+
+def test_loader_warning_shows_its_finding_after_a_long_kernel_name(corpus):
+    # issue 18 item 1: rank0's first warning names a 400-character template kernel
+    # before "overlaps 'Memcpy DtoH (Device -> Pageable)' ... by 2 µs; both kept"
+    path = corpus / "hta" / "rank0.json.gz"
+
+    async def run():
+        app = make_app(path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_ready(pilot)
+            await pilot.press("w")
+            await pilot.pause()
+            return str(app.screen.query_one("#warnings-text").render())
+
+    text = asyncio.run(run())
+    first = next(ln for ln in text.splitlines() if "line 659779" in ln)
+    assert "'void at::native::reduce_kernel<512, 1, …ned int, long, 4>)' (line 659747)" in first
+    assert first.endswith("overlaps 'Memcpy DtoH (Device -> Pageable)' (line 659779) by 2 µs; both kept")
 
 
 def test_ruler_stays_on_the_trace_and_never_labels_negative_time():

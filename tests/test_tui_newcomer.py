@@ -158,7 +158,7 @@ def test_messages_fit_80_columns_and_go_with_the_next_key():
             return out
 
     out = asyncio.run(run())
-    assert out[0] == "@+590µs gap #2 │ wrapped to the first host gap (time order)"
+    assert out[0] == "@+590µs gap #2 │ wrapped to the first host gap (1 of 1, in time)"
     warn = "no loader warnings: nothing was skipped or repaired"
     assert out[1:8] == ["", warn, "", warn, "", warn, ""]
     assert "│" not in out[8] and "loader" not in out[8]

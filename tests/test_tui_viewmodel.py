@@ -202,14 +202,18 @@ def test_rows_group_gpu_first_and_collapse():
         ("lane", "[main]"),
     ]
     rows = build_rows(t, {("gpu", 0, "0")}, {0})
-    assert [(r.kind, r.label) for r in rows][:2] == [("group", "▸ GPU 0"), ("group", "▾ python3 [worker 0] (1)")]
+    assert [(r.kind, r.label) for r in rows][:3] == [
+        ("group", "▸ GPU 0"),
+        ("idle", "idle gaps"),
+        ("group", "▾ python3 [worker 0] (1)"),
+    ]
 
 
 def test_sanitize_keeps_markup_drops_escapes():
     assert sanitize("[bold red]x[/bold red] \\[e]") == "[bold red]x[/bold red] \\[e]"
-    assert sanitize("a\x1b[31mb\x07c\u202e") == "a\ufffd[31mb\ufffdc\ufffd"
-    assert sanitize("核x") == "?x"
-    assert sanitize("abcdef", 3) == "abc"
+    assert sanitize("a\x1b[31mb\x07c\u202e") == "a\\x1b[31mb\\x07c⟨U+202E⟩"
+    assert sanitize("核x") == "核x"
+    assert sanitize("abcdef", 3) == "ab…"
 
 
 # ---------------------------------------------------------------- navigation

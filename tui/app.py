@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from textual.app import App, SystemCommand
 from textual.screen import Screen
 
+from gapscope.tui.colour import no_colour
 from gapscope.tui.loading import LoadScreen
 from gapscope.tui.screen import TraceScreen
 
@@ -42,6 +43,7 @@ class GapscopeApp(App):
         on_ready: Callable[[GapscopeApp, TraceScreen], None] | None = None,
     ) -> None:
         super().__init__()
+        no_colour(self)
         self.source = source
         self.loader = loader
         self.diagnose_fn = diagnose
@@ -117,3 +119,8 @@ class GapscopeApp(App):
                 "Next launch gap", "Jump to the next launch-overhead gap", lambda: screen.action_jump_class(2)
             )
             yield SystemCommand("Next host gap", "Jump to the next host-bound gap", lambda: screen.action_jump_class(3))
+            yield SystemCommand(
+                "Next dependency gap",
+                "Jump to the next gap whose op was queued and waited GPU-side",
+                lambda: screen.action_jump_class(5),
+            )

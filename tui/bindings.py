@@ -31,6 +31,7 @@ def _bindings() -> list[Binding]:
         B("2", "jump_class(1)", "next copy gap (wraps)", show=False, id="gap.copy"),
         B("3", "jump_class(2)", "next launch gap (wraps)", show=False, id="gap.launch"),
         B("4", "jump_class(3)", "next host gap (wraps)", show=False, id="gap.host"),
+        B("5", "jump_class(5)", "next dependency gap (wraps)", show=False, id="gap.dependency"),
         B("exclamation_mark", "jump_class(0,-1)", "prev sync gap", show=False, id="gap.sync_prev"),
         B("at", "jump_class(1,-1)", "prev copy gap", show=False, id="gap.copy_prev"),
         B("number_sign", "jump_class(2,-1)", "prev launch gap", show=False, id="gap.launch_prev"),

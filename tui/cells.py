@@ -2,18 +2,24 @@
 
 ``Cells`` holds one row as numpy arrays (uint32 code points and style ids into a small
 palette) and turns runs of equal style into Rich ``Segment``s, so a row costs a few
-numpy operations plus one Segment per run instead of one per cell.
+numpy operations plus one Segment per run instead of one per cell. A wide character
+(CJK, emoji) takes its cell plus a ``WIDE_TAIL`` (0) cell after it; a combining mark
+rides on the cell before it (``clusters``), so names keep their real cell width.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from rich.cells import cell_len, get_character_cell_size
 from rich.segment import Segment
 from rich.style import Style
 
 from gapscope.tui.viewmodel import GlyphClass
 
-__all__ = ["CLASS_GLYPH", "CLASS_NAME", "GLYPH_CODES", "Cells", "kernel_codes", "sized"]
+__all__ = ["CLASS_GLYPH", "CLASS_NAME", "GLYPH_CODES", "WIDE_TAIL", "Cells", "crop", "kernel_codes", "pad", "sized"]
+
+#: Code point of the second cell of a wide character (drawn as nothing after its head).
+WIDE_TAIL = 0
 
 #: Full-cell glyph per class: shapes differ so kinds read without colour.
 CLASS_GLYPH = {
@@ -73,13 +79,16 @@ class Cells:
     """One row of cells as arrays: ``chars`` (uint32 code points) and ``ids`` (indices
     into ``palette``, a list of Rich styles); ``segments`` turns runs into Segments."""
 
-    __slots__ = ("chars", "ids", "palette", "_index")
+    __slots__ = ("chars", "ids", "palette", "_index", "clusters", "_wide")
 
     def __init__(self, width: int, base: Style) -> None:
         self.chars = np.full(width, ord(" "), dtype=np.uint32)
         self.ids = np.zeros(width, dtype=np.int32)
         self.palette: list[Style] = [base]
         self._index: dict[Style, int] = {base: 0}
+        #: cell -> its whole text when a combining mark follows the base code point.
+        self.clusters: dict[int, str] = {}
+        self._wide = False
 
     def add(self, style: Style) -> int:
         k = self._index.get(style)
@@ -89,15 +98,64 @@ class Cells:
         return k
 
     def text(self, c0: int, text: str, style_id: int | None) -> None:
-        """Write ``text`` from cell ``c0`` (clipped); keeps the cells' styles when
-        ``style_id`` is None."""
+        """Write ``text`` (already sanitised) from cell ``c0``, clipped to the row, by
+        cell width: a wide character takes two cells (one that does not fit becomes a
+        space), a combining mark joins the cell before it. Keeps the cells' styles
+        when ``style_id`` is None."""
         w = self.chars.shape[0]
-        text = text[: max(0, w - c0)]
-        if not text or c0 < 0:
+        if not text or c0 < 0 or c0 >= w:
             return
-        self.chars[c0 : c0 + len(text)] = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+        if text.isascii():
+            text = text[: w - c0]
+            self.chars[c0 : c0 + len(text)] = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+            c1 = c0 + len(text)
+        else:
+            self._wide = True
+            c = c0
+            for ch in text:
+                cw = get_character_cell_size(ch)
+                if cw == 0:
+                    if c > c0:
+                        self.clusters[c - 1] = self.clusters.get(c - 1, chr(int(self.chars[c - 1]))) + ch
+                    continue
+                if c + cw > w:
+                    if c < w:
+                        self.chars[c] = ord(" ")
+                        c += 1
+                    break
+                self.chars[c] = ord(ch)
+                self.clusters.pop(c, None)
+                if cw == 2:
+                    self.chars[c + 1] = WIDE_TAIL
+                    self.clusters.pop(c + 1, None)
+                c += cw
+            c1 = c
         if style_id is not None:
-            self.ids[c0 : c0 + len(text)] = style_id
+            self.ids[c0:c1] = style_id
+
+    def _cell_texts(self) -> list[str]:
+        """The text of every cell after repairs: a wide head whose tail was drawn
+        over, or a tail without its head, become a space; clusters still headed by
+        their base code point keep their marks."""
+        chars = self.chars.tolist()
+        n = len(chars)
+        out = [chr(c) for c in chars]
+        k = 0
+        while k < n:
+            c = chars[k]
+            if c == WIDE_TAIL:
+                out[k] = " "
+            elif c > 0x7F and get_character_cell_size(out[k]) == 2:
+                if k + 1 < n and chars[k + 1] == WIDE_TAIL:
+                    out[k + 1] = ""
+                    k += 2
+                    continue
+                out[k] = " "
+            k += 1
+        for k, cl in self.clusters.items():
+            if out[k] and cl[0] == out[k]:
+                out[k] = cl
+        return out
 
     def overlay(self, c0: int, c1: int, style: Style) -> None:
         """Combine ``style`` into the cells ``[c0, c1)``."""
@@ -112,6 +170,34 @@ class Cells:
         cuts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
         starts = [0] + cuts.tolist()
         ends = cuts.tolist() + [n]
-        text = self.chars.tobytes().decode("utf-32-le")
         pal = self.palette
+        if self._wide:
+            cell = self._cell_texts()
+            return [Segment("".join(cell[a:b]), pal[int(ids[a])]) for a, b in zip(starts, ends)]
+        text = self.chars.tobytes().decode("utf-32-le")
         return [Segment(text[a:b], pal[int(ids[a])]) for a, b in zip(starts, ends)]
+
+
+def crop(text: str, cells: int) -> str:
+    """``text`` cut to at most ``cells`` terminal cells (Rich's cell width), the cut
+    marked with ``…``; a wide character never straddles the edge."""
+    if cells <= 0:
+        return ""
+    if text.isascii():
+        return text if len(text) <= cells else text[: cells - 1] + "…"
+    if cell_len(text) <= cells:
+        return text
+    out, used = [], 0
+    for ch in text:
+        w = get_character_cell_size(ch)
+        if used + w > cells - 1:
+            break
+        out.append(ch)
+        used += w
+    return "".join(out) + "…"
+
+
+def pad(text: str, cells: int) -> str:
+    """``text`` cropped (``crop``) and padded with spaces to exactly ``cells`` cells."""
+    text = crop(text, cells)
+    return text + " " * (cells - cell_len(text))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from textual.app import App
 
 from gapscope.exercise import Exercise, ProgressStore, Session, Workbook
+from gapscope.tui.colour import no_colour
 from gapscope.tui.exercise_screen import ExerciseScreen
 
 __all__ = ["ExerciseApp", "make_exercise_app"]
@@ -17,6 +18,7 @@ class ExerciseApp(App):
 
     def __init__(self, session: Session) -> None:
         super().__init__()
+        no_colour(self)
         self.session = session
 
     def on_mount(self) -> None:

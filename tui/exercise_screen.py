@@ -111,6 +111,7 @@ class ExerciseScreen(Screen):
         self.card_queue: list = []
         self.order_mode = TIME
         self._navs: dict[str, GapNavigator] = {}
+        self._feedback_fresh = False
 
     # ------------------------------------------------------------- layout
     def compose(self) -> ComposeResult:
@@ -179,7 +180,12 @@ class ExerciseScreen(Screen):
         return TimelinePosition(lanes.selected_gap, lanes.cursor_ns, lanes.gap_at(lanes.cursor_ns, device))
 
     def _feedback(self, text: Text) -> None:
+        """Show ``text`` below the answer and bring it into view: on a small screen the
+        task box would otherwise keep the feedback below the fold and nothing visible
+        would change after a wrong answer (issue 18 item 9)."""
         self.query_one("#ex-feedback", Static).update(text)
+        self._feedback_fresh = True
+        self.call_after_refresh(self._fit_task_box)
 
     # ------------------------------------------------------------- task setup
     def _setup_task(self) -> None:
@@ -304,13 +310,19 @@ class ExerciseScreen(Screen):
     def _fit_task_box(self) -> None:
         """Keep the question, its how-to line and the option list in view together: the
         list gets the rows left below the question (at least 4, leaving 3 for the first
-        lines of feedback) and scrolls inside itself; the task box starts at the top."""
+        lines of feedback) and scrolls inside itself; the task box starts at the top,
+        or, right after an answer, scrolls as far as the feedback needs to be seen."""
         box = self.query_one("#ex-task-box", VerticalScroll)
         ol = self.query_one("#ex-options", OptionList)
         if self.mode == "options" and box.size.height:
             above = sum(w.outer_size.height for w in box.children[: box.children.index(ol)] if w.display)
             ol.styles.max_height = max(4, min(12, box.size.height - above - 3))
-        box.scroll_home(animate=False)
+        if self._feedback_fresh:
+            self._feedback_fresh = False
+            fb = self.query_one("#ex-feedback", Static)
+            self.call_after_refresh(lambda: box.scroll_to_widget(fb, animate=False, top=False))
+        else:
+            box.scroll_home(animate=False)
 
     def on_resize(self) -> None:
         if self.is_mounted and self.mode:

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.cells import cell_len
 from rich.text import Text
 
 from gapscope.parsers.model import Trace
+from gapscope.tui.cells import crop
 from gapscope.tui.lanes_model import sanitize
 from gapscope.tui.ruler import format_duration_ns
 
@@ -16,22 +18,30 @@ __all__ = ["trace_header", "elide_title"]
 
 
 def elide_title(title: str, max_cells: int) -> str:
-    """``title`` cut to ``max_cells`` characters: a parenthesised tail goes first
+    """``title`` cut to ``max_cells`` cells (Rich's cell width): a parenthesised tail goes first
     (``"Decode step: one token (detective, part A)"`` → ``"Decode step: one token"``),
     then words from the end, with ``…`` marking the cut."""
     title = " ".join(title.split())
-    if len(title) <= max_cells:
+    if cell_len(title) <= max_cells:
         return title
     k = title.find(" (")
     if k >= 8:
         title = title[:k]
-        if len(title) <= max_cells:
+        if cell_len(title) <= max_cells:
             return title
-    cut = title[: max(1, max_cells - 1)]
+    cut = crop(title, max(1, max_cells))[:-1]
     sp = cut.rfind(" ")
-    if sp >= max_cells // 2:
+    if sp >= len(cut) // 2 and sp > 0:
         cut = cut[:sp]
     return cut.rstrip(" :,;-") + "…"
+
+
+def _is_recorded_path(name: str) -> bool:
+    """``name`` is a file path a profiler recorded as the trace name (no blank, a
+    folder in it: Kineto's ``/tmp/tmpa5ej828u.json``), not a name given to the run
+    (a bare file name such as Lightning's ``fit-profiler-….pt.trace.json`` stays)."""
+    name = name.strip()
+    return " " not in name and ("/" in name or "\\" in name)
 
 
 def trace_header(trace: Trace, diagnosis, width: int = 80) -> Text:
@@ -39,9 +49,11 @@ def trace_header(trace: Trace, diagnosis, width: int = 80) -> Text:
     figures first so that they survive an 80-column terminal; the trace name is
     elided to what is left of ``width`` (cells), the device name comes last."""
     src = trace.source
-    name = src.trace_name or Path(src.path).name or "trace"
-    if "/" in name and " " not in name.strip():  # a path recorded as the name: its file name
-        name = Path(name.strip()).name or name
+    name = src.trace_name or ""
+    if not name.strip() or _is_recorded_path(name):
+        # Kineto records the file it wrote first (a temporary file for a .gz export:
+        # '/tmp/tmpa5ej828u.json'): the file the user opened names the trace better
+        name = Path(src.path).name or Path(name.strip()).name or "trace"
     t0, t1 = trace.extent_ns
     figures = []
     d = diagnosis
@@ -63,7 +75,7 @@ def trace_header(trace: Trace, diagnosis, width: int = 80) -> Text:
     if props and isinstance(props[0], dict) and props[0].get("name"):
         device = sanitize(str(props[0]["name"]), 30)
     rest = " │ " + " │ ".join(figures)
-    budget = max(12, min(60, width - len("gapscope ") - len(rest)))
+    budget = max(12, min(60, width - len("gapscope ") - cell_len(rest)))
     t = Text("gapscope ", style="bold")
     t.append(elide_title(sanitize(name, 200), budget))
     t.append(rest)

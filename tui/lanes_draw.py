@@ -21,18 +21,19 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from textual.strip import Strip
 
 from gapscope.analysis.types import Cause, Gaps
 from gapscope.parsers.model import Trace
-from gapscope.tui.cells import CLASS_GLYPH, CLASS_NAME, GLYPH_CODES, Cells, kernel_codes
+from gapscope.tui.cells import CLASS_GLYPH, CLASS_NAME, GLYPH_CODES, Cells, crop, kernel_codes, pad
 from gapscope.tui.lanes_model import DeviceGaps, Row, sanitize
 from gapscope.tui.ruler import format_duration_ns, ruler_ticks
 from gapscope.tui.viewmodel import GlyphClass, LaneIndex, Viewport
 
-__all__ = ["LaneView", "COMPONENT_CLASSES", "render_line", "render_ruler", "render_row"]
+__all__ = ["LaneView", "COMPONENT_CLASSES", "render_line", "render_ruler", "render_row", "row_at"]
 
 #: An event's name is drawn inside its span from this many cells on.
 _NAME_MIN_CELLS = 6
@@ -76,7 +77,8 @@ class LaneView:
     - ``viewport``: the timeline's cells (``viewport.width`` cells right of the
       labels); ``origin_ns``: absolute ns the ruler counts from (the trace start);
       ``cursor_ns``: absolute ns of the cursor (its cell is drawn in the cursor style).
-    - ``top_row``: the display row drawn at ``y == 1``; ``selected_row`` (row index),
+    - ``top_row``: the display row drawn at ``y == 1``, unless ``pinned_row`` (a gap
+      row scrolled above the view) is drawn there instead; ``selected_row`` (row index),
       ``selected_gap`` (gap index or None), ``selected_event`` (event index or None).
     - ``show_causes``: gaps in their cause colour and label (False: one neutral
       ``idle`` look).
@@ -105,13 +107,24 @@ class LaneView:
     styles: Mapping[str, Style]
     base_style: Style
     lane_index: Callable[[int], LaneIndex]
+    pinned_row: int | None = None
+
+
+def row_at(top_row: int, pinned_row: int | None, y: int) -> int:
+    """The display row drawn at line ``y`` (-1 for the ruler): ``top_row + y - 1``,
+    except that a ``pinned_row`` takes line 1 (the row it covers is scrolled on)."""
+    if y <= 0:
+        return -1
+    if pinned_row is not None and y == 1:
+        return pinned_row
+    return top_row + y - 1
 
 
 def render_line(view: LaneView, y: int) -> Strip:
     """Line ``y`` of the widget: the ruler at ``y == 0``, else display row
-    ``view.top_row + y - 1`` (blank past the last row); exactly ``view.width`` cells,
-    equal-style runs merged (``Strip.simplify``)."""
-    row_i = view.top_row + y - 1
+    ``row_at(view.top_row, view.pinned_row, y)`` (blank past the last row); exactly
+    ``view.width`` cells, equal-style runs merged (``Strip.simplify``)."""
+    row_i = row_at(view.top_row, view.pinned_row, y)
     if y == 0:
         strip = render_ruler(view)
     elif 0 <= row_i < len(view.rows):
@@ -163,12 +176,10 @@ def _label(view: LaneView, row: Row, selected: bool) -> Segment:
     text = sanitize(row.label)
     if row.kind == "lane":
         text = " " + text
-    if len(text) > g - 1:
-        text = text[: g - 2] + "…"
     style = view.styles["lanes--group" if row.kind == "group" else "lanes--label"]
     if selected:
         style = style + view.styles["lanes--selected-row"]
-    return Segment(text.ljust(g - 1) + " ", style)
+    return Segment(pad(text, g - 1) + " ", style)
 
 
 def _draw_gaps(view: LaneView, device: int, cells: Cells, *, label: bool) -> None:
@@ -308,8 +319,10 @@ def _place_name(
     drawn earlier (a parent's) that reaches into ``[c0 - 1, c_end]`` loses its cells
     from ``c0 - 1`` on (they get their box glyph back) and ends in ``…``: two names
     never run together."""
-    if len(name) > run - 1:
-        name = name[: max(0, run - 2)].rstrip() + "…"
+    if cell_len(name) > run - 1:
+        name = crop(name, max(1, run - 1))
+        if name[:-1].endswith(" "):
+            name = name[:-1].rstrip() + "…"
     lo, hi = max(0, c0 - 1), min(owner.size, c_end + 1)
     for other in np.unique(owner[lo:hi]).tolist():
         if other < 0:
@@ -323,6 +336,6 @@ def _place_name(
         kept = mine[mine < lo]
         if kept.size:
             cells.chars[kept[-1]] = ord("…")
-    n = min(len(name), owner.size - c0)
+    n = min(cell_len(name), owner.size - c0)
     cells.text(c0, name, None)
     owner[c0 : c0 + n] = j

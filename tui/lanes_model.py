@@ -3,8 +3,8 @@
 Pure (no Textual). ``build_rows`` turns ``Trace.lanes`` plus the set of collapsed
 groups into the list of display rows; ``gaps_by_device`` orders each device's gaps
 for its gap row (``gap_at``: the gap under a time); ``sanitize`` makes untrusted
-names safe to draw cell by cell (no control characters, no terminal escapes, one
-cell per character).
+names safe to draw (no control characters, no terminal escapes; printable text as
+itself; ``gapscope.tui.cells.crop`` fits it to a number of cells).
 """
 
 from __future__ import annotations
@@ -82,8 +82,9 @@ def build_rows(
     shown_lanes: set[int] | None = None,
 ) -> list[Row]:
     """Display rows: GPU groups first (by device), then CPU processes, lanes in
-    ``Lane.sort_key`` order; a collapsed group shows its header only. Each GPU
-    device group starts with an ``idle`` row when ``gap_devices`` includes it.
+    ``Lane.sort_key`` order; a collapsed group shows its header only (and a GPU
+    group its ``idle`` row). Each GPU device group starts with an ``idle`` row when
+    ``gap_devices`` includes it.
     Lanes without drawn events (metadata-only threads and processes, lanes of
     instants only) are left out, and so are groups left empty; ``shown_lanes``
     (default ``drawn_lanes(trace)``) is the set of lane indices to keep."""
@@ -111,10 +112,11 @@ def build_rows(
         is_collapsed = key in collapsed
         mark = "▸" if is_collapsed else "▾"
         rows.append(Row("group", key, f"{mark} {label}", device=device))
-        if is_collapsed:
-            continue
+        # a GPU group keeps its gap row when collapsed: the gaps are what the view is for
         if key[0] == "gpu" and gap_devices is not None and device in gap_devices:
             rows.append(Row("idle", key, "idle gaps", device=device))
+        if is_collapsed:
+            continue
         for k in members:
             ln = trace.lanes[k]
             label = (ln.label if ln.is_gpu else (ln.thread_name or ln.tid)).strip() or "(no tid)"
@@ -158,25 +160,48 @@ def gap_at(by_device: Mapping[int, DeviceGaps], t_ns: int, device: int) -> int |
     return None
 
 
-def sanitize(text: str, max_len: int | None = None) -> str:
-    """Make an untrusted name drawable one character per cell.
+def _escape(ch: str) -> str:
+    """The visible stand-in of a control or format character: ``\\x1b`` for C0, DEL
+    and C1, ``⟨U+202E⟩`` for the rest (bidi overrides, zero-width, separators,
+    surrogates, unassigned)."""
+    o = ord(ch)
+    if o < 0x20 or 0x7F <= o < 0xA0:
+        return f"\\x{o:02x}"
+    return f"⟨U+{o:04X}⟩"
 
-    Control and format characters (C0/C1, ESC, DEL, bidi overrides) become ``�``;
-    combining marks are dropped; wide (East Asian W/F) characters become ``?`` so
-    every character takes exactly one terminal cell. The text is otherwise verbatim:
-    brackets, backslashes and markup-like text stay as they are.
+
+#: Categories drawn as an escape: control, format, surrogate, unassigned, line and
+#: paragraph separators (Unicode general categories).
+_ESCAPED = frozenset(("Cc", "Cf", "Cs", "Cn", "Zl", "Zp"))
+
+
+def sanitize(text: str, max_len: int | None = None) -> str:
+    """Make an untrusted name safe and readable in a terminal.
+
+    Every printable character stays itself, with its real cell width (CJK and emoji
+    take two cells, combining accents none: Rich's ``cell_len`` measures the result);
+    control and format characters (C0, C1, DEL, bidi overrides, zero-width, U+2028/9)
+    become a visible escape (``\\x1b``, ``⟨U+202E⟩``), so no escape sequence and no
+    reordering reaches the terminal. A combining mark with nothing before it gets
+    U+25CC ``◌`` as its base. Brackets, backslashes and markup-like text stay as they
+    are: callers build ``Text`` objects, never markup. The text is composed (NFC) first,
+    so ``cafe\u0301`` draws as ``café``. ``max_len``: at most this many characters,
+    cut with ``…`` (callers that fit cells use ``gapscope.tui.cells.crop``).
     """
-    out = []
-    for ch in text:
-        cat = unicodedata.category(ch)
-        if cat in ("Cc", "Cf", "Cs", "Co", "Zl", "Zp"):
-            out.append("\ufffd")
-        elif cat in ("Mn", "Me"):
-            continue
-        elif unicodedata.east_asian_width(ch) in ("W", "F"):
-            out.append("?")
-        else:
-            out.append(ch)
-        if max_len is not None and len(out) >= max_len:
-            break
-    return "".join(out)
+    text = unicodedata.normalize("NFC", text)
+    if text.isascii() and text.isprintable():
+        out = text
+    else:
+        parts: list[str] = []
+        for ch in text:
+            cat = unicodedata.category(ch)
+            if cat in _ESCAPED:
+                parts.append(_escape(ch))
+            elif cat in ("Mn", "Me") and not parts:
+                parts.append("\u25cc" + ch)
+            else:
+                parts.append(ch)
+        out = "".join(parts)
+    if max_len is not None and len(out) > max_len:
+        out = out[: max(0, max_len - 1)] + "…"
+    return out

@@ -11,6 +11,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from gapscope.parsers.model import Trace
+from gapscope.report.fmt import warning_message
 from gapscope.tui.lanes_model import sanitize
 
 __all__ = ["WarningsScreen", "warnings_text"]
@@ -18,7 +19,8 @@ __all__ = ["WarningsScreen", "warnings_text"]
 
 def warnings_text(trace: Trace) -> Text:
     """The loader's warnings of ``trace``, one per line (``line N: message``), drawn
-    literally (control characters made visible, no markup)."""
+    literally (control characters made visible, no markup); long quoted names are
+    elided in their middle so that the finding after them shows (``warning_message``)."""
     ws = trace.warnings
     t = Text()
     t.append(f"{len(ws)} loader warning" + ("" if len(ws) == 1 else "s"), style="bold")
@@ -29,7 +31,7 @@ def warnings_text(trace: Trace) -> Text:
         t.append(f"{where:>12}  ", style="bold")
         if w.field:
             t.append(f"[{sanitize(str(w.field), 40)}] ")
-        t.append(sanitize(str(w.message), 400) + "\n")
+        t.append(sanitize(warning_message(str(w.message)), 400) + "\n")
     return t
 
 

@@ -13,6 +13,8 @@ Pure: numpy only, no Textual.
 
 from __future__ import annotations
 
+import unicodedata
+
 import numpy as np
 
 from gapscope.analysis.types import Cause, Gaps
@@ -52,6 +54,13 @@ class GapNavigator:
 
     def __len__(self) -> int:
         return len(self.gaps)
+
+    def class_place(self, gap: int, mode: str) -> tuple[int, int]:
+        """(k, m): ``gap`` is the k-th (from 1) of the m gaps of its cause class in
+        ``mode`` order. One ``searchsorted``."""
+        positions = self._pos_by_cause[(mode, int(self.gaps.cause[gap]))]
+        k = int(np.searchsorted(positions, int(self._rank[mode][gap]), side="left"))
+        return k + 1, int(positions.size)
 
     def order(self, mode: str) -> np.ndarray:
         return self.time_order if mode == TIME else self.size_order
@@ -100,8 +109,14 @@ class GapNavigator:
         return int(order[positions[k]]) if k >= 0 else None
 
 
+def _fold(text: str) -> str:
+    """Text for matching: composed (NFC, so ``cafe\u0301`` matches ``café``) and
+    case-folded."""
+    return unicodedata.normalize("NFC", text).casefold()
+
+
 class NameSearch:
-    """Events whose name contains ``query`` (case-insensitive, literal text).
+    """Events whose name contains ``query`` (case-insensitive, composed form, literal text).
 
     Builds the match list once per query: a scan of the interned names (one per
     distinct name) and one vectorised ``np.isin`` over ``name_id``; next/previous
@@ -112,8 +127,8 @@ class NameSearch:
     def __init__(self, trace: Trace, query: str) -> None:
         self.trace = trace
         self.query = query
-        q = query.casefold()
-        ids = trace.name_ids_matching(lambda s: q in s.casefold()) if q else np.zeros(0, np.int32)
+        q = _fold(query)
+        ids = trace.name_ids_matching(lambda s: q in _fold(s)) if q else np.zeros(0, np.int32)
         idx = np.flatnonzero(np.isin(trace.name_id, ids)) if ids.size else np.zeros(0, np.int64)
         starts = trace.start_ns[idx]
         o = np.lexsort((idx, starts))

@@ -83,24 +83,15 @@ class TraceScreen(Screen):
         self.lanes.focus()
         self._update_side()
         nw = len(self.trace.warnings)
-        if nw:
-            first = sanitize(str(self.trace.warnings[0]), 200)
-            if len(first) > 64:
-                first = first[:63] + "…"
-            more = f" (+{nw - 1} more)" if nw > 1 else ""
-            self.notify(
-                f"{first}{more}\nw lists them",
-                title=f"{nw} loader warning" + ("" if nw == 1 else "s"),
-                severity="warning",
-                timeout=8,
-                markup=False,
-            )
+        if nw and not self.message:
+            # In the status line, not a toast: a toast would sit over the first card
+            # for seconds, just when the user reads it; the header keeps the count.
+            what = f"{nw} loader warning" + ("" if nw == 1 else "s")
+            self._say(f"⚠ {what}: w lists them")
 
     def on_resize(self, event) -> None:
         narrow = self.size.width < NARROW_WIDTH
         self.set_class(narrow, "-narrow")
-        footer = self.query_one(Footer)
-        footer.show_command_palette = not narrow  # ctrl+p stays listed in the help
         self._sync_panel_mode()
         self.query_one("#header", Static).update(self.header_text(self.size.width))
 
@@ -203,6 +194,15 @@ class TraceScreen(Screen):
             return
         lanes = self.lanes
         current = lanes.selected_gap
+        if (
+            cause is not None
+            and self.order_mode == SIZE
+            and (current is None or int(self.nav.gaps.cause[current]) != int(cause))
+        ):
+            # Largest first, a class key starts at that class's largest gap (its
+            # smallest going back): continuing from the current gap's place in the
+            # order would skip every larger gap of the class.
+            current = None
         g = self.nav.step(current, direction, self.order_mode, cause, from_ns=lanes.cursor_ns)
         wrapped = False
         if g is None and cause is not None:
@@ -225,9 +225,15 @@ class TraceScreen(Screen):
                 self._say(f"no {'next' if direction > 0 else 'previous'} {what}gap ({self.order_mode} order)")
             return
         self.message = ""
-        if wrapped and cause is not None:
-            where = "first" if direction > 0 else "last"
-            self.message = f"wrapped to the {where} {cause.label} gap ({self.order_mode} order)"
+        if cause is not None:
+            # say which order applies: the k-th of the class, largest first or in time
+            k, m = self.nav.class_place(g, self.order_mode)
+            order = "largest first" if self.order_mode == SIZE else "in time"
+            if wrapped:
+                where = "first" if direction > 0 else "last"
+                self.message = f"wrapped to the {where} {cause.label} gap ({k} of {m}, {order})"
+            else:
+                self.message = f"{cause.label} gap {k} of {m}, {order}"
         if self.order_mode == SIZE:
             self.done.add(3)
         lanes.select_gap(g)

@@ -15,6 +15,8 @@ painter as a ``gapscope.tui.lanes_draw.LaneView``. Navigation lives in
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from rich.style import Style
 from textual import events
@@ -26,7 +28,7 @@ from textual.widget import Widget
 
 from gapscope.analysis.types import Gaps
 from gapscope.parsers.model import Trace
-from gapscope.tui.lanes_draw import COMPONENT_CLASSES, LaneView, render_line
+from gapscope.tui.lanes_draw import COMPONENT_CLASSES, LaneView, render_line, row_at
 from gapscope.tui.lanes_model import (
     Row,
     build_rows,
@@ -117,6 +119,13 @@ class Swimlanes(Widget, can_focus=True):
         self._gap_devices = gap_devices
         self._shown_lanes = drawn_lanes(trace)
         self.rows: list[Row] = build_rows(trace, self._collapsed, gap_devices, self._shown_lanes)
+        #: the rows before folding, and the GPU lanes folded away (``_refold``)
+        self._full_rows: list[Row] = self.rows
+        #: (row index, row) of the gap rows (``pinned_row``)
+        self._idle_rows = [(i, r) for i, r in enumerate(self.rows) if r.kind == "idle"]
+        #: lane indices of the GPU lane rows of ``_full_rows``, in display order
+        self._gpu_rows = [r.lane for r in self.rows if r.kind == "lane" and trace.lanes[r.lane].is_gpu]
+        self._folded: frozenset[int] | None = frozenset()
         t0, t1 = trace.extent_ns
         self.origin_ns = int(t0)
         self.viewport = Viewport.fit(t0, t1, 80, margin=0.01)
@@ -191,17 +200,56 @@ class Swimlanes(Widget, can_focus=True):
                 # view centred on it still shows it)
                 self.viewport = self.viewport.centred_on(self.cursor_ns).clamped(t0, t1)
         self._update_count += 1
+        self._refold()
         self._keep_row_visible()
         self.refresh()
         self.post_message(self.Changed(self))
 
     def _keep_row_visible(self) -> None:
+        """Scroll so that the selected row shows, and, while a gap is selected, the
+        lane of its launch call too when both fit (the card talks about that thread)."""
         n = self.visible_rows
         if self.selected_row < self.top_row:
             self.top_row = self.selected_row
         elif self.selected_row >= self.top_row + n:
             self.top_row = self.selected_row - n + 1
+        launch_row = self._launch_row()
+        if launch_row is not None and abs(launch_row - self.selected_row) < n:
+            lo, hi = min(launch_row, self.selected_row), max(launch_row, self.selected_row)
+            if lo < self.top_row:
+                self.top_row = lo
+            elif hi >= self.top_row + n:
+                self.top_row = hi - n + 1
         self.top_row = max(0, min(self.top_row, max(0, len(self.rows) - n)))
+        pinned = self.pinned_row()
+        if pinned is not None and self.selected_row == self.top_row and self.selected_row != pinned:
+            self.top_row -= 1  # the pinned gap row covers line 1: show the selected row below it
+
+    def pinned_row(self) -> int | None:
+        """The gap row kept under the ruler while the lanes are scrolled past it: that
+        of the selected gap's device, else of the selected row's GPU group, else the
+        first; None when it is in view anyway (issue 18: ``j`` scrolled it away)."""
+        idle = self._idle_rows
+        if not idle:
+            return None
+        dev = None
+        if self.selected_gap is not None and self.gaps is not None:
+            dev = int(self.gaps.device[self.selected_gap])
+        elif self.rows and self.selected_row < len(self.rows) and self.rows[self.selected_row].device >= 0:
+            dev = self.rows[self.selected_row].device
+        i = next((i for i, r in idle if r.device == dev), idle[0][0])
+        return i if self.top_row > i else None
+
+    def _launch_row(self) -> int | None:
+        """The display row of the selected gap's launch lane (None: no gap, no launch,
+        or its group collapsed)."""
+        g = self.gaps
+        if self.selected_gap is None or g is None:
+            return None
+        lane = int(g.launch_lane[self.selected_gap])
+        if lane < 0:
+            return None
+        return next((i for i, r in enumerate(self.rows) if r.kind == "lane" and r.lane == lane), None)
 
     def on_mount(self) -> None:
         self.call_after_refresh(self._start_warming)
@@ -231,6 +279,7 @@ class Swimlanes(Widget, can_focus=True):
     def on_resize(self, event: events.Resize) -> None:
         self._frame_width = event.size.width
         self._sync_width()
+        self._refold()
         self._keep_row_visible()
         self._update_count += 1
 
@@ -381,8 +430,81 @@ class Swimlanes(Widget, can_focus=True):
         self._changed()
 
     def _rebuild_rows(self) -> None:
-        self.rows = build_rows(self.trace, self._collapsed, self._gap_devices, self._shown_lanes)
-        self.selected_row = min(self.selected_row, max(0, len(self.rows) - 1))
+        """The rows of the collapsed groups (``build_rows``, once per collapse), then
+        folded (``_refold``)."""
+        self._full_rows = build_rows(self.trace, self._collapsed, self._gap_devices, self._shown_lanes)
+        self._gpu_rows = [r.lane for r in self._full_rows if r.kind == "lane" and self.trace.lanes[r.lane].is_gpu]
+        self._folded = None
+        self._refold()
+
+    def _refold(self) -> None:
+        """When the rows do not all fit, leave out the GPU streams that have nothing in
+        view (``_quiet_streams``): with 13 streams at 80x24 the CPU lanes, where a
+        gap's launch is, would be off screen. The group header counts what it folded
+        (``GPU 0 +9 folded``); the selected row stays the same row. Rows are rebuilt
+        only when the folded set changes (O(GPU lanes) per view change otherwise)."""
+        full = self._full_rows
+        fold = self._quiet_streams() if len(full) > self.visible_rows and self.size.height else frozenset()
+        if fold == self._folded:
+            return
+        old = self.rows[self.selected_row] if self.rows and self.selected_row < len(self.rows) else None
+        self._folded = fold
+        rows = full
+        if fold:
+            per_dev: dict[int, int] = {}
+            for k in fold:
+                per_dev[self.trace.lanes[k].device] = per_dev.get(self.trace.lanes[k].device, 0) + 1
+            rows = [
+                dataclasses.replace(
+                    r, label=r.label.replace(f"GPU {r.device}", f"GPU {r.device} +{per_dev[r.device]} folded", 1)
+                )
+                if r.kind == "group" and r.group[0] == "gpu" and per_dev.get(r.device)
+                else r
+                for r in full
+                if r.lane not in fold
+            ]
+        self.rows = rows
+        self._idle_rows = [(i, r) for i, r in enumerate(rows) if r.kind == "idle"]
+        keep = None
+        if old is not None:
+            keep = next(
+                (i for i, r in enumerate(rows) if (r.kind, r.group, r.lane) == (old.kind, old.group, old.lane)), None
+            )
+            if keep is None and old.kind == "lane":  # its stream folded: its group's gap row
+                keep = next((i for i, r in enumerate(rows) if r.group == old.group and r.kind == "idle"), None)
+        self.selected_row = keep if keep is not None else min(self.selected_row, max(0, len(self.rows) - 1))
+        self.invalidate()
+
+    def _quiet_streams(self) -> frozenset[int]:
+        """GPU lanes to fold: those shown with no event overlapping the viewport (one
+        ``searchsorted`` per GPU lane on its starts and the running maximum of its
+        ends); when the rows still do not fit and a gap is selected, as many more
+        streams as it takes (the last shown first) but those of the ops around it, so
+        that its launch lane can show. The streams of the selected gap's ops and of the
+        selected event always stay."""
+        a, b = self.viewport.start_ns, self.viewport.end_ns
+        keep = set()
+        g = self.gaps
+        if self.selected_gap is not None and g is not None:
+            for op in (int(g.prev_op[self.selected_gap]), int(g.next_op[self.selected_gap])):
+                if op >= 0:
+                    keep.add(int(self.trace.lane[op]))
+        if self.selected_event is not None:
+            keep.add(int(self.trace.lane[self.selected_event]))
+        gpu_rows = self._gpu_rows
+        out = set()
+        for lane in gpu_rows:
+            if lane in keep:
+                continue
+            li = self.lane_index(lane)
+            k = int(np.searchsorted(li.start, b, side="left"))
+            if not (k > 0 and int(li.pmax_end[k - 1]) > a):
+                out.add(lane)
+        excess = len(self._full_rows) - len(out) - self.visible_rows
+        if keep and excess > 0:
+            more = [lane for lane in gpu_rows if lane not in keep and lane not in out]
+            out |= set(more[::-1][:excess])
+        return frozenset(out)
 
     # ------------------------------------------------------------ queries
     def current_row(self) -> Row | None:
@@ -423,6 +545,7 @@ class Swimlanes(Widget, can_focus=True):
             origin_ns=self.origin_ns,
             cursor_ns=self.cursor_ns,
             top_row=self.top_row,
+            pinned_row=self.pinned_row(),
             selected_row=self.selected_row,
             selected_gap=self.selected_gap,
             selected_event=self.selected_event,
@@ -461,7 +584,7 @@ class Swimlanes(Widget, can_focus=True):
         width = self._frame_width or self.size.width
         vp = self.viewport
         cursor_cell = vp.cell_of(self.cursor_ns)
-        row_i = self.top_row + y - 1 if y > 0 else -1
+        row_i = row_at(self.top_row, self.pinned_row(), y)
         key = (
             y,
             row_i,
@@ -504,7 +627,7 @@ class Swimlanes(Widget, can_focus=True):
         self._changed()
 
     def on_click(self, event: events.Click) -> None:
-        row = self.top_row + event.y - 1
+        row = row_at(self.top_row, self.pinned_row(), event.y)
         if 0 <= row < len(self.rows):
             self.selected_row = row
         if event.x >= self.label_width:

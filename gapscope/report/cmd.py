@@ -80,7 +80,7 @@ def run(argv: list[str], stdout: IO[str] | None = None) -> int:
     elif args.markdown:
         from gapscope.report.markdown import render_markdown
 
-        out.write(render_markdown(doc))
+        out.write(render_markdown(doc, top=args.top))
     else:
         from gapscope.report.text import render_text
 

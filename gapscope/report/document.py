@@ -297,7 +297,11 @@ def _groups(diag, card_limit: int = GROUP_CARD_LIMIT) -> list[dict]:
 
 
 def _episode(e, origin_ns: int) -> dict:
+    """One picket-fence episode; ``median_launch_ns`` null when the analysis has no
+    launch for it (its ``-1`` sentinel), as the schema says."""
     d = jsonable(e)
+    if d.get("median_launch_ns") is not None and d["median_launch_ns"] < 0:
+        d["median_launch_ns"] = None
     d["start_rel_ns"] = int(e.start_ns) - origin_ns
     d["dur_ns"] = int(e.end_ns) - int(e.start_ns)
     return d

@@ -28,6 +28,9 @@ __all__ = [
     "kind_counts_text",
     "fmt_rate",
     "more_groups_line",
+    "more_gaps_line",
+    "more_episodes_line",
+    "warning_message",
 ]
 
 
@@ -217,6 +220,28 @@ def safe_name(name: str, max_len: int | None = None) -> str:
     return out
 
 
+#: A quoted name in a loader message (Python ``repr``, single or double quotes).
+_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'" + r'|"(?:[^"\\]|\\.)*"')
+
+
+def warning_message(message: str, name_len: int = 60) -> str:
+    """A loader warning as a reader takes it in: each quoted name longer than
+    ``name_len`` characters elided in its middle (its head and tail stay: ``'void
+    at::native::reduce_kernel<512, 1, …unsigned int, long, 4>)'``), so that the finding
+    (``overlaps … by 2 µs; both kept``) is not cut off behind a kernel's template name.
+    Not made safe: callers still pass the result through ``safe_name`` or ``sanitize``."""
+
+    def elide(m: re.Match) -> str:
+        q = m.group(0)
+        if len(q) <= name_len:
+            return q
+        head = (name_len * 2) // 3
+        tail = name_len - head - 1
+        return q[:head] + "…" + q[-tail:]
+
+    return _QUOTED.sub(elide, message)
+
+
 def _escape_chars(s: str) -> str:
     parts = []
     for ch in s:
@@ -266,6 +291,28 @@ def fmt_rate(per_s: float | None) -> str:
     if per_s is None:
         return "-"
     return f"{per_s:,.0f}" if abs(per_s) >= 100 else f"{per_s:,.2f}"
+
+
+def more_gaps_line(doc: dict) -> str | None:
+    """The line after the largest gaps for those a report leaves out, e.g. ``… and
+    5,329 more gaps: 25.1 ms of idle (61.0% of gap idle)``; None when every gap is
+    listed (``--json`` lists no more: ``top_gaps`` is limited too)."""
+    shown = doc.get("top_gaps") or []
+    left = int(doc.get("gap_count") or 0) - len(shown)
+    if left <= 0:
+        return None
+    total = int(doc.get("idle_in_gaps_ns") or 0)
+    idle = max(0, total - sum(int(g.get("dur_ns") or 0) for g in shown))
+    share = f" ({fmt_share(idle, total)} of gap idle)" if total else ""
+    return f"… and {left:,} more gap{'s' if left != 1 else ''}: {fmt_dur(idle)} of idle{share}"
+
+
+def more_episodes_line(rest: list[dict], shown: int) -> str:
+    """The line for the picket-fence episodes a report leaves out, e.g. ``… and 30 more
+    episodes: 4.2 ms of idle (all in --json)``."""
+    idle = sum(int(e.get("idle_ns") or 0) for e in rest)
+    head = f"… and {len(rest):,} more" if shown else f"{len(rest):,}"
+    return f"{head} episode{'s' if len(rest) != 1 else ''}: {fmt_dur(idle)} of idle (all in --json)"
 
 
 def more_groups_line(rest: list[dict], idle_in_gaps_ns: int | None, shown: int = 1) -> str:

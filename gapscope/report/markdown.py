@@ -7,6 +7,8 @@ literal), with ``|`` escaped inside tables and control characters made visible b
 
 from __future__ import annotations
 
+import re
+
 from gapscope.report.document import lone_gaps, trust_lines
 from gapscope.report.fmt import (
     GROUP_CARDS,
@@ -18,12 +20,15 @@ from gapscope.report.fmt import (
     fmt_rate,
     fmt_share,
     kind_counts_text,
+    more_episodes_line,
+    more_gaps_line,
     more_groups_line,
     offset_unit_for,
     rank_text,
     rate_key,
     safe_name,
     unit_for,
+    warning_message,
     what_if_label,
 )
 
@@ -48,11 +53,27 @@ def md_code(s: object, max_len: int | None = 80, in_table: bool = True) -> str:
 _MD_SPECIAL = set("\\`*_[]<>|~")
 
 
+#: A name the analysis quoted in backticks inside a sentence (``thread `main```).
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+
+
 def md_text(s: object) -> str:
     """Prose with untrusted names in it (a card's sentences) as Markdown text that
-    renders character for character: control characters made visible, and every
-    character Markdown could read as syntax (``\\ ` * _ [ ] < > | ~``) escaped."""
+    renders character for character: control characters made visible, every character
+    Markdown could read as syntax (``\\ ` * _ [ ] < > | ~``) escaped, and each name the
+    sentence quotes in backticks set as a code span (``md_code``: a fence longer than
+    any backtick run inside), so it shows as code rather than as escaped backticks."""
     text = safe_name("" if s is None else str(s))
+    out, at = [], 0
+    for m in _CODE_SPAN.finditer(text):
+        out.append(_md_escape(text[at : m.start()]))
+        out.append(md_code(m.group(1), None, in_table=False))
+        at = m.end()
+    out.append(_md_escape(text[at:]))
+    return "".join(out)
+
+
+def _md_escape(text: str) -> str:
     return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in text)
 
 
@@ -66,8 +87,10 @@ def _table(header, rows) -> list[str]:
     return out
 
 
-def render_markdown(doc: dict) -> str:
-    """The report of ``doc`` as one Markdown string (ends with a newline)."""
+def render_markdown(doc: dict, top: int = 10) -> str:
+    """The report of ``doc`` as one Markdown string (ends with a newline); ``top``
+    (``--top``): how many entries each list shows (the largest gaps are already
+    limited in ``doc``), the rest counted with their idle."""
     src, span = doc["source"], doc["span"]
     out = [f"# gapscope report: {md_code(src['path'], None, False)}", ""]
     fmt = src["format"] + (
@@ -116,12 +139,12 @@ def render_markdown(doc: dict) -> str:
     else:
         out.append("No GPU kernels in this trace.")
     if doc.get("diagnosis_available") and devs:
-        out += _diagnosis(doc)
+        out += _diagnosis(doc, max(0, int(top)))
     warns = doc["warnings"]
     out += ["", f"## Warnings ({len(warns)})", ""]
     for w in warns[:20]:
         where = f"line {w['line']}: " if w.get("line") is not None else ""
-        out.append(f"- {where}{md_code(w['message'], 200, False)}")
+        out.append(f"- {where}{md_code(warning_message(w['message']), 200, False)}")
     if len(warns) > 20:
         out.append(f"- ... and {len(warns) - 20} more")
     return "\n".join(out) + "\n"
@@ -138,6 +161,12 @@ def _lane_process(ln: dict) -> str:
     return md_code(pname, 40) or "-"
 
 
+def _launch(e: dict) -> str:
+    """An episode's median launch, ``-`` when the trace has no launch for it."""
+    ns = e.get("median_launch_ns")
+    return "-" if ns is None or ns < 0 else fmt_dur(ns)
+
+
 def _card_lines(card: dict) -> list[str]:
     cause = card.get("cause") or "-"
     if card.get("secondary"):
@@ -152,7 +181,7 @@ def _card_lines(card: dict) -> list[str]:
     ]
 
 
-def _diagnosis(doc: dict) -> list[str]:
+def _diagnosis(doc: dict, top: int) -> list[str]:
     out = []
     totals = doc["class_totals_ns"]
     total = sum(totals.values())
@@ -188,10 +217,13 @@ def _diagnosis(doc: dict) -> list[str]:
                 for k in (f"#{g['index']}",)
             ],
         )
+        more = more_gaps_line(doc)
+        if more:
+            out += ["", md_text(more)]
     else:
         out.append("No idle gaps.")
     groups = doc["groups"]
-    for grp in groups[:GROUP_CARDS]:
+    for grp in groups[: min(GROUP_CARDS, top)]:
         out += [
             "",
             f"### G{grp.get('id')} {md_code(grp.get('label'), 80, False)}: recurs in {grp.get('steps_with_gap')} of "
@@ -200,11 +232,11 @@ def _diagnosis(doc: dict) -> list[str]:
         ]
         if grp.get("card"):
             out += _card_lines(grp["card"])
-    rest = groups[GROUP_CARDS:]
-    if rest:
-        # A ticket or a chat message needs the few largest cards, not hundreds.
-        shown = rest[:MD_GROUP_ROWS]
-        out += ["", f"{len(rest)} more recurring group{'s' if len(rest) != 1 else ''} (cards in `--json`):", ""]
+    # --top limits every list (a ticket needs the few largest, not hundreds); what is
+    # left out is counted with its idle.
+    shown = groups[GROUP_CARDS : max(GROUP_CARDS, min(top, GROUP_CARDS + MD_GROUP_ROWS))]
+    if shown:
+        out += ["", f"The next {len(shown)} recurring group{'s' if len(shown) != 1 else ''} (cards in `--json`):", ""]
         out += _table(
             ["group", "recurs", "median", "total", "cause"],
             [
@@ -218,14 +250,19 @@ def _diagnosis(doc: dict) -> list[str]:
                 for grp in shown
             ],
         )
-        if len(rest) > len(shown):
-            out += ["", md_text(more_groups_line(rest[len(shown) :], doc.get("idle_in_gaps_ns")))]
+    rest = groups[min(GROUP_CARDS, top) + len(shown) :]
+    if rest:
+        out += [
+            "",
+            md_text(more_groups_line(rest, doc.get("idle_in_gaps_ns"), shown=min(GROUP_CARDS, top) + len(shown))),
+        ]
     lone = lone_gaps(doc)
     for k, g in lone:
         out += ["", f"### Gap #{k}: {fmt_dur(g['dur_ns'])} at {fmt_at(g['start_rel_ns'])}", ""]
         out += _card_lines(g["card"])
-    if doc["episodes"]:
-        out += ["", f"## Picket-fence episodes ({len(doc['episodes'])})", ""]
+    eps = doc["episodes"]
+    if eps:
+        out += ["", f"## Picket-fence episodes ({len(eps)})", ""]
         out += _table(
             ["GPU", "start", "kernels", "median kernel", "median launch", "idle"],
             [
@@ -234,12 +271,14 @@ def _diagnosis(doc: dict) -> list[str]:
                     fmt_at(e["start_rel_ns"]),
                     e.get("kernel_count"),
                     fmt_dur(e.get("median_kernel_ns", 0)),
-                    fmt_dur(e.get("median_launch_ns", 0)),
+                    _launch(e),
                     fmt_dur(e.get("idle_ns", 0)),
                 ]
-                for e in doc["episodes"]
+                for e in eps[:top]
             ],
         )
+        if len(eps) > top:
+            out += ["", md_text(more_episodes_line(eps[top:], shown=top))]
     budget, steps = doc.get("budget"), doc.get("steps")
     if budget and steps:
         out += [

@@ -21,9 +21,12 @@ from gapscope.report.fmt import (
     fmt_dur,
     fmt_share,
     kind_counts_text,
+    more_episodes_line,
+    more_gaps_line,
     offset_unit_for,
     rank_text,
     unit_for,
+    warning_message,
 )
 from gapscope.report.panels import budget_section, groups_section, lone_cards_section
 from gapscope.report.rich_text import CAUSE_STYLE, cause_text, heading, make_console, name_text, safe_text
@@ -40,8 +43,9 @@ NAME_COLS_MIN = 20
 
 def render_text(doc: dict, console: Console, top: int = 10) -> None:
     """Print the whole report of ``doc`` on ``console`` (sections in a fixed order);
-    ``top``: how many recurring groups to list (``--top``; the largest gaps are already
-    limited in ``doc``)."""
+    ``top``: how many entries each list shows (``--top``: recurring groups, picket-fence
+    episodes; the largest gaps are already limited in ``doc``), the rest counted with
+    their idle."""
     _header(doc, console)
     _lanes(doc, console)
     _devices(doc, console)
@@ -53,7 +57,7 @@ def render_text(doc: dict, console: Console, top: int = 10) -> None:
         _top_gaps(doc, console)
         groups_section(doc, console, top)
         lone_cards_section(doc, console)
-        _episodes(doc, console)
+        _episodes(doc, console, top)
         budget_section(doc, console)
     _warnings(doc, console)
 
@@ -227,6 +231,9 @@ def _top_gaps(doc: dict, console: Console) -> None:
         ]
         tbl.add_row(*row, *cells)
     console.print(tbl)
+    more = more_gaps_line(doc)
+    if more:
+        console.print(Text(more, style="dim"))
     console.print(Text("start: from the trace start; after/before: the GPU ops around the gap", style="dim"))
 
 
@@ -239,7 +246,8 @@ def _group_tag(g: dict) -> str:
     return "-"
 
 
-def _episodes(doc: dict, console: Console) -> None:
+def _episodes(doc: dict, console: Console, top: int = 10) -> None:
+    """Picket-fence episodes, the first ``top`` (``--top``), then one line for the rest."""
     eps = doc["episodes"]
     if not eps:
         return
@@ -247,7 +255,8 @@ def _episodes(doc: dict, console: Console) -> None:
     tbl = Table(box=None, pad_edge=False, show_edge=False)
     for name in ("", "GPU", "start", "length", "kernels", "median kernel", "median launch", "idle"):
         tbl.add_column(name, justify="right")
-    for n, e in enumerate(eps):
+    top = max(0, int(top))
+    for n, e in enumerate(eps[:top]):
         launch = e.get("median_launch_ns", -1)
         tbl.add_row(
             f"E{n}",
@@ -260,6 +269,8 @@ def _episodes(doc: dict, console: Console) -> None:
             fmt_dur(e.get("idle_ns", 0)),
         )
     console.print(tbl)
+    if len(eps) > top:
+        console.print(Text(more_episodes_line(eps[top:], shown=top), style="dim"))
 
 
 def _warnings(doc: dict, console: Console) -> None:
@@ -271,6 +282,6 @@ def _warnings(doc: dict, console: Console) -> None:
     for w in warns[:MAX_WARNINGS]:
         where = f"line {w['line']}: " if w.get("line") is not None else ""
         field = f"[{w['field']}] " if w.get("field") else ""
-        console.print(Text.assemble(where, safe_text(field), safe_text(w["message"])))
+        console.print(Text.assemble(where, safe_text(field), safe_text(warning_message(w["message"]))))
     if len(warns) > MAX_WARNINGS:
         console.print(Text(f"... and {len(warns) - MAX_WARNINGS} more (all in --json)"))

@@ -7,9 +7,11 @@ In short:
   ``[== name 4 ms ==]``, picket fences ``k k k``, and phrases (text runs separated by two
   or more spaces). Other non-comment lines annotate the lane row above (``^`` optional).
 - Scale: the median of (label duration / drawn width) over labelled spans, in ns per
-  column; ``DEFAULT_SCALE_NS`` when no span carries a duration. A label that is more than
-  50% longer than its drawn width at that scale (or 50% shorter while the span is drawn
-  wider than its text needs) is an error.
+  column; ``DEFAULT_SCALE_NS`` when no span carries a duration. Labels are the truth, the
+  drawing gives order and overlap: a label more than 50% longer than its drawn width at
+  that scale (or 50% shorter while the span is drawn wider than its text needs) is laid
+  out by its label all the same, with one warning naming the span; only labels that
+  cannot all hold at once are an error.
 - Time: span edges of all rows are knots; knots of different rows within
   ``SNAP_COLUMNS`` merge. Labelled spans fix the time of the columns they cover; other
   columns take the scale. The leftmost knot is time 0.
@@ -53,7 +55,7 @@ __all__ = ["load_art", "DEFAULT_SCALE_NS", "SNAP_COLUMNS", "MAX_SCALE_ERROR", "L
 DEFAULT_SCALE_NS = 10_000
 #: Span edges of different rows this close (in columns) are the same instant.
 SNAP_COLUMNS = 2
-#: A label may differ from its drawn width × scale by this fraction.
+#: A label may differ from its drawn width × scale by this fraction without a warning.
 MAX_SCALE_ERROR = 0.5
 #: Columns of decoration (fill, spaces, brackets) a span may need beyond its label text.
 LABEL_PAD_COLUMNS = 12
@@ -198,32 +200,41 @@ def _read_rows(lines: list[str], path: str) -> list[Row]:
     return rows
 
 
-def _fit_scale(items: list[Item], path: str) -> int:
-    """ns per column: the median of duration / width over labelled spans drawn wider
-    than their text needs (text + ``LABEL_PAD_COLUMNS``), or over all labelled spans
-    when every one is that narrow. Raises ``TraceFormatError`` for a label more than
-    50% longer than width × scale, or more than 50% shorter when the span is wider
-    than its text needs (a narrow span may be short: its text sets its width)."""
+def _fit_scale(items: list[Item]) -> tuple[int, list[tuple[Item, int, int]]]:
+    """(ns per column, the spans drawn off scale). The scale is the median of duration /
+    width over labelled spans drawn wider than their text needs (text +
+    ``LABEL_PAD_COLUMNS``), or over all labelled spans when every one is that narrow.
+    Off scale, as (span, its width × scale in ns, width): a label more than 50% longer
+    than width × scale, or more than 50% shorter when the span is wider than its text
+    needs (a narrow span may be short: its text sets its width). Such a span is not an
+    error: sketches in chats and slides are drawn without a ruler, so its label holds
+    (``_layout``) and the caller warns."""
     labelled = [(it, it.dur_ns) for it in items if it.kind == "span" and it.dur_ns is not None]
     if not labelled:
-        return DEFAULT_SCALE_NS
+        return DEFAULT_SCALE_NS, []
     bound = {id(it) for it, _ in labelled if it.col1 - it.col0 <= it.label_len + LABEL_PAD_COLUMNS}
     free = [(it, dur) for it, dur in labelled if id(it) not in bound] or labelled
     scale = statistics.median(Fraction(dur, it.col1 - it.col0) for it, dur in free)
+    off = []
     for it, dur in labelled:
         width = it.col1 - it.col0
         expected = width * scale
         if dur > (1 + MAX_SCALE_ERROR) * expected or (dur < (1 - MAX_SCALE_ERROR) * expected and id(it) not in bound):
-            raise error_at(
-                path,
-                f"span {clip(it.name)!r} is labelled {_fmt(dur)} but drawn {width} columns wide, "
-                f"{_fmt(round(expected))} at the fitted scale of {_fmt(round(scale))} per column: "
-                f"more than {MAX_SCALE_ERROR:.0%} apart",
-                it.line,
-                it.col0,
-                "redraw the span to scale, or fix its label",
-            )
-    return max(1, round(scale))
+            off.append((it, round(expected), width))
+    return max(1, round(scale)), off
+
+
+def _off_scale_warning(b, off: list[tuple[Item, int, int]], scale: int) -> None:
+    """One warning for the spans drawn off scale, naming the first (line of the first)."""
+    it, expected, width = off[0]
+    assert it.dur_ns is not None  # only labelled spans are checked against the scale
+    more = f"; {len(off) - 1} more span{'s' if len(off) > 2 else ''} off scale too" if len(off) > 1 else ""
+    b.warn(
+        it.line,
+        "scale",
+        f"column {it.col0 + 1}: span {clip(it.name)!r} is labelled {_fmt(it.dur_ns)} but drawn {width} columns wide "
+        f"({_fmt(expected)} at the fitted scale of {_fmt(scale)} per column); laid out by its label{more}",
+    )
 
 
 def _fmt(ns: int) -> str:
@@ -237,8 +248,7 @@ def load_art(lines: list[str], path: str = "") -> Trace:
     """Build a ``Trace`` (``source.format == "ascii-art"``) from lane-art lines.
 
     Raises ``TraceFormatError`` with line and column for: unbalanced brackets, an
-    unknown unit in a label, a label contradicting the fitted scale by more than 50%,
-    labels contradicting each other, an annotation before any lane row, a repeated
+    unknown unit in a label, labels contradicting each other (they cannot all hold), an annotation before any lane row, a repeated
     lane row, a fence annotation without usable numbers, rows with nothing drawn.
     """
     rows = _read_rows(lines, path)
@@ -246,8 +256,10 @@ def load_art(lines: list[str], path: str = "") -> Trace:
     if not items:
         raise error_at(path, "lane art with nothing drawn (no spans, fences or events)", rows[0].line if rows else 1, 0)
     b = new_builder(lines, path, "ascii-art")
-    scale = _fit_scale(items, path)
+    scale, off_scale = _fit_scale(items)
     b.source.extra["scale_ns_per_column"] = scale
+    if off_scale:
+        _off_scale_warning(b, off_scale, scale)
     notes = [f"{r.label}: {t}" for r in rows for _, _, t, _ in r.notes]
     fences = [it for it in items if it.kind == "fence"]
     gpu_copies = sorted(

@@ -27,6 +27,7 @@ from gapscope.analysis.card_text import (
     trust_note,
     why_sentence,
 )
+from gapscope.analysis.evidence_kinds import GRAPH_LAUNCH_RE
 from gapscope.analysis.steps import RECUR_FACTOR
 from gapscope.analysis.types import Card, Cause, Evidence, WaitKind
 
@@ -51,6 +52,10 @@ def _card(
         smell = "picket fence"
     elif primary == Cause.LAUNCH and slow_launch(diag, evidence, rows):
         smell = "slow launch call"
+    elif primary == Cause.LAUNCH and any(
+        e.cause == Cause.LAUNCH and e.event >= 0 and GRAPH_LAUNCH_RE.search(e.name) for e in evidence
+    ):
+        smell = "graph launch (the fixed cost per step)"
     elif primary == Cause.DEPENDENCY and g.wait_kind is not None and g.wait_kind[rows[0]] >= 0:
         smell = DEPENDENCY_SMELLS[WaitKind(int(g.wait_kind[rows[0]]))]
     if g.one_time is not None and bool(g.one_time[rows].all()):

@@ -24,7 +24,7 @@ import numpy as np
 
 from gapscope.parsers.chrome.schema import AnyEvent, Event, EventRawArgs, as_phase_event
 from gapscope.parsers.errors import TraceFormatError
-from gapscope.parsers.json.scan import LineIndex, ScanResult, find_events_array, repair_nonfinite
+from gapscope.parsers.json.scan import LineIndex, ScanResult, find_events_array, repair_nonfinite, repair_surrogates
 from gapscope.parsers.json.resync import error_offset, scan_resync
 from gapscope.parsers.model import TraceWarning
 
@@ -304,6 +304,16 @@ def recover(data: bytes, path: str, root: int, lines: LineIndex) -> Recovered:
         text = data[:a] + text + data[z:]
     else:
         text = data
+    text, lone = repair_surrogates(text) if n else (text, [])
+    if lone:  # same length: offsets hold; the event is kept, its string gets U+FFFD
+        lns = lines.lines(np.array([at for at, _, _ in lone[:20]], dtype=np.int64))
+        for (at, esc, key), ln in zip(lone[:20], lns):
+            where = f"field {key}: " if key else ""
+            warnings.append(TraceWarning(int(ln), key or None, f"{where}lone surrogate escape \\{esc[1:]} "
+                                                             "(half of a UTF-16 pair) replaced by U+FFFD"))
+        if len(lone) > 20:
+            warnings.append(TraceWarning(int(lines.line(lone[20][0])), None,
+                                         f"{len(lone) - 20} more lone surrogate escapes replaced by U+FFFD"))
     bad: list[tuple[int, str]] = []
     events = decode_elements(text, scan.starts, scan.ends, lambda k, why: bad.append((k, why))) if n else []
     if bad:

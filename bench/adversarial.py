@@ -14,7 +14,8 @@ Measured (2 shared cores, 2026-12-01; before the fix in parentheses):
     nested_30k             0.65 s  0.50 s    1.06 s   (68.6 s text)
     identical_cpu_150k.gz  1.14 s  1.11 s    3.21 s   (> 100 s)
     identical_launch_150k  1.30 s  -         1.57 s   (12.3 s text, 55.6 s json)
-    names_10mb             2.26 s  2.02 s    3.07 s   (> 100 s text, 26 s markdown)
+    names_10mb             1.48 s  1.48 s    2.50 s   (> 100 s text, 26 s markdown)
+    threads_100k           2.49 s  3.45 s    2.98 s
 """
 
 from __future__ import annotations

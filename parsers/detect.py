@@ -340,15 +340,18 @@ def sniff(path: str | os.PathLike) -> str:
 def _check_head(p: str, data: bytes, complete: bool) -> str:
     """``load``'s content checks on ``data`` (the whole content when ``complete``,
     else its head): ``"chrome"`` or ``"ascii"``, or ``TraceFormatError``."""
-    head = data[:4096].lstrip(b"\xef\xbb\xbf \t\r\n")
+    lead = text_start(data)  # blank lines before the content are not content
+    head = data[lead:lead + 4096]
     if not head:
+        if not complete:  # only blanks as far as we can see: judged by what follows
+            return "ascii"
         raise TraceFormatError(p, "file is empty", line=1, column=1, hint="expected Chrome trace JSON or an ASCII timeline")
     if head[:1] in (b"{", b"["):
         from gapscope.parsers.nsys.json_export import refuse_json_export
 
         refuse_json_export(p, data, len(data) - len(data.lstrip(b"\xef\xbb\xbf \t\r\n")))
         return "chrome"
-    if b"\x00" in data[:4096]:
+    if b"\x00" in head:
         from gapscope.parsers.nsys.files import refuse_compressed
 
         refuse_compressed(p, data)
@@ -441,7 +444,7 @@ def _load(p: str, data: bytes | bytearray, pending=None, read_stat=None) -> Trac
         refuse_json_export(p, data, skip)  # Nsight's one-record-per-line JSON
     if data[skip:skip + 1] not in (b"{", b"["):
         _refuse_json_scalar(p, data)  # JSON, but not a trace (nor a timeline)
-    if data[skip:skip + 1] in (b"{", b"[") or _check_head(p, bytes(data[:4096]), False) == "chrome":
+    if data[skip:skip + 1] in (b"{", b"[") or _check_head(p, bytes(data[:skip + 4096]), skip + 4096 >= len(data)) == "chrome":
         from gapscope.parsers.chrome.loader import load_chrome
 
         return load_chrome(data, p, pending, read_stat)

@@ -332,6 +332,14 @@ def recover(data: bytes, path: str, root: int, lines: LineIndex) -> Recovered:
         warnings.append(TraceWarning(ln, None, f"file truncated at line {ln}: traceEvents array and object not closed; "
                                                f"{kept} events recovered"))
     header, whole = _header(data, root, begin, scan)
+    end = _tail_state(data, root, scan.close) if scan.close >= 0 and scan.partial_start < 0 else -2
+    if end >= 0:  # a complete document, then more text: not a truncation
+        if not whole:
+            header, whole = _header(data[:end], root, begin, scan)
+        extra = bytes(data[end:end + 24]).split(b"\n")[0].decode("utf-8", "replace")
+        ln = lines.line(end)
+        warnings.append(TraceWarning(ln, None, f"data after the end of the JSON document at line {ln}, column "
+                                               f"{lines.column(end)} ({extra!r}...); ignored, {kept} events read"))
     if not whole and scan.close >= 0 and scan.partial_start < 0:
         ln = lines.line(len(data))
         warnings.append(TraceWarning(ln, None, f"file truncated at line {ln}: JSON object not closed after the "
@@ -377,7 +385,10 @@ def _header(data: bytes, root: int, begin: int, scan: ScanResult) -> tuple[dict[
             try:
                 obj = msgspec.json.decode(repair_nonfinite(head + tail)[0])
             except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-                continue
+                try:  # numbers beyond float range (1e999): the stdlib reads inf
+                    obj = json.loads(bytes(head + tail))
+                except (ValueError, RecursionError):
+                    continue
         if isinstance(obj, dict):
             obj.pop("traceEvents", None)
             return obj, j == 0 and scan.close >= 0

@@ -10,10 +10,8 @@ is sparse (``truncate``), so neither costs the disk what it claims.
 from __future__ import annotations
 
 import os
-import resource
 import subprocess
 import sys
-import time
 import zlib
 from pathlib import Path
 

@@ -96,7 +96,9 @@ def _gpu_copies(trace: Trace, index: EvidenceIndex, dev: int, a: int, b: int, sy
             copy_part = max(min(e, b) - max(s, a), 0) - sync_part
             for c, ov in ((Cause.SYNC, sync_part), (Cause.COPY, copy_part)):
                 if ov > 0:
-                    out.append(Evidence(ev, trace.name(ev), ln.index, c, ov, int(trace.bytes[ev]), bool(trace.pageable[ev])))
+                    out.append(
+                        Evidence(ev, trace.name(ev), ln.index, c, ov, int(trace.bytes[ev]), bool(trace.pageable[ev]))
+                    )
     return out
 
 
@@ -134,14 +136,24 @@ def evidence_for_gap(trace: Trace, gaps: Gaps, i: int, index: EvidenceIndex, lim
         return tuple(out[:limit])
     out = _gpu_copies(trace, index, dev, a, b, lf)
     # GPU copy time is the copy's, not the thread's (the partition puts copies first)
-    cs_, ce_ = (union_intervals(np.array([trace.start_ns[e.event] for e in out], dtype=np.int64),
-                                np.array([index.end[e.event] for e in out], dtype=np.int64)) if out else (_E, _E))
+    cs_, ce_ = (
+        union_intervals(
+            np.array([trace.start_ns[e.event] for e in out], dtype=np.int64),
+            np.array([index.end[e.event] for e in out], dtype=np.int64),
+        )
+        if out
+        else (_E, _E)
+    )
     if T < 0:
         out.sort(key=lambda e: -e.overlap_ns)
         return tuple(out[:limit])
     cn = gaps.class_ns[i] if gaps.class_ns is not None else None
-    bound = cn is not None and gaps.cause[i] == Cause.LAUNCH and int(cn[int(Cause.HOST)]) == 0 and (
-        gaps.episode[i] >= 0 or (b - a) <= Params().launch_gap_max_ns)
+    bound = (
+        cn is not None
+        and gaps.cause[i] == Cause.LAUNCH
+        and int(cn[int(Cause.HOST)]) == 0
+        and (gaps.episode[i] >= 0 or (b - a) <= Params().launch_gap_max_ns)
+    )
     late = gaps.launch[i] >= 0 and gaps.lateness_ns[i] > 0
     trailing = gaps.edge is not None and gaps.edge[i] == EDGE_TRAILING
     head_quiet_cause = Cause.LAUNCH if bound else (Cause.HOST if (late or trailing) else Cause.UNCLASSIFIED)
@@ -185,8 +197,17 @@ def evidence_for_gap(trace: Trace, gaps: Gaps, i: int, index: EvidenceIndex, lim
         ovs = np.concatenate([x[2] for x in listed]).astype(np.int64)
         top = np.lexsort((np.arange(evs.size), evs, -ovs))[:limit]
         for ev, c, o in zip(evs[top].tolist(), causes[top].tolist(), ovs[top].tolist()):
-            out.append(Evidence(ev, trace.name(ev), int(trace.lane[ev]), Cause(c), int(o), int(trace.bytes[ev]),
-                                bool(trace.pageable[ev])))
+            out.append(
+                Evidence(
+                    ev,
+                    trace.name(ev),
+                    int(trace.lane[ev]),
+                    Cause(c),
+                    int(o),
+                    int(trace.bytes[ev]),
+                    bool(trace.pageable[ev]),
+                )
+            )
     for c, q in quiet.items():
         out.append(Evidence(-1, NO_EVENTS, T, c, int(q)))
     if qu < b:  # the op then sat in the queue: what it waited on, as in a queued gap

@@ -23,15 +23,24 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import resource
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-KERNELS = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 100 + 100 * i, "dur": 10,
-            "args": {"stream": 7, "device": 0}} for i in range(50)]
+KERNELS = [
+    {
+        "ph": "X",
+        "cat": "kernel",
+        "name": "k",
+        "pid": 0,
+        "tid": 7,
+        "ts": 100 + 100 * i,
+        "dur": 10,
+        "args": {"stream": 7, "device": 0},
+    }
+    for i in range(50)
+]
 
 
 def _cpu(n: int, cat: str = "cpu_op", name: str = "aten::add") -> list[dict]:
@@ -47,16 +56,21 @@ def build(out: Path) -> dict[str, Path]:
         fh.write(json.dumps({"traceEvents": _cpu(150_000) + KERNELS}))
     paths["identical_launch_150k"] = out / "identical_launch_150k.json"
     paths["identical_launch_150k"].write_text(
-        json.dumps({"traceEvents": _cpu(150_000, "cuda_runtime", "cudaLaunchKernel") + KERNELS}))
+        json.dumps({"traceEvents": _cpu(150_000, "cuda_runtime", "cudaLaunchKernel") + KERNELS})
+    )
     name = "\\n" * (5 << 20)  # 10 MB of JSON escapes
-    body = (f'{{"traceEvents": [{{"ph": "X", "cat": "kernel", "name": "{name}", "pid": 0, "tid": 7, "ts": 100, '
-            f'"dur": 10}}, {{"ph": "X", "cat": "kernel", "name": "{name}", "pid": 0, "tid": 7, "ts": 1000, '
-            f'"dur": 10}}, {{"ph": "X", "cat": "cpu_op", "name": "{name}", "pid": 1, "tid": 1, "ts": 50, '
-            f'"dur": 2000}}]}}')
+    body = (
+        f'{{"traceEvents": [{{"ph": "X", "cat": "kernel", "name": "{name}", "pid": 0, "tid": 7, "ts": 100, '
+        f'"dur": 10}}, {{"ph": "X", "cat": "kernel", "name": "{name}", "pid": 0, "tid": 7, "ts": 1000, '
+        f'"dur": 10}}, {{"ph": "X", "cat": "cpu_op", "name": "{name}", "pid": 1, "tid": 1, "ts": 50, '
+        f'"dur": 2000}}]}}'
+    )
     paths["names_10mb"] = out / "names_10mb.json"
     paths["names_10mb"].write_text(body)
-    threads = [{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": t, "ts": 50 + t % 5000, "dur": 5}
-               for t in range(100_000)]
+    threads = [
+        {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": t, "ts": 50 + t % 5000, "dur": 5}
+        for t in range(100_000)
+    ]
     paths["threads_100k"] = out / "threads_100k.json"
     paths["threads_100k"].write_text(json.dumps({"traceEvents": threads + KERNELS}))
     return paths
@@ -64,11 +78,13 @@ def build(out: Path) -> dict[str, Path]:
 
 def measure(path: Path, flag: str | None) -> tuple[float, int, int]:
     """(seconds, peak RSS bytes, exit status) of ``gapscope report [flag] path``."""
-    probe = ("import resource, subprocess, sys, time\n"
-             "t = time.perf_counter()\n"
-             "p = subprocess.run([sys.executable, '-m', 'gapscope', 'report', *sys.argv[1:]], "
-             "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
-             "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, p.returncode)\n")
+    probe = (
+        "import resource, subprocess, sys, time\n"
+        "t = time.perf_counter()\n"
+        "p = subprocess.run([sys.executable, '-m', 'gapscope', 'report', *sys.argv[1:]], "
+        "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, p.returncode)\n"
+    )
     args = [flag, str(path)] if flag else [str(path)]
     out = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=600).stdout
     secs, rss_kib, rc = out.split()

@@ -45,8 +45,10 @@ def _torch_note() -> str:
             return ""
     except (ImportError, ValueError):
         pass
-    return ("\nPyTorch is NOT installed here: capture needs it. Install it with\n"
-            "  pip install -e '.[capture]'   (in the gapscope checkout; torch==2.13.0)\n")
+    return (
+        "\nPyTorch is NOT installed here: capture needs it. Install it with\n"
+        "  pip install -e '.[capture]'   (in the gapscope checkout; torch==2.13.0)\n"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,25 +58,45 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="gapscope capture",
         usage="gapscope capture [--out DIR] [options] -- python script.py args...\n"
-              "       gapscope capture --scenario NAME [--out DIR] [options]",
+        "       gapscope capture --scenario NAME [--out DIR] [options]",
         description="Record a torch.profiler (Kineto) trace with the settings gap analysis needs: "
-                    "CPU + CUDA activity, ProfilerStep ranges, a wait/warm-up/active schedule."
-                    + _torch_note(),
+        "CPU + CUDA activity, ProfilerStep ranges, a wait/warm-up/active schedule." + _torch_note(),
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--out", default=".", metavar="DIR", help="folder for the trace (created if missing; default: .)")
-    p.add_argument("--scenario", choices=sorted(SCENARIOS), metavar="NAME",
-                   help="run a built-in workload instead of a script: " + ", ".join(SCENARIOS))
+    p.add_argument(
+        "--scenario",
+        choices=sorted(SCENARIOS),
+        metavar="NAME",
+        help="run a built-in workload instead of a script: " + ", ".join(SCENARIOS),
+    )
     p.add_argument("--list", action="store_true", help="list the scenarios and the smell each reproduces")
     p.add_argument("--tiny", action="store_true", help="scenario: smallest sizes and fewest steps (tests, slow CPUs)")
-    p.add_argument("--wait", type=int, default=1, metavar="N", help="script steps skipped after the first gapscope.capture.step() (default 1; scenarios have their own schedule)")
-    p.add_argument("--warmup", type=int, default=1, metavar="N", help="profiler warm-up steps, not recorded (default 1)")
+    p.add_argument(
+        "--wait",
+        type=int,
+        default=1,
+        metavar="N",
+        help="script steps skipped after the first gapscope.capture.step() (default 1; scenarios have their own schedule)",
+    )
+    p.add_argument(
+        "--warmup", type=int, default=1, metavar="N", help="profiler warm-up steps, not recorded (default 1)"
+    )
     p.add_argument("--active", type=int, default=5, metavar="N", help="steps recorded into the trace (default 5)")
-    p.add_argument("--repeat", type=int, default=1, metavar="N", help="cycles, one trace each; 0 = until the end (default 1)")
-    p.add_argument("--seconds", type=float, default=5.0, metavar="S",
-                   help="time window when the script marks no steps; 0 = the whole run (default 5)")
-    p.add_argument("--delay", type=float, default=0.0, metavar="S", help="start the time window after S seconds (default 0)")
+    p.add_argument(
+        "--repeat", type=int, default=1, metavar="N", help="cycles, one trace each; 0 = until the end (default 1)"
+    )
+    p.add_argument(
+        "--seconds",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="time window when the script marks no steps; 0 = the whole run (default 5)",
+    )
+    p.add_argument(
+        "--delay", type=float, default=0.0, metavar="S", help="start the time window after S seconds (default 0)"
+    )
     p.add_argument("--cpu-only", action="store_true", help="record CPU activity only, even when CUDA is available")
     p.add_argument("--record-shapes", action="store_true", help="record operator input shapes (more overhead)")
     p.add_argument("--with-stack", action="store_true", help="record Python source locations (more overhead)")
@@ -105,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--" in argv:
         cut = argv.index("--")
-        opts, cmd = argv[:cut], argv[cut + 1:]
+        opts, cmd = argv[:cut], argv[cut + 1 :]
     else:
         opts, cmd = argv, []
     parser = build_parser()
@@ -145,8 +167,10 @@ def main(argv: list[str] | None = None) -> int:
 
     free = free_bytes(ns.out)
     if not problem and free < LOW_SPACE_BYTES:
-        _say(f"only {free / 2**20:,.0f} MiB free in {ns.out}: a trace may need hundreds of MB "
-             "(it is written to the folder with the most space, or fails with the reason)")
+        _say(
+            f"only {free / 2**20:,.0f} MiB free in {ns.out}: a trace may need hundreds of MB "
+            "(it is written to the folder with the most space, or fails with the reason)"
+        )
     cuda = False if ns.cpu_only else None
     if ns.scenario:
         return _run_scenario(ns, cuda)
@@ -161,8 +185,9 @@ def _run_scenario(ns: argparse.Namespace, cuda: bool | None) -> int:
     status = 0
     prof = None
     try:
-        prof = run_scenario(sc.name, ns.out, tiny=ns.tiny, cuda=cuda, record_shapes=ns.record_shapes,
-                            with_stack=ns.with_stack, log=_say)
+        prof = run_scenario(
+            sc.name, ns.out, tiny=ns.tiny, cuda=cuda, record_shapes=ns.record_shapes, with_stack=ns.with_stack, log=_say
+        )
     except KeyboardInterrupt:
         status = 130
     traces = prof.traces if prof is not None else []
@@ -177,8 +202,17 @@ def _run_scenario(ns: argparse.Namespace, cuda: bool | None) -> int:
 def _run_script(ns: argparse.Namespace, cmd: list[str], schedule, cuda: bool | None) -> int:
     from gapscope.capture.runner import CommandError, ScriptRunner
 
-    runner = ScriptRunner(ns.out, schedule=schedule, seconds=ns.seconds, delay=ns.delay, label=ns.label,
-                          cuda=cuda, record_shapes=ns.record_shapes, with_stack=ns.with_stack, log=_say)
+    runner = ScriptRunner(
+        ns.out,
+        schedule=schedule,
+        seconds=ns.seconds,
+        delay=ns.delay,
+        label=ns.label,
+        cuda=cuda,
+        record_shapes=ns.record_shapes,
+        with_stack=ns.with_stack,
+        log=_say,
+    )
     try:
         status = runner.run(cmd)
     except CommandError as exc:
@@ -187,7 +221,7 @@ def _run_script(ns: argparse.Namespace, cmd: list[str], schedule, cuda: bool | N
     except KeyboardInterrupt:  # a second Ctrl-C, delivered once the trace was written
         status = 130
     if runner.mode == "window":
-        _say(f"the script marked no steps (gapscope.capture.step()): recorded a time window")
+        _say("the script marked no steps (gapscope.capture.step()): recorded a time window")
     else:
         _say(f"the script marked {runner.steps} steps")
     try:

@@ -35,8 +35,9 @@ import signal
 import sys
 import tempfile
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from gapscope.capture.naming import WriteOutcome, fallback_dir, trace_basename, write_atomic
 
@@ -52,7 +53,7 @@ class TorchMissing(ImportError):
 def require_torch() -> Any:
     """Import and return ``torch``; raise ``TorchMissing`` with an install hint when absent."""
     try:
-        import torch  # noqa: PLC0415 - lazy on purpose: capture must import without torch
+        import torch
     except ImportError as exc:
         raise TorchMissing(
             "gapscope capture needs PyTorch: install it with  pip install -e '.[capture]'  in the gapscope checkout"
@@ -170,10 +171,19 @@ class Profiler:
     torch is not installed.
     """
 
-    def __init__(self, out_dir: str = ".", *, schedule: Schedule | None = None, label: str | None = None,
-                 cuda: bool | None = None, record_shapes: bool = False, with_stack: bool = False,
-                 profile_memory: bool = False, log: Callable[[str], None] | None = None,
-                 metadata: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        out_dir: str = ".",
+        *,
+        schedule: Schedule | None = None,
+        label: str | None = None,
+        cuda: bool | None = None,
+        record_shapes: bool = False,
+        with_stack: bool = False,
+        profile_memory: bool = False,
+        log: Callable[[str], None] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
         self.out_dir = os.path.abspath(os.fspath(out_dir))  # the profiled code may chdir
         self.schedule = schedule
         self.label = label
@@ -231,7 +241,7 @@ class Profiler:
             return _no_warmup_schedule(s)
         return schedule(wait=s.wait, warmup=s.warmup, active=s.active, repeat=s.repeat)
 
-    def start(self) -> "Profiler":
+    def start(self) -> Profiler:
         """Start recording (or waiting, per the schedule). Raises ``TorchMissing``."""
         torch = require_torch()
         from torch.profiler import profile
@@ -245,8 +255,12 @@ class Profiler:
             with_stack=self.with_stack,
             profile_memory=self.profile_memory,
         )
-        meta = {"label": self.label or "", "cuda": self.cuda,
-                "schedule": asdict(self.schedule) if self.schedule else "whole block", **self.metadata}
+        meta = {
+            "label": self.label or "",
+            "cuda": self.cuda,
+            "schedule": asdict(self.schedule) if self.schedule else "whole block",
+            **self.metadata,
+        }
         try:
             self._prof.preset_metadata_json("gapscope_capture", json.dumps(meta, default=str))
         except AttributeError:  # an older torch without preset metadata: the trace is still complete
@@ -304,23 +318,27 @@ class Profiler:
         elif exc is not None:
             how = f"raised {type(exc).__name__}"
         if how and wrote:
-            self.say(f"the profiled code {how} after {n} step(s); "
-                     f"the trace keeps what was recorded until then: {self.traces[-1]}")
+            self.say(
+                f"the profiled code {how} after {n} step(s); "
+                f"the trace keeps what was recorded until then: {self.traces[-1]}"
+            )
         elif not self.traces:
             s = self.schedule
             why = f"the block ended after {n} step(s)"
             if how:
                 why = f"the profiled code {how} after {n} step(s)"
             if s is not None and self.steps < s.first_recorded_step:
-                self.say(f"no trace written: {why}, before the schedule recorded anything "
-                         f"(wait={s.wait}, warmup={s.warmup}: recording starts after step() call "
-                         f"{s.first_recorded_step + self.step_offset}); call step() once per iteration or use schedule=None")
+                self.say(
+                    f"no trace written: {why}, before the schedule recorded anything "
+                    f"(wait={s.wait}, warmup={s.warmup}: recording starts after step() call "
+                    f"{s.first_recorded_step + self.step_offset}); call step() once per iteration or use schedule=None"
+                )
             elif self.error:
                 self.say(f"no trace written: {why}; {self.error}")
             else:
                 self.say(f"no trace written: {why}")
 
-    def __enter__(self) -> "Profiler":
+    def __enter__(self) -> Profiler:
         return self.start()
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:

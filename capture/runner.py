@@ -24,7 +24,8 @@ import signal
 import sys
 import threading
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from gapscope.capture.profile import Profiler, Schedule, _pop, _push
 
@@ -83,8 +84,11 @@ def _is_python(token: str) -> bool:
     base = os.path.basename(token)
     if base.endswith(".exe"):
         base = base[:-4]
-    return base == "python" or (base.startswith("python") and base[6:].replace(".", "").isdigit()) \
+    return (
+        base == "python"
+        or (base.startswith("python") and base[6:].replace(".", "").isdigit())
         or os.path.realpath(token) == os.path.realpath(sys.executable)
+    )
 
 
 def parse_command(cmd: list[str]) -> tuple[str, str, list[str]]:
@@ -114,8 +118,10 @@ def parse_command(cmd: list[str]) -> tuple[str, str, list[str]]:
         return "path", rest[0], rest
     if rest[0].endswith(".py"):
         return "path", rest[0], rest
-    raise CommandError(f"{rest[0]!r} is not a Python command: capture runs Python in-process, "
-                       "use  -- python script.py args...  (for other programs use torch.profiler in them)")
+    raise CommandError(
+        f"{rest[0]!r} is not a Python command: capture runs Python in-process, "
+        "use  -- python script.py args...  (for other programs use torch.profiler in them)"
+    )
 
 
 class ScriptRunner:
@@ -128,10 +134,19 @@ class ScriptRunner:
     ``"steps"``), ``steps`` (``gapscope.capture.step()`` calls seen), ``messages``.
     """
 
-    def __init__(self, out_dir: str = ".", *, schedule: Schedule | None = None, seconds: float = 5.0,
-                 delay: float = 0.0, label: str | None = None, cuda: bool | None = None,
-                 record_shapes: bool = False, with_stack: bool = False,
-                 log: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        out_dir: str = ".",
+        *,
+        schedule: Schedule | None = None,
+        seconds: float = 5.0,
+        delay: float = 0.0,
+        label: str | None = None,
+        cuda: bool | None = None,
+        record_shapes: bool = False,
+        with_stack: bool = False,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
         self.out_dir = out_dir
         self.schedule = schedule or Schedule(wait=1, warmup=1, active=5)
         self.seconds = float(seconds)
@@ -313,8 +328,10 @@ class ScriptRunner:
                 path = setup.write_held()
                 if path:
                     self.traces.append(path)
-                    self._say_once("the step schedule recorded nothing, so the set-up recording (start of the "
-                                   f"script to its first gapscope.capture.step()) was written instead: {path}")
+                    self._say_once(
+                        "the step schedule recorded nothing, so the set-up recording (start of the "
+                        f"script to its first gapscope.capture.step()) was written instead: {path}"
+                    )
         if not self.traces and self.mode == "window" and self.delay > 0 and p is None:
             msg = f"no trace written: the script ended before the {self.delay:g} s delay"
             self.messages.append(msg)
@@ -326,8 +343,9 @@ def _print_script_traceback(exc: BaseException) -> None:
     and runpy's frames."""
     tb = exc.__traceback__
     here = os.path.abspath(__file__)
-    while tb is not None and (os.path.abspath(tb.tb_frame.f_code.co_filename) == here
-                              or "runpy" in tb.tb_frame.f_code.co_filename):
+    while tb is not None and (
+        os.path.abspath(tb.tb_frame.f_code.co_filename) == here or "runpy" in tb.tb_frame.f_code.co_filename
+    ):
         tb = tb.tb_next
     traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
 

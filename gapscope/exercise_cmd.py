@@ -54,7 +54,9 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("name", nargs="?", help="exercise to run (bundled id, unique prefix, or path to a .toml file)")
-    p.add_argument("--check", nargs="+", metavar="FILE", help="validate exercise files against what the diagnosis computes")
+    p.add_argument(
+        "--check", nargs="+", metavar="FILE", help="validate exercise files against what the diagnosis computes"
+    )
     p.add_argument("--reset", action="store_true", help="forget progress of NAME (or of every exercise)")
     return p
 
@@ -65,7 +67,6 @@ def main(argv: list[str] | None = None) -> int:
     unreadable trace)."""
     args = _parser().parse_args(argv)
     from gapscope.exercise import ExerciseError, ProgressStore, check_exercise, find
-
     from gapscope.report.cmd import error_line
 
     out = sys.stdout

@@ -54,8 +54,9 @@ def _open_regular(p: str):
     if stat.S_ISDIR(st.st_mode):
         raise TraceFormatError(p, "is a directory, not a trace file", hint="pass a .json, .json.gz or .txt file")
     if not stat.S_ISREG(st.st_mode):
-        raise TraceFormatError(p, "not a regular file (a pipe, device or socket)",
-                               hint="save the trace to a file first")
+        raise TraceFormatError(
+            p, "not a regular file (a pipe, device or socket)", hint="save the trace to a file first"
+        )
     try:
         return open(p, "rb")
     except OSError as exc:
@@ -112,8 +113,7 @@ def _limit_for(p: str) -> tuple[int, bool]:
 
 def _too_big(p: str, what: str, limit: int, user_set: bool) -> TraceFormatError:
     where = f"the limit set by {LIMIT_ENV}" if user_set else "the limit (a third of available memory)"
-    return TraceFormatError(p, f"{what}, more than {where} of {limit:,} bytes; refusing to load it",
-                            hint=_LIMIT_HINT)
+    return TraceFormatError(p, f"{what}, more than {where} of {limit:,} bytes; refusing to load it", hint=_LIMIT_HINT)
 
 
 def check_size(path: str | os.PathLike) -> None:
@@ -145,8 +145,9 @@ def _check_start(p: str) -> None:
         _refuse_nul(p, first, 0, len(first))
 
 
-def read_bytes(path: str | os.PathLike, mutable_min_bytes: int | None = None,
-               stat_out: list | None = None) -> bytes | bytearray:
+def read_bytes(
+    path: str | os.PathLike, mutable_min_bytes: int | None = None, stat_out: list | None = None
+) -> bytes | bytearray:
     """Return the file's bytes, decompressed when gzip (all members, RFC 1952).
 
     A plain file of at least ``mutable_min_bytes`` comes back as a ``bytearray`` (read
@@ -191,8 +192,13 @@ def _refuse_nul(p: str, buf, start: int, end: int) -> None:
             _check_head(p, head, False)
     line = buf.count(b"\n", 0, at) + 1
     column = at - (buf.rfind(b"\n", 0, at) + 1) + 1
-    raise TraceFormatError(p, f"binary data (a NUL byte at byte {at:,}), not a trace", line=line, column=column,
-                           hint="a sparse or zero-filled file, or a cut-off write?")
+    raise TraceFormatError(
+        p,
+        f"binary data (a NUL byte at byte {at:,}), not a trace",
+        line=line,
+        column=column,
+        hint="a sparse or zero-filled file, or a cut-off write?",
+    )
 
 
 def _read(p: str, fh, mutable_min_bytes: int | None, limit: int, user_set: bool) -> bytes | bytearray:
@@ -208,7 +214,7 @@ def _read(p: str, fh, mutable_min_bytes: int | None, limit: int, user_set: bool)
         _refuse_nul(p, first, 0, len(first))
     if mutable_min_bytes is not None and size >= mutable_min_bytes and len(first) == CHUNK_BYTES:
         buf = bytearray(size)
-        buf[:len(first)] = first
+        buf[: len(first)] = first
         got = len(first)
     else:
         buf = bytearray(first)
@@ -216,7 +222,7 @@ def _read(p: str, fh, mutable_min_bytes: int | None, limit: int, user_set: bool)
     del first
     with memoryview(buf) as view:
         while got < len(buf):
-            n = fh.readinto(view[got:min(len(buf), got + CHUNK_BYTES)])
+            n = fh.readinto(view[got : min(len(buf), got + CHUNK_BYTES)])
             if not n:
                 break
             if not gz:
@@ -265,7 +271,7 @@ def _gunzip_all(path: str, data: bytes | bytearray, limit: int, user_set: bool) 
                         member_out += len(chunk)
                         out.append(chunk)
                         break
-                    feed = view[pos:pos + _IN_CHUNK_BYTES]
+                    feed = view[pos : pos + _IN_CHUNK_BYTES]
                     pos += len(feed)
                 chunk = d.decompress(feed, CHUNK_BYTES)
                 feed = d.unconsumed_tail
@@ -274,14 +280,20 @@ def _gunzip_all(path: str, data: bytes | bytearray, limit: int, user_set: bool) 
                 out.append(chunk)
                 read_in = pos - len(feed) - len(d.unused_data)
                 if total > limit:
-                    raise _too_big(path, f"gzip data expands past {total:,} bytes (from {read_in:,} of "
-                                   f"{len(data):,} compressed bytes)", limit, user_set)
+                    raise _too_big(
+                        path,
+                        f"gzip data expands past {total:,} bytes (from {read_in:,} of {len(data):,} compressed bytes)",
+                        limit,
+                        user_set,
+                    )
                 if not user_set and total > RATIO_CHECK_BYTES and total > MAX_INFLATE_RATIO * max(read_in, 1):
                     raise TraceFormatError(
-                        path, f"gzip data expands {total // max(read_in, 1):,}x ({total:,} bytes from the first "
+                        path,
+                        f"gzip data expands {total // max(read_in, 1):,}x ({total:,} bytes from the first "
                         f"{read_in:,} compressed bytes), more than the limit of {MAX_INFLATE_RATIO}x; refusing to "
                         "load it (a gzip bomb?)",
-                        hint=f"a real trace inflates 10-50x; set {LIMIT_ENV} to a size to load it anyway")
+                        hint=f"a real trace inflates 10-50x; set {LIMIT_ENV} to a size to load it anyway",
+                    )
                 if d.eof:
                     break
         except zlib.error as exc:
@@ -294,7 +306,7 @@ def _gunzip_all(path: str, data: bytes | bytearray, limit: int, user_set: bool) 
             break
         at = pos - len(d.unused_data)
         while at < len(view):  # skip zero padding between members
-            piece = bytes(view[at:at + _IN_CHUNK_BYTES])
+            piece = bytes(view[at : at + _IN_CHUNK_BYTES])
             kept = piece.lstrip(b"\x00")
             at += len(piece) - len(kept)
             if kept:
@@ -323,7 +335,7 @@ def sniff(path: str | os.PathLike) -> str:
             raise TraceFormatError(p, f"cannot read: {exc.strerror or exc}") from None
     from gapscope.parsers.nsys import files as nsys_files
 
-    nsight = nsys_files.kind_of(p, raw[:nsys_files.HEAD_BYTES])
+    nsight = nsys_files.kind_of(p, raw[: nsys_files.HEAD_BYTES])
     if nsight is not None:
         return nsys_files.sniff(p, nsight)
     data = raw
@@ -341,11 +353,13 @@ def _check_head(p: str, data: bytes, complete: bool) -> str:
     """``load``'s content checks on ``data`` (the whole content when ``complete``,
     else its head): ``"chrome"`` or ``"ascii"``, or ``TraceFormatError``."""
     lead = text_start(data)  # blank lines before the content are not content
-    head = data[lead:lead + 4096]
+    head = data[lead : lead + 4096]
     if not head:
         if not complete:  # only blanks as far as we can see: judged by what follows
             return "ascii"
-        raise TraceFormatError(p, "file is empty", line=1, column=1, hint="expected Chrome trace JSON or an ASCII timeline")
+        raise TraceFormatError(
+            p, "file is empty", line=1, column=1, hint="expected Chrome trace JSON or an ASCII timeline"
+        )
     if head[:1] in (b"{", b"["):
         from gapscope.parsers.nsys.json_export import refuse_json_export
 
@@ -355,16 +369,26 @@ def _check_head(p: str, data: bytes, complete: bool) -> str:
         from gapscope.parsers.nsys.files import refuse_compressed
 
         refuse_compressed(p, data)
-        raise TraceFormatError(p, "binary file, not a trace", line=1, column=1,
-                               hint="expected Chrome trace JSON (.json/.json.gz), an ASCII timeline or an Nsight "
-                                    "Systems export (.sqlite, .nsys-rep)")
+        raise TraceFormatError(
+            p,
+            "binary file, not a trace",
+            line=1,
+            column=1,
+            hint="expected Chrome trace JSON (.json/.json.gz), an ASCII timeline or an Nsight "
+            "Systems export (.sqlite, .nsys-rep)",
+        )
     try:
         text = codecs.getincrementaldecoder("utf-8")().decode(data, final=complete)
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise TraceFormatError(p, "not UTF-8 text and not JSON", line=line, column=col,
-                               hint="expected Chrome trace JSON or an ASCII timeline") from None
+        raise TraceFormatError(
+            p,
+            "not UTF-8 text and not JSON",
+            line=line,
+            column=col,
+            hint="expected Chrome trace JSON or an ASCII timeline",
+        ) from None
     from gapscope.parsers.ascii import timeline_shape
     from gapscope.parsers.ascii.common import split_lines
 
@@ -432,19 +456,27 @@ def _refuse_json_scalar(p: str, data) -> None:
         return
     kind = {type(None): "null", bool: "true/false", str: "string", int: "number", float: "number"}.get(type(value))
     if kind is not None:
-        raise TraceFormatError(p, f"a JSON {kind}, not a trace", line=1, column=1,
-                               hint='expected Chrome Trace Event Format JSON ({"traceEvents": [...]}) or an ASCII timeline')
+        raise TraceFormatError(
+            p,
+            f"a JSON {kind}, not a trace",
+            line=1,
+            column=1,
+            hint='expected Chrome Trace Event Format JSON ({"traceEvents": [...]}) or an ASCII timeline',
+        )
 
 
 def _load(p: str, data: bytes | bytearray, pending=None, read_stat=None) -> Trace:
     skip = text_start(data)  # a JSON text may start with any amount of blanks
-    if data[skip:skip + 1] == b"{":
+    if data[skip : skip + 1] == b"{":
         from gapscope.parsers.nsys.json_export import refuse_json_export
 
         refuse_json_export(p, data, skip)  # Nsight's one-record-per-line JSON
-    if data[skip:skip + 1] not in (b"{", b"["):
+    if data[skip : skip + 1] not in (b"{", b"["):
         _refuse_json_scalar(p, data)  # JSON, but not a trace (nor a timeline)
-    if data[skip:skip + 1] in (b"{", b"[") or _check_head(p, bytes(data[:skip + 4096]), skip + 4096 >= len(data)) == "chrome":
+    if (
+        data[skip : skip + 1] in (b"{", b"[")
+        or _check_head(p, bytes(data[: skip + 4096]), skip + 4096 >= len(data)) == "chrome"
+    ):
         from gapscope.parsers.chrome.loader import load_chrome
 
         return load_chrome(data, p, pending, read_stat)
@@ -453,8 +485,13 @@ def _load(p: str, data: bytes | bytearray, pending=None, read_stat=None) -> Trac
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise TraceFormatError(p, "not UTF-8 text and not JSON", line=line, column=col,
-                               hint="expected Chrome trace JSON or an ASCII timeline") from None
+        raise TraceFormatError(
+            p,
+            "not UTF-8 text and not JSON",
+            line=line,
+            column=col,
+            hint="expected Chrome trace JSON or an ASCII timeline",
+        ) from None
     from gapscope.parsers.ascii import load_ascii
 
     return load_ascii(text, p)

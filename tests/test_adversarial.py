@@ -15,8 +15,19 @@ from gapscope.analysis import evidence
 from gapscope.report import fmt
 from gapscope.report.cmd import run
 
-KERNELS = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 100 + 100 * i, "dur": 10,
-            "args": {"stream": 7, "device": 0}} for i in range(20)]
+KERNELS = [
+    {
+        "ph": "X",
+        "cat": "kernel",
+        "name": "k",
+        "pid": 0,
+        "tid": 7,
+        "ts": 100 + 100 * i,
+        "dur": 10,
+        "args": {"stream": 7, "device": 0},
+    }
+    for i in range(20)
+]
 
 
 def _trace(tmp_path, events, name="t.json"):
@@ -114,8 +125,9 @@ def test_huge_name_escapes_only_what_is_shown(monkeypatch):
 
 def test_report_of_huge_names_is_cut(tmp_path):
     name = "\n" * 200_000
-    path = _trace(tmp_path, [{"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": 50, "dur": 2500}],
-                  "big.json")
+    path = _trace(
+        tmp_path, [{"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": 50, "dur": 2500}], "big.json"
+    )
     for flags in ((), ("--markdown",)):
         assert len(_report(path, *flags)) < 200_000
     assert json.loads(_report(path, "--json"))["schema"].startswith("gapscope.report/")

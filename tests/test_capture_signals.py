@@ -36,9 +36,28 @@ def _start(tmp_path, *extra, stderr=subprocess.PIPE):
     script = tmp_path / "loop.py"
     script.write_text(SCRIPT)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "gapscope", "capture", "--out", str(tmp_path / "out"),
-                             "--seconds", "600", "--no-summary", *extra, "--", sys.executable, str(script)],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=stderr, env=env, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gapscope",
+            "capture",
+            "--out",
+            str(tmp_path / "out"),
+            "--seconds",
+            "600",
+            "--no-summary",
+            *extra,
+            "--",
+            sys.executable,
+            str(script),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        env=env,
+        text=True,
+    )
     line = proc.stdout.readline()
     assert line.strip() == "ready", (line, proc.stderr.read() if proc.stderr else "")
     time.sleep(0.3)

@@ -41,7 +41,9 @@ def test_gzip_bomb_is_refused_at_the_limit(tmp_path, monkeypatch):
     monkeypatch.setenv("GAPSCOPE_MAX_TRACE_BYTES", str(1 << 20))
     bomb = tmp_path / "bomb.json.gz"
     bomb.write_bytes(gzip.compress(b"[" + b" " * (4 << 20) + b"]"))
-    with pytest.raises(TraceFormatError, match="expands past .* limit set by GAPSCOPE_MAX_TRACE_BYTES of 1,048,576 bytes"):
+    with pytest.raises(
+        TraceFormatError, match="expands past .* limit set by GAPSCOPE_MAX_TRACE_BYTES of 1,048,576 bytes"
+    ):
         load(bomb)
 
 
@@ -70,14 +72,19 @@ def test_multi_member_still_whole(tmp_path):
     assert zlib.decompress(gzip.compress(TRACE), 31) == TRACE
 
 
-@pytest.mark.parametrize("text, message", [
-    ('{"traceEvents":[{"ph":"X","pid":{},"tid":1,"ts":1,"dur":2,"name":"a"}]}',
-     ":1:17: unusable event (field pid: expected a number, a string or null, got an object); no usable trace events"),
-    ("[project]\nname = 'x'\n", ":1:2: not JSON: an array starting with 'project]'"),
-    ("null", ":1:1: a JSON null, not a trace"),
-    ('"str"', ":1:1: a JSON string, not a trace"),
-    ("  -4.5e3 ", ":1:1: a JSON number, not a trace"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            '{"traceEvents":[{"ph":"X","pid":{},"tid":1,"ts":1,"dur":2,"name":"a"}]}',
+            ":1:17: unusable event (field pid: expected a number, a string or null, got an object); no usable trace events",
+        ),
+        ("[project]\nname = 'x'\n", ":1:2: not JSON: an array starting with 'project]'"),
+        ("null", ":1:1: a JSON null, not a trace"),
+        ('"str"', ":1:1: a JSON string, not a trace"),
+        ("  -4.5e3 ", ":1:1: a JSON number, not a trace"),
+    ],
+)
 def test_non_trace_json_gets_a_plain_message(tmp_path, text, message):
     p = tmp_path / "x.json"
     p.write_text(text)
@@ -90,8 +97,10 @@ def test_non_trace_json_gets_a_plain_message(tmp_path, text, message):
 def test_rocprof_json_is_named(corpus):
     with pytest.raises(TraceFormatError) as exc:
         load(corpus / "tracelens" / "rocprof" / "908_results.json.gz")
-    assert ":1:1: a rocprofv3 (rocprofiler-sdk) JSON file, not a Chrome trace (gapscope reads Chrome-trace JSON; " \
-           "on ROCm, torch.profiler writes one)" in str(exc.value)
+    assert (
+        ":1:1: a rocprofv3 (rocprofiler-sdk) JSON file, not a Chrome trace (gapscope reads Chrome-trace JSON; "
+        "on ROCm, torch.profiler writes one)" in str(exc.value)
+    )
 
 
 def test_a_json_text_may_start_with_many_blanks(tmp_path):

@@ -39,7 +39,13 @@ def test_session_saves_resumes_and_resets(state, decode):
     assert s.submit(0).correct and s.index == 1
     data = json.loads((state / "progress-ada.json").read_text())
     rec = data["exercises"]["decode-step"]
-    assert rec["current"] == 1 and rec["tasks"]["look"] == {"done": True, "attempts": 2, "hints": 1, "answer": 0, "notes": ""}
+    assert rec["current"] == 1 and rec["tasks"]["look"] == {
+        "done": True,
+        "attempts": 2,
+        "hints": 1,
+        "answer": 0,
+        "notes": "",
+    }
 
     s2 = Session(ex, store=ProgressStore(), workbook=wb)  # a new run resumes
     assert s2.index == 1 and s2.task.id == "largest-gap"
@@ -143,7 +149,10 @@ def test_cmd_runs_the_screen_with_loaded_traces(state, monkeypatch):
 def test_cmd_unreadable_trace_is_one_line(state, tmp_path, capsys):
     (tmp_path / "t.txt").write_text("\x00\x01binary", encoding="latin-1")
     ex = tmp_path / "x.toml"
-    ex.write_text('title = "x"\nprompt = "p"\n[[traces]]\npath = "t.txt"\n[[tasks]]\nkind = "pick_gap"\nprompt = "p"\ngap = "largest"\n', encoding="utf-8")
+    ex.write_text(
+        'title = "x"\nprompt = "p"\n[[traces]]\npath = "t.txt"\n[[tasks]]\nkind = "pick_gap"\nprompt = "p"\ngap = "largest"\n',
+        encoding="utf-8",
+    )
     assert exercise_cmd.main([str(ex)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"gapscope: error: {tmp_path / 't.txt'}") and "Traceback" not in err
@@ -201,7 +210,10 @@ def test_cmd_errors_in_the_house_form_exit_2(state, tmp_path, capsys):
         assert capsys.readouterr().err == f"gapscope: error: {missing}: cannot read: No such file or directory\n"
     for argv in (["nope"], ["--reset", "nope"]):
         assert exercise_cmd.main(argv) == 2
-        assert capsys.readouterr().err == "gapscope: error: nope: no such exercise (bundled: decode-step, four-smells, graph-capture)\n"
+        assert (
+            capsys.readouterr().err
+            == "gapscope: error: nope: no such exercise (bundled: decode-step, four-smells, graph-capture)\n"
+        )
 
 
 def test_help_says_where_progress_is_kept_and_how_to_reset(tmp_path, monkeypatch, capsys):
@@ -233,18 +245,21 @@ def _deep(n: int) -> str:
     return "[" * n + "]" * n
 
 
-@pytest.mark.parametrize("body,why", [
-    ("{not json", "not JSON"),
-    ('{"version": 1, "exercises": []}', "exercises: expected an object"),
-    ('{"version": 1, "exercises": {"e": {"tasks": {"t": {"hints": 1e308}}}}}', "exercises.e.tasks.t.hints"),
-    ('{"version": 1, "exercises": {"e": {"tasks": {"t": {"attempts": "3"}}}}}', "attempts"),
-    ('{"version": 1, "exercises": {"e": {"current": true}}}', "exercises.e.current"),
-    ('{"version": 1, "exercises": {"e": {"tasks": {"t": {"done": 1}}}}}', "done: expected true/false"),
-    ('{"version": 1, "exercises": {"e": {"tasks": {"t": {"answer": ' + _deep(100) + '}}}}}', "answer"),
-    (_deep(100_000), "nested too deep"),
-    ('{"version": 1, "exercises": {"e": {"tasks": "x"}}}', "tasks: expected an object"),
-    ('[1]', "expected a JSON object"),
-])
+@pytest.mark.parametrize(
+    "body,why",
+    [
+        ("{not json", "not JSON"),
+        ('{"version": 1, "exercises": []}', "exercises: expected an object"),
+        ('{"version": 1, "exercises": {"e": {"tasks": {"t": {"hints": 1e308}}}}}', "exercises.e.tasks.t.hints"),
+        ('{"version": 1, "exercises": {"e": {"tasks": {"t": {"attempts": "3"}}}}}', "attempts"),
+        ('{"version": 1, "exercises": {"e": {"current": true}}}', "exercises.e.current"),
+        ('{"version": 1, "exercises": {"e": {"tasks": {"t": {"done": 1}}}}}', "done: expected true/false"),
+        ('{"version": 1, "exercises": {"e": {"tasks": {"t": {"answer": ' + _deep(100) + "}}}}}", "answer"),
+        (_deep(100_000), "nested too deep"),
+        ('{"version": 1, "exercises": {"e": {"tasks": "x"}}}', "tasks: expected an object"),
+        ("[1]", "expected a JSON object"),
+    ],
+)
 def test_bad_progress_is_moved_aside_with_a_message(tmp_path, body, why):
     path = tmp_path / "progress-ada.json"
     path.write_text(body)

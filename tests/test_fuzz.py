@@ -19,22 +19,39 @@ from hypothesis import strategies as st
 from gapscope.parsers import TraceFormatError, load
 from gapscope.report.cmd import run
 
-SETTINGS = dict(deadline=None, derandomize=True,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+SETTINGS = dict(
+    deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 
-_num = st.one_of(st.integers(-2**63, 2**63), st.floats(allow_nan=True, allow_infinity=True),
-                 st.sampled_from([0, 1, 1e15, 1.8e308, -1, 2**43 + 0.5]))
+_num = st.one_of(
+    st.integers(-(2**63), 2**63),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0, 1, 1e15, 1.8e308, -1, 2**43 + 0.5]),
+)
 _text = st.text(st.characters(codec="utf-8"), max_size=12) | st.sampled_from(
-    ["", "\n", "\u2028", "\x1b[31m", "[bold]x[/]", "aten::mm", "cudaLaunchKernel", "\ud800"[:0]])
-_value = st.one_of(_num, _text, st.none(), st.booleans(), st.lists(_num, max_size=2),
-                   st.dictionaries(_text, _num, max_size=2))
+    ["", "\n", "\u2028", "\x1b[31m", "[bold]x[/]", "aten::mm", "cudaLaunchKernel", "\ud800"[:0]]
+)
+_value = st.one_of(
+    _num, _text, st.none(), st.booleans(), st.lists(_num, max_size=2), st.dictionaries(_text, _num, max_size=2)
+)
 _event = st.fixed_dictionaries(
     {"ph": st.sampled_from(["X", "B", "E", "i", "M", "s", "f", "C", "b", "e", "?"]), "ts": _num},
-    optional={"dur": _num, "pid": _value, "tid": _value, "name": _text,
-              "cat": st.sampled_from(["kernel", "cpu_op", "cuda_runtime", "gpu_memcpy", "user_annotation", "x"]),
-              "args": st.one_of(st.dictionaries(st.sampled_from(["stream", "device", "correlation", "External id",
-                                                                  "name", "bytes"]), _value, max_size=3), _value),
-              "id": _value, "bp": _text})
+    optional={
+        "dur": _num,
+        "pid": _value,
+        "tid": _value,
+        "name": _text,
+        "cat": st.sampled_from(["kernel", "cpu_op", "cuda_runtime", "gpu_memcpy", "user_annotation", "x"]),
+        "args": st.one_of(
+            st.dictionaries(
+                st.sampled_from(["stream", "device", "correlation", "External id", "name", "bytes"]), _value, max_size=3
+            ),
+            _value,
+        ),
+        "id": _value,
+        "bp": _text,
+    },
+)
 
 
 def _load_or_error(path):
@@ -59,9 +76,24 @@ def _dumps(doc) -> str:
 
 
 @settings(max_examples=60, **SETTINGS)
-@given(events=st.lists(_event, max_size=12), wrap=st.booleans(), header=st.dictionaries(
-    st.sampled_from(["deviceProperties", "schemaVersion", "displayTimeUnit", "baseTimeNanoseconds",
-                     "distributedInfo", "traceName"]), _value, max_size=3))
+@given(
+    events=st.lists(_event, max_size=12),
+    wrap=st.booleans(),
+    header=st.dictionaries(
+        st.sampled_from(
+            [
+                "deviceProperties",
+                "schemaVersion",
+                "displayTimeUnit",
+                "baseTimeNanoseconds",
+                "distributedInfo",
+                "traceName",
+            ]
+        ),
+        _value,
+        max_size=3,
+    ),
+)
 def test_chrome_reader_and_report(tmp_path_factory, events, wrap, header):
     path = tmp_path_factory.mktemp("fz") / "t.json"
     doc = {**header, "traceEvents": events} if wrap else events
@@ -71,8 +103,12 @@ def test_chrome_reader_and_report(tmp_path_factory, events, wrap, header):
 
 
 @settings(max_examples=60, **SETTINGS)
-@given(events=st.lists(_event, min_size=1, max_size=8), cut=st.floats(0, 1), junk=st.binary(max_size=8),
-       seed=st.integers(0, 2**32 - 1))
+@given(
+    events=st.lists(_event, min_size=1, max_size=8),
+    cut=st.floats(0, 1),
+    junk=st.binary(max_size=8),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_chrome_reader_on_damaged_text(tmp_path_factory, events, cut, junk, seed):
     text = _dumps({"traceEvents": events}).encode("utf-8", "surrogatepass")
     rng = random.Random(seed)
@@ -85,18 +121,43 @@ def test_chrome_reader_on_damaged_text(tmp_path_factory, events, cut, junk, seed
         _report_all(path)
 
 
-_art_cell = st.sampled_from(["[", "]", "=", " ", "k", "4 ms", "[H2D 6 ms]", "[kernel 4 ms]", "[== x 2 ms ==]",
-                             "junk", "13337 s", "^", "|", "µs", "0.5"])
-_event_line = st.builds(lambda t, lane, kind, name, d: f"{t} ms  {lane}  {kind} {name} {d}",
-                        st.sampled_from(["0.000", "1.5", "-1", "1e308", "x", "2.000"]),
-                        st.sampled_from(["GPU", "CPU", "GPU1", "H2D"]),
-                        st.sampled_from(["kernel", "launch", "begin", "end", "sync", ""]),
-                        st.sampled_from(["matmul", "relu", "a b", ""]), st.sampled_from(["1.0 ms", "2 us", "", "0"]))
+_art_cell = st.sampled_from(
+    [
+        "[",
+        "]",
+        "=",
+        " ",
+        "k",
+        "4 ms",
+        "[H2D 6 ms]",
+        "[kernel 4 ms]",
+        "[== x 2 ms ==]",
+        "junk",
+        "13337 s",
+        "^",
+        "|",
+        "µs",
+        "0.5",
+    ]
+)
+_event_line = st.builds(
+    lambda t, lane, kind, name, d: f"{t} ms  {lane}  {kind} {name} {d}",
+    st.sampled_from(["0.000", "1.5", "-1", "1e308", "x", "2.000"]),
+    st.sampled_from(["GPU", "CPU", "GPU1", "H2D"]),
+    st.sampled_from(["kernel", "launch", "begin", "end", "sync", ""]),
+    st.sampled_from(["matmul", "relu", "a b", ""]),
+    st.sampled_from(["1.0 ms", "2 us", "", "0"]),
+)
 
 
 @settings(max_examples=80, **SETTINGS)
-@given(shape=st.sampled_from(["art", "events"]), rows=st.lists(st.lists(_art_cell, max_size=8), max_size=4),
-       lines=st.lists(_event_line, max_size=6), blank=st.integers(0, 5000), comment=st.booleans())
+@given(
+    shape=st.sampled_from(["art", "events"]),
+    rows=st.lists(st.lists(_art_cell, max_size=8), max_size=4),
+    lines=st.lists(_event_line, max_size=6),
+    blank=st.integers(0, 5000),
+    comment=st.booleans(),
+)
 def test_ascii_reader_and_report(tmp_path_factory, shape, rows, lines, blank, comment):
     if shape == "art":
         body = "\n".join(f"{lab}:  {''.join(cells)}" for lab, cells in zip(["GPU", "CPU", "GPU1", "H2D"], rows))

@@ -24,9 +24,12 @@ def test_json_escapes_del_and_line_separators():
 
 def _events(*names: str) -> str:
     """Events named by raw JSON string bodies (escapes kept as written)."""
-    ev = ('{"ph": "X", "cat": "kernel", "name": "NAME", "pid": 0, "tid": 7, "ts": TS, "dur": 2}')
-    return '{"traceEvents": [' + ", ".join(ev.replace("NAME", n).replace("TS", str(10 * i))
-                                          for i, n in enumerate(names)) + "]}"
+    ev = '{"ph": "X", "cat": "kernel", "name": "NAME", "pid": 0, "tid": 7, "ts": TS, "dur": 2}'
+    return (
+        '{"traceEvents": ['
+        + ", ".join(ev.replace("NAME", n).replace("TS", str(10 * i)) for i, n in enumerate(names))
+        + "]}"
+    )
 
 
 @pytest.mark.parametrize("esc", ["\\ud800", "\\udfff", "\\uDBFF"])

@@ -17,8 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gapscope.parsers import TraceFormatError, load
-from gapscope.parsers import detect
+from gapscope.parsers import TraceFormatError, detect, load
 
 ROOT = Path(__file__).resolve().parents[1]
 EVENT = b'{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2},'
@@ -46,14 +45,17 @@ def _report(path: Path, env_extra: dict | None = None) -> tuple[subprocess.Compl
     env = {**os.environ, **(env_extra or {})}
     # ru_maxrss of RUSAGE_CHILDREN is the largest child so far: measure in a fresh
     # interpreter that runs only this one child.
-    probe = ("import resource, subprocess, sys, time\n"
-             "t = time.perf_counter()\n"
-             "p = subprocess.run([sys.executable, '-m', 'gapscope', 'report', sys.argv[1]], capture_output=True)\n"
-             "dt = time.perf_counter() - t\n"
-             "sys.stdout.write(f'{p.returncode}\\n{dt}\\n{resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}\\n')\n"
-             "sys.stdout.write(p.stderr.decode(errors='replace'))\n")
-    out = subprocess.run([sys.executable, "-c", probe, str(path)], cwd=ROOT, capture_output=True, text=True,
-                         env=env, timeout=120)
+    probe = (
+        "import resource, subprocess, sys, time\n"
+        "t = time.perf_counter()\n"
+        "p = subprocess.run([sys.executable, '-m', 'gapscope', 'report', sys.argv[1]], capture_output=True)\n"
+        "dt = time.perf_counter() - t\n"
+        "sys.stdout.write(f'{p.returncode}\\n{dt}\\n{resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}\\n')\n"
+        "sys.stdout.write(p.stderr.decode(errors='replace'))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(path)], cwd=ROOT, capture_output=True, text=True, env=env, timeout=120
+    )
     rc, secs, rss_kib, *err = out.stdout.split("\n")
     return subprocess.CompletedProcess([], int(rc), "", "\n".join(err)), float(secs), int(rss_kib) * 1024
 
@@ -106,8 +108,11 @@ def test_file_over_a_set_limit_names_both_sizes(tmp_path, monkeypatch):
     path = tmp_path / "t.json"
     path.write_bytes(b'{"traceEvents": [' + EVENT * 100 + b"{}]}")
     monkeypatch.setenv("GAPSCOPE_MAX_TRACE_BYTES", "1K")
-    with pytest.raises(TraceFormatError, match=r"file is [\d,]+ bytes, more than the limit set by "
-                                               r"GAPSCOPE_MAX_TRACE_BYTES of 1,024 bytes"):
+    with pytest.raises(
+        TraceFormatError,
+        match=r"file is [\d,]+ bytes, more than the limit set by "
+        r"GAPSCOPE_MAX_TRACE_BYTES of 1,024 bytes",
+    ):
         load(path)
 
 
@@ -127,8 +132,10 @@ def test_nul_after_the_head_is_refused_with_its_line(tmp_path):
     assert err.value.line == 3
 
 
-@pytest.mark.parametrize("text,want", [("123", 123), ("64M", 64 << 20), ("2G", 2 << 30), ("1.5k", 1536),
-                                       ("3GiB", 3 << 30), ("x", None), ("-1", None)])
+@pytest.mark.parametrize(
+    "text,want",
+    [("123", 123), ("64M", 64 << 20), ("2G", 2 << 30), ("1.5k", 1536), ("3GiB", 3 << 30), ("x", None), ("-1", None)],
+)
 def test_parse_size(text, want):
     assert detect.parse_size(text) == want
 
@@ -144,8 +151,10 @@ def test_default_limit_follows_available_memory(monkeypatch):
 
 def test_ordinary_gzip_multi_member_still_loads(tmp_path):
     path = tmp_path / "t.json.gz"
-    events = b"".join(b'{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": %d, "dur": 2},' % (3 * i)
-                      for i in range(2000))
+    events = b"".join(
+        b'{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": %d, "dur": 2},' % (3 * i)
+        for i in range(2000)
+    )
     body = b'{"traceEvents": [' + events + b'{"ph": "M", "name": "process_name", "pid": 0, "args": {}}]}'
     path.write_bytes(_gzip_member(body[:5000]) + b"\x00" * 100 + _gzip_member(body[5000:]))
     assert len(load(path)) == 2000

@@ -23,9 +23,11 @@ def _write(tmp_path, text, name="t.json"):
 
 
 def test_end_event_at_1_8e308_gives_no_numpy_warning(tmp_path):
-    p = _write(tmp_path, '{"traceEvents": [{"ph": "B", "name": "a", "pid": 1, "tid": 1, "ts": 1}, '
-                         '{"ph": "E", "name": "a", "pid": 1, "tid": 1, "ts": 1.8e308}, '
-                         + json.dumps(K(5, 2)) + "]}")
+    p = _write(
+        tmp_path,
+        '{"traceEvents": [{"ph": "B", "name": "a", "pid": 1, "tid": 1, "ts": 1}, '
+        '{"ph": "E", "name": "a", "pid": 1, "tid": 1, "ts": 1.8e308}, ' + json.dumps(K(5, 2)) + "]}",
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a RuntimeWarning would fail here
         t = load(p)
@@ -33,13 +35,18 @@ def test_end_event_at_1_8e308_gives_no_numpy_warning(tmp_path):
 
 
 def test_non_finite_device_properties_are_dropped_with_a_warning(tmp_path):
-    p = _write(tmp_path, '{"deviceProperties": [{"id": 0, "name": "H100", "computeMajor": Infinity, '
-                         '"computeMinor": NaN, "totalGlobalMem": 1e999, "numSms": 132}], "traceEvents": ['
-                         + json.dumps(K(5, 2)) + "]}")
+    p = _write(
+        tmp_path,
+        '{"deviceProperties": [{"id": 0, "name": "H100", "computeMajor": Infinity, '
+        '"computeMinor": NaN, "totalGlobalMem": 1e999, "numSms": 132}], "traceEvents": [' + json.dumps(K(5, 2)) + "]}",
+    )
     t = load(p)
     fields = {w.field for w in t.warnings}
-    assert {"deviceProperties[0].computeMajor", "deviceProperties[0].computeMinor",
-            "deviceProperties[0].totalGlobalMem"} <= fields
+    assert {
+        "deviceProperties[0].computeMajor",
+        "deviceProperties[0].computeMinor",
+        "deviceProperties[0].totalGlobalMem",
+    } <= fields
     label = device_label(t.source.device_properties[0])
     assert "Infini" not in label and "N," not in label and label.startswith("H100") and "132 SMs" in label
 
@@ -75,7 +82,9 @@ def test_data_after_the_document_is_not_called_truncated(tmp_path, doc):
 
 
 def test_ascii_timeline_after_4_kib_of_blank_lines(tmp_path):
-    p = _write(tmp_path, "\n" * 5000 + "0.000 ms  GPU  kernel matmul 1.0 ms\n1.500 ms  GPU  kernel relu 0.5 ms\n", "t.txt")
+    p = _write(
+        tmp_path, "\n" * 5000 + "0.000 ms  GPU  kernel matmul 1.0 ms\n1.500 ms  GPU  kernel relu 0.5 ms\n", "t.txt"
+    )
     assert len(load(p)) == 2
     with pytest.raises(TraceFormatError, match="file is empty"):
         load(_write(tmp_path, "\n" * 70000, "blank.txt"))

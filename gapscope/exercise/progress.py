@@ -84,8 +84,9 @@ def validate(data) -> None:
                 if kind is int:
                     _count(t[key], f"{tw}.{key}")
                 elif type(t[key]) is not kind:
-                    raise ValueError(f"{tw}.{key}: expected {'true/false' if kind is bool else 'a string'}, "
-                                     f"got {_show(t[key])}")
+                    raise ValueError(
+                        f"{tw}.{key}: expected {'true/false' if kind is bool else 'a string'}, got {_show(t[key])}"
+                    )
             if not _depth_ok(t.get("answer"), 0):
                 raise ValueError(f"{tw}.answer: nested deeper than {MAX_ANSWER_DEPTH} or not finite")
 
@@ -133,8 +134,11 @@ class ProgressStore:
         except FileNotFoundError:
             return self._fresh()
         except (OSError, ValueError, RecursionError, UnicodeDecodeError) as exc:
-            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else (
-                "nested too deep" if isinstance(exc, RecursionError) else str(exc))
+            why = (
+                exc.strerror
+                if isinstance(exc, OSError) and exc.strerror
+                else ("nested too deep" if isinstance(exc, RecursionError) else str(exc))
+            )
             self.notice = self._set_aside(why)
             return self._fresh()
         return data
@@ -173,8 +177,10 @@ class ProgressStore:
         try:
             os.replace(self.path, backup)
         except OSError as exc:
-            return (f"{self.path}: progress file is not usable ({why}) and could not be moved aside "
-                    f"({exc.strerror or exc}); starting afresh in memory")
+            return (
+                f"{self.path}: progress file is not usable ({why}) and could not be moved aside "
+                f"({exc.strerror or exc}); starting afresh in memory"
+            )
         return f"{self.path}: progress file is not usable ({why}); moved aside to {backup}, starting afresh"
 
     def save(self) -> bool:

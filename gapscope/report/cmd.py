@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import io
 import json
-import re
 import os
+import re
 import shutil
 import sys
-from typing import IO, Any, Callable
+from collections.abc import Callable
+from typing import IO, Any
 
 from gapscope.parsers.errors import TraceFormatError
-
 from gapscope.report import args as report_args
 from gapscope.report.args import UsageError, build_parser, params_from_args
 from gapscope.report.fmt import safe_name
@@ -67,9 +67,7 @@ def run(argv: list[str], stdout: IO[str] | None = None) -> int:
         raise UsageError(f"--width must be >= 20, got {args.width}")
     params = params_from_args(args)
 
-    from gapscope import parsers
-
-    from gapscope import __version__
+    from gapscope import __version__, parsers
     from gapscope.report.document import build_document, diagnose_or_none
 
     trace = parsers.load(args.trace)
@@ -85,8 +83,12 @@ def run(argv: list[str], stdout: IO[str] | None = None) -> int:
     else:
         from gapscope.report.text import render_text
 
-        write_rich(lambda console: render_text(doc, console, top=args.top), out, width=args.width,
-                   tty=stdout is None and report_args.stdout_is_tty())
+        write_rich(
+            lambda console: render_text(doc, console, top=args.top),
+            out,
+            width=args.width,
+            tty=stdout is None and report_args.stdout_is_tty(),
+        )
     out.flush()
     return 0
 

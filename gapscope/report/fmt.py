@@ -10,9 +10,25 @@ import math
 import re
 import unicodedata
 
-__all__ = ["Unit", "unit_for", "offset_unit_for", "fmt_dur", "fmt_at", "fmt_sig", "fmt_share", "safe_name", "fmt_bytes", "budget_rows", "BUDGET_LABELS", "short_name",
-           "device_label", "rank_text", "kind_counts_text", "fmt_rate",
-           "more_groups_line"]
+__all__ = [
+    "Unit",
+    "unit_for",
+    "offset_unit_for",
+    "fmt_dur",
+    "fmt_at",
+    "fmt_sig",
+    "fmt_share",
+    "safe_name",
+    "fmt_bytes",
+    "budget_rows",
+    "BUDGET_LABELS",
+    "short_name",
+    "device_label",
+    "rank_text",
+    "kind_counts_text",
+    "fmt_rate",
+    "more_groups_line",
+]
 
 
 class Unit(tuple):
@@ -199,7 +215,7 @@ def safe_name(name: str, max_len: int | None = None) -> str:
     s = str(name)
     max_len = DISPLAY_MAX_CHARS if max_len is None else min(max_len, DISPLAY_MAX_CHARS)
     if len(s) > max_len + 16:  # escaping never shortens: this head gives the shown prefix
-        s = s[:max_len + 16]
+        s = s[: max_len + 16]
     if s.isprintable() and "\x1b" not in s:
         out = s
     else:

@@ -27,8 +27,20 @@ import re
 import statistics
 from fractions import Fraction
 
-from gapscope.parsers.ascii.common import (MAX_LANE_DIGITS, MAX_TIME_NS, STANDALONE_NUMBER, UNIT_NS, check_quantities,
-                                           clip, cpu_lane, error_at, gpu_lane, lane_label, new_builder, to_ns)
+from gapscope.parsers.ascii.common import (
+    MAX_LANE_DIGITS,
+    MAX_TIME_NS,
+    STANDALONE_NUMBER,
+    UNIT_NS,
+    check_quantities,
+    clip,
+    cpu_lane,
+    error_at,
+    gpu_lane,
+    lane_label,
+    new_builder,
+    to_ns,
+)
 from gapscope.parsers.ascii.events import link_calls
 from gapscope.parsers.ascii.fence import FenceEvent, expand_fence
 from gapscope.parsers.ascii.names import copy_direction, cpu_kind, gpu_kind, is_host_word
@@ -114,7 +126,7 @@ def _scan(raw: str, pos: int, row_i: int, line: int, is_gpu: bool, path: str) ->
 
 
 def _span(raw, start, end, row_i, line, is_gpu, path) -> Item:
-    inner = raw[start + 1:end]
+    inner = raw[start + 1 : end]
     label = inner.strip(_FILL)
     name, dur = label, None
     label_col = start + 1 + inner.index(label) if label else start
@@ -124,11 +136,27 @@ def _span(raw, start, end, row_i, line, is_gpu, path) -> Item:
         if m.group(3) in UNIT_NS:
             name, dur = m.group(1).strip(_FILL), to_ns(m.group(2), m.group(3))
             if dur is None:  # check_quantities has caught it; kept as a guard
-                raise error_at(path, f"duration {clip(m.group(2))} {m.group(3)} is out of range", line,
-                               label_col + m.start(2))
-        elif len(m.group(3)) <= 4 and m.group(3).lower() in ("min", "sec", "secs", "msec", "usec", "nsec", "h", "m", "mins"):
-            raise error_at(path, f"unknown unit {m.group(3)!r} in span label", line, label_col + m.start(3),
-                           "units: ns, us, µs, ms, s")
+                raise error_at(
+                    path, f"duration {clip(m.group(2))} {m.group(3)} is out of range", line, label_col + m.start(2)
+                )
+        elif len(m.group(3)) <= 4 and m.group(3).lower() in (
+            "min",
+            "sec",
+            "secs",
+            "msec",
+            "usec",
+            "nsec",
+            "h",
+            "m",
+            "mins",
+        ):
+            raise error_at(
+                path,
+                f"unknown unit {m.group(3)!r} in span label",
+                line,
+                label_col + m.start(3),
+                "units: ns, us, µs, ms, s",
+            )
     name = name or ("kernel" if is_gpu else "busy")
     return Item(row_i, line, start, end + 1, "span", name, dur, label_len=len(label))
 
@@ -150,12 +178,22 @@ def _read_rows(lines: list[str], path: str) -> list[Row]:
             rows[-1].notes.append((i + 1, col, text, raw.find(text, col) if text else col))
             continue
         if len(m.group(3)) > MAX_LANE_DIGITS:
-            raise error_at(path, f"lane number too large in {clip(m.group(2) + m.group(3))!r}", i + 1, m.start(2),
-                           f"lanes read CPU, GPU, CPU1, GPU2 … with at most {MAX_LANE_DIGITS} digits")
+            raise error_at(
+                path,
+                f"lane number too large in {clip(m.group(2) + m.group(3))!r}",
+                i + 1,
+                m.start(2),
+                f"lanes read CPU, GPU, CPU1, GPU2 … with at most {MAX_LANE_DIGITS} digits",
+            )
         label = lane_label(m.group(2), m.group(3))
         if label in seen:
-            raise error_at(path, f"second {clip(label)}: row (first on line {seen[label]})", i + 1, m.start(2),
-                           "one row per lane; name more lanes GPU1:, CPU1:")
+            raise error_at(
+                path,
+                f"second {clip(label)}: row (first on line {seen[label]})",
+                i + 1,
+                m.start(2),
+                "one row per lane; name more lanes GPU1:, CPU1:",
+            )
         seen[label] = i + 1
         row = Row(label, m.group(3), label.startswith("GPU"), i + 1)
         row.items = _scan(raw, m.end(), len(rows), i + 1, row.is_gpu, path)
@@ -178,12 +216,16 @@ def _fit_scale(items: list[Item], path: str) -> int:
     for it, dur in labelled:
         width = it.col1 - it.col0
         expected = width * scale
-        if dur > (1 + MAX_SCALE_ERROR) * expected or (
-                dur < (1 - MAX_SCALE_ERROR) * expected and id(it) not in bound):
-            raise error_at(path, f"span {clip(it.name)!r} is labelled {_fmt(dur)} but drawn {width} columns wide, "
-                           f"{_fmt(round(expected))} at the fitted scale of {_fmt(round(scale))} per column: "
-                           f"more than {MAX_SCALE_ERROR:.0%} apart", it.line, it.col0,
-                           "redraw the span to scale, or fix its label")
+        if dur > (1 + MAX_SCALE_ERROR) * expected or (dur < (1 - MAX_SCALE_ERROR) * expected and id(it) not in bound):
+            raise error_at(
+                path,
+                f"span {clip(it.name)!r} is labelled {_fmt(dur)} but drawn {width} columns wide, "
+                f"{_fmt(round(expected))} at the fitted scale of {_fmt(round(scale))} per column: "
+                f"more than {MAX_SCALE_ERROR:.0%} apart",
+                it.line,
+                it.col0,
+                "redraw the span to scale, or fix its label",
+            )
     return max(1, round(scale))
 
 
@@ -211,8 +253,10 @@ def load_art(lines: list[str], path: str = "") -> Trace:
     b.source.extra["scale_ns_per_column"] = scale
     notes = [f"{r.label}: {t}" for r in rows for _, _, t, _ in r.notes]
     fences = [it for it in items if it.kind == "fence"]
-    gpu_copies = sorted((it for it in items if rows[it.row].is_gpu and it.kind == "span"
-                         and gpu_kind(it.name)[0] == Kind.MEMCPY), key=lambda i: (i.col0, i.row))
+    gpu_copies = sorted(
+        (it for it in items if rows[it.row].is_gpu and it.kind == "span" and gpu_kind(it.name)[0] == Kind.MEMCPY),
+        key=lambda i: (i.col0, i.row),
+    )
     for it in fences:
         it.events, it.dur_ns = expand_fence(it.ks, it.name, it.line, it.col0, rows[it.row].notes, scale, path)
     placed, described, prose = [], [], []
@@ -221,14 +265,24 @@ def load_art(lines: list[str], path: str = "") -> Trace:
             placed.append(it)
             continue
         if rows[it.row].is_gpu:  # text stating a duration outside [ ]: never a kernel drawn to its width
-            b.warn(it.line, "text", f"column {it.col0 + 1}: {clip(it.name)!r} is text with a duration outside "
-                                    "[ ] on a GPU row; read as a comment, not a kernel (a span reads [name 4 ms])")
+            b.warn(
+                it.line,
+                "text",
+                f"column {it.col0 + 1}: {clip(it.name)!r} is text with a duration outside "
+                "[ ] on a GPU row; read as a comment, not a kernel (a span reads [name 4 ms])",
+            )
             continue
         kind = cpu_kind(it.name)
         near_fence = any(f.col0 - SNAP_COLUMNS <= it.col0 <= f.col1 + SNAP_COLUMNS for f in fences)
         ck = copy_direction(it.name)
-        match = next((g for g in gpu_copies if ck in (CopyKind.NONE, CopyKind.UNKNOWN)
-                      or gpu_kind(g.name)[1] in (ck, CopyKind.UNKNOWN)), None)
+        match = next(
+            (
+                g
+                for g in gpu_copies
+                if ck in (CopyKind.NONE, CopyKind.UNKNOWN) or gpu_kind(g.name)[1] in (ck, CopyKind.UNKNOWN)
+            ),
+            None,
+        )
         if kind == Kind.MEMCPY_CALL and match is not None:
             gpu_copies.remove(match)
             it.kind = "copy-call"  # sits under its GPU copy, not at its column
@@ -277,9 +331,14 @@ def _layout(items: list[Item], rows: list[Row], scale: int, path: str) -> dict[i
         free = [i for i in idx if fixed[i] is None]
         rest = dur - done
         if rest < 0 or (not free and rest != 0):
-            raise error_at(path, f"span {clip(it.name)!r} is labelled {_fmt(dur)} but the labelled spans it lines up "
-                           f"with already take {_fmt(done)}", it.line, it.col0,
-                           "labels of spans drawn over the same columns must agree")
+            raise error_at(
+                path,
+                f"span {clip(it.name)!r} is labelled {_fmt(dur)} but the labelled spans it lines up "
+                f"with already take {_fmt(done)}",
+                it.line,
+                it.col0,
+                "labels of spans drawn over the same columns must agree",
+            )
         width = sum(reps[i + 1] - reps[i] for i in free)
         acc = 0
         for i in free:
@@ -336,8 +395,14 @@ def _emit(b, rows: list[Row], placed: list[Item], at: dict[int, int], scale: int
     for it in sorted((i for i in placed if i.kind == "copy-call"), key=lambda i: (i.line, i.col0)):
         ck = copy_direction(it.name)
         pageable = re.search(r"\.cpu\(\)|numpy|np\.array|tensor\(", it.name) is not None
-        match = next((k for k in gpu_copies if ck in (CopyKind.NONE, CopyKind.UNKNOWN)
-                      or out[k]["ck"] in (ck, CopyKind.UNKNOWN)), None)
+        match = next(
+            (
+                k
+                for k in gpu_copies
+                if ck in (CopyKind.NONE, CopyKind.UNKNOWN) or out[k]["ck"] in (ck, CopyKind.UNKNOWN)
+            ),
+            None,
+        )
         if match is None:  # load_art only sends copies that have a GPU copy to sit under
             continue
         gpu_copies.remove(match)
@@ -345,10 +410,16 @@ def _emit(b, rows: list[Row], placed: list[Item], at: dict[int, int], scale: int
         g["pageable"] = g["pageable"] or pageable
         add(lanes[it.row], it.name, g["start"], g["dur"], Kind.MEMCPY_CALL, ck, it.line, pageable)
     in_fence = {k for pair in fence_pairs for k in pair}
-    gpu_spans = [(e["start"], e["name"], k, e["line"]) for k, e in enumerate(out)
-                 if e["kind"] in (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET) and k not in in_fence]
-    calls = [(e["start"], e["name"], k, e["kind"], e["ck"]) for k, e in enumerate(out)
-             if e["kind"] in (Kind.LAUNCH, Kind.MEMCPY_CALL) and k not in in_fence]
+    gpu_spans = [
+        (e["start"], e["name"], k, e["line"])
+        for k, e in enumerate(out)
+        if e["kind"] in (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET) and k not in in_fence
+    ]
+    calls = [
+        (e["start"], e["name"], k, e["kind"], e["ck"])
+        for k, e in enumerate(out)
+        if e["kind"] in (Kind.LAUNCH, Kind.MEMCPY_CALL) and k not in in_fence
+    ]
     corr = link_calls(b, out, gpu_spans, calls)
     next_id = max(corr.values(), default=0) + 1
     for s, d in fence_pairs:
@@ -356,11 +427,25 @@ def _emit(b, rows: list[Row], placed: list[Item], at: dict[int, int], scale: int
         next_id += 1
     for e in out:
         if e["start"] + e["dur"] > MAX_TIME_NS:
-            raise TraceFormatError(path, "the drawing spans more than 2^62 ns (about 146 years)", line=e["line"],
-                                   column=1, hint="check the durations in the labels and notes")
+            raise TraceFormatError(
+                path,
+                "the drawing spans more than 2^62 ns (about 146 years)",
+                line=e["line"],
+                column=1,
+                hint="check the durations in the labels and notes",
+            )
     order = sorted(range(len(out)), key=lambda k: (out[k]["start"], -out[k]["dur"], out[k]["kind"] != Kind.ANNOTATION))
     for k in order:
         e = out[k]
-        b.event(e["lane"], e["name"], e["start"], e["dur"], e["kind"], correlation=corr.get(k, -1),
-                copy_kind=e["ck"], pageable=e["pageable"], line=e["line"])
+        b.event(
+            e["lane"],
+            e["name"],
+            e["start"],
+            e["dur"],
+            e["kind"],
+            correlation=corr.get(k, -1),
+            copy_kind=e["ck"],
+            pageable=e["pageable"],
+            line=e["line"],
+        )
     return b.build()

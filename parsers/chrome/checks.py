@@ -31,7 +31,17 @@ from gapscope.parsers.json.scan import SENTINEL_VALUES
 from gapscope.parsers.lanes import id_text
 from gapscope.parsers.model import GPU_WORK_KINDS, Kind
 
-__all__ = ["Columns", "validate", "gpu_checks", "bind_flows", "v2_flows", "bad_id_events", "has_bad_ids", "MAX_DUR_US", "RATIO"]
+__all__ = [
+    "Columns",
+    "validate",
+    "gpu_checks",
+    "bind_flows",
+    "v2_flows",
+    "bad_id_events",
+    "has_bad_ids",
+    "MAX_DUR_US",
+    "RATIO",
+]
 
 #: Durations above this (µs) are absurd.
 MAX_DUR_US = 1e12
@@ -62,14 +72,24 @@ class Columns:
     value: np.ndarray
     args: ArgColumns
 
-    def take(self, idx: np.ndarray) -> "Columns":
+    def take(self, idx: np.ndarray) -> Columns:
         idx = np.asarray(idx)
         if idx.dtype == bool:
             idx = np.flatnonzero(idx)
         if idx.size == self.start.size:
             return self
-        return Columns(self.start[idx], self.dur[idx], self.lane[idx], self.name[idx], self.kind[idx], self.src[idx],
-                       self.status_ts[idx], self.status_dur[idx], self.value[idx], self.args.take(idx))
+        return Columns(
+            self.start[idx],
+            self.dur[idx],
+            self.lane[idx],
+            self.name[idx],
+            self.kind[idx],
+            self.src[idx],
+            self.status_ts[idx],
+            self.status_dur[idx],
+            self.value[idx],
+            self.args.take(idx),
+        )
 
 
 def _lines_list(ks) -> str:
@@ -86,8 +106,9 @@ def _token(v) -> str:
     return number_text(v)
 
 
-def validate(cols: Columns, names: list[str], open_ended: np.ndarray, events: Sequence,
-             warn) -> tuple[Columns, list[tuple[int, str, int]]]:
+def validate(
+    cols: Columns, names: list[str], open_ended: np.ndarray, events: Sequence, warn
+) -> tuple[Columns, list[tuple[int, str, int]]]:
     """Drop rows with unusable or absurd times (with warnings) and close open slices
     (rows ``open_ended``: unclosed ``B``/``b`` slices end at the last end of the rest).
 
@@ -133,8 +154,12 @@ def validate(cols: Columns, names: list[str], open_ended: np.ndarray, events: Se
         absurd_reason[good & (absurd_reason == 0) & (cols.dur > MAX_DUR_US * 1000)] = 4
     if open_ended.size:
         absurd_reason[open_ended] = 0
-    texts = {1: "start far before the rest of the trace", 2: "start far after the rest of the trace",
-             3: "negative duration", 4: "duration longer than 1e12 µs"}
+    texts = {
+        1: "start far before the rest of the trace",
+        2: "start far after the rest of the trace",
+        3: "negative duration",
+        4: "duration longer than 1e12 µs",
+    }
     untimed: list[tuple[int, str, int]] = []
     for reason in (1, 2, 3, 4):
         rows = np.flatnonzero(absurd_reason == reason)
@@ -145,8 +170,11 @@ def validate(cols: Columns, names: list[str], open_ended: np.ndarray, events: Se
         gpu = np.isin(cols.kind[rows], [int(k) for k in GPU_WORK_KINDS])
         what = "GPU ops" if gpu.all() else "events"
         why = "have no timing (ts=0, dur=0)" if zero else f"have absurd times ({texts[reason]})"
-        warn(ks[0], "ts" if reason in (1, 2) else "dur",
-             f"{rows.size} {what} {why} at lines {_lines_list(ks)}; excluded from the timeline and GPU analysis")
+        warn(
+            ks[0],
+            "ts" if reason in (1, 2) else "dur",
+            f"{rows.size} {what} {why} at lines {_lines_list(ks)}; excluded from the timeline and GPU analysis",
+        )
         for r in rows[gpu].tolist():
             untimed.append((int(cols.src[r]), names[cols.name[r]], int(cols.args.correlation[r])))
     keep = good & (absurd_reason == 0)
@@ -176,11 +204,21 @@ def gpu_checks(cols: Columns, lane_final: np.ndarray, lanes, names: list[str], w
         cand[o2[1:][tie]] = True
         cand[o2[:-1][tie]] = True
         work_c = work[cand]
-        ln, st, du, nm, co = (lane_final[work_c], cols.start[work_c], cols.dur[work_c], cols.name[work_c],
-                              cols.args.correlation[work_c])
+        ln, st, du, nm, co = (
+            lane_final[work_c],
+            cols.start[work_c],
+            cols.dur[work_c],
+            cols.name[work_c],
+            cols.args.correlation[work_c],
+        )
         o = np.lexsort((cols.src[work_c], co, nm, du, st, ln))
-        same = (ln[o][1:] == ln[o][:-1]) & (st[o][1:] == st[o][:-1]) & (du[o][1:] == du[o][:-1]) & \
-            (nm[o][1:] == nm[o][:-1]) & (co[o][1:] == co[o][:-1])
+        same = (
+            (ln[o][1:] == ln[o][:-1])
+            & (st[o][1:] == st[o][:-1])
+            & (du[o][1:] == du[o][:-1])
+            & (nm[o][1:] == nm[o][:-1])
+            & (co[o][1:] == co[o][:-1])
+        )
         work = work_c
     drop = np.zeros(cols.start.size, dtype=bool)
     if same.any():
@@ -191,8 +229,12 @@ def gpu_checks(cols: Columns, lane_final: np.ndarray, lanes, names: list[str], w
             if j >= _MAX_LISTED:
                 warn(int(cols.src[b]), None, f"{dup_pos.size - _MAX_LISTED} more duplicate GPU records counted once")
                 break
-            warn(int(cols.src[b]), None, "duplicate event %r on lines {line:%d}/{line:%d}: counted once"
-                 % (names[cols.name[a]], int(cols.src[a]), int(cols.src[b])))
+            warn(
+                int(cols.src[b]),
+                None,
+                "duplicate event %r on lines {line:%d}/{line:%d}: counted once"
+                % (names[cols.name[a]], int(cols.src[a]), int(cols.src[b])),
+            )
         cols = cols.take(~drop)
         lane_final = lane_final[~drop]
         work = np.flatnonzero(np.isin(cols.kind, [int(k) for k in GPU_WORK_KINDS]))
@@ -208,18 +250,28 @@ def gpu_checks(cols: Columns, lane_final: np.ndarray, lanes, names: list[str], w
         if b - a < 2:
             continue
         run_end = np.maximum.accumulate(en_o[a:b])
-        ov = np.flatnonzero(run_end[:-1] > st_o[a + 1:b])
+        ov = np.flatnonzero(run_end[:-1] > st_o[a + 1 : b])
         if ov.size == 0:
             continue
         i = int(ov[0])
-        prev = work[o[a + int(np.argmax(en_o[a:a + i + 1]))]]
+        prev = work[o[a + int(np.argmax(en_o[a : a + i + 1]))]]
         nxt = work[o[a + i + 1]]
         by_ns = int(run_end[i] - st_o[a + i + 1])
         more = f"; {ov.size} overlapping ops on this lane in total" if ov.size > 1 else ""
-        warn(int(cols.src[nxt]), None,
-             "%s: %r (line {line:%d}) overlaps %r (line {line:%d}) by %s µs; both kept%s"
-             % (lanes[lane].label, names[cols.name[prev]], int(cols.src[prev]), names[cols.name[nxt]],
-                int(cols.src[nxt]), _us(by_ns), more))
+        warn(
+            int(cols.src[nxt]),
+            None,
+            "%s: %r (line {line:%d}) overlaps %r (line {line:%d}) by %s µs; both kept%s"
+            % (
+                lanes[lane].label,
+                names[cols.name[prev]],
+                int(cols.src[prev]),
+                names[cols.name[nxt]],
+                int(cols.src[nxt]),
+                _us(by_ns),
+                more,
+            ),
+        )
     _warn_outlier_durations(cols, work, names, warn)
     return cols
 
@@ -248,9 +300,13 @@ def _warn_outlier_durations(cols: Columns, work: np.ndarray, names: list[str], w
         return
     k = int(bad[np.argmax(cols.dur[bad])])
     more = f"; {bad.size} such ops" if bad.size > 1 else ""
-    warn(int(cols.src[k]), "dur", "%r lasts %s, %sx the %s µs the other GPU ops span; kept, but check its dur "
-         "(microseconds expected)%s" % (names[cols.name[k]], _long_time(int(cols.dur[k])),
-                                        f"{int(cols.dur[k]) // max(span, 1):,}", _us(span), more))
+    warn(
+        int(cols.src[k]),
+        "dur",
+        "%r lasts %s, %sx the %s µs the other GPU ops span; kept, but check its dur "
+        "(microseconds expected)%s"
+        % (names[cols.name[k]], _long_time(int(cols.dur[k])), f"{int(cols.dur[k]) // max(span, 1):,}", _us(span), more),
+    )
 
 
 def _long_time(ns: int) -> str:
@@ -262,8 +318,9 @@ def _us(ns: int) -> str:
     return f"{ns / 1000:g}"
 
 
-def bind_flows(events: list, flow_ks: list[int], cols: Columns, lane_final: np.ndarray, lanes_raw: dict,
-               remap: np.ndarray, warn) -> tuple[np.ndarray, np.ndarray]:
+def bind_flows(
+    events: list, flow_ks: list[int], cols: Columns, lane_final: np.ndarray, lanes_raw: dict, remap: np.ndarray, warn
+) -> tuple[np.ndarray, np.ndarray]:
     """Bind v1 flow events (``s``/``t``/``f``) to slices; (src rows, dst rows)."""
     empty = np.zeros(0, np.int64)
     if not flow_ks:
@@ -323,7 +380,9 @@ def v2_flows(events: list, xi: np.ndarray, cols: Columns) -> tuple[np.ndarray, n
     if not ks:
         return empty, empty
     rows = np.flatnonzero(np.isin(cols.src, ks) & (np.arange(cols.src.size) < cols.src.size))
-    row_of = {int(cols.src[r]): int(r) for r in rows.tolist() if cols.kind[r] not in (int(Kind.INSTANT), int(Kind.COUNTER))}
+    row_of = {
+        int(cols.src[r]): int(r) for r in rows.tolist() if cols.kind[r] not in (int(Kind.INSTANT), int(Kind.COUNTER))
+    }
     outs: dict[str, list[int]] = {}
     ins: dict[str, list[int]] = {}
     for k in ks:
@@ -380,6 +439,7 @@ def has_bad_ids(lanes_raw: dict, events: list, by_phase: dict, repaired: bool = 
     """Whether any (pid, tid) among the ``X`` lane keys ``lanes_raw`` or the ids of the
     other-phase events (``by_phase``: phase → event indices) is non-finite (see
     ``bad_id_events``); cost: the distinct lanes plus the non-``X`` events."""
+
     def bad(v) -> bool:
         return _nonfinite(v, repaired)
 

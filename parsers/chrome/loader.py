@@ -38,25 +38,32 @@ from typing import Any
 
 import msgspec
 import numpy as np
-import numpy.ma  # noqa: F401  (np.unique imports it on first use: an import cost, paid at import time)
+import numpy.ma
 
 from gapscope.parsers.chrome import checks as checks
-from gapscope.parsers.chrome.parallel import fork as chrome_parallel
-from gapscope.parsers.chrome.parallel.joined import SerialFallback
 from gapscope.parsers.chrome.args import ArgColumns
 from gapscope.parsers.chrome.columns import GET, build_trace_lanes, exact_ts_from_text, label
+from gapscope.parsers.chrome.flows import has_unlinked_work, kineto_flow_links, unique_pairs
 from gapscope.parsers.chrome.lazy_args import EventText
+from gapscope.parsers.chrome.parallel import fork as chrome_parallel
+from gapscope.parsers.chrome.parallel.joined import SerialFallback
 from gapscope.parsers.chrome.phases import Rows, collect_metadata, collect_rows
+from gapscope.parsers.chrome.recover import recover
 from gapscope.parsers.chrome.scan import PH_FLOW, PH_M, PH_OTHER, PH_X, EventColumns, scan_events
-from gapscope.parsers.chrome.schema import (EVENT_CLASS, AnyEvent, AnyEventRawTs, ObjectHeader, ObjectTrace, ObjectTraceRawTs,
-                                            XEventRawTs)
+from gapscope.parsers.chrome.schema import (
+    EVENT_CLASS,
+    AnyEvent,
+    AnyEventRawTs,
+    ObjectHeader,
+    ObjectTrace,
+    ObjectTraceRawTs,
+    XEventRawTs,
+)
 from gapscope.parsers.chrome.times import INVALID, MISSING, NEED_EXACT, OK
 from gapscope.parsers.errors import TraceFormatError
 from gapscope.parsers.json.scan import text_start
-from gapscope.parsers.chrome.recover import recover
 from gapscope.parsers.kinds import KINETO_CATS, KINETO_FLOW_CATS
 from gapscope.parsers.lanes import Metadata
-from gapscope.parsers.chrome.flows import has_unlinked_work, kineto_flow_links, unique_pairs
 from gapscope.parsers.model import Kind, SourceInfo, Trace, TraceWarning, link_by_correlation, repeated_correlations
 
 __all__ = ["load_chrome"]
@@ -70,8 +77,16 @@ _EPOCH_TS = re.compile(rb'"ts"\s*:\s*-?\d{13,}\.\d')
 #: Bytes of the text sampled for such timestamps before decoding.
 EPOCH_SAMPLE_BYTES = 1 << 18
 _WS = b" \t\r\n"
-_HEADER_KEYS = ("schemaVersion", "deviceProperties", "computeProperties", "distributedInfo",
-                "baseTimeNanoseconds", "displayTimeUnit", "traceName", "systemTraceEvents")
+_HEADER_KEYS = (
+    "schemaVersion",
+    "deviceProperties",
+    "computeProperties",
+    "distributedInfo",
+    "baseTimeNanoseconds",
+    "displayTimeUnit",
+    "traceName",
+    "systemTraceEvents",
+)
 _get = GET
 #: {ts kept as text: (decoder of an events array, its X event class)}.
 _DECODERS = {False: (_LIST, EVENT_CLASS["X"]), True: (_LIST_RAW_TS, XEventRawTs)}
@@ -115,15 +130,20 @@ def _raw_ts(data, i: int) -> bool:
     return _EPOCH_TS.search(data, i, i + EPOCH_SAMPLE_BYTES) is not None
 
 
-def start_parts(path: str) -> "chrome_parallel.Pending | None":
+def start_parts(path: str) -> chrome_parallel.Pending | None:
     """Start decoding the second part of a large plain Chrome-trace file in a child
     before the file is read (``chrome_parallel.start_file``); hand the result to
     ``load_chrome``. None when the file is not one for that."""
     return chrome_parallel.start_file(path, lambda d: text_start(d) if len(d) else -1, _raw_ts, _DECODERS)
 
 
-def _decode(data: bytes, path: str, parts: bool = True, pending: "chrome_parallel.Pending | None" = None,
-            read_stat: os.stat_result | None = None) -> _Input:
+def _decode(
+    data: bytes,
+    path: str,
+    parts: bool = True,
+    pending: chrome_parallel.Pending | None = None,
+    read_stat: os.stat_result | None = None,
+) -> _Input:
     """``data`` decoded: in two parts at once when large (``chrome_parallel``), else in
     one typed decode, else, when that fails on damage, by ``recover`` (events skipped
     or repaired with warnings). Raises ``TraceFormatError`` when nothing usable is left."""
@@ -134,10 +154,16 @@ def _decode(data: bytes, path: str, parts: bool = True, pending: "chrome_paralle
     if parts and (pending is not None or chrome_parallel.enabled(len(data))):
         got = chrome_parallel.decode_parts(data, i, raw_ts, _DECODERS, pending, read_stat)
         if got is not None:
-            return _Input(path, got.events, got.events.text, header=_header(got.header) if got.header is not None else {},
-                          x_class=x_class, scanned=got.scanned)
+            return _Input(
+                path,
+                got.events,
+                got.events.text,
+                header=_header(got.header) if got.header is not None else {},
+                x_class=x_class,
+                scanned=got.scanned,
+            )
     try:
-        if data[i:i + 1] == b"{":
+        if data[i : i + 1] == b"{":
             obj = (_OBJ_RAW_TS if raw_ts else _OBJ).decode(body)
             events, header = obj.traceEvents, _header(obj)
             del obj
@@ -149,15 +175,26 @@ def _decode(data: bytes, path: str, parts: bool = True, pending: "chrome_paralle
     rec = recover(data, path, i, EventText(data, i, 0).lines)
     keep = [k for k, e in enumerate(rec.events) if e is not None]
     kk = np.array(keep, dtype=np.int64)
-    text = EventText(rec.text, i, len(keep), rec.starts[kk] if keep else np.zeros(0, np.int64),
-                     rec.ends[kk] if keep else np.zeros(0, np.int64), repaired=rec.nonfinite_replaced > 0)
+    text = EventText(
+        rec.text,
+        i,
+        len(keep),
+        rec.starts[kk] if keep else np.zeros(0, np.int64),
+        rec.ends[kk] if keep else np.zeros(0, np.int64),
+        repaired=rec.nonfinite_replaced > 0,
+    )
     if not keep and rec.starts.size:
         ln = text.lines.line(int(rec.starts[0]))
-        why = next((w.message[len("event skipped: "):] for w in rec.warnings
-                    if w.message.startswith("event skipped: ")), None)
-        raise TraceFormatError(path, f"{why}; no usable trace events" if why else "no usable trace events", line=ln,
-                               column=text.lines.column(int(rec.starts[0])),
-                               hint="expected Chrome Trace Event Format events ({\"ph\": ..., \"ts\": ...})")
+        why = next(
+            (w.message[len("event skipped: ") :] for w in rec.warnings if w.message.startswith("event skipped: ")), None
+        )
+        raise TraceFormatError(
+            path,
+            f"{why}; no usable trace events" if why else "no usable trace events",
+            line=ln,
+            column=text.lines.column(int(rec.starts[0])),
+            hint='expected Chrome Trace Event Format events ({"ph": ..., "ts": ...})',
+        )
     return _Input(path, [rec.events[k] for k in keep], text, header=rec.header, warnings=rec.warnings)
 
 
@@ -245,12 +282,12 @@ def _build(inp: _Input, check_ids: bool = False) -> Trace:
     cols = checks.gpu_checks(cols, lane_final, lanes, names, warn)
     lane_final = remap[cols.lane] if cols.lane.size else cols.lane.astype(np.int32)
 
-    flows, n_flow_linked = _flows(events, flow_events, phases.x, cols, lane_final, lanes_raw, remap, has_v2,
-                                  in_parts, warn)
+    flows, n_flow_linked = _flows(
+        events, flow_events, phases.x, cols, lane_final, lanes_raw, remap, has_v2, in_parts, warn
+    )
     source = _source_info(inp, cat_list, legacy, phases.ignored, meta, warn)
     _note_build(source, flow_events.n_kineto, n_flow_linked, untimed, text)
-    warnings = sorted(list(inp.warnings) + _resolve_warnings(text, warns),
-                      key=lambda w: (w.line is None, w.line or 0))
+    warnings = sorted(list(inp.warnings) + _resolve_warnings(text, warns), key=lambda w: (w.line is None, w.line or 0))
     src_line = _src_lines(text, cols.src)
     inp.events = []
     del events  # free the decoded structs before from_columns sorts copies of the columns
@@ -260,11 +297,24 @@ def _build(inp: _Input, check_ids: bool = False) -> Trace:
         return _text.args(int(_src[i]))
 
     return Trace.from_columns(
-        start_ns=cols.start, dur_ns=cols.dur, lane=lane_final, name_id=cols.name, kind=cols.kind,
-        names=names, lanes=lanes, source=source, warnings=warnings,
-        correlation=cols.args.correlation, bytes_=cols.args.bytes, copy_kind=cols.args.copy_kind,
-        pageable=cols.args.pageable, value=cols.value, src_line=src_line, external_id=cols.args.external_id,
-        flows=flows, args_loader=args_loader,
+        start_ns=cols.start,
+        dur_ns=cols.dur,
+        lane=lane_final,
+        name_id=cols.name,
+        kind=cols.kind,
+        names=names,
+        lanes=lanes,
+        source=source,
+        warnings=warnings,
+        correlation=cols.args.correlation,
+        bytes_=cols.args.bytes,
+        copy_kind=cols.args.copy_kind,
+        pageable=cols.args.pageable,
+        value=cols.value,
+        src_line=src_line,
+        external_id=cols.args.external_id,
+        flows=flows,
+        args_loader=args_loader,
         apart_kinds=(Kind.SYNC_MARKER,),  # cuda_sync on a stream overlaps the kernels running there (B20)
     )
 
@@ -294,12 +344,18 @@ def _split_phases(ec: EventColumns, events: Sequence) -> _Phases:
     for ph in list(other):
         if ph not in _HANDLED:
             ignored[f"ph {ph}"] = len(other.pop(ph))
-    return _Phases(x=np.flatnonzero(code == PH_X), other=other, flow=np.flatnonzero(code == PH_FLOW),
-                   metadata=np.flatnonzero(code == PH_M).tolist(), ignored=ignored)
+    return _Phases(
+        x=np.flatnonzero(code == PH_X),
+        other=other,
+        flow=np.flatnonzero(code == PH_FLOW),
+        metadata=np.flatnonzero(code == PH_M).tolist(),
+        ignored=ignored,
+    )
 
 
-def _exact_times(ec: EventColumns, phases: _Phases, events: Sequence, text: EventText, in_parts: bool,
-                 warn: Warn) -> dict[int, int]:
+def _exact_times(
+    ec: EventColumns, phases: _Phases, events: Sequence, text: EventText, in_parts: bool, warn: Warn
+) -> dict[int, int]:
     """The ``X`` times a float64 could not hold, fixed in place in ``ec``.
 
     A ``ts`` of 2**43 µs or more with a fraction (``NEED_EXACT``, epoch µs) is read
@@ -313,19 +369,25 @@ def _exact_times(ec: EventColumns, phases: _Phases, events: Sequence, text: Even
     start, st_status, dur, du_status = ec.start_ns, ec.start_status, ec.dur_ns, ec.dur_status
     exact_ts: dict[int, int] = {}
     need = np.flatnonzero(st_status == NEED_EXACT)
-    other_need = [k for ks in phases.other.values() for k in ks  # beyond int64 ns: flagged later, not read
-                  if isinstance(events[k].ts, float) and 2.0 ** 43 <= abs(events[k].ts) < _TS_MAX_US]
+    other_need = [
+        k
+        for ks in phases.other.values()
+        for k in ks  # beyond int64 ns: flagged later, not read
+        if isinstance(events[k].ts, float) and 2.0**43 <= abs(events[k].ts) < _TS_MAX_US
+    ]
     if need.size or other_need:
         if in_parts:
             raise SerialFallback("timestamps beyond float64 precision")
         ks = np.concatenate((xi[need], np.array(other_need, dtype=np.int64)))
         other = np.array([float(events[k].ts) for k in other_need], dtype=np.float64)
         fl = np.floor(other)
-        approx = np.concatenate((start[need], fl.astype(np.int64) * 1000 + np.rint((other - fl) * 1000).astype(np.int64)))
+        approx = np.concatenate(
+            (start[need], fl.astype(np.int64) * 1000 + np.rint((other - fl) * 1000).astype(np.int64))
+        )
         ns, ok = exact_ts_from_text(events, text, ks, approx)
         start[need] = ns[: need.size]
         st_status[need] = np.where(ok[: need.size], OK, INVALID)
-        for k, v, good in zip(other_need, ns[need.size:].tolist(), ok[need.size:].tolist()):
+        for k, v, good in zip(other_need, ns[need.size :].tolist(), ok[need.size :].tolist()):
             if good:
                 exact_ts[k] = v
     big_dur = du_status == NEED_EXACT  # > 2**43 µs: absurd, flagged by the checks
@@ -336,13 +398,17 @@ def _exact_times(ec: EventColumns, phases: _Phases, events: Sequence, text: Even
     if no_dur.any():
         dur[no_dur] = 0
         du_status[no_dur] = OK
-        warn(int(xi[np.flatnonzero(no_dur)[0]]), "dur",
-             f"{int(no_dur.sum())} 'X' event(s) without dur; drawn with zero length")
+        warn(
+            int(xi[np.flatnonzero(no_dur)[0]]),
+            "dur",
+            f"{int(no_dur.sum())} 'X' event(s) without dur; drawn with zero length",
+        )
     return exact_ts
 
 
-def _phase_rows(events: Sequence, other: dict[str, list[int]], exact_ts: dict[int, int], text: EventText,
-                warn: Warn) -> Rows:
+def _phase_rows(
+    events: Sequence, other: dict[str, list[int]], exact_ts: dict[int, int], text: EventText, warn: Warn
+) -> Rows:
     """The rows of the other phases' events (``other``: ph → event indices;
     ``chrome_phases.collect_rows``); an event with an unusable time is skipped with a
     warning."""
@@ -385,8 +451,9 @@ def _flow_events(phases: _Phases, ec: EventColumns) -> _FlowEvents:
     return _FlowEvents(gen, fi if n_kineto else fi[:0], n_kineto)
 
 
-def _combine(ec: EventColumns, xi: np.ndarray, rows: Rows, events: Sequence,
-             warn: Warn) -> tuple[checks.Columns, list[str], list[tuple[int, str, int]]]:
+def _combine(
+    ec: EventColumns, xi: np.ndarray, rows: Rows, events: Sequence, warn: Warn
+) -> tuple[checks.Columns, list[str], list[tuple[int, str, int]]]:
     """One ``checks.Columns`` of the ``X`` events then the rows, in input order,
     checked by ``checks.validate`` (rows with unusable or absurd times dropped, open
     slices closed); the names by id; the GPU ops dropped for absurd times (event
@@ -414,9 +481,18 @@ def _combine(ec: EventColumns, xi: np.ndarray, rows: Rows, events: Sequence,
     return cols, names_list, untimed
 
 
-def _flows(events: Sequence, flow_events: _FlowEvents, xi: np.ndarray, cols: checks.Columns, lane_final: np.ndarray,
-           lanes_raw: dict, remap: np.ndarray, has_v2: bool, in_parts: bool,
-           warn: Warn) -> tuple[tuple[np.ndarray, np.ndarray], int]:
+def _flows(
+    events: Sequence,
+    flow_events: _FlowEvents,
+    xi: np.ndarray,
+    cols: checks.Columns,
+    lane_final: np.ndarray,
+    lanes_raw: dict,
+    remap: np.ndarray,
+    has_v2: bool,
+    in_parts: bool,
+    warn: Warn,
+) -> tuple[tuple[np.ndarray, np.ndarray], int]:
     """Launch → GPU op links as (src, dst) int64 row indices of ``cols``, and how many
     GPU ops only Kineto's flow events linked (``lane_final``: int32 display lane per
     row; ``remap``: raw lane id → display lane).
@@ -429,8 +505,12 @@ def _flows(events: Sequence, flow_events: _FlowEvents, xi: np.ndarray, cols: che
     fs, fd = link_by_correlation(cols.kind, cols.args.correlation, cols.start)
     n_rep, n_calls, rep_id = repeated_correlations(cols.kind, cols.args.correlation)
     if n_rep:
-        warn(None, "correlation", f"{n_rep} correlation id(s) shared by {n_calls} runtime calls (e.g. {rep_id}); "
-                                  "each GPU op linked to the latest such call starting before it")
+        warn(
+            None,
+            "correlation",
+            f"{n_rep} correlation id(s) shared by {n_calls} runtime calls (e.g. {rep_id}); "
+            "each GPU op linked to the latest such call starting before it",
+        )
     gs, gd = checks.bind_flows(events, flow_events.generic, cols, lane_final, lanes_raw, remap, warn)
     if has_v2 and in_parts:
         raise SerialFallback("v2 flows")
@@ -440,12 +520,15 @@ def _flows(events: Sequence, flow_events: _FlowEvents, xi: np.ndarray, cols: che
         linked = np.concatenate((fd, gd, vd))
         if has_unlinked_work(cols.kind, linked):
             kf = [k for k in flow_events.kineto.tolist() if events[k].cat in KINETO_FLOW_CATS]
-            ks, kd = kineto_flow_links(events, kf, cols.kind, cols.start, cols.dur, lane_final, lanes_raw, remap, linked)
+            ks, kd = kineto_flow_links(
+                events, kf, cols.kind, cols.start, cols.dur, lane_final, lanes_raw, remap, linked
+            )
     return unique_pairs(np.concatenate((fs, gs, vs, ks)), np.concatenate((fd, gd, vd, kd))), int(kd.size)
 
 
-def _note_build(source: SourceInfo, n_kineto_flows: int, n_flow_linked: int, untimed: list[tuple[int, str, int]],
-                text: EventText) -> None:
+def _note_build(
+    source: SourceInfo, n_kineto_flows: int, n_flow_linked: int, untimed: list[tuple[int, str, int]], text: EventText
+) -> None:
     """What the build counted, into ``source.extra`` (see the module docstring):
     ``kineto_flow_events``, ``flow_linked_gpu_ops``, ``untimed_gpu_ops`` (``untimed``:
     (event index, name, correlation) of GPU ops dropped for absurd times)."""
@@ -455,8 +538,9 @@ def _note_build(source: SourceInfo, n_kineto_flows: int, n_flow_linked: int, unt
         source.extra["flow_linked_gpu_ops"] = n_flow_linked
     if untimed:
         ul = text.lines_of([u[0] for u in untimed])
-        source.extra["untimed_gpu_ops"] = [{"line": ln, "name": nm, "correlation": c}
-                                           for (k, nm, c), ln in zip(untimed, ul)]
+        source.extra["untimed_gpu_ops"] = [
+            {"line": ln, "name": nm, "correlation": c} for (k, nm, c), ln in zip(untimed, ul)
+        ]
 
 
 def _src_lines(text: EventText, src: np.ndarray) -> np.ndarray | None:
@@ -490,8 +574,9 @@ def _resolve_warnings(text: EventText, warns: list[tuple[int | None, str | None,
 def _source_info(inp: _Input, cat_list: list, legacy: bool, ignored: dict, meta: Metadata, warn) -> SourceInfo:
     h = inp.header
     info = SourceInfo(path=inp.path)
-    kineto = any(k in h for k in ("schemaVersion", "deviceProperties", "baseTimeNanoseconds", "distributedInfo")) or \
-        any(isinstance(c, str) and c in KINETO_CATS for c in cat_list)
+    kineto = any(
+        k in h for k in ("schemaVersion", "deviceProperties", "baseTimeNanoseconds", "distributedInfo")
+    ) or any(isinstance(c, str) and c in KINETO_CATS for c in cat_list)
     info.format = "legacy-autograd" if legacy else ("kineto" if kineto else "chrome")
     info.schema_version = _int_or_none(h.get("schemaVersion"))
     info.base_time_ns = _int_or_none(h.get("baseTimeNanoseconds"))
@@ -499,13 +584,18 @@ def _source_info(inp: _Input, cat_list: list, legacy: bool, ignored: dict, meta:
     if dtu is not None:
         info.display_time_unit = str(dtu)
         if dtu not in ("ms", "ns"):
-            warn(None, "displayTimeUnit", f"displayTimeUnit {str(dtu)!r} is neither \"ms\" nor \"ns\"; ignored "
-                                          "(ts and dur are microseconds in any case)")
+            warn(
+                None,
+                "displayTimeUnit",
+                f'displayTimeUnit {str(dtu)!r} is neither "ms" nor "ns"; ignored '
+                "(ts and dur are microseconds in any case)",
+            )
     key = "deviceProperties" if h.get("deviceProperties") else "computeProperties"
     props = h.get(key)
     if isinstance(props, list):
-        info.device_properties = [_finite_props(p, f"{key}[{n}]", warn) for n, p in enumerate(props)
-                                  if isinstance(p, dict)]
+        info.device_properties = [
+            _finite_props(p, f"{key}[{n}]", warn) for n, p in enumerate(props) if isinstance(p, dict)
+        ]
     di = h.get("distributedInfo")
     if isinstance(di, dict):
         info.rank = _int_or_none(di.get("rank"))
@@ -523,9 +613,22 @@ def _source_info(inp: _Input, cat_list: list, legacy: bool, ignored: dict, meta:
 
 
 #: deviceProperties fields that are numbers in every Kineto version.
-_PROP_NUMBERS = ("computeMajor", "computeMinor", "totalGlobalMem", "numSms", "warpSize", "maxThreadsPerBlock",
-                 "maxThreadsPerMultiprocessor", "regsPerBlock", "regsPerMultiprocessor", "sharedMemPerBlock",
-                 "sharedMemPerMultiprocessor", "maxSharedMemoryPerMultiProcessor", "l2CacheSize", "id")
+_PROP_NUMBERS = (
+    "computeMajor",
+    "computeMinor",
+    "totalGlobalMem",
+    "numSms",
+    "warpSize",
+    "maxThreadsPerBlock",
+    "maxThreadsPerMultiprocessor",
+    "regsPerBlock",
+    "regsPerMultiprocessor",
+    "sharedMemPerBlock",
+    "sharedMemPerMultiprocessor",
+    "maxSharedMemoryPerMultiProcessor",
+    "l2CacheSize",
+    "id",
+)
 
 
 def _finite_props(prop: dict, where: str, warn) -> dict:
@@ -537,7 +640,11 @@ def _finite_props(prop: dict, where: str, warn) -> dict:
         return prop
     for k in bad:
         v = prop[k]
-        shown = {"N": "NaN", "Infini": "Infinity", "-Infini": "-Infinity"}.get(v, repr(v)) if isinstance(v, str) else repr(v)
+        shown = (
+            {"N": "NaN", "Infini": "Infinity", "-Infini": "-Infinity"}.get(v, repr(v))
+            if isinstance(v, str)
+            else repr(v)
+        )
         warn(None, f"{where}.{k}", f"{where}.{k} is {shown[:40]}, not a finite number; ignored")
     return {k: v for k, v in prop.items() if k not in bad}
 

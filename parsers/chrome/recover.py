@@ -24,8 +24,8 @@ import numpy as np
 
 from gapscope.parsers.chrome.schema import AnyEvent, Event, EventRawArgs, as_phase_event
 from gapscope.parsers.errors import TraceFormatError
-from gapscope.parsers.json.scan import LineIndex, ScanResult, find_events_array, repair_nonfinite, repair_surrogates
 from gapscope.parsers.json.resync import error_offset, scan_resync
+from gapscope.parsers.json.scan import LineIndex, ScanResult, find_events_array, repair_nonfinite, repair_surrogates
 from gapscope.parsers.model import TraceWarning
 
 __all__ = [
@@ -41,8 +41,7 @@ _EV_RAW = msgspec.json.Decoder(EventRawArgs)
 _INDEX_RE = re.compile(r"\$\[(\d+)\]")
 
 
-def decode_elements(text: bytes, starts: np.ndarray, ends: np.ndarray,
-                    on_bad) -> list:
+def decode_elements(text: bytes, starts: np.ndarray, ends: np.ndarray, on_bad) -> list:
     """Decode elements ``text[starts[k]:ends[k]]`` as events (``AnyEvent``).
 
     Whole runs of good elements are decoded in one call, straight from ``text`` when
@@ -60,7 +59,7 @@ def decode_elements(text: bytes, starts: np.ndarray, ends: np.ndarray,
     while k0 < n:
         if failures >= 8:
             for k in range(k0, n):
-                out.append(_decode_one(sv[starts[k]:ends[k]], k, on_bad))
+                out.append(_decode_one(sv[starts[k] : ends[k]], k, on_bad))
             break
         try:
             out.extend(_EV_LIST.decode(_joined(text, sv, starts, ends, k0, n, clean)))
@@ -76,8 +75,8 @@ def decode_elements(text: bytes, starts: np.ndarray, ends: np.ndarray,
                 out.extend(_EV_LIST.decode(_joined(text, sv, starts, ends, k0, bad, clean)))
             except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
                 for k in range(k0, bad):
-                    out.append(_decode_one(sv[starts[k]:ends[k]], k, on_bad))
-        out.append(_decode_one(sv[starts[bad]:ends[bad]], bad, on_bad))
+                    out.append(_decode_one(sv[starts[k] : ends[k]], k, on_bad))
+        out.append(_decode_one(sv[starts[bad] : ends[bad]], bad, on_bad))
         k0 = bad + 1
     return out
 
@@ -91,7 +90,7 @@ def _decode_halves(text: bytes, sv: memoryview, starts, ends, k0: int, k1: int, 
     while todo:
         a, b = todo.pop()
         if b - a <= 16:
-            out.extend(_decode_one(sv[starts[k]:ends[k]], k, on_bad) for k in range(a, b))
+            out.extend(_decode_one(sv[starts[k] : ends[k]], k, on_bad) for k in range(a, b))
             continue
         try:
             out.extend(_EV_LIST.decode(_joined(text, sv, starts, ends, a, b, clean)))
@@ -128,9 +127,9 @@ def _clean_gaps(text: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray
 
 def _joined(text: bytes, sv: memoryview, starts, ends, k0: int, k1: int, clean: np.ndarray) -> bytes:
     """``[`` elements k0..k1-1 ``]``: a slice of ``text`` when their gaps are clean."""
-    if k1 - k0 == 1 or clean[k0:k1 - 1].all():
-        return b"".join((b"[", sv[int(starts[k0]):int(ends[k1 - 1])], b"]"))
-    return b"".join((b"[", b",".join(bytes(sv[int(starts[k]):int(ends[k])]) for k in range(k0, k1)), b"]"))
+    if k1 - k0 == 1 or clean[k0 : k1 - 1].all():
+        return b"".join((b"[", sv[int(starts[k0]) : int(ends[k1 - 1])], b"]"))
+    return b"".join((b"[", b",".join(bytes(sv[int(starts[k]) : int(ends[k])]) for k in range(k0, k1)), b"]"))
 
 
 def _failed_index(msg: str, k0: int, n: int, starts: np.ndarray, ends: np.ndarray, clean: np.ndarray) -> int:
@@ -142,10 +141,10 @@ def _failed_index(msg: str, k0: int, n: int, starts: np.ndarray, ends: np.ndarra
     m = re.search(r"byte (\d+)", msg)
     if m:
         off = int(m.group(1))
-        if n - k0 == 1 or clean[k0:n - 1].all():
+        if n - k0 == 1 or clean[k0 : n - 1].all():
             rel = starts[k0:n] - starts[k0] + 1  # offset of each element in the buffer
         else:
-            rel = 1 + np.concatenate(([0], np.cumsum(ends[k0:n - 1] - starts[k0:n - 1] + 1)))
+            rel = 1 + np.concatenate(([0], np.cumsum(ends[k0 : n - 1] - starts[k0 : n - 1] + 1)))
         j = int(np.searchsorted(rel, off, side="right")) - 1
         return min(n - 1, k0 + max(j, 0))
     return k0
@@ -184,8 +183,15 @@ def _decode_one_inner(text, k: int, on_bad):
 
 
 _VALIDATION = re.compile(r"Expected `([^`]*)`, got `([^`]*)`(?: - at `\$((?:\.[^`]*|\[[^`]*\])*)`)?")
-_TYPE_WORDS = {"int": "a number", "float": "a number", "str": "a string", "null": "null", "object": "an object",
-               "array": "an array", "bool": "true/false"}
+_TYPE_WORDS = {
+    "int": "a number",
+    "float": "a number",
+    "str": "a string",
+    "null": "null",
+    "object": "an object",
+    "array": "an array",
+    "bool": "true/false",
+}
 
 
 def plain_validation(message: str) -> str:
@@ -245,18 +251,24 @@ class Recovered:
 
 
 #: Top-level keys of JSON files that are not Chrome traces, with what they are.
-_KNOWN_OTHER = {"rocprofiler-sdk-tool": ("a rocprofv3 (rocprofiler-sdk) JSON file, not a Chrome trace",
-                                         "gapscope reads Chrome-trace JSON; on ROCm, torch.profiler writes one")}
+_KNOWN_OTHER = {
+    "rocprofiler-sdk-tool": (
+        "a rocprofv3 (rocprofiler-sdk) JSON file, not a Chrome trace",
+        "gapscope reads Chrome-trace JSON; on ROCm, torch.profiler writes one",
+    )
+}
 
 
 def _other_json(data: bytes, root: int) -> tuple[str, str]:
     """(message, hint) for a JSON object without a ``traceEvents`` array."""
-    head = data[root:root + 4096]
+    head = data[root : root + 4096]
     for key, (what, hint) in _KNOWN_OTHER.items():
         if b'"' + key.encode() + b'"' in head:
             return what, hint
-    return ("JSON object without a traceEvents array",
-            'not a Chrome Trace Event Format file: expected {"traceEvents": [...]} or a JSON array of events')
+    return (
+        "JSON object without a traceEvents array",
+        'not a Chrome Trace Event Format file: expected {"traceEvents": [...]} or a JSON array of events',
+    )
 
 
 def recover(data: bytes, path: str, root: int, lines: LineIndex) -> Recovered:
@@ -278,25 +290,43 @@ def recover(data: bytes, path: str, root: int, lines: LineIndex) -> Recovered:
             what = f"an event is never closed; {lost} skipped"
         else:
             what = brk.what
-        warnings.append(TraceWarning(ln, None, f"malformed JSON at {ln}:{col}: {what}; reading resumed at line {resume}"))
+        warnings.append(
+            TraceWarning(ln, None, f"malformed JSON at {ln}:{col}: {what}; reading resumed at line {resume}")
+        )
     if len(breaks) > 20:
-        warnings.append(TraceWarning(lines.line(breaks[20].at), None,
-                                     f"{len(breaks) - 20} more stretches of malformed JSON skipped"))
+        warnings.append(
+            TraceWarning(
+                lines.line(breaks[20].at), None, f"{len(breaks) - 20} more stretches of malformed JSON skipped"
+            )
+        )
     n = int(scan.starts.size)
     if n == 0:
         if scan.close >= 0:
-            if data[begin:scan.close].strip(b" \t\r\n,"):
-                at = begin + len(data[begin:scan.close]) - len(data[begin:scan.close].lstrip(b" \t\r\n,"))
-                first = data[at:at + 1]
-                what = ("the events array holds no event objects" if first in b'{["-0123456789tfn' and first
-                        else "not JSON: an array starting with "
-                        + repr(bytes(data[at:at + 40]).split(b"\n")[0][:20].decode("utf-8", "replace")))
-                raise TraceFormatError(path, what, line=lines.line(at), column=lines.column(at),
-                                       hint="expected Chrome Trace Event Format events ({\"ph\": ..., \"ts\": ...})")
+            if data[begin : scan.close].strip(b" \t\r\n,"):
+                at = begin + len(data[begin : scan.close]) - len(data[begin : scan.close].lstrip(b" \t\r\n,"))
+                first = data[at : at + 1]
+                what = (
+                    "the events array holds no event objects"
+                    if first in b'{["-0123456789tfn' and first
+                    else "not JSON: an array starting with "
+                    + repr(bytes(data[at : at + 40]).split(b"\n")[0][:20].decode("utf-8", "replace"))
+                )
+                raise TraceFormatError(
+                    path,
+                    what,
+                    line=lines.line(at),
+                    column=lines.column(at),
+                    hint='expected Chrome Trace Event Format events ({"ph": ..., "ts": ...})',
+                )
         else:
             cut = scan.partial_start if scan.partial_start >= 0 else len(data)
-            raise TraceFormatError(path, "file truncated before the first complete event", line=lines.line(cut),
-                                   column=lines.column(cut), hint="the profiler was probably killed while writing; re-capture")
+            raise TraceFormatError(
+                path,
+                "file truncated before the first complete event",
+                line=lines.line(cut),
+                column=lines.column(cut),
+                hint="the profiler was probably killed while writing; re-capture",
+            )
     a = int(scan.starts[0]) if n else begin
     z = int(scan.ends[-1]) if n else begin
     text, replaced = repair_nonfinite(data[a:z]) if n else (b"", 0)
@@ -309,11 +339,21 @@ def recover(data: bytes, path: str, root: int, lines: LineIndex) -> Recovered:
         lns = lines.lines(np.array([at for at, _, _ in lone[:20]], dtype=np.int64))
         for (at, esc, key), ln in zip(lone[:20], lns):
             where = f"field {key}: " if key else ""
-            warnings.append(TraceWarning(int(ln), key or None, f"{where}lone surrogate escape \\{esc[1:]} "
-                                                             "(half of a UTF-16 pair) replaced by U+FFFD"))
+            warnings.append(
+                TraceWarning(
+                    int(ln),
+                    key or None,
+                    f"{where}lone surrogate escape \\{esc[1:]} (half of a UTF-16 pair) replaced by U+FFFD",
+                )
+            )
         if len(lone) > 20:
-            warnings.append(TraceWarning(int(lines.line(lone[20][0])), None,
-                                         f"{len(lone) - 20} more lone surrogate escapes replaced by U+FFFD"))
+            warnings.append(
+                TraceWarning(
+                    int(lines.line(lone[20][0])),
+                    None,
+                    f"{len(lone) - 20} more lone surrogate escapes replaced by U+FFFD",
+                )
+            )
     bad: list[tuple[int, str]] = []
     events = decode_elements(text, scan.starts, scan.ends, lambda k, why: bad.append((k, why))) if n else []
     if bad:
@@ -325,25 +365,43 @@ def recover(data: bytes, path: str, root: int, lines: LineIndex) -> Recovered:
     kept = sum(1 for e in events if e is not None and getattr(e, "ph", None) != "M")
     if scan.partial_start >= 0:
         ln = lines.line(scan.partial_start)
-        warnings.append(TraceWarning(ln, None, f"file truncated at line {ln}: incomplete event skipped; "
-                                               f"{kept} events recovered"))
-    elif scan.close < 0 and data[root:root + 1] == b"{":
+        warnings.append(
+            TraceWarning(ln, None, f"file truncated at line {ln}: incomplete event skipped; {kept} events recovered")
+        )
+    elif scan.close < 0 and data[root : root + 1] == b"{":
         ln = lines.line(len(data))
-        warnings.append(TraceWarning(ln, None, f"file truncated at line {ln}: traceEvents array and object not closed; "
-                                               f"{kept} events recovered"))
+        warnings.append(
+            TraceWarning(
+                ln,
+                None,
+                f"file truncated at line {ln}: traceEvents array and object not closed; {kept} events recovered",
+            )
+        )
     header, whole = _header(data, root, begin, scan)
     end = _tail_state(data, root, scan.close) if scan.close >= 0 and scan.partial_start < 0 else -2
     if end >= 0:  # a complete document, then more text: not a truncation
         if not whole:
             header, whole = _header(data[:end], root, begin, scan)
-        extra = bytes(data[end:end + 24]).split(b"\n")[0].decode("utf-8", "replace")
+        extra = bytes(data[end : end + 24]).split(b"\n")[0].decode("utf-8", "replace")
         ln = lines.line(end)
-        warnings.append(TraceWarning(ln, None, f"data after the end of the JSON document at line {ln}, column "
-                                               f"{lines.column(end)} ({extra!r}...); ignored, {kept} events read"))
+        warnings.append(
+            TraceWarning(
+                ln,
+                None,
+                f"data after the end of the JSON document at line {ln}, column "
+                f"{lines.column(end)} ({extra!r}...); ignored, {kept} events read",
+            )
+        )
     if not whole and scan.close >= 0 and scan.partial_start < 0:
         ln = lines.line(len(data))
-        warnings.append(TraceWarning(ln, None, f"file truncated at line {ln}: JSON object not closed after the "
-                                               f"traceEvents array; {kept} events recovered"))
+        warnings.append(
+            TraceWarning(
+                ln,
+                None,
+                f"file truncated at line {ln}: JSON object not closed after the "
+                f"traceEvents array; {kept} events recovered",
+            )
+        )
     return Recovered(header, events, scan.starts, scan.ends, text, warnings, replaced)
 
 
@@ -352,8 +410,8 @@ def _tail_state(data: bytes, root: int, close: int) -> int:
     document (only blanks after a bare array; the rest of the root object otherwise),
     the offset of the first byte after the end of the document when other text
     follows it (a second document), -2 anything else (damage or truncation)."""
-    tail = data[close + 1:]
-    if data[root:root + 1] != b"{":
+    tail = data[close + 1 :]
+    if data[root : root + 1] != b"{":
         rest = len(tail) - len(tail.lstrip(b" \t\r\n"))
         return -1 if rest == len(tail) else close + 1 + rest
     head = b'{"traceEvents":[]'
@@ -364,7 +422,7 @@ def _tail_state(data: bytes, root: int, close: int) -> int:
         if not m:
             return -2
         at = max(close + 1, close + int(m.group(1)) - len(head))  # msgspec names the byte after the first
-        return at + len(data[at:at + 64]) - len(data[at:at + 64].lstrip(b" \t\r\n"))
+        return at + len(data[at : at + 64]) - len(data[at : at + 64].lstrip(b" \t\r\n"))
     except (msgspec.ValidationError, RecursionError):
         return -2
     return -1
@@ -373,10 +431,10 @@ def _tail_state(data: bytes, root: int, close: int) -> int:
 def _header(data: bytes, root: int, begin: int, scan: ScanResult) -> tuple[dict[str, Any], bool]:
     """Top-level keys other than traceEvents, decoded leniently ({} when unreadable),
     and whether the object after the events array was complete."""
-    if data[root:root + 1] != b"{":
+    if data[root : root + 1] != b"{":
         return {}, True
     head = data[root:begin]
-    tails = [data[scan.close:]] if scan.close >= 0 else []
+    tails = [data[scan.close :]] if scan.close >= 0 else []
     tails += [b"]}"]
     for j, tail in enumerate(tails):
         try:

@@ -15,8 +15,16 @@ import re
 
 import numpy as np
 
-__all__ = ["ScanResult", "scan_elements", "find_events_array", "text_start", "repair_nonfinite", "SENTINELS",
-           "SENTINEL_VALUES", "LineIndex"]
+__all__ = [
+    "ScanResult",
+    "scan_elements",
+    "find_events_array",
+    "text_start",
+    "repair_nonfinite",
+    "SENTINELS",
+    "SENTINEL_VALUES",
+    "LineIndex",
+]
 
 _CHUNK = 1 << 24
 
@@ -147,10 +155,10 @@ def find_events_array(data: bytes, root: int) -> int:
 
     Returns -1 when an object has no ``traceEvents`` array.
     """
-    if data[root:root + 1] == b"[":
+    if data[root : root + 1] == b"[":
         return root + 1
     m = _EVENTS_KEY.search(data, root)
-    if m is None or data[m.end():m.end() + 1] != b"[":
+    if m is None or data[m.end() : m.end() + 1] != b"[":
         return -1
     return m.end() + 1
 
@@ -223,8 +231,11 @@ class LineIndex:
 # A backslash escape, scanned left to right so ``\\\\u...`` (an escaped backslash then
 # "u") is never read as a ``\\u`` escape: a valid surrogate pair, a lone surrogate, or
 # any other escape (kept).
-_ESCAPE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
-                     rb"|(\\u[dD][89a-fA-F][0-9a-fA-F]{2})|\\.", re.S)
+_ESCAPE = re.compile(
+    rb"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+    rb"|(\\u[dD][89a-fA-F][0-9a-fA-F]{2})|\\.",
+    re.S,
+)
 _LONE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 _KEY_BEFORE = re.compile(rb'"([^"\\]{1,64})"\s*:\s*"[^"]*$')
 
@@ -245,7 +256,7 @@ def repair_surrogates(text: bytes | bytearray) -> tuple[bytes | bytearray, list[
         if out is None:
             out = bytearray(text)
         i = m.start()
-        out[i:i + 6] = b"\\ufffd"
-        key = _KEY_BEFORE.search(bytes(text[max(0, i - 256):i]))
+        out[i : i + 6] = b"\\ufffd"
+        key = _KEY_BEFORE.search(bytes(text[max(0, i - 256) : i]))
         found.append((i, m.group(1).decode("ascii"), key.group(1).decode("utf-8", "replace") if key else ""))
     return (out if out is not None else text), found

@@ -24,8 +24,8 @@ import itertools
 import os
 import sqlite3
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -76,8 +76,9 @@ class Database:
     def error(self, exc: BaseException, what: str = "") -> TraceFormatError:
         """The ``TraceFormatError`` for a ``sqlite3`` error (while reading ``what``)."""
         where = f" while reading {what}" if what else ""
-        return TraceFormatError(self.path, f"cannot read this SQLite file{where}: {exc}",
-                                hint=f"is the file complete? {_REEXPORT}")
+        return TraceFormatError(
+            self.path, f"cannot read this SQLite file{where}: {exc}", hint=f"is the file complete? {_REEXPORT}"
+        )
 
     def has(self, table: str) -> bool:
         return table in self.tables
@@ -103,8 +104,9 @@ class Database:
         rows = self.rows(sql, params, what)
         return rows[0] if rows else ()
 
-    def int_columns(self, table: str, exprs: Sequence[str], *, want_rowid: bool = True,
-                    aggregates: Sequence[str] = ()) -> tuple[list[np.ndarray], np.ndarray | None, list]:
+    def int_columns(
+        self, table: str, exprs: Sequence[str], *, want_rowid: bool = True, aggregates: Sequence[str] = ()
+    ) -> tuple[list[np.ndarray], np.ndarray | None, list]:
         """Integer columns of every row of ``table``, in ``rowid`` order.
 
         ``exprs``: SQL expressions over the table's columns; a NULL reads as -1.
@@ -144,8 +146,9 @@ class Database:
     def _empty(self, table: str) -> bool:
         return not self.rows(f'SELECT 1 FROM "{table}" LIMIT 1', what=table)
 
-    def _block(self, table: str, exprs: Sequence[str], where: str, params: Sequence,
-               aggregates: Sequence[str] = ()) -> tuple[int, list[np.ndarray], list]:
+    def _block(
+        self, table: str, exprs: Sequence[str], where: str, params: Sequence, aggregates: Sequence[str] = ()
+    ) -> tuple[int, list[np.ndarray], list]:
         """(row count, int64 columns, aggregate values) of the rows ``where`` selects.
 
         Fast path: the values as SQLite writes them. A value that is not an integer (a
@@ -156,10 +159,10 @@ class Database:
         select = ", ".join(["count(*)"] + [f"group_concat({c}, ',')" for c in cols] + list(aggregates))
         got = self.one(f'SELECT {select} FROM "{table}"{where}', params, what=table)
         count = int(got[0] or 0)
-        values = self._parse(got[1:1 + len(cols)], count)
+        values = self._parse(got[1 : 1 + len(cols)], count)
         if values is None:
             values = self._slow(table, [f"ifnull(CAST({e} AS INTEGER), -1)" for e in exprs], where, params, count)
-        return count, values, list(got[1 + len(cols):])
+        return count, values, list(got[1 + len(cols) :])
 
     @staticmethod
     def _parse(texts: Sequence, count: int) -> list[np.ndarray] | None:

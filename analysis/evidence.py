@@ -162,7 +162,7 @@ def evidence_for_gap(trace: Trace, gaps: Gaps, i: int, index: EvidenceIndex, lim
     s, e = trace.start_ns[idx], index.end[idx]
     qu = int(gaps.queued_until_ns[i]) if gaps.queued_until_ns is not None else b
     parts = ((a, sf, None), (sf, lf, Cause.SYNC), (lf, qu, Cause.LAUNCH))
-    listed: list[tuple[int, Cause, int]] = []
+    listed: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     quiet: dict[Cause, int] = {}
     for lo, hi, forced in parts:
         if hi <= lo:
@@ -177,24 +177,37 @@ def evidence_for_gap(trace: Trace, gaps: Gaps, i: int, index: EvidenceIndex, lim
         qc = forced if forced is not None else head_quiet_cause
         if q > 0:
             quiet[qc] = quiet.get(qc, 0) + q
-        contained = _containers(trace, sub, index, lo, hi)
-        for ev, o, cont in zip(sub.tolist(), sub_ov.tolist(), contained.tolist()):
-            if cont:
-                continue
-            own = Cause(int(index.cause[ev]))
-            if forced is not None:
-                c = forced
-            elif bound and own == Cause.HOST:
-                c = Cause.LAUNCH
-            else:
-                c = own
-            if forced == Cause.LAUNCH and trace.kind[ev] != Kind.LAUNCH and ev != int(gaps.launch[i]):
-                continue  # the launch path is the call itself; enclosing ranges add nothing
-            listed.append((ev, c, o))
-    for ev, c, o in listed:
-        out.append(
-            Evidence(ev, trace.name(ev), int(trace.lane[ev]), c, int(o), int(trace.bytes[ev]), bool(trace.pageable[ev]))
-        )
+        take = ~_containers(trace, sub, index, lo, hi)
+        if forced == Cause.LAUNCH:  # the launch path is the call itself; enclosing ranges add nothing
+            take &= (trace.kind[sub] == Kind.LAUNCH) | (sub == int(gaps.launch[i]))
+        own = index.cause[sub[take]].astype(np.int64)
+        if forced is not None:
+            classes = np.full(own.size, int(forced), dtype=np.int64)
+        elif bound:
+            classes = np.where(own == int(Cause.HOST), int(Cause.LAUNCH), own)
+        else:
+            classes = own
+        listed.append((sub[take], classes, sub_ov[take]))
+    # Only the ``limit`` largest can be listed: build Evidence for those alone (every
+    # event of a lane may overlap every gap: 150k identical calls x 49 gaps). Ties keep
+    # the order the parts were walked in, as the stable sort below expects.
+    evs = np.concatenate([x[0] for x in listed]) if listed else _E
+    if evs.size:
+        causes = np.concatenate([x[1] for x in listed])
+        ovs = np.concatenate([x[2] for x in listed]).astype(np.int64)
+        top = np.lexsort((np.arange(evs.size), evs, -ovs))[:limit]
+        for ev, c, o in zip(evs[top].tolist(), causes[top].tolist(), ovs[top].tolist()):
+            out.append(
+                Evidence(
+                    ev,
+                    trace.name(ev),
+                    int(trace.lane[ev]),
+                    Cause(c),
+                    int(o),
+                    int(trace.bytes[ev]),
+                    bool(trace.pageable[ev]),
+                )
+            )
     for c, q in quiet.items():
         out.append(Evidence(-1, NO_EVENTS, T, c, int(q)))
     if qu < b:  # the op then sat in the queue: what it waited on, as in a queued gap
@@ -203,18 +216,31 @@ def evidence_for_gap(trace: Trace, gaps: Gaps, i: int, index: EvidenceIndex, lim
     return tuple(out[:limit])
 
 
+#: Up to this many distinct host depths ``_containers`` loops over depths (a few numpy
+#: calls each); above it, one sweep over the nesting (30k identical nested ops made the
+#: loop O(depths x events) per gap: 55 s for one report).
+CONTAINER_DEPTH_LOOP_MAX = 16
+
+
 def _containers(trace: Trace, idx: np.ndarray, index: EvidenceIndex, a: int, b: int) -> np.ndarray:
     """Bool mask over ``idx`` (events of one lane): host events whose overlap with
     [a, b) is covered by deeper events of ``idx`` nested in it for at least
     ``CONTAINER_MIN_SHARE`` of it (e.g. an enclosing ``## forward ##`` range around the
-    ATen ops that did the work). Loop over distinct depths."""
+    ATen ops that did the work). Loop over distinct depths when few
+    (``CONTAINER_DEPTH_LOOP_MAX``), else ``_nested_cover`` (O(n log n)), which gives
+    the same coverage when the events nest properly; the loop otherwise."""
     out = np.zeros(idx.size, dtype=bool)
     if idx.size < 2:
         return out
     host = index.cause[idx] == int(Cause.HOST)
     cs, ce = np.maximum(trace.start_ns[idx], a), np.minimum(index.end[idx], b)
     depth = trace.depth[idx].astype(np.int64)
-    for d in np.unique(depth[host]).tolist():
+    levels = np.unique(depth[host])
+    if levels.size > CONTAINER_DEPTH_LOOP_MAX:
+        cov = _nested_cover(cs, ce, depth)
+        if cov is not None:
+            return host & (cov >= CONTAINER_MIN_SHARE * (ce - cs))
+    for d in levels.tolist():
         deeper = depth > d
         if not deeper.any():
             continue
@@ -223,6 +249,38 @@ def _containers(trace: Trace, idx: np.ndarray, index: EvidenceIndex, a: int, b: 
         cov = coverage(us, ue, cs[rows], ce[rows])
         out[rows] = cov >= CONTAINER_MIN_SHARE * (ce[rows] - cs[rows])
     return out
+
+
+def _nested_cover(cs: np.ndarray, ce: np.ndarray, depth: np.ndarray) -> np.ndarray | None:
+    """Per interval [cs, ce) (int64 ns, non-empty), the length of it covered by the
+    intervals of greater ``depth``: one sweep in start order with a stack of the open
+    intervals, each interval's length added to its innermost enclosing one when deeper
+    (properly nested siblings are disjoint, so the sum is the union). A nested interval
+    of the same depth adds nothing (depths saturate, ``Trace.depth``, so 50k identical
+    nested ops end in one depth). None when two intervals overlap without nesting, a
+    nested one is shallower, or a deeper one sits under a chain of equal depths (the
+    caller then takes the union per depth). O(n log n) for the sort, O(n) the sweep."""
+    order = np.lexsort((depth, -ce, cs))  # start, then the longer (outer) one first
+    s_l, e_l, d_l = cs.tolist(), ce.tolist(), depth.tolist()
+    cov = [0] * len(s_l)
+    parent = [-1] * len(s_l)
+    stack: list[int] = []
+    for i in order.tolist():
+        s, e, d = s_l[i], e_l[i], d_l[i]
+        while stack and e_l[stack[-1]] <= s:
+            stack.pop()
+        if stack:
+            p = stack[-1]
+            dp = d_l[p]
+            if e > e_l[p] or d < dp:
+                return None
+            if d > dp:
+                if parent[p] >= 0 and d_l[parent[p]] == dp:
+                    return None
+                cov[p] += e - s
+            parent[i] = p
+        stack.append(i)
+    return np.asarray(cov, dtype=np.int64)
 
 
 def enclosing_step_range(trace: Trace, exclude: np.ndarray | None, lane: int, a: int, b: int) -> int:

@@ -7,6 +7,7 @@ and the viewer's packages only for the one-line summary printed afterwards.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from gapscope.capture.naming import SUFFIX, check_writable, fallback_dir
@@ -105,7 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _say(msg: str) -> None:
-    print("gapscope capture: " + msg, file=sys.stderr, flush=True)
+    try:
+        print("gapscope capture: " + msg, file=sys.stderr, flush=True)
+    except BrokenPipeError:  # stderr piped to a reader that is gone (a Ctrl-C reaches it too)
+        _quiet_stdio()
 
 
 def _report(traces: list[str], summary: bool) -> None:
@@ -159,6 +163,14 @@ def main(argv: list[str] | None = None) -> int:
     problem = check_writable(ns.out)
     if problem:
         _say(f"cannot write to {ns.out} ({problem}): traces will go to {fallback_dir()}")
+    from gapscope.capture.profile import LOW_SPACE_BYTES, free_bytes
+
+    free = free_bytes(ns.out)
+    if not problem and free < LOW_SPACE_BYTES:
+        _say(
+            f"only {free / 2**20:,.0f} MiB free in {ns.out}: a trace may need hundreds of MB "
+            "(it is written to the folder with the most space, or fails with the reason)"
+        )
     cuda = False if ns.cpu_only else None
     if ns.scenario:
         return _run_scenario(ns, cuda)
@@ -216,5 +228,24 @@ def _run_script(ns: argparse.Namespace, cmd: list[str], schedule, cuda: bool | N
         )
     else:
         _say(f"the script marked {runner.steps} steps")
-    _report(runner.traces, not ns.no_summary)
+    try:
+        _report(runner.traces, not ns.no_summary)
+    except BrokenPipeError:  # the reader of a pipe is gone (Ctrl-C reaches it too): keep the status
+        _quiet_stdio()
+    if not runner.traces and runner.errors and status == 0:
+        status = 1  # the trace could not be written: the message above says why
     return status
+
+
+def _quiet_stdio() -> None:
+    """Point stdout and stderr at /dev/null so the interpreter's final flush to a
+    closed pipe cannot change the exit status."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                os.dup2(devnull, stream.fileno())
+            except (OSError, ValueError):
+                pass
+    except OSError:
+        pass

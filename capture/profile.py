@@ -27,17 +27,19 @@ torch is imported inside functions only, so ``import capture`` works without it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import json
 import os
 import signal
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from gapscope.capture.naming import WriteOutcome, trace_basename, write_atomic
+from gapscope.capture.naming import WriteOutcome, fallback_dir, trace_basename, write_atomic
 from gapscope.capture.terminal import without_usdt_lines
 
 __all__ = ["Schedule", "Profiler", "profiled", "step", "active_profiler", "TorchMissing", "require_torch"]
@@ -377,13 +379,24 @@ class Profiler:
         if self.schedule is not None and self.schedule.repeat != 1:
             label = f"{label}_c{self._cycle}" if label else f"c{self._cycle}"
         basename = trace_basename(label or None)
+        staged = None
         try:
             with sigint_deferred():
-                outcome = write_atomic(self.out_dir, basename, prof.export_chrome_trace)
+                staged = _export_once(prof, self.out_dir)
+                outcome = write_atomic(self.out_dir, basename, lambda path: _gzip_copy(staged, path))
         except Exception as err:  # noqa: BLE001 - torch's export fails in its own ways; said, not raised
-            self.error = f"could not write the trace ({type(err).__name__}: {err})"
+            need = f"; it needs about {_gz_estimate(staged):,} bytes free" if staged else ""
+            why = err.strerror if isinstance(err, OSError) and err.strerror else f"{type(err).__name__}: {err}"
+            where = f" in {self.out_dir} or {fallback_dir()}" if isinstance(err, OSError) else ""
+            self.error = f"could not write the trace{where} ({why}){need}"
             self.say(self.error)
             return
+        finally:
+            if staged:
+                try:
+                    os.unlink(staged)
+                except OSError:
+                    pass
         self.outcomes.append(outcome)
         self.traces.append(outcome.path)
         if outcome.fell_back:
@@ -436,3 +449,82 @@ def profiled(fn: Callable | None = None, /, **options: Any) -> Callable:
     if fn is not None:
         return decorate(fn)
     return decorate
+
+
+def _export_once(prof: Any, out_dir: str) -> str:
+    """Export ``prof`` (torch can export a cycle only once: "Trace is already saved")
+    as plain JSON into a staging file, tried in ``out_dir``, then ``fallback_dir()``;
+    returns its path. The gzip copies to the final folders (``write_atomic``, which
+    may retry) read that file. Raises ``OSError`` when no staging file can be
+    written whole (a full disk can make the profiler write a cut file silently)."""
+    last: OSError | None = None
+    folders = [out_dir, fallback_dir()]
+    if free_bytes(out_dir) < LOW_SPACE_BYTES:  # the one export must land where it fits
+        folders.sort(key=free_bytes, reverse=True)
+    for folder in folders:
+        try:
+            os.makedirs(folder, exist_ok=True)
+            fd, path = tempfile.mkstemp(prefix=".gapscope-export-", suffix=".json", dir=folder)
+            os.close(fd)
+        except OSError as exc:
+            last = exc
+            continue
+        try:
+            prof.export_chrome_trace(path)
+            _check_whole(path)
+            return path
+        except OSError as exc:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+            raise exc from None  # the profiler's one export is spent: nothing to retry
+    raise last if last is not None else OSError(errno.EIO, "no folder to write the trace in")
+
+
+#: Below this much free space in the output folder ``gapscope capture`` warns at start,
+#: and the export is staged in the folder with the most space.
+LOW_SPACE_BYTES = 256 << 20
+
+
+def free_bytes(folder: str) -> int:
+    """Bytes free to this user in ``folder`` (or its nearest existing parent); 0 when
+    unknown."""
+    path = os.path.abspath(folder)
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    try:
+        st = os.statvfs(path)
+    except (OSError, AttributeError):
+        return 0
+    return st.f_bavail * st.f_frsize
+
+
+def _check_whole(path: str) -> None:
+    """``OSError`` unless the exported JSON at ``path`` ends as a document does."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as fh:
+        fh.seek(max(0, size - 64))
+        tail = fh.read().rstrip()
+    if not tail.endswith((b"}", b"]")):
+        raise OSError(errno.ENOSPC, f"the profiler wrote a cut file ({size:,} bytes; disk full?)")
+
+
+def _gzip_copy(src: str, dst: str) -> None:
+    """gzip ``src`` into ``dst`` (``OSError`` on any write failure, e.g. ENOSPC, EROFS)."""
+    import gzip
+    import shutil
+
+    with open(src, "rb") as fin, open(dst, "wb") as raw:
+        with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6) as fout:
+            shutil.copyfileobj(fin, fout, 1 << 20)
+        raw.flush()
+        os.fsync(raw.fileno())
+
+
+def _gz_estimate(path: str | None) -> int:
+    """Rough gzip size of the staged JSON (Kineto JSON compresses ~10x), for messages."""
+    try:
+        return max(1, os.path.getsize(path) // 8) if path else 0
+    except OSError:
+        return 0

@@ -30,7 +30,51 @@ from typing import Any
 from gapscope.capture.profile import Profiler, Schedule, _pop, _push
 from gapscope.capture.terminal import name_main_thread
 
-__all__ = ["ScriptRunner", "parse_command", "CommandError"]
+__all__ = ["ScriptRunner", "parse_command", "CommandError", "Stopped", "STOP_SIGNALS"]
+
+#: Signals that stop the script with its trace written: a job scheduler's stop
+#: (SIGTERM), a closed terminal or SSH session (SIGHUP). SIGKILL and ``os._exit``
+#: cannot be caught: see docs/capture.md.
+STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
+
+
+class Stopped(BaseException):
+    """Raised in the script's main thread by a stop signal (``STOP_SIGNALS``); a
+    ``BaseException`` so the script's ``except Exception`` does not swallow it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"stopped by signal {signum}")
+        self.signum = signum
+
+
+def _stop_on_signals() -> Callable[[], None]:
+    """Make ``STOP_SIGNALS`` raise ``Stopped`` (main thread only; once: a second
+    signal while the trace is written is held until the end); returns the undo."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    fired: list[int] = []
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if not fired:
+            fired.append(signum)
+            raise Stopped(signum)
+        fired.append(signum)  # again while writing: ignored, the trace is on its way
+
+    previous = {}
+    for sig in STOP_SIGNALS:
+        try:
+            previous[sig] = signal.signal(sig, on_signal)
+        except (ValueError, OSError):
+            pass
+
+    def restore() -> None:
+        for sig, old in previous.items():
+            try:
+                signal.signal(sig, old)
+            except (ValueError, OSError):
+                pass
+
+    return restore
 
 
 class CommandError(ValueError):
@@ -113,6 +157,7 @@ class ScriptRunner:
         self.record_shapes = record_shapes
         self.with_stack = with_stack
         self.traces: list[str] = []
+        self.errors: list[str] = []  # why a trace could not be written (Profiler.error)
         self.messages: list[str] = []
         self.mode = "window"
         self.steps = 0
@@ -147,6 +192,8 @@ class ScriptRunner:
 
     def _collect(self, p: Profiler) -> None:
         self.traces.extend(t for t in p.traces if t not in self.traces)
+        if p.error and p.error not in self.errors:
+            self.errors.append(p.error)
         self.messages.extend(p.messages)
 
     def _start_window(self) -> None:
@@ -245,6 +292,7 @@ class ScriptRunner:
         status = 0
         exc: BaseException | None = None
         _push(self)
+        restore = _stop_on_signals()
         try:
             if self.delay > 0:
                 self._arm(self.delay, self._start_window)
@@ -258,13 +306,19 @@ class ScriptRunner:
             status = _exit_code(e.code)
         except KeyboardInterrupt as e:
             exc, status = e, 130
+        except Stopped as e:  # SIGTERM / SIGHUP: write the trace, then the shell's status
+            exc, status = e, 128 + e.signum
+            (self._log or _stderr)(f"stopped by {signal.Signals(e.signum).name}: writing the trace")
         except BaseException as e:  # noqa: BLE001 - the script's own error: report it as Python would
             exc, status = e, 1
             _print_script_traceback(e)
         finally:
             self._disarm()
             _pop(self)
-            self._finish(exc)
+            try:
+                self._finish(exc)
+            finally:
+                restore()
             sys.argv = saved_argv
             if old_name is not None:
                 name_main_thread(old_name)

@@ -79,6 +79,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(line, file=sys.stderr if line.startswith("gapscope: ") else out)
         return status
     store = ProgressStore()
+    if store.notice:
+        from gapscope.report.fmt import safe_name
+
+        print(f"gapscope: warning: {safe_name(store.notice)}", file=sys.stderr)
     if args.reset:
         if args.name:
             try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import os
+import re
 import stat
 import zlib
 
@@ -11,7 +12,7 @@ from gapscope.parsers.errors import TraceFormatError
 from gapscope.parsers.json.scan import text_start
 from gapscope.parsers.model import Trace
 
-__all__ = ["load", "read_bytes", "sniff"]
+__all__ = ["check_size", "default_limit", "load", "read_bytes", "sniff", "trace_limit"]
 
 #: Bytes ``sniff`` reads (after gzip) to judge a file without loading it.
 SNIFF_BYTES = 1 << 16
@@ -19,12 +20,28 @@ SNIFF_BYTES = 1 << 16
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
-#: Largest decompressed size accepted from a gzip file of ``n`` bytes:
-#: ``max(MIN_INFLATE_LIMIT, MAX_INFLATE_RATIO * n)``. Real trace JSON inflates 10-50x;
-#: a "gzip bomb" (a few MB of zeros or spaces) inflates 1000x. ``GAPSCOPE_MAX_TRACE_BYTES``
-#: overrides the limit (bytes).
+#: ``GAPSCOPE_MAX_TRACE_BYTES``: most bytes of trace text (after gzip) ``load`` reads, a
+#: number with an optional K/M/G/T suffix (powers of 1024). Unset: ``default_limit()``.
+LIMIT_ENV = "GAPSCOPE_MAX_TRACE_BYTES"
+#: Share of available memory the text may take by default: loading holds the text
+#: plus its decoded events, about 3x the text at peak.
+MEMORY_SHARE = 3
+#: Default limit when available memory cannot be read (no /proc/meminfo).
+FALLBACK_LIMIT = 4 << 30
+#: Floor of the default limit, so a busy machine still loads ordinary traces.
+MIN_DEFAULT_LIMIT = 256 << 20
+#: A gzip file whose output passes ``RATIO_CHECK_BYTES`` at more than
+#: ``MAX_INFLATE_RATIO`` times the compressed bytes consumed is refused there (a "gzip
+#: bomb": a few MB of zeros or spaces inflates ~1000x; real trace JSON 10-50x). Off
+#: when ``GAPSCOPE_MAX_TRACE_BYTES`` is set: the user has stated the size they accept.
 MAX_INFLATE_RATIO = 200
-MIN_INFLATE_LIMIT = 1 << 30
+RATIO_CHECK_BYTES = 128 << 20
+#: Bytes read or inflated per step; every step is checked against the limit.
+CHUNK_BYTES = 16 << 20
+_IN_CHUNK_BYTES = 1 << 20
+
+_SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_LIMIT_HINT = f"set {LIMIT_ENV} (e.g. 32G) to raise the limit"
 
 
 def _open_regular(p: str):
@@ -46,13 +63,86 @@ def _open_regular(p: str):
         raise TraceFormatError(p, f"cannot read: {exc.strerror or exc}") from None
 
 
-def inflate_limit(compressed_bytes: int) -> int:
-    """Most bytes a gzip file of ``compressed_bytes`` may decompress to (see
-    ``MAX_INFLATE_RATIO``); ``GAPSCOPE_MAX_TRACE_BYTES`` overrides it."""
-    env = os.environ.get("GAPSCOPE_MAX_TRACE_BYTES", "")
-    if env.isdigit():
-        return int(env)
-    return max(MIN_INFLATE_LIMIT, MAX_INFLATE_RATIO * compressed_bytes)
+def _available_memory_bytes() -> int | None:
+    """``MemAvailable`` from /proc/meminfo, or None where it cannot be read."""
+    try:
+        with open("/proc/meminfo", "rb") as fh:
+            for line in fh.read(1 << 16).splitlines():
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def default_limit() -> int:
+    """The limit used when ``GAPSCOPE_MAX_TRACE_BYTES`` is unset: available memory /
+    ``MEMORY_SHARE`` (at least ``MIN_DEFAULT_LIMIT``), or ``FALLBACK_LIMIT``."""
+    avail = _available_memory_bytes()
+    if avail is None:
+        return FALLBACK_LIMIT
+    return max(MIN_DEFAULT_LIMIT, avail // MEMORY_SHARE)
+
+
+def parse_size(text: str) -> int | None:
+    """``"123"``, ``"64M"``, ``"2G"``, ``"1.5g"`` (powers of 1024) to bytes; None if not a size."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:i?[bB])?\s*", text)
+    if not m:
+        return None
+    return int(float(m.group(1)) * _SUFFIX[m.group(2).upper()])
+
+
+def trace_limit() -> tuple[int, bool]:
+    """(most bytes of trace text ``load`` accepts, whether the user set it). Raises
+    ``ValueError`` when ``GAPSCOPE_MAX_TRACE_BYTES`` is set but not a size."""
+    env = os.environ.get(LIMIT_ENV, "")
+    if not env.strip():
+        return default_limit(), False
+    value = parse_size(env)
+    if value is None:
+        raise ValueError(f"{LIMIT_ENV}={env!r} is not a size (a number of bytes, or with K/M/G/T)")
+    return value, True
+
+
+def _limit_for(p: str) -> tuple[int, bool]:
+    try:
+        return trace_limit()
+    except ValueError as exc:
+        raise TraceFormatError(p, str(exc)) from None
+
+
+def _too_big(p: str, what: str, limit: int, user_set: bool) -> TraceFormatError:
+    where = f"the limit set by {LIMIT_ENV}" if user_set else "the limit (a third of available memory)"
+    return TraceFormatError(p, f"{what}, more than {where} of {limit:,} bytes; refusing to load it", hint=_LIMIT_HINT)
+
+
+def check_size(path: str | os.PathLike) -> None:
+    """Refuse, from its size alone, a plain file larger than the limit (before any
+    read or fork). Raises ``TraceFormatError``; missing or special files pass here
+    (``read_bytes`` names those)."""
+    p = os.fspath(path)
+    try:
+        st = os.stat(p)
+    except OSError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        return
+    limit, user_set = _limit_for(p)
+    if st.st_size > limit:
+        raise _too_big(p, f"file is {st.st_size:,} bytes", limit, user_set)
+
+
+def _check_start(p: str) -> None:
+    """Refuse a plain file over the limit, or whose first ``CHUNK_BYTES`` hold a NUL
+    byte (a sparse or zero-filled file), before anything maps or reads all of it."""
+    check_size(p)
+    with _open_regular(p) as fh:
+        try:
+            first = fh.read(CHUNK_BYTES)
+        except OSError as exc:
+            raise TraceFormatError(p, f"cannot read: {exc.strerror or exc}") from None
+    if first[:2] != _GZIP_MAGIC:
+        _refuse_nul(p, first, 0, len(first))
 
 
 def read_bytes(
@@ -64,78 +154,163 @@ def read_bytes(
     in place, no extra copy), which a loader may frame in place (``chrome_parallel``).
     ``stat_out``: gets ``os.fstat`` of the file read, taken after the read.
 
+    The size limit (``trace_limit``) is checked while reading, every ``CHUNK_BYTES``:
+    memory never holds much more than the limit, whatever the file or its gzip data
+    claims. A NUL byte (never in JSON or an ASCII timeline; a sparse or zero-filled
+    file) stops the read at once.
+
     Raises ``TraceFormatError`` when the path is not a regular file, cannot be read,
-    the gzip data is corrupt or cut inside its header, or it decompresses to more than
-    ``inflate_limit`` bytes. The file is opened read-only and never written.
+    holds NUL bytes, is larger than the limit, the gzip data is corrupt or cut inside
+    its header, or it decompresses to more than the limit (or, with the default
+    limit, more than ``MAX_INFLATE_RATIO`` times its size). The file is opened
+    read-only and never written.
     """
     p = os.fspath(path)
+    limit, user_set = _limit_for(p)
     with _open_regular(p) as fh:
         try:
-            data = _read(fh, mutable_min_bytes)
+            data = _read(p, fh, mutable_min_bytes, limit, user_set)
             if stat_out is not None:
                 stat_out.append(os.fstat(fh.fileno()))
         except OSError as exc:
             raise TraceFormatError(p, f"cannot read: {exc.strerror or exc}") from None
     if data[:2] == _GZIP_MAGIC:
-        data = _gunzip_all(p, data, inflate_limit(len(data)))
+        data = _gunzip_all(p, data, limit, user_set)
     return data
 
 
-def _read(fh, mutable_min_bytes: int | None) -> bytes | bytearray:
+def _refuse_nul(p: str, buf, start: int, end: int) -> None:
+    """Refuse ``buf`` when ``buf[start:end]`` holds a NUL byte (never in JSON text or
+    an ASCII timeline: a sparse, zero-filled or binary file). In the first 4 KiB the
+    content checks of ``sniff`` name the file's kind (binary, compressed Nsight...)."""
+    at = buf.find(b"\x00", start, end)
+    if at < 0:
+        return
+    if at < 4096:
+        head = bytes(buf[:4096])
+        if head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] not in (b"{", b"["):
+            _check_head(p, head, False)
+    line = buf.count(b"\n", 0, at) + 1
+    column = at - (buf.rfind(b"\n", 0, at) + 1) + 1
+    raise TraceFormatError(
+        p,
+        f"binary data (a NUL byte at byte {at:,}), not a trace",
+        line=line,
+        column=column,
+        hint="a sparse or zero-filled file, or a cut-off write?",
+    )
+
+
+def _read(p: str, fh, mutable_min_bytes: int | None, limit: int, user_set: bool) -> bytes | bytearray:
     """All of ``fh``: bytes, or a ``bytearray`` when the file has at least
-    ``mutable_min_bytes`` (a file that shrinks or grows while read is read to its end)."""
+    ``mutable_min_bytes`` (a file that shrinks or grows while read is read to its end,
+    up to ``limit``). Plain (not gzip) content is checked for NUL bytes as it comes."""
     size = os.fstat(fh.fileno()).st_size
-    if mutable_min_bytes is None or size < mutable_min_bytes:
-        return fh.read()
-    buf = bytearray(size)
-    got = 0
+    if size > limit:
+        raise _too_big(p, f"file is {size:,} bytes", limit, user_set)
+    first = fh.read(CHUNK_BYTES)  # checked before a buffer of the file's size is zero-filled
+    gz = first[:2] == _GZIP_MAGIC
+    if not gz:
+        _refuse_nul(p, first, 0, len(first))
+    if mutable_min_bytes is not None and size >= mutable_min_bytes and len(first) == CHUNK_BYTES:
+        buf = bytearray(size)
+        buf[: len(first)] = first
+        got = len(first)
+    else:
+        buf = bytearray(first)
+        got = len(buf)
+    del first
     with memoryview(buf) as view:
-        while got < size:
-            n = fh.readinto(view[got:])
+        while got < len(buf):
+            n = fh.readinto(view[got : min(len(buf), got + CHUNK_BYTES)])
             if not n:
                 break
+            if not gz:
+                _refuse_nul(p, buf, got, got + n)
             got += n
-    if got < size:
+    if got < len(buf):
         del buf[got:]
-    else:
-        buf += fh.read()
+    while True:  # the rest: all of a small file, or what a large one grew by
+        chunk = fh.read(CHUNK_BYTES)
+        if not chunk:
+            break
+        buf += chunk
+        if not gz:
+            _refuse_nul(p, buf, len(buf) - len(chunk), len(buf))
+        if len(buf) > limit:
+            raise _too_big(p, f"file grew past {len(buf):,} bytes while read", limit, user_set)
+    if mutable_min_bytes is None or len(buf) < mutable_min_bytes:
+        return bytes(buf)
     return buf
 
 
-def _gunzip_all(path: str, data: bytes | bytearray, limit: int) -> bytes:
+def _gunzip_all(path: str, data: bytes | bytearray, limit: int, user_set: bool) -> bytes:
     """Decompress every gzip member; a cut-off last member yields what was readable.
 
+    Output is produced ``CHUNK_BYTES`` at a time and checked at each step, so a bomb
+    is refused with at most about ``RATIO_CHECK_BYTES`` (or ``limit``) inflated.
     Raises ``TraceFormatError`` for corrupt data, a cut inside the first header (nothing
-    readable), or output beyond ``limit`` bytes.
+    readable), output beyond ``limit`` bytes, or (default limit only) output past
+    ``RATIO_CHECK_BYTES`` at more than ``MAX_INFLATE_RATIO`` x the compressed bytes read.
     """
     out: list[bytes] = []
     total = 0
-    rest = data
-    while rest:
+    view = memoryview(data)
+    at = 0  # offset in ``data`` of the member being read
+    while at < len(view):
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        pos = at  # next compressed byte to feed
+        feed: bytes | memoryview = b""
+        member_out = 0
         try:
-            chunk = d.decompress(rest, limit - total + 1)
-            if not d.unconsumed_tail:
-                chunk += d.flush()
+            while True:
+                if not feed:
+                    if pos >= len(view):
+                        chunk = d.flush()  # input ended inside this member
+                        total += len(chunk)
+                        member_out += len(chunk)
+                        out.append(chunk)
+                        break
+                    feed = view[pos : pos + _IN_CHUNK_BYTES]
+                    pos += len(feed)
+                chunk = d.decompress(feed, CHUNK_BYTES)
+                feed = d.unconsumed_tail
+                total += len(chunk)
+                member_out += len(chunk)
+                out.append(chunk)
+                read_in = pos - len(feed) - len(d.unused_data)
+                if total > limit:
+                    raise _too_big(
+                        path,
+                        f"gzip data expands past {total:,} bytes (from {read_in:,} of {len(data):,} compressed bytes)",
+                        limit,
+                        user_set,
+                    )
+                if not user_set and total > RATIO_CHECK_BYTES and total > MAX_INFLATE_RATIO * max(read_in, 1):
+                    raise TraceFormatError(
+                        path,
+                        f"gzip data expands {total // max(read_in, 1):,}x ({total:,} bytes from the first "
+                        f"{read_in:,} compressed bytes), more than the limit of {MAX_INFLATE_RATIO}x; refusing to "
+                        "load it (a gzip bomb?)",
+                        hint=f"a real trace inflates 10-50x; set {LIMIT_ENV} to a size to load it anyway",
+                    )
+                if d.eof:
+                    break
         except zlib.error as exc:
-            if not out:
+            if not total:
                 raise TraceFormatError(path, f"corrupt gzip data ({exc})", hint="is the file complete?") from None
             break
-        total += len(chunk)
-        if total > limit:
-            raise TraceFormatError(
-                path,
-                f"gzip data expands to more than {limit:,} bytes ({len(data):,} bytes compressed); refusing to load it",
-                hint="a real trace inflates 10-50x; set GAPSCOPE_MAX_TRACE_BYTES to raise the limit",
-            )
-        out.append(chunk)
-        rest = d.unused_data
         if not d.eof:  # truncated member: keep what we have, the JSON loader warns
-            if total == 0 and len(out) == 1:
+            if total == 0:
                 raise TraceFormatError(path, "gzip data cut off before any content", hint="is the file complete?")
             break
-        # skip zero padding between members
-        rest = rest.lstrip(b"\x00")
+        at = pos - len(d.unused_data)
+        while at < len(view):  # skip zero padding between members
+            piece = bytes(view[at : at + _IN_CHUNK_BYTES])
+            kept = piece.lstrip(b"\x00")
+            at += len(piece) - len(kept)
+            if kept:
+                break
     return b"".join(out)
 
 
@@ -177,8 +352,11 @@ def sniff(path: str | os.PathLike) -> str:
 def _check_head(p: str, data: bytes, complete: bool) -> str:
     """``load``'s content checks on ``data`` (the whole content when ``complete``,
     else its head): ``"chrome"`` or ``"ascii"``, or ``TraceFormatError``."""
-    head = data[:4096].lstrip(b"\xef\xbb\xbf \t\r\n")
+    lead = text_start(data)  # blank lines before the content are not content
+    head = data[lead : lead + 4096]
     if not head:
+        if not complete:  # only blanks as far as we can see: judged by what follows
+            return "ascii"
         raise TraceFormatError(
             p, "file is empty", line=1, column=1, hint="expected Chrome trace JSON or an ASCII timeline"
         )
@@ -187,7 +365,7 @@ def _check_head(p: str, data: bytes, complete: bool) -> str:
 
         refuse_json_export(p, data, len(data) - len(data.lstrip(b"\xef\xbb\xbf \t\r\n")))
         return "chrome"
-    if b"\x00" in data[:4096]:
+    if b"\x00" in head:
         from gapscope.parsers.nsys.files import refuse_compressed
 
         refuse_compressed(p, data)
@@ -246,6 +424,7 @@ def load(path: str | os.PathLike) -> Trace:
         return nsys_files.load(p, nsight)
     from gapscope.parsers.chrome.parallel import fork as chrome_parallel
 
+    _check_start(p)  # before the fork below maps the file
     if not chrome_parallel.enabled(1 << 62):
         return _load(p, read_bytes(p))
     from gapscope.parsers.chrome.loader import start_parts
@@ -294,7 +473,10 @@ def _load(p: str, data: bytes | bytearray, pending=None, read_stat=None) -> Trac
         refuse_json_export(p, data, skip)  # Nsight's one-record-per-line JSON
     if data[skip : skip + 1] not in (b"{", b"["):
         _refuse_json_scalar(p, data)  # JSON, but not a trace (nor a timeline)
-    if data[skip : skip + 1] in (b"{", b"[") or _check_head(p, bytes(data[:4096]), False) == "chrome":
+    if (
+        data[skip : skip + 1] in (b"{", b"[")
+        or _check_head(p, bytes(data[: skip + 4096]), skip + 4096 >= len(data)) == "chrome"
+    ):
         from gapscope.parsers.chrome.loader import load_chrome
 
         return load_chrome(data, p, pending, read_stat)

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 
 import pytest
 
 from gapscope import exercise_cmd
 from gapscope.exercise import ProgressStore, Session, Workbook, bundled_paths, find, load_exercise
+from gapscope.exercise.progress import MAX_PROGRESS_BYTES
 
 
 @pytest.fixture
@@ -233,3 +236,87 @@ def test_help_says_where_progress_is_kept_and_how_to_reset(tmp_path, monkeypatch
         with pytest.raises(SystemExit):
             exercise_cmd.main(["--help"])
         assert f"  kept in {tmp_path / 'xdg' / 'gapscope' / 'progress-ada.json'}\n" in capsys.readouterr().out
+
+
+# --- hardening (issue 14): validated on load, bad files moved aside with a message ---
+
+
+def _deep(n: int) -> str:
+    return "[" * n + "]" * n
+
+
+@pytest.mark.parametrize(
+    "body,why",
+    [
+        ("{not json", "not JSON"),
+        ('{"version": 1, "exercises": []}', "exercises: expected an object"),
+        ('{"version": 1, "exercises": {"e": {"tasks": {"t": {"hints": 1e308}}}}}', "exercises.e.tasks.t.hints"),
+        ('{"version": 1, "exercises": {"e": {"tasks": {"t": {"attempts": "3"}}}}}', "attempts"),
+        ('{"version": 1, "exercises": {"e": {"current": true}}}', "exercises.e.current"),
+        ('{"version": 1, "exercises": {"e": {"tasks": {"t": {"done": 1}}}}}', "done: expected true/false"),
+        ('{"version": 1, "exercises": {"e": {"tasks": {"t": {"answer": ' + _deep(100) + "}}}}}", "answer"),
+        (_deep(100_000), "nested too deep"),
+        ('{"version": 1, "exercises": {"e": {"tasks": "x"}}}', "tasks: expected an object"),
+        ("[1]", "expected a JSON object"),
+    ],
+)
+def test_bad_progress_is_moved_aside_with_a_message(tmp_path, body, why):
+    path = tmp_path / "progress-ada.json"
+    path.write_text(body)
+    store = ProgressStore(tmp_path, "ada")
+    assert store.data == {"version": 1, "exercises": {}}
+    assert store.notice is not None and why in store.notice, store.notice
+    assert str(tmp_path / "progress-ada.corrupt") in store.notice
+    assert (tmp_path / "progress-ada.corrupt").read_text() == body
+    store.task("e", "t")["hints"] += 1  # usable afterwards
+    assert store.save()
+
+
+def test_second_bad_file_does_not_overwrite_the_first_backup(tmp_path):
+    for n, body in enumerate(["{a", "{b"]):
+        (tmp_path / "progress-ada.json").write_text(body)
+        store = ProgressStore(tmp_path, "ada")
+        want = "progress-ada.corrupt" + ("" if n == 0 else "-1")
+        assert want in store.notice and (tmp_path / want).read_text() == body
+
+
+def test_partial_records_get_their_defaults(tmp_path):
+    (tmp_path / "progress-ada.json").write_text('{"version": 1, "exercises": {"e": {"tasks": {"t": {"done": true}}}}}')
+    store = ProgressStore(tmp_path, "ada")
+    assert store.notice is None
+    assert store.task("e", "t") == {"done": True, "attempts": 0, "hints": 0, "answer": None, "notes": ""}
+    assert store.summary("e", 3) == (1, 3, False)
+
+
+def test_fifo_is_refused_without_blocking(tmp_path):
+    os.mkfifo(tmp_path / "progress-ada.json")
+    t = time.monotonic()
+    store = ProgressStore(tmp_path, "ada")
+    assert time.monotonic() - t < 2
+    assert "not a regular file" in store.notice
+
+
+def test_symlink_to_dev_zero_is_refused_quickly(tmp_path):
+    os.symlink("/dev/zero", tmp_path / "progress-ada.json")
+    t = time.monotonic()
+    store = ProgressStore(tmp_path, "ada")
+    assert time.monotonic() - t < 2
+    assert "not a regular file" in store.notice
+    assert os.path.islink(tmp_path / "progress-ada.corrupt")  # the link moved, /dev/zero untouched
+
+
+def test_huge_file_is_refused_without_reading_it(tmp_path):
+    with open(tmp_path / "progress-ada.json", "wb") as fh:
+        fh.truncate(10 * 10**9)  # sparse
+    t = time.monotonic()
+    store = ProgressStore(tmp_path, "ada")
+    assert time.monotonic() - t < 2
+    assert f"more than the {MAX_PROGRESS_BYTES:,}" in store.notice
+
+
+def test_cmd_prints_the_notice_once(state, capsys):
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "progress-ada.json").write_text('{"version": 1, "exercises": {"e": {"tasks": {"t": {"hints": 1e308}}}}}')
+    assert exercise_cmd.main([]) == 0
+    err = capsys.readouterr().err
+    assert err.count("gapscope: warning: ") == 1 and "moved aside to" in err and "Traceback" not in err

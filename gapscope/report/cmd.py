@@ -119,7 +119,7 @@ def _env_columns() -> int | None:
     return n if n >= 20 else None
 
 
-_TERMINAL_UNSAFE = re.compile("[\u0080-\u009f\u202a-\u202e\u2066-\u2069]")
+_TERMINAL_UNSAFE = re.compile("[\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def write_json(doc: dict, out: IO[str], indent: int | None = None) -> None:
@@ -128,8 +128,9 @@ def write_json(doc: dict, out: IO[str], indent: int | None = None) -> None:
     (from a ``\\ud800`` escape in the input) is written as its JSON escape."""
     seps = (",", ":") if indent is None else (",", ": ")
     text = json.dumps(doc, indent=indent, separators=seps, ensure_ascii=False, allow_nan=False) + "\n"
-    # json escapes C0 controls but not C1 (U+0080-U+009F: U+009B is an 8-bit CSI that
-    # terminals obey) nor bidi overrides; such characters only occur inside strings,
+    # json escapes C0 controls but not DEL and C1 (U+007F-U+009F: U+009B is an 8-bit
+    # CSI that terminals obey), bidi overrides, nor U+2028/U+2029 (line breaks to
+    # JavaScript and to some terminals and editors); such characters only occur inside strings,
     # so their \uXXXX escapes keep the document valid and the value verbatim.
     text = _TERMINAL_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     buf = getattr(out, "buffer", None)

@@ -196,6 +196,10 @@ def kind_counts_text(by_kind: dict, shown: int = 4) -> str:
     return ", ".join(f"{k} {v:,}" for k, v in kinds[:shown]) + (" …" if len(kinds) > shown else "")
 
 
+#: Most characters of a trace string a text or Markdown report shows (the JSON report
+#: keeps names whole); longer ones end with ``…``.
+DISPLAY_MAX_CHARS = 8192
+
 _ESC_SEQ = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_])")
 
 
@@ -207,15 +211,20 @@ def safe_name(name: str, max_len: int | None = None) -> str:
     categories Cc, Cf, Cs: NUL, newline, bidi overrides, zero-width joiners, …) is
     shown as ``\\xNN`` / ``\\uNNNN``. Brackets and backslashes are kept verbatim: the
     result must still be wrapped in ``rich.text.Text``, never used as markup.
-    ``max_len`` truncates with ``…``.
+    ``max_len`` truncates with ``…``; with no ``max_len`` the result is still cut at
+    ``DISPLAY_MAX_CHARS``. Work is bounded by the output length, not the input's: only
+    the head that can be shown is escaped (a 10 MB name took seconds per mention).
     """
     s = str(name)
+    max_len = DISPLAY_MAX_CHARS if max_len is None else min(max_len, DISPLAY_MAX_CHARS)
+    if len(s) > max_len + 16:  # escaping never shortens: this head gives the shown prefix
+        s = s[: max_len + 16]
     if s.isprintable() and "\x1b" not in s:
         out = s
     else:
         s = _ESC_SEQ.sub(lambda m: "\\e" + _escape_chars(m.group(0)[1:]), s)
         out = _escape_chars(s)
-    if max_len is not None and len(out) > max_len > 1:
+    if len(out) > max_len > 1:
         out = out[: max_len - 1] + "…"
     return out
 

@@ -64,6 +64,7 @@ _ROW = re.compile(r"^(\s*)(CPU|GPU)(\d*)\s*:", re.I)
 _FILL = " =-~#*_"
 _LABEL_DUR = re.compile(r"^(.*?)\s*" + STANDALONE_NUMBER + r"\s*([A-Za-zµμ]{1,4})$")
 _NEXT_K = re.compile(r"\s{1,3}[kK](?=\s|$)")  # the next post of a picket fence
+_HAS_DURATION = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s*(?:ns|us|µs|μs|ms|s|sec|secs|min|h)(?![\w])")
 _PHRASE = re.compile(r"(?:[^\s\[\]]+| (?=[^\s\[\]]))+")  # text runs with single blanks between
 
 
@@ -118,8 +119,10 @@ def _scan(raw: str, pos: int, row_i: int, line: int, is_gpu: bool, path: str) ->
             phrase = _PHRASE.match(raw, pos)
             assert phrase is not None  # raw[pos] is none of blank, [, ]: the pattern matches it
             text = phrase.group(0)
-            # On a GPU row a phrase is a kernel as wide as its text.
-            items.append(Item(row_i, line, pos, pos + len(text), "span" if is_gpu else "phrase", text))
+            # On a GPU row a phrase is a kernel as wide as its text, unless it states a
+            # duration: that is prose (a duration outside [ ] cannot be honoured).
+            kind = "span" if is_gpu and not _HAS_DURATION.search(text) else "phrase"
+            items.append(Item(row_i, line, pos, pos + len(text), kind, text))
             pos += len(text)
     return items
 
@@ -270,8 +273,16 @@ def load_art(lines: list[str], path: str = "") -> Trace:
         it.events, it.dur_ns = expand_fence(it.ks, it.name, it.line, it.col0, rows[it.row].notes, scale, path)
     placed, described, prose = [], [], []
     for it in items:
-        if it.kind != "phrase" or rows[it.row].is_gpu:
+        if it.kind != "phrase":
             placed.append(it)
+            continue
+        if rows[it.row].is_gpu:  # text stating a duration outside [ ]: never a kernel drawn to its width
+            b.warn(
+                it.line,
+                "text",
+                f"column {it.col0 + 1}: {clip(it.name)!r} is text with a duration outside "
+                "[ ] on a GPU row; read as a comment, not a kernel (a span reads [name 4 ms])",
+            )
             continue
         kind = cpu_kind(it.name)
         near_fence = any(f.col0 - SNAP_COLUMNS <= it.col0 <= f.col1 + SNAP_COLUMNS for f in fences)

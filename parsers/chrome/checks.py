@@ -272,7 +272,46 @@ def gpu_checks(cols: Columns, lane_final: np.ndarray, lanes, names: list[str], w
                 more,
             ),
         )
+    _warn_outlier_durations(cols, work, names, warn)
     return cols
+
+
+#: A GPU op longer than this (ns) ...
+OUTLIER_DUR_MIN_NS = 1_000_000_000
+#: ... and more than this many times the span of all shorter GPU ops is warned about.
+OUTLIER_DUR_FACTOR = 1000
+
+
+def _warn_outlier_durations(cols: Columns, work: np.ndarray, names: list[str], warn) -> None:
+    """Warn (kept, named with line and field) about GPU ops whose ``dur`` dwarfs the
+    rest of the trace: a 13.9-hour kernel in a trace whose other kernels span 160 µs is
+    a unit or a corrupt value, and would make every share in the report meaningless."""
+    if work.size < 2:
+        return
+    dur = cols.dur[work]
+    long_ = dur > OUTLIER_DUR_MIN_NS
+    if not long_.any() or long_.all():
+        return
+    rest = work[~long_]
+    span = int((cols.start[rest] + cols.dur[rest]).max() - cols.start[rest].min())
+    limit = OUTLIER_DUR_FACTOR * max(span, 1000)
+    bad = work[long_ & (dur > limit)]
+    if bad.size == 0:
+        return
+    k = int(bad[np.argmax(cols.dur[bad])])
+    more = f"; {bad.size} such ops" if bad.size > 1 else ""
+    warn(
+        int(cols.src[k]),
+        "dur",
+        "%r lasts %s, %sx the %s µs the other GPU ops span; kept, but check its dur "  # noqa: UP031 - as the module's other templates
+        "(microseconds expected)%s"
+        % (names[cols.name[k]], _long_time(int(cols.dur[k])), f"{int(cols.dur[k]) // max(span, 1):,}", _us(span), more),
+    )
+
+
+def _long_time(ns: int) -> str:
+    s = ns / 1e9
+    return f"{s / 3600:.1f} h" if s >= 3600 else f"{s:.1f} s"
 
 
 def _us(ns: int) -> str:

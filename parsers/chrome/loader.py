@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import math
 import os
 import re
 import typing
@@ -91,6 +92,8 @@ _get = GET
 _DECODERS = {False: (_LIST, EVENT_CLASS["X"]), True: (_LIST_RAW_TS, XEventRawTs)}
 #: Files up to this size get ``src_line`` for every event (costs one key scan).
 SRC_LINE_LIMIT_BYTES = 8 << 20
+#: Largest |ts| in µs that fits int64 nanoseconds.
+_TS_MAX_US = float(np.iinfo(np.int64).max // 1000)
 
 
 @dataclasses.dataclass
@@ -252,6 +255,8 @@ def _build(inp: _Input, check_ids: bool = False) -> Trace:
     def warn(k: int | None, field: str | None, msg: str) -> None:
         warns.append((k, field, msg))
 
+    if not len(events) and not inp.warnings:  # a valid document with nothing in it: say so
+        warn(None, "traceEvents", "the trace holds no events (its events array is empty): nothing to show")
     in_parts = inp.scanned is not None
     if inp.scanned is not None and not check_ids:
         ec = inp.scanned
@@ -367,8 +372,8 @@ def _exact_times(
     other_need = [
         k
         for ks in phases.other.values()
-        for k in ks
-        if isinstance(events[k].ts, float) and abs(events[k].ts) >= 2.0**43
+        for k in ks  # beyond int64 ns: flagged later, not read
+        if isinstance(events[k].ts, float) and 2.0**43 <= abs(events[k].ts) < _TS_MAX_US
     ]
     if need.size or other_need:
         if in_parts:
@@ -585,9 +590,12 @@ def _source_info(inp: _Input, cat_list: list, legacy: bool, ignored: dict, meta:
                 f'displayTimeUnit {str(dtu)!r} is neither "ms" nor "ns"; ignored '
                 "(ts and dur are microseconds in any case)",
             )
-    props = h.get("deviceProperties") or h.get("computeProperties")
+    key = "deviceProperties" if h.get("deviceProperties") else "computeProperties"
+    props = h.get(key)
     if isinstance(props, list):
-        info.device_properties = [p for p in props if isinstance(p, dict)]
+        info.device_properties = [
+            _finite_props(p, f"{key}[{n}]", warn) for n, p in enumerate(props) if isinstance(p, dict)
+        ]
     di = h.get("distributedInfo")
     if isinstance(di, dict):
         info.rank = _int_or_none(di.get("rank"))
@@ -602,6 +610,47 @@ def _source_info(inp: _Input, cat_list: list, legacy: bool, ignored: dict, meta:
     if meta.renamed_threads:
         info.extra["renamed_threads"] = meta.renamed_threads
     return info
+
+
+#: deviceProperties fields that are numbers in every Kineto version.
+_PROP_NUMBERS = (
+    "computeMajor",
+    "computeMinor",
+    "totalGlobalMem",
+    "numSms",
+    "warpSize",
+    "maxThreadsPerBlock",
+    "maxThreadsPerMultiprocessor",
+    "regsPerBlock",
+    "regsPerMultiprocessor",
+    "sharedMemPerBlock",
+    "sharedMemPerMultiprocessor",
+    "maxSharedMemoryPerMultiProcessor",
+    "l2CacheSize",
+    "id",
+)
+
+
+def _finite_props(prop: dict, where: str, warn) -> dict:
+    """``prop`` without numeric fields that are not finite numbers (``NaN``,
+    ``Infinity``, read as sentinel strings, or 1e999), each with a warning naming it;
+    the report would print them as ``sm_InfiniN``."""
+    bad = [k for k in _PROP_NUMBERS if k in prop and not _finite_number(prop[k])]
+    if not bad:
+        return prop
+    for k in bad:
+        v = prop[k]
+        shown = (
+            {"N": "NaN", "Infini": "Infinity", "-Infini": "-Infinity"}.get(v, repr(v))
+            if isinstance(v, str)
+            else repr(v)
+        )
+        warn(None, f"{where}.{k}", f"{where}.{k} is {shown[:40]}, not a finite number; ignored")
+    return {k: v for k, v in prop.items() if k not in bad}
+
+
+def _finite_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _int_or_none(v) -> int | None:

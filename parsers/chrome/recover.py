@@ -25,7 +25,7 @@ import numpy as np
 from gapscope.parsers.chrome.schema import EVENT_LIST, AnyEvent, Event, EventRawArgs, as_phase_event
 from gapscope.parsers.errors import TraceFormatError
 from gapscope.parsers.json.resync import error_offset, scan_resync
-from gapscope.parsers.json.scan import LineIndex, ScanResult, find_events_array, repair_nonfinite
+from gapscope.parsers.json.scan import LineIndex, ScanResult, find_events_array, repair_nonfinite, repair_surrogates
 from gapscope.parsers.model import TraceWarning
 
 __all__ = [
@@ -337,6 +337,26 @@ def recover(data: bytes | bytearray, path: str, root: int, lines: LineIndex) -> 
         text = data[:a] + text + data[z:]
     else:
         text = data
+    text, lone = repair_surrogates(text) if n else (text, [])
+    if lone:  # same length: offsets hold; the event is kept, its string gets U+FFFD
+        lns = lines.lines(np.array([at for at, _, _ in lone[:20]], dtype=np.int64))
+        for (_at, esc, key), ln in zip(lone[:20], lns):
+            where = f"field {key}: " if key else ""
+            warnings.append(
+                TraceWarning(
+                    int(ln),
+                    key or None,
+                    f"{where}lone surrogate escape \\{esc[1:]} (half of a UTF-16 pair) replaced by U+FFFD",
+                )
+            )
+        if len(lone) > 20:
+            warnings.append(
+                TraceWarning(
+                    int(lines.line(lone[20][0])),
+                    None,
+                    f"{len(lone) - 20} more lone surrogate escapes replaced by U+FFFD",
+                )
+            )
     bad: list[tuple[int, str]] = []
     events = decode_elements(text, scan.starts, scan.ends, lambda k, why: bad.append((k, why))) if n else []
     if bad:
@@ -361,6 +381,20 @@ def recover(data: bytes | bytearray, path: str, root: int, lines: LineIndex) -> 
             )
         )
     header, whole = _header(data, root, begin, scan)
+    end = _tail_state(data, root, scan.close) if scan.close >= 0 and scan.partial_start < 0 else -2
+    if end >= 0:  # a complete document, then more text: not a truncation
+        if not whole:
+            header, whole = _header(data[:end], root, begin, scan)
+        extra = bytes(data[end : end + 24]).split(b"\n")[0].decode("utf-8", "replace")
+        ln = lines.line(end)
+        warnings.append(
+            TraceWarning(
+                ln,
+                None,
+                f"data after the end of the JSON document at line {ln}, column "
+                f"{lines.column(end)} ({extra!r}...); ignored, {kept} events read",
+            )
+        )
     if not whole and scan.close >= 0 and scan.partial_start < 0:
         ln = lines.line(len(data))
         warnings.append(
@@ -412,7 +446,10 @@ def _header(data: bytes | bytearray, root: int, begin: int, scan: ScanResult) ->
             try:
                 obj = msgspec.json.decode(repair_nonfinite(head + tail)[0])
             except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-                continue
+                try:  # numbers beyond float range (1e999): the stdlib reads inf
+                    obj = json.loads(bytes(head + tail))
+                except (ValueError, RecursionError):
+                    continue
         if isinstance(obj, dict):
             obj.pop("traceEvents", None)
             return obj, j == 0 and scan.close >= 0

@@ -226,3 +226,37 @@ class LineIndex:
 
     def column(self, offset: int) -> int:
         return offset - (self._data.rfind(b"\n", 0, offset) + 1) + 1
+
+
+# A backslash escape, scanned left to right so ``\\\\u...`` (an escaped backslash then
+# "u") is never read as a ``\\u`` escape: a valid surrogate pair, a lone surrogate, or
+# any other escape (kept).
+_ESCAPE = re.compile(
+    rb"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+    rb"|(\\u[dD][89a-fA-F][0-9a-fA-F]{2})|\\.",
+    re.S,
+)
+_LONE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_KEY_BEFORE = re.compile(rb'"([^"\\]{1,64})"\s*:\s*"[^"]*$')
+
+
+def repair_surrogates(text: bytes | bytearray) -> tuple[bytes | bytearray, list[tuple[int, str, str]]]:
+    """Replace each lone UTF-16 surrogate escape (``\\ud800`` not paired with a low
+    surrogate, or a low one alone), which no JSON decoder here accepts, by
+    ``\\ufffd`` (U+FFFD, the same 6 bytes, so every offset stays). Returns (the text,
+    a copy when changed; [(offset, escape, key of the string it was in or "")]).
+    Python work only per backslash escape, and only when a lone one is present."""
+    if b"\\u" not in text or _LONE.search(text) is None:
+        return text, []
+    out = None
+    found: list[tuple[int, str, str]] = []
+    for m in _ESCAPE.finditer(text):
+        if m.group(1) is None:
+            continue
+        if out is None:
+            out = bytearray(text)
+        i = m.start()
+        out[i : i + 6] = b"\\ufffd"
+        key = _KEY_BEFORE.search(bytes(text[max(0, i - 256) : i]))
+        found.append((i, m.group(1).decode("ascii"), key.group(1).decode("utf-8", "replace") if key else ""))
+    return (out if out is not None else text), found

@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import os
 import sqlite3
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -174,7 +175,12 @@ class Database:
                 continue
             if not isinstance(s, str):
                 return None
-            a = np.fromstring(s, dtype=np.int64, sep=",")  # C parser; exact for int64
+            try:
+                with warnings.catch_warnings():  # numpy warns, or newer raises, on a value it cannot read
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    a = np.fromstring(s, dtype=np.int64, sep=",")  # C parser; exact for int64
+            except ValueError:  # a TEXT or BLOB value: read row by row with CAST
+                return None
             if a.shape[0] != count:
                 return None
             out.append(a)

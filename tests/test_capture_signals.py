@@ -1,0 +1,193 @@
+"""capture hardening (issue 14): SIGTERM/SIGHUP write the trace and exit 128+signum;
+a failed write (ENOSPC, EROFS) is an error exit with the reason; the profiler's one
+export is never attempted twice; Ctrl-C's status survives a closed pipe."""
+
+from __future__ import annotations
+
+import errno
+import gzip
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
+
+SCRIPT = """
+import sys, time, torch
+import gapscope.capture
+x = torch.ones(64)
+print("ready", flush=True)
+while True:
+    with torch.profiler.record_function("work"):
+        x = x.add(1)
+    time.sleep(0.005)
+"""
+
+
+def _start(tmp_path, *extra, stderr=subprocess.PIPE):
+    script = tmp_path / "loop.py"
+    script.write_text(SCRIPT)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gapscope",
+            "capture",
+            "--out",
+            str(tmp_path / "out"),
+            "--seconds",
+            "600",
+            "--no-summary",
+            *extra,
+            "--",
+            sys.executable,
+            str(script),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        env=env,
+        text=True,
+    )
+    line = proc.stdout.readline()
+    assert line.strip() == "ready", (line, proc.stderr.read() if proc.stderr else "")
+    time.sleep(0.3)
+    return proc
+
+
+def _traces(tmp_path):
+    return sorted((tmp_path / "out").glob("*.pt.trace.json.gz"))
+
+
+@needs_torch
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_stop_signal_writes_the_trace_and_exits_128_plus_signum(tmp_path, sig):
+    proc = _start(tmp_path)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + sig, err
+    assert f"stopped by {signal.Signals(sig).name}" in err
+    (trace,) = _traces(tmp_path)
+    doc = json.loads(gzip.open(trace).read())
+    assert any(e.get("name") == "work" for e in doc["traceEvents"])
+    from gapscope.parsers import load
+
+    assert len(load(trace)) > 0
+
+
+@needs_torch
+def test_ctrl_c_status_survives_a_closed_pipe(tmp_path):
+    r, w = os.pipe()
+    proc = _start(tmp_path, stderr=w)
+    os.close(w)
+    os.close(r)  # the reader (grep) is gone, as after a Ctrl-C to the whole pipeline
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=120)
+    assert proc.returncode == 130
+    assert len(_traces(tmp_path)) == 1
+
+
+class _OnceProfiler:
+    """Stands in for torch's profile object: one export, then "already saved"."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def export_chrome_trace(self, path: str) -> None:
+        self.calls += 1
+        if self.calls > 1:
+            raise RuntimeError("Trace is already saved.")
+        Path(path).write_text('{"traceEvents": [{"ph": "X", "name": "k", "ts": 1, "dur": 1, "pid": 0, "tid": 0}]}')
+
+
+def _profiler(tmp_path, msgs):
+    from gapscope.capture.profile import Profiler
+
+    p = Profiler(str(tmp_path / "out"), log=msgs.append)
+    return p
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS])
+def test_failed_write_everywhere_is_an_error_with_the_reason(tmp_path, monkeypatch, code):
+    import gapscope.capture.profile as profile
+
+    monkeypatch.setattr(profile, "fallback_dir", lambda: str(tmp_path / "fb"))
+    import gapscope.capture.naming as naming
+
+    monkeypatch.setattr(naming, "fallback_dir", lambda: str(tmp_path / "fb"))
+
+    def full(src, dst):
+        raise OSError(code, os.strerror(code), dst)
+
+    monkeypatch.setattr(profile, "_gzip_copy", full)
+    msgs: list[str] = []
+    p = _profiler(tmp_path, msgs)
+    fake = _OnceProfiler()
+    p._on_trace_ready(fake)
+    assert fake.calls == 1  # never a second export ("Trace is already saved")
+    assert not p.traces
+    assert os.strerror(code) in p.error and "needs about" in p.error, p.error
+    assert str(tmp_path / "fb") in p.error
+    leftovers = [f for d in (tmp_path / "out", tmp_path / "fb") if d.exists() for f in os.listdir(d)]
+    assert leftovers == [], leftovers  # no staging or partial file left behind
+
+
+def test_full_folder_falls_back_with_one_export(tmp_path, monkeypatch):
+    import gapscope.capture.naming as naming
+    import gapscope.capture.profile as profile
+
+    fb = tmp_path / "fb"
+    monkeypatch.setattr(profile, "fallback_dir", lambda: str(fb))
+    monkeypatch.setattr(naming, "fallback_dir", lambda: str(fb))
+    real = profile._gzip_copy
+
+    def full_in_out(src, dst):
+        if str(tmp_path / "out") in dst:
+            raise OSError(errno.ENOSPC, "No space left on device", dst)
+        real(src, dst)
+
+    monkeypatch.setattr(profile, "_gzip_copy", full_in_out)
+    msgs: list[str] = []
+    p = _profiler(tmp_path, msgs)
+    fake = _OnceProfiler()
+    p._on_trace_ready(fake)
+    assert fake.calls == 1 and len(p.traces) == 1 and p.traces[0].startswith(str(fb))
+    assert json.loads(gzip.open(p.traces[0]).read())["traceEvents"][0]["name"] == "k"
+    assert any("No space left on device" in m for m in msgs), msgs
+
+
+def test_cut_export_is_an_error_not_a_trace(tmp_path):
+    class Cut(_OnceProfiler):
+        def export_chrome_trace(self, path: str) -> None:
+            Path(path).write_text('{"traceEvents": [{"ph": "X"')
+
+    msgs: list[str] = []
+    p = _profiler(tmp_path, msgs)
+    p._on_trace_ready(Cut())
+    assert not p.traces and "cut file" in p.error
+
+
+@needs_torch
+def test_cli_exits_nonzero_when_no_trace_could_be_written(tmp_path, monkeypatch, capsys):
+    import gapscope.capture.profile as profile
+    from gapscope.capture.cli import main
+
+    def ro(src, dst):
+        raise OSError(errno.EROFS, "Read-only file system", dst)
+
+    monkeypatch.setattr(profile, "_gzip_copy", ro)
+    script = tmp_path / "s.py"
+    script.write_text("import torch\ntorch.ones(2).add(1)\n")
+    status = main(["--out", str(tmp_path / "out"), "--no-summary", "--", sys.executable, str(script)])
+    err = capsys.readouterr().err
+    assert status == 1, err
+    assert "Read-only file system" in err

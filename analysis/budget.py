@@ -16,7 +16,7 @@ import numpy as np
 from gapscope.analysis.busy import coverage, device_union, union_intervals, valid_timing_mask
 from gapscope.analysis.types import Cause
 
-__all__ = ["Budget", "WhatIf", "compute_budget", "what_if", "is_decode"]
+__all__ = ["Budget", "WhatIf", "compute_budget", "what_if", "is_decode", "match_names"]
 
 #: A step that makes one token: its annotation (or an ASCII sample's title) says so.
 _DECODE_RE = re.compile(r"decode|token", re.IGNORECASE)
@@ -118,7 +118,7 @@ def compute_budget(diag) -> Budget | None:
     )
 
 
-def _match_names(trace, names: tuple[str, ...]) -> np.ndarray:
+def match_names(trace, names: tuple[str, ...]) -> np.ndarray:
     """Name ids equal to one of ``names``, else (for a name with no exact match)
     containing it, case-insensitively."""
     ids = []
@@ -159,7 +159,7 @@ def what_if(diag, *, gaps=(), causes=(), names=()) -> WhatIf:
     if causes and g.class_ns is not None:
         removed += g.class_ns[:, [int(Cause(c)) for c in causes]].sum(axis=1)
     named_ns = 0
-    name_ids = _match_names(trace, tuple(names)) if names else np.zeros(0, np.int32)
+    name_ids = match_names(trace, tuple(names)) if names else np.zeros(0, np.int32)
     if name_ids.size and n:
         cpu = np.array([not ln.is_gpu for ln in trace.lanes], dtype=bool)
         m = np.isin(trace.name_id, name_ids) & cpu[trace.lane]

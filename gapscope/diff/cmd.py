@@ -17,10 +17,9 @@ import sys
 from typing import IO
 
 from gapscope.diff import document as diff_doc
-from gapscope.parsers.errors import TraceFormatError
 from gapscope.report import args as report_args
-from gapscope.report.args import Parser, UsageError, add_threshold_options, params_from_args
-from gapscope.report.cmd import error_line, silence_stdout, write_json, write_rich
+from gapscope.report.args import Parser, UsageError, add_threshold_options, add_width_option, params_from_args
+from gapscope.report.cmd import guarded_run, write_json, write_rich
 from gapscope.report.fmt import fmt_dur
 
 __all__ = ["main", "run", "build_parser", "check_slower", "load_pair"]
@@ -80,13 +79,7 @@ def build_parser() -> Parser:
         metavar="N",
         help="rows of the position and kernel-family tables (default 10; --json has all)",
     )
-    p.add_argument(
-        "--width",
-        type=int,
-        default=None,
-        metavar="COLS",
-        help="text width (default: the terminal's, or $COLUMNS, or 100 when not a terminal)",
-    )
+    add_width_option(p)
     add_threshold_options(p)
     return p
 
@@ -124,15 +117,7 @@ def check_slower(doc: dict, pct: float) -> dict:
 def main(argv: list[str] | None = None) -> int:
     """Run ``gapscope diff`` with ``argv`` (without the ``diff`` word); return the exit
     status. Bad input and bad usage print one line on stderr and return 2."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        return run(argv)
-    except (TraceFormatError, UsageError) as exc:
-        print(error_line(str(exc)), file=sys.stderr)
-        return 2
-    except BrokenPipeError:
-        silence_stdout()
-        return 0
+    return guarded_run(run, argv)
 
 
 def run(argv: list[str], stdout: IO[str] | None = None) -> int:

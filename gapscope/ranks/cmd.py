@@ -21,8 +21,8 @@ from typing import IO
 
 from gapscope.ranks.discover import NoTraces, assign_ranks, expand
 from gapscope.report import args as report_args
-from gapscope.report.args import Parser, UsageError, add_threshold_options, params_from_args
-from gapscope.report.cmd import error_line, silence_stdout, write_json
+from gapscope.report.args import Parser, UsageError, add_threshold_options, add_width_option, params_from_args
+from gapscope.report.cmd import guarded_run, write_json
 
 __all__ = ["main", "run", "parse", "width_for", "build_parser", "collect", "stderr_tty"]
 
@@ -67,13 +67,7 @@ def build_parser(prog: str = PROG) -> Parser:
         "needs the 'dask' extra)",
     )
     p.add_argument("--top", type=int, default=5, metavar="N", help="stragglers and collectives listed (default 5)")
-    p.add_argument(
-        "--width",
-        type=int,
-        default=None,
-        metavar="COLS",
-        help="text width (default: the terminal's, or $COLUMNS, or 100 when not a terminal)",
-    )
+    add_width_option(p)
     add_threshold_options(p)
     return p
 
@@ -141,15 +135,7 @@ def stderr_tty() -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     """``gapscope report`` on a rank set; the exit status."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        return run(argv)
-    except UsageError as exc:
-        print(error_line(str(exc)), file=sys.stderr)
-        return 2
-    except BrokenPipeError:
-        silence_stdout()
-        return 0
+    return guarded_run(run, argv)
 
 
 def width_for(args, tty: bool) -> int:

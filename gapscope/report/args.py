@@ -144,13 +144,7 @@ def build_parser(prog: str = "gapscope report") -> argparse.ArgumentParser:
         metavar="N",
         help="how many of the largest gaps, and of the recurring groups, to list (default 10; --json has every group)",
     )
-    p.add_argument(
-        "--width",
-        type=int,
-        default=None,
-        metavar="COLS",
-        help="text width (default: the terminal's, or $COLUMNS, or 100 when not a terminal)",
-    )
+    add_width_option(p)
     p.add_argument(
         "--what-if",
         dest="what_if",
@@ -162,6 +156,17 @@ def build_parser(prog: str = "gapscope report") -> argparse.ArgumentParser:
     )
     add_threshold_options(p)
     return p
+
+
+def add_width_option(p: argparse.ArgumentParser) -> None:
+    """``--width COLS`` of the text renderers (shared by report, diff and rank sets)."""
+    p.add_argument(
+        "--width",
+        type=int,
+        default=None,
+        metavar="COLS",
+        help="text width (default: the terminal's, or $COLUMNS, or 100 when not a terminal)",
+    )
 
 
 def add_threshold_options(p: argparse.ArgumentParser) -> None:

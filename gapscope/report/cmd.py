@@ -41,9 +41,16 @@ def error_line(message: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run ``gapscope report`` with ``argv`` (without the ``report`` word); return the
     exit status. Bad input and bad usage print one line on stderr and return 2."""
+    return guarded_run(run, argv)
+
+
+def guarded_run(run_fn: Callable[[list[str]], int], argv: list[str] | None) -> int:
+    """``run_fn(argv)`` (default ``sys.argv[1:]``) as a headless command runs it: bad
+    input or usage (``TraceFormatError``, ``UsageError``) prints one line on stderr and
+    returns 2; a closed output pipe returns 0 quietly. Shared by report, diff and ranks."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        return run(argv)
+        return run_fn(argv)
     except (TraceFormatError, UsageError) as exc:
         print(error_line(str(exc)), file=sys.stderr)
         return 2

@@ -15,9 +15,10 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from gapscope.analysis.budget import match_names
 from gapscope.parsers.model import Kind, Trace
 from gapscope.report.busy import device_busy, lane_kind_counts
-from gapscope.report.fmt import GROUP_CARDS
+from gapscope.report.fmt import GROUP_CARDS, fmt_dur
 
 __all__ = ["SCHEMA", "build_document", "jsonable", "diagnose_or_none", "lone_gaps", "CARDS_FOR_TOP"]
 
@@ -271,7 +272,7 @@ def build_document(
         w = _rates(jsonable(diag.what_if(names=what_if_names)))
         w["removed_causes"] = []
         w["removed_names"] = list(what_if_names)
-        w["unmatched"] = [n for n in what_if_names if not _names_match(trace, n)]
+        w["unmatched"] = [n for n in what_if_names if match_names(trace, (n,)).size == 0]
         doc["what_if"].append(w)
     doc["diagnosis"] = jsonable(diag.to_json()) if full else None
     return doc
@@ -372,45 +373,26 @@ def _trust_summary(diag) -> dict:
     )
 
 
+#: What each ``trust`` entry means, as the sentence after "N gaps (T)".
+TRUST_TEXT = {
+    "queued": "were queued: the next op's launch call had returned before the GPU went idle, so no CPU-side "
+    "class is blamed for them (dependency, copy)",
+    "one_time": "are one-time (warm-up) costs, kept out of the recurring groups, the budget and the what-ifs",
+    "unlinked": "end at an op with no linked launch call: queued or late cannot be told there",
+    "graph_unrecorded": "follow a CUDA graph launch with no recorded kernels: the graph may have run there "
+    "unseen, so that idle may not be idle",
+}
+
+
 def trust_lines(doc: dict) -> list[str]:
     """Plain sentences on the idle the summary should be read with: queued, one-time,
     unlinked, near unrecorded graphs (empty when there is nothing to say)."""
     t = doc.get("trust") or {}
-    from gapscope.report.fmt import fmt_dur
-
-    out = []
-    if t.get("queued", {}).get("count"):
-        q = t["queued"]
-        out.append(
-            f"{q['count']:,} gaps ({fmt_dur(q['idle_ns'])}) were queued: the next op's launch call had "
-            f"returned before the GPU went idle, so no CPU-side class is blamed for them (dependency, copy)"
-        )
-    if t.get("one_time", {}).get("count"):
-        o = t["one_time"]
-        out.append(
-            f"{o['count']:,} gaps ({fmt_dur(o['idle_ns'])}) are one-time (warm-up) costs, kept out of the "
-            f"recurring groups, the budget and the what-ifs"
-        )
-    if t.get("unlinked", {}).get("count"):
-        u = t["unlinked"]
-        out.append(
-            f"{u['count']:,} gaps ({fmt_dur(u['idle_ns'])}) end at an op with no linked launch call: queued or "
-            f"late cannot be told there"
-        )
-    if t.get("graph_unrecorded", {}).get("count"):
-        gu = t["graph_unrecorded"]
-        out.append(
-            f"{gu['count']:,} gaps ({fmt_dur(gu['idle_ns'])}) follow a CUDA graph launch with no recorded "
-            f"kernels: the graph may have run there unseen, so that idle may not be idle"
-        )
-    return out
-
-
-def _names_match(trace: Trace, name: str) -> bool:
-    """Whether ``name`` matches an event name the way ``what_if`` matches (verbatim,
-    else case-insensitive substring)."""
-    low = name.lower()
-    return any(s == name for s in trace.names) or any(low in s.lower() for s in trace.names)
+    return [
+        f"{t[k]['count']:,} gaps ({fmt_dur(t[k]['idle_ns'])}) {text}"
+        for k, text in TRUST_TEXT.items()
+        if (t.get(k) or {}).get("count")
+    ]
 
 
 def lone_gaps(doc: dict) -> list[tuple[int, dict]]:

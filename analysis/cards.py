@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from gapscope.analysis.card_advice import advice
 from gapscope.analysis.card_text import (
     DEPENDENCY_SMELLS,
     SMELLS,
-    advice,
     class_mix,
     fmt_ms,
     is_decode_trace,

@@ -5,7 +5,7 @@ sentence with the evidence and numbers), first experiment, forbidden next step, 
 of improvement. The per-class advice follows the design's defaults (launch → CUDA
 graphs / ``torch.compile`` / batching; host → take the work off the critical path;
 copy → keep tensors on the device, pinned + ``non_blocking``; sync → no ``.item()`` /
-``print`` in the loop, CUDA events for timing), worded in ``gapscope.analysis.card_text`` and specialised by the
+``print`` in the loop, CUDA events for timing), worded in ``gapscope.analysis.card_text`` (the why-sentence) and ``gapscope.analysis.card_advice`` (the advice), specialised by the
 evidence: the ``.item()`` call site, the host range, the copy and its bytes. A card
 never recommends working on the kernels next to the gap: it names CPU-side evidence
 only.

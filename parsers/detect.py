@@ -424,20 +424,14 @@ def load(path: str | os.PathLike) -> Trace:
         return nsys_files.load(p, nsight)
     from gapscope.parsers.chrome.parallel import fork as chrome_parallel
 
-    _check_start(p)  # before the fork below maps the file
-    if not chrome_parallel.enabled(1 << 62):
-        return _load(p, read_bytes(p))
-    from gapscope.parsers.chrome.loader import start_parts
+    _check_start(p)  # before the children below map the file
+    if chrome_parallel.enabled(1 << 62):
+        from gapscope.parsers.chrome.loader import load_chrome_file
 
-    pending = None
-    try:
-        pending = start_parts(p)  # a forked child starts on the second half while this process reads
-        read_stat: list = []
-        data = read_bytes(p, mutable_min_bytes=chrome_parallel.MIN_BYTES, stat_out=read_stat)
-        return _load(p, data, pending, read_stat[0] if read_stat else None)
-    finally:
-        if pending is not None:
-            pending.close()
+        trace = load_chrome_file(p, _limit_for(p)[0])  # decoded in parts by children; None: read it
+        if trace is not None:
+            return trace
+    return _load(p, read_bytes(p, mutable_min_bytes=chrome_parallel.MIN_BYTES))
 
 
 def _refuse_json_scalar(p: str, data) -> None:
@@ -465,7 +459,7 @@ def _refuse_json_scalar(p: str, data) -> None:
         )
 
 
-def _load(p: str, data: bytes | bytearray, pending=None, read_stat=None) -> Trace:
+def _load(p: str, data: bytes | bytearray) -> Trace:
     skip = text_start(data)  # a JSON text may start with any amount of blanks
     if data[skip : skip + 1] == b"{":
         from gapscope.parsers.nsys.json_export import refuse_json_export
@@ -479,7 +473,7 @@ def _load(p: str, data: bytes | bytearray, pending=None, read_stat=None) -> Trac
     ):
         from gapscope.parsers.chrome.loader import load_chrome
 
-        return load_chrome(data, p, pending, read_stat)
+        return load_chrome(data, p)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -31,6 +31,7 @@ __all__ = [
     "EventColumns",
     "scan_events",
     "merge",
+    "merge_all",
     "OLD_CATS",
     "LEGACY_PIDS",
 ]
@@ -185,6 +186,60 @@ def merge(head: EventColumns, tail: EventColumns) -> EventColumns | None:
         args=args,
         cat_f=cat(head.cat_f, cat_f),
         has_v2=head.has_v2 or tail.has_v2,
+        legacy=False,
+        old_ids=head.old_ids,
+    )
+
+
+def merge_all(parts: Sequence[EventColumns]) -> EventColumns | None:
+    """One ``EventColumns`` for ``parts`` in order (``merge`` of many, with one
+    concatenation per column); None when they disagree on ``legacy``/``old_ids``
+    (then scan the whole list instead). ``parts`` must not be empty; the first part's
+    interners grow to hold every part's keys."""
+    head = parts[0]
+    if len(parts) == 1:
+        return head
+    if any(p.legacy for p in parts) or len({p.old_ids for p in parts}) > 1:
+        return None
+
+    def remap(interner: Interner, keys: Interner, ids: np.ndarray) -> np.ndarray:
+        if ids.size == 0 or keys is interner:
+            return ids
+        table = np.fromiter(map(interner.__getitem__, keys), dtype=np.int32, count=len(keys))
+        return table[ids]
+
+    cat_x, cat_f, name_x, lane_x = [], [], [], []
+    for p in parts:
+        cat_x.append(remap(head.cats, p.cats, p.cat_x))
+        cat_f.append(remap(head.cats, p.cats, p.cat_f))
+        for c in p.cats:  # categories of M and other phases
+            head.cats[c]
+        name_x.append(remap(head.names, p.names, p.name_x))
+        lane_x.append(remap(head.lanes, p.lanes, p.lane_x))
+
+    def cat(field: str) -> np.ndarray:
+        return np.concatenate([getattr(p, field) for p in parts])
+
+    args = ArgColumns(
+        *(np.concatenate([getattr(p.args, f.name) for p in parts]) for f in dataclasses.fields(ArgColumns))
+    )
+    return EventColumns(
+        n=sum(p.n for p in parts),
+        code=cat("code"),
+        cats=head.cats,
+        names=head.names,
+        lanes=head.lanes,
+        cat_x=np.concatenate(cat_x),
+        name_x=np.concatenate(name_x),
+        lane_x=np.concatenate(lane_x),
+        start_ns=cat("start_ns"),
+        start_status=cat("start_status"),
+        dur_ns=cat("dur_ns"),
+        dur_status=cat("dur_status"),
+        kind_x=cat("kind_x"),
+        args=args,
+        cat_f=np.concatenate(cat_f),
+        has_v2=any(p.has_v2 for p in parts),
         legacy=False,
         old_ids=head.old_ids,
     )

@@ -23,8 +23,9 @@ class SerialFallback(Exception):
 class JoinedEvents(Sequence):
     """The events of both parts as one sequence, for the loader's later passes.
 
-    Only non-``X`` events are kept: the head's as decoded structs, the tail's as the
-    child's blobs, decoded on first use; an ``X`` event (rarely asked for: a warning's
+    Only non-``X`` events are kept: those this process decoded as structs
+    (``head_lists``), then those of each child, in order, as the child's blobs
+    (``blobs``: group → one blob per child), decoded on first use; an ``X`` event (rarely asked for: a warning's
     value, v2 flows) is decoded again from ``text``, where the events lie in the
     document. ``code``: int8 phase code of every event (``chrome_scan``).
     """
@@ -33,12 +34,13 @@ class JoinedEvents(Sequence):
         self,
         code: np.ndarray,
         head_lists: dict[int, list],
-        blobs: dict[int, bytes],
+        blobs: dict[int, list[bytes]],
         raw_ts: bool,
         x_class: type,
         text: EventText,
     ) -> None:
         self.code = code
+        self.raw_ts = raw_ts
         self.n = int(code.size)
         self._head = head_lists
         self._tail: dict[int, list] = {}
@@ -81,8 +83,11 @@ class JoinedEvents(Sequence):
     def _tail_list(self, group: int) -> list:
         got = self._tail.get(group)
         if got is None:
+            got = []
             try:
-                got = self._tail[group] = self._decoders[group].decode(self._blobs.pop(group))
+                for blob in self._blobs.pop(group):
+                    got += self._decoders[group].decode(blob)
             except (msgspec.DecodeError, msgspec.ValidationError) as e:
                 raise SerialFallback("tail events") from e
+            self._tail[group] = got
         return got

@@ -1,6 +1,6 @@
 """What the child of ``gapscope.parsers.chrome.parallel.fork`` sends back, and how.
 
-The tail's columns (numpy arrays as bytes), interned keys, flags and plan are pickled
+A part's columns (numpy arrays as bytes), interned keys, flags and plan are pickled
 (plain containers only: nothing to import in the child); its non-``X`` events travel
 as msgpack, or as JSON when ``ts`` is kept as text (msgpack cannot carry
 ``msgspec.Raw``). The message goes through an anonymous shared map when it fits,
@@ -21,38 +21,51 @@ import numpy as np
 
 from gapscope.parsers.chrome.args import ArgColumns
 from gapscope.parsers.chrome.columns import Interner
-from gapscope.parsers.chrome.scan import PH_FLOW, PH_M, PH_OTHER, EventColumns, scan_events
+from gapscope.parsers.chrome.scan import PH_FLOW, PH_M, PH_OTHER, EventColumns, merge_all, scan_events
 
-__all__ = ["tail_payload", "send", "receive", "unpack"]
+__all__ = ["part_payload", "send", "receive", "unpack"]
 
 _MSGPACK = msgspec.msgpack.Encoder()
 _JSON = msgspec.json.Encoder()
 
 
-def tail_payload(text, list_decoder, x_class: type, raw_ts: bool, plan: tuple) -> bytes:
-    """The tail's columns and non-``X`` events and the ``plan`` they follow, pickled
-    (plain containers only); ``text``: the tail framed as an array."""
-    try:
-        events = list_decoder.decode(text)
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+def part_payload(texts, list_decoder, x_class: type, raw_ts: bool, plan: tuple, header: dict | None = None) -> bytes:
+    """The columns and non-``X`` events of the parts ``texts`` (an iterable of JSON
+    arrays of events, decoded and scanned one at a time, each part's structs freed
+    before the next is decoded) and the ``plan`` they follow, pickled (plain
+    containers only); a pickled None when a part does not decode. ``header``: the
+    object form's other keys as {key: JSON text}, sent along (first part only)."""
+    cols: list[EventColumns] = []
+    flows: list = []
+    others: list = []
+    for text in texts:
+        try:
+            events = list_decoder.decode(text)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            return pickle.dumps(None)
+        ec = scan_events(events, x_class)
+        flows += [events[k] for k in np.flatnonzero(ec.code == PH_FLOW).tolist()]
+        others += [events[k] for k in np.flatnonzero((ec.code == PH_M) | (ec.code == PH_OTHER)).tolist()]
+        cols.append(ec)
+        del events
+    ec_all = merge_all(cols) if cols else None
+    if ec_all is None:
         return pickle.dumps(None)
-    ec = scan_events(events, x_class)
-    flows = [events[k] for k in np.flatnonzero(ec.code == PH_FLOW).tolist()]
-    others = [events[k] for k in np.flatnonzero((ec.code == PH_M) | (ec.code == PH_OTHER)).tolist()]
     if raw_ts and not all(map(_all_finite, others)):  # JSON would write a non-finite float as null
         return pickle.dumps(None)
     out = {
-        "n": ec.n,
-        "cats": list(ec.cats),
-        "names": list(ec.names),
-        "lanes": list(ec.lanes),
-        "has_v2": ec.has_v2,
-        "legacy": ec.legacy,
-        "old_ids": ec.old_ids,
+        "n": ec_all.n,
+        "cats": list(ec_all.cats),
+        "names": list(ec_all.names),
+        "lanes": list(ec_all.lanes),
+        "has_v2": ec_all.has_v2,
+        "legacy": ec_all.legacy,
+        "old_ids": ec_all.old_ids,
         "plan": plan,
+        "header": header,
         "flows": _MSGPACK.encode(flows),
         "others": (_JSON if raw_ts else _MSGPACK).encode(others),
-        "arrays": {name: (a.dtype.str, a.tobytes()) for name, a in _arrays(ec).items()},
+        "arrays": {name: (a.dtype.str, a.tobytes()) for name, a in _arrays(ec_all).items()},
     }
     return pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
 
@@ -128,9 +141,9 @@ def _read_all(fd: int, deadline: float) -> bytes | None:
             chunks.append(chunk)
 
 
-def unpack(payload: bytes | memoryview) -> tuple[EventColumns, dict, tuple] | None:
-    """(the tail's columns, {``PH_FLOW``: flows blob, ``PH_OTHER``: other events blob},
-    the plan the child followed)."""
+def unpack(payload: bytes | memoryview) -> tuple[EventColumns, dict, tuple, dict | None] | None:
+    """(the part's columns, {``PH_FLOW``: flows blob, ``PH_OTHER``: other events blob},
+    the plan the child followed, the header it sent or None)."""
     try:
         d = pickle.loads(payload)
     except Exception:  # noqa: BLE001  (a damaged message: decode in one piece)
@@ -150,4 +163,4 @@ def unpack(payload: bytes | memoryview) -> tuple[EventColumns, dict, tuple] | No
         old_ids=d["old_ids"],
         **{f: arr[f] for f in _ARRAY_FIELDS},
     )
-    return ec, {PH_FLOW: d["flows"], PH_OTHER: d["others"]}, tuple(d["plan"])
+    return ec, {PH_FLOW: d["flows"], PH_OTHER: d["others"]}, tuple(d["plan"]), d.get("header")

@@ -346,6 +346,10 @@ def test_file_changed_after_the_plan_is_decoded_as_read(tmp_path, monkeypatch, s
     assert_same(parts, whole)
 
 
+def _unpack(pieces):
+    return tx.unpack(b"".join(bytes(p) for p in pieces))
+
+
 def _start(path):
     from gapscope.parsers.chrome.loader import _DECODERS, _raw_ts
     from gapscope.parsers.json.scan import text_start
@@ -367,18 +371,18 @@ def test_child_of_a_changed_file_gives_up(tmp_path):
         data = open(path, "rb").read()
         begin, end, cuts, _ = find_cuts(data, 0, False, 4)
         assert len(cuts) == 3
-        got = tx.unpack(cp._file_payload(fd, stamp, 1, 2, 4, _root, _raw_ts, _DECODERS))
+        got = _unpack(cp._file_payload(fd, stamp, 1, 2, 4, _root, _raw_ts, _DECODERS))
         assert got is not None and got[2] == (0, False, begin, end, cuts)
         assert got[0].n == data[cuts[1][1] :].count(b'"ph"')  # child 1 of 2 decodes parts 2 and 3
         assert got[3] is None  # only child 0 sends the header
-        head = tx.unpack(cp._file_payload(fd, stamp, 0, 2, 4, _root, _raw_ts, _DECODERS))
+        head = _unpack(cp._file_payload(fd, stamp, 0, 2, 4, _root, _raw_ts, _DECODERS))
         assert head is not None and head[0].n == data[: cuts[1][0]].count(b'"ph"')
         assert head[3] is not None and json.loads(head[3]["schemaVersion"]) == 1
         assert open(path, "rb").read() == data  # the "[" and "]" are private to the child's map
         time.sleep(0.01)
         with open(path, "ab") as fh:
             fh.write(b" ")
-        assert tx.unpack(cp._file_payload(fd, stamp, 0, 2, 4, _root, _raw_ts, _DECODERS)) is None
+        assert _unpack(cp._file_payload(fd, stamp, 0, 2, 4, _root, _raw_ts, _DECODERS)) is None
     finally:
         os.close(fd)
 

@@ -31,9 +31,9 @@ sets the number of children of a file.
 from __future__ import annotations
 
 import faulthandler
+import gc
 import mmap
 import os
-import pickle
 import signal
 import stat
 import sys
@@ -213,6 +213,7 @@ def _child(work, r: int, w: int, shared: mmap.mmap, mask) -> None:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         faulthandler.disable()  # a SIGBUS (file cut short under the map) is the parent's to handle
         _die_with_parent()
+        gc.disable()  # the decoded structs hold no cycles; a collection pass over them is wasted
         os.close(r)
         _tx.send(w, shared, work())
         status = 0
@@ -322,22 +323,22 @@ def start_file(path: str, root_of, raw_ts_of, decoders: dict, limit_bytes: int |
 
 def _file_payload(
     fd: int, stamp: tuple, j: int, nproc: int, n_chunks: int, root_of, raw_ts_of, decoders: dict
-) -> bytes:
+) -> list[bytes | memoryview]:
     """In child ``j`` of ``nproc`` of ``start_file``: plan ``n_chunks`` parts on a
-    private map of the file and decode the ``j``-th run of them; a pickled None when
+    private map of the file and decode the ``j``-th run of them; a message of None when
     the file is not what ``stamp`` says (before or after) or is not one to split."""
     if _stamp(os.fstat(fd)) != stamp:
-        return pickle.dumps(None)
+        return _tx.pack(None)
     view = mmap.mmap(fd, 0, access=mmap.ACCESS_COPY)
     if view[:2] == b"\x1f\x8b":
-        return pickle.dumps(None)
+        return _tx.pack(None)
     root = root_of(view)
     if root < 0 or view[root : root + 1] not in (b"{", b"["):
-        return pickle.dumps(None)
+        return _tx.pack(None)
     raw_ts = raw_ts_of(view, root)
     planned = find_cuts(view, root, raw_ts, n_chunks)
     if planned is None:
-        return pickle.dumps(None)
+        return _tx.pack(None)
     begin, end, cuts, header = planned
     spans = chunk_spans(begin, end, cuts)
     lo_k = len(spans) * j // nproc
@@ -354,13 +355,14 @@ def _file_payload(
     if j == 0 and header is not None:
         head = {f: bytes(getattr(header, f)) for f in header.__struct_fields__ if f != "traceEvents"}
     payload = _tx.part_payload(texts(), list_decoder, x_class, raw_ts, (root, raw_ts, begin, end, cuts), head)
-    return payload if _stamp(os.fstat(fd)) == stamp else pickle.dumps(None)
+    return payload if _stamp(os.fstat(fd)) == stamp else _tx.pack(None)
 
 
 def decode_file(parts: FileParts, decoders: dict) -> tuple[Parts, MappedText] | None:
     """The result of the children of ``start_file`` joined, with a read-only map of
     the file (for what is read back from the text later), or None (then read the
-    file and decode it in one piece). Always closes ``parts``' children. None when a
+    file and decode it in one piece). Always closes ``parts``' children (their
+    shared maps go once the columns are copied out of them). None when a
     child fails, is late (``MIN_WAIT_S`` plus ``WAIT_S_PER_BYTE`` per byte), the
     children planned differently, or the file is not the one they started on."""
     payload = None
@@ -381,15 +383,14 @@ def decode_file(parts: FileParts, decoders: dict) -> tuple[Parts, MappedText] | 
         cols: list[EventColumns] = []
         blobs: dict[int, list[bytes]] = {PH_FLOW: [], PH_OTHER: []}
         plan = header = None
+        views: list = []
         for child in parts.children:
             payload = _tx.receive(child.fd, child.shared, deadline)
             if payload is None:
                 return None
-            got = _tx.unpack(payload)
-            if isinstance(payload, memoryview):
-                payload.release()
+            views.append(payload)
             payload = None
-            child.close()  # its shared map: the columns were copied out of it
+            got = _tx.unpack(views[-1])  # its arrays view the child's shared map
             if got is None or (plan is not None and got[2] != plan):
                 return None
             ec, child_blobs, plan, sent = got
@@ -397,8 +398,11 @@ def decode_file(parts: FileParts, decoders: dict) -> tuple[Parts, MappedText] | 
                 header = sent
             cols.append(ec)
             for g in blobs:
-                blobs[g].append(child_blobs[g])
-        merged = merge_all(cols)
+                blobs[g] += child_blobs[g]
+            del ec, got
+        merged = merge_all(cols) if len(cols) > 1 else None  # copies the columns out of the maps
+        cols.clear()
+        views.clear()
         if merged is None or plan is None:
             return None
         root, raw_ts = plan[0], plan[1]
@@ -483,7 +487,7 @@ def decode_parts(data, root: int, raw_ts: bool, decoders: dict) -> Parts | None:
         if merged is None:
             return None
         text = EventText(data, root, int(merged.code.size))
-        events = JoinedEvents(merged.code, head_lists, {g: [b] for g, b in blobs.items()}, raw_ts, x_class, text)
+        events = JoinedEvents(merged.code, head_lists, blobs, raw_ts, x_class, text)
         return Parts(events, merged, header)
     finally:
         if isinstance(payload, memoryview):

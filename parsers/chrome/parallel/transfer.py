@@ -1,10 +1,10 @@
 """What the child of ``gapscope.parsers.chrome.parallel.fork`` sends back, and how.
 
-A part's columns (numpy arrays as bytes), interned keys, flags and plan are pickled
-(plain containers only: nothing to import in the child); its non-``X`` events travel
-as msgpack, or as JSON when ``ts`` is kept as text (msgpack cannot carry
-``msgspec.Raw``). The message goes through an anonymous shared map when it fits,
-else through the pipe; the pipe's end of file says the child is done.
+A part's columns, interned keys, flags and plan are pickled (protocol 5, the arrays
+out of band: never copied into the pickle); its non-``X`` events travel as msgpack,
+or as JSON when ``ts`` is kept as text (msgpack cannot carry ``msgspec.Raw``), one
+blob per part. The message goes through an anonymous shared map when it fits, else
+through the pipe; the pipe's end of file says the child is done.
 """
 
 from __future__ import annotations
@@ -23,36 +23,44 @@ from gapscope.parsers.chrome.args import ArgColumns
 from gapscope.parsers.chrome.columns import Interner
 from gapscope.parsers.chrome.scan import PH_FLOW, PH_M, PH_OTHER, EventColumns, merge_all, scan_events
 
-__all__ = ["part_payload", "send", "receive", "unpack"]
+__all__ = ["part_payload", "pack", "send", "receive", "unpack"]
 
 _MSGPACK = msgspec.msgpack.Encoder()
 _JSON = msgspec.json.Encoder()
 
 
-def part_payload(texts, list_decoder, x_class: type, raw_ts: bool, plan: tuple, header: dict | None = None) -> bytes:
+def part_payload(
+    texts, list_decoder, x_class: type, raw_ts: bool, plan: tuple, header: dict | None = None
+) -> list[bytes | memoryview]:
     """The columns and non-``X`` events of the parts ``texts`` (an iterable of JSON
-    arrays of events, decoded and scanned one at a time, each part's structs freed
-    before the next is decoded) and the ``plan`` they follow, pickled (plain
-    containers only); a pickled None when a part does not decode. ``header``: the
-    object form's other keys as {key: JSON text}, sent along (first part only)."""
+    arrays of events, decoded and scanned one at a time: each part's structs are
+    freed, its flow and other events encoded, before the next is decoded) and the
+    ``plan`` they follow, as the pieces of one message (``pack``); a message of None
+    when a part does not decode. ``header``: the object form's other keys as {key:
+    JSON text}, sent along (first child only)."""
     cols: list[EventColumns] = []
-    flows: list = []
-    others: list = []
+    flows: list[bytes] = []
+    others: list[bytes] = []
+    other_encoder = _JSON if raw_ts else _MSGPACK
     for text in texts:
         try:
             events = list_decoder.decode(text)
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-            return pickle.dumps(None)
+            return pack(None)
         ec = scan_events(events, x_class)
-        flows += [events[k] for k in np.flatnonzero(ec.code == PH_FLOW).tolist()]
-        others += [events[k] for k in np.flatnonzero((ec.code == PH_M) | (ec.code == PH_OTHER)).tolist()]
-        cols.append(ec)
+        flow = [events[k] for k in np.flatnonzero(ec.code == PH_FLOW).tolist()]
+        other = [events[k] for k in np.flatnonzero((ec.code == PH_M) | (ec.code == PH_OTHER)).tolist()]
         del events
+        if raw_ts and not all(map(_all_finite, other)):  # JSON would write a non-finite float as null
+            return pack(None)
+        flows.append(_MSGPACK.encode(flow))
+        others.append(other_encoder.encode(other))
+        cols.append(ec)
+        del flow, other
     ec_all = merge_all(cols) if cols else None
     if ec_all is None:
-        return pickle.dumps(None)
-    if raw_ts and not all(map(_all_finite, others)):  # JSON would write a non-finite float as null
-        return pickle.dumps(None)
+        return pack(None)
+    del cols
     out = {
         "n": ec_all.n,
         "cats": list(ec_all.cats),
@@ -63,11 +71,39 @@ def part_payload(texts, list_decoder, x_class: type, raw_ts: bool, plan: tuple, 
         "old_ids": ec_all.old_ids,
         "plan": plan,
         "header": header,
-        "flows": _MSGPACK.encode(flows),
-        "others": (_JSON if raw_ts else _MSGPACK).encode(others),
-        "arrays": {name: (a.dtype.str, a.tobytes()) for name, a in _arrays(ec_all).items()},
+        "flows": [pickle.PickleBuffer(b) for b in flows],
+        "others": [pickle.PickleBuffer(b) for b in others],
+        "arrays": _arrays(ec_all),
     }
-    return pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+    return pack(out)
+
+
+def pack(obj) -> list[bytes | memoryview]:
+    """``obj`` pickled (protocol 5) with its arrays and blobs out of band, as pieces to
+    send one after another: a prefix of lengths, the pickle, the raw buffers. The
+    arrays are never copied into the pickle."""
+    bufs: list[pickle.PickleBuffer] = []
+    head = pickle.dumps(obj, protocol=5, buffer_callback=bufs.append)
+    raws = [b.raw() for b in bufs]
+    sizes = [len(head)] + [r.nbytes for r in raws]
+    prefix = len(raws).to_bytes(8, "little") + b"".join(n.to_bytes(8, "little") for n in sizes)
+    return [prefix, head, *raws]
+
+
+def _unpack_message(payload: bytes | memoryview):
+    """The object ``pack`` sent, its arrays viewing ``payload`` (no copy); raises on
+    a damaged message."""
+    view = memoryview(payload).cast("B")
+    count = int.from_bytes(view[:8], "little")
+    sizes = [int.from_bytes(view[8 + 8 * i : 16 + 8 * i], "little") for i in range(count + 1)]
+    at = 8 + 8 * (count + 1)
+    pieces = []
+    for n in sizes:
+        if at + n > len(view):
+            raise ValueError("message cut short")
+        pieces.append(view[at : at + n])
+        at += n
+    return pickle.loads(pieces[0], buffers=pieces[1:])
 
 
 #: The array fields of ``EventColumns`` (``args`` travels field by field too).
@@ -102,15 +138,24 @@ def _all_finite(e) -> bool:
     return True
 
 
-def send(fd: int, shared: mmap.mmap, payload: bytes) -> None:
-    """Put ``payload`` in ``shared`` and its length on the pipe (mode 0), or, when it
-    does not fit, the length and then the payload itself on the pipe (mode 1)."""
-    fits = len(payload) <= len(shared)
+def send(fd: int, shared: mmap.mmap, pieces: list[bytes | memoryview]) -> None:
+    """Put the message ``pieces`` (``pack``) one after another in ``shared`` and its
+    length on the pipe (mode 0), or, when it does not fit, the length and then the
+    message itself on the pipe (mode 1)."""
+    size = sum(memoryview(p).nbytes for p in pieces)
+    fits = size <= len(shared)
+    head = size.to_bytes(8, "little") + (b"\0" if fits else b"\1")
     if fits:
-        shared[: len(payload)] = payload
-    view = memoryview(len(payload).to_bytes(8, "little") + (b"\0" if fits else b"\1") + (b"" if fits else payload))
-    while view:
-        view = view[os.write(fd, view) :]
+        at = 0
+        for p in pieces:
+            n = memoryview(p).nbytes
+            shared[at : at + n] = p
+            at += n
+        pieces = []
+    for p in [head, *pieces]:
+        view = memoryview(p).cast("B")
+        while view:
+            view = view[os.write(fd, view) :]
 
 
 def receive(fd: int, shared: mmap.mmap, deadline: float) -> bytes | memoryview | None:
@@ -142,15 +187,17 @@ def _read_all(fd: int, deadline: float) -> bytes | None:
 
 
 def unpack(payload: bytes | memoryview) -> tuple[EventColumns, dict, tuple, dict | None] | None:
-    """(the part's columns, {``PH_FLOW``: flows blob, ``PH_OTHER``: other events blob},
-    the plan the child followed, the header it sent or None)."""
+    """(the part's columns, {``PH_FLOW``: its flow-event blobs, ``PH_OTHER``: its other
+    events' blobs (bytes, one per part)}, the plan the child followed, the header it
+    sent or None). The columns' arrays view ``payload``: copy them (``merge_all``)
+    before it goes."""
     try:
-        d = pickle.loads(payload)
+        d = _unpack_message(payload)
     except Exception:  # noqa: BLE001  (a damaged message: decode in one piece)
         return None
     if not isinstance(d, dict):
         return None
-    arr = {k: np.frombuffer(b, dtype=np.dtype(t)) for k, (t, b) in d["arrays"].items()}
+    arr = d["arrays"]
     interner = lambda keys: Interner(zip(keys, range(len(keys))))  # noqa: E731
     ec = EventColumns(
         n=d["n"],
@@ -163,4 +210,5 @@ def unpack(payload: bytes | memoryview) -> tuple[EventColumns, dict, tuple, dict
         old_ids=d["old_ids"],
         **{f: arr[f] for f in _ARRAY_FIELDS},
     )
-    return ec, {PH_FLOW: d["flows"], PH_OTHER: d["others"]}, tuple(d["plan"]), d.get("header")
+    blobs = {PH_FLOW: [bytes(b) for b in d["flows"]], PH_OTHER: [bytes(b) for b in d["others"]]}
+    return ec, blobs, tuple(d["plan"]), d.get("header")

@@ -80,6 +80,23 @@ class JoinedEvents(Sequence):
             return head[r]
         return self._tail_list(group)[r - len(head)]
 
+    def take(self, ks) -> list:
+        """``[self[k] for k in ks]``, in one pass when every ``k`` is a flow, metadata
+        or other non-``X`` event (no per-event lookup)."""
+        ks = np.asarray(ks, dtype=np.int64)
+        if ks.size == 0:
+            return []
+        codes = self.code[ks]
+        for group, members in ((PH_FLOW, (PH_FLOW,)), (PH_OTHER, (PH_M, PH_OTHER))):
+            if bool(np.isin(codes, members).all()):
+                rank = self._rank.get(group)
+                if rank is None:
+                    mask = np.isin(self.code, members)
+                    rank = self._rank[group] = np.cumsum(mask) - 1
+                both = self._head[group] + self._tail_list(group)
+                return [both[r] for r in rank[ks].tolist()]
+        return [self[int(k)] for k in ks.tolist()]
+
     def _tail_list(self, group: int) -> list:
         got = self._tail.get(group)
         if got is None:

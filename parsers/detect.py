@@ -253,10 +253,13 @@ def _read(p: str, fh, mutable_min_bytes: int | None, limit: int, user_set: bool)
     return buf
 
 
-def _gunzip_all(path: str, data: bytes | bytearray, limit: int, user_set: bool) -> bytearray:
+def _gunzip_all(
+    path: str, data: bytes | bytearray, limit: int, user_set: bool, inflate: types.ModuleType | None = None
+) -> bytearray:
     """Decompress every gzip member; a cut-off last member yields what was readable.
-    Inflated by ISA-L (``isal``) when it is installed, else by zlib; grown in one
-    ``bytearray`` (no second copy of the text at the end).
+    Inflated by ISA-L (``isal``) when it is installed, else (or given ``inflate``) by
+    zlib; a file whose last member is cut off or corrupt is inflated again by zlib,
+    which reads more of a cut-off member (and names the damage in its own words). Grown in one ``bytearray`` (no second copy at the end).
 
     Output is produced ``CHUNK_BYTES`` at a time and checked at each step, so a bomb
     is refused with at most about ``RATIO_CHECK_BYTES`` (or ``limit``) inflated.
@@ -269,7 +272,7 @@ def _gunzip_all(path: str, data: bytes | bytearray, limit: int, user_set: bool) 
     view = memoryview(data)
     at = 0  # offset in ``data`` of the member being read
     while at < len(view):
-        d = _inflate.decompressobj(16 + zlib.MAX_WBITS)
+        d = (inflate or _inflate).decompressobj(16 + zlib.MAX_WBITS)
         pos = at  # next compressed byte to feed
         feed: bytes | memoryview = b""
         member_out = 0
@@ -308,9 +311,13 @@ def _gunzip_all(path: str, data: bytes | bytearray, limit: int, user_set: bool) 
                 if d.eof:
                     break
         except _INFLATE_ERRORS as exc:
+            if (inflate or _inflate) is not zlib:  # damaged: zlib's reading (and message) of it
+                return _gunzip_all(path, data, limit, user_set, zlib)
             if not total:
                 raise TraceFormatError(path, f"corrupt gzip data ({exc})", hint="is the file complete?") from None
             break
+        if not d.eof and (inflate or _inflate) is not zlib:
+            return _gunzip_all(path, data, limit, user_set, zlib)  # as much of the cut member as zlib reads
         if not d.eof:  # truncated member: keep what we have, the JSON loader warns
             if total == 0:
                 raise TraceFormatError(path, "gzip data cut off before any content", hint="is the file complete?")

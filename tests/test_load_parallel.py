@@ -63,7 +63,7 @@ def assert_same(a, b) -> None:
 
 
 @pytest.fixture
-def spy(monkeypatch):
+def spy(monkeypatch, tmp_path):
     """Force the two-part decode and record what each attempt returned."""
     calls: list[bool] = []
 
@@ -75,10 +75,11 @@ def spy(monkeypatch):
 
         return wrapped
 
+    monkeypatch.setenv("GAPSCOPE_CACHE_DIR", str(tmp_path / "cache"))  # where a .gz is inflated
     monkeypatch.setattr(cp, "MIN_BYTES", 0)
     monkeypatch.setattr(cp, "enabled", lambda size: True)
     monkeypatch.setattr(cp, "processes", lambda: 3)  # three children of a file...
-    monkeypatch.setattr(cp, "CHUNK_BYTES", 4096)  # ...each decoding several parts
+    monkeypatch.setattr(cp, "CHUNK_BYTES", 16 << 10)  # ...each decoding several parts
     monkeypatch.setattr(cp, "decode_parts", spying(cp.decode_parts))
     monkeypatch.setattr(cp, "decode_file", spying(cp.decode_file))
     return calls
@@ -108,7 +109,7 @@ def test_two_part_path_runs_on_every_corpus_file_of_100_events(monkeypatch, spy)
         spy.clear()
         tr = load(CORPUS / rel)
         if len(tr) >= 100 and spy != [True]:
-            missed.append(rel)
+            missed.append((rel, list(spy)))  # (file, what each split gave)
     assert missed == []
 
 
@@ -220,11 +221,39 @@ def test_damaged_text_falls_back_to_the_repairing_path(damage, tmp_path, monkeyp
     assert bool(parts.warnings) == (damage != "trailing_comma")  # a trailing comma is legal
 
 
-def test_gzip_input_splits_from_bytes(tmp_path, monkeypatch, spy):
+def test_gzip_input_is_inflated_to_an_unlinked_file_and_split(tmp_path, monkeypatch, spy):
     path = _write(tmp_path, gzip.compress(json.dumps(_kineto(200)).encode()), "t.json.gz")
     parts, whole = _both(path, monkeypatch, spy)
-    assert spy == [True]
+    assert spy == [True]  # the file's children, on the inflated text
     assert_same(parts, whole)
+    assert os.listdir(tmp_path / "cache" / "inflated") == []  # unlinked before it was written
+    k = int(np.flatnonzero(parts.kind == 0)[0])
+    assert parts.args_of(k) == whole.args_of(k) != {}
+
+
+@pytest.mark.parametrize("fail", ["no room", "damaged"])
+def test_gzip_that_cannot_be_inflated_to_a_file_splits_from_memory(fail, tmp_path, monkeypatch, spy):
+    """A full disk, or a damaged member (read in memory, where the recovery is), leaves
+    the in-memory split: the same trace."""
+    import gapscope.parsers.detect as detect
+
+    blob = gzip.compress(json.dumps(_kineto(200)).encode())
+    if fail == "damaged":
+        blob = blob[: len(blob) - 40]
+    else:
+        real_write = os.write
+
+        def full(fd, data):
+            if os.fstat(fd).st_size > 1000:
+                raise OSError(28, "No space left on device")
+            return real_write(fd, data)
+
+        monkeypatch.setattr(detect.os, "write", full)
+    path = _write(tmp_path, blob, "t.json.gz")
+    parts, whole = _both(path, monkeypatch, spy)
+    assert spy and spy[-1] is (fail == "no room")  # a cut-off text does not split
+    assert_same(parts, whole)
+    assert os.listdir(tmp_path / "cache" / "inflated") == []
 
 
 def test_epoch_timestamps_kept_as_text_split(tmp_path, monkeypatch, spy):

@@ -129,13 +129,17 @@ def _raw_ts(data, i: int) -> bool:
     return _EPOCH_TS.search(data, i, i + EPOCH_SAMPLE_BYTES) is not None
 
 
-def load_chrome_file(path: str, limit_bytes: int | None = None) -> Trace | None:
+def load_chrome_file(path: str, limit_bytes: int | None = None, fd: int | None = None) -> Trace | None:
     """Load the plain Chrome-trace file ``path`` decoded in parts by forked children
     (``chrome_parallel.start_file``; this process never reads the text into memory,
     it maps the file for what is read back later), or None when that does not apply
     or falls back: then read the file and call ``load_chrome``. Files larger than
-    ``limit_bytes`` are left to the reader (which refuses them)."""
-    parts = chrome_parallel.start_file(path, lambda d: text_start(d) if len(d) else -1, _raw_ts, _DECODERS, limit_bytes)
+    ``limit_bytes`` are left to the reader (which refuses them). ``fd``: the text to
+    decode, open, instead of the file at ``path`` (an inflated ``.gz``; ``path`` names
+    it in warnings)."""
+    parts = chrome_parallel.start_file(
+        path, lambda d: text_start(d) if len(d) else -1, _raw_ts, _DECODERS, limit_bytes, fd=fd
+    )
     if parts is None:
         return None
     was = gc.isenabled()

@@ -27,23 +27,37 @@ class MappedText(mmap.mmap):
     """A read-only map of a file, usable where the loader reads JSON text: slices,
     ``find``/``rfind``, regular expressions, the buffer protocol, plus ``count`` (which
     ``mmap`` lacks), counted with numpy. Its pages are the file's (page cache), not
-    this process's private memory. ``watch(path, stamp)`` makes ``unchanged()`` check
-    that ``path`` is still the file mapped, unchanged (a file cut short under a map
-    would kill this process with SIGBUS on the next read of a page past its end)."""
+    this process's private memory. ``unchanged()`` checks that the mapped file is as it
+    was when first asked (a file cut short under a map would kill this process with
+    SIGBUS on the next read of a page past its end)."""
 
-    path: str = ""
-    stamp: tuple = ()
-
-    def watch(self, path: str, stamp: tuple) -> None:
-        self.path, self.stamp = path, stamp
+    def __init__(self, fileno: int, length: int, *args, **kwargs) -> None:
+        self._fd = os.dup(fileno)  # the map's own: fstat of the very file mapped
+        self._stamp = file_stamp(os.fstat(self._fd))
 
     def unchanged(self) -> bool:
-        """Whether the mapped file is still as it was when mapped (``os.stat`` of its
-        path: device, inode, size, mtime, ctime)."""
+        """Whether the mapped file is as it was when mapped (``os.fstat``: device,
+        inode, size, mtime, ctime). A path replaced by another file leaves the mapped
+        one intact: still unchanged, still safe to read."""
         try:
-            return file_stamp(os.stat(self.path)) == self.stamp
+            return self._fd >= 0 and file_stamp(os.fstat(self._fd)) == self._stamp
         except OSError:
             return False
+
+    def close(self) -> None:
+        super().close()
+        self._release_fd()
+
+    def _release_fd(self) -> None:
+        if getattr(self, "_fd", -1) >= 0:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+            self._fd = -1
+
+    def __del__(self) -> None:
+        self._release_fd()
 
     def count(self, sub: bytes, start: int = 0, end: int | None = None) -> int:
         stop = len(self) if end is None else min(end, len(self))

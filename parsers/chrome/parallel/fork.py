@@ -255,38 +255,53 @@ def start(data, root: int, raw_ts: bool, decoders: dict) -> Pending | None:
 class FileParts:
     """The children ``start_file`` forked on one file, in the order of their parts.
     ``stamp``: the file's (device, inode, size, mtime, ctime) when they started;
-    ``size``: its size in bytes."""
+    ``size``: its size in bytes; ``fd``: the file, open (closed by ``close``)."""
 
-    def __init__(self, path: str, children: list[Pending], stamp: tuple) -> None:
-        self.path, self.children, self.stamp, self.size = path, children, stamp, stamp[2]
+    def __init__(self, path: str, children: list[Pending], stamp: tuple, fd: int) -> None:
+        self.path, self.children, self.stamp, self.size, self.fd = path, children, stamp, stamp[2], fd
 
     def close(self) -> None:
-        """Kill and reap every child still running (idempotent)."""
+        """Kill and reap every child still running, close the file (idempotent)."""
         for c in self.children:
             c.close()
+        if self.fd >= 0:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+            self.fd = -1
 
     def __del__(self) -> None:
-        for c in getattr(self, "children", ()):
-            if not c.done:
-                c.close()
+        if getattr(self, "children", None) is not None:
+            self.close()
 
 
-def start_file(path: str, root_of, raw_ts_of, decoders: dict, limit_bytes: int | None = None) -> FileParts | None:
+def start_file(
+    path: str, root_of, raw_ts_of, decoders: dict, limit_bytes: int | None = None, fd: int | None = None
+) -> FileParts | None:
     """Fork the children that decode the plain file ``path`` (of at least
     ``MIN_BYTES``, at most ``limit_bytes``) in parts, before anything reads it; None
     when not applicable (small or too large, not a regular file, gzip, not starting
     as JSON, one CPU, cannot fork). This process opens the file only; a child's map
     cannot hurt it (a file cut short kills only the child, by SIGBUS). ``root_of(data)``:
     offset of the first ``{``/``[`` or -1; ``raw_ts_of(data, root)``: whether ``ts`` is
-    kept as text. Never raises for a bad file (the loader reports those)."""
+    kept as text. ``fd``: an open file to use instead of opening ``path`` (an inflated
+    ``.gz`` in an unlinked temporary file; not closed here). Never raises for a bad
+    file (the loader reports those)."""
     nproc = processes()
+    own = fd is None
     try:
-        before = os.stat(path)  # never open a FIFO or a device (opening one has effects)
-        if not stat.S_ISREG(before.st_mode) or not enabled(before.st_size) or nproc < 2:
-            return None
-        if limit_bytes is not None and before.st_size > limit_bytes:
-            return None
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        if fd is None:
+            before = os.stat(path)  # never open a FIFO or a device (opening one has effects)
+            if not stat.S_ISREG(before.st_mode) or not enabled(before.st_size) or nproc < 2:
+                return None
+            if limit_bytes is not None and before.st_size > limit_bytes:
+                return None
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        else:
+            before = os.fstat(fd)
+            if not enabled(before.st_size) or nproc < 2:
+                return None
     except OSError:
         return None
     children: list[Pending] = []
@@ -312,13 +327,14 @@ def start_file(path: str, root_of, raw_ts_of, decoders: dict, limit_bytes: int |
                     c.close()
                 return None
             children.append(child)
-        return FileParts(path, children, stamp)
+        return FileParts(path, children, stamp, os.dup(fd))
     except BaseException:
         for c in children:
             c.close()
         raise
     finally:
-        os.close(fd)
+        if own:
+            os.close(fd)
 
 
 def _file_payload(
@@ -369,16 +385,11 @@ def decode_file(parts: FileParts, decoders: dict) -> tuple[Parts, MappedText] | 
     text: MappedText | None = None
     try:
         try:
-            fd = os.open(parts.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        except OSError:
-            return None
-        try:
-            if _stamp(os.fstat(fd)) != parts.stamp or parts.size == 0:
+            if _stamp(os.fstat(parts.fd)) != parts.stamp or parts.size == 0:
                 return None
-            text = MappedText(fd, 0, access=mmap.ACCESS_READ)
-            text.watch(parts.path, parts.stamp)
-        finally:
-            os.close(fd)
+            text = MappedText(parts.fd, 0, access=mmap.ACCESS_READ)  # keeps its own copy of the fd
+        except (OSError, ValueError):
+            return None
         deadline = time.monotonic() + MIN_WAIT_S + WAIT_S_PER_BYTE * parts.size
         cols: list[EventColumns] = []
         blobs: dict[int, list[bytes]] = {PH_FLOW: [], PH_OTHER: []}
@@ -465,7 +476,7 @@ def decode_parts(data, root: int, raw_ts: bool, decoders: dict) -> Parts | None:
             head = _decode_head(data, begin, brace, list_decoder)
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             return None
-        scanned = scan_events(head, x_class)
+        scanned = scan_events(head, x_class, keep_old_ids=True)
         code = scanned.code
         head_lists = {
             PH_FLOW: [head[k] for k in np.flatnonzero(code == PH_FLOW).tolist()],

@@ -12,6 +12,7 @@ from __future__ import annotations
 import mmap
 import os
 import pickle
+import re
 import selectors
 import time
 
@@ -25,6 +26,9 @@ from gapscope.parsers.chrome.scan import PH_FLOW, PH_M, PH_OTHER, EventColumns, 
 __all__ = ["part_payload", "pack", "send", "receive", "unpack"]
 
 _MSGPACK = msgspec.msgpack.Encoder()
+#: The 2020 spelling of ``External id`` (or any ``\u`` escape, which could spell it):
+#: a part holding one keeps that column.
+_OLD_KEY = re.compile(rb'"external id"|\\u')
 _JSON = msgspec.json.Encoder()
 
 
@@ -46,7 +50,7 @@ def part_payload(
             events = list_decoder.decode(text)
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             return pack(None)
-        ec = scan_events(events, x_class)
+        ec = scan_events(events, x_class, keep_old_ids=_OLD_KEY.search(text) is not None)
         flow = [events[k] for k in np.flatnonzero(ec.code == PH_FLOW).tolist()]
         other = [events[k] for k in np.flatnonzero((ec.code == PH_M) | (ec.code == PH_OTHER)).tolist()]
         del events
@@ -123,6 +127,8 @@ _ARRAY_FIELDS = (
 
 def _arrays(ec: EventColumns) -> dict[str, np.ndarray]:
     out = {f: getattr(ec, f) for f in _ARRAY_FIELDS}
+    if ec.external_id_old is not None:
+        out["external_id_old"] = ec.external_id_old
     for f in ArgColumns.__dataclass_fields__:
         out["args." + f] = getattr(ec.args, f)
     return out
@@ -198,6 +204,7 @@ def unpack(payload: bytes | memoryview) -> tuple[EventColumns, dict, tuple, dict
         has_v2=d["has_v2"],
         legacy=d["legacy"],
         old_ids=d["old_ids"],
+        external_id_old=arr.get("external_id_old"),
         **{f: arr[f] for f in _ARRAY_FIELDS},
     )
     blobs = {PH_FLOW: [bytes(b) for b in d["flows"]], PH_OTHER: [bytes(b) for b in d["others"]]}

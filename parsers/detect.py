@@ -6,11 +6,20 @@ import codecs
 import os
 import re
 import stat
+import types
 import zlib
 
 from gapscope.parsers.errors import TraceFormatError
 from gapscope.parsers.json.scan import text_start
 from gapscope.parsers.model import Trace
+
+_inflate: types.ModuleType
+try:  # ISA-L's inflate: 1.2-2.5x zlib's on traces (bench/load.py --gzip); optional
+    from isal import isal_zlib as _inflate
+except ImportError:  # pragma: no cover - depends on the install
+    _inflate = zlib
+#: Errors of either inflater.
+_INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error, getattr(_inflate, "error", zlib.error))
 
 __all__ = ["check_size", "default_limit", "load", "read_bytes", "sniff", "trace_limit"]
 
@@ -244,8 +253,25 @@ def _read(p: str, fh, mutable_min_bytes: int | None, limit: int, user_set: bool)
     return buf
 
 
-def _gunzip_all(path: str, data: bytes | bytearray, limit: int, user_set: bool) -> bytes:
+class _Damaged(Exception):
+    """A gzip member cut off or corrupt while inflating to a sink: read it in memory."""
+
+
+def _gunzip_all(
+    path: str,
+    data: bytes | bytearray,
+    limit: int,
+    user_set: bool,
+    inflate: types.ModuleType | None = None,
+    sink=None,
+) -> bytearray:
     """Decompress every gzip member; a cut-off last member yields what was readable.
+    Inflated by ISA-L (``isal``) when it is installed, else (or given ``inflate``) by
+    zlib; a file whose last member is cut off or corrupt is inflated again by zlib,
+    which reads more of a cut-off member (and names the damage in its own words).
+    Grown in one ``bytearray`` (no second copy at the end), or, given ``sink``, each
+    piece handed to ``sink(piece)`` as it comes (an empty ``bytearray`` is returned;
+    damage then raises ``_Damaged``).
 
     Output is produced ``CHUNK_BYTES`` at a time and checked at each step, so a bomb
     is refused with at most about ``RATIO_CHECK_BYTES`` (or ``limit``) inflated.
@@ -253,12 +279,12 @@ def _gunzip_all(path: str, data: bytes | bytearray, limit: int, user_set: bool) 
     readable), output beyond ``limit`` bytes, or (default limit only) output past
     ``RATIO_CHECK_BYTES`` at more than ``MAX_INFLATE_RATIO`` x the compressed bytes read.
     """
-    out: list[bytes] = []
+    out = bytearray()
     total = 0
     view = memoryview(data)
     at = 0  # offset in ``data`` of the member being read
     while at < len(view):
-        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        d = (inflate or _inflate).decompressobj(16 + zlib.MAX_WBITS)
         pos = at  # next compressed byte to feed
         feed: bytes | memoryview = b""
         member_out = 0
@@ -269,7 +295,7 @@ def _gunzip_all(path: str, data: bytes | bytearray, limit: int, user_set: bool) 
                         chunk = d.flush()  # input ended inside this member
                         total += len(chunk)
                         member_out += len(chunk)
-                        out.append(chunk)
+                        _emit(out, sink, chunk)
                         break
                     feed = view[pos : pos + _IN_CHUNK_BYTES]
                     pos += len(feed)
@@ -277,7 +303,7 @@ def _gunzip_all(path: str, data: bytes | bytearray, limit: int, user_set: bool) 
                 feed = d.unconsumed_tail
                 total += len(chunk)
                 member_out += len(chunk)
-                out.append(chunk)
+                _emit(out, sink, chunk)
                 read_in = pos - len(feed) - len(d.unused_data)
                 if total > limit:
                     raise _too_big(
@@ -296,10 +322,18 @@ def _gunzip_all(path: str, data: bytes | bytearray, limit: int, user_set: bool) 
                     )
                 if d.eof:
                     break
-        except zlib.error as exc:
+        except _INFLATE_ERRORS as exc:
+            if sink is not None:
+                raise _Damaged(str(exc)) from None
+            if (inflate or _inflate) is not zlib:  # damaged: zlib's reading (and message) of it
+                return _gunzip_all(path, data, limit, user_set, zlib)
             if not total:
                 raise TraceFormatError(path, f"corrupt gzip data ({exc})", hint="is the file complete?") from None
             break
+        if not d.eof and sink is not None:
+            raise _Damaged("cut off")
+        if not d.eof and (inflate or _inflate) is not zlib:
+            return _gunzip_all(path, data, limit, user_set, zlib)  # as much of the cut member as zlib reads
         if not d.eof:  # truncated member: keep what we have, the JSON loader warns
             if total == 0:
                 raise TraceFormatError(path, "gzip data cut off before any content", hint="is the file complete?")
@@ -311,7 +345,58 @@ def _gunzip_all(path: str, data: bytes | bytearray, limit: int, user_set: bool) 
             at += len(piece) - len(kept)
             if kept:
                 break
-    return b"".join(out)
+    return out
+
+
+def _emit(out: bytearray, sink, chunk: bytes) -> None:
+    if sink is None:
+        out += chunk
+    elif chunk:
+        sink(chunk)
+
+
+def inflate_to_file(path: str, limit: int, user_set: bool) -> int | None:
+    """Inflate the gzip file ``path`` into an unlinked temporary file of the cache
+    directory (``GAPSCOPE_CACHE_DIR``, else ``platformdirs.user_cache_dir("gapscope")``,
+    sub-folder ``inflated``), for the loader to map instead of holding the text in
+    memory; returns the open descriptor (read/write, offset at its end), or None
+    (no room, no such directory, damaged gzip: read it in memory instead). The file
+    is unlinked before anything is written: nothing is left behind, whatever
+    happens. Raises ``TraceFormatError`` for what ``read_bytes`` refuses (too large, a
+    gzip bomb)."""
+    import tempfile
+
+    base = os.environ.get("GAPSCOPE_CACHE_DIR")
+    if not base:
+        import platformdirs
+
+        base = platformdirs.user_cache_dir("gapscope")
+    try:
+        folder = os.path.join(base, "inflated")
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".json")
+    except OSError:
+        return None
+    try:
+        os.unlink(tmp)
+        with _open_regular(path) as fh:
+            data = fh.read(limit + 1)
+        if len(data) > limit:
+            raise _too_big(path, f"file is over {limit:,} bytes", limit, user_set)
+
+        def write(chunk: bytes) -> None:
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(fd, view) :]
+
+        _gunzip_all(path, data, limit, user_set, sink=write)
+        return fd
+    except (OSError, _Damaged):
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def sniff(path: str | os.PathLike) -> str:
@@ -424,20 +509,41 @@ def load(path: str | os.PathLike) -> Trace:
         return nsys_files.load(p, nsight)
     from gapscope.parsers.chrome.parallel import fork as chrome_parallel
 
-    _check_start(p)  # before the fork below maps the file
-    if not chrome_parallel.enabled(1 << 62):
-        return _load(p, read_bytes(p))
-    from gapscope.parsers.chrome.loader import start_parts
+    _check_start(p)  # before the children below map the file
+    if chrome_parallel.enabled(1 << 62):
+        from gapscope.parsers.chrome.loader import load_chrome_file
 
-    pending = None
+        limit, user_set = _limit_for(p)
+        trace = load_chrome_file(p, limit)  # decoded in parts by children; None: read it
+        if trace is not None:
+            return trace
+        if _is_large_gzip(p, chrome_parallel.MIN_BYTES):
+            fd = inflate_to_file(p, limit, user_set)  # mapped, not held in memory
+            if fd is not None:
+                try:
+                    trace = load_chrome_file(p, limit, fd=fd)
+                finally:
+                    os.close(fd)
+                if trace is not None:
+                    return trace
+    return _load(p, read_bytes(p, mutable_min_bytes=chrome_parallel.MIN_BYTES))
+
+
+def _is_large_gzip(p: str, min_bytes: int) -> bool:
+    """Whether ``p`` is a gzip file that inflates to ``min_bytes`` or more, as far as
+    its last member's size field (ISIZE, RFC 1952: the size mod 2**32) tells; a hint
+    only (the inflated text is measured when read)."""
     try:
-        pending = start_parts(p)  # a forked child starts on the second half while this process reads
-        read_stat: list = []
-        data = read_bytes(p, mutable_min_bytes=chrome_parallel.MIN_BYTES, stat_out=read_stat)
-        return _load(p, data, pending, read_stat[0] if read_stat else None)
-    finally:
-        if pending is not None:
-            pending.close()
+        with open(p, "rb") as fh:
+            if fh.read(2) != _GZIP_MAGIC:
+                return False
+            size = os.fstat(fh.fileno()).st_size
+            if size < 18:
+                return False
+            fh.seek(size - 4)
+            return int.from_bytes(fh.read(4), "little") >= min_bytes or size >= min_bytes
+    except OSError:
+        return False
 
 
 def _refuse_json_scalar(p: str, data) -> None:
@@ -465,7 +571,7 @@ def _refuse_json_scalar(p: str, data) -> None:
         )
 
 
-def _load(p: str, data: bytes | bytearray, pending=None, read_stat=None) -> Trace:
+def _load(p: str, data: bytes | bytearray) -> Trace:
     skip = text_start(data)  # a JSON text may start with any amount of blanks
     if data[skip : skip + 1] == b"{":
         from gapscope.parsers.nsys.json_export import refuse_json_export
@@ -479,7 +585,7 @@ def _load(p: str, data: bytes | bytearray, pending=None, read_stat=None) -> Trac
     ):
         from gapscope.parsers.chrome.loader import load_chrome
 
-        return load_chrome(data, p, pending, read_stat)
+        return load_chrome(data, p)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

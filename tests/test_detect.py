@@ -114,3 +114,25 @@ def test_a_json_text_may_start_with_many_blanks(tmp_path):
     blank.write_bytes(b" \n" * 5000)
     with pytest.raises(TraceFormatError, match="file is empty"):
         load(blank)
+
+
+def test_isal_and_zlib_inflate_the_same(tmp_path, monkeypatch):
+    """ISA-L inflates when installed (faster on large traces); zlib, the fallback where
+    it is missing, gives the same text, members and a cut-off member included."""
+    import zlib
+
+    import gapscope.parsers.detect as detect
+
+    pytest.importorskip("isal")
+    assert detect._inflate.__name__.endswith("isal_zlib")
+    text = b'{"traceEvents": [' + b",".join(b'{"ph": "X", "ts": %d, "dur": 1}' % i for i in range(5000)) + b"]}"
+    blob = gzip.compress(text[:20000]) + b"\0" * 7 + gzip.compress(text[20000:])
+    for name, data in (("whole.json.gz", blob), ("cut.json.gz", blob[: len(blob) - 50])):
+        path = tmp_path / name
+        path.write_bytes(data)
+        fast = detect.read_bytes(path)
+        with monkeypatch.context() as m:
+            m.setattr(detect, "_inflate", zlib)
+            slow = detect.read_bytes(path)
+        assert bytes(fast) == bytes(slow)
+        assert (bytes(fast) == text) == (name == "whole.json.gz")

@@ -24,7 +24,6 @@ import gapscope.parsers.chrome.parallel.fork as cp
 import gapscope.parsers.chrome.parallel.transfer as tx
 from gapscope.parsers import load
 from gapscope.parsers.chrome.loader import load_chrome
-from gapscope.parsers.chrome.parallel.cut import find_cut
 from tests.conftest import CORPUS, require
 from tests.test_corpus import REFUSED, TRACES
 
@@ -64,19 +63,25 @@ def assert_same(a, b) -> None:
 
 
 @pytest.fixture
-def spy(monkeypatch):
+def spy(monkeypatch, tmp_path):
     """Force the two-part decode and record what each attempt returned."""
     calls: list[bool] = []
-    real = cp.decode_parts
 
-    def wrapped(*args, **kwargs):
-        got = real(*args, **kwargs)
-        calls.append(got is not None)
-        return got
+    def spying(real):
+        def wrapped(*args, **kwargs):
+            got = real(*args, **kwargs)
+            calls.append(got is not None)
+            return got
 
+        return wrapped
+
+    monkeypatch.setenv("GAPSCOPE_CACHE_DIR", str(tmp_path / "cache"))  # where a .gz is inflated
     monkeypatch.setattr(cp, "MIN_BYTES", 0)
     monkeypatch.setattr(cp, "enabled", lambda size: True)
-    monkeypatch.setattr(cp, "decode_parts", wrapped)
+    monkeypatch.setattr(cp, "processes", lambda: 3)  # three children of a file...
+    monkeypatch.setattr(cp, "CHUNK_BYTES", 16 << 10)  # ...each decoding several parts
+    monkeypatch.setattr(cp, "decode_parts", spying(cp.decode_parts))
+    monkeypatch.setattr(cp, "decode_file", spying(cp.decode_file))
     return calls
 
 
@@ -104,7 +109,7 @@ def test_two_part_path_runs_on_every_corpus_file_of_100_events(monkeypatch, spy)
         spy.clear()
         tr = load(CORPUS / rel)
         if len(tr) >= 100 and spy != [True]:
-            missed.append(rel)
+            missed.append((rel, list(spy)))  # (file, what each split gave)
     assert missed == []
 
 
@@ -180,7 +185,7 @@ def test_cut_inside_a_string_falls_back(tmp_path, monkeypatch, spy):
     head does not decode, and the one-piece decode gives the answer."""
     obj = _kineto(20, name=lambda i: "x" + "}, {" * 20000 if i == 10 else f"k{i}")
     parts, whole = _both(_write(tmp_path, obj), monkeypatch, spy)
-    assert spy == [False]
+    assert spy and not any(spy)  # neither the file's children nor the in-memory split
     assert_same(parts, whole)
     assert any(n.startswith("x}, {") for n in parts.names)
 
@@ -196,7 +201,7 @@ def test_cut_inside_nested_args_falls_back(tmp_path, monkeypatch, spy):
         },
     )
     parts, whole = _both(_write(tmp_path, obj), monkeypatch, spy)
-    assert spy == [False]
+    assert spy and not any(spy)  # neither the file's children nor the in-memory split
     assert_same(parts, whole)
 
 
@@ -211,16 +216,44 @@ def test_damaged_text_falls_back_to_the_repairing_path(damage, tmp_path, monkeyp
     else:
         text = text.replace('"dur": 4.0', '"dur": NaN', 1)
     parts, whole = _both(_write(tmp_path, text), monkeypatch, spy)
-    assert spy == [False]
+    assert spy and not any(spy)  # neither the file's children nor the in-memory split
     assert_same(parts, whole)
     assert bool(parts.warnings) == (damage != "trailing_comma")  # a trailing comma is legal
 
 
-def test_gzip_input_splits_from_bytes(tmp_path, monkeypatch, spy):
+def test_gzip_input_is_inflated_to_an_unlinked_file_and_split(tmp_path, monkeypatch, spy):
     path = _write(tmp_path, gzip.compress(json.dumps(_kineto(200)).encode()), "t.json.gz")
     parts, whole = _both(path, monkeypatch, spy)
-    assert spy == [True]
+    assert spy == [True]  # the file's children, on the inflated text
     assert_same(parts, whole)
+    assert os.listdir(tmp_path / "cache" / "inflated") == []  # unlinked before it was written
+    k = int(np.flatnonzero(parts.kind == 0)[0])
+    assert parts.args_of(k) == whole.args_of(k) != {}
+
+
+@pytest.mark.parametrize("fail", ["no room", "damaged"])
+def test_gzip_that_cannot_be_inflated_to_a_file_splits_from_memory(fail, tmp_path, monkeypatch, spy):
+    """A full disk, or a damaged member (read in memory, where the recovery is), leaves
+    the in-memory split: the same trace."""
+    import gapscope.parsers.detect as detect
+
+    blob = gzip.compress(json.dumps(_kineto(200)).encode())
+    if fail == "damaged":
+        blob = blob[: len(blob) - 40]
+    else:
+        real_write = os.write
+
+        def full(fd, data):
+            if os.fstat(fd).st_size > 1000:
+                raise OSError(28, "No space left on device")
+            return real_write(fd, data)
+
+        monkeypatch.setattr(detect.os, "write", full)
+    path = _write(tmp_path, blob, "t.json.gz")
+    parts, whole = _both(path, monkeypatch, spy)
+    assert spy and spy[-1] is (fail == "no room")  # a cut-off text does not split
+    assert_same(parts, whole)
+    assert os.listdir(tmp_path / "cache" / "inflated") == []
 
 
 def test_epoch_timestamps_kept_as_text_split(tmp_path, monkeypatch, spy):
@@ -245,7 +278,7 @@ def test_v2_flows_fall_back_after_the_split(tmp_path, monkeypatch, spy):
     obj["traceEvents"][-6]["bind_id"] = 5
     obj["traceEvents"][-6]["flow_in"] = True
     parts, whole = _both(_write(tmp_path, obj), monkeypatch, spy)
-    assert spy == [True]  # the split worked; the build asked for the whole list
+    assert spy == [True, True]  # both splits worked; each build asked for the whole list
     assert_same(parts, whole)
 
 
@@ -279,23 +312,24 @@ def test_child_that_crashes_falls_back(tmp_path, monkeypatch, spy, forks):
     def boom(*a, **k):
         raise MemoryError("simulated")
 
-    monkeypatch.setattr(tx, "tail_payload", boom)
+    monkeypatch.setattr(tx, "part_payload", boom)
     parts, whole = _both(_write(tmp_path, _kineto(100)), monkeypatch, spy)
-    assert spy == [False]
+    assert spy and not any(spy)
     assert_same(parts, whole)
-    assert len(forks) == 1 and _reaped(forks)  # no child left behind
+    assert len(forks) == 3 + 1 and _reaped(forks)  # the file's three, then the in-memory one; none left
 
 
 def test_child_that_hangs_is_killed_and_falls_back(tmp_path, monkeypatch, spy, forks):
-    monkeypatch.setattr(tx, "tail_payload", lambda *a, **k: time.sleep(60))
+    monkeypatch.setattr(tx, "part_payload", lambda *a, **k: time.sleep(60))
     monkeypatch.setattr(cp, "MIN_WAIT_S", 0.5)
     monkeypatch.setattr(cp, "WAIT_FACTOR", 0.0)
+    monkeypatch.setattr(cp, "WAIT_S_PER_BYTE", 0.0)
     t0 = time.monotonic()
     parts, whole = _both(_write(tmp_path, _kineto(100)), monkeypatch, spy)
     assert time.monotonic() - t0 < 20
-    assert spy == [False]
+    assert spy and not any(spy)
     assert_same(parts, whole)
-    assert len(forks) == 1 and _reaped(forks)
+    assert len(forks) == 3 + 1 and _reaped(forks)
 
 
 def test_payload_too_big_for_shared_memory_goes_through_the_pipe(tmp_path, monkeypatch, spy):
@@ -318,87 +352,100 @@ def test_enabled_rules(monkeypatch):
 
 
 def test_file_changed_after_the_plan_is_decoded_as_read(tmp_path, monkeypatch, spy, forks):
-    """The child started before the read planned on the old text; the file grows in
-    between, so that child is dropped and the text actually read is split anew."""
-    import gapscope.parsers.detect as detect
-
+    """The file's children planned on the old text; the file grows before their result
+    is taken, so it is dropped and the text actually read is split anew."""
     path = _write(tmp_path, _kineto(300))
-    real = detect.read_bytes
+    real = cp.start_file
 
-    def grow_then_read(p, **kw):
+    def start_then_grow(p, *a, **kw):
+        got = real(p, *a, **kw)
+        time.sleep(0.01)
         with open(p, "ab") as fh:
             fh.write(b"\n\n")
-        return real(p, **kw)
+        return got
 
-    monkeypatch.setattr(detect, "read_bytes", grow_then_read)
+    monkeypatch.setattr(cp, "start_file", start_then_grow)
     parts = load(path)
-    monkeypatch.setattr(detect, "read_bytes", real)
+    monkeypatch.setattr(cp, "start_file", real)
     with monkeypatch.context() as m:
         m.setattr(cp, "enabled", lambda size: False)
         whole = load(path)
-    assert spy == [True]
-    assert len(forks) == 2 and _reaped(forks)  # the planned child, then one from memory
+    assert spy == [False, True]
+    assert len(forks) == 3 + 1 and _reaped(forks)  # the file's children, then one from memory
     assert_same(parts, whole)
 
 
-def test_child_of_a_changed_file_gives_up(tmp_path):
-    """The file's child checks the file's stamp before and after its decode."""
+def _unpack(pieces):
+    return tx.unpack(b"".join(bytes(p) for p in pieces))
+
+
+def _start(path):
     from gapscope.parsers.chrome.loader import _DECODERS, _raw_ts
+    from gapscope.parsers.json.scan import text_start
+
+    return cp.start_file(str(path), lambda d: text_start(d) if len(d) else -1, _raw_ts, _DECODERS)
+
+
+def test_child_of_a_changed_file_gives_up(tmp_path):
+    """A file's child checks the file's stamp before and after its decode, and plans
+    what ``find_cuts`` plans on the text."""
+    from gapscope.parsers.chrome.loader import _DECODERS, _raw_ts
+    from gapscope.parsers.chrome.parallel.cut import find_cuts
     from gapscope.parsers.json.scan import text_start as _root
 
     path = _write(tmp_path, _kineto(50))
     fd = os.open(path, os.O_RDONLY)
     try:
         stamp = cp._stamp(os.fstat(fd))
-        got = tx.unpack(cp._file_tail_payload(fd, stamp, _root, _raw_ts, _DECODERS))
         data = open(path, "rb").read()
-        begin, brace, comma, end, _ = find_cut(data, 0, False, cp.HEAD_FRACTION)
-        assert got is not None and got[2] == (0, False, begin, brace, comma, end)
-        assert got[0].n == data[comma:].count(b'"ph"')
-        assert open(path, "rb").read() == data  # the "[" is private to the child's map
+        begin, end, cuts, _ = find_cuts(data, 0, False, 4)
+        assert len(cuts) == 3
+        got = _unpack(cp._file_payload(fd, stamp, 1, 2, 4, _root, _raw_ts, _DECODERS))
+        assert got is not None and got[2] == (0, False, begin, end, cuts)
+        assert got[0].n == data[cuts[1][1] :].count(b'"ph"')  # child 1 of 2 decodes parts 2 and 3
+        assert got[3] is None  # only child 0 sends the header
+        head = _unpack(cp._file_payload(fd, stamp, 0, 2, 4, _root, _raw_ts, _DECODERS))
+        assert head is not None and head[0].n == data[: cuts[1][0]].count(b'"ph"')
+        assert head[3] is not None and json.loads(head[3]["schemaVersion"]) == 1
+        assert open(path, "rb").read() == data  # the "[" and "]" are private to the child's map
         time.sleep(0.01)
         with open(path, "ab") as fh:
             fh.write(b" ")
-        assert tx.unpack(cp._file_tail_payload(fd, stamp, _root, _raw_ts, _DECODERS)) is None
+        assert _unpack(cp._file_payload(fd, stamp, 0, 2, 4, _root, _raw_ts, _DECODERS)) is None
     finally:
         os.close(fd)
 
 
-def test_file_cut_short_while_the_child_decodes(tmp_path, monkeypatch, spy, forks):
-    """Truncating the file under the child's map, after the parent checked it, kills
-    the child (SIGBUS); the parent decodes what it read, in one piece."""
-    import gapscope.parsers.detect as detect
+def test_file_cut_short_while_a_child_decodes(tmp_path, monkeypatch, spy, forks):
+    """Truncating the file under the children's maps kills them (SIGBUS) or makes
+    their parts fail, never this process: it reads what is left, as a damaged file."""
+    from gapscope.parsers.errors import TraceFormatError
 
     path = _write(tmp_path, _kineto(3000))
-    real_payload = tx.tail_payload
+    real_payload = tx.part_payload
 
-    def truncate_then_decode(text, *a, **kw):
-        if not isinstance(text, bytes):  # the child's map of the file
+    def truncate_then_decode(texts, *a, **kw):
+        try:
             os.truncate(path, 100)
-        return real_payload(text, *a, **kw)
+        except OSError:
+            pass
+        return real_payload(texts, *a, **kw)
 
-    monkeypatch.setattr(tx, "tail_payload", truncate_then_decode)
-    full = open(path, "rb").read()
-    real_read = detect.read_bytes
-    monkeypatch.setattr(detect, "read_bytes", lambda p, **kw: bytearray(full))  # what the parent read before
-    monkeypatch.setattr(cp, "_unchanged", lambda *a: True)  # the cut happens after the parent's check
-    parts = load(path)
-    assert spy == [False]
-    assert len(forks) == 1 and _reaped(forks)
-    path2 = _write(tmp_path, full, "copy.json")
-    monkeypatch.setattr(detect, "read_bytes", real_read)
-    with monkeypatch.context() as m:
-        m.setattr(cp, "enabled", lambda size: False)
-        whole = load(path2)
-    assert len(parts) == len(whole) == 2 * 3000 + 1
-    assert np.array_equal(parts.start_ns, whole.start_ns)
+    monkeypatch.setattr(tx, "part_payload", truncate_then_decode)
+    try:
+        got = load(path)
+    except TraceFormatError:
+        got = None
+    assert spy[:1] == [False]
+    assert forks and _reaped(forks)
+    if got is not None:
+        assert len(got) < 2 * 3000
 
 
 def test_start_file_declines_what_it_cannot_split(tmp_path, monkeypatch):
     monkeypatch.setattr(cp, "MIN_BYTES", 0)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
-    from gapscope.parsers.chrome.loader import start_parts
-
+    start_parts = _start
     gz = _write(tmp_path, gzip.compress(json.dumps(_kineto(50)).encode()), "t.json.gz")
     assert start_parts(gz) is None
     text = _write(tmp_path, "A |###   |\n", "t.txt")
@@ -547,17 +594,46 @@ def test_ctrl_c_held_back_during_the_fork_leaves_nothing(tmp_path, monkeypatch, 
     assert _fds() == before
 
 
-def test_the_child_is_used_only_for_the_file_that_was_read(tmp_path):
-    """``_unchanged`` compares the stamp the child started with to ``fstat`` of the file
-    actually read (a path flipped A -> B -> A around the read is B's stat)."""
+def test_the_children_are_used_only_for_the_file_they_started_on(tmp_path, monkeypatch):
+    """``decode_file`` compares the stamp the children started with to the file's
+    now: a file replaced by another of the same size is read anew."""
+    monkeypatch.setattr(cp, "MIN_BYTES", 0)
+    monkeypatch.setattr(cp, "processes", lambda: 2)
+    from gapscope.parsers.chrome.loader import _DECODERS
+
     a = _write(tmp_path, _kineto(10), "a.json")
     b = _write(tmp_path, _kineto(10), "b.json")
-    st_a, st_b = os.stat(a), os.stat(b)
-    pending = cp.Pending(-1, os.open(os.devnull, os.O_RDONLY), cp.mmap.mmap(-1, 16), None, cp._stamp(st_a), 0.0)
-    pending.pid = os.getpid() * 0 + 2**22 + 7  # no such child: _reap tolerates it
-    data = b"x" * st_a.st_size
-    assert cp._unchanged(pending, data, st_a)
-    assert not cp._unchanged(pending, data, st_b)
-    assert not cp._unchanged(pending, data, None)
-    assert not cp._unchanged(pending, data + b" ", st_a)
-    pending.close()
+    started = _start(a)
+    assert started is not None
+    os.replace(b, a)
+    assert cp.decode_file(started, _DECODERS) is None
+    assert all(c.done for c in started.children)
+    started = _start(a)
+    got = cp.decode_file(started, _DECODERS)
+    assert got is not None and got[0].scanned.n == 3 * 10 + 2
+
+
+def test_args_of_a_changed_file_are_not_read(tmp_path, monkeypatch, spy):
+    """The mapped text is read again only while the file is unchanged (a file cut
+    short under a map would be a SIGBUS): after a rewrite, ``args_of`` is empty."""
+    path = _write(tmp_path, _kineto(200))
+    tr = load(path)
+    assert spy == [True]
+    k = int(np.flatnonzero(tr.kind == 0)[0])
+    assert tr.args_of(k)["correlation"] >= 0
+    time.sleep(0.01)
+    with open(path, "r+b") as fh:
+        fh.truncate(10)
+    assert tr.args_of(k) == {}
+
+
+def test_the_file_is_not_read_into_memory(tmp_path, monkeypatch, spy):
+    import gapscope.parsers.detect as detect
+
+    def refuse(*a, **k):
+        raise AssertionError("read")
+
+    path = _write(tmp_path, _kineto(200))
+    monkeypatch.setattr(detect, "read_bytes", refuse)
+    tr = load(path)
+    assert spy == [True] and len(tr) == 2 * 200 + 1  # the metadata and ac2g flows are not rows

@@ -108,3 +108,23 @@ def test_decode_errors_are_value_errors():
     JSON-scalar check), which holds from msgspec 0.21; before, a DecodeError escaped it."""
     assert issubclass(msgspec.DecodeError, ValueError)
     assert issubclass(msgspec.ValidationError, msgspec.DecodeError)
+
+
+@pytest.mark.parametrize("literal", [b"1e999", b"-1e400", b"9" * 400 + b".0"])
+def test_no_json_number_decodes_to_a_non_finite_float(literal):
+    """The parts of a large text travel between processes as JSON when ``ts`` is kept
+    as text (``gapscope.parsers.chrome.parallel.transfer``), where a non-finite float
+    would become null: none can be decoded, since a number beyond float range is an
+    error, not infinity (and JSON has no NaN or Infinity)."""
+    from gapscope.parsers.chrome.schema import EVENT_LIST_RAW_TS
+
+    for typ in (list, EVENT_LIST_RAW_TS):
+        text = (
+            b'[{"ph": "M", "name": "n", "ts": 1, "pid": ' + literal + b"}]"
+            if typ is not list
+            else b"[" + literal + b"]"
+        )
+        with pytest.raises(msgspec.ValidationError, match="Number out of range"):
+            msgspec.json.decode(text, type=typ)
+    with pytest.raises(msgspec.DecodeError):
+        msgspec.json.decode(b"[NaN]")

@@ -17,7 +17,7 @@ import numpy as np
 from gapscope.parsers.kinds import copy_kind_of, is_pageable
 from gapscope.parsers.model import Kind
 
-__all__ = ["ArgColumns", "extract_args"]
+__all__ = ["ArgColumns", "extract_args", "old_external_ids"]
 
 #: Kinds whose ``args.device``/``args.stream`` place a lane on a GPU.
 _GPU_SIDE = np.array(
@@ -165,3 +165,10 @@ def extract_args(
                 got = copy_cache[key] = (int(copy_kind_of(name, mk)), is_pageable(name, a.src_kind, a.dst_kind))
             cols.copy_kind[i], cols.pageable[i] = got
     return cols
+
+
+def old_external_ids(args: list) -> np.ndarray:
+    """int64 ``args["external id"]`` (the 2020 spelling; -1 where absent) of each
+    decoded ``KinetoXArgs``: for a part of a list whose other parts decide that the
+    old spelling is read (``chrome_scan.merge_all``)."""
+    return _field_col(args, "external_id_old") if args else np.zeros(0, np.int64)

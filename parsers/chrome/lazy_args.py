@@ -15,7 +15,7 @@ import msgspec
 import numpy as np
 
 from gapscope.parsers.chrome.text import key_positions
-from gapscope.parsers.json.scan import SENTINEL_VALUES, LineIndex, find_events_array, scan_elements
+from gapscope.parsers.json.scan import SENTINEL_VALUES, LineIndex, Text, find_events_array, scan_elements
 
 __all__ = ["EventText"]
 
@@ -23,14 +23,16 @@ __all__ = ["EventText"]
 class EventText:
     """Byte spans, lines and args of the ``n`` events of a Chrome-trace text.
 
-    ``data``: the (possibly repaired) JSON text the events were decoded from;
+    ``data``: the (possibly repaired) JSON text the events were decoded from, or a
+    read-only map of the file (``chrome_parallel.MappedText``: read only while its
+    ``unchanged()`` holds);
     ``root``: offset of its first ``{``/``[``; ``starts``/``ends``: exact element spans
     when already known (tolerant path).
     """
 
     def __init__(
         self,
-        data: bytes | bytearray,
+        data: Text,
         root: int,
         n: int,
         starts: np.ndarray | None = None,
@@ -121,7 +123,11 @@ class EventText:
 
     def event_text(self, k: int) -> bytes | bytearray | None:
         """The JSON text of event ``k`` (None when it cannot be located); the first
-        call costs one scan of the text, later calls are O(1)."""
+        call costs one scan of the text, later calls are O(1). None as well when the
+        text is a map of a file that changed since it was loaded (``unchanged()``)."""
+        unchanged = getattr(self.data, "unchanged", None)
+        if unchanged is not None and not unchanged():
+            return None
         if self.ends is not None and self.starts is not None:
             return self.data[int(self.starts[k]) : int(self.ends[k])]
         st = self.starts_all()

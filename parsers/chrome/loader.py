@@ -30,7 +30,6 @@ from __future__ import annotations
 import dataclasses
 import gc
 import math
-import os
 import re
 import typing
 from collections.abc import Callable, Sequence
@@ -66,7 +65,7 @@ from gapscope.parsers.kinds import KINETO_CATS, KINETO_FLOW_CATS
 from gapscope.parsers.lanes import Metadata
 from gapscope.parsers.model import Kind, SourceInfo, Trace, TraceWarning, link_by_correlation, repeated_correlations
 
-__all__ = ["load_chrome"]
+__all__ = ["load_chrome", "load_chrome_file"]
 
 _OBJ = msgspec.json.Decoder(ObjectTrace)
 _LIST = msgspec.json.Decoder(EVENT_LIST)
@@ -130,29 +129,54 @@ def _raw_ts(data, i: int) -> bool:
     return _EPOCH_TS.search(data, i, i + EPOCH_SAMPLE_BYTES) is not None
 
 
-def start_parts(path: str) -> chrome_parallel.Pending | None:
-    """Start decoding the second part of a large plain Chrome-trace file in a child
-    before the file is read (``chrome_parallel.start_file``); hand the result to
-    ``load_chrome``. None when the file is not one for that."""
-    return chrome_parallel.start_file(path, lambda d: text_start(d) if len(d) else -1, _raw_ts, _DECODERS)
+def load_chrome_file(path: str, limit_bytes: int | None = None, fd: int | None = None) -> Trace | None:
+    """Load the plain Chrome-trace file ``path`` decoded in parts by forked children
+    (``chrome_parallel.start_file``; this process never reads the text into memory,
+    it maps the file for what is read back later), or None when that does not apply
+    or falls back: then read the file and call ``load_chrome``. Files larger than
+    ``limit_bytes`` are left to the reader (which refuses them). ``fd``: the text to
+    decode, open, instead of the file at ``path`` (an inflated ``.gz``; ``path`` names
+    it in warnings)."""
+    parts = chrome_parallel.start_file(
+        path, lambda d: text_start(d) if len(d) else -1, _raw_ts, _DECODERS, limit_bytes, fd=fd
+    )
+    if parts is None:
+        return None
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        got = chrome_parallel.decode_file(parts, _DECODERS)
+        if got is None:
+            return None
+        decoded, text = got
+        inp = _Input(
+            path,
+            decoded.events,
+            decoded.events.text,
+            header=_header(decoded.header) if decoded.header is not None else {},
+            x_class=XEventRawTs if decoded.events.raw_ts else EVENT_CLASS["X"],
+            scanned=decoded.scanned,
+        )
+        try:
+            return _build(inp)
+        except SerialFallback:
+            return None
+    finally:
+        parts.close()
+        if was:
+            gc.enable()
 
 
-def _decode(
-    data: bytes | bytearray,
-    path: str,
-    parts: bool = True,
-    pending: chrome_parallel.Pending | None = None,
-    read_stat: os.stat_result | None = None,
-) -> _Input:
+def _decode(data: bytes | bytearray, path: str, parts: bool = True) -> _Input:
     """``data`` decoded: in two parts at once when large (``chrome_parallel``), else in
     one typed decode, else, when that fails on damage, by ``recover`` (events skipped
     or repaired with warnings). Raises ``TraceFormatError`` when nothing usable is left."""
     i = text_start(data)
-    body = data if i == 0 else data[i:]
+    body = data if i == 0 else memoryview(data)[i:]  # no copy of a text that starts with blanks
     raw_ts = _raw_ts(data, i)
     x_class = XEventRawTs if raw_ts else EVENT_CLASS["X"]
-    if parts and (pending is not None or chrome_parallel.enabled(len(data))):
-        got = chrome_parallel.decode_parts(data, i, raw_ts, _DECODERS, pending, read_stat)
+    if parts and chrome_parallel.enabled(len(data)):
+        got = chrome_parallel.decode_parts(data, i, raw_ts, _DECODERS)
         if got is not None:
             return _Input(
                 path,
@@ -198,7 +222,7 @@ def _decode(
     return _Input(path, [rec.events[k] for k in keep], text, header=rec.header, warnings=rec.warnings)
 
 
-def load_chrome(data: bytes | bytearray, path: str, pending=None, read_stat=None) -> Trace:
+def load_chrome(data: bytes | bytearray, path: str) -> Trace:
     """Load Chrome Trace Event Format JSON (object or array form; Kineto of every
     vintage; legacy autograd export) from ``data`` (gzip already undone).
 
@@ -209,20 +233,17 @@ def load_chrome(data: bytes | bytearray, path: str, pending=None, read_stat=None
     repaired with a ``TraceWarning`` per problem (1-based line where the event
     starts). Raises ``TraceFormatError`` (path, line, column, hint) when the JSON
     holds no trace. Texts of ``chrome_parallel.MIN_BYTES`` or more are decoded in two
-    parts at once; ``pending``: the child ``start_parts`` already started for ``path``,
-    ``read_stat``: ``os.fstat`` of the file ``data`` was read from, after the read.
+    parts at once (``chrome_parallel.decode_parts``).
     """
     was = gc.isenabled()
     gc.disable()
     try:
-        inp = _decode(data, path, pending=pending, read_stat=read_stat)
+        inp = _decode(data, path)
         try:
             return _build(inp)
         except SerialFallback:
             return _build(_decode(data, path, parts=False))
     finally:
-        if pending is not None:
-            pending.close()
         if was:
             gc.enable()
 

@@ -66,11 +66,20 @@ def collect_metadata(events: Sequence, idx: list[int], meta: Metadata, warn=None
     the run (Kineto records ``python3`` then ``pt_autograd_0``; 8 corpus files do) and
     is only counted in ``meta.renamed_threads``."""
     conflicts: list[tuple[int, str, str, str, str]] = []  # (k, what, id, old, new)
-    for k in idx:
-        e = events[k]
+    take = getattr(events, "take", None)  # events decoded in parts: one pass
+    picked = take(idx) if take is not None else [events[k] for k in idx]
+    texts: dict = {}
+
+    def idt(v) -> str:
+        r = texts.get((type(v), v))
+        if r is None:
+            r = texts[(type(v), v)] = id_text(v)
+        return r
+
+    for k, e in zip(idx, picked):
         a = e.args
-        pid = id_text(e.pid)
-        tid = id_text(e.tid)
+        pid = idt(e.pid)
+        tid = idt(e.tid)
         name = e.name
         if name == "process_name" and a.name is not None:
             old = meta.process_name.get(pid)

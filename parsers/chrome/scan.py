@@ -4,7 +4,7 @@ One C-level pass per field (``map``/``attrgetter`` into ``np.fromiter``) over a 
 of decoded events gives their phase codes and, for ``X`` events, times, names, lanes,
 kinds and ``args`` columns (``EventColumns``). It runs on the whole event list, or on
 each part of it when the text is decoded in parts (``gapscope.parsers.chrome.parallel.fork``);
-``merge`` joins two parts into exactly what one pass over the whole list gives, up
+``merge_all`` joins the parts into exactly what one pass over the whole list gives, up
 to the order of category ids (which nothing depends on).
 """
 
@@ -17,7 +17,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from gapscope.parsers.chrome.args import ArgColumns, extract_args
+from gapscope.parsers.chrome.args import ArgColumns, extract_args, old_external_ids
 from gapscope.parsers.chrome.columns import GET, Interner, kinds, lane_keys, times
 from gapscope.parsers.chrome.schema import EVENT_CLASS, EVENT_CLASS_RAW_TS, XEventRawTs
 from gapscope.parsers.model import Kind
@@ -30,7 +30,7 @@ __all__ = [
     "PH_SKIP",
     "EventColumns",
     "scan_events",
-    "merge",
+    "merge_all",
     "OLD_CATS",
     "LEGACY_PIDS",
 ]
@@ -64,7 +64,10 @@ class EventColumns:
     ``kind_x``: int8[nx] ``Kind``; ``args``: ``ArgColumns`` of nx rows; ``cat_f``:
     int32 category id of each flow event (``s``/``t``/``f``) in event order;
     ``has_v2``: some ``X`` event has a ``bind_id``; ``legacy``: autograd export;
-    ``old_ids``: 2020 categories seen (``args["external id"]`` read as well).
+    ``old_ids``: 2020 categories seen (``args["external id"]`` read as well);
+    ``external_id_old``: int64[nx] ``args["external id"]`` when not ``old_ids`` but asked
+    for (``scan_events(keep_old_ids=True)``), empty when known to be absent
+    (``keep_old_ids=False``), else None.
     """
 
     n: int
@@ -85,9 +88,12 @@ class EventColumns:
     has_v2: bool
     legacy: bool
     old_ids: bool
+    external_id_old: np.ndarray | None = None
 
 
-def scan_events(events: Sequence, x_class: type, skip: list[int] | None = None) -> EventColumns:
+def scan_events(
+    events: Sequence, x_class: type, skip: list[int] | None = None, keep_old_ids: bool | None = None
+) -> EventColumns:
     """``EventColumns`` of ``events`` (decoded ``chrome_schema`` structs; ``X`` events
     are of ``x_class``). Events at indices ``skip`` count as ``PH_SKIP`` (unusable
     ids). Never raises on odd values: they get a status or -1 (see ``times`` and
@@ -122,7 +128,12 @@ def scan_events(events: Sequence, x_class: type, skip: list[int] | None = None) 
                 kind_x[lane_x == lid] = int(Kind.KERNEL)
             elif key[0] == "CPU functions":
                 kind_x[(lane_x == lid) & (kind_x == int(Kind.OTHER))] = int(Kind.CPU_OP)
-    args = extract_args(list(map(_get["args"], xs)), kind_x, name_x, list(names), old_external_id=old_ids)
+    arg_list = list(map(_get["args"], xs))
+    args = extract_args(arg_list, kind_x, name_x, list(names), old_external_id=old_ids)
+    ext_old = None
+    if keep_old_ids is not None and not old_ids:
+        ext_old = old_external_ids(arg_list) if keep_old_ids else np.zeros(0, np.int64)
+    del arg_list
     has_v2 = any(map(_get["bind_id"], xs))
     return EventColumns(
         n=n,
@@ -143,48 +154,77 @@ def scan_events(events: Sequence, x_class: type, skip: list[int] | None = None) 
         has_v2=bool(has_v2),
         legacy=legacy,
         old_ids=old_ids,
+        external_id_old=ext_old,
     )
 
 
-def merge(head: EventColumns, tail: EventColumns) -> EventColumns | None:
-    """One ``EventColumns`` for ``head`` followed by ``tail`` (ids of ``tail`` mapped
-    into ``head``'s interners, which grow); None when the parts disagree on what a
-    single pass decides from the whole list (``legacy``, ``old_ids``), so the caller
-    scans the whole list instead."""
-    if head.legacy or tail.legacy or head.old_ids != tail.old_ids:
+def merge_all(parts: Sequence[EventColumns]) -> EventColumns | None:
+    """One ``EventColumns`` for ``parts`` in order, exactly what one pass over the
+    whole list gives (up to the order of category ids, which nothing depends on), with
+    one concatenation per column. When some part has 2020 categories, the others' old
+    ``external id`` (``external_id_old``) fills their absent ids, as one pass would;
+    None when that column is missing or a part is a legacy export (then scan the
+    whole list instead). ``parts`` must not be empty; the first part's
+    interners grow to hold every part's keys."""
+    head = parts[0]
+    if len(parts) == 1:
+        return head
+    if any(p.legacy for p in parts):
         return None
+    old = any(p.old_ids for p in parts)
+    ext_of = []  # each part's external ids as one pass over the whole list reads them
+    for p in parts:
+        if old and not p.old_ids:
+            if p.external_id_old is None:
+                return None
+            if p.external_id_old.size == 0:  # the part holds no such key
+                ext_of.append(p.args.external_id)
+                continue
+            ext_of.append(np.where(p.args.external_id >= 0, p.args.external_id, p.external_id_old))
+        else:
+            ext_of.append(p.args.external_id)
 
     def remap(interner: Interner, keys: Interner, ids: np.ndarray) -> np.ndarray:
-        if ids.size == 0:
+        if ids.size == 0 or keys is interner:
             return ids
         table = np.fromiter(map(interner.__getitem__, keys), dtype=np.int32, count=len(keys))
         return table[ids]
 
-    cat_x = remap(head.cats, tail.cats, tail.cat_x)
-    cat_f = remap(head.cats, tail.cats, tail.cat_f)
-    for c in tail.cats:  # categories of M and other phases
-        head.cats[c]
-    cat = lambda a, b: np.concatenate((a, b))  # noqa: E731
+    cat_x, cat_f, name_x, lane_x = [], [], [], []
+    for p in parts:
+        cat_x.append(remap(head.cats, p.cats, p.cat_x))
+        cat_f.append(remap(head.cats, p.cats, p.cat_f))
+        for c in p.cats:  # categories of M and other phases
+            head.cats[c]
+        name_x.append(remap(head.names, p.names, p.name_x))
+        lane_x.append(remap(head.lanes, p.lanes, p.lane_x))
+
+    def cat(field: str) -> np.ndarray:
+        return np.concatenate([getattr(p, field) for p in parts])
+
     args = ArgColumns(
-        *(cat(getattr(head.args, f.name), getattr(tail.args, f.name)) for f in dataclasses.fields(ArgColumns))
+        *(
+            np.concatenate(ext_of if f.name == "external_id" else [getattr(p.args, f.name) for p in parts])
+            for f in dataclasses.fields(ArgColumns)
+        )
     )
     return EventColumns(
-        n=head.n + tail.n,
-        code=cat(head.code, tail.code),
+        n=sum(p.n for p in parts),
+        code=cat("code"),
         cats=head.cats,
         names=head.names,
         lanes=head.lanes,
-        cat_x=cat(head.cat_x, cat_x),
-        name_x=cat(head.name_x, remap(head.names, tail.names, tail.name_x)),
-        lane_x=cat(head.lane_x, remap(head.lanes, tail.lanes, tail.lane_x)),
-        start_ns=cat(head.start_ns, tail.start_ns),
-        start_status=cat(head.start_status, tail.start_status),
-        dur_ns=cat(head.dur_ns, tail.dur_ns),
-        dur_status=cat(head.dur_status, tail.dur_status),
-        kind_x=cat(head.kind_x, tail.kind_x),
+        cat_x=np.concatenate(cat_x),
+        name_x=np.concatenate(name_x),
+        lane_x=np.concatenate(lane_x),
+        start_ns=cat("start_ns"),
+        start_status=cat("start_status"),
+        dur_ns=cat("dur_ns"),
+        dur_status=cat("dur_status"),
+        kind_x=cat("kind_x"),
         args=args,
-        cat_f=cat(head.cat_f, cat_f),
-        has_v2=head.has_v2 or tail.has_v2,
+        cat_f=np.concatenate(cat_f),
+        has_v2=any(p.has_v2 for p in parts),
         legacy=False,
-        old_ids=head.old_ids,
+        old_ids=old,
     )

@@ -17,13 +17,15 @@ import re
 
 import numpy as np
 
+from gapscope.parsers.json.scan import Text
+
 __all__ = ["key_positions", "exact_ns_near"]
 
 _CHUNK = 1 << 24
 _WIDTH = 40
 
 
-def key_positions(data: bytes | bytearray, key: bytes, begin: int = 0, limit: int | None = None) -> np.ndarray:
+def key_positions(data: Text, key: bytes, begin: int = 0, limit: int | None = None) -> np.ndarray:
     """int64 offsets just after each ``key`` (e.g. ``b'"ts"'``) that is followed by
     optional whitespace and ``:``. Linear (one regex scan in C); a key inside a string
     value is written with escaped quotes, so it cannot match. ``limit``: stop after
@@ -43,7 +45,7 @@ def key_positions(data: bytes | bytearray, key: bytes, begin: int = 0, limit: in
 _PATTERNS: dict[bytes, re.Pattern[bytes]] = {}
 
 
-def _key4_positions(data: bytes | bytearray, key: bytes, begin: int) -> np.ndarray:
+def _key4_positions(data: Text, key: bytes, begin: int) -> np.ndarray:
     """``key_positions`` for a 4-byte key: compare the text viewed as little-endian
     uint32 at each of the 4 alignments (vectorised), then check the ``:``."""
     kv = np.frombuffer(key, dtype="<u4")[0]
@@ -71,7 +73,7 @@ def _key4_positions(data: bytes | bytearray, key: bytes, begin: int) -> np.ndarr
 
 
 def exact_ns_near(
-    data: bytes | bytearray, pos: np.ndarray, approx_ns: np.ndarray, chunk: int = 1 << 16
+    data: Text, pos: np.ndarray, approx_ns: np.ndarray, chunk: int = 1 << 16
 ) -> tuple[np.ndarray, np.ndarray]:
     """Exact int64 ns of the µs numbers after ``:`` at offsets ``pos``, given an
     approximation ``approx_ns`` (int64) within ±400 ns of each.
@@ -91,7 +93,7 @@ def exact_ns_near(
     return _near_chunk(data, pos, approx_ns)
 
 
-def _near_chunk(data: bytes | bytearray, pos: np.ndarray, approx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _near_chunk(data: Text, pos: np.ndarray, approx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     a = np.frombuffer(data, dtype=np.uint8)
     m = pos.size
     if m == 0:

@@ -15,7 +15,13 @@ import re
 
 import numpy as np
 
+from gapscope.parsers.json.mapped import MappedText
+
+#: JSON text as the readers take it: in memory, or a read-only map of a file.
+Text = bytes | bytearray | MappedText
+
 __all__ = [
+    "Text",
     "ScanResult",
     "scan_elements",
     "find_events_array",
@@ -50,7 +56,7 @@ class ScanResult:
     partial_start: int
 
 
-def scan_elements(data: bytes | bytearray, begin: int) -> ScanResult:
+def scan_elements(data: Text, begin: int) -> ScanResult:
     """Split the JSON array whose ``[`` is just before ``begin`` into elements.
 
     Tracks strings (with backslash escapes) and bracket depth, vectorised per 16 MiB
@@ -150,7 +156,7 @@ def text_start(data) -> int:
     return m.end()
 
 
-def find_events_array(data: bytes | bytearray, root: int) -> int:
+def find_events_array(data: Text, root: int) -> int:
     """Offset just after the ``[`` of the events array (object or array form).
 
     Returns -1 when an object has no ``traceEvents`` array.
@@ -199,7 +205,7 @@ def repair_nonfinite(text: bytes | bytearray) -> tuple[bytes | bytearray, int]:
 class LineIndex:
     """1-based line and column of byte offsets in ``data`` (counts newlines lazily)."""
 
-    def __init__(self, data: bytes | bytearray) -> None:
+    def __init__(self, data: Text) -> None:
         self._data = data
 
     def lines(self, offsets: np.ndarray) -> np.ndarray:

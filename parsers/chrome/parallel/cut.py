@@ -15,7 +15,7 @@ import msgspec
 from gapscope.parsers.chrome.schema import AnyEvent, AnyEventRawTs, ObjectHeader
 from gapscope.parsers.json.scan import find_events_array
 
-__all__ = ["find_cut", "END_CANDIDATES", "END_WINDOW_BYTES", "BOUNDARY"]
+__all__ = ["find_cut", "find_cuts", "chunk_spans", "END_CANDIDATES", "END_WINDOW_BYTES", "BOUNDARY"]
 
 #: A boundary between two elements: ``}`` , ``{``.
 BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
@@ -68,6 +68,54 @@ def find_cut(
     brace = m.start()
     comma = data.find(b",", brace)
     return begin, brace, comma, end, header
+
+
+def find_cuts(
+    data, root: int, raw_ts: bool, n_chunks: int
+) -> tuple[int, int, tuple[tuple[int, int], ...], ObjectHeader | None] | None:
+    """Plan ``n_chunks`` parts of the events array: (just after its ``[``, its ``]``,
+    the ``(}, ,)`` offsets of each boundary between two parts, the object form's
+    ``ObjectHeader`` or None), or None. Boundary ``i`` is the first element boundary
+    at or after ``(i + 1) / n_chunks`` of the array's bytes; boundaries that coincide
+    (elements longer than a part) are kept once, so there may be fewer parts. Like
+    ``find_cut``, only a candidate: a part that does not decode refutes it."""
+    begin = find_events_array(data, root)
+    if begin < 0:
+        return None
+    header: ObjectHeader | None = None
+    if data[root : root + 1] == b"{":
+        found = _array_end(data, root, begin, raw_ts)
+        if found is None:
+            return None
+        end, header = found
+    else:
+        end = len(data) - 1
+        while end > begin and data[end] in _WS:
+            end -= 1
+        if data[end] != ord("]"):
+            return None
+    if end <= begin:
+        return None
+    cuts: list[tuple[int, int]] = []
+    for i in range(1, max(1, n_chunks)):
+        target = max(begin + int((end - begin) * i / n_chunks), cuts[-1][1] + 1 if cuts else begin)
+        if target >= end:
+            break
+        m = BOUNDARY.search(data, target, min(end, target + (8 << 20)))
+        if m is None:
+            return None
+        brace = m.start()
+        cuts.append((brace, data.find(b",", brace)))
+    return begin, end, tuple(cuts), header
+
+
+def chunk_spans(begin: int, end: int, cuts: tuple[tuple[int, int], ...]) -> list[tuple[int, int]]:
+    """(offset of the byte to make ``[``, offset of the byte to make ``]``) of each part
+    planned by ``find_cuts``: the part is ``data[lo : hi + 1]`` with those two bytes
+    set (the first part's ``[`` and the last part's ``]`` are already there)."""
+    los = [begin - 1] + [comma for _, comma in cuts]
+    his = [brace + 1 for brace, _ in cuts] + [end]
+    return list(zip(los, his))
 
 
 class _Rest(msgspec.Struct):

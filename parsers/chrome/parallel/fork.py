@@ -1,25 +1,39 @@
-"""Decode a large Chrome-trace text in two parts at once: this process and a forked child.
+"""Decode a large Chrome-trace text in parts at once, in forked children.
 
-The events array is cut at an element boundary near ``HEAD_FRACTION`` of its bytes;
-this process decodes and scans (``chrome_scan.scan_events``) the head, a forked child
-the tail; the child sends back (``chrome_transfer``) the tail's columns, and its
-non-``X`` events as msgpack (or JSON when ``ts`` is kept as text), which
-``JoinedEvents`` decodes only when an event is asked for. Each part is framed as its own JSON array, so a cut
-anywhere but between two elements of the events array, or a text that is not one
-valid document, makes a part fail to decode; then, and on any other surprise (the
-child dies, is late, or an odd case needs the whole list), ``decode_parts`` returns
-None and the caller decodes the text in one piece: the result never differs.
+Two ways in:
+
+- ``start_file`` / ``decode_file``, for a plain file on disk: before anything reads
+  it, one child per CPU (at most ``MAX_PROCESSES``) maps the file privately, plans
+  the same cut of the events array into parts at element boundaries
+  (``chrome_cut.find_cuts``; about ``CHUNK_BYTES`` each) and decodes its own run of
+  parts one at a time, turning each into columns (``chrome_scan.scan_events``) and
+  freeing its structs before the next; it sends back (``chrome_transfer``) its
+  columns and its non-``X`` events (msgpack, or JSON when ``ts`` is kept as text),
+  which ``JoinedEvents`` decodes only when an event is asked for. This process never
+  reads the text into memory: it maps the file read-only for the few things read
+  back from the text later (lines of warnings, ``args`` on demand), so the private
+  memory of all processes stays near the size of the columns, and a file cut short
+  under a map kills only a child (SIGBUS), which makes this process fall back.
+- ``start`` / ``decode_parts``, for a text already in memory (gzip inflated): this
+  process decodes the head while one forked child decodes the tail.
+
+Each part is framed as its own JSON array, so a cut anywhere but between two
+elements of the events array, or a text that is not one valid document, makes a part
+fail to decode; then, and on any other surprise (a child dies, is late, plans
+differently, the file changed, or an odd case needs the whole list), the caller gets
+None and decodes the text in one piece: the result never differs.
 
 Used only on Linux (``fork``), with two or more CPUs, for texts of at least
-``MIN_BYTES``; ``GAPSCOPE_LOAD_PROCESSES=1`` turns it off.
+``MIN_BYTES``; ``GAPSCOPE_LOAD_PROCESSES=1`` turns it off, ``GAPSCOPE_LOAD_PROCESSES=N``
+sets the number of children of a file.
 """
 
 from __future__ import annotations
 
 import faulthandler
+import gc
 import mmap
 import os
-import pickle
 import signal
 import stat
 import sys
@@ -31,12 +45,27 @@ import numpy as np
 
 from gapscope.parsers.chrome.lazy_args import EventText
 from gapscope.parsers.chrome.parallel import transfer as _tx
-from gapscope.parsers.chrome.parallel.cut import find_cut
+from gapscope.parsers.chrome.parallel.cut import chunk_spans, find_cut, find_cuts
 from gapscope.parsers.chrome.parallel.joined import JoinedEvents
-from gapscope.parsers.chrome.scan import PH_FLOW, PH_M, PH_OTHER, EventColumns, merge, scan_events
+from gapscope.parsers.chrome.scan import PH_FLOW, PH_M, PH_OTHER, EventColumns, merge_all, scan_events
 from gapscope.parsers.chrome.schema import ObjectHeader
+from gapscope.parsers.json.mapped import MappedText, file_stamp
 
-__all__ = ["MIN_BYTES", "HEAD_FRACTION", "enabled", "start", "start_file", "decode_parts", "Pending", "Parts"]
+__all__ = [
+    "MIN_BYTES",
+    "HEAD_FRACTION",
+    "CHUNK_BYTES",
+    "MAX_PROCESSES",
+    "enabled",
+    "processes",
+    "start",
+    "start_file",
+    "decode_parts",
+    "decode_file",
+    "FileParts",
+    "Pending",
+    "Parts",
+]
 
 #: Texts smaller than this are decoded in one piece (the fork costs tens of ms).
 MIN_BYTES = 48 << 20
@@ -46,6 +75,13 @@ HEAD_FRACTION = 0.49
 #: ``MIN_WAIT_S``) before it is killed and the text decoded in one piece.
 WAIT_FACTOR = 3.0
 MIN_WAIT_S = 10.0
+#: Children of a file get ``MIN_WAIT_S`` plus this many seconds per byte of the file
+#: (10 MB/s, several times slower than a busy machine decodes) before they are killed.
+WAIT_S_PER_BYTE = 1.0 / (10 << 20)
+#: Bytes of text a child decodes at a time (its structs are freed after each part).
+CHUNK_BYTES = 16 << 20
+#: Most children decoding one file.
+MAX_PROCESSES = 8
 
 
 def enabled(size_bytes: int) -> bool:
@@ -58,6 +94,20 @@ def enabled(size_bytes: int) -> bool:
         return len(os.sched_getaffinity(0)) >= 2
     except OSError:
         return False
+
+
+def processes() -> int:
+    """Children that decode a file here: ``GAPSCOPE_LOAD_PROCESSES`` when it is a
+    number of 2 or more, else the CPUs this process may run on, at most
+    ``MAX_PROCESSES``."""
+    env = os.environ.get("GAPSCOPE_LOAD_PROCESSES", "").strip()
+    if env.isdigit() and int(env) >= 2:
+        return min(int(env), 64)
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (OSError, AttributeError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, MAX_PROCESSES))
 
 
 class Parts:
@@ -108,8 +158,7 @@ class Pending:
             self.close()
 
 
-def _stamp(st: os.stat_result) -> tuple:
-    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+_stamp = file_stamp
 
 
 def _fork(work, shared_bytes: int, plan: tuple | None, stamp: tuple | None) -> Pending | None:
@@ -164,6 +213,7 @@ def _child(work, r: int, w: int, shared: mmap.mmap, mask) -> None:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         faulthandler.disable()  # a SIGBUS (file cut short under the map) is the parent's to handle
         _die_with_parent()
+        gc.disable()  # the decoded structs hold no cycles; a collection pass over them is wasted
         os.close(r)
         _tx.send(w, shared, work())
         status = 0
@@ -182,7 +232,7 @@ def _die_with_parent() -> None:
 
 
 def start(data, root: int, raw_ts: bool, decoders: dict) -> Pending | None:
-    """Plan the cut in ``data`` (already read) and fork the child that decodes the
+    """Plan the cut in ``data`` (already in memory) and fork the child that decodes the
     tail from its copy of ``data``, or None. ``decoders``: {raw_ts: (list decoder,
     ``X`` class)}."""
     cut = find_cut(data, root, raw_ts, HEAD_FRACTION)
@@ -192,7 +242,7 @@ def start(data, root: int, raw_ts: bool, decoders: dict) -> Pending | None:
     list_decoder, x_class = decoders[raw_ts]
     plan = (root, raw_ts, begin, brace, comma, end)
     pending = _fork(
-        lambda: _tx.tail_payload(_frame_tail(data, comma, end), list_decoder, x_class, raw_ts, plan),
+        lambda: _tx.part_payload([_frame_tail(data, comma, end)], list_decoder, x_class, raw_ts, plan),
         4 * (end - comma) + (64 << 20),
         plan,
         None,
@@ -202,21 +252,59 @@ def start(data, root: int, raw_ts: bool, decoders: dict) -> Pending | None:
     return pending
 
 
-def start_file(path: str, root_of, raw_ts_of, decoders: dict) -> Pending | None:
-    """Fork, before the file is read, a child that maps the plain file ``path`` (of at
-    least ``MIN_BYTES``), plans the cut itself and decodes the tail, so that both
-    processes read at once; None when not applicable (small, not a regular file,
-    gzip, not starting as JSON, cannot fork). This process opens the file only; the child's map cannot hurt it
-    (a file cut short kills only the child, by SIGBUS). ``root_of(data)``: offset of
-    the first ``{``/``[`` or -1; ``raw_ts_of(data, root)``: whether ``ts`` is kept as
-    text. Never raises for a bad file (the loader reports those)."""
+class FileParts:
+    """The children ``start_file`` forked on one file, in the order of their parts.
+    ``stamp``: the file's (device, inode, size, mtime, ctime) when they started;
+    ``size``: its size in bytes; ``fd``: the file, open (closed by ``close``)."""
+
+    def __init__(self, path: str, children: list[Pending], stamp: tuple, fd: int) -> None:
+        self.path, self.children, self.stamp, self.size, self.fd = path, children, stamp, stamp[2], fd
+
+    def close(self) -> None:
+        """Kill and reap every child still running, close the file (idempotent)."""
+        for c in self.children:
+            c.close()
+        if self.fd >= 0:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+            self.fd = -1
+
+    def __del__(self) -> None:
+        if getattr(self, "children", None) is not None:
+            self.close()
+
+
+def start_file(
+    path: str, root_of, raw_ts_of, decoders: dict, limit_bytes: int | None = None, fd: int | None = None
+) -> FileParts | None:
+    """Fork the children that decode the plain file ``path`` (of at least
+    ``MIN_BYTES``, at most ``limit_bytes``) in parts, before anything reads it; None
+    when not applicable (small or too large, not a regular file, gzip, not starting
+    as JSON, one CPU, cannot fork). This process opens the file only; a child's map
+    cannot hurt it (a file cut short kills only the child, by SIGBUS). ``root_of(data)``:
+    offset of the first ``{``/``[`` or -1; ``raw_ts_of(data, root)``: whether ``ts`` is
+    kept as text. ``fd``: an open file to use instead of opening ``path`` (an inflated
+    ``.gz`` in an unlinked temporary file; not closed here). Never raises for a bad
+    file (the loader reports those)."""
+    nproc = processes()
+    own = fd is None
     try:
-        before = os.stat(path)  # never open a FIFO or a device (opening one has effects)
-        if not stat.S_ISREG(before.st_mode) or not enabled(before.st_size):
-            return None
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        if fd is None:
+            before = os.stat(path)  # never open a FIFO or a device (opening one has effects)
+            if not stat.S_ISREG(before.st_mode) or not enabled(before.st_size) or nproc < 2:
+                return None
+            if limit_bytes is not None and before.st_size > limit_bytes:
+                return None
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        else:
+            before = os.fstat(fd)
+            if not enabled(before.st_size) or nproc < 2:
+                return None
     except OSError:
         return None
+    children: list[Pending] = []
     try:
         st = os.fstat(fd)
         if (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino) or not stat.S_ISREG(st.st_mode):
@@ -226,61 +314,145 @@ def start_file(path: str, root_of, raw_ts_of, decoders: dict) -> Pending | None:
         if head[:2] == b"\x1f\x8b" or root < 0 or head[root : root + 1] not in (b"{", b"["):
             return None  # gzip, or not JSON: nothing to split
         stamp = _stamp(st)
-        return _fork(
-            lambda: _file_tail_payload(fd, stamp, root_of, raw_ts_of, decoders),
-            2 * st.st_size + (64 << 20),
-            None,
-            stamp,
-        )
-    except OSError:
-        return None
+        n_chunks = nproc * max(1, -(-st.st_size // (nproc * CHUNK_BYTES)))
+        for j in range(nproc):
+            child = _fork(
+                lambda j=j: _file_payload(fd, stamp, j, nproc, n_chunks, root_of, raw_ts_of, decoders),
+                2 * st.st_size // nproc + (64 << 20),
+                None,
+                stamp,
+            )
+            if child is None:
+                for c in children:
+                    c.close()
+                return None
+            children.append(child)
+        return FileParts(path, children, stamp, os.dup(fd))
+    except BaseException:
+        for c in children:
+            c.close()
+        raise
     finally:
-        os.close(fd)
+        if own:
+            os.close(fd)
 
 
-def _file_tail_payload(fd: int, stamp: tuple, root_of, raw_ts_of, decoders: dict) -> bytes:
-    """In the child of ``start_file``: plan on a private map of the file, decode the
-    tail; a pickled None when the file is not what ``stamp`` says (before or after)."""
+def _file_payload(
+    fd: int, stamp: tuple, j: int, nproc: int, n_chunks: int, root_of, raw_ts_of, decoders: dict
+) -> list[bytes | memoryview]:
+    """In child ``j`` of ``nproc`` of ``start_file``: plan ``n_chunks`` parts on a
+    private map of the file and decode the ``j``-th run of them; a message of None when
+    the file is not what ``stamp`` says (before or after) or is not one to split."""
     if _stamp(os.fstat(fd)) != stamp:
-        return pickle.dumps(None)
+        return _tx.pack(None)
     view = mmap.mmap(fd, 0, access=mmap.ACCESS_COPY)
     if view[:2] == b"\x1f\x8b":
-        return pickle.dumps(None)
+        return _tx.pack(None)
     root = root_of(view)
     if root < 0 or view[root : root + 1] not in (b"{", b"["):
-        return pickle.dumps(None)
+        return _tx.pack(None)
     raw_ts = raw_ts_of(view, root)
-    cut = find_cut(view, root, raw_ts, HEAD_FRACTION)
-    if cut is None:
-        return pickle.dumps(None)
-    begin, brace, comma, end, _ = cut
+    planned = find_cuts(view, root, raw_ts, n_chunks)
+    if planned is None:
+        return _tx.pack(None)
+    begin, end, cuts, header = planned
+    spans = chunk_spans(begin, end, cuts)
+    lo_k = len(spans) * j // nproc
+    hi_k = len(spans) * (j + 1) // nproc
     list_decoder, x_class = decoders[raw_ts]
-    view[comma] = 0x5B  # "[": this process's private copy of the page
-    payload = _tx.tail_payload(
-        memoryview(view)[comma : end + 1], list_decoder, x_class, raw_ts, (root, raw_ts, begin, brace, comma, end)
-    )
-    return payload if _stamp(os.fstat(fd)) == stamp else pickle.dumps(None)
+
+    def texts():  # each part framed in this child's private copy of its pages
+        for lo, hi in spans[lo_k:hi_k]:
+            view[lo] = 0x5B  # "["
+            view[hi] = 0x5D  # "]"
+            yield memoryview(view)[lo : hi + 1]
+
+    head = None
+    if j == 0 and header is not None:
+        head = {f: bytes(getattr(header, f)) for f in header.__struct_fields__ if f != "traceEvents"}
+    payload = _tx.part_payload(texts(), list_decoder, x_class, raw_ts, (root, raw_ts, begin, end, cuts), head)
+    return payload if _stamp(os.fstat(fd)) == stamp else _tx.pack(None)
 
 
-def decode_parts(
-    data,
-    root: int,
-    raw_ts: bool,
-    decoders: dict,
-    pending: Pending | None = None,
-    read_stat: os.stat_result | None = None,
-) -> Parts | None:
-    """Decode ``data`` (a Chrome trace; ``root``: offset of its first ``{``/``[``) in
-    two parts, or None (then decode it in one piece).
+def decode_file(parts: FileParts, decoders: dict) -> tuple[Parts, MappedText] | None:
+    """The result of the children of ``start_file`` joined, with a read-only map of
+    the file (for what is read back from the text later), or None (then read the
+    file and decode it in one piece). Always closes ``parts``' children (their
+    shared maps go once the columns are copied out of them). None when a
+    child fails, is late (``MIN_WAIT_S`` plus ``WAIT_S_PER_BYTE`` per byte), the
+    children planned differently, or the file is not the one they started on."""
+    payload = None
+    text: MappedText | None = None
+    try:
+        try:
+            if _stamp(os.fstat(parts.fd)) != parts.stamp or parts.size == 0:
+                return None
+            text = MappedText(parts.fd, 0, access=mmap.ACCESS_READ)  # keeps its own copy of the fd
+        except (OSError, ValueError):
+            return None
+        deadline = time.monotonic() + MIN_WAIT_S + WAIT_S_PER_BYTE * parts.size
+        cols: list[EventColumns] = []
+        blobs: dict[int, list[bytes]] = {PH_FLOW: [], PH_OTHER: []}
+        plan = header = None
+        views: list = []
+        for child in parts.children:
+            payload = _tx.receive(child.fd, child.shared, deadline)
+            if payload is None:
+                return None
+            views.append(payload)
+            payload = None
+            got = _tx.unpack(views[-1])  # its arrays view the child's shared map
+            if got is None or (plan is not None and got[2] != plan):
+                return None
+            ec, child_blobs, plan, sent = got
+            if sent is not None:
+                header = sent
+            cols.append(ec)
+            for g in blobs:
+                blobs[g] += child_blobs[g]
+            del ec, got
+        merged = merge_all(cols) if len(cols) > 1 else None  # copies the columns out of the maps
+        cols.clear()
+        views.clear()
+        if merged is None or plan is None:
+            return None
+        root, raw_ts = plan[0], plan[1]
+        if text[root : root + 1] == b"{" and header is None:
+            return None
+        head_obj = None
+        if header is not None:
+            head_obj = ObjectHeader(traceEvents=msgspec.Raw(b"[]"), **{k: msgspec.Raw(v) for k, v in header.items()})
+        _, x_class = decoders[raw_ts]
+        events = JoinedEvents(
+            merged.code,
+            {PH_FLOW: [], PH_OTHER: []},
+            blobs,
+            raw_ts,
+            x_class,
+            EventText(text, root, int(merged.code.size)),
+        )
+        result = Parts(events, merged, head_obj), text
+        text = None
+        return result
+    finally:
+        if isinstance(payload, memoryview):
+            payload.release()
+        parts.close()
+        if text is not None:
+            try:
+                text.close()
+            except BufferError:
+                pass
+
+
+def decode_parts(data, root: int, raw_ts: bool, decoders: dict) -> Parts | None:
+    """Decode ``data`` (a Chrome trace already in memory; ``root``: offset of its
+    first ``{``/``[``) in two parts, or None (then decode it in one piece).
 
     ``decoders``: {raw_ts: (``msgspec.json.Decoder`` of a list of events, the ``X``
     event class it yields)}; ``raw_ts``: ``ts`` kept as JSON text (the tail's
-    non-``X`` events then travel as JSON, which keeps that text). ``pending``: a
-    child already started by ``start_file``: used when the file ``data`` was read
-    from (``read_stat``: ``os.fstat`` of it after the read) is the one it started on,
-    unchanged (else closed, and a child forked from ``data``), and its result only
-    when it cut where this process cuts ``data``. Always closes ``pending``. ``Parts.header``: for the
-    object form, the document's other keys (``chrome_schema.ObjectHeader``).
+    non-``X`` events then travel as JSON, which keeps that text). ``Parts.header``:
+    for the object form, the document's other keys (``chrome_schema.ObjectHeader``).
 
     Why the result equals a one-piece decode: the head (``[`` + text up to the cut +
     ``]``) and the tail (``[`` + text after the cut's comma up to the array's end +
@@ -288,30 +460,23 @@ def decode_parts(
     replaced by a marker string decodes with that marker as its top-level
     ``traceEvents``; JSON being context-free, the original text is then that document
     with the marker replaced by an array holding the head's events and the tail's.
+    The same holds for any number of parts (``decode_file``).
     """
     payload = None
+    pending = None
     try:
-        if pending is not None and not _unchanged(pending, data, read_stat):
-            pending.close()
-            pending = None
+        pending = start(data, root, raw_ts, decoders)
         if pending is None:
-            pending = start(data, root, raw_ts, decoders)
-            if pending is None:
-                return None
+            return None
         list_decoder, x_class = decoders[raw_ts]
-        if pending.plan is None:  # the file's child plans on its own: plan here, compare later
-            cut = find_cut(data, root, raw_ts, HEAD_FRACTION)
-            if cut is None:
-                return None
-            plan, header = (root, raw_ts) + tuple(cut[:4]), cut[4]
-        else:
-            plan, header = pending.plan, pending.header
+        plan, header = pending.plan, pending.header
+        assert plan is not None
         begin, brace = plan[2], plan[3]
         try:
             head = _decode_head(data, begin, brace, list_decoder)
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             return None
-        scanned = scan_events(head, x_class)
+        scanned = scan_events(head, x_class, keep_old_ids=True)
         code = scanned.code
         head_lists = {
             PH_FLOW: [head[k] for k in np.flatnonzero(code == PH_FLOW).tolist()],
@@ -326,28 +491,20 @@ def decode_parts(
         if isinstance(payload, memoryview):
             payload.release()
         payload = None
-        if got is None or got[2] != plan:  # the child cut elsewhere (the file changed): one piece
+        if got is None or got[2] != plan:
             return None
-        tail, blobs, _ = got
-        merged = merge(scanned, tail)
+        tail, blobs, _, _ = got
+        merged = merge_all([scanned, tail])
         if merged is None:
             return None
         text = EventText(data, root, int(merged.code.size))
-        return Parts(JoinedEvents(merged.code, head_lists, blobs, raw_ts, x_class, text), merged, header)
+        events = JoinedEvents(merged.code, head_lists, blobs, raw_ts, x_class, text)
+        return Parts(events, merged, header)
     finally:
         if isinstance(payload, memoryview):
             payload.release()
         if pending is not None:
             pending.close()
-
-
-def _unchanged(pending: Pending, data, read_stat: os.stat_result | None) -> bool:
-    """Whether the file ``pending``'s child maps is the one ``data`` was read from,
-    unchanged: the ``_stamp`` taken before the child started equals the one of the
-    open file after the read (``read_stat``), and the sizes agree."""
-    if pending.stamp is None or read_stat is None:
-        return False
-    return _stamp(read_stat) == pending.stamp and len(data) == pending.stamp[2]
 
 
 def _decode_head(data: bytes | bytearray, begin: int, brace: int, list_decoder) -> list:

@@ -23,8 +23,9 @@ class SerialFallback(Exception):
 class JoinedEvents(Sequence):
     """The events of both parts as one sequence, for the loader's later passes.
 
-    Only non-``X`` events are kept: the head's as decoded structs, the tail's as the
-    child's blobs, decoded on first use; an ``X`` event (rarely asked for: a warning's
+    Only non-``X`` events are kept: those this process decoded as structs
+    (``head_lists``), then those of each child, in order, as the child's blobs
+    (``blobs``: group → one blob per child), decoded on first use; an ``X`` event (rarely asked for: a warning's
     value, v2 flows) is decoded again from ``text``, where the events lie in the
     document. ``code``: int8 phase code of every event (``chrome_scan``).
     """
@@ -33,12 +34,13 @@ class JoinedEvents(Sequence):
         self,
         code: np.ndarray,
         head_lists: dict[int, list],
-        blobs: dict[int, bytes],
+        blobs: dict[int, list[bytes]],
         raw_ts: bool,
         x_class: type,
         text: EventText,
     ) -> None:
         self.code = code
+        self.raw_ts = raw_ts
         self.n = int(code.size)
         self._head = head_lists
         self._tail: dict[int, list] = {}
@@ -78,11 +80,31 @@ class JoinedEvents(Sequence):
             return head[r]
         return self._tail_list(group)[r - len(head)]
 
+    def take(self, ks) -> list:
+        """``[self[k] for k in ks]``, in one pass when every ``k`` is a flow, metadata
+        or other non-``X`` event (no per-event lookup)."""
+        ks = np.asarray(ks, dtype=np.int64)
+        if ks.size == 0:
+            return []
+        codes = self.code[ks]
+        for group, members in ((PH_FLOW, (PH_FLOW,)), (PH_OTHER, (PH_M, PH_OTHER))):
+            if bool(np.isin(codes, members).all()):
+                rank = self._rank.get(group)
+                if rank is None:
+                    mask = np.isin(self.code, members)
+                    rank = self._rank[group] = np.cumsum(mask) - 1
+                both = self._head[group] + self._tail_list(group)
+                return [both[r] for r in rank[ks].tolist()]
+        return [self[int(k)] for k in ks.tolist()]
+
     def _tail_list(self, group: int) -> list:
         got = self._tail.get(group)
         if got is None:
+            got = []
             try:
-                got = self._tail[group] = self._decoders[group].decode(self._blobs.pop(group))
+                for blob in self._blobs.pop(group):
+                    got += self._decoders[group].decode(blob)
             except (msgspec.DecodeError, msgspec.ValidationError) as e:
                 raise SerialFallback("tail events") from e
+            self._tail[group] = got
         return got

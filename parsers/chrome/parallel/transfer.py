@@ -1,18 +1,18 @@
 """What the child of ``gapscope.parsers.chrome.parallel.fork`` sends back, and how.
 
-The tail's columns (numpy arrays as bytes), interned keys, flags and plan are pickled
-(plain containers only: nothing to import in the child); its non-``X`` events travel
-as msgpack, or as JSON when ``ts`` is kept as text (msgpack cannot carry
-``msgspec.Raw``). The message goes through an anonymous shared map when it fits,
-else through the pipe; the pipe's end of file says the child is done.
+A part's columns, interned keys, flags and plan are pickled (protocol 5, the arrays
+out of band: never copied into the pickle); its non-``X`` events travel as msgpack,
+or as JSON when ``ts`` is kept as text (msgpack cannot carry ``msgspec.Raw``), one
+blob per part. The message goes through an anonymous shared map when it fits, else
+through the pipe; the pipe's end of file says the child is done.
 """
 
 from __future__ import annotations
 
-import math
 import mmap
 import os
 import pickle
+import re
 import selectors
 import time
 
@@ -21,40 +21,93 @@ import numpy as np
 
 from gapscope.parsers.chrome.args import ArgColumns
 from gapscope.parsers.chrome.columns import Interner
-from gapscope.parsers.chrome.scan import PH_FLOW, PH_M, PH_OTHER, EventColumns, scan_events
+from gapscope.parsers.chrome.scan import PH_FLOW, PH_M, PH_OTHER, EventColumns, merge_all, scan_events
 
-__all__ = ["tail_payload", "send", "receive", "unpack"]
+__all__ = ["part_payload", "pack", "send", "receive", "unpack"]
 
 _MSGPACK = msgspec.msgpack.Encoder()
+#: The 2020 spelling of ``External id`` (or any ``\u`` escape, which could spell it):
+#: a part holding one keeps that column.
+_OLD_KEY = re.compile(rb'"external id"|\\u')
 _JSON = msgspec.json.Encoder()
 
 
-def tail_payload(text, list_decoder, x_class: type, raw_ts: bool, plan: tuple) -> bytes:
-    """The tail's columns and non-``X`` events and the ``plan`` they follow, pickled
-    (plain containers only); ``text``: the tail framed as an array."""
-    try:
-        events = list_decoder.decode(text)
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-        return pickle.dumps(None)
-    ec = scan_events(events, x_class)
-    flows = [events[k] for k in np.flatnonzero(ec.code == PH_FLOW).tolist()]
-    others = [events[k] for k in np.flatnonzero((ec.code == PH_M) | (ec.code == PH_OTHER)).tolist()]
-    if raw_ts and not all(map(_all_finite, others)):  # JSON would write a non-finite float as null
-        return pickle.dumps(None)
+def part_payload(
+    texts, list_decoder, x_class: type, raw_ts: bool, plan: tuple, header: dict | None = None
+) -> list[bytes | memoryview]:
+    """The columns and non-``X`` events of the parts ``texts`` (an iterable of JSON
+    arrays of events, decoded and scanned one at a time: each part's structs are
+    freed, its flow and other events encoded, before the next is decoded) and the
+    ``plan`` they follow, as the pieces of one message (``pack``); a message of None
+    when a part does not decode. ``header``: the object form's other keys as {key:
+    JSON text}, sent along (first child only)."""
+    cols: list[EventColumns] = []
+    flows: list[bytes] = []
+    others: list[bytes] = []
+    other_encoder = _JSON if raw_ts else _MSGPACK
+    for text in texts:
+        try:
+            events = list_decoder.decode(text)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            return pack(None)
+        ec = scan_events(events, x_class, keep_old_ids=_OLD_KEY.search(text) is not None)
+        flow = [events[k] for k in np.flatnonzero(ec.code == PH_FLOW).tolist()]
+        other = [events[k] for k in np.flatnonzero((ec.code == PH_M) | (ec.code == PH_OTHER)).tolist()]
+        del events
+        # JSON would write a non-finite float as null, but none can be here: msgspec
+        # refuses a number beyond float range ("Number out of range"), and JSON has no
+        # NaN or Infinity (tests/test_msgspec_messages.py pins both)
+        flows.append(_MSGPACK.encode(flow))
+        others.append(other_encoder.encode(other))
+        cols.append(ec)
+        del flow, other
+    ec_all = merge_all(cols) if cols else None
+    if ec_all is None:
+        return pack(None)
+    del cols
     out = {
-        "n": ec.n,
-        "cats": list(ec.cats),
-        "names": list(ec.names),
-        "lanes": list(ec.lanes),
-        "has_v2": ec.has_v2,
-        "legacy": ec.legacy,
-        "old_ids": ec.old_ids,
+        "n": ec_all.n,
+        "cats": list(ec_all.cats),
+        "names": list(ec_all.names),
+        "lanes": list(ec_all.lanes),
+        "has_v2": ec_all.has_v2,
+        "legacy": ec_all.legacy,
+        "old_ids": ec_all.old_ids,
         "plan": plan,
-        "flows": _MSGPACK.encode(flows),
-        "others": (_JSON if raw_ts else _MSGPACK).encode(others),
-        "arrays": {name: (a.dtype.str, a.tobytes()) for name, a in _arrays(ec).items()},
+        "header": header,
+        "flows": [pickle.PickleBuffer(b) for b in flows],
+        "others": [pickle.PickleBuffer(b) for b in others],
+        "arrays": _arrays(ec_all),
     }
-    return pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+    return pack(out)
+
+
+def pack(obj) -> list[bytes | memoryview]:
+    """``obj`` pickled (protocol 5) with its arrays and blobs out of band, as pieces to
+    send one after another: a prefix of lengths, the pickle, the raw buffers. The
+    arrays are never copied into the pickle."""
+    bufs: list[pickle.PickleBuffer] = []
+    head = pickle.dumps(obj, protocol=5, buffer_callback=bufs.append)
+    raws = [b.raw() for b in bufs]
+    sizes = [len(head)] + [r.nbytes for r in raws]
+    prefix = len(raws).to_bytes(8, "little") + b"".join(n.to_bytes(8, "little") for n in sizes)
+    return [prefix, head, *raws]
+
+
+def _unpack_message(payload: bytes | memoryview):
+    """The object ``pack`` sent, its arrays viewing ``payload`` (no copy); raises on
+    a damaged message."""
+    view = memoryview(payload).cast("B")
+    count = int.from_bytes(view[:8], "little")
+    sizes = [int.from_bytes(view[8 + 8 * i : 16 + 8 * i], "little") for i in range(count + 1)]
+    at = 8 + 8 * (count + 1)
+    pieces = []
+    for n in sizes:
+        if at + n > len(view):
+            raise ValueError("message cut short")
+        pieces.append(view[at : at + n])
+        at += n
+    return pickle.loads(pieces[0], buffers=pieces[1:])
 
 
 #: The array fields of ``EventColumns`` (``args`` travels field by field too).
@@ -74,30 +127,31 @@ _ARRAY_FIELDS = (
 
 def _arrays(ec: EventColumns) -> dict[str, np.ndarray]:
     out = {f: getattr(ec, f) for f in _ARRAY_FIELDS}
+    if ec.external_id_old is not None:
+        out["external_id_old"] = ec.external_id_old
     for f in ArgColumns.__dataclass_fields__:
         out["args." + f] = getattr(ec.args, f)
     return out
 
 
-def _all_finite(e) -> bool:
-    for f in e.__struct_fields__:
-        v = getattr(e, f)
-        if type(v) is float and not math.isfinite(v):
-            return False
-        if isinstance(v, msgspec.Struct) and not _all_finite(v):
-            return False
-    return True
-
-
-def send(fd: int, shared: mmap.mmap, payload: bytes) -> None:
-    """Put ``payload`` in ``shared`` and its length on the pipe (mode 0), or, when it
-    does not fit, the length and then the payload itself on the pipe (mode 1)."""
-    fits = len(payload) <= len(shared)
+def send(fd: int, shared: mmap.mmap, pieces: list[bytes | memoryview]) -> None:
+    """Put the message ``pieces`` (``pack``) one after another in ``shared`` and its
+    length on the pipe (mode 0), or, when it does not fit, the length and then the
+    message itself on the pipe (mode 1)."""
+    size = sum(memoryview(p).nbytes for p in pieces)
+    fits = size <= len(shared)
+    head = size.to_bytes(8, "little") + (b"\0" if fits else b"\1")
     if fits:
-        shared[: len(payload)] = payload
-    view = memoryview(len(payload).to_bytes(8, "little") + (b"\0" if fits else b"\1") + (b"" if fits else payload))
-    while view:
-        view = view[os.write(fd, view) :]
+        at = 0
+        for p in pieces:
+            n = memoryview(p).nbytes
+            shared[at : at + n] = p
+            at += n
+        pieces = []
+    for p in [head, *pieces]:
+        view = memoryview(p).cast("B")
+        while view:
+            view = view[os.write(fd, view) :]
 
 
 def receive(fd: int, shared: mmap.mmap, deadline: float) -> bytes | memoryview | None:
@@ -128,16 +182,18 @@ def _read_all(fd: int, deadline: float) -> bytes | None:
             chunks.append(chunk)
 
 
-def unpack(payload: bytes | memoryview) -> tuple[EventColumns, dict, tuple] | None:
-    """(the tail's columns, {``PH_FLOW``: flows blob, ``PH_OTHER``: other events blob},
-    the plan the child followed)."""
+def unpack(payload: bytes | memoryview) -> tuple[EventColumns, dict, tuple, dict | None] | None:
+    """(the part's columns, {``PH_FLOW``: its flow-event blobs, ``PH_OTHER``: its other
+    events' blobs (bytes, one per part)}, the plan the child followed, the header it
+    sent or None). The columns' arrays view ``payload``: copy them (``merge_all``)
+    before it goes."""
     try:
-        d = pickle.loads(payload)
+        d = _unpack_message(payload)
     except Exception:  # noqa: BLE001  (a damaged message: decode in one piece)
         return None
     if not isinstance(d, dict):
         return None
-    arr = {k: np.frombuffer(b, dtype=np.dtype(t)) for k, (t, b) in d["arrays"].items()}
+    arr = d["arrays"]
     interner = lambda keys: Interner(zip(keys, range(len(keys))))  # noqa: E731
     ec = EventColumns(
         n=d["n"],
@@ -148,6 +204,8 @@ def unpack(payload: bytes | memoryview) -> tuple[EventColumns, dict, tuple] | No
         has_v2=d["has_v2"],
         legacy=d["legacy"],
         old_ids=d["old_ids"],
+        external_id_old=arr.get("external_id_old"),
         **{f: arr[f] for f in _ARRAY_FIELDS},
     )
-    return ec, {PH_FLOW: d["flows"], PH_OTHER: d["others"]}, tuple(d["plan"])
+    blobs = {PH_FLOW: [bytes(b) for b in d["flows"]], PH_OTHER: [bytes(b) for b in d["others"]]}
+    return ec, blobs, tuple(d["plan"]), d.get("header")

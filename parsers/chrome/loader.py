@@ -44,7 +44,7 @@ from gapscope.parsers.chrome import checks as checks
 from gapscope.parsers.chrome.args import ArgColumns
 from gapscope.parsers.chrome.columns import GET, build_trace_lanes, exact_ts_from_text, label
 from gapscope.parsers.chrome.flows import has_unlinked_work, kineto_flow_links, unique_pairs
-from gapscope.parsers.chrome.lazy_args import EventText
+from gapscope.parsers.chrome.lazy_args import EventArgs, EventText
 from gapscope.parsers.chrome.parallel import fork as chrome_parallel
 from gapscope.parsers.chrome.parallel.joined import SerialFallback
 from gapscope.parsers.chrome.phases import Rows, collect_metadata, collect_rows
@@ -291,11 +291,6 @@ def _build(inp: _Input, check_ids: bool = False) -> Trace:
     src_line = _src_lines(text, cols.src)
     inp.events = []
     del events  # free the decoded structs before from_columns sorts copies of the columns
-    src_k = cols.src
-
-    def args_loader(i: int, _src: np.ndarray = src_k, _text: EventText = text) -> dict:
-        return _text.args(int(_src[i]))
-
     return Trace.from_columns(
         start_ns=cols.start,
         dur_ns=cols.dur,
@@ -314,7 +309,7 @@ def _build(inp: _Input, check_ids: bool = False) -> Trace:
         src_line=src_line,
         external_id=cols.args.external_id,
         flows=flows,
-        args_loader=args_loader,
+        args_loader=EventArgs(text, cols.src),
         apart_kinds=(Kind.SYNC_MARKER,),  # cuda_sync on a stream overlaps the kernels running there (B20)
     )
 

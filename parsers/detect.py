@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import codecs
 import os
-import re
 import stat
 import zlib
 
 from gapscope.parsers.errors import TraceFormatError
 from gapscope.parsers.json.scan import text_start
 from gapscope.parsers.model import Trace
+from gapscope.parsers.sizes import parse_size
 
 __all__ = ["check_size", "default_limit", "load", "read_bytes", "sniff", "trace_limit"]
 
@@ -40,7 +40,6 @@ RATIO_CHECK_BYTES = 128 << 20
 CHUNK_BYTES = 16 << 20
 _IN_CHUNK_BYTES = 1 << 20
 
-_SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _LIMIT_HINT = f"set {LIMIT_ENV} (e.g. 32G) to raise the limit"
 
 
@@ -82,14 +81,6 @@ def default_limit() -> int:
     if avail is None:
         return FALLBACK_LIMIT
     return max(MIN_DEFAULT_LIMIT, avail // MEMORY_SHARE)
-
-
-def parse_size(text: str) -> int | None:
-    """``"123"``, ``"64M"``, ``"2G"``, ``"1.5g"`` (powers of 1024) to bytes; None if not a size."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:i?[bB])?\s*", text)
-    if not m:
-        return None
-    return int(float(m.group(1)) * _SUFFIX[m.group(2).upper()])
 
 
 def trace_limit() -> tuple[int, bool]:

@@ -399,10 +399,31 @@ def load(path: str | os.PathLike) -> Trace:
     and Nsight Systems SQLite exports, or reports exported to SQLite with ``nsys`` when
     it is installed (``gapscope.parsers.nsys``).
 
+    A file loaded before comes from the trace cache (``gapscope.parsers.cache``), equal
+    to a fresh load, when it has not changed; a large file loaded fresh is written
+    there in the background. ``GAPSCOPE_NO_CACHE=1`` turns the cache off.
+
     Returns a ``Trace``. Raises ``TraceFormatError`` (with path, line, column and a
     hint) for anything that is not a trace; never any other exception for bad input.
     """
     p = os.fspath(path)
+    from gapscope.parsers.cache.store import TraceCache, wait_for_writes
+
+    cache = TraceCache.open(p)
+    if cache is not None:
+        hit = cache.get(read_bytes)
+        if hit is not None and (hit.text_bytes is None or hit.text_bytes <= _limit_for(p)[0]):
+            return hit.trace
+        wait_for_writes()  # one write at a time, and none beside the loader's fork
+    trace, text = _load_fresh(p)
+    if cache is not None:
+        cache.put_later(trace, text)
+    return trace
+
+
+def _load_fresh(p: str) -> tuple[Trace, bytes | bytearray | None]:
+    """``load`` without the cache: the trace, and the text it was decoded from (gzip
+    undone; None for an Nsight file, which SQLite reads)."""
     from gapscope.parsers.nsys import files as nsys_files
 
     with _open_regular(p) as fh:  # an Nsight file is opened by SQLite, never read whole
@@ -412,12 +433,13 @@ def load(path: str | os.PathLike) -> Trace:
             raise TraceFormatError(p, f"cannot read: {exc.strerror or exc}") from None
     nsight = nsys_files.kind_of(p, head)
     if nsight is not None:
-        return nsys_files.load(p, nsight)
+        return nsys_files.load(p, nsight), None
     from gapscope.parsers.chrome.parallel import fork as chrome_parallel
 
     _check_start(p)  # before the fork below maps the file
     if not chrome_parallel.enabled(1 << 62):
-        return _load(p, read_bytes(p))
+        data = read_bytes(p)
+        return _load(p, data), data
     from gapscope.parsers.chrome.loader import start_parts
 
     pending = None
@@ -425,7 +447,7 @@ def load(path: str | os.PathLike) -> Trace:
         pending = start_parts(p)  # a forked child starts on the second half while this process reads
         read_stat: list = []
         data = read_bytes(p, mutable_min_bytes=chrome_parallel.MIN_BYTES, stat_out=read_stat)
-        return _load(p, data, pending, read_stat[0] if read_stat else None)
+        return _load(p, data, pending, read_stat[0] if read_stat else None), data
     finally:
         if pending is not None:
             pending.close()

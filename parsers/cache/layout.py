@@ -16,7 +16,7 @@ lies (name, dtype, shape, offset, bytes) with a CRC-32 of the whole data region,
 the trace's small parts: names (a msgpack list of strings), lanes, source info,
 warnings, extent and the stored args (``gapscope.parsers.cache.args``). Arrays are read
 with ``np.frombuffer`` over a read-only ``mmap``: they are read-only, and pages are read
-when first touched. A trace of 1M events (66 bytes of columns per event) opens in a few
+when first touched. A trace of 1M events (65 bytes of columns per event) opens in a few
 tens of milliseconds, most of it the CRC.
 
 Reading checks, in order: magic, format version, header length within the file,

@@ -168,6 +168,14 @@ class CachedTextArgs:
         self._text: Any = None
         self._lock = threading.Lock()
 
+    def __getstate__(self) -> dict:  # picklable as a fresh trace's loader is; the text is read again
+        return {k: v for k, v in self.__dict__.items() if k not in ("_text", "_lock")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._text = None
+        self._lock = threading.Lock()
+
     def text(self):
         """The ``EventText`` of the original file (read on the first call)."""
         with self._lock:

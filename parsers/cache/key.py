@@ -55,30 +55,26 @@ def key_of(path: str) -> FileKey | None:
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
             return None
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        with open(path, "rb", buffering=0) as fh:
+            st = os.fstat(fh.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                return None
+            size = st.st_size
+            h = hashlib.blake2b(digest_size=16)
+            head = fh.read(EDGE_BYTES)
+            h.update(head)
+            if size > EDGE_BYTES:
+                fh.seek(max(EDGE_BYTES, size - EDGE_BYTES))
+                h.update(fh.read(EDGE_BYTES))
+            h.update(size.to_bytes(8, "little"))
     except OSError:
         return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        size = st.st_size
-        h = hashlib.blake2b(digest_size=16)
-        head = os.pread(fd, EDGE_BYTES, 0)
-        h.update(head)
-        if size > EDGE_BYTES:
-            h.update(os.pread(fd, EDGE_BYTES, max(EDGE_BYTES, size - EDGE_BYTES)))
-        h.update(size.to_bytes(8, "little"))
-        return FileKey(
-            dev=st.st_dev,
-            ino=st.st_ino,
-            size=size,
-            mtime_ns=st.st_mtime_ns,
-            ctime_ns=st.st_ctime_ns,
-            digest=h.hexdigest(),
-            gzip=head[:2] == _GZIP_MAGIC,
-        )
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+    return FileKey(
+        dev=st.st_dev,
+        ino=st.st_ino,
+        size=size,
+        mtime_ns=st.st_mtime_ns,
+        ctime_ns=st.st_ctime_ns,
+        digest=h.hexdigest(),
+        gzip=head[:2] == _GZIP_MAGIC,
+    )

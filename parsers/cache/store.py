@@ -137,7 +137,13 @@ class TraceCache:
         t = threading.Thread(target=self._put_quietly, args=(trace, text), name="gapscope-cache-write", daemon=False)
         with _writers_lock:
             _writers.append(t)
-        t.start()
+        try:
+            t.start()
+        except RuntimeError as exc:  # at interpreter shutdown (a load from an atexit hook): no entry
+            with _writers_lock:
+                _writers.remove(t)
+            log.debug("cache entry %s not written: %s", self.entry, exc)
+            return None
         return t
 
     def _put_quietly(self, trace: Trace, text: bytes | bytearray | None) -> None:
@@ -179,12 +185,12 @@ class TraceCache:
             log.debug("trace %s not cached: its header would not read back the same", self.path)
             return False
         total = layout.entry_bytes(blob, header)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)  # entries hold the traces' names
         if not make_room(self.directory, total, keep=self.entry):
             return False
         tmp = self.directory / f".{self.entry.stem}.{os.getpid()}.{threading.get_ident()}{_TMP_SUFFIX}"
         try:
-            with open(tmp, "xb") as fh:
+            with open(tmp, "xb", opener=_private) as fh:
                 layout.write_entry(fh, blob, header, arrays)
             os.replace(tmp, self.entry)
         except BaseException:
@@ -194,6 +200,11 @@ class TraceCache:
                 pass
             raise
         return True
+
+
+def _private(path: str, flags: int) -> int:
+    """Open a new entry readable by its owner only (the input may have been private)."""
+    return os.open(path, flags, 0o600)
 
 
 def _reads_back(blob: bytes, header: layout.Header, trace: Trace, path: str) -> bool:

@@ -826,3 +826,16 @@ def test_no_thread_at_interpreter_shutdown_means_no_entry(cache, tmp_path, monke
     (p,) = _traces(tmp_path, 1)
     assert_same(fresh(p), load(p))
     assert entries(cache) == []
+
+
+def test_no_cache_flag_is_taken_before_a_double_dash_only(monkeypatch, capsys):
+    from gapscope import cli
+
+    monkeypatch.delenv("GAPSCOPE_NO_CACHE")
+    argv = ["capture", "--out", "d", "--", "python", "x.py", "--no-cache"]
+    assert cli.take_global_options(list(argv)) == argv
+    assert "GAPSCOPE_NO_CACHE" not in os.environ
+    assert cli.take_global_options(["view", "--no-cache", "t.json"]) == ["view", "t.json"]
+    assert os.environ["GAPSCOPE_NO_CACHE"] == "1"
+    assert cli.main(["--help"]) == 0
+    assert "--no-cache" in capsys.readouterr().out

@@ -23,10 +23,15 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+#: Every load here is a first load: the trace cache is neither read nor written (nor by
+#: the subprocesses this starts, which inherit it).
+os.environ["GAPSCOPE_NO_CACHE"] = "1"
 
 KERNELS = [
     {

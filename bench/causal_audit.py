@@ -42,11 +42,16 @@ import bisect
 import dataclasses
 import gzip
 import json
+import os
 import sys
 import time
 from collections import defaultdict
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from pathlib import Path
+
+#: Every load here is a first load: the trace cache is neither read nor written (nor by
+#: the subprocesses this starts, which inherit it).
+os.environ["GAPSCOPE_NO_CACHE"] = "1"
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))

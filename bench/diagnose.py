@@ -16,10 +16,15 @@ load. Timings on a shared machine vary: read ratios.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
 from pathlib import Path
+
+#: Every load here is a first load: the trace cache is neither read nor written (nor by
+#: the subprocesses this starts, which inherit it).
+os.environ["GAPSCOPE_NO_CACHE"] = "1"
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"

@@ -46,6 +46,10 @@ from pathlib import Path
 
 import numpy as np
 
+#: Every load here is a first load: the trace cache is neither read nor written (nor by
+#: the subprocesses this starts, which inherit it).
+os.environ["GAPSCOPE_NO_CACHE"] = "1"
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 

@@ -47,6 +47,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+#: Every load here is a first load: the trace cache is neither read nor written (nor by
+#: the subprocesses this starts, which inherit it).
+os.environ["GAPSCOPE_NO_CACHE"] = "1"
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
 sys.path.insert(0, str(ROOT))

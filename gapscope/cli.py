@@ -8,6 +8,10 @@ subcommands.
 Subcommand modules are imported lazily so ``report`` never imports Textual and
 ``capture`` never imports the viewer.
 
+``--no-cache``, anywhere before a ``--``, is taken here for every command: it sets
+``GAPSCOPE_NO_CACHE=1`` (``gapscope.parsers.cache``), so neither this process nor the
+processes it starts (rank workers) read or write the trace cache.
+
 Exit status: what the subcommand returns; 2 for bad input or usage (one line on
 stderr); 1 for an unexpected exception, printed as one line naming its type with a
 request to report it (set ``GAPSCOPE_DEBUG=1`` to get the traceback instead); 130
@@ -57,15 +61,31 @@ def usage() -> str:
         "options:",
         "  -h, --help     show this help and exit",
         "  -V, --version  print the version and exit",
+        "  --no-cache     neither read nor write the cache of loaded traces (any command, anywhere",
+        "                 before --; the same as GAPSCOPE_NO_CACHE=1)",
         "",
         "'gapscope <command> --help' shows the options of a command.",
     ]
     return "\n".join(lines) + "\n"
 
 
+#: Options of every command, taken out of the arguments before dispatch.
+NO_CACHE_FLAG = "--no-cache"
+
+
+def take_global_options(argv: list[str]) -> list[str]:
+    """``argv`` without the options every command takes (``--no-cache``, before any
+    ``--``), which take effect here: ``--no-cache`` sets ``GAPSCOPE_NO_CACHE=1``."""
+    cut = argv.index("--") if "--" in argv else len(argv)
+    if NO_CACHE_FLAG not in argv[:cut]:
+        return argv
+    os.environ["GAPSCOPE_NO_CACHE"] = "1"
+    return [a for a in argv[:cut] if a != NO_CACHE_FLAG] + argv[cut:]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit status (2 for bad input or usage)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = take_global_options(list(sys.argv[1:] if argv is None else argv))
     if argv and argv[0] in ("-h", "--help", "help"):
         sys.stdout.write(usage())
         return 0

@@ -12,7 +12,21 @@ import numpy as np
 
 from gapscope.parsers.model import CopyKind, Kind, Lane, SourceInfo, Trace, TraceWarning
 
-__all__ = ["TraceBuilder"]
+__all__ = ["TraceBuilder", "ListArgs"]
+
+
+class ListArgs:
+    """``args_of`` of a built trace: ``args[i]`` (a dict, or None for none), by input
+    index. An object, not a closure, so the cache (``gapscope.parsers.cache``) can
+    store the list."""
+
+    __slots__ = ("args",)
+
+    def __init__(self, args: list[dict | None]) -> None:
+        self.args = args
+
+    def __call__(self, i: int) -> dict:
+        return self.args[i] or {}
 
 
 class TraceBuilder:
@@ -163,7 +177,7 @@ class TraceBuilder:
             source=self.source,
             warnings=self.warnings,
             flows=flows,
-            args_loader=(lambda i: args[i] or {}),
+            args_loader=ListArgs(args),
         )
 
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import codecs
 import os
-import re
 import stat
 import types
 import zlib
 
 from gapscope.parsers.errors import TraceFormatError
-from gapscope.parsers.json.scan import text_start
+from gapscope.parsers.json.scan import Text, text_start
 from gapscope.parsers.model import Trace
+from gapscope.parsers.sizes import parse_size
 
 _inflate: types.ModuleType
 try:  # ISA-L's inflate: 1.2-2.5x zlib's on traces (bench/load.py --gzip); optional
@@ -49,7 +49,6 @@ RATIO_CHECK_BYTES = 128 << 20
 CHUNK_BYTES = 16 << 20
 _IN_CHUNK_BYTES = 1 << 20
 
-_SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _LIMIT_HINT = f"set {LIMIT_ENV} (e.g. 32G) to raise the limit"
 
 
@@ -91,14 +90,6 @@ def default_limit() -> int:
     if avail is None:
         return FALLBACK_LIMIT
     return max(MIN_DEFAULT_LIMIT, avail // MEMORY_SHARE)
-
-
-def parse_size(text: str) -> int | None:
-    """``"123"``, ``"64M"``, ``"2G"``, ``"1.5g"`` (powers of 1024) to bytes; None if not a size."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:i?[bB])?\s*", text)
-    if not m:
-        return None
-    return int(float(m.group(1)) * _SUFFIX[m.group(2).upper()])
 
 
 def trace_limit() -> tuple[int, bool]:
@@ -356,9 +347,8 @@ def _emit(out: bytearray, sink, chunk: bytes) -> None:
 
 
 def inflate_to_file(path: str, limit: int, user_set: bool) -> int | None:
-    """Inflate the gzip file ``path`` into an unlinked temporary file of the cache
-    directory (``GAPSCOPE_CACHE_DIR``, else ``platformdirs.user_cache_dir("gapscope")``,
-    sub-folder ``inflated``), for the loader to map instead of holding the text in
+    """Inflate the gzip file ``path`` into an unlinked temporary file of gapscope's cache
+    directory (``gapscope.parsers.cache.settings.cache_root``, sub-folder ``inflated``), for the loader to map instead of holding the text in
     memory; returns the open descriptor (read/write, offset at its end), or None
     (no room, no such directory, damaged gzip: read it in memory instead). The file
     is unlinked before anything is written: nothing is left behind, whatever
@@ -366,13 +356,10 @@ def inflate_to_file(path: str, limit: int, user_set: bool) -> int | None:
     gzip bomb)."""
     import tempfile
 
-    base = os.environ.get("GAPSCOPE_CACHE_DIR")
-    if not base:
-        import platformdirs
+    from gapscope.parsers.cache.settings import cache_root
 
-        base = platformdirs.user_cache_dir("gapscope")
     try:
-        folder = os.path.join(base, "inflated")
+        folder = os.path.join(cache_root(), "inflated")
         os.makedirs(folder, mode=0o700, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, suffix=".json")
     except OSError:
@@ -493,10 +480,31 @@ def load(path: str | os.PathLike) -> Trace:
     and Nsight Systems SQLite exports, or reports exported to SQLite with ``nsys`` when
     it is installed (``gapscope.parsers.nsys``).
 
+    A file loaded before comes from the trace cache (``gapscope.parsers.cache``), equal
+    to a fresh load, when it has not changed; a large file loaded fresh is written
+    there in the background. ``GAPSCOPE_NO_CACHE=1`` turns the cache off.
+
     Returns a ``Trace``. Raises ``TraceFormatError`` (with path, line, column and a
     hint) for anything that is not a trace; never any other exception for bad input.
     """
     p = os.fspath(path)
+    from gapscope.parsers.cache.store import TraceCache, wait_for_writes
+
+    cache = TraceCache.open(p)
+    if cache is not None:
+        hit = cache.get(read_bytes)
+        if hit is not None and (hit.text_bytes is None or hit.text_bytes <= _limit_for(p)[0]):
+            return hit.trace
+        wait_for_writes()  # one write at a time, and none beside the loader's fork
+    trace, text = _load_fresh(p)
+    if cache is not None:
+        cache.put_later(trace, text)
+    return trace
+
+
+def _load_fresh(p: str) -> tuple[Trace, Text | None]:
+    """``load`` without the cache: the trace, and the text it was decoded from (gzip
+    undone; None for an Nsight file, which SQLite reads)."""
     from gapscope.parsers.nsys import files as nsys_files
 
     with _open_regular(p) as fh:  # an Nsight file is opened by SQLite, never read whole
@@ -506,7 +514,7 @@ def load(path: str | os.PathLike) -> Trace:
             raise TraceFormatError(p, f"cannot read: {exc.strerror or exc}") from None
     nsight = nsys_files.kind_of(p, head)
     if nsight is not None:
-        return nsys_files.load(p, nsight)
+        return nsys_files.load(p, nsight), None
     from gapscope.parsers.chrome.parallel import fork as chrome_parallel
 
     _check_start(p)  # before the children below map the file
@@ -514,19 +522,21 @@ def load(path: str | os.PathLike) -> Trace:
         from gapscope.parsers.chrome.loader import load_chrome_file
 
         limit, user_set = _limit_for(p)
-        trace = load_chrome_file(p, limit)  # decoded in parts by children; None: read it
+        mapped: list = []
+        trace = load_chrome_file(p, limit, text_out=mapped)  # decoded in parts by children; None: read it
         if trace is not None:
-            return trace
+            return trace, mapped[0]
         if _is_large_gzip(p, chrome_parallel.MIN_BYTES):
             fd = inflate_to_file(p, limit, user_set)  # mapped, not held in memory
             if fd is not None:
                 try:
-                    trace = load_chrome_file(p, limit, fd=fd)
+                    trace = load_chrome_file(p, limit, fd=fd, text_out=mapped)
                 finally:
                     os.close(fd)
                 if trace is not None:
-                    return trace
-    return _load(p, read_bytes(p, mutable_min_bytes=chrome_parallel.MIN_BYTES))
+                    return trace, mapped[0]
+    data = read_bytes(p, mutable_min_bytes=chrome_parallel.MIN_BYTES)
+    return _load(p, data), data
 
 
 def _is_large_gzip(p: str, min_bytes: int) -> bool:

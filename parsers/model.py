@@ -27,6 +27,7 @@ from gapscope.parsers.ordering import nesting_depth, sort_order
 __all__ = [
     "Kind",
     "Lane",
+    "SortedArgs",
     "SourceInfo",
     "Trace",
     "TraceWarning",
@@ -217,6 +218,22 @@ class SourceInfo:
     trace_name: str | None = None
     ignored_counts: dict[str, int] = dataclasses.field(default_factory=dict)
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+class SortedArgs:
+    """An args loader in sorted order: ``self(i)`` is ``inner(order[i])``, where
+    ``order`` (int64) maps each sorted index to its input index (``Trace.from_columns``).
+    Kept as an object, not a closure, so the cache (``gapscope.parsers.cache``) can see
+    what it reads."""
+
+    __slots__ = ("order", "inner")
+
+    def __init__(self, order: np.ndarray, inner: Callable[[int], dict]) -> None:
+        self.order = order
+        self.inner = inner
+
+    def __call__(self, i: int) -> dict:
+        return self.inner(int(self.order[i]))
 
 
 _INT64 = np.int64
@@ -420,14 +437,9 @@ class Trace:
         else:
             fsrc, fdst = link_by_correlation(kind_a, corr, start)
 
-        loader = None
-        if args_loader is not None:
-            if order is None:
-                loader = args_loader
-            else:
-
-                def loader(i, _order=order, _f=args_loader):
-                    return _f(int(_order[i]))
+        loader: Callable[[int], dict] | None = args_loader
+        if args_loader is not None and order is not None:
+            loader = SortedArgs(order, args_loader)
 
         return cls(
             start_ns=start,

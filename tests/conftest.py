@@ -3,11 +3,18 @@
 The corpus lives beside the checkout in ``../shared`` and is read in place, never
 copied. When it is missing, tests that need it skip locally but FAIL under CI
 (``CI`` set), so a CI run without the corpus cannot pass silently.
+
+The run is hermetic: the trace cache is off (``GAPSCOPE_NO_CACHE=1``) and gapscope's
+cache directory is a temporary one per process (``GAPSCOPE_CACHE_DIR``), for this
+process and every subprocess it starts, so no test reads or writes the user's cache.
+Tests of the cache turn it on for themselves (``tests/test_cache.py``).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,6 +24,21 @@ SHARED = Path(os.environ.get("GAPSCOPE_SHARED", ROOT.parent / "shared"))
 CORPUS = SHARED / "traces" / "public"
 BUGS = SHARED / "bugs"
 SAMPLES = ROOT / "sample_traces"
+
+
+_CACHE_DIR: str | None = None
+
+
+def pytest_configure(config) -> None:
+    global _CACHE_DIR
+    _CACHE_DIR = tempfile.mkdtemp(prefix="gapscope-test-cache-")
+    os.environ["GAPSCOPE_CACHE_DIR"] = _CACHE_DIR
+    os.environ["GAPSCOPE_NO_CACHE"] = "1"
+
+
+def pytest_unconfigure(config) -> None:
+    if _CACHE_DIR is not None:
+        shutil.rmtree(_CACHE_DIR, ignore_errors=True)
 
 
 def require(path: Path) -> Path:

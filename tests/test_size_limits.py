@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from gapscope.parsers import TraceFormatError, detect, load
+from gapscope.parsers.sizes import parse_size
 
 ROOT = Path(__file__).resolve().parents[1]
 EVENT = b'{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2},'
@@ -137,7 +138,7 @@ def test_nul_after_the_head_is_refused_with_its_line(tmp_path):
     [("123", 123), ("64M", 64 << 20), ("2G", 2 << 30), ("1.5k", 1536), ("3GiB", 3 << 30), ("x", None), ("-1", None)],
 )
 def test_parse_size(text, want):
-    assert detect.parse_size(text) == want
+    assert parse_size(text) == want
 
 
 def test_default_limit_follows_available_memory(monkeypatch):

@@ -17,7 +17,7 @@ import numpy as np
 from gapscope.parsers.chrome.text import key_positions
 from gapscope.parsers.json.scan import SENTINEL_VALUES, LineIndex, Text, find_events_array, scan_elements
 
-__all__ = ["EventText"]
+__all__ = ["EventText", "EventArgs"]
 
 
 class EventText:
@@ -187,6 +187,21 @@ class EventText:
         if not isinstance(args, dict):
             return {} if args is None else {"args": args}
         return _unsentinel(args) if self.repaired else args
+
+
+class EventArgs:
+    """``args_of`` of a Chrome trace: the args of event ``src[i]`` of ``text`` for row
+    ``i`` (int64 ``src``: the event index of each row, input order). An object, not a
+    closure, so the cache (``gapscope.parsers.cache``) can see where the args lie."""
+
+    __slots__ = ("text", "src")
+
+    def __init__(self, text: EventText, src: np.ndarray) -> None:
+        self.text = text
+        self.src = src
+
+    def __call__(self, i: int) -> dict:
+        return self.text.args(int(self.src[i]))
 
 
 def _unsentinel(obj):

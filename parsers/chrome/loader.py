@@ -43,7 +43,7 @@ from gapscope.parsers.chrome import checks as checks
 from gapscope.parsers.chrome.args import ArgColumns
 from gapscope.parsers.chrome.columns import GET, build_trace_lanes, exact_ts_from_text, label
 from gapscope.parsers.chrome.flows import has_unlinked_work, kineto_flow_links, unique_pairs
-from gapscope.parsers.chrome.lazy_args import EventText
+from gapscope.parsers.chrome.lazy_args import EventArgs, EventText
 from gapscope.parsers.chrome.parallel import fork as chrome_parallel
 from gapscope.parsers.chrome.parallel.joined import SerialFallback
 from gapscope.parsers.chrome.phases import Rows, collect_metadata, collect_rows
@@ -129,14 +129,17 @@ def _raw_ts(data, i: int) -> bool:
     return _EPOCH_TS.search(data, i, i + EPOCH_SAMPLE_BYTES) is not None
 
 
-def load_chrome_file(path: str, limit_bytes: int | None = None, fd: int | None = None) -> Trace | None:
+def load_chrome_file(
+    path: str, limit_bytes: int | None = None, fd: int | None = None, text_out: list | None = None
+) -> Trace | None:
     """Load the plain Chrome-trace file ``path`` decoded in parts by forked children
     (``chrome_parallel.start_file``; this process never reads the text into memory,
     it maps the file for what is read back later), or None when that does not apply
     or falls back: then read the file and call ``load_chrome``. Files larger than
     ``limit_bytes`` are left to the reader (which refuses them). ``fd``: the text to
     decode, open, instead of the file at ``path`` (an inflated ``.gz``; ``path`` names
-    it in warnings)."""
+    it in warnings). ``text_out``: gets the map of the text the trace was decoded from
+    (``MappedText``), for the trace cache."""
     parts = chrome_parallel.start_file(
         path, lambda d: text_start(d) if len(d) else -1, _raw_ts, _DECODERS, limit_bytes, fd=fd
     )
@@ -149,6 +152,8 @@ def load_chrome_file(path: str, limit_bytes: int | None = None, fd: int | None =
         if got is None:
             return None
         decoded, text = got
+        if text_out is not None:
+            text_out.append(text)
         inp = _Input(
             path,
             decoded.events,
@@ -312,11 +317,6 @@ def _build(inp: _Input, check_ids: bool = False) -> Trace:
     src_line = _src_lines(text, cols.src)
     inp.events = []
     del events  # free the decoded structs before from_columns sorts copies of the columns
-    src_k = cols.src
-
-    def args_loader(i: int, _src: np.ndarray = src_k, _text: EventText = text) -> dict:
-        return _text.args(int(_src[i]))
-
     return Trace.from_columns(
         start_ns=cols.start,
         dur_ns=cols.dur,
@@ -335,7 +335,7 @@ def _build(inp: _Input, check_ids: bool = False) -> Trace:
         src_line=src_line,
         external_id=cols.args.external_id,
         flows=flows,
-        args_loader=args_loader,
+        args_loader=EventArgs(text, cols.src),
         apart_kinds=(Kind.SYNC_MARKER,),  # cuda_sync on a stream overlaps the kernels running there (B20)
     )
 

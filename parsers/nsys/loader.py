@@ -45,7 +45,7 @@ from gapscope.parsers.nsys.schema import (
 from gapscope.parsers.nsys.sql import Database, ro_uri
 from gapscope.parsers.nsys.targets import Devices, main_thread_names, process_names, thread_names
 
-__all__ = ["load_nsys", "check_nsight", "FORMAT"]
+__all__ = ["load_nsys", "check_nsight", "FORMAT", "RowArgs"]
 
 FORMAT = "nsys-sqlite"
 _EXPORT_CMD = "nsys export --type sqlite --output REPORT.sqlite REPORT.nsys-rep"
@@ -241,7 +241,7 @@ def _trace(ctx: Context, db: Database, blocks: list[Block], info: dict, domains:
         bytes_=_cat(blocks, "bytes", np.int64, -1),
         copy_kind=_cat(blocks, "copy_kind", np.int8, 0),
         pageable=_cat(blocks, "pageable", bool, False),
-        args_loader=_RowArgs(db.path, table_names, code, rowid),
+        args_loader=RowArgs(db.path, table_names, code, rowid),
     )
 
 
@@ -269,7 +269,7 @@ def _session_start(db: Database) -> int | None:
     return row[0] if row and isinstance(row[0], int) else None
 
 
-class _RowArgs:
+class RowArgs:
     """``args_of``: the event's row, read back from the export on demand (a new
     read-only connection per call, so any thread may ask), string ids resolved."""
 

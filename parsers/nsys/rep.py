@@ -22,6 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from gapscope.parsers.cache.settings import cache_root
 from gapscope.parsers.errors import TraceFormatError
 
 __all__ = ["REPORT_SUFFIXES", "is_report_name", "cache_dir", "cached_export", "export_report"]
@@ -35,13 +36,9 @@ def is_report_name(path: str) -> bool:
 
 
 def cache_dir() -> Path:
-    """Where exports of reports are kept."""
-    env = os.environ.get("GAPSCOPE_CACHE_DIR")
-    if env:
-        return Path(env) / "nsys"
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("gapscope")) / "nsys"
+    """Where exports of reports are kept (``nsys/`` in gapscope's cache directory,
+    ``gapscope.parsers.cache.settings.cache_root``)."""
+    return cache_root() / "nsys"
 
 
 def _export_command(path: str, out: str) -> str:

@@ -1,0 +1,316 @@
+"""The cache entry's file format: a ``Trace`` as one file that opens without decoding.
+
+Layout (little-endian)::
+
+    0   8 bytes  magic b"GAPSCOPE"
+    8   u32      FORMAT_VERSION
+    12  u32      CRC-32 of the header
+    16  u64      header length H
+    24  H bytes  header: msgpack of ``Header``
+        zero padding to a multiple of ``ALIGN`` (64): the data starts there
+        the arrays, each at a multiple of ``ALIGN`` from the data start, zero padded
+
+``Header`` holds what identifies the entry (``build``: gapscope's version and a
+fingerprint of the parser sources; ``key``: the input's ``FileKey``), where each array
+lies (name, dtype, shape, offset, bytes) with a CRC-32 of the whole data region, and
+the trace's small parts: names (a msgpack list of strings), lanes, source info,
+warnings, extent and the stored args (``gapscope.parsers.cache.args``). Arrays are read
+with ``np.frombuffer`` over a read-only ``mmap``: they are read-only, and pages are read
+when first touched. A trace of 1M events (65 bytes of columns per event) opens in a few
+tens of milliseconds, most of it the CRC.
+
+Reading checks, in order: magic, format version, header length within the file,
+header CRC, header schema (msgspec), build, key, file size, data CRC, each array's
+dtype (numeric only), bounds and alignment, and that the trace's columns have their
+lengths. Any failure raises ``BadEntry``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import mmap
+import os
+import struct
+import zlib
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import msgspec
+import numpy as np
+
+from gapscope.parsers.cache.args import StoredArgs
+from gapscope.parsers.cache.key import FileKey
+from gapscope.parsers.model import Lane, SourceInfo, Trace, TraceWarning
+
+__all__ = [
+    "MAGIC",
+    "FORMAT_VERSION",
+    "ALIGN",
+    "ARRAY_FIELDS",
+    "ArraySpec",
+    "Header",
+    "BadEntry",
+    "make_header",
+    "encode_header",
+    "decode_header",
+    "write_entry",
+    "read_entry",
+    "names_of",
+    "lanes_of",
+    "source_of",
+    "warnings_of",
+    "trace_of",
+]
+
+MAGIC = b"GAPSCOPE"
+FORMAT_VERSION = 1
+ALIGN = 64
+_PREFIX = struct.Struct("<8sIIQ")
+
+#: ``Trace`` fields held as arrays; the others are in the header.
+ARRAY_FIELDS = tuple(f.name for f in dataclasses.fields(Trace) if f.type == "np.ndarray")
+_HEADER_FIELDS = frozenset({"names", "lanes", "source", "warnings", "extent_ns", "_args_loader"})
+#: Event columns: one element per event. ``lane_offsets`` and the flows are not.
+_EVENT_FIELDS = tuple(f for f in ARRAY_FIELDS if f not in ("lane_offsets", "flow_src", "flow_dst"))
+#: dtypes an entry may hold (never ``object``).
+_DTYPES = frozenset(np.dtype(t).str for t in (np.int64, np.int32, np.int16, np.int8, np.bool_, np.float64))
+_LANE_FIELDS = tuple(f.name for f in dataclasses.fields(Lane))
+_SOURCE_FIELDS = tuple(f.name for f in dataclasses.fields(SourceInfo))
+
+
+class BadEntry(Exception):
+    """A cache entry that cannot be used (unreadable, corrupt, another build or file)."""
+
+
+class ArraySpec(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    """One array: ``offset`` from the data start (a multiple of ``ALIGN``), ``nbytes``."""
+
+    name: str
+    dtype: str
+    shape: list[int]
+    offset: int
+    nbytes: int
+
+
+class Header(msgspec.Struct, forbid_unknown_fields=True):
+    """Everything of an entry but the array bytes (see the module docstring).
+    ``text_bytes``: bytes of text the trace was decoded from (gzip undone; None for an
+    Nsight export); ``source_path``: ``SourceInfo.path`` when it is not the input's
+    path (None: the path the trace is opened by, as a fresh load gives)."""
+
+    build: str
+    key: FileKey
+    text_bytes: int | None
+    events: int
+    arrays: list[ArraySpec]
+    data_bytes: int
+    data_crc: int
+    names: list[str]
+    lanes: list[list[Any]]
+    source: dict[str, Any]
+    source_path: str | None
+    warnings: list[tuple[int | None, str | None, str]]
+    extent_ns: tuple[int, int]
+    args: StoredArgs
+
+
+def _align(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def _raw(a: np.ndarray) -> memoryview:
+    """The bytes of array ``a`` (C order)."""
+    return np.ascontiguousarray(a).reshape(-1).view(np.uint8).data
+
+
+def make_header(
+    trace: Trace,
+    *,
+    build: str,
+    key: FileKey,
+    path: str,
+    text_bytes: int | None,
+    args: StoredArgs,
+    args_arrays: dict[str, np.ndarray],
+) -> tuple[Header, list[np.ndarray]]:
+    """The header of ``trace`` (loaded from ``path``) and its arrays in file order.
+    Raises ``ValueError`` when ``Trace`` has a field this format does not know."""
+    unknown = {f.name for f in dataclasses.fields(Trace)} - set(ARRAY_FIELDS) - _HEADER_FIELDS
+    if unknown:
+        raise ValueError(f"Trace fields this cache format does not hold: {sorted(unknown)}")
+    named = [(f, getattr(trace, f)) for f in ARRAY_FIELDS] + sorted(args_arrays.items())
+    specs: list[ArraySpec] = []
+    arrays: list[np.ndarray] = []
+    at = 0
+    crc = 0
+    for name, a in named:
+        a = np.asarray(a)
+        if a.dtype.str not in _DTYPES:
+            raise ValueError(f"array {name} has dtype {a.dtype}")
+        at = _align(at)
+        specs.append(ArraySpec(name, a.dtype.str, list(a.shape), at, a.nbytes))
+        arrays.append(a)
+        at += a.nbytes
+    data_bytes = at
+    pos = 0
+    for spec, a in zip(specs, arrays):  # the CRC of the data region as written, padding included
+        if spec.offset > pos:
+            crc = zlib.crc32(bytes(spec.offset - pos), crc)
+        crc = zlib.crc32(_raw(a), crc)
+        pos = spec.offset + spec.nbytes
+    source = {f: getattr(trace.source, f) for f in _SOURCE_FIELDS}
+    source_path = None if trace.source.path == path else trace.source.path
+    source["path"] = ""
+    header = Header(
+        build=build,
+        key=key,
+        text_bytes=text_bytes,
+        events=len(trace),
+        arrays=specs,
+        data_bytes=data_bytes,
+        data_crc=crc,
+        names=list(trace.names),
+        lanes=[[getattr(ln, f) for f in _LANE_FIELDS] for ln in trace.lanes],
+        source=source,
+        source_path=source_path,
+        warnings=[(w.line, w.field, w.message) for w in trace.warnings],
+        extent_ns=(int(trace.extent_ns[0]), int(trace.extent_ns[1])),
+        args=args,
+    )
+    return header, arrays
+
+
+_ENCODER = msgspec.msgpack.Encoder()
+_DECODER = msgspec.msgpack.Decoder(Header)
+
+
+def encode_header(header: Header) -> bytes:
+    """The header's bytes (raises ``TypeError``/``ValueError``/``OverflowError`` for a
+    value msgpack cannot hold: such a trace is not cached)."""
+    return _ENCODER.encode(header)
+
+
+def decode_header(blob: bytes | memoryview) -> Header:
+    """Raises ``msgspec.DecodeError``/``ValidationError`` (``ValueError``s)."""
+    return _DECODER.decode(blob)
+
+
+def entry_bytes(blob: bytes, header: Header) -> int:
+    """Size of the entry file of ``header`` encoded as ``blob``."""
+    return _align(_PREFIX.size + len(blob)) + header.data_bytes
+
+
+def write_entry(fh: BinaryIO, blob: bytes, header: Header, arrays: list[np.ndarray]) -> None:
+    """Write the entry (``blob``: ``encode_header(header)``) to ``fh``."""
+    fh.write(_PREFIX.pack(MAGIC, FORMAT_VERSION, zlib.crc32(blob), len(blob)))
+    fh.write(blob)
+    fh.write(bytes(_align(_PREFIX.size + len(blob)) - _PREFIX.size - len(blob)))
+    pos = 0
+    for spec, a in zip(header.arrays, arrays):
+        if spec.offset > pos:
+            fh.write(bytes(spec.offset - pos))
+        fh.write(_raw(a))
+        pos = spec.offset + spec.nbytes
+
+
+def read_entry(path: Path, key: FileKey, build: str) -> tuple[Header, dict[str, np.ndarray]]:
+    """The header and arrays (read-only, over an ``mmap``) of the entry at ``path``,
+    checked against the input's ``key`` and this ``build``. Raises ``BadEntry``, or
+    ``OSError`` when the file cannot be read (``FileNotFoundError``: no entry)."""
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        prefix = fh.read(_PREFIX.size)
+        if len(prefix) < _PREFIX.size:
+            raise BadEntry("shorter than its prefix")
+        magic, version, header_crc, header_len = _PREFIX.unpack(prefix)
+        if magic != MAGIC:
+            raise BadEntry("not a gapscope cache entry")
+        if version != FORMAT_VERSION:
+            raise BadEntry(f"format version {version}, not {FORMAT_VERSION}")
+        if _PREFIX.size + header_len > size:
+            raise BadEntry("header runs past the end of the file")
+        blob = fh.read(header_len)
+        if len(blob) != header_len or zlib.crc32(blob) != header_crc:
+            raise BadEntry("header CRC mismatch")
+        try:
+            header = decode_header(blob)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise BadEntry(f"header: {exc}") from None
+        if header.build != build:
+            raise BadEntry(f"written by {header.build}, not {build}")
+        if header.key != key:
+            raise BadEntry("for another version of the file")
+        start = _align(_PREFIX.size + header_len)
+        if start + header.data_bytes != size:
+            raise BadEntry(f"{size} bytes, expected {start + header.data_bytes} (truncated?)")
+        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    with memoryview(mm) as view:
+        if zlib.crc32(view[start:]) != header.data_crc:
+            raise BadEntry("data CRC mismatch")
+    arrays: dict[str, np.ndarray] = {}
+    for spec in header.arrays:
+        if spec.dtype not in _DTYPES:
+            raise BadEntry(f"array {spec.name}: dtype {spec.dtype!r}")
+        dtype = np.dtype(spec.dtype)
+        count = math.prod(spec.shape)
+        if (
+            spec.offset % ALIGN
+            or spec.offset < 0
+            or min(spec.shape, default=0) < 0
+            or count * dtype.itemsize != spec.nbytes
+            or spec.offset + spec.nbytes > header.data_bytes
+        ):
+            raise BadEntry(f"array {spec.name}: bad extent")
+        arrays[spec.name] = np.frombuffer(mm, dtype=dtype, count=count, offset=start + spec.offset).reshape(spec.shape)
+    missing = [f for f in ARRAY_FIELDS if f not in arrays]
+    if missing:
+        raise BadEntry(f"arrays missing: {missing}")
+    n = header.events
+    if any(arrays[f].shape != (n,) for f in _EVENT_FIELDS):
+        raise BadEntry("event columns of unequal length")
+    if arrays["lane_offsets"].shape != (len(header.lanes) + 1,) or arrays["flow_src"].shape != arrays["flow_dst"].shape:
+        raise BadEntry("lane offsets or flows of the wrong length")
+    return header, arrays
+
+
+def _tuples(v: Any) -> Any:
+    """msgpack arrays back to the tuples a ``Lane.sort_key`` holds."""
+    return tuple(_tuples(x) for x in v) if isinstance(v, (list, tuple)) else v
+
+
+def names_of(header: Header) -> tuple[str, ...]:
+    return tuple(header.names)
+
+
+def lanes_of(header: Header) -> tuple[Lane, ...]:
+    out = []
+    for values in header.lanes:
+        fields = dict(zip(_LANE_FIELDS, values, strict=True))
+        fields["sort_key"] = _tuples(fields["sort_key"])
+        out.append(Lane(**fields))
+    return tuple(out)
+
+
+def source_of(header: Header, path: str) -> SourceInfo:
+    """The ``SourceInfo`` of the trace opened by ``path``."""
+    fields = dict(header.source)
+    fields["path"] = path if header.source_path is None else header.source_path
+    return SourceInfo(**fields)
+
+
+def warnings_of(header: Header) -> tuple[TraceWarning, ...]:
+    return tuple(TraceWarning(line, field, message) for line, field, message in header.warnings)
+
+
+def trace_of(header: Header, arrays: dict[str, np.ndarray], loader, path: str) -> Trace:
+    """The ``Trace`` of an entry (opened by ``path``; ``loader``: its args loader)."""
+    return Trace(
+        **{f: arrays[f] for f in ARRAY_FIELDS},
+        names=names_of(header),
+        lanes=lanes_of(header),
+        source=source_of(header, path),
+        warnings=warnings_of(header),
+        extent_ns=(header.extent_ns[0], header.extent_ns[1]),
+        _args_loader=loader,
+    )

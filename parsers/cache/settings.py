@@ -1,0 +1,85 @@
+"""Where gapscope's cache lives, whether the trace cache is on, and its size limits.
+
+Environment:
+
+- ``GAPSCOPE_CACHE_DIR``: gapscope's cache directory (default
+  ``platformdirs.user_cache_dir("gapscope")``, ``~/.cache/gapscope`` on Linux). Loaded
+  traces go to ``traces/`` in it, exports of Nsight reports to ``nsys/``
+  (``gapscope.parsers.nsys.rep``). Never next to an input.
+- ``GAPSCOPE_NO_CACHE``: set (to anything but ``0`` or nothing) to neither read nor
+  write the trace cache; ``gapscope --no-cache`` sets it.
+- ``GAPSCOPE_CACHE_MAX_BYTES``: most bytes the trace cache keeps (default
+  ``DEFAULT_MAX_BYTES``, 2 GiB; K/M/G suffixes as ``GAPSCOPE_MAX_TRACE_BYTES``); the
+  entries used least recently go first. It also never takes more than half of the
+  disk space that is free when it writes.
+- ``GAPSCOPE_CACHE_MIN_BYTES``: traces of less text than this (default
+  ``DEFAULT_MIN_BYTES``, 8 MiB; the file's size for an Nsight export) are not written:
+  they load in well under 0.1 s anyway.
+
+A value that is not a size is ignored (the default holds): the cache is an
+optimisation and never stops a load.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from gapscope.parsers.sizes import parse_size
+
+__all__ = [
+    "DIR_ENV",
+    "NO_CACHE_ENV",
+    "MAX_BYTES_ENV",
+    "MIN_BYTES_ENV",
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MIN_BYTES",
+    "cache_root",
+    "traces_dir",
+    "enabled",
+    "max_bytes",
+    "min_bytes",
+]
+
+DIR_ENV = "GAPSCOPE_CACHE_DIR"
+NO_CACHE_ENV = "GAPSCOPE_NO_CACHE"
+MAX_BYTES_ENV = "GAPSCOPE_CACHE_MAX_BYTES"
+MIN_BYTES_ENV = "GAPSCOPE_CACHE_MIN_BYTES"
+DEFAULT_MAX_BYTES = 2 << 30
+DEFAULT_MIN_BYTES = 8 << 20
+
+
+def cache_root() -> Path:
+    """gapscope's cache directory (``$GAPSCOPE_CACHE_DIR``, else the user cache dir)."""
+    env = os.environ.get(DIR_ENV)
+    if env:
+        return Path(env)
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("gapscope"))
+
+
+def traces_dir() -> Path:
+    """Where cached traces are kept."""
+    return cache_root() / "traces"
+
+
+def enabled() -> bool:
+    """Whether ``load`` reads and writes the trace cache (``GAPSCOPE_NO_CACHE`` unset,
+    empty or ``0``)."""
+    return os.environ.get(NO_CACHE_ENV, "").strip() in ("", "0")
+
+
+def _size_env(name: str, default: int) -> int:
+    value = parse_size(os.environ.get(name, ""))
+    return default if value is None else value
+
+
+def max_bytes() -> int:
+    """``GAPSCOPE_CACHE_MAX_BYTES``, else ``DEFAULT_MAX_BYTES``."""
+    return _size_env(MAX_BYTES_ENV, DEFAULT_MAX_BYTES)
+
+
+def min_bytes() -> int:
+    """``GAPSCOPE_CACHE_MIN_BYTES``, else ``DEFAULT_MIN_BYTES``."""
+    return _size_env(MIN_BYTES_ENV, DEFAULT_MIN_BYTES)

@@ -1,8 +1,11 @@
 """``gapscope.units``: the one text of a duration or a time, with values computed by
-hand at every boundary of the rule."""
+hand at every boundary of the rule, and one gap of the bundled trace read on each
+surface of the viewer (lane label, status line, card), the report and the exercise
+feedback, which must agree."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 
 import numpy as np
@@ -192,3 +195,57 @@ def test_tick_labels_are_compact_and_resolve_the_step():
     assert tick_unit(5_000, far_ns=999_999) is US
     assert tick_unit(5_000, far_ns=13_400_000) is MS
     assert tick_unit(1_000, far_ns=5_937_269_000) is S
+
+
+# ------------------------------------------------- one gap, every surface, one text
+def test_one_gap_reads_the_same_on_the_lane_the_status_line_the_card_and_the_report():
+    """The largest gap of the bundled decode step ([0.590, 1.050) ms, host): at 80x24,
+    the lane label, the status line and the card beside them, the card's why, the
+    report's table and the exercise feedback all write its length ``0.460 ms``."""
+    from gapscope import sample_traces
+    from gapscope.analysis import diagnose
+    from gapscope.exercise.facts import TraceFacts
+    from gapscope.parsers import load
+    from gapscope.report import cmd as report_cmd
+    from gapscope.tui.factory import make_app
+    from gapscope.tui.panel import card_text, compact_card_text
+    from tests.test_tui_app import wait_ready
+
+    trace = load(sample_traces.path())
+    diag = diagnose(trace)
+    gap = int(diag.order_by_size()[0])
+    assert int(diag.gaps.start_ns[gap] - trace.extent_ns[0]) == 590_000
+    assert int(diag.gaps.dur_ns[gap]) == 460_000
+    length = "0.460 ms"
+
+    async def run():
+        app = make_app(sample_traces.path())
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = await wait_ready(pilot)
+            await pilot.press("s", "n")  # largest first, then the next: the largest gap
+            await pilot.pause()
+            lanes = screen.lanes
+            assert lanes.selected_gap == gap
+            row = next(i for i, r in enumerate(lanes.rows) if r.kind == "idle")
+            lane = lanes.render_line(row + 1 - lanes.top_row).text
+            status = screen.detail_text().plain
+            return lane, status, screen.diagnosis
+
+    lane, status, shown = asyncio.run(run())
+    assert f"host {length}" in lane
+    assert status.startswith(f"@0.590 ms gap #{gap} GPU 0 {length} host")  # the cursor at its start
+    head = compact_card_text(shown, gap)[0].plain
+    assert head.startswith(f"Gap #{gap} GPU 0: {length} at 0.590 ms")
+    full = card_text(shown, gap).plain
+    assert f"{length} at 0.590 ms" in full
+    assert f"For {length} the GPU had no kernel" in diag.card(gap).why
+    assert TraceFacts(trace, diag).gap_text(gap) == f"0.590-1.050 ms ({length})"
+
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert report_cmd.main([str(sample_traces.path()), "--width", "100"]) == 0
+    row = next(ln for ln in out.getvalue().splitlines() if ln.startswith(f"#{gap} "))
+    assert f"0.590 ms  {length}" in row

@@ -15,6 +15,7 @@ import numpy as np
 
 from gapscope.analysis.busy import coverage, device_union, union_intervals, valid_timing_mask
 from gapscope.analysis.types import Cause
+from gapscope.units import fmt_dur
 
 __all__ = ["Budget", "WhatIf", "compute_budget", "what_if", "is_decode", "match_names"]
 
@@ -71,10 +72,6 @@ class WhatIf:
     assumptions: list[str]
     steps_per_s: float = 0.0
     decode: bool = False
-
-
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:.3f} ms"
 
 
 def compute_budget(diag) -> Budget | None:
@@ -175,13 +172,13 @@ def what_if(diag, *, gaps=(), causes=(), names=()) -> WhatIf:
     if Cause.LAUNCH in tuple(Cause(c) for c in causes):
         launch_left = 0
     assumptions = [
-        f"GPU work stays {_ms(b.gpu_busy_ns)} per step: kernels are not changed; only idle time is removed.",
-        f"Removed idle is not replaced by other waiting: the next launch moves earlier by the removed time ({_ms(removed_step)} per step).",
-        f"Launch overhead that is not removed stays ({_ms(launch_left)} per step of launch-class idle).",
+        f"GPU work stays {fmt_dur(b.gpu_busy_ns)} per step: kernels are not changed; only idle time is removed.",
+        f"Removed idle is not replaced by other waiting: the next launch moves earlier by the removed time ({fmt_dur(removed_step)} per step).",
+        f"Launch overhead that is not removed stays ({fmt_dur(launch_left)} per step of launch-class idle).",
         "CPU work that is not removed stays on the critical path (e.g. "
         + ("sampling the next token)." if b.decode else "preparing the next batch)."),
         "CPU time removed while the GPU was busy does not shorten the step; only its overlap with idle gaps counts"
-        + (f" ({_ms(named_ns // max(b.steps, 1))} per step for the named segments)." if names else "."),
+        + (f" ({fmt_dur(named_ns // max(b.steps, 1))} per step for the named segments)." if names else "."),
         (
             f"One token per step (decode at batch 1): tokens/s = 1 / step time; measured over {b.steps} step(s) ({b.source})."
             if b.decode

@@ -20,7 +20,6 @@ import numpy as np
 from gapscope.analysis.busy import coverage, union_intervals
 from gapscope.analysis.card_text import (
     fmt_bytes,
-    fmt_ms,
     is_decode_trace,
     is_wait,
     quiet_text,
@@ -30,6 +29,7 @@ from gapscope.analysis.card_text import (
 from gapscope.analysis.evidence_kinds import COLLECTIVE_RE, GRAPH_LAUNCH_RE
 from gapscope.analysis.types import Cause, Evidence, WaitKind
 from gapscope.parsers.model import CopyKind, Kind
+from gapscope.units import fmt_dur
 
 __all__ = ["advice"]
 
@@ -277,7 +277,7 @@ def _host_advice(diag, evidence, rows, name, top, dur_txt):
         )
     elif lead_name is not None and _ALLOC_RE.search(lead_name):
         first = (
-            f"The thread is allocating or freeing device memory ({quote_name(lead_name)}, {fmt_ms(lead_ns)}): let the "
+            f"The thread is allocating or freeing device memory ({quote_name(lead_name)}, {fmt_dur(lead_ns)}): let the "
             "caching allocator keep its blocks (no torch.cuda.empty_cache() in the loop, stable tensor shapes, "
             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) or preallocate the buffers once."
         )
@@ -289,7 +289,7 @@ def _host_advice(diag, evidence, rows, name, top, dur_txt):
         )
     elif top and _mostly_own_time(diag, top[0]):
         first = (
-            f"Find out what the CPU does inside {quote_name(lead_name or top[0].name)} ({fmt_ms(lead_ns)} of the gap, "
+            f"Find out what the CPU does inside {quote_name(lead_name or top[0].name)} ({fmt_dur(lead_ns)} of the gap, "
             f"almost none of it in a finer recorded event): {hint}; then cut that work or move it off the "
             f"critical path."
         )
@@ -343,7 +343,7 @@ def advice(diag, cause: Cause, evidence: list[Evidence], rows: np.ndarray, dur_t
         return _copy_advice(diag, evidence, dur_txt)
     if cause == Cause.LAUNCH and slow_launch(diag, evidence, rows):
         return (
-            f"Find why the launch call {name} took {fmt_ms(top[0].overlap_ns)}: a single call that long is "
+            f"Find why the launch call {name} took {fmt_dur(top[0].overlap_ns)}: a single call that long is "
             f"first-use cost (CUDA module loading, JIT compilation, autotuning, memory allocation), not the "
             f"per-kernel tax. Warm up before profiling (run a few steps first; CUDA_MODULE_LOADING=EAGER loads "
             f"modules at start) and compare a steady-state step.",
@@ -367,17 +367,17 @@ def advice(diag, cause: Cause, evidence: list[Evidence], rows: np.ndarray, dur_t
         fence = ""
         if eps:
             ep = diag.episodes[min(eps)]
-            launch_txt = f", launch calls of median {fmt_ms(ep.median_launch_ns)}" if ep.median_launch_ns >= 0 else ""
+            launch_txt = f", launch calls of median {fmt_dur(ep.median_launch_ns)}" if ep.median_launch_ns >= 0 else ""
             fence = (
-                f" ({ep.kernel_count} short kernels of median {fmt_ms(ep.median_kernel_ns)}{launch_txt}, "
-                f"{fmt_ms(ep.idle_ns)} idle between them)"
+                f" ({ep.kernel_count} short kernels of median {fmt_dur(ep.median_kernel_ns)}{launch_txt}, "
+                f"{fmt_dur(ep.idle_ns)} idle between them)"
             )
         return (
             f"Issue the work with fewer launches{fence}: capture the step in a CUDA graph (torch.compile with "
             f"mode='reduce-overhead', or torch.cuda.graphs), fuse the small ops, or batch more requests per step.",
             "Do not write a faster kernel: the kernels already finish before the next launch arrives.",
             f"GPU busy share and launch calls per step before and after; gaps in this stretch should fall "
-            f"below {fmt_ms(p.min_gap_ns)} and the idle at this position ({dur_txt}) shrink.",
+            f"below {fmt_dur(p.min_gap_ns)} and the idle at this position ({dur_txt}) shrink.",
         )
     if cause == Cause.HOST:
         return _host_advice(diag, evidence, rows, name, top, dur_txt)

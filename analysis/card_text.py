@@ -14,6 +14,7 @@ from gapscope.analysis.evidence import enclosing_step_range
 from gapscope.analysis.evidence_kinds import BLOCKING_SYNC_RE, COLLECTIVE_RE, SYNC_OP_NAMES
 from gapscope.analysis.types import Cause, Evidence, Trust, WaitKind
 from gapscope.parsers.model import Kind
+from gapscope.units import fmt_dur
 
 SMELLS = {
     Cause.LAUNCH: "launch-bound gap",
@@ -32,13 +33,6 @@ DEPENDENCY_SMELLS = {
     WaitKind.GRAPH: "graph ordering",
     WaitKind.DISPATCH: "dispatch jitter (not actionable)",
 }
-
-
-def fmt_ms(ns: float) -> str:
-    ns = float(ns)
-    if abs(ns) >= 100_000:
-        return f"{ns / 1e6:.3f} ms"
-    return f"{ns / 1e3:.1f} µs"
 
 
 def fmt_bytes(n: int) -> str:
@@ -118,18 +112,18 @@ def _items(
             continue
         within = sorted(((k, v) for k, v in inner.get(name, {}).items() if v <= ns), key=lambda kv: -kv[1])[:2]
         of_which = (
-            (" (of which " + ", ".join(f"{fmt_ms(v)} in {quote_name(k)}" for k, v in within) + ")") if within else ""
+            (" (of which " + ", ".join(f"{fmt_dur(v)} in {quote_name(k)}" for k, v in within) + ")") if within else ""
         )
-        out.append(f"{fmt_ms(ns)} in {quote_name(name)}{of_which}")
+        out.append(f"{fmt_dur(ns)} in {quote_name(name)}{of_which}")
     if cap_ns is not None and out and cap_ns - listed >= max(1_000, cap_ns // 100):
-        out.append(f"{fmt_ms(cap_ns - listed)} in other work")  # so the items add up to the part
+        out.append(f"{fmt_dur(cap_ns - listed)} in other work")  # so the items add up to the part
     return out
 
 
 def _copy_phrase(trace, evidence: list[Evidence], copy_ns: int) -> str:
     cp = [e for e in evidence if e.cause == Cause.COPY]
     if not cp:
-        return f"{fmt_ms(copy_ns)} copying"
+        return f"{fmt_dur(copy_ns)} copying"
     # the largest item; the GPU's own copy when it is at least half as large
     big = max(cp, key=lambda e: (e.overlap_ns, e.bytes))
     gpu = [e for e in cp if trace.lanes[e.lane].is_gpu and 2 * e.overlap_ns >= big.overlap_ns]
@@ -140,7 +134,9 @@ def _copy_phrase(trace, evidence: list[Evidence], copy_ns: int) -> str:
     if big.pageable:
         bits.append("pageable host memory")
     where = "the GPU ran the copy" if trace.lanes[big.lane].is_gpu else "the thread was in the copy call"
-    return f"{fmt_ms(copy_ns)} copying ({where} {quote_name(big.name)}" + (f", {', '.join(bits)}" if bits else "") + ")"
+    return (
+        f"{fmt_dur(copy_ns)} copying ({where} {quote_name(big.name)}" + (f", {', '.join(bits)}" if bits else "") + ")"
+    )
 
 
 def why_sentence(
@@ -169,7 +165,7 @@ def why_sentence(
             body = (
                 f", although the next op {quote_name(trace.name(nxt))} was already queued: its launch call "
                 f"{quote_name(trace.name(call))} on {_thread_label(trace, int(trace.lane[call]))} had returned "
-                f"{fmt_ms(-L)} before the GPU went idle"
+                f"{fmt_dur(-L)} before the GPU went idle"
             )
         else:  # a node of a graph whose launch call the trace lacks; a sibling node ran before
             body = (
@@ -185,7 +181,7 @@ def why_sentence(
     parts = []
     if cn[Cause.HOST]:
         items = _items(diag, rows, evidence, Cause.HOST, cap_ns=cn[Cause.HOST])
-        parts.append(f"{fmt_ms(cn[Cause.HOST])} on host work" + (f" ({', '.join(items)})" if items else ""))
+        parts.append(f"{fmt_dur(cn[Cause.HOST])} on host work" + (f" ({', '.join(items)})" if items else ""))
     if cn[Cause.COPY]:
         parts.append(_copy_phrase(trace, evidence, cn[Cause.COPY]))
     if cn[Cause.SYNC]:
@@ -202,30 +198,30 @@ def why_sentence(
             cliff = bool((g.sync_from_ns[rows] < g.launch_from_ns[rows]).any()) if g.sync_from_ns is not None else False
             if after > 0 and cliff:
                 parts.append(
-                    f"{fmt_ms(cn[Cause.SYNC])} in the sync cliff ({fmt_ms(w_ns)} blocked in {quote_name(w.name)}{gpu}, "
-                    f"then {fmt_ms(after)} of host work after it until the next launch)"
+                    f"{fmt_dur(cn[Cause.SYNC])} in the sync cliff ({fmt_dur(w_ns)} blocked in {quote_name(w.name)}{gpu}, "
+                    f"then {fmt_dur(after)} of host work after it until the next launch)"
                 )
             else:
                 parts.append(
-                    f"{fmt_ms(cn[Cause.SYNC])} blocked in {quote_name(w.name)}{gpu}"
+                    f"{fmt_dur(cn[Cause.SYNC])} blocked in {quote_name(w.name)}{gpu}"
                     + (" (the sync cliff)" if cliff else "")
                 )
         else:
-            parts.append(f"{fmt_ms(cn[Cause.SYNC])} waiting for the device")
+            parts.append(f"{fmt_dur(cn[Cause.SYNC])} waiting for the device")
     if cn[Cause.LAUNCH]:
         eps = {int(e) for e in g.episode[rows] if e >= 0}
         calls = [e for e in evidence if e.cause == Cause.LAUNCH and e.event >= 0]
         if calls and not eps and max(e.overlap_ns for e in calls) >= SLOW_LAUNCH_NS:
             slow = max(calls, key=lambda e: e.overlap_ns)
             parts.append(
-                f"{fmt_ms(cn[Cause.LAUNCH])} in the launch path, {fmt_ms(slow.overlap_ns)} of it in one launch "
+                f"{fmt_dur(cn[Cause.LAUNCH])} in the launch path, {fmt_dur(slow.overlap_ns)} of it in one launch "
                 f"call {quote_name(slow.name)} (a first-use cost, not the per-kernel tax)"
             )
         elif eps or (cn[Cause.LAUNCH] >= 0.5 * sum(cn.values()) and not cn[Cause.HOST]):
             parts.append(
-                f"{fmt_ms(cn[Cause.LAUNCH])} issuing GPU work as fast as it could"
+                f"{fmt_dur(cn[Cause.LAUNCH])} issuing GPU work as fast as it could"
                 + (
-                    f" (the launch call {quote_name(calls[0].name)} took {fmt_ms(calls[0].overlap_ns)} of it)"
+                    f" (the launch call {quote_name(calls[0].name)} took {fmt_dur(calls[0].overlap_ns)} of it)"
                     if calls
                     else ""
                 )
@@ -235,7 +231,7 @@ def why_sentence(
             # of a host or sync gap would point the reader at the kernel it launches)
             named = calls and cn[Cause.LAUNCH] >= max(cn.values())
             parts.append(
-                f"{fmt_ms(cn[Cause.LAUNCH])} in the launch path of the next op"
+                f"{fmt_dur(cn[Cause.LAUNCH])} in the launch path of the next op"
                 + (f" ({quote_name(calls[0].name)})" if named else "")
             )
     if cn[Cause.UNCLASSIFIED]:
@@ -250,7 +246,7 @@ def why_sentence(
             else ""
         )
         parts.append(
-            f"{fmt_ms(cn[Cause.UNCLASSIFIED])} with no recorded event"
+            f"{fmt_dur(cn[Cause.UNCLASSIFIED])} with no recorded event"
             + (
                 " (the trace has no CPU activity)"
                 if none_cpu
@@ -272,7 +268,7 @@ def why_sentence(
         if (edge == 2).any() and (edge == 1).any():  # step-boundary stretch: idle starts at the trailing gap
             L += int(g.dur_ns[rows][edge == 2].sum())
         if L > 0:
-            tail = f"; the next op reached the queue {fmt_ms(L)} after the GPU went idle"
+            tail = f"; the next op reached the queue {fmt_dur(L)} after the GPU went idle"
     if cn[Cause.DEPENDENCY]:  # a late op that then waited in the queue
         tail += (
             ". After its launch call returned, "
@@ -299,7 +295,7 @@ def _dependency_phrase(diag, r: int, dep_ns: int, evidence: list[Evidence]) -> s
     )
     if kind == WaitKind.DISPATCH:
         return (
-            f"the {fmt_ms(dep_ns)} between two queued ops is at the trace's timestamp resolution: GPU-side "
+            f"the {fmt_dur(dep_ns)} between two queued ops is at the trace's timestamp resolution: GPU-side "
             f"dispatch, not actionable"
         )
     if kind == WaitKind.STREAM_WAIT:
@@ -307,14 +303,14 @@ def _dependency_phrase(diag, r: int, dep_ns: int, evidence: list[Evidence]) -> s
         ln = trace.lanes[int(trace.lane[w])]
         by = "" if ln.is_gpu else f" (enqueued by {_thread_label(trace, ln.index)})"
         return (
-            f"it sat {fmt_ms(dep_ns)} behind the stream wait {quote_name(trace.name(w))}{by}, waiting for an event "
+            f"it sat {fmt_dur(dep_ns)} behind the stream wait {quote_name(trace.name(w))}{by}, waiting for an event "
             f"recorded on another stream or device"
         )
     if kind == WaitKind.COLLECTIVE:
         nxt, prv = int(g.next_op[r]), int(g.prev_op[r])
         coll = nxt if COLLECTIVE_RE.search(trace.name(nxt)) else prv
         return (
-            f"for {fmt_ms(dep_ns)} it waited on the collective {quote_name(trace.name(coll))} and its peers "
+            f"for {fmt_dur(dep_ns)} it waited on the collective {quote_name(trace.name(coll))} and its peers "
             f"(other ranks or devices)"
         )
     if kind == WaitKind.GRAPH:
@@ -324,11 +320,11 @@ def _dependency_phrase(diag, r: int, dep_ns: int, evidence: list[Evidence]) -> s
             else "(its launch is not in the trace)"
         )
         return (
-            f"it waited {fmt_ms(dep_ns)} on the ordering of the CUDA graph {by} or on graph work the trace does "
+            f"it waited {fmt_dur(dep_ns)} on the ordering of the CUDA graph {by} or on graph work the trace does "
             f"not record"
         )
     return (
-        f"for {fmt_ms(dep_ns)} it waited on something the trace does not record (an event from another stream "
+        f"for {fmt_dur(dep_ns)} it waited on something the trace does not record (an event from another stream "
         f"or device, a host callback, or the GPU's own scheduling)"
     )
 
@@ -350,8 +346,8 @@ def quiet_text(diag, rows: np.ndarray, quiet_ns: int) -> str:
     enclosing step range is named as where the time went, never as the work."""
     step = _step_range(diag, rows)
     if step is not None:
-        return f"{fmt_ms(quiet_ns)} inside {quote_name(step)} with no finer event recorded (uninstrumented Python or untraced work)"
-    return f"{fmt_ms(quiet_ns)} with no recorded events (uninstrumented Python or untraced work)"
+        return f"{fmt_dur(quiet_ns)} inside {quote_name(step)} with no finer event recorded (uninstrumented Python or untraced work)"
+    return f"{fmt_dur(quiet_ns)} with no recorded events (uninstrumented Python or untraced work)"
 
 
 def slow_launch(diag, evidence: list[Evidence], rows: np.ndarray) -> bool:

@@ -20,7 +20,6 @@ from gapscope.analysis.card_text import (
     DEPENDENCY_SMELLS,
     SMELLS,
     class_mix,
-    fmt_ms,
     is_decode_trace,
     rank_row,
     slow_launch,
@@ -30,6 +29,7 @@ from gapscope.analysis.card_text import (
 from gapscope.analysis.evidence_kinds import GRAPH_LAUNCH_RE
 from gapscope.analysis.steps import RECUR_FACTOR
 from gapscope.analysis.types import Card, Cause, Evidence, WaitKind
+from gapscope.units import fmt_dur
 
 __all__ = ["card_for_gap", "card_for_group", "SMELLS"]
 
@@ -129,18 +129,18 @@ def card_for_group(diag, group_id: int) -> Card:
     rep = occ[rep_k]
     total = int(cls.sum())
     recurs = _steps_txt(grp)
-    per = f"{fmt_ms(grp.median_ns)} per step" + (f" (median; it {recurs})" if recurs else "")
+    per = f"{fmt_dur(grp.median_ns)} per step" + (f" (median; it {recurs})" if recurs else "")
     head = f"For {per} the GPU had no kernel to run"
     lead = ""
     if len(occ) > 1:
-        at_median = fmt_ms(occ_ns[rep_k]) == fmt_ms(grp.median_ns)
+        at_median = fmt_dur(occ_ns[rep_k]) == fmt_dur(grp.median_ns)
         lead = (
             "in the median occurrence, "
             if at_median
-            else f"in a typical occurrence ({fmt_ms(occ_ns[rep_k])}, mostly {primary.label}), "
+            else f"in a typical occurrence ({fmt_dur(occ_ns[rep_k])}, mostly {primary.label}), "
         )
-    context = f"Across the group's {fmt_ms(total)} of idle: {class_mix(cls)}." if len(occ) > 1 or len(rep) > 1 else ""
-    return _card(diag, rep, cls, head, f"{fmt_ms(grp.median_ns)} per step", lead=lead, context=context)
+    context = f"Across the group's {fmt_dur(total)} of idle: {class_mix(cls)}." if len(occ) > 1 or len(rep) > 1 else ""
+    return _card(diag, rep, cls, head, f"{fmt_dur(grp.median_ns)} per step", lead=lead, context=context)
 
 
 def _group_context(diag, i: int) -> str:
@@ -165,21 +165,21 @@ def _group_context(diag, i: int) -> str:
         # steady state: the step repeats, so its trailing idle runs into its leading idle
         # (in the file, the leading gap comes first: no "step before" is implied)
         per = "per token" if is_decode_trace(diag) else "per step"
-        stretch = fmt_ms(g.dur_ns[i] + g.dur_ns[partner])
+        stretch = fmt_dur(g.dur_ns[i] + g.dur_ns[partner])
         if edge[i] == 1:
-            pair = f"this {fmt_ms(g.dur_ns[i])} at the start of the step and the {fmt_ms(g.dur_ns[partner])} after its last kernel"
+            pair = f"this {fmt_dur(g.dur_ns[i])} at the start of the step and the {fmt_dur(g.dur_ns[partner])} after its last kernel"
         else:
-            pair = f"this {fmt_ms(g.dur_ns[i])} after the step's last kernel and the {fmt_ms(g.dur_ns[partner])} at its start"
+            pair = f"this {fmt_dur(g.dur_ns[i])} after the step's last kernel and the {fmt_dur(g.dur_ns[partner])} at its start"
         bits.append(f"The step repeats: {pair} form one {stretch} idle stretch {per}")
         if recurs:
-            bits.append(f"the stretch {recurs} ({fmt_ms(grp.median_ns)} median per step)")
+            bits.append(f"the stretch {recurs} ({fmt_dur(grp.median_ns)} median per step)")
     elif not _near(int(g.dur_ns[i]), grp.median_ns):
         bits.append(
-            f"This occurrence is {fmt_ms(g.dur_ns[i])}; the gaps grouped with it ({recurs or 'recurring'}) "
-            f"have a median of {fmt_ms(grp.median_ns)} per step"
+            f"This occurrence is {fmt_dur(g.dur_ns[i])}; the gaps grouped with it ({recurs or 'recurring'}) "
+            f"have a median of {fmt_dur(grp.median_ns)} per step"
         )
     else:
-        bits.append(f"This position {recurs or 'recurs'} ({fmt_ms(grp.median_ns)} median per step)")
+        bits.append(f"This position {recurs or 'recurs'} ({fmt_dur(grp.median_ns)} median per step)")
     bits.append(f"across the group the idle is {class_mix(cls)}")
     return "; ".join(bits) + "."
 
@@ -197,8 +197,8 @@ def _one_off_context(diag, i: int) -> str:
     for grp in diag.groups:
         if grp.one_offs.size and (grp.one_offs == i).any():
             return (
-                f"This occurrence is {fmt_ms(diag.gaps.dur_ns[i])}; at this position the median is "
-                f"{fmt_ms(grp.median_ns)} ({grp.steps_with_gap} of {grp.steps_total} steps): a one-off."
+                f"This occurrence is {fmt_dur(diag.gaps.dur_ns[i])}; at this position the median is "
+                f"{fmt_dur(grp.median_ns)} ({grp.steps_with_gap} of {grp.steps_total} steps): a one-off."
             )
     return ""
 
@@ -215,7 +215,7 @@ def card_for_gap(diag, i: int) -> Card:
         diag,
         rows,
         _class_ns(diag, rows),
-        f"For {fmt_ms(dur)} the GPU had no kernel to run",
-        fmt_ms(dur),
+        f"For {fmt_dur(dur)} the GPU had no kernel to run",
+        fmt_dur(dur),
         context=_group_context(diag, i),
     )

@@ -18,6 +18,7 @@ import numpy as np
 from gapscope.analysis.busy import device_event_mask
 from gapscope.analysis.types import Cause, Gaps
 from gapscope.parsers.model import Kind, Trace
+from gapscope.units import fmt_dur
 
 __all__ = ["Steps", "GapGroup", "find_steps", "group_gaps", "step_annotation_mask", "STEP_NAME_RE"]
 
@@ -81,7 +82,7 @@ class GapGroup:
 
     @property
     def summary(self) -> str:
-        return f"recurs in {self.steps_with_gap} of {self.steps_total} steps, {self.median_ns / 1e6:.3f} ms median"
+        return f"recurs in {self.steps_with_gap} of {self.steps_total} steps, {fmt_dur(self.median_ns)} median"
 
 
 def _annotation_steps(

@@ -2,12 +2,15 @@
 
 Both packages are imported lazily and every failure is caught: capture must work on
 a bare GPU server where only torch is installed, so the summary is a courtesy that
-degrades to a note, never an error.
+degrades to a note, never an error. Durations are written by ``gapscope.units`` (a
+leaf of the standard library, imported at once), as the report writes them.
 """
 
 from __future__ import annotations
 
 import os
+
+from gapscope.units import fmt_dur
 
 __all__ = ["summary_line"]
 
@@ -16,21 +19,10 @@ def _pct(part: int, whole: int) -> str:
     return f"{100.0 * part / whole:.0f}%" if whole > 0 else "-"
 
 
-def _fmt_ns(ns: int) -> str:
-    ns = int(ns)
-    if abs(ns) >= 1_000_000_000:
-        return f"{ns / 1e9:.2f} s"
-    if abs(ns) >= 1_000_000:
-        return f"{ns / 1e6:.2f} ms"
-    if abs(ns) >= 1_000:
-        return f"{ns / 1e3:.1f} µs"
-    return f"{ns} ns"
-
-
 def summary_line(path: str | os.PathLike) -> str:
     """Return one line describing the trace at ``path`` (never raises).
 
-    ``"N events, L lanes; GPU 0: idle 1.23 ms of 4.56 ms (27%) in 12 gaps; by cause:
+    ``"N events, L lanes; GPU 0: idle 1.230 ms of 4.560 ms (27%) in 12 gaps; by cause:
     sync 60%, host 30%, launch 10%"``, or for a CPU-only trace ``"N events, L lanes;
     no GPU activity (CPU-only capture), nothing to diagnose on the GPU"``. When the
     viewer's packages are missing or fail, the line says so instead. Percentages are of
@@ -62,7 +54,7 @@ def summary_line(path: str | os.PathLike) -> str:
         for dev in d.devices:
             n_gaps = int((d.gaps.device == dev.device).sum())
             parts.append(
-                f"GPU {dev.device}: idle {_fmt_ns(dev.idle_ns)} of {_fmt_ns(dev.window_ns)} "
+                f"GPU {dev.device}: idle {fmt_dur(dev.idle_ns)} of {fmt_dur(dev.window_ns)} "
                 f"({_pct(dev.idle_ns, dev.window_ns)}) in {n_gaps} gaps"
             )
         totals = d.class_totals_ns()

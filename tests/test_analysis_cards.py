@@ -14,6 +14,7 @@ from gapscope.analysis.classify import SECONDARY_MIN_SHARE
 from gapscope.parsers import load
 from gapscope.parsers.builder import TraceBuilder
 from gapscope.parsers.model import Kind
+from gapscope.units import fmt_dur
 from tests.conftest import CORPUS, SAMPLES, require
 
 US = 1_000
@@ -106,8 +107,7 @@ def test_group_cards_one_per_step_figure_and_consistent_shares(rel):
             assert c.secondary_share == pytest.approx(tot[int(c.secondary)] / total)
             assert tot[int(c.cause)] / total + c.secondary_share <= 1.0 + 1e-9
             assert c.secondary_share >= SECONDARY_MIN_SHARE
-        median = f"{grp.median_ns / 1e6:.3f} ms" if grp.median_ns >= 100_000 else f"{grp.median_ns / 1e3:.1f} µs"
-        assert _per_step_figures(c.why) == {median}, c.why
+        assert _per_step_figures(c.why) == {fmt_dur(grp.median_ns)}, c.why
         assert f"recurs in {grp.steps_with_gap} of {grp.steps_total} steps" in c.why
         assert f"({_pct(tot[int(c.cause)], total)})" in c.why
 

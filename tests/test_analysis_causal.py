@@ -9,7 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gapscope.analysis import Cause, diagnose
-from gapscope.analysis.card_text import fmt_ms
 from gapscope.analysis.types import WaitKind
 from gapscope.parsers.builder import TraceBuilder
 from gapscope.parsers.model import CopyKind, Kind
@@ -209,6 +208,7 @@ def test_queued_gaps_never_blame_the_cpu(plan):
 # ------------------------------------------------- the examples, from the corpus
 from gapscope import sample_traces
 from gapscope.parsers import load
+from gapscope.units import fmt_dur
 from tests.conftest import CORPUS, require
 
 
@@ -298,4 +298,4 @@ def test_why_sentence_parts_add_up_to_the_gap():
             assert "already queued" not in why or " spent " not in why.split("This position")[0], (rel, i)
             host = int(g.class_ns[i, int(Cause.HOST)])
             if not g.queued[i] and host >= 50:  # the host part is quoted with the gap's own host ns
-                assert f"{fmt_ms(host)} on host work" in why, (rel, i, why)
+                assert f"{fmt_dur(host)} on host work" in why, (rel, i, why)

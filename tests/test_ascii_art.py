@@ -171,7 +171,7 @@ def test_launch_phrase_links_to_named_span():
         ("GPU: [a 4 ms\n", 1, 6, "'[' without a closing ']'"),
         ("GPU: a 4 ms]\n", 1, 12, "']' without an opening '['"),
         ("GPU: [a 4 min]\n", 1, 11, "unknown unit 'min'"),
-        ("GPU: [a 4 ms][b 4 ms]\nCPU: [--- c 9 ms --]\n", 2, 6, "already take 8 ms"),
+        ("GPU: [a 4 ms][b 4 ms]\nCPU: [--- c 9 ms --]\n", 2, 6, "already take 8.000 ms"),
         ("GPU: [a]\nCPU: [b]\nGPU: [c]\n", 3, 1, "second GPU: row"),
         ("GPU: k k k\n  ^gaps of 20–8 µs\n", 2, 3, "no usable numbers"),
         ("GPU:\nCPU:\n", 1, 1, "nothing drawn"),
@@ -200,7 +200,7 @@ def test_off_scale_labels_hold_with_one_warning():
     assert [r[1] for r in gpu] == [0, MS, 2 * MS, 12 * MS + 3 * t.source.extra["scale_ns_per_column"]]
     (w,) = t.warnings
     assert (w.line, w.field) == (1, "scale")
-    assert w.message.startswith("column 22: span 'c' is labelled 10 ms but drawn 9 columns wide (")
+    assert w.message.startswith("column 22: span 'c' is labelled 10.000 ms but drawn 9 columns wide (")
     assert w.message.endswith("); laid out by its label")
     t = load_ascii("GPU: [a 1 ms][b 1 ms][c 10 ms][d 9 ms]\n")
     (w,) = t.warnings

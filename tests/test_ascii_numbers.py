@@ -128,7 +128,7 @@ LONG = "N" * 200_000
             "GPU: [a 4 ms][b 4 ms]\nCPU: [--- " + LONG[:3000] + " 7 ms --]\n",
             2,
             6,
-            "span '" + "N" * 40 + "…' is labelled 7 ms",
+            "span '" + "N" * 40 + "…' is labelled 7.000 ms",
         ),
         ("GPU: k k\n ^ " + LONG + " gaps of 20–8 µs\n", 2, 2, "no usable numbers: '" + "N" * 40 + "…'"),
         ("0 ms GPU" + "9" * 5000 + " x\n", 1, 6, "lane number too large in 'GPU" + "9" * 37 + "…'"),
@@ -147,7 +147,7 @@ def test_quoted_input_is_capped(tmp_path, text, line, col, needle):
 def test_off_scale_warning_quotes_a_capped_name(tmp_path):
     t = load_text(tmp_path, "GPU: [a 1 ms][b 1 ms][" + LONG[:3000] + " 1000 s]\n")
     (w,) = t.warnings
-    assert ("span '" + "N" * 40 + "…' is labelled 1000 s") in w.message and len(w.message) < 300
+    assert ("span '" + "N" * 40 + "…' is labelled 1000.000 s") in w.message and len(w.message) < 300
 
 
 def test_warnings_quote_capped_names(tmp_path):

@@ -249,7 +249,7 @@ def test_duplicates_counted_once_and_overlaps_kept(tmp_path):
     assert len(t) == 6  # CPU records are never merged
     msgs = [(w.line, w.message) for w in t.warnings]
     assert (7, "duplicate event 'w' on lines 6/7: counted once") in msgs
-    assert (5, "stream 7: 'a' (line 4) overlaps 'b' (line 5) by 10 µs; both kept") in msgs
+    assert (5, "stream 7: 'a' (line 4) overlaps 'b' (line 5) by 10.0 µs; both kept") in msgs
     assert len(msgs) == 2
 
 

@@ -189,7 +189,7 @@ def test_decode_step_wrong_answers_get_evidence(tmp_path):
             assert _feedback(screen) == "✓ Correct. That is the largest gap: gap 3 of 3, 0.590-1.050 ms (0.460 ms)."
             assert (
                 str(screen.query_one("#ex-status", Static).render())
-                == "Gap 3 of 3, 0.590-1.050 ms (0.460 ms) · cursor 590µs"
+                == "Gap 3 of 3, 0.590-1.050 ms (0.460 ms) · cursor 0.590 ms"
             )
             await _choose(pilot, CAUSE_LABELS.index("sync"))  # cause: wrong
             assert "sync does not fit what the CPU did during 0.590-1.050 ms" in _feedback(screen)

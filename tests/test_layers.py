@@ -42,6 +42,11 @@ def _loaded_after(imports: str) -> set[str]:
             {"textual", "rich", "gapscope.tui"},
         ),
         ("import gapscope.capture", {"textual", "rich", "gapscope.parsers", "gapscope.analysis", "gapscope.tui"}),
+        # the leaf every layer formats its times with: the standard library only
+        (
+            "import gapscope.units",
+            {"textual", "rich", "numpy", "msgspec", "gapscope.parsers", "gapscope.analysis", "gapscope.report"},
+        ),
     ],
 )
 def test_headless_imports_load_no_ui(imports, forbidden):

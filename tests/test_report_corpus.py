@@ -58,15 +58,16 @@ def test_corpus_text_report(corpus):
     doc = json.loads(run(path, "--json"))
     text = run(path)
     (d,) = doc["devices"]
-    from gapscope.report.fmt import fmt_dur, fmt_share, unit_for
+    from gapscope.report.fmt import fmt_share
+    from gapscope.units import column_unit, fmt_dur, fmt_in
 
-    u = unit_for(d["window_ns"])
-    assert f"{fmt_dur(ref.devices[0].busy_ns, u)} ({fmt_share(ref.devices[0].busy_ns, d['window_ns'])})" in text
+    u = column_unit(d["window_ns"])
+    assert f"{fmt_in(ref.devices[0].busy_ns, u)} ({fmt_share(ref.devices[0].busy_ns, d['window_ns'])})" in text
     assert f"Kineto schemaVersion {doc['source']['schema_version']}" in text
     first = doc["top_gaps"][0]
     section = text.split("Largest idle gaps")[1]
     row = next(line for line in section.splitlines() if line.lstrip()[:1] == "#" and line.lstrip()[1:2].isdigit())
-    assert fmt_dur(first["dur_ns"], unit_for(first["dur_ns"])) in row and first["cause"] in row
+    assert fmt_dur(first["dur_ns"]) in row and first["cause"] in row
 
 
 def test_markdown_keeps_to_the_largest_group_cards(corpus):

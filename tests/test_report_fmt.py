@@ -1,4 +1,5 @@
-"""Formatting helpers of the report: units chosen per column, untrusted names."""
+"""Formatting helpers of the report: shares, sizes, untrusted names (durations and
+times: ``tests/test_units.py``)."""
 
 from __future__ import annotations
 
@@ -6,74 +7,7 @@ import pytest
 from rich.console import Console
 from rich.text import Text
 
-from gapscope.report.fmt import fmt_bytes, fmt_dur, fmt_share, safe_name, unit_for
-
-
-@pytest.mark.parametrize(
-    "ns, text",
-    [
-        (0, "0 ns"),
-        (99, "99 ns"),
-        (46_000, "46.0 µs"),
-        (99_999, "100.0 µs"),
-        (100_000, "0.100 ms"),
-        (312_000, "0.312 ms"),
-        (1_050_000, "1.050 ms"),
-        (999_999_999, "1000.000 ms"),
-        # from 1 s: 3 significant digits, not 6 decimals
-        (1_000_000_000, "1.00 s"),
-        (2_543_932_123, "2.54 s"),
-        (8_987_446_000, "8.99 s"),
-        (123_456_000_000, "123 s"),
-    ],
-)
-def test_fmt_dur_default_unit(ns, text):
-    assert fmt_dur(ns) == text
-
-
-def test_a_seconds_column_gives_each_value_three_significant_digits():
-    """The 1M-event bench trace (9 s): its cause table read ``sync 0.013151 s``."""
-    u = unit_for(2_316_708_000)  # the total of the column
-    assert [
-        fmt_dur(x, u) for x in (13_151_000, 597_473_000, 136_194_000, 1_546_856_000, 23_033_000, 2_316_708_000, 0)
-    ] == ["13.2 ms", "597 ms", "136 ms", "1.55 s", "23.0 ms", "2.32 s", "0 ns"]
-
-
-@pytest.mark.parametrize(
-    "ns, text",
-    [
-        (999, "999 ns"),
-        (1_000, "1.00 µs"),
-        (46_000, "46.0 µs"),
-        (99_940, "99.9 µs"),
-        (99_999, "100 µs"),
-        (999_999, "1.00 ms"),
-        (1_788_000, "1.79 ms"),
-        (9_999_600, "10.0 ms"),
-        (999_960_000, "1.00 s"),
-        (-13_151_000, "-13.2 ms"),
-        (1_234_567_000_000, "1235 s"),
-    ],
-)
-def test_fmt_sig(ns, text):
-    from gapscope.report.fmt import fmt_sig
-
-    assert fmt_sig(ns) == text
-
-
-def test_positions_keep_microseconds():
-    """A gap at 5.937269 s into a 9 s trace is found by its position: µs resolution."""
-    from gapscope.report.fmt import fmt_at, offset_unit_for
-
-    u = offset_unit_for(5_937_269_000)
-    assert [fmt_dur(x, u) for x in (5_937_269_000, 774_792_000)] == ["5.937269 s", "0.774792 s"]
-    assert fmt_at(52_067_000) == "52.067 ms" and fmt_at(3_545_555_123) == "3.545555 s"
-
-
-def test_column_unit_is_shared():
-    u = unit_for(1_050_000)  # a 1.05 ms window: every figure in ms
-    assert [fmt_dur(x, u) for x in (312_000, 738_000, 20_000)] == ["0.312 ms", "0.738 ms", "0.020 ms"]
-    assert fmt_dur(-20_000, unit_for(20_000)) == "-20.0 µs"
+from gapscope.report.fmt import fmt_bytes, fmt_share, safe_name
 
 
 def test_share_and_bytes():

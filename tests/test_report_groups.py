@@ -171,9 +171,9 @@ def test_cause_table_of_a_nine_second_trace():
     _class_totals(doc, make_console(buf, width=120, color=False))
     lines = [ln.rstrip() for ln in buf.getvalue().splitlines()]
     # 13.151 ms of 2316.708 ms = 0.57%; 2318.496 - 2316.708 = 1.788 ms
-    assert lines[3] == "sync          13.2 ms    0.6%              43"
-    assert lines[8] == "total          2.32 s  100.0%          21,670"
-    assert " ".join(lines[9:]).endswith("; 1.79 ms more idle in stretches shorter than the minimum gap")
+    assert lines[3] == "sync           13.151 ms    0.6%              43"
+    assert lines[8] == "total            2.317 s  100.0%          21,670"
+    assert " ".join(lines[9:]).endswith("; 1.788 ms more idle in stretches shorter than the minimum gap")
 
 
 def test_markdown_sums_up_the_groups_it_leaves_out():

@@ -527,6 +527,8 @@ def test_hidden_causes_draw_neutral_idle_gaps():
             return shown, hidden
 
     shown, hidden = asyncio.run(run())
-    assert "host 460µs" in shown and "sync 258µs" in shown
-    assert "idle 460µs" in hidden and "idle 258µs" in hidden
+    # the host gap (460 µs, 28 cells) has room for "host 0.460 ms" and a cell of margin
+    # each side; the sync gap (258 µs, 14 cells) one short of it, so its letter
+    assert "░host 0.460 ms░" in shown and "░S░" in shown
+    assert "░idle 0.460 ms░" in hidden and "░S░" not in hidden and "░U░" not in hidden
     assert "host" not in hidden and "sync" not in hidden

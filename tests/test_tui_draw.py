@@ -118,7 +118,7 @@ def test_rows_of_the_trace():
 def test_ruler_span_and_ticks():
     # the span (2000 ns) in the label column; 1 µs steps (the 1-2-5 step of at least
     # 10 cells of 100 ns) at cells 0 and 10; the cursor cell (2) underlined
-    assert _text(VIEW, 0) == "↔2.00µs   " + "▏0µs      ▏1µs      "
+    assert _text(VIEW, 0) == "↔2.0 µs   " + "▏0µs      ▏1µs      "
     styles = _styles(VIEW, 0)
     ruler = STYLES["lanes--ruler"]
     assert styles[:12] == [ruler] * 12
@@ -127,7 +127,7 @@ def test_ruler_span_and_ticks():
 
 
 def test_gap_row_letters_and_sub_cell_mark():
-    # sync [700, 1200): cells 7-11, too narrow for "sync 500ns" (12 cells with a
+    # sync [700, 1200): cells 7-11, too narrow for "sync 500 ns" (13 cells with a
     # margin), so its letter at the middle cell 9; launch [1260, 1290) holds no cell
     # centre: "╎" in cell 12, where it starts; host [1300, 2000): cells 13-19, "H" at 16
     assert _text(VIEW, 2) == "idle gaps " + "       " + "░░S░░" + "╎" + "░░░H░░░"
@@ -195,15 +195,15 @@ def test_selected_gap_and_event():
 
 def test_wide_gap_label_and_hidden_causes():
     # 25 ns per cell from 600: the sync gap takes cells 4-23 (20 cells), wide enough
-    # for its class and length, centred (cell 4 + (20 - 10) // 2 = 9); the launch gap
+    # for its class and length, centred (cell 4 + (20 - 11) // 2 = 8); the launch gap
     # [1260, 1290) holds the centres of cells 26 and 27 (1262, 1287): two cells, no
     # room for its letter
     zoomed = dataclasses.replace(VIEW, viewport=Viewport(600, 25.0, 28), width=38, cursor_ns=0)
-    assert _text(zoomed, 2) == "idle gaps " + "    " + "░░░░░sync 500ns░░░░░" + "  " + "░░"
+    assert _text(zoomed, 2) == "idle gaps " + "    " + "░░░░sync 500 ns░░░░░" + "  " + "░░"
     assert _styles(zoomed, 2)[36:] == [STYLES["lanes--gap-launch"]] * 2
     # causes hidden (exercises): one neutral look and the word "idle"
     hidden = dataclasses.replace(zoomed, show_causes=False)
-    assert _text(hidden, 2) == "idle gaps " + "    " + "░░░░░idle 500ns░░░░░" + "  " + "░░"
+    assert _text(hidden, 2) == "idle gaps " + "    " + "░░░░idle 500 ns░░░░░" + "  " + "░░"
     styles = _styles(hidden, 2)
     assert styles[14:34] + styles[36:] == [STYLES["lanes--gap-unclassified"]] * 22
 

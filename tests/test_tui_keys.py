@@ -217,7 +217,7 @@ def test_loader_warnings_on_b01(bugs):
 
 def test_loader_warning_shows_its_finding_after_a_long_kernel_name(corpus):
     # issue 18 item 1: rank0's first warning names a 400-character template kernel
-    # before "overlaps 'Memcpy DtoH (Device -> Pageable)' ... by 2 µs; both kept"
+    # before "overlaps 'Memcpy DtoH (Device -> Pageable)' ... by 2.0 µs; both kept"
     path = corpus / "hta" / "rank0.json.gz"
 
     async def run():
@@ -231,7 +231,7 @@ def test_loader_warning_shows_its_finding_after_a_long_kernel_name(corpus):
     text = asyncio.run(run())
     first = next(ln for ln in text.splitlines() if "line 659779" in ln)
     assert "'void at::native::reduce_kernel<512, 1, …ned int, long, 4>)' (line 659747)" in first
-    assert first.endswith("overlaps 'Memcpy DtoH (Device -> Pageable)' (line 659779) by 2 µs; both kept")
+    assert first.endswith("overlaps 'Memcpy DtoH (Device -> Pageable)' (line 659779) by 2.0 µs; both kept")
 
 
 def test_ruler_stays_on_the_trace_and_never_labels_negative_time():

@@ -73,12 +73,13 @@ def test_cursor_steps_one_cell_and_stays_on_the_trace_at_80x24():
 
 # ------------------------------------------------------------ 2. signed offsets
 def test_offsets_print_one_sign():
-    from gapscope.tui.ruler import format_offset_ns
+    # the viewer's positions (status line, card) are gapscope.units.fmt_offset's
+    from gapscope.units import fmt_offset
 
-    assert format_offset_ns(-43_000) == "-43.0µs"
-    assert format_offset_ns(590_000) == "+590µs"
-    assert format_offset_ns(0) == "+0ns"
-    assert format_offset_ns(-1_500_000) == "-1.50ms"
+    assert fmt_offset(-43_000) == "-43.0 µs"
+    assert fmt_offset(590_000) == "0.590 ms"
+    assert fmt_offset(0) == "0 ns"
+    assert fmt_offset(-1_500_000) == "-1.500 ms"
 
 
 def test_pan_left_at_the_fit_view_keeps_the_cursor_at_the_start():
@@ -95,7 +96,7 @@ def test_pan_left_at_the_fit_view_keeps_the_cursor_at_the_start():
 
     cursor, detail = asyncio.run(run())
     assert cursor == 0
-    assert detail.startswith("@+0ns ") and "+-" not in detail
+    assert detail.startswith("@0 ns ") and "+-" not in detail and "--" not in detail
 
 
 # ------------------------------------------------------------ 3. view after `p`
@@ -158,7 +159,7 @@ def test_messages_fit_80_columns_and_go_with_the_next_key():
             return out
 
     out = asyncio.run(run())
-    assert out[0] == "@+590µs gap #2 │ wrapped to the first host gap (1 of 1, in time)"
+    assert out[0] == "@0.590 ms gap #2 │ wrapped to the first host gap (1 of 1, in time)"
     warn = "no loader warnings: nothing was skipped or repaired"
     assert out[1:8] == ["", warn, "", warn, "", warn, ""]
     assert "│" not in out[8] and "loader" not in out[8]

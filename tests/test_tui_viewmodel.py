@@ -12,7 +12,7 @@ from gapscope.parsers.model import Kind
 from gapscope.tui.cells import sized as _sized
 from gapscope.tui.lanes_model import build_rows, sanitize
 from gapscope.tui.navigation import SIZE, TIME, FlowIndex, GapNavigator, NameSearch
-from gapscope.tui.ruler import format_duration_ns, format_time_ns, nice_step_ns, parse_time_ns, ruler_ticks
+from gapscope.tui.ruler import nice_step_ns, parse_time_ns, ruler_ticks
 from gapscope.tui.viewmodel import GlyphClass, LaneIndex, Viewport
 
 
@@ -90,19 +90,6 @@ def test_ruler_units_ms_and_s():
         (53, "13.430ms"),
         (62, "13.435ms"),
     ]
-    assert format_time_ns(13_400_000, 10_000, (1_000_000, "ms")) == "13.40ms"
-
-
-def test_format_time_and_duration():
-    assert format_time_ns(1_500_000, 500_000) == "1.5ms"
-    assert format_time_ns(250_000, 50_000) == "250µs"
-    assert format_time_ns(120, 20) == "120ns"
-    assert format_duration_ns(999) == "999ns"
-    assert format_duration_ns(1_250) == "1.25µs"
-    assert format_duration_ns(460_000) == "460µs"
-    assert format_duration_ns(1_050_000) == "1.05ms"
-    assert format_duration_ns(2_000_000_000) == "2.00s"
-    assert format_duration_ns(12_345_000) == "12.3ms"
 
 
 def test_parse_time():

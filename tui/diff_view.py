@@ -25,9 +25,9 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from gapscope.tui.lanes_model import sanitize
-from gapscope.tui.ruler import format_duration_ns
 from gapscope.tui.swimlanes import Swimlanes
 from gapscope.tui.viewmodel import Viewport
+from gapscope.units import fmt_delta, fmt_dur
 
 if TYPE_CHECKING:  # the command builds them; the viewer only reads them
     from gapscope.diff.match import Match
@@ -91,7 +91,7 @@ def _pos_text(p) -> str:
     if p is None:
         return "-"
     mix = p.cause.label + (f", {p.secondary.label} {100 * p.secondary_share:.0f}%" if p.secondary is not None else "")
-    return f"{mix} {format_duration_ns(p.idle_per_step_ns)}"
+    return f"{mix} {fmt_dur(p.idle_per_step_ns)}"
 
 
 def table_text(view: DiffView, current: int, limit: int = 30) -> Text:
@@ -110,10 +110,7 @@ def table_text(view: DiffView, current: int, limit: int = 30) -> Text:
         t.append("\n")
         t.append(f"{m.status}: ", style="bold")
         t.append(sanitize(m.label, 80))
-        t.append(
-            f"\nidle per step {_pos_text(m.before)} → {_pos_text(m.after)} "
-            f"({'+' if m.change_ns >= 0 else '−'}{format_duration_ns(abs(m.change_ns))})\n"
-        )
+        t.append(f"\nidle per step {_pos_text(m.before)} → {_pos_text(m.after)} ({fmt_delta(m.change_ns)})\n")
     return t
 
 

@@ -20,7 +20,7 @@ __all__ = ["ExerciseLanes"]
 
 _HIDDEN = Cause.UNCLASSIFIED
 _WORD = _HIDDEN.label  # "unclassified": 12 cells
-_LABEL = re.compile(_WORD + r" (\S+)")  # "unclassified 460µs" -> "░░░░idle 460µs░░░░"
+_LABEL = re.compile(_WORD + r" (\S+ (?:ns|µs|ms|s))")  # "unclassified 0.460 ms" -> "░░░░idle 0.460 ms░░░░"
 _LETTER = "░" + _HIDDEN.label[0].upper() + "░"
 
 

@@ -34,8 +34,8 @@ from gapscope.tui.exercise_lanes import ExerciseLanes
 from gapscope.tui.exercise_nav import TimelinePosition, next_gap, order_note, other_order
 from gapscope.tui.exercise_text import CAUSE_HELP, hints_text, path_text, task_header, verdict_text
 from gapscope.tui.navigation import TIME, GapNavigator
-from gapscope.tui.ruler import format_duration_ns
 from gapscope.tui.swimlanes import Swimlanes
+from gapscope.units import fmt_offset
 
 __all__ = ["ExerciseScreen"]
 
@@ -368,7 +368,7 @@ class ExerciseScreen(Screen):
         g = self._position().current
         # the gap first: on a narrow screen the line is cut at the cursor, not the gap
         t = Text(f.gap_name(g)[:1].upper() + f.gap_name(g)[1:] if g is not None else "Not in a gap")
-        t.append(f" · cursor {format_duration_ns(lanes.cursor_ns - f.origin_ns)}", style="dim")
+        t.append(f" · cursor {fmt_offset(lanes.cursor_ns - f.origin_ns)}", style="dim")
         return t
 
     # ------------------------------------------------------------- answering

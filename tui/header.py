@@ -12,7 +12,7 @@ from rich.text import Text
 from gapscope.parsers.model import Trace
 from gapscope.tui.cells import crop
 from gapscope.tui.lanes_model import sanitize
-from gapscope.tui.ruler import format_duration_ns
+from gapscope.units import fmt_dur
 
 __all__ = ["trace_header", "elide_title"]
 
@@ -67,7 +67,7 @@ def trace_header(trace: Trace, diagnosis, width: int = 80) -> Text:
     nw = len(trace.warnings)
     if nw:
         figures.append(f"⚠ {nw} warning" + ("" if nw == 1 else "s"))
-    figures.append("span " + format_duration_ns(t1 - t0))
+    figures.append("span " + fmt_dur(t1 - t0))
     devs = trace.devices()
     figures.append(f"{len(devs)} GPU" + ("s" if len(devs) != 1 else "") if devs else "CPU only")
     props = src.device_properties or []

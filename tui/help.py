@@ -58,7 +58,7 @@ def help_text(screen: Screen) -> Text:
     t.append("        = CPU op  - Python  ─ annotation\n")
     t.append("        ▁▂▃…▇ several kernels share a cell (height = busy share)\n")
     t.append("        ▏▎▍▌ / ▐ ▕ a kernel edge inside the cell\n")
-    t.append("Idle gaps row: ░ an idle gap with its cause and length (sync 258µs),\n")
+    t.append("Idle gaps row: ░ an idle gap with its cause and length (sync 0.258 ms),\n")
     t.append("        or, when narrow, the cause's letter:\n")
     t.append(f"        {GAP_LETTERS}\n")
     t.append("        ╎ a gap narrower than a cell; the detail line names the class.\n")

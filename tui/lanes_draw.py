@@ -30,8 +30,9 @@ from gapscope.analysis.types import Cause, Gaps
 from gapscope.parsers.model import Trace
 from gapscope.tui.cells import CLASS_GLYPH, CLASS_NAME, GLYPH_CODES, Cells, crop, kernel_codes, pad
 from gapscope.tui.lanes_model import DeviceGaps, Row, sanitize
-from gapscope.tui.ruler import format_duration_ns, ruler_ticks
+from gapscope.tui.ruler import ruler_ticks
 from gapscope.tui.viewmodel import GlyphClass, LaneIndex, Viewport
+from gapscope.units import fmt_dur
 
 __all__ = ["LaneView", "COMPONENT_CLASSES", "render_line", "render_ruler", "render_row", "row_at"]
 
@@ -147,7 +148,7 @@ def render_ruler(view: LaneView) -> Strip:
         text = "▏" + label
         if cell + len(text) <= w:
             cells.text(cell, text, 0)
-    head = ("↔" + format_duration_ns(vp.span_ns))[: g - 1].ljust(g)
+    head = ("↔" + fmt_dur(vp.span_ns))[: g - 1].ljust(g)
     cursor = cells.segments(vp.cell_of(view.cursor_ns), view.styles["lanes--cursor"])
     return Strip([Segment(head, cells.palette[0])] + cursor)
 
@@ -241,7 +242,7 @@ def _draw_gaps(view: LaneView, device: int, cells: Cells, *, label: bool) -> Non
             c0, n = int(in_cells[starts[r]]), int(ends[r] - starts[r])
             g = int(gap_of_cell[c0])
             word = Cause(int(causes[g])).label if view.show_causes else "idle"
-            text = f"{word} {format_duration_ns(int(gaps.end_ns[g] - gaps.start_ns[g]))}"
+            text = f"{word} {fmt_dur(int(gaps.end_ns[g] - gaps.start_ns[g]))}"
             if n >= len(text) + 2:
                 cells.text(c0 + (n - len(text)) // 2, text, None)
             else:

@@ -12,7 +12,7 @@ from textual.widget import Widget
 
 from gapscope.analysis.types import Cause
 from gapscope.tui.lanes_model import sanitize
-from gapscope.tui.ruler import format_duration_ns
+from gapscope.units import fmt_delta, fmt_dur, fmt_offset
 
 __all__ = [
     "GapPanel",
@@ -75,7 +75,7 @@ def card_text(diagnosis, gap: int | None) -> Text:
     s = int(g.start_ns[gap])
     e = int(g.end_ns[gap])
     t.append(f"Gap #{gap}  GPU {int(g.device[gap])}\n", style="bold")
-    t.append(f"{format_duration_ns(e - s)} at +{format_duration_ns(s - int(diagnosis.trace.extent_ns[0]))}\n")
+    t.append(f"{fmt_dur(e - s)} at {fmt_offset(s - int(diagnosis.trace.extent_ns[0]))}\n")
     try:
         card = _card(diagnosis, gap)
     except Exception as exc:  # noqa: BLE001 - the card is advisory; a fault there must not kill the view
@@ -102,12 +102,12 @@ def card_text(diagnosis, gap: int | None) -> Text:
     lat = int(g.lateness_ns[gap])
     if int(g.launch[gap]) >= 0:
         t.append("Launch lateness: ", style="bold")
-        t.append(("+" if lat > 0 else "") + format_duration_ns(lat) + "\n")
+        t.append(fmt_delta(lat) + "\n")
     if card.evidence:
         t.append("\nEvidence\n", style="bold underline")
         for ev in card.evidence[:12]:
             t.append(f" {ev.cause.label:<6} ", style=_CAUSE_STYLE.get(ev.cause, ""))
-            t.append(f"{format_duration_ns(ev.overlap_ns):>7} ")
+            t.append(f"{fmt_dur(ev.overlap_ns):>9} ")
             t.append(sanitize(ev.name, 80))
             if ev.bytes >= 0:
                 t.append(f" {ev.bytes} B" + (" pageable" if ev.pageable else ""))
@@ -138,8 +138,8 @@ def compact_card_text(diagnosis, gap: int | None) -> list[Text]:
     e = int(g.end_ns[gap])
     head = Text()
     head.append(
-        f"Gap #{gap} GPU {int(g.device[gap])}: {format_duration_ns(e - s)}"
-        f" at +{format_duration_ns(s - int(diagnosis.trace.extent_ns[0]))}  ",
+        f"Gap #{gap} GPU {int(g.device[gap])}: {fmt_dur(e - s)}"
+        f" at {fmt_offset(s - int(diagnosis.trace.extent_ns[0]))}  ",
         style="bold",
     )
     try:
@@ -185,10 +185,7 @@ def budget_text(diagnosis) -> Text:
         if getattr(b, "decode", False)
         else f"{getattr(b, 'steps_per_s', 0.0):,.1f} steps/s"
     )
-    t.append(
-        f" wall {format_duration_ns(b.wall_ns)}  GPU busy {format_duration_ns(b.gpu_busy_ns)}"
-        f"  idle {100 * b.idle_share:.0f}%  {rate}\n"
-    )
+    t.append(f" wall {fmt_dur(b.wall_ns)}  GPU busy {fmt_dur(b.gpu_busy_ns)}  idle {100 * b.idle_share:.0f}%  {rate}\n")
     return t
 
 

@@ -1,5 +1,5 @@
-"""The time ruler and time text: 1-2-5 tick steps, one unit per ruler (ns, µs, ms or
-s), durations with three significant digits, and exact parsing of typed times.
+"""The time ruler and typed times: 1-2-5 tick steps, one unit per ruler (ns, µs, ms or
+s; the labels are ``gapscope.units.fmt_tick``'s), and exact parsing of typed times.
 
 Pure Python (no Textual, no numpy), unit-tested with exact values in
 ``tests/test_tui_viewmodel.py``.
@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gapscope.units import fmt_tick, tick_unit
+
 if TYPE_CHECKING:
     from gapscope.tui.viewmodel import Viewport
 
-__all__ = ["ruler_ticks", "format_duration_ns", "format_offset_ns", "format_time_ns", "nice_step_ns", "parse_time_ns"]
-
-_UNITS = ((1, "ns"), (1_000, "µs"), (1_000_000, "ms"), (1_000_000_000, "s"))
+__all__ = ["ruler_ticks", "nice_step_ns", "parse_time_ns"]
 
 
 def nice_step_ns(ns_per_cell: float, min_cells: int = 12) -> int:
@@ -27,55 +27,6 @@ def nice_step_ns(ns_per_cell: float, min_cells: int = 12) -> int:
             if step >= want:
                 return step
         k += 1
-
-
-def _unit_for(step_ns: int) -> tuple[int, str]:
-    unit = _UNITS[0]
-    for u in _UNITS:
-        if step_ns * 10 >= u[0]:  # 500µs steps read as 0.5ms
-            unit = u
-    return unit
-
-
-def format_time_ns(t_ns: int, step_ns: int, unit: tuple[int, str] | None = None) -> str:
-    """Format a time offset with the unit and decimals that resolve ``step_ns``.
-
-    ``format_time_ns(1_500_000, 500_000) == "1.5ms"``;
-    ``format_time_ns(250_000, 50_000) == "250µs"``; ``unit`` (scale in ns, name)
-    overrides the unit: ``format_time_ns(13_400_000, 10_000, (1_000_000, "ms")) ==
-    "13.40ms"``.
-    """
-    scale, name = unit or _unit_for(step_ns)
-    decimals = 0
-    r = step_ns / scale
-    while decimals < 9 and abs(r - round(r)) > 1e-9:
-        r *= 10
-        decimals += 1
-    return f"{t_ns / scale:.{decimals}f}{name}"
-
-
-def format_duration_ns(d_ns: int | float) -> str:
-    """Human duration with 3 significant digits: ``999ns``, ``1.25µs``, ``460µs``, ``1.05ms``, ``2.00s``."""
-    d = float(d_ns)
-    a = abs(d)
-    if a < 1_000:
-        return f"{d:.0f}ns"
-    for scale, name in _UNITS[1:]:
-        if a < scale * 1_000 or name == "s":
-            v = d / scale
-            av = abs(v)
-            if av >= 100:
-                return f"{v:.0f}{name}"
-            if av >= 10:
-                return f"{v:.1f}{name}"
-            return f"{v:.2f}{name}"
-    raise AssertionError("unreachable")
-
-
-def format_offset_ns(d_ns: int | float) -> str:
-    """A signed offset from the trace start: ``+460µs``, ``-43.0µs``, ``+0ns`` (the
-    sign always shown, once; ``format_duration_ns`` of the magnitude)."""
-    return ("-" if d_ns < 0 else "+") + format_duration_ns(abs(d_ns))
 
 
 def ruler_ticks(vp: Viewport, origin_ns: int, min_cells: int = 12) -> tuple[int, list[tuple[int, str]]]:
@@ -92,10 +43,7 @@ def ruler_ticks(vp: Viewport, origin_ns: int, min_cells: int = 12) -> tuple[int,
     first = -(-rel0 // step) * step  # ceil to a multiple of step
     # Deep inside a long trace the labels switch to the unit of the offsets themselves
     # (13.40ms, not 13400µs) once they would need four integer digits.
-    far = max(abs(first), abs(rel0 + int(vp.span_ns)))
-    unit = _unit_for(step)
-    if far >= 1000 * unit[0]:
-        unit = max((u for u in _UNITS if u[0] <= far), key=lambda u: u[0])
+    unit = tick_unit(step, max(abs(first), abs(rel0 + int(vp.span_ns))))
     ticks: list[tuple[int, str]] = []
     t = max(first, 0)  # no labels before the trace start (offsets are never negative)
     while True:
@@ -103,7 +51,7 @@ def ruler_ticks(vp: Viewport, origin_ns: int, min_cells: int = 12) -> tuple[int,
         if cell >= vp.width:
             break
         if cell >= 0:
-            ticks.append((cell, format_time_ns(t, step, unit)))
+            ticks.append((cell, fmt_tick(t, step, unit)))
         t += step
     return step, ticks
 

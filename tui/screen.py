@@ -24,9 +24,10 @@ from gapscope.tui.lanes_model import sanitize
 from gapscope.tui.loader_warnings import WarningsScreen
 from gapscope.tui.navigation import SIZE, TIME, FlowIndex, GapNavigator, NameSearch
 from gapscope.tui.panel import DetailLine, GapPanel
-from gapscope.tui.ruler import format_duration_ns, format_offset_ns, parse_time_ns
+from gapscope.tui.ruler import parse_time_ns
 from gapscope.tui.swimlanes import Swimlanes
 from gapscope.tui.what_if import next_mark, projection_text
+from gapscope.units import fmt_delta, fmt_dur, fmt_offset
 
 __all__ = ["TraceScreen", "ZOOM_STEP", "PAN_STEP", "PAN_PAGE", "NARROW_WIDTH"]
 
@@ -128,7 +129,7 @@ class TraceScreen(Screen):
         number and the last message while there is one."""
         lanes = self.lanes
         t = Text()
-        rel = lambda ns: format_offset_ns(int(ns) - self.trace.extent_ns[0])  # noqa: E731
+        rel = lambda ns: fmt_offset(int(ns) - int(self.trace.extent_ns[0]))  # noqa: E731
         t.append(f"@{rel(lanes.cursor_ns)} ", style="bold")
         row = lanes.current_row()
         ev = lanes.event_at_cursor()
@@ -151,16 +152,18 @@ class TraceScreen(Screen):
         if gap is not None and gaps is not None:
             g = gaps
             c = Cause(int(g.cause[gap]))
-            t.append(f"gap #{gap} GPU {int(g.device[gap])} {format_duration_ns(int(g.end_ns[gap] - g.start_ns[gap]))} ")
+            t.append(f"gap #{gap} GPU {int(g.device[gap])} {fmt_dur(int(g.end_ns[gap] - g.start_ns[gap]))} ")
             t.append(c.label, style="bold")
-            t.append(f" ({int(round(float(g.cause_share[gap]) * 100))}%) at {rel(g.start_ns[gap])}")
+            t.append(f" ({int(round(float(g.cause_share[gap]) * 100))}%)")
+            if int(lanes.cursor_ns) != int(g.start_ns[gap]):  # at its start, "@" says where it is
+                t.append(f" at {rel(g.start_ns[gap])}")
             if int(g.launch[gap]) >= 0:
-                t.append(f" lateness {format_duration_ns(int(g.lateness_ns[gap]))}")
+                t.append(f" lateness {fmt_delta(int(g.lateness_ns[gap]))}")
         elif ev is not None:
             k = Kind(int(self.trace.kind[ev]))
             t.append(_KIND_LABEL[k] + " ", style="bold")
             t.append(sanitize(self.trace.name(ev), 200))
-            t.append(f"  {rel(self.trace.start_ns[ev])} dur {format_duration_ns(int(self.trace.dur_ns[ev]))}")
+            t.append(f"  {rel(self.trace.start_ns[ev])} dur {fmt_dur(int(self.trace.dur_ns[ev]))}")
             if int(self.trace.correlation[ev]) >= 0:
                 t.append(f" corr {int(self.trace.correlation[ev])}")
         elif row is not None:

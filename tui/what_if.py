@@ -8,6 +8,7 @@ to mark; ``projection_text`` words ``Diagnosis.what_if(names=...)`` for the stat
 from __future__ import annotations
 
 from gapscope.analysis.types import Cause
+from gapscope.units import fmt_dur
 
 __all__ = ["next_mark", "projection_text"]
 
@@ -36,4 +37,4 @@ def projection_text(diagnosis, marked: tuple[str, ...]) -> str:
     names = ", ".join("`" + n + "`" for n in marked)
     rate = f"{w.tokens_per_s:,.0f} tok/s" if w.decode else f"{w.steps_per_s:,.2f} steps/s"
     # the figures first: the status line is cut at the terminal's width
-    return f"what-if: {w.projected_step_ns / 1e6:.3f} ms/step ({w.speedup:.2f}x), {rate} without {names}"
+    return f"what-if: {fmt_dur(w.projected_step_ns)}/step ({w.speedup:.2f}x), {rate} without {names}"

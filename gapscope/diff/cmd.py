@@ -20,7 +20,7 @@ from gapscope.diff import document as diff_doc
 from gapscope.report import args as report_args
 from gapscope.report.args import Parser, UsageError, add_threshold_options, add_width_option, params_from_args
 from gapscope.report.cmd import guarded_run, write_json, write_rich
-from gapscope.report.fmt import fmt_dur
+from gapscope.units import fmt_delta
 
 __all__ = ["main", "run", "build_parser", "check_slower", "load_pair"]
 
@@ -108,8 +108,8 @@ def check_slower(doc: dict, pct: float) -> dict:
     failed = v["change_ns"] > limit
     grew = f"{100 * v['change_share']:+.1f}%"
     line = (
-        f"{'FAILED' if failed else 'passed'}: step {grew} ({'+' if v['change_ns'] >= 0 else '−'}"
-        f"{fmt_dur(abs(v['change_ns']))}); the limit is {pct:g}% + {'noise floor' if v['margin_ns'] != v['noise_ns'] else 'noise'} = +{fmt_dur(limit)}"
+        f"{'FAILED' if failed else 'passed'}: step {grew} ({fmt_delta(v['change_ns'])}); the limit is {pct:g}% + "
+        f"{'noise floor' if v['margin_ns'] != v['noise_ns'] else 'noise'} = {fmt_delta(limit)}"
     )
     return dict(pct=pct, limit_ns=limit, failed=bool(failed), line=line)
 

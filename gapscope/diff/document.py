@@ -34,7 +34,8 @@ from gapscope.analysis.types import Cause
 from gapscope.diff.match import NOISE_K, POSITION_TOL, STATUSES, UNCHANGED_SHARE, Match, match_positions
 from gapscope.diff.side import Position, Side, build_side
 from gapscope.report.document import jsonable
-from gapscope.report.fmt import device_label, fmt_dur, fmt_rate, unit_for
+from gapscope.report.fmt import device_label, fmt_rate
+from gapscope.units import fmt_delta, fmt_dur, fmt_dur_pair
 
 __all__ = [
     "SCHEMA",
@@ -85,22 +86,9 @@ def diff_sides(before_trace, before_diag, after_trace, after_diag) -> tuple[Side
 
 
 # ------------------------------------------------------------------ formatting
-def fmt_pair(a: int, b: int) -> str:
-    """``0.312 → 0.328 ms``: two durations in the unit of the larger (each in its own
-    unit from 1 s on, where a column would lose the small one)."""
-    u = unit_for(max(abs(int(a)), abs(int(b)), 1))
-    if u.decimals is None:
-        return f"{fmt_dur(a)} → {fmt_dur(b)}"
-    return f"{fmt_dur(a, u).rsplit(' ', 1)[0]} → {fmt_dur(b, u)}"
-
-
 def fmt_ratio(r: float) -> str:
     """A speed ratio: one decimal from 2× (``3.0×``), else two (``1.25×``)."""
     return f"{r:.1f}×" if r >= 1.995 else f"{r:.2f}×"
-
-
-def _signed(ns: int) -> str:
-    return ("+" if ns > 0 else "−" if ns < 0 else "±") + fmt_dur(abs(int(ns)))
 
 
 # ------------------------------------------------------------------ figures
@@ -349,20 +337,20 @@ def verdict_of(per_step: dict, comparability: dict, separation: str | None = Non
         separated=bool(sep),
         margin_ns=margin,
     )
-    pair = fmt_pair(b, a)
+    pair = fmt_dur_pair(b, a)
     why = f"noise ±{fmt_dur(noise)}"
     if sep and abs(d) <= noise:
         word = "slower" if d > 0 else "faster"
         why += f", but every one of the {na} AFTER steps is {word} than all {nb} BEFORE steps"
     if d < -margin:
         out["verdict"] = "faster"
-        out["line"] = f"faster: step {pair}, {fmt_ratio(b / a)} shorter ({_signed(d)}; {why})"
+        out["line"] = f"faster: step {pair}, {fmt_ratio(b / a)} shorter ({fmt_delta(d)}; {why})"
     elif d > margin:
         out["verdict"] = "slower"
-        out["line"] = f"slower: step {pair}, {100 * d / b:.1f}% longer ({_signed(d)}; {why})"
+        out["line"] = f"slower: step {pair}, {100 * d / b:.1f}% longer ({fmt_delta(d)}; {why})"
     else:
         out["verdict"] = "no change"
-        out["line"] = f"no change beyond noise: step {pair} ({_signed(d)}; {why})"
+        out["line"] = f"no change beyond noise: step {pair} ({fmt_delta(d)}; {why})"
     if comparability.get("caveats"):
         out["line"] += " — with care: " + ", ".join(comparability["caveats"])
     return out
@@ -409,13 +397,13 @@ def _work_sentence(per_step: dict, verdict: dict, kernels: dict | None = None) -
     bb, ba, ib, ia = busy["before_ns"], busy["after_ns"], idle["before_ns"], idle["after_ns"]
     if bb is None or ba is None:
         return ""
-    busy_txt = f"GPU busy {fmt_pair(bb, ba)}"
+    busy_txt = f"GPU busy {fmt_dur_pair(bb, ba)}"
     v = verdict["verdict"]
     if v == "not comparable":
-        return busy_txt + f"; idle {fmt_pair(ib, ia)}"
+        return busy_txt + f"; idle {fmt_dur_pair(ib, ia)}"
     tol_b = max(NOISE_K * max(busy["before_spread_ns"] or 0, busy["after_spread_ns"] or 0), NOISE_FLOOR_SHARE * bb)
     tol_i = max(verdict["noise_ns"] or 0, NOISE_FLOOR_SHARE * max(ib, 1))
-    idle_from = f"from {fmt_pair(ib, ia).replace(' → ', ' to ')}"
+    idle_from = f"from {fmt_dur_pair(ib, ia).replace(' → ', ' to ')}"
     kernels_down = ba < bb - tol_b
     kernels_up = ba > bb + tol_b
     idle_down = ia < ib - tol_i
@@ -426,24 +414,26 @@ def _work_sentence(per_step: dict, verdict: dict, kernels: dict | None = None) -
             return f"{busy_txt}: the kernels did not get faster; {how} because idle fell {idle_from}"
         if kernels_down and not idle_down:
             return (
-                f"{busy_txt}: {_kernel_change(kernels, False)}; idle stayed ({fmt_pair(ib, ia)}): {how} "
+                f"{busy_txt}: {_kernel_change(kernels, False)}; idle stayed ({fmt_dur_pair(ib, ia)}): {how} "
                 "because of the kernels"
             )
         gain = (bb - ba) + (ib - ia)
         share = 100 * (bb - ba) / gain if gain else 0
-        return f"{busy_txt} and idle {fmt_pair(ib, ia)}: both shrank; the kernels account for {share:.0f}% of the gain"
+        return (
+            f"{busy_txt} and idle {fmt_dur_pair(ib, ia)}: both shrank; the kernels account for {share:.0f}% of the gain"
+        )
     if v == "slower":
         how = f"the step is {100 * verdict['change_share']:.1f}% longer"
         if not kernels_up and idle_up:
             return f"{busy_txt}: the kernels did not get slower; {how} because idle grew {idle_from}"
         if kernels_up and not idle_up:
-            return f"{busy_txt}: {_kernel_change(kernels, True)}; idle stayed ({fmt_pair(ib, ia)}): {how}"
-        return f"{busy_txt} and idle {fmt_pair(ib, ia)}: both grew"
+            return f"{busy_txt}: {_kernel_change(kernels, True)}; idle stayed ({fmt_dur_pair(ib, ia)}): {how}"
+        return f"{busy_txt} and idle {fmt_dur_pair(ib, ia)}: both grew"
     if kernels_down and idle_up:
         return f"{busy_txt}: {_kernel_change(kernels, False)}, but idle grew {idle_from}: the step did not change"
     if kernels_up and idle_down:
         return f"{busy_txt}: {_kernel_change(kernels, True)}, but idle fell {idle_from}: the step did not change"
-    return f"{busy_txt}, idle {fmt_pair(ib, ia)}: no change beyond noise"
+    return f"{busy_txt}, idle {fmt_dur_pair(ib, ia)}: no change beyond noise"
 
 
 # ------------------------------------------------------------------ groups

@@ -7,9 +7,10 @@ through ``md_text``, as in the report's Markdown. Same figures as the text: both
 
 from __future__ import annotations
 
-from gapscope.diff.document import class_text, fmt_pair, rate_text
-from gapscope.report.fmt import fmt_dur, fmt_rate, unit_for
+from gapscope.diff.document import class_text, rate_text
+from gapscope.report.fmt import fmt_rate
 from gapscope.report.markdown import md_code, md_text
+from gapscope.units import column_unit, fmt_delta, fmt_dur, fmt_dur_pair, fmt_in
 
 __all__ = ["render_diff_markdown"]
 
@@ -20,12 +21,6 @@ def _row(cells) -> str:
 
 def _table(header, rows) -> list[str]:
     return [_row(header), _row(["---"] * len(header))] + [_row(r) for r in rows]
-
-
-def _signed(ns) -> str:
-    if ns is None:
-        return "-"
-    return ("+" if ns > 0 else "−" if ns < 0 else "±") + fmt_dur(abs(int(ns)))
 
 
 def _ratio(r) -> str:
@@ -57,10 +52,10 @@ def render_diff_markdown(doc: dict, top: int = 10) -> str:
         for e in doc[side_name]["steps"]["excluded"][:3]:
             out.append(f"- warm-up left out of {side_name.upper()}: step {e['index'] + 1}, {md_text(e['reason'])}")
     ps = doc["per_step"]
-    u = unit_for(max(int(ps["wall_ns"]["before_ns"] or 0), int(ps["wall_ns"]["after_ns"] or 0), 1))
+    u = column_unit(max(int(ps["wall_ns"]["before_ns"] or 0), int(ps["wall_ns"]["after_ns"] or 0), 1))
 
     def cell(ns, spread=None):
-        return "-" if ns is None else fmt_dur(ns, u) + (f" ± {fmt_dur(spread, u)}" if spread else "")
+        return "-" if ns is None else fmt_in(ns, u) + (f" ± {fmt_in(spread, u)}" if spread else "")
 
     out += ["", f"## Per step (median over {ps['steps_before']} and {ps['steps_after']} steady steps ± spread)", ""]
     rows = []
@@ -71,7 +66,7 @@ def render_diff_markdown(doc: dict, top: int = 10) -> str:
                 label,
                 cell(r["before_ns"], r["before_spread_ns"]),
                 cell(r["after_ns"], r["after_spread_ns"]),
-                _signed(r["change_ns"]),
+                fmt_delta(r["change_ns"]),
                 _ratio(r["ratio"]),
             ]
         )
@@ -82,7 +77,7 @@ def render_diff_markdown(doc: dict, top: int = 10) -> str:
                     f"idle: {label} (mean)",
                     cell(r["before_ns"]),
                     cell(r["after_ns"]),
-                    _signed(r["change_ns"]),
+                    fmt_delta(r["change_ns"]),
                     _ratio(r["ratio"]),
                 ]
             )
@@ -101,7 +96,8 @@ def render_diff_markdown(doc: dict, top: int = 10) -> str:
     out += _table(["", "before", "after", "change", "after ÷ before"], rows)
     change = doc.get("group_change_ns") or {}
     counts = ", ".join(
-        f"{k} {v}" + (f" ({_signed(change[k])}/step)" if change.get(k) else "") for k, v in doc["group_counts"].items()
+        f"{k} {v}" + (f" ({fmt_delta(change[k])}/step)" if change.get(k) else "")
+        for k, v in doc["group_counts"].items()
     )
     out += ["", f"## Idle positions ({counts})", ""]
     groups = doc["groups"]
@@ -110,7 +106,7 @@ def render_diff_markdown(doc: dict, top: int = 10) -> str:
         for g in groups[: max(0, top)]:
             pb, pa = g["before"], g["after"]
             idle = (
-                fmt_pair(pb["idle_per_step_ns"], pa["idle_per_step_ns"])
+                fmt_dur_pair(pb["idle_per_step_ns"], pa["idle_per_step_ns"])
                 if pb and pa
                 else f"{fmt_dur(pb['idle_per_step_ns'])} → -"
                 if pb
@@ -123,7 +119,7 @@ def render_diff_markdown(doc: dict, top: int = 10) -> str:
                     md_code(g["label"], 80) + where,
                     f"{class_text(pb)} → {class_text(pa)}",
                     idle,
-                    _signed(g["change_ns"]),
+                    fmt_delta(g["change_ns"]),
                 ]
             )
         out += _table(["status", "position", "class before → after", "idle per step", "change"], rows)
@@ -137,7 +133,7 @@ def render_diff_markdown(doc: dict, top: int = 10) -> str:
         out += _table(
             ["family", "before", "after", "change"],
             [
-                [md_code(r["family"], 80), fmt_dur(r["before_ns"]), fmt_dur(r["after_ns"]), _signed(r["change_ns"])]
+                [md_code(r["family"], 80), fmt_dur(r["before_ns"]), fmt_dur(r["after_ns"]), fmt_delta(r["change_ns"])]
                 for r in fams[: max(0, top)]
             ],
         )

@@ -11,10 +11,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gapscope.diff.document import class_text, fmt_pair, rate_text
-from gapscope.report.fmt import fmt_dur, fmt_rate, unit_for
+from gapscope.diff.document import class_text, rate_text
+from gapscope.report.fmt import fmt_rate
 from gapscope.report.panels import card_panel
 from gapscope.report.rich_text import cause_text, heading, name_text, safe_text
+from gapscope.units import column_unit, fmt_delta, fmt_dur, fmt_dur_pair, fmt_in
 
 __all__ = ["render_diff_text", "STATUS_STYLE"]
 
@@ -25,12 +26,6 @@ VERDICT_STYLE = {"faster": "bold green", "slower": "bold red", "no change": "bol
 
 def _ratio(r) -> str:
     return "-" if r is None else f"{r:.2f}×"
-
-
-def _signed(ns) -> str:
-    if ns is None:
-        return "-"
-    return ("+" if ns > 0 else "−" if ns < 0 else "±") + fmt_dur(abs(int(ns)))
 
 
 def render_diff_text(doc: dict, console: Console, top: int = 10) -> None:
@@ -112,7 +107,7 @@ def _per_step(doc: dict, console: Console) -> None:
         ("GPU busy", ps["gpu_busy_ns"], True),
         ("GPU idle", ps["idle_ns"], True),
     ]
-    u = unit_for(max(int(ps["wall_ns"]["before_ns"] or 0), int(ps["wall_ns"]["after_ns"] or 0), 1))
+    u = column_unit(max(int(ps["wall_ns"]["before_ns"] or 0), int(ps["wall_ns"]["after_ns"] or 0), 1))
     tbl = Table(box=None, pad_edge=False, show_edge=False)
     tbl.add_column("")
     for name in ("before", "after", "change", "ratio"):
@@ -121,14 +116,14 @@ def _per_step(doc: dict, console: Console) -> None:
     def cell(ns, spread=None):
         if ns is None:
             return "-"
-        return fmt_dur(ns, u) + (f" ± {fmt_dur(spread, u)}" if spread else "")
+        return fmt_in(ns, u) + (f" ± {fmt_in(spread, u)}" if spread else "")
 
     for label, r, spread in rows:
         tbl.add_row(
             label,
             cell(r["before_ns"], r.get("before_spread_ns") if spread else None),
             cell(r["after_ns"], r.get("after_spread_ns") if spread else None),
-            _signed(r["change_ns"]),
+            fmt_delta(r["change_ns"]),
             _ratio(r["ratio"]),
         )
     for label, r in ps["idle_by_class_ns"].items():
@@ -138,7 +133,7 @@ def _per_step(doc: dict, console: Console) -> None:
             Text("  idle: ").append_text(cause_text(label)),
             cell(r["before_ns"]),
             cell(r["after_ns"]),
-            _signed(r["change_ns"]),
+            fmt_delta(r["change_ns"]),
             _ratio(r["ratio"]),
         )
     key = ps["rate_key"]
@@ -166,7 +161,7 @@ def _positions(doc: dict, console: Console, top: int) -> None:
     groups = doc["groups"]
     counts, change = doc["group_counts"], doc.get("group_change_ns") or {}
     summary = ", ".join(
-        f"{k} {v}" + (f" ({_signed(change[k])}/step)" if change.get(k) else "") for k, v in counts.items()
+        f"{k} {v}" + (f" ({fmt_delta(change[k])}/step)" if change.get(k) else "") for k, v in counts.items()
     )
     heading(console, f"Idle positions matched across the traces ({summary})")
     if not groups:
@@ -178,7 +173,7 @@ def _positions(doc: dict, console: Console, top: int) -> None:
         b, a = g["before"], g["after"]
         p = a or b
         idle = (
-            fmt_pair(b["idle_per_step_ns"], a["idle_per_step_ns"])
+            fmt_dur_pair(b["idle_per_step_ns"], a["idle_per_step_ns"])
             if b and a
             else f"{fmt_dur(b['idle_per_step_ns'])} → -"
             if b
@@ -190,7 +185,7 @@ def _positions(doc: dict, console: Console, top: int) -> None:
                 "boundary" if p["boundary"] else f"{100 * p['rel_pos_share']:.0f}%",
                 f"{class_text(b)} → {class_text(a)}",
                 idle,
-                _signed(g["change_ns"]),
+                fmt_delta(g["change_ns"]),
             )
         )
     # fixed columns at their natural width; the position label gets the rest
@@ -240,7 +235,7 @@ def _families(doc: dict, console: Console, top: int) -> None:
     if not fams:
         console.print(Text("No kernels."))
         return
-    u = unit_for(max(max(r["before_ns"], r["after_ns"]) for r in fams))
+    u = column_unit(max(max(r["before_ns"], r["after_ns"]) for r in fams))
     name_cols = max(20, console.width - 45)
     tbl = Table(box=None, pad_edge=False, show_edge=False)
     tbl.add_column("family", overflow="ellipsis", ratio=1)
@@ -249,9 +244,9 @@ def _families(doc: dict, console: Console, top: int) -> None:
     for r in fams[: max(0, top)]:
         tbl.add_row(
             name_text(r["family"], name_cols),
-            fmt_dur(r["before_ns"], u),
-            fmt_dur(r["after_ns"], u),
-            _signed(r["change_ns"]),
+            fmt_in(r["before_ns"], u),
+            fmt_in(r["after_ns"], u),
+            fmt_delta(r["change_ns"]),
         )
     console.print(tbl)
     if len(fams) > top:

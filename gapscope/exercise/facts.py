@@ -6,7 +6,7 @@ Definitions follow docs/ARCHITECTURE.md (shared design) and match ``Diagnosis.bu
 intervals (never a sum of durations); a step is a ``Diagnosis.steps`` window, or the
 device's analysis window when no steps are known; with several steps wall and busy are
 medians per step and idle = wall - busy; tokens/s assumes one token per step. Times are
-int64 ns; the ``fmt_*`` helpers only format. No UI imports.
+int64 ns, written by ``gapscope.units``. No UI imports.
 """
 
 from __future__ import annotations
@@ -18,18 +18,9 @@ import numpy as np
 
 from gapscope.exercise.model import GapSelector, Projection
 from gapscope.parsers.model import Kind, Trace
+from gapscope.units import fmt_dur, fmt_in, offset_column_unit
 
-__all__ = ["Figure", "TraceFacts", "fill", "fmt_ms", "fmt_dur", "merge_intervals"]
-
-
-def fmt_ms(ns: int | float) -> str:
-    """A time position in ms with 3 decimals (``0.590``)."""
-    return f"{ns / 1e6:.3f}"
-
-
-def fmt_dur(ns: int | float) -> str:
-    """A duration with its unit: ms (3 decimals) from 0.1 ms up, else µs (1 decimal)."""
-    return f"{ns / 1e6:.3f} ms" if abs(ns) >= 100_000 else f"{ns / 1e3:.1f} µs"
+__all__ = ["Figure", "TraceFacts", "fill", "merge_intervals"]
 
 
 def merge_intervals(start_ns: np.ndarray, end_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -70,14 +61,17 @@ class Figure:
 class TraceFacts:
     """Figures of one trace (its busiest GPU device) and its diagnosis.
 
-    ``trace``: a ``gapscope.parsers.Trace``; ``diag``: an ``gapscope.analysis.Diagnosis`` of it. Times in
-    feedback are relative to ``origin_ns`` (the first event of the trace), in ms.
+    ``trace``: a ``gapscope.parsers.Trace``; ``diag``: an ``gapscope.analysis.Diagnosis`` of it. Positions in
+    feedback are relative to ``origin_ns`` (the first event of the trace), all in ``time_unit``:
+    the ``gapscope.units.offset_column_unit`` of the trace's span (ms for the bundled traces),
+    so the positions of one exercise compare digit by digit; durations by ``fmt_dur``.
     """
 
     def __init__(self, trace: Trace, diag) -> None:
         self.trace = trace
         self.diag = diag
         self.origin_ns = int(trace.extent_ns[0])
+        self.time_unit = offset_column_unit(int(trace.extent_ns[1]) - self.origin_ns)
         devices = list(getattr(diag, "devices", []) or [])
         if devices:
             dev = max(devices, key=lambda d: (d.busy_ns, -d.device))
@@ -110,8 +104,9 @@ class TraceFacts:
 
     # --------------------------------------------------------------- basics
     def rel(self, ns: int) -> str:
-        """Position ``ns`` (absolute) as relative ms text."""
-        return fmt_ms(ns - self.origin_ns)
+        """Position ``ns`` (absolute) relative to ``origin_ns``, in ``time_unit`` without
+        its symbol (``0.590``): the caller writes the symbol once after a range."""
+        return fmt_in(ns - self.origin_ns, self.time_unit, symbol=False)
 
     def gap_indices(self) -> np.ndarray:
         """Gap indices of this device, largest first (ties by start)."""
@@ -120,7 +115,7 @@ class TraceFacts:
 
     def gap_text(self, g: int) -> str:
         gs, ge = int(self.diag.gaps.start_ns[g]), int(self.diag.gaps.end_ns[g])
-        return f"{self.rel(gs)}-{self.rel(ge)} ms ({fmt_dur(ge - gs)})"
+        return f"{self.rel(gs)}-{self.rel(ge)} {self.time_unit.symbol} ({fmt_dur(ge - gs)})"
 
     def gap_number(self, g: int) -> tuple[int, int]:
         """(n, count): gap ``g`` is the n-th of this device's ``count`` gaps in time
@@ -262,7 +257,7 @@ class TraceFacts:
             a, b = int(self.diag.gaps.start_ns[g]), int(self.diag.gaps.end_ns[g])
             parts_s.append(np.array([a]))
             parts_e.append(np.array([b]))
-            terms.append(f"gap {self.rel(a)}-{self.rel(b)} ({fmt_dur(b - a)})")
+            terms.append(f"gap {self.gap_text(g)}")
         idle_s, idle_e = self.idle_intervals()
         for name in pr.remove_events:
             ev = self.events_named(name)

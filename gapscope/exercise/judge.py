@@ -12,9 +12,10 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from gapscope.exercise.facts import TraceFacts, fill, fmt_dur
+from gapscope.exercise.facts import TraceFacts, fill
 from gapscope.exercise.load import CAUSE_LABELS, UNITS
 from gapscope.exercise.model import CardField, Exercise, Option, Task
+from gapscope.units import fmt_dur
 
 __all__ = ["Verdict", "judge", "parse_number", "AnswerError"]
 

@@ -31,7 +31,8 @@ from gapscope.analysis.types import Cause
 from gapscope.ranks.collectives import Matched, RankWaits, match_collectives
 from gapscope.ranks.discover import Assigned
 from gapscope.ranks.summary import RankFailure, RankSummary
-from gapscope.report.fmt import fmt_dur, fmt_share
+from gapscope.report.fmt import fmt_share
+from gapscope.units import fmt_dur
 
 __all__ = ["build_ranks_document", "SCHEMA", "STRAGGLER_FACTOR", "MIN_WAIT_SHARE", "TOP_COLLECTIVES"]
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from gapscope.ranks.table import COLUMNS, cells
 from gapscope.ranks.text import header_line
-from gapscope.report.fmt import fmt_dur, fmt_share, safe_name
+from gapscope.report.fmt import fmt_share, safe_name
+from gapscope.units import fmt_dur
 
 __all__ = ["render_markdown"]
 

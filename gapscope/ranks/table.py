@@ -12,7 +12,8 @@ import dataclasses
 from collections.abc import Callable
 
 from gapscope.analysis.types import Cause
-from gapscope.report.fmt import fmt_dur, safe_name
+from gapscope.report.fmt import safe_name
+from gapscope.units import fmt_dur
 
 __all__ = ["Column", "COLUMNS", "fit_columns", "heat_row", "cells", "HEAT"]
 

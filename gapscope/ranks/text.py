@@ -11,7 +11,8 @@ from __future__ import annotations
 import textwrap
 
 from gapscope.ranks.table import cells, fit_columns
-from gapscope.report.fmt import fmt_dur, fmt_share, safe_name
+from gapscope.report.fmt import fmt_share, safe_name
+from gapscope.units import fmt_dur
 
 __all__ = ["render_text", "table_lines", "header_line"]
 

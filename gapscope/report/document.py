@@ -18,7 +18,8 @@ import numpy as np
 from gapscope.analysis.budget import match_names
 from gapscope.parsers.model import Kind, Trace
 from gapscope.report.busy import device_busy, lane_kind_counts
-from gapscope.report.fmt import GROUP_CARDS, fmt_dur
+from gapscope.report.fmt import GROUP_CARDS
+from gapscope.units import fmt_dur
 
 __all__ = ["SCHEMA", "build_document", "jsonable", "diagnose_or_none", "lone_gaps", "CARDS_FOR_TOP"]
 

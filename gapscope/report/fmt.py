@@ -1,4 +1,5 @@
-"""Plain-text formatting shared by the report renderers: durations, shares, safe names.
+"""Plain-text formatting shared by the report renderers: shares, rates, sizes, safe names
+(durations and times: ``gapscope.units``).
 
 No Rich, no Textual: pure string functions, so the text and Markdown renderers (and
 their tests) agree on every figure.
@@ -6,17 +7,12 @@ their tests) agree on every figure.
 
 from __future__ import annotations
 
-import math
 import re
 import unicodedata
 
+from gapscope.units import column_unit, fmt_dur, fmt_in
+
 __all__ = [
-    "Unit",
-    "unit_for",
-    "offset_unit_for",
-    "fmt_dur",
-    "fmt_at",
-    "fmt_sig",
     "fmt_share",
     "safe_name",
     "fmt_bytes",
@@ -32,97 +28,6 @@ __all__ = [
     "more_episodes_line",
     "warning_message",
 ]
-
-
-class Unit(tuple):
-    """(symbol, ns per unit, decimals) of a time column, e.g. ``("ms", 1_000_000, 3)``;
-    decimals None: every value in its own unit with 3 significant digits (``fmt_sig``)."""
-
-    __slots__ = ()
-
-    @property
-    def symbol(self) -> str:
-        return self[0]
-
-    @property
-    def ns(self) -> int:
-        return self[1]
-
-    @property
-    def decimals(self) -> int | None:
-        return self[2]
-
-
-_S = Unit(("s", 1_000_000_000, None))
-_MS = Unit(("ms", 1_000_000, 3))
-_US = Unit(("µs", 1_000, 1))
-_NS = Unit(("ns", 1, 0))
-
-
-def unit_for(max_ns: int) -> Unit:
-    """The unit in which the largest value of a column reads best.
-
-    ms from 100 µs (3 decimals: µs), µs from 100 ns (1 decimal: 100 ns), else ns: so a
-    1.05 ms window reads ``1.050 ms`` and a 46 µs gap ``46.0 µs``. From 1 s on, a column
-    spans seconds to microseconds (a 9 s window, 13 ms of sync idle), so each value gets
-    its own unit with 3 significant digits (``fmt_sig``): ``8.99 s``, ``13.2 ms``.
-    """
-    m = abs(int(max_ns))
-    if m >= 1_000_000_000:
-        return _S
-    if m >= 100_000:
-        return _MS
-    if m >= 100:
-        return _US
-    return _NS
-
-
-#: Positions from 1 s on: seconds to the µs, so a gap can be found in the trace.
-_S_AT = Unit(("s", 1_000_000_000, 6))
-
-
-def offset_unit_for(max_abs_ns: int) -> Unit:
-    """The unit of a column of time positions (offsets from the trace start): as
-    ``unit_for`` below 1 s; from 1 s on seconds with 6 decimals (``5.937269 s``), since
-    a position needs µs resolution where a duration needs 3 significant digits."""
-    return _S_AT if abs(int(max_abs_ns)) >= 1_000_000_000 else unit_for(max_abs_ns)
-
-
-def fmt_at(ns: int) -> str:
-    """A time position (offset from the trace start) in ``offset_unit_for(ns)``."""
-    return fmt_dur(ns, offset_unit_for(ns))
-
-
-def fmt_sig(ns: int | float, digits: int = 3) -> str:
-    """A duration in ns with ``digits`` significant digits, in the largest unit (s, ms,
-    µs) in which it is at least 1 (``2.32 s``, ``597 ms``, ``13.2 ms``, ``1.79 ms``,
-    ``46.0 µs``), else whole ns. Rounding up to 1000 moves to the next unit
-    (999.9996 ms reads ``1.00 s``). Whole seconds above ``10**digits`` keep every digit."""
-    ns = float(ns)
-    a = abs(ns)
-    if a < 1_000:
-        return f"{ns:.0f} ns"
-    for symbol, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if a >= scale or symbol == "µs":
-            v = ns / scale
-            text = f"{v:#.{digits}g}".rstrip(".")  # '#': keep trailing zeros (46.0)
-            if "e" in text:  # 10**digits or more
-                text = f"{v:.0f}"
-            if symbol != "s" and abs(float(text)) >= 1000:  # 999.96 ms -> 1.00 s
-                return fmt_sig(math.copysign(1000 * scale, ns), digits)
-            return f"{text} {symbol}"
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-def fmt_dur(ns: int, unit: Unit | None = None) -> str:
-    """Format a duration or time offset in ns, in ``unit`` (default: ``unit_for(ns)``)."""
-    ns = int(ns)
-    u = unit or unit_for(ns)
-    if u.decimals is None:
-        return fmt_sig(ns)
-    if u.ns == 1:
-        return f"{ns} ns"
-    return f"{ns / u.ns:.{u.decimals}f} {u.symbol}"
 
 
 def fmt_share(part: int | float, whole: int | float) -> str:
@@ -341,7 +246,7 @@ def budget_rows(budget: dict) -> list[tuple[str, str]]:
     """(label, value) rows of a budget dict (``Budget`` as JSON), one unit for all
     durations (chosen by ``wall_ns``). ``steps`` and ``source`` are left out: the
     report prints them on its "Steps" line. Values are plain strings (no names)."""
-    u = unit_for(int(budget.get("wall_ns") or 0))
+    u = column_unit(int(budget.get("wall_ns") or 0))
     rows = []
     for k, v in budget.items():
         if v is None or isinstance(v, list) or k in ("steps", "source", "decode"):
@@ -351,12 +256,12 @@ def budget_rows(budget: dict) -> list[tuple[str, str]]:
         label = BUDGET_LABELS.get(k, k.replace("_", " "))
         if isinstance(v, dict):
             if k.endswith("_ns"):
-                parts = [f"{c} {fmt_dur(int(x), u)}" for c, x in v.items() if isinstance(x, (int, float)) and x]
+                parts = [f"{c} {fmt_in(int(x), u)}" for c, x in v.items() if isinstance(x, (int, float)) and x]
                 rows.append((label, ", ".join(parts) or "-"))
         elif isinstance(v, bool):
             rows.append((label, str(v).lower()))
         elif k.endswith("_ns") and isinstance(v, (int, float)):
-            rows.append((label, fmt_dur(int(v), u)))
+            rows.append((label, fmt_in(int(v), u)))
         elif k.endswith("_share") and isinstance(v, (int, float)):
             rows.append((label, f"{100 * v:.1f}%"))
         elif isinstance(v, float):

@@ -15,22 +15,19 @@ from gapscope.report.fmt import (
     MD_GROUP_ROWS,
     budget_rows,
     device_label,
-    fmt_at,
-    fmt_dur,
     fmt_rate,
     fmt_share,
     kind_counts_text,
     more_episodes_line,
     more_gaps_line,
     more_groups_line,
-    offset_unit_for,
     rank_text,
     rate_key,
     safe_name,
-    unit_for,
     warning_message,
     what_if_label,
 )
+from gapscope.units import column_unit, fmt_dur, fmt_in, fmt_offset, offset_column_unit
 
 __all__ = ["render_markdown", "md_code", "md_text"]
 
@@ -122,16 +119,16 @@ def render_markdown(doc: dict, top: int = 10) -> str:
     out += ["", "## GPU busy (union of kernels over all streams)", ""]
     devs = doc["devices"]
     if devs:
-        u = unit_for(max(d["window_ns"] for d in devs))
+        u = column_unit(max(d["window_ns"] for d in devs))
         out += _table(
             ["device", "window", "busy", "idle", "fully idle"],
             [
                 [
                     f"GPU {d['device']}",
-                    fmt_dur(d["window_ns"], u),
-                    f"{fmt_dur(d['busy_ns'], u)} ({fmt_share(d['busy_ns'], d['window_ns'])})",
-                    f"{fmt_dur(d['idle_ns'], u)} ({fmt_share(d['idle_ns'], d['window_ns'])})",
-                    f"{fmt_dur(d['fully_idle_ns'], u)} ({fmt_share(d['fully_idle_ns'], d['window_ns'])})",
+                    fmt_in(d["window_ns"], u),
+                    f"{fmt_in(d['busy_ns'], u)} ({fmt_share(d['busy_ns'], d['window_ns'])})",
+                    f"{fmt_in(d['idle_ns'], u)} ({fmt_share(d['idle_ns'], d['window_ns'])})",
+                    f"{fmt_in(d['fully_idle_ns'], u)} ({fmt_share(d['fully_idle_ns'], d['window_ns'])})",
                 ]
                 for d in devs
             ],
@@ -185,12 +182,12 @@ def _diagnosis(doc: dict, top: int) -> list[str]:
     out = []
     totals = doc["class_totals_ns"]
     total = sum(totals.values())
-    u = unit_for(max(total, 1))
+    u = column_unit(max(total, 1))
     out += ["", f"## Idle time by cause ({doc['gap_count']:,} gaps)", ""]
     out += _table(
         ["cause", "idle", "share"],
-        [[k, fmt_dur(v, u), fmt_share(v, total)] for k, v in totals.items()]
-        + [["**total**", fmt_dur(total, u), "100.0%" if total else "-"]],
+        [[k, fmt_in(v, u), fmt_share(v, total)] for k, v in totals.items()]
+        + [["**total**", fmt_in(total, u), "100.0%" if total else "-"]],
     )
     trust = trust_lines(doc)
     if trust:
@@ -198,16 +195,16 @@ def _diagnosis(doc: dict, top: int) -> list[str]:
     gaps = doc["top_gaps"]
     out += ["", f"## Largest idle gaps (top {len(gaps)})", ""]
     if gaps:
-        us = offset_unit_for(max(abs(g["start_rel_ns"]) for g in gaps))
-        ul = unit_for(max(g["dur_ns"] for g in gaps))
+        us = offset_column_unit(max(abs(g["start_rel_ns"]) for g in gaps))
+        ul = column_unit(max(g["dur_ns"] for g in gaps))
         out += _table(
             ["#", "GPU", "start", "length", "after", "before", "cause", "group"],
             [
                 [
                     k,
                     g["device"],
-                    fmt_dur(g["start_rel_ns"], us),
-                    fmt_dur(g["dur_ns"], ul),
+                    fmt_in(g["start_rel_ns"], us),
+                    fmt_in(g["dur_ns"], ul),
                     md_code(g["prev_op"]["name"], 48) if g["prev_op"] else "(window start)",
                     md_code(g["next_op"]["name"], 48) if g["next_op"] else "(window end)",
                     f"{g['cause']} {100 * g['cause_share']:.0f}%",
@@ -258,7 +255,7 @@ def _diagnosis(doc: dict, top: int) -> list[str]:
         ]
     lone = lone_gaps(doc)
     for k, g in lone:
-        out += ["", f"### Gap #{k}: {fmt_dur(g['dur_ns'])} at {fmt_at(g['start_rel_ns'])}", ""]
+        out += ["", f"### Gap #{k}: {fmt_dur(g['dur_ns'])} at {fmt_offset(g['start_rel_ns'])}", ""]
         out += _card_lines(g["card"])
     eps = doc["episodes"]
     if eps:
@@ -268,7 +265,7 @@ def _diagnosis(doc: dict, top: int) -> list[str]:
             [
                 [
                     e.get("device"),
-                    fmt_at(e["start_rel_ns"]),
+                    fmt_offset(e["start_rel_ns"]),
                     e.get("kernel_count"),
                     fmt_dur(e.get("median_kernel_ns", 0)),
                     _launch(e),
@@ -290,7 +287,7 @@ def _diagnosis(doc: dict, top: int) -> list[str]:
         out += [f"- {k}: {v}" for k, v in budget_rows(budget)]
         whatifs = doc.get("what_if") or []
         if whatifs:
-            u = unit_for(int(budget.get("wall_ns") or 0))
+            u = column_unit(int(budget.get("wall_ns") or 0))
             out += ["", "What if these gaps were removed (per step):", ""]
             rk, rname = rate_key(budget)
             out += _table(
@@ -298,8 +295,8 @@ def _diagnosis(doc: dict, top: int) -> list[str]:
                 [
                     [
                         what_if_label(w),
-                        fmt_dur(w.get("removed_ns", 0), u),
-                        fmt_dur(w.get("projected_step_ns", 0), u),
+                        fmt_in(w.get("removed_ns", 0), u),
+                        fmt_in(w.get("projected_step_ns", 0), u),
                         fmt_rate(w.get(rk)),
                     ]
                     for w in whatifs

@@ -10,19 +10,9 @@ from rich.table import Table
 from rich.text import Text
 
 from gapscope.report.document import lone_gaps
-from gapscope.report.fmt import (
-    GROUP_CARDS,
-    budget_rows,
-    fmt_at,
-    fmt_bytes,
-    fmt_dur,
-    fmt_rate,
-    more_groups_line,
-    rate_key,
-    unit_for,
-    what_if_label,
-)
+from gapscope.report.fmt import GROUP_CARDS, budget_rows, fmt_bytes, fmt_rate, more_groups_line, rate_key, what_if_label
 from gapscope.report.rich_text import cause_text, heading, name_text, safe_text
+from gapscope.units import column_unit, fmt_dur, fmt_in, fmt_offset
 
 __all__ = ["GROUP_CARDS", "card_panel", "groups_section", "lone_cards_section", "budget_section"]
 
@@ -131,7 +121,7 @@ def lone_cards_section(doc: dict, console: Console) -> None:
         return
     heading(console, "Cards of the largest gaps outside recurring groups")
     for rank, g in lone:
-        title = Text(f"#{rank}: {fmt_dur(g['dur_ns'])} at {fmt_at(g['start_rel_ns'])}")
+        title = Text(f"#{rank}: {fmt_dur(g['dur_ns'])} at {fmt_offset(g['start_rel_ns'])}")
         if g.get("episode", -1) >= 0:
             title.append(f" (picket-fence episode E{g['episode']})")
         console.print(card_panel(title, g["card"]))
@@ -159,7 +149,7 @@ def budget_section(doc: dict, console: Console) -> None:
     whatifs = doc.get("what_if") or []
     if not whatifs:
         return
-    u = unit_for(int(budget.get("wall_ns") or 0))
+    u = column_unit(int(budget.get("wall_ns") or 0))
     heading(console, "What if these gaps were removed (per step)")
     tbl = Table(box=None, pad_edge=False, show_edge=False)
     rk, rname = rate_key(budget)
@@ -169,8 +159,8 @@ def budget_section(doc: dict, console: Console) -> None:
         tps, sp = w.get(rk), w.get("speedup")
         tbl.add_row(
             what_if_label(w),
-            fmt_dur(w.get("removed_ns", 0), u),
-            fmt_dur(w.get("projected_step_ns", 0), u),
+            fmt_in(w.get("removed_ns", 0), u),
+            fmt_in(w.get("projected_step_ns", 0), u),
             fmt_rate(tps),
             "-" if sp is None else f"{sp:.2f}x",
         )

@@ -17,19 +17,16 @@ from rich.text import Text
 from gapscope.report.document import trust_lines
 from gapscope.report.fmt import (
     device_label,
-    fmt_at,
-    fmt_dur,
     fmt_share,
     kind_counts_text,
     more_episodes_line,
     more_gaps_line,
-    offset_unit_for,
     rank_text,
-    unit_for,
     warning_message,
 )
 from gapscope.report.panels import budget_section, groups_section, lone_cards_section
 from gapscope.report.rich_text import CAUSE_STYLE, cause_text, heading, make_console, name_text, safe_text
+from gapscope.units import column_unit, fmt_dur, fmt_in, fmt_offset, offset_column_unit
 
 __all__ = ["render_text", "make_console", "CAUSE_STYLE", "MAX_WARNINGS", "MAX_LANES"]
 
@@ -134,18 +131,18 @@ def _devices(doc: dict, console: Console) -> None:
     if not devs:
         console.print(Text("No GPU kernels in this trace."))
         return
-    u = unit_for(max(d["window_ns"] for d in devs))
+    u = column_unit(max(d["window_ns"] for d in devs))
     tbl = Table(box=None, pad_edge=False, show_edge=False)
     for name in ("device", "window", "busy", "idle", "idle share", "fully idle", "kernels", "copies"):
         tbl.add_column(name, justify="left" if name == "device" else "right")
     for d in devs:
         tbl.add_row(
             f"GPU {d['device']}",
-            fmt_dur(d["window_ns"], u),
-            f"{fmt_dur(d['busy_ns'], u)} ({fmt_share(d['busy_ns'], d['window_ns'])})",
-            fmt_dur(d["idle_ns"], u),
+            fmt_in(d["window_ns"], u),
+            f"{fmt_in(d['busy_ns'], u)} ({fmt_share(d['busy_ns'], d['window_ns'])})",
+            fmt_in(d["idle_ns"], u),
             fmt_share(d["idle_ns"], d["window_ns"]),
-            f"{fmt_dur(d['fully_idle_ns'], u)} ({fmt_share(d['fully_idle_ns'], d['window_ns'])})",
+            f"{fmt_in(d['fully_idle_ns'], u)} ({fmt_share(d['fully_idle_ns'], d['window_ns'])})",
             f"{d['kernel_count']:,}",
             f"{d['copy_count']:,}",
         )
@@ -158,7 +155,7 @@ def _class_totals(doc: dict, console: Console) -> None:
     total = sum(totals.values())
     p = doc.get("params") or {}
     heading(console, f"Idle time by cause ({doc['gap_count']:,} gaps of at least {fmt_dur(p.get('min_gap_ns', 0))})")
-    u = unit_for(max(total, 1))
+    u = column_unit(max(total, 1))
     per_device = [d for d in doc["devices"] if d.get("class_totals_ns") is not None] if len(doc["devices"]) > 1 else []
     tbl = Table(box=None, pad_edge=False, show_edge=False)
     tbl.add_column("cause")
@@ -171,17 +168,17 @@ def _class_totals(doc: dict, console: Console) -> None:
     for label, ns in totals.items():
         tbl.add_row(
             cause_text(label),
-            fmt_dur(ns, u),
+            fmt_in(ns, u),
             fmt_share(ns, total),
             f"{counts.get(label, 0):,}",
-            *[fmt_dur(d["class_totals_ns"].get(label, 0), u) for d in per_device],
+            *[fmt_in(d["class_totals_ns"].get(label, 0), u) for d in per_device],
         )
     tbl.add_row(
         Text("total", style="bold"),
-        fmt_dur(total, u),
+        fmt_in(total, u),
         fmt_share(total, total) if total else "-",
         f"{doc['gap_count']:,}",
-        *[fmt_dur(d["gap_idle_ns"], u) for d in per_device],
+        *[fmt_in(d["gap_idle_ns"], u) for d in per_device],
     )
     console.print(tbl)
     note = (
@@ -190,7 +187,7 @@ def _class_totals(doc: dict, console: Console) -> None:
     )
     short = sum(d["idle_ns"] for d in doc["devices"]) - total
     if short > 0:
-        note += f"; {fmt_dur(short, u)} more idle in stretches shorter than the minimum gap"
+        note += f"; {fmt_in(short, u)} more idle in stretches shorter than the minimum gap"
     console.print(Text(note, style="dim"))
     for line in trust_lines(doc):
         console.print(Text("- " + line))
@@ -204,8 +201,8 @@ def _top_gaps(doc: dict, console: Console) -> None:
     if not gaps:
         console.print(Text("No idle gaps."))
         return
-    us = offset_unit_for(max(abs(g["start_rel_ns"]) for g in gaps))
-    ul = unit_for(max(g["dur_ns"] for g in gaps))
+    us = offset_column_unit(max(abs(g["start_rel_ns"]) for g in gaps))
+    ul = column_unit(max(g["dur_ns"] for g in gaps))
     # names share what the figures leave of the width (about 50 columns)
     name_cols = max(NAME_COLS_MIN, (console.width - 50) // 2)
     tbl = Table(box=None, pad_edge=False, show_edge=False)
@@ -222,7 +219,7 @@ def _top_gaps(doc: dict, console: Console) -> None:
         row = [f"#{g['index']}"]  # the gap number the viewer shows (``g #N`` goes there)
         if len(doc["devices"]) > 1:
             row.append(str(g["device"]))
-        row += [fmt_dur(g["start_rel_ns"], us), fmt_dur(g["dur_ns"], ul)]
+        row += [fmt_in(g["start_rel_ns"], us), fmt_in(g["dur_ns"], ul)]
         cells: list[Any] = [
             name_text(g["prev_op"]["name"] if g["prev_op"] else "(window start)", name_cols),
             name_text(g["next_op"]["name"] if g["next_op"] else "(window end)", name_cols),
@@ -261,7 +258,7 @@ def _episodes(doc: dict, console: Console, top: int = 10) -> None:
         tbl.add_row(
             f"E{n}",
             str(e.get("device")),
-            fmt_at(e["start_rel_ns"]),
+            fmt_offset(e["start_rel_ns"]),
             fmt_dur(e["dur_ns"]),
             f"{e.get('kernel_count', 0):,}",
             fmt_dur(e.get("median_kernel_ns", 0)),

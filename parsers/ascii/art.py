@@ -48,6 +48,7 @@ from gapscope.parsers.ascii.fence import FenceEvent, expand_fence
 from gapscope.parsers.ascii.names import copy_direction, cpu_kind, gpu_kind, is_host_word
 from gapscope.parsers.errors import TraceFormatError
 from gapscope.parsers.model import CopyKind, Kind, Trace
+from gapscope.units import fmt_dur
 
 __all__ = ["load_art", "DEFAULT_SCALE_NS", "SNAP_COLUMNS", "MAX_SCALE_ERROR", "LABEL_PAD_COLUMNS"]
 
@@ -235,16 +236,9 @@ def _off_scale_warning(b, off: list[tuple[Item, int, int]], scale: int) -> None:
     b.warn(
         it.line,
         "scale",
-        f"column {it.col0 + 1}: span {clip(it.name)!r} is labelled {_fmt(it.dur_ns)} but drawn {width} columns wide "
-        f"({_fmt(expected)} at the fitted scale of {_fmt(scale)} per column); laid out by its label{more}",
+        f"column {it.col0 + 1}: span {clip(it.name)!r} is labelled {fmt_dur(it.dur_ns)} but drawn {width} columns wide "
+        f"({fmt_dur(expected)} at the fitted scale of {fmt_dur(scale)} per column); laid out by its label{more}",
     )
-
-
-def _fmt(ns: int) -> str:
-    for unit, k in (("s", 10**9), ("ms", 10**6), ("µs", 10**3)):
-        if abs(ns) >= k:
-            return f"{ns / k:g} {unit}"
-    return f"{ns} ns"
 
 
 def load_art(lines: list[str], path: str = "") -> Trace:
@@ -345,8 +339,8 @@ def _layout(items: list[Item], rows: list[Row], scale: int, path: str) -> dict[i
         if rest < 0 or (not free and rest != 0):
             raise error_at(
                 path,
-                f"span {clip(it.name)!r} is labelled {_fmt(dur)} but the labelled spans it lines up "
-                f"with already take {_fmt(done)}",
+                f"span {clip(it.name)!r} is labelled {fmt_dur(dur)} but the labelled spans it lines up "
+                f"with already take {fmt_dur(done)}",
                 it.line,
                 it.col0,
                 "labels of spans drawn over the same columns must agree",

@@ -30,6 +30,7 @@ from gapscope.parsers.chrome.times import MISSING, NONFINITE, OK, number_text, s
 from gapscope.parsers.json.scan import SENTINEL_VALUES
 from gapscope.parsers.lanes import id_text
 from gapscope.parsers.model import GPU_WORK_KINDS, Kind
+from gapscope.units import fmt_dur
 
 __all__ = [
     "Columns",
@@ -261,14 +262,14 @@ def gpu_checks(cols: Columns, lane_final: np.ndarray, lanes, names: list[str], w
         warn(
             int(cols.src[nxt]),
             None,
-            "%s: %r (line {line:%d}) overlaps %r (line {line:%d}) by %s µs; both kept%s"  # noqa: UP031 - {line:...} is filled later
+            "%s: %r (line {line:%d}) overlaps %r (line {line:%d}) by %s; both kept%s"  # noqa: UP031 - {line:...} is filled later
             % (
                 lanes[lane].label,
                 names[cols.name[prev]],
                 int(cols.src[prev]),
                 names[cols.name[nxt]],
                 int(cols.src[nxt]),
-                _us(by_ns),
+                fmt_dur(by_ns),
                 more,
             ),
         )
@@ -303,19 +304,16 @@ def _warn_outlier_durations(cols: Columns, work: np.ndarray, names: list[str], w
     warn(
         int(cols.src[k]),
         "dur",
-        "%r lasts %s, %sx the %s µs the other GPU ops span; kept, but check its dur "  # noqa: UP031 - as the module's other templates
+        "%r lasts %s, %sx the %s the other GPU ops span; kept, but check its dur "  # noqa: UP031 - as the module's other templates
         "(microseconds expected)%s"
-        % (names[cols.name[k]], _long_time(int(cols.dur[k])), f"{int(cols.dur[k]) // max(span, 1):,}", _us(span), more),
+        % (
+            names[cols.name[k]],
+            fmt_dur(int(cols.dur[k])),
+            f"{int(cols.dur[k]) // max(span, 1):,}",
+            fmt_dur(span),
+            more,
+        ),
     )
-
-
-def _long_time(ns: int) -> str:
-    s = ns / 1e9
-    return f"{s / 3600:.1f} h" if s >= 3600 else f"{s:.1f} s"
-
-
-def _us(ns: int) -> str:
-    return f"{ns / 1000:g}"
 
 
 def bind_flows(

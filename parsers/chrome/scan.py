@@ -66,8 +66,7 @@ class EventColumns:
     ``has_v2``: some ``X`` event has a ``bind_id``; ``legacy``: autograd export;
     ``old_ids``: 2020 categories seen (``args["external id"]`` read as well);
     ``external_id_old``: int64[nx] ``args["external id"]`` when not ``old_ids`` but asked
-    for (``scan_events(keep_old_ids=True)``), empty when known to be absent
-    (``keep_old_ids=False``), else None.
+    for (``scan_events(keep_old_ids=True)``; empty when no event has one), else None.
     """
 
     n: int
@@ -92,7 +91,7 @@ class EventColumns:
 
 
 def scan_events(
-    events: Sequence, x_class: type, skip: list[int] | None = None, keep_old_ids: bool | None = None
+    events: Sequence, x_class: type, skip: list[int] | None = None, keep_old_ids: bool = False
 ) -> EventColumns:
     """``EventColumns`` of ``events`` (decoded ``chrome_schema`` structs; ``X`` events
     are of ``x_class``). Events at indices ``skip`` count as ``PH_SKIP`` (unusable
@@ -131,8 +130,10 @@ def scan_events(
     arg_list = list(map(_get["args"], xs))
     args = extract_args(arg_list, kind_x, name_x, list(names), old_external_id=old_ids)
     ext_old = None
-    if keep_old_ids is not None and not old_ids:
-        ext_old = old_external_ids(arg_list) if keep_old_ids else np.zeros(0, np.int64)
+    if keep_old_ids and not old_ids:
+        ext_old = old_external_ids(arg_list)
+        if not bool((ext_old >= 0).any()):
+            ext_old = np.zeros(0, np.int64)  # none: nothing to carry
     del arg_list
     has_v2 = any(map(_get["bind_id"], xs))
     return EventColumns(

@@ -242,7 +242,13 @@ def start(data, root: int, raw_ts: bool, decoders: dict) -> Pending | None:
     list_decoder, x_class = decoders[raw_ts]
     plan = (root, raw_ts, begin, brace, comma, end)
     pending = _fork(
-        lambda: _tx.part_payload([_frame_tail(data, comma, end)], list_decoder, x_class, raw_ts, plan),
+        lambda: _tx.part_payload(
+            [_frame_tail(data, comma, end)],
+            list_decoder,
+            x_class,
+            raw_ts,
+            plan,
+        ),
         4 * (end - comma) + (64 << 20),
         plan,
         None,

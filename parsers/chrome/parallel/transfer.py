@@ -12,7 +12,6 @@ from __future__ import annotations
 import mmap
 import os
 import pickle
-import re
 import selectors
 import time
 
@@ -26,9 +25,6 @@ from gapscope.parsers.chrome.scan import PH_FLOW, PH_M, PH_OTHER, EventColumns, 
 __all__ = ["part_payload", "pack", "send", "receive", "unpack"]
 
 _MSGPACK = msgspec.msgpack.Encoder()
-#: The 2020 spelling of ``External id`` (or any ``\u`` escape, which could spell it):
-#: a part holding one keeps that column.
-_OLD_KEY = re.compile(rb'"external id"|\\u')
 _JSON = msgspec.json.Encoder()
 
 
@@ -36,7 +32,8 @@ def part_payload(
     texts, list_decoder, x_class: type, raw_ts: bool, plan: tuple, header: dict | None = None
 ) -> list[bytes | memoryview]:
     """The columns and non-``X`` events of the parts ``texts`` (an iterable of JSON
-    arrays of events, decoded and scanned one at a time: each part's structs are
+    arrays of events), decoded and scanned one at a time (each keeping its old
+    ``external id`` column for ``merge_all``): each part's structs are
     freed, its flow and other events encoded, before the next is decoded) and the
     ``plan`` they follow, as the pieces of one message (``pack``); a message of None
     when a part does not decode. ``header``: the object form's other keys as {key:
@@ -50,7 +47,7 @@ def part_payload(
             events = list_decoder.decode(text)
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             return pack(None)
-        ec = scan_events(events, x_class, keep_old_ids=_OLD_KEY.search(text) is not None)
+        ec = scan_events(events, x_class, keep_old_ids=True)
         flow = [events[k] for k in np.flatnonzero(ec.code == PH_FLOW).tolist()]
         other = [events[k] for k in np.flatnonzero((ec.code == PH_M) | (ec.code == PH_OTHER)).tolist()]
         del events

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from gapscope.analysis.types import Cause
 from gapscope.report.fmt import safe_name
-from gapscope.units import fmt_dur
+from gapscope.units import column_unit, fmt_in
 
 __all__ = ["Column", "COLUMNS", "fit_columns", "heat_row", "cells", "HEAT"]
 
@@ -23,17 +23,20 @@ HEAT = " ▁▂▃▄▅▆▇█"
 @dataclasses.dataclass(frozen=True)
 class Column:
     """``key``: id; ``title``; ``value(row) -> str``; ``priority``: lower stays longer;
-    ``right``: right-aligned (figures)."""
+    ``right``: right-aligned (figures); ``ns(row)``: for a duration column, the row's
+    value in ns (None: shown as ``-``), written in the column's one unit
+    (``gapscope.units.column_unit``) by ``cells``."""
 
     key: str
     title: str
     value: Callable[[dict], str]
     priority: int
     right: bool = True
+    ns: Callable[[dict], int | None] | None = None
 
 
-def _d(key: str) -> Callable[[dict], str]:
-    return lambda row: fmt_dur(row[key])
+def _d(key: str, title: str, priority: int) -> Column:
+    return Column(key, title, lambda row: "", priority, ns=lambda row: row[key])
 
 
 _CLASS_PRIORITY = {
@@ -46,21 +49,27 @@ _CLASS_PRIORITY = {
 }
 
 
-def _cls(c: Cause) -> Callable[[dict], str]:
-    return lambda row: fmt_dur(row["idle_by_class_ns"][c.label]) if row["idle_by_class_ns"][c.label] else "-"
+def _cls(c: Cause) -> Column:
+    return Column(
+        c.label,
+        c.label[:6],
+        lambda row: "",
+        _CLASS_PRIORITY[c],
+        ns=lambda row: row["idle_by_class_ns"][c.label] or None,
+    )
 
 
 COLUMNS = [
     Column("rank", "rank", lambda r: str(r["rank"]), 0),
-    Column("step", "step", _d("step_wall_ns"), 1),
-    Column("busy", "busy", _d("busy_ns"), 2),
-    Column("useful", "useful", _d("useful_busy_ns"), 6),
-    Column("wait", "coll.wait", _d("collective_wait_ns"), 3),
-    Column("cost", "late cost", _d("cost_imposed_ns"), 4),
-    Column("idle", "idle", _d("idle_ns"), 5),
+    _d("step_wall_ns", "step", 1),
+    _d("busy_ns", "busy", 2),
+    _d("useful_busy_ns", "useful", 6),
+    _d("collective_wait_ns", "coll.wait", 3),
+    _d("cost_imposed_ns", "late cost", 4),
+    _d("idle_ns", "idle", 5),
     # Idle by class in ``Cause`` order; at short widths host and launch (the usual
     # large ones) stay longest.
-    *[Column(c.label, c.label[:6], _cls(c), _CLASS_PRIORITY[c]) for c in Cause],
+    *[_cls(c) for c in Cause],
     Column("heat", "steps", lambda r: "", 7, right=False),
     Column("file", "file", lambda r: safe_name(r["path"].rsplit("/", 1)[-1], 40), 20, right=False),
 ]
@@ -84,11 +93,26 @@ def heat_row(row: dict, scale_ns: int, cells_max: int) -> str:
 
 
 def cells(doc: dict, columns: list[Column], heat_cells: int) -> list[list[str]]:
-    """The table body as strings, one list per row of ``doc["ranks"]``."""
+    """The table body as strings, one list per row of ``doc["ranks"]``; each duration
+    column in one unit, that of its largest value (``0.091 ms`` beside ``0.156 ms``)."""
     scale = max((x for row in doc["ranks"] for x in row["cost_by_step_ns"]), default=0)
+    units = {}
+    for c in columns:
+        if c.ns is not None:
+            vals = [abs(v) for row in doc["ranks"] if (v := c.ns(row)) is not None]
+            units[c.key] = column_unit(max(vals, default=0))
     out = []
     for row in doc["ranks"]:
-        out.append([heat_row(row, scale, heat_cells) if c.key == "heat" else c.value(row) for c in columns])
+        line = []
+        for c in columns:
+            if c.key == "heat":
+                line.append(heat_row(row, scale, heat_cells))
+            elif c.ns is not None:
+                v = c.ns(row)
+                line.append("-" if v is None else fmt_in(v, units[c.key]))
+            else:
+                line.append(c.value(row))
+        out.append(line)
     return out
 
 

@@ -1,6 +1,6 @@
 """Viewer benchmark: time to first paint and key → repaint latency (Pilot driven).
 
-    python bench/gapscope.tui.py [--events 1000000] [--size 200x50] [--repeats 40] [--trace PATH]
+    python bench/tui.py [--events 1000000] [--size 200x50] [--repeats 40] [--trace PATH]
 
 Generates (once, cached in ``$TMPDIR/gapscope-bench``) a Kineto-shaped trace with
 ``bench/gen_kineto.generate``, then runs the app built by ``gapscope.tui.factory.make_app``

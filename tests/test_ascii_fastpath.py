@@ -262,3 +262,35 @@ def test_random_valid_lists_equal_the_line_by_line_loader(steps):
         lines.append(f"{clock[lane]} us {lane} {text}")
     text = "\n".join(lines) + "\n"
     assert outcome(new, text) == outcome(reference, text)
+
+
+_WORDS = [f"w{i}" for i in range(13)]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["CPU", "CPU", "GPU", "GPU1"]),
+            st.lists(st.sampled_from(_WORDS), min_size=1, max_size=12, unique=True),
+            st.integers(0, 2),
+            st.booleans(),
+        ),
+        max_size=50,
+    )
+)
+def test_launches_compete_for_kernels_by_name(steps):
+    """Launch targets and kernel names of 1 to 12 words: subsets, supersets, by order."""
+    clock: dict[str, int] = {}
+    lines = []
+    for lane, words, step, plain in steps:
+        clock[lane] = clock.get(lane, 0) + step
+        name = " ".join(words)
+        if lane == "CPU":
+            lines.append(f"{clock[lane]} us CPU " + ("cudaLaunchKernel" if plain else f"launch {name}"))
+        else:
+            lines.append(f"{clock[lane]} us {lane} {name} begin")
+            clock[lane] += step
+            lines.append(f"{clock[lane]} us {lane} {name} end")
+    text = "\n".join(lines) + "\n"
+    assert outcome(new, text) == outcome(reference, text)

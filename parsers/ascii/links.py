@@ -22,6 +22,7 @@ the others, and copy calls, one by one with ``_Pool``.
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 import typing
 
@@ -196,13 +197,13 @@ def _match_by_name(k_start, k_row, row_name, l_start, l_text, names) -> np.ndarr
         [gid_of.setdefault(frozenset(_words(names[k])), len(gid_of)) for k in used.tolist()], dtype=np.int64
     )
     k_gid = gid_of_used[inv.ravel()] if used.size else np.zeros(0, dtype=np.int64)
-    groups = [(w, g) for w, g in gid_of.items() if w]
+    groups = _Groups(gid_of)
     target_of: dict[frozenset, list[int]] = {}
     cands: dict[int, list[int]] = {}
     for t in np.unique(l_text).tolist():
         target = frozenset(_words(launch_target(names[t])))
         if target not in target_of:
-            target_of[target] = [g for w, g in groups if target and (w <= target or target <= w)]
+            target_of[target] = groups.matching(target)
         cands[t] = target_of[target]
     if any(len(c) > 1 for c in cands.values()):
         return _match_one_by_one(k_start, k_row, k_gid, l_start, l_text, cands)
@@ -238,17 +239,64 @@ def _match_by_name(k_start, k_row, row_name, l_start, l_text, names) -> np.ndarr
     return hit
 
 
+class _Groups:
+    """Kernel names grouped by their word sets (non-empty ones), with an index from each
+    word to the groups holding it."""
+
+    def __init__(self, gid_of: dict[frozenset, int]) -> None:
+        self.gid_of = {w: g for w, g in gid_of.items() if w}
+        self.by_word: dict[str, list[int]] = {}
+        self.words: dict[int, frozenset] = {}
+        for w, g in self.gid_of.items():
+            self.words[g] = w
+            for word in w:
+                self.by_word.setdefault(word, []).append(g)
+
+    def matching(self, target: frozenset) -> list[int]:
+        """Sorted ids of the groups ``w`` with ``w <= target`` or ``target <= w`` (none
+        for an empty target), without trying every group: the subsets of a short target
+        are looked up, else the groups sharing a word are counted; the supersets are
+        among the groups of the target's rarest word."""
+        if not target:
+            return []
+        found: set[int] = set()
+        if len(target) <= 10:
+            words = sorted(target)
+            for size in range(1, len(words) + 1):
+                for combo in itertools.combinations(words, size):
+                    g = self.gid_of.get(frozenset(combo))
+                    if g is not None:
+                        found.add(g)
+        else:
+            shared: dict[int, int] = {}
+            for word in target:
+                for g in self.by_word.get(word, ()):
+                    shared[g] = shared.get(g, 0) + 1
+            found.update(g for g, c in shared.items() if c == len(self.words[g]))
+        rarest = min((self.by_word.get(word, []) for word in target), key=len)
+        found.update(g for g in rarest if target <= self.words[g])
+        return sorted(found)
+
+
 def _match_one_by_one(k_start, k_row, k_gid, l_start, l_text, cands) -> np.ndarray:
     """``_match_by_name`` for launches whose target matches several groups: each takes the
-    earliest first-free kernel among its groups, in order."""
+    earliest first-free kernel among its groups, in order (one pool per distinct set of
+    groups, holding their kernels: its first free kernel is the earliest among them)."""
     taken: set[int] = set()
     items: dict[int, list[tuple[int, int]]] = {}
     for t, r, g in zip(k_start.tolist(), k_row.tolist(), k_gid.tolist()):
         items.setdefault(g, []).append((t, r))
-    pools = {g: _Pool(v, taken) for g, v in items.items()}
+    pools: dict[tuple[int, ...], _Pool] = {}
+    pool_of: dict[int, _Pool | None] = {}
+    for t, c in cands.items():
+        key = tuple(c)
+        if key and key not in pools:
+            pools[key] = _Pool(sorted(itertools.chain.from_iterable(items[g] for g in key)), taken)
+        pool_of[t] = pools[key] if key else None
     hit = np.full(l_text.shape[0], -1, dtype=np.int64)
     for k, (start, t) in enumerate(zip(l_start.tolist(), l_text.tolist())):
-        got = min(filter(None, (pools[g].first(start) for g in cands[t])), default=None)
+        pool = pool_of[t]
+        got = pool.first(start) if pool is not None else None
         if got is not None:
             hit[k] = got[1]
             taken.add(got[1])

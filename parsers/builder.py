@@ -6,6 +6,7 @@ hand. Large files go through the vectorised Chrome/Kineto loader instead.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,23 @@ class ListArgs:
         return self.args[i] or {}
 
 
+#: dtypes of an event's fields, in the order of the row tuples ``TraceBuilder.event`` keeps.
+_COLUMNS = (
+    np.int64,  # start_ns
+    np.int64,  # dur_ns
+    np.int32,  # lane
+    np.int32,  # name id
+    np.int8,  # kind
+    np.int64,  # correlation
+    np.int64,  # bytes
+    np.int8,  # copy kind
+    bool,  # pageable
+    np.float64,  # value
+    np.int32,  # line
+    np.int64,  # external id
+)
+
+
 class TraceBuilder:
     """Collect lanes and events, then ``build()`` an immutable ``Trace``.
 
@@ -49,7 +67,9 @@ class TraceBuilder:
         self._lane_index: dict[tuple[str, str], int] = {}
         self._names: list[str] = []
         self._name_index: dict[str, int] = {}
-        self._rows: list[tuple] = []
+        self._rows: list[tuple] = []  # events added one by one, not yet in ``_chunks``
+        self._chunks: list[list[np.ndarray]] = []  # columns of earlier events, in the order of _COLUMNS
+        self._chunked = 0  # events in ``_chunks``
         self._args: list[dict | None] = []
         self._flows: list[tuple[int, int]] = []
         self.warnings: list[TraceWarning] = []
@@ -127,7 +147,76 @@ class TraceBuilder:
             )
         )
         self._args.append(args)
-        return len(self._rows) - 1
+        return self._chunked + len(self._rows) - 1
+
+    def add_events(
+        self,
+        lane: np.ndarray,
+        names: Sequence[str],
+        name_index: np.ndarray,
+        start_ns: np.ndarray,
+        dur_ns: np.ndarray,
+        kind: np.ndarray,
+        *,
+        correlation: np.ndarray | None = None,
+        copy_kind: np.ndarray | None = None,
+        line: np.ndarray | None = None,
+        args: dict[int, dict] | None = None,
+    ) -> None:
+        """Add many events at once, as ``event`` called for each in turn would (same name
+        ids, same order, same indices for ``flow``).
+
+        Columns of one length ``n``: ``lane`` (lane indices), ``name_index`` (index into
+        ``names``, the distinct names), ``start_ns``/``dur_ns`` (int ns), ``kind``
+        (``Kind`` values); optional ``correlation`` (-1 = none), ``copy_kind``
+        (``CopyKind``), ``line`` (1-based, 0 = unknown). ``args``: event position in the
+        batch → its args dict. Raises ``ValueError`` when column lengths differ.
+        """
+        n = int(np.asarray(start_ns).shape[0])
+
+        def col(a, dtype, fill):
+            a = np.full(n, fill, dtype=dtype) if a is None else np.asarray(a, dtype=dtype)
+            if a.shape != (n,):
+                raise ValueError(f"column shape {a.shape} != ({n},)")
+            return a
+
+        index = col(name_index, np.int64, 0)
+        ids = np.zeros(len(names), dtype=np.int32)
+        if n:  # names interned in order of first use, as one ``event`` call at a time does
+            used, first = np.unique(index, return_index=True)
+            for k in used[np.argsort(first, kind="stable")].tolist():
+                ids[k] = self.intern(names[k])
+        self._flush_rows()
+        self._chunks.append(
+            [
+                col(start_ns, np.int64, 0),
+                col(dur_ns, np.int64, 0),
+                col(lane, np.int32, 0),
+                ids[index],
+                col(kind, np.int8, 0),
+                col(correlation, np.int64, -1),
+                np.full(n, -1, dtype=np.int64),
+                col(copy_kind, np.int8, 0),
+                np.zeros(n, dtype=bool),
+                np.full(n, np.nan, dtype=np.float64),
+                col(line, np.int32, 0),
+                np.full(n, -1, dtype=np.int64),
+            ]
+        )
+        self._chunked += n
+        base = len(self._args)
+        self._args.extend([None] * n)
+        for k, a in (args or {}).items():
+            self._args[base + k] = a
+
+    def _flush_rows(self) -> None:
+        """Move the events added one by one into ``_chunks`` (as columns)."""
+        if not self._rows:
+            return
+        cols = list(zip(*self._rows))
+        self._chunks.append([np.array(cols[i], dtype=dt) for i, dt in enumerate(_COLUMNS)])
+        self._chunked += len(self._rows)
+        self._rows = []
 
     def flow(self, src: int, dst: int) -> None:
         """Link two events (builder indices), e.g. a launch call and its kernel."""
@@ -146,10 +235,13 @@ class TraceBuilder:
         for old, new in lanes:  # in new-index order, each lane once (_ordered_lanes)
             d = self._lanes[old]
             lane_objs.append(Lane(index=new, sort_key=(not d["is_gpu"], d["device"], d["stream"], new), **d))
-        cols = list(zip(*self._rows)) if self._rows else [()] * 12
+        self._flush_rows()
+        chunks = self._chunks
 
         def arr(i, dt):
-            return np.array(cols[i], dtype=dt)
+            if not chunks:
+                return np.zeros(0, dtype=dt)
+            return chunks[0][i] if len(chunks) == 1 else np.concatenate([c[i] for c in chunks])
 
         lane_col = arr(2, np.int32)
         if lane_col.size:

@@ -43,8 +43,8 @@ from gapscope.parsers.ascii.common import (
     new_builder,
     to_ns,
 )
-from gapscope.parsers.ascii.events import link_calls
 from gapscope.parsers.ascii.fence import FenceEvent, expand_fence
+from gapscope.parsers.ascii.links import link_calls
 from gapscope.parsers.ascii.names import copy_direction, cpu_kind, gpu_kind, is_host_word
 from gapscope.parsers.errors import TraceFormatError
 from gapscope.parsers.model import CopyKind, Kind, Trace

@@ -56,6 +56,10 @@ STANDALONE_NUMBER = r"(?<![\w.])(" + NUMBER + r")"
 #: A token that starts like a number (not glued to a word or a dot before it): the
 #: number and whatever is glued to it (``0.5ms``, ``1.2.3``, ``1e30``, ``5xs``).
 NUMERIC_TOKEN = re.compile(r"(?<![\w.])(?:\d|\.\d)(?:[eE][+-]\d|[\w.])*")
+#: ``NUMBER``'s integer digits, fraction digits and exponent (for ``to_ns``).
+_NUMBER_PARTS = re.compile(r"([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]+))?")  # other digits: Decimal
+#: Power of ten of each unit in ns (``UNIT_NS``).
+_UNIT_EXP = {u: len(str(ns)) - 1 for u, ns in UNIT_NS.items()}
 _UNIT_AFTER = re.compile(r"\s*(ns|us|µs|μs|ms|s)(?!\w)")
 _UNITS_LONGEST_FIRST = sorted(UNIT_NS, key=len, reverse=True)
 
@@ -93,6 +97,26 @@ def to_ns(num: str, unit: str) -> int | None:
         q, r = divmod(int(whole + frac or "0") * UNIT_NS[unit], den)
         if 2 * r > den or (2 * r == den and q % 2):
             q += 1
+        return q if q <= MAX_TIME_NS else None
+    m = _NUMBER_PARTS.fullmatch(num)
+    if m is not None and (m[1] or m[2]) and len(m[3] or "") <= 9 and len(num) <= 1000:  # exact in ints
+        whole, frac, exp = m[1], m[2] or "", int(m[3] or 0)
+        digits = (whole + frac).lstrip("0")
+        if not digits:
+            return 0
+        shift = exp - len(frac) + _UNIT_EXP[unit]  # value in ns = int(digits) * 10**shift
+        adjusted = len(digits) - 1 + shift  # power of ten of the leading digit, in ns
+        if adjusted > 30:  # ≥ 1e31 ns: far above 2^62
+            return None
+        if adjusted < -30:  # < 1e-29 ns: rounds to 0
+            return 0
+        if shift >= 0:
+            q = int(digits) * 10**shift
+        else:
+            den = 10**-shift
+            q, r = divmod(int(digits), den)
+            if 2 * r > den or (2 * r == den and q % 2):
+                q += 1
         return q if q <= MAX_TIME_NS else None
     d = decimal.Decimal(num)
     if d.is_zero():

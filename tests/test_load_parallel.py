@@ -62,8 +62,7 @@ def assert_same(a, b) -> None:
         assert a.args_of(i) == b.args_of(i)
 
 
-@pytest.fixture
-def spy(monkeypatch, tmp_path):
+def force_parts(monkeypatch, tmp_path) -> list[bool]:
     """Force the two-part decode and record what each attempt returned."""
     calls: list[bool] = []
 
@@ -83,6 +82,11 @@ def spy(monkeypatch, tmp_path):
     monkeypatch.setattr(cp, "decode_parts", spying(cp.decode_parts))
     monkeypatch.setattr(cp, "decode_file", spying(cp.decode_file))
     return calls
+
+
+@pytest.fixture
+def spy(monkeypatch, tmp_path):
+    return force_parts(monkeypatch, tmp_path)
 
 
 def _both(path, monkeypatch, spy):

@@ -84,17 +84,43 @@ class EventText:
 
     def starts_all(self) -> np.ndarray | None:
         """Exact offsets of every event's ``{`` (cached): from the ``"ph"`` keys when
-        each event starts with it (one vectorised scan), else the bracket scanner."""
+        each event starts with it (one vectorised scan), else the bracket scanner. On
+        a map of a file the scan runs in a forked child (``_guarded``)."""
         if self.starts is None:
-            ph = key_positions(self.data, b'"ph"', self.begin())
-            st = self._first_key_starts(ph) if ph.size == self.n else None
-            if st is not None:
-                self.starts = st
-            else:
-                sp = self.spans()
-                if sp is None:
-                    return None
+            got = self._guarded(self._find_starts)
+            if got is not None:
+                self.starts, ends = got
+                if ends is not None:
+                    self.ends = ends
         return self.starts
+
+    def _find_starts(self) -> tuple[np.ndarray, np.ndarray | None] | None:
+        """(starts, ends or None) of every event, or None (see ``starts_all``)."""
+        ph = key_positions(self.data, b'"ph"', self.begin())
+        st = self._first_key_starts(ph) if ph.size == self.n else None
+        if st is not None:
+            return st, None
+        sp = self.spans()
+        return None if sp is None else (sp[0], sp[1])
+
+    def _guarded(self, work):
+        """``work()``, which scans ``self.data`` through the buffer protocol: here for
+        text in memory; for a map of a file (``MappedText``), None once the file has
+        changed, else run in a forked child (a file cut short during the scan would
+        kill this process with SIGBUS, and kills only the child). Done here when no
+        child can be forked."""
+        unchanged = getattr(self.data, "unchanged", None)
+        if unchanged is None:
+            return work()
+        if not unchanged():
+            return None
+        from gapscope.parsers.chrome.parallel import fork
+
+        size = len(self.data)
+        got = fork.run_in_child(work, 16 * self.n + 4096, fork.MIN_WAIT_S + fork.WAIT_S_PER_BYTE * size)
+        if got is fork.NO_CHILD:
+            return work()
+        return got if unchanged() else None
 
     def offsets(self, ks) -> np.ndarray | None:
         """Byte offsets of the ``{`` that opens events ``ks`` (None when unknown).
@@ -103,11 +129,14 @@ class EventText:
         if self.starts is None and 0 < ks.size <= 1000:
             upto = int(ks.max()) + 1
             if upto < self.n // 2:
-                ph = key_positions(self.data, b'"ph"', self.begin(), limit=upto)
-                if ph.size == upto:
-                    st = self._first_key_starts(ph[ks])
-                    if st is not None:
-                        return st
+
+                def partial():
+                    ph = key_positions(self.data, b'"ph"', self.begin(), limit=upto)
+                    return self._first_key_starts(ph[ks]) if ph.size == upto else None
+
+                st = self._guarded(partial)
+                if st is not None:
+                    return st
         st = self.starts_all()
         return None if st is None else st[ks]
 

@@ -4,7 +4,11 @@
 expressions, the buffer protocol, and ``count``, which ``mmap`` lacks), while its
 pages stay the file's (page cache), not the process's private memory. A file cut
 short under a map kills the process that reads a page past the new end (SIGBUS), so
-a reader of a map kept after a load checks ``unchanged()`` first.
+a reader of a map kept after a load checks ``unchanged()`` first, and this process
+reads the map only through ``os.pread`` (slices, ``count``), which a cut file answers
+with fewer bytes instead of a signal; whole-text scans through the buffer protocol
+(numpy, regular expressions) run in a forked child
+(``gapscope.parsers.chrome.parallel.fork.run_in_child``), where a SIGBUS kills only it.
 """
 
 from __future__ import annotations
@@ -15,6 +19,9 @@ import os
 import numpy as np
 
 __all__ = ["MappedText", "file_stamp"]
+
+#: Bytes ``MappedText.count`` reads at a time.
+_COUNT_CHUNK = 16 << 20
 
 
 def file_stamp(st: os.stat_result) -> tuple:
@@ -59,11 +66,43 @@ class MappedText(mmap.mmap):
     def __del__(self) -> None:
         self._release_fd()
 
+    def __getitem__(self, key):
+        """A slice (or one byte) read with ``os.pread``, never through the map: a file
+        cut short since gives fewer bytes (an event that no longer decodes), not SIGBUS."""
+        n = len(self)
+        if isinstance(key, slice):
+            start, stop, step = key.indices(n)
+            if step != 1:
+                return self._pread(0, n)[key]
+            return self._pread(start, stop) if stop > start else b""
+        i = key + n if key < 0 else key
+        if not 0 <= i < n:
+            raise IndexError("mmap index out of range")
+        got = self._pread(i, i + 1)
+        if not got:
+            raise IndexError(f"byte {i} is past the end of the file (cut short since it was mapped)")
+        return got[0]
+
+    def _pread(self, start: int, stop: int) -> bytes:
+        """Bytes ``start:stop`` of the mapped file as it is now (fewer when it was cut
+        short; empty when its descriptor is closed)."""
+        if self._fd < 0:
+            return b""
+        try:
+            return os.pread(self._fd, stop - start, start)
+        except OSError:
+            return b""
+
     def count(self, sub: bytes, start: int = 0, end: int | None = None) -> int:
+        """Occurrences of ``sub`` in ``[start, end)``, read with ``os.pread`` in
+        ``_COUNT_CHUNK`` pieces (a cut file counts what is left)."""
         stop = len(self) if end is None else min(end, len(self))
         if start >= stop:
             return 0
-        if len(sub) == 1:
-            a = np.frombuffer(self, dtype=np.uint8, count=stop - start, offset=start)
-            return int(np.count_nonzero(a == sub[0]))
-        return bytes(self[start:stop]).count(sub)
+        if len(sub) != 1:
+            return self[start:stop].count(sub)
+        total = 0
+        for a in range(start, stop, _COUNT_CHUNK):
+            piece = self._pread(a, min(stop, a + _COUNT_CHUNK))
+            total += int(np.count_nonzero(np.frombuffer(piece, dtype=np.uint8) == sub[0]))
+        return total

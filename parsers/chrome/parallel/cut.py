@@ -25,6 +25,8 @@ END_CANDIDATES = 4096
 END_WINDOW_BYTES = 16 << 20
 #: Most bytes decoded in all while trying candidates (a bound on adversarial texts).
 END_DECODE_BUDGET = 64 << 20
+#: Bytes after a target searched for an element boundary (``find_cut``, ``find_cuts``).
+BOUNDARY_WINDOW_BYTES = 8 << 20
 #: ``{`` tried when looking for the start of the event before a candidate ``]``.
 _EVENT_CANDIDATES = 64
 _MARKER = b'"gapscope:traceEvents"'
@@ -62,7 +64,7 @@ def find_cut(
     if end <= begin:
         return None
     target = begin + int((end - begin) * head_fraction)
-    m = BOUNDARY.search(data, target, min(end, target + (8 << 20)))
+    m = BOUNDARY.search(data, target, min(end, target + BOUNDARY_WINDOW_BYTES))
     if m is None:
         return None
     brace = m.start()
@@ -77,7 +79,9 @@ def find_cuts(
     the ``(}, ,)`` offsets of each boundary between two parts, the object form's
     ``ObjectHeader`` or None), or None. Boundary ``i`` is the first element boundary
     at or after ``(i + 1) / n_chunks`` of the array's bytes; boundaries that coincide
-    (elements longer than a part) are kept once, so there may be fewer parts. Like
+    (elements longer than a part) are kept once, and a target with no boundary in the
+    ``BOUNDARY_WINDOW_BYTES`` after it (inside the last element, or an element longer
+    than that) is skipped, so there may be fewer parts. Like
     ``find_cut``, only a candidate: a part that does not decode refutes it."""
     begin = find_events_array(data, root)
     if begin < 0:
@@ -101,9 +105,11 @@ def find_cuts(
         target = max(begin + int((end - begin) * i / n_chunks), cuts[-1][1] + 1 if cuts else begin)
         if target >= end:
             break
-        m = BOUNDARY.search(data, target, min(end, target + (8 << 20)))
-        if m is None:
-            return None
+        m = BOUNDARY.search(data, target, min(end, target + BOUNDARY_WINDOW_BYTES))
+        if m is None:  # inside the last element, or one longer than the window: no cut here
+            if target + BOUNDARY_WINDOW_BYTES >= end:
+                break  # no boundary before the end: the parts planned so far cover it
+            continue  # the part before grows past this target
         brace = m.start()
         cuts.append((brace, data.find(b",", brace)))
     return begin, end, tuple(cuts), header

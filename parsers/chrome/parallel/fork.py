@@ -65,6 +65,8 @@ __all__ = [
     "FileParts",
     "Pending",
     "Parts",
+    "run_in_child",
+    "NO_CHILD",
 ]
 
 #: Texts smaller than this are decoded in one piece (the fork costs tens of ms).
@@ -534,6 +536,35 @@ def _frame_tail(data, comma: int, end: int):
         data[comma] = 0x5B  # "["
         return memoryview(data)[comma : end + 1]
     return b"".join((b"[", memoryview(data)[comma + 1 : end], b"]"))
+
+
+#: ``run_in_child`` could not fork: the caller may do the work itself.
+NO_CHILD = object()
+
+
+def run_in_child(work, result_bytes: int, timeout_s: float):
+    """``work()`` (-> a picklable value) run in a forked child, for reads of a map of a
+    file (``MappedText``) that a file cut short meanwhile would turn into a SIGBUS: it
+    kills only the child. Returns the value, None when the child failed (died, was
+    late, sent a damaged message), or ``NO_CHILD`` when no child could be forked
+    (``result_bytes``: room for the answer in the shared map; larger answers come
+    through the pipe)."""
+    pending = _fork(lambda: _tx.pack(work()), result_bytes + (1 << 20), None, None)
+    if pending is None:
+        return NO_CHILD
+    payload = None
+    try:
+        payload = _tx.receive(pending.fd, pending.shared, time.monotonic() + timeout_s)
+        if payload is None:
+            return None
+        try:
+            return _tx.unpack_object(payload)
+        except Exception:  # noqa: BLE001  (a damaged message: as a failed child)
+            return None
+    finally:
+        if isinstance(payload, memoryview):
+            payload.release()
+        pending.close()
 
 
 def _reap(pid: int) -> None:

@@ -9,10 +9,11 @@ through the pipe; the pipe's end of file says the child is done.
 
 from __future__ import annotations
 
+import math
 import mmap
 import os
 import pickle
-import selectors
+import select
 import time
 
 import msgspec
@@ -164,19 +165,31 @@ def receive(fd: int, shared: mmap.mmap, deadline: float) -> bytes | memoryview |
 
 def _read_all(fd: int, deadline: float) -> bytes | None:
     """Everything the child writes on the pipe until it closes it, or None (past
-    ``deadline``, or nothing). ``poll``, not ``select``: any fd number works."""
+    ``deadline``, nothing, or an ``OSError``). ``select.poll``, not a selector: it
+    needs no descriptor of its own (an epoll selector does, and fails with EMFILE in a
+    process at its descriptor limit) and any fd number works."""
     chunks: list[bytes] = []
-    with selectors.DefaultSelector() as sel:
-        sel.register(fd, selectors.EVENT_READ)
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
         while True:
             left = deadline - time.monotonic()
-            if left <= 0 or not sel.select(left):
+            if left <= 0 or not poller.poll(max(1, math.ceil(left * 1000))):
                 return None
             chunk = os.read(fd, 1 << 22)
             if not chunk:
                 msg = b"".join(chunks)
                 return msg if len(msg) >= 9 else None
             chunks.append(chunk)
+    except OSError:  # EMFILE, ENOMEM...: the caller decodes the text in one piece
+        return None
+
+
+def unpack_object(payload: bytes | memoryview):
+    """The object ``pack`` sent (any picklable value), its buffers copied out of
+    ``payload``; raises on a damaged message."""
+    view = memoryview(payload).cast("B")
+    return _unpack_message(bytes(view))
 
 
 def unpack(payload: bytes | memoryview) -> tuple[EventColumns, dict, tuple, dict | None] | None:

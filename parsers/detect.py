@@ -531,12 +531,29 @@ def _load_fresh(p: str) -> tuple[Trace, Text | None]:
             if fd is not None:
                 try:
                     trace = load_chrome_file(p, limit, fd=fd, text_out=mapped)
+                    if trace is not None:
+                        return trace, mapped[0]
+                    inflated = _read_fd(fd)  # not split after all: the text inflated, not again
                 finally:
                     os.close(fd)
-                if trace is not None:
-                    return trace, mapped[0]
+                return _load(p, inflated), inflated
     data = read_bytes(p, mutable_min_bytes=chrome_parallel.MIN_BYTES)
     return _load(p, data), data
+
+
+def _read_fd(fd: int) -> bytearray:
+    """All of the open file ``fd`` (an inflated text ``inflate_to_file`` wrote)."""
+    size = os.fstat(fd).st_size
+    buf = bytearray(size)
+    got = 0
+    with memoryview(buf) as view:
+        while got < size:
+            n = os.preadv(fd, [view[got : got + CHUNK_BYTES]], got)
+            if n <= 0:
+                break
+            got += n
+    del buf[got:]
+    return buf
 
 
 def _is_large_gzip(p: str, min_bytes: int) -> bool:

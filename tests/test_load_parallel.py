@@ -79,6 +79,7 @@ def force_parts(monkeypatch, tmp_path) -> list[bool]:
     monkeypatch.setattr(cp, "enabled", lambda size: True)
     monkeypatch.setattr(cp, "processes", lambda: 3)  # three children of a file...
     monkeypatch.setattr(cp, "CHUNK_BYTES", 16 << 10)  # ...each decoding several parts
+    monkeypatch.setattr(cp, "METADATA_SHARE", 2.0)  # split even what mostly the parent would decode
     monkeypatch.setattr(cp, "decode_parts", spying(cp.decode_parts))
     monkeypatch.setattr(cp, "decode_file", spying(cp.decode_file))
     return calls
@@ -641,3 +642,24 @@ def test_the_file_is_not_read_into_memory(tmp_path, monkeypatch, spy):
     monkeypatch.setattr(detect, "read_bytes", refuse)
     tr = load(path)
     assert spy == [True] and len(tr) == 2 * 200 + 1  # the metadata and ac2g flows are not rows
+
+
+def test_a_text_mostly_of_metadata_is_not_split(tmp_path, monkeypatch, spy):
+    """Metadata (and B/E, instants...) are decoded again by this process after a
+    split: a text that is mostly such events (as ``hta/mtia_rank_0.json.gz``) loads in
+    one piece, the same trace; one mostly of X events and flows is split."""
+    monkeypatch.setattr(cp, "METADATA_SHARE", 0.25)
+    monkeypatch.setattr(cp, "SAMPLE_BYTES", 4096)
+    obj = _kineto(400)
+    meta = [
+        {"ph": "M", "name": "thread_name", "pid": 9, "tid": t, "args": {"name": f"worker {t}"}} for t in range(2000)
+    ]
+    heavy = {**obj, "traceEvents": obj["traceEvents"][:600] + meta + obj["traceEvents"][600:]}
+    parts, whole = _both(_write(tmp_path, heavy, "heavy.json"), monkeypatch, spy)
+    assert not any(spy)  # neither the file's children nor the in-memory split
+    assert_same(parts, whole)
+    spy.clear()
+    parts, whole = _both(_write(tmp_path, obj, "light.json"), monkeypatch, spy)
+    assert spy == [True]
+    assert_same(parts, whole)
+    assert cp.mostly_parent_work(lambda off, n: b"", 10) is False  # nothing sampled: no opinion

@@ -145,14 +145,11 @@ def _check_start(p: str) -> None:
         _refuse_nul(p, first, 0, len(first))
 
 
-def read_bytes(
-    path: str | os.PathLike, mutable_min_bytes: int | None = None, stat_out: list | None = None
-) -> bytes | bytearray:
+def read_bytes(path: str | os.PathLike, mutable_min_bytes: int | None = None) -> bytes | bytearray:
     """Return the file's bytes, decompressed when gzip (all members, RFC 1952).
 
     A plain file of at least ``mutable_min_bytes`` comes back as a ``bytearray`` (read
     in place, no extra copy), which a loader may frame in place (``chrome_parallel``).
-    ``stat_out``: gets ``os.fstat`` of the file read, taken after the read.
 
     The size limit (``trace_limit``) is checked while reading, every ``CHUNK_BYTES``:
     memory never holds much more than the limit, whatever the file or its gzip data
@@ -170,8 +167,6 @@ def read_bytes(
     with _open_regular(p) as fh:
         try:
             data = _read(p, fh, mutable_min_bytes, limit, user_set)
-            if stat_out is not None:
-                stat_out.append(os.fstat(fh.fileno()))
         except OSError as exc:
             raise TraceFormatError(p, f"cannot read: {exc.strerror or exc}") from None
     if data[:2] == _GZIP_MAGIC:
@@ -271,6 +266,7 @@ def _gunzip_all(
     ``RATIO_CHECK_BYTES`` at more than ``MAX_INFLATE_RATIO`` x the compressed bytes read.
     """
     out = bytearray()
+    emit = out.extend if sink is None else sink
     total = 0
     view = memoryview(data)
     at = 0  # offset in ``data`` of the member being read
@@ -286,7 +282,7 @@ def _gunzip_all(
                         chunk = d.flush()  # input ended inside this member
                         total += len(chunk)
                         member_out += len(chunk)
-                        _emit(out, sink, chunk)
+                        emit(chunk)
                         break
                     feed = view[pos : pos + _IN_CHUNK_BYTES]
                     pos += len(feed)
@@ -294,7 +290,7 @@ def _gunzip_all(
                 feed = d.unconsumed_tail
                 total += len(chunk)
                 member_out += len(chunk)
-                _emit(out, sink, chunk)
+                emit(chunk)
                 read_in = pos - len(feed) - len(d.unused_data)
                 if total > limit:
                     raise _too_big(
@@ -337,13 +333,6 @@ def _gunzip_all(
             if kept:
                 break
     return out
-
-
-def _emit(out: bytearray, sink, chunk: bytes) -> None:
-    if sink is None:
-        out += chunk
-    elif chunk:
-        sink(chunk)
 
 
 def inflate_to_file(path: str, limit: int, user_set: bool) -> int | None:
@@ -522,17 +511,16 @@ def _load_fresh(p: str) -> tuple[Trace, Text | None]:
         from gapscope.parsers.chrome.loader import load_chrome_file
 
         limit, user_set = _limit_for(p)
-        mapped: list = []
-        trace = load_chrome_file(p, limit, text_out=mapped)  # decoded in parts by children; None: read it
-        if trace is not None:
-            return trace, mapped[0]
+        got = load_chrome_file(p, limit)  # decoded in parts by children; None: read it
+        if got is not None:
+            return got
         if _is_large_gzip(p, chrome_parallel.MIN_BYTES):
             fd = inflate_to_file(p, limit, user_set)  # mapped, not held in memory
             if fd is not None:
                 try:
-                    trace = load_chrome_file(p, limit, fd=fd, text_out=mapped)
-                    if trace is not None:
-                        return trace, mapped[0]
+                    got = load_chrome_file(p, limit, fd=fd)
+                    if got is not None:
+                        return got
                     inflated = _read_fd(fd)  # not split after all: the text inflated, not again
                 finally:
                     os.close(fd)

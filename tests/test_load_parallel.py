@@ -24,6 +24,7 @@ import gapscope.parsers.chrome.parallel.fork as cp
 import gapscope.parsers.chrome.parallel.transfer as tx
 from gapscope.parsers import load
 from gapscope.parsers.chrome.loader import load_chrome
+from gapscope.parsers.json.mapped import file_stamp
 from tests.conftest import CORPUS, require
 from tests.test_corpus import REFUSED, TRACES
 
@@ -401,7 +402,7 @@ def test_child_of_a_changed_file_gives_up(tmp_path):
     path = _write(tmp_path, _kineto(50))
     fd = os.open(path, os.O_RDONLY)
     try:
-        stamp = cp._stamp(os.fstat(fd))
+        stamp = file_stamp(os.fstat(fd))
         data = open(path, "rb").read()
         begin, end, cuts, _ = find_cuts(data, 0, False, 4)
         assert len(cuts) == 3

@@ -60,6 +60,7 @@ from gapscope.parsers.chrome.schema import (
 )
 from gapscope.parsers.chrome.times import INVALID, MISSING, NEED_EXACT, OK
 from gapscope.parsers.errors import TraceFormatError
+from gapscope.parsers.json.mapped import MappedText
 from gapscope.parsers.json.scan import text_start
 from gapscope.parsers.kinds import KINETO_CATS, KINETO_FLOW_CATS
 from gapscope.parsers.lanes import Metadata
@@ -130,16 +131,16 @@ def _raw_ts(data, i: int) -> bool:
 
 
 def load_chrome_file(
-    path: str, limit_bytes: int | None = None, fd: int | None = None, text_out: list | None = None
-) -> Trace | None:
+    path: str, limit_bytes: int | None = None, fd: int | None = None
+) -> tuple[Trace, MappedText] | None:
     """Load the plain Chrome-trace file ``path`` decoded in parts by forked children
     (``chrome_parallel.start_file``; this process never reads the text into memory,
     it maps the file for what is read back later), or None when that does not apply
     or falls back: then read the file and call ``load_chrome``. Files larger than
     ``limit_bytes`` are left to the reader (which refuses them). ``fd``: the text to
     decode, open, instead of the file at ``path`` (an inflated ``.gz``; ``path`` names
-    it in warnings). ``text_out``: gets the map of the text the trace was decoded from
-    (``MappedText``), for the trace cache."""
+    it in warnings). Returns the trace and the map of the text it was decoded from
+    (for the trace cache)."""
     parts = chrome_parallel.start_file(
         path, lambda d: text_start(d) if len(d) else -1, _raw_ts, _DECODERS, limit_bytes, fd=fd
     )
@@ -152,8 +153,6 @@ def load_chrome_file(
         if got is None:
             return None
         decoded, text = got
-        if text_out is not None:
-            text_out.append(text)
         inp = _Input(
             path,
             decoded.events,
@@ -163,7 +162,7 @@ def load_chrome_file(
             scanned=decoded.scanned,
         )
         try:
-            return _build(inp)
+            return _build(inp), text
         except SerialFallback:
             return None
     finally:

@@ -175,15 +175,13 @@ def merge_all(parts: Sequence[EventColumns]) -> EventColumns | None:
     old = any(p.old_ids for p in parts)
     ext_of = []  # each part's external ids as one pass over the whole list reads them
     for p in parts:
+        ext = p.args.external_id
         if old and not p.old_ids:
             if p.external_id_old is None:
                 return None
-            if p.external_id_old.size == 0:  # the part holds no such key
-                ext_of.append(p.args.external_id)
-                continue
-            ext_of.append(np.where(p.args.external_id >= 0, p.args.external_id, p.external_id_old))
-        else:
-            ext_of.append(p.args.external_id)
+            if p.external_id_old.size:  # empty: the part holds no such key
+                ext = np.where(ext >= 0, ext, p.external_id_old)
+        ext_of.append(ext)
 
     def remap(interner: Interner, keys: Interner, ids: np.ndarray) -> np.ndarray:
         if ids.size == 0 or keys is interner:

@@ -16,8 +16,6 @@ from __future__ import annotations
 import mmap
 import os
 
-import numpy as np
-
 __all__ = ["MappedText", "file_stamp"]
 
 #: Bytes ``MappedText.count`` reads at a time.
@@ -31,12 +29,12 @@ def file_stamp(st: os.stat_result) -> tuple:
 
 
 class MappedText(mmap.mmap):
-    """A read-only map of a file, usable where the loader reads JSON text: slices,
-    ``find``/``rfind``, regular expressions, the buffer protocol, plus ``count`` (which
-    ``mmap`` lacks), counted with numpy. Its pages are the file's (page cache), not
-    this process's private memory. ``unchanged()`` checks that the mapped file is as it
-    was when first asked (a file cut short under a map would kill this process with
-    SIGBUS on the next read of a page past its end)."""
+    """A read-only map of a file, usable where the loader reads JSON text: slices and
+    ``count`` (which ``mmap`` lacks) read with ``os.pread``; ``find``/``rfind``, regular
+    expressions and the buffer protocol go through the map. Its pages are the file's
+    (page cache), not this process's private memory. ``unchanged()`` checks that the
+    mapped file is as it was when mapped (a file cut short under a map kills the
+    process that reads a page past its new end: SIGBUS)."""
 
     def __init__(self, fileno: int, length: int, *args, **kwargs) -> None:
         self._fd = os.dup(fileno)  # the map's own: fstat of the very file mapped
@@ -101,8 +99,4 @@ class MappedText(mmap.mmap):
             return 0
         if len(sub) != 1:
             return self[start:stop].count(sub)
-        total = 0
-        for a in range(start, stop, _COUNT_CHUNK):
-            piece = self._pread(a, min(stop, a + _COUNT_CHUNK))
-            total += int(np.count_nonzero(np.frombuffer(piece, dtype=np.uint8) == sub[0]))
-        return total
+        return sum(self._pread(a, min(stop, a + _COUNT_CHUNK)).count(sub) for a in range(start, stop, _COUNT_CHUNK))

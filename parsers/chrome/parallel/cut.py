@@ -46,6 +46,22 @@ def find_cut(
     or None. The boundary is the first at or after ``head_fraction`` of the array's
     bytes. The cut is only a candidate: a part that does not decode as an array
     refutes it."""
+    bounds = _array_bounds(data, root, raw_ts)
+    if bounds is None:
+        return None
+    begin, end, header = bounds
+    target = begin + int((end - begin) * head_fraction)
+    m = BOUNDARY.search(data, target, min(end, target + BOUNDARY_WINDOW_BYTES))
+    if m is None:
+        return None
+    brace = m.start()
+    comma = data.find(b",", brace)
+    return begin, brace, comma, end, header
+
+
+def _array_bounds(data, root: int, raw_ts: bool) -> tuple[int, int, ObjectHeader | None] | None:
+    """(just after the events array's ``[``, its ``]``, the object form's
+    ``ObjectHeader`` or None), or None when no non-empty events array is found."""
     begin = find_events_array(data, root)
     if begin < 0:
         return None
@@ -63,13 +79,7 @@ def find_cut(
             return None
     if end <= begin:
         return None
-    target = begin + int((end - begin) * head_fraction)
-    m = BOUNDARY.search(data, target, min(end, target + BOUNDARY_WINDOW_BYTES))
-    if m is None:
-        return None
-    brace = m.start()
-    comma = data.find(b",", brace)
-    return begin, brace, comma, end, header
+    return begin, end, header
 
 
 def find_cuts(
@@ -83,23 +93,10 @@ def find_cuts(
     ``BOUNDARY_WINDOW_BYTES`` after it (inside the last element, or an element longer
     than that) is skipped, so there may be fewer parts. Like
     ``find_cut``, only a candidate: a part that does not decode refutes it."""
-    begin = find_events_array(data, root)
-    if begin < 0:
+    bounds = _array_bounds(data, root, raw_ts)
+    if bounds is None:
         return None
-    header: ObjectHeader | None = None
-    if data[root : root + 1] == b"{":
-        found = _array_end(data, root, begin, raw_ts)
-        if found is None:
-            return None
-        end, header = found
-    else:
-        end = len(data) - 1
-        while end > begin and data[end] in _WS:
-            end -= 1
-        if data[end] != ord("]"):
-            return None
-    if end <= begin:
-        return None
+    begin, end, header = bounds
     cuts: list[tuple[int, int]] = []
     for i in range(1, max(1, n_chunks)):
         target = max(begin + int((end - begin) * i / n_chunks), cuts[-1][1] + 1 if cuts else begin)

@@ -190,9 +190,6 @@ class Pending:
             self.close()
 
 
-_stamp = file_stamp
-
-
 def _fork(work, shared_bytes: int, plan: tuple | None, stamp: tuple | None) -> Pending | None:
     """Fork a child that runs ``work()`` (-> payload bytes) and sends its result; None
     when the pipe, the shared memory or the fork cannot be had. SIGINT is blocked
@@ -353,7 +350,7 @@ def start_file(
             return None  # gzip, or not JSON: nothing to split
         if mostly_parent_work(lambda off, n: os.pread(fd, n, off), st.st_size):
             return None
-        stamp = _stamp(st)
+        stamp = file_stamp(st)
         n_chunks = nproc * max(1, -(-st.st_size // (nproc * CHUNK_BYTES)))
         for j in range(nproc):
             child = _fork(
@@ -383,7 +380,7 @@ def _file_payload(
     """In child ``j`` of ``nproc`` of ``start_file``: plan ``n_chunks`` parts on a
     private map of the file and decode the ``j``-th run of them; a message of None when
     the file is not what ``stamp`` says (before or after) or is not one to split."""
-    if _stamp(os.fstat(fd)) != stamp:
+    if file_stamp(os.fstat(fd)) != stamp:
         return _tx.pack(None)
     view = mmap.mmap(fd, 0, access=mmap.ACCESS_COPY)
     if view[:2] == b"\x1f\x8b":
@@ -411,7 +408,7 @@ def _file_payload(
     if j == 0 and header is not None:
         head = {f: bytes(getattr(header, f)) for f in header.__struct_fields__ if f != "traceEvents"}
     payload = _tx.part_payload(texts(), list_decoder, x_class, raw_ts, (root, raw_ts, begin, end, cuts), head)
-    return payload if _stamp(os.fstat(fd)) == stamp else _tx.pack(None)
+    return payload if file_stamp(os.fstat(fd)) == stamp else _tx.pack(None)
 
 
 def decode_file(parts: FileParts, decoders: dict) -> tuple[Parts, MappedText] | None:
@@ -421,11 +418,10 @@ def decode_file(parts: FileParts, decoders: dict) -> tuple[Parts, MappedText] | 
     shared maps go once the columns are copied out of them). None when a
     child fails, is late (``MIN_WAIT_S`` plus ``WAIT_S_PER_BYTE`` per byte), the
     children planned differently, or the file is not the one they started on."""
-    payload = None
     text: MappedText | None = None
     try:
         try:
-            if _stamp(os.fstat(parts.fd)) != parts.stamp or parts.size == 0:
+            if file_stamp(os.fstat(parts.fd)) != parts.stamp or parts.size == 0:
                 return None
             text = MappedText(parts.fd, 0, access=mmap.ACCESS_READ)  # keeps its own copy of the fd
         except (OSError, ValueError):
@@ -434,14 +430,11 @@ def decode_file(parts: FileParts, decoders: dict) -> tuple[Parts, MappedText] | 
         cols: list[EventColumns] = []
         blobs: dict[int, list[bytes]] = {PH_FLOW: [], PH_OTHER: []}
         plan = header = None
-        views: list = []
         for child in parts.children:
             payload = _tx.receive(child.fd, child.shared, deadline)
             if payload is None:
                 return None
-            views.append(payload)
-            payload = None
-            got = _tx.unpack(views[-1])  # its arrays view the child's shared map
+            got = _tx.unpack(payload)  # its arrays view the child's shared map
             if got is None or (plan is not None and got[2] != plan):
                 return None
             ec, child_blobs, plan, sent = got
@@ -450,10 +443,9 @@ def decode_file(parts: FileParts, decoders: dict) -> tuple[Parts, MappedText] | 
             cols.append(ec)
             for g in blobs:
                 blobs[g] += child_blobs[g]
-            del ec, got
+            del ec, got, payload
         merged = merge_all(cols) if len(cols) > 1 else None  # copies the columns out of the maps
         cols.clear()
-        views.clear()
         if merged is None or plan is None:
             return None
         root, raw_ts = plan[0], plan[1]
@@ -475,8 +467,6 @@ def decode_file(parts: FileParts, decoders: dict) -> tuple[Parts, MappedText] | 
         text = None
         return result
     finally:
-        if isinstance(payload, memoryview):
-            payload.release()
         parts.close()
         if text is not None:
             try:

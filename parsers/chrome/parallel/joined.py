@@ -20,6 +20,10 @@ class SerialFallback(Exception):
     decodes the text again, in one piece)."""
 
 
+#: The phase codes of each group of non-``X`` events.
+_MEMBERS = {PH_FLOW: (PH_FLOW,), PH_OTHER: (PH_M, PH_OTHER)}
+
+
 class JoinedEvents(Sequence):
     """The events of both parts as one sequence, for the loader's later passes.
 
@@ -70,11 +74,7 @@ class JoinedEvents(Sequence):
                 raise SerialFallback(f"event {k} not found in the text")
             return e
         group = PH_FLOW if c == PH_FLOW else PH_OTHER
-        rank = self._rank.get(group)
-        if rank is None:
-            mask = self.code == PH_FLOW if group == PH_FLOW else (self.code == PH_M) | (self.code == PH_OTHER)
-            rank = self._rank[group] = np.cumsum(mask) - 1
-        r = int(rank[k])
+        r = int(self._ranks(group)[k])
         head = self._head[group]
         if r < len(head):
             return head[r]
@@ -87,15 +87,19 @@ class JoinedEvents(Sequence):
         if ks.size == 0:
             return []
         codes = self.code[ks]
-        for group, members in ((PH_FLOW, (PH_FLOW,)), (PH_OTHER, (PH_M, PH_OTHER))):
-            if bool(np.isin(codes, members).all()):
-                rank = self._rank.get(group)
-                if rank is None:
-                    mask = np.isin(self.code, members)
-                    rank = self._rank[group] = np.cumsum(mask) - 1
+        for group in (PH_FLOW, PH_OTHER):
+            if bool(np.isin(codes, _MEMBERS[group]).all()):
                 both = self._head[group] + self._tail_list(group)
-                return [both[r] for r in rank[ks].tolist()]
+                return [both[r] for r in self._ranks(group)[ks].tolist()]
         return [self[int(k)] for k in ks.tolist()]
+
+    def _ranks(self, group: int) -> np.ndarray:
+        """int64 rank of each event among the events of ``group`` (cached; -1 before
+        the first)."""
+        rank = self._rank.get(group)
+        if rank is None:
+            rank = self._rank[group] = np.cumsum(np.isin(self.code, _MEMBERS[group])) - 1
+        return rank
 
     def _tail_list(self, group: int) -> list:
         got = self._tail.get(group)

@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from bench.load import trace_path
 
-        path = trace_path(1_000_000, False)
+        path = trace_path(1_000_000)
     cache_dir = Path(tempfile.mkdtemp(prefix="gapscope-bench-cache-"))
     try:
         prime = run(path, cache_dir, cached=True)

@@ -191,19 +191,17 @@ SHAPES = {"steps20": 20, "steps500": 500}
 CORPUS_FILES = ("hta/mtia_rank_0.json.gz", "hta/df_index_resolver.json.gz")
 CORPUS = ROOT.parent / "shared" / "traces" / "public"
 
-_DICT_BYTES_PER_EVENT = 2200  # PERF_BASELINE.md: a tree of dicts costs ~2 KB/event
 
-
-def trace_path(n: int, gz: bool, steps: int = 20) -> Path:
+def trace_path(n: int, steps: int = 20) -> Path:
     """Cached generated trace for ``n`` events of ``steps`` steps (generated on first use)."""
     tag = "" if steps == 20 else f"_steps{steps}"
-    p = OUT / (f"kineto_v{LAYOUT_VERSION}_{n}_s0{tag}.json" + (".gz" if gz else ""))
+    p = OUT / f"kineto_v{LAYOUT_VERSION}_{n}_s0{tag}.json"
     stats_p = p.with_name(p.name + ".stats.json")
     if not (p.exists() and stats_p.exists()):
         OUT.mkdir(parents=True, exist_ok=True)
         print(f"generating {p.name} ...", file=sys.stderr, flush=True)
         tmp = p.with_name(p.name + ".tmp")
-        stats = generate(tmp, n, seed=0, gzip=gz, steps=steps)
+        stats = generate(tmp, n, seed=0, steps=steps)
         tmp.replace(p)
         stats_p.write_text(stats.to_json())
     return p
@@ -226,7 +224,7 @@ def mem_available_bytes() -> int:
 def run_one(tool: str, path: Path, python: str, timeout_s: float) -> dict:
     """Run one measurement in a fresh subprocess; returns its JSON or {"error": ...}."""
     cmd = [python, "-c", SCRIPTS[tool], str(path), str(ROOT)]
-    env = {**os.environ, "GAPSCOPE_NO_CACHE": "1", **TOOL_ENV.get(tool, {})}
+    env = {**os.environ, **TOOL_ENV.get(tool, {})}  # GAPSCOPE_NO_CACHE=1 set above, inherited
     try:
         cp = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=str(ROOT), env=env)
     except subprocess.TimeoutExpired:
@@ -316,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     for n in [parse_count(x) for x in a.sizes.split(",") if x.strip()]:
         label = f"{n // 1000}k" if n < 1_000_000 else f"{n / 1e6:g}M"
         for shape in [x.strip() for x in a.shapes.split(",") if x.strip()]:
-            path = trace_path(n, False, SHAPES[shape])
+            path = trace_path(n, SHAPES[shape])
             files.append((f"{label} {shape}", path, stats_of(path)))
     if not a.no_corpus:
         for rel in CORPUS_FILES:

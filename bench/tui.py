@@ -2,8 +2,8 @@
 
     python bench/tui.py [--events 1000000] [--size 200x50] [--repeats 40] [--trace PATH]
 
-Generates (once, cached in ``$TMPDIR/gapscope-bench``) a Kineto-shaped trace with
-``bench/gen_kineto.generate``, then runs the app built by ``gapscope.tui.factory.make_app``
+Uses the generated Kineto-shaped trace of ``bench/load.py`` (``bench/out/``, made on
+first use by ``bench/gen_kineto.generate``), then runs the app built by ``gapscope.tui.factory.make_app``
 headless at the given size:
 
 - load and diagnose time (inside the load worker);
@@ -55,20 +55,6 @@ _STARTED_WALL = float(os.environ.get("GAPSCOPE_BENCH_SPAWNED", "0")) or None
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-
-
-def _trace_path(n_events: int) -> Path:
-    d = Path(os.environ.get("TMPDIR", tempfile.gettempdir())) / "gapscope-bench"
-    d.mkdir(parents=True, exist_ok=True)
-    p = d / f"kineto_{n_events}.json"
-    if not p.exists():
-        sys.path.insert(0, str(ROOT / "bench"))
-        from gen_kineto import generate
-
-        tmp = p.with_suffix(".part")
-        generate(tmp, n_events, seed=0)
-        tmp.rename(p)
-    return p
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -178,7 +164,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     a = ap.parse_args(argv)
     w, h = (int(x) for x in a.size.lower().split("x"))
-    path = Path(a.trace) if a.trace else _trace_path(a.events)
+    if a.trace:
+        path = Path(a.trace)
+    else:
+        from bench.load import trace_path  # the generated traces bench/load.py measures
+
+        path = trace_path(a.events)
     if a.command:
         return _command_rounds(path, a.size, a.command)
     r = asyncio.run(_run(path, (w, h), a.repeats))

@@ -19,7 +19,6 @@ import numpy as np
 
 from gapscope.analysis.busy import coverage, union_intervals
 from gapscope.analysis.card_text import (
-    fmt_bytes,
     is_decode_trace,
     is_wait,
     quiet_text,
@@ -29,7 +28,7 @@ from gapscope.analysis.card_text import (
 from gapscope.analysis.evidence_kinds import COLLECTIVE_RE, GRAPH_LAUNCH_RE
 from gapscope.analysis.types import Cause, Evidence, WaitKind
 from gapscope.parsers.model import CopyKind, Kind
-from gapscope.units import fmt_dur
+from gapscope.units import fmt_bytes, fmt_dur
 
 __all__ = ["advice"]
 

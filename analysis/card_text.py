@@ -14,7 +14,7 @@ from gapscope.analysis.evidence import enclosing_step_range
 from gapscope.analysis.evidence_kinds import BLOCKING_SYNC_RE, COLLECTIVE_RE, SYNC_OP_NAMES
 from gapscope.analysis.types import Cause, Evidence, Trust, WaitKind
 from gapscope.parsers.model import Kind
-from gapscope.units import fmt_dur
+from gapscope.units import fmt_bytes, fmt_dur
 
 SMELLS = {
     Cause.LAUNCH: "launch-bound gap",
@@ -33,15 +33,6 @@ DEPENDENCY_SMELLS = {
     WaitKind.GRAPH: "graph ordering",
     WaitKind.DISPATCH: "dispatch jitter (not actionable)",
 }
-
-
-def fmt_bytes(n: int) -> str:
-    if n < 0:
-        return "unknown size"
-    for unit, k in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= k:
-            return f"{n / k:.1f} {unit}"
-    return f"{n} B"
 
 
 def quote_name(name: str) -> str:

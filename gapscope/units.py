@@ -73,6 +73,7 @@ __all__ = [
     "fmt_dur_pair",
     "tick_unit",
     "fmt_tick",
+    "fmt_bytes",
 ]
 
 
@@ -255,3 +256,20 @@ def fmt_tick(t_ns: SupportsFloat, step_ns: int, unit: Unit | None = None) -> str
         r *= 10
         decimals += 1
     return _digits(_count(x, Unit(u.symbol, u.ns, decimals)), decimals) + u.symbol
+
+
+def fmt_bytes(n: int) -> str:
+    """A byte count with binary prefixes, 1 decimal from 1 KiB on (``100 B``, ``64.0
+    KiB``, ``3.0 GiB``, up to TiB); ``?`` when negative (unknown): memcpy sizes on
+    cards and reports, device memory, file sizes."""
+    n = int(n)
+    if n < 0:
+        return "?"
+    if n < 1024:
+        return f"{n} B"
+    x = float(n)
+    for unit in ("KiB", "MiB", "GiB"):
+        x /= 1024.0
+        if x < 1024:
+            return f"{x:.1f} {unit}"
+    return f"{x / 1024.0:.1f} TiB"

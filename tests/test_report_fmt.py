@@ -7,7 +7,8 @@ import pytest
 from rich.console import Console
 from rich.text import Text
 
-from gapscope.report.fmt import fmt_bytes, fmt_share, safe_name
+from gapscope.report.fmt import fmt_share, safe_name
+from gapscope.units import fmt_bytes
 
 
 def test_share_and_bytes():
@@ -15,6 +16,10 @@ def test_share_and_bytes():
     assert fmt_share(1, 0) == "-"
     assert fmt_bytes(65536) == "64.0 KiB" and fmt_bytes(100) == "100 B" and fmt_bytes(-1) == "?"
     assert fmt_bytes(3 * 1024**3) == "3.0 GiB"
+    # the prefix steps up where one decimal would read 1024.0: 1023.95 KiB rounds to it
+    assert fmt_bytes(1023) == "1023 B" and fmt_bytes(1024) == "1.0 KiB"
+    assert fmt_bytes(1048575) == "1024.0 KiB" and fmt_bytes(1 << 20) == "1.0 MiB"
+    assert fmt_bytes(5 * 1024**4) == "5.0 TiB" and fmt_bytes(2048 * 1024**4) == "2048.0 TiB"
 
 
 @pytest.mark.parametrize(

@@ -10,12 +10,11 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from gapscope.units import column_unit, fmt_dur, fmt_in
+from gapscope.units import column_unit, fmt_bytes, fmt_dur, fmt_in
 
 __all__ = [
     "fmt_share",
     "safe_name",
-    "fmt_bytes",
     "budget_rows",
     "BUDGET_LABELS",
     "short_name",
@@ -35,21 +34,6 @@ def fmt_share(part: int | float, whole: int | float) -> str:
     if not whole:
         return "-"
     return f"{100.0 * float(part) / float(whole):.1f}%"
-
-
-def fmt_bytes(n: int) -> str:
-    """Byte count with binary prefixes (``64.0 KiB``); ``?`` when negative (unknown)."""
-    n = int(n)
-    if n < 0:
-        return "?"
-    if n < 1024:
-        return f"{n} B"
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        n_f = n / 1024.0
-        if n_f < 1024 or unit == "TiB":
-            return f"{n_f:.1f} {unit}"
-        n = n_f  # type: ignore[assignment]
-    return f"{n} B"  # pragma: no cover
 
 
 _AMD_NAME = re.compile(r"\b(?:AMD|Radeon|Instinct)\b", re.IGNORECASE)

@@ -20,7 +20,8 @@ from gapscope.tui.screen import PAN_PAGE, PAN_STEP, ZOOM_STEP, TraceScreen
 
 
 async def wait_ready(pilot) -> TraceScreen:
-    """Process messages until the trace screen is up (the load worker has finished)."""
+    """Process messages until the trace screen is up with its diagnosis (the load and
+    diagnosis workers have finished)."""
     app = pilot.app
     for _ in range(200):
         try:
@@ -28,7 +29,7 @@ async def wait_ready(pilot) -> TraceScreen:
         except Exception:  # a cancelled or failed worker: the checks below say which
             pass
         await pilot.pause()
-        if isinstance(app.screen, TraceScreen):
+        if isinstance(app.screen, TraceScreen) and not app.screen.diagnosing:
             await pilot.pause()
             return app.screen
         if app.error or app.cancelled:
@@ -269,6 +270,129 @@ def test_escape_cancels_a_load():
     assert worker.is_cancelled
     assert app.cancelled and app.return_code == 1
     assert app.trace_screen is None
+
+
+def _idle_row_text(screen) -> str:
+    from gapscope.tui.lanes_draw import render_row
+
+    lanes = screen.lanes
+    i = next(i for i, r in enumerate(lanes.rows) if r.kind == "idle")
+    return render_row(lanes.lane_view(), i).text
+
+
+def _gated_diagnose():
+    """A diagnose that waits for ``release`` (set by the test), and ``started``."""
+    from gapscope.analysis import diagnose
+
+    started, release = threading.Event(), threading.Event()
+
+    def gated(trace):
+        started.set()
+        release.wait(30)
+        return diagnose(trace)
+
+    return gated, started, release
+
+
+def test_lanes_are_drawn_and_browsable_before_the_diagnosis_ends():
+    trace = _small_trace()
+    gated, started, release = _gated_diagnose()
+
+    async def run():
+        app = make_app(trace, diagnose=gated)
+        async with app.run_test(size=(120, 40)) as pilot:
+            for _ in range(100):
+                await pilot.pause()
+                if isinstance(app.screen, TraceScreen) and started.is_set():
+                    break
+            screen = app.screen
+            before = {
+                "diagnosing": screen.diagnosing,
+                "header": screen.header_text(120).plain,
+                "panel": screen.query_one("#panel").plain,
+                "detail": str(screen.query_one("#detail").render()),
+                "rows": [r.kind for r in screen.lanes.rows],
+                "idle_row": _idle_row_text(screen),
+            }
+            await pilot.press("plus")  # zoom works meanwhile
+            zoomed = screen.lanes.viewport
+            await pilot.press("n")  # a gap key says to wait, and selects nothing
+            before["after_n"] = (str(screen.query_one("#detail").render()), screen.lanes.selected_gap)
+            release.set()
+            screen = await wait_ready(pilot)
+            after = {
+                "header": screen.header_text(120).plain,
+                "detail": str(screen.query_one("#detail").render()),
+                "viewport": screen.lanes.viewport,
+                "lane_gaps": screen.lanes.gaps,
+                "idle_row": _idle_row_text(screen),
+            }
+            await pilot.press("n")
+            await pilot.pause()
+            after["n"] = screen.lanes.selected_gap
+            after["panel"] = screen.query_one("#panel").plain
+            return before, zoomed, after
+
+    before, zoomed, after = asyncio.run(run())
+    assert before["diagnosing"] is True
+    assert "finding gaps…" in before["header"] and "gaps │" not in before["header"]
+    assert before["panel"].startswith("Finding the idle gaps and their causes…")
+    assert "finding the idle gaps and their causes" in before["detail"]
+    assert before["rows"].count("lane") == 2 and "idle" in before["rows"]
+    assert "still finding the gaps" in before["after_n"][0] and before["after_n"][1] is None
+    assert "finding gaps…" in before["idle_row"] and "░" not in before["idle_row"]
+    # the 10 kernels of 50 µs every 100 µs leave 9 gaps of 50 µs, from 70 µs on
+    assert "9 gaps" in after["header"] and "finding" not in after["header"]
+    assert "9 idle gaps found" in after["detail"]
+    assert after["viewport"] == zoomed  # the view the user chose stays
+    assert after["lane_gaps"] is not None and len(after["lane_gaps"]) == 9
+    assert "finding" not in after["idle_row"] and "░" in after["idle_row"]
+    assert after["n"] is not None and int(after["lane_gaps"].start_ns[after["n"]]) == 70_000
+    assert after["panel"].startswith(f"Gap #{after['n']}  GPU 0")
+
+
+def test_a_failing_diagnosis_after_the_first_paint_leaves_the_lanes():
+    trace = _small_trace()
+
+    def broken(trace):
+        raise RuntimeError("boom")
+
+    async def run():
+        app = make_app(trace, diagnose=broken)
+        async with app.run_test(size=(120, 40)) as pilot:
+            screen = await wait_ready(pilot)
+            detail = str(screen.query_one("#detail").render())
+            await pilot.press("n")
+            return screen.diagnosis, screen.header_text(120).plain, detail, str(screen.query_one("#detail").render())
+
+    diagnosis, header, detail, after_n = asyncio.run(run())
+    assert diagnosis is None
+    assert "diagnosis failed: RuntimeError: boom" in detail
+    assert header == "gapscope small.json │ span 0.970 ms │ 1 GPU"
+    assert "no gaps in this trace" in after_n
+
+
+def test_quit_while_diagnosing_does_not_wait_for_it():
+    import time
+
+    trace = _small_trace()
+    gated, started, release = _gated_diagnose()
+
+    async def run():
+        app = make_app(trace, diagnose=gated)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await asyncio.to_thread(started.wait, 10)
+            await pilot.pause()
+            assert isinstance(app.screen, TraceScreen) and app.screen.diagnosing
+            await pilot.press("q")
+        return app
+
+    t0 = time.monotonic()
+    app = asyncio.run(run())
+    took_s = time.monotonic() - t0
+    release.set()
+    assert took_s < 10  # the diagnosis waits up to 30 s: quitting did not
+    assert app.return_code in (0, None) and not app.cancelled
 
 
 def test_bad_file_exits_2_with_one_line(tmp_path):

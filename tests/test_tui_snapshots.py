@@ -24,7 +24,7 @@ async def _ready(pilot):
         except Exception:
             pass
         await pilot.pause()
-        if isinstance(app.screen, TraceScreen):
+        if isinstance(app.screen, TraceScreen) and not app.screen.diagnosing:
             await pilot.pause()
             return app.screen
     raise AssertionError(f"trace screen never shown (error={app.error!r})")

@@ -68,7 +68,6 @@ class GapscopeApp(App):
                 LoadScreen(
                     self.source,
                     self.loader,
-                    self.diagnose_fn,
                     on_loaded=self.show_trace,
                     on_failed=self.fail,
                     on_cancel=self.cancel_load,
@@ -76,9 +75,11 @@ class GapscopeApp(App):
             )
 
     # the load screen's callbacks (on the event loop, from its message handlers)
-    def show_trace(self, trace, diagnosis, error: str | None) -> None:
-        """Replace the loading screen with the trace screen."""
-        screen = TraceScreen(trace, diagnosis, error)
+    def show_trace(self, trace, diagnosis=None, error: str | None = None) -> None:
+        """Replace the loading screen with the trace screen; without ``diagnosis`` (and
+        ``error``) the trace screen draws the lanes at once and diagnoses in a worker."""
+        pending = diagnosis is None and error is None and self.diagnose_fn is not None
+        screen = TraceScreen(trace, diagnosis, error, diagnose=self.diagnose_fn if pending else None)
         self.trace_screen = screen
         if isinstance(self.screen, LoadScreen):
             self.switch_screen(screen)

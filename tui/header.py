@@ -44,10 +44,12 @@ def _is_recorded_path(name: str) -> bool:
     return " " not in name and ("/" in name or "\\" in name)
 
 
-def trace_header(trace: Trace, diagnosis, width: int = 80) -> Text:
+def trace_header(trace: Trace, diagnosis, width: int = 80, pending: bool = False) -> Text:
     """``gapscope NAME │ GPU busy P% │ N gaps │ span │ k GPUs │ device``: the
     figures first so that they survive an 80-column terminal; the trace name is
-    elided to what is left of ``width`` (cells), the device name comes last."""
+    elided to what is left of ``width`` (cells), the device name comes last.
+    ``pending``: the diagnosis is still running (``finding gaps…`` in place of the
+    GPU busy share and the gap count)."""
     src = trace.source
     name = src.trace_name or ""
     if not name.strip() or _is_recorded_path(name):
@@ -64,6 +66,8 @@ def trace_header(trace: Trace, diagnosis, width: int = 80) -> Text:
             figures.append(f"GPU busy {100 * busy / win:.0f}%")
     if d is not None:
         figures.append(f"{len(d.gaps)} gap" + ("" if len(d.gaps) == 1 else "s"))
+    elif pending:
+        figures.append("finding gaps…")
     nw = len(trace.warnings)
     if nw:
         figures.append(f"⚠ {nw} warning" + ("" if nw == 1 else "s"))

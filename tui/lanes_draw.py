@@ -34,7 +34,7 @@ from gapscope.tui.ruler import ruler_ticks
 from gapscope.tui.viewmodel import GlyphClass, LaneIndex, Viewport
 from gapscope.units import fmt_dur
 
-__all__ = ["LaneView", "COMPONENT_CLASSES", "render_line", "render_ruler", "render_row", "row_at"]
+__all__ = ["LaneView", "COMPONENT_CLASSES", "PENDING_TEXT", "render_line", "render_ruler", "render_row", "row_at"]
 
 #: An event's name is drawn inside its span from this many cells on.
 _NAME_MIN_CELLS = 6
@@ -82,7 +82,8 @@ class LaneView:
       row scrolled above the view) is drawn there instead; ``selected_row`` (row index),
       ``selected_gap`` (gap index or None), ``selected_event`` (event index or None).
     - ``show_causes``: gaps in their cause colour and label (False: one neutral
-      ``idle`` look).
+      ``idle`` look); ``pending``: the diagnosis is still running (idle rows say
+      ``finding gaps…`` instead of showing none).
     - ``width``: cells of a whole line (labels + timeline); ``label_width``: cells of
       the label column.
     - ``styles``: component class name (every one of ``COMPONENT_CLASSES``) -> Rich
@@ -109,6 +110,11 @@ class LaneView:
     base_style: Style
     lane_index: Callable[[int], LaneIndex]
     pinned_row: int | None = None
+    pending: bool = False
+
+
+#: What an idle row shows while the diagnosis runs.
+PENDING_TEXT = "finding gaps…"
 
 
 def row_at(top_row: int, pinned_row: int | None, y: int) -> int:
@@ -160,7 +166,10 @@ def render_row(view: LaneView, row_i: int) -> Strip:
     row = view.rows[row_i]
     cells = Cells(vp.width, view.base_style)
     if row.kind == "idle":
-        _draw_gaps(view, row.device, cells, label=True)
+        if view.pending:
+            cells.text(1, PENDING_TEXT[: max(0, vp.width - 1)], cells.add(view.styles["lanes--label"]))
+        else:
+            _draw_gaps(view, row.device, cells, label=True)
     elif row.kind == "lane":
         if view.trace.lanes[row.lane].is_gpu:
             _draw_gaps(view, view.trace.lanes[row.lane].device, cells, label=False)

@@ -1,18 +1,19 @@
-"""The loading screen: load + diagnose in a thread worker that only posts messages.
+"""The loading screen: the load in a thread worker that only posts messages.
 
-The worker never touches widgets: it posts ``LoadScreen.Progress``, ``Loaded`` or
-``Failed``; the screen updates its progress bar and hands the result to the app
-through the callbacks it was given.
+The worker never touches widgets: it posts ``LoadScreen.Loaded`` or ``Failed``; the
+screen hands the result to the app through the callbacks it was given. The diagnosis
+(gaps and causes) is not waited for here: the trace screen draws the lanes at once and
+runs it in its own worker (``gapscope.tui.screen.TraceScreen``).
 Escape cancels: the worker is cancelled and its result, if any, is dropped.
 """
 
 from __future__ import annotations
 
-import gc
+import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from rich.text import Text
 from textual import on, work
@@ -26,14 +27,12 @@ from textual.worker import Worker, get_current_worker
 
 from gapscope.parsers.model import Trace
 from gapscope.tui.lanes_model import sanitize
+from gapscope.units import fmt_bytes
 
-__all__ = ["LoadScreen", "STAGES"]
-
-#: Stages shown by the progress bar.
-STAGES = ("reading and parsing", "diagnosing", "drawing")
+__all__ = ["LoadScreen", "cancellable"]
 
 
-def _cancellable(fn: Callable, arg, worker):
+def cancellable(fn: Callable, arg, worker):
     """Run ``fn(arg)`` in a daemon thread, polling ``worker.is_cancelled``.
 
     Returns ``fn``'s result, re-raises its exception, or returns None as soon as the
@@ -60,13 +59,11 @@ def _cancellable(fn: Callable, arg, worker):
 
 
 class LoadScreen(Screen):
-    """Loads ``source`` (a path, or an already loaded ``Trace``) and diagnoses it.
+    """Loads ``source`` (a path, or an already loaded ``Trace``).
 
-    ``loader(path) -> Trace`` and ``diagnose(trace) -> Diagnosis | None`` are injected
-    by the factory (tests pass slow or failing ones). The outcome goes to the app, on
-    the event loop: ``on_loaded(trace, diagnosis, error)`` (``error``: why the
-    diagnosis failed, or None), ``on_failed(error)`` (the trace could not be loaded)
-    or ``on_cancel()`` (Escape).
+    ``loader(path) -> Trace`` is injected by the factory (tests pass slow or failing
+    ones). The outcome goes to the app, on the event loop: ``on_loaded(trace)``,
+    ``on_failed(error)`` (the trace could not be loaded) or ``on_cancel()`` (Escape).
     """
 
     BINDINGS = [Binding("escape", "cancel_load", "cancel", id="load.cancel")]
@@ -76,17 +73,10 @@ class LoadScreen(Screen):
     LoadScreen Label { width: 1fr; }
     """
 
-    class Progress(Message):
-        def __init__(self, stage: int) -> None:
-            super().__init__()
-            self.stage = stage
-
     class Loaded(Message):
-        def __init__(self, trace, diagnosis, error: str | None) -> None:
+        def __init__(self, trace: Trace) -> None:
             super().__init__()
             self.trace = trace
-            self.diagnosis = diagnosis
-            self.error = error
 
     class Failed(Message):
         def __init__(self, error: str) -> None:
@@ -97,30 +87,46 @@ class LoadScreen(Screen):
         self,
         source,
         loader: Callable,
-        diagnose: Callable | None,
         *,
-        on_loaded: Callable[[Trace, Any, str | None], None],
+        on_loaded: Callable[[Trace], None],
         on_failed: Callable[[str], None],
         on_cancel: Callable[[], None],
     ) -> None:
         super().__init__()
         self.source = source
         self.loader = loader
-        self.diagnose_fn = diagnose
         self.on_loaded = on_loaded
         self.on_failed = on_failed
         self.on_cancel = on_cancel
         self.worker: Worker[None] | None = None
+        self._t0 = time.monotonic()
+        self._file_size_text = ""
+        if isinstance(source, (str, Path)):
+            try:
+                self._file_size_text = " " + fmt_bytes(os.stat(source).st_size)
+            except (OSError, ValueError):
+                pass
+
+    def stage_text(self) -> Text:
+        """``reading and parsing SIZE… Ns  (Escape cancels)``: the file's size, and
+        the seconds since the load began from 1 s on (the bar has no end to show)."""
+        took_s = int(time.monotonic() - self._t0)
+        elapsed = f" {took_s} s" if took_s >= 1 else ""
+        return Text(f"reading and parsing{self._file_size_text}…{elapsed}  (Escape cancels)")
 
     def compose(self) -> ComposeResult:
         name = self.source if isinstance(self.source, (str, Path)) else getattr(self.source.source, "path", "trace")
         with Vertical():
             yield Label(Text("Loading " + sanitize(Path(str(name)).name or "trace")), markup=False, id="load-title")
-            yield ProgressBar(total=len(STAGES), show_eta=False, id="load-bar")
-            yield Label(Text(STAGES[0] + "…  (Escape cancels)"), markup=False, id="load-stage")
+            yield ProgressBar(total=None, show_eta=False, show_percentage=False, id="load-bar")
+            yield Label(self.stage_text(), markup=False, id="load-stage")
 
     def on_mount(self) -> None:
         self.worker = self._load()
+        self.set_interval(0.5, self._tick)
+
+    def _tick(self) -> None:
+        self.query_one("#load-stage", Label).update(self.stage_text())
 
     @work(thread=True, exclusive=True, exit_on_error=False, name="load")
     def _load(self) -> None:
@@ -130,7 +136,7 @@ class LoadScreen(Screen):
         source = self.source
         try:
             if isinstance(source, (str, Path)):
-                trace = _cancellable(self.loader, source, worker)
+                trace = cancellable(self.loader, source, worker)
                 if trace is None:
                     return
             else:
@@ -143,34 +149,14 @@ class LoadScreen(Screen):
             if not worker.is_cancelled:
                 self.post_message(self.Failed(f"{source}: cannot load ({type(exc).__name__}: {exc})"))
             return
-        if worker.is_cancelled:
-            return
-        self.post_message(self.Progress(1))
-        diagnosis, error = None, None
-        if self.diagnose_fn is not None:
-            try:
-                diagnosis = self.diagnose_fn(trace)
-            except Exception as exc:  # noqa: BLE001 - show the trace without gaps rather than nothing
-                error = f"diagnosis failed: {type(exc).__name__}: {exc}"
-        if worker.is_cancelled:
-            return
-        # Everything loaded lives as long as the app: keep it out of the cyclic GC's
-        # scans, so per-frame allocations do not trigger full-heap collections.
-        gc.freeze()
-        self.post_message(self.Progress(2))
-        self.post_message(self.Loaded(trace, diagnosis, error))
-
-    def on_load_screen_progress(self, message: Progress) -> None:
-        self.query_one(ProgressBar).update(progress=message.stage)
-        self.query_one("#load-stage", Label).update(
-            Text(STAGES[min(message.stage, len(STAGES) - 1)] + "…  (Escape cancels)")
-        )
+        if not worker.is_cancelled:
+            self.post_message(self.Loaded(trace))
 
     @on(Loaded)
     def _loaded(self, message: Loaded) -> None:
         if self.worker is not None and self.worker.is_cancelled:
             return
-        self.on_loaded(message.trace, message.diagnosis, message.error)
+        self.on_loaded(message.trace)
 
     @on(Failed)
     def _failed(self, message: Failed) -> None:

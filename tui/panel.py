@@ -60,9 +60,14 @@ def _card(diagnosis, gap: int):
     return card
 
 
-def card_text(diagnosis, gap: int | None) -> Text:
-    """The card of ``gap`` as a Rich ``Text`` (literal strings only)."""
+def card_text(diagnosis, gap: int | None, pending: bool = False) -> Text:
+    """The card of ``gap`` as a Rich ``Text`` (literal strings only); ``pending``: the
+    diagnosis is still running (the trace screen's worker)."""
     t = Text()
+    if pending:
+        t.append("Finding the idle gaps and their causes…\n", style="bold")
+        t.append("The lanes can be browsed meanwhile; n, s and g #N work once the gaps are found.\n")
+        return t
     if diagnosis is None or gap is None or len(diagnosis.gaps) == 0:
         t.append("No gap selected.\n", style="bold")
         if diagnosis is not None and len(diagnosis.gaps) == 0:
@@ -126,13 +131,13 @@ def first_sentence(text: str) -> str:
     return t
 
 
-def compact_card_text(diagnosis, gap: int | None) -> list[Text]:
+def compact_card_text(diagnosis, gap: int | None, pending: bool = False) -> list[Text]:
     """The card of ``gap`` for narrow terminals: a summary with the cause, the smell,
     the first sentence of *why*, then the first experiment, forbidden step and proof;
     each item is one logical line (the panel wraps them, keeps the first three, and
     shows the rest as far as its height allows: ``COMPACT_LINES`` rows at least)."""
-    if diagnosis is None or gap is None or len(diagnosis.gaps) == 0:
-        return list(card_text(diagnosis, gap).split("\n"))
+    if pending or diagnosis is None or gap is None or len(diagnosis.gaps) == 0:
+        return list(card_text(diagnosis, gap, pending).split("\n"))
     g = diagnosis.gaps
     s = int(g.start_ns[gap])
     e = int(g.end_ns[gap])
@@ -228,25 +233,27 @@ class GapPanel(Widget):
         self._lines: list[Text] = []
         self._strips: dict[int, Strip] = {}
         self._wrapped_for: tuple | None = None
-        self._card_key: tuple[int, int | None] | None = None
+        self._card_key: tuple[int, int | None, bool] | None = None
         self._done: set[int] | None = None
         self._card = Text("")
         self._protocol = protocol_text(set())
         self._compact: list[Text] | None = []
-        self._compact_for: tuple = (None, None)
+        self._compact_for: tuple = (None, None, False)
         self._compact_key: object = None
         #: Show the compact card (``compact_card_text``) instead of the full text.
         self.compact = False
         self.offset_y = 0
 
-    def show(self, diagnosis, gap: int | None, done: set[int]) -> None:
-        key = (id(diagnosis), gap)
+    def show(self, diagnosis, gap: int | None, done: set[int], pending: bool = False) -> None:
+        """Show the card of ``gap`` (or what to do without one; ``pending``: the
+        diagnosis is still running), the step budget and the protocol ``done``."""
+        key = (id(diagnosis), gap, pending)
         changed = False
         if key != self._card_key:
             self._card_key = key
-            self._card = card_text(diagnosis, gap)
+            self._card = card_text(diagnosis, gap, pending)
             self._compact = None  # built when first drawn (compact mode only)
-            self._compact_for = (diagnosis, gap)
+            self._compact_for = (diagnosis, gap, pending)
             self._compact_key = object()
             self.offset_y = 0
             changed = True

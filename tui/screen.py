@@ -8,12 +8,17 @@ hidden with CSS classes.
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Callable
+
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
+from textual.worker import get_current_worker
 
 from gapscope.analysis.types import Cause
 from gapscope.parsers.model import Kind, Trace
@@ -22,6 +27,7 @@ from gapscope.tui.header import trace_header
 from gapscope.tui.help import HelpScreen
 from gapscope.tui.lanes_model import sanitize
 from gapscope.tui.loader_warnings import WarningsScreen
+from gapscope.tui.loading import cancellable
 from gapscope.tui.navigation import SIZE, TIME, FlowIndex, GapNavigator, NameSearch
 from gapscope.tui.panel import DetailLine, GapPanel
 from gapscope.tui.ruler import parse_time_ns
@@ -39,21 +45,43 @@ PAN_PAGE = 1.0
 NARROW_WIDTH = 110
 
 _KIND_LABEL = {k: k.name.lower().replace("_", " ") for k in Kind}
+#: What the status line says while the diagnosis runs, and what a gap key says then.
+PENDING_MESSAGE = "finding the idle gaps and their causes… (the lanes work meanwhile)"
+PENDING_KEY_MESSAGE = "still finding the gaps and their causes: a moment"
 
 
 class TraceScreen(Screen):
-    """The main view of one trace and its diagnosis (``diagnosis`` may be None)."""
+    """The main view of one trace and its diagnosis.
+
+    ``diagnosis``: a ready ``Diagnosis``, or None; ``error``: why there is none (shown
+    in the status line); ``diagnose(trace) -> Diagnosis | None``: run in a thread
+    worker from the mount on when no diagnosis is given, so the lanes are drawn
+    and browsable while the gaps and their causes are found (``diagnosing`` is True
+    until ``set_diagnosis`` receives the result; gap keys say to wait meanwhile).
+    """
 
     BINDINGS = [footer_binding(b) for b in trace_bindings()]
 
-    def __init__(self, trace: Trace, diagnosis=None, error: str | None = None) -> None:
+    class Diagnosed(Message):
+        """The diagnosis worker's result (``diagnosis`` None and ``error`` set: it failed)."""
+
+        def __init__(self, diagnosis, error: str | None) -> None:
+            super().__init__()
+            self.diagnosis = diagnosis
+            self.error = error
+
+    def __init__(
+        self, trace: Trace, diagnosis=None, error: str | None = None, diagnose: Callable | None = None
+    ) -> None:
         super().__init__()
         self.trace = trace
-        self.diagnosis = diagnosis
+        self.diagnosis = None
         self.error = error
-        gaps = getattr(diagnosis, "gaps", None)
-        size_order = diagnosis.order_by_size() if diagnosis is not None and gaps is not None and len(gaps) else None
-        self.nav = GapNavigator(gaps, size_order) if gaps is not None else None
+        self.nav: GapNavigator | None = None
+        self._take_diagnosis(diagnosis)
+        self.diagnose_fn = diagnose if diagnosis is None else None
+        #: the diagnosis worker has not delivered yet
+        self.diagnosing = self.diagnose_fn is not None
         self.order_mode = TIME
         self.flows = FlowIndex(trace)
         self.search: NameSearch | None = None
@@ -66,11 +94,17 @@ class TraceScreen(Screen):
         self._shown_done: set[int] = set()
         self._side_drawn = False
 
+    def _take_diagnosis(self, diagnosis) -> None:
+        self.diagnosis = diagnosis
+        gaps = getattr(diagnosis, "gaps", None)
+        size_order = diagnosis.order_by_size() if diagnosis is not None and gaps is not None and len(gaps) else None
+        self.nav = GapNavigator(gaps, size_order) if gaps is not None else None
+
     # ------------------------------------------------------------- layout
     def compose(self) -> ComposeResult:
         yield Static(self.header_text(), id="header", markup=False)
         with Horizontal(id="main"):
-            yield Swimlanes(self.trace, self.diagnosis, id="lanes")
+            yield Swimlanes(self.trace, self.diagnosis, pending=self.diagnosing, id="lanes")
             yield GapPanel(id="panel")
         yield DetailLine(id="detail")
         yield Input(id="prompt")
@@ -89,6 +123,62 @@ class TraceScreen(Screen):
             # for seconds, just when the user reads it; the header keeps the count.
             what = f"{nw} loader warning" + ("" if nw == 1 else "s")
             self._say(f"⚠ {what}: w lists them")
+        elif self.diagnosing and not self.message:
+            self._say(PENDING_MESSAGE)
+        if self.diagnosing:
+            # at once, not after the first paint: measured, the paint is not slower
+            # for it (numpy lets the thread run beside the event loop), the causes come
+            # ~0.15 s sooner at 1M events (bench/tui.py --command)
+            self._diagnose()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, name="diagnose", group="diagnose")
+    def _diagnose(self) -> None:
+        """Diagnose in a thread (abandoned, not waited for, when the app quits first)."""
+        worker = get_current_worker()
+        diagnose = self.diagnose_fn
+        if diagnose is None:  # started only with one
+            return
+        diagnosis, error = None, None
+        try:
+            diagnosis = cancellable(diagnose, self.trace, worker)
+        except Exception as exc:  # noqa: BLE001 - show the trace without gaps rather than nothing
+            error = f"diagnosis failed: {type(exc).__name__}: {exc}"
+        if worker.is_cancelled:
+            return
+        # Everything loaded lives as long as the app: keep it out of the cyclic GC's
+        # scans, so per-frame allocations do not trigger full-heap collections.
+        gc.freeze()
+        self.post_message(self.Diagnosed(diagnosis, error))
+
+    @on(Diagnosed)
+    def _diagnosed(self, message: Diagnosed) -> None:
+        self.set_diagnosis(message.diagnosis, message.error)
+
+    def set_diagnosis(self, diagnosis, error: str | None = None) -> None:
+        """Show ``diagnosis`` (gaps, causes, cards) on the lanes drawn so far; the
+        view, cursor and selection stay. ``error``: why there is none."""
+        self.diagnosing = False
+        self._take_diagnosis(diagnosis)
+        self.error = error
+        self.lanes.set_diagnosis(diagnosis)
+        self.query_one("#header", Static).update(self.header_text(self.size.width or 80))
+        if error:
+            self.message = error
+        elif self.message in (PENDING_MESSAGE, PENDING_KEY_MESSAGE, ""):
+            n = len(diagnosis.gaps) if diagnosis is not None else 0
+            self.message = (
+                f"{n} idle gap{'' if n == 1 else 's'} found: n goes to the next, s then n to the largest"
+                if n
+                else "no idle GPU gaps in this trace"
+            )
+        self._side_drawn = False
+        self._update_side()
+
+    def _waiting(self) -> bool:
+        """True (and says so) while the diagnosis runs."""
+        if self.diagnosing:
+            self._say(PENDING_KEY_MESSAGE)
+        return self.diagnosing
 
     def on_resize(self, event) -> None:
         narrow = self.size.width < NARROW_WIDTH
@@ -98,7 +188,7 @@ class TraceScreen(Screen):
 
     def header_text(self, width: int = 80) -> Text:
         """The header line for ``width`` cells (``gapscope.tui.header.trace_header``)."""
-        return trace_header(self.trace, self.diagnosis, width)
+        return trace_header(self.trace, self.diagnosis, width, pending=self.diagnosing)
 
     # ------------------------------------------------------------- updates
     @on(Swimlanes.Changed)
@@ -118,7 +208,7 @@ class TraceScreen(Screen):
         self._shown_gap = gap
         if gap is not None and self.diagnosis is not None:
             self.done |= {4, 5}
-        self.query_one(GapPanel).show(self.diagnosis, gap, self.done)
+        self.query_one(GapPanel).show(self.diagnosis, gap, self.done, pending=self.diagnosing)
         self._update_detail()
 
     def _update_detail(self) -> None:
@@ -192,6 +282,8 @@ class TraceScreen(Screen):
         self._jump(int(direction), Cause(cause))
 
     def _jump(self, direction: int, cause: Cause | None) -> None:
+        if self._waiting():
+            return
         if self.nav is None or len(self.nav) == 0:
             self._say("no gaps in this trace")
             return
@@ -267,6 +359,8 @@ class TraceScreen(Screen):
 
     def action_zoom_step(self) -> None:
         """Fit the step (``ProfilerStep#N``, annotation or period) holding the cursor."""
+        if self._waiting():
+            return
         steps = getattr(self.diagnosis, "steps", None)
         if steps is None or len(steps.start_ns) == 0:
             self._say("no steps found in this trace")
@@ -410,6 +504,8 @@ class TraceScreen(Screen):
     def _go_to_gap(self, number: str) -> None:
         """Select gap ``#number`` (the number the card, the status line and the report
         show) and zoom to it."""
+        if self._waiting():
+            return
         n = len(self.diagnosis.gaps) if self.diagnosis is not None else 0
         if not number.isdigit() or int(number) >= n:
             self._say(f"no gap #{number}: gaps are numbered #0 to #{n - 1}" if n else "this trace has no idle gaps")
@@ -428,6 +524,8 @@ class TraceScreen(Screen):
     def action_what_if_mark(self) -> None:
         """Mark the selected gap's largest CPU-side evidence item not yet marked and
         show the step projected without every marked name (``tui.what_if``)."""
+        if self._waiting():
+            return
         gap = self.lanes.selected_gap
         if self.diagnosis is None or gap is None:
             self._say("what-if: select a gap first (n)")
@@ -459,6 +557,8 @@ class TraceScreen(Screen):
 
     # ------------------------------------------------------------- rare actions
     def largest_gap(self) -> None:
+        if self._waiting():
+            return
         if self.nav is not None and len(self.nav):
             self.lanes.select_gap(int(self.nav.size_order[0]))
             self.done.add(3)

@@ -56,8 +56,9 @@ class Swimlanes(Widget, can_focus=True):
     View state, navigation and mouse here; drawing in ``gapscope.tui.lanes_draw``
     (``render_line`` of the ``LaneView`` that ``lane_view()`` returns).
 
-    ``Swimlanes(trace, diagnosis=None)``; ``diagnosis`` follows the analysis API
-    (``gaps``, ``card``...). State: ``viewport``, ``cursor_ns``, ``selected_row``,
+    ``Swimlanes(trace, diagnosis=None, pending=False)``; ``diagnosis`` follows the
+    analysis API (``gaps``, ``card``...), or comes later through ``set_diagnosis``
+    (``pending`` until then: idle rows say ``finding gaps…``). State: ``viewport``, ``cursor_ns``, ``selected_row``,
     ``selected_gap`` (gap index or None), ``selected_event`` (event index or None).
     """
 
@@ -101,6 +102,7 @@ class Swimlanes(Widget, can_focus=True):
         trace: Trace,
         diagnosis=None,
         *,
+        pending: bool = False,
         name: str | None = None,
         id: str | None = None,
         classes: str | None = None,
@@ -112,6 +114,9 @@ class Swimlanes(Widget, can_focus=True):
         #: Draw gaps in their cause colour and label (False: one neutral "idle" look,
         #: for exercises where the class is the answer).
         self.show_causes = True
+        #: the diagnosis is still running: idle rows say so, and the zoom levels
+        #: (``_start_warming``) wait for ``set_diagnosis`` (the diagnosis gets the CPU)
+        self.pending = pending
         self._indexes: dict[int, LaneIndex] = {}
         self._collapsed: set[tuple] = default_collapsed(trace)
         self._gap_dev = gaps_by_device(self.gaps)
@@ -140,6 +145,24 @@ class Swimlanes(Widget, can_focus=True):
         self._frame_width = 0
         self._frame_styles: dict[str, Style] = {}
         self._base_style = Style()
+
+    def set_diagnosis(self, diagnosis) -> None:
+        """Draw the gaps of ``diagnosis`` (which arrived after the first paint); the
+        viewport, cursor and selected row stay (the rows are rebuilt only when the
+        gaps name a device without lanes; ``_refold`` keeps the selected row)."""
+        was_pending, self.pending = self.pending, False
+        self.diagnosis = diagnosis
+        self.gaps = getattr(diagnosis, "gaps", None)
+        self.selected_gap = None
+        self._gap_dev = gaps_by_device(self.gaps)
+        gap_devices = set(self._gap_dev) | set(self.trace.devices())
+        if gap_devices != self._gap_devices:
+            self._gap_devices = gap_devices
+            self._rebuild_rows()
+        self.invalidate()
+        self.post_message(self.Changed(self))
+        if was_pending:
+            self.call_after_refresh(self._start_warming)
 
     # ------------------------------------------------------------ helpers
     def _first_lane_row(self) -> int:
@@ -258,6 +281,8 @@ class Swimlanes(Widget, can_focus=True):
         """After the first paint, build the zoom levels of big lanes in a thread worker
         (``LaneIndex.warm_levels``), so that the first jump to a deep zoom (a tiny gap)
         does not pay O(lane events) per lane on the key press."""
+        if self.pending:
+            return
         big = [
             r.lane
             for r in self.rows
@@ -550,6 +575,7 @@ class Swimlanes(Widget, can_focus=True):
             selected_gap=self.selected_gap,
             selected_event=self.selected_event,
             show_causes=self.show_causes,
+            pending=self.pending,
             width=self._frame_width or self.size.width,
             label_width=self.label_width,
             styles=self._lane_styles(),

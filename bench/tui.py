@@ -7,7 +7,7 @@ first use by ``bench/gen_kineto.generate``), then runs the app built by ``gapsco
 headless at the given size:
 
 - load time (inside the load worker) and diagnosis time (inside the trace screen's
-  worker, which starts after the lanes' first paint);
+  worker, which starts with the trace screen and runs beside its first paint);
 - first paint: from the end of the load to the end of the first ``render_lines`` of
   the swimlane widget (the lanes, before their gaps and causes), and causes drawn: from
   the end of the diagnosis to the first ``render_lines`` after it;
@@ -21,9 +21,19 @@ The swimlane widget's ``render_lines`` is wrapped to take the timestamps; render
 into the headless driver includes Textual's compositor but not a real terminal's
 output time.
 
-Last measured (2-core shared machine, load average 2-5 from other jobs, so figures
+Last measured (2-core shared machine, load average 0.7-1.0; 1M ``traceEvents`` entries
+= 666,036 events, 21,670 gaps; 200x50), since the lanes are drawn before the diagnosis
+ends: load 1.79 s, diagnosis 0.42 s (its thread runs beside the first paint), lanes
+first painted 151 ms after the load, causes drawn 15 ms after the diagnosis; key →
+lanes repainted median / p95: next gap 9.6 / 12.9 ms, zoom 9.2 / 12.6 ms, pan 10.0 /
+13.1 ms; settled next gap 45.4 / 50.1 ms. ``--command 3``: see README "Speed".
+
+Earlier figures (before the causal classes changed the trace's gap count and before
+the lanes were drawn ahead of the diagnosis), kept for the history of the key latencies:
+
+2-core shared machine, load average 2-5 from other jobs, so figures
 move by ±10 ms between runs; 1,000,000 ``traceEvents`` entries = 673,373 events, 37,220
-gaps, 200x50), two runs each of the viewer before and after next gap learned to zoom a
+gaps, 200x50, two runs each of the viewer before and after next gap learned to zoom a
 sub-cell gap into view (and the panel to build one card per gap, strips per drawn line):
 before: load 3.1-4.7 s, first paint 130-242 ms after load+diagnosis; key → lanes
 repainted median / p95: next gap 17-21 / 26-27 ms, zoom 17-20 / 24-25 ms, pan 17-21 /

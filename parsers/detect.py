@@ -481,7 +481,7 @@ def load(path: str | os.PathLike) -> Trace:
 
     cache = TraceCache.open(p)
     if cache is not None:
-        hit = cache.get(read_bytes)
+        hit = cache.get(args_text)
         if hit is not None and (hit.text_bytes is None or hit.text_bytes <= _limit_for(p)[0]):
             return hit.trace
         wait_for_writes()  # one write at a time, and none beside the loader's fork
@@ -527,6 +527,39 @@ def _load_fresh(p: str) -> tuple[Trace, Text | None]:
                 return _load(p, inflated), inflated
     data = read_bytes(p, mutable_min_bytes=chrome_parallel.MIN_BYTES)
     return _load(p, data), data
+
+
+def args_text(path: str) -> Text:
+    """The text a cached Chrome trace reads its ``args`` from, as a fresh load holds it:
+    a plain file of ``chrome_parallel.MIN_BYTES`` or more is mapped read-only
+    (``MappedText``: its pages are the page cache's, not this process's memory, and it
+    is read only while unchanged), a gzip file that inflates to that much is inflated
+    into an unlinked temporary file and mapped; anything smaller is read whole
+    (``read_bytes``). Raises ``TraceFormatError`` as ``read_bytes`` does."""
+    import mmap
+
+    from gapscope.parsers.chrome.parallel import fork as chrome_parallel
+    from gapscope.parsers.json.mapped import MappedText
+
+    p = os.fspath(path)
+    fd = None
+    try:
+        if _is_large_gzip(p, chrome_parallel.MIN_BYTES):
+            limit, user_set = _limit_for(p)
+            fd = inflate_to_file(p, limit, user_set)
+        else:
+            with _open_regular(p) as fh:
+                size = os.fstat(fh.fileno()).st_size
+                if size >= chrome_parallel.MIN_BYTES and fh.read(2) != _GZIP_MAGIC:
+                    fd = os.dup(fh.fileno())
+        if fd is not None and os.fstat(fd).st_size > 0:
+            return MappedText(fd, 0, access=mmap.ACCESS_READ)  # keeps its own descriptor
+    except (OSError, ValueError):
+        pass  # no map: read it whole
+    finally:
+        if fd is not None:
+            os.close(fd)
+    return read_bytes(p)
 
 
 def _read_fd(fd: int) -> bytearray:

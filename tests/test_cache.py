@@ -332,6 +332,31 @@ def test_args_of_a_cached_trace_whose_file_changed_are_empty_not_wrong(cache, fr
     assert got.names == ("alpha", "beta")
 
 
+@pytest.mark.parametrize("gz", [False, True])
+def test_args_of_a_cached_big_trace_are_read_from_a_map_not_memory(gz, cache, fresh_loads, monkeypatch, tmp_path):
+    """A cached trace of a big file reads its ``args`` from a read-only map of the file
+    (a ``.gz`` inflated into an unlinked temporary file, mapped), as a fresh load does:
+    not from a private copy of the whole text. "Big" here is any size (``MIN_BYTES``
+    0); the args are those of a fresh load."""
+    import gapscope.parsers.chrome.parallel.fork as cp
+    from gapscope.parsers.json.mapped import MappedText
+
+    monkeypatch.setattr(cp, "MIN_BYTES", 0)
+    path = tmp_path / ("t.json.gz" if gz else "t.json")
+    doc = {"traceEvents": [_event(f"op{k % 7}", 10 * k, 5, tid=1 + k % 4, k=k) for k in range(500)]}
+    text = json.dumps(doc).encode()
+    path.write_bytes(gzip.compress(text) if gz else text)
+    want = fresh(path)
+    got = load_cached(path, cache, fresh_loads)
+    for i in args_indices(want):
+        assert got.args_of(i) == want.args_of(i) and got.args_of(i)["k"] * 10_000 == int(got.start_ns[i]), i
+    data = got._args_loader.text().data
+    assert isinstance(data, MappedText) and data.unchanged()
+    assert len(data) == len(text) and data[:20] == text[:20]
+    # an inflated copy is unlinked as soon as it is made: no file of it is left behind
+    assert [f for f in (tmp_path / "cache").rglob("*") if f.is_file() and "inflated" in f.parts] == []
+
+
 def test_file_changed_while_loading_is_not_cached(cache, monkeypatch, tmp_path):
     path = tmp_path / "t.json"
     _write_trace(path, ["alpha", "beta"])

@@ -47,8 +47,9 @@ __all__ = ["StoredArgs", "stored_args", "args_loader", "CachedTextArgs", "NONE",
 
 NONE, LIST, CHROME, NSYS = "none", "list", "chrome", "nsys"
 
-#: ``read_text(path)``: the text ``load`` decodes (gzip undone): ``detect.read_bytes``.
-ReadText = Callable[[str], "bytes | bytearray"]
+#: ``read_text(path)``: the text ``load`` decodes (gzip undone), in memory or mapped:
+#: ``detect.args_text``.
+ReadText = Callable[[str], Text]
 
 
 class StoredArgs(msgspec.Struct, forbid_unknown_fields=True):

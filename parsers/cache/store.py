@@ -111,7 +111,7 @@ class TraceCache:
     def get(self, read_text: ReadText) -> Hit | None:
         """The cached trace (None when there is none, or it cannot be used: unreadable,
         corrupt, another build, another version of the file). ``read_text``: how its
-        lazy args read the original file (``detect.read_bytes``). A hit marks the entry
+        lazy args read the original file (``detect.args_text``). A hit marks the entry
         used now (its mtime), for eviction."""
         try:
             header, arrays = layout.read_entry(self.entry, self.key, build_id())

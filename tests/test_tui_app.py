@@ -362,14 +362,83 @@ def test_a_failing_diagnosis_after_the_first_paint_leaves_the_lanes():
         async with app.run_test(size=(120, 40)) as pilot:
             screen = await wait_ready(pilot)
             detail = str(screen.query_one("#detail").render())
+            await pilot.press("l")  # any key clears the status line; the failure stays said
             await pilot.press("n")
-            return screen.diagnosis, screen.header_text(120).plain, detail, str(screen.query_one("#detail").render())
+            return (
+                screen.diagnosis,
+                screen.header_text(120).plain,
+                detail,
+                str(screen.query_one("#detail").render()),
+                screen.query_one("#panel").plain,
+                _idle_row_text(screen),
+            )
 
-    diagnosis, header, detail, after_n = asyncio.run(run())
+    diagnosis, header, detail, after_n, panel, idle_row = asyncio.run(run())
     assert diagnosis is None
     assert "diagnosis failed: RuntimeError: boom" in detail
-    assert header == "gapscope small.json │ span 0.970 ms │ 1 GPU"
-    assert "no gaps in this trace" in after_n
+    assert header == "gapscope small.json │ no diagnosis │ span 0.970 ms │ 1 GPU"
+    assert "diagnosis failed: RuntimeError: boom" in after_n and "no gaps" not in after_n
+    assert panel.startswith("No diagnosis.\ndiagnosis failed: RuntimeError: boom\n")
+    assert idle_row.strip() == "idle gaps"  # nothing drawn, nothing pending
+
+
+def test_no_diagnosis_is_not_said_to_be_a_trace_without_gaps():
+    trace = _small_trace()
+
+    async def run():
+        app = make_app(trace, diagnose=lambda t: None)
+        async with app.run_test(size=(120, 40)) as pilot:
+            screen = await wait_ready(pilot)
+            detail = str(screen.query_one("#detail").render())
+            await pilot.press("n")
+            return screen.header_text(120).plain, detail, str(screen.query_one("#detail").render())
+
+    header, detail, after_n = asyncio.run(run())
+    assert "no diagnosis" in header
+    for line in (detail, after_n):
+        assert "no diagnosis: the gaps and their causes cannot be shown" in line and "no idle" not in line
+
+
+def test_keys_typed_ahead_of_the_prompt_go_into_it():
+    """``g#5`` and Enter read in one go (a fast typist, a paste): every key is queued to
+    the lanes before ``g`` opens the prompt; they must land in it, not run the gap
+    bindings (``#`` previous launch gap, ``5`` next dependency gap)."""
+    from textual import events
+
+    trace = _small_trace()
+
+    async def run():
+        app = make_app(trace)
+        async with app.run_test(size=(120, 40)) as pilot:
+            screen = await wait_ready(pilot)
+            for key, ch in (("g", "g"), ("number_sign", "#"), ("5", "5"), ("enter", None)):
+                app.post_message(events.Key(key, ch))
+            await pilot.pause()
+            await pilot.pause()
+            return screen.lanes.selected_gap, screen.has_class("-prompt"), app.focused
+
+    gap, prompt_open, focused = asyncio.run(run())
+    assert gap == 5 and not prompt_open
+    assert focused is not None and focused.id == "lanes"
+
+
+def test_zoom_levels_are_built_once_when_the_diagnosis_ends_before_the_first_paint(monkeypatch):
+    from gapscope.tui import swimlanes
+
+    monkeypatch.setattr(swimlanes, "WARM_MIN_EVENTS", 1)
+    runs: list[list[int]] = []
+    monkeypatch.setattr(swimlanes.Swimlanes, "_warm", lambda self, lanes: runs.append(lanes))
+    trace = _small_trace()
+
+    async def run():
+        app = make_app(trace, diagnose=lambda t: None)  # done at once
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_ready(pilot)
+            for _ in range(5):
+                await pilot.pause()
+
+    asyncio.run(run())
+    assert len(runs) == 1 and sorted(runs[0]) == [0, 1]
 
 
 def test_quit_while_diagnosing_does_not_wait_for_it():

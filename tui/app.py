@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from textual import events
 from textual.app import App, SystemCommand
 from textual.screen import Screen
+from textual.widgets import Input
 
 from gapscope.tui.colour import no_colour
 from gapscope.tui.loading import LoadScreen
@@ -73,6 +75,16 @@ class GapscopeApp(App):
                     on_cancel=self.cancel_load,
                 )
             )
+
+    def on_key(self, event: events.Key) -> None:
+        """A printable key that reaches the app while a text field has the focus was
+        typed ahead of the focus change (``g#12`` read in one go: every key was queued
+        to the lanes before ``g`` opened the prompt; a field stops the keys it gets
+        itself): it goes into the field, where the user meant it, in order."""
+        field = self.focused
+        if isinstance(field, Input) and event.is_printable and event.character:
+            event.stop()
+            field.insert_text_at_cursor(event.character)
 
     # the load screen's callbacks (on the event loop, from its message handlers)
     def show_trace(self, trace, diagnosis=None, error: str | None = None) -> None:

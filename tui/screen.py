@@ -15,6 +15,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
@@ -48,6 +49,8 @@ _KIND_LABEL = {k: k.name.lower().replace("_", " ") for k in Kind}
 #: What the status line says while the diagnosis runs, and what a gap key says then.
 PENDING_MESSAGE = "finding the idle gaps and their causes… (the lanes work meanwhile)"
 PENDING_KEY_MESSAGE = "still finding the gaps and their causes: a moment"
+#: What the status line says when no diagnosis came (the analysis is not there).
+NO_DIAGNOSIS_MESSAGE = "no diagnosis: the gaps and their causes cannot be shown"
 
 
 class TraceScreen(Screen):
@@ -107,7 +110,7 @@ class TraceScreen(Screen):
             yield Swimlanes(self.trace, self.diagnosis, pending=self.diagnosing, id="lanes")
             yield GapPanel(id="panel")
         yield DetailLine(id="detail")
-        yield Input(id="prompt")
+        yield Input(id="prompt", select_on_focus=False)
         yield Footer()
 
     @property
@@ -115,7 +118,11 @@ class TraceScreen(Screen):
         return self.query_one("#lanes", Swimlanes)
 
     def on_mount(self) -> None:
-        self.lanes.focus()
+        try:
+            lanes = self.lanes
+        except NoMatches:  # the app quit as this screen mounted: nothing to set up
+            return
+        lanes.focus()
         self._update_side()
         nw = len(self.trace.warnings)
         if nw and not self.message:
@@ -140,7 +147,7 @@ class TraceScreen(Screen):
             return
         diagnosis, error = None, None
         try:
-            diagnosis = cancellable(diagnose, self.trace, worker)
+            diagnosis = cancellable(diagnose, self.trace, worker, name="gapscope-diagnose")
         except Exception as exc:  # noqa: BLE001 - show the trace without gaps rather than nothing
             error = f"diagnosis failed: {type(exc).__name__}: {exc}"
         if worker.is_cancelled:
@@ -164,8 +171,10 @@ class TraceScreen(Screen):
         self.query_one("#header", Static).update(self.header_text(self.size.width or 80))
         if error:
             self.message = error
+        elif diagnosis is None:
+            self.message = NO_DIAGNOSIS_MESSAGE
         elif self.message in (PENDING_MESSAGE, PENDING_KEY_MESSAGE, ""):
-            n = len(diagnosis.gaps) if diagnosis is not None else 0
+            n = len(diagnosis.gaps)
             self.message = (
                 f"{n} idle gap{'' if n == 1 else 's'} found: n goes to the next, s then n to the largest"
                 if n
@@ -188,7 +197,9 @@ class TraceScreen(Screen):
 
     def header_text(self, width: int = 80) -> Text:
         """The header line for ``width`` cells (``gapscope.tui.header.trace_header``)."""
-        return trace_header(self.trace, self.diagnosis, width, pending=self.diagnosing)
+        return trace_header(
+            self.trace, self.diagnosis, width, pending=self.diagnosing, failed=not self.diagnosing and self.nav is None
+        )
 
     # ------------------------------------------------------------- updates
     @on(Swimlanes.Changed)
@@ -208,7 +219,13 @@ class TraceScreen(Screen):
         self._shown_gap = gap
         if gap is not None and self.diagnosis is not None:
             self.done |= {4, 5}
-        self.query_one(GapPanel).show(self.diagnosis, gap, self.done, pending=self.diagnosing)
+        self.query_one(GapPanel).show(
+            self.diagnosis,
+            gap,
+            self.done,
+            pending=self.diagnosing,
+            failed=(self.error or NO_DIAGNOSIS_MESSAGE) if not self.diagnosing and self.nav is None else None,
+        )
         self._update_detail()
 
     def _update_detail(self) -> None:
@@ -284,7 +301,10 @@ class TraceScreen(Screen):
     def _jump(self, direction: int, cause: Cause | None) -> None:
         if self._waiting():
             return
-        if self.nav is None or len(self.nav) == 0:
+        if self.nav is None:  # no diagnosis: say why, not that the trace has no gaps
+            self._say(self.error or NO_DIAGNOSIS_MESSAGE)
+            return
+        if len(self.nav) == 0:
             self._say("no gaps in this trace")
             return
         lanes = self.lanes
@@ -476,7 +496,10 @@ class TraceScreen(Screen):
         )
         inp.value = ""
         self.add_class("-prompt")
-        inp.focus()
+        # Focus now, not on the next turn of the loop (``Widget.focus`` defers): keys
+        # typed ahead (``g#12`` read in one go) are already queued and must reach the
+        # prompt (``GapscopeApp.on_key``), not the gap bindings.
+        self.set_focus(inp)
 
     @on(Input.Submitted, "#prompt")
     def _prompt_submitted(self, event: Input.Submitted) -> None:

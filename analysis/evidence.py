@@ -12,7 +12,7 @@ The list follows the classification's time partition of the gap
   sync cliff with its own class (host, copy, launch, sync for a wait that began inside
   the gap; launch too for host work in a launch-bound gap),
   its time in the sync cliff as sync, its time in the exposed launch path as launch;
-  plus the synthetic "(no events recorded on this thread)" for uninstrumented time on T
+  plus the synthetic "(untraced time on this thread)" for uninstrumented time on T
   in each part.
 """
 
@@ -67,8 +67,9 @@ class EvidenceIndex:
         return idx[self.end[lo:hi] > a]
 
 
-#: Name of the synthetic evidence for time with no event on the launching thread.
-NO_EVENTS = "(no events recorded on this thread)"
+#: Name of the synthetic evidence for time on the launching thread that no finer event
+#: covers (none at all, or only a range that merely contains the work).
+NO_EVENTS = "(untraced time on this thread)"
 
 #: A host range whose time in the gap is covered by deeper events on its thread for at
 #: least this share merely contains the work: the deeper events are the evidence.

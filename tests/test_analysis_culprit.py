@@ -78,7 +78,7 @@ def test_time_under_the_step_range_alone_is_uninstrumented():
         "Find out what the CPU does for the 0.395 ms inside `ProfilerStep#1` with no finer event recorded"
     )
     assert "Take `ProfilerStep#1`" not in c.first_experiment
-    assert [(e.name, e.overlap_ns) for e in d.evidence(1)][0] == ("(no events recorded on this thread)", 395_000)
+    assert [(e.name, e.overlap_ns) for e in d.evidence(1)][0] == ("(untraced time on this thread)", 395_000)
 
 
 def test_step_range_counts_like_no_events_in_the_partition():

@@ -50,7 +50,7 @@ def _bindings() -> list[Binding]:
         B("k,up", "row(-1)", "lane up", show=False, id="view.up"),
         B("enter,space", "toggle_group", "collapse/expand group", show=False, id="view.collapse"),
         B("f,0", "fit", "fit all", show=False, id="view.fit"),
-        B("g", "prompt('goto')", "go to time", show=False, id="view.goto"),
+        B("g", "prompt('goto')", "go to time or gap #N", show=False, id="view.goto"),
         B("slash", "prompt('search')", "search", key_display="/", id="search.start"),
         B("m", "match(1)", "next match", show=False, id="search.next"),
         B("M", "match(-1)", "prev match", show=False, id="search.prev"),

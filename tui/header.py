@@ -44,12 +44,13 @@ def _is_recorded_path(name: str) -> bool:
     return " " not in name and ("/" in name or "\\" in name)
 
 
-def trace_header(trace: Trace, diagnosis, width: int = 80, pending: bool = False) -> Text:
+def trace_header(trace: Trace, diagnosis, width: int = 80, pending: bool = False, failed: bool = False) -> Text:
     """``gapscope NAME │ GPU busy P% │ N gaps │ span │ k GPUs │ device``: the
     figures first so that they survive an 80-column terminal; the trace name is
     elided to what is left of ``width`` (cells), the device name comes last.
     ``pending``: the diagnosis is still running (``finding gaps…`` in place of the
-    GPU busy share and the gap count)."""
+    GPU busy share and the gap count); ``failed``: there is no diagnosis (``no
+    diagnosis`` there: the trace screen's status line and card say why)."""
     src = trace.source
     name = src.trace_name or ""
     if not name.strip() or _is_recorded_path(name):
@@ -68,6 +69,8 @@ def trace_header(trace: Trace, diagnosis, width: int = 80, pending: bool = False
         figures.append(f"{len(d.gaps)} gap" + ("" if len(d.gaps) == 1 else "s"))
     elif pending:
         figures.append("finding gaps…")
+    elif failed:
+        figures.append("no diagnosis")
     nw = len(trace.warnings)
     if nw:
         figures.append(f"⚠ {nw} warning" + ("" if nw == 1 else "s"))

@@ -32,8 +32,8 @@ from gapscope.units import fmt_bytes
 __all__ = ["LoadScreen", "cancellable"]
 
 
-def cancellable(fn: Callable, arg, worker):
-    """Run ``fn(arg)`` in a daemon thread, polling ``worker.is_cancelled``.
+def cancellable(fn: Callable, arg, worker, name: str = "gapscope-load"):
+    """Run ``fn(arg)`` in a daemon thread named ``name``, polling ``worker.is_cancelled``.
 
     Returns ``fn``'s result, re-raises its exception, or returns None as soon as the
     worker is cancelled (the daemon thread is abandoned and dies with the process, so
@@ -47,7 +47,7 @@ def cancellable(fn: Callable, arg, worker):
         except BaseException as exc:  # noqa: BLE001 - handed to the worker below
             box["error"] = exc
 
-    t = threading.Thread(target=run, name="gapscope-load", daemon=True)
+    t = threading.Thread(target=run, name=name, daemon=True)
     t.start()
     while t.is_alive():
         t.join(0.05)
@@ -103,7 +103,9 @@ class LoadScreen(Screen):
         self._file_size_text = ""
         if isinstance(source, (str, Path)):
             try:
-                self._file_size_text = " " + fmt_bytes(os.stat(source).st_size)
+                with open(source, "rb") as fh:  # the size on disk; a .gz says so
+                    gz = fh.read(2) == b"\x1f\x8b"
+                    self._file_size_text = " " + fmt_bytes(os.fstat(fh.fileno()).st_size) + (" of gzip" if gz else "")
             except (OSError, ValueError):
                 pass
 

@@ -60,13 +60,19 @@ def _card(diagnosis, gap: int):
     return card
 
 
-def card_text(diagnosis, gap: int | None, pending: bool = False) -> Text:
+def card_text(diagnosis, gap: int | None, pending: bool = False, failed: str | None = None) -> Text:
     """The card of ``gap`` as a Rich ``Text`` (literal strings only); ``pending``: the
-    diagnosis is still running (the trace screen's worker)."""
+    diagnosis is still running (the trace screen's worker); ``failed``: why there is
+    no diagnosis (said instead of any card)."""
     t = Text()
     if pending:
         t.append("Finding the idle gaps and their causes…\n", style="bold")
-        t.append("The lanes can be browsed meanwhile; n, s and g #N work once the gaps are found.\n")
+        t.append("The lanes can be browsed meanwhile; the gap keys (n, 1-5, g #N) work once the gaps are found.\n")
+        return t
+    if failed is not None:
+        t.append("No diagnosis.\n", style="bold")
+        t.append(sanitize(failed, 300) + "\n")
+        t.append("The lanes are the trace as loaded; no gap is known, and none is shown.\n")
         return t
     if diagnosis is None or gap is None or len(diagnosis.gaps) == 0:
         t.append("No gap selected.\n", style="bold")
@@ -131,13 +137,13 @@ def first_sentence(text: str) -> str:
     return t
 
 
-def compact_card_text(diagnosis, gap: int | None, pending: bool = False) -> list[Text]:
+def compact_card_text(diagnosis, gap: int | None, pending: bool = False, failed: str | None = None) -> list[Text]:
     """The card of ``gap`` for narrow terminals: a summary with the cause, the smell,
     the first sentence of *why*, then the first experiment, forbidden step and proof;
     each item is one logical line (the panel wraps them, keeps the first three, and
     shows the rest as far as its height allows: ``COMPACT_LINES`` rows at least)."""
-    if pending or diagnosis is None or gap is None or len(diagnosis.gaps) == 0:
-        return list(card_text(diagnosis, gap, pending).split("\n"))
+    if pending or failed is not None or diagnosis is None or gap is None or len(diagnosis.gaps) == 0:
+        return list(card_text(diagnosis, gap, pending, failed).split("\n"))
     g = diagnosis.gaps
     s = int(g.start_ns[gap])
     e = int(g.end_ns[gap])
@@ -233,27 +239,30 @@ class GapPanel(Widget):
         self._lines: list[Text] = []
         self._strips: dict[int, Strip] = {}
         self._wrapped_for: tuple | None = None
-        self._card_key: tuple[int, int | None, bool] | None = None
+        self._card_key: tuple[int, int | None, bool, str | None] | None = None
         self._done: set[int] | None = None
         self._card = Text("")
         self._protocol = protocol_text(set())
         self._compact: list[Text] | None = []
-        self._compact_for: tuple = (None, None, False)
+        self._compact_for: tuple = (None, None, False, None)
         self._compact_key: object = None
         #: Show the compact card (``compact_card_text``) instead of the full text.
         self.compact = False
         self.offset_y = 0
 
-    def show(self, diagnosis, gap: int | None, done: set[int], pending: bool = False) -> None:
+    def show(
+        self, diagnosis, gap: int | None, done: set[int], pending: bool = False, failed: str | None = None
+    ) -> None:
         """Show the card of ``gap`` (or what to do without one; ``pending``: the
-        diagnosis is still running), the step budget and the protocol ``done``."""
-        key = (id(diagnosis), gap, pending)
+        diagnosis is still running; ``failed``: why there is none), the step budget
+        and the protocol ``done``."""
+        key = (id(diagnosis), gap, pending, failed)
         changed = False
         if key != self._card_key:
             self._card_key = key
-            self._card = card_text(diagnosis, gap, pending)
+            self._card = card_text(diagnosis, gap, pending, failed)
             self._compact = None  # built when first drawn (compact mode only)
-            self._compact_for = (diagnosis, gap, pending)
+            self._compact_for = (diagnosis, gap, pending, failed)
             self._compact_key = object()
             self.offset_y = 0
             changed = True

@@ -117,6 +117,7 @@ class Swimlanes(Widget, can_focus=True):
         #: the diagnosis is still running: idle rows say so, and the zoom levels
         #: (``_start_warming``) wait for ``set_diagnosis`` (the diagnosis gets the CPU)
         self.pending = pending
+        self._warming_started = False
         self._indexes: dict[int, LaneIndex] = {}
         self._collapsed: set[tuple] = default_collapsed(trace)
         self._gap_dev = gaps_by_device(self.gaps)
@@ -281,8 +282,9 @@ class Swimlanes(Widget, can_focus=True):
         """After the first paint, build the zoom levels of big lanes in a thread worker
         (``LaneIndex.warm_levels``), so that the first jump to a deep zoom (a tiny gap)
         does not pay O(lane events) per lane on the key press."""
-        if self.pending:
-            return
+        if self.pending or self._warming_started:
+            return  # after the diagnosis; once (the first paint and the diagnosis may both ask)
+        self._warming_started = True
         big = [
             r.lane
             for r in self.rows

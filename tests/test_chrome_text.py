@@ -9,7 +9,7 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gapscope import parsers
@@ -102,6 +102,40 @@ def test_args_and_lines_are_read_back_from_the_text(tmp_path):
     t = parsers.load(p)
     got = {t.name(i): (int(t.src_line[i]), t.args_of(i)) for i in range(len(t))}
     assert got == {"k": (3, {"device": 0, "stream": 7, "grid": [1, 2, 3], "note": 'a"b'}), "ev": (8, {"x": 1})}
+
+
+@settings(max_examples=200, deadline=None)
+@example([(" " * 64, True), ("\n", True)])
+@example([(" " * 65, True)])
+@example([("", True), (" " * 63, False)])
+@given(
+    st.lists(
+        st.tuples(st.text(" \t\r\n", max_size=70), st.booleans()),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_event_starts_from_the_ph_keys_match_the_element_scanner(events):
+    """The fast path of ``EventText.starts_all`` (the ``{`` before each event's leading
+    ``"ph"`` key, stepping back over whitespace) gives the element scanner's starts when
+    every event starts with ``"ph"`` after at most 64 bytes of whitespace, else None."""
+    from gapscope.parsers.chrome.lazy_args import EventText
+    from gapscope.parsers.chrome.text import key_positions
+
+    parts = []
+    for ws, ph_first in events:
+        body = '"ph": "X", "name": "a{b"' if ph_first else '"name": "x", "ph": "X"'
+        parts.append("{" + ws + body + "}")
+    text = ('{"traceEvents": [\n ' + ",\n ".join(parts) + "\n]}").encode()
+    et = EventText(text, 0, len(events))
+    ph = key_positions(text, b'"ph"', et.begin())
+    got = et._first_key_starts(ph)
+    fast = all(ph_first and len(ws) <= 64 for ws, ph_first in events)
+    if not fast:
+        assert got is None
+    else:
+        want = scan_elements(text, et.begin()).starts
+        assert got is not None and got.tolist() == want.tolist()
 
 
 def test_unknown_and_missing_phases_are_counted(tmp_path):

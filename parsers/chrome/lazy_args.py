@@ -67,20 +67,26 @@ class EventText:
 
     def _first_key_starts(self, ph: np.ndarray) -> np.ndarray | None:
         """Offsets of the ``{`` right before each ``"ph"`` key, when ``"ph"`` is the
-        first key of every event (only whitespace between); else None."""
+        first key of every event (only whitespace between, at most 64 bytes of it);
+        else None. Steps back one byte at a time over the events still in whitespace
+        (a Kineto event has ``{`` then a newline and an indent: about six steps)."""
         if ph.size == 0:
             return np.zeros(0, np.int64)
         a = np.frombuffer(self.data, dtype=np.uint8)
-        back = 64
-        idx = (ph - 5)[:, None] - np.arange(back)
-        if idx.min() < 0:
-            np.maximum(idx, 0, out=idx)
-        w = a[idx]
-        ws = (w == 32) | (w == 9) | (w == 10) | (w == 13)
-        j = np.argmin(ws, axis=1)
-        if not bool((w[np.arange(w.shape[0]), j] == ord("{")).all()):
-            return None
-        return ph - 5 - j
+        at = ph - 5  # the byte before the key's opening quote
+        todo = np.arange(ph.size)
+        for _ in range(65):  # the byte of each of 64 blanks, then the brace
+            if bool((at[todo] < 0).any()):
+                return None
+            c = a[at[todo]]
+            ws = (c == 32) | (c == 9) | (c == 10) | (c == 13)
+            if not bool((ws | (c == 123)).all()):  # anything else: "ph" is not first
+                return None
+            todo = todo[ws]
+            if todo.size == 0:
+                return at
+            at[todo] -= 1
+        return None
 
     def starts_all(self) -> np.ndarray | None:
         """Exact offsets of every event's ``{`` (cached): from the ``"ph"`` keys when

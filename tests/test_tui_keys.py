@@ -139,10 +139,10 @@ def test_class_jumps_wrap_and_go_back():
 
     out = asyncio.run(run())
     assert out[0] == (0, "wrapped to the first sync gap (1 of 1, in time)")
-    assert out[1] == (0, "wrapped to the first sync gap (1 of 1, in time)")  # the only sync gap
-    assert out[2] == (0, "wrapped to the last sync gap (1 of 1, in time)")
+    assert out[1] == (0, "the only sync gap (1 of 1, in time)")  # on it already: nothing to wrap
+    assert out[2] == (0, "the only sync gap (1 of 1, in time)")
     assert out[3] == (1, "launch gap 1 of 1, in time")  # the launch gap after #0
-    assert out[4] == (1, "wrapped to the last launch gap (1 of 1, in time)")
+    assert out[4] == (1, "the only launch gap (1 of 1, in time)")
     assert out[5] == (1, "no copy gap in this trace")
 
 

@@ -145,7 +145,7 @@ def test_messages_fit_80_columns_and_go_with_the_next_key():
             screen = await wait_ready(pilot)
             detail = screen.query_one("#detail")
             out = []
-            await pilot.press("4", "4")  # host gap #2, then wrap to it again
+            await pilot.press("4", "4")  # host gap #2, then "the only host gap"
             await pilot.pause()
             out.append(detail.render().plain)
             await pilot.press("k")
@@ -159,7 +159,7 @@ def test_messages_fit_80_columns_and_go_with_the_next_key():
             return out
 
     out = asyncio.run(run())
-    assert out[0] == "@0.590 ms gap #2 │ wrapped to the first host gap (1 of 1, in time)"
+    assert out[0] == "@0.590 ms gap #2 │ the only host gap (1 of 1, in time)"
     warn = "no loader warnings: nothing was skipped or repaired"
     assert out[1:8] == ["", warn, "", warn, "", warn, ""]
     assert "│" not in out[8] and "loader" not in out[8]

@@ -344,7 +344,9 @@ class TraceScreen(Screen):
             # say which order applies: the k-th of the class, largest first or in time
             k, m = self.nav.class_place(g, self.order_mode)
             order = "largest first" if self.order_mode == SIZE else "in time"
-            if wrapped:
+            if wrapped and m == 1 and current == g:  # nothing to wrap past: say so
+                self.message = f"the only {cause.label} gap (1 of 1, {order})"
+            elif wrapped:
                 where = "first" if direction > 0 else "last"
                 self.message = f"wrapped to the {where} {cause.label} gap ({k} of {m}, {order})"
             else:

@@ -154,7 +154,7 @@ def test_empty_lanes_hidden_and_pseudo_processes_collapsed(corpus):
     rows, trace = asyncio.run(run())
     labels = [r.label for r in rows]
     assert "▾ pid ?" not in labels and "(no tid)" not in labels
-    assert "▸ pid Spans" in labels  # Kineto pseudo-process: collapsed
+    assert "▸ Spans" in labels  # Kineto pseudo-process (its pid is that name): collapsed
     assert not any("Traces" in label for label in labels)  # holds no drawn event
     for r in rows:
         if r.kind == "lane":

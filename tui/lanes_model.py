@@ -107,7 +107,12 @@ def build_rows(
         else:
             pname = first.process_name or ""
             pid = first.pid or "?"
-            label = f"{pname} ({pid})" if pname and pname != first.pid else f"pid {pid}"
+            if pname and pname != first.pid:
+                label = f"{pname} ({pid})"
+            elif str(pid).lstrip("-").isdigit():
+                label = f"pid {pid}"
+            else:  # a pid that is a name (Kineto's "Spans" pseudo-process) names itself
+                label = str(pid)
             device = -1
         is_collapsed = key in collapsed
         mark = "▸" if is_collapsed else "▾"

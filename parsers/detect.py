@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover - depends on the install
 #: Errors of either inflater.
 _INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error, getattr(_inflate, "error", zlib.error))
 
-__all__ = ["check_size", "default_limit", "load", "read_bytes", "sniff", "trace_limit"]
+__all__ = ["check_size", "default_limit", "load", "load_progress", "args_text", "read_bytes", "sniff", "trace_limit"]
 
 #: Bytes ``sniff`` reads (after gzip) to judge a file without loading it.
 SNIFF_BYTES = 1 << 16
@@ -458,6 +458,16 @@ def _check_head(p: str, data: bytes, complete: bool) -> str:
         lines = lines[:-1]  # the last line may be cut
     timeline_shape(lines, p, complete=complete)
     return "ascii"
+
+
+def load_progress() -> float | None:
+    """How far the loads running now (in any thread) have got: the share (0 to 1) of
+    their text decoded so far, while a big file is decoded in parts
+    (``gapscope.parsers.chrome.parallel.fork.progress``); None otherwise (a small file,
+    the cache, gzip being inflated, the trace being assembled after its parts)."""
+    from gapscope.parsers.chrome.parallel import fork as chrome_parallel
+
+    return chrome_parallel.progress()
 
 
 def load(path: str | os.PathLike) -> Trace:

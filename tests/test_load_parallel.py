@@ -178,6 +178,47 @@ def test_bytes_and_bytearray_give_the_same_and_data_is_restored(tmp_path, monkey
     assert_same(a, b)
 
 
+def test_progress_is_the_share_of_bytes_decoded_while_a_file_is_split(tmp_path, monkeypatch, spy):
+    """``fork.progress`` (the viewer's loading bar) grows from 0 to 1 while the
+    children decode their parts, and is None before they plan and after the load."""
+    import threading
+
+    real = tx.part_payload
+
+    def slowly(texts, *args, **kwargs):  # inherited by the forked children
+        def each():
+            for t in texts:
+                time.sleep(0.02)
+                yield t
+
+        return real(each(), *args, **kwargs)
+
+    monkeypatch.setattr(tx, "part_payload", slowly)
+    path = _write(tmp_path, _kineto(3000))  # about 20 parts of 16 KB per child
+    seen: list = []
+    stop = threading.Event()
+
+    def poll():
+        while not stop.is_set():
+            seen.append(cp.progress())
+            time.sleep(0.003)
+
+    poller = threading.Thread(target=poll)
+    assert cp.progress() is None
+    poller.start()
+    try:
+        trace = load(path)
+    finally:
+        stop.set()
+        poller.join()
+    assert len(trace) == 2 * 3000 + 1
+    assert cp.progress() is None
+    shares = [v for v in seen if v is not None]
+    assert len(shares) >= 5, seen[:20]
+    assert shares == sorted(shares) and 0 <= shares[0] and shares[-1] <= 1
+    assert any(0.1 < v < 0.9 for v in shares)
+
+
 def test_input_file_is_not_changed(tmp_path, monkeypatch, spy):
     path = _write(tmp_path, _kineto(200))
     before = open(path, "rb").read()
@@ -396,7 +437,7 @@ def test_child_of_a_changed_file_gives_up(tmp_path):
     """A file's child checks the file's stamp before and after its decode, and plans
     what ``find_cuts`` plans on the text."""
     from gapscope.parsers.chrome.loader import _DECODERS, _raw_ts
-    from gapscope.parsers.chrome.parallel.cut import find_cuts
+    from gapscope.parsers.chrome.parallel.cut import chunk_spans, find_cuts
     from gapscope.parsers.json.scan import text_start as _root
 
     path = _write(tmp_path, _kineto(50))
@@ -406,18 +447,22 @@ def test_child_of_a_changed_file_gives_up(tmp_path):
         data = open(path, "rb").read()
         begin, end, cuts, _ = find_cuts(data, 0, False, 4)
         assert len(cuts) == 3
-        got = _unpack(cp._file_payload(fd, stamp, 1, 2, 4, _root, _raw_ts, _DECODERS))
+        slots = cp.mmap.mmap(-1, 2 * cp._SLOT.size)
+        got = _unpack(cp._file_payload(fd, stamp, 1, 2, 4, _root, _raw_ts, _DECODERS, slots))
+        mine = chunk_spans(begin, end, cuts)[2:]
+        assert cp._SLOT.unpack_from(slots, cp._SLOT.size) == (sum(b - a + 1 for a, b in mine),) * 2  # all done
+        assert cp._SLOT.unpack_from(slots, 0) == (0, 0)  # child 0's slot untouched
         assert got is not None and got[2] == (0, False, begin, end, cuts)
         assert got[0].n == data[cuts[1][1] :].count(b'"ph"')  # child 1 of 2 decodes parts 2 and 3
         assert got[3] is None  # only child 0 sends the header
-        head = _unpack(cp._file_payload(fd, stamp, 0, 2, 4, _root, _raw_ts, _DECODERS))
+        head = _unpack(cp._file_payload(fd, stamp, 0, 2, 4, _root, _raw_ts, _DECODERS, slots))
         assert head is not None and head[0].n == data[: cuts[1][0]].count(b'"ph"')
         assert head[3] is not None and json.loads(head[3]["schemaVersion"]) == 1
         assert open(path, "rb").read() == data  # the "[" and "]" are private to the child's map
         time.sleep(0.01)
         with open(path, "ab") as fh:
             fh.write(b" ")
-        assert _unpack(cp._file_payload(fd, stamp, 0, 2, 4, _root, _raw_ts, _DECODERS)) is None
+        assert _unpack(cp._file_payload(fd, stamp, 0, 2, 4, _root, _raw_ts, _DECODERS, slots)) is None
     finally:
         os.close(fd)
 

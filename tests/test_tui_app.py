@@ -464,6 +464,49 @@ def test_quit_while_diagnosing_does_not_wait_for_it():
     assert app.return_code in (0, None) and not app.cancelled
 
 
+def test_loading_screen_shows_the_share_decoded_then_the_assembly(monkeypatch, tmp_path):
+    from textual.widgets import ProgressBar
+
+    from gapscope.parsers import detect
+
+    state: dict = {"share": None}
+    monkeypatch.setattr(detect, "load_progress", lambda: state["share"])
+    started, release = threading.Event(), threading.Event()
+    trace = _small_trace()
+    path = tmp_path / "big.json"
+    path.write_bytes(b"[" + b" " * 3000 + b"]")
+
+    def slow_loader(p):
+        started.set()
+        release.wait(10)
+        return trace
+
+    async def run():
+        app = make_app(path, loader=slow_loader)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await asyncio.to_thread(started.wait, 10)
+            await pilot.pause()
+            screen = app.screen
+            assert isinstance(screen, LoadScreen)
+            label = screen.query_one("#load-stage")
+            bar = screen.query_one(ProgressBar)
+            out = []
+            for share in (None, 0.45, 1.0, None):
+                state["share"] = share
+                screen._tick()
+                await pilot.pause()
+                out.append((str(label.render()), bar.total, bar.progress))
+            release.set()
+            await wait_ready(pilot)
+            return out
+
+    out = asyncio.run(run())
+    assert out[0][0].startswith("reading and parsing 2.9 KiB…") and out[0][1] is None  # no end known yet
+    assert out[1][0].startswith("reading and parsing 2.9 KiB… 45%") and (out[1][1], out[1][2]) == (100, 45)
+    assert out[2][0].startswith("reading and parsing 2.9 KiB… 100%")
+    assert out[3][0].startswith("building the trace…") and out[3][2] == 100
+
+
 def test_bad_file_exits_2_with_one_line(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"traceEvents": [ {"ph": "X", ')

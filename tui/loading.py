@@ -62,8 +62,10 @@ class LoadScreen(Screen):
     """Loads ``source`` (a path, or an already loaded ``Trace``).
 
     ``loader(path) -> Trace`` is injected by the factory (tests pass slow or failing
-    ones). The outcome goes to the app, on the event loop: ``on_loaded(trace)``,
-    ``on_failed(error)`` (the trace could not be loaded) or ``on_cancel()`` (Escape).
+    ones); ``progress() -> float | None``: the share of the text decoded so far, polled
+    for the bar (default ``gapscope.parsers.detect.load_progress``). The outcome goes
+    to the app, on the event loop: ``on_loaded(trace)``, ``on_failed(error)`` (the
+    trace could not be loaded) or ``on_cancel()`` (Escape).
     """
 
     BINDINGS = [Binding("escape", "cancel_load", "cancel", id="load.cancel")]
@@ -91,8 +93,15 @@ class LoadScreen(Screen):
         on_loaded: Callable[[Trace], None],
         on_failed: Callable[[str], None],
         on_cancel: Callable[[], None],
+        progress: Callable[[], float | None] | None = None,
     ) -> None:
         super().__init__()
+        from gapscope.parsers.detect import load_progress
+
+        self.progress_fn: Callable[[], float | None] = progress or load_progress
+        #: the last share decoded (None: not known), and whether one was ever known
+        self._fraction: float | None = None
+        self._seen_fraction = False
         self.source = source
         self.loader = loader
         self.on_loaded = on_loaded
@@ -110,11 +119,19 @@ class LoadScreen(Screen):
                 pass
 
     def stage_text(self) -> Text:
-        """``reading and parsing SIZE… Ns  (Escape cancels)``: the file's size, and
-        the seconds since the load began from 1 s on (the bar has no end to show)."""
+        """``reading and parsing SIZE… P% Ns  (Escape cancels)``: the file's size, the
+        share decoded when the loader says (a big file decoded in parts), the seconds
+        since the load began from 1 s on; ``building the trace…`` once the parts are
+        decoded and the trace is assembled from them."""
         took_s = int(time.monotonic() - self._t0)
         elapsed = f" {took_s} s" if took_s >= 1 else ""
-        return Text(f"reading and parsing{self._file_size_text}…{elapsed}  (Escape cancels)")
+        if self._fraction is not None:
+            stage = f"reading and parsing{self._file_size_text}… {int(100 * self._fraction)}%"
+        elif self._seen_fraction:
+            stage = "building the trace…"
+        else:
+            stage = f"reading and parsing{self._file_size_text}…"
+        return Text(f"{stage}{elapsed}  (Escape cancels)")
 
     def compose(self) -> ComposeResult:
         name = self.source if isinstance(self.source, (str, Path)) else getattr(self.source.source, "path", "trace")
@@ -125,9 +142,19 @@ class LoadScreen(Screen):
 
     def on_mount(self) -> None:
         self.worker = self._load()
-        self.set_interval(0.5, self._tick)
+        self.set_interval(0.25, self._tick)
 
     def _tick(self) -> None:
+        try:
+            fraction = self.progress_fn()
+        except Exception:  # noqa: BLE001 - a progress figure is never worth a failed load
+            fraction = None
+        if fraction is not None and not self._seen_fraction:
+            self.query_one(ProgressBar).update(total=100)  # from now on the bar has an end
+        self._fraction = fraction
+        self._seen_fraction = self._seen_fraction or fraction is not None
+        if fraction is not None:
+            self.query_one(ProgressBar).update(progress=int(100 * fraction))
         self.query_one("#load-stage", Label).update(self.stage_text())
 
     @work(thread=True, exclusive=True, exit_on_error=False, name="load")

@@ -37,7 +37,9 @@ import os
 import re
 import signal
 import stat
+import struct
 import sys
+import threading
 import time
 import warnings
 
@@ -61,6 +63,7 @@ __all__ = [
     "processes",
     "start",
     "start_file",
+    "progress",
     "decode_parts",
     "decode_file",
     "FileParts",
@@ -287,18 +290,64 @@ def start(data, root: int, raw_ts: bool, decoders: dict) -> Pending | None:
     return pending
 
 
+#: One progress slot per child in a map shared with it: (bytes of its parts decoded,
+#: bytes of its parts), two little-endian int64 (``_file_payload`` writes, ``progress`` reads).
+_SLOT = struct.Struct("<qq")
+#: The ``FileParts`` whose children are decoding now, for ``progress``.
+_ACTIVE: set[FileParts] = set()
+_ACTIVE_LOCK = threading.Lock()
+
+
+def progress() -> float | None:
+    """The share (0 to 1) of the text that the children of the split loads running
+    now have decoded (bytes of their parts done over bytes of their parts), or None
+    when none runs or none has planned its parts yet. Safe from any thread; for a
+    progress bar (the children write their slot after each part)."""
+    with _ACTIVE_LOCK:
+        active = list(_ACTIVE)
+    done = total = 0
+    for parts in active:
+        d, t = parts.progress_bytes()
+        done, total = done + d, total + t
+    return min(1.0, done / total) if total > 0 else None
+
+
 class FileParts:
     """The children ``start_file`` forked on one file, in the order of their parts.
     ``stamp``: the file's (device, inode, size, mtime, ctime) when they started;
-    ``size``: its size in bytes; ``fd``: the file, open (closed by ``close``)."""
+    ``size``: its size in bytes; ``fd``: the file, open (closed by ``close``);
+    ``slots``: the children's progress slots (``_SLOT`` each, in child order)."""
 
-    def __init__(self, path: str, children: list[Pending], stamp: tuple, fd: int) -> None:
+    def __init__(self, path: str, children: list[Pending], stamp: tuple, fd: int, slots: mmap.mmap) -> None:
         self.path, self.children, self.stamp, self.size, self.fd = path, children, stamp, stamp[2], fd
+        self.slots = slots
+        with _ACTIVE_LOCK:
+            _ACTIVE.add(self)
+
+    def progress_bytes(self) -> tuple[int, int]:
+        """(bytes decoded, bytes to decode) of all the children, once every one has
+        planned its parts (so the share only grows); (0, 0) before, and once closed."""
+        done = total = 0
+        try:
+            for j in range(len(self.children)):
+                d, t = _SLOT.unpack_from(self.slots, _SLOT.size * j)
+                if t <= 0:
+                    return 0, 0
+                done, total = done + max(0, min(d, t)), total + t
+        except (ValueError, struct.error):  # closed meanwhile
+            return 0, 0
+        return done, total
 
     def close(self) -> None:
         """Kill and reap every child still running, close the file (idempotent)."""
+        with _ACTIVE_LOCK:
+            _ACTIVE.discard(self)
         for c in self.children:
             c.close()
+        try:
+            self.slots.close()
+        except (BufferError, ValueError):
+            pass
         if self.fd >= 0:
             try:
                 os.close(self.fd)
@@ -340,6 +389,7 @@ def start_file(
     except OSError:
         return None
     children: list[Pending] = []
+    slots: mmap.mmap | None = None
     try:
         st = os.fstat(fd)
         if (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino) or not stat.S_ISREG(st.st_mode):
@@ -352,9 +402,13 @@ def start_file(
             return None
         stamp = file_stamp(st)
         n_chunks = nproc * max(1, -(-st.st_size // (nproc * CHUNK_BYTES)))
+        try:
+            slots = mmap.mmap(-1, _SLOT.size * nproc)
+        except (OSError, ValueError):
+            return None
         for j in range(nproc):
             child = _fork(
-                lambda j=j: _file_payload(fd, stamp, j, nproc, n_chunks, root_of, raw_ts_of, decoders),
+                lambda j=j: _file_payload(fd, stamp, j, nproc, n_chunks, root_of, raw_ts_of, decoders, slots),
                 2 * st.st_size // nproc + (64 << 20),
                 None,
                 stamp,
@@ -362,24 +416,39 @@ def start_file(
             if child is None:
                 for c in children:
                     c.close()
+                slots.close()
                 return None
             children.append(child)
-        return FileParts(path, children, stamp, os.dup(fd))
+        parts = FileParts(path, children, stamp, os.dup(fd), slots)
+        slots = None
+        return parts
     except BaseException:
         for c in children:
             c.close()
+        if slots is not None:
+            slots.close()
         raise
     finally:
         if own:
             os.close(fd)
 
 
+def _write_slot(slots: mmap.mmap, j: int, done: int, total: int) -> None:
+    """Child ``j``'s progress into its slot; a slot that cannot be written (a map too
+    small) only leaves the share unknown: progress never fails a load."""
+    try:
+        _SLOT.pack_into(slots, _SLOT.size * j, done, total)
+    except (struct.error, ValueError, TypeError):
+        pass
+
+
 def _file_payload(
-    fd: int, stamp: tuple, j: int, nproc: int, n_chunks: int, root_of, raw_ts_of, decoders: dict
+    fd: int, stamp: tuple, j: int, nproc: int, n_chunks: int, root_of, raw_ts_of, decoders: dict, slots: mmap.mmap
 ) -> list[bytes | memoryview]:
     """In child ``j`` of ``nproc`` of ``start_file``: plan ``n_chunks`` parts on a
-    private map of the file and decode the ``j``-th run of them; a message of None when
-    the file is not what ``stamp`` says (before or after) or is not one to split."""
+    private map of the file and decode the ``j``-th run of them, writing its progress
+    slot (``_SLOT`` at ``j`` in ``slots``) after each part; a message of None when the
+    file is not what ``stamp`` says (before or after) or is not one to split."""
     if file_stamp(os.fstat(fd)) != stamp:
         return _tx.pack(None)
     view = mmap.mmap(fd, 0, access=mmap.ACCESS_COPY)
@@ -397,12 +466,18 @@ def _file_payload(
     lo_k = len(spans) * j // nproc
     hi_k = len(spans) * (j + 1) // nproc
     list_decoder, x_class = decoders[raw_ts]
+    mine = spans[lo_k:hi_k]
+    total = sum(hi - lo + 1 for lo, hi in mine)
+    _write_slot(slots, j, 0, total)
 
     def texts():  # each part framed in this child's private copy of its pages
-        for lo, hi in spans[lo_k:hi_k]:
+        done = 0
+        for lo, hi in mine:
             view[lo] = 0x5B  # "["
             view[hi] = 0x5D  # "]"
             yield memoryview(view)[lo : hi + 1]
+            done += hi - lo + 1  # resumed: that part is decoded and scanned
+            _write_slot(slots, j, done, total)
 
     head = None
     if j == 0 and header is not None:

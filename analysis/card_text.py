@@ -35,6 +35,20 @@ DEPENDENCY_SMELLS = {
 }
 
 
+#: The smell of a sync gap whose blocking wait began after the GPU went idle (rule 4
+#: of docs/definitions.md "Cause classes": no queue was drained, so no cliff).
+BLOCKING_WAIT_SMELL = "blocking wait in the gap"
+
+
+def in_sync_cliff(gaps, rows) -> bool:
+    """Whether some gap of ``rows`` has a sync cliff: a blocking wait that began before
+    the GPU went idle drained the queue (``sync_from_ns`` before ``launch_from_ns``;
+    rule 3 of docs/definitions.md "Cause classes")."""
+    if gaps.sync_from_ns is None:
+        return False
+    return bool((gaps.sync_from_ns[rows] < gaps.launch_from_ns[rows]).any())
+
+
 def quote_name(name: str) -> str:
     return "`" + name.replace("`", "'") + "`"
 
@@ -186,7 +200,7 @@ def why_sentence(
                 if any(trace.lanes[e.lane].is_gpu for e in evidence if e.cause == Cause.SYNC)
                 else ""
             )
-            cliff = bool((g.sync_from_ns[rows] < g.launch_from_ns[rows]).any()) if g.sync_from_ns is not None else False
+            cliff = in_sync_cliff(g, rows)
             if after > 0 and cliff:
                 parts.append(
                     f"{fmt_dur(cn[Cause.SYNC])} in the sync cliff ({fmt_dur(w_ns)} blocked in {quote_name(w.name)}{gpu}, "

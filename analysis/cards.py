@@ -17,9 +17,11 @@ import numpy as np
 
 from gapscope.analysis.card_advice import advice
 from gapscope.analysis.card_text import (
+    BLOCKING_WAIT_SMELL,
     DEPENDENCY_SMELLS,
     SMELLS,
     class_mix,
+    in_sync_cliff,
     is_decode_trace,
     rank_row,
     slow_launch,
@@ -48,7 +50,9 @@ def _card(
         evidence.extend(diag.evidence(int(r)))
     evidence.sort(key=lambda e: -e.overlap_ns)
     smell = SMELLS[primary]
-    if primary == Cause.LAUNCH and (g.episode[rows] >= 0).any():
+    if primary == Cause.SYNC and not in_sync_cliff(g, rows):
+        smell = BLOCKING_WAIT_SMELL  # the wait began in the gap: it drained no queue
+    elif primary == Cause.LAUNCH and (g.episode[rows] >= 0).any():
         smell = "picket fence"
     elif primary == Cause.LAUNCH and slow_launch(diag, evidence, rows):
         smell = "slow launch call"

@@ -47,6 +47,23 @@ def _rank0():
     return diagnose(load(require(CORPUS / "hta" / "rank0.json.gz")))
 
 
+def test_sync_smell_says_cliff_only_when_the_wait_drained_the_queue():
+    """decode_step: ``tensor.item()`` (0.090-0.250 ms) begins inside gap #0 (0-0.258 ms,
+    nothing queued before it): a blocking wait in the gap, not a cliff. sync_cliff:
+    ``.item()`` begins while ``attn`` still runs, so the queue drains under it."""
+    d = diagnose(load(SAMPLES / "decode_step.txt"))
+    g = d.gaps
+    assert (int(g.start_ns[0]), int(g.end_ns[0])) == (0, 258 * US) and g.cause[0] == Cause.SYNC
+    c = d.card(0)
+    assert c.smell == "blocking wait in the gap" and "cliff" not in c.why
+    assert "0.160 ms blocked in `tensor.item()`" in c.why
+    d2 = diagnose(load(SAMPLES / "sync_cliff.txt"))
+    sync = [i for i in range(len(d2.gaps)) if d2.gaps.cause[i] == Cause.SYNC]
+    assert sync
+    c2 = d2.card(sync[0])
+    assert c2.smell == "sync cliff" and "sync cliff" in c2.why
+
+
 def test_rank0_gap1_card_is_copy_with_group_context():
     """Gap 1 of hta/rank0 (9 µs at +13.396 ms) is all copy: a 43.7 MiB pinned HtoD
     memcpy with no kernel beside it; its group (5 gaps, 28 µs) is mostly something

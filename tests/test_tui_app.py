@@ -422,6 +422,34 @@ def test_keys_typed_ahead_of_the_prompt_go_into_it():
     assert focused is not None and focused.id == "lanes"
 
 
+def test_footer_shows_no_lane_keys_while_the_prompt_is_open():
+    from textual.widgets._footer import FooterKey
+
+    trace = _small_trace()
+
+    async def run():
+        app = make_app(trace)
+        async with app.run_test(size=(120, 40)) as pilot:
+            screen = await wait_ready(pilot)
+
+            def shown():
+                return [k.description for k in app.screen.query(FooterKey)]
+
+            out = [shown()]
+            await pilot.press("g")
+            await pilot.pause()
+            out.append(shown())
+            await pilot.press("plus", "escape")  # "+" goes into the prompt, not the zoom
+            await pilot.pause()
+            out.append(shown())
+            return out, screen.lanes.viewport
+
+    (before, during, after), _ = asyncio.run(run())
+    assert "zoom" in before and "next" in before
+    assert "zoom" not in during and "next" not in during and "palette" in during
+    assert after == before
+
+
 def test_zoom_levels_are_built_once_when_the_diagnosis_ends_before_the_first_paint(monkeypatch):
     from gapscope.tui import swimlanes
 

@@ -498,6 +498,7 @@ class TraceScreen(Screen):
         )
         inp.value = ""
         self.add_class("-prompt")
+        self.refresh_bindings()
         # Focus now, not on the next turn of the loop (``Widget.focus`` defers): keys
         # typed ahead (``g#12`` read in one go) are already queued and must reach the
         # prompt (``GapscopeApp.on_key``), not the gap bindings.
@@ -541,6 +542,14 @@ class TraceScreen(Screen):
     def _close_prompt(self) -> None:
         self.remove_class("-prompt")
         self.lanes.focus()
+        self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """While the ``g`` or ``/`` prompt is open the screen's keys are off and out of
+        the footer: they would type into the prompt (``+``), or act behind it."""
+        if self.has_class("-prompt"):
+            return False
+        return True
 
     def key_escape(self) -> None:
         if self.has_class("-prompt"):

@@ -19,6 +19,7 @@ import numpy as np
 
 from gapscope.analysis.busy import coverage, union_intervals
 from gapscope.analysis.card_text import (
+    in_sync_cliff,
     is_decode_trace,
     is_wait,
     quiet_text,
@@ -109,7 +110,9 @@ def _multi_rank(trace) -> bool:
     return ws is not None and ws > 1
 
 
-def _sync_advice(diag, evidence, name, dur_txt):
+def _sync_advice(diag, evidence, name, dur_txt, cliff: bool = True):
+    """Advice for a sync gap; ``cliff``: its wait began before the GPU went idle and
+    drained the queue (rule 3), else it began inside the gap (the GPU was already idle)."""
     top = [e for e in evidence if e.cause == Cause.SYNC and e.event >= 0 and is_wait(diag.trace, e.event)]
     inside = _enclosing_op(diag, top[0].event) if top else None
     if inside in ("aten::to", "aten::_to_copy", "aten::copy_"):
@@ -125,12 +128,19 @@ def _sync_advice(diag, evidence, name, dur_txt):
     site = _call_site(diag, top[0].event) if top else None
     name = quote_name(top[0].name) if top else name
     where = f"{name}" + (f" (called from {quote_name(site)})" if site else "") if name else "the host read"
+    forbidden = (
+        "Do not speed up the kernels around the gap: the GPU is idle because the CPU waited for it to drain "
+        "and only then prepared the next launch; a faster kernel only makes that wait start sooner."
+        if cliff
+        else f"Do not speed up the kernels around the gap: the GPU was already idle when {where} began; that "
+        "wait and the host work around it hold the next launch back, so faster kernels only widen the gap's "
+        "share of the step."
+    )
     return (
         f"Remove the blocking wait {where} from the loop: keep the value on the GPU (mask or torch.where instead "
         f"of a Python branch on it), or collect the values and read them once after the loop; time with CUDA "
         f"events instead of synchronizing. Then launch the next work before any host step that must stay.",
-        "Do not speed up the kernels around the gap: the GPU is idle because the CPU waited for it to drain "
-        "and only then prepared the next launch; a faster kernel only makes that wait start sooner.",
+        forbidden,
         f"On a new capture of the same steps, the idle at this position ({dur_txt}) and the number of "
         f"blocking calls per step (cudaStreamSynchronize, aten::item) should drop to about zero.",
     )
@@ -337,7 +347,7 @@ def advice(diag, cause: Cause, evidence: list[Evidence], rows: np.ndarray, dur_t
     if cause == Cause.DEPENDENCY:
         return _dependency_advice(diag, rows, dur_txt)
     if cause == Cause.SYNC:
-        return _sync_advice(diag, evidence, name, dur_txt)
+        return _sync_advice(diag, evidence, name, dur_txt, cliff=in_sync_cliff(g, rows))
     if cause == Cause.COPY:
         return _copy_advice(diag, evidence, dur_txt)
     if cause == Cause.LAUNCH and slow_launch(diag, evidence, rows):

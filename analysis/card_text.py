@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gapscope.analysis.classify import SLOW_LAUNCH_NS, rank_classes
+from gapscope.analysis.classify import SLOW_LAUNCH_NS, launched_before, launched_before_window, rank_classes
 from gapscope.analysis.evidence import enclosing_step_range
 from gapscope.analysis.evidence_kinds import BLOCKING_SYNC_RE, COLLECTIVE_RE, SYNC_OP_NAMES
 from gapscope.analysis.types import Cause, Evidence, Trust, WaitKind
@@ -160,7 +160,19 @@ def why_sentence(
     lane = int(g.thread_lane[rows[0]]) if g.thread_lane is not None else int(g.launch_lane[rows[0]])
     who = _thread_label(trace, lane)
     if lane >= 0 and bool((g.launch[rows] < 0).all()) and bool((g.next_op[rows] >= 0).any()):
-        who += " (it launched the previous kernel; the next op has no linked launch call)"
+        # say why this thread only when it is true: it launched the kernel before the gap
+        launches = getattr(diag, "_launches", None)
+        prev = [int(p) for p in g.prev_op[rows] if p >= 0]
+        if launches is not None and any(launches[p] >= 0 and int(trace.lane[int(launches[p])]) == lane for p in prev):
+            who += " (it launched the previous kernel; the next op has no linked launch call)"
+        else:
+            sl = trace.lane_slice(lane)
+            launcher = bool((trace.kind[sl] == int(Kind.LAUNCH)).any())
+            who += (
+                " (the device's launching thread; neither op around the gap has a linked launch call)"
+                if launcher
+                else " (the busiest CPU thread; no launch call is linked to the ops around the gap)"
+            )
     has = g.launch[rows] >= 0
     if queued_occurrence(diag, rows):
         r = int(rows[has][0]) if has.any() else int(rows[0])
@@ -171,6 +183,18 @@ def why_sentence(
                 f", although the next op {quote_name(trace.name(nxt))} was already queued: its launch call "
                 f"{quote_name(trace.name(call))} on {_thread_label(trace, int(trace.lane[call]))} had returned "
                 f"{fmt_dur(-L)} before the GPU went idle"
+            )
+        elif launched_before_window(trace, np.array([nxt])):
+            body = (
+                f", although the next op {quote_name(trace.name(nxt))} was already queued: it was launched before "
+                f"the trace began (its correlation id {int(trace.correlation[nxt])} precedes every runtime call the "
+                f"trace recorded)"
+            )
+        elif bool(launched_before(trace, np.array([nxt]), np.array([int(g.start_ns[r])]))[0]):
+            body = (
+                f", although the next op {quote_name(trace.name(nxt))} was already queued: its launch call is not "
+                f"in the trace, but its correlation id {int(trace.correlation[nxt])} precedes that of a runtime "
+                f"call made before the GPU went idle"
             )
         else:  # a node of a graph whose launch call the trace lacks; a sibling node ran before
             body = (
@@ -215,7 +239,11 @@ def why_sentence(
             parts.append(f"{fmt_dur(cn[Cause.SYNC])} waiting for the device")
     if cn[Cause.LAUNCH]:
         eps = {int(e) for e in g.episode[rows] if e >= 0}
-        calls = [e for e in evidence if e.cause == Cause.LAUNCH and e.event >= 0]
+        # launch calls only: in a launch-bound gap other host work counts as launch too,
+        # but is no launch call (a DataLoader range is not "the launch call")
+        calls = [
+            e for e in evidence if e.cause == Cause.LAUNCH and e.event >= 0 and trace.kind[e.event] == int(Kind.LAUNCH)
+        ]
         if calls and not eps and max(e.overlap_ns for e in calls) >= SLOW_LAUNCH_NS:
             slow = max(calls, key=lambda e: e.overlap_ns)
             parts.append(

@@ -52,7 +52,16 @@ from gapscope.analysis.types import Cause, Gaps, Params, Trust, WaitKind
 from gapscope.analysis.waits import stream_wait_events
 from gapscope.parsers.model import CopyKind, Kind, Trace
 
-__all__ = ["classify", "effective_thread", "launching_ops", "SECONDARY_MIN_SHARE", "rank_classes", "SLOW_LAUNCH_NS"]
+__all__ = [
+    "classify",
+    "effective_thread",
+    "launching_ops",
+    "launched_before",
+    "launched_before_window",
+    "SECONDARY_MIN_SHARE",
+    "rank_classes",
+    "SLOW_LAUNCH_NS",
+]
 
 _E = np.zeros(0, dtype=np.int64)
 
@@ -223,7 +232,10 @@ def classify(
     dur = ge - gs
     has_launch = gaps.launch >= 0
     graph_node = _graph_node_queued(trace, gaps, valid)
-    queued = (has_launch & (gaps.lateness_ns <= 0)) | graph_node
+    # an op launched before the trace began was queued all along: whatever the CPU did
+    # in the trace, it did not hold that op back
+    pre_launched = ~has_launch & launched_before(trace, gaps.next_op, gs)
+    queued = (has_launch & (gaps.lateness_ns <= 0)) | graph_node | pre_launched
     wait = stream_wait_events(trace, gaps, launches, valid)
     trailing = gaps.edge == EDGE_TRAILING if gaps.edge is not None else np.zeros(n, bool)
     in_episode = episode_of >= 0 if episode_of is not None else np.zeros(n, bool)
@@ -311,6 +323,7 @@ def classify(
     wait_kind = _wait_kinds(trace, gaps, blocked, wait, params, graph_node)
     one_time = _one_time(trace, gaps, T, params, end) & np.isin(primary, [int(Cause.HOST), int(Cause.LAUNCH)])
     trust = _trust(trace, gaps, launches)
+    trust[pre_launched] &= ~int(Trust.UNLINKED)  # unlinked, but known to be queued
     return dataclasses.replace(
         gaps,
         cause=primary,
@@ -333,6 +346,45 @@ def classify(
 def _name_flags(trace: Trace, pattern) -> np.ndarray:
     """Bool per name id: whether the name matches ``pattern``."""
     return np.array([bool(pattern.search(s)) for s in trace.names], dtype=bool)
+
+
+def launched_before(trace: Trace, ops: np.ndarray, t_ns: np.ndarray) -> np.ndarray:
+    """Bool per GPU op of ``ops`` (event indices; -1 = none): the op was launched (and
+    so queued) before ``t_ns``, as its ``correlation`` id proves without its launch
+    call: CUPTI and roctracer number API calls in the order they are made, so the op's
+    launch came before every recorded CPU runtime call with a higher id; True when that
+    id is below every such call's (launched before the trace began: Kineto keeps GPU
+    activity that started in its window, whenever it was launched), or when one such
+    call began at or before ``t_ns``. False without ids."""
+    ops = np.asarray(ops, dtype=np.int64)
+    t_ns = np.broadcast_to(np.asarray(t_ns, dtype=np.int64), ops.shape)
+    out = np.zeros(ops.size, dtype=bool)
+    cpu_lane = np.array([not ln.is_gpu for ln in trace.lanes], dtype=bool)
+    calls = np.flatnonzero(cpu_lane[trace.lane] & (trace.correlation >= 0)) if cpu_lane.size else np.zeros(0, np.int64)
+    if calls.size == 0 or ops.size == 0:
+        return out
+    o = np.argsort(trace.correlation[calls], kind="stable")
+    c_sorted = trace.correlation[calls][o]
+    # earliest start among the calls with the k-th smallest id or a larger one
+    first_after = np.minimum.accumulate(trace.start_ns[calls][o][::-1])[::-1]
+    ok = ops >= 0
+    c = trace.correlation[np.maximum(ops, 0)]
+    k = np.searchsorted(c_sorted, c, side="right")
+    before_all = k == 0
+    bound = first_after[np.minimum(k, c_sorted.size - 1)]
+    out[:] = ok & (c >= 0) & (before_all | ((k < c_sorted.size) & (bound <= t_ns)))
+    return out
+
+
+def launched_before_window(trace: Trace, ops: np.ndarray) -> bool:
+    """Whether GPU op ``ops[0]``'s id is below every recorded CPU runtime call's: it was
+    launched before the trace began (for the card's wording; see ``launched_before``)."""
+    op = int(np.asarray(ops, dtype=np.int64)[0])
+    cpu_lane = np.array([not ln.is_gpu for ln in trace.lanes], dtype=bool)
+    calls = cpu_lane[trace.lane] & (trace.correlation >= 0) if cpu_lane.size else np.zeros(0, bool)
+    if op < 0 or not calls.any() or trace.correlation[op] < 0:
+        return False
+    return bool(trace.correlation[op] < trace.correlation[calls].min())
 
 
 def _graph_node_queued(trace: Trace, gaps: Gaps, valid: np.ndarray) -> np.ndarray:

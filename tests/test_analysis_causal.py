@@ -235,7 +235,10 @@ def test_mi300_unlinked_collective_is_named_and_the_advice_fits_a_trace_with_cpu
     i = int(d.order_by_size()[0])
     c = d.card(i)
     assert d.trace.name(int(g.next_op[i])).startswith("ncclDevKernel_Generic") and g.launch[i] < 0
-    assert "`ncclDevKernel_Generic" in c.why and "no launch call linked" in c.why
+    # its correlation id (4079) is below every runtime call the trace recorded (the
+    # first hipLaunchKernel has 5179): launched before the trace began, so queued
+    assert "`ncclDevKernel_Generic" in c.why and "launched before the trace began (its correlation id 4079" in c.why
+    assert g.cause[i] == Cause.DEPENDENCY and "What the CPU did meanwhile is not the cause." in c.why
     assert "Capture again with CPU activity" not in c.first_experiment and "collective" in c.first_experiment
 
 
@@ -299,3 +302,53 @@ def test_why_sentence_parts_add_up_to_the_gap():
             host = int(g.class_ns[i, int(Cause.HOST)])
             if not g.queued[i] and host >= 50:  # the host part is quoted with the gap's own host ns
                 assert f"{fmt_dur(host)} on host work" in why, (rel, i, why)
+
+
+def _queued_by_id_trace(first_call_ns: int):
+    """GPU 0 runs k0 (0-100 µs), idles, then k1 (200-300 µs) and k2 (400-500 µs); neither
+    k1 nor k2 has a recorded launch call. The CPU thread is in a host op over both gaps,
+    and its runtime calls are ``cudaGetDevice`` (id 20) at 20 µs, ``cudaStreamQuery``
+    (id 57) at ``first_call_ns``, then ``cudaLaunchKernel`` (id 60) of a kernel k3 at
+    700 µs. k1 has id 10 (below every recorded call: launched before the trace began);
+    k2 has id 55, so its launch came after the first call and before the query."""
+    from gapscope.parsers.builder import TraceBuilder
+    from gapscope.parsers.model import Kind
+
+    b = TraceBuilder(path="ids.json")
+    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
+    gpu = b.lane("0", "7", process_name="GPU 0", thread_name="stream 7", is_gpu=True, device=0, stream=7)
+    b.event(cpu, "aten::something", 0, 690_000, Kind.CPU_OP)
+    b.event(cpu, "cudaGetDevice", 20_000, 1_000, Kind.RUNTIME, correlation=20)
+    b.event(cpu, "cudaStreamQuery", first_call_ns, 2_000, Kind.SYNC_CALL, correlation=57)
+    b.event(cpu, "cudaLaunchKernel", 650_000, 5_000, Kind.LAUNCH, correlation=60)
+    b.event(gpu, "k0", 0, 100_000, Kind.KERNEL, correlation=5)
+    b.event(gpu, "k1", 200_000, 100_000, Kind.KERNEL, correlation=10)
+    b.event(gpu, "k2", 400_000, 100_000, Kind.KERNEL, correlation=55)
+    b.event(gpu, "k3", 700_000, 100_000, Kind.KERNEL, correlation=60)
+    return b.build()
+
+
+def test_an_unlinked_op_whose_id_precedes_a_call_made_before_the_gap_was_queued():
+    """CUPTI numbers API calls in the order they are made: an op whose correlation id is
+    below every recorded runtime call's was launched before the trace began, and one
+    whose id is below that of a call made before the gap was launched before the gap.
+    Either way it was queued, and the gap is not the CPU's (rule: queued gaps are
+    dependency); an op whose id only precedes calls made after the gap proves nothing."""
+    early = diagnose(_queued_by_id_trace(first_call_ns=150_000))  # the query before both gaps
+    late = diagnose(_queued_by_id_trace(first_call_ns=550_000))  # the query after both gaps
+    for d in (early, late):
+        g = d.gaps
+        starts = [int(x) for x in g.start_ns]
+        assert starts[:2] == [100_000, 300_000], starts
+    ge, gl = early.gaps, late.gaps
+    # k1 (id 10 < 20): launched before the trace began, in both traces
+    for d in (early, late):
+        assert d.gaps.cause[0] == Cause.DEPENDENCY and bool(d.gaps.queued[0])
+        c = d.card(0)
+        assert "launched before the trace began (its correlation id 10 precedes every runtime call" in c.why
+        assert "Trust:" not in c.why and "What the CPU did meanwhile is not the cause." in c.why
+    # k2 (id 55 < 57): launched before the query, which ran at 150 µs, before the gap at 300 µs: queued
+    assert ge.cause[1] == Cause.DEPENDENCY and bool(ge.queued[1])
+    assert "precedes that of a runtime call made before the GPU went idle" in early.card(1).why
+    # ... but with the query at 550 µs, after the gap, nothing says when k2 was launched
+    assert not bool(gl.queued[1]) and gl.cause[1] != Cause.DEPENDENCY

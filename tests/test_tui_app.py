@@ -450,6 +450,37 @@ def test_footer_shows_no_lane_keys_while_the_prompt_is_open():
     assert after == before
 
 
+@pytest.mark.parametrize(
+    "burst, gap, prompt_open",
+    [
+        ("g#2\rg#4\r", 4, False),  # the second prompt, not the first one's leftovers
+        ("g#5\rn", 6, False),  # n after Enter moves on from gap 5
+        ("g1\x1bn", 0, False),  # Escape typed ahead closes the prompt; n then goes to gap 0
+        ("g#3\x1b", None, False),  # nothing submitted
+    ],
+)
+def test_bursts_of_keys_through_the_prompt_act_as_typed_one_by_one(burst, gap, prompt_open):
+    from textual import events
+
+    names = {"#": "number_sign", "\r": "enter", "\x1b": "escape"}
+    trace = _small_trace()
+
+    async def run():
+        app = make_app(trace)
+        async with app.run_test(size=(120, 40)) as pilot:
+            screen = await wait_ready(pilot)
+            for ch in burst:
+                key = names.get(ch, ch)
+                app.post_message(events.Key(key, ch if ch.isprintable() else None))
+            for _ in range(3):
+                await pilot.pause()
+            return screen.lanes.selected_gap, screen.has_class("-prompt"), app.focused.id, screen.message
+
+    got_gap, got_open, focused, message = asyncio.run(run())
+    assert (got_gap, got_open, focused) == (gap, prompt_open, "lanes"), message
+    assert "no gap #" not in message
+
+
 def test_zoom_levels_are_built_once_when_the_diagnosis_ends_before_the_first_paint(monkeypatch):
     from gapscope.tui import swimlanes
 

@@ -80,11 +80,19 @@ class GapscopeApp(App):
         """A printable key that reaches the app while a text field has the focus was
         typed ahead of the focus change (``g#12`` read in one go: every key was queued
         to the lanes before ``g`` opened the prompt; a field stops the keys it gets
-        itself): it goes into the field, where the user meant it, in order."""
+        itself): it goes into the field, where the user meant it, in order; an Escape
+        typed ahead closes the prompt (``TraceScreen.key_escape``)."""
         field = self.focused
-        if isinstance(field, Input) and event.is_printable and event.character:
+        if not isinstance(field, Input):
+            return
+        if event.is_printable and event.character:
             event.stop()
             field.insert_text_at_cursor(event.character)
+        elif event.key == "escape":  # typed ahead too: it closes the field's prompt
+            close = getattr(self.screen, "key_escape", None)
+            if close is not None:
+                event.stop()
+                close()
 
     # the load screen's callbacks (on the event loop, from its message handlers)
     def show_trace(self, trace, diagnosis=None, error: str | None = None) -> None:

@@ -53,6 +53,20 @@ PENDING_KEY_MESSAGE = "still finding the gaps and their causes: a moment"
 NO_DIAGNOSIS_MESSAGE = "no diagnosis: the gaps and their causes cannot be shown"
 
 
+class PromptInput(Input):
+    """The ``g``/``/`` prompt. Enter hands the text to the screen at once
+    (``TraceScreen.submit_prompt``) instead of posting ``Input.Submitted``: the keys
+    typed after it, already queued, must reach the lanes, not a prompt that is about to
+    close."""
+
+    async def action_submit(self) -> None:
+        submit = getattr(self.screen, "submit_prompt", None)
+        if submit is not None:
+            submit(self.value)
+        else:  # pragma: no cover - only ever composed by TraceScreen
+            await super().action_submit()
+
+
 class TraceScreen(Screen):
     """The main view of one trace and its diagnosis.
 
@@ -110,7 +124,7 @@ class TraceScreen(Screen):
             yield Swimlanes(self.trace, self.diagnosis, pending=self.diagnosing, id="lanes")
             yield GapPanel(id="panel")
         yield DetailLine(id="detail")
-        yield Input(id="prompt", select_on_focus=False)
+        yield PromptInput(id="prompt", select_on_focus=False)
         yield Footer()
 
     @property
@@ -504,9 +518,11 @@ class TraceScreen(Screen):
         # prompt (``GapscopeApp.on_key``), not the gap bindings.
         self.set_focus(inp)
 
-    @on(Input.Submitted, "#prompt")
-    def _prompt_submitted(self, event: Input.Submitted) -> None:
-        text = event.value
+    def submit_prompt(self, text: str) -> None:
+        """Enter in the prompt: close it (the focus back on the lanes at once) and go to
+        the time or gap, or search the names."""
+        if not self.has_class("-prompt"):
+            return
         self._close_prompt()
         if self.prompt_mode == "goto":
             if text.strip().startswith("#"):
@@ -541,7 +557,7 @@ class TraceScreen(Screen):
 
     def _close_prompt(self) -> None:
         self.remove_class("-prompt")
-        self.lanes.focus()
+        self.set_focus(self.lanes)  # now: keys already queued go to the lanes
         self.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

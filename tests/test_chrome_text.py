@@ -138,6 +138,24 @@ def test_event_starts_from_the_ph_keys_match_the_element_scanner(events):
         assert got is not None and got.tolist() == want.tolist()
 
 
+@pytest.mark.parametrize("first_key", ['"\\u0070h"', '"ph"    ', '"ph"\n\n\n\n'])
+def test_args_are_each_events_own_when_a_header_key_after_the_events_holds_a_ph(first_key, tmp_path):
+    """A ``"ph"`` key the 4-byte scan does not see (escaped, or 4+ blanks before the
+    colon) must not be stood in for by one of a nested object after the events
+    (``"otherData": {"ph": ...}``): every event's args are its own (found by the attack
+    on the lazy args: event A got B's)."""
+    text = (
+        '{"traceEvents": [{' + first_key + ': "X", "name": "A", "pid": 1, "tid": 1, "ts": 0, "dur": 1, '
+        '"args": {"uid": 0}},\n{"ph": "X", "name": "B", "pid": 1, "tid": 1, "ts": 10, "dur": 1, '
+        '"args": {"uid": 1}}], "otherData": {"ph": "hdr"}}'
+    )
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    want = {e["name"]: e["args"] for e in json.loads(text)["traceEvents"]}
+    t = parsers.load(path)
+    assert {t.name(i): t.args_of(i) for i in range(len(t))} == want
+
+
 def test_unknown_and_missing_phases_are_counted(tmp_path):
     p = tmp_path / "u.json"
     p.write_text(

@@ -433,6 +433,23 @@ def _start(path):
     return cp.start_file(str(path), lambda d: text_start(d) if len(d) else -1, _raw_ts, _DECODERS)
 
 
+def test_parts_dropped_without_close_leave_no_progress_and_no_children(tmp_path, monkeypatch, spy, forks):
+    """``FileParts`` dropped between ``start_file`` and its use (an interrupt there) is
+    collected: ``progress`` forgets it and its children are reaped."""
+    import gc
+
+    parts = _start(_write(tmp_path, _kineto(300)))
+    assert parts is not None and len(forks) == 3
+    deadline = time.monotonic() + 10
+    while cp.progress() is None and time.monotonic() < deadline:  # the children plan
+        time.sleep(0.01)
+    assert cp.progress() is not None
+    del parts
+    gc.collect()
+    assert cp.progress() is None
+    assert _reaped(forks)
+
+
 def test_child_of_a_changed_file_gives_up(tmp_path):
     """A file's child checks the file's stamp before and after its decode, and plans
     what ``find_cuts`` plans on the text."""

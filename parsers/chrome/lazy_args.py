@@ -84,9 +84,31 @@ class EventText:
                 return None
             todo = todo[ws]
             if todo.size == 0:
-                return at
+                return at if self._opens_elements(a, at) else None
             at[todo] -= 1
         return None
+
+    @staticmethod
+    def _opens_elements(a: np.ndarray, at: np.ndarray) -> bool:
+        """Whether each ``{`` at ``at`` opens an element of an array (``[`` or ``,``
+        before it, blanks between): a ``"ph"`` key of a nested object (``"args": {"ph":
+        1}``) or of a header object after the events is no event's, and one of those
+        standing in for a ``"ph"`` the key scan missed (``"\u0070h"``) would shift every
+        later event's args."""
+        back = at - 1
+        todo = np.arange(at.size)
+        for _ in range(65):
+            if bool((back[todo] < 0).any()):
+                return False
+            c = a[back[todo]]
+            ws = (c == 32) | (c == 9) | (c == 10) | (c == 13)
+            if not bool((ws | (c == 44) | (c == 91)).all()):
+                return False
+            todo = todo[ws]
+            if todo.size == 0:
+                return True
+            back[todo] -= 1
+        return False
 
     def starts_all(self) -> np.ndarray | None:
         """Exact offsets of every event's ``{`` (cached): from the ``"ph"`` keys when

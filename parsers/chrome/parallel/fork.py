@@ -42,6 +42,7 @@ import sys
 import threading
 import time
 import warnings
+import weakref
 
 import msgspec
 import numpy as np
@@ -293,8 +294,10 @@ def start(data, root: int, raw_ts: bool, decoders: dict) -> Pending | None:
 #: One progress slot per child in a map shared with it: (bytes of its parts decoded,
 #: bytes of its parts), two little-endian int64 (``_file_payload`` writes, ``progress`` reads).
 _SLOT = struct.Struct("<qq")
-#: The ``FileParts`` whose children are decoding now, for ``progress``.
-_ACTIVE: set[FileParts] = set()
+#: The ``FileParts`` whose children are decoding now, for ``progress``: weak, so one
+#: dropped without ``close`` (an interrupt between ``start_file`` and its use) is still
+#: collected, and its ``__del__`` reaps its children.
+_ACTIVE: weakref.WeakSet[FileParts] = weakref.WeakSet()
 _ACTIVE_LOCK = threading.Lock()
 
 

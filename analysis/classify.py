@@ -276,6 +276,9 @@ def classify(
         else:
             block_t, copy_t, launch_t, hl_t, ho_t = marks_cache[dev], (_E, _E), (_E, _E), (_E, _E), (_E, _E)
         sf = _cliff_start(block_t[0], block_t[1], a, lf)
+        # no GPU op before the gap on its device: the trace shows nothing queued that a
+        # wait could have drained, so no cliff (rule 4: a wait is sync for its own length)
+        sf = np.where(gaps.prev_op[rows] >= 0, sf, lf)
         sync_from[rows] = np.where(q, lf, sf)
         gpu_big = [_cover(big, a, sf), _cover(big, sf, lf), _cover(big, lf, b)]
         gpu_any = _u(big, small)

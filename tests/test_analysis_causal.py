@@ -352,3 +352,18 @@ def test_an_unlinked_op_whose_id_precedes_a_call_made_before_the_gap_was_queued(
     assert "precedes that of a runtime call made before the GPU went idle" in early.card(1).why
     # ... but with the query at 550 µs, after the gap, nothing says when k2 was launched
     assert not bool(gl.queued[1]) and gl.cause[1] != Cause.DEPENDENCY
+
+
+def test_a_wait_with_no_gpu_op_before_the_gap_drained_nothing():
+    """param/resnet_kineto gap #0 (3155 µs to 4.376 s): the device ran nothing before it,
+    so its only wait (``cudaStreamSynchronize``, 3155-3161 µs) is sync for its own time
+    (rule 4), not a cliff that makes 3.6 s of host work sync; the card names what the
+    thread did: the DataLoader (1.939 s), ``cudaFree`` and the 726 ms first launch."""
+    d = _diag("param/resnet_kineto.json.gz")
+    g = d.gaps
+    assert int(g.prev_op[0]) < 0 and g.cause[0] == Cause.HOST
+    assert int(g.class_ns[0][int(Cause.SYNC)]) < 100_000
+    c = d.card(0)
+    assert c.smell != "sync cliff" and "cliff" not in c.why
+    assert "1.939 s in `enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__`" in c.why
+    assert "726.271 ms of it in one launch call `cudaLaunchKernel`" in c.why

@@ -19,6 +19,7 @@ import numpy as np
 
 from gapscope.analysis.busy import coverage, union_intervals
 from gapscope.analysis.card_text import (
+    cliff_wait,
     in_sync_cliff,
     is_decode_trace,
     is_wait,
@@ -110,10 +111,16 @@ def _multi_rank(trace) -> bool:
     return ws is not None and ws > 1
 
 
-def _sync_advice(diag, evidence, name, dur_txt, cliff: bool = True):
+def _sync_advice(diag, evidence, name, dur_txt, rows, cliff: bool = True):
     """Advice for a sync gap; ``cliff``: its wait began before the GPU went idle and
     drained the queue (rule 3), else it began inside the gap (the GPU was already idle)."""
     top = [e for e in evidence if e.cause == Cause.SYNC and e.event >= 0 and is_wait(diag.trace, e.event)]
+    if not top:
+        # name the wait itself, never the host work after it (the cliff's evidence)
+        name = None
+        w = cliff_wait(diag, int(rows[0])) if cliff else None
+        if w is not None:
+            top = [Evidence(w, diag.trace.name(w), int(diag.trace.lane[w]), Cause.SYNC, 0)]
     inside = _enclosing_op(diag, top[0].event) if top else None
     if inside in ("aten::to", "aten::_to_copy", "aten::copy_"):
         return (
@@ -347,7 +354,7 @@ def advice(diag, cause: Cause, evidence: list[Evidence], rows: np.ndarray, dur_t
     if cause == Cause.DEPENDENCY:
         return _dependency_advice(diag, rows, dur_txt)
     if cause == Cause.SYNC:
-        return _sync_advice(diag, evidence, name, dur_txt, cliff=in_sync_cliff(g, rows))
+        return _sync_advice(diag, evidence, name, dur_txt, rows, cliff=in_sync_cliff(g, rows))
     if cause == Cause.COPY:
         return _copy_advice(diag, evidence, dur_txt)
     if cause == Cause.LAUNCH and slow_launch(diag, evidence, rows):

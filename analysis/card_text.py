@@ -236,7 +236,25 @@ def why_sentence(
                     + (" (the sync cliff)" if cliff else "")
                 )
         else:
-            parts.append(f"{fmt_dur(cn[Cause.SYNC])} waiting for the device")
+            w_ev = cliff_wait(diag, int(rows[0])) if in_sync_cliff(g, rows) else None
+            if w_ev is not None:
+                # the wait began before the GPU went idle, so little of it lies in the
+                # gap (and that under a copy is the copy's): the cliff is the host work
+                # after it, which the evidence lists
+                after_items = [
+                    x
+                    for x in _items(diag, rows, evidence, Cause.SYNC, cap_ns=cn[Cause.SYNC])
+                    if not x.endswith(quote_name(trace.name(w_ev)))
+                ]
+                parts.append(
+                    f"{fmt_dur(cn[Cause.SYNC])} in the sync cliff (after {quote_name(trace.name(w_ev))}, blocking from "
+                    f"before the GPU went idle to {fmt_dur(int(trace.start_ns[w_ev] + trace.dur_ns[w_ev]) - int(g.start_ns[rows[0]]))} "
+                    f"into the gap, the host work until the next launch"
+                    + (": " + ", ".join(after_items) if after_items else "")
+                    + ")"
+                )
+            else:
+                parts.append(f"{fmt_dur(cn[Cause.SYNC])} waiting for the device")
     if cn[Cause.LAUNCH]:
         eps = {int(e) for e in g.episode[rows] if e >= 0}
         # launch calls only: in a launch-bound gap other host work counts as launch too,
@@ -309,6 +327,23 @@ def why_sentence(
             + "; what the CPU did in that time is not the cause"
         )
     return head + body + tail + "."
+
+
+def cliff_wait(diag, row: int) -> int | None:
+    """The blocking wait of gap ``row``'s sync cliff: the longest wait (``is_wait``) on
+    its thread that began at or before the gap start and ended at or after it (what
+    rule 3 of docs/definitions.md found), or None."""
+    trace, g = diag.trace, diag.gaps
+    lane = int(g.thread_lane[row]) if g.thread_lane is not None else -1
+    if lane < 0:
+        return None
+    sl = trace.lane_slice(lane)
+    a = int(g.start_ns[row])
+    s = trace.start_ns[sl]
+    e = s + trace.dur_ns[sl]
+    cand = (sl.start + np.flatnonzero((s <= a) & (e >= a))).tolist()
+    waits = [k for k in cand if is_wait(trace, k)]
+    return max(waits, key=lambda k: int(trace.dur_ns[k])) if waits else None
 
 
 def is_wait(trace, ev: int) -> bool:

@@ -367,3 +367,20 @@ def test_a_wait_with_no_gpu_op_before_the_gap_drained_nothing():
     assert c.smell != "sync cliff" and "cliff" not in c.why
     assert "1.939 s in `enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__`" in c.why
     assert "726.271 ms of it in one launch call `cudaLaunchKernel`" in c.why
+
+
+def test_a_cliff_whose_wait_is_not_in_the_evidence_names_the_wait_and_the_host_work():
+    """extrap/profile16 gap #5 (540.747 to 835.804 ms): ``cudaStreamSynchronize``
+    (538.080-547.224 ms) began before the GPU went idle, so the 238.520 ms after it until
+    the next launch are the sync cliff; the card names that wait, not the host range
+    with the most time (``main->test_copies->init_data``), as "the blocking wait"."""
+    d = _diag("extrap/profile16.sqlite")
+    g = d.gaps
+    assert g.cause[5] == Cause.SYNC and int(g.class_ns[5][int(Cause.SYNC)]) == 238_520_132
+    c = d.card(5)
+    assert (
+        "238.520 ms in the sync cliff (after `cudaStreamSynchronize`, blocking from before the GPU went idle" in c.why
+    )
+    assert "136.841 ms in `main->test_copies->init_data`" in c.why and "waiting for the device" not in c.why
+    assert "Remove the blocking wait `cudaStreamSynchronize`" in c.first_experiment
+    assert "init_data" not in c.first_experiment

@@ -173,7 +173,12 @@ def evidence_for_gap(trace: Trace, gaps: Gaps, i: int, index: EvidenceIndex, lim
             ov = ov - coverage(cs_, ce_, np.clip(s, lo, hi), np.clip(e, lo, hi))
         keep = ov > 0
         sub, sub_ov = idx[keep], ov[keep]
-        us, ue = union_intervals(np.maximum(s[keep], lo), np.minimum(e[keep], hi))
+        # untraced: covered by none of T's events (those under a GPU copy too) and no copy
+        on = _overlap(s, e, lo, hi) > 0
+        us, ue = union_intervals(
+            np.concatenate((np.maximum(s[on], lo), np.clip(cs_, lo, hi))),
+            np.concatenate((np.minimum(e[on], hi), np.clip(ce_, lo, hi))),
+        )
         q = (hi - lo) - int(coverage(us, ue, np.array([lo]), np.array([hi]))[0])
         qc = forced if forced is not None else head_quiet_cause
         if q > 0:

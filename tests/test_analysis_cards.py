@@ -94,6 +94,16 @@ def test_rank0_gap1_card_is_copy_with_group_context():
     assert "Memcpy HtoD (Pinned -> Device)" in c.first_experiment and "43.7 MiB" in c.first_experiment
 
 
+def test_time_under_a_gpu_copy_is_not_called_untraced():
+    """hta/rank0 gap #2055 (1.669 ms): the thread was in ``cudaMemcpyAsync`` and
+    ``cudaStreamSynchronize``, both under the 43.7 MiB HtoD copy; that time is the
+    copy's, and none of it is "(untraced time on this thread)" (it listed 1.601 ms)."""
+    d = _rank0()
+    ev = d.evidence(2055)
+    assert not [e for e in ev if e.event < 0]
+    assert sum(e.overlap_ns for e in ev) <= int(d.gaps.dur_ns[2055]) + 20 * US
+
+
 def test_rank0_cards_agree_with_gaps_and_no_zero_secondary():
     d = _rank0()
     g = d.gaps

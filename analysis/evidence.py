@@ -22,7 +22,7 @@ import dataclasses
 
 import numpy as np
 
-from gapscope.analysis.busy import coverage, union_intervals
+from gapscope.analysis.busy import coverage, device_union, union_intervals
 from gapscope.analysis.evidence_kinds import NO_CLASS, event_cause, evidence_end
 from gapscope.analysis.gaps import EDGE_TRAILING
 from gapscope.analysis.types import Cause, Evidence, Gaps, Params, WaitKind
@@ -43,6 +43,15 @@ class EvidenceIndex:
     cause: np.ndarray
     end: np.ndarray
     runmax: np.ndarray
+    #: device -> its kernel busy union (``device_union``), built on first use
+    kernels: dict = dataclasses.field(default_factory=dict)
+
+    def kernel_union(self, trace: Trace, device: int) -> tuple[np.ndarray, np.ndarray]:
+        """The kernel busy union of ``device`` (cached)."""
+        got = self.kernels.get(device)
+        if got is None:
+            got = self.kernels[device] = device_union(trace, device)
+        return got
 
     @classmethod
     def build(cls, trace: Trace, valid: np.ndarray | None = None, exclude: np.ndarray | None = None) -> EvidenceIndex:
@@ -82,14 +91,22 @@ def _overlap(s: np.ndarray, e: np.ndarray, a: int, b: int) -> np.ndarray:
 
 def _gpu_copies(trace: Trace, index: EvidenceIndex, dev: int, a: int, b: int, sync_until: int) -> list[Evidence]:
     """GPU memcpy/memset records of ``dev`` in [a, b): copy, except a small D2H copy
-    (the ``.item()`` signature) before ``sync_until`` (the starved part), which is sync."""
+    (the ``.item()`` signature) before ``sync_until`` (the starved part), which is sync.
+    A copy that ends while a kernel runs is left out, as the classes leave it out
+    (``classify._device_copy_unions``: the kernel did not wait for it)."""
     out: list[Evidence] = []
     small_max = Params().small_copy_max_bytes
+    ks, ke = index.kernel_union(trace, dev)
     for ln in trace.lanes:
         if not (ln.is_gpu and ln.device == dev):
             continue
         idx = index.overlapping(trace, ln.index, a, b)
         idx = idx[np.isin(trace.kind[idx], np.array([Kind.MEMCPY, Kind.MEMSET], dtype=np.int8))]
+        if ks.size and idx.size:
+            ends = trace.start_ns[idx] + trace.dur_ns[idx]
+            k = np.searchsorted(ks, ends, side="left") - 1
+            inside = (k >= 0) & (ends > ks[np.maximum(k, 0)]) & (ends <= ke[np.maximum(k, 0)])
+            idx = idx[~inside]
         for ev in idx.tolist():
             s, e = int(trace.start_ns[ev]), int(index.end[ev])
             small = trace.copy_kind[ev] == CopyKind.D2H and 0 <= trace.bytes[ev] <= small_max

@@ -104,6 +104,18 @@ def test_time_under_a_gpu_copy_is_not_called_untraced():
     assert sum(e.overlap_ns for e in ev) <= int(d.gaps.dur_ns[2055]) + 20 * US
 
 
+def test_a_copy_that_ends_while_a_kernel_runs_is_no_evidence():
+    """hta/rank0 gap #90 (30 µs): its 14 µs of copy are the DtoD copy that ran inside
+    it; the 2.5 MiB HtoD copy that overlaps the whole gap ends 10 µs after the next
+    kernel started, so the classes leave it out, and so must the evidence and the card."""
+    d = _rank0()
+    g = d.gaps
+    assert int(g.class_ns[90][int(Cause.COPY)]) == 14 * US
+    ev = [e for e in d.evidence(90) if e.cause == Cause.COPY]
+    assert [(e.name, e.overlap_ns) for e in ev] == [("Memcpy DtoD (Device -> Device)", 14 * US)]
+    assert "Memcpy HtoD" not in d.card(90).why
+
+
 def test_rank0_cards_agree_with_gaps_and_no_zero_secondary():
     d = _rank0()
     g = d.gaps

@@ -217,7 +217,20 @@ def why_sentence(
         waits = [e for e in evidence if e.cause == Cause.SYNC and e.event >= 0 and is_wait(trace, e.event)]
         if waits:
             w = max(waits, key=lambda e: e.overlap_ns)
-            w_ns = sum(e.overlap_ns for e in waits if e.name == w.name)
+            # the wait's own time in the gap, a small copy under it included (the
+            # evidence gives that copy its own item, which would move it to the host
+            # work after the wait)
+            spans = [(int(g.start_ns[r]), int(g.end_ns[r])) for r in rows]
+            w_ns = sum(
+                max(
+                    0,
+                    min(int(trace.start_ns[e.event] + trace.dur_ns[e.event]), gb)
+                    - max(int(trace.start_ns[e.event]), ga),
+                )
+                for e in {e.event: e for e in waits if e.name == w.name}.values()
+                for ga, gb in spans
+            )
+            w_ns = min(w_ns, cn[Cause.SYNC])
             after = cn[Cause.SYNC] - w_ns
             gpu = (
                 " (a small device-to-host copy ran meanwhile)"

@@ -384,3 +384,13 @@ def test_a_cliff_whose_wait_is_not_in_the_evidence_names_the_wait_and_the_host_w
     assert "136.841 ms in `main->test_copies->init_data`" in c.why and "waiting for the device" not in c.why
     assert "Remove the blocking wait `cudaStreamSynchronize`" in c.first_experiment
     assert "init_data" not in c.first_experiment
+
+
+def test_a_small_copy_under_the_wait_is_the_waits_time_not_the_host_works():
+    """hta/sampled_rank-0 gap #31 (858714 to 858821 µs): ``aten::item`` blocks 858714-
+    858737 µs (23 µs, a 2 µs device-to-host copy under it at 858722-858724), then 77 µs
+    of host work until the next launch; the card said 21 µs and 79 µs."""
+    d = _diag("hta/sampled_rank-0.json.gz")
+    c = d.card(31)
+    assert "0.100 ms in the sync cliff (23.0 µs blocked in `aten::item`" in c.why
+    assert "then 77.0 µs of host work after it until the next launch" in c.why

@@ -67,48 +67,18 @@ class EventText:
 
     def _first_key_starts(self, ph: np.ndarray) -> np.ndarray | None:
         """Offsets of the ``{`` right before each ``"ph"`` key, when ``"ph"`` is the
-        first key of every event (only whitespace between, at most 64 bytes of it);
-        else None. Steps back one byte at a time over the events still in whitespace
-        (a Kineto event has ``{`` then a newline and an indent: about six steps)."""
+        first key of every event (only whitespace between, at most 64 bytes of it) and
+        each such ``{`` opens an element of an array (``[`` or ``,`` before it); else
+        None. A ``"ph"`` of a nested object (``"args": {"ph": 1}``) or of a header
+        object after the events is no event's, and one standing in for a ``"ph"`` the
+        key scan missed (``"\u0070h"``) would shift every later event's args."""
         if ph.size == 0:
             return np.zeros(0, np.int64)
         a = np.frombuffer(self.data, dtype=np.uint8)
-        at = ph - 5  # the byte before the key's opening quote
-        todo = np.arange(ph.size)
-        for _ in range(65):  # the byte of each of 64 blanks, then the brace
-            if bool((at[todo] < 0).any()):
-                return None
-            c = a[at[todo]]
-            ws = (c == 32) | (c == 9) | (c == 10) | (c == 13)
-            if not bool((ws | (c == 123)).all()):  # anything else: "ph" is not first
-                return None
-            todo = todo[ws]
-            if todo.size == 0:
-                return at if self._opens_elements(a, at) else None
-            at[todo] -= 1
-        return None
-
-    @staticmethod
-    def _opens_elements(a: np.ndarray, at: np.ndarray) -> bool:
-        """Whether each ``{`` at ``at`` opens an element of an array (``[`` or ``,``
-        before it, blanks between): a ``"ph"`` key of a nested object (``"args": {"ph":
-        1}``) or of a header object after the events is no event's, and one of those
-        standing in for a ``"ph"`` the key scan missed (``"\u0070h"``) would shift every
-        later event's args."""
-        back = at - 1
-        todo = np.arange(at.size)
-        for _ in range(65):
-            if bool((back[todo] < 0).any()):
-                return False
-            c = a[back[todo]]
-            ws = (c == 32) | (c == 9) | (c == 10) | (c == 13)
-            if not bool((ws | (c == 44) | (c == 91)).all()):
-                return False
-            todo = todo[ws]
-            if todo.size == 0:
-                return True
-            back[todo] -= 1
-        return False
+        at = _back_over_blanks(a, ph - 5, (123,))  # from the byte before the key's quote
+        if at is None or _back_over_blanks(a, at - 1, (44, 91)) is None:
+            return None
+        return at
 
     def starts_all(self) -> np.ndarray | None:
         """Exact offsets of every event's ``{`` (cached): from the ``"ph"`` keys when
@@ -259,6 +229,28 @@ class EventArgs:
 
     def __call__(self, i: int) -> dict:
         return self.text.args(int(self.src[i]))
+
+
+def _back_over_blanks(a: np.ndarray, at: np.ndarray, stops: tuple[int, ...]) -> np.ndarray | None:
+    """Per offset of ``at`` into the bytes ``a``: the offset of the first byte at or
+    before it that is no blank (space, tab, CR, LF), at most 64 blanks back, when that
+    byte is one of ``stops``; else None (for all). Steps back one byte at a time over
+    the offsets still on blanks (a Kineto event's ``{`` is a newline and an indent
+    before its first key: about six steps)."""
+    at = at.copy()
+    todo = np.arange(at.size)
+    for _ in range(65):  # the byte of each of 64 blanks, then the stop
+        if bool((at[todo] < 0).any()):
+            return None
+        c = a[at[todo]]
+        ws = (c == 32) | (c == 9) | (c == 10) | (c == 13)
+        if not bool((ws | np.isin(c, stops)).all()):
+            return None
+        todo = todo[ws]
+        if todo.size == 0:
+            return at
+        at[todo] -= 1
+    return None
 
 
 def _unsentinel(obj):

@@ -35,14 +35,14 @@ from gapscope.units import fmt_bytes, fmt_dur
 __all__ = ["advice"]
 
 
-def _call_site(diag, ev: int) -> str | None:
-    """Innermost Python frame enclosing event ``ev`` on its lane (the call site), or None."""
+def _innermost(diag, ev: int, kind: Kind) -> str | None:
+    """Name of the innermost event of ``kind`` enclosing event ``ev`` on its lane, or None."""
     trace = diag.trace
     if ev < 0 or diag._index is None:
         return None
     s, e = int(trace.start_ns[ev]), int(trace.start_ns[ev] + trace.dur_ns[ev])
-    idx = diag._index.overlapping(trace, int(trace.lane[ev]), s, s + 1)
-    m = (trace.kind[idx] == int(Kind.PYTHON)) & (trace.start_ns[idx] + trace.dur_ns[idx] >= e) & (idx != ev)
+    idx = diag._index.overlapping(trace, int(trace.lane[ev]), s, s + 1)  # those starting at or before s
+    m = (trace.kind[idx] == int(kind)) & (trace.start_ns[idx] + trace.dur_ns[idx] >= e) & (idx != ev)
     if not m.any():
         return None
     cand = idx[m]
@@ -77,25 +77,6 @@ def _mostly_own_time(diag, item: Evidence) -> bool:
     return covered <= 0.5 * (e - s)
 
 
-def _enclosing_op(diag, ev: int) -> str | None:
-    """Name of the innermost CPU op enclosing event ``ev`` on its lane, or None."""
-    trace = diag.trace
-    if ev < 0 or diag._index is None:
-        return None
-    s, e = int(trace.start_ns[ev]), int(trace.start_ns[ev] + trace.dur_ns[ev])
-    idx = diag._index.overlapping(trace, int(trace.lane[ev]), s, s + 1)
-    m = (
-        (trace.kind[idx] == int(Kind.CPU_OP))
-        & (trace.start_ns[idx] <= s)
-        & (trace.start_ns[idx] + trace.dur_ns[idx] >= e)
-        & (idx != ev)
-    )
-    if not m.any():
-        return None
-    cand = idx[m]
-    return trace.name(int(cand[np.argmax(trace.depth[cand])]))
-
-
 _ALLOC_RE = re.compile(
     r"^(cuda|hip)(Malloc|Free|HostAlloc|MallocHost)|^cuMem(Alloc|Free)|CachingAllocator|empty_cache", re.IGNORECASE
 )
@@ -121,7 +102,7 @@ def _sync_advice(diag, evidence, name, dur_txt, rows, cliff: bool = True):
         w = cliff_wait(diag, int(rows[0])) if cliff else None
         if w is not None:
             top = [Evidence(w, diag.trace.name(w), int(diag.trace.lane[w]), Cause.SYNC, 0)]
-    inside = _enclosing_op(diag, top[0].event) if top else None
+    inside = _innermost(diag, top[0].event, Kind.CPU_OP) if top else None
     if inside in ("aten::to", "aten::_to_copy", "aten::copy_"):
         return (
             f"The wait {quote_name(top[0].name)} is inside {quote_name(inside)}: a copy to or from pageable host memory "
@@ -132,7 +113,7 @@ def _sync_advice(diag, evidence, name, dur_txt, rows, cliff: bool = True):
             f"On a new capture of the same steps, the idle at this position ({dur_txt}) and the blocking calls "
             f"inside {quote_name(inside)} should be gone.",
         )
-    site = _call_site(diag, top[0].event) if top else None
+    site = _innermost(diag, top[0].event, Kind.PYTHON) if top else None
     name = quote_name(top[0].name) if top else name
     where = f"{name}" + (f" (called from {quote_name(site)})" if site else "") if name else "the host read"
     forbidden = (

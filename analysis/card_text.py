@@ -184,7 +184,7 @@ def why_sentence(
                 f"{quote_name(trace.name(call))} on {_thread_label(trace, int(trace.lane[call]))} had returned "
                 f"{fmt_dur(-L)} before the GPU went idle"
             )
-        elif launched_before_window(trace, np.array([nxt])):
+        elif launched_before_window(trace, nxt):
             body = (
                 f", although the next op {quote_name(trace.name(nxt))} was already queued: it was launched before "
                 f"the trace began (its correlation id {int(trace.correlation[nxt])} precedes every runtime call the "

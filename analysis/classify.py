@@ -379,15 +379,10 @@ def launched_before(trace: Trace, ops: np.ndarray, t_ns: np.ndarray) -> np.ndarr
     return out
 
 
-def launched_before_window(trace: Trace, ops: np.ndarray) -> bool:
-    """Whether GPU op ``ops[0]``'s id is below every recorded CPU runtime call's: it was
-    launched before the trace began (for the card's wording; see ``launched_before``)."""
-    op = int(np.asarray(ops, dtype=np.int64)[0])
-    cpu_lane = np.array([not ln.is_gpu for ln in trace.lanes], dtype=bool)
-    calls = cpu_lane[trace.lane] & (trace.correlation >= 0) if cpu_lane.size else np.zeros(0, bool)
-    if op < 0 or not calls.any() or trace.correlation[op] < 0:
-        return False
-    return bool(trace.correlation[op] < trace.correlation[calls].min())
+def launched_before_window(trace: Trace, op: int) -> bool:
+    """Whether GPU op ``op``'s id is below every recorded CPU runtime call's: it was
+    launched before the trace began (``launched_before`` with no call early enough)."""
+    return bool(launched_before(trace, np.array([op]), np.array([np.iinfo(np.int64).min]))[0])
 
 
 def _graph_node_queued(trace: Trace, gaps: Gaps, valid: np.ndarray) -> np.ndarray:

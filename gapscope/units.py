@@ -142,27 +142,28 @@ def _pick(x: _Exact, tiers) -> tuple[Unit, int]:
     raise AssertionError("unreachable")  # pragma: no cover - the last tier has no bound
 
 
+def _fmt_tiered(value_ns: SupportsFloat | None, tiers) -> str:
+    """``value_ns`` in the unit of the first of ``tiers`` it rounds below, or ``-``."""
+    x = _exact(value_ns)
+    if x is None:
+        return "-"
+    unit, q = _pick(x, tiers)
+    return f"{_digits(q, unit.decimals)} {unit.symbol}"
+
+
 def fmt_dur(dur_ns: SupportsFloat | None) -> str:
     """A duration in ns as text, by the module's rule: whole ns below 1 µs, µs with 1
     decimal below 100 µs, ms with 3 decimals below 1 s, else s with 3 decimals
     (``999 ns``, ``46.0 µs``, ``0.460 ms``, ``1.000 s``); the unit after rounding
     half away from zero; ``-`` for None, NaN and ±inf."""
-    x = _exact(dur_ns)
-    if x is None:
-        return "-"
-    unit, q = _pick(x, _DUR_TIERS)
-    return f"{_digits(q, unit.decimals)} {unit.symbol}"
+    return _fmt_tiered(dur_ns, _DUR_TIERS)
 
 
 def fmt_offset(t_ns: SupportsFloat | None) -> str:
     """A position in ns since the trace's first event: as ``fmt_dur`` below 1 s, from
     1 s seconds with 6 decimals (``52.067 ms``, ``5.937269 s``); negative with ``-``;
     ``-`` for None, NaN and ±inf."""
-    x = _exact(t_ns)
-    if x is None:
-        return "-"
-    unit, q = _pick(x, _OFFSET_TIERS)
-    return f"{_digits(q, unit.decimals)} {unit.symbol}"
+    return _fmt_tiered(t_ns, _OFFSET_TIERS)
 
 
 def fmt_delta(delta_ns: SupportsFloat | None) -> str:

@@ -197,6 +197,14 @@ class TraceScreen(Screen):
         self._side_drawn = False
         self._update_side()
 
+    @property
+    def missing_diagnosis(self) -> str | None:
+        """Why there is no diagnosis once none is coming (its error, or that none came),
+        else None (there is one, or it is still running)."""
+        if self.diagnosing or self.nav is not None:
+            return None
+        return self.error or NO_DIAGNOSIS_MESSAGE
+
     def _waiting(self) -> bool:
         """True (and says so) while the diagnosis runs."""
         if self.diagnosing:
@@ -212,7 +220,7 @@ class TraceScreen(Screen):
     def header_text(self, width: int = 80) -> Text:
         """The header line for ``width`` cells (``gapscope.tui.header.trace_header``)."""
         return trace_header(
-            self.trace, self.diagnosis, width, pending=self.diagnosing, failed=not self.diagnosing and self.nav is None
+            self.trace, self.diagnosis, width, pending=self.diagnosing, failed=self.missing_diagnosis is not None
         )
 
     # ------------------------------------------------------------- updates
@@ -238,7 +246,7 @@ class TraceScreen(Screen):
             gap,
             self.done,
             pending=self.diagnosing,
-            failed=(self.error or NO_DIAGNOSIS_MESSAGE) if not self.diagnosing and self.nav is None else None,
+            failed=self.missing_diagnosis,
         )
         self._update_detail()
 
@@ -316,7 +324,7 @@ class TraceScreen(Screen):
         if self._waiting():
             return
         if self.nav is None:  # no diagnosis: say why, not that the trace has no gaps
-            self._say(self.error or NO_DIAGNOSIS_MESSAGE)
+            self._say(self.missing_diagnosis or NO_DIAGNOSIS_MESSAGE)
             return
         if len(self.nav) == 0:
             self._say("no gaps in this trace")

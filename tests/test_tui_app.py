@@ -5,7 +5,6 @@ workers and on processed messages)."""
 from __future__ import annotations
 
 import asyncio
-import threading
 
 import numpy as np
 import pytest
@@ -15,7 +14,6 @@ from gapscope.parsers import load
 from gapscope.parsers.builder import TraceBuilder
 from gapscope.parsers.model import Kind
 from gapscope.tui.factory import make_app
-from gapscope.tui.loading import LoadScreen
 from gapscope.tui.screen import PAN_PAGE, PAN_STEP, ZOOM_STEP, TraceScreen
 
 
@@ -115,7 +113,7 @@ def test_next_gap_of_class_on_decode_sample():
 
 
 # ------------------------------------------------------------ zoom and pan
-def _small_trace():
+def small_trace():
     b = TraceBuilder(path="small.json")
     c = b.lane("1", "1", process_name="python3", thread_name="main")
     gl = b.lane("0", "7", process_name="GPU 0", thread_name="stream 7", is_gpu=True, device=0, stream=7)
@@ -128,7 +126,7 @@ def _small_trace():
 
 
 def test_zoom_and_pan_change_window_by_stated_factors():
-    trace = _small_trace()
+    trace = small_trace()
 
     async def run():
         app = make_app(trace)
@@ -155,7 +153,7 @@ def test_zoom_and_pan_change_window_by_stated_factors():
 
 
 def test_zoom_keeps_the_cursor_cell():
-    trace = _small_trace()
+    trace = small_trace()
 
     async def run():
         app = make_app(trace)
@@ -184,7 +182,7 @@ async def _search(pilot, text):
 
 
 def test_search_and_launch_kernel_jump_on_builder_trace():
-    trace = _small_trace()
+    trace = small_trace()
 
     async def run():
         app = make_app(trace)
@@ -245,372 +243,9 @@ def test_launch_kernel_jump_on_corpus_trace(corpus):
     assert second == k
 
 
-# ------------------------------------------------------------ loading
-def test_escape_cancels_a_load():
-    started, release = threading.Event(), threading.Event()
-    trace = _small_trace()
-
-    def slow_loader(path):
-        started.set()
-        release.wait(10)
-        return trace
-
-    async def run():
-        app = make_app("slow.json", loader=slow_loader)
-        async with app.run_test(size=(80, 24)) as pilot:
-            await asyncio.to_thread(started.wait, 10)
-            await pilot.pause()
-            assert isinstance(app.screen, LoadScreen)
-            worker = app.screen.worker
-            await pilot.press("escape")
-            release.set()
-            return app, worker
-
-    app, worker = asyncio.run(run())
-    assert worker.is_cancelled
-    assert app.cancelled and app.return_code == 1
-    assert app.trace_screen is None
-
-
-def _idle_row_text(screen) -> str:
-    from gapscope.tui.lanes_draw import render_row
-
-    lanes = screen.lanes
-    i = next(i for i, r in enumerate(lanes.rows) if r.kind == "idle")
-    return render_row(lanes.lane_view(), i).text
-
-
-def _gated_diagnose():
-    """A diagnose that waits for ``release`` (set by the test), and ``started``."""
-    from gapscope.analysis import diagnose
-
-    started, release = threading.Event(), threading.Event()
-
-    def gated(trace):
-        started.set()
-        release.wait(30)
-        return diagnose(trace)
-
-    return gated, started, release
-
-
-def test_lanes_are_drawn_and_browsable_before_the_diagnosis_ends():
-    trace = _small_trace()
-    gated, started, release = _gated_diagnose()
-
-    async def run():
-        app = make_app(trace, diagnose=gated)
-        async with app.run_test(size=(120, 40)) as pilot:
-            for _ in range(100):
-                await pilot.pause()
-                if isinstance(app.screen, TraceScreen) and started.is_set():
-                    break
-            screen = app.screen
-            before = {
-                "diagnosing": screen.diagnosing,
-                "header": screen.header_text(120).plain,
-                "panel": screen.query_one("#panel").plain,
-                "detail": str(screen.query_one("#detail").render()),
-                "rows": [r.kind for r in screen.lanes.rows],
-                "idle_row": _idle_row_text(screen),
-            }
-            await pilot.press("plus")  # zoom works meanwhile
-            zoomed = screen.lanes.viewport
-            await pilot.press("n")  # a gap key says to wait, and selects nothing
-            before["after_n"] = (str(screen.query_one("#detail").render()), screen.lanes.selected_gap)
-            release.set()
-            screen = await wait_ready(pilot)
-            after = {
-                "header": screen.header_text(120).plain,
-                "detail": str(screen.query_one("#detail").render()),
-                "viewport": screen.lanes.viewport,
-                "lane_gaps": screen.lanes.gaps,
-                "idle_row": _idle_row_text(screen),
-            }
-            await pilot.press("n")
-            await pilot.pause()
-            after["n"] = screen.lanes.selected_gap
-            after["panel"] = screen.query_one("#panel").plain
-            return before, zoomed, after
-
-    before, zoomed, after = asyncio.run(run())
-    assert before["diagnosing"] is True
-    assert "finding gaps…" in before["header"] and "gaps │" not in before["header"]
-    assert before["panel"].startswith("Finding the idle gaps and their causes…")
-    assert "finding the idle gaps and their causes" in before["detail"]
-    assert before["rows"].count("lane") == 2 and "idle" in before["rows"]
-    assert "still finding the gaps" in before["after_n"][0] and before["after_n"][1] is None
-    assert "finding gaps…" in before["idle_row"] and "░" not in before["idle_row"]
-    # the 10 kernels of 50 µs every 100 µs leave 9 gaps of 50 µs, from 70 µs on
-    assert "9 gaps" in after["header"] and "finding" not in after["header"]
-    assert "9 idle gaps found" in after["detail"]
-    assert after["viewport"] == zoomed  # the view the user chose stays
-    assert after["lane_gaps"] is not None and len(after["lane_gaps"]) == 9
-    assert "finding" not in after["idle_row"] and "░" in after["idle_row"]
-    assert after["n"] is not None and int(after["lane_gaps"].start_ns[after["n"]]) == 70_000
-    assert after["panel"].startswith(f"Gap #{after['n']}  GPU 0")
-
-
-def test_a_failing_diagnosis_after_the_first_paint_leaves_the_lanes():
-    trace = _small_trace()
-
-    def broken(trace):
-        raise RuntimeError("boom")
-
-    async def run():
-        app = make_app(trace, diagnose=broken)
-        async with app.run_test(size=(120, 40)) as pilot:
-            screen = await wait_ready(pilot)
-            detail = str(screen.query_one("#detail").render())
-            await pilot.press("l")  # any key clears the status line; the failure stays said
-            await pilot.press("n")
-            return (
-                screen.diagnosis,
-                screen.header_text(120).plain,
-                detail,
-                str(screen.query_one("#detail").render()),
-                screen.query_one("#panel").plain,
-                _idle_row_text(screen),
-            )
-
-    diagnosis, header, detail, after_n, panel, idle_row = asyncio.run(run())
-    assert diagnosis is None
-    assert "diagnosis failed: RuntimeError: boom" in detail
-    assert header == "gapscope small.json │ no diagnosis │ span 0.970 ms │ 1 GPU"
-    assert "diagnosis failed: RuntimeError: boom" in after_n and "no gaps" not in after_n
-    assert panel.startswith("No diagnosis.\ndiagnosis failed: RuntimeError: boom\n")
-    assert idle_row.strip() == "idle gaps"  # nothing drawn, nothing pending
-
-
-def test_no_diagnosis_is_not_said_to_be_a_trace_without_gaps():
-    trace = _small_trace()
-
-    async def run():
-        app = make_app(trace, diagnose=lambda t: None)
-        async with app.run_test(size=(120, 40)) as pilot:
-            screen = await wait_ready(pilot)
-            detail = str(screen.query_one("#detail").render())
-            await pilot.press("n")
-            return screen.header_text(120).plain, detail, str(screen.query_one("#detail").render())
-
-    header, detail, after_n = asyncio.run(run())
-    assert "no diagnosis" in header
-    for line in (detail, after_n):
-        assert "no diagnosis: the gaps and their causes cannot be shown" in line and "no idle" not in line
-
-
-def test_keys_typed_ahead_of_the_prompt_go_into_it():
-    """``g#5`` and Enter read in one go (a fast typist, a paste): every key is queued to
-    the lanes before ``g`` opens the prompt; they must land in it, not run the gap
-    bindings (``#`` previous launch gap, ``5`` next dependency gap)."""
-    from textual import events
-
-    trace = _small_trace()
-
-    async def run():
-        app = make_app(trace)
-        async with app.run_test(size=(120, 40)) as pilot:
-            screen = await wait_ready(pilot)
-            for key, ch in (("g", "g"), ("number_sign", "#"), ("5", "5"), ("enter", None)):
-                app.post_message(events.Key(key, ch))
-            await pilot.pause()
-            await pilot.pause()
-            return screen.lanes.selected_gap, screen.has_class("-prompt"), app.focused
-
-    gap, prompt_open, focused = asyncio.run(run())
-    assert gap == 5 and not prompt_open
-    assert focused is not None and focused.id == "lanes"
-
-
-def test_footer_shows_no_lane_keys_while_the_prompt_is_open():
-    from textual.widgets._footer import FooterKey
-
-    trace = _small_trace()
-
-    async def run():
-        app = make_app(trace)
-        async with app.run_test(size=(120, 40)) as pilot:
-            screen = await wait_ready(pilot)
-
-            def shown():
-                return [k.description for k in app.screen.query(FooterKey)]
-
-            out = [shown()]
-            await pilot.press("g")
-            await pilot.pause()
-            out.append(shown())
-            await pilot.press("plus", "escape")  # "+" goes into the prompt, not the zoom
-            await pilot.pause()
-            out.append(shown())
-            return out, screen.lanes.viewport
-
-    (before, during, after), _ = asyncio.run(run())
-    assert "zoom" in before and "next" in before
-    assert "zoom" not in during and "next" not in during and "palette" in during
-    assert after == before
-
-
-@pytest.mark.parametrize(
-    "burst, gap, prompt_open",
-    [
-        ("g#2\rg#4\r", 4, False),  # the second prompt, not the first one's leftovers
-        ("g#5\rn", 6, False),  # n after Enter moves on from gap 5
-        ("g1\x1bn", 0, False),  # Escape typed ahead closes the prompt; n then goes to gap 0
-        ("g#3\x1b", None, False),  # nothing submitted
-    ],
-)
-def test_bursts_of_keys_through_the_prompt_act_as_typed_one_by_one(burst, gap, prompt_open):
-    from textual import events
-
-    names = {"#": "number_sign", "\r": "enter", "\x1b": "escape"}
-    trace = _small_trace()
-
-    async def run():
-        app = make_app(trace)
-        async with app.run_test(size=(120, 40)) as pilot:
-            screen = await wait_ready(pilot)
-            for ch in burst:
-                key = names.get(ch, ch)
-                app.post_message(events.Key(key, ch if ch.isprintable() else None))
-            for _ in range(3):
-                await pilot.pause()
-            return screen.lanes.selected_gap, screen.has_class("-prompt"), app.focused.id, screen.message
-
-    got_gap, got_open, focused, message = asyncio.run(run())
-    assert (got_gap, got_open, focused) == (gap, prompt_open, "lanes"), message
-    assert "no gap #" not in message
-
-
-def test_zoom_levels_are_built_once_when_the_diagnosis_ends_before_the_first_paint(monkeypatch):
-    from gapscope.tui import swimlanes
-
-    monkeypatch.setattr(swimlanes, "WARM_MIN_EVENTS", 1)
-    runs: list[list[int]] = []
-    monkeypatch.setattr(swimlanes.Swimlanes, "_warm", lambda self, lanes: runs.append(lanes))
-    trace = _small_trace()
-
-    async def run():
-        app = make_app(trace, diagnose=lambda t: None)  # done at once
-        async with app.run_test(size=(120, 40)) as pilot:
-            await wait_ready(pilot)
-            for _ in range(5):
-                await pilot.pause()
-
-    asyncio.run(run())
-    assert len(runs) == 1 and sorted(runs[0]) == [0, 1]
-
-
-def test_quit_while_diagnosing_does_not_wait_for_it():
-    import time
-
-    trace = _small_trace()
-    gated, started, release = _gated_diagnose()
-
-    async def run():
-        app = make_app(trace, diagnose=gated)
-        async with app.run_test(size=(80, 24)) as pilot:
-            await asyncio.to_thread(started.wait, 10)
-            await pilot.pause()
-            assert isinstance(app.screen, TraceScreen) and app.screen.diagnosing
-            await pilot.press("q")
-        return app
-
-    t0 = time.monotonic()
-    app = asyncio.run(run())
-    took_s = time.monotonic() - t0
-    release.set()
-    assert took_s < 10  # the diagnosis waits up to 30 s: quitting did not
-    assert app.return_code in (0, None) and not app.cancelled
-
-
-def test_loading_screen_shows_the_share_decoded_then_the_assembly(monkeypatch, tmp_path):
-    from textual.widgets import ProgressBar
-
-    from gapscope.parsers import detect
-
-    state: dict = {"share": None}
-    monkeypatch.setattr(detect, "load_progress", lambda: state["share"])
-    started, release = threading.Event(), threading.Event()
-    trace = _small_trace()
-    path = tmp_path / "big.json"
-    path.write_bytes(b"[" + b" " * 3000 + b"]")
-
-    def slow_loader(p):
-        started.set()
-        release.wait(10)
-        return trace
-
-    async def run():
-        app = make_app(path, loader=slow_loader)
-        async with app.run_test(size=(80, 24)) as pilot:
-            await asyncio.to_thread(started.wait, 10)
-            await pilot.pause()
-            screen = app.screen
-            assert isinstance(screen, LoadScreen)
-            label = screen.query_one("#load-stage")
-            bar = screen.query_one(ProgressBar)
-            out = []
-            for share in (None, 0.45, 1.0, None):
-                state["share"] = share
-                screen._tick()
-                await pilot.pause()
-                out.append((str(label.render()), bar.total, bar.progress))
-            release.set()
-            await wait_ready(pilot)
-            return out
-
-    out = asyncio.run(run())
-    assert out[0][0].startswith("reading and parsing 2.9 KiB…") and out[0][1] is None  # no end known yet
-    assert out[1][0].startswith("reading and parsing 2.9 KiB… 45%") and (out[1][1], out[1][2]) == (100, 45)
-    assert out[2][0].startswith("reading and parsing 2.9 KiB… 100%")
-    assert out[3][0].startswith("building the trace…") and out[3][2] == 100
-
-
-def test_bad_file_exits_2_with_one_line(tmp_path):
-    bad = tmp_path / "bad.json"
-    bad.write_text('{"traceEvents": [ {"ph": "X", ')
-
-    async def run():
-        app = make_app(bad)
-        async with app.run_test(size=(80, 24)) as pilot:
-            for _ in range(50):
-                await pilot.pause()
-                if app.error:
-                    break
-            return app
-
-    app = asyncio.run(run())
-    assert app.return_code == 2
-    assert app.error and "\n" not in app.error and str(bad) in app.error
-
-
-def test_view_cmd_prints_error_line(monkeypatch, capsys, tmp_path):
-    from gapscope import view_cmd
-
-    class Stub:
-        error = "x.json:1:2: not JSON (hint)"
-        cancelled = False
-        return_code = 2
-
-        def run(self):
-            return 2
-
-    from gapscope.tui import factory
-
-    monkeypatch.setattr(factory, "make_app", lambda p: Stub())
-    f = tmp_path / "x.json"
-    f.write_text("{")
-    # the head looks like JSON, so the app starts; its load error is printed after it closes
-    assert view_cmd.main([str(f)]) == 2
-    assert capsys.readouterr().err == "gapscope: error: x.json:1:2: not JSON (hint)\n"
-    missing = tmp_path / "missing.json"
-    assert view_cmd.main([str(missing)]) == 2
-    assert capsys.readouterr().err == f"gapscope: error: {missing}: cannot read: No such file or directory\n"
-
-
 # ------------------------------------------------------------ layout and help
 def test_panel_toggle_and_help_from_bindings():
-    trace = _small_trace()
+    trace = small_trace()
 
     async def run():
         app = make_app(trace)
@@ -651,7 +286,7 @@ def test_panel_toggle_and_help_from_bindings():
 
 def test_q_quits():
     async def run():
-        app = make_app(_small_trace())
+        app = make_app(small_trace())
         async with app.run_test(size=(80, 24)) as pilot:
             await wait_ready(pilot)
             await pilot.press("q")
@@ -711,7 +346,7 @@ def test_click_selects_gap_and_wheel_zooms():
 
 
 def test_collapse_and_expand_group():
-    trace = _small_trace()
+    trace = small_trace()
 
     async def run():
         app = make_app(trace)
@@ -739,7 +374,7 @@ def test_collapse_and_expand_group():
 
 
 def test_go_to_time_and_match_stepping():
-    trace = _small_trace()
+    trace = small_trace()
 
     async def run():
         app = make_app(trace)

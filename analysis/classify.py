@@ -42,6 +42,7 @@ Vectorised: one loop over distinct (T, device) pairs, coverage by prefix sums an
 from __future__ import annotations
 
 import dataclasses
+import weakref
 
 import numpy as np
 
@@ -351,6 +352,22 @@ def _name_flags(trace: Trace, pattern) -> np.ndarray:
     return np.array([bool(pattern.search(s)) for s in trace.names], dtype=bool)
 
 
+#: trace -> (ids of its CPU runtime calls, sorted; earliest start among the calls from
+#: each of those ids on), for ``launched_before`` (classify and every card ask again)
+_CALL_IDS: weakref.WeakKeyDictionary[Trace, tuple[np.ndarray, np.ndarray]] = weakref.WeakKeyDictionary()
+
+
+def _runtime_call_ids(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    got = _CALL_IDS.get(trace)
+    if got is None:
+        cpu_lane = np.array([not ln.is_gpu for ln in trace.lanes], dtype=bool)
+        calls = np.flatnonzero(cpu_lane[trace.lane] & (trace.correlation >= 0)) if cpu_lane.size else _E
+        o = np.argsort(trace.correlation[calls], kind="stable")
+        first_after = np.minimum.accumulate(trace.start_ns[calls][o][::-1])[::-1] if calls.size else _E
+        got = _CALL_IDS[trace] = (trace.correlation[calls][o], first_after)
+    return got
+
+
 def launched_before(trace: Trace, ops: np.ndarray, t_ns: np.ndarray) -> np.ndarray:
     """Bool per GPU op of ``ops`` (event indices; -1 = none): the op was launched (and
     so queued) before ``t_ns``, as its ``correlation`` id proves without its launch
@@ -362,14 +379,9 @@ def launched_before(trace: Trace, ops: np.ndarray, t_ns: np.ndarray) -> np.ndarr
     ops = np.asarray(ops, dtype=np.int64)
     t_ns = np.broadcast_to(np.asarray(t_ns, dtype=np.int64), ops.shape)
     out = np.zeros(ops.size, dtype=bool)
-    cpu_lane = np.array([not ln.is_gpu for ln in trace.lanes], dtype=bool)
-    calls = np.flatnonzero(cpu_lane[trace.lane] & (trace.correlation >= 0)) if cpu_lane.size else np.zeros(0, np.int64)
-    if calls.size == 0 or ops.size == 0:
+    c_sorted, first_after = _runtime_call_ids(trace)
+    if c_sorted.size == 0 or ops.size == 0:
         return out
-    o = np.argsort(trace.correlation[calls], kind="stable")
-    c_sorted = trace.correlation[calls][o]
-    # earliest start among the calls with the k-th smallest id or a larger one
-    first_after = np.minimum.accumulate(trace.start_ns[calls][o][::-1])[::-1]
     ok = ops >= 0
     c = trace.correlation[np.maximum(ops, 0)]
     k = np.searchsorted(c_sorted, c, side="right")

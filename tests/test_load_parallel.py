@@ -106,6 +106,19 @@ def test_corpus_two_parts_equal_one_piece(rel, monkeypatch, spy):
     assert_same(parts, whole)
 
 
+@pytest.mark.parametrize(
+    "rel", ["hta/rank0.json.gz", "tracelens/mi300/resnet_act_checkpoint.json.gz", "kineto/before_fix_trace.json"]
+)
+def test_corpus_parts_without_the_c_scanner_equal_one_piece(rel, monkeypatch, spy):
+    """The msgspec path of each part (no C compiler, or ``GAPSCOPE_XSCAN=0``) is kept
+    exercised end to end: above, the C scanner reads every part of the corpus."""
+    monkeypatch.setenv("GAPSCOPE_XSCAN", "0")
+    path = require(require(CORPUS) / rel)
+    parts, whole = _both(path, monkeypatch, spy)
+    assert spy[0] is True
+    assert_same(parts, whole)
+
+
 def test_two_part_path_runs_on_every_corpus_file_of_100_events(monkeypatch, spy):
     """The comparison above is not vacuous: every corpus file with at least 100
     events (all but one tiny file) is really decoded in two parts."""

@@ -17,13 +17,14 @@ import numpy as np
 from gapscope.parsers.kinds import copy_kind_of, is_pageable
 from gapscope.parsers.model import Kind
 
-__all__ = ["ArgColumns", "extract_args", "old_external_ids"]
+__all__ = ["ArgColumns", "extract_args", "old_external_ids", "GPU_SIDE_KINDS", "COPY_KINDS"]
 
 #: Kinds whose ``args.device``/``args.stream`` place a lane on a GPU.
-_GPU_SIDE = np.array(
+GPU_SIDE_KINDS = np.array(
     [int(k) for k in (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.GPU_ANNOTATION, Kind.SYNC_MARKER)], dtype=np.int8
 )
-_COPY_KINDS = np.array([int(Kind.MEMCPY), int(Kind.MEMSET), int(Kind.MEMCPY_CALL)], dtype=np.int8)
+#: Kinds whose ``args`` give a copy's bytes, direction and pageable flag.
+COPY_KINDS = np.array([int(Kind.MEMCPY), int(Kind.MEMSET), int(Kind.MEMCPY_CALL)], dtype=np.int8)
 
 
 @dataclasses.dataclass
@@ -136,7 +137,7 @@ def extract_args(
         np.zeros(size, np.int8),
         np.zeros(size, bool),
     )
-    gpu = np.isin(kind, _GPU_SIDE)
+    gpu = np.isin(kind, GPU_SIDE_KINDS)
     if gpu.any():
         sel = np.flatnonzero(gpu)
         sub = list(itemgetter(*sel.tolist())(args)) if sel.size > 1 else [args[int(sel[0])]]
@@ -149,7 +150,7 @@ def extract_args(
     cols.external_id = grown(ext)
     copy_cache: dict = {}
     memset = int(Kind.MEMSET)
-    for i in np.flatnonzero(np.isin(kind, _COPY_KINDS)).tolist():
+    for i in np.flatnonzero(np.isin(kind, COPY_KINDS)).tolist():
         a = args[i]
         b = _as_int(a.bytes)
         if b < 0:

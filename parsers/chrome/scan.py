@@ -30,6 +30,8 @@ __all__ = [
     "PH_SKIP",
     "EventColumns",
     "scan_events",
+    "x_kinds",
+    "phase_codes",
     "merge_all",
     "OLD_CATS",
     "LEGACY_PIDS",
@@ -90,6 +92,11 @@ class EventColumns:
     external_id_old: np.ndarray | None = None
 
 
+def phase_codes(events: Sequence) -> np.ndarray:
+    """int8 ``PH_*`` code of each decoded event (by its class: the tagged union on ``ph``)."""
+    return np.fromiter(map(_PHASE_CODE.get, map(type, events), repeat(PH_OTHER)), dtype=np.int8, count=len(events))
+
+
 def scan_events(
     events: Sequence, x_class: type, skip: list[int] | None = None, keep_old_ids: bool = False
 ) -> EventColumns:
@@ -98,7 +105,7 @@ def scan_events(
     ids). Never raises on odd values: they get a status or -1 (see ``times`` and
     ``extract_args``)."""
     n = len(events)
-    code = np.fromiter(map(_PHASE_CODE.get, map(type, events), repeat(PH_OTHER)), dtype=np.int8, count=n)
+    code = phase_codes(events)
     if skip:
         code[skip] = PH_SKIP
     xi = np.flatnonzero(code == PH_X)
@@ -117,16 +124,7 @@ def scan_events(
     names = Interner()
     name_x = np.fromiter(map(names.__getitem__, map(_get["name"], xs)), dtype=np.int32, count=nx)
     lanes, lane_x = lane_keys(xs)
-    cat_list = list(cats)
-    kind_x = kinds(cat_list, cat_x, name_x, list(names))
-    old_ids = any(c in OLD_CATS for c in cat_list if isinstance(c, str))
-    legacy = bool(LEGACY_PIDS & {k[0] for k in lanes if isinstance(k[0], str)})
-    if legacy:
-        for key, lid in lanes.items():
-            if key[0] == "CUDA functions":
-                kind_x[lane_x == lid] = int(Kind.KERNEL)
-            elif key[0] == "CPU functions":
-                kind_x[(lane_x == lid) & (kind_x == int(Kind.OTHER))] = int(Kind.CPU_OP)
+    kind_x, old_ids, legacy = x_kinds(cats, names, lanes, cat_x, name_x, lane_x)
     arg_list = list(map(_get["args"], xs))
     args = extract_args(arg_list, kind_x, name_x, list(names), old_external_id=old_ids)
     ext_old = None
@@ -157,6 +155,26 @@ def scan_events(
         old_ids=old_ids,
         external_id_old=ext_old,
     )
+
+
+def x_kinds(
+    cats: Interner, names: Interner, lanes: Interner, cat_x: np.ndarray, name_x: np.ndarray, lane_x: np.ndarray
+) -> tuple[np.ndarray, bool, bool]:
+    """(int8 ``Kind`` of each ``X`` event, 2020 categories seen, legacy autograd export)
+    from the interned categories (of every event), names and raw lanes of ``X`` events
+    and their ids; in a legacy export, events on ``CUDA functions`` are kernels and the
+    unknown ones on ``CPU functions`` are CPU ops."""
+    cat_list = list(cats)
+    kind_x = kinds(cat_list, cat_x, name_x, list(names))
+    old_ids = any(c in OLD_CATS for c in cat_list if isinstance(c, str))
+    legacy = bool(LEGACY_PIDS & {k[0] for k in lanes if isinstance(k[0], str)})
+    if legacy:
+        for key, lid in lanes.items():
+            if key[0] == "CUDA functions":
+                kind_x[lane_x == lid] = int(Kind.KERNEL)
+            elif key[0] == "CPU functions":
+                kind_x[(lane_x == lid) & (kind_x == int(Kind.OTHER))] = int(Kind.CPU_OP)
+    return kind_x, old_ids, legacy
 
 
 def merge_all(parts: Sequence[EventColumns]) -> EventColumns | None:

@@ -45,13 +45,13 @@ import warnings
 import weakref
 
 import msgspec
-import numpy as np
 
+from gapscope.parsers.chrome.fastscan import read_part
 from gapscope.parsers.chrome.lazy_args import EventText
 from gapscope.parsers.chrome.parallel import transfer as _tx
 from gapscope.parsers.chrome.parallel.cut import chunk_spans, find_cut, find_cuts
 from gapscope.parsers.chrome.parallel.joined import JoinedEvents
-from gapscope.parsers.chrome.scan import PH_FLOW, PH_M, PH_OTHER, EventColumns, merge_all, scan_events
+from gapscope.parsers.chrome.scan import PH_FLOW, PH_OTHER, EventColumns, merge_all
 from gapscope.parsers.chrome.schema import ObjectHeader
 from gapscope.parsers.json.mapped import MappedText, file_stamp
 
@@ -583,16 +583,10 @@ def decode_parts(data, root: int, raw_ts: bool, decoders: dict) -> Parts | None:
         assert plan is not None
         begin, brace = plan[2], plan[3]
         try:
-            head = _decode_head(data, begin, brace, list_decoder)
+            scanned, head_flows, head_others = _read_head(data, begin, brace, list_decoder, x_class, raw_ts)
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             return None
-        scanned = scan_events(head, x_class, keep_old_ids=True)
-        code = scanned.code
-        head_lists = {
-            PH_FLOW: [head[k] for k in np.flatnonzero(code == PH_FLOW).tolist()],
-            PH_OTHER: [head[k] for k in np.flatnonzero((code == PH_M) | (code == PH_OTHER)).tolist()],
-        }
-        del head  # the X events are columns now: free them while the child still works
+        head_lists = {PH_FLOW: head_flows, PH_OTHER: head_others}
         wait_s = max(MIN_WAIT_S, WAIT_FACTOR * (time.perf_counter() - pending.t0))
         payload = _tx.receive(pending.fd, pending.shared, time.monotonic() + wait_s)
         if payload is None:
@@ -617,18 +611,20 @@ def decode_parts(data, root: int, raw_ts: bool, decoders: dict) -> Parts | None:
             pending.close()
 
 
-def _decode_head(data: bytes | bytearray, begin: int, brace: int, list_decoder) -> list:
-    """The events before the cut, decoded as an array: in place when ``data`` is a
-    ``bytearray`` (the byte after ``brace`` is a ``]`` while decoding), else from a copy."""
+def _read_head(data: bytes | bytearray, begin: int, brace: int, list_decoder, x_class: type, raw_ts: bool):
+    """(columns, flow events, other events) of the events before the cut, read as an
+    array (``fastscan.read_part``): in place when ``data`` is a ``bytearray`` (the byte
+    after ``brace`` is a ``]`` while reading), else from a copy. Raises what
+    ``list_decoder.decode`` raises."""
     if isinstance(data, bytearray):
         saved = data[brace + 1]
         data[brace + 1] = 0x5D  # "]"
         try:
             with memoryview(data) as view:
-                return list_decoder.decode(view[begin - 1 : brace + 2])
+                return read_part(view[begin - 1 : brace + 2], list_decoder, x_class, raw_ts)
         finally:
             data[brace + 1] = saved
-    return list_decoder.decode(b"".join((memoryview(data)[begin - 1 : brace + 1], b"]")))
+    return read_part(b"".join((memoryview(data)[begin - 1 : brace + 1], b"]")), list_decoder, x_class, raw_ts)
 
 
 def _frame_tail(data, comma: int, end: int):

@@ -21,7 +21,8 @@ import numpy as np
 
 from gapscope.parsers.chrome.args import ArgColumns
 from gapscope.parsers.chrome.columns import Interner
-from gapscope.parsers.chrome.scan import PH_FLOW, PH_M, PH_OTHER, EventColumns, merge_all, scan_events
+from gapscope.parsers.chrome.fastscan import read_part
+from gapscope.parsers.chrome.scan import PH_FLOW, PH_OTHER, EventColumns, merge_all
 
 __all__ = ["part_payload", "pack", "send", "receive", "unpack"]
 
@@ -45,13 +46,9 @@ def part_payload(
     other_encoder = _JSON if raw_ts else _MSGPACK
     for text in texts:
         try:
-            events = list_decoder.decode(text)
+            ec, flow, other = read_part(text, list_decoder, x_class, raw_ts)
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             return pack(None)
-        ec = scan_events(events, x_class, keep_old_ids=True)
-        flow = [events[k] for k in np.flatnonzero(ec.code == PH_FLOW).tolist()]
-        other = [events[k] for k in np.flatnonzero((ec.code == PH_M) | (ec.code == PH_OTHER)).tolist()]
-        del events
         # JSON would write a non-finite float as null, but none can be here: msgspec
         # refuses a number beyond float range ("Number out of range"), and JSON has no
         # NaN or Infinity (tests/test_msgspec_messages.py pins both)

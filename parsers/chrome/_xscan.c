@@ -1,0 +1,997 @@
+/* One pass over a JSON array of Chrome-trace events into the columns of its X events.
+ *
+ * gapscope.parsers.chrome.fastscan calls scan(text, raw_ts) on one part of the events
+ * array (framed as its own JSON array) and builds the same EventColumns that
+ * msgspec's typed decode followed by chrome.scan.scan_events gives. This file takes
+ * only a strict subset of JSON and of the X event schema; on anything else (a syntax
+ * error, an escaped key, a known key given twice, a field of the wrong type, a
+ * surrogate escape, a number over 40 characters or with an exponent beyond 250, a
+ * time whose exact nanosecond needs the decimal text) it returns None and the caller
+ * decodes the part with msgspec as before, so the result never differs. It reads
+ * the text only inside its bounds and never writes it.
+ *
+ * What it returns for each X event: raw value spans of name, cat and (pid, tid),
+ * interned by their bytes (the caller decodes each unique span once with msgspec and
+ * merges spellings Python finds equal, such as 1 and 1.0); ts and dur in int64 ns
+ * with a status (0 OK, 1 missing), by the rules of chrome/times.py; the integer args
+ * ids (correlation, device, stream, External id, external id; -1 when absent or
+ * null) with an "odd" flag when one is not a plain int64 literal; and the span of
+ * args, which the caller decodes for copies and odd events. Other events are
+ * returned as one JSON array of their texts, for msgspec.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BAIL (-1)
+#define MAX_DEPTH 64
+#define MAX_NUMBER_CHARS 40
+#define MAX_EXPONENT 250
+#define EXACT_LIMIT_US 8796093022208.0 /* 2**43 */
+#define MAX_INT_US 9000000000000000ULL /* below times.py's 9.2e15 */
+
+/* ---------- growable arrays ---------- */
+
+typedef struct {
+    char *data;
+    size_t len, cap;
+} Buf;
+
+static int buf_grow(Buf *b, size_t extra) {
+    if (b->len + extra <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + extra)
+        cap *= 2;
+    char *d = realloc(b->data, cap);
+    if (!d)
+        return BAIL;
+    b->data = d;
+    b->cap = cap;
+    return 0;
+}
+
+static int push(Buf *b, const void *v, size_t size) {
+    if (buf_grow(b, size))
+        return BAIL;
+    memcpy(b->data + b->len, v, size);
+    b->len += size;
+    return 0;
+}
+
+/* ---------- interning of raw spans ---------- */
+
+typedef struct {
+    int64_t s1, e1, s2, e2; /* spans into the text; s < 0: absent */
+} Key;
+
+typedef struct {
+    int32_t *slots; /* id + 1; 0 = empty */
+    uint64_t *hashes;
+    size_t mask;
+    Buf keys; /* Key[] */
+    size_t n;
+} Table;
+
+static uint64_t hash_bytes(uint64_t h, const unsigned char *p, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+static int table_init(Table *t) {
+    memset(t, 0, sizeof(*t));
+    t->mask = 1023;
+    t->slots = calloc(t->mask + 1, sizeof(int32_t));
+    t->hashes = calloc(t->mask + 1, sizeof(uint64_t));
+    return (t->slots && t->hashes) ? 0 : BAIL;
+}
+
+static void table_free(Table *t) {
+    free(t->slots);
+    free(t->hashes);
+    free(t->keys.data);
+}
+
+static int span_eq(const unsigned char *base, int64_t s1, int64_t e1, int64_t s2, int64_t e2) {
+    if (s1 < 0 || s2 < 0)
+        return s1 < 0 && s2 < 0;
+    return e1 - s1 == e2 - s2 && memcmp(base + s1, base + s2, (size_t)(e1 - s1)) == 0;
+}
+
+static int table_rehash(Table *t) {
+    size_t cap = (t->mask + 1) * 2;
+    int32_t *slots = calloc(cap, sizeof(int32_t));
+    uint64_t *hashes = calloc(cap, sizeof(uint64_t));
+    if (!slots || !hashes) {
+        free(slots);
+        free(hashes);
+        return BAIL;
+    }
+    for (size_t i = 0; i <= t->mask; i++) {
+        if (!t->slots[i])
+            continue;
+        size_t j = t->hashes[i] & (cap - 1);
+        while (slots[j])
+            j = (j + 1) & (cap - 1);
+        slots[j] = t->slots[i];
+        hashes[j] = t->hashes[i];
+    }
+    free(t->slots);
+    free(t->hashes);
+    t->slots = slots;
+    t->hashes = hashes;
+    t->mask = cap - 1;
+    return 0;
+}
+
+/* Dense id of the key (first seen first), or -1 on memory failure. */
+static int32_t intern(Table *t, const unsigned char *base, Key k) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    if (k.s1 >= 0)
+        h = hash_bytes(h ^ 1, base + k.s1, k.e1 - k.s1);
+    h = hash_bytes(h * 31 + 7, (const unsigned char *)"|", 1);
+    if (k.s2 >= 0)
+        h = hash_bytes(h ^ 2, base + k.s2, k.e2 - k.s2);
+    size_t j = h & t->mask;
+    const Key *keys = (const Key *)t->keys.data;
+    while (t->slots[j]) {
+        if (t->hashes[j] == h) {
+            const Key *o = &keys[t->slots[j] - 1];
+            if (span_eq(base, o->s1, o->e1, k.s1, k.e1) && span_eq(base, o->s2, o->e2, k.s2, k.e2))
+                return t->slots[j] - 1;
+        }
+        j = (j + 1) & t->mask;
+    }
+    if (t->n >= INT32_MAX - 1 || push(&t->keys, &k, sizeof(k)))
+        return -1;
+    int32_t id = (int32_t)t->n++;
+    t->slots[j] = id + 1;
+    t->hashes[j] = h;
+    if (t->n * 2 > t->mask && table_rehash(t))
+        return -1;
+    return id;
+}
+
+/* ---------- the parser ---------- */
+
+typedef struct {
+    const unsigned char *base, *p, *end;
+} P;
+
+static inline void ws(P *c) {
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\n' || *c->p == '\r' || *c->p == '\t'))
+        c->p++;
+}
+
+static inline int hexval(unsigned char ch) {
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+/* Length of the valid UTF-8 sequence at p (a byte >= 0x80), 0 when invalid. */
+static int utf8_len(const unsigned char *p, const unsigned char *end) {
+    unsigned char b0 = p[0];
+    int n;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (b0 >= 0xC2 && b0 <= 0xDF)
+        n = 2;
+    else if (b0 >= 0xE0 && b0 <= 0xEF) {
+        n = 3;
+        if (b0 == 0xE0)
+            lo = 0xA0;
+        else if (b0 == 0xED)
+            hi = 0x9F;
+    } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+        n = 4;
+        if (b0 == 0xF0)
+            lo = 0x90;
+        else if (b0 == 0xF4)
+            hi = 0x8F;
+    } else
+        return 0;
+    if (end - p < n)
+        return 0;
+    if (p[1] < lo || p[1] > hi)
+        return 0;
+    for (int k = 2; k < n; k++)
+        if (p[k] < 0x80 || p[k] > 0xBF)
+            return 0;
+    return n;
+}
+
+/* Bytes that a string holds as themselves: printable ASCII but '"' and '\\'. */
+static unsigned char PLAIN[256];
+
+static void init_plain(void) {
+    for (int b = 0x20; b < 0x80; b++)
+        PLAIN[b] = b != '"' && b != '\\';
+}
+
+/* A string at c->p (its opening quote). Sets [*s, *e) to the whole literal, quotes
+ * included, and *esc when it holds an escape. */
+static int str_(P *c, int64_t *s, int64_t *e, int *esc) {
+    const unsigned char *p = c->p + 1, *end = c->end;
+    *esc = 0;
+    for (;;) {
+        while (end - p >= 4 && PLAIN[p[0]] && PLAIN[p[1]] && PLAIN[p[2]] && PLAIN[p[3]])
+            p += 4;
+        while (p < end && PLAIN[*p])
+            p++;
+        if (p >= end)
+            return BAIL;
+        unsigned char ch = *p;
+        if (ch == '"') {
+            *s = c->p - c->base;
+            *e = p + 1 - c->base;
+            c->p = p + 1;
+            return 0;
+        }
+        if (ch == '\\') {
+            *esc = 1;
+            if (end - p < 2)
+                return BAIL;
+            unsigned char x = p[1];
+            if (x == '"' || x == '\\' || x == '/' || x == 'b' || x == 'f' || x == 'n' || x == 'r' || x == 't') {
+                p += 2;
+                continue;
+            }
+            if (x != 'u' || end - p < 6)
+                return BAIL;
+            unsigned v = 0;
+            for (int k = 2; k < 6; k++) {
+                int h = hexval(p[k]);
+                if (h < 0)
+                    return BAIL;
+                v = v * 16 + (unsigned)h;
+            }
+            if (v >= 0xD800 && v <= 0xDFFF) /* surrogates: left to msgspec */
+                return BAIL;
+            p += 6;
+            continue;
+        }
+        if (ch < 0x20)
+            return BAIL;
+        int n = utf8_len(p, end);
+        if (!n)
+            return BAIL;
+        p += n;
+    }
+}
+
+typedef struct {
+    int64_t s, e; /* the literal */
+    int neg, is_int, nfrac, has_exp, zero;
+} Num;
+
+static inline int is_digit(unsigned char ch) { return ch >= '0' && ch <= '9'; }
+
+static int num_(P *c, Num *n) {
+    const unsigned char *p = c->p, *end = c->end, *start = c->p;
+    n->neg = n->nfrac = n->has_exp = 0;
+    n->is_int = n->zero = 1;
+    if (p < end && *p == '-') {
+        n->neg = 1;
+        p++;
+    }
+    if (p >= end)
+        return BAIL;
+    if (*p == '0')
+        p++;
+    else if (*p >= '1' && *p <= '9') {
+        n->zero = 0;
+        while (p < end && is_digit(*p))
+            p++;
+    } else
+        return BAIL;
+    if (p < end && *p == '.') {
+        n->is_int = 0;
+        const unsigned char *f = ++p;
+        while (p < end && is_digit(*p)) {
+            if (*p != '0')
+                n->zero = 0;
+            p++;
+        }
+        if (p == f)
+            return BAIL;
+        n->nfrac = (int)(p - f);
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        n->is_int = 0;
+        n->has_exp = 1;
+        p++;
+        if (p < end && (*p == '+' || *p == '-'))
+            p++;
+        const unsigned char *d = p;
+        int x = 0;
+        while (p < end && is_digit(*p)) {
+            if (x <= MAX_EXPONENT)
+                x = x * 10 + (*p - '0');
+            p++;
+        }
+        if (p == d || x > MAX_EXPONENT)
+            return BAIL;
+    }
+    if (p - start > MAX_NUMBER_CHARS)
+        return BAIL;
+    n->s = start - c->base;
+    n->e = p - c->base;
+    c->p = p;
+    return 0;
+}
+
+static int skip(P *c, int depth);
+
+static int lit(P *c, const char *word, size_t len) {
+    if ((size_t)(c->end - c->p) < len || memcmp(c->p, word, len) != 0)
+        return BAIL;
+    c->p += len;
+    return 0;
+}
+
+/* Any JSON value at c->p, checked and passed over. */
+static int skip(P *c, int depth) {
+    if (c->p >= c->end)
+        return BAIL;
+    int64_t s, e;
+    int esc;
+    Num n;
+    switch (*c->p) {
+    case '"':
+        return str_(c, &s, &e, &esc);
+    case '{':
+    case '[': {
+        unsigned char close = *c->p == '{' ? '}' : ']';
+        int obj = close == '}';
+        if (depth >= MAX_DEPTH)
+            return BAIL;
+        c->p++;
+        ws(c);
+        if (c->p < c->end && *c->p == close) {
+            c->p++;
+            return 0;
+        }
+        for (;;) {
+            if (obj) {
+                if (c->p >= c->end || *c->p != '"' || str_(c, &s, &e, &esc))
+                    return BAIL;
+                ws(c);
+                if (c->p >= c->end || *c->p != ':')
+                    return BAIL;
+                c->p++;
+                ws(c);
+            }
+            if (skip(c, depth + 1))
+                return BAIL;
+            ws(c);
+            if (c->p >= c->end)
+                return BAIL;
+            if (*c->p == ',') {
+                c->p++;
+                ws(c);
+                continue;
+            }
+            if (*c->p == close) {
+                c->p++;
+                return 0;
+            }
+            return BAIL;
+        }
+    }
+    case 't':
+        return lit(c, "true", 4);
+    case 'f':
+        return lit(c, "false", 5);
+    case 'n':
+        return lit(c, "null", 4);
+    default:
+        return num_(c, &n);
+    }
+}
+
+/* Value types of a scalar field. */
+enum { V_ABSENT, V_NULL, V_NUM, V_STR, V_OTHER };
+
+typedef struct {
+    int type;
+    int64_t s, e; /* literal span */
+    Num num;
+} Val;
+
+/* A value of a field typed int | float | str | None: its type and span; other
+ * values are passed over as V_OTHER. */
+static int scalar(P *c, Val *v) {
+    if (c->p >= c->end)
+        return BAIL;
+    unsigned char ch = *c->p;
+    if (ch == '"') {
+        int esc;
+        v->type = V_STR;
+        return str_(c, &v->s, &v->e, &esc);
+    }
+    if (ch == 'n') {
+        v->type = V_NULL;
+        v->s = c->p - c->base;
+        if (lit(c, "null", 4))
+            return BAIL;
+        v->e = c->p - c->base;
+        return 0;
+    }
+    if (ch == '-' || is_digit(ch)) {
+        v->type = V_NUM;
+        if (num_(c, &v->num))
+            return BAIL;
+        v->s = v->num.s;
+        v->e = v->num.e;
+        return 0;
+    }
+    v->type = V_OTHER;
+    return skip(c, 1);
+}
+
+static int num_int64(const unsigned char *base, const Num *n, int64_t *out) {
+    const unsigned char *p = base + n->s + n->neg, *end = base + n->e;
+    uint64_t v = 0;
+    for (; p < end; p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return BAIL;
+        v = v * 10 + d;
+    }
+    if (n->neg) {
+        if (v > (uint64_t)INT64_MAX + 1)
+            return BAIL;
+        *out = (int64_t)(0 - v);
+    } else {
+        if (v > (uint64_t)INT64_MAX)
+            return BAIL;
+        *out = (int64_t)v;
+    }
+    return 0;
+}
+
+/* int64 ns of a ts/dur number as chrome/times.py's float path gives it
+ * (floor(v) * 1000 + rint(frac(v) * 1000) below 2**43 µs; integers exact below
+ * 9e15 µs); BAIL where that path needs the decimal text or flags the value. */
+static int num_ns(const unsigned char *base, const Num *n, int64_t *ns) {
+    if (!n->has_exp && n->nfrac <= 3) {
+        const unsigned char *p = base + n->s + n->neg, *end = base + n->e;
+        uint64_t whole = 0;
+        for (; p < end && *p != '.'; p++) {
+            whole = whole * 10 + (uint64_t)(*p - '0');
+            if (whole >= MAX_INT_US)
+                return BAIL;
+        }
+        if (!n->is_int && (double)whole >= EXACT_LIMIT_US)
+            return BAIL; /* times.py: NEED_EXACT */
+        int64_t frac = 0;
+        if (p < end) { /* '.' then 1-3 digits */
+            int k = 0;
+            for (p++; p < end; p++, k++)
+                frac = frac * 10 + (*p - '0');
+            for (; k < 3; k++)
+                frac *= 10;
+        }
+        int64_t v = (int64_t)whole * 1000 + frac;
+        *ns = n->neg ? -v : v;
+        return 0;
+    }
+    char tmp[MAX_NUMBER_CHARS + 1];
+    size_t len = (size_t)(n->e - n->s);
+    memcpy(tmp, base + n->s, len);
+    tmp[len] = 0;
+    /* Python's own correctly rounded, locale-independent parser (as msgspec's) */
+    PyGILState_STATE gil = PyGILState_Ensure();
+    double d = PyOS_string_to_double(tmp, NULL, NULL);
+    int failed = d == -1.0 && PyErr_Occurred();
+    if (failed)
+        PyErr_Clear();
+    PyGILState_Release(gil);
+    if (failed)
+        return BAIL;
+    if (!(fabs(d) < EXACT_LIMIT_US))
+        return BAIL;
+    double fl = floor(d);
+    *ns = (int64_t)fl * 1000 + (int64_t)nearbyint((d - fl) * 1000.0);
+    return 0;
+}
+
+/* Exact int64 ns of a ts kept as text (times.py raw_to_ns / _parse_fixed: at most
+ * 16 integer digits and 32 characters, the rest rounded half to even). */
+static int raw_ns(const unsigned char *base, const Num *n, int64_t *ns) {
+    if (n->has_exp || n->e - n->s > 32)
+        return BAIL;
+    const unsigned char *p = base + n->s + n->neg, *end = base + n->e;
+    uint64_t whole = 0;
+    int digits = 0;
+    for (; p < end && *p != '.'; p++, digits++)
+        whole = whole * 10 + (uint64_t)(*p - '0');
+    if (digits > 16 || whole >= MAX_INT_US)
+        return BAIL;
+    int64_t f3 = 0, d4 = 0;
+    int k = 0, rest = 0;
+    if (p < end)
+        for (p++; p < end; p++, k++) {
+            int d = *p - '0';
+            if (k < 3)
+                f3 = f3 * 10 + d;
+            else if (k == 3)
+                d4 = d;
+            else if (d)
+                rest = 1;
+        }
+    for (int j = k; j < 3; j++)
+        f3 *= 10;
+    int64_t b = (int64_t)whole * 1000 + f3;
+    b += (d4 > 5) || (d4 == 5 && (rest || (b & 1)));
+    *ns = n->neg ? -b : b;
+    return 0;
+}
+
+/* The fields of one event that the X columns need. */
+enum { K_PH, K_NAME, K_CAT, K_PID, K_TID, K_TS, K_DUR, K_BIND, K_FIN, K_FOUT, K_ARGS };
+enum { A_CORR, A_DEV, A_STREAM, A_EXT, A_EXT_OLD, A_BYTES, A_SIZE, A_MK, A_KIND, A_SRC, A_DST };
+
+typedef struct {
+    int is_x, bad;
+    unsigned seen, seen_args;
+    Val name, cat, pid, tid, ts, dur, bind;
+    int64_t ids[5];
+    int odd;
+    int64_t args_s, args_e;
+} Ev;
+
+static int key_of(const unsigned char *k, int64_t n) {
+    switch (n) {
+    case 2:
+        if (!memcmp(k, "ph", 2))
+            return K_PH;
+        if (!memcmp(k, "ts", 2))
+            return K_TS;
+        break;
+    case 3:
+        if (!memcmp(k, "cat", 3))
+            return K_CAT;
+        if (!memcmp(k, "pid", 3))
+            return K_PID;
+        if (!memcmp(k, "tid", 3))
+            return K_TID;
+        if (!memcmp(k, "dur", 3))
+            return K_DUR;
+        break;
+    case 4:
+        if (!memcmp(k, "name", 4))
+            return K_NAME;
+        if (!memcmp(k, "args", 4))
+            return K_ARGS;
+        break;
+    case 7:
+        if (!memcmp(k, "bind_id", 7))
+            return K_BIND;
+        if (!memcmp(k, "flow_in", 7))
+            return K_FIN;
+        break;
+    case 8:
+        if (!memcmp(k, "flow_out", 8))
+            return K_FOUT;
+        break;
+    }
+    return -1;
+}
+
+static int arg_key_of(const unsigned char *k, int64_t n) {
+    switch (n) {
+    case 4:
+        if (!memcmp(k, "size", 4))
+            return A_SIZE;
+        if (!memcmp(k, "kind", 4))
+            return A_KIND;
+        break;
+    case 5:
+        if (!memcmp(k, "bytes", 5))
+            return A_BYTES;
+        break;
+    case 6:
+        if (!memcmp(k, "device", 6))
+            return A_DEV;
+        if (!memcmp(k, "stream", 6))
+            return A_STREAM;
+        break;
+    case 8:
+        if (!memcmp(k, "src kind", 8))
+            return A_SRC;
+        if (!memcmp(k, "dst kind", 8))
+            return A_DST;
+        break;
+    case 11:
+        if (!memcmp(k, "correlation", 11))
+            return A_CORR;
+        if (!memcmp(k, "External id", 11))
+            return A_EXT;
+        if (!memcmp(k, "external id", 11))
+            return A_EXT_OLD;
+        if (!memcmp(k, "memcpy kind", 11))
+            return A_MK;
+        break;
+    }
+    return -1;
+}
+
+/* A key at c->p, then its colon: *k, *n the key's text (no escapes allowed). */
+static int key_(P *c, const unsigned char **k, int64_t *n) {
+    int64_t s, e;
+    int esc;
+    if (c->p >= c->end || *c->p != '"' || str_(c, &s, &e, &esc) || esc)
+        return BAIL;
+    *k = c->base + s + 1;
+    *n = e - s - 2;
+    ws(c);
+    if (c->p >= c->end || *c->p != ':')
+        return BAIL;
+    c->p++;
+    ws(c);
+    return 0;
+}
+
+/* After a member: ',' (more: 1) or the closing brace (0). */
+static int next_member(P *c) {
+    ws(c);
+    if (c->p < c->end && *c->p == ',') {
+        c->p++;
+        ws(c);
+        return 1;
+    }
+    if (c->p < c->end && *c->p == '}') {
+        c->p++;
+        return 0;
+    }
+    return BAIL;
+}
+
+static int args_(P *c, Ev *ev) {
+    ev->args_s = c->p - c->base;
+    c->p++;
+    ws(c);
+    if (c->p < c->end && *c->p == '}') {
+        c->p++;
+        ev->args_e = c->p - c->base;
+        return 0;
+    }
+    for (;;) {
+        const unsigned char *k;
+        int64_t n;
+        if (key_(c, &k, &n))
+            return BAIL;
+        int a = arg_key_of(k, n);
+        if (a < 0) {
+            if (skip(c, 2))
+                return BAIL;
+        } else {
+            Val v;
+            if (ev->seen_args & (1u << a))
+                ev->bad = 1;
+            ev->seen_args |= 1u << a;
+            if (scalar(c, &v))
+                return BAIL;
+            if (v.type == V_OTHER)
+                ev->bad = 1;
+            if (a <= A_EXT_OLD) {
+                if (v.type == V_NUM && v.num.is_int) {
+                    if (num_int64(c->base, &v.num, &ev->ids[a]))
+                        ev->odd = 1;
+                } else if (v.type != V_NULL)
+                    ev->odd = 1;
+            }
+        }
+        int more = next_member(c);
+        if (more < 0)
+            return BAIL;
+        if (!more)
+            break;
+    }
+    ev->args_e = c->p - c->base;
+    return 0;
+}
+
+static int event_(P *c, Ev *ev) {
+    memset(ev, 0, sizeof(*ev));
+    for (int i = 0; i < 5; i++)
+        ev->ids[i] = -1;
+    ev->args_s = ev->args_e = -1;
+    c->p++; /* '{' */
+    ws(c);
+    if (c->p < c->end && *c->p == '}') {
+        c->p++;
+        return 0;
+    }
+    for (;;) {
+        const unsigned char *k;
+        int64_t n;
+        if (key_(c, &k, &n))
+            return BAIL;
+        int f = key_of(k, n);
+        if (f >= 0) {
+            if (ev->seen & (1u << f))
+                return BAIL; /* a known key twice: which one msgspec keeps is its business */
+            ev->seen |= 1u << f;
+        }
+        Val *slot = NULL;
+        switch (f) {
+        case K_PH:
+            if (c->p < c->end && *c->p == '"') {
+                int64_t s, e;
+                int esc;
+                if (str_(c, &s, &e, &esc) || esc)
+                    return BAIL;
+                ev->is_x = e - s == 3 && c->base[s + 1] == 'X';
+            } else if (skip(c, 1))
+                return BAIL;
+            break;
+        case K_NAME:
+            slot = &ev->name;
+            break;
+        case K_CAT:
+            slot = &ev->cat;
+            break;
+        case K_PID:
+            slot = &ev->pid;
+            break;
+        case K_TID:
+            slot = &ev->tid;
+            break;
+        case K_TS:
+            slot = &ev->ts;
+            break;
+        case K_DUR:
+            slot = &ev->dur;
+            break;
+        case K_BIND:
+            slot = &ev->bind;
+            break;
+        case K_FIN:
+        case K_FOUT:
+            if (c->p < c->end && *c->p == 't') {
+                if (lit(c, "true", 4))
+                    return BAIL;
+            } else if (c->p < c->end && *c->p == 'f') {
+                if (lit(c, "false", 5))
+                    return BAIL;
+            } else if (c->p < c->end && *c->p == 'n') {
+                if (lit(c, "null", 4))
+                    return BAIL;
+            } else {
+                ev->bad = 1;
+                if (skip(c, 1))
+                    return BAIL;
+            }
+            break;
+        case K_ARGS:
+            if (c->p < c->end && *c->p == '{') {
+                if (args_(c, ev))
+                    return BAIL;
+            } else {
+                ev->bad = 1;
+                if (skip(c, 1))
+                    return BAIL;
+            }
+            break;
+        default:
+            if (skip(c, 1))
+                return BAIL;
+        }
+        if (slot) {
+            if (scalar(c, slot))
+                return BAIL;
+            if (slot->type == V_OTHER)
+                ev->bad = 1;
+        }
+        int more = next_member(c);
+        if (more < 0)
+            return BAIL;
+        if (!more)
+            return 0;
+    }
+}
+
+/* Truthiness of a bind_id as Python sees the decoded value. */
+static int truthy(const unsigned char *base, const Val *v) {
+    if (v->type == V_STR)
+        return v->e - v->s > 2;
+    if (v->type == V_NUM)
+        return !v->num.zero;
+    (void)base;
+    return 0;
+}
+
+static int time_of(const unsigned char *base, const Val *v, int raw, int64_t *ns, int8_t *status) {
+    *ns = 0;
+    *status = 0;
+    if (v->type == V_ABSENT || v->type == V_NULL) {
+        *status = 1; /* MISSING */
+        return 0;
+    }
+    if (v->type != V_NUM)
+        return BAIL;
+    return raw ? raw_ns(base, &v->num, ns) : num_ns(base, &v->num, ns);
+}
+
+static Key span_key(const Val *a, const Val *b) {
+    Key k = {-1, -1, -1, -1};
+    if (a->type != V_ABSENT) {
+        k.s1 = a->s;
+        k.e1 = a->e;
+    }
+    if (b && b->type != V_ABSENT) {
+        k.s2 = b->s;
+        k.e2 = b->e;
+    }
+    return k;
+}
+
+static PyObject *as_bytearray(const Buf *b) {
+    return PyByteArray_FromStringAndSize(b->data ? b->data : "", (Py_ssize_t)b->len);
+}
+
+static PyObject *keys_of(const Table *t) {
+    return PyByteArray_FromStringAndSize(t->keys.data ? t->keys.data : "", (Py_ssize_t)t->keys.len);
+}
+
+enum {
+    C_ISX,
+    C_OTHER,
+    C_NAME,
+    C_CAT,
+    C_LANE,
+    C_TS,
+    C_TS_ST,
+    C_DUR,
+    C_DUR_ST,
+    C_CORR,
+    C_DEV,
+    C_STREAM,
+    C_EXT,
+    C_EXT_OLD,
+    C_ODD,
+    C_ARGS,
+    N_COLS
+};
+
+static int run(P *c, int raw, Buf *cols, Table *tabs, int *has_bind) {
+    ws(c);
+    if (c->p >= c->end || *c->p != '[')
+        return BAIL;
+    c->p++;
+    ws(c);
+    if (c->p < c->end && *c->p == ']') {
+        c->p++;
+    } else {
+        for (;;) {
+            if (c->p >= c->end || *c->p != '{')
+                return BAIL;
+            int64_t start = c->p - c->base;
+            Ev ev;
+            if (event_(c, &ev))
+                return BAIL;
+            int64_t stop = c->p - c->base;
+            uint8_t isx = (uint8_t)ev.is_x;
+            if (push(&cols[C_ISX], &isx, 1))
+                return BAIL;
+            if (!ev.is_x) { /* appended to one JSON array of the other events, for msgspec */
+                Buf *o = &cols[C_OTHER];
+                if (push(o, o->len ? "," : "[", 1) || push(o, c->base + start, (size_t)(stop - start)))
+                    return BAIL;
+            } else {
+                if (ev.bad || ev.bind.type == V_OTHER)
+                    return BAIL;
+                int64_t ts, dur;
+                int8_t ts_st, dur_st;
+                if (time_of(c->base, &ev.ts, raw, &ts, &ts_st) || time_of(c->base, &ev.dur, 0, &dur, &dur_st))
+                    return BAIL;
+                int32_t ids[3] = {
+                    intern(&tabs[0], c->base, span_key(&ev.name, NULL)),
+                    intern(&tabs[1], c->base, span_key(&ev.cat, NULL)),
+                    intern(&tabs[2], c->base, span_key(&ev.pid, &ev.tid)),
+                };
+                if (ids[0] < 0 || ids[1] < 0 || ids[2] < 0)
+                    return BAIL;
+                uint8_t odd = (uint8_t)ev.odd;
+                int64_t args[2] = {ev.args_s, ev.args_e};
+                if (push(&cols[C_NAME], &ids[0], 4) || push(&cols[C_CAT], &ids[1], 4) ||
+                    push(&cols[C_LANE], &ids[2], 4) || push(&cols[C_TS], &ts, 8) || push(&cols[C_TS_ST], &ts_st, 1) ||
+                    push(&cols[C_DUR], &dur, 8) || push(&cols[C_DUR_ST], &dur_st, 1) ||
+                    push(&cols[C_CORR], &ev.ids[A_CORR], 8) || push(&cols[C_DEV], &ev.ids[A_DEV], 8) ||
+                    push(&cols[C_STREAM], &ev.ids[A_STREAM], 8) || push(&cols[C_EXT], &ev.ids[A_EXT], 8) ||
+                    push(&cols[C_EXT_OLD], &ev.ids[A_EXT_OLD], 8) || push(&cols[C_ODD], &odd, 1) ||
+                    push(&cols[C_ARGS], args, sizeof(args)))
+                    return BAIL;
+                if (truthy(c->base, &ev.bind))
+                    *has_bind = 1;
+            }
+            ws(c);
+            if (c->p < c->end && *c->p == ',') {
+                c->p++;
+                ws(c);
+                continue;
+            }
+            if (c->p < c->end && *c->p == ']') {
+                c->p++;
+                break;
+            }
+            return BAIL;
+        }
+    }
+    ws(c);
+    if (c->p != c->end)
+        return BAIL;
+    return push(&cols[C_OTHER], cols[C_OTHER].len ? "]" : "[]", cols[C_OTHER].len ? 1 : 2);
+}
+
+static PyObject *scan(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    int raw;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*p", &view, &raw))
+        return NULL;
+    Buf cols[N_COLS];
+    Table tabs[3];
+    memset(cols, 0, sizeof(cols));
+    int ok = 1, has_bind = 0;
+    for (int i = 0; i < 3; i++)
+        if (table_init(&tabs[i]))
+            ok = 0;
+    P c = {(const unsigned char *)view.buf, (const unsigned char *)view.buf,
+           (const unsigned char *)view.buf + view.len};
+    if (ok) {
+        Py_BEGIN_ALLOW_THREADS;
+        ok = run(&c, raw, cols, tabs, &has_bind) == 0;
+        Py_END_ALLOW_THREADS;
+    }
+    PyObject *out = NULL;
+    if (ok) {
+        out = PyTuple_New(N_COLS + 4);
+        if (out) {
+            for (int i = 0; i < N_COLS; i++)
+                PyTuple_SET_ITEM(out, i, as_bytearray(&cols[i]));
+            for (int i = 0; i < 3; i++)
+                PyTuple_SET_ITEM(out, N_COLS + i, keys_of(&tabs[i]));
+            PyTuple_SET_ITEM(out, N_COLS + 3, PyBool_FromLong(has_bind));
+            for (int i = 0; i < N_COLS + 4; i++)
+                if (!PyTuple_GET_ITEM(out, i)) {
+                    Py_CLEAR(out);
+                    break;
+                }
+        }
+    } else {
+        out = Py_NewRef(Py_None);
+    }
+    for (int i = 0; i < N_COLS; i++)
+        free(cols[i].data);
+    for (int i = 0; i < 3; i++)
+        table_free(&tabs[i]);
+    PyBuffer_Release(&view);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", scan, METH_VARARGS,
+     "scan(text, raw_ts) -> tuple | None: the X-event columns of a JSON array of trace events "
+     "(see gapscope.parsers.chrome.fastscan), or None outside the subset this scanner takes."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_xscan", NULL, -1, methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__xscan(void) {
+    init_plain();
+    return PyModule_Create(&module);
+}

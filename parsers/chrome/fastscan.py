@@ -1,0 +1,184 @@
+"""The columns of one part of the events array read straight from its text.
+
+``scan_text`` gives what ``msgspec`` decoding the part into structs and
+``gapscope.parsers.chrome.scan.scan_events`` give: the same ``EventColumns`` (every
+array, and the interned categories, names and lanes in the same order) and the same
+flow and other events, as structs. The C scanner ``_xscan`` (built with the package;
+``_xscan.c`` says what it reads) does the bulk, the ``X`` events, without a struct per
+event. Only the non-``X`` events, the unique raw spellings of names, categories and
+lanes, and the ``args`` of copies and of events whose ids are not plain integers go
+through ``msgspec``. The decoded values are interned with Python equality, so
+``1`` and ``1.0`` are one key and its first-seen spelling is kept, as in ``scan_events``.
+
+The scanner takes a strict subset of JSON and of the ``X`` schema (``_xscan.c``). On
+anything outside it, and when the extension is missing (built without a C compiler) or
+``GAPSCOPE_XSCAN=0`` is set, ``scan_text`` returns None. The caller then decodes the
+part with ``msgspec`` as before, so the result never depends on which path ran
+(``tests/test_fastscan.py`` checks both on the corpus and on generated odd events).
+"""
+
+from __future__ import annotations
+
+import os
+
+import msgspec
+import numpy as np
+
+from gapscope.parsers.chrome.args import COPY_KINDS, GPU_SIDE_KINDS, ArgColumns, extract_args, old_external_ids
+from gapscope.parsers.chrome.columns import Interner
+from gapscope.parsers.chrome.scan import (
+    PH_FLOW,
+    PH_M,
+    PH_OTHER,
+    PH_X,
+    EventColumns,
+    phase_codes,
+    scan_events,
+    x_kinds,
+)
+from gapscope.parsers.chrome.schema import NO_X_ARGS, KinetoXArgs, Scalar
+
+try:
+    from gapscope.parsers.chrome import _xscan
+except ImportError:  # built without a C compiler: msgspec decodes every part
+    _xscan = None  # type: ignore[assignment]
+
+__all__ = ["available", "scan_text", "read_part"]
+
+_SCALAR = msgspec.json.Decoder(Scalar)
+_X_ARGS = msgspec.json.Decoder(KinetoXArgs)
+
+
+def available() -> bool:
+    """True when the C scanner is built and not turned off (``GAPSCOPE_XSCAN=0``)."""
+    return _xscan is not None and os.environ.get("GAPSCOPE_XSCAN", "1") != "0"
+
+
+def scan_text(text, list_decoder, raw_ts: bool) -> tuple[EventColumns, list, list] | None:
+    """(columns, flow events, other events) of ``text``, a JSON array of trace events
+    (any buffer), as ``scan_events(list_decoder.decode(text), x_class,
+    keep_old_ids=True)`` and the events of its flow codes and of its ``M``/other codes
+    give them; None when the scanner is unavailable or the text is outside what it
+    takes. ``list_decoder``: the ``msgspec`` decoder of an event list of that
+    ``raw_ts`` (``ts`` kept as JSON text) form. Never raises on bad text."""
+    if not available():
+        return None
+    got = _xscan.scan(text, raw_ts)
+    if got is None:
+        return None
+    (isx, other_text, name_id, cat_id, lane_id, ts, ts_st, dur, dur_st) = got[:9]
+    (corr, dev, stream, ext, ext_old, odd, args_sp, name_keys, cat_keys, lane_keys_b, has_bind) = got[9:]
+    data = memoryview(text).cast("B")
+    try:
+        rest = list_decoder.decode(other_text)
+        name_vals = _values(data, name_keys)
+        cat_vals = _values(data, cat_keys)
+        lane_vals = _values(data, lane_keys_b, pairs=True)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return None
+    is_x = np.frombuffer(isx, dtype=np.uint8).astype(bool)
+    code = np.full(is_x.size, PH_X, dtype=np.int8)
+    code[~is_x] = phase_codes(rest)
+    rest_code = code[~is_x]
+    flows = [rest[k] for k in np.flatnonzero(rest_code == PH_FLOW).tolist()]
+    others = [rest[k] for k in np.flatnonzero((rest_code == PH_M) | (rest_code == PH_OTHER)).tolist()]
+
+    cats = Interner()
+    cat_x = _ids(cats, cat_vals, cat_id)
+    cat_f = np.fromiter((cats[e.cat] for e in flows), dtype=np.int32, count=len(flows))
+    for e in others:
+        cats[e.cat]
+    names = Interner()
+    name_x = _ids(names, name_vals, name_id)
+    lanes = Interner()
+    lane_x = _ids(lanes, lane_vals, lane_id)
+    kind_x, old_ids, legacy = x_kinds(cats, names, lanes, cat_x, name_x, lane_x)
+
+    col = lambda b: np.frombuffer(b, dtype=np.int64)  # noqa: E731 - writable: the buffers are bytearrays
+    ext_col, old_col = col(ext), col(ext_old)
+    gpu = np.isin(kind_x, GPU_SIDE_KINDS)
+    nx = kind_x.size
+    args = ArgColumns(
+        col(corr),
+        np.where(gpu, col(dev), -1),
+        np.where(gpu, col(stream), -1),
+        np.full(nx, -1, dtype=np.int64),
+        np.where(ext_col >= 0, ext_col, old_col) if old_ids else ext_col,
+        np.zeros(nx, dtype=np.int8),
+        np.zeros(nx, dtype=bool),
+    )
+    # copies (bytes, direction, pageable) and ids that are not plain integers: as the
+    # struct path reads them, from their decoded args
+    rows = np.flatnonzero(np.isin(kind_x, COPY_KINDS) | np.frombuffer(odd, dtype=np.uint8).astype(bool))
+    if rows.size:
+        arg_sp = np.frombuffer(args_sp, dtype=np.int64).reshape(-1, 2)[rows]
+        try:
+            sub = [_X_ARGS.decode(data[s:e]) if s >= 0 else NO_X_ARGS for s, e in arg_sp.tolist()]
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            return None
+        part = extract_args(sub, kind_x[rows], name_x[rows], list(names), old_external_id=old_ids)
+        for f in ArgColumns.__dataclass_fields__:
+            getattr(args, f)[rows] = getattr(part, f)
+        old_col[rows] = old_external_ids(sub)
+    ext_keep = None
+    if not old_ids:
+        ext_keep = old_col if bool((old_col >= 0).any()) else np.zeros(0, np.int64)
+    ec = EventColumns(
+        n=int(is_x.size),
+        code=code,
+        cats=cats,
+        names=names,
+        lanes=lanes,
+        cat_x=cat_x,
+        name_x=name_x,
+        lane_x=lane_x,
+        start_ns=col(ts),
+        start_status=np.frombuffer(ts_st, dtype=np.int8),
+        dur_ns=col(dur),
+        dur_status=np.frombuffer(dur_st, dtype=np.int8),
+        kind_x=kind_x,
+        args=args,
+        cat_f=cat_f,
+        has_v2=bool(has_bind),
+        legacy=legacy,
+        old_ids=old_ids,
+        external_id_old=ext_keep,
+    )
+    return ec, flows, others
+
+
+def read_part(text, list_decoder, x_class: type, raw_ts: bool) -> tuple[EventColumns, list, list]:
+    """(columns, flow events, other events) of ``text``, a JSON array of trace events:
+    by ``scan_text``, else by decoding it with ``list_decoder`` (whose ``X`` events are
+    of ``x_class``) and ``scan_events``, keeping the old ``external id`` column for
+    ``merge_all``. Raises what ``list_decoder.decode`` raises on a text it refuses
+    (``msgspec.DecodeError``, ``msgspec.ValidationError``, ``RecursionError``)."""
+    fast = scan_text(text, list_decoder, raw_ts)
+    if fast is not None:
+        return fast
+    events = list_decoder.decode(text)
+    ec = scan_events(events, x_class, keep_old_ids=True)
+    flows = [events[k] for k in np.flatnonzero(ec.code == PH_FLOW).tolist()]
+    others = [events[k] for k in np.flatnonzero((ec.code == PH_M) | (ec.code == PH_OTHER)).tolist()]
+    return ec, flows, others
+
+
+def _values(data: memoryview, keys: bytearray, pairs: bool = False) -> list:
+    """The decoded value of each unique raw span (``(start, end, -1, -1)`` rows;
+    start < 0: absent, None), or of each (pid, tid) pair of spans."""
+    rows = np.frombuffer(keys, dtype=np.int64).reshape(-1, 4).tolist()
+
+    def one(s: int, e: int):
+        return None if s < 0 else _SCALAR.decode(data[s:e])
+
+    if pairs:
+        return [(one(s1, e1), one(s2, e2)) for s1, e1, s2, e2 in rows]
+    return [one(s, e) for s, e, _, _ in rows]
+
+
+def _ids(interner: Interner, values: list, raw_ids: bytearray) -> np.ndarray:
+    """int32 id in ``interner`` of each event whose raw key id is in ``raw_ids``:
+    the unique values are interned in their first-seen order (equal values of several
+    spellings share the first one's id)."""
+    table = np.fromiter(map(interner.__getitem__, values), dtype=np.int32, count=len(values))
+    return table[np.frombuffer(raw_ids, dtype=np.int32)]

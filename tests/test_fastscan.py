@@ -1,0 +1,322 @@
+"""The C scanner of the events array (``gapscope.parsers.chrome.fastscan``) against its
+oracle, msgspec's typed decode followed by ``scan_events``.
+
+The property, on every text: when msgspec refuses a part, the scanner refuses it too
+(None); when both read it, every column, interned key (value, type and order) and
+flow or other event is the same. The scanner may refuse more than msgspec (the caller
+then takes the msgspec path), but on the real traces of the corpus it must refuse
+nothing, or it would not pay.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import os
+from pathlib import Path
+
+import msgspec
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gapscope.parsers.chrome import fastscan
+from gapscope.parsers.chrome.loader import _DECODERS, _raw_ts
+from gapscope.parsers.chrome.parallel.cut import chunk_spans, find_cuts
+from gapscope.parsers.chrome.scan import PH_FLOW, PH_M, PH_OTHER, EventColumns, scan_events
+from gapscope.parsers.json.scan import text_start
+
+pytestmark = pytest.mark.skipif(not fastscan.available(), reason="the C scanner is not built (no C compiler)")
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "traces" / "public"
+_ENC = msgspec.json.Encoder()
+
+
+def _differences(a: EventColumns, b: EventColumns) -> list[str]:
+    """Names of the fields of two ``EventColumns`` that differ (arrays by dtype and
+    values; interners by their keys' values, types and order)."""
+    out = []
+    for f in dataclasses.fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if f.name == "args":
+            out += [
+                "args." + g.name
+                for g in dataclasses.fields(x)
+                if not (getattr(x, g.name).dtype == getattr(y, g.name).dtype)
+                or not np.array_equal(getattr(x, g.name), getattr(y, g.name))
+            ]
+        elif isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+            if x is None or y is None or x.dtype != y.dtype or not np.array_equal(x, y):
+                out.append(f.name)
+        elif isinstance(x, dict):
+            if list(x.items()) != list(y.items()) or [repr(k) for k in x] != [repr(k) for k in y]:
+                out.append(f.name)
+        elif x != y:
+            out.append(f.name)
+    return out
+
+
+def compare(text: bytes, raw_ts: bool) -> str:
+    """'both refuse', 'scanner refuses', or 'same'; fails the test on a difference or
+    when the scanner reads a text msgspec refuses."""
+    decoder, x_class = _DECODERS[raw_ts]
+    try:
+        events = decoder.decode(text)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        events = None
+    fast = fastscan.scan_text(text, decoder, raw_ts)
+    if events is None:
+        assert fast is None, f"the scanner read a text msgspec refuses: {text[:300]!r}"
+        return "both refuse"
+    if fast is None:
+        return "scanner refuses"
+    ec = scan_events(events, x_class, keep_old_ids=True)
+    assert _differences(ec, fast[0]) == [], text[:300]
+    flows = [events[k] for k in np.flatnonzero(ec.code == PH_FLOW).tolist()]
+    others = [events[k] for k in np.flatnonzero((ec.code == PH_M) | (ec.code == PH_OTHER)).tolist()]
+    assert _ENC.encode(flows) == _ENC.encode(fast[1])
+    assert _ENC.encode(others) == _ENC.encode(fast[2])
+    assert [type(e) for e in others] == [type(e) for e in fast[2]]
+    return "same"
+
+
+def _parts(data: bytes, n_parts: int) -> tuple[list[bytes], bool] | None:
+    """The parts of a trace's events array as the split loader frames them."""
+    root = text_start(data)
+    raw = _raw_ts(data, root) if root >= 0 else False
+    plan = find_cuts(data, root, raw, n_parts) if root >= 0 else None
+    if plan is None:
+        return None
+    begin, end, cuts, _ = plan
+    buf = bytearray(data)
+    texts = []
+    for lo, hi in chunk_spans(begin, end, cuts):
+        buf[lo], buf[hi] = 0x5B, 0x5D
+        texts.append(bytes(buf[lo : hi + 1]))
+    return texts, raw
+
+
+def _corpus_files() -> list[Path]:
+    if not CORPUS.is_dir():
+        if os.environ.get("CI"):
+            pytest.fail(f"the corpus is missing: {CORPUS}")
+        return []
+    return sorted(
+        p for p in CORPUS.rglob("*") if p.name.endswith((".json", ".json.gz")) and p.stat().st_size < 12 << 20
+    )
+
+
+@pytest.mark.parametrize("path", _corpus_files(), ids=lambda p: str(p.relative_to(CORPUS)))
+def test_corpus_parts_read_the_same(path: Path) -> None:
+    data = gzip.decompress(path.read_bytes()) if path.name.endswith(".gz") else path.read_bytes()
+    got = _parts(data, 3)
+    if got is None:  # not one events array (rocprof's own format): nothing to split
+        pytest.skip("no events array to split")
+    texts, raw = got
+    assert [compare(t, raw) for t in texts] == ["same"] * len(texts)
+
+
+def _events(*objs) -> bytes:
+    return json.dumps(list(objs)).encode()
+
+
+X = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10.5, "dur": 2.25}
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        # names and keys: escapes, unicode, numbers equal to each other
+        [X | {"name": 'a"b\\c\u00e9\u4e2d\n'}, X | {"name": 'a"b\\c\u00e9\u4e2d\n'}],
+        [
+            X | {"name": 1},
+            X | {"name": 1.0},
+            X | {"name": "1"},
+            X | {"name": None},
+            {k: v for k, v in X.items() if k != "name"},
+        ],
+        [X | {"pid": "Spans", "tid": "PyTorch Profiler"}, X | {"pid": 0.0, "tid": 7}, X | {"pid": -0}],
+        [X | {"cat": "Kernel"}, X | {"cat": "cuda_runtime", "name": "cudaLaunchKernel"}],
+        # times: missing, null, ints, 1-6 fraction digits, exponents, negative, large
+        [X | {"ts": None}, {k: v for k, v in X.items() if k != "dur"}, X | {"ts": 3}, X | {"dur": -4}],
+        [X | {"ts": 1.5}, X | {"ts": 1.25}, X | {"ts": 1.125}, X | {"ts": 0.0625}, X | {"ts": 1.000001}],
+        [X | {"ts": 1e3}, X | {"ts": 2.5e-3}, X | {"ts": -7.0005}, X | {"ts": 8796093022207.999}],
+        [X | {"ts": 1712345678901234}, X | {"ts": 8796093022208.5}, X | {"ts": "12.5"}],
+        # args: ids of every type, copies, the 2020 spelling
+        [X | {"args": {"correlation": 5, "External id": 9, "device": 0, "stream": 7}}],
+        [X | {"args": {"correlation": 5.0, "External id": "0x10", "stream": " 7 "}}],
+        [X | {"args": {"correlation": 2**63, "device": 1.5, "External id": None}}],
+        [X | {"cat": "Kernel", "args": {"external id": 4}}, X | {"args": {"External id": 3}}],
+        [X | {"cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "args": {"bytes": 4096, "device": 0}}],
+        [X | {"cat": "gpu_memset", "name": "Memset (Device)", "args": {"size": "64"}}],
+        [
+            X
+            | {"cat": "gpu_memcpy", "name": "Memcpy", "args": {"memcpy kind": 1, "src kind": "Pageable", "dst kind": 2}}
+        ],
+        [X | {"args": {"other": [1, {"a": [None, True]}], "correlation": 3}}],
+        # v2 flows, other phases, bad types for known fields
+        [X | {"bind_id": 0}, X | {"bind_id": ""}, X | {"bind_id": 0.0}],
+        [X | {"bind_id": "x", "flow_out": True}, X | {"flow_in": None}],
+        [
+            {"ph": "s", "id": 1, "cat": "ac2g", "pid": 0, "tid": 1, "ts": 1.5, "bp": "e"},
+            {"ph": "f", "id": 1, "cat": "ac2g", "pid": 0, "tid": 7, "ts": 2},
+            {"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "args": {"name": "stream 7"}},
+            {"ph": "i", "name": "mark", "ts": 3, "s": "t"},
+            X,
+        ],
+        [X | {"args": None}],
+        [X | {"args": []}],
+        [X | {"flow_in": 1}],
+        [X | {"name": ["k"]}],
+        [X | {"ts": True}],
+        [X | {"args": {"correlation": True}}],
+        [X | {"ph": "Q"}],
+        [{"name": "no phase"}],
+        [X, 5],
+        [],
+    ],
+)
+def test_hand_made_events(events: list) -> None:
+    text = _events(*events)
+    for raw in (False, True):
+        compare(text, raw)
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        (b'[{"ph": "X", "n\\u0061me": "k"}]', "an escaped key (it may be a known one)"),
+        (b'[{"ph": "\\u0058", "name": "k"}]', "an escaped phase"),
+        (b'[{"ph": "X", "name": "a", "name": "b"}]', "a known key twice"),
+        (b'[{"ph": "X", "name": "\\ud83d\\ude00"}]', "a surrogate escape"),
+        (b'[{"ph": "X", "ts": 1.' + b"5" * 40 + b"}]", "a number of over 40 characters"),
+        (b'[{"ph": "X", "args": {"x": 1e300}}]', "an exponent beyond 250"),
+        (b'[{"ph": "X", "ts": 8796093022208.5}]', "a time whose nanosecond needs the decimal text"),
+    ],
+)
+def test_the_scanner_leaves_to_msgspec(text: bytes, why: str) -> None:
+    """Cases msgspec reads that the scanner leaves to it, so the result is msgspec's."""
+    assert compare(text, False) == "scanner refuses", why
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'[{"ph": "X", "name": "a\x01"}]',  # a control character in a string
+        b'[{"ph": "X", "name": "\xff"}]',  # not UTF-8
+        b'[{"ph": "X", "name": "\xed\xa0\x80"}]',  # an encoded surrogate
+        b'[{"ph": "X", "name": "k",}]',  # a trailing comma
+        b'[{"ph": "X", "ts": 01}]',  # a leading zero
+        b'[{"ph": "X", "ts": 1.}]',
+        b'[{"ph": "X", "ts": -}]',
+        b'[{"ph": "X"}] x',  # text after the array
+        b'[{"ph": "X"}',
+        b'[{"ph": "X", "args": {"a": [1, 2}}]',
+        b'[{"ph": "X", "args": {"a": tru}}]',
+        b'[{"ph": "X", "name": "k\\x"}]',  # a bad escape
+        b'[{"ph": "X", "args": ' + b"[" * 200 + b"]" * 200 + b"}]",  # deep nesting
+    ],
+)
+def test_the_scanner_refuses_what_msgspec_refuses(text: bytes) -> None:
+    assert compare(text, False) == "both refuse"
+
+
+_scalars = st.one_of(
+    st.none(),
+    st.integers(min_value=-(2**66), max_value=2**66),
+    st.integers(min_value=-5, max_value=5),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.floats(min_value=0, max_value=2**44).map(lambda v: round(v, 3)),
+    st.text(max_size=6),
+    st.sampled_from(
+        ["0", "0x1f", " 12 ", "", "Kernel", "cuda_runtime", "gpu_memcpy", "Memcpy HtoD (Pageable -> Device)"]
+    ),
+)
+_json = st.recursive(
+    st.one_of(_scalars, st.booleans()),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=6,
+)
+_arg_keys = st.sampled_from(
+    [
+        "correlation",
+        "device",
+        "stream",
+        "bytes",
+        "size",
+        "External id",
+        "external id",
+        "memcpy kind",
+        "kind",
+        "src kind",
+        "dst kind",
+        "name",
+        "x",
+    ]
+)
+_event_keys = st.sampled_from(
+    ["name", "cat", "pid", "tid", "ts", "dur", "bind_id", "flow_in", "flow_out", "id", "bp", "s", "args"]
+)
+
+
+@st.composite
+def _event(draw, typed: bool = False) -> dict:
+    """An event of random keys and values; ``typed``: every known field of a type the
+    schema takes (so most lists decode), else anything."""
+    ev: dict = {"ph": draw(st.sampled_from(["X", "X", "X", "X", "M", "s", "f", "i", "B", "?"]))}
+    for key in draw(st.lists(_event_keys, max_size=9, unique=True)):
+        if typed:
+            if key == "args":
+                ev[key] = draw(st.dictionaries(_arg_keys, _scalars, max_size=5))
+            elif key in ("flow_in", "flow_out"):
+                ev[key] = draw(st.one_of(st.booleans(), st.none()))
+            elif key == "bp":
+                ev[key] = draw(st.sampled_from(["e", None]))
+            else:
+                ev[key] = draw(_scalars)
+        elif key == "args":
+            ev[key] = draw(
+                st.one_of(
+                    st.dictionaries(_arg_keys, st.one_of(_scalars, _json), max_size=5),
+                    st.dictionaries(_arg_keys, _scalars, max_size=5),
+                    _json,
+                )
+            )
+        elif key in ("flow_in", "flow_out"):
+            ev[key] = draw(st.one_of(st.booleans(), st.none(), _scalars))
+        else:
+            ev[key] = draw(st.one_of(_scalars, _scalars, _json))
+    return ev
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.one_of(_event(), _event(typed=True)), max_size=8),
+    st.sampled_from([None, 1, 2]),
+    st.booleans(),
+    st.booleans(),
+)
+def test_generated_events(events: list, indent, ensure_ascii: bool, raw_ts: bool) -> None:
+    text = json.dumps(events, indent=indent, ensure_ascii=ensure_ascii).encode()
+    compare(text, raw_ts)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_event(typed=True), max_size=8), st.sampled_from([None, 1]), st.booleans())
+def test_generated_typed_events(events: list, indent, raw_ts: bool) -> None:
+    """Lists that mostly decode, so that the scanner's columns are compared."""
+    compare(json.dumps(events, indent=indent).encode(), raw_ts)
+
+
+def test_the_scanner_reads_the_generated_kineto_trace_with_no_refusal(tmp_path: Path) -> None:
+    """A trace as ``bench/gen_kineto.py`` writes it (small), in parts."""
+    from bench.gen_kineto import generate
+
+    out = tmp_path / "kineto.json"
+    generate(out, 20_000, seed=3)
+    got = _parts(out.read_bytes(), 4)
+    assert got is not None
+    texts, raw = got
+    assert [compare(t, raw) for t in texts] == ["same"] * len(texts)

@@ -14,10 +14,13 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 from typing import Any
 
 import msgspec
+import numpy as np
 
+from gapscope.parsers.chrome.columns import Interner
 from gapscope.parsers.chrome.times import NEED_EXACT, OK, number_text, raw_scalar_ns, scalar_ns
 from gapscope.parsers.kinds import kind_of
 from gapscope.parsers.lanes import Metadata, id_text
@@ -76,6 +79,10 @@ def collect_metadata(events: Sequence, idx: list[int], meta: Metadata, warn=None
             r = texts[(type(v), v)] = id_text(v)
         return r
 
+    keep = _changing_writes(picked, idt)
+    if keep is not None:
+        idx = [idx[j] for j in keep]
+        picked = [picked[j] for j in keep]
     for k, e in zip(idx, picked):
         a = e.args
         pid = idt(e.pid)
@@ -108,6 +115,53 @@ def collect_metadata(events: Sequence, idx: list[int], meta: Metadata, warn=None
             "args.name",
             f"{what} of {who} given twice ({old!r}, then {new!r}): the last one is used, as in Perfetto{more}",
         )
+
+
+_TOP = attrgetter("name", "pid", "tid")
+_ARGS = attrgetter("args")
+_PROCESS_SLOTS = frozenset(("process_name", "process_sort_index", "process_labels"))
+_THREAD_SLOTS = frozenset(("thread_name", "thread_sort_index"))
+#: Below this many ``M`` events the plain loop is as fast.
+_DEDUP_MIN = 256
+
+
+def _changing_writes(picked: list, idt: Callable[[Any], str]) -> np.ndarray | None:
+    """Positions in ``picked`` (``M`` events) that ``collect_metadata`` must visit, in
+    order, or None (visit all). An event whose fields equal those of the previous
+    event writing the same slot (``process_name`` of one pid, ``thread_name`` of one
+    (pid, tid), ...; pids and tids by their text) writes the value the slot already
+    holds: it changes nothing and is no conflict, so it is left out. hta's
+    ``mtia_rank_0`` repeats 22 such events 310k times.
+
+    Fields compare with Python equality, which takes ``1`` and ``1.0`` for one value.
+    That is harmless for pid, tid (one text), the event name and ``sort_index`` (one
+    ``int``), but not for ``args.name``/``args.labels``, whose text is kept: so None is
+    returned when any distinct event holds a number there (a str is never equal to a
+    number, so an event with a number would show as a distinct one)."""
+    n = len(picked)
+    if n < _DEDUP_MIN:
+        return None
+    fields = Interner()
+    tuple_id = np.fromiter(map(fields.__getitem__, zip(map(_TOP, picked), map(_ARGS, picked))), dtype=np.int64, count=n)
+    slots: dict[tuple, int] = {}
+    slot_of = np.empty(len(fields), dtype=np.int64)
+    for (top, args), i in fields.items():
+        if not (isinstance(args.name, str | None) and isinstance(args.labels, str | None)):
+            return None
+        name, pid, tid = top
+        if name in _PROCESS_SLOTS:
+            slot_key: tuple = (name, idt(pid))
+        elif name in _THREAD_SLOTS:
+            slot_key = (name, idt(pid), idt(tid))
+        else:
+            slot_key = ("", i)  # writes no slot: each distinct such event is kept once, harmlessly
+        slot_of[i] = slots.setdefault(slot_key, len(slots))
+    slot = slot_of[tuple_id]
+    order = np.argsort(slot, kind="stable")
+    same = (slot[order][1:] == slot[order][:-1]) & (tuple_id[order][1:] == tuple_id[order][:-1])
+    repeat = np.zeros(n, dtype=bool)
+    repeat[order[1:][same]] = True
+    return np.flatnonzero(~repeat)
 
 
 def collect_rows(

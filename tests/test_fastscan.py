@@ -22,15 +22,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gapscope.parsers import TraceFormatError, load
 from gapscope.parsers.chrome import fastscan
 from gapscope.parsers.chrome.loader import _DECODERS, _raw_ts
+from gapscope.parsers.chrome.parallel import fork as chrome_parallel
 from gapscope.parsers.chrome.parallel.cut import chunk_spans, find_cuts
 from gapscope.parsers.chrome.scan import PH_FLOW, PH_M, PH_OTHER, EventColumns, scan_events
 from gapscope.parsers.json.scan import text_start
+from tests.conftest import BUGS, CORPUS
+from tests.test_cache import assert_same
 
 pytestmark = pytest.mark.skipif(not fastscan.available(), reason="the C scanner is not built (no C compiler)")
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "traces" / "public"
 _ENC = msgspec.json.Encoder()
 
 
@@ -320,3 +323,28 @@ def test_the_scanner_reads_the_generated_kineto_trace_with_no_refusal(tmp_path: 
     assert got is not None
     texts, raw = got
     assert [compare(t, raw) for t in texts] == ["same"] * len(texts)
+
+
+def _whole_files() -> list[Path]:
+    return _corpus_files() + sorted(p for p in BUGS.glob("*.json*") if not p.name.endswith(".md"))
+
+
+@pytest.mark.parametrize("path", _whole_files(), ids=lambda p: p.name)
+def test_whole_traces_read_the_same_without_the_scanner(path: Path, monkeypatch) -> None:
+    """A trace read as one part by the scanner in this process (``loader._scan_whole``:
+    every file below the split loader's size) equals the one-piece msgspec load: every
+    array, name, lane, warning and the args of sampled events."""
+    monkeypatch.setenv("GAPSCOPE_NO_CACHE", "1")
+    monkeypatch.setattr(chrome_parallel, "enabled", lambda size: False)
+    try:
+        fast = load(path)
+    except TraceFormatError as e:
+        fast = e
+    monkeypatch.setenv("GAPSCOPE_XSCAN", "0")
+    try:
+        slow = load(path)
+    except TraceFormatError as e:
+        assert isinstance(fast, TraceFormatError) and str(fast) == str(e)
+        return
+    assert not isinstance(fast, TraceFormatError), fast
+    assert_same(slow, fast, read_only=False)

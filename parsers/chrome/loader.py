@@ -40,12 +40,14 @@ import numpy as np
 import numpy.ma
 
 from gapscope.parsers.chrome import checks as checks
+from gapscope.parsers.chrome import fastscan
 from gapscope.parsers.chrome.args import ArgColumns
 from gapscope.parsers.chrome.columns import GET, build_trace_lanes, exact_ts_from_text, label
 from gapscope.parsers.chrome.flows import has_unlinked_work, kineto_flow_links, unique_pairs
 from gapscope.parsers.chrome.lazy_args import EventArgs, EventText
 from gapscope.parsers.chrome.parallel import fork as chrome_parallel
-from gapscope.parsers.chrome.parallel.joined import SerialFallback
+from gapscope.parsers.chrome.parallel.cut import find_cuts
+from gapscope.parsers.chrome.parallel.joined import JoinedEvents, SerialFallback
 from gapscope.parsers.chrome.phases import Rows, collect_metadata, collect_rows
 from gapscope.parsers.chrome.recover import recover
 from gapscope.parsers.chrome.scan import PH_FLOW, PH_M, PH_OTHER, PH_X, EventColumns, scan_events
@@ -89,7 +91,10 @@ _HEADER_KEYS = (
 )
 _get = GET
 #: {ts kept as text: (decoder of an events array, its X event class)}.
-_DECODERS = {False: (_LIST, EVENT_CLASS["X"]), True: (_LIST_RAW_TS, XEventRawTs)}
+_DECODERS: dict[bool, tuple[msgspec.json.Decoder, type]] = {
+    False: (_LIST, EVENT_CLASS["X"]),
+    True: (_LIST_RAW_TS, XEventRawTs),
+}
 #: Files up to this size get ``src_line`` for every event (costs one key scan).
 SRC_LINE_LIMIT_BYTES = 8 << 20
 #: Largest |ts| in µs that fits int64 nanoseconds.
@@ -190,6 +195,10 @@ def _decode(data: bytes | bytearray, path: str, parts: bool = True) -> _Input:
                 x_class=x_class,
                 scanned=got.scanned,
             )
+    if parts:
+        whole = _scan_whole(data, i, raw_ts, path)
+        if whole is not None:
+            return whole
     try:
         if data[i : i + 1] == b"{":
             obj = (_OBJ_RAW_TS if raw_ts else _OBJ).decode(body)
@@ -224,6 +233,32 @@ def _decode(data: bytes | bytearray, path: str, parts: bool = True) -> _Input:
             hint='expected Chrome Trace Event Format events ({"ph": ..., "ts": ...})',
         )
     return _Input(path, [rec.events[k] for k in keep], text, header=rec.header, warnings=rec.warnings)
+
+
+def _scan_whole(data: bytes | bytearray, root: int, raw_ts: bool, path: str) -> _Input | None:
+    """``data`` read as one part, in this process, by the C scanner
+    (``fastscan.scan_text``): the events array's ``X`` events as columns, the others
+    as structs, as the split loader gives them (``_build`` then takes the same path,
+    and raises ``SerialFallback`` where that needs the whole list). None when the
+    scanner is missing or refuses the text, or the events array is not found (then
+    ``msgspec`` decodes it in one piece)."""
+    if not fastscan.available():
+        return None
+    plan = find_cuts(data, root, raw_ts, 1)
+    if plan is None:
+        return None
+    begin, end, _, header = plan
+    list_decoder, x_class = _DECODERS[raw_ts]
+    with memoryview(data) as view:
+        got = fastscan.scan_text(view[begin - 1 : end + 1], list_decoder, raw_ts)
+    if got is None:
+        return None
+    ec, flows, others = got
+    text = EventText(data, root, int(ec.code.size))
+    events = JoinedEvents(
+        ec.code, {PH_FLOW: flows, PH_OTHER: others}, {PH_FLOW: [], PH_OTHER: []}, raw_ts, x_class, text
+    )
+    return _Input(path, events, text, header=_header(header) if header is not None else {}, x_class=x_class, scanned=ec)
 
 
 def load_chrome(data: bytes | bytearray, path: str) -> Trace:

@@ -17,7 +17,8 @@
  * ids (correlation, device, stream, External id, external id; -1 when absent or
  * null) with an "odd" flag when one is not a plain int64 literal; and the span of
  * args, which the caller decodes for copies and odd events. Other events are
- * returned as one JSON array of their texts, for msgspec.
+ * returned as one JSON array of their distinct texts, for msgspec, and the index in it
+ * of each.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -130,7 +131,13 @@ static int table_rehash(Table *t) {
     return 0;
 }
 
-/* Dense id of the key (first seen first), or -1 on memory failure. */
+/* Probes before giving up: a text built so that many keys collide would otherwise
+ * make interning quadratic; past this the scanner refuses the text, and msgspec
+ * (Python's dicts, with their seeded hash) reads it. At most half full, a table of
+ * honest keys never gets near it. */
+#define MAX_PROBES 64
+
+/* Dense id of the key (first seen first), or -1 on memory failure or too many probes. */
 static int32_t intern(Table *t, const unsigned char *base, Key k) {
     uint64_t h = 0xcbf29ce484222325ULL;
     if (k.s1 >= 0)
@@ -140,12 +147,15 @@ static int32_t intern(Table *t, const unsigned char *base, Key k) {
         h = hash_bytes(h ^ 2, base + k.s2, k.e2 - k.s2);
     size_t j = h & t->mask;
     const Key *keys = (const Key *)t->keys.data;
+    int probes = 0;
     while (t->slots[j]) {
         if (t->hashes[j] == h) {
             const Key *o = &keys[t->slots[j] - 1];
             if (span_eq(base, o->s1, o->e1, k.s1, k.e1) && span_eq(base, o->s2, o->e2, k.s2, k.e2))
                 return t->slots[j] - 1;
         }
+        if (++probes > MAX_PROBES)
+            return -1;
         j = (j + 1) & t->mask;
     }
     if (t->n >= INT32_MAX - 1 || push(&t->keys, &k, sizeof(k)))
@@ -849,6 +859,7 @@ static PyObject *keys_of(const Table *t) {
 enum {
     C_ISX,
     C_OTHER,
+    C_OTHER_ID,
     C_NAME,
     C_CAT,
     C_LANE,
@@ -886,9 +897,17 @@ static int run(P *c, int raw, Buf *cols, Table *tabs, int *has_bind) {
             uint8_t isx = (uint8_t)ev.is_x;
             if (push(&cols[C_ISX], &isx, 1))
                 return BAIL;
-            if (!ev.is_x) { /* appended to one JSON array of the other events, for msgspec */
+            if (!ev.is_x) {
+                /* each distinct text once, in one JSON array for msgspec (metadata-heavy
+                 * traces repeat a few M events hundreds of thousands of times) */
+                Key k = {start, stop, -1, -1};
+                size_t known = tabs[3].n;
+                int32_t id = intern(&tabs[3], c->base, k);
+                if (id < 0 || push(&cols[C_OTHER_ID], &id, 4))
+                    return BAIL;
                 Buf *o = &cols[C_OTHER];
-                if (push(o, o->len ? "," : "[", 1) || push(o, c->base + start, (size_t)(stop - start)))
+                if (tabs[3].n > known &&
+                    (push(o, o->len ? "," : "[", 1) || push(o, c->base + start, (size_t)(stop - start))))
                     return BAIL;
             } else {
                 if (ev.bad || ev.bind.type == V_OTHER)
@@ -943,10 +962,10 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*p", &view, &raw))
         return NULL;
     Buf cols[N_COLS];
-    Table tabs[3];
+    Table tabs[4];
     memset(cols, 0, sizeof(cols));
     int ok = 1, has_bind = 0;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         if (table_init(&tabs[i]))
             ok = 0;
     P c = {(const unsigned char *)view.buf, (const unsigned char *)view.buf,
@@ -976,7 +995,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     }
     for (int i = 0; i < N_COLS; i++)
         free(cols[i].data);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         table_free(&tabs[i]);
     PyBuffer_Release(&view);
     return out;

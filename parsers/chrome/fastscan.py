@@ -7,7 +7,8 @@ flow and other events, as structs. The C scanner ``_xscan`` (built with the pack
 ``_xscan.c`` says what it reads) does the bulk, the ``X`` events, without a struct per
 event. Only the non-``X`` events, the unique raw spellings of names, categories and
 lanes, and the ``args`` of copies and of events whose ids are not plain integers go
-through ``msgspec``. The decoded values are interned with Python equality, so
+through ``msgspec``, each distinct text once (a list of events repeats one struct for
+events of the same text: nothing changes an event struct once decoded). The decoded values are interned with Python equality, so
 ``1`` and ``1.0`` are one key and its first-seen spelling is kept, as in ``scan_events``.
 
 The scanner takes a strict subset of JSON and of the ``X`` schema (``_xscan.c``). On
@@ -66,11 +67,12 @@ def scan_text(text, list_decoder, raw_ts: bool) -> tuple[EventColumns, list, lis
     got = _xscan.scan(text, raw_ts)
     if got is None:
         return None
-    (isx, other_text, name_id, cat_id, lane_id, ts, ts_st, dur, dur_st) = got[:9]
-    (corr, dev, stream, ext, ext_old, odd, args_sp, name_keys, cat_keys, lane_keys_b, has_bind) = got[9:]
+    (isx, other_text, other_id, name_id, cat_id, lane_id, ts, ts_st, dur, dur_st) = got[:10]
+    (corr, dev, stream, ext, ext_old, odd, args_sp, name_keys, cat_keys, lane_keys_b, has_bind) = got[10:]
     data = memoryview(text).cast("B")
     try:
-        rest = list_decoder.decode(other_text)
+        distinct = list_decoder.decode(other_text)
+        rest = list(map(distinct.__getitem__, np.frombuffer(other_id, dtype=np.int32).tolist()))
         name_vals = _values(data, name_keys)
         cat_vals = _values(data, cat_keys)
         lane_vals = _values(data, lane_keys_b, pairs=True)

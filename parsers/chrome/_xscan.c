@@ -17,8 +17,8 @@
  * ids (correlation, device, stream, External id, external id; -1 when absent or
  * null) with an "odd" flag when one is not a plain int64 literal; and the span of
  * args, which the caller decodes for copies and odd events. Other events are
- * returned as one JSON array of their distinct texts, for msgspec, and the index in it
- * of each.
+ * returned as one JSON array of their texts (each distinct M text once), for msgspec,
+ * and the index in it of each.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -553,7 +553,7 @@ enum { K_PH, K_NAME, K_CAT, K_PID, K_TID, K_TS, K_DUR, K_BIND, K_FIN, K_FOUT, K_
 enum { A_CORR, A_DEV, A_STREAM, A_EXT, A_EXT_OLD, A_BYTES, A_SIZE, A_MK, A_KIND, A_SRC, A_DST };
 
 typedef struct {
-    int is_x, bad;
+    int is_x, is_m, bad;
     unsigned seen, seen_args;
     Val name, cat, pid, tid, ts, dur, bind;
     int64_t ids[5];
@@ -744,6 +744,7 @@ static int event_(P *c, Ev *ev) {
                 if (str_(c, &s, &e, &esc) || esc)
                     return BAIL;
                 ev->is_x = e - s == 3 && c->base[s + 1] == 'X';
+                ev->is_m = e - s == 3 && c->base[s + 1] == 'M';
             } else if (skip(c, 1))
                 return BAIL;
             break;
@@ -877,7 +878,10 @@ enum {
     N_COLS
 };
 
-static int run(P *c, int raw, Buf *cols, Table *tabs, int *has_bind) {
+/* The whole array. m_texts: for each distinct M text (tabs[3] id), its index among
+ * the texts in cols[C_OTHER]. */
+static int run(P *c, int raw, Buf *cols, Table *tabs, Buf *m_texts, int *has_bind) {
+    int32_t n_texts = 0;
     ws(c);
     if (c->p >= c->end || *c->p != '[')
         return BAIL;
@@ -898,17 +902,35 @@ static int run(P *c, int raw, Buf *cols, Table *tabs, int *has_bind) {
             if (push(&cols[C_ISX], &isx, 1))
                 return BAIL;
             if (!ev.is_x) {
-                /* each distinct text once, in one JSON array for msgspec (metadata-heavy
-                 * traces repeat a few M events hundreds of thousands of times) */
-                Key k = {start, stop, -1, -1};
-                size_t known = tabs[3].n;
-                int32_t id = intern(&tabs[3], c->base, k);
-                if (id < 0 || push(&cols[C_OTHER_ID], &id, 4))
+                /* in one JSON array for msgspec; each distinct M text once (metadata-heavy
+                 * traces repeat a few M events hundreds of thousands of times; flow events,
+                 * the bulk of the others, are all distinct) */
+                int32_t id = n_texts;
+                int fresh = 1;
+                if (ev.is_m) {
+                    Key k = {start, stop, -1, -1};
+                    size_t known = tabs[3].n;
+                    int32_t m = intern(&tabs[3], c->base, k);
+                    if (m < 0)
+                        return BAIL;
+                    if (tabs[3].n > known) { /* a new text: remember where it goes */
+                        if (push(m_texts, &id, 4))
+                            return BAIL;
+                    } else {
+                        id = ((const int32_t *)m_texts->data)[m];
+                        fresh = 0;
+                    }
+                }
+                if (push(&cols[C_OTHER_ID], &id, 4))
                     return BAIL;
                 Buf *o = &cols[C_OTHER];
-                if (tabs[3].n > known &&
-                    (push(o, o->len ? "," : "[", 1) || push(o, c->base + start, (size_t)(stop - start))))
-                    return BAIL;
+                if (fresh) {
+                    if (push(o, o->len ? "," : "[", 1) || push(o, c->base + start, (size_t)(stop - start)))
+                        return BAIL;
+                    if (n_texts == INT32_MAX)
+                        return BAIL;
+                    n_texts++;
+                }
             } else {
                 if (ev.bad || ev.bind.type == V_OTHER)
                     return BAIL;
@@ -961,7 +983,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     (void)self;
     if (!PyArg_ParseTuple(args, "y*p", &view, &raw))
         return NULL;
-    Buf cols[N_COLS];
+    Buf cols[N_COLS], m_texts = {NULL, 0, 0};
     Table tabs[4];
     memset(cols, 0, sizeof(cols));
     int ok = 1, has_bind = 0;
@@ -972,7 +994,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
            (const unsigned char *)view.buf + view.len};
     if (ok) {
         Py_BEGIN_ALLOW_THREADS;
-        ok = run(&c, raw, cols, tabs, &has_bind) == 0;
+        ok = run(&c, raw, cols, tabs, &m_texts, &has_bind) == 0;
         Py_END_ALLOW_THREADS;
     }
     PyObject *out = NULL;
@@ -997,6 +1019,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         free(cols[i].data);
     for (int i = 0; i < 4; i++)
         table_free(&tabs[i]);
+    free(m_texts.data);
     PyBuffer_Release(&view);
     return out;
 }

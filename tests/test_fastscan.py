@@ -10,10 +10,13 @@ nothing, or it would not pay.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import gzip
 import json
+import mmap
 import os
+import sys
 from pathlib import Path
 
 import msgspec
@@ -23,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gapscope.parsers import TraceFormatError, load
-from gapscope.parsers.chrome import fastscan
+from gapscope.parsers.chrome import _xscan, fastscan
 from gapscope.parsers.chrome.loader import _DECODERS, _raw_ts
 from gapscope.parsers.chrome.parallel import fork as chrome_parallel
 from gapscope.parsers.chrome.parallel.cut import chunk_spans, find_cuts
@@ -359,3 +362,51 @@ def test_whole_traces_read_the_same_without_the_scanner(path: Path, monkeypatch)
         return
     assert not isinstance(fast, TraceFormatError), fast
     assert_same(slow, fast, read_only=False)
+
+
+def _before_a_guard_page(text: bytes) -> tuple[mmap.mmap, memoryview]:
+    """``text`` placed so that it ends where an unreadable page begins: a read past its
+    end is a segmentation fault, not a quiet read of a neighbour's byte (a ``bytes``
+    object has a NUL after its data, which would hide one)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    page = mmap.PAGESIZE
+    pages = (len(text) + page - 1) // page + 1
+    m = mmap.mmap(-1, (pages + 1) * page)
+    addr = ctypes.addressof(ctypes.c_char.from_buffer(m))
+    if libc.mprotect(ctypes.c_void_p(addr + pages * page), page, 0) != 0:  # PROT_NONE
+        m.close()
+        pytest.skip("mprotect is not available")
+    start = pages * page - len(text)
+    m[start : pages * page] = text
+    return m, memoryview(m)[start : pages * page]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="mprotect through ctypes: Linux")
+def test_every_prefix_is_read_within_its_bounds() -> None:
+    """Each prefix of real and odd event arrays (a file cut short anywhere) is read by
+    the scanner without touching the byte after it, in both time modes."""
+    source = (CORPUS / "kineto" / "before_fix_trace.json").read_bytes()
+    i = source.index(b"[", source.index(b'"traceEvents"'))
+    real = source[i : i + 3000]
+    texts = [
+        real[: real.rindex(b"}") + 1] + b"]",
+        b'[{"ph": "X", "name": "\\u00e9\\n", "ts": 1.5e3, "args": {"a": [1, {"b": null}], "correlation": -12}},'
+        b' {"ph": "M", "name": "x"}]',
+        '[{"ph":"X","name":"中😀","ts":1234567890123.125,"dur":0,"bind_id":"q","flow_in":true}]'.encode(),
+    ]
+    done = 0
+    for text in texts:
+        for cut in range(len(text) + 1):
+            for raw in (False, True):
+                m, view = _before_a_guard_page(text[:cut])
+                try:
+                    got = _xscan.scan(view, raw)
+                finally:
+                    view.release()
+                    m.close()
+                if cut < len(text):
+                    assert got is None, cut  # only the whole text is an array
+                elif not raw:  # (kept as text, a ts with an exponent is left to msgspec)
+                    assert got is not None
+                done += 1
+    assert done == 2 * sum(len(t) + 1 for t in texts)

@@ -216,17 +216,20 @@ def _dependency_advice(diag, rows, dur_txt):
             proof,
         )
     if kind == WaitKind.COLLECTIVE:
+        record = (
+            "Record what the queued op's stream waited on: Nsight Systems (--trace=cuda,nvtx,osrt) shows the "
+            "communication library's own event waits and host callbacks, which this trace lacks."
+        )
         if _multi_rank(diag.trace):
             first = (
-                "Look at the other ranks at this step: a collective starts when its slowest peer arrives. "
-                "Capture every rank in the same window and compare when each launched this collective; fix the "
-                "late rank (its data loading, host work or imbalance), not this one."
+                f"{record} Then capture every rank in the same window and compare when each launched the "
+                "collective: a rank that arrives late lengthens the others' collective kernels; fix the late rank "
+                "(its data loading, host work or imbalance), not this one."
             )
         else:
             first = (
-                "The collective waited for its peers: capture the other devices or ranks of the job in the same "
-                "window to see which arrived last, and overlap communication with compute (bucketing, "
-                "async collectives)."
+                f"{record} Then capture the other devices or ranks of the job in the same window to see whether one "
+                "arrived late."
             )
         return (first, forbidden, proof)
     if kind == WaitKind.GRAPH:

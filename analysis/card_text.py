@@ -388,11 +388,21 @@ def _dependency_phrase(diag, r: int, dep_ns: int, evidence: list[Evidence]) -> s
             f"recorded on another stream or device"
         )
     if kind == WaitKind.COLLECTIVE:
+        # A collective kernel waits for its peers while it runs (docs/ranks-json.md: it
+        # cannot end before its last peer arrives), so an idle stretch before one, or
+        # after one has ended, is not that wait.
         nxt, prv = int(g.next_op[r]), int(g.prev_op[r])
-        coll = nxt if COLLECTIVE_RE.search(trace.name(nxt)) else prv
+        if COLLECTIVE_RE.search(trace.name(nxt)):
+            return (
+                f"the queued op is itself a collective, and for {fmt_dur(dep_ns)} its start waited on something the "
+                f"trace does not record here (an event of another stream or device, or a host callback the "
+                f"communication library queued before it); its wait for its peers is inside its own "
+                f"{fmt_dur(int(trace.dur_ns[nxt]))} run, not in this gap"
+            )
         return (
-            f"for {fmt_dur(dep_ns)} it waited on the collective {quote_name(trace.name(coll))} and its peers "
-            f"(other ranks or devices)"
+            f"the collective {quote_name(trace.name(prv))} before it had ended when the gap began, and for "
+            f"{fmt_dur(dep_ns)} the next op waited on something the trace does not record here (an event of another "
+            f"stream or device, such as a collective's completion on a peer)"
         )
     if kind == WaitKind.GRAPH:
         by = (

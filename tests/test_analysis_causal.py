@@ -240,6 +240,29 @@ def test_mi300_unlinked_collective_is_named_and_the_advice_fits_a_trace_with_cpu
     assert "`ncclDevKernel_Generic" in c.why and "launched before the trace began (its correlation id 4079" in c.why
     assert g.cause[i] == Cause.DEPENDENCY and "What the CPU did meanwhile is not the cause." in c.why
     assert "Capture again with CPU activity" not in c.first_experiment and "collective" in c.first_experiment
+    # the collective is itself the queued op: its 8.531 ms kernel is where it waits for its
+    # peers (it cannot end before the last one arrives); the 2.161 ms before it starts is not
+    assert int(g.dur_ns[i]) == 2_160_549 and int(d.trace.dur_ns[int(g.next_op[i])]) == 8_530_789
+    assert "The queued op is itself a collective" in c.why
+    assert "its wait for its peers is inside its own 8.531 ms run, not in this gap" in c.why
+    assert "waited on the collective" not in c.why
+
+
+def test_a_gap_after_a_collective_has_ended_is_not_its_wait():
+    """hta sampled_rank-0: the NCCL SendRecv kernel on stream 203 ends as the device goes
+    idle for 1.593 ms; the next kernel, on stream 7, was launched 100 ms before. The
+    collective had finished, so the card must not say the op waited on it."""
+    d = _diag("hta/sampled_rank-0.json.gz")
+    g, t = d.gaps, d.trace
+    rows = np.flatnonzero((g.wait_kind == WaitKind.COLLECTIVE) & (g.dur_ns == 1_593_000))
+    assert rows.size == 1
+    i = int(rows[0])
+    prev = int(g.prev_op[i])
+    assert t.name(prev).startswith("ncclKernel_SendRecv") and t.start_ns[prev] + t.dur_ns[prev] == g.start_ns[i]
+    assert t.lanes[int(t.lane[prev])].stream == 203 and t.lanes[int(t.lane[int(g.next_op[i])])].stream == 7
+    c = d.card(i)
+    assert "before it had ended when the gap began" in c.why and "waited on the collective" not in c.why
+    assert c.why.count("the trace does not record here") == 1
 
 
 def test_resnet50_first_use_costs_are_one_time():

@@ -91,8 +91,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if argv and argv[0] in ("-V", "--version"):
         from gapscope import __version__
+        from gapscope.parsers.chrome import fastscan
 
-        sys.stdout.write(f"gapscope {__version__}\n")
+        if fastscan.available():
+            scanner = "C scanner (gapscope.parsers.chrome._xscan) and msgspec"
+        elif fastscan._xscan is None:
+            scanner = "msgspec only: the C scanner was not built (install with a C compiler)"
+        else:
+            scanner = "msgspec only: GAPSCOPE_XSCAN=0"
+        sys.stdout.write(f"gapscope {__version__}\nJSON traces read by: {scanner}\n")
         return 0
     if argv and argv[0] in SUBCOMMANDS:
         name, rest = argv[0], argv[1:]

@@ -39,9 +39,19 @@ def _assert_one_line_error(proc: subprocess.CompletedProcess, path: str, needle:
 
 
 def test_version():
+    """The version, then which decoder reads JSON traces (for bug reports)."""
+    from gapscope.parsers.chrome import fastscan
+
     proc = gapscope("--version")
     assert proc.returncode == 0
-    assert proc.stdout == f"gapscope {__version__}\n"
+    first, second = proc.stdout.splitlines()
+    assert first == f"gapscope {__version__}"
+    assert second.startswith("JSON traces read by: C scanner") == fastscan.available()
+    off = gapscope("--version", env_extra={"GAPSCOPE_XSCAN": "0"})
+    assert off.stdout.splitlines()[1] in (
+        "JSON traces read by: msgspec only: GAPSCOPE_XSCAN=0",
+        "JSON traces read by: msgspec only: the C scanner was not built (install with a C compiler)",
+    )
 
 
 def test_top_level_help_lists_subcommands():

@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gapscope.parsers import TraceFormatError, load
-from gapscope.parsers.chrome import _xscan, fastscan
+from gapscope.parsers.chrome import fastscan
 from gapscope.parsers.chrome.loader import _DECODERS, _raw_ts
 from gapscope.parsers.chrome.parallel import fork as chrome_parallel
 from gapscope.parsers.chrome.parallel.cut import chunk_spans, find_cuts
@@ -400,7 +400,7 @@ def test_every_prefix_is_read_within_its_bounds() -> None:
             for raw in (False, True):
                 m, view = _before_a_guard_page(text[:cut])
                 try:
-                    got = _xscan.scan(view, raw)
+                    got = fastscan._xscan.scan(view, raw)
                 finally:
                     view.release()
                     m.close()

@@ -368,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
                         t,
                         f"{wall:.2f}",
                         f"{cpu:.2f}",
-                        f"{private / 2**20:.0f} MB",
+                        f"{private / 1e6:.0f} MB",  # decimal, as the text sizes
                         f"{private / size:.2f}",
                         "",
                         "",

@@ -28,7 +28,8 @@ whether kernels, GPU busy and extent match what the generator wrote); ``floor``:
 ``msgspec.json.decode`` of the whole text into a Struct with the timeline fields only
 (``args`` kept raw), single-threaded, after reading the file (and inflating it with
 zlib, for ``.gz``): the decode a typed loader cannot beat in one process. Optional:
-``gapscope 1 proc`` (``GAPSCOPE_LOAD_PROCESSES=1``), ``msgspec dicts``, ``orjson
+``gapscope 1 proc`` (``GAPSCOPE_LOAD_PROCESSES=1``), ``gapscope msgspec`` (the C scanner
+off, ``GAPSCOPE_XSCAN=0``: msgspec decodes every event), ``msgspec dicts``, ``orjson
 dicts``, ``HTA 0.5.0`` (HolisticTraceAnalysis, when ``hta`` is importable by
 ``--hta-python`` or ``$GAPSCOPE_HTA_PYTHON``; never a dependency).
 
@@ -181,8 +182,9 @@ finally:
 """,
 }
 SCRIPTS["gapscope 1 proc"] = SCRIPTS["gapscope"]
+SCRIPTS["gapscope msgspec"] = SCRIPTS["gapscope"]
 #: Environment of each tool's subprocess beyond the inherited one.
-TOOL_ENV = {"gapscope 1 proc": {"GAPSCOPE_LOAD_PROCESSES": "1"}}
+TOOL_ENV = {"gapscope 1 proc": {"GAPSCOPE_LOAD_PROCESSES": "1"}, "gapscope msgspec": {"GAPSCOPE_XSCAN": "0"}}
 #: Tools run unless ``--tools`` says otherwise.
 DEFAULT_TOOLS = ("gapscope", "floor")
 #: Shapes of generated traces: name -> ``generate(steps=...)``.

@@ -410,3 +410,23 @@ def test_every_prefix_is_read_within_its_bounds() -> None:
                     assert got is not None
                 done += 1
     assert done == 2 * sum(len(t) + 1 for t in texts)
+
+
+@pytest.mark.parametrize(
+    "lane",
+    [
+        lambda i: (b"%d" % (10**6 + i), b"%d" % (10**6 + i)),  # a main thread: tid == pid
+        lambda i: (b"%d" % (10**6 + i), b"%d" % (10**6 + i + 1)),
+        lambda i: (b'"p%d"' % i, b'"t%d"' % i),
+    ],
+    ids=["tid-is-pid", "tid-follows-pid", "texts"],
+)
+def test_many_honest_lanes_are_interned(lane) -> None:
+    """20,000 lanes whose pid and tid vary together: FNV-1a alone put them on a few
+    slots, and the probe bound (there for texts built to collide) refused the part
+    (found by an attacker at 3,484 lanes)."""
+    keys = [lane(i) for i in range(20_000)]
+    text = b"[" + b",".join(b'{"ph":"X","pid":%s,"tid":%s}' % k for k in keys) + b"]"
+    got = fastscan.scan_text(text, _DECODERS[False][0], False)
+    assert got is not None
+    assert len(got[0].lanes) == 20_000

@@ -137,14 +137,25 @@ static int table_rehash(Table *t) {
  * honest keys never gets near it. */
 #define MAX_PROBES 64
 
+/* murmur3's 64-bit finaliser: every output bit depends on every input bit. FNV-1a's
+ * low bits depend only on the low bits of the input, so keys that differ in step (a
+ * pid and a tid that are the same number, thread after thread) would share slots. */
+static inline uint64_t mix64(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static uint64_t span_hash(const unsigned char *base, int64_t s, int64_t e, uint64_t seed) {
+    return s < 0 ? seed : mix64(hash_bytes(0xcbf29ce484222325ULL ^ seed, base + s, e - s));
+}
+
 /* Dense id of the key (first seen first), or -1 on memory failure or too many probes. */
 static int32_t intern(Table *t, const unsigned char *base, Key k) {
-    uint64_t h = 0xcbf29ce484222325ULL;
-    if (k.s1 >= 0)
-        h = hash_bytes(h ^ 1, base + k.s1, k.e1 - k.s1);
-    h = hash_bytes(h * 31 + 7, (const unsigned char *)"|", 1);
-    if (k.s2 >= 0)
-        h = hash_bytes(h ^ 2, base + k.s2, k.e2 - k.s2);
+    uint64_t h = mix64(span_hash(base, k.s1, k.e1, 1) ^ (span_hash(base, k.s2, k.e2, 2) + 0x9e3779b97f4a7c15ULL));
     size_t j = h & t->mask;
     const Key *keys = (const Key *)t->keys.data;
     int probes = 0;
@@ -485,10 +496,13 @@ static int num_ns(const unsigned char *base, const Num *n, int64_t *ns) {
         if (!n->is_int && (double)whole >= EXACT_LIMIT_US)
             return BAIL; /* times.py: NEED_EXACT */
         int64_t frac = 0;
-        if (p < end) { /* '.' then 1-3 digits */
+        if (p < end) { /* '.' then 1-3 digits (checked again: the text is not ours) */
             int k = 0;
-            for (p++; p < end; p++, k++)
+            for (p++; p < end; p++, k++) {
+                if (k >= 3 || !is_digit(*p))
+                    return BAIL;
                 frac = frac * 10 + (*p - '0');
+            }
             for (; k < 3; k++)
                 frac *= 10;
         }

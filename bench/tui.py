@@ -75,7 +75,9 @@ def _pct(xs: list[float], q: float) -> float:
     return xs[k]
 
 
-async def _run(path: Path, size: tuple[int, int], repeats: int) -> dict:
+async def _run(path: Path, size: tuple[int, int], repeats: int, early=None) -> dict:
+    """``early``: a load begun before the imports (``parsers.detect.begin_load``), as the
+    view command begins it; None: the viewer calls ``load`` itself."""
     from textual.widget import Widget
 
     from gapscope.parsers import load
@@ -104,7 +106,7 @@ async def _run(path: Path, size: tuple[int, int], repeats: int) -> dict:
 
     def loader(p):
         t = time.perf_counter()
-        tr = load(p)
+        tr = early(p) if early is not None else load(p)
         marks["loaded_at"] = time.perf_counter()
         marks["load_s"] = marks["loaded_at"] - t
         marks["events"] = len(tr)
@@ -184,6 +186,11 @@ def main(argv: list[str] | None = None) -> int:
         help="instead: N alternating rounds of a fresh process each, first load then cached load, "
         "timed from the spawn to the first swimlanes, and to the causes drawn on them",
     )
+    ap.add_argument(
+        "--compare-late",
+        action="store_true",
+        help="with --command: also time the viewer beginning the load itself, after its imports",
+    )
     a = ap.parse_args(argv)
     w, h = (int(x) for x in a.size.lower().split("x"))
     if a.trace:
@@ -193,8 +200,13 @@ def main(argv: list[str] | None = None) -> int:
 
         path = trace_path(a.events)
     if a.command:
-        return _command_rounds(path, a.size, a.command)
-    r = asyncio.run(_run(path, (w, h), a.repeats))
+        return _command_rounds(path, a.size, a.command, a.compare_late)
+    early = None
+    if _STARTED_WALL is not None and os.environ.get("GAPSCOPE_BENCH_LATE") != "1":
+        from gapscope.parsers.detect import begin_load  # as gapscope.view_cmd: before Textual is imported
+
+        early = begin_load(path)
+    r = asyncio.run(_run(path, (w, h), a.repeats, early))
     if _STARTED_WALL is not None:
         print(f"COMMAND_TO_PAINT_S {r['first_paint_wall'] - _STARTED_WALL:.3f}")
         print(f"COMMAND_TO_CAUSES_S {r['causes_paint_wall'] - _STARTED_WALL:.3f}")
@@ -212,22 +224,28 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _command_rounds(path: Path, size: str, rounds: int) -> int:
+def _command_rounds(path: Path, size: str, rounds: int, compare_late: bool = False) -> int:
     """Spawn the viewer benchmark ``rounds`` times per mode (first load: no cache; a
     cached load: a warm cache directory of its own), alternating, and print the medians
-    of the time from the spawn to the first swimlanes, and to their causes drawn."""
+    of the time from the spawn to the first swimlanes, and to their causes drawn. The
+    load begins before Textual is imported, as in ``gapscope TRACE``; ``compare_late``
+    alternates the same two modes with the load begun by the viewer, after the imports."""
     import subprocess
 
     cache_dir = tempfile.mkdtemp(prefix="gapscope-bench-cache-")
-    modes = ("first load", "cached")
+    modes: tuple[str, ...] = ("first load", "cached")
+    if compare_late:
+        modes += ("first load, load after imports", "cached, load after imports")
     marks = {"COMMAND_TO_PAINT_S": "first swimlanes", "COMMAND_TO_CAUSES_S": "causes drawn"}
     times: dict[tuple[str, str], list[float]] = {(m, k): [] for m in modes for k in marks}
     for i in range(rounds + 1):
         for mode in modes:
             env = dict(os.environ, GAPSCOPE_CACHE_DIR=cache_dir)
-            if mode == "cached":
+            if mode.startswith("cached"):
                 env["GAPSCOPE_BENCH_CACHED"] = "1"
                 env.pop("GAPSCOPE_NO_CACHE", None)
+            if mode.endswith("after imports"):
+                env["GAPSCOPE_BENCH_LATE"] = "1"
             env["GAPSCOPE_BENCH_SPAWNED"] = repr(time.time())
             cp = subprocess.run(
                 [sys.executable, __file__, "--trace", str(path), "--size", size, "--repeats", "1"],
@@ -239,7 +257,7 @@ def _command_rounds(path: Path, size: str, rounds: int) -> int:
             if set(got) != set(marks):
                 print(f"{mode}: failed: {(cp.stderr or cp.stdout).strip()[-300:]}")
                 return 1
-            if i or mode == "first load":  # round 0 of "cached" fills the cache
+            if i or mode.startswith("first load"):  # round 0 of "cached" fills the cache
                 for k in marks:
                     times[(mode, k)].append(float(got[k]))
     print(f"trace: {path}, terminal {size}, {rounds} alternating rounds, load average {os.getloadavg()[0]:.1f}")

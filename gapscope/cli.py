@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
 
         if fastscan.available():
             scanner = "C scanner (gapscope.parsers.chrome._xscan) and msgspec"
-        elif fastscan._xscan is None:
+        elif not fastscan.built():
             scanner = "msgspec only: the C scanner was not built (install with a C compiler)"
         else:
             scanner = "msgspec only: GAPSCOPE_XSCAN=0"

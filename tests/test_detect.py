@@ -7,10 +7,12 @@ import gzip
 import os
 import zlib
 
+import numpy as np
 import pytest
 
 from gapscope.parsers import TraceFormatError, load
 from gapscope.parsers.detect import sniff
+from tests.conftest import CORPUS
 
 TRACE = b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2}]}'
 
@@ -136,3 +138,22 @@ def test_isal_and_zlib_inflate_the_same(tmp_path, monkeypatch):
             slow = detect.read_bytes(path)
         assert bytes(fast) == bytes(slow)
         assert (bytes(fast) == text) == (name == "whole.json.gz")
+
+
+def test_a_load_begun_early_gives_what_load_gives(tmp_path):
+    """``begin_load``: the trace ``load`` gives, its error, or a plain load of another path."""
+    from gapscope.parsers.detect import begin_load
+
+    good = CORPUS / "kineto" / "before_fix_trace.json"
+    early = begin_load(good)
+    assert early._thread.name == "gapscope-early-load"
+    a, b = early(str(good)), load(good)
+    assert len(a) == len(b) and a.names == b.names and np.array_equal(a.start_ns, b.start_ns)
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents": 5}')
+    with pytest.raises(TraceFormatError) as first:
+        begin_load(bad)(bad)
+    with pytest.raises(TraceFormatError) as second:
+        load(bad)
+    assert str(first.value) == str(second.value)
+    assert len(begin_load(bad)(good)) == len(b)  # another path: loaded there and then

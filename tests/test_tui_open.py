@@ -271,6 +271,7 @@ def test_bad_file_exits_2_with_one_line(tmp_path):
 
 def test_view_cmd_prints_error_line(monkeypatch, capsys, tmp_path):
     from gapscope import view_cmd
+    from gapscope.parsers.detect import EarlyLoad
 
     class Stub:
         error = "x.json:1:2: not JSON (hint)"
@@ -282,11 +283,19 @@ def test_view_cmd_prints_error_line(monkeypatch, capsys, tmp_path):
 
     from gapscope.tui import factory
 
-    monkeypatch.setattr(factory, "make_app", lambda p: Stub())
+    got: dict = {}
+
+    def make_app(p, loader):
+        got["loader"] = loader
+        return Stub()
+
+    monkeypatch.setattr(factory, "make_app", make_app)
     f = tmp_path / "x.json"
     f.write_text("{")
     # the head looks like JSON, so the app starts; its load error is printed after it closes
     assert view_cmd.main([str(f)]) == 2
+    # the load was begun before the viewer was built: the app's loader is that load
+    assert isinstance(got["loader"], EarlyLoad) and got["loader"].path == str(f)
     assert capsys.readouterr().err == "gapscope: error: x.json:1:2: not JSON (hint)\n"
     missing = tmp_path / "missing.json"
     assert view_cmd.main([str(missing)]) == 2

@@ -44,10 +44,15 @@ try:
 except ImportError:  # built without a C compiler: msgspec decodes every part
     _xscan = None  # type: ignore[assignment]
 
-__all__ = ["available", "scan_text", "read_part"]
+__all__ = ["built", "available", "scan_text", "read_part"]
 
 _SCALAR = msgspec.json.Decoder(Scalar)
 _X_ARGS = msgspec.json.Decoder(KinetoXArgs)
+
+
+def built() -> bool:
+    """True when the C scanner was built with the package (a C compiler was found)."""
+    return _xscan is not None
 
 
 def available() -> bool:

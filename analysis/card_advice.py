@@ -217,19 +217,19 @@ def _dependency_advice(diag, rows, dur_txt):
         )
     if kind == WaitKind.COLLECTIVE:
         record = (
-            "Record what the queued op's stream waited on: Nsight Systems (--trace=cuda,nvtx,osrt) shows the "
-            "communication library's own event waits and host callbacks, which this trace lacks."
+            "Record what the queued op's stream waited on: Nsight Systems (--trace=cuda,nvtx,osrt), or rocprofv3 "
+            "--hip-trace on ROCm, shows every stream wait and host callback with the stream it holds (this trace "
+            "links none to this op)."
         )
         if _multi_rank(diag.trace):
             first = (
-                f"{record} Then capture every rank in the same window and compare when each launched the "
-                "collective: a rank that arrives late lengthens the others' collective kernels; fix the late rank "
-                "(its data loading, host work or imbalance), not this one."
+                f"{record} If the collective's own kernel is long, capture every rank in the same window too: a rank "
+                "that arrives late lengthens the others' collective kernels, not the idle before or after them."
             )
         else:
             first = (
-                f"{record} Then capture the other devices or ranks of the job in the same window to see whether one "
-                "arrived late."
+                f"{record} If the collective's own kernel is long, capture the job's other devices or ranks in the "
+                "same window too: a late peer lengthens the collective's kernel, not the idle before or after it."
             )
         return (first, forbidden, proof)
     if kind == WaitKind.GRAPH:
@@ -388,17 +388,19 @@ def advice(diag, cause: Cause, evidence: list[Evidence], rows: np.ndarray, dur_t
     if has_cpu and nxt and COLLECTIVE_RE.search(trace.name(nxt[0])):
         return (
             (
-                f"The next op {quote_name(trace.name(nxt[0]))} is a collective with no linked launch: find when each "
-                f"rank reached it (capture every rank in the same window) and what this rank's main thread did "
-                f"before issuing it; a rank that arrives last makes the others wait."
+                f"The next op {quote_name(trace.name(nxt[0]))} is a collective with no linked launch: find when this "
+                f"rank's main thread issued it and what it did before (capture every rank in the same window to "
+                f"compare); a late issue leaves this GPU idle, while a late peer lengthens the collective's kernel "
+                f"instead."
             )
             if _multi_rank(trace)
             else (
                 f"The next op {quote_name(trace.name(nxt[0]))} is a collective with no linked launch: find what the "
-                f"process did before issuing it (the thread in the collective's Python range) and whether its "
-                f"peers were late."
+                f"process did before issuing it (the thread in the collective's Python range); a late peer would "
+                f"lengthen the collective's kernel, not this idle."
             ),
-            "Do not optimise the kernels next to the gap: a collective waits for its peers, not for compute.",
+            "Do not optimise the kernels next to the gap: none runs in it; what delayed the collective's issue or "
+            "start made it.",
             f"The same gap ({dur_txt}) on a capture of every rank.",
         )
     if has_cpu:

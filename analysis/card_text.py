@@ -29,7 +29,7 @@ SMELLS = {
 DEPENDENCY_SMELLS = {
     WaitKind.NOTHING_RECORDED: "queued, waiting on the GPU side",
     WaitKind.STREAM_WAIT: "cross-stream wait",
-    WaitKind.COLLECTIVE: "collective wait",
+    WaitKind.COLLECTIVE: "queued next to a collective",
     WaitKind.GRAPH: "graph ordering",
     WaitKind.DISPATCH: "dispatch jitter (not actionable)",
 }
@@ -368,6 +368,11 @@ def is_wait(trace, ev: int) -> bool:
     )
 
 
+#: Longest wait after a collective's end read as its hand-off to another stream through
+#: an event (a cudaEventRecord/cudaStreamWaitEvent pair resolves in a few µs).
+HANDOFF_MAX_NS = 20_000
+
+
 def _dependency_phrase(diag, r: int, dep_ns: int, evidence: list[Evidence]) -> str:
     """What the queued op of gap ``r`` waited on, in words, with its ns."""
     trace, g = diag.trace, diag.gaps
@@ -394,15 +399,23 @@ def _dependency_phrase(diag, r: int, dep_ns: int, evidence: list[Evidence]) -> s
         nxt, prv = int(g.next_op[r]), int(g.prev_op[r])
         if COLLECTIVE_RE.search(trace.name(nxt)):
             return (
-                f"the queued op is itself a collective, and for {fmt_dur(dep_ns)} its start waited on something the "
-                f"trace does not record here (an event of another stream or device, or a host callback the "
-                f"communication library queued before it); its wait for its peers is inside its own "
-                f"{fmt_dur(int(trace.dur_ns[nxt]))} run, not in this gap"
+                f"the queued op is itself a collective, and for {fmt_dur(dep_ns)} its start waited on something not "
+                f"linked to it here (no stream wait was enqueued by the thread that launched it): an event of another "
+                f"stream or device, or a host callback the communication library queued before it; its wait for its "
+                f"peers is inside its own {fmt_dur(int(trace.dur_ns[nxt]))} run, not in this gap"
+            )
+        head = (
+            f"the collective {quote_name(trace.name(prv))} before it had ended when the gap began, and for "
+            f"{fmt_dur(dep_ns)} the next op waited on something not linked to it here (no stream wait was enqueued "
+            f"by the thread that launched it)"
+        )
+        if dep_ns <= HANDOFF_MAX_NS:
+            return (
+                f"{head}: about the time a collective's end takes to reach a stream that waits for it through an event"
             )
         return (
-            f"the collective {quote_name(trace.name(prv))} before it had ended when the gap began, and for "
-            f"{fmt_dur(dep_ns)} the next op waited on something the trace does not record here (an event of another "
-            f"stream or device, such as a collective's completion on a peer)"
+            f"{head}: a collective's end reaches the streams that wait for it within microseconds, so a wait this "
+            f"long is on other work, of another stream or device"
         )
     if kind == WaitKind.GRAPH:
         by = (

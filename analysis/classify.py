@@ -426,9 +426,10 @@ def _wait_kinds(
     trace: Trace, gaps: Gaps, blocked: np.ndarray, wait: np.ndarray, params: Params, graph_node: np.ndarray
 ) -> np.ndarray:
     """int8 ``WaitKind`` per gap with dependency time (-1 for the others): dispatch (a gap
-    at the timestamp resolution), stream wait, collective (the next or previous op is
-    one), graph (the next op was launched by a graph launch, or is a node of a graph
-    whose launch the trace lacks), else nothing recorded. First that applies."""
+    at the timestamp resolution), stream wait, graph (the next op was launched by a graph
+    launch, or is a node of a graph whose launch the trace lacks), collective (the next
+    op is one, or the previous op is one launched before it), else nothing recorded.
+    First that applies."""
     queued = blocked
     n = len(gaps)
     out = np.full(n, -1, dtype=np.int8)
@@ -441,11 +442,18 @@ def _wait_kinds(
         ok = ev >= 0
         return ok & flags[trace.name_id[np.maximum(ev, 0)]] if flags.size else np.zeros(n, bool)
 
-    is_coll = named(gaps.next_op, coll) | named(gaps.prev_op, coll)
+    # A previous collective launched after the next op (a higher correlation id) cannot be
+    # what that op waited on: a stream wait on it would be enqueued after the op itself.
+    prev_ok = np.ones(n, dtype=bool)
+    both = (gaps.prev_op >= 0) & (gaps.next_op >= 0)
+    pc = np.where(both, trace.correlation[np.maximum(gaps.prev_op, 0)], -1)
+    nc = np.where(both, trace.correlation[np.maximum(gaps.next_op, 0)], -1)
+    prev_ok[(pc >= 0) & (nc >= 0) & (pc > nc)] = False
+    is_coll = named(gaps.next_op, coll) | (named(gaps.prev_op, coll) & prev_ok)
     is_graph = named(gaps.launch, graph) | graph_node
     kind = np.full(n, int(WaitKind.NOTHING_RECORDED), dtype=np.int8)
-    kind[is_graph] = int(WaitKind.GRAPH)
     kind[is_coll] = int(WaitKind.COLLECTIVE)
+    kind[is_graph] = int(WaitKind.GRAPH)  # a graph node waits in its graph's order first
     kind[wait >= 0] = int(WaitKind.STREAM_WAIT)
     kind[gaps.dur_ns <= params.dispatch_max_ns] = int(WaitKind.DISPATCH)
     out[queued] = kind[queued]

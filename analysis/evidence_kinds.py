@@ -78,9 +78,12 @@ ONE_TIME_RE = re.compile(
     r"|^ncclCommInit|^ncclCommSplit|warm[\s_-]?up",
     re.IGNORECASE,
 )
-#: Collective / peer-to-peer GPU ops (NCCL, RCCL).
+#: Collective / peer-to-peer GPU ops (NCCL, RCCL, MSCCL, c10d, custom all-reduce kernels).
+#: Not a bare "broadcast": elementwise kernels are named after broadcasting
+#: (``type_specialized_broadcast_kernel_launcher``); NCCL's and c10d's broadcasts match
+#: by their prefix.
 COLLECTIVE_RE = re.compile(
-    r"^(nccl|rccl)|ncclDevKernel|ncclKernel|c10d::|record_param_comms|all_?reduce|all_?gather|reduce_?scatter|broadcast",
+    r"^(nccl|rccl|msccl)|ncclDevKernel|ncclKernel|c10d::|record_param_comms|all_?reduce|all_?gather|reduce_?scatter",
     re.IGNORECASE,
 )
 #: Launch calls that launch a whole CUDA / HIP graph (``cudaGraphLaunch``,

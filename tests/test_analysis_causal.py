@@ -262,7 +262,8 @@ def test_a_gap_after_a_collective_has_ended_is_not_its_wait():
     assert t.lanes[int(t.lane[prev])].stream == 203 and t.lanes[int(t.lane[int(g.next_op[i])])].stream == 7
     c = d.card(i)
     assert "before it had ended when the gap began" in c.why and "waited on the collective" not in c.why
-    assert c.why.count("the trace does not record here") == 1
+    assert c.why.count("not linked to it here (no stream wait was enqueued by the thread that launched it)") == 1
+    assert c.smell == "queued next to a collective"
 
 
 def test_resnet50_first_use_costs_are_one_time():
@@ -417,3 +418,28 @@ def test_a_small_copy_under_the_wait_is_the_waits_time_not_the_host_works():
     c = d.card(31)
     assert "0.100 ms in the sync cliff (23.0 µs blocked in `aten::item`" in c.why
     assert "then 77.0 µs of host work after it until the next launch" in c.why
+
+
+def test_collective_wait_kinds_follow_the_events():
+    """Audit of the cards next to collectives (against the raw events):
+
+    - xdit #2400: the next op is an elementwise ``aten::mul`` kernel named after
+      broadcasting (``type_specialized_broadcast_kernel_launcher``), not a collective;
+    - hta rank0 #737: the next op is a node of a CUDA graph launched 168 ms earlier,
+      while the collective before it was launched about 160 ms after that graph: the
+      graph's order held it, not the collective;
+    - hta rank0 #1262: 6 µs after an NCCL kernel ended, the time an event takes to hand
+      the collective's end to a waiting stream."""
+    x = _diag("tracelens/xdit_sd_3.5/profile_trace_rank_0.json.gz")
+    assert "broadcast" in x.trace.name(int(x.gaps.next_op[2400]))
+    assert x.gaps.wait_kind[2400] == WaitKind.NOTHING_RECORDED
+    d = _diag("hta/rank0.json.gz")
+    g, t = d.gaps, d.trace
+    prev, nxt = int(g.prev_op[737]), int(g.next_op[737])
+    assert t.name(prev).startswith("ncclKernel") and t.correlation[prev] > t.correlation[nxt]
+    assert t.name(int(g.launch[737])) == "cudaGraphLaunch"
+    assert g.wait_kind[737] == WaitKind.GRAPH and d.card(737).smell == "graph ordering"
+    assert g.wait_kind[1262] == WaitKind.COLLECTIVE and int(g.dur_ns[1262]) == 6_000
+    why = d.card(1262).why
+    assert "about the time a collective's end takes to reach a stream that waits for it" in why
+    assert "a wait this long is on other work" not in why

@@ -21,7 +21,12 @@ The swimlane widget's ``render_lines`` is wrapped to take the timestamps; render
 into the headless driver includes Textual's compositor but not a real terminal's
 output time.
 
-Last measured (2-core shared machine, load average 0.7-1.0; 1M ``traceEvents`` entries
+``--command 8 --compare-late`` (load average 0.8, 1M events, 200x50; the load begun
+before Textual is imported, as ``gapscope TRACE`` does, against the viewer beginning it
+after its imports): first swimlanes 1.65 s vs 1.85 s, causes 2.01 s vs 2.15 s; from the
+cache 0.62 s vs 0.63 s, causes 0.99 s vs 1.08 s (medians of 8).
+
+Before the C scanner (2-core shared machine, load average 0.7-1.0; 1M ``traceEvents`` entries
 = 666,036 events, 21,670 gaps; 200x50), since the lanes are drawn before the diagnosis
 ends: load 1.79 s, diagnosis 0.42 s (its thread runs beside the first paint), lanes
 first painted 151 ms after the load, causes drawn 15 ms after the diagnosis; key →

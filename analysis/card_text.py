@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from gapscope.analysis.classify import SLOW_LAUNCH_NS, launched_before, launched_before_window, rank_classes
+from gapscope.analysis.classify import (
+    SLOW_LAUNCH_NS,
+    launched_before,
+    launched_before_window,
+    operator_sample,
+    rank_classes,
+)
 from gapscope.analysis.evidence import enclosing_step_range
 from gapscope.analysis.evidence_kinds import BLOCKING_SYNC_RE, COLLECTIVE_RE, SYNC_OP_NAMES
 from gapscope.analysis.types import Cause, Evidence, Trust, WaitKind
@@ -490,6 +496,12 @@ def trust_note(diag, rows: np.ndarray, said_unlinked: bool = False) -> str:
         )
     if bits & Trust.UNLINKED and not said_unlinked:
         out.append("the next op has no launch call linked to it, so whether it was queued or launched late is unknown")
+    if bits & Trust.SAMPLED:
+        present, span = operator_sample(diag.trace)
+        out.append(
+            f"the trace keeps {present:,} of the {span:,} operators its ids span ({present / span:.1%}: a sampled "
+            f"trace), so kernels it dropped may have run in this idle"
+        )
     return ("Trust: " + "; ".join(out) + ".") if out else ""
 
 

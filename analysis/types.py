@@ -64,6 +64,7 @@ class Trust(enum.IntFlag):
     NONE = 0
     UNLINKED = 1
     GRAPH_UNRECORDED = 2
+    SAMPLED = 4  # the trace keeps a small share of its operators (``classify.operator_sample``)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -443,3 +443,18 @@ def test_collective_wait_kinds_follow_the_events():
     why = d.card(1262).why
     assert "about the time a collective's end takes to reach a stream that waits for it" in why
     assert "a wait this long is on other work" not in why
+
+
+def test_a_sampled_trace_says_so_on_every_card():
+    """hta sampled_rank-0 keeps 2,402 of the 170,156 External ids its CPU ops span: its
+    idle stretches may hold kernels it dropped (an audit found the all-to-all that
+    rank 1's file holds across the 58.9 ms of gap #787 missing from rank 0's)."""
+    from gapscope.analysis.classify import is_sampled, operator_sample
+    from gapscope.analysis.types import Trust
+
+    d = _diag("hta/sampled_rank-0.json.gz")
+    assert operator_sample(d.trace) == (2_402, 170_156) and is_sampled(d.trace)
+    assert ((d.gaps.trust & int(Trust.SAMPLED)) != 0).all()
+    assert "the trace keeps 2,402 of the 170,156 operators its ids span (1.4%: a sampled trace)" in d.card(787).why
+    full = _diag("hta/rank0.json.gz")
+    assert not is_sampled(full.trace) and "sampled" not in full.card(int(full.order_by_size()[0])).why

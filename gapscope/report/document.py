@@ -371,6 +371,7 @@ def _trust_summary(diag) -> dict:
         one_time=part(g.one_time),
         unlinked=part((t & int(Trust.UNLINKED)) != 0),
         graph_unrecorded=part((t & int(Trust.GRAPH_UNRECORDED)) != 0),
+        sampled=part((t & int(Trust.SAMPLED)) != 0),
     )
 
 
@@ -382,6 +383,7 @@ TRUST_TEXT = {
     "unlinked": "end at an op with no linked launch call: queued or late cannot be told there",
     "graph_unrecorded": "follow a CUDA graph launch with no recorded kernels: the graph may have run there "
     "unseen, so that idle may not be idle",
+    "sampled": "are in a trace that keeps only a sample of its operators: kernels it dropped may have run there",
 }
 
 

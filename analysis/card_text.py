@@ -19,6 +19,7 @@ from gapscope.analysis.classify import (
 from gapscope.analysis.evidence import enclosing_step_range
 from gapscope.analysis.evidence_kinds import BLOCKING_SYNC_RE, COLLECTIVE_RE, SYNC_OP_NAMES
 from gapscope.analysis.types import Cause, Evidence, Trust, WaitKind
+from gapscope.analysis.waits import WAIT_NAME_RE
 from gapscope.parsers.model import Kind
 from gapscope.units import fmt_bytes, fmt_dur
 
@@ -379,6 +380,21 @@ def is_wait(trace, ev: int) -> bool:
 HANDOFF_MAX_NS = 20_000
 
 
+def _wait_search(diag, r: int) -> str:
+    """What the stream-wait search (``waits.stream_wait_events``) could check for gap
+    ``r``, in words: it runs only when the trace has stream-wait calls and both the next
+    op and the op before it have linked launch calls."""
+    trace, g = diag.trace, diag.gaps
+    if trace.name_ids_matching(lambda s: bool(WAIT_NAME_RE.search(s))).size == 0:
+        return "the trace records no stream-wait calls"
+    prv = int(g.prev_op[r])
+    launches = diag._launches
+    prev_linked = prv >= 0 and launches is not None and int(launches[prv]) >= 0
+    if g.launch[r] < 0 or not prev_linked:
+        return "its launch, or the one before it, is not in the trace, so no stream wait between them was searched"
+    return "no stream wait was enqueued by the thread that launched it"
+
+
 def _dependency_phrase(diag, r: int, dep_ns: int, evidence: list[Evidence]) -> str:
     """What the queued op of gap ``r`` waited on, in words, with its ns."""
     trace, g = diag.trace, diag.gaps
@@ -403,17 +419,31 @@ def _dependency_phrase(diag, r: int, dep_ns: int, evidence: list[Evidence]) -> s
         # cannot end before its last peer arrives), so an idle stretch before one, or
         # after one has ended, is not that wait.
         nxt, prv = int(g.next_op[r]), int(g.prev_op[r])
+        same_stream = prv >= 0 and int(trace.lane[prv]) == int(trace.lane[nxt])
+        searched = _wait_search(diag, r)
+        if same_stream:
+            what = "the queued op, itself a collective," if COLLECTIVE_RE.search(trace.name(nxt)) else "the next op"
+            return (
+                f"{what} runs on the same stream as {quote_name(trace.name(prv))} before it, so it started in stream "
+                f"order after it, {fmt_dur(dep_ns)} later (the spacing of two ops of one stream)"
+            )
+        if COLLECTIVE_RE.search(trace.name(nxt)) and dep_ns <= HANDOFF_MAX_NS:
+            return (
+                f"the queued op is itself a collective, and it started {fmt_dur(dep_ns)} after {quote_name(trace.name(prv))} "
+                f"ended on another stream: about the time an event takes to hand one stream's work to another "
+                f"({searched}); its wait for its peers is inside its own {fmt_dur(int(trace.dur_ns[nxt]))} run, not in "
+                f"this gap"
+            )
         if COLLECTIVE_RE.search(trace.name(nxt)):
             return (
                 f"the queued op is itself a collective, and for {fmt_dur(dep_ns)} its start waited on something not "
-                f"linked to it here (no stream wait was enqueued by the thread that launched it): an event of another "
-                f"stream or device, or a host callback the communication library queued before it; its wait for its "
-                f"peers is inside its own {fmt_dur(int(trace.dur_ns[nxt]))} run, not in this gap"
+                f"linked to it here ({searched}): an event of another stream or device, or a host callback the "
+                f"communication library queued before it; its wait for its peers is inside its own "
+                f"{fmt_dur(int(trace.dur_ns[nxt]))} run, not in this gap"
             )
         head = (
             f"the collective {quote_name(trace.name(prv))} before it had ended when the gap began, and for "
-            f"{fmt_dur(dep_ns)} the next op waited on something not linked to it here (no stream wait was enqueued "
-            f"by the thread that launched it)"
+            f"{fmt_dur(dep_ns)} the next op waited on something not linked to it here ({searched})"
         )
         if dep_ns <= HANDOFF_MAX_NS:
             return (
@@ -421,7 +451,7 @@ def _dependency_phrase(diag, r: int, dep_ns: int, evidence: list[Evidence]) -> s
             )
         return (
             f"{head}: a collective's end reaches the streams that wait for it within microseconds, so a wait this "
-            f"long is on other work, of another stream or device"
+            f"long is on other work: of another stream or device, or queued ahead of it on its own stream"
         )
     if kind == WaitKind.GRAPH:
         by = (

@@ -28,6 +28,7 @@ from gapscope.analysis.card_text import (
     trust_note,
     why_sentence,
 )
+from gapscope.analysis.classify import is_sampled
 from gapscope.analysis.evidence_kinds import GRAPH_LAUNCH_RE
 from gapscope.analysis.steps import RECUR_FACTOR
 from gapscope.analysis.types import Card, Cause, Evidence, WaitKind
@@ -134,7 +135,7 @@ def card_for_group(diag, group_id: int) -> Card:
     total = int(cls.sum())
     recurs = _steps_txt(grp)
     per = f"{fmt_dur(grp.median_ns)} per step" + (f" (median; it {recurs})" if recurs else "")
-    head = f"For {per} the GPU had no kernel to run"
+    head = f"For {per} {_no_kernel(diag)}"
     lead = ""
     if len(occ) > 1:
         at_median = fmt_dur(occ_ns[rep_k]) == fmt_dur(grp.median_ns)
@@ -207,6 +208,12 @@ def _one_off_context(diag, i: int) -> str:
     return ""
 
 
+def _no_kernel(diag) -> str:
+    """How the card's first sentence says the GPU was idle: a sampled trace
+    (``classify.is_sampled``) only shows that it records no kernel there."""
+    return "the trace records no kernel on the GPU" if is_sampled(diag.trace) else "the GPU had no kernel to run"
+
+
 def card_for_gap(diag, i: int) -> Card:
     """Card of gap ``i`` itself: its own class mix (``gaps.class_ns[i]``, so cause and
     secondary equal ``gaps.cause[i]`` / ``gaps.secondary[i]``) and its own evidence;
@@ -219,7 +226,7 @@ def card_for_gap(diag, i: int) -> Card:
         diag,
         rows,
         _class_ns(diag, rows),
-        f"For {fmt_dur(dur)} the GPU had no kernel to run",
+        f"For {fmt_dur(dur)} {_no_kernel(diag)}",
         fmt_dur(dur),
         context=_group_context(diag, i),
     )

@@ -262,7 +262,9 @@ def test_a_gap_after_a_collective_has_ended_is_not_its_wait():
     assert t.lanes[int(t.lane[prev])].stream == 203 and t.lanes[int(t.lane[int(g.next_op[i])])].stream == 7
     c = d.card(i)
     assert "before it had ended when the gap began" in c.why and "waited on the collective" not in c.why
-    assert c.why.count("not linked to it here (no stream wait was enqueued by the thread that launched it)") == 1
+    # the file records launches and copies, no stream-wait call: the card says what that leaves
+    assert c.why.count("not linked to it here (the trace records no stream-wait calls)") == 1
+    assert "a wait this long is on other work" in c.why and "the trace records no kernel on the GPU" in c.why
     assert c.smell == "queued next to a collective"
 
 
@@ -458,3 +460,19 @@ def test_a_sampled_trace_says_so_on_every_card():
     assert "the trace keeps 2,402 of the 170,156 operators its ids span (1.4%: a sampled trace)" in d.card(787).why
     full = _diag("hta/rank0.json.gz")
     assert not is_sampled(full.trace) and "sampled" not in full.card(int(full.order_by_size()[0])).why
+
+
+def test_after_a_collective_on_its_own_stream_is_stream_order():
+    """b200 #7: the all-reduce, a 4.9 MiB DtoD copy and rms_norm all run on stream 7: the
+    4.4 µs of queued idle is the spacing of one stream's ops, not a hand-off through an
+    event. mi300 #5: neither launch is in the trace, so no stream-wait search ran."""
+    d = _diag("tracelens/b200/eager_trace.json.gz")
+    g, t = d.gaps, d.trace
+    assert t.lane[int(g.prev_op[7])] == t.lane[int(g.next_op[7])]
+    why = d.card(7).why
+    assert "runs on the same stream as `void (anonymous namespace)::multimem_all_reduce_kernel" in why
+    assert "(the spacing of two ops of one stream)" in why and "through an event" not in why
+    m = _diag("tracelens/mi300/resnet_act_checkpoint.json.gz")
+    assert "(its launch, or the one before it, is not in the trace, so no stream wait between them was searched)" in (
+        m.card(5).why
+    )

@@ -81,7 +81,7 @@ def _pct(xs: list[float], q: float) -> float:
 
 
 async def _run(path: Path, size: tuple[int, int], repeats: int, early=None) -> dict:
-    """``early``: a load begun before the imports (``parsers.detect.begin_load``), as the
+    """``early``: a load begun before the imports (``parsers.detect.EarlyLoad``), as the
     view command begins it; None: the viewer calls ``load`` itself."""
     from textual.widget import Widget
 
@@ -208,9 +208,9 @@ def main(argv: list[str] | None = None) -> int:
         return _command_rounds(path, a.size, a.command, a.compare_late)
     early = None
     if _STARTED_WALL is not None and os.environ.get("GAPSCOPE_BENCH_LATE") != "1":
-        from gapscope.parsers.detect import begin_load  # as gapscope.view_cmd: before Textual is imported
+        from gapscope.parsers.detect import EarlyLoad  # as gapscope.view_cmd: before Textual is imported
 
-        early = begin_load(path)
+        early = EarlyLoad(path)
     r = asyncio.run(_run(path, (w, h), a.repeats, early))
     if _STARTED_WALL is not None:
         print(f"COMMAND_TO_PAINT_S {r['first_paint_wall'] - _STARTED_WALL:.3f}")

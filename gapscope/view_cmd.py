@@ -59,9 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     except TraceFormatError as exc:
         print(error_line(str(exc)), file=sys.stderr)
         return 2
-    from gapscope.parsers.detect import begin_load
+    from gapscope.parsers.detect import EarlyLoad
 
-    early = begin_load(path)  # its forked decoders run while the viewer's modules are imported
+    early = EarlyLoad(path)  # its forked decoders run while the viewer's modules are imported
     from gapscope.tui.factory import make_app
 
     app = make_app(path, loader=early)

@@ -25,7 +25,6 @@ __all__ = [
     "check_size",
     "default_limit",
     "load",
-    "begin_load",
     "EarlyLoad",
     "load_progress",
     "args_text",
@@ -513,7 +512,7 @@ def load(path: str | os.PathLike) -> Trace:
 
 
 class EarlyLoad:
-    """``load(path)`` begun in a daemon thread (``begin_load``); calling the object with
+    """``load(path)`` begun in a daemon thread as the object is made; calling it with
     that path waits for it and returns its trace or raises its exception, so it stands
     in for ``load`` as a viewer's loader (any other path is loaded there and then).
 
@@ -546,12 +545,6 @@ class EarlyLoad:
         if "error" in self._box:
             raise self._box["error"]
         return self._box["trace"]
-
-
-def begin_load(path: str | os.PathLike) -> EarlyLoad:
-    """Start ``load(path)`` now, in a thread; the returned ``EarlyLoad``, called with
-    ``path``, gives its result (see there)."""
-    return EarlyLoad(path)
 
 
 def _load_fresh(p: str) -> tuple[Trace, Text | None]:

@@ -141,19 +141,19 @@ def test_isal_and_zlib_inflate_the_same(tmp_path, monkeypatch):
 
 
 def test_a_load_begun_early_gives_what_load_gives(tmp_path):
-    """``begin_load``: the trace ``load`` gives, its error, or a plain load of another path."""
-    from gapscope.parsers.detect import begin_load
+    """``EarlyLoad``, a load begun in a thread: the trace ``load`` gives, its error, or a plain load of another path."""
+    from gapscope.parsers.detect import EarlyLoad
 
     good = CORPUS / "kineto" / "before_fix_trace.json"
-    early = begin_load(good)
+    early = EarlyLoad(good)
     assert early._thread.name == "gapscope-early-load"
     a, b = early(str(good)), load(good)
     assert len(a) == len(b) and a.names == b.names and np.array_equal(a.start_ns, b.start_ns)
     bad = tmp_path / "bad.json"
     bad.write_text('{"traceEvents": 5}')
     with pytest.raises(TraceFormatError) as first:
-        begin_load(bad)(bad)
+        EarlyLoad(bad)(bad)
     with pytest.raises(TraceFormatError) as second:
         load(bad)
     assert str(first.value) == str(second.value)
-    assert len(begin_load(bad)(good)) == len(b)  # another path: loaded there and then
+    assert len(EarlyLoad(bad)(good)) == len(b)  # another path: loaded there and then

@@ -19,7 +19,7 @@ from gapscope.analysis.classify import (
 from gapscope.analysis.evidence import enclosing_step_range
 from gapscope.analysis.evidence_kinds import BLOCKING_SYNC_RE, COLLECTIVE_RE, SYNC_OP_NAMES
 from gapscope.analysis.types import Cause, Evidence, Trust, WaitKind
-from gapscope.analysis.waits import WAIT_NAME_RE
+from gapscope.analysis.waits import searchable, wait_name_ids
 from gapscope.parsers.model import Kind
 from gapscope.units import fmt_bytes, fmt_dur
 
@@ -384,13 +384,10 @@ def _wait_search(diag, r: int) -> str:
     """What the stream-wait search (``waits.stream_wait_events``) could check for gap
     ``r``, in words: it runs only when the trace has stream-wait calls and both the next
     op and the op before it have linked launch calls."""
-    trace, g = diag.trace, diag.gaps
-    if trace.name_ids_matching(lambda s: bool(WAIT_NAME_RE.search(s))).size == 0:
+    if wait_name_ids(diag.trace).size == 0:
         return "the trace records no stream-wait calls"
-    prv = int(g.prev_op[r])
-    launches = diag._launches
-    prev_linked = prv >= 0 and launches is not None and int(launches[prv]) >= 0
-    if g.launch[r] < 0 or not prev_linked:
+    g, rows = diag.gaps, slice(r, r + 1)
+    if diag._launches is None or not searchable(g.prev_op[rows], g.launch[rows], diag._launches)[0]:
         return "its launch, or the one before it, is not in the trace, so no stream wait between them was searched"
     return "no stream wait was enqueued by the thread that launched it"
 

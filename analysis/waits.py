@@ -17,16 +17,35 @@ Without a wait there is no evidence and the queued idle stays unclassified.
 from __future__ import annotations
 
 import re
+import weakref
 
 import numpy as np
 
 from gapscope.analysis.types import Gaps
 from gapscope.parsers.model import Kind, Trace
 
-__all__ = ["WAIT_NAME_RE", "stream_wait_events"]
+__all__ = ["WAIT_NAME_RE", "wait_name_ids", "searchable", "stream_wait_events"]
 
 #: Names of stream-wait calls and of Kineto's stream-wait sync records.
 WAIT_NAME_RE = re.compile(r"^(cuda|hip)StreamWaitEvent|^cuStreamWaitEvent|^Stream Wait Event$", re.IGNORECASE)
+_WAIT_IDS: weakref.WeakKeyDictionary[Trace, np.ndarray] = weakref.WeakKeyDictionary()
+
+
+def wait_name_ids(trace: Trace) -> np.ndarray:
+    """int32 name ids of the trace's stream-wait calls and records (``WAIT_NAME_RE``),
+    found once per trace (a card asks again for each gap)."""
+    got = _WAIT_IDS.get(trace)
+    if got is None:
+        got = _WAIT_IDS[trace] = trace.name_ids_matching(lambda s: bool(WAIT_NAME_RE.search(s)))
+    return got
+
+
+def searchable(prev_op: np.ndarray, next_launch: np.ndarray, launches: np.ndarray) -> np.ndarray:
+    """Bool per gap (``Gaps.prev_op``, ``Gaps.launch``; ``launches``: each event's launch
+    call or -1): both its next op and the op before it have linked launch calls, so
+    ``stream_wait_events`` looks for a wait between the two launches (else it cannot)."""
+    pl = np.where(prev_op >= 0, launches[np.maximum(prev_op, 0)], -1)
+    return (next_launch >= 0) & (pl >= 0)
 
 
 def _latest_in(starts: np.ndarray, idx: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -48,7 +67,7 @@ def stream_wait_events(trace: Trace, gaps: Gaps, launches: np.ndarray, valid: np
     out = np.full(n, -1, dtype=np.int64)
     if n == 0 or len(trace) == 0:
         return out
-    ids = trace.name_ids_matching(lambda s: bool(WAIT_NAME_RE.search(s)))
+    ids = wait_name_ids(trace)
     if ids.size == 0:
         return out
     w = np.flatnonzero(
@@ -60,7 +79,7 @@ def stream_wait_events(trace: Trace, gaps: Gaps, launches: np.ndarray, valid: np
         return out
     pl = np.where(gaps.prev_op >= 0, launches[np.maximum(gaps.prev_op, 0)], -1)
     nl = gaps.launch
-    q = (nl >= 0) & (pl >= 0)
+    q = searchable(gaps.prev_op, nl, launches)
     if not q.any():
         return out
     rows = np.flatnonzero(q)

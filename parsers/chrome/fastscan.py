@@ -33,6 +33,7 @@ from gapscope.parsers.chrome.scan import (
     PH_OTHER,
     PH_X,
     EventColumns,
+    carried_old_ids,
     phase_codes,
     scan_events,
     x_kinds,
@@ -127,9 +128,6 @@ def scan_text(text, list_decoder, raw_ts: bool) -> tuple[EventColumns, list, lis
         for f in ArgColumns.__dataclass_fields__:
             getattr(args, f)[rows] = getattr(part, f)
         old_col[rows] = old_external_ids(sub)
-    ext_keep = None
-    if not old_ids:
-        ext_keep = old_col if bool((old_col >= 0).any()) else np.zeros(0, np.int64)
     ec = EventColumns(
         n=int(is_x.size),
         code=code,
@@ -149,7 +147,7 @@ def scan_text(text, list_decoder, raw_ts: bool) -> tuple[EventColumns, list, lis
         has_v2=bool(has_bind),
         legacy=legacy,
         old_ids=old_ids,
-        external_id_old=ext_keep,
+        external_id_old=None if old_ids else carried_old_ids(old_col),
     )
     return ec, flows, others
 

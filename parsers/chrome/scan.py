@@ -32,6 +32,7 @@ __all__ = [
     "scan_events",
     "x_kinds",
     "phase_codes",
+    "carried_old_ids",
     "merge_all",
     "OLD_CATS",
     "LEGACY_PIDS",
@@ -92,6 +93,12 @@ class EventColumns:
     external_id_old: np.ndarray | None = None
 
 
+def carried_old_ids(ext_old: np.ndarray) -> np.ndarray:
+    """A part's ``args["external id"]`` column as ``EventColumns.external_id_old`` carries
+    it for ``merge_all``: empty when no event of the part has one (nothing to carry)."""
+    return ext_old if bool((ext_old >= 0).any()) else np.zeros(0, np.int64)
+
+
 def phase_codes(events: Sequence) -> np.ndarray:
     """int8 ``PH_*`` code of each decoded event (by its class: the tagged union on ``ph``)."""
     return np.fromiter(map(_PHASE_CODE.get, map(type, events), repeat(PH_OTHER)), dtype=np.int8, count=len(events))
@@ -127,11 +134,7 @@ def scan_events(
     kind_x, old_ids, legacy = x_kinds(cats, names, lanes, cat_x, name_x, lane_x)
     arg_list = list(map(_get["args"], xs))
     args = extract_args(arg_list, kind_x, name_x, list(names), old_external_id=old_ids)
-    ext_old = None
-    if keep_old_ids and not old_ids:
-        ext_old = old_external_ids(arg_list)
-        if not bool((ext_old >= 0).any()):
-            ext_old = np.zeros(0, np.int64)  # none: nothing to carry
+    ext_old = carried_old_ids(old_external_ids(arg_list)) if keep_old_ids and not old_ids else None
     del arg_list
     has_v2 = any(map(_get["bind_id"], xs))
     return EventColumns(

@@ -829,12 +829,11 @@ static int event_(P *c, Ev *ev) {
 }
 
 /* Truthiness of a bind_id as Python sees the decoded value. */
-static int truthy(const unsigned char *base, const Val *v) {
+static int truthy(const Val *v) {
     if (v->type == V_STR)
         return v->e - v->s > 2;
     if (v->type == V_NUM)
         return !v->num.zero;
-    (void)base;
     return 0;
 }
 
@@ -865,10 +864,6 @@ static Key span_key(const Val *a, const Val *b) {
 
 static PyObject *as_bytearray(const Buf *b) {
     return PyByteArray_FromStringAndSize(b->data ? b->data : "", (Py_ssize_t)b->len);
-}
-
-static PyObject *keys_of(const Table *t) {
-    return PyByteArray_FromStringAndSize(t->keys.data ? t->keys.data : "", (Py_ssize_t)t->keys.len);
 }
 
 enum {
@@ -969,7 +964,7 @@ static int run(P *c, int raw, Buf *cols, Table *tabs, Buf *m_texts, int *has_bin
                     push(&cols[C_EXT_OLD], &ev.ids[A_EXT_OLD], 8) || push(&cols[C_ODD], &odd, 1) ||
                     push(&cols[C_ARGS], args, sizeof(args)))
                     return BAIL;
-                if (truthy(c->base, &ev.bind))
+                if (truthy(&ev.bind))
                     *has_bind = 1;
             }
             ws(c);
@@ -1018,7 +1013,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
             for (int i = 0; i < N_COLS; i++)
                 PyTuple_SET_ITEM(out, i, as_bytearray(&cols[i]));
             for (int i = 0; i < 3; i++)
-                PyTuple_SET_ITEM(out, N_COLS + i, keys_of(&tabs[i]));
+                PyTuple_SET_ITEM(out, N_COLS + i, as_bytearray(&tabs[i].keys));
             PyTuple_SET_ITEM(out, N_COLS + 3, PyBool_FromLong(has_bind));
             for (int i = 0; i < N_COLS + 4; i++)
                 if (!PyTuple_GET_ITEM(out, i)) {

@@ -221,16 +221,11 @@ def _dependency_advice(diag, rows, dur_txt):
             "--hip-trace on ROCm, shows every stream wait and host callback with the stream it holds (this trace "
             "links none to this op)."
         )
-        if _multi_rank(diag.trace):
-            first = (
-                f"{record} If the collective's own kernel is long, capture every rank in the same window too: a rank "
-                "that arrives late lengthens the others' collective kernels, not the idle before or after them."
-            )
-        else:
-            first = (
-                f"{record} If the collective's own kernel is long, capture the job's other devices or ranks in the "
-                "same window too: a late peer lengthens the collective's kernel, not the idle before or after it."
-            )
+        peers = "every rank" if _multi_rank(diag.trace) else "the job's other devices or ranks"
+        first = (
+            f"{record} If the collective's own kernel is long, capture {peers} in the same window too: a peer that "
+            "arrives late lengthens the others' collective kernels, not the idle before or after them."
+        )
         return (first, forbidden, proof)
     if kind == WaitKind.GRAPH:
         return (

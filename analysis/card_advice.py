@@ -20,6 +20,7 @@ import numpy as np
 from gapscope.analysis.busy import coverage, union_intervals
 from gapscope.analysis.card_text import (
     cliff_wait,
+    copy_lead,
     in_sync_cliff,
     is_decode_trace,
     is_wait,
@@ -134,12 +135,20 @@ def _sync_advice(diag, evidence, name, dur_txt, rows, cliff: bool = True):
     )
 
 
-def _copy_advice(diag, evidence, dur_txt):
+#: At most this many bytes, a copy's time is its fixed cost per copy, not bandwidth.
+SMALL_COPY_BYTES = 4096
+
+#: At least this many copies of one name in one occurrence, each at most
+#: ``PER_COPY_NS`` long or ``SMALL_COPY_BYTES`` large, are advised to be batched: their
+#: time is the cost per copy (a few µs on current GPUs), not bandwidth.
+MANY_COPIES = 4
+PER_COPY_NS = 20_000
+
+
+def _copy_advice(diag, rows, evidence, dur_txt):
     trace = diag.trace
-    cp = [e for e in evidence if e.cause == Cause.COPY]
-    big = max(cp, key=lambda e: (e.overlap_ns, e.bytes)) if cp else None
-    gpu = [e for e in cp if big is not None and trace.lanes[e.lane].is_gpu and 2 * e.overlap_ns >= big.overlap_ns]
-    big = max(gpu, key=lambda e: (e.overlap_ns, e.bytes)) if gpu else big
+    lead = copy_lead(diag, rows, evidence)
+    big = lead.big if lead is not None else None
     what = quote_name(big.name) if big else "the copy"
     bits = []
     if big is not None and big.bytes >= 0:
@@ -154,12 +163,40 @@ def _copy_advice(diag, evidence, dur_txt):
     forbidden = "Do not optimise the kernels: the GPU waits for data to move, not for compute."
     ck = int(trace.copy_kind[big.event]) if big is not None and big.event >= 0 and trace.lanes[big.lane].is_gpu else -1
     is_memset = big is not None and big.event >= 0 and trace.kind[big.event] == int(Kind.MEMSET)
+    many = (
+        lead is not None
+        and lead.count >= MANY_COPIES
+        and lead.same_name
+        and (lead.median_ns <= PER_COPY_NS or 0 <= lead.bytes_total <= SMALL_COPY_BYTES * lead.count)
+    )
+    if many and (is_memset or ck in (int(CopyKind.D2D), int(CopyKind.H2D))):
+        assert lead is not None
+        kind = {int(CopyKind.D2D): "device-to-device copies", int(CopyKind.H2D): "host-to-device copies"}.get(
+            ck, "memsets"
+        )
+        how = (
+            "one copy of a pinned flat buffer, issued with non_blocking=True a step ahead"
+            if ck == int(CopyKind.H2D)
+            else "one copy of a flat buffer or a multi-tensor op (torch._foreach_copy_, a fused optimizer) "
+            "instead of one per tensor, or none at all (an in-place op, a preallocated buffer)"
+        )
+        return (
+            f"Batch the {lead.count} {kind} {what} ({fmt_dur(lead.median_ns)} median each): at that size their "
+            f"time is the cost per copy, not bandwidth. Use {how}.",
+            forbidden,
+            proof.replace("the copy should", "the copies should"),
+        )
     if is_memset or ck == int(CopyKind.D2D):
         kind = "memset" if is_memset else "device-to-device copy"
+        small = (
+            f"; at {fmt_bytes(big.bytes)} its time is the cost of one copy, not bandwidth"
+            if big is not None and 0 <= big.bytes <= SMALL_COPY_BYTES
+            else ""
+        )
         return (
             f"Fuse or remove the {kind} {what}{detail}: it is the GPU moving data it already has (a "
-            f".contiguous(), clone, dtype cast or zero-fill between kernels); an in-place op, a fused kernel "
-            f"or a preallocated buffer avoids it.",
+            f".contiguous(), clone, dtype cast or zero-fill between kernels){small}; an in-place op, a fused "
+            f"kernel or a preallocated buffer avoids it.",
             forbidden,
             proof,
         )
@@ -262,6 +299,14 @@ def _host_advice(diag, evidence, rows, name, top, dur_txt):
     ranked = sorted(by_name.items(), key=lambda kv: -kv[1])
     lead_name, lead_ns = ranked[0] if ranked else (None, 0)
     hint = _instrument_hint(trace)
+    # a collective's host call (``record_param_comms``, ``nccl:all_to_all``) holding most
+    # of the named host time: the largest one, as nested calls share their time
+    colls = [e for e in evidence if e.cause == Cause.HOST and e.event >= 0 and COLLECTIVE_RE.search(e.name)]
+    coll = max(colls, key=lambda e: e.overlap_ns, default=None)
+    cn = diag.gaps.class_ns
+    host_ns = int(np.median(cn[rows, int(Cause.HOST)])) if cn is not None else lead_ns + quiet_ns
+    if coll is not None and 2 * coll.overlap_ns < host_ns:
+        coll = None
     # the advice follows what holds most of the host time: an unrecorded stretch, or the
     # largest named work
     if quiet_ns > lead_ns:
@@ -287,6 +332,15 @@ def _host_advice(diag, evidence, rows, name, top, dur_txt):
             f"Find out what the CPU does inside {quote_name(lead_name or top[0].name)} ({fmt_dur(lead_ns)} of the gap, "
             f"almost none of it in a finer recorded event): {hint}; then cut that work or move it off the "
             f"critical path."
+        )
+    elif coll is not None:
+        first = (
+            f"Most of this host time is inside the communication call {quote_name(coll.name)} "
+            f"({fmt_dur(coll.overlap_ns)}): the process group's host-side work before the collective is queued, "
+            f"not the per-kernel launch tax. Time that call alone (a loop of the same collective with the same "
+            f"sizes) to see its fixed host cost, and give the GPU work meanwhile: issue the collective earlier "
+            f"with async_op=True and wait() just before its result is used, with independent kernels queued "
+            f"ahead of it."
         )
     elif top and _issues_gpu_work(trace, top[0].event):
         first = (
@@ -335,7 +389,7 @@ def advice(diag, cause: Cause, evidence: list[Evidence], rows: np.ndarray, dur_t
     if cause == Cause.SYNC:
         return _sync_advice(diag, evidence, name, dur_txt, rows, cliff=in_sync_cliff(g, rows))
     if cause == Cause.COPY:
-        return _copy_advice(diag, evidence, dur_txt)
+        return _copy_advice(diag, rows, evidence, dur_txt)
     if cause == Cause.LAUNCH and slow_launch(diag, evidence, rows):
         return (
             f"Find why the launch call {name} took {fmt_dur(top[0].overlap_ns)}: a single call that long is "

@@ -7,6 +7,8 @@ from bytes. Names from the trace are quoted literally between backticks.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from gapscope.analysis.classify import (
@@ -64,24 +66,28 @@ def quote_name(name: str) -> str:
 _NESTING_CHECK_MAX = 256
 
 
-def _containers(trace, evidence: list[Evidence]) -> dict[int, str]:
-    """{event: name of the outermost evidence event on its lane that encloses it}, so
-    the sentence does not add a call to the op running inside it (``aten::div`` inside
-    ``DataLoader.__next__`` is not extra time)."""
+def _containers(trace, evidence: list[Evidence]) -> dict[int, tuple[str, bool]]:
+    """{event: (name of the outermost evidence event on its lane that encloses it,
+    whether no other evidence event lies between them)}, so the sentence does not add
+    a call to the op running inside it (``aten::div`` inside ``DataLoader.__next__`` is
+    not extra time), and names inside an op only the calls directly in it (a call
+    nested in another named one is already part of that one's time)."""
     evs = [e for e in evidence if e.event >= 0][:_NESTING_CHECK_MAX]
-    out: dict[int, str] = {}
+    out: dict[int, tuple[str, bool]] = {}
     for e in evs:
         s, d = int(trace.start_ns[e.event]), int(trace.dur_ns[e.event])
-        best = None
+        outer = inner = None
         for o in evs:
             if o.event == e.event or o.lane != e.lane:
                 continue
             os_, od = int(trace.start_ns[o.event]), int(trace.dur_ns[o.event])
             if os_ <= s and s + d <= os_ + od and trace.depth[o.event] < trace.depth[e.event]:
-                if best is None or trace.depth[o.event] < trace.depth[best.event]:
-                    best = o
-        if best is not None:
-            out[e.event] = best.name
+                if outer is None or trace.depth[o.event] < trace.depth[outer.event]:
+                    outer = o
+                if inner is None or trace.depth[o.event] > trace.depth[inner.event]:
+                    inner = o
+        if outer is not None and inner is not None:
+            out[e.event] = (outer.name, inner.event == outer.event)
     return out
 
 
@@ -106,8 +112,10 @@ def _items(
     inner: dict[str, dict[str, int]] = {}
     for e in mine:
         if e.event in inside:
-            d = inner.setdefault(inside[e.event], {})
-            d[e.name] = d.get(e.name, 0) + e.overlap_ns
+            outer, direct = inside[e.event]
+            if direct:  # a call inside another named one is in that one's time already
+                d = inner.setdefault(outer, {})
+                d[e.name] = d.get(e.name, 0) + e.overlap_ns
             continue
         key = (0 if e.event >= 0 else 1, e.name)
         agg[key] = agg.get(key, 0) + e.overlap_ns
@@ -132,20 +140,77 @@ def _items(
     return out
 
 
-def _copy_phrase(trace, evidence: list[Evidence], copy_ns: int) -> str:
+@dataclasses.dataclass(frozen=True)
+class CopyLead:
+    """The copy a card names for its copy time: ``big`` (the largest copy item, the
+    GPU's own copy when it is at least half as large), with ``count`` GPU copies of
+    that class in the occurrence (``Diagnosis.gpu_copies``; 1 when ``big`` is a copy
+    call on a CPU thread), whether they all share ``big``'s name, their median ns in
+    the gap, and their bytes in all (-1 when a size is unknown)."""
+
+    big: Evidence
+    count: int
+    same_name: bool
+    median_ns: int
+    bytes_total: int
+    #: "copies", "memsets" or "copies and memsets" (of the ``count`` items)
+    noun: str = "copies"
+
+
+def copy_lead(diag, rows: np.ndarray, evidence: list[Evidence]) -> CopyLead | None:
+    """The ``CopyLead`` of the occurrence ``rows``, or None without copy evidence."""
+    trace = diag.trace
     cp = [e for e in evidence if e.cause == Cause.COPY]
     if not cp:
-        return f"{fmt_dur(copy_ns)} copying"
-    # the largest item; the GPU's own copy when it is at least half as large
+        return None
     big = max(cp, key=lambda e: (e.overlap_ns, e.bytes))
     gpu = [e for e in cp if trace.lanes[e.lane].is_gpu and 2 * e.overlap_ns >= big.overlap_ns]
     big = max(gpu, key=lambda e: (e.overlap_ns, e.bytes)) if gpu else big
+    if big.event < 0 or not trace.lanes[big.lane].is_gpu:
+        return CopyLead(big, 1, True, big.overlap_ns, big.bytes)
+    every = [e for r in rows for e in diag.gpu_copies(int(r)) if e.cause == Cause.COPY]
+    sets = sum(1 for e in every if trace.kind[e.event] == int(Kind.MEMSET))
+    noun = "memsets" if sets == len(every) else ("copies" if sets == 0 else "copies and memsets")
+    if len(every) <= 1:
+        return CopyLead(big, 1, True, big.overlap_ns, big.bytes, noun)
+    known = all(e.bytes >= 0 for e in every)
+    return CopyLead(
+        big,
+        len(every),
+        all(e.name == big.name for e in every),
+        int(np.median([e.overlap_ns for e in every])),
+        sum(e.bytes for e in every) if known else -1,
+        noun,
+    )
+
+
+def _copy_phrase(diag, rows: np.ndarray, evidence: list[Evidence], copy_ns: int) -> str:
+    lead = copy_lead(diag, rows, evidence)
+    if lead is None:
+        return f"{fmt_dur(copy_ns)} copying"
+    big = lead.big
+    if lead.count > 1:
+        total = f", {fmt_bytes(lead.bytes_total)} in all" if lead.bytes_total >= 0 else ""
+        if lead.same_name:
+            return (
+                f"{fmt_dur(copy_ns)} copying (the GPU ran {lead.count} {lead.noun} {quote_name(big.name)}, "
+                f"{fmt_dur(lead.median_ns)} median each{total})"
+            )
+        return (
+            f"{fmt_dur(copy_ns)} copying (the GPU ran {lead.count} {lead.noun}{total}; the largest "
+            f"{quote_name(big.name)}" + (f", {fmt_bytes(big.bytes)}" if big.bytes >= 0 else "") + ")"
+        )
     bits = []
     if big.bytes >= 0:
         bits.append(fmt_bytes(big.bytes))
     if big.pageable:
         bits.append("pageable host memory")
-    where = "the GPU ran the copy" if trace.lanes[big.lane].is_gpu else "the thread was in the copy call"
+    memset = big.event >= 0 and diag.trace.kind[big.event] == int(Kind.MEMSET)
+    where = (
+        ("the GPU ran the memset" if memset else "the GPU ran the copy")
+        if diag.trace.lanes[big.lane].is_gpu
+        else "the thread was in the copy call"
+    )
     return (
         f"{fmt_dur(copy_ns)} copying ({where} {quote_name(big.name)}" + (f", {', '.join(bits)}" if bits else "") + ")"
     )
@@ -210,7 +275,7 @@ def why_sentence(
             )
         parts = [_dependency_phrase(diag, r, cn[Cause.DEPENDENCY], evidence)] if cn[Cause.DEPENDENCY] else []
         if cn[Cause.COPY]:
-            parts.append(_copy_phrase(trace, evidence, cn[Cause.COPY]))
+            parts.append(_copy_phrase(diag, rows, evidence, cn[Cause.COPY]))
         text = lead + "; ".join(parts)
         text = (text[:1].upper() + text[1:] + ". ") if text else ""
         return head + body + ". " + text + "What the CPU did meanwhile is not the cause."
@@ -219,7 +284,7 @@ def why_sentence(
         items = _items(diag, rows, evidence, Cause.HOST, cap_ns=cn[Cause.HOST])
         parts.append(f"{fmt_dur(cn[Cause.HOST])} on host work" + (f" ({', '.join(items)})" if items else ""))
     if cn[Cause.COPY]:
-        parts.append(_copy_phrase(trace, evidence, cn[Cause.COPY]))
+        parts.append(_copy_phrase(diag, rows, evidence, cn[Cause.COPY]))
     if cn[Cause.SYNC]:
         waits = [e for e in evidence if e.cause == Cause.SYNC and e.event >= 0 and is_wait(trace, e.event)]
         if waits:

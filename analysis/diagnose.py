@@ -18,7 +18,7 @@ from gapscope.analysis import budget as _budget
 from gapscope.analysis import cards as _cards
 from gapscope.analysis.busy import coverage, device_event_mask, device_union, valid_timing_mask
 from gapscope.analysis.classify import classify
-from gapscope.analysis.evidence import EvidenceIndex, evidence_for_gap
+from gapscope.analysis.evidence import EvidenceIndex, evidence_for_gap, gpu_copies_of_gap
 from gapscope.analysis.gaps import concat_gaps, device_window, find_gaps, launch_of
 from gapscope.analysis.picket import PicketEpisode, find_episodes
 from gapscope.analysis.steps import GapGroup, Steps, find_steps, group_gaps, step_annotation_mask
@@ -79,10 +79,18 @@ class Diagnosis:
         largest overlap first. Computed on demand and cached."""
         i = int(i)
         if i not in self._evidence_cache:
-            if self._index is None:
-                self._index = EvidenceIndex.build(self.trace, valid_timing_mask(self.trace), self._exclude)
-            self._evidence_cache[i] = evidence_for_gap(self.trace, self.gaps, i, self._index)
+            self._evidence_cache[i] = evidence_for_gap(self.trace, self.gaps, i, self._evidence_index())
         return self._evidence_cache[i]
+
+    def gpu_copies(self, i: int) -> tuple[Evidence, ...]:
+        """Every GPU copy and memset item of gap ``i`` (``gpu_copies_of_gap``), in time
+        order, not cut to the evidence list's limit."""
+        return tuple(gpu_copies_of_gap(self.trace, self.gaps, int(i), self._evidence_index()))
+
+    def _evidence_index(self) -> EvidenceIndex:
+        if self._index is None:
+            self._index = EvidenceIndex.build(self.trace, valid_timing_mask(self.trace), self._exclude)
+        return self._index
 
     def card(self, i: int) -> Card:
         """Card of gap ``i`` itself: its cause, secondary and shares are the gap's

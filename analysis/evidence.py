@@ -28,7 +28,14 @@ from gapscope.analysis.gaps import EDGE_TRAILING
 from gapscope.analysis.types import Cause, Evidence, Gaps, Params, WaitKind
 from gapscope.parsers.model import CopyKind, Kind, Trace
 
-__all__ = ["EvidenceIndex", "evidence_for_gap", "NO_EVENTS", "enclosing_step_range", "CONTAINER_MIN_SHARE"]
+__all__ = [
+    "EvidenceIndex",
+    "evidence_for_gap",
+    "gpu_copies_of_gap",
+    "NO_EVENTS",
+    "enclosing_step_range",
+    "CONTAINER_MIN_SHARE",
+]
 
 _E = np.zeros(0, dtype=np.int64)
 
@@ -137,22 +144,31 @@ def _queued_evidence(trace: Trace, gaps: Gaps, i: int) -> list[Evidence]:
     return [Evidence(ev, trace.name(ev), int(trace.lane[ev]), Cause.DEPENDENCY, dep)]
 
 
+def gpu_copies_of_gap(trace: Trace, gaps: Gaps, i: int, index: EvidenceIndex) -> list[Evidence]:
+    """Every GPU memcpy/memset item of gap ``i`` as the evidence list has them
+    (``_gpu_copies``: copy, or sync for a small D2H copy in the starved part), in time
+    order and not cut to a limit, so a sentence can count them."""
+    a, b = int(gaps.start_ns[i]), int(gaps.end_ns[i])
+    queued = bool(gaps.queued[i]) if gaps.queued is not None else False
+    lf = int(gaps.launch_from_ns[i]) if gaps.launch_from_ns is not None else b
+    return _gpu_copies(trace, index, int(gaps.device[i]), a, b, a if queued else lf)
+
+
 def evidence_for_gap(trace: Trace, gaps: Gaps, i: int, index: EvidenceIndex, limit: int = 20) -> tuple[Evidence, ...]:
     """Evidence list of gap ``i`` (see the module docstring): names verbatim, lane,
     overlap in ns, bytes, pageable; largest overlap first, at most ``limit``. Host
     ranges that merely contain listed deeper events (``CONTAINER_MIN_SHARE``) are left
     out of the list when other evidence exists (not out of the class totals)."""
     a, b = int(gaps.start_ns[i]), int(gaps.end_ns[i])
-    dev = int(gaps.device[i])
     T = int(gaps.thread_lane[i]) if gaps.thread_lane is not None else int(gaps.launch_lane[i])
     queued = bool(gaps.queued[i]) if gaps.queued is not None else False
     lf = int(gaps.launch_from_ns[i]) if gaps.launch_from_ns is not None else b
     sf = int(gaps.sync_from_ns[i]) if gaps.sync_from_ns is not None else lf
     if queued:
-        out = _gpu_copies(trace, index, dev, a, b, a) + _queued_evidence(trace, gaps, i)
+        out = gpu_copies_of_gap(trace, gaps, i, index) + _queued_evidence(trace, gaps, i)
         out.sort(key=lambda e: -e.overlap_ns)
         return tuple(out[:limit])
-    out = _gpu_copies(trace, index, dev, a, b, lf)
+    out = gpu_copies_of_gap(trace, gaps, i, index)
     # GPU copy time is the copy's, not the thread's (the partition puts copies first)
     cs_, ce_ = (
         union_intervals(

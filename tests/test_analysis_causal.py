@@ -126,6 +126,50 @@ def test_queued_dtod_copies_are_copy_and_the_rest_dependency():
     assert Cause(g.cause[0]) == Cause.DEPENDENCY and Cause(g.secondary[0]) == Cause.COPY
 
 
+def test_many_small_queued_copies_are_counted_and_batched():
+    """k2 queued before the gap [50, 100) µs; the GPU runs eight 5 µs DtoD copies of
+    1 KiB back to back [55, 95): copy 40 µs, dependency 10 µs. The sentence counts all
+    eight (not "the copy"), with their median and bytes, and the advice is to batch
+    them (their time is the cost per copy); mi300 resnet #6 ran 57 such copies and the
+    card named one."""
+    b = TraceBuilder()
+    t, _side, (g0,) = _lanes(b)
+    b.event(t, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(g0, "k1", 10 * US, 40 * US, Kind.KERNEL, correlation=1)
+    b.event(t, "cudaLaunchKernel", 20 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    for k in range(8):
+        b.event(g0, "Memcpy DtoD", (55 + 5 * k) * US, 5 * US, Kind.MEMCPY, bytes=1024, copy_kind=CopyKind.D2D)
+    b.event(g0, "k2", 100 * US, 10 * US, Kind.KERNEL, correlation=2)
+    d = diagnose(b.build())
+    g = d.gaps
+    assert g.class_ns[0].tolist() == [0, 40 * US, 0, 0, 0, 10 * US]
+    assert len(d.gpu_copies(0)) == 8
+    c = d.card(0)
+    assert c.cause == Cause.COPY
+    assert "40.0 µs copying (the GPU ran 8 copies `Memcpy DtoD`, 5.0 µs median each, 8.0 KiB in all)" in c.why
+    assert c.first_experiment.startswith(
+        "Batch the 8 device-to-device copies `Memcpy DtoD` (5.0 µs median each): at that size their time is "
+        "the cost per copy, not bandwidth."
+    )
+
+
+def test_one_tiny_dtod_copy_is_said_to_cost_its_fixed_time():
+    """A single 4 B DtoD copy [60, 64) µs in a queued gap: one copy named as such, and the
+    advice says its time is the cost of one copy, not bandwidth (hta sampled #551)."""
+    b = TraceBuilder()
+    t, _side, (g0,) = _lanes(b)
+    b.event(t, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(g0, "k1", 10 * US, 40 * US, Kind.KERNEL, correlation=1)
+    b.event(t, "cudaLaunchKernel", 20 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b.event(g0, "Memcpy DtoD", 50 * US, 4 * US, Kind.MEMCPY, bytes=4, copy_kind=CopyKind.D2D)
+    b.event(g0, "k2", 56 * US, 10 * US, Kind.KERNEL, correlation=2)
+    d = diagnose(b.build())
+    c = d.card(0)
+    assert c.cause == Cause.COPY
+    assert "4.0 µs copying (the GPU ran the copy `Memcpy DtoD`, 4 B)" in c.why
+    assert "at 4 B its time is the cost of one copy, not bandwidth" in c.first_experiment
+
+
 def test_warm_up_gap_is_one_time_and_left_out_of_groups_budget_and_what_if():
     """Three steps `step` [0, 1000), [1000, 2000), [2000, 3000) µs; each has k [10, 100)
     and k [800, 900) with host work between; step 0 also has cudaMalloc [100, 700): its

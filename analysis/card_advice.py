@@ -138,11 +138,9 @@ def _sync_advice(diag, evidence, name, dur_txt, rows, cliff: bool = True):
 #: At most this many bytes, a copy's time is its fixed cost per copy, not bandwidth.
 SMALL_COPY_BYTES = 4096
 
-#: At least this many copies of one name in one occurrence, each at most
-#: ``PER_COPY_NS`` long or ``SMALL_COPY_BYTES`` large, are advised to be batched: their
-#: time is the cost per copy (a few µs on current GPUs), not bandwidth.
+#: At least this many short copies (``SHORT_COPY_NS``) holding most of the copy time
+#: are advised to be batched: their number costs, not their size.
 MANY_COPIES = 4
-PER_COPY_NS = 20_000
 
 
 def _copy_advice(diag, rows, evidence, dur_txt):
@@ -163,12 +161,7 @@ def _copy_advice(diag, rows, evidence, dur_txt):
     forbidden = "Do not optimise the kernels: the GPU waits for data to move, not for compute."
     ck = int(trace.copy_kind[big.event]) if big is not None and big.event >= 0 and trace.lanes[big.lane].is_gpu else -1
     is_memset = big is not None and big.event >= 0 and trace.kind[big.event] == int(Kind.MEMSET)
-    many = (
-        lead is not None
-        and lead.count >= MANY_COPIES
-        and lead.same_name
-        and (lead.median_ns <= PER_COPY_NS or 0 <= lead.bytes_total <= SMALL_COPY_BYTES * lead.count)
-    )
+    many = lead is not None and lead.short_count >= MANY_COPIES and lead.mostly_short
     if many and (is_memset or ck in (int(CopyKind.D2D), int(CopyKind.H2D))):
         assert lead is not None
         kind = {int(CopyKind.D2D): "device-to-device copies", int(CopyKind.H2D): "host-to-device copies"}.get(
@@ -180,9 +173,11 @@ def _copy_advice(diag, rows, evidence, dur_txt):
             else "one copy of a flat buffer or a multi-tensor op (torch._foreach_copy_, a fused optimizer) "
             "instead of one per tensor, or none at all (an in-place op, a preallocated buffer)"
         )
+        named = f" {what}" if lead.same_name else ""
         return (
-            f"Batch the {lead.count} {kind} {what} ({fmt_dur(lead.median_ns)} median each): at that size their "
-            f"time is the cost per copy, not bandwidth. Use {how}.",
+            f"Batch the {lead.short_count} short {kind}{named} ({fmt_dur(lead.short_median_ns)} median each, "
+            f"{fmt_dur(lead.short_ns)} in all): at that size their time is the cost per copy, not bandwidth. "
+            f"Use {how}.",
             forbidden,
             proof.replace("the copy should", "the copies should"),
         )

@@ -140,21 +140,45 @@ def _items(
     return out
 
 
+#: A GPU copy at most this long in a gap costs about its fixed cost per copy (a few µs
+#: on current GPUs), not bandwidth.
+SHORT_COPY_NS = 20_000
+
+
 @dataclasses.dataclass(frozen=True)
 class CopyLead:
-    """The copy a card names for its copy time: ``big`` (the largest copy item, the
-    GPU's own copy when it is at least half as large), with ``count`` GPU copies of
-    that class in the occurrence (``Diagnosis.gpu_copies``; 1 when ``big`` is a copy
-    call on a CPU thread), whether they all share ``big``'s name, their median ns in
-    the gap, and their bytes in all (-1 when a size is unknown)."""
+    """The copies a card names for its copy time. ``big``: the largest copy item (the
+    GPU's own copy when it is at least half as large). Of the GPU copies of that class
+    in the occurrence (``Diagnosis.gpu_copies``; one, ``big``, when it is a copy call on
+    a CPU thread): ``count``, whether all share ``big``'s name, the median, shortest,
+    largest and total ns in the gap, the bytes in all (-1 when a size is unknown), ``noun``
+    ("copies", "memsets", "copies and memsets"), and how many took at most
+    ``SHORT_COPY_NS``, their ns and their median."""
 
     big: Evidence
     count: int
     same_name: bool
     median_ns: int
+    min_ns: int
+    max_ns: int
+    total_ns: int
     bytes_total: int
-    #: "copies", "memsets" or "copies and memsets" (of the ``count`` items)
-    noun: str = "copies"
+    noun: str
+    short_count: int
+    short_ns: int
+    short_median_ns: int
+
+    @property
+    def uniform(self) -> bool:
+        """Whether the copies are of about one length (the largest at most 4x the
+        shortest), so their median describes each."""
+        return self.max_ns <= 4 * self.min_ns
+
+    @property
+    def mostly_short(self) -> bool:
+        """Whether copies of at most ``SHORT_COPY_NS`` hold most of the copy time: then
+        it is their number, not their size, that costs."""
+        return 2 * self.short_ns >= self.total_ns
 
 
 def copy_lead(diag, rows: np.ndarray, evidence: list[Evidence]) -> CopyLead | None:
@@ -166,45 +190,57 @@ def copy_lead(diag, rows: np.ndarray, evidence: list[Evidence]) -> CopyLead | No
     big = max(cp, key=lambda e: (e.overlap_ns, e.bytes))
     gpu = [e for e in cp if trace.lanes[e.lane].is_gpu and 2 * e.overlap_ns >= big.overlap_ns]
     big = max(gpu, key=lambda e: (e.overlap_ns, e.bytes)) if gpu else big
-    if big.event < 0 or not trace.lanes[big.lane].is_gpu:
-        return CopyLead(big, 1, True, big.overlap_ns, big.bytes)
-    every = [e for r in rows for e in diag.gpu_copies(int(r)) if e.cause == Cause.COPY]
-    sets = sum(1 for e in every if trace.kind[e.event] == int(Kind.MEMSET))
-    noun = "memsets" if sets == len(every) else ("copies" if sets == 0 else "copies and memsets")
-    if len(every) <= 1:
-        return CopyLead(big, 1, True, big.overlap_ns, big.bytes, noun)
-    known = all(e.bytes >= 0 for e in every)
+    every = [big]
+    if big.event >= 0 and trace.lanes[big.lane].is_gpu:
+        every = [e for r in rows for e in diag.gpu_copies(int(r)) if e.cause == Cause.COPY] or [big]
+    sets = sum(1 for e in every if e.event >= 0 and trace.kind[e.event] == int(Kind.MEMSET))
+    ns = np.array([e.overlap_ns for e in every], dtype=np.int64)
+    short = ns <= SHORT_COPY_NS
     return CopyLead(
-        big,
-        len(every),
-        all(e.name == big.name for e in every),
-        int(np.median([e.overlap_ns for e in every])),
-        sum(e.bytes for e in every) if known else -1,
-        noun,
+        big=big,
+        count=len(every),
+        same_name=all(e.name == big.name for e in every),
+        median_ns=int(np.median(ns)),
+        min_ns=int(ns.min()),
+        max_ns=int(ns.max()),
+        total_ns=int(ns.sum()),
+        bytes_total=sum(e.bytes for e in every) if all(e.bytes >= 0 for e in every) else -1,
+        noun="memsets" if sets == len(every) else ("copies" if sets == 0 else "copies and memsets"),
+        short_count=int(short.sum()),
+        short_ns=int(ns[short].sum()),
+        short_median_ns=int(np.median(ns[short])) if short.any() else 0,
     )
 
 
 def _copy_phrase(diag, rows: np.ndarray, evidence: list[Evidence], copy_ns: int) -> str:
+    """ "0.314 ms copying (...)": the one copy (name, size, pageable), or how many ran:
+    of one length, their median; else the largest, and the short ones in all."""
     lead = copy_lead(diag, rows, evidence)
     if lead is None:
         return f"{fmt_dur(copy_ns)} copying"
     big = lead.big
+    size = [fmt_bytes(big.bytes)] if big.bytes >= 0 else []
+    if big.pageable:
+        size.append("pageable host memory")
     if lead.count > 1:
         total = f", {fmt_bytes(lead.bytes_total)} in all" if lead.bytes_total >= 0 else ""
-        if lead.same_name:
+        named = f" {quote_name(big.name)}" if lead.same_name else ""
+        if lead.uniform:
+            pageable = ", from pageable host memory" if big.pageable else ""
             return (
-                f"{fmt_dur(copy_ns)} copying (the GPU ran {lead.count} {lead.noun} {quote_name(big.name)}, "
-                f"{fmt_dur(lead.median_ns)} median each{total})"
+                f"{fmt_dur(copy_ns)} copying (the GPU ran {lead.count} {lead.noun}{named}, "
+                f"{fmt_dur(lead.median_ns)} median each{total}{pageable})"
             )
-        return (
-            f"{fmt_dur(copy_ns)} copying (the GPU ran {lead.count} {lead.noun}{total}; the largest "
-            f"{quote_name(big.name)}" + (f", {fmt_bytes(big.bytes)}" if big.bytes >= 0 else "") + ")"
+        largest = "the largest" if lead.same_name else f"the largest {quote_name(big.name)}"
+        short = (
+            f"; {lead.short_count} took {fmt_dur(SHORT_COPY_NS)} or less each, {fmt_dur(lead.short_ns)} in all"
+            if lead.short_count >= 2
+            else ""
         )
-    bits = []
-    if big.bytes >= 0:
-        bits.append(fmt_bytes(big.bytes))
-    if big.pageable:
-        bits.append("pageable host memory")
+        return (
+            f"{fmt_dur(copy_ns)} copying (the GPU ran {lead.count} {lead.noun}{named}{total}; {largest} "
+            f"{fmt_dur(big.overlap_ns)}" + (f", {', '.join(size)}" if size else "") + f"{short})"
+        )
     memset = big.event >= 0 and diag.trace.kind[big.event] == int(Kind.MEMSET)
     where = (
         ("the GPU ran the memset" if memset else "the GPU ran the copy")
@@ -212,7 +248,7 @@ def _copy_phrase(diag, rows: np.ndarray, evidence: list[Evidence], copy_ns: int)
         else "the thread was in the copy call"
     )
     return (
-        f"{fmt_dur(copy_ns)} copying ({where} {quote_name(big.name)}" + (f", {', '.join(bits)}" if bits else "") + ")"
+        f"{fmt_dur(copy_ns)} copying ({where} {quote_name(big.name)}" + (f", {', '.join(size)}" if size else "") + ")"
     )
 
 

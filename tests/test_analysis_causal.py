@@ -148,9 +148,34 @@ def test_many_small_queued_copies_are_counted_and_batched():
     assert c.cause == Cause.COPY
     assert "40.0 µs copying (the GPU ran 8 copies `Memcpy DtoD`, 5.0 µs median each, 8.0 KiB in all)" in c.why
     assert c.first_experiment.startswith(
-        "Batch the 8 device-to-device copies `Memcpy DtoD` (5.0 µs median each): at that size their time is "
-        "the cost per copy, not bandwidth."
+        "Batch the 8 short device-to-device copies `Memcpy DtoD` (5.0 µs median each, 40.0 µs in all): at that "
+        "size their time is the cost per copy, not bandwidth."
     )
+
+
+def test_one_large_copy_among_short_ones_is_named_and_not_batched():
+    """The same gap with one 30 µs DtoD copy of 8 MiB [55, 85) and three 4 µs ones of
+    1 KiB [85, 97): copy 42 µs, dependency 8 µs. The copies differ in length, so no
+    median is quoted: the largest (30 µs, 8 MiB) and the three short ones (12 µs in
+    all); it holds most of the copy time, so the advice is about it, not batching
+    (hta test.json.gz #328: 88 copies, the largest 0.608 ms of 1.592 ms)."""
+    b = TraceBuilder()
+    t, _side, (g0,) = _lanes(b)
+    b.event(t, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(g0, "k1", 10 * US, 40 * US, Kind.KERNEL, correlation=1)
+    b.event(t, "cudaLaunchKernel", 20 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b.event(g0, "Memcpy DtoD", 55 * US, 30 * US, Kind.MEMCPY, bytes=8 << 20, copy_kind=CopyKind.D2D)
+    for k in range(3):
+        b.event(g0, "Memcpy DtoD", (85 + 4 * k) * US, 4 * US, Kind.MEMCPY, bytes=1024, copy_kind=CopyKind.D2D)
+    b.event(g0, "k2", 100 * US, 10 * US, Kind.KERNEL, correlation=2)
+    d = diagnose(b.build())
+    assert d.gaps.class_ns[0].tolist() == [0, 42 * US, 0, 0, 0, 8 * US]
+    c = d.card(0)
+    assert (
+        "42.0 µs copying (the GPU ran 4 copies `Memcpy DtoD`, 8.0 MiB in all; the largest 30.0 µs, 8.0 MiB; "
+        "3 took 20.0 µs or less each, 12.0 µs in all)"
+    ) in c.why
+    assert c.first_experiment.startswith("Fuse or remove the device-to-device copy `Memcpy DtoD` (8.0 MiB)")
 
 
 def test_one_tiny_dtod_copy_is_said_to_cost_its_fixed_time():

@@ -366,9 +366,9 @@ def inflate_to_file(path: str, limit: int, user_set: bool) -> int | None:
     try:
         os.unlink(tmp)
         with _open_regular(path) as fh:
-            data = fh.read(limit + 1)
-        if len(data) > limit:
-            raise _too_big(path, f"file is over {limit:,} bytes", limit, user_set)
+            # read in steps as ``read_bytes`` does: ``fh.read(limit + 1)`` asked for the
+            # whole limit (8 GB) at once, a MemoryError under ``ulimit -v``
+            data = _read(path, fh, None, limit, user_set)
 
         def write(chunk: bytes) -> None:
             view = memoryview(chunk)
@@ -577,7 +577,7 @@ def _load_fresh(p: str) -> tuple[Trace, Text | None]:
                     got = load_chrome_file(p, limit, fd=fd)
                     if got is not None:
                         return got
-                    inflated = _read_fd(fd)  # not split after all: the text inflated, not again
+                    inflated = _inflated_text(fd)  # not split after all: the text inflated, not again
                 finally:
                     os.close(fd)
                 return _load(p, inflated), inflated
@@ -616,6 +616,26 @@ def args_text(path: str) -> Text:
         if fd is not None:
             os.close(fd)
     return read_bytes(p)
+
+
+def _inflated_text(fd: int) -> Text:
+    """The text ``inflate_to_file`` wrote to ``fd``, for a load in one piece: mapped
+    read-only when it is JSON (its pages are the file's, which the kernel can drop,
+    not this process's memory: ``hta/mtia_rank_0.json.gz``'s 87 MB text was read into
+    memory), else read (the ASCII reader decodes a ``str``). The map cannot be cut
+    under the loader: the file is unlinked, and only this process holds it."""
+    import mmap
+
+    from gapscope.parsers.json.mapped import MappedText
+
+    head = os.pread(fd, 4096, 0)
+    i = text_start(head)
+    if 0 <= i < len(head) and head[i : i + 1] in (b"{", b"["):
+        try:
+            return MappedText(fd, 0, access=mmap.ACCESS_READ)  # keeps its own descriptor
+        except (OSError, ValueError):
+            pass
+    return _read_fd(fd)
 
 
 def _read_fd(fd: int) -> bytearray:
@@ -675,7 +695,7 @@ def _refuse_json_scalar(p: str, data) -> None:
         )
 
 
-def _load(p: str, data: bytes | bytearray) -> Trace:
+def _load(p: str, data: Text) -> Trace:
     skip = text_start(data)  # a JSON text may start with any amount of blanks
     if data[skip : skip + 1] == b"{":
         from gapscope.parsers.nsys.json_export import refuse_json_export
@@ -690,6 +710,8 @@ def _load(p: str, data: bytes | bytearray) -> Trace:
         from gapscope.parsers.chrome.loader import load_chrome
 
         return load_chrome(data, p)
+    if not isinstance(data, (bytes, bytearray)):
+        data = data.all_bytes()  # a map (never given for a text that is not JSON)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

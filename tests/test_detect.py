@@ -157,3 +157,22 @@ def test_a_load_begun_early_gives_what_load_gives(tmp_path):
         load(bad)
     assert str(first.value) == str(second.value)
     assert len(EarlyLoad(bad)(good)) == len(b)  # another path: loaded there and then
+
+
+def test_inflating_to_a_file_reads_the_gzip_in_steps_not_the_whole_limit_at_once(tmp_path, monkeypatch):
+    """``inflate_to_file`` read the compressed file with ``read(limit + 1)``, which asks
+    for the whole limit at once (8 GB by default: a ``MemoryError`` under ``ulimit -v``);
+    with a limit of 2**62 bytes such a read cannot even be allocated. It reads in steps
+    now, and the inflated text is the file's."""
+    from gapscope.parsers import detect
+
+    monkeypatch.setenv("GAPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    text = b'{"traceEvents": []}' * 1000
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gzip.compress(text))
+    fd = detect.inflate_to_file(str(path), 1 << 62, True)
+    assert fd is not None
+    try:
+        assert os.pread(fd, len(text) + 1, 0) == text
+    finally:
+        os.close(fd)

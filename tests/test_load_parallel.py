@@ -25,7 +25,7 @@ import gapscope.parsers.chrome.parallel.transfer as tx
 from gapscope.parsers import load
 from gapscope.parsers.chrome.loader import load_chrome
 from gapscope.parsers.json.mapped import file_stamp
-from tests.conftest import CORPUS, require
+from tests.conftest import CORPUS, SAMPLES, require
 from tests.test_corpus import REFUSED, TRACES
 
 _ARRAYS = (
@@ -314,6 +314,43 @@ def test_gzip_that_cannot_be_inflated_to_a_file_splits_from_memory(fail, tmp_pat
     assert spy and spy[-1] is (fail == "no room")  # a cut-off text does not split
     assert_same(parts, whole)
     assert os.listdir(tmp_path / "cache" / "inflated") == []
+
+
+def test_a_gzip_text_not_split_is_mapped_not_read_into_memory(tmp_path, monkeypatch, spy):
+    """A ``.gz`` whose inflated text is mostly metadata (``hta/mtia_rank_0.json.gz``)
+    is loaded in one piece from a read-only map of the unlinked inflated file: its
+    87 MB were read back into this process's memory. The same trace, args included;
+    nothing is left in the cache folder."""
+    import gapscope.parsers.detect as detect
+
+    monkeypatch.setattr(cp, "METADATA_SHARE", 0.25)
+    monkeypatch.setattr(cp, "SAMPLE_BYTES", 4096)
+    obj = _kineto(400)
+    meta = [
+        {"ph": "M", "name": "thread_name", "pid": 9, "tid": t, "args": {"name": f"worker {t}"}} for t in range(2000)
+    ]
+    heavy = {**obj, "traceEvents": obj["traceEvents"][:600] + meta + obj["traceEvents"][600:]}
+    path = _write(tmp_path, gzip.compress(json.dumps(heavy).encode()), "heavy.json.gz")
+
+    def refuse(fd):
+        raise AssertionError("the inflated JSON text was read into memory")
+
+    monkeypatch.setattr(detect, "_read_fd", refuse)
+    parts, whole = _both(path, monkeypatch, spy)
+    assert not any(spy)
+    assert_same(parts, whole)
+    k = int(np.flatnonzero(parts.kind == 0)[0])
+    assert parts.args_of(k) == whole.args_of(k) != {}
+    assert os.listdir(tmp_path / "cache" / "inflated") == []
+
+
+def test_a_gzip_timeline_that_is_not_json_is_read_not_mapped(tmp_path, monkeypatch, spy):
+    """An ASCII timeline in a ``.gz`` large enough to be inflated to a file is read
+    back (the timeline reader decodes text), the same trace as the plain file."""
+    src = SAMPLES / "decode_step.txt"
+    path = _write(tmp_path, gzip.compress(src.read_bytes()), "t.txt.gz")
+    a, b = load(path), load(src)
+    assert a.names == b.names and a.start_ns.tolist() == b.start_ns.tolist() and len(a) == len(b) > 0
 
 
 def test_epoch_timestamps_kept_as_text_split(tmp_path, monkeypatch, spy):

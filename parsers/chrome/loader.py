@@ -63,7 +63,7 @@ from gapscope.parsers.chrome.schema import (
 from gapscope.parsers.chrome.times import INVALID, MISSING, NEED_EXACT, OK
 from gapscope.parsers.errors import TraceFormatError
 from gapscope.parsers.json.mapped import MappedText
-from gapscope.parsers.json.scan import text_start
+from gapscope.parsers.json.scan import Text, text_start
 from gapscope.parsers.kinds import KINETO_CATS, KINETO_FLOW_CATS
 from gapscope.parsers.lanes import Metadata
 from gapscope.parsers.model import Kind, SourceInfo, Trace, TraceWarning, link_by_correlation, repeated_correlations
@@ -176,7 +176,7 @@ def load_chrome_file(
             gc.enable()
 
 
-def _decode(data: bytes | bytearray, path: str, parts: bool = True) -> _Input:
+def _decode(data: Text, path: str, parts: bool = True) -> _Input:
     """``data`` decoded: in two parts at once when large (``chrome_parallel``), else in
     one typed decode, else, when that fails on damage, by ``recover`` (events skipped
     or repaired with warnings). Raises ``TraceFormatError`` when nothing usable is left."""
@@ -209,6 +209,8 @@ def _decode(data: bytes | bytearray, path: str, parts: bool = True) -> _Input:
         return _Input(path, events, EventText(data, i, len(events)), header=header, x_class=x_class)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):  # nesting too deep: per event
         pass
+    if not isinstance(data, (bytes, bytearray)):
+        data = data.all_bytes()  # a damaged mapped text is repaired from memory
     rec = recover(data, path, i, EventText(data, i, 0).lines)
     keep = [k for k, e in enumerate(rec.events) if e is not None]
     kk = np.array(keep, dtype=np.int64)
@@ -235,7 +237,7 @@ def _decode(data: bytes | bytearray, path: str, parts: bool = True) -> _Input:
     return _Input(path, [rec.events[k] for k in keep], text, header=rec.header, warnings=rec.warnings)
 
 
-def _scan_whole(data: bytes | bytearray, root: int, raw_ts: bool, path: str) -> _Input | None:
+def _scan_whole(data: Text, root: int, raw_ts: bool, path: str) -> _Input | None:
     """``data`` read as one part, in this process, by the C scanner
     (``fastscan.scan_text``): the events array's ``X`` events as columns, the others
     as structs, as the split loader gives them (``_build`` then takes the same path,
@@ -261,7 +263,7 @@ def _scan_whole(data: bytes | bytearray, root: int, raw_ts: bool, path: str) -> 
     return _Input(path, events, text, header=_header(header) if header is not None else {}, x_class=x_class, scanned=ec)
 
 
-def load_chrome(data: bytes | bytearray, path: str) -> Trace:
+def load_chrome(data: Text, path: str) -> Trace:
     """Load Chrome Trace Event Format JSON (object or array form; Kineto of every
     vintage; legacy autograd export) from ``data`` (gzip already undone).
 

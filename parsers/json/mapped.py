@@ -81,6 +81,11 @@ class MappedText(mmap.mmap):
             raise IndexError(f"byte {i} is past the end of the file (cut short since it was mapped)")
         return got[0]
 
+    def all_bytes(self) -> bytes:
+        """The whole mapped file as it is now, read with ``os.pread`` (fewer bytes when
+        it was cut short since it was mapped)."""
+        return self._pread(0, len(self))
+
     def _pread(self, start: int, stop: int) -> bytes:
         """Bytes ``start:stop`` of the mapped file as it is now (fewer when it was cut
         short; empty when its descriptor is closed)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import msgspec
 
 from gapscope.parsers.errors import TraceFormatError
+from gapscope.parsers.json.scan import Text
 
 __all__ = ["refuse_json_export", "looks_like_record"]
 
@@ -34,7 +35,7 @@ def looks_like_record(obj: object) -> bool:
     return set(obj) == {"data"} and isinstance(obj["data"], list)
 
 
-def refuse_json_export(path: str, data: bytes | bytearray, start: int = 0) -> None:
+def refuse_json_export(path: str, data: Text, start: int = 0) -> None:
     """Raise ``TraceFormatError`` when ``data`` (text starting at ``start``) is Nsight's
     JSON export: a first line that is a whole JSON object shaped like its records,
     followed by another record line. Looks at the first two lines only."""

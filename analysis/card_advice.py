@@ -135,6 +135,12 @@ def _sync_advice(diag, evidence, name, dur_txt, rows, cliff: bool = True):
     )
 
 
+#: A host call of the process group or the communication library itself (torch's
+#: ``c10d::allreduce_``, the profiler's ``record_param_comms``, ``nccl:all_to_all``),
+#: not any Python function whose name mentions a collective (vLLM's
+#: ``symm_mem.py(127): all_reduce`` is the framework's own code).
+HOST_COMM_RE = re.compile(r"^(c10d::|record_param_comms\b|nccl:|rccl:|gloo:|mpi:)", re.IGNORECASE)
+
 #: At most this many bytes, a copy's time is its fixed cost per copy, not bandwidth.
 SMALL_COPY_BYTES = 4096
 
@@ -161,37 +167,37 @@ def _copy_advice(diag, rows, evidence, dur_txt):
     forbidden = "Do not optimise the kernels: the GPU waits for data to move, not for compute."
     ck = int(trace.copy_kind[big.event]) if big is not None and big.event >= 0 and trace.lanes[big.lane].is_gpu else -1
     is_memset = big is not None and big.event >= 0 and trace.kind[big.event] == int(Kind.MEMSET)
-    many = lead is not None and lead.short_count >= MANY_COPIES and lead.mostly_short
-    if many and (is_memset or ck in (int(CopyKind.D2D), int(CopyKind.H2D))):
-        assert lead is not None
-        kind = {int(CopyKind.D2D): "device-to-device copies", int(CopyKind.H2D): "host-to-device copies"}.get(
-            ck, "memsets"
-        )
-        how = (
-            "one copy of a pinned flat buffer, issued with non_blocking=True a step ahead"
-            if ck == int(CopyKind.H2D)
-            else "one copy of a flat buffer or a multi-tensor op (torch._foreach_copy_, a fused optimizer) "
-            "instead of one per tensor, or none at all (an in-place op, a preallocated buffer)"
-        )
-        named = f" {what}" if lead.same_name else ""
-        return (
-            f"Batch the {lead.short_count} short {kind}{named} ({fmt_dur(lead.short_median_ns)} median each, "
-            f"{fmt_dur(lead.short_ns)} in all): at that size their time is the cost per copy, not bandwidth. "
-            f"Use {how}.",
-            forbidden,
-            proof.replace("the copy should", "the copies should"),
-        )
+    if lead is not None and lead.short_count >= MANY_COPIES and lead.mostly_short:
+        return _batch_advice(lead, forbidden, proof)
+    n = 1  # how many copies the advice is about: all of one name and length, or those like the largest
+    if lead is not None:
+        n = lead.count if lead.same_name and lead.uniform else lead.like_big
     if is_memset or ck == int(CopyKind.D2D):
-        kind = "memset" if is_memset else "device-to-device copy"
-        small = (
-            f"; at {fmt_bytes(big.bytes)} its time is the cost of one copy, not bandwidth"
-            if big is not None and 0 <= big.bytes <= SMALL_COPY_BYTES
-            else ""
+        kind = (
+            ("memsets" if is_memset else "device-to-device copies")
+            if n > 1
+            else ("memset" if is_memset else "device-to-device copy")
+        )
+        which = f"{n} {kind} {what}" if n > 1 else f"{kind} {what}"
+        size = detail
+        if n > 1 and big is not None and big.bytes >= 0:
+            same = lead is not None and n == lead.count and lead.bytes_total == n * big.bytes
+            size = f" ({fmt_bytes(big.bytes)} each)" if same else f" (the largest {fmt_bytes(big.bytes)})"
+        small = ""
+        if big is not None and 0 <= big.bytes <= SMALL_COPY_BYTES:
+            small = (
+                f"; at {fmt_bytes(big.bytes)} "
+                + ("their time is the cost per copy" if n > 1 else "its time is the cost of one copy")
+                + ", not bandwidth"
+            )
+        why = (
+            "the GPU writing a constant (a zero-fill such as torch.zeros or .zero_() between kernels)"
+            if is_memset
+            else "the GPU moving data it already has (a .contiguous(), clone, dtype cast between kernels)"
         )
         return (
-            f"Fuse or remove the {kind} {what}{detail}: it is the GPU moving data it already has (a "
-            f".contiguous(), clone, dtype cast or zero-fill between kernels){small}; an in-place op, a fused "
-            f"kernel or a preallocated buffer avoids it.",
+            f"Fuse or remove the {which}{size}: {'they are' if n > 1 else 'it is'} {why}{small}; an in-place op, a "
+            f"fused kernel or a preallocated buffer avoids {'them' if n > 1 else 'it'}.",
             forbidden,
             proof,
         )
@@ -214,6 +220,35 @@ def _copy_advice(diag, rows, evidence, dur_txt):
         f"where a copy must stay, use pinned host memory and non_blocking=True so it overlaps compute.",
         forbidden,
         proof,
+    )
+
+
+def _batch_advice(lead, forbidden: str, proof: str) -> tuple[str, str, str]:
+    """Many short copies holding most of the copy time: batch them, by kind."""
+    kinds = lead.short_kinds
+    how = {
+        "host-to-device copies": "one pinned flat buffer copied with non_blocking=True, a step ahead",
+        "device-to-host copies": "one flat buffer read back once, after the loop",
+        "device-to-device copies": "one copy of a flat buffer, or a multi-tensor op (torch._foreach_copy_, a "
+        "fused optimizer) instead of one per tensor, or none at all (an in-place op, a preallocated buffer)",
+        "memsets": "one zero-fill of a flat buffer, or a preallocated one",
+    }
+    if len(kinds) == 1:
+        (kind,) = kinds
+        named = f" {quote_name(lead.big.name)}" if lead.same_name else ""
+        head = (
+            f"Batch the {lead.short_count} short {kind}{named} ({fmt_dur(lead.short_median_ns)} median each, "
+            f"{fmt_dur(lead.short_ns)} in all)"
+        )
+        use = how.get(kind, "one copy of a flat buffer instead of one per tensor")
+    else:
+        parts = "; ".join(f"{n} {k}, {fmt_dur(t)}" for k, (n, t) in sorted(kinds.items(), key=lambda kv: -kv[1][1]))
+        head = f"Batch the {lead.short_count} short copies ({parts})"
+        use = "; ".join(f"for the {k}, {how.get(k, 'one copy of a flat buffer')}" for k in kinds)
+    return (
+        f"{head}: each this short, their time is the cost per copy, not bandwidth. Use {use}.",
+        forbidden,
+        proof.replace("the copy should", "the copies should"),
     )
 
 
@@ -296,7 +331,7 @@ def _host_advice(diag, evidence, rows, name, top, dur_txt):
     hint = _instrument_hint(trace)
     # a collective's host call (``record_param_comms``, ``nccl:all_to_all``) holding most
     # of the named host time: the largest one, as nested calls share their time
-    colls = [e for e in evidence if e.cause == Cause.HOST and e.event >= 0 and COLLECTIVE_RE.search(e.name)]
+    colls = [e for e in evidence if e.cause == Cause.HOST and e.event >= 0 and HOST_COMM_RE.search(e.name)]
     coll = max(colls, key=lambda e: e.overlap_ns, default=None)
     cn = diag.gaps.class_ns
     host_ns = int(np.median(cn[rows, int(Cause.HOST)])) if cn is not None else lead_ns + quiet_ns
@@ -322,12 +357,6 @@ def _host_advice(diag, evidence, rows, name, top, dur_txt):
             f"num_workers > 0, persistent_workers=True), pin_memory=True, and prefetch (prefetch_factor) so a "
             f"batch is ready when the GPU finishes."
         )
-    elif top and _mostly_own_time(diag, top[0]):
-        first = (
-            f"Find out what the CPU does inside {quote_name(lead_name or top[0].name)} ({fmt_dur(lead_ns)} of the gap, "
-            f"almost none of it in a finer recorded event): {hint}; then cut that work or move it off the "
-            f"critical path."
-        )
     elif coll is not None:
         first = (
             f"Most of this host time is inside the communication call {quote_name(coll.name)} "
@@ -336,6 +365,12 @@ def _host_advice(diag, evidence, rows, name, top, dur_txt):
             f"sizes) to see its fixed host cost, and give the GPU work meanwhile: issue the collective earlier "
             f"with async_op=True and wait() just before its result is used, with independent kernels queued "
             f"ahead of it."
+        )
+    elif top and _mostly_own_time(diag, top[0]):
+        first = (
+            f"Find out what the CPU does inside {quote_name(lead_name or top[0].name)} ({fmt_dur(lead_ns)} of the gap, "
+            f"almost none of it in a finer recorded event): {hint}; then cut that work or move it off the "
+            f"critical path."
         )
     elif top and _issues_gpu_work(trace, top[0].event):
         first = (

@@ -22,7 +22,7 @@ from gapscope.analysis.evidence import enclosing_step_range
 from gapscope.analysis.evidence_kinds import BLOCKING_SYNC_RE, COLLECTIVE_RE, SYNC_OP_NAMES
 from gapscope.analysis.types import Cause, Evidence, Trust, WaitKind
 from gapscope.analysis.waits import searchable, wait_name_ids
-from gapscope.parsers.model import Kind
+from gapscope.parsers.model import CopyKind, Kind
 from gapscope.units import fmt_bytes, fmt_dur
 
 SMELLS = {
@@ -130,7 +130,13 @@ def _items(
         if quiet:
             out.append(quiet_text(diag, rows, ns))
             continue
-        within = sorted(((k, v) for k, v in inner.get(name, {}).items() if v <= ns), key=lambda kv: -kv[1])[:2]
+        # the largest calls directly inside it (not of its own name), adding to at most its time
+        within: list[tuple[str, int]] = []
+        room = ns
+        for k, v in sorted(inner.get(name, {}).items(), key=lambda kv: -kv[1]):
+            if k != name and v <= room and len(within) < 2:
+                within.append((k, v))
+                room -= v
         of_which = (
             (" (of which " + ", ".join(f"{fmt_dur(v)} in {quote_name(k)}" for k, v in within) + ")") if within else ""
         )
@@ -145,15 +151,27 @@ def _items(
 SHORT_COPY_NS = 20_000
 
 
+#: What a GPU copy of each kind is called in a sentence (memsets by their kind).
+COPY_KIND_WORDS = {
+    int(CopyKind.H2D): "host-to-device copies",
+    int(CopyKind.D2H): "device-to-host copies",
+    int(CopyKind.D2D): "device-to-device copies",
+    int(CopyKind.P2P): "peer-to-peer copies",
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class CopyLead:
     """The copies a card names for its copy time. ``big``: the largest copy item (the
     GPU's own copy when it is at least half as large). Of the GPU copies of that class
     in the occurrence (``Diagnosis.gpu_copies``; one, ``big``, when it is a copy call on
     a CPU thread): ``count``, whether all share ``big``'s name, the median, shortest,
-    largest and total ns in the gap, the bytes in all (-1 when a size is unknown), ``noun``
-    ("copies", "memsets", "copies and memsets"), and how many took at most
-    ``SHORT_COPY_NS``, their ns and their median."""
+    largest and total ns in the gap, the bytes in all (-1 when a size is unknown),
+    ``noun`` ("copies", "memsets", "copies and memsets"), how many of ``big``'s name
+    are about as long as it (90 %), and those of at most ``SHORT_COPY_NS``: how many,
+    their ns, their median, and {kind words (``COPY_KIND_WORDS``, "memsets"): (count,
+    ns)}. ``call``: the thread's copy call (``cudaMemcpyAsync``) in the evidence, if
+    any, whose time outside the GPU's copies is copy time too."""
 
     big: Evidence
     count: int
@@ -164,9 +182,14 @@ class CopyLead:
     total_ns: int
     bytes_total: int
     noun: str
+    like_big: int
     short_count: int
     short_ns: int
     short_median_ns: int
+    short_kinds: dict[str, tuple[int, int]]
+    call: Evidence | None
+    #: the ns of each copy in the gap, longest first, when there are at most three
+    lengths_ns: tuple[int, ...] = ()
 
     @property
     def uniform(self) -> bool:
@@ -181,6 +204,12 @@ class CopyLead:
         return 2 * self.short_ns >= self.total_ns
 
 
+def _kind_words(trace, ev: int) -> str:
+    if ev >= 0 and trace.kind[ev] == int(Kind.MEMSET):
+        return "memsets"
+    return COPY_KIND_WORDS.get(int(trace.copy_kind[ev]) if ev >= 0 else -1, "copies")
+
+
 def copy_lead(diag, rows: np.ndarray, evidence: list[Evidence]) -> CopyLead | None:
     """The ``CopyLead`` of the occurrence ``rows``, or None without copy evidence."""
     trace = diag.trace
@@ -190,12 +219,18 @@ def copy_lead(diag, rows: np.ndarray, evidence: list[Evidence]) -> CopyLead | No
     big = max(cp, key=lambda e: (e.overlap_ns, e.bytes))
     gpu = [e for e in cp if trace.lanes[e.lane].is_gpu and 2 * e.overlap_ns >= big.overlap_ns]
     big = max(gpu, key=lambda e: (e.overlap_ns, e.bytes)) if gpu else big
+    calls = [e for e in cp if e.event >= 0 and not trace.lanes[e.lane].is_gpu]
+    call = max(calls, key=lambda e: e.overlap_ns) if calls and trace.lanes[big.lane].is_gpu else None
     every = [big]
     if big.event >= 0 and trace.lanes[big.lane].is_gpu:
         every = [e for r in rows for e in diag.gpu_copies(int(r)) if e.cause == Cause.COPY] or [big]
     sets = sum(1 for e in every if e.event >= 0 and trace.kind[e.event] == int(Kind.MEMSET))
     ns = np.array([e.overlap_ns for e in every], dtype=np.int64)
     short = ns <= SHORT_COPY_NS
+    kinds: dict[str, tuple[int, int]] = {}
+    for e in (e for e, s_ in zip(every, short.tolist()) if s_):
+        n, t = kinds.get(_kind_words(trace, e.event), (0, 0))
+        kinds[_kind_words(trace, e.event)] = (n + 1, t + e.overlap_ns)
     return CopyLead(
         big=big,
         count=len(every),
@@ -206,15 +241,20 @@ def copy_lead(diag, rows: np.ndarray, evidence: list[Evidence]) -> CopyLead | No
         total_ns=int(ns.sum()),
         bytes_total=sum(e.bytes for e in every) if all(e.bytes >= 0 for e in every) else -1,
         noun="memsets" if sets == len(every) else ("copies" if sets == 0 else "copies and memsets"),
+        like_big=sum(1 for e in every if e.name == big.name and 10 * e.overlap_ns >= 9 * big.overlap_ns),
         short_count=int(short.sum()),
         short_ns=int(ns[short].sum()),
         short_median_ns=int(np.median(ns[short])) if short.any() else 0,
+        short_kinds=kinds,
+        call=call,
+        lengths_ns=tuple(sorted(ns.tolist(), reverse=True)) if ns.size <= 3 else (),
     )
 
 
 def _copy_phrase(diag, rows: np.ndarray, evidence: list[Evidence], copy_ns: int) -> str:
     """ "0.314 ms copying (...)": the one copy (name, size, pageable), or how many ran:
-    of one length, their median; else the largest, and the short ones in all."""
+    of one length, their median; else the largest, and the short ones in all; then the
+    copy time the thread spent in its copy call outside the GPU's copies."""
     lead = copy_lead(diag, rows, evidence)
     if lead is None:
         return f"{fmt_dur(copy_ns)} copying"
@@ -222,16 +262,30 @@ def _copy_phrase(diag, rows: np.ndarray, evidence: list[Evidence], copy_ns: int)
     size = [fmt_bytes(big.bytes)] if big.bytes >= 0 else []
     if big.pageable:
         size.append("pageable host memory")
+    rest = ""
+    outside = copy_ns - lead.total_ns
+    if diag.trace.lanes[big.lane].is_gpu and outside >= max(1_000, copy_ns // 20):
+        # the copy class's other part: the launching thread inside a copy call (rule 1)
+        call = f"the copy call {quote_name(lead.call.name)}" if lead.call is not None else "a copy call"
+        rest = f"; {fmt_dur(outside)} of it the thread in {call} outside the GPU's copies"
     if lead.count > 1:
         total = f", {fmt_bytes(lead.bytes_total)} in all" if lead.bytes_total >= 0 else ""
         named = f" {quote_name(big.name)}" if lead.same_name else ""
-        if lead.uniform:
-            pageable = ", from pageable host memory" if big.pageable else ""
+        pageable = ", from pageable host memory" if big.pageable else ""
+        if lead.count <= 3 and not lead.uniform:  # a median of two or three says nothing: each one
+            each = " and ".join(fmt_dur(v) for v in lead.lengths_ns)
+            return f"{fmt_dur(copy_ns)} copying (the GPU ran {lead.count} {lead.noun}{named}, {each}{total}{pageable}{rest})"
+        if lead.uniform or lead.short_count == lead.count:
             return (
                 f"{fmt_dur(copy_ns)} copying (the GPU ran {lead.count} {lead.noun}{named}, "
-                f"{fmt_dur(lead.median_ns)} median each{total}{pageable})"
+                f"{fmt_dur(lead.median_ns)} median each{total}{pageable}{rest})"
             )
         largest = "the largest" if lead.same_name else f"the largest {quote_name(big.name)}"
+        if lead.like_big > 1:
+            largest = f"the {lead.like_big} largest" + ("" if lead.same_name else f" {quote_name(big.name)}")
+            each = f"{fmt_dur(big.overlap_ns)} each"
+        else:
+            each = fmt_dur(big.overlap_ns)
         short = (
             f"; {lead.short_count} took {fmt_dur(SHORT_COPY_NS)} or less each, {fmt_dur(lead.short_ns)} in all"
             if lead.short_count >= 2
@@ -239,7 +293,7 @@ def _copy_phrase(diag, rows: np.ndarray, evidence: list[Evidence], copy_ns: int)
         )
         return (
             f"{fmt_dur(copy_ns)} copying (the GPU ran {lead.count} {lead.noun}{named}{total}; {largest} "
-            f"{fmt_dur(big.overlap_ns)}" + (f", {', '.join(size)}" if size else "") + f"{short})"
+            f"{each}" + (f", {', '.join(size)}" if size else "") + f"{short}{rest})"
         )
     memset = big.event >= 0 and diag.trace.kind[big.event] == int(Kind.MEMSET)
     where = (
@@ -248,7 +302,9 @@ def _copy_phrase(diag, rows: np.ndarray, evidence: list[Evidence], copy_ns: int)
         else "the thread was in the copy call"
     )
     return (
-        f"{fmt_dur(copy_ns)} copying ({where} {quote_name(big.name)}" + (f", {', '.join(size)}" if size else "") + ")"
+        f"{fmt_dur(copy_ns)} copying ({where} {quote_name(big.name)}"
+        + (f", {', '.join(size)}" if size else "")
+        + f"{rest})"
     )
 
 

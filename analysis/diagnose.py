@@ -50,6 +50,7 @@ class Diagnosis:
     invalid_gpu_ops: int = 0
     _launches: np.ndarray | None = dataclasses.field(default=None, repr=False)
     _evidence_cache: dict = dataclasses.field(default_factory=dict, repr=False)
+    _copies_cache: dict = dataclasses.field(default_factory=dict, repr=False)
     _exclude: np.ndarray | None = dataclasses.field(default=None, repr=False)
     _index: EvidenceIndex | None = dataclasses.field(default=None, repr=False)
 
@@ -84,8 +85,11 @@ class Diagnosis:
 
     def gpu_copies(self, i: int) -> tuple[Evidence, ...]:
         """Every GPU copy and memset item of gap ``i`` (``gpu_copies_of_gap``), in time
-        order, not cut to the evidence list's limit."""
-        return tuple(gpu_copies_of_gap(self.trace, self.gaps, int(i), self._evidence_index()))
+        order, not cut to the evidence list's limit. Computed on demand and cached."""
+        i = int(i)
+        if i not in self._copies_cache:
+            self._copies_cache[i] = tuple(gpu_copies_of_gap(self.trace, self.gaps, i, self._evidence_index()))
+        return self._copies_cache[i]
 
     def _evidence_index(self) -> EvidenceIndex:
         if self._index is None:

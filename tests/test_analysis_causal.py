@@ -148,8 +148,8 @@ def test_many_small_queued_copies_are_counted_and_batched():
     assert c.cause == Cause.COPY
     assert "40.0 µs copying (the GPU ran 8 copies `Memcpy DtoD`, 5.0 µs median each, 8.0 KiB in all)" in c.why
     assert c.first_experiment.startswith(
-        "Batch the 8 short device-to-device copies `Memcpy DtoD` (5.0 µs median each, 40.0 µs in all): at that "
-        "size their time is the cost per copy, not bandwidth."
+        "Batch the 8 short device-to-device copies `Memcpy DtoD` (5.0 µs median each, 40.0 µs in all): each "
+        "this short, their time is the cost per copy, not bandwidth."
     )
 
 
@@ -178,6 +178,69 @@ def test_one_large_copy_among_short_ones_is_named_and_not_batched():
     assert c.first_experiment.startswith("Fuse or remove the device-to-device copy `Memcpy DtoD` (8.0 MiB)")
 
 
+def test_short_copies_of_two_kinds_are_batched_by_kind():
+    """Four 4 µs DtoD copies and four 8 µs HtoD copies [55, 103) µs in a queued gap
+    [50, 105): the batching advice names both kinds with their counts and time, and a
+    remedy for each (vllm piecewise #0 said "10 short host-to-device copies" where 6
+    were device-to-device)."""
+    b = TraceBuilder()
+    t, _side, (g0,) = _lanes(b)
+    b.event(t, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(g0, "k1", 10 * US, 40 * US, Kind.KERNEL, correlation=1)
+    b.event(t, "cudaLaunchKernel", 20 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    at = 55
+    for k in range(4):
+        b.event(g0, "Memcpy DtoD", at * US, 4 * US, Kind.MEMCPY, bytes=64, copy_kind=CopyKind.D2D)
+        b.event(g0, "Memcpy HtoD", (at + 4) * US, 8 * US, Kind.MEMCPY, bytes=64, copy_kind=CopyKind.H2D)
+        at += 12
+    b.event(g0, "k2", 105 * US, 10 * US, Kind.KERNEL, correlation=2)
+    d = diagnose(b.build())
+    assert d.gaps.class_ns[0].tolist() == [0, 48 * US, 0, 0, 0, 7 * US]
+    first = d.card(0).first_experiment
+    assert first.startswith(
+        "Batch the 8 short copies (4 host-to-device copies, 32.0 µs; 4 device-to-device copies, 16.0 µs): each "
+        "this short, their time is the cost per copy, not bandwidth. Use for the "
+    )
+    assert "for the host-to-device copies, one pinned flat buffer" in first
+    assert "for the device-to-device copies, one copy of a flat buffer" in first
+
+
+def test_two_copies_of_different_lengths_are_each_named_with_the_threads_copy_call():
+    """A starved gap [10, 300) µs: T sits in cudaMemcpyAsync [20, 260), whose GPU copies
+    run [60, 250) (190 µs, 8 MiB, pageable) and [252, 253) (1 µs, 256 B). A median of
+    two would read 95.5 µs each: both are named, and the 50 µs the thread spent in the
+    call outside the GPU's copies are said to be copy time too (resnet50 worker0 #0)."""
+    b = TraceBuilder()
+    t, _side, (g0,) = _lanes(b)
+    b.event(t, "cudaLaunchKernel", 0, 2 * US, Kind.LAUNCH, correlation=1)
+    b.event(g0, "k1", 3 * US, 7 * US, Kind.KERNEL, correlation=1)
+    b.event(t, "cudaMemcpyAsync", 20 * US, 240 * US, Kind.MEMCPY_CALL, correlation=2)
+    b.event(
+        g0,
+        "Memcpy HtoD",
+        60 * US,
+        190 * US,
+        Kind.MEMCPY,
+        bytes=8 << 20,
+        copy_kind=CopyKind.H2D,
+        pageable=True,
+        correlation=2,
+    )
+    b.event(g0, "Memcpy HtoD", 252 * US, 1 * US, Kind.MEMCPY, bytes=256, copy_kind=CopyKind.H2D, pageable=True)
+    b.event(t, "cudaLaunchKernel", 290 * US, 5 * US, Kind.LAUNCH, correlation=3)
+    b.event(g0, "k2", 300 * US, 10 * US, Kind.KERNEL, correlation=3)
+    d = diagnose(b.build())
+    i = int(np.argmax(d.gaps.dur_ns))
+    cn = d.gaps.class_ns[i].tolist()
+    assert (int(d.gaps.start_ns[i]), int(d.gaps.end_ns[i])) == (10 * US, 300 * US)
+    assert cn[int(Cause.COPY)] == 240 * US
+    why = d.card(i).why
+    assert (
+        "0.240 ms copying (the GPU ran 2 copies `Memcpy HtoD`, 0.190 ms and 1.0 µs, 8.0 MiB in all, from pageable "
+        "host memory; 49.0 µs of it the thread in the copy call `cudaMemcpyAsync` outside the GPU's copies)"
+    ) in why
+
+
 def test_one_tiny_dtod_copy_is_said_to_cost_its_fixed_time():
     """A single 4 B DtoD copy [60, 64) µs in a queued gap: one copy named as such, and the
     advice says its time is the cost of one copy, not bandwidth (hta sampled #551)."""
@@ -193,6 +256,34 @@ def test_one_tiny_dtod_copy_is_said_to_cost_its_fixed_time():
     assert c.cause == Cause.COPY
     assert "4.0 µs copying (the GPU ran the copy `Memcpy DtoD`, 4 B)" in c.why
     assert "at 4 B its time is the cost of one copy, not bandwidth" in c.first_experiment
+
+
+def test_a_memset_is_said_to_write_a_constant_and_equal_copies_are_counted_in_the_advice():
+    """A queued gap [50, 56) µs holding one 4 µs memset: the advice speaks of a constant
+    being written, not of data moved; three equal 8 µs DtoD copies of 1 MiB in [50, 76)
+    are one advice about the three (hta test #2189 had three copies of 0.649 ms)."""
+    b = TraceBuilder()
+    t, _side, (g0,) = _lanes(b)
+    b.event(t, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(g0, "k1", 10 * US, 40 * US, Kind.KERNEL, correlation=1)
+    b.event(t, "cudaLaunchKernel", 20 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b.event(g0, "Memset (Device)", 51 * US, 4 * US, Kind.MEMSET, bytes=1 << 20)
+    b.event(g0, "k2", 56 * US, 10 * US, Kind.KERNEL, correlation=2)
+    first = diagnose(b.build()).card(0).first_experiment
+    assert first.startswith("Fuse or remove the memset `Memset (Device)` (1.0 MiB): it is the GPU writing a constant")
+    b = TraceBuilder()
+    t, _side, (g0,) = _lanes(b)
+    b.event(t, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(g0, "k1", 10 * US, 40 * US, Kind.KERNEL, correlation=1)
+    b.event(t, "cudaLaunchKernel", 20 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    for k in range(3):
+        b.event(g0, "Memcpy DtoD", (51 + 8 * k) * US, 8 * US, Kind.MEMCPY, bytes=1 << 20, copy_kind=CopyKind.D2D)
+    b.event(g0, "k2", 76 * US, 10 * US, Kind.KERNEL, correlation=2)
+    c = diagnose(b.build()).card(0)
+    assert "(the GPU ran 3 copies `Memcpy DtoD`, 8.0 µs median each, 3.0 MiB in all)" in c.why
+    assert c.first_experiment.startswith(
+        "Fuse or remove the 3 device-to-device copies `Memcpy DtoD` (1.0 MiB each): they are the GPU moving data"
+    )
 
 
 def test_warm_up_gap_is_one_time_and_left_out_of_groups_budget_and_what_if():

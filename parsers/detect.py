@@ -55,9 +55,14 @@ MIN_DEFAULT_LIMIT = 256 << 20
 #: when ``GAPSCOPE_MAX_TRACE_BYTES`` is set: the user has stated the size they accept.
 MAX_INFLATE_RATIO = 200
 RATIO_CHECK_BYTES = 128 << 20
-#: Bytes read or inflated per step; every step is checked against the limit.
+#: Bytes read per step; every step is checked against the limit.
 CHUNK_BYTES = 16 << 20
 _IN_CHUNK_BYTES = 1 << 20
+#: Most bytes one inflate call produces (each step checked against the limit). ISA-L
+#: inflates 2-3x faster into 1 MiB pieces than into 16 MiB ones (a 148 MB text: 0.13-0.16
+#: s against 0.30-0.43 s; zlib 0.42-0.49 s): a large output buffer costs fresh pages
+#: on every call.
+INFLATE_OUT_BYTES = 1 << 20
 
 _LIMIT_HINT = f"set {LIMIT_ENV} (e.g. 32G) to raise the limit"
 
@@ -269,7 +274,7 @@ def _gunzip_all(
     piece handed to ``sink(piece)`` as it comes (an empty ``bytearray`` is returned;
     damage then raises ``_Damaged``).
 
-    Output is produced ``CHUNK_BYTES`` at a time and checked at each step, so a bomb
+    Output is produced ``INFLATE_OUT_BYTES`` at a time and checked at each step, so a bomb
     is refused with at most about ``RATIO_CHECK_BYTES`` (or ``limit``) inflated.
     Raises ``TraceFormatError`` for corrupt data, a cut inside the first header (nothing
     readable), output beyond ``limit`` bytes, or (default limit only) output past
@@ -296,7 +301,7 @@ def _gunzip_all(
                         break
                     feed = view[pos : pos + _IN_CHUNK_BYTES]
                     pos += len(feed)
-                chunk = d.decompress(feed, CHUNK_BYTES)
+                chunk = d.decompress(feed, INFLATE_OUT_BYTES)
                 feed = d.unconsumed_tail
                 total += len(chunk)
                 member_out += len(chunk)

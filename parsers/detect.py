@@ -329,6 +329,15 @@ def _gunzip_all(
                 raise _Damaged(str(exc)) from None
             if (inflate or _inflate) is not zlib:  # damaged: zlib's reading (and message) of it
                 return _gunzip_all(path, data, limit, user_set, zlib)
+            if "check" in str(exc):
+                # the whole member inflated but its trailer's CRC-32 or size does not match
+                # it: refused at every size, as gunzip does (a large file lost its last
+                # piece of text and loaded with a warning of a cut-off event)
+                raise TraceFormatError(
+                    path,
+                    f"corrupt gzip data ({exc}): the text does not match the checksum or size in its gzip trailer",
+                    hint="`gzip -t FILE` tests it; the file may be damaged",
+                ) from None
             if not total:
                 raise TraceFormatError(path, f"corrupt gzip data ({exc})", hint="is the file complete?") from None
             break

@@ -176,3 +176,22 @@ def test_inflating_to_a_file_reads_the_gzip_in_steps_not_the_whole_limit_at_once
         assert os.pread(fd, len(text) + 1, 0) == text
     finally:
         os.close(fd)
+
+
+@pytest.mark.parametrize("size", [2_000, 3_000_000])
+def test_a_gzip_trailer_that_does_not_match_its_text_is_refused_at_every_size(tmp_path, size):
+    """Intact deflate data with a wrong CRC-32 in the trailer: a small file was refused
+    ("incorrect data check") but a large one lost the last inflated piece and loaded
+    with a cut-off-event warning. Both are refused now, naming the trailer."""
+    text = (
+        b'{"traceEvents": ['
+        + b",".join(
+            b'{"ph": "X", "name": "k%d", "ts": %d, "dur": 1, "pid": 1, "tid": 1}' % (k, k) for k in range(size // 60)
+        )
+        + b"]}"
+    )
+    blob = gzip.compress(text, 1)
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(blob[:-8] + bytes(4) + blob[-4:])
+    with pytest.raises(TraceFormatError, match="checksum or size in its gzip trailer"):
+        load(path)

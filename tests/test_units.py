@@ -249,3 +249,25 @@ def test_one_gap_reads_the_same_on_the_lane_the_status_line_the_card_and_the_rep
         assert report_cmd.main([str(sample_traces.path()), "--width", "100"]) == 0
     row = next(ln for ln in out.getvalue().splitlines() if ln.startswith(f"#{gap} "))
     assert f"0.590 ms  {length}" in row
+
+
+def test_the_compact_card_shortens_long_cpp_names_and_keeps_short_ones():
+    """At 80x24 a 300-character kernel name filled the compact card (mi300 #6): its
+    template and parameter lists are elided there, brackets matched by kind; short
+    names, and the full card, stay literal."""
+    from gapscope.tui.panel import short_name, short_names
+
+    long = (
+        "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::"
+        "TensorListMetadata<2>, std::plus<float>, float>(at::native::(anonymous namespace)::TensorListMetadata<2>, float)"
+    )
+    assert short_name(long) == "void at::native::(…)::multi_tensor_apply_kernel<…>(…)"
+    assert short_name("Memcpy DtoD (Device -> Device) copied by a kernel with a long name") == (
+        "Memcpy DtoD (…) copied by a kernel with a long name"
+    )
+    assert short_name("x" * 100) == "x" * 51 + "…" + "x" * 12
+    text = f"the next op `{long}` was queued after `aten::mm`"
+    assert (
+        short_names(text)
+        == "the next op `void at::native::(…)::multi_tensor_apply_kernel<…>(…)` was queued after `aten::mm`"
+    )

@@ -6,6 +6,8 @@ built from literal strings, never through markup.
 
 from __future__ import annotations
 
+import re
+
 from rich.text import Text
 from textual.strip import Strip
 from textual.widget import Widget
@@ -137,6 +139,41 @@ def first_sentence(text: str) -> str:
     return t
 
 
+#: A name between backticks at least this long is shortened in the compact card.
+SHORT_NAME_CHARS = 48
+_TICKED = re.compile(r"`([^`]{" + str(SHORT_NAME_CHARS) + r",})`")
+_OPEN_CLOSE = {"<": ">", "(": ")", "[": "]"}
+
+
+def short_name(name: str, max_chars: int = 64) -> str:
+    """A long (C++) name as a narrow card shows it: the contents of its template and
+    parameter lists elided (``kernel<…>(…)``, brackets matched by kind, so the ``->`` of
+    ``(Device -> Device)`` closes nothing), then the middle when still longer than
+    ``max_chars`` (its start and end kept). The full card shows the name as it is."""
+    out: list[str] = []
+    stack: list[str] = []
+    for ch in name:
+        if ch in _OPEN_CLOSE:
+            if not stack:
+                out.append(ch + "…")
+            stack.append(_OPEN_CLOSE[ch])
+        elif stack and ch == stack[-1]:
+            stack.pop()
+            if not stack:
+                out.append(ch)
+        elif not stack:
+            out.append(ch)
+    short = "".join(out) if not stack else name  # unbalanced: as it is, cut below
+    if len(short) > max_chars:
+        short = short[: max_chars - 13] + "…" + short[-12:]
+    return short
+
+
+def short_names(text: str) -> str:
+    """``text`` with each long backticked name shortened (``short_name``)."""
+    return _TICKED.sub(lambda m: "`" + short_name(m.group(1)) + "`", text)
+
+
 def compact_card_text(diagnosis, gap: int | None, pending: bool = False, failed: str | None = None) -> list[Text]:
     """The card of ``gap`` for narrow terminals: a summary with the cause, the smell,
     the first sentence of *why*, then the first experiment, forbidden step and proof;
@@ -168,7 +205,7 @@ def compact_card_text(diagnosis, gap: int | None, pending: bool = False, failed:
     smell.append(sanitize(str(card.smell)))
     why = Text()
     why.append("Why: ", style="bold")
-    why.append(sanitize(first_sentence(card.why)))
+    why.append(sanitize(short_names(first_sentence(card.why))))
     extras = []
     for label, value in (
         ("First experiment: ", card.first_experiment),
@@ -177,7 +214,7 @@ def compact_card_text(diagnosis, gap: int | None, pending: bool = False, failed:
     ):
         t = Text()
         t.append(label, style="bold")
-        t.append(sanitize(str(value)))
+        t.append(sanitize(short_names(str(value))))
         extras.append(t)
     return [head, smell, why, *extras]
 

@@ -29,7 +29,7 @@ from gapscope.analysis.card_text import (
     slow_launch,
 )
 from gapscope.analysis.evidence_kinds import COLLECTIVE_RE, GRAPH_LAUNCH_RE
-from gapscope.analysis.types import Cause, Evidence, WaitKind
+from gapscope.analysis.types import Cause, Evidence, Trust, WaitKind
 from gapscope.parsers.model import CopyKind, Kind
 from gapscope.units import fmt_bytes, fmt_dur
 
@@ -167,6 +167,20 @@ def _copy_advice(diag, rows, evidence, dur_txt):
     forbidden = "Do not optimise the kernels: the GPU waits for data to move, not for compute."
     ck = int(trace.copy_kind[big.event]) if big is not None and big.event >= 0 and trace.lanes[big.lane].is_gpu else -1
     is_memset = big is not None and big.event >= 0 and trace.kind[big.event] == int(Kind.MEMSET)
+    host_side = (
+        big is not None and big.event >= 0 and int(trace.copy_kind[big.event]) in (int(CopyKind.H2D), int(CopyKind.D2H))
+    )
+    if lead is not None and lead.call is not None and lead.outside_ns > lead.total_ns and host_side:
+        # the thread's copy call holds more of the copy time than the GPU's copies
+        call = lead.call
+        return (
+            f"The thread waited inside the copy call {quote_name(call.name)} longer than the GPU copied "
+            f"({fmt_dur(lead.outside_ns)} of the copy time outside the GPU's copies): a synchronous or pageable "
+            f"copy. Use pinned host memory and non_blocking=True so the call returns at once, or keep the data "
+            f"on the device.",
+            forbidden,
+            proof,
+        )
     if lead is not None and lead.short_count >= MANY_COPIES and lead.mostly_short:
         return _batch_advice(lead, forbidden, proof)
     n = 1  # how many copies the advice is about: all of one name and length, or those like the largest
@@ -178,11 +192,12 @@ def _copy_advice(diag, rows, evidence, dur_txt):
             if n > 1
             else ("memset" if is_memset else "device-to-device copy")
         )
-        which = f"{n} {kind} {what}" if n > 1 else f"{kind} {what}"
+        largest = " largest" if lead is not None and 1 < n < lead.count else ""
+        which = f"{n}{largest} {kind} {what}" if n > 1 else f"{kind} {what}"
         size = detail
-        if n > 1 and big is not None and big.bytes >= 0:
-            same = lead is not None and n == lead.count and lead.bytes_total == n * big.bytes
-            size = f" ({fmt_bytes(big.bytes)} each)" if same else f" (the largest {fmt_bytes(big.bytes)})"
+        if n > 1 and big is not None and big.bytes >= 0 and lead is not None:
+            same = lead.same_bytes if n == lead.count else lead.like_big_range[1] == lead.like_big_range[2] >= 0
+            size = f" ({fmt_bytes(big.bytes)} each)" if same else f" (up to {fmt_bytes(big.bytes)})"
         small = ""
         if big is not None and 0 <= big.bytes <= SMALL_COPY_BYTES:
             small = (
@@ -202,9 +217,14 @@ def _copy_advice(diag, rows, evidence, dur_txt):
             proof,
         )
     if ck == int(CopyKind.H2D):
+        pinned = big is not None and "pinned" in big.name.lower()  # Kineto: "Memcpy HtoD (Pinned -> Device)"
+        how = (
+            "issue it with non_blocking=True a step ahead (prefetch) on a side stream, so kernels run while it copies"
+            if pinned
+            else "pinned host memory (pin_memory=True) and non_blocking=True, issued a step ahead (prefetch)"
+        )
         return (
-            f"Make {what}{detail} overlap compute: pinned host memory (pin_memory=True) and "
-            f"non_blocking=True, issued a step ahead (prefetch), or keep the data on the device.",
+            f"Make {what}{detail} overlap compute: {how}, or keep the data on the device.",
             forbidden,
             proof,
         )
@@ -241,15 +261,27 @@ def _batch_advice(lead, forbidden: str, proof: str) -> tuple[str, str, str]:
             f"{fmt_dur(lead.short_ns)} in all)"
         )
         use = how.get(kind, "one copy of a flat buffer instead of one per tensor")
-    else:
-        parts = "; ".join(f"{n} {k}, {fmt_dur(t)}" for k, (n, t) in sorted(kinds.items(), key=lambda kv: -kv[1][1]))
-        head = f"Batch the {lead.short_count} short copies ({parts})"
-        use = "; ".join(f"for the {k}, {how.get(k, 'one copy of a flat buffer')}" for k in kinds)
+        return (
+            f"{head}: each this short, their time is the cost per copy, not bandwidth. Use {use}.",
+            forbidden,
+            proof.replace("the copy should", "the copies should"),
+        )
+    ranked = sorted(kinds.items(), key=lambda kv: -kv[1][1])
+    parts = "; ".join(f"{n} {_one(k) if n == 1 else k}, {fmt_dur(t)}" for k, (n, t) in ranked)
+    use = " ".join(
+        f"For the {_one(k) if n == 1 else k}, use {how.get(k, 'one copy of a flat buffer')}." for k, (n, _) in ranked
+    )
     return (
-        f"{head}: each this short, their time is the cost per copy, not bandwidth. Use {use}.",
+        f"Batch the {lead.short_count} short copies ({parts}): each this short, their time is the cost per copy, "
+        f"not bandwidth. {use}",
         forbidden,
         proof.replace("the copy should", "the copies should"),
     )
+
+
+def _one(kind_words: str) -> str:
+    """ "device-to-host copies" -> "device-to-host copy", "memsets" -> "memset"."""
+    return kind_words[: -len("ies")] + "y" if kind_words.endswith("copies") else kind_words.removesuffix("s")
 
 
 def _dependency_advice(diag, rows, dur_txt):
@@ -328,6 +360,13 @@ def _host_advice(diag, evidence, rows, name, top, dur_txt):
             by_name[e.name] = by_name.get(e.name, 0) + e.overlap_ns
     ranked = sorted(by_name.items(), key=lambda kv: -kv[1])
     lead_name, lead_ns = ranked[0] if ranked else (None, 0)
+    # the advice is about the work the sentence names first (by name, all its calls),
+    # read on its largest call
+    lead = max(
+        (e for e in evidence if e.cause == Cause.HOST and e.event >= 0 and e.name == lead_name),
+        key=lambda e: e.overlap_ns,
+        default=None,
+    )
     hint = _instrument_hint(trace)
     # a collective's host call (``record_param_comms``, ``nccl:all_to_all``) holding most
     # of the named host time: the largest one, as nested calls share their time
@@ -366,15 +405,15 @@ def _host_advice(diag, evidence, rows, name, top, dur_txt):
             f"with async_op=True and wait() just before its result is used, with independent kernels queued "
             f"ahead of it."
         )
-    elif top and _mostly_own_time(diag, top[0]):
+    elif lead is not None and _mostly_own_time(diag, lead):
         first = (
-            f"Find out what the CPU does inside {quote_name(lead_name or top[0].name)} ({fmt_dur(lead_ns)} of the gap, "
+            f"Find out what the CPU does inside {quote_name(lead.name)} ({fmt_dur(lead_ns)} of the gap, "
             f"almost none of it in a finer recorded event): {hint}; then cut that work or move it off the "
             f"critical path."
         )
-    elif top and _issues_gpu_work(trace, top[0].event):
+    elif lead is not None and _issues_gpu_work(trace, lead.event):
         first = (
-            f"{name} issues GPU work itself (it encloses launch calls): the CPU takes longer to issue the "
+            f"{quote_name(lead.name)} issues GPU work itself (it encloses launch calls): the CPU takes longer to issue the "
             f"work than the GPU to run it. Cut the CPU cost per kernel: torch.compile (mode="
             f"'reduce-overhead' adds CUDA graphs), fewer and larger ops (fuse, batch more per step), and "
             f"keep Python work such as logging and checks out of the step."
@@ -385,10 +424,19 @@ def _host_advice(diag, evidence, rows, name, top, dur_txt):
             f"Take {what} off the critical path: run it after the step, every N steps, or in another "
             f"thread/process, and launch the next GPU work before doing it so the two overlap."
         )
+    g = diag.gaps
+    unlinked = g.trust is not None and bool(int(np.bitwise_or.reduce(g.trust[rows])) & Trust.UNLINKED)
+    forbidden = (
+        # the trust note says whether the next op was queued is unknown: do not claim it
+        "Do not reach for cuBLAS settings or a faster kernel: no kernel ran in this idle, so a faster one "
+        "cannot shorten it; it only widens this gap's share of the step."
+        if unlinked
+        else "Do not reach for cuBLAS settings or a faster kernel: the GPU has nothing queued while the CPU "
+        "is busy, so faster kernels only widen this gap's share of the step."
+    )
     return (
         first,
-        "Do not reach for cuBLAS settings or a faster kernel: the GPU has nothing queued while the CPU "
-        "is busy, so faster kernels only widen this gap's share of the step.",
+        forbidden,
         f"Idle at this position ({dur_txt}) and step time{' and tokens/s' if is_decode_trace(diag) else ''} on a new "
         f"capture with the same ranges named.",
     )

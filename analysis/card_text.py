@@ -11,6 +11,7 @@ import dataclasses
 
 import numpy as np
 
+from gapscope.analysis.busy import union_intervals
 from gapscope.analysis.classify import (
     SLOW_LAUNCH_NS,
     launched_before,
@@ -66,17 +67,17 @@ def quote_name(name: str) -> str:
 _NESTING_CHECK_MAX = 256
 
 
-def _containers(trace, evidence: list[Evidence]) -> dict[int, tuple[str, bool]]:
+def _containers(trace, evidence: list[Evidence]) -> dict[int, tuple[str, bool, int]]:
     """{event: (name of the outermost evidence event on its lane that encloses it,
-    whether no other evidence event lies between them)}, so the sentence does not add
-    a call to the op running inside it (``aten::div`` inside ``DataLoader.__next__`` is
-    not extra time), and names inside an op only the calls directly in it (a call
-    nested in another named one is already part of that one's time)."""
+    whether it is directly inside that one (one level deeper in the trace), that
+    event)}, so the sentence does not add a call to the op running inside it
+    (``aten::div`` inside ``DataLoader.__next__`` is not extra time), and names inside
+    an op only the calls directly in it (a deeper call is part of one of those)."""
     evs = [e for e in evidence if e.event >= 0][:_NESTING_CHECK_MAX]
-    out: dict[int, tuple[str, bool]] = {}
+    out: dict[int, tuple[str, bool, int]] = {}
     for e in evs:
         s, d = int(trace.start_ns[e.event]), int(trace.dur_ns[e.event])
-        outer = inner = None
+        outer = None
         for o in evs:
             if o.event == e.event or o.lane != e.lane:
                 continue
@@ -84,11 +85,40 @@ def _containers(trace, evidence: list[Evidence]) -> dict[int, tuple[str, bool]]:
             if os_ <= s and s + d <= os_ + od and trace.depth[o.event] < trace.depth[e.event]:
                 if outer is None or trace.depth[o.event] < trace.depth[outer.event]:
                     outer = o
-                if inner is None or trace.depth[o.event] > trace.depth[inner.event]:
-                    inner = o
-        if outer is not None and inner is not None:
-            out[e.event] = (outer.name, inner.event == outer.event)
+        if outer is not None:
+            direct = int(trace.depth[e.event]) == int(trace.depth[outer.event]) + 1
+            out[e.event] = (outer.name, direct, outer.event)
     return out
+
+
+def _direct_children(trace, parents: set[int], name: str, windows: list[tuple[int, int]]) -> int:
+    """How many events named ``name`` lie directly inside (one level deeper) one of the
+    events ``parents`` and overlap one of the ``windows`` (ns)."""
+    got: set[int] = set()
+    for p in parents:
+        sl = trace.lane_slice(int(trace.lane[p]))
+        st = trace.start_ns[sl]
+        ps, pe = int(trace.start_ns[p]), int(trace.start_ns[p] + trace.dur_ns[p])
+        lo, hi = sl.start + int(np.searchsorted(st, ps, "left")), sl.start + int(np.searchsorted(st, pe, "left"))
+        for k in range(lo, hi):
+            if k == p or int(trace.depth[k]) != int(trace.depth[p]) + 1 or trace.name(k) != name:
+                continue
+            ks, ke = int(trace.start_ns[k]), int(trace.start_ns[k] + trace.dur_ns[k])
+            if ke <= pe and any(ks < b and ke > a for a, b in windows):
+                got.add(k)
+    return len(got)
+
+
+def _span_events(trace, p: int) -> int:
+    """How many events of ``p``'s lane start inside ``p``."""
+    st = trace.start_ns[trace.lane_slice(int(trace.lane[p]))]
+    ps = int(trace.start_ns[p])
+    return int(np.searchsorted(st, ps + int(trace.dur_ns[p]), "left") - np.searchsorted(st, ps, "left"))
+
+
+#: Most events ``_direct_children`` walks per op (a sentence names two calls; a range
+#: holding 100k calls is not walked for them).
+_CHILD_WALK_MAX = 20_000
 
 
 def _thread_label(trace, lane: int) -> str:
@@ -107,15 +137,20 @@ def _items(
     time named as such), largest first; an event nested in a listed one is not added to
     it but named inside it ("(of which 30.0 µs in `aten::cat`)")."""
     mine = [e for e in evidence if e.cause == cause]
-    inside = _containers(diag.trace, mine)
+    trace = diag.trace
+    inside = _containers(trace, mine)
     agg: dict[tuple[int, str], int] = {}
     inner: dict[str, dict[str, int]] = {}
+    counted: dict[tuple[str, str], int] = {}  # (op, call) -> calls of the evidence
+    parents: dict[str, set[int]] = {}
     for e in mine:
         if e.event in inside:
-            outer, direct = inside[e.event]
+            outer, direct, outer_event = inside[e.event]
             if direct:  # a call inside another named one is in that one's time already
                 d = inner.setdefault(outer, {})
                 d[e.name] = d.get(e.name, 0) + e.overlap_ns
+                counted[(outer, e.name)] = counted.get((outer, e.name), 0) + 1
+                parents.setdefault(outer, set()).add(outer_event)
             continue
         key = (0 if e.event >= 0 else 1, e.name)
         agg[key] = agg.get(key, 0) + e.overlap_ns
@@ -133,10 +168,18 @@ def _items(
         # the largest calls directly inside it (not of its own name), adding to at most its time
         within: list[tuple[str, int]] = []
         room = ns
+        windows = [(int(diag.gaps.start_ns[r]), int(diag.gaps.end_ns[r])) for r in rows]
+        ops = parents.get(name, set())
+        walk = sum(_span_events(trace, p) for p in ops)
         for k, v in sorted(inner.get(name, {}).items(), key=lambda kv: -kv[1]):
-            if k != name and v <= room and len(within) < 2:
-                within.append((k, v))
-                room -= v
+            if k == name or v > room or len(within) >= 2:
+                continue
+            # a sum of only the calls the evidence list kept would be a part passed off
+            # as the whole: such a call is not named
+            if walk > _CHILD_WALK_MAX or _direct_children(trace, ops, k, windows) != counted[(name, k)]:
+                continue
+            within.append((k, v))
+            room -= v
         of_which = (
             (" (of which " + ", ".join(f"{fmt_dur(v)} in {quote_name(k)}" for k, v in within) + ")") if within else ""
         )
@@ -162,8 +205,8 @@ COPY_KIND_WORDS = {
 
 @dataclasses.dataclass(frozen=True)
 class CopyLead:
-    """The copies a card names for its copy time. ``big``: the largest copy item (the
-    GPU's own copy when it is at least half as large). Of the GPU copies of that class
+    """The copies a card names for its copy time. ``big``: the largest GPU copy item
+    when the GPU ran one, else the largest copy call. Of the GPU copies of that class
     in the occurrence (``Diagnosis.gpu_copies``; one, ``big``, when it is a copy call on
     a CPU thread): ``count``, whether all share ``big``'s name, the median, shortest,
     largest and total ns in the gap, the bytes in all (-1 when a size is unknown),
@@ -190,6 +233,13 @@ class CopyLead:
     call: Evidence | None
     #: the ns of each copy in the gap, longest first, when there are at most three
     lengths_ns: tuple[int, ...] = ()
+    #: of the ``like_big`` copies: the shortest ns, the fewest and most bytes (-1 unknown)
+    like_big_range: tuple[int, int, int] = (0, -1, -1)
+    #: the occurrence's copy-class ns beyond the GPU copies' (the thread in its copy
+    #: calls outside them); 0 when ``big`` is a copy call
+    outside_ns: int = 0
+    #: whether every copy has one known size
+    same_bytes: bool = False
 
     @property
     def uniform(self) -> bool:
@@ -204,50 +254,82 @@ class CopyLead:
         return 2 * self.short_ns >= self.total_ns
 
 
-def _kind_words(trace, ev: int) -> str:
-    if ev >= 0 and trace.kind[ev] == int(Kind.MEMSET):
-        return "memsets"
-    return COPY_KIND_WORDS.get(int(trace.copy_kind[ev]) if ev >= 0 else -1, "copies")
+def _union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
+    """ns covered by the intervals (copies on several streams overlap one another)."""
+    if not starts.size:
+        return 0
+    us, ue = union_intervals(starts, ends)
+    return int((ue - us).sum())
 
 
 def copy_lead(diag, rows: np.ndarray, evidence: list[Evidence]) -> CopyLead | None:
-    """The ``CopyLead`` of the occurrence ``rows``, or None without copy evidence."""
+    """The ``CopyLead`` of the occurrence ``rows``, or None without copy evidence. Times
+    "in all" are the union of the copies' intervals in the gap (copies on several
+    streams at once are not added up)."""
     trace = diag.trace
     cp = [e for e in evidence if e.cause == Cause.COPY]
     if not cp:
         return None
-    big = max(cp, key=lambda e: (e.overlap_ns, e.bytes))
-    gpu = [e for e in cp if trace.lanes[e.lane].is_gpu and 2 * e.overlap_ns >= big.overlap_ns]
-    big = max(gpu, key=lambda e: (e.overlap_ns, e.bytes)) if gpu else big
+    gpu = [e for e in cp if trace.lanes[e.lane].is_gpu]
+    # the GPU's own copy whenever it ran one (the thread's copy call around it is said
+    # as the copy time outside the GPU's copies)
+    big = max(gpu or cp, key=lambda e: (e.overlap_ns, e.bytes))
     calls = [e for e in cp if e.event >= 0 and not trace.lanes[e.lane].is_gpu]
     call = max(calls, key=lambda e: e.overlap_ns) if calls and trace.lanes[big.lane].is_gpu else None
+    cn = diag.gaps.class_ns
+    copy_ns = int(cn[rows, int(Cause.COPY)].sum()) if cn is not None else 0
     every = [big]
+    win_s = win_e = np.zeros(1, dtype=np.int64)
     if big.event >= 0 and trace.lanes[big.lane].is_gpu:
-        every = [e for r in rows for e in diag.gpu_copies(int(r)) if e.cause == Cause.COPY] or [big]
-    sets = sum(1 for e in every if e.event >= 0 and trace.kind[e.event] == int(Kind.MEMSET))
+        copy_c = Cause.COPY  # (an enum member looked up once, not per copy: 100k copies in a gap)
+        got = [(e, int(r)) for r in rows for e in diag.gpu_copies(int(r)) if e.cause is copy_c]
+        if got:
+            every = [e for e, _ in got]
+            rr = np.array([r for _, r in got], dtype=np.int64)
+            win_s, win_e = diag.gaps.start_ns[rr], diag.gaps.end_ns[rr]
+    ev = np.array([e.event for e in every], dtype=np.int64)
     ns = np.array([e.overlap_ns for e in every], dtype=np.int64)
+    by = np.array([e.bytes for e in every], dtype=np.int64)
+    if ev[0] >= 0 and trace.lanes[big.lane].is_gpu:
+        lo = np.maximum(trace.start_ns[ev], win_s)
+        hi = np.minimum(trace.start_ns[ev] + trace.dur_ns[ev], win_e)
+    else:  # a copy call: its own overlap
+        lo, hi = np.zeros(1, dtype=np.int64), ns.copy()
+    memset = (trace.kind[ev] == int(Kind.MEMSET)) if ev[0] >= 0 else np.zeros(ev.size, dtype=bool)
     short = ns <= SHORT_COPY_NS
+    names = [e.name for e in every]
+    like = [k for k, e in enumerate(every) if names[k] == big.name and 10 * e.overlap_ns >= 9 * big.overlap_ns]
+    like = like or [0]
     kinds: dict[str, tuple[int, int]] = {}
-    for e in (e for e, s_ in zip(every, short.tolist()) if s_):
-        n, t = kinds.get(_kind_words(trace, e.event), (0, 0))
-        kinds[_kind_words(trace, e.event)] = (n + 1, t + e.overlap_ns)
+    if short.any() and ev[0] >= 0:
+        ck = trace.copy_kind[ev].astype(np.int64)
+        word = np.where(memset, -1, ck)
+        for w in np.unique(word[short]).tolist():
+            m = short & (word == w)
+            label = "memsets" if w == -1 else COPY_KIND_WORDS.get(int(w), "copies")
+            n0, t0 = kinds.get(label, (0, 0))
+            kinds[label] = (n0 + int(m.sum()), t0 + _union_ns(lo[m], hi[m]))
+    total = _union_ns(lo, hi)
     return CopyLead(
         big=big,
         count=len(every),
-        same_name=all(e.name == big.name for e in every),
+        same_name=all(n == big.name for n in names),
         median_ns=int(np.median(ns)),
         min_ns=int(ns.min()),
         max_ns=int(ns.max()),
-        total_ns=int(ns.sum()),
-        bytes_total=sum(e.bytes for e in every) if all(e.bytes >= 0 for e in every) else -1,
-        noun="memsets" if sets == len(every) else ("copies" if sets == 0 else "copies and memsets"),
-        like_big=sum(1 for e in every if e.name == big.name and 10 * e.overlap_ns >= 9 * big.overlap_ns),
+        total_ns=total,
+        bytes_total=int(by.sum()) if (by >= 0).all() else -1,
+        noun="memsets" if memset.all() else ("copies" if not memset.any() else "copies and memsets"),
+        like_big=len(like),
+        like_big_range=(int(ns[like].min()), int(by[like].min()), int(by[like].max())),
         short_count=int(short.sum()),
-        short_ns=int(ns[short].sum()),
+        short_ns=_union_ns(lo[short], hi[short]),
         short_median_ns=int(np.median(ns[short])) if short.any() else 0,
         short_kinds=kinds,
         call=call,
         lengths_ns=tuple(sorted(ns.tolist(), reverse=True)) if ns.size <= 3 else (),
+        outside_ns=max(0, copy_ns - total) if trace.lanes[big.lane].is_gpu else 0,
+        same_bytes=bool((by == by[0]).all()) and int(by[0]) >= 0,
     )
 
 
@@ -263,8 +345,8 @@ def _copy_phrase(diag, rows: np.ndarray, evidence: list[Evidence], copy_ns: int)
     if big.pageable:
         size.append("pageable host memory")
     rest = ""
-    outside = copy_ns - lead.total_ns
-    if diag.trace.lanes[big.lane].is_gpu and outside >= max(1_000, copy_ns // 20):
+    outside = lead.outside_ns
+    if outside >= max(1_000, copy_ns // 20):
         # the copy class's other part: the launching thread inside a copy call (rule 1)
         call = f"the copy call {quote_name(lead.call.name)}" if lead.call is not None else "a copy call"
         rest = f"; {fmt_dur(outside)} of it the thread in {call} outside the GPU's copies"
@@ -272,8 +354,9 @@ def _copy_phrase(diag, rows: np.ndarray, evidence: list[Evidence], copy_ns: int)
         total = f", {fmt_bytes(lead.bytes_total)} in all" if lead.bytes_total >= 0 else ""
         named = f" {quote_name(big.name)}" if lead.same_name else ""
         pageable = ", from pageable host memory" if big.pageable else ""
-        if lead.count <= 3 and not lead.uniform:  # a median of two or three says nothing: each one
-            each = " and ".join(fmt_dur(v) for v in lead.lengths_ns)
+        if lead.count <= 3:  # a median of two or three says little: each one
+            txt = [fmt_dur(v) for v in lead.lengths_ns]
+            each = f"{txt[0]} each" if len(set(txt)) == 1 else ", ".join(txt[:-1]) + " and " + txt[-1]
             return f"{fmt_dur(copy_ns)} copying (the GPU ran {lead.count} {lead.noun}{named}, {each}{total}{pageable}{rest})"
         if lead.uniform or lead.short_count == lead.count:
             return (
@@ -283,7 +366,15 @@ def _copy_phrase(diag, rows: np.ndarray, evidence: list[Evidence], copy_ns: int)
         largest = "the largest" if lead.same_name else f"the largest {quote_name(big.name)}"
         if lead.like_big > 1:
             largest = f"the {lead.like_big} largest" + ("" if lead.same_name else f" {quote_name(big.name)}")
-            each = f"{fmt_dur(big.overlap_ns)} each"
+            lo_ns, lo_b, hi_b = lead.like_big_range
+            each = (
+                f"{fmt_dur(big.overlap_ns)} each"
+                if fmt_dur(lo_ns) == fmt_dur(big.overlap_ns)
+                else f"{fmt_dur(lo_ns)} to {fmt_dur(big.overlap_ns)}"
+            )
+            if big.bytes >= 0 and lo_b >= 0:
+                size = [f"{fmt_bytes(hi_b)} each" if fmt_bytes(lo_b) == fmt_bytes(hi_b) else f"up to {fmt_bytes(hi_b)}"]
+                size += ["pageable host memory"] if big.pageable else []
         else:
             each = fmt_dur(big.overlap_ns)
         short = (
@@ -604,8 +695,9 @@ def _dependency_phrase(diag, r: int, dep_ns: int, evidence: list[Evidence]) -> s
                 f"{head}: about the time a collective's end takes to reach a stream that waits for it through an event"
             )
         return (
-            f"{head}: a collective's end reaches the streams that wait for it within microseconds, so a wait this "
-            f"long is on other work: of another stream or device, or queued ahead of it on its own stream"
+            f"{head}: a collective's end reaches a stream that waits for it through an event within about "
+            f"{fmt_dur(HANDOFF_MAX_NS)}, so a wait of {fmt_dur(dep_ns)} is mostly on other work: of another stream or "
+            f"device, or queued ahead of it on its own stream"
         )
     if kind == WaitKind.GRAPH:
         by = (

@@ -132,6 +132,17 @@ def card_for_group(diag, group_id: int) -> Card:
     cand = np.flatnonzero(own) if own.any() else np.arange(len(occ))
     rep_k = int(cand[np.lexsort((-occ_ns[cand], np.abs(occ_ns[cand] - grp.median_ns)))[0]])
     rep = occ[rep_k]
+    part = ""
+    g = diag.gaps
+    if rep.size == 2 and g.queued is not None and bool(g.queued[rep[0]]) != bool(g.queued[rep[1]]):
+        # a step-boundary pair of a queued and a starved gap is two stories (the op was
+        # queued at one end, the CPU busy at the other): the sentence tells one, the part
+        # of the group's class (the longer when neither is), and the group's mix follows
+        mine = [int(r) for r in rep if rank_row(_class_ns(diag, np.array([r])))[0] == primary]
+        r = mine[0] if len(mine) == 1 else int(rep[np.argmax(g.dur_ns[rep])])
+        where = "at the start of the step" if g.edge is not None and g.edge[r] == 1 else "after the step's last kernel"
+        part = f"in the {fmt_dur(int(g.dur_ns[r]))} of the step-boundary stretch {where}, "
+        rep = np.array([r], dtype=np.int64)
     total = int(cls.sum())
     recurs = _steps_txt(grp)
     per = f"{fmt_dur(grp.median_ns)} per step" + (f" (median; it {recurs})" if recurs else "")
@@ -144,7 +155,12 @@ def card_for_group(diag, group_id: int) -> Card:
             if at_median
             else f"in a typical occurrence ({fmt_dur(occ_ns[rep_k])}, mostly {primary.label}), "
         )
-    context = f"Across the group's {fmt_dur(total)} of idle: {class_mix(cls)}." if len(occ) > 1 or len(rep) > 1 else ""
+    lead = part or lead
+    context = (
+        f"Across the group's {fmt_dur(total)} of idle: {class_mix(cls)}."
+        if len(occ) > 1 or len(rep) > 1 or part
+        else ""
+    )
     return _card(diag, rep, cls, head, f"{fmt_dur(grp.median_ns)} per step", lead=lead, context=context)
 
 

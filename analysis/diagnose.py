@@ -80,7 +80,9 @@ class Diagnosis:
         largest overlap first. Computed on demand and cached."""
         i = int(i)
         if i not in self._evidence_cache:
-            self._evidence_cache[i] = evidence_for_gap(self.trace, self.gaps, i, self._evidence_index())
+            self._evidence_cache[i] = evidence_for_gap(
+                self.trace, self.gaps, i, self._evidence_index(), copies=list(self.gpu_copies(i))
+            )
         return self._evidence_cache[i]
 
     def gpu_copies(self, i: int) -> tuple[Evidence, ...]:

@@ -114,16 +114,22 @@ def _gpu_copies(trace: Trace, index: EvidenceIndex, dev: int, a: int, b: int, sy
             k = np.searchsorted(ks, ends, side="left") - 1
             inside = (k >= 0) & (ends > ks[np.maximum(k, 0)]) & (ends <= ke[np.maximum(k, 0)])
             idx = idx[~inside]
-        for ev in idx.tolist():
-            s, e = int(trace.start_ns[ev]), int(index.end[ev])
-            small = trace.copy_kind[ev] == CopyKind.D2H and 0 <= trace.bytes[ev] <= small_max
-            sync_part = max(min(e, sync_until, b) - max(s, a), 0) if small else 0
-            copy_part = max(min(e, b) - max(s, a), 0) - sync_part
-            for c, ov in ((Cause.SYNC, sync_part), (Cause.COPY, copy_part)):
-                if ov > 0:
-                    out.append(
-                        Evidence(ev, trace.name(ev), ln.index, c, ov, int(trace.bytes[ev]), bool(trace.pageable[ev]))
-                    )
+        if not idx.size:
+            continue
+        # vectorised: a gap may hold 100k copies (the per-copy loop below only builds items)
+        s_, e_ = trace.start_ns[idx], index.end[idx]
+        by = trace.bytes[idx]
+        small = (trace.copy_kind[idx] == int(CopyKind.D2H)) & (by >= 0) & (by <= small_max)
+        sync_part = np.where(small, np.maximum(np.minimum(np.minimum(e_, sync_until), b) - np.maximum(s_, a), 0), 0)
+        copy_part = np.maximum(np.minimum(e_, b) - np.maximum(s_, a), 0) - sync_part
+        page = trace.pageable[idx]
+        sync_c, copy_c, lane = Cause.SYNC, Cause.COPY, ln.index
+        for ev, sp, cp, nb, pg in zip(idx.tolist(), sync_part.tolist(), copy_part.tolist(), by.tolist(), page.tolist()):
+            name = trace.name(ev)
+            if sp > 0:
+                out.append(Evidence(ev, name, lane, sync_c, sp, nb, pg))
+            if cp > 0:
+                out.append(Evidence(ev, name, lane, copy_c, cp, nb, pg))
     return out
 
 
@@ -154,21 +160,26 @@ def gpu_copies_of_gap(trace: Trace, gaps: Gaps, i: int, index: EvidenceIndex) ->
     return _gpu_copies(trace, index, int(gaps.device[i]), a, b, a if queued else lf)
 
 
-def evidence_for_gap(trace: Trace, gaps: Gaps, i: int, index: EvidenceIndex, limit: int = 20) -> tuple[Evidence, ...]:
+def evidence_for_gap(
+    trace: Trace, gaps: Gaps, i: int, index: EvidenceIndex, limit: int = 20, copies: list[Evidence] | None = None
+) -> tuple[Evidence, ...]:
     """Evidence list of gap ``i`` (see the module docstring): names verbatim, lane,
     overlap in ns, bytes, pageable; largest overlap first, at most ``limit``. Host
     ranges that merely contain listed deeper events (``CONTAINER_MIN_SHARE``) are left
-    out of the list when other evidence exists (not out of the class totals)."""
+    out of the list when other evidence exists (not out of the class totals).
+    ``copies``: ``gpu_copies_of_gap`` of the gap, when already computed."""
     a, b = int(gaps.start_ns[i]), int(gaps.end_ns[i])
     T = int(gaps.thread_lane[i]) if gaps.thread_lane is not None else int(gaps.launch_lane[i])
     queued = bool(gaps.queued[i]) if gaps.queued is not None else False
     lf = int(gaps.launch_from_ns[i]) if gaps.launch_from_ns is not None else b
     sf = int(gaps.sync_from_ns[i]) if gaps.sync_from_ns is not None else lf
     if queued:
-        out = gpu_copies_of_gap(trace, gaps, i, index) + _queued_evidence(trace, gaps, i)
+        out = (list(copies) if copies is not None else gpu_copies_of_gap(trace, gaps, i, index)) + _queued_evidence(
+            trace, gaps, i
+        )
         out.sort(key=lambda e: -e.overlap_ns)
         return tuple(out[:limit])
-    out = gpu_copies_of_gap(trace, gaps, i, index)
+    out = list(copies) if copies is not None else gpu_copies_of_gap(trace, gaps, i, index)
     # GPU copy time is the copy's, not the thread's (the partition puts copies first)
     cs_, ce_ = (
         union_intervals(
@@ -201,9 +212,19 @@ def evidence_for_gap(trace: Trace, gaps: Gaps, i: int, index: EvidenceIndex, lim
     for lo, hi, forced in parts:
         if hi <= lo:
             continue
-        ov = _overlap(s, e, lo, hi)
-        if cs_.size:
-            ov = ov - coverage(cs_, ce_, np.clip(s, lo, hi), np.clip(e, lo, hi))
+        ov0 = _overlap(s, e, lo, hi)
+        ov = ov0 - coverage(cs_, ce_, np.clip(s, lo, hi), np.clip(e, lo, hi)) if cs_.size else ov0
+        if forced is None:
+            # a host range's time is its own: without the copy, sync and launch calls in
+            # it (listed with their own class) as without the GPU's copies
+            host = index.cause[idx] == int(Cause.HOST)
+            calls = ~host & (ov0 > 0)
+            if calls.any() and host.any():
+                xs, xe = union_intervals(
+                    np.concatenate((np.maximum(s[calls], lo), np.clip(cs_, lo, hi))),
+                    np.concatenate((np.minimum(e[calls], hi), np.clip(ce_, lo, hi))),
+                )
+                ov = np.where(host, ov0 - coverage(xs, xe, np.clip(s, lo, hi), np.clip(e, lo, hi)), ov)
         keep = ov > 0
         sub, sub_ov = idx[keep], ov[keep]
         # untraced: covered by none of T's events (those under a GPU copy too) and no copy

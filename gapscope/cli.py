@@ -140,6 +140,13 @@ def guarded(name: str, rest: list[str], module_name: str | None = None) -> int:
         if isinstance(exc, TraceFormatError):
             print(f"gapscope: error: {_one_line(str(exc))}", file=sys.stderr)
             return 2
+        if isinstance(exc, MemoryError):  # a memory limit (ulimit -v, a cgroup), not a fault of ours
+            print(
+                "gapscope: error: out of memory for this trace (a memory limit such as `ulimit -v` or the "
+                "container's, or the machine's); give it more memory, or load a shorter capture",
+                file=sys.stderr,
+            )
+            return 2
         print(
             f"gapscope: internal error: {type(exc).__name__}: {_one_line(str(exc))} "
             "(this is a bug in gapscope: please report it with the command line and, if you can, the trace; "

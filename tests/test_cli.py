@@ -154,6 +154,21 @@ def test_internal_error_is_one_line_exit_1(monkeypatch, capsys):
     assert "report" in err and "Traceback" not in err
 
 
+def test_out_of_memory_is_a_clear_error_not_a_bug_report(monkeypatch, capsys):
+    """Under ``ulimit -v 500000`` a report died with "internal error: MemoryError ...
+    this is a bug in gapscope": a memory limit is said as such, exit status 2."""
+
+    def boom(argv, stdout=None):
+        raise MemoryError()
+
+    monkeypatch.setattr(report_cmd, "run", boom)
+    monkeypatch.delenv("GAPSCOPE_DEBUG", raising=False)
+    assert cli.main(["report", "whatever.json"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gapscope: error: out of memory for this trace") and "bug" not in err
+    assert len(err.splitlines()) == 1
+
+
 def test_internal_error_reraised_for_developers(monkeypatch):
     def boom(argv, stdout=None):
         raise ZeroDivisionError("x")

@@ -87,7 +87,9 @@ class HelpScreen(ModalScreen):
         self.owner = owner
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll():
+        with VerticalScroll() as box:
+            # the keys may not all fit: say how to see the rest (a newcomer missed half)
+            box.border_subtitle = "↓/PgDn more · q closes"
             yield Static(help_text(self.owner), markup=False)
 
     def action_close(self) -> None:

@@ -266,6 +266,9 @@ def test_the_compact_card_shortens_long_cpp_names_and_keeps_short_ones():
         "Memcpy DtoD (…) copied by a kernel with a long name"
     )
     assert short_name("x" * 100) == "x" * 51 + "…" + "x" * 12
+    # a kernel whose identity is its template argument keeps it (cut in the middle)
+    cutlass = "cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x128_32x3_nt_align1>(cutlass_80_tensorop::Params)"
+    assert short_name(cutlass) == "cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x1…t_align1>(…)"
     text = f"the next op `{long}` was queued after `aten::mm`"
     assert (
         short_names(text)

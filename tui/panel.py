@@ -145,25 +145,41 @@ _TICKED = re.compile(r"`([^`]{" + str(SHORT_NAME_CHARS) + r",})`")
 _OPEN_CLOSE = {"<": ">", "(": ")", "[": "]"}
 
 
-def short_name(name: str, max_chars: int = 64) -> str:
-    """A long (C++) name as a narrow card shows it: the contents of its template and
-    parameter lists elided (``kernel<…>(…)``, brackets matched by kind, so the ``->`` of
-    ``(Device -> Device)`` closes nothing), then the middle when still longer than
-    ``max_chars`` (its start and end kept). The full card shows the name as it is."""
+def _elide(name: str, keep_template: bool) -> str | None:
+    """``name`` with its bracketed lists replaced by ``…``, brackets matched by kind (so
+    the ``->`` of ``(Device -> Device)`` closes nothing); with ``keep_template`` the
+    outermost template list keeps its own text (``Kernel<cutlass_80_tensorop…>``) and
+    only what is nested in it goes. None when the brackets do not balance."""
     out: list[str] = []
     stack: list[str] = []
     for ch in name:
+        kept = keep_template and stack == [">"]  # inside the outermost <...>, not deeper
         if ch in _OPEN_CLOSE:
             if not stack:
-                out.append(ch + "…")
+                out.append(ch if keep_template and ch == "<" else ch + "…")
+            elif kept:
+                out.append("…")
             stack.append(_OPEN_CLOSE[ch])
         elif stack and ch == stack[-1]:
             stack.pop()
             if not stack:
                 out.append(ch)
-        elif not stack:
+        elif not stack or kept:
             out.append(ch)
-    short = "".join(out) if not stack else name  # unbalanced: as it is, cut below
+    return "".join(out) if not stack else None
+
+
+def short_name(name: str, max_chars: int = 64) -> str:
+    """A long (C++) name as a narrow card shows it: its parameter lists and what is
+    nested in its template list elided (``cutlass::Kernel<cutlass_80_tensorop…>(…)``),
+    or the template list too when that is still long
+    (``multi_tensor_apply_kernel<…>(…)``), then the middle when still longer than
+    ``max_chars`` (start and end kept). The full card shows the name as it is."""
+    short = _elide(name, keep_template=True)
+    if short is None:
+        short = name  # unbalanced: as it is, cut below
+    elif len(short) > max_chars + 16:
+        short = _elide(name, keep_template=False) or short
     if len(short) > max_chars:
         short = short[: max_chars - 13] + "…" + short[-12:]
     return short

@@ -41,8 +41,8 @@ class Budget:
     ``idle_ns``: medians per step (int ns); ``idle_share`` = idle / wall;
     ``steps_per_s`` = 1e9 / wall_ns; ``tokens_per_s`` = the same rate, which is a
     token rate only when ``decode`` (``is_decode``: a step makes one token) — show it
-    as tokens/s only then; ``class_idle_ns``: idle per cause class per step: the
-    gaps' idle inside the steps (``in_steps_share``), by class, over the steps."""
+    as tokens/s only then; ``class_idle_ns``: idle per cause class per step: ``idle_ns``
+    split as the median step splits its own idle by class (``budget_share``)."""
 
     device: int
     steps: int
@@ -94,10 +94,11 @@ def compute_budget(diag) -> Budget | None:
     idle = wall_med - busy_med
     cls = np.zeros(len(Cause), np.float64)
     if g.class_ns is not None and sel.any():
-        cls = (g.class_ns[sel] * in_steps_share(g, sel, s0, s1)[:, None]).sum(axis=0)
-    # the median step's idle split as the steps' idle is: the classes add up to it
-    # (a mean over steps, against the median step, read 176 ms of host idle in a 160 ms
-    # step of param/resnet_kineto, whose 29 steps include one of 4.4 s)
+        cls = (g.class_ns[sel] * budget_share(g, sel, s0, s1)[:, None]).sum(axis=0)
+    # the median step's idle split as that step splits its own: the classes add up to
+    # it (a mean over steps read 176 ms of host idle in a 160 ms step of
+    # param/resnet_kineto, whose 29 steps include one of 4.4 s; a split pooled over the
+    # steps still read host there, where the median step idles under copies)
     in_ns = float(cls.sum())
     class_idle = {c.label: (int(round(idle * cls[int(c)] / in_ns)) if in_ns > 0 else 0) for c in Cause}
     rate = 1e9 / wall_med if wall_med > 0 else 0.0
@@ -136,6 +137,24 @@ def in_steps_share(g, sel: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> np.nda
     return coverage(us, ue, a, b).astype(np.float64) / dur
 
 
+def median_step(s0: np.ndarray, s1: np.ndarray) -> int:
+    """Index of the step whose wall time is nearest the median (ties: the latest, as
+    warm-up comes first)."""
+    off = np.abs((s1 - s0) - np.median(s1 - s0))[::-1]
+    return int(off.size - 1 - np.argmin(off))
+
+
+def budget_share(g, sel: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> np.ndarray:
+    """The weight of each selected gap in the budget's split of idle by cause: its share
+    inside the median step (``median_step``), or, when no selected gap idles there (a
+    step of warm-up only), its share inside all the steps (``in_steps_share``)."""
+    k = median_step(s0, s1)
+    share = in_steps_share(g, sel, s0[k : k + 1], s1[k : k + 1])
+    if not (share > 0).any():
+        share = in_steps_share(g, sel, s0, s1)
+    return share
+
+
 def match_names(trace, names: tuple[str, ...]) -> np.ndarray:
     """Name ids equal to one of ``names``, else (for a name with no exact match)
     containing it, case-insensitively."""
@@ -155,9 +174,9 @@ def what_if(diag, *, gaps=(), causes=(), names=()) -> WhatIf:
     ``gaps``: gap indices removed whole; ``causes``: ``Cause`` values whose ns are
     removed from every gap; ``names``: CPU event names (verbatim, else substring) whose
     time inside gaps is removed. Removal per gap is capped at the gap; named segments
-    and classes are assumed disjoint. Per step = the share of the steps' idle removed
-    (each gap counted with its share inside the steps, ``in_steps_share``) of the median
-    step's idle, as ``Budget.class_idle_ns`` splits it. The step never drops below GPU busy. Raises ``ValueError`` without a
+    and classes are assumed disjoint. Per step = the share of the median step's idle
+    removed (each gap weighted by ``budget_share``) of ``Budget.idle_ns``, as
+    ``Budget.class_idle_ns`` splits it. The step never drops below GPU busy. Raises ``ValueError`` without a
     budget (no GPU ops).
     """
     b = diag.budget
@@ -194,7 +213,7 @@ def what_if(diag, *, gaps=(), causes=(), names=()) -> WhatIf:
     if sel.any():
         dev = next(d for d in diag.devices if d.device == b.device)
         s0, s1, _ = _step_bounds(diag, dev)
-        share = in_steps_share(g, sel, s0, s1)
+        share = budget_share(g, sel, s0, s1)
         in_ns = float((dur[sel] * share).sum())
         if in_ns > 0:
             removed_step = int(round(b.idle_ns * float((removed[sel] * share).sum()) / in_ns))

@@ -91,22 +91,32 @@ def _containers(trace, evidence: list[Evidence]) -> dict[int, tuple[str, bool, i
     return out
 
 
-def _direct_children(trace, parents: set[int], name: str, windows: list[tuple[int, int]]) -> int:
-    """How many events named ``name`` lie directly inside (one level deeper) one of the
-    events ``parents`` and overlap one of the ``windows`` (ns)."""
-    got: set[int] = set()
+def _direct_children(
+    trace, parents: set[int], windows: list[tuple[int, int]], host: np.ndarray
+) -> dict[str, tuple[int, int, bool]]:
+    """{name: (how many, ns in the windows, whether host work)} of the events lying
+    directly inside (one level deeper than) one of the events ``parents`` and
+    overlapping one of the ``windows`` (ns); the ns are raw overlaps (calls inside them
+    not taken out). ``host``: bool per event, its own class is host work."""
+    got: dict[int, int] = {}
     for p in parents:
         sl = trace.lane_slice(int(trace.lane[p]))
         st = trace.start_ns[sl]
         ps, pe = int(trace.start_ns[p]), int(trace.start_ns[p] + trace.dur_ns[p])
         lo, hi = sl.start + int(np.searchsorted(st, ps, "left")), sl.start + int(np.searchsorted(st, pe, "left"))
+        depth = int(trace.depth[p]) + 1
         for k in range(lo, hi):
-            if k == p or int(trace.depth[k]) != int(trace.depth[p]) + 1 or trace.name(k) != name:
+            if k == p or int(trace.depth[k]) != depth:
                 continue
             ks, ke = int(trace.start_ns[k]), int(trace.start_ns[k] + trace.dur_ns[k])
-            if ke <= pe and any(ks < b and ke > a for a, b in windows):
-                got.add(k)
-    return len(got)
+            ov = sum(max(0, min(ke, b) - max(ks, a)) for a, b in windows)
+            if ke <= pe and ov > 0:
+                got[k] = ov
+    out: dict[str, tuple[int, int, bool]] = {}
+    for k, ov in got.items():
+        n, t, h = out.get(trace.name(k), (0, 0, False))
+        out[trace.name(k)] = (n + 1, t + ov, h or bool(host[k]))
+    return out
 
 
 def _span_events(trace, p: int) -> int:
@@ -171,15 +181,24 @@ def _items(
         windows = [(int(diag.gaps.start_ns[r]), int(diag.gaps.end_ns[r])) for r in rows]
         ops = parents.get(name, set())
         walk = sum(_span_events(trace, p) for p in ops)
+        host = diag._evidence_index().cause == int(Cause.HOST)
+        children = _direct_children(trace, ops, windows, host) if walk <= _CHILD_WALK_MAX else {}
         for k, v in sorted(inner.get(name, {}).items(), key=lambda kv: -kv[1]):
             if k == name or v > room or len(within) >= 2:
                 continue
             # a sum of only the calls the evidence list kept would be a part passed off
             # as the whole: such a call is not named
-            if walk > _CHILD_WALK_MAX or _direct_children(trace, ops, k, windows) != counted[(name, k)]:
+            if children.get(k, (0, 0, True))[0] != counted[(name, k)]:
                 continue
             within.append((k, v))
             room -= v
+        # nor are small calls named when a larger one directly inside is not (left out
+        # of the evidence as a container, or not all of its calls kept)
+        if within and any(
+            is_host and m != name and m not in dict(within) and raw > min(v for _, v in within)
+            for m, (_, raw, is_host) in children.items()
+        ):
+            within = []
         of_which = (
             (" (of which " + ", ".join(f"{fmt_dur(v)} in {quote_name(k)}" for k, v in within) + ")") if within else ""
         )
@@ -271,6 +290,8 @@ def copy_lead(diag, rows: np.ndarray, evidence: list[Evidence]) -> CopyLead | No
     if not cp:
         return None
     gpu = [e for e in cp if trace.lanes[e.lane].is_gpu]
+    if not gpu:  # the GPU's copies may have fallen off the evidence list's limit
+        gpu = [e for r in rows for e in diag.gpu_copies(int(r)) if e.cause == Cause.COPY]
     # the GPU's own copy whenever it ran one (the thread's copy call around it is said
     # as the copy time outside the GPU's copies)
     big = max(gpu or cp, key=lambda e: (e.overlap_ns, e.bytes))

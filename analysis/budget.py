@@ -42,7 +42,7 @@ class Budget:
     ``steps_per_s`` = 1e9 / wall_ns; ``tokens_per_s`` = the same rate, which is a
     token rate only when ``decode`` (``is_decode``: a step makes one token) — show it
     as tokens/s only then; ``class_idle_ns``: idle per cause class per step: ``idle_ns``
-    split as the median step splits its own idle by class (``budget_share``)."""
+    split as the typical steps split theirs by class (``step_class_ns``)."""
 
     device: int
     steps: int
@@ -55,6 +55,9 @@ class Budget:
     class_idle_ns: dict
     steps_per_s: float = 0.0
     decode: bool = False
+    #: each selected gap's class ns inside the typical steps (``step_class_ns``; rows:
+    #: the budget device's gaps, warm-up left out, in gap order), kept for the what-ifs
+    typical_class_ns: np.ndarray | None = dataclasses.field(default=None, repr=False, compare=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,12 +96,14 @@ def compute_budget(diag) -> Budget | None:
         sel &= ~g.one_time  # warm-up is no steady-state idle (protocol step 1)
     idle = wall_med - busy_med
     cls = np.zeros(len(Cause), np.float64)
+    inside = None
     if g.class_ns is not None and sel.any():
-        cls = (g.class_ns[sel] * budget_share(g, sel, s0, s1)[:, None]).sum(axis=0)
-    # the median step's idle split as that step splits its own: the classes add up to
-    # it (a mean over steps read 176 ms of host idle in a 160 ms step of
-    # param/resnet_kineto, whose 29 steps include one of 4.4 s; a split pooled over the
-    # steps still read host there, where the median step idles under copies)
+        inside = step_class_ns(g, sel, s0, s1, wall - busy)
+        cls = inside.sum(axis=0)
+    # the median step's idle split as the typical steps split theirs: the classes add
+    # up to it (a mean over steps read 176 ms of host idle in a 160 ms step of
+    # param/resnet_kineto, whose 29 steps include one of 4.4 s; a split pooled over all
+    # the steps still read host there, where a typical step idles under copies)
     in_ns = float(cls.sum())
     class_idle = {c.label: (int(round(idle * cls[int(c)] / in_ns)) if in_ns > 0 else 0) for c in Cause}
     rate = 1e9 / wall_med if wall_med > 0 else 0.0
@@ -114,6 +119,7 @@ def compute_budget(diag) -> Budget | None:
         class_idle,
         steps_per_s=rate,
         decode=is_decode(trace, diag.steps),
+        typical_class_ns=inside,
     )
 
 
@@ -125,34 +131,62 @@ def _step_bounds(diag, dev) -> tuple[np.ndarray, np.ndarray, str]:
     return np.array([dev.window_start_ns]), np.array([dev.window_end_ns]), "window"
 
 
-def in_steps_share(g, sel: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> np.ndarray:
-    """float64 share of each selected gap (``g``'s rows where ``sel``) that lies inside
-    the steps ``[s0, s1)`` (ns): a gap before the first step, between steps or after the
-    last is no step's idle (sglang prefill+decode counted 493 ms of such idle in a 29 ms
-    step). A gap partly inside counts its classes in proportion (the classes' time
-    positions inside a gap are not kept)."""
-    us, ue = union_intervals(s0, s1)
+#: A step whose idle is within this factor of the median step's is a typical one: its
+#: gaps split the idle per step by cause (a step with a one-off stall, or a slow mode of
+#: a bimodal loop, is not).
+TYPICAL_IDLE_FACTOR = 1.5
+
+
+def typical_steps(idle_ns: np.ndarray) -> np.ndarray:
+    """bool per step: its idle (wall - GPU busy, ns) is within ``TYPICAL_IDLE_FACTOR``
+    of the median step's (all steps when the median idle is 0)."""
+    med = float(np.median(idle_ns))
+    if med <= 0:
+        return np.ones(idle_ns.size, dtype=bool)
+    return (idle_ns <= TYPICAL_IDLE_FACTOR * med) & (idle_ns * TYPICAL_IDLE_FACTOR >= med)
+
+
+def _inside(a: np.ndarray, b: np.ndarray, us: np.ndarray, ue: np.ndarray) -> np.ndarray:
+    """float64 share of each ``[a, b)`` covered by the union ``us``/``ue`` (0 for an
+    empty interval)."""
+    return np.where(b > a, coverage(us, ue, a, np.maximum(a, b)) / np.maximum(b - a, 1), 0.0)
+
+
+def class_ns_inside(g, sel: np.ndarray, us: np.ndarray, ue: np.ndarray) -> np.ndarray:
+    """float64 (selected gaps x ``Cause``) ns of each class of the gaps ``sel`` inside
+    the union of intervals ``us``/``ue`` (ns), placed where the classification put them
+    (``classify``: the sync cliff ``[sync_from, launch_from)``, the exposed launch path
+    ``[launch_from, queued_until)``, the op's time in the queue ``[queued_until, end)``;
+    the rest of a starved gap, and all of a queued one, spread evenly over its part)."""
+    cn = g.class_ns[sel].astype(np.float64)
     a, b = g.start_ns[sel], g.end_ns[sel]
-    dur = np.maximum(b - a, 1)
-    return coverage(us, ue, a, b).astype(np.float64) / dur
+    if g.sync_from_ns is None or g.launch_from_ns is None:
+        return cn * _inside(a, b, us, ue)[:, None]
+    q = g.queued[sel] if g.queued is not None else np.zeros(a.size, dtype=bool)
+    sf = np.clip(g.sync_from_ns[sel], a, b)
+    lf = np.clip(g.launch_from_ns[sel], sf, b)
+    qu = np.clip(g.queued_until_ns[sel], lf, b) if g.queued_until_ns is not None else b
+    placed = np.zeros_like(cn)
+    parts = ((int(Cause.SYNC), sf, lf), (int(Cause.LAUNCH), lf, qu), (int(Cause.DEPENDENCY), qu, b))
+    for c, lo, hi in parts:
+        placed[:, c] = np.minimum(cn[:, c], (hi - lo).astype(np.float64))
+    head = np.maximum(cn - placed, 0.0)  # what the head [start, sync_from) holds
+    out = head * _inside(a, sf, us, ue)[:, None]
+    for c, lo, hi in parts:
+        out[:, c] += placed[:, c] * _inside(lo, hi, us, ue)
+    return np.where(q[:, None], cn * _inside(a, b, us, ue)[:, None], out)
 
 
-def median_step(s0: np.ndarray, s1: np.ndarray) -> int:
-    """Index of the step whose wall time is nearest the median (ties: the latest, as
-    warm-up comes first)."""
-    off = np.abs((s1 - s0) - np.median(s1 - s0))[::-1]
-    return int(off.size - 1 - np.argmin(off))
-
-
-def budget_share(g, sel: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> np.ndarray:
-    """The weight of each selected gap in the budget's split of idle by cause: its share
-    inside the median step (``median_step``), or, when no selected gap idles there (a
-    step of warm-up only), its share inside all the steps (``in_steps_share``)."""
-    k = median_step(s0, s1)
-    share = in_steps_share(g, sel, s0[k : k + 1], s1[k : k + 1])
-    if not (share > 0).any():
-        share = in_steps_share(g, sel, s0, s1)
-    return share
+def step_class_ns(g, sel: np.ndarray, s0: np.ndarray, s1: np.ndarray, idle_ns: np.ndarray) -> np.ndarray:
+    """float64 (selected gaps x ``Cause``): the gaps' class ns inside the typical steps
+    (``typical_steps`` of the steps' idle ``idle_ns``). Pooled over those steps, a gap
+    across a step edge counts whole (the decode loop's logging before the edge and its
+    ``.item()`` wait after it), while a step with a one-off stall, or the slow mode of a
+    bimodal loop, does not shape the split (param/resnet_kineto's typical step idles
+    under copies; 14 of its 29 steps hold 120-670 ms host gaps)."""
+    keep = typical_steps(idle_ns)
+    us, ue = union_intervals(s0[keep], s1[keep])
+    return class_ns_inside(g, sel, us, ue)
 
 
 def match_names(trace, names: tuple[str, ...]) -> np.ndarray:
@@ -174,8 +208,9 @@ def what_if(diag, *, gaps=(), causes=(), names=()) -> WhatIf:
     ``gaps``: gap indices removed whole; ``causes``: ``Cause`` values whose ns are
     removed from every gap; ``names``: CPU event names (verbatim, else substring) whose
     time inside gaps is removed. Removal per gap is capped at the gap; named segments
-    and classes are assumed disjoint. Per step = the share of the median step's idle
-    removed (each gap weighted by ``budget_share``) of ``Budget.idle_ns``, as
+    and classes are assumed disjoint. Per step = the share of the typical steps' idle
+    removed (``step_class_ns``: the chosen classes where they lie in them, whole gaps
+    and named time by their share in them) of ``Budget.idle_ns``, as
     ``Budget.class_idle_ns`` splits it. The step never drops below GPU busy. Raises ``ValueError`` without a
     budget (no GPU ops).
     """
@@ -210,13 +245,18 @@ def what_if(diag, *, gaps=(), causes=(), names=()) -> WhatIf:
     # per step as the budget splits idle: the share of the steps' idle removed, of the
     # median step's idle (so removing every class removes exactly that idle)
     removed_step = 0
-    if sel.any():
-        dev = next(d for d in diag.devices if d.device == b.device)
-        s0, s1, _ = _step_bounds(diag, dev)
-        share = budget_share(g, sel, s0, s1)
-        in_ns = float((dur[sel] * share).sum())
+    inside = b.typical_class_ns
+    if sel.any() and inside is not None and inside.shape[0] == int(sel.sum()):
+        per_gap = inside.sum(axis=1)
+        in_ns = float(per_gap.sum())
         if in_ns > 0:
-            removed_step = int(round(b.idle_ns * float((removed[sel] * share).sum()) / in_ns))
+            # the chosen classes where they lie; a whole gap or named time by its share
+            cls_in = inside[:, [int(Cause(c)) for c in causes]].sum(axis=1) if causes else 0.0
+            share = per_gap / np.maximum(dur[sel], 1)
+            rest = removed[sel] - (g.class_ns[sel][:, [int(Cause(c)) for c in causes]].sum(axis=1) if causes else 0)
+            got = np.minimum(cls_in + np.maximum(rest, 0) * share, per_gap)
+            got = np.where(whole[sel], per_gap, got)
+            removed_step = int(round(b.idle_ns * float(got.sum()) / in_ns))
     projected = max(b.wall_ns - removed_step, b.gpu_busy_ns)
     launch_left = b.class_idle_ns.get("launch", 0)
     if Cause.LAUNCH in tuple(Cause(c) for c in causes):

@@ -349,15 +349,14 @@ def test_warm_up_gap_is_one_time_and_left_out_of_groups_budget_and_what_if():
     assert others.size == 2 and not g.one_time[others].any() and (g.group[others] >= 0).all()
     assert d.card(first).smell == "one-time cost (warm-up)"
     assert "warm up before profiling" in d.card(first).first_experiment
-    # budget: the median step's idle (1000 - 180 µs of kernels = 820 µs) split as that
-    # step splits its own (the walls tie: the last step, as warm-up comes first): the
-    # gap [1890, 2010) has 10 of its 120 µs in it (host 114 x 10/120 = 9.5, launch
-    # 0.5), [2100, 2800) host 694 and launch 6, [2890, 3000) host 110: host 813.5 µs,
-    # launch 6.5 µs of 820
+    # budget: the median step's idle (1000 - 180 µs of kernels = 820 µs) split as the
+    # typical steps (all three: each idles 820 µs) split theirs, the warm-up gap left
+    # out: host 114 + 694 + 114 + 694 + 110 = 1726 µs, launch 10 + 6 + 6 + 6 + 6 = 34 µs
+    # of 1760 µs
     b_ = d.budget
     assert b_.idle_ns == 820 * US
-    assert b_.class_idle_ns["host"] == 813_500
-    assert b_.class_idle_ns["launch"] == 6_500
+    assert b_.class_idle_ns["host"] == round(820 * US * 1726 / 1760)
+    assert b_.class_idle_ns["launch"] == round(820 * US * 34 / 1760)
     assert sum(b_.class_idle_ns.values()) == b_.idle_ns
     w = d.what_if(gaps=[first])
     assert w.removed_ns == 0  # a one-time gap is not in the budget, so removing it changes nothing

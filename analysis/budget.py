@@ -55,9 +55,11 @@ class Budget:
     class_idle_ns: dict
     steps_per_s: float = 0.0
     decode: bool = False
+    #: how many of the ``steps`` are typical (``typical_steps``): the split is theirs
+    typical_steps: int = 0
     #: each selected gap's class ns inside the typical steps (``step_class_ns``; rows:
     #: the budget device's gaps, warm-up left out, in gap order), kept for the what-ifs
-    typical_class_ns: np.ndarray | None = dataclasses.field(default=None, repr=False, compare=False)
+    _typical_class_ns: np.ndarray | None = dataclasses.field(default=None, repr=False, compare=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,7 +121,8 @@ def compute_budget(diag) -> Budget | None:
         class_idle,
         steps_per_s=rate,
         decode=is_decode(trace, diag.steps),
-        typical_class_ns=inside,
+        typical_steps=int(typical_steps(wall - busy).sum()),
+        _typical_class_ns=inside,
     )
 
 
@@ -139,11 +142,16 @@ TYPICAL_IDLE_FACTOR = 1.5
 
 def typical_steps(idle_ns: np.ndarray) -> np.ndarray:
     """bool per step: its idle (wall - GPU busy, ns) is within ``TYPICAL_IDLE_FACTOR``
-    of the median step's (all steps when the median idle is 0)."""
+    of the median step's (all steps when the median idle is 0; the steps nearest it
+    when none is within: an even count of steps of two modes)."""
     med = float(np.median(idle_ns))
     if med <= 0:
         return np.ones(idle_ns.size, dtype=bool)
-    return (idle_ns <= TYPICAL_IDLE_FACTOR * med) & (idle_ns * TYPICAL_IDLE_FACTOR >= med)
+    keep = (idle_ns <= TYPICAL_IDLE_FACTOR * med) & (idle_ns * TYPICAL_IDLE_FACTOR >= med)
+    if not keep.any():  # the median falls between two modes (two steps of 9.2 and 0.05 ms)
+        off = np.abs(idle_ns - med)
+        keep = off == off.min()
+    return keep
 
 
 def _inside(a: np.ndarray, b: np.ndarray, us: np.ndarray, ue: np.ndarray) -> np.ndarray:
@@ -245,7 +253,7 @@ def what_if(diag, *, gaps=(), causes=(), names=()) -> WhatIf:
     # per step as the budget splits idle: the share of the steps' idle removed, of the
     # median step's idle (so removing every class removes exactly that idle)
     removed_step = 0
-    inside = b.typical_class_ns
+    inside = b._typical_class_ns
     if sel.any() and inside is not None and inside.shape[0] == int(sel.sum()):
         per_gap = inside.sum(axis=1)
         in_ns = float(per_gap.sum())

@@ -165,6 +165,7 @@ def diagnosis_to_json(diag, *, top: int = 50) -> dict:
             "decode": b.decode,
             "tokens_per_s": round(b.tokens_per_s, 3) if b.decode else None,
             "class_idle_ns": b.class_idle_ns,
+            "typical_steps": b.typical_steps,
         },
         "what_if": _what_ifs(diag),
         "warnings": [str(w) for w in trace.warnings],

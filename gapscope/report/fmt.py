@@ -162,6 +162,7 @@ BUDGET_LABELS = {
     "steps_per_s": "Steps/s",
     "tokens_per_s": "Tokens/s (one token per step)",
     "class_idle_ns": "Idle per step by cause",
+    "typical_steps": "Split over steps",
 }
 
 
@@ -238,6 +239,10 @@ def budget_rows(budget: dict) -> list[tuple[str, str]]:
         if k == "steps_per_s" and budget.get("tokens_per_s") is not None:
             continue  # a decode step: the rate is shown as tokens/s
         label = BUDGET_LABELS.get(k, k.replace("_", " "))
+        if k == "typical_steps":  # whose idle the split by cause is
+            n = int(budget.get("steps") or 0)
+            rows.append((label, f"{v} of {n} (idle within 1.5x of the median step's)" if n > 1 else str(v)))
+            continue
         if isinstance(v, dict):
             if k.endswith("_ns"):
                 parts = [f"{c} {fmt_in(int(x), u)}" for c, x in v.items() if isinstance(x, (int, float)) and x]

@@ -57,6 +57,9 @@ class Budget:
     decode: bool = False
     #: how many of the ``steps`` are typical (``typical_steps``): the split is theirs
     typical_steps: int = 0
+    #: (least, most) idle ns of the other steps, left out of the split; None when all
+    #: steps are typical
+    other_steps_idle_ns: tuple[int, int] | None = None
     #: each selected gap's class ns inside the typical steps (``step_class_ns``; rows:
     #: the budget device's gaps, warm-up left out, in gap order), kept for the what-ifs
     _typical_class_ns: np.ndarray | None = dataclasses.field(default=None, repr=False, compare=False)
@@ -97,6 +100,8 @@ def compute_budget(diag) -> Budget | None:
     if g.one_time is not None:
         sel &= ~g.one_time  # warm-up is no steady-state idle (protocol step 1)
     idle = wall_med - busy_med
+    idle_k = wall - busy
+    typical = typical_steps(idle_k)
     cls = np.zeros(len(Cause), np.float64)
     inside = None
     if g.class_ns is not None and sel.any():
@@ -121,7 +126,8 @@ def compute_budget(diag) -> Budget | None:
         class_idle,
         steps_per_s=rate,
         decode=is_decode(trace, diag.steps),
-        typical_steps=int(typical_steps(wall - busy).sum()),
+        typical_steps=int(typical.sum()),
+        other_steps_idle_ns=(int(idle_k[~typical].min()), int(idle_k[~typical].max())) if (~typical).any() else None,
         _typical_class_ns=inside,
     )
 

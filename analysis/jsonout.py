@@ -166,6 +166,7 @@ def diagnosis_to_json(diag, *, top: int = 50) -> dict:
             "tokens_per_s": round(b.tokens_per_s, 3) if b.decode else None,
             "class_idle_ns": b.class_idle_ns,
             "typical_steps": b.typical_steps,
+            "other_steps_idle_ns": list(b.other_steps_idle_ns) if b.other_steps_idle_ns else None,
         },
         "what_if": _what_ifs(diag),
         "warnings": [str(w) for w in trace.warnings],

@@ -425,6 +425,18 @@ def test_the_budget_splits_idle_as_the_typical_steps_do():
     assert b.wall_ns == 159_561_000 and b.idle_ns == 23_698_000
     assert b.class_idle_ns["copy"] > 20_000_000 and b.class_idle_ns["host"] < 1_000_000
     assert (b.typical_steps, b.steps) == (12, 29)  # an auditor's count from the raw step idles
+    # the steps left out are said, with their idle (a 0.7 ms stub step; host stalls to 693 ms)
+    assert b.other_steps_idle_ns is not None and b.other_steps_idle_ns[1] == 693_214_000
+    from gapscope.report.fmt import budget_rows
+
+    rows = dict(
+        budget_rows(
+            {"steps": 29, "wall_ns": b.wall_ns, "typical_steps": 12, "other_steps_idle_ns": [2_000, 693_214_000]}
+        )
+    )
+    assert rows["Split over steps"] == (
+        "12 of 29 (idle within 1.5x of the median step's; the other 17 idle 0.002 ms to 693.214 ms, left out)"
+    )
     b = diagnose(load(require(CORPUS / "tracelens" / "mi300" / "resnet_act_checkpoint.json.gz"))).budget
     assert (b.wall_ns, b.gpu_busy_ns, b.idle_ns) == (15_950_958, 15_288_436, 662_522)  # the auditor's medians
     assert b.class_idle_ns["copy"] > 5 * b.class_idle_ns["dependency"] and b.typical_steps == 1

@@ -241,7 +241,15 @@ def budget_rows(budget: dict) -> list[tuple[str, str]]:
         label = BUDGET_LABELS.get(k, k.replace("_", " "))
         if k == "typical_steps":  # whose idle the split by cause is
             n = int(budget.get("steps") or 0)
-            rows.append((label, f"{v} of {n} (idle within 1.5x of the median step's)" if n > 1 else str(v)))
+            other = budget.get("other_steps_idle_ns")
+            rest = (
+                f"; the other {n - int(v)} idle {fmt_in(int(other[0]), u)} to {fmt_in(int(other[1]), u)}, left out"
+                if isinstance(other, list) and len(other) == 2 and n > int(v)
+                else ""
+            )
+            rows.append((label, f"{v} of {n} (idle within 1.5x of the median step's{rest})" if n > 1 else str(v)))
+            continue
+        if k == "other_steps_idle_ns":
             continue
         if isinstance(v, dict):
             if k.endswith("_ns"):

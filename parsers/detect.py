@@ -281,7 +281,19 @@ def _gunzip_all(
     ``RATIO_CHECK_BYTES`` at more than ``MAX_INFLATE_RATIO`` x the compressed bytes read.
     """
     out = bytearray()
-    emit = out.extend if sink is None else sink
+
+    def emit(chunk: bytes) -> None:
+        # a NUL byte is never in a trace's text: refused as for a plain file (an inflated
+        # one loaded with an "event skipped" warning), with its line from memory
+        if sink is None:
+            out.extend(chunk)
+            if b"\x00" in chunk:
+                _refuse_nul(path, out, len(out) - len(chunk), len(out))
+            return
+        if b"\x00" in chunk:
+            raise _Damaged("a NUL byte in the inflated text")  # read in memory, which says where
+        sink(chunk)
+
     total = 0
     view = memoryview(data)
     at = 0  # offset in ``data`` of the member being read

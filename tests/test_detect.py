@@ -195,3 +195,22 @@ def test_a_gzip_trailer_that_does_not_match_its_text_is_refused_at_every_size(tm
     path.write_bytes(blob[:-8] + bytes(4) + blob[-4:])
     with pytest.raises(TraceFormatError, match="checksum or size in its gzip trailer"):
         load(path)
+
+
+def test_a_nul_byte_in_gzip_text_is_refused_as_in_a_plain_file(tmp_path, monkeypatch):
+    """A NUL inside a name: the plain file was refused as binary data, the same bytes
+    gzipped loaded with an "event skipped" warning (an attacker's find). Both are
+    refused now, naming the line; inflating to a file gives up on it (the in-memory
+    read says where)."""
+    from gapscope.parsers import detect
+
+    monkeypatch.setenv("GAPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    text = b'{"traceEvents": [{"ph": "X", "name": "a\x00b", "ts": 1, "dur": 1, "pid": 1, "tid": 1}]}'
+    plain, packed = tmp_path / "t.json", tmp_path / "t.json.gz"
+    plain.write_bytes(text)
+    packed.write_bytes(gzip.compress(text))
+    for path in (plain, packed):
+        with pytest.raises(TraceFormatError, match=r"binary data \(a NUL byte at byte 39\)") as err:
+            load(path)
+        assert err.value.line == 1
+    assert detect.inflate_to_file(str(packed), 1 << 30, True) is None

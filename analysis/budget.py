@@ -101,11 +101,11 @@ def compute_budget(diag) -> Budget | None:
         sel &= ~g.one_time  # warm-up is no steady-state idle (protocol step 1)
     idle = wall_med - busy_med
     idle_k = wall - busy
-    typical = typical_steps(idle_k)
+    typical = typical_steps(idle_k)  # whose gaps split the idle by cause
     cls = np.zeros(len(Cause), np.float64)
     inside = None
     if g.class_ns is not None and sel.any():
-        inside = step_class_ns(g, sel, s0, s1, wall - busy)
+        inside = step_class_ns(g, sel, s0, s1, typical)
         cls = inside.sum(axis=0)
     # the median step's idle split as the typical steps split theirs: the classes add
     # up to it (a mean over steps read 176 ms of host idle in a 160 ms step of
@@ -191,14 +191,13 @@ def class_ns_inside(g, sel: np.ndarray, us: np.ndarray, ue: np.ndarray) -> np.nd
     return np.where(q[:, None], cn * _inside(a, b, us, ue)[:, None], out)
 
 
-def step_class_ns(g, sel: np.ndarray, s0: np.ndarray, s1: np.ndarray, idle_ns: np.ndarray) -> np.ndarray:
-    """float64 (selected gaps x ``Cause``): the gaps' class ns inside the typical steps
-    (``typical_steps`` of the steps' idle ``idle_ns``). Pooled over those steps, a gap
-    across a step edge counts whole (the decode loop's logging before the edge and its
-    ``.item()`` wait after it), while a step with a one-off stall, or the slow mode of a
-    bimodal loop, does not shape the split (param/resnet_kineto's typical step idles
-    under copies; 14 of its 29 steps hold 120-670 ms host gaps)."""
-    keep = typical_steps(idle_ns)
+def step_class_ns(g, sel: np.ndarray, s0: np.ndarray, s1: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """float64 (selected gaps x ``Cause``): the gaps' class ns inside the steps ``keep``
+    (the typical ones, ``typical_steps``). Pooled over those steps, a gap across a step
+    edge counts whole (the decode loop's logging before the edge and its ``.item()``
+    wait after it), while a step with a one-off stall, or the slow mode of a bimodal
+    loop, does not shape the split (param/resnet_kineto's typical step idles under
+    copies; 14 of its 29 steps hold 120-670 ms host gaps)."""
     us, ue = union_intervals(s0[keep], s1[keep])
     return class_ns_inside(g, sel, us, ue)
 

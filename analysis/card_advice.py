@@ -18,9 +18,9 @@ import re
 import numpy as np
 
 from gapscope.analysis.busy import coverage, union_intervals
+from gapscope.analysis.card_copies import copy_lead
 from gapscope.analysis.card_text import (
     cliff_wait,
-    copy_lead,
     in_sync_cliff,
     is_decode_trace,
     is_wait,

@@ -7,11 +7,9 @@ from bytes. Names from the trace are quoted literally between backticks.
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
-from gapscope.analysis.busy import union_intervals
+from gapscope.analysis.card_copies import SHORT_COPY_NS, copy_lead
 from gapscope.analysis.classify import (
     SLOW_LAUNCH_NS,
     launched_before,
@@ -23,7 +21,7 @@ from gapscope.analysis.evidence import enclosing_step_range
 from gapscope.analysis.evidence_kinds import BLOCKING_SYNC_RE, COLLECTIVE_RE, SYNC_OP_NAMES
 from gapscope.analysis.types import Cause, Evidence, Trust, WaitKind
 from gapscope.analysis.waits import searchable, wait_name_ids
-from gapscope.parsers.model import CopyKind, Kind
+from gapscope.parsers.model import Kind
 from gapscope.units import fmt_bytes, fmt_dur
 
 SMELLS = {
@@ -92,12 +90,12 @@ def _containers(trace, evidence: list[Evidence]) -> dict[int, tuple[str, bool, i
 
 
 def _direct_children(
-    trace, parents: set[int], windows: list[tuple[int, int]], host: np.ndarray
+    trace, parents: set[int], windows: list[tuple[int, int]], cause: np.ndarray
 ) -> dict[str, tuple[int, int, bool]]:
     """{name: (how many, ns in the windows, whether host work)} of the events lying
     directly inside (one level deeper than) one of the events ``parents`` and
     overlapping one of the ``windows`` (ns); the ns are raw overlaps (calls inside them
-    not taken out). ``host``: bool per event, its own class is host work."""
+    not taken out). ``cause``: each event's own class (``EvidenceIndex.cause``)."""
     got: dict[int, int] = {}
     for p in parents:
         sl = trace.lane_slice(int(trace.lane[p]))
@@ -115,7 +113,7 @@ def _direct_children(
     out: dict[str, tuple[int, int, bool]] = {}
     for k, ov in got.items():
         n, t, h = out.get(trace.name(k), (0, 0, False))
-        out[trace.name(k)] = (n + 1, t + ov, h or bool(host[k]))
+        out[trace.name(k)] = (n + 1, t + ov, h or int(cause[k]) == int(Cause.HOST))
     return out
 
 
@@ -181,8 +179,7 @@ def _items(
         windows = [(int(diag.gaps.start_ns[r]), int(diag.gaps.end_ns[r])) for r in rows]
         ops = parents.get(name, set())
         walk = sum(_span_events(trace, p) for p in ops)
-        host = diag._evidence_index().cause == int(Cause.HOST)
-        children = _direct_children(trace, ops, windows, host) if walk <= _CHILD_WALK_MAX else {}
+        children = _direct_children(trace, ops, windows, diag.evidence_index().cause) if walk <= _CHILD_WALK_MAX else {}
         for k, v in sorted(inner.get(name, {}).items(), key=lambda kv: -kv[1]):
             if k == name or v > room or len(within) >= 2:
                 continue
@@ -206,152 +203,6 @@ def _items(
     if cap_ns is not None and out and cap_ns - listed >= max(1_000, cap_ns // 100):
         out.append(f"{fmt_dur(cap_ns - listed)} in other work")  # so the items add up to the part
     return out
-
-
-#: A GPU copy at most this long in a gap costs about its fixed cost per copy (a few µs
-#: on current GPUs), not bandwidth.
-SHORT_COPY_NS = 20_000
-
-
-#: What a GPU copy of each kind is called in a sentence (memsets by their kind).
-COPY_KIND_WORDS = {
-    int(CopyKind.H2D): "host-to-device copies",
-    int(CopyKind.D2H): "device-to-host copies",
-    int(CopyKind.D2D): "device-to-device copies",
-    int(CopyKind.P2P): "peer-to-peer copies",
-}
-
-
-@dataclasses.dataclass(frozen=True)
-class CopyLead:
-    """The copies a card names for its copy time. ``big``: the largest GPU copy item
-    when the GPU ran one, else the largest copy call. Of the GPU copies of that class
-    in the occurrence (``Diagnosis.gpu_copies``; one, ``big``, when it is a copy call on
-    a CPU thread): ``count``, whether all share ``big``'s name, the median, shortest,
-    largest and total ns in the gap, the bytes in all (-1 when a size is unknown),
-    ``noun`` ("copies", "memsets", "copies and memsets"), how many of ``big``'s name
-    are about as long as it (90 %), and those of at most ``SHORT_COPY_NS``: how many,
-    their ns, their median, and {kind words (``COPY_KIND_WORDS``, "memsets"): (count,
-    ns)}. ``call``: the thread's copy call (``cudaMemcpyAsync``) in the evidence, if
-    any, whose time outside the GPU's copies is copy time too."""
-
-    big: Evidence
-    count: int
-    same_name: bool
-    median_ns: int
-    min_ns: int
-    max_ns: int
-    total_ns: int
-    bytes_total: int
-    noun: str
-    like_big: int
-    short_count: int
-    short_ns: int
-    short_median_ns: int
-    short_kinds: dict[str, tuple[int, int]]
-    call: Evidence | None
-    #: the ns of each copy in the gap, longest first, when there are at most three
-    lengths_ns: tuple[int, ...] = ()
-    #: of the ``like_big`` copies: the shortest ns, the fewest and most bytes (-1 unknown)
-    like_big_range: tuple[int, int, int] = (0, -1, -1)
-    #: the occurrence's copy-class ns beyond the GPU copies' (the thread in its copy
-    #: calls outside them); 0 when ``big`` is a copy call
-    outside_ns: int = 0
-    #: whether every copy has one known size
-    same_bytes: bool = False
-
-    @property
-    def uniform(self) -> bool:
-        """Whether the copies are of about one length (the largest at most 4x the
-        shortest), so their median describes each."""
-        return self.max_ns <= 4 * self.min_ns
-
-    @property
-    def mostly_short(self) -> bool:
-        """Whether copies of at most ``SHORT_COPY_NS`` hold most of the copy time: then
-        it is their number, not their size, that costs."""
-        return 2 * self.short_ns >= self.total_ns
-
-
-def _union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
-    """ns covered by the intervals (copies on several streams overlap one another)."""
-    if not starts.size:
-        return 0
-    us, ue = union_intervals(starts, ends)
-    return int((ue - us).sum())
-
-
-def copy_lead(diag, rows: np.ndarray, evidence: list[Evidence]) -> CopyLead | None:
-    """The ``CopyLead`` of the occurrence ``rows``, or None without copy evidence. Times
-    "in all" are the union of the copies' intervals in the gap (copies on several
-    streams at once are not added up)."""
-    trace = diag.trace
-    cp = [e for e in evidence if e.cause == Cause.COPY]
-    if not cp:
-        return None
-    gpu = [e for e in cp if trace.lanes[e.lane].is_gpu]
-    if not gpu:  # the GPU's copies may have fallen off the evidence list's limit
-        gpu = [e for r in rows for e in diag.gpu_copies(int(r)) if e.cause == Cause.COPY]
-    # the GPU's own copy whenever it ran one (the thread's copy call around it is said
-    # as the copy time outside the GPU's copies)
-    big = max(gpu or cp, key=lambda e: (e.overlap_ns, e.bytes))
-    calls = [e for e in cp if e.event >= 0 and not trace.lanes[e.lane].is_gpu]
-    call = max(calls, key=lambda e: e.overlap_ns) if calls and trace.lanes[big.lane].is_gpu else None
-    cn = diag.gaps.class_ns
-    copy_ns = int(cn[rows, int(Cause.COPY)].sum()) if cn is not None else 0
-    every = [big]
-    win_s = win_e = np.zeros(1, dtype=np.int64)
-    if big.event >= 0 and trace.lanes[big.lane].is_gpu:
-        copy_c = Cause.COPY  # (an enum member looked up once, not per copy: 100k copies in a gap)
-        got = [(e, int(r)) for r in rows for e in diag.gpu_copies(int(r)) if e.cause is copy_c]
-        if got:
-            every = [e for e, _ in got]
-            rr = np.array([r for _, r in got], dtype=np.int64)
-            win_s, win_e = diag.gaps.start_ns[rr], diag.gaps.end_ns[rr]
-    ev = np.array([e.event for e in every], dtype=np.int64)
-    ns = np.array([e.overlap_ns for e in every], dtype=np.int64)
-    by = np.array([e.bytes for e in every], dtype=np.int64)
-    if ev[0] >= 0 and trace.lanes[big.lane].is_gpu:
-        lo = np.maximum(trace.start_ns[ev], win_s)
-        hi = np.minimum(trace.start_ns[ev] + trace.dur_ns[ev], win_e)
-    else:  # a copy call: its own overlap
-        lo, hi = np.zeros(1, dtype=np.int64), ns.copy()
-    memset = (trace.kind[ev] == int(Kind.MEMSET)) if ev[0] >= 0 else np.zeros(ev.size, dtype=bool)
-    short = ns <= SHORT_COPY_NS
-    names = [e.name for e in every]
-    like = [k for k, e in enumerate(every) if names[k] == big.name and 10 * e.overlap_ns >= 9 * big.overlap_ns]
-    like = like or [0]
-    kinds: dict[str, tuple[int, int]] = {}
-    if short.any() and ev[0] >= 0:
-        ck = trace.copy_kind[ev].astype(np.int64)
-        word = np.where(memset, -1, ck)
-        for w in np.unique(word[short]).tolist():
-            m = short & (word == w)
-            label = "memsets" if w == -1 else COPY_KIND_WORDS.get(int(w), "copies")
-            n0, t0 = kinds.get(label, (0, 0))
-            kinds[label] = (n0 + int(m.sum()), t0 + _union_ns(lo[m], hi[m]))
-    total = _union_ns(lo, hi)
-    return CopyLead(
-        big=big,
-        count=len(every),
-        same_name=all(n == big.name for n in names),
-        median_ns=int(np.median(ns)),
-        min_ns=int(ns.min()),
-        max_ns=int(ns.max()),
-        total_ns=total,
-        bytes_total=int(by.sum()) if (by >= 0).all() else -1,
-        noun="memsets" if memset.all() else ("copies" if not memset.any() else "copies and memsets"),
-        like_big=len(like),
-        like_big_range=(int(ns[like].min()), int(by[like].min()), int(by[like].max())),
-        short_count=int(short.sum()),
-        short_ns=_union_ns(lo[short], hi[short]),
-        short_median_ns=int(np.median(ns[short])) if short.any() else 0,
-        short_kinds=kinds,
-        call=call,
-        lengths_ns=tuple(sorted(ns.tolist(), reverse=True)) if ns.size <= 3 else (),
-        outside_ns=max(0, copy_ns - total) if trace.lanes[big.lane].is_gpu else 0,
-        same_bytes=bool((by == by[0]).all()) and int(by[0]) >= 0,
-    )
 
 
 def _copy_phrase(diag, rows: np.ndarray, evidence: list[Evidence], copy_ns: int) -> str:

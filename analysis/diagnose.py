@@ -81,7 +81,7 @@ class Diagnosis:
         i = int(i)
         if i not in self._evidence_cache:
             self._evidence_cache[i] = evidence_for_gap(
-                self.trace, self.gaps, i, self._evidence_index(), copies=list(self.gpu_copies(i))
+                self.trace, self.gaps, i, self.evidence_index(), copies=list(self.gpu_copies(i))
             )
         return self._evidence_cache[i]
 
@@ -90,10 +90,12 @@ class Diagnosis:
         order, not cut to the evidence list's limit. Computed on demand and cached."""
         i = int(i)
         if i not in self._copies_cache:
-            self._copies_cache[i] = tuple(gpu_copies_of_gap(self.trace, self.gaps, i, self._evidence_index()))
+            self._copies_cache[i] = tuple(gpu_copies_of_gap(self.trace, self.gaps, i, self.evidence_index()))
         return self._copies_cache[i]
 
-    def _evidence_index(self) -> EvidenceIndex:
+    def evidence_index(self) -> EvidenceIndex:
+        """The per-event lookups evidence lists are built from (``EvidenceIndex``:
+        each event's own class, evidence end, running max), built on first use."""
         if self._index is None:
             self._index = EvidenceIndex.build(self.trace, valid_timing_mask(self.trace), self._exclude)
         return self._index

@@ -18,7 +18,7 @@ import re
 import numpy as np
 
 from gapscope.analysis.busy import coverage, union_intervals
-from gapscope.analysis.card_copies import copy_lead
+from gapscope.analysis.card_copies import COPY_KIND_WORDS, copy_lead
 from gapscope.analysis.card_text import (
     cliff_wait,
     in_sync_cliff,
@@ -247,9 +247,9 @@ def _batch_advice(lead, forbidden: str, proof: str) -> tuple[str, str, str]:
     """Many short copies holding most of the copy time: batch them, by kind."""
     kinds = lead.short_kinds
     how = {
-        "host-to-device copies": "one pinned flat buffer copied with non_blocking=True, a step ahead",
-        "device-to-host copies": "one flat buffer read back once, after the loop",
-        "device-to-device copies": "one copy of a flat buffer, or a multi-tensor op (torch._foreach_copy_, a "
+        COPY_KIND_WORDS[int(CopyKind.H2D)]: "one pinned flat buffer copied with non_blocking=True, a step ahead",
+        COPY_KIND_WORDS[int(CopyKind.D2H)]: "one flat buffer read back once, after the loop",
+        COPY_KIND_WORDS[int(CopyKind.D2D)]: "one copy of a flat buffer, or a multi-tensor op (torch._foreach_copy_, a "
         "fused optimizer) instead of one per tensor, or none at all (an in-place op, a preallocated buffer)",
         "memsets": "one zero-fill of a flat buffer, or a preallocated one",
     }

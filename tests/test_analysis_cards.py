@@ -220,25 +220,37 @@ def test_why_does_not_add_nested_calls_to_their_caller():
     assert "thread `thread" not in why
 
 
+def _host_gap_card(events, next_kernel: str = "k2"):
+    """The card of the 110 µs host gap [0, 110) µs between k1 and ``next_kernel``, while
+    the launching thread `main` runs ``events`` ((name, start µs, dur µs, kind))."""
+    b = TraceBuilder()
+    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
+    gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    b.event(cpu, "cudaLaunchKernel", -20 * US, 2 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k1", -10 * US, 10 * US, Kind.KERNEL, correlation=1)
+    for name, s_us, d_us, kind in events:
+        b.event(cpu, name, s_us * US, d_us * US, kind)
+    b.event(cpu, "cudaLaunchKernel", 100 * US, 2 * US, Kind.LAUNCH, correlation=2)
+    b.event(gpu, next_kernel, 110 * US, 10 * US, Kind.KERNEL, correlation=2)
+    d = diagnose(b.build())
+    i = int(np.argmax(d.gaps.dur_ns))
+    assert d.gaps.dur_ns[i] == 110 * US
+    return d.card(i)
+
+
 def test_of_which_names_only_the_calls_directly_inside():
     """`## all2all ##` [0, 100) µs holds `record_param_comms` [10, 70), which holds
     `nccl:all_to_all` [20, 60): inside the outer range only the 60 µs of the direct
     call are named (the 40 µs nested in it are part of those 60), so the inner items
     never add to more than their parent (hta sampled_rank-0 #610 said 0.174 + 0.151 ms
     inside 0.272 ms)."""
-    b = TraceBuilder()
-    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
-    gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
-    b.event(cpu, "cudaLaunchKernel", -20 * US, 2 * US, Kind.LAUNCH, correlation=1)
-    b.event(gpu, "k1", -10 * US, 10 * US, Kind.KERNEL, correlation=1)
-    b.event(cpu, "## all2all ##", 0, 100 * US, Kind.ANNOTATION)
-    b.event(cpu, "record_param_comms", 10 * US, 60 * US, Kind.CPU_OP)
-    b.event(cpu, "nccl:all_to_all", 20 * US, 40 * US, Kind.CPU_OP)
-    b.event(cpu, "cudaLaunchKernel", 100 * US, 2 * US, Kind.LAUNCH, correlation=2)
-    b.event(gpu, "k2", 110 * US, 10 * US, Kind.KERNEL, correlation=2)
-    d = diagnose(b.build())
-    i = int(np.argmax(d.gaps.dur_ns))
-    why = d.card(i).why
+    why = _host_gap_card(
+        [
+            ("## all2all ##", 0, 100, Kind.ANNOTATION),
+            ("record_param_comms", 10, 60, Kind.CPU_OP),
+            ("nccl:all_to_all", 20, 40, Kind.CPU_OP),
+        ]
+    ).why
     assert "(0.100 ms in `## all2all ##` (of which 60.0 µs in `record_param_comms`))" in why
     assert "40.0 µs" not in why
 
@@ -247,18 +259,10 @@ def test_host_time_in_a_collective_call_is_not_called_launch_bound():
     """The same gap: 60 of its 100 µs of host work are in the communication call
     `record_param_comms`, so the advice is about the collective's host cost, not the
     per-kernel launch tax (torch.compile, fusing ops)."""
-    b = TraceBuilder()
-    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
-    gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
-    b.event(cpu, "cudaLaunchKernel", -20 * US, 2 * US, Kind.LAUNCH, correlation=1)
-    b.event(gpu, "k1", -10 * US, 10 * US, Kind.KERNEL, correlation=1)
-    b.event(cpu, "## all2all ##", 0, 104 * US, Kind.ANNOTATION)
-    b.event(cpu, "record_param_comms", 10 * US, 60 * US, Kind.CPU_OP)
-    b.event(cpu, "cudaLaunchKernel", 100 * US, 2 * US, Kind.LAUNCH, correlation=2)
-    b.event(gpu, "ncclDevKernel_AllToAll", 110 * US, 10 * US, Kind.KERNEL, correlation=2)
-    d = diagnose(b.build())
-    i = int(np.argmax(d.gaps.dur_ns))
-    c = d.card(i)
+    c = _host_gap_card(
+        [("## all2all ##", 0, 104, Kind.ANNOTATION), ("record_param_comms", 10, 60, Kind.CPU_OP)],
+        next_kernel="ncclDevKernel_AllToAll",
+    )
     assert c.cause == Cause.HOST
     assert c.first_experiment.startswith(
         "Most of this host time is inside the communication call `record_param_comms` (60.0 µs)"
@@ -269,40 +273,24 @@ def test_host_time_in_a_collective_call_is_not_called_launch_bound():
     assert "Find out what the CPU does inside" not in c.first_experiment
 
 
-def _host_gap_with(events) -> str:
-    """The "why" of the 110 µs host gap [0, 110) µs of ``events`` ((name, start µs, dur
-    µs, kind) on the launching thread), between k1 and k2."""
-    b = TraceBuilder()
-    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
-    gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
-    b.event(cpu, "cudaLaunchKernel", -20 * US, 2 * US, Kind.LAUNCH, correlation=1)
-    b.event(gpu, "k1", -10 * US, 10 * US, Kind.KERNEL, correlation=1)
-    for name, s_us, d_us, kind in events:
-        b.event(cpu, name, s_us * US, d_us * US, kind)
-    b.event(cpu, "cudaLaunchKernel", 100 * US, 2 * US, Kind.LAUNCH, correlation=2)
-    b.event(gpu, "k2", 110 * US, 10 * US, Kind.KERNEL, correlation=2)
-    d = diagnose(b.build())
-    return d.card(int(np.argmax(d.gaps.dur_ns))).why
-
-
 def test_of_which_leaves_out_a_call_of_the_outer_ones_name_and_what_does_not_fit():
     """`aten::div` [0, 100) holding `aten::div` [10, 50) named nothing inside (control
     #2393 read "`aten::div` (of which 18.0 µs in `aten::div`)"); inner items never add
     to more than the outer item's time."""
-    why = _host_gap_with([("aten::div", 0, 100, Kind.CPU_OP), ("aten::div", 10, 40, Kind.CPU_OP)])
+    why = _host_gap_card([("aten::div", 0, 100, Kind.CPU_OP), ("aten::div", 10, 40, Kind.CPU_OP)]).why
     assert "0.100 ms in `aten::div`" in why and "of which" not in why
     # `outer` [0, 100) holds `a` [10, 60), in which the thread copies [20, 55) (35 µs of
     # copy), and `b` [62, 92): `outer`'s host time is 65 µs, and the calls inside it are
     # named with their own host time, which fits (dlrm worker2 #100 read 15 + 4 µs
     # inside 16 µs: the copy call was counted in both)
-    why = _host_gap_with(
+    why = _host_gap_card(
         [
             ("outer", 0, 100, Kind.CPU_OP),
             ("a", 10, 50, Kind.CPU_OP),
             ("cudaMemcpyAsync", 20, 35, Kind.MEMCPY_CALL),
             ("b", 62, 30, Kind.CPU_OP),
         ]
-    )
+    ).why
     # (`a`'s own time is 15 µs: the 35 µs of the copy call in it are copy time)
     assert "(65.0 µs in `outer` (of which 30.0 µs in `b`, 15.0 µs in `a`)), 35.0 µs copying" in why
 
@@ -311,18 +299,13 @@ def test_a_python_function_named_all_reduce_is_not_a_communication_call():
     """vLLM's `symm_mem.py(127): all_reduce` is the framework's Python, holding
     `aten::copy_` and `aten::empty_like`: no process-group advice (async_op=True), as
     for `c10d::allreduce_` (b200 #6)."""
-    b = TraceBuilder()
-    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
-    gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
-    b.event(cpu, "cudaLaunchKernel", -20 * US, 2 * US, Kind.LAUNCH, correlation=1)
-    b.event(gpu, "k1", -10 * US, 10 * US, Kind.KERNEL, correlation=1)
-    b.event(cpu, "symm_mem.py(127): all_reduce", 0, 104 * US, Kind.PYTHON)
-    b.event(cpu, "aten::copy_", 5 * US, 50 * US, Kind.CPU_OP)
-    b.event(cpu, "aten::empty_like", 60 * US, 35 * US, Kind.CPU_OP)
-    b.event(cpu, "cudaLaunchKernel", 100 * US, 2 * US, Kind.LAUNCH, correlation=2)
-    b.event(gpu, "k2", 110 * US, 10 * US, Kind.KERNEL, correlation=2)
-    d = diagnose(b.build())
-    c = d.card(int(np.argmax(d.gaps.dur_ns)))
+    c = _host_gap_card(
+        [
+            ("symm_mem.py(127): all_reduce", 0, 104, Kind.PYTHON),
+            ("aten::copy_", 5, 50, Kind.CPU_OP),
+            ("aten::empty_like", 60, 35, Kind.CPU_OP),
+        ]
+    )
     assert c.cause == Cause.HOST and "communication call" not in c.first_experiment
 
 

@@ -24,6 +24,18 @@ def _lanes(b: TraceBuilder, devices: int = 1):
     return t, side, gpus
 
 
+def _k2_queued_after_k1():
+    """(builder, thread lane, GPU lane) with k1 [10, 50) µs launched at 0 and k2's
+    launch call [20, 25) already returned: k2 (added by the caller, correlation 2) is
+    queued when the GPU goes idle at 50 µs."""
+    b = TraceBuilder()
+    t, _side, (g0,) = _lanes(b)
+    b.event(t, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(g0, "k1", 10 * US, 40 * US, Kind.KERNEL, correlation=1)
+    b.event(t, "cudaLaunchKernel", 20 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    return b, t, g0
+
+
 def test_sync_that_drains_the_queue_then_host_work_is_one_sync_cliff():
     """k1 [10, 100) launched at 0; T blocks in cudaStreamSynchronize [20, 101) (began
     while k1 ran, returned as it ended), then 199 µs of `postprocess` [101, 300), then
@@ -112,11 +124,7 @@ def test_queued_dtod_copies_are_copy_and_the_rest_dependency():
     """k2 queued (launch [20, 25)) before the gap [50, 150); the GPU copies DtoD [60, 90)
     and memsets [100, 104): copy 34 µs, dependency 66 µs; the advice is to fuse or remove
     the copies, not a .cpu() round trip."""
-    b = TraceBuilder()
-    t, _side, (g0,) = _lanes(b)
-    b.event(t, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
-    b.event(g0, "k1", 10 * US, 40 * US, Kind.KERNEL, correlation=1)
-    b.event(t, "cudaLaunchKernel", 20 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b, t, g0 = _k2_queued_after_k1()
     b.event(g0, "Memcpy DtoD (Device -> Device)", 60 * US, 30 * US, Kind.MEMCPY, bytes=1 << 20, copy_kind=CopyKind.D2D)
     b.event(g0, "Memset (Device)", 100 * US, 4 * US, Kind.MEMSET, bytes=4096)
     b.event(g0, "k2", 150 * US, 10 * US, Kind.KERNEL, correlation=2)
@@ -132,11 +140,7 @@ def test_many_small_queued_copies_are_counted_and_batched():
     eight (not "the copy"), with their median and bytes, and the advice is to batch
     them (their time is the cost per copy); mi300 resnet #6 ran 57 such copies and the
     card named one."""
-    b = TraceBuilder()
-    t, _side, (g0,) = _lanes(b)
-    b.event(t, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
-    b.event(g0, "k1", 10 * US, 40 * US, Kind.KERNEL, correlation=1)
-    b.event(t, "cudaLaunchKernel", 20 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b, t, g0 = _k2_queued_after_k1()
     for k in range(8):
         b.event(g0, "Memcpy DtoD", (55 + 5 * k) * US, 5 * US, Kind.MEMCPY, bytes=1024, copy_kind=CopyKind.D2D)
     b.event(g0, "k2", 100 * US, 10 * US, Kind.KERNEL, correlation=2)
@@ -159,11 +163,7 @@ def test_one_large_copy_among_short_ones_is_named_and_not_batched():
     median is quoted: the largest (30 µs, 8 MiB) and the three short ones (12 µs in
     all); it holds most of the copy time, so the advice is about it, not batching
     (hta test.json.gz #328: 88 copies, the largest 0.608 ms of 1.592 ms)."""
-    b = TraceBuilder()
-    t, _side, (g0,) = _lanes(b)
-    b.event(t, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
-    b.event(g0, "k1", 10 * US, 40 * US, Kind.KERNEL, correlation=1)
-    b.event(t, "cudaLaunchKernel", 20 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b, t, g0 = _k2_queued_after_k1()
     b.event(g0, "Memcpy DtoD", 55 * US, 30 * US, Kind.MEMCPY, bytes=8 << 20, copy_kind=CopyKind.D2D)
     for k in range(3):
         b.event(g0, "Memcpy DtoD", (85 + 4 * k) * US, 4 * US, Kind.MEMCPY, bytes=1024, copy_kind=CopyKind.D2D)
@@ -183,11 +183,7 @@ def test_short_copies_of_two_kinds_are_batched_by_kind():
     [50, 105): the batching advice names both kinds with their counts and time, and a
     remedy for each (vllm piecewise #0 said "10 short host-to-device copies" where 6
     were device-to-device)."""
-    b = TraceBuilder()
-    t, _side, (g0,) = _lanes(b)
-    b.event(t, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
-    b.event(g0, "k1", 10 * US, 40 * US, Kind.KERNEL, correlation=1)
-    b.event(t, "cudaLaunchKernel", 20 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b, t, g0 = _k2_queued_after_k1()
     at = 55
     for k in range(4):
         b.event(g0, "Memcpy DtoD", at * US, 4 * US, Kind.MEMCPY, bytes=64, copy_kind=CopyKind.D2D)
@@ -244,11 +240,7 @@ def test_two_copies_of_different_lengths_are_each_named_with_the_threads_copy_ca
 def test_one_tiny_dtod_copy_is_said_to_cost_its_fixed_time():
     """A single 4 B DtoD copy [60, 64) µs in a queued gap: one copy named as such, and the
     advice says its time is the cost of one copy, not bandwidth (hta sampled #551)."""
-    b = TraceBuilder()
-    t, _side, (g0,) = _lanes(b)
-    b.event(t, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
-    b.event(g0, "k1", 10 * US, 40 * US, Kind.KERNEL, correlation=1)
-    b.event(t, "cudaLaunchKernel", 20 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b, t, g0 = _k2_queued_after_k1()
     b.event(g0, "Memcpy DtoD", 50 * US, 4 * US, Kind.MEMCPY, bytes=4, copy_kind=CopyKind.D2D)
     b.event(g0, "k2", 56 * US, 10 * US, Kind.KERNEL, correlation=2)
     d = diagnose(b.build())
@@ -262,20 +254,12 @@ def test_a_memset_is_said_to_write_a_constant_and_equal_copies_are_counted_in_th
     """A queued gap [50, 56) µs holding one 4 µs memset: the advice speaks of a constant
     being written, not of data moved; three equal 8 µs DtoD copies of 1 MiB in [50, 76)
     are one advice about the three (hta test #2189 had three copies of 0.649 ms)."""
-    b = TraceBuilder()
-    t, _side, (g0,) = _lanes(b)
-    b.event(t, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
-    b.event(g0, "k1", 10 * US, 40 * US, Kind.KERNEL, correlation=1)
-    b.event(t, "cudaLaunchKernel", 20 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b, t, g0 = _k2_queued_after_k1()
     b.event(g0, "Memset (Device)", 51 * US, 4 * US, Kind.MEMSET, bytes=1 << 20)
     b.event(g0, "k2", 56 * US, 10 * US, Kind.KERNEL, correlation=2)
     first = diagnose(b.build()).card(0).first_experiment
     assert first.startswith("Fuse or remove the memset `Memset (Device)` (1.0 MiB): it is the GPU writing a constant")
-    b = TraceBuilder()
-    t, _side, (g0,) = _lanes(b)
-    b.event(t, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
-    b.event(g0, "k1", 10 * US, 40 * US, Kind.KERNEL, correlation=1)
-    b.event(t, "cudaLaunchKernel", 20 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b, t, g0 = _k2_queued_after_k1()
     for k in range(3):
         b.event(g0, "Memcpy DtoD", (51 + 8 * k) * US, 8 * US, Kind.MEMCPY, bytes=1 << 20, copy_kind=CopyKind.D2D)
     b.event(g0, "k2", 76 * US, 10 * US, Kind.KERNEL, correlation=2)

@@ -316,6 +316,16 @@ def test_gzip_that_cannot_be_inflated_to_a_file_splits_from_memory(fail, tmp_pat
     assert os.listdir(tmp_path / "cache" / "inflated") == []
 
 
+def _metadata_heavy() -> tuple[dict, dict]:
+    """A Kineto trace of 400 ops, and the same with 2,000 ``thread_name`` metadata
+    events among its first 600 events: mostly events this process decodes itself."""
+    obj = _kineto(400)
+    meta = [
+        {"ph": "M", "name": "thread_name", "pid": 9, "tid": t, "args": {"name": f"worker {t}"}} for t in range(2000)
+    ]
+    return obj, {**obj, "traceEvents": obj["traceEvents"][:600] + meta + obj["traceEvents"][600:]}
+
+
 def test_a_gzip_text_not_split_is_mapped_not_read_into_memory(tmp_path, monkeypatch, spy):
     """A ``.gz`` whose inflated text is mostly metadata (``hta/mtia_rank_0.json.gz``)
     is loaded in one piece from a read-only map of the unlinked inflated file: its
@@ -325,11 +335,7 @@ def test_a_gzip_text_not_split_is_mapped_not_read_into_memory(tmp_path, monkeypa
 
     monkeypatch.setattr(cp, "METADATA_SHARE", 0.25)
     monkeypatch.setattr(cp, "SAMPLE_BYTES", 4096)
-    obj = _kineto(400)
-    meta = [
-        {"ph": "M", "name": "thread_name", "pid": 9, "tid": t, "args": {"name": f"worker {t}"}} for t in range(2000)
-    ]
-    heavy = {**obj, "traceEvents": obj["traceEvents"][:600] + meta + obj["traceEvents"][600:]}
+    _, heavy = _metadata_heavy()
     path = _write(tmp_path, gzip.compress(json.dumps(heavy).encode()), "heavy.json.gz")
 
     def refuse(fd):
@@ -763,11 +769,7 @@ def test_a_text_mostly_of_metadata_is_not_split(tmp_path, monkeypatch, spy):
     one piece, the same trace; one mostly of X events and flows is split."""
     monkeypatch.setattr(cp, "METADATA_SHARE", 0.25)
     monkeypatch.setattr(cp, "SAMPLE_BYTES", 4096)
-    obj = _kineto(400)
-    meta = [
-        {"ph": "M", "name": "thread_name", "pid": 9, "tid": t, "args": {"name": f"worker {t}"}} for t in range(2000)
-    ]
-    heavy = {**obj, "traceEvents": obj["traceEvents"][:600] + meta + obj["traceEvents"][600:]}
+    obj, heavy = _metadata_heavy()
     parts, whole = _both(_write(tmp_path, heavy, "heavy.json"), monkeypatch, spy)
     assert not any(spy)  # neither the file's children nor the in-memory split
     assert_same(parts, whole)

@@ -351,7 +351,7 @@ def _instrument_hint(trace) -> str:
     return "capture with with_stack=True or wrap the suspects in torch.profiler.record_function ranges"
 
 
-def _host_advice(diag, evidence, rows, name, top, dur_txt):
+def _host_advice(diag, evidence, rows, dur_txt):
     trace = diag.trace
     quiet_ns = sum(e.overlap_ns for e in evidence if e.cause == Cause.HOST and e.event < 0)
     by_name: dict[str, int] = {}
@@ -507,7 +507,7 @@ def advice(diag, cause: Cause, evidence: list[Evidence], rows: np.ndarray, dur_t
             f"below {fmt_dur(p.min_gap_ns)} and the idle at this position ({dur_txt}) shrink.",
         )
     if cause == Cause.HOST:
-        return _host_advice(diag, evidence, rows, name, top, dur_txt)
+        return _host_advice(diag, evidence, rows, dur_txt)
     has_cpu = any(
         (not ln.is_gpu) and trace.lane_offsets[ln.index + 1] > trace.lane_offsets[ln.index] for ln in trace.lanes
     )

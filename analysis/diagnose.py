@@ -81,7 +81,7 @@ class Diagnosis:
         i = int(i)
         if i not in self._evidence_cache:
             self._evidence_cache[i] = evidence_for_gap(
-                self.trace, self.gaps, i, self.evidence_index(), copies=list(self.gpu_copies(i))
+                self.trace, self.gaps, i, self.evidence_index(), copies=self.gpu_copies(i)
             )
         return self._evidence_cache[i]
 

@@ -19,6 +19,7 @@ The list follows the classification's time partition of the gap
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -161,7 +162,7 @@ def gpu_copies_of_gap(trace: Trace, gaps: Gaps, i: int, index: EvidenceIndex) ->
 
 
 def evidence_for_gap(
-    trace: Trace, gaps: Gaps, i: int, index: EvidenceIndex, limit: int = 20, copies: list[Evidence] | None = None
+    trace: Trace, gaps: Gaps, i: int, index: EvidenceIndex, limit: int = 20, copies: Sequence[Evidence] | None = None
 ) -> tuple[Evidence, ...]:
     """Evidence list of gap ``i`` (see the module docstring): names verbatim, lane,
     overlap in ns, bytes, pageable; largest overlap first, at most ``limit``. Host
@@ -173,13 +174,12 @@ def evidence_for_gap(
     queued = bool(gaps.queued[i]) if gaps.queued is not None else False
     lf = int(gaps.launch_from_ns[i]) if gaps.launch_from_ns is not None else b
     sf = int(gaps.sync_from_ns[i]) if gaps.sync_from_ns is not None else lf
+    own_copies = list(copies) if copies is not None else gpu_copies_of_gap(trace, gaps, i, index)
     if queued:
-        out = (list(copies) if copies is not None else gpu_copies_of_gap(trace, gaps, i, index)) + _queued_evidence(
-            trace, gaps, i
-        )
+        out = own_copies + _queued_evidence(trace, gaps, i)
         out.sort(key=lambda e: -e.overlap_ns)
         return tuple(out[:limit])
-    out = list(copies) if copies is not None else gpu_copies_of_gap(trace, gaps, i, index)
+    out = own_copies
     # GPU copy time is the copy's, not the thread's (the partition puts copies first)
     cs_, ce_ = (
         union_intervals(

@@ -430,3 +430,33 @@ def test_many_honest_lanes_are_interned(lane) -> None:
     got = fastscan.scan_text(text, _DECODERS[False][0], False)
     assert got is not None
     assert len(got[0].lanes) == 20_000
+
+
+_SPECIALS = [b'\\"', b"\\\\", b"\\u00e9", "é".encode(), "😀".encode(), b"\x7f", b"\x01", b"\xff", b"\t"]
+
+
+@pytest.mark.parametrize("special", _SPECIALS, ids=repr)
+def test_a_special_byte_anywhere_in_a_long_string(special: bytes) -> None:
+    """Strings are read eight bytes a step (``plain_run``): an escape, a multi-byte
+    character, a control byte or invalid UTF-8 at every offset of a 40-byte name is
+    read as msgspec reads it, or refused where msgspec refuses it (a raw control byte,
+    0xff), at every alignment of the string in the text."""
+    seen = set()
+    for pad in range(8):  # where the string starts against an 8-byte word
+        for at in range(41):
+            name = b"k" * at + special + b"m" * (40 - at)
+            text = b"[" + b" " * pad + b'{"ph":"X","name":"' + name + b'","ts":1,"dur":2,"pid":1,"tid":1}]'
+            seen.add(compare(text, False))
+    assert seen == ({"both refuse"} if special in (b"\x01", b"\xff", b"\t") else {"same"})
+
+
+def test_names_alike_but_for_one_byte_are_distinct() -> None:
+    """Names hashed eight bytes a step: names sharing a long prefix, or differing only
+    in length or in their last byte, are each their own name, first seen first."""
+    names = [b"x" * 64 + bytes([c]) for c in range(ord("a"), ord("z") + 1)]
+    names += [b"y" * n for n in range(1, 30)]
+    text = b"[" + b",".join(b'{"ph":"X","name":"%s","ts":1,"pid":1,"tid":1}' % n for n in names + names[::-1]) + b"]"
+    assert compare(text, False) == "same"
+    got = fastscan.scan_text(text, _DECODERS[False][0], False)
+    assert got is not None
+    assert list(got[0].names) == [n.decode() for n in names]

@@ -77,12 +77,24 @@ typedef struct {
     size_t n;
 } Table;
 
+static inline uint64_t load64(const unsigned char *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+/* Eight bytes a step (a byte a step cost a multiply per byte of every name); the
+ * tail and the length go into the last step. mix64 finishes it (span_hash). */
 static uint64_t hash_bytes(uint64_t h, const unsigned char *p, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ULL;
+    const uint64_t k = 0x9e3779b97f4a7c15ULL;
+    for (; n >= 8; p += 8, n -= 8) {
+        h = (h ^ load64(p)) * k;
+        h ^= h >> 29;
     }
-    return h;
+    uint64_t t = 0;
+    memcpy(&t, p, (size_t)n);
+    h = (h ^ t ^ ((uint64_t)n << 59)) * k;
+    return h ^ (h >> 29);
 }
 
 static int table_init(Table *t) {
@@ -239,16 +251,38 @@ static void init_plain(void) {
         PLAIN[b] = b != '"' && b != '\\';
 }
 
+/* Nonzero when one of the eight bytes of w is not PLAIN: below 0x20, '"', '\\' or
+ * 0x80 and above (the "has a byte less than n" and "has a zero byte" word tests:
+ * exact for whether any byte matches). */
+static inline uint64_t special8(uint64_t w) {
+    const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
+    uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
+    return (((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((b - ones) & ~b) | w) & high;
+}
+
+/* The first byte at or after p that is not PLAIN (or end): eight bytes a step, the
+ * lowest flagged byte of the word being the first (a little-endian load; the word
+ * tests flag false bytes only above a true one). */
+static inline const unsigned char *plain_run(const unsigned char *p, const unsigned char *end) {
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    for (; end - p >= 8; p += 8) {
+        uint64_t m = special8(load64(p));
+        if (m)
+            return p + (__builtin_ctzll(m) >> 3);
+    }
+#endif
+    while (p < end && PLAIN[*p])
+        p++;
+    return p;
+}
+
 /* A string at c->p (its opening quote). Sets [*s, *e) to the whole literal, quotes
  * included, and *esc when it holds an escape. */
 static int str_(P *c, int64_t *s, int64_t *e, int *esc) {
     const unsigned char *p = c->p + 1, *end = c->end;
     *esc = 0;
     for (;;) {
-        while (end - p >= 4 && PLAIN[p[0]] && PLAIN[p[1]] && PLAIN[p[2]] && PLAIN[p[3]])
-            p += 4;
-        while (p < end && PLAIN[*p])
-            p++;
+        p = plain_run(p, end);
         if (p >= end)
             return BAIL;
         unsigned char ch = *p;

@@ -3,7 +3,7 @@ step and proof of improvement for a gap's class, specialised by its evidence.
 
 The defaults follow the design (launch → CUDA graphs / ``torch.compile`` / batching;
 host → take the work off the critical path; copy → keep tensors on the device, pinned
-+ ``non_blocking``; sync → no ``.item()`` / ``print`` in the loop, CUDA events for
++ ``non_blocking``; sync → no ``.item()`` / ``print`` in the loop, stream events for
 timing; dependency → what the queued work waited for), then the evidence decides:
 allocation, DataLoader, DtoD copies and memsets, pageable copies inside ``aten::to``, a
 graph launch, a slow first launch, a collective (other ranks only when the trace is one
@@ -127,11 +127,12 @@ def _sync_advice(diag, evidence, name, dur_txt, rows, cliff: bool = True):
     )
     return (
         f"Remove the blocking wait {where} from the loop: keep the value on the GPU (mask or torch.where instead "
-        f"of a Python branch on it), or collect the values and read them once after the loop; time with CUDA "
-        f"events instead of synchronizing. Then launch the next work before any host step that must stay.",
+        f"of a Python branch on it), or collect the values and read them once after the loop; time with events "
+        f"recorded on the stream instead of synchronizing. Then launch the next work before any host step that "
+        f"must stay.",
         forbidden,
         f"On a new capture of the same steps, the idle at this position ({dur_txt}) and the number of "
-        f"blocking calls per step (cudaStreamSynchronize, aten::item) should drop to about zero.",
+        f"blocking calls per step ({name or 'calls that wait for the device'}) should drop to about zero.",
     )
 
 

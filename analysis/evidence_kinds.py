@@ -5,8 +5,9 @@
   ``cuCtxSynchronize``, ``cuEventSynchronize``) and HIP twins, ``torch.cuda.synchronize``,
   ``.item()`` in ASCII timelines, ``aten::item``, ``aten::_local_scalar_dense``,
   ``aten::is_nonzero``, and Kineto ``cuda_sync`` records (``Kind.SYNC_MARKER``, a CPU
-  wait drawn on a GPU lane) other than "Stream Wait Event". Non-blocking calls
-  (``cudaEventQuery``, ``cudaStreamQuery``, ``cudaStreamWaitEvent``,
+  wait drawn on a GPU lane) other than "Stream Wait Event" and MTIA's ``event_record``
+  / ``event_wait`` (a stream recording or awaiting another stream's event). Non-blocking
+  calls (``cudaEventQuery``, ``cudaStreamQuery``, ``cudaStreamWaitEvent``,
   ``cudaEventRecord``) return at once: they are host work (a poll loop is host work),
   never sync evidence.
 - copy: ``Kind.MEMCPY_CALL`` (``cudaMemcpy*``: the thread in a copy call), and GPU
@@ -63,7 +64,7 @@ BLOCKING_SYNC_RE = re.compile(
 #: Calls that return at once (queries, enqueued waits, event records): never a wait.
 NON_BLOCKING_RE = re.compile(
     r"^(cuda|hip)(EventQuery|StreamQuery|StreamWaitEvent|EventRecord)|^cu(EventQuery|StreamQuery|StreamWaitEvent|EventRecord)"
-    r"|^Stream Wait Event$",
+    r"|^Stream Wait Event$|^event_(record|wait)$",
     re.IGNORECASE,
 )
 _COPY_CALL_RE = re.compile(r"^(cuda|hip|cu)Memcpy", re.IGNORECASE)

@@ -26,8 +26,12 @@ from gapscope.parsers.model import Kind, Trace
 
 __all__ = ["WAIT_NAME_RE", "wait_name_ids", "searchable", "stream_wait_events"]
 
-#: Names of stream-wait calls and of Kineto's stream-wait sync records.
-WAIT_NAME_RE = re.compile(r"^(cuda|hip)StreamWaitEvent|^cuStreamWaitEvent|^Stream Wait Event$", re.IGNORECASE)
+#: Names of stream-wait calls and of Kineto's stream-wait sync records (MTIA:
+#: ``enqueueCommand waitOnEvent`` and the stream's ``event_wait``).
+WAIT_NAME_RE = re.compile(
+    r"^(cuda|hip)StreamWaitEvent|^cuStreamWaitEvent|^Stream Wait Event$|^enqueueCommand waitOnEvent$|^event_wait$",
+    re.IGNORECASE,
+)
 _WAIT_IDS: weakref.WeakKeyDictionary[Trace, np.ndarray] = weakref.WeakKeyDictionary()
 
 

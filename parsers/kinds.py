@@ -14,6 +14,8 @@ from gapscope.parsers.model import CopyKind, Kind
 
 __all__ = [
     "CAT_KIND",
+    "DEVICE_NAME_CATS",
+    "DEVICE_NAME_KIND",
     "RUNTIME_CATS",
     "KINETO_CATS",
     "KINETO_FLOW_CATS",
@@ -46,6 +48,19 @@ CAT_KIND: dict[str, Kind] = {
     "gpu_user_annotation": Kind.GPU_ANNOTATION,
     "cuda_sync": Kind.SYNC_MARKER,
     "cpu_instant_event": Kind.INSTANT,
+}
+
+#: Categories of device ops refined by name (``DEVICE_NAME_KIND``): MTIA records its
+#: DMA transfers and stream event records and waits under the category of its kernels.
+DEVICE_NAME_CATS = frozenset({"mtia_ccp_events"})
+#: Device ops that are not compute, by name (for ``DEVICE_NAME_CATS``): an MTIA
+#: ``dma_request`` moves data (``args.direction``, ``args.size``: a copy); its
+#: ``event_record`` and ``event_wait`` mark a stream recording or awaiting an event of
+#: another stream (``args.wait_on_stream``), as Kineto's ``cuda_sync`` records do.
+DEVICE_NAME_KIND: dict[str, Kind] = {
+    "dma_request": Kind.MEMCPY,
+    "event_record": Kind.SYNC_MARKER,
+    "event_wait": Kind.SYNC_MARKER,
 }
 
 #: Categories whose events are CPU runtime/driver calls (kind refined by name).
@@ -108,7 +123,8 @@ def runtime_kind(name: str) -> Kind:
 
     ``LAUNCH`` for kernel and graph launches (CUDA runtime/driver, HIP, MTIA
     ``launch``/``runFunction``), ``SYNC_CALL`` for calls that wait on the device,
-    ``MEMCPY_CALL`` for ``cudaMemcpy*``/``cuMemcpy*``/``hipMemcpy*``, else ``RUNTIME``
+    ``MEMCPY_CALL`` for ``cudaMemcpy*``/``cuMemcpy*``/``hipMemcpy*`` (MTIA
+    ``enqueueCommand memcpy*``), else ``RUNTIME``
     (memset calls, allocations, event records, ...).
     """
     if name in _LAUNCH_EXACT:
@@ -116,8 +132,8 @@ def runtime_kind(name: str) -> Kind:
     if name in _SYNC_EXACT:
         return Kind.SYNC_CALL
     low = name.lower()
-    if low.startswith(("cudamemcpy", "cumemcpy", "hipmemcpy", "mtiamemcpy")):
-        return Kind.MEMCPY_CALL
+    if low.startswith(("cudamemcpy", "cumemcpy", "hipmemcpy", "mtiamemcpy", "enqueuecommand memcpy")):
+        return Kind.MEMCPY_CALL  # MTIA: "enqueueCommand memcpyHtoDAsync"
     if (
         "launchkernel" in low
         or low.startswith(("cudalaunch", "culaunch", "hiplaunch", "hipextlaunch", "hipmodulelaunch"))
@@ -149,6 +165,8 @@ def kind_of(cat: str | None, name: str, ph: str) -> Kind:
         return Kind.OTHER
     if k == Kind.RUNTIME:
         return runtime_kind(name)
+    if cat in DEVICE_NAME_CATS:
+        return DEVICE_NAME_KIND.get(name, k)
     return k
 
 

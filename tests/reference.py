@@ -11,8 +11,10 @@ Definitions:
 - A lane is one (pid, tid) pair; ids are compared as text (``7`` == ``"7"``).
 - GPU work: ``X`` events whose ``cat`` is ``kernel``, ``gpu_memcpy``, ``gpu_memset``
   (Kineto), ``Kernel``, ``Memcpy``, ``Memset`` (2020-21 Kineto) or
-  ``mtia_ccp_events`` (MTIA kernels); never ``cuda_sync``. Kernels are ``kernel``,
-  ``Kernel`` and ``mtia_ccp_events``. Device of a GPU op: ``args.device``, else pid.
+  ``mtia_ccp_events`` (MTIA device ops); never ``cuda_sync``, nor MTIA's stream event
+  records ``event_record`` / ``event_wait``. Kernels are ``kernel``, ``Kernel`` and
+  ``mtia_ccp_events`` other than its DMA transfers (``dma_request``, copies) and those
+  event records. Device of a GPU op: ``args.device``, else pid.
 - GPU busy of a device: length of the union of its kernel intervals over all streams
   (overlaps merged, never summed).
 - Invalid timing (kept out of extent and busy): non-finite ``ts``/``dur``, negative
@@ -42,6 +44,9 @@ __all__ = [
 
 KERNEL_CATS = frozenset({"kernel", "Kernel", "mtia_ccp_events"})
 GPU_WORK_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset", "mtia_ccp_events"})
+#: MTIA device ops that are not kernels, by name: copies, and stream event records.
+MTIA_COPY_NAMES = frozenset({"dma_request"})
+MTIA_EVENT_NAMES = frozenset({"event_record", "event_wait"})
 _EPOCH_US = Decimal(10) ** 14
 _CUDA_RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime"})
 _RUNTIME_CATS = _CUDA_RUNTIME_CATS | {"Driver", "mtia_runtime", "privateuse1_runtime", "privateuse1_driver"}
@@ -154,7 +159,8 @@ class TraceRef:
     - ``header``: the top-level keys other than ``traceEvents`` (object form).
     - ``counter_series``: (pid, name) of ``C`` events; ``async_tracks``: (pid, cat or
       name) of async events (``b``/``e``/``n``, legacy ``S``/``T``/``F``).
-    - ``by_ph_cat``: counts per (ph, cat).
+    - ``by_ph_cat``: counts per (ph, cat); ``mtia_by_name``: ``X`` events of
+      ``mtia_ccp_events`` per name.
     - ``gpu_linked``: GPU work ops whose ``args.correlation`` equals that of a CPU
       runtime/driver call (``cuda_runtime``, ``cuda_driver``, ``Runtime``, ``Driver``,
       ``mtia_runtime``, ``privateuse1_*``); ``gpu_unmatched_cuda``: GPU work ops whose
@@ -166,6 +172,9 @@ class TraceRef:
     by_ph: Counter = dataclasses.field(default_factory=Counter)
     by_cat: Counter = dataclasses.field(default_factory=Counter)
     by_ph_cat: Counter = dataclasses.field(default_factory=Counter)
+    mtia_by_name: Counter = dataclasses.field(default_factory=Counter)
+    #: [start, end) ns of MTIA's stream event records (GPU category, not GPU work)
+    mtia_event_records: list = dataclasses.field(default_factory=list)
     lanes_by_ph: dict = dataclasses.field(default_factory=lambda: defaultdict(set))
     extent_by_ph: dict = dataclasses.field(default_factory=dict)
     devices: dict = dataclasses.field(default_factory=dict)
@@ -247,6 +256,8 @@ def reference(path: str | Path) -> TraceRef:
         ref.by_ph[ph] += 1
         ref.by_cat[cat] += 1
         ref.by_ph_cat[(ph, cat if isinstance(cat, str) else None)] += 1
+        if ph == "X" and cat == "mtia_ccp_events":
+            ref.mtia_by_name[e.get("name")] += 1
         ts = e.get("ts")
         if isinstance(ts, Decimal):
             ref.max_decimals = max(ref.max_decimals, -ts.as_tuple().exponent)
@@ -272,7 +283,10 @@ def reference(path: str | Path) -> TraceRef:
         end = s + d
         lo_hi = ext.get(ph)
         ext[ph] = (s, end) if lo_hi is None else (min(lo_hi[0], s), max(lo_hi[1], end))
-        if ph == "X" and cat in GPU_WORK_CATS:
+        mtia_name = e.get("name") if cat == "mtia_ccp_events" else None
+        if ph == "X" and mtia_name in MTIA_EVENT_NAMES:
+            ref.mtia_event_records.append((s, end))
+        if ph == "X" and cat in GPU_WORK_CATS and mtia_name not in MTIA_EVENT_NAMES:
             args = e.get("args") if isinstance(e.get("args"), dict) else {}
             dev_raw = args.get("device", e.get("pid"))
             dev = int(dev_raw) if isinstance(dev_raw, (int, Decimal)) else _id(dev_raw)
@@ -282,10 +296,10 @@ def reference(path: str | Path) -> TraceRef:
             dref.streams.add(_id(stream))
             dref.work.append((s, end))
             gpu_corr.append(_id(args.get("correlation")) if "correlation" in args else None)
-            if cat in KERNEL_CATS:
+            if cat in KERNEL_CATS and mtia_name not in MTIA_COPY_NAMES:
                 dref.n_kernels += 1
                 dref.kernels.append((s, end))
-            elif cat in ("gpu_memcpy", "Memcpy"):
+            elif cat in ("gpu_memcpy", "Memcpy") or mtia_name in MTIA_COPY_NAMES:
                 dref.n_memcpy += 1
             else:
                 dref.n_memset += 1

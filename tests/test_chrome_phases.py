@@ -13,6 +13,7 @@ import pytest
 
 from gapscope import parsers
 from gapscope.parsers import Kind, TraceFormatError
+from gapscope.parsers.model import CopyKind
 
 
 def _write(tmp_path, obj, name="t.json"):
@@ -475,3 +476,83 @@ def test_not_a_trace(tmp_path):
 def test_empty_trace_loads_empty(tmp_path):
     t = parsers.load(_write(tmp_path, {"traceEvents": []}))
     assert len(t) == 0 and t.lanes == () and t.extent_ns == (0, 0)
+
+
+def _mtia_trace() -> list:
+    """An MTIA-shaped trace (as in hta/mtia_inference_rank_0): compute ops, DMA
+    transfers and stream event records, all under ``mtia_ccp_events``."""
+
+    def dev(name, ts, dur, **args):
+        return {
+            "ph": "X",
+            "cat": "mtia_ccp_events",
+            "name": name,
+            "pid": 9,
+            "tid": 4,
+            "ts": ts,
+            "dur": dur,
+            "args": args,
+        }
+
+    def host(name, ts, dur, corr):
+        args = {"correlation": corr}
+        return {"ph": "X", "cat": "mtia_runtime", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": args}
+
+    return [
+        host("runFunction - job_prep_and_submit_for_execution", 0, 5, 1),
+        dev("fc-dtype_Float", 10, 20, correlation=1, stream=4),
+        host("enqueueCommand memcpyHtoDAsync", 25, 2, 2),
+        dev("dma_request", 35, 30, direction="HOST_TO_DEVICE", size=4096, stream=4, correlation=2),
+        dev("dma_request", 70, 10, direction="DEVICE_TO_HOST", size=16, stream=4),
+        dev("event_record", 81, 0.2, stream=4, seq_num=1),
+        dev("event_wait", 82, 5, stream=4, wait_on_stream=5),
+        host("runFunction - job_prep_and_submit_for_execution", 80, 5, 3),
+        dev("add-dtype_Float", 90, 20, correlation=3, stream=4),
+    ]
+
+
+@pytest.mark.parametrize("xscan", ["1", "0"])
+def test_mtia_device_ops_by_name(tmp_path, monkeypatch, xscan):
+    """MTIA writes its DMA transfers and stream event records under the category of its
+    kernels: ``dma_request`` is a copy (direction from ``args.direction``, bytes from
+    ``args.size``), ``event_record``/``event_wait`` are sync records, the rest kernels;
+    ``enqueueCommand memcpy*`` is a copy call. The C scanner and msgspec agree."""
+    monkeypatch.setenv("GAPSCOPE_XSCAN", xscan)
+    t = parsers.load(_write(tmp_path, {"traceEvents": _mtia_trace()}))
+    got = [(t.name(i), Kind(int(t.kind[i]))) for i in range(len(t))]
+    assert sorted(got, key=lambda x: x[0]) == sorted(
+        [
+            ("runFunction - job_prep_and_submit_for_execution", Kind.LAUNCH),
+            ("runFunction - job_prep_and_submit_for_execution", Kind.LAUNCH),
+            ("enqueueCommand memcpyHtoDAsync", Kind.MEMCPY_CALL),
+            ("fc-dtype_Float", Kind.KERNEL),
+            ("add-dtype_Float", Kind.KERNEL),
+            ("dma_request", Kind.MEMCPY),
+            ("dma_request", Kind.MEMCPY),
+            ("event_record", Kind.SYNC_MARKER),
+            ("event_wait", Kind.SYNC_MARKER),
+        ],
+        key=lambda x: x[0],
+    )
+    dma = [i for i in range(len(t)) if t.name(i) == "dma_request"]
+    assert sorted((int(t.bytes[i]), CopyKind(int(t.copy_kind[i]))) for i in dma) == [
+        (16, CopyKind.D2H),
+        (4096, CopyKind.H2D),
+    ]
+
+
+def test_an_mtia_gap_held_by_dma_is_a_gap_with_its_copies(tmp_path):
+    """Between the two compute ops the device only moved data and waited on an event:
+    one idle gap of 60 µs (30 to 90), held by the 30 µs host-to-device DMA (a copy
+    gap), the 16-byte read back a sync signature (they counted as kernels: the gap was
+    split in three, none of them said copy)."""
+    from gapscope.analysis import diagnose
+    from gapscope.analysis.cards import card_for_gap
+    from gapscope.analysis.types import Cause
+
+    t = parsers.load(_write(tmp_path, {"traceEvents": _mtia_trace()}))
+    d = diagnose(t)
+    assert [(int(s), int(e)) for s, e in zip(d.gaps.start_ns, d.gaps.end_ns)] == [(30_000, 90_000)]
+    card = card_for_gap(d, 0)
+    assert card.cause == Cause.COPY
+    assert "30.0 µs copying (the GPU ran the copy `dma_request`, 4.0 KiB), 10.0 µs waiting for the device" in card.why

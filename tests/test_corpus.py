@@ -22,7 +22,7 @@ import pytest
 
 from gapscope.parsers import Kind, TraceFormatError, load
 from tests.conftest import CORPUS, require
-from tests.reference import provenance, reference, union_ns
+from tests.reference import MTIA_COPY_NAMES, MTIA_EVENT_NAMES, provenance, reference, union_ns
 
 REFUSED = {"tracelens/rocprof/908_results.json.gz"}
 
@@ -82,9 +82,9 @@ def test_reference_matches_provenance(rel):
         assert len(r.gpu_streams) == info["gpu_streams"]
     if "gpu_devices" in info:
         assert len(r.devices) == info["gpu_devices"]
-    if "gpu_ops" in info:
-        assert r.n_gpu_ops == info["gpu_ops"]
-        work = [iv for d in r.devices.values() for iv in d.work]
+    if "gpu_ops" in info:  # every event of a GPU category: MTIA's stream event records too
+        assert r.n_gpu_ops + len(r.mtia_event_records) == info["gpu_ops"]
+        work = [iv for d in r.devices.values() for iv in d.work] + r.mtia_event_records
         lo, hi = min(s for s, _ in work), max(e for _, e in work)
         pct = 100 * union_ns(work) / (hi - lo) if hi > lo else 100.0
         assert round(pct) == info["busy_pct"]
@@ -150,6 +150,12 @@ def test_event_counts_by_category(rel):
     r = _ref(rel)
     got = Counter(Kind(int(k)) for k in tr.kind)
     want = {k: sum(r.by_ph_cat.get(("X", c), 0) for c in cats) for k, cats in _KIND_CATS.items()}
+    # MTIA's DMA transfers are copies, its stream event records sync markers
+    dma = sum(r.mtia_by_name.get(n, 0) for n in MTIA_COPY_NAMES)
+    marks = sum(r.mtia_by_name.get(n, 0) for n in MTIA_EVENT_NAMES)
+    want[Kind.KERNEL] -= dma + marks
+    want[Kind.MEMCPY] += dma
+    want[Kind.SYNC_MARKER] += marks
     have = {k: got.get(k, 0) for k in _KIND_CATS}
     assert have == want
     runtime = sum(got.get(k, 0) for k in (Kind.LAUNCH, Kind.SYNC_CALL, Kind.MEMCPY_CALL, Kind.RUNTIME))

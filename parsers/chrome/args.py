@@ -157,7 +157,7 @@ def extract_args(
             b = _as_int(a.size)
         cols.bytes[i] = b
         if kind[i] != memset:
-            mk = a.memcpy_kind if a.memcpy_kind is not None else a.kind
+            mk = next((v for v in (a.memcpy_kind, a.kind, a.direction) if v is not None), None)
             key = (int(name_id[i]), mk, a.src_kind, a.dst_kind)
             got = copy_cache.get(key)
             if got is None:

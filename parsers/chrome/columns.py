@@ -17,7 +17,7 @@ from gapscope.parsers.chrome.lazy_args import EventText
 from gapscope.parsers.chrome.schema import EventTimes
 from gapscope.parsers.chrome.text import exact_ns_near, key_positions
 from gapscope.parsers.chrome.times import EXACT_LIMIT_US, OK, decimal_ns, raw_to_ns, to_ns
-from gapscope.parsers.kinds import CAT_KIND, RUNTIME_CATS, runtime_kind
+from gapscope.parsers.kinds import CAT_KIND, DEVICE_NAME_CATS, DEVICE_NAME_KIND, RUNTIME_CATS, runtime_kind
 from gapscope.parsers.lanes import MAX_DEVICE_INDEX, PSEUDO_DEVICE_BASE, LaneInfo, Metadata, build_lanes, id_text
 from gapscope.parsers.model import GPU_KINDS, Kind
 
@@ -71,7 +71,8 @@ _PID_TID = attrgetter("pid", "tid")
 
 
 def kinds(cat_list: list, cat_x: np.ndarray, name_x: np.ndarray, name_list: list) -> np.ndarray:
-    """int8 kinds of X events: by category (``kinds.CAT_KIND``), runtime calls by name."""
+    """int8 kinds of X events: by category (``kinds.CAT_KIND``), runtime calls and the
+    device ops of ``kinds.DEVICE_NAME_CATS`` by name."""
     if cat_x.size == 0:
         return np.zeros(0, np.int8)
     cat_kind = np.array(
@@ -85,6 +86,13 @@ def kinds(cat_list: list, cat_x: np.ndarray, name_x: np.ndarray, name_list: list
         for u in np.unique(name_x[rt]).tolist():
             table[u] = int(runtime_kind(label(name_list[u])))
         kind[rt] = table[name_x[rt]]
+    dev_cat = np.array([isinstance(c, str) and c in DEVICE_NAME_CATS for c in cat_list])
+    dev = dev_cat[cat_x]
+    if dev.any():
+        for u in np.unique(name_x[dev]).tolist():
+            k = DEVICE_NAME_KIND.get(name_list[u]) if isinstance(name_list[u], str) else None
+            if k is not None:
+                kind[dev & (name_x == u)] = int(k)
     return kind
 
 

@@ -65,6 +65,7 @@ class KinetoXArgs(msgspec.Struct, frozen=True, gc=False):
     kind: Scalar = None
     src_kind: Scalar = msgspec.field(default=None, name="src kind")
     dst_kind: Scalar = msgspec.field(default=None, name="dst kind")
+    direction: Scalar = None  # MTIA dma_request: "HOST_TO_DEVICE", "DEVICE_TO_HOST"
 
 
 #: Shared value for ``X`` events without ``args``.

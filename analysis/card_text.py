@@ -18,7 +18,7 @@ from gapscope.analysis.classify import (
     rank_classes,
 )
 from gapscope.analysis.evidence import enclosing_step_range
-from gapscope.analysis.evidence_kinds import BLOCKING_SYNC_RE, COLLECTIVE_RE, SYNC_OP_NAMES
+from gapscope.analysis.evidence_kinds import BLOCKING_SYNC_RE, COLLECTIVE_RE, SYNC_OP_NAMES, slow_launch_calls
 from gapscope.analysis.types import Cause, Evidence, Trust, WaitKind
 from gapscope.analysis.waits import searchable, wait_name_ids
 from gapscope.parsers.model import Kind
@@ -402,8 +402,13 @@ def why_sentence(
         calls = [
             e for e in evidence if e.cause == Cause.LAUNCH and e.event >= 0 and trace.kind[e.event] == int(Kind.LAUNCH)
         ]
-        if calls and not eps and max(e.overlap_ns for e in calls) >= SLOW_LAUNCH_NS:
-            slow = max(calls, key=lambda e: e.overlap_ns)
+        slow = max(calls, key=lambda e: e.overlap_ns) if calls else None
+        if (
+            slow is not None
+            and not eps
+            and slow.overlap_ns >= SLOW_LAUNCH_NS
+            and slow_launch_calls(trace, SLOW_LAUNCH_NS)[slow.event]
+        ):
             parts.append(
                 f"{fmt_dur(cn[Cause.LAUNCH])} in the launch path, {fmt_dur(slow.overlap_ns)} of it in one launch "
                 f"call {quote_name(slow.name)} (a first-use cost, not the per-kernel tax)"
@@ -610,13 +615,15 @@ def quiet_text(diag, rows: np.ndarray, quiet_ns: int) -> str:
 
 def slow_launch(diag, evidence: list[Evidence], rows: np.ndarray) -> bool:
     """Whether a launch-class gap (outside picket fences) is mostly one launch call of
-    at least ``SLOW_LAUNCH_NS``: first-use cost, not the per-kernel dispatch tax."""
+    at least ``SLOW_LAUNCH_NS`` that is first-use cost (``slow_launch_calls``), not the
+    per-kernel dispatch tax."""
     top = [e for e in evidence if e.cause == Cause.LAUNCH and e.event >= 0]
     return (
         bool(top)
         and not (diag.gaps.episode[rows] >= 0).any()
         and diag.trace.kind[top[0].event] == int(Kind.LAUNCH)
         and top[0].overlap_ns >= SLOW_LAUNCH_NS
+        and bool(slow_launch_calls(diag.trace, SLOW_LAUNCH_NS)[top[0].event])
     )
 
 

@@ -33,6 +33,7 @@ call names, which loaders may not have mapped to a kind).
 from __future__ import annotations
 
 import re
+import weakref
 
 import numpy as np
 
@@ -48,6 +49,8 @@ __all__ = [
     "NON_BLOCKING_RE",
     "ONE_TIME_RE",
     "one_time_mask",
+    "slow_launch_calls",
+    "SLOW_LAUNCH_FACTOR",
     "COLLECTIVE_RE",
     "GRAPH_LAUNCH_RE",
 ]
@@ -164,16 +167,46 @@ def evidence_end(trace: Trace) -> np.ndarray:
     return end
 
 
+#: A launch call this many times longer than the median call of its name is an outlier
+#: (first-use cost); a runtime whose every launch is slow (MTIA's ``runFunction``:
+#: 0.3 ms median, a dozen of 1.3-2 ms through a run) has no first use in its typical call.
+SLOW_LAUNCH_FACTOR = 10
+_SLOW_LAUNCHES: weakref.WeakKeyDictionary[Trace, dict[int, np.ndarray]] = weakref.WeakKeyDictionary()
+
+
+def slow_launch_calls(trace: Trace, min_ns: int) -> np.ndarray:
+    """Bool mask of the launch calls that are first-use cost, not dispatch: at least
+    ``min_ns`` long and ``SLOW_LAUNCH_FACTOR`` times the lower median call of their
+    name (``cudaLaunchKernel``'s is a few µs, so at CUDA's ``min_ns`` of 1 ms only the
+    length counts; a name called once is judged by its length). Cached per trace (a card
+    asks again for each gap)."""
+    by_min = _SLOW_LAUNCHES.setdefault(trace, {})
+    got = by_min.get(min_ns)
+    if got is not None:
+        return got
+    out = np.zeros(len(trace), dtype=bool)
+    calls = np.flatnonzero(trace.kind == int(Kind.LAUNCH))
+    if calls.size:
+        nid, dur = trace.name_id[calls], trace.dur_ns[calls]
+        o = np.lexsort((dur, nid))
+        ids, lo, cnt = np.unique(nid[o], return_index=True, return_counts=True)
+        # the lower median (of two calls, the shorter); a name called once has none
+        low_med = np.where(cnt > 1, dur[o][lo + (cnt - 1) // 2], 0)
+        out[calls] = (dur >= min_ns) & (dur >= SLOW_LAUNCH_FACTOR * low_med[np.searchsorted(ids, nid)])
+    by_min[min_ns] = out
+    return out
+
+
 def one_time_mask(trace: Trace, slow_launch_ns: int) -> np.ndarray:
     """Bool mask of CPU events that are warm-up evidence: names matching
-    ``ONE_TIME_RE``, and single launch calls of at least ``slow_launch_ns`` (first-use
-    cost: module loading, JIT, autotuning)."""
+    ``ONE_TIME_RE``, and the first-use launch calls (``slow_launch_calls``: module
+    loading, JIT, autotuning)."""
     n = len(trace)
     if n == 0:
         return np.zeros(0, dtype=bool)
     ids = trace.name_ids_matching(lambda s: bool(ONE_TIME_RE.search(s)))
     m = np.isin(trace.name_id, ids) if ids.size else np.zeros(n, dtype=bool)
-    m |= (trace.kind == int(Kind.LAUNCH)) & (trace.dur_ns >= slow_launch_ns)
+    m |= slow_launch_calls(trace, slow_launch_ns)
     if _near_process_start(trace):
         m |= _slow_first_calls(trace, slow_launch_ns)
     cpu_lane = np.array([not ln.is_gpu for ln in trace.lanes], dtype=bool)
@@ -199,8 +232,9 @@ FIRST_CALL_FACTOR = 10
 def _slow_first_calls(trace: Trace, min_ns: int) -> np.ndarray:
     """Bool mask of the early calls of ATen ops (among the first 3, or the first 5%, of
     their name's calls by start; names with at least 3 calls) that last ``min_ns`` or
-    more and ``FIRST_CALL_FACTOR`` times the median of that name's calls: lazy loading
-    and autotuning happen at a kernel configuration's first use. Vectorised."""
+    more, ``FIRST_CALL_FACTOR`` times the median of that name's calls and twice the
+    longest of the later half of its calls: lazy loading and autotuning happen at a
+    kernel configuration's first use, and do not come back. Vectorised."""
     n = len(trace)
     out = np.zeros(n, dtype=bool)
     ops = np.flatnonzero(trace.kind == int(Kind.CPU_OP))
@@ -218,6 +252,18 @@ def _slow_first_calls(trace: Trace, min_ns: int) -> np.ndarray:
     rank = np.arange(o2.size) - start_pos[k]
     early = (rank < np.maximum(3, cnt[k] // 20)) & (cnt[k] >= 3)
     ev = ops[o2]
-    ok = early & (trace.dur_ns[ev] >= min_ns) & (trace.dur_ns[ev] >= FIRST_CALL_FACTOR * np.maximum(med[k], 1))
+    # ... and twice as long as every call of the later half: a cost that comes back
+    # (df_index's first `aten::clone` of each step; mtia_rank_0's 5 ms round trips in
+    # `aten::_copy_from` all through the run) is no first use, where the first pass's
+    # autotuned convolutions of resnet50 (1.4 s, then 0.4 ms at most) are
+    late = rank >= cnt[k] // 2
+    late_max = np.zeros(ids.size, dtype=np.int64)
+    np.maximum.at(late_max, k[late], trace.dur_ns[ev[late]])
+    ok = (
+        early
+        & (trace.dur_ns[ev] >= min_ns)
+        & (trace.dur_ns[ev] >= FIRST_CALL_FACTOR * np.maximum(med[k], 1))
+        & (trace.dur_ns[ev] >= 2 * late_max[k])
+    )
     out[ev[ok]] = True
     return out

@@ -338,6 +338,33 @@ def test_one_long_launch_call_is_first_use_cost_not_dispatch_tax():
     assert c.smell == "launch-bound gap" and "CUDA graph" in c.first_experiment
 
 
+def test_a_slow_call_of_a_runtime_whose_every_launch_is_slow_is_no_first_use():
+    """MTIA's ``runFunction`` takes 0.3 ms per launch, and a dozen of 1.3-2 ms come back
+    all through mtia_rank_0 (an auditor found the 333rd launch of an op called a
+    first-use cost): a 2 ms call of a name whose median call is 0.3 ms is the launch path,
+    not one-time; at CUDA's few µs per launch the same call is first use."""
+    for typical_us, one_time in ((300, False), (5, True)):
+        b = TraceBuilder()
+        cpu = b.lane("1", "1", process_name="python3", thread_name="main")
+        gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+        t = 0
+        for j in range(12):
+            dur = 2000 if j == 8 else typical_us
+            b.event(
+                cpu, "runFunction - job_prep_and_submit_for_execution", t * US, dur * US, Kind.LAUNCH, correlation=j
+            )
+            b.event(gpu, f"k{j}", (t + dur + 2) * US, 10 * US, Kind.KERNEL, correlation=j)
+            t += dur + 20
+        d = diagnose(b.build())
+        i = int(np.argmax(d.gaps.dur_ns))
+        assert d.gaps.dur_ns[i] == 2010 * US  # k7 ends 8 µs before the slow call, k8 starts 2 µs after it
+        c = d.card(i)
+        assert bool(d.gaps.one_time[i]) is one_time, typical_us
+        assert ("first-use cost" in c.why) is one_time, c.why
+        if not one_time:
+            assert c.cause == Cause.LAUNCH and c.smell != "slow launch call (one-time cost)"
+
+
 def test_host_culprit_that_launches_work_gets_per_kernel_cost_advice():
     """The host culprit `nn.Module: Net_0` encloses launch calls: the model's own code,
     which cannot leave the critical path; a culprit that launches nothing still can."""

@@ -456,6 +456,27 @@ def test_a_gap_after_a_collective_has_ended_is_not_its_wait():
     assert c.smell == "queued next to a collective"
 
 
+def test_a_slow_first_call_that_comes_back_is_no_first_use():
+    """An ATen op called 40 times, 50 µs each, but 2 ms at its first call: first use
+    (autotuning). When the same 2 ms call comes back at the first call of each of four
+    steps (hta/df_index_resolver's `aten::clone`) or all through the run (mtia_rank_0's
+    round trips in `aten::_copy_from`), it is the step's own cost, not warm-up."""
+    from gapscope.analysis.classify import SLOW_LAUNCH_NS
+    from gapscope.analysis.evidence_kinds import one_time_mask
+
+    for slow_at, one_time in (((0,), True), ((0, 10, 20, 30), False), ((0, 35), False)):
+        b = TraceBuilder()
+        cpu = b.lane("1", "1", process_name="python3", thread_name="main")
+        t = 0
+        for j in range(40):
+            dur = 2000 if j in slow_at else 50
+            b.event(cpu, "aten::clone", t * US, dur * US, Kind.CPU_OP)
+            t += dur + 10
+        tr = b.build()
+        m = one_time_mask(tr, SLOW_LAUNCH_NS)
+        assert m.tolist() == [one_time] + [False] * 39, slow_at
+
+
 def test_resnet50_first_use_costs_are_one_time():
     """The 1.56 s first cudaLaunchKernel and the 1.44 s first cudnn convolution (stream
     and event creation inside it) are warm-up, not steady-state launch or host work."""

@@ -20,7 +20,7 @@ from gapscope.analysis.classify import (
 from gapscope.analysis.evidence import enclosing_step_range
 from gapscope.analysis.evidence_kinds import BLOCKING_SYNC_RE, COLLECTIVE_RE, SYNC_OP_NAMES, slow_launch_calls
 from gapscope.analysis.types import Cause, Evidence, Trust, WaitKind
-from gapscope.analysis.waits import searchable, wait_name_ids
+from gapscope.analysis.waits import device_timed_wait_ids, searchable, wait_name_ids
 from gapscope.parsers.model import Kind
 from gapscope.units import fmt_bytes, fmt_dur
 
@@ -532,6 +532,15 @@ def _dependency_phrase(diag, r: int, dep_ns: int, evidence: list[Evidence]) -> s
         w = int(g.wait_event[r])
         ln = trace.lanes[int(trace.lane[w])]
         by = "" if ln.is_gpu else f" (enqueued by {_thread_label(trace, ln.index)})"
+        if np.isin(trace.name_id[w], device_timed_wait_ids(trace)):
+            # the device timed the wait itself: it explains the idle only until it ended
+            over_ns = int(trace.start_ns[w] + trace.dur_ns[w] - g.start_ns[r])
+            if over_ns < int(g.dur_ns[r]):
+                return (
+                    f"it waited {fmt_dur(dep_ns)} on the GPU side: behind the stream wait {quote_name(trace.name(w))} "
+                    f"until {fmt_dur(over_ns)} into the gap, for an event recorded on another stream or device, "
+                    f"then on something the trace does not record"
+                )
         return (
             f"it sat {fmt_dur(dep_ns)} behind the stream wait {quote_name(trace.name(w))}{by}, waiting for an event "
             f"recorded on another stream or device"

@@ -8,8 +8,11 @@ by the thread that launched the next op, or a Kineto ``cuda_sync`` record "Strea
 Event" on the next op's stream, issued after the previous op's launch call and no later
 than the next op's launch call. Such a wait sits in stream order before the next op, so
 the op could not start before the awaited event fired. This module finds, per gap, the
-latest such wait (or -1). It does not say which stream was awaited: older Kineto traces
-do not record it (newer ones give ``wait_on_stream`` in the record's args).
+latest such wait (or -1). A record the device timed itself (MTIA's ``event_wait`` on the
+next op's stream) counts instead while it lasts past the time the op was queued (the
+gap's start, or the return of its late launch call). It does not say which
+stream was awaited: older Kineto traces do not record it (newer ones give
+``wait_on_stream`` in the record's args).
 
 Without a wait there is no evidence and the queued idle stays unclassified.
 """
@@ -24,15 +27,39 @@ import numpy as np
 from gapscope.analysis.types import Gaps
 from gapscope.parsers.model import Kind, Trace
 
-__all__ = ["WAIT_NAME_RE", "wait_name_ids", "searchable", "stream_wait_events"]
+__all__ = [
+    "WAIT_NAME_RE",
+    "DEVICE_TIMED_WAIT_RE",
+    "device_timed_wait_ids",
+    "wait_name_ids",
+    "searchable",
+    "stream_wait_events",
+]
 
-#: Names of stream-wait calls and of Kineto's stream-wait sync records (MTIA:
-#: ``enqueueCommand waitOnEvent`` and the stream's ``event_wait``).
+#: Names of stream-wait calls and of Kineto's stream-wait sync records (MTIA: the
+#: stream's own ``event_wait``, which says when the wait ended; its host call
+#: ``enqueueCommand waitOnEvent`` is not read: the record shows the wait was over long
+#: before most gaps that follow it).
 WAIT_NAME_RE = re.compile(
-    r"^(cuda|hip)StreamWaitEvent|^cuStreamWaitEvent|^Stream Wait Event$|^enqueueCommand waitOnEvent$|^event_wait$",
+    r"^(cuda|hip)StreamWaitEvent|^cuStreamWaitEvent|^Stream Wait Event$|^event_wait$",
     re.IGNORECASE,
 )
 _WAIT_IDS: weakref.WeakKeyDictionary[Trace, np.ndarray] = weakref.WeakKeyDictionary()
+
+
+#: Stream-wait records the device timed itself (MTIA's ``event_wait`` lasts as long as
+#: the stream waits), unlike Kineto's "Stream Wait Event", whose time says nothing of it.
+DEVICE_TIMED_WAIT_RE = re.compile(r"^event_wait$")
+_TIMED_IDS: weakref.WeakKeyDictionary[Trace, np.ndarray] = weakref.WeakKeyDictionary()
+
+
+def device_timed_wait_ids(trace: Trace) -> np.ndarray:
+    """int32 name ids of the trace's device-timed stream-wait records
+    (``DEVICE_TIMED_WAIT_RE``), found once per trace."""
+    got = _TIMED_IDS.get(trace)
+    if got is None:
+        got = _TIMED_IDS[trace] = trace.name_ids_matching(lambda s: bool(DEVICE_TIMED_WAIT_RE.search(s)))
+    return got
 
 
 def wait_name_ids(trace: Trace) -> np.ndarray:
@@ -102,8 +129,27 @@ def stream_wait_events(trace: Trace, gaps: Gaps, launches: np.ndarray, valid: np
             if m.any():
                 sel = calls[trace.lane[calls] == lane]  # lane-sorted by start already
                 best[m] = _latest_in(trace.start_ns[sel], sel, lo[m], hi[m])
-    # Kineto stream-wait records on the next op's own stream
+    # Kineto stream-wait records on the next op's own stream; a wait the device timed
+    # itself (MTIA's event_wait) only while it lasts past the time the op was queued
+    # (the gap's start, or its launch's return): one that had ended before held nothing
+    # back (mtia_inference: waits that ended 1.3-7.4 ms before 32 µs gaps)
     marks = w[on_gpu]
+    timed = np.isin(trace.name_id[marks], device_timed_wait_ids(trace))
+    marks, timed_marks = marks[~timed], marks[timed]
+    if timed_marks.size:
+        next_lane = trace.lane[gaps.next_op[rows]]
+        # from when the op was queued: the gap's start, or its launch's return when late
+        gs = gaps.start_ns[rows] + np.maximum(gaps.lateness_ns[rows], 0)
+        ge = gaps.end_ns[rows]
+        for lane in np.unique(trace.lane[timed_marks]):
+            sel = timed_marks[trace.lane[timed_marks] == lane]
+            sel = sel[np.argsort(trace.start_ns[sel], kind="stable")]
+            m = (next_lane == lane) & (best < 0)
+            if m.any():
+                k = np.searchsorted(trace.start_ns[sel], ge[m], side="left") - 1
+                kc = np.maximum(k, 0)
+                hit = (k >= 0) & (trace.start_ns[sel[kc]] + trace.dur_ns[sel[kc]] > gs[m])
+                best[m] = np.where(hit, sel[kc], -1)
     if marks.size:
         next_lane = trace.lane[gaps.next_op[rows]]
         for lane in np.unique(trace.lane[marks]):

@@ -76,6 +76,43 @@ def test_kineto_stream_wait_record_on_the_next_stream_is_dependency():
     assert d.trace.name(int(g.wait_event[0])) == "Stream Wait Event" and g.wait_kind[0] == WaitKind.STREAM_WAIT
 
 
+def _mtia_wait(wait_us: tuple[int, int]):
+    """``_queued``'s gap [60, 90) µs with MTIA's own record of stream 8 waiting,
+    ``event_wait`` over ``wait_us`` (the device times the wait: it lasts as long as it)."""
+    b = TraceBuilder()
+    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
+    s7 = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    s8 = b.lane("0", "8", is_gpu=True, device=0, stream=8)
+    launch = "runFunction - job_prep_and_submit_for_execution"
+    b.event(cpu, launch, 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(s7, "k1", 10 * US, 50 * US, Kind.KERNEL, correlation=1)
+    b.event(s8, "event_wait", wait_us[0] * US, (wait_us[1] - wait_us[0]) * US, Kind.SYNC_MARKER)
+    b.event(cpu, launch, 20 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b.event(s8, "k2", 90 * US, 10 * US, Kind.KERNEL, correlation=2)
+    return diagnose(b.build())
+
+
+@pytest.mark.parametrize(
+    ("wait_us", "kind", "words"),
+    [
+        ((30, 50), WaitKind.NOTHING_RECORDED, "it waited on something the trace does not record"),
+        ((30, 75), WaitKind.STREAM_WAIT, "behind the stream wait `event_wait` until 15.0 µs into the gap"),
+        ((30, 90), WaitKind.STREAM_WAIT, "It sat 30.0 µs behind the stream wait `event_wait`"),
+    ],
+    ids=["ended-before", "ended-inside", "lasted-through"],
+)
+def test_a_stream_wait_the_device_timed_explains_the_gap_only_while_it_lasts(wait_us, kind, words):
+    """MTIA records the stream's own wait: one that ended before the gap held nothing
+    back (mtia_inference: 8 cards blamed waits that had ended 1.3-7.4 ms before their
+    32 µs gaps); one that ended inside the gap explains it up to there."""
+    d = _mtia_wait(wait_us)
+    g = d.gaps
+    assert len(g) == 1 and (g.start_ns[0], g.end_ns[0]) == (60 * US, 90 * US) and bool(g.queued[0])
+    assert g.wait_kind[0] == kind
+    assert g.class_ns[0].tolist() == [0, 0, 0, 0, 0, 30 * US]
+    assert words in d.card(0).why
+
+
 @pytest.mark.parametrize("kw", [{}, {"wait_at_us": 15, "wait_lane": "other"}, {"wait_at_us": 30}])
 def test_queued_without_evidence_is_dependency_and_says_so(kw):
     """No wait, a wait on another thread (maybe another stream), or one enqueued after

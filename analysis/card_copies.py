@@ -69,6 +69,9 @@ class CopyLead:
     outside_ns: int = 0
     #: whether every copy has one known size
     same_bytes: bool = False
+    #: the copies (not memsets) by direction, most first: ((word, count), ...), e.g.
+    #: (("device-to-host", 9), ("host-to-device", 5)); directions not known are left out
+    directions: tuple[tuple[str, int], ...] = ()
 
     @property
     def uniform(self) -> bool:
@@ -140,6 +143,13 @@ def copy_lead(diag, rows: np.ndarray, evidence: list[Evidence]) -> CopyLead | No
             n0, t0 = kinds.get(label, (0, 0))
             kinds[label] = (n0 + int(m.sum()), t0 + _union_ns(lo[m], hi[m]))
     total = _union_ns(lo, hi)
+    directions: list[tuple[str, int]] = []
+    if ev[0] >= 0 and (~memset).any():
+        ks, cs = np.unique(trace.copy_kind[ev][~memset], return_counts=True)
+        for k, c in zip(ks.tolist(), cs.tolist()):
+            if int(k) in COPY_KIND_WORDS:
+                directions.append((COPY_KIND_WORDS[int(k)].removesuffix(" copies"), int(c)))
+        directions.sort(key=lambda wc: -wc[1])
     return CopyLead(
         big=big,
         count=len(every),
@@ -160,4 +170,5 @@ def copy_lead(diag, rows: np.ndarray, evidence: list[Evidence]) -> CopyLead | No
         lengths_ns=tuple(sorted(ns.tolist(), reverse=True)) if ns.size <= 3 else (),
         outside_ns=max(0, copy_ns - total) if got else 0,
         same_bytes=bool((by == by[0]).all()) and int(by[0]) >= 0,
+        directions=tuple(directions),
     )

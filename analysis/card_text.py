@@ -21,7 +21,8 @@ from gapscope.analysis.evidence import enclosing_step_range
 from gapscope.analysis.evidence_kinds import BLOCKING_SYNC_RE, COLLECTIVE_RE, SYNC_OP_NAMES, slow_launch_calls
 from gapscope.analysis.types import Cause, Evidence, Trust, WaitKind
 from gapscope.analysis.waits import device_timed_wait_ids, searchable, wait_name_ids
-from gapscope.parsers.model import Kind
+from gapscope.parsers.kinds import copy_kind_of
+from gapscope.parsers.model import CopyKind, Kind
 from gapscope.units import fmt_bytes, fmt_dur
 
 SMELLS = {
@@ -222,9 +223,16 @@ def _copy_phrase(diag, rows: np.ndarray, evidence: list[Evidence], copy_ns: int)
         # the copy class's other part: the launching thread inside a copy call (rule 1)
         call = f"the copy call {quote_name(lead.call.name)}" if lead.call is not None else "a copy call"
         rest = f"; {fmt_dur(outside)} of it the thread in {call} outside the GPU's copies"
+    # a copy whose name does not say its direction (MTIA's `dma_request`) is told it
+    way = ""
+    if lead.directions and copy_kind_of(big.name) == CopyKind.UNKNOWN and lead.same_name:
+        if len(lead.directions) == 1:
+            way = f" ({'' if lead.count == 1 else 'all '}{lead.directions[0][0]})"
+        else:
+            way = " (" + ", ".join(f"{n} {w}" for w, n in lead.directions) + ")"
     if lead.count > 1:
         total = f", {fmt_bytes(lead.bytes_total)} in all" if lead.bytes_total >= 0 else ""
-        named = f" {quote_name(big.name)}" if lead.same_name else ""
+        named = f" {quote_name(big.name)}{way}" if lead.same_name else ""
         pageable = ", from pageable host memory" if big.pageable else ""
         if lead.count <= 3:  # a median of two or three says little: each one
             txt = [fmt_dur(v) for v in lead.lengths_ns]
@@ -265,7 +273,7 @@ def _copy_phrase(diag, rows: np.ndarray, evidence: list[Evidence], copy_ns: int)
         else "the thread was in the copy call"
     )
     return (
-        f"{fmt_dur(copy_ns)} copying ({where} {quote_name(big.name)}"
+        f"{fmt_dur(copy_ns)} copying ({where} {quote_name(big.name)}{way if diag.trace.lanes[big.lane].is_gpu else ''}"
         + (f", {', '.join(size)}" if size else "")
         + f"{rest})"
     )

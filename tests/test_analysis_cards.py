@@ -341,8 +341,8 @@ def test_one_long_launch_call_is_first_use_cost_not_dispatch_tax():
 def test_a_slow_call_of_a_runtime_whose_every_launch_is_slow_is_no_first_use():
     """MTIA's ``runFunction`` takes 0.3 ms per launch, and a dozen of 1.3-2 ms come back
     all through mtia_rank_0 (an auditor found the 333rd launch of an op called a
-    first-use cost): a 2 ms call of a name whose median call is 0.3 ms is the launch path,
-    not one-time; at CUDA's few µs per launch the same call is first use."""
+    first-use cost): a 2 ms call among launch calls of 0.3 ms is the launch path, not
+    one-time; at CUDA's few µs per launch the same call is first use."""
     for typical_us, one_time in ((300, False), (5, True)):
         b = TraceBuilder()
         cpu = b.lane("1", "1", process_name="python3", thread_name="main")
@@ -363,6 +363,25 @@ def test_a_slow_call_of_a_runtime_whose_every_launch_is_slow_is_no_first_use():
         assert ("first-use cost" in c.why) is one_time, c.why
         if not one_time:
             assert c.cause == Cause.LAUNCH and c.smell != "slow launch call (one-time cost)"
+
+
+def test_slow_launches_of_one_api_beside_fast_ones_of_another_are_first_use():
+    """nvfuser/report1: 9 ``cudaLaunchKernel`` calls, 5 of them 2-8 ms (each a kernel's
+    first use), beside 9 ``cuLaunchKernel[Ex]`` of 18-93 µs: the slow ones are judged
+    against all the trace's launch calls, not against their own API's."""
+    from gapscope.analysis.classify import SLOW_LAUNCH_NS
+    from gapscope.analysis.evidence_kinds import slow_launch_calls
+
+    b = TraceBuilder()
+    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
+    durs = [("cudaLaunchKernel", d) for d in (2000, 3000, 8000, 2100, 4000, 20, 30, 25, 40)]
+    durs += [("cuLaunchKernel", d) for d in (18, 20, 25, 30, 37, 19)] + [("cuLaunchKernelEx", d) for d in (59, 60, 93)]
+    t = 0
+    for name, d in durs:
+        b.event(cpu, name, t * US, d * US, Kind.LAUNCH)
+        t += d + 10
+    m = slow_launch_calls(b.build(), SLOW_LAUNCH_NS)
+    assert m.tolist() == [True] * 5 + [False] * 13
 
 
 def test_host_culprit_that_launches_work_gets_per_kernel_cost_advice():
@@ -450,3 +469,30 @@ def test_the_budget_splits_idle_as_the_typical_steps_do():
     b = diagnose(load(require(CORPUS / "tracelens" / "mi300" / "resnet_act_checkpoint.json.gz"))).budget
     assert (b.wall_ns, b.gpu_busy_ns, b.idle_ns) == (15_950_958, 15_288_436, 662_522)  # the auditor's medians
     assert b.class_idle_ns["copy"] > 5 * b.class_idle_ns["dependency"] and b.typical_steps == 1
+
+
+def test_copies_whose_name_says_no_direction_are_told_it():
+    """MTIA names every DMA transfer `dma_request` (its direction is in its args): the
+    card says how many ran each way (an auditor could not tell a device-to-host-to-device
+    round trip from a prefetch); Kineto's `Memcpy HtoD` names say it themselves."""
+    from gapscope.parsers.model import CopyKind
+
+    for name, say in (
+        ("dma_request", "(3 host-to-device, 2 device-to-host)"),
+        ("Memcpy HtoD (Pinned -> Device)", None),
+    ):
+        b = TraceBuilder()
+        cpu = b.lane("1", "1", process_name="python3", thread_name="main")
+        gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+        b.event(cpu, "cudaLaunchKernel", 0, 2 * US, Kind.LAUNCH, correlation=1)
+        b.event(gpu, "k1", 5 * US, 10 * US, Kind.KERNEL, correlation=1)
+        for j, ck in enumerate([CopyKind.H2D, CopyKind.D2H, CopyKind.H2D, CopyKind.D2H, CopyKind.H2D]):
+            b.event(gpu, name, (20 + 40 * j) * US, 30 * US, Kind.MEMCPY, bytes=1 << 20, copy_kind=ck)
+        b.event(cpu, "cudaLaunchKernel", 198 * US, 2 * US, Kind.LAUNCH, correlation=2)
+        b.event(gpu, "k2", 210 * US, 10 * US, Kind.KERNEL, correlation=2)
+        c = diagnose(b.build()).card(0)
+        assert f"the GPU ran 5 copies `{name}`" in c.why
+        if say is None:
+            assert "host-to-device" not in c.why
+        else:
+            assert f"the GPU ran 5 copies `{name}` {say}, 30.0 µs median each, 5.0 MiB in all" in c.why

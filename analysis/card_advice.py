@@ -50,15 +50,24 @@ def _innermost(diag, ev: int, kind: Kind) -> str | None:
     return trace.name(int(cand[np.argmax(trace.depth[cand])]))
 
 
-def _issues_gpu_work(trace, ev: int) -> bool:
-    """Whether event ``ev`` encloses a launch call on its lane (it issues GPU work)."""
+def _launches_inside(trace, ev: int) -> int:
+    """How many launch calls event ``ev`` encloses on its lane (0: it issues no GPU
+    work; a launch call itself encloses none)."""
     if ev < 0 or trace.kind[ev] == int(Kind.LAUNCH):
-        return False
+        return 0
     sl = trace.lane_slice(int(trace.lane[ev]))
     starts = trace.start_ns[sl]
     s, e = int(trace.start_ns[ev]), int(trace.start_ns[ev] + trace.dur_ns[ev])
     a, b = np.searchsorted(starts, s, side="left"), np.searchsorted(starts, e, side="left")
-    return bool((trace.kind[sl][a:b] == int(Kind.LAUNCH)).any())
+    return int((trace.kind[sl][a:b] == int(Kind.LAUNCH)).sum())
+
+
+#: A host range that issues GPU work spending this much CPU time or more per launch
+#: call inside it does its own work between launches (mtia_inference's
+#: `predictor_executor::run`: 5 ms of input preparation, then one launch;
+#: nccl_data's `aten::flatten_dense_tensors`: 2 ms, one launch); below it, its time is
+#: the per-kernel cost of eager dispatch (tens of µs an op).
+OWN_WORK_NS_PER_LAUNCH = 500_000
 
 
 def _mostly_own_time(diag, item: Evidence) -> bool:
@@ -412,7 +421,22 @@ def _host_advice(diag, evidence, rows, dur_txt):
             f"almost none of it in a finer recorded event): {hint}; then cut that work or move it off the "
             f"critical path."
         )
-    elif lead is not None and _issues_gpu_work(trace, lead.event):
+    elif (
+        lead is not None
+        and (n_launch := _launches_inside(trace, lead.event))
+        and int(trace.dur_ns[lead.event]) >= OWN_WORK_NS_PER_LAUNCH * n_launch
+    ):
+        dur = int(trace.dur_ns[lead.event])
+        calls = (
+            "one launch call" if n_launch == 1 else f"{n_launch} launch calls ({fmt_dur(dur // n_launch)} per launch)"
+        )
+        first = (
+            f"{quote_name(lead.name)} issues GPU work itself, but its {fmt_dur(dur)} hold only {calls}: most of "
+            f"its time is its own CPU work, not the per-kernel cost of issuing kernels. Find what it does between "
+            f"its launches (the events inside it, or a profile with stacks), cut that work, or queue independent "
+            f"GPU work ahead of it so the GPU has something to run meanwhile."
+        )
+    elif lead is not None and _launches_inside(trace, lead.event):
         first = (
             f"{quote_name(lead.name)} issues GPU work itself (it encloses launch calls): the CPU takes longer to issue the "
             f"work than the GPU to run it. Cut the CPU cost per kernel: torch.compile (mode="

@@ -29,6 +29,7 @@ COPY_KIND_WORDS = {
     int(CopyKind.D2H): "device-to-host copies",
     int(CopyKind.D2D): "device-to-device copies",
     int(CopyKind.P2P): "peer-to-peer copies",
+    int(CopyKind.H2H): "host-to-host copies",
 }
 
 
@@ -69,8 +70,9 @@ class CopyLead:
     outside_ns: int = 0
     #: whether every copy has one known size
     same_bytes: bool = False
-    #: the copies (not memsets) by direction, most first: ((word, count), ...), e.g.
-    #: (("device-to-host", 9), ("host-to-device", 5)); directions not known are left out
+    #: the copies by direction, most first: ((word, count), ...), e.g.
+    #: (("device-to-host", 9), ("host-to-device", 5), ("of unknown direction", 1)),
+    #: adding up to ``count``; empty when memsets are among them
     directions: tuple[tuple[str, int], ...] = ()
 
     @property
@@ -144,12 +146,12 @@ def copy_lead(diag, rows: np.ndarray, evidence: list[Evidence]) -> CopyLead | No
             kinds[label] = (n0 + int(m.sum()), t0 + _union_ns(lo[m], hi[m]))
     total = _union_ns(lo, hi)
     directions: list[tuple[str, int]] = []
-    if ev[0] >= 0 and (~memset).any():
-        ks, cs = np.unique(trace.copy_kind[ev][~memset], return_counts=True)
+    if ev[0] >= 0 and not memset.any():  # every copy, those of no known direction too
+        ks, cs = np.unique(trace.copy_kind[ev], return_counts=True)
         for k, c in zip(ks.tolist(), cs.tolist()):
-            if int(k) in COPY_KIND_WORDS:
-                directions.append((COPY_KIND_WORDS[int(k)].removesuffix(" copies"), int(c)))
-        directions.sort(key=lambda wc: -wc[1])
+            way = COPY_KIND_WORDS.get(int(k), "of unknown direction").removesuffix(" copies")
+            directions.append((way, int(c)))
+        directions.sort(key=lambda wc: (-wc[1], wc[0] == "of unknown direction"))
     return CopyLead(
         big=big,
         count=len(every),

@@ -225,7 +225,8 @@ def _copy_phrase(diag, rows: np.ndarray, evidence: list[Evidence], copy_ns: int)
         rest = f"; {fmt_dur(outside)} of it the thread in {call} outside the GPU's copies"
     # a copy whose name does not say its direction (MTIA's `dma_request`) is told it
     way = ""
-    if lead.directions and copy_kind_of(big.name) == CopyKind.UNKNOWN and lead.same_name:
+    known = [wc for wc in lead.directions if wc[0] != "of unknown direction"]
+    if known and copy_kind_of(big.name) == CopyKind.UNKNOWN and lead.same_name:
         if len(lead.directions) == 1:
             way = f" ({'' if lead.count == 1 else 'all '}{lead.directions[0][0]})"
         else:
@@ -541,13 +542,16 @@ def _dependency_phrase(diag, r: int, dep_ns: int, evidence: list[Evidence]) -> s
         ln = trace.lanes[int(trace.lane[w])]
         by = "" if ln.is_gpu else f" (enqueued by {_thread_label(trace, ln.index)})"
         if np.isin(trace.name_id[w], device_timed_wait_ids(trace)):
-            # the device timed the wait itself: it explains the idle only until it ended
-            over_ns = int(trace.start_ns[w] + trace.dur_ns[w] - g.start_ns[r])
-            if over_ns < int(g.dur_ns[r]):
+            # the device timed the wait itself: it explains the idle only while it ran
+            gs, dur = int(g.start_ns[r]), int(g.dur_ns[r])
+            from_ns = max(0, int(trace.start_ns[w]) - gs)
+            to_ns = min(dur, int(trace.start_ns[w] + trace.dur_ns[w]) - gs)
+            if from_ns > 0 or to_ns < dur:
+                span = f"until {fmt_dur(to_ns)}" if from_ns == 0 else f"from {fmt_dur(from_ns)} to {fmt_dur(to_ns)}"
                 return (
                     f"it waited {fmt_dur(dep_ns)} on the GPU side: behind the stream wait {quote_name(trace.name(w))} "
-                    f"until {fmt_dur(over_ns)} into the gap, for an event recorded on another stream or device, "
-                    f"then on something the trace does not record"
+                    f"{span} into the gap, for an event recorded on another stream or device, and otherwise on "
+                    f"something the trace does not record"
                 )
         return (
             f"it sat {fmt_dur(dep_ns)} behind the stream wait {quote_name(trace.name(w))}{by}, waiting for an event "

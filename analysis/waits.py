@@ -9,8 +9,8 @@ Event" on the next op's stream, issued after the previous op's launch call and n
 than the next op's launch call. Such a wait sits in stream order before the next op, so
 the op could not start before the awaited event fired. This module finds, per gap, the
 latest such wait (or -1). A record the device timed itself (MTIA's ``event_wait`` on the
-next op's stream) counts instead while it lasts past the time the op was queued (the
-gap's start, or the return of its late launch call). It does not say which
+next op's stream) counts instead for the time it lasted between the op being queued (the
+gap's start, or the return of its late launch call) and the gap's end. It does not say which
 stream was awaited: older Kineto traces do not record it (newer ones give
 ``wait_on_stream`` in the record's args).
 
@@ -130,9 +130,10 @@ def stream_wait_events(trace: Trace, gaps: Gaps, launches: np.ndarray, valid: np
                 sel = calls[trace.lane[calls] == lane]  # lane-sorted by start already
                 best[m] = _latest_in(trace.start_ns[sel], sel, lo[m], hi[m])
     # Kineto stream-wait records on the next op's own stream; a wait the device timed
-    # itself (MTIA's event_wait) only while it lasts past the time the op was queued
-    # (the gap's start, or its launch's return): one that had ended before held nothing
-    # back (mtia_inference: waits that ended 1.3-7.4 ms before 32 µs gaps)
+    # itself (MTIA's event_wait) only for time it lasted between the op being queued
+    # (the gap's start, or its launch's return) and the gap's end: one that had ended
+    # before held nothing back (mtia_inference: waits that ended 1.3-7.4 ms before 32 µs
+    # gaps), and a zero-length one holds no time
     marks = w[on_gpu]
     timed = np.isin(trace.name_id[marks], device_timed_wait_ids(trace))
     marks, timed_marks = marks[~timed], marks[timed]
@@ -148,7 +149,8 @@ def stream_wait_events(trace: Trace, gaps: Gaps, launches: np.ndarray, valid: np
             if m.any():
                 k = np.searchsorted(trace.start_ns[sel], ge[m], side="left") - 1
                 kc = np.maximum(k, 0)
-                hit = (k >= 0) & (trace.start_ns[sel[kc]] + trace.dur_ns[sel[kc]] > gs[m])
+                ws, we = trace.start_ns[sel[kc]], trace.start_ns[sel[kc]] + trace.dur_ns[sel[kc]]
+                hit = (k >= 0) & (np.minimum(we, ge[m]) > np.maximum(ws, gs[m]))  # some time of it in there
                 best[m] = np.where(hit, sel[kc], -1)
     if marks.size:
         next_lane = trace.lane[gaps.next_op[rows]]

@@ -184,6 +184,7 @@ _COPY_WORDS = (
     ("device_to_host", CopyKind.D2H),
     ("host_to_device", CopyKind.H2D),
     ("device_to_device", CopyKind.D2D),
+    ("host_to_host", CopyKind.H2H),
 )
 #: hipMemcpyKind / cudaMemcpyKind numbers (0 H2H, 1 H2D, 2 D2H, 3 D2D, 4 default).
 _COPY_NUMBERS = {0: CopyKind.H2H, 1: CopyKind.H2D, 2: CopyKind.D2H, 3: CopyKind.D2D}
@@ -197,10 +198,14 @@ def copy_kind_of(name: str, memcpy_kind: object = None) -> CopyKind:
     ``CopyKind.UNKNOWN`` when nothing says.
     """
     for text in (memcpy_kind, name):
-        if text is None:
+        if text is None or isinstance(text, bool):
             continue
-        if isinstance(text, (int, float)) or (isinstance(text, str) and text.strip().isdigit()):
-            k = _COPY_NUMBERS.get(int(text))
+        if isinstance(text, float):
+            if not text.is_integer():  # 2.5 is no memcpy kind
+                continue
+            text = int(text)
+        if isinstance(text, int) or (isinstance(text, str) and text.strip().isascii() and text.strip().isdigit()):
+            k = _COPY_NUMBERS.get(int(text))  # ASCII digits only: int("²") fails
             if k is not None:
                 return k
             continue

@@ -488,16 +488,22 @@ def test_copies_whose_name_says_no_direction_are_told_it():
     round trip from a prefetch); Kineto's `Memcpy HtoD` names say it themselves."""
     from gapscope.parsers.model import CopyKind
 
-    for name, say in (
-        ("dma_request", "(3 host-to-device, 2 device-to-host)"),
-        ("Memcpy HtoD (Pinned -> Device)", None),
-    ):
+    h2d, d2h, nodir = CopyKind.H2D, CopyKind.D2H, CopyKind.UNKNOWN
+    cases = (
+        ("dma_request", [h2d, d2h, h2d, d2h, h2d], "(3 host-to-device, 2 device-to-host)"),
+        ("Memcpy HtoD (Pinned -> Device)", [h2d] * 5, None),
+        # every copy counted: one of no known direction is said (it read "(all host-to-device)")
+        ("dma_request", [h2d, nodir, h2d, h2d, h2d], "(4 host-to-device, 1 of unknown direction)"),
+        ("dma_request", [h2d] * 5, "(all host-to-device)"),
+        ("dma_request", [nodir] * 5, ""),
+    )
+    for name, kinds, say in cases:
         b = TraceBuilder()
         cpu = b.lane("1", "1", process_name="python3", thread_name="main")
         gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
         b.event(cpu, "cudaLaunchKernel", 0, 2 * US, Kind.LAUNCH, correlation=1)
         b.event(gpu, "k1", 5 * US, 10 * US, Kind.KERNEL, correlation=1)
-        for j, ck in enumerate([CopyKind.H2D, CopyKind.D2H, CopyKind.H2D, CopyKind.D2H, CopyKind.H2D]):
+        for j, ck in enumerate(kinds):
             b.event(gpu, name, (20 + 40 * j) * US, 30 * US, Kind.MEMCPY, bytes=1 << 20, copy_kind=ck)
         b.event(cpu, "cudaLaunchKernel", 198 * US, 2 * US, Kind.LAUNCH, correlation=2)
         b.event(gpu, "k2", 210 * US, 10 * US, Kind.KERNEL, correlation=2)
@@ -506,4 +512,4 @@ def test_copies_whose_name_says_no_direction_are_told_it():
         if say is None:
             assert "host-to-device" not in c.why
         else:
-            assert f"the GPU ran 5 copies `{name}` {say}, 30.0 µs median each, 5.0 MiB in all" in c.why
+            assert f"the GPU ran 5 copies `{name}`{' ' + say if say else ''}, 30.0 µs median each, 5.0 MiB" in c.why

@@ -98,13 +98,17 @@ def _mtia_wait(wait_us: tuple[int, int]):
         ((30, 50), WaitKind.NOTHING_RECORDED, "it waited on something the trace does not record"),
         ((30, 75), WaitKind.STREAM_WAIT, "behind the stream wait `event_wait` until 15.0 µs into the gap"),
         ((30, 90), WaitKind.STREAM_WAIT, "It sat 30.0 µs behind the stream wait `event_wait`"),
+        ((70, 200), WaitKind.STREAM_WAIT, "behind the stream wait `event_wait` from 10.0 µs to 30.0 µs into the gap"),
+        ((70, 70), WaitKind.NOTHING_RECORDED, "it waited on something the trace does not record"),
     ],
-    ids=["ended-before", "ended-inside", "lasted-through"],
+    ids=["ended-before", "ended-inside", "lasted-through", "began-inside", "zero-length"],
 )
 def test_a_stream_wait_the_device_timed_explains_the_gap_only_while_it_lasts(wait_us, kind, words):
     """MTIA records the stream's own wait: one that ended before the gap held nothing
     back (mtia_inference: 8 cards blamed waits that had ended 1.3-7.4 ms before their
-    32 µs gaps); one that ended inside the gap explains it up to there."""
+    32 µs gaps); one that ended or began inside the gap explains only its own part (an
+    attacker saw a wait that began 20 µs into a gap credited from its start), and one of
+    no length nothing."""
     d = _mtia_wait(wait_us)
     g = d.gaps
     assert len(g) == 1 and (g.start_ns[0], g.end_ns[0]) == (60 * US, 90 * US) and bool(g.queued[0])

@@ -559,3 +559,59 @@ def test_an_mtia_gap_held_by_dma_is_a_gap_with_its_copies(tmp_path):
         "30.0 µs copying (the GPU ran the copy `dma_request` (host-to-device), 4.0 KiB), 10.0 µs waiting for the device"
         in card.why
     )
+
+
+@pytest.mark.parametrize("xscan", ["1", "0"])
+def test_an_odd_direction_arg_loses_nothing_else(tmp_path, monkeypatch, xscan):
+    """``args.direction`` (MTIA's copy direction) may hold anything in other traces: a
+    bool, a list or an object must not fail the decode of the event's other args (it
+    dropped the kernel's correlation, and its launch link, with no warning), and a
+    digit that is not ASCII (``"²"``) is no direction (it was an internal error)."""
+    monkeypatch.setenv("GAPSCOPE_XSCAN", xscan)
+
+    def dma(direction, ts):
+        args = {"direction": direction, "size": 8, "correlation": 5}
+        return {
+            "ph": "X",
+            "cat": "mtia_ccp_events",
+            "name": "dma_request",
+            "pid": 9,
+            "tid": 4,
+            "ts": ts,
+            "dur": 1,
+            "args": args,
+        }
+
+    ev = [
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0,
+            "dur": 5,
+            "args": {"correlation": 1},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k1",
+            "pid": 0,
+            "tid": 7,
+            "ts": 10,
+            "dur": 20,
+            "args": {"correlation": 1, "stream": 7, "device": 0, "direction": False},
+        },
+        dma(True, 40),
+        dma(["HOST_TO_DEVICE"], 50),
+        dma("²", 60),
+        dma("HOST_TO_HOST", 70),
+    ]
+    t = parsers.load(_write(tmp_path, {"traceEvents": ev}))
+    k1 = next(i for i in range(len(t)) if t.name(i) == "k1")
+    assert int(t.correlation[k1]) == 1 and len(t.flow_src) == 1
+    dma_rows = sorted((i for i in range(len(t)) if t.name(i) == "dma_request"), key=lambda i: int(t.start_ns[i]))
+    assert [int(t.bytes[i]) for i in dma_rows] == [8, 8, 8, 8]
+    assert [int(t.correlation[i]) for i in dma_rows] == [5, 5, 5, 5]
+    assert [CopyKind(int(t.copy_kind[i])) for i in dma_rows] == [CopyKind.UNKNOWN] * 3 + [CopyKind.H2H]

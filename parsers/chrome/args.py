@@ -157,8 +157,9 @@ def extract_args(
             b = _as_int(a.size)
         cols.bytes[i] = b
         if kind[i] != memset:
-            mk = next((v for v in (a.memcpy_kind, a.kind, a.direction) if v is not None), None)
-            key = (int(name_id[i]), mk, a.src_kind, a.dst_kind)
+            direction = a.direction if isinstance(a.direction, str) else None  # (any JSON value)
+            mk = next((v for v in (a.memcpy_kind, a.kind, direction) if v is not None), None)
+            key = (int(name_id[i]), type(mk), mk, a.src_kind, a.dst_kind)
             got = copy_cache.get(key)
             if got is None:
                 name = names[int(name_id[i])]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import decimal
 import types
-from typing import ClassVar, Union
+from typing import Any, ClassVar, Union
 
 import msgspec
 
@@ -65,7 +65,9 @@ class KinetoXArgs(msgspec.Struct, frozen=True, gc=False):
     kind: Scalar = None
     src_kind: Scalar = msgspec.field(default=None, name="src kind")
     dst_kind: Scalar = msgspec.field(default=None, name="dst kind")
-    direction: Scalar = None  # MTIA dma_request: "HOST_TO_DEVICE", "DEVICE_TO_HOST"
+    #: MTIA dma_request: "HOST_TO_DEVICE", "DEVICE_TO_HOST". Any value: a key other
+    #: traces may use for anything must not fail the decode of the event's other args
+    direction: Any = None
 
 
 #: Shared value for ``X`` events without ``args``.

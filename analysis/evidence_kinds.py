@@ -179,8 +179,8 @@ _SLOW_LAUNCHES: weakref.WeakKeyDictionary[Trace, dict[int, np.ndarray]] = weakre
 
 def slow_launch_calls(trace: Trace, min_ns: int) -> np.ndarray:
     """Bool mask of the launch calls that are first-use cost, not dispatch: at least
-    ``min_ns`` long and ``SLOW_LAUNCH_FACTOR`` times the lower median of all the
-    trace's launch calls (CUDA's is a few µs, so at its ``min_ns`` of 1 ms only the
+    ``min_ns`` long until their op started (or they returned) and ``SLOW_LAUNCH_FACTOR``
+    times the lower median of all the trace's launch calls so measured (CUDA's is a few µs, so at its ``min_ns`` of 1 ms only the
     length counts; nvfuser's report1 launches 9 kernels through ``cudaLaunchKernel`` at
     2-8 ms each, first uses all, beside 9 of 18-93 µs). Cached per trace (a card asks
     again for each gap)."""
@@ -189,10 +189,17 @@ def slow_launch_calls(trace: Trace, min_ns: int) -> np.ndarray:
     if got is not None:
         return got
     launch = trace.kind == int(Kind.LAUNCH)
-    out = launch & (trace.dur_ns >= min_ns)
-    dur = np.sort(trace.dur_ns[launch])
-    if dur.size >= SLOW_LAUNCH_MIN_CALLS:
-        out &= trace.dur_ns >= SLOW_LAUNCH_FACTOR * dur[(dur.size - 1) // 2]
+    # a call's time until its op started: MTIA's runFunction returns only once its
+    # kernel has run (an 8 ms call holding a 7.7 ms kernel is no slow launch)
+    until = trace.dur_ns.astype(np.int64).copy()
+    if trace.flow_src.size:
+        src, dst = trace.flow_src, trace.flow_dst
+        ok = launch[src] & (trace.start_ns[dst] >= trace.start_ns[src])
+        np.minimum.at(until, src[ok], trace.start_ns[dst[ok]] - trace.start_ns[src[ok]])
+    out = launch & (until >= min_ns)
+    typical = np.sort(until[launch])
+    if typical.size >= SLOW_LAUNCH_MIN_CALLS:
+        out &= until >= SLOW_LAUNCH_FACTOR * typical[(typical.size - 1) // 2]
     by_min[min_ns] = out
     return out
 

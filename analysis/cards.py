@@ -191,7 +191,7 @@ def _group_context(diag, i: int) -> str:
             pair = f"this {fmt_dur(g.dur_ns[i])} at the start of the step and the {fmt_dur(g.dur_ns[partner])} after its last kernel"
         else:
             pair = f"this {fmt_dur(g.dur_ns[i])} after the step's last kernel and the {fmt_dur(g.dur_ns[partner])} at its start"
-        bits.append(f"The step repeats: {pair} form one {stretch} idle stretch {per}")
+        bits.append(f"In steady state the step repeats: {pair} form one {stretch} idle stretch {per}")
         if recurs:
             bits.append(f"the stretch {recurs} ({fmt_dur(grp.median_ns)} median per step)")
     elif not _near(int(g.dur_ns[i]), grp.median_ns):

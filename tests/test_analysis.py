@@ -181,7 +181,7 @@ def test_decode_step_single():
     assert own.why.startswith("For 0.460 ms the GPU had no kernel to run")
     assert "logging callback" in own.why and "tensor.item()" not in own.why
     assert (
-        "The step repeats: this 0.460 ms after the step's last kernel and the 0.258 ms at its start "
+        "In steady state the step repeats: this 0.460 ms after the step's last kernel and the 0.258 ms at its start "
         "form one 0.718 ms idle stretch per token"
     ) in own.why and "host (77%), then sync (22%)" in own.why
     # gap 0 (the step's leading idle): sync 160 of 258 µs, then host 90
@@ -191,7 +191,7 @@ def test_decode_step_single():
     assert "tensor.item()" in lead.why
     # one step in the file: no "step before" (the 0.460 ms comes after gap 0 in the file)
     assert (
-        "The step repeats: this 0.258 ms at the start of the step and the 0.460 ms after its last kernel "
+        "In steady state the step repeats: this 0.258 ms at the start of the step and the 0.460 ms after its last kernel "
         "form one 0.718 ms idle stretch per token"
     ) in lead.why
     assert "step before" not in lead.why and "across the step boundary" not in lead.why

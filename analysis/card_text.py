@@ -201,7 +201,7 @@ def _items(
             (" (of which " + ", ".join(f"{fmt_dur(v)} in {quote_name(k)}" for k, v in within) + ")") if within else ""
         )
         out.append(f"{fmt_dur(ns)} in {quote_name(name)}{of_which}")
-    if cap_ns is not None and out and cap_ns - listed >= max(1_000, cap_ns // 100):
+    if cap_ns is not None and out and cap_ns - listed >= max(1_000, cap_ns // 1000):
         out.append(f"{fmt_dur(cap_ns - listed)} in other work")  # so the items add up to the part
     return out
 

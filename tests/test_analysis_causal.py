@@ -685,3 +685,19 @@ def test_after_a_collective_on_its_own_stream_is_stream_order():
     assert "(its launch, or the one before it, is not in the trace, so no stream wait between them was searched)" in (
         m.card(5).why
     )
+
+
+def test_the_host_items_of_a_sentence_add_up_to_its_host_part():
+    """hta/nccl_data group 1: "19.444 ms on host work (14.632 ms in `## backward ##`,
+    4.734 ms in `Optimizer.step#SGD.step` ...)" left 78 µs unsaid (a newcomer added the
+    items up); the rest is said as other work once it is 0.1 % of the part."""
+    import re
+
+    d = _diag("hta/nccl_data.json.gz")
+    why = d.group_card(1).why
+    m = re.search(r"spent ([\d.]+) ms on host work \((.*?)\), [\d.]+ ms copying", why)
+    assert m is not None, why
+    assert "in other work" in m.group(2)
+    parts = re.sub(r" \(of which [^)]*\)", "", m.group(2))  # inner calls are in their op's time
+    total = sum(float(v) * (1 if u == "ms" else 1e-3) for v, u in re.findall(r"([\d.]+) (ms|µs) in ", parts))
+    assert abs(total - float(m.group(1))) < 0.002, (total, why)

@@ -214,8 +214,8 @@ def compact_card_text(diagnosis, gap: int | None, pending: bool = False, failed:
     head.append("Cause: ", style="bold")
     head.append(card.cause.label, style=_CAUSE_STYLE.get(card.cause, "bold"))
     head.append(f" ({int(round(float(g.cause_share[gap]) * 100))}%)")
-    if card.secondary is not None:
-        head.append(f", then {Cause(card.secondary).label}")
+    if card.secondary is not None:  # with its share, as the full card gives it
+        head.append(f", then {Cause(card.secondary).label} ({int(round(card.secondary_share * 100))}%)")
     smell = Text()
     smell.append("Smell: ", style="bold")
     smell.append(sanitize(str(card.smell)))

@@ -207,3 +207,34 @@ def test_viewer_at_200x50_keeps_wide_names_aligned(tmp_path):
     texts, width = asyncio.run(run())
     assert all(cell_len(t) == width for t in texts)
     assert any(" 训练进程 🚀 (1)" in t for t in texts)
+
+
+def test_nested_evidence_is_marked_as_inside_its_parent():
+    """A parent and its children listed side by side read as if their times added up (a
+    newcomer summed 14 ms of evidence in a 10.2 ms gap): an item inside an item listed
+    before it (same lane, within its time, deeper) is marked, one level per parent."""
+    from gapscope.analysis.types import Cause, Evidence
+    from gapscope.parsers.builder import TraceBuilder
+    from gapscope.parsers.model import Kind
+    from gapscope.tui.panel import evidence_levels
+
+    b = TraceBuilder()
+    t1 = b.lane("1", "1", process_name="p", thread_name="main")
+    t2 = b.lane("1", "2", process_name="p", thread_name="side")
+    b.event(t1, "outer", 0, 100, Kind.CPU_OP)
+    b.event(t1, "inner", 10, 50, Kind.CPU_OP)
+    b.event(t1, "innermost", 20, 10, Kind.CPU_OP)
+    b.event(t1, "after", 100, 20, Kind.CPU_OP)
+    b.event(t2, "other thread", 10, 50, Kind.CPU_OP)
+    tr = b.build()
+    ev = {tr.name(i): i for i in range(len(tr))}
+
+    def item(name: str) -> Evidence:
+        i = ev[name]
+        return Evidence(i, name, int(tr.lane[i]), Cause.HOST, int(tr.dur_ns[i]))
+
+    listed = [item(n) for n in ("outer", "other thread", "inner", "after", "innermost")]
+    listed.append(Evidence(-1, "(untraced time on this thread)", int(tr.lane[ev["outer"]]), Cause.HOST, 5))
+    assert evidence_levels(tr, listed) == [0, 0, 1, 0, 2, 0]
+    # a child listed before its parent is not marked: the mark points up the list
+    assert evidence_levels(tr, [item("inner"), item("outer")]) == [0, 0]

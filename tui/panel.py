@@ -62,6 +62,28 @@ def _card(diagnosis, gap: int):
     return card
 
 
+def evidence_levels(trace, items) -> list[int]:
+    """For each evidence item, how many of the items listed before it enclose it (on its
+    lane, within their time, deeper in the call tree): 0 for a top-level item. A parent
+    and its children listed side by side read as if their times added up (a newcomer
+    summed 14 ms of evidence in a 10.2 ms gap)."""
+    out: list[int] = []
+    spans = []
+    for e in items:
+        if e.event < 0:
+            out.append(0)
+            spans.append(None)
+            continue
+        s, d = int(trace.start_ns[e.event]), int(trace.depth[e.event])
+        end = s + int(trace.dur_ns[e.event])
+        level = sum(
+            1 for sp in spans if sp is not None and sp[0] == e.lane and sp[1] <= s and end <= sp[2] and sp[3] < d
+        )
+        out.append(level)
+        spans.append((e.lane, s, end, d))
+    return out
+
+
 def card_text(diagnosis, gap: int | None, pending: bool = False, failed: str | None = None) -> Text:
     """The card of ``gap`` as a Rich ``Text`` (literal strings only); ``pending``: the
     diagnosis is still running (the trace screen's worker); ``failed``: why there is
@@ -117,10 +139,15 @@ def card_text(diagnosis, gap: int | None, pending: bool = False, failed: str | N
         t.append("Launch lateness: ", style="bold")
         t.append(fmt_delta(lat) + "\n")
     if card.evidence:
+        shown = card.evidence[:12]
+        levels = evidence_levels(diagnosis.trace, shown)
         t.append("\nEvidence\n", style="bold underline")
-        for ev in card.evidence[:12]:
+        if any(levels):
+            t.append(" (↳ inside an item listed above it, and part of its time)\n", style="dim")
+        for ev, level in zip(shown, levels):
             t.append(f" {ev.cause.label:<6} ", style=_CAUSE_STYLE.get(ev.cause, ""))
             t.append(f"{fmt_dur(ev.overlap_ns):>9} ")
+            t.append("  " * (level - 1) + "↳ " if level else "")
             t.append(sanitize(ev.name, 80))
             if ev.bytes >= 0:
                 t.append(f" {ev.bytes} B" + (" pageable" if ev.pageable else ""))

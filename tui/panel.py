@@ -68,7 +68,7 @@ def evidence_levels(trace, items) -> list[int]:
     and its children listed side by side read as if their times added up (a newcomer
     summed 14 ms of evidence in a 10.2 ms gap)."""
     out: list[int] = []
-    spans = []
+    spans: list[tuple[int, int, int, int] | None] = []
     for e in items:
         if e.event < 0:
             out.append(0)
@@ -77,7 +77,7 @@ def evidence_levels(trace, items) -> list[int]:
         s, d = int(trace.start_ns[e.event]), int(trace.depth[e.event])
         end = s + int(trace.dur_ns[e.event])
         level = sum(
-            1 for sp in spans if sp is not None and sp[0] == e.lane and sp[1] <= s and end <= sp[2] and sp[3] < d
+            int(sp is not None and sp[0] == e.lane and sp[1] <= s and end <= sp[2] and sp[3] < d) for sp in spans
         )
         out.append(level)
         spans.append((e.lane, s, end, d))

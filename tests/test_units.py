@@ -280,3 +280,16 @@ def test_the_compact_card_shortens_long_cpp_names_and_keeps_short_ones():
         short_names(text)
         == "the next op `void at::native::(…)::multi_tensor_apply_kernel<…>(…)` was queued after `aten::mm`"
     )
+
+
+def test_the_text_between_two_short_names_is_no_name():
+    """The compact card shortened the text between two short backticked names as if it
+    were one long name: "(the GP…an 9 copies" at 80x24 (a newcomer saw a sentence cut
+    with a bracket left open). Names are paired in order."""
+    from gapscope.tui.panel import short_names
+
+    text = (
+        "spent 27.598 ms on host work (1.149 ms in `aten::sum`, 0.889 ms in other work), 0.290 ms copying "
+        "(the GPU ran 9 copies `dma_request` (7 host-to-device, 2 device-to-host)"
+    )
+    assert short_names(text) == text

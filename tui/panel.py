@@ -168,7 +168,9 @@ def first_sentence(text: str) -> str:
 
 #: A name between backticks at least this long is shortened in the compact card.
 SHORT_NAME_CHARS = 48
-_TICKED = re.compile(r"`([^`]{" + str(SHORT_NAME_CHARS) + r",})`")
+#: every name between backticks, in order: a pattern of long ones only would also take
+#: the text between two short names for one ("the GP…an 9 copies" at 80x24)
+_TICKED = re.compile(r"`([^`]*)`")
 _OPEN_CLOSE = {"<": ">", "(": ")", "[": "]"}
 
 
@@ -214,7 +216,9 @@ def short_name(name: str, max_chars: int = 64) -> str:
 
 def short_names(text: str) -> str:
     """``text`` with each long backticked name shortened (``short_name``)."""
-    return _TICKED.sub(lambda m: "`" + short_name(m.group(1)) + "`", text)
+    return _TICKED.sub(
+        lambda m: "`" + (short_name(m.group(1)) if len(m.group(1)) >= SHORT_NAME_CHARS else m.group(1)) + "`", text
+    )
 
 
 def compact_card_text(diagnosis, gap: int | None, pending: bool = False, failed: str | None = None) -> list[Text]:

@@ -143,7 +143,11 @@ def card_text(diagnosis, gap: int | None, pending: bool = False, failed: str | N
         levels = evidence_levels(diagnosis.trace, shown)
         t.append("\nEvidence\n", style="bold underline")
         if any(levels):
-            t.append(" (↳ inside an item listed above it, and part of its time)\n", style="dim")
+            t.append(
+                " (↳ called inside an item listed above: an op's time holds the ops inside it, not its launch, "
+                "copy and sync calls)\n",
+                style="dim",
+            )
         for ev, level in zip(shown, levels):
             t.append(f" {ev.cause.label:<6} ", style=_CAUSE_STYLE.get(ev.cause, ""))
             t.append(f"{fmt_dur(ev.overlap_ns):>9} ")

@@ -28,7 +28,12 @@ from gapscope.analysis.card_text import (
     quote_name,
     slow_launch,
 )
-from gapscope.analysis.evidence_kinds import COLLECTIVE_RE, GRAPH_LAUNCH_RE
+from gapscope.analysis.evidence_kinds import (
+    COLLECTIVE_RE,
+    GRAPH_LAUNCH_RE,
+    SYNC_LAUNCH_MIN_KERNEL_NS,
+    synchronous_launches,
+)
 from gapscope.analysis.types import Cause, Evidence, Trust, WaitKind
 from gapscope.parsers.model import CopyKind, Kind
 from gapscope.units import fmt_bytes, fmt_dur
@@ -399,6 +404,7 @@ def _host_advice(diag, evidence, rows, dur_txt):
         default=None,
     )
     hint = _instrument_hint(trace)
+    sync = synchronous_launches(trace)
     # a collective's host call (``record_param_comms``, ``nccl:all_to_all``) holding most
     # of the named host time: the largest one, as nested calls share their time
     colls = [e for e in evidence if e.cause == Cause.HOST and e.event >= 0 and HOST_COMM_RE.search(e.name)]
@@ -458,9 +464,14 @@ def _host_advice(diag, evidence, rows, dur_txt):
             f"to run meanwhile."
         )
     elif lead is not None and _launches_inside(trace, lead.event):
+        why = (
+            ", and every launch here waits for its kernel (below)"
+            if sync is not None
+            else ": the CPU takes longer to issue the work than the GPU to run it"
+        )
         first = (
-            f"{quote_name(lead.name)} issues GPU work itself (it encloses launch calls): the CPU takes longer to issue the "
-            f"work than the GPU to run it. Cut the CPU cost per kernel: torch.compile (mode="
+            f"{quote_name(lead.name)} issues GPU work itself (it encloses launch calls){why}. Cut the CPU cost per "
+            f"kernel: torch.compile (mode="
             f"'reduce-overhead' adds CUDA graphs), fewer and larger ops (fuse, batch more per step), and "
             f"keep Python work such as logging and checks out of the step."
         )
@@ -480,6 +491,13 @@ def _host_advice(diag, evidence, rows, dur_txt):
         else "Do not reach for cuBLAS settings or a faster kernel: the GPU has nothing queued while the CPU "
         "is busy, so faster kernels only widen this gap's share of the step."
     )
+    if sync is not None:
+        first += (
+            f" As captured, the launch calls return only after their kernel has run ({sync[0]:,} of the {sync[1]:,} "
+            f"launches of kernels of {fmt_dur(SYNC_LAUNCH_MIN_KERNEL_NS)} or more), so no host work overlaps a "
+            f"kernel: any overlap needs asynchronous launches first (CUDA_LAUNCH_BLOCKING unset, or the runtime's "
+            f"own asynchronous mode); until then only less host work, or fewer launches, shortens this idle."
+        )
     return (
         first,
         forbidden,

@@ -49,6 +49,7 @@ __all__ = [
     "NON_BLOCKING_RE",
     "ONE_TIME_RE",
     "one_time_mask",
+    "synchronous_launches",
     "slow_launch_calls",
     "SLOW_LAUNCH_FACTOR",
     "SLOW_LAUNCH_MIN_CALLS",
@@ -202,6 +203,41 @@ def slow_launch_calls(trace: Trace, min_ns: int) -> np.ndarray:
         out &= until >= SLOW_LAUNCH_FACTOR * typical[(typical.size - 1) // 2]
     by_min[min_ns] = out
     return out
+
+
+#: Launches of kernels at least this long tell whether launch calls wait for their
+#: kernel (a short kernel may end before an ordinary asynchronous call returns).
+SYNC_LAUNCH_MIN_KERNEL_NS = 50_000
+#: ... from this many such launches on, and when at least half of them do.
+SYNC_LAUNCH_MIN_PAIRS = 10
+_SYNC_LAUNCHES: weakref.WeakKeyDictionary[Trace, tuple[int, int] | None] = weakref.WeakKeyDictionary()
+
+
+def synchronous_launches(trace: Trace) -> tuple[int, int] | None:
+    """(launches whose call returned only after their kernel ended, launches counted)
+    when the trace's launch calls wait for their kernel: of the linked launches of
+    kernels of ``SYNC_LAUNCH_MIN_KERNEL_NS`` or more, at least ``SYNC_LAUNCH_MIN_PAIRS``
+    and half or more; else None. MTIA's ``runFunction`` does (1,366 of 2,103 in
+    hta/mtia_rank_0), as CUDA does under ``CUDA_LAUNCH_BLOCKING=1``; every other corpus
+    trace has 0-12 %. Then no host work overlaps a kernel. Cached per trace."""
+    if trace in _SYNC_LAUNCHES:
+        return _SYNC_LAUNCHES[trace]
+    got = None
+    src, dst = trace.flow_src, trace.flow_dst
+    if src.size:
+        ok = (
+            (trace.kind[src] == int(Kind.LAUNCH))
+            & (trace.kind[dst] == int(Kind.KERNEL))
+            & (trace.dur_ns[dst] >= SYNC_LAUNCH_MIN_KERNEL_NS)
+        )
+        n = int(ok.sum())
+        if n >= SYNC_LAUNCH_MIN_PAIRS:
+            s, d = src[ok], dst[ok]
+            after = int((trace.start_ns[s] + trace.dur_ns[s] >= trace.start_ns[d] + trace.dur_ns[d]).sum())
+            if 2 * after >= n:
+                got = (after, n)
+    _SYNC_LAUNCHES[trace] = got
+    return got
 
 
 def one_time_mask(trace: Trace, slow_launch_ns: int) -> np.ndarray:

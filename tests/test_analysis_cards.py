@@ -515,3 +515,31 @@ def test_copies_whose_name_says_no_direction_are_told_it():
             assert "host-to-device" not in c.why
         else:
             assert f"the GPU ran 5 copies `{name}`{' ' + say if say else ''}, 30.0 µs median each, 5.0 MiB" in c.why
+
+
+@pytest.mark.parametrize("synchronous", [True, False])
+def test_host_advice_says_when_launches_wait_for_their_kernel(synchronous):
+    """MTIA's runFunction returns only after its kernel has run (1,374 of 2,103 launches
+    of kernels of 50 µs or more in hta/mtia_rank_0): no host work can overlap a kernel,
+    so "launch the next GPU work first so the two overlap" cannot work as captured, and
+    the card says so; ordinary asynchronous launches get no such note."""
+    b = TraceBuilder()
+    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
+    gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    t = 0
+    for j in range(12):
+        if j == 6:  # host work between two launches: the gap the card is about
+            b.event(cpu, "prepare_batch", t * US, 500 * US, Kind.CPU_OP)
+            t += 510
+        call_us = 110 if synchronous else 5
+        b.event(
+            cpu, "runFunction - job_prep_and_submit_for_execution", t * US, call_us * US, Kind.LAUNCH, correlation=j
+        )
+        b.event(gpu, f"k{j}", (t + 3) * US, 100 * US, Kind.KERNEL, correlation=j)
+        t += max(call_us, 103) + 5
+    d = diagnose(b.build())
+    i = int(np.argmax(d.gaps.dur_ns))
+    c = d.card(i)
+    assert c.cause == Cause.HOST and "prepare_batch" in c.first_experiment
+    note = "As captured, the launch calls return only after their kernel has run (12 of the 12 launches"
+    assert (note in c.first_experiment) is synchronous

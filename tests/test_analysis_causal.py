@@ -701,3 +701,39 @@ def test_the_host_items_of_a_sentence_add_up_to_its_host_part():
     parts = re.sub(r" \(of which [^)]*\)", "", m.group(2))  # inner calls are in their op's time
     total = sum(float(v) * (1 if u == "ms" else 1e-3) for v, u in re.findall(r"([\d.]+) (ms|µs) in ", parts))
     assert abs(total - float(m.group(1))) < 0.002, (total, why)
+
+
+def test_an_early_op_slow_only_by_its_kernel_inside_a_waiting_launch_is_no_first_use():
+    """Where launch calls wait for their kernel (MTIA), an op's time holds its kernels'
+    runs: mtia_rank_0's 10th `aten::cat` (13.9 ms) is a 13.0 ms kernel inside its launch
+    call and 0.4 ms of CPU, and was warm-up. The same 5 ms first call spent on the CPU
+    (an asynchronous launch) still is."""
+    from gapscope.analysis.classify import SLOW_LAUNCH_NS
+    from gapscope.analysis.evidence_kinds import one_time_mask
+
+    for waits in (True, False):
+        b = TraceBuilder()
+        cpu = b.lane("1", "1", process_name="python3", thread_name="main")
+        gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+        t = 0
+        for j in range(40):
+            kernel_us = 5000 if j == 0 else 100
+            if waits:  # the call returns after its kernel: the op holds the kernel's run
+                op_us, call_us, cpu_us = kernel_us + 20, kernel_us + 10, 5
+            else:  # the first op's 5 ms are CPU work; the call returns at once
+                op_us, call_us, cpu_us = (5020 if j == 0 else 120), 5, (5000 if j == 0 else 100)
+            b.event(cpu, "aten::cat", t * US, op_us * US, Kind.CPU_OP)
+            b.event(
+                cpu,
+                "runFunction - job_prep_and_submit_for_execution",
+                (t + cpu_us) * US,
+                call_us * US,
+                Kind.LAUNCH,
+                correlation=j,
+            )
+            b.event(gpu, f"k{j}", (t + cpu_us + 3) * US, kernel_us * US, Kind.KERNEL, correlation=j)
+            t += op_us + kernel_us + 10
+        tr = b.build()
+        cat = [i for i in range(len(tr)) if tr.name(i) == "aten::cat"]
+        first = min(cat, key=lambda i: int(tr.start_ns[i]))
+        assert bool(one_time_mask(tr, SLOW_LAUNCH_NS)[first]) is (not waits), waits

@@ -14,6 +14,7 @@ contradicts the class.
 from __future__ import annotations
 
 import re
+import weakref
 
 import numpy as np
 
@@ -121,6 +122,29 @@ _ALLOC_RE = re.compile(
 _DATALOADER_RE = re.compile(
     r"DataLoader|dataloader|_MultiProcessingDataLoaderIter|_SingleProcessDataLoaderIter|collate"
 )
+
+
+_MTIA: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _mtia(trace) -> bool:
+    """Whether the trace's device is an MTIA (its launches are ``runFunction`` calls):
+    then CUDA's own remedies (cuBLAS, CUDA graphs, ``CUDA_MODULE_LOADING``, Kineto's
+    ``cuda_sync`` records) are not named. Cached per trace."""
+    got = _MTIA.get(trace)
+    if got is None:
+        ids = trace.name_ids_matching(lambda n: n.startswith("runFunction"))
+        got = _MTIA[trace] = bool(ids.size) and bool(np.isin(trace.name_id[trace.kind == int(Kind.LAUNCH)], ids).any())
+    return got
+
+
+def _names_awaited(trace, capture: bool = False) -> str:
+    """Where the trace (or a new capture) names the stream an event wait is on."""
+    if _mtia(trace):
+        return "MTIA's own `event_wait` records name the awaited stream in their `wait_on_stream` arg"
+    if capture:
+        return "capture with a recent torch.profiler (its cuda_sync records name the stream an event wait is on)"
+    return "a recent torch.profiler names the awaited stream in its cuda_sync records"
 
 
 def _multi_rank(trace) -> bool:
@@ -344,7 +368,7 @@ def _dependency_advice(diag, rows, dur_txt):
         w = quote_name(diag.trace.name(int(g.wait_event[r])))
         return (
             f"Find the event {w} waits for: the stream or device that records it and what ran there before it "
-            f"(a recent torch.profiler names the awaited stream in its cuda_sync records). Record the event "
+            f"({_names_awaited(diag.trace)}). Record the event "
             f"earlier, split the producing work, or drop a wait that is not needed (wait_stream / "
             f"record_stream).",
             forbidden,
@@ -371,9 +395,8 @@ def _dependency_advice(diag, rows, dur_txt):
             proof,
         )
     return (
-        "Find what the queued op waited for: capture with a recent torch.profiler (its cuda_sync records name the "
-        "stream an event wait is on); check cross-stream waits (wait_stream, wait_event), copies or kernels on "
-        "other devices, and host callbacks."
+        f"Find what the queued op waited for: {_names_awaited(diag.trace, capture=True)}; check cross-stream "
+        "waits (wait_stream, wait_event), copies or kernels on other devices, and host callbacks."
         + (" Capture every rank in the same window." if _multi_rank(diag.trace) else ""),
         forbidden,
         proof,
@@ -405,6 +428,8 @@ def _host_advice(diag, evidence, rows, dur_txt):
     )
     hint = _instrument_hint(trace)
     sync = synchronous_launches(trace)
+    compile_ = "torch.compile" if _mtia(trace) else "torch.compile (mode='reduce-overhead' adds CUDA graphs)"
+    libs = "math-library settings" if _mtia(trace) else "cuBLAS settings"
     # a collective's host call (``record_param_comms``, ``nccl:all_to_all``) holding most
     # of the named host time: the largest one, as nested calls share their time
     colls = [e for e in evidence if e.cause == Cause.HOST and e.event >= 0 and HOST_COMM_RE.search(e.name)]
@@ -471,8 +496,7 @@ def _host_advice(diag, evidence, rows, dur_txt):
         )
         first = (
             f"{quote_name(lead.name)} issues GPU work itself (it encloses launch calls){why}. Cut the CPU cost per "
-            f"kernel: torch.compile (mode="
-            f"'reduce-overhead' adds CUDA graphs), fewer and larger ops (fuse, batch more per step), and "
+            f"kernel: {compile_}, fewer and larger ops (fuse, batch more per step), and "
             f"keep Python work such as logging and checks out of the step."
         )
     else:
@@ -485,10 +509,10 @@ def _host_advice(diag, evidence, rows, dur_txt):
     unlinked = g.trust is not None and bool(int(np.bitwise_or.reduce(g.trust[rows])) & Trust.UNLINKED)
     forbidden = (
         # the trust note says whether the next op was queued is unknown: do not claim it
-        "Do not reach for cuBLAS settings or a faster kernel: no kernel ran in this idle, so a faster one "
+        f"Do not reach for {libs} or a faster kernel: no kernel ran in this idle, so a faster one "
         "cannot shorten it; it only widens this gap's share of the step."
         if unlinked
-        else "Do not reach for cuBLAS settings or a faster kernel: the GPU has nothing queued while the CPU "
+        else f"Do not reach for {libs} or a faster kernel: the GPU has nothing queued while the CPU "
         "is busy, so faster kernels only widen this gap's share of the step."
     )
     if sync is not None:
@@ -521,8 +545,9 @@ def advice(diag, cause: Cause, evidence: list[Evidence], rows: np.ndarray, dur_t
     ):
         return (
             "This is a one-time cost (warm-up: allocator growth, module or lazy loading, handle creation, a "
-            "first-use launch): warm up before profiling (run a few steps first; CUDA_MODULE_LOADING=EAGER "
-            "loads modules at start) and capture a steady-state window.",
+            "first-use launch): warm up before profiling (run a few steps first"
+            + ("" if _mtia(trace) else "; CUDA_MODULE_LOADING=EAGER loads modules at start")
+            + ") and capture a steady-state window.",
             "Do not optimise the steady-state loop for it: it happens once and is not in later steps.",
             f"A capture of warmed-up steps: this idle ({dur_txt}) should be gone.",
         )
@@ -535,10 +560,11 @@ def advice(diag, cause: Cause, evidence: list[Evidence], rows: np.ndarray, dur_t
     if cause == Cause.LAUNCH and slow_launch(diag, evidence, rows):
         return (
             f"Find why the launch call {name} took {fmt_dur(top[0].overlap_ns)}: a single call that long is "
-            f"first-use cost (CUDA module loading, JIT compilation, autotuning, memory allocation), not the "
-            f"per-kernel tax. Warm up before profiling (run a few steps first; CUDA_MODULE_LOADING=EAGER loads "
-            f"modules at start) and compare a steady-state step.",
-            "Do not capture CUDA graphs or fuse ops for this gap: one slow call, not many small launches, "
+            f"first-use cost ({'' if _mtia(trace) else 'CUDA '}module loading, JIT compilation, autotuning, memory "
+            f"allocation), not the per-kernel tax. Warm up before profiling (run a few steps first"
+            + ("" if _mtia(trace) else "; CUDA_MODULE_LOADING=EAGER loads modules at start")
+            + ") and compare a steady-state step.",
+            f"Do not capture {'graphs' if _mtia(trace) else 'CUDA graphs'} or fuse ops for this gap: one slow call, not many small launches, "
             "left the GPU idle.",
             f"The same position on a capture of warmed-up steps: the idle ({dur_txt}) should be gone.",
         )
@@ -563,9 +589,14 @@ def advice(diag, cause: Cause, evidence: list[Evidence], rows: np.ndarray, dur_t
                 f" ({ep.kernel_count} short kernels of median {fmt_dur(ep.median_kernel_ns)}{launch_txt}, "
                 f"{fmt_dur(ep.idle_ns)} idle between them)"
             )
+        graph = (
+            "fuse the small ops (torch.compile)"
+            if _mtia(trace)
+            else "capture the step in a CUDA graph (torch.compile with mode='reduce-overhead', or torch.cuda.graphs), "
+            "fuse the small ops"
+        )
         return (
-            f"Issue the work with fewer launches{fence}: capture the step in a CUDA graph (torch.compile with "
-            f"mode='reduce-overhead', or torch.cuda.graphs), fuse the small ops, or batch more requests per step.",
+            f"Issue the work with fewer launches{fence}: {graph}, or batch more requests per step.",
             "Do not write a faster kernel: the kernels already finish before the next launch arrives.",
             f"GPU busy share and launch calls per step before and after; gaps in this stretch should fall "
             f"below {fmt_dur(p.min_gap_ns)} and the idle at this position ({dur_txt}) shrink.",

@@ -543,3 +543,6 @@ def test_host_advice_says_when_launches_wait_for_their_kernel(synchronous):
     assert c.cause == Cause.HOST and "prepare_batch" in c.first_experiment
     note = "As captured, the launch calls return only after their kernel has run (12 of the 12 launches"
     assert (note in c.first_experiment) is synchronous
+    # an MTIA trace (its launches are runFunction calls): no CUDA remedies named
+    assert "cuBLAS" not in c.forbidden_step and "math-library settings" in c.forbidden_step
+    assert "CUDA graph" not in c.first_experiment

@@ -97,17 +97,19 @@ def _union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
 
 
 def copy_lead(diag, rows: np.ndarray, evidence: list[Evidence]) -> CopyLead | None:
-    """The ``CopyLead`` of the occurrence ``rows``, or None without copy evidence. Times
+    """The ``CopyLead`` of the occurrence ``rows``, or None without copy evidence or GPU copies. Times
     "in all" are the union of the copies' intervals in the gap (copies on several
     streams at once are not added up)."""
     trace = diag.trace
     cp = [e for e in evidence if e.cause == Cause.COPY]
-    if not cp:
-        return None
     # every GPU copy of the occurrence, not only those the evidence list kept (an
-    # enum member looked up once, not per copy: 100k copies in a gap)
+    # enum member looked up once, not per copy: 100k copies in a gap); the list may
+    # keep none of them (nccl_data #1186: 144 short DtoD copies under 12 larger host
+    # items), and they are still the copy time's own
     copy_c = Cause.COPY
     got = [(e, int(r)) for r in rows for e in diag.gpu_copies(int(r)) if e.cause is copy_c]
+    if not cp and not got:
+        return None
     # the GPU's own copy whenever it ran one (the thread's copy call around it is said
     # as the copy time outside the GPU's copies)
     big = max((e for e, _ in got), key=lambda e: (e.overlap_ns, e.bytes), default=None)

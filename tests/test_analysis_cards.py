@@ -549,8 +549,8 @@ def test_host_advice_says_when_launches_wait_for_their_kernel(synchronous):
 
 
 def test_copies_are_described_even_when_the_evidence_list_keeps_none():
-    """nccl_data #1186: 144 short DtoD copies under a dozen larger host items; the
-    evidence list (12 items) kept none of them, and the card said only "0.397 ms
+    """nccl_data #1186: 144 short DtoD copies under many larger host items; the gap's
+    evidence list (20 items) kept none of them, and the card said only "0.397 ms
     copying". The copy time names the GPU's copies whatever the list kept."""
     from gapscope.parsers.model import CopyKind
 
@@ -559,23 +559,14 @@ def test_copies_are_described_even_when_the_evidence_list_keeps_none():
     gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
     b.event(cpu, "cudaLaunchKernel", 0, 2 * US, Kind.LAUNCH, correlation=1)
     b.event(gpu, "k1", 5 * US, 10 * US, Kind.KERNEL, correlation=1)
-    for j in range(14):  # 14 host ops of 100 µs, each a different name
-        b.event(cpu, f"op{j}", (20 + 100 * j) * US, 100 * US, Kind.CPU_OP)
+    for j in range(30):  # 30 host ops of 50 µs, each its own name: more than the list holds
+        b.event(cpu, f"op{j}", (20 + 50 * j) * US, 50 * US, Kind.CPU_OP)
+    d2d = "Memcpy DtoD (Device -> Device)"
     for j in range(6):
-        b.event(
-            gpu,
-            "Memcpy DtoD (Device -> Device)",
-            (30 + 200 * j) * US,
-            2 * US,
-            Kind.MEMCPY,
-            bytes=4096,
-            copy_kind=CopyKind.D2D,
-        )
-    b.event(cpu, "cudaLaunchKernel", 1425 * US, 2 * US, Kind.LAUNCH, correlation=2)
-    b.event(gpu, "k2", 1430 * US, 10 * US, Kind.KERNEL, correlation=2)
+        b.event(gpu, d2d, (30 + 200 * j) * US, 2 * US, Kind.MEMCPY, bytes=4096, copy_kind=CopyKind.D2D)
+    b.event(cpu, "cudaLaunchKernel", 1525 * US, 2 * US, Kind.LAUNCH, correlation=2)
+    b.event(gpu, "k2", 1530 * US, 10 * US, Kind.KERNEL, correlation=2)
     d = diagnose(b.build())
-    c = d.card(int(np.argmax(d.gaps.dur_ns)))
-    assert not any(e.cause == Cause.COPY for e in c.evidence)  # the list is full of host items
-    assert (
-        "copying (the GPU ran 6 copies `Memcpy DtoD (Device -> Device)`, 2.0 µs median each, 24.0 KiB in all" in c.why
-    )
+    i = int(np.argmax(d.gaps.dur_ns))
+    assert not any(e.cause == Cause.COPY for e in d.evidence(i))  # the list is full of host items
+    assert f"copying (the GPU ran 6 copies `{d2d}`, 2.0 µs median each, 24.0 KiB in all" in d.card(i).why

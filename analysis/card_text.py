@@ -368,10 +368,18 @@ def why_sentence(
             )
             w_ns = min(w_ns, cn[Cause.SYNC])
             after = cn[Cause.SYNC] - w_ns
+            # the sync signature's small device-to-host copy: under the wait, or before it
+            # (control #1081: inside the cudaMemcpyAsync that came first)
+            ws, we = int(trace.start_ns[w.event]), int(trace.start_ns[w.event] + trace.dur_ns[w.event])
+            small = [e for e in evidence if e.cause == Cause.SYNC and e.event >= 0 and trace.lanes[e.lane].is_gpu]
+            under = any(
+                int(trace.start_ns[e.event]) < we and int(trace.start_ns[e.event] + trace.dur_ns[e.event]) > ws
+                for e in small
+            )
             gpu = (
                 " (a small device-to-host copy ran meanwhile)"
-                if any(trace.lanes[e.lane].is_gpu for e in evidence if e.cause == Cause.SYNC)
-                else ""
+                if under
+                else (" (with the small device-to-host copy before it)" if small else "")
             )
             cliff = in_sync_cliff(g, rows)
             if after > 0 and cliff:

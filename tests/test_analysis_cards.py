@@ -570,3 +570,36 @@ def test_copies_are_described_even_when_the_evidence_list_keeps_none():
     i = int(np.argmax(d.gaps.dur_ns))
     assert not any(e.cause == Cause.COPY for e in d.evidence(i))  # the list is full of host items
     assert f"copying (the GPU ran 6 copies `{d2d}`, 2.0 µs median each, 24.0 KiB in all" in d.card(i).why
+
+
+@pytest.mark.parametrize(
+    ("sync_at_us", "words"), [(31, "ran meanwhile"), (60, "with the small device-to-host copy before it")]
+)
+def test_the_small_copy_of_a_sync_is_said_under_or_before_the_wait(sync_at_us, words):
+    """The `.item()` signature: a small device-to-host copy, then a blocking wait. The
+    card said the copy "ran meanwhile" even when it ran before the wait, inside the copy
+    call (control #1081: the copy at 0-2 µs, the wait at 14-17 µs)."""
+    from gapscope.parsers.model import CopyKind
+
+    b = TraceBuilder()
+    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
+    gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    b.event(cpu, "cudaLaunchKernel", 0, 2 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k1", 5 * US, 25 * US, Kind.KERNEL, correlation=1)
+    b.event(cpu, "cudaMemcpyAsync", 10 * US, 5 * US, Kind.MEMCPY_CALL, correlation=2)
+    b.event(
+        gpu,
+        "Memcpy DtoH (Device -> Pageable)",
+        32 * US,
+        2 * US,
+        Kind.MEMCPY,
+        bytes=4,
+        copy_kind=CopyKind.D2H,
+        correlation=2,
+    )
+    b.event(cpu, "cudaStreamSynchronize", sync_at_us * US, 10 * US, Kind.SYNC_CALL)
+    b.event(cpu, "cudaLaunchKernel", 100 * US, 2 * US, Kind.LAUNCH, correlation=3)
+    b.event(gpu, "k2", 105 * US, 10 * US, Kind.KERNEL, correlation=3)
+    d = diagnose(b.build())
+    why = d.card(int(np.argmax(d.gaps.dur_ns))).why
+    assert "`cudaStreamSynchronize`" in why and words in why, why

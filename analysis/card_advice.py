@@ -28,6 +28,7 @@ from gapscope.analysis.card_text import (
     quiet_text,
     quote_name,
     slow_launch,
+    thread_label,
 )
 from gapscope.analysis.evidence_kinds import (
     COLLECTIVE_RE,
@@ -95,6 +96,63 @@ def _own_cpu_ns(diag, ev: int) -> int:
     cs = np.maximum(trace.start_ns[calls], s)
     us, ue = union_intervals(cs, np.maximum(cs, np.minimum(trace.start_ns[calls] + trace.dur_ns[calls], e)))
     return (e - s) - int(coverage(us, ue, np.array([s]), np.array([e]))[0])
+
+
+#: What counts as another thread's work for ``_meanwhile``: operators and runtime calls
+#: (not the step annotations, user ranges or Python frames that merely contain work).
+_WORK_KINDS = np.array(
+    [int(k) for k in (Kind.CPU_OP, Kind.RUNTIME, Kind.LAUNCH, Kind.MEMCPY_CALL, Kind.SYNC_CALL)], dtype=np.int8
+)
+
+
+def _meanwhile(diag, lead: Evidence, rows: np.ndarray) -> str:
+    """ " Meanwhile `thread X` of the same process recorded ...": when another CPU thread
+    of the lead's process recorded work covering at least half of the lead's time in
+    the gap (nccl_data #1186: the main thread sat in `## backward ##` while the autograd
+    thread ran 144 `reducer::copy_bucket_to_grad`), its two largest names at its
+    shallowest recorded depth there; "" otherwise."""
+    trace = diag.trace
+    if diag._index is None:
+        return ""
+    r = int(rows[0])
+    a = max(int(diag.gaps.start_ns[r]), int(trace.start_ns[lead.event]))
+    b = min(int(diag.gaps.end_ns[r]), int(trace.start_ns[lead.event] + trace.dur_ns[lead.event]))
+    own = trace.lanes[lead.lane]
+    if b <= a:
+        return ""
+    best: tuple[int, int, np.ndarray] | None = None
+    steps = trace.name_ids_matching(lambda n: n.startswith("ProfilerStep#"))
+    for ln in trace.lanes:
+        if ln.is_gpu or ln.index == lead.lane or ln.pid != own.pid:
+            continue
+        idx = diag._index.overlapping(trace, ln.index, a, b)
+        idx = idx[np.isin(trace.kind[idx], _WORK_KINDS)]  # ops and runtime calls, not ranges or frames
+        if steps.size:
+            idx = idx[~np.isin(trace.name_id[idx], steps)]  # old Kineto writes ProfilerStep#N as an op
+        if idx.size == 0:
+            continue
+        s = np.clip(trace.start_ns[idx], a, b)
+        e = np.clip(trace.start_ns[idx] + trace.dur_ns[idx], a, b)
+        us, ue = union_intervals(s, np.maximum(s, e))
+        cov = int((ue - us).sum())
+        if best is None or cov > best[0]:
+            best = (cov, ln.index, idx)
+    if best is None or 2 * best[0] < b - a:
+        return ""
+    cov, lane, idx = best
+    top = idx[trace.depth[idx] == trace.depth[idx].min()]
+    by: dict[str, int] = {}
+    for i in top.tolist():
+        ns = min(int(trace.start_ns[i] + trace.dur_ns[i]), b) - max(int(trace.start_ns[i]), a)
+        by[trace.name(i)] = by.get(trace.name(i), 0) + max(ns, 0)
+    names = sorted(by.items(), key=lambda kv: -kv[1])[:2]
+    listed = ", ".join(f"{fmt_dur(ns)} in {quote_name(n)}" for n, ns in names)
+    why = (
+        " (PyTorch runs the backward pass on its autograd threads)"
+        if "autograd" in trace.lanes[lane].thread_name
+        else ""
+    )
+    return f"{thread_label(trace, lane)} of the same process recorded {fmt_dur(cov)} of work ({listed}){why}"
 
 
 def _mostly_own_time(diag, item: Evidence) -> bool:
@@ -466,6 +524,12 @@ def _host_advice(diag, evidence, rows, dur_txt):
             f"sizes) to see its fixed host cost, and give the GPU work meanwhile: issue the collective earlier "
             f"with async_op=True and wait() just before its result is used, with independent kernels queued "
             f"ahead of it."
+        )
+    elif lead is not None and _mostly_own_time(diag, lead) and (other := _meanwhile(diag, lead, rows)):
+        first = (
+            f"{quote_name(lead.name)} holds {fmt_dur(lead_ns)} of the gap with almost no finer event recorded on "
+            f"this thread, while {other}: the thread is likely waiting for that work. Look there first: cut that "
+            f"work or overlap it with GPU work; for the waiting thread itself, {hint}."
         )
     elif lead is not None and _mostly_own_time(diag, lead):
         first = (

@@ -130,7 +130,7 @@ def _span_events(trace, p: int) -> int:
 _CHILD_WALK_MAX = 20_000
 
 
-def _thread_label(trace, lane: int) -> str:
+def thread_label(trace, lane: int) -> str:
     """ "thread `main`" / "`thread 783658 (python3.8)`" for a CPU lane."""
     if lane < 0:
         return "the launching thread"
@@ -294,7 +294,7 @@ def why_sentence(
     # parts that round to nothing are not named (the partition still holds their ns)
     cn = {c: (int(class_ns[int(c)]) if int(class_ns[int(c)]) >= 50 else 0) for c in Cause}
     lane = int(g.thread_lane[rows[0]]) if g.thread_lane is not None else int(g.launch_lane[rows[0]])
-    who = _thread_label(trace, lane)
+    who = thread_label(trace, lane)
     if lane >= 0 and bool((g.launch[rows] < 0).all()) and bool((g.next_op[rows] >= 0).any()):
         # say why this thread only when it is true: it launched the kernel before the gap
         launches = getattr(diag, "_launches", None)
@@ -317,7 +317,7 @@ def why_sentence(
             L = int(np.median(g.lateness_ns[rows][has]))
             body = (
                 f", although the next op {quote_name(trace.name(nxt))} was already queued: its launch call "
-                f"{quote_name(trace.name(call))} on {_thread_label(trace, int(trace.lane[call]))} had returned "
+                f"{quote_name(trace.name(call))} on {thread_label(trace, int(trace.lane[call]))} had returned "
                 f"{fmt_dur(-L)} before the GPU went idle"
             )
         elif launched_before_window(trace, nxt):
@@ -548,7 +548,7 @@ def _dependency_phrase(diag, r: int, dep_ns: int, evidence: list[Evidence]) -> s
     if kind == WaitKind.STREAM_WAIT:
         w = int(g.wait_event[r])
         ln = trace.lanes[int(trace.lane[w])]
-        by = "" if ln.is_gpu else f" (enqueued by {_thread_label(trace, ln.index)})"
+        by = "" if ln.is_gpu else f" (enqueued by {thread_label(trace, ln.index)})"
         if np.isin(trace.name_id[w], device_timed_wait_ids(trace)):
             # the device timed the wait itself: it explains the idle only while it ran
             gs, dur = int(g.start_ns[r]), int(g.dur_ns[r])

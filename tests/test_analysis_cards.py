@@ -603,3 +603,30 @@ def test_the_small_copy_of_a_sync_is_said_under_or_before_the_wait(sync_at_us, w
     d = diagnose(b.build())
     why = d.card(int(np.argmax(d.gaps.dur_ns))).why
     assert "`cudaStreamSynchronize`" in why and words in why, why
+
+
+@pytest.mark.parametrize("autograd_work", [True, False])
+def test_a_thread_waiting_in_a_bare_range_is_pointed_at_the_work_of_another(autograd_work):
+    """nccl_data #1186: the main thread sat 14.6 ms in `## backward ##` with nothing
+    finer recorded, and the card said to instrument it, while the autograd thread of
+    the same process ran 144 `reducer::copy_bucket_to_grad` (7.75 ms) meanwhile. A step
+    range on the other thread is no such work."""
+    b = TraceBuilder()
+    main = b.lane("1", "1", process_name="python3", thread_name="main")
+    auto = b.lane("1", "2", process_name="python3", thread_name="pt_autograd_0")
+    gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    b.event(main, "cudaLaunchKernel", 0, 2 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k1", 5 * US, 10 * US, Kind.KERNEL, correlation=1)
+    b.event(main, "## backward ##", 20 * US, 3000 * US, Kind.ANNOTATION)
+    if autograd_work:
+        for j in range(20):
+            b.event(auto, "reducer::copy_bucket_to_grad", (30 + 140 * j) * US, 120 * US, Kind.CPU_OP)
+    else:
+        b.event(auto, "ProfilerStep#3", 10 * US, 3100 * US, Kind.CPU_OP)
+    b.event(main, "cudaLaunchKernel", 3025 * US, 2 * US, Kind.LAUNCH, correlation=2)
+    b.event(gpu, "k2", 3030 * US, 10 * US, Kind.KERNEL, correlation=2)
+    d = diagnose(b.build())
+    c = d.card(int(np.argmax(d.gaps.dur_ns)))
+    said = "while thread `pt_autograd_0` of the same process recorded 2.400 ms of work (2.400 ms in `reducer::copy_bucket_to_grad`)"
+    assert (said in c.first_experiment) is autograd_work, c.first_experiment
+    assert ("PyTorch runs the backward pass on its autograd threads" in c.first_experiment) is autograd_work

@@ -511,10 +511,16 @@ def _host_advice(diag, evidence, rows, dur_txt):
             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) or preallocate the buffers once."
         )
     elif lead_name is not None and _DATALOADER_RE.search(lead_name):
+        parallel = (
+            # the iterator is already multiprocess: its workers do not keep up
+            "more loading workers (a larger num_workers; persistent_workers=True), cheaper per-sample work in "
+            "the dataset's __getitem__ and transforms"
+            if "MultiProcessing" in lead_name
+            else "load in parallel (DataLoader num_workers > 0, persistent_workers=True)"
+        )
         first = (
-            f"The step waits for the next batch in {quote_name(lead_name)}: load in parallel (DataLoader "
-            f"num_workers > 0, persistent_workers=True), pin_memory=True, and prefetch (prefetch_factor) so a "
-            f"batch is ready when the GPU finishes."
+            f"The step waits for the next batch in {quote_name(lead_name)}: {parallel}, pin_memory=True, and "
+            f"prefetch (prefetch_factor) so a batch is ready when the GPU finishes."
         )
     elif coll is not None:
         first = (

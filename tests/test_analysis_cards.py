@@ -630,3 +630,25 @@ def test_a_thread_waiting_in_a_bare_range_is_pointed_at_the_work_of_another(auto
     said = "while thread `pt_autograd_0` of the same process recorded 2.400 ms of work (2.400 ms in `reducer::copy_bucket_to_grad`)"
     assert (said in c.first_experiment) is autograd_work, c.first_experiment
     assert ("PyTorch runs the backward pass on its autograd threads" in c.first_experiment) is autograd_work
+
+
+@pytest.mark.parametrize(
+    ("iterator", "words"),
+    [
+        ("_SingleProcessDataLoaderIter", "load in parallel (DataLoader num_workers > 0"),
+        ("_MultiProcessingDataLoaderIter", "more loading workers (a larger num_workers"),
+    ],
+)
+def test_dataloader_advice_follows_the_iterator(iterator, words):
+    """param/resnet_kineto: 465 ms in `_MultiProcessingDataLoaderIter.__next__` was
+    advised "num_workers > 0", which it already has: its workers do not keep up."""
+    b = TraceBuilder()
+    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
+    gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    b.event(cpu, "cudaLaunchKernel", 0, 2 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k1", 5 * US, 10 * US, Kind.KERNEL, correlation=1)
+    b.event(cpu, f"enumerate(DataLoader)#{iterator}.__next__", 20 * US, 900 * US, Kind.ANNOTATION)
+    b.event(cpu, "cudaLaunchKernel", 925 * US, 2 * US, Kind.LAUNCH, correlation=2)
+    b.event(gpu, "k2", 930 * US, 10 * US, Kind.KERNEL, correlation=2)
+    d = diagnose(b.build())
+    assert words in d.card(int(np.argmax(d.gaps.dur_ns))).first_experiment

@@ -88,11 +88,14 @@ def kinds(cat_list: list, cat_x: np.ndarray, name_x: np.ndarray, name_list: list
         kind[rt] = table[name_x[rt]]
     dev_cat = np.array([isinstance(c, str) and c in DEVICE_NAME_CATS for c in cat_list])
     dev = dev_cat[cat_x]
-    if dev.any():
+    if dev.any():  # a table by name, as for the runtime calls (a pass per name would cost names x events)
+        table = np.full(len(name_list), -1, dtype=np.int8)
         for u in np.unique(name_x[dev]).tolist():
             k = DEVICE_NAME_KIND.get(name_list[u]) if isinstance(name_list[u], str) else None
             if k is not None:
-                kind[dev & (name_x == u)] = int(k)
+                table[u] = int(k)
+        by_name = np.where(dev, table[name_x], -1)
+        kind = np.where(by_name >= 0, by_name, kind).astype(np.int8)
     return kind
 
 

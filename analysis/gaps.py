@@ -127,14 +127,14 @@ def empty_gaps() -> Gaps:
 
 
 def _split_at_instants(
-    trace: Trace, device: int, gs: np.ndarray, ge: np.ndarray, valid: np.ndarray, with_copies: bool
+    trace: Trace, kmask: np.ndarray, gs: np.ndarray, ge: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The idle intervals [gs, ge) cut at every kernel of no duration inside them: such a
-    kernel ran (Kineto writes a sub-µs kernel as ``dur: 0``; resnet50_num_workers_4 has
-    639, a `zero_grad` launching one every 39 µs), so the GPU was not idle across it,
-    though it adds nothing to busy time. Sorted, disjoint intervals in and out."""
-    kinds = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET) if with_copies else (Kind.KERNEL,)
-    zero = device_event_mask(trace, device, kinds, valid) & (trace.dur_ns == 0)
+    """The idle intervals [gs, ge) cut at every kernel of ``kmask`` (the device's ops
+    that end a gap) of no duration inside them: such a kernel ran (Kineto writes a
+    sub-µs kernel as ``dur: 0``; resnet50_num_workers_4 has 639, a `zero_grad` launching
+    one every 39 µs), so the GPU was not idle across it, though it adds nothing to busy
+    time. Sorted, disjoint intervals in and out."""
+    zero = kmask & (trace.dur_ns == 0)
     if not zero.any() or gs.size == 0:
         return gs, ge
     z = np.unique(trace.start_ns[zero])
@@ -180,16 +180,16 @@ def find_gaps(
         return empty_gaps()
     ks, ke = device_union(trace, device, with_copies=with_copies, valid=valid)
     gs, ge = complement(ks, ke, win[0], win[1])
-    gs, ge = _split_at_instants(trace, device, gs, ge, valid, with_copies)
+    kmask = device_event_mask(
+        trace, device, (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET) if with_copies else (Kind.KERNEL,), valid
+    )
+    gs, ge = _split_at_instants(trace, kmask, gs, ge)
     keep = (ge - gs) >= max(int(min_gap_ns), 1)
     gs, ge = gs[keep], ge[keep]
     n = gs.shape[0]
     if n == 0:
         return empty_gaps()
 
-    kmask = device_event_mask(
-        trace, device, (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET) if with_copies else (Kind.KERNEL,), valid
-    )
     kidx = np.flatnonzero(kmask).astype(np.int64)
     kstart = trace.start_ns[kidx]
     kend = kstart + trace.dur_ns[kidx]

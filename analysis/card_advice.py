@@ -80,22 +80,32 @@ OWN_WORK_NS_PER_LAUNCH = 500_000
 _CALL_KINDS = np.array([int(k) for k in (Kind.LAUNCH, Kind.MEMCPY_CALL, Kind.SYNC_CALL, Kind.RUNTIME)], dtype=np.int8)
 
 
+def _inner_ns(diag, ev: int, kinds: np.ndarray | None = None) -> int:
+    """ns of event ``ev`` covered by the events recorded inside it (deeper on its lane;
+    of ``kinds`` only, when given). Without the evidence index: 0."""
+    trace = diag.trace
+    if diag._index is None:
+        return 0
+    s, e = int(trace.start_ns[ev]), int(trace.start_ns[ev] + trace.dur_ns[ev])
+    idx = diag._index.overlapping(trace, int(trace.lane[ev]), s, e)
+    inner = (trace.depth[idx] > trace.depth[ev]) & (trace.start_ns[idx] >= s)
+    if kinds is not None:
+        inner &= np.isin(trace.kind[idx], kinds)
+    idx = idx[inner]
+    if idx.size == 0:
+        return 0
+    us, ue = union_intervals(
+        trace.start_ns[idx], np.maximum(trace.start_ns[idx], np.minimum(trace.start_ns[idx] + trace.dur_ns[idx], e))
+    )
+    return int(coverage(us, ue, np.array([s]), np.array([e]))[0])
+
+
 def _own_cpu_ns(diag, ev: int) -> int:
     """ns of event ``ev`` outside the runtime calls recorded inside it (launch, copy,
     sync and other runtime calls: dlrm's `aten::to` spends 0.88 of its 1.3 ms in a
     blocking `cudaMemcpyAsync`, control's `aten::add` 1.14 of 1.15 ms in one slow
     `cudaLaunchKernel`): the time of its own code and of the ops inside it."""
-    trace = diag.trace
-    s, e = int(trace.start_ns[ev]), int(trace.start_ns[ev] + trace.dur_ns[ev])
-    if diag._index is None:
-        return e - s
-    idx = diag._index.overlapping(trace, int(trace.lane[ev]), s, e)
-    calls = idx[np.isin(trace.kind[idx], _CALL_KINDS) & (trace.depth[idx] > trace.depth[ev])]
-    if calls.size == 0:
-        return e - s
-    cs = np.maximum(trace.start_ns[calls], s)
-    us, ue = union_intervals(cs, np.maximum(cs, np.minimum(trace.start_ns[calls] + trace.dur_ns[calls], e)))
-    return (e - s) - int(coverage(us, ue, np.array([s]), np.array([e]))[0])
+    return int(diag.trace.dur_ns[ev]) - _inner_ns(diag, ev, _CALL_KINDS)
 
 
 #: What counts as another thread's work for ``_meanwhile``: operators and runtime calls
@@ -158,18 +168,10 @@ def _meanwhile(diag, lead: Evidence, rows: np.ndarray) -> str:
 def _mostly_own_time(diag, item: Evidence) -> bool:
     """Whether a host item of a millisecond or more spends most of its time outside any
     finer event recorded inside it (uninstrumented work inside a recorded range)."""
-    trace = diag.trace
     ev = item.event
     if ev < 0 or item.overlap_ns < 1_000_000 or diag._index is None:
         return False
-    s, e = int(trace.start_ns[ev]), int(trace.start_ns[ev] + trace.dur_ns[ev])
-    idx = diag._index.overlapping(trace, int(trace.lane[ev]), s, e)
-    kids = idx[(trace.depth[idx] > trace.depth[ev]) & (trace.start_ns[idx] >= s)]
-    if kids.size == 0:
-        return True
-    us, ue = union_intervals(trace.start_ns[kids], np.minimum(trace.start_ns[kids] + trace.dur_ns[kids], e))
-    covered = int(coverage(us, ue, np.array([s]), np.array([e]))[0])
-    return covered <= 0.5 * (e - s)
+    return _inner_ns(diag, ev) <= 0.5 * int(diag.trace.dur_ns[ev])
 
 
 _ALLOC_RE = re.compile(
@@ -488,6 +490,8 @@ def _host_advice(diag, evidence, rows, dur_txt):
     sync = synchronous_launches(trace)
     compile_ = "torch.compile" if _mtia(trace) else "torch.compile (mode='reduce-overhead' adds CUDA graphs)"
     libs = "math-library settings" if _mtia(trace) else "cuBLAS settings"
+    mostly_own = lead is not None and _mostly_own_time(diag, lead)
+    n_launch = _launches_inside(trace, lead.event) if lead is not None else 0
     # a collective's host call (``record_param_comms``, ``nccl:all_to_all``) holding most
     # of the named host time: the largest one, as nested calls share their time
     colls = [e for e in evidence if e.cause == Cause.HOST and e.event >= 0 and HOST_COMM_RE.search(e.name)]
@@ -531,23 +535,19 @@ def _host_advice(diag, evidence, rows, dur_txt):
             f"with async_op=True and wait() just before its result is used, with independent kernels queued "
             f"ahead of it."
         )
-    elif lead is not None and _mostly_own_time(diag, lead) and (other := _meanwhile(diag, lead, rows)):
+    elif lead is not None and mostly_own and (other := _meanwhile(diag, lead, rows)):
         first = (
             f"{quote_name(lead.name)} holds {fmt_dur(lead_ns)} of the gap with almost no finer event recorded on "
             f"this thread, while {other}: the thread is likely waiting for that work. Look there first: cut that "
             f"work or overlap it with GPU work; for the waiting thread itself, {hint}."
         )
-    elif lead is not None and _mostly_own_time(diag, lead):
+    elif lead is not None and mostly_own:
         first = (
             f"Find out what the CPU does inside {quote_name(lead.name)} ({fmt_dur(lead_ns)} of the gap, "
             f"almost none of it in a finer recorded event): {hint}; then cut that work or move it off the "
             f"critical path."
         )
-    elif (
-        lead is not None
-        and (n_launch := _launches_inside(trace, lead.event))
-        and (own := _own_cpu_ns(diag, lead.event)) >= OWN_WORK_NS_PER_LAUNCH * n_launch
-    ):
+    elif lead is not None and n_launch and (own := _own_cpu_ns(diag, lead.event)) >= OWN_WORK_NS_PER_LAUNCH * n_launch:
         dur = int(trace.dur_ns[lead.event])
         calls = "one launch call" if n_launch == 1 else f"{n_launch} launch calls"
         per = "" if n_launch == 1 else f", {fmt_dur(own // n_launch)} per launch"
@@ -558,7 +558,7 @@ def _host_advice(diag, evidence, rows, dur_txt):
             f"with stacks), cut that work, or queue independent GPU work ahead of it so the GPU has something "
             f"to run meanwhile."
         )
-    elif lead is not None and _launches_inside(trace, lead.event):
+    elif lead is not None and n_launch:
         why = (
             ", and every launch here waits for its kernel (below)"
             if sync is not None

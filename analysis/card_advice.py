@@ -36,6 +36,7 @@ from gapscope.analysis.evidence_kinds import (
     SYNC_LAUNCH_MIN_KERNEL_NS,
     synchronous_launches,
 )
+from gapscope.analysis.steps import PROFILER_STEP_RE
 from gapscope.analysis.types import Cause, Evidence, Trust, WaitKind
 from gapscope.parsers.model import CopyKind, Kind
 from gapscope.units import fmt_bytes, fmt_dur
@@ -115,6 +116,18 @@ _WORK_KINDS = np.array(
 )
 
 
+_STEP_IDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _step_name_ids(trace) -> np.ndarray:
+    """Name ids of the trace's ``ProfilerStep#N`` ranges (``steps.PROFILER_STEP_RE``),
+    found once per trace (a card asks again for each gap)."""
+    got = _STEP_IDS.get(trace)
+    if got is None:
+        got = _STEP_IDS[trace] = trace.name_ids_matching(lambda n: bool(PROFILER_STEP_RE.match(n)))
+    return got
+
+
 def _meanwhile(diag, lead: Evidence, rows: np.ndarray) -> str:
     """ " Meanwhile `thread X` of the same process recorded ...": when another CPU thread
     of the lead's process recorded work covering at least half of the lead's time in
@@ -131,7 +144,7 @@ def _meanwhile(diag, lead: Evidence, rows: np.ndarray) -> str:
     if b <= a:
         return ""
     best: tuple[int, int, np.ndarray] | None = None
-    steps = trace.name_ids_matching(lambda n: n.startswith("ProfilerStep#"))
+    steps = _step_name_ids(trace)
     for ln in trace.lanes:
         if ln.is_gpu or ln.index == lead.lane or ln.pid != own.pid:
             continue

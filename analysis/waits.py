@@ -88,6 +88,15 @@ def _latest_in(starts: np.ndarray, idx: np.ndarray, lo: np.ndarray, hi: np.ndarr
     return np.where(ok, idx[kc] if starts.size else -1, -1)
 
 
+def _running_in(trace: Trace, sel: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """For events ``sel`` (sorted by start): per row, the latest one starting before
+    ``hi`` when some of its time lies in [lo, hi), or -1."""
+    k = np.searchsorted(trace.start_ns[sel], hi, side="left") - 1
+    kc = np.maximum(k, 0)
+    ws, we = trace.start_ns[sel[kc]], trace.start_ns[sel[kc]] + trace.dur_ns[sel[kc]]
+    return np.where((k >= 0) & (np.minimum(we, hi) > np.maximum(ws, lo)), sel[kc], -1)
+
+
 def stream_wait_events(trace: Trace, gaps: Gaps, launches: np.ndarray, valid: np.ndarray) -> np.ndarray:
     """int64 per gap: event index of the stream wait that explains its queued idle (see
     the module docstring), or -1. Only gaps whose next and previous ops both have a
@@ -135,30 +144,21 @@ def stream_wait_events(trace: Trace, gaps: Gaps, launches: np.ndarray, valid: np
     # before held nothing back (mtia_inference: waits that ended 1.3-7.4 ms before 32 µs
     # gaps), and a zero-length one holds no time
     marks = w[on_gpu]
-    timed = np.isin(trace.name_id[marks], device_timed_wait_ids(trace))
-    marks, timed_marks = marks[~timed], marks[timed]
-    if timed_marks.size:
+    if marks.size:
+        timed = np.isin(trace.name_id[marks], device_timed_wait_ids(trace))
         next_lane = trace.lane[gaps.next_op[rows]]
         # from when the op was queued: the gap's start, or its launch's return when late
-        gs = gaps.start_ns[rows] + np.maximum(gaps.lateness_ns[rows], 0)
-        ge = gaps.end_ns[rows]
-        for lane in np.unique(trace.lane[timed_marks]):
-            sel = timed_marks[trace.lane[timed_marks] == lane]
-            sel = sel[np.argsort(trace.start_ns[sel], kind="stable")]
-            m = (next_lane == lane) & (best < 0)
-            if m.any():
-                k = np.searchsorted(trace.start_ns[sel], ge[m], side="left") - 1
-                kc = np.maximum(k, 0)
-                ws, we = trace.start_ns[sel[kc]], trace.start_ns[sel[kc]] + trace.dur_ns[sel[kc]]
-                hit = (k >= 0) & (np.minimum(we, ge[m]) > np.maximum(ws, gs[m]))  # some time of it in there
-                best[m] = np.where(hit, sel[kc], -1)
-    if marks.size:
-        next_lane = trace.lane[gaps.next_op[rows]]
+        queued_from = gaps.start_ns[rows] + np.maximum(gaps.lateness_ns[rows], 0)
         for lane in np.unique(trace.lane[marks]):
-            sel = marks[trace.lane[marks] == lane]
-            sel = sel[np.argsort(trace.start_ns[sel], kind="stable")]
-            m = (next_lane == lane) & (best < 0)
-            if m.any():
-                best[m] = _latest_in(trace.start_ns[sel], sel, lo[m], hi[m])
+            on = trace.lane[marks] == lane
+            for sel, own_time in ((marks[on & timed], True), (marks[on & ~timed], False)):
+                m = (next_lane == lane) & (best < 0)
+                if sel.size == 0 or not m.any():
+                    continue
+                sel = sel[np.argsort(trace.start_ns[sel], kind="stable")]
+                if own_time:
+                    best[m] = _running_in(trace, sel, queued_from[m], gaps.end_ns[rows][m])
+                else:
+                    best[m] = _latest_in(trace.start_ns[sel], sel, lo[m], hi[m])
     out[rows] = best
     return out

@@ -15,13 +15,16 @@ from gapscope.analysis.busy import union_intervals
 from gapscope.analysis.types import Cause, Evidence
 from gapscope.parsers.model import CopyKind, Kind
 
-__all__ = ["SHORT_COPY_NS", "COPY_KIND_WORDS", "CopyLead", "copy_lead"]
+__all__ = ["SHORT_COPY_NS", "COPY_KIND_WORDS", "UNKNOWN_DIRECTION", "CopyLead", "copy_lead"]
 
 
 #: A GPU copy at most this long in a gap costs about its fixed cost per copy (a few µs
 #: on current GPUs), not bandwidth.
 SHORT_COPY_NS = 20_000
 
+
+#: How ``CopyLead.directions`` counts copies whose direction the trace does not give.
+UNKNOWN_DIRECTION = "of unknown direction"
 
 #: What a GPU copy of each kind is called in a sentence (memsets by their kind).
 COPY_KIND_WORDS = {
@@ -151,9 +154,9 @@ def copy_lead(diag, rows: np.ndarray, evidence: list[Evidence]) -> CopyLead | No
     if ev[0] >= 0 and not memset.any():  # every copy, those of no known direction too
         ks, cs = np.unique(trace.copy_kind[ev], return_counts=True)
         for k, c in zip(ks.tolist(), cs.tolist()):
-            way = COPY_KIND_WORDS.get(int(k), "of unknown direction").removesuffix(" copies")
+            way = COPY_KIND_WORDS.get(int(k), UNKNOWN_DIRECTION).removesuffix(" copies")
             directions.append((way, int(c)))
-        directions.sort(key=lambda wc: (-wc[1], wc[0] == "of unknown direction"))
+        directions.sort(key=lambda wc: (-wc[1], wc[0] == UNKNOWN_DIRECTION))
     return CopyLead(
         big=big,
         count=len(every),

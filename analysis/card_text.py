@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gapscope.analysis.card_copies import SHORT_COPY_NS, copy_lead
+from gapscope.analysis.card_copies import SHORT_COPY_NS, UNKNOWN_DIRECTION, copy_lead
 from gapscope.analysis.classify import (
     SLOW_LAUNCH_NS,
     launched_before,
@@ -225,7 +225,7 @@ def _copy_phrase(diag, rows: np.ndarray, evidence: list[Evidence], copy_ns: int)
         rest = f"; {fmt_dur(outside)} of it the thread in {call} outside the GPU's copies"
     # a copy whose name does not say its direction (MTIA's `dma_request`) is told it
     way = ""
-    known = [wc for wc in lead.directions if wc[0] != "of unknown direction"]
+    known = [wc for wc in lead.directions if wc[0] != UNKNOWN_DIRECTION]
     if known and copy_kind_of(big.name) == CopyKind.UNKNOWN and lead.same_name:
         if len(lead.directions) == 1:
             way = f" ({'' if lead.count == 1 else 'all '}{lead.directions[0][0]})"

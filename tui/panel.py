@@ -62,6 +62,12 @@ def _card(diagnosis, gap: int):
     return card
 
 
+def secondary_text(card) -> str:
+    """ ", then copy (5%)": the card's secondary class and its share, as both card forms
+    give it (call only when ``card.secondary`` is set)."""
+    return f", then {Cause(card.secondary).label} ({int(round(card.secondary_share * 100))}%)"
+
+
 def evidence_levels(trace, items) -> list[int]:
     """For each evidence item, how many of the items listed before it enclose it (on its
     lane, within their time, deeper in the call tree): 0 for a top-level item. A parent
@@ -130,7 +136,7 @@ def card_text(diagnosis, gap: int | None, pending: bool = False, failed: str | N
             t.append(card.cause.label, style=_CAUSE_STYLE.get(card.cause, "bold"))
             t.append(f" ({int(round(float(g.cause_share[gap]) * 100))}%)")
             if card.secondary is not None:
-                t.append(f", then {Cause(card.secondary).label} ({int(round(card.secondary_share * 100))}%)")
+                t.append(secondary_text(card))
             t.append("\n")
         else:
             t.append(sanitize(str(value)) + "\n")
@@ -250,7 +256,7 @@ def compact_card_text(diagnosis, gap: int | None, pending: bool = False, failed:
     head.append(card.cause.label, style=_CAUSE_STYLE.get(card.cause, "bold"))
     head.append(f" ({int(round(float(g.cause_share[gap]) * 100))}%)")
     if card.secondary is not None:  # with its share, as the full card gives it
-        head.append(f", then {Cause(card.secondary).label} ({int(round(card.secondary_share * 100))}%)")
+        head.append(secondary_text(card))
     smell = Text()
     smell.append("Smell: ", style="bold")
     smell.append(sanitize(str(card.smell)))

@@ -20,6 +20,13 @@ from tests.conftest import CORPUS, SAMPLES, require
 US = 1_000
 
 
+def _main_and_stream(b: TraceBuilder) -> tuple[int, int]:
+    """The two lanes of the hand-made traces here: thread `main` of `python3` and GPU 0's
+    stream 7."""
+    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
+    return cpu, b.lane("0", "7", is_gpu=True, device=0, stream=7)
+
+
 def _pct(part: int, whole: int) -> str:
     return f"{part / whole:.0%}"
 
@@ -171,8 +178,7 @@ def _host_gap_with_sync(sync_ns: int):
     """One 400 µs gap [60, 460) µs: host op over it, a sync call of ``sync_ns`` inside,
     the next launch call 0.4 µs before the gap ends."""
     b = TraceBuilder()
-    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
-    gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    cpu, gpu = _main_and_stream(b)
     b.event(cpu, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
     b.event(gpu, "k1", 10 * US, 50 * US, Kind.KERNEL, correlation=1)
     b.event(cpu, "tokenize", 60 * US, 399_600, Kind.CPU_OP)
@@ -224,8 +230,7 @@ def _host_gap_card(events, next_kernel: str = "k2"):
     """The card of the 110 µs host gap [0, 110) µs between k1 and ``next_kernel``, while
     the launching thread `main` runs ``events`` ((name, start µs, dur µs, kind))."""
     b = TraceBuilder()
-    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
-    gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    cpu, gpu = _main_and_stream(b)
     b.event(cpu, "cudaLaunchKernel", -20 * US, 2 * US, Kind.LAUNCH, correlation=1)
     b.event(gpu, "k1", -10 * US, 10 * US, Kind.KERNEL, correlation=1)
     for name, s_us, d_us, kind in events:
@@ -313,8 +318,7 @@ def _host_bound(launch_us: int):
     """T launches k1 at 0, then for ``launch_us`` µs sits in one cudaLaunchKernel for k2
     (inside `forward`, which encloses both launches); k1 [5, 15) µs, k2 after."""
     b = TraceBuilder()
-    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
-    gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    cpu, gpu = _main_and_stream(b)
     b.event(cpu, "nn.Module: Net_0", 0, (30 + launch_us) * US, Kind.CPU_OP)
     b.event(cpu, "cudaLaunchKernel", 1 * US, 2 * US, Kind.LAUNCH, correlation=1)
     b.event(gpu, "k1", 5 * US, 10 * US, Kind.KERNEL, correlation=1)
@@ -345,8 +349,7 @@ def test_a_slow_call_of_a_runtime_whose_every_launch_is_slow_is_no_first_use():
     one-time; at CUDA's few µs per launch the same call is first use."""
     for typical_us, one_time in ((300, False), (5, True)):
         b = TraceBuilder()
-        cpu = b.lane("1", "1", process_name="python3", thread_name="main")
-        gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+        cpu, gpu = _main_and_stream(b)
         t = 0
         for j in range(12):
             dur = 2000 if j == 8 else typical_us
@@ -392,8 +395,7 @@ def test_host_culprit_that_launches_work_gets_per_kernel_cost_advice(n_inner, mo
     0.8 ms (mtia_inference's `predictor_executor::run`: 5 ms of input preparation, then
     one launch) is its own work, and per-kernel advice (torch.compile, fewer ops) wrong."""
     b = TraceBuilder()
-    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
-    gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    cpu, gpu = _main_and_stream(b)
     b.event(cpu, "cudaLaunchKernel", 0, 2 * US, Kind.LAUNCH, correlation=1)
     b.event(gpu, "k1", 5 * US, 10 * US, Kind.KERNEL, correlation=1)
     b.event(cpu, "nn.Module: Net_0", 10 * US, module_us * US, Kind.CPU_OP)
@@ -501,8 +503,7 @@ def test_copies_whose_name_says_no_direction_are_told_it():
     )
     for name, kinds, say in cases:
         b = TraceBuilder()
-        cpu = b.lane("1", "1", process_name="python3", thread_name="main")
-        gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+        cpu, gpu = _main_and_stream(b)
         b.event(cpu, "cudaLaunchKernel", 0, 2 * US, Kind.LAUNCH, correlation=1)
         b.event(gpu, "k1", 5 * US, 10 * US, Kind.KERNEL, correlation=1)
         for j, ck in enumerate(kinds):
@@ -524,8 +525,7 @@ def test_host_advice_says_when_launches_wait_for_their_kernel(synchronous):
     so "launch the next GPU work first so the two overlap" cannot work as captured, and
     the card says so; ordinary asynchronous launches get no such note."""
     b = TraceBuilder()
-    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
-    gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    cpu, gpu = _main_and_stream(b)
     t = 0
     for j in range(12):
         if j == 6:  # host work between two launches: the gap the card is about
@@ -555,8 +555,7 @@ def test_copies_are_described_even_when_the_evidence_list_keeps_none():
     from gapscope.parsers.model import CopyKind
 
     b = TraceBuilder()
-    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
-    gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    cpu, gpu = _main_and_stream(b)
     b.event(cpu, "cudaLaunchKernel", 0, 2 * US, Kind.LAUNCH, correlation=1)
     b.event(gpu, "k1", 5 * US, 10 * US, Kind.KERNEL, correlation=1)
     for j in range(30):  # 30 host ops of 50 µs, each its own name: more than the list holds
@@ -582,8 +581,7 @@ def test_the_small_copy_of_a_sync_is_said_under_or_before_the_wait(sync_at_us, w
     from gapscope.parsers.model import CopyKind
 
     b = TraceBuilder()
-    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
-    gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    cpu, gpu = _main_and_stream(b)
     b.event(cpu, "cudaLaunchKernel", 0, 2 * US, Kind.LAUNCH, correlation=1)
     b.event(gpu, "k1", 5 * US, 25 * US, Kind.KERNEL, correlation=1)
     b.event(cpu, "cudaMemcpyAsync", 10 * US, 5 * US, Kind.MEMCPY_CALL, correlation=2)
@@ -643,8 +641,7 @@ def test_dataloader_advice_follows_the_iterator(iterator, words):
     """param/resnet_kineto: 465 ms in `_MultiProcessingDataLoaderIter.__next__` was
     advised "num_workers > 0", which it already has: its workers do not keep up."""
     b = TraceBuilder()
-    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
-    gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    cpu, gpu = _main_and_stream(b)
     b.event(cpu, "cudaLaunchKernel", 0, 2 * US, Kind.LAUNCH, correlation=1)
     b.event(gpu, "k1", 5 * US, 10 * US, Kind.KERNEL, correlation=1)
     b.event(cpu, f"enumerate(DataLoader)#{iterator}.__next__", 20 * US, 900 * US, Kind.ANNOTATION)

@@ -418,3 +418,22 @@ def test_host_work_after_the_launch_is_not_host_idle():
     assert int(g.class_ns[0][int(Cause.HOST)]) == 0
     assert d.class_totals_ns()[Cause.DEPENDENCY] == 50 * us
     assert "already queued" in d.card(0).why and "spent" not in d.card(0).why
+
+
+def test_a_kernel_of_no_duration_ends_a_gap():
+    """Kineto writes a sub-µs kernel as ``dur: 0``: it ran, so the GPU was not idle
+    across it (resnet50_num_workers_4's `zero_grad` launched a `FillFunctor` every 39 µs,
+    and a 474 µs "host island" was 12 gaps of 38 µs). It splits the gap it sits in and
+    is the neighbour of both parts; it adds nothing to busy time, and a part shorter
+    than the minimum gap is no gap."""
+    b = TraceBuilder()
+    t, g0 = _two_lanes(b)
+    for j, (at, dur) in enumerate(((0, 10), (50, 0), (100, 10), (111, 0), (150, 10))):
+        b.event(t, "cudaLaunchKernel", max(0, at - 5) * US, 1 * US, Kind.LAUNCH, correlation=j + 1)
+        b.event(g0, f"k{j}", at * US, dur * US, Kind.KERNEL, correlation=j + 1)
+    d = diagnose(b.build())
+    g = d.gaps
+    spans = [(int(s) // US, int(e) // US) for s, e in zip(g.start_ns, g.end_ns)]
+    assert spans == [(10, 50), (50, 100), (111, 150)]  # [110, 111) is under the minimum gap
+    names = [(d.trace.name(int(p)), d.trace.name(int(n))) for p, n in zip(g.prev_op, g.next_op)]
+    assert names == [("k0", "k1"), ("k1", "k2"), ("k3", "k4")]

@@ -649,3 +649,19 @@ def test_dataloader_advice_follows_the_iterator(iterator, words):
     b.event(gpu, "k2", 930 * US, 10 * US, Kind.KERNEL, correlation=2)
     d = diagnose(b.build())
     assert words in d.card(int(np.argmax(d.gaps.dur_ns))).first_experiment
+
+
+def test_the_host_items_of_a_sentence_add_up_to_its_host_part():
+    """hta/nccl_data group 1: "19.444 ms on host work (14.632 ms in `## backward ##`,
+    4.734 ms in `Optimizer.step#SGD.step` ...)" left 78 µs unsaid (a newcomer added the
+    items up); the rest is said as other work once it is 0.1 % of the part."""
+    import re
+
+    d = diagnose(load(require(CORPUS / "hta" / "nccl_data.json.gz")))
+    why = d.group_card(1).why
+    m = re.search(r"spent ([\d.]+) ms on host work \((.*?)\), [\d.]+ ms copying", why)
+    assert m is not None, why
+    assert "in other work" in m.group(2)
+    parts = re.sub(r" \(of which [^)]*\)", "", m.group(2))  # inner calls are in their op's time
+    total = sum(float(v) * (1 if u == "ms" else 1e-3) for v, u in re.findall(r"([\d.]+) (ms|µs) in ", parts))
+    assert abs(total - float(m.group(1))) < 0.002, (total, why)

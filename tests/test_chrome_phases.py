@@ -478,25 +478,20 @@ def test_empty_trace_loads_empty(tmp_path):
     assert len(t) == 0 and t.lanes == () and t.extent_ns == (0, 0)
 
 
+def _x(cat: str, name: str, pid: int, tid: int, ts: float, dur: float, **args) -> dict:
+    """One ``X`` event of the hand-made traces below."""
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
 def _mtia_trace() -> list:
     """An MTIA-shaped trace (as in hta/mtia_inference_rank_0): compute ops, DMA
     transfers and stream event records, all under ``mtia_ccp_events``."""
 
     def dev(name, ts, dur, **args):
-        return {
-            "ph": "X",
-            "cat": "mtia_ccp_events",
-            "name": name,
-            "pid": 9,
-            "tid": 4,
-            "ts": ts,
-            "dur": dur,
-            "args": args,
-        }
+        return _x("mtia_ccp_events", name, 9, 4, ts, dur, **args)
 
     def host(name, ts, dur, corr):
-        args = {"correlation": corr}
-        return {"ph": "X", "cat": "mtia_runtime", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": args}
+        return _x("mtia_runtime", name, 1, 1, ts, dur, correlation=corr)
 
     return [
         host("runFunction - job_prep_and_submit_for_execution", 0, 5, 1),
@@ -570,39 +565,11 @@ def test_an_odd_direction_arg_loses_nothing_else(tmp_path, monkeypatch, xscan):
     monkeypatch.setenv("GAPSCOPE_XSCAN", xscan)
 
     def dma(direction, ts):
-        args = {"direction": direction, "size": 8, "correlation": 5}
-        return {
-            "ph": "X",
-            "cat": "mtia_ccp_events",
-            "name": "dma_request",
-            "pid": 9,
-            "tid": 4,
-            "ts": ts,
-            "dur": 1,
-            "args": args,
-        }
+        return _x("mtia_ccp_events", "dma_request", 9, 4, ts, 1, direction=direction, size=8, correlation=5)
 
     ev = [
-        {
-            "ph": "X",
-            "cat": "cuda_runtime",
-            "name": "cudaLaunchKernel",
-            "pid": 1,
-            "tid": 1,
-            "ts": 0,
-            "dur": 5,
-            "args": {"correlation": 1},
-        },
-        {
-            "ph": "X",
-            "cat": "kernel",
-            "name": "k1",
-            "pid": 0,
-            "tid": 7,
-            "ts": 10,
-            "dur": 20,
-            "args": {"correlation": 1, "stream": 7, "device": 0, "direction": False},
-        },
+        _x("cuda_runtime", "cudaLaunchKernel", 1, 1, 0, 5, correlation=1),
+        _x("kernel", "k1", 0, 7, 10, 20, correlation=1, stream=7, device=0, direction=False),
         dma(True, 40),
         dma(["HOST_TO_DEVICE"], 50),
         dma("²", 60),

@@ -7,6 +7,7 @@ import os
 import stat
 import types
 import zlib
+from collections.abc import Callable
 
 from gapscope.parsers.errors import TraceFormatError
 from gapscope.parsers.json.scan import Text, text_start
@@ -506,7 +507,7 @@ def load_progress() -> float | None:
     return chrome_parallel.progress()
 
 
-def load(path: str | os.PathLike) -> Trace:
+def load(path: str | os.PathLike, preview: Callable[[Trace], None] | None = None) -> Trace:
     """Load a trace file of any supported format, detected from its content.
 
     Formats: Chrome Trace Event Format JSON (object or array form, including Kineto /
@@ -518,6 +519,10 @@ def load(path: str | os.PathLike) -> Trace:
     A file loaded before comes from the trace cache (``gapscope.parsers.cache``), equal
     to a fresh load, when it has not changed; a large file loaded fresh is written
     there in the background. ``GAPSCOPE_NO_CACHE=1`` turns the cache off.
+
+    ``preview(trace)``: called from this thread, before the load ends, with a trace of
+    the file's device lanes alone when the file is large and loaded fresh
+    (``chrome.loader.device_preview``), for a viewer to draw first.
 
     Returns a ``Trace``. Raises ``TraceFormatError`` (with path, line, column and a
     hint) for anything that is not a trace; never any other exception for bad input.
@@ -531,7 +536,7 @@ def load(path: str | os.PathLike) -> Trace:
         if hit is not None and (hit.text_bytes is None or hit.text_bytes <= _limit_for(p)[0]):
             return hit.trace
         wait_for_writes()  # one write at a time, and none beside the loader's fork
-    trace, text = _load_fresh(p)
+    trace, text = _load_fresh(p) if preview is None else _load_fresh(p, preview)
     if cache is not None:
         cache.put_later(trace, text)
     return trace
@@ -545,24 +550,48 @@ class EarlyLoad:
     Why: the viewer imports Textual (about 0.4 s of one core) before it asks for the
     trace; begun first, the load's forked decoders run meanwhile. Only the load: the
     diagnosis would take the interpreter from the imports. Abandoning the object (a
-    cancelled load) leaves the thread to finish or die with the process."""
+    cancelled load) leaves the thread to finish or die with the process.
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    ``preview=True``: the load makes a device preview when it can (``load``'s
+    ``preview``); ``on_preview(callback)`` hands it over."""
+
+    def __init__(self, path: str | os.PathLike, preview: bool = False) -> None:
         import threading
 
         self.path = os.fspath(path)
         self._box: dict = {}
         self._done = threading.Event()
+        self._lock = threading.Lock()
+        self._preview: Trace | None = None
+        self._on_preview: Callable[[Trace], None] | None = None
+        self._want_preview = preview
         self._thread = threading.Thread(target=self._run, name="gapscope-early-load", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         try:
-            self._box["trace"] = load(self.path)
+            self._box["trace"] = load(self.path, self._got_preview if self._want_preview else None)
         except BaseException as exc:  # noqa: BLE001 - handed to whoever calls the object
             self._box["error"] = exc
         finally:
             self._done.set()
+
+    def _got_preview(self, trace: Trace) -> None:
+        with self._lock:
+            self._preview = trace
+            callback = self._on_preview
+        if callback is not None:
+            callback(trace)
+
+    def on_preview(self, callback: Callable[[Trace], None]) -> None:
+        """Call ``callback(trace)`` with the device preview once there is one: at once
+        when it is already there, else from the load's thread when it comes; never
+        when there is none (a small or cached file, or the load ended first)."""
+        with self._lock:
+            self._on_preview = callback
+            trace = self._preview
+        if trace is not None and not self._done.is_set():
+            callback(trace)
 
     def __call__(self, path: str | os.PathLike) -> Trace:
         if os.fspath(path) != self.path:
@@ -573,9 +602,9 @@ class EarlyLoad:
         return self._box["trace"]
 
 
-def _load_fresh(p: str) -> tuple[Trace, Text | None]:
+def _load_fresh(p: str, preview: Callable[[Trace], None] | None = None) -> tuple[Trace, Text | None]:
     """``load`` without the cache: the trace, and the text it was decoded from (gzip
-    undone; None for an Nsight file, which SQLite reads)."""
+    undone; None for an Nsight file, which SQLite reads). ``preview``: as ``load``'s."""
     from gapscope.parsers.nsys import files as nsys_files
 
     with _open_regular(p) as fh:  # an Nsight file is opened by SQLite, never read whole
@@ -593,14 +622,14 @@ def _load_fresh(p: str) -> tuple[Trace, Text | None]:
         from gapscope.parsers.chrome.loader import load_chrome_file
 
         limit, user_set = _limit_for(p)
-        got = load_chrome_file(p, limit)  # decoded in parts by children; None: read it
+        got = load_chrome_file(p, limit, preview=preview)  # decoded in parts by children; None: read it
         if got is not None:
             return got
         if _is_large_gzip(p, chrome_parallel.MIN_BYTES):
             fd = inflate_to_file(p, limit, user_set)  # mapped, not held in memory
             if fd is not None:
                 try:
-                    got = load_chrome_file(p, limit, fd=fd)
+                    got = load_chrome_file(p, limit, fd=fd, preview=preview)
                     if got is not None:
                         return got
                     inflated = _inflated_text(fd)  # not split after all: the text inflated, not again

@@ -1069,10 +1069,186 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* ---------- device-op events found without parsing the rest ---------- */
+
+/* Where a "cat" string token is in [p, end): memmem where the C library has it. */
+static const unsigned char *find_cat(const unsigned char *p, const unsigned char *end) {
+#if defined(__GLIBC__) || defined(__APPLE__) || defined(__FreeBSD__)
+    return (const unsigned char *)memmem(p, (size_t)(end - p), "\"cat\"", 5);
+#else
+    for (; end - p >= 5; p++) {
+        p = memchr(p, '"', (size_t)(end - p - 4));
+        if (!p)
+            return NULL;
+        if (memcmp(p, "\"cat\"", 5) == 0)
+            return p;
+    }
+    return NULL;
+#endif
+}
+
+#define BACK_LIMIT (1 << 16)
+
+/* The '{' opening the object whose member starts at q, read backwards over the
+ * members before it (strings by their unescaped quotes, nested values by depth);
+ * NULL when not found within BACK_LIMIT bytes or when an array opens first. */
+static const unsigned char *object_start(const unsigned char *lo, const unsigned char *q) {
+    const unsigned char *p = q - 1;
+    int depth = 0;
+    while (p >= lo && q - p < BACK_LIMIT) {
+        unsigned char ch = *p;
+        if (ch == '"') { /* a string's closing quote: go to its opening one */
+            for (p--;; p--) {
+                while (p >= lo && *p != '"')
+                    p--;
+                if (p < lo)
+                    return NULL;
+                const unsigned char *b = p - 1;
+                while (b >= lo && *b == '\\')
+                    b--;
+                if (((p - 1) - b) % 2 == 0)
+                    break;
+            }
+        } else if (ch == '}' || ch == ']') {
+            depth++;
+        } else if (ch == '[') {
+            if (depth == 0)
+                return NULL;
+            depth--;
+        } else if (ch == '{') {
+            if (depth == 0)
+                return p;
+            depth--;
+        }
+        p--;
+    }
+    return NULL;
+}
+
+/* device_events(text, begin, end, cats) -> bytes | None: see PyMethodDef. */
+static PyObject *device_events(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t begin, end;
+    PyObject *cats;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*nnO!", &view, &begin, &end, &PyTuple_Type, &cats))
+        return NULL;
+    Py_ssize_t n_cats = PyTuple_GET_SIZE(cats);
+    if (begin < 1 || end < begin || end > view.len || n_cats > 64) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "device_events: bad bounds or too many categories");
+        return NULL;
+    }
+    const char *cat_p[64];
+    Py_ssize_t cat_n[64];
+    for (Py_ssize_t i = 0; i < n_cats; i++) {
+        PyObject *b = PyTuple_GET_ITEM(cats, i);
+        if (!PyBytes_Check(b)) {
+            PyBuffer_Release(&view);
+            PyErr_SetString(PyExc_TypeError, "device_events: categories must be bytes");
+            return NULL;
+        }
+        cat_p[i] = PyBytes_AS_STRING(b);
+        cat_n[i] = PyBytes_GET_SIZE(b);
+    }
+    const unsigned char *base = (const unsigned char *)view.buf;
+    const unsigned char *lo = base + begin, *hi = base + end;
+    Buf out = {NULL, 0, 0}; /* int64 (start, end) of each event found */
+    size_t total = 1;          /* bytes of the array: "[", each event and the "," or "]" after it */
+    int ok = 1;
+    Py_BEGIN_ALLOW_THREADS;
+    const unsigned char *p = lo;
+    while (ok && p < hi) {
+        const unsigned char *q = find_cat(p, hi);
+        if (!q)
+            break;
+        p = q + 5;
+        if (q > lo && q[-1] == '\\') /* inside a string */
+            continue;
+        const unsigned char *r = p;
+        while (r < hi && (*r == ' ' || *r == '\n' || *r == '\r' || *r == '\t'))
+            r++;
+        if (r >= hi || *r != ':') /* a value, not a key */
+            continue;
+        r++;
+        while (r < hi && (*r == ' ' || *r == '\n' || *r == '\r' || *r == '\t'))
+            r++;
+        if (r >= hi || *r != '"')
+            continue;
+        const unsigned char *vs = ++r;
+        while (r < hi && *r != '"' && *r != '\\')
+            r++;
+        if (r >= hi || *r == '\\') { /* an escaped category: left to the full read */
+            ok = 0;
+            break;
+        }
+        Py_ssize_t vn = r - vs;
+        int hit = 0;
+        for (Py_ssize_t i = 0; i < n_cats && !hit; i++)
+            hit = cat_n[i] == vn && memcmp(cat_p[i], vs, (size_t)vn) == 0;
+        p = r + 1;
+        if (!hit)
+            continue;
+        const unsigned char *o = object_start(lo, q);
+        if (!o) {
+            ok = 0;
+            break;
+        }
+        const unsigned char *b = o - 1; /* an element of the events array follows '[' or ',' */
+        while (b >= lo && (*b == ' ' || *b == '\n' || *b == '\r' || *b == '\t'))
+            b--;
+        if (b >= lo && *b != ',') {
+            ok = 0;
+            break;
+        }
+        P c = {base, o, hi};
+        if (skip(&c, 1)) {
+            ok = 0;
+            break;
+        }
+        int64_t span[2] = {o - base, c.p - base};
+        if (push(&out, span, sizeof(span))) {
+            ok = 0;
+            break;
+        }
+        total += (size_t)(c.p - o) + 1;
+        p = c.p;
+    }
+    Py_END_ALLOW_THREADS;
+    PyObject *res;
+    size_t n = out.len / sizeof(int64_t[2]);
+    if (!ok) {
+        res = Py_NewRef(Py_None);
+    } else if (!n) {
+        res = PyBytes_FromStringAndSize("[]", 2);
+    } else if ((res = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total))) {
+        /* "[" span "," span ... "]": one copy of each event's text into the array */
+        char *w = PyBytes_AS_STRING(res);
+        const int64_t *sp = (const int64_t *)out.data;
+        Py_BEGIN_ALLOW_THREADS;
+        for (size_t i = 0; i < n; i++) {
+            *w++ = i ? ',' : '[';
+            memcpy(w, base + sp[2 * i], (size_t)(sp[2 * i + 1] - sp[2 * i]));
+            w += sp[2 * i + 1] - sp[2 * i];
+        }
+        *w = ']';
+        Py_END_ALLOW_THREADS;
+    }
+    free(out.data);
+    PyBuffer_Release(&view);
+    return res;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(text, raw_ts) -> tuple | None: the X-event columns of a JSON array of trace events "
      "(see gapscope.parsers.chrome.fastscan), or None outside the subset this scanner takes."},
+    {"device_events", device_events, METH_VARARGS,
+     "device_events(text, begin, end, cats) -> bytes | None: a JSON array of the texts of the "
+     "objects in text[begin:end] (the inside of an events array) whose \"cat\" key holds one "
+     "of the bytes in the tuple cats, in text order, found by searching for the key; None when "
+     "one such object cannot be told to be an element of the array or is not valid JSON, or a "
+     "category is escaped."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -45,7 +45,7 @@ try:
 except ImportError:  # built without a C compiler: msgspec decodes every part
     _xscan = None  # type: ignore[assignment]
 
-__all__ = ["built", "available", "scan_text", "read_part"]
+__all__ = ["built", "available", "scan_text", "read_part", "device_events"]
 
 _SCALAR = msgspec.json.Decoder(Scalar)
 _X_ARGS = msgspec.json.Decoder(KinetoXArgs)
@@ -150,6 +150,18 @@ def scan_text(text, list_decoder, raw_ts: bool) -> tuple[EventColumns, list, lis
         external_id_old=None if old_ids else carried_old_ids(old_col),
     )
     return ec, flows, others
+
+
+def device_events(text, begin: int, end: int, cats: tuple[bytes, ...]) -> bytes | None:
+    """A JSON array (bytes) of the texts of the events in ``text[begin:end]`` (the
+    inside of the events array) whose ``"cat"`` holds one of ``cats`` (exact bytes),
+    in text order (``[]``: none), found by searching the text for the key rather than
+    reading every event (``_xscan.device_events``); None when the scanner is
+    unavailable or cannot place one of them (``_xscan.c`` says when). Never raises on
+    bad text."""
+    if not available():
+        return None
+    return _xscan.device_events(text, begin, end, cats)
 
 
 def read_part(text, list_decoder, x_class: type, raw_ts: bool) -> tuple[EventColumns, list, list]:

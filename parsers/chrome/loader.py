@@ -30,6 +30,9 @@ from __future__ import annotations
 import dataclasses
 import gc
 import math
+import mmap
+import os
+import pickle
 import re
 import typing
 from collections.abc import Callable, Sequence
@@ -46,7 +49,7 @@ from gapscope.parsers.chrome.columns import GET, build_trace_lanes, exact_ts_fro
 from gapscope.parsers.chrome.flows import has_unlinked_work, kineto_flow_links, unique_pairs
 from gapscope.parsers.chrome.lazy_args import EventArgs, EventText
 from gapscope.parsers.chrome.parallel import fork as chrome_parallel
-from gapscope.parsers.chrome.parallel.cut import find_cuts
+from gapscope.parsers.chrome.parallel.cut import array_bounds, find_cuts
 from gapscope.parsers.chrome.parallel.joined import JoinedEvents, SerialFallback
 from gapscope.parsers.chrome.phases import Rows, collect_metadata, collect_rows
 from gapscope.parsers.chrome.recover import recover
@@ -62,13 +65,13 @@ from gapscope.parsers.chrome.schema import (
 )
 from gapscope.parsers.chrome.times import INVALID, MISSING, NEED_EXACT, OK
 from gapscope.parsers.errors import TraceFormatError
-from gapscope.parsers.json.mapped import MappedText
+from gapscope.parsers.json.mapped import MappedText, file_stamp
 from gapscope.parsers.json.scan import Text, text_start
-from gapscope.parsers.kinds import KINETO_CATS, KINETO_FLOW_CATS
+from gapscope.parsers.kinds import CAT_KIND, KINETO_CATS, KINETO_FLOW_CATS
 from gapscope.parsers.lanes import Metadata
 from gapscope.parsers.model import Kind, SourceInfo, Trace, TraceWarning, link_by_correlation, repeated_correlations
 
-__all__ = ["load_chrome", "load_chrome_file"]
+__all__ = ["load_chrome", "load_chrome_file", "device_preview", "device_preview_text", "DEVICE_CATS"]
 
 _OBJ = msgspec.json.Decoder(ObjectTrace)
 _LIST = msgspec.json.Decoder(EVENT_LIST)
@@ -113,6 +116,9 @@ class _Input:
     warnings: list[TraceWarning] = dataclasses.field(default_factory=list)
     x_class: type = EVENT_CLASS["X"]  # ``XEventRawTs`` when ts was kept as text
     scanned: EventColumns | None = None  # the events' columns when decoded in parts (``chrome_parallel``)
+    #: a document of some of a file's events (``device_preview``): its lines are not
+    #: the file's, so neither source lines nor warnings are given
+    excerpt: bool = False
 
 
 def _header(obj: ObjectTrace | ObjectTraceRawTs | ObjectHeader) -> dict[str, Any]:
@@ -136,7 +142,10 @@ def _raw_ts(data, i: int) -> bool:
 
 
 def load_chrome_file(
-    path: str, limit_bytes: int | None = None, fd: int | None = None
+    path: str,
+    limit_bytes: int | None = None,
+    fd: int | None = None,
+    preview: Callable[[Trace], None] | None = None,
 ) -> tuple[Trace, MappedText] | None:
     """Load the plain Chrome-trace file ``path`` decoded in parts by forked children
     (``chrome_parallel.start_file``; this process never reads the text into memory,
@@ -144,13 +153,28 @@ def load_chrome_file(
     or falls back: then read the file and call ``load_chrome``. Files larger than
     ``limit_bytes`` are left to the reader (which refuses them). ``fd``: the text to
     decode, open, instead of the file at ``path`` (an inflated ``.gz``; ``path`` names
-    it in warnings). Returns the trace and the map of the text it was decoded from
-    (for the trace cache)."""
+    it in warnings). ``preview(trace)``: called, in this thread, with the
+    ``device_preview`` of a file of ``PREVIEW_MIN_BYTES`` or more while the children
+    decode it (they yield the CPU to it: ``PREVIEW_NICE``), when one can be made.
+    Returns the trace and the map of the text it was decoded from (for the trace
+    cache)."""
+    want = preview is not None and fastscan.available() and _size_of(path, fd) >= PREVIEW_MIN_BYTES
     parts = chrome_parallel.start_file(
-        path, lambda d: text_start(d) if len(d) else -1, _raw_ts, _DECODERS, limit_bytes, fd=fd
+        path,
+        lambda d: text_start(d) if len(d) else -1,
+        _raw_ts,
+        _DECODERS,
+        limit_bytes,
+        fd=fd,
+        nice=PREVIEW_NICE if want else 0,
     )
     if parts is None:
         return None
+    if want and preview is not None:
+        try:
+            _preview(parts, path, preview)
+        except Exception:  # noqa: BLE001 - a preview is never worth the load; the children go on
+            pass
     was = gc.isenabled()
     gc.disable()
     try:
@@ -174,6 +198,14 @@ def load_chrome_file(
         parts.close()
         if was:
             gc.enable()
+
+
+def _size_of(path: str, fd: int | None) -> int:
+    """Bytes of the open file ``fd``, else of ``path`` (0 when it cannot be told)."""
+    try:
+        return (os.fstat(fd) if fd is not None else os.stat(path)).st_size
+    except OSError:
+        return 0
 
 
 def _decode(data: Text, path: str, parts: bool = True) -> _Input:
@@ -349,8 +381,13 @@ def _build(inp: _Input, check_ids: bool = False) -> Trace:
     )
     source = _source_info(inp, cat_list, legacy, phases.ignored, meta, warn)
     _note_build(source, flow_events.n_kineto, n_flow_linked, untimed, text)
-    warnings = sorted(list(inp.warnings) + _resolve_warnings(text, warns), key=lambda w: (w.line is None, w.line or 0))
-    src_line = _src_lines(text, cols.src)
+    if inp.excerpt:
+        warnings, src_line = [], None
+    else:
+        warnings = sorted(
+            list(inp.warnings) + _resolve_warnings(text, warns), key=lambda w: (w.line is None, w.line or 0)
+        )
+        src_line = _src_lines(text, cols.src)
     inp.events = []
     del events  # free the decoded structs before from_columns sorts copies of the columns
     return Trace.from_columns(
@@ -717,3 +754,100 @@ def _int_or_none(v) -> int | None:
         return int(v)
     except (TypeError, ValueError):
         return None
+
+
+#: Categories whose events are drawn on device lanes: device ops, GPU-side ranges and
+#: Kineto's ``cuda_sync`` records (``parsers.kinds.CAT_KIND``).
+DEVICE_CATS = tuple(
+    c.encode()
+    for c, k in CAT_KIND.items()
+    if k in (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.GPU_ANNOTATION, Kind.SYNC_MARKER)
+)
+#: Files this large get a device preview when one is asked for (smaller ones load in
+#: well under a second whole).
+PREVIEW_MIN_BYTES = 64 << 20
+#: Added niceness of the decoders while the preview is made: on a machine with as many
+#: cores as decoders, the preview and the viewer's start-up get the CPU first.
+PREVIEW_NICE = 10
+#: The preview is given up (its child killed) after this many seconds plus one per
+#: this many bytes of the file: a later one would come too near the whole trace.
+PREVIEW_WAIT_S = 1.0
+PREVIEW_BYTES_PER_S = 100 << 20
+
+
+def device_preview_text(data: Text | mmap.mmap) -> tuple[memoryview | bytes, bool, dict[str, Any]] | None:
+    """(a JSON array of ``data``'s events of ``DEVICE_CATS``, whether ``ts`` is kept
+    as text, the object form's header as ``_header`` gives it), found by searching
+    the text for their ``"cat"`` key (``fastscan.device_events``), not by reading
+    every event; None when the scanner is not available, no events array is found, a
+    category is escaped, an object cannot be placed, or there is no such event. Reads
+    ``data`` through the buffer protocol: for a map of a file, run it in a forked child
+    (``chrome_parallel.run_in_child``). Never raises on bad text."""
+    if not fastscan.available():
+        return None
+    try:
+        root = text_start(data)
+        raw_ts = _raw_ts(data, root)
+        bounds = array_bounds(data, root, raw_ts)
+        if bounds is None:
+            return None
+        begin, end, header = bounds
+        doc = fastscan.device_events(data, begin, end, DEVICE_CATS)
+    except (ValueError, msgspec.MsgspecError):
+        return None
+    if doc is None or doc == b"[]":
+        return None
+    return doc, raw_ts, _header(header) if header is not None else {}
+
+
+def device_preview(doc: memoryview | bytes, raw_ts: bool, header: dict[str, Any], path: str) -> Trace | None:
+    """The ``Trace`` of ``device_preview_text``'s events of the file ``path``, loaded
+    as a document of those events alone: its device lanes and their ops are those of
+    the whole file's trace; it has no CPU lanes and no launch links, no source lines
+    and no warnings (those of the whole trace are the file's), and ``args_of`` reads
+    ``doc``. None when the events
+    do not load (never raises on bad text)."""
+    list_decoder, x_class = _DECODERS[raw_ts]
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        scanned = fastscan.scan_text(doc, list_decoder, raw_ts)
+        if scanned is None:
+            return None
+        ec, flows, others = scanned
+        # an excerpt's text is only sliced (args, exact times), never counted for lines
+        text = EventText(typing.cast(Text, doc), 0, int(ec.code.size))
+        events = JoinedEvents(
+            ec.code, {PH_FLOW: flows, PH_OTHER: others}, {PH_FLOW: [], PH_OTHER: []}, raw_ts, x_class, text
+        )
+        return _build(_Input(path, events, text, header=header, x_class=x_class, scanned=ec, excerpt=True))
+    except (SerialFallback, TraceFormatError, ValueError, msgspec.MsgspecError):
+        return None
+    finally:
+        if was:
+            gc.enable()
+
+
+def _preview(parts: chrome_parallel.FileParts, path: str, preview: Callable[[Trace], None]) -> None:
+    """``preview(trace)`` with the device preview of the file the children of
+    ``parts`` decode (``device_preview_text`` in a forked child of its own, on its own
+    map, then ``device_preview`` here), when there is one; nothing otherwise."""
+
+    def work():
+        with mmap.mmap(parts.fd, 0, access=mmap.ACCESS_READ) as view:
+            if file_stamp(os.fstat(parts.fd)) != parts.stamp:
+                return None
+            got = device_preview_text(view)
+        if got is None:
+            return None
+        doc, raw_ts, header = got
+        return pickle.PickleBuffer(doc), raw_ts, header  # out of band: no copy into the pickle
+
+    timeout_s = PREVIEW_WAIT_S + parts.size / PREVIEW_BYTES_PER_S  # later, it would not be worth it
+    got = chrome_parallel.run_in_child(work, parts.size + (1 << 20), timeout_s, copy=False)
+    if not isinstance(got, tuple):
+        return
+    doc, raw_ts, header = got
+    trace = device_preview(doc, raw_ts, header, path)
+    if trace is not None:
+        preview(trace)

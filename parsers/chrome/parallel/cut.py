@@ -15,7 +15,7 @@ import msgspec
 from gapscope.parsers.chrome.schema import AnyEvent, AnyEventRawTs, ObjectHeader
 from gapscope.parsers.json.scan import find_events_array
 
-__all__ = ["find_cut", "find_cuts", "chunk_spans", "END_CANDIDATES", "END_WINDOW_BYTES", "BOUNDARY"]
+__all__ = ["array_bounds", "find_cut", "find_cuts", "chunk_spans", "END_CANDIDATES", "END_WINDOW_BYTES", "BOUNDARY"]
 
 #: A boundary between two elements: ``}`` , ``{``.
 BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
@@ -46,7 +46,7 @@ def find_cut(
     or None. The boundary is the first at or after ``head_fraction`` of the array's
     bytes. The cut is only a candidate: a part that does not decode as an array
     refutes it."""
-    bounds = _array_bounds(data, root, raw_ts)
+    bounds = array_bounds(data, root, raw_ts)
     if bounds is None:
         return None
     begin, end, header = bounds
@@ -59,7 +59,7 @@ def find_cut(
     return begin, brace, comma, end, header
 
 
-def _array_bounds(data, root: int, raw_ts: bool) -> tuple[int, int, ObjectHeader | None] | None:
+def array_bounds(data, root: int, raw_ts: bool) -> tuple[int, int, ObjectHeader | None] | None:
     """(just after the events array's ``[``, its ``]``, the object form's
     ``ObjectHeader`` or None), or None when no non-empty events array is found."""
     begin = find_events_array(data, root)
@@ -93,7 +93,7 @@ def find_cuts(
     ``BOUNDARY_WINDOW_BYTES`` after it (inside the last element, or an element longer
     than that) is skipped, so there may be fewer parts. Like
     ``find_cut``, only a candidate: a part that does not decode refutes it."""
-    bounds = _array_bounds(data, root, raw_ts)
+    bounds = array_bounds(data, root, raw_ts)
     if bounds is None:
         return None
     begin, end, header = bounds

@@ -194,9 +194,10 @@ class Pending:
             self.close()
 
 
-def _fork(work, shared_bytes: int, plan: tuple | None, stamp: tuple | None) -> Pending | None:
+def _fork(work, shared_bytes: int, plan: tuple | None, stamp: tuple | None, nice: int = 0) -> Pending | None:
     """Fork a child that runs ``work()`` (-> payload bytes) and sends its result; None
-    when the pipe, the shared memory or the fork cannot be had. SIGINT is blocked
+    when the pipe, the shared memory or the fork cannot be had. ``nice``: added to the
+    child's niceness (``os.nice``), so that it yields the CPU. SIGINT is blocked
     across the fork, so the child cannot be interrupted before it has its own default
     handler; the child never returns into the caller (``os._exit``)."""
     try:
@@ -216,7 +217,7 @@ def _fork(work, shared_bytes: int, plan: tuple | None, stamp: tuple | None) -> P
             warnings.simplefilter("ignore", DeprecationWarning)
             pid = os.fork()
             if pid == 0:
-                _child(work, r, w, shared, mask)  # never returns
+                _child(work, r, w, shared, mask, nice)  # never returns
     except OSError:
         pid = -1
     except BaseException:
@@ -239,11 +240,16 @@ def _fork(work, shared_bytes: int, plan: tuple | None, stamp: tuple | None) -> P
     return pending
 
 
-def _child(work, r: int, w: int, shared: mmap.mmap, mask) -> None:
+def _child(work, r: int, w: int, shared: mmap.mmap, mask, nice: int = 0) -> None:
     status = 1
     try:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        if nice:
+            try:
+                os.nice(nice)
+            except OSError:
+                pass
         faulthandler.disable()  # a SIGBUS (file cut short under the map) is the parent's to handle
         _die_with_parent()
         gc.disable()  # the decoded structs hold no cycles; a collection pass over them is wasted
@@ -364,7 +370,13 @@ class FileParts:
 
 
 def start_file(
-    path: str, root_of, raw_ts_of, decoders: dict, limit_bytes: int | None = None, fd: int | None = None
+    path: str,
+    root_of,
+    raw_ts_of,
+    decoders: dict,
+    limit_bytes: int | None = None,
+    fd: int | None = None,
+    nice: int = 0,
 ) -> FileParts | None:
     """Fork the children that decode the plain file ``path`` (of at least
     ``MIN_BYTES``, at most ``limit_bytes``) in parts, before anything reads it; None
@@ -373,8 +385,8 @@ def start_file(
     cannot hurt it (a file cut short kills only the child, by SIGBUS). ``root_of(data)``:
     offset of the first ``{``/``[`` or -1; ``raw_ts_of(data, root)``: whether ``ts`` is
     kept as text. ``fd``: an open file to use instead of opening ``path`` (an inflated
-    ``.gz`` in an unlinked temporary file; not closed here). Never raises for a bad
-    file (the loader reports those)."""
+    ``.gz`` in an unlinked temporary file; not closed here). ``nice``: the children's
+    added niceness (``_fork``). Never raises for a bad file (the loader reports those)."""
     nproc = processes()
     own = fd is None
     try:
@@ -415,6 +427,7 @@ def start_file(
                 2 * st.st_size // nproc + (64 << 20),
                 None,
                 stamp,
+                nice,
             )
             if child is None:
                 for c in children:
@@ -640,13 +653,15 @@ def _frame_tail(data, comma: int, end: int):
 NO_CHILD = object()
 
 
-def run_in_child(work, result_bytes: int, timeout_s: float):
+def run_in_child(work, result_bytes: int, timeout_s: float, copy: bool = True):
     """``work()`` (-> a picklable value) run in a forked child, for reads of a map of a
     file (``MappedText``) that a file cut short meanwhile would turn into a SIGBUS: it
     kills only the child. Returns the value, None when the child failed (died, was
     late, sent a damaged message), or ``NO_CHILD`` when no child could be forked
     (``result_bytes``: room for the answer in the shared map; larger answers come
-    through the pipe)."""
+    through the pipe). ``copy=False``: the value's out-of-band buffers
+    (``pickle.PickleBuffer``) are not copied: they view the child's shared map, which
+    lives as long as they do."""
     pending = _fork(lambda: _tx.pack(work()), result_bytes + (1 << 20), None, None)
     if pending is None:
         return NO_CHILD
@@ -656,13 +671,15 @@ def run_in_child(work, result_bytes: int, timeout_s: float):
         if payload is None:
             return None
         try:
+            if not copy:
+                return _tx.unpack_in_place(payload)
             return _tx.unpack_object(payload)
         except Exception:  # noqa: BLE001  (a damaged message: as a failed child)
             return None
     finally:
-        if isinstance(payload, memoryview):
+        if isinstance(payload, memoryview) and copy:
             payload.release()
-        pending.close()
+        pending.close()  # a map still viewed stays mapped until its views go
 
 
 def _reap(pid: int) -> None:

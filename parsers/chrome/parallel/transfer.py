@@ -24,7 +24,7 @@ from gapscope.parsers.chrome.columns import Interner
 from gapscope.parsers.chrome.fastscan import read_part
 from gapscope.parsers.chrome.scan import PH_FLOW, PH_OTHER, EventColumns, merge_all
 
-__all__ = ["part_payload", "pack", "send", "receive", "unpack"]
+__all__ = ["part_payload", "pack", "send", "receive", "unpack", "unpack_in_place"]
 
 _MSGPACK = msgspec.msgpack.Encoder()
 _JSON = msgspec.json.Encoder()
@@ -187,6 +187,12 @@ def unpack_object(payload: bytes | memoryview):
     ``payload``; raises on a damaged message."""
     view = memoryview(payload).cast("B")
     return _unpack_message(bytes(view))
+
+
+def unpack_in_place(payload: bytes | memoryview):
+    """The object ``pack`` sent, its out-of-band buffers viewing ``payload`` (no copy:
+    they keep it alive); raises on a damaged message."""
+    return _unpack_message(payload)
 
 
 def unpack(payload: bytes | memoryview) -> tuple[EventColumns, dict, tuple, dict | None] | None:

@@ -1,0 +1,323 @@
+"""The device preview (``gapscope.parsers.chrome.loader.device_preview``): a large
+file's device lanes found by searching for their ``"cat"`` key and drawn before the
+whole file is read (``load(path, preview=...)``, ``EarlyLoad``, the viewer's preview
+screen).
+
+What must hold: the preview's device lanes and ops are exactly the whole trace's (on
+every corpus trace that has device events, and on hand-made texts built to mislead a
+search); where the search cannot be sure it gives no preview at all; a preview that
+fails never fails the load; the viewer replaces the preview with the whole trace,
+keeping the view the user moved to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import threading
+
+import numpy as np
+import pytest
+
+import gapscope.parsers.chrome.loader as loader
+import gapscope.parsers.chrome.parallel.fork as cp
+from gapscope.parsers import load
+from gapscope.parsers.chrome import fastscan
+from gapscope.parsers.chrome.loader import device_preview, device_preview_text, load_chrome
+from gapscope.parsers.model import Kind, Trace
+from tests.conftest import CORPUS, require
+from tests.test_corpus import TRACES
+
+pytestmark = pytest.mark.skipif(not fastscan.available(), reason="the C scanner is not built")
+
+
+def device_ops(trace: Trace) -> dict:
+    """Per device lane (pid, tid): device, stream, and its ops' starts, lengths, kinds,
+    names, bytes and copy kinds, in the trace's order."""
+    out = {}
+    for ln in trace.lanes:
+        if not ln.is_gpu:
+            continue
+        a, b = int(trace.lane_offsets[ln.index]), int(trace.lane_offsets[ln.index + 1])
+        out[(ln.pid, ln.tid)] = (
+            ln.device,
+            ln.stream,
+            trace.start_ns[a:b].tolist(),
+            trace.dur_ns[a:b].tolist(),
+            trace.kind[a:b].tolist(),
+            [trace.names[i] for i in trace.name_id[a:b].tolist()],
+            trace.bytes[a:b].tolist(),
+            trace.copy_kind[a:b].tolist(),
+        )
+    return out
+
+
+def preview_of(data: bytes, path: str = "t.json") -> Trace | None:
+    got = device_preview_text(data)
+    return None if got is None else device_preview(*got, path)
+
+
+@pytest.mark.parametrize("rel", TRACES)
+def test_corpus_preview_has_the_whole_traces_device_lanes(rel):
+    """On every corpus trace, a preview (where one is made) holds exactly the device
+    lanes and ops of the whole trace; a trace with device ops gets one."""
+    path = require(CORPUS / rel)
+    data = path.read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    got = preview_of(data, str(path))
+    full = device_ops(load(path))
+    if got is None:  # only traces without device ops (CPU-only, Catapult, rocprof's own form)
+        ops = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
+        assert not any(k in ops for lane in full.values() for k in lane[4])
+        return
+    assert device_ops(got) == full
+
+
+def _x(cat: str, ts: float, dur: float, name: str = "k", tid: int = 7, **args) -> dict:
+    return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+def _cpu(ts: float, dur: float, **extra) -> dict:
+    return {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": ts, "dur": dur, **extra}
+
+
+def _doc(events: list, compact: bool = False) -> bytes:
+    obj = {"schemaVersion": 1, "traceEvents": events, "baseTimeNanoseconds": 1_700_000_000_000_000_000}
+    return json.dumps(obj, separators=(",", ":") if compact else (", ", ": "), indent=None if compact else 1).encode()
+
+
+AWKWARD = {
+    # a name that holds what a search could take for a key, quotes and braces
+    "names": [
+        _cpu(1, 5, args={"note": '"cat": "kernel", {"x": 1}'}),
+        _x("kernel", 2, 1, name='a\\"}{"cat": "kernel"'),
+        _x("kernel", 4, 1, name="ends in a backslash \\"),
+        _x("gpu_memcpy", 6, 2, name="Memcpy HtoD (Pageable -> Device)", bytes=4096),
+    ],
+    # "cat" after nested values: args before it, an array of objects in args
+    "cat_last": [
+        {
+            "ph": "X",
+            "args": {"grid": [1, 2, 3], "o": [{"a": "}"}]},
+            "name": "k1",
+            "pid": 0,
+            "tid": 7,
+            "ts": 3,
+            "dur": 1,
+            "cat": "kernel",
+        },
+        _x("kernel", 5, 1),
+        _cpu(0, 9),
+    ],
+    # a category given as a value elsewhere, "cat" as a value, not a key
+    "cat_as_value": [
+        _cpu(0, 9, args={"which": "cat"}),
+        {"ph": "i", "name": "cat", "pid": 1, "tid": 1, "ts": 1, "s": "t", "cat": "cpu_instant_event"},
+        _x("Kernel", 2, 3),
+        _x("Memset", 6, 1, name="Memset (Device)", tid=20),
+    ],
+    # every vintage's device categories, and GPU-side ranges
+    "vintages": [
+        _x("kernel", 1, 1),
+        _x("Kernel", 3, 1, tid=8),
+        _x("gpu_memset", 5, 1),
+        _x("gpu_user_annotation", 0, 9, name="## fwd ##"),
+        _x("cuda_sync", 7, 0, name="Stream Sync", tid=7),
+    ],
+}
+
+
+@pytest.mark.parametrize("compact", [False, True], ids=["spaced", "compact"])
+@pytest.mark.parametrize("case", sorted(AWKWARD))
+def test_awkward_texts_preview_as_the_whole_trace(case, compact):
+    data = _doc(AWKWARD[case], compact)
+    got = preview_of(data)
+    assert got is not None
+    want = device_ops(load_chrome(data, "t.json"))
+    assert device_ops(got) == want
+    assert sum(len(v[2]) for v in want.values()) == sum(
+        e["cat"] in ("kernel", "Kernel", "gpu_memcpy", "gpu_memset", "Memset", "gpu_user_annotation", "cuda_sync")
+        for e in AWKWARD[case]
+    )
+
+
+def test_array_form_previews_too():
+    data = json.dumps([_cpu(0, 9), _x("kernel", 2, 3), _x("kernel", 6, 1)]).encode()
+    got = preview_of(data)
+    assert got is not None and device_ops(got) == device_ops(load_chrome(data, "t.json"))
+    assert device_ops(got)[("0", "7")][2] == [2000, 6000]
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        # a device category under "cat" in an event's args: not an element of the array
+        [_cpu(0, 9, args={"cat": "kernel"}), _x("kernel", 2, 3)],
+        # an escaped category: the search cannot compare it
+        [{**_x("kernel", 2, 3), "cat": "kern\\u0065l"}],
+    ],
+    ids=["cat_in_args", "escaped_category"],
+)
+def test_a_search_that_cannot_be_sure_gives_no_preview(events):
+    """Rather than a preview that could differ from the whole trace, none."""
+    data = _doc(events).replace(b"kern\\\\u0065l", b"kern\\u0065l")
+    assert device_preview_text(data) is None
+
+
+def test_no_device_events_no_preview():
+    assert device_preview_text(_doc([_cpu(0, 9), _cpu(10, 2)])) is None
+    assert device_preview_text(b"not json") is None
+    assert device_preview_text(b"") is None
+
+
+def _big(tmp_path, n: int = 4000):
+    events = []
+    for k in range(n):
+        events.append(_cpu(10 * k, 4, args={"External id": k}))
+        events.append(_x("kernel", 10 * k + 5, 3, name=f"k{k % 5}", correlation=k))
+    path = tmp_path / "big.json"
+    path.write_bytes(_doc(events))
+    return path
+
+
+@pytest.fixture
+def split(monkeypatch):
+    """Every file counts as large: decoded in parts by forked children, previewed."""
+    monkeypatch.setattr(cp, "MIN_BYTES", 0)
+    monkeypatch.setattr(cp, "enabled", lambda size: True)
+    monkeypatch.setattr(loader, "PREVIEW_MIN_BYTES", 0)
+
+
+def test_load_hands_over_the_preview_before_the_whole_trace(split, tmp_path):
+    path = _big(tmp_path)
+    got: list[Trace] = []
+    full = load(path, preview=got.append)
+    assert len(got) == 1
+    assert device_ops(got[0]) == device_ops(full)
+    assert len(got[0]) == 4000 and len(full) == 8000
+    plain = load(path)
+    for f in ("start_ns", "dur_ns", "lane", "kind", "correlation"):
+        assert np.array_equal(getattr(plain, f), getattr(full, f))
+
+
+def test_a_failing_preview_never_fails_the_load(split, tmp_path, monkeypatch):
+    path = _big(tmp_path)
+
+    def broken(*a):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(loader, "device_preview", broken)
+    got: list[Trace] = []
+    assert len(load(path, preview=got.append)) == 8000
+    assert got == []
+
+
+def test_small_files_get_no_preview(tmp_path, monkeypatch):
+    monkeypatch.setattr(cp, "MIN_BYTES", 0)
+    monkeypatch.setattr(cp, "enabled", lambda size: True)
+    got: list[Trace] = []
+    load(_big(tmp_path, 100), preview=got.append)  # well under PREVIEW_MIN_BYTES
+    assert got == []
+
+
+def test_early_load_hands_the_preview_to_whoever_asks(split, tmp_path):
+    from gapscope.parsers.detect import EarlyLoad
+
+    path = _big(tmp_path)
+    early = EarlyLoad(path, preview=True)
+    got: list[Trace] = []
+    early.on_preview(got.append)
+    full = early(path)
+    assert len(got) == 1 and device_ops(got[0]) == device_ops(full)
+    late: list[Trace] = []
+    early.on_preview(late.append)  # after the load: the whole trace is there, no preview
+    assert late == []
+
+
+def _preview_app(full: Trace, preview: Trace):
+    """An app whose load waits for ``release`` and whose preview comes at once."""
+    from gapscope.tui.factory import make_app
+
+    release = threading.Event()
+
+    def gated(path):
+        release.wait(30)
+        return full
+
+    app = make_app("big.json", loader=gated, preview=lambda callback: callback(preview))
+    return app, release
+
+
+def test_viewer_shows_the_preview_then_the_whole_trace_at_the_moved_view(split, tmp_path):
+    from gapscope.tui.loading import LoadScreen
+    from gapscope.tui.screen import TraceScreen
+
+    path = _big(tmp_path)
+    got: list[Trace] = []
+    full = load(path, preview=got.append)
+    app, release = _preview_app(full, got[0])
+
+    async def run():
+        async with app.run_test(size=(120, 40)) as pilot:
+            for _ in range(100):
+                await pilot.pause(0.02)
+                if isinstance(app.screen, TraceScreen):
+                    break
+            shown = app.screen
+            assert isinstance(shown, TraceScreen) and shown.reading is not None
+            assert [type(s) for s in app.screen_stack][-2:] == [LoadScreen, TraceScreen]
+            assert "device lanes only" in shown.message
+            assert all(r.kind != "lane" or shown.trace.lanes[r.lane].is_gpu for r in shown.lanes.rows)
+            await pilot.press("n")
+            assert "come once the whole file is read" in shown.message
+            await pilot.press("plus", "plus")
+            moved = shown.lanes.viewport
+            release.set()
+            for _ in range(200):
+                await pilot.pause(0.02)
+                if app.screen is not shown and isinstance(app.screen, TraceScreen):
+                    break
+            screen = app.screen
+            assert screen is app.trace_screen and screen.trace is full and screen.reading is None
+            assert not any(isinstance(s, LoadScreen) for s in app.screen_stack)
+            await pilot.pause()
+            vp = screen.lanes.viewport
+            assert (vp.start_ns, vp.end_ns) == pytest.approx((moved.start_ns, moved.end_ns), abs=2 * moved.ns_per_cell)
+            assert any(r.kind == "lane" and not full.lanes[r.lane].is_gpu for r in screen.lanes.rows)
+
+    asyncio.run(run())
+
+
+def test_whole_trace_waits_while_help_covers_the_preview(split, tmp_path):
+    from gapscope.tui.screen import TraceScreen
+
+    path = _big(tmp_path)
+    got: list[Trace] = []
+    full = load(path, preview=got.append)
+    app, release = _preview_app(full, got[0])
+
+    async def run():
+        async with app.run_test(size=(120, 40)) as pilot:
+            for _ in range(100):
+                await pilot.pause(0.02)
+                if isinstance(app.screen, TraceScreen):
+                    break
+            shown = app.screen
+            await pilot.press("question_mark")
+            await pilot.pause()
+            helper = app.screen
+            assert helper is not shown
+            release.set()
+            for _ in range(25):
+                await pilot.pause(0.02)
+            assert app.screen is helper and app.trace_screen is None  # not snatched away
+            await pilot.press("escape")
+            for _ in range(100):
+                await pilot.pause(0.02)
+                if app.trace_screen is not None and app.screen is app.trace_screen:
+                    break
+            assert app.screen is app.trace_screen and app.screen.trace is full
+
+    asyncio.run(run())

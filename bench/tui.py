@@ -125,7 +125,14 @@ async def _run(path: Path, size: tuple[int, int], repeats: int, early=None) -> d
         marks["gaps"] = len(d.gaps) if d is not None else 0
         return d
 
-    app = make_app(path, loader=loader, diagnose=diagnose)
+    def preview(callback):  # as gapscope.view_cmd: the device preview drawn first
+        def got(trace):
+            marks.setdefault("preview_at", time.perf_counter())
+            callback(trace)
+
+        early.on_preview(got)
+
+    app = make_app(path, loader=loader, diagnose=diagnose, preview=preview if early is not None else None)
     lat: dict[str, list[float]] = {"next gap": [], "zoom": [], "pan": []}
     settle: dict[str, list[float]] = {"next gap": [], "zoom": [], "pan": []}
     try:
@@ -138,12 +145,19 @@ async def _run(path: Path, size: tuple[int, int], repeats: int, early=None) -> d
                 await pilot.pause()
                 if app.error:
                     raise SystemExit(app.error)
-            while not renders or renders[-1] < marks["loaded_at"]:
+            shown_at = lambda: min(marks.get("preview_at", 1e300), marks.get("loaded_at", 1e300))  # noqa: E731
+            while not renders or renders[-1] < shown_at():
                 await pilot.pause()
-            first = [r for r in renders if r >= marks["loaded_at"]][0]
-            marks["first_paint_s"] = first - marks["loaded_at"]
+            first = [r for r in renders if r >= shown_at()][0]
+            marks["first_paint_s"] = first - shown_at()
+            marks["previewed"] = "preview_at" in marks
             marks["first_paint_wall"] = time.time() - (time.perf_counter() - first)
-            while app.screen.diagnosing or not renders or renders[-1] < marks["diagnosed_at"]:
+            while (
+                "diagnosed_at" not in marks
+                or app.screen.diagnosing
+                or not renders
+                or renders[-1] < marks["diagnosed_at"]
+            ):
                 try:
                     await app.workers.wait_for_complete()
                 except Exception:  # noqa: BLE001 - a failed diagnosis shows no gaps; timed all the same
@@ -196,6 +210,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="with --command: also time the viewer beginning the load itself, after its imports",
     )
+    ap.add_argument(
+        "--compare-no-preview",
+        action="store_true",
+        help="with --command: also time a first load without the device preview drawn first",
+    )
     a = ap.parse_args(argv)
     w, h = (int(x) for x in a.size.lower().split("x"))
     if a.trace:
@@ -205,15 +224,16 @@ def main(argv: list[str] | None = None) -> int:
 
         path = trace_path(a.events)
     if a.command:
-        return _command_rounds(path, a.size, a.command, a.compare_late)
+        return _command_rounds(path, a.size, a.command, a.compare_late, a.compare_no_preview)
     early = None
     if _STARTED_WALL is not None and os.environ.get("GAPSCOPE_BENCH_LATE") != "1":
         from gapscope.parsers.detect import EarlyLoad  # as gapscope.view_cmd: before Textual is imported
 
-        early = EarlyLoad(path)
+        early = EarlyLoad(path, preview=os.environ.get("GAPSCOPE_BENCH_NO_PREVIEW") != "1")
     r = asyncio.run(_run(path, (w, h), a.repeats, early))
     if _STARTED_WALL is not None:
         print(f"COMMAND_TO_PAINT_S {r['first_paint_wall'] - _STARTED_WALL:.3f}")
+        print(f"PREVIEWED {int(r['previewed'])}")
         print(f"COMMAND_TO_CAUSES_S {r['causes_paint_wall'] - _STARTED_WALL:.3f}")
         return 0
     print(f"trace: {path} ({r['events']} events, {r['gaps']} gaps), terminal {w}x{h}")
@@ -229,18 +249,23 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _command_rounds(path: Path, size: str, rounds: int, compare_late: bool = False) -> int:
+def _command_rounds(
+    path: Path, size: str, rounds: int, compare_late: bool = False, compare_no_preview: bool = False
+) -> int:
     """Spawn the viewer benchmark ``rounds`` times per mode (first load: no cache; a
     cached load: a warm cache directory of its own), alternating, and print the medians
     of the time from the spawn to the first swimlanes, and to their causes drawn. The
     load begins before Textual is imported, as in ``gapscope TRACE``; ``compare_late``
-    alternates the same two modes with the load begun by the viewer, after the imports."""
+    alternates the same two modes with the load begun by the viewer, after the imports;
+    ``compare_no_preview`` adds a first load without the device preview."""
     import subprocess
 
     cache_dir = tempfile.mkdtemp(prefix="gapscope-bench-cache-")
     modes: tuple[str, ...] = ("first load", "cached")
     if compare_late:
         modes += ("first load, load after imports", "cached, load after imports")
+    if compare_no_preview:
+        modes += ("first load, no preview",)
     marks = {"COMMAND_TO_PAINT_S": "first swimlanes", "COMMAND_TO_CAUSES_S": "causes drawn"}
     times: dict[tuple[str, str], list[float]] = {(m, k): [] for m in modes for k in marks}
     for i in range(rounds + 1):
@@ -251,6 +276,8 @@ def _command_rounds(path: Path, size: str, rounds: int, compare_late: bool = Fal
                 env.pop("GAPSCOPE_NO_CACHE", None)
             if mode.endswith("after imports"):
                 env["GAPSCOPE_BENCH_LATE"] = "1"
+            if mode.endswith("no preview"):
+                env["GAPSCOPE_BENCH_NO_PREVIEW"] = "1"
             env["GAPSCOPE_BENCH_SPAWNED"] = repr(time.time())
             cp = subprocess.run(
                 [sys.executable, __file__, "--trace", str(path), "--size", size, "--repeats", "1"],

@@ -61,10 +61,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from gapscope.parsers.detect import EarlyLoad
 
-    early = EarlyLoad(path)  # its forked decoders run while the viewer's modules are imported
+    # its forked decoders run while the viewer's modules are imported; a large file's
+    # device lanes come first, drawn while the rest is read
+    early = EarlyLoad(path, preview=True)
     from gapscope.tui.factory import make_app
 
-    app = make_app(path, loader=early)
+    app = make_app(path, loader=early, preview=early.on_preview)
     rc = app.run()
     if app.error:
         print(error_line(app.error), file=sys.stderr)

@@ -285,8 +285,8 @@ def test_view_cmd_prints_error_line(monkeypatch, capsys, tmp_path):
 
     got: dict = {}
 
-    def make_app(p, loader):
-        got["loader"] = loader
+    def make_app(p, loader, preview):
+        got["loader"], got["preview"] = loader, preview
         return Stub()
 
     monkeypatch.setattr(factory, "make_app", make_app)
@@ -296,6 +296,7 @@ def test_view_cmd_prints_error_line(monkeypatch, capsys, tmp_path):
     assert view_cmd.main([str(f)]) == 2
     # the load was begun before the viewer was built: the app's loader is that load
     assert isinstance(got["loader"], EarlyLoad) and got["loader"].path == str(f)
+    assert got["preview"] == got["loader"].on_preview  # and its device preview is handed to the viewer
     assert capsys.readouterr().err == "gapscope: error: x.json:1:2: not JSON (hint)\n"
     missing = tmp_path / "missing.json"
     assert view_cmd.main([str(missing)]) == 2

@@ -43,6 +43,7 @@ class GapscopeApp(App):
         diagnosis=None,
         extra_screens: dict[str, Callable[[], Screen]] | None = None,
         on_ready: Callable[[GapscopeApp, TraceScreen], None] | None = None,
+        preview: Callable | None = None,
     ) -> None:
         super().__init__()
         no_colour(self)
@@ -55,6 +56,12 @@ class GapscopeApp(App):
         self.error: str | None = None
         self.cancelled = False
         self.trace_screen: TraceScreen | None = None
+        #: ``preview(callback)``: hands over the load's device preview (``LoadScreen``)
+        self.preview = preview
+        #: the device preview shown while the file is read, and a whole trace that came
+        #: while another screen covered it (``take_deferred_trace``)
+        self.preview_screen: TraceScreen | None = None
+        self._deferred: tuple | None = None
 
     def on_mount(self) -> None:
         for name, factory in self.extra_screens.items():
@@ -73,6 +80,8 @@ class GapscopeApp(App):
                     on_loaded=self.show_trace,
                     on_failed=self.fail,
                     on_cancel=self.cancel_load,
+                    preview=self.preview,
+                    on_preview=self.show_preview,
                 )
             )
 
@@ -95,11 +104,38 @@ class GapscopeApp(App):
                 close()
 
     # the load screen's callbacks (on the event loop, from its message handlers)
+    def show_preview(self, trace) -> None:
+        """Show the device preview ``trace`` over the loading screen, whose load goes
+        on (``show_trace`` replaces both with the whole trace)."""
+        if self.trace_screen is not None or self.preview_screen is not None or not isinstance(self.screen, LoadScreen):
+            return
+        from gapscope.parsers.detect import load_progress
+
+        self.preview_screen = TraceScreen(trace, reading=load_progress)
+        self.push_screen(self.preview_screen)
+
+    def take_deferred_trace(self) -> None:
+        """The whole trace that came while the preview was covered, shown now."""
+        if self._deferred is not None and self.screen is self.preview_screen:
+            args, self._deferred = self._deferred, None
+            self.show_trace(*args)
+
     def show_trace(self, trace, diagnosis=None, error: str | None = None) -> None:
-        """Replace the loading screen with the trace screen; without ``diagnosis`` (and
-        ``error``) the trace screen draws the lanes at once and diagnoses in a worker."""
+        """Replace the loading screen (and the preview over it) with the trace screen;
+        without ``diagnosis`` (and ``error``) the trace screen draws the lanes at once
+        and diagnoses in a worker. Over a preview covered by another screen (help,
+        warnings) it waits until the preview is back on top, and it opens at the
+        preview's view when the user had moved it."""
+        view = None
+        if self.preview_screen is not None:
+            if self.screen is not self.preview_screen:
+                self._deferred = (trace, diagnosis, error)
+                return
+            view = self.preview_screen.view_state()
+            self.preview_screen = None
+            self.pop_screen()
         pending = diagnosis is None and error is None and self.diagnose_fn is not None
-        screen = TraceScreen(trace, diagnosis, error, diagnose=self.diagnose_fn if pending else None)
+        screen = TraceScreen(trace, diagnosis, error, diagnose=self.diagnose_fn if pending else None, view=view)
         self.trace_screen = screen
         if isinstance(self.screen, LoadScreen):
             self.switch_screen(screen)

@@ -33,6 +33,7 @@ def make_app(
     extra_screens: dict | None = None,
     on_ready: Callable | None = None,
     keymap: dict[str, str] | None = None,
+    preview: Callable | None = None,
 ) -> GapscopeApp:
     """Build the app for ``source``: a trace path (loaded in a worker) or a ``Trace``.
 
@@ -43,7 +44,9 @@ def make_app(
     (tests inject slow or failing ones); ``extra_screens``: name → screen factory,
     installed on the app (hook for the exercise mode); ``on_ready(app, screen)``: called
     after the trace screen's first refresh (benchmarks time first paint with it);
-    ``keymap``: binding id → keys (e.g. ``{"gap.next": "n,j"}``), Textual's keymap.
+    ``keymap``: binding id → keys (e.g. ``{"gap.next": "n,j"}``), Textual's keymap;
+    ``preview(callback)``: hands over a device preview of the trace to draw while it
+    loads (``gapscope.parsers.detect.EarlyLoad.on_preview``).
     """
     if loader is None:
         from gapscope.parsers import load
@@ -54,7 +57,13 @@ def make_app(
     if isinstance(source, os.PathLike):
         source = str(Path(source))
     app = GapscopeApp(
-        source, loader=loader, diagnose=diagnose, diagnosis=diagnosis, extra_screens=extra_screens, on_ready=on_ready
+        source,
+        loader=loader,
+        diagnose=diagnose,
+        diagnosis=diagnosis,
+        extra_screens=extra_screens,
+        on_ready=on_ready,
+        preview=preview,
     )
     if keymap:
         app.set_keymap(keymap)

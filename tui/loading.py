@@ -65,7 +65,8 @@ class LoadScreen(Screen):
     ones); ``progress() -> float | None``: the share of the text decoded so far, polled
     for the bar (default ``gapscope.parsers.detect.load_progress``). The outcome goes
     to the app, on the event loop: ``on_loaded(trace)``, ``on_failed(error)`` (the
-    trace could not be loaded) or ``on_cancel()`` (Escape).
+    trace could not be loaded) or ``on_cancel()`` (Escape); before it, maybe
+    ``on_preview(trace)`` with the device preview that ``preview`` hands over.
     """
 
     BINDINGS = [Binding("escape", "cancel_load", "cancel", id="load.cancel")]
@@ -76,6 +77,11 @@ class LoadScreen(Screen):
     """
 
     class Loaded(Message):
+        def __init__(self, trace: Trace) -> None:
+            super().__init__()
+            self.trace = trace
+
+    class Preview(Message):
         def __init__(self, trace: Trace) -> None:
             super().__init__()
             self.trace = trace
@@ -94,6 +100,8 @@ class LoadScreen(Screen):
         on_failed: Callable[[str], None],
         on_cancel: Callable[[], None],
         progress: Callable[[], float | None] | None = None,
+        preview: Callable[[Callable[[Trace], None]], None] | None = None,
+        on_preview: Callable[[Trace], None] | None = None,
     ) -> None:
         super().__init__()
         from gapscope.parsers.detect import load_progress
@@ -107,6 +115,12 @@ class LoadScreen(Screen):
         self.on_loaded = on_loaded
         self.on_failed = on_failed
         self.on_cancel = on_cancel
+        #: ``preview(callback)`` hands the load's device preview over, from any
+        #: thread (``gapscope.parsers.detect.EarlyLoad.on_preview``); ``on_preview``
+        #: shows it while this screen's load goes on under it
+        self.preview = preview
+        self.on_preview = on_preview
+        self.loaded = False
         self.worker: Worker[None] | None = None
         self._t0 = time.monotonic()
         self._file_size_text = ""
@@ -143,6 +157,12 @@ class LoadScreen(Screen):
     def on_mount(self) -> None:
         self.worker = self._load()
         self.set_interval(0.25, self._tick)
+        if self.preview is not None and self.on_preview is not None:
+
+            def handed(trace: Trace) -> None:  # from the load's thread: post_message is thread-safe
+                self.post_message(self.Preview(trace))
+
+            self.preview(handed)
 
     def _tick(self) -> None:
         try:
@@ -185,7 +205,14 @@ class LoadScreen(Screen):
     def _loaded(self, message: Loaded) -> None:
         if self.worker is not None and self.worker.is_cancelled:
             return
+        self.loaded = True
         self.on_loaded(message.trace)
+
+    @on(Preview)
+    def _preview(self, message: Preview) -> None:
+        if self.loaded or self.on_preview is None or (self.worker is not None and self.worker.is_cancelled):
+            return
+        self.on_preview(message.trace)
 
     @on(Failed)
     def _failed(self, message: Failed) -> None:

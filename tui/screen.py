@@ -49,6 +49,12 @@ _KIND_LABEL = {k: k.name.lower().replace("_", " ") for k in Kind}
 #: What the status line says while the diagnosis runs, and what a gap key says then.
 PENDING_MESSAGE = "finding the idle gaps and their causes… (the lanes work meanwhile)"
 PENDING_KEY_MESSAGE = "still finding the gaps and their causes: a moment"
+#: What the status line of a device preview says, with the share of the file read.
+PREVIEW_MESSAGE = (
+    "device lanes only, read first: reading the rest of the file{share}; the CPU lanes, gaps and causes follow"
+)
+#: What a gap key says on a device preview.
+PREVIEW_KEY_MESSAGE = "the gaps and their causes come once the whole file is read{share}: a moment"
 #: What the status line says when no diagnosis came (the analysis is not there).
 NO_DIAGNOSIS_MESSAGE = "no diagnosis: the gaps and their causes cannot be shown"
 
@@ -88,7 +94,14 @@ class TraceScreen(Screen):
             self.error = error
 
     def __init__(
-        self, trace: Trace, diagnosis=None, error: str | None = None, diagnose: Callable | None = None
+        self,
+        trace: Trace,
+        diagnosis=None,
+        error: str | None = None,
+        diagnose: Callable | None = None,
+        *,
+        reading: Callable[[], float | None] | None = None,
+        view: tuple | None = None,
     ) -> None:
         super().__init__()
         self.trace = trace
@@ -97,8 +110,15 @@ class TraceScreen(Screen):
         self.nav: GapNavigator | None = None
         self._take_diagnosis(diagnosis)
         self.diagnose_fn = diagnose if diagnosis is None else None
-        #: the diagnosis worker has not delivered yet
-        self.diagnosing = self.diagnose_fn is not None
+        #: a device preview (``gapscope.parsers.chrome.loader.device_preview``) shown
+        #: while the whole file is read: ``reading()`` is the share read (None: not
+        #: known); the app replaces the screen with the whole trace's
+        self.reading = reading
+        #: (viewport, cursor_ns) to open at: those of the preview this
+        #: screen replaces, when the user had moved its view
+        self.initial_view = view
+        #: the diagnosis worker has not delivered yet (on a preview: it has not begun)
+        self.diagnosing = self.diagnose_fn is not None or reading is not None
         self.order_mode = TIME
         self.flows = FlowIndex(trace)
         self.search: NameSearch | None = None
@@ -139,18 +159,42 @@ class TraceScreen(Screen):
         lanes.focus()
         self._update_side()
         nw = len(self.trace.warnings)
-        if nw and not self.message:
+        if self.reading is not None:
+            self._say(self._reading_text(PREVIEW_MESSAGE))
+            self.set_interval(0.25, self._reading_tick)
+        elif nw and not self.message:
             # In the status line, not a toast: a toast would sit over the first card
             # for seconds, just when the user reads it; the header keeps the count.
             what = f"{nw} loader warning" + ("" if nw == 1 else "s")
             self._say(f"⚠ {what}: w lists them")
         elif self.diagnosing and not self.message:
             self._say(PENDING_MESSAGE)
-        if self.diagnosing:
+        if self.initial_view is not None:
+            lanes.open_at(*self.initial_view)
+        if self.diagnose_fn is not None:
             # at once, not after the first paint: measured, the paint is not slower
             # for it (numpy lets the thread run beside the event loop), the causes come
             # ~0.15 s sooner at 1M events (bench/tui.py --command)
             self._diagnose()
+
+    def _reading_text(self, template: str) -> str:
+        try:
+            share = self.reading() if self.reading is not None else None
+        except Exception:  # noqa: BLE001 - a progress figure is never worth a failed view
+            share = None
+        return template.format(share=f" ({int(100 * share)}%)" if share is not None else "")
+
+    def _reading_tick(self) -> None:
+        """The preview's status line follows the share read (unless another message
+        is shown: a key clears it, and the next tick brings it back)."""
+        if not self.message or self.message.startswith(PREVIEW_MESSAGE.split("{")[0]):
+            self._say(self._reading_text(PREVIEW_MESSAGE))
+
+    def view_state(self) -> tuple | None:
+        """(viewport, cursor_ns) when the user has moved the view from the fit of the
+        whole trace, else None: what a screen replacing this one opens at."""
+        lanes = self.lanes
+        return (lanes.viewport, lanes.cursor_ns) if lanes.view_moved else None
 
     @work(thread=True, exclusive=True, exit_on_error=False, name="diagnose", group="diagnose")
     def _diagnose(self) -> None:
@@ -206,10 +250,20 @@ class TraceScreen(Screen):
         return self.error or NO_DIAGNOSIS_MESSAGE
 
     def _waiting(self) -> bool:
-        """True (and says so) while the diagnosis runs."""
-        if self.diagnosing:
+        """True (and says so) while the diagnosis runs, or the file is still read."""
+        if self.reading is not None:
+            self._say(self._reading_text(PREVIEW_KEY_MESSAGE))
+        elif self.diagnosing:
             self._say(PENDING_KEY_MESSAGE)
         return self.diagnosing
+
+    def on_screen_resume(self) -> None:
+        """Back on top (a help or warnings screen closed): a whole trace that came
+        meanwhile replaces this preview now."""
+        if self.reading is not None:
+            take = getattr(self.app, "take_deferred_trace", None)
+            if take is not None:
+                self.call_later(take)
 
     def on_resize(self, event) -> None:
         narrow = self.size.width < NARROW_WIDTH

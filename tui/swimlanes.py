@@ -331,6 +331,20 @@ class Swimlanes(Widget, can_focus=True):
             self._update_count += 1
 
     # ------------------------------------------------------------ state ops
+    @property
+    def view_moved(self) -> bool:
+        """Whether the user has moved the time window (resizes then keep it)."""
+        return self._fitted
+
+    def open_at(self, vp: Viewport, cursor_ns: int) -> None:
+        """Before the first paint: show the time window ``vp`` (fitted to the
+        timeline's width when it is drawn) with the cursor at ``cursor_ns``, as if the
+        user had moved there (a preview's view, kept by the trace that replaces it)."""
+        self.viewport = vp
+        self.cursor_ns = int(cursor_ns)
+        self._fitted = True
+        self._changed()
+
     def set_viewport(self, vp: Viewport, *, clamp: bool = True) -> None:
         """Show the time window ``vp`` (at the timeline's width); ``clamp=False`` keeps
         it as given even where it reaches past the trace (the diff viewer aligns two

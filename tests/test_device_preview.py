@@ -268,10 +268,10 @@ def test_viewer_shows_the_preview_then_the_whole_trace_at_the_moved_view(split, 
             shown = app.screen
             assert isinstance(shown, TraceScreen) and shown.reading is not None
             assert [type(s) for s in app.screen_stack][-2:] == [LoadScreen, TraceScreen]
-            assert "device lanes only" in shown.message
+            assert shown.message.startswith("device lanes first; ")
             assert all(r.kind != "lane" or shown.trace.lanes[r.lane].is_gpu for r in shown.lanes.rows)
             await pilot.press("n")
-            assert "come once the whole file is read" in shown.message
+            assert shown.message.startswith("gaps and causes come with the whole file (")
             await pilot.press("plus", "plus")
             moved = shown.lanes.viewport
             release.set()
@@ -321,3 +321,20 @@ def test_whole_trace_waits_while_help_covers_the_preview(split, tmp_path):
             assert app.screen is app.trace_screen and app.screen.trace is full
 
     asyncio.run(run())
+
+
+@pytest.mark.parametrize(
+    ("share", "said"),
+    [
+        (0.45, "device lanes first; reading the rest 45%: CPU lanes, gaps and causes follow"),
+        (None, "device lanes first; reading the rest: CPU lanes, gaps and causes follow"),
+        (1.0, "device lanes first; building the whole trace: CPU lanes, gaps and causes follow"),
+    ],
+)
+def test_preview_status_says_how_far_the_whole_file_is(share, said):
+    from gapscope.tui.screen import PREVIEW_MESSAGE, TraceScreen
+    from tests.test_tui_app import small_trace
+
+    screen = TraceScreen(small_trace(), reading=lambda: share)
+    assert screen._reading_text(PREVIEW_MESSAGE) == said
+    assert screen.diagnosing and screen.diagnose_fn is None  # gap keys wait; nothing is diagnosed

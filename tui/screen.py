@@ -49,12 +49,13 @@ _KIND_LABEL = {k: k.name.lower().replace("_", " ") for k in Kind}
 #: What the status line says while the diagnosis runs, and what a gap key says then.
 PENDING_MESSAGE = "finding the idle gaps and their causes… (the lanes work meanwhile)"
 PENDING_KEY_MESSAGE = "still finding the gaps and their causes: a moment"
-#: What the status line of a device preview says, with the share of the file read.
-PREVIEW_MESSAGE = (
-    "device lanes only, read first: reading the rest of the file{share}; the CPU lanes, gaps and causes follow"
-)
+#: What the status line of a device preview says ({reading}: how far the rest of the
+#: file is: ``READING_RATE`` or ``READING_BUILT``).
+PREVIEW_MESSAGE = "device lanes first; {reading}: CPU lanes, gaps and causes follow"
 #: What a gap key says on a device preview.
-PREVIEW_KEY_MESSAGE = "the gaps and their causes come once the whole file is read{share}: a moment"
+PREVIEW_KEY_MESSAGE = "gaps and causes come with the whole file ({reading}): a moment"
+READING_RATE = "reading the rest{share}"
+READING_BUILT = "building the whole trace"
 #: What the status line says when no diagnosis came (the analysis is not there).
 NO_DIAGNOSIS_MESSAGE = "no diagnosis: the gaps and their causes cannot be shown"
 
@@ -178,15 +179,21 @@ class TraceScreen(Screen):
             self._diagnose()
 
     def _reading_text(self, template: str) -> str:
+        """``template`` with how far the load of the whole file is: the share of its
+        text decoded, or that the trace is being built from the decoded parts."""
         try:
             share = self.reading() if self.reading is not None else None
         except Exception:  # noqa: BLE001 - a progress figure is never worth a failed view
             share = None
-        return template.format(share=f" ({int(100 * share)}%)" if share is not None else "")
+        if share is not None and share >= 1.0:
+            reading = READING_BUILT
+        else:
+            reading = READING_RATE.format(share=f" {int(100 * share)}%" if share is not None else "")
+        return template.format(reading=reading)
 
     def _reading_tick(self) -> None:
-        """The preview's status line follows the share read (unless another message
-        is shown: a key clears it, and the next tick brings it back)."""
+        """The preview's status line follows the load (unless another message is
+        shown: a key clears it, and the next tick brings it back)."""
         if not self.message or self.message.startswith(PREVIEW_MESSAGE.split("{")[0]):
             self._say(self._reading_text(PREVIEW_MESSAGE))
 

@@ -574,6 +574,8 @@ class EarlyLoad:
         except BaseException as exc:  # noqa: BLE001 - handed to whoever calls the object
             self._box["error"] = exc
         finally:
+            with self._lock:
+                self._preview = None  # the whole trace is there: the preview's memory goes
             self._done.set()
 
     def _got_preview(self, trace: Trace) -> None:

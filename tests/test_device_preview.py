@@ -236,6 +236,15 @@ def test_early_load_hands_the_preview_to_whoever_asks(split, tmp_path):
     assert late == []
 
 
+async def _until(pilot, cond, seconds: float = 20.0) -> None:
+    """Pause the app until ``cond()`` holds (at most ``seconds``)."""
+    for _ in range(int(seconds / 0.02)):
+        if cond():
+            return
+        await pilot.pause(0.02)
+    assert cond()
+
+
 def _preview_app(full: Trace, preview: Trace):
     """An app whose load waits for ``release`` and whose preview comes at once."""
     from gapscope.tui.factory import make_app
@@ -261,10 +270,7 @@ def test_viewer_shows_the_preview_then_the_whole_trace_at_the_moved_view(split, 
 
     async def run():
         async with app.run_test(size=(120, 40)) as pilot:
-            for _ in range(100):
-                await pilot.pause(0.02)
-                if isinstance(app.screen, TraceScreen):
-                    break
+            await _until(pilot, lambda: isinstance(app.screen, TraceScreen))
             shown = app.screen
             assert isinstance(shown, TraceScreen) and shown.reading is not None
             assert [type(s) for s in app.screen_stack][-2:] == [LoadScreen, TraceScreen]
@@ -275,10 +281,7 @@ def test_viewer_shows_the_preview_then_the_whole_trace_at_the_moved_view(split, 
             await pilot.press("plus", "plus")
             moved = shown.lanes.viewport
             release.set()
-            for _ in range(200):
-                await pilot.pause(0.02)
-                if app.screen is not shown and isinstance(app.screen, TraceScreen):
-                    break
+            await _until(pilot, lambda: app.screen is not shown and isinstance(app.screen, TraceScreen))
             screen = app.screen
             assert screen is app.trace_screen and screen.trace is full and screen.reading is None
             assert not any(isinstance(s, LoadScreen) for s in app.screen_stack)
@@ -300,24 +303,18 @@ def test_whole_trace_waits_while_help_covers_the_preview(split, tmp_path):
 
     async def run():
         async with app.run_test(size=(120, 40)) as pilot:
-            for _ in range(100):
-                await pilot.pause(0.02)
-                if isinstance(app.screen, TraceScreen):
-                    break
+            await _until(pilot, lambda: isinstance(app.screen, TraceScreen))
             shown = app.screen
             await pilot.press("question_mark")
             await pilot.pause()
             helper = app.screen
             assert helper is not shown
             release.set()
-            for _ in range(25):
-                await pilot.pause(0.02)
-            assert app.screen is helper and app.trace_screen is None  # not snatched away
+            await _until(pilot, lambda: app._deferred is not None)  # the whole trace came meanwhile
+            await pilot.pause()
+            assert app.screen is helper and app.trace_screen is None  # and waits: the help is not snatched away
             await pilot.press("escape")
-            for _ in range(100):
-                await pilot.pause(0.02)
-                if app.trace_screen is not None and app.screen is app.trace_screen:
-                    break
+            await _until(pilot, lambda: app.trace_screen is not None and app.screen is app.trace_screen)
             assert app.screen is app.trace_screen and app.screen.trace is full
 
     asyncio.run(run())
@@ -338,3 +335,72 @@ def test_preview_status_says_how_far_the_whole_file_is(share, said):
     screen = TraceScreen(small_trace(), reading=lambda: share)
     assert screen._reading_text(PREVIEW_MESSAGE) == said
     assert screen.diagnosing and screen.diagnose_fn is None  # gap keys wait; nothing is diagnosed
+
+
+def test_an_object_ending_before_its_cat_key_gives_no_preview_and_no_hang():
+    """Damaged text where the walk back to the ``{`` pairs quotes otherwise than the
+    forward read (the attacker's reproducer): it looped for ever, the GIL released."""
+    import subprocess
+    import sys
+
+    code = (
+        "from gapscope.parsers.chrome.loader import device_preview_text;"
+        'print(device_preview_text(b\'[{"a":"\\\\""}""cat":"kernel"]\'))'
+    )
+    cp_ = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert cp_.stdout.strip() == "None", cp_.stderr
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        [
+            {"ph": "B", "cat": "kernel", "name": "b", "pid": 0, "tid": 7, "ts": 1},
+            {"ph": "E", "pid": 0, "tid": 7, "ts": 5},
+        ],
+        [
+            {**_cpu(0, 9), "pid": "CUDA functions", "tid": 0},
+            {**_x("kernel", 2, 3), "pid": "CUDA functions", "tid": 0},
+        ],
+    ],
+    ids=["begin_end_slices", "legacy_export"],
+)
+def test_what_other_events_decide_gives_no_preview(events):
+    """A device ``B`` slice ends at an ``E`` without a category; in a legacy export the
+    lane decides what an event is: the whole file decides both."""
+    assert preview_of(json.dumps(events).encode()) is None
+
+
+#: An event-shaped object in an array in a CPU op's args: taken for an event (the
+#: search cannot tell it from an element of the events array without reading it all).
+NESTED = (
+    b'[{"ph":"X","name":"c","pid":1,"tid":1,"ts":0,"dur":9,"args":{"l":[{},{"cat":"kernel","ph":"X",'
+    b'"name":"fake","pid":0,"tid":7,"ts":3,"dur":1}]},"cat":"cpu_op"},'
+    b'{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":10,"dur":2}]'
+)
+
+
+def test_a_preview_that_differs_is_told_apart():
+    from gapscope.tui.app import same_device_lanes
+
+    got, full = preview_of(NESTED), load_chrome(NESTED, "t.json")
+    assert got is not None and device_ops(got)[("0", "7")][5] == ["fake", "k"]
+    assert device_ops(full)[("0", "7")][5] == ["k"]
+    assert not same_device_lanes(got, full)
+    assert same_device_lanes(preview_of(_doc(AWKWARD["names"])), load_chrome(_doc(AWKWARD["names"]), "t.json"))
+
+
+def test_viewer_says_when_the_preview_differed():
+    from gapscope.tui.app import PREVIEW_DIFFERED
+    from gapscope.tui.screen import TraceScreen
+
+    app, release = _preview_app(load_chrome(NESTED, "t.json"), preview_of(NESTED))
+
+    async def run():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await _until(pilot, lambda: isinstance(app.screen, TraceScreen))
+            release.set()
+            await _until(pilot, lambda: app.trace_screen is not None and app.screen is app.trace_screen)
+            assert app.screen.message == PREVIEW_DIFFERED
+
+    asyncio.run(run())

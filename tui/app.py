@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+import numpy as np
 from textual import events
 from textual.app import App, SystemCommand
 from textual.screen import Screen
@@ -18,7 +19,32 @@ from gapscope.tui.colour import no_colour
 from gapscope.tui.loading import LoadScreen
 from gapscope.tui.screen import TraceScreen
 
-__all__ = ["GapscopeApp"]
+__all__ = ["GapscopeApp", "same_device_lanes", "PREVIEW_DIFFERED"]
+
+#: What the trace screen says when the device preview it replaces was not the whole
+#: trace's device lanes (``gapscope.parsers.chrome.loader.device_preview`` says when).
+PREVIEW_DIFFERED = "the lanes drawn first differed from the whole file: these are the whole file's"
+
+
+def same_device_lanes(a, b) -> bool:
+    """Whether traces ``a`` and ``b`` have the same device lanes (by pid and tid, with
+    their device and stream) holding ops of the same starts and lengths (int64 ns)."""
+
+    def lanes(t) -> dict:
+        return {(ln.pid, ln.tid): ln for ln in t.lanes if ln.is_gpu}
+
+    la, lb = lanes(a), lanes(b)
+    if la.keys() != lb.keys():
+        return False
+    for key, x in la.items():
+        y = lb[key]
+        if (x.device, x.stream) != (y.device, y.stream):
+            return False
+        xs = slice(int(a.lane_offsets[x.index]), int(a.lane_offsets[x.index + 1]))
+        ys = slice(int(b.lane_offsets[y.index]), int(b.lane_offsets[y.index + 1]))
+        if not (np.array_equal(a.start_ns[xs], b.start_ns[ys]) and np.array_equal(a.dur_ns[xs], b.dur_ns[ys])):
+            return False
+    return True
 
 
 class GapscopeApp(App):
@@ -126,16 +152,20 @@ class GapscopeApp(App):
         and diagnoses in a worker. Over a preview covered by another screen (help,
         warnings) it waits until the preview is back on top, and it opens at the
         preview's view when the user had moved it."""
-        view = None
+        view = notice = None
         if self.preview_screen is not None:
             if self.screen is not self.preview_screen:
                 self._deferred = (trace, diagnosis, error)
                 return
             view = self.preview_screen.view_state()
+            if not same_device_lanes(self.preview_screen.trace, trace):
+                notice = PREVIEW_DIFFERED
             self.preview_screen = None
             self.pop_screen()
         pending = diagnosis is None and error is None and self.diagnose_fn is not None
-        screen = TraceScreen(trace, diagnosis, error, diagnose=self.diagnose_fn if pending else None, view=view)
+        screen = TraceScreen(
+            trace, diagnosis, error, diagnose=self.diagnose_fn if pending else None, view=view, notice=notice
+        )
         self.trace_screen = screen
         if isinstance(self.screen, LoadScreen):
             self.switch_screen(screen)

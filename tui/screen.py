@@ -103,6 +103,7 @@ class TraceScreen(Screen):
         *,
         reading: Callable[[], float | None] | None = None,
         view: tuple | None = None,
+        notice: str | None = None,
     ) -> None:
         super().__init__()
         self.trace = trace
@@ -118,6 +119,8 @@ class TraceScreen(Screen):
         #: (viewport, cursor_ns) to open at: those of the preview this
         #: screen replaces, when the user had moved its view
         self.initial_view = view
+        #: said in the status line on opening, before anything else
+        self.notice = notice
         #: the diagnosis worker has not delivered yet (on a preview: it has not begun)
         self.diagnosing = self.diagnose_fn is not None or reading is not None
         self.order_mode = TIME
@@ -163,6 +166,8 @@ class TraceScreen(Screen):
         if self.reading is not None:
             self._say(self._reading_text(PREVIEW_MESSAGE))
             self.set_interval(0.25, self._reading_tick)
+        elif self.notice:
+            self._say(self.notice)
         elif nw and not self.message:
             # In the status line, not a toast: a toast would sit over the first card
             # for seconds, just when the user reads it; the header keeps the count.

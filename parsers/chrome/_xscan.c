@@ -1202,7 +1202,7 @@ static PyObject *device_events(PyObject *self, PyObject *args) {
             break;
         }
         P c = {base, o, hi};
-        if (skip(&c, 1)) {
+        if (skip(&c, 1) || c.p <= q) { /* an object that ends before its key: damaged text */
             ok = 0;
             break;
         }

@@ -802,11 +802,19 @@ def device_preview_text(data: Text | mmap.mmap) -> tuple[memoryview | bytes, boo
 
 def device_preview(doc: memoryview | bytes, raw_ts: bool, header: dict[str, Any], path: str) -> Trace | None:
     """The ``Trace`` of ``device_preview_text``'s events of the file ``path``, loaded
-    as a document of those events alone: its device lanes and their ops are those of
-    the whole file's trace; it has no CPU lanes and no launch links, no source lines
-    and no warnings (those of the whole trace are the file's), and ``args_of`` reads
-    ``doc``. None when the events
-    do not load (never raises on bad text)."""
+    as a document of those events alone, for a viewer to draw while the whole file is
+    read. It has no CPU lanes and no launch links, no source lines and no warnings
+    (those of the whole trace are the file's), and ``args_of`` reads ``doc``.
+
+    Its device lanes and their ops are the whole trace's where the device-category
+    ``X`` events decide them, as in what torch.profiler writes (every corpus trace
+    with device events: ``tests/test_device_preview.py``). Where other events have a
+    say they can differ: an event of another category on a stream, GPU ops on a CPU
+    thread (split off there), times judged absurd against the whole trace, an
+    event-shaped object in an array in ``args``, a damaged text. A viewer says so when
+    the whole trace comes (``gapscope.tui.app``). None for a legacy export or device
+    slices of other phases (the whole file decides those), or when the events do not
+    load; never raises on bad text."""
     list_decoder, x_class = _DECODERS[raw_ts]
     was = gc.isenabled()
     gc.disable()
@@ -815,6 +823,8 @@ def device_preview(doc: memoryview | bytes, raw_ts: bool, header: dict[str, Any]
         if scanned is None:
             return None
         ec, flows, others = scanned
+        if ec.legacy or bool((ec.code != PH_X).any()):
+            return None  # a legacy export's lanes, or slices whose ends other events give: the whole file decides
         # an excerpt's text is only sliced (args, exact times), never counted for lines
         text = EventText(typing.cast(Text, doc), 0, int(ec.code.size))
         events = JoinedEvents(

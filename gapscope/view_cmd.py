@@ -9,6 +9,7 @@ are printed in the same form after the UI closes.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 __all__ = ["main", "diff_main"]
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # its forked decoders run while the viewer's modules are imported; a large file's
     # device lanes come first, drawn while the rest is read
-    early = EarlyLoad(path, preview=True)
+    early = EarlyLoad(path, preview=os.environ.get("GAPSCOPE_NO_PREVIEW", "") != "1")
     from gapscope.tui.factory import make_app
 
     app = make_app(path, loader=early, preview=early.on_preview)

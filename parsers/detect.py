@@ -552,8 +552,8 @@ class EarlyLoad:
     diagnosis would take the interpreter from the imports. Abandoning the object (a
     cancelled load) leaves the thread to finish or die with the process.
 
-    ``preview=True``: the load makes a device preview when it can (``load``'s
-    ``preview``); ``on_preview(callback)`` hands it over."""
+    ``preview=True`` (``preview_wanted``): the load makes a device preview when it can
+    (``load``'s ``preview``); ``on_preview(callback)`` hands it over."""
 
     def __init__(self, path: str | os.PathLike, preview: bool = False) -> None:
         import threading
@@ -564,13 +564,13 @@ class EarlyLoad:
         self._lock = threading.Lock()
         self._preview: Trace | None = None
         self._on_preview: Callable[[Trace], None] | None = None
-        self._want_preview = preview
+        self.preview_wanted = preview
         self._thread = threading.Thread(target=self._run, name="gapscope-early-load", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         try:
-            self._box["trace"] = load(self.path, self._got_preview if self._want_preview else None)
+            self._box["trace"] = load(self.path, self._got_preview if self.preview_wanted else None)
         except BaseException as exc:  # noqa: BLE001 - handed to whoever calls the object
             self._box["error"] = exc
         finally:

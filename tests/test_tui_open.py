@@ -297,7 +297,12 @@ def test_view_cmd_prints_error_line(monkeypatch, capsys, tmp_path):
     # the load was begun before the viewer was built: the app's loader is that load
     assert isinstance(got["loader"], EarlyLoad) and got["loader"].path == str(f)
     assert got["preview"] == got["loader"].on_preview  # and its device preview is handed to the viewer
+    assert got["loader"].preview_wanted
     assert capsys.readouterr().err == "gapscope: error: x.json:1:2: not JSON (hint)\n"
+    monkeypatch.setenv("GAPSCOPE_NO_PREVIEW", "1")  # causes first: no device preview
+    view_cmd.main([str(f)])
+    assert not got["loader"].preview_wanted
+    capsys.readouterr()
     missing = tmp_path / "missing.json"
     assert view_cmd.main([str(missing)]) == 2
     assert capsys.readouterr().err == f"gapscope: error: {missing}: cannot read: No such file or directory\n"

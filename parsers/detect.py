@@ -576,6 +576,7 @@ class EarlyLoad:
         finally:
             with self._lock:
                 self._preview = None  # the whole trace is there: the preview's memory goes
+                self._on_preview = None  # and whatever the callback holds (a screen)
             self._done.set()
 
     def _got_preview(self, trace: Trace) -> None:

@@ -381,13 +381,13 @@ NESTED = (
 
 
 def test_a_preview_that_differs_is_told_apart():
-    from gapscope.tui.app import same_device_lanes
+    from gapscope.parsers.model import same_device_ops
 
     got, full = preview_of(NESTED), load_chrome(NESTED, "t.json")
     assert got is not None and device_ops(got)[("0", "7")][5] == ["fake", "k"]
     assert device_ops(full)[("0", "7")][5] == ["k"]
-    assert not same_device_lanes(got, full)
-    assert same_device_lanes(preview_of(_doc(AWKWARD["names"])), load_chrome(_doc(AWKWARD["names"]), "t.json"))
+    assert not same_device_ops(got, full)
+    assert same_device_ops(preview_of(_doc(AWKWARD["names"])), load_chrome(_doc(AWKWARD["names"]), "t.json"))
 
 
 def test_viewer_says_when_the_preview_differed():
@@ -401,6 +401,99 @@ def test_viewer_says_when_the_preview_differed():
             await _until(pilot, lambda: isinstance(app.screen, TraceScreen))
             release.set()
             await _until(pilot, lambda: app.trace_screen is not None and app.screen is app.trace_screen)
+            await _until(pilot, lambda: app.screen.is_mounted and app.screen.message != "")
             assert app.screen.message == PREVIEW_DIFFERED
+
+    asyncio.run(run())
+
+
+class _Handover:
+    """A preview source that hands its trace over once and keeps no reference to it
+    (as ``EarlyLoad`` drops its own), and says when it has."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace: Trace | None = trace
+        self.handed = threading.Event()
+
+    def __call__(self, callback) -> None:
+        trace, self.trace = self.trace, None
+        callback(trace)
+        self.handed.set()
+
+
+def test_whole_trace_right_after_the_preview_before_its_screen_is_up(split, tmp_path):
+    """The load ending just after the preview was posted (before the preview screen
+    was composed) once crashed the viewer (its view was asked of unmounted lanes)."""
+    from gapscope.tui.factory import make_app
+
+    path = _big(tmp_path)
+    got: list[Trace] = []
+    full = load(path, preview=got.append)
+    for _ in range(3):
+        source = _Handover(got[0])
+        app = make_app("big.json", loader=lambda p, s=source: (s.handed.wait(30), full)[1], preview=source)
+
+        async def run(app=app):
+            async with app.run_test(size=(120, 40)) as pilot:
+                await _until(pilot, lambda: app.trace_screen is not None and app.screen is app.trace_screen)
+                await pilot.pause()
+                assert app.screen.trace is full and app.preview_screen is None
+
+        asyncio.run(run())
+
+
+def test_the_preview_is_freed_once_replaced(split, tmp_path):
+    """The whole trace's diagnosis freezes what is alive into the permanent GC
+    generation; the preview it replaced, garbage held by its widgets' cycles, must be
+    collected first."""
+    import gc
+    import weakref
+
+    from gapscope.tui.factory import make_app
+    from gapscope.tui.screen import TraceScreen
+
+    path = _big(tmp_path)
+    got: list[Trace] = []
+    full = load(path, preview=got.append)
+    source = _Handover(got.pop())
+    gone = weakref.ref(source.trace)
+    release = threading.Event()
+    app = make_app("big.json", loader=lambda p: (release.wait(30), full)[1], preview=source)
+
+    async def run():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await _until(pilot, lambda: isinstance(app.screen, TraceScreen))
+            release.set()
+            await _until(pilot, lambda: app.trace_screen is not None and not app.trace_screen.diagnosing)
+            await pilot.pause()
+            assert gone() is None
+
+    try:
+        asyncio.run(run())
+    finally:
+        gc.unfreeze()
+
+
+def test_an_open_prompt_on_the_preview_holds_the_whole_trace_back(split, tmp_path):
+    from gapscope.tui.screen import TraceScreen
+
+    path = _big(tmp_path)
+    got: list[Trace] = []
+    full = load(path, preview=got.append)
+    app, release = _preview_app(full, got[0])
+
+    async def run():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await _until(pilot, lambda: isinstance(app.screen, TraceScreen))
+            shown = app.screen
+            await pilot.press("slash", "k")
+            assert shown.prompt_open
+            release.set()
+            await _until(pilot, lambda: app._deferred is not None)
+            await pilot.pause()
+            assert app.screen is shown and app.trace_screen is None  # the typed text is not thrown away
+            await pilot.press("escape")
+            await _until(pilot, lambda: app.trace_screen is not None and app.screen is app.trace_screen)
+            assert app.screen.trace is full
 
     asyncio.run(run())

@@ -9,42 +9,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-import numpy as np
 from textual import events
 from textual.app import App, SystemCommand
 from textual.screen import Screen
 from textual.widgets import Input
 
+from gapscope.parsers.model import same_device_ops
 from gapscope.tui.colour import no_colour
 from gapscope.tui.loading import LoadScreen
 from gapscope.tui.screen import TraceScreen
 
-__all__ = ["GapscopeApp", "same_device_lanes", "PREVIEW_DIFFERED"]
+__all__ = ["GapscopeApp", "PREVIEW_DIFFERED"]
 
 #: What the trace screen says when the device preview it replaces was not the whole
 #: trace's device lanes (``gapscope.parsers.chrome.loader.device_preview`` says when).
 PREVIEW_DIFFERED = "the lanes drawn first differed from the whole file: these are the whole file's"
-
-
-def same_device_lanes(a, b) -> bool:
-    """Whether traces ``a`` and ``b`` have the same device lanes (by pid and tid, with
-    their device and stream) holding ops of the same starts and lengths (int64 ns)."""
-
-    def lanes(t) -> dict:
-        return {(ln.pid, ln.tid): ln for ln in t.lanes if ln.is_gpu}
-
-    la, lb = lanes(a), lanes(b)
-    if la.keys() != lb.keys():
-        return False
-    for key, x in la.items():
-        y = lb[key]
-        if (x.device, x.stream) != (y.device, y.stream):
-            return False
-        xs = slice(int(a.lane_offsets[x.index]), int(a.lane_offsets[x.index + 1]))
-        ys = slice(int(b.lane_offsets[y.index]), int(b.lane_offsets[y.index + 1]))
-        if not (np.array_equal(a.start_ns[xs], b.start_ns[ys]) and np.array_equal(a.dur_ns[xs], b.dur_ns[ys])):
-            return False
-    return True
 
 
 class GapscopeApp(App):
@@ -142,7 +121,8 @@ class GapscopeApp(App):
 
     def take_deferred_trace(self) -> None:
         """The whole trace that came while the preview was covered, shown now."""
-        if self._deferred is not None and self.screen is self.preview_screen:
+        shown = self.preview_screen
+        if self._deferred is not None and self.screen is shown and shown is not None and not shown.prompt_open:
             args, self._deferred = self._deferred, None
             self.show_trace(*args)
 
@@ -153,18 +133,25 @@ class GapscopeApp(App):
         warnings) it waits until the preview is back on top, and it opens at the
         preview's view when the user had moved it."""
         view = notice = None
+        replacing = self.preview_screen is not None
         if self.preview_screen is not None:
-            if self.screen is not self.preview_screen:
-                self._deferred = (trace, diagnosis, error)
+            if self.screen is not self.preview_screen or self.preview_screen.prompt_open:
+                self._deferred = (trace, diagnosis, error)  # until it is back on top, its prompt closed
                 return
             view = self.preview_screen.view_state()
-            if not same_device_lanes(self.preview_screen.trace, trace):
+            if not same_device_ops(self.preview_screen.trace, trace):
                 notice = PREVIEW_DIFFERED
             self.preview_screen = None
             self.pop_screen()
         pending = diagnosis is None and error is None and self.diagnose_fn is not None
         screen = TraceScreen(
-            trace, diagnosis, error, diagnose=self.diagnose_fn if pending else None, view=view, notice=notice
+            trace,
+            diagnosis,
+            error,
+            diagnose=self.diagnose_fn if pending else None,
+            view=view,
+            notice=notice,
+            replaces_preview=replacing,
         )
         self.trace_screen = screen
         if isinstance(self.screen, LoadScreen):

@@ -33,6 +33,7 @@ from gapscope.tui.navigation import SIZE, TIME, FlowIndex, GapNavigator, NameSea
 from gapscope.tui.panel import DetailLine, GapPanel
 from gapscope.tui.ruler import parse_time_ns
 from gapscope.tui.swimlanes import Swimlanes
+from gapscope.tui.viewmodel import Viewport
 from gapscope.tui.what_if import next_mark, projection_text
 from gapscope.units import fmt_delta, fmt_dur, fmt_offset
 
@@ -102,8 +103,9 @@ class TraceScreen(Screen):
         diagnose: Callable | None = None,
         *,
         reading: Callable[[], float | None] | None = None,
-        view: tuple | None = None,
+        view: tuple[Viewport, int] | None = None,
         notice: str | None = None,
+        replaces_preview: bool = False,
     ) -> None:
         super().__init__()
         self.trace = trace
@@ -121,6 +123,8 @@ class TraceScreen(Screen):
         self.initial_view = view
         #: said in the status line on opening, before anything else
         self.notice = notice
+        #: this screen replaced a device preview (``gapscope.tui.app.GapscopeApp``)
+        self.replaces_preview = replaces_preview
         #: the diagnosis worker has not delivered yet (on a preview: it has not begun)
         self.diagnosing = self.diagnose_fn is not None or reading is not None
         self.order_mode = TIME
@@ -202,10 +206,13 @@ class TraceScreen(Screen):
         if not self.message or self.message.startswith(PREVIEW_MESSAGE.split("{")[0]):
             self._say(self._reading_text(PREVIEW_MESSAGE))
 
-    def view_state(self) -> tuple | None:
+    def view_state(self) -> tuple[Viewport, int] | None:
         """(viewport, cursor_ns) when the user has moved the view from the fit of the
         whole trace, else None: what a screen replacing this one opens at."""
-        lanes = self.lanes
+        try:
+            lanes = self.lanes
+        except NoMatches:  # not composed yet: nobody has moved its view
+            return None
         return (lanes.viewport, lanes.cursor_ns) if lanes.view_moved else None
 
     @work(thread=True, exclusive=True, exit_on_error=False, name="diagnose", group="diagnose")
@@ -223,7 +230,11 @@ class TraceScreen(Screen):
         if worker.is_cancelled:
             return
         # Everything loaded lives as long as the app: keep it out of the cyclic GC's
-        # scans, so per-frame allocations do not trigger full-heap collections.
+        # scans, so per-frame allocations do not trigger full-heap collections. A
+        # preview this screen replaced is garbage held by cycles (its widgets): collect
+        # it first, or the freeze would keep its trace for good.
+        if self.replaces_preview:
+            gc.collect()
         gc.freeze()
         self.post_message(self.Diagnosed(diagnosis, error))
 
@@ -633,6 +644,8 @@ class TraceScreen(Screen):
         self.remove_class("-prompt")
         self.set_focus(self.lanes)  # now: keys already queued go to the lanes
         self.refresh_bindings()
+        if self.reading is not None:  # a whole trace held back while the prompt was open
+            self.on_screen_resume()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """While the ``g`` or ``/`` prompt is open the screen's keys are off and out of
@@ -640,6 +653,11 @@ class TraceScreen(Screen):
         if self.has_class("-prompt"):
             return False
         return True
+
+    @property
+    def prompt_open(self) -> bool:
+        """Whether the ``g`` or ``/`` prompt is open (the user is typing)."""
+        return self.has_class("-prompt")
 
     def key_escape(self) -> None:
         if self.has_class("-prompt"):

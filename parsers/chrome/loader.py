@@ -155,7 +155,8 @@ def load_chrome_file(
     decode, open, instead of the file at ``path`` (an inflated ``.gz``; ``path`` names
     it in warnings). ``preview(trace)``: called, in this thread, with the
     ``device_preview`` of a file of ``PREVIEW_MIN_BYTES`` or more while the children
-    decode it (they yield the CPU to it: ``PREVIEW_NICE``), when one can be made.
+    decode it (they yield the CPU to it: ``PREVIEW_NICE``, on a machine with cores to
+    spare), when one can be made.
     Returns the trace and the map of the text it was decoded from (for the trace
     cache)."""
     want = preview is not None and fastscan.available() and _size_of(path, fd) >= PREVIEW_MIN_BYTES
@@ -166,7 +167,7 @@ def load_chrome_file(
         _DECODERS,
         limit_bytes,
         fd=fd,
-        nice=PREVIEW_NICE if want else 0,
+        nice=PREVIEW_NICE if want and _cores_to_spare() else 0,
     )
     if parts is None:
         return None
@@ -175,6 +176,9 @@ def load_chrome_file(
             _preview(parts, path, preview)
         except Exception:  # noqa: BLE001 - a preview is never worth the load; the children go on
             pass
+        except BaseException:  # an interrupt: the children go with it
+            parts.close()
+            raise
     was = gc.isenabled()
     gc.disable()
     try:
@@ -766,14 +770,28 @@ DEVICE_CATS = tuple(
 #: Files this large get a device preview when one is asked for (smaller ones load in
 #: well under a second whole).
 PREVIEW_MIN_BYTES = 64 << 20
-#: Added niceness of the decoders when a preview is made: on a machine with as many
-#: cores as decoders, the preview and the viewer's start-up get the CPU first
-#: (measured at 1M events on 2 cores: 0 gave no earlier paint; 5 and 10 the same paint).
+#: Added niceness of the decoders when a preview is made on a machine with cores to
+#: spare (``_cores_to_spare``): with as many cores as decoders, the preview and the
+#: viewer's start-up get the CPU first (at 1M events on 2 cores: 0 gave no earlier
+#: paint, 5 and 10 the same one).
 PREVIEW_NICE = 5
 #: The preview is given up (its child killed) after this many seconds plus one per
-#: this many bytes of the file: a later one would come too near the whole trace.
+#: this many bytes of the file, and after ``PREVIEW_MAX_WAIT_S`` at most: a later one
+#: would come too near the whole trace, which waits for it.
 PREVIEW_WAIT_S = 1.0
 PREVIEW_BYTES_PER_S = 100 << 20
+PREVIEW_MAX_WAIT_S = 10.0
+
+
+def _cores_to_spare() -> bool:
+    """Whether the machine's load (1-minute average) is below its CPU count: only then
+    are the decoders niced for a preview. On a busy machine (a training job on the
+    node) niced decoders would get a fraction of their share for the whole load,
+    since a process cannot take back a niceness it gave."""
+    try:
+        return os.getloadavg()[0] < (os.cpu_count() or 1)
+    except OSError:
+        return False
 
 
 def device_preview_text(data: Text | mmap.mmap) -> tuple[memoryview | bytes, bool, dict[str, Any]] | None:
@@ -854,7 +872,7 @@ def _preview(parts: chrome_parallel.FileParts, path: str, preview: Callable[[Tra
         doc, raw_ts, header = got
         return pickle.PickleBuffer(doc), raw_ts, header  # out of band: no copy into the pickle
 
-    timeout_s = PREVIEW_WAIT_S + parts.size / PREVIEW_BYTES_PER_S  # later, it would not be worth it
+    timeout_s = min(PREVIEW_MAX_WAIT_S, PREVIEW_WAIT_S + parts.size / PREVIEW_BYTES_PER_S)
     got = chrome_parallel.run_in_child(work, parts.size + (1 << 20), timeout_s, copy=False)
     if not isinstance(got, tuple):
         return

@@ -7,6 +7,10 @@ Build it with ``gapscope.tui.factory.make_app`` (one factory for the CLI, tests 
 
 from __future__ import annotations
 
+import asyncio
+import gc
+import time
+import weakref
 from collections.abc import Callable, Iterable
 
 from textual import events
@@ -23,6 +27,8 @@ __all__ = ["GapscopeApp", "PREVIEW_DIFFERED"]
 
 #: What the trace screen says when the device preview it replaces was not the whole
 #: trace's device lanes (``gapscope.parsers.chrome.loader.device_preview`` says when).
+#: Longest wait (s) for a replaced preview screen to be let go of and collected.
+FORGET_PREVIEW_S = 2.0
 PREVIEW_DIFFERED = "the lanes drawn first differed from the whole file: these are the whole file's"
 
 
@@ -141,8 +147,9 @@ class GapscopeApp(App):
             view = self.preview_screen.view_state()
             if not same_device_ops(self.preview_screen.trace, trace):
                 notice = PREVIEW_DIFFERED
+            gone = weakref.ref(self.preview_screen)
             self.preview_screen = None
-            self.pop_screen()
+            popped = self.pop_screen()
         pending = diagnosis is None and error is None and self.diagnose_fn is not None
         screen = TraceScreen(
             trace,
@@ -154,12 +161,29 @@ class GapscopeApp(App):
             replaces_preview=replacing,
         )
         self.trace_screen = screen
+        if replacing:
+            self.run_worker(self._forget_preview(popped, gone, screen), name="forget-preview", exit_on_error=False)
         if isinstance(self.screen, LoadScreen):
             self.switch_screen(screen)
         else:
             self.push_screen(screen)
         if self.on_ready is not None:
             self.call_after_refresh(self.on_ready, self, screen)
+
+    async def _forget_preview(self, popped, preview: weakref.ref, screen: TraceScreen) -> None:
+        """Once the preview screen is gone, collect it (its widgets hold it in cycles;
+        Textual lets go of it over a few frames) before ``screen``'s diagnosis freezes
+        what is alive for good; given up after ``FORGET_PREVIEW_S``."""
+        try:
+            await popped
+            give_up = time.monotonic() + FORGET_PREVIEW_S
+            while True:
+                gc.collect()
+                if preview() is None or time.monotonic() > give_up:
+                    break
+                await asyncio.sleep(0.05)
+        finally:
+            screen.preview_forgotten.set()
 
     def fail(self, error: str) -> None:
         """The trace could not be loaded: exit with status 2 (the CLI prints ``error``)."""

@@ -9,6 +9,7 @@ hidden with CSS classes.
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Callable
 
 from rich.text import Text
@@ -123,8 +124,11 @@ class TraceScreen(Screen):
         self.initial_view = view
         #: said in the status line on opening, before anything else
         self.notice = notice
-        #: this screen replaced a device preview (``gapscope.tui.app.GapscopeApp``)
-        self.replaces_preview = replaces_preview
+        #: set once a device preview this screen replaced is collected (at once when
+        #: it replaced none): the freeze after the diagnosis waits for it
+        self.preview_forgotten = threading.Event()
+        if not replaces_preview:
+            self.preview_forgotten.set()
         #: the diagnosis worker has not delivered yet (on a preview: it has not begun)
         self.diagnosing = self.diagnose_fn is not None or reading is not None
         self.order_mode = TIME
@@ -231,10 +235,9 @@ class TraceScreen(Screen):
             return
         # Everything loaded lives as long as the app: keep it out of the cyclic GC's
         # scans, so per-frame allocations do not trigger full-heap collections. A
-        # preview this screen replaced is garbage held by cycles (its widgets): collect
-        # it first, or the freeze would keep its trace for good.
-        if self.replaces_preview:
-            gc.collect()
+        # preview this screen replaced is garbage held by cycles (its widgets): the app
+        # collects it once it is gone; the freeze waits, or it would keep it for good.
+        self.preview_forgotten.wait(5.0)
         gc.freeze()
         self.post_message(self.Diagnosed(diagnosis, error))
 

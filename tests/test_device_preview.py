@@ -497,3 +497,26 @@ def test_an_open_prompt_on_the_preview_holds_the_whole_trace_back(split, tmp_pat
             assert app.screen.trace is full
 
     asyncio.run(run())
+
+
+def test_no_wait_for_a_preview_once_the_decoders_are_done(split, tmp_path, monkeypatch):
+    """A cold page cache can make the preview's search slower than the decode itself:
+    then the load goes on without it instead of waiting for it."""
+    path = _big(tmp_path)
+    monkeypatch.setattr(cp.FileParts, "progress_bytes", lambda self: (1, 1))
+    got: list[Trace] = []
+    assert len(load(path, preview=got.append)) == 8000
+    assert got == []
+
+
+def test_a_child_given_up_is_not_waited_for():
+    import time
+
+    def slow():
+        time.sleep(20)
+        return 1
+
+    t0 = time.monotonic()
+    assert cp.run_in_child(slow, 1 << 10, 30.0, give_up=lambda: time.monotonic() - t0 > 0.2) is None
+    assert time.monotonic() - t0 < 5.0
+    assert cp.run_in_child(lambda: 7, 1 << 10, 30.0, give_up=lambda: False) == 7

@@ -860,7 +860,9 @@ def device_preview(doc: memoryview | bytes, raw_ts: bool, header: dict[str, Any]
 def _preview(parts: chrome_parallel.FileParts, path: str, preview: Callable[[Trace], None]) -> None:
     """``preview(trace)`` with the device preview of the file the children of
     ``parts`` decode (``device_preview_text`` in a forked child of its own, on its own
-    map, then ``device_preview`` here), when there is one; nothing otherwise."""
+    map, then ``device_preview`` here), when there is one; nothing otherwise, nor when
+    the children have decoded the whole file before the preview's child is done (a
+    cold page cache), nor after ``PREVIEW_MAX_WAIT_S``."""
 
     def work():
         with mmap.mmap(parts.fd, 0, access=mmap.ACCESS_READ) as view:
@@ -873,7 +875,12 @@ def _preview(parts: chrome_parallel.FileParts, path: str, preview: Callable[[Tra
         return pickle.PickleBuffer(doc), raw_ts, header  # out of band: no copy into the pickle
 
     timeout_s = min(PREVIEW_MAX_WAIT_S, PREVIEW_WAIT_S + parts.size / PREVIEW_BYTES_PER_S)
-    got = chrome_parallel.run_in_child(work, parts.size + (1 << 20), timeout_s, copy=False)
+
+    def decoded() -> bool:  # the decoders are done: the whole trace is near, a preview is not worth waiting for
+        done, total = parts.progress_bytes()
+        return total > 0 and done >= total
+
+    got = chrome_parallel.run_in_child(work, parts.size + (1 << 20), timeout_s, copy=False, give_up=decoded)
     if not isinstance(got, tuple):
         return
     doc, raw_ts, header = got

@@ -653,7 +653,7 @@ def _frame_tail(data, comma: int, end: int):
 NO_CHILD = object()
 
 
-def run_in_child(work, result_bytes: int, timeout_s: float, copy: bool = True):
+def run_in_child(work, result_bytes: int, timeout_s: float, copy: bool = True, give_up=None):
     """``work()`` (-> a picklable value) run in a forked child, for reads of a map of a
     file (``MappedText``) that a file cut short meanwhile would turn into a SIGBUS: it
     kills only the child. Returns the value, None when the child failed (died, was
@@ -661,13 +661,14 @@ def run_in_child(work, result_bytes: int, timeout_s: float, copy: bool = True):
     (``result_bytes``: room for the answer in the shared map; larger answers come
     through the pipe). ``copy=False``: the value's out-of-band buffers
     (``pickle.PickleBuffer``) are not copied: they view the child's shared map, which
-    lives as long as they do."""
+    lives as long as they do. ``give_up()``: asked while waiting; true kills the
+    child and gives None."""
     pending = _fork(lambda: _tx.pack(work()), result_bytes + (1 << 20), None, None)
     if pending is None:
         return NO_CHILD
     payload = None
     try:
-        payload = _tx.receive(pending.fd, pending.shared, time.monotonic() + timeout_s)
+        payload = _tx.receive(pending.fd, pending.shared, time.monotonic() + timeout_s, give_up)
         if payload is None:
             return None
         try:

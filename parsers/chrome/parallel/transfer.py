@@ -15,6 +15,7 @@ import os
 import pickle
 import select
 import time
+from collections.abc import Callable
 
 import msgspec
 import numpy as np
@@ -149,9 +150,12 @@ def send(fd: int, shared: mmap.mmap, pieces: list[bytes | memoryview]) -> None:
             view = view[os.write(fd, view) :]
 
 
-def receive(fd: int, shared: mmap.mmap, deadline: float) -> bytes | memoryview | None:
-    """The child's payload (see ``send``), or None (EOF early, or past ``deadline``)."""
-    msg = _read_all(fd, deadline)
+def receive(
+    fd: int, shared: mmap.mmap, deadline: float, give_up: Callable[[], bool] | None = None
+) -> bytes | memoryview | None:
+    """The child's payload (see ``send``), or None (EOF early, past ``deadline``, or
+    ``give_up()`` true: asked every ``GIVE_UP_POLL_S`` while waiting)."""
+    msg = _read_all(fd, deadline, give_up)
     if msg is None:
         return None
     size = int.from_bytes(msg[:8], "little")
@@ -160,7 +164,11 @@ def receive(fd: int, shared: mmap.mmap, deadline: float) -> bytes | memoryview |
     return msg[9:] if len(msg) - 9 == size else None
 
 
-def _read_all(fd: int, deadline: float) -> bytes | None:
+#: Seconds between two ``give_up()`` checks while waiting for a child.
+GIVE_UP_POLL_S = 0.05
+
+
+def _read_all(fd: int, deadline: float, give_up: Callable[[], bool] | None = None) -> bytes | None:
     """Everything the child writes on the pipe until it closes it, or None (past
     ``deadline``, nothing, or an ``OSError``). ``select.poll``, not a selector: it
     needs no descriptor of its own (an epoll selector does, and fails with EMFILE in a
@@ -171,7 +179,15 @@ def _read_all(fd: int, deadline: float) -> bytes | None:
         poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
         while True:
             left = deadline - time.monotonic()
-            if left <= 0 or not poller.poll(max(1, math.ceil(left * 1000))):
+            if left <= 0:
+                return None
+            if give_up is not None:
+                if give_up():
+                    return None
+                left = min(left, GIVE_UP_POLL_S)
+            if not poller.poll(max(1, math.ceil(left * 1000))):
+                if give_up is not None and time.monotonic() < deadline:
+                    continue
                 return None
             chunk = os.read(fd, 1 << 22)
             if not chunk:

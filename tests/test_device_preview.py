@@ -184,10 +184,13 @@ def _big(tmp_path, n: int = 4000):
 
 @pytest.fixture
 def split(monkeypatch):
-    """Every file counts as large: decoded in parts by forked children, previewed."""
+    """Every file counts as large: decoded in parts by forked children, previewed. The
+    decoders never say they are done, so a small file's preview is always waited for
+    (they would often beat it on a busy machine)."""
     monkeypatch.setattr(cp, "MIN_BYTES", 0)
     monkeypatch.setattr(cp, "enabled", lambda size: True)
     monkeypatch.setattr(loader, "PREVIEW_MIN_BYTES", 0)
+    monkeypatch.setattr(cp.FileParts, "progress_bytes", lambda self: (0, 0))
 
 
 def test_load_hands_over_the_preview_before_the_whole_trace(split, tmp_path):

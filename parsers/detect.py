@@ -536,7 +536,7 @@ def load(path: str | os.PathLike, preview: Callable[[Trace], None] | None = None
         if hit is not None and (hit.text_bytes is None or hit.text_bytes <= _limit_for(p)[0]):
             return hit.trace
         wait_for_writes()  # one write at a time, and none beside the loader's fork
-    trace, text = _load_fresh(p) if preview is None else _load_fresh(p, preview)
+    trace, text = _load_fresh(p, preview)
     if cache is not None:
         cache.put_later(trace, text)
     return trace

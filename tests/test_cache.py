@@ -51,9 +51,9 @@ def fresh_loads(monkeypatch):
     """A list that gets the path of every fresh (not cached) load."""
     calls: list[str] = []
 
-    def spy(p):
+    def spy(p, preview=None):
         calls.append(p)
-        return _LOAD_FRESH(p)
+        return _LOAD_FRESH(p, preview)
 
     monkeypatch.setattr(detect, "_load_fresh", spy)
     return calls
@@ -362,8 +362,8 @@ def test_file_changed_while_loading_is_not_cached(cache, monkeypatch, tmp_path):
     _write_trace(path, ["alpha", "beta"])
     real = detect._load_fresh
 
-    def changing(p):
-        got = real(p)
+    def changing(p, preview=None):
+        got = real(p, preview)
         _write_trace(path, ["alpha", "beta", "gamma"])
         return got
 

@@ -13,7 +13,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterable
 
-from textual import events
+from textual import events, on
 from textual.app import App, SystemCommand
 from textual.screen import Screen
 from textual.widgets import Input
@@ -125,6 +125,7 @@ class GapscopeApp(App):
         self.preview_screen = TraceScreen(trace, reading=load_progress)
         self.push_screen(self.preview_screen)
 
+    @on(TraceScreen.Uncovered)
     def take_deferred_trace(self) -> None:
         """The whole trace that came while the preview was covered, shown now."""
         shown = self.preview_screen

@@ -122,6 +122,8 @@ class TraceScreen(Screen):
         #: (viewport, cursor_ns) to open at: those of the preview this
         #: screen replaces, when the user had moved its view
         self.initial_view = view
+        #: the status line's last word on the preview's load (the tick renews it)
+        self._reading_said = ""
         #: said in the status line on opening, before anything else
         self.notice = notice
         #: set once a device preview this screen replaced is collected (at once when
@@ -172,7 +174,7 @@ class TraceScreen(Screen):
         self._update_side()
         nw = len(self.trace.warnings)
         if self.reading is not None:
-            self._say(self._reading_text(PREVIEW_MESSAGE))
+            self._reading_tick()
             self.set_interval(0.25, self._reading_tick)
         elif self.notice:
             self._say(self.notice)
@@ -207,8 +209,9 @@ class TraceScreen(Screen):
     def _reading_tick(self) -> None:
         """The preview's status line follows the load (unless another message is
         shown: a key clears it, and the next tick brings it back)."""
-        if not self.message or self.message.startswith(PREVIEW_MESSAGE.split("{")[0]):
-            self._say(self._reading_text(PREVIEW_MESSAGE))
+        if not self.message or self.message == self._reading_said:
+            self._reading_said = self._reading_text(PREVIEW_MESSAGE)
+            self._say(self._reading_said)
 
     def view_state(self) -> tuple[Viewport, int] | None:
         """(viewport, cursor_ns) when the user has moved the view from the fit of the
@@ -283,13 +286,13 @@ class TraceScreen(Screen):
             self._say(PENDING_KEY_MESSAGE)
         return self.diagnosing
 
+    class Uncovered(Message):
+        """A preview is back in the user's hands (a screen over it or its prompt
+        closed): a whole trace that came meanwhile can replace it now (the app's)."""
+
     def on_screen_resume(self) -> None:
-        """Back on top (a help or warnings screen closed): a whole trace that came
-        meanwhile replaces this preview now."""
         if self.reading is not None:
-            take = getattr(self.app, "take_deferred_trace", None)
-            if take is not None:
-                self.call_later(take)
+            self.post_message(self.Uncovered())
 
     def on_resize(self, event) -> None:
         narrow = self.size.width < NARROW_WIDTH
@@ -648,7 +651,7 @@ class TraceScreen(Screen):
         self.set_focus(self.lanes)  # now: keys already queued go to the lanes
         self.refresh_bindings()
         if self.reading is not None:  # a whole trace held back while the prompt was open
-            self.on_screen_resume()
+            self.post_message(self.Uncovered())
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """While the ``g`` or ``/`` prompt is open the screen's keys are off and out of

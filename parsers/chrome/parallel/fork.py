@@ -672,9 +672,7 @@ def run_in_child(work, result_bytes: int, timeout_s: float, copy: bool = True, g
         if payload is None:
             return None
         try:
-            if not copy:
-                return _tx.unpack_in_place(payload)
-            return _tx.unpack_object(payload)
+            return _tx.unpack_object(payload, copy)
         except Exception:  # noqa: BLE001  (a damaged message: as a failed child)
             return None
     finally:

@@ -25,7 +25,7 @@ from gapscope.parsers.chrome.columns import Interner
 from gapscope.parsers.chrome.fastscan import read_part
 from gapscope.parsers.chrome.scan import PH_FLOW, PH_OTHER, EventColumns, merge_all
 
-__all__ = ["part_payload", "pack", "send", "receive", "unpack", "unpack_in_place"]
+__all__ = ["part_payload", "pack", "send", "receive", "unpack"]
 
 _MSGPACK = msgspec.msgpack.Encoder()
 _JSON = msgspec.json.Encoder()
@@ -186,9 +186,7 @@ def _read_all(fd: int, deadline: float, give_up: Callable[[], bool] | None = Non
                     return None
                 left = min(left, GIVE_UP_POLL_S)
             if not poller.poll(max(1, math.ceil(left * 1000))):
-                if give_up is not None and time.monotonic() < deadline:
-                    continue
-                return None
+                continue  # the deadline (and ``give_up``) are asked again above
             chunk = os.read(fd, 1 << 22)
             if not chunk:
                 msg = b"".join(chunks)
@@ -198,17 +196,11 @@ def _read_all(fd: int, deadline: float, give_up: Callable[[], bool] | None = Non
         return None
 
 
-def unpack_object(payload: bytes | memoryview):
+def unpack_object(payload: bytes | memoryview, copy: bool = True):
     """The object ``pack`` sent (any picklable value), its buffers copied out of
-    ``payload``; raises on a damaged message."""
-    view = memoryview(payload).cast("B")
-    return _unpack_message(bytes(view))
-
-
-def unpack_in_place(payload: bytes | memoryview):
-    """The object ``pack`` sent, its out-of-band buffers viewing ``payload`` (no copy:
-    they keep it alive); raises on a damaged message."""
-    return _unpack_message(payload)
+    ``payload`` (``copy=False``: viewing it, which they keep alive); raises on a
+    damaged message."""
+    return _unpack_message(bytes(memoryview(payload).cast("B")) if copy else payload)
 
 
 def unpack(payload: bytes | memoryview) -> tuple[EventColumns, dict, tuple, dict | None] | None:

@@ -1165,17 +1165,15 @@ static PyObject *device_events(PyObject *self, PyObject *args) {
         p = q + 5;
         if (q > lo && q[-1] == '\\') /* inside a string */
             continue;
-        const unsigned char *r = p;
-        while (r < hi && (*r == ' ' || *r == '\n' || *r == '\r' || *r == '\t'))
-            r++;
-        if (r >= hi || *r != ':') /* a value, not a key */
+        P k = {base, p, hi}; /* after the key: blanks, ':', blanks, the value's '"' */
+        ws(&k);
+        if (k.p >= hi || *k.p != ':') /* a value, not a key */
             continue;
-        r++;
-        while (r < hi && (*r == ' ' || *r == '\n' || *r == '\r' || *r == '\t'))
-            r++;
-        if (r >= hi || *r != '"')
+        k.p++;
+        ws(&k);
+        if (k.p >= hi || *k.p != '"')
             continue;
-        const unsigned char *vs = ++r;
+        const unsigned char *r = k.p + 1, *vs = r;
         while (r < hi && *r != '"' && *r != '\\')
             r++;
         if (r >= hi || *r == '\\') { /* an escaped category: left to the full read */

@@ -248,6 +248,23 @@ async def _until(pilot, cond, seconds: float = 20.0) -> None:
     assert cond()
 
 
+def _full_and_preview(tmp_path) -> tuple[Trace, Trace]:
+    """The whole trace of ``_big``'s file and the one device preview its load gave."""
+    got: list[Trace] = []
+    full = load(_big(tmp_path), preview=got.append)
+    assert len(got) == 1
+    return full, got[0]
+
+
+async def _shown_preview(pilot, app):
+    """Wait for the preview screen and return it."""
+    from gapscope.tui.screen import TraceScreen
+
+    await _until(pilot, lambda: isinstance(app.screen, TraceScreen))
+    assert app.screen.reading is not None
+    return app.screen
+
+
 def _preview_app(full: Trace, preview: Trace):
     """An app whose load waits for ``release`` and whose preview comes at once."""
     from gapscope.tui.factory import make_app
@@ -266,15 +283,12 @@ def test_viewer_shows_the_preview_then_the_whole_trace_at_the_moved_view(split, 
     from gapscope.tui.loading import LoadScreen
     from gapscope.tui.screen import TraceScreen
 
-    path = _big(tmp_path)
-    got: list[Trace] = []
-    full = load(path, preview=got.append)
-    app, release = _preview_app(full, got[0])
+    full, preview = _full_and_preview(tmp_path)
+    app, release = _preview_app(full, preview)
 
     async def run():
         async with app.run_test(size=(120, 40)) as pilot:
-            await _until(pilot, lambda: isinstance(app.screen, TraceScreen))
-            shown = app.screen
+            shown = await _shown_preview(pilot, app)
             assert isinstance(shown, TraceScreen) and shown.reading is not None
             assert [type(s) for s in app.screen_stack][-2:] == [LoadScreen, TraceScreen]
             assert shown.message.startswith("device lanes first; ")
@@ -297,17 +311,13 @@ def test_viewer_shows_the_preview_then_the_whole_trace_at_the_moved_view(split, 
 
 
 def test_whole_trace_waits_while_help_covers_the_preview(split, tmp_path):
-    from gapscope.tui.screen import TraceScreen
 
-    path = _big(tmp_path)
-    got: list[Trace] = []
-    full = load(path, preview=got.append)
-    app, release = _preview_app(full, got[0])
+    full, preview = _full_and_preview(tmp_path)
+    app, release = _preview_app(full, preview)
 
     async def run():
         async with app.run_test(size=(120, 40)) as pilot:
-            await _until(pilot, lambda: isinstance(app.screen, TraceScreen))
-            shown = app.screen
+            shown = await _shown_preview(pilot, app)
             await pilot.press("question_mark")
             await pilot.pause()
             helper = app.screen
@@ -429,11 +439,9 @@ def test_whole_trace_right_after_the_preview_before_its_screen_is_up(split, tmp_
     was composed) once crashed the viewer (its view was asked of unmounted lanes)."""
     from gapscope.tui.factory import make_app
 
-    path = _big(tmp_path)
-    got: list[Trace] = []
-    full = load(path, preview=got.append)
+    full, preview = _full_and_preview(tmp_path)
     for _ in range(3):
-        source = _Handover(got[0])
+        source = _Handover(preview)
         app = make_app("big.json", loader=lambda p, s=source: (s.handed.wait(30), full)[1], preview=source)
 
         async def run(app=app):
@@ -455,10 +463,9 @@ def test_the_preview_is_freed_once_replaced(split, tmp_path):
     from gapscope.tui.factory import make_app
     from gapscope.tui.screen import TraceScreen
 
-    path = _big(tmp_path)
-    got: list[Trace] = []
-    full = load(path, preview=got.append)
-    source = _Handover(got.pop())
+    full, preview = _full_and_preview(tmp_path)
+    source = _Handover(preview)
+    del preview
     gone = weakref.ref(source.trace)
     release = threading.Event()
     app = make_app("big.json", loader=lambda p: (release.wait(30), full)[1], preview=source)
@@ -478,17 +485,13 @@ def test_the_preview_is_freed_once_replaced(split, tmp_path):
 
 
 def test_an_open_prompt_on_the_preview_holds_the_whole_trace_back(split, tmp_path):
-    from gapscope.tui.screen import TraceScreen
 
-    path = _big(tmp_path)
-    got: list[Trace] = []
-    full = load(path, preview=got.append)
-    app, release = _preview_app(full, got[0])
+    full, preview = _full_and_preview(tmp_path)
+    app, release = _preview_app(full, preview)
 
     async def run():
         async with app.run_test(size=(120, 40)) as pilot:
-            await _until(pilot, lambda: isinstance(app.screen, TraceScreen))
-            shown = app.screen
+            shown = await _shown_preview(pilot, app)
             await pilot.press("slash", "k")
             assert shown.prompt_open
             release.set()

@@ -18,6 +18,7 @@ All of it vectorised (sorts and ``searchsorted``), no Python loop over events or
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -33,7 +34,15 @@ from gapscope.analysis.busy import (
 from gapscope.analysis.types import Cause, Gaps
 from gapscope.parsers.model import CPU_CALL_KINDS, Kind, Trace
 
-__all__ = ["find_gaps", "launch_of", "launch_queued_at", "concat_gaps", "empty_gaps", "device_window"]
+__all__ = [
+    "find_gaps",
+    "interior_gaps",
+    "launch_of",
+    "launch_queued_at",
+    "concat_gaps",
+    "empty_gaps",
+    "device_window",
+]
 
 EDGE_NONE, EDGE_LEADING, EDGE_TRAILING = 0, 1, 2
 
@@ -239,6 +248,34 @@ def find_gaps(
         episode=np.full(n, -1, dtype=np.int32),
         edge=edge,
     )
+
+
+def interior_gaps(trace: Trace, min_gap_ns: int = 2_000) -> Gaps:
+    """The gaps of every device of ``trace`` between its first and last kernel: the
+    rows of ``find_gaps`` (no steps) with ``edge`` EDGE_NONE, sorted by device, then
+    start, their causes UNCLASSIFIED (``Gaps``; ``min_gap_ns``: int ns, >= 1).
+
+    They depend on the device's GPU ops alone, not on steps or CPU events (only the
+    idle time before a device's first kernel and after its last does, through the
+    window): so they are the diagnosis's gaps of ``edge`` EDGE_NONE, whole, and the
+    same when ``trace`` holds only the device lanes of a file (a device preview:
+    ``gapscope.parsers.chrome.loader.device_preview``; equal on every corpus trace,
+    ``tests/test_device_preview.py``). A viewer draws them before the causes. Never
+    raises on a valid ``Trace``."""
+    valid = valid_timing_mask(trace)
+    launches = launch_of(trace)
+    parts = []
+    for dev in trace.devices():
+        g = find_gaps(trace, dev, min_gap_ns, valid=valid, launches=launches)
+        keep = np.flatnonzero(g.edge == EDGE_NONE)
+        if keep.size < len(g):
+            cut: dict[str, Any] = {}
+            for f in dataclasses.fields(g):
+                a = getattr(g, f.name)
+                cut[f.name] = None if a is None else a[keep]
+            g = Gaps(**cut)
+        parts.append(g)
+    return concat_gaps(parts)
 
 
 def device_union_copies(trace: Trace, device: int, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

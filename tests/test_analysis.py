@@ -437,3 +437,53 @@ def test_a_kernel_of_no_duration_ends_a_gap():
     assert spans == [(10, 50), (50, 100), (111, 150)]  # [110, 111) is under the minimum gap
     names = [(d.trace.name(int(p)), d.trace.name(int(n))) for p, n in zip(g.prev_op, g.next_op)]
     assert names == [("k0", "k1"), ("k1", "k2"), ("k3", "k4")]
+
+
+def test_interior_gaps_are_the_gaps_between_each_devices_first_and_last_kernel():
+    """``interior_gaps``: by hand. GPU 0 copies from 0 to 5 µs, runs k1 10-20, a
+    zero-length kernel at 30 (it ran: it cuts the gap), k2 40-50, a 1 µs pause (below
+    the 2 µs minimum), k3 51-60, then copies to 70. ProfilerStep#1 spans 0-100 µs on
+    the CPU. The diagnosis's gaps: 0-10 (leading, widened by the step to start at 0),
+    20-30, 30-40, 60-100 (trailing); GPU 1, one kernel at 10-20, only leading and
+    trailing ones. The interior ones are 20-30 and 30-40 of GPU 0, whether or not the
+    CPU lane and the step are in the trace."""
+    from gapscope.analysis.gaps import interior_gaps
+
+    def build(with_cpu: bool):
+        b = TraceBuilder()
+        gpu = b.lane("0", "7", process_name="GPU 0", thread_name="stream 7", is_gpu=True, device=0, stream=7)
+        gpu1 = b.lane("1", "7", process_name="GPU 1", thread_name="stream 7", is_gpu=True, device=1, stream=7)
+        if with_cpu:
+            cpu = b.lane("7700", "7700", process_name="python3", thread_name="main")
+            b.event(cpu, "ProfilerStep#1", 0, 100 * US, Kind.ANNOTATION)
+        b.event(gpu, "Memcpy HtoD", 0, 5 * US, Kind.MEMCPY, copy_kind=CopyKind.H2D, bytes=64)
+        b.event(gpu, "k1", 10 * US, 10 * US, Kind.KERNEL)
+        b.event(gpu, "k0", 30 * US, 0, Kind.KERNEL)
+        b.event(gpu, "k2", 40 * US, 10 * US, Kind.KERNEL)
+        b.event(gpu, "k3", 51 * US, 9 * US, Kind.KERNEL)
+        b.event(gpu, "Memcpy DtoH", 62 * US, 8 * US, Kind.MEMCPY, copy_kind=CopyKind.D2H, bytes=64)
+        b.event(gpu1, "solo", 10 * US, 10 * US, Kind.KERNEL)
+        return b.build()
+
+    whole = build(True)
+    d = diagnose(whole)
+    assert list(
+        zip(d.gaps.device.tolist(), d.gaps.start_ns.tolist(), d.gaps.end_ns.tolist(), d.gaps.edge.tolist())
+    ) == [
+        (0, 0, 10 * US, 1),
+        (0, 20 * US, 30 * US, 0),
+        (0, 30 * US, 40 * US, 0),
+        (0, 60 * US, 100 * US, 2),
+        (1, 0, 10 * US, 1),
+        (1, 20 * US, 100 * US, 2),
+    ]
+    for t in (whole, build(False)):
+        g = interior_gaps(t)
+        assert list(zip(g.device.tolist(), g.start_ns.tolist(), g.end_ns.tolist())) == [
+            (0, 20 * US, 30 * US),
+            (0, 30 * US, 40 * US),
+        ]
+        assert [t.names[int(t.name_id[i])] for i in g.prev_op.tolist()] == ["k1", "k0"]
+        assert [t.names[int(t.name_id[i])] for i in g.next_op.tolist()] == ["k0", "k2"]
+        assert g.cause.tolist() == [int(Cause.UNCLASSIFIED)] * 2
+    assert len(interior_gaps(build(True), min_gap_ns=10 * US + 1)) == 0

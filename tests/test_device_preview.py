@@ -22,6 +22,8 @@ import pytest
 
 import gapscope.parsers.chrome.loader as loader
 import gapscope.parsers.chrome.parallel.fork as cp
+from gapscope.analysis import diagnose
+from gapscope.analysis.gaps import interior_gaps
 from gapscope.parsers import load
 from gapscope.parsers.chrome import fastscan
 from gapscope.parsers.chrome.loader import device_preview, device_preview_text, load_chrome
@@ -73,6 +75,30 @@ def test_corpus_preview_has_the_whole_traces_device_lanes(rel):
         assert not any(k in ops for lane in full.values() for k in lane[4])
         return
     assert device_ops(got) == full
+
+
+def gap_rows(gaps, keep=slice(None)) -> set[tuple[int, int, int]]:
+    """(device, start_ns, end_ns) of every gap (of those ``keep`` selects)."""
+    return set(zip(gaps.device[keep].tolist(), gaps.start_ns[keep].tolist(), gaps.end_ns[keep].tolist(), strict=True))
+
+
+@pytest.mark.parametrize("rel", TRACES)
+def test_corpus_preview_gaps_are_the_diagnosis_gaps_between_the_kernels(rel):
+    """The gaps a preview draws first (``interior_gaps`` of its device lanes) are the
+    whole trace's diagnosed gaps between each device's first and last kernel, exactly:
+    none missing, none extra, none shifted; only the idle time at the steps' edges
+    waits for the whole file."""
+    path = require(CORPUS / rel)
+    data = path.read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    got = preview_of(data, str(path))
+    if got is None:
+        return
+    whole = diagnose(load(path)).gaps
+    inner = gap_rows(interior_gaps(got))
+    assert inner == gap_rows(whole, whole.edge == 0)
+    assert len(inner) == int((whole.edge == 0).sum())
 
 
 def _x(cat: str, ts: float, dur: float, name: str = "k", tid: int = 7, **args) -> dict:
@@ -281,6 +307,7 @@ def _preview_app(full: Trace, preview: Trace):
 
 def test_viewer_shows_the_preview_then_the_whole_trace_at_the_moved_view(split, tmp_path):
     from gapscope.tui.loading import LoadScreen
+    from gapscope.tui.panel import GapPanel
     from gapscope.tui.screen import TraceScreen
 
     full, preview = _full_and_preview(tmp_path)
@@ -291,10 +318,23 @@ def test_viewer_shows_the_preview_then_the_whole_trace_at_the_moved_view(split, 
             shown = await _shown_preview(pilot, app)
             assert isinstance(shown, TraceScreen) and shown.reading is not None
             assert [type(s) for s in app.screen_stack][-2:] == [LoadScreen, TraceScreen]
-            assert shown.message.startswith("device lanes first; ")
             assert all(r.kind != "lane" or shown.trace.lanes[r.lane].is_gpu for r in shown.lanes.rows)
+            # its gaps come at once (the kernels of _big run 3 us every 10 us: 3999 gaps
+            # of 7 us between them), without causes; n and s walk them
+            await _until(pilot, lambda: shown.early is not None)
+            assert shown.message.startswith("device lanes, gaps first; ")
+            assert "│ 3999 gaps, causes… │" in shown.header_text(120).plain
             await pilot.press("n")
-            assert shown.message.startswith("gaps and causes come with the whole file (")
+            assert shown.lanes.selected_gap == 0 and int(shown.lanes.gaps.start_ns[0]) == 8_000
+            card = app.screen.query_one(GapPanel).plain
+            assert card.startswith(
+                "Gap on GPU 0\n7.0 µs at 3.0 µs from the first GPU op\nCause: comes with the whole file"
+            )
+            assert "Previous kernel: k0\nNext op: k1\n" in card
+            await pilot.press("1")  # a class key: the classes come with the whole file
+            assert shown.message.startswith("causes come with the whole file (")
+            await pilot.press("n")
+            assert shown.selected_gap_key() == (0, 18_000)
             await pilot.press("plus", "plus")
             moved = shown.lanes.viewport
             release.set()
@@ -302,10 +342,15 @@ def test_viewer_shows_the_preview_then_the_whole_trace_at_the_moved_view(split, 
             screen = app.screen
             assert screen is app.trace_screen and screen.trace is full and screen.reading is None
             assert not any(isinstance(s, LoadScreen) for s in app.screen_stack)
+            await _until(pilot, lambda: screen.diagnosis is not None)
             await pilot.pause()
             vp = screen.lanes.viewport
             assert (vp.start_ns, vp.end_ns) == pytest.approx((moved.start_ns, moved.end_ns), abs=2 * moved.ns_per_cell)
             assert any(r.kind == "lane" and not full.lanes[r.lane].is_gpu for r in screen.lanes.rows)
+            # the gap selected on the preview is selected in the whole trace, with its cause
+            assert screen.selected_gap_key() == (0, 18_000)
+            assert screen.diagnosis.gaps is screen.lanes.gaps
+            assert screen.query_one(GapPanel).plain.startswith(f"Gap #{screen.lanes.selected_gap}  GPU 0\n")
 
     asyncio.run(run())
 
@@ -348,6 +393,23 @@ def test_preview_status_says_how_far_the_whole_file_is(share, said):
     screen = TraceScreen(small_trace(), reading=lambda: share)
     assert screen._reading_text(PREVIEW_MESSAGE) == said
     assert screen.diagnosing and screen.diagnose_fn is None  # gap keys wait; nothing is diagnosed
+
+
+def test_preview_status_after_the_decode_says_the_trace_is_built():
+    """``load_progress`` has no share while the parts are assembled, after it had
+    one: the status line says the whole trace is being built then, not that the file
+    is being read; with the preview's gaps drawn, it says so."""
+    from gapscope.tui.screen import PREVIEW_GAPS_MESSAGE, PREVIEW_MESSAGE, TraceScreen
+    from tests.test_tui_app import small_trace
+
+    shares = iter([None, 0.5, None])
+    screen = TraceScreen(small_trace(), reading=lambda: next(shares))
+    said = [screen._reading_text(PREVIEW_MESSAGE) for _ in range(2)] + [screen._reading_text(PREVIEW_GAPS_MESSAGE)]
+    assert said == [
+        "device lanes first; reading the rest: CPU lanes, gaps and causes follow",
+        "device lanes first; reading the rest 50%: CPU lanes, gaps and causes follow",
+        "device lanes, gaps first; building the whole trace: CPU lanes, causes follow",
+    ]
 
 
 def test_an_object_ending_before_its_cat_key_gives_no_preview_and_no_hang():

@@ -462,3 +462,62 @@ def test_hidden_causes_draw_neutral_idle_gaps():
     assert "░host 0.460 ms░" in shown and "░S░" in shown
     assert "░idle 0.460 ms░" in hidden and "░S░" not in hidden and "░U░" not in hidden
     assert "host" not in hidden and "sync" not in hidden
+
+
+def test_gaps_are_drawn_and_walked_before_their_causes(monkeypatch):
+    """While the diagnosis runs, the trace screen draws the gaps between each GPU's
+    first and last kernel (``interior_gaps``), without causes: ``n`` walks them, a
+    class key says the causes are coming, and the gap selected meanwhile stays
+    selected when the causes come. small_trace's kernels run 50 µs every 100 µs
+    from 20 µs: 9 gaps of 50 µs from 70 µs, and no steps, so no gap at an edge."""
+    import threading
+
+    import gapscope.tui.factory as factory
+    from gapscope.tui.panel import GapPanel
+    from gapscope.tui.screen import EARLY_KEY_MESSAGE, EARLY_MESSAGE
+
+    release = threading.Event()
+    real = factory.default_diagnose
+    monkeypatch.setattr(factory, "default_diagnose", lambda t, p=None: (release.wait(30), real(t, p))[1])
+    app = make_app(small_trace())
+
+    async def run():
+        async with app.run_test(size=(120, 40)) as pilot:
+            for _ in range(500):
+                if isinstance(app.screen, TraceScreen) and app.screen.early is not None:
+                    break
+                await pilot.pause(0.02)
+            screen = app.screen
+            assert screen.diagnosing and screen.diagnosis is None and len(screen.early) == 9
+            assert screen.message == EARLY_MESSAGE
+            assert "│ 9 gaps, causes… │" in screen.header_text(120).plain
+            await pilot.press("n", "n")
+            lanes = screen.lanes
+            assert lanes.selected_gap == 1 and screen.selected_gap_key() == (0, 170_000)
+            assert "gap GPU 0 50.0 µs idle (its cause follows)" in screen.detail_text().plain
+            card = screen.query_one(GapPanel).plain
+            assert card.startswith("Gap on GPU 0\n50.0 µs at 0.170 ms\nCause: being found…\n")
+            assert "Previous kernel: gemm_1\nNext op: gemm_2\n" in card
+            await pilot.press("1")
+            assert screen.message == EARLY_KEY_MESSAGE
+            release.set()
+            for _ in range(500):
+                if screen.diagnosis is not None:
+                    break
+                await pilot.pause(0.02)
+            await pilot.pause()
+            assert screen.early is None and lanes.gaps is screen.diagnosis.gaps and len(lanes.gaps) == 9
+            assert screen.selected_gap_key() == (0, 170_000)
+            assert screen.query_one(GapPanel).plain.startswith(f"Gap #{lanes.selected_gap}  GPU 0\n")
+
+    asyncio.run(run())
+
+
+def test_an_injected_diagnosis_gets_no_early_gaps():
+    """The early gaps are the default diagnosis's: with another diagnosis (a test's,
+    a plugin's) none are drawn before it."""
+    from gapscope.analysis import diagnose
+
+    app = make_app(small_trace(), diagnose=lambda t: diagnose(t))
+    assert app.early_gaps is None
+    assert make_app(small_trace()).early_gaps is not None

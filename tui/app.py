@@ -55,6 +55,7 @@ class GapscopeApp(App):
         extra_screens: dict[str, Callable[[], Screen]] | None = None,
         on_ready: Callable[[GapscopeApp, TraceScreen], None] | None = None,
         preview: Callable | None = None,
+        early_gaps: Callable | None = None,
     ) -> None:
         super().__init__()
         no_colour(self)
@@ -69,6 +70,9 @@ class GapscopeApp(App):
         self.trace_screen: TraceScreen | None = None
         #: ``preview(callback)``: hands over the load's device preview (``LoadScreen``)
         self.preview = preview
+        #: ``early_gaps(trace)``: the gaps a trace screen draws before its causes
+        #: (``TraceScreen``), on a preview too
+        self.early_gaps = early_gaps
         #: the device preview shown while the file is read, and a whole trace that came
         #: while another screen covered it (``take_deferred_trace``)
         self.preview_screen: TraceScreen | None = None
@@ -93,6 +97,7 @@ class GapscopeApp(App):
                     on_cancel=self.cancel_load,
                     preview=self.preview,
                     on_preview=self.show_preview,
+                    preview_gaps=self.early_gaps,
                 )
             )
 
@@ -115,14 +120,15 @@ class GapscopeApp(App):
                 close()
 
     # the load screen's callbacks (on the event loop, from its message handlers)
-    def show_preview(self, trace) -> None:
-        """Show the device preview ``trace`` over the loading screen, whose load goes
-        on (``show_trace`` replaces both with the whole trace)."""
+    def show_preview(self, trace, gaps=None) -> None:
+        """Show the device preview ``trace`` and its ``gaps`` (``early_gaps``; None:
+        not drawn) over the loading screen, whose load goes on (``show_trace``
+        replaces both with the whole trace)."""
         if self.trace_screen is not None or self.preview_screen is not None or not isinstance(self.screen, LoadScreen):
             return
         from gapscope.parsers.detect import load_progress
 
-        self.preview_screen = TraceScreen(trace, reading=load_progress)
+        self.preview_screen = TraceScreen(trace, reading=load_progress, early=gaps)
         self.push_screen(self.preview_screen)
 
     @on(TraceScreen.Uncovered)
@@ -139,13 +145,14 @@ class GapscopeApp(App):
         and diagnoses in a worker. Over a preview covered by another screen (help,
         warnings) it waits until the preview is back on top, and it opens at the
         preview's view when the user had moved it."""
-        view = notice = None
+        view = notice = select = None
         replacing = self.preview_screen is not None
         if self.preview_screen is not None:
             if self.screen is not self.preview_screen or self.preview_screen.prompt_open:
                 self._deferred = (trace, diagnosis, error)  # until it is back on top, its prompt closed
                 return
             view = self.preview_screen.view_state()
+            select = self.preview_screen.selected_gap_key()
             if not same_device_ops(self.preview_screen.trace, trace):
                 notice = PREVIEW_DIFFERED
             gone = weakref.ref(self.preview_screen)
@@ -160,6 +167,8 @@ class GapscopeApp(App):
             view=view,
             notice=notice,
             replaces_preview=replacing,
+            early_gaps=self.early_gaps if pending else None,
+            select=select,
         )
         self.trace_screen = screen
         if replacing:

@@ -9,7 +9,7 @@ from pathlib import Path
 from gapscope.parsers.model import Trace
 from gapscope.tui.app import GapscopeApp
 
-__all__ = ["make_app", "default_diagnose"]
+__all__ = ["make_app", "default_diagnose", "default_early_gaps"]
 
 
 def default_diagnose(trace: Trace, params=None):
@@ -23,6 +23,15 @@ def default_diagnose(trace: Trace, params=None):
     return diagnose(trace, params=params)
 
 
+def default_early_gaps(trace: Trace, params=None):
+    """``gapscope.analysis.gaps.interior_gaps(trace, params.min_gap_ns)``: the gaps of
+    the default diagnosis drawn before their causes."""
+    from gapscope.analysis.gaps import interior_gaps
+    from gapscope.analysis.types import Params
+
+    return interior_gaps(trace, (params or Params()).min_gap_ns)
+
+
 def make_app(
     source: str | os.PathLike | Trace,
     *,
@@ -34,6 +43,7 @@ def make_app(
     on_ready: Callable | None = None,
     keymap: dict[str, str] | None = None,
     preview: Callable | None = None,
+    early_gaps: Callable | None = None,
 ) -> GapscopeApp:
     """Build the app for ``source``: a trace path (loaded in a worker) or a ``Trace``.
 
@@ -46,14 +56,20 @@ def make_app(
     after the trace screen's first refresh (benchmarks time first paint with it);
     ``keymap``: binding id → keys (e.g. ``{"gap.next": "n,j"}``), Textual's keymap;
     ``preview(callback)``: hands over a device preview of the trace to draw while it
-    loads (``gapscope.parsers.detect.EarlyLoad.on_preview``).
+    loads (``gapscope.parsers.detect.EarlyLoad.on_preview``). With the default
+    ``diagnose`` the trace screen draws the gaps between each GPU's first and last
+    kernel before their causes (``default_early_gaps``; on the preview too);
+    ``early_gaps(trace) -> Gaps`` replaces them (with another ``diagnose``, none are
+    drawn unless given: they must be that diagnosis's own gaps).
     """
     if loader is None:
         from gapscope.parsers import load
 
         loader = load
-    if diagnose is None:
+    if diagnose is None:  # its gaps are drawn first; another diagnosis's may differ
         diagnose = lambda t: default_diagnose(t, params)  # noqa: E731
+        if early_gaps is None:
+            early_gaps = lambda t: default_early_gaps(t, params)  # noqa: E731
     if isinstance(source, os.PathLike):
         source = str(Path(source))
     app = GapscopeApp(
@@ -64,6 +80,7 @@ def make_app(
         extra_screens=extra_screens,
         on_ready=on_ready,
         preview=preview,
+        early_gaps=early_gaps,
     )
     if keymap:
         app.set_keymap(keymap)

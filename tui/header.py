@@ -44,13 +44,22 @@ def _is_recorded_path(name: str) -> bool:
     return " " not in name and ("/" in name or "\\" in name)
 
 
-def trace_header(trace: Trace, diagnosis, width: int = 80, pending: bool = False, failed: bool = False) -> Text:
+def trace_header(
+    trace: Trace,
+    diagnosis,
+    width: int = 80,
+    pending: bool = False,
+    failed: bool = False,
+    early_gaps: int | None = None,
+) -> Text:
     """``gapscope NAME │ GPU busy P% │ N gaps │ span │ k GPUs │ device``: the
     figures first so that they survive an 80-column terminal; the trace name is
     elided to what is left of ``width`` (cells), the device name comes last.
     ``pending``: the diagnosis is still running (``finding gaps…`` in place of the
     GPU busy share and the gap count); ``failed``: there is no diagnosis (``no
-    diagnosis`` there: the trace screen's status line and card say why)."""
+    diagnosis`` there: the trace screen's status line and card say why);
+    ``early_gaps``: the number of gaps drawn while the diagnosis runs (``N gaps,
+    causes…`` then)."""
     src = trace.source
     name = src.trace_name or ""
     if not name.strip() or _is_recorded_path(name):
@@ -67,6 +76,8 @@ def trace_header(trace: Trace, diagnosis, width: int = 80, pending: bool = False
             figures.append(f"GPU busy {100 * busy / win:.0f}%")
     if d is not None:
         figures.append(f"{len(d.gaps)} gap" + ("" if len(d.gaps) == 1 else "s"))
+    elif pending and early_gaps is not None:
+        figures.append(f"{early_gaps} gap" + ("" if early_gaps == 1 else "s") + ", causes…")
     elif pending:
         figures.append("finding gaps…")
     elif failed:

@@ -25,6 +25,7 @@ from textual.screen import Screen
 from textual.widgets import Label, ProgressBar
 from textual.worker import Worker, get_current_worker
 
+from gapscope.analysis.types import Gaps
 from gapscope.parsers.model import Trace
 from gapscope.tui.lanes_model import sanitize
 from gapscope.units import fmt_bytes
@@ -66,7 +67,8 @@ class LoadScreen(Screen):
     for the bar (default ``gapscope.parsers.detect.load_progress``). The outcome goes
     to the app, on the event loop: ``on_loaded(trace)``, ``on_failed(error)`` (the
     trace could not be loaded) or ``on_cancel()`` (Escape); before it, maybe
-    ``on_preview(trace)`` with the device preview that ``preview`` hands over.
+    ``on_preview(trace, gaps)`` with the device preview that ``preview`` hands over
+    and its ``preview_gaps`` (None without).
     """
 
     BINDINGS = [Binding("escape", "cancel_load", "cancel", id="load.cancel")]
@@ -82,9 +84,10 @@ class LoadScreen(Screen):
             self.trace = trace
 
     class Preview(Message):
-        def __init__(self, trace: Trace) -> None:
+        def __init__(self, trace: Trace, gaps) -> None:
             super().__init__()
             self.trace = trace
+            self.gaps = gaps
 
     class Failed(Message):
         def __init__(self, error: str) -> None:
@@ -101,7 +104,8 @@ class LoadScreen(Screen):
         on_cancel: Callable[[], None],
         progress: Callable[[], float | None] | None = None,
         preview: Callable[[Callable[[Trace], None]], None] | None = None,
-        on_preview: Callable[[Trace], None] | None = None,
+        on_preview: Callable[..., None] | None = None,
+        preview_gaps: Callable[[Trace], Gaps] | None = None,
     ) -> None:
         super().__init__()
         from gapscope.parsers.detect import load_progress
@@ -120,6 +124,9 @@ class LoadScreen(Screen):
         #: shows it while this screen's load goes on under it
         self.preview = preview
         self.on_preview = on_preview
+        #: ``preview_gaps(trace)``: the preview's gaps, found in the load's thread
+        #: before it is handed on (``on_preview(trace, gaps)``; gaps None: none found)
+        self.preview_gaps = preview_gaps
         self.loaded = False
         self.worker: Worker[None] | None = None
         self._t0 = time.monotonic()
@@ -160,7 +167,13 @@ class LoadScreen(Screen):
         if self.preview is not None and self.on_preview is not None:
 
             def handed(trace: Trace) -> None:  # from the load's thread: post_message is thread-safe
-                self.post_message(self.Preview(trace))
+                gaps = None
+                if self.preview_gaps is not None:
+                    try:
+                        gaps = self.preview_gaps(trace)
+                    except Exception:  # noqa: BLE001 - the preview is drawn without its gaps then
+                        gaps = None
+                self.post_message(self.Preview(trace, gaps))
 
             self.preview(handed)
 
@@ -212,7 +225,7 @@ class LoadScreen(Screen):
     def _preview(self, message: Preview) -> None:
         if self.loaded or self.on_preview is None or (self.worker is not None and self.worker.is_cancelled):
             return
-        self.on_preview(message.trace)
+        self.on_preview(message.trace, message.gaps)
 
     @on(Failed)
     def _failed(self, message: Failed) -> None:

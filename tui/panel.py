@@ -21,6 +21,7 @@ __all__ = [
     "DetailLine",
     "PROTOCOL",
     "card_text",
+    "early_card_text",
     "compact_card_text",
     "protocol_text",
     "first_sentence",
@@ -90,11 +91,55 @@ def evidence_levels(trace, items) -> list[int]:
     return out
 
 
-def card_text(diagnosis, gap: int | None, pending: bool = False, failed: str | None = None) -> Text:
+def early_card_text(trace, gaps, gap: int | None, preview: bool) -> Text:
+    """The card while only the gaps are known (the trace screen's early gaps,
+    ``gapscope.analysis.gaps.interior_gaps``: ``gaps`` of ``trace``, ``gap`` an index
+    into them or None): where the gap is and the ops around it, and that its cause
+    follows; ``preview``: ``trace`` is a device preview, so the CPU lanes, which hold
+    the cause, are still being read."""
+    t = Text()
+    rest = (
+        "The causes, the CPU lanes and the idle time at the edges of the steps come with the whole file."
+        if preview
+        else "Their causes, and the idle time at the edges of the steps, are being found."
+    )
+    if gap is None:
+        n = len(gaps)
+        t.append(f"{n} idle gap{'' if n == 1 else 's'} so far\n", style="bold")
+        t.append("Those between each GPU's first and last kernel, drawn first. ")
+        t.append(rest + "\n")
+        t.append("n goes to the next gap, s then n to the largest.\n")
+        return t
+    s, e = int(gaps.start_ns[gap]), int(gaps.end_ns[gap])
+    t.append(f"Gap on GPU {int(gaps.device[gap])}\n", style="bold")
+    # a preview's times count from its first GPU op, the whole trace's from its first event
+    origin = " from the first GPU op" if preview else ""
+    t.append(f"{fmt_dur(e - s)} at {fmt_offset(s - int(trace.extent_ns[0]))}{origin}\n")
+    t.append("Cause: ", style="bold")
+    if preview:
+        t.append(
+            "comes with the whole file: what the CPU did meanwhile (the launch calls, "
+            "syncs and copies) is on its lanes, still being read.\n"
+        )
+    else:
+        t.append("being found…\n")
+    for label, op in (("Previous kernel", int(gaps.prev_op[gap])), ("Next op", int(gaps.next_op[gap]))):
+        if op >= 0:
+            t.append(f"{label}: ", style="bold")
+            t.append(sanitize(trace.name(op), 200) + "\n")
+    return t
+
+
+def card_text(
+    diagnosis, gap: int | None, pending: bool = False, failed: str | None = None, early: tuple | None = None
+) -> Text:
     """The card of ``gap`` as a Rich ``Text`` (literal strings only); ``pending``: the
     diagnosis is still running (the trace screen's worker); ``failed``: why there is
-    no diagnosis (said instead of any card)."""
+    no diagnosis (said instead of any card); ``early``: (trace, gaps, preview) of
+    ``early_card_text`` while only the gaps are known (``gap`` indexes those)."""
     t = Text()
+    if pending and early is not None:
+        return early_card_text(early[0], early[1], gap, early[2])
     if pending:
         t.append("Finding the idle gaps and their causes…\n", style="bold")
         t.append("The lanes can be browsed meanwhile; the gap keys (n, 1-5, g #N) work once the gaps are found.\n")
@@ -231,13 +276,15 @@ def short_names(text: str) -> str:
     )
 
 
-def compact_card_text(diagnosis, gap: int | None, pending: bool = False, failed: str | None = None) -> list[Text]:
+def compact_card_text(
+    diagnosis, gap: int | None, pending: bool = False, failed: str | None = None, early: tuple | None = None
+) -> list[Text]:
     """The card of ``gap`` for narrow terminals: a summary with the cause, the smell,
     the first sentence of *why*, then the first experiment, forbidden step and proof;
     each item is one logical line (the panel wraps them, keeps the first three, and
     shows the rest as far as its height allows: ``COMPACT_LINES`` rows at least)."""
     if pending or failed is not None or diagnosis is None or gap is None or len(diagnosis.gaps) == 0:
-        return list(card_text(diagnosis, gap, pending, failed).split("\n"))
+        return list(card_text(diagnosis, gap, pending, failed, early).split("\n"))
     g = diagnosis.gaps
     s = int(g.start_ns[gap])
     e = int(g.end_ns[gap])
@@ -333,30 +380,37 @@ class GapPanel(Widget):
         self._lines: list[Text] = []
         self._strips: dict[int, Strip] = {}
         self._wrapped_for: tuple | None = None
-        self._card_key: tuple[int, int | None, bool, str | None] | None = None
+        self._card_key: tuple | None = None
         self._done: set[int] | None = None
         self._card = Text("")
         self._protocol = protocol_text(set())
         self._compact: list[Text] | None = []
-        self._compact_for: tuple = (None, None, False, None)
+        self._compact_for: tuple = (None, None, False, None, None)
         self._compact_key: object = None
         #: Show the compact card (``compact_card_text``) instead of the full text.
         self.compact = False
         self.offset_y = 0
 
     def show(
-        self, diagnosis, gap: int | None, done: set[int], pending: bool = False, failed: str | None = None
+        self,
+        diagnosis,
+        gap: int | None,
+        done: set[int],
+        pending: bool = False,
+        failed: str | None = None,
+        early: tuple | None = None,
     ) -> None:
         """Show the card of ``gap`` (or what to do without one; ``pending``: the
-        diagnosis is still running; ``failed``: why there is none), the step budget
-        and the protocol ``done``."""
-        key = (id(diagnosis), gap, pending, failed)
+        diagnosis is still running; ``failed``: why there is none; ``early``: the
+        gaps known before it, ``card_text``), the step budget and the protocol
+        ``done``."""
+        key = (id(diagnosis), gap, pending, failed, None if early is None else (id(early[1]), early[2]))
         changed = False
         if key != self._card_key:
             self._card_key = key
-            self._card = card_text(diagnosis, gap, pending, failed)
+            self._card = card_text(diagnosis, gap, pending, failed, early)
             self._compact = None  # built when first drawn (compact mode only)
-            self._compact_for = (diagnosis, gap, pending, failed)
+            self._compact_for = (diagnosis, gap, pending, failed, early)
             self._compact_key = object()
             self.offset_y = 0
             changed = True

@@ -12,6 +12,7 @@ import gc
 import threading
 from collections.abc import Callable
 
+import numpy as np
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -22,7 +23,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 from textual.worker import get_current_worker
 
-from gapscope.analysis.types import Cause
+from gapscope.analysis.types import Cause, Gaps
 from gapscope.parsers.model import Kind, Trace
 from gapscope.tui.bindings import footer_binding, trace_bindings
 from gapscope.tui.header import trace_header
@@ -51,11 +52,18 @@ _KIND_LABEL = {k: k.name.lower().replace("_", " ") for k in Kind}
 #: What the status line says while the diagnosis runs, and what a gap key says then.
 PENDING_MESSAGE = "finding the idle gaps and their causes… (the lanes work meanwhile)"
 PENDING_KEY_MESSAGE = "still finding the gaps and their causes: a moment"
+#: The same once the gaps are drawn (``early_gaps``), and what a class key says then.
+EARLY_MESSAGE = "gaps drawn; finding their causes… (n, s and the lanes work meanwhile)"
+EARLY_KEY_MESSAGE = "still finding the causes: a moment (n and s walk the gaps meanwhile)"
 #: What the status line of a device preview says ({reading}: how far the rest of the
 #: file is: ``READING_RATE`` or ``READING_BUILT``).
 PREVIEW_MESSAGE = "device lanes first; {reading}: CPU lanes, gaps and causes follow"
-#: What a gap key says on a device preview.
+#: The same once the preview's gaps are drawn (``early_gaps``).
+PREVIEW_GAPS_MESSAGE = "device lanes, gaps first; {reading}: CPU lanes, causes follow"
+#: What a gap key says on a device preview (before its gaps are drawn, and a class key
+#: or ``g #N`` after).
 PREVIEW_KEY_MESSAGE = "gaps and causes come with the whole file ({reading}): a moment"
+PREVIEW_CAUSE_KEY_MESSAGE = "causes come with the whole file ({reading}): n and s walk the gaps"
 READING_RATE = "reading the rest{share}"
 READING_BUILT = "building the whole trace"
 #: What the status line says when no diagnosis came (the analysis is not there).
@@ -96,6 +104,15 @@ class TraceScreen(Screen):
             self.diagnosis = diagnosis
             self.error = error
 
+    class EarlyGaps(Message):
+        """The worker's ``early_gaps`` of the trace, before its diagnosis (a preview's
+        come with it: the load finds them, in its thread, not a worker of the screen,
+        which would keep the screen alive past its replacement)."""
+
+        def __init__(self, gaps) -> None:
+            super().__init__()
+            self.gaps = gaps
+
     def __init__(
         self,
         trace: Trace,
@@ -107,6 +124,9 @@ class TraceScreen(Screen):
         view: tuple[Viewport, int] | None = None,
         notice: str | None = None,
         replaces_preview: bool = False,
+        early_gaps: Callable[[Trace], Gaps] | None = None,
+        early: Gaps | None = None,
+        select: tuple[int, int] | None = None,
     ) -> None:
         super().__init__()
         self.trace = trace
@@ -122,10 +142,24 @@ class TraceScreen(Screen):
         #: (viewport, cursor_ns) to open at: those of the preview this
         #: screen replaces, when the user had moved its view
         self.initial_view = view
-        #: the status line's last word on the preview's load (the tick renews it)
+        #: the status line's last word on the preview's load (the tick renews it), and
+        #: whether a share read was ever known (none after it: the trace is being built)
         self._reading_said = ""
+        self._reading_seen = False
         #: said in the status line on opening, before anything else
         self.notice = notice
+        #: ``early_gaps(trace)``: the gaps drawn before the causes, in the worker
+        #: (``gapscope.analysis.gaps.interior_gaps``: the diagnosis's gaps between each
+        #: device's first and last kernel); ``early``: them, once found (or given: a
+        #: preview's, found by the load), until the diagnosis comes (``n``/``s`` walk
+        #: them; their card says the cause follows)
+        self.early_gaps_fn = early_gaps if diagnosis is None else None
+        self.early: Gaps | None = early if diagnosis is None else None
+        if self.early is not None:
+            self.nav = GapNavigator(self.early)
+        #: (device, start_ns) of a gap to select when it is drawn: the one selected on
+        #: the preview this screen replaces, or an early gap when the diagnosis comes
+        self.select_key = select
         #: set once a device preview this screen replaced is collected (at once when
         #: it replaced none): the freeze after the diagnosis waits for it
         self.preview_forgotten = threading.Event()
@@ -171,6 +205,8 @@ class TraceScreen(Screen):
         except NoMatches:  # the app quit as this screen mounted: nothing to set up
             return
         lanes.focus()
+        if self.early is not None:
+            lanes.set_early_gaps(self.early)
         self._update_side()
         nw = len(self.trace.warnings)
         if self.reading is not None:
@@ -187,7 +223,7 @@ class TraceScreen(Screen):
             self._say(PENDING_MESSAGE)
         if self.initial_view is not None:
             lanes.open_at(*self.initial_view)
-        if self.diagnose_fn is not None:
+        if self.diagnose_fn is not None or self.early_gaps_fn is not None:
             # at once, not after the first paint: measured, the paint is not slower
             # for it (numpy lets the thread run beside the event loop), the causes come
             # ~0.15 s sooner at 1M events (bench/tui.py --command)
@@ -195,12 +231,14 @@ class TraceScreen(Screen):
 
     def _reading_text(self, template: str) -> str:
         """``template`` with how far the load of the whole file is: the share of its
-        text decoded, or that the trace is being built from the decoded parts."""
+        text decoded, or that the trace is being built from the decoded parts (all of
+        it decoded, or no share known after one was: ``load_progress``)."""
         try:
             share = self.reading() if self.reading is not None else None
         except Exception:  # noqa: BLE001 - a progress figure is never worth a failed view
             share = None
-        if share is not None and share >= 1.0:
+        self._reading_seen = self._reading_seen or share is not None
+        if (share is not None and share >= 1.0) or (share is None and self._reading_seen):
             reading = READING_BUILT
         else:
             reading = READING_RATE.format(share=f" {int(100 * share)}%" if share is not None else "")
@@ -210,8 +248,28 @@ class TraceScreen(Screen):
         """The preview's status line follows the load (unless another message is
         shown: a key clears it, and the next tick brings it back)."""
         if not self.message or self.message == self._reading_said:
-            self._reading_said = self._reading_text(PREVIEW_MESSAGE)
+            self._reading_said = self._reading_text(PREVIEW_MESSAGE if self.early is None else PREVIEW_GAPS_MESSAGE)
             self._say(self._reading_said)
+
+    def selected_gap_key(self) -> tuple[int, int] | None:
+        """(device, start_ns) of the selected gap, else None: which gap a screen
+        replacing this one selects (gap numbers differ between the two)."""
+        try:
+            lanes = self.lanes
+        except NoMatches:
+            return None
+        g, k = lanes.gaps, lanes.selected_gap
+        return None if g is None or k is None else (int(g.device[k]), int(g.start_ns[k]))
+
+    def _select_by_key(self, key: tuple[int, int] | None) -> None:
+        """Select the drawn gap of (device, start_ns) ``key``, if there is one, where
+        the view and the cursor are (the user put them there)."""
+        g = self.lanes.gaps
+        if key is None or g is None or not len(g):
+            return
+        hit = np.flatnonzero((np.asarray(g.device) == key[0]) & (np.asarray(g.start_ns) == key[1]))
+        if hit.size:
+            self.lanes.select_gap(int(hit[0]), move=False)
 
     def view_state(self) -> tuple[Viewport, int] | None:
         """(viewport, cursor_ns) when the user has moved the view from the fit of the
@@ -226,8 +284,15 @@ class TraceScreen(Screen):
     def _diagnose(self) -> None:
         """Diagnose in a thread (abandoned, not waited for, when the app quits first)."""
         worker = get_current_worker()
+        if self.early_gaps_fn is not None:
+            try:
+                early = self.early_gaps_fn(self.trace)
+            except Exception:  # noqa: BLE001 - the gaps come with the diagnosis then
+                early = None
+            if early is not None and not worker.is_cancelled:
+                self.post_message(self.EarlyGaps(early))
         diagnose = self.diagnose_fn
-        if diagnose is None:  # started only with one
+        if diagnose is None:  # a preview: the gaps only
             return
         diagnosis, error = None, None
         try:
@@ -244,6 +309,21 @@ class TraceScreen(Screen):
         gc.freeze()
         self.post_message(self.Diagnosed(diagnosis, error))
 
+    @on(EarlyGaps)
+    def _early_found(self, message: EarlyGaps) -> None:
+        if self.diagnosis is not None or not self.diagnosing:
+            return  # the diagnosis came first
+        self.early = message.gaps
+        self.nav = GapNavigator(message.gaps)
+        self.lanes.set_early_gaps(message.gaps)
+        self.query_one("#header", Static).update(self.header_text(self.size.width or 80))
+        if self.message == PENDING_MESSAGE:
+            self.message = EARLY_MESSAGE
+        self._select_by_key(self.select_key)
+        self.select_key = None
+        self._side_drawn = False
+        self._update_side()
+
     @on(Diagnosed)
     def _diagnosed(self, message: Diagnosed) -> None:
         self.set_diagnosis(message.diagnosis, message.error)
@@ -252,15 +332,19 @@ class TraceScreen(Screen):
         """Show ``diagnosis`` (gaps, causes, cards) on the lanes drawn so far; the
         view, cursor and selection stay. ``error``: why there is none."""
         self.diagnosing = False
+        carried = self.selected_gap_key() if self.early is not None else self.select_key
+        self.early = self.select_key = None
         self._take_diagnosis(diagnosis)
         self.error = error
         self.lanes.set_diagnosis(diagnosis)
+        if diagnosis is not None:
+            self._select_by_key(carried)
         self.query_one("#header", Static).update(self.header_text(self.size.width or 80))
         if error:
             self.message = error
         elif diagnosis is None:
             self.message = NO_DIAGNOSIS_MESSAGE
-        elif self.message in (PENDING_MESSAGE, PENDING_KEY_MESSAGE, ""):
+        elif self.message in (PENDING_MESSAGE, PENDING_KEY_MESSAGE, EARLY_MESSAGE, EARLY_KEY_MESSAGE, ""):
             n = len(diagnosis.gaps)
             self.message = (
                 f"{n} idle gap{'' if n == 1 else 's'} found: n goes to the next, s then n to the largest"
@@ -278,12 +362,15 @@ class TraceScreen(Screen):
             return None
         return self.error or NO_DIAGNOSIS_MESSAGE
 
-    def _waiting(self) -> bool:
-        """True (and says so) while the diagnosis runs, or the file is still read."""
+    def _waiting(self, walk: bool = False) -> bool:
+        """True (and says so) while the diagnosis runs, or the file is still read;
+        ``walk``: a key that only walks the gaps, which the early gaps serve."""
+        if walk and self.early is not None:
+            return False
         if self.reading is not None:
-            self._say(self._reading_text(PREVIEW_KEY_MESSAGE))
+            self._say(self._reading_text(PREVIEW_KEY_MESSAGE if self.early is None else PREVIEW_CAUSE_KEY_MESSAGE))
         elif self.diagnosing:
-            self._say(PENDING_KEY_MESSAGE)
+            self._say(PENDING_KEY_MESSAGE if self.early is None else EARLY_KEY_MESSAGE)
         return self.diagnosing
 
     class Uncovered(Message):
@@ -303,7 +390,12 @@ class TraceScreen(Screen):
     def header_text(self, width: int = 80) -> Text:
         """The header line for ``width`` cells (``gapscope.tui.header.trace_header``)."""
         return trace_header(
-            self.trace, self.diagnosis, width, pending=self.diagnosing, failed=self.missing_diagnosis is not None
+            self.trace,
+            self.diagnosis,
+            width,
+            pending=self.diagnosing,
+            failed=self.missing_diagnosis is not None,
+            early_gaps=None if self.early is None else len(self.early),
         )
 
     # ------------------------------------------------------------- updates
@@ -330,6 +422,7 @@ class TraceScreen(Screen):
             self.done,
             pending=self.diagnosing,
             failed=self.missing_diagnosis,
+            early=None if self.early is None else (self.trace, self.early, self.reading is not None),
         )
         self._update_detail()
 
@@ -351,17 +444,25 @@ class TraceScreen(Screen):
             gap = lanes.gap_at(lanes.cursor_ns, row.device)
             if gap is None and lanes.selected_gap is not None and int(gaps.device[lanes.selected_gap]) == row.device:
                 gap = lanes.selected_gap
+        early = gaps is not None and gaps is self.early  # numbered once the diagnosis comes
         if self.message:
             # The message comes first so that it fits 80 columns; a gap's summary
             # (the card shows it) shrinks to its number, an event's follows (cut with
             # ``…`` by the detail line); the next key clears it (``on_key``).
             if gap is not None:
-                t.append(f"gap #{gap} ")
+                t.append("gap " if early else f"gap #{gap} ")
             t.append("│ " + sanitize(self.message, 120), style="italic")
             if gap is not None:
                 return t
             t.append(" │ ")
-        if gap is not None and gaps is not None:
+        if gap is not None and gaps is not None and early:
+            g = gaps
+            t.append(f"gap GPU {int(g.device[gap])} {fmt_dur(int(g.end_ns[gap] - g.start_ns[gap]))} ")
+            t.append("idle", style="bold")
+            if int(lanes.cursor_ns) != int(g.start_ns[gap]):
+                t.append(f" at {rel(g.start_ns[gap])}")
+            t.append(" (its cause follows)")
+        elif gap is not None and gaps is not None:
             g = gaps
             c = Cause(int(g.cause[gap]))
             t.append(f"gap #{gap} GPU {int(g.device[gap])} {fmt_dur(int(g.end_ns[gap] - g.start_ns[gap]))} ")
@@ -404,7 +505,7 @@ class TraceScreen(Screen):
         self._jump(int(direction), Cause(cause))
 
     def _jump(self, direction: int, cause: Cause | None) -> None:
-        if self._waiting():
+        if self._waiting(walk=cause is None):
             return
         if self.nav is None:  # no diagnosis: say why, not that the trace has no gaps
             self._say(self.missing_diagnosis or NO_DIAGNOSIS_MESSAGE)
@@ -492,7 +593,6 @@ class TraceScreen(Screen):
         if steps is None or len(steps.start_ns) == 0:
             self._say("no steps found in this trace")
             return
-        import numpy as np
 
         from gapscope.tui.viewmodel import Viewport
 
@@ -705,7 +805,7 @@ class TraceScreen(Screen):
 
     # ------------------------------------------------------------- rare actions
     def largest_gap(self) -> None:
-        if self._waiting():
+        if self._waiting(walk=True):
             return
         if self.nav is not None and len(self.nav):
             self.lanes.select_gap(int(self.nav.size_order[0]))

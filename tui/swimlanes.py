@@ -165,6 +165,22 @@ class Swimlanes(Widget, can_focus=True):
         if was_pending:
             self.call_after_refresh(self._start_warming)
 
+    def set_early_gaps(self, gaps: Gaps) -> None:
+        """Draw ``gaps`` (``Gaps``) as plain idle time while the diagnosis runs (the
+        trace screen's early gaps: their causes are not known yet); ``set_diagnosis``
+        replaces them. The view, cursor and selected row stay."""
+        if self.diagnosis is not None:
+            return
+        self.gaps = gaps
+        self.selected_gap = None
+        self._gap_dev = gaps_by_device(gaps)
+        gap_devices = set(self._gap_dev) | set(self.trace.devices())
+        if gap_devices != self._gap_devices:
+            self._gap_devices = gap_devices
+            self._rebuild_rows()
+        self.invalidate()
+        self.post_message(self.Changed(self))
+
     # ------------------------------------------------------------ helpers
     def _first_lane_row(self) -> int:
         """The first lane row with events (else the first lane row, else 0)."""
@@ -389,14 +405,15 @@ class Swimlanes(Widget, can_focus=True):
         self.selected_event = None
         self._changed()
 
-    def select_gap(self, gap: int | None, *, zoom: bool = False) -> None:
+    def select_gap(self, gap: int | None, *, zoom: bool = False, move: bool = True) -> None:
         """Select gap ``gap``: cursor to its start, its device's gap row selected,
         and the view moved only as much as needed to show it readably
-        (``bring_into_view``; zoomed to fit when ``zoom``)."""
+        (``bring_into_view``; zoomed to fit when ``zoom``); ``move`` False: the view
+        and the cursor stay (a selection carried over from another screen)."""
         self.selected_gap = gap
         self.selected_event = None
         if gap is None or self.gaps is None:
-            self._changed(view=True)
+            self._changed(view=move)
             return
         s, e = int(self.gaps.start_ns[gap]), int(self.gaps.end_ns[gap])
         dev = int(self.gaps.device[gap])
@@ -404,6 +421,9 @@ class Swimlanes(Widget, can_focus=True):
             if r.kind == "idle" and r.device == dev:
                 self.selected_row = i
                 break
+        if not move:
+            self._changed()
+            return
         self.cursor_ns = s
         self.viewport = self.bring_into_view(s, e, zoom=zoom)
         self._changed(view=True)
@@ -590,8 +610,9 @@ class Swimlanes(Widget, can_focus=True):
             selected_row=self.selected_row,
             selected_gap=self.selected_gap,
             selected_event=self.selected_event,
-            show_causes=self.show_causes,
-            pending=self.pending,
+            # early gaps (no diagnosis yet) have no cause to show
+            show_causes=self.show_causes and self.diagnosis is not None,
+            pending=self.pending and self.gaps is None,
             width=self._frame_width or self.size.width,
             label_width=self.label_width,
             styles=self._lane_styles(),

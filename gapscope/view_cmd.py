@@ -53,18 +53,21 @@ def main(argv: list[str] | None = None) -> int:
         path = args.trace
     from gapscope.parsers.detect import sniff
     from gapscope.parsers.errors import TraceFormatError
-    from gapscope.report.cmd import error_line
 
     try:
         sniff(path)  # cheap checks before the full-screen UI starts (no escape codes)
     except TraceFormatError as exc:
+        from gapscope.report.cmd import error_line
+
         print(error_line(str(exc)), file=sys.stderr)
         return 2
     from gapscope.parsers.detect import EarlyLoad
 
-    # its forked decoders run while the viewer's modules are imported; a large file's
-    # device lanes come first, drawn while the rest is read
+    # its forked decoders run while the viewer's modules are imported (the report's
+    # and the analysis's too: imported after it); a large file's device lanes come
+    # first, drawn while the rest is read
     early = EarlyLoad(path, preview=os.environ.get("GAPSCOPE_NO_PREVIEW", "") != "1")
+    from gapscope.report.cmd import error_line
     from gapscope.tui.factory import make_app
 
     app = make_app(path, loader=early, preview=early.on_preview)

@@ -252,22 +252,27 @@ def find_gaps(
 
 def interior_gaps(trace: Trace, min_gap_ns: int = 2_000) -> Gaps:
     """The gaps of every device of ``trace`` between its first and last kernel: the
-    rows of ``find_gaps`` (no steps) with ``edge`` EDGE_NONE, sorted by device, then
-    start, their causes UNCLASSIFIED (``Gaps``; ``min_gap_ns``: int ns, >= 1).
+    rows of ``find_gaps`` (no steps) with ``edge`` EDGE_NONE and a kernel on both
+    sides (``prev_op`` and ``next_op`` set: a device without a valid kernel has none),
+    sorted by device, then start, their causes UNCLASSIFIED (``Gaps``; ``min_gap_ns``:
+    int ns, >= 1).
 
     They depend on the device's GPU ops alone, not on steps or CPU events (only the
     idle time before a device's first kernel and after its last does, through the
-    window): so they are the diagnosis's gaps of ``edge`` EDGE_NONE, whole, and the
-    same when ``trace`` holds only the device lanes of a file (a device preview:
-    ``gapscope.parsers.chrome.loader.device_preview``; equal on every corpus trace,
-    ``tests/test_device_preview.py``). A viewer draws them before the causes. Never
-    raises on a valid ``Trace``."""
+    window): so they are the diagnosis's gaps with a kernel on both sides, whole, and
+    the same when ``trace`` holds only the device lanes of a file, where those are the
+    whole trace's (a device preview: ``gapscope.parsers.chrome.loader.device_preview``
+    says when they can differ; equal on every corpus trace,
+    ``tests/test_device_preview.py``). Their ``next_op`` can differ there when two
+    ops start at a gap's end: the tie goes to a launched op, and a preview has no
+    launch links. A viewer draws them before the causes. Never raises on a valid
+    ``Trace``."""
     valid = valid_timing_mask(trace)
     launches = launch_of(trace)
     parts = []
     for dev in trace.devices():
         g = find_gaps(trace, dev, min_gap_ns, valid=valid, launches=launches)
-        keep = np.flatnonzero(g.edge == EDGE_NONE)
+        keep = np.flatnonzero((g.edge == EDGE_NONE) & (g.prev_op >= 0) & (g.next_op >= 0))
         if keep.size < len(g):
             cut: dict[str, Any] = {}
             for f in dataclasses.fields(g):

@@ -445,8 +445,9 @@ def test_interior_gaps_are_the_gaps_between_each_devices_first_and_last_kernel()
     the 2 µs minimum), k3 51-60, then copies to 70. ProfilerStep#1 spans 0-100 µs on
     the CPU. The diagnosis's gaps: 0-10 (leading, widened by the step to start at 0),
     20-30, 30-40, 60-100 (trailing); GPU 1, one kernel at 10-20, only leading and
-    trailing ones. The interior ones are 20-30 and 30-40 of GPU 0, whether or not the
-    CPU lane and the step are in the trace."""
+    trailing ones; GPU 2 only copies (30-50), idle of kernels all along. The interior
+    ones are 20-30 and 30-40 of GPU 0, whether or not the CPU lane and the step are in
+    the trace."""
     from gapscope.analysis.gaps import interior_gaps
 
     def build(with_cpu: bool):
@@ -463,6 +464,10 @@ def test_interior_gaps_are_the_gaps_between_each_devices_first_and_last_kernel()
         b.event(gpu, "k3", 51 * US, 9 * US, Kind.KERNEL)
         b.event(gpu, "Memcpy DtoH", 62 * US, 8 * US, Kind.MEMCPY, copy_kind=CopyKind.D2H, bytes=64)
         b.event(gpu1, "solo", 10 * US, 10 * US, Kind.KERNEL)
+        # a device that only copies has no kernel to bound a gap: none there
+        gpu2 = b.lane("2", "7", process_name="GPU 2", thread_name="stream 7", is_gpu=True, device=2, stream=7)
+        b.event(gpu2, "Memcpy HtoD", 30 * US, 10 * US, Kind.MEMCPY, copy_kind=CopyKind.H2D, bytes=64)
+        b.event(gpu2, "Memcpy DtoH", 40 * US, 10 * US, Kind.MEMCPY, copy_kind=CopyKind.D2H, bytes=64)
         return b.build()
 
     whole = build(True)
@@ -476,6 +481,7 @@ def test_interior_gaps_are_the_gaps_between_each_devices_first_and_last_kernel()
         (0, 60 * US, 100 * US, 2),
         (1, 0, 10 * US, 1),
         (1, 20 * US, 100 * US, 2),
+        (2, 0, 100 * US, 0),  # the whole window idle of kernels: no kernel on either side
     ]
     for t in (whole, build(False)):
         g = interior_gaps(t)

@@ -521,3 +521,27 @@ def test_an_injected_diagnosis_gets_no_early_gaps():
     app = make_app(small_trace(), diagnose=lambda t: diagnose(t))
     assert app.early_gaps is None
     assert make_app(small_trace()).early_gaps is not None
+
+
+def test_early_card_names_every_kernel_around_the_gap():
+    """Two streams' kernels end together at a gap's start, and two start together at
+    its end: the early card names them all (``Gaps.prev_op``/``next_op`` name one, a
+    tie), and says they end or start together; names are rendered literally."""
+    from gapscope.analysis.gaps import interior_gaps
+    from gapscope.tui.panel import early_card_text
+
+    b = TraceBuilder(path="ties.json")
+    s7 = b.lane("0", "7", process_name="GPU 0", thread_name="stream 7", is_gpu=True, device=0, stream=7)
+    s8 = b.lane("0", "8", process_name="GPU 0", thread_name="stream 8", is_gpu=True, device=0, stream=8)
+    b.event(s7, "a\x1b[31m", 0, 10_000, Kind.KERNEL)
+    b.event(s8, "b", 5_000, 5_000, Kind.KERNEL)
+    b.event(s7, "c", 30_000, 5_000, Kind.KERNEL)
+    b.event(s8, "d", 30_000, 8_000, Kind.KERNEL)
+    t = b.build()
+    g = interior_gaps(t)
+    assert list(zip(g.start_ns.tolist(), g.end_ns.tolist())) == [(10_000, 30_000)]
+    card = early_card_text(t, g, 0, preview=False).plain
+    assert card == (
+        "Gap on GPU 0\n20.0 µs at 10.0 µs\nCause: being found…\n"
+        "Previous kernels: a\\x1b[31m, b (2 end together)\nNext ops: c, d (2 start together)\n"
+    )

@@ -155,6 +155,7 @@ class GapscopeApp(App):
             select = self.preview_screen.selected_gap_key()
             if not same_device_ops(self.preview_screen.trace, trace):
                 notice = PREVIEW_DIFFERED
+                select = None  # its device numbers or gaps may not be the whole trace's
             gone = weakref.ref(self.preview_screen)
             self.preview_screen = None
             popped = self.pop_screen()

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 from rich.text import Text
 from textual.strip import Strip
 from textual.widget import Widget
 
 from gapscope.analysis.types import Cause
+from gapscope.parsers.model import Kind
 from gapscope.tui.lanes_model import sanitize
 from gapscope.units import fmt_delta, fmt_dur, fmt_offset
 
@@ -111,23 +113,49 @@ def early_card_text(trace, gaps, gap: int | None, preview: bool) -> Text:
         t.append("n goes to the next gap, s then n to the largest.\n")
         return t
     s, e = int(gaps.start_ns[gap]), int(gaps.end_ns[gap])
-    t.append(f"Gap on GPU {int(gaps.device[gap])}\n", style="bold")
-    # a preview's times count from its first GPU op, the whole trace's from its first event
-    origin = " from the first GPU op" if preview else ""
+    dev = int(gaps.device[gap])
+    t.append(f"Gap on GPU {dev}\n", style="bold")
+    # a preview's times count from the first event of its device lanes, the whole
+    # trace's from its first event of any lane
+    origin = " from the device lanes' first event" if preview else ""
     t.append(f"{fmt_dur(e - s)} at {fmt_offset(s - int(trace.extent_ns[0]))}{origin}\n")
     t.append("Cause: ", style="bold")
     if preview:
         t.append(
-            "comes with the whole file: what the CPU did meanwhile (the launch calls, "
-            "syncs and copies) is on its lanes, still being read.\n"
+            "not known yet: it takes the CPU lanes, still being read (whether the launch "
+            "came late or the op was queued and waited on the GPU).\n"
         )
     else:
         t.append("being found…\n")
-    for label, op in (("Previous kernel", int(gaps.prev_op[gap])), ("Next op", int(gaps.next_op[gap]))):
-        if op >= 0:
-            t.append(f"{label}: ", style="bold")
-            t.append(sanitize(trace.name(op), 200) + "\n")
+    for label, names in (
+        ("Previous kernel", _kernels_at(trace, dev, s, ending=True)),
+        ("Next op", _kernels_at(trace, dev, e, ending=False)),
+    ):
+        if names:
+            t.append(f"{label}{'s' if len(names) > 1 else ''}: ", style="bold")
+            shown = ", ".join(sanitize(n, 200) for n in names[:3])
+            more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+            together = f" ({len(names)} {'end' if label.startswith('Previous') else 'start'} together)"
+            t.append(shown + more + (together if len(names) > 1 else "") + "\n")
     return t
+
+
+def _kernels_at(trace, device: int, t_ns: int, *, ending: bool) -> list[str]:
+    """Names of the kernels of GPU ``device`` that end (``ending``) or start at
+    ``t_ns`` (int ns), distinct, in lane order: a gap's neighbours, all of them (two
+    streams' kernels can end together; which one ``Gaps.prev_op`` names is a tie)."""
+    out: list[str] = []
+    for ln in trace.lanes:
+        if not ln.is_gpu or ln.device != device:
+            continue
+        sl = trace.lane_slice(ln.index)
+        at = trace.start_ns[sl] + (trace.dur_ns[sl] if ending else 0)
+        hit = np.flatnonzero((at == t_ns) & (trace.kind[sl] == int(Kind.KERNEL))) + sl.start
+        for i in hit.tolist():
+            name = trace.name(i)
+            if name not in out:
+                out.append(name)
+    return out
 
 
 def card_text(

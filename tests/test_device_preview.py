@@ -359,6 +359,46 @@ def test_viewer_shows_the_preview_then_the_whole_trace_at_the_moved_view(split, 
     asyncio.run(run())
 
 
+def test_the_previews_gaps_stay_drawn_until_the_causes_come(split, tmp_path, monkeypatch):
+    """At the swap the whole trace's screen draws the preview's gaps at once (the same
+    gaps: interior_gaps of the same device ops), with the gap selected there and the
+    cursor where it was, never "finding gaps…" in between; the causes replace them."""
+    import gapscope.tui.factory as factory
+    from gapscope.tui.lanes_draw import PENDING_TEXT
+
+    slow = threading.Event()
+    real = factory.default_diagnose
+    monkeypatch.setattr(factory, "default_diagnose", lambda t, p=None: (slow.wait(30), real(t, p))[1])
+    full, preview = _full_and_preview(tmp_path)
+    app, release = _preview_app(full, preview)
+
+    async def run():
+        async with app.run_test(size=(120, 40)) as pilot:
+            shown = await _shown_preview(pilot, app)
+            await pilot.press("n", "n")
+            cursor = shown.lanes.cursor_ns
+            release.set()
+            await _until(pilot, lambda: app.trace_screen is not None and app.screen is app.trace_screen)
+            screen = app.screen
+            await pilot.pause()
+            assert screen.trace is full and screen.diagnosing and screen.early is not None
+            assert screen.early_gaps_fn is None  # not found again
+            assert screen.lanes.gaps is screen.early and len(screen.early) == 3999
+            assert screen.selected_gap_key() == (0, 18_000)
+            assert screen.lanes.cursor_ns == cursor
+            assert screen.detail_text().plain.startswith(f"@{(cursor - full.extent_ns[0]) / 1000:.1f} µs ")
+            assert "│ 3999 gaps, causes… │" in screen.header_text(120).plain
+            idle = next(i for i, r in enumerate(screen.lanes.rows) if r.kind == "idle")
+            row_text = screen.lanes.render_line(idle + 1 - screen.lanes.top_row).text
+            assert row_text.startswith("idle") and "░" in row_text and PENDING_TEXT not in row_text
+            slow.set()
+            await _until(pilot, lambda: screen.diagnosis is not None)
+            await pilot.pause()
+            assert screen.selected_gap_key() == (0, 18_000) and screen.lanes.gaps is screen.diagnosis.gaps
+
+    asyncio.run(run())
+
+
 def test_whole_trace_waits_while_help_covers_the_preview(split, tmp_path):
 
     full, preview = _full_and_preview(tmp_path)

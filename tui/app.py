@@ -8,11 +8,13 @@ Build it with ``gapscope.tui.factory.make_app`` (one factory for the CLI, tests 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import time
 import weakref
 from collections.abc import Callable, Iterable
 
+import numpy as np
 from textual import events, on
 from textual.app import App, SystemCommand
 from textual.screen import Screen
@@ -145,7 +147,7 @@ class GapscopeApp(App):
         and diagnoses in a worker. Over a preview covered by another screen (help,
         warnings) it waits until the preview is back on top, and it opens at the
         preview's view when the user had moved it."""
-        view = notice = select = None
+        view = notice = select = early = None
         replacing = self.preview_screen is not None
         if self.preview_screen is not None:
             if self.screen is not self.preview_screen or self.preview_screen.prompt_open:
@@ -156,6 +158,12 @@ class GapscopeApp(App):
             if not same_device_ops(self.preview_screen.trace, trace):
                 notice = PREVIEW_DIFFERED
                 select = None  # its device numbers or gaps may not be the whole trace's
+            elif self.preview_screen.early is not None:
+                # the same gaps (interior_gaps of the same device ops): drawn on at once,
+                # until the diagnosis; their op indices are the preview's, so left out
+                g = self.preview_screen.early
+                none = np.full(len(g), -1, dtype=np.int64)
+                early = dataclasses.replace(g, prev_op=none, next_op=none.copy(), launch=none.copy())
             gone = weakref.ref(self.preview_screen)
             self.preview_screen = None
             popped = self.pop_screen()
@@ -169,6 +177,7 @@ class GapscopeApp(App):
             notice=notice,
             replaces_preview=replacing,
             early_gaps=self.early_gaps if pending else None,
+            early=early if pending else None,
             select=select,
         )
         self.trace_screen = screen

@@ -100,17 +100,12 @@ def early_card_text(trace, gaps, gap: int | None, preview: bool) -> Text:
     follows; ``preview``: ``trace`` is a device preview, so the CPU lanes, which hold
     the cause, are still being read."""
     t = Text()
-    rest = (
-        "The causes, the CPU lanes and the idle time at the edges of the steps come with the whole file."
-        if preview
-        else "Their causes, and the idle time at the edges of the steps, are being found."
-    )
     if gap is None:
         n = len(gaps)
         t.append(f"{n} idle gap{'' if n == 1 else 's'} so far\n", style="bold")
-        t.append("Those between each GPU's first and last kernel, drawn first. ")
-        t.append(rest + "\n")
-        t.append("n goes to the next gap, s then n to the largest.\n")
+        t.append("n goes to the next, s then n to the largest.\n")
+        t.append("These lie between each GPU's first and last kernel. ")
+        t.append("Causes and step-edge gaps come with " + ("the whole file.\n" if preview else "the diagnosis.\n"))
         return t
     s, e = int(gaps.start_ns[gap]), int(gaps.end_ns[gap])
     dev = int(gaps.device[gap])

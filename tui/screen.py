@@ -150,11 +150,12 @@ class TraceScreen(Screen):
         self.notice = notice
         #: ``early_gaps(trace)``: the gaps drawn before the causes, in the worker
         #: (``gapscope.analysis.gaps.interior_gaps``: the diagnosis's gaps between each
-        #: device's first and last kernel); ``early``: them, once found (or given: a
-        #: preview's, found by the load), until the diagnosis comes (``n``/``s`` walk
-        #: them; their card says the cause follows)
-        self.early_gaps_fn = early_gaps if diagnosis is None else None
+        #: device's first and last kernel); ``early``: them, once found, or given (a
+        #: preview's, found by the load; or the preview's this screen replaces, then
+        #: not found again), until the diagnosis comes (``n``/``s`` walk them; their
+        #: card says the cause follows)
         self.early: Gaps | None = early if diagnosis is None else None
+        self.early_gaps_fn = early_gaps if diagnosis is None and self.early is None else None
         if self.early is not None:
             self.nav = GapNavigator(self.early)
         #: (device, start_ns) of a gap to select when it is drawn: the one selected on
@@ -207,6 +208,8 @@ class TraceScreen(Screen):
         lanes.focus()
         if self.early is not None:
             lanes.set_early_gaps(self.early)
+            self._select_by_key(self.select_key)
+            self.select_key = None
         self._update_side()
         nw = len(self.trace.warnings)
         if self.reading is not None:
@@ -223,6 +226,7 @@ class TraceScreen(Screen):
             self._say(PENDING_MESSAGE)
         if self.initial_view is not None:
             lanes.open_at(*self.initial_view)
+            self._update_detail()  # the cursor it opens at
         if self.diagnose_fn is not None or self.early_gaps_fn is not None:
             # at once, not after the first paint: measured, the paint is not slower
             # for it (numpy lets the thread run beside the event loop), the causes come
@@ -313,13 +317,14 @@ class TraceScreen(Screen):
     def _early_found(self, message: EarlyGaps) -> None:
         if self.diagnosis is not None or not self.diagnosing:
             return  # the diagnosis came first
+        carried = self.selected_gap_key() if self.early is not None else self.select_key
         self.early = message.gaps
         self.nav = GapNavigator(message.gaps)
         self.lanes.set_early_gaps(message.gaps)
         self.query_one("#header", Static).update(self.header_text(self.size.width or 80))
         if self.message == PENDING_MESSAGE:
             self.message = EARLY_MESSAGE
-        self._select_by_key(self.select_key)
+        self._select_by_key(carried)
         self.select_key = None
         self._side_drawn = False
         self._update_side()
@@ -698,8 +703,9 @@ class TraceScreen(Screen):
     def action_prompt(self, mode: str) -> None:
         self.prompt_mode = mode
         inp = self.query_one("#prompt", Input)
+        start = "the device lanes' first event" if self.reading is not None else "trace start"
         inp.placeholder = (
-            "go to time (1.5ms, 250us from trace start) or gap (#12)" if mode == "goto" else "search event names"
+            f"go to time (1.5ms, 250us from {start}) or gap (#12)" if mode == "goto" else "search event names"
         )
         inp.value = ""
         self.add_class("-prompt")

@@ -638,3 +638,45 @@ def test_a_child_given_up_is_not_waited_for():
     assert cp.run_in_child(slow, 1 << 10, 30.0, give_up=lambda: time.monotonic() - t0 > 0.2) is None
     assert time.monotonic() - t0 < 5.0
     assert cp.run_in_child(lambda: 7, 1 << 10, 30.0, give_up=lambda: False) == 7
+
+
+def test_damaged_texts_give_no_preview_or_a_json_array_of_device_events():
+    """Mutated texts (bytes dropped, replaced, inserted, at random; seeded): the search
+    returns None or a JSON array of objects of the device categories, never a crash."""
+    import random
+
+    base = _doc(
+        [
+            _x("kernel", 2, 1, grid=[1, 2, 3], device=0, stream=7, correlation=5, note='a "}" {'),
+            _cpu(0, 9, args={"which": "cat", "l": [1, {"a": "kernel"}]}),
+            _x("gpu_memset", 6, 2, name="Memset (Device)", bytes=64, stream=20),
+        ],
+        compact=True,
+    )
+    rng = random.Random(15)
+    alphabet = b'{}[]",:\\ ak01'
+    seen_json = 0
+    for _ in range(3000):
+        t = bytearray(base)
+        for _ in range(rng.randint(1, 4)):
+            i = rng.randrange(len(t))
+            op = rng.randrange(3)
+            if op == 0:
+                del t[i]
+            elif op == 1:
+                t[i] = rng.choice(alphabet)
+            else:
+                t.insert(i, rng.choice(alphabet))
+        text = bytes(t)
+        begin, end = text.find(b"[") + 1, max(text.rfind(b"]"), 1)
+        if begin < 1 or end < begin:
+            continue
+        doc = fastscan.device_events(text, begin, end, loader.DEVICE_CATS)
+        if doc is None:
+            continue
+        got = json.loads(doc)
+        seen_json += 1
+        assert isinstance(got, list)
+        for ev in got:
+            assert isinstance(ev, dict) and ev.get("cat") in ("kernel", "gpu_memset")
+    assert seen_json > 1000

@@ -365,6 +365,7 @@ def test_the_previews_gaps_stay_drawn_until_the_causes_come(split, tmp_path, mon
     cursor where it was, never "finding gaps…" in between; the causes replace them."""
     import gapscope.tui.factory as factory
     from gapscope.tui.lanes_draw import PENDING_TEXT
+    from gapscope.tui.screen import EARLY_MESSAGE
 
     slow = threading.Event()
     real = factory.default_diagnose
@@ -388,6 +389,7 @@ def test_the_previews_gaps_stay_drawn_until_the_causes_come(split, tmp_path, mon
             assert screen.lanes.cursor_ns == cursor
             assert screen.detail_text().plain.startswith(f"@{(cursor - full.extent_ns[0]) / 1000:.1f} µs ")
             assert "│ 3999 gaps, causes… │" in screen.header_text(120).plain
+            assert screen.message == EARLY_MESSAGE  # not that the gaps are being found
             idle = next(i for i, r in enumerate(screen.lanes.rows) if r.kind == "idle")
             row_text = screen.lanes.render_line(idle + 1 - screen.lanes.top_row).text
             assert row_text.startswith("idle") and "░" in row_text and PENDING_TEXT not in row_text

@@ -62,6 +62,7 @@ def help_text(screen: Screen) -> Text:
     t.append("        or, when narrow, the cause's letter:\n")
     t.append(f"        {GAP_LETTERS}\n")
     t.append("        ╎ a gap narrower than a cell; the detail line names the class.\n")
+    t.append("        Before the causes come: idle 0.258 ms, or I when narrow.\n")
     t.append("Streams: when the lanes do not all fit, GPU streams with nothing in view are\n")
     t.append("        folded away; the device's header counts them (GPU 0 +9 folded).\n")
     params = getattr(getattr(screen, "diagnosis", None), "params", None)

@@ -205,6 +205,10 @@ class TraceScreen(Screen):
             lanes = self.lanes
         except NoMatches:  # the app quit as this screen mounted: nothing to set up
             return
+        # the layout for the terminal's width from the first frame (on_resize comes
+        # after it: a screen replacing another flashed the wide layout at 80 columns)
+        self.set_class(self.app.size.width < NARROW_WIDTH, "-narrow")
+        self._sync_panel_mode()
         lanes.focus()
         if self.early is not None:
             lanes.set_early_gaps(self.early)
@@ -223,7 +227,7 @@ class TraceScreen(Screen):
             what = f"{nw} loader warning" + ("" if nw == 1 else "s")
             self._say(f"⚠ {what}: w lists them")
         elif self.diagnosing and not self.message:
-            self._say(PENDING_MESSAGE)
+            self._say(PENDING_MESSAGE if self.early is None else EARLY_MESSAGE)
         if self.initial_view is not None:
             lanes.open_at(*self.initial_view)
             self._update_detail()  # the cursor it opens at

@@ -27,10 +27,10 @@ from gapscope.tui.screen import TraceScreen
 
 __all__ = ["GapscopeApp", "PREVIEW_DIFFERED"]
 
-#: What the trace screen says when the device preview it replaces was not the whole
-#: trace's device lanes (``gapscope.parsers.chrome.loader.device_preview`` says when).
 #: Longest wait (s) for a replaced preview screen to be let go of and collected.
 FORGET_PREVIEW_S = 2.0
+#: What the trace screen says when the device preview it replaces was not the whole
+#: trace's device lanes (``gapscope.parsers.chrome.loader.device_preview`` says when).
 PREVIEW_DIFFERED = "the lanes drawn first differed from the whole file: these are the whole file's"
 
 

@@ -122,16 +122,16 @@ def early_card_text(trace, gaps, gap: int | None, preview: bool) -> Text:
         )
     else:
         t.append("being found…\n")
-    for label, names in (
-        ("Previous kernel", _kernels_at(trace, dev, s, ending=True)),
-        ("Next op", _kernels_at(trace, dev, e, ending=False)),
+    for label, verb, names in (
+        ("Previous kernel", "end", _kernels_at(trace, dev, s, ending=True)),
+        ("Next op", "start", _kernels_at(trace, dev, e, ending=False)),
     ):
         if names:
             t.append(f"{label}{'s' if len(names) > 1 else ''}: ", style="bold")
             shown = ", ".join(sanitize(n, 200) for n in names[:3])
             more = f" and {len(names) - 3} more" if len(names) > 3 else ""
-            together = f" ({len(names)} {'end' if label.startswith('Previous') else 'start'} together)"
-            t.append(shown + more + (together if len(names) > 1 else "") + "\n")
+            together = f" ({len(names)} {verb} together)" if len(names) > 1 else ""
+            t.append(shown + more + together + "\n")
     return t
 
 

@@ -211,9 +211,7 @@ class TraceScreen(Screen):
         self._sync_panel_mode()
         lanes.focus()
         if self.early is not None:
-            lanes.set_early_gaps(self.early)
-            self._select_by_key(self.select_key)
-            self.select_key = None
+            self._show_early(self.early)
         self._update_side()
         nw = len(self.trace.warnings)
         if self.reading is not None:
@@ -321,17 +319,28 @@ class TraceScreen(Screen):
     def _early_found(self, message: EarlyGaps) -> None:
         if self.diagnosis is not None or not self.diagnosing:
             return  # the diagnosis came first
-        carried = self.selected_gap_key() if self.early is not None else self.select_key
-        self.early = message.gaps
-        self.nav = GapNavigator(message.gaps)
-        self.lanes.set_early_gaps(message.gaps)
+        self._show_early(message.gaps)
         self.query_one("#header", Static).update(self.header_text(self.size.width or 80))
         if self.message == PENDING_MESSAGE:
             self.message = EARLY_MESSAGE
-        self._select_by_key(carried)
-        self.select_key = None
         self._side_drawn = False
         self._update_side()
+
+    def _carried_key(self) -> tuple[int, int] | None:
+        """The gap to keep selected when other gaps are drawn: the early gap selected,
+        else the one the preview this screen replaced had selected."""
+        drawn = self.early is not None and self.lanes.gaps is self.early
+        return self.selected_gap_key() if drawn else self.select_key
+
+    def _show_early(self, gaps: Gaps) -> None:
+        """Draw ``gaps``, before the causes: ``n``/``s`` walk them, and the gap that
+        was selected (``_carried_key``) stays selected."""
+        carried = self._carried_key()
+        self.early = gaps
+        self.nav = GapNavigator(gaps)
+        self.lanes.set_early_gaps(gaps)
+        self._select_by_key(carried)
+        self.select_key = None
 
     @on(Diagnosed)
     def _diagnosed(self, message: Diagnosed) -> None:
@@ -341,7 +350,7 @@ class TraceScreen(Screen):
         """Show ``diagnosis`` (gaps, causes, cards) on the lanes drawn so far; the
         view, cursor and selection stay. ``error``: why there is none."""
         self.diagnosing = False
-        carried = self.selected_gap_key() if self.early is not None else self.select_key
+        carried = self._carried_key()
         self.early = self.select_key = None
         self._take_diagnosis(diagnosis)
         self.error = error
@@ -589,8 +598,6 @@ class TraceScreen(Screen):
             lanes.select_gap(lanes.selected_gap, zoom=True)
         elif lanes.selected_event is not None or lanes.event_at_cursor() is not None:
             ev = lanes.event_at_cursor()
-            from gapscope.tui.viewmodel import Viewport
-
             s = int(self.trace.start_ns[ev])
             lanes.set_viewport(Viewport.fit(s, s + int(self.trace.dur_ns[ev]), lanes.timeline_width, margin=0.25))
 
@@ -602,9 +609,6 @@ class TraceScreen(Screen):
         if steps is None or len(steps.start_ns) == 0:
             self._say("no steps found in this trace")
             return
-
-        from gapscope.tui.viewmodel import Viewport
-
         lanes = self.lanes
         k = int(np.searchsorted(np.asarray(steps.start_ns), lanes.cursor_ns, side="right")) - 1
         k = min(max(k, 0), len(steps.start_ns) - 1)

@@ -153,15 +153,7 @@ class Swimlanes(Widget, can_focus=True):
         gaps name a device without lanes; ``_refold`` keeps the selected row)."""
         was_pending, self.pending = self.pending, False
         self.diagnosis = diagnosis
-        self.gaps = getattr(diagnosis, "gaps", None)
-        self.selected_gap = None
-        self._gap_dev = gaps_by_device(self.gaps)
-        gap_devices = set(self._gap_dev) | set(self.trace.devices())
-        if gap_devices != self._gap_devices:
-            self._gap_devices = gap_devices
-            self._rebuild_rows()
-        self.invalidate()
-        self.post_message(self.Changed(self))
+        self._take_gaps(getattr(diagnosis, "gaps", None))
         if was_pending:
             self.call_after_refresh(self._start_warming)
 
@@ -169,8 +161,12 @@ class Swimlanes(Widget, can_focus=True):
         """Draw ``gaps`` (``Gaps``) as plain idle time while the diagnosis runs (the
         trace screen's early gaps: their causes are not known yet); ``set_diagnosis``
         replaces them. The view, cursor and selected row stay."""
-        if self.diagnosis is not None:
-            return
+        if self.diagnosis is None:
+            self._take_gaps(gaps)
+
+    def _take_gaps(self, gaps: Gaps | None) -> None:
+        """Draw ``gaps`` from now on, none selected (the rows are rebuilt only when
+        they name a device without lanes), and tell the screen."""
         self.gaps = gaps
         self.selected_gap = None
         self._gap_dev = gaps_by_device(gaps)

@@ -15,24 +15,37 @@ import sys
 __all__ = ["main", "diff_main"]
 
 
-def _parser() -> argparse.ArgumentParser:
+class _Parser(argparse.ArgumentParser):
+    """The viewer's parser; its epilog (the keys, and the gap thresholds' defaults,
+    which import the analysis) is written only when the help is printed, so that a
+    trace's load starts before the analysis is imported."""
+
+    def format_help(self) -> str:
+        self.epilog = _epilog()
+        return super().format_help()
+
+
+def _epilog() -> str:
     from gapscope.analysis.types import Params
 
     d = Params()
-    p = argparse.ArgumentParser(
+    return (
+        "keys: n/N next/previous gap, s largest first or time order, 1-4 next sync/copy/launch/host gap\n"
+        "      (wraps; shift: ! @ # $ previous), +/- zoom around the cursor, h/l pan (H/L a page),\n"
+        "      z zoom to gap, Z zoom to step, g go to time, / search names (m/M next/previous match),\n"
+        "      % or J kernel<->launch, f fit all, p card, PgDn/PgUp scroll the card, w loader warnings,\n"
+        "      ? help (all keys), q quit\n"
+        f"thresholds: a gap is >= {d.min_gap_ns / 1000:g} us of no kernel on a device; launch-overhead gaps are\n"
+        f"      <= {d.launch_gap_max_ns / 1000:g} us inside runs of >= {d.picket_min_kernels} kernels of <= {d.short_kernel_max_ns / 1000:g} us;"
+        f" a sync-signature copy is <= {d.small_copy_max_bytes // 1024} KiB"
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(
         prog="gapscope",
         description="Terminal viewer for GPU profiler traces: walk the idle GPU gaps and see why.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=(
-            "keys: n/N next/previous gap, s largest first or time order, 1-4 next sync/copy/launch/host gap\n"
-            "      (wraps; shift: ! @ # $ previous), +/- zoom around the cursor, h/l pan (H/L a page),\n"
-            "      z zoom to gap, Z zoom to step, g go to time, / search names (m/M next/previous match),\n"
-            "      % or J kernel<->launch, f fit all, p card, PgDn/PgUp scroll the card, w loader warnings,\n"
-            "      ? help (all keys), q quit\n"
-            f"thresholds: a gap is >= {d.min_gap_ns / 1000:g} us of no kernel on a device; launch-overhead gaps are\n"
-            f"      <= {d.launch_gap_max_ns / 1000:g} us inside runs of >= {d.picket_min_kernels} kernels of <= {d.short_kernel_max_ns / 1000:g} us;"
-            f" a sync-signature copy is <= {d.small_copy_max_bytes // 1024} KiB"
-        ),
     )
     p.add_argument(
         "trace",

@@ -26,7 +26,7 @@ from gapscope.analysis import diagnose
 from gapscope.analysis.gaps import interior_gaps
 from gapscope.parsers import load
 from gapscope.parsers.chrome import fastscan
-from gapscope.parsers.chrome.loader import device_preview, device_preview_text, load_chrome
+from gapscope.parsers.chrome.loader import device_preview, device_preview_part, load_chrome
 from gapscope.parsers.model import Kind, Trace
 from tests.conftest import CORPUS, require
 from tests.test_corpus import TRACES
@@ -55,9 +55,10 @@ def device_ops(trace: Trace) -> dict:
     return out
 
 
-def preview_of(data: bytes, path: str = "t.json") -> Trace | None:
-    got = device_preview_text(data)
-    return None if got is None else device_preview(*got, path)
+def preview_of(data: bytes, path: str = "t.json", k: int = 2) -> Trace | None:
+    """The preview of ``data`` from ``k`` shares, found one after another here (a
+    load finds them at once, one forked child each)."""
+    return device_preview([device_preview_part(data, j, k) for j in range(k)], data, path)
 
 
 @pytest.mark.parametrize("rel", TRACES)
@@ -68,13 +69,14 @@ def test_corpus_preview_has_the_whole_traces_device_lanes(rel):
     data = path.read_bytes()
     if data[:2] == b"\x1f\x8b":
         data = gzip.decompress(data)
-    got = preview_of(data, str(path))
     full = device_ops(load(path))
-    if got is None:  # only traces without device ops (CPU-only, Catapult, rocprof's own form)
-        ops = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
-        assert not any(k in ops for lane in full.values() for k in lane[4])
-        return
-    assert device_ops(got) == full
+    for k in (1, 3):  # one share (a 1-CPU machine's), and more shares than most traces' cuts
+        got = preview_of(data, str(path), k)
+        if got is None:  # only traces without device ops (CPU-only, Catapult, rocprof's own form)
+            ops = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
+            assert not any(kind in ops for lane in full.values() for kind in lane[4])
+            continue
+        assert device_ops(got) == full, k
 
 
 def gap_rows(gaps, keep=slice(None)) -> set[tuple[int, int, int]]:
@@ -163,10 +165,11 @@ AWKWARD = {
 @pytest.mark.parametrize("case", sorted(AWKWARD))
 def test_awkward_texts_preview_as_the_whole_trace(case, compact):
     data = _doc(AWKWARD[case], compact)
-    got = preview_of(data)
-    assert got is not None
     want = device_ops(load_chrome(data, "t.json"))
-    assert device_ops(got) == want
+    for k in (1, 2, 3, 5):
+        got = preview_of(data, k=k)
+        assert got is not None
+        assert device_ops(got) == want, k
     assert sum(len(v[2]) for v in want.values()) == sum(
         e["cat"] in ("kernel", "Kernel", "gpu_memcpy", "gpu_memset", "Memset", "gpu_user_annotation", "cuda_sync")
         for e in AWKWARD[case]
@@ -193,13 +196,15 @@ def test_array_form_previews_too():
 def test_a_search_that_cannot_be_sure_gives_no_preview(events):
     """Rather than a preview that could differ from the whole trace, none."""
     data = _doc(events).replace(b"kern\\\\u0065l", b"kern\\u0065l")
-    assert device_preview_text(data) is None
+    assert device_preview_part(data) is None
+    assert preview_of(data, k=2) is None
 
 
 def test_no_device_events_no_preview():
-    assert device_preview_text(_doc([_cpu(0, 9), _cpu(10, 2)])) is None
-    assert device_preview_text(b"not json") is None
-    assert device_preview_text(b"") is None
+    assert preview_of(_doc([_cpu(0, 9), _cpu(10, 2)])) is None
+    assert device_preview_part(b"not json") is None
+    assert device_preview_part(b"") is None
+    assert device_preview_part(_doc([_x("kernel", 2, 3)]), 2, 2) is None  # no such share
 
 
 def _big(tmp_path, n: int = 4000):
@@ -465,8 +470,8 @@ def test_an_object_ending_before_its_cat_key_gives_no_preview_and_no_hang():
     import sys
 
     code = (
-        "from gapscope.parsers.chrome.loader import device_preview_text;"
-        'print(device_preview_text(b\'[{"a":"\\\\""}""cat":"kernel"]\'))'
+        "from gapscope.parsers.chrome.loader import device_preview_part;"
+        'print(device_preview_part(b\'[{"a":"\\\\""}""cat":"kernel"]\'))'
     )
     cp_ = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert cp_.stdout.strip() == "None", cp_.stderr
@@ -682,3 +687,59 @@ def test_damaged_texts_give_no_preview_or_a_json_array_of_device_events():
         for ev in got:
             assert isinstance(ev, dict) and ev.get("cat") in ("kernel", "gpu_memset")
     assert seen_json > 1000
+
+
+def test_shares_cut_inside_a_string_give_the_whole_preview_or_none():
+    """The runs are cut at text that looks like an element boundary (``}, {``), which
+    a name can hold: a cut inside one leaves its event unplaceable, so the preview is
+    then None, never a preview with an event lost or made up. Kernel names full of
+    such text, cut at every share count up to 40."""
+    tricky = "void f<{lambda()#1}, {lambda()#2}>"
+    events = []
+    for k in range(60):
+        events.append(_cpu(10 * k, 4, name=f"op {{a}}, {{b}} {k}"))
+        events.append(_x("kernel", 10 * k + 5, 3, name=f"{tricky} {k % 3}", correlation=k, grid=[{"x": 1}, {"y": 2}]))
+    for compact in (False, True):
+        data = _doc(events, compact)
+        want = device_ops(load_chrome(data, "t.json"))
+        made = 0
+        for k in range(1, 41):
+            got = preview_of(data, k=k)
+            if got is not None:
+                made += 1
+                assert device_ops(got) == want, (compact, k)
+        assert made >= 1  # one share always has a preview
+
+
+def test_a_previews_args_are_read_from_the_file_where_the_shares_found_them(split, tmp_path):
+    path = _big(tmp_path, 300)
+    got: list[Trace] = []
+    full = load(path, preview=got.append)
+    (pv,) = got
+    kernels = np.flatnonzero(pv.kind == int(Kind.KERNEL))
+    whole = {int(full.start_ns[i]): full.args_of(int(i)) for i in np.flatnonzero(full.kind == int(Kind.KERNEL))}
+    assert kernels.size == 300
+    for i in kernels[::37].tolist():
+        assert pv.args_of(i) == whole[int(pv.start_ns[i])] and "correlation" in pv.args_of(i)
+
+
+def test_children_run_at_once_and_answer_in_order():
+    import os as os_
+    import time
+
+    t0 = time.monotonic()
+
+    def nap(v):
+        time.sleep(0.5)
+        return v, os_.getpid()
+
+    got = cp.run_in_children([lambda v=v: nap(v) for v in range(4)], 1 << 10, 30.0)
+    assert [v for v, _ in got] == [0, 1, 2, 3]
+    assert len({pid for _, pid in got}) == 4 and os_.getpid() not in {pid for _, pid in got}
+    assert time.monotonic() - t0 < 1.9  # at once, not one after another (4 x 0.5 s)
+
+    def boom():
+        raise RuntimeError("a share failed")
+
+    assert cp.run_in_children([lambda: 1, boom, lambda: 3], 1 << 10, 30.0) is None
+    assert cp.run_in_children([], 1 << 10, 30.0) == []

@@ -1125,13 +1125,15 @@ static const unsigned char *object_start(const unsigned char *lo, const unsigned
     return NULL;
 }
 
-/* device_events(text, begin, end, cats) -> bytes | None: see PyMethodDef. */
+/* device_events(text, begin, end, cats, spans=False) -> bytes | (bytes, bytes) | None:
+   see PyMethodDef. */
 static PyObject *device_events(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t begin, end;
     PyObject *cats;
+    int want_spans = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*nnO!", &view, &begin, &end, &PyTuple_Type, &cats))
+    if (!PyArg_ParseTuple(args, "y*nnO!|p", &view, &begin, &end, &PyTuple_Type, &cats, &want_spans))
         return NULL;
     Py_ssize_t n_cats = PyTuple_GET_SIZE(cats);
     if (begin < 1 || end < begin || end > view.len || n_cats > 64) {
@@ -1232,6 +1234,14 @@ static PyObject *device_events(PyObject *self, PyObject *args) {
         *w = ']';
         Py_END_ALLOW_THREADS;
     }
+    if (res && res != Py_None && want_spans) {
+        /* (doc, the int64 (start, end) offsets in text of each event, in doc order) */
+        PyObject *sp = PyBytes_FromStringAndSize(out.data ? (const char *)out.data : "", (Py_ssize_t)out.len);
+        PyObject *pair = sp ? PyTuple_Pack(2, res, sp) : NULL;
+        Py_XDECREF(sp);
+        Py_DECREF(res);
+        res = pair;
+    }
     free(out.data);
     PyBuffer_Release(&view);
     return res;
@@ -1242,11 +1252,12 @@ static PyMethodDef methods[] = {
      "scan(text, raw_ts) -> tuple | None: the X-event columns of a JSON array of trace events "
      "(see gapscope.parsers.chrome.fastscan), or None outside the subset this scanner takes."},
     {"device_events", device_events, METH_VARARGS,
-     "device_events(text, begin, end, cats) -> bytes | None: a JSON array of the texts of the "
-     "objects in text[begin:end] (the inside of an events array) whose \"cat\" key holds one "
-     "of the bytes in the tuple cats, in text order, found by searching for the key; None when "
-     "one such object cannot be told to be an element of the array or is not valid JSON, or a "
-     "category is escaped."},
+     "device_events(text, begin, end, cats, spans=False) -> bytes | (bytes, bytes) | None: a JSON "
+     "array of the texts of the objects in text[begin:end] (the inside of an events array, or a "
+     "run of its elements) whose \"cat\" key holds one of the bytes in the tuple cats, in text "
+     "order, found by searching for the key; with spans true, also the int64 (start, end) offsets "
+     "in text of each of them (end: one past its closing brace). None when one such object cannot "
+     "be told to be an element of the array or is not valid JSON, or a category is escaped."},
     {NULL, NULL, 0, NULL},
 };
 

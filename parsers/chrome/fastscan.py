@@ -45,7 +45,7 @@ try:
 except ImportError:  # built without a C compiler: msgspec decodes every part
     _xscan = None  # type: ignore[assignment]
 
-__all__ = ["built", "available", "scan_text", "read_part", "device_events"]
+__all__ = ["built", "available", "scan_text", "read_part", "device_events", "device_event_spans"]
 
 _SCALAR = msgspec.json.Decoder(Scalar)
 _X_ARGS = msgspec.json.Decoder(KinetoXArgs)
@@ -162,6 +162,21 @@ def device_events(text, begin: int, end: int, cats: tuple[bytes, ...]) -> bytes 
     if not available():
         return None
     return _xscan.device_events(text, begin, end, cats)
+
+
+def device_event_spans(text, begin: int, end: int, cats: tuple[bytes, ...]) -> tuple[bytes, np.ndarray] | None:
+    """``device_events`` and where its events lie in ``text``: (the JSON array,
+    int64[n, 2] of each event's (offset of its ``{``, one past its ``}``) in ``text``,
+    in the array's order). ``text[begin:end]`` may be any run of whole elements of the
+    events array (from just after a ``[`` or ``,``, up to a ``}``). None as for
+    ``device_events``."""
+    if not available():
+        return None
+    got = _xscan.device_events(text, begin, end, cats, True)
+    if got is None:
+        return None
+    doc, spans = got
+    return doc, np.frombuffer(spans, dtype=np.int64).reshape(-1, 2)
 
 
 def read_part(text, list_decoder, x_class: type, raw_ts: bool) -> tuple[EventColumns, list, list]:

@@ -28,11 +28,11 @@ bound to slices (``chrome_checks.bind_flows``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import math
 import mmap
 import os
-import pickle
 import re
 import typing
 from collections.abc import Callable, Sequence
@@ -49,11 +49,11 @@ from gapscope.parsers.chrome.columns import GET, build_trace_lanes, exact_ts_fro
 from gapscope.parsers.chrome.flows import has_unlinked_work, kineto_flow_links, unique_pairs
 from gapscope.parsers.chrome.lazy_args import EventArgs, EventText
 from gapscope.parsers.chrome.parallel import fork as chrome_parallel
-from gapscope.parsers.chrome.parallel.cut import array_bounds, find_cuts
+from gapscope.parsers.chrome.parallel.cut import chunk_spans, find_cuts
 from gapscope.parsers.chrome.parallel.joined import JoinedEvents, SerialFallback
 from gapscope.parsers.chrome.phases import Rows, collect_metadata, collect_rows
 from gapscope.parsers.chrome.recover import recover
-from gapscope.parsers.chrome.scan import PH_FLOW, PH_M, PH_OTHER, PH_X, EventColumns, scan_events
+from gapscope.parsers.chrome.scan import PH_FLOW, PH_M, PH_OTHER, PH_X, EventColumns, merge_all, scan_events
 from gapscope.parsers.chrome.schema import (
     EVENT_CLASS,
     EVENT_LIST,
@@ -71,7 +71,7 @@ from gapscope.parsers.kinds import CAT_KIND, KINETO_CATS, KINETO_FLOW_CATS
 from gapscope.parsers.lanes import Metadata
 from gapscope.parsers.model import Kind, SourceInfo, Trace, TraceWarning, link_by_correlation, repeated_correlations
 
-__all__ = ["load_chrome", "load_chrome_file", "device_preview", "device_preview_text", "DEVICE_CATS"]
+__all__ = ["load_chrome", "load_chrome_file", "device_preview", "device_preview_part", "PreviewPart", "DEVICE_CATS"]
 
 _OBJ = msgspec.json.Decoder(ObjectTrace)
 _LIST = msgspec.json.Decoder(EVENT_LIST)
@@ -781,6 +781,9 @@ PREVIEW_NICE = 5
 PREVIEW_WAIT_S = 1.0
 PREVIEW_BYTES_PER_S = 100 << 20
 PREVIEW_MAX_WAIT_S = 10.0
+#: Room for a share's columns in its child's shared map beyond a share of the file's
+#: bytes (columns take far less than their text; a larger answer comes by the pipe).
+PREVIEW_RESULT_SLACK_BYTES = 16 << 20
 
 
 def _cores_to_spare() -> bool:
@@ -794,36 +797,73 @@ def _cores_to_spare() -> bool:
         return False
 
 
-def device_preview_text(data: Text | mmap.mmap) -> tuple[memoryview | bytes, bool, dict[str, Any]] | None:
-    """(a JSON array of ``data``'s events of ``DEVICE_CATS``, whether ``ts`` is kept
-    as text, the object form's header as ``_header`` gives it), found by searching
-    the text for their ``"cat"`` key (``fastscan.device_events``), not by reading
-    every event; None when the scanner is not available, no events array is found, a
-    category is escaped, an object cannot be placed, or there is no such event. Reads
-    ``data`` through the buffer protocol: for a map of a file, run it in a forked child
-    (``chrome_parallel.run_in_child``). Never raises on bad text."""
-    if not fastscan.available():
+@dataclasses.dataclass
+class PreviewPart:
+    """One share of a device preview (``device_preview_part``): the columns of the
+    device events of one run of the events array (``scanned``; ``n`` events) and its
+    flow and other events (structs), where each event lies in the text (``spans``:
+    int64[n, 2], the offset of its ``{`` and one past its ``}``), whether ``ts`` is
+    kept as text, the offset of the text's first ``{``/``[`` (``root``), the object
+    form's header as ``_header`` gives it ({} for the array form), and the plan of the
+    runs (``chrome_cut.find_cuts``: begin, end, cuts) every share must agree on."""
+
+    scanned: EventColumns
+    flows: list
+    others: list
+    spans: np.ndarray
+    raw_ts: bool
+    root: int
+    header: dict[str, Any]
+    plan: tuple
+
+
+def device_preview_part(data: Text | mmap.mmap, j: int = 0, k: int = 1) -> PreviewPart | None:
+    """Share ``j`` of ``k`` of the device preview of ``data``: the events of
+    ``DEVICE_CATS`` in the ``j``-th of ``k`` runs of whole elements of the events array
+    (``chrome_cut.find_cuts``, about equal in bytes; a share past the runs there are
+    is empty), found by searching the text for their ``"cat"`` key
+    (``fastscan.device_event_spans``), not by reading every event, and read into
+    columns (``fastscan.read_part``). The shares are meant to run at once, one per
+    forked child (``_preview``); ``device_preview`` joins them.
+
+    None when the scanner is not available, no events array is found, a category is
+    escaped, an object cannot be placed (a cut inside a string, which the search
+    cannot tell from a boundary, ends here: the event it splits cannot be placed), or
+    the events do not decode. Reads ``data`` through the buffer protocol: for a map of
+    a file, run it in a forked child (``chrome_parallel.run_in_children``). Never
+    raises on bad text."""
+    if not fastscan.available() or not 0 <= j < k:
         return None
     try:
         root = text_start(data)
         raw_ts = _raw_ts(data, root)
-        bounds = array_bounds(data, root, raw_ts)
-        if bounds is None:
+        planned = find_cuts(data, root, raw_ts, k)
+        if planned is None:
             return None
-        begin, end, header = bounds
-        doc = fastscan.device_events(data, begin, end, DEVICE_CATS)
-    except (ValueError, msgspec.MsgspecError):
+        begin, end, cuts, header = planned
+        runs = chunk_spans(begin, end, cuts)
+        lo, hi = (runs[j][0] + 1, runs[j][1]) if j < len(runs) else (begin, begin)
+        got = fastscan.device_event_spans(data, lo, hi, DEVICE_CATS)
+        if got is None:
+            return None
+        doc, spans = got
+        list_decoder, x_class = _DECODERS[raw_ts]
+        ec, flows, others = fastscan.read_part(doc, list_decoder, x_class, raw_ts)
+    except (ValueError, msgspec.MsgspecError, RecursionError):
         return None
-    if doc is None or doc == b"[]":
+    if ec.n != spans.shape[0]:
         return None
-    return doc, raw_ts, _header(header) if header is not None else {}
+    return PreviewPart(
+        ec, flows, others, spans, raw_ts, root, _header(header) if header is not None else {}, (begin, end, cuts)
+    )
 
 
-def device_preview(doc: memoryview | bytes, raw_ts: bool, header: dict[str, Any], path: str) -> Trace | None:
-    """The ``Trace`` of ``device_preview_text``'s events of the file ``path``, loaded
-    as a document of those events alone, for a viewer to draw while the whole file is
-    read. It has no CPU lanes and no launch links, no source lines and no warnings
-    (those of the whole trace are the file's), and ``args_of`` reads ``doc``.
+def device_preview(shares: Sequence[PreviewPart | None], data: Text, path: str) -> Trace | None:
+    """The ``Trace`` of the device events of the file ``path`` that the shares of
+    ``device_preview_part`` (all ``k`` of them, in order) found in its text ``data``,
+    for a viewer to draw while the whole file is read. It has no CPU lanes and no
+    launch links, no source lines and no warnings (those of the whole trace are the
+    file's); ``args_of`` reads the events from ``data`` where the shares found them.
 
     Its device lanes and their ops are the whole trace's where the device-category
     ``X`` events decide them, as in what torch.profiler writes (every corpus trace
@@ -831,25 +871,35 @@ def device_preview(doc: memoryview | bytes, raw_ts: bool, header: dict[str, Any]
     say they can differ: an event of another category on a stream, GPU ops on a CPU
     thread (split off there), times judged absurd against the whole trace, an
     event-shaped object in an array in ``args``, a damaged text. A viewer says so when
-    the whole trace comes (``gapscope.tui.app``). None for a legacy export or device
+    the whole trace comes (``gapscope.tui.app``). None when a share is None or they
+    planned differently, when there is no device event, for a legacy export or device
     slices of other phases (the whole file decides those), or when the events do not
     load; never raises on bad text."""
-    list_decoder, x_class = _DECODERS[raw_ts]
+    if not shares or any(p is None for p in shares):
+        return None
+    parts = typing.cast(Sequence[PreviewPart], shares)
+    first = parts[0]
+    if any((p.raw_ts, p.root, p.plan) != (first.raw_ts, first.root, first.plan) for p in parts):
+        return None
+    list_decoder, x_class = _DECODERS[first.raw_ts]
     was = gc.isenabled()
     gc.disable()
     try:
-        scanned = fastscan.scan_text(doc, list_decoder, raw_ts)
-        if scanned is None:
+        ec = merge_all([p.scanned for p in parts])
+        if ec is None or ec.n == 0:
             return None
-        ec, flows, others = scanned
         if ec.legacy or bool((ec.code != PH_X).any()):
             return None  # a legacy export's lanes, or slices whose ends other events give: the whole file decides
-        # an excerpt's text is only sliced (args, exact times), never counted for lines
-        text = EventText(typing.cast(Text, doc), 0, int(ec.code.size))
+        spans = np.concatenate([p.spans for p in parts]) if len(parts) > 1 else first.spans
+        flows = [e for p in parts for e in p.flows]
+        others = [e for p in parts for e in p.others]
+        # the events' own spans in the file's text: their args are read there; lines
+        # and warnings are never counted for a preview
+        text = EventText(data, first.root, ec.n, np.ascontiguousarray(spans[:, 0]), np.ascontiguousarray(spans[:, 1]))
         events = JoinedEvents(
-            ec.code, {PH_FLOW: flows, PH_OTHER: others}, {PH_FLOW: [], PH_OTHER: []}, raw_ts, x_class, text
+            ec.code, {PH_FLOW: flows, PH_OTHER: others}, {PH_FLOW: [], PH_OTHER: []}, first.raw_ts, x_class, text
         )
-        return _build(_Input(path, events, text, header=header, x_class=x_class, scanned=ec, excerpt=True))
+        return _build(_Input(path, events, text, header=first.header, x_class=x_class, scanned=ec, excerpt=True))
     except (SerialFallback, TraceFormatError, ValueError, msgspec.MsgspecError):
         return None
     finally:
@@ -859,20 +909,18 @@ def device_preview(doc: memoryview | bytes, raw_ts: bool, header: dict[str, Any]
 
 def _preview(parts: chrome_parallel.FileParts, path: str, preview: Callable[[Trace], None]) -> None:
     """``preview(trace)`` with the device preview of the file the children of
-    ``parts`` decode (``device_preview_text`` in a forked child of its own, on its own
-    map, then ``device_preview`` here), when there is one; nothing otherwise, nor when
-    the children have decoded the whole file before the preview's child is done (a
-    cold page cache), nor after ``PREVIEW_MAX_WAIT_S``."""
+    ``parts`` decode: its shares (``device_preview_part``), as many as the decoders,
+    found at once by forked children of their own on their own maps
+    (``chrome_parallel.run_in_children``), then joined here (``device_preview``),
+    when there is one; nothing otherwise, nor when the decoders are done before the
+    shares (a cold page cache), nor after ``PREVIEW_MAX_WAIT_S``."""
+    k = max(1, len(parts.children))
 
-    def work():
+    def work(j: int) -> PreviewPart | None:
         with mmap.mmap(parts.fd, 0, access=mmap.ACCESS_READ) as view:
             if file_stamp(os.fstat(parts.fd)) != parts.stamp:
                 return None
-            got = device_preview_text(view)
-        if got is None:
-            return None
-        doc, raw_ts, header = got
-        return pickle.PickleBuffer(doc), raw_ts, header  # out of band: no copy into the pickle
+            return device_preview_part(view, j, k)
 
     timeout_s = min(PREVIEW_MAX_WAIT_S, PREVIEW_WAIT_S + parts.size / PREVIEW_BYTES_PER_S)
 
@@ -880,10 +928,21 @@ def _preview(parts: chrome_parallel.FileParts, path: str, preview: Callable[[Tra
         done, total = parts.progress_bytes()
         return total > 0 and done >= total
 
-    got = chrome_parallel.run_in_child(work, parts.size + (1 << 20), timeout_s, copy=False, give_up=decoded)
-    if not isinstance(got, tuple):
+    got = chrome_parallel.run_in_children(
+        [functools.partial(work, j) for j in range(k)],
+        parts.size // k + PREVIEW_RESULT_SLACK_BYTES,
+        timeout_s,
+        copy=False,
+        give_up=decoded,
+    )
+    if not isinstance(got, list) or any(p is None for p in got):
         return
-    doc, raw_ts, header = got
-    trace = device_preview(doc, raw_ts, header, path)
+    try:
+        if file_stamp(os.fstat(parts.fd)) != parts.stamp:
+            return
+        text = MappedText(parts.fd, 0, access=mmap.ACCESS_READ)  # what the preview's args are read from
+    except (OSError, ValueError):
+        return
+    trace = device_preview(got, text, path)
     if trace is not None:
         preview(trace)

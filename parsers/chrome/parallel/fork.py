@@ -71,6 +71,7 @@ __all__ = [
     "Pending",
     "Parts",
     "run_in_child",
+    "run_in_children",
     "NO_CHILD",
 ]
 
@@ -663,22 +664,42 @@ def run_in_child(work, result_bytes: int, timeout_s: float, copy: bool = True, g
     (``pickle.PickleBuffer``) are not copied: they view the child's shared map, which
     lives as long as they do. ``give_up()``: asked while waiting; true kills the
     child and gives None."""
-    pending = _fork(lambda: _tx.pack(work()), result_bytes + (1 << 20), None, None)
-    if pending is None:
-        return NO_CHILD
-    payload = None
+    got = run_in_children([work], result_bytes, timeout_s, copy, give_up)
+    return got[0] if isinstance(got, list) else got
+
+
+def run_in_children(works, result_bytes: int, timeout_s: float, copy: bool = True, give_up=None):
+    """Each of ``works`` (callables -> a picklable value) run at once, one forked child
+    each, as ``run_in_child`` runs one: the list of their values in order, None when
+    one failed or was late (``timeout_s`` for all together; the others are killed), or
+    ``NO_CHILD`` when not one child could be forked (a fork failing after the first
+    gives None). ``result_bytes``, ``copy``, ``give_up``: as ``run_in_child``'s, per
+    child."""
+    pending: list[Pending] = []
     try:
-        payload = _tx.receive(pending.fd, pending.shared, time.monotonic() + timeout_s, give_up)
-        if payload is None:
-            return None
-        try:
-            return _tx.unpack_object(payload, copy)
-        except Exception:  # noqa: BLE001  (a damaged message: as a failed child)
-            return None
+        for work in works:
+            child = _fork(lambda work=work: _tx.pack(work()), result_bytes + (1 << 20), None, None)
+            if child is None:
+                return None if pending else NO_CHILD
+            pending.append(child)
+        deadline = time.monotonic() + timeout_s
+        out = []
+        for child in pending:
+            payload = _tx.receive(child.fd, child.shared, deadline, give_up)
+            if payload is None:
+                return None
+            try:
+                out.append(_tx.unpack_object(payload, copy))
+            except Exception:  # noqa: BLE001  (a damaged message: as a failed child)
+                return None
+            finally:
+                if isinstance(payload, memoryview) and copy:
+                    payload.release()
+            del payload
+        return out
     finally:
-        if isinstance(payload, memoryview) and copy:
-            payload.release()
-        pending.close()  # a map still viewed stays mapped until its views go
+        for child in pending:
+            child.close()  # a map still viewed stays mapped until its views go
 
 
 def _reap(pid: int) -> None:

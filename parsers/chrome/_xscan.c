@@ -1125,6 +1125,38 @@ static const unsigned char *object_start(const unsigned char *lo, const unsigned
     return NULL;
 }
 
+/* One past the '}' closing the object that opens at o, by its brackets alone (strings
+ * passed over by their unescaped quotes), or NULL when the object is not closed before
+ * hi or nests deeper than MAX_DEPTH. Not a check of JSON: the events found are decoded
+ * afterwards, which refuses what is not. */
+static const unsigned char *object_end(const unsigned char *o, const unsigned char *hi) {
+    int depth = 0;
+    for (const unsigned char *p = o; p < hi; p++) {
+        switch (*p) {
+        case '"': /* to its closing quote, eight plain bytes a step */
+            for (p = plain_run(p + 1, hi); p < hi && *p != '"'; p = plain_run(p + 1, hi))
+                if (*p == '\\' && ++p >= hi)
+                    return NULL;
+            if (p >= hi)
+                return NULL;
+            break;
+        case '{':
+        case '[':
+            if (++depth > MAX_DEPTH)
+                return NULL;
+            break;
+        case '}':
+        case ']':
+            if (--depth == 0)
+                return *p == '}' ? p + 1 : NULL;
+            break;
+        default:
+            break;
+        }
+    }
+    return NULL;
+}
+
 /* device_events(text, begin, end, cats, spans=False) -> bytes | (bytes, bytes) | None:
    see PyMethodDef. */
 static PyObject *device_events(PyObject *self, PyObject *args) {
@@ -1201,18 +1233,18 @@ static PyObject *device_events(PyObject *self, PyObject *args) {
             ok = 0;
             break;
         }
-        P c = {base, o, hi};
-        if (skip(&c, 1) || c.p <= q) { /* an object that ends before its key: damaged text */
+        const unsigned char *obj_end = object_end(o, hi);
+        if (!obj_end || obj_end <= q) { /* not closed, or ends before its key: damaged text */
             ok = 0;
             break;
         }
-        int64_t span[2] = {o - base, c.p - base};
+        int64_t span[2] = {o - base, obj_end - base};
         if (push(&out, span, sizeof(span))) {
             ok = 0;
             break;
         }
-        total += (size_t)(c.p - o) + 1;
-        p = c.p;
+        total += (size_t)(obj_end - o) + 1;
+        p = obj_end;
     }
     Py_END_ALLOW_THREADS;
     PyObject *res;
@@ -1257,7 +1289,8 @@ static PyMethodDef methods[] = {
      "run of its elements) whose \"cat\" key holds one of the bytes in the tuple cats, in text "
      "order, found by searching for the key; with spans true, also the int64 (start, end) offsets "
      "in text of each of them (end: one past its closing brace). None when one such object cannot "
-     "be told to be an element of the array or is not valid JSON, or a category is escaped."},
+     "be told to be an element of the array or is not closed, or a category is escaped. Each "
+     "object's end is found by its brackets and quotes alone: decode the array to check it."},
     {NULL, NULL, 0, NULL},
 };
 

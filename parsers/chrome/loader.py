@@ -771,10 +771,12 @@ DEVICE_CATS = tuple(
 #: well under a second whole).
 PREVIEW_MIN_BYTES = 64 << 20
 #: Added niceness of the decoders when a preview is made on a machine with cores to
-#: spare (``_cores_to_spare``): with as many cores as decoders, the preview and the
-#: viewer's start-up get the CPU first (at 1M events on 2 cores: 0 gave no earlier
-#: paint, 5 and 10 the same one).
-PREVIEW_NICE = 5
+#: spare (``_cores_to_spare``): with as many cores as decoders, the preview's children
+#: and the viewer's start-up get the CPU first. At 1M events on 2 cores, with the
+#: preview's search split over two children, 19 against 5 drew the first lanes
+#: 0.15-0.19 s earlier and the causes 0.1 s earlier (real command in tmux, 2 x 8
+#: alternating rounds); the decoders take the cores back once those are idle.
+PREVIEW_NICE = 19
 #: The preview is given up (its child killed) after this many seconds plus one per
 #: this many bytes of the file, and after ``PREVIEW_MAX_WAIT_S`` at most: a later one
 #: would come too near the whole trace, which waits for it.

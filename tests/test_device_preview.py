@@ -755,3 +755,41 @@ def test_children_run_at_once_and_answer_in_order():
 
     assert cp.run_in_children([lambda: 1, boom, lambda: 3], 1 << 10, 30.0) is None
     assert cp.run_in_children([], 1 << 10, 30.0) == []
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)], ids=["wide", "narrow"])
+def test_the_whole_trace_keeps_the_order_card_and_steps_set_on_the_preview(split, tmp_path, size):
+    """``s`` (largest first), ``p`` (the card hidden, or expanded when narrow) and the
+    protocol step that ``s`` ticks, set on the preview, hold on the whole trace's
+    screen: the next ``n`` goes on largest first from the selected gap."""
+    from gapscope.tui.navigation import SIZE
+
+    full, preview = _full_and_preview(tmp_path)
+    app, release = _preview_app(full, preview)
+
+    async def run():
+        async with app.run_test(size=size) as pilot:
+            shown = await _shown_preview(pilot, app)
+            await _until(pilot, lambda: shown.early is not None)
+            await pilot.press("s", "n", "p")
+            mode, key = shown.panel_mode, shown.selected_gap_key()
+            assert shown.order_mode == SIZE and 3 in shown.done
+            assert mode == ("hidden" if size[0] >= 100 else "expanded")
+            release.set()
+            await _until(pilot, lambda: app.screen is app.trace_screen and app.trace_screen is not None)
+            screen = app.screen
+            await pilot.pause()
+            assert screen.panel_mode == mode and screen.order_mode == SIZE and 3 in screen.done
+            assert screen.selected_gap_key() == key
+            await _until(pilot, lambda: screen.diagnosis is not None)
+            await pilot.pause()
+            assert screen.panel_mode == mode
+            g = screen.diagnosis.gaps
+            now = screen.lanes.selected_gap
+            await pilot.press("n")
+            nxt = screen.lanes.selected_gap
+            order = screen.diagnosis.order_by_size().tolist()
+            assert order.index(nxt) == order.index(now) + 1  # largest first, on from the selected gap
+            assert int(g.end_ns[nxt] - g.start_ns[nxt]) <= int(g.end_ns[now] - g.start_ns[now])
+
+    asyncio.run(run())

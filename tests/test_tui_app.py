@@ -545,3 +545,36 @@ def test_early_card_names_every_kernel_around_the_gap():
         "Gap on GPU 0\n20.0 µs at 10.0 µs\nCause: being found…\n"
         "Previous kernels: a\\x1b[31m, b (2 end together)\nNext ops: c, d (2 start together)\n"
     )
+
+
+def test_the_key_bar_is_drawn_from_a_screens_first_frame(monkeypatch):
+    """Textual's footer waits for the screen's bindings signal, sent after the first
+    refresh (the swap from a device preview drew an empty key row for 25-230 ms);
+    ours composes the screen's keys at once: with the signal never coming, Textual's
+    shows no key and ours shows them."""
+    from textual.app import App
+    from textual.widgets import Footer
+    from textual.widgets._footer import FooterKey
+
+    from gapscope.tui.footer import KeyFooter
+
+    monkeypatch.setattr(Footer, "bindings_changed", lambda self, screen: None)
+
+    class One(App):
+        BINDINGS = [("n", "next", "next gap"), ("q", "quit", "quit")]
+
+        def __init__(self, footer) -> None:
+            super().__init__()
+            self.footer = footer
+
+        def compose(self):
+            yield self.footer
+
+    async def keys(footer) -> list[str]:
+        app = One(footer)
+        async with app.run_test(size=(80, 10)) as pilot:
+            await pilot.pause()
+            return [k.key for k in app.query(FooterKey)]
+
+    assert asyncio.run(keys(Footer())) == []
+    assert asyncio.run(keys(KeyFooter()))[:2] == ["n", "q"]

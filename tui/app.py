@@ -146,8 +146,9 @@ class GapscopeApp(App):
         without ``diagnosis`` (and ``error``) the trace screen draws the lanes at once
         and diagnoses in a worker. Over a preview covered by another screen (help,
         warnings) it waits until the preview is back on top, and it opens at the
-        preview's view when the user had moved it."""
-        view = notice = select = early = None
+        preview's view when the user had moved it, with its gap selected and the gap
+        order, ticked steps and card state the user left there (``UserSettings``)."""
+        view = notice = select = early = settings = None
         replacing = self.preview_screen is not None
         if self.preview_screen is not None:
             if self.screen is not self.preview_screen or self.preview_screen.prompt_open:
@@ -155,6 +156,7 @@ class GapscopeApp(App):
                 return
             view = self.preview_screen.view_state()
             select = self.preview_screen.selected_gap_key()
+            settings = self.preview_screen.user_settings()
             if not same_device_ops(self.preview_screen.trace, trace):
                 notice = PREVIEW_DIFFERED
                 select = None  # its device numbers or gaps may not be the whole trace's
@@ -179,6 +181,7 @@ class GapscopeApp(App):
             early_gaps=self.early_gaps if pending else None,
             early=early if pending else None,
             select=select,
+            settings=settings,
         )
         self.trace_screen = screen
         if replacing:

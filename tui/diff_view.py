@@ -22,8 +22,9 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
+from gapscope.tui.footer import KeyFooter
 from gapscope.tui.lanes_model import sanitize
 from gapscope.tui.swimlanes import Swimlanes
 from gapscope.tui.viewmodel import Viewport
@@ -161,7 +162,7 @@ class DiffScreen(Screen):
                 yield Static(_label("AFTER", self.labels[1]), classes="diff-label")
                 yield Swimlanes(self.view.after.trace, self.view.after.diag, id="after")
             yield Static(id="diff-table")
-        yield Footer()
+        yield KeyFooter()
 
     def _sides(self) -> tuple[Swimlanes, Swimlanes]:
         return self.query_one("#before", Swimlanes), self.query_one("#after", Swimlanes)

@@ -22,7 +22,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Markdown, OptionList, Static
+from textual.widgets import Input, Markdown, OptionList, Static
 from textual.widgets.option_list import Option
 
 from gapscope.exercise import AnswerError, Session
@@ -33,6 +33,7 @@ from gapscope.tui.exercise_help import ExerciseHelpScreen, how_to_answer
 from gapscope.tui.exercise_lanes import ExerciseLanes
 from gapscope.tui.exercise_nav import TimelinePosition, next_gap, order_note, other_order
 from gapscope.tui.exercise_text import CAUSE_HELP, hints_text, path_text, task_header, verdict_text
+from gapscope.tui.footer import KeyFooter
 from gapscope.tui.navigation import TIME, GapNavigator
 from gapscope.tui.swimlanes import Swimlanes
 from gapscope.units import fmt_offset
@@ -145,7 +146,7 @@ class ExerciseScreen(Screen):
                 with VerticalScroll(id="ex-debrief-box"):
                     yield Static(Text(""), id="ex-final", markup=False)
                     yield Markdown(ex.debrief or "Well done.", id="ex-debrief")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self._setup_task()

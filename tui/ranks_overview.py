@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from gapscope.ranks.table import COLUMNS, cells
 from gapscope.ranks.text import header_line
+from gapscope.tui.footer import KeyFooter
 
 __all__ = ["RanksOverview"]
 
@@ -46,7 +47,7 @@ class RanksOverview(App[int | None]):
         yield Static(header_line(self.doc) + " — Enter opens a rank in the viewer, q quits", id="head", markup=False)
         yield Static("verdict: " + self.doc["verdict"]["line"], id="verdict", markup=False)
         yield DataTable(cursor_type="row", zebra_stripes=True)
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)

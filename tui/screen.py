@@ -8,6 +8,7 @@ hidden with CSS classes.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import threading
 from collections.abc import Callable
@@ -20,12 +21,13 @@ from textual.containers import Horizontal
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 from textual.worker import get_current_worker
 
 from gapscope.analysis.types import Cause, Gaps
 from gapscope.parsers.model import Kind, Trace
 from gapscope.tui.bindings import footer_binding, trace_bindings
+from gapscope.tui.footer import KeyFooter
 from gapscope.tui.header import trace_header
 from gapscope.tui.help import HelpScreen
 from gapscope.tui.lanes_model import sanitize
@@ -39,7 +41,7 @@ from gapscope.tui.viewmodel import Viewport
 from gapscope.tui.what_if import next_mark, projection_text
 from gapscope.units import fmt_delta, fmt_dur, fmt_offset
 
-__all__ = ["TraceScreen", "ZOOM_STEP", "PAN_STEP", "PAN_PAGE", "NARROW_WIDTH"]
+__all__ = ["TraceScreen", "UserSettings", "PANEL_CLASSES", "ZOOM_STEP", "PAN_STEP", "PAN_PAGE", "NARROW_WIDTH"]
 
 #: Zoom factor of one zoom key press; pan fractions of one pan key press.
 ZOOM_STEP = 2.0
@@ -82,6 +84,22 @@ class PromptInput(Input):
             submit(self.value)
         else:  # pragma: no cover - only ever composed by TraceScreen
             await super().action_submit()
+
+
+#: The screen classes that hold the card's state as ``p`` set it (``TraceScreen.panel_mode``).
+PANEL_CLASSES = ("-panel-toggled", "-panel-hidden", "-panel-expanded")
+
+
+@dataclasses.dataclass(frozen=True)
+class UserSettings:
+    """What the user set on a trace screen that a screen replacing it keeps (the whole
+    trace replacing its device preview): the gap order (``s``: ``TIME`` or ``SIZE``),
+    the protocol steps ticked, and the card's state (``p``: which of
+    ``PANEL_CLASSES`` the screen has)."""
+
+    order_mode: str
+    done: frozenset[int]
+    panel_classes: frozenset[str]
 
 
 class TraceScreen(Screen):
@@ -127,6 +145,7 @@ class TraceScreen(Screen):
         early_gaps: Callable[[Trace], Gaps] | None = None,
         early: Gaps | None = None,
         select: tuple[int, int] | None = None,
+        settings: UserSettings | None = None,
     ) -> None:
         super().__init__()
         self.trace = trace
@@ -168,11 +187,13 @@ class TraceScreen(Screen):
             self.preview_forgotten.set()
         #: the diagnosis worker has not delivered yet (on a preview: it has not begun)
         self.diagnosing = self.diagnose_fn is not None or reading is not None
-        self.order_mode = TIME
+        self.order_mode = TIME if settings is None else settings.order_mode
         self.flows = FlowIndex(trace)
         self.search: NameSearch | None = None
         self.prompt_mode: str | None = None
-        self.done: set[int] = {2}
+        self.done: set[int] = {2} | (set(settings.done) if settings is not None else set())
+        #: the card's state as ``p`` left it on the screen this one replaces (set at mount)
+        self._panel_classes = settings.panel_classes if settings is not None else frozenset()
         #: evidence names marked for the what-if (``x``), in marking order
         self.what_if_marks: tuple[str, ...] = ()
         self.message = error or ""
@@ -194,7 +215,7 @@ class TraceScreen(Screen):
             yield GapPanel(id="panel")
         yield DetailLine(id="detail")
         yield PromptInput(id="prompt", select_on_focus=False)
-        yield Footer()
+        yield KeyFooter()
 
     @property
     def lanes(self) -> Swimlanes:
@@ -208,6 +229,8 @@ class TraceScreen(Screen):
         # the layout for the terminal's width from the first frame (on_resize comes
         # after it: a screen replacing another flashed the wide layout at 80 columns)
         self.set_class(self.app.size.width < NARROW_WIDTH, "-narrow")
+        for cls in self._panel_classes:
+            self.add_class(cls)
         self._sync_panel_mode()
         lanes.focus()
         if self.early is not None:
@@ -276,6 +299,13 @@ class TraceScreen(Screen):
         hit = np.flatnonzero((np.asarray(g.device) == key[0]) & (np.asarray(g.start_ns) == key[1]))
         if hit.size:
             self.lanes.select_gap(int(hit[0]), move=False)
+
+    def user_settings(self) -> UserSettings:
+        """The gap order, ticked steps and card state the user left here, for a
+        screen replacing this one (``UserSettings``)."""
+        return UserSettings(
+            self.order_mode, frozenset(self.done), frozenset(c for c in PANEL_CLASSES if self.has_class(c))
+        )
 
     def view_state(self) -> tuple[Viewport, int] | None:
         """(viewport, cursor_ns) when the user has moved the view from the fit of the

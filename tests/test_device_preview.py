@@ -617,6 +617,10 @@ def test_an_open_prompt_on_the_preview_holds_the_whole_trace_back(split, tmp_pat
             await _until(pilot, lambda: app._deferred is not None)
             await pilot.pause()
             assert app.screen is shown and app.trace_screen is None  # the typed text is not thrown away
+            # and the status line says what it waits for (it said the trace was being built)
+            from gapscope.tui.screen import READING_WAITING
+
+            await _until(pilot, lambda: READING_WAITING in shown.message)
             await pilot.press("escape")
             await _until(pilot, lambda: app.trace_screen is not None and app.screen is app.trace_screen)
             assert app.screen.trace is full

@@ -153,6 +153,7 @@ class GapscopeApp(App):
         if self.preview_screen is not None:
             if self.screen is not self.preview_screen or self.preview_screen.prompt_open:
                 self._deferred = (trace, diagnosis, error)  # until it is back on top, its prompt closed
+                self.preview_screen.whole_waiting = True
                 return
             view = self.preview_screen.view_state()
             select = self.preview_screen.selected_gap_key()

@@ -68,6 +68,8 @@ PREVIEW_KEY_MESSAGE = "gaps and causes come with the whole file ({reading}): a m
 PREVIEW_CAUSE_KEY_MESSAGE = "causes come with the whole file ({reading}): n and s walk the gaps"
 READING_RATE = "reading the rest{share}"
 READING_BUILT = "building the whole trace"
+#: ... once the whole trace is there, held back by an open prompt (``whole_waiting``).
+READING_WAITING = "the whole trace is ready, shown when the prompt closes"
 #: What the status line says when no diagnosis came (the analysis is not there).
 NO_DIAGNOSIS_MESSAGE = "no diagnosis: the gaps and their causes cannot be shown"
 
@@ -165,6 +167,9 @@ class TraceScreen(Screen):
         #: whether a share read was ever known (none after it: the trace is being built)
         self._reading_said = ""
         self._reading_seen = False
+        #: the whole trace has come and waits for this preview's prompt to close
+        #: (``GapscopeApp.show_trace``): the status line says so
+        self.whole_waiting = False
         #: said in the status line on opening, before anything else
         self.notice = notice
         #: ``early_gaps(trace)``: the gaps drawn before the causes, in the worker
@@ -267,7 +272,9 @@ class TraceScreen(Screen):
         except Exception:  # noqa: BLE001 - a progress figure is never worth a failed view
             share = None
         self._reading_seen = self._reading_seen or share is not None
-        if (share is not None and share >= 1.0) or (share is None and self._reading_seen):
+        if self.whole_waiting:
+            reading = READING_WAITING
+        elif (share is not None and share >= 1.0) or (share is None and self._reading_seen):
             reading = READING_BUILT
         else:
             reading = READING_RATE.format(share=f" {int(100 * share)}%" if share is not None else "")

@@ -211,6 +211,32 @@ def _mtia(trace) -> bool:
     return got
 
 
+_ROCM: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _rocm(trace) -> bool:
+    """Whether the trace's device is an AMD GPU under ROCm (its launches are HIP
+    calls: ``hipLaunchKernel``, ``hipExtModuleLaunchKernel``, ``hipGraphLaunch``): then
+    the math libraries are rocBLAS / hipBLASLt and graphs are HIP graphs, and
+    ``CUDA_MODULE_LOADING`` is not named. Cached per trace."""
+    got = _ROCM.get(trace)
+    if got is None:
+        ids = trace.name_ids_matching(lambda n: n.startswith("hip"))
+        got = _ROCM[trace] = bool(ids.size) and bool(np.isin(trace.name_id[trace.kind == int(Kind.LAUNCH)], ids).any())
+    return got
+
+
+def _graph_word(trace) -> str:
+    """What a captured step is called on the trace's device: a CUDA graph, a HIP graph
+    (ROCm; ``torch.cuda.graphs`` captures those there), or a graph (MTIA)."""
+    return "graph" if _mtia(trace) else "HIP graph" if _rocm(trace) else "CUDA graph"
+
+
+def _module_loading_hint(trace) -> str:
+    """``CUDA_MODULE_LOADING``, named on CUDA devices only."""
+    return "" if _mtia(trace) or _rocm(trace) else "; CUDA_MODULE_LOADING=EAGER loads modules at start"
+
+
 def _names_awaited(trace, capture: bool = False) -> str:
     """Where the trace (or a new capture) names the stream an event wait is on."""
     if _mtia(trace):
@@ -501,8 +527,10 @@ def _host_advice(diag, evidence, rows, dur_txt):
     )
     hint = _instrument_hint(trace)
     sync = synchronous_launches(trace)
-    compile_ = "torch.compile" if _mtia(trace) else "torch.compile (mode='reduce-overhead' adds CUDA graphs)"
-    libs = "math-library settings" if _mtia(trace) else "cuBLAS settings"
+    compile_ = "torch.compile" if _mtia(trace) else f"torch.compile (mode='reduce-overhead' adds {_graph_word(trace)}s)"
+    libs = (
+        "math-library settings" if _mtia(trace) else "rocBLAS/hipBLASLt settings" if _rocm(trace) else "cuBLAS settings"
+    )
     mostly_own = lead is not None and _mostly_own_time(diag, lead)
     n_launch = _launches_inside(trace, lead.event) if lead is not None else 0
     # a collective's host call (``record_param_comms``, ``nccl:all_to_all``) holding most
@@ -629,7 +657,7 @@ def advice(diag, cause: Cause, evidence: list[Evidence], rows: np.ndarray, dur_t
         return (
             "This is a one-time cost (warm-up: allocator growth, module or lazy loading, handle creation, a "
             "first-use launch): warm up before profiling (run a few steps first"
-            + ("" if _mtia(trace) else "; CUDA_MODULE_LOADING=EAGER loads modules at start")
+            + _module_loading_hint(trace)
             + ") and capture a steady-state window.",
             "Do not optimise the steady-state loop for it: it happens once and is not in later steps.",
             f"A capture of warmed-up steps: this idle ({dur_txt}) should be gone.",
@@ -643,21 +671,21 @@ def advice(diag, cause: Cause, evidence: list[Evidence], rows: np.ndarray, dur_t
     if cause == Cause.LAUNCH and slow_launch(diag, evidence, rows):
         return (
             f"Find why the launch call {name} took {fmt_dur(top[0].overlap_ns)}: a single call that long is "
-            f"first-use cost ({'' if _mtia(trace) else 'CUDA '}module loading, JIT compilation, autotuning, memory "
-            f"allocation), not the per-kernel tax. Warm up before profiling (run a few steps first"
-            + ("" if _mtia(trace) else "; CUDA_MODULE_LOADING=EAGER loads modules at start")
+            f"first-use cost ({'' if _mtia(trace) or _rocm(trace) else 'CUDA '}module loading, JIT compilation, "
+            f"autotuning, memory allocation), not the per-kernel tax. Warm up before profiling (run a few steps first"
+            + _module_loading_hint(trace)
             + ") and compare a steady-state step.",
-            f"Do not capture {'graphs' if _mtia(trace) else 'CUDA graphs'} or fuse ops for this gap: one slow call, not many small launches, "
+            f"Do not capture {_graph_word(trace)}s or fuse ops for this gap: one slow call, not many small launches, "
             "left the GPU idle.",
             f"The same position on a capture of warmed-up steps: the idle ({dur_txt}) should be gone.",
         )
     if cause == Cause.LAUNCH and top and GRAPH_LAUNCH_RE.search(top[0].name):
         return (
-            f"The step already runs as a CUDA graph: what is left is the graph launch {name} itself and the "
+            f"The step already runs as a {_graph_word(trace)}: what is left is the graph launch {name} itself and the "
             f"host time around it, a fixed cost per step. Amortise it over more work per launch: a larger batch, "
             f"several decode steps per graph, or speculative decoding; keep host work out of the window between "
             f"steps.",
-            "Do not capture the step in a CUDA graph again or tune kernels: the launch of one graph per step is "
+            f"Do not capture the step in a {_graph_word(trace)} again or tune kernels: the launch of one graph per step is "
             "what remains, not many small launches or slow kernels.",
             f"Idle at this position ({dur_txt}) against the work per launch: it should stay about constant "
             f"while the batch grows.",
@@ -675,7 +703,7 @@ def advice(diag, cause: Cause, evidence: list[Evidence], rows: np.ndarray, dur_t
         graph = (
             "fuse the small ops (torch.compile)"
             if _mtia(trace)
-            else "capture the step in a CUDA graph (torch.compile with mode='reduce-overhead', or torch.cuda.graphs), "
+            else f"capture the step in a {_graph_word(trace)} (torch.compile with mode='reduce-overhead', or torch.cuda.graphs), "
             "fuse the small ops"
         )
         return (

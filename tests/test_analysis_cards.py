@@ -422,7 +422,7 @@ def test_host_culprit_that_launches_work_gets_per_kernel_cost_advice(n_inner, mo
     [
         "tracelens/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz",
         "param/resnet_kineto.json.gz",
-        "tracelens/mi300/resnet_act_checkpoint.json.gz",
+        "tracelens/mi210/gpu_only_trace.json.gz",
         # two steps of two modes (9.2 and 0.05 ms of idle): no step within 1.5x of the
         # median, so the nearest ones split it (the split read "-")
         "hta/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
@@ -665,3 +665,27 @@ def test_the_host_items_of_a_sentence_add_up_to_its_host_part():
     parts = re.sub(r" \(of which [^)]*\)", "", m.group(2))  # inner calls are in their op's time
     total = sum(float(v) * (1 if u == "ms" else 1e-3) for v, u in re.findall(r"([\d.]+) (ms|µs) in ", parts))
     assert abs(total - float(m.group(1))) < 0.002, (total, why)
+
+
+ROCM_TRACES = (
+    "tracelens/mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+    "tracelens/mi210/gpu_only_trace.json.gz",
+    "tracelens/sglang_decode/sglang_Qwen3-8B_decode.json.gz",
+    "hta/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+)
+
+
+@pytest.mark.parametrize("rel", ROCM_TRACES)
+def test_rocm_cards_name_rocm_remedies_not_cudas(rel):
+    """On an AMD GPU (launches are hip* calls) no card names cuBLAS, a CUDA graph or
+    CUDA_MODULE_LOADING: rocBLAS/hipBLASLt and HIP graphs instead (the user test found
+    "Do not reach for cuBLAS" on an MI300X card)."""
+    from gapscope.parsers import load
+
+    trace = load(require(CORPUS / rel))
+    d = diagnose(trace)
+    assert len(d.gaps) > 0
+    texts = [" ".join((c.why, c.first_experiment, c.forbidden_step, c.proof)) for c in map(d.card, range(len(d.gaps)))]
+    for t in texts:
+        assert "cuBLAS" not in t and "CUDA graph" not in t and "CUDA_MODULE_LOADING" not in t and "CUDA module" not in t
+    assert any("rocBLAS/hipBLASLt" in t or "HIP graph" in t for t in texts)

@@ -797,3 +797,71 @@ def test_the_whole_trace_keeps_the_order_card_and_steps_set_on_the_preview(split
             assert int(g.end_ns[nxt] - g.start_ns[nxt]) <= int(g.end_ns[now] - g.start_ns[now])
 
     asyncio.run(run())
+
+
+def test_a_share_without_a_preview_ends_the_wait_at_once():
+    """The first share to answer None ends it: no waiting for the slower ones (the
+    decoders are paused meanwhile)."""
+    import time
+
+    def slow():
+        time.sleep(20)
+        return 1
+
+    t0 = time.monotonic()
+    got = cp.run_in_children([slow, lambda: None], 1 << 10, 30.0, stop=lambda v: v is None)
+    assert got is None and time.monotonic() - t0 < 5.0
+    assert cp.run_in_children([lambda: 2, lambda: 3], 1 << 10, 30.0, stop=lambda v: v is None) == [2, 3]
+
+
+def test_the_decoders_pause_for_the_preview_and_go_on_after(split, tmp_path, monkeypatch):
+    """While the preview's children search, the decoders are stopped (SIGSTOP), and
+    continued after: no lasting loss of priority (niced decoders kept it for the whole
+    load). They are continued after ``PREVIEW_PAUSE_MAX_S`` at the latest, even while
+    the preview still runs."""
+    import os as os_
+    import time
+
+    seen: list[str] = []
+    real = cp.run_in_children
+
+    def watching(*a, **k):
+        if k.get("stop") is not None:  # the preview's shares (run_in_child calls it too)
+            (parts,) = cp._ACTIVE
+            for _ in range(100):  # a stop takes effect when the signal is delivered
+                states = set()
+                for c in parts.children:
+                    with open(f"/proc/{c.pid}/stat") as fh:
+                        states.add(fh.read().rsplit(")", 1)[1].split()[0])
+                if states <= {"T", "Z"}:  # stopped (or done already)
+                    break
+                time.sleep(0.01)
+            seen.append("".join(sorted(states)))
+        return real(*a, **k)
+
+    monkeypatch.setattr(cp, "run_in_children", watching)
+    path = _big(tmp_path)
+    got: list[Trace] = []
+    full = load(path, preview=got.append)
+    assert seen and set(seen[0]) <= {"T", "Z"}  # stopped while the shares ran
+    assert len(got) == 1 and device_ops(got[0]) == device_ops(full)
+
+    # a preview slower than the pause: the decoders go on without it
+    monkeypatch.setattr(loader, "PREVIEW_PAUSE_MAX_S", 0.2)
+    monkeypatch.setattr(cp, "run_in_children", lambda *a, **k: (time.sleep(1.0), None)[1])
+    t0 = time.monotonic()
+    assert len(load(path, preview=got.append)) == 8000
+    assert time.monotonic() - t0 < 10 and os_.getpid()
+
+
+def test_a_file_mostly_of_device_events_gets_no_preview(split, tmp_path):
+    """A preview of a file that is mostly device events is most of the load again."""
+    events = [_x("kernel", 10 * k, 3, name=f"k{k % 5}", correlation=k) for k in range(4000)]
+    path = tmp_path / "kernels.json"
+    path.write_bytes(_doc(events))
+    got: list[Trace] = []
+    assert len(load(path, preview=got.append)) == 4000
+    assert got == []
+    assert loader._mostly_device(lambda off, n: path.read_bytes()[off : off + n], path.stat().st_size)
+    big = _big(tmp_path)  # half device events: previewed (above)
+    assert not loader._mostly_device(lambda off, n: big.read_bytes()[off : off + n], big.stat().st_size)

@@ -34,6 +34,7 @@ import math
 import mmap
 import os
 import re
+import threading
 import typing
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -155,22 +156,21 @@ def load_chrome_file(
     decode, open, instead of the file at ``path`` (an inflated ``.gz``; ``path`` names
     it in warnings). ``preview(trace)``: called, in this thread, with the
     ``device_preview`` of a file of ``PREVIEW_MIN_BYTES`` or more while the children
-    decode it (they yield the CPU to it: ``PREVIEW_NICE``, on a machine with cores to
-    spare), when one can be made.
+    decode it (they pause for it: ``PREVIEW_PAUSE_MAX_S``), when one can be made and
+    the file is not mostly device events (``_mostly_device``).
     Returns the trace and the map of the text it was decoded from (for the trace
     cache)."""
     want = preview is not None and fastscan.available() and _size_of(path, fd) >= PREVIEW_MIN_BYTES
     parts = chrome_parallel.start_file(
-        path,
-        lambda d: text_start(d) if len(d) else -1,
-        _raw_ts,
-        _DECODERS,
-        limit_bytes,
-        fd=fd,
-        nice=PREVIEW_NICE if want and _cores_to_spare() else 0,
+        path, lambda d: text_start(d) if len(d) else -1, _raw_ts, _DECODERS, limit_bytes, fd=fd
     )
     if parts is None:
         return None
+    if want:
+        try:
+            want = not _mostly_device(lambda off, n: os.pread(parts.fd, n, off), parts.size)
+        except OSError:
+            want = False
     if want and preview is not None:
         try:
             _preview(parts, path, preview)
@@ -770,13 +770,16 @@ DEVICE_CATS = tuple(
 #: Files this large get a device preview when one is asked for (smaller ones load in
 #: well under a second whole).
 PREVIEW_MIN_BYTES = 64 << 20
-#: Added niceness of the decoders when a preview is made on a machine with cores to
-#: spare (``_cores_to_spare``): with as many cores as decoders, the preview's children
-#: and the viewer's start-up get the CPU first. At 1M events on 2 cores, with the
-#: preview's search split over two children, 19 against 5 drew the first lanes
-#: 0.15-0.19 s earlier and the causes 0.1 s earlier (real command in tmux, 2 x 8
-#: alternating rounds); the decoders take the cores back once those are idle.
-PREVIEW_NICE = 19
+#: The decoders are stopped (SIGSTOP) while the preview's children search, so that
+#: those and the viewer's start-up get the CPU first, and continued (SIGCONT) when
+#: the preview is done or after this many seconds at most: a pause, never a lasting
+#: loss of priority (niced decoders kept their niceness for the whole load: with two
+#: busy loops started just before, a 1M load took 31 s instead of 2.4 s).
+PREVIEW_PAUSE_MAX_S = 2.0
+#: No preview when more than this share of the events sampled (``_mostly_device``)
+#: are device events: the preview would be most of the load again (a file of 2.2M
+#: kernels alone loaded in 3.7-5.8 s with one, 2 s without). Kineto traces: about a third.
+PREVIEW_MAX_DEVICE_SHARE = 0.6
 #: The preview is given up (its child killed) after this many seconds plus one per
 #: this many bytes of the file, and after ``PREVIEW_MAX_WAIT_S`` at most: a later one
 #: would come too near the whole trace, which waits for it.
@@ -788,15 +791,23 @@ PREVIEW_MAX_WAIT_S = 10.0
 PREVIEW_RESULT_SLACK_BYTES = 16 << 20
 
 
-def _cores_to_spare() -> bool:
-    """Whether the machine's load (1-minute average) is below its CPU count: only then
-    are the decoders niced for a preview. On a busy machine (a training job on the
-    node) niced decoders would get a fraction of their share for the whole load,
-    since a process cannot take back a niceness it gave."""
-    try:
-        return os.getloadavg()[0] < (os.cpu_count() or 1)
-    except OSError:
+_CAT_VALUE = re.compile(rb'"cat"\s*:\s*"([^"\\]*)"')
+
+
+def _mostly_device(read_at, size: int) -> bool:
+    """Whether more than ``PREVIEW_MAX_DEVICE_SHARE`` of the events in
+    ``chrome_parallel.SAMPLE_WINDOWS`` windows spread over a text of ``size`` bytes
+    are of ``DEVICE_CATS`` (``read_at(offset, n)`` gives bytes); a performance guess
+    only, as ``chrome_parallel.mostly_parent_work`` is."""
+    cats: list[bytes] = []
+    span = max(0, size - chrome_parallel.SAMPLE_BYTES)
+    for i in range(chrome_parallel.SAMPLE_WINDOWS):
+        off = span * i // max(1, chrome_parallel.SAMPLE_WINDOWS - 1)
+        cats += _CAT_VALUE.findall(read_at(off, chrome_parallel.SAMPLE_BYTES))
+    if len(cats) < chrome_parallel.MIN_SAMPLED:
         return False
+    device = set(DEVICE_CATS)
+    return sum(1 for c in cats if c in device) > PREVIEW_MAX_DEVICE_SHARE * len(cats)
 
 
 @dataclasses.dataclass
@@ -930,13 +941,22 @@ def _preview(parts: chrome_parallel.FileParts, path: str, preview: Callable[[Tra
         done, total = parts.progress_bytes()
         return total > 0 and done >= total
 
-    got = chrome_parallel.run_in_children(
-        [functools.partial(work, j) for j in range(k)],
-        parts.size // k + PREVIEW_RESULT_SLACK_BYTES,
-        timeout_s,
-        copy=False,
-        give_up=decoded,
-    )
+    parts.pause()  # the preview's children and the viewer first; continued below, or by the timer
+    timer = threading.Timer(PREVIEW_PAUSE_MAX_S, parts.resume)
+    timer.daemon = True
+    timer.start()
+    try:
+        got = chrome_parallel.run_in_children(
+            [functools.partial(work, j) for j in range(k)],
+            parts.size // k + PREVIEW_RESULT_SLACK_BYTES,
+            timeout_s,
+            copy=False,
+            give_up=decoded,
+            stop=lambda share: share is None,  # one share without a preview: none, at once
+        )
+    finally:
+        timer.cancel()
+        parts.resume()
     if not isinstance(got, list) or any(p is None for p in got):
         return
     try:

@@ -195,10 +195,9 @@ class Pending:
             self.close()
 
 
-def _fork(work, shared_bytes: int, plan: tuple | None, stamp: tuple | None, nice: int = 0) -> Pending | None:
+def _fork(work, shared_bytes: int, plan: tuple | None, stamp: tuple | None) -> Pending | None:
     """Fork a child that runs ``work()`` (-> payload bytes) and sends its result; None
-    when the pipe, the shared memory or the fork cannot be had. ``nice``: added to the
-    child's niceness (``os.nice``), so that it yields the CPU. SIGINT is blocked
+    when the pipe, the shared memory or the fork cannot be had. SIGINT is blocked
     across the fork, so the child cannot be interrupted before it has its own default
     handler; the child never returns into the caller (``os._exit``)."""
     try:
@@ -218,7 +217,7 @@ def _fork(work, shared_bytes: int, plan: tuple | None, stamp: tuple | None, nice
             warnings.simplefilter("ignore", DeprecationWarning)
             pid = os.fork()
             if pid == 0:
-                _child(work, r, w, shared, mask, nice)  # never returns
+                _child(work, r, w, shared, mask)  # never returns
     except OSError:
         pid = -1
     except BaseException:
@@ -241,16 +240,11 @@ def _fork(work, shared_bytes: int, plan: tuple | None, stamp: tuple | None, nice
     return pending
 
 
-def _child(work, r: int, w: int, shared: mmap.mmap, mask, nice: int = 0) -> None:
+def _child(work, r: int, w: int, shared: mmap.mmap, mask) -> None:
     status = 1
     try:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        if nice:
-            try:
-                os.nice(nice)
-            except OSError:
-                pass
         faulthandler.disable()  # a SIGBUS (file cut short under the map) is the parent's to handle
         _die_with_parent()
         gc.disable()  # the decoded structs hold no cycles; a collection pass over them is wasted
@@ -348,6 +342,24 @@ class FileParts:
             return 0, 0
         return done, total
 
+    def pause(self) -> None:
+        """Stop every child still running (SIGSTOP), until ``resume``; a child stopped
+        still dies with this process (``PR_SET_PDEATHSIG``'s SIGKILL) and with
+        ``close``."""
+        self._signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """Continue every child ``pause`` stopped (SIGCONT; idempotent, from any thread)."""
+        self._signal(signal.SIGCONT)
+
+    def _signal(self, sig: int) -> None:
+        for c in self.children:
+            if not c.done:
+                try:
+                    os.kill(c.pid, sig)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
     def close(self) -> None:
         """Kill and reap every child still running, close the file (idempotent)."""
         with _ACTIVE_LOCK:
@@ -377,7 +389,6 @@ def start_file(
     decoders: dict,
     limit_bytes: int | None = None,
     fd: int | None = None,
-    nice: int = 0,
 ) -> FileParts | None:
     """Fork the children that decode the plain file ``path`` (of at least
     ``MIN_BYTES``, at most ``limit_bytes``) in parts, before anything reads it; None
@@ -386,8 +397,8 @@ def start_file(
     cannot hurt it (a file cut short kills only the child, by SIGBUS). ``root_of(data)``:
     offset of the first ``{``/``[`` or -1; ``raw_ts_of(data, root)``: whether ``ts`` is
     kept as text. ``fd``: an open file to use instead of opening ``path`` (an inflated
-    ``.gz`` in an unlinked temporary file; not closed here). ``nice``: the children's
-    added niceness (``_fork``). Never raises for a bad file (the loader reports those)."""
+    ``.gz`` in an unlinked temporary file; not closed here). Never raises for a bad
+    file (the loader reports those)."""
     nproc = processes()
     own = fd is None
     try:
@@ -428,7 +439,6 @@ def start_file(
                 2 * st.st_size // nproc + (64 << 20),
                 None,
                 stamp,
-                nice,
             )
             if child is None:
                 for c in children:
@@ -668,35 +678,35 @@ def run_in_child(work, result_bytes: int, timeout_s: float, copy: bool = True, g
     return got[0] if isinstance(got, list) else got
 
 
-def run_in_children(works, result_bytes: int, timeout_s: float, copy: bool = True, give_up=None):
+def run_in_children(works, result_bytes: int, timeout_s: float, copy: bool = True, give_up=None, stop=None):
     """Each of ``works`` (callables -> a picklable value) run at once, one forked child
     each, as ``run_in_child`` runs one: the list of their values in order, None when
     one failed or was late (``timeout_s`` for all together; the others are killed), or
     ``NO_CHILD`` when not one child could be forked (a fork failing after the first
-    gives None). ``result_bytes``, ``copy``, ``give_up``: as ``run_in_child``'s, per
-    child."""
+    gives None). ``stop(value)``: asked of each value as it comes, whichever child
+    ends first; true gives None at once (the others are killed). ``result_bytes``,
+    ``copy``, ``give_up``: as ``run_in_child``'s, per child."""
     pending: list[Pending] = []
+    values: dict[int, object] = {}
+
+    def take(j: int, payload) -> bool:  # unpacked as it comes; true: give up on them all
+        try:
+            values[j] = _tx.unpack_object(payload, copy)
+        except Exception:  # noqa: BLE001  (a damaged message: as a failed child)
+            return True
+        finally:
+            if isinstance(payload, memoryview) and copy:
+                payload.release()
+        return stop is not None and bool(stop(values[j]))
+
     try:
         for work in works:
             child = _fork(lambda work=work: _tx.pack(work()), result_bytes + (1 << 20), None, None)
             if child is None:
                 return None if pending else NO_CHILD
             pending.append(child)
-        deadline = time.monotonic() + timeout_s
-        out = []
-        for child in pending:
-            payload = _tx.receive(child.fd, child.shared, deadline, give_up)
-            if payload is None:
-                return None
-            try:
-                out.append(_tx.unpack_object(payload, copy))
-            except Exception:  # noqa: BLE001  (a damaged message: as a failed child)
-                return None
-            finally:
-                if isinstance(payload, memoryview) and copy:
-                    payload.release()
-            del payload
-        return out
+        got = _tx.receive_all([(c.fd, c.shared) for c in pending], time.monotonic() + timeout_s, give_up, take)
+        return None if got is None else [values[j] for j in range(len(pending))]
     finally:
         for child in pending:
             child.close()  # a map still viewed stays mapped until its views go

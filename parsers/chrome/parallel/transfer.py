@@ -25,7 +25,7 @@ from gapscope.parsers.chrome.columns import Interner
 from gapscope.parsers.chrome.fastscan import read_part
 from gapscope.parsers.chrome.scan import PH_FLOW, PH_OTHER, EventColumns, merge_all
 
-__all__ = ["part_payload", "pack", "send", "receive", "unpack"]
+__all__ = ["part_payload", "pack", "send", "receive", "receive_all", "unpack"]
 
 _MSGPACK = msgspec.msgpack.Encoder()
 _JSON = msgspec.json.Encoder()
@@ -156,7 +156,54 @@ def receive(
     """The child's payload (see ``send``), or None (EOF early, past ``deadline``, or
     ``give_up()`` true: asked every ``GIVE_UP_POLL_S`` while waiting)."""
     msg = _read_all(fd, deadline, give_up)
-    if msg is None:
+    return None if msg is None else _payload(msg, shared)
+
+
+def receive_all(
+    children: list[tuple[int, mmap.mmap]],
+    deadline: float,
+    give_up: Callable[[], bool] | None = None,
+    stop: Callable[[int, bytes | memoryview], bool] | None = None,
+) -> list[bytes | memoryview] | None:
+    """The payloads (see ``receive``) of the children (pipe fd, shared map), in their
+    order, read as each comes (all pipes polled at once), or None when one fails (its
+    pipe ends early), past ``deadline``, when ``give_up()`` is true (asked every
+    ``GIVE_UP_POLL_S``), or when ``stop(j, payload)`` is true of child ``j``'s payload
+    as soon as it comes (no waiting for the others)."""
+    chunks: dict[int, list[bytes]] = {fd: [] for fd, _ in children}
+    got: dict[int, bytes | memoryview] = {}
+    where = {fd: j for j, (fd, _) in enumerate(children)}
+    try:
+        poller = select.poll()
+        for fd, _ in children:
+            poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+        while len(got) < len(children):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            if give_up is not None:
+                if give_up():
+                    return None
+                left = min(left, GIVE_UP_POLL_S)
+            for fd, _ in poller.poll(max(1, math.ceil(left * 1000))):
+                chunk = os.read(fd, 1 << 22)
+                if chunk:
+                    chunks[fd].append(chunk)
+                    continue
+                poller.unregister(fd)
+                j = where[fd]
+                payload = _payload(b"".join(chunks.pop(fd)), children[j][1])
+                if payload is None or (stop is not None and stop(j, payload)):
+                    return None
+                got[j] = payload
+        return [got[j] for j in range(len(children))]
+    except OSError:  # EMFILE, ENOMEM...: as a failed child
+        return None
+
+
+def _payload(msg: bytes, shared: mmap.mmap) -> bytes | memoryview | None:
+    """The payload a child's whole pipe message ``msg`` stands for (``send``), or None."""
+    if len(msg) < 9:
         return None
     size = int.from_bytes(msg[:8], "little")
     if msg[8:9] == b"\0":

@@ -883,7 +883,10 @@ def device_preview(shares: Sequence[PreviewPart | None], data: Text, path: str) 
     with device events: ``tests/test_device_preview.py``). Where other events have a
     say they can differ: an event of another category on a stream, GPU ops on a CPU
     thread (split off there), times judged absurd against the whole trace, an
-    event-shaped object in an array in ``args``, a damaged text. A viewer says so when
+    event-shaped object in an array in ``args`` or in an array under a key after the
+    events array (``chrome_cut.array_bounds`` can take that array's ``]`` for the
+    events array's), a ``"cat"`` key spelled with an escape (``"c\\u0061t"``: not
+    found), a damaged text. A viewer says so when
     the whole trace comes (``gapscope.tui.app``). None when a share is None or they
     planned differently, when there is no device event, for a legacy export or device
     slices of other phases (the whole file decides those), or when the events do not

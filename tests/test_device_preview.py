@@ -865,3 +865,31 @@ def test_a_file_mostly_of_device_events_gets_no_preview(split, tmp_path):
     assert loader._mostly_device(lambda off, n: path.read_bytes()[off : off + n], path.stat().st_size)
     big = _big(tmp_path)  # half device events: previewed (above)
     assert not loader._mostly_device(lambda off, n: big.read_bytes()[off : off + n], big.stat().st_size)
+
+
+def test_the_go_to_prompt_offers_gap_numbers_only_once_they_are_known(split, tmp_path):
+    """On the preview gaps have no numbers yet (they come with the causes): its ``g``
+    prompt offers times only; the whole trace's, once diagnosed, gap numbers too."""
+    from textual.widgets import Input
+
+    full, preview = _full_and_preview(tmp_path)
+    app, release = _preview_app(full, preview)
+
+    async def run():
+        async with app.run_test(size=(120, 40)) as pilot:
+            shown = await _shown_preview(pilot, app)
+            await pilot.press("g")
+            said = shown.query_one("#prompt", Input).placeholder
+            assert said == "go to time (1.5ms, 250us from the device lanes' first event)"
+            await pilot.press("escape")
+            release.set()
+            await _until(pilot, lambda: app.trace_screen is not None and app.screen is app.trace_screen)
+            screen = app.screen
+            await _until(pilot, lambda: screen.diagnosis is not None)
+            await pilot.press("g")
+            assert (
+                screen.query_one("#prompt", Input).placeholder
+                == "go to time (1.5ms, 250us from trace start) or gap (#12)"
+            )
+
+    asyncio.run(run())

@@ -749,8 +749,9 @@ class TraceScreen(Screen):
         self.prompt_mode = mode
         inp = self.query_one("#prompt", Input)
         start = "the device lanes' first event" if self.reading is not None else "trace start"
+        numbered = " or gap (#12)" if self.diagnosis is not None else ""  # gap numbers come with the causes
         inp.placeholder = (
-            f"go to time (1.5ms, 250us from {start}) or gap (#12)" if mode == "goto" else "search event names"
+            f"go to time (1.5ms, 250us from {start}){numbered}" if mode == "goto" else "search event names"
         )
         inp.value = ""
         self.add_class("-prompt")

@@ -300,6 +300,12 @@ async def _shown_preview(pilot, app):
     return app.screen
 
 
+async def _whole_shown(pilot, app):
+    """Wait for the whole trace's screen to be the one on top and return it."""
+    await _until(pilot, lambda: app.trace_screen is not None and app.screen is app.trace_screen)
+    return app.screen
+
+
 def _preview_app(full: Trace, preview: Trace):
     """An app whose load waits for ``release`` and whose preview comes at once."""
     from gapscope.tui.factory import make_app
@@ -384,8 +390,7 @@ def test_the_previews_gaps_stay_drawn_until_the_causes_come(split, tmp_path, mon
             await pilot.press("n", "n")
             cursor = shown.lanes.cursor_ns
             release.set()
-            await _until(pilot, lambda: app.trace_screen is not None and app.screen is app.trace_screen)
-            screen = app.screen
+            screen = await _whole_shown(pilot, app)
             await pilot.pause()
             assert screen.trace is full and screen.diagnosing and screen.early is not None
             assert screen.early_gaps_fn is None  # not found again
@@ -423,7 +428,7 @@ def test_whole_trace_waits_while_help_covers_the_preview(split, tmp_path):
             await pilot.pause()
             assert app.screen is helper and app.trace_screen is None  # and waits: the help is not snatched away
             await pilot.press("escape")
-            await _until(pilot, lambda: app.trace_screen is not None and app.screen is app.trace_screen)
+            await _whole_shown(pilot, app)
             assert app.screen is app.trace_screen and app.screen.trace is full
 
     asyncio.run(run())
@@ -531,7 +536,7 @@ def test_viewer_says_when_the_preview_differed():
             await pilot.press("n")
             assert shown.selected_gap_key() == (0, 4_000)
             release.set()
-            await _until(pilot, lambda: app.trace_screen is not None and app.screen is app.trace_screen)
+            await _whole_shown(pilot, app)
             await _until(pilot, lambda: app.screen.is_mounted and app.screen.message != "")
             assert app.screen.message == PREVIEW_DIFFERED
             assert app.screen.select_key is None
@@ -565,7 +570,7 @@ def test_whole_trace_right_after_the_preview_before_its_screen_is_up(split, tmp_
 
         async def run(app=app):
             async with app.run_test(size=(120, 40)) as pilot:
-                await _until(pilot, lambda: app.trace_screen is not None and app.screen is app.trace_screen)
+                await _whole_shown(pilot, app)
                 await pilot.pause()
                 assert app.screen.trace is full and app.preview_screen is None
 
@@ -622,7 +627,7 @@ def test_an_open_prompt_on_the_preview_holds_the_whole_trace_back(split, tmp_pat
 
             await _until(pilot, lambda: READING_WAITING in shown.message)
             await pilot.press("escape")
-            await _until(pilot, lambda: app.trace_screen is not None and app.screen is app.trace_screen)
+            await _whole_shown(pilot, app)
             assert app.screen.trace is full
 
     asyncio.run(run())
@@ -780,8 +785,7 @@ def test_the_whole_trace_keeps_the_order_card_and_steps_set_on_the_preview(split
             assert shown.order_mode == SIZE and 3 in shown.done
             assert mode == ("hidden" if size[0] >= 100 else "expanded")
             release.set()
-            await _until(pilot, lambda: app.screen is app.trace_screen and app.trace_screen is not None)
-            screen = app.screen
+            screen = await _whole_shown(pilot, app)
             await pilot.pause()
             assert screen.panel_mode == mode and screen.order_mode == SIZE and 3 in screen.done
             assert screen.selected_gap_key() == key
@@ -883,8 +887,7 @@ def test_the_go_to_prompt_offers_gap_numbers_only_once_they_are_known(split, tmp
             assert said == "go to time (1.5ms, 250us from the device lanes' first event)"
             await pilot.press("escape")
             release.set()
-            await _until(pilot, lambda: app.trace_screen is not None and app.screen is app.trace_screen)
-            screen = app.screen
+            screen = await _whole_shown(pilot, app)
             await _until(pilot, lambda: screen.diagnosis is not None)
             await pilot.press("g")
             assert (

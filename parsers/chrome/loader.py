@@ -799,11 +799,7 @@ def _mostly_device(read_at, size: int) -> bool:
     ``chrome_parallel.SAMPLE_WINDOWS`` windows spread over a text of ``size`` bytes
     are of ``DEVICE_CATS`` (``read_at(offset, n)`` gives bytes); a performance guess
     only, as ``chrome_parallel.mostly_parent_work`` is."""
-    cats: list[bytes] = []
-    span = max(0, size - chrome_parallel.SAMPLE_BYTES)
-    for i in range(chrome_parallel.SAMPLE_WINDOWS):
-        off = span * i // max(1, chrome_parallel.SAMPLE_WINDOWS - 1)
-        cats += _CAT_VALUE.findall(read_at(off, chrome_parallel.SAMPLE_BYTES))
+    cats = chrome_parallel.sampled(_CAT_VALUE, read_at, size)
     if len(cats) < chrome_parallel.MIN_SAMPLED:
         return False
     device = set(DEVICE_CATS)

@@ -154,9 +154,10 @@ def receive(
     fd: int, shared: mmap.mmap, deadline: float, give_up: Callable[[], bool] | None = None
 ) -> bytes | memoryview | None:
     """The child's payload (see ``send``), or None (EOF early, past ``deadline``, or
-    ``give_up()`` true: asked every ``GIVE_UP_POLL_S`` while waiting)."""
-    msg = _read_all(fd, deadline, give_up)
-    return None if msg is None else _payload(msg, shared)
+    ``give_up()`` true: asked every ``GIVE_UP_POLL_S`` while waiting): ``receive_all``
+    of one child."""
+    got = receive_all([(fd, shared)], deadline, give_up)
+    return None if got is None else got[0]
 
 
 def receive_all(
@@ -169,7 +170,9 @@ def receive_all(
     order, read as each comes (all pipes polled at once), or None when one fails (its
     pipe ends early), past ``deadline``, when ``give_up()`` is true (asked every
     ``GIVE_UP_POLL_S``), or when ``stop(j, payload)`` is true of child ``j``'s payload
-    as soon as it comes (no waiting for the others)."""
+    as soon as it comes (no waiting for the others). ``select.poll``, not a selector:
+    it needs no descriptor of its own (an epoll selector does, and fails with EMFILE
+    in a process at its descriptor limit) and any fd number works."""
     chunks: dict[int, list[bytes]] = {fd: [] for fd, _ in children}
     got: dict[int, bytes | memoryview] = {}
     where = {fd: j for j, (fd, _) in enumerate(children)}
@@ -213,34 +216,6 @@ def _payload(msg: bytes, shared: mmap.mmap) -> bytes | memoryview | None:
 
 #: Seconds between two ``give_up()`` checks while waiting for a child.
 GIVE_UP_POLL_S = 0.05
-
-
-def _read_all(fd: int, deadline: float, give_up: Callable[[], bool] | None = None) -> bytes | None:
-    """Everything the child writes on the pipe until it closes it, or None (past
-    ``deadline``, nothing, or an ``OSError``). ``select.poll``, not a selector: it
-    needs no descriptor of its own (an epoll selector does, and fails with EMFILE in a
-    process at its descriptor limit) and any fd number works."""
-    chunks: list[bytes] = []
-    try:
-        poller = select.poll()
-        poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            if give_up is not None:
-                if give_up():
-                    return None
-                left = min(left, GIVE_UP_POLL_S)
-            if not poller.poll(max(1, math.ceil(left * 1000))):
-                continue  # the deadline (and ``give_up``) are asked again above
-            chunk = os.read(fd, 1 << 22)
-            if not chunk:
-                msg = b"".join(chunks)
-                return msg if len(msg) >= 9 else None
-            chunks.append(chunk)
-    except OSError:  # EMFILE, ENOMEM...: the caller decodes the text in one piece
-        return None
 
 
 def unpack_object(payload: bytes | memoryview, copy: bool = True):

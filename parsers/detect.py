@@ -8,11 +8,15 @@ import stat
 import types
 import zlib
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from gapscope.parsers.errors import TraceFormatError
 from gapscope.parsers.json.scan import Text, text_start
 from gapscope.parsers.model import Trace
 from gapscope.parsers.sizes import parse_size
+
+if TYPE_CHECKING:
+    from gapscope.parsers.chrome.parallel.fork import Growing, GrowingParts
 
 _inflate: types.ModuleType
 try:  # ISA-L's inflate: about 3x zlib's speed on traces (``INFLATE_OUT_BYTES``); optional
@@ -272,8 +276,8 @@ def _gunzip_all(
     zlib; a file whose last member is cut off or corrupt is inflated again by zlib,
     which reads more of a cut-off member (and names the damage in its own words).
     Grown in one ``bytearray`` (no second copy at the end), or, given ``sink``, each
-    piece handed to ``sink(piece)`` as it comes (an empty ``bytearray`` is returned;
-    damage then raises ``_Damaged``).
+    piece handed to ``sink(piece, consumed)`` as it comes, with the compressed bytes
+    read so far (an empty ``bytearray`` is returned; damage then raises ``_Damaged``).
 
     Output is produced ``INFLATE_OUT_BYTES`` at a time and checked at each step, so a bomb
     is refused with at most about ``RATIO_CHECK_BYTES`` (or ``limit``) inflated.
@@ -283,7 +287,7 @@ def _gunzip_all(
     """
     out = bytearray()
 
-    def emit(chunk: bytes) -> None:
+    def emit(chunk: bytes, consumed: int) -> None:
         # a NUL byte is never in a trace's text: refused as for a plain file (an inflated
         # one loaded with an "event skipped" warning), with its line from memory
         if sink is None:
@@ -293,7 +297,7 @@ def _gunzip_all(
             return
         if b"\x00" in chunk:
             raise _Damaged("a NUL byte in the inflated text")  # read in memory, which says where
-        sink(chunk)
+        sink(chunk, consumed)
 
     total = 0
     view = memoryview(data)
@@ -310,7 +314,7 @@ def _gunzip_all(
                         chunk = d.flush()  # input ended inside this member
                         total += len(chunk)
                         member_out += len(chunk)
-                        emit(chunk)
+                        emit(chunk, pos)
                         break
                     feed = view[pos : pos + _IN_CHUNK_BYTES]
                     pos += len(feed)
@@ -318,7 +322,7 @@ def _gunzip_all(
                 feed = d.unconsumed_tail
                 total += len(chunk)
                 member_out += len(chunk)
-                emit(chunk)
+                emit(chunk, pos - len(feed))
                 read_in = pos - len(feed) - len(d.unused_data)
                 if total > limit:
                     raise _too_big(
@@ -372,14 +376,16 @@ def _gunzip_all(
     return out
 
 
-def inflate_to_file(path: str, limit: int, user_set: bool) -> int | None:
+def inflate_to_file(path: str, limit: int, user_set: bool, on_write=None) -> int | None:
     """Inflate the gzip file ``path`` into an unlinked temporary file of gapscope's cache
     directory (``gapscope.parsers.cache.settings.cache_root``, sub-folder ``inflated``), for the loader to map instead of holding the text in
     memory; returns the open descriptor (read/write, offset at its end), or None
     (no room, no such directory, damaged gzip: read it in memory instead). The file
     is unlinked before anything is written: nothing is left behind, whatever
-    happens. Raises ``TraceFormatError`` for what ``read_bytes`` refuses (too large, a
-    gzip bomb)."""
+    happens. ``on_write(fd, written, consumed, compressed)``: called after each piece
+    is written, with the bytes of text written so far, the compressed bytes read to
+    make them and the gzip file's size (``_Inflating`` starts decoders on it). Raises
+    ``TraceFormatError`` for what ``read_bytes`` refuses (too large, a gzip bomb)."""
     import tempfile
 
     from gapscope.parsers.cache.settings import cache_root
@@ -397,10 +403,16 @@ def inflate_to_file(path: str, limit: int, user_set: bool) -> int | None:
             # whole limit (8 GB) at once, a MemoryError under ``ulimit -v``
             data = _read(path, fh, None, limit, user_set)
 
-        def write(chunk: bytes) -> None:
+        written = 0
+
+        def write(chunk: bytes, consumed: int) -> None:
+            nonlocal written
             view = memoryview(chunk)
             while view:
                 view = view[os.write(fd, view) :]
+            written += len(chunk)
+            if on_write is not None:
+                on_write(fd, written, consumed, len(data))
 
         _gunzip_all(path, data, limit, user_set, sink=write)
         return fd
@@ -637,18 +649,94 @@ def _load_fresh(p: str, preview: Callable[[Trace], None] | None = None) -> tuple
         if got is not None:
             return got
         if _is_large_gzip(p, chrome_parallel.MIN_BYTES):
-            fd = inflate_to_file(p, limit, user_set)  # mapped, not held in memory
-            if fd is not None:
+            inflating = _Inflating(p, _gzip_size_field(p))
+            try:
+                fd = inflate_to_file(p, limit, user_set, on_write=inflating)  # mapped, not held in memory
+            except BaseException:
+                inflating.close()
+                raise
+            if fd is None:
+                inflating.close()
+            else:
                 try:
-                    got = load_chrome_file(p, limit, fd=fd, preview=preview)
+                    parts = inflating.finish(os.fstat(fd).st_size)
+                    got = load_chrome_file(p, limit, fd=fd, preview=preview, parts=parts)
+                    if got is None and parts is not None:  # decoded while growing failed: as if it had not
+                        got = load_chrome_file(p, limit, fd=fd, preview=preview)
                     if got is not None:
                         return got
                     inflated = _inflated_text(fd)  # not split after all: the text inflated, not again
                 finally:
+                    inflating.close()
                     os.close(fd)
                 return _load(p, inflated), inflated
     data = read_bytes(p, mutable_min_bytes=chrome_parallel.MIN_BYTES)
     return _load(p, data), data
+
+
+class _Inflating:
+    """The decoders of a ``.json.gz`` forked while it is inflated (``on_write`` of
+    ``inflate_to_file``): once ``GROWING_HEAD_BYTES`` of text are written, the
+    children of ``chrome_parallel.start_growing`` decode each part as soon as the
+    text has passed it, so inflating (in this process) and decoding overlap.
+    ``size_field``: the gzip trailer's ISIZE (the last member's size mod 2**32)."""
+
+    def __init__(self, path: str, size_field: int) -> None:
+        self.path, self.size_field = path, size_field
+        self.growing: Growing | None = None
+        self.parts: GrowingParts | None = None
+        self.tried = False
+
+    def __call__(self, fd: int, written: int, consumed: int, compressed: int) -> None:
+        from gapscope.parsers.chrome.parallel import fork as chrome_parallel
+
+        if self.parts is not None and self.growing is not None:
+            self.growing.wrote(written)
+            return
+        if self.tried or written < chrome_parallel.GROWING_HEAD_BYTES:
+            return
+        self.tried = True
+        from gapscope.parsers.chrome.loader import start_growing
+
+        self.growing = chrome_parallel.Growing()
+        self.growing.wrote(written)
+        planned = planned_size(self.size_field, written, consumed, compressed)
+        self.parts = start_growing(fd, self.growing, planned, self.path)
+
+    def finish(self, size_bytes: int) -> GrowingParts | None:
+        """The children, told the text is complete at ``size_bytes``, or None (none
+        were forked, or the text is far from the size they planned for: then the
+        loader forks its own on the whole file)."""
+        parts, self.parts = self.parts, None
+        if parts is None or not parts.finish(size_bytes):
+            return None
+        return parts
+
+    def close(self) -> None:
+        """Kill the children still running (a load that failed or fell back)."""
+        if self.parts is not None:
+            self.parts.close()
+            self.parts = None
+
+
+def planned_size(size_field: int, written: int, consumed: int, compressed: int) -> int:
+    """The inflated size a gzip file is expected to have: its ISIZE field
+    (``size_field``, RFC 1952: the size mod 2**32), plus the multiple of 2**32 that
+    brings it nearest to the size its inflating so far suggests (``written`` bytes of
+    text from ``consumed`` of its ``compressed`` bytes)."""
+    guess = written * compressed / max(1, consumed)
+    wraps = max(0, round((guess - size_field) / (1 << 32)))
+    return size_field + wraps * (1 << 32)
+
+
+def _gzip_size_field(p: str) -> int:
+    """The ISIZE field of the gzip file ``p``'s last member (0 when unreadable)."""
+    try:
+        with open(p, "rb") as fh:
+            fh.seek(-4, os.SEEK_END)
+            return int.from_bytes(fh.read(4), "little")
+    except OSError:
+        return 0
 
 
 def args_text(path: str) -> Text:

@@ -59,3 +59,19 @@ def corpus() -> Path:
 @pytest.fixture
 def bugs() -> Path:
     return require(BUGS)
+
+
+@pytest.fixture
+def forks(monkeypatch):
+    """pids of the children forked during the test."""
+    pids: list[int] = []
+    real = os.fork
+
+    def fork():
+        pid = real()
+        if pid:
+            pids.append(pid)
+        return pid
+
+    monkeypatch.setattr(os, "fork", fork)
+    return pids

@@ -385,22 +385,6 @@ def test_v2_flows_fall_back_after_the_split(tmp_path, monkeypatch, spy):
     assert_same(parts, whole)
 
 
-@pytest.fixture
-def forks(monkeypatch):
-    """pids of the children forked during the test."""
-    pids: list[int] = []
-    real = os.fork
-
-    def fork():
-        pid = real()
-        if pid:
-            pids.append(pid)
-        return pid
-
-    monkeypatch.setattr(os, "fork", fork)
-    return pids
-
-
 def _reaped(pids) -> bool:
     for pid in pids:
         try:

@@ -72,7 +72,15 @@ from gapscope.parsers.kinds import CAT_KIND, KINETO_CATS, KINETO_FLOW_CATS
 from gapscope.parsers.lanes import Metadata
 from gapscope.parsers.model import Kind, SourceInfo, Trace, TraceWarning, link_by_correlation, repeated_correlations
 
-__all__ = ["load_chrome", "load_chrome_file", "device_preview", "device_preview_part", "PreviewPart", "DEVICE_CATS"]
+__all__ = [
+    "load_chrome",
+    "load_chrome_file",
+    "start_growing",
+    "device_preview",
+    "device_preview_part",
+    "PreviewPart",
+    "DEVICE_CATS",
+]
 
 _OBJ = msgspec.json.Decoder(ObjectTrace)
 _LIST = msgspec.json.Decoder(EVENT_LIST)
@@ -142,11 +150,27 @@ def _raw_ts(data, i: int) -> bool:
     return _EPOCH_TS.search(data, i, i + EPOCH_SAMPLE_BYTES) is not None
 
 
+def _root_of(data) -> int:
+    """Offset of the text's first ``{``/``[`` (``text_start``), or -1 for no text."""
+    return text_start(data) if len(data) else -1
+
+
+def start_growing(
+    fd: int, growing: chrome_parallel.Growing, planned_bytes: int, path: str
+) -> chrome_parallel.GrowingParts | None:
+    """The children that decode the Chrome-trace text being written to ``fd`` (a
+    ``.gz`` being inflated; ``path`` names it) while it grows, or None
+    (``chrome_parallel.start_growing``); give them to ``load_chrome_file`` once
+    ``GrowingParts.finish`` said yes."""
+    return chrome_parallel.start_growing(fd, growing, planned_bytes, _root_of, _raw_ts, _DECODERS, path)
+
+
 def load_chrome_file(
     path: str,
     limit_bytes: int | None = None,
     fd: int | None = None,
     preview: Callable[[Trace], None] | None = None,
+    parts: chrome_parallel.FileParts | None = None,
 ) -> tuple[Trace, MappedText] | None:
     """Load the plain Chrome-trace file ``path`` decoded in parts by forked children
     (``chrome_parallel.start_file``; this process never reads the text into memory,
@@ -154,16 +178,16 @@ def load_chrome_file(
     or falls back: then read the file and call ``load_chrome``. Files larger than
     ``limit_bytes`` are left to the reader (which refuses them). ``fd``: the text to
     decode, open, instead of the file at ``path`` (an inflated ``.gz``; ``path`` names
-    it in warnings). ``preview(trace)``: called, in this thread, with the
+    it in warnings). ``parts``: the children already decoding ``fd`` (``start_growing``,
+    finished), instead of forking them here. ``preview(trace)``: called, in this thread, with the
     ``device_preview`` of a file of ``PREVIEW_MIN_BYTES`` or more while the children
     decode it (they pause for it: ``PREVIEW_PAUSE_MAX_S``), when one can be made and
     the file is not mostly device events (``_mostly_device``).
     Returns the trace and the map of the text it was decoded from (for the trace
     cache)."""
     want = preview is not None and fastscan.available() and _size_of(path, fd) >= PREVIEW_MIN_BYTES
-    parts = chrome_parallel.start_file(
-        path, lambda d: text_start(d) if len(d) else -1, _raw_ts, _DECODERS, limit_bytes, fd=fd
-    )
+    if parts is None:
+        parts = chrome_parallel.start_file(path, _root_of, _raw_ts, _DECODERS, limit_bytes, fd=fd)
     if parts is None:
         return None
     if want:

@@ -49,11 +49,19 @@ import msgspec
 from gapscope.parsers.chrome.fastscan import read_part
 from gapscope.parsers.chrome.lazy_args import EventText
 from gapscope.parsers.chrome.parallel import transfer as _tx
-from gapscope.parsers.chrome.parallel.cut import chunk_spans, find_cut, find_cuts
+from gapscope.parsers.chrome.parallel.cut import (
+    BOUNDARY,
+    BOUNDARY_WINDOW_BYTES,
+    array_bounds,
+    chunk_spans,
+    find_cut,
+    find_cuts,
+)
 from gapscope.parsers.chrome.parallel.joined import JoinedEvents
 from gapscope.parsers.chrome.scan import PH_FLOW, PH_OTHER, EventColumns, merge_all
 from gapscope.parsers.chrome.schema import ObjectHeader
 from gapscope.parsers.json.mapped import MappedText, file_stamp
+from gapscope.parsers.json.scan import find_events_array
 
 __all__ = [
     "MIN_BYTES",
@@ -71,6 +79,11 @@ __all__ = [
     "FileParts",
     "Pending",
     "Parts",
+    "GROWING_MIN_BYTES",
+    "GROWING_HEAD_BYTES",
+    "Growing",
+    "GrowingParts",
+    "start_growing",
     "run_in_child",
     "run_in_children",
     "NO_CHILD",
@@ -338,6 +351,12 @@ class FileParts:
         with _ACTIVE_LOCK:
             _ACTIVE.add(self)
 
+    def agree(self, plans: list[tuple], complete: bool = False) -> bool:
+        """Whether the plans the first children sent (in child order) are one cut of
+        one events array: here, the same plan from every child (each plans every cut);
+        ``complete``: ``plans`` are all the children's. ``GrowingParts`` checks a chain."""
+        return all(p == plans[0] for p in plans) and (not complete or len(plans) == len(self.children))
+
     def progress_bytes(self) -> tuple[int, int]:
         """(bytes decoded, bytes to decode) of all the children, once every one has
         planned its parts (so the share only grows); (0, 0) before, and once closed."""
@@ -541,15 +560,17 @@ def decode_file(parts: FileParts, decoders: dict) -> tuple[Parts, MappedText] | 
         deadline = time.monotonic() + MIN_WAIT_S + WAIT_S_PER_BYTE * parts.size
         cols: list[EventColumns] = []
         blobs: dict[int, list[bytes]] = {PH_FLOW: [], PH_OTHER: []}
-        plan = header = None
+        plans: list[tuple] = []
+        header = None
         for child in parts.children:
             payload = _tx.receive(child.fd, child.shared, deadline)
             if payload is None:
                 return None
             got = _tx.unpack(payload)  # its arrays view the child's shared map
-            if got is None or (plan is not None and got[2] != plan):
+            if got is None or not parts.agree(plans + [got[2]]):
                 return None
             ec, child_blobs, plan, sent = got
+            plans.append(plan)
             if sent is not None:
                 header = sent
             cols.append(ec)
@@ -558,9 +579,9 @@ def decode_file(parts: FileParts, decoders: dict) -> tuple[Parts, MappedText] | 
             del ec, got, payload
         merged = merge_all(cols) if len(cols) > 1 else None  # copies the columns out of the maps
         cols.clear()
-        if merged is None or plan is None:
+        if merged is None or not plans or not parts.agree(plans, complete=True):
             return None
-        root, raw_ts = plan[0], plan[1]
+        root, raw_ts = plans[0][0], plans[0][1]
         if text[root : root + 1] == b"{" and header is None:
             return None
         head_obj = None
@@ -585,6 +606,290 @@ def decode_file(parts: FileParts, decoders: dict) -> tuple[Parts, MappedText] | 
                 text.close()
             except BufferError:
                 pass
+
+
+#: A ``.json.gz`` expected to inflate to this much or more is decoded while it is
+#: inflated (``start_growing``); a smaller one is inflated first (its inflating is a
+#: few tens of ms, less than the children's start-up).
+GROWING_MIN_BYTES = 128 << 20
+#: Bytes of a growing text written before its children are forked: what they all read
+#: the same way first (the events array's start, the ``ts`` sample, the make-up sample).
+GROWING_HEAD_BYTES = 4 << 20
+#: Seconds between a waiting child's looks at how far the text has grown.
+GROWING_POLL_S = 0.002
+#: A growing text that ends up this much larger than its children planned for (a gzip
+#: size field that wrapped, several members) is decoded again from the whole file:
+#: their last part would hold the rest in one piece.
+GROWING_OVERRUN = 1.25
+#: Bytes read at a time while looking for an element boundary in a growing text.
+_BOUNDARY_READ_BYTES = 64 << 10
+
+
+class Growing:
+    """How far this process has written a text that forked children decode while it
+    grows (``start_growing``): a map shared with them holding two native int64, the
+    bytes written and the final size (-1 while writing, -2 when given up). Each is
+    stored and loaded in one aligned 8-byte access (a ``memoryview`` cast): ``struct``
+    writes a field a byte at a time, and a child once read a final size of 0 from a
+    half-written -1. The writer writes the text with ``os.write`` first, then says
+    so here (``wrote``)."""
+
+    def __init__(self) -> None:
+        self.map = mmap.mmap(-1, mmap.PAGESIZE)
+        self._fields = memoryview(self.map).cast("q")
+        self._fields[0], self._fields[1] = 0, -1
+
+    def wrote(self, written_bytes: int) -> None:
+        """The text now has ``written_bytes`` bytes (only ever more)."""
+        self._fields[0] = written_bytes
+
+    def finish(self, size_bytes: int) -> None:
+        """The text is complete, ``size_bytes`` long."""
+        self._fields[0] = size_bytes
+        self._fields[1] = size_bytes
+
+    def abandon(self) -> None:
+        """The text will not be completed: the children give up."""
+        self._fields[1] = -2
+
+    def state(self) -> tuple[int, int]:
+        """(bytes written, final size or -1 while writing, -2 when given up); the
+        final size is read first, so a complete text is never seen short."""
+        final = self._fields[1]
+        return self._fields[0], final
+
+    def wait_for(self, need_bytes: int) -> tuple[int, bool] | None:
+        """(bytes written, complete) once ``need_bytes`` are written or the text is
+        complete; None when it was given up. In a child: the parent kills it, or it
+        dies with the parent (``PR_SET_PDEATHSIG``), if the text never comes."""
+        while True:
+            written, final = self.state()
+            if final == -2:
+                return None
+            if final >= 0:
+                return final, True
+            if written >= need_bytes:
+                return written, False
+            time.sleep(GROWING_POLL_S)
+
+
+class GrowingParts(FileParts):
+    """The children ``start_growing`` forked on a text still being written. Each child
+    plans only its own parts' cuts, so the plans it sends are checked as a chain
+    (``agree``): the same start of the events array, the cut that ends one child's run
+    the one that starts the next's, and every cut before the array's end, which the
+    last child finds once the text is complete. ``finish`` when the text is complete,
+    before ``decode_file``."""
+
+    def __init__(
+        self, path: str, children: list[Pending], fd: int, slots: mmap.mmap, growing: Growing, planned_bytes: int
+    ) -> None:
+        super().__init__(path, children, file_stamp(os.fstat(fd)), fd, slots)
+        self.growing = growing
+        self.planned_bytes = planned_bytes
+
+    def finish(self, size_bytes: int) -> bool:
+        """Tell the children the text is complete at ``size_bytes``; False (and the
+        children killed) when it is too far past what they planned for
+        (``GROWING_OVERRUN``): then decode the whole file with ``start_file``."""
+        if size_bytes > GROWING_OVERRUN * self.planned_bytes + CHUNK_BYTES:
+            self.close()
+            return False
+        self.growing.finish(size_bytes)
+        self.stamp, self.size = file_stamp(os.fstat(self.fd)), size_bytes
+        return True
+
+    def agree(self, plans: list[tuple], complete: bool = False) -> bool:
+        """Plans are (root, raw_ts, events array start, the run's first cut, its last
+        cut, the array's end): a cut is the (``}``, ``,``) offsets of a boundary
+        between two elements, None at the array's start (first child) and end (last
+        child, which alone gives the end; the others give None)."""
+        for j, plan in enumerate(plans):
+            if plan[:3] != plans[0][:3] or (plan[3] is None) != (j == 0):
+                return False
+            if j > 0 and plan[3] != plans[j - 1][4]:
+                return False
+            last = j == len(self.children) - 1
+            if (plan[4] is None) != last or (plan[5] is None) == last:
+                return False
+        if not complete:
+            return True
+        if len(plans) != len(self.children):
+            return False
+        end = plans[-1][5]
+        return all(p[4] is None or p[4][1] < end for p in plans)
+
+    def close(self) -> None:
+        """Give the text up for the children (they stop waiting), then ``FileParts.close``."""
+        growing = getattr(self, "growing", None)
+        if growing is not None and growing.state()[1] == -1:
+            growing.abandon()
+        super().close()
+
+
+def start_growing(
+    fd: int, growing: Growing, planned_bytes: int, root_of, raw_ts_of, decoders: dict, path: str
+) -> GrowingParts | None:
+    """Fork the children that decode the text this process is writing to ``fd`` (an
+    unlinked temporary file: a ``.gz`` being inflated) while it grows: at least
+    ``GROWING_HEAD_BYTES`` are written (``growing`` says how far), and it is expected
+    to be ``planned_bytes`` long (a gzip size field; ``GrowingParts.finish`` refuses a
+    text far longer). None when not applicable (expected below ``GROWING_MIN_BYTES``,
+    one CPU, not JSON, no events array in the head, a head of mostly events this
+    process decodes itself, cannot fork): then write the text out and ``start_file``
+    on it. ``root_of``, ``raw_ts_of``, ``decoders``: as ``start_file``'s, but
+    ``raw_ts_of(head, root)`` is given the head only, so it must read no more than
+    ``GROWING_HEAD_BYTES - 4096`` bytes after a root in the first 4096 (the loader's
+    reads 256 KiB) to decide as it would on the whole text. Each child
+    ``j`` of ``n`` takes the ``j``-th run of ``n_chunks`` parts, cut at the first
+    element boundary after equal shares of ``planned_bytes``, and decodes each part
+    once the text has reached its end (``_growing_payload``)."""
+    nproc = processes()
+    if planned_bytes < GROWING_MIN_BYTES or not enabled(planned_bytes) or nproc < 2:
+        return None
+    written, final = growing.state()
+    if final != -1 or written < GROWING_HEAD_BYTES:
+        return None
+    head = os.pread(fd, GROWING_HEAD_BYTES, 0)
+    root = root_of(head)
+    if not 0 <= root < 4096 or head[root : root + 1] not in (b"{", b"["):
+        return None
+    if find_events_array(head, root) < 0:
+        return None
+    if mostly_parent_work(lambda off, n: head[off : off + n], len(head)):
+        return None
+    n_chunks = nproc * max(1, -(-planned_bytes // (nproc * CHUNK_BYTES)))
+    children: list[Pending] = []
+    slots: mmap.mmap | None = None
+    try:
+        try:
+            slots = mmap.mmap(-1, _SLOT.size * nproc)
+        except (OSError, ValueError):
+            return None
+        for j in range(nproc):
+            child = _fork(
+                lambda j=j: _growing_payload(
+                    fd, growing, j, nproc, n_chunks, planned_bytes, root_of, raw_ts_of, decoders, slots
+                ),
+                2 * planned_bytes // nproc + (64 << 20),
+                None,
+                None,
+            )
+            if child is None:
+                for c in children:
+                    c.close()
+                slots.close()
+                return None
+            children.append(child)
+        parts = GrowingParts(path, children, os.dup(fd), slots, growing, planned_bytes)
+        slots = None
+        return parts
+    except BaseException:
+        for c in children:
+            c.close()
+        if slots is not None:
+            slots.close()
+        raise
+
+
+def _growing_payload(
+    fd: int,
+    growing: Growing,
+    j: int,
+    nproc: int,
+    n_chunks: int,
+    planned_bytes: int,
+    root_of,
+    raw_ts_of,
+    decoders: dict,
+    slots: mmap.mmap,
+) -> list[bytes | memoryview]:
+    """In child ``j`` of ``nproc`` of ``start_growing``: decode parts ``n_chunks * j //
+    nproc`` up to ``n_chunks * (j + 1) // nproc``, each once the text has grown past
+    it, and send them with the plan ``GrowingParts.agree`` checks; a message of None
+    when a boundary is missing, the text is given up or is not one to split."""
+    head = os.pread(fd, GROWING_HEAD_BYTES, 0)
+    root = root_of(head)
+    raw_ts = raw_ts_of(head, root)
+    begin = find_events_array(head, root)
+    if begin < 0:
+        return _tx.pack(None)
+    last_byte = max(begin + 1, planned_bytes - 1)
+    lo_i, hi_i = n_chunks * j // nproc, n_chunks * (j + 1) // nproc
+
+    def cut(i: int) -> tuple[int, int] | None:
+        """The first element boundary at or after share ``i`` of the planned text
+        (within ``BOUNDARY_WINDOW_BYTES``), read as the text comes: the leftmost
+        match in what is there is the leftmost in the whole window, since a match
+        still growing at the text's end holds no ``}`` after its first byte."""
+        target = begin + (last_byte - begin) * i // n_chunks
+        stop = target + BOUNDARY_WINDOW_BYTES
+        need = target + _BOUNDARY_READ_BYTES
+        while True:
+            got = growing.wait_for(min(need, stop))
+            if got is None:
+                return None
+            avail, complete = got
+            upto = min(avail, stop)
+            chunk = os.pread(fd, upto - target, target) if upto > target else b""
+            m = BOUNDARY.search(chunk)
+            if m is not None:
+                return target + m.start(), target + chunk.index(b",", m.start())
+            if complete or upto >= stop:
+                return None
+            need = min(stop, upto + _BOUNDARY_READ_BYTES)
+
+    first = cut(lo_i) if lo_i > 0 else None
+    if lo_i > 0 and first is None:
+        return _tx.pack(None)
+    found: dict = {"parts": 0, "last": None, "end": None, "header": None}
+    maps: list[mmap.mmap] = []  # kept until the message is sent (parts may view them)
+
+    def texts():  # each part framed in a private map of its own pages, once it is written
+        lo = begin - 1 if first is None else first[1]
+        planned = max(1, (last_byte - begin) * (hi_i - lo_i) // n_chunks)
+        done = 0
+        _write_slot(slots, j, 0, planned)
+        for i in range(lo_i, hi_i):
+            nxt = None
+            if i + 1 < n_chunks:
+                nxt = cut(i + 1)
+                if nxt is None or nxt[0] <= lo:
+                    return
+                hi = nxt[0] + 1
+            else:  # the last part ends at the array's end: the text must be complete
+                got = growing.wait_for(1 << 62)
+                if got is None or got[0] <= lo:
+                    return
+                whole = mmap.mmap(fd, got[0], access=mmap.ACCESS_READ)
+                maps.append(whole)
+                bounds = array_bounds(whole, root, raw_ts)
+                if bounds is None or bounds[0] != begin or bounds[1] <= lo:
+                    return
+                hi = found["end"] = bounds[1]
+                found["header"] = bounds[2]
+            off = lo - lo % mmap.ALLOCATIONGRANULARITY
+            view = mmap.mmap(fd, hi + 1 - off, access=mmap.ACCESS_COPY, offset=off)
+            maps.append(view)
+            view[lo - off] = 0x5B  # "["
+            view[hi - off] = 0x5D  # "]"
+            yield memoryview(view)[lo - off : hi + 1 - off]
+            found["parts"] += 1
+            done += hi - lo + 1
+            _write_slot(slots, j, done, max(done, planned))
+            if nxt is not None:
+                lo, found["last"] = nxt[1], nxt
+
+    list_decoder, x_class = decoders[raw_ts]
+    message = _tx.part_message(texts(), list_decoder, x_class, raw_ts)
+    if message is None or found["parts"] != hi_i - lo_i:
+        return _tx.pack(None)
+    header = found["header"]
+    last = found["last"] if hi_i < n_chunks else None
+    message["plan"] = (root, raw_ts, begin, first, last, found["end"])
+    if header is not None:
+        message["header"] = {f: bytes(getattr(header, f)) for f in header.__struct_fields__ if f != "traceEvents"}
+    return _tx.pack(message)
 
 
 def decode_parts(data, root: int, raw_ts: bool, decoders: dict) -> Parts | None:

@@ -25,7 +25,7 @@ from gapscope.parsers.chrome.columns import Interner
 from gapscope.parsers.chrome.fastscan import read_part
 from gapscope.parsers.chrome.scan import PH_FLOW, PH_OTHER, EventColumns, merge_all
 
-__all__ = ["part_payload", "pack", "send", "receive", "receive_all", "unpack"]
+__all__ = ["part_payload", "part_message", "pack", "send", "receive", "receive_all", "unpack"]
 
 _MSGPACK = msgspec.msgpack.Encoder()
 _JSON = msgspec.json.Encoder()
@@ -34,13 +34,23 @@ _JSON = msgspec.json.Encoder()
 def part_payload(
     texts, list_decoder, x_class: type, raw_ts: bool, plan: tuple, header: dict | None = None
 ) -> list[bytes | memoryview]:
+    """The columns and non-``X`` events of the parts ``texts`` (``part_message``) and
+    the ``plan`` they follow, as the pieces of one message (``pack``); a message of
+    None when a part does not decode. ``header``: the object form's other keys as
+    {key: JSON text}, sent along (first child only)."""
+    message = part_message(texts, list_decoder, x_class, raw_ts)
+    if message is None:
+        return pack(None)
+    message["plan"], message["header"] = plan, header
+    return pack(message)
+
+
+def part_message(texts, list_decoder, x_class: type, raw_ts: bool) -> dict | None:
     """The columns and non-``X`` events of the parts ``texts`` (an iterable of JSON
     arrays of events), decoded and scanned one at a time (each keeping its old
-    ``external id`` column for ``merge_all``): each part's structs are
-    freed, its flow and other events encoded, before the next is decoded) and the
-    ``plan`` they follow, as the pieces of one message (``pack``); a message of None
-    when a part does not decode. ``header``: the object form's other keys as {key:
-    JSON text}, sent along (first child only)."""
+    ``external id`` column for ``merge_all``): each part's structs are freed, its
+    flow and other events encoded, before the next is decoded; None when a part does
+    not decode. A dict for ``pack`` once its ``plan`` and ``header`` are set."""
     cols: list[EventColumns] = []
     flows: list[bytes] = []
     others: list[bytes] = []
@@ -49,7 +59,7 @@ def part_payload(
         try:
             ec, flow, other = read_part(text, list_decoder, x_class, raw_ts)
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-            return pack(None)
+            return None
         # JSON would write a non-finite float as null, but none can be here: msgspec
         # refuses a number beyond float range ("Number out of range"), and JSON has no
         # NaN or Infinity (tests/test_msgspec_messages.py pins both)
@@ -59,9 +69,9 @@ def part_payload(
         del flow, other
     ec_all = merge_all(cols) if cols else None
     if ec_all is None:
-        return pack(None)
+        return None
     del cols
-    out = {
+    return {
         "n": ec_all.n,
         "cats": list(ec_all.cats),
         "names": list(ec_all.names),
@@ -69,13 +79,12 @@ def part_payload(
         "has_v2": ec_all.has_v2,
         "legacy": ec_all.legacy,
         "old_ids": ec_all.old_ids,
-        "plan": plan,
-        "header": header,
+        "plan": None,
+        "header": None,
         "flows": [pickle.PickleBuffer(b) for b in flows],
         "others": [pickle.PickleBuffer(b) for b in others],
         "arrays": _arrays(ec_all),
     }
-    return pack(out)
 
 
 def pack(obj) -> list[bytes | memoryview]:

@@ -1,0 +1,226 @@
+"""Decoding a ``.json.gz`` while it is inflated (``chrome_parallel.start_growing``) gives
+exactly the one-piece result.
+
+The children are forked once the head of the text is written and decode each part as
+soon as the inflating has passed it. Every corpus ``.gz`` and generated texts are
+loaded so (with small parts and small inflate steps, so that the children really wait
+on the text) and compared field by field with a load in one piece; a spy says which
+way each load went, so a silent fallback cannot pass for the growing path. The cases
+built against it (a size field that lies, a cut inside a string, damage, a bomb, a
+child that dies) must fall back, leave no child behind, and still agree.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import time
+import types
+import zlib
+
+import pytest
+
+import gapscope.parsers.chrome.parallel.fork as cp
+import gapscope.parsers.detect as detect
+from gapscope.parsers import load
+from gapscope.parsers.chrome import loader
+from gapscope.parsers.errors import TraceFormatError
+from tests.conftest import CORPUS, require
+from tests.test_corpus import REFUSED, TRACES
+from tests.test_load_parallel import _kineto, _reaped, _write, assert_same, force_parts
+
+GZ_TRACES = [t for t in TRACES if t.endswith(".gz") and t not in REFUSED]
+
+
+@pytest.fixture
+def grow(monkeypatch, tmp_path):
+    """Parts forced on as in ``test_load_parallel``, the growing path for any size, and
+    a head and inflate steps small enough for generated texts: a list of
+    (kind of parts, whether their decode gave a trace) per ``decode_file``."""
+    force_parts(monkeypatch, tmp_path)
+    monkeypatch.setattr(cp, "GROWING_MIN_BYTES", 0)
+    monkeypatch.setattr(cp, "GROWING_HEAD_BYTES", loader.EPOCH_SAMPLE_BYTES + 4096)
+    monkeypatch.setattr(detect, "INFLATE_OUT_BYTES", 32 << 10)
+    calls: list[tuple[str, bool]] = []
+    real = cp.decode_file
+
+    def spying(parts, decoders):
+        got = real(parts, decoders)
+        calls.append((type(parts).__name__, got is not None))
+        return got
+
+    monkeypatch.setattr(cp, "decode_file", spying)
+    return calls
+
+
+def _whole(path, monkeypatch):
+    with monkeypatch.context() as m:
+        m.setattr(cp, "enabled", lambda size: False)
+        return load(path)
+
+
+def _gz(tmp_path, obj, name="t.json.gz", level=1) -> str:
+    return _write(tmp_path, gzip.compress(json.dumps(obj, indent=1).encode(), compresslevel=level), name)
+
+
+@pytest.mark.parametrize("rel", GZ_TRACES)
+def test_corpus_gzip_decoded_while_inflating_equals_one_piece(rel, monkeypatch, grow):
+    path = require(require(CORPUS) / rel)
+    with gzip.open(path) as fh:
+        text_bytes = len(fh.read())
+    got = load(path)
+    assert_same(got, _whole(path, monkeypatch))
+    if text_bytes < cp.GROWING_HEAD_BYTES:  # the whole text is in before a head's worth: inflated first
+        assert [kind for kind, _ in grow] == ["FileParts"]
+    else:
+        # fuchsia's ``systemTraceEvents`` follow its events array: the cuts planned for
+        # the text's last third fall past the array's end, and the file's children decode it
+        assert grow[0] == ("GrowingParts", rel != "catapult/fuchsia_trace.json.gz")
+
+
+def test_the_children_decode_while_the_text_is_still_inflating(tmp_path, monkeypatch, grow):
+    """The progress the children report (bytes of their parts decoded) is above 0
+    before the last piece of text is written: decoding overlaps inflating."""
+    path = _gz(tmp_path, _kineto(6000))
+    seen: list[float] = []
+    real = detect._Inflating.__call__
+
+    def slow(self, fd, written, consumed, compressed):
+        real(self, fd, written, consumed, compressed)
+        if self.parts is not None:
+            time.sleep(0.002)  # an inflater slower than the children: they catch up and wait
+            seen.append(cp.progress() or 0.0)
+
+    monkeypatch.setattr(detect._Inflating, "__call__", slow)
+    got = load(path)
+    assert grow == [("GrowingParts", True)]
+    assert len(seen) > 10 and 0 < seen[-2] < 1  # decoded some, not all, before the end
+    assert_same(got, _whole(path, monkeypatch))
+    assert os.listdir(tmp_path / "cache" / "inflated") == []
+
+
+def test_epoch_timestamps_and_the_array_form_grow(tmp_path, monkeypatch, grow):
+    """``ts`` kept as text is decided on the head the children read (the loader's
+    sample fits in it), and the array form has its end found at the text's end."""
+    assert cp.GROWING_HEAD_BYTES - 4096 >= loader.EPOCH_SAMPLE_BYTES  # the real head holds the sample
+    obj = _kineto(5000)
+    for e in obj["traceEvents"]:
+        if "ts" in e:
+            e["ts"] = 1_700_000_000_000_000.125 + e["ts"]
+    for i, text in enumerate((obj, obj["traceEvents"])):
+        path = _gz(tmp_path, text, f"t{i}.json.gz")
+        got = load(path)
+        assert grow[-1] == ("GrowingParts", True)
+        assert_same(got, _whole(path, monkeypatch))
+    assert len(got) == 2 * 5000 + 1
+
+
+def test_a_size_field_far_from_the_text_refits_the_children_to_the_whole_file(tmp_path, monkeypatch, grow, forks):
+    """A gzip file of two members gives the last member's size in its trailer: the
+    children planned for a text a fraction of its size are killed once the text is
+    complete, and the file's own children decode it (``start_file``)."""
+    raw = json.dumps(_kineto(6000), indent=1).encode()
+    path = _write(tmp_path, gzip.compress(raw[:-5000], 1) + gzip.compress(raw[-5000:], 1), "two.json.gz")
+    got = load(path)
+    assert grow == [("FileParts", True)]
+    assert_same(got, _whole(path, monkeypatch))
+    assert _reaped(forks)
+
+
+def test_planned_size_adds_the_wraps_of_a_size_field_mod_2_32():
+    assert detect.planned_size(300_000_000, 4 << 20, 400_000, 30_000_000) == 300_000_000
+    big = 5_000_000_000  # a 5 GB text: its ISIZE field is 5e9 mod 2**32
+    assert detect.planned_size(big % (1 << 32), 4 << 20, 450_000, 500_000_000) == big
+    assert detect.planned_size(123, 10, 0, 0) == 123  # nothing read yet: the field as it is
+
+
+def test_a_cut_inside_a_string_falls_back_to_the_same_trace(tmp_path, monkeypatch, grow):
+    """Names full of element boundaries: wherever the growing plan's cuts fall, a
+    part that does not decode sends None, and the trace is the one-piece one."""
+    obj = _kineto(3000, name=lambda i: '}, {"ph": "X", "x": "' * 40 + str(i))
+    path = _gz(tmp_path, obj)
+    got = load(path)
+    assert grow and grow[0][0] == "GrowingParts"
+    assert_same(got, _whole(path, monkeypatch))
+
+
+@pytest.mark.parametrize("damage", ["cut off", "bad member"])
+def test_damaged_gzip_stops_the_children_and_reads_it_in_memory(damage, tmp_path, monkeypatch, grow, forks):
+    """A member cut off, or a second member that does not inflate, is found after the
+    children started: they are killed, and the text read in memory (where the
+    recovery of a cut-off event is) gives the one-piece trace."""
+    blob = gzip.compress(json.dumps(_kineto(6000), indent=1).encode(), 1)
+    blob = blob[:-4000] if damage == "cut off" else blob + b"\x1f\x8b\x08\x00" + os.urandom(64)
+    path = _write(tmp_path, blob, "bad.json.gz")
+    try:
+        got = load(path)
+    except TraceFormatError as exc:
+        assert damage == "bad member" and "corrupt gzip" in str(exc)
+    else:
+        assert_same(got, _whole(path, monkeypatch))
+    assert _reaped(forks) and forks  # children were forked, none is left
+    assert os.listdir(tmp_path / "cache" / "inflated") == []
+
+
+def test_a_limit_passed_while_inflating_is_refused_and_leaves_no_child(tmp_path, monkeypatch, grow, forks):
+    path = _gz(tmp_path, _kineto(6000))
+    monkeypatch.setenv("GAPSCOPE_MAX_TRACE_BYTES", str(1 << 20))
+    monkeypatch.setattr(detect, "_is_large_gzip", lambda p, n: True)
+    with pytest.raises(TraceFormatError, match="expands past"):
+        load(path)
+    assert _reaped(forks) and forks
+
+
+def test_a_child_that_dies_falls_back_to_the_files_children(tmp_path, monkeypatch, grow, forks):
+    def boom(*a, **k):
+        raise MemoryError("simulated")
+
+    monkeypatch.setattr(cp, "_growing_payload", boom)
+    path = _gz(tmp_path, _kineto(6000))
+    got = load(path)
+    assert grow == [("GrowingParts", False), ("FileParts", True)]
+    assert_same(got, _whole(path, monkeypatch))
+    assert _reaped(forks)
+
+
+def test_a_small_or_metadata_headed_text_does_not_grow(tmp_path, monkeypatch, grow):
+    """Below ``GROWING_MIN_BYTES``, or with a head mostly of events this process decodes
+    itself, the text is inflated first and the file's children decode it."""
+    path = _gz(tmp_path, _kineto(6000))
+    monkeypatch.setattr(cp, "GROWING_MIN_BYTES", 1 << 40)
+    load(path)
+    monkeypatch.setattr(cp, "GROWING_MIN_BYTES", 0)
+    monkeypatch.setattr(cp, "METADATA_SHARE", 0.25)
+    monkeypatch.setattr(cp, "SAMPLE_BYTES", 4096)
+    meta = [{"ph": "M", "name": "thread_name", "pid": 9, "tid": t, "args": {"name": f"w{t}"}} for t in range(9000)]
+    obj = _kineto(6000)
+    load(_gz(tmp_path, {**obj, "traceEvents": meta + obj["traceEvents"]}, "meta.json.gz"))
+    assert [kind for kind, _ in grow] == ["FileParts"]  # the metadata-headed one is not split at all
+
+
+def test_growing_agree_checks_the_chain_of_cuts():
+    parts = types.SimpleNamespace(children=[1, 2, 3])  # three children; agree reads no more of them
+    a, b = (100, 101), (200, 201)
+    good = [(0, False, 5, None, a, None), (0, False, 5, a, b, None), (0, False, 5, b, None, 300)]
+    assert (
+        cp.GrowingParts.agree(parts, good[:1])
+        and cp.GrowingParts.agree(parts, good[:2])
+        and cp.GrowingParts.agree(parts, good, complete=True)
+    )
+    assert not cp.GrowingParts.agree(parts, good[:2], complete=True)  # one child missing
+    assert not cp.GrowingParts.agree(parts, [good[0], (0, False, 5, (100, 102), b, None)])  # a gap between the runs
+    assert not cp.GrowingParts.agree(parts, [good[0], (0, True, 5, a, b, None)])  # another reading of ts
+    assert not cp.GrowingParts.agree(
+        parts, [good[0], good[1], (0, False, 5, b, None, 150)], complete=True
+    )  # a cut past the end
+    assert not cp.GrowingParts.agree(parts, [(0, False, 5, a, a, None)])  # the first child starts at a cut
+
+
+def test_zlib_and_isal_inflate_alike_while_growing(tmp_path, monkeypatch, grow):
+    """Without ISA-L (``isal`` missing), zlib inflates the text the children read."""
+    monkeypatch.setattr(detect, "_inflate", zlib)
+    path = _gz(tmp_path, _kineto(6000), level=6)
+    got = load(path)
+    assert grow == [("GrowingParts", True)]
+    assert_same(got, _whole(path, monkeypatch))

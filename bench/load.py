@@ -5,6 +5,7 @@ Usage (from the repository root)::
     .venv/bin/python bench/load.py                          # 1M of both shapes + the two largest corpus traces
     .venv/bin/python bench/load.py --sizes 1M,5M --repeat 3  # 5M needs ~3 GB of disk and minutes
     .venv/bin/python bench/load.py --tools all              # + msgspec/orjson dicts, one process, HTA
+    .venv/bin/python bench/load.py --gzip --no-corpus       # + each generated trace as a level-1 .json.gz
 
 Files: generated Kineto-shaped traces (``bench/gen_kineto.generate``, seed 0) of two
 shapes, ``steps20`` (20 long ``ProfilerStep``s, the default) and ``steps500`` (500
@@ -30,8 +31,8 @@ floor, ...), so a ratio compares runs that saw the same machine load. Columns:
 Tools: ``gapscope``: ``gapscope.parsers.load`` as a user gets it (its ``check`` says
 whether kernels, GPU busy and extent match what the generator wrote); ``floor``:
 ``msgspec.json.decode`` of the whole text into a Struct with the timeline fields only
-(``args`` kept raw), single-threaded, after reading the file (and inflating it with
-zlib, for ``.gz``): the decode a typed loader cannot beat in one process. Optional:
+(``args`` kept raw), single-threaded, after reading the file (and inflating it in one
+call, for ``.gz``, with ISA-L as gapscope does, else zlib): the decode a typed loader cannot beat in one process. Optional:
 ``gapscope 1 proc`` (``GAPSCOPE_LOAD_PROCESSES=1``), ``gapscope msgspec`` (the C scanner
 off, ``GAPSCOPE_XSCAN=0``: msgspec decodes every event), ``msgspec dicts``, ``orjson
 dicts``, ``HTA 0.5.0`` (HolisticTraceAnalysis, when ``hta`` is importable by
@@ -111,8 +112,11 @@ def text_of(path):
     with open(path, "rb") as fh:
         data = fh.read()
     if data[:2] == b"\x1f\x8b":
-        import zlib
-        data = zlib.decompress(data, 16 + zlib.MAX_WBITS)
+        try:  # the inflater gapscope uses (ISA-L), else zlib
+            from isal import isal_zlib as zlib
+        except ImportError:
+            import zlib
+        data = zlib.decompress(data, 16 + 15)
     return data
 """
 
@@ -207,16 +211,17 @@ CORPUS_FILES = ("hta/mtia_rank_0.json.gz", "hta/df_index_resolver.json.gz")
 CORPUS = ROOT.parent / "shared" / "traces" / "public"
 
 
-def trace_path(n: int, steps: int = 20) -> Path:
-    """Cached generated trace for ``n`` events of ``steps`` steps (generated on first use)."""
+def trace_path(n: int, steps: int = 20, gz: bool = False) -> Path:
+    """Cached generated trace for ``n`` events of ``steps`` steps (generated on first
+    use); ``gz``: gzip level 1, as ``gen_kineto --gzip`` writes it."""
     tag = "" if steps == 20 else f"_steps{steps}"
-    p = OUT / f"kineto_v{LAYOUT_VERSION}_{n}_s0{tag}.json"
+    p = OUT / f"kineto_v{LAYOUT_VERSION}_{n}_s0{tag}.json{'.gz' if gz else ''}"
     stats_p = p.with_name(p.name + ".stats.json")
     if not (p.exists() and stats_p.exists()):
         OUT.mkdir(parents=True, exist_ok=True)
         print(f"generating {p.name} ...", file=sys.stderr, flush=True)
         tmp = p.with_name(p.name + ".tmp")
-        stats = generate(tmp, n, seed=0, steps=steps)
+        stats = generate(tmp, n, seed=0, steps=steps, gzip=gz)
         tmp.replace(p)
         stats_p.write_text(stats.to_json())
     return p
@@ -312,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="1M", help="comma list of event counts of the generated traces, e.g. 1M,5M")
     ap.add_argument("--shapes", default=",".join(SHAPES), help="comma list among: " + ", ".join(SHAPES))
     ap.add_argument("--no-corpus", action="store_true", help="leave out the two largest corpus traces")
+    ap.add_argument("--gzip", action="store_true", help="also each generated trace gzipped (level 1)")
     ap.add_argument("--repeat", type=int, default=3, help="alternating rounds per file (medians reported)")
     ap.add_argument(
         "--tools", default=",".join(DEFAULT_TOOLS), help="'all' or a comma list among: " + ", ".join(SCRIPTS)
@@ -329,8 +335,9 @@ def main(argv: list[str] | None = None) -> int:
     for n in [parse_count(x) for x in a.sizes.split(",") if x.strip()]:
         label = f"{n // 1000}k" if n < 1_000_000 else f"{n / 1e6:g}M"
         for shape in [x.strip() for x in a.shapes.split(",") if x.strip()]:
-            path = trace_path(n, SHAPES[shape])
-            files.append((f"{label} {shape}", path, stats_of(path)))
+            for gz in (False, True) if a.gzip else (False,):
+                path = trace_path(n, SHAPES[shape], gz)
+                files.append((f"{label} {shape}{' .gz' if gz else ''}", path, stats_of(path)))
     if not a.no_corpus:
         for rel in CORPUS_FILES:
             if (CORPUS / rel).exists():

@@ -879,6 +879,7 @@ def _growing_payload(
             _write_slot(slots, j, done, max(done, planned))
             if nxt is not None:
                 lo, found["last"] = nxt[1], nxt
+        _write_slot(slots, j, done, done)  # all its parts: complete, whatever was planned
 
     list_decoder, x_class = decoders[raw_ts]
     message = _tx.part_message(texts(), list_decoder, x_class, raw_ts)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import threading
 
+import pytest
+
 from gapscope.tui.factory import make_app
 from gapscope.tui.loading import LoadScreen
 from gapscope.tui.screen import TraceScreen
@@ -306,3 +308,38 @@ def test_view_cmd_prints_error_line(monkeypatch, capsys, tmp_path):
     missing = tmp_path / "missing.json"
     assert view_cmd.main([str(missing)]) == 2
     assert capsys.readouterr().err == f"gapscope: error: {missing}: cannot read: No such file or directory\n"
+
+
+@pytest.mark.parametrize("sort", [False, True])
+def test_the_found_message_fits_the_gap_selected_and_the_order(sort):
+    """When the causes come while a gap is selected (walked from the early gaps), the
+    status line says what ``n`` does from there, in the order set: not "s then n to
+    the largest" when ``s`` was pressed already, or when a gap is already selected."""
+    from gapscope.analysis.gaps import interior_gaps
+
+    trace = small_trace()
+    gated, started, release = _gated_diagnose()
+
+    async def run():
+        app = make_app(trace, diagnose=gated, early_gaps=lambda t: interior_gaps(t, 1_000))
+        async with app.run_test(size=(120, 40)) as pilot:
+            for _ in range(100):
+                await pilot.pause()
+                if isinstance(app.screen, TraceScreen) and started.is_set() and app.screen.early is not None:
+                    break
+            screen = app.screen
+            if sort:
+                await pilot.press("s")
+            await pilot.press("n")
+            await pilot.pause()
+            assert screen.lanes.selected_gap is not None
+            release.set()
+            screen = await wait_ready(pilot)
+            return str(screen.query_one("#detail").render())
+
+    detail = asyncio.run(run())
+    if sort:
+        assert "9 idle gaps found, largest first: n goes to the next smaller" in detail
+    else:
+        assert "9 idle gaps found: n goes to the next in time, s orders them largest first" in detail
+    assert "s then n" not in detail

@@ -400,14 +400,22 @@ class TraceScreen(Screen):
         elif diagnosis is None:
             self.message = NO_DIAGNOSIS_MESSAGE
         elif self.message in (PENDING_MESSAGE, PENDING_KEY_MESSAGE, EARLY_MESSAGE, EARLY_KEY_MESSAGE, ""):
-            n = len(diagnosis.gaps)
-            self.message = (
-                f"{n} idle gap{'' if n == 1 else 's'} found: n goes to the next, s then n to the largest"
-                if n
-                else "no idle GPU gaps in this trace"
-            )
+            self.message = self._found_message(len(diagnosis.gaps))
         self._side_drawn = False
         self._update_side()
+
+    def _found_message(self, n: int) -> str:
+        """The status once the causes of ``n`` gaps are in: what ``n`` does next, in
+        the order set (``s``), from the gap selected when there is one."""
+        if not n:
+            return "no idle GPU gaps in this trace"
+        found = f"{n} idle gap{'' if n == 1 else 's'} found"
+        selected = self.lanes.selected_gap is not None
+        if self.order_mode == SIZE:
+            return f"{found}, largest first: n goes to the next" + (" smaller" if selected else " (the largest)")
+        if selected:
+            return f"{found}: n goes to the next in time, s orders them largest first"
+        return f"{found}: n goes to the next, s then n to the largest"
 
     @property
     def missing_diagnosis(self) -> str | None:

@@ -18,7 +18,7 @@ import weakref
 
 import numpy as np
 
-from gapscope.analysis.busy import coverage, union_intervals
+from gapscope.analysis.busy import coverage, device_event_mask, union_intervals
 from gapscope.analysis.card_copies import COPY_KIND_WORDS, copy_lead
 from gapscope.analysis.card_text import (
     cliff_wait,
@@ -735,6 +735,16 @@ def advice(diag, cause: Cause, evidence: list[Evidence], rows: np.ndarray, dur_t
             "Do not optimise the kernels next to the gap: none runs in it; what delayed the collective's issue or "
             "start made it.",
             f"The same gap ({dur_txt}) on a capture of every rank.",
+        )
+    if has_cpu and not nxt:
+        kernels = bool(device_event_mask(trace, int(g.device[rows[0]]), (Kind.KERNEL,)).any())
+        return (
+            "No GPU op follows this gap before the analysis window ends"
+            + ("" if kernels else ", and this GPU ran no kernel in the trace (only copies or other ops)")
+            + ": capture a window that runs on past it (the next step's first op on this GPU), so that the gap "
+            "ends at an op whose launch can be read.",
+            "Do not pick a kernel to optimise from the GPU lanes alone.",
+            f"The same gap ({dur_txt}) classified on the new capture.",
         )
     if has_cpu:
         return (

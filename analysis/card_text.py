@@ -443,8 +443,10 @@ def why_sentence(
             # the call is named only where launch is the story (a small launch part
             # of a host or sync gap would point the reader at the kernel it launches)
             named = calls and cn[Cause.LAUNCH] >= max(cn.values())
+            followed = bool((g.next_op[rows] >= 0).any())  # else: launches of other work, no next op here
             parts.append(
-                f"{fmt_dur(cn[Cause.LAUNCH])} in the launch path of the next op"
+                f"{fmt_dur(cn[Cause.LAUNCH])} "
+                + ("in the launch path of the next op" if followed else "in launch calls (none of them ends this gap)")
                 + (f" ({quote_name(calls[0].name)})" if named else "")
             )
     if cn[Cause.UNCLASSIFIED]:
@@ -458,15 +460,19 @@ def why_sentence(
             if next_ops and COLLECTIVE_RE.search(trace.name(next_ops[0]))
             else ""
         )
-        parts.append(
-            f"{fmt_dur(cn[Cause.UNCLASSIFIED])} with no recorded event"
-            + (
-                " (the trace has no CPU activity)"
-                if none_cpu
-                else f"; {what} has no launch call linked to it{coll}, so whether it was queued or launched late is unknown "
-                f"(unclassified)"
+        if none_cpu:
+            unknown = " (the trace has no CPU activity)"
+        elif not next_ops:  # the gap runs to the window's end: no op, so no launch, to read
+            unknown = (
+                "; no GPU op follows the gap before the analysis window ends, so no launch says whether work "
+                "was waiting (unclassified)"
             )
-        )
+        else:
+            unknown = (
+                f"; {what} has no launch call linked to it{coll}, so whether it was queued or launched late is "
+                f"unknown (unclassified)"
+            )
+        parts.append(f"{fmt_dur(cn[Cause.UNCLASSIFIED])} with no recorded event" + unknown)
     if not parts:
         return head + "."
     body = (

@@ -689,3 +689,42 @@ def test_rocm_cards_name_rocm_remedies_not_cudas(rel):
     for t in texts:
         assert "cuBLAS" not in t and "CUDA graph" not in t and "CUDA_MODULE_LOADING" not in t and "CUDA module" not in t
     assert any("rocBLAS/hipBLASLt" in t or "HIP graph" in t for t in texts)
+
+
+def test_a_gap_no_op_follows_is_not_said_to_have_an_unlinked_next_op(tmp_path):
+    """GPU 1 runs two copies and no kernel inside the one profiler step: its whole
+    window is one gap that ends at the window's end, not at an op. Its card must not
+    speak of "the next op" (its launch path, its missing launch link): there is none.
+    The launches thread 1 made meanwhile are GPU 0's."""
+    import json
+
+    ev = [{"ph": "M", "name": "process_name", "pid": p, "tid": 0, "args": {"name": f"GPU {p}"}} for p in (0, 1)]
+
+    def cpu(name, ts, dur, cat="cuda_runtime", **args):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 100, "tid": 1, "ts": ts, "dur": dur, "args": args}
+
+    def gpu(cat, name, dev, ts, dur, corr, **args):
+        a = {"correlation": corr, "device": dev, "stream": 7, **args}
+        return {"ph": "X", "cat": cat, "name": name, "pid": dev, "tid": 7, "ts": ts, "dur": dur, "args": a}
+
+    ev.append(cpu("ProfilerStep#1", 0, 1000, cat="user_annotation"))
+    for i in range(5):
+        ev += [cpu("cudaLaunchKernel", 10 + 100 * i, 5, correlation=i), gpu("kernel", "k", 0, 20 + 100 * i, 50, i)]
+    for corr, ts in ((100, 100), (101, 600)):
+        ev += [
+            cpu("cudaMemcpyAsync", ts, 5, correlation=corr),
+            gpu("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 1, ts + 10, 30, corr, bytes=1 << 20),
+        ]
+    ev.append(cpu("aten::to", 200, 400, cat="cpu_op"))
+    path = tmp_path / "copies_only.json"
+    path.write_text(json.dumps({"traceEvents": ev}))
+    d = diagnose(load(str(path)))
+    (i,) = np.flatnonzero(np.asarray(d.gaps.device) == 1)
+    assert (int(d.gaps.start_ns[i]), int(d.gaps.end_ns[i])) == (0, 1_000_000)  # the step, all of it
+    assert int(d.gaps.next_op[i]) == -1
+    c = d.card(int(i))
+    assert "no GPU op follows the gap before the analysis window ends" in c.why
+    # GPU 0's five 5 µs launches, less the one at 110 µs, inside the GPU's copy from 110 µs (copy first)
+    assert "20.0 µs in launch calls (none of them ends this gap)" in c.why
+    assert "next op" not in c.why and "launch call linked" not in c.why
+    assert c.first_experiment.startswith("No GPU op follows this gap before the analysis window ends, and this GPU ran")

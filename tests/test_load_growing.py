@@ -73,10 +73,12 @@ def test_corpus_gzip_decoded_while_inflating_equals_one_piece(rel, monkeypatch, 
     assert_same(got, _whole(path, monkeypatch))
     if text_bytes < cp.GROWING_HEAD_BYTES:  # the whole text is in before a head's worth: inflated first
         assert [kind for kind, _ in grow] == ["FileParts"]
+    elif rel == "catapult/fuchsia_trace.json.gz":
+        # its ``systemTraceEvents`` follow the events array, which ends before the last
+        # cut planned: refused once inflated (``finish``), and the file's children decode it
+        assert grow == [("FileParts", True)]
     else:
-        # fuchsia's ``systemTraceEvents`` follow its events array: the cuts planned for
-        # the text's last third fall past the array's end, and the file's children decode it
-        assert grow[0] == ("GrowingParts", rel != "catapult/fuchsia_trace.json.gz")
+        assert grow[0] == ("GrowingParts", True)
 
 
 def test_the_children_decode_while_the_text_is_still_inflating(tmp_path, monkeypatch, grow):
@@ -133,6 +135,8 @@ def test_planned_size_adds_the_wraps_of_a_size_field_mod_2_32():
     big = 5_000_000_000  # a 5 GB text: its ISIZE field is 5e9 mod 2**32
     assert detect.planned_size(big % (1 << 32), 4 << 20, 450_000, 500_000_000) == big
     assert detect.planned_size(123, 10, 0, 0) == 123  # nothing read yet: the field as it is
+    # a head of repeated events inflating 1000x suggests 30 GB; 64x its 30 MB bounds the plan
+    assert detect.planned_size(290_000_000, 4 << 20, 4200, 30_000_000) == 290_000_000
 
 
 def test_a_cut_inside_a_string_falls_back_to_the_same_trace(tmp_path, monkeypatch, grow):
@@ -150,9 +154,12 @@ def test_damaged_gzip_stops_the_children_and_reads_it_in_memory(damage, tmp_path
     """A member cut off, or a second member that does not inflate, is found after the
     children started: they are killed, and the text read in memory (where the
     recovery of a cut-off event is) gives the one-piece trace."""
-    blob = gzip.compress(json.dumps(_kineto(6000), indent=1).encode(), 1)
+    raw = json.dumps(_kineto(6000), indent=1).encode()
+    blob = gzip.compress(raw, 1)
     blob = blob[:-4000] if damage == "cut off" else blob + b"\x1f\x8b\x08\x00" + os.urandom(64)
     path = _write(tmp_path, blob, "bad.json.gz")
+    # the last 4 bytes are no size field now; as if they were the text's (else it is not believed)
+    monkeypatch.setattr(detect, "_gzip_size_field", lambda p: len(raw))
     try:
         got = load(path)
     except TraceFormatError as exc:
@@ -224,3 +231,92 @@ def test_zlib_and_isal_inflate_alike_while_growing(tmp_path, monkeypatch, grow):
     got = load(path)
     assert grow == [("GrowingParts", True)]
     assert_same(got, _whole(path, monkeypatch))
+
+
+def test_a_size_field_after_junk_is_not_believed(tmp_path, monkeypatch, grow):
+    """Bytes after the gzip data make the last four bytes no size field: one that
+    says the text is over ``PLAUSIBLE_INFLATE_RATIO`` times the file is not planned
+    for: no children are forked while it inflates."""
+    blob = gzip.compress(json.dumps(_kineto(6000), indent=1).encode(), 1) + b"\x00\x00\x00\x7f"  # 2.1 GB "size"
+    path = _write(tmp_path, blob, "junk.json.gz")
+    asked: list[int] = []
+    real = loader.start_growing
+    monkeypatch.setattr(
+        loader, "start_growing", lambda fd, g, planned, p: asked.append(planned) or real(fd, g, planned, p)
+    )
+    got = load(path)
+    assert asked == [] and grow == []  # no children planned on it; the junk then sends the text to memory
+    assert_same(got, _whole(path, monkeypatch))
+
+
+def test_keys_after_the_array_are_found_when_the_text_is_complete(tmp_path, monkeypatch, grow, forks):
+    """Large keys after the events array (as Chrome's ``systemTraceEvents``) leave the
+    last cuts planned past the array's end: ``finish`` finds the end from the tail and
+    refuses the plan before the children decode on (they are killed), and the file's
+    children decode the whole text."""
+    obj = _kineto(3000)
+    obj["systemTraceEvents"] = {"events": [{"ph": "k", "pid": i, "tid": i, "ts": i} for i in range(60000)]}
+    path = _gz(tmp_path, obj)
+    got = load(path)
+    assert grow == [("FileParts", True)]
+    assert_same(got, _whole(path, monkeypatch))
+    assert _reaped(forks)
+
+
+def test_a_text_longer_than_planned_is_cut_further_by_the_last_child(tmp_path, monkeypatch, grow):
+    """Two members, the last 80 % of the text: the size field says 80 % of it, within
+    ``GROWING_OVERRUN``. The last child cuts what is past the plan into parts as long
+    as the others, instead of decoding it as one part of a fifth of the text."""
+    import gapscope.parsers.chrome.parallel.transfer as tx
+
+    raw = json.dumps(_kineto(6000), indent=1).encode()
+    cut = len(raw) // 5
+    path = _write(tmp_path, gzip.compress(raw[:cut], 1) + gzip.compress(raw[cut:], 1), "two.json.gz")
+    lengths = tmp_path / "lengths"
+    real = tx.read_part
+
+    def spying(text, *a):  # in the children: each part's length, to a file
+        with open(lengths, "a") as fh:
+            fh.write(f"{len(text)}\n")
+        return real(text, *a)
+
+    monkeypatch.setattr(tx, "read_part", spying)
+    got = load(path)
+    assert grow == [("GrowingParts", True)]
+    assert_same(got, _whole(path, monkeypatch))
+    sizes = [int(x) for x in lengths.read_text().split()]
+    assert len(raw) // 2 < sum(sizes) <= len(raw) + 2 * len(sizes)  # each part framed in 2 bytes of its own
+    assert max(sizes) < 3 * cp.CHUNK_BYTES  # a part of about one step, not the fifth past the plan
+
+
+def test_the_children_close_each_parts_map(tmp_path):
+    """A child keeps no descriptor per part (``mmap`` holds its own): with 40 free
+    descriptors, 300 parts per child still decode while growing."""
+    import subprocess
+    import sys
+
+    path = _gz(tmp_path, _kineto(30000))
+    script = f"""
+import os, resource, sys
+sys.path.insert(0, {str(os.getcwd())!r})
+os.environ["GAPSCOPE_NO_CACHE"] = "1"
+os.environ["GAPSCOPE_CACHE_DIR"] = {str(tmp_path / "cache")!r}
+import gapscope.parsers.chrome.parallel.fork as cp, gapscope.parsers.detect as detect
+from gapscope.parsers.chrome import loader
+from gapscope.parsers import load
+cp.MIN_BYTES, cp.enabled, cp.processes, cp.CHUNK_BYTES = 0, (lambda s: True), (lambda: 2), 16 << 10
+cp.METADATA_SHARE, cp.GROWING_MIN_BYTES, cp.GROWING_HEAD_BYTES = 2.0, 0, loader.EPOCH_SAMPLE_BYTES + 4096
+detect.INFLATE_OUT_BYTES = 32 << 10
+got = []
+real = cp.decode_file
+cp.decode_file = lambda parts, d: got.append((type(parts).__name__, real(parts, d) is not None)) or None
+open_now = len(os.listdir("/proc/self/fd"))
+resource.setrlimit(resource.RLIMIT_NOFILE, (open_now + 40, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+try:
+    load({str(path)!r})
+except Exception:
+    pass
+print(got[0])
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip().splitlines()[-1] == "('GrowingParts', True)", out.stderr[-2000:]

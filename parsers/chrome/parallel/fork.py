@@ -625,6 +625,12 @@ GROWING_OVERRUN = 1.25
 _BOUNDARY_READ_BYTES = 64 << 10
 
 
+def growing_target(begin: int, planned_bytes: int, i: int, n_chunks: int) -> int:
+    """Where the ``i``-th cut of a growing text is looked for: ``i / n_chunks`` of the
+    way from the events array's start (``begin``) to the text's planned end."""
+    return begin + (max(begin + 1, planned_bytes - 1) - begin) * i // n_chunks
+
+
 class Growing:
     """How far this process has written a text that forked children decode while it
     grows (``start_growing``): a map shared with them holding two native int64, the
@@ -682,17 +688,44 @@ class GrowingParts(FileParts):
     before ``decode_file``."""
 
     def __init__(
-        self, path: str, children: list[Pending], fd: int, slots: mmap.mmap, growing: Growing, planned_bytes: int
+        self,
+        path: str,
+        children: list[Pending],
+        fd: int,
+        slots: mmap.mmap,
+        growing: Growing,
+        planned_bytes: int,
+        plan: tuple[int, bool, int, int],
     ) -> None:
         super().__init__(path, children, file_stamp(os.fstat(fd)), fd, slots)
         self.growing = growing
         self.planned_bytes = planned_bytes
+        self.plan = plan  # (root, raw_ts, events array start, parts), as the children read the head
+
+    def overrun(self, written_bytes: int) -> bool:
+        """Whether a text ``written_bytes`` long is too far past what the children
+        planned for (``GROWING_OVERRUN``): their last part would hold the rest."""
+        return written_bytes > GROWING_OVERRUN * self.planned_bytes + CHUNK_BYTES
 
     def finish(self, size_bytes: int) -> bool:
         """Tell the children the text is complete at ``size_bytes``; False (and the
-        children killed) when it is too far past what they planned for
-        (``GROWING_OVERRUN``): then decode the whole file with ``start_file``."""
-        if size_bytes > GROWING_OVERRUN * self.planned_bytes + CHUNK_BYTES:
+        children killed) when their plan cannot hold: the text is too far from the
+        size they planned for (``GROWING_OVERRUN``, either way), or the events array
+        ends before their last cut is looked for (large keys after it, as Chrome's
+        ``systemTraceEvents``; found here from the tail, in milliseconds, instead of
+        by the last child after all the decoding). Then decode the whole file with
+        ``start_file``."""
+        root, raw_ts, begin, n_chunks = self.plan
+        fits = not self.overrun(size_bytes) and size_bytes * GROWING_OVERRUN + CHUNK_BYTES >= self.planned_bytes
+        if fits:
+            try:
+                with mmap.mmap(self.fd, size_bytes, access=mmap.ACCESS_READ) as whole:
+                    bounds = array_bounds(whole, root, raw_ts)
+            except (OSError, ValueError):
+                bounds = None
+            last = growing_target(begin, self.planned_bytes, n_chunks - 1, n_chunks)
+            fits = bounds is not None and bounds[0] == begin and (n_chunks == 1 or bounds[1] > last)
+        if not fits:
             self.close()
             return False
         self.growing.finish(size_bytes)
@@ -754,7 +787,8 @@ def start_growing(
     root = root_of(head)
     if not 0 <= root < 4096 or head[root : root + 1] not in (b"{", b"["):
         return None
-    if find_events_array(head, root) < 0:
+    begin = find_events_array(head, root)
+    if begin < 0:
         return None
     if mostly_parent_work(lambda off, n: head[off : off + n], len(head)):
         return None
@@ -781,7 +815,8 @@ def start_growing(
                 slots.close()
                 return None
             children.append(child)
-        parts = GrowingParts(path, children, os.dup(fd), slots, growing, planned_bytes)
+        plan = (root, raw_ts_of(head, root), begin, n_chunks)
+        parts = GrowingParts(path, children, os.dup(fd), slots, growing, planned_bytes, plan)
         slots = None
         return parts
     except BaseException:
@@ -808,13 +843,12 @@ def _growing_payload(
     nproc`` up to ``n_chunks * (j + 1) // nproc``, each once the text has grown past
     it, and send them with the plan ``GrowingParts.agree`` checks; a message of None
     when a boundary is missing, the text is given up or is not one to split."""
-    head = os.pread(fd, GROWING_HEAD_BYTES, 0)
-    root = root_of(head)
-    raw_ts = raw_ts_of(head, root)
-    begin = find_events_array(head, root)
+    with MappedText(fd, GROWING_HEAD_BYTES, access=mmap.ACCESS_READ) as head:  # the page cache's, not a copy
+        root = root_of(head)
+        raw_ts = raw_ts_of(head, root)
+        begin = find_events_array(head, root)
     if begin < 0:
         return _tx.pack(None)
-    last_byte = max(begin + 1, planned_bytes - 1)
     lo_i, hi_i = n_chunks * j // nproc, n_chunks * (j + 1) // nproc
 
     def cut(i: int) -> tuple[int, int] | None:
@@ -822,7 +856,7 @@ def _growing_payload(
         (within ``BOUNDARY_WINDOW_BYTES``), read as the text comes: the leftmost
         match in what is there is the leftmost in the whole window, since a match
         still growing at the text's end holds no ``}`` after its first byte."""
-        target = begin + (last_byte - begin) * i // n_chunks
+        target = growing_target(begin, planned_bytes, i, n_chunks)
         stop = target + BOUNDARY_WINDOW_BYTES
         need = target + _BOUNDARY_READ_BYTES
         while True:
@@ -843,11 +877,26 @@ def _growing_payload(
     if lo_i > 0 and first is None:
         return _tx.pack(None)
     found: dict = {"parts": 0, "last": None, "end": None, "header": None}
-    maps: list[mmap.mmap] = []  # kept until the message is sent (parts may view them)
+    maps: list[mmap.mmap] = []  # the parts' maps a decoded value still views, until the message is sent
 
-    def texts():  # each part framed in a private map of its own pages, once it is written
+    def frame(lo: int, hi: int):
+        """The part ``[lo, hi]`` as a JSON array in a private map of its pages, the map
+        closed once the part is read (kept when a decoded value still views it)."""
+        off = lo - lo % mmap.ALLOCATIONGRANULARITY
+        view = mmap.mmap(fd, hi + 1 - off, access=mmap.ACCESS_COPY, offset=off)
+        view[lo - off] = 0x5B  # "["
+        view[hi - off] = 0x5D  # "]"
+        part = memoryview(view)[lo - off : hi + 1 - off]
+        yield part
+        try:
+            part.release()
+            view.close()
+        except BufferError:
+            maps.append(view)
+
+    def texts():  # each part once it is written
         lo = begin - 1 if first is None else first[1]
-        planned = max(1, (last_byte - begin) * (hi_i - lo_i) // n_chunks)
+        planned = max(1, growing_target(begin, planned_bytes, hi_i, n_chunks) - lo)
         done = 0
         _write_slot(slots, j, 0, planned)
         for i in range(lo_i, hi_i):
@@ -856,26 +905,35 @@ def _growing_payload(
                 nxt = cut(i + 1)
                 if nxt is None or nxt[0] <= lo:
                     return
-                hi = nxt[0] + 1
+                yield from frame(lo, nxt[0] + 1)
+                done += nxt[0] + 2 - lo
             else:  # the last part ends at the array's end: the text must be complete
                 got = growing.wait_for(1 << 62)
                 if got is None or got[0] <= lo:
                     return
-                whole = mmap.mmap(fd, got[0], access=mmap.ACCESS_READ)
-                maps.append(whole)
-                bounds = array_bounds(whole, root, raw_ts)
-                if bounds is None or bounds[0] != begin or bounds[1] <= lo:
-                    return
-                hi = found["end"] = bounds[1]
-                found["header"] = bounds[2]
-            off = lo - lo % mmap.ALLOCATIONGRANULARITY
-            view = mmap.mmap(fd, hi + 1 - off, access=mmap.ACCESS_COPY, offset=off)
-            maps.append(view)
-            view[lo - off] = 0x5B  # "["
-            view[hi - off] = 0x5D  # "]"
-            yield memoryview(view)[lo - off : hi + 1 - off]
+                with mmap.mmap(fd, got[0], access=mmap.ACCESS_READ) as whole:
+                    bounds = array_bounds(whole, root, raw_ts)
+                    if bounds is None or bounds[0] != begin or bounds[1] <= lo:
+                        return
+                    found["end"], found["header"] = bounds[1], bounds[2]
+                    # a text longer than planned is cut further here, where only this
+                    # child reads it: its parts stay about as long as the others
+                    step = max(CHUNK_BYTES, (planned_bytes - begin) // n_chunks)
+                    los, his = [lo], []
+                    while bounds[1] - los[-1] > step + step // 2:
+                        m = BOUNDARY.search(
+                            whole, los[-1] + step, min(bounds[1], los[-1] + step + BOUNDARY_WINDOW_BYTES)
+                        )
+                        if m is None:
+                            break
+                        his.append(m.start() + 1)
+                        los.append(whole.find(b",", m.start()))
+                his.append(bounds[1])
+                for a, b in zip(los, his):
+                    yield from frame(a, b)
+                    done += b + 1 - a
+                    _write_slot(slots, j, done, max(done, planned))
             found["parts"] += 1
-            done += hi - lo + 1
             _write_slot(slots, j, done, max(done, planned))
             if nxt is not None:
                 lo, found["last"] = nxt[1], nxt

@@ -16,7 +16,7 @@ from gapscope.parsers.model import Trace
 from gapscope.parsers.sizes import parse_size
 
 if TYPE_CHECKING:
-    from gapscope.parsers.chrome.parallel.fork import Growing, GrowingParts
+    from gapscope.parsers.chrome.parallel.fork import GrowingParts
 
 _inflate: types.ModuleType
 try:  # ISA-L's inflate: about 3x zlib's speed on traces (``INFLATE_OUT_BYTES``); optional
@@ -683,18 +683,17 @@ class _Inflating:
 
     def __init__(self, path: str, size_field: int) -> None:
         self.path, self.size_field = path, size_field
-        self.growing: Growing | None = None
         self.parts: GrowingParts | None = None
         self.tried = False
 
     def __call__(self, fd: int, written: int, consumed: int, compressed: int) -> None:
         from gapscope.parsers.chrome.parallel import fork as chrome_parallel
 
-        if self.parts is not None and self.growing is not None:
+        if self.parts is not None:
             if self.parts.overrun(written):  # planned for far less: the file's own children will decode it
                 self.close()
                 return
-            self.growing.wrote(written)
+            self.parts.growing.wrote(written)
             return
         if self.tried or written < chrome_parallel.GROWING_HEAD_BYTES:
             return
@@ -704,9 +703,9 @@ class _Inflating:
         planned = planned_size(self.size_field, written, consumed, compressed)
         if planned > PLAUSIBLE_INFLATE_RATIO * compressed:
             return  # a size field no trace's gzip has (junk after the data?): inflated first
-        self.growing = chrome_parallel.Growing()
-        self.growing.wrote(written)
-        self.parts = start_growing(fd, self.growing, planned, self.path)
+        growing = chrome_parallel.Growing()
+        growing.wrote(written)
+        self.parts = start_growing(fd, growing, planned, self.path)
 
     def finish(self, size_bytes: int) -> GrowingParts | None:
         """The children, told the text is complete at ``size_bytes``, or None (none
@@ -747,10 +746,16 @@ def _gzip_size_field(p: str) -> int:
     """The ISIZE field of the gzip file ``p``'s last member (0 when unreadable)."""
     try:
         with open(p, "rb") as fh:
-            fh.seek(-4, os.SEEK_END)
-            return int.from_bytes(fh.read(4), "little")
+            return _size_field_of(fh)
     except OSError:
         return 0
+
+
+def _size_field_of(fh) -> int:
+    """The last 4 bytes of the open file ``fh``, little-endian: a gzip file's ISIZE
+    (RFC 1952: its last member's size mod 2**32). Raises ``OSError`` (too short)."""
+    fh.seek(-4, os.SEEK_END)
+    return int.from_bytes(fh.read(4), "little")
 
 
 def args_text(path: str) -> Text:
@@ -830,10 +835,7 @@ def _is_large_gzip(p: str, min_bytes: int) -> bool:
             if fh.read(2) != _GZIP_MAGIC:
                 return False
             size = os.fstat(fh.fileno()).st_size
-            if size < 18:
-                return False
-            fh.seek(size - 4)
-            return int.from_bytes(fh.read(4), "little") >= min_bytes or size >= min_bytes
+            return size >= 18 and (_size_field_of(fh) >= min_bytes or size >= min_bytes)
     except OSError:
         return False
 

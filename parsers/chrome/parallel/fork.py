@@ -444,8 +444,6 @@ def start_file(
                 return None
     except OSError:
         return None
-    children: list[Pending] = []
-    slots: mmap.mmap | None = None
     try:
         st = os.fstat(fd)
         if (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino) or not stat.S_ISREG(st.st_mode):
@@ -458,35 +456,42 @@ def start_file(
             return None
         stamp = file_stamp(st)
         n_chunks = nproc * max(1, -(-st.st_size // (nproc * CHUNK_BYTES)))
-        try:
-            slots = mmap.mmap(-1, _SLOT.size * nproc)
-        except (OSError, ValueError):
-            return None
-        for j in range(nproc):
-            child = _fork(
-                lambda j=j: _file_payload(fd, stamp, j, nproc, n_chunks, root_of, raw_ts_of, decoders, slots),
-                2 * st.st_size // nproc + (64 << 20),
-                None,
-                stamp,
-            )
-            if child is None:
-                for c in children:
-                    c.close()
-                slots.close()
-                return None
-            children.append(child)
-        parts = FileParts(path, children, stamp, os.dup(fd), slots)
-        slots = None
-        return parts
-    except BaseException:
-        for c in children:
-            c.close()
-        if slots is not None:
-            slots.close()
-        raise
+        return _fork_children(
+            nproc,
+            lambda j, slots: _file_payload(fd, stamp, j, nproc, n_chunks, root_of, raw_ts_of, decoders, slots),
+            2 * st.st_size // nproc + (64 << 20),
+            stamp,
+            lambda children, slots: FileParts(path, children, stamp, os.dup(fd), slots),
+        )
     finally:
         if own:
             os.close(fd)
+
+
+def _fork_children(nproc: int, work_of, shared_bytes: int, stamp: tuple | None, make):
+    """``make(children, slots)`` of ``nproc`` forked children, child ``j`` running
+    ``work_of(j, slots)`` (its payload) with ``shared_bytes`` of shared memory for its
+    answer and ``slots`` their progress map (``_SLOT`` each); None when the map or a
+    fork cannot be had. Whatever fails or is interrupted on the way leaves no child."""
+    try:
+        slots = mmap.mmap(-1, _SLOT.size * nproc)
+    except (OSError, ValueError):
+        return None
+    children: list[Pending] = []
+    made = None
+    try:
+        for j in range(nproc):
+            child = _fork(lambda j=j: work_of(j, slots), shared_bytes, None, stamp)
+            if child is None:
+                return None
+            children.append(child)
+        made = make(children, slots)
+        return made
+    finally:
+        if made is None:
+            for c in children:
+                c.close()
+            slots.close()
 
 
 def _write_slot(slots: mmap.mmap, j: int, done: int, total: int) -> None:
@@ -793,38 +798,16 @@ def start_growing(
     if mostly_parent_work(lambda off, n: head[off : off + n], len(head)):
         return None
     n_chunks = nproc * max(1, -(-planned_bytes // (nproc * CHUNK_BYTES)))
-    children: list[Pending] = []
-    slots: mmap.mmap | None = None
-    try:
-        try:
-            slots = mmap.mmap(-1, _SLOT.size * nproc)
-        except (OSError, ValueError):
-            return None
-        for j in range(nproc):
-            child = _fork(
-                lambda j=j: _growing_payload(
-                    fd, growing, j, nproc, n_chunks, planned_bytes, root_of, raw_ts_of, decoders, slots
-                ),
-                2 * planned_bytes // nproc + (64 << 20),
-                None,
-                None,
-            )
-            if child is None:
-                for c in children:
-                    c.close()
-                slots.close()
-                return None
-            children.append(child)
-        plan = (root, raw_ts_of(head, root), begin, n_chunks)
-        parts = GrowingParts(path, children, os.dup(fd), slots, growing, planned_bytes, plan)
-        slots = None
-        return parts
-    except BaseException:
-        for c in children:
-            c.close()
-        if slots is not None:
-            slots.close()
-        raise
+    plan = (root, raw_ts_of(head, root), begin, n_chunks)
+    return _fork_children(
+        nproc,
+        lambda j, slots: _growing_payload(
+            fd, growing, j, nproc, n_chunks, planned_bytes, root_of, raw_ts_of, decoders, slots
+        ),
+        2 * planned_bytes // nproc + (64 << 20),
+        None,
+        lambda children, slots: GrowingParts(path, children, os.dup(fd), slots, growing, planned_bytes, plan),
+    )
 
 
 def _growing_payload(

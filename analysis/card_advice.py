@@ -34,6 +34,8 @@ from gapscope.analysis.evidence_kinds import (
     COLLECTIVE_RE,
     GRAPH_LAUNCH_RE,
     SYNC_LAUNCH_MIN_KERNEL_NS,
+    GraphCapture,
+    graph_captures,
     synchronous_launches,
 )
 from gapscope.analysis.steps import PROFILER_STEP_RE
@@ -641,6 +643,82 @@ def _host_advice(diag, evidence, rows, dur_txt):
     )
 
 
+#: A gap is told as a graph capture when captures on its thread cover this share of it.
+CAPTURE_MIN_SHARE = 0.5
+
+
+def gap_capture(diag, rows: np.ndarray) -> tuple[GraphCapture, int] | None:
+    """The stream capture (``evidence_kinds.graph_captures``) on the launching thread
+    of the occurrence ``rows`` that overlaps it the most, and the ns of ``rows`` that the
+    thread's captures cover, when they cover at least ``CAPTURE_MIN_SHARE`` of it;
+    else None."""
+    g = diag.gaps
+    lane = int(g.thread_lane[rows[0]]) if g.thread_lane is not None else int(g.launch_lane[rows[0]])
+    caps = [c for c in graph_captures(diag.trace) if c.lane == lane] if lane >= 0 else []
+    if not caps:
+        return None
+    windows = [(int(g.start_ns[r]), int(g.end_ns[r])) for r in rows]
+    best, best_ns, covered = None, 0, 0
+    for c in caps:
+        ov = sum(max(0, min(b, c.end_ns) - max(a, c.start_ns)) for a, b in windows)
+        covered += ov  # captures on one thread do not overlap: one ends before the next begins
+        if ov > best_ns:
+            best, best_ns = c, ov
+    total = sum(b - a for a, b in windows)
+    if best is None or covered < CAPTURE_MIN_SHARE * total:
+        return None
+    return best, covered
+
+
+def capture_sentence(diag, rows: np.ndarray) -> str:
+    """What the thread did in a gap it spent capturing a graph (``gap_capture``), as a
+    sentence; "" when it did not."""
+    got = gap_capture(diag, rows)
+    if got is None:
+        return ""
+    cap, covered = got
+    trace = diag.trace
+    word = _graph_word(trace)
+    begin = quote_name(trace.name(cap.begin_event))
+    end = (
+        quote_name(trace.name(cap.end_event))
+        if cap.end_event >= 0
+        else "the end of the window (it ends inside the capture)"
+    )
+    calls = (
+        f"its {cap.launches:,} launch call{'s' if cap.launches != 1 else ''}" if cap.launches else "its launch calls"
+    )
+    again = "" if cap.warm_up else f" This capture began after a {word} had already been launched: a re-capture."
+    return (
+        f"For {fmt_dur(covered)} of it the thread was capturing a {word} (from {begin} to {end}): {calls} there "
+        f"added kernels to the graph and ran none of them; the GPU runs them only when the graph is launched.{again}"
+    )
+
+
+def _capture_advice(diag, cap: GraphCapture, dur_txt: str) -> tuple[str, str, str]:
+    """Advice for a gap the thread spent capturing a graph: a warm-up capture is a
+    one-time cost; a capture after graphs were launched is a re-capture per shape."""
+    trace = diag.trace
+    word = _graph_word(trace)
+    launch = "hipGraphLaunch" if word == "HIP graph" else "cudaGraphLaunch"
+    if cap.warm_up:
+        return (
+            f"This is a {word} capture, a one-time cost of warm-up: kernels launched while capturing are recorded, "
+            f"not run. Profile steps after the capture (start the torch.profiler schedule's active steps after the "
+            f"warm-up that captures the graphs) and check that each step then shows a `{launch}` and no capture.",
+            f"Do not cut the CPU cost per kernel or capture the step in a {word} for this gap: it is the capture "
+            "itself, which the replays skip.",
+            f"A capture of steps after the graph capture: a `{launch}` per step, and this idle ({dur_txt}) gone.",
+        )
+    return (
+        f"The {word} is captured again after graphs were already launched: a capture per new input shape or batch "
+        "size, or a graph thrown away and recorded anew. Count the captures per step over a longer window; pad inputs "
+        "to the sizes already captured (or capture each size once at start) so that steps replay instead of capturing.",
+        "Do not tune kernels or the launch path for this gap: no kernel runs while the thread captures.",
+        f"Captures per step on a new capture of the same steps: none after warm-up, and this idle ({dur_txt}) gone.",
+    )
+
+
 def advice(diag, cause: Cause, evidence: list[Evidence], rows: np.ndarray, dur_txt: str) -> tuple[str, str, str]:
     """(first experiment, forbidden next step, proof) for the class ``cause`` of the
     occurrence ``rows``, specialised by its evidence (design: "The card")."""
@@ -649,6 +727,9 @@ def advice(diag, cause: Cause, evidence: list[Evidence], rows: np.ndarray, dur_t
     g = diag.gaps
     top = [e for e in evidence if e.cause == cause and e.event >= 0]
     name = quote_name(top[0].name) if top else None
+    cap = gap_capture(diag, rows) if cause in (Cause.HOST, Cause.LAUNCH) else None
+    if cap is not None:
+        return _capture_advice(diag, cap[0], dur_txt)
     if (
         g.one_time is not None
         and bool(g.one_time[rows].all())

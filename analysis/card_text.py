@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gapscope.analysis.busy import coverage, union_intervals
 from gapscope.analysis.card_copies import SHORT_COPY_NS, UNKNOWN_DIRECTION, copy_lead
 from gapscope.analysis.classify import (
     SLOW_LAUNCH_NS,
@@ -81,8 +82,14 @@ def _containers(trace, evidence: list[Evidence]) -> dict[int, tuple[str, bool, i
             if o.event == e.event or o.lane != e.lane:
                 continue
             os_, od = int(trace.start_ns[o.event]), int(trace.dur_ns[o.event])
-            if os_ <= s and s + d <= os_ + od and trace.depth[o.event] < trace.depth[e.event]:
-                if outer is None or trace.depth[o.event] < trace.depth[outer.event]:
+            # nested by time: the trace's depths count events open at a start, which
+            # partial overlaps inflate (xdit's `call` at depth 29 inside a range at 30)
+            same = os_ == s and od == d
+            if os_ <= s and s + d <= os_ + od and (not same or trace.depth[o.event] < trace.depth[e.event]):
+                if outer is None or (int(trace.start_ns[o.event]), -od) < (
+                    int(trace.start_ns[outer.event]),
+                    -int(trace.dur_ns[outer.event]),
+                ):
                     outer = o
         if outer is not None:
             direct = int(trace.depth[e.event]) == int(trace.depth[outer.event]) + 1
@@ -165,7 +172,10 @@ def _items(
         agg[key] = agg.get(key, 0) + e.overlap_ns
     out = []
     listed = 0
-    for (quiet, name), ns in sorted(agg.items(), key=lambda kv: -kv[1])[:limit]:
+    windows = [(int(diag.gaps.start_ns[r]), int(diag.gaps.end_ns[r])) for r in rows]
+    part = _class_windows(diag, rows, cause)
+    ranked = sorted(agg.items(), key=lambda kv: -kv[1])
+    for (quiet, name), ns in ranked[:limit]:
         if cap_ns is not None:
             ns = min(ns, cap_ns - listed)  # an op's time under launch calls or copies is theirs
             if ns <= 0:
@@ -177,7 +187,6 @@ def _items(
         # the largest calls directly inside it (not of its own name), adding to at most its time
         within: list[tuple[str, int]] = []
         room = ns
-        windows = [(int(diag.gaps.start_ns[r]), int(diag.gaps.end_ns[r])) for r in rows]
         ops = parents.get(name, set())
         walk = sum(_span_events(trace, p) for p in ops)
         children = _direct_children(trace, ops, windows, diag.evidence_index().cause) if walk <= _CHILD_WALK_MAX else {}
@@ -200,10 +209,77 @@ def _items(
         of_which = (
             (" (of which " + ", ".join(f"{fmt_dur(v)} in {quote_name(k)}" for k, v in within) + ")") if within else ""
         )
-        out.append(f"{fmt_dur(ns)} in {quote_name(name)}{of_which}")
+        # a name's sum over only the calls the evidence list kept (it is cut to its
+        # largest entries, and leaves out ranges that contain listed ones) is said to be
+        # of those calls, not passed off as the whole
+        kept, calls = _calls_listed(trace, mine, name, part, ns)
+        if kept < calls:
+            out.append(f"{fmt_dur(ns)} in {kept:,} of the {calls:,} calls of {quote_name(name)}{of_which}")
+        else:
+            out.append(f"{fmt_dur(ns)} in {quote_name(name)}{of_which}")
     if cap_ns is not None and out and cap_ns - listed >= max(1_000, cap_ns // 1000):
         out.append(f"{fmt_dur(cap_ns - listed)} in other work")  # so the items add up to the part
     return out
+
+
+def _class_windows(diag, rows: np.ndarray, cause: Cause) -> list[tuple[int, int]]:
+    """The parts of the gaps ``rows`` (ns) the evidence of ``cause`` comes from: host
+    work before the sync cliff, sync up to the launch path, else the whole gap
+    (``evidence.evidence_for_gap``)."""
+    g = diag.gaps
+    out = []
+    for r in rows:
+        a, b = int(g.start_ns[r]), int(g.end_ns[r])
+        lf = int(g.launch_from_ns[r]) if g.launch_from_ns is not None else b
+        sf = int(g.sync_from_ns[r]) if g.sync_from_ns is not None else lf
+        out.append((a, sf) if cause == Cause.HOST else (a, lf) if cause == Cause.SYNC else (a, b))
+    return out
+
+
+def _calls_listed(
+    trace, evidence: list[Evidence], name: str, windows: list[tuple[int, int]], listed_ns: int
+) -> tuple[int, int]:
+    """(the events named ``name`` in ``evidence``, the events so named on the lanes it
+    lists them on that overlap one of the ``windows`` (ns, the part of the gap the
+    item's class is from) outside the events the list holds): the list is cut to its
+    largest entries, so it may hold only some of a name's calls. When the calls left
+    out hold under ``UNLISTED_MAX_SHARE`` of ``listed_ns`` (or under 1 µs) of such time,
+    both counts are the listed one: those calls change no figure the sentence gives."""
+    mine = {e.event for e in evidence if e.name == name and e.event >= 0}
+    if not mine:
+        return 0, 0
+    nid = int(trace.name_id[next(iter(mine))])
+    total, left_ns = len(mine), 0
+    for lane in {int(trace.lane[ev]) for ev in mine}:
+        sl = trace.lane_slice(lane)
+        st = trace.start_ns[sl]
+        en = st + trace.dur_ns[sl]
+        named = np.flatnonzero(trace.name_id[sl] == nid)
+        left = np.array([sl.start + int(k) not in mine for k in named.tolist()], dtype=bool)
+        named = named[left] if left.size else named
+        if not named.size:
+            continue
+        # the time already in the listed events (a call nested in one of them) is not left out
+        listed = np.array([e.event for e in evidence if e.event >= 0 and e.lane == lane], dtype=np.int64)
+        ls, le = union_intervals(trace.start_ns[listed], trace.start_ns[listed] + trace.dur_ns[listed])
+        # nor is a range around listed events: the list leaves those out by design
+        # (``evidence.CONTAINER_MIN_SHARE``), not because it was cut
+        inner = np.sort(trace.start_ns[listed])
+        holds = np.searchsorted(inner, en[named], "left") > np.searchsorted(inner, st[named], "left")
+        named = named[~holds]
+        for a, b in windows:
+            lo, hi = np.clip(st[named], a, b), np.clip(en[named], a, b)
+            out_ns = (hi - lo) - coverage(ls, le, lo, hi)
+            total += int((hi > lo).sum())
+            left_ns += int(out_ns.sum())
+    if left_ns < max(1_000, UNLISTED_MAX_SHARE * listed_ns):
+        return len(mine), len(mine)
+    return len(mine), total
+
+
+#: The share of a named item's time its calls left out of the evidence list may hold
+#: before the sentence says the item is of some of the calls only.
+UNLISTED_MAX_SHARE = 0.1
 
 
 def _copy_phrase(diag, rows: np.ndarray, evidence: list[Evidence], copy_ns: int) -> str:

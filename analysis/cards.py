@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gapscope.analysis.card_advice import advice
+from gapscope.analysis.card_advice import advice, capture_sentence, gap_capture
 from gapscope.analysis.card_text import (
     BLOCKING_WAIT_SMELL,
     DEPENDENCY_SMELLS,
@@ -63,10 +63,15 @@ def _card(
         smell = "graph launch (the fixed cost per step)"
     elif primary == Cause.DEPENDENCY and g.wait_kind is not None and g.wait_kind[rows[0]] >= 0:
         smell = DEPENDENCY_SMELLS[WaitKind(int(g.wait_kind[rows[0]]))]
-    if g.one_time is not None and bool(g.one_time[rows].all()):
+    capture = gap_capture(diag, rows) if primary in (Cause.HOST, Cause.LAUNCH) else None
+    if capture is not None:
+        smell = "graph capture (one-time cost)" if capture[0].warm_up else "graph re-capture"
+    elif g.one_time is not None and bool(g.one_time[rows].all()):
         smell = "slow launch call (one-time cost)" if smell == "slow launch call" else "one-time cost (warm-up)"
     # the sentence tells of the occurrence ``rows``: its own ns, not a group's total
     why = why_sentence(diag, rows, _class_ns(diag, rows), evidence, head, lead)
+    if capture is not None:
+        why += " " + capture_sentence(diag, rows)
     if context:
         why += " " + context
     note = trust_note(diag, rows, said_unlinked="has no launch call linked" in why)

@@ -47,7 +47,15 @@ import weakref
 import numpy as np
 
 from gapscope.analysis.busy import coverage, device_event_mask, device_union, union_intervals
-from gapscope.analysis.evidence_kinds import COLLECTIVE_RE, GRAPH_LAUNCH_RE, event_cause, evidence_end, one_time_mask
+from gapscope.analysis.evidence_kinds import (
+    COLLECTIVE_RE,
+    GRAPH_LAUNCH_RE,
+    capture_windows,
+    event_cause,
+    evidence_end,
+    graph_captures,
+    one_time_mask,
+)
 from gapscope.analysis.gaps import EDGE_TRAILING
 from gapscope.analysis.types import Cause, Gaps, Params, Trust, WaitKind
 from gapscope.analysis.waits import stream_wait_events
@@ -461,16 +469,18 @@ def _wait_kinds(
 
 
 def _one_time(trace: Trace, gaps: Gaps, T: np.ndarray, params: Params, end: np.ndarray) -> np.ndarray:
-    """Bool per gap: warm-up evidence on T (``evidence_kinds.one_time_mask``) covers at
-    least ``params.one_time_min_share`` of the gap. Loop over distinct T lanes."""
+    """Bool per gap: warm-up evidence on T (``evidence_kinds.one_time_mask``, and the
+    warm-up graph captures, ``capture_windows``) covers at least
+    ``params.one_time_min_share`` of the gap. Loop over distinct T lanes."""
     n = len(gaps)
     out = np.zeros(n, dtype=bool)
     m = one_time_mask(trace, SLOW_LAUNCH_NS)
-    if not m.any():
+    captures = graph_captures(trace)
+    if not m.any() and not captures:
         return out
     for lane in np.unique(T[T >= 0]).tolist():
         rows = np.flatnonzero(T == lane)
-        us, ue = _lane_union(trace, end, lane, m)
+        us, ue = _u(_lane_union(trace, end, lane, m), capture_windows(trace, lane))
         if us.size:
             cov = coverage(us, ue, gaps.start_ns[rows], gaps.end_ns[rows])
             out[rows] = cov >= params.one_time_min_share * gaps.dur_ns[rows]

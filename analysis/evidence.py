@@ -301,11 +301,19 @@ def _containers(trace: Trace, idx: np.ndarray, index: EvidenceIndex, a: int, b: 
         if cov is not None:
             return host & (cov >= CONTAINER_MIN_SHARE * (ce - cs))
     for d in levels.tolist():
-        deeper = depth > d
-        if not deeper.any():
+        rows = np.flatnonzero(host & (depth == d))
+        rows = rows[np.argsort(cs[rows], kind="stable")]
+        # a deeper event counts only inside a row of this depth: one that encloses the
+        # row is deeper by the trace's depths only where the nesting is not proper
+        # (bs_32_rank0's `capture_32_DECODE` at depth 25 around calls at depth 23)
+        deeper = np.flatnonzero(depth > d)
+        k = np.searchsorted(cs[rows], cs[deeper], side="right") - 1
+        ok = k >= 0
+        ok[ok] = ce[deeper[ok]] <= ce[rows[k[ok]]]
+        deeper = deeper[ok]
+        if not deeper.size:
             continue
         us, ue = union_intervals(cs[deeper], ce[deeper])
-        rows = np.flatnonzero(host & (depth == d))
         cov = coverage(us, ue, cs[rows], ce[rows])
         out[rows] = cov >= CONTAINER_MIN_SHARE * (ce[rows] - cs[rows])
     return out

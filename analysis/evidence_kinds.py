@@ -24,7 +24,8 @@ One-time (warm-up) evidence: allocator growth (``cudaMalloc``, ``cudaFree``,
 Loading"), handle creation (``cublasCreate``, ``cudnnCreate``, ``ncclCommInit*``) and
 stream and event creation (a first cuDNN or cuBLAS call creates its handles), ranges
 named like warm-up (``ONE_TIME_RE``), and the first call of an ATen op that is far slower
-than its later calls (``FIRST_CALL_FACTOR``).
+than its later calls (``FIRST_CALL_FACTOR``), graph instantiation, and a stream
+capture into a graph before any graph was launched (``graph_captures``).
 
 Names are matched verbatim (case-sensitive for ATen names, case-insensitive for runtime
 call names, which loaders may not have mapped to a kind).
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import re
 import weakref
+from typing import NamedTuple
 
 import numpy as np
 
@@ -56,6 +58,9 @@ __all__ = [
     "SLOW_LAUNCH_MIN_CALLS",
     "COLLECTIVE_RE",
     "GRAPH_LAUNCH_RE",
+    "GraphCapture",
+    "capture_windows",
+    "graph_captures",
 ]
 
 SYNC_OP_NAMES = frozenset({"aten::item", "aten::_local_scalar_dense", "aten::is_nonzero"})
@@ -85,6 +90,11 @@ ONE_TIME_RE = re.compile(
     r"|^ncclCommInit|^ncclCommSplit|warm[\s_-]?up",
     re.IGNORECASE,
 )
+#: The calls that open and close a stream capture into a CUDA / HIP graph.
+CAPTURE_BEGIN_RE = re.compile(r"^(cuda|hip|cu)StreamBeginCapture", re.IGNORECASE)
+CAPTURE_END_RE = re.compile(r"^(cuda|hip|cu)StreamEndCapture", re.IGNORECASE)
+#: Building an executable graph from a captured one (once per captured graph).
+GRAPH_INSTANTIATE_RE = re.compile(r"^(cuda|hip|cu)Graph(Instantiate|Upload)", re.IGNORECASE)
 #: Collective / peer-to-peer GPU ops (NCCL, RCCL, MSCCL, c10d, custom all-reduce kernels).
 #: Not a bare "broadcast": elementwise kernels are named after broadcasting
 #: (``type_specialized_broadcast_kernel_launcher``); NCCL's and c10d's broadcasts match
@@ -96,6 +106,75 @@ COLLECTIVE_RE = re.compile(
 #: Launch calls that launch a whole CUDA / HIP graph (``cudaGraphLaunch``,
 #: ``hipGraphLaunch``, an ASCII timeline's "launch fused decode graph").
 GRAPH_LAUNCH_RE = re.compile(r"GraphLaunch|\bgraph\b", re.IGNORECASE)
+
+
+class GraphCapture(NamedTuple):
+    """One stream capture on a CPU lane: from the start of its ``*StreamBeginCapture``
+    call to the end of its ``*StreamEndCapture`` (or of the lane's last event when the
+    window ends first), in ns. ``launches``: the launch calls inside it (they record
+    kernels into the graph and run nothing). ``warm_up``: no graph launch on any CPU
+    lane began before it (a capture after a replay is a re-capture, not warm-up)."""
+
+    lane: int
+    start_ns: int
+    end_ns: int
+    begin_event: int
+    end_event: int  # -1 when the window ends inside the capture
+    launches: int
+    warm_up: bool
+
+
+_CAPTURES: weakref.WeakKeyDictionary[Trace, tuple[GraphCapture, ...]] = weakref.WeakKeyDictionary()
+
+
+def graph_captures(trace: Trace) -> tuple[GraphCapture, ...]:
+    """The stream captures of the trace, by lane then start: each begin call paired with
+    the first end call on its lane that starts after it. Between the two, launch calls
+    add nodes to a graph and the GPU runs none of them (CUDA Programming Guide, "CUDA
+    Graphs", "Creating a Graph Using Stream Capture"). Cached per trace."""
+    got = _CAPTURES.get(trace)
+    if got is not None:
+        return got
+    begin_ids = trace.name_ids_matching(lambda s: bool(CAPTURE_BEGIN_RE.search(s)))
+    out: list[GraphCapture] = []
+    if begin_ids.size:
+        end_ids = trace.name_ids_matching(lambda s: bool(CAPTURE_END_RE.search(s)))
+        graph_ids = trace.name_ids_matching(lambda s: "graphlaunch" in s.lower())
+        cpu = np.array([not ln.is_gpu for ln in trace.lanes], dtype=bool)
+        on_cpu = cpu[trace.lane] if len(trace) else np.zeros(0, bool)
+        graph_starts = np.sort(trace.start_ns[np.isin(trace.name_id, graph_ids) & on_cpu])
+        first_graph_ns = int(graph_starts[0]) if graph_starts.size else None
+        launch = trace.kind == int(Kind.LAUNCH)
+        for b in np.flatnonzero(np.isin(trace.name_id, begin_ids) & on_cpu).tolist():
+            lane = int(trace.lane[b])
+            sl = trace.lane_slice(lane)
+            st = trace.start_ns[sl]
+            b_ns = int(trace.start_ns[b])
+            after = np.flatnonzero(np.isin(trace.name_id[sl], end_ids) & (st > b_ns))
+            if after.size:
+                e = sl.start + int(after[0])
+                e_ns = int(trace.start_ns[e] + trace.dur_ns[e])
+            else:
+                e = -1
+                e_ns = int((trace.start_ns[sl] + trace.dur_ns[sl]).max())
+            inside = launch[sl] & (st >= b_ns) & (st < e_ns)
+            warm = first_graph_ns is None or first_graph_ns >= b_ns
+            out.append(GraphCapture(lane, b_ns, e_ns, b, e, int(inside.sum()), warm))
+    out.sort(key=lambda c: (c.lane, c.start_ns))
+    got = tuple(out)
+    _CAPTURES[trace] = got
+    return got
+
+
+def capture_windows(trace: Trace, lane: int, warm_up_only: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """The captures on ``lane`` (``graph_captures``; only the warm-up ones unless
+    ``warm_up_only`` is False) as a union of [start, end) intervals, int64 ns."""
+    caps = [c for c in graph_captures(trace) if c.lane == lane and (c.warm_up or not warm_up_only)]
+    if not caps:
+        e = np.zeros(0, np.int64)
+        return e, e
+    return union_intervals(np.array([c.start_ns for c in caps], np.int64), np.array([c.end_ns for c in caps], np.int64))
+
 
 #: Value of ``event_cause`` for events that are no evidence at all.
 NO_CLASS = -1
@@ -243,14 +322,24 @@ def synchronous_launches(trace: Trace) -> tuple[int, int] | None:
 
 def one_time_mask(trace: Trace, slow_launch_ns: int) -> np.ndarray:
     """Bool mask of CPU events that are warm-up evidence: names matching
-    ``ONE_TIME_RE``, and the first-use launch calls (``slow_launch_calls``: module
-    loading, JIT, autotuning)."""
+    ``ONE_TIME_RE``, the first-use launch calls (``slow_launch_calls``: module
+    loading, JIT, autotuning), and graph instantiation before the first graph launch.
+    Stream captures are spans, not events: ``capture_windows``."""
     n = len(trace)
     if n == 0:
         return np.zeros(0, dtype=bool)
     ids = trace.name_ids_matching(lambda s: bool(ONE_TIME_RE.search(s)))
     m = np.isin(trace.name_id, ids) if ids.size else np.zeros(n, dtype=bool)
     m |= slow_launch_calls(trace, slow_launch_ns)
+    inst = trace.name_ids_matching(lambda s: bool(GRAPH_INSTANTIATE_RE.search(s)))
+    if inst.size:  # instantiating a graph before any was launched (after one: a re-capture)
+        graph_ids = trace.name_ids_matching(lambda s: "graphlaunch" in s.lower())
+        starts = trace.start_ns[np.isin(trace.name_id, graph_ids)]
+        first_graph_ns = int(starts.min()) if starts.size else None
+        mi = np.isin(trace.name_id, inst)
+        if first_graph_ns is not None:
+            mi &= trace.start_ns < first_graph_ns
+        m |= mi
     if _near_process_start(trace):
         m |= _slow_first_calls(trace, slow_launch_ns)
     cpu_lane = np.array([not ln.is_gpu for ln in trace.lanes], dtype=bool)

@@ -728,3 +728,130 @@ def test_a_gap_no_op_follows_is_not_said_to_have_an_unlinked_next_op(tmp_path):
     assert "20.0 µs in launch calls (none of them ends this gap)" in c.why
     assert "next op" not in c.why and "launch call linked" not in c.why
     assert c.first_experiment.startswith("No GPU op follows this gap before the analysis window ends, and this GPU ran")
+
+
+def _capture_gap(graph_launch_before: bool, capture_us: int = 400):
+    """k1 [0, 10) µs, then thread `main` captures a CUDA graph: cudaStreamBeginCapture
+    [20, 22) µs, 30 launch calls of 2 µs every 10 µs from 30 µs (no kernel runs),
+    cudaStreamEndCapture ending at 20 + ``capture_us`` µs, cudaGraphInstantiate of 100 µs
+    after it, then a cudaGraphLaunch whose kernel k2 starts 20 µs later. With
+    ``graph_launch_before``, a cudaGraphLaunch at -100 µs (k0 [-90, -80) µs) ran first."""
+    b = TraceBuilder()
+    cpu, gpu = _main_and_stream(b)
+    corr = 1
+    if graph_launch_before:
+        b.event(cpu, "cudaGraphLaunch", -100 * US, 5 * US, Kind.LAUNCH, correlation=99)
+        b.event(gpu, "k0", -90 * US, 10 * US, Kind.KERNEL, correlation=99)
+    b.event(cpu, "cudaLaunchKernel", -10 * US, 2 * US, Kind.LAUNCH, correlation=corr)
+    b.event(gpu, "k1", 0, 10 * US, Kind.KERNEL, correlation=corr)
+    b.event(cpu, "cudaStreamBeginCapture", 20 * US, 2 * US, Kind.RUNTIME)
+    for k in range(30):
+        b.event(cpu, "cudaLaunchKernel", (30 + 10 * k) * US, 2 * US, Kind.LAUNCH)
+    end_us = 20 + capture_us
+    b.event(cpu, "cudaStreamEndCapture", (end_us - 5) * US, 5 * US, Kind.RUNTIME)
+    b.event(cpu, "cudaGraphInstantiate", (end_us + 1) * US, 100 * US, Kind.RUNTIME)
+    b.event(cpu, "cudaGraphLaunch", (end_us + 110) * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b.event(gpu, "k2", (end_us + 130) * US, 10 * US, Kind.KERNEL, correlation=2)
+    d = diagnose(b.build())
+    i = int(np.argmax(d.gaps.dur_ns))
+    assert d.gaps.start_ns[i] == 10 * US and d.gaps.end_ns[i] == (end_us + 130) * US
+    return d, i
+
+
+def test_a_warm_up_graph_capture_is_a_one_time_cost_with_its_own_advice():
+    """The gap [10, 550) µs: 400 µs of it inside the capture [20, 420) µs, whose 30
+    launches run nothing. A one-time cost, told as a capture: no advice to capture
+    graphs or to cut the CPU cost per kernel (bs_32_rank0's 32.7 ms HIP graph capture
+    was advised to use graphs)."""
+    d, i = _capture_gap(graph_launch_before=False)
+    assert bool(d.gaps.one_time[i]) and d.gaps.group[i] == -1
+    c = d.card(i)
+    assert c.smell == "graph capture (one-time cost)"
+    assert (
+        "For 0.400 ms of it the thread was capturing a CUDA graph (from `cudaStreamBeginCapture` to "
+        "`cudaStreamEndCapture`): its 30 launch calls there added kernels to the graph and ran none of them" in c.why
+    )
+    assert "re-capture" not in c.why
+    assert c.first_experiment.startswith("This is a CUDA graph capture, a one-time cost of warm-up")
+    assert "torch.compile" not in c.first_experiment
+    assert c.forbidden_step.startswith("Do not cut the CPU cost per kernel or capture the step in a CUDA graph")
+    assert "`cudaGraphLaunch` per step, and this idle (0.540 ms) gone" in c.proof
+
+
+def test_a_capture_after_a_graph_was_launched_is_a_re_capture_not_warm_up():
+    """The same capture after a cudaGraphLaunch at -100 µs: graphs were replayed before,
+    so this capture is no warm-up (its gap stays in the budget) and the card says
+    re-capture."""
+    d, i = _capture_gap(graph_launch_before=True)
+    assert not bool(d.gaps.one_time[i])
+    c = d.card(i)
+    assert c.smell == "graph re-capture"
+    assert "This capture began after a CUDA graph had already been launched: a re-capture." in c.why
+    assert c.first_experiment.startswith("The CUDA graph is captured again after graphs were already launched")
+
+
+def test_a_gap_mostly_outside_a_capture_is_not_told_as_one():
+    """A capture of 100 µs ([20, 120) µs) in a gap [10, 250) µs covers under half of it:
+    neither the smell nor the advice speaks of a capture."""
+    d, i = _capture_gap(graph_launch_before=False, capture_us=100)
+    c = d.card(i)
+    assert "capture" not in c.smell and "capturing" not in c.why
+    assert not c.first_experiment.startswith("This is a CUDA graph capture")
+
+
+def test_bs_32_capture_card_names_the_instantiation_not_fragments():
+    """tracelens bs_32_rank0 gap at 1.714 ms (32.734 ms, to the window's end): the thread
+    captures a HIP graph from hipStreamBeginCapture (1705.3 µs) to hipStreamEndCapture
+    (32308.9 + 5.3 µs), then spends 1562.855 µs in hipGraphInstantiateWithFlags (raw
+    events). The instantiation is a leaf call: the
+    `capture_32_DECODE` range around it carries a deeper depth only because the trace's
+    nesting is not proper, so it is no container of it."""
+    path = require(CORPUS / "tracelens/sglang_decode/bs_32_rank0.json.gz")
+    d = diagnose(load(path))
+    i = int(np.argmax(d.gaps.dur_ns))
+    assert d.gaps.dur_ns[i] == 32_733_500
+    c = d.card(i)
+    assert c.smell == "graph capture (one-time cost)"
+    assert "host work (1.563 ms in `hipGraphInstantiateWithFlags`, " in c.why
+    # `prepare_attn` runs 36 times in the gap; the evidence list keeps only some calls
+    assert (
+        "of the 36 calls of `/sgl-workspace/sglang/python/sglang/srt/layers/communicator.py(499): prepare_attn`"
+        in c.why
+    )
+    assert (
+        "capturing a HIP graph (from `hipStreamBeginCapture` to `hipStreamEndCapture`): its 544 launch calls" in c.why
+    )
+    assert c.evidence[0].name == "hipGraphInstantiateWithFlags" and c.evidence[0].overlap_ns == 1_562_855
+
+
+def test_a_name_whose_calls_the_evidence_list_cut_is_not_summed():
+    """In the host gap [0, 110) µs: `f` runs 5 calls of 6 µs and 40 of 0.3 µs, and 15
+    distinct ops of 3 µs each. The evidence list keeps the 20 largest: the 5 long `f`
+    calls and the 15 ops. Summing `f` over those (30 µs) would hide its 12 µs in the
+    short calls: the sentence says whose calls the 30 µs are (before, it said "30.0 µs
+    in `f`"); the untraced 13 µs are 1 µs before the first call, 2.9 µs between the
+    calls and 9.1 µs after the last."""
+    b = TraceBuilder()
+    cpu, gpu = _main_and_stream(b)
+    b.event(cpu, "cudaLaunchKernel", -20 * US, 2 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k1", -10 * US, 10 * US, Kind.KERNEL, correlation=1)
+    t = 1_000
+    for _ in range(5):
+        b.event(cpu, "f", t, 6_000, Kind.CPU_OP)
+        t += 6_200
+    for k in range(15):
+        b.event(cpu, f"op{k}", t, 3_000, Kind.CPU_OP)
+        t += 3_100
+    for _ in range(40):
+        b.event(cpu, "f", t, 300, Kind.CPU_OP)
+        t += 310
+    assert t < 100 * US
+    b.event(cpu, "cudaLaunchKernel", 100 * US, 2 * US, Kind.LAUNCH, correlation=2)
+    b.event(gpu, "k2", 110 * US, 10 * US, Kind.KERNEL, correlation=2)
+    d = diagnose(b.build())
+    i = int(np.argmax(d.gaps.dur_ns))
+    assert d.gaps.dur_ns[i] == 110 * US
+    ev = d.evidence(i)
+    assert len(ev) == 20 and sum(e.name == "f" for e in ev) == 5  # of its 45 calls
+    c = d.card(i)
+    assert "(30.0 µs in 5 of the 45 calls of `f`, 13.0 µs with no recorded events" in c.why, c.why

@@ -7,10 +7,12 @@ from __future__ import annotations
 import asyncio
 import threading
 
+import numpy as np
 import pytest
 
 from gapscope.tui.factory import make_app
 from gapscope.tui.loading import LoadScreen
+from gapscope.tui.panel import GapPanel
 from gapscope.tui.screen import TraceScreen
 from tests.test_tui_app import small_trace, wait_ready
 
@@ -343,3 +345,34 @@ def test_the_found_message_fits_the_gap_selected_and_the_order(sort):
     else:
         assert "9 idle gaps found: n goes to the next in time, s orders them largest first" in detail
     assert "s then n" not in detail
+
+
+def test_with_no_gap_selected_the_card_says_what_n_does_in_the_order_set():
+    """With no gap selected the card tells how to reach the gaps; once ``s`` has set
+    largest first it says that ``n`` goes to the largest, not "s then n" (following
+    that would set time order again), and ``s`` again brings the time-order hint back."""
+    trace = small_trace()
+
+    async def run():
+        app = make_app(trace)
+        async with app.run_test(size=(120, 40)) as pilot:
+            screen = await wait_ready(pilot)
+            assert screen.lanes.selected_gap is None
+            panel = screen.query_one(GapPanel)
+            got = [panel.plain]
+            await pilot.press("s")
+            await pilot.pause()
+            got.append(panel.plain)
+            await pilot.press("s")
+            await pilot.pause()
+            got.append(panel.plain)
+            await pilot.press("s", "n")
+            await pilot.pause()
+            return got, screen.lanes.selected_gap, int(np.argmax(screen.diagnosis.gaps.dur_ns))
+
+    (before, largest, again), selected, biggest = asyncio.run(run())
+    assert "Press n for the next gap, or s then n for the largest." in before
+    assert "Press n for the largest gap (gaps are ordered largest first; s orders them in time)." in largest
+    assert "s then n" not in largest
+    assert again == before
+    assert selected == biggest  # what the hint said n does

@@ -93,17 +93,30 @@ def evidence_levels(trace, items) -> list[int]:
     return out
 
 
-def early_card_text(trace, gaps, gap: int | None, preview: bool) -> Text:
+def next_gap_hint(largest_first: bool, press: bool = False) -> str:
+    """What ``n`` does with no gap selected, in the order the gaps are walked; ``press``:
+    worded as what to press."""
+    if press:
+        if largest_first:
+            return "Press n for the largest gap (gaps are ordered largest first; s orders them in time)."
+        return "Press n for the next gap, or s then n for the largest."
+    if largest_first:
+        return "n goes to the largest (gaps are ordered largest first; s orders them in time)."
+    return "n goes to the next, s then n to the largest."
+
+
+def early_card_text(trace, gaps, gap: int | None, preview: bool, largest_first: bool = False) -> Text:
     """The card while only the gaps are known (the trace screen's early gaps,
     ``gapscope.analysis.gaps.interior_gaps``: ``gaps`` of ``trace``, ``gap`` an index
     into them or None): where the gap is and the ops around it, and that its cause
     follows; ``preview``: ``trace`` is a device preview, so the CPU lanes, which hold
-    the cause, are still being read."""
+    the cause, are still being read; ``largest_first``: ``n`` walks the gaps largest
+    first."""
     t = Text()
     if gap is None:
         n = len(gaps)
         t.append(f"{n} idle gap{'' if n == 1 else 's'} so far\n", style="bold")
-        t.append("n goes to the next, s then n to the largest.\n")
+        t.append(next_gap_hint(largest_first) + "\n")
         t.append("These lie between each GPU's first and last kernel. ")
         t.append("Causes and step-edge gaps come with " + ("the whole file.\n" if preview else "the diagnosis.\n"))
         return t
@@ -154,15 +167,21 @@ def _kernels_at(trace, device: int, t_ns: int, *, ending: bool) -> list[str]:
 
 
 def card_text(
-    diagnosis, gap: int | None, pending: bool = False, failed: str | None = None, early: tuple | None = None
+    diagnosis,
+    gap: int | None,
+    pending: bool = False,
+    failed: str | None = None,
+    early: tuple | None = None,
+    largest_first: bool = False,
 ) -> Text:
     """The card of ``gap`` as a Rich ``Text`` (literal strings only); ``pending``: the
     diagnosis is still running (the trace screen's worker); ``failed``: why there is
     no diagnosis (said instead of any card); ``early``: (trace, gaps, preview) of
-    ``early_card_text`` while only the gaps are known (``gap`` indexes those)."""
+    ``early_card_text`` while only the gaps are known (``gap`` indexes those);
+    ``largest_first``: ``n`` walks the gaps largest first (said with no gap selected)."""
     t = Text()
     if pending and early is not None:
-        return early_card_text(early[0], early[1], gap, early[2])
+        return early_card_text(early[0], early[1], gap, early[2], largest_first)
     if pending:
         t.append("Finding the idle gaps and their causes…\n", style="bold")
         t.append("The lanes can be browsed meanwhile; the gap keys (n, 1-5, g #N) work once the gaps are found.\n")
@@ -178,7 +197,7 @@ def card_text(
             t.append("This trace has no idle GPU gaps", style="")
             t.append(" (no kernels, or none of at least the minimum gap).\n")
         else:
-            t.append("Press n for the next gap, or the largest first with s then n.\n")
+            t.append(next_gap_hint(largest_first, press=True) + "\n")
         return t
     g = diagnosis.gaps
     s = int(g.start_ns[gap])
@@ -300,14 +319,19 @@ def short_names(text: str) -> str:
 
 
 def compact_card_text(
-    diagnosis, gap: int | None, pending: bool = False, failed: str | None = None, early: tuple | None = None
+    diagnosis,
+    gap: int | None,
+    pending: bool = False,
+    failed: str | None = None,
+    early: tuple | None = None,
+    largest_first: bool = False,
 ) -> list[Text]:
     """The card of ``gap`` for narrow terminals: a summary with the cause, the smell,
     the first sentence of *why*, then the first experiment, forbidden step and proof;
     each item is one logical line (the panel wraps them, keeps the first three, and
     shows the rest as far as its height allows: ``COMPACT_LINES`` rows at least)."""
     if pending or failed is not None or diagnosis is None or gap is None or len(diagnosis.gaps) == 0:
-        return list(card_text(diagnosis, gap, pending, failed, early).split("\n"))
+        return list(card_text(diagnosis, gap, pending, failed, early, largest_first).split("\n"))
     g = diagnosis.gaps
     s = int(g.start_ns[gap])
     e = int(g.end_ns[gap])
@@ -408,7 +432,7 @@ class GapPanel(Widget):
         self._card = Text("")
         self._protocol = protocol_text(set())
         self._compact: list[Text] | None = []
-        self._compact_for: tuple = (None, None, False, None, None)
+        self._compact_for: tuple = (None, None, False, None, None, False)
         self._compact_key: object = None
         #: Show the compact card (``compact_card_text``) instead of the full text.
         self.compact = False
@@ -422,18 +446,26 @@ class GapPanel(Widget):
         pending: bool = False,
         failed: str | None = None,
         early: tuple | None = None,
+        largest_first: bool = False,
     ) -> None:
         """Show the card of ``gap`` (or what to do without one; ``pending``: the
         diagnosis is still running; ``failed``: why there is none; ``early``: the
-        gaps known before it, ``card_text``), the step budget and the protocol
-        ``done``."""
-        key = (id(diagnosis), gap, pending, failed, None if early is None else (id(early[1]), early[2]))
+        gaps known before it; ``largest_first``: the order ``n`` walks, ``card_text``),
+        the step budget and the protocol ``done``."""
+        key = (
+            id(diagnosis),
+            gap,
+            pending,
+            failed,
+            None if early is None else (id(early[1]), early[2]),
+            largest_first and gap is None,
+        )
         changed = False
         if key != self._card_key:
             self._card_key = key
-            self._card = card_text(diagnosis, gap, pending, failed, early)
+            self._card = card_text(diagnosis, gap, pending, failed, early, largest_first)
             self._compact = None  # built when first drawn (compact mode only)
-            self._compact_for = (diagnosis, gap, pending, failed, early)
+            self._compact_for = (diagnosis, gap, pending, failed, early, largest_first)
             self._compact_key = object()
             self.offset_y = 0
             changed = True

@@ -204,6 +204,7 @@ class TraceScreen(Screen):
         self.message = error or ""
         self._shown_gap: int | None = None
         self._shown_done: set[int] = set()
+        self._shown_order = TIME
         self._side_drawn = False
 
     def _take_diagnosis(self, diagnosis) -> None:
@@ -471,12 +472,18 @@ class TraceScreen(Screen):
     def _update_side(self) -> None:
         lanes = self.lanes
         gap = lanes.selected_gap
-        if gap == self._shown_gap and self._shown_done == self.done and self._side_drawn:
+        if (
+            gap == self._shown_gap
+            and self._shown_done == self.done
+            and self._side_drawn
+            and self._shown_order == self.order_mode
+        ):
             self._update_detail()
             return
         self._side_drawn = True
         self._shown_done = set(self.done)
         self._shown_gap = gap
+        self._shown_order = self.order_mode
         if gap is not None and self.diagnosis is not None:
             self.done |= {4, 5}
         self.query_one(GapPanel).show(
@@ -486,6 +493,7 @@ class TraceScreen(Screen):
             pending=self.diagnosing,
             failed=self.missing_diagnosis,
             early=None if self.early is None else (self.trace, self.early, self.reading is not None),
+            largest_first=self.order_mode == SIZE,
         )
         self._update_detail()
 
@@ -632,6 +640,7 @@ class TraceScreen(Screen):
         and the next ``n`` goes to the gap after it in the new order."""
         self.order_mode = SIZE if self.order_mode == TIME else TIME
         self._say("gaps: largest first" if self.order_mode == SIZE else "gaps: time order")
+        self._update_side()  # with no gap selected, the card says what n does now
 
     def action_zoom(self, factor: float) -> None:
         self.lanes.zoom(float(factor))

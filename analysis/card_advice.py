@@ -659,9 +659,9 @@ def gap_capture(diag, rows: np.ndarray) -> tuple[GraphCapture, int] | None:
         return None
     windows = [(int(g.start_ns[r]), int(g.end_ns[r])) for r in rows]
     best, best_ns, covered = None, 0, 0
-    for c in caps:
+    for c in caps:  # disjoint on a lane (``graph_captures``), so their overlaps add up
         ov = sum(max(0, min(b, c.end_ns) - max(a, c.start_ns)) for a, b in windows)
-        covered += ov  # captures on one thread do not overlap: one ends before the next begins
+        covered += ov
         if ov > best_ns:
             best, best_ns = c, ov
     total = sum(b - a for a, b in windows)
@@ -670,13 +670,10 @@ def gap_capture(diag, rows: np.ndarray) -> tuple[GraphCapture, int] | None:
     return best, covered
 
 
-def capture_sentence(diag, rows: np.ndarray) -> str:
-    """What the thread did in a gap it spent capturing a graph (``gap_capture``), as a
-    sentence; "" when it did not."""
-    got = gap_capture(diag, rows)
-    if got is None:
-        return ""
-    cap, covered = got
+def capture_sentence(diag, capture: tuple[GraphCapture, int]) -> str:
+    """What the thread did in a gap it spent capturing a graph (``capture``: what
+    ``gap_capture`` gave for it), as a sentence."""
+    cap, covered = capture
     trace = diag.trace
     word = _graph_word(trace)
     begin = quote_name(trace.name(cap.begin_event))
@@ -719,17 +716,24 @@ def _capture_advice(diag, cap: GraphCapture, dur_txt: str) -> tuple[str, str, st
     )
 
 
-def advice(diag, cause: Cause, evidence: list[Evidence], rows: np.ndarray, dur_txt: str) -> tuple[str, str, str]:
+def advice(
+    diag,
+    cause: Cause,
+    evidence: list[Evidence],
+    rows: np.ndarray,
+    dur_txt: str,
+    capture: tuple[GraphCapture, int] | None = None,
+) -> tuple[str, str, str]:
     """(first experiment, forbidden next step, proof) for the class ``cause`` of the
-    occurrence ``rows``, specialised by its evidence (design: "The card")."""
+    occurrence ``rows``, specialised by its evidence (design: "The card");
+    ``capture``: ``gap_capture`` of ``rows`` when the thread spent it capturing."""
     trace = diag.trace
     p = diag.params
     g = diag.gaps
     top = [e for e in evidence if e.cause == cause and e.event >= 0]
     name = quote_name(top[0].name) if top else None
-    cap = gap_capture(diag, rows) if cause in (Cause.HOST, Cause.LAUNCH) else None
-    if cap is not None:
-        return _capture_advice(diag, cap[0], dur_txt)
+    if capture is not None:
+        return _capture_advice(diag, capture[0], dur_txt)
     if (
         g.one_time is not None
         and bool(g.one_time[rows].all())

@@ -71,7 +71,7 @@ def _card(
     # the sentence tells of the occurrence ``rows``: its own ns, not a group's total
     why = why_sentence(diag, rows, _class_ns(diag, rows), evidence, head, lead)
     if capture is not None:
-        why += " " + capture_sentence(diag, rows)
+        why += " " + capture_sentence(diag, capture)
     if context:
         why += " " + context
     note = trust_note(diag, rows, said_unlinked="has no launch call linked" in why)
@@ -82,7 +82,7 @@ def _card(
             f" {diag.invalid_gpu_ops} GPU op(s) of this trace have no usable timing and are left out,"
             " so idle time may be overstated."
         )
-    first, forbidden, proof = advice(diag, primary, evidence, rows, dur_txt)
+    first, forbidden, proof = advice(diag, primary, evidence, rows, dur_txt, capture)
     return Card(smell, primary, secondary, sec_share, why, first, forbidden, proof, tuple(evidence[:12]))
 
 

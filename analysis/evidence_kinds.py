@@ -127,11 +127,24 @@ class GraphCapture(NamedTuple):
 _CAPTURES: weakref.WeakKeyDictionary[Trace, tuple[GraphCapture, ...]] = weakref.WeakKeyDictionary()
 
 
+def first_graph_launch_ns(trace: Trace) -> int | None:
+    """Start (ns) of the trace's first graph launch call (``*GraphLaunch*``) on a CPU
+    lane, or None: captures and instantiations before it are warm-up."""
+    ids = trace.name_ids_matching(lambda s: "graphlaunch" in s.lower())
+    if not ids.size or not len(trace):
+        return None
+    cpu = np.array([not ln.is_gpu for ln in trace.lanes], dtype=bool)
+    starts = trace.start_ns[np.isin(trace.name_id, ids) & cpu[trace.lane]]
+    return int(starts.min()) if starts.size else None
+
+
 def graph_captures(trace: Trace) -> tuple[GraphCapture, ...]:
     """The stream captures of the trace, by lane then start: each begin call paired with
-    the first end call on its lane that starts after it. Between the two, launch calls
-    add nodes to a graph and the GPU runs none of them (CUDA Programming Guide, "CUDA
-    Graphs", "Creating a Graph Using Stream Capture"). Cached per trace."""
+    the first end call on its lane that starts after it; a begin inside a capture
+    already open on its lane (another stream captured at once) belongs to that one.
+    Between the two, launch calls add nodes to a graph and the GPU runs none of them
+    (CUDA Programming Guide, "CUDA Graphs", "Creating a Graph Using Stream Capture").
+    Cached per trace."""
     got = _CAPTURES.get(trace)
     if got is not None:
         return got
@@ -139,17 +152,17 @@ def graph_captures(trace: Trace) -> tuple[GraphCapture, ...]:
     out: list[GraphCapture] = []
     if begin_ids.size:
         end_ids = trace.name_ids_matching(lambda s: bool(CAPTURE_END_RE.search(s)))
-        graph_ids = trace.name_ids_matching(lambda s: "graphlaunch" in s.lower())
+        first_graph_ns = first_graph_launch_ns(trace)
         cpu = np.array([not ln.is_gpu for ln in trace.lanes], dtype=bool)
-        on_cpu = cpu[trace.lane] if len(trace) else np.zeros(0, bool)
-        graph_starts = np.sort(trace.start_ns[np.isin(trace.name_id, graph_ids) & on_cpu])
-        first_graph_ns = int(graph_starts[0]) if graph_starts.size else None
         launch = trace.kind == int(Kind.LAUNCH)
-        for b in np.flatnonzero(np.isin(trace.name_id, begin_ids) & on_cpu).tolist():
+        begins = np.flatnonzero(np.isin(trace.name_id, begin_ids) & cpu[trace.lane])
+        for b in begins[np.lexsort((trace.start_ns[begins], trace.lane[begins]))].tolist():
             lane = int(trace.lane[b])
+            b_ns = int(trace.start_ns[b])
+            if out and out[-1].lane == lane and b_ns < out[-1].end_ns:
+                continue
             sl = trace.lane_slice(lane)
             st = trace.start_ns[sl]
-            b_ns = int(trace.start_ns[b])
             after = np.flatnonzero(np.isin(trace.name_id[sl], end_ids) & (st > b_ns))
             if after.size:
                 e = sl.start + int(after[0])
@@ -160,20 +173,16 @@ def graph_captures(trace: Trace) -> tuple[GraphCapture, ...]:
             inside = launch[sl] & (st >= b_ns) & (st < e_ns)
             warm = first_graph_ns is None or first_graph_ns >= b_ns
             out.append(GraphCapture(lane, b_ns, e_ns, b, e, int(inside.sum()), warm))
-    out.sort(key=lambda c: (c.lane, c.start_ns))
     got = tuple(out)
     _CAPTURES[trace] = got
     return got
 
 
-def capture_windows(trace: Trace, lane: int, warm_up_only: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """The captures on ``lane`` (``graph_captures``; only the warm-up ones unless
-    ``warm_up_only`` is False) as a union of [start, end) intervals, int64 ns."""
-    caps = [c for c in graph_captures(trace) if c.lane == lane and (c.warm_up or not warm_up_only)]
-    if not caps:
-        e = np.zeros(0, np.int64)
-        return e, e
-    return union_intervals(np.array([c.start_ns for c in caps], np.int64), np.array([c.end_ns for c in caps], np.int64))
+def capture_windows(trace: Trace, lane: int) -> tuple[np.ndarray, np.ndarray]:
+    """The warm-up captures on ``lane`` (``graph_captures``) as sorted, disjoint
+    [start, end) intervals, int64 ns."""
+    caps = [c for c in graph_captures(trace) if c.lane == lane and c.warm_up]
+    return (np.array([c.start_ns for c in caps], np.int64), np.array([c.end_ns for c in caps], np.int64))
 
 
 #: Value of ``event_cause`` for events that are no evidence at all.
@@ -333,9 +342,7 @@ def one_time_mask(trace: Trace, slow_launch_ns: int) -> np.ndarray:
     m |= slow_launch_calls(trace, slow_launch_ns)
     inst = trace.name_ids_matching(lambda s: bool(GRAPH_INSTANTIATE_RE.search(s)))
     if inst.size:  # instantiating a graph before any was launched (after one: a re-capture)
-        graph_ids = trace.name_ids_matching(lambda s: "graphlaunch" in s.lower())
-        starts = trace.start_ns[np.isin(trace.name_id, graph_ids)]
-        first_graph_ns = int(starts.min()) if starts.size else None
+        first_graph_ns = first_graph_launch_ns(trace)
         mi = np.isin(trace.name_id, inst)
         if first_graph_ns is not None:
             mi &= trace.start_ns < first_graph_ns

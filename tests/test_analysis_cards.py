@@ -855,3 +855,27 @@ def test_a_name_whose_calls_the_evidence_list_cut_is_not_summed():
     assert len(ev) == 20 and sum(e.name == "f" for e in ev) == 5  # of its 45 calls
     c = d.card(i)
     assert "(30.0 µs in 5 of the 45 calls of `f`, 13.0 µs with no recorded events" in c.why, c.why
+
+
+def test_a_second_begin_inside_an_open_capture_is_part_of_it():
+    """Two cudaStreamBeginCapture calls (two streams, [20, 22) and [40, 42) µs) before
+    one cudaStreamEndCapture ending at 420 µs are one capture [20, 420) µs: its time in
+    the gap [10, 550) µs is 400 µs, not 780 µs (the audit's 4.528 ms in a 3.130 ms gap)."""
+    from gapscope.analysis.evidence_kinds import graph_captures
+
+    b = TraceBuilder()
+    cpu, gpu = _main_and_stream(b)
+    b.event(cpu, "cudaLaunchKernel", -10 * US, 2 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k1", 0, 10 * US, Kind.KERNEL, correlation=1)
+    b.event(cpu, "cudaStreamBeginCapture", 20 * US, 2 * US, Kind.RUNTIME)
+    b.event(cpu, "cudaStreamBeginCapture", 40 * US, 2 * US, Kind.RUNTIME)
+    for k in range(30):
+        b.event(cpu, "cudaLaunchKernel", (50 + 10 * k) * US, 2 * US, Kind.LAUNCH)
+    b.event(cpu, "cudaStreamEndCapture", 415 * US, 5 * US, Kind.RUNTIME)
+    b.event(cpu, "cudaGraphLaunch", 530 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b.event(gpu, "k2", 550 * US, 10 * US, Kind.KERNEL, correlation=2)
+    d = diagnose(b.build())
+    caps = graph_captures(d.trace)
+    assert [(c.start_ns, c.end_ns, c.launches) for c in caps] == [(20 * US, 420 * US, 30)]
+    i = int(np.argmax(d.gaps.dur_ns))
+    assert "For 0.400 ms of it the thread was capturing a CUDA graph" in d.card(i).why

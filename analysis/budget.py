@@ -60,9 +60,20 @@ class Budget:
     #: (least, most) idle ns of the other steps, left out of the split; None when all
     #: steps are typical
     other_steps_idle_ns: tuple[int, int] | None = None
+    #: idle per step of the one-time (warm-up) gaps inside the steps, when every typical
+    #: step holds some (else those steps are left out: ``warm_up_steps``): ``idle_ns``
+    #: split as the typical steps split theirs, this share is in no ``class_idle_ns``
+    #: and no what-if (a step that holds a graph capture keeps its wall time, but no
+    #: class and no fix removes the capture from the steps after it); the classes and
+    #: this add up to ``idle_ns``
+    one_time_idle_ns: int = 0
+    #: typical steps left out of the split because they hold warm-up (a one-time gap)
+    warm_up_steps: int = 0
     #: each selected gap's class ns inside the typical steps (``step_class_ns``; rows:
     #: the budget device's gaps, warm-up left out, in gap order), kept for the what-ifs
     _typical_class_ns: np.ndarray | None = dataclasses.field(default=None, repr=False, compare=False)
+    #: ns of the one-time gaps inside the typical steps, the denominator's other part
+    _typical_one_time_ns: float = dataclasses.field(default=0.0, repr=False, compare=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,11 +108,26 @@ def compute_budget(diag) -> Budget | None:
     busy_med = int(np.median(busy))
     g = diag.gaps
     sel = g.device == dev.device
-    if g.one_time is not None:
-        sel &= ~g.one_time  # warm-up is no steady-state idle (protocol step 1)
+    once = sel & g.one_time if g.one_time is not None else np.zeros(len(g), bool)
+    sel &= ~once  # warm-up is no steady-state idle (protocol step 1)
     idle = wall_med - busy_med
     idle_k = wall - busy
     typical = typical_steps(idle_k)  # whose gaps split the idle by cause
+    # a step that holds warm-up (a one-time gap) is no steady-state step: the steps
+    # without one split the idle; when every typical step holds some, its share is
+    # split off as one-time idle (sglang_decode/bs_32's one step holds a 32.7 ms graph
+    # capture beside a 0.97 ms gap: split over that gap's classes alone, its 59 us of
+    # sync read 2 ms per step and removing host 11x the steps/s)
+    ot_ns = 0.0
+    warm_up = np.zeros(nsteps, dtype=bool)
+    if once.any():
+        ou, oe = union_intervals(g.start_ns[once], g.end_ns[once])
+        warm_up = typical & (coverage(ou, oe, s0, s1) > 0)
+        if warm_up.all():
+            warm_up[:] = False
+            us, ue = union_intervals(s0[typical], s1[typical])
+            ot_ns = float(coverage(us, ue, g.start_ns[once], g.end_ns[once]).sum())
+        typical &= ~warm_up
     cls = np.zeros(len(Cause), np.float64)
     inside = None
     if g.class_ns is not None and sel.any():
@@ -111,8 +137,9 @@ def compute_budget(diag) -> Budget | None:
     # up to it (a mean over steps read 176 ms of host idle in a 160 ms step of
     # param/resnet_kineto, whose 29 steps include one of 4.4 s; a split pooled over all
     # the steps still read host there, where a typical step idles under copies)
-    in_ns = float(cls.sum())
+    in_ns = float(cls.sum()) + ot_ns
     class_idle = {c.label: (int(round(idle * cls[int(c)] / in_ns)) if in_ns > 0 else 0) for c in Cause}
+    one_time_idle = int(round(idle * ot_ns / in_ns)) if in_ns > 0 else 0
     rate = 1e9 / wall_med if wall_med > 0 else 0.0
     return Budget(
         dev.device,
@@ -127,8 +154,11 @@ def compute_budget(diag) -> Budget | None:
         steps_per_s=rate,
         decode=is_decode(trace, diag.steps),
         typical_steps=int(typical.sum()),
+        warm_up_steps=int(warm_up.sum()),
         other_steps_idle_ns=(int(idle_k[~typical].min()), int(idle_k[~typical].max())) if (~typical).any() else None,
+        one_time_idle_ns=one_time_idle,
         _typical_class_ns=inside,
+        _typical_one_time_ns=ot_ns,
     )
 
 
@@ -256,12 +286,13 @@ def what_if(diag, *, gaps=(), causes=(), names=()) -> WhatIf:
     dur = g.dur_ns
     removed = np.where(whole, dur, np.minimum(removed, dur))
     # per step as the budget splits idle: the share of the steps' idle removed, of the
-    # median step's idle (so removing every class removes exactly that idle)
+    # median step's idle (so removing every class removes exactly that idle, less the
+    # one-time share, ``Budget.one_time_idle_ns``)
     removed_step = 0
     inside = b._typical_class_ns
     if sel.any() and inside is not None and inside.shape[0] == int(sel.sum()):
         per_gap = inside.sum(axis=1)
-        in_ns = float(per_gap.sum())
+        in_ns = float(per_gap.sum()) + b._typical_one_time_ns
         if in_ns > 0:
             # the chosen classes where they lie; a whole gap or named time by its share
             cls_in = inside[:, [int(Cause(c)) for c in causes]].sum(axis=1) if causes else 0.0

@@ -334,13 +334,16 @@ def test_warm_up_gap_is_one_time_and_left_out_of_groups_budget_and_what_if():
     assert d.card(first).smell == "one-time cost (warm-up)"
     assert "warm up before profiling" in d.card(first).first_experiment
     # budget: the median step's idle (1000 - 180 µs of kernels = 820 µs) split as the
-    # typical steps (all three: each idles 820 µs) split theirs, the warm-up gap left
-    # out: host 114 + 694 + 114 + 694 + 110 = 1726 µs, launch 10 + 6 + 6 + 6 + 6 = 34 µs
-    # of 1760 µs
+    # typical steps (all three idle 820 µs) split theirs, step 0 left out: it holds the
+    # warm-up. Inside [1000, 3000) µs: gap [890, 1010) its launch path [1004, 1010)
+    # (6 launch) and 4 of the 114 µs head (host); [1100, 1800) 694 host + 6 launch;
+    # [1890, 2010) 114 + 6; [2100, 2800) 694 + 6; [2890, 3000) 110 host:
+    # host 4 + 694 + 114 + 694 + 110 = 1616 µs, launch 24 µs, of 1640 µs
     b_ = d.budget
     assert b_.idle_ns == 820 * US
-    assert b_.class_idle_ns["host"] == round(820 * US * 1726 / 1760)
-    assert b_.class_idle_ns["launch"] == round(820 * US * 34 / 1760)
+    assert (b_.typical_steps, b_.warm_up_steps, b_.one_time_idle_ns) == (2, 1, 0)
+    assert b_.class_idle_ns["host"] == 808 * US  # 820 * 1616 / 1640
+    assert b_.class_idle_ns["launch"] == 12 * US  # 820 * 24 / 1640
     assert sum(b_.class_idle_ns.values()) == b_.idle_ns
     w = d.what_if(gaps=[first])
     assert w.removed_ns == 0  # a one-time gap is not in the budget, so removing it changes nothing

@@ -385,6 +385,9 @@ def budget_text(diagnosis) -> Text:
         else f"{getattr(b, 'steps_per_s', 0.0):,.1f} steps/s"
     )
     t.append(f" wall {fmt_dur(b.wall_ns)}  GPU busy {fmt_dur(b.gpu_busy_ns)}  idle {100 * b.idle_share:.0f}%  {rate}\n")
+    once_ns = getattr(b, "one_time_idle_ns", 0)
+    if once_ns:
+        t.append(f" of the idle, {fmt_dur(once_ns)} per step is one-time (warm-up)\n", style="dim")
     return t
 
 

@@ -162,6 +162,7 @@ BUDGET_LABELS = {
     "steps_per_s": "Steps/s",
     "tokens_per_s": "Tokens/s (one token per step)",
     "class_idle_ns": "Idle per step by cause",
+    "one_time_idle_ns": "One-time idle per step",
     "typical_steps": "Split over steps",
 }
 
@@ -247,9 +248,13 @@ def budget_rows(budget: dict) -> list[tuple[str, str]]:
                 if isinstance(other, list) and len(other) == 2 and n > int(v)
                 else ""
             )
-            rows.append((label, f"{v} of {n} (idle within 1.5x of the median step's{rest})" if n > 1 else str(v)))
+            warm = " and no warm-up in them" if budget.get("warm_up_steps") else ""
+            rows.append((label, f"{v} of {n} (idle within 1.5x of the median step's{warm}{rest})" if n > 1 else str(v)))
             continue
-        if k == "other_steps_idle_ns":
+        if k in ("other_steps_idle_ns", "warm_up_steps") or (k == "one_time_idle_ns" and not v):
+            continue
+        if k == "one_time_idle_ns":  # the warm-up inside the steps, in no class
+            rows.append((label, f"{fmt_in(int(v), u)} (warm-up: in no cause and no what-if)"))
             continue
         if isinstance(v, dict):
             if k.endswith("_ns"):

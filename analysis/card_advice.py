@@ -660,7 +660,7 @@ def gap_capture(diag, rows: np.ndarray) -> tuple[GraphCapture, int] | None:
     windows = [(int(g.start_ns[r]), int(g.end_ns[r])) for r in rows]
     best, best_ns, covered = None, 0, 0
     for c in caps:  # disjoint on a lane (``graph_captures``), so their overlaps add up
-        ov = sum(max(0, min(b, c.end_ns) - max(a, c.start_ns)) for a, b in windows)
+        ov = sum(max(0, min(b, c.end_ns) - max(a, c.enter_ns)) for a, b in windows)
         covered += ov
         if ov > best_ns:
             best, best_ns = c, ov
@@ -670,38 +670,78 @@ def gap_capture(diag, rows: np.ndarray) -> tuple[GraphCapture, int] | None:
     return best, covered
 
 
-def capture_sentence(diag, capture: tuple[GraphCapture, int]) -> str:
-    """What the thread did in a gap it spent capturing a graph (``capture``: what
-    ``gap_capture`` gave for it), as a sentence."""
-    cap, covered = capture
+def capture_sentence(diag, capture: tuple[GraphCapture, int], rows: np.ndarray) -> str:
+    """What the thread did in the occurrence ``rows`` of a gap it spent capturing a
+    graph (``capture``: what ``gap_capture`` gave for it), as sentences: the time inside
+    the capture (its launch calls record kernels), and the time entering
+    ``torch.cuda.graph`` before the begin call (``GraphCapture.enter_ns``)."""
+    cap, _covered = capture
     trace = diag.trace
+    g = diag.gaps
     word = _graph_word(trace)
-    begin = quote_name(trace.name(cap.begin_event))
+    windows = [(int(g.start_ns[r]), int(g.end_ns[r])) for r in rows]
+
+    def overlap(lo: int, hi: int) -> int:
+        return sum(max(0, min(b, hi) - max(a, lo)) for a, b in windows)
+
+    # every capture of the thread in the gap (two graphs captured one after the other)
+    caps = [c for c in graph_captures(trace) if c.lane == cap.lane and overlap(c.enter_ns, c.end_ns) > 0]
+    in_ns = sum(overlap(c.start_ns, c.end_ns) for c in caps)
+    enter_ns = sum(overlap(c.enter_ns, c.start_ns) for c in caps)
+    launches = sum(c.launches for c in caps if overlap(c.start_ns, c.end_ns) > 0)
+    cap = caps[0] if caps else cap
+    begin = (
+        quote_name(trace.name(cap.begin_event))
+        if cap.begin_event >= 0
+        else "the start of the window (it starts inside the capture)"
+    )
     end = (
         quote_name(trace.name(cap.end_event))
         if cap.end_event >= 0
         else "the end of the window (it ends inside the capture)"
     )
-    calls = (
-        f"its {cap.launches:,} launch call{'s' if cap.launches != 1 else ''}" if cap.launches else "its launch calls"
-    )
-    again = "" if cap.warm_up else f" This capture began after a {word} had already been launched: a re-capture."
-    return (
-        f"For {fmt_dur(covered)} of it the thread was capturing a {word} (from {begin} to {end}): {calls} there "
-        f"added kernels to the graph and ran none of them; the GPU runs them only when the graph is launched.{again}"
-    )
+    n_in = sum(1 for c in caps if overlap(c.start_ns, c.end_ns) > 0)
+    out = []
+    if in_ns:
+        calls = (
+            f"{'their' if n_in > 1 else 'its'} {launches:,} launch call{'s' if launches != 1 else ''} there added "
+            f"kernels to the graph{'s' if n_in > 1 else ''} and ran none of them; the GPU runs them only when the "
+            "graph is launched"
+            if launches
+            else f"{'they' if n_in > 1 else 'it'} recorded no launch call"
+        )
+        what = f"a {word} (from {begin} to {end})" if n_in == 1 else f"{n_in} {word}s (the first from {begin} to {end})"
+        out.append(f"For {fmt_dur(in_ns)} of it the thread was capturing {what}: {calls}.")
+    if enter_ns:
+        out.append(
+            f"For {fmt_dur(enter_ns)} {'more ' if in_ns else 'of it '}the thread was entering `torch.cuda.graph`, "
+            f"which synchronizes the device, empties the caching allocator and then calls {begin}: part of "
+            f"the same {'warm-up' if cap.warm_up else 're-capture'}."
+        )
+    if not cap.warm_up:
+        out.append(f"This capture began after a {word} had already been launched: a re-capture.")
+    return " ".join(out)
 
 
-def _capture_advice(diag, cap: GraphCapture, dur_txt: str) -> tuple[str, str, str]:
-    """Advice for a gap the thread spent capturing a graph: a warm-up capture is a
-    one-time cost; a capture after graphs were launched is a re-capture per shape."""
+def _capture_advice(diag, cap: GraphCapture, dur_txt: str, rows: np.ndarray) -> tuple[str, str, str]:
+    """Advice for a gap the thread spent capturing a graph (or entering
+    ``torch.cuda.graph`` before the capture, ``GraphCapture.enter_ns``): a warm-up
+    capture is a one-time cost; a capture after graphs were launched is a re-capture
+    per shape."""
     trace = diag.trace
+    g = diag.gaps
     word = _graph_word(trace)
     launch = "hipGraphLaunch" if word == "HIP graph" else "cudaGraphLaunch"
+    capturing = any(min(int(g.end_ns[r]), cap.end_ns) > max(int(g.start_ns[r]), cap.start_ns) for r in rows)
+    what = (
+        f"This is a {word} capture, a one-time cost of warm-up: kernels launched while capturing are recorded, not run."
+        if capturing
+        else f"This is the entry into a {word} capture (`torch.cuda.graph` synchronizes the device and empties the "
+        "caching allocator before it begins capturing), a one-time cost of warm-up."
+    )
     if cap.warm_up:
         return (
-            f"This is a {word} capture, a one-time cost of warm-up: kernels launched while capturing are recorded, "
-            f"not run. Profile steps after the capture (start the torch.profiler schedule's active steps after the "
+            f"{what} Profile steps after the capture (start the torch.profiler schedule's active steps after the "
             f"warm-up that captures the graphs) and check that each step then shows a `{launch}` and no capture.",
             f"Do not cut the CPU cost per kernel or capture the step in a {word} for this gap: it is the capture "
             "itself, which the replays skip.",
@@ -733,7 +773,7 @@ def advice(
     top = [e for e in evidence if e.cause == cause and e.event >= 0]
     name = quote_name(top[0].name) if top else None
     if capture is not None:
-        return _capture_advice(diag, capture[0], dur_txt)
+        return _capture_advice(diag, capture[0], dur_txt, rows)
     if (
         g.one_time is not None
         and bool(g.one_time[rows].all())

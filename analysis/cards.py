@@ -71,7 +71,7 @@ def _card(
     # the sentence tells of the occurrence ``rows``: its own ns, not a group's total
     why = why_sentence(diag, rows, _class_ns(diag, rows), evidence, head, lead)
     if capture is not None:
-        why += " " + capture_sentence(diag, capture)
+        why += " " + capture_sentence(diag, capture, rows)
     if context:
         why += " " + context
     note = trust_note(diag, rows, said_unlinked="has no launch call linked" in why)

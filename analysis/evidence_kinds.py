@@ -93,6 +93,10 @@ ONE_TIME_RE = re.compile(
 #: The calls that open and close a stream capture into a CUDA / HIP graph.
 CAPTURE_BEGIN_RE = re.compile(r"^(cuda|hip|cu)StreamBeginCapture", re.IGNORECASE)
 CAPTURE_END_RE = re.compile(r"^(cuda|hip|cu)StreamEndCapture", re.IGNORECASE)
+#: The Python frame of entering ``torch.cuda.graph`` (Kineto's python tracer names it
+#: by file and line, ``torch/cuda/graphs.py(240): __enter__``): it synchronizes, empties
+#: the caching allocator and begins the capture (torch/cuda/graphs.py, ``graph.__enter__``).
+_GRAPH_ENTER_RE = re.compile(r"torch/cuda/graphs\.py\(\d+\): __enter__$")
 #: Building an executable graph from a captured one (once per captured graph).
 GRAPH_INSTANTIATE_RE = re.compile(r"^(cuda|hip|cu)Graph(Instantiate|Upload)", re.IGNORECASE)
 #: Collective / peer-to-peer GPU ops (NCCL, RCCL, MSCCL, c10d, custom all-reduce kernels).
@@ -110,18 +114,23 @@ GRAPH_LAUNCH_RE = re.compile(r"GraphLaunch|\bgraph\b", re.IGNORECASE)
 
 class GraphCapture(NamedTuple):
     """One stream capture on a CPU lane: from the start of its ``*StreamBeginCapture``
-    call to the end of its ``*StreamEndCapture`` (or of the lane's last event when the
-    window ends first), in ns. ``launches``: the launch calls inside it (they record
-    kernels into the graph and run nothing). ``warm_up``: no graph launch on any CPU
-    lane began before it (a capture after a replay is a re-capture, not warm-up)."""
+    call (or of the lane's first event when the window starts inside the capture) to
+    the end of its ``*StreamEndCapture`` (or of the lane's last event when the window
+    ends first), in ns. ``launches``: the launch calls inside it (they record kernels
+    into the graph and run nothing). ``warm_up``: no graph launch on any CPU lane began
+    before it (a capture after a replay is a re-capture, not warm-up). ``enter_ns``:
+    the start of the ``torch.cuda.graph`` entry that holds the begin call (its Python
+    frame ``torch/cuda/graphs.py(N): __enter__``, which synchronizes the device, empties
+    the caching allocator and then begins the capture), else ``start_ns``."""
 
     lane: int
     start_ns: int
     end_ns: int
-    begin_event: int
+    begin_event: int  # -1 when the window starts inside the capture
     end_event: int  # -1 when the window ends inside the capture
     launches: int
     warm_up: bool
+    enter_ns: int
 
 
 _CAPTURES: weakref.WeakKeyDictionary[Trace, tuple[GraphCapture, ...]] = weakref.WeakKeyDictionary()
@@ -149,40 +158,58 @@ def graph_captures(trace: Trace) -> tuple[GraphCapture, ...]:
     if got is not None:
         return got
     begin_ids = trace.name_ids_matching(lambda s: bool(CAPTURE_BEGIN_RE.search(s)))
+    end_ids = trace.name_ids_matching(lambda s: bool(CAPTURE_END_RE.search(s)))
     out: list[GraphCapture] = []
-    if begin_ids.size:
-        end_ids = trace.name_ids_matching(lambda s: bool(CAPTURE_END_RE.search(s)))
+    if (begin_ids.size or end_ids.size) and len(trace):
         first_graph_ns = first_graph_launch_ns(trace)
+        enter_ids = trace.name_ids_matching(lambda s: bool(_GRAPH_ENTER_RE.search(s)))
         cpu = np.array([not ln.is_gpu for ln in trace.lanes], dtype=bool)
         launch = trace.kind == int(Kind.LAUNCH)
-        begins = np.flatnonzero(np.isin(trace.name_id, begin_ids) & cpu[trace.lane])
-        for b in begins[np.lexsort((trace.start_ns[begins], trace.lane[begins]))].tolist():
-            lane = int(trace.lane[b])
-            b_ns = int(trace.start_ns[b])
-            if out and out[-1].lane == lane and b_ns < out[-1].end_ns:
-                continue
-            sl = trace.lane_slice(lane)
+        on_cpu = cpu[trace.lane]
+        begins = np.flatnonzero(np.isin(trace.name_id, begin_ids) & on_cpu)
+        ends = np.flatnonzero(np.isin(trace.name_id, end_ids) & on_cpu)
+        for lane in np.unique(np.concatenate([trace.lane[begins], trace.lane[ends]])).tolist():
+            sl = trace.lane_slice(int(lane))
             st = trace.start_ns[sl]
-            after = np.flatnonzero(np.isin(trace.name_id[sl], end_ids) & (st > b_ns))
-            if after.size:
-                e = sl.start + int(after[0])
-                e_ns = int(trace.start_ns[e] + trace.dur_ns[e])
-            else:
-                e = -1
-                e_ns = int((trace.start_ns[sl] + trace.dur_ns[sl]).max())
-            inside = launch[sl] & (st >= b_ns) & (st < e_ns)
-            warm = first_graph_ns is None or first_graph_ns >= b_ns
-            out.append(GraphCapture(lane, b_ns, e_ns, b, e, int(inside.sum()), warm))
+            en = st + trace.dur_ns[sl]
+            is_end = np.isin(trace.name_id[sl], end_ids)
+            lane_begins = begins[trace.lane[begins] == lane]
+            lane_begins = lane_begins[np.argsort(trace.start_ns[lane_begins], kind="stable")].tolist()
+            e_first = np.flatnonzero(is_end)
+            # an end call before the lane's first begin: the window starts inside a capture
+            if e_first.size and (not lane_begins or st[e_first[0]] < trace.start_ns[lane_begins[0]]):
+                e = sl.start + int(e_first[0])
+                lane_begins.insert(0, -1)
+            for b in lane_begins:
+                b_ns = int(st.min()) if b < 0 else int(trace.start_ns[b])
+                if out and out[-1].lane == lane and b_ns < out[-1].end_ns:
+                    continue  # another stream captured inside the open capture
+                after = np.flatnonzero(is_end & (st > b_ns)) if b >= 0 else e_first[:1]
+                if after.size:
+                    e = sl.start + int(after[0])
+                    e_ns = int(trace.start_ns[e] + trace.dur_ns[e])
+                else:
+                    e = -1
+                    e_ns = int(en.max())
+                inside = launch[sl] & (st >= b_ns) & (st < e_ns)
+                warm = first_graph_ns is None or first_graph_ns >= b_ns
+                enter_ns = b_ns
+                if b >= 0 and enter_ids.size:  # the torch.cuda.graph entry that holds it
+                    holds = np.flatnonzero(np.isin(trace.name_id[sl], enter_ids) & (st <= b_ns) & (en > b_ns))
+                    if holds.size:
+                        enter_ns = int(st[holds].min())
+                out.append(GraphCapture(int(lane), b_ns, e_ns, int(b), e, int(inside.sum()), warm, enter_ns))
     got = tuple(out)
     _CAPTURES[trace] = got
     return got
 
 
 def capture_windows(trace: Trace, lane: int) -> tuple[np.ndarray, np.ndarray]:
-    """The warm-up captures on ``lane`` (``graph_captures``) as sorted, disjoint
-    [start, end) intervals, int64 ns."""
+    """The warm-up captures on ``lane`` (``graph_captures``), each from the entry of its
+    ``torch.cuda.graph`` (``enter_ns``) to its end, as sorted [start, end) intervals,
+    int64 ns."""
     caps = [c for c in graph_captures(trace) if c.lane == lane and c.warm_up]
-    return (np.array([c.start_ns for c in caps], np.int64), np.array([c.end_ns for c in caps], np.int64))
+    return (np.array([c.enter_ns for c in caps], np.int64), np.array([c.end_ns for c in caps], np.int64))
 
 
 #: Value of ``event_cause`` for events that are no evidence at all.
@@ -207,9 +234,10 @@ def event_cause(trace: Trace, valid: np.ndarray, exclude: np.ndarray | None = No
     ``NO_CLASS`` here (exposed copies are handled per device); ``Kind.SYNC_MARKER`` is
     SYNC wherever it is drawn, except the non-blocking "Stream Wait Event" records
     (``NO_CLASS``: they are waits the GPU performs, see ``gapscope.analysis.waits``).
-    A ``Kind.SYNC_CALL`` that does not block (``NON_BLOCKING_RE``) is HOST. Events with
-    no duration, invalid timing, or set in ``exclude`` (step annotations) are
-    ``NO_CLASS``. Loops only over distinct names."""
+    A ``Kind.SYNC_CALL`` that does not block (``NON_BLOCKING_RE``) is HOST, and so is a
+    launch call inside a stream capture (``graph_captures``: it records a graph node).
+    Events with no duration, invalid timing, or set in ``exclude`` (step annotations)
+    are ``NO_CLASS``. Loops only over distinct names and captures."""
     n = len(trace)
     out = np.full(n, NO_CLASS, dtype=np.int8)
     if n == 0:
@@ -236,6 +264,16 @@ def event_cause(trace: Trace, valid: np.ndarray, exclude: np.ndarray | None = No
         out[marker] = np.where(nc[marker] == int(Cause.HOST), NO_CLASS, int(Cause.SYNC))
     else:
         out[kind == Kind.SYNC_MARKER] = int(Cause.SYNC)
+    # a launch call inside a stream capture records a node and launches nothing: host
+    # work, no launch path (the 30 captured calls of a capture read as 60 us "in the
+    # launch path of the next op", a cudaGraphLaunch after the capture)
+    for cap in graph_captures(trace):
+        sl = trace.lane_slice(cap.lane)
+        st = trace.start_ns[sl]
+        lo, hi = np.searchsorted(st, [cap.start_ns, cap.end_ns])
+        part = out[sl][lo:hi]
+        part[part == int(Cause.LAUNCH)] = int(Cause.HOST)
+        out[sl.start + lo : sl.start + hi] = part
     out[~valid | (trace.dur_ns <= 0)] = NO_CLASS
     if exclude is not None:
         out[exclude] = NO_CLASS

@@ -83,15 +83,22 @@ OWN_WORK_NS_PER_LAUNCH = 500_000
 _CALL_KINDS = np.array([int(k) for k in (Kind.LAUNCH, Kind.MEMCPY_CALL, Kind.SYNC_CALL, Kind.RUNTIME)], dtype=np.int8)
 
 
-def _inner_ns(diag, ev: int, kinds: np.ndarray | None = None) -> int:
-    """ns of event ``ev`` covered by the events recorded inside it (deeper on its lane;
-    of ``kinds`` only, when given). Without the evidence index: 0."""
+def _inner_ns(diag, ev: int, kinds: np.ndarray | None = None, within: tuple[int, int] | None = None) -> int:
+    """ns of event ``ev`` covered by the events recorded inside it (on its lane, deeper
+    and starting in it, or inside its span in time: xdit's `## Call CompiledFxGraph ##`
+    annotation holds the 14.7 ms Python frame of its `call` at a lower depth, and read
+    "almost none of it in a finer recorded event"; of ``kinds`` only, when given), in
+    all of ``ev`` or, with ``within`` (ns), in its part inside that span. Without the
+    evidence index: 0."""
     trace = diag.trace
     if diag._index is None:
         return 0
     s, e = int(trace.start_ns[ev]), int(trace.start_ns[ev] + trace.dur_ns[ev])
     idx = diag._index.overlapping(trace, int(trace.lane[ev]), s, e)
-    inner = (trace.depth[idx] > trace.depth[ev]) & (trace.start_ns[idx] >= s)
+    st, en = trace.start_ns[idx], trace.start_ns[idx] + trace.dur_ns[idx]
+    deeper = trace.depth[idx] > trace.depth[ev]
+    in_span = (st >= s) & (en <= e) & ((st > s) | (en < e) | deeper)  # same span: the deeper is inside
+    inner = (idx != ev) & ((deeper & (st >= s)) | in_span)
     if kinds is not None:
         inner &= np.isin(trace.kind[idx], kinds)
     idx = idx[inner]
@@ -100,6 +107,8 @@ def _inner_ns(diag, ev: int, kinds: np.ndarray | None = None) -> int:
     us, ue = union_intervals(
         trace.start_ns[idx], np.maximum(trace.start_ns[idx], np.minimum(trace.start_ns[idx] + trace.dur_ns[idx], e))
     )
+    if within is not None:
+        s, e = max(s, within[0]), max(max(s, within[0]), min(e, within[1]))
     return int(coverage(us, ue, np.array([s]), np.array([e]))[0])
 
 
@@ -180,13 +189,50 @@ def _meanwhile(diag, lead: Evidence, rows: np.ndarray) -> str:
     return f"{thread_label(trace, lane)} of the same process recorded {fmt_dur(cov)} of work ({listed}){why}"
 
 
-def _mostly_own_time(diag, item: Evidence) -> bool:
-    """Whether a host item of a millisecond or more spends most of its time outside any
-    finer event recorded inside it (uninstrumented work inside a recorded range)."""
+def _mostly_own_time(diag, item: Evidence, rows: np.ndarray) -> bool:
+    """Whether a host item of a millisecond or more spends most of its time in the gap
+    ``rows`` (the occurrence: its gap overlapping the item most) outside any finer
+    event recorded inside it (uninstrumented work inside a recorded range)."""
     ev = item.event
     if ev < 0 or item.overlap_ns < 1_000_000 or diag._index is None:
         return False
-    return _inner_ns(diag, ev) <= 0.5 * int(diag.trace.dur_ns[ev])
+    g, trace = diag.gaps, diag.trace
+    s, e = int(trace.start_ns[ev]), int(trace.start_ns[ev] + trace.dur_ns[ev])
+    ov = np.minimum(g.end_ns[rows], e) - np.maximum(g.start_ns[rows], s)
+    r = int(rows[int(np.argmax(ov))])
+    a, b = max(s, int(g.start_ns[r])), min(e, int(g.end_ns[r]))
+    if b <= a:
+        return False
+    return _inner_ns(diag, ev, within=(a, b)) <= 0.5 * (b - a)
+
+
+#: A host item nested (in time) in the lead of the advice that holds this share of the
+#: lead's time in the gap names the work better: the advice descends to it.
+NESTED_LEAD_MIN_SHARE = 0.8
+
+
+def _nested_lead(diag, lead: Evidence, evidence: list[Evidence]) -> Evidence:
+    """The shortest host item of ``evidence`` on ``lead``'s lane that lies inside
+    ``lead`` in time and holds at least ``NESTED_LEAD_MIN_SHARE`` of its overlap with
+    the gap, else ``lead`` (xdit's `## Call CompiledFxGraph ##` holds 15.3 ms of a gap,
+    14.7 of it in the Python frame of its inductor `call`, whose own code has almost no
+    finer event)."""
+    trace = diag.trace
+    s, e = int(trace.start_ns[lead.event]), int(trace.start_ns[lead.event] + trace.dur_ns[lead.event])
+    best = lead
+    for it in evidence:
+        ev = it.event
+        if (
+            it.cause != Cause.HOST
+            or ev < 0
+            or ev == lead.event
+            or it.overlap_ns < NESTED_LEAD_MIN_SHARE * lead.overlap_ns
+        ):
+            continue
+        a, b = int(trace.start_ns[ev]), int(trace.start_ns[ev] + trace.dur_ns[ev])
+        if trace.lane[ev] == trace.lane[lead.event] and s <= a and b <= e and (b - a) < int(trace.dur_ns[best.event]):
+            best = it
+    return best
 
 
 _ALLOC_RE = re.compile(
@@ -508,6 +554,12 @@ def _instrument_hint(trace) -> str:
     """How to see finer CPU work in this kind of trace."""
     if str(trace.source.format).startswith("nsys"):
         return "add NVTX ranges around the suspects (torch.cuda.nvtx.range, nvtx.annotate) or profile with nsys --sample=cpu"
+    if (trace.kind == int(Kind.PYTHON)).any():  # with_stack=True is on already
+        return (
+            "the Python tracer is on already (its frames are recorded), so the time is the frame's own bytecode "
+            "or native code it does not trace: sample it with py-spy (py-spy record --native) or wrap the suspects "
+            "in torch.profiler.record_function ranges"
+        )
     return "capture with with_stack=True or wrap the suspects in torch.profiler.record_function ranges"
 
 
@@ -533,7 +585,10 @@ def _host_advice(diag, evidence, rows, dur_txt):
     libs = (
         "math-library settings" if _mtia(trace) else "rocBLAS/hipBLASLt settings" if _rocm(trace) else "cuBLAS settings"
     )
-    mostly_own = lead is not None and _mostly_own_time(diag, lead)
+    if lead is not None:
+        lead = _nested_lead(diag, lead, evidence)
+        lead_ns = lead.overlap_ns if lead.name != lead_name else lead_ns
+    mostly_own = lead is not None and _mostly_own_time(diag, lead, rows)
     n_launch = _launches_inside(trace, lead.event) if lead is not None else 0
     # a collective's host call (``record_param_comms``, ``nccl:all_to_all``) holding most
     # of the named host time: the largest one, as nested calls share their time

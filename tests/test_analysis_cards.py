@@ -1017,3 +1017,35 @@ def test_a_second_begin_inside_an_open_capture_is_part_of_it():
     assert [(c.start_ns, c.end_ns, c.launches) for c in caps] == [(20 * US, 420 * US, 30)]
     i = int(np.argmax(d.gaps.dur_ns))
     assert "For 0.400 ms of it the thread was capturing a CUDA graph" in d.card(i).why
+
+
+def test_the_advice_descends_to_the_frame_that_holds_the_time():
+    """xdit_sd_3.5 rank 0, the 16.783 ms gap at 138.320 ms: 15.290 ms of it lies in the
+    annotation `## Call CompiledFxGraph … ##` (depth 30), and 14.700 ms of that in the
+    Python frame of the inductor wrapper's `call` (depth 29, inside it in time), whose own
+    code holds almost all of it: 1,241 `assert_size_stride` calls of ~0.3 µs each, every
+    5-18 µs (raw events). The advice names that frame and says the Python tracer is on
+    already (it read "almost none of it in a finer recorded event" of the annotation,
+    whose `call` frame covers 96 %, and advised with_stack=True)."""
+    d = diagnose(load(require(CORPUS / "tracelens/xdit_sd_3.5/profile_trace_rank_0.json.gz")))
+    t, g = d.trace, d.gaps
+    t0 = int(t.start_ns.min())
+    i = int(np.argmax(np.where(np.abs(g.start_ns - t0 - 138_320_000) < 5_000, g.dur_ns, -1)))
+    assert abs(int(g.dur_ns[i]) - 16_782_700) < 1_000
+    call = int(
+        np.flatnonzero(
+            [n.endswith("cov463qhi2m2kw6ldmzzijfv5t3cjjklfci3qly3nsw6upcskct3.py(2533): call") for n in t.names]
+        )[0]
+    )
+    ev = int(np.flatnonzero(t.name_id == call)[0])
+    lo, hi = max(int(t.start_ns[ev]), int(g.start_ns[i])), int(g.end_ns[i])
+    # independent reference: what the events inside the frame cover within the gap
+    lane = t.lane == t.lane[ev]
+    inside = lane & (t.start_ns >= lo) & (t.start_ns < hi) & (np.arange(len(t)) != ev)
+    assert int(np.minimum(t.start_ns[inside] + t.dur_ns[inside], hi).sum() - t.start_ns[inside].sum()) < 0.1 * (hi - lo)
+    c = d.card(i)
+    name = t.names[call]
+    assert c.first_experiment.startswith(
+        f"Find out what the CPU does inside `{name}` (14.700 ms of the gap, almost none of it in a finer recorded event)"
+    )
+    assert "the Python tracer is on already" in c.first_experiment and "with_stack=True" not in c.first_experiment

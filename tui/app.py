@@ -167,7 +167,9 @@ class GapscopeApp(App):
                 g = self.preview_screen.early
                 none = np.full(len(g), -1, dtype=np.int64)
                 early = dataclasses.replace(g, prev_op=none, next_op=none.copy(), launch=none.copy())
-            gone = weakref.ref(self.preview_screen)
+            # the screen and its trace: a worker of the preview may hold the trace a
+            # moment after the screen is gone
+            gone = (weakref.ref(self.preview_screen), weakref.ref(self.preview_screen.trace))
             self.preview_screen = None
             popped = self.pop_screen()
         pending = diagnosis is None and error is None and self.diagnose_fn is not None
@@ -194,16 +196,16 @@ class GapscopeApp(App):
         if self.on_ready is not None:
             self.call_after_refresh(self.on_ready, self, screen)
 
-    async def _forget_preview(self, popped, preview: weakref.ref, screen: TraceScreen) -> None:
-        """Once the preview screen is gone, collect it (its widgets hold it in cycles;
-        Textual lets go of it over a few frames) before ``screen``'s diagnosis freezes
-        what is alive for good; given up after ``FORGET_PREVIEW_S``."""
+    async def _forget_preview(self, popped, preview: tuple[weakref.ref, ...], screen: TraceScreen) -> None:
+        """Once the preview screen is gone, collect it and its trace (its widgets hold
+        them in cycles; Textual lets go of them over a few frames) before ``screen``'s
+        diagnosis freezes what is alive for good; given up after ``FORGET_PREVIEW_S``."""
         try:
             await popped
             give_up = time.monotonic() + FORGET_PREVIEW_S
             while True:
                 gc.collect()
-                if preview() is None or time.monotonic() > give_up:
+                if all(ref() is None for ref in preview) or time.monotonic() > give_up:
                     break
                 await asyncio.sleep(0.05)
         finally:

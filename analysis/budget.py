@@ -123,7 +123,7 @@ def compute_budget(diag) -> Budget | None:
     if once.any():
         ou, oe = union_intervals(g.start_ns[once], g.end_ns[once])
         warm_up = typical & (coverage(ou, oe, s0, s1) > 0)
-        if warm_up.all():
+        if warm_up[typical].all():  # no typical step without warm-up
             warm_up[:] = False
             us, ue = union_intervals(s0[typical], s1[typical])
             ot_ns = float(coverage(us, ue, g.start_ns[once], g.end_ns[once]).sum())

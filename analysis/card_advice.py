@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import weakref
+from typing import NamedTuple
 
 import numpy as np
 
@@ -108,7 +109,8 @@ def _inner_ns(diag, ev: int, kinds: np.ndarray | None = None, within: tuple[int,
         trace.start_ns[idx], np.maximum(trace.start_ns[idx], np.minimum(trace.start_ns[idx] + trace.dur_ns[idx], e))
     )
     if within is not None:
-        s, e = max(s, within[0]), max(max(s, within[0]), min(e, within[1]))
+        s = max(s, within[0])
+        e = max(s, min(e, within[1]))
     return int(coverage(us, ue, np.array([s]), np.array([e]))[0])
 
 
@@ -702,62 +704,75 @@ def _host_advice(diag, evidence, rows, dur_txt):
 CAPTURE_MIN_SHARE = 0.5
 
 
-def gap_capture(diag, rows: np.ndarray) -> tuple[GraphCapture, int] | None:
-    """The stream capture (``evidence_kinds.graph_captures``) on the launching thread
-    of the occurrence ``rows`` that overlaps it the most, and the ns of ``rows`` that the
-    thread's captures cover, when they cover at least ``CAPTURE_MIN_SHARE`` of it;
-    else None."""
+class GapCapture(NamedTuple):
+    """The thread's stream captures in an occurrence of a gap (``gap_capture``), ns
+    summed over its rows. ``capture``: the one overlapping it most (whether it is warm-up
+    decides the story); ``first``: the first of them (the sentence names its begin and
+    end calls); ``capturing``: how many it holds past their begin call, with
+    ``capturing_ns`` of it there and their ``launches``; ``entering_ns``: its time in
+    their ``torch.cuda.graph`` entries before the begin calls (``GraphCapture.enter_ns``)."""
+
+    capture: GraphCapture
+    first: GraphCapture
+    capturing: int
+    capturing_ns: int
+    entering_ns: int
+    launches: int
+
+
+def gap_capture(diag, rows: np.ndarray) -> GapCapture | None:
+    """The stream captures (``evidence_kinds.graph_captures``, each from its
+    ``enter_ns``) on the launching thread of the occurrence ``rows``, when they cover at
+    least ``CAPTURE_MIN_SHARE`` of it; else None."""
     g = diag.gaps
     lane = int(g.thread_lane[rows[0]]) if g.thread_lane is not None else int(g.launch_lane[rows[0]])
     caps = [c for c in graph_captures(diag.trace) if c.lane == lane] if lane >= 0 else []
     if not caps:
         return None
     windows = [(int(g.start_ns[r]), int(g.end_ns[r])) for r in rows]
-    best, best_ns, covered = None, 0, 0
-    for c in caps:  # disjoint on a lane (``graph_captures``), so their overlaps add up
-        ov = sum(max(0, min(b, c.end_ns) - max(a, c.enter_ns)) for a, b in windows)
-        covered += ov
-        if ov > best_ns:
-            best, best_ns = c, ov
-    total = sum(b - a for a, b in windows)
-    if best is None or covered < CAPTURE_MIN_SHARE * total:
-        return None
-    return best, covered
-
-
-def capture_sentence(diag, capture: tuple[GraphCapture, int], rows: np.ndarray) -> str:
-    """What the thread did in the occurrence ``rows`` of a gap it spent capturing a
-    graph (``capture``: what ``gap_capture`` gave for it), as sentences: the time inside
-    the capture (its launch calls record kernels), and the time entering
-    ``torch.cuda.graph`` before the begin call (``GraphCapture.enter_ns``)."""
-    cap, _covered = capture
-    trace = diag.trace
-    g = diag.gaps
-    word = _graph_word(trace)
-    windows = [(int(g.start_ns[r]), int(g.end_ns[r])) for r in rows]
 
     def overlap(lo: int, hi: int) -> int:
         return sum(max(0, min(b, hi) - max(a, lo)) for a, b in windows)
 
-    # every capture of the thread in the gap (two graphs captured one after the other)
-    caps = [c for c in graph_captures(trace) if c.lane == cap.lane and overlap(c.enter_ns, c.end_ns) > 0]
-    in_ns = sum(overlap(c.start_ns, c.end_ns) for c in caps)
-    enter_ns = sum(overlap(c.enter_ns, c.start_ns) for c in caps)
-    launches = sum(c.launches for c in caps if overlap(c.start_ns, c.end_ns) > 0)
-    cap = caps[0] if caps else cap
+    # disjoint on a lane (``graph_captures``), so their overlaps add up
+    parts = [(c, overlap(c.start_ns, c.end_ns), overlap(c.enter_ns, c.start_ns)) for c in caps]
+    parts = [p for p in parts if p[1] + p[2] > 0]
+    covered = sum(inside + entering for _, inside, entering in parts)
+    if not parts or covered < CAPTURE_MIN_SHARE * sum(b - a for a, b in windows):
+        return None
+    best = max(parts, key=lambda p: p[1] + p[2])[0]
+    inside = [p for p in parts if p[1] > 0]
+    return GapCapture(
+        best,
+        parts[0][0],
+        len(inside),
+        sum(p[1] for p in inside),
+        sum(p[2] for p in parts),
+        sum(p[0].launches for p in inside),
+    )
+
+
+def capture_sentence(diag, capture: GapCapture) -> str:
+    """What the thread did in an occurrence of a gap it spent capturing a graph
+    (``capture``: what ``gap_capture`` gave for it), as sentences: the time inside the
+    captures (their launch calls record kernels), and the time entering
+    ``torch.cuda.graph`` before the begin call (``GraphCapture.enter_ns``)."""
+    trace = diag.trace
+    word = _graph_word(trace)
+    first, n_in, launches = capture.first, capture.capturing, capture.launches
     begin = (
-        quote_name(trace.name(cap.begin_event))
-        if cap.begin_event >= 0
+        quote_name(trace.name(first.begin_event))
+        if first.begin_event >= 0
         else "the start of the window (it starts inside the capture)"
     )
     end = (
-        quote_name(trace.name(cap.end_event))
-        if cap.end_event >= 0
+        quote_name(trace.name(first.end_event))
+        if first.end_event >= 0
         else "the end of the window (it ends inside the capture)"
     )
-    n_in = sum(1 for c in caps if overlap(c.start_ns, c.end_ns) > 0)
+    warm_up = capture.capture.warm_up
     out = []
-    if in_ns:
+    if capture.capturing_ns:
         calls = (
             f"{'their' if n_in > 1 else 'its'} {launches:,} launch call{'s' if launches != 1 else ''} there added "
             f"kernels to the graph{'s' if n_in > 1 else ''} and ran none of them; the GPU runs them only when the "
@@ -766,31 +781,30 @@ def capture_sentence(diag, capture: tuple[GraphCapture, int], rows: np.ndarray) 
             else f"{'they' if n_in > 1 else 'it'} recorded no launch call"
         )
         what = f"a {word} (from {begin} to {end})" if n_in == 1 else f"{n_in} {word}s (the first from {begin} to {end})"
-        out.append(f"For {fmt_dur(in_ns)} of it the thread was capturing {what}: {calls}.")
-    if enter_ns:
+        out.append(f"For {fmt_dur(capture.capturing_ns)} of it the thread was capturing {what}: {calls}.")
+    if capture.entering_ns:
         out.append(
-            f"For {fmt_dur(enter_ns)} {'more ' if in_ns else 'of it '}the thread was entering `torch.cuda.graph`, "
-            f"which synchronizes the device, empties the caching allocator and then calls {begin}: part of "
-            f"the same {'warm-up' if cap.warm_up else 're-capture'}."
+            f"For {fmt_dur(capture.entering_ns)} {'more ' if capture.capturing_ns else 'of it '}the thread was "
+            f"entering `torch.cuda.graph`, which synchronizes the device, empties the caching allocator and then "
+            f"calls {begin}: part of the same {'warm-up' if warm_up else 're-capture'}."
         )
-    if not cap.warm_up:
+    if not warm_up:
         out.append(f"This capture began after a {word} had already been launched: a re-capture.")
     return " ".join(out)
 
 
-def _capture_advice(diag, cap: GraphCapture, dur_txt: str, rows: np.ndarray) -> tuple[str, str, str]:
+def _capture_advice(diag, capture: GapCapture, dur_txt: str) -> tuple[str, str, str]:
     """Advice for a gap the thread spent capturing a graph (or entering
     ``torch.cuda.graph`` before the capture, ``GraphCapture.enter_ns``): a warm-up
     capture is a one-time cost; a capture after graphs were launched is a re-capture
     per shape."""
     trace = diag.trace
-    g = diag.gaps
+    cap = capture.capture
     word = _graph_word(trace)
     launch = "hipGraphLaunch" if word == "HIP graph" else "cudaGraphLaunch"
-    capturing = any(min(int(g.end_ns[r]), cap.end_ns) > max(int(g.start_ns[r]), cap.start_ns) for r in rows)
     what = (
         f"This is a {word} capture, a one-time cost of warm-up: kernels launched while capturing are recorded, not run."
-        if capturing
+        if capture.capturing_ns
         else f"This is the entry into a {word} capture (`torch.cuda.graph` synchronizes the device and empties the "
         "caching allocator before it begins capturing), a one-time cost of warm-up."
     )
@@ -817,7 +831,7 @@ def advice(
     evidence: list[Evidence],
     rows: np.ndarray,
     dur_txt: str,
-    capture: tuple[GraphCapture, int] | None = None,
+    capture: GapCapture | None = None,
 ) -> tuple[str, str, str]:
     """(first experiment, forbidden next step, proof) for the class ``cause`` of the
     occurrence ``rows``, specialised by its evidence (design: "The card");
@@ -828,7 +842,7 @@ def advice(
     top = [e for e in evidence if e.cause == cause and e.event >= 0]
     name = quote_name(top[0].name) if top else None
     if capture is not None:
-        return _capture_advice(diag, capture[0], dur_txt, rows)
+        return _capture_advice(diag, capture, dur_txt)
     if (
         g.one_time is not None
         and bool(g.one_time[rows].all())

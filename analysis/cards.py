@@ -65,13 +65,13 @@ def _card(
         smell = DEPENDENCY_SMELLS[WaitKind(int(g.wait_kind[rows[0]]))]
     capture = gap_capture(diag, rows) if primary in (Cause.HOST, Cause.LAUNCH) else None
     if capture is not None:
-        smell = "graph capture (one-time cost)" if capture[0].warm_up else "graph re-capture"
+        smell = "graph capture (one-time cost)" if capture.capture.warm_up else "graph re-capture"
     elif g.one_time is not None and bool(g.one_time[rows].all()):
         smell = "slow launch call (one-time cost)" if smell == "slow launch call" else "one-time cost (warm-up)"
     # the sentence tells of the occurrence ``rows``: its own ns, not a group's total
     why = why_sentence(diag, rows, _class_ns(diag, rows), evidence, head, lead)
     if capture is not None:
-        why += " " + capture_sentence(diag, capture, rows)
+        why += " " + capture_sentence(diag, capture)
     if context:
         why += " " + context
     note = trust_note(diag, rows, said_unlinked="has no launch call linked" in why)

@@ -178,10 +178,9 @@ def graph_captures(trace: Trace) -> tuple[GraphCapture, ...]:
             e_first = np.flatnonzero(is_end)
             # an end call before the lane's first begin: the window starts inside a capture
             if e_first.size and (not lane_begins or st[e_first[0]] < trace.start_ns[lane_begins[0]]):
-                e = sl.start + int(e_first[0])
                 lane_begins.insert(0, -1)
             for b in lane_begins:
-                b_ns = int(st.min()) if b < 0 else int(trace.start_ns[b])
+                b_ns = int(st[0]) if b < 0 else int(trace.start_ns[b])  # a lane is sorted by start
                 if out and out[-1].lane == lane and b_ns < out[-1].end_ns:
                     continue  # another stream captured inside the open capture
                 after = np.flatnonzero(is_end & (st > b_ns)) if b >= 0 else e_first[:1]
@@ -269,11 +268,9 @@ def event_cause(trace: Trace, valid: np.ndarray, exclude: np.ndarray | None = No
     # launch path of the next op", a cudaGraphLaunch after the capture)
     for cap in graph_captures(trace):
         sl = trace.lane_slice(cap.lane)
-        st = trace.start_ns[sl]
-        lo, hi = np.searchsorted(st, [cap.start_ns, cap.end_ns])
-        part = out[sl][lo:hi]
+        lo, hi = sl.start + np.searchsorted(trace.start_ns[sl], [cap.start_ns, cap.end_ns])
+        part = out[lo:hi]  # a view: set in place
         part[part == int(Cause.LAUNCH)] = int(Cause.HOST)
-        out[sl.start + lo : sl.start + hi] = part
     out[~valid | (trace.dur_ns <= 0)] = NO_CLASS
     if exclude is not None:
         out[exclude] = NO_CLASS

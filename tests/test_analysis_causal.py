@@ -349,6 +349,34 @@ def test_warm_up_gap_is_one_time_and_left_out_of_groups_budget_and_what_if():
     assert w.removed_ns == 0  # a one-time gap is not in the budget, so removing it changes nothing
 
 
+def test_when_every_typical_step_holds_warm_up_its_share_is_one_time_idle():
+    """Steps [0, 1000), [1000, 2000) µs idle 820 µs each around cudaMalloc [100, 700)
+    (one-time); step [2000, 3000) holds kernels [2010, 2100) and [2120, 2990): it idles
+    40 µs, no typical step. Both typical steps hold warm-up, so none is left out: the
+    one-time gaps' share is one-time idle, and the classes with it add up to the
+    median step's idle (with the third step out of the split, the classes and the
+    one-time share read 0)."""
+    b = TraceBuilder()
+    t, _side, (g0,) = _lanes(b)
+    corr = 0
+    for s in range(3):
+        base = s * 1000 * US
+        b.event(t, "step", base, 1000 * US, Kind.ANNOTATION)
+        kernels = ((10, 90), (800, 90)) if s < 2 else ((10, 90), (120, 870))
+        for k0, dur in kernels:
+            corr += 1
+            b.event(t, "cudaLaunchKernel", base + (k0 - 6) * US, 5 * US, Kind.LAUNCH, correlation=corr)
+            b.event(g0, f"k{k0}", base + k0 * US, dur * US, Kind.KERNEL, correlation=corr)
+        if s < 2:
+            b.event(t, "cudaMalloc", base + 100 * US, 600 * US, Kind.RUNTIME)
+    d = diagnose(b.build())
+    b_ = d.budget
+    assert b_.idle_ns == 820 * US  # the median of 820, 820 and 40 µs
+    assert (b_.typical_steps, b_.warm_up_steps) == (2, 0)
+    assert b_.one_time_idle_ns > 0
+    assert abs(sum(b_.class_idle_ns.values()) + b_.one_time_idle_ns - b_.idle_ns) <= len(Cause)
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(

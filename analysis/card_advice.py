@@ -22,10 +22,13 @@ import numpy as np
 from gapscope.analysis.busy import coverage, device_event_mask, union_intervals
 from gapscope.analysis.card_copies import COPY_KIND_WORDS, copy_lead
 from gapscope.analysis.card_text import (
+    calls_of,
     cliff_wait,
+    hot_frame,
     in_sync_cliff,
     is_decode_trace,
     is_wait,
+    other_streams_idle,
     quiet_text,
     quote_name,
     slow_launch,
@@ -515,6 +518,15 @@ def _dependency_advice(diag, rows, dur_txt):
         )
     if kind == WaitKind.STREAM_WAIT:
         w = quote_name(diag.trace.name(int(g.wait_event[r])))
+        if other_streams_idle(diag, r) is not None:
+            return (
+                f"The trace shows no work on any other stream while the op waited behind {w}, so what held the "
+                f"event back is not in it: capture the whole GPU (Nsight Systems, or rocprofv3 on ROCm, with every "
+                f"process that shares the device) to find the producer; then check which stream records the event "
+                f"(wait_stream / wait_event) and whether the wait is needed at all.",
+                forbidden,
+                proof,
+            )
         return (
             f"Find the event {w} waits for: the stream or device that records it and what ran there before it "
             f"({_names_awaited(diag.trace)}). Record the event "
@@ -587,7 +599,12 @@ def _host_advice(diag, evidence, rows, dur_txt):
     libs = (
         "math-library settings" if _mtia(trace) else "rocBLAS/hipBLASLt settings" if _rocm(trace) else "cuBLAS settings"
     )
-    if lead is not None:
+    cn = diag.gaps.class_ns
+    hot = hot_frame(diag, rows, evidence, int(cn[rows, int(Cause.HOST)].sum())) if cn is not None else None
+    if hot is not None:  # the evidence breaks the host time into fragments of one frame
+        lead = Evidence(hot.event, hot.name, int(trace.lane[hot.event]), Cause.HOST, hot.ns)
+        lead_name, lead_ns = hot.name, hot.ns
+    elif lead is not None:
         lead = _nested_lead(diag, lead, evidence)
         lead_ns = lead.overlap_ns if lead.name != lead_name else lead_ns
     mostly_own = lead is not None and _mostly_own_time(diag, lead, rows)
@@ -596,7 +613,6 @@ def _host_advice(diag, evidence, rows, dur_txt):
     # of the named host time: the largest one, as nested calls share their time
     colls = [e for e in evidence if e.cause == Cause.HOST and e.event >= 0 and HOST_COMM_RE.search(e.name)]
     coll = max(colls, key=lambda e: e.overlap_ns, default=None)
-    cn = diag.gaps.class_ns
     host_ns = int(np.median(cn[rows, int(Cause.HOST)])) if cn is not None else lead_ns + quiet_ns
     if coll is not None and 2 * coll.overlap_ns < host_ns:
         coll = None
@@ -668,6 +684,19 @@ def _host_advice(diag, evidence, rows, dur_txt):
             f"{quote_name(lead.name)} issues GPU work itself (it encloses launch calls){why}. Cut the CPU cost per "
             f"kernel: {compile_}, fewer and larger ops (fuse, batch more per step), and "
             f"keep Python work such as logging and checks out of the step."
+        )
+    elif hot is not None:
+        inner = (
+            f", {fmt_dur(hot.inner_ns)} of it in {calls_of(hot.inner_calls)} of {quote_name(hot.inner)}"
+            if hot.inner is not None
+            else ""
+        )
+        calls = "" if hot.calls == 1 else f" ({hot.calls:,} calls)"
+        first = (
+            f"{quote_name(hot.name)}{calls} holds {fmt_dur(hot.ns)} of the gap{inner}"
+            f"{', and launches no GPU work' if hot.calls == 1 else ''}: "
+            f"cut it (compute its result once and reuse it, not on every call) or take it off the critical path "
+            f"(after the step, or in another thread), and launch the next GPU work before it so the two overlap."
         )
     else:
         what = quote_name(lead_name) if lead_name else "the CPU work between launches"

@@ -7,6 +7,8 @@ from bytes. Names from the trace are quoted literally between backticks.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from gapscope.analysis.busy import coverage, union_intervals
@@ -19,7 +21,13 @@ from gapscope.analysis.classify import (
     rank_classes,
 )
 from gapscope.analysis.evidence import enclosing_step_range
-from gapscope.analysis.evidence_kinds import BLOCKING_SYNC_RE, COLLECTIVE_RE, SYNC_OP_NAMES, slow_launch_calls
+from gapscope.analysis.evidence_kinds import (
+    BLOCKING_SYNC_RE,
+    COLLECTIVE_RE,
+    SYNC_OP_NAMES,
+    graph_captures,
+    slow_launch_calls,
+)
 from gapscope.analysis.types import Cause, Evidence, Trust, WaitKind
 from gapscope.analysis.waits import device_timed_wait_ids, searchable, wait_name_ids
 from gapscope.parsers.kinds import copy_kind_of
@@ -222,6 +230,166 @@ def _items(
     return out
 
 
+#: Host time is told by the frame holding it when no one name of the evidence holds
+#: this share of it, and that frame (the narrowest host event on the thread that does
+#: not span the whole gap) holds at least this share.
+HOT_FRAME_MIN_SHARE = 0.5
+#: Inside that frame, the calls of one name holding this share of its time name the
+#: work better ("of it in 5 calls of ...").
+HOT_INNER_MIN_SHARE = 0.8
+#: Most events of the thread a frame search looks at per gap (a bound on the work).
+_HOT_FRAME_EVENTS_MAX = 200_000
+
+
+class HotFrame(NamedTuple):
+    """The work holding most of an occurrence's host time (``hot_frame``): ``calls``
+    calls named ``name`` (outermost ones: recursive calls inside them are not counted
+    again), ``event`` the largest, with ``ns`` of host time in the gaps; ``inner``: the
+    name of the calls inside them holding ``inner_ns`` of that time in ``inner_calls``
+    calls, or None."""
+
+    event: int
+    name: str
+    calls: int
+    ns: int
+    inner: str | None
+    inner_calls: int
+    inner_ns: int
+
+
+def _outermost(st: np.ndarray, en: np.ndarray) -> int:
+    """How many of the intervals [st, en) lie inside no earlier one of them."""
+    order = np.argsort(st, kind="stable")
+    e_sorted = en[order]
+    prev = np.maximum.accumulate(np.concatenate(([np.iinfo(np.int64).min], e_sorted[:-1])))
+    return int((prev < e_sorted).sum())
+
+
+def _name_groups(
+    trace, idx: np.ndarray, st: np.ndarray, en: np.ndarray, m: np.ndarray, rough_ns: np.ndarray, windows, min_ns: float
+) -> list[tuple[int, int, int, np.ndarray, int]]:
+    """[(ns in the ``windows``, lowest depth, name id, members, ns of their calls in
+    all)] of the names of the
+    events ``m`` (positions in ``idx``) whose calls hold at least ``min_ns`` of the
+    windows together (their union, so nested calls of a name count once);
+    ``rough_ns``: each event's own ns there, an upper bound that skips most names."""
+    if m.size == 0:
+        return []
+    nid = trace.name_id[idx[m]]
+    upper = np.bincount(nid, weights=rough_ns[m])
+    out = []
+    for name_id in np.flatnonzero(upper >= min_ns).tolist():
+        mm = m[nid == name_id]
+        us, ue = union_intervals(st[mm], en[mm])
+        got = sum(int(coverage(us, ue, np.array([a]), np.array([b]))[0]) for a, b in windows)
+        if got >= min_ns:
+            out.append((got, int(trace.depth[idx[mm]].min()), int(name_id), mm, int((ue - us).sum())))
+    return out
+
+
+def hot_frame(diag, rows: np.ndarray, evidence: list[Evidence], host_ns: int) -> HotFrame | None:
+    """Where the host time of the occurrence ``rows`` lies when the evidence, which
+    lists the finest events and leaves out the ranges around them
+    (``evidence.CONTAINER_MIN_SHARE``), breaks it into fragments: when the two largest
+    names of the host evidence (those the sentence names) hold under
+    ``HOT_FRAME_MIN_SHARE`` of ``host_ns`` together, the calls of the one name on the
+    launching thread that hold that share of it, counted in the host part of the gaps
+    (``_class_windows``) less the copy, sync and launch calls and the GPU's copies, and
+    that lie in that part (``HOT_INNER_MIN_SHARE`` of their time): the widest such, if
+    the evidence does not list it already (a call around the gap or running on past
+    it, a step or the pipeline's ``__call__``, is context, not the gap's own work); then
+    the calls of one name inside those holding ``HOT_INNER_MIN_SHARE`` of their time
+    (the narrowest such). Not in a gap holding a graph capture (its own sentence tells
+    it). tracelens/xdit #0: 14.9 ms of host work, its two largest
+    names 0.60 ms; the frame is `pipeline_utils.py(1135): _execution_device` (13.1 ms),
+    12.5 ms of it in 5 calls of
+    `group_offloading.py(916): _get_top_level_group_offload_hook`. None otherwise."""
+    trace, g = diag.trace, diag.gaps
+    if host_ns <= 0 or diag._index is None or g.thread_lane is None:
+        return None
+    by_name: dict[str, int] = {}
+    for e in evidence:
+        if e.cause == Cause.HOST and e.event >= 0:
+            by_name[e.name] = by_name.get(e.name, 0) + e.overlap_ns
+    if sum(sorted(by_name.values())[-2:]) >= HOT_FRAME_MIN_SHARE * host_ns:
+        return None  # the two items the sentence names hold the time already
+    lane = int(g.thread_lane[rows[0]])
+    if lane < 0 or any(int(g.thread_lane[r]) != lane for r in rows):
+        return None
+    # a graph capture is told by its own sentence (begin, end, instantiation)
+    if any(
+        cap.lane == lane and cap.enter_ns < int(g.end_ns[r]) and cap.end_ns > int(g.start_ns[r])
+        for cap in graph_captures(trace)
+        for r in rows
+    ):
+        return None
+    index = diag._index
+    windows = [(a, b) for a, b in _class_windows(diag, rows, Cause.HOST) if b > a]
+    spans = [(int(g.start_ns[r]), int(g.end_ns[r])) for r in rows]
+    idx = np.unique(np.concatenate([index.overlapping(trace, lane, a, b) for a, b in windows] or [_NONE]))
+    if idx.size == 0 or idx.size > _HOT_FRAME_EVENTS_MAX:
+        return None
+    st, en = trace.start_ns[idx], index.end[idx]
+    host = index.cause[idx] == int(Cause.HOST)
+    calls = (index.cause[idx] != int(Cause.HOST)) & (index.cause[idx] >= 0)
+    # nor is the GPU's copy time in the gap (the copy part of the sentence holds it)
+    gpu = np.array([e.event for e in evidence if e.event >= 0 and trace.lanes[e.lane].is_gpu], dtype=np.int64)
+    xs, xe = union_intervals(
+        np.concatenate((st[calls], trace.start_ns[gpu])), np.concatenate((en[calls], index.end[gpu]))
+    )
+    ns = np.zeros(idx.size, dtype=np.int64)
+    for a, b in windows:
+        lo, hi = np.clip(st, a, b), np.clip(en, a, b)
+        ns += (hi - lo) - (coverage(xs, xe, lo, hi) if xs.size else 0)
+    whole = np.zeros(idx.size, dtype=bool)
+    for a, b in spans:
+        whole |= (st <= a) & (en >= b)
+    groups = _name_groups(trace, idx, st, en, np.flatnonzero(host & ~whole), ns, windows, HOT_FRAME_MIN_SHARE * host_ns)
+    if not groups:
+        return None
+    # the widest work of the gap itself: calls lying (HOT_INNER_MIN_SHARE) in its host part
+    own = [x for x in groups if x[0] >= HOT_INNER_MIN_SHARE * x[4]]
+    if not own:
+        return None
+    got, _, name_id, mm, _ = max(own, key=lambda x: (x[0], -x[1]))
+    # the copy, sync and launch calls inside them are not host time
+    us, ue = union_intervals(st[mm], en[mm])
+    inside_calls = (
+        int(sum(coverage(xs, xe, np.clip(us, a, b), np.clip(ue, a, b)).sum() for a, b in windows)) if xs.size else 0
+    )
+    frame_ns = min(max(got - inside_calls, 0), host_ns)
+    if frame_ns < HOT_FRAME_MIN_SHARE * host_ns:
+        return None
+    if trace.names[name_id] in by_name:
+        return None  # the sentence names that work already
+    ev = int(idx[mm[int(np.argmax(ns[mm]))]])
+    # the calls of one name inside them
+    k = np.searchsorted(us, st, side="right") - 1
+    within = host & (k >= 0) & (en <= ue[np.maximum(k, 0)]) & (trace.name_id[idx] != name_id)
+    inner = _name_groups(trace, idx, st, en, np.flatnonzero(within), ns, windows, HOT_INNER_MIN_SHARE * frame_ns)
+    hot = HotFrame(ev, trace.names[name_id], _outermost(st[mm], en[mm]), frame_ns, None, 0, 0)
+    if not inner:
+        return hot
+    i_ns, _, i_id, im, _ = min(inner, key=lambda x: (x[0], -x[1]))
+    return hot._replace(inner=trace.names[i_id], inner_calls=_outermost(st[im], en[im]), inner_ns=min(i_ns, frame_ns))
+
+
+def calls_of(n: int) -> str:
+    return "one call" if n == 1 else f"{n:,} calls"
+
+
+def hot_frame_text(hot: HotFrame) -> str:
+    """ "13.116 ms in `f`, 12.530 ms of it in 5 calls of `g`" for ``hot_frame``'s
+    result ("in 2 calls of `f`" when the frame's name has several)."""
+    out = fmt_dur(hot.ns) + " in " + ("" if hot.calls == 1 else f"{hot.calls:,} calls of ") + quote_name(hot.name)
+    if hot.inner is not None:
+        out += f", {fmt_dur(hot.inner_ns)} of it in {calls_of(hot.inner_calls)} of {quote_name(hot.inner)}"
+    return out
+
+
+_NONE = np.zeros(0, dtype=np.int64)
+
+
 def _class_windows(diag, rows: np.ndarray, cause: Cause) -> list[tuple[int, int]]:
     """The parts of the gaps ``rows`` (ns) the evidence of ``cause`` comes from: host
     work before the sync cliff, sync up to the launch path, else the whole gap
@@ -421,8 +589,15 @@ def why_sentence(
         return head + body + ". " + text + "What the CPU did meanwhile is not the cause."
     parts = []
     if cn[Cause.HOST]:
-        items = _items(diag, rows, evidence, Cause.HOST, cap_ns=cn[Cause.HOST])
-        parts.append(f"{fmt_dur(cn[Cause.HOST])} on host work" + (f" ({', '.join(items)})" if items else ""))
+        hot = hot_frame(diag, rows, evidence, cn[Cause.HOST])
+        if hot is not None:
+            items = [hot_frame_text(hot)]
+            if cn[Cause.HOST] - hot.ns >= max(1_000, cn[Cause.HOST] // 1000):
+                items.append(f"{fmt_dur(cn[Cause.HOST] - hot.ns)} in other work")
+        else:
+            items = _items(diag, rows, evidence, Cause.HOST, cap_ns=cn[Cause.HOST])
+        sep = "; " if hot is not None else ", "
+        parts.append(f"{fmt_dur(cn[Cause.HOST])} on host work" + (f" ({sep.join(items)})" if items else ""))
     if cn[Cause.COPY]:
         parts.append(_copy_phrase(diag, rows, evidence, cn[Cause.COPY]))
     if cn[Cause.SYNC]:
@@ -520,11 +695,23 @@ def why_sentence(
             # of a host or sync gap would point the reader at the kernel it launches)
             named = calls and cn[Cause.LAUNCH] >= max(cn.values())
             followed = bool((g.next_op[rows] >= 0).any())  # else: launches of other work, no next op here
-            parts.append(
-                f"{fmt_dur(cn[Cause.LAUNCH])} "
-                + ("in the launch path of the next op" if followed else "in launch calls (none of them ends this gap)")
-                + (f" ({quote_name(calls[0].name)})" if named else "")
-            )
+            # the next op's own path runs from its launch call's start; launch calls of
+            # earlier work before it (one that returned long after its kernel ran) are not it
+            path_ns = 0
+            if followed and g.launch_from_ns is not None:
+                ends = g.queued_until_ns[rows] if g.queued_until_ns is not None else g.end_ns[rows]
+                path_ns = int(np.maximum(ends - g.launch_from_ns[rows], 0).sum())
+            if followed and cn[Cause.LAUNCH] - path_ns >= 1_000:
+                where = (
+                    f"in launch calls ({fmt_dur(path_ns)} of it the launch path of the next op)"
+                    if path_ns >= 50
+                    else "in launch calls of earlier work (the next op's launch path is not in this gap)"
+                )
+            elif followed:
+                where = "in the launch path of the next op"
+            else:
+                where = "in launch calls (none of them ends this gap)"
+            parts.append(f"{fmt_dur(cn[Cause.LAUNCH])} {where}" + (f" ({quote_name(calls[0].name)})" if named else ""))
     if cn[Cause.UNCLASSIFIED]:
         none_cpu = not any(
             (not ln.is_gpu) and trace.lane_offsets[ln.index + 1] > trace.lane_offsets[ln.index] for ln in trace.lanes
@@ -616,6 +803,52 @@ def _wait_search(diag, r: int) -> str:
     return "no stream wait was enqueued by the thread that launched it"
 
 
+#: A stream wait is unexplained when the other streams ran nothing for all but this
+#: much of the time the op sat queued (a recorded op that ends inside is the producer).
+UNEXPLAINED_WAIT_MIN_NS = 1_000_000
+
+
+def other_streams_idle(diag, r: int) -> int | None:
+    """For gap ``r`` whose next op sat queued behind a stream wait: when no GPU op
+    (kernel, copy, memset) on any other GPU lane of the trace, any device, ran in the
+    time it sat queued (the whole gap when queued, else ``queued_until_ns`` to its
+    end), no CPU thread recorded an
+    event (``*EventRecord*``: a late record is what such a wait waits for) then, and
+    that time is at least ``UNEXPLAINED_WAIT_MIN_NS``, how long before the gap's end (ns) the last such op
+    before it ended (the whole queued time when none did): the event it waited for was
+    recorded on a stream the trace shows idle, so the trace does not hold the producer
+    (sglang_prefilldecode #0: 493 ms behind ``hipStreamWaitEvent``; the other stream's
+    one op before it ended at 0.082 ms). None when another stream ran work then."""
+    trace, g = diag.trace, diag.gaps
+    b = int(g.end_ns[r])
+    queued = g.queued is not None and bool(g.queued[r])
+    a = int(g.queued_until_ns[r]) if g.queued_until_ns is not None and not queued else int(g.start_ns[r])
+    if b - a < UNEXPLAINED_WAIT_MIN_NS:
+        return None
+    own = int(trace.lane[int(g.next_op[r])]) if g.next_op[r] >= 0 else -1
+    work = np.array([Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET], dtype=np.int8)
+    records = trace.name_ids_matching(lambda n: "EventRecord" in n)
+    last_end = int(g.start_ns[r])
+    for ln in trace.lanes:
+        sl = trace.lane_slice(ln.index)
+        st, en = trace.start_ns[sl], trace.start_ns[sl] + trace.dur_ns[sl]
+        if not ln.is_gpu:
+            # an event recorded while the op waited may be the one it waited for
+            if records.size and (np.isin(trace.name_id[sl], records) & (st < b) & (en >= a)).any():
+                return None
+            continue
+        if ln.index == own:
+            continue
+        m = np.isin(trace.kind[sl], work)
+        st, en = st[m], en[m]
+        if ((st < b) & (en > a)).any():
+            return None
+        before = en[en <= a]
+        if before.size:
+            last_end = max(last_end, int(before.max()))
+    return b - min(last_end, b)
+
+
 def _dependency_phrase(diag, r: int, dep_ns: int, evidence: list[Evidence]) -> str:
     """What the queued op of gap ``r`` waited on, in words, with its ns."""
     trace, g = diag.trace, diag.gaps
@@ -643,10 +876,17 @@ def _dependency_phrase(diag, r: int, dep_ns: int, evidence: list[Evidence]) -> s
                     f"{span} into the gap, for an event recorded on another stream or device, and otherwise on "
                     f"something the trace does not record"
                 )
-        return (
+        text = (
             f"it sat {fmt_dur(dep_ns)} behind the stream wait {quote_name(trace.name(w))}{by}, waiting for an event "
             f"recorded on another stream or device"
         )
+        last = other_streams_idle(diag, r)
+        if last is not None:
+            text += (
+                f"; yet no other stream in the trace ran anything while it waited (the last op elsewhere ended "
+                f"{fmt_dur(last)} before the wait was over), so the trace does not show what held the event back"
+            )
+        return text
     if kind == WaitKind.COLLECTIVE:
         # A collective kernel waits for its peers while it runs (docs/ranks-json.md: it
         # cannot end before its last peer arrives), so an idle stretch before one, or

@@ -279,9 +279,14 @@ def event_cause(trace: Trace, valid: np.ndarray, exclude: np.ndarray | None = No
 
 def evidence_end(trace: Trace) -> np.ndarray:
     """int64 end (ns) of each event as evidence: its end, except that a launch call
-    linked to a GPU op stops being launch evidence once that op has started (a launch
-    call cannot delay work that already runs; ASCII timelines draw a launch as a span up
-    to the next CPU line)."""
+    linked to GPU ops that returned before the last of them ended stops at the first's
+    start (a launch call cannot delay work that already runs, and its device is busy
+    until the call returns; a graph launch runs many). A call that outlives its ops keeps
+    its whole span: *T* sat in the runtime
+    after its work had run (hta/inference_rank_1's first ``cudaLaunchKernel`` started its
+    4 us kernel after 12 us and returned 1.398 ms after that kernel ended). ASCII
+    timelines draw a launch as a span up to the next CPU line, so there every linked
+    launch call stops at its op's start."""
     end = trace.start_ns + trace.dur_ns
     if trace.flow_src.size:
         src, dst = trace.flow_src, trace.flow_dst
@@ -289,7 +294,16 @@ def evidence_end(trace: Trace) -> np.ndarray:
         # an op "starting" before its launch call has no usable timing (B14): no clip
         is_launch &= trace.start_ns[dst] >= trace.start_ns[src]
         src, dst = src[is_launch], dst[is_launch]
-        np.minimum.at(end, src, trace.start_ns[dst])
+        first = end.copy()
+        np.minimum.at(first, src, trace.start_ns[dst])
+        if not trace.source.format.startswith("ascii"):
+            # the end of the call's last op (a graph launch runs many)
+            last = np.zeros_like(end)
+            np.maximum.at(last, src, trace.start_ns[dst] + trace.dur_ns[dst])
+            keep = np.zeros(len(end), dtype=bool)
+            keep[src] = end[src] > last[src]
+            first[keep] = end[keep]
+        end = np.minimum(end, first)
     return end
 
 
@@ -314,13 +328,25 @@ def slow_launch_calls(trace: Trace, min_ns: int) -> np.ndarray:
     if got is not None:
         return got
     launch = trace.kind == int(Kind.LAUNCH)
-    # a call's time until its op started: MTIA's runFunction returns only once its
-    # kernel has run (an 8 ms call holding a 7.7 ms kernel is no slow launch)
+    # a call's time outside its ops' run: until the first started, and after the last
+    # ended until the call returned (sglang_Qwen3's one hipGraphLaunch, 1.57 ms, runs its
+    # first of 544 nodes after 14 us and returns while they run: no first use). MTIA's runFunction returns only once its kernel has run
+    # (an 8 ms call holding a 7.7 ms kernel is no slow launch); hta/inference_rank_1's
+    # first cudaLaunchKernel returned 1.398 ms after its 4 us kernel ended
     until = trace.dur_ns.astype(np.int64).copy()
     if trace.flow_src.size:
         src, dst = trace.flow_src, trace.flow_dst
         ok = launch[src] & (trace.start_ns[dst] >= trace.start_ns[src])
-        np.minimum.at(until, src[ok], trace.start_ns[dst[ok]] - trace.start_ns[src[ok]])
+        src, dst = src[ok], dst[ok]
+        # over all the call's ops (a graph launch runs many): first start, last end
+        first = trace.start_ns + trace.dur_ns
+        np.minimum.at(first, src, trace.start_ns[dst])
+        last = np.full(len(trace), np.iinfo(np.int64).min, dtype=np.int64)
+        np.maximum.at(last, src, trace.start_ns[dst] + trace.dur_ns[dst])
+        calls = np.unique(src)
+        call_end = trace.start_ns[calls] + trace.dur_ns[calls]
+        outside = (first[calls] - trace.start_ns[calls]) + np.maximum(call_end - last[calls], 0)
+        until[calls] = np.minimum(outside, trace.dur_ns[calls])
     out = launch & (until >= min_ns)
     typical = np.sort(until[launch])
     if typical.size >= SLOW_LAUNCH_MIN_CALLS:

@@ -343,6 +343,42 @@ def test_one_long_launch_call_is_first_use_cost_not_dispatch_tax():
     assert c.smell == "launch-bound gap" and "CUDA graph" in c.first_experiment
 
 
+def test_a_launch_call_that_returns_long_after_its_kernel_ran_holds_the_thread():
+    """hta/inference_rank_1's first ``cudaLaunchKernel`` (71.157 ms, 1,414 µs) started
+    its 4 µs kernel after 12 µs and returned 1.398 ms after it ended; the 1.450 ms gap
+    after that kernel read "1.434 ms with no recorded events", as if the thread had been
+    free. Hand-made: the call [0, 1414) µs, its kernel [12, 16), the next launch
+    [1450, 1464) and its kernel [1466, 1476). The gap [16, 1466) holds 1,398 µs of the
+    call (first-use cost: 1,410 µs outside its kernel, 100x the 14 µs of the other),
+    36 µs of untraced time and the 16 µs launch path of the next op."""
+    b = TraceBuilder()
+    cpu, gpu = _main_and_stream(b)
+    b.event(cpu, "cudaLaunchKernel", 0, 1414 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k1", 12 * US, 4 * US, Kind.KERNEL, correlation=1)
+    for j in range(2, 7):  # more launches, so the median is a real one (14 µs)
+        t = 1450 + (j - 2) * 40
+        b.event(cpu, "cudaLaunchKernel", t * US, 14 * US, Kind.LAUNCH, correlation=j)
+        b.event(gpu, f"k{j}", (t + 16) * US, 10 * US, Kind.KERNEL, correlation=j)
+    d = diagnose(b.build())
+    i = int(np.flatnonzero(d.gaps.start_ns == 16 * US)[0])
+    assert d.gaps.end_ns[i] == 1466 * US
+    cn = d.gaps.class_ns[i]
+    assert cn[Cause.LAUNCH] == (1398 + 16) * US and cn[Cause.HOST] == 36 * US
+    assert bool(d.gaps.one_time[i])
+    c = d.card(i)
+    assert c.smell == "slow launch call (one-time cost)", c.smell
+    assert "1.398 ms of it in one launch call `cudaLaunchKernel`" in c.why, c.why
+    assert "36.0 µs on host work (36.0 µs with no recorded events" in c.why, c.why
+    # a call that returns while its kernel runs stops at the kernel's start, as before
+    b = TraceBuilder()
+    cpu, gpu = _main_and_stream(b)
+    b.event(cpu, "cudaLaunchKernel", 0, 30 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k1", 5 * US, 100 * US, Kind.KERNEL, correlation=1)
+    from gapscope.analysis.evidence_kinds import evidence_end
+
+    assert evidence_end(b.build()).tolist() == [5 * US, 105 * US]
+
+
 def test_a_slow_call_of_a_runtime_whose_every_launch_is_slow_is_no_first_use():
     """MTIA's ``runFunction`` takes 0.3 ms per launch, and a dozen of 1.3-2 ms come back
     all through mtia_rank_0 (an auditor found the 333rd launch of an op called a
@@ -1049,3 +1085,63 @@ def test_the_advice_descends_to_the_frame_that_holds_the_time():
         f"Find out what the CPU does inside `{name}` (14.700 ms of the gap, almost none of it in a finer recorded event)"
     )
     assert "the Python tracer is on already" in c.first_experiment and "with_stack=True" not in c.first_experiment
+
+
+def test_fragmented_host_time_is_told_by_the_frame_holding_it():
+    """xdit_sd_3.5 rank 0, gap #0 (14.969 ms at 0.623 ms): the evidence lists the finest
+    Python frames, so the card read "0.441 ms in `_get_signature_keys`, 0.161 ms in
+    `forward`, 14.294 ms in other work". The raw events: `pipeline_utils.py(1135):
+    _execution_device` runs 1.181-14.297 ms, all inside the gap, and 12.53 ms of it is
+    in 5 calls of `_get_top_level_group_offload_hook` (each walking `named_modules`).
+    The sentence and the advice name that frame and those calls, with the figures of an
+    independent reference (the events' own spans, clipped to the gap)."""
+    d = diagnose(load(require(CORPUS / "tracelens/xdit_sd_3.5/profile_trace_rank_0.json.gz")))
+    t, g = d.trace, d.gaps
+    t0 = int(t.start_ns.min())
+    i = int(np.argmax(np.where(np.abs(g.start_ns - t0 - 622_500) < 1_000, g.dur_ns, -1)))
+    assert abs(int(g.dur_ns[i]) - 14_968_600) < 1_000
+    a, b = int(g.start_ns[i]), int(g.end_ns[i])
+    frame = next(n for n in t.names if n.endswith("pipeline_utils.py(1135): _execution_device"))
+    hook = next(n for n in t.names if n.endswith("group_offloading.py(916): _get_top_level_group_offload_hook"))
+    lane = t.lane == int(g.thread_lane[i])
+    s, e = t.start_ns, t.start_ns + t.dur_ns
+
+    def in_gap(name: str) -> tuple[int, int]:
+        m = lane & (t.name_id == t.names.index(name)) & (s < b) & (e > a)
+        return int(m.sum()), int((np.minimum(e[m], b) - np.maximum(s[m], a)).sum())
+
+    n_frame, frame_ns = in_gap(frame)
+    n_hook, hook_ns = in_gap(hook)
+    assert (n_frame, n_hook) == (1, 5) and abs(frame_ns - 13_116_000) < 1_000 and abs(hook_ns - 12_530_000) < 1_000
+    c = d.card(i)
+    want = f"{fmt_dur(frame_ns)} in `{frame}`, {fmt_dur(hook_ns)} of it in 5 calls of `{hook}`"
+    assert want in c.why, c.why
+    host = int(g.class_ns[i][Cause.HOST])
+    assert f"; {fmt_dur(host - frame_ns)} in other work)" in c.why
+    assert c.first_experiment.startswith(f"`{frame}` holds {fmt_dur(frame_ns)} of the gap, {fmt_dur(hook_ns)} of it")
+    assert "_get_signature_keys" not in c.why
+
+
+def test_a_frame_around_the_whole_gap_is_not_its_work():
+    """Hand-made: `step` spans the whole gap [10, 1010) µs and holds 50 distinct 18 µs
+    calls `f0..f49`: no frame of the gap's own holds half its time, so the sentence lists
+    the calls as before (it does not say "in `step`"). With `batch` [20, 1000) around
+    them, the sentence names `batch`."""
+    for with_batch in (False, True):
+        b = TraceBuilder()
+        cpu, gpu = _main_and_stream(b)
+        b.event(cpu, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+        b.event(gpu, "k1", 5 * US, 5 * US, Kind.KERNEL, correlation=1)
+        b.event(cpu, "step", 6 * US, 1010 * US, Kind.CPU_OP)
+        if with_batch:
+            b.event(cpu, "batch", 20 * US, 980 * US, Kind.CPU_OP)
+        for j in range(50):
+            b.event(cpu, f"f{j}", (22 + 19 * j) * US, 18 * US, Kind.CPU_OP)
+        b.event(cpu, "cudaLaunchKernel", 1002 * US, 5 * US, Kind.LAUNCH, correlation=2)
+        b.event(gpu, "k2", 1010 * US, 5 * US, Kind.KERNEL, correlation=2)
+        d = diagnose(b.build())
+        i = int(np.argmax(d.gaps.dur_ns))
+        assert (d.gaps.start_ns[i], d.gaps.end_ns[i]) == (10 * US, 1010 * US)
+        why = d.card(i).why
+        assert ("0.980 ms in `batch`" in why) is with_batch, why
+        assert "in `step`" not in why

@@ -196,3 +196,40 @@ def test_rank0_every_stall_of_the_step_is_one_dependency():
     grp = d.groups[int(g.group[200])]
     assert grp.cause == Cause.DEPENDENCY
     assert "ncclKernel" not in d.card(200).why  # no name read through a missing launch (-1)
+
+
+@pytest.mark.parametrize("other", [None, "record", "device1"])
+def test_a_stream_wait_with_no_producer_in_the_trace_is_said_unexplained(other):
+    """sglang_prefilldecode #0: the op sat 493 ms behind ``hipStreamWaitEvent`` while
+    no stream ran anything (the awaited stream's one op had ended at 0.082 ms); the
+    card said "waiting for an event recorded on another stream" and advised recording
+    it earlier. Hand-made: k1 [10, 60) µs on stream 7, the wait at 15 µs, k2 launched
+    at 20 µs and run at 2,060 µs on stream 8: 2 ms queued with nothing recorded. With a
+    ``cudaEventRecord`` at 2,000 µs on another thread, or a kernel on device 1 in the
+    wait, the trace may hold the producer: no such claim."""
+    b = TraceBuilder()
+    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
+    side = b.lane("1", "2", process_name="python3", thread_name="side")
+    s7 = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    s8 = b.lane("0", "8", is_gpu=True, device=0, stream=8)
+    b.event(cpu, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(s7, "k1", 10 * US, 50 * US, Kind.KERNEL, correlation=1)
+    b.event(cpu, "cudaStreamWaitEvent", 15 * US, 2 * US, Kind.SYNC_CALL, correlation=9)
+    b.event(cpu, "cudaLaunchKernel", 20 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b.event(s8, "k2", 2060 * US, 10 * US, Kind.KERNEL, correlation=2)
+    if other == "record":
+        b.event(side, "cudaEventRecord", 2000 * US, 2 * US, Kind.RUNTIME, correlation=10)
+    elif other == "device1":
+        d1 = b.lane("1", "7", is_gpu=True, device=1, stream=7)
+        b.event(side, "cudaLaunchKernel", 30 * US, 5 * US, Kind.LAUNCH, correlation=11)
+        b.event(d1, "k_peer", 100 * US, 1900 * US, Kind.KERNEL, correlation=11)
+    d = diagnose(b.build())
+    i = int(np.flatnonzero((d.gaps.start_ns == 60 * US) & (d.gaps.device == 0))[0])
+    assert d.gaps.end_ns[i] == 2060 * US and d.gaps.wait_kind[i] == WaitKind.STREAM_WAIT
+    c = d.card(i)
+    said = "yet no other stream in the trace ran anything while it waited" in c.why
+    assert said is (other is None), c.why
+    assert c.first_experiment.startswith("The trace shows no work on any other stream") is (other is None)
+    if other is None:
+        assert "(the last op elsewhere ended 2.000 ms before the wait was over)" in c.why, c.why
+        assert "Record the event earlier" not in c.first_experiment

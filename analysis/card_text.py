@@ -7,6 +7,7 @@ from bytes. Names from the trace are quoted literally between backticks.
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 import numpy as np
@@ -697,13 +698,21 @@ def why_sentence(
             followed = bool((g.next_op[rows] >= 0).any())  # else: launches of other work, no next op here
             # the next op's own path runs from its launch call's start; launch calls of
             # earlier work before it (one that returned long after its kernel ran) are not it
-            path_ns = 0
-            if followed and g.launch_from_ns is not None:
-                ends = g.queued_until_ns[rows] if g.queued_until_ns is not None else g.end_ns[rows]
-                path_ns = int(np.maximum(ends - g.launch_from_ns[rows], 0).sum())
-            if followed and cn[Cause.LAUNCH] - path_ns >= 1_000:
+            own_calls = {int(x) for x in g.launch[rows] if x >= 0}
+            earlier_ns = sum(
+                e.overlap_ns
+                for e in evidence
+                if e.cause == Cause.LAUNCH
+                and e.event >= 0
+                and trace.kind[e.event] == int(Kind.LAUNCH)
+                and e.event not in own_calls
+            )
+            earlier_ns = min(earlier_ns, cn[Cause.LAUNCH])
+            path_ns = cn[Cause.LAUNCH] - earlier_ns
+            if followed and earlier_ns >= 1_000:
                 where = (
-                    f"in launch calls ({fmt_dur(path_ns)} of it the launch path of the next op)"
+                    f"in launch calls ({fmt_dur(path_ns)} of it the launch path of the next op, "
+                    f"{fmt_dur(earlier_ns)} in earlier ones)"
                     if path_ns >= 50
                     else "in launch calls of earlier work (the next op's launch path is not in this gap)"
                 )
@@ -803,6 +812,10 @@ def _wait_search(diag, r: int) -> str:
     return "no stream wait was enqueued by the thread that launched it"
 
 
+#: An event record: the runtime call, or torch's Python ``Event.record`` when the
+#: Python tracer recorded it.
+_EVENT_RECORD_RE = re.compile(r"EventRecord|record of Event object|streams\.py\(\d+\): record(_event)?$")
+
 #: A stream wait is unexplained when the other streams ran nothing for all but this
 #: much of the time the op sat queued (a recorded op that ends inside is the producer).
 UNEXPLAINED_WAIT_MIN_NS = 1_000_000
@@ -813,7 +826,8 @@ def other_streams_idle(diag, r: int) -> int | None:
     (kernel, copy, memset) on any other GPU lane of the trace, any device, ran in the
     time it sat queued (the whole gap when queued, else ``queued_until_ns`` to its
     end), no CPU thread recorded an
-    event (``*EventRecord*``: a late record is what such a wait waits for) then, and
+    event (``_EVENT_RECORD_RE``) after the wait was enqueued (a late record is what
+    such a wait waits for), and
     that time is at least ``UNEXPLAINED_WAIT_MIN_NS``, how long before the gap's end (ns) the last such op
     before it ended (the whole queued time when none did): the event it waited for was
     recorded on a stream the trace shows idle, so the trace does not hold the producer
@@ -827,14 +841,16 @@ def other_streams_idle(diag, r: int) -> int | None:
         return None
     own = int(trace.lane[int(g.next_op[r])]) if g.next_op[r] >= 0 else -1
     work = np.array([Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET], dtype=np.int8)
-    records = trace.name_ids_matching(lambda n: "EventRecord" in n)
+    records = trace.name_ids_matching(lambda n: bool(_EVENT_RECORD_RE.search(n)))
+    w = int(g.wait_event[r]) if g.wait_event is not None and g.wait_event[r] >= 0 else -1
+    since = int(trace.start_ns[w]) if w >= 0 else a  # a record made after the wait was enqueued
     last_end = int(g.start_ns[r])
     for ln in trace.lanes:
         sl = trace.lane_slice(ln.index)
         st, en = trace.start_ns[sl], trace.start_ns[sl] + trace.dur_ns[sl]
         if not ln.is_gpu:
             # an event recorded while the op waited may be the one it waited for
-            if records.size and (np.isin(trace.name_id[sl], records) & (st < b) & (en >= a)).any():
+            if records.size and (np.isin(trace.name_id[sl], records) & (st < b) & (st >= since)).any():
                 return None
             continue
         if ln.index == own:

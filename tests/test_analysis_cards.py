@@ -1145,3 +1145,25 @@ def test_a_frame_around_the_whole_gap_is_not_its_work():
         why = d.card(i).why
         assert ("0.980 ms in `batch`" in why) is with_batch, why
         assert "in `step`" not in why
+
+
+def test_launch_time_of_an_earlier_call_is_not_the_next_ops_launch_path():
+    """mtia_rank_0 #440: the previous `runFunction` returned 0.488 ms into the gap (its
+    kernel had ended), and the next op's own launch path is 0.299 ms; the card read
+    "0.787 ms in the launch path of the next op". Hand-made: call 1 [0, 600) µs runs its
+    kernel [10, 200); call 2 [650, 700) µs, its kernel at 705 µs. The gap [200, 705)
+    holds 400 µs of call 1, 50 µs untraced (host) and the 55 µs path of call 2."""
+    b = TraceBuilder()
+    cpu, gpu = _main_and_stream(b)
+    b.event(cpu, "runFunction", 0, 600 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k1", 10 * US, 190 * US, Kind.KERNEL, correlation=1)
+    b.event(cpu, "runFunction", 650 * US, 50 * US, Kind.LAUNCH, correlation=2)
+    b.event(gpu, "k2", 705 * US, 10 * US, Kind.KERNEL, correlation=2)
+    d = diagnose(b.build())
+    i = int(np.flatnonzero(d.gaps.start_ns == 200 * US)[0])
+    cn = d.gaps.class_ns[i]
+    assert d.gaps.end_ns[i] == 705 * US and (cn[Cause.LAUNCH], cn[Cause.HOST]) == (455 * US, 50 * US)
+    assert (
+        "0.455 ms in launch calls (55.0 µs of it the launch path of the next op, 0.400 ms in earlier ones)"
+        in d.card(i).why
+    ), d.card(i).why

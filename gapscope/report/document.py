@@ -334,7 +334,9 @@ def _rates(d: _D) -> _D:
 
 
 def _what_ifs(diag, totals: dict) -> list[dict]:
-    """What-if projections when a whole cause class is removed (budget needed)."""
+    """What-if projections when a whole cause class is removed (budget needed), for
+    each class that holds idle in the budget's steps (one that holds only one-time idle
+    would project 1.00x)."""
     if diag.budget is None:
         return []
     out = []
@@ -347,6 +349,10 @@ def _what_ifs(diag, totals: dict) -> list[dict]:
         choices.append(not_launch)
     for causes in choices:
         w = _rates(jsonable(diag.what_if(causes=causes)))
+        if not w.get("removed_ns"):
+            # the class's idle is all one-time (warm-up, outside the budget): nothing to
+            # project (bs_32 printed four rows of 1.00x)
+            continue
         w["removed_causes"] = [c.name.lower() for c in causes]
         w["removed_names"] = []
         out.append(w)

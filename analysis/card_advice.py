@@ -22,9 +22,9 @@ import numpy as np
 from gapscope.analysis.busy import coverage, device_event_mask, union_intervals
 from gapscope.analysis.card_copies import COPY_KIND_WORDS, copy_lead
 from gapscope.analysis.card_text import (
-    calls_of,
+    HotFrame,
     cliff_wait,
-    hot_frame,
+    hot_inner_text,
     in_sync_cliff,
     is_decode_trace,
     is_wait,
@@ -577,7 +577,7 @@ def _instrument_hint(trace) -> str:
     return "capture with with_stack=True or wrap the suspects in torch.profiler.record_function ranges"
 
 
-def _host_advice(diag, evidence, rows, dur_txt):
+def _host_advice(diag, evidence, rows, dur_txt, hot: HotFrame | None = None):
     trace = diag.trace
     quiet_ns = sum(e.overlap_ns for e in evidence if e.cause == Cause.HOST and e.event < 0)
     by_name: dict[str, int] = {}
@@ -600,7 +600,6 @@ def _host_advice(diag, evidence, rows, dur_txt):
         "math-library settings" if _mtia(trace) else "rocBLAS/hipBLASLt settings" if _rocm(trace) else "cuBLAS settings"
     )
     cn = diag.gaps.class_ns
-    hot = hot_frame(diag, rows, evidence, int(cn[rows, int(Cause.HOST)].sum())) if cn is not None else None
     if hot is not None:  # the evidence breaks the host time into fragments of one frame
         lead = Evidence(hot.event, hot.name, int(trace.lane[hot.event]), Cause.HOST, hot.ns)
         lead_name, lead_ns = hot.name, hot.ns
@@ -686,14 +685,9 @@ def _host_advice(diag, evidence, rows, dur_txt):
             f"keep Python work such as logging and checks out of the step."
         )
     elif hot is not None:
-        inner = (
-            f", {fmt_dur(hot.inner_ns)} of it in {calls_of(hot.inner_calls)} of {quote_name(hot.inner)}"
-            if hot.inner is not None
-            else ""
-        )
         calls = "" if hot.calls == 1 else f" ({hot.calls:,} calls)"
         first = (
-            f"{quote_name(hot.name)}{calls} holds {fmt_dur(hot.ns)} of the gap{inner}"
+            f"{quote_name(hot.name)}{calls} holds {fmt_dur(hot.ns)} of the gap{hot_inner_text(hot)}"
             f"{', and launches no GPU work' if hot.calls == 1 else ''}: "
             f"cut it (compute its result once and reuse it, not on every call) or take it off the critical path "
             f"(after the step, or in another thread), and launch the next GPU work before it so the two overlap."
@@ -861,10 +855,12 @@ def advice(
     rows: np.ndarray,
     dur_txt: str,
     capture: GapCapture | None = None,
+    hot: HotFrame | None = None,
 ) -> tuple[str, str, str]:
     """(first experiment, forbidden next step, proof) for the class ``cause`` of the
     occurrence ``rows``, specialised by its evidence (design: "The card");
-    ``capture``: ``gap_capture`` of ``rows`` when the thread spent it capturing."""
+    ``capture``: ``gap_capture`` of ``rows`` when the thread spent it capturing;
+    ``hot``: their ``hot_frame``, which then leads the host advice."""
     trace = diag.trace
     p = diag.params
     g = diag.gaps
@@ -936,7 +932,7 @@ def advice(
             f"below {fmt_dur(p.min_gap_ns)} and the idle at this position ({dur_txt}) shrink.",
         )
     if cause == Cause.HOST:
-        return _host_advice(diag, evidence, rows, dur_txt)
+        return _host_advice(diag, evidence, rows, dur_txt, hot)
     has_cpu = any(
         (not ln.is_gpu) and trace.lane_offsets[ln.index + 1] > trace.lane_offsets[ln.index] for ln in trace.lanes
     )

@@ -26,7 +26,6 @@ from gapscope.analysis.evidence_kinds import (
     BLOCKING_SYNC_RE,
     COLLECTIVE_RE,
     SYNC_OP_NAMES,
-    graph_captures,
     slow_launch_calls,
 )
 from gapscope.analysis.types import Cause, Evidence, Trust, WaitKind
@@ -300,8 +299,7 @@ def hot_frame(diag, rows: np.ndarray, evidence: list[Evidence], host_ns: int) ->
     the evidence does not list it already (a call around the gap or running on past
     it, a step or the pipeline's ``__call__``, is context, not the gap's own work); then
     the calls of one name inside those holding ``HOT_INNER_MIN_SHARE`` of their time
-    (the narrowest such). Not in a gap holding a graph capture (its own sentence tells
-    it). tracelens/xdit #0: 14.9 ms of host work, its two largest
+    (the narrowest such). tracelens/xdit #0: 14.9 ms of host work, its two largest
     names 0.60 ms; the frame is `pipeline_utils.py(1135): _execution_device` (13.1 ms),
     12.5 ms of it in 5 calls of
     `group_offloading.py(916): _get_top_level_group_offload_hook`. None otherwise."""
@@ -316,13 +314,6 @@ def hot_frame(diag, rows: np.ndarray, evidence: list[Evidence], host_ns: int) ->
         return None  # the two items the sentence names hold the time already
     lane = int(g.thread_lane[rows[0]])
     if lane < 0 or any(int(g.thread_lane[r]) != lane for r in rows):
-        return None
-    # a graph capture is told by its own sentence (begin, end, instantiation)
-    if any(
-        cap.lane == lane and cap.enter_ns < int(g.end_ns[r]) and cap.end_ns > int(g.start_ns[r])
-        for cap in graph_captures(trace)
-        for r in rows
-    ):
         return None
     index = diag._index
     windows = [(a, b) for a, b in _class_windows(diag, rows, Cause.HOST) if b > a]
@@ -375,17 +366,22 @@ def hot_frame(diag, rows: np.ndarray, evidence: list[Evidence], host_ns: int) ->
     return hot._replace(inner=trace.names[i_id], inner_calls=_outermost(st[im], en[im]), inner_ns=min(i_ns, frame_ns))
 
 
-def calls_of(n: int) -> str:
+def _calls_of(n: int) -> str:
     return "one call" if n == 1 else f"{n:,} calls"
+
+
+def hot_inner_text(hot: HotFrame) -> str:
+    """ ", 12.530 ms of it in 5 calls of `g`" for the calls inside ``hot``, or ""."""
+    if hot.inner is None:
+        return ""
+    return f", {fmt_dur(hot.inner_ns)} of it in {_calls_of(hot.inner_calls)} of {quote_name(hot.inner)}"
 
 
 def hot_frame_text(hot: HotFrame) -> str:
     """ "13.116 ms in `f`, 12.530 ms of it in 5 calls of `g`" for ``hot_frame``'s
     result ("in 2 calls of `f`" when the frame's name has several)."""
-    out = fmt_dur(hot.ns) + " in " + ("" if hot.calls == 1 else f"{hot.calls:,} calls of ") + quote_name(hot.name)
-    if hot.inner is not None:
-        out += f", {fmt_dur(hot.inner_ns)} of it in {calls_of(hot.inner_calls)} of {quote_name(hot.inner)}"
-    return out
+    calls = "" if hot.calls == 1 else f"{hot.calls:,} calls of "
+    return f"{fmt_dur(hot.ns)} in {calls}{quote_name(hot.name)}{hot_inner_text(hot)}"
 
 
 _NONE = np.zeros(0, dtype=np.int64)
@@ -526,14 +522,21 @@ def _copy_phrase(diag, rows: np.ndarray, evidence: list[Evidence], copy_ns: int)
 
 
 def why_sentence(
-    diag, rows: np.ndarray, class_ns: np.ndarray, evidence: list[Evidence], head: str, lead: str = ""
+    diag,
+    rows: np.ndarray,
+    class_ns: np.ndarray,
+    evidence: list[Evidence],
+    head: str,
+    lead: str = "",
+    hot: HotFrame | None = None,
 ) -> str:
     """One sentence on the occurrence ``rows`` (a gap, or a step-boundary pair): ``head``
     (how long), then its parts in time order, each with the ns ``class_ns`` gives its
     class, so the parts add up to the occurrence: for a queued gap, what the queued op
     waited on (and the copies); for a starved one, what the launching thread did before
     the sync cliff (host), the cliff (the blocking wait and the host work after it),
-    the exposed launch path and the copies; then the launch lateness."""
+    the exposed launch path and the copies; then the launch lateness. ``hot``: the
+    ``hot_frame`` of ``rows``, which then names the host work."""
     trace = diag.trace
     g = diag.gaps
     # parts that round to nothing are not named (the partition still holds their ns)
@@ -590,7 +593,6 @@ def why_sentence(
         return head + body + ". " + text + "What the CPU did meanwhile is not the cause."
     parts = []
     if cn[Cause.HOST]:
-        hot = hot_frame(diag, rows, evidence, cn[Cause.HOST])
         if hot is not None:
             items = [hot_frame_text(hot)]
             if cn[Cause.HOST] - hot.ns >= max(1_000, cn[Cause.HOST] // 1000):

@@ -21,6 +21,7 @@ from gapscope.analysis.card_text import (
     DEPENDENCY_SMELLS,
     SMELLS,
     class_mix,
+    hot_frame,
     in_sync_cliff,
     is_decode_trace,
     rank_row,
@@ -69,7 +70,10 @@ def _card(
     elif g.one_time is not None and bool(g.one_time[rows].all()):
         smell = "slow launch call (one-time cost)" if smell == "slow launch call" else "one-time cost (warm-up)"
     # the sentence tells of the occurrence ``rows``: its own ns, not a group's total
-    why = why_sentence(diag, rows, _class_ns(diag, rows), evidence, head, lead)
+    class_ns = _class_ns(diag, rows)
+    # where fragmented host time lies (a capture's own sentence tells that gap)
+    hot = hot_frame(diag, rows, evidence, int(class_ns[int(Cause.HOST)])) if capture is None else None
+    why = why_sentence(diag, rows, class_ns, evidence, head, lead, hot=hot)
     if capture is not None:
         why += " " + capture_sentence(diag, capture)
     if context:
@@ -82,7 +86,7 @@ def _card(
             f" {diag.invalid_gpu_ops} GPU op(s) of this trace have no usable timing and are left out,"
             " so idle time may be overstated."
         )
-    first, forbidden, proof = advice(diag, primary, evidence, rows, dur_txt, capture)
+    first, forbidden, proof = advice(diag, primary, evidence, rows, dur_txt, capture, hot)
     return Card(smell, primary, secondary, sec_share, why, first, forbidden, proof, tuple(evidence[:12]))
 
 

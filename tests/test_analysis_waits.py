@@ -18,18 +18,25 @@ from tests.conftest import CORPUS, require
 US = 1_000
 
 
-def _queued(wait_at_us=None, wait_lane="T", marker=False, launch_in_gap=False):
-    """k1 on stream 7 [10, 60) µs launched at 0; k2 on stream 8 launched at 20 µs,
-    starts at 90 µs: a 30 µs gap [60, 90) with the work queued 40 µs before it. No CPU
-    event inside the gap. Optional stream wait at ``wait_at_us`` on the launching thread
-    (``"T"``), on another thread (``"other"``), or as a Kineto record on stream 8."""
-    b = TraceBuilder()
+def _lanes_and_k1(b: TraceBuilder) -> tuple[int, int, int, int]:
+    """Threads `main` and `side` of `python3`, streams 7 and 8 of GPU 0, and k1 on
+    stream 7 [10, 60) µs launched by `main` at 0."""
     cpu = b.lane("1", "1", process_name="python3", thread_name="main")
     other = b.lane("1", "2", process_name="python3", thread_name="side")
     s7 = b.lane("0", "7", is_gpu=True, device=0, stream=7)
     s8 = b.lane("0", "8", is_gpu=True, device=0, stream=8)
     b.event(cpu, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
     b.event(s7, "k1", 10 * US, 50 * US, Kind.KERNEL, correlation=1)
+    return cpu, other, s7, s8
+
+
+def _queued(wait_at_us=None, wait_lane="T", marker=False, launch_in_gap=False):
+    """k1 on stream 7 [10, 60) µs launched at 0; k2 on stream 8 launched at 20 µs,
+    starts at 90 µs: a 30 µs gap [60, 90) with the work queued 40 µs before it. No CPU
+    event inside the gap. Optional stream wait at ``wait_at_us`` on the launching thread
+    (``"T"``), on another thread (``"other"``), or as a Kineto record on stream 8."""
+    b = TraceBuilder()
+    cpu, other, s7, s8 = _lanes_and_k1(b)
     if wait_at_us is not None:
         if marker:
             b.event(s8, "Stream Wait Event", wait_at_us * US, 2 * US, Kind.SYNC_MARKER, correlation=9)
@@ -208,12 +215,7 @@ def test_a_stream_wait_with_no_producer_in_the_trace_is_said_unexplained(other):
     ``cudaEventRecord`` at 2,000 µs on another thread, or a kernel on device 1 in the
     wait, the trace may hold the producer: no such claim."""
     b = TraceBuilder()
-    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
-    side = b.lane("1", "2", process_name="python3", thread_name="side")
-    s7 = b.lane("0", "7", is_gpu=True, device=0, stream=7)
-    s8 = b.lane("0", "8", is_gpu=True, device=0, stream=8)
-    b.event(cpu, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
-    b.event(s7, "k1", 10 * US, 50 * US, Kind.KERNEL, correlation=1)
+    cpu, side, _s7, s8 = _lanes_and_k1(b)
     b.event(cpu, "cudaStreamWaitEvent", 15 * US, 2 * US, Kind.SYNC_CALL, correlation=9)
     b.event(cpu, "cudaLaunchKernel", 20 * US, 5 * US, Kind.LAUNCH, correlation=2)
     b.event(s8, "k2", 2060 * US, 10 * US, Kind.KERNEL, correlation=2)

@@ -70,6 +70,8 @@ from pathlib import Path
 #: the subprocesses this starts, which inherit it), except in ``--command``'s cached runs.
 if os.environ.get("GAPSCOPE_BENCH_CACHED") != "1":
     os.environ["GAPSCOPE_NO_CACHE"] = "1"
+#: As the ``gapscope`` command sets it before numpy is imported (``gapscope.cli.OPENBLAS_THREADS_VAR``).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 _STARTED_WALL = float(os.environ.get("GAPSCOPE_BENCH_SPAWNED", "0")) or None
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -241,3 +241,25 @@ def test_successful_report_leaves_input_untouched(fmt):
     sample = require(ROOT / "sample_traces" / "decode_step.txt")
     proc = _unchanged_after(sample, *fmt)
     assert proc.returncode == 0 and proc.stderr == ""
+
+
+def test_openblas_threads_are_one_except_for_the_capture(monkeypatch):
+    """numpy's OpenBLAS threads spin ~0.1 s of CPU each after import for no BLAS call
+    of ours: every command but ``capture`` (the user's workload) asks for one thread,
+    unless the user set a number; the setting is there before the command runs."""
+    seen = []
+    monkeypatch.setattr(
+        report_cmd, "run", lambda argv, stdout=None: seen.append(os.environ.get(cli.OPENBLAS_THREADS_VAR))
+    )
+    monkeypatch.delenv(cli.OPENBLAS_THREADS_VAR, raising=False)
+    assert cli.main(["report", "whatever.json"]) == 0
+    assert seen == ["1"]
+    monkeypatch.setenv(cli.OPENBLAS_THREADS_VAR, "4")
+    cli.main(["report", "whatever.json"])
+    assert seen == ["1", "4"]
+    monkeypatch.delenv(cli.OPENBLAS_THREADS_VAR)
+    from gapscope.capture import cli as capture_cli
+
+    monkeypatch.setattr(capture_cli, "main", lambda argv: seen.append(os.environ.get(cli.OPENBLAS_THREADS_VAR)))
+    cli.main(["capture", "--help"])
+    assert seen == ["1", "4", None]

@@ -24,9 +24,14 @@ from gapscope.analysis.card_copies import COPY_KIND_WORDS, copy_lead
 from gapscope.analysis.card_text import (
     HotFrame,
     cliff_wait,
+    graph_node_count,
+    graph_word,
     hot_inner_text,
+    in_running_graph_launch,
     in_sync_cliff,
     is_decode_trace,
+    is_mtia,
+    is_rocm,
     is_wait,
     other_streams_idle,
     quiet_text,
@@ -250,49 +255,14 @@ _DATALOADER_RE = re.compile(
 )
 
 
-_MTIA: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _mtia(trace) -> bool:
-    """Whether the trace's device is an MTIA (its launches are ``runFunction`` calls):
-    then CUDA's own remedies (cuBLAS, CUDA graphs, ``CUDA_MODULE_LOADING``, Kineto's
-    ``cuda_sync`` records) are not named. Cached per trace."""
-    got = _MTIA.get(trace)
-    if got is None:
-        ids = trace.name_ids_matching(lambda n: n.startswith("runFunction"))
-        got = _MTIA[trace] = bool(ids.size) and bool(np.isin(trace.name_id[trace.kind == int(Kind.LAUNCH)], ids).any())
-    return got
-
-
-_ROCM: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _rocm(trace) -> bool:
-    """Whether the trace's device is an AMD GPU under ROCm (its launches are HIP
-    calls: ``hipLaunchKernel``, ``hipExtModuleLaunchKernel``, ``hipGraphLaunch``): then
-    the math libraries are rocBLAS / hipBLASLt and graphs are HIP graphs, and
-    ``CUDA_MODULE_LOADING`` is not named. Cached per trace."""
-    got = _ROCM.get(trace)
-    if got is None:
-        ids = trace.name_ids_matching(lambda n: n.startswith("hip"))
-        got = _ROCM[trace] = bool(ids.size) and bool(np.isin(trace.name_id[trace.kind == int(Kind.LAUNCH)], ids).any())
-    return got
-
-
-def _graph_word(trace) -> str:
-    """What a captured step is called on the trace's device: a CUDA graph, a HIP graph
-    (ROCm; ``torch.cuda.graphs`` captures those there), or a graph (MTIA)."""
-    return "graph" if _mtia(trace) else "HIP graph" if _rocm(trace) else "CUDA graph"
-
-
 def _module_loading_hint(trace) -> str:
     """``CUDA_MODULE_LOADING``, named on CUDA devices only."""
-    return "" if _mtia(trace) or _rocm(trace) else "; CUDA_MODULE_LOADING=EAGER loads modules at start"
+    return "" if is_mtia(trace) or is_rocm(trace) else "; CUDA_MODULE_LOADING=EAGER loads modules at start"
 
 
 def _names_awaited(trace, capture: bool = False) -> str:
     """Where the trace (or a new capture) names the stream an event wait is on."""
-    if _mtia(trace):
+    if is_mtia(trace):
         return "MTIA's own `event_wait` records name the awaited stream in their `wait_on_stream` arg"
     if capture:
         return "capture with a recent torch.profiler (its cuda_sync records name the stream an event wait is on)"
@@ -548,13 +518,29 @@ def _dependency_advice(diag, rows, dur_txt):
         )
         return (first, forbidden, proof)
     if kind == WaitKind.GRAPH:
-        return (
-            "Trace the graph's own nodes (Nsight Systems --cuda-graph-trace=node, or a torch.profiler that records "
-            "graph kernels) to see the order inside the graph and what this node waited for; a wait captured in "
-            "the graph (an event, a host node) shows there.",
-            forbidden,
-            proof,
+        trace = diag.trace
+        nxt = int(g.next_op[r])
+        first = (
+            f"Dump the graph to see what lies between the next op and the node before it: with torch, call enable_debug_mode() on the "
+            f"torch.cuda.CUDAGraph before the capture and debug_dump(path) after it (a DOT file, as "
+            f"{'hipGraphDebugDotPrint' if is_rocm(trace) else 'cudaGraphDebugDotPrint'} writes); an event wait, a "
+            f"host node or the join of parallel branches shows there."
         )
+        if not in_running_graph_launch(diag, r):
+            return (first, forbidden, proof)
+        call = int(g.launch[r])
+        if is_rocm(trace):
+            nodes = graph_node_count(trace, int(trace.correlation[nxt])) if nxt >= 0 else 0
+            first += (
+                f" If nothing does, the time is the runtime submitting the nodes inside "
+                f"{quote_name(trace.name(call))} ({nodes} recorded nodes in this launch): time that call alone "
+                f"against the nodes' run, and try fewer, larger nodes."
+            )
+        forbidden = (
+            f"Do not optimise the CPU code around the launch or the kernels next to the gap, and do not reach for "
+            f"graph capture: the step already runs as a {graph_word(trace)}, and its launch call issued this node."
+        )
+        return (first, forbidden, proof)
     return (
         f"Find what the queued op waited for: {_names_awaited(diag.trace, capture=True)}; check cross-stream "
         "waits (wait_stream, wait_event), copies or kernels on other devices, and host callbacks."
@@ -595,9 +581,15 @@ def _host_advice(diag, evidence, rows, dur_txt, hot: HotFrame | None = None):
     )
     hint = _instrument_hint(trace)
     sync = synchronous_launches(trace)
-    compile_ = "torch.compile" if _mtia(trace) else f"torch.compile (mode='reduce-overhead' adds {_graph_word(trace)}s)"
+    compile_ = (
+        "torch.compile" if is_mtia(trace) else f"torch.compile (mode='reduce-overhead' adds {graph_word(trace)}s)"
+    )
     libs = (
-        "math-library settings" if _mtia(trace) else "rocBLAS/hipBLASLt settings" if _rocm(trace) else "cuBLAS settings"
+        "math-library settings"
+        if is_mtia(trace)
+        else "rocBLAS/hipBLASLt settings"
+        if is_rocm(trace)
+        else "cuBLAS settings"
     )
     cn = diag.gaps.class_ns
     if hot is not None:  # the evidence breaks the host time into fragments of one frame
@@ -781,7 +773,7 @@ def capture_sentence(diag, capture: GapCapture) -> str:
     captures (their launch calls record kernels), and the time entering
     ``torch.cuda.graph`` before the begin call (``GraphCapture.enter_ns``)."""
     trace = diag.trace
-    word = _graph_word(trace)
+    word = graph_word(trace)
     first, n_in, launches = capture.first, capture.capturing, capture.launches
     begin = (
         quote_name(trace.name(first.begin_event))
@@ -823,7 +815,7 @@ def _capture_advice(diag, capture: GapCapture, dur_txt: str) -> tuple[str, str, 
     per shape."""
     trace = diag.trace
     cap = capture.capture
-    word = _graph_word(trace)
+    word = graph_word(trace)
     launch = "hipGraphLaunch" if word == "HIP graph" else "cudaGraphLaunch"
     what = (
         f"This is a {word} capture, a one-time cost of warm-up: kernels launched while capturing are recorded, not run."
@@ -890,21 +882,21 @@ def advice(
     if cause == Cause.LAUNCH and slow_launch(diag, evidence, rows):
         return (
             f"Find why the launch call {name} took {fmt_dur(top[0].overlap_ns)}: a single call that long is "
-            f"first-use cost ({'' if _mtia(trace) or _rocm(trace) else 'CUDA '}module loading, JIT compilation, "
+            f"first-use cost ({'' if is_mtia(trace) or is_rocm(trace) else 'CUDA '}module loading, JIT compilation, "
             f"autotuning, memory allocation), not the per-kernel tax. Warm up before profiling (run a few steps first"
             + _module_loading_hint(trace)
             + ") and compare a steady-state step.",
-            f"Do not capture {_graph_word(trace)}s or fuse ops for this gap: one slow call, not many small launches, "
+            f"Do not capture {graph_word(trace)}s or fuse ops for this gap: one slow call, not many small launches, "
             "left the GPU idle.",
             f"The same position on a capture of warmed-up steps: the idle ({dur_txt}) should be gone.",
         )
     if cause == Cause.LAUNCH and top and GRAPH_LAUNCH_RE.search(top[0].name):
         return (
-            f"The step already runs as a {_graph_word(trace)}: what is left is the graph launch {name} itself and the "
+            f"The step already runs as a {graph_word(trace)}: what is left is the graph launch {name} itself and the "
             f"host time around it, a fixed cost per step. Amortise it over more work per launch: a larger batch, "
             f"several decode steps per graph, or speculative decoding; keep host work out of the window between "
             f"steps.",
-            f"Do not capture the step in a {_graph_word(trace)} again or tune kernels: the launch of one graph per step is "
+            f"Do not capture the step in a {graph_word(trace)} again or tune kernels: the launch of one graph per step is "
             "what remains, not many small launches or slow kernels.",
             f"Idle at this position ({dur_txt}) against the work per launch: it should stay about constant "
             f"while the batch grows.",
@@ -921,8 +913,8 @@ def advice(
             )
         graph = (
             "fuse the small ops (torch.compile)"
-            if _mtia(trace)
-            else f"capture the step in a {_graph_word(trace)} (torch.compile with mode='reduce-overhead', or torch.cuda.graphs), "
+            if is_mtia(trace)
+            else f"capture the step in a {graph_word(trace)} (torch.compile with mode='reduce-overhead', or torch.cuda.graphs), "
             "fuse the small ops"
         )
         return (

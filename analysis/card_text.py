@@ -8,6 +8,7 @@ from bytes. Names from the trace are quoted literally between backticks.
 from __future__ import annotations
 
 import re
+import weakref
 from typing import NamedTuple
 
 import numpy as np
@@ -32,7 +33,7 @@ from gapscope.analysis.types import Cause, Evidence, Trust, WaitKind
 from gapscope.analysis.waits import device_timed_wait_ids, searchable, wait_name_ids
 from gapscope.parsers.kinds import copy_kind_of
 from gapscope.parsers.model import CopyKind, Kind
-from gapscope.units import fmt_bytes, fmt_dur
+from gapscope.units import fmt_bytes, fmt_dur, fmt_offset
 
 SMELLS = {
     Cause.LAUNCH: "launch-bound gap",
@@ -56,6 +57,41 @@ DEPENDENCY_SMELLS = {
 #: The smell of a sync gap whose blocking wait began after the GPU went idle (rule 4
 #: of docs/definitions.md "Cause classes": no queue was drained, so no cliff).
 BLOCKING_WAIT_SMELL = "blocking wait in the gap"
+
+
+_MTIA: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def is_mtia(trace) -> bool:
+    """Whether the trace's device is an MTIA (its launches are ``runFunction`` calls):
+    then CUDA's own remedies (cuBLAS, CUDA graphs, ``CUDA_MODULE_LOADING``, Kineto's
+    ``cuda_sync`` records) are not named. Cached per trace."""
+    got = _MTIA.get(trace)
+    if got is None:
+        ids = trace.name_ids_matching(lambda n: n.startswith("runFunction"))
+        got = _MTIA[trace] = bool(ids.size) and bool(np.isin(trace.name_id[trace.kind == int(Kind.LAUNCH)], ids).any())
+    return got
+
+
+_ROCM: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def is_rocm(trace) -> bool:
+    """Whether the trace's device is an AMD GPU under ROCm (its launches are HIP
+    calls: ``hipLaunchKernel``, ``hipExtModuleLaunchKernel``, ``hipGraphLaunch``): then
+    the math libraries are rocBLAS / hipBLASLt and graphs are HIP graphs, and
+    ``CUDA_MODULE_LOADING`` is not named. Cached per trace."""
+    got = _ROCM.get(trace)
+    if got is None:
+        ids = trace.name_ids_matching(lambda n: n.startswith("hip"))
+        got = _ROCM[trace] = bool(ids.size) and bool(np.isin(trace.name_id[trace.kind == int(Kind.LAUNCH)], ids).any())
+    return got
+
+
+def graph_word(trace) -> str:
+    """What a captured step is called on the trace's device: a CUDA graph, a HIP graph
+    (ROCm; ``torch.cuda.graphs`` captures those there), or a graph (MTIA)."""
+    return "graph" if is_mtia(trace) else "HIP graph" if is_rocm(trace) else "CUDA graph"
 
 
 def in_sync_cliff(gaps, rows) -> bool:
@@ -561,7 +597,14 @@ def why_sentence(
     if queued_occurrence(diag, rows):
         r = int(rows[has][0]) if has.any() else int(rows[0])
         nxt, call = int(g.next_op[r]), int(g.launch[r])
-        if call >= 0:
+        if call >= 0 and in_running_graph_launch(diag, r):
+            at = fmt_offset(int(trace.start_ns[call]) - int(trace.extent_ns[0]))
+            body = (
+                f": the next op {quote_name(trace.name(nxt))} is a node of the {graph_word(trace)} that "
+                f"{quote_name(trace.name(call))} on {thread_label(trace, int(trace.lane[call]))} launched at {at}, "
+                f"and the graph's earlier nodes had already run"
+            )
+        elif call >= 0:
             L = int(np.median(g.lateness_ns[rows][has]))
             body = (
                 f", although the next op {quote_name(trace.name(nxt))} was already queued: its launch call "
@@ -590,6 +633,8 @@ def why_sentence(
             parts.append(_copy_phrase(diag, rows, evidence, cn[Cause.COPY]))
         text = lead + "; ".join(parts)
         text = (text[:1].upper() + text[1:] + ". ") if text else ""
+        if call >= 0 and in_running_graph_launch(diag, r):
+            return head + body + ". " + text + "The CPU code around the launch call is not the cause."
         return head + body + ". " + text + "What the CPU did meanwhile is not the cause."
     parts = []
     if cn[Cause.HOST]:
@@ -945,6 +990,20 @@ def _dependency_phrase(diag, r: int, dep_ns: int, evidence: list[Evidence]) -> s
             f"{fmt_dur(HANDOFF_MAX_NS)}, so a wait of {fmt_dur(dep_ns)} is mostly on other work: of another stream or "
             f"device, or queued ahead of it on its own stream"
         )
+    if kind == WaitKind.GRAPH and in_running_graph_launch(diag, r):
+        call = int(g.launch[r])
+        end_ns = int(trace.start_ns[call] + trace.dur_ns[call])
+        text = (
+            f"it waited {fmt_dur(dep_ns)} inside the graph, on the order of its nodes or on graph work the trace "
+            f"does not record"
+        )
+        if is_rocm(trace):
+            text += (
+                f", or on the runtime submitting the nodes: the thread was inside {quote_name(trace.name(call))} "
+                f"until {fmt_offset(end_ns - int(trace.extent_ns[0]))}, past the gap's start, and ROCm's runtime "
+                f"submits a graph's nodes from inside that call"
+            )
+        return text
     if kind == WaitKind.GRAPH:
         by = (
             f"launched by {quote_name(trace.name(int(g.launch[r])))}"
@@ -994,6 +1053,27 @@ def slow_launch(diag, evidence: list[Evidence], rows: np.ndarray) -> bool:
         and top[0].overlap_ns >= SLOW_LAUNCH_NS
         and bool(slow_launch_calls(diag.trace, SLOW_LAUNCH_NS)[top[0].event])
     )
+
+
+def in_running_graph_launch(diag, r: int) -> bool:
+    """Whether the next op of gap ``r`` is a later node of a graph whose launch call,
+    linked to it, was still running when the gap began (``WaitKind.GRAPH`` with a
+    positive lateness): the node was issued by that call, in the graph's order, so the
+    call's end says nothing of when it reached the queue (``classify._graph_node_queued``)."""
+    g = diag.gaps
+    return (
+        g.wait_kind is not None
+        and int(g.wait_kind[r]) == int(WaitKind.GRAPH)
+        and int(g.launch[r]) >= 0
+        and int(g.lateness_ns[r]) > 0
+    )
+
+
+def graph_node_count(trace, correlation: int) -> int:
+    """How many GPU ops (kernels, copies, memsets) carry ``correlation``: the recorded
+    nodes of the graph launch with that id."""
+    gpu = trace.mask_kind(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
+    return int(np.count_nonzero(gpu & (trace.correlation == correlation))) if correlation >= 0 else 0
 
 
 def queued_occurrence(diag, rows: np.ndarray) -> bool:

@@ -406,13 +406,20 @@ def launched_before_window(trace: Trace, op: int) -> bool:
 
 
 def _graph_node_queued(trace: Trace, gaps: Gaps, valid: np.ndarray) -> np.ndarray:
-    """Bool per gap: the next op has no linked launch call but shares its ``correlation``
-    with a GPU op that started before it: a node of a CUDA graph (whose launch call the
-    trace lacks) other than its first. Such a node is issued by the graph, in the
-    graph's order, not by a CPU launch: what held it is GPU-side."""
+    """Bool per gap: the next op shares its ``correlation`` with a GPU op that started
+    before it, and has no linked launch call (a CUDA graph whose launch the trace
+    lacks) or a graph launch (``GRAPH_LAUNCH_RE``): a node of a graph other than its
+    first. Such a node is issued by the graph, in the graph's order, not by a CPU
+    launch of its own: what held it is GPU-side (or, on ROCm, the runtime submitting the
+    graph's nodes inside the launch call), and the launch call's end, which lateness
+    measures, tells nothing about it (sglang Qwen3 decode: a 0.274 ms gap between two
+    nodes of one 1.57 ms ``hipGraphLaunch`` was read as late launching, and advised
+    capturing the step in a graph)."""
     n = len(gaps)
     out = np.zeros(n, dtype=bool)
-    cand = (gaps.launch < 0) & (gaps.next_op >= 0)
+    graph_ids = trace.name_ids_matching(lambda name: bool(GRAPH_LAUNCH_RE.search(name)))
+    by_graph = (gaps.launch >= 0) & np.isin(trace.name_id[np.maximum(gaps.launch, 0)], graph_ids)
+    cand = ((gaps.launch < 0) | by_graph) & (gaps.next_op >= 0)
     if not cand.any():
         return out
     gpu = trace.mask_kind(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET) & valid & (trace.correlation >= 0)

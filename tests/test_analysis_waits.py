@@ -235,3 +235,58 @@ def test_a_stream_wait_with_no_producer_in_the_trace_is_said_unexplained(other):
     if other is None:
         assert "(the last op elsewhere ended 2.000 ms before the wait was over)" in c.why, c.why
         assert "Record the event earlier" not in c.first_experiment
+
+
+def _graph_launch(call: str = "hipGraphLaunch"):
+    """k0 on stream 7 [10, 20) µs launched by `main` at 0; then `call` [25, 200) µs on
+    `main` (correlation 5) whose nodes run on stream 7: n1 [40, 50), n2 [50, 60) and,
+    after a 40 µs gap inside the still running call, n3 [100, 110) µs. The gap [20, 40)
+    before the graph's first node is the launch's own; [60, 100) lies between two of its
+    nodes."""
+    b = TraceBuilder()
+    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
+    s7 = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    launch = "hipLaunchKernel" if call.startswith("hip") else "cudaLaunchKernel"
+    b.event(cpu, launch, 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(s7, "k0", 10 * US, 10 * US, Kind.KERNEL, correlation=1)
+    b.event(cpu, call, 25 * US, 175 * US, Kind.LAUNCH, correlation=5)
+    for name, at_us in (("n1", 40), ("n2", 50), ("n3", 100)):
+        b.event(s7, name, at_us * US, 10 * US, Kind.KERNEL, correlation=5)
+    return diagnose(b.build())
+
+
+def test_gap_between_nodes_of_a_running_graph_launch_is_graph_ordering():
+    """sglang Qwen3 decode #6: a gap between two nodes of one running ``hipGraphLaunch``
+    was read as late launching by the call's end (which came after the gap) and advised
+    "capture the step in a HIP graph". A later node is issued by the graph, so the gap
+    is dependency (graph ordering), and on ROCm the card names the runtime's
+    submission of the nodes inside the call, which the trace cannot tell apart."""
+    d = _graph_launch()
+    g = d.gaps
+    assert [(int(a) // US, int(b) // US) for a, b in zip(g.start_ns, g.end_ns)] == [(20, 40), (60, 100)]
+    # the first node's gap: the call [25, 200) had not returned, nothing of the graph ran yet
+    assert g.wait_kind[0] == -1 and g.class_ns[0, int(Cause.DEPENDENCY)] == 0
+    assert g.lateness_ns[1] == 40 * US  # the call [25, 200) µs ran past the whole gap
+    assert g.wait_kind[1] == WaitKind.GRAPH and g.class_ns[1].tolist() == [0, 0, 0, 0, 0, 40 * US]
+    c = d.card(1)
+    assert c.cause == Cause.DEPENDENCY and c.smell == "graph ordering"
+    assert (
+        "the next op `n3` is a node of the HIP graph that `hipGraphLaunch` on thread `main` launched at 25.0 µs"
+        in c.why
+    )
+    assert "the thread was inside `hipGraphLaunch` until 0.200 ms, past the gap's start" in c.why
+    assert "already queued" not in c.why and "had returned" not in c.why and "spent" not in c.why
+    assert "The CPU code around the launch call is not the cause." in c.why
+    assert "debug_dump" in c.first_experiment and "(3 recorded nodes in this launch)" in c.first_experiment
+    assert "capture the step" not in c.first_experiment
+    assert "do not reach for graph capture: the step already runs as a HIP graph" in c.forbidden_step
+
+
+def test_gap_between_nodes_of_a_running_cuda_graph_launch_names_no_rocm_submission():
+    d = _graph_launch("cudaGraphLaunch")
+    g = d.gaps
+    assert g.wait_kind[1] == WaitKind.GRAPH and g.class_ns[1].tolist() == [0, 0, 0, 0, 0, 40 * US]
+    c = d.card(1)
+    assert "node of the CUDA graph that `cudaGraphLaunch`" in c.why
+    assert "submitting" not in c.why and "submitting" not in c.first_experiment
+    assert "cudaGraphDebugDotPrint" in c.first_experiment

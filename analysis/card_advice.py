@@ -245,6 +245,84 @@ def _nested_lead(diag, lead: Evidence, evidence: list[Evidence]) -> Evidence:
     return best
 
 
+#: torch's tensor copy ops: host time inside them is the host side of a copy.
+_TENSOR_COPY_RE = re.compile(r"^aten::(?:_copy_from|copy_|_to_copy|to|clone|contiguous)$")
+#: Ops around a copy that only ask for it (their own names tell nothing more).
+_COPY_WRAPPER_RE = re.compile(r"^aten::(?:_copy_from|copy_|_to_copy|to)$")
+
+
+class HostCopies(NamedTuple):
+    """The GPU copies between host and device that ran inside the calls of one tensor
+    copy op on a gap's thread, within the gap: counts and bytes per direction
+    (``CopyKind.D2H``, ``CopyKind.H2D``), the largest call, and the op that asked for
+    the copy (the nearest operator enclosing that call not named like a copy wrapper;
+    -1 when none: a step range or Python frame says nothing of the copy)."""
+
+    d2h: int
+    d2h_bytes: int
+    h2d: int
+    h2d_bytes: int
+    call: int
+    asked_by: int
+
+
+def _host_copies(diag, r: int, name: str) -> HostCopies | None:
+    """``HostCopies`` of the calls named ``name`` on gap ``r``'s thread, or None when no
+    host-device copy ran inside them (mtia_rank_0 #440: a backward ``aten::clone`` of a
+    permuted 16 MiB tensor went to the host and back inside ``aten::_copy_from``)."""
+    trace, g = diag.trace, diag.gaps
+    lane = int(g.thread_lane[r]) if g.thread_lane is not None else int(g.launch_lane[r])
+    if lane < 0:
+        return None
+    gs, ge = int(g.start_ns[r]), int(g.end_ns[r])
+    sl = trace.lane_slice(lane)
+    st, en = trace.start_ns[sl], trace.start_ns[sl] + trace.dur_ns[sl]
+    ids = trace.name_ids_matching(lambda n: n == name)
+    calls = np.flatnonzero(np.isin(trace.name_id[sl], ids) & (st < ge) & (en > gs))
+    if calls.size == 0:
+        return None
+    copy = np.flatnonzero((trace.kind == int(Kind.MEMCPY)) & (trace.start_ns >= gs) & (trace.start_ns < ge))
+    inside = np.zeros(copy.size, dtype=bool)
+    for c in calls.tolist():
+        inside |= (trace.start_ns[copy] >= st[c]) & (trace.start_ns[copy] < en[c])
+    copy = copy[inside]
+    kind = trace.copy_kind[copy]
+    nbytes = np.maximum(trace.bytes[copy], 0)
+    d2h, h2d = kind == int(CopyKind.D2H), kind == int(CopyKind.H2D)
+    if not (d2h.any() or h2d.any()):
+        return None
+    big = int(calls[np.argmax((en - st)[calls])])
+    depth = trace.depth[sl]
+    around = np.flatnonzero((st <= st[big]) & (en >= en[big]) & (depth < depth[big]))
+    kinds = trace.kind[sl]
+    named = [
+        int(a)
+        for a in around[np.argsort(-depth[around], kind="stable")]
+        if kinds[a] == int(Kind.CPU_OP) and not _COPY_WRAPPER_RE.search(trace.name(int(sl.start + a)))
+    ]
+    return HostCopies(
+        int(d2h.sum()),
+        int(nbytes[d2h].sum()),
+        int(h2d.sum()),
+        int(nbytes[h2d].sum()),
+        sl.start + big,
+        sl.start + named[0] if named else -1,
+    )
+
+
+def _tensor_text(trace, ev: int) -> str:
+    """`` a [1024, 128, 32] float tensor`` from the first input of event ``ev``'s
+    ``Input Dims`` / ``Input type`` args (Kineto's record_shapes), or ""."""
+    args = trace.args_of(ev)
+    dims, types = args.get("Input Dims"), args.get("Input type")
+    if not isinstance(dims, list) or not dims or not isinstance(dims[0], list) or not dims[0]:
+        return ""
+    if not all(isinstance(x, int) for x in dims[0]):
+        return ""
+    kind = f" {types[0]}" if isinstance(types, list) and types and isinstance(types[0], str) and types[0] else ""
+    return f" a [{', '.join(str(x) for x in dims[0])}]{kind} tensor"
+
+
 _ALLOC_RE = re.compile(
     r"^(cuda|hip)(Malloc|Free|HostAlloc|MallocHost)|^cuMem(Alloc|Free)|CachingAllocator|empty_cache", re.IGNORECASE
 )
@@ -621,6 +699,12 @@ def _host_advice(diag, evidence, rows, dur_txt, hot: HotFrame | None = None):
             "caching allocator keep its blocks (no torch.cuda.empty_cache() in the loop, stable tensor shapes, "
             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) or preallocate the buffers once."
         )
+    elif (
+        lead_name is not None
+        and _TENSOR_COPY_RE.search(lead_name)
+        and (hc := _host_copies(diag, int(rows[0]), lead_name)) is not None
+    ):
+        first = _host_copy_advice(trace, lead_name, by_name.get(lead_name, lead_ns), hc)
     elif lead_name is not None and _DATALOADER_RE.search(lead_name):
         parallel = (
             # the iterator is already multiprocess: its workers do not keep up
@@ -712,6 +796,47 @@ def _host_advice(diag, evidence, rows, dur_txt, hot: HotFrame | None = None):
         forbidden,
         f"Idle at this position ({dur_txt}) and step time{' and tokens/s' if is_decode_trace(diag) else ''} on a new "
         f"capture with the same ranges named.",
+    )
+
+
+def _host_copy_advice(trace, name: str, host_ns: int, hc: HostCopies) -> str:
+    """The first experiment for host time inside a tensor copy op that moved data
+    between host and device: a round trip (both directions) is kept on the device; a
+    copy one way gets the tensor made where it is used, or a pinned, non-blocking host
+    side."""
+
+    def moved(n: int, nbytes: int, way: str) -> str:
+        size = f" ({fmt_bytes(nbytes)})" if nbytes > 0 else ""
+        return f"{n} {way} {'copy' if n == 1 else 'copies'}{size}"
+
+    tensor = _tensor_text(trace, hc.call)
+    asked = f" under {quote_name(trace.name(hc.asked_by))}" if hc.asked_by >= 0 else ""
+    largest = (
+        f"; the largest call copies{tensor}{asked}" if tensor else f"; the largest call is{asked}" if asked else ""
+    )
+    spent = f"the thread spent {fmt_dur(host_ns)} in them on the CPU"
+    if hc.d2h and hc.h2d:
+        return (
+            f"{quote_name(name)} takes the data to the host and back: inside its calls the device ran "
+            f"{moved(hc.d2h, hc.d2h_bytes, 'device-to-host')} and {moved(hc.h2d, hc.h2d_bytes, 'host-to-device')}, "
+            f"and {spent}. Keep the copy on the device: the largest call copies{tensor or ' a tensor'}{asked} into a new layout "
+            f"by way of the host, so give that op its input already in the layout it needs (a contiguous tensor "
+            f"made once on the device, a view instead of a reshape of a permuted tensor) or drop the copy; then "
+            f"this gap's copies and host time should both go."
+        )
+    if hc.h2d:
+        return (
+            f"{quote_name(name)} copies to the device (inside its calls the device ran "
+            f"{moved(hc.h2d, hc.h2d_bytes, 'host-to-device')}), and {spent}{largest}. "
+            f"Make the tensor on the device (device= where it is created, or once before the loop when it does not "
+            f"change); for data that must come from the host, copy it from pinned memory (pin_memory()) with "
+            f"non_blocking=True, ahead of its use, so the thread does not stage the copy."
+        )
+    return (
+        f"{quote_name(name)} copies to the host (inside its calls the device ran "
+        f"{moved(hc.d2h, hc.d2h_bytes, 'device-to-host')}), and {spent}{largest}. "
+        f"Keep the tensor on the device if the step does not need it on the host; where it does, copy into "
+        f"pinned memory with non_blocking=True and read it after the step, so the thread does not wait on it."
     )
 
 

@@ -1167,3 +1167,65 @@ def test_launch_time_of_an_earlier_call_is_not_the_next_ops_launch_path():
         "0.455 ms in launch calls (55.0 µs of it the launch path of the next op, 0.400 ms in earlier ones)"
         in d.card(i).why
     ), d.card(i).why
+
+
+def _host_copy(d2h: bool = True, h2d: bool = True):
+    """k1 [5, 10) µs, then on thread `main` `aten::clone` [10, 410) µs of a [1024, 128, 32]
+    float tensor holding `aten::copy_` and `aten::_copy_from` [13, 407) µs, inside which
+    the device copies 16 MiB to the host [20, 70) µs and back [350, 400) µs (either
+    left out by the flags); k2 launched at 410 µs runs at 420 µs."""
+    from gapscope.parsers.model import CopyKind
+
+    b = TraceBuilder()
+    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
+    gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    b.event(cpu, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k1", 5 * US, 5 * US, Kind.KERNEL, correlation=1)
+    dims = {"Input Dims": [[1024, 128, 32], []], "Input type": ["float", "Scalar"]}
+    b.event(cpu, "aten::clone", 10 * US, 400 * US, Kind.CPU_OP, args=dims)
+    b.event(cpu, "aten::copy_", 12 * US, 396 * US, Kind.CPU_OP, args=dims)
+    b.event(cpu, "aten::_copy_from", 13 * US, 394 * US, Kind.CPU_OP, args=dims)
+    mib16 = 16 << 20
+    if d2h:
+        b.event(gpu, "Memcpy DtoH", 20 * US, 50 * US, Kind.MEMCPY, bytes=mib16, copy_kind=CopyKind.D2H)
+    if h2d:
+        b.event(gpu, "Memcpy HtoD", 350 * US, 50 * US, Kind.MEMCPY, bytes=mib16, copy_kind=CopyKind.H2D)
+    b.event(cpu, "cudaLaunchKernel", 410 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b.event(gpu, "k2", 420 * US, 5 * US, Kind.KERNEL, correlation=2)
+    return diagnose(b.build())
+
+
+def test_host_time_in_a_copy_through_the_host_advises_keeping_it_on_the_device():
+    """mtia_rank_0 #440: 6.2 ms of host time in backward `aten::_copy_from` calls that
+    took a permuted 16 MiB tensor to the host and back were advised "take
+    `aten::_copy_from` off the critical path". A copy op whose calls hold GPU copies
+    both ways is a round trip: keep it on the device."""
+    d = _host_copy()
+    g = d.gaps
+    assert len(g) == 1 and (g.start_ns[0], g.end_ns[0]) == (10 * US, 420 * US)
+    c = d.card(0)
+    assert c.cause == Cause.HOST
+    assert c.first_experiment.startswith(
+        "`aten::_copy_from` takes the data to the host and back: inside its calls the device ran 1 device-to-host "
+        "copy (16.0 MiB) and 1 host-to-device copy (16.0 MiB), and the thread spent "
+    )
+    assert (
+        "Keep the copy on the device: the largest call copies a [1024, 128, 32] float tensor under `aten::clone` into"
+        in (c.first_experiment)
+    )
+    assert "off the critical path" not in c.first_experiment
+
+
+def test_host_time_in_a_one_way_copy_advises_the_device_or_pinned_memory():
+    c = _host_copy(d2h=False).card(0)
+    assert c.first_experiment.startswith(
+        "`aten::_copy_from` copies to the device (inside its calls the device ran 1 host-to-device copy (16.0 MiB))"
+    )
+    assert "Make the tensor on the device" in c.first_experiment and "pin_memory()" in c.first_experiment
+    c = _host_copy(h2d=False).card(0)
+    assert c.first_experiment.startswith(
+        "`aten::_copy_from` copies to the host (inside its calls the device ran 1 device-to-host copy (16.0 MiB))"
+    )
+    assert "read it after the step" in c.first_experiment
+    # no GPU copy inside: the copy op's host time is host work like any other
+    assert "copies to" not in _host_copy(d2h=False, h2d=False).card(0).first_experiment

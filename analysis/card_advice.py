@@ -69,6 +69,88 @@ def _innermost(diag, ev: int, kind: Kind) -> str | None:
     return trace.name(int(cand[np.argmax(trace.depth[cand])]))
 
 
+#: Triton's Python launch path: ``JITFunction.run`` and the ``kernel[grid]`` lambda that
+#: calls it (``triton/runtime/jit.py``), as the Python tracer names their frames.
+TRITON_LAUNCHER_RE = re.compile(r"triton/runtime/jit\.py\(\d+\): (?:run|<lambda>)$")
+
+
+def _graph_launches_on(trace, lane: int) -> tuple[int, int]:
+    """(how many graph launch calls ``lane`` makes (``GRAPH_LAUNCH_RE``, kind launch),
+    the first of them or -1): a thread that replays CUDA/HIP graphs."""
+    sl = trace.lane_slice(lane)
+    ids = trace.name_ids_matching(lambda n: bool(GRAPH_LAUNCH_RE.search(n)))
+    hits = np.flatnonzero((trace.kind[sl] == int(Kind.LAUNCH)) & np.isin(trace.name_id[sl], ids))
+    return int(hits.size), int(sl.start + hits[0]) if hits.size else -1
+
+
+def _triton_launcher_around(trace, ev: int) -> int:
+    """The outermost frame of Triton's Python launcher (``TRITON_LAUNCHER_RE``) that is
+    event ``ev`` or encloses it on its lane, or -1."""
+    if ev < 0:
+        return -1
+    sl = trace.lane_slice(int(trace.lane[ev]))
+    ids = trace.name_ids_matching(lambda n: bool(TRITON_LAUNCHER_RE.search(n)))
+    if ids.size == 0:
+        return -1
+    st = trace.start_ns[sl]
+    en = st + trace.dur_ns[sl]
+    s, e = int(trace.start_ns[ev]), int(trace.start_ns[ev] + trace.dur_ns[ev])
+    hits = np.flatnonzero(
+        np.isin(trace.name_id[sl], ids) & (st <= s) & (en >= e) & (trace.depth[sl] <= trace.depth[ev])
+    )
+    if hits.size == 0:
+        return -1
+    return int(sl.start + hits[np.argmin(trace.depth[sl][hits])])
+
+
+def _triton_advice(trace, lead: Evidence, launcher: int, compile_: str) -> str:
+    """The first experiment for host time in Triton's Python launch path (``launcher``,
+    the outermost launcher frame around ``lead``): its per-call argument work, and on a
+    thread that replays graphs, that the kernel launches eagerly outside them."""
+    n_launch = _launches_inside(trace, launcher)
+    calls = (
+        "its one launch call"
+        if n_launch == 1
+        else f"each of its {n_launch:,} launch calls"
+        if n_launch
+        else "it launches"
+    )
+    who = (
+        f"{quote_name(lead.name)} is Triton's Python launcher"
+        if lead.event == launcher
+        else f"{quote_name(lead.name)} ({fmt_dur(lead.overlap_ns)}) runs inside Triton's Python launcher "
+        f"{quote_name(trace.name(launcher))}"
+    )
+    head = (
+        f"{who}: before {calls} it specializes and checks the arguments in Python, and that per-call work, "
+        f"not the kernel, holds this gap."
+    )
+    replays, graph_call = _graph_launches_on(trace, int(trace.lane[launcher]))
+    compiled = "launch it through the compiled kernel its first call returns (compiled[grid](...)), which skips the per-call specialization"
+    if replays:
+        return (
+            f"{head} This thread replays {graph_word(trace)}s ({replays:,} {quote_name(trace.name(graph_call))} "
+            f"call{'' if replays == 1 else 's'}), and this kernel launches eagerly, outside them: capture it into "
+            f"the graph with the rest, or {compiled}."
+        )
+    return f"{head} {compiled[:1].upper() + compiled[1:]}, or capture the step in a {graph_word(trace)}: {compile_}."
+
+
+def _graph_launch_inside(trace, ev: int) -> int:
+    """The first graph launch call (``GRAPH_LAUNCH_RE``) that event ``ev`` encloses on
+    its lane, or -1: ``ev`` is a graph replay (torch's ``CUDAGraph.replay``, a serving
+    framework's ``replay``)."""
+    if ev < 0 or trace.kind[ev] == int(Kind.LAUNCH):
+        return -1
+    sl = trace.lane_slice(int(trace.lane[ev]))
+    starts = trace.start_ns[sl]
+    s, e = int(trace.start_ns[ev]), int(trace.start_ns[ev] + trace.dur_ns[ev])
+    a, b = np.searchsorted(starts, s, side="left"), np.searchsorted(starts, e, side="left")
+    ids = trace.name_ids_matching(lambda n: bool(GRAPH_LAUNCH_RE.search(n)))
+    hits = np.flatnonzero((trace.kind[sl][a:b] == int(Kind.LAUNCH)) & np.isin(trace.name_id[sl][a:b], ids))
+    return int(sl.start + a + hits[0]) if hits.size else -1
+
+
 def _launches_inside(trace, ev: int) -> int:
     """How many launch calls event ``ev`` encloses on its lane (0: it issues no GPU
     work; a launch call itself encloses none)."""
@@ -726,6 +808,8 @@ def _host_advice(diag, evidence, rows, dur_txt, hot: HotFrame | None = None):
             f"with async_op=True and wait() just before its result is used, with independent kernels queued "
             f"ahead of it."
         )
+    elif lead is not None and (launcher := _triton_launcher_around(trace, lead.event)) >= 0:
+        first = _triton_advice(trace, lead, launcher, compile_)
     elif lead is not None and mostly_own and (other := _meanwhile(diag, lead, rows)):
         first = (
             f"{quote_name(lead.name)} holds {fmt_dur(lead_ns)} of the gap with almost no finer event recorded on "
@@ -755,11 +839,33 @@ def _host_advice(diag, evidence, rows, dur_txt, hot: HotFrame | None = None):
             if sync is not None
             else ": the CPU takes longer to issue the work than the GPU to run it"
         )
-        first = (
-            f"{quote_name(lead.name)} issues GPU work itself (it encloses launch calls){why}. Cut the CPU cost per "
-            f"kernel: {compile_}, fewer and larger ops (fuse, batch more per step), and "
-            f"keep Python work such as logging and checks out of the step."
+        replays, graph_call = _graph_launches_on(trace, int(trace.lane[lead.event]))
+        replayed = (
+            f"This thread replays {graph_word(trace)}s ({replays:,} {quote_name(trace.name(graph_call))} "
+            f"call{'' if replays == 1 else 's'}), and this work launches eagerly, outside them"
+            if replays
+            else ""
         )
+        own_replay = _graph_launch_inside(trace, lead.event)
+        if own_replay >= 0:
+            first = (
+                f"{quote_name(lead.name)} is the {graph_word(trace)} replay itself: it launches the graph with "
+                f"{quote_name(trace.name(own_replay))}, and the host time here is the replay's own work before that "
+                f"launch, a fixed cost per replay. Replay less often, with more work per graph (a larger batch, or "
+                f"more steps captured in one graph), and keep other Python out of the replay path."
+            )
+        elif replays:
+            first = (
+                f"{quote_name(lead.name)} issues GPU work itself (it encloses launch calls){why}. {replayed}: capture "
+                f"it into the graph with the rest, or cut its CPU cost per kernel (fewer and larger ops) and keep "
+                f"Python work such as logging and checks out of the step."
+            )
+        else:
+            first = (
+                f"{quote_name(lead.name)} issues GPU work itself (it encloses launch calls){why}. Cut the CPU cost "
+                f"per kernel: {compile_}, fewer and larger ops (fuse, batch more per step), and "
+                f"keep Python work such as logging and checks out of the step."
+            )
     elif hot is not None:
         calls = "" if hot.calls == 1 else f" ({hot.calls:,} calls)"
         first = (

@@ -1229,3 +1229,52 @@ def test_host_time_in_a_one_way_copy_advises_the_device_or_pinned_memory():
     assert "read it after the step" in c.first_experiment
     # no GPU copy inside: the copy op's host time is host work like any other
     assert "copies to" not in _host_copy(d2h=False, h2d=False).card(0).first_experiment
+
+
+def _triton_then_replay():
+    """ROCm thread `main`: k1 [5, 10) µs; Triton's Python launcher
+    `triton/runtime/jit.py(370): <lambda>` [10, 150) µs around `run` [11, 149), whose
+    argument checks (`native_specialize_impl` [12, 60), `is_within_2gb` [60, 120)) come
+    before its one `hipModuleLaunchKernel` [130, 138) of k2 [140, 150); then the step's
+    replay `runner.py(10): replay` [150, 260) around torch's `graphs.py(139): replay`
+    [152, 258), whose `hipGraphLaunch` [240, 250) runs node g1 at [300, 310) µs."""
+    b = TraceBuilder()
+    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
+    gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    b.event(cpu, "hipLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k1", 5 * US, 5 * US, Kind.KERNEL, correlation=1)
+    b.event(cpu, "triton/runtime/jit.py(370): <lambda>", 10 * US, 140 * US, Kind.PYTHON)
+    b.event(cpu, "triton/runtime/jit.py(708): run", 11 * US, 138 * US, Kind.PYTHON)
+    b.event(cpu, "<built-in function native_specialize_impl>", 12 * US, 48 * US, Kind.PYTHON)
+    b.event(cpu, "triton/backends/amd/compiler.py(167): is_within_2gb", 60 * US, 60 * US, Kind.PYTHON)
+    b.event(cpu, "hipModuleLaunchKernel", 130 * US, 8 * US, Kind.LAUNCH, correlation=2)
+    b.event(gpu, "k2", 140 * US, 10 * US, Kind.KERNEL, correlation=2)
+    b.event(cpu, "runner.py(10): replay", 150 * US, 110 * US, Kind.PYTHON)
+    b.event(cpu, "torch/cuda/graphs.py(139): replay", 152 * US, 106 * US, Kind.PYTHON)
+    b.event(cpu, "hipGraphLaunch", 240 * US, 10 * US, Kind.LAUNCH, correlation=3)
+    b.event(gpu, "g1", 300 * US, 10 * US, Kind.KERNEL, correlation=3)
+    return diagnose(b.build())
+
+
+def test_triton_launcher_on_a_graph_replaying_thread_is_not_told_to_capture_a_graph():
+    """sglang Qwen3 decode #4: 0.122 ms of Triton's Python launcher for one eager kernel,
+    before the step's HIP graph replay, was advised "torch.compile (mode='reduce-overhead'
+    adds HIP graphs)"; #5, the replay's own host time, the same. The launcher is named
+    for what it does per call, and a thread that replays graphs is told to capture the
+    eager work into them; the replay itself is a fixed cost per replay."""
+    d = _triton_then_replay()
+    g = d.gaps
+    assert [(int(a) // US, int(b) // US) for a, b in zip(g.start_ns, g.end_ns)] == [(10, 140), (150, 300)]
+    c = d.card(0)
+    assert c.cause == Cause.HOST
+    assert c.first_experiment.startswith(
+        "`triton/backends/amd/compiler.py(167): is_within_2gb` (60.0 µs) runs inside Triton's Python launcher "
+        "`triton/runtime/jit.py(370): <lambda>`: before its one launch call it specializes and checks"
+    )
+    assert "This thread replays HIP graphs (1 `hipGraphLaunch` call), and this kernel launches eagerly" in (
+        c.first_experiment
+    )
+    assert "torch.compile" not in c.first_experiment
+    c = d.card(1)
+    assert "is the HIP graph replay itself: it launches the graph with `hipGraphLaunch`" in c.first_experiment
+    assert "Replay less often" in c.first_experiment and "torch.compile" not in c.first_experiment

@@ -83,6 +83,84 @@ def _graph_launches_on(trace, lane: int) -> tuple[int, int]:
     return int(hits.size), int(sl.start + hits[0]) if hits.size else -1
 
 
+#: DDP's forward, and the broadcast it makes of the module's buffers before it
+#: (``broadcast_buffers=True``, the default; torch ``DistributedDataParallel._sync_buffers``).
+_DDP_FORWARD_RE = re.compile(r"DistributedDataParallel\.forward")
+_BROADCAST_RE = re.compile(r"^(?:c10d::broadcast_|nccl:broadcast)$")
+
+
+class DdpBufferSync(NamedTuple):
+    """DDP's buffer broadcast in a gap: the ``DistributedDataParallel.forward`` around
+    it (``forward``), its broadcast calls (``broadcasts``), the ``aten::copy_`` calls on
+    the thread in the gap that copy the broadcast values back into the buffers
+    (``copies``), and the process group's size (from ``record_param_comms``'s
+    ``Group size``; 0 when not recorded)."""
+
+    forward: int
+    broadcasts: int
+    copies: int
+    group_size: int
+
+
+def _ddp_buffer_sync(diag, r: int) -> DdpBufferSync | None:
+    """``DdpBufferSync`` when a broadcast call (``_BROADCAST_RE``) inside a
+    ``DistributedDataParallel.forward`` lies in gap ``r`` on its thread, with at least
+    one ``aten::copy_`` after it in the gap; else None (hta/rank-0 #2: DDP broadcast
+    its buffers, then copied them back in 159 ``aten::copy_`` calls, every step)."""
+    trace, g = diag.trace, diag.gaps
+    lane = int(g.thread_lane[r]) if g.thread_lane is not None else int(g.launch_lane[r])
+    if lane < 0:
+        return None
+    gs, ge = int(g.start_ns[r]), int(g.end_ns[r])
+    sl = trace.lane_slice(lane)
+    st = trace.start_ns[sl]
+    en = st + trace.dur_ns[sl]
+    names = trace.name_id[sl]
+    bc = np.flatnonzero(
+        np.isin(names, trace.name_ids_matching(lambda n: bool(_BROADCAST_RE.search(n)))) & (st >= gs) & (st < ge)
+    )
+    if bc.size == 0:
+        return None
+    fwd_ids = trace.name_ids_matching(lambda n: bool(_DDP_FORWARD_RE.search(n)))
+    first = int(bc[0])
+    fwd = np.flatnonzero(np.isin(names, fwd_ids) & (st <= st[first]) & (en >= en[first]))
+    if fwd.size == 0:
+        return None
+    copies = np.flatnonzero(
+        np.isin(names, trace.name_ids_matching(lambda n: n == "aten::copy_")) & (st >= st[first]) & (st < ge)
+    )
+    copies = copies[trace.depth[sl][copies] == trace.depth[sl][first]]  # the calls beside the broadcast, not inside ops
+    if copies.size == 0:
+        return None
+    group = 0
+    comms = np.flatnonzero(
+        np.isin(names, trace.name_ids_matching(lambda n: n == "record_param_comms"))
+        & (st >= st[first])
+        & (en <= en[first])
+    )
+    for c in comms.tolist():
+        size = trace.args_of(int(sl.start + c)).get("Group size")
+        if isinstance(size, int) and size > 0:
+            group = size
+            break
+    return DdpBufferSync(int(sl.start + fwd[-1]), int(bc.size), int(copies.size), group)
+
+
+def _ddp_advice(trace, ddp: DdpBufferSync) -> str:
+    """The first experiment for a gap held by DDP's buffer broadcast."""
+    calls = "a broadcast" if ddp.broadcasts == 1 else f"{ddp.broadcasts} broadcasts"
+    text = (
+        f"{quote_name(trace.name(ddp.forward))} syncs the module's buffers before the forward: {calls} of them, "
+        f"then {ddp.copies:,} `aten::copy_` calls back into the buffers, on every forward "
+        f"(broadcast_buffers=True, DDP's default). If the buffers need not match across ranks at every step "
+        f"(BatchNorm's running statistics usually need not, and SyncBatchNorm syncs them itself), construct DDP "
+        f"with broadcast_buffers=False; then this host time and its copies should go."
+    )
+    if ddp.group_size == 1:
+        text += " Its process group has one rank, so the broadcast syncs nothing: this process may not need DDP at all."
+    return text
+
+
 def _triton_launcher_around(trace, ev: int) -> int:
     """The outermost frame of Triton's Python launcher (``TRITON_LAUNCHER_RE``) that is
     event ``ev`` or encloses it on its lane, or -1."""
@@ -808,6 +886,8 @@ def _host_advice(diag, evidence, rows, dur_txt, hot: HotFrame | None = None):
             f"with async_op=True and wait() just before its result is used, with independent kernels queued "
             f"ahead of it."
         )
+    elif (ddp := _ddp_buffer_sync(diag, int(rows[0]))) is not None:
+        first = _ddp_advice(trace, ddp)
     elif lead is not None and (launcher := _triton_launcher_around(trace, lead.event)) >= 0:
         first = _triton_advice(trace, lead, launcher, compile_)
     elif lead is not None and mostly_own and (other := _meanwhile(diag, lead, rows)):

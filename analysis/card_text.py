@@ -675,21 +675,24 @@ def why_sentence(
                 int(trace.start_ns[e.event]) < we and int(trace.start_ns[e.event] + trace.dur_ns[e.event]) > ws
                 for e in small
             )
+            # one pair of brackets per item (extrap/con_kernel #3 read "... (a small
+            # device-to-host copy ran meanwhile) (the sync cliff)")
             gpu = (
-                " (a small device-to-host copy ran meanwhile)"
+                "while a small device-to-host copy ran"
                 if under
-                else (" (with the small device-to-host copy before it)" if small else "")
+                else ("with the small device-to-host copy before it" if small else "")
             )
             cliff = in_sync_cliff(g, rows)
             if after > 0 and cliff:
                 parts.append(
-                    f"{fmt_dur(cn[Cause.SYNC])} in the sync cliff ({fmt_dur(w_ns)} blocked in {quote_name(w.name)}{gpu}, "
-                    f"then {fmt_dur(after)} of host work after it until the next launch)"
+                    f"{fmt_dur(cn[Cause.SYNC])} in the sync cliff ({fmt_dur(w_ns)} blocked in {quote_name(w.name)}"
+                    f"{' ' + gpu if gpu else ''}, then {fmt_dur(after)} of host work after it until the next launch)"
                 )
             else:
+                notes = [n for n in (gpu, "the sync cliff" if cliff else "") if n]
                 parts.append(
-                    f"{fmt_dur(cn[Cause.SYNC])} blocked in {quote_name(w.name)}{gpu}"
-                    + (" (the sync cliff)" if cliff else "")
+                    f"{fmt_dur(cn[Cause.SYNC])} blocked in {quote_name(w.name)}"
+                    + (f" ({'; '.join(notes)})" if notes else "")
                 )
         else:
             w_ev = cliff_wait(diag, int(rows[0])) if in_sync_cliff(g, rows) else None

@@ -641,7 +641,8 @@ def test_copies_are_described_even_when_the_evidence_list_keeps_none():
 
 
 @pytest.mark.parametrize(
-    ("sync_at_us", "words"), [(31, "ran meanwhile"), (60, "with the small device-to-host copy before it")]
+    ("sync_at_us", "words"),
+    [(31, "while a small device-to-host copy ran"), (60, "with the small device-to-host copy before it")],
 )
 def test_the_small_copy_of_a_sync_is_said_under_or_before_the_wait(sync_at_us, words):
     """The `.item()` signature: a small device-to-host copy, then a blocking wait. The
@@ -670,6 +671,18 @@ def test_the_small_copy_of_a_sync_is_said_under_or_before_the_wait(sync_at_us, w
     d = diagnose(b.build())
     why = d.card(int(np.argmax(d.gaps.dur_ns))).why
     assert "`cudaStreamSynchronize`" in why and words in why, why
+    assert ") (" not in why
+
+
+def test_the_sync_cliff_and_its_small_copy_share_one_pair_of_brackets():
+    """extrap/con_kernel #3 read "8.9 µs blocked in `cudaEventSynchronize` (a small
+    device-to-host copy ran meanwhile) (the sync cliff)"; the raw events: the 40 kB
+    D2H copy at 628.456 ms ran under the 8.9 µs wait."""
+    d = diagnose(load(require(CORPUS / "extrap" / "con_kernel.sqlite")))
+    why = d.card(3).why
+    assert (
+        "8.9 µs blocked in `cudaEventSynchronize` (while a small device-to-host copy ran; the sync cliff)." in why
+    ), why
 
 
 @pytest.mark.parametrize("autograd_work", [True, False])

@@ -578,7 +578,8 @@ def _copy_advice(diag, rows, evidence, dur_txt):
     if big is not None and big.bytes >= 0:
         bits.append(fmt_bytes(big.bytes))
     if big is not None and big.pageable:
-        bits.append("from pageable host memory")
+        to_host = big.event >= 0 and int(diag.trace.copy_kind[big.event]) == int(CopyKind.D2H)
+        bits.append(f"{'to' if to_host else 'from'} pageable host memory")
     detail = f" ({', '.join(bits)})" if bits else ""
     proof = (
         f"Exposed copy time per step (memcpy outside kernels) and the idle at this position ({dur_txt}) "

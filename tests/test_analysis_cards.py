@@ -680,9 +680,9 @@ def test_the_sync_cliff_and_its_small_copy_share_one_pair_of_brackets():
     D2H copy at 628.456 ms ran under the 8.9 µs wait."""
     d = diagnose(load(require(CORPUS / "extrap" / "con_kernel.sqlite")))
     why = d.card(3).why
-    assert (
-        "8.9 µs blocked in `cudaEventSynchronize` (while a small device-to-host copy ran; the sync cliff)." in why
-    ), why
+    assert "8.9 µs blocked in `cudaEventSynchronize` (while a small device-to-host copy ran; the sync cliff)." in why, (
+        why
+    )
 
 
 @pytest.mark.parametrize("autograd_work", [True, False])
@@ -1335,3 +1335,43 @@ def test_ddp_buffer_broadcast_is_named_with_broadcast_buffers_false():
     assert "construct DDP with broadcast_buffers=False" in c.first_experiment
     assert "process group has one rank" in c.first_experiment and "torch.compile" not in c.first_experiment
     assert "one rank" not in _ddp_buffer_broadcast(group_size=8).card(0).first_experiment
+
+
+@pytest.mark.parametrize(
+    ("second", "words"),
+    [
+        ("h2d_pageable", "with pageable host memory"),  # one each way
+        ("d2h_pageable", "to pageable host memory"),
+        ("d2h_pinned", "the largest with pageable host memory"),
+    ],
+)
+def test_pageable_copies_are_told_by_their_direction(second, words):
+    """hta/rank0 #733 read "2 copies ... from pageable host memory" for a D2H to
+    pageable memory and an H2D from it; b200 #3 the same for a pageable and a pinned
+    copy. A gap [10, 110) µs with a 40 µs D2H to pageable memory and a 30 µs second
+    copy."""
+    from gapscope.parsers.model import CopyKind
+
+    b = TraceBuilder()
+    cpu, gpu = _main_and_stream(b)
+    b.event(cpu, "cudaLaunchKernel", 0, 2 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k1", 5 * US, 5 * US, Kind.KERNEL, correlation=1)
+    b.event(
+        gpu,
+        "Memcpy DtoH (Device -> Pageable)",
+        20 * US,
+        40 * US,
+        Kind.MEMCPY,
+        bytes=1 << 20,
+        copy_kind=CopyKind.D2H,
+        pageable=True,
+    )
+    kind = CopyKind.H2D if second.startswith("h2d") else CopyKind.D2H
+    b.event(
+        gpu, "copy", 65 * US, 30 * US, Kind.MEMCPY, bytes=1 << 20, copy_kind=kind, pageable=second.endswith("pageable")
+    )
+    b.event(cpu, "cudaLaunchKernel", 100 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b.event(gpu, "k2", 110 * US, 5 * US, Kind.KERNEL, correlation=2)
+    d = diagnose(b.build())
+    why = d.card(0).why
+    assert f"the GPU ran 2 copies, 40.0 µs and 30.0 µs, 2.0 MiB in all, {words}" in why, why

@@ -470,6 +470,9 @@ def _host_copies(diag, r: int, name: str) -> HostCopies | None:
     )
 
 
+_DTYPE_RE = re.compile(r"[A-Za-z][A-Za-z0-9_:]{0,39}")
+
+
 def _tensor_text(trace, ev: int) -> str:
     """`` a [1024, 128, 32] float tensor`` from the first input of event ``ev``'s
     ``Input Dims`` / ``Input type`` args (Kineto's record_shapes), or ""."""
@@ -479,7 +482,9 @@ def _tensor_text(trace, ev: int) -> str:
         return ""
     if not all(isinstance(x, int) for x in dims[0]):
         return ""
-    kind = f" {types[0]}" if isinstance(types, list) and types and isinstance(types[0], str) and types[0] else ""
+    # the type is the trace's text: named only when it reads as one (``float``, ``c10::Half``)
+    plain = isinstance(types, list) and types and isinstance(types[0], str) and _DTYPE_RE.fullmatch(types[0])
+    kind = f" {types[0]}" if plain else ""
     return f" a [{', '.join(str(x) for x in dims[0])}]{kind} tensor"
 
 

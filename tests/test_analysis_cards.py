@@ -1182,7 +1182,7 @@ def test_launch_time_of_an_earlier_call_is_not_the_next_ops_launch_path():
     ), d.card(i).why
 
 
-def _host_copy(d2h: bool = True, h2d: bool = True):
+def _host_copy(d2h: bool = True, h2d: bool = True, dtype: str = "float"):
     """k1 [5, 10) µs, then on thread `main` `aten::clone` [10, 410) µs of a [1024, 128, 32]
     float tensor holding `aten::copy_` and `aten::_copy_from` [13, 407) µs, inside which
     the device copies 16 MiB to the host [20, 70) µs and back [350, 400) µs (either
@@ -1194,7 +1194,7 @@ def _host_copy(d2h: bool = True, h2d: bool = True):
     gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
     b.event(cpu, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
     b.event(gpu, "k1", 5 * US, 5 * US, Kind.KERNEL, correlation=1)
-    dims = {"Input Dims": [[1024, 128, 32], []], "Input type": ["float", "Scalar"]}
+    dims = {"Input Dims": [[1024, 128, 32], []], "Input type": [dtype, "Scalar"]}
     b.event(cpu, "aten::clone", 10 * US, 400 * US, Kind.CPU_OP, args=dims)
     b.event(cpu, "aten::copy_", 12 * US, 396 * US, Kind.CPU_OP, args=dims)
     b.event(cpu, "aten::_copy_from", 13 * US, 394 * US, Kind.CPU_OP, args=dims)
@@ -1227,6 +1227,9 @@ def test_host_time_in_a_copy_through_the_host_advises_keeping_it_on_the_device()
         in (c.first_experiment)
     )
     assert "off the critical path" not in c.first_experiment
+    # the type is the trace's text: one that does not read as a type is left out
+    c = _host_copy(dtype="float\x1b[31m`x").card(0)
+    assert "copies a [1024, 128, 32] tensor under `aten::clone`" in c.first_experiment
 
 
 def test_host_time_in_a_one_way_copy_advises_the_device_or_pinned_memory():

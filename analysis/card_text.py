@@ -515,11 +515,11 @@ def _copy_phrase(diag, rows: np.ndarray, evidence: list[Evidence], copy_ns: int)
         # H2D from it read "2 copies ... from pageable host memory")
         copies = [e for r in rows.tolist() for e in diag.gpu_copies(int(r)) if e.cause == Cause.COPY]
         kinds = {int(diag.trace.copy_kind[e.event]) for e in copies if e.event >= 0}
-        way = "to" if kinds == {int(CopyKind.D2H)} else "from" if kinds == {int(CopyKind.H2D)} else "with"
+        host_way = "to" if kinds == {int(CopyKind.D2H)} else "from" if kinds == {int(CopyKind.H2D)} else "with"
         pageable = ""
         if big.pageable:
             every = bool(copies) and all(e.pageable for e in copies)
-            pageable = f", {way} pageable host memory" if every else ", the largest with pageable host memory"
+            pageable = f", {host_way} pageable host memory" if every else ", the largest with pageable host memory"
         if lead.count <= 3:  # a median of two or three says little: each one
             txt = [fmt_dur(v) for v in lead.lengths_ns]
             each = f"{txt[0]} each" if len(set(txt)) == 1 else ", ".join(txt[:-1]) + " and " + txt[-1]

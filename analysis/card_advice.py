@@ -428,7 +428,7 @@ class HostCopies(NamedTuple):
 
 def _host_copies(diag, r: int, name: str) -> HostCopies | None:
     """``HostCopies`` of the calls named ``name`` on gap ``r``'s thread, or None when no
-    host-device copy ran inside them (mtia_rank_0 #440: a backward ``aten::clone`` of a
+    host-device copy of the gap's device ran inside them (mtia_rank_0 #440: a backward ``aten::clone`` of a
     permuted 16 MiB tensor went to the host and back inside ``aten::_copy_from``)."""
     trace, g = diag.trace, diag.gaps
     lane = int(g.thread_lane[r]) if g.thread_lane is not None else int(g.launch_lane[r])
@@ -441,7 +441,8 @@ def _host_copies(diag, r: int, name: str) -> HostCopies | None:
     calls = np.flatnonzero(np.isin(trace.name_id[sl], ids) & (st < ge) & (en > gs))
     if calls.size == 0:
         return None
-    copy = np.flatnonzero((trace.kind == int(Kind.MEMCPY)) & (trace.start_ns >= gs) & (trace.start_ns < ge))
+    on_device = np.isin(trace.lane, np.array(trace.gpu_lanes(int(g.device[r])), dtype=trace.lane.dtype))
+    copy = np.flatnonzero((trace.kind == int(Kind.MEMCPY)) & on_device & (trace.start_ns >= gs) & (trace.start_ns < ge))
     inside = np.zeros(copy.size, dtype=bool)
     for c in calls.tolist():
         inside |= (trace.start_ns[copy] >= st[c]) & (trace.start_ns[copy] < en[c])

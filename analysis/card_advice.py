@@ -89,24 +89,35 @@ _DDP_FORWARD_RE = re.compile(r"DistributedDataParallel\.forward")
 _BROADCAST_RE = re.compile(r"^(?:c10d::broadcast_|nccl:broadcast)$")
 
 
+#: The calls of DDP's buffer sync beside its broadcasts (torch's
+#: ``_broadcast_coalesced``: per bucket, flatten, broadcast, unflatten, copy back).
+_DDP_SYNC_RE = re.compile(
+    r"^(?:aten::flatten_dense_tensors|aten::unflatten_dense_tensors|aten::copy_|c10d::broadcast_|nccl:broadcast|"
+    r"record_param_comms)$"
+)
+
+
 class DdpBufferSync(NamedTuple):
-    """DDP's buffer broadcast in a gap: the ``DistributedDataParallel.forward`` around
-    it (``forward``), its broadcast calls (``broadcasts``), the ``aten::copy_`` calls on
-    the thread in the gap that copy the broadcast values back into the buffers
-    (``copies``), and the process group's size (from ``record_param_comms``'s
-    ``Group size``; 0 when not recorded)."""
+    """DDP's buffer sync at a gap: the ``DistributedDataParallel.forward`` around it
+    (``forward``), the broadcast calls inside that forward (``broadcasts``), the
+    ``aten::copy_`` calls beside them that copy the values back into the buffers
+    (``copies``), the ns of the gap those sync calls cover (``sync_ns``), and the
+    process group's size (``record_param_comms``'s ``Group size``; 0 when not
+    recorded)."""
 
     forward: int
     broadcasts: int
     copies: int
+    sync_ns: int
     group_size: int
 
 
 def _ddp_buffer_sync(diag, r: int) -> DdpBufferSync | None:
-    """``DdpBufferSync`` when a broadcast call (``_BROADCAST_RE``) inside a
-    ``DistributedDataParallel.forward`` lies in gap ``r`` on its thread, with at least
-    one ``aten::copy_`` after it in the gap; else None (hta/rank-0 #2: DDP broadcast
-    its buffers, then copied them back in 159 ``aten::copy_`` calls, every step)."""
+    """``DdpBufferSync`` when the calls of DDP's buffer sync (``_DDP_SYNC_RE``, beside
+    a broadcast inside a ``DistributedDataParallel.forward`` on gap ``r``'s thread)
+    cover at least half of the gap's host time; else None. hta/rank-0 #2: a broadcast,
+    then 159 ``aten::copy_`` calls back into the buffers; nccl_data #4: 22.6 ms of
+    ``aten::unflatten_dense_tensors`` after the broadcasts of two buckets."""
     trace, g = diag.trace, diag.gaps
     lane = int(g.thread_lane[r]) if g.thread_lane is not None else int(g.launch_lane[r])
     if lane < 0:
@@ -115,46 +126,51 @@ def _ddp_buffer_sync(diag, r: int) -> DdpBufferSync | None:
     sl = trace.lane_slice(lane)
     st = trace.start_ns[sl]
     en = st + trace.dur_ns[sl]
-    names = trace.name_id[sl]
-    bc = np.flatnonzero(
-        np.isin(names, trace.name_ids_matching(lambda n: bool(_BROADCAST_RE.search(n)))) & (st >= gs) & (st < ge)
-    )
+    names, depth = trace.name_id[sl], trace.depth[sl]
+    fwd_ids = trace.name_ids_matching(lambda n: bool(_DDP_FORWARD_RE.search(n)))
+    fwds = np.flatnonzero(np.isin(names, fwd_ids) & (st < ge) & (en > gs))
+    if fwds.size == 0:
+        return None
+    f = int(fwds[np.argmin(depth[fwds])])
+    inside = (st >= st[f]) & (en <= en[f]) & (depth > depth[f])
+    bc = np.flatnonzero(inside & np.isin(names, trace.name_ids_matching(lambda n: bool(_BROADCAST_RE.search(n)))))
     if bc.size == 0:
         return None
-    fwd_ids = trace.name_ids_matching(lambda n: bool(_DDP_FORWARD_RE.search(n)))
-    first = int(bc[0])
-    fwd = np.flatnonzero(np.isin(names, fwd_ids) & (st <= st[first]) & (en >= en[first]))
-    if fwd.size == 0:
-        return None
-    copies = np.flatnonzero(
-        np.isin(names, trace.name_ids_matching(lambda n: n == "aten::copy_")) & (st >= st[first]) & (st < ge)
+    level = depth[bc].min()  # `nccl:broadcast` runs inside `c10d::broadcast_`: the outer ones
+    bc = bc[depth[bc] == level]
+    sync = np.flatnonzero(
+        inside
+        & (depth == level)
+        & np.isin(names, trace.name_ids_matching(lambda n: bool(_DDP_SYNC_RE.search(n))))
+        & (st < ge)
+        & (en > gs)
     )
-    copies = copies[trace.depth[sl][copies] == trace.depth[sl][first]]  # the calls beside the broadcast, not inside ops
-    if copies.size == 0:
+    sync_ns = int((np.minimum(en[sync], ge) - np.maximum(st[sync], gs)).sum())
+    host_ns = int(g.class_ns[r, int(Cause.HOST)]) if g.class_ns is not None else ge - gs
+    if sync_ns * 2 < host_ns:
         return None
+    copy_ids = trace.name_ids_matching(lambda n: n == "aten::copy_")
+    copies = int(np.isin(names[sync], copy_ids).sum())
     group = 0
-    comms = np.flatnonzero(
-        np.isin(names, trace.name_ids_matching(lambda n: n == "record_param_comms"))
-        & (st >= st[first])
-        & (en <= en[first])
-    )
+    comms = np.flatnonzero(inside & np.isin(names, trace.name_ids_matching(lambda n: n == "record_param_comms")))
     for c in comms.tolist():
         size = trace.args_of(int(sl.start + c)).get("Group size")
-        if isinstance(size, int) and size > 0:
+        if isinstance(size, int) and not isinstance(size, bool) and size > 0:
             group = size
             break
-    return DdpBufferSync(int(sl.start + fwd[-1]), int(bc.size), int(copies.size), group)
+    return DdpBufferSync(int(sl.start + f), int(bc.size), copies, min(sync_ns, ge - gs), group)
 
 
 def _ddp_advice(trace, ddp: DdpBufferSync) -> str:
-    """The first experiment for a gap held by DDP's buffer broadcast."""
-    calls = "a broadcast" if ddp.broadcasts == 1 else f"{ddp.broadcasts} broadcasts"
+    """The first experiment for a gap held by DDP's buffer sync."""
+    calls = "one broadcast" if ddp.broadcasts == 1 else f"{ddp.broadcasts} broadcasts"
+    back = f", then {ddp.copies:,} `aten::copy_` calls back into the buffers" if ddp.copies else ""
     text = (
-        f"{quote_name(trace.name(ddp.forward))} syncs the module's buffers before the forward: {calls} of them, "
-        f"then {ddp.copies:,} `aten::copy_` calls back into the buffers, on every forward "
-        f"(broadcast_buffers=True, DDP's default). If the buffers need not match across ranks at every step "
-        f"(BatchNorm's running statistics usually need not, and SyncBatchNorm syncs them itself), construct DDP "
-        f"with broadcast_buffers=False; then this host time and its copies should go."
+        f"{quote_name(trace.name(ddp.forward))} syncs the module's buffers before the forward (flatten, {calls}, "
+        f"unflatten{back}; {fmt_dur(ddp.sync_ns)} of this gap), on every forward: broadcast_buffers=True, DDP's "
+        f"default. If the buffers need not match across ranks at every step (BatchNorm's running statistics "
+        f"usually need not, and SyncBatchNorm syncs them itself), construct DDP with broadcast_buffers=False; "
+        f"then this host time and its copies should go."
     )
     if ddp.group_size == 1:
         text += " Its process group has one rank, so the broadcast syncs nothing: this process may not need DDP at all."

@@ -1296,45 +1296,52 @@ def test_triton_launcher_on_a_graph_replaying_thread_is_not_told_to_capture_a_gr
     assert "Replay less often" in c.first_experiment and "torch.compile" not in c.first_experiment
 
 
-def _ddp_buffer_broadcast(group_size: int = 1):
-    """k1 [5, 10) µs; on thread `main` `DistributedDataParallel.forward` [10, 400) µs
-    broadcasts the buffers (`c10d::broadcast_` [20, 50) µs holding `record_param_comms`
-    with its group size), then copies them back in 30 `aten::copy_` calls of 10 µs from
-    60 µs, each a 1 µs device-to-device copy; k2 launched at 390 µs runs at 400 µs."""
+def _ddp_buffer_broadcast(group_size: int = 1, broadcast_before: bool = False):
+    """k1 [5, 10) µs; on thread `main` `DistributedDataParallel.forward` [1, 400) µs
+    broadcasts the buffers (`c10d::broadcast_` [20, 50) µs, or [2, 8) µs before the gap
+    with ``broadcast_before``, holding `nccl:broadcast` and `record_param_comms` with
+    its group size), then copies them back in 30 `aten::copy_` calls of 10 µs from 60 µs,
+    each a 1 µs device-to-device copy; k2 launched at 390 µs runs at 400 µs."""
     from gapscope.parsers.model import CopyKind
 
     b = TraceBuilder()
-    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
-    gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
-    b.event(cpu, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    cpu, gpu = _main_and_stream(b)
+    b.event(cpu, "DistributedDataParallel.forward", 1 * US, 404 * US, Kind.ANNOTATION)
+    b.event(cpu, "cudaLaunchKernel", 9 * US, 1 * US if broadcast_before else 5 * US, Kind.LAUNCH, correlation=1)
     b.event(gpu, "k1", 5 * US, 5 * US, Kind.KERNEL, correlation=1)
-    b.event(cpu, "DistributedDataParallel.forward", 10 * US, 395 * US, Kind.ANNOTATION)
-    b.event(cpu, "c10d::broadcast_", 20 * US, 30 * US, Kind.CPU_OP)
-    b.event(cpu, "record_param_comms", 22 * US, 5 * US, Kind.CPU_OP, args={"Group size": group_size})
+    at = 2 if broadcast_before else 20
+    b.event(cpu, "c10d::broadcast_", at * US, 6 * US if broadcast_before else 30 * US, Kind.CPU_OP)
+    b.event(cpu, "nccl:broadcast", (at + 1) * US, 2 * US, Kind.CPU_OP)
+    b.event(cpu, "record_param_comms", (at + 3) * US, 2 * US, Kind.CPU_OP, args={"Group size": group_size})
     for k in range(30):
-        at = (60 + 10 * k) * US
-        b.event(cpu, "aten::copy_", at, 9 * US, Kind.CPU_OP)
-        b.event(cpu, "cudaMemcpyAsync", at + 2 * US, 5 * US, Kind.MEMCPY_CALL, correlation=10 + k)
+        t = (60 + 10 * k) * US
+        b.event(cpu, "aten::copy_", t, 9 * US, Kind.CPU_OP)
+        b.event(cpu, "cudaMemcpyAsync", t + 2 * US, 5 * US, Kind.MEMCPY_CALL, correlation=10 + k)
         b.event(
-            gpu, "Memcpy DtoD", at + 5 * US, 1 * US, Kind.MEMCPY, correlation=10 + k, bytes=1024, copy_kind=CopyKind.D2D
+            gpu, "Memcpy DtoD", t + 5 * US, 1 * US, Kind.MEMCPY, correlation=10 + k, bytes=1024, copy_kind=CopyKind.D2D
         )
     b.event(cpu, "cudaLaunchKernel", 390 * US, 5 * US, Kind.LAUNCH, correlation=2)
     b.event(gpu, "k2", 400 * US, 5 * US, Kind.KERNEL, correlation=2)
     return diagnose(b.build())
 
 
-def test_ddp_buffer_broadcast_is_named_with_broadcast_buffers_false():
+@pytest.mark.parametrize("broadcast_before", [False, True])
+def test_ddp_buffer_broadcast_is_named_with_broadcast_buffers_false(broadcast_before):
     """hta/rank-0 #2: DDP's forward broadcast its buffers and copied them back in 159
     `aten::copy_` calls, in a process group of one rank, and the card advised
-    torch.compile. The card names the buffer sync and `broadcast_buffers=False`."""
-    d = _ddp_buffer_broadcast()
+    torch.compile; nccl_data #4 (the broadcasts before the gap, 22.6 ms of
+    `aten::unflatten_dense_tensors` in it) advised taking the unflatten off the
+    critical path. The card names the buffer sync and `broadcast_buffers=False`."""
+    d = _ddp_buffer_broadcast(broadcast_before=broadcast_before)
     g = d.gaps
     assert len(g) == 1 and (g.start_ns[0], g.end_ns[0]) == (10 * US, 400 * US)
     c = d.card(0)
+    # the sync calls in the gap: the broadcast's 30 µs (when in it) and 30 copies of 9 µs
+    sync = "0.300 ms" if not broadcast_before else "0.270 ms"
     assert c.first_experiment.startswith(
-        "`DistributedDataParallel.forward` syncs the module's buffers before the forward: a broadcast of them, "
-        "then 30 `aten::copy_` calls back into the buffers"
-    )
+        "`DistributedDataParallel.forward` syncs the module's buffers before the forward (flatten, one broadcast, "
+        f"unflatten, then 30 `aten::copy_` calls back into the buffers; {sync} of this gap), on every forward"
+    ), c.first_experiment
     assert "construct DDP with broadcast_buffers=False" in c.first_experiment
     assert "process group has one rank" in c.first_experiment and "torch.compile" not in c.first_experiment
     assert "one rank" not in _ddp_buffer_broadcast(group_size=8).card(0).first_experiment

@@ -177,6 +177,40 @@ def _ddp_advice(trace, ddp: DdpBufferSync) -> str:
     return text
 
 
+#: An autograd backward node (``CatBackward0``), as the profiler names it, or the
+#: engine's frame around one; group 1: the forward op's name in CamelCase.
+_AUTOGRAD_NODE_RE = re.compile(r"(?:autograd::engine::evaluate_function: )?([A-Z][A-Za-z0-9]*?)Backward\d+")
+
+
+def _autograd_advice(trace, lead: Evidence, op: str, compile_: str) -> str:
+    """The first experiment for host time in an autograd backward node: it runs when
+    ``backward()`` reaches it, so it cannot be moved after the step; its CPU cost is cut
+    by fewer, larger forward ops, or by compiling the backward. Names the calls most
+    often made directly inside its largest call (param/dlrm worker0 #101: 26
+    ``aten::narrow`` views in ``CatBackward0``)."""
+    forward = re.sub(r"(?<!^)(?=[A-Z])", "_", op).lower()
+    ev = lead.event
+    sl = trace.lane_slice(int(trace.lane[ev]))
+    st = trace.start_ns[sl]
+    s, e = int(trace.start_ns[ev]), int(trace.start_ns[ev] + trace.dur_ns[ev])
+    a, b = np.searchsorted(st, s, side="left"), np.searchsorted(st, e, side="left")
+    inner = np.arange(a, b)[trace.depth[sl][a:b] == trace.depth[ev] + 1]
+    made = ""
+    if inner.size:
+        ids, counts = np.unique(trace.name_id[sl][inner], return_counts=True)
+        k = int(np.argmax(counts))
+        if counts[k] >= 2:
+            made = f", making {int(counts[k]):,} {quote_name(trace.names[int(ids[k])])} calls"
+    gpu = ", with no GPU work" if _launches_inside(trace, ev) == 0 else ""  # always so, as called
+    return (
+        f"{quote_name(lead.name)} is autograd's backward of a forward `{forward}`: it runs when backward() reaches "
+        f"it, so it cannot move after the step. Here it holds {fmt_dur(lead.overlap_ns)} of the gap{made}{gpu}. "
+        f"Cut the backward's CPU cost: fewer, larger ops in the forward (each op records a backward node; a cat "
+        f"or split of many tensors makes one view per piece in its backward), or {compile_}, which compiles the "
+        f"backward too."
+    )
+
+
 def _triton_launcher_around(trace, ev: int) -> int:
     """The outermost frame of Triton's Python launcher (``TRITON_LAUNCHER_RE``) that is
     event ``ev`` or encloses it on its lane, or -1."""
@@ -969,6 +1003,10 @@ def _host_advice(diag, evidence, rows, dur_txt, hot: HotFrame | None = None):
                 f"per kernel: {compile_}, fewer and larger ops (fuse, batch more per step), and "
                 f"keep Python work such as logging and checks out of the step."
             )
+    elif lead is not None and (node := _AUTOGRAD_NODE_RE.fullmatch(lead.name)) is not None:
+        # a backward node whose time is in the calls it makes, launching none (one
+        # holding its own time, or issuing kernels, is told by the branches above)
+        first = _autograd_advice(trace, lead, node.group(1), compile_)
     elif hot is not None:
         calls = "" if hot.calls == 1 else f" ({hot.calls:,} calls)"
         first = (

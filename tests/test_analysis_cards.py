@@ -1385,3 +1385,25 @@ def test_pageable_copies_are_told_by_their_direction(second, words):
     d = diagnose(b.build())
     why = d.card(0).why
     assert f"the GPU ran 2 copies, 40.0 µs and 30.0 µs, 2.0 MiB in all, {words}" in why, why
+
+
+def test_an_autograd_backward_node_is_not_told_to_move_after_the_step():
+    """param/dlrm worker0 #101: 0.118 ms in `CatBackward0`, which made 26 `aten::narrow`
+    views and launched nothing, was advised "take `CatBackward0` off the critical path:
+    run it after the step". A backward node runs when backward() reaches it; the card
+    says so, with the calls it makes."""
+    b = TraceBuilder()
+    cpu, gpu = _main_and_stream(b)
+    b.event(cpu, "cudaLaunchKernel", 0, 2 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k1", 5 * US, 5 * US, Kind.KERNEL, correlation=1)
+    b.event(cpu, "autograd::engine::evaluate_function: CatBackward0", 12 * US, 130 * US, Kind.CPU_OP)
+    b.event(cpu, "CatBackward0", 13 * US, 128 * US, Kind.CPU_OP)
+    for k in range(26):
+        b.event(cpu, "aten::narrow", (14 + 4 * k) * US, 3 * US, Kind.CPU_OP)
+    b.event(cpu, "cudaLaunchKernel", 145 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b.event(gpu, "k2", 155 * US, 5 * US, Kind.KERNEL, correlation=2)
+    c = diagnose(b.build()).card(0)
+    assert c.cause == Cause.HOST
+    assert "is autograd's backward of a forward `cat`: it runs when backward() reaches it" in c.first_experiment
+    assert "making 26 `aten::narrow` calls, with no GPU work" in c.first_experiment, c.first_experiment
+    assert "off the critical path" not in c.first_experiment

@@ -22,8 +22,10 @@ import numpy as np
 from gapscope.analysis.busy import coverage, device_event_mask, union_intervals
 from gapscope.analysis.card_copies import COPY_KIND_WORDS, copy_lead
 from gapscope.analysis.card_text import (
+    GRAPH_START_MAX_NS,
     HotFrame,
     cliff_wait,
+    graph_first_node,
     graph_node_count,
     graph_word,
     hot_inner_text,
@@ -815,10 +817,45 @@ def _dependency_advice(diag, rows, dur_txt):
     if kind == WaitKind.GRAPH:
         trace = diag.trace
         nxt = int(g.next_op[r])
+        root = graph_first_node(trace, nxt)
+        dump = (
+            f"with torch, enable_debug_mode() on the torch.cuda.CUDAGraph before the capture and debug_dump(path) "
+            f"after it write a DOT file, as {'hipGraphDebugDotPrint' if is_rocm(trace) else 'cudaGraphDebugDotPrint'} "
+            f"does; for a graph torch.compile captured, "
+            + (
+                "rocprofv3 with --kernel-trace shows its kernels in order"
+                if is_rocm(trace)
+                else "Nsight Systems with --cuda-graph-trace=node shows its nodes in order"
+            )
+        )
+        if root == nxt:  # the next op is the graph's first node
+            dep_ns = int(g.class_ns[r, int(Cause.DEPENDENCY)]) if g.class_ns is not None else int(g.dur_ns[r])
+            if dep_ns <= GRAPH_START_MAX_NS:
+                return (
+                    f"Nothing to find inside the graph: the next op is its first node, and this gap is the GPU "
+                    f"starting a queued {graph_word(trace)} after the work before it, a fixed cost per launch. "
+                    f"Capture the work before it into the same graph, or leave it and work on the larger gaps.",
+                    "Do not chase it with launch or host changes: the graph was already queued.",
+                    proof,
+                )
+            return (
+                f"Find what the graph waited on before its first node. Dump it ({dump}) and look at its root "
+                f"nodes, for an event wait captured at the start; check the other streams for work that ended when "
+                f"it began.",
+                forbidden,
+                proof,
+            )
+        if root >= 0 and int(trace.start_ns[root]) > int(g.start_ns[r]):  # the graph began inside the gap
+            return (
+                f"Find what held the queued graph back before its first recorded node "
+                f"{quote_name(trace.name(root))}. Dump it ({dump}) and look at its root nodes, for an event wait "
+                f"captured at the start, and at what lies between its first nodes; check the other streams for work "
+                f"that ended when it began.",
+                forbidden,
+                proof,
+            )
         first = (
-            f"Dump the graph to see what lies between the next op and the node before it: with torch, call enable_debug_mode() on the "
-            f"torch.cuda.CUDAGraph before the capture and debug_dump(path) after it (a DOT file, as "
-            f"{'hipGraphDebugDotPrint' if is_rocm(trace) else 'cudaGraphDebugDotPrint'} writes); an event wait, a "
+            f"Dump the graph to see what lies between the next op and the node before it: {dump}; an event wait, a "
             f"host node or the join of parallel branches shows there."
         )
         if not in_running_graph_launch(diag, r):

@@ -1021,9 +1021,28 @@ def _dependency_phrase(diag, r: int, dep_ns: int, evidence: list[Evidence]) -> s
             if g.launch[r] >= 0
             else "(its launch is not in the trace)"
         )
+        first = graph_first_node(trace, int(g.next_op[r]))
+        gs = int(g.start_ns[r])
+        if first == int(g.next_op[r]):  # nothing of the graph ran before it
+            if dep_ns <= GRAPH_START_MAX_NS:
+                return (
+                    f"it is the first node of the {graph_word(trace)} {by}: {fmt_dur(dep_ns)} is the GPU starting the "
+                    f"queued graph after the work before it, a fixed cost per graph launch"
+                )
+            return (
+                f"it is the first node of the {graph_word(trace)} {by}, and the graph waited {fmt_dur(dep_ns)} to "
+                f"start: on a wait at its root (an event captured in the graph) or on work the trace does not record"
+            )
+        if first >= 0 and int(trace.start_ns[first]) > gs:  # the graph began inside the gap
+            into = int(trace.start_ns[first]) - gs
+            return (
+                f"it waited {fmt_dur(dep_ns)} on the {graph_word(trace)} {by}: its first recorded node "
+                f"{quote_name(trace.name(first))} did not start until {fmt_dur(into)} into the gap, so for that long the "
+                f"queued graph had not started, then the rest in the order of its nodes"
+            )
         return (
-            f"it waited {fmt_dur(dep_ns)} on the ordering of the CUDA graph {by} or on graph work the trace does "
-            f"not record"
+            f"it waited {fmt_dur(dep_ns)} on the ordering of the {graph_word(trace)} {by} or on graph work the trace "
+            f"does not record"
         )
     return (
         f"for {fmt_dur(dep_ns)} it waited on something the trace does not record (an event from another stream "
@@ -1078,6 +1097,24 @@ def in_running_graph_launch(diag, r: int) -> bool:
         and int(g.launch[r]) >= 0
         and int(g.lateness_ns[r]) > 0
     )
+
+
+#: A queued graph's first node starting this soon after the GPU went idle is the GPU
+#: starting the graph (vllm_decode_full #1: 10.1 µs after eager work; its exit gap,
+#: 11.7 µs); a longer wait before it is on something else.
+GRAPH_START_MAX_NS = 20_000
+
+
+def graph_first_node(trace, op: int) -> int:
+    """The first GPU op (kernel, copy, memset; by start) that shares GPU op ``op``'s
+    ``correlation``: the first recorded node of the graph launch ``op`` belongs to
+    (``op`` itself when no node of that launch ran before it); -1 when ``op`` has no
+    correlation."""
+    if op < 0 or int(trace.correlation[op]) < 0:
+        return -1
+    gpu = trace.mask_kind(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET) & (trace.correlation == int(trace.correlation[op]))
+    idx = np.flatnonzero(gpu)
+    return int(idx[np.argmin(trace.start_ns[idx])]) if idx.size else op
 
 
 def graph_node_count(trace, correlation: int) -> int:

@@ -173,10 +173,18 @@ def test_rank0_waits_and_graph_stall():
     assert t.name(int(g.launch[i])) == "cudaGraphLaunch"
     c = d.card(i)
     assert c.smell == "graph ordering"
-    assert "the ordering of the CUDA graph launched by `cudaGraphLaunch`" in c.why and "already queued" in c.why
+    # an audit of the raw events: no GPU lane ran anything from the gap's start until the
+    # graph's first recorded node, a memset 64.3 ms in, and its next node came 6.2 ms later
+    assert (
+        "on the CUDA graph launched by `cudaGraphLaunch`: its first recorded node `Memset (Device)` did not start "
+        "until 64.325 ms into the gap" in c.why
+    ), c.why
+    assert "already queued" in c.why
+    assert "before its first recorded node `Memset (Device)`" in c.first_experiment
     for bad in ("cudaDeviceSynchronize", "spent", "blocked in"):
         assert bad not in c.why
-    assert "Memset" not in c.first_experiment  # a 5 µs copy in a 70 ms queued stall is no fix
+    # a 5 µs copy in a 70 ms queued stall is no fix: the memset is named only as the graph's first node
+    assert not c.first_experiment.startswith(("Batch", "Fuse", "Make", "Keep"))
     # every stall of that size whose launch is linked is one dependency, never CPU-side
     big = np.flatnonzero((g.dur_ns > 60_000_000) & (g.launch >= 0))
     assert big.size >= 4 and (g.cause[big] == Cause.DEPENDENCY).all()
@@ -290,3 +298,20 @@ def test_gap_between_nodes_of_a_running_cuda_graph_launch_names_no_rocm_submissi
     assert "node of the CUDA graph that `cudaGraphLaunch`" in c.why
     assert "submitting" not in c.why and "submitting" not in c.first_experiment
     assert "cudaGraphDebugDotPrint" in c.first_experiment
+
+
+def test_a_graph_first_node_just_after_eager_work_is_the_graph_starting():
+    """vllm_decode_full graph_execution #1: an eager kernel, then 10.1 µs, then the first
+    node of the queued `hipGraphLaunch`'s graph. The card advised dumping the graph to
+    see what lay "between the next op and the node before it", of a CUDA graph; there is
+    no node before it: this is the GPU starting a queued HIP graph."""
+    d = diagnose(load(require(CORPUS / "tracelens" / "vllm_decode_full" / "graph_execution.json.gz")))
+    g, t = d.gaps, d.trace
+    i = 1
+    assert g.dur_ns[i] == 10_081 and g.wait_kind[i] == WaitKind.GRAPH and t.name(int(g.launch[i])) == "hipGraphLaunch"
+    prev, nxt = int(g.prev_op[i]), int(g.next_op[i])
+    assert t.correlation[prev] != t.correlation[nxt]  # the op before it is eager work
+    c = d.card(i)
+    assert "It is the first node of the HIP graph launched by `hipGraphLaunch`: 10.1 µs is the GPU starting" in c.why
+    assert c.first_experiment.startswith("Nothing to find inside the graph: the next op is its first node")
+    assert "CUDA graph" not in c.why + c.first_experiment

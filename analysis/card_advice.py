@@ -695,8 +695,24 @@ def _copy_advice(diag, rows, evidence, dur_txt):
             forbidden,
             proof,
         )
+    pinned = big is not None and "pinned" in big.name.lower()  # Kineto: "Memcpy HtoD (Pinned -> Device)"
+    if (
+        ck in (int(CopyKind.H2D), int(CopyKind.D2H))
+        and pinned
+        and int(trace.start_ns[big.event]) < int(diag.gaps.start_ns[int(rows[0])])
+    ):
+        # already pinned and asynchronous, under kernels until the GPU ran out of them
+        # (extrap/con_kernel #3: a 40 MB cudaMemcpyAsync overlapped `test4` on another
+        # stream and ran 2.68 ms past it, and the card advised pinned memory)
+        return (
+            f"{what}{detail} is already pinned and asynchronous, and it ran under kernels until the GPU ran out "
+            f"of them: its last {fmt_dur(big.overlap_ns)} are this gap. Copy in chunks, each as soon as its part of "
+            f"the data is ready, start the copy earlier, or copy less (keep on the device what does not need to "
+            f"move).",
+            forbidden,
+            proof,
+        )
     if ck == int(CopyKind.H2D):
-        pinned = big is not None and "pinned" in big.name.lower()  # Kineto: "Memcpy HtoD (Pinned -> Device)"
         how = (
             "issue it with non_blocking=True a step ahead (prefetch) on a side stream, so kernels run while it copies"
             if pinned

@@ -1407,3 +1407,43 @@ def test_an_autograd_backward_node_is_not_told_to_move_after_the_step():
     assert "is autograd's backward of a forward `cat`: it runs when backward() reaches it" in c.first_experiment
     assert "making 26 `aten::narrow` calls, with no GPU work" in c.first_experiment, c.first_experiment
     assert "off the critical path" not in c.first_experiment
+
+
+@pytest.mark.parametrize("starts_before_gap", [True, False])
+def test_a_pinned_async_copy_that_outran_the_kernels_is_not_told_to_pin(starts_before_gap):
+    """extrap/con_kernel #3: a 40 MB `cudaMemcpyAsync` to pinned memory ran under a kernel
+    of another stream and 2.68 ms past it; the card advised pinned memory and
+    non_blocking=True, which the program already used. k1 [0, 100) µs on stream 7; a
+    4 MiB D2H copy to pinned memory on stream 8 from 50 µs (or from 150 µs, inside the
+    gap) to 250 µs; k2 at 300 µs."""
+    from gapscope.parsers.model import CopyKind
+
+    b = TraceBuilder()
+    cpu, s7 = _main_and_stream(b)
+    s8 = b.lane("0", "8", is_gpu=True, device=0, stream=8)
+    b.event(cpu, "cudaLaunchKernel", 0, 2 * US, Kind.LAUNCH, correlation=1)
+    b.event(s7, "k1", 0, 100 * US, Kind.KERNEL, correlation=1)
+    at = 50 if starts_before_gap else 150
+    b.event(cpu, "cudaMemcpyAsync", 3 * US, 2 * US, Kind.MEMCPY_CALL, correlation=2)
+    b.event(
+        s8,
+        "Memcpy DtoH (Device -> Pinned)",
+        at * US,
+        (250 - at) * US,
+        Kind.MEMCPY,
+        correlation=2,
+        bytes=4 << 20,
+        copy_kind=CopyKind.D2H,
+    )
+    b.event(cpu, "cudaLaunchKernel", 6 * US, 2 * US, Kind.LAUNCH, correlation=3)
+    b.event(s7, "k2", 300 * US, 10 * US, Kind.KERNEL, correlation=3)
+    d = diagnose(b.build())
+    c = d.card(0)
+    assert c.cause == Cause.COPY
+    if starts_before_gap:
+        assert c.first_experiment.startswith(
+            "`Memcpy DtoH (Device -> Pinned)` (4.0 MiB) is already pinned and asynchronous, and it ran under kernels "
+            "until the GPU ran out of them: its last 0.150 ms are this gap."
+        ), c.first_experiment
+    else:
+        assert "already pinned" not in c.first_experiment

@@ -697,7 +697,8 @@ def _copy_advice(diag, rows, evidence, dur_txt):
         )
     pinned = big is not None and "pinned" in big.name.lower()  # Kineto: "Memcpy HtoD (Pinned -> Device)"
     if (
-        ck in (int(CopyKind.H2D), int(CopyKind.D2H))
+        big is not None
+        and ck in (int(CopyKind.H2D), int(CopyKind.D2H))
         and pinned
         and int(trace.start_ns[big.event]) < int(diag.gaps.start_ns[int(rows[0])])
     ):

@@ -654,8 +654,21 @@ def why_sentence(
             items = _items(diag, rows, evidence, Cause.HOST, cap_ns=cn[Cause.HOST])
         sep = "; " if hot is not None else ", "
         parts.append(f"{fmt_dur(cn[Cause.HOST])} on host work" + (f" ({sep.join(items)})" if items else ""))
+    copy_text, gpu_only = "", False
     if cn[Cause.COPY]:
-        parts.append(_copy_phrase(diag, rows, evidence, cn[Cause.COPY]))
+        copy_text = _copy_phrase(diag, rows, evidence, cn[Cause.COPY])
+        gpu_copy = copy_lead(diag, rows, evidence)
+        # the GPU copying while the thread made no copy call in the gap: the thread did not
+        # "spend" that time copying (extrap/con_kernel #3: it sat in cudaEventSynchronize)
+        gpu_only = (
+            gpu_copy is not None
+            and gpu_copy.call is None
+            and gpu_copy.outside_ns < max(1_000, cn[Cause.COPY] // 20)
+            and trace.lanes[gpu_copy.big.lane].is_gpu
+            and copy_text.startswith(f"{fmt_dur(cn[Cause.COPY])} copying (the GPU ran ")
+        )
+        if not gpu_only:
+            parts.append(copy_text)
     if cn[Cause.SYNC]:
         waits = [e for e in evidence if e.cause == Cause.SYNC and e.event >= 0 and is_wait(trace, e.event)]
         if waits:
@@ -803,13 +816,21 @@ def why_sentence(
                 f"unknown (unclassified)"
             )
         parts.append(f"{fmt_dur(cn[Cause.UNCLASSIFIED])} with no recorded event" + unknown)
+    gpu_part = ""
+    if gpu_only:
+        gpu_part = "the GPU spent " + copy_text.replace(" copying (the GPU ran ", " copying (running ", 1)
+        if not parts:
+            return head + ": " + lead + gpu_part + "."
     if not parts:
         return head + "."
-    body = (
-        ": " + lead + f"{who} spent " + ", ".join(parts)
-        if (cn[Cause.HOST] or cn[Cause.SYNC] or cn[Cause.LAUNCH])
-        else ": " + lead + "; ".join(parts)
-    )
+    # the GPU's copying leads when it is the largest part, else follows the thread's
+    copy_first = bool(gpu_part) and cn[Cause.COPY] >= max(v for c, v in cn.items() if c != Cause.COPY)
+    if cn[Cause.HOST] or cn[Cause.SYNC] or cn[Cause.LAUNCH]:
+        thread_part = f"{who} spent " + ", ".join(parts)
+        ordered = [gpu_part, thread_part] if copy_first else [thread_part] + ([gpu_part] if gpu_part else [])
+        body = ": " + lead + "; ".join(ordered)
+    else:
+        body = ": " + lead + "; ".join(([gpu_part] if gpu_part else []) + parts)
     tail = ""
     if has.any():
         L = int(np.median(g.lateness_ns[rows][has]))

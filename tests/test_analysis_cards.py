@@ -580,11 +580,11 @@ def test_copies_whose_name_says_no_direction_are_told_it():
         b.event(cpu, "cudaLaunchKernel", 198 * US, 2 * US, Kind.LAUNCH, correlation=2)
         b.event(gpu, "k2", 210 * US, 10 * US, Kind.KERNEL, correlation=2)
         c = diagnose(b.build()).card(0)
-        assert f"the GPU ran 5 copies `{name}`" in c.why
+        assert f"copying (running 5 copies `{name}`" in c.why
         if say is None:
             assert "host-to-device" not in c.why
         else:
-            assert f"the GPU ran 5 copies `{name}`{' ' + say if say else ''}, 30.0 µs median each, 5.0 MiB" in c.why
+            assert f"running 5 copies `{name}`{' ' + say if say else ''}, 30.0 µs median each, 5.0 MiB" in c.why
 
 
 @pytest.mark.parametrize("synchronous", [True, False])
@@ -637,7 +637,9 @@ def test_copies_are_described_even_when_the_evidence_list_keeps_none():
     d = diagnose(b.build())
     i = int(np.argmax(d.gaps.dur_ns))
     assert not any(e.cause == Cause.COPY for e in d.evidence(i))  # the list is full of host items
-    assert f"copying (the GPU ran 6 copies `{d2d}`, 2.0 µs median each, 24.0 KiB in all" in d.card(i).why
+    assert f"the GPU spent 12.0 µs copying (running 6 copies `{d2d}`, 2.0 µs median each, 24.0 KiB in all" in (
+        d.card(i).why
+    )
 
 
 @pytest.mark.parametrize(
@@ -683,6 +685,12 @@ def test_the_sync_cliff_and_its_small_copy_share_one_pair_of_brackets():
     assert "8.9 µs blocked in `cudaEventSynchronize` (while a small device-to-host copy ran; the sync cliff)." in why, (
         why
     )
+    # the copy was the GPU's: the thread sat in one cudaEventSynchronize from 381 ms on and
+    # made no copy call in the gap, so it did not "spend 2.682 ms copying"
+    assert why.startswith(
+        "For 2.691 ms the GPU had no kernel to run: the GPU spent 2.682 ms copying (running the copy "
+        "`Memcpy DtoH (Device -> Pinned)`, 38.1 MiB); `thread 33680` spent 8.9 µs blocked"
+    ), why
 
 
 @pytest.mark.parametrize("autograd_work", [True, False])
@@ -741,7 +749,7 @@ def test_the_host_items_of_a_sentence_add_up_to_its_host_part():
 
     d = diagnose(load(require(CORPUS / "hta" / "nccl_data.json.gz")))
     why = d.group_card(1).why
-    m = re.search(r"spent ([\d.]+) ms on host work \((.*?)\), [\d.]+ ms copying", why)
+    m = re.search(r"spent ([\d.]+) ms on host work \((.*?)\), [\d.]+ µs in the launch path", why)
     assert m is not None, why
     assert "in other work" in m.group(2)
     parts = re.sub(r" \(of which [^)]*\)", "", m.group(2))  # inner calls are in their op's time
@@ -1384,7 +1392,8 @@ def test_pageable_copies_are_told_by_their_direction(second, words):
     b.event(gpu, "k2", 110 * US, 5 * US, Kind.KERNEL, correlation=2)
     d = diagnose(b.build())
     why = d.card(0).why
-    assert f"the GPU ran 2 copies, 40.0 µs and 30.0 µs, 2.0 MiB in all, {words}" in why, why
+    # no copy call on the thread: the GPU's copying, not the thread's (extrap/con_kernel #3)
+    assert f"the GPU spent 70.0 µs copying (running 2 copies, 40.0 µs and 30.0 µs, 2.0 MiB in all, {words})" in why, why
 
 
 def test_an_autograd_backward_node_is_not_told_to_move_after_the_step():

@@ -73,7 +73,7 @@ def _innermost(diag, ev: int, kind: Kind) -> str | None:
 
 #: Triton's Python launch path: ``JITFunction.run`` and the ``kernel[grid]`` lambda that
 #: calls it (``triton/runtime/jit.py``), as the Python tracer names their frames.
-TRITON_LAUNCHER_RE = re.compile(r"triton/runtime/jit\.py\(\d+\): (?:run|<lambda>)$")
+TRITON_LAUNCHER_RE = re.compile(r"triton/runtime/jit\.py\(\d+\): (?:run|<lambda>)\Z")
 
 
 def _graph_launches_on(trace, lane: int) -> tuple[int, int]:
@@ -88,14 +88,14 @@ def _graph_launches_on(trace, lane: int) -> tuple[int, int]:
 #: DDP's forward, and the broadcast it makes of the module's buffers before it
 #: (``broadcast_buffers=True``, the default; torch ``DistributedDataParallel._sync_buffers``).
 _DDP_FORWARD_RE = re.compile(r"DistributedDataParallel\.forward")
-_BROADCAST_RE = re.compile(r"^(?:c10d::broadcast_|nccl:broadcast)$")
+_BROADCAST_RE = re.compile(r"\A(?:c10d::broadcast_|nccl:broadcast)\Z")
 
 
 #: The calls of DDP's buffer sync beside its broadcasts (torch's
 #: ``_broadcast_coalesced``: per bucket, flatten, broadcast, unflatten, copy back).
 _DDP_SYNC_RE = re.compile(
-    r"^(?:aten::flatten_dense_tensors|aten::unflatten_dense_tensors|aten::copy_|c10d::broadcast_|nccl:broadcast|"
-    r"record_param_comms)$"
+    r"\A(?:aten::flatten_dense_tensors|aten::unflatten_dense_tensors|aten::copy_|c10d::broadcast_|nccl:broadcast|"
+    r"record_param_comms)\Z"
 )
 
 
@@ -103,15 +103,17 @@ class DdpBufferSync(NamedTuple):
     """DDP's buffer sync at a gap: the ``DistributedDataParallel.forward`` around it
     (``forward``), the broadcast calls inside that forward (``broadcasts``), the
     ``aten::copy_`` calls beside them that copy the values back into the buffers
-    (``copies``), the ns of the gap those sync calls cover (``sync_ns``), and the
-    process group's size (``record_param_comms``'s ``Group size``; 0 when not
-    recorded)."""
+    (``copies``), the ns of the gap those sync calls cover (``sync_ns``), the process
+    group's size (``record_param_comms``'s ``Group size``; 0 when not recorded), and
+    whether the forward records the flatten and unflatten of the buckets."""
 
     forward: int
     broadcasts: int
     copies: int
     sync_ns: int
     group_size: int
+    flatten: bool
+    unflatten: bool
 
 
 def _ddp_buffer_sync(diag, r: int) -> DdpBufferSync | None:
@@ -160,16 +162,32 @@ def _ddp_buffer_sync(diag, r: int) -> DdpBufferSync | None:
         if isinstance(size, int) and not isinstance(size, bool) and size > 0:
             group = size
             break
-    return DdpBufferSync(int(sl.start + f), int(bc.size), copies, min(sync_ns, ge - gs), group)
+
+    def records(name: str) -> bool:
+        return bool((inside & np.isin(names, trace.name_ids_matching(lambda n: n == name))).any())
+
+    return DdpBufferSync(
+        int(sl.start + f),
+        int(bc.size),
+        copies,
+        min(sync_ns, ge - gs),
+        group,
+        records("aten::flatten_dense_tensors"),
+        records("aten::unflatten_dense_tensors"),
+    )
 
 
 def _ddp_advice(trace, ddp: DdpBufferSync) -> str:
     """The first experiment for a gap held by DDP's buffer sync."""
-    calls = "one broadcast" if ddp.broadcasts == 1 else f"{ddp.broadcasts} broadcasts"
-    back = f", then {ddp.copies:,} `aten::copy_` calls back into the buffers" if ddp.copies else ""
+    steps = ["flatten"] if ddp.flatten else []
+    steps.append("one broadcast" if ddp.broadcasts == 1 else f"{ddp.broadcasts} broadcasts")
+    if ddp.unflatten:
+        steps.append("unflatten")
+    if ddp.copies:
+        steps.append(f"then {ddp.copies:,} `aten::copy_` calls back into the buffers")
     text = (
-        f"{quote_name(trace.name(ddp.forward))} syncs the module's buffers before the forward (flatten, {calls}, "
-        f"unflatten{back}; {fmt_dur(ddp.sync_ns)} of this gap), on every forward: broadcast_buffers=True, DDP's "
+        f"{quote_name(trace.name(ddp.forward))} syncs the module's buffers before the forward ({', '.join(steps)}; "
+        f"{fmt_dur(ddp.sync_ns)} of this gap), on every forward: broadcast_buffers=True, DDP's "
         f"default. If the buffers need not match across ranks at every step (BatchNorm's running statistics "
         f"usually need not, and SyncBatchNorm syncs them itself), construct DDP with broadcast_buffers=False; "
         f"then this host time and its copies should go."
@@ -235,16 +253,11 @@ def _triton_launcher_around(trace, ev: int) -> int:
 
 def _triton_advice(trace, lead: Evidence, launcher: int, compile_: str) -> str:
     """The first experiment for host time in Triton's Python launch path (``launcher``,
-    the outermost launcher frame around ``lead``): its per-call argument work, and on a
-    thread that replays graphs, that the kernel launches eagerly outside them."""
+    the outermost launcher frame around ``lead``, which makes at least one launch call):
+    its per-call argument work, and on a thread that replays graphs, that the kernel
+    launches eagerly outside them."""
     n_launch = _launches_inside(trace, launcher)
-    calls = (
-        "its one launch call"
-        if n_launch == 1
-        else f"each of its {n_launch:,} launch calls"
-        if n_launch
-        else "it launches"
-    )
+    calls = "its one launch call" if n_launch == 1 else f"each of its {n_launch:,} launch calls"
     who = (
         f"{quote_name(lead.name)} is Triton's Python launcher"
         if lead.event == launcher
@@ -458,9 +471,9 @@ def _nested_lead(diag, lead: Evidence, evidence: list[Evidence]) -> Evidence:
 
 
 #: torch's tensor copy ops: host time inside them is the host side of a copy.
-_TENSOR_COPY_RE = re.compile(r"^aten::(?:_copy_from|copy_|_to_copy|to|clone|contiguous)$")
+_TENSOR_COPY_RE = re.compile(r"\Aaten::(?:_copy_from|copy_|_to_copy|to|clone|contiguous)\Z")
 #: Ops around a copy that only ask for it (their own names tell nothing more).
-_COPY_WRAPPER_RE = re.compile(r"^aten::(?:_copy_from|copy_|_to_copy|to)$")
+_COPY_WRAPPER_RE = re.compile(r"\Aaten::(?:_copy_from|copy_|_to_copy|to)\Z")
 
 
 class HostCopies(NamedTuple):
@@ -499,6 +512,10 @@ def _host_copies(diag, r: int, name: str) -> HostCopies | None:
     for c in calls.tolist():
         inside |= (trace.start_ns[copy] >= st[c]) & (trace.start_ns[copy] < en[c])
     copy = copy[inside]
+    launches = getattr(diag, "_launches", None)
+    if launches is not None and copy.size:  # a copy another thread issued is not this op's
+        call = launches[copy]
+        copy = copy[(call < 0) | (trace.lane[np.maximum(call, 0)] == lane)]
     kind = trace.copy_kind[copy]
     nbytes = np.maximum(trace.bytes[copy], 0)
     d2h, h2d = kind == int(CopyKind.D2H), kind == int(CopyKind.H2D)
@@ -523,22 +540,33 @@ def _host_copies(diag, r: int, name: str) -> HostCopies | None:
     )
 
 
-_DTYPE_RE = re.compile(r"[A-Za-z][A-Za-z0-9_:]{0,39}")
+#: A tensor's type as Kineto's ``Input type`` gives it (``float``, ``c10::Half``, ``long
+#: int``), and the words there that name no dtype.
+_DTYPE_RE = re.compile(r"[A-Za-z][A-Za-z0-9_:]{0,29}(?: [A-Za-z][A-Za-z0-9_]{0,14})?")
+_NOT_A_DTYPE = frozenset({"Scalar", "ScalarList", "TensorList", "GenericList", "None", "Tensor", "tensor"})
+#: A shape is named when it has at most this many dimensions of at most this size.
+_SHAPE_MAX_DIMS = 8
+_SHAPE_MAX_SIZE = 1 << 40
 
 
 def _tensor_text(trace, ev: int) -> str:
     """`` a [1024, 128, 32] float tensor`` from the first input of event ``ev``'s
-    ``Input Dims`` / ``Input type`` args (Kineto's record_shapes), or ""."""
+    ``Input Dims`` / ``Input type`` args (Kineto's record_shapes), or "" when they do not
+    read as a shape (non-negative integers, at most ``_SHAPE_MAX_DIMS`` of them, none
+    above ``_SHAPE_MAX_SIZE``); the type is named only when it reads as one."""
     args = trace.args_of(ev)
     dims, types = args.get("Input Dims"), args.get("Input type")
-    if not isinstance(dims, list) or not dims or not isinstance(dims[0], list) or not dims[0]:
+    if not isinstance(dims, list) or not dims or not isinstance(dims[0], list):
         return ""
-    if not all(isinstance(x, int) for x in dims[0]):
+    shape = dims[0]
+    if not 0 < len(shape) <= _SHAPE_MAX_DIMS:
         return ""
-    # the type is the trace's text: named only when it reads as one (``float``, ``c10::Half``)
-    plain = isinstance(types, list) and types and isinstance(types[0], str) and _DTYPE_RE.fullmatch(types[0])
-    kind = f" {types[0]}" if plain else ""
-    return f" a [{', '.join(str(x) for x in dims[0])}]{kind} tensor"
+    if not all(type(x) is int and 0 <= x <= _SHAPE_MAX_SIZE for x in shape):
+        return ""
+    first = types[0] if isinstance(types, list) and types else None
+    plain = isinstance(first, str) and first not in _NOT_A_DTYPE and _DTYPE_RE.fullmatch(first)
+    kind = f" {first}" if plain else ""
+    return f" a [{', '.join(str(x) for x in shape)}]{kind} tensor"
 
 
 _ALLOC_RE = re.compile(
@@ -731,6 +759,20 @@ def _copy_advice(diag, rows, evidence, dur_txt):
             forbidden,
             proof,
         )
+    if ck == int(CopyKind.P2P):
+        return (
+            f"Overlap the peer-to-peer copy {what}{detail} with compute: issue it on a stream of its own ahead of "
+            f"its use (non_blocking=True), or keep the data on the device that uses it.",
+            forbidden,
+            proof,
+        )
+    if ck == int(CopyKind.H2H):
+        return (
+            f"{what}{detail} copies host to host, ordered on the GPU's stream by the runtime: copy on the host "
+            f"without the runtime (or not at all), so the stream does not wait for it.",
+            forbidden,
+            proof,
+        )
     return (
         f"Keep the data on the device so {what}{detail} is not needed (drop the .cpu()/numpy round trip); "
         f"where a copy must stay, use pinned host memory and non_blocking=True so it overlaps compute.",
@@ -834,7 +876,7 @@ def _dependency_advice(diag, rows, dur_txt):
     if kind == WaitKind.GRAPH:
         trace = diag.trace
         nxt = int(g.next_op[r])
-        root = graph_first_node(trace, nxt)
+        root = graph_first_node(trace, nxt, int(trace.start_ns[g.launch[r]]) if g.launch[r] >= 0 else None)
         dump = (
             f"with torch, enable_debug_mode() on the torch.cuda.CUDAGraph before the capture and debug_dump(path) "
             f"after it write a DOT file, as {'hipGraphDebugDotPrint' if is_rocm(trace) else 'cudaGraphDebugDotPrint'} "
@@ -975,7 +1017,9 @@ def _host_advice(diag, evidence, rows, dur_txt, hot: HotFrame | None = None):
         and _TENSOR_COPY_RE.search(lead_name)
         and (hc := _host_copies(diag, int(rows[0]), lead_name)) is not None
     ):
-        first = _host_copy_advice(trace, lead_name, by_name.get(lead_name, lead_ns), hc)
+        # nested calls of the name are summed once by the sentence's items; calls that
+        # overlap without nesting would add up past the gap: at most the host part
+        first = _host_copy_advice(trace, lead_name, min(by_name.get(lead_name, lead_ns), host_ns), hc)
     elif lead_name is not None and _DATALOADER_RE.search(lead_name):
         parallel = (
             # the iterator is already multiprocess: its workers do not keep up
@@ -999,7 +1043,11 @@ def _host_advice(diag, evidence, rows, dur_txt, hot: HotFrame | None = None):
         )
     elif (ddp := _ddp_buffer_sync(diag, int(rows[0]))) is not None:
         first = _ddp_advice(trace, ddp)
-    elif lead is not None and (launcher := _triton_launcher_around(trace, lead.event)) >= 0:
+    elif (
+        lead is not None
+        and (launcher := _triton_launcher_around(trace, lead.event)) >= 0
+        and _launches_inside(trace, launcher) > 0
+    ):
         first = _triton_advice(trace, lead, launcher, compile_)
     elif lead is not None and mostly_own and (other := _meanwhile(diag, lead, rows)):
         first = (

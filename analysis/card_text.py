@@ -1042,7 +1042,9 @@ def _dependency_phrase(diag, r: int, dep_ns: int, evidence: list[Evidence]) -> s
             if g.launch[r] >= 0
             else "(its launch is not in the trace)"
         )
-        first = graph_first_node(trace, int(g.next_op[r]))
+        first = graph_first_node(
+            trace, int(g.next_op[r]), int(trace.start_ns[g.launch[r]]) if g.launch[r] >= 0 else None
+        )
         gs = int(g.start_ns[r])
         if first == int(g.next_op[r]):  # nothing of the graph ran before it
             if dep_ns <= GRAPH_START_MAX_NS:
@@ -1126,14 +1128,16 @@ def in_running_graph_launch(diag, r: int) -> bool:
 GRAPH_START_MAX_NS = 20_000
 
 
-def graph_first_node(trace, op: int) -> int:
+def graph_first_node(trace, op: int, since_ns: int | None = None) -> int:
     """The first GPU op (kernel, copy, memset; by start) that shares GPU op ``op``'s
-    ``correlation``: the first recorded node of the graph launch ``op`` belongs to
-    (``op`` itself when no node of that launch ran before it); -1 when ``op`` has no
-    correlation."""
+    ``correlation`` and starts at ``since_ns`` (its launch call's start) or later: the
+    first recorded node of the graph launch ``op`` belongs to (``op`` itself when no
+    node of that launch ran before it); -1 when ``op`` has no correlation."""
     if op < 0 or int(trace.correlation[op]) < 0:
         return -1
     gpu = trace.mask_kind(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET) & (trace.correlation == int(trace.correlation[op]))
+    if since_ns is not None:  # nodes of this launch only (an id another launch reused is not)
+        gpu &= trace.start_ns >= since_ns
     idx = np.flatnonzero(gpu)
     return int(idx[np.argmin(trace.start_ns[idx])]) if idx.size else op
 

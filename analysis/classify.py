@@ -428,11 +428,18 @@ def _graph_node_queued(trace: Trace, gaps: Gaps, valid: np.ndarray) -> np.ndarra
         return out
     corr = trace.correlation[gi]
     o = np.lexsort((trace.start_ns[gi], corr))
-    c_sorted, first_start = corr[o], trace.start_ns[gi][o]
+    keys = np.empty(gi.size, dtype=[("c", np.int64), ("s", np.int64)])
+    keys["c"], keys["s"] = corr[o], trace.start_ns[gi][o]
     rows = np.flatnonzero(cand)
     nc = trace.correlation[gaps.next_op[rows]]
-    pos = np.minimum(np.searchsorted(c_sorted, nc, side="left"), c_sorted.size - 1)
-    hit = (nc >= 0) & (c_sorted[pos] == nc) & (first_start[pos] < gaps.end_ns[rows])
+    # a node of this launch: from the launch call's start on (a correlation id repeated by
+    # another launch, or a node stamped before its call, is not one)
+    li = gaps.launch[rows]
+    since = np.where(li >= 0, trace.start_ns[np.maximum(li, 0)], np.iinfo(np.int64).min)
+    q = np.empty(rows.size, dtype=keys.dtype)
+    q["c"], q["s"] = nc, since
+    pos = np.minimum(np.searchsorted(keys, q, side="left"), keys.size - 1)
+    hit = (nc >= 0) & (keys["c"][pos] == nc) & (keys["s"][pos] >= since) & (keys["s"][pos] < gaps.end_ns[rows])
     out[rows[hit]] = True
     return out
 

@@ -1190,7 +1190,7 @@ def test_launch_time_of_an_earlier_call_is_not_the_next_ops_launch_path():
     ), d.card(i).why
 
 
-def _host_copy(d2h: bool = True, h2d: bool = True, dtype: str = "float"):
+def _host_copy(d2h: bool = True, h2d: bool = True, dtype: object = "float", dims: object = (1024, 128, 32)):
     """k1 [5, 10) µs, then on thread `main` `aten::clone` [10, 410) µs of a [1024, 128, 32]
     float tensor holding `aten::copy_` and `aten::_copy_from` [13, 407) µs, inside which
     the device copies 16 MiB to the host [20, 70) µs and back [350, 400) µs (either
@@ -1202,7 +1202,8 @@ def _host_copy(d2h: bool = True, h2d: bool = True, dtype: str = "float"):
     gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
     b.event(cpu, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
     b.event(gpu, "k1", 5 * US, 5 * US, Kind.KERNEL, correlation=1)
-    dims = {"Input Dims": [[1024, 128, 32], []], "Input type": [dtype, "Scalar"]}
+    shape = list(dims) if isinstance(dims, tuple) else dims
+    dims = {"Input Dims": [shape, []], "Input type": [dtype, "Scalar"]}
     b.event(cpu, "aten::clone", 10 * US, 400 * US, Kind.CPU_OP, args=dims)
     b.event(cpu, "aten::copy_", 12 * US, 396 * US, Kind.CPU_OP, args=dims)
     b.event(cpu, "aten::_copy_from", 13 * US, 394 * US, Kind.CPU_OP, args=dims)
@@ -1347,8 +1348,9 @@ def test_ddp_buffer_broadcast_is_named_with_broadcast_buffers_false(broadcast_be
     # the sync calls in the gap: the broadcast's 30 µs (when in it) and 30 copies of 9 µs
     sync = "0.300 ms" if not broadcast_before else "0.270 ms"
     assert c.first_experiment.startswith(
-        "`DistributedDataParallel.forward` syncs the module's buffers before the forward (flatten, one broadcast, "
-        f"unflatten, then 30 `aten::copy_` calls back into the buffers; {sync} of this gap), on every forward"
+        # no flatten or unflatten recorded here: not named (an attack found them always said)
+        "`DistributedDataParallel.forward` syncs the module's buffers before the forward (one broadcast, "
+        f"then 30 `aten::copy_` calls back into the buffers; {sync} of this gap), on every forward"
     ), c.first_experiment
     assert "construct DDP with broadcast_buffers=False" in c.first_experiment
     assert "process group has one rank" in c.first_experiment and "torch.compile" not in c.first_experiment
@@ -1456,3 +1458,56 @@ def test_a_pinned_async_copy_that_outran_the_kernels_is_not_told_to_pin(starts_b
         ), c.first_experiment
     else:
         assert "already pinned" not in c.first_experiment
+
+
+@pytest.mark.parametrize(
+    ("dims", "dtype", "said"),
+    [
+        ((1024, 128, 32), "long int", "a [1024, 128, 32] long int tensor"),
+        ((True, False), "float", None),  # bools are not sizes
+        ((-1, 5), "float", None),
+        ((10**30,), "float", None),
+        ((7,) * 20, "float", None),  # at most 8 dimensions
+        ((4, 4), "Scalar", "a [4, 4] tensor"),  # no dtype named
+        ((4, 4), "TensorList", "a [4, 4] tensor"),
+        ((4, 4), ["float"], "a [4, 4] tensor"),
+    ],
+)
+def test_a_copied_tensor_is_named_only_from_args_that_read_as_a_shape(dims, dtype, said):
+    """An attack with hand-made args: `Input Dims` of bools, negative or huge sizes, or
+    20000 dimensions, and `Input type` words that are no dtype, were put in the text."""
+    c = _host_copy(dims=dims, dtype=dtype).card(0)
+    if said is None:
+        assert "the largest call copies a tensor under `aten::clone`" in c.first_experiment, c.first_experiment
+    else:
+        assert f"the largest call copies {said} under `aten::clone`" in c.first_experiment, c.first_experiment
+
+
+def test_a_copy_another_thread_issued_is_not_the_copy_ops():
+    """An attack: thread 2's cudaMemcpyAsync ran its copy while thread 1 sat in
+    `aten::to`, and the card said `aten::to` copied to the device."""
+    from gapscope.parsers.model import CopyKind
+
+    b = TraceBuilder()
+    cpu, gpu = _main_and_stream(b)
+    other = b.lane("1", "2", process_name="python3", thread_name="loader")
+    s8 = b.lane("0", "8", is_gpu=True, device=0, stream=8)
+    b.event(cpu, "cudaLaunchKernel", 0, 2 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k1", 5 * US, 5 * US, Kind.KERNEL, correlation=1)
+    b.event(cpu, "aten::to", 10 * US, 400 * US, Kind.CPU_OP)
+    b.event(other, "cudaMemcpyAsync", 20 * US, 5 * US, Kind.MEMCPY_CALL, correlation=60)
+    b.event(
+        s8,
+        "Memcpy HtoD (Pageable -> Device)",
+        30 * US,
+        40 * US,
+        Kind.MEMCPY,
+        correlation=60,
+        bytes=1 << 20,
+        copy_kind=CopyKind.H2D,
+        pageable=True,
+    )
+    b.event(cpu, "cudaLaunchKernel", 410 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b.event(gpu, "k2", 420 * US, 5 * US, Kind.KERNEL, correlation=2)
+    c = diagnose(b.build()).card(0)
+    assert "copies to the device" not in c.first_experiment, c.first_experiment

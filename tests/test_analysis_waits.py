@@ -315,3 +315,26 @@ def test_a_graph_first_node_just_after_eager_work_is_the_graph_starting():
     assert "It is the first node of the HIP graph launched by `hipGraphLaunch`: 10.1 µs is the GPU starting" in c.why
     assert c.first_experiment.startswith("Nothing to find inside the graph: the next op is its first node")
     assert "CUDA graph" not in c.why + c.first_experiment
+
+
+def test_a_correlation_reused_by_a_later_graph_launch_is_not_its_node():
+    """An attack: two `cudaGraphLaunch` calls with one correlation id (at 290 µs, nodes
+    at 320 and 330 µs; at 400 µs, node n2 at 450 µs). The gap [335, 450) was told as
+    graph ordering "inside the graph", though n2's launch came 65 µs into it; and a
+    node stamped before its launch call is no node of it either."""
+    b = TraceBuilder()
+    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
+    s7 = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    b.event(cpu, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(s7, "k0", 5 * US, 5 * US, Kind.KERNEL, correlation=1)
+    b.event(cpu, "cudaGraphLaunch", 290 * US, 10 * US, Kind.LAUNCH, correlation=5)
+    b.event(s7, "n0", 320 * US, 5 * US, Kind.KERNEL, correlation=5)
+    b.event(s7, "n1", 330 * US, 5 * US, Kind.KERNEL, correlation=5)
+    b.event(cpu, "cudaGraphLaunch", 400 * US, 30 * US, Kind.LAUNCH, correlation=5)
+    b.event(s7, "n2", 450 * US, 5 * US, Kind.KERNEL, correlation=5)
+    d = diagnose(b.build())
+    g = d.gaps
+    i = int(np.flatnonzero(g.start_ns == 335 * US)[0])
+    assert g.end_ns[i] == 450 * US
+    assert g.wait_kind[i] != WaitKind.GRAPH and g.class_ns[i, int(Cause.DEPENDENCY)] == 0
+    assert "inside the graph" not in d.card(i).why

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
@@ -39,6 +40,14 @@ def pytest_configure(config) -> None:
 def pytest_unconfigure(config) -> None:
     if _CACHE_DIR is not None:
         shutil.rmtree(_CACHE_DIR, ignore_errors=True)
+
+
+def default_sigint() -> None:
+    """``preexec_fn`` for a child a test sends SIGINT to: the default disposition, so
+    its Python installs its own handler even when the suite runs with SIGINT ignored (a
+    background job, ``nohup``: a newcomer's run hung 120 s twice, then left a capture
+    running)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def require(path: Path) -> Path:

@@ -8,6 +8,7 @@ import textwrap
 
 import pytest
 
+from tests.conftest import default_sigint
 from tests.test_capture import check_trace, parser_available, range_counts
 
 pytestmark = pytest.mark.skipif(
@@ -299,6 +300,7 @@ def test_ctrl_c_on_the_command_keeps_the_steps_recorded_so_far(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_sigint,
     )
     try:
         deadline = time.monotonic() + 120

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import default_sigint
+
 ROOT = Path(__file__).resolve().parent.parent
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
 
@@ -57,6 +59,7 @@ def _start(tmp_path, *extra, stderr=subprocess.PIPE):
         stderr=stderr,
         env=env,
         text=True,
+        preexec_fn=default_sigint,
     )
     line = proc.stdout.readline()
     assert line.strip() == "ready", (line, proc.stderr.read() if proc.stderr else "")
@@ -90,8 +93,12 @@ def test_ctrl_c_status_survives_a_closed_pipe(tmp_path):
     proc = _start(tmp_path, stderr=w)
     os.close(w)
     os.close(r)  # the reader (grep) is gone, as after a Ctrl-C to the whole pipeline
-    proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=120)
+    try:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:  # never a capture left running after the suite
+            proc.kill()
     assert proc.returncode == 130
     assert len(_traces(tmp_path)) == 1
 

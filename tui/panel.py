@@ -237,8 +237,8 @@ def card_text(
         t.append("\nEvidence\n", style="bold underline")
         if any(levels):
             t.append(
-                " (↳ called inside an item listed above: an op's time holds the ops inside it, not its launch, "
-                "copy and sync calls)\n",
+                " (↳ marks a call inside the item above it: an op's time holds the ops inside it, not its "
+                "launch, copy and sync calls)\n",
                 style="dim",
             )
         for ev, level in zip(shown, levels):

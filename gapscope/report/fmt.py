@@ -243,11 +243,12 @@ def budget_rows(budget: dict) -> list[tuple[str, str]]:
         if k == "typical_steps":  # whose idle the split by cause is
             n = int(budget.get("steps") or 0)
             other = budget.get("other_steps_idle_ns")
-            rest = (
-                f"; the other {n - int(v)} idle {fmt_in(int(other[0]), u)} to {fmt_in(int(other[1]), u)}, left out"
-                if isinstance(other, list) and len(other) == 2 and n > int(v)
-                else ""
-            )
+            rest = ""
+            if isinstance(other, list) and len(other) == 2 and n > int(v):
+                lo, hi = fmt_in(int(other[0]), u), fmt_in(int(other[1]), u)
+                # one value once (df_index_resolver read "the other 1 idle 93.228 ms to 93.228 ms")
+                idle = lo if lo == hi else f"{lo} to {hi}"
+                rest = f"; the other {n - int(v)} idle {idle}, left out"
             warm = " and no warm-up in them" if budget.get("warm_up_steps") else ""
             rows.append((label, f"{v} of {n} (idle within 1.5x of the median step's{warm}{rest})" if n > 1 else str(v)))
             continue

@@ -258,6 +258,8 @@ def test_panel_toggle_and_help_from_bindings():
                 await pilot.press("p")
                 await pilot.pause()
                 modes.append((screen.panel_mode, bool(panel.display), panel.compact, panel.size.height))
+                if screen.panel_mode == "hidden":  # the rows it left may stay blank: said why
+                    assert screen.message == "card hidden (p shows it)"
             await pilot.press("question_mark")
             await pilot.pause()
             from gapscope.tui.help import HelpScreen, help_text

@@ -702,6 +702,8 @@ class TraceScreen(Screen):
         else:
             self.add_class("-panel-expanded")
         self._sync_panel_mode()
+        if self.panel_mode == "hidden":  # the rows it left may stay empty: say what did it
+            self._say("card hidden (p shows it)")
 
     def action_panel_scroll(self, direction: int) -> None:
         """Scroll the card one page; a compact (narrow) card is expanded first."""

@@ -352,6 +352,14 @@ class TraceScreen(Screen):
         self.preview_forgotten.wait(5.0)
         gc.freeze()
         self.post_message(self.Diagnosed(diagnosis, error))
+        # some cards read an event's args (a copied tensor's shape), and the first read
+        # of a file's args scans its whole text (hta/mtia_rank_0: 0.55 s): done here,
+        # off the UI thread, so the card does not wait for it
+        if diagnosis is not None and len(self.trace) and not worker.is_cancelled:
+            try:
+                self.trace.args_of(len(self.trace) - 1)
+            except Exception:  # noqa: BLE001 - a card reads them itself then
+                pass
 
     @on(EarlyGaps)
     def _early_found(self, message: EarlyGaps) -> None:

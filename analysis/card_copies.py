@@ -99,6 +99,38 @@ def _union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
     return int((ue - us).sum())
 
 
+#: Copies that held the next op back are told alone when they cover this share of the
+#: copy time of all the gap's copies (``_holding``).
+HOLDING_MIN_SHARE = 0.5
+
+
+def _holding(diag, got: list[tuple[Evidence, int]]) -> list[tuple[Evidence, int]]:
+    """The (copy, gap) pairs of ``got`` without the copies that cannot have held the
+    gap's next op back (on another stream and still running when it started), when
+    those left cover at least ``HOLDING_MIN_SHARE`` of the copies' time in the gaps;
+    else ``got``. hta/test.json.gz #1859: a 53 MiB pinned H2D on stream 16 ran on
+    2.95 ms past the next op's start and was named the gap's copy, while 110 DtoD
+    copies on the next op's own stream ran back to back through the gap."""
+    trace, g = diag.trace, diag.gaps
+    if len(got) < 2:
+        return got
+    ev = np.array([e.event for e, _ in got], dtype=np.int64)
+    rr = np.array([r for _, r in got], dtype=np.int64)
+    if (ev < 0).any():
+        return got
+    nxt = g.next_op[rr]
+    end = trace.start_ns[ev] + trace.dur_ns[ev]
+    same_stream = (nxt >= 0) & (trace.lane[ev] == trace.lane[np.maximum(nxt, 0)])
+    keep = (end <= g.end_ns[rr]) | same_stream
+    if keep.all() or not keep.any():
+        return got
+    lo = np.maximum(trace.start_ns[ev], g.start_ns[rr])
+    hi = np.minimum(end, g.end_ns[rr])
+    if _union_ns(lo[keep], hi[keep]) < HOLDING_MIN_SHARE * _union_ns(lo, hi):
+        return got
+    return [pair for pair, k in zip(got, keep.tolist()) if k]
+
+
 def copy_lead(diag, rows: np.ndarray, evidence: list[Evidence]) -> CopyLead | None:
     """The ``CopyLead`` of the occurrence ``rows``, or None without copy evidence or GPU copies. Times
     "in all" are the union of the copies' intervals in the gap (copies on several
@@ -113,6 +145,8 @@ def copy_lead(diag, rows: np.ndarray, evidence: list[Evidence]) -> CopyLead | No
     got = [(e, int(r)) for r in rows for e in diag.gpu_copies(int(r)) if e.cause is copy_c]
     if not cp and not got:
         return None
+    all_got = got
+    got = _holding(diag, got)
     # the GPU's own copy whenever it ran one (the thread's copy call around it is said
     # as the copy time outside the GPU's copies)
     big = max((e for e, _ in got), key=lambda e: (e.overlap_ns, e.bytes), default=None)
@@ -150,6 +184,14 @@ def copy_lead(diag, rows: np.ndarray, evidence: list[Evidence]) -> CopyLead | No
             n0, t0 = kinds.get(label, (0, 0))
             kinds[label] = (n0 + int(m.sum()), t0 + _union_ns(lo[m], hi[m]))
     total = _union_ns(lo, hi)
+    if len(all_got) > len(got):  # the copies left out ran in the gap all the same
+        a_ev = np.array([e.event for e, _ in all_got], dtype=np.int64)
+        a_r = np.array([r for _, r in all_got], dtype=np.int64)
+        a_lo = np.maximum(trace.start_ns[a_ev], diag.gaps.start_ns[a_r])
+        a_hi = np.minimum(trace.start_ns[a_ev] + trace.dur_ns[a_ev], diag.gaps.end_ns[a_r])
+        gpu_ns = _union_ns(a_lo, a_hi)
+    else:
+        gpu_ns = total
     directions: list[tuple[str, int]] = []
     if ev[0] >= 0 and not memset.any():  # every copy, those of no known direction too
         ks, cs = np.unique(trace.copy_kind[ev], return_counts=True)
@@ -175,7 +217,7 @@ def copy_lead(diag, rows: np.ndarray, evidence: list[Evidence]) -> CopyLead | No
         short_kinds=kinds,
         call=call,
         lengths_ns=tuple(sorted(ns.tolist(), reverse=True)) if ns.size <= 3 else (),
-        outside_ns=max(0, copy_ns - total) if got else 0,
+        outside_ns=max(0, copy_ns - gpu_ns) if got else 0,
         same_bytes=bool((by == by[0]).all()) and int(by[0]) >= 0,
         directions=tuple(directions),
     )

@@ -1511,3 +1511,15 @@ def test_a_copy_another_thread_issued_is_not_the_copy_ops():
     b.event(gpu, "k2", 420 * US, 5 * US, Kind.KERNEL, correlation=2)
     c = diagnose(b.build()).card(0)
     assert "copies to the device" not in c.first_experiment, c.first_experiment
+
+
+def test_a_copy_still_running_on_another_stream_when_the_next_op_starts_is_not_its_copy():
+    """hta/test.json.gz #1859 (an audit of the raw events): the 53 MiB pinned H2D on
+    stream 16 ran on 2.95 ms past the next op's start, so it held nothing back; 110 DtoD
+    copies on the next op's own stream ran back to back through the gap. The card named
+    the H2D ("already pinned and asynchronous"); it names the DtoD copies."""
+    d = diagnose(load(require(CORPUS / "hta" / "test.json.gz")))
+    c = d.card(1859)
+    assert "3.327 ms copying (the GPU ran 110 copies `Memcpy DtoD (Device -> Device)`" in c.why, c.why
+    assert c.first_experiment.startswith("Batch the 84 short device-to-device copies"), c.first_experiment
+    assert "HtoD" not in c.first_experiment

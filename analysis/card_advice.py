@@ -688,6 +688,16 @@ def _copy_advice(diag, rows, evidence, dur_txt):
             forbidden,
             proof,
         )
+    bucket = _bucket_copies(diag, rows)
+    if bucket is not None:
+        n_copies, frame = bucket
+        return (
+            f"These are DDP's copies of the reduced gradient buckets back into each parameter's .grad ({n_copies:,} "
+            f"copies issued inside {quote_name(trace.name(frame))}): construct DDP with "
+            f"gradient_as_bucket_view=True, so the gradients are views of the buckets and the copies go.",
+            forbidden,
+            proof,
+        )
     if lead is not None and lead.short_count >= MANY_COPIES and lead.mostly_short:
         return _batch_advice(lead, forbidden, proof)
     n = 1  # how many copies the advice is about: all of one name and length, or those like the largest
@@ -779,6 +789,40 @@ def _copy_advice(diag, rows, evidence, dur_txt):
         forbidden,
         proof,
     )
+
+
+#: DDP's reducer copying a reduced bucket back into the parameters' gradients.
+_BUCKET_TO_GRAD_RE = re.compile(r"reducer::copy_bucket_to_grad\Z")
+
+
+def _bucket_copies(diag, rows) -> tuple[int, int] | None:
+    """(how many of the GPU copies of the gaps ``rows`` were launched inside DDP's
+    ``reducer::copy_bucket_to_grad``, one such frame), when they are at least half of
+    the copies and at least ``MANY_COPIES``; else None (hta/rank-0 #84: 161 DtoD copies
+    of the buckets into the gradients, advised "batch them")."""
+    trace = diag.trace
+    launches = getattr(diag, "_launches", None)
+    ids = trace.name_ids_matching(lambda n: bool(_BUCKET_TO_GRAD_RE.search(n)))
+    if launches is None or ids.size == 0:
+        return None
+    copies = [e.event for r in rows for e in diag.gpu_copies(int(r)) if e.cause is Cause.COPY and e.event >= 0]
+    if len(copies) < MANY_COPIES:
+        return None
+    calls = launches[np.array(copies, dtype=np.int64)]
+    calls = calls[calls >= 0]
+    frames = np.flatnonzero(np.isin(trace.name_id, ids))  # by lane, then start: the trace's order
+    inside, frame = 0, -1
+    for lane in np.unique(trace.lane[calls]).tolist():
+        fl = frames[trace.lane[frames] == lane]
+        if fl.size == 0:
+            continue
+        cs = trace.start_ns[calls[trace.lane[calls] == lane]]
+        k = np.searchsorted(trace.start_ns[fl], cs, side="right") - 1
+        hit = (k >= 0) & (trace.start_ns[fl][np.maximum(k, 0)] + trace.dur_ns[fl][np.maximum(k, 0)] >= cs)
+        if hit.any():
+            inside += int(hit.sum())
+            frame = int(fl[k[hit][0]])
+    return (inside, frame) if frame >= 0 and 2 * inside >= len(copies) else None
 
 
 def _batch_advice(lead, forbidden: str, proof: str) -> tuple[str, str, str]:

@@ -1523,3 +1523,16 @@ def test_a_copy_still_running_on_another_stream_when_the_next_op_starts_is_not_i
     assert "3.327 ms copying (the GPU ran 110 copies `Memcpy DtoD (Device -> Device)`" in c.why, c.why
     assert c.first_experiment.startswith("Batch the 84 short device-to-device copies"), c.first_experiment
     assert "HtoD" not in c.first_experiment
+
+
+def test_ddp_bucket_to_grad_copies_advise_gradient_as_bucket_view():
+    """hta/rank-0 #84 (an audit of the raw events): 161 DtoD copies, every one issued
+    inside `torch.distributed.ddp.reducer::copy_bucket_to_grad`, were advised "batch
+    them into one copy of a flat buffer"; DDP's own remedy is gradient_as_bucket_view."""
+    d = diagnose(load(require(CORPUS / "hta" / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")))
+    c = d.card(84)
+    assert c.first_experiment.startswith(
+        "These are DDP's copies of the reduced gradient buckets back into each parameter's .grad (161 copies "
+        "issued inside `torch.distributed.ddp.reducer::copy_bucket_to_grad`): construct DDP with "
+        "gradient_as_bucket_view=True"
+    ), c.first_experiment

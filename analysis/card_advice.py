@@ -46,7 +46,9 @@ from gapscope.analysis.evidence_kinds import (
     GRAPH_LAUNCH_RE,
     SYNC_LAUNCH_MIN_KERNEL_NS,
     GraphCapture,
+    exactly,
     graph_captures,
+    ids_matching,
     synchronous_launches,
 )
 from gapscope.analysis.steps import PROFILER_STEP_RE
@@ -80,7 +82,7 @@ def _graph_launches_on(trace, lane: int) -> tuple[int, int]:
     """(how many graph launch calls ``lane`` makes (``GRAPH_LAUNCH_RE``, kind launch),
     the first of them or -1): a thread that replays CUDA/HIP graphs."""
     sl = trace.lane_slice(lane)
-    ids = trace.name_ids_matching(lambda n: bool(GRAPH_LAUNCH_RE.search(n)))
+    ids = ids_matching(trace, GRAPH_LAUNCH_RE)
     hits = np.flatnonzero((trace.kind[sl] == int(Kind.LAUNCH)) & np.isin(trace.name_id[sl], ids))
     return int(hits.size), int(sl.start + hits[0]) if hits.size else -1
 
@@ -123,7 +125,7 @@ def _ddp_buffer_sync(diag, r: int) -> DdpBufferSync | None:
     then 159 ``aten::copy_`` calls back into the buffers; nccl_data #4: 22.6 ms of
     ``aten::unflatten_dense_tensors`` after the broadcasts of two buckets."""
     trace, g = diag.trace, diag.gaps
-    lane = int(g.thread_lane[r]) if g.thread_lane is not None else int(g.launch_lane[r])
+    lane = g.thread_of(r)
     if lane < 0:
         return None
     gs, ge = int(g.start_ns[r]), int(g.end_ns[r])
@@ -131,32 +133,28 @@ def _ddp_buffer_sync(diag, r: int) -> DdpBufferSync | None:
     st = trace.start_ns[sl]
     en = st + trace.dur_ns[sl]
     names, depth = trace.name_id[sl], trace.depth[sl]
-    fwd_ids = trace.name_ids_matching(lambda n: bool(_DDP_FORWARD_RE.search(n)))
+    fwd_ids = ids_matching(trace, _DDP_FORWARD_RE)
     fwds = np.flatnonzero(np.isin(names, fwd_ids) & (st < ge) & (en > gs))
     if fwds.size == 0:
         return None
     f = int(fwds[np.argmin(depth[fwds])])
     inside = (st >= st[f]) & (en <= en[f]) & (depth > depth[f])
-    bc = np.flatnonzero(inside & np.isin(names, trace.name_ids_matching(lambda n: bool(_BROADCAST_RE.search(n)))))
+    bc = np.flatnonzero(inside & np.isin(names, ids_matching(trace, _BROADCAST_RE)))
     if bc.size == 0:
         return None
     level = depth[bc].min()  # `nccl:broadcast` runs inside `c10d::broadcast_`: the outer ones
     bc = bc[depth[bc] == level]
     sync = np.flatnonzero(
-        inside
-        & (depth == level)
-        & np.isin(names, trace.name_ids_matching(lambda n: bool(_DDP_SYNC_RE.search(n))))
-        & (st < ge)
-        & (en > gs)
+        inside & (depth == level) & np.isin(names, ids_matching(trace, _DDP_SYNC_RE)) & (st < ge) & (en > gs)
     )
     sync_ns = int((np.minimum(en[sync], ge) - np.maximum(st[sync], gs)).sum())
     host_ns = int(g.class_ns[r, int(Cause.HOST)]) if g.class_ns is not None else ge - gs
     if sync_ns * 2 < host_ns:
         return None
-    copy_ids = trace.name_ids_matching(lambda n: n == "aten::copy_")
+    copy_ids = ids_matching(trace, exactly("aten::copy_"))
     copies = int(np.isin(names[sync], copy_ids).sum())
     group = 0
-    comms = np.flatnonzero(inside & np.isin(names, trace.name_ids_matching(lambda n: n == "record_param_comms")))
+    comms = np.flatnonzero(inside & np.isin(names, ids_matching(trace, exactly("record_param_comms"))))
     for c in comms.tolist():
         size = trace.args_of(int(sl.start + c)).get("Group size")
         if isinstance(size, int) and not isinstance(size, bool) and size > 0:
@@ -164,7 +162,7 @@ def _ddp_buffer_sync(diag, r: int) -> DdpBufferSync | None:
             break
 
     def records(name: str) -> bool:
-        return bool((inside & np.isin(names, trace.name_ids_matching(lambda n: n == name))).any())
+        return bool((inside & np.isin(names, ids_matching(trace, exactly(name)))).any())
 
     return DdpBufferSync(
         int(sl.start + f),
@@ -210,10 +208,7 @@ def _autograd_advice(trace, lead: Evidence, op: str, compile_: str) -> str:
     ``aten::narrow`` views in ``CatBackward0``)."""
     forward = re.sub(r"(?<!^)(?=[A-Z])", "_", op).lower()
     ev = lead.event
-    sl = trace.lane_slice(int(trace.lane[ev]))
-    st = trace.start_ns[sl]
-    s, e = int(trace.start_ns[ev]), int(trace.start_ns[ev] + trace.dur_ns[ev])
-    a, b = np.searchsorted(st, s, side="left"), np.searchsorted(st, e, side="left")
+    sl, a, b = _span(trace, ev)
     inner = np.arange(a, b)[trace.depth[sl][a:b] == trace.depth[ev] + 1]
     made = ""
     if inner.size:
@@ -221,10 +216,11 @@ def _autograd_advice(trace, lead: Evidence, op: str, compile_: str) -> str:
         k = int(np.argmax(counts))
         if counts[k] >= 2:
             made = f", making {int(counts[k]):,} {quote_name(trace.names[int(ids[k])])} calls"
-    gpu = ", with no GPU work" if _launches_inside(trace, ev) == 0 else ""  # always so, as called
+    # called only for a node that launches nothing (``_host_advice``'s branches before it)
     return (
         f"{quote_name(lead.name)} is autograd's backward of a forward `{forward}`: it runs when backward() reaches "
-        f"it, so it cannot move after the step. Here it holds {fmt_dur(lead.overlap_ns)} of the gap{made}{gpu}. "
+        f"it, so it cannot move after the step. Here it holds {fmt_dur(lead.overlap_ns)} of the gap{made}, with "
+        f"no GPU work. "
         f"Cut the backward's CPU cost: fewer, larger ops in the forward (each op records a backward node; a cat "
         f"or split of many tensors makes one view per piece in its backward), or {compile_}, which compiles the "
         f"backward too."
@@ -237,7 +233,7 @@ def _triton_launcher_around(trace, ev: int) -> int:
     if ev < 0:
         return -1
     sl = trace.lane_slice(int(trace.lane[ev]))
-    ids = trace.name_ids_matching(lambda n: bool(TRITON_LAUNCHER_RE.search(n)))
+    ids = ids_matching(trace, TRITON_LAUNCHER_RE)
     if ids.size == 0:
         return -1
     st = trace.start_ns[sl]
@@ -279,31 +275,35 @@ def _triton_advice(trace, lead: Evidence, launcher: int, compile_: str) -> str:
     return f"{head} {compiled[:1].upper() + compiled[1:]}, or capture the step in a {graph_word(trace)}: {compile_}."
 
 
+def _span(trace, ev: int) -> tuple[slice, int, int]:
+    """(event ``ev``'s lane slice, [a, b) of the lane's events that start inside it)."""
+    sl = trace.lane_slice(int(trace.lane[ev]))
+    starts = trace.start_ns[sl]
+    s, e = int(trace.start_ns[ev]), int(trace.start_ns[ev] + trace.dur_ns[ev])
+    return sl, int(np.searchsorted(starts, s, side="left")), int(np.searchsorted(starts, e, side="left"))
+
+
+def _launch_calls_inside(trace, ev: int) -> np.ndarray:
+    """int64 indices of the launch calls event ``ev`` encloses on its lane (none: it
+    issues no GPU work; a launch call itself encloses none)."""
+    if ev < 0 or trace.kind[ev] == int(Kind.LAUNCH):
+        return np.zeros(0, dtype=np.int64)
+    sl, a, b = _span(trace, ev)
+    return sl.start + a + np.flatnonzero(trace.kind[sl][a:b] == int(Kind.LAUNCH))
+
+
+def _launches_inside(trace, ev: int) -> int:
+    """How many launch calls event ``ev`` encloses on its lane (``_launch_calls_inside``)."""
+    return int(_launch_calls_inside(trace, ev).size)
+
+
 def _graph_launch_inside(trace, ev: int) -> int:
     """The first graph launch call (``GRAPH_LAUNCH_RE``) that event ``ev`` encloses on
     its lane, or -1: ``ev`` is a graph replay (torch's ``CUDAGraph.replay``, a serving
     framework's ``replay``)."""
-    if ev < 0 or trace.kind[ev] == int(Kind.LAUNCH):
-        return -1
-    sl = trace.lane_slice(int(trace.lane[ev]))
-    starts = trace.start_ns[sl]
-    s, e = int(trace.start_ns[ev]), int(trace.start_ns[ev] + trace.dur_ns[ev])
-    a, b = np.searchsorted(starts, s, side="left"), np.searchsorted(starts, e, side="left")
-    ids = trace.name_ids_matching(lambda n: bool(GRAPH_LAUNCH_RE.search(n)))
-    hits = np.flatnonzero((trace.kind[sl][a:b] == int(Kind.LAUNCH)) & np.isin(trace.name_id[sl][a:b], ids))
-    return int(sl.start + a + hits[0]) if hits.size else -1
-
-
-def _launches_inside(trace, ev: int) -> int:
-    """How many launch calls event ``ev`` encloses on its lane (0: it issues no GPU
-    work; a launch call itself encloses none)."""
-    if ev < 0 or trace.kind[ev] == int(Kind.LAUNCH):
-        return 0
-    sl = trace.lane_slice(int(trace.lane[ev]))
-    starts = trace.start_ns[sl]
-    s, e = int(trace.start_ns[ev]), int(trace.start_ns[ev] + trace.dur_ns[ev])
-    a, b = np.searchsorted(starts, s, side="left"), np.searchsorted(starts, e, side="left")
-    return int((trace.kind[sl][a:b] == int(Kind.LAUNCH)).sum())
+    calls = _launch_calls_inside(trace, ev)
+    hits = calls[np.isin(trace.name_id[calls], ids_matching(trace, GRAPH_LAUNCH_RE))]
+    return int(hits[0]) if hits.size else -1
 
 
 #: A host range that issues GPU work spending this much CPU time outside runtime calls
@@ -496,22 +496,28 @@ def _host_copies(diag, r: int, name: str) -> HostCopies | None:
     host-device copy of the gap's device ran inside them (mtia_rank_0 #440: a backward ``aten::clone`` of a
     permuted 16 MiB tensor went to the host and back inside ``aten::_copy_from``)."""
     trace, g = diag.trace, diag.gaps
-    lane = int(g.thread_lane[r]) if g.thread_lane is not None else int(g.launch_lane[r])
+    lane = g.thread_of(r)
     if lane < 0:
         return None
     gs, ge = int(g.start_ns[r]), int(g.end_ns[r])
     sl = trace.lane_slice(lane)
     st, en = trace.start_ns[sl], trace.start_ns[sl] + trace.dur_ns[sl]
-    ids = trace.name_ids_matching(lambda n: n == name)
+    ids = ids_matching(trace, exactly(name))
     calls = np.flatnonzero(np.isin(trace.name_id[sl], ids) & (st < ge) & (en > gs))
     if calls.size == 0:
         return None
-    on_device = np.isin(trace.lane, np.array(trace.gpu_lanes(int(g.device[r])), dtype=trace.lane.dtype))
-    copy = np.flatnonzero((trace.kind == int(Kind.MEMCPY)) & on_device & (trace.start_ns >= gs) & (trace.start_ns < ge))
-    inside = np.zeros(copy.size, dtype=bool)
-    for c in calls.tolist():
-        inside |= (trace.start_ns[copy] >= st[c]) & (trace.start_ns[copy] < en[c])
-    copy = copy[inside]
+    # the device's copies that start in the gap, lane by lane (each sorted by start)
+    found = []
+    for ln in trace.gpu_lanes(int(g.device[r])):
+        lsl = trace.lane_slice(ln)
+        ls = trace.start_ns[lsl]
+        a, b = np.searchsorted(ls, gs, side="left"), np.searchsorted(ls, ge, side="left")
+        found.append(lsl.start + a + np.flatnonzero(trace.kind[lsl][a:b] == int(Kind.MEMCPY)))
+    copy = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+    # and inside one of the calls (their union: calls of the name may nest)
+    us, ue = union_intervals(st[calls], en[calls])
+    j = np.searchsorted(us, trace.start_ns[copy], side="right") - 1
+    copy = copy[(j >= 0) & (trace.start_ns[copy] < ue[np.maximum(j, 0)])]
     launches = getattr(diag, "_launches", None)
     if launches is not None and copy.size:  # a copy another thread issued is not this op's
         call = launches[copy]
@@ -802,7 +808,7 @@ def _bucket_copies(diag, rows) -> tuple[int, int] | None:
     of the buckets into the gradients, advised "batch them")."""
     trace = diag.trace
     launches = getattr(diag, "_launches", None)
-    ids = trace.name_ids_matching(lambda n: bool(_BUCKET_TO_GRAD_RE.search(n)))
+    ids = ids_matching(trace, _BUCKET_TO_GRAD_RE)
     if launches is None or ids.size == 0:
         return None
     copies = [e.event for r in rows for e in diag.gpu_copies(int(r)) if e.cause is Cause.COPY and e.event >= 0]
@@ -1258,7 +1264,7 @@ def gap_capture(diag, rows: np.ndarray) -> GapCapture | None:
     ``enter_ns``) on the launching thread of the occurrence ``rows``, when they cover at
     least ``CAPTURE_MIN_SHARE`` of it; else None."""
     g = diag.gaps
-    lane = int(g.thread_lane[rows[0]]) if g.thread_lane is not None else int(g.launch_lane[rows[0]])
+    lane = g.thread_of(int(rows[0]))
     caps = [c for c in graph_captures(diag.trace) if c.lane == lane] if lane >= 0 else []
     if not caps:
         return None

@@ -14,7 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from gapscope.analysis.busy import coverage, union_intervals
-from gapscope.analysis.card_copies import SHORT_COPY_NS, UNKNOWN_DIRECTION, copy_lead
+from gapscope.analysis.card_copies import SHORT_COPY_NS, UNKNOWN_DIRECTION, CopyLead, copy_lead
 from gapscope.analysis.classify import (
     SLOW_LAUNCH_NS,
     launched_before,
@@ -27,6 +27,7 @@ from gapscope.analysis.evidence_kinds import (
     BLOCKING_SYNC_RE,
     COLLECTIVE_RE,
     SYNC_OP_NAMES,
+    ids_matching,
     slow_launch_calls,
 )
 from gapscope.analysis.types import Cause, Evidence, Trust, WaitKind
@@ -483,11 +484,11 @@ def _calls_listed(
 UNLISTED_MAX_SHARE = 0.1
 
 
-def _copy_phrase(diag, rows: np.ndarray, evidence: list[Evidence], copy_ns: int) -> str:
+def _copy_phrase(diag, rows: np.ndarray, copy_ns: int, lead: CopyLead | None, ran: str = "the GPU ran") -> str:
     """ "0.314 ms copying (...)": the one copy (name, size, pageable), or how many ran:
     of one length, their median; else the largest, and the short ones in all; then the
-    copy time the thread spent in its copy call outside the GPU's copies."""
-    lead = copy_lead(diag, rows, evidence)
+    copy time the thread spent in its copy call outside the GPU's copies. ``ran``: the
+    words before the GPU's copies ("running" when the GPU is the sentence's subject)."""
     if lead is None:
         return f"{fmt_dur(copy_ns)} copying"
     big = lead.big
@@ -523,10 +524,10 @@ def _copy_phrase(diag, rows: np.ndarray, evidence: list[Evidence], copy_ns: int)
         if lead.count <= 3:  # a median of two or three says little: each one
             txt = [fmt_dur(v) for v in lead.lengths_ns]
             each = f"{txt[0]} each" if len(set(txt)) == 1 else ", ".join(txt[:-1]) + " and " + txt[-1]
-            return f"{fmt_dur(copy_ns)} copying (the GPU ran {lead.count} {lead.noun}{named}, {each}{total}{pageable}{rest})"
+            return f"{fmt_dur(copy_ns)} copying ({ran} {lead.count} {lead.noun}{named}, {each}{total}{pageable}{rest})"
         if lead.uniform or lead.short_count == lead.count:
             return (
-                f"{fmt_dur(copy_ns)} copying (the GPU ran {lead.count} {lead.noun}{named}, "
+                f"{fmt_dur(copy_ns)} copying ({ran} {lead.count} {lead.noun}{named}, "
                 f"{fmt_dur(lead.median_ns)} median each{total}{pageable}{rest})"
             )
         largest = "the largest" if lead.same_name else f"the largest {quote_name(big.name)}"
@@ -549,12 +550,12 @@ def _copy_phrase(diag, rows: np.ndarray, evidence: list[Evidence], copy_ns: int)
             else ""
         )
         return (
-            f"{fmt_dur(copy_ns)} copying (the GPU ran {lead.count} {lead.noun}{named}{total}; {largest} "
+            f"{fmt_dur(copy_ns)} copying ({ran} {lead.count} {lead.noun}{named}{total}; {largest} "
             f"{each}" + (f", {', '.join(size)}" if size else "") + f"{short}{rest})"
         )
     memset = big.event >= 0 and diag.trace.kind[big.event] == int(Kind.MEMSET)
     where = (
-        ("the GPU ran the memset" if memset else "the GPU ran the copy")
+        (f"{ran} the memset" if memset else f"{ran} the copy")
         if diag.trace.lanes[big.lane].is_gpu
         else "the thread was in the copy call"
     )
@@ -585,7 +586,7 @@ def why_sentence(
     g = diag.gaps
     # parts that round to nothing are not named (the partition still holds their ns)
     cn = {c: (int(class_ns[int(c)]) if int(class_ns[int(c)]) >= 50 else 0) for c in Cause}
-    lane = int(g.thread_lane[rows[0]]) if g.thread_lane is not None else int(g.launch_lane[rows[0]])
+    lane = g.thread_of(int(rows[0]))
     who = thread_label(trace, lane)
     if lane >= 0 and bool((g.launch[rows] < 0).all()) and bool((g.next_op[rows] >= 0).any()):
         # say why this thread only when it is true: it launched the kernel before the gap
@@ -638,7 +639,7 @@ def why_sentence(
             )
         parts = [_dependency_phrase(diag, r, cn[Cause.DEPENDENCY], evidence)] if cn[Cause.DEPENDENCY] else []
         if cn[Cause.COPY]:
-            parts.append(_copy_phrase(diag, rows, evidence, cn[Cause.COPY]))
+            parts.append(_copy_phrase(diag, rows, cn[Cause.COPY], copy_lead(diag, rows, evidence)))
         text = lead + "; ".join(parts)
         text = (text[:1].upper() + text[1:] + ". ") if text else ""
         if call >= 0 and in_running_graph_launch(diag, r):
@@ -656,7 +657,6 @@ def why_sentence(
         parts.append(f"{fmt_dur(cn[Cause.HOST])} on host work" + (f" ({sep.join(items)})" if items else ""))
     copy_text, gpu_only = "", False
     if cn[Cause.COPY]:
-        copy_text = _copy_phrase(diag, rows, evidence, cn[Cause.COPY])
         gpu_copy = copy_lead(diag, rows, evidence)
         # the GPU copying while the thread made no copy call in the gap: the thread did not
         # "spend" that time copying (extrap/con_kernel #3: it sat in cudaEventSynchronize)
@@ -665,8 +665,8 @@ def why_sentence(
             and gpu_copy.call is None
             and gpu_copy.outside_ns < max(1_000, cn[Cause.COPY] // 20)
             and trace.lanes[gpu_copy.big.lane].is_gpu
-            and copy_text.startswith(f"{fmt_dur(cn[Cause.COPY])} copying (the GPU ran ")
         )
+        copy_text = _copy_phrase(diag, rows, cn[Cause.COPY], gpu_copy, "running" if gpu_only else "the GPU ran")
         if not gpu_only:
             parts.append(copy_text)
     if cn[Cause.SYNC]:
@@ -818,7 +818,7 @@ def why_sentence(
         parts.append(f"{fmt_dur(cn[Cause.UNCLASSIFIED])} with no recorded event" + unknown)
     gpu_part = ""
     if gpu_only:
-        gpu_part = "the GPU spent " + copy_text.replace(" copying (the GPU ran ", " copying (running ", 1)
+        gpu_part = "the GPU spent " + copy_text
         if not parts:
             return head + ": " + lead + gpu_part + "."
     if not parts:
@@ -920,7 +920,7 @@ def other_streams_idle(diag, r: int) -> int | None:
         return None
     own = int(trace.lane[int(g.next_op[r])]) if g.next_op[r] >= 0 else -1
     work = np.array([Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET], dtype=np.int8)
-    records = trace.name_ids_matching(lambda n: bool(_EVENT_RECORD_RE.search(n)))
+    records = ids_matching(trace, _EVENT_RECORD_RE)
     w = int(g.wait_event[r]) if g.wait_event is not None and g.wait_event[r] >= 0 else -1
     since = int(trace.start_ns[w]) if w >= 0 else a  # a record made after the wait was enqueued
     last_end = int(g.start_ns[r])
@@ -1078,7 +1078,7 @@ def _step_range(diag, rows: np.ndarray) -> str | None:
     uninstrumented time of ``rows`` on its thread, or None."""
     g = diag.gaps
     for r in rows.tolist():
-        lane = int(g.thread_lane[r]) if g.thread_lane is not None else int(g.launch_lane[r])
+        lane = g.thread_of(r)
         ev = enclosing_step_range(diag.trace, diag._exclude, lane, int(g.start_ns[r]), int(g.end_ns[r]))
         if ev >= 0:
             return diag.trace.name(ev)

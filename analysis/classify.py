@@ -54,6 +54,7 @@ from gapscope.analysis.evidence_kinds import (
     event_cause,
     evidence_end,
     graph_captures,
+    ids_matching,
     one_time_mask,
 )
 from gapscope.analysis.gaps import EDGE_TRAILING
@@ -417,7 +418,7 @@ def _graph_node_queued(trace: Trace, gaps: Gaps, valid: np.ndarray) -> np.ndarra
     capturing the step in a graph)."""
     n = len(gaps)
     out = np.zeros(n, dtype=bool)
-    graph_ids = trace.name_ids_matching(lambda name: bool(GRAPH_LAUNCH_RE.search(name)))
+    graph_ids = ids_matching(trace, GRAPH_LAUNCH_RE)
     by_graph = (gaps.launch >= 0) & np.isin(trace.name_id[np.maximum(gaps.launch, 0)], graph_ids)
     cand = ((gaps.launch < 0) | by_graph) & (gaps.next_op >= 0)
     if not cand.any():
@@ -547,7 +548,7 @@ def _trust(trace: Trace, gaps: Gaps, launches: np.ndarray) -> np.ndarray:
     linked_any = bool((launches >= 0).any())
     if linked_any:
         out[(gaps.next_op >= 0) & (gaps.launch < 0)] |= int(Trust.UNLINKED)
-    graph_ids = trace.name_ids_matching(lambda s: bool(GRAPH_LAUNCH_RE.search(s)))
+    graph_ids = ids_matching(trace, GRAPH_LAUNCH_RE)
     if graph_ids.size:
         calls = np.flatnonzero(np.isin(trace.name_id, graph_ids) & (trace.kind == int(Kind.LAUNCH)))
         if calls.size:

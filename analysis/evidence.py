@@ -170,7 +170,7 @@ def evidence_for_gap(
     out of the list when other evidence exists (not out of the class totals).
     ``copies``: ``gpu_copies_of_gap`` of the gap, when already computed."""
     a, b = int(gaps.start_ns[i]), int(gaps.end_ns[i])
-    T = int(gaps.thread_lane[i]) if gaps.thread_lane is not None else int(gaps.launch_lane[i])
+    T = gaps.thread_of(i)
     queued = bool(gaps.queued[i]) if gaps.queued is not None else False
     lf = int(gaps.launch_from_ns[i]) if gaps.launch_from_ns is not None else b
     sf = int(gaps.sync_from_ns[i]) if gaps.sync_from_ns is not None else lf

@@ -33,6 +33,7 @@ call names, which loaders may not have mapped to a kind).
 
 from __future__ import annotations
 
+import functools
 import re
 import weakref
 from typing import NamedTuple
@@ -110,6 +111,28 @@ COLLECTIVE_RE = re.compile(
 #: Launch calls that launch a whole CUDA / HIP graph (``cudaGraphLaunch``,
 #: ``hipGraphLaunch``, an ASCII timeline's "launch fused decode graph").
 GRAPH_LAUNCH_RE = re.compile(r"GraphLaunch|\bgraph\b", re.IGNORECASE)
+
+#: trace -> {pattern: the ids of its names the pattern finds} (``ids_matching``)
+_PATTERN_IDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def ids_matching(trace, pattern: re.Pattern[str]) -> np.ndarray:
+    """int32 ids of the trace's names that ``pattern`` finds (``search``), looked up
+    once per trace and pattern: a card asks again for each gap, and a trace may hold
+    tens of thousands of names."""
+    per = _PATTERN_IDS.get(trace)
+    if per is None:
+        per = _PATTERN_IDS[trace] = {}
+    got = per.get(pattern)
+    if got is None:
+        got = per[pattern] = trace.name_ids_matching(lambda n: bool(pattern.search(n)))
+    return got
+
+
+@functools.lru_cache(maxsize=64)
+def exactly(name: str) -> re.Pattern[str]:
+    """The pattern of ``name`` itself and nothing else, for ``ids_matching``."""
+    return re.compile(r"\A" + re.escape(name) + r"\Z")
 
 
 class GraphCapture(NamedTuple):

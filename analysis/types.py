@@ -233,5 +233,10 @@ class Gaps:
         idle" variant: gap minus exposed copy time)."""
         return self.dur_ns - self.exposed_copy_ns
 
+    def thread_of(self, i: int) -> int:
+        """The CPU lane whose activity gap ``i``'s causes are read from: ``thread_lane``
+        when the analysis added it, else ``launch_lane`` (-1 when neither names one)."""
+        return int(self.thread_lane[i]) if self.thread_lane is not None else int(self.launch_lane[i])
+
     def __len__(self) -> int:
         return int(self.start_ns.shape[0])

@@ -46,10 +46,23 @@ from gapscope.analysis.evidence_kinds import (
     GRAPH_LAUNCH_RE,
     SYNC_LAUNCH_MIN_KERNEL_NS,
     GraphCapture,
-    exactly,
     graph_captures,
-    ids_matching,
     synchronous_launches,
+)
+from gapscope.analysis.framework_work import (
+    AUTOGRAD_NODE_RE,
+    TENSOR_COPY_RE,
+    DdpBufferSync,
+    HostCopies,
+    bucket_copies,
+    ddp_buffer_sync,
+    event_span,
+    graph_launch_inside,
+    graph_launches_on,
+    host_copies,
+    launches_inside,
+    tensor_text,
+    triton_launcher_around,
 )
 from gapscope.analysis.steps import PROFILER_STEP_RE
 from gapscope.analysis.types import Cause, Evidence, Trust, WaitKind
@@ -73,108 +86,6 @@ def _innermost(diag, ev: int, kind: Kind) -> str | None:
     return trace.name(int(cand[np.argmax(trace.depth[cand])]))
 
 
-#: Triton's Python launch path: ``JITFunction.run`` and the ``kernel[grid]`` lambda that
-#: calls it (``triton/runtime/jit.py``), as the Python tracer names their frames.
-TRITON_LAUNCHER_RE = re.compile(r"triton/runtime/jit\.py\(\d+\): (?:run|<lambda>)\Z")
-
-
-def _graph_launches_on(trace, lane: int) -> tuple[int, int]:
-    """(how many graph launch calls ``lane`` makes (``GRAPH_LAUNCH_RE``, kind launch),
-    the first of them or -1): a thread that replays CUDA/HIP graphs."""
-    sl = trace.lane_slice(lane)
-    ids = ids_matching(trace, GRAPH_LAUNCH_RE)
-    hits = np.flatnonzero((trace.kind[sl] == int(Kind.LAUNCH)) & np.isin(trace.name_id[sl], ids))
-    return int(hits.size), int(sl.start + hits[0]) if hits.size else -1
-
-
-#: DDP's forward, and the broadcast it makes of the module's buffers before it
-#: (``broadcast_buffers=True``, the default; torch ``DistributedDataParallel._sync_buffers``).
-_DDP_FORWARD_RE = re.compile(r"DistributedDataParallel\.forward")
-_BROADCAST_RE = re.compile(r"\A(?:c10d::broadcast_|nccl:broadcast)\Z")
-
-
-#: The calls of DDP's buffer sync beside its broadcasts (torch's
-#: ``_broadcast_coalesced``: per bucket, flatten, broadcast, unflatten, copy back).
-_DDP_SYNC_RE = re.compile(
-    r"\A(?:aten::flatten_dense_tensors|aten::unflatten_dense_tensors|aten::copy_|c10d::broadcast_|nccl:broadcast|"
-    r"record_param_comms)\Z"
-)
-
-
-class DdpBufferSync(NamedTuple):
-    """DDP's buffer sync at a gap: the ``DistributedDataParallel.forward`` around it
-    (``forward``), the broadcast calls inside that forward (``broadcasts``), the
-    ``aten::copy_`` calls beside them that copy the values back into the buffers
-    (``copies``), the ns of the gap those sync calls cover (``sync_ns``), the process
-    group's size (``record_param_comms``'s ``Group size``; 0 when not recorded), and
-    whether the forward records the flatten and unflatten of the buckets."""
-
-    forward: int
-    broadcasts: int
-    copies: int
-    sync_ns: int
-    group_size: int
-    flatten: bool
-    unflatten: bool
-
-
-def _ddp_buffer_sync(diag, r: int) -> DdpBufferSync | None:
-    """``DdpBufferSync`` when the calls of DDP's buffer sync (``_DDP_SYNC_RE``, beside
-    a broadcast inside a ``DistributedDataParallel.forward`` on gap ``r``'s thread)
-    cover at least half of the gap's host time; else None. hta/rank-0 #2: a broadcast,
-    then 159 ``aten::copy_`` calls back into the buffers; nccl_data #4: 22.6 ms of
-    ``aten::unflatten_dense_tensors`` after the broadcasts of two buckets."""
-    trace, g = diag.trace, diag.gaps
-    lane = g.thread_of(r)
-    if lane < 0:
-        return None
-    gs, ge = int(g.start_ns[r]), int(g.end_ns[r])
-    sl = trace.lane_slice(lane)
-    st = trace.start_ns[sl]
-    en = st + trace.dur_ns[sl]
-    names, depth = trace.name_id[sl], trace.depth[sl]
-    fwd_ids = ids_matching(trace, _DDP_FORWARD_RE)
-    fwds = np.flatnonzero(np.isin(names, fwd_ids) & (st < ge) & (en > gs))
-    if fwds.size == 0:
-        return None
-    f = int(fwds[np.argmin(depth[fwds])])
-    inside = (st >= st[f]) & (en <= en[f]) & (depth > depth[f])
-    bc = np.flatnonzero(inside & np.isin(names, ids_matching(trace, _BROADCAST_RE)))
-    if bc.size == 0:
-        return None
-    level = depth[bc].min()  # `nccl:broadcast` runs inside `c10d::broadcast_`: the outer ones
-    bc = bc[depth[bc] == level]
-    sync = np.flatnonzero(
-        inside & (depth == level) & np.isin(names, ids_matching(trace, _DDP_SYNC_RE)) & (st < ge) & (en > gs)
-    )
-    sync_ns = int((np.minimum(en[sync], ge) - np.maximum(st[sync], gs)).sum())
-    host_ns = int(g.class_ns[r, int(Cause.HOST)]) if g.class_ns is not None else ge - gs
-    if sync_ns * 2 < host_ns:
-        return None
-    copy_ids = ids_matching(trace, exactly("aten::copy_"))
-    copies = int(np.isin(names[sync], copy_ids).sum())
-    group = 0
-    comms = np.flatnonzero(inside & np.isin(names, ids_matching(trace, exactly("record_param_comms"))))
-    for c in comms.tolist():
-        size = trace.args_of(int(sl.start + c)).get("Group size")
-        if isinstance(size, int) and not isinstance(size, bool) and size > 0:
-            group = size
-            break
-
-    def records(name: str) -> bool:
-        return bool((inside & np.isin(names, ids_matching(trace, exactly(name)))).any())
-
-    return DdpBufferSync(
-        int(sl.start + f),
-        int(bc.size),
-        copies,
-        min(sync_ns, ge - gs),
-        group,
-        records("aten::flatten_dense_tensors"),
-        records("aten::unflatten_dense_tensors"),
-    )
-
-
 def _ddp_advice(trace, ddp: DdpBufferSync) -> str:
     """The first experiment for a gap held by DDP's buffer sync."""
     steps = ["flatten"] if ddp.flatten else []
@@ -195,11 +106,6 @@ def _ddp_advice(trace, ddp: DdpBufferSync) -> str:
     return text
 
 
-#: An autograd backward node (``CatBackward0``), as the profiler names it, or the
-#: engine's frame around one; group 1: the forward op's name in CamelCase.
-_AUTOGRAD_NODE_RE = re.compile(r"(?:autograd::engine::evaluate_function: )?([A-Z][A-Za-z0-9]*?)Backward\d+")
-
-
 def _autograd_advice(trace, lead: Evidence, op: str, compile_: str) -> str:
     """The first experiment for host time in an autograd backward node: it runs when
     ``backward()`` reaches it, so it cannot be moved after the step; its CPU cost is cut
@@ -208,7 +114,7 @@ def _autograd_advice(trace, lead: Evidence, op: str, compile_: str) -> str:
     ``aten::narrow`` views in ``CatBackward0``)."""
     forward = re.sub(r"(?<!^)(?=[A-Z])", "_", op).lower()
     ev = lead.event
-    sl, a, b = _span(trace, ev)
+    sl, a, b = event_span(trace, ev)
     inner = np.arange(a, b)[trace.depth[sl][a:b] == trace.depth[ev] + 1]
     made = ""
     if inner.size:
@@ -227,32 +133,12 @@ def _autograd_advice(trace, lead: Evidence, op: str, compile_: str) -> str:
     )
 
 
-def _triton_launcher_around(trace, ev: int) -> int:
-    """The outermost frame of Triton's Python launcher (``TRITON_LAUNCHER_RE``) that is
-    event ``ev`` or encloses it on its lane, or -1."""
-    if ev < 0:
-        return -1
-    sl = trace.lane_slice(int(trace.lane[ev]))
-    ids = ids_matching(trace, TRITON_LAUNCHER_RE)
-    if ids.size == 0:
-        return -1
-    st = trace.start_ns[sl]
-    en = st + trace.dur_ns[sl]
-    s, e = int(trace.start_ns[ev]), int(trace.start_ns[ev] + trace.dur_ns[ev])
-    hits = np.flatnonzero(
-        np.isin(trace.name_id[sl], ids) & (st <= s) & (en >= e) & (trace.depth[sl] <= trace.depth[ev])
-    )
-    if hits.size == 0:
-        return -1
-    return int(sl.start + hits[np.argmin(trace.depth[sl][hits])])
-
-
 def _triton_advice(trace, lead: Evidence, launcher: int, compile_: str) -> str:
     """The first experiment for host time in Triton's Python launch path (``launcher``,
     the outermost launcher frame around ``lead``, which makes at least one launch call):
     its per-call argument work, and on a thread that replays graphs, that the kernel
     launches eagerly outside them."""
-    n_launch = _launches_inside(trace, launcher)
+    n_launch = launches_inside(trace, launcher)
     calls = "its one launch call" if n_launch == 1 else f"each of its {n_launch:,} launch calls"
     who = (
         f"{quote_name(lead.name)} is Triton's Python launcher"
@@ -264,7 +150,7 @@ def _triton_advice(trace, lead: Evidence, launcher: int, compile_: str) -> str:
         f"{who}: before {calls} it specializes and checks the arguments in Python, and that per-call work, "
         f"not the kernel, holds this gap."
     )
-    replays, graph_call = _graph_launches_on(trace, int(trace.lane[launcher]))
+    replays, graph_call = graph_launches_on(trace, int(trace.lane[launcher]))
     compiled = "launch it through the compiled kernel its first call returns (compiled[grid](...)), which skips the per-call specialization"
     if replays:
         return (
@@ -273,37 +159,6 @@ def _triton_advice(trace, lead: Evidence, launcher: int, compile_: str) -> str:
             f"the graph with the rest, or {compiled}."
         )
     return f"{head} {compiled[:1].upper() + compiled[1:]}, or capture the step in a {graph_word(trace)}: {compile_}."
-
-
-def _span(trace, ev: int) -> tuple[slice, int, int]:
-    """(event ``ev``'s lane slice, [a, b) of the lane's events that start inside it)."""
-    sl = trace.lane_slice(int(trace.lane[ev]))
-    starts = trace.start_ns[sl]
-    s, e = int(trace.start_ns[ev]), int(trace.start_ns[ev] + trace.dur_ns[ev])
-    return sl, int(np.searchsorted(starts, s, side="left")), int(np.searchsorted(starts, e, side="left"))
-
-
-def _launch_calls_inside(trace, ev: int) -> np.ndarray:
-    """int64 indices of the launch calls event ``ev`` encloses on its lane (none: it
-    issues no GPU work; a launch call itself encloses none)."""
-    if ev < 0 or trace.kind[ev] == int(Kind.LAUNCH):
-        return np.zeros(0, dtype=np.int64)
-    sl, a, b = _span(trace, ev)
-    return sl.start + a + np.flatnonzero(trace.kind[sl][a:b] == int(Kind.LAUNCH))
-
-
-def _launches_inside(trace, ev: int) -> int:
-    """How many launch calls event ``ev`` encloses on its lane (``_launch_calls_inside``)."""
-    return int(_launch_calls_inside(trace, ev).size)
-
-
-def _graph_launch_inside(trace, ev: int) -> int:
-    """The first graph launch call (``GRAPH_LAUNCH_RE``) that event ``ev`` encloses on
-    its lane, or -1: ``ev`` is a graph replay (torch's ``CUDAGraph.replay``, a serving
-    framework's ``replay``)."""
-    calls = _launch_calls_inside(trace, ev)
-    hits = calls[np.isin(trace.name_id[calls], ids_matching(trace, GRAPH_LAUNCH_RE))]
-    return int(hits[0]) if hits.size else -1
 
 
 #: A host range that issues GPU work spending this much CPU time outside runtime calls
@@ -470,111 +325,6 @@ def _nested_lead(diag, lead: Evidence, evidence: list[Evidence]) -> Evidence:
     return best
 
 
-#: torch's tensor copy ops: host time inside them is the host side of a copy.
-_TENSOR_COPY_RE = re.compile(r"\Aaten::(?:_copy_from|copy_|_to_copy|to|clone|contiguous)\Z")
-#: Ops around a copy that only ask for it (their own names tell nothing more).
-_COPY_WRAPPER_RE = re.compile(r"\Aaten::(?:_copy_from|copy_|_to_copy|to)\Z")
-
-
-class HostCopies(NamedTuple):
-    """The GPU copies between host and device that ran inside the calls of one tensor
-    copy op on a gap's thread, within the gap: counts and bytes per direction
-    (``CopyKind.D2H``, ``CopyKind.H2D``), the largest call, and the op that asked for
-    the copy (the nearest operator enclosing that call not named like a copy wrapper;
-    -1 when none: a step range or Python frame says nothing of the copy)."""
-
-    d2h: int
-    d2h_bytes: int
-    h2d: int
-    h2d_bytes: int
-    call: int
-    asked_by: int
-
-
-def _host_copies(diag, r: int, name: str) -> HostCopies | None:
-    """``HostCopies`` of the calls named ``name`` on gap ``r``'s thread, or None when no
-    host-device copy of the gap's device ran inside them (mtia_rank_0 #440: a backward ``aten::clone`` of a
-    permuted 16 MiB tensor went to the host and back inside ``aten::_copy_from``)."""
-    trace, g = diag.trace, diag.gaps
-    lane = g.thread_of(r)
-    if lane < 0:
-        return None
-    gs, ge = int(g.start_ns[r]), int(g.end_ns[r])
-    sl = trace.lane_slice(lane)
-    st, en = trace.start_ns[sl], trace.start_ns[sl] + trace.dur_ns[sl]
-    ids = ids_matching(trace, exactly(name))
-    calls = np.flatnonzero(np.isin(trace.name_id[sl], ids) & (st < ge) & (en > gs))
-    if calls.size == 0:
-        return None
-    # the device's copies that start in the gap, lane by lane (each sorted by start)
-    found = []
-    for ln in trace.gpu_lanes(int(g.device[r])):
-        lsl = trace.lane_slice(ln)
-        ls = trace.start_ns[lsl]
-        a, b = np.searchsorted(ls, gs, side="left"), np.searchsorted(ls, ge, side="left")
-        found.append(lsl.start + a + np.flatnonzero(trace.kind[lsl][a:b] == int(Kind.MEMCPY)))
-    copy = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
-    # and inside one of the calls (their union: calls of the name may nest)
-    us, ue = union_intervals(st[calls], en[calls])
-    j = np.searchsorted(us, trace.start_ns[copy], side="right") - 1
-    copy = copy[(j >= 0) & (trace.start_ns[copy] < ue[np.maximum(j, 0)])]
-    launches = getattr(diag, "_launches", None)
-    if launches is not None and copy.size:  # a copy another thread issued is not this op's
-        call = launches[copy]
-        copy = copy[(call < 0) | (trace.lane[np.maximum(call, 0)] == lane)]
-    kind = trace.copy_kind[copy]
-    nbytes = np.maximum(trace.bytes[copy], 0)
-    d2h, h2d = kind == int(CopyKind.D2H), kind == int(CopyKind.H2D)
-    if not (d2h.any() or h2d.any()):
-        return None
-    big = int(calls[np.argmax((en - st)[calls])])
-    depth = trace.depth[sl]
-    around = np.flatnonzero((st <= st[big]) & (en >= en[big]) & (depth < depth[big]))
-    kinds = trace.kind[sl]
-    named = [
-        int(a)
-        for a in around[np.argsort(-depth[around], kind="stable")]
-        if kinds[a] == int(Kind.CPU_OP) and not _COPY_WRAPPER_RE.search(trace.name(int(sl.start + a)))
-    ]
-    return HostCopies(
-        int(d2h.sum()),
-        int(nbytes[d2h].sum()),
-        int(h2d.sum()),
-        int(nbytes[h2d].sum()),
-        sl.start + big,
-        sl.start + named[0] if named else -1,
-    )
-
-
-#: A tensor's type as Kineto's ``Input type`` gives it (``float``, ``c10::Half``, ``long
-#: int``), and the words there that name no dtype.
-_DTYPE_RE = re.compile(r"[A-Za-z][A-Za-z0-9_:]{0,29}(?: [A-Za-z][A-Za-z0-9_]{0,14})?")
-_NOT_A_DTYPE = frozenset({"Scalar", "ScalarList", "TensorList", "GenericList", "None", "Tensor", "tensor"})
-#: A shape is named when it has at most this many dimensions of at most this size.
-_SHAPE_MAX_DIMS = 8
-_SHAPE_MAX_SIZE = 1 << 40
-
-
-def _tensor_text(trace, ev: int) -> str:
-    """`` a [1024, 128, 32] float tensor`` from the first input of event ``ev``'s
-    ``Input Dims`` / ``Input type`` args (Kineto's record_shapes), or "" when they do not
-    read as a shape (non-negative integers, at most ``_SHAPE_MAX_DIMS`` of them, none
-    above ``_SHAPE_MAX_SIZE``); the type is named only when it reads as one."""
-    args = trace.args_of(ev)
-    dims, types = args.get("Input Dims"), args.get("Input type")
-    if not isinstance(dims, list) or not dims or not isinstance(dims[0], list):
-        return ""
-    shape = dims[0]
-    if not 0 < len(shape) <= _SHAPE_MAX_DIMS:
-        return ""
-    if not all(type(x) is int and 0 <= x <= _SHAPE_MAX_SIZE for x in shape):
-        return ""
-    first = types[0] if isinstance(types, list) and types else None
-    plain = isinstance(first, str) and first not in _NOT_A_DTYPE and _DTYPE_RE.fullmatch(first)
-    kind = f" {first}" if plain else ""
-    return f" a [{', '.join(str(x) for x in shape)}]{kind} tensor"
-
-
 _ALLOC_RE = re.compile(
     r"^(cuda|hip)(Malloc|Free|HostAlloc|MallocHost)|^cuMem(Alloc|Free)|CachingAllocator|empty_cache", re.IGNORECASE
 )
@@ -694,7 +444,7 @@ def _copy_advice(diag, rows, evidence, dur_txt):
             forbidden,
             proof,
         )
-    bucket = _bucket_copies(diag, rows)
+    bucket = bucket_copies(diag, rows, MANY_COPIES)
     if bucket is not None:
         n_copies, frame = bucket
         return (
@@ -795,40 +545,6 @@ def _copy_advice(diag, rows, evidence, dur_txt):
         forbidden,
         proof,
     )
-
-
-#: DDP's reducer copying a reduced bucket back into the parameters' gradients.
-_BUCKET_TO_GRAD_RE = re.compile(r"reducer::copy_bucket_to_grad\Z")
-
-
-def _bucket_copies(diag, rows) -> tuple[int, int] | None:
-    """(how many of the GPU copies of the gaps ``rows`` were launched inside DDP's
-    ``reducer::copy_bucket_to_grad``, one such frame), when they are at least half of
-    the copies and at least ``MANY_COPIES``; else None (hta/rank-0 #84: 161 DtoD copies
-    of the buckets into the gradients, advised "batch them")."""
-    trace = diag.trace
-    launches = getattr(diag, "_launches", None)
-    ids = ids_matching(trace, _BUCKET_TO_GRAD_RE)
-    if launches is None or ids.size == 0:
-        return None
-    copies = [e.event for r in rows for e in diag.gpu_copies(int(r)) if e.cause is Cause.COPY and e.event >= 0]
-    if len(copies) < MANY_COPIES:
-        return None
-    calls = launches[np.array(copies, dtype=np.int64)]
-    calls = calls[calls >= 0]
-    frames = np.flatnonzero(np.isin(trace.name_id, ids))  # by lane, then start: the trace's order
-    inside, frame = 0, -1
-    for lane in np.unique(trace.lane[calls]).tolist():
-        fl = frames[trace.lane[frames] == lane]
-        if fl.size == 0:
-            continue
-        cs = trace.start_ns[calls[trace.lane[calls] == lane]]
-        k = np.searchsorted(trace.start_ns[fl], cs, side="right") - 1
-        hit = (k >= 0) & (trace.start_ns[fl][np.maximum(k, 0)] + trace.dur_ns[fl][np.maximum(k, 0)] >= cs)
-        if hit.any():
-            inside += int(hit.sum())
-            frame = int(fl[k[hit][0]])
-    return (inside, frame) if frame >= 0 and 2 * inside >= len(copies) else None
 
 
 def _batch_advice(lead, forbidden: str, proof: str) -> tuple[str, str, str]:
@@ -1040,7 +756,7 @@ def _host_advice(diag, evidence, rows, dur_txt, hot: HotFrame | None = None):
         lead = _nested_lead(diag, lead, evidence)
         lead_ns = lead.overlap_ns if lead.name != lead_name else lead_ns
     mostly_own = lead is not None and _mostly_own_time(diag, lead, rows)
-    n_launch = _launches_inside(trace, lead.event) if lead is not None else 0
+    n_launch = launches_inside(trace, lead.event) if lead is not None else 0
     # a collective's host call (``record_param_comms``, ``nccl:all_to_all``) holding most
     # of the named host time: the largest one, as nested calls share their time
     colls = [e for e in evidence if e.cause == Cause.HOST and e.event >= 0 and HOST_COMM_RE.search(e.name)]
@@ -1064,8 +780,8 @@ def _host_advice(diag, evidence, rows, dur_txt, hot: HotFrame | None = None):
         )
     elif (
         lead_name is not None
-        and _TENSOR_COPY_RE.search(lead_name)
-        and (hc := _host_copies(diag, int(rows[0]), lead_name)) is not None
+        and TENSOR_COPY_RE.search(lead_name)
+        and (hc := host_copies(diag, int(rows[0]), lead_name)) is not None
     ):
         # nested calls of the name are summed once by the sentence's items; calls that
         # overlap without nesting would add up past the gap: at most the host part
@@ -1091,12 +807,12 @@ def _host_advice(diag, evidence, rows, dur_txt, hot: HotFrame | None = None):
             f"with async_op=True and wait() just before its result is used, with independent kernels queued "
             f"ahead of it."
         )
-    elif (ddp := _ddp_buffer_sync(diag, int(rows[0]))) is not None:
+    elif (ddp := ddp_buffer_sync(diag, int(rows[0]))) is not None:
         first = _ddp_advice(trace, ddp)
     elif (
         lead is not None
-        and (launcher := _triton_launcher_around(trace, lead.event)) >= 0
-        and _launches_inside(trace, launcher) > 0
+        and (launcher := triton_launcher_around(trace, lead.event)) >= 0
+        and launches_inside(trace, launcher) > 0
     ):
         first = _triton_advice(trace, lead, launcher, compile_)
     elif lead is not None and mostly_own and (other := _meanwhile(diag, lead, rows)):
@@ -1128,14 +844,14 @@ def _host_advice(diag, evidence, rows, dur_txt, hot: HotFrame | None = None):
             if sync is not None
             else ": the CPU takes longer to issue the work than the GPU to run it"
         )
-        replays, graph_call = _graph_launches_on(trace, int(trace.lane[lead.event]))
+        replays, graph_call = graph_launches_on(trace, int(trace.lane[lead.event]))
         replayed = (
             f"This thread replays {graph_word(trace)}s ({replays:,} {quote_name(trace.name(graph_call))} "
             f"call{'' if replays == 1 else 's'}), and this work launches eagerly, outside them"
             if replays
             else ""
         )
-        own_replay = _graph_launch_inside(trace, lead.event)
+        own_replay = graph_launch_inside(trace, lead.event)
         if own_replay >= 0:
             first = (
                 f"{quote_name(lead.name)} is the {graph_word(trace)} replay itself: it launches the graph with "
@@ -1155,7 +871,7 @@ def _host_advice(diag, evidence, rows, dur_txt, hot: HotFrame | None = None):
                 f"per kernel: {compile_}, fewer and larger ops (fuse, batch more per step), and "
                 f"keep Python work such as logging and checks out of the step."
             )
-    elif lead is not None and (node := _AUTOGRAD_NODE_RE.fullmatch(lead.name)) is not None:
+    elif lead is not None and (node := AUTOGRAD_NODE_RE.fullmatch(lead.name)) is not None:
         # a backward node whose time is in the calls it makes, launching none (one
         # holding its own time, or issuing kernels, is told by the branches above)
         first = _autograd_advice(trace, lead, node.group(1), compile_)
@@ -1208,7 +924,7 @@ def _host_copy_advice(trace, name: str, host_ns: int, hc: HostCopies) -> str:
         size = f" ({fmt_bytes(nbytes)})" if nbytes > 0 else ""
         return f"{n} {way} {'copy' if n == 1 else 'copies'}{size}"
 
-    tensor = _tensor_text(trace, hc.call)
+    tensor = tensor_text(trace, hc.call)
     asked = f" under {quote_name(trace.name(hc.asked_by))}" if hc.asked_by >= 0 else ""
     largest = (
         f"; the largest call copies{tensor}{asked}" if tensor else f"; the largest call is{asked}" if asked else ""

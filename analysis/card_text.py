@@ -30,6 +30,7 @@ from gapscope.analysis.evidence_kinds import (
     ids_matching,
     slow_launch_calls,
 )
+from gapscope.analysis.framework_work import graph_first_node
 from gapscope.analysis.types import Cause, Evidence, Trust, WaitKind
 from gapscope.analysis.waits import device_timed_wait_ids, searchable, wait_name_ids
 from gapscope.parsers.kinds import copy_kind_of
@@ -1126,27 +1127,6 @@ def in_running_graph_launch(diag, r: int) -> bool:
 #: starting the graph (vllm_decode_full #1: 10.1 µs after eager work; its exit gap,
 #: 11.7 µs); a longer wait before it is on something else.
 GRAPH_START_MAX_NS = 20_000
-
-
-def graph_first_node(trace, op: int, since_ns: int | None = None) -> int:
-    """The first GPU op (kernel, copy, memset; by start) that shares GPU op ``op``'s
-    ``correlation`` and starts at ``since_ns`` (its launch call's start) or later: the
-    first recorded node of the graph launch ``op`` belongs to (``op`` itself when no
-    node of that launch ran before it); -1 when ``op`` has no correlation."""
-    if op < 0 or int(trace.correlation[op]) < 0:
-        return -1
-    gpu = trace.mask_kind(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET) & (trace.correlation == int(trace.correlation[op]))
-    if since_ns is not None:  # nodes of this launch only (an id another launch reused is not)
-        gpu &= trace.start_ns >= since_ns
-    idx = np.flatnonzero(gpu)
-    return int(idx[np.argmin(trace.start_ns[idx])]) if idx.size else op
-
-
-def graph_node_count(trace, correlation: int) -> int:
-    """How many GPU ops (kernels, copies, memsets) carry ``correlation``: the recorded
-    nodes of the graph launch with that id."""
-    gpu = trace.mask_kind(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
-    return int(np.count_nonzero(gpu & (trace.correlation == correlation))) if correlation >= 0 else 0
 
 
 def queued_occurrence(diag, rows: np.ndarray) -> bool:

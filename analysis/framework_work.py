@@ -33,6 +33,27 @@ def graph_launches_on(trace, lane: int) -> tuple[int, int]:
     return int(hits.size), int(sl.start + hits[0]) if hits.size else -1
 
 
+def graph_first_node(trace, op: int, since_ns: int | None = None) -> int:
+    """The first GPU op (kernel, copy, memset; by start) that shares GPU op ``op``'s
+    ``correlation`` and starts at ``since_ns`` (its launch call's start) or later: the
+    first recorded node of the graph launch ``op`` belongs to (``op`` itself when no
+    node of that launch ran before it); -1 when ``op`` has no correlation."""
+    if op < 0 or int(trace.correlation[op]) < 0:
+        return -1
+    gpu = trace.mask_kind(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET) & (trace.correlation == int(trace.correlation[op]))
+    if since_ns is not None:  # nodes of this launch only (an id another launch reused is not)
+        gpu &= trace.start_ns >= since_ns
+    idx = np.flatnonzero(gpu)
+    return int(idx[np.argmin(trace.start_ns[idx])]) if idx.size else op
+
+
+def graph_node_count(trace, correlation: int) -> int:
+    """How many GPU ops (kernels, copies, memsets) carry ``correlation``: the recorded
+    nodes of the graph launch with that id."""
+    gpu = trace.mask_kind(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
+    return int(np.count_nonzero(gpu & (trace.correlation == correlation))) if correlation >= 0 else 0
+
+
 #: DDP's forward, and the broadcast it makes of the module's buffers before it
 #: (``broadcast_buffers=True``, the default; torch ``DistributedDataParallel._sync_buffers``).
 DDP_FORWARD_RE = re.compile(r"DistributedDataParallel\.forward")

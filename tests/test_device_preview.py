@@ -79,6 +79,73 @@ def test_corpus_preview_has_the_whole_traces_device_lanes(rel):
         assert device_ops(got) == full, k
 
 
+def copied_then_read(text: bytes, begin: int, end: int, raw_ts: bool = False):
+    """What ``fastscan.device_scan`` must equal: the events found copied out
+    (``device_event_spans``) and read again (``read_part``), with their spans; None
+    where the search gives None or the read refuses the copy."""
+    got = fastscan.device_event_spans(text, begin, end, loader.DEVICE_CATS)
+    if got is None:
+        return None
+    doc, spans = got
+    list_decoder, x_class = loader._DECODERS[raw_ts]
+    try:
+        return (*fastscan.read_part(doc, list_decoder, x_class, raw_ts), spans)
+    except ValueError:  # msgspec's errors are ValueErrors
+        return None
+
+
+def same_read(a, b) -> bool:
+    """Whether two (columns, flows, others, spans) are equal, every array and name."""
+    import dataclasses
+
+    def eq(x, y) -> bool:
+        if dataclasses.is_dataclass(x):
+            return type(x) is type(y) and all(eq(getattr(x, f.name), getattr(y, f.name)) for f in dataclasses.fields(x))
+        if isinstance(x, np.ndarray):
+            return isinstance(y, np.ndarray) and x.dtype == y.dtype and np.array_equal(x, y)
+        if isinstance(x, (list, tuple)):
+            return len(x) == len(y) and all(eq(u, v) for u, v in zip(x, y, strict=True))
+        if x == y:
+            return True
+        return list(x) == list(y)  # an Interner: its names in order
+
+    return eq(list(a), list(b))
+
+
+@pytest.mark.parametrize("rel", TRACES)
+def test_corpus_device_scan_reads_in_place_what_the_copy_reads(rel):
+    """``device_scan`` (the events found and read where they lie, in one pass) gives
+    what copying them out and reading the copy gives, every column, name, flow, other
+    event and span, on every run of every corpus trace's events array (three runs
+    each), and on every corpus trace with device events it reads them itself (no
+    fallback to the copy)."""
+    from gapscope.parsers.chrome.parallel.cut import chunk_spans, find_cuts
+    from gapscope.parsers.json.scan import text_start
+
+    path = require(CORPUS / rel)
+    data = path.read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    try:
+        root = text_start(data)
+    except ValueError:
+        pytest.skip("no JSON document")
+    raw_ts = loader._raw_ts(data, root)
+    planned = find_cuts(data, root, raw_ts, 3)
+    if planned is None:
+        pytest.skip("no events array to cut")
+    begin, end, cuts, _ = planned
+    list_decoder = loader._DECODERS[raw_ts][0]
+    for lo, hi in chunk_spans(begin, end, cuts):
+        want = copied_then_read(data, lo + 1, hi, raw_ts)
+        got = fastscan.device_scan(data, lo + 1, hi, loader.DEVICE_CATS, list_decoder, raw_ts)
+        if want is None:
+            assert got is None
+            continue
+        assert got is not None, (lo, hi)
+        assert same_read(got, want), (lo, hi)
+
+
 def gap_rows(gaps, keep=slice(None)) -> set[tuple[int, int, int]]:
     """(device, start_ns, end_ns) of every gap (of those ``keep`` selects)."""
     return set(zip(gaps.device[keep].tolist(), gaps.start_ns[keep].tolist(), gaps.end_ns[keep].tolist(), strict=True))
@@ -660,7 +727,8 @@ def test_a_child_given_up_is_not_waited_for():
 def test_damaged_texts_give_no_preview_or_one_of_device_events():
     """Mutated texts (bytes dropped, replaced, inserted, at random; seeded): the search
     gives None or whole bracketed objects in order, the array of exactly them; a share
-    gives None or the decoded events of the device categories, never a crash."""
+    gives None or the decoded events of the device categories, never a crash; the
+    read in place (``device_scan``) gives None or what reading that array gives."""
     import random
 
     base = _doc(
@@ -673,7 +741,7 @@ def test_damaged_texts_give_no_preview_or_one_of_device_events():
     )
     rng = random.Random(15)
     alphabet = b'{}[]",:\\ ak01'
-    seen_json = seen_part = 0
+    seen_json = seen_part = seen_scan = 0
     for _ in range(3000):
         t = bytearray(base)
         for _ in range(rng.randint(1, 4)):
@@ -698,6 +766,11 @@ def test_damaged_texts_give_no_preview_or_one_of_device_events():
         if got is None:
             continue
         doc, spans = got
+        scanned = fastscan.device_scan(text, begin, end, loader.DEVICE_CATS, loader._DECODERS[False][0], False)
+        if scanned is not None:  # read in place: what the copy read gives
+            seen_scan += 1
+            want = copied_then_read(text, begin, end)
+            assert want is not None and same_read(scanned, want)
         pieces = [text[a:b] for a, b in spans.tolist()]
         assert doc == b"[" + b",".join(pieces) + b"]"
         assert all(p[:1] == b"{" and p[-1:] == b"}" for p in pieces)
@@ -708,7 +781,7 @@ def test_damaged_texts_give_no_preview_or_one_of_device_events():
             seen_json += 1
         except ValueError:
             pass  # damage inside an object: the share's decode refuses it (above)
-    assert seen_json > 1000 and seen_part > 1000
+    assert seen_json > 1000 and seen_part > 1000 and seen_scan > 1000
 
 
 def test_shares_cut_inside_a_string_give_the_whole_preview_or_none():

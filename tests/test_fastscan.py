@@ -437,12 +437,13 @@ _SPECIALS = [b'\\"', b"\\\\", b"\\u00e9", "é".encode(), "😀".encode(), b"\x7f
 
 @pytest.mark.parametrize("special", _SPECIALS, ids=repr)
 def test_a_special_byte_anywhere_in_a_long_string(special: bytes) -> None:
-    """Strings are read eight bytes a step (``plain_run``): an escape, a multi-byte
-    character, a control byte or invalid UTF-8 at every offset of a 40-byte name is
-    read as msgspec reads it, or refused where msgspec refuses it (a raw control byte,
-    0xff), at every alignment of the string in the text."""
+    """Strings are read sixteen bytes a step (``plain_run``, SSE2), then eight, then
+    one: an escape, a multi-byte character, a control byte or invalid UTF-8 at every
+    offset of a 40-byte name is read as msgspec reads it, or refused where msgspec
+    refuses it (a raw control byte, 0xff), at every alignment of the string in the
+    text."""
     seen = set()
-    for pad in range(8):  # where the string starts against an 8-byte word
+    for pad in range(16):  # where the string starts against a 16-byte block
         for at in range(41):
             name = b"k" * at + special + b"m" * (40 - at)
             text = b"[" + b" " * pad + b'{"ph":"X","name":"' + name + b'","ts":1,"dur":2,"pid":1,"tid":1}]'

@@ -45,7 +45,7 @@ try:
 except ImportError:  # built without a C compiler: msgspec decodes every part
     _xscan = None  # type: ignore[assignment]
 
-__all__ = ["built", "available", "scan_text", "read_part", "device_events", "device_event_spans"]
+__all__ = ["built", "available", "scan_text", "read_part", "device_events", "device_event_spans", "device_scan"]
 
 _SCALAR = msgspec.json.Decoder(Scalar)
 _X_ARGS = msgspec.json.Decoder(KinetoXArgs)
@@ -73,9 +73,36 @@ def scan_text(text, list_decoder, raw_ts: bool) -> tuple[EventColumns, list, lis
     got = _xscan.scan(text, raw_ts)
     if got is None:
         return None
+    with memoryview(text) as view, view.cast("B") as data:
+        return _columns(got, data, list_decoder)
+
+
+def device_scan(
+    text, begin: int, end: int, cats: tuple[bytes, ...], list_decoder, raw_ts: bool
+) -> tuple[EventColumns, list, list, np.ndarray] | None:
+    """``read_part`` of the JSON array ``device_event_spans(text, begin, end, cats)``
+    finds, with its int64[n, 2] spans, read in one pass where the events lie in
+    ``text`` (``_xscan.device_scan``) instead of copied out and read again: (columns,
+    flow events, other events, spans), the same values. None where
+    ``device_event_spans`` gives None, or where ``scan_text`` would give None for that
+    array (an event outside the scanner's subset: ``read_part`` decodes those).
+    ``text``: any buffer, e.g. a map of the file. Never raises on bad text."""
+    if not available():
+        return None
+    got = _xscan.device_scan(text, begin, end, cats, raw_ts)
+    if got is None:
+        return None
+    spans = np.frombuffer(got[-1], dtype=np.int64).reshape(-1, 2)
+    with memoryview(text) as view, view.cast("B") as data:
+        cols = _columns(got[:-1], data, list_decoder)
+    return None if cols is None else (*cols, spans)
+
+
+def _columns(got: tuple, data: memoryview, list_decoder) -> tuple[EventColumns, list, list] | None:
+    """``scan_text``'s result from the scanner's tuple ``got``, whose offsets are in
+    ``data``; None where ``msgspec`` refuses a value the scanner passed on."""
     (isx, other_text, other_id, name_id, cat_id, lane_id, ts, ts_st, dur, dur_st) = got[:10]
     (corr, dev, stream, ext, ext_old, odd, args_sp, name_keys, cat_keys, lane_keys_b, has_bind) = got[10:]
-    data = memoryview(text).cast("B")
     try:
         distinct = list_decoder.decode(other_text)
         rest = list(map(distinct.__getitem__, np.frombuffer(other_id, dtype=np.int32).tolist()))

@@ -854,10 +854,11 @@ def device_preview_part(data: Text | mmap.mmap, j: int = 0, k: int = 1) -> Previ
     """Share ``j`` of ``k`` of the device preview of ``data``: the events of
     ``DEVICE_CATS`` in the ``j``-th of ``k`` runs of whole elements of the events array
     (``chrome_cut.find_cuts``, about equal in bytes; a share past the runs there are
-    is empty), found by searching the text for their ``"cat"`` key
-    (``fastscan.device_event_spans``), not by reading every event, and read into
-    columns (``fastscan.read_part``). The shares are meant to run at once, one per
-    forked child (``_preview``); ``device_preview`` joins them.
+    is empty), found by searching the text for their ``"cat"`` key, not by reading
+    every event, and read into columns where they lie (``fastscan.device_scan``); an
+    event outside the C scanner's subset has them copied out and decoded
+    (``fastscan.device_event_spans``, ``fastscan.read_part``). The shares are meant
+    to run at once, one per forked child (``_preview``); ``device_preview`` joins them.
 
     None when the scanner is not available, no events array is found, a category is
     escaped, an object cannot be placed (a cut inside a string, which the search
@@ -876,12 +877,16 @@ def device_preview_part(data: Text | mmap.mmap, j: int = 0, k: int = 1) -> Previ
         begin, end, cuts, header = planned
         runs = chunk_spans(begin, end, cuts)
         lo, hi = (runs[j][0] + 1, runs[j][1]) if j < len(runs) else (begin, begin)
-        got = fastscan.device_event_spans(data, lo, hi, DEVICE_CATS)
-        if got is None:
-            return None
-        doc, spans = got
         list_decoder, x_class = _DECODERS[raw_ts]
-        ec, flows, others = fastscan.read_part(doc, list_decoder, x_class, raw_ts)
+        read = fastscan.device_scan(data, lo, hi, DEVICE_CATS, list_decoder, raw_ts)
+        if read is not None:
+            ec, flows, others, spans = read
+        else:  # an event the scanner does not take (or none to place): copied out for msgspec
+            got = fastscan.device_event_spans(data, lo, hi, DEVICE_CATS)
+            if got is None:
+                return None
+            doc, spans = got
+            ec, flows, others = fastscan.read_part(doc, list_decoder, x_class, raw_ts)
     except (ValueError, msgspec.MsgspecError, RecursionError):
         return None
     if ec.n != spans.shape[0]:

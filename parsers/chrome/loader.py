@@ -794,9 +794,10 @@ DEVICE_CATS = tuple(
 #: Files this large get a device preview when one is asked for (smaller ones load in
 #: well under a second whole).
 PREVIEW_MIN_BYTES = 64 << 20
-#: The decoders are stopped (SIGSTOP) while the preview's children search, so that
-#: those and the viewer's start-up get the CPU first, and continued (SIGCONT) when
-#: the preview is done or after this many seconds at most: a pause, never a lasting
+#: The decoders are stopped (SIGSTOP) while the preview's children search and the
+#: preview is built and handed on, so that those and the viewer's start-up get the
+#: CPU first, and continued (SIGCONT) when the preview is done or after this many
+#: seconds at most: a pause, never a lasting
 #: loss of priority (niced decoders kept their niceness for the whole load: with two
 #: busy loops started just before, a 1M load took 31 s instead of 2.4 s).
 PREVIEW_PAUSE_MAX_S = 2.0
@@ -982,17 +983,20 @@ def _preview(parts: chrome_parallel.FileParts, path: str, preview: Callable[[Tra
             give_up=decoded,
             stop=lambda share: share is None,  # one share without a preview: none, at once
         )
+        if not isinstance(got, list) or any(p is None for p in got):
+            return
+        try:
+            if file_stamp(os.fstat(parts.fd)) != parts.stamp:
+                return
+            text = MappedText(parts.fd, 0, access=mmap.ACCESS_READ)  # what the preview's args are read from
+        except (OSError, ValueError):
+            return
+        # still paused: joining the shares and handing the preview on (its gaps are
+        # found there) is the viewer's next frame, which the decoders would share the
+        # CPU with
+        trace = device_preview(got, text, path)
+        if trace is not None:
+            preview(trace)
     finally:
         timer.cancel()
         parts.resume()
-    if not isinstance(got, list) or any(p is None for p in got):
-        return
-    try:
-        if file_stamp(os.fstat(parts.fd)) != parts.stamp:
-            return
-        text = MappedText(parts.fd, 0, access=mmap.ACCESS_READ)  # what the preview's args are read from
-    except (OSError, ValueError):
-        return
-    trace = device_preview(got, text, path)
-    if trace is not None:
-        preview(trace)

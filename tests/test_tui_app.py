@@ -580,3 +580,33 @@ def test_the_key_bar_is_drawn_from_a_screens_first_frame(monkeypatch):
 
     assert asyncio.run(keys(Footer())) == []
     assert asyncio.run(keys(KeyFooter()))[:2] == ["n", "q"]
+    assert asyncio.run(keys(KeyFooter(at_once=False))) == []  # as Textual's: after the signal
+
+
+def test_a_first_trace_screen_draws_its_keys_a_frame_after_its_lanes(monkeypatch):
+    """The keys, a widget each, cost a first frame 50-100 ms at 200x50: a trace's first
+    screen composes them when Textual's bindings signal comes (after the first
+    refresh), a screen replacing a preview at once (the preview showed them: no empty
+    key row in between). Either way the keys are there once the screen settles."""
+    from textual.widgets import Footer
+    from textual.widgets._footer import FooterKey
+
+    from gapscope import sample_traces
+
+    trace = load(sample_traces.path())
+
+    async def keys_at(replaces_preview: bool, signal: bool) -> int:
+        if not signal:
+            monkeypatch.setattr(Footer, "bindings_changed", lambda self, screen: None)
+        app = make_app(trace)
+        async with app.run_test(size=(120, 30)) as pilot:
+            await pilot.pause()
+            app.push_screen(TraceScreen(trace, replaces_preview=replaces_preview))
+            await pilot.pause()
+            await pilot.pause()
+            return len(app.screen.query(FooterKey))
+
+    assert asyncio.run(keys_at(True, signal=False)) > 5
+    assert asyncio.run(keys_at(False, signal=False)) == 0
+    monkeypatch.undo()
+    assert asyncio.run(keys_at(False, signal=True)) > 5

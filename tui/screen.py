@@ -190,6 +190,7 @@ class TraceScreen(Screen):
         self.preview_forgotten = threading.Event()
         if not replaces_preview:
             self.preview_forgotten.set()
+        self.replaces_preview = replaces_preview
         #: the diagnosis worker has not delivered yet (on a preview: it has not begun)
         self.diagnosing = self.diagnose_fn is not None or reading is not None
         self.order_mode = TIME if settings is None else settings.order_mode
@@ -221,7 +222,9 @@ class TraceScreen(Screen):
             yield GapPanel(id="panel")
         yield DetailLine(id="detail")
         yield PromptInput(id="prompt", select_on_focus=False)
-        yield KeyFooter()
+        # the keys with the first frame only where this screen replaces one that showed
+        # them (a preview); a first screen draws its lanes a frame sooner without
+        yield KeyFooter(at_once=self.replaces_preview)
 
     @property
     def lanes(self) -> Swimlanes:

@@ -19,6 +19,11 @@ headless at the given size:
   widget (everything settled: header, detail line, the card panel, which follows one
   frame later); median and 95th percentile (target p95 < 50 ms).
 
+``--command`` runs the floor of ``bench/load.py`` (the typed decode of the whole text)
+once in every round as well, and prints each time also as a ratio to its median: the
+machine's speed that hour, not another day's. Its rounds let the children write the
+modules' bytecode (as an installed package has it) and leave round 0 out (a warm-up).
+
 The swimlane widget's ``render_lines`` is wrapped to take the timestamps; rendering
 into the headless driver includes Textual's compositor but not a real terminal's
 output time.
@@ -288,9 +293,16 @@ def _command_rounds(
         "COMMAND_TO_CAUSES_S": "causes drawn",
     }
     times: dict[tuple[str, str], list[float]] = {(m, k): [] for m in modes for k in marks}
+    floor_s: list[float] = []
+    from bench.load import run_one  # the floor: bench/load.py's typed msgspec decode of the whole text
+
     for i in range(rounds + 1):
         for mode in modes:
             env = dict(os.environ, GAPSCOPE_CACHE_DIR=cache_dir)
+            # the modules' bytecode as an installed package has it (pip compiles it at
+            # install; an editable checkout writes it on first use): a shell that turns
+            # that off put 0.2-0.3 s of compiling on every first paint
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
             if mode.startswith("cached"):
                 env["GAPSCOPE_BENCH_CACHED"] = "1"
                 env.pop("GAPSCOPE_NO_CACHE", None)
@@ -309,13 +321,22 @@ def _command_rounds(
             if set(got) != set(marks):
                 print(f"{mode}: failed: {(cp.stderr or cp.stdout).strip()[-300:]}")
                 return 1
-            if i or mode.startswith("first load"):  # round 0 of "cached" fills the cache
+            if i:  # round 0 warms up: the cache filled, the bytecode written, the file's pages read
                 for k in marks:
                     times[(mode, k)].append(float(got[k]))
+        if i:  # the floor in the same round: the machine's speed now, for the ratios
+            res = run_one("floor", path, sys.executable, 600.0)
+            if "error" in res:
+                print(f"floor: failed: {res['error']}")
+                return 1
+            floor_s.append(float(res["time_s"]))
     print(f"trace: {path}, terminal {size}, {rounds} alternating rounds, load average {os.getloadavg()[0]:.1f}")
+    floor = statistics.median(floor_s)
+    print(f"floor (bench/load.py's decode of the whole text, in-process wall): median {floor:.2f} s")
     for (mode, k), xs in times.items():
         print(
-            f"command -> {marks[k]}, {mode}: median {statistics.median(xs):.2f} s (min {min(xs):.2f}, max {max(xs):.2f})"
+            f"command -> {marks[k]}, {mode}: median {statistics.median(xs):.2f} s (min {min(xs):.2f}, max {max(xs):.2f}),"
+            f" {statistics.median(xs) / floor:.2f}x the floor"
         )
     return 0
 

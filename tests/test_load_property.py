@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from gapscope.parsers import Kind, TraceFormatError, load
@@ -195,6 +195,8 @@ any_bytes = st.one_of(st.binary(max_size=600), json_like, json_like.map(lambda b
 
 @settings(max_examples=120, **SETTINGS)
 @given(data=any_bytes, compress=st.booleans())
+@example(data=b"[", compress=False)  # found by this test: an IndexError past the text's end
+@example(data=b" [\n ", compress=True)
 def test_arbitrary_bytes_only_trace_format_error(data, compress, tmp_path):
     if compress:
         data = gzip.compress(data, mtime=0)

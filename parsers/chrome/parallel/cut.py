@@ -82,7 +82,7 @@ def array_bounds(data, root: int, raw_ts: bool) -> tuple[int, int, ObjectHeader 
         end, header = found
     else:
         end = last_non_blank(data, begin, len(data) - 1)
-        if data[end] != ord("]"):
+        if end >= len(data) or data[end] != ord("]"):  # "[" alone: nothing after it
             return None
     if end <= begin:
         return None

@@ -279,9 +279,14 @@ def _command_rounds(
     load begins before Textual is imported, as in ``gapscope TRACE``; ``compare_late``
     alternates the same two modes with the load begun by the viewer, after the imports;
     ``compare_no_preview`` adds a first load without the device preview."""
+    with tempfile.TemporaryDirectory(prefix="gapscope-bench-cache-") as cache_dir:  # removed after
+        return _rounds_in(cache_dir, path, size, rounds, compare_late, compare_no_preview)
+
+
+def _rounds_in(cache_dir: str, path: Path, size: str, rounds: int, compare_late: bool, compare_no_preview: bool) -> int:
+    """``_command_rounds`` with the trace cache in ``cache_dir``."""
     import subprocess
 
-    cache_dir = tempfile.mkdtemp(prefix="gapscope-bench-cache-")
     modes: tuple[str, ...] = ("first load", "cached")
     if compare_late:
         modes += ("first load, load after imports", "cached, load after imports")

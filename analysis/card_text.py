@@ -838,7 +838,8 @@ def why_sentence(
         edge = g.edge[rows] if g.edge is not None else np.zeros(rows.size, np.int8)
         if (edge == 2).any() and (edge == 1).any():  # step-boundary stretch: idle starts at the trailing gap
             L += int(g.dur_ns[rows][edge == 2].sum())
-        if L > 0:
+        clocks = g.trust is not None and bool(int(np.bitwise_or.reduce(g.trust[rows])) & Trust.CLOCKS)
+        if L > 0 and not clocks:  # with the clocks disagreeing, the call's end is not when it was queued
             tail = f"; the next op reached the queue {fmt_dur(L)} after the GPU went idle"
     if cn[Cause.DEPENDENCY]:  # a late op that then waited in the queue
         tail += (
@@ -1153,6 +1154,14 @@ def trust_note(diag, rows: np.ndarray, said_unlinked: bool = False) -> str:
         )
     if bits & Trust.UNLINKED and not said_unlinked:
         out.append("the next op has no launch call linked to it, so whether it was queued or launched late is unknown")
+    if bits & Trust.CLOCKS:
+        r = int(rows[np.flatnonzero(g.trust[rows] & int(Trust.CLOCKS))[0]])
+        op, call = int(g.next_op[r]), int(g.launch[r])
+        ahead_ns = int(diag.trace.start_ns[call] - diag.trace.start_ns[op])
+        out.append(
+            f"the next op is recorded as starting {fmt_dur(ahead_ns)} before its launch call began, so the CPU's "
+            f"and the GPU's clocks disagree here and the CPU's work in this gap may not be what held the GPU"
+        )
     if bits & Trust.SAMPLED:
         present, span = operator_sample(diag.trace)
         out.append(

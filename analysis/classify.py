@@ -540,7 +540,10 @@ def _trust(trace: Trace, gaps: Gaps, launches: np.ndarray) -> np.ndarray:
     although the trace links others (the queued/starved question has no answer);
     GRAPH_UNRECORDED when a graph launch before the next op has no recorded GPU op
     linked to it (the graph's kernels ran unseen: the idle may not be idle); SAMPLED on
-    every gap of a trace that keeps a sample of its operators (``is_sampled``)."""
+    every gap of a trace that keeps a sample of its operators (``is_sampled``); CLOCKS
+    when the next op is recorded as starting before its launch call began (the CPU's
+    and the GPU's timestamps disagree there, B14: the call's times say nothing of when
+    the op was queued; no corpus trace has one)."""
     n = len(gaps)
     out = np.zeros(n, dtype=np.int8)
     if is_sampled(trace):
@@ -548,6 +551,9 @@ def _trust(trace: Trace, gaps: Gaps, launches: np.ndarray) -> np.ndarray:
     linked_any = bool((launches >= 0).any())
     if linked_any:
         out[(gaps.next_op >= 0) & (gaps.launch < 0)] |= int(Trust.UNLINKED)
+        linked = (gaps.next_op >= 0) & (gaps.launch >= 0)
+        op, call = np.maximum(gaps.next_op, 0), np.maximum(gaps.launch, 0)
+        out[linked & (trace.start_ns[op] < trace.start_ns[call])] |= int(Trust.CLOCKS)
     graph_ids = ids_matching(trace, GRAPH_LAUNCH_RE)
     if graph_ids.size:
         calls = np.flatnonzero(np.isin(trace.name_id, graph_ids) & (trace.kind == int(Kind.LAUNCH)))

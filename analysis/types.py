@@ -65,6 +65,7 @@ class Trust(enum.IntFlag):
     UNLINKED = 1
     GRAPH_UNRECORDED = 2
     SAMPLED = 4  # the trace keeps a small share of its operators (``classify.operator_sample``)
+    CLOCKS = 8  # the next op is recorded as starting before its launch call began
 
 
 @dataclasses.dataclass(frozen=True)

@@ -752,3 +752,41 @@ def test_an_early_op_slow_only_by_its_kernel_inside_a_waiting_launch_is_no_first
         cat = [i for i in range(len(tr)) if tr.name(i) == "aten::cat"]
         first = min(cat, key=lambda i: int(tr.start_ns[i]))
         assert bool(one_time_mask(tr, SLOW_LAUNCH_NS)[first]) is (not waits), waits
+
+
+def test_an_op_recorded_before_its_launch_call_gets_no_queue_time_and_a_trust_note():
+    """k1 [10, 50) µs launched at 0; T runs `postprocess` [50, 300), then k2's launch call
+    [300, 305), but k2 is recorded at [200, 250): it "starts" 100 µs before its call
+    began, so the two clocks disagree (B14: the call's times say nothing of when k2 was
+    queued). The card gave "the next op reached the queue 0.255 ms after the GPU went
+    idle" for the 150 µs gap; it now gives no queue time, says why in its trust note,
+    and the report counts the gap under ``trust.clocks``. With k2 recorded after its
+    call (310 µs) neither appears and the queue time does."""
+    from gapscope.analysis.types import Trust
+    from gapscope.report.document import build_document
+
+    def diag(k2_ns: int):
+        b = TraceBuilder()
+        t, _side, (g0,) = _lanes(b)
+        b.event(t, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+        b.event(g0, "k1", 10 * US, 40 * US, Kind.KERNEL, correlation=1)
+        b.event(t, "postprocess", 50 * US, 250 * US, Kind.CPU_OP)
+        b.event(t, "cudaLaunchKernel", 300 * US, 5 * US, Kind.LAUNCH, correlation=2)
+        b.event(g0, "k2", k2_ns, 50 * US, Kind.KERNEL, correlation=2)
+        trace = b.build()
+        return trace, diagnose(trace)
+
+    trace, d = diag(200 * US)
+    g = d.gaps
+    assert len(g) == 1 and (g.start_ns[0], g.end_ns[0]) == (50 * US, 200 * US)
+    assert int(g.trust[0]) & int(Trust.CLOCKS)
+    why = d.card(0).why
+    assert "reached the queue" not in why
+    assert "the next op is recorded as starting 0.100 ms before its launch call began" in why
+    assert build_document(trace, d)["trust"]["clocks"] == {"count": 1, "idle_ns": 150 * US}
+
+    trace, d = diag(310 * US)
+    assert not int(d.gaps.trust[0]) & int(Trust.CLOCKS)
+    why = d.card(0).why
+    assert "the next op reached the queue 0.255 ms after the GPU went idle" in why and "clocks" not in why
+    assert build_document(trace, d)["trust"]["clocks"] == {"count": 0, "idle_ns": 0}

@@ -378,6 +378,7 @@ def _trust_summary(diag) -> dict:
         unlinked=part((t & int(Trust.UNLINKED)) != 0),
         graph_unrecorded=part((t & int(Trust.GRAPH_UNRECORDED)) != 0),
         sampled=part((t & int(Trust.SAMPLED)) != 0),
+        clocks=part((t & int(Trust.CLOCKS)) != 0),
     )
 
 
@@ -390,6 +391,8 @@ TRUST_TEXT = {
     "graph_unrecorded": "follow a CUDA graph launch with no recorded kernels: the graph may have run there "
     "unseen, so that idle may not be idle",
     "sampled": "are in a trace that keeps only a sample of its operators: kernels it dropped may have run there",
+    "clocks": "end at an op recorded as starting before its launch call began: the CPU's and the GPU's clocks "
+    "disagree there, so the CPU's work in the gap may not be what held the GPU",
 }
 
 

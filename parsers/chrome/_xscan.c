@@ -1218,49 +1218,50 @@ static const unsigned char *object_end(const unsigned char *o, const unsigned ch
     return NULL;
 }
 
-/* device_events(text, begin, end, cats, spans=False) -> bytes | (bytes, bytes) | None:
-   see PyMethodDef. */
-static PyObject *device_events(PyObject *self, PyObject *args) {
-    Py_buffer view;
-    Py_ssize_t begin, end;
-    PyObject *cats;
-    int want_spans = 0;
-    (void)self;
-    if (!PyArg_ParseTuple(args, "y*nnO!|p", &view, &begin, &end, &PyTuple_Type, &cats, &want_spans))
-        return NULL;
-    Py_ssize_t n_cats = PyTuple_GET_SIZE(cats);
-    if (begin < 1 || end < begin || end > view.len || n_cats > 64) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "device_events: bad bounds or too many categories");
-        return NULL;
+/* The categories device_events and device_scan look for: the bytes of a tuple. */
+typedef struct {
+    const char *p[64];
+    Py_ssize_t n[64];
+    Py_ssize_t count;
+} Cats;
+
+/* Checks a device search's bounds and categories (fn names the function in the error):
+ * 0, or -1 with a Python error set. */
+static int search_args(const char *fn, const Py_buffer *view, Py_ssize_t begin, Py_ssize_t end, PyObject *cats,
+                       Cats *out) {
+    out->count = PyTuple_GET_SIZE(cats);
+    if (begin < 1 || end < begin || end > view->len || out->count > 64) {
+        PyErr_Format(PyExc_ValueError, "%s: bad bounds or too many categories", fn);
+        return -1;
     }
-    const char *cat_p[64];
-    Py_ssize_t cat_n[64];
-    for (Py_ssize_t i = 0; i < n_cats; i++) {
+    for (Py_ssize_t i = 0; i < out->count; i++) {
         PyObject *b = PyTuple_GET_ITEM(cats, i);
         if (!PyBytes_Check(b)) {
-            PyBuffer_Release(&view);
-            PyErr_SetString(PyExc_TypeError, "device_events: categories must be bytes");
-            return NULL;
+            PyErr_Format(PyExc_TypeError, "%s: categories must be bytes", fn);
+            return -1;
         }
-        cat_p[i] = PyBytes_AS_STRING(b);
-        cat_n[i] = PyBytes_GET_SIZE(b);
+        out->p[i] = PyBytes_AS_STRING(b);
+        out->n[i] = PyBytes_GET_SIZE(b);
     }
-    const unsigned char *base = (const unsigned char *)view.buf;
-    const unsigned char *lo = base + begin, *hi = base + end;
-    Buf out = {NULL, 0, 0}; /* int64 (start, end) of each event found */
-    size_t total = 1;          /* bytes of the array: "[", each event and the "," or "]" after it */
-    int ok = 1;
-    Py_BEGIN_ALLOW_THREADS;
-    const unsigned char *p = lo;
-    while (ok && p < hi) {
-        const unsigned char *q = find_cat(p, hi);
-        if (!q)
-            break;
-        p = q + 5;
-        if (q > lo && q[-1] == '\\') /* inside a string */
+    return 0;
+}
+
+/* The next object in [*p, hi) whose "cat" key holds one of cats, as an element of the
+ * events array whose inside begins at lo: 1 with *o at its '{' and *q at its "cat" key
+ * (*p moved past the key's value), 0 when there is none left, -1 when one cannot be
+ * placed (an escaped category, no '{' found, or not preceded by '[' or ','): the
+ * search gives up then. */
+static int next_device_object(const unsigned char *base, const unsigned char *lo, const unsigned char *hi,
+                              const unsigned char **p, const Cats *cats, const unsigned char **o,
+                              const unsigned char **q) {
+    while (*p < hi) {
+        const unsigned char *key = find_cat(*p, hi);
+        if (!key)
+            return 0;
+        *p = key + 5;
+        if (key > lo && key[-1] == '\\') /* inside a string */
             continue;
-        P k = {base, p, hi}; /* after the key: blanks, ':', blanks, the value's '"' */
+        P k = {base, *p, hi}; /* after the key: blanks, ':', blanks, the value's '"' */
         ws(&k);
         if (k.p >= hi || *k.p != ':') /* a value, not a key */
             continue;
@@ -1271,31 +1272,55 @@ static PyObject *device_events(PyObject *self, PyObject *args) {
         const unsigned char *r = k.p + 1, *vs = r;
         while (r < hi && *r != '"' && *r != '\\')
             r++;
-        if (r >= hi || *r == '\\') { /* an escaped category: left to the full read */
-            ok = 0;
-            break;
-        }
+        if (r >= hi || *r == '\\') /* an escaped category: left to the full read */
+            return -1;
         Py_ssize_t vn = r - vs;
         int hit = 0;
-        for (Py_ssize_t i = 0; i < n_cats && !hit; i++)
-            hit = cat_n[i] == vn && memcmp(cat_p[i], vs, (size_t)vn) == 0;
-        p = r + 1;
+        for (Py_ssize_t i = 0; i < cats->count && !hit; i++)
+            hit = cats->n[i] == vn && memcmp(cats->p[i], vs, (size_t)vn) == 0;
+        *p = r + 1;
         if (!hit)
             continue;
-        const unsigned char *o = object_start(lo, q);
-        if (!o) {
-            ok = 0;
-            break;
-        }
-        const unsigned char *b = o - 1; /* an element of the events array follows '[' or ',' */
+        const unsigned char *start = object_start(lo, key);
+        if (!start)
+            return -1;
+        const unsigned char *b = start - 1; /* an element of the events array follows '[' or ',' */
         while (b >= lo && (*b == ' ' || *b == '\n' || *b == '\r' || *b == '\t'))
             b--;
-        if (b >= lo && *b != ',') {
-            ok = 0;
-            break;
-        }
-        const unsigned char *obj_end = object_end(o, hi);
-        if (!obj_end || obj_end <= q) { /* not closed, or ends before its key: damaged text */
+        if (b >= lo && *b != ',')
+            return -1;
+        *o = start;
+        *q = key;
+        return 1;
+    }
+    return 0;
+}
+
+/* device_events(text, begin, end, cats, spans=False) -> bytes | (bytes, bytes) | None:
+   see PyMethodDef. */
+static PyObject *device_events(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t begin, end;
+    PyObject *cats;
+    int want_spans = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*nnO!|p", &view, &begin, &end, &PyTuple_Type, &cats, &want_spans))
+        return NULL;
+    Cats want;
+    if (search_args("device_events", &view, begin, end, cats, &want)) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    const unsigned char *base = (const unsigned char *)view.buf;
+    const unsigned char *lo = base + begin, *hi = base + end;
+    Buf out = {NULL, 0, 0}; /* int64 (start, end) of each event found */
+    size_t total = 1;          /* bytes of the array: "[", each event and the "," or "]" after it */
+    int ok = 1;
+    Py_BEGIN_ALLOW_THREADS;
+    const unsigned char *p = lo, *o, *q;
+    for (int found; (found = next_device_object(base, lo, hi, &p, &want, &o, &q));) {
+        const unsigned char *obj_end = found > 0 ? object_end(o, hi) : NULL;
+        if (!obj_end || obj_end <= q) { /* not placed, not closed, or ending before its key: damaged text */
             ok = 0;
             break;
         }
@@ -1351,23 +1376,10 @@ static PyObject *device_scan(PyObject *self, PyObject *args) {
     (void)self;
     if (!PyArg_ParseTuple(args, "y*nnO!p", &view, &begin, &end, &PyTuple_Type, &cats, &raw))
         return NULL;
-    Py_ssize_t n_cats = PyTuple_GET_SIZE(cats);
-    if (begin < 1 || end < begin || end > view.len || n_cats > 64) {
+    Cats want;
+    if (search_args("device_scan", &view, begin, end, cats, &want)) {
         PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "device_scan: bad bounds or too many categories");
         return NULL;
-    }
-    const char *cat_p[64];
-    Py_ssize_t cat_n[64];
-    for (Py_ssize_t i = 0; i < n_cats; i++) {
-        PyObject *b = PyTuple_GET_ITEM(cats, i);
-        if (!PyBytes_Check(b)) {
-            PyBuffer_Release(&view);
-            PyErr_SetString(PyExc_TypeError, "device_scan: categories must be bytes");
-            return NULL;
-        }
-        cat_p[i] = PyBytes_AS_STRING(b);
-        cat_n[i] = PyBytes_GET_SIZE(b);
     }
     const unsigned char *base = (const unsigned char *)view.buf;
     const unsigned char *lo = base + begin, *hi = base + end;
@@ -1381,51 +1393,15 @@ static PyObject *device_scan(PyObject *self, PyObject *args) {
         if (table_init(&tabs[i]))
             ok = 0;
     Py_BEGIN_ALLOW_THREADS;
-    const unsigned char *p = lo;
-    while (ok && p < hi) {
-        const unsigned char *q = find_cat(p, hi);
-        if (!q)
-            break;
-        p = q + 5;
-        if (q > lo && q[-1] == '\\') /* inside a string */
-            continue;
-        P k = {base, p, hi}; /* after the key: blanks, ':', blanks, the value's '"' */
-        ws(&k);
-        if (k.p >= hi || *k.p != ':') /* a value, not a key */
-            continue;
-        k.p++;
-        ws(&k);
-        if (k.p >= hi || *k.p != '"')
-            continue;
-        const unsigned char *r = k.p + 1, *vs = r;
-        while (r < hi && *r != '"' && *r != '\\')
-            r++;
-        if (r >= hi || *r == '\\') { /* an escaped category: left to the full read */
-            ok = 0;
-            break;
-        }
-        Py_ssize_t vn = r - vs;
-        int hit = 0;
-        for (Py_ssize_t i = 0; i < n_cats && !hit; i++)
-            hit = cat_n[i] == vn && memcmp(cat_p[i], vs, (size_t)vn) == 0;
-        p = r + 1;
-        if (!hit)
-            continue;
-        const unsigned char *o = object_start(lo, q);
-        if (!o) {
-            ok = 0;
-            break;
-        }
-        const unsigned char *b = o - 1; /* an element of the events array follows '[' or ',' */
-        while (b >= lo && (*b == ' ' || *b == '\n' || *b == '\r' || *b == '\t'))
-            b--;
-        if (b >= lo && *b != ',') {
+    const unsigned char *p = lo, *o, *q;
+    for (int found; ok && (found = next_device_object(base, lo, hi, &p, &want, &o, &q));) {
+        if (found < 0) { /* not placed */
             ok = 0;
             break;
         }
         P c = {base, o, hi};
         Ev ev;
-        if (event_(&c, &ev) || c.p <= q) { /* outside the subset, or ends before its key */
+        if (event_(&c, &ev) || c.p <= q) { /* outside the subset, or ending before its key */
             ok = 0;
             break;
         }

@@ -87,6 +87,19 @@ class DdpBufferSync(NamedTuple):
     unflatten: bool
 
 
+def _gap_thread(diag, r: int) -> tuple[int, slice, int, int, np.ndarray, np.ndarray] | None:
+    """(the lane gap ``r``'s causes are read on (``Gaps.thread_of``), its events' slice,
+    the gap's start and end ns, int64 start and end ns of those events), or None when
+    the gap has no such thread."""
+    trace, g = diag.trace, diag.gaps
+    lane = g.thread_of(r)
+    if lane < 0:
+        return None
+    sl = trace.lane_slice(lane)
+    st = trace.start_ns[sl]
+    return lane, sl, int(g.start_ns[r]), int(g.end_ns[r]), st, st + trace.dur_ns[sl]
+
+
 def ddp_buffer_sync(diag, r: int) -> DdpBufferSync | None:
     """``DdpBufferSync`` when the calls of DDP's buffer sync (``DDP_SYNC_RE``, beside
     a broadcast inside a ``DistributedDataParallel.forward`` on gap ``r``'s thread)
@@ -94,13 +107,10 @@ def ddp_buffer_sync(diag, r: int) -> DdpBufferSync | None:
     then 159 ``aten::copy_`` calls back into the buffers; nccl_data #4: 22.6 ms of
     ``aten::unflatten_dense_tensors`` after the broadcasts of two buckets."""
     trace, g = diag.trace, diag.gaps
-    lane = g.thread_of(r)
-    if lane < 0:
+    got = _gap_thread(diag, r)
+    if got is None:
         return None
-    gs, ge = int(g.start_ns[r]), int(g.end_ns[r])
-    sl = trace.lane_slice(lane)
-    st = trace.start_ns[sl]
-    en = st + trace.dur_ns[sl]
+    _lane, sl, gs, ge, st, en = got
     names, depth = trace.name_id[sl], trace.depth[sl]
     fwd_ids = ids_matching(trace, DDP_FORWARD_RE)
     fwds = np.flatnonzero(np.isin(names, fwd_ids) & (st < ge) & (en > gs))
@@ -228,12 +238,10 @@ def host_copies(diag, r: int, name: str) -> HostCopies | None:
     host-device copy of the gap's device ran inside them (mtia_rank_0 #440: a backward ``aten::clone`` of a
     permuted 16 MiB tensor went to the host and back inside ``aten::_copy_from``)."""
     trace, g = diag.trace, diag.gaps
-    lane = g.thread_of(r)
-    if lane < 0:
+    got = _gap_thread(diag, r)
+    if got is None:
         return None
-    gs, ge = int(g.start_ns[r]), int(g.end_ns[r])
-    sl = trace.lane_slice(lane)
-    st, en = trace.start_ns[sl], trace.start_ns[sl] + trace.dur_ns[sl]
+    lane, sl, gs, ge, st, en = got
     ids = ids_matching(trace, exactly(name))
     calls = np.flatnonzero(np.isin(trace.name_id[sl], ids) & (st < ge) & (en > gs))
     if calls.size == 0:

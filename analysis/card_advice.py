@@ -38,6 +38,7 @@ from gapscope.analysis.card_text import (
     quote_name,
     slow_launch,
     thread_label,
+    trust_bits,
 )
 from gapscope.analysis.evidence_kinds import (
     COLLECTIVE_RE,
@@ -889,13 +890,13 @@ def _host_advice(diag, evidence, rows, dur_txt, hot: HotFrame | None = None):
             f"Take {what} off the critical path: run it after the step, every N steps, or in another "
             f"thread/process, and launch the next GPU work before doing it so the two overlap."
         )
-    g = diag.gaps
-    unlinked = g.trust is not None and bool(int(np.bitwise_or.reduce(g.trust[rows])) & Trust.UNLINKED)
+    # the trust note says whether the next op was queued is unknown (no linked launch, or
+    # clocks that disagree on it): do not claim it
+    unsure = bool(trust_bits(diag, rows) & (Trust.UNLINKED | Trust.CLOCKS))
     forbidden = (
-        # the trust note says whether the next op was queued is unknown: do not claim it
         f"Do not reach for {libs} or a faster kernel: no kernel ran in this idle, so a faster one "
         "cannot shorten it; it only widens this gap's share of the step."
-        if unlinked
+        if unsure
         else f"Do not reach for {libs} or a faster kernel: the GPU has nothing queued while the CPU "
         "is busy, so faster kernels only widen this gap's share of the step."
     )

@@ -838,8 +838,9 @@ def why_sentence(
         edge = g.edge[rows] if g.edge is not None else np.zeros(rows.size, np.int8)
         if (edge == 2).any() and (edge == 1).any():  # step-boundary stretch: idle starts at the trailing gap
             L += int(g.dur_ns[rows][edge == 2].sum())
-        clocks = g.trust is not None and bool(int(np.bitwise_or.reduce(g.trust[rows])) & Trust.CLOCKS)
-        if L > 0 and not clocks:  # with the clocks disagreeing, the call's end is not when it was queued
+        if (
+            L > 0 and not trust_bits(diag, rows) & Trust.CLOCKS
+        ):  # with the clocks disagreeing, the call's end is not when it was queued
             tail = f"; the next op reached the queue {fmt_dur(L)} after the GPU went idle"
     if cn[Cause.DEPENDENCY]:  # a late op that then waited in the queue
         tail += (
@@ -1139,13 +1140,17 @@ def queued_occurrence(diag, rows: np.ndarray) -> bool:
     return bool(g.queued[rows].all())
 
 
+def trust_bits(diag, rows: np.ndarray) -> int:
+    """The ``Trust`` bits of any gap of ``rows`` (``Gaps.trust``; 0 when none is kept)."""
+    g = diag.gaps
+    return int(np.bitwise_or.reduce(g.trust[rows])) if g.trust is not None and rows.size else 0
+
+
 def trust_note(diag, rows: np.ndarray, said_unlinked: bool = False) -> str:
     """A sentence on why the idle of ``rows`` may be unreliable (``Gaps.trust``), or "";
     ``said_unlinked``: the sentence already says the next op has no linked launch."""
     g = diag.gaps
-    if g.trust is None:
-        return ""
-    bits = int(np.bitwise_or.reduce(g.trust[rows])) if rows.size else 0
+    bits = trust_bits(diag, rows)
     out = []
     if bits & Trust.GRAPH_UNRECORDED:
         out.append(

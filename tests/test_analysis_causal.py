@@ -760,7 +760,8 @@ def test_an_op_recorded_before_its_launch_call_gets_no_queue_time_and_a_trust_no
     began, so the two clocks disagree (B14: the call's times say nothing of when k2 was
     queued). The card gave "the next op reached the queue 0.255 ms after the GPU went
     idle" for the 150 µs gap; it now gives no queue time, says why in its trust note,
-    and the report counts the gap under ``trust.clocks``. With k2 recorded after its
+    does not claim in its forbidden step that nothing was queued, and the report counts
+    the gap under ``trust.clocks``. With k2 recorded after its
     call (310 µs) neither appears and the queue time does."""
     from gapscope.analysis.types import Trust
     from gapscope.report.document import build_document
@@ -783,10 +784,13 @@ def test_an_op_recorded_before_its_launch_call_gets_no_queue_time_and_a_trust_no
     why = d.card(0).why
     assert "reached the queue" not in why
     assert "the next op is recorded as starting 0.100 ms before its launch call began" in why
+    forbidden = d.card(0).forbidden_step
+    assert "the GPU has nothing queued" not in forbidden and "no kernel ran in this idle" in forbidden
     assert build_document(trace, d)["trust"]["clocks"] == {"count": 1, "idle_ns": 150 * US}
 
     trace, d = diag(310 * US)
     assert not int(d.gaps.trust[0]) & int(Trust.CLOCKS)
     why = d.card(0).why
     assert "the next op reached the queue 0.255 ms after the GPU went idle" in why and "clocks" not in why
+    assert "the GPU has nothing queued while the CPU is busy" in d.card(0).forbidden_step
     assert build_document(trace, d)["trust"]["clocks"] == {"count": 0, "idle_ns": 0}

@@ -55,6 +55,18 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def default_preview_gaps():
+    """The gaps the viewer draws first with the default diagnosis
+    (``gapscope.tui.factory.default_early_gaps``), as a function of the trace that
+    imports nothing when called: ``EarlyLoad.prepare`` runs it in a forked child."""
+    import functools
+
+    from gapscope.analysis.gaps import interior_gaps
+    from gapscope.analysis.types import Params
+
+    return functools.partial(interior_gaps, min_gap_ns=Params().min_gap_ns)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the viewer; returns the exit status (0 ok, 1 load cancelled, 2 bad input)."""
     args = _parser().parse_args(argv)
@@ -81,9 +93,13 @@ def main(argv: list[str] | None = None) -> int:
     # first, drawn while the rest is read
     early = EarlyLoad(path, preview=os.environ.get("GAPSCOPE_NO_PREVIEW", "") != "1")
     from gapscope.report.cmd import error_line
+
+    # the preview's gaps, found in the child that makes it (the analysis is imported
+    # by now: a forked child must import nothing)
+    early.prepare = default_preview_gaps()
     from gapscope.tui.factory import make_app
 
-    app = make_app(path, loader=early, preview=early.on_preview)
+    app = make_app(path, loader=early, preview=early.on_preview, early_gaps=early.prepared)
     rc = app.run()
     if app.error:
         print(error_line(app.error), file=sys.stderr)

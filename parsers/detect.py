@@ -519,7 +519,11 @@ def load_progress() -> float | None:
     return chrome_parallel.progress()
 
 
-def load(path: str | os.PathLike, preview: Callable[[Trace], None] | None = None) -> Trace:
+def load(
+    path: str | os.PathLike,
+    preview: Callable[..., None] | None = None,
+    prepare: Callable[[Trace], object] | None = None,
+) -> Trace:
     """Load a trace file of any supported format, detected from its content.
 
     Formats: Chrome Trace Event Format JSON (object or array form, including Kineto /
@@ -534,7 +538,10 @@ def load(path: str | os.PathLike, preview: Callable[[Trace], None] | None = None
 
     ``preview(trace)``: called from this thread, before the load ends, with a trace of
     the file's device lanes alone when the file is large and loaded fresh
-    (``chrome.loader.device_preview``), for a viewer to draw first.
+    (``chrome.loader.device_preview``), for a viewer to draw first. ``prepare(trace)``:
+    run on that trace where it is made (a forked child), its value (picklable) handed on
+    with it, ``preview(trace, value)`` (``chrome.loader.NOT_PREPARED`` where there is
+    none); its module must be imported before the call.
 
     Returns a ``Trace``. Raises ``TraceFormatError`` (with path, line, column and a
     hint) for anything that is not a trace; never any other exception for bad input.
@@ -548,7 +555,7 @@ def load(path: str | os.PathLike, preview: Callable[[Trace], None] | None = None
         if hit is not None and (hit.text_bytes is None or hit.text_bytes <= _limit_for(p)[0]):
             return hit.trace
         wait_for_writes()  # one write at a time, and none beside the loader's fork
-    trace, text = _load_fresh(p, preview)
+    trace, text = _load_fresh(p, preview, prepare)
     if cache is not None:
         cache.put_later(trace, text)
     return trace
@@ -565,9 +572,15 @@ class EarlyLoad:
     cancelled load) leaves the thread to finish or die with the process.
 
     ``preview=True`` (``preview_wanted``): the load makes a device preview when it can
-    (``load``'s ``preview``); ``on_preview(callback)`` hands it over."""
+    (``load``'s ``preview``); ``on_preview(callback)`` hands it over. ``prepare``: as
+    ``load``'s, run on the preview in the child that makes it (off this interpreter);
+    ``prepared(trace)`` gives its value. It may be set after the object is made, while
+    the load runs, once its module is imported (read in the child when it forks: none
+    then, none there)."""
 
-    def __init__(self, path: str | os.PathLike, preview: bool = False) -> None:
+    def __init__(
+        self, path: str | os.PathLike, preview: bool = False, prepare: Callable[[Trace], object] | None = None
+    ) -> None:
         import threading
 
         self.path = os.fspath(path)
@@ -577,6 +590,8 @@ class EarlyLoad:
         self._preview: Trace | None = None
         self._on_preview: Callable[[Trace], None] | None = None
         self.preview_wanted = preview
+        self.prepare = prepare
+        self._prepared: tuple[Trace, object] | None = None  # the preview and its prepared value
         # the modules a load of a file needs, imported here, before the thread: in it
         # they would wait on the interpreter lock against the caller's own imports
         # (Textual's), and the decoders and the preview would fork later (at 1M events
@@ -590,18 +605,32 @@ class EarlyLoad:
 
     def _run(self) -> None:
         try:
-            self._box["trace"] = load(self.path, self._got_preview if self.preview_wanted else None)
+            wanted = self.preview_wanted
+            self._box["trace"] = load(
+                self.path, self._got_preview if wanted else None, self._prepare_here if wanted else None
+            )
         except BaseException as exc:  # noqa: BLE001 - handed to whoever calls the object
             self._box["error"] = exc
         finally:
             with self._lock:
                 self._preview = None  # the whole trace is there: the preview's memory goes
+                self._prepared = None
                 self._on_preview = None  # and whatever the callback holds (a screen)
             self._done.set()
 
-    def _got_preview(self, trace: Trace) -> None:
+    def _prepare_here(self, trace: Trace) -> object:  # in the preview's child, ``prepare`` as set at its fork
+        from gapscope.parsers.chrome.loader import NOT_PREPARED
+
+        prepare = self.prepare
+        return NOT_PREPARED if prepare is None else prepare(trace)
+
+    def _got_preview(self, trace: Trace, value: object) -> None:
+        from gapscope.parsers.chrome.loader import NOT_PREPARED
+
         with self._lock:
             self._preview = trace
+            if value != NOT_PREPARED:
+                self._prepared = (trace, value)
             callback = self._on_preview
         if callback is not None:
             callback(trace)
@@ -616,6 +645,17 @@ class EarlyLoad:
         if trace is not None and not self._done.is_set():
             callback(trace)
 
+    def prepared(self, trace: Trace) -> object:
+        """``prepare(trace)``: the value the preview's child found when ``trace`` is
+        that preview, else computed now (a ``ValueError`` without ``prepare``)."""
+        with self._lock:
+            got = self._prepared
+        if got is not None and got[0] is trace:
+            return got[1]
+        if self.prepare is None:
+            raise ValueError("EarlyLoad.prepared: this load was given no prepare")
+        return self.prepare(trace)
+
     def __call__(self, path: str | os.PathLike) -> Trace:
         if os.fspath(path) != self.path:
             return load(path)
@@ -625,9 +665,12 @@ class EarlyLoad:
         return self._box["trace"]
 
 
-def _load_fresh(p: str, preview: Callable[[Trace], None] | None = None) -> tuple[Trace, Text | None]:
+def _load_fresh(
+    p: str, preview: Callable[..., None] | None = None, prepare: Callable[[Trace], object] | None = None
+) -> tuple[Trace, Text | None]:
     """``load`` without the cache: the trace, and the text it was decoded from (gzip
-    undone; None for an Nsight file, which SQLite reads). ``preview``: as ``load``'s."""
+    undone; None for an Nsight file, which SQLite reads). ``preview``, ``prepare``: as
+    ``load``'s."""
     from gapscope.parsers.nsys import files as nsys_files
 
     with _open_regular(p) as fh:  # an Nsight file is opened by SQLite, never read whole
@@ -645,7 +688,9 @@ def _load_fresh(p: str, preview: Callable[[Trace], None] | None = None) -> tuple
         from gapscope.parsers.chrome.loader import load_chrome_file
 
         limit, user_set = _limit_for(p)
-        got = load_chrome_file(p, limit, preview=preview)  # decoded in parts by children; None: read it
+        got = load_chrome_file(
+            p, limit, preview=preview, prepare=prepare
+        )  # decoded in parts by children; None: read it
         if got is not None:
             return got
         if _is_large_gzip(p, chrome_parallel.MIN_BYTES):
@@ -660,9 +705,9 @@ def _load_fresh(p: str, preview: Callable[[Trace], None] | None = None) -> tuple
             else:
                 try:
                     parts = inflating.finish(os.fstat(fd).st_size)
-                    got = load_chrome_file(p, limit, fd=fd, preview=preview, parts=parts)
+                    got = load_chrome_file(p, limit, fd=fd, preview=preview, parts=parts, prepare=prepare)
                     if got is None and parts is not None:  # decoded while growing failed: as if it had not
-                        got = load_chrome_file(p, limit, fd=fd, preview=preview)
+                        got = load_chrome_file(p, limit, fd=fd, preview=preview, prepare=prepare)
                     if got is not None:
                         return got
                     inflated = _inflated_text(fd)  # not split after all: the text inflated, not again

@@ -307,6 +307,105 @@ def test_load_hands_over_the_preview_before_the_whole_trace(split, tmp_path):
         assert np.array_equal(getattr(plain, f), getattr(full, f))
 
 
+def _shuffled_big(tmp_path, n: int = 3000):
+    """``_big``'s shape with the kernels written latest first and each carrying its own
+    number in its args: the preview's rows are sorted, so its args reader maps each row
+    back to where its event lies in the file."""
+    events = [_cpu(10 * k, 4, args={"External id": k}) for k in range(n)]
+    events += [
+        _x("kernel", 10 * k + 5, 3, name=f"k{k % 5}", correlation=k, mine=k, grid=[k, 1, 1]) for k in reversed(range(n))
+    ]
+    path = tmp_path / "shuffled.json"
+    path.write_bytes(_doc(events))
+    return path
+
+
+@pytest.mark.parametrize("shares", [2, 3])
+def test_a_preview_made_in_children_reads_each_events_own_args(split, tmp_path, monkeypatch, shares):
+    """Made in forked children and sent back without its args reader, the preview reads
+    every op's args from the file where that op lies, in the sorted order of its rows,
+    as the whole trace does (the args hold the kernel's own number)."""
+    monkeypatch.setattr(cp, "processes", lambda: shares)
+    path = _shuffled_big(tmp_path)
+    got: list[Trace] = []
+    full = load(path, preview=got.append)
+    assert len(got) == 1
+    preview = got[0]
+    kernels = np.flatnonzero(preview.kind == Kind.KERNEL)
+    assert kernels.size == 3000
+    # sorted by start, so row r is the kernel written 3000 - r - 1 entries into the kernels
+    assert [preview.args_of(int(i))["mine"] for i in kernels] == list(range(3000))
+    assert preview.args_of(int(kernels[7]))["grid"] == [7, 1, 1]
+    whole = np.flatnonzero(full.kind == Kind.KERNEL)
+    assert [full.args_of(int(i))["mine"] for i in whole[:5]] == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("shares", [2, 3])
+def test_prepare_runs_on_the_preview_in_a_child_and_comes_with_it(split, tmp_path, monkeypatch, shares):
+    """``prepare`` runs where the preview is made, another process, and its value comes
+    with the preview: here the gaps between the kernels, equal to what this process
+    finds on the preview it was handed."""
+    import os
+
+    monkeypatch.setattr(cp, "processes", lambda: shares)
+    got: list[tuple] = []
+    load(_big(tmp_path), preview=lambda t, v: got.append((t, v)), prepare=lambda t: (os.getpid(), interior_gaps(t)))
+    assert len(got) == 1
+    trace, (pid, gaps) = got[0]
+    assert pid != os.getpid()
+    here = interior_gaps(trace)
+    assert gaps.start_ns.size == here.start_ns.size == 3999
+    assert np.array_equal(gaps.start_ns, here.start_ns) and np.array_equal(gaps.end_ns, here.end_ns)
+
+
+def test_a_failing_prepare_or_no_child_still_hands_the_preview_over(split, tmp_path, monkeypatch):
+    """A ``prepare`` that raises gives ``NOT_PREPARED``; so does a joining child that
+    cannot be forked, the preview then joined in this process."""
+
+    def broken(trace):
+        raise RuntimeError("boom")
+
+    got: list[tuple] = []
+    path = _big(tmp_path)
+    load(path, preview=lambda t, v: got.append((t, v)), prepare=broken)
+    assert len(got) == 1 and got[0][1] == loader.NOT_PREPARED and len(got[0][0]) == 4000
+
+    monkeypatch.setattr(cp, "processes", lambda: 2)
+    monkeypatch.setattr(cp, "run_in_child", lambda *a, **k: cp.NO_CHILD)
+    got.clear()
+    load(path, preview=lambda t, v: got.append((t, v)), prepare=len)
+    assert len(got) == 1 and got[0][1] == loader.NOT_PREPARED and len(got[0][0]) == 4000
+
+
+def test_early_load_gives_the_childs_prepared_value_for_its_preview_only(split, tmp_path):
+    """``EarlyLoad.prepared``: the child's value for the preview it made, computed here
+    for any other trace; without a ``prepare`` (none set before the fork) both are
+    computed here."""
+    import os
+
+    from gapscope.parsers.detect import EarlyLoad
+
+    path = _big(tmp_path)
+    early = EarlyLoad(path, preview=True, prepare=lambda t: (os.getpid(), len(t)))
+    got: list = []
+    early.on_preview(lambda t: got.append(early.prepared(t)))  # as the viewer asks: while the load runs
+    full = early(path)
+    assert len(got) == 1
+    pid, n = got[0]
+    assert n == 4000 and pid != os.getpid()
+    assert early.prepared(full) == (os.getpid(), 8000)
+
+    late = EarlyLoad(path, preview=True)
+    previews: list[Trace] = []
+    late.on_preview(previews.append)
+    late(path)
+    assert len(previews) == 1
+    with pytest.raises(ValueError):
+        late.prepared(previews[0])
+    late.prepare = len
+    assert late.prepared(previews[0]) == 4000
+
+
 def test_a_failing_preview_never_fails_the_load(split, tmp_path, monkeypatch):
     path = _big(tmp_path)
 

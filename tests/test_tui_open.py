@@ -289,7 +289,7 @@ def test_view_cmd_prints_error_line(monkeypatch, capsys, tmp_path):
 
     got: dict = {}
 
-    def make_app(p, loader, preview):
+    def make_app(p, loader, preview, early_gaps):
         got["loader"], got["preview"] = loader, preview
         return Stub()
 

@@ -35,6 +35,7 @@ import mmap
 import os
 import re
 import threading
+import time
 import typing
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -70,7 +71,15 @@ from gapscope.parsers.json.mapped import MappedText, file_stamp
 from gapscope.parsers.json.scan import Text, text_start
 from gapscope.parsers.kinds import CAT_KIND, KINETO_CATS, KINETO_FLOW_CATS
 from gapscope.parsers.lanes import Metadata
-from gapscope.parsers.model import Kind, SourceInfo, Trace, TraceWarning, link_by_correlation, repeated_correlations
+from gapscope.parsers.model import (
+    Kind,
+    SortedArgs,
+    SourceInfo,
+    Trace,
+    TraceWarning,
+    link_by_correlation,
+    repeated_correlations,
+)
 
 __all__ = [
     "load_chrome",
@@ -78,6 +87,7 @@ __all__ = [
     "start_growing",
     "device_preview",
     "device_preview_part",
+    "NOT_PREPARED",
     "PreviewPart",
     "DEVICE_CATS",
 ]
@@ -169,8 +179,9 @@ def load_chrome_file(
     path: str,
     limit_bytes: int | None = None,
     fd: int | None = None,
-    preview: Callable[[Trace], None] | None = None,
+    preview: Callable[..., None] | None = None,
     parts: chrome_parallel.FileParts | None = None,
+    prepare: Callable[[Trace], object] | None = None,
 ) -> tuple[Trace, MappedText] | None:
     """Load the plain Chrome-trace file ``path`` decoded in parts by forked children
     (``chrome_parallel.start_file``; this process never reads the text into memory,
@@ -182,7 +193,9 @@ def load_chrome_file(
     finished), instead of forking them here. ``preview(trace)``: called, in this thread, with the
     ``device_preview`` of a file of ``PREVIEW_MIN_BYTES`` or more while the children
     decode it (they pause for it: ``PREVIEW_PAUSE_MAX_S``), when one can be made and
-    the file is not mostly device events (``_mostly_device``).
+    the file is not mostly device events (``_mostly_device``). ``prepare(trace)``: run
+    on the preview where it is made (a forked child: ``_preview``), its value (picklable)
+    handed on with it: ``preview(trace, value)``, ``NOT_PREPARED`` for a value there is not.
     Returns the trace and the map of the text it was decoded from (for the trace
     cache)."""
     want = preview is not None and fastscan.available() and _size_of(path, fd) >= PREVIEW_MIN_BYTES
@@ -197,7 +210,7 @@ def load_chrome_file(
             want = False
     if want and preview is not None:
         try:
-            _preview(parts, path, preview)
+            _preview(parts, path, preview, prepare)
         except Exception:  # noqa: BLE001 - a preview is never worth the load; the children go on
             pass
         except BaseException:  # an interrupt: the children go with it
@@ -949,13 +962,26 @@ def device_preview(shares: Sequence[PreviewPart | None], data: Text, path: str) 
             gc.enable()
 
 
-def _preview(parts: chrome_parallel.FileParts, path: str, preview: Callable[[Trace], None]) -> None:
-    """``preview(trace)`` with the device preview of the file the children of
-    ``parts`` decode: its shares (``device_preview_part``), as many as the decoders,
-    found at once by forked children of their own on their own maps
-    (``chrome_parallel.run_in_children``), then joined here (``device_preview``),
-    when there is one; nothing otherwise, nor when the decoders are done before the
-    shares (a cold page cache), nor after ``PREVIEW_MAX_WAIT_S``."""
+def _preview(
+    parts: chrome_parallel.FileParts,
+    path: str,
+    preview: Callable[..., None],
+    prepare: Callable[[Trace], object] | None = None,
+) -> None:
+    """``preview(trace)`` (with ``prepare``: ``preview(trace, value)``, as
+    ``load_chrome_file`` says) with the device preview of the file the children of
+    ``parts`` decode, when there is one; nothing otherwise, nor when the decoders are
+    done before it (a cold page cache), nor after ``PREVIEW_MAX_WAIT_S``.
+
+    Made in forked children on their own maps, off this interpreter, which is busy
+    with the viewer's imports and first frames meanwhile: the shares
+    (``device_preview_part``, one per decoder, one child each), then joined
+    (``device_preview``) and prepared in a child of its own, forked once they are here
+    (it inherits them); the trace comes back without its args reader (``_shipped``),
+    given one on the text mapped here (``_landed``). Joined here, unprepared, when no
+    child can be forked. With ``prepare``, its module and what it uses must be imported
+    before the load begins: a forked child must not import what another thread of this
+    process may be importing at the fork."""
     k = max(1, len(parts.children))
 
     def work(j: int) -> PreviewPart | None:
@@ -964,7 +990,8 @@ def _preview(parts: chrome_parallel.FileParts, path: str, preview: Callable[[Tra
                 return None
             return device_preview_part(view, j, k)
 
-    timeout_s = min(PREVIEW_MAX_WAIT_S, PREVIEW_WAIT_S + parts.size / PREVIEW_BYTES_PER_S)
+    deadline = time.monotonic() + min(PREVIEW_MAX_WAIT_S, PREVIEW_WAIT_S + parts.size / PREVIEW_BYTES_PER_S)
+    result_bytes = parts.size // k + PREVIEW_RESULT_SLACK_BYTES
 
     def decoded() -> bool:  # the decoders are done: the whole trace is near, a preview is not worth waiting for
         done, total = parts.progress_bytes()
@@ -977,8 +1004,8 @@ def _preview(parts: chrome_parallel.FileParts, path: str, preview: Callable[[Tra
     try:
         got = chrome_parallel.run_in_children(
             [functools.partial(work, j) for j in range(k)],
-            parts.size // k + PREVIEW_RESULT_SLACK_BYTES,
-            timeout_s,
+            result_bytes,
+            deadline - time.monotonic(),
             copy=False,
             give_up=decoded,
             stop=lambda share: share is None,  # one share without a preview: none, at once
@@ -991,12 +1018,64 @@ def _preview(parts: chrome_parallel.FileParts, path: str, preview: Callable[[Tra
             text = MappedText(parts.fd, 0, access=mmap.ACCESS_READ)  # what the preview's args are read from
         except (OSError, ValueError):
             return
-        # still paused: joining the shares and handing the preview on (its gaps are
-        # found there) is the viewer's next frame, which the decoders would share the
-        # CPU with
-        trace = device_preview(got, text, path)
-        if trace is not None:
-            preview(trace)
+        shares = typing.cast(list[PreviewPart], got)
+        shipped = chrome_parallel.run_in_child(
+            lambda: _shipped(device_preview(shares, text, path), prepare),
+            result_bytes,
+            max(0.0, deadline - time.monotonic()),
+            copy=False,
+            give_up=decoded,
+        )
+        if shipped is chrome_parallel.NO_CHILD:  # joined here, then
+            shipped = _shipped(device_preview(shares, text, path), None)
+        landed = _landed(shipped, text)
+        if landed is not None:
+            # still paused: handing the preview on is the viewer's next frame, which
+            # the decoders would share the CPU with
+            if prepare is None:
+                preview(landed[0])
+            else:
+                preview(*landed)
     finally:
         timer.cancel()
         parts.resume()
+
+
+#: The value of a preview's ``prepare`` where there is none: not run (no child could
+#: be forked) or raised an exception.
+NOT_PREPARED = "gapscope:not-prepared"
+
+
+def _shipped(trace: Trace | None, prepare: Callable[[Trace], object] | None) -> tuple | None:
+    """``trace`` (a ``device_preview``) to send from a child: without its args reader,
+    whose text is a map of the file, as (trace, root, n, starts, ends, src) of its
+    ``EventArgs`` (``src`` in the trace's order: a ``SortedArgs`` is undone), then the
+    value of ``prepare(trace)`` (``NOT_PREPARED`` without one, or when it raised);
+    None for None."""
+    if trace is None:
+        return None
+    args = trace._args_loader
+    order = None
+    if isinstance(args, SortedArgs):
+        order, args = args.order, args.inner
+    if not isinstance(args, EventArgs):
+        return None
+    value: object = NOT_PREPARED
+    if prepare is not None:
+        try:
+            value = prepare(trace)
+        except Exception:  # noqa: BLE001 - the preview goes without it; its receiver prepares it
+            value = NOT_PREPARED
+    t = args.text
+    src = args.src if order is None else np.asarray(args.src)[order]
+    return dataclasses.replace(trace, _args_loader=None), t.root, t.n, t.starts, t.ends, src, value
+
+
+def _landed(shipped: object, text: Text) -> tuple[Trace, object] | None:
+    """The trace of ``_shipped``, with its args read from ``text`` (the file's text,
+    as the child read it), and the prepared value; None for anything else (a failed
+    child: None or ``NO_CHILD``)."""
+    if not isinstance(shipped, tuple) or len(shipped) != 7 or not isinstance(shipped[0], Trace):
+        return None
+    trace, root, n, starts, ends, src, value = shipped
+    return dataclasses.replace(trace, _args_loader=EventArgs(EventText(text, root, n, starts, ends), src)), value

@@ -159,6 +159,7 @@ async def _run(path: Path, size: tuple[int, int], repeats: int, early=None) -> d
         preview=preview if early is not None else None,
         # as the viewer's default diagnosis; a preview's found in its child (gapscope.view_cmd)
         early_gaps=early.prepared if early is not None else default_early_gaps,
+        preview_drawn=early.preview_drawn if early is not None else None,
     )
     lat: dict[str, list[float]] = {"next gap": [], "zoom": [], "pan": []}
     settle: dict[str, list[float]] = {"next gap": [], "zoom": [], "pan": []}

@@ -99,7 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     early.prepare = default_preview_gaps()
     from gapscope.tui.factory import make_app
 
-    app = make_app(path, loader=early, preview=early.on_preview, early_gaps=early.prepared)
+    app = make_app(
+        path, loader=early, preview=early.on_preview, early_gaps=early.prepared, preview_drawn=early.preview_drawn
+    )
     rc = app.run()
     if app.error:
         print(error_line(app.error), file=sys.stderr)

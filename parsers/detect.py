@@ -16,6 +16,8 @@ from gapscope.parsers.model import Trace
 from gapscope.parsers.sizes import parse_size
 
 if TYPE_CHECKING:
+    import threading
+
     from gapscope.parsers.chrome.parallel.fork import GrowingParts
 
 _inflate: types.ModuleType
@@ -521,7 +523,7 @@ def load_progress() -> float | None:
 
 def load(
     path: str | os.PathLike,
-    preview: Callable[..., None] | None = None,
+    preview: Callable[..., object] | None = None,
     prepare: Callable[[Trace], object] | None = None,
 ) -> Trace:
     """Load a trace file of any supported format, detected from its content.
@@ -538,10 +540,13 @@ def load(
 
     ``preview(trace)``: called from this thread, before the load ends, with a trace of
     the file's device lanes alone when the file is large and loaded fresh
-    (``chrome.loader.device_preview``), for a viewer to draw first. ``prepare(trace)``:
-    run on that trace where it is made (a forked child), its value (picklable) handed on
-    with it, ``preview(trace, value)`` (``chrome.loader.NOT_PREPARED`` where there is
-    none); its module must be imported before the call.
+    (``chrome.loader.device_preview``), for a viewer to draw first; it may return a
+    ``threading.Event`` that the viewer sets once the preview is drawn: the load waits
+    for it before it goes on (``chrome.loader.PREVIEW_DRAWN_WAIT_S`` at most).
+    ``prepare(trace)``: run on that trace where it is made (a forked child), its value
+    (picklable) handed on with it, ``preview(trace, value)``
+    (``chrome.loader.NOT_PREPARED`` where there is none); its module must be imported
+    before the call.
 
     Returns a ``Trace``. Raises ``TraceFormatError`` (with path, line, column and a
     hint) for anything that is not a trace; never any other exception for bad input.
@@ -572,7 +577,8 @@ class EarlyLoad:
     cancelled load) leaves the thread to finish or die with the process.
 
     ``preview=True`` (``preview_wanted``): the load makes a device preview when it can
-    (``load``'s ``preview``); ``on_preview(callback)`` hands it over. ``prepare``: as
+    (``load``'s ``preview``); ``on_preview(callback)`` hands it over, and the load waits
+    for ``preview_drawn()`` (bounded) before it goes on. ``prepare``: as
     ``load``'s, run on the preview in the child that makes it (off this interpreter);
     ``prepared(trace)`` gives its value. It may be set after the object is made, while
     the load runs, once its module is imported (read in the child when it forks: none
@@ -592,6 +598,7 @@ class EarlyLoad:
         self.preview_wanted = preview
         self.prepare = prepare
         self._prepared: tuple[Trace, object] | None = None  # the preview and its prepared value
+        self._drawn = threading.Event()  # set by ``preview_drawn``
         # the modules a load of a file needs, imported here, before the thread: in it
         # they would wait on the interpreter lock against the caller's own imports
         # (Textual's), and the decoders and the preview would fork later (at 1M events
@@ -624,7 +631,7 @@ class EarlyLoad:
         prepare = self.prepare
         return NOT_PREPARED if prepare is None else prepare(trace)
 
-    def _got_preview(self, trace: Trace, value: object) -> None:
+    def _got_preview(self, trace: Trace, value: object) -> threading.Event:
         from gapscope.parsers.chrome.loader import NOT_PREPARED
 
         with self._lock:
@@ -634,6 +641,12 @@ class EarlyLoad:
             callback = self._on_preview
         if callback is not None:
             callback(trace)
+        return self._drawn
+
+    def preview_drawn(self) -> None:
+        """The viewer's word that it has drawn the preview: the load goes on (its
+        decoders stay paused for the preview's first frame, ``load``'s ``preview``)."""
+        self._drawn.set()
 
     def on_preview(self, callback: Callable[[Trace], None]) -> None:
         """Call ``callback(trace)`` with the device preview once there is one: at once
@@ -666,7 +679,7 @@ class EarlyLoad:
 
 
 def _load_fresh(
-    p: str, preview: Callable[..., None] | None = None, prepare: Callable[[Trace], object] | None = None
+    p: str, preview: Callable[..., object] | None = None, prepare: Callable[[Trace], object] | None = None
 ) -> tuple[Trace, Text | None]:
     """``load`` without the cache: the trace, and the text it was decoded from (gzip
     undone; None for an Nsight file, which SQLite reads). ``preview``, ``prepare``: as

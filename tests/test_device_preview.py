@@ -406,6 +406,79 @@ def test_early_load_gives_the_childs_prepared_value_for_its_preview_only(split, 
     assert late.prepared(previews[0]) == 4000
 
 
+def _child_states() -> list[str]:
+    """The state letter (``/proc/PID/stat``) of each child of this process."""
+    import os
+    from pathlib import Path
+
+    pids = []
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+        pids += (task / "children").read_text().split()
+    states = []
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        states.append(stat[stat.rindex(")") + 2])
+    return states
+
+
+def test_the_decoders_stay_paused_until_the_preview_is_drawn(split, tmp_path):
+    """A ``preview`` that returns an Event holds the decoders stopped after the
+    handover until it is set (the viewer's first frame gets the CPU), and the load
+    goes on then."""
+    path = _big(tmp_path)
+    drawn = threading.Event()
+    seen: list[list[str]] = []
+
+    def draw_later() -> None:
+        seen.append(_child_states())  # 0.3 s after the handover: decoders resumed then would be done
+        drawn.set()
+
+    def preview(trace):
+        threading.Timer(0.3, draw_later).start()
+        return drawn
+
+    full = load(path, preview=preview)
+    assert len(full) == 8000 and drawn.is_set()
+    assert len(seen) == 1 and "T" in seen[0] and set(seen[0]) <= {"T", "Z"}
+
+
+def test_a_preview_never_said_drawn_holds_the_load_a_bounded_time(split, tmp_path, monkeypatch):
+    import time
+
+    monkeypatch.setattr(loader, "PREVIEW_DRAWN_WAIT_S", 0.4)
+    handed: list[float] = []
+
+    def preview(trace):
+        handed.append(time.monotonic())
+        return threading.Event()  # never set
+
+    full = load(_big(tmp_path), preview=preview)
+    waited_s = time.monotonic() - handed[0]
+    assert len(full) == 8000 and 0.4 <= waited_s < 5
+
+
+def test_early_load_goes_on_when_the_viewer_has_drawn_the_preview(split, tmp_path, monkeypatch):
+    """``EarlyLoad.preview_drawn`` ends the wait at once (with a 30 s bound, a load
+    that missed the word would take that long)."""
+    import time
+
+    from gapscope.parsers.detect import EarlyLoad
+
+    monkeypatch.setattr(loader, "PREVIEW_DRAWN_WAIT_S", 30.0)
+    monkeypatch.setattr(loader, "PREVIEW_PAUSE_MAX_S", 60.0)
+    path = _big(tmp_path)
+    t0 = time.monotonic()
+    early = EarlyLoad(path, preview=True)
+    got: list[Trace] = []
+    early.on_preview(lambda t: (got.append(t), early.preview_drawn()))
+    full = early(path)
+    assert len(got) == 1 and len(full) == 8000
+    assert time.monotonic() - t0 < 15
+
+
 def test_a_failing_preview_never_fails_the_load(split, tmp_path, monkeypatch):
     path = _big(tmp_path)
 
@@ -534,6 +607,52 @@ def test_viewer_shows_the_preview_then_the_whole_trace_at_the_moved_view(split, 
             assert screen.query_one(GapPanel).plain.startswith(f"Gap #{screen.lanes.selected_gap}  GPU 0\n")
 
     asyncio.run(run())
+
+
+def test_viewer_says_when_the_preview_is_drawn(split, tmp_path):
+    """``preview_drawn`` is called once, after the frame that drew the preview's
+    lanes (the load holds its decoders until then)."""
+    from gapscope.tui.factory import make_app
+    from gapscope.tui.screen import TraceScreen
+    from gapscope.tui.swimlanes import Swimlanes
+
+    full, preview = _full_and_preview(tmp_path)
+    release = threading.Event()
+    renders: list[int] = []
+    said: list[tuple] = []
+    real = Swimlanes.render_lines
+
+    def counted(self, crop):
+        renders.append(1)
+        return real(self, crop)
+
+    def drawn() -> None:
+        screen = app.screen
+        said.append((isinstance(screen, TraceScreen) and screen.trace is preview, len(renders)))
+
+    app = make_app(
+        "big.json",
+        loader=lambda path: (release.wait(30), full)[1],
+        preview=lambda callback: callback(preview),
+        preview_drawn=drawn,
+    )
+
+    async def run():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await _shown_preview(pilot, app)
+            await _until(pilot, lambda: bool(said))
+            release.set()
+            await _whole_shown(pilot, app)
+            await pilot.pause()
+
+    Swimlanes.render_lines = counted
+    try:
+        asyncio.run(run())
+    finally:
+        Swimlanes.render_lines = real
+    assert len(said) == 1
+    on_preview, lanes_rendered = said[0]
+    assert on_preview and lanes_rendered >= 1
 
 
 def test_the_previews_gaps_stay_drawn_until_the_causes_come(split, tmp_path, monkeypatch):

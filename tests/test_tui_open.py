@@ -289,7 +289,7 @@ def test_view_cmd_prints_error_line(monkeypatch, capsys, tmp_path):
 
     got: dict = {}
 
-    def make_app(p, loader, preview, early_gaps):
+    def make_app(p, loader, preview, early_gaps, preview_drawn):
         got["loader"], got["preview"] = loader, preview
         return Stub()
 

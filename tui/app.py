@@ -58,6 +58,7 @@ class GapscopeApp(App):
         on_ready: Callable[[GapscopeApp, TraceScreen], None] | None = None,
         preview: Callable | None = None,
         early_gaps: Callable | None = None,
+        preview_drawn: Callable[[], None] | None = None,
     ) -> None:
         super().__init__()
         no_colour(self)
@@ -75,6 +76,9 @@ class GapscopeApp(App):
         #: ``early_gaps(trace)``: the gaps a trace screen draws before its causes
         #: (``TraceScreen``), on a preview too
         self.early_gaps = early_gaps
+        #: ``preview_drawn()``: called once the preview's screen has been drawn (the
+        #: load waits for it: ``gapscope.parsers.detect.EarlyLoad.preview_drawn``)
+        self.preview_drawn = preview_drawn
         #: the device preview shown while the file is read, and a whole trace that came
         #: while another screen covered it (``take_deferred_trace``)
         self.preview_screen: TraceScreen | None = None
@@ -132,6 +136,8 @@ class GapscopeApp(App):
 
         self.preview_screen = TraceScreen(trace, reading=load_progress, early=gaps)
         self.push_screen(self.preview_screen)
+        if self.preview_drawn is not None:
+            self.call_after_refresh(self.preview_drawn)
 
     @on(TraceScreen.Uncovered)
     def take_deferred_trace(self) -> None:

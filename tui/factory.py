@@ -44,6 +44,7 @@ def make_app(
     keymap: dict[str, str] | None = None,
     preview: Callable | None = None,
     early_gaps: Callable | None = None,
+    preview_drawn: Callable[[], None] | None = None,
 ) -> GapscopeApp:
     """Build the app for ``source``: a trace path (loaded in a worker) or a ``Trace``.
 
@@ -56,7 +57,8 @@ def make_app(
     after the trace screen's first refresh (benchmarks time first paint with it);
     ``keymap``: binding id → keys (e.g. ``{"gap.next": "n,j"}``), Textual's keymap;
     ``preview(callback)``: hands over a device preview of the trace to draw while it
-    loads (``gapscope.parsers.detect.EarlyLoad.on_preview``). With the default
+    loads (``gapscope.parsers.detect.EarlyLoad.on_preview``), and ``preview_drawn()`` is
+    called once it is drawn (``EarlyLoad.preview_drawn``: the load waits for it). With the default
     ``diagnose`` the trace screen draws the gaps between each GPU's first and last
     kernel before their causes (``default_early_gaps``; on the preview too);
     ``early_gaps(trace) -> Gaps`` replaces them (with another ``diagnose``, none are
@@ -81,6 +83,7 @@ def make_app(
         on_ready=on_ready,
         preview=preview,
         early_gaps=early_gaps,
+        preview_drawn=preview_drawn,
     )
     if keymap:
         app.set_keymap(keymap)

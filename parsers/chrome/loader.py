@@ -179,7 +179,7 @@ def load_chrome_file(
     path: str,
     limit_bytes: int | None = None,
     fd: int | None = None,
-    preview: Callable[..., None] | None = None,
+    preview: Callable[..., object] | None = None,
     parts: chrome_parallel.FileParts | None = None,
     prepare: Callable[[Trace], object] | None = None,
 ) -> tuple[Trace, MappedText] | None:
@@ -196,6 +196,8 @@ def load_chrome_file(
     the file is not mostly device events (``_mostly_device``). ``prepare(trace)``: run
     on the preview where it is made (a forked child: ``_preview``), its value (picklable)
     handed on with it: ``preview(trace, value)``, ``NOT_PREPARED`` for a value there is not.
+    ``preview`` may return a ``threading.Event``, set once the preview is drawn: the
+    children stay paused until then, ``PREVIEW_DRAWN_WAIT_S`` at most.
     Returns the trace and the map of the text it was decoded from (for the trace
     cache)."""
     want = preview is not None and fastscan.available() and _size_of(path, fd) >= PREVIEW_MIN_BYTES
@@ -814,6 +816,13 @@ PREVIEW_MIN_BYTES = 64 << 20
 #: loss of priority (niced decoders kept their niceness for the whole load: with two
 #: busy loops started just before, a 1M load took 31 s instead of 2.4 s).
 PREVIEW_PAUSE_MAX_S = 2.0
+#: The longest the decoders stay paused after the preview is handed on, for the
+#: receiver to draw it (``load_chrome_file``'s ``preview``): its first frame alone on a
+#: core, not beside two decoders. At 1M events on 2 cores the first swimlanes came
+#: 0.70 s after the command against 0.75 s when the decoders went on at the handover
+#: (10 alternating rounds of bench/tui.py's command; the floor's decode 1.00 s), the
+#: causes no later (2.63 s both).
+PREVIEW_DRAWN_WAIT_S = 0.5
 #: No preview when more than this share of the events sampled (``_mostly_device``)
 #: are device events: the preview would be most of the load again (a file of 2.2M
 #: kernels alone loaded in 3.7-5.8 s with one, 2 s without). Kineto traces: about a third.
@@ -965,7 +974,7 @@ def device_preview(shares: Sequence[PreviewPart | None], data: Text, path: str) 
 def _preview(
     parts: chrome_parallel.FileParts,
     path: str,
-    preview: Callable[..., None],
+    preview: Callable[..., object],
     prepare: Callable[[Trace], object] | None = None,
 ) -> None:
     """``preview(trace)`` (with ``prepare``: ``preview(trace, value)``, as
@@ -1031,11 +1040,11 @@ def _preview(
         landed = _landed(shipped, text)
         if landed is not None:
             # still paused: handing the preview on is the viewer's next frame, which
-            # the decoders would share the CPU with
-            if prepare is None:
-                preview(landed[0])
-            else:
-                preview(*landed)
+            # the decoders would share the CPU with; until it is drawn, when the
+            # receiver says when (an Event)
+            drawn = preview(landed[0]) if prepare is None else preview(*landed)
+            if isinstance(drawn, threading.Event):
+                drawn.wait(PREVIEW_DRAWN_WAIT_S)
     finally:
         timer.cancel()
         parts.resume()

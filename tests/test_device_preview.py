@@ -424,16 +424,30 @@ def _child_states() -> list[str]:
     return states
 
 
-def test_the_decoders_stay_paused_until_the_preview_is_drawn(split, tmp_path):
+def test_the_decoders_stay_paused_until_the_preview_is_drawn(split, tmp_path, monkeypatch):
     """A ``preview`` that returns an Event holds the decoders stopped after the
     handover until it is set (the viewer's first frame gets the CPU), and the load
-    goes on then."""
+    goes on then. The decoders begin with a sleep here, so that they are still
+    running when the preview comes (a small file's are often done before it on a
+    loaded machine)."""
+    import time
+
+    real = cp._file_payload
+
+    def slow(*a, **k):
+        time.sleep(1.5)
+        return real(*a, **k)
+
+    monkeypatch.setattr(cp, "_file_payload", slow)
+    # no bound to reach on a loaded machine before the check below
+    monkeypatch.setattr(loader, "PREVIEW_DRAWN_WAIT_S", 30.0)
+    monkeypatch.setattr(loader, "PREVIEW_PAUSE_MAX_S", 60.0)
     path = _big(tmp_path)
     drawn = threading.Event()
     seen: list[list[str]] = []
 
     def draw_later() -> None:
-        seen.append(_child_states())  # 0.3 s after the handover: decoders resumed then would be done
+        seen.append(_child_states())  # 0.3 s after the handover: decoders resumed then would be sleeping (S)
         drawn.set()
 
     def preview(trace):

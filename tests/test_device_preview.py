@@ -493,6 +493,20 @@ def test_early_load_goes_on_when_the_viewer_has_drawn_the_preview(split, tmp_pat
     assert time.monotonic() - t0 < 15
 
 
+def test_early_load_takes_an_array_as_the_prepared_value(split, tmp_path):
+    """A prepared value that is an array (no truth value) is the child's value too."""
+    import os
+
+    from gapscope.parsers.detect import EarlyLoad
+
+    path = _big(tmp_path)
+    early = EarlyLoad(path, preview=True, prepare=lambda t: np.array([os.getpid(), len(t)]))
+    got: list = []
+    early.on_preview(lambda t: got.append(early.prepared(t)))
+    early(path)
+    assert len(got) == 1 and got[0][1] == 4000 and got[0][0] != os.getpid()
+
+
 def test_a_failing_preview_never_fails_the_load(split, tmp_path, monkeypatch):
     path = _big(tmp_path)
 
@@ -667,6 +681,38 @@ def test_viewer_says_when_the_preview_is_drawn(split, tmp_path):
     assert len(said) == 1
     on_preview, lanes_rendered = said[0]
     assert on_preview and lanes_rendered >= 1
+
+
+def test_viewer_lets_the_load_go_on_when_it_does_not_show_the_preview(split, tmp_path):
+    """A preview that comes while another screen covers the loading screen (the
+    command palette, help) is not shown, and ``preview_drawn`` is called at once: the
+    load does not wait for a frame that never comes."""
+    from textual.screen import Screen
+
+    from gapscope.tui.factory import make_app
+
+    full, preview = _full_and_preview(tmp_path)
+    release = threading.Event()
+    handover: list = []
+    said: list[int] = []
+    app = make_app(
+        "big.json",
+        loader=lambda path: (release.wait(30), full)[1],
+        preview=handover.append,  # the callback, called below
+        preview_drawn=lambda: said.append(1),
+    )
+
+    async def run():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await _until(pilot, lambda: bool(handover))
+            await app.push_screen(Screen())
+            handover[0](preview)
+            await _until(pilot, lambda: bool(said))
+            assert app.preview_screen is None
+            release.set()
+
+    asyncio.run(run())
+    assert said == [1]
 
 
 def test_the_previews_gaps_stay_drawn_until_the_causes_come(split, tmp_path, monkeypatch):

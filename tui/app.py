@@ -76,8 +76,9 @@ class GapscopeApp(App):
         #: ``early_gaps(trace)``: the gaps a trace screen draws before its causes
         #: (``TraceScreen``), on a preview too
         self.early_gaps = early_gaps
-        #: ``preview_drawn()``: called once the preview's screen has been drawn (the
-        #: load waits for it: ``gapscope.parsers.detect.EarlyLoad.preview_drawn``)
+        #: ``preview_drawn()``: called once the preview's screen has been drawn, or at
+        #: once when it is not shown (the load waits for it:
+        #: ``gapscope.parsers.detect.EarlyLoad.preview_drawn``)
         self.preview_drawn = preview_drawn
         #: the device preview shown while the file is read, and a whole trace that came
         #: while another screen covered it (``take_deferred_trace``)
@@ -131,6 +132,8 @@ class GapscopeApp(App):
         not drawn) over the loading screen, whose load goes on (``show_trace``
         replaces both with the whole trace)."""
         if self.trace_screen is not None or self.preview_screen is not None or not isinstance(self.screen, LoadScreen):
+            if self.preview_drawn is not None:  # not drawn at all (the palette covers the load): the load goes on
+                self.preview_drawn()
             return
         from gapscope.parsers.detect import load_progress
 

@@ -1,3 +1,3 @@
-from gapscope.cli import main
+from gapscope.cli import run
 
-raise SystemExit(main())
+run()

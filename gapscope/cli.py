@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 
 SUBCOMMANDS = {
     "report": "gapscope.report.cmd",
@@ -124,6 +125,38 @@ def main(argv: list[str] | None = None) -> int:
     return guarded(name, rest)
 
 
+#: The modules of the commands that run a Textual app with thread workers (the
+#: diagnosis), which may still be running when the user quits (``run``).
+APP_MODULES = ("gapscope.view_cmd", "gapscope.exercise_cmd")
+
+#: Whether this process ran one of ``APP_MODULES`` (set by ``guarded``).
+_app_ran = False
+
+
+def run() -> None:
+    """The ``gapscope`` console script and ``python -m gapscope``: ``main()``'s status as
+    the process's (``SystemExit``).
+
+    After a viewer (``APP_MODULES``) whose worker threads still run (a daemon thread
+    diagnosing the trace the user quit, inside numpy's C++ code), the interpreter's
+    shutdown would end them with ``pthread_exit``, whose unwinding through C++ frames
+    aborts the process (SIGABRT, "terminate called without an active exception": 2 of
+    8 quits just after the whole trace replaced the device preview, at 1M events). The
+    process then ends with ``os._exit`` instead, once every other non-daemon thread
+    (the trace cache's writer) is done and the output is flushed."""
+    rc = main()
+    main_thread = threading.main_thread()
+    others = [t for t in threading.enumerate() if t is not main_thread and t.is_alive()]
+    if _app_ran and any(t.daemon for t in others):
+        for t in others:
+            if not t.daemon:
+                t.join()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(rc)
+    raise SystemExit(rc)
+
+
 def guarded(name: str, rest: list[str], module_name: str | None = None) -> int:
     """Import and run subcommand ``name`` (from ``module_name`` when given) with
     ``rest``; turn an unexpected exception
@@ -131,10 +164,14 @@ def guarded(name: str, rest: list[str], module_name: str | None = None) -> int:
     set, so a developer sees the traceback)."""
     import importlib
 
+    global _app_ran
     try:
         if name == "diff" and "--view" in rest:  # the viewer of a pair: the view command opens it
+            _app_ran = True
             return int(importlib.import_module(SUBCOMMANDS["view"]).diff_main(rest) or 0)
-        module = importlib.import_module(module_name or SUBCOMMANDS[name])
+        module_name = module_name or SUBCOMMANDS[name]
+        _app_ran = _app_ran or module_name in APP_MODULES
+        module = importlib.import_module(module_name)
         return int(module.main(rest) or 0)
     except KeyboardInterrupt:
         return 130

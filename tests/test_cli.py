@@ -263,3 +263,66 @@ def test_openblas_threads_are_one_except_for_the_capture(monkeypatch):
     monkeypatch.setattr(capture_cli, "main", lambda argv: seen.append(os.environ.get(cli.OPENBLAS_THREADS_VAR)))
     cli.main(["capture", "--help"])
     assert seen == ["1", "4", None]
+
+
+def _run_with(monkeypatch, rc: int, app_ran: bool, threads: list) -> list:
+    """``cli.run`` with ``main`` returning ``rc`` after starting ``threads``; the calls
+    of ``os._exit`` (the process is not ended: the stand-in raises)."""
+    import threading
+
+    exits: list = []
+
+    class HardExit(Exception):
+        pass
+
+    def fake_exit(code):
+        exits.append((code, [t.is_alive() for t in threads if not t.daemon]))
+        raise HardExit
+
+    def fake_main(argv=None):
+        for t in threads:
+            t.start()
+        return rc
+
+    monkeypatch.setattr(cli, "main", fake_main)
+    monkeypatch.setattr(cli, "_app_ran", app_ran)
+    monkeypatch.setattr(cli.os, "_exit", fake_exit)
+    stop = threading.Event()
+    threads[:] = [threading.Thread(target=f, args=(stop,), daemon=d) for f, d in threads]
+    try:
+        with pytest.raises((HardExit, SystemExit)) as got:
+            cli.run()
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(5)
+    if got.type is SystemExit:
+        exits.append(("SystemExit", got.value.code))
+    return exits
+
+
+def test_run_ends_a_viewer_with_a_worker_still_running_without_the_interpreters_shutdown(monkeypatch):
+    """A daemon thread still running after a viewer (its diagnosis, which the shutdown
+    would abort in numpy's C++ code): ``os._exit`` with main's status, after the
+    non-daemon threads (the cache writer) are done; otherwise ``SystemExit``."""
+    import time
+
+    def worker(stop):  # a diagnosis the user quit
+        stop.wait(10)
+
+    def writer(stop):  # the cache's writer: must finish
+        time.sleep(0.2)
+
+    assert _run_with(monkeypatch, 3, True, [(worker, True), (writer, False)]) == [(3, [False])]
+    # no daemon thread left: the ordinary exit
+    assert _run_with(monkeypatch, 0, True, [(writer, False)]) == [("SystemExit", 0)]
+    # not a viewer (a report, a rank set's pool): the ordinary exit, whatever runs
+    assert _run_with(monkeypatch, 2, False, [(worker, True)]) == [("SystemExit", 2)]
+
+
+def test_guarded_marks_the_viewer_commands(monkeypatch, tmp_path):
+    monkeypatch.setattr(cli, "_app_ran", False)
+    cli.main(["report", str(tmp_path / "missing.json")])
+    assert cli._app_ran is False
+    cli.main([str(tmp_path / "missing.json")])  # the viewer, refused before it opens
+    assert cli._app_ran is True

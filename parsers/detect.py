@@ -701,9 +701,8 @@ def _load_fresh(
         from gapscope.parsers.chrome.loader import load_chrome_file
 
         limit, user_set = _limit_for(p)
-        got = load_chrome_file(
-            p, limit, preview=preview, prepare=prepare
-        )  # decoded in parts by children; None: read it
+        # decoded in parts by children; None: read it
+        got = load_chrome_file(p, limit, preview=preview, prepare=prepare)
         if got is not None:
             return got
         if _is_large_gzip(p, chrome_parallel.MIN_BYTES):

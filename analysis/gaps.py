@@ -31,7 +31,7 @@ from gapscope.analysis.busy import (
     union_intervals,
     valid_timing_mask,
 )
-from gapscope.analysis.types import Cause, Gaps
+from gapscope.analysis.types import Cause, Gaps, Params
 from gapscope.parsers.model import CPU_CALL_KINDS, Kind, Trace
 
 __all__ = [
@@ -250,12 +250,12 @@ def find_gaps(
     )
 
 
-def interior_gaps(trace: Trace, min_gap_ns: int = 2_000) -> Gaps:
+def interior_gaps(trace: Trace, min_gap_ns: int = Params.min_gap_ns) -> Gaps:
     """The gaps of every device of ``trace`` between its first and last kernel: the
     rows of ``find_gaps`` (no steps) with ``edge`` EDGE_NONE and a kernel on both
     sides (``prev_op`` and ``next_op`` set: a device without a valid kernel has none),
     sorted by device, then start, their causes UNCLASSIFIED (``Gaps``; ``min_gap_ns``:
-    int ns, >= 1).
+    int ns, >= 1, by default the diagnosis's own: ``Params.min_gap_ns``).
 
     They depend on the device's GPU ops alone, not on steps or CPU events (only the
     idle time before a device's first kernel and after its last does, through the

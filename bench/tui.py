@@ -93,10 +93,10 @@ async def _run(path: Path, size: tuple[int, int], repeats: int, early=None) -> d
     """``early``: a load begun before the imports (``parsers.detect.EarlyLoad``), as the
     view command begins it; None: the viewer calls ``load`` itself."""
     import gapscope.report.cmd  # noqa: F401 - as gapscope.view_cmd imports it, after the load begins
-    from gapscope.view_cmd import default_preview_gaps
+    from gapscope.analysis.gaps import interior_gaps
 
     if early is not None:
-        early.prepare = default_preview_gaps()
+        early.prepare = interior_gaps  # as gapscope.view_cmd: found in the preview's child
     from textual.widget import Widget
 
     from gapscope.parsers import load
@@ -106,7 +106,6 @@ async def _run(path: Path, size: tuple[int, int], repeats: int, early=None) -> d
 
     marks: dict[str, float] = {}
     renders: list[float] = []
-    renders_cpu: list[float] = []  # this process's CPU time (all its threads) at each of them
     any_renders: list[float] = []
     orig = Swimlanes.render_lines
     orig_any = Widget.render_lines
@@ -116,7 +115,6 @@ async def _run(path: Path, size: tuple[int, int], repeats: int, early=None) -> d
     def render_lines(self, crop):
         out = orig(self, crop)
         renders.append(time.perf_counter())
-        renders_cpu.append(time.process_time())
         if self.gaps is not None:
             gap_renders.append(renders[-1])
         return out
@@ -176,9 +174,7 @@ async def _run(path: Path, size: tuple[int, int], repeats: int, early=None) -> d
             shown_at = lambda: min(marks.get("preview_at", 1e300), marks.get("loaded_at", 1e300))  # noqa: E731
             while not renders or renders[-1] < shown_at():
                 await pilot.pause()
-            k_first = next(k for k, r in enumerate(renders) if r >= shown_at())
-            first = renders[k_first]
-            marks["first_paint_cpu_s"] = renders_cpu[k_first]
+            first = [r for r in renders if r >= shown_at()][0]
             marks["first_paint_s"] = first - shown_at()
             marks["previewed"] = "preview_at" in marks
             marks["first_paint_wall"] = time.time() - (time.perf_counter() - first)
@@ -265,7 +261,6 @@ def main(argv: list[str] | None = None) -> int:
     if _STARTED_WALL is not None:
         print(f"COMMAND_TO_PAINT_S {r['first_paint_wall'] - _STARTED_WALL:.3f}")
         print(f"PREVIEWED {int(r['previewed'])}")
-        print(f"VIEWER_CPU_AT_PAINT_S {r['first_paint_cpu_s']:.3f}")
         print(f"COMMAND_TO_GAPS_S {r['gaps_paint_wall'] - _STARTED_WALL:.3f}")
         print(f"COMMAND_TO_CAUSES_S {r['causes_paint_wall'] - _STARTED_WALL:.3f}")
         return 0

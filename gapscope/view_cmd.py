@@ -55,18 +55,6 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def default_preview_gaps():
-    """The gaps the viewer draws first with the default diagnosis
-    (``gapscope.tui.factory.default_early_gaps``), as a function of the trace that
-    imports nothing when called: ``EarlyLoad.prepare`` runs it in a forked child."""
-    import functools
-
-    from gapscope.analysis.gaps import interior_gaps
-    from gapscope.analysis.types import Params
-
-    return functools.partial(interior_gaps, min_gap_ns=Params().min_gap_ns)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the viewer; returns the exit status (0 ok, 1 load cancelled, 2 bad input)."""
     args = _parser().parse_args(argv)
@@ -92,11 +80,12 @@ def main(argv: list[str] | None = None) -> int:
     # and the analysis's too: imported after it); a large file's device lanes come
     # first, drawn while the rest is read
     early = EarlyLoad(path, preview=os.environ.get("GAPSCOPE_NO_PREVIEW", "") != "1")
+    from gapscope.analysis.gaps import interior_gaps
     from gapscope.report.cmd import error_line
 
-    # the preview's gaps, found in the child that makes it (the analysis is imported
-    # by now: a forked child must import nothing)
-    early.prepare = default_preview_gaps()
+    # the preview's gaps, the default diagnosis's (``tui.factory.default_early_gaps``),
+    # found in the child that makes it (imported by now: a forked child imports nothing)
+    early.prepare = interior_gaps
     from gapscope.tui.factory import make_app
 
     app = make_app(

@@ -636,7 +636,7 @@ class EarlyLoad:
 
         with self._lock:
             self._preview = trace
-            if not (isinstance(value, str) and value == NOT_PREPARED):  # any value: an array too
+            if value is not NOT_PREPARED:
                 self._prepared = (trace, value)
             callback = self._on_preview
         if callback is not None:

@@ -368,13 +368,13 @@ def test_a_failing_prepare_or_no_child_still_hands_the_preview_over(split, tmp_p
     got: list[tuple] = []
     path = _big(tmp_path)
     load(path, preview=lambda t, v: got.append((t, v)), prepare=broken)
-    assert len(got) == 1 and got[0][1] == loader.NOT_PREPARED and len(got[0][0]) == 4000
+    assert len(got) == 1 and got[0][1] is loader.NOT_PREPARED and len(got[0][0]) == 4000
 
     monkeypatch.setattr(cp, "processes", lambda: 2)
     monkeypatch.setattr(cp, "run_in_child", lambda *a, **k: cp.NO_CHILD)
     got.clear()
     load(path, preview=lambda t, v: got.append((t, v)), prepare=len)
-    assert len(got) == 1 and got[0][1] == loader.NOT_PREPARED and len(got[0][0]) == 4000
+    assert len(got) == 1 and got[0][1] is loader.NOT_PREPARED and len(got[0][0]) == 4000
 
 
 def test_early_load_gives_the_childs_prepared_value_for_its_preview_only(split, tmp_path):
@@ -573,8 +573,10 @@ async def _whole_shown(pilot, app):
     return app.screen
 
 
-def _preview_app(full: Trace, preview: Trace):
-    """An app whose load waits for ``release`` and whose preview comes at once."""
+def _preview_app(full: Trace, shown: Trace, **kw):
+    """An app whose load waits for ``release`` and whose preview ``shown`` comes at
+    once (unless ``kw`` gives another ``preview``; ``kw``: more of ``make_app``'s
+    arguments)."""
     from gapscope.tui.factory import make_app
 
     release = threading.Event()
@@ -583,7 +585,8 @@ def _preview_app(full: Trace, preview: Trace):
         release.wait(30)
         return full
 
-    app = make_app("big.json", loader=gated, preview=lambda callback: callback(preview))
+    kw.setdefault("preview", lambda callback: callback(shown))
+    app = make_app("big.json", loader=gated, **kw)
     return app, release
 
 
@@ -640,12 +643,10 @@ def test_viewer_shows_the_preview_then_the_whole_trace_at_the_moved_view(split, 
 def test_viewer_says_when_the_preview_is_drawn(split, tmp_path):
     """``preview_drawn`` is called once, after the frame that drew the preview's
     lanes (the load holds its decoders until then)."""
-    from gapscope.tui.factory import make_app
     from gapscope.tui.screen import TraceScreen
     from gapscope.tui.swimlanes import Swimlanes
 
     full, preview = _full_and_preview(tmp_path)
-    release = threading.Event()
     renders: list[int] = []
     said: list[tuple] = []
     real = Swimlanes.render_lines
@@ -658,12 +659,7 @@ def test_viewer_says_when_the_preview_is_drawn(split, tmp_path):
         screen = app.screen
         said.append((isinstance(screen, TraceScreen) and screen.trace is preview, len(renders)))
 
-    app = make_app(
-        "big.json",
-        loader=lambda path: (release.wait(30), full)[1],
-        preview=lambda callback: callback(preview),
-        preview_drawn=drawn,
-    )
+    app, release = _preview_app(full, preview, preview_drawn=drawn)
 
     async def run():
         async with app.run_test(size=(120, 40)) as pilot:
@@ -689,18 +685,11 @@ def test_viewer_lets_the_load_go_on_when_it_does_not_show_the_preview(split, tmp
     load does not wait for a frame that never comes."""
     from textual.screen import Screen
 
-    from gapscope.tui.factory import make_app
-
     full, preview = _full_and_preview(tmp_path)
-    release = threading.Event()
     handover: list = []
     said: list[int] = []
-    app = make_app(
-        "big.json",
-        loader=lambda path: (release.wait(30), full)[1],
-        preview=handover.append,  # the callback, called below
-        preview_drawn=lambda: said.append(1),
-    )
+    # the preview's callback kept, called below
+    app, release = _preview_app(full, preview, preview=handover.append, preview_drawn=lambda: said.append(1))
 
     async def run():
         async with app.run_test(size=(120, 40)) as pilot:

@@ -1050,9 +1050,20 @@ def _preview(
         parts.resume()
 
 
+class _NotPrepared:
+    """The type of ``NOT_PREPARED``: one object, in every process (pickled by name)."""
+
+    def __reduce__(self) -> str:
+        return "NOT_PREPARED"
+
+    def __repr__(self) -> str:
+        return "NOT_PREPARED"
+
+
 #: The value of a preview's ``prepare`` where there is none: not run (no child could
-#: be forked) or raised an exception.
-NOT_PREPARED = "gapscope:not-prepared"
+#: be forked) or raised an exception. Compare with ``is``: it comes back from the child
+#: as this same object.
+NOT_PREPARED = _NotPrepared()
 
 
 def _shipped(trace: Trace | None, prepare: Callable[[Trace], object] | None) -> tuple | None:

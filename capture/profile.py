@@ -35,6 +35,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -206,6 +207,8 @@ class Profiler:
         self._running = False
         self._discard = False
         self._held: Any = None
+        self.step_wall_ms: list[float] = []  # the recorded steps of the current cycle
+        self._step_t0 = 0.0
 
     # -- messages -------------------------------------------------------------------
     def say(self, msg: str) -> None:
@@ -272,6 +275,7 @@ class Profiler:
         with without_usdt_lines():  # torch's "USDT: … profiler_start" is not the user's business
             self._prof.__enter__()
         self._running = True
+        self._step_t0 = time.perf_counter()
         _push(self)
         return self
 
@@ -284,7 +288,10 @@ class Profiler:
             return
         self.steps += 1
         action = getattr(getattr(self._prof, "current_action", None), "name", "")
+        if action in ("RECORD", "RECORD_AND_SAVE"):
+            self.step_wall_ms.append((time.perf_counter() - self._step_t0) * 1e3)
         if action == "RECORD_AND_SAVE":
+            self._add_step_times()
             with (
                 sigint_deferred(),
                 without_usdt_lines(),
@@ -295,6 +302,22 @@ class Profiler:
         else:
             with without_usdt_lines():  # leaving the wait or warm-up: torch may start the profiler here
                 self._prof.step()
+        self._step_t0 = time.perf_counter()
+
+    def _add_step_times(self) -> None:
+        """Write the recorded steps' wall times into the trace being recorded, as the
+        top-level key ``gapscope_steps``: ``{"wall_ms": [float, ...], "clock": str}``, one
+        entry per recorded step, each measured with ``time.perf_counter`` in this process
+        from the return of one ``step()`` call to the next call (the first recorded step
+        from the previous step's return). Kineto keeps metadata added while recording."""
+        if not self.step_wall_ms:
+            return
+        doc = {"wall_ms": [round(ms, 4) for ms in self.step_wall_ms], "clock": "time.perf_counter between step() calls"}
+        self.step_wall_ms = []
+        try:
+            self._prof.add_metadata_json("gapscope_steps", json.dumps(doc))
+        except (AttributeError, RuntimeError):  # an older torch, or not recording: the trace is still complete
+            pass
 
     def stop(self, exc: BaseException | None = None, *, discard: bool = False) -> None:
         """Stop recording and write what the current cycle recorded (idempotent).
@@ -310,6 +333,9 @@ class Profiler:
         self._discard = discard
         _pop(self)
         n_before = len(self.traces)
+        action = getattr(getattr(self._prof, "current_action", None), "name", "")
+        if action in ("RECORD", "RECORD_AND_SAVE"):  # the block ended inside a cycle: its steps so far
+            self._add_step_times()
         with sigint_deferred():  # a Ctrl-C now is delivered after the file and its message
             try:
                 with without_usdt_lines():

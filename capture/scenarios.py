@@ -13,6 +13,7 @@ lane still shows the host side of each smell (the ranges, ``aten::item``, the co
 | --- | --- | --- |
 | decode | sync cliff + host island (sync, host) | toy decoder, ``.item()`` and a JSON log line per token |
 | decode-graph | graph-captured decode (launch tax removed) | same model, decode step replayed from a ``torch.cuda.CUDAGraph`` |
+| decode-eager | launch-bound decode (launch) | decode-graph's loop with the step launched op by op (the pair's before) |
 | picket-fence | picket fence (launch) | hundreds of tiny elementwise kernels from a Python loop |
 | host-island | host island (host) | GPU prefill, then tokenize + JSON on the CPU, then a decode step |
 | copy-on-path | copy on the path (copy) | ``.cpu().numpy()`` and ``torch.from_numpy(np).to(device)`` between kernels |
@@ -160,7 +161,18 @@ def _decode_schedule(ctx: Ctx) -> Schedule:
 
 
 def _decode_graph(ctx: Ctx) -> Iterator[None]:
-    """The same decode loop with the step captured once and replayed (CUDA graph)."""
+    """The decode loop with the step captured once and replayed (CUDA graph)."""
+    return _decode_static(ctx, graph=True)
+
+
+def _decode_eager(ctx: Ctx) -> Iterator[None]:
+    """``decode-graph``'s loop with the step launched op by op: the pair's "before"."""
+    return _decode_static(ctx, graph=False)
+
+
+def _decode_static(ctx: Ctx, *, graph: bool) -> Iterator[None]:
+    """Static-shape decode (buffers on the device, no ``.item()``, no logging); the step
+    is a CUDA graph replay when ``graph`` and a CUDA device, else the eager body."""
     torch, sz = ctx.torch, _decode_sizes(ctx)
     model = ToyDecoder(torch, ctx.device, sz)
     token_buf = torch.zeros(1, dtype=torch.long, device=ctx.device)
@@ -174,23 +186,25 @@ def _decode_graph(ctx: Ctx) -> Iterator[None]:
         pos_buf.add_(1)
 
     replay: Callable[[], None] = body
-    if ctx.cuda:
+    if ctx.cuda and graph:
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):  # warm up on a side stream before capture (PyTorch docs)
             for _ in range(3):
                 body()
         torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        cuda_graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(cuda_graph):
             body()
-        replay = graph.replay
-    else:
+        replay = cuda_graph.replay
+    elif graph:
         ctx.note(
             "decode-graph: CUDA graphs need a GPU; on the CPU the same static-shape step runs eagerly, "
             "so this trace shows the loop's structure, not the launch savings"
         )
         body()
+    else:
+        body()  # the eager step's first run (allocator, cuBLAS), unprofiled like the graph's warm-up
 
     def request(stepwise: bool) -> None:
         with ctx.rf("tokenize"):
@@ -378,6 +392,15 @@ SCENARIOS: dict[str, Scenario] = {
             "the same decoder with the decode step captured in a CUDA graph and replayed; tokens read once after the loop",
             _decode_schedule,
             _decode_graph,
+        ),
+        Scenario(
+            "decode-eager",
+            "launch-bound decode",
+            "launch",
+            "decode-graph's loop launched op by op: the same static-shape step, no .item(), no logging; "
+            "the pair's before",
+            _decode_schedule,
+            _decode_eager,
         ),
         Scenario(
             "picket-fence",

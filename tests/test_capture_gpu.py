@@ -25,7 +25,7 @@ def _cuda() -> bool:
 
 pytestmark = pytest.mark.skipif(not _cuda(), reason="needs a CUDA GPU (torch.cuda.is_available() is False)")
 
-SCENARIOS = ["decode", "decode-graph", "picket-fence", "host-island", "copy-on-path", "sync-cliff"]
+SCENARIOS = ["decode", "decode-graph", "decode-eager", "picket-fence", "host-island", "copy-on-path", "sync-cliff"]
 
 
 @pytest.mark.parametrize("name", SCENARIOS)

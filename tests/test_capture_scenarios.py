@@ -26,6 +26,7 @@ EXPECTED = {
     # 4 tokens: step 1 = tokenize+prefill+first sample, steps 2-5 = one decode_step each, step 6 = detokenize
     "decode": ({"tokenize": 1, "prefill": 1, "decode_step": 4, "sample": 5, "log_token": 4, "detokenize": 1}, 6),
     "decode-graph": ({"tokenize": 1, "prefill": 1, "decode_step": 4, "sample": 1, "detokenize": 1}, 6),
+    "decode-eager": ({"tokenize": 1, "prefill": 1, "decode_step": 4, "sample": 1, "detokenize": 1}, 6),
     "picket-fence": ({"decode_step": 2}, 2),
     "host-island": ({"prefill": 2, "tokenize": 2, "json": 2, "decode_step": 2}, 2),
     "copy-on-path": ({"to_device": 4, "model": 4, "to_host": 4, "postprocess": 2}, 2),
@@ -49,6 +50,14 @@ def test_scenario_writes_a_trace_with_its_ranges(tmp_path, name):
     meta = doc["gapscope_capture"]
     assert meta["scenario"] == name and meta["cuda"] is False and meta["tiny"] is True
     assert any("CPU activity only" in m for m in msgs)
+    # the wall time of each recorded step, measured in the capturing process, beside the trace's own
+    step_ms = doc["gapscope_steps"]["wall_ms"]
+    assert len(step_ms) == active and all(ms > 0 for ms in step_ms)
+    spans = sorted(
+        (e["ts"], e["dur"]) for e in doc["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")
+    )
+    for ms, (_ts, dur_us) in zip(step_ms, spans, strict=True):  # the same step, two clocks: within 1 ms or 50 %
+        assert abs(ms - dur_us / 1e3) <= max(1.0, 0.5 * ms), (step_ms, spans)
     ops = range_counts(doc, "cpu_op")
     if name == "picket-fence":  # 4 groups of mul, add, relu, tanh per step, 2 recorded steps
         assert ops["aten::relu"] == 8 and ops["aten::tanh"] == 8
@@ -57,6 +66,8 @@ def test_scenario_writes_a_trace_with_its_ranges(tmp_path, name):
         assert ops["aten::item"] == (5 if name == "decode" else 16)
     if name == "decode-graph":
         assert ops["aten::item"] == 0 and any("CUDA graphs need a GPU" in m for m in msgs)
+    if name == "decode-eager":
+        assert ops["aten::item"] == 0 and not any("CUDA graphs" in m for m in msgs)
 
 
 def test_scenarios_are_deterministic(tmp_path):

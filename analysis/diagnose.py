@@ -21,7 +21,7 @@ from gapscope.analysis.classify import classify
 from gapscope.analysis.evidence import EvidenceIndex, evidence_for_gap, gpu_copies_of_gap
 from gapscope.analysis.gaps import concat_gaps, device_window, find_gaps, launch_of
 from gapscope.analysis.picket import PicketEpisode, find_episodes
-from gapscope.analysis.steps import GapGroup, Steps, find_steps, group_gaps, step_annotation_mask
+from gapscope.analysis.steps import GapGroup, Steps, device_side_steps, find_steps, group_gaps, step_annotation_mask
 from gapscope.analysis.types import Card, Cause, DeviceSummary, Evidence, Gaps, Params
 from gapscope.parsers.model import Kind, Trace
 
@@ -140,7 +140,7 @@ def diagnose(trace: Trace, params: Params | None = None) -> Diagnosis:
     launches = launch_of(trace)
     gpu_work = trace.mask_kind(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
     invalid = int((gpu_work & ~valid).sum())
-    steps = find_steps(trace, valid)
+    steps = device_side_steps(trace, find_steps(trace, valid), launches, valid)
     exclude = step_annotation_mask(trace, steps)
     s0 = steps.start_ns if steps is not None else None
     s1 = steps.end_ns if steps is not None else None

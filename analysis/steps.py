@@ -20,7 +20,7 @@ from gapscope.analysis.types import Cause, Gaps
 from gapscope.parsers.model import Kind, Trace
 from gapscope.units import fmt_dur
 
-__all__ = ["Steps", "GapGroup", "find_steps", "group_gaps", "step_annotation_mask", "STEP_NAME_RE"]
+__all__ = ["Steps", "GapGroup", "find_steps", "device_side_steps", "group_gaps", "step_annotation_mask", "STEP_NAME_RE"]
 
 #: Kineto's per-step annotation.
 PROFILER_STEP_RE = re.compile(r"^ProfilerStep#\d+$")
@@ -41,6 +41,9 @@ class Steps:
     start_ns: np.ndarray
     end_ns: np.ndarray
     events: np.ndarray
+    #: True when the windows are the steps as the GPU ran them (``device_side_steps``):
+    #: the GPU ran behind the CPU, so the CPU's windows did not hold their own work.
+    on_gpu: bool = False
 
     def __len__(self) -> int:
         return int(self.start_ns.shape[0])
@@ -131,6 +134,60 @@ def find_steps(trace: Trace, valid: np.ndarray) -> Steps | None:
             end[:-1] = np.minimum(end[:-1], start[1:])
         return Steps(source, name, start, end, sel.astype(np.int64))
     return _period_steps(trace, valid)
+
+
+#: The GPU runs behind the CPU when, in more than this share of the steps that launch
+#: GPU work, that work still runs after the CPU has finished the *next* step.
+BEHIND_SHARE = 0.5
+
+
+def device_side_steps(trace: Trace, steps: Steps | None, launches: np.ndarray, valid: np.ndarray) -> Steps | None:
+    """``steps`` as the GPU ran them when the GPU ran behind the CPU, else ``steps``.
+
+    A step's CPU window (``ProfilerStep#N``) holds the launches of its GPU work. When
+    the CPU waits for the GPU at least once a step, that work runs inside the window or
+    just after it, and the CPU windows are the steps. When it does not (a CUDA-graph
+    replay loop, an asynchronous training loop), the CPU runs ahead and the queue grows:
+    the CPU window of a 0.17 ms token can be 0.04 ms long while its kernels run steps
+    later, and busy, idle and step time taken over the CPU windows describe the CPU's
+    pace, not the GPU's. Then, for a majority of the steps (``BEHIND_SHARE``) whose
+    work is still running when the next CPU step ends, the steps become GPU-side
+    windows: step ``k`` runs from the start of the first GPU op launched in its CPU
+    window to the start of the first op launched in step ``k + 1`` (the last one to
+    the end of its last op); steps that launched no GPU op are left out.
+
+    ``launches``: ``gaps.launch_of(trace)`` (int64 per event, -1 for none); ``valid``:
+    bool per event. Returns a ``Steps`` with ``on_gpu=True`` and the same ``source``
+    and ``name``, or ``steps`` itself. Needs two steps that launch GPU work.
+    """
+    if steps is None or len(steps) < 3:
+        return steps
+    gpu = trace.mask_kind(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET) & valid & (launches >= 0)
+    idx = np.flatnonzero(gpu)
+    if idx.size == 0:
+        return steps
+    k = steps.index_of(trace.start_ns[launches[idx]])
+    idx, k = idx[k >= 0], k[k >= 0]
+    n = len(steps)
+    first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    last_end = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    start = trace.start_ns[idx].astype(np.int64)
+    np.minimum.at(first, k, start)
+    np.maximum.at(last_end, k, start + trace.dur_ns[idx].astype(np.int64))
+    has = first != np.iinfo(np.int64).max
+    judged = has[:-1]
+    if int(judged.sum()) < 2:
+        return steps
+    late = last_end[:-1][judged] > steps.end_ns[1:][judged]
+    if float(late.mean()) <= BEHIND_SHARE:
+        return steps
+    ks = np.flatnonzero(has)
+    s0 = np.maximum.accumulate(first[ks])  # one queue runs the steps in order; streams may interleave
+    s1 = np.empty_like(s0)
+    s1[:-1] = s0[1:]
+    s1[-1] = max(int(last_end[ks[-1]]), int(s0[-1]))
+    events = steps.events[ks] if steps.events.size == n else steps.events
+    return Steps(steps.source, steps.name, s0, s1, events, on_gpu=True)
 
 
 def _period_steps(trace: Trace, valid: np.ndarray, min_match: float = 0.9) -> Steps | None:

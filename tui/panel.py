@@ -378,7 +378,9 @@ def budget_text(diagnosis) -> Text:
     if b is None:
         return t
     t.append("Step budget", style="bold underline")
-    t.append(f" ({b.steps} step{'s' if b.steps != 1 else ''}, {b.source})\n")
+    steps = getattr(diagnosis, "steps", None)
+    on_gpu = ", as the GPU ran them" if getattr(steps, "on_gpu", False) else ""
+    t.append(f" ({b.steps} step{'s' if b.steps != 1 else ''}, {b.source}{on_gpu})\n")
     rate = (
         f"{b.tokens_per_s:,.0f} tokens/s"
         if getattr(b, "decode", False)

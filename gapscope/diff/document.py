@@ -208,6 +208,12 @@ def _comparability(b: Side, a: Side, kernels: dict, per_step: dict) -> dict:
         notes.append(
             f"the figures are for GPU {b.device} in BEFORE and GPU {a.device} in AFTER (the busiest device of each)"
         )
+    behind = [n for n, s in (("BEFORE", b), ("AFTER", a)) if getattr(s.diag.steps, "on_gpu", False)]
+    if behind:
+        notes.append(
+            f"{' and '.join(behind)}: the GPU ran behind the CPU, so the steps are the windows the GPU ran them in "
+            "(a step's first GPU op to the next step's), not the CPU's step ranges"
+        )
     sb, sa = b.trace.source, a.trace.source
     if (sb.rank, sb.world_size) != (sa.rank, sa.world_size) and (sb.rank is not None or sa.rank is not None):
         notes.append(

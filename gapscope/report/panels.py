@@ -142,6 +142,10 @@ def budget_section(doc: dict, console: Console) -> None:
         line.append(": ")
         line.append_text(name_text(steps["name"], 60))
     line.append(")")
+    if steps.get("on_gpu"):
+        line.append(
+            "; as the GPU ran them: the GPU ran behind the CPU, so each step runs from its first GPU op to the next step's"
+        )
     grid.add_row("Steps", line)
     for k, v in budget_rows(budget):
         grid.add_row(k, safe_text(v))

@@ -56,7 +56,10 @@ def test_scenario_writes_a_trace_with_its_ranges(tmp_path, name):
     spans = sorted(
         (e["ts"], e["dur"]) for e in doc["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")
     )
-    for ms, (_ts, dur_us) in zip(step_ms, spans, strict=True):  # the same step, two clocks: within 1 ms or 50 %
+    assert len(spans) == len(step_ms)
+    # the same step, two clocks: within 1 ms or 50 %; not the last step, whose range torch
+    # closes while it stops the profiler (4 ms later on a busy machine)
+    for ms, (_ts, dur_us) in zip(step_ms[:-1], spans[:-1], strict=True):
         assert abs(ms - dur_us / 1e3) <= max(1.0, 0.5 * ms), (step_ms, spans)
     ops = range_counts(doc, "cpu_op")
     if name == "picket-fence":  # 4 groups of mul, add, relu, tanh per step, 2 recorded steps

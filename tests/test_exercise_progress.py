@@ -212,7 +212,7 @@ def test_cmd_errors_in_the_house_form_exit_2(state, tmp_path, capsys):
         assert exercise_cmd.main(argv) == 2
         assert (
             capsys.readouterr().err
-            == "gapscope: error: nope: no such exercise (bundled: decode-step, four-smells, graph-capture)\n"
+            == "gapscope: error: nope: no such exercise (bundled: decode-step, four-smells, gpu-decode, graph-capture)\n"
         )
 
 

@@ -14,6 +14,7 @@ from operator import attrgetter, itemgetter
 
 import numpy as np
 
+from gapscope.parsers.chrome.columns import Interner
 from gapscope.parsers.kinds import copy_kind_of, is_pageable
 from gapscope.parsers.model import Kind
 
@@ -148,25 +149,46 @@ def extract_args(
         old = _field_col(args, "external_id_old")
         ext = np.where(ext >= 0, ext, old)
     cols.external_id = grown(ext)
-    copy_cache: dict = {}
-    memset = int(Kind.MEMSET)
-    for i in np.flatnonzero(np.isin(kind, COPY_KINDS)).tolist():
-        a = args[i]
-        b = _as_int(a.bytes)
-        if b < 0:
-            b = _as_int(a.size)
-        cols.bytes[i] = b
-        if kind[i] != memset:
-            direction = a.direction if isinstance(a.direction, str) else None  # (any JSON value)
-            mk = next((v for v in (a.memcpy_kind, a.kind, direction) if v is not None), None)
-            key = (int(name_id[i]), type(mk), mk, a.src_kind, a.dst_kind)
-            got = copy_cache.get(key)
-            if got is None:
-                name = names[int(name_id[i])]
-                name = name if isinstance(name, str) else str(name)
-                got = copy_cache[key] = (int(copy_kind_of(name, mk)), is_pageable(name, a.src_kind, a.dst_kind))
-            cols.copy_kind[i], cols.pageable[i] = got
+    rows = np.flatnonzero(np.isin(kind, COPY_KINDS))
+    if rows.size:
+        sub = [args[i] for i in rows.tolist()]
+        b = _field_col(sub, "bytes")
+        cols.bytes[rows] = np.where(b >= 0, b, _field_col(sub, "size"))
+        moved = np.flatnonzero(kind[rows] != int(Kind.MEMSET))
+        if moved.size:
+            # the direction and pageable flag by distinct (name, kind, src, dst): copies
+            # repeat a few of them (mtia_rank_0: 22k copies, 6 keys)
+            keys = Interner()
+            key_id = np.fromiter(
+                map(keys.__getitem__, map(_copy_key, [sub[j] for j in moved.tolist()], name_id[rows[moved]].tolist())),
+                dtype=np.int64,
+                count=moved.size,
+            )
+            got = [_copy_of(key, names) for key in keys]
+            cols.copy_kind[rows[moved]] = np.array([g[0] for g in got], dtype=np.int8)[key_id]
+            cols.pageable[rows[moved]] = np.array([g[1] for g in got], dtype=bool)[key_id]
     return cols
+
+
+def _copy_key(a, name_id: int) -> tuple:
+    """What decides a copy's direction and pageable flag: (name id, type and value of
+    its kind field, src and dst kinds). The kind field is the first present of
+    ``memcpy_kind``, ``kind`` and ``direction`` (a string only: any JSON value may
+    stand there)."""
+    mk = a.memcpy_kind
+    if mk is None:
+        mk = a.kind
+        if mk is None and isinstance(a.direction, str):
+            mk = a.direction
+    return (name_id, type(mk), mk, a.src_kind, a.dst_kind)
+
+
+def _copy_of(key: tuple, names: list) -> tuple[int, bool]:
+    """(``CopyKind`` int, pageable) of a ``_copy_key``."""
+    name_id, _, mk, src_kind, dst_kind = key
+    name = names[name_id]
+    name = name if isinstance(name, str) else str(name)
+    return int(copy_kind_of(name, mk)), is_pageable(name, src_kind, dst_kind)
 
 
 def old_external_ids(args: list) -> np.ndarray:

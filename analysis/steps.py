@@ -158,7 +158,8 @@ def device_side_steps(trace: Trace, steps: Steps | None, launches: np.ndarray, v
 
     ``launches``: ``gaps.launch_of(trace)`` (int64 per event, -1 for none); ``valid``:
     bool per event. Returns a ``Steps`` with ``on_gpu=True`` and the same ``source``
-    and ``name``, or ``steps`` itself. Needs two steps that launch GPU work.
+    and ``name``, or ``steps`` itself (also with fewer than three steps, or fewer than
+    two before the last that launch GPU work: too few to tell a queue that grows).
     """
     if steps is None or len(steps) < 3:
         return steps

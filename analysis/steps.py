@@ -139,6 +139,9 @@ def find_steps(trace: Trace, valid: np.ndarray) -> Steps | None:
 #: The GPU runs behind the CPU when, in more than this share of the steps that launch
 #: GPU work, that work still runs after the CPU has finished the *next* step.
 BEHIND_SHARE = 0.5
+#: The queue that runs behind must hold work of at least this share of the steps for
+#: its windows to be the steps (a loop that alternates streams has no such queue).
+QUEUE_STEP_SHARE = 0.9
 
 
 def device_side_steps(trace: Trace, steps: Steps | None, launches: np.ndarray, valid: np.ndarray) -> Steps | None:
@@ -150,43 +153,60 @@ def device_side_steps(trace: Trace, steps: Steps | None, launches: np.ndarray, v
     replay loop, an asynchronous training loop), the CPU runs ahead and the queue grows:
     the CPU window of a 0.17 ms token can be 0.04 ms long while its kernels run steps
     later, and busy, idle and step time taken over the CPU windows describe the CPU's
-    pace, not the GPU's. Then, for a majority of the steps (``BEHIND_SHARE``) whose
-    work is still running when the next CPU step ends, the steps become GPU-side
-    windows: step ``k`` runs from the start of the first GPU op launched in its CPU
-    window to the start of the first op launched in step ``k + 1`` (the last one to
-    the end of its last op); steps that launched no GPU op are left out.
+    pace, not the GPU's.
+
+    The queue is the GPU lane (one stream) that ran the most launched work inside the
+    steps. When in a majority of the steps (``BEHIND_SHARE``) its work of a step still
+    runs after the next CPU step ended, the steps become its windows: step ``k`` runs
+    from the start of the first op on that lane launched in its CPU window to the start
+    of the first op launched in step ``k + 1`` (the last one to the end of its last op);
+    steps that launched nothing there are left out. They stay as they are unless the
+    lane has work in ``QUEUE_STEP_SHARE`` of the steps and those starts increase step by
+    step (an op that starts before its own launch, a clock artefact, is not counted);
+    steps found from the kernel period are already the GPU's and stay too.
 
     ``launches``: ``gaps.launch_of(trace)`` (int64 per event, -1 for none); ``valid``:
     bool per event. Returns a ``Steps`` with ``on_gpu=True`` and the same ``source``
-    and ``name``, or ``steps`` itself (also with fewer than three steps, or fewer than
-    two before the last that launch GPU work: too few to tell a queue that grows).
+    and ``name``, or ``steps`` itself (also with fewer than three steps: too few to
+    tell a queue that grows).
     """
-    if steps is None or len(steps) < 3:
+    if steps is None or steps.source == "period" or len(steps) < 3:
         return steps
     gpu = trace.mask_kind(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET) & valid & (launches >= 0)
     idx = np.flatnonzero(gpu)
     if idx.size == 0:
         return steps
-    k = steps.index_of(trace.start_ns[launches[idx]])
-    idx, k = idx[k >= 0], k[k >= 0]
+    start = trace.start_ns[idx].astype(np.int64)
+    launched = trace.start_ns[launches[idx]].astype(np.int64)
+    k = steps.index_of(launched)
+    keep = (k >= 0) & (start >= launched)
+    idx, k, start = idx[keep], k[keep], start[keep]
+    if idx.size == 0:
+        return steps
+    lane = trace.lane[idx].astype(np.int64)
+    dur = trace.dur_ns[idx].astype(np.int64)
+    queue = int(np.argmax(np.bincount(lane, weights=dur.astype(np.float64))))
+    on = lane == queue
+    k, start, end = k[on], start[on], start[on] + dur[on]
     n = len(steps)
     first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
     last_end = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
-    start = trace.start_ns[idx].astype(np.int64)
     np.minimum.at(first, k, start)
-    np.maximum.at(last_end, k, start + trace.dur_ns[idx].astype(np.int64))
+    np.maximum.at(last_end, k, end)
     has = first != np.iinfo(np.int64).max
     judged = has[:-1]
-    if int(judged.sum()) < 2:
+    if int(judged.sum()) < 2 or float(has.mean()) < QUEUE_STEP_SHARE:
         return steps
     late = last_end[:-1][judged] > steps.end_ns[1:][judged]
     if float(late.mean()) <= BEHIND_SHARE:
         return steps
     ks = np.flatnonzero(has)
-    s0 = np.maximum.accumulate(first[ks])  # one queue runs the steps in order; streams may interleave
+    s0 = first[ks]
+    if not bool((s0[1:] > s0[:-1]).all()):
+        return steps
     s1 = np.empty_like(s0)
     s1[:-1] = s0[1:]
-    s1[-1] = max(int(last_end[ks[-1]]), int(s0[-1]))
+    s1[-1] = max(int(last_end[ks[-1]]), int(s0[-1]) + 1)
     events = steps.events[ks] if steps.events.size == n else steps.events
     return Steps(steps.source, steps.name, s0, s1, events, on_gpu=True)
 

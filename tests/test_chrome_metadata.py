@@ -48,6 +48,11 @@ def _events(draw) -> list:
         st.lists(st.tuples(st.sampled_from(NAMES), _ids, _ids, names, _numbers, names), min_size=1, max_size=12)
     )
     order = draw(st.lists(st.integers(0, len(kinds) - 1), min_size=300, max_size=600))
+    if draw(st.booleans()):  # one object per distinct event, as the scanner hands them out
+        made = [
+            M(name=n, pid=p, tid=t, args=KinetoArgs(name=a, sort_index=s, labels=lab)) for n, p, t, a, s, lab in kinds
+        ]
+        return [made[i] for i in order]
     return [
         M(name=n, pid=p, tid=t, args=KinetoArgs(name=a, sort_index=s, labels=lab))
         for n, p, t, a, s, lab in (kinds[i] for i in order)
@@ -85,3 +90,15 @@ def test_a_number_as_a_name_visits_every_event(number) -> None:
     """``1`` and ``1.0`` are one value to Python but two process names."""
     events = [M(name="process_name", pid=1, tid=0, args=KinetoArgs(name=v)) for v in ([number, "x"] * 200)]
     assert phases._changing_writes(events, id_text) is None
+
+
+@pytest.mark.parametrize("direction", [[1, 2], {"a": 1}])
+def test_fields_that_cannot_be_hashed_visit_every_event(direction) -> None:
+    """300 thread names whose args hold a JSON list or object (any JSON value may stand
+    in ``direction``): no dedup, no error, and the last name wins."""
+    events = [
+        M(name="thread_name", pid=1, tid=2, args=KinetoArgs(name=v, direction=direction)) for v in ["A", "B"] * 150
+    ]
+    assert phases._changing_writes(events, id_text) is None
+    fields, warns = _collect(events, True)
+    assert dict(fields)["thread_name"] == [(("1", "2"), "B")] and warns == []

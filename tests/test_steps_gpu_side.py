@@ -73,3 +73,84 @@ def test_gpu_side_steps_say_so_in_the_report_and_the_diff(tmp_path):
     assert diff_run([str(kept), str(behind), "--json"], stdout=out) == 0
     notes = json.loads(out.getvalue())["comparability"]["notes"]
     assert any(n.startswith("AFTER: the GPU ran behind the CPU") for n in notes)
+
+
+def _two_streams(path, step_of, steps=8, step_us=40):
+    """A Kineto trace: ``steps`` ProfilerStep ranges of ``step_us``; ``step_of(k)`` lists
+    (stream, launch µs into the step, kernel start µs absolute offset, kernel dur µs)."""
+    import json
+
+    ev = [
+        dict(ph="M", name="process_name", pid=1, tid=0, args=dict(name="python")),
+        dict(ph="M", name="process_name", pid=0, tid=0, args=dict(name="GPU 0")),
+    ]
+    t0, corr = 1_000_000, 1
+    for k in range(steps):
+        s = t0 + k * step_us
+        ev.append(dict(ph="X", cat="user_annotation", name=f"ProfilerStep#{k}", pid=1, tid=1, ts=s, dur=step_us))
+        for stream, launch, kstart, kdur in step_of(k):
+            ev.append(
+                dict(
+                    ph="X",
+                    cat="cuda_runtime",
+                    name="cudaLaunchKernel",
+                    pid=1,
+                    tid=1,
+                    ts=s + launch,
+                    dur=2,
+                    args=dict(correlation=corr),
+                )
+            )
+            ev.append(
+                dict(
+                    ph="X",
+                    cat="kernel",
+                    name=f"k{stream}",
+                    pid=0,
+                    tid=stream,
+                    ts=t0 + kstart,
+                    dur=kdur,
+                    args=dict(device=0, stream=stream, correlation=corr),
+                )
+            )
+            ev.append(dict(ph="s", cat="ac2g", name="ac2g", id=corr, pid=1, tid=1, ts=s + launch))
+            ev.append(dict(ph="f", cat="ac2g", name="ac2g", id=corr, pid=0, tid=stream, ts=t0 + kstart, bp="e"))
+            corr += 1
+    path.write_text(json.dumps(dict(schemaVersion=1, traceEvents=ev)))
+    return path
+
+
+def test_the_queue_is_the_busiest_stream_not_the_first_op(tmp_path):
+    # each step first puts a 2 us op on an idle side stream (it runs at once), then a
+    # 190 us kernel on stream 7 that queues behind the others: the steps are stream 7's
+    def step_of(k):
+        return [(9, 1, k * 40 + 5, 2), (7, 5, 10 + 200 * k, 190)]
+
+    d = diagnose(load(str(_two_streams(tmp_path / "t.json", step_of))))
+    assert d.steps.on_gpu and d.budget.wall_ns == 200_000 and d.budget.gpu_busy_ns == 190_000
+
+
+def test_no_single_queue_or_starts_out_of_order_keep_the_cpu_steps(tmp_path):
+    # steps alternate between two streams: no stream holds work in 90 % of the steps
+    def alternate(k):
+        return [(7 + 2 * (k % 2), 5, 10 + 100 * k, 190)]
+
+    d = diagnose(load(str(_two_streams(tmp_path / "a.json", alternate))))
+    assert not d.steps.on_gpu and (d.steps.wall_ns == 40_000).all()
+
+    # a kernel recorded before its own launch (a clock artefact) is not a step's start
+    def early(k):
+        return [(7, 5, -500 if k == 3 else 10 + 200 * k, 190)]
+
+    d = diagnose(load(str(_two_streams(tmp_path / "e.json", early))))
+    assert not (d.steps.wall_ns <= 0).any()
+
+
+def test_steps_from_the_kernel_period_are_already_the_gpus(tmp_path):
+    from gapscope.analysis.steps import Steps, device_side_steps
+
+    d = _diag(tmp_path, steps=6, step_us=40, step_of=lambda k: [(f"k{k}", 5, 10 + 160 * k, 200 + 160 * k, None)])
+    period = Steps("period", "k0", d.steps.start_ns, d.steps.end_ns, np.zeros(0, np.int64))
+    from gapscope.analysis.gaps import launch_of
+
+    assert device_side_steps(d.trace, period, launch_of(d.trace), np.ones(len(d.trace), bool)) is period

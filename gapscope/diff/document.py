@@ -350,7 +350,8 @@ def verdict_of(per_step: dict, comparability: dict, separation: str | None = Non
         why += f", but every one of the {na} AFTER steps is {word} than all {nb} BEFORE steps"
     if d < -margin:
         out["verdict"] = "faster"
-        out["line"] = f"faster: step {pair}, {fmt_ratio(b / a)} shorter ({fmt_delta(d)}; {why})"
+        shorter = f"{fmt_ratio(b / a)} shorter" if a > 0 else "down to nothing"
+        out["line"] = f"faster: step {pair}, {shorter} ({fmt_delta(d)}; {why})"
     elif d > margin:
         out["verdict"] = "slower"
         out["line"] = f"slower: step {pair}, {100 * d / b:.1f}% longer ({fmt_delta(d)}; {why})"

@@ -148,6 +148,16 @@ def _changing_writes(picked: list, idt: Callable[[Any], str]) -> np.ndarray | No
     # still meet in ``fields``.
     oid = np.fromiter(map(id, picked), dtype=np.uint64, count=n)
     uniq, first, inv = np.unique(oid, return_index=True, return_inverse=True)
+    try:  # fields that hold a JSON list or object cannot be compared by hashing: visit all
+        return _repeats_left_out(picked, idt, fields, uniq, first, inv)
+    except TypeError:
+        return None
+
+
+def _repeats_left_out(picked: list, idt: Callable[[Any], str], fields: Interner, uniq, first, inv) -> np.ndarray | None:
+    """``_changing_writes`` past its object-identity pass (``uniq``, ``first``, ``inv``
+    of ``np.unique`` over the events' ids). Raises ``TypeError`` for unhashable fields."""
+    n = len(picked)
     if uniq.size * 2 <= n:
         reps = [picked[j] for j in first.tolist()]
         rep_id = np.fromiter(

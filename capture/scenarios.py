@@ -11,7 +11,7 @@ lane still shows the host side of each smell (the ranges, ``aten::item``, the co
 
 | name | smell (cause class) | what the steps do |
 | --- | --- | --- |
-| decode | sync cliff + host island (sync, host) | toy decoder, ``.item()`` and a JSON log line per token |
+| decode | host island + launch tax (host, launch; the ``.item()`` wait is a sync cliff only where the kernels outlast the launches: 3% on an H200) | toy decoder, ``.item()`` and a JSON log line per token |
 | decode-graph | graph-captured decode (launch tax removed) | same model, decode step replayed from a ``torch.cuda.CUDAGraph`` |
 | decode-eager | launch-bound decode (launch) | decode-graph's loop with the step launched op by op (the pair's before) |
 | picket-fence | picket fence (launch) | hundreds of tiny elementwise kernels from a Python loop |
@@ -379,8 +379,8 @@ SCENARIOS: dict[str, Scenario] = {
     for s in (
         Scenario(
             "decode",
-            "sync cliff + host island",
-            "sync, host",
+            "host island + launch tax",
+            "host, launch (sync where kernels outlast the launches)",
             "toy batch-1 decoder: tokenize, prefill, then per token decode_step, sample with .item(), a JSON log line; detokenize",
             _decode_schedule,
             _decode,

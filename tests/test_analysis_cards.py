@@ -556,7 +556,8 @@ def test_the_budget_splits_idle_as_the_typical_steps_do():
     # after the step), so the steps are the GPU's: 18.98 ms each beside CPU ranges of 15.95 ms
     assert b.source == "ProfilerStep" and d_mi300.steps.on_gpu
     assert (b.wall_ns, b.gpu_busy_ns, b.idle_ns) == (18_980_745, 18_310_276, 670_469)
-    assert b.class_idle_ns["copy"] > 5 * b.class_idle_ns["dependency"] and b.typical_steps == 2  # the third idles 0.396 ms
+    # two typical steps: the third idles 0.396 ms, outside 1.5x of the median step's
+    assert b.class_idle_ns["copy"] > 5 * b.class_idle_ns["dependency"] and b.typical_steps == 2
 
 
 def test_copies_whose_name_says_no_direction_are_told_it():

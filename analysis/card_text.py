@@ -1102,9 +1102,38 @@ def _step_range(diag, rows: np.ndarray) -> str | None:
     return None
 
 
+def _step_boundary(diag, rows: np.ndarray) -> tuple[str, str] | None:
+    """Names of the first and last step ranges on the thread of ``rows[0]`` that its gap
+    overlaps, when it overlaps two or more (the gap crosses a step boundary), else None."""
+    exclude = diag._exclude
+    g, trace = diag.gaps, diag.trace
+    r = int(rows[0])
+    lane = g.thread_of(r)
+    if exclude is None or lane < 0 or not exclude.any():
+        return None
+    sl = trace.lane_slice(lane)
+    m = np.flatnonzero(exclude[sl]) + sl.start
+    a, b = int(g.start_ns[r]), int(g.end_ns[r])
+    m = m[(trace.start_ns[m] < b) & (trace.start_ns[m] + trace.dur_ns[m] > a)]
+    if m.size < 2:
+        return None
+    m = m[np.argsort(trace.start_ns[m], kind="stable")]
+    return trace.name(int(m[0])), trace.name(int(m[-1]))
+
+
 def quiet_text(diag, rows: np.ndarray, quiet_ns: int) -> str:
     """ "0.200 ms inside `decode_step` with no finer event recorded (...)": the
-    enclosing step range is named as where the time went, never as the work."""
+    enclosing step range is named as where the time went, never as the work. A gap
+    across a step boundary says so: its unrecorded time is the loop between two steps,
+    where the profiler's own ``step()`` runs (the H200 picket-fence and decode-eager
+    captures: the end of one range, time in none, the start of the next)."""
+    across = _step_boundary(diag, rows)
+    if across is not None:
+        return (
+            f"{fmt_dur(quiet_ns)} with no finer event recorded, across the boundary of {quote_name(across[0])} "
+            f"and {quote_name(across[1])} (the loop between two steps, where the profiler's own step() runs, "
+            "or uninstrumented Python)"
+        )
     step = _step_range(diag, rows)
     if step is not None:
         return f"{fmt_dur(quiet_ns)} inside {quote_name(step)} with no finer event recorded (uninstrumented Python or untraced work)"

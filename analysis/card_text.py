@@ -22,7 +22,7 @@ from gapscope.analysis.classify import (
     operator_sample,
     rank_classes,
 )
-from gapscope.analysis.evidence import enclosing_step_range
+from gapscope.analysis.evidence import enclosing_step_range, step_ranges_overlapping
 from gapscope.analysis.evidence_kinds import (
     BLOCKING_SYNC_RE,
     COLLECTIVE_RE,
@@ -108,23 +108,11 @@ def in_sync_cliff(gaps, rows) -> bool:
 def _same_calls_ns(trace, event: int, spans: list[tuple[int, int]]) -> int:
     """ns inside ``spans`` (``[start, end)`` pairs) covered by the events of ``event``'s
     lane and name: every such call, not only those the evidence list names (it stops at
-    its limit: 9 of a gap's 16 ``aten::item`` round trips on the H200 sync-cliff trace).
-    The trace is in (lane, start) order, so the lane is one slice."""
-    lane = trace.lane
-    a = int(np.searchsorted(lane, lane[event], side="left"))
-    b = int(np.searchsorted(lane, lane[event], side="right"))
-    lo = min(ga for ga, _ in spans)
-    hi = max(gb for _, gb in spans)
-    start = trace.start_ns[a:b]
-    stop = a + int(np.searchsorted(start, hi, side="left"))  # calls that start before the last span ends
-    sel = a + np.flatnonzero(trace.name_id[a:stop] == trace.name_id[event])
-    if sel.size == 0:
-        return 0
-    s0 = trace.start_ns[sel].astype(np.int64)
-    s1 = s0 + trace.dur_ns[sel].astype(np.int64)
-    keep = s1 > lo
-    s0, s1 = s0[keep], s1[keep]
-    return sum(int(np.clip(np.minimum(s1, gb) - np.maximum(s0, ga), 0, None).sum()) for ga, gb in spans)
+    its limit: 9 of a gap's 16 ``aten::item`` round trips on the H200 sync-cliff trace)."""
+    sl = trace.lane_slice(int(trace.lane[event]))
+    same = sl.start + np.flatnonzero(trace.name_id[sl] == trace.name_id[event])
+    us, ue = union_intervals(trace.start_ns[same], trace.start_ns[same] + trace.dur_ns[same])
+    return int(coverage(us, ue, np.array([a for a, _ in spans]), np.array([b for _, b in spans])).sum())
 
 
 def quote_name(name: str) -> str:
@@ -1105,20 +1093,10 @@ def _step_range(diag, rows: np.ndarray) -> str | None:
 def _step_boundary(diag, rows: np.ndarray) -> tuple[str, str] | None:
     """Names of the first and last step ranges on the thread of ``rows[0]`` that its gap
     overlaps, when it overlaps two or more (the gap crosses a step boundary), else None."""
-    exclude = diag._exclude
     g, trace = diag.gaps, diag.trace
     r = int(rows[0])
-    lane = g.thread_of(r)
-    if exclude is None or lane < 0 or not exclude.any():
-        return None
-    sl = trace.lane_slice(lane)
-    m = np.flatnonzero(exclude[sl]) + sl.start
-    a, b = int(g.start_ns[r]), int(g.end_ns[r])
-    m = m[(trace.start_ns[m] < b) & (trace.start_ns[m] + trace.dur_ns[m] > a)]
-    if m.size < 2:
-        return None
-    m = m[np.argsort(trace.start_ns[m], kind="stable")]
-    return trace.name(int(m[0])), trace.name(int(m[-1]))
+    m = step_ranges_overlapping(trace, diag._exclude, g.thread_of(r), int(g.start_ns[r]), int(g.end_ns[r]))
+    return (trace.name(int(m[0])), trace.name(int(m[-1]))) if m.size >= 2 else None
 
 
 def quiet_text(diag, rows: np.ndarray, quiet_ns: int) -> str:

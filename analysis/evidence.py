@@ -35,6 +35,7 @@ __all__ = [
     "gpu_copies_of_gap",
     "NO_EVENTS",
     "enclosing_step_range",
+    "step_ranges_overlapping",
     "CONTAINER_MIN_SHARE",
 ]
 
@@ -351,20 +352,24 @@ def _nested_cover(cs: np.ndarray, ce: np.ndarray, depth: np.ndarray) -> np.ndarr
     return np.asarray(cov, dtype=np.int64)
 
 
-def enclosing_step_range(trace: Trace, exclude: np.ndarray | None, lane: int, a: int, b: int) -> int:
-    """Event index of the innermost step range (``exclude``: the step-annotation mask,
-    ``gapscope.analysis.steps.step_annotation_mask``) on ``lane`` overlapping [a, b) the most,
-    or -1. Used to say "inside `ProfilerStep#8` with no finer event recorded"."""
+def step_ranges_overlapping(trace: Trace, exclude: np.ndarray | None, lane: int, a: int, b: int) -> np.ndarray:
+    """int64 event indices, in start order, of the step ranges (``exclude``: the
+    step-annotation mask, ``gapscope.analysis.steps.step_annotation_mask``) on ``lane``
+    that overlap [a, b); empty without any."""
     if exclude is None or lane < 0 or not exclude.any():
-        return -1
+        return np.zeros(0, dtype=np.int64)
     sl = trace.lane_slice(lane)
-    m = np.flatnonzero(exclude[sl]) + sl.start
+    m = np.flatnonzero(exclude[sl]) + sl.start  # the lane is in start order
+    return m[(trace.start_ns[m] < b) & (trace.start_ns[m] + trace.dur_ns[m] > a)].astype(np.int64)
+
+
+def enclosing_step_range(trace: Trace, exclude: np.ndarray | None, lane: int, a: int, b: int) -> int:
+    """Event index of the innermost step range (see ``step_ranges_overlapping``) on
+    ``lane`` overlapping [a, b) the most, or -1. Used to say "inside `ProfilerStep#8`
+    with no finer event recorded"."""
+    m = step_ranges_overlapping(trace, exclude, lane, a, b)
     if m.size == 0:
         return -1
     ov = np.minimum(trace.start_ns[m] + trace.dur_ns[m], b) - np.maximum(trace.start_ns[m], a)
-    ok = ov > 0
-    if not ok.any():
-        return -1
-    m, ov = m[ok], ov[ok]
     best = np.lexsort((-trace.depth[m], -ov))[0]
     return int(m[best])

@@ -143,31 +143,18 @@ def _changing_writes(picked: list, idt: Callable[[Any], str]) -> np.ndarray | No
         return None
     fields = Interner()
     # The scanner decodes each distinct event text once and hands out that one object
-    # for every copy of it: equal objects are one object, so their fields are read once
-    # (mtia_rank_0's 310k events are 22 objects). Distinct objects with equal fields
-    # still meet in ``fields``.
+    # for every copy of it: the fields of each object are read once (mtia_rank_0's 310k
+    # events are 22 objects). Distinct objects with equal fields still meet in ``fields``.
     oid = np.fromiter(map(id, picked), dtype=np.uint64, count=n)
-    uniq, first, inv = np.unique(oid, return_index=True, return_inverse=True)
-    try:  # fields that hold a JSON list or object cannot be compared by hashing: visit all
-        return _repeats_left_out(picked, idt, fields, uniq, first, inv)
-    except TypeError:
-        return None
-
-
-def _repeats_left_out(picked: list, idt: Callable[[Any], str], fields: Interner, uniq, first, inv) -> np.ndarray | None:
-    """``_changing_writes`` past its object-identity pass (``uniq``, ``first``, ``inv``
-    of ``np.unique`` over the events' ids). Raises ``TypeError`` for unhashable fields."""
-    n = len(picked)
-    if uniq.size * 2 <= n:
-        reps = [picked[j] for j in first.tolist()]
+    _, first, inv = np.unique(oid, return_index=True, return_inverse=True)
+    reps = [picked[j] for j in first.tolist()]
+    try:
         rep_id = np.fromiter(
             map(fields.__getitem__, zip(map(_TOP, reps), map(_ARGS, reps))), dtype=np.int64, count=len(reps)
         )
-        tuple_id = rep_id[inv.reshape(-1)]
-    else:
-        tuple_id = np.fromiter(
-            map(fields.__getitem__, zip(map(_TOP, picked), map(_ARGS, picked))), dtype=np.int64, count=n
-        )
+    except TypeError:  # a field holds a JSON list or object: not comparable by hashing, visit all
+        return None
+    tuple_id = rep_id[inv.reshape(-1)]
     slots: dict[tuple, int] = {}
     slot_of = np.empty(len(fields), dtype=np.int64)
     for (top, args), i in fields.items():

@@ -287,7 +287,7 @@ class Profiler:
         if not self._running:
             return
         self.steps += 1
-        action = getattr(getattr(self._prof, "current_action", None), "name", "")
+        action = self._action()
         if action in ("RECORD", "RECORD_AND_SAVE"):
             self.step_wall_ms.append((time.perf_counter() - self._step_t0) * 1e3)
         if action == "RECORD_AND_SAVE":
@@ -303,6 +303,11 @@ class Profiler:
             with without_usdt_lines():  # leaving the wait or warm-up: torch may start the profiler here
                 self._prof.step()
         self._step_t0 = time.perf_counter()
+
+    def _action(self) -> str:
+        """The schedule's action for the step now recording (``ProfilerAction`` name),
+        or "" when torch does not say."""
+        return getattr(getattr(self._prof, "current_action", None), "name", "")
 
     def _add_step_times(self) -> None:
         """Write the recorded steps' wall times into the trace being recorded, as the
@@ -333,8 +338,7 @@ class Profiler:
         self._discard = discard
         _pop(self)
         n_before = len(self.traces)
-        action = getattr(getattr(self._prof, "current_action", None), "name", "")
-        if action in ("RECORD", "RECORD_AND_SAVE"):  # the block ended inside a cycle: its steps so far
+        if self._action() in ("RECORD", "RECORD_AND_SAVE"):  # the block ended inside a cycle: its steps so far
             self._add_step_times()
         with sigint_deferred():  # a Ctrl-C now is delivered after the file and its message
             try:

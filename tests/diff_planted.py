@@ -7,8 +7,9 @@ import json
 from pathlib import Path
 
 #: One step: (kernel name, launch start, kernel start, kernel end, host op before the
-#: launch or None as (name, start, end)), times relative to the step start, in µs.
-Step = list[tuple[str, int, int, int, tuple[str, int, int] | None]]
+#: launch or None as (name, start, end)[, stream]), times relative to the step start, in
+#: µs; the stream is 7 unless a sixth element gives another.
+Step = list[tuple]
 
 
 def kineto(
@@ -36,7 +37,8 @@ def kineto(
     for k in range(steps):
         length = step_us_of(k) if step_us_of else step_us
         ev.append(dict(ph="X", cat="user_annotation", name=f"ProfilerStep#{k}", pid=1, tid=1, ts=t0, dur=length))
-        for name, launch, start, end, host in step_of(k) if step_of else step:
+        for name, launch, start, end, host, *on in step_of(k) if step_of else step:
+            stream = on[0] if on else 7
             if host is not None:
                 hname, hs, he = host
                 ev.append(dict(ph="X", cat="cpu_op", name=hname, pid=1, tid=1, ts=t0 + hs, dur=he - hs))
@@ -58,14 +60,14 @@ def kineto(
                     cat="kernel",
                     name=name,
                     pid=0,
-                    tid=7,
+                    tid=stream,
                     ts=t0 + start,
                     dur=end - start,
-                    args=dict(device=0, stream=7, correlation=corr),
+                    args=dict(device=0, stream=stream, correlation=corr),
                 )
             )
             ev.append(dict(ph="s", cat="ac2g", name="ac2g", id=corr, pid=1, tid=1, ts=t0 + launch))
-            ev.append(dict(ph="f", cat="ac2g", name="ac2g", id=corr, pid=0, tid=7, ts=t0 + start, bp="e"))
+            ev.append(dict(ph="f", cat="ac2g", name="ac2g", id=corr, pid=0, tid=stream, ts=t0 + start, bp="e"))
             corr += 1
         t0 += length
     doc = dict(

@@ -76,48 +76,14 @@ def test_gpu_side_steps_say_so_in_the_report_and_the_diff(tmp_path):
 
 
 def _two_streams(path, step_of, steps=8, step_us=40):
-    """A Kineto trace: ``steps`` ProfilerStep ranges of ``step_us``; ``step_of(k)`` lists
-    (stream, launch µs into the step, kernel start µs absolute offset, kernel dur µs)."""
-    import json
+    """``kineto`` with ``steps`` ProfilerStep ranges of ``step_us``; ``step_of(k)`` lists
+    (stream, launch µs into the step, kernel start µs from the trace start, kernel dur µs)."""
 
-    ev = [
-        dict(ph="M", name="process_name", pid=1, tid=0, args=dict(name="python")),
-        dict(ph="M", name="process_name", pid=0, tid=0, args=dict(name="GPU 0")),
-    ]
-    t0, corr = 1_000_000, 1
-    for k in range(steps):
-        s = t0 + k * step_us
-        ev.append(dict(ph="X", cat="user_annotation", name=f"ProfilerStep#{k}", pid=1, tid=1, ts=s, dur=step_us))
-        for stream, launch, kstart, kdur in step_of(k):
-            ev.append(
-                dict(
-                    ph="X",
-                    cat="cuda_runtime",
-                    name="cudaLaunchKernel",
-                    pid=1,
-                    tid=1,
-                    ts=s + launch,
-                    dur=2,
-                    args=dict(correlation=corr),
-                )
-            )
-            ev.append(
-                dict(
-                    ph="X",
-                    cat="kernel",
-                    name=f"k{stream}",
-                    pid=0,
-                    tid=stream,
-                    ts=t0 + kstart,
-                    dur=kdur,
-                    args=dict(device=0, stream=stream, correlation=corr),
-                )
-            )
-            ev.append(dict(ph="s", cat="ac2g", name="ac2g", id=corr, pid=1, tid=1, ts=s + launch))
-            ev.append(dict(ph="f", cat="ac2g", name="ac2g", id=corr, pid=0, tid=stream, ts=t0 + kstart, bp="e"))
-            corr += 1
-    path.write_text(json.dumps(dict(schemaVersion=1, traceEvents=ev)))
-    return path
+    def planted(k):
+        at = k * step_us
+        return [(f"k{st}", launch, ks - at, ks - at + kd, None, st) for st, launch, ks, kd in step_of(k)]
+
+    return kineto(path, [], steps=steps, step_us=step_us, step_of=planted)
 
 
 def test_the_queue_is_the_busiest_stream_not_the_first_op(tmp_path):

@@ -365,6 +365,42 @@ def test_instants_counters_and_ignored_phases(tmp_path):
     assert rows[4] == ("util", 2000, Kind.COUNTER, 0.5)
 
 
+def test_instant_times_in_every_form(tmp_path):
+    """Instants are timed in bulk; each form of ``ts`` keeps its own reading: an
+    integer, a float, a numeric string, an epoch float too wide for a float64 (read
+    again from the text), and the unusable ones skipped, one warning each, with the
+    line of the event."""
+    text = (
+        '{"traceEvents": [\n'
+        '{"ph": "X", "name": "x", "pid": 1, "tid": 1, "ts": 0, "dur": 1},\n'
+        '{"ph": "i", "name": "int", "pid": 1, "tid": 1, "ts": 7},\n'
+        '{"ph": "i", "name": "float", "pid": 1, "tid": 1, "ts": 2.25},\n'
+        '{"ph": "i", "name": "str", "pid": 1, "tid": 1, "ts": "3.0625"},\n'
+        '{"ph": "i", "name": "none", "pid": 1, "tid": 1, "ts": null},\n'
+        '{"ph": "i", "name": "nan", "pid": 1, "tid": 1, "ts": NaN},\n'
+        '{"ph": "I", "name": "word", "pid": 1, "tid": 1, "ts": "soon"}\n'
+        "]}"
+    )
+    t = parsers.load(_write(tmp_path, text))
+    got = {t.name(i): int(t.start_ns[i]) for i in range(len(t)) if Kind(int(t.kind[i])) == Kind.INSTANT}
+    assert got == {"int": 7000, "float": 2250, "str": 3062}  # 3062.5 ns: half to even
+    skipped = sorted((w.line, w.message) for w in t.warnings)
+    assert skipped == [
+        (6, "event 'none' has missing ts; skipped"),
+        (7, "event 'nan' has non-finite ts; skipped"),
+        (8, "event 'word' has invalid ts; skipped"),
+    ]
+    epoch = (
+        '[{"ph": "X", "name": "x", "pid": 1, "tid": 1, "ts": 1669783687389290, "dur": 1},'
+        '{"ph": "i", "name": "int", "pid": 1, "tid": 1, "ts": 1669783687389291},'
+        '{"ph": "i", "name": "wide", "pid": 1, "tid": 1, "ts": 1669783687389292.123}]'
+    )
+    t = parsers.load(_write(tmp_path, epoch, "epoch.json"))
+    got = {t.name(i): int(t.start_ns[i]) for i in range(len(t)) if Kind(int(t.kind[i])) == Kind.INSTANT}
+    assert got == {"int": 1669783687389291000, "wide": 1669783687389292123}
+    assert t.warnings == ()
+
+
 def test_flow_v1_binding_and_v2_bind_id(tmp_path):
     ev = [
         {"ph": "X", "name": "producer", "pid": 1, "tid": 1, "ts": 0, "dur": 10},

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from operator import attrgetter
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -439,9 +440,10 @@ def bad_id_events(events: Sequence, warn, repaired: bool = False) -> list[int]:
     return sorted({k for k, _, _ in bad})
 
 
-def has_bad_ids(lanes_raw: dict, events: Sequence, by_phase: dict, repaired: bool = False) -> bool:
+def has_bad_ids(lanes_raw: dict, events: Mapping[int, Any], by_phase: dict, repaired: bool = False) -> bool:
     """Whether any (pid, tid) among the ``X`` lane keys ``lanes_raw`` or the ids of the
-    other-phase events (``by_phase``: phase → event indices) is non-finite (see
+    other-phase events (``by_phase``: phase → event indices; ``events``: index →
+    event, for those indices) is non-finite (see
     ``bad_id_events``); cost: the distinct lanes plus the non-``X`` events."""
 
     def bad(v) -> bool:
@@ -449,7 +451,13 @@ def has_bad_ids(lanes_raw: dict, events: Sequence, by_phase: dict, repaired: boo
 
     if any(bad(p) or bad(t) for p, t in lanes_raw):
         return True
-    return any(bad(events[k].pid) or bad(events[k].tid) for ks in by_phase.values() for k in ks)
+    picked = [events[k] for ks in by_phase.values() for k in ks]
+    suspect = {float, str} if repaired else {float}  # the only types ``_nonfinite`` can flag
+    for field in ("pid", "tid"):
+        vals = list(map(attrgetter(field), picked))
+        if not suspect.isdisjoint(map(type, vals)) and any(map(bad, vals)):
+            return True
+    return False
 
 
 def _label(x) -> str:

@@ -37,7 +37,7 @@ import re
 import threading
 import time
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -402,13 +402,13 @@ def _build(inp: _Input, check_ids: bool = False) -> Trace:
     phases = _split_phases(ec, events)
     meta = Metadata()
     collect_metadata(events, phases.metadata, meta, warn)
-    if not check_ids and checks.has_bad_ids(ec.lanes, events, phases.other, text.repaired):
+    if not check_ids and checks.has_bad_ids(ec.lanes, phases.other_events, phases.other, text.repaired):
         if in_parts:
             raise SerialFallback("non-finite ids")
         return _build(inp, check_ids=True)
 
     exact_ts = _exact_times(ec, phases, events, text, in_parts, warn)
-    rows = _phase_rows(events, phases.other, exact_ts, text, warn)
+    rows = _phase_rows(phases.other_events, phases.other, exact_ts, text, warn)
     flow_events = _flow_events(phases, ec)
     lanes_raw, legacy, has_v2, cat_list = ec.lanes, ec.legacy, ec.has_v2, list(ec.cats)
     cols, names, untimed = _combine(ec, phases.x, rows, events, warn)
@@ -460,10 +460,14 @@ def _build(inp: _Input, check_ids: bool = False) -> Trace:
 class _Phases:
     """Event indices by phase: ``x`` (int64, ``X`` events), ``other`` (ph → indices of
     the ``_HANDLED`` phases), ``flow`` (int64, ``s``/``t``/``f``), ``metadata``
-    (``M``); ``ignored``: ``SourceInfo.ignored_counts`` (``"ph P"`` → count, ...)."""
+    (``M``); ``ignored``: ``SourceInfo.ignored_counts`` (``"ph P"`` → count, ...);
+    ``other_events``: event index → decoded event, for every index in ``other`` (the
+    later passes look each one up several times; a dict answers faster than an event
+    list decoded in parts)."""
 
     x: np.ndarray
     other: dict[str, list[int]]
+    other_events: dict[int, Any]
     flow: np.ndarray
     metadata: list[int]
     ignored: dict[str, int]
@@ -473,9 +477,12 @@ def _split_phases(ec: EventColumns, events: Sequence) -> _Phases:
     """The events of ``ec`` by phase; phases a timeline cannot use (not ``_HANDLED``:
     ``P``, ``O``, ...) are only counted."""
     code = ec.code
+    ks = np.flatnonzero(code == PH_OTHER)
+    take = getattr(events, "take", None)  # events decoded in parts: one pass
+    picked = take(ks) if take is not None else [events[k] for k in ks.tolist()]
     other: dict[str, list[int]] = {}
-    for k in np.flatnonzero(code == PH_OTHER).tolist():
-        ph = events[k].ph
+    for k, e in zip(ks.tolist(), picked):
+        ph = e.ph
         other.setdefault(ph if isinstance(ph, str) else repr(ph), []).append(k)
     ignored: dict[str, int] = {}
     for ph in list(other):
@@ -484,6 +491,7 @@ def _split_phases(ec: EventColumns, events: Sequence) -> _Phases:
     return _Phases(
         x=np.flatnonzero(code == PH_X),
         other=other,
+        other_events=dict(zip(ks.tolist(), picked)),
         flow=np.flatnonzero(code == PH_FLOW),
         metadata=np.flatnonzero(code == PH_M).tolist(),
         ignored=ignored,
@@ -510,13 +518,13 @@ def _exact_times(
         k
         for ks in phases.other.values()
         for k in ks  # beyond int64 ns: flagged later, not read
-        if isinstance(events[k].ts, float) and 2.0**43 <= abs(events[k].ts) < _TS_MAX_US
+        if isinstance(ts := phases.other_events[k].ts, float) and 2.0**43 <= abs(ts) < _TS_MAX_US
     ]
     if need.size or other_need:
         if in_parts:
             raise SerialFallback("timestamps beyond float64 precision")
         ks = np.concatenate((xi[need], np.array(other_need, dtype=np.int64)))
-        other = np.array([float(events[k].ts) for k in other_need], dtype=np.float64)
+        other = np.array([float(phases.other_events[k].ts) for k in other_need], dtype=np.float64)
         fl = np.floor(other)
         approx = np.concatenate(
             (start[need], fl.astype(np.int64) * 1000 + np.rint((other - fl) * 1000).astype(np.int64))
@@ -544,10 +552,10 @@ def _exact_times(
 
 
 def _phase_rows(
-    events: Sequence, other: dict[str, list[int]], exact_ts: dict[int, int], text: EventText, warn: Warn
+    events: Mapping[int, Any], other: dict[str, list[int]], exact_ts: dict[int, int], text: EventText, warn: Warn
 ) -> Rows:
-    """The rows of the other phases' events (``other``: ph → event indices;
-    ``chrome_phases.collect_rows``); an event with an unusable time is skipped with a
+    """The rows of the other phases' events (``other``: ph → event indices,
+    ``events``: index → event; ``chrome_phases.collect_rows``); an event with an unusable time is skipped with a
     warning."""
     rows = Rows()
     bad_other: list[tuple[int, str, str]] = []

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from operator import attrgetter
 from typing import Any
 
@@ -21,7 +21,7 @@ import msgspec
 import numpy as np
 
 from gapscope.parsers.chrome.columns import Interner
-from gapscope.parsers.chrome.times import NEED_EXACT, OK, number_text, raw_scalar_ns, scalar_ns
+from gapscope.parsers.chrome.times import NEED_EXACT, OK, number_text, raw_scalar_ns, raw_to_ns, scalar_ns, to_ns
 from gapscope.parsers.kinds import kind_of
 from gapscope.parsers.lanes import Metadata, id_text
 from gapscope.parsers.model import Kind
@@ -53,6 +53,18 @@ class Rows:
         self.value.append(value)
         self.src.append(src)
         return len(self.start) - 1
+
+    def extend_zero(self, start: list[int], lane_key: list[tuple], name: list, kind: int, src: list[int]) -> None:
+        """``add`` each (start, lane key, name, src) as a zero-length row of ``kind``
+        (no value): instants, in one call."""
+        n = len(start)
+        self.start += start
+        self.dur += [0] * n
+        self.lane_key += lane_key
+        self.name += name
+        self.kind += [kind] * n
+        self.value += [math.nan] * n
+        self.src += src
 
     def __len__(self) -> int:
         return len(self.start)
@@ -177,7 +189,7 @@ def _changing_writes(picked: list, idt: Callable[[Any], str]) -> np.ndarray | No
 
 
 def collect_rows(
-    events: Sequence,
+    events: Mapping[int, Any],
     by_phase: dict[str, list[int]],
     rows: Rows,
     warn: Callable[[int, str | None, str], None],
@@ -187,39 +199,56 @@ def collect_rows(
 ) -> None:
     """Turn non-``X`` timeline events into rows.
 
-    ``warn(k, field, message)`` reports a problem of event ``k``; events with
+    ``events``: event index → decoded event, for every index in ``by_phase`` (phase →
+    event indices).     ``warn(k, field, message)`` reports a problem of event ``k``; events with
     unusable times are listed in ``bad``
     as (k, field, reason); ``args_of(k)`` returns the full args of event ``k`` (for
     counters). ``exact_ts`` holds exact ns times of events whose ``ts``
     a float64 cannot hold (read from the text beforehand).
     """
 
-    def ts_of(k: int, e) -> int | None:
-        x = exact_ts.get(k)
-        if x is not None:
-            return x
-        v = e.ts
-        ns, st = raw_scalar_ns(bytes(v)) if type(v) is msgspec.Raw else scalar_ns(v)
-        if st == OK:
-            return ns
-        if st == NEED_EXACT:
-            bad.append((k, "ts", "unreadable"))
+    def times(ks: list[int]) -> list[int | None]:
+        """The ns ``ts`` of the events ``ks`` (None where unusable: listed in ``bad``)."""
+        vals = [events[k].ts for k in ks]
+        if vals and all(type(v) is msgspec.Raw for v in vals):
+            ns_a, st_a = raw_to_ns(vals)
+        elif any(type(v) is msgspec.Raw for v in vals):  # mixed: one by one
+            got = [raw_scalar_ns(bytes(v)) if type(v) is msgspec.Raw else scalar_ns(v) for v in vals]
+            ns_a = np.array([g[0] for g in got], dtype=np.int64)
+            st_a = np.array([g[1] for g in got], dtype=np.int8)
         else:
-            bad.append((k, "ts", {1: "missing", 2: "non-finite", 3: "invalid"}.get(st, "invalid")))
-        return None
+            ns_a, st_a = to_ns(vals)
+        out: list[int | None] = ns_a.tolist()
+        for j in np.flatnonzero(st_a != OK).tolist():
+            st = int(st_a[j])
+            why = "unreadable" if st == NEED_EXACT else {1: "missing", 2: "non-finite", 3: "invalid"}.get(st, "invalid")
+            out[j] = None
+            if ks[j] not in exact_ts:
+                bad.append((ks[j], "ts", why))
+        if exact_ts:
+            for j, k in enumerate(ks):
+                x = exact_ts.get(k)
+                if x is not None:
+                    out[j] = x
+        return out
 
-    # instants
+    # instants: one row each, in bulk
     for ph in ("i", "I", "R"):
-        for k in by_phase.get(ph, ()):
-            e = events[k]
-            t = ts_of(k, e)
-            if t is not None:
-                rows.add(t, 0, (e.pid, e.tid), e.name, int(Kind.INSTANT), k)
+        ks = by_phase.get(ph, [])
+        ok = [(k, t) for k, t in zip(ks, times(ks)) if t is not None]
+        evs = [events[k] for k, _ in ok]
+        rows.extend_zero(
+            [t for _, t in ok],
+            [(e.pid, e.tid) for e in evs],
+            [e.name for e in evs],
+            int(Kind.INSTANT),
+            [k for k, _ in ok],
+        )
 
     # counters: one row per numeric series
-    for k in by_phase.get("C", ()):
+    ks = by_phase.get("C", [])
+    for k, t in zip(ks, times(ks)):
         e = events[k]
-        t = ts_of(k, e)
         if t is None:
             continue
         args = args_of(k)
@@ -244,10 +273,10 @@ def collect_rows(
 
     be = []
     for ph in ("B", "E"):
-        for k in by_phase.get(ph, ()):
-            e = events[k]
-            t = ts_of(k, e)
+        ks = by_phase.get(ph, [])
+        for k, t in zip(ks, times(ks)):
             if t is not None:
+                e = events[k]
                 be.append((idt(e.pid), idt(e.tid), t, k, ph))
     be.sort(key=lambda r: (r[0], r[1], r[2], r[3]))
     stacks: dict[tuple, list] = defaultdict(list)
@@ -290,11 +319,8 @@ def collect_rows(
     # async: nestable b/e/n and legacy S/T/F, paired by (pid, cat, id)
     asy = []
     for ph in ("b", "e", "n", "S", "T", "F"):
-        for k in by_phase.get(ph, ()):
-            e = events[k]
-            t = ts_of(k, e)
-            if t is not None:
-                asy.append((t, k, ph))
+        ks = by_phase.get(ph, [])
+        asy += [(t, k, ph) for k, t in zip(ks, times(ks)) if t is not None]
     asy.sort()
     open_async: dict[tuple, list] = defaultdict(list)
     unmatched_async = 0

@@ -16,9 +16,13 @@
  * with a status (0 OK, 1 missing), by the rules of chrome/times.py; the integer args
  * ids (correlation, device, stream, External id, external id; -1 when absent or
  * null) with an "odd" flag when one is not a plain int64 literal; and the span of
- * args, which the caller decodes for copies and odd events. Other events are
- * returned as one JSON array of their texts (each distinct M text once), for msgspec,
- * and the index in it of each.
+ * args, which the caller decodes for copies and odd events. Flow events (ph s, t, f)
+ * are checked as msgspec checks their struct's fields (cat, pid, tid, ts, id: a
+ * scalar; bp: a string or null) and returned as one JSON array of compact objects of
+ * those fields alone, with each one's category interned: the caller counts them by
+ * category and decodes them only when asked. Other events are returned as one JSON
+ * array of their texts (each distinct M text once), for msgspec, and the index in it
+ * of each.
  *
  * device_events and device_scan find the events of some categories without reading
  * the rest, by searching for their "cat" key; device_scan reads each one found with
@@ -619,13 +623,19 @@ static int raw_ns(const unsigned char *base, const Num *n, int64_t *ns) {
 }
 
 /* The fields of one event that the X columns need. */
-enum { K_PH, K_NAME, K_CAT, K_PID, K_TID, K_TS, K_DUR, K_BIND, K_FIN, K_FOUT, K_ARGS };
+enum { K_PH, K_NAME, K_CAT, K_PID, K_TID, K_TS, K_DUR, K_BIND, K_FIN, K_FOUT, K_ARGS, K_ID, K_BP };
+/* The fields of a flow event's struct (chrome/schema.py _FlowEvent) read as scalars:
+ * an object or array in one makes msgspec refuse the event. */
+#define FLOW_SCALARS ((1u << K_CAT) | (1u << K_PID) | (1u << K_TID) | (1u << K_TS) | (1u << K_ID))
 enum { A_CORR, A_DEV, A_STREAM, A_EXT, A_EXT_OLD, A_BYTES, A_SIZE, A_MK, A_KIND, A_SRC, A_DST };
 
 typedef struct {
     int is_x, is_m, bad;
+    char flow;          /* 's', 't' or 'f' for a flow event, else 0 */
+    int flow_bad;       /* a value msgspec refuses in a flow event's struct */
     unsigned seen, seen_args;
-    Val name, cat, pid, tid, ts, dur, bind;
+    unsigned other_vals; /* bit K_*: that field held an object or array */
+    Val name, cat, pid, tid, ts, dur, bind, id, bp;
     int64_t ids[5];
     int odd;
     int64_t args_s, args_e;
@@ -638,6 +648,10 @@ static int key_of(const unsigned char *k, int64_t n) {
             return K_PH;
         if (!memcmp(k, "ts", 2))
             return K_TS;
+        if (!memcmp(k, "id", 2))
+            return K_ID;
+        if (!memcmp(k, "bp", 2))
+            return K_BP;
         break;
     case 3:
         if (!memcmp(k, "cat", 3))
@@ -813,8 +827,10 @@ static int event_(P *c, Ev *ev) {
                 int esc;
                 if (str_(c, &s, &e, &esc) || esc)
                     return BAIL;
-                ev->is_x = e - s == 3 && c->base[s + 1] == 'X';
-                ev->is_m = e - s == 3 && c->base[s + 1] == 'M';
+                unsigned char ph = e - s == 3 ? c->base[s + 1] : 0;
+                ev->is_x = ph == 'X';
+                ev->is_m = ph == 'M';
+                ev->flow = (ph == 's' || ph == 't' || ph == 'f') ? (char)ph : 0;
             } else if (skip(c, 1))
                 return BAIL;
             break;
@@ -838,6 +854,19 @@ static int event_(P *c, Ev *ev) {
             break;
         case K_BIND:
             slot = &ev->bind;
+            break;
+        case K_ID:
+            slot = &ev->id;
+            break;
+        case K_BP: /* str | None in a flow event; any value elsewhere */
+            if (c->p < c->end && (*c->p == '"' || *c->p == 'n')) {
+                if (scalar(c, &ev->bp))
+                    return BAIL;
+            } else {
+                ev->flow_bad = 1;
+                if (skip(c, 1))
+                    return BAIL;
+            }
             break;
         case K_FIN:
         case K_FOUT:
@@ -873,8 +902,11 @@ static int event_(P *c, Ev *ev) {
         if (slot) {
             if (scalar(c, slot))
                 return BAIL;
-            if (slot->type == V_OTHER)
-                ev->bad = 1;
+            if (slot->type == V_OTHER) {
+                ev->other_vals |= 1u << f;
+                if (f != K_ID) /* an X event has no id field: any value passes */
+                    ev->bad = 1;
+            }
         }
         int more = next_member(c);
         if (more < 0)
@@ -940,17 +972,48 @@ enum {
     C_EXT_OLD,
     C_ODD,
     C_ARGS,
+    C_FLOW,
+    C_FLOW_CAT,
     N_COLS
 };
+
+/* Tables: names, categories and lanes of X events; distinct M texts; categories of
+ * flow events. */
+#define N_TABS 5
+
+static int push_val(Buf *o, const unsigned char *base, const char *key, const Val *v) {
+    if (v->type == V_ABSENT)
+        return 0;
+    return push(o, key, strlen(key)) || push(o, base + v->s, (size_t)(v->e - v->s));
+}
+
+/* A flow event as the JSON object of the fields its struct reads (ph, cat, pid, tid,
+ * ts, id, bp: the same values, none of the rest), appended to the array in o. */
+static int flow_text(const unsigned char *base, const Ev *ev, Buf *o) {
+    char head[10] = "{\"ph\":\"s\"";
+    head[7] = ev->flow;
+    return push(o, o->len ? "," : "[", 1) || push(o, head, 9) || push_val(o, base, ",\"cat\":", &ev->cat) ||
+           push_val(o, base, ",\"pid\":", &ev->pid) || push_val(o, base, ",\"tid\":", &ev->tid) ||
+           push_val(o, base, ",\"ts\":", &ev->ts) || push_val(o, base, ",\"id\":", &ev->id) ||
+           push_val(o, base, ",\"bp\":", &ev->bp) || push(o, "}", 1);
+}
 
 /* One event parsed by event_ from text[start, stop) into the columns: an X event's
  * values, or another event's text (each distinct M text once). */
 static int emit(const unsigned char *base, const Ev *ev, int64_t start, int64_t stop, int raw, Buf *cols, Table *tabs,
                 Buf *m_texts, int32_t *n_texts, int *has_bind) {
-    uint8_t isx = (uint8_t)ev->is_x;
+    uint8_t isx = ev->is_x ? 1 : ev->flow ? 2 : 0;
     if (push(&cols[C_ISX], &isx, 1))
         return BAIL;
-    if (!ev->is_x) {
+    if (ev->flow) {
+        /* kept as a compact text, decoded only if a flow is asked for; its category
+         * interned now (the loader counts flows by category) */
+        if (ev->flow_bad || (ev->other_vals & FLOW_SCALARS))
+            return BAIL;
+        int32_t cat = intern(&tabs[4], base, span_key(&ev->cat, NULL));
+        if (cat < 0 || push(&cols[C_FLOW_CAT], &cat, 4) || flow_text(base, ev, &cols[C_FLOW]))
+            return BAIL;
+    } else if (!ev->is_x) {
         /* in one JSON array for msgspec; each distinct M text once (metadata-heavy
          * traces repeat a few M events hundreds of thousands of times; flow events,
          * the bulk of the others, are all distinct) */
@@ -1010,6 +1073,12 @@ static int emit(const unsigned char *base, const Ev *ev, int64_t start, int64_t 
     return 0;
 }
 
+/* The closing brackets of the arrays of texts (other events, flows). */
+static int close_arrays(Buf *cols) {
+    return push(&cols[C_OTHER], cols[C_OTHER].len ? "]" : "[]", cols[C_OTHER].len ? 1 : 2) ||
+           push(&cols[C_FLOW], cols[C_FLOW].len ? "]" : "[]", cols[C_FLOW].len ? 1 : 2);
+}
+
 /* The whole array. m_texts: for each distinct M text (tabs[3] id), its index among
  * the texts in cols[C_OTHER]. */
 static int run(P *c, int raw, Buf *cols, Table *tabs, Buf *m_texts, int *has_bind) {
@@ -1048,13 +1117,13 @@ static int run(P *c, int raw, Buf *cols, Table *tabs, Buf *m_texts, int *has_bin
     ws(c);
     if (c->p != c->end)
         return BAIL;
-    return push(&cols[C_OTHER], cols[C_OTHER].len ? "]" : "[]", cols[C_OTHER].len ? 1 : 2);
+    return close_arrays(cols);
 }
 
 /* The tuple scan returns for the columns and tables filled (see PyMethodDef), with
  * extra (a new reference, or NULL for none) appended; NULL on a Python error. */
 static PyObject *scan_tuple(Buf *cols, Table *tabs, int has_bind, PyObject *extra) {
-    Py_ssize_t n = N_COLS + 4 + (extra != NULL);
+    Py_ssize_t n = N_COLS + 5 + (extra != NULL);
     PyObject *out = PyTuple_New(n);
     if (!out) {
         Py_XDECREF(extra);
@@ -1065,8 +1134,9 @@ static PyObject *scan_tuple(Buf *cols, Table *tabs, int has_bind, PyObject *extr
     for (int i = 0; i < 3; i++)
         PyTuple_SET_ITEM(out, N_COLS + i, as_bytearray(&tabs[i].keys));
     PyTuple_SET_ITEM(out, N_COLS + 3, PyBool_FromLong(has_bind));
+    PyTuple_SET_ITEM(out, N_COLS + 4, as_bytearray(&tabs[4].keys));
     if (extra)
-        PyTuple_SET_ITEM(out, N_COLS + 4, extra);
+        PyTuple_SET_ITEM(out, N_COLS + 5, extra);
     for (Py_ssize_t i = 0; i < n; i++)
         if (!PyTuple_GET_ITEM(out, i)) {
             Py_CLEAR(out);
@@ -1078,7 +1148,7 @@ static PyObject *scan_tuple(Buf *cols, Table *tabs, int has_bind, PyObject *extr
 static void scan_free(Buf *cols, Table *tabs, Buf *m_texts) {
     for (int i = 0; i < N_COLS; i++)
         free(cols[i].data);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < N_TABS; i++)
         table_free(&tabs[i]);
     free(m_texts->data);
 }
@@ -1090,10 +1160,10 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*p", &view, &raw))
         return NULL;
     Buf cols[N_COLS], m_texts = {NULL, 0, 0};
-    Table tabs[4];
+    Table tabs[N_TABS];
     memset(cols, 0, sizeof(cols));
     int ok = 1, has_bind = 0;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < N_TABS; i++)
         if (table_init(&tabs[i]))
             ok = 0;
     P c = {(const unsigned char *)view.buf, (const unsigned char *)view.buf,
@@ -1385,11 +1455,11 @@ static PyObject *device_scan(PyObject *self, PyObject *args) {
     const unsigned char *lo = base + begin, *hi = base + end;
     Buf spans = {NULL, 0, 0}; /* int64 (start, end) of each event found */
     Buf cols[N_COLS], m_texts = {NULL, 0, 0};
-    Table tabs[4];
+    Table tabs[N_TABS];
     memset(cols, 0, sizeof(cols));
     int ok = 1, has_bind = 0;
     int32_t n_texts = 0;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < N_TABS; i++)
         if (table_init(&tabs[i]))
             ok = 0;
     Py_BEGIN_ALLOW_THREADS;
@@ -1414,7 +1484,7 @@ static PyObject *device_scan(PyObject *self, PyObject *args) {
         p = c.p;
     }
     if (ok)
-        ok = push(&cols[C_OTHER], cols[C_OTHER].len ? "]" : "[]", cols[C_OTHER].len ? 1 : 2) == 0;
+        ok = close_arrays(cols) == 0;
     Py_END_ALLOW_THREADS;
     PyObject *out;
     if (ok) {

@@ -21,6 +21,7 @@ part with ``msgspec`` as before, so the result never depends on which path ran
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 import msgspec
 import numpy as np
@@ -38,17 +39,27 @@ from gapscope.parsers.chrome.scan import (
     scan_events,
     x_kinds,
 )
-from gapscope.parsers.chrome.schema import NO_X_ARGS, KinetoXArgs, Scalar
+from gapscope.parsers.chrome.schema import EVENT_LIST, NO_X_ARGS, KinetoXArgs, Scalar
 
 try:
     from gapscope.parsers.chrome import _xscan
 except ImportError:  # built without a C compiler: msgspec decodes every part
     _xscan = None  # type: ignore[assignment]
 
-__all__ = ["built", "available", "scan_text", "read_part", "device_events", "device_event_spans", "device_scan"]
+__all__ = [
+    "FlowTexts",
+    "built",
+    "available",
+    "scan_text",
+    "read_part",
+    "device_events",
+    "device_event_spans",
+    "device_scan",
+]
 
 _SCALAR = msgspec.json.Decoder(Scalar)
 _X_ARGS = msgspec.json.Decoder(KinetoXArgs)
+_FLOWS = msgspec.json.Decoder(EVENT_LIST)
 
 
 def built() -> bool:
@@ -61,7 +72,7 @@ def available() -> bool:
     return _xscan is not None and os.environ.get("GAPSCOPE_XSCAN", "1") != "0"
 
 
-def scan_text(text, list_decoder, raw_ts: bool) -> tuple[EventColumns, list, list] | None:
+def scan_text(text, list_decoder, raw_ts: bool) -> tuple[EventColumns, Sequence, list] | None:
     """(columns, flow events, other events) of ``text``, a JSON array of trace events
     (any buffer), as ``scan_events(list_decoder.decode(text), x_class,
     keep_old_ids=True)`` and the events of its flow codes and of its ``M``/other codes
@@ -79,7 +90,7 @@ def scan_text(text, list_decoder, raw_ts: bool) -> tuple[EventColumns, list, lis
 
 def device_scan(
     text, begin: int, end: int, cats: tuple[bytes, ...], list_decoder, raw_ts: bool
-) -> tuple[EventColumns, list, list, np.ndarray] | None:
+) -> tuple[EventColumns, Sequence, list, np.ndarray] | None:
     """``read_part`` of the JSON array ``device_event_spans(text, begin, end, cats)``
     finds, with its int64[n, 2] spans, read in one pass where the events lie in
     ``text`` (``_xscan.device_scan``) instead of copied out and read again: (columns,
@@ -98,29 +109,36 @@ def device_scan(
     return None if cols is None else (*cols, spans)
 
 
-def _columns(got: tuple, data: memoryview, list_decoder) -> tuple[EventColumns, list, list] | None:
+def _columns(got: tuple, data: memoryview, list_decoder) -> tuple[EventColumns, Sequence, list] | None:
     """``scan_text``'s result from the scanner's tuple ``got``, whose offsets are in
     ``data``; None where ``msgspec`` refuses a value the scanner passed on."""
     (isx, other_text, other_id, name_id, cat_id, lane_id, ts, ts_st, dur, dur_st) = got[:10]
-    (corr, dev, stream, ext, ext_old, odd, args_sp, name_keys, cat_keys, lane_keys_b, has_bind) = got[10:]
+    (corr, dev, stream, ext, ext_old, odd, args_sp, flow_text, flow_cat_id) = got[10:19]
+    (name_keys, cat_keys, lane_keys_b, has_bind, flow_cat_keys) = got[19:]
     try:
         distinct = list_decoder.decode(other_text)
-        rest = list(map(distinct.__getitem__, np.frombuffer(other_id, dtype=np.int32).tolist()))
+        others = list(map(distinct.__getitem__, np.frombuffer(other_id, dtype=np.int32).tolist()))
         name_vals = _values(data, name_keys)
         cat_vals = _values(data, cat_keys)
         lane_vals = _values(data, lane_keys_b, pairs=True)
+        flow_cat_vals = _values(data, flow_cat_keys)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return None
-    is_x = np.frombuffer(isx, dtype=np.uint8).astype(bool)
-    code = np.full(is_x.size, PH_X, dtype=np.int8)
-    code[~is_x] = phase_codes(rest)
-    rest_code = code[~is_x]
-    flows = [rest[k] for k in np.flatnonzero(rest_code == PH_FLOW).tolist()]
-    others = [rest[k] for k in np.flatnonzero((rest_code == PH_M) | (rest_code == PH_OTHER)).tolist()]
+    # per event: 1 an X event (columns), 2 a flow event (text kept: ``FlowTexts``),
+    # 0 any other (decoded here)
+    what = np.frombuffer(isx, dtype=np.uint8)
+    code = np.full(what.size, PH_X, dtype=np.int8)
+    code[what == 2] = PH_FLOW
+    other_code = phase_codes(others)
+    if bool((other_code == PH_FLOW).any()):  # never: the scanner keeps every flow event
+        return None
+    code[what == 0] = other_code
+    flow_cat = np.frombuffer(flow_cat_id, dtype=np.int32)
+    flows = FlowTexts(flow_text, int(flow_cat.size))
 
     cats = Interner()
     cat_x = _ids(cats, cat_vals, cat_id)
-    cat_f = np.fromiter((cats[e.cat] for e in flows), dtype=np.int32, count=len(flows))
+    cat_f = _ids(cats, flow_cat_vals, flow_cat_id)
     for e in others:
         cats[e.cat]
     names = Interner()
@@ -156,7 +174,7 @@ def _columns(got: tuple, data: memoryview, list_decoder) -> tuple[EventColumns, 
             getattr(args, f)[rows] = getattr(part, f)
         old_col[rows] = old_external_ids(sub)
     ec = EventColumns(
-        n=int(is_x.size),
+        n=int(what.size),
         code=code,
         cats=cats,
         names=names,
@@ -206,7 +224,7 @@ def device_event_spans(text, begin: int, end: int, cats: tuple[bytes, ...]) -> t
     return doc, np.frombuffer(spans, dtype=np.int64).reshape(-1, 2)
 
 
-def read_part(text, list_decoder, x_class: type, raw_ts: bool) -> tuple[EventColumns, list, list]:
+def read_part(text, list_decoder, x_class: type, raw_ts: bool) -> tuple[EventColumns, Sequence, list]:
     """(columns, flow events, other events) of ``text``, a JSON array of trace events:
     by ``scan_text``, else by decoding it with ``list_decoder`` (whose ``X`` events are
     of ``x_class``) and ``scan_events``, keeping the old ``external id`` column for
@@ -220,6 +238,41 @@ def read_part(text, list_decoder, x_class: type, raw_ts: bool) -> tuple[EventCol
     flows = [events[k] for k in np.flatnonzero(ec.code == PH_FLOW).tolist()]
     others = [events[k] for k in np.flatnonzero((ec.code == PH_M) | (ec.code == PH_OTHER)).tolist()]
     return ec, flows, others
+
+
+class FlowTexts(Sequence):
+    """The flow events (``s``/``t``/``f``) of one part, read by the C scanner: the JSON
+    array of their texts (``text``, a bytes-like object; each event as an object of the fields its
+    struct reads, ``chrome_schema._FlowEvent``, the same class whether or not ``ts``
+    is kept as text elsewhere), decoded on the first access to an event. The loader needs only their count and categories (the
+    columns' ``cat_f``) unless some GPU op is left unlinked by ``correlation``: the
+    hundreds of thousands of ``ac2g`` flows of a Kineto trace are seldom decoded.
+    An access raises what ``msgspec`` raises (``msgspec.DecodeError``,
+    ``msgspec.ValidationError``) on a text it refuses (none the scanner passes).
+    Pickled as its text (a share of the device preview comes from a child)."""
+
+    def __init__(self, text: bytes | bytearray, n: int) -> None:
+        self.text = text
+        self.n = n
+        self._events: list | None = None
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, k):
+        return self.events()[k]
+
+    def __reduce__(self):
+        return (FlowTexts, (self.text, self.n))
+
+    def events(self) -> list:
+        """The decoded events, in order (decoded once)."""
+        if self._events is None:
+            got = _FLOWS.decode(self.text)
+            if len(got) != self.n:
+                raise msgspec.ValidationError(f"{len(got)} flow events decoded, {self.n} scanned")
+            self._events = got
+        return self._events
 
 
 def _values(data: memoryview, keys: bytearray, pairs: bool = False) -> list:

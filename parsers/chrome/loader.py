@@ -872,7 +872,7 @@ class PreviewPart:
     runs (``chrome_cut.find_cuts``: begin, end, cuts) every share must agree on."""
 
     scanned: EventColumns
-    flows: list
+    flows: Sequence
     others: list
     spans: np.ndarray
     raw_ts: bool

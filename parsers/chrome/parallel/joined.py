@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import msgspec
 import numpy as np
 
+from gapscope.parsers.chrome.fastscan import FlowTexts
 from gapscope.parsers.chrome.lazy_args import EventText
 from gapscope.parsers.chrome.scan import PH_FLOW, PH_M, PH_OTHER
 from gapscope.parsers.chrome.schema import EVENT_LIST, EVENT_LIST_RAW_TS
@@ -27,9 +28,10 @@ _MEMBERS = {PH_FLOW: (PH_FLOW,), PH_OTHER: (PH_M, PH_OTHER)}
 class JoinedEvents(Sequence):
     """The events of both parts as one sequence, for the loader's later passes.
 
-    Only non-``X`` events are kept: those this process decoded as structs
-    (``head_lists``), then those of each child, in order, as the child's blobs
-    (``blobs``: group → one blob per child), decoded on first use; an ``X`` event (rarely asked for: a warning's
+    Only non-``X`` events are kept: those this process read (``head_lists``: structs,
+    or its flow events as ``fastscan.FlowTexts``), then those of each child, in order,
+    as the child's blobs (``blobs``: group → one blob per child: JSON for flow events,
+    msgpack or JSON for the others, ``chrome_transfer``), decoded on first use; an ``X`` event (rarely asked for: a warning's
     value, v2 flows) is decoded again from ``text``, where the events lie in the
     document. ``code``: int8 phase code of every event (``chrome_scan``).
     """
@@ -37,7 +39,7 @@ class JoinedEvents(Sequence):
     def __init__(
         self,
         code: np.ndarray,
-        head_lists: dict[int, list],
+        head_lists: dict[int, Sequence],
         blobs: dict[int, list[bytes]],
         raw_ts: bool,
         x_class: type,
@@ -50,7 +52,7 @@ class JoinedEvents(Sequence):
         self._tail: dict[int, list] = {}
         self._blobs = blobs
         self._decoders = {
-            PH_FLOW: msgspec.msgpack.Decoder(EVENT_LIST),
+            PH_FLOW: msgspec.json.Decoder(EVENT_LIST),
             PH_OTHER: (msgspec.json.Decoder(EVENT_LIST_RAW_TS) if raw_ts else msgspec.msgpack.Decoder(EVENT_LIST)),
         }
         self._rank: dict[int, np.ndarray] = {}
@@ -75,7 +77,7 @@ class JoinedEvents(Sequence):
             return e
         group = PH_FLOW if c == PH_FLOW else PH_OTHER
         r = int(self._ranks(group)[k])
-        head = self._head[group]
+        head = self._head_list(group)
         if r < len(head):
             return head[r]
         return self._tail_list(group)[r - len(head)]
@@ -89,7 +91,7 @@ class JoinedEvents(Sequence):
         codes = self.code[ks]
         for group in (PH_FLOW, PH_OTHER):
             if bool(np.isin(codes, _MEMBERS[group]).all()):
-                both = self._head[group] + self._tail_list(group)
+                both = self._head_list(group) + self._tail_list(group)
                 return [both[r] for r in self._ranks(group)[ks].tolist()]
         return [self[int(k)] for k in ks.tolist()]
 
@@ -100,6 +102,17 @@ class JoinedEvents(Sequence):
         if rank is None:
             rank = self._rank[group] = np.cumsum(np.isin(self.code, _MEMBERS[group])) - 1
         return rank
+
+    def _head_list(self, group: int) -> list:
+        """This process's events of ``group``, decoded (a part's flow events come as
+        ``fastscan.FlowTexts``, decoded on first use)."""
+        head = self._head[group]
+        if isinstance(head, FlowTexts):
+            try:
+                head = self._head[group] = head.events()
+            except (msgspec.DecodeError, msgspec.ValidationError) as e:
+                raise SerialFallback("head flow events") from e
+        return list(head) if not isinstance(head, list) else head
 
     def _tail_list(self, group: int) -> list:
         got = self._tail.get(group)

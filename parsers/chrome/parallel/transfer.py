@@ -1,9 +1,9 @@
 """What the child of ``gapscope.parsers.chrome.parallel.fork`` sends back, and how.
 
 A part's columns, interned keys, flags and plan are pickled (protocol 5, the arrays
-out of band: never copied into the pickle); its non-``X`` events travel as msgpack,
-or as JSON when ``ts`` is kept as text (msgpack cannot carry ``msgspec.Raw``), one
-blob per part. The message goes through an anonymous shared map when it fits, else
+out of band: never copied into the pickle); its flow events travel as JSON (the C
+scanner's texts as they are), its other non-``X`` events as msgpack, or as JSON when
+``ts`` is kept as text (msgpack cannot carry ``msgspec.Raw``), one blob per part. The message goes through an anonymous shared map when it fits, else
 through the pipe; the pipe's end of file says the child is done.
 """
 
@@ -22,7 +22,7 @@ import numpy as np
 
 from gapscope.parsers.chrome.args import ArgColumns
 from gapscope.parsers.chrome.columns import Interner
-from gapscope.parsers.chrome.fastscan import read_part
+from gapscope.parsers.chrome.fastscan import FlowTexts, read_part
 from gapscope.parsers.chrome.scan import PH_FLOW, PH_OTHER, EventColumns, merge_all
 
 __all__ = ["part_payload", "part_message", "pack", "send", "receive", "receive_all", "unpack"]
@@ -52,7 +52,7 @@ def part_message(texts, list_decoder, x_class: type, raw_ts: bool) -> dict | Non
     flow and other events encoded, before the next is decoded; None when a part does
     not decode. A dict for ``pack`` once its ``plan`` and ``header`` are set."""
     cols: list[EventColumns] = []
-    flows: list[bytes] = []
+    flows: list[bytes | bytearray] = []
     others: list[bytes] = []
     other_encoder = _JSON if raw_ts else _MSGPACK
     for text in texts:
@@ -63,7 +63,8 @@ def part_message(texts, list_decoder, x_class: type, raw_ts: bool) -> dict | Non
         # JSON would write a non-finite float as null, but none can be here: msgspec
         # refuses a number beyond float range ("Number out of range"), and JSON has no
         # NaN or Infinity (tests/test_msgspec_messages.py pins both)
-        flows.append(_MSGPACK.encode(flow))
+        # flow events as JSON: the scanner's compact texts as they are (seldom decoded)
+        flows.append(flow.text if isinstance(flow, FlowTexts) else _JSON.encode(flow))
         others.append(other_encoder.encode(other))
         cols.append(ec)
         del flow, other

@@ -37,6 +37,9 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #define BAIL (-1)
 #define MAX_DEPTH 64
@@ -47,6 +50,41 @@
 
 /* ---------- growable arrays ---------- */
 
+/* On Linux each buffer is an anonymous map of its own, grown by mremap (no copy),
+ * asked for transparent huge pages once it is large, and handed to Python as it is
+ * (Block): the columns of a million events are never copied, and faulted in 2 MiB at
+ * a time rather than 4 KiB (the scanner's system time was a third of its time).
+ * Elsewhere malloc and realloc. */
+#define HUGE_BYTES (2u << 20)
+
+static void *region_grow(void *p, size_t old_cap, size_t cap) {
+#if defined(__linux__)
+    void *q = p ? mremap(p, old_cap, cap, MREMAP_MAYMOVE)
+                : mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (q == MAP_FAILED)
+        return NULL;
+#if defined(MADV_HUGEPAGE)
+    if (cap >= HUGE_BYTES && old_cap < HUGE_BYTES)
+        madvise(q, cap, MADV_HUGEPAGE); /* advice: its failure changes nothing */
+#endif
+    return q;
+#else
+    (void)old_cap;
+    return realloc(p, cap);
+#endif
+}
+
+static void region_free(void *p, size_t cap) {
+    if (!p)
+        return;
+#if defined(__linux__)
+    munmap(p, cap);
+#else
+    (void)cap;
+    free(p);
+#endif
+}
+
 typedef struct {
     char *data;
     size_t len, cap;
@@ -56,14 +94,71 @@ static int buf_grow(Buf *b, size_t extra) {
     if (b->len + extra <= b->cap)
         return 0;
     size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + extra)
+    while (cap < b->len + extra) {
+        if (cap > SIZE_MAX / 2)
+            return BAIL;
         cap *= 2;
-    char *d = realloc(b->data, cap);
+    }
+    char *d = region_grow(b->data, b->cap, cap);
     if (!d)
         return BAIL;
     b->data = d;
     b->cap = cap;
     return 0;
+}
+
+static void buf_free(Buf *b) {
+    region_free(b->data, b->cap);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+/* ---------- Block: a buffer handed to Python without a copy ---------- */
+
+typedef struct {
+    PyObject_HEAD char *data;
+    size_t len, cap;
+} Block;
+
+static char EMPTY[1];
+
+static int block_getbuffer(PyObject *self, Py_buffer *view, int flags) {
+    Block *b = (Block *)self;
+    return PyBuffer_FillInfo(view, self, b->data ? b->data : EMPTY, (Py_ssize_t)b->len, 0, flags);
+}
+
+static void block_dealloc(PyObject *self) {
+    Block *b = (Block *)self;
+    region_free(b->data, b->cap);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static Py_ssize_t block_len(PyObject *self) { return (Py_ssize_t)((Block *)self)->len; }
+
+static PyBufferProcs block_buffer = {block_getbuffer, NULL};
+static PySequenceMethods block_sequence = {.sq_length = block_len};
+
+static PyTypeObject BlockType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "gapscope.parsers.chrome._xscan.Block",
+    .tp_basicsize = sizeof(Block),
+    .tp_dealloc = block_dealloc,
+    .tp_as_sequence = &block_sequence,
+    .tp_as_buffer = &block_buffer,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Bytes the scanner wrote, as a writable buffer (its memory, not a copy).",
+};
+
+/* The Block of b's bytes, which it takes over (b is left empty); NULL on error. */
+static PyObject *as_block(Buf *b) {
+    Block *o = PyObject_New(Block, &BlockType);
+    if (!o)
+        return NULL;
+    o->data = b->data;
+    o->len = b->len;
+    o->cap = b->cap;
+    b->data = NULL;
+    b->len = b->cap = 0;
+    return (PyObject *)o;
 }
 
 static int push(Buf *b, const void *v, size_t size) {
@@ -119,7 +214,7 @@ static int table_init(Table *t) {
 static void table_free(Table *t) {
     free(t->slots);
     free(t->hashes);
-    free(t->keys.data);
+    buf_free(&t->keys);
 }
 
 static int span_eq(const unsigned char *base, int64_t s1, int64_t e1, int64_t s2, int64_t e2) {
@@ -950,10 +1045,6 @@ static Key span_key(const Val *a, const Val *b) {
     return k;
 }
 
-static PyObject *as_bytearray(const Buf *b) {
-    return PyByteArray_FromStringAndSize(b->data ? b->data : "", (Py_ssize_t)b->len);
-}
-
 enum {
     C_ISX,
     C_OTHER,
@@ -1130,11 +1221,11 @@ static PyObject *scan_tuple(Buf *cols, Table *tabs, int has_bind, PyObject *extr
         return NULL;
     }
     for (int i = 0; i < N_COLS; i++)
-        PyTuple_SET_ITEM(out, i, as_bytearray(&cols[i]));
+        PyTuple_SET_ITEM(out, i, as_block(&cols[i]));
     for (int i = 0; i < 3; i++)
-        PyTuple_SET_ITEM(out, N_COLS + i, as_bytearray(&tabs[i].keys));
+        PyTuple_SET_ITEM(out, N_COLS + i, as_block(&tabs[i].keys));
     PyTuple_SET_ITEM(out, N_COLS + 3, PyBool_FromLong(has_bind));
-    PyTuple_SET_ITEM(out, N_COLS + 4, as_bytearray(&tabs[4].keys));
+    PyTuple_SET_ITEM(out, N_COLS + 4, as_block(&tabs[4].keys));
     if (extra)
         PyTuple_SET_ITEM(out, N_COLS + 5, extra);
     for (Py_ssize_t i = 0; i < n; i++)
@@ -1147,10 +1238,10 @@ static PyObject *scan_tuple(Buf *cols, Table *tabs, int has_bind, PyObject *extr
 
 static void scan_free(Buf *cols, Table *tabs, Buf *m_texts) {
     for (int i = 0; i < N_COLS; i++)
-        free(cols[i].data);
+        buf_free(&cols[i]);
     for (int i = 0; i < N_TABS; i++)
         table_free(&tabs[i]);
-    free(m_texts->data);
+    buf_free(m_texts);
 }
 
 static PyObject *scan(PyObject *self, PyObject *args) {
@@ -1430,7 +1521,7 @@ static PyObject *device_events(PyObject *self, PyObject *args) {
         Py_DECREF(res);
         res = pair;
     }
-    free(out.data);
+    buf_free(&out);
     PyBuffer_Release(&view);
     return res;
 }
@@ -1493,7 +1584,7 @@ static PyObject *device_scan(PyObject *self, PyObject *args) {
     } else {
         out = Py_NewRef(Py_None);
     }
-    free(spans.data);
+    buf_free(&spans);
     scan_free(cols, tabs, &m_texts);
     PyBuffer_Release(&view);
     return out;
@@ -1524,5 +1615,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_xscan", NULL, -1, m
 
 PyMODINIT_FUNC PyInit__xscan(void) {
     init_plain();
+    if (PyType_Ready(&BlockType) < 0)
+        return NULL;
     return PyModule_Create(&module);
 }

@@ -249,7 +249,8 @@ class FlowTexts(Sequence):
     hundreds of thousands of ``ac2g`` flows of a Kineto trace are seldom decoded.
     An access raises what ``msgspec`` raises (``msgspec.DecodeError``,
     ``msgspec.ValidationError``) on a text it refuses (none the scanner passes).
-    Pickled as its text (a share of the device preview comes from a child)."""
+    Pickled with its text as bytes (a share of the device preview comes from a child;
+    the scanner's buffer is not picklable)."""
 
     def __init__(self, text: bytes | bytearray, n: int) -> None:
         self.text = text
@@ -263,7 +264,7 @@ class FlowTexts(Sequence):
         return self.events()[k]
 
     def __reduce__(self):
-        return (FlowTexts, (self.text, self.n))
+        return (FlowTexts, (bytes(self.text), self.n))
 
     def events(self) -> list:
         """The decoded events, in order (decoded once)."""

@@ -221,7 +221,7 @@ def test_cached_trace_decoded_in_two_parts_equals_fresh_load(cache, fresh_loads,
     import gapscope.parsers.chrome.parallel.fork as cp
 
     monkeypatch.setattr(cp, "MIN_BYTES", 0)
-    monkeypatch.setattr(cp, "enabled", lambda size: True)
+    monkeypatch.setattr(cp, "enabled", lambda size, held=False: True)
     path = tmp_path / "t.json"
     doc = {"traceEvents": [_event(f"op{k % 7}", 10 * k, 5, tid=1 + k % 4, k=k) for k in range(3000)]}
     path.write_text(json.dumps(doc))

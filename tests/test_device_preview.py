@@ -290,7 +290,7 @@ def split(monkeypatch):
     decoders never say they are done, so a small file's preview is always waited for
     (they would often beat it on a busy machine)."""
     monkeypatch.setattr(cp, "MIN_BYTES", 0)
-    monkeypatch.setattr(cp, "enabled", lambda size: True)
+    monkeypatch.setattr(cp, "enabled", lambda size, held=False: True)
     monkeypatch.setattr(loader, "PREVIEW_MIN_BYTES", 0)
     monkeypatch.setattr(cp.FileParts, "progress_bytes", lambda self: (0, 0))
 
@@ -521,7 +521,7 @@ def test_a_failing_preview_never_fails_the_load(split, tmp_path, monkeypatch):
 
 def test_small_files_get_no_preview(tmp_path, monkeypatch):
     monkeypatch.setattr(cp, "MIN_BYTES", 0)
-    monkeypatch.setattr(cp, "enabled", lambda size: True)
+    monkeypatch.setattr(cp, "enabled", lambda size, held=False: True)
     got: list[Trace] = []
     load(_big(tmp_path, 100), preview=got.append)  # well under PREVIEW_MIN_BYTES
     assert got == []

@@ -363,7 +363,7 @@ def test_whole_traces_read_the_same_without_the_scanner(path: Path, monkeypatch)
     every file below the split loader's size) equals the one-piece msgspec load: every
     array, name, lane, warning and the args of sampled events."""
     monkeypatch.setenv("GAPSCOPE_NO_CACHE", "1")
-    monkeypatch.setattr(chrome_parallel, "enabled", lambda size: False)
+    monkeypatch.setattr(chrome_parallel, "enabled", lambda size, held=False: False)
     try:
         fast = load(path)
     except TraceFormatError as e:

@@ -59,7 +59,7 @@ def grow(monkeypatch, tmp_path):
 
 def _whole(path, monkeypatch):
     with monkeypatch.context() as m:
-        m.setattr(cp, "enabled", lambda size: False)
+        m.setattr(cp, "enabled", lambda size, held=False: False)
         return load(path)
 
 
@@ -307,7 +307,7 @@ os.environ["GAPSCOPE_CACHE_DIR"] = {str(tmp_path / "cache")!r}
 import gapscope.parsers.chrome.parallel.fork as cp, gapscope.parsers.detect as detect
 from gapscope.parsers.chrome import loader
 from gapscope.parsers import load
-cp.MIN_BYTES, cp.enabled, cp.processes, cp.CHUNK_BYTES = 0, (lambda s: True), (lambda: 2), 16 << 10
+cp.MIN_BYTES, cp.enabled, cp.processes, cp.CHUNK_BYTES = 0, (lambda s, held=False: True), (lambda: 2), 16 << 10
 cp.METADATA_SHARE, cp.GROWING_MIN_BYTES, cp.GROWING_HEAD_BYTES = 2.0, 0, loader.EPOCH_SAMPLE_BYTES + 4096
 detect.INFLATE_OUT_BYTES = 32 << 10
 got = []

@@ -77,7 +77,7 @@ def force_parts(monkeypatch, tmp_path) -> list[bool]:
 
     monkeypatch.setenv("GAPSCOPE_CACHE_DIR", str(tmp_path / "cache"))  # where a .gz is inflated
     monkeypatch.setattr(cp, "MIN_BYTES", 0)
-    monkeypatch.setattr(cp, "enabled", lambda size: True)
+    monkeypatch.setattr(cp, "enabled", lambda size, held=False: True)
     monkeypatch.setattr(cp, "processes", lambda: 3)  # three children of a file...
     monkeypatch.setattr(cp, "CHUNK_BYTES", 16 << 10)  # ...each decoding several parts
     monkeypatch.setattr(cp, "METADATA_SHARE", 2.0)  # split even what mostly the parent would decode
@@ -94,7 +94,7 @@ def spy(monkeypatch, tmp_path):
 def _both(path, monkeypatch, spy):
     parts = load(path)
     with monkeypatch.context() as m:
-        m.setattr(cp, "enabled", lambda size: False)
+        m.setattr(cp, "enabled", lambda size, held=False: False)
         whole = load(path)
     return parts, whole
 
@@ -434,6 +434,9 @@ def test_enabled_rules(monkeypatch):
     assert not cp.enabled(10**9)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
     assert cp.enabled(10**9) == os.sys.platform.startswith("linux")
+    # a text this process holds splits from twice the size of a plain file
+    linux = os.sys.platform.startswith("linux")
+    assert (cp.enabled(150), cp.enabled(150, held=True), cp.enabled(200, held=True)) == (linux, False, linux)
     monkeypatch.setenv("GAPSCOPE_LOAD_PROCESSES", "1")
     assert not cp.enabled(10**9)
 
@@ -455,7 +458,7 @@ def test_file_changed_after_the_plan_is_decoded_as_read(tmp_path, monkeypatch, s
     parts = load(path)
     monkeypatch.setattr(cp, "start_file", real)
     with monkeypatch.context() as m:
-        m.setattr(cp, "enabled", lambda size: False)
+        m.setattr(cp, "enabled", lambda size, held=False: False)
         whole = load(path)
     assert spy == [False, True]
     assert len(forks) == 3 + 1 and _reaped(forks)  # the file's children, then one from memory

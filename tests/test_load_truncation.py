@@ -33,7 +33,7 @@ import os, json
 import gapscope.parsers.chrome.parallel.fork as cp
 import gapscope.parsers.chrome.loader as L
 cp.MIN_BYTES = 0
-cp.enabled = lambda size: True
+cp.enabled = lambda size, held=False: True
 cp.processes = lambda: 3
 cp.CHUNK_BYTES = 4096
 L.SRC_LINE_LIMIT_BYTES = 0  # as a file over 8 MB: no line per event, starts found on demand
@@ -191,6 +191,6 @@ def test_tiny_parts_still_decode_in_parts(tmp_path, monkeypatch, spy, chunk):
     parts = load(path)
     assert spy == [True]
     with monkeypatch.context() as m:
-        m.setattr(cp, "enabled", lambda size: False)
+        m.setattr(cp, "enabled", lambda size, held=False: False)
         whole = load(path)
     assert_same(parts, whole)

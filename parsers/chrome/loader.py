@@ -259,7 +259,7 @@ def _decode(data: Text, path: str, parts: bool = True) -> _Input:
     body = data if i == 0 else memoryview(data)[i:]  # no copy of a text that starts with blanks
     raw_ts = _raw_ts(data, i)
     x_class = XEventRawTs if raw_ts else EVENT_CLASS["X"]
-    if parts and chrome_parallel.enabled(len(data)):
+    if parts and chrome_parallel.enabled(len(data), held=True):
         got = chrome_parallel.decode_parts(data, i, raw_ts, _DECODERS)
         if got is not None:
             return _Input(
@@ -348,8 +348,9 @@ def load_chrome(data: Text, path: str) -> Trace:
     the event's args back from ``data`` (kept alive by the trace). Damaged input is
     repaired with a ``TraceWarning`` per problem (1-based line where the event
     starts). Raises ``TraceFormatError`` (path, line, column, hint) when the JSON
-    holds no trace. Texts of ``chrome_parallel.MIN_BYTES`` or more are decoded in two
-    parts at once (``chrome_parallel.decode_parts``).
+    holds no trace. Texts of ``chrome_parallel.HELD_FACTOR`` times
+    ``chrome_parallel.MIN_BYTES`` or more are decoded in two parts at once
+    (``chrome_parallel.decode_parts``).
     """
     was = gc.isenabled()
     gc.disable()

@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from gapscope.parsers import TraceFormatError, load
 from gapscope.parsers.chrome import fastscan
+from gapscope.parsers.chrome.lazy_args import EventText
 from gapscope.parsers.chrome.loader import _DECODERS, _raw_ts
 from gapscope.parsers.chrome.parallel import fork as chrome_parallel
 from gapscope.parsers.chrome.parallel.cut import chunk_spans, find_cuts
@@ -97,6 +98,9 @@ def compare(text: bytes, raw_ts: bool) -> str:
     assert _ENC.encode(flows) == _ENC.encode(list(fast[1]))
     assert _ENC.encode(others) == _ENC.encode(fast[2])
     assert [type(e) for e in others] == [type(e) for e in fast[2]]
+    # each event's "{" where the bracket scanner of lines and args finds it
+    spans = EventText(text, text_start(text), len(events)).spans()
+    assert spans is not None and np.array_equal(fast[3], spans[0])
     return "same"
 
 

@@ -22,7 +22,8 @@
  * those fields alone, with each one's category interned: the caller counts them by
  * category and decodes them only when asked. Other events are returned as one JSON
  * array of their texts (each distinct M text once), for msgspec, and the index in it
- * of each.
+ * of each. And the offset of every event's '{' (the lines of warnings and an event's
+ * args are read there later, without a second scan of the text).
  *
  * device_events and device_scan find the events of some categories without reading
  * the rest, by searching for their "cat" key; device_scan reads each one found with
@@ -1065,6 +1066,7 @@ enum {
     C_ARGS,
     C_FLOW,
     C_FLOW_CAT,
+    C_START,
     N_COLS
 };
 
@@ -1094,7 +1096,7 @@ static int flow_text(const unsigned char *base, const Ev *ev, Buf *o) {
 static int emit(const unsigned char *base, const Ev *ev, int64_t start, int64_t stop, int raw, Buf *cols, Table *tabs,
                 Buf *m_texts, int32_t *n_texts, int *has_bind) {
     uint8_t isx = ev->is_x ? 1 : ev->flow ? 2 : 0;
-    if (push(&cols[C_ISX], &isx, 1))
+    if (push(&cols[C_ISX], &isx, 1) || push(&cols[C_START], &start, 8))
         return BAIL;
     if (ev->flow) {
         /* kept as a compact text, decoded only if a flow is asked for; its category

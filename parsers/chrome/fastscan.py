@@ -72,12 +72,12 @@ def available() -> bool:
     return _xscan is not None and os.environ.get("GAPSCOPE_XSCAN", "1") != "0"
 
 
-def scan_text(text, list_decoder, raw_ts: bool) -> tuple[EventColumns, Sequence, list] | None:
-    """(columns, flow events, other events) of ``text``, a JSON array of trace events
-    (any buffer), as ``scan_events(list_decoder.decode(text), x_class,
+def scan_text(text, list_decoder, raw_ts: bool) -> tuple[EventColumns, Sequence, list, np.ndarray] | None:
+    """(columns, flow events, other events, starts) of ``text``, a JSON array of trace
+    events (any buffer), as ``scan_events(list_decoder.decode(text), x_class,
     keep_old_ids=True)`` and the events of its flow codes and of its ``M``/other codes
-    give them; None when the scanner is unavailable or the text is outside what it
-    takes. ``list_decoder``: the ``msgspec`` decoder of an event list of that
+    give them, and int64[n] offsets in ``text`` of each event's ``{``; None when the
+    scanner is unavailable or the text is outside what it takes. ``list_decoder``: the ``msgspec`` decoder of an event list of that
     ``raw_ts`` (``ts`` kept as JSON text) form. Never raises on bad text."""
     if not available():
         return None
@@ -106,15 +106,15 @@ def device_scan(
     spans = np.frombuffer(got[-1], dtype=np.int64).reshape(-1, 2)
     with memoryview(text) as view, view.cast("B") as data:
         cols = _columns(got[:-1], data, list_decoder)
-    return None if cols is None else (*cols, spans)
+    return None if cols is None else (*cols[:3], spans)
 
 
-def _columns(got: tuple, data: memoryview, list_decoder) -> tuple[EventColumns, Sequence, list] | None:
+def _columns(got: tuple, data: memoryview, list_decoder) -> tuple[EventColumns, Sequence, list, np.ndarray] | None:
     """``scan_text``'s result from the scanner's tuple ``got``, whose offsets are in
     ``data``; None where ``msgspec`` refuses a value the scanner passed on."""
     (isx, other_text, other_id, name_id, cat_id, lane_id, ts, ts_st, dur, dur_st) = got[:10]
-    (corr, dev, stream, ext, ext_old, odd, args_sp, flow_text, flow_cat_id) = got[10:19]
-    (name_keys, cat_keys, lane_keys_b, has_bind, flow_cat_keys) = got[19:]
+    (corr, dev, stream, ext, ext_old, odd, args_sp, flow_text, flow_cat_id, starts) = got[10:20]
+    (name_keys, cat_keys, lane_keys_b, has_bind, flow_cat_keys) = got[20:]
     try:
         distinct = list_decoder.decode(other_text)
         others = list(map(distinct.__getitem__, np.frombuffer(other_id, dtype=np.int32).tolist()))
@@ -194,7 +194,7 @@ def _columns(got: tuple, data: memoryview, list_decoder) -> tuple[EventColumns, 
         old_ids=old_ids,
         external_id_old=None if old_ids else carried_old_ids(old_col),
     )
-    return ec, flows, others
+    return ec, flows, others, np.frombuffer(starts, dtype=np.int64)
 
 
 def device_events(text, begin: int, end: int, cats: tuple[bytes, ...]) -> bytes | None:
@@ -232,7 +232,7 @@ def read_part(text, list_decoder, x_class: type, raw_ts: bool) -> tuple[EventCol
     (``msgspec.DecodeError``, ``msgspec.ValidationError``, ``RecursionError``)."""
     fast = scan_text(text, list_decoder, raw_ts)
     if fast is not None:
-        return fast
+        return fast[:3]
     events = list_decoder.decode(text)
     ec = scan_events(events, x_class, keep_old_ids=True)
     flows = [events[k] for k in np.flatnonzero(ec.code == PH_FLOW).tolist()]

@@ -16,9 +16,10 @@ hold exactly (epoch µs with a fraction) are matched within 1 µs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping
 from itertools import repeat
 from operator import attrgetter, eq
+from typing import Any
 
 import numpy as np
 
@@ -39,7 +40,7 @@ _get_ph, _get_bp, _get_pid, _get_tid = attrgetter("ph"), attrgetter("bp"), attrg
 
 
 def kineto_flow_links(
-    events: Sequence,
+    events: Mapping[int, Any],
     flow_ks: list[int],
     kind: np.ndarray,
     start: np.ndarray,

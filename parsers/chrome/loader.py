@@ -330,8 +330,9 @@ def _scan_whole(data: Text, root: int, raw_ts: bool, path: str) -> _Input | None
         got = fastscan.scan_text(view[begin - 1 : end + 1], list_decoder, raw_ts)
     if got is None:
         return None
-    ec, flows, others = got
-    text = EventText(data, root, int(ec.code.size))
+    ec, flows, others, starts = got
+    # each event's "{" as the scanner found it: lines of warnings and args need no scan
+    text = EventText(data, root, int(ec.code.size), starts + (begin - 1))
     events = JoinedEvents(
         ec.code, {PH_FLOW: flows, PH_OTHER: others}, {PH_FLOW: [], PH_OTHER: []}, raw_ts, x_class, text
     )
@@ -665,9 +666,12 @@ def _flows(
     if flow_events.kineto.size:  # ac2g & co: only for GPU ops that correlation left unlinked
         linked = np.concatenate((fd, gd, vd))
         if has_unlinked_work(cols.kind, linked):
-            kf = [k for k in flow_events.kineto.tolist() if events[k].cat in KINETO_FLOW_CATS]
+            ki = flow_events.kineto.tolist()
+            take = getattr(events, "take", None)  # events decoded in parts: one pass
+            picked = take(ki) if take is not None else [events[k] for k in ki]
+            kineto = {k: e for k, e in zip(ki, picked) if e.cat in KINETO_FLOW_CATS}
             ks, kd = kineto_flow_links(
-                events, kf, cols.kind, cols.start, cols.dur, lane_final, lanes_raw, remap, linked
+                kineto, list(kineto), cols.kind, cols.start, cols.dur, lane_final, lanes_raw, remap, linked
             )
     return unique_pairs(np.concatenate((fs, gs, vs, ks)), np.concatenate((fd, gd, vd, kd))), int(kd.size)
 

@@ -3,13 +3,17 @@
 ``scan_text`` gives what ``msgspec`` decoding the part into structs and
 ``gapscope.parsers.chrome.scan.scan_events`` give: the same ``EventColumns`` (every
 array, and the interned categories, names and lanes in the same order) and the same
-flow and other events, as structs. The C scanner ``_xscan`` (built with the package;
+flow and other events (the flow events as ``FlowTexts``, which decode to the same
+structs when an event is asked for). The C scanner ``_xscan`` (built with the package;
 ``_xscan.c`` says what it reads) does the bulk, the ``X`` events, without a struct per
-event. Only the non-``X`` events, the unique raw spellings of names, categories and
-lanes, and the ``args`` of copies and of events whose ids are not plain integers go
-through ``msgspec``, each distinct text once (a list of events repeats one struct for
-events of the same text: nothing changes an event struct once decoded). The decoded values are interned with Python equality, so
-``1`` and ``1.0`` are one key and its first-seen spelling is kept, as in ``scan_events``.
+event, and checks the flow events' fields as msgspec would, keeping their texts. Only
+the other non-``X`` events, the unique raw spellings of names and categories (flow
+events' too) and lanes, and the ``args`` of copies and of events whose ids are not
+plain integers go through ``msgspec``, each distinct text once (a list of events
+repeats one struct for events of the same text: nothing changes an event struct once
+decoded). The decoded values are interned with Python equality, so ``1`` and ``1.0``
+are one key and its first-seen spelling is kept, as in ``scan_events``. It also gives
+the offset of each event's ``{`` in the text.
 
 The scanner takes a strict subset of JSON and of the ``X`` schema (``_xscan.c``). On
 anything outside it, and when the extension is missing (built without a C compiler) or

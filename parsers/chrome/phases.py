@@ -200,11 +200,12 @@ def collect_rows(
     """Turn non-``X`` timeline events into rows.
 
     ``events``: event index → decoded event, for every index in ``by_phase`` (phase →
-    event indices).     ``warn(k, field, message)`` reports a problem of event ``k``; events with
-    unusable times are listed in ``bad``
-    as (k, field, reason); ``args_of(k)`` returns the full args of event ``k`` (for
-    counters). ``exact_ts`` holds exact ns times of events whose ``ts``
-    a float64 cannot hold (read from the text beforehand).
+    event indices). ``warn(k, field, message)`` reports a problem of event ``k``;
+    events with unusable times are listed in ``bad`` as (k, field, reason);
+    ``args_of(k)`` returns the full args of event ``k`` (for counters). ``exact_ts``
+    holds exact ns times of events whose ``ts`` a float64 cannot hold (read from the
+    text beforehand). The times of each phase's events are converted together
+    (``chrome_times.to_ns``/``raw_to_ns``, the rules of ``scalar_ns``).
     """
 
     def times(ks: list[int]) -> list[int | None]:

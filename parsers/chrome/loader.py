@@ -605,24 +605,35 @@ def _combine(
     checked by ``checks.validate`` (rows with unusable or absurd times dropped, open
     slices closed); the names by id; the GPU ops dropped for absurd times (event
     index, name, correlation). The rows' lane keys and names join ``ec.lanes`` and
-    ``ec.names``."""
+    ``ec.names``; ``ec``'s ``X`` columns (times, ids, kinds, args) move into the result
+    and are left empty in ``ec``."""
     nx, nr = int(xi.size), len(rows)
     lanes_raw, names = ec.lanes, ec.names
     row_lane = np.fromiter(map(lanes_raw.__getitem__, rows.lane_key), dtype=np.int32, count=nr)
     row_name = np.fromiter(map(names.__getitem__, rows.name), dtype=np.int32, count=nr)
-    argc = ec.args
+    argc, ec.args = ec.args, ArgColumns.empty(0)
+
+    def moved(field: str) -> np.ndarray:
+        """``ec``'s column ``field``, left empty there: each is freed as soon as its
+        concatenation is made, not with ``ec`` after all of them (the load's peak of
+        memory is here)."""
+        a = getattr(ec, field)
+        setattr(ec, field, np.zeros(0, a.dtype))
+        return a
+
     cols = checks.Columns(
-        start=np.concatenate((ec.start_ns, np.array(rows.start, dtype=np.int64))),
-        dur=np.concatenate((ec.dur_ns, np.array(rows.dur, dtype=np.int64))),
-        lane=np.concatenate((ec.lane_x, row_lane)),
-        name=np.concatenate((ec.name_x, row_name)),
-        kind=np.concatenate((ec.kind_x, np.array(rows.kind, dtype=np.int8))),
+        start=np.concatenate((moved("start_ns"), np.array(rows.start, dtype=np.int64))),
+        dur=np.concatenate((moved("dur_ns"), np.array(rows.dur, dtype=np.int64))),
+        lane=np.concatenate((moved("lane_x"), row_lane)),
+        name=np.concatenate((moved("name_x"), row_name)),
+        kind=np.concatenate((moved("kind_x"), np.array(rows.kind, dtype=np.int8))),
         src=np.concatenate((xi.astype(np.int64), np.array(rows.src, dtype=np.int64))),
-        status_ts=np.concatenate((ec.start_status, np.zeros(nr, np.int8))),
-        status_dur=np.concatenate((ec.dur_status, np.zeros(nr, np.int8))),
+        status_ts=np.concatenate((moved("start_status"), np.zeros(nr, np.int8))),
+        status_dur=np.concatenate((moved("dur_status"), np.zeros(nr, np.int8))),
         value=np.concatenate((np.full(nx, np.nan), np.array(rows.value, dtype=np.float64))),
         args=argc if argc.correlation.size == nx + nr else ArgColumns.concat(argc, nx + nr - argc.correlation.size),
     )
+    del argc
     names_list = [label(x) for x in names]
     cols, untimed = checks.validate(cols, names_list, np.array(rows.open_ended, dtype=np.int64) + nx, events, warn)
     return cols, names_list, untimed

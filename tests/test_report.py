@@ -239,6 +239,9 @@ def test_colour_only_on_a_terminal_without_no_color(monkeypatch, capsys, bugs, n
 
 def test_no_colour_when_not_a_terminal(monkeypatch, capsys, bugs):
     monkeypatch.delenv("NO_COLOR", raising=False)
+    # a width off a terminal comes from $COLUMNS when set (pytest-xdist hands its workers
+    # the terminal's): the default is what is tested
+    monkeypatch.delenv("COLUMNS", raising=False)
     assert report_cmd.main([str(bugs / "B20_cuda_sync_on_gpu_lane.json")]) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and "46.0 µs" in out

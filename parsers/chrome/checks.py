@@ -108,6 +108,9 @@ def _token(v) -> str:
     return number_text(v)
 
 
+_INT64_MAX = int(np.iinfo(np.int64).max)
+
+
 def validate(
     cols: Columns, names: list[str], open_ended: np.ndarray, events: Sequence, warn
 ) -> tuple[Columns, list[tuple[int, str, int]]]:
@@ -184,9 +187,23 @@ def validate(
         ok_closed = keep.copy()
         ok_closed[open_ended] = False
         end = int((cols.start + cols.dur)[ok_closed].max()) if ok_closed.any() else int(cols.start[keep].max(initial=0))
+        too_long = []
         for r in open_ended.tolist():
             if keep[r]:
-                cols.dur[r] = max(0, end - int(cols.start[r]))
+                dur = max(0, end - int(cols.start[r]))
+                if dur > _INT64_MAX:  # no int64 holds it: the slice begins ages before the rest ends
+                    keep[r] = False
+                    too_long.append(int(cols.src[r]))
+                else:
+                    cols.dur[r] = dur
+        if too_long:
+            warn(
+                too_long[0],
+                "ts",
+                f"{len(too_long)} unclosed slice(s) would last longer than an int64 of "
+                f"nanoseconds holds (292 years) to the end of the trace, at lines "
+                f"{_lines_list(too_long)}; skipped",
+            )
     return cols.take(keep), untimed
 
 

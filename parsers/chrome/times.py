@@ -38,6 +38,7 @@ OK, MISSING, NONFINITE, INVALID, NEED_EXACT = 0, 1, 2, 3, 4
 #: Below this magnitude (µs) a float64 recovers the exact nanosecond.
 EXACT_LIMIT_US = float(2**43)
 _MAX_US = 9.2e15  # int64 ns limit
+_MAX_US_INT = int(_MAX_US)
 
 
 def _floats_to_ns(fa: np.ndarray) -> np.ndarray:
@@ -66,7 +67,9 @@ def to_ns(values: list) -> tuple[np.ndarray, np.ndarray]:
             ia = np.array(values, dtype=np.int64)
         except OverflowError:
             ia = None
-        if ia is not None and np.abs(ia).max() < _MAX_US:
+        # compared as integers, as ``scalar_ns`` compares: as float64, 9199999999999999
+        # rounds up to the limit itself; and ``abs`` of the lowest int64 is negative
+        if ia is not None and bool(((ia > -_MAX_US_INT) & (ia < _MAX_US_INT)).all()):
             return ia * 1000, status
     if types <= {int, float}:
         try:
@@ -85,7 +88,9 @@ def to_ns(values: list) -> tuple[np.ndarray, np.ndarray]:
         small = ~big
         ns[small] = _floats_to_ns(fa[small])
         bigint = big & ~isf
-        ok_int = bigint & (np.abs(fa) < _MAX_US)
+        ok_int = np.zeros(n, dtype=bool)  # exactly, as ``scalar_ns`` (few: integers of 2**43 µs or more)
+        for i in np.flatnonzero(bigint).tolist():
+            ok_int[i] = abs(values[i]) < _MAX_US
         if ok_int.any():
             ns[ok_int] = np.array([values[i] for i in np.flatnonzero(ok_int)], dtype=np.int64) * 1000
         status[bigint & ~ok_int] = INVALID

@@ -23,9 +23,12 @@ floor, ...), so a ratio compares runs that saw the same machine load. Columns:
   their proportional set sizes (``Pss_Anon`` + ``Pss_Shmem`` of ``/proc/PID/smaps_rollup``),
   so a page a forked child still shares copy-on-write with its parent is counted once
   in the sum, not once per process as ``RssAnon`` counts it; sampled every 20 ms by a
-  thread of the measured process whose own CPU time is taken out of ``cpu s`` (without
-  ``smaps_rollup``: ``RssAnon`` + ``RssShmem`` every 5 ms); ``×file``: that over the size
-  of the uncompressed text;
+  thread of the measured process (without ``smaps_rollup``: ``RssAnon`` + ``RssShmem``
+  every 5 ms), in a round of its own after the timed rounds: reading ``smaps_rollup``
+  walks the page tables under the lock page faults take, which slowed a 5M load split
+  over children by 2.5 s of wall (8.1 s against 5.6 s) and the one-process floor less,
+  so the times come from rounds without the sampler; ``×file``: that over the size of
+  the uncompressed text;
 - ``wall×``/``cpu×``: medians over the floor's medians on the same file.
 
 Tools: ``gapscope``: ``gapscope.parsers.load`` as a user gets it (its ``check`` says
@@ -85,27 +88,34 @@ def private_kb(pid):  # anonymous + shared-memory pages: what the process alloca
 peak = [0]
 sampler_cpu = [0.0]
 done = threading.Event()
-def sample():  # peak private memory of this process and its children together
+def sample_once():  # private memory of this process and its children together, into peak
     me = os.getpid()
+    try:
+        with open(f"/proc/{me}/task/{me}/children") as fh:
+            kids = [int(x) for x in fh.read().split()]
+    except OSError:
+        kids = []
+    peak[0] = max(peak[0], private_kb(me) + sum(private_kb(k) for k in kids))
+def sample():
     while not done.wait(0.02 if ROLLUP else 0.005):
         c = time.thread_time()
-        try:
-            with open(f"/proc/{me}/task/{me}/children") as fh:
-                kids = [int(x) for x in fh.read().split()]
-        except OSError:
-            kids = []
-        peak[0] = max(peak[0], private_kb(me) + sum(private_kb(k) for k in kids))
+        sample_once()
         sampler_cpu[0] += time.thread_time() - c  # its own CPU: not the measured call's
 sampler = threading.Thread(target=sample, daemon=True)
+SAMPLE = os.environ.get("BENCH_SAMPLE_MEMORY") == "1"
 def start():
     global base, c0, t0
     base = private_kb(os.getpid())
-    sampler.start()
+    if SAMPLE:
+        sampler.start()
     c0 = cpu_s(); t0 = time.perf_counter()
 def stop(**extra):
     dt = time.perf_counter() - t0
     cpu = cpu_s() - c0
-    done.set(); sampler.join()
+    done.set()
+    if SAMPLE:
+        sampler.join()
+        sample_once()  # a C call that holds the GIL (the floor's decode) starves the sampler: its result is alive here
     cpu -= sampler_cpu[0]
     print(json.dumps({"time_s": dt, "cpu_s": cpu, "private_kb": max(0, peak[0] - base), "base_kb": base, **extra}))
 def text_of(path):
@@ -241,10 +251,11 @@ def mem_available_bytes() -> int:
     return 8 << 30
 
 
-def run_one(tool: str, path: Path, python: str, timeout_s: float) -> dict:
-    """Run one measurement in a fresh subprocess; returns its JSON or {"error": ...}."""
+def run_one(tool: str, path: Path, python: str, timeout_s: float, memory: bool = False) -> dict:
+    """Run one measurement in a fresh subprocess; returns its JSON or {"error": ...}.
+    ``memory``: sample its private memory (a round of its own: see the module doc)."""
     cmd = [python, "-c", SCRIPTS[tool], str(path), str(ROOT)]
-    env = {**os.environ, **TOOL_ENV.get(tool, {})}  # GAPSCOPE_NO_CACHE=1 set above, inherited
+    env = {**os.environ, **TOOL_ENV.get(tool, {}), "BENCH_SAMPLE_MEMORY": "1" if memory else "0"}
     try:
         cp = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=str(ROOT), env=env)
     except subprocess.TimeoutExpired:
@@ -359,11 +370,16 @@ def main(argv: list[str] | None = None) -> int:
                 skip[t] = "skipped: hta not importable"
             if t in ("msgspec dicts", "orjson dicts") and size * 8 > 0.7 * avail:
                 skip[t] = "skipped: not enough memory"
-        for _ in range(max(1, a.repeat)):
+        mem: dict[str, dict] = {}
+        for r in range(max(1, a.repeat) + 1):  # the timed rounds, then one for memory
             for t in tools:
                 if t not in skip:
                     python = hta_py if t == "HTA 0.5.0" and hta_py else sys.executable
-                    runs[t].append(run_one(t, path, python, a.timeout))
+                    got = run_one(t, path, python, a.timeout, memory=r == max(1, a.repeat))
+                    if r < max(1, a.repeat):
+                        runs[t].append(got)
+                    else:
+                        mem[t] = got
         med: dict[str, tuple[float, float]] = {}
         for t in tools:
             ok = [r for r in runs[t] if "error" not in r]
@@ -373,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             wall = statistics.median(r["time_s"] for r in ok)
             cpu = statistics.median(r["cpu_s"] for r in ok)
-            private = max(r["private_kb"] for r in ok) * 1024
+            private = mem.get(t, {}).get("private_kb", 0) * 1024
             med[t] = (wall, cpu)
             fw, fc = med.get("floor", (float("nan"), float("nan")))
             note = ""

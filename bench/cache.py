@@ -42,7 +42,7 @@ from gapscope.parsers.cache import store
 store.build_id()
 fresh = []
 real = detect._load_fresh
-detect._load_fresh = lambda p, preview=None: (fresh.append(p), real(p, preview))[1]  # counts the loads that were not hits
+detect._load_fresh = lambda p, *a, **k: (fresh.append(p), real(p, *a, **k))[1]  # counts the loads that were not hits
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t0 = time.perf_counter()
 tr = parsers.load(sys.argv[1])

@@ -130,6 +130,24 @@ def test_epoch_file_keeps_nanoseconds(tmp_path):
     assert any(w.field == "ts" and "no_ts" in w.message for w in t.warnings)
 
 
+def test_begin_end_times_are_read_exactly_as_x_times_are(tmp_path):
+    """In a file whose ``ts`` are kept as text, ``B``/``E`` (and every other phase)
+    are read as exactly as ``X``: µs × 1000, half to even. ``ts`` 1124609224125.6475
+    (catapult/fuchsia_trace's form, below 2**43 µs) is 1124609224125647.5 ns: 648 by
+    the text; its nearest float64 gave 647 before the phases' times were converted
+    with ``raw_to_ns``."""
+    text = (
+        '[{"ph": "X", "name": "x", "pid": 1, "tid": 1, "ts": 1124609224125.6475, "dur": 1},\n'
+        '{"ph": "B", "name": "b", "pid": 1, "tid": 2, "ts": 1124609224125.6475},\n'
+        '{"ph": "E", "pid": 1, "tid": 2, "ts": 1124609224128.0015}]'
+    )
+    p = tmp_path / "t.json"
+    p.write_text(text)
+    t = parsers.load(p)
+    got = {t.name(i): (int(t.start_ns[i]), int(t.dur_ns[i])) for i in range(len(t))}
+    assert got == {"x": (1124609224125648, 1000), "b": (1124609224125648, 2354)}  # E at ...128002
+
+
 def test_text_timestamps_equal_float_path(tmp_path, monkeypatch):
     """The ``msgspec.Raw`` path and the float64 + text re-read path give one trace."""
     p = _epoch_file(tmp_path)

@@ -84,5 +84,5 @@ def test_an_unclosed_slice_longer_than_int64_ns_is_skipped_with_a_warning(tmp_pa
             3,
             "1 unclosed slice(s) would last longer than an int64 of nanoseconds holds (292 years) "
             "to the end of the trace, at lines 3; skipped",
-        )
+        ),
     ]

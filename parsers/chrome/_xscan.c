@@ -720,17 +720,17 @@ static int raw_ns(const unsigned char *base, const Num *n, int64_t *ns) {
 
 /* The fields of one event that the X columns need. */
 enum { K_PH, K_NAME, K_CAT, K_PID, K_TID, K_TS, K_DUR, K_BIND, K_FIN, K_FOUT, K_ARGS, K_ID, K_BP };
-/* The fields of a flow event's struct (chrome/schema.py _FlowEvent) read as scalars:
- * an object or array in one makes msgspec refuse the event. */
-#define FLOW_SCALARS ((1u << K_CAT) | (1u << K_PID) | (1u << K_TID) | (1u << K_TS) | (1u << K_ID))
+/* The fields of a flow event's struct (chrome/schema.py _FlowEvent): an object or
+ * array in one makes msgspec refuse the event, and so does a number or a boolean in
+ * bp (str | None). */
+#define FLOW_FIELDS ((1u << K_CAT) | (1u << K_PID) | (1u << K_TID) | (1u << K_TS) | (1u << K_ID) | (1u << K_BP))
 enum { A_CORR, A_DEV, A_STREAM, A_EXT, A_EXT_OLD, A_BYTES, A_SIZE, A_MK, A_KIND, A_SRC, A_DST };
 
 typedef struct {
     int is_x, is_m, bad;
-    char flow;          /* 's', 't' or 'f' for a flow event, else 0 */
-    int flow_bad;       /* a value msgspec refuses in a flow event's struct */
+    char flow; /* 's', 't' or 'f' for a flow event, else 0 */
     unsigned seen, seen_args;
-    unsigned other_vals; /* bit K_*: that field held an object or array */
+    unsigned other_vals; /* bit K_*: that field held an object, an array or a boolean */
     Val name, cat, pid, tid, ts, dur, bind, id, bp;
     int64_t ids[5];
     int odd;
@@ -954,15 +954,8 @@ static int event_(P *c, Ev *ev) {
         case K_ID:
             slot = &ev->id;
             break;
-        case K_BP: /* str | None in a flow event; any value elsewhere */
-            if (c->p < c->end && (*c->p == '"' || *c->p == 'n')) {
-                if (scalar(c, &ev->bp))
-                    return BAIL;
-            } else {
-                ev->flow_bad = 1;
-                if (skip(c, 1))
-                    return BAIL;
-            }
+        case K_BP:
+            slot = &ev->bp;
             break;
         case K_FIN:
         case K_FOUT:
@@ -1000,7 +993,7 @@ static int event_(P *c, Ev *ev) {
                 return BAIL;
             if (slot->type == V_OTHER) {
                 ev->other_vals |= 1u << f;
-                if (f != K_ID) /* an X event has no id field: any value passes */
+                if (f != K_ID && f != K_BP) /* an X event has neither field: any value passes */
                     ev->bad = 1;
             }
         }
@@ -1101,7 +1094,7 @@ static int emit(const unsigned char *base, const Ev *ev, int64_t start, int64_t 
     if (ev->flow) {
         /* kept as a compact text, decoded only if a flow is asked for; its category
          * interned now (the loader counts flows by category) */
-        if (ev->flow_bad || (ev->other_vals & FLOW_SCALARS))
+        if ((ev->other_vals & FLOW_FIELDS) || ev->bp.type == V_NUM)
             return BAIL;
         int32_t cat = intern(&tabs[4], base, span_key(&ev->cat, NULL));
         if (cat < 0 || push(&cols[C_FLOW_CAT], &cat, 4) || flow_text(base, ev, &cols[C_FLOW]))

@@ -47,7 +47,7 @@ import numpy.ma
 from gapscope.parsers.chrome import checks as checks
 from gapscope.parsers.chrome import fastscan
 from gapscope.parsers.chrome.args import ArgColumns
-from gapscope.parsers.chrome.columns import GET, build_trace_lanes, exact_ts_from_text, label
+from gapscope.parsers.chrome.columns import GET, build_trace_lanes, events_at, exact_ts_from_text, label
 from gapscope.parsers.chrome.flows import has_unlinked_work, kineto_flow_links, unique_pairs
 from gapscope.parsers.chrome.lazy_args import EventArgs, EventText
 from gapscope.parsers.chrome.parallel import fork as chrome_parallel
@@ -479,11 +479,10 @@ def _split_phases(ec: EventColumns, events: Sequence) -> _Phases:
     """The events of ``ec`` by phase; phases a timeline cannot use (not ``_HANDLED``:
     ``P``, ``O``, ...) are only counted."""
     code = ec.code
-    ks = np.flatnonzero(code == PH_OTHER)
-    take = getattr(events, "take", None)  # events decoded in parts: one pass
-    picked = take(ks) if take is not None else [events[k] for k in ks.tolist()]
+    ks = np.flatnonzero(code == PH_OTHER).tolist()
+    picked = events_at(events, ks)
     other: dict[str, list[int]] = {}
-    for k, e in zip(ks.tolist(), picked):
+    for k, e in zip(ks, picked):
         ph = e.ph
         other.setdefault(ph if isinstance(ph, str) else repr(ph), []).append(k)
     ignored: dict[str, int] = {}
@@ -493,7 +492,7 @@ def _split_phases(ec: EventColumns, events: Sequence) -> _Phases:
     return _Phases(
         x=np.flatnonzero(code == PH_X),
         other=other,
-        other_events=dict(zip(ks.tolist(), picked)),
+        other_events=dict(zip(ks, picked)),
         flow=np.flatnonzero(code == PH_FLOW),
         metadata=np.flatnonzero(code == PH_M).tolist(),
         ignored=ignored,
@@ -678,9 +677,7 @@ def _flows(
         linked = np.concatenate((fd, gd, vd))
         if has_unlinked_work(cols.kind, linked):
             ki = flow_events.kineto.tolist()
-            take = getattr(events, "take", None)  # events decoded in parts: one pass
-            picked = take(ki) if take is not None else [events[k] for k in ki]
-            kineto = {k: e for k, e in zip(ki, picked) if e.cat in KINETO_FLOW_CATS}
+            kineto = {k: e for k, e in zip(ki, events_at(events, ki)) if e.cat in KINETO_FLOW_CATS}
             ks, kd = kineto_flow_links(
                 kineto, list(kineto), cols.kind, cols.start, cols.dur, lane_final, lanes_raw, remap, linked
             )

@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from gapscope.parsers.chrome.columns import Interner
+from gapscope.parsers.chrome.columns import Interner, events_at
 from gapscope.parsers.chrome.times import NEED_EXACT, OK, number_text, raw_scalar_ns, raw_to_ns, scalar_ns, to_ns
 from gapscope.parsers.kinds import kind_of
 from gapscope.parsers.lanes import Metadata, id_text
@@ -81,8 +81,7 @@ def collect_metadata(events: Sequence, idx: list[int], meta: Metadata, warn=None
     the run (Kineto records ``python3`` then ``pt_autograd_0``; 8 corpus files do) and
     is only counted in ``meta.renamed_threads``."""
     conflicts: list[tuple[int, str, str, str, str]] = []  # (k, what, id, old, new)
-    take = getattr(events, "take", None)  # events decoded in parts: one pass
-    picked = take(idx) if take is not None else [events[k] for k in idx]
+    picked = events_at(events, idx)
     texts: dict = {}
 
     def idt(v) -> str:

@@ -333,7 +333,7 @@ def gaps_answer(loaded, cause: str | None, min_us: float | None, limit: int, off
         def __len__(self) -> int:
             return int(order.size)
 
-        def __getitem__(self, k):  # type: ignore[override]
+        def __getitem__(self, k):
             if isinstance(k, slice):
                 return [self[j] for j in range(*k.indices(len(self)))]
             i = int(order[k])
@@ -477,7 +477,7 @@ def events_answer(loaded, gap: int | str, window_us: float, limit: int, offset: 
         def __len__(self) -> int:
             return int(idx.size)
 
-        def __getitem__(self, k):  # type: ignore[override]
+        def __getitem__(self, k):
             if isinstance(k, slice):
                 return [self[j] for j in range(*k.indices(len(self)))]
             e = int(idx[k])

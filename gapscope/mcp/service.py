@@ -17,6 +17,7 @@ from gapscope.mcp import answers
 from gapscope.mcp.roots import OutsideRoots, Roots
 from gapscope.mcp.store import CallTimeout, Loaded, TraceStore, estimate_bytes, run_limited
 from gapscope.parsers.errors import TraceFormatError
+from gapscope.report.fmt import safe_name
 
 __all__ = ["Service", "ToolFailure", "load_trace", "DEFAULT_TIME_LIMIT_S"]
 
@@ -57,7 +58,7 @@ def one_line(exc: BaseException) -> str:
         return error_line("out of memory for this trace; give the server more memory, or load a shorter capture")
     if isinstance(exc, OSError):
         return error_line(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
-    text = answers.safe_name(f"{type(exc).__name__}: {exc}", 300)
+    text = safe_name(f"{type(exc).__name__}: {exc}", 300)
     return f"gapscope: internal error: {text} (this is a bug in gapscope: please report it)"
 
 

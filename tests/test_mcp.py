@@ -481,3 +481,48 @@ def test_raw_json_rpc_lines(workspace):
             proc.stdout.close()
             proc.stderr.close()
     assert rc == 0
+
+
+def test_text_json_carries_the_structured_answer(workspace):
+    """``--text json``: for clients that show the model only the text block, the short
+    form and then the structured content as JSON (still with every name escaped)."""
+    proc = subprocess.Popen(
+        [*_server_command(workspace["root"]), "--text", "json"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    messages = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "gap_card", "arguments": {"path": "hostile.json", "gap": 0}},
+        },
+    ]
+    try:
+        proc.stdin.write("".join(json.dumps(m) + "\n" for m in messages).encode())
+        proc.stdin.flush()
+        replies = [proc.stdout.readline(), proc.stdout.readline()]  # the client waits for them: stdin open
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+        proc.stdout.close()
+    assert b"\x1b" not in b"".join(replies)
+    result = json.loads(replies[1])["result"]
+    text = result["content"][0]["text"]
+    assert json.loads(text.splitlines()[-1]) == result["structuredContent"]
+    assert text.splitlines()[0].startswith("gap 0 on GPU 0: ")

@@ -67,6 +67,14 @@ def build_parser() -> Parser:
         metavar="SIZE",
         help="estimated memory the kept traces may hold, e.g. 512M, 4G (default 2G); the trace in use always stays",
     )
+    p.add_argument(
+        "--text",
+        choices=("short", "json"),
+        default="short",
+        help="the text block of each answer: 'short', a few lines of figures beside the structured content "
+        "(default); 'json', those lines and then the structured content as JSON, for a client that shows "
+        "the model only the text block (each answer then twice as large)",
+    )
     return p
 
 
@@ -103,7 +111,7 @@ def run(argv: list[str]) -> int:
     from gapscope.mcp.service import load_trace
 
     store = TraceStore(load_trace, max_count=args.max_traces, max_bytes=max_bytes)
-    server = build_server(Service(roots, store=store, time_limit_s=args.time_limit))
+    server = build_server(Service(roots, store=store, time_limit_s=args.time_limit), text_json=args.text == "json")
     if sys.stdin is None or sys.stdin.closed:
         raise UsageError("gapscope mcp speaks on stdin/stdout: start it from an MCP client")
     server.run("stdio")

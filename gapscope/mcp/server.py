@@ -15,6 +15,7 @@ in ``pyproject.toml``); the tools' work is ``gapscope.mcp.service``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable
 from typing import Annotated, Any
 
@@ -254,16 +255,22 @@ _OFFSET: Any = Field(0, json_schema_extra={"minimum": 0}, description="first row
 _PATH = "a trace file under the server's root folders, or open_trace's handle"
 
 
-async def _answer(work: Awaitable[tuple[dict, str]]) -> CallToolResult:
+async def _answer(work: Awaitable[tuple[dict, str]], text_json: bool) -> CallToolResult:
+    """The tool's result: the structured answer and its short text form (``text_json``:
+    the text form, then the structured answer as compact JSON, for clients that show
+    the model only the text); a ``ToolFailure`` as an error result with its one line."""
     try:
         structured, text = await work
     except ToolFailure as exc:
         return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
+    if text_json:
+        text += "\n" + json.dumps(structured, separators=(",", ":"), ensure_ascii=False)
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
 
 
-def build_server(service: Service) -> MCPServer:
-    """The MCP server whose tools call ``service``."""
+def build_server(service: Service, *, text_json: bool = False) -> MCPServer:
+    """The MCP server whose tools call ``service``; ``text_json``: each answer's text
+    block also carries the structured answer as JSON (``gapscope mcp --text json``)."""
     server: MCPServer = MCPServer(
         name="gapscope",
         title="gapscope: why the GPU sat idle",
@@ -280,7 +287,7 @@ def build_server(service: Service) -> MCPServer:
         share, steps/s or tokens/s), idle by cause class (sync, copy, launch, host, unclassified, dependency), the
         largest recurring groups with their card summary, the largest gaps, devices, steps, the loader's warnings
         and a handle. Figures equal `gapscope report --json`."""
-        return await _answer(service.open_trace(path))
+        return await _answer(service.open_trace(path), text_json)
 
     @server.tool(annotations=_READ_ONLY)
     async def list_gaps(
@@ -295,7 +302,7 @@ def build_server(service: Service) -> MCPServer:
     ) -> Annotated[CallToolResult, ListGapsResult]:
         """The idle gaps, largest first, a page at a time: number, device, start, length, cause class and its
         share, the split over all classes, recurring group and picket-fence episode."""
-        return await _answer(service.list_gaps(path, cause, min_us, limit, offset))
+        return await _answer(service.list_gaps(path, cause, min_us, limit, offset), text_json)
 
     @server.tool(annotations=_READ_ONLY)
     async def gap_card(
@@ -305,7 +312,7 @@ def build_server(service: Service) -> MCPServer:
         """The card of one gap or recurring group: smell, cause class (and secondary), why the GPU is empty with
         the evidence and numbers, the first experiment, the forbidden next step, the proof of improvement, the
         evidence events; for a gap also the kernel before, the op after, its launch call and launch lateness."""
-        return await _answer(service.gap_card(path, gap))
+        return await _answer(service.gap_card(path, gap), text_json)
 
     @server.tool(annotations=_READ_ONLY)
     async def events_around(
@@ -317,7 +324,7 @@ def build_server(service: Service) -> MCPServer:
     ) -> Annotated[CallToolResult, EventsAroundResult]:
         """The raw events on every lane around a gap (name, lane, kind, start, duration, correlation id), by lane
         then start, a page at a time: to check a card against the trace itself."""
-        return await _answer(service.events_around(path, gap, window_us, limit, offset))
+        return await _answer(service.events_around(path, gap, window_us, limit, offset), text_json)
 
     @server.tool(annotations=_READ_ONLY)
     async def what_if(
@@ -332,7 +339,7 @@ def build_server(service: Service) -> MCPServer:
     ) -> Annotated[CallToolResult, WhatIfResult]:
         """The projected step time, steps/s and tokens/s with the named idle removed, with the projection's
         assumptions."""
-        return await _answer(service.what_if(path, remove))
+        return await _answer(service.what_if(path, remove), text_json)
 
     @server.tool(annotations=_READ_ONLY)
     async def diff_traces(
@@ -344,7 +351,7 @@ def build_server(service: Service) -> MCPServer:
         """Compare two traces of one program: the verdict (faster, slower, no change beyond noise, not
         comparable), per-step figures, which idle positions died, shrank, grew or appeared (paged), the kernel
         families and the largest idle left with its card (`gapscope diff --json`)."""
-        return await _answer(service.diff_traces(before, after, limit, offset))
+        return await _answer(service.diff_traces(before, after, limit, offset), text_json)
 
     @server.tool(annotations=_READ_ONLY)
     async def rank_set(
@@ -356,7 +363,7 @@ def build_server(service: Service) -> MCPServer:
     ) -> Annotated[CallToolResult, RankSetResult]:
         """The straggler verdict of a distributed job and the per-rank table (step time, GPU busy, idle by class,
         collective wait, cost imposed on the others), paged (`gapscope report DIR --json`)."""
-        return await _answer(service.rank_set(paths_or_dir, limit, offset))
+        return await _answer(service.rank_set(paths_or_dir, limit, offset), text_json)
 
     @server.tool(annotations=_READ_ONLY)
     async def full_name(
@@ -365,6 +372,6 @@ def build_server(service: Service) -> MCPServer:
         offset: Annotated[int, _OFFSET] = 0,
     ) -> Annotated[CallToolResult, FullNameResult]:
         """The whole name of one event (answers cut names at 160 characters), escaped, 4,000 characters a page."""
-        return await _answer(service.full_name(path, event, offset))
+        return await _answer(service.full_name(path, event, offset), text_json)
 
     return server

@@ -308,3 +308,23 @@ def test_command_bad_usage_is_one_line(argv, message, capsys):
 def test_memory_estimate_counts_the_arrays(decode_loaded):
     # int64 start and duration alone are 16 bytes an event
     assert decode_loaded.nbytes > len(decode_loaded.trace) * 16
+
+
+def test_docs_list_every_tool_parameter_and_option():
+    pytest.importorskip("mcp")
+    from gapscope.mcp import cmd
+    from gapscope.mcp.server import TOOL_NAMES, build_server
+
+    from .conftest import ROOT
+
+    doc = (ROOT / "docs" / "mcp.md").read_text()
+    tools = anyio.run(build_server(Service(Roots([str(ROOT)]))).list_tools)
+    assert tuple(t.name for t in tools) == TOOL_NAMES
+    for t in tools:
+        heading = next(line for line in doc.splitlines() if line.startswith(f"### `{t.name}("))
+        for param in t.input_schema["properties"]:
+            assert param in heading, (t.name, param)
+    for action in cmd.build_parser()._actions:
+        for flag in action.option_strings:
+            if flag.startswith("--") and flag != "--help":
+                assert f"`{flag}" in doc, flag

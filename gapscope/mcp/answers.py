@@ -84,6 +84,10 @@ SENTENCE_KEYS = frozenset(
         "verdict_line",
     }
 )
+#: Keys holding a file path the agent passes back (``open_trace``'s handle): not cut.
+PATH_KEYS = frozenset({"handle"})
+#: Longest path kept whole (Linux's PATH_MAX).
+PATH_MAX_CHARS = 4_096
 #: Keys of the report document passed on by ``open_trace`` when the document has them
 #: (the findings, issue 47): the one place to list a new leading key.
 PASS_THROUGH = ("verdict", "findings")
@@ -118,6 +122,8 @@ def clean(obj: Any, key: str = "") -> Any:
     ``TEXT_MAX_CHARS`` under a key of ``SENTENCE_KEYS``, else ``NAME_MAX_CHARS``. Dict
     keys are made safe too (a trace can name a key, e.g. ``ignored_counts``)."""
     if isinstance(obj, str):
+        if key in PATH_KEYS:  # passed back as `path`: escaped (a control character cannot pass) but not cut
+            return safe_name(obj, PATH_MAX_CHARS)
         return safe_name(obj, TEXT_MAX_CHARS if key in SENTENCE_KEYS else NAME_MAX_CHARS)
     if isinstance(obj, dict):
         return {

@@ -51,20 +51,24 @@ class Loaded:
     nbytes: int
 
 
+#: Bytes a kept trace holds beyond its arrays: the report document's fixed part, cards.
+FIXED_BYTES = 2 << 20
+#: Bytes per gap: the document's per-gap columns as Python lists, top-gap entries.
+GAP_BYTES = 1_000
+
+
 def estimate_bytes(trace, diag) -> int:
-    """Memory held by a loaded trace and its diagnosis, estimated: the trace's and the
-    gaps' numpy arrays, its names, and three times the gap arrays for the report
-    document's Python lists (bytes)."""
-    total = 0
-    for obj in (trace, getattr(diag, "gaps", None)):
-        if obj is None:
-            continue
-        for f in dataclasses.fields(obj):
-            a = getattr(obj, f.name, None)
-            if isinstance(a, np.ndarray):
-                total += a.nbytes * (4 if obj is not trace else 1)
-    total += sum(len(n) + 50 for n in trace.names)
-    return int(total)
+    """Memory a kept trace holds, estimated: twice its numpy arrays (the diagnosis
+    derives arrays of the events' length: launches, valid masks, the evidence index),
+    its names, ``GAP_BYTES`` per gap and ``FIXED_BYTES``. Against ``tracemalloc``
+    after a load: 29.1 MB held for a 200,516-event trace with 4,405 gaps (estimate
+    33.1 MB), 5.5 MB for the bundled H200 capture (estimate 4.1 MB; within 2x is
+    what ``tests/test_mcp_parts.py`` holds it to)."""
+    arrays = sum(
+        a.nbytes for f in dataclasses.fields(trace) if isinstance(a := getattr(trace, f.name, None), np.ndarray)
+    )
+    gaps = len(diag.gaps) if diag is not None else 0
+    return int(2 * arrays + sum(len(n) + 50 for n in trace.names) + GAP_BYTES * gaps + FIXED_BYTES)
 
 
 def _file_stamp(path: str) -> tuple[int, int]:

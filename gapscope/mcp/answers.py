@@ -391,7 +391,8 @@ def parse_gap(loaded, gap: int | str) -> tuple[str, int]:
         raise ToolInputError(f"gap must be a gap index (0 …) or 'group:N', got {safe_name(text, 40)!r}")
     i = int(text)
     if i >= len(diag.gaps):
-        raise ToolInputError(f"no gap {i}: this trace has {len(diag.gaps)} gaps (0 … {len(diag.gaps) - 1})")
+        have = f"{len(diag.gaps)} gaps (0 … {len(diag.gaps) - 1})" if len(diag.gaps) else "no idle gaps"
+        raise ToolInputError(f"no gap {i}: this trace has {have}")
     return "gap", i
 
 

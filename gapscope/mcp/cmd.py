@@ -10,6 +10,7 @@ not a folder, or the ``mcp`` extra not installed (one line on stderr).
 
 from __future__ import annotations
 
+import os
 import sys
 
 from gapscope.report.args import Parser, UsageError
@@ -108,6 +109,13 @@ def run(argv: list[str]) -> int:
         roots = Roots(args.root or None)
     except OutsideRoots as exc:
         raise UsageError(str(exc)) from None
+    broad = [r for r in roots.folders if r == os.path.dirname(r) or r == os.path.expanduser("~")]
+    if broad:  # a client started in / or the home folder, with no --root: say so once
+        print(
+            f"gapscope mcp: warning: the tools may read every file under {', '.join(broad)}; "
+            "pass --root with the folder of your traces",
+            file=sys.stderr,
+        )
     from gapscope.mcp.service import load_trace
 
     store = TraceStore(load_trace, max_count=args.max_traces, max_bytes=max_bytes)

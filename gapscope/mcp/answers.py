@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -155,6 +155,22 @@ def _page(rows: Sequence[Any], offset: int, limit: int, budget: int) -> dict:
         used += size
     end = offset + len(items)
     return dict(total=total, offset=offset, returned=len(items), next_offset=end if end < total else None, items=items)
+
+
+class _LazyRows(Sequence):
+    """``n`` rows made on demand by ``make(k)``, so a page builds only its own rows."""
+
+    def __init__(self, n: int, make: Callable[[int], dict]) -> None:
+        self._n = int(n)
+        self._make = make
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self._make(j) for j in range(*k.indices(self._n))]
+        return self._make(k)
 
 
 def _check_page(limit: int, offset: int, most: int) -> None:
@@ -335,32 +351,26 @@ def gaps_answer(loaded, cause: str | None, min_us: float | None, limit: int, off
     col = _gap_columns(loaded)
     origin = int(loaded.doc["span"]["start_ns"])
 
-    class _Rows(Sequence):
-        def __len__(self) -> int:
-            return int(order.size)
+    def row(k: int) -> dict:
+        i = int(order[k])
+        return dict(
+            index=i,
+            device=col["device"][i],
+            start_ns=col["start_ns"][i],
+            start_rel_ns=col["start_ns"][i] - origin,
+            end_ns=col["end_ns"][i],
+            dur_ns=col["dur_ns"][i],
+            cause=col["cause"][i],
+            cause_share=col["cause_share"][i],
+            secondary=col["secondary"][i],
+            secondary_share=col["secondary_share"][i],
+            class_ns={c: col["class_ns"][c][i] for c in CAUSES if c in col["class_ns"]},
+            group=col["group"][i],
+            episode=col["episode"][i],
+            edge=col["edge"][i],
+        )
 
-        def __getitem__(self, k):
-            if isinstance(k, slice):
-                return [self[j] for j in range(*k.indices(len(self)))]
-            i = int(order[k])
-            return dict(
-                index=i,
-                device=col["device"][i],
-                start_ns=col["start_ns"][i],
-                start_rel_ns=col["start_ns"][i] - origin,
-                end_ns=col["end_ns"][i],
-                dur_ns=col["dur_ns"][i],
-                cause=col["cause"][i],
-                cause_share=col["cause_share"][i],
-                secondary=col["secondary"][i],
-                secondary_share=col["secondary_share"][i],
-                class_ns={c: col["class_ns"][c][i] for c in CAUSES if c in col["class_ns"]},
-                group=col["group"][i],
-                episode=col["episode"][i],
-                edge=col["edge"][i],
-            )
-
-    page = _page(_Rows(), offset, limit, MAX_ANSWER_BYTES - 1_000)
+    page = _page(_LazyRows(order.size, row), offset, limit, MAX_ANSWER_BYTES - 1_000)
     out = dict(
         handle=loaded.path,
         cause=cause,
@@ -480,30 +490,24 @@ def events_answer(loaded, gap: int | str, window_us: float, limit: int, offset: 
     idx = np.concatenate(picked) if picked else np.zeros(0, dtype=np.int64)
     lanes = trace.lanes
 
-    class _Rows(Sequence):
-        def __len__(self) -> int:
-            return int(idx.size)
+    def row(k: int) -> dict:
+        e = int(idx[k])
+        name = trace.name(e)
+        start = int(trace.start_ns[e])
+        return dict(
+            event=e,
+            lane=int(trace.lane[e]),
+            name=name,
+            name_shortened=shortened(name),
+            kind=Kind(int(trace.kind[e])).name.lower(),
+            start_ns=start,
+            offset_ns=start - g_start,
+            dur_ns=int(trace.dur_ns[e]),
+            correlation=int(trace.correlation[e]),
+            depth=int(trace.depth[e]),
+        )
 
-        def __getitem__(self, k):
-            if isinstance(k, slice):
-                return [self[j] for j in range(*k.indices(len(self)))]
-            e = int(idx[k])
-            name = trace.name(e)
-            start = int(trace.start_ns[e])
-            return dict(
-                event=e,
-                lane=int(trace.lane[e]),
-                name=name,
-                name_shortened=shortened(name),
-                kind=Kind(int(trace.kind[e])).name.lower(),
-                start_ns=start,
-                offset_ns=start - g_start,
-                dur_ns=int(trace.dur_ns[e]),
-                correlation=int(trace.correlation[e]),
-                depth=int(trace.depth[e]),
-            )
-
-    page = _page(_Rows(), offset, limit, MAX_ANSWER_BYTES - 6_000)
+    page = _page(_LazyRows(idx.size, row), offset, limit, MAX_ANSWER_BYTES - 6_000)
     shown = sorted({r["lane"] for r in page["items"]})
     out = dict(
         handle=loaded.path,

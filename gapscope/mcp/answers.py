@@ -24,7 +24,6 @@ module only picks, pages and bounds them:
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -42,19 +41,25 @@ __all__ = [
     "NAME_MAX_CHARS",
     "TEXT_MAX_CHARS",
     "PASS_THROUGH",
+    "CAUSES",
     "ToolInputError",
     "clean",
     "answer_bytes",
+    "shortened",
+    "parse_gap",
     "open_answer",
+    "open_text",
     "gaps_answer",
     "card_answer",
+    "card_text",
     "events_answer",
-    "what_if_answer",
-    "diff_answer",
-    "ranks_answer",
     "name_answer",
-    "open_text",
-    "CAUSES",
+    "what_if_answer",
+    "what_if_text",
+    "diff_answer",
+    "diff_text",
+    "ranks_answer",
+    "ranks_text",
 ]
 
 #: Most bytes of an answer's structured content, as compact JSON (documented in docs/mcp.md).
@@ -706,9 +711,3 @@ def ranks_text(ans: dict) -> str:
         f"{ans.get('ranks_analysed')} of {ans.get('ranks_total')} ranks analysed; straggler: "
         f"{straggler if straggler is not None else 'none'}. The verdict and per-rank table are in the structured content."
     )
-
-
-def real_path_text(path: str) -> str:
-    """A path as shown in an answer: made safe, cut in its middle when long."""
-    p = safe_name(os.fspath(path), 1 << 62)
-    return p if len(p) <= 300 else p[:150] + "…" + p[-149:]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import CORPUS, ROOT, SAMPLES, require
+from .conftest import BUGS, CORPUS, ROOT, SAMPLES, require
 
 pytest.importorskip("mcp", reason="the mcp extra is not installed")
 
@@ -92,6 +92,7 @@ def workspace(tmp_path_factory) -> dict:
     secret = outside / "secret.json"
     secret.write_text(json.dumps(_hostile_trace()))
     (root / "link_out.json").symlink_to(secret)
+    shutil.copy(require(BUGS / "B01_truncated_midevent.json"), root / "truncated.json")
     (root / "link_dir").symlink_to(outside, target_is_directory=True)
     ranks = root / "ranks"
     ranks.mkdir()
@@ -125,6 +126,7 @@ CALLS: dict[str, tuple[str, dict]] = {
     "diff": ("diff_traces", {"before": str(EAGER), "after": str(GRAPH), "limit": 10}),
     "ranks": ("rank_set", {"paths_or_dir": "ranks"}),
     "broken": ("open_trace", {"path": "broken.txt"}),
+    "truncated": ("open_trace", {"path": "truncated.json"}),
     "outside_abs": ("open_trace", {"path": "SECRET"}),  # replaced below
     "outside_dots": ("open_trace", {"path": "../" + "x/secret.json"}),
     "link_out": ("open_trace", {"path": "link_out.json"}),
@@ -374,6 +376,14 @@ def test_paths_outside_the_roots_are_refused(transcript, workspace):
 def test_broken_trace_is_a_one_line_tool_error_naming_the_line(transcript):
     line = _error(transcript["broken"])
     assert "broken.txt:3:11: expected a lane (CPU or GPU), found 'XPU'" in line
+
+
+def test_a_repaired_trace_names_the_line_in_its_warnings(transcript):
+    # cut off inside an event (shared/bugs B01): loaded with what was whole, and said so
+    ans = _data(transcript["truncated"])
+    assert ans["event_count"] == 8 and ans["warning_count"] == 1
+    (w,) = ans["warnings"]
+    assert w["line"] == 15 and "file truncated at line 15" in w["message"]
 
 
 def test_hostile_names_come_back_only_as_escaped_data(transcript):

@@ -3,8 +3,8 @@
 ``gapscope [TRACE]`` opens the viewer (a bundled sample when TRACE is omitted);
 ``gapscope DIR``, ``gapscope FILE FILE…`` and ``gapscope report DIR|FILE FILE…`` take a
 set of per-rank traces (``gapscope.ranks``);
-``gapscope report``, ``gapscope diff``, ``gapscope capture`` and ``gapscope exercise`` are
-subcommands.
+``gapscope report``, ``gapscope diff``, ``gapscope capture``, ``gapscope exercise`` and
+``gapscope mcp`` are subcommands.
 Subcommand modules are imported lazily so ``report`` never imports Textual and
 ``capture`` never imports the viewer.
 
@@ -30,6 +30,7 @@ SUBCOMMANDS = {
     "capture": "gapscope.capture.cli",
     "exercise": "gapscope.exercise_cmd",
     "view": "gapscope.view_cmd",
+    "mcp": "gapscope.mcp.cmd",
 }
 
 #: ``report`` and the viewer on a rank set (a folder, or several files).
@@ -42,6 +43,7 @@ SUMMARIES = {
     "diff": "compare BEFORE and AFTER traces: verdict, idle that died or remains (--fail-if-slower for CI)",
     "capture": "run a workload under torch.profiler and write a Kineto trace (needs the 'capture' extra)",
     "exercise": "work through a timeline exercise with the six-step protocol",
+    "mcp": "serve the diagnosis to coding agents over the Model Context Protocol (needs the 'mcp' extra)",
 }
 
 
@@ -125,9 +127,10 @@ def main(argv: list[str] | None = None) -> int:
     return guarded(name, rest)
 
 
-#: The modules of the commands that run a Textual app with thread workers (the
-#: diagnosis), which may still be running when the user quits (``run``).
-APP_MODULES = ("gapscope.view_cmd", "gapscope.exercise_cmd")
+#: The modules of the commands that run thread workers (the viewer's diagnosis, an MCP
+#: tool call past its time limit), which may still be running when the user quits or
+#: the client hangs up (``run``).
+APP_MODULES = ("gapscope.view_cmd", "gapscope.exercise_cmd", "gapscope.mcp.cmd")
 
 #: Whether this process ran one of ``APP_MODULES`` (set by ``guarded``).
 _app_ran = False

@@ -36,6 +36,8 @@ def _loaded_after(imports: str) -> set[str]:
         ("import gapscope.report.cmd, gapscope.report.document, gapscope.report.args", {"textual"}),
         ("import gapscope.diff.cmd, gapscope.diff.document, gapscope.diff.match", {"textual", "gapscope.tui"}),
         ("import gapscope.cli", {"textual", "rich"}),
+        # the agent interface: the SDK only when the server is built (an optional extra)
+        ("import gapscope.mcp.cmd, gapscope.mcp.service, gapscope.mcp.answers", {"textual", "gapscope.tui", "mcp"}),
         (
             "import gapscope.ranks.cmd, gapscope.ranks_view_cmd, gapscope.ranks.document, gapscope.ranks.text, "
             "gapscope.ranks.markdown, gapscope.ranks.pool",

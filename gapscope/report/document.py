@@ -21,7 +21,7 @@ from gapscope.report.busy import device_busy, lane_kind_counts
 from gapscope.report.fmt import GROUP_CARDS
 from gapscope.units import fmt_dur
 
-__all__ = ["SCHEMA", "build_document", "jsonable", "diagnose_or_none", "lone_gaps", "CARDS_FOR_TOP"]
+__all__ = ["SCHEMA", "build_document", "gap_entry", "jsonable", "diagnose_or_none", "lone_gaps", "CARDS_FOR_TOP"]
 
 #: Largest gaps outside any recurring group that also get their card printed.
 CARDS_FOR_TOP = 3
@@ -197,6 +197,15 @@ def _gap(trace: Trace, diag, i: int, origin_ns: int) -> dict:
 def _card(card) -> dict:
     d = jsonable(card)
     return d
+
+
+def gap_entry(trace: Trace, diag, i: int, origin_ns: int) -> dict:
+    """Gap ``i`` of ``diag`` with its card, exactly as a ``top_gaps[]`` entry of the
+    document (``origin_ns``: ``span.start_ns``), for any gap, not only the top N (the
+    agent interface, ``gapscope.mcp``, asks for one gap at a time)."""
+    row = _gap(trace, diag, int(i), origin_ns)
+    row["card"] = _card(diag.card(int(i)))
+    return row
 
 
 def build_document(

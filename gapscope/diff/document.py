@@ -57,6 +57,7 @@ __all__ = [
     "THRESHOLDS",
     "separation_of",
     "side_damage_text",
+    "not_compared_text",
 ]
 
 #: Identifies the document layout; bumped only on an incompatible change.
@@ -589,6 +590,11 @@ def build_diff_document(
     kernels = _kernels(b, a)
     comp = _comparability(b, a, kernels, per_step)
     judged = judgement(b, a)
+    if not judged["judged"]:
+        # a side without complete steps has no positions or kernel time to compare: a
+        # position would read "died", a family "−100%"
+        matches = []
+        kernels.update(families=[], common_share=None)
     verdict = verdict_of(per_step, comp, separation_of(b, a), judged)
     kernels["sentence"] = _work_sentence(per_step, verdict, kernels)
     groups = _groups(matches)
@@ -609,7 +615,7 @@ def build_diff_document(
         group_counts=counts,
         group_change_ns=change,
         groups=groups,
-        left=_left(a, matches) if a.has_gpu else None,
+        left=_left(a, matches) if a.has_gpu and judged["judged"] else None,
     )
 
 
@@ -625,6 +631,14 @@ def side_damage_text(side: dict) -> str:
     if n:
         parts.append(f"{n} loader warning{'s' if n != 1 else ''}")
     return "; ".join(parts)
+
+
+def not_compared_text(doc: dict) -> str | None:
+    """The line that stands for a table the diff does not compare (it cannot be
+    judged: ``judge.CANNOT_JUDGE``), or None when it compares."""
+    if doc["verdict"]["verdict"] != CANNOT_JUDGE:
+        return None
+    return "Not compared: the diff cannot be judged (see the verdict)."
 
 
 def rate_text(per_step: dict) -> tuple[str, str]:

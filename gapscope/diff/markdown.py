@@ -7,7 +7,7 @@ through ``md_text``, as in the report's Markdown. Same figures as the text: both
 
 from __future__ import annotations
 
-from gapscope.diff.document import class_text, rate_text, side_damage_text
+from gapscope.diff.document import class_text, not_compared_text, rate_text, side_damage_text
 from gapscope.report.fmt import fmt_rate
 from gapscope.report.markdown import md_code, md_text, warnings_markdown
 from gapscope.units import column_unit, fmt_delta, fmt_dur, fmt_dur_pair, fmt_in
@@ -132,7 +132,7 @@ def render_diff_markdown(doc: dict, top: int = 10) -> str:
         if len(groups) > top:
             out += ["", f"… and {len(groups) - top:,} more positions (in `--json`)"]
     else:
-        out.append("No recurring idle in either trace.")
+        out.append(not_compared_text(doc) or "No recurring idle in either trace.")
     fams = doc["kernels"]["families"]
     out += ["", "## GPU busy by kernel family (per step)", ""]
     if fams:
@@ -145,6 +145,8 @@ def render_diff_markdown(doc: dict, top: int = 10) -> str:
         )
         if len(fams) > top:
             out += ["", f"… and {len(fams) - top:,} more families (in `--json`)"]
+    elif not_compared_text(doc):
+        out.append(str(not_compared_text(doc)))
     left = doc.get("left")
     if left:
         c = left["card"]

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gapscope.diff.document import class_text, rate_text, side_damage_text
+from gapscope.diff.document import class_text, not_compared_text, rate_text, side_damage_text
 from gapscope.report.fmt import fmt_rate
 from gapscope.report.panels import card_panel
 from gapscope.report.rich_text import cause_text, heading, name_text, safe_text
@@ -187,7 +187,7 @@ def _positions(doc: dict, console: Console, top: int) -> None:
     )
     heading(console, f"Idle positions matched across the traces ({summary})")
     if not groups:
-        console.print(Text("No recurring idle in either trace."))
+        console.print(Text(not_compared_text(doc) or "No recurring idle in either trace."))
         return
     shown = groups[: max(0, top)]
     rows = []
@@ -255,7 +255,7 @@ def _families(doc: dict, console: Console, top: int) -> None:
     fams = k["families"]
     heading(console, "GPU busy by kernel family (per step: sum of kernel durations)")
     if not fams:
-        console.print(Text("No kernels."))
+        console.print(Text(not_compared_text(doc) or "No kernels."))
         return
     u = column_unit(max(max(r["before_ns"], r["after_ns"]) for r in fams))
     name_cols = max(20, console.width - 45)

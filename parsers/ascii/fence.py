@@ -62,11 +62,11 @@ class FenceEvent(typing.NamedTuple):
 
 class FencePlan(typing.NamedTuple):
     """What a fence will expand into, read from its notes before anything is
-    allocated: ``count`` kernels of ``kernel_ns``, gaps from ``gap_range`` (low, high
+    allocated: ``n_kernels`` kernels of ``kernel_ns``, gaps from ``gap_range`` (low, high
     ns) or else ``drawn_gaps_ns`` (the drawing's, cycled; ``scale_ns`` when none);
     ``where``: (line, column) of its first note, else of the fence, for messages."""
 
-    count: int
+    n_kernels: int
     kernel_ns: int
     gap_range: tuple[int, int] | None
     drawn_gaps_ns: tuple[int, ...]
@@ -76,7 +76,7 @@ class FencePlan(typing.NamedTuple):
     @property
     def max_events(self) -> int:
         """Most events the expansion creates (``EVENTS_PER_KERNEL`` per kernel)."""
-        return EVENTS_PER_KERNEL * self.count
+        return EVENTS_PER_KERNEL * self.n_kernels
 
 
 def check_expansion(plans: list[FencePlan], path: str, max_bytes: tuple[int, bool] | None = None) -> int:
@@ -110,7 +110,7 @@ def check_expansion(plans: list[FencePlan], path: str, max_bytes: tuple[int, boo
     raise error_at(
         path,
         f"picket fences expand into up to {total:,} events in all ({len(plans)} fence(s); this one, "
-        f"{p.count:,} kernels, passes the cap): {limit}; refusing to expand them",
+        f"{p.n_kernels:,} kernels, passes the cap): {limit}; refusing to expand them",
         p.where[0],
         p.where[1],
         "sketch fewer repeats; a capture of a real run is the better input",
@@ -124,7 +124,7 @@ def expand_fence(plan: FencePlan, name: str) -> tuple[list[FenceEvent], int]:
     Returns (events, duration): event times are ns relative to the fence's first launch
     call, the duration runs up to the end of its last kernel (ns). At most
     ``plan.max_events`` events."""
-    count, kernel_ns, drawn_gaps = plan.count, plan.kernel_ns, plan.drawn_gaps_ns
+    count, kernel_ns, drawn_gaps = plan.n_kernels, plan.kernel_ns, plan.drawn_gaps_ns
     if plan.gap_range is None:
         gaps = [drawn_gaps[i % len(drawn_gaps)] if drawn_gaps else plan.scale_ns for i in range(count - 1)]
     else:

@@ -148,8 +148,8 @@ def test_damaged_ranks_are_marked_and_left_out(damaged_set):
     assert set(r4["idle_by_class_ns"].values()) == {None}
     for r in (-1, 4, 99):
         assert rows[r]["in_cross_rank"] is False and rows[r]["cost_imposed_ns"] is None
-    # damaged rows come last
-    assert [row["rank"] for row in doc["ranks"]][:2] in ([1, 0], [0, 1])
+    # damaged rows come last, by step time (rank 4 has none)
+    assert [row["rank"] for row in doc["ranks"]] == [1, 0, -1, 99, 4]
     # the verdict is over ranks 0 and 1 only, and names the others
     v = doc["verdict"]
     assert v["straggler"] == 1
@@ -283,3 +283,29 @@ def damage_of_row(row: dict) -> bool:
     from gapscope.parsers.model import TraceWarning
 
     return damage_of([TraceWarning(w["line"], w["field"], w["message"]) for w in row["warnings"]]).truncated
+
+
+def test_overview_screen_marks_the_damaged_ranks(damaged_set):
+    import asyncio
+
+    from textual.widgets import DataTable
+
+    from gapscope.tui.ranks_overview import RanksOverview
+
+    doc = collect([str(damaged_set)], jobs=1)
+
+    async def go():
+        app = RanksOverview(doc)
+        async with app.run_test(size=(160, 30)) as pilot:
+            await pilot.pause()
+            head = str(app.query_one("#head").render())
+            verdict = str(app.query_one("#verdict").render())
+            table = app.query_one(DataTable)
+            firsts = [str(table.get_row_at(k)[0]) for k in range(table.row_count)]
+        return head, verdict, firsts
+
+    head, verdict, firsts = asyncio.run(go())
+    assert "3 damaged (left out)" in head
+    assert "rank 4: no GPU work" in verdict
+    # damaged rows last, by step time (rank 4 has none)
+    assert firsts[2:] == ["-1 (rank outside the world of 5)", "99 (rank outside the world of 5)", "4 (no GPU work)"]

@@ -309,3 +309,26 @@ def test_overview_screen_marks_the_damaged_ranks(damaged_set):
     assert "rank 4: no GPU work" in verdict
     # damaged rows last, by step time (rank 4 has none)
     assert firsts[2:] == ["-1 (rank outside the world of 5)", "99 (rank outside the world of 5)", "4 (no GPU work)"]
+
+
+def test_rank_set_with_ranks_claimed_anywhere(tmp_path):
+    # each file claims a rank drawn from -3..7 in a world of 4: every rank outside
+    # [0, 4) is marked and left out, duplicates are left out by discovery, and the
+    # straggler (if any) is always a rank inside the world
+    rng = random.Random(11)
+    for k in range(6):
+        d = tmp_path / f"set{k}"
+        ps = write_rank_set(d, 4, steps=3, straggler=rng.randrange(4), late_steps=(1, 2), late_us=300)
+        for p in ps:
+            doc = json.loads(p.read_text())
+            doc["distributedInfo"]["rank"] = rng.randint(-3, 7)
+            p.write_text(json.dumps(doc))
+        doc = collect([str(d)], jobs=1)
+        render_text(doc, width=120)
+        render_markdown(doc)
+        for row in doc["ranks"]:
+            outside = not 0 <= row["rank"] < 4
+            assert ("rank outside the world of 4" in row["marks"]) == outside
+            assert row["in_cross_rank"] == (not outside)
+        s = doc["verdict"]["straggler"]
+        assert s is None or 0 <= s < 4

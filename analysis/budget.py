@@ -39,7 +39,8 @@ class Budget:
     """Per-step budget of ``device``. ``steps``: number of steps (1 when the window is
     used); ``source``: ``Steps.source`` or ``"window"``; ``wall_ns``/``gpu_busy_ns``/
     ``idle_ns``: medians per step (int ns); ``idle_share`` = idle / wall;
-    ``steps_per_s`` = 1e9 / wall_ns; ``tokens_per_s`` = the same rate, which is a
+    ``steps_per_s`` = 1e9 / wall_ns, None when the step has no length (every event at
+    one time: no rate can be measured); ``tokens_per_s`` = the same rate, which is a
     token rate only when ``decode`` (``is_decode``: a step makes one token) — show it
     as tokens/s only then; ``class_idle_ns``: idle per cause class per step: ``idle_ns``
     split as the typical steps split theirs by class (``step_class_ns``)."""
@@ -51,9 +52,9 @@ class Budget:
     gpu_busy_ns: int
     idle_ns: int
     idle_share: float
-    tokens_per_s: float
+    tokens_per_s: float | None
     class_idle_ns: dict
-    steps_per_s: float = 0.0
+    steps_per_s: float | None = None
     decode: bool = False
     #: how many of the ``steps`` are typical (``typical_steps``): the split is theirs
     typical_steps: int = 0
@@ -80,16 +81,17 @@ class Budget:
 class WhatIf:
     """Projection of a what-if. ``removed_ns``: idle removed per step; ``projected_step_ns``
     = wall - removed (never below GPU busy); ``steps_per_s`` = ``tokens_per_s`` =
-    1e9 / projected (tokens/s only when ``decode``, as in ``Budget``);
+    1e9 / projected (tokens/s only when ``decode``, as in ``Budget``; None when the
+    projected step has no length);
     ``assumptions``: the printed assumptions, in words with numbers."""
 
     wall_ns: int
     removed_ns: int
     projected_step_ns: int
-    tokens_per_s: float
+    tokens_per_s: float | None
     speedup: float
     assumptions: list[str]
-    steps_per_s: float = 0.0
+    steps_per_s: float | None = None
     decode: bool = False
 
 
@@ -140,7 +142,7 @@ def compute_budget(diag) -> Budget | None:
     in_ns = float(cls.sum()) + ot_ns
     class_idle = {c.label: (int(round(idle * cls[int(c)] / in_ns)) if in_ns > 0 else 0) for c in Cause}
     one_time_idle = int(round(idle * ot_ns / in_ns)) if in_ns > 0 else 0
-    rate = 1e9 / wall_med if wall_med > 0 else 0.0
+    rate = 1e9 / wall_med if wall_med > 0 else None  # no length: no rate (never 0 steps/s)
     return Budget(
         dev.device,
         nsteps,
@@ -321,7 +323,7 @@ def what_if(diag, *, gaps=(), causes=(), names=()) -> WhatIf:
     ]
     if projected == b.gpu_busy_ns and b.wall_ns - removed_step < b.gpu_busy_ns:
         assumptions.append("The projection is capped at GPU busy time (the GPU cannot finish before its work).")
-    rate = 1e9 / projected if projected > 0 else 0.0
+    rate = 1e9 / projected if projected > 0 else None
     return WhatIf(
         b.wall_ns,
         removed_step,

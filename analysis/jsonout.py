@@ -161,9 +161,9 @@ def diagnosis_to_json(diag, *, top: int = 50) -> dict:
             "gpu_busy_ns": b.gpu_busy_ns,
             "idle_ns": b.idle_ns,
             "idle_share": round(b.idle_share, 6),
-            "steps_per_s": round(b.steps_per_s, 3),
+            "steps_per_s": _round(b.steps_per_s),
             "decode": b.decode,
-            "tokens_per_s": round(b.tokens_per_s, 3) if b.decode else None,
+            "tokens_per_s": _round(b.tokens_per_s) if b.decode else None,
             "class_idle_ns": b.class_idle_ns,
             "one_time_idle_ns": b.one_time_idle_ns,
             "typical_steps": b.typical_steps,
@@ -173,6 +173,11 @@ def diagnosis_to_json(diag, *, top: int = 50) -> dict:
         "what_if": _what_ifs(diag),
         "warnings": [str(w) for w in trace.warnings],
     }
+
+
+def _round(rate: float | None) -> float | None:
+    """A rate to 3 decimals; None (no rate: a step of no length) stays None."""
+    return None if rate is None else round(rate, 3)
 
 
 def _what_ifs(diag) -> dict:
@@ -187,8 +192,8 @@ def _what_ifs(diag) -> dict:
         out[label] = {
             "removed_ns": w.removed_ns,
             "projected_step_ns": w.projected_step_ns,
-            "steps_per_s": round(w.steps_per_s, 3),
-            "tokens_per_s": round(w.tokens_per_s, 3) if w.decode else None,
+            "steps_per_s": _round(w.steps_per_s),
+            "tokens_per_s": _round(w.tokens_per_s) if w.decode else None,
             "speedup": round(w.speedup, 6),
             "assumptions": w.assumptions,
         }

@@ -124,5 +124,7 @@ def diff_main(argv: list[str]) -> int:
 
     doc = diff_doc.build_diff_document(before, bd, after, ad, paths=(args.before, args.after))
     b_side, a_side, matches = diff_doc.diff_sides(before, bd, after, ad)
+    if not doc["judgement"]["judged"]:
+        matches = []  # as the document: a side without complete steps has no positions to compare
     make_diff_app(b_side, a_side, matches, verdict=doc["verdict"]["line"], labels=(args.before, args.after)).run()
     return 0

@@ -953,4 +953,4 @@ def _load(p: str, data: Text) -> Trace:
         ) from None
     from gapscope.parsers.ascii import load_ascii
 
-    return load_ascii(text, p)
+    return load_ascii(text, p, _limit_for(p))

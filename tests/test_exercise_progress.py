@@ -320,3 +320,57 @@ def test_cmd_prints_the_notice_once(state, capsys):
     assert exercise_cmd.main([]) == 0
     err = capsys.readouterr().err
     assert err.count("gapscope: warning: ") == 1 and "moved aside to" in err and "Traceback" not in err
+
+
+def test_overlapping_saves_never_share_a_temp_file(tmp_path, monkeypatch):
+    # issue 42: two `exercise --reset` runs saving at once wrote one `.tmp` name; the
+    # one that renamed second found it gone and lost its update. Here run B saves
+    # between run A's write and A's rename: both must land, and no temp file stays.
+    from gapscope.exercise import progress as progress_mod
+
+    a, b = ProgressStore(tmp_path, "ada"), ProgressStore(tmp_path, "ada")
+    b.task("decode-step", "t1")["done"] = True
+    real_replace = os.replace
+    interleaved = []
+
+    def replace(src, dst):
+        if not interleaved:
+            interleaved.append(src)
+            assert b.save(), b.error
+        real_replace(src, dst)
+
+    monkeypatch.setattr(progress_mod.os, "replace", replace)
+    a.task("decode-step", "t2")["notes"] = "a's note"
+    assert a.save(), a.error
+    assert len(interleaved) == 1
+    monkeypatch.setattr(progress_mod.os, "replace", real_replace)
+    kept = json.loads((tmp_path / "progress-ada.json").read_text(encoding="utf-8"))
+    assert kept["exercises"]["decode-step"]["tasks"]["t2"]["notes"] == "a's note"  # A renamed last
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["progress-ada.json"]
+
+
+def test_concurrent_saves_all_land(tmp_path):
+    # eight writers saving 20 times each at once: every save succeeds, the file is
+    # always one writer's whole record, and no temp file is left behind
+    import threading
+
+    results: list[bool] = []
+    lock = threading.Lock()
+
+    def writer(k: int) -> None:
+        store = ProgressStore(tmp_path, "ada")
+        for i in range(20):
+            store.task("decode-step", f"t{k}")["attempts"] = i + 1
+            ok = store.save()
+            with lock:
+                results.append(ok)
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [True] * 160
+    store = ProgressStore(tmp_path, "ada")
+    assert store.notice is None  # a whole, valid record
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["progress-ada.json"]

@@ -381,11 +381,13 @@ def budget_text(diagnosis) -> Text:
     steps = getattr(diagnosis, "steps", None)
     on_gpu = ", as the GPU ran them" if getattr(steps, "on_gpu", False) else ""
     t.append(f" ({b.steps} step{'s' if b.steps != 1 else ''}, {b.source}{on_gpu})\n")
-    rate = (
-        f"{b.tokens_per_s:,.0f} tokens/s"
-        if getattr(b, "decode", False)
-        else f"{getattr(b, 'steps_per_s', 0.0):,.1f} steps/s"
-    )
+    decode = getattr(b, "decode", False)
+    per_s = b.tokens_per_s if decode else getattr(b, "steps_per_s", None)
+    unit = "tokens/s" if decode else "steps/s"
+    if per_s is None:  # a step of no length: no rate, never "0.0 steps/s"
+        rate = f"{unit} n/a"
+    else:
+        rate = f"{per_s:,.0f} {unit}" if decode else f"{per_s:,.1f} {unit}"
     t.append(f" wall {fmt_dur(b.wall_ns)}  GPU busy {fmt_dur(b.gpu_busy_ns)}  idle {100 * b.idle_share:.0f}%  {rate}\n")
     once_ns = getattr(b, "one_time_idle_ns", 0)
     if once_ns:

@@ -35,6 +35,8 @@ def projection_text(diagnosis, marked: tuple[str, ...]) -> str:
         return "what-if: no GPU ops, nothing to project"
     w = diagnosis.what_if(names=marked)
     names = ", ".join("`" + n + "`" for n in marked)
-    rate = f"{w.tokens_per_s:,.0f} tok/s" if w.decode else f"{w.steps_per_s:,.2f} steps/s"
+    per_s = w.tokens_per_s if w.decode else w.steps_per_s
+    unit = "tok/s" if w.decode else "steps/s"
+    rate = f"{unit} n/a" if per_s is None else f"{per_s:,.0f} {unit}" if w.decode else f"{per_s:,.2f} {unit}"
     # the figures first: the status line is cut at the terminal's width
     return f"what-if: {fmt_dur(w.projected_step_ns)}/step ({w.speedup:.2f}x), {rate} without {names}"

@@ -7,7 +7,8 @@ shrank, grew, appeared, unchanged), GPU busy by kernel family, and the largest i
 left with its card. Never imports Textual; never writes the inputs.
 
 Exit status: 0 ok; 1 with ``--fail-if-slower PCT`` when AFTER's step is slower than
-BEFORE's by more than PCT percent beyond the noise; 2 for bad input or usage, printed
+BEFORE's by more than PCT percent beyond the noise, or when the diff cannot be judged
+(a side has no complete steady-state step: a gate never passes on damaged input); 2 for bad input or usage, printed
 as one line ``gapscope: error: PATH:LINE:COL: message (hint)``.
 """
 
@@ -17,6 +18,7 @@ import sys
 from typing import IO
 
 from gapscope.diff import document as diff_doc
+from gapscope.diff.judge import CANNOT_JUDGE
 from gapscope.report import args as report_args
 from gapscope.report.args import Parser, UsageError, add_threshold_options, add_width_option, params_from_args
 from gapscope.report.cmd import guarded_run, write_json, write_rich
@@ -50,7 +52,10 @@ def build_parser() -> Parser:
             f"{100 * t['unchanged_share']:g}% or by less than the minimum gap. The kernel mix is stated as different "
             f"below {100 * t['same_mix_share']:g}% of GPU busy time in common kernel families; below "
             f"{100 * t['unrelated_share']:g}% (and no graph capture explaining it) the traces are unrelated and "
-            "get no verdict. Exit status: 0 ok, 1 slower (with --fail-if-slower), 2 bad input or usage."
+            "get no verdict. A side with no complete steady-state step (its file cut off before any step "
+            "is known to be complete, or no step to measure) gets no verdict either: 'cannot judge', with the "
+            "reason; each side's loader warnings are shown. Exit status: 0 ok, 1 slower or cannot judge (with "
+            "--fail-if-slower), 2 bad input or usage."
         ),
     )
     p.add_argument("before", metavar="BEFORE", help="the trace before the change (any format gapscope reads)")
@@ -69,8 +74,8 @@ def build_parser() -> Parser:
         type=float,
         default=None,
         metavar="PCT",
-        help="exit 1 when AFTER's step is slower than BEFORE's by more than PCT percent beyond the noise "
-        "(0 otherwise; for CI)",
+        help="exit 1 when AFTER's step is slower than BEFORE's by more than PCT percent beyond the noise, "
+        "or when the diff cannot be judged (a damaged or incomplete side; 0 otherwise; for CI)",
     )
     p.add_argument(
         "--top",
@@ -98,10 +103,14 @@ def load_pair(before_path: str, after_path: str, params):
 def check_slower(doc: dict, pct: float) -> dict:
     """The ``--fail-if-slower`` check of a diff document: ``failed`` when the step grew
     by more than ``pct`` % of BEFORE's step plus the verdict's margin (the noise, or
-    its floor when every AFTER step is slower than every BEFORE step); a diff with no verdict
-    never fails (it says why). Returns ``pct``, ``limit_ns``, ``failed``, ``line``."""
+    its floor when every AFTER step is slower than every BEFORE step); a diff that
+    cannot be judged (``judge.CANNOT_JUDGE``) fails with the reason; a diff of
+    unrelated traces never fails (it says why). Returns ``pct``, ``limit_ns``,
+    ``failed``, ``line``."""
     v = doc["verdict"]
     before = doc["per_step"]["wall_ns"]["before_ns"]
+    if v["verdict"] == CANNOT_JUDGE:
+        return dict(pct=pct, limit_ns=None, failed=True, line=f"FAILED: {v['line']}")
     if v["verdict"] == "not comparable" or before is None:
         return dict(pct=pct, limit_ns=None, failed=False, line=f"not checked ({v['line']})")
     limit = int(round(v["margin_ns"] + pct / 100.0 * before))
@@ -165,4 +174,6 @@ def run(argv: list[str], stdout: IO[str] | None = None) -> int:
     out.flush()
     if pct is not None and doc["verdict"]["verdict"] == "not comparable":
         print(f"gapscope: warning: --fail-if-slower not checked: {doc['verdict']['line']}", file=sys.stderr)
+    if pct is not None and doc["verdict"]["verdict"] == CANNOT_JUDGE:
+        print(f"gapscope: --fail-if-slower failed: {doc['verdict']['line']}", file=sys.stderr)
     return status

@@ -21,7 +21,12 @@ Definitions (stated in ``gapscope diff --help`` too):
   graph capture explains it: one trace's kernel time mostly replayed from graphs whose
   kernels are not recorded, with GPU busy per step within ``WORK_RATIO`` of the other's
   (then the verdict says so). The verdict line ends with the differences that make it
-  uncertain (``comparability.caveats``).
+  uncertain (``comparability.caveats``) and the damage the loader reported on either
+  side (``judgement.caveats``).
+- ``cannot judge`` (no verdict) when a side has no complete steady-state step
+  (``judge.judgement``: its file was cut off before any step is known to be complete,
+  or it has no step to measure); ``judgement.reasons`` says why. Each side's loader
+  warnings are in ``before.warnings`` / ``after.warnings``.
 """
 
 from __future__ import annotations
@@ -31,8 +36,10 @@ from typing import Any
 import numpy as np
 
 from gapscope.analysis.types import Cause
+from gapscope.diff.judge import CANNOT_JUDGE, judgement
 from gapscope.diff.match import NOISE_K, POSITION_TOL, STATUSES, UNCHANGED_SHARE, Match, match_positions
 from gapscope.diff.side import Position, Side, build_side
+from gapscope.report.damage import warning_rows
 from gapscope.report.document import jsonable
 from gapscope.report.fmt import device_label, fmt_rate
 from gapscope.units import fmt_delta, fmt_dur, fmt_dur_pair
@@ -49,6 +56,8 @@ __all__ = [
     "SEPARATE_MIN_STEPS",
     "THRESHOLDS",
     "separation_of",
+    "side_damage_text",
+    "not_compared_text",
 ]
 
 #: Identifies the document layout; bumped only on an incompatible change.
@@ -297,13 +306,14 @@ def _steps_text(side: Side) -> str:
 
 
 # ------------------------------------------------------------------ verdict
-def verdict_of(per_step: dict, comparability: dict, separation: str | None = None) -> dict:
+def verdict_of(per_step: dict, comparability: dict, separation: str | None = None, judged: dict | None = None) -> dict:
     """The verdict (see the module docstring): ``verdict``, ``line``, ``change_ns``,
     ``change_share``, ``speedup`` (before ÷ after), ``noise_ns`` and ``noise_source``,
     ``separated`` and ``margin_ns`` (the change the verdict required: the noise, or
     the floor when the steps separate). ``separation``: ``"slower"`` / ``"faster"``
     when every steady step of AFTER is slower / faster than every one of BEFORE (at
-    least ``SEPARATE_MIN_STEPS`` each), else None."""
+    least ``SEPARATE_MIN_STEPS`` each), else None. ``judged``: ``judge.judgement``
+    of the two sides (None: judged, no caveat)."""
     w = per_step["wall_ns"]
     b, a = w["before_ns"], w["after_ns"]
     out: dict[str, Any] = dict(
@@ -317,6 +327,10 @@ def verdict_of(per_step: dict, comparability: dict, separation: str | None = Non
         separated=False,
         margin_ns=None,
     )
+    if judged is not None and not judged["judged"]:
+        out["verdict"] = CANNOT_JUDGE
+        out["line"] = f"{CANNOT_JUDGE}: " + "; ".join(judged["reasons"])
+        return out
     if b is None or a is None or not comparability["comparable"]:
         out["line"] = "no verdict: " + (comparability.get("reason") or "no steps to compare")
         return out
@@ -358,8 +372,9 @@ def verdict_of(per_step: dict, comparability: dict, separation: str | None = Non
     else:
         out["verdict"] = "no change"
         out["line"] = f"no change beyond noise: step {pair} ({fmt_delta(d)}; {why})"
-    if comparability.get("caveats"):
-        out["line"] += " — with care: " + ", ".join(comparability["caveats"])
+    caveats = list(comparability.get("caveats") or []) + list((judged or {}).get("caveats") or [])
+    if caveats:
+        out["line"] += " — with care: " + ", ".join(caveats)
     return out
 
 
@@ -406,7 +421,7 @@ def _work_sentence(per_step: dict, verdict: dict, kernels: dict | None = None) -
         return ""
     busy_txt = f"GPU busy {fmt_dur_pair(bb, ba)}"
     v = verdict["verdict"]
-    if v == "not comparable":
+    if v in ("not comparable", CANNOT_JUDGE):
         return busy_txt + f"; idle {fmt_dur_pair(ib, ia)}"
     tol_b = max(NOISE_K * max(busy["before_spread_ns"] or 0, busy["after_spread_ns"] or 0), NOISE_FLOOR_SHARE * bb)
     tol_i = max(verdict["noise_ns"] or 0, NOISE_FLOOR_SHARE * max(ib, 1))
@@ -551,9 +566,12 @@ def _side_json(side: Side, path: str) -> dict:
             count=int(side.steady.size),
             steady_count=side.n_steady,
             excluded=[dict(index=k, reason=r) for k, r in side.excluded],
+            incomplete=[dict(index=k, reason=r) for k, r in side.incomplete],
         ),
         graph_launches=list(side.graph_launches),
         position_count=len(side.positions),
+        damage=side.damage.as_json(),
+        warnings=warning_rows(side.trace.warnings),
     )
 
 
@@ -571,7 +589,13 @@ def build_diff_document(
     per_step = _per_step(b, a)
     kernels = _kernels(b, a)
     comp = _comparability(b, a, kernels, per_step)
-    verdict = verdict_of(per_step, comp, separation_of(b, a))
+    judged = judgement(b, a)
+    if not judged["judged"]:
+        # a side without complete steps has no positions or kernel time to compare: a
+        # position would read "died", a family "−100%"
+        matches = []
+        kernels.update(families=[], common_share=None)
+    verdict = verdict_of(per_step, comp, separation_of(b, a), judged)
     kernels["sentence"] = _work_sentence(per_step, verdict, kernels)
     groups = _groups(matches)
     counts = {s: sum(1 for g in groups if g["status"] == s) for s in STATUSES}
@@ -584,14 +608,37 @@ def build_diff_document(
         before=_side_json(b, paths[0]),
         after=_side_json(a, paths[1]),
         comparability=comp,
+        judgement=judged,
         verdict=verdict,
         per_step=per_step,
         kernels=kernels,
         group_counts=counts,
         group_change_ns=change,
         groups=groups,
-        left=_left(a, matches) if a.has_gpu else None,
+        left=_left(a, matches) if a.has_gpu and judged["judged"] else None,
     )
+
+
+def side_damage_text(side: dict) -> str:
+    """``cut off at line 462; 2 warnings``: the damage and warning count of one side of
+    the document (``""`` when the loader said nothing)."""
+    d, n = side.get("damage") or {}, len(side.get("warnings") or [])
+    parts = []
+    if d.get("truncated"):
+        parts.append("cut off" + (f" at line {d['truncated_line']}" if d.get("truncated_line") is not None else ""))
+    if d.get("repaired_count"):
+        parts.append(f"{d['repaired_count']} repair(s) on load")
+    if n:
+        parts.append(f"{n} loader warning{'s' if n != 1 else ''}")
+    return "; ".join(parts)
+
+
+def not_compared_text(doc: dict) -> str | None:
+    """The line that stands for a table the diff does not compare (it cannot be
+    judged: ``judge.CANNOT_JUDGE``), or None when it compares."""
+    if doc["verdict"]["verdict"] != CANNOT_JUDGE:
+        return None
+    return "Not compared: the diff cannot be judged (see the verdict)."
 
 
 def rate_text(per_step: dict) -> tuple[str, str]:

@@ -7,9 +7,9 @@ through ``md_text``, as in the report's Markdown. Same figures as the text: both
 
 from __future__ import annotations
 
-from gapscope.diff.document import class_text, rate_text
+from gapscope.diff.document import class_text, not_compared_text, rate_text, side_damage_text
 from gapscope.report.fmt import fmt_rate
-from gapscope.report.markdown import md_code, md_text
+from gapscope.report.markdown import md_code, md_text, warnings_markdown
 from gapscope.units import column_unit, fmt_delta, fmt_dur, fmt_dur_pair, fmt_in
 
 __all__ = ["render_diff_markdown"]
@@ -39,18 +39,24 @@ def render_diff_markdown(doc: dict, top: int = 10) -> str:
         out += ["", f"**CI check:** {md_text(doc['check']['line'])}"]
     if doc.get("left"):
         out += ["", f"**Left:** {md_text(doc['left']['line'])}"]
+    if b.get("warnings") or a.get("warnings"):
+        for name, side in (("BEFORE", b), ("AFTER", a)):
+            out += warnings_markdown(side.get("warnings") or [], f"## Loader warnings of {name}", "none")
     out += ["", "## Comparability", ""]
     for name, side in (("Before", b), ("After", a)):
         st = side["steps"]
         gpu = f"; GPU {side['device']}: {md_code(side['gpu'], None, False)}" if side.get("gpu") else ""
+        damage = side_damage_text(side)
         out.append(
-            f"- {name}: {side['format']}; {st['steady_count']} steady of {st['count']} step(s) "
-            f"({st['source']} {md_code(st['name'], 60, False) if st['name'] else ''}){gpu}"
+            f"- {name}: {side['format']}; {damage + '; ' if damage else ''}{st['steady_count']} steady of "
+            f"{st['count']} step(s) ({st['source']} {md_code(st['name'], 60, False) if st['name'] else ''}){gpu}"
         )
     out += [f"- {md_text(n)}" for n in doc["comparability"]["notes"]] or ["- same GPU, kernel mix and step count"]
     for side_name in ("before", "after"):
         for e in doc[side_name]["steps"]["excluded"][:3]:
             out.append(f"- warm-up left out of {side_name.upper()}: step {e['index'] + 1}, {md_text(e['reason'])}")
+        for e in (doc[side_name]["steps"].get("incomplete") or [])[:3]:
+            out.append(f"- incomplete, left out of {side_name.upper()}: step {e['index'] + 1}, {md_text(e['reason'])}")
     ps = doc["per_step"]
     u = column_unit(max(int(ps["wall_ns"]["before_ns"] or 0), int(ps["wall_ns"]["after_ns"] or 0), 1))
 
@@ -126,7 +132,7 @@ def render_diff_markdown(doc: dict, top: int = 10) -> str:
         if len(groups) > top:
             out += ["", f"… and {len(groups) - top:,} more positions (in `--json`)"]
     else:
-        out.append("No recurring idle in either trace.")
+        out.append(not_compared_text(doc) or "No recurring idle in either trace.")
     fams = doc["kernels"]["families"]
     out += ["", "## GPU busy by kernel family (per step)", ""]
     if fams:
@@ -139,6 +145,8 @@ def render_diff_markdown(doc: dict, top: int = 10) -> str:
         )
         if len(fams) > top:
             out += ["", f"… and {len(fams) - top:,} more families (in `--json`)"]
+    elif not_compared_text(doc):
+        out.append(str(not_compared_text(doc)))
     left = doc.get("left")
     if left:
         c = left["card"]

@@ -22,7 +22,8 @@ from gapscope.analysis.busy import coverage, device_union, valid_timing_mask
 from gapscope.analysis.diagnose import Diagnosis
 from gapscope.analysis.types import Cause
 from gapscope.diff.names import families_of, family
-from gapscope.parsers.model import Kind, Trace
+from gapscope.parsers.model import GPU_KINDS, Kind, Trace
+from gapscope.report.damage import Damage, complete_until_ns, damage_of
 
 __all__ = ["Side", "Position", "build_side", "WARMUP_RE", "mad"]
 
@@ -33,6 +34,9 @@ WARMUP_RE = re.compile(r"warm[\s_-]?up", re.IGNORECASE)
 GRAPH_RE = re.compile(r"graph", re.IGNORECASE)
 #: Fewest steps for the first one to count as warm-up.
 WARMUP_MIN_STEPS = 3
+#: Fewest GPU ops (kernels, copies, memsets) the device's window needs to stand for a
+#: step when no steps are known: one op's own duration is not a step of a loop.
+WINDOW_MIN_OPS = 2
 
 
 def mad(values: np.ndarray) -> int:
@@ -101,7 +105,11 @@ class Side:
     of graph launch calls; ``graph_busy_ns``: per steady step, the kernel time replayed
     from a graph (launched by such a call, or itself named like a graph, as in an ASCII
     timeline); ``gpu``: the device's ``deviceProperties`` entry or None;
-    ``decode``: a step makes one token (``Budget.decode``)."""
+    ``decode``: a step makes one token (``Budget.decode``). ``damage``: what the
+    loader's warnings say (``gapscope.report.damage``); ``incomplete``: (step index,
+    reason) of the steps left out because they are not known to be complete (the file
+    was cut off during or before them, the step has no length, or the window holds a
+    single GPU op): not steady, so no figure is taken over them."""
 
     trace: Trace
     diag: Diagnosis
@@ -123,6 +131,8 @@ class Side:
     decode: bool
     positions: tuple[Position, ...]
     graph_busy_ns: int = 0
+    damage: Damage = Damage(False, None, 0)
+    incomplete: tuple[tuple[int, str], ...] = ()
 
     @property
     def has_gpu(self) -> bool:
@@ -204,6 +214,7 @@ def build_side(trace: Trace, diag) -> Side:
             False,
             (),
             0,
+            damage_of(trace.warnings),
         )
     dev = int(budget.device)
     summary = next(d for d in diag.devices if d.device == dev)
@@ -216,6 +227,11 @@ def build_side(trace: Trace, diag) -> Side:
         s1 = np.array([summary.window_end_ns], np.int64)
         source, sname = "window", None
     steady, excluded = _steady_mask(trace, s0, s1)
+    damage = damage_of(trace.warnings)
+    incomplete = _incomplete(trace, dev, damage, source, s0, s1)
+    cut = {k for k, _why in incomplete}
+    steady[list(cut)] = False
+    excluded = [(k, why) for k, why in excluded if k not in cut]
     valid = valid_timing_mask(trace)
     ks, ke = device_union(trace, dev, valid=valid)
     busy = coverage(ks, ke, s0, s1).astype(np.int64)
@@ -280,7 +296,35 @@ def build_side(trace: Trace, diag) -> Side:
         bool(getattr(budget, "decode", False)),
         tuple(positions),
         graph_busy,
+        damage,
+        tuple(incomplete),
     )
+
+
+def _incomplete(trace: Trace, dev: int, damage: Damage, source: str, s0: np.ndarray, s1: np.ndarray) -> list:
+    """(step index, reason) of the steps not known to be complete: a step of no length
+    (every event at one time); in a cut-off file, the GPU window (it ends where the
+    file does) or a step that ends after ``complete_until_ns``; a GPU window with fewer
+    than ``WINDOW_MIN_OPS`` GPU ops (one op's duration is not a step)."""
+    out: list[tuple[int, str]] = []
+    cut = f"the file was cut off{f' at line {damage.truncated_line}' if damage.truncated_line is not None else ''}"
+    until = complete_until_ns(trace, dev) if damage.truncated and source != "window" else None
+    n_ops = 0
+    if source == "window":
+        lane_dev = np.array([ln.device if ln.is_gpu else -1 for ln in trace.lanes], np.int64)
+        ops = np.isin(trace.kind, np.array([int(k) for k in GPU_KINDS if k != Kind.GPU_ANNOTATION], trace.kind.dtype))
+        if lane_dev.size:
+            n_ops = int((ops & (lane_dev[trace.lane] == dev)).sum())
+    for k in range(int(s0.size)):
+        if s1[k] <= s0[k]:
+            out.append((k, "no length: every event of the step is at one time"))
+        elif damage.truncated and source == "window":
+            out.append((k, f"{cut}: the GPU window ends where the file does, so its end is not known"))
+        elif damage.truncated and (until is None or s1[k] > until):
+            out.append((k, f"{cut}: the step ends after the last GPU work recorded on every stream"))
+        elif source == "window" and n_ops < WINDOW_MIN_OPS:
+            out.append((k, f"no steps found and the GPU window holds {n_ops} GPU op: one op's duration is not a step"))
+    return out
 
 
 def _unclassified(g) -> np.ndarray:

@@ -11,17 +11,24 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gapscope.diff.document import class_text, rate_text
+from gapscope.diff.document import class_text, not_compared_text, rate_text, side_damage_text
 from gapscope.report.fmt import fmt_rate
 from gapscope.report.panels import card_panel
 from gapscope.report.rich_text import cause_text, heading, name_text, safe_text
+from gapscope.report.text import print_warnings
 from gapscope.units import column_unit, fmt_delta, fmt_dur, fmt_dur_pair, fmt_in
 
 __all__ = ["render_diff_text", "STATUS_STYLE"]
 
 #: Colours of the statuses (the word is always printed).
 STATUS_STYLE = {"died": "green", "shrank": "green", "grew": "red", "appeared": "red", "unchanged": "dim"}
-VERDICT_STYLE = {"faster": "bold green", "slower": "bold red", "no change": "bold", "not comparable": "bold yellow"}
+VERDICT_STYLE = {
+    "faster": "bold green",
+    "slower": "bold red",
+    "no change": "bold",
+    "not comparable": "bold yellow",
+    "cannot judge": "bold yellow",
+}
 
 
 def _ratio(r) -> str:
@@ -32,6 +39,7 @@ def render_diff_text(doc: dict, console: Console, top: int = 10) -> None:
     """Print the diff of ``doc`` on ``console``; ``top``: rows of the position and
     kernel-family tables (the JSON has all)."""
     _header(doc, console)
+    _warnings(doc, console)
     _comparability(doc, console)
     _per_step(doc, console)
     _positions(doc, console, top)
@@ -73,7 +81,16 @@ def _side_line(side: dict) -> str:
         if side.get("gpu")
         else (f"GPU {side['device']}" if side.get("device") is not None else "")
     )
-    return " · ".join(x for x in (side["format"], steps, gpu) if x)
+    damage = side_damage_text(side)
+    return " · ".join(x for x in (side["format"], damage, steps, gpu) if x)
+
+
+def _warnings(doc: dict, console: Console) -> None:
+    """Each side's loader warnings, when either has any (both sides are then shown)."""
+    if not (doc["before"].get("warnings") or doc["after"].get("warnings")):
+        return
+    for name in ("before", "after"):
+        print_warnings(console, doc[name].get("warnings") or [], f"Loader warnings of {name.upper()}")
 
 
 def _comparability(doc: dict, console: Console) -> None:
@@ -93,6 +110,11 @@ def _comparability(doc: dict, console: Console) -> None:
             reasons = "; ".join(f"step {e['index'] + 1}: {e['reason']}" for e in ex[:3])
             more = f" (and {len(ex) - 3} more)" if len(ex) > 3 else ""
             console.print(Text(f"warm-up left out of {side_name.upper()}: {reasons}{more}", style="dim"))
+        inc = doc[side_name]["steps"].get("incomplete") or []
+        if inc:
+            reasons = "; ".join(f"step {e['index'] + 1}: {e['reason']}" for e in inc[:3])
+            more = f" (and {len(inc) - 3} more)" if len(inc) > 3 else ""
+            console.print(Text(f"incomplete, left out of {side_name.upper()}: {reasons}{more}"))
 
 
 def _per_step(doc: dict, console: Console) -> None:
@@ -165,7 +187,7 @@ def _positions(doc: dict, console: Console, top: int) -> None:
     )
     heading(console, f"Idle positions matched across the traces ({summary})")
     if not groups:
-        console.print(Text("No recurring idle in either trace."))
+        console.print(Text(not_compared_text(doc) or "No recurring idle in either trace."))
         return
     shown = groups[: max(0, top)]
     rows = []
@@ -233,7 +255,7 @@ def _families(doc: dict, console: Console, top: int) -> None:
     fams = k["families"]
     heading(console, "GPU busy by kernel family (per step: sum of kernel durations)")
     if not fams:
-        console.print(Text("No kernels."))
+        console.print(Text(not_compared_text(doc) or "No kernels."))
         return
     u = column_unit(max(max(r["before_ns"], r["after_ns"]) for r in fams))
     name_cols = max(20, console.width - 45)

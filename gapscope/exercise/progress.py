@@ -2,8 +2,9 @@
 
 Location: ``$GAPSCOPE_STATE_DIR`` when set (tests), else
 ``platformdirs.user_state_dir("gapscope")``; file ``progress-<learner>.json``. The
-learner is ``$GAPSCOPE_LEARNER`` or the login name. Writes are atomic (temp file +
-``os.replace``). On load the file is validated against ``validate`` (the schema of
+learner is ``$GAPSCOPE_LEARNER`` or the login name. Writes are atomic (a temp file with
+a name of its own in the same directory, then ``os.replace``: runs at the same time
+never share a temp file, so none loses its write to another's rename). On load the file is validated against ``validate`` (the schema of
 ``ProgressStore``); one that is not a regular file, is over ``MAX_PROGRESS_BYTES``, is
 not JSON or does not fit the schema is moved aside as ``*.corrupt`` (or
 ``*.corrupt-N``), ``ProgressStore.notice`` says so naming the backup, and progress
@@ -17,6 +18,7 @@ import json
 import os
 import re
 import stat
+import tempfile
 from pathlib import Path
 
 __all__ = ["ProgressStore", "state_dir", "learner_name", "validate", "MAX_PROGRESS_BYTES"]
@@ -186,14 +188,23 @@ class ProgressStore:
     def save(self) -> bool:
         """Write atomically (creates the directory). Returns False and sets ``error``
         when the state directory is not writable; progress then stays in memory."""
+        tmp: str | None = None
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True), encoding="utf-8")
+            fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(json.dumps(self.data, indent=1, sort_keys=True))
             os.replace(tmp, self.path)
+            tmp = None
         except OSError as exc:
             self.error = f"cannot save progress to {self.path}: {exc.strerror or exc}"
             return False
+        finally:
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
         self.error = None
         return True
 

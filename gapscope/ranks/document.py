@@ -9,7 +9,7 @@ union), idle by cause class, the **collective wait** (``gapscope.ranks.collectiv
 time its collective kernels spent waiting for a later peer) and the exposed part of
 it, **useful busy** = busy − exposed wait (the wait is idle in disguise, never useful
 work), and the **cost** it imposed on the others by arriving last. Rows are sorted by
-cost, then step time.
+cost, then step time; damaged ranks last.
 
 **Straggler** (the verdict): the rank with the largest cost, when it is at least
 ``STRAGGLER_FACTOR`` times the next rank's and the others waited for it at least
@@ -18,6 +18,14 @@ lateness is explained from its own diagnosis: the largest idle gap (with its car
 not a dependency gap, where the rank was itself blocked GPU-side) between its previous
 collective and the one it was last at, or, with no such gap, its GPU work before the
 collective against the others' (more work: imbalance).
+
+**Damaged ranks** (``damage_marks``): a rank whose file was cut off, that has no GPU
+work, or whose rank is outside the world (negative, or at or past the world size) is
+marked in its row (``marks``, also beside its rank number in every table) and left out
+of the cross-rank analysis: its collectives are not matched, it is never the
+straggler, and the verdict names it. Its own figures stay (a cut-off rank's up to the
+cut); without GPU work they are null, never zeros that read as measured. A rank whose
+loader skipped events or replaced values is marked but kept.
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ from gapscope.ranks.summary import RankFailure, RankSummary
 from gapscope.report.fmt import fmt_share
 from gapscope.units import fmt_dur
 
-__all__ = ["build_ranks_document", "SCHEMA", "STRAGGLER_FACTOR", "MIN_WAIT_SHARE", "TOP_COLLECTIVES"]
+__all__ = ["build_ranks_document", "damage_marks", "SCHEMA", "STRAGGLER_FACTOR", "MIN_WAIT_SHARE", "TOP_COLLECTIVES"]
 
 SCHEMA = "gapscope.ranks/1"
 #: The straggler's cost must be at least this many times the next rank's.
@@ -70,60 +78,106 @@ def build_ranks_document(
             left_out.append(dict(path=r.path, rank=a.rank, duplicate_of=a.duplicate_of))
         else:
             ranks[a.rank] = r
-    matched, waits = match_collectives(ranks)
-    steps = _step_order({lbl for s in ranks.values() for lbl in s.step_labels} | {m.step_label for m in matched})
-    rows = [_rank_row(r, ranks[r], by_path[ranks[r].path], waits[r], steps) for r in ranks]
-    rows.sort(key=lambda row: (-row["cost_imposed_ns"], -row["step_wall_ns"], row["rank"]))
-    stragglers = _stragglers(ranks, waits, matched, steps)
     sizes = sorted({s.world_size for s in ranks.values() if s.world_size is not None})
+    world = sizes[0] if len(sizes) == 1 else None
+    marks = {r: damage_marks(r, s, world) for r, s in ranks.items()}
+    judged = {r: s for r, s in ranks.items() if not marks[r][1]}
+    damaged = [dict(rank=r, path=ranks[r].path, marks=m) for r, (m, out) in sorted(marks.items()) if out]
+    matched, waits = match_collectives(judged)
+    steps = _step_order({lbl for s in ranks.values() for lbl in s.step_labels} | {m.step_label for m in matched})
+    rows = [_rank_row(r, ranks[r], by_path[ranks[r].path], waits.get(r), steps, marks[r][0]) for r in ranks]
+    rows.sort(
+        key=lambda row: (
+            not row["in_cross_rank"],
+            -(row["cost_imposed_ns"] or 0),
+            -(row["step_wall_ns"] or 0),
+            row["rank"],
+        )
+    )
+    stragglers = _stragglers(judged, waits, matched, steps)
     doc = dict(
         schema=SCHEMA,
         gapscope_version=version,
         inputs=list(inputs),
-        world_size=sizes[0] if len(sizes) == 1 else None,
+        world_size=world,
         ranks_total=len(results),
         ranks_analysed=len(ranks),
+        ranks_judged=len(judged),
         warnings=list(warnings),
         failed=failed,
         left_out=left_out,
+        damaged=damaged,
         steps=steps,
         ranks=rows,
-        collectives=_collectives_section(matched, waits, len(ranks)),
+        collectives=_collectives_section(matched, waits, len(judged)),
         stragglers=stragglers,
-        verdict=_verdict(ranks, waits, matched, stragglers, failed),
+        verdict=_verdict(judged, waits, matched, stragglers, failed, damaged),
     )
     return doc
 
 
-def _rank_row(r: int, s: RankSummary, a: Assigned, w: RankWaits, steps: list[str]) -> dict:
+def damage_marks(r: int, s: RankSummary, world_size: int | None) -> tuple[list[str], bool]:
+    """(marks, left out of the cross-rank analysis) of rank ``r`` with summary ``s``
+    in a set whose world size is ``world_size`` (None when the files disagree or give
+    none: the rank's own ``world_size`` is used then). Marks, in words: ``cut off at
+    line N`` (the file was truncated), ``no GPU work``, ``rank outside the world of
+    W`` (negative, or at or past W), ``N repair(s) on load`` (kept in the analysis)."""
+    marks: list[str] = []
+    out = False
+    if s.damage.truncated:
+        at = f" at line {s.damage.truncated_line}" if s.damage.truncated_line is not None else ""
+        marks.append(f"cut off{at}")
+        out = True
+    if s.device < 0 or s.busy_ns <= 0:
+        marks.append("no GPU work")
+        out = True
+    ws = world_size if world_size is not None else s.world_size
+    if r < 0 or (ws is not None and r >= ws):
+        marks.append(f"rank outside the world of {ws}" if ws is not None else "negative rank")
+        out = True
+    if s.damage.repaired:
+        marks.append(f"{s.damage.repaired} repair(s) on load")
+    return marks, out
+
+
+def _rank_row(r: int, s: RankSummary, a: Assigned, w: RankWaits | None, steps: list[str], marks: list[str]) -> dict:
+    """One row of ``ranks``; ``w`` None: the rank is left out of the cross-rank
+    analysis (its collective figures are null)."""
     at = {lbl: k for k, lbl in enumerate(s.step_labels)}
+    gpu = s.device >= 0 and s.busy_ns > 0
 
     def per_step(values) -> list:
-        return [int(values[at[lbl]]) if lbl in at else None for lbl in steps]
+        return [int(values[at[lbl]]) if lbl in at and gpu else None for lbl in steps]
+
+    def measured(v: int) -> int | None:
+        return int(v) if gpu else None
 
     return dict(
         rank=r,
         rank_source=a.source,
         path=s.path,
+        marks=list(marks),
+        in_cross_rank=w is not None,
+        warnings=list(s.warnings),
         device=s.device,
         events=s.events,
         load_s=round(s.load_s, 3),
         steps=len(s.step_labels),
         step_source=s.step_source,
-        step_wall_ns=s.step_wall_ns,
-        window_ns=s.window_ns,
-        busy_ns=s.busy_ns,
-        idle_ns=s.idle_ns,
-        idle_by_class_ns={c.label: int(s.class_idle_ns.get(c.label, 0)) for c in Cause},
+        step_wall_ns=measured(s.step_wall_ns),
+        window_ns=measured(s.window_ns),
+        busy_ns=measured(s.busy_ns),
+        idle_ns=measured(s.idle_ns),
+        idle_by_class_ns={c.label: measured(s.class_idle_ns.get(c.label, 0)) for c in Cause},
         collectives=len(s.collectives),
-        unmatched_collectives=w.unmatched,
-        collective_wait_ns=w.wait_ns,
-        exposed_wait_ns=w.exposed_ns,
-        useful_busy_ns=s.busy_ns - w.exposed_ns,
-        cost_imposed_ns=w.cost_ns,
-        last_count=w.last_count,
-        cost_by_step_ns=[int(w.cost_by_step.get(lbl, 0)) for lbl in steps],
-        wait_by_step_ns=[int(w.wait_by_step.get(lbl, 0)) for lbl in steps],
+        unmatched_collectives=w.unmatched if w is not None else None,
+        collective_wait_ns=w.wait_ns if w is not None else None,
+        exposed_wait_ns=w.exposed_ns if w is not None else None,
+        useful_busy_ns=s.busy_ns - w.exposed_ns if w is not None and gpu else None,
+        cost_imposed_ns=w.cost_ns if w is not None else None,
+        last_count=w.last_count if w is not None else None,
+        cost_by_step_ns=[int(w.cost_by_step.get(lbl, 0)) for lbl in steps] if w is not None else [],
+        wait_by_step_ns=[int(w.wait_by_step.get(lbl, 0)) for lbl in steps] if w is not None else [],
         wall_by_step_ns=per_step(s.step_end_ns - s.step_start_ns),
         busy_by_step_ns=per_step(s.step_busy_ns),
         idle_by_step_ns=per_step(s.step_class_ns.sum(axis=1)) if s.step_labels else [None] * len(steps),
@@ -243,9 +297,15 @@ def _lateness_cause(r: int, s: RankSummary, m: Matched) -> dict:
     )
 
 
-def _verdict(ranks: dict, waits: dict, matched: list[Matched], stragglers: list[dict], failed: list) -> dict:
+def _verdict(
+    ranks: dict, waits: dict, matched: list[Matched], stragglers: list[dict], failed: list, damaged: list
+) -> dict:
     n = len(ranks)
     fail = f" ({len(failed)} rank(s) failed to load and are not in it)" if failed else ""
+    if damaged:
+        shown = "; ".join(f"rank {d['rank']}: {', '.join(d['marks'])}" for d in damaged[:6])
+        more = f"; and {len(damaged) - 6} more" if len(damaged) > 6 else ""
+        fail += f" ({len(damaged)} damaged rank(s) left out of it: {shown}{more})"
     if n < 2:
         return dict(straggler=None, line=f"{n} rank(s) analysed: no cross-rank figures{fail}")
     if not matched:

@@ -4,8 +4,8 @@ the same sections as the text report, the per-rank table with every column."""
 from __future__ import annotations
 
 from gapscope.ranks.table import COLUMNS, cells
-from gapscope.ranks.text import header_line
-from gapscope.report.fmt import fmt_share, safe_name
+from gapscope.ranks.text import MAX_RANK_WARNINGS, header_line
+from gapscope.report.fmt import fmt_share, safe_name, warning_message
 from gapscope.units import fmt_dur
 
 __all__ = ["render_markdown"]
@@ -47,6 +47,18 @@ def render_markdown(doc: dict, top: int = 5) -> str:
     if doc["failed"]:
         out += ["", "### Failed ranks", ""]
         out += [f"- rank {f['rank']} (`{_md(f['path'])}`): {_md(f['error'])}" for f in doc["failed"]]
+    if doc.get("damaged"):
+        out += ["", "### Damaged ranks (left out of the cross-rank figures and the verdict)", ""]
+        out += [f"- rank {d['rank']} (`{_md(d['path'])}`): {_md('; '.join(d['marks']))}" for d in doc["damaged"]]
+    warned = sorted((row for row in doc["ranks"] if row.get("warnings")), key=lambda r: r["rank"])
+    if warned:
+        out += ["", "### Loader warnings by rank", ""]
+        for row in warned:
+            for w in row["warnings"][:MAX_RANK_WARNINGS]:
+                where = f"line {w['line']}: " if w.get("line") is not None else ""
+                out.append(f"- rank {row['rank']}: {where}{_md(warning_message(w['message']))}")
+            if len(row["warnings"]) > MAX_RANK_WARNINGS:
+                out.append(f"- rank {row['rank']}: … and {len(row['warnings']) - MAX_RANK_WARNINGS} more (in --json)")
     if doc["warnings"]:
         out += ["", "### Warnings", ""]
         out += [f"- {_md(w)}" for w in doc["warnings"]]

@@ -23,6 +23,7 @@ import time
 import numpy as np
 
 from gapscope.analysis.types import Cause, Params
+from gapscope.report.damage import Damage, damage_of, warning_rows
 
 __all__ = [
     "RankSummary",
@@ -182,7 +183,9 @@ class RankSummary:
     ``collectives``: a ``CollectiveTable``;
     ``comp_start_ns``/``comp_end_ns``: the union of non-collective kernels, clipped to
     the collectives' windows (enough to measure how much of a wait overlapped compute);
-    ``load_s``: seconds to load and diagnose; ``events``: the trace's event count.
+    ``load_s``: seconds to load and diagnose; ``events``: the trace's event count;
+    ``warnings``: the loader's warnings as ``{line, field, message}`` rows and
+    ``damage`` what they say (``gapscope.report.damage``: cut off, repaired).
     """
 
     path: str
@@ -206,6 +209,8 @@ class RankSummary:
     gaps: tuple
     load_s: float
     events: int
+    warnings: tuple = ()
+    damage: Damage = Damage(False, None, 0)
 
     @property
     def step_wall_ns(self) -> int:
@@ -413,6 +418,8 @@ def summarize(path: str, params: Params | None = None) -> RankSummary:
         gaps=tuple(notes),
         load_s=time.perf_counter() - t0,
         events=len(trace),
+        warnings=tuple(warning_rows(trace.warnings)),
+        damage=damage_of(trace.warnings),
     )
 
 

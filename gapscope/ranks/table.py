@@ -55,12 +55,13 @@ def _cls(c: Cause) -> Column:
         c.label[:6],
         lambda row: "",
         _CLASS_PRIORITY[c],
-        ns=lambda row: row["idle_by_class_ns"][c.label] or None,
+        ns=lambda row: row["idle_by_class_ns"][c.label] or None,  # 0 or null: "-"
     )
 
 
 COLUMNS = [
-    Column("rank", "rank", lambda r: str(r["rank"]), 0),
+    # a damaged rank carries its marks beside its number (``document.damage_marks``)
+    Column("rank", "rank", lambda r: str(r["rank"]) + (f" ({'; '.join(r['marks'])})" if r.get("marks") else ""), 0),
     _d("step_wall_ns", "step", 1),
     _d("busy_ns", "busy", 2),
     _d("useful_busy_ns", "useful", 6),

@@ -2,7 +2,8 @@
 
 Sections: the set (ranks, world size, steps), the verdict, the per-rank table
 (``gapscope.ranks.table``), the stragglers with the cause of their lateness, the
-collectives that cost the most, and the warnings and failed ranks. Every line fits
+collectives that cost the most, the failed and damaged ranks, each rank's loader
+warnings, and the set's warnings. Every line fits
 ``width`` columns except the straggler's cause sentence, which is wrapped.
 """
 
@@ -11,10 +12,13 @@ from __future__ import annotations
 import textwrap
 
 from gapscope.ranks.table import cells, fit_columns
-from gapscope.report.fmt import fmt_share, safe_name
+from gapscope.report.fmt import fmt_share, safe_name, warning_message
 from gapscope.units import fmt_dur
 
-__all__ = ["render_text", "table_lines", "header_line"]
+__all__ = ["render_text", "table_lines", "header_line", "MAX_RANK_WARNINGS"]
+
+#: Loader warnings shown per rank (all are in the JSON).
+MAX_RANK_WARNINGS = 3
 
 
 def header_line(doc: dict) -> str:
@@ -28,8 +32,9 @@ def header_line(doc: dict) -> str:
         else ", no steps"
     )
     co = doc["collectives"]
+    dmg = f", {len(doc['damaged'])} damaged (left out)" if doc.get("damaged") else ""
     return (
-        f"{n} rank(s){ws}{st}; {co['matched']} collective(s) matched across ranks "
+        f"{n} rank(s){ws}{dmg}{st}; {co['matched']} collective(s) matched across ranks "
         f"({co['complete']} on every rank{', ' + str(co['by_seq']) + ' by sequence number' if co['by_seq'] else ''})"
     )
 
@@ -101,6 +106,20 @@ def render_text(doc: dict, width: int = 100, top: int = 5) -> str:
     if doc["failed"]:
         out += ["", "failed ranks:"]
         out += [wrap(f"rank {f['rank']} ({safe_name(f['path'])}): {safe_name(f['error'])}") for f in doc["failed"]]
+    if doc.get("damaged"):
+        out += ["", "damaged ranks (left out of the cross-rank figures and the verdict):"]
+        out += [wrap(f"rank {d['rank']} ({safe_name(d['path'])}): {'; '.join(d['marks'])}") for d in doc["damaged"]]
+    warned = [row for row in doc["ranks"] if row.get("warnings")]
+    if warned:
+        out += ["", "loader warnings by rank:"]
+        for row in sorted(warned, key=lambda r: r["rank"]):
+            for w in row["warnings"][:MAX_RANK_WARNINGS]:
+                where = f"line {w['line']}: " if w.get("line") is not None else ""
+                out.append(wrap(f"rank {row['rank']}: {where}{safe_name(warning_message(w['message']))}"))
+            if len(row["warnings"]) > MAX_RANK_WARNINGS:
+                out.append(
+                    wrap(f"rank {row['rank']}: … and {len(row['warnings']) - MAX_RANK_WARNINGS} more (in --json)")
+                )
     if doc["warnings"] or doc["left_out"]:
         out += ["", "warnings:"]
         out += [wrap(safe_name(w)) for w in doc["warnings"]]

@@ -22,6 +22,7 @@ __all__ = [
     "rank_text",
     "kind_counts_text",
     "fmt_rate",
+    "NO_RATE",
     "more_groups_line",
     "more_gaps_line",
     "more_episodes_line",
@@ -184,6 +185,10 @@ def rate_key(budget: dict | None) -> tuple[str, str]:
     return "tokens_per_s", "tokens/s"
 
 
+#: A per-step rate that cannot be measured: the step has no length.
+NO_RATE = "n/a (the step has no length: every event at one time)"
+
+
 def fmt_rate(per_s: float | None) -> str:
     """A rate (steps/s, tokens/s): whole numbers from 100 up (``2,874``), else two
     decimals (``4.72``); ``-`` when None. The budget and the what-if rows use it alike,
@@ -235,6 +240,9 @@ def budget_rows(budget: dict) -> list[tuple[str, str]]:
     u = column_unit(int(budget.get("wall_ns") or 0))
     rows = []
     for k, v in budget.items():
+        if k == "steps_per_s" and v is None and budget.get("tokens_per_s") is None:
+            rows.append((BUDGET_LABELS[k], NO_RATE))  # a step of no length: never "0.00"
+            continue
         if v is None or isinstance(v, list) or k in ("steps", "source", "decode"):
             continue
         if k == "steps_per_s" and budget.get("tokens_per_s") is not None:

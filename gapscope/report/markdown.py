@@ -29,7 +29,7 @@ from gapscope.report.fmt import (
 )
 from gapscope.units import column_unit, fmt_dur, fmt_in, fmt_offset, offset_column_unit
 
-__all__ = ["render_markdown", "md_code", "md_text"]
+__all__ = ["render_markdown", "md_code", "md_text", "warnings_markdown"]
 
 
 def md_code(s: object, max_len: int | None = 80, in_table: bool = True) -> str:
@@ -137,14 +137,24 @@ def render_markdown(doc: dict, top: int = 10) -> str:
         out.append("No GPU kernels in this trace.")
     if doc.get("diagnosis_available") and devs:
         out += _diagnosis(doc, max(0, int(top)))
-    warns = doc["warnings"]
-    out += ["", f"## Warnings ({len(warns)})", ""]
+    out += warnings_markdown(doc["warnings"], "## Warnings")
+    return "\n".join(out) + "\n"
+
+
+def warnings_markdown(warns: list[dict], title: str, empty: str | None = None) -> list[str]:
+    """Markdown lines of the loader's warnings (``{line, field, message}`` rows) under
+    the heading ``title (N)`` (``title`` carries its ``#`` marks): the first 20, each in
+    a code span, then a count of the rest; ``empty`` (when given) as the one line of
+    an empty list."""
+    out = ["", f"{title} ({len(warns)})", ""]
+    if not warns and empty:
+        out.append(empty)
     for w in warns[:20]:
         where = f"line {w['line']}: " if w.get("line") is not None else ""
         out.append(f"- {where}{md_code(warning_message(w['message']), 200, False)}")
     if len(warns) > 20:
         out.append(f"- ... and {len(warns) - 20} more")
-    return "\n".join(out) + "\n"
+    return out
 
 
 def _lane_process(ln: dict) -> str:

@@ -28,7 +28,7 @@ from gapscope.report.panels import budget_section, groups_section, lone_cards_se
 from gapscope.report.rich_text import CAUSE_STYLE, cause_text, heading, make_console, name_text, safe_text
 from gapscope.units import column_unit, fmt_dur, fmt_in, fmt_offset, offset_column_unit
 
-__all__ = ["render_text", "make_console", "CAUSE_STYLE", "MAX_WARNINGS", "MAX_LANES"]
+__all__ = ["render_text", "make_console", "print_warnings", "CAUSE_STYLE", "MAX_WARNINGS", "MAX_LANES"]
 
 #: Warnings printed in full before "... and N more".
 MAX_WARNINGS = 20
@@ -271,8 +271,14 @@ def _episodes(doc: dict, console: Console, top: int = 10) -> None:
 
 
 def _warnings(doc: dict, console: Console) -> None:
-    warns = doc["warnings"]
-    heading(console, f"Warnings ({len(warns)})")
+    print_warnings(console, doc["warnings"], "Warnings")
+
+
+def print_warnings(console: Console, warns: list[dict], title: str) -> None:
+    """The loader's warnings (``{line, field, message}`` rows) under the heading
+    ``title (N)``: the first ``MAX_WARNINGS``, each name made safe, then a count of the
+    rest; ``none`` when there is none."""
+    heading(console, f"{title} ({len(warns)})")
     if not warns:
         console.print(Text("none"))
         return

@@ -29,10 +29,13 @@ _EVENT_START = re.compile(r"^\s*(\d|\.\d)")
 _ART_START = re.compile(r"^\s*(CPU|GPU)\d*\s*:", re.I)
 
 
-def load_ascii(text: str, path: str = "") -> Trace:
+def load_ascii(text: str, path: str = "", max_bytes: tuple[int, bool] | None = None) -> Trace:
     """Load an ASCII timeline (event list or lane art) into a ``Trace``.
 
-    ``text``: the decoded file; ``path``: for messages and ``SourceInfo.path``.
+    ``text``: the decoded file; ``path``: for messages and ``SourceInfo.path``;
+    ``max_bytes``: the trace-size limit and whether the user set it
+    (``detect.trace_limit``), which what lane art's picket fences expand into counts
+    against (an event list has one event per line: its text is already counted).
     Returns a ``Trace`` with ``source.format`` ``"ascii-events"`` or ``"ascii-art"``.
     Raises ``TraceFormatError`` with line and column (1-based) when neither shape fits
     or the timeline breaks the grammar of ``docs/ascii-timelines.md``.
@@ -40,7 +43,7 @@ def load_ascii(text: str, path: str = "") -> Trace:
     lines = split_lines(text)
     if timeline_shape(lines, path) == "events":
         return load_events(lines, path)
-    return load_art(lines, path)
+    return load_art(lines, path, max_bytes)
 
 
 def timeline_shape(lines: list[str], path: str = "", complete: bool = True) -> str | None:

@@ -43,7 +43,7 @@ from gapscope.parsers.ascii.common import (
     new_builder,
     to_ns,
 )
-from gapscope.parsers.ascii.fence import FenceEvent, expand_fence
+from gapscope.parsers.ascii.fence import FenceEvent, check_expansion, expand_fence, plan_fence
 from gapscope.parsers.ascii.links import link_calls
 from gapscope.parsers.ascii.names import copy_direction, cpu_kind, gpu_kind, is_host_word
 from gapscope.parsers.errors import TraceFormatError
@@ -241,12 +241,17 @@ def _off_scale_warning(b, off: list[tuple[Item, int, int]], scale: int) -> None:
     )
 
 
-def load_art(lines: list[str], path: str = "") -> Trace:
+def load_art(lines: list[str], path: str = "", max_bytes: tuple[int, bool] | None = None) -> Trace:
     """Build a ``Trace`` (``source.format == "ascii-art"``) from lane-art lines.
+
+    ``max_bytes``: the trace-size limit and whether the user set it
+    (``detect.trace_limit``); the fences' expansion counts against it
+    (``fence.check_expansion``); None: only the event cap ``MAX_EXPANDED_EVENTS``.
 
     Raises ``TraceFormatError`` with line and column for: unbalanced brackets, an
     unknown unit in a label, labels contradicting each other (they cannot all hold), an annotation before any lane row, a repeated
-    lane row, a fence annotation without usable numbers, rows with nothing drawn.
+    lane row, a fence annotation without usable numbers, rows with nothing drawn, fences
+    that would expand past the event cap or the size limit (checked before expanding).
     """
     rows = _read_rows(lines, path)
     items = [it for r in rows for it in r.items]
@@ -263,8 +268,10 @@ def load_art(lines: list[str], path: str = "") -> Trace:
         (it for it in items if rows[it.row].is_gpu and it.kind == "span" and gpu_kind(it.name)[0] == Kind.MEMCPY),
         key=lambda i: (i.col0, i.row),
     )
-    for it in fences:
-        it.events, it.dur_ns = expand_fence(it.ks, it.name, it.line, it.col0, rows[it.row].notes, scale, path)
+    plans = [plan_fence(it.ks, it.line, it.col0, rows[it.row].notes, scale, path) for it in fences]
+    check_expansion(plans, path, max_bytes)
+    for it, plan in zip(fences, plans):
+        it.events, it.dur_ns = expand_fence(plan, it.name)
     placed, described, prose = [], [], []
     for it in items:
         if it.kind != "phrase":

@@ -371,7 +371,8 @@ def _gunzip_all(
         if not d.eof and sink is not None:
             raise _Damaged("cut off")
         if not d.eof and (inflate or _inflate) is not zlib:
-            return _gunzip_all(path, data, limit, user_set, zlib, binary=binary)  # as much of the cut member as zlib reads
+            # as much of the cut member as zlib reads
+            return _gunzip_all(path, data, limit, user_set, zlib, binary=binary)
         if not d.eof:  # truncated member: keep what we have, the JSON loader warns
             if total == 0:
                 raise TraceFormatError(path, "gzip data cut off before any content", hint="is the file complete?")

@@ -19,14 +19,14 @@ from hypothesis import strategies as st
 
 pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 
-from gapscope.analysis.diagnose import diagnose  # noqa: E402
-from gapscope.analysis.jsonout import diagnosis_to_json  # noqa: E402
-from gapscope.parsers import Kind, TraceFormatError, load  # noqa: E402
-from gapscope.parsers.detect import sniff  # noqa: E402
-from gapscope.parsers.perfetto import loader as pf  # noqa: E402
-from gapscope.report.cmd import run as report_run  # noqa: E402
-from tests import perfetto_encode as enc  # noqa: E402
-from tests.conftest import CORPUS, require  # noqa: E402
+from gapscope.analysis.diagnose import diagnose
+from gapscope.analysis.jsonout import diagnosis_to_json
+from gapscope.parsers import Kind, TraceFormatError, load
+from gapscope.parsers.detect import sniff
+from gapscope.parsers.perfetto import loader as pf
+from gapscope.report.cmd import run as report_run
+from tests import perfetto_encode as enc
+from tests.conftest import CORPUS, require
 
 #: Corpus traces held equal (flows, args, several streams, ROCm mi210/mi250/MI300-era
 #: exports, CUDA graphs, python_function stacks, text pids such as "Spans").

@@ -64,6 +64,8 @@ SEQ_INCREMENTAL_STATE_CLEARED = 1
 BOOTTIME = 6
 _TYPE_BEGIN, _TYPE_END, _TYPE_INSTANT, _TYPE_COUNTER = 1, 2, 3, 4
 #: Packet kinds that only describe the session (nothing for a timeline): not named as lost.
+#: Debug annotation values that are Chrome arg values as they are.
+_SCALARS = frozenset(("int_value", "uint_value", "double_value", "bool_value", "string_value", "pointer_value"))
 _QUIET = frozenset(("trace_config", "trace_stats", "trace_uuid", "synchronization_marker", "clock_snapshot"))
 
 
@@ -327,8 +329,6 @@ class _Decoder:
             begin["dur"] = _ns_text(self._time(pkt, seq) - begin.pop("_ns"))
             return
         ts = self._time(pkt, seq)
-        if te.HasField("timestamp_delta_us") or te.HasField("timestamp_absolute_us"):
-            self.lost["TrackEvent timestamps in µs (thread-time delta fields)"] += 1
         ev: dict[str, Any] = {}
         if typ == _TYPE_BEGIN:
             ev["ph"] = "X"
@@ -353,21 +353,24 @@ class _Decoder:
         else:
             self.lost[f"track events of type {typ}"] += 1
             return
-        if te.HasField("name"):
-            ev["name"] = te.name
-        elif te.name_iid:
-            ev["name"] = self._look(seq.names, te.name_iid, "event names", k)
+        iid = te.name_iid
+        if iid:
+            name = seq.names.get(iid)
+            ev["name"] = name if name is not None else self._look(seq.names, iid, "event names", k)
         else:
-            ev["name"] = ""
-        cats = list(te.categories) or [self._look(seq.cats, c, "categories", k) for c in te.category_iids]
+            ev["name"] = te.name
+        cats = te.category_iids
         if cats:
-            ev["cat"] = ",".join(cats)
+            got = [seq.cats.get(c) for c in cats]
+            ev["cat"] = ",".join(
+                [g if g is not None else self._look(seq.cats, c, "categories", k) for g, c in zip(got, cats)]
+            )
+        elif te.categories:
+            ev["cat"] = ",".join(te.categories)
         ev["ts"] = _ns_text(ts)
         if te.debug_annotations:
-            ev["args"] = {self._arg_name(a, seq, k): self._value(a, seq, k) for a in te.debug_annotations}
-        for what in ("log_message", "source_location", "source_location_iid", "callstack", "callstack_iid"):
-            if te.HasField(what):
-                self.lost[f"track event {what} fields"] += 1
+            ev["args"] = self._args(te.debug_annotations, seq, k)
+        self._rare_fields(te)
         self._place(ev, track)
         i = len(self.events)
         self.events.append(ev)
@@ -405,6 +408,28 @@ class _Decoder:
         self._place(ev, d.parent_uuid if d is not None and d.parent_uuid else track)
         self.events.append(ev)
         self.packet_of.append(k)
+
+    def _args(self, annotations, seq: _Sequence, k: int) -> dict[str, Any]:
+        """The debug annotations as Chrome ``args`` (the common scalar case inline)."""
+        names = seq.arg_names
+        args: dict[str, Any] = {}
+        for a in annotations:
+            iid = a.name_iid
+            key = names.get(iid) if iid else a.name
+            if key is None:
+                key = self._look(names, iid, "debug annotation names", k)
+            which = a.WhichOneof("value")
+            args[key] = getattr(a, which) if which in _SCALARS else self._value(a, seq, k)
+        return args
+
+    def _rare_fields(self, te) -> None:
+        """Count the TrackEvent fields the model has no place for."""
+        for oneof in ("timestamp", "source_location_field", "callstack_field"):
+            which = te.WhichOneof(oneof)
+            if which is not None:
+                self.lost[f"track event {which} fields"] += 1
+        if te.HasField("log_message"):
+            self.lost["track event log messages"] += 1
 
     def _arg_name(self, a, seq: _Sequence, k: int) -> str:
         if a.HasField("name"):

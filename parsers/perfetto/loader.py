@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import gc
 import re
 from typing import Any
 
@@ -71,7 +72,7 @@ _QUIET = frozenset(("trace_config", "trace_stats", "trace_uuid", "synchronizatio
 
 def _pb2():
     try:
-        from perfetto.protos.perfetto.trace import perfetto_trace_pb2
+        from perfetto.protos.perfetto.trace import perfetto_trace_pb2  # type: ignore[import-untyped]
     except ImportError:
         return None
     return perfetto_trace_pb2
@@ -552,7 +553,7 @@ def _valid_json(text: str) -> bool:
 
 def _packets(data, path: str, pb2):
     trace = pb2.Trace()
-    from google.protobuf.message import DecodeError
+    from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 
     try:
         trace.ParseFromString(data)
@@ -573,6 +574,22 @@ def load_perfetto(data: bytes | bytearray, path: str) -> Trace:
     pb2 = _pb2()
     if pb2 is None:
         raise TraceFormatError(path, "a Perfetto protobuf trace, and the decoder is not installed", hint=EXTRA_HINT)
+    was = gc.isenabled()
+    gc.disable()  # a million event dicts: the collector's passes would cost more than the decode
+    try:
+        text, dec, packet_of = _chrome_text(data, path, pb2)
+    finally:
+        if was:
+            gc.enable()
+    from gapscope.parsers.chrome.loader import load_chrome
+
+    trace = load_chrome(text, path)
+    return _as_perfetto(trace, dec, packet_of)
+
+
+def _chrome_text(data, path: str, pb2) -> tuple[bytes, _Decoder, list[int]]:
+    """The decoded packets as a Chrome trace text (one event a line, from line 2), the
+    decoder (what was lost), and each event's packet number (-1: track metadata)."""
     packets = _packets(data, path, pb2)
     dec = _Decoder(pb2)
     dec.run(packets)
@@ -586,13 +603,10 @@ def load_perfetto(data: bytes | bytearray, path: str) -> Trace:
             hint="gapscope reads TrackEvent slices (PyTorch/Kineto exports), not system traces (ftrace, ...)",
         )
     enc = msgspec.json.Encoder()
-    text = b'{"traceEvents":[\n' + b",\n".join(enc.encode(e) for e, _ in keep) + b"\n]}\n"
+    text = b'{"traceEvents":[\n' + b",\n".join([enc.encode(e) for e, _ in keep]) + b"\n]}\n"
     packet_of = [k for _, k in keep]
-    del keep, dec.events
-    from gapscope.parsers.chrome.loader import load_chrome
-
-    trace = load_chrome(text, path)
-    return _as_perfetto(trace, dec, packet_of)
+    dec.events = []
+    return text, dec, packet_of
 
 
 def _as_perfetto(trace: Trace, dec: _Decoder, packet_of: list[int]) -> Trace:

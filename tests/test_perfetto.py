@@ -41,6 +41,24 @@ EQUAL_TRACES = [
 ]
 
 
+@pytest.fixture(params=["c", "python"])
+def decoder(request, monkeypatch):
+    """Each test twice: through the C transcoder (``_pfscan``, which must then decode
+    the whole file: the generated classes are not called) and through the generated
+    classes alone (``GAPSCOPE_PFSCAN=0``)."""
+    if request.param == "c":
+        if pf._pfscan is None:
+            pytest.skip("the C transcoder was not built")
+
+        def refuse(*a, **k):
+            raise AssertionError("the C transcoder gave up on this file")
+
+        monkeypatch.setattr(pf, "_packets", refuse)
+    else:
+        monkeypatch.setenv("GAPSCOPE_PFSCAN", "0")
+    return request.param
+
+
 def _pftrace(tmp_path, rel: str, clear_every: int = 50, name: str = "t.pftrace"):
     src = require(CORPUS / rel)
     data, _ = enc.encode(enc.read_events(src), clear_every=clear_every)
@@ -60,7 +78,7 @@ def _lanes(trace) -> list[tuple]:
 
 
 @pytest.mark.parametrize("rel", EQUAL_TRACES)
-def test_pftrace_loads_as_its_json_twin(tmp_path, rel):
+def test_pftrace_loads_as_its_json_twin(tmp_path, rel, decoder):
     src, out = _pftrace(tmp_path, rel)
     want, got = load(src), load(out)
     assert got.source.format == "perfetto"
@@ -76,7 +94,7 @@ def test_pftrace_loads_as_its_json_twin(tmp_path, rel):
     assert got.args_of(k) == want.args_of(k)  # every Chrome arg came back as a debug annotation
 
 
-def test_gzip_and_any_name_are_read_by_content(tmp_path):
+def test_gzip_and_any_name_are_read_by_content(tmp_path, decoder):
     src, out = _pftrace(tmp_path, "hta/mi250_minitoy_train_ROCm6_2_kineto.json.gz", clear_every=7)
     gz = tmp_path / "odd-name.bin"
     gz.write_bytes(gzip.compress(out.read_bytes()))
@@ -147,7 +165,7 @@ def _hand_trace(*, intern_first: bool = True, clear: bool = True) -> bytes:
     return t.SerializeToString()
 
 
-def test_hand_built_trace(tmp_path):
+def test_hand_built_trace(tmp_path, decoder):
     p = tmp_path / "hand.pftrace"
     p.write_bytes(_hand_trace())
     t = load(p)
@@ -293,7 +311,7 @@ def _report_json(path) -> dict:
     return doc
 
 
-def test_report_json_equal_to_the_json_original(tmp_path):
+def test_report_json_equal_to_the_json_original(tmp_path, decoder):
     src, out = _pftrace(tmp_path, "tracelens/mi210/gpu_only_trace.json.gz")
     a, b = _report_json(out), _report_json(src)
     assert a == b

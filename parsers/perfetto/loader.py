@@ -46,6 +46,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import gc
+import os
 import re
 from typing import Any
 
@@ -53,6 +54,11 @@ import msgspec
 
 from gapscope.parsers.errors import TraceFormatError
 from gapscope.parsers.model import Trace, TraceWarning
+
+try:
+    from gapscope.parsers.perfetto import _pfscan
+except ImportError:  # built without a C compiler: the generated classes decode every packet
+    _pfscan = None  # type: ignore[assignment]
 
 __all__ = ["load_perfetto", "looks_like_perfetto", "EXTRA_HINT"]
 
@@ -587,9 +593,54 @@ def load_perfetto(data: bytes | bytearray, path: str) -> Trace:
     return _as_perfetto(trace, dec, packet_of)
 
 
-def _chrome_text(data, path: str, pb2) -> tuple[bytes, _Decoder, list[int]]:
+def _fast_text(data, pb2) -> tuple[bytearray, _Decoder, list[int]] | None:
+    """``_chrome_text`` by the C transcoder (``_pfscan.c``): the track descriptors
+    decoded here, every other packet there. None when it is not built, is turned off
+    (``GAPSCOPE_PFSCAN=0``) or meets anything outside the subset it reads."""
+    if _pfscan is None or os.environ.get("GAPSCOPE_PFSCAN") == "0":
+        return None
+    spans = _pfscan.descriptor_spans(data)
+    if spans is None:
+        return None
+    from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+
+    dec = _Decoder(pb2)
+    with memoryview(data) as view:
+        for start, end in spans:
+            try:
+                d = pb2.TracePacket.FromString(view[start:end]).track_descriptor
+            except DecodeError:
+                return None  # damaged: the decoder below names where
+            dec.tracks[d.uuid] = d
+    enc = msgspec.json.Encoder()
+    tracks = {}
+    for i, uuid in enumerate(dec.tracks):
+        pid, tid = dec._lane(uuid)
+        tracks[uuid] = (i, enc.encode({"pid": pid, "tid": tid})[1:-1])
+    got = _pfscan.transcode(data, tracks, len(tracks))
+    if got is None:
+        return None
+    text, packets = got
+    dec.finish()  # the tracks' names and sort indices, as metadata events
+    meta = [enc.encode(e) for e in dec.events]
+    if meta:
+        text += b",\n".join(meta)
+    else:
+        del text[-2:]  # the last event's ",\n"
+    text += b"\n]}\n"
+    packet_of = [*memoryview(packets).cast("q").tolist(), *([-1] * len(meta))]
+    dec.events = []
+    if len(packet_of) == len(meta):
+        return None  # no track event: the decoder below says so
+    return text, dec, packet_of
+
+
+def _chrome_text(data, path: str, pb2) -> tuple[bytes | bytearray, _Decoder, list[int]]:
     """The decoded packets as a Chrome trace text (one event a line, from line 2), the
     decoder (what was lost), and each event's packet number (-1: track metadata)."""
+    fast = _fast_text(data, pb2)
+    if fast is not None:
+        return fast
     packets = _packets(data, path, pb2)
     dec = _Decoder(pb2)
     dec.run(packets)

@@ -87,6 +87,17 @@ static int utf8_ok(const uint8_t *s, Py_ssize_t n) {
 
 /* a JSON string; -2: not UTF-8 */
 static int put_str(buf *b, const uint8_t *s, Py_ssize_t n) {
+    Py_ssize_t plain = 0;
+    while (plain < n && s[plain] >= 0x20 && s[plain] < 0x80 && s[plain] != '"' && s[plain] != '\\') plain++;
+    if (plain == n) { /* the common case: printable ASCII, copied as it is */
+        if (grow(b, n + 2)) return -1;
+        char *o = PyByteArray_AS_STRING(b->out) + b->len;
+        o[0] = '"';
+        memcpy(o + 1, s, n);
+        o[n + 1] = '"';
+        b->len += n + 2;
+        return 0;
+    }
     if (!utf8_ok(s, n)) return -2;
     if (grow(b, n * 6 + 2)) return -1;
     char *o = PyByteArray_AS_STRING(b->out) + b->len;
@@ -112,12 +123,37 @@ static int put_str(buf *b, const uint8_t *s, Py_ssize_t n) {
     return 0;
 }
 
-static int put_ns(buf *b, int64_t v) {
-    char tmp[48];
+/* decimal digits of ``v`` ending at ``end`` (written backwards); returns the first */
+static char *digits(char *end, uint64_t v) {
+    do { *--end = (char)('0' + v % 10); v /= 10; } while (v);
+    return end;
+}
+static int put_u64(buf *b, uint64_t v, int negative) {
+    char tmp[24];
+    char *p = digits(tmp + sizeof tmp, v);
+    if (negative) *--p = '-';
+    return put(b, p, tmp + sizeof tmp - p);
+}
+/* ns as exact decimal µs ("-1234.567") at ``o``; returns its length (at most 25) */
+static int ns_text(char *o, int64_t v) {
+    char tmp[32];
     uint64_t a = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    int n = snprintf(tmp, sizeof tmp, "%s%llu.%03llu", v < 0 ? "-" : "", (unsigned long long)(a / 1000),
-                     (unsigned long long)(a % 1000));
-    return put(b, tmp, n);
+    char *end = tmp + sizeof tmp;
+    uint64_t r = a % 1000;
+    *--end = (char)('0' + r % 10);
+    *--end = (char)('0' + r / 10 % 10);
+    *--end = (char)('0' + r / 100);
+    *--end = '.';
+    char *p = digits(end, a / 1000);
+    if (v < 0) *--p = '-';
+    int n = (int)(tmp + sizeof tmp - p);
+    memcpy(o, p, n);
+    return n;
+}
+static int put_ns(buf *b, int64_t v) {
+    if (grow(b, 32)) return -1;
+    b->len += ns_text(PyByteArray_AS_STRING(b->out) + b->len, v);
+    return 0;
 }
 
 /* wire reading; all return -1 past ``end`` */
@@ -262,12 +298,10 @@ static int annotation(state *st, seqstate *s, Py_ssize_t at, Py_ssize_t end) {
     int r = put_str(&st->b, name, name_n);
     if (r == -2) return 1;
     if (r || PUTS(&st->b, ":")) return -1;
-    char tmp[40];
-    int n;
     switch (vnum) {
     case 2: return v ? PUTS(&st->b, "true") : PUTS(&st->b, "false");
-    case 3: n = snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)v); return put(&st->b, tmp, n);
-    case 4: n = snprintf(tmp, sizeof tmp, "%lld", (long long)(int64_t)v); return put(&st->b, tmp, n);
+    case 3: return put_u64(&st->b, v, 0);
+    case 4: return (int64_t)v < 0 ? put_u64(&st->b, (uint64_t)0 - v, 1) : put_u64(&st->b, v, 0);
     case 5: {
         double x; memcpy(&x, &v, 8);
         if (!isfinite(x)) return 1;
@@ -287,9 +321,8 @@ static int annotation(state *st, seqstate *s, Py_ssize_t at, Py_ssize_t end) {
 }
 
 static int flow(state *st, const char *ph, uint64_t id, int64_t ts, PyObject *lane, int64_t k) {
-    char tmp[48];
-    int n = snprintf(tmp, sizeof tmp, "{\"ph\":\"%s\",\"id\":%llu,", ph, (unsigned long long)id);
-    if (put(&st->b, tmp, n) || PUTS(&st->b, "\"cat\":\"ac2g\",\"name\":\"ac2g\",\"ts\":") || put_ns(&st->b, ts))
+    if (PUTS(&st->b, "{\"ph\":\"") || put(&st->b, ph, 1) || PUTS(&st->b, "\",\"id\":") || put_u64(&st->b, id, 0) ||
+        PUTS(&st->b, ",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"ts\":") || put_ns(&st->b, ts))
         return -1;
     if (ph[0] == 'f' && PUTS(&st->b, ",\"bp\":\"e\"")) return -1;
     if (PUTS(&st->b, ",") || put(&st->b, PyBytes_AS_STRING(lane), PyBytes_GET_SIZE(lane)) || PUTS(&st->b, "},\n"))
@@ -352,11 +385,8 @@ static int track_event(state *st, seqstate *s, int64_t ts, Py_ssize_t at, Py_ssi
     if (type == 2) { /* end: the innermost open slice of the track */
         if (sk->n == 0) return 1;
         sk->n--;
-        char tmp[48];
-        int64_t dur = ts - sk->ts[sk->n];
-        uint64_t a = dur < 0 ? (uint64_t)0 - (uint64_t)dur : (uint64_t)dur;
-        int n = snprintf(tmp, sizeof tmp, "%s%llu.%03llu", dur < 0 ? "-" : "", (unsigned long long)(a / 1000),
-                         (unsigned long long)(a % 1000));
+        char tmp[32];
+        int n = ns_text(tmp, ts - sk->ts[sk->n]);
         if (n > DUR_PAD) return 1;
         memcpy(PyByteArray_AS_STRING(st->b.out) + sk->v[sk->n], tmp, n);
         return 0;

@@ -372,3 +372,14 @@ def test_mutated_pftrace_loads_or_errors(tmp_path_factory, small_pftrace, seed, 
     out = io.StringIO()
     assert report_run(["--json", str(path)], stdout=out) in (0, 2)
     assert trace.start_ns.dtype == np.int64
+
+
+def test_json_named_pftrace_is_read_as_json(tmp_path):
+    # torch 2.13's export_chrome_trace("run.pftrace") on a CPU-only machine writes Chrome
+    # JSON whatever the suffix (its Perfetto writer is the CUPTI monitor's): the content decides
+    src = require(CORPUS / "kineto/after_fix_trace.json")
+    p = tmp_path / "run.pftrace"
+    p.write_bytes(src.read_bytes())
+    assert sniff(p) == "chrome"
+    t = load(p)
+    assert t.source.format == "kineto" and _diagnosis(t) == _diagnosis(load(src))

@@ -1,9 +1,13 @@
 """Perfetto TrackEvent protobuf (``.pftrace``) → ``Trace``, through the Chrome loader.
 
-The ``TracePacket`` stream (``protos/perfetto/trace/trace_packet.proto``) is decoded
-with the ``perfetto`` package's generated classes (``perfetto_trace_pb2``; ``protobuf``
-parses in C with its upb backend), then written as Chrome Trace Event Format events,
-one per line, and loaded by ``gapscope.parsers.chrome.loader.load_chrome``: kinds from
+The ``TracePacket`` stream (``protos/perfetto/trace/trace_packet.proto``) is written as
+Chrome Trace Event Format events, one per line, and loaded by
+``gapscope.parsers.chrome.loader.load_chrome``. Two decoders give the same text: the C
+transcoder ``_pfscan`` (built with the package; the common subset: plain slices,
+instants, interned names, scalar annotations, flows; ``_pfscan.c`` lists it), with the track descriptors decoded here; and,
+for a file it does not read whole (or ``GAPSCOPE_PFSCAN=0``, or no C compiler at
+install), the ``perfetto`` package's generated classes (``perfetto_trace_pb2``, parsed
+by ``protobuf``'s upb backend) and ``_Decoder`` below. Kinds from
 the categories, lanes, ``correlation`` links, ``ac2g`` flows, checks and warnings are
 the Chrome loader's, so a ``.pftrace`` and its JSON twin give one ``Trace``.
 

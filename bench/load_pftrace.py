@@ -257,7 +257,9 @@ def main(argv: list[str] | None = None) -> int:
     peak = {k: max(max(r[1], r[2]) for r in v) for k, v in rows.items()}
     for k in rows:
         walls = ", ".join(f"{r[0]:.2f}" for r in rows[k])
-        print(f"{k:8s} wall {med[k]:.2f} s (runs: {walls}); peak RSS {peak[k] / 1e6:.0f} MB")
+        own = max(r[1] for r in rows[k]) / 1e6
+        kids = max(r[2] for r in rows[k]) / 1e6
+        print(f"{k:8s} wall {med[k]:.2f} s (runs: {walls}); peak RSS {own:.0f} MB, its largest child {kids:.0f} MB")
     print(
         f"pftrace / json: wall {med['pftrace'] / med['json']:.2f}x, peak memory {peak['pftrace'] / peak['json']:.2f}x"
     )

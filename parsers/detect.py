@@ -713,7 +713,7 @@ def _load_fresh(
     if _is_perfetto(p, head):
         from gapscope.parsers.perfetto.loader import load_perfetto
 
-        return load_perfetto(read_bytes(p, binary=True), p), None
+        return load_perfetto(lambda: read_bytes(p, binary=True), p), None
     from gapscope.parsers.chrome.parallel import fork as chrome_parallel
 
     _check_start(p)  # before the children below map the file

@@ -41,12 +41,15 @@ EQUAL_TRACES = [
 ]
 
 
-@pytest.fixture(params=["c", "python"])
+@pytest.fixture(params=["c", "c-mapped", "python"])
 def decoder(request, monkeypatch):
-    """Each test twice: through the C transcoder (``_pfscan``, which must then decode
-    the whole file: the generated classes are not called) and through the generated
-    classes alone (``GAPSCOPE_PFSCAN=0``)."""
-    if request.param == "c":
+    """Each test three times: through the C transcoder (``_pfscan``, which must then
+    decode the whole file: the generated classes are not called), in memory and into a
+    mapped temporary file, and through the generated classes alone
+    (``GAPSCOPE_PFSCAN=0``)."""
+    if request.param == "c-mapped":
+        monkeypatch.setattr(pf, "MAP_MIN_BYTES", 0)
+    if request.param.startswith("c"):
         if pf._pfscan is None:
             pytest.skip("the C transcoder was not built")
 

@@ -5,10 +5,13 @@
  *   descriptor_spans(data) -> list of (start, end): the byte spans of the packets that
  *       hold a track_descriptor (field 60), for the loader to decode with the generated
  *       classes; None when the top-level framing is broken.
- *   transcode(data, tracks, n_tracks) -> (bytearray, bytes) or None: ``tracks`` maps a
- *       track uuid to (index < n_tracks, b'"pid":P,"tid":T'); returns the text
+ *   transcode(data, tracks, n_tracks, fd=-1) -> (bytearray, bytes) or None: ``tracks``
+ *       maps a track uuid to (index < n_tracks, b'"pid":P,"tid":T'); returns the text
  *       '{"traceEvents":[' and a line break, then the Chrome events, one a line, each
  *       line ending ",\n", and the packet number of each event as native int64 bytes.
+ *       With ``fd`` (a file open for writing at offset 0) the text is written there in
+ *       pieces of FLUSH_BYTES and the bytearray comes back empty; a slice's duration,
+ *       known at its end, is written into its placeholder in the file (pwrite).
  *
  * It writes what loader._Decoder writes for the same packets (same keys in the same
  * order, ts/dur as exact decimal microseconds, doubles as Python's repr) and returns
@@ -30,9 +33,11 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_SEQS 64
 #define MAX_IID (1 << 22)
@@ -43,9 +48,44 @@ typedef struct { span *v; Py_ssize_t cap; } table;
 typedef struct { uint64_t id; int used; table t[3]; } seqstate; /* names, cats, arg names */
 
 typedef struct {
-    PyObject *out; /* bytearray */
+    PyObject *out; /* bytearray: the text not yet written to ``fd`` */
     Py_ssize_t len;
+    int fd;             /* -1: all of the text stays in ``out`` */
+    Py_ssize_t flushed; /* bytes written to ``fd`` before out[0] */
 } buf;
+
+#define FLUSH_BYTES (8 << 20)
+
+/* write the whole buffer to the file (at an event's end only, so no placeholder is cut) */
+static int flush(buf *b) {
+    const char *p = PyByteArray_AS_STRING(b->out);
+    Py_ssize_t done = 0;
+    while (done < b->len) {
+        Py_ssize_t n = write(b->fd, p + done, (size_t)(b->len - done));
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            PyErr_SetFromErrno(PyExc_OSError);
+            return -1;
+        }
+        done += n;
+    }
+    b->flushed += b->len;
+    b->len = 0;
+    return 0;
+}
+
+/* ``n`` bytes at absolute text offset ``at`` (a dur placeholder), in the buffer or the file */
+static int patch(buf *b, Py_ssize_t at, const char *s, Py_ssize_t n) {
+    if (at >= b->flushed) {
+        memcpy(PyByteArray_AS_STRING(b->out) + (at - b->flushed), s, n);
+        return 0;
+    }
+    if (pwrite(b->fd, s, (size_t)n, (off_t)at) != n) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    return 0;
+}
 
 static int grow(buf *b, Py_ssize_t more) {
     Py_ssize_t cap = PyByteArray_GET_SIZE(b->out);
@@ -388,8 +428,7 @@ static int track_event(state *st, seqstate *s, int64_t ts, Py_ssize_t at, Py_ssi
         char tmp[32];
         int n = ns_text(tmp, ts - sk->ts[sk->n]);
         if (n > DUR_PAD) return 1;
-        memcpy(PyByteArray_AS_STRING(st->b.out) + sk->v[sk->n], tmp, n);
-        return 0;
+        return patch(&st->b, sk->v[sk->n], tmp, n);
     }
     if (type != 1 && type != 3) return 1;
     buf *b = &st->b;
@@ -445,7 +484,7 @@ static int track_event(state *st, seqstate *s, int64_t ts, Py_ssize_t at, Py_ssi
             sk->ts = t2;
             sk->cap = cap;
         }
-        sk->v[sk->n] = b->len;
+        sk->v[sk->n] = b->flushed + b->len;
         sk->ts[sk->n++] = ts;
         memset(PyByteArray_AS_STRING(b->out) + b->len, ' ', DUR_PAD);
         b->len += DUR_PAD;
@@ -461,6 +500,7 @@ static int track_event(state *st, seqstate *s, int64_t ts, Py_ssize_t at, Py_ssi
     }
     for (int i = 0; i < ntfl; i++)
         if (flow(st, "f", tfl[i], ts, lane, k)) return -1;
+    if (b->fd >= 0 && b->len > FLUSH_BYTES && flush(b)) return -1;
     return 0;
 }
 
@@ -495,14 +535,16 @@ static PyObject *transcode(PyObject *self, PyObject *args) {
     Py_buffer view;
     PyObject *tracks;
     Py_ssize_t ntracks;
-    if (!PyArg_ParseTuple(args, "y*O!n", &view, &PyDict_Type, &tracks, &ntracks)) return NULL;
+    int fd = -1;
+    if (!PyArg_ParseTuple(args, "y*O!n|i", &view, &PyDict_Type, &tracks, &ntracks, &fd)) return NULL;
     state st;
     memset(&st, 0, sizeof st);
+    st.b.fd = fd;
     st.d = view.buf;
     st.tracks = tracks;
     st.nstacks = ntracks;
     PyObject *result = NULL;
-    st.b.out = PyByteArray_FromStringAndSize(NULL, view.len * 4 + 4096);
+    st.b.out = PyByteArray_FromStringAndSize(NULL, fd >= 0 ? FLUSH_BYTES * 2 : view.len * 4 + 4096);
     st.seen = PySet_New(NULL);
     st.stacks = PyMem_Calloc(ntracks ? ntracks : 1, sizeof(stack));
     if (!st.b.out || !st.seen || !st.stacks) goto done;
@@ -523,6 +565,7 @@ static PyObject *transcode(PyObject *self, PyObject *args) {
         if (st.stacks[i].n) r = 1; /* a slice left open: the loader names it */
     if (r < 0) goto done;
     if (r > 0) { result = Py_None; Py_INCREF(result); goto done; }
+    if (fd >= 0 && flush(&st.b)) goto done;
     if (PyByteArray_Resize(st.b.out, st.b.len)) goto done;
     PyObject *pk = PyBytes_FromStringAndSize((const char *)st.pk, st.packet_of_len * (Py_ssize_t)sizeof(int64_t));
     if (!pk) goto done;

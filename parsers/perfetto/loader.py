@@ -50,13 +50,17 @@ from __future__ import annotations
 import collections
 import dataclasses
 import gc
+import mmap
 import os
 import re
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
 from gapscope.parsers.errors import TraceFormatError
+from gapscope.parsers.json.mapped import MappedText
+from gapscope.parsers.json.scan import Text
 from gapscope.parsers.model import Trace, TraceWarning
 
 try:
@@ -572,8 +576,9 @@ def _packets(data, path: str, pb2):
     return trace.packet
 
 
-def load_perfetto(data: bytes | bytearray, path: str) -> Trace:
-    """Load a Perfetto protobuf trace (``data``: the file's bytes, gzip undone).
+def load_perfetto(read: Callable[[], bytes | bytearray], path: str) -> Trace:
+    """Load a Perfetto protobuf trace; ``read()`` gives the file's bytes (gzip undone),
+    dropped once decoded (before the Chrome loader runs).
 
     Returns the ``Trace`` the Chrome loader builds from the decoded events
     (``source.format`` ``"perfetto"``; warnings name packet numbers, not lines; no
@@ -587,7 +592,7 @@ def load_perfetto(data: bytes | bytearray, path: str) -> Trace:
     was = gc.isenabled()
     gc.disable()  # a million event dicts: the collector's passes would cost more than the decode
     try:
-        text, dec, packet_of = _chrome_text(data, path, pb2)
+        text, dec, packet_of = _chrome_text(read(), path, pb2)
     finally:
         if was:
             gc.enable()
@@ -597,10 +602,17 @@ def load_perfetto(data: bytes | bytearray, path: str) -> Trace:
     return _as_perfetto(trace, dec, packet_of)
 
 
-def _fast_text(data, pb2) -> tuple[bytearray, _Decoder, list[int]] | None:
+#: Files from this size on are transcoded into an unlinked temporary file that the
+#: Chrome loader maps (its pages the kernel's, as for a large ``.json.gz``), not memory.
+MAP_MIN_BYTES = 4 << 20
+
+
+def _fast_text(data, pb2) -> tuple[Text, _Decoder, list[int]] | None:
     """``_chrome_text`` by the C transcoder (``_pfscan.c``): the track descriptors
-    decoded here, every other packet there. None when it is not built, is turned off
-    (``GAPSCOPE_PFSCAN=0``) or meets anything outside the subset it reads."""
+    decoded here, every other packet there; the text written to a mapped temporary file
+    for a file of ``MAP_MIN_BYTES`` or more (in memory when there is no room for it).
+    None when the transcoder is not built, is turned off (``GAPSCOPE_PFSCAN=0``) or
+    meets anything outside the subset it reads."""
     if _pfscan is None or os.environ.get("GAPSCOPE_PFSCAN") == "0":
         return None
     spans = _pfscan.descriptor_spans(data)
@@ -621,25 +633,59 @@ def _fast_text(data, pb2) -> tuple[bytearray, _Decoder, list[int]] | None:
     for i, uuid in enumerate(dec.tracks):
         pid, tid = dec._lane(uuid)
         tracks[uuid] = (i, enc.encode({"pid": pid, "tid": tid})[1:-1])
-    got = _pfscan.transcode(data, tracks, len(tracks))
-    if got is None:
+    fd = _temporary_file() if len(data) >= MAP_MIN_BYTES else None
+    try:
+        got = _pfscan.transcode(data, tracks, len(tracks), -1 if fd is None else fd)
+        if got is None:
+            return None
+        text, packets = got
+        dec.finish()  # the tracks' names and sort indices, as metadata events
+        meta = [enc.encode(e) for e in dec.events]
+        dec.events = []
+        packet_of = [*memoryview(packets).cast("q").tolist(), *([-1] * len(meta))]
+        if len(packet_of) == len(meta):
+            return None  # no track event: the decoder below says so
+        tail = b",\n".join(meta) + b"\n]}\n"
+        if fd is None:
+            if not meta:
+                del text[-2:]  # the last event's ",\n"
+            text += tail
+            return text, dec, packet_of
+        end = os.lseek(fd, 0, os.SEEK_END)
+        if not meta:
+            os.pwrite(fd, b" \n", end - 2)  # the last event's ",\n" made blank
+        view = memoryview(tail)
+        while view:
+            view = view[os.write(fd, view) :]
+        return MappedText(fd, 0, access=mmap.ACCESS_READ), dec, packet_of  # keeps its own descriptor
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _temporary_file() -> int | None:
+    """An unlinked temporary file in gapscope's cache directory (sub-folder
+    ``inflated``, as ``detect.inflate_to_file`` uses), open for writing; None where
+    there is none."""
+    import tempfile
+
+    from gapscope.parsers.cache.settings import cache_root
+
+    try:
+        folder = os.path.join(cache_root(), "inflated")
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".json")
+    except OSError:
         return None
-    text, packets = got
-    dec.finish()  # the tracks' names and sort indices, as metadata events
-    meta = [enc.encode(e) for e in dec.events]
-    if meta:
-        text += b",\n".join(meta)
-    else:
-        del text[-2:]  # the last event's ",\n"
-    text += b"\n]}\n"
-    packet_of = [*memoryview(packets).cast("q").tolist(), *([-1] * len(meta))]
-    dec.events = []
-    if len(packet_of) == len(meta):
-        return None  # no track event: the decoder below says so
-    return text, dec, packet_of
+    try:
+        os.unlink(tmp)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
 
 
-def _chrome_text(data, path: str, pb2) -> tuple[bytes | bytearray, _Decoder, list[int]]:
+def _chrome_text(data, path: str, pb2) -> tuple[Text, _Decoder, list[int]]:
     """The decoded packets as a Chrome trace text (one event a line, from line 2), the
     decoder (what was lost), and each event's packet number (-1: track metadata)."""
     fast = _fast_text(data, pb2)

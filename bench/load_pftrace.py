@@ -17,8 +17,9 @@ float64 holds each exactly to the ns.
 Every load runs in a fresh subprocess with the trace cache off; the JSON and the
 ``.pftrace`` loads alternate within each round, so a ratio compares runs that saw the
 same machine load (the load average is printed with them). Columns: wall seconds of
-the ``load`` call; peak RSS of the process and (max) of its forked children
-(``ru_maxrss``). Also: ``wire walk``, a pure-Python protobuf wire scanner that only
+the ``load`` call; peak RSS of the process (``VmHWM``: ``ru_maxrss`` would carry this
+script's own peak across the exec) and of its largest forked child (the Chrome
+loader's decoders, ``RUSAGE_CHILDREN``); the memory ratio compares the larger of the two. Also: ``wire walk``, a pure-Python protobuf wire scanner that only
 walks every field of every packet, its TrackEvents and their debug annotations
 (varints and lengths, nothing built), against ``ParseFromString`` of the whole file by
 ``protobuf``'s upb backend: the floor a hand-written Python scanner could not go under.
@@ -46,8 +47,9 @@ from gapscope.parsers import load
 t = time.perf_counter()
 trace = load(sys.argv[1])
 wall = time.perf_counter() - t
-me = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+status = open("/proc/self/status").read().split("VmHWM:")[1].split()
+me = int(status[0])  # kB, this process's own peak (reset by exec: not the bench's)
+kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # kB, its largest forked decoder
 print(wall, me * 1024, kids * 1024, trace.start_ns.size)
 """
 

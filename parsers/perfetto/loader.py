@@ -57,6 +57,7 @@ from collections.abc import Callable
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from gapscope.parsers.errors import TraceFormatError
 from gapscope.parsers.json.mapped import MappedText
@@ -596,9 +597,15 @@ def load_perfetto(read: Callable[[], bytes | bytearray], path: str) -> Trace:
     finally:
         if was:
             gc.enable()
-    from gapscope.parsers.chrome.loader import load_chrome
+    from gapscope.parsers.chrome.loader import load_chrome, load_chrome_file
 
-    trace = load_chrome(text, path)
+    if not isinstance(text, int):
+        return _as_perfetto(load_chrome(text, path), dec, packet_of)
+    try:  # decoded in parts by forked children that read the file, as a large JSON file is
+        got = load_chrome_file(path, None, fd=text)
+        trace = got[0] if got is not None else load_chrome(MappedText(text, 0, access=mmap.ACCESS_READ), path)
+    finally:
+        os.close(text)
     return _as_perfetto(trace, dec, packet_of)
 
 
@@ -607,10 +614,11 @@ def load_perfetto(read: Callable[[], bytes | bytearray], path: str) -> Trace:
 MAP_MIN_BYTES = 4 << 20
 
 
-def _fast_text(data, pb2) -> tuple[Text, _Decoder, list[int]] | None:
+def _fast_text(data, pb2) -> tuple[Text | int, _Decoder, np.ndarray] | None:
     """``_chrome_text`` by the C transcoder (``_pfscan.c``): the track descriptors
     decoded here, every other packet there; the text written to a mapped temporary file
-    for a file of ``MAP_MIN_BYTES`` or more (in memory when there is no room for it).
+    for a file of ``MAP_MIN_BYTES`` or more (then its descriptor, which the caller
+    closes, takes the text's place; in memory when there is no room for a file).
     None when the transcoder is not built, is turned off (``GAPSCOPE_PFSCAN=0``) or
     meets anything outside the subset it reads."""
     if _pfscan is None or os.environ.get("GAPSCOPE_PFSCAN") == "0":
@@ -642,8 +650,8 @@ def _fast_text(data, pb2) -> tuple[Text, _Decoder, list[int]] | None:
         dec.finish()  # the tracks' names and sort indices, as metadata events
         meta = [enc.encode(e) for e in dec.events]
         dec.events = []
-        packet_of = [*memoryview(packets).cast("q").tolist(), *([-1] * len(meta))]
-        if len(packet_of) == len(meta):
+        packet_of = np.concatenate([np.frombuffer(packets, dtype=np.int64), np.full(len(meta), -1, np.int64)])
+        if packet_of.size == len(meta):
             return None  # no track event: the decoder below says so
         tail = b",\n".join(meta) + b"\n]}\n"
         if fd is None:
@@ -657,7 +665,8 @@ def _fast_text(data, pb2) -> tuple[Text, _Decoder, list[int]] | None:
         view = memoryview(tail)
         while view:
             view = view[os.write(fd, view) :]
-        return MappedText(fd, 0, access=mmap.ACCESS_READ), dec, packet_of  # keeps its own descriptor
+        kept, fd = fd, None
+        return kept, dec, packet_of
     finally:
         if fd is not None:
             os.close(fd)
@@ -685,7 +694,7 @@ def _temporary_file() -> int | None:
     return fd
 
 
-def _chrome_text(data, path: str, pb2) -> tuple[Text, _Decoder, list[int]]:
+def _chrome_text(data, path: str, pb2) -> tuple[Text | int, _Decoder, np.ndarray]:
     """The decoded packets as a Chrome trace text (one event a line, from line 2), the
     decoder (what was lost), and each event's packet number (-1: track metadata)."""
     fast = _fast_text(data, pb2)
@@ -705,19 +714,17 @@ def _chrome_text(data, path: str, pb2) -> tuple[Text, _Decoder, list[int]]:
         )
     enc = msgspec.json.Encoder()
     text = b'{"traceEvents":[\n' + b",\n".join([enc.encode(e) for e, _ in keep]) + b"\n]}\n"
-    packet_of = [k for _, k in keep]
+    packet_of = np.array([k for _, k in keep], dtype=np.int64)
     dec.events = []
     return text, dec, packet_of
 
 
-def _as_perfetto(trace: Trace, dec: _Decoder, packet_of: list[int]) -> Trace:
+def _as_perfetto(trace: Trace, dec: _Decoder, packet_of: np.ndarray) -> Trace:
     """``trace`` with its source named ``perfetto``, the Chrome loader's warning lines
     turned into packet numbers, and the one warning on what was not kept."""
-    import numpy as np
-
     warnings = []
     for w in trace.warnings:
-        k = packet_of[w.line - 2] if w.line is not None and 2 <= w.line < len(packet_of) + 2 else -1
+        k = int(packet_of[w.line - 2]) if w.line is not None and 2 <= w.line < len(packet_of) + 2 else -1
         where = f"packet {k:,}: " if k >= 0 else ""
         warnings.append(TraceWarning(None, w.field, where + w.message))
     for what, n in dec.missing.items():

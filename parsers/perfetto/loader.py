@@ -566,13 +566,18 @@ def _valid_json(text: str) -> bool:
     return True
 
 
-def _packets(data, path: str, pb2):
-    trace = pb2.Trace()
+def _decode_error() -> type[Exception]:
+    """``protobuf``'s error for bytes that are not the message (the perfetto extra)."""
     from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 
+    return DecodeError
+
+
+def _packets(data, path: str, pb2):
+    trace = pb2.Trace()
     try:
         trace.ParseFromString(data)
-    except DecodeError:
+    except _decode_error():
         raise _damage(data, path) from None
     return trace.packet
 
@@ -626,8 +631,7 @@ def _fast_text(data, pb2) -> tuple[Text | int, _Decoder, np.ndarray] | None:
     spans = _pfscan.descriptor_spans(data)
     if spans is None:
         return None
-    from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
-
+    DecodeError = _decode_error()
     dec = _Decoder(pb2)
     with memoryview(data) as view:
         for start, end in spans:

@@ -386,3 +386,24 @@ def test_json_named_pftrace_is_read_as_json(tmp_path):
     assert sniff(p) == "chrome"
     t = load(p)
     assert t.source.format == "kineto" and _diagnosis(t) == _diagnosis(load(src))
+
+
+def test_viewer_opens_a_pftrace(tmp_path):
+    import asyncio
+
+    from gapscope.tui.factory import make_app
+    from tests.test_tui_app import wait_ready
+
+    p = tmp_path / "hand.pftrace"
+    p.write_bytes(_hand_trace())
+
+    async def run():
+        app = make_app(str(p))  # the default loader: gapscope.parsers.load, by content
+        async with app.run_test(size=(120, 40)) as pilot:
+            screen = await wait_ready(pilot)
+            await pilot.press("n")  # next gap: the one between the launch's end and the kernel
+            return screen.trace, screen.header_text(120).plain
+
+    trace, header = asyncio.run(run())
+    assert trace.source.format == "perfetto" and "gemm" in trace.names
+    assert "hand.pftrace" in header

@@ -407,3 +407,19 @@ def test_viewer_opens_a_pftrace(tmp_path):
     trace, header = asyncio.run(run())
     assert trace.source.format == "perfetto" and "gemm" in trace.names
     assert "hand.pftrace" in header
+
+
+def test_a_first_packet_longer_than_the_sniffed_head_is_recognised(tmp_path):
+    raw = pb.Trace.FromString(_hand_trace())
+    first = pb.TracePacket()
+    first.trusted_packet_sequence_id = 1
+    first.interned_data.event_names.add(iid=99, name="x" * 5000)  # a first packet of 5 KB
+    both = pb.Trace()
+    both.packet.append(first)
+    both.packet.extend(raw.packet)
+    data = both.SerializeToString()
+    for cut in range(4090, 4100):  # wherever the 4 KiB head ends inside it
+        assert pf.looks_like_perfetto(data[:cut]), cut
+    p = tmp_path / "big-first.pftrace"
+    p.write_bytes(data)
+    assert sniff(p) == "perfetto" and "gemm" in load(p).names

@@ -96,7 +96,8 @@ def _pb2():
 def looks_like_perfetto(head: bytes) -> bool:
     """Whether ``head`` (the first bytes of a file, gzip undone) starts like a Perfetto
     ``Trace``: field 1 (``packet``) as a length-delimited record whose first bytes are
-    valid TracePacket fields, with a control byte no JSON or text timeline holds."""
+    valid TracePacket fields (as far as ``head`` goes: a packet may be longer), with a
+    control byte no JSON or text timeline holds."""
     if len(head) < 3 or head[0] != 0x0A:
         return False
     if not any(b < 9 or 13 < b < 32 for b in head[:4096]):
@@ -105,13 +106,18 @@ def looks_like_perfetto(head: bytes) -> bool:
     if at < 0 or size == 0:
         return False
     end = min(at + size, len(head))
+    fields = 0
     while at < end:
+        start = at
         at, tag = _varint(head, at)
-        if at < 0 or tag >> 3 == 0 or (tag & 7) not in (0, 1, 2, 5):
+        if at < 0:  # cut by the end of ``head``, or broken
+            return fields > 0 and start + 10 > len(head)
+        if tag >> 3 == 0 or (tag & 7) not in (0, 1, 2, 5):
             return False
         at = _skip(head, at, tag & 7)
+        fields += 1
         if at < 0:
-            return False
+            return start + 20 > len(head)
     return True
 
 

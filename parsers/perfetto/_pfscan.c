@@ -29,7 +29,9 @@
  *
  * Also None: an interned id its sequence does not define, a slice end with no open
  * slice, a slice left open at the end, an unknown track, a non-finite double, text that
- * is not UTF-8, more than MAX_SEQS sequences, an iid past MAX_IID.
+ * is not UTF-8, more than MAX_SEQS sequences, an iid past MAX_IID; and always on a
+ * big-endian host (fixed64 values are read as little-endian words). POSIX only
+ * (write/pwrite): where it does not build, the package installs without it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -537,6 +539,10 @@ static PyObject *transcode(PyObject *self, PyObject *args) {
     Py_ssize_t ntracks;
     int fd = -1;
     if (!PyArg_ParseTuple(args, "y*O!n|i", &view, &PyDict_Type, &tracks, &ntracks, &fd)) return NULL;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    PyBuffer_Release(&view); /* fixed64 fields are read as little-endian words: not here */
+    Py_RETURN_NONE;
+#endif
     state st;
     memset(&st, 0, sizeof st);
     st.b.fd = fd;

@@ -423,3 +423,22 @@ def test_a_first_packet_longer_than_the_sniffed_head_is_recognised(tmp_path):
     p = tmp_path / "big-first.pftrace"
     p.write_bytes(data)
     assert sniff(p) == "perfetto" and "gemm" in load(p).names
+
+
+def test_a_packet_on_another_clock_is_moved_by_the_clock_snapshot(tmp_path):
+    raw = pb.Trace.FromString(_hand_trace())
+    snap = pb.TracePacket()
+    snap.clock_snapshot.clocks.add(clock_id=6, timestamp=5_000_000_000)  # BOOTTIME, the trace clock
+    snap.clock_snapshot.clocks.add(clock_id=3, timestamp=4_000_000_000)  # MONOTONIC: 1 s behind
+    instant = raw.packet[-1]
+    instant.timestamp = 60_000  # 60 µs on MONOTONIC ...
+    instant.timestamp_clock_id = 3
+    both = pb.Trace()
+    both.packet.append(snap)
+    both.packet.extend(raw.packet)
+    p = tmp_path / "clocks.pftrace"
+    p.write_bytes(both.SerializeToString())
+    t = load(p)
+    mark = t.names.index("mark")
+    assert t.start_ns[t.name_id == mark].tolist() == [60_000 + 1_000_000_000]  # ... is 1 s later on BOOTTIME
+    assert t.warnings == ()

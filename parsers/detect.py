@@ -167,11 +167,14 @@ def _check_start(p: str) -> None:
         _refuse_nul(p, first, 0, len(first))
 
 
-def read_bytes(path: str | os.PathLike, mutable_min_bytes: int | None = None) -> bytes | bytearray:
+def read_bytes(
+    path: str | os.PathLike, mutable_min_bytes: int | None = None, binary: bool = False
+) -> bytes | bytearray:
     """Return the file's bytes, decompressed when gzip (all members, RFC 1952).
 
     A plain file of at least ``mutable_min_bytes`` comes back as a ``bytearray`` (read
     in place, no extra copy), which a loader may frame in place (``chrome_parallel``).
+    ``binary``: the content is binary (a Perfetto protobuf trace): NUL bytes are data.
 
     The size limit (``trace_limit``) is checked while reading, every ``CHUNK_BYTES``:
     memory never holds much more than the limit, whatever the file or its gzip data
@@ -188,11 +191,11 @@ def read_bytes(path: str | os.PathLike, mutable_min_bytes: int | None = None) ->
     limit, user_set = _limit_for(p)
     with _open_regular(p) as fh:
         try:
-            data = _read(p, fh, mutable_min_bytes, limit, user_set)
+            data = _read(p, fh, mutable_min_bytes, limit, user_set, binary)
         except OSError as exc:
             raise TraceFormatError(p, f"cannot read: {exc.strerror or exc}") from None
     if data[:2] == _GZIP_MAGIC:
-        data = _gunzip_all(p, data, limit, user_set)
+        data = _gunzip_all(p, data, limit, user_set, binary=binary)
     return data
 
 
@@ -218,16 +221,19 @@ def _refuse_nul(p: str, buf, start: int, end: int) -> None:
     )
 
 
-def _read(p: str, fh, mutable_min_bytes: int | None, limit: int, user_set: bool) -> bytes | bytearray:
+def _read(
+    p: str, fh, mutable_min_bytes: int | None, limit: int, user_set: bool, binary: bool = False
+) -> bytes | bytearray:
     """All of ``fh``: bytes, or a ``bytearray`` when the file has at least
     ``mutable_min_bytes`` (a file that shrinks or grows while read is read to its end,
-    up to ``limit``). Plain (not gzip) content is checked for NUL bytes as it comes."""
+    up to ``limit``). Plain (not gzip) content is checked for NUL bytes as it comes,
+    unless ``binary``."""
     size = os.fstat(fh.fileno()).st_size
     if size > limit:
         raise _too_big(p, f"file is {size:,} bytes", limit, user_set)
     first = fh.read(CHUNK_BYTES)  # checked before a buffer of the file's size is zero-filled
-    gz = first[:2] == _GZIP_MAGIC
-    if not gz:
+    unchecked = binary or first[:2] == _GZIP_MAGIC  # NULs in gzip are looked for once inflated
+    if not unchecked:
         _refuse_nul(p, first, 0, len(first))
     if mutable_min_bytes is not None and size >= mutable_min_bytes and len(first) == CHUNK_BYTES:
         buf = bytearray(size)
@@ -242,7 +248,7 @@ def _read(p: str, fh, mutable_min_bytes: int | None, limit: int, user_set: bool)
             n = fh.readinto(view[got : min(len(buf), got + CHUNK_BYTES)])
             if not n:
                 break
-            if not gz:
+            if not unchecked:
                 _refuse_nul(p, buf, got, got + n)
             got += n
     if got < len(buf):
@@ -252,7 +258,7 @@ def _read(p: str, fh, mutable_min_bytes: int | None, limit: int, user_set: bool)
         if not chunk:
             break
         buf += chunk
-        if not gz:
+        if not unchecked:
             _refuse_nul(p, buf, len(buf) - len(chunk), len(buf))
         if len(buf) > limit:
             raise _too_big(p, f"file grew past {len(buf):,} bytes while read", limit, user_set)
@@ -272,6 +278,7 @@ def _gunzip_all(
     user_set: bool,
     inflate: types.ModuleType | None = None,
     sink=None,
+    binary: bool = False,
 ) -> bytearray:
     """Decompress every gzip member; a cut-off last member yields what was readable.
     Inflated by ISA-L (``isal``) when it is installed, else (or given ``inflate``) by
@@ -280,6 +287,7 @@ def _gunzip_all(
     Grown in one ``bytearray`` (no second copy at the end), or, given ``sink``, each
     piece handed to ``sink(piece, consumed)`` as it comes, with the compressed bytes
     read so far (an empty ``bytearray`` is returned; damage then raises ``_Damaged``).
+    ``binary``: NUL bytes are data (a Perfetto protobuf trace), not refused.
 
     Output is produced ``INFLATE_OUT_BYTES`` at a time and checked at each step, so a bomb
     is refused with at most about ``RATIO_CHECK_BYTES`` (or ``limit``) inflated.
@@ -294,7 +302,7 @@ def _gunzip_all(
         # one loaded with an "event skipped" warning), with its line from memory
         if sink is None:
             out.extend(chunk)
-            if b"\x00" in chunk:
+            if not binary and b"\x00" in chunk:
                 _refuse_nul(path, out, len(out) - len(chunk), len(out))
             return
         if b"\x00" in chunk:
@@ -347,7 +355,7 @@ def _gunzip_all(
             if sink is not None:
                 raise _Damaged(str(exc)) from None
             if (inflate or _inflate) is not zlib:  # damaged: zlib's reading (and message) of it
-                return _gunzip_all(path, data, limit, user_set, zlib)
+                return _gunzip_all(path, data, limit, user_set, zlib, binary=binary)
             if "check" in str(exc):
                 # the whole member inflated but its trailer's CRC-32 or size does not match
                 # it: refused at every size, as gunzip does (a large file lost its last
@@ -363,7 +371,8 @@ def _gunzip_all(
         if not d.eof and sink is not None:
             raise _Damaged("cut off")
         if not d.eof and (inflate or _inflate) is not zlib:
-            return _gunzip_all(path, data, limit, user_set, zlib)  # as much of the cut member as zlib reads
+            # as much of the cut member as zlib reads
+            return _gunzip_all(path, data, limit, user_set, zlib, binary=binary)
         if not d.eof:  # truncated member: keep what we have, the JSON loader warns
             if total == 0:
                 raise TraceFormatError(path, "gzip data cut off before any content", hint="is the file complete?")
@@ -432,7 +441,8 @@ def sniff(path: str | os.PathLike) -> str:
     Reads at most ``SNIFF_BYTES`` (64 KiB) of content (gunzipped when gzip) and applies
     the same checks and messages as ``load``: exists, is a file, readable, gzip
     intact at its start, not empty, JSON object/array, not binary, UTF-8, and for text
-    the first timeline line of an ASCII timeline. Returns ``"chrome"`` or ``"ascii"``,
+    the first timeline line of an ASCII timeline. Returns ``"chrome"``, ``"ascii"``,
+    ``"perfetto"`` for a Perfetto protobuf trace (``gapscope.parsers.perfetto``),
     or ``"nsys"`` for an Nsight Systems export (its schema is read) or report (exported
     to SQLite first, see ``gapscope.parsers.nsys.files``).
     Raises ``TraceFormatError`` (path, line, column, hint). A file that passes may
@@ -458,6 +468,10 @@ def sniff(path: str | os.PathLike) -> str:
         except zlib.error as exc:
             raise TraceFormatError(p, f"corrupt gzip data ({exc})", hint="is the file complete?") from None
         complete = complete and d.eof and not d.unconsumed_tail
+    from gapscope.parsers.perfetto.loader import looks_like_perfetto
+
+    if looks_like_perfetto(data):
+        return "perfetto"
     return _check_head(p, data, complete)
 
 
@@ -530,7 +544,9 @@ def load(
 
     Formats: Chrome Trace Event Format JSON (object or array form, including Kineto /
     torch.profiler output of every vintage and the legacy autograd export), gzip of
-    those, ASCII timelines (event list or lane art; see ``docs/ascii-timelines.md``),
+    those, Perfetto TrackEvent protobuf traces (``.pftrace``, gzip or not; the
+    ``perfetto`` extra; ``gapscope.parsers.perfetto``; not cached), ASCII timelines
+    (event list or lane art; see ``docs/ascii-timelines.md``),
     and Nsight Systems SQLite exports, or reports exported to SQLite with ``nsys`` when
     it is installed (``gapscope.parsers.nsys``).
 
@@ -561,7 +577,7 @@ def load(
             return hit.trace
         wait_for_writes()  # one write at a time, and none beside the loader's fork
     trace, text = _load_fresh(p, preview, prepare)
-    if cache is not None:
+    if cache is not None and trace.source.format != "perfetto":  # its args are read from no file text
         cache.put_later(trace, text)
     return trace
 
@@ -694,6 +710,10 @@ def _load_fresh(
     nsight = nsys_files.kind_of(p, head)
     if nsight is not None:
         return nsys_files.load(p, nsight), None
+    if _is_perfetto(p, head):
+        from gapscope.parsers.perfetto.loader import load_perfetto
+
+        return load_perfetto(lambda: read_bytes(p, binary=True), p), None
     from gapscope.parsers.chrome.parallel import fork as chrome_parallel
 
     _check_start(p)  # before the children below map the file
@@ -729,6 +749,24 @@ def _load_fresh(
                 return _load(p, inflated), inflated
     data = read_bytes(p, mutable_min_bytes=chrome_parallel.MIN_BYTES)
     return _load(p, data), data
+
+
+def _is_perfetto(p: str, head: bytes) -> bool:
+    """Whether the file whose first bytes are ``head`` holds a Perfetto protobuf trace
+    (gzip or not), by content (``perfetto.loader.looks_like_perfetto``)."""
+    from gapscope.parsers.perfetto.loader import looks_like_perfetto
+
+    if head[:2] == _GZIP_MAGIC:
+        with _open_regular(p) as fh:
+            try:
+                raw = fh.read(SNIFF_BYTES)
+            except OSError:
+                return False
+        try:
+            head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw, SNIFF_BYTES)
+        except zlib.error:
+            return False
+    return looks_like_perfetto(head)
 
 
 class _Inflating:

@@ -21,8 +21,18 @@ from pathlib import Path
 __all__ = ["is_rank_set", "expand", "rank_from_name", "assign_ranks", "Assigned", "TRACE_SUFFIXES", "NoTraces"]
 
 #: File names taken from a folder (anything ``gapscope.parsers.load`` reads, except
-#: ASCII ``.txt`` timelines, which folders hold as notes as often as traces).
-TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".nsys-rep")
+#: ASCII ``.txt`` timelines, which folders hold as notes as often as traces, and
+#: ``.pb``, which other protobuf files share with Perfetto traces).
+TRACE_SUFFIXES = (
+    ".json",
+    ".json.gz",
+    ".sqlite",
+    ".nsys-rep",
+    ".pftrace",
+    ".pftrace.gz",
+    ".perfetto-trace",
+    ".perfetto-trace.gz",
+)
 _RANK_RE = re.compile(r"(?:^|[^a-z])(?:rank|worker)[-_.]?(\d+)", re.IGNORECASE)
 _NUM_RE = re.compile(r"(\d+)")
 #: Duplicates named one by one in the warning (all are in the document's ``left_out``).

@@ -1,0 +1,753 @@
+"""Perfetto TrackEvent protobuf (``.pftrace``) → ``Trace``, through the Chrome loader.
+
+The ``TracePacket`` stream (``protos/perfetto/trace/trace_packet.proto``) is written as
+Chrome Trace Event Format events, one per line, and loaded by
+``gapscope.parsers.chrome.loader.load_chrome``. Two decoders give the same text: the C
+transcoder ``_pfscan`` (built with the package; the common subset: plain slices,
+instants, interned names, scalar annotations, flows; ``_pfscan.c`` lists it), with the track descriptors decoded here; and,
+for a file it does not read whole (or ``GAPSCOPE_PFSCAN=0``, or no C compiler at
+install), the ``perfetto`` package's generated classes (``perfetto_trace_pb2``, parsed
+by ``protobuf``'s upb backend) and ``_Decoder`` below. Kinds from
+the categories, lanes, ``correlation`` links, ``ac2g`` flows, checks and warnings are
+the Chrome loader's, so a ``.pftrace`` and its JSON twin give one ``Trace``.
+
+What is read (the TrackEvent model, ``docs/instrumentation/track-events`` of Perfetto):
+
+- tracks (``TrackDescriptor``): a thread track is the lane (pid, tid) of its
+  ``ThreadDescriptor``; a process track's own events go to (pid, ``0``); a custom
+  track (GPU streams and devices, as PyTorch's exporter writes them) is a lane under
+  its nearest ancestor: pid = that process's pid, or a custom ancestor's name's
+  trailing integer (``GPU 0`` → ``0``; the name itself when it has none), tid = the
+  track's own name's trailing integer (``stream 7`` → ``7``; else the name). Names
+  become ``process_name``/``thread_name`` metadata, ``legacy_sort_index`` the sort
+  indices. An event without a track uuid goes to the track its sequence's
+  ``TrackEventDefaults`` name.
+- slices: ``TYPE_SLICE_BEGIN``/``TYPE_SLICE_END`` (an end closes the innermost open
+  slice of its track, in packet order) become ``X`` events; legacy complete events
+  (``legacy_event.phase`` ``X`` with ``duration_us``) too; ``TYPE_INSTANT`` → ``i``;
+  ``TYPE_COUNTER`` → ``C`` named after the counter track.
+- interned data (event names, categories, debug-annotation names, interned string
+  values), scoped to a ``trusted_packet_sequence_id`` and cleared by
+  ``SEQ_INCREMENTAL_STATE_CLEARED`` (or ``incremental_state_cleared``).
+- debug annotations → ``args`` (scalars, ``legacy_json_value`` as JSON, nested
+  ``dict_entries``/``array_values``); flows: the first ``flow_ids`` occurrence of an id
+  → an ``ac2g`` ``s`` event at the slice's start, later ones ``t``,
+  ``terminating_flow_ids`` → ``f`` (binding point ``e``).
+- time: ``TracePacket.timestamp`` in ns (exact), on the trace clock; a packet on
+  another clock (``timestamp_clock_id``) is moved by the offset the first
+  ``ClockSnapshot`` holding both clocks gives.
+
+What the model cannot hold (other packet kinds, unclosed or unmatched slices,
+``TYPE_STATE``, thread-time fields, log messages, source locations, call stacks,
+incremental clocks, ...) is counted and named in one ``TraceWarning``.
+Damage (a cut packet, a bad varint, a wrong wire type) raises ``TraceFormatError``
+naming the packet and its byte offset; an interned id with no interned data on its
+sequence is a warning per kind (the event keeps the text ``<iid N>``).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import gc
+import mmap
+import os
+import re
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from gapscope.parsers.errors import TraceFormatError
+from gapscope.parsers.json.mapped import MappedText
+from gapscope.parsers.json.scan import Text
+from gapscope.parsers.model import Trace, TraceWarning
+
+try:
+    from gapscope.parsers.perfetto import _pfscan
+except ImportError:  # built without a C compiler: the generated classes decode every packet
+    _pfscan = None  # type: ignore[assignment]
+
+__all__ = ["load_perfetto", "looks_like_perfetto", "EXTRA_HINT"]
+
+#: What to install when the decoder is missing.
+EXTRA_HINT = "install gapscope's perfetto extra: pip install 'gapscope[perfetto]'"
+_TRAILING_INT = re.compile(r"(\d+)\s*$")
+#: ``TracePacket.sequence_flags`` bit: the sequence's interned data starts afresh here.
+SEQ_INCREMENTAL_STATE_CLEARED = 1
+#: Perfetto's built-in clocks (``BuiltinClock``); the trace clock is BOOTTIME (6) by default.
+BOOTTIME = 6
+_TYPE_BEGIN, _TYPE_END, _TYPE_INSTANT, _TYPE_COUNTER = 1, 2, 3, 4
+#: Packet kinds that only describe the session (nothing for a timeline): not named as lost.
+#: Debug annotation values that are Chrome arg values as they are.
+_SCALARS = frozenset(("int_value", "uint_value", "double_value", "bool_value", "string_value", "pointer_value"))
+_QUIET = frozenset(("trace_config", "trace_stats", "trace_uuid", "synchronization_marker", "clock_snapshot"))
+
+
+def _pb2():
+    try:
+        from perfetto.protos.perfetto.trace import perfetto_trace_pb2  # type: ignore[import-untyped]
+    except ImportError:
+        return None
+    return perfetto_trace_pb2
+
+
+def looks_like_perfetto(head: bytes) -> bool:
+    """Whether ``head`` (the first bytes of a file, gzip undone) starts like a Perfetto
+    ``Trace``: field 1 (``packet``) as a length-delimited record whose first bytes are
+    valid TracePacket fields (as far as ``head`` goes: a packet may be longer), with a
+    control byte no JSON or text timeline holds."""
+    if len(head) < 3 or head[0] != 0x0A:
+        return False
+    if not any(b < 9 or 13 < b < 32 for b in head[:4096]):
+        return False
+    at, size = _varint(head, 1)
+    if at < 0 or size == 0:
+        return False
+    end = min(at + size, len(head))
+    fields = 0
+    while at < end:
+        start = at
+        at, tag = _varint(head, at)
+        if at < 0:  # cut by the end of ``head``, or broken
+            return fields > 0 and start + 10 > len(head)
+        if tag >> 3 == 0 or (tag & 7) not in (0, 1, 2, 5):
+            return False
+        at = _skip(head, at, tag & 7)
+        fields += 1
+        if at < 0:
+            return start + 20 > len(head)
+    return True
+
+
+def _varint(buf, at: int) -> tuple[int, int]:
+    """(offset after, value) of the varint at ``at``; (-1, 0) when cut or over 10 bytes."""
+    value = shift = 0
+    for i in range(at, min(at + 10, len(buf))):
+        b = buf[i]
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return i + 1, value
+        shift += 7
+    return -1, 0
+
+
+def _skip(buf, at: int, wire: int) -> int:
+    """Offset after a field's value of wire type ``wire`` at ``at`` (-1: cut or bad)."""
+    if wire == 0:
+        return _varint(buf, at)[0]
+    if wire == 1:
+        return at + 8
+    if wire == 5:
+        return at + 4
+    if wire == 2:
+        at, n = _varint(buf, at)
+        return -1 if at < 0 else at + n
+    return -1
+
+
+def _damage(data, path: str) -> TraceFormatError:
+    """The error for bytes the protobuf decoder refused: the first packet whose framing
+    or fields are broken, by number and byte offset."""
+    at = k = 0
+    n = len(data)
+    what = "cannot be decoded"
+    while at < n:
+        start = at
+        after, tag = _varint(data, at)
+        if after < 0:
+            return _error(path, k, start, "a varint longer than 10 bytes or cut off (the record's tag)")
+        field, wire = tag >> 3, tag & 7
+        if wire not in (0, 1, 2, 5):
+            return _error(path, k, start, f"field {field} has wire type {wire}, which no Trace field has")
+        if field == 1 and wire == 2:
+            body, size = _varint(data, after)
+            if body < 0:
+                return _error(path, k, start, "the packet's length is a broken varint")
+            if body + size > n:
+                return _error(path, k, start, f"the packet is cut off: {size:,} bytes announced, {n - body:,} left")
+            bad = _first_bad_field(data, body, body + size)
+            if bad is not None:
+                return _error(path, k, bad[0], bad[1])
+            at = body + size
+            k += 1
+            continue
+        at = _skip(data, after, wire)
+        if at < 0 or at > n:
+            return _error(path, k, start, f"field {field} is cut off")
+    return TraceFormatError(path, f"not a Perfetto trace: the protobuf data {what}", hint=_HINT)
+
+
+def _first_bad_field(data, at: int, end: int, depth: int = 0) -> tuple[int, str] | None:
+    """(offset, message) of the first field in ``data[at:end]`` that breaks the wire
+    format, looking into nested messages (a length-delimited field that parses as
+    fields) up to a few levels; None when all is well formed."""
+    while at < end:
+        start = at
+        at, tag = _varint(data, at)
+        if at < 0 or at > end:
+            return start, "a varint longer than 10 bytes or cut off (a field's tag)"
+        field, wire = tag >> 3, tag & 7
+        if field == 0 or wire not in (0, 1, 2, 5):
+            return start, f"field {field} has wire type {wire} (not a protobuf field)"
+        if wire == 0:
+            at, _ = _varint(data, at)
+            if at < 0 or at > end:
+                return start, f"field {field}: a varint longer than 10 bytes or cut off"
+            continue
+        if wire == 2:
+            body, size = _varint(data, at)
+            if body < 0 or body + size > end:
+                return start, f"field {field}: its length runs past the end of the enclosing message"
+            if depth < 4 and _maybe_message(data, body, body + size):
+                inner = _first_bad_field(data, body, body + size, depth + 1)
+                if inner is not None:
+                    return inner
+            at = body + size
+            continue
+        at += 8 if wire == 1 else 4
+        if at > end:
+            return start, f"field {field} is cut off"
+    return None
+
+
+def _maybe_message(data, at: int, end: int) -> bool:
+    """Whether ``data[at:end]`` reads as text (a string field) or not: only the latter
+    is looked into for damage."""
+    chunk = bytes(data[at : min(end, at + 64)])
+    return any(b < 9 or 13 < b < 32 or b > 126 for b in chunk)
+
+
+_HINT = "is the file complete? a .pftrace is written by Perfetto, PyTorch's or Kineto's exporter"
+
+
+def _error(path: str, packet: int, offset: int, message: str) -> TraceFormatError:
+    return TraceFormatError(path, f"packet {packet:,} (byte {offset:,}): {message}", hint=_HINT)
+
+
+def _ns_text(v: int) -> msgspec.Raw:
+    """Integer ns as exact decimal µs text (``1234567`` → ``1234.567``)."""
+    sign = "-" if v < 0 else ""
+    q, r = divmod(abs(v), 1000)
+    return msgspec.Raw(f"{sign}{q}.{r:03d}".encode())
+
+
+def _name_number(name: str) -> str:
+    m = _TRAILING_INT.search(name)
+    return m.group(1) if m else name
+
+
+@dataclasses.dataclass
+class _Sequence:
+    """The incremental state of one ``trusted_packet_sequence_id``."""
+
+    names: dict[int, str] = dataclasses.field(default_factory=dict)
+    cats: dict[int, str] = dataclasses.field(default_factory=dict)
+    arg_names: dict[int, str] = dataclasses.field(default_factory=dict)
+    strings: dict[int, str] = dataclasses.field(default_factory=dict)
+    default_track: int | None = None
+    clock: int | None = None
+
+
+class _Decoder:
+    """One pass over the packets; ``events`` the Chrome events, ``packet_of`` each
+    event's packet number, ``lost`` what the model cannot hold (name → count)."""
+
+    def __init__(self, pb2) -> None:
+        self.pb2 = pb2
+        self.events: list[dict[str, Any]] = []
+        self.packet_of: list[int] = []
+        self.lost: collections.Counter[str] = collections.Counter()
+        self.missing: collections.Counter[str] = collections.Counter()
+        self.first_missing: dict[str, int] = {}
+        self.seqs: dict[int, _Sequence] = {}
+        self.tracks: dict[int, Any] = {}  # uuid → TrackDescriptor
+        self.open: dict[int, list[int]] = {}  # track uuid → indices of open slices (events)
+        self.lane_cache: dict[int, tuple[Any, Any]] = {}
+        self.flow_seen: set[int] = set()
+        self.snapshots: list[dict[int, int]] = []
+        self.trace_clock = BOOTTIME
+        self.unplaced: list[tuple[int, int]] = []  # (event index, track uuid) of tracks not yet described
+
+    def run(self, packets) -> None:
+        for k, pkt in enumerate(packets):
+            seq_id = pkt.trusted_packet_sequence_id
+            seq = self.seqs.get(seq_id)
+            if seq is None or pkt.sequence_flags & SEQ_INCREMENTAL_STATE_CLEARED or pkt.incremental_state_cleared:
+                keep = seq
+                seq = self.seqs[seq_id] = _Sequence()
+                if keep is not None and not pkt.HasField("trace_packet_defaults"):
+                    seq.default_track, seq.clock = keep.default_track, keep.clock
+            if pkt.HasField("interned_data"):
+                self._intern(seq, pkt.interned_data)
+            if pkt.HasField("trace_packet_defaults"):
+                d = pkt.trace_packet_defaults
+                seq.clock = d.timestamp_clock_id or None
+                if d.track_event_defaults.HasField("track_uuid"):
+                    seq.default_track = d.track_event_defaults.track_uuid
+            which = pkt.WhichOneof("data")
+            if which == "track_event":
+                self._event(k, pkt, seq)
+            elif which == "track_descriptor":
+                self.tracks[pkt.track_descriptor.uuid] = pkt.track_descriptor
+            elif which == "clock_snapshot":
+                snap = pkt.clock_snapshot
+                self.snapshots.append({c.clock_id: c.timestamp for c in snap.clocks})
+                if snap.primary_trace_clock:
+                    self.trace_clock = snap.primary_trace_clock
+            elif which is not None and which not in _QUIET:
+                self.lost[f"{which} packets"] += 1
+        for stack in self.open.values():
+            if stack:
+                self.lost["slices begun and never ended"] += len(stack)
+            for i in stack:
+                self.events[i] = {}  # dropped below
+
+    def _intern(self, seq: _Sequence, data) -> None:
+        for e in data.event_names:
+            seq.names[e.iid] = e.name
+        for e in data.event_categories:
+            seq.cats[e.iid] = e.name
+        for e in data.debug_annotation_names:
+            seq.arg_names[e.iid] = e.name
+        for e in data.debug_annotation_string_values:
+            seq.strings[e.iid] = e.str.decode("utf-8", "replace")
+
+    def _look(self, table: dict[int, str], iid: int, what: str, k: int) -> str:
+        got = table.get(iid)
+        if got is None:
+            self.missing[what] += 1
+            self.first_missing.setdefault(what, k)
+            return f"<iid {iid}>"
+        return got
+
+    def _time(self, pkt, seq: _Sequence) -> int:
+        ts = pkt.timestamp
+        clock = pkt.timestamp_clock_id or seq.clock
+        if clock and clock != self.trace_clock:
+            for snap in self.snapshots:
+                if clock in snap and self.trace_clock in snap:
+                    return ts + snap[self.trace_clock] - snap[clock]
+            self.lost[
+                f"timestamps on clock {clock} no clock snapshot relates to the trace clock (kept as they are)"
+            ] += 1
+        return ts
+
+    def _event(self, k: int, pkt, seq: _Sequence) -> None:
+        te = pkt.track_event
+        track = te.track_uuid if te.HasField("track_uuid") else seq.default_track
+        if track is None:
+            self.lost["track events on no track (no track_uuid, no default)"] += 1
+            return
+        typ = te.type
+        if typ == _TYPE_END:
+            stack = self.open.get(track)
+            if not stack:
+                self.lost["slice ends with no open slice on their track"] += 1
+                return
+            i = stack.pop()
+            begin = self.events[i]
+            begin["dur"] = _ns_text(self._time(pkt, seq) - begin.pop("_ns"))
+            return
+        ts = self._time(pkt, seq)
+        ev: dict[str, Any] = {}
+        if typ == _TYPE_BEGIN:
+            ev["ph"] = "X"
+            ev["_ns"] = ts
+        elif typ == _TYPE_INSTANT:
+            ev["ph"] = "i"
+            ev["s"] = "t"
+        elif typ == _TYPE_COUNTER:
+            self._counter(k, te, track, ts)
+            return
+        elif typ == 0 and te.HasField("legacy_event"):
+            legacy = te.legacy_event
+            if legacy.phase == ord("X") and legacy.HasField("duration_us"):
+                ev["ph"] = "X"
+                ev["dur"] = _ns_text(legacy.duration_us * 1000)
+            elif legacy.phase in (ord("i"), ord("I"), ord("n")):
+                ev["ph"] = "i"
+                ev["s"] = "t"
+            else:
+                self.lost[f"legacy events of phase {chr(legacy.phase)!r}"] += 1
+                return
+        else:
+            self.lost[f"track events of type {typ}"] += 1
+            return
+        iid = te.name_iid
+        if iid:
+            name = seq.names.get(iid)
+            ev["name"] = name if name is not None else self._look(seq.names, iid, "event names", k)
+        else:
+            ev["name"] = te.name
+        cats = te.category_iids
+        if cats:
+            got = [seq.cats.get(c) for c in cats]
+            ev["cat"] = ",".join(
+                [g if g is not None else self._look(seq.cats, c, "categories", k) for g, c in zip(got, cats)]
+            )
+        elif te.categories:
+            ev["cat"] = ",".join(te.categories)
+        ev["ts"] = _ns_text(ts)
+        if te.debug_annotations:
+            ev["args"] = self._args(te.debug_annotations, seq, k)
+        self._rare_fields(te)
+        self._place(ev, track)
+        i = len(self.events)
+        self.events.append(ev)
+        self.packet_of.append(k)
+        if typ == _TYPE_BEGIN:
+            self.open.setdefault(track, []).append(i)
+        self._flows(k, te, ev)
+
+    def _flows(self, k: int, te, ev: dict) -> None:
+        ids = list(te.flow_ids) + list(te.flow_ids_old)
+        ends = list(te.terminating_flow_ids) + list(te.terminating_flow_ids_old)
+        for fid in ids:
+            ph = "t" if fid in self.flow_seen else "s"
+            self.flow_seen.add(fid)
+            self._flow_event(k, ph, fid, ev)
+        for fid in ends:
+            self._flow_event(k, "f", fid, ev)
+
+    def _flow_event(self, k: int, ph: str, fid: int, ev: dict) -> None:
+        f: dict[str, Any] = {"ph": ph, "id": fid, "cat": "ac2g", "name": "ac2g", "ts": ev["ts"]}
+        if ph == "f":
+            f["bp"] = "e"
+        f["pid"], f["tid"] = ev.get("pid"), ev.get("tid")
+        if "_track" in ev:
+            f["_track"] = ev["_track"]
+            self.unplaced.append((len(self.events), ev["_track"]))
+        self.events.append(f)
+        self.packet_of.append(k)
+
+    def _counter(self, k: int, te, track: int, ts: int) -> None:
+        d = self.tracks.get(track)
+        name = d.name if d is not None and d.name else f"counter {track}"
+        value: float | int = te.double_counter_value if te.HasField("double_counter_value") else te.counter_value
+        ev: dict[str, Any] = {"ph": "C", "name": name, "ts": _ns_text(ts), "args": {name: value}}
+        self._place(ev, d.parent_uuid if d is not None and d.parent_uuid else track)
+        self.events.append(ev)
+        self.packet_of.append(k)
+
+    def _args(self, annotations, seq: _Sequence, k: int) -> dict[str, Any]:
+        """The debug annotations as Chrome ``args`` (the common scalar case inline)."""
+        names = seq.arg_names
+        args: dict[str, Any] = {}
+        for a in annotations:
+            iid = a.name_iid
+            key = names.get(iid) if iid else a.name
+            if key is None:
+                key = self._look(names, iid, "debug annotation names", k)
+            which = a.WhichOneof("value")
+            args[key] = getattr(a, which) if which in _SCALARS else self._value(a, seq, k)
+        return args
+
+    def _rare_fields(self, te) -> None:
+        """Count the TrackEvent fields the model has no place for."""
+        for oneof in ("timestamp", "source_location_field", "callstack_field"):
+            which = te.WhichOneof(oneof)
+            if which is not None:
+                self.lost[f"track event {which} fields"] += 1
+        if te.HasField("log_message"):
+            self.lost["track event log messages"] += 1
+
+    def _arg_name(self, a, seq: _Sequence, k: int) -> str:
+        if a.HasField("name"):
+            return a.name
+        return self._look(seq.arg_names, a.name_iid, "debug annotation names", k)
+
+    def _value(self, a, seq: _Sequence, k: int) -> Any:
+        which = a.WhichOneof("value")
+        if which == "legacy_json_value":
+            return (
+                msgspec.Raw(a.legacy_json_value.encode()) if _valid_json(a.legacy_json_value) else a.legacy_json_value
+            )
+        if which == "string_value_iid":
+            return self._look(seq.strings, a.string_value_iid, "interned string values", k)
+        if which == "nested_value":
+            self.lost["nested debug annotation values (NestedValue)"] += 1
+            return None
+        if which in ("proto_value",):
+            self.lost["debug annotations holding a protobuf message"] += 1
+            return None
+        if which is not None:
+            return getattr(a, which)
+        if a.dict_entries:
+            return {self._arg_name(e, seq, k): self._value(e, seq, k) for e in a.dict_entries}
+        if a.array_values:
+            return [self._value(e, seq, k) for e in a.array_values]
+        return None
+
+    def _place(self, ev: dict, track: int) -> None:
+        lane = self.lane_cache.get(track)
+        if lane is None:
+            if track not in self.tracks:
+                ev["_track"] = track
+                self.unplaced.append((len(self.events), track))
+                return
+            lane = self.lane_cache[track] = self._lane(track)
+        ev["pid"], ev["tid"] = lane
+
+    def _lane(self, uuid: int) -> tuple[Any, Any]:
+        d = self.tracks[uuid]
+        if d.HasField("thread"):
+            return d.thread.pid, d.thread.tid
+        if d.HasField("process"):
+            return d.process.pid, 0
+        parent = self.tracks.get(d.parent_uuid) if d.parent_uuid else None
+        if parent is None:  # a top-level custom track: a group of its own
+            return _number_or_text(_name_number(d.name if d.HasField("name") else str(uuid))), 0
+        return self._group(parent), _number_or_text(_name_number(d.name if d.HasField("name") else str(uuid)))
+
+    def _group(self, d) -> Any:
+        seen = 0
+        while d is not None and seen < 64:
+            if d.HasField("process"):
+                return d.process.pid
+            if d.HasField("thread"):
+                return d.thread.pid
+            if not d.parent_uuid or d.parent_uuid not in self.tracks:
+                return _number_or_text(_name_number(d.name if d.HasField("name") else str(d.uuid)))
+            d = self.tracks[d.parent_uuid]
+            seen += 1
+        return 0
+
+    def finish(self) -> None:
+        """Lanes for events whose track was described after them; metadata events
+        for the tracks' names and sort indices."""
+        for i, track in self.unplaced:
+            ev = self.events[i]
+            if not ev:
+                continue
+            ev.pop("_track", None)
+            if track in self.tracks:
+                ev["pid"], ev["tid"] = self.lane_cache.get(track) or self._lane(track)
+            else:
+                self.lost["events on tracks no TrackDescriptor describes"] += 1
+                self.events[i] = {}
+        for uuid, d in self.tracks.items():
+            self._names(uuid, d)
+
+    def _names(self, uuid: int, d) -> None:
+        meta = self._meta
+        if d.HasField("process"):
+            p = d.process
+            if p.process_name:
+                meta("process_name", p.pid, 0, {"name": p.process_name})
+            if p.HasField("legacy_sort_index"):
+                meta("process_sort_index", p.pid, 0, {"sort_index": p.legacy_sort_index})
+        elif d.HasField("thread"):
+            t = d.thread
+            if t.thread_name:
+                meta("thread_name", t.pid, t.tid, {"name": t.thread_name})
+            if t.HasField("legacy_sort_index"):
+                meta("thread_sort_index", t.pid, t.tid, {"sort_index": t.legacy_sort_index})
+        elif d.HasField("counter"):
+            return
+        else:
+            pid, tid = self._lane(uuid)
+            child = bool(d.parent_uuid and d.parent_uuid in self.tracks)
+            if d.name:
+                meta("thread_name" if child else "process_name", pid, tid, {"name": d.name})
+            if d.HasField("sibling_order_rank"):
+                rank = {"sort_index": d.sibling_order_rank}
+                meta("thread_sort_index" if child else "process_sort_index", pid, tid, rank)
+
+    def _meta(self, name: str, pid: Any, tid: Any, args: dict) -> None:
+        self.events.append({"ph": "M", "name": name, "pid": pid, "tid": tid, "args": args})
+        self.packet_of.append(-1)
+
+
+def _number_or_text(text: str) -> Any:
+    return int(text) if text.isdigit() else text
+
+
+def _valid_json(text: str) -> bool:
+    try:
+        msgspec.json.decode(text)
+    except (msgspec.DecodeError, RecursionError):
+        return False
+    return True
+
+
+def _decode_error() -> type[Exception]:
+    """``protobuf``'s error for bytes that are not the message (the perfetto extra)."""
+    from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+
+    return DecodeError
+
+
+def _packets(data, path: str, pb2):
+    trace = pb2.Trace()
+    try:
+        trace.ParseFromString(data)
+    except _decode_error():
+        raise _damage(data, path) from None
+    return trace.packet
+
+
+def load_perfetto(read: Callable[[], bytes | bytearray], path: str) -> Trace:
+    """Load a Perfetto protobuf trace; ``read()`` gives the file's bytes (gzip undone),
+    dropped once decoded (before the Chrome loader runs).
+
+    Returns the ``Trace`` the Chrome loader builds from the decoded events
+    (``source.format`` ``"perfetto"``; warnings name packet numbers, not lines; no
+    ``src_line``). Raises ``TraceFormatError`` for damaged protobuf data (the packet
+    and byte offset), a trace without track events, or when the ``perfetto`` extra is
+    not installed.
+    """
+    pb2 = _pb2()
+    if pb2 is None:
+        raise TraceFormatError(path, "a Perfetto protobuf trace, and the decoder is not installed", hint=EXTRA_HINT)
+    was = gc.isenabled()
+    gc.disable()  # a million event dicts: the collector's passes would cost more than the decode
+    try:
+        text, dec, packet_of = _chrome_text(read(), path, pb2)
+    finally:
+        if was:
+            gc.enable()
+    from gapscope.parsers.chrome.loader import load_chrome, load_chrome_file
+
+    if not isinstance(text, int):
+        return _as_perfetto(load_chrome(text, path), dec, packet_of)
+    try:  # decoded in parts by forked children that read the file, as a large JSON file is
+        got = load_chrome_file(path, None, fd=text)
+        trace = got[0] if got is not None else load_chrome(MappedText(text, 0, access=mmap.ACCESS_READ), path)
+    finally:
+        os.close(text)
+    return _as_perfetto(trace, dec, packet_of)
+
+
+#: Files from this size on are transcoded into an unlinked temporary file that the
+#: Chrome loader maps (its pages the kernel's, as for a large ``.json.gz``), not memory.
+MAP_MIN_BYTES = 4 << 20
+
+
+def _fast_text(data, pb2) -> tuple[Text | int, _Decoder, np.ndarray] | None:
+    """``_chrome_text`` by the C transcoder (``_pfscan.c``): the track descriptors
+    decoded here, every other packet there; the text written to a mapped temporary file
+    for a file of ``MAP_MIN_BYTES`` or more (then its descriptor, which the caller
+    closes, takes the text's place; in memory when there is no room for a file).
+    None when the transcoder is not built, is turned off (``GAPSCOPE_PFSCAN=0``) or
+    meets anything outside the subset it reads."""
+    if _pfscan is None or os.environ.get("GAPSCOPE_PFSCAN") == "0":
+        return None
+    spans = _pfscan.descriptor_spans(data)
+    if spans is None:
+        return None
+    DecodeError = _decode_error()
+    dec = _Decoder(pb2)
+    with memoryview(data) as view:
+        for start, end in spans:
+            try:
+                d = pb2.TracePacket.FromString(view[start:end]).track_descriptor
+            except DecodeError:
+                return None  # damaged: the decoder below names where
+            dec.tracks[d.uuid] = d
+    enc = msgspec.json.Encoder()
+    tracks = {}
+    for i, uuid in enumerate(dec.tracks):
+        pid, tid = dec._lane(uuid)
+        tracks[uuid] = (i, enc.encode({"pid": pid, "tid": tid})[1:-1])
+    fd = _temporary_file() if len(data) >= MAP_MIN_BYTES else None
+    try:
+        got = _pfscan.transcode(data, tracks, len(tracks), -1 if fd is None else fd)
+        if got is None:
+            return None
+        text, packets = got
+        dec.finish()  # the tracks' names and sort indices, as metadata events
+        meta = [enc.encode(e) for e in dec.events]
+        dec.events = []
+        packet_of = np.concatenate([np.frombuffer(packets, dtype=np.int64), np.full(len(meta), -1, np.int64)])
+        if packet_of.size == len(meta):
+            return None  # no track event: the decoder below says so
+        tail = b",\n".join(meta) + b"\n]}\n"
+        if fd is None:
+            if not meta:
+                del text[-2:]  # the last event's ",\n"
+            text += tail
+            return text, dec, packet_of
+        end = os.lseek(fd, 0, os.SEEK_END)
+        if not meta:
+            os.pwrite(fd, b" \n", end - 2)  # the last event's ",\n" made blank
+        view = memoryview(tail)
+        while view:
+            view = view[os.write(fd, view) :]
+        kept, fd = fd, None
+        return kept, dec, packet_of
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _temporary_file() -> int | None:
+    """An unlinked temporary file in gapscope's cache directory (sub-folder
+    ``inflated``, as ``detect.inflate_to_file`` uses), open for writing; None where
+    there is none."""
+    import tempfile
+
+    from gapscope.parsers.cache.settings import cache_root
+
+    try:
+        folder = os.path.join(cache_root(), "inflated")
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".json")
+    except OSError:
+        return None
+    try:
+        os.unlink(tmp)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _chrome_text(data, path: str, pb2) -> tuple[Text | int, _Decoder, np.ndarray]:
+    """The decoded packets as a Chrome trace text (one event a line, from line 2), the
+    decoder (what was lost), and each event's packet number (-1: track metadata)."""
+    fast = _fast_text(data, pb2)
+    if fast is not None:
+        return fast
+    packets = _packets(data, path, pb2)
+    dec = _Decoder(pb2)
+    dec.run(packets)
+    del packets
+    dec.finish()
+    keep = [(e, k) for e, k in zip(dec.events, dec.packet_of) if e]
+    if not any(e["ph"] != "M" for e, _ in keep):
+        raise TraceFormatError(
+            path,
+            f"a Perfetto trace with no track events gapscope can show ({len(dec.events):,} decoded)",
+            hint="gapscope reads TrackEvent slices (PyTorch/Kineto exports), not system traces (ftrace, ...)",
+        )
+    enc = msgspec.json.Encoder()
+    text = b'{"traceEvents":[\n' + b",\n".join([enc.encode(e) for e, _ in keep]) + b"\n]}\n"
+    packet_of = np.array([k for _, k in keep], dtype=np.int64)
+    dec.events = []
+    return text, dec, packet_of
+
+
+def _as_perfetto(trace: Trace, dec: _Decoder, packet_of: np.ndarray) -> Trace:
+    """``trace`` with its source named ``perfetto``, the Chrome loader's warning lines
+    turned into packet numbers, and the one warning on what was not kept."""
+    warnings = []
+    for w in trace.warnings:
+        k = int(packet_of[w.line - 2]) if w.line is not None and 2 <= w.line < len(packet_of) + 2 else -1
+        where = f"packet {k:,}: " if k >= 0 else ""
+        warnings.append(TraceWarning(None, w.field, where + w.message))
+    for what, n in dec.missing.items():
+        warnings.append(
+            TraceWarning(
+                None,
+                "interned_data",
+                f"{n:,} {what} refer to interned ids their sequence never defined (first at packet "
+                f"{dec.first_missing[what]:,}; shown as <iid N>): a sequence without its interned data",
+            )
+        )
+    if dec.lost:
+        parts = ", ".join(f"{n:,} {what}" for what, n in sorted(dec.lost.items(), key=lambda t: -t[1]))
+        warnings.append(TraceWarning(None, None, f"not kept (the trace model has no place for them): {parts}"))
+    trace.source.format = "perfetto"
+    return dataclasses.replace(trace, warnings=tuple(warnings), src_line=np.zeros(trace.src_line.shape, dtype=np.int32))

@@ -16,8 +16,8 @@ Nothing is lost:
 - it is written under a temporary name and published with a no-replace link, so a
   half-written file never carries the final name and an existing file is never
   overwritten (a numbered name is used instead);
-- a Ctrl-C pressed while the file is being written is held back until the file is
-  complete, then delivered;
+- a Ctrl-C (or a stop signal, ``gapscope.capture.signals``) arriving while the file is
+  being written is held back until the file is complete, then delivered;
 - when the folder cannot be written, the trace goes to ``naming.fallback_dir()``
   and the message says so.
 
@@ -26,7 +26,6 @@ torch is imported inside functions only, so ``import capture`` works without it.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import functools
 import json
@@ -36,11 +35,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from gapscope.capture.naming import WriteOutcome, fallback_dir, trace_basename, write_atomic
+from gapscope.capture.signals import Stopped, signals_deferred, stop_signal_of
 from gapscope.capture.terminal import without_usdt_lines
 
 __all__ = ["Schedule", "Profiler", "profiled", "step", "active_profiler", "TorchMissing", "require_torch"]
@@ -124,30 +124,6 @@ def _pop(obj: Any) -> None:
                 break
 
 
-@contextlib.contextmanager
-def sigint_deferred() -> Iterator[None]:
-    """Hold back SIGINT (Ctrl-C) while the body runs, then deliver it once.
-
-    Only in the main thread (elsewhere signal handlers cannot be set; the body runs
-    unprotected). Used around trace export so an impatient Ctrl-C cannot cut the file.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    pressed: list[int] = []
-    try:
-        previous = signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
-    except (ValueError, OSError):  # pragma: no cover - no signal support
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if pressed:
-            signal.raise_signal(signal.SIGINT)
-
-
 def _default_log(msg: str) -> None:
     print(_PREFIX + msg, file=sys.stderr, flush=True)
 
@@ -168,7 +144,9 @@ class Profiler:
     After the block: ``traces`` (paths written, in order), ``outcomes``
     (``naming.WriteOutcome`` each), ``messages`` (what was said), ``steps`` (number of
     ``step()`` calls), ``cuda`` (whether CUDA activity was recorded), ``error``
-    (the last export error text, or ``""``). Exceptions from the block propagate
+    (the last export error text, or ``""``), ``stopped_by`` (the signal that ended the
+    block: SIGINT for Ctrl-C, a ``signals.STOP_SIGNALS`` number for ``Stopped``; else
+    None). Exceptions from the block propagate
     unchanged after the trace is written. Raises ``TorchMissing`` at ``start()`` when
     torch is not installed.
     """
@@ -202,6 +180,7 @@ class Profiler:
         self.step_offset = 0  # added to step counts in messages (the runner counts the script's calls)
         self.cuda = False
         self.error = ""
+        self.stopped_by: int | None = None
         self._cycle = 0
         self._prof: Any = None
         self._running = False
@@ -293,7 +272,7 @@ class Profiler:
         if action == "RECORD_AND_SAVE":
             self._add_step_times()
             with (
-                sigint_deferred(),
+                signals_deferred(),
                 without_usdt_lines(),
             ):  # this step ends a cycle: torch stops, processes and exports it
                 self._prof.step()
@@ -336,11 +315,12 @@ class Profiler:
             return
         self._running = False
         self._discard = discard
+        self.stopped_by = stop_signal_of(exc)
         _pop(self)
         n_before = len(self.traces)
         if self._action() in ("RECORD", "RECORD_AND_SAVE"):  # the block ended inside a cycle: its steps so far
             self._add_step_times()
-        with sigint_deferred():  # a Ctrl-C now is delivered after the file and its message
+        with signals_deferred():  # a Ctrl-C now is delivered after the file and its message
             try:
                 with without_usdt_lines():
                     self._prof.__exit__(None, None, None)
@@ -355,6 +335,8 @@ class Profiler:
         how = ""
         if isinstance(exc, KeyboardInterrupt):
             how = "interrupted (Ctrl-C)"
+        elif isinstance(exc, Stopped):
+            how = f"was stopped by {signal.Signals(exc.signum).name}"
         elif exc is not None:
             how = f"raised {type(exc).__name__}"
         if how and wrote:
@@ -411,7 +393,7 @@ class Profiler:
         basename = trace_basename(label or None)
         staged = None
         try:
-            with sigint_deferred():
+            with signals_deferred():
                 staged = _export_once(prof, self.out_dir)
                 outcome = write_atomic(self.out_dir, basename, lambda path: _gzip_copy(staged, path))
         except Exception as err:  # noqa: BLE001 - torch's export fails in its own ways; said, not raised

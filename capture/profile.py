@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import glob
 import json
 import os
 import signal
@@ -397,7 +398,12 @@ class Profiler:
                 staged = _export_once(prof, self.out_dir)
                 outcome = write_atomic(self.out_dir, basename, lambda path: _gzip_copy(staged, path))
         except Exception as err:  # noqa: BLE001 - torch's export fails in its own ways; said, not raised
-            need = f"; it needs about {_gz_estimate(staged):,} bytes free" if staged else ""
+            if staged:
+                need = f"; it needs about {_gz_estimate(staged):,} bytes free"
+            elif isinstance(err, ExportFailed) and err.written:
+                need = f"; it needs more than the {err.written:,} bytes written before the export failed"
+            else:
+                need = ""
             why = err.strerror if isinstance(err, OSError) and err.strerror else f"{type(err).__name__}: {err}"
             where = f" in {self.out_dir} or {fallback_dir()}" if isinstance(err, OSError) else ""
             self.error = f"could not write the trace{where} ({why}){need}"
@@ -463,12 +469,24 @@ def profiled(fn: Callable | None = None, /, **options: Any) -> Callable:
     return decorate
 
 
+class ExportFailed(OSError):
+    """The profiler's one export of a cycle could not be written whole; ``written``:
+    the bytes it had written when it stopped (a lower bound of what the trace needs)."""
+
+    def __init__(self, err: OSError, written: int) -> None:
+        super().__init__(err.errno, err.strerror or str(err))
+        self.written = written
+
+
 def _export_once(prof: Any, out_dir: str) -> str:
     """Export ``prof`` (torch can export a cycle only once: "Trace is already saved")
     as plain JSON into a staging file, tried in ``out_dir``, then ``fallback_dir()``;
     returns its path. The gzip copies to the final folders (``write_atomic``, which
-    may retry) read that file. Raises ``OSError`` when no staging file can be
-    written whole (a full disk can make the profiler write a cut file silently)."""
+    may retry) read that file. Raises ``ExportFailed`` when the export cannot be
+    written whole (a full disk can make the profiler write a cut file silently),
+    having removed the staging file and what the profiler wrote beside it (Kineto
+    writes ``NAME.tmp`` and renames it), or ``OSError`` when no staging file can be
+    made."""
     last: OSError | None = None
     folders = [out_dir, fallback_dir()]
     if free_bytes(out_dir) < LOW_SPACE_BYTES:  # the one export must land where it fits
@@ -484,14 +502,30 @@ def _export_once(prof: Any, out_dir: str) -> str:
         try:
             prof.export_chrome_trace(path)
             _check_whole(path)
+            _remove_staged(path, keep=path)
             return path
-        except OSError as exc:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
-            raise exc from None  # the profiler's one export is spent: nothing to retry
+        except BaseException as exc:
+            written = _remove_staged(path)
+            if isinstance(exc, OSError):
+                raise ExportFailed(exc, written) from None  # the profiler's one export is spent: nothing to retry
+            raise
     raise last if last is not None else OSError(errno.EIO, "no folder to write the trace in")
+
+
+def _remove_staged(path: str, keep: str | None = None) -> int:
+    """Remove the staging file ``path`` and every file the profiler made from its name
+    (``path`` + a suffix: Kineto's ``.tmp``), except ``keep``; returns the most bytes
+    any of them held."""
+    written = 0
+    for name in glob.glob(glob.escape(path) + "*"):
+        if name == keep:
+            continue
+        try:
+            written = max(written, os.path.getsize(name))
+            os.unlink(name)
+        except OSError:
+            pass
+    return written
 
 
 #: Below this much free space in the output folder ``gapscope capture`` warns at start,
@@ -519,7 +553,7 @@ def _check_whole(path: str) -> None:
         fh.seek(max(0, size - 64))
         tail = fh.read().rstrip()
     if not tail.endswith((b"}", b"]")):
-        raise OSError(errno.ENOSPC, f"the profiler wrote a cut file ({size:,} bytes; disk full?)")
+        raise OSError(errno.ENOSPC, "the profiler wrote a cut file (disk full?)")
 
 
 def _gzip_copy(src: str, dst: str) -> None:

@@ -267,3 +267,43 @@ def test_scenario_stopped_by_a_signal_keeps_a_loadable_trace(tmp_path, sig):
     names = set(t.names)
     assert "ProfilerStep#1" in names, sorted(names)[:20]  # the step recorded before the signal
     assert not [f for f in (tmp_path / "out").iterdir() if f.name.startswith(".")]  # no temporaries left
+
+
+#: A real torch export that the file-size limit (``RLIMIT_FSIZE``) cuts: the profiler
+#: writes into ``NAME.tmp`` and fails; SIGXFSZ is ignored so the write fails with EFBIG.
+CUT_EXPORT_CHILD = """
+import json, os, resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+import torch
+import gapscope.capture.naming as naming
+import gapscope.capture.profile as profile
+out, fb = sys.argv[1], sys.argv[2]
+profile.fallback_dir = naming.fallback_dir = lambda: fb
+p = profile.Profiler(out, log=lambda m: None)
+p.start()
+x = torch.ones(64)
+for _ in range(200):
+    x = x.add(1)
+resource.setrlimit(resource.RLIMIT_FSIZE, (2000, resource.RLIM_INFINITY))
+p.stop()
+print(json.dumps({"traces": p.traces, "error": p.error}))
+"""
+
+
+@needs_torch
+def test_a_cut_export_leaves_no_temporary_and_says_the_bytes_needed(tmp_path):
+    out, fb = tmp_path / "out", tmp_path / "fb"
+    cp = subprocess.run(
+        [sys.executable, "-c", CUT_EXPORT_CHILD, str(out), str(fb)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert cp.returncode == 0, cp.stderr[-2000:]
+    got = json.loads(cp.stdout.strip().splitlines()[-1])
+    assert got["traces"] == []
+    # the profiler had written the limit's 2,000 bytes when it failed: at least that is needed
+    assert "needs more than the 2,000 bytes written" in got["error"], got["error"]
+    left = [f.name for d in (out, fb) if d.exists() for f in d.iterdir()]
+    assert left == [], left  # no .gapscope-export-*.json, nor the profiler's .json.tmp

@@ -255,11 +255,11 @@ def read_entry(path: Path, key: FileKey, build: str) -> tuple[Header, dict[str, 
         if start + header.data_bytes != size:
             raise BadEntry(f"{size} bytes, expected {start + header.data_bytes} (truncated?)")
         data = _private_bytes(header.data_bytes)
-        if _read_into(fd, memoryview(data), start) != header.data_bytes:
+        if _read_into(fd, data.data, start) != header.data_bytes:
             raise BadEntry("cut short while read")
     finally:
         os.close(fd)
-    if zlib.crc32(data) != header.data_crc:
+    if zlib.crc32(data.data) != header.data_crc:
         raise BadEntry("data CRC mismatch")
     data.flags.writeable = False
     arrays: dict[str, np.ndarray] = {}

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from gapscope.parsers.json.scan import SENTINEL_VALUES
 
@@ -48,7 +48,9 @@ class Unreadable:
     why: str = "not JSON"
 
 
-#: Kind of value a field must hold: the Python types accepted.
+#: Kind of value a field must hold (``checked``).
+Kind = Literal["integer", "number", "string", "object", "array"]
+#: The Python types of each kind.
 _KINDS: dict[str, tuple[type, ...]] = {
     "integer": (int, float),
     "number": (int, float),
@@ -80,7 +82,7 @@ def _shown(v: object) -> str:
 def checked(
     value: object,
     field: str,
-    kind: str,
+    kind: Kind,
     warn: FieldWarn,
     lo: int | float | None = None,
     hi: int | float | None = None,

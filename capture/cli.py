@@ -178,23 +178,35 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_scenario(ns: argparse.Namespace, cuda: bool | None) -> int:
+    """Run the scenario ``ns.scenario``; its status: 0, 128 + the signal that stopped
+    it (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP: the trace recorded until then
+    is written and printed all the same, as in script mode), or 1 when no trace was
+    written."""
+    import signal
+
     from gapscope.capture.scenarios import SCENARIOS, run_scenario
 
     sc = SCENARIOS[ns.scenario]
     _say(f"scenario {sc.name}: {sc.about}")
     status = 0
-    prof = None
     try:
         prof = run_scenario(
             sc.name, ns.out, tiny=ns.tiny, cuda=cuda, record_shapes=ns.record_shapes, with_stack=ns.with_stack, log=_say
         )
-    except KeyboardInterrupt:
-        status = 130
-    traces = prof.traces if prof is not None else []
-    for t in traces:
-        print(t, flush=True)
-    _report(traces, not ns.no_summary)
-    if not traces and status == 0:
+    except KeyboardInterrupt:  # before the profiler ran (set-up): nothing recorded
+        _say("interrupted (Ctrl-C) before recording began: no trace written")
+        return 130
+    if prof.stopped_by is not None:
+        status = 128 + prof.stopped_by
+        if prof.stopped_by != signal.SIGINT:
+            _say(f"stopped by {signal.Signals(prof.stopped_by).name}")
+    try:
+        for t in prof.traces:
+            print(t, flush=True)
+        _report(prof.traces, not ns.no_summary)
+    except BrokenPipeError:  # the reader of a pipe is gone (Ctrl-C reaches it too): keep the status
+        _quiet_stdio()
+    if not prof.traces and status == 0:
         status = 1
     return status
 

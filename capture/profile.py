@@ -16,8 +16,8 @@ Nothing is lost:
 - it is written under a temporary name and published with a no-replace link, so a
   half-written file never carries the final name and an existing file is never
   overwritten (a numbered name is used instead);
-- a Ctrl-C pressed while the file is being written is held back until the file is
-  complete, then delivered;
+- a Ctrl-C (or a stop signal, ``gapscope.capture.signals``) arriving while the file is
+  being written is held back until the file is complete, then delivered;
 - when the folder cannot be written, the trace goes to ``naming.fallback_dir()``
   and the message says so.
 
@@ -26,9 +26,9 @@ torch is imported inside functions only, so ``import capture`` works without it.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import functools
+import glob
 import json
 import os
 import signal
@@ -36,11 +36,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from gapscope.capture.naming import WriteOutcome, fallback_dir, trace_basename, write_atomic
+from gapscope.capture.signals import Stopped, signals_deferred, stop_signal_of
 from gapscope.capture.terminal import without_usdt_lines
 
 __all__ = ["Schedule", "Profiler", "profiled", "step", "active_profiler", "TorchMissing", "require_torch"]
@@ -124,30 +125,6 @@ def _pop(obj: Any) -> None:
                 break
 
 
-@contextlib.contextmanager
-def sigint_deferred() -> Iterator[None]:
-    """Hold back SIGINT (Ctrl-C) while the body runs, then deliver it once.
-
-    Only in the main thread (elsewhere signal handlers cannot be set; the body runs
-    unprotected). Used around trace export so an impatient Ctrl-C cannot cut the file.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    pressed: list[int] = []
-    try:
-        previous = signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
-    except (ValueError, OSError):  # pragma: no cover - no signal support
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if pressed:
-            signal.raise_signal(signal.SIGINT)
-
-
 def _default_log(msg: str) -> None:
     print(_PREFIX + msg, file=sys.stderr, flush=True)
 
@@ -168,7 +145,9 @@ class Profiler:
     After the block: ``traces`` (paths written, in order), ``outcomes``
     (``naming.WriteOutcome`` each), ``messages`` (what was said), ``steps`` (number of
     ``step()`` calls), ``cuda`` (whether CUDA activity was recorded), ``error``
-    (the last export error text, or ``""``). Exceptions from the block propagate
+    (the last export error text, or ``""``), ``stopped_by`` (the signal that ended the
+    block: SIGINT for Ctrl-C, a ``signals.STOP_SIGNALS`` number for ``Stopped``; else
+    None). Exceptions from the block propagate
     unchanged after the trace is written. Raises ``TorchMissing`` at ``start()`` when
     torch is not installed.
     """
@@ -202,6 +181,7 @@ class Profiler:
         self.step_offset = 0  # added to step counts in messages (the runner counts the script's calls)
         self.cuda = False
         self.error = ""
+        self.stopped_by: int | None = None
         self._cycle = 0
         self._prof: Any = None
         self._running = False
@@ -293,7 +273,7 @@ class Profiler:
         if action == "RECORD_AND_SAVE":
             self._add_step_times()
             with (
-                sigint_deferred(),
+                signals_deferred(),
                 without_usdt_lines(),
             ):  # this step ends a cycle: torch stops, processes and exports it
                 self._prof.step()
@@ -336,11 +316,12 @@ class Profiler:
             return
         self._running = False
         self._discard = discard
+        self.stopped_by = stop_signal_of(exc)
         _pop(self)
         n_before = len(self.traces)
         if self._action() in ("RECORD", "RECORD_AND_SAVE"):  # the block ended inside a cycle: its steps so far
             self._add_step_times()
-        with sigint_deferred():  # a Ctrl-C now is delivered after the file and its message
+        with signals_deferred():  # a Ctrl-C now is delivered after the file and its message
             try:
                 with without_usdt_lines():
                     self._prof.__exit__(None, None, None)
@@ -355,6 +336,8 @@ class Profiler:
         how = ""
         if isinstance(exc, KeyboardInterrupt):
             how = "interrupted (Ctrl-C)"
+        elif isinstance(exc, Stopped):
+            how = f"was stopped by {signal.Signals(exc.signum).name}"
         elif exc is not None:
             how = f"raised {type(exc).__name__}"
         if how and wrote:
@@ -411,11 +394,16 @@ class Profiler:
         basename = trace_basename(label or None)
         staged = None
         try:
-            with sigint_deferred():
+            with signals_deferred():
                 staged = _export_once(prof, self.out_dir)
                 outcome = write_atomic(self.out_dir, basename, lambda path: _gzip_copy(staged, path))
         except Exception as err:  # noqa: BLE001 - torch's export fails in its own ways; said, not raised
-            need = f"; it needs about {_gz_estimate(staged):,} bytes free" if staged else ""
+            if staged:
+                need = f"; it needs about {_gz_estimate(staged):,} bytes free"
+            elif isinstance(err, ExportFailed) and err.written:
+                need = f"; it needs more than the {err.written:,} bytes written before the export failed"
+            else:
+                need = ""
             why = err.strerror if isinstance(err, OSError) and err.strerror else f"{type(err).__name__}: {err}"
             where = f" in {self.out_dir} or {fallback_dir()}" if isinstance(err, OSError) else ""
             self.error = f"could not write the trace{where} ({why}){need}"
@@ -481,12 +469,24 @@ def profiled(fn: Callable | None = None, /, **options: Any) -> Callable:
     return decorate
 
 
+class ExportFailed(OSError):
+    """The profiler's one export of a cycle could not be written whole; ``written``:
+    the bytes it had written when it stopped (a lower bound of what the trace needs)."""
+
+    def __init__(self, err: OSError, written: int) -> None:
+        super().__init__(err.errno, err.strerror or str(err))
+        self.written = written
+
+
 def _export_once(prof: Any, out_dir: str) -> str:
     """Export ``prof`` (torch can export a cycle only once: "Trace is already saved")
     as plain JSON into a staging file, tried in ``out_dir``, then ``fallback_dir()``;
     returns its path. The gzip copies to the final folders (``write_atomic``, which
-    may retry) read that file. Raises ``OSError`` when no staging file can be
-    written whole (a full disk can make the profiler write a cut file silently)."""
+    may retry) read that file. Raises ``ExportFailed`` when the export cannot be
+    written whole (a full disk can make the profiler write a cut file silently),
+    having removed the staging file and what the profiler wrote beside it (Kineto
+    writes ``NAME.tmp`` and renames it), or ``OSError`` when no staging file can be
+    made."""
     last: OSError | None = None
     folders = [out_dir, fallback_dir()]
     if free_bytes(out_dir) < LOW_SPACE_BYTES:  # the one export must land where it fits
@@ -502,14 +502,30 @@ def _export_once(prof: Any, out_dir: str) -> str:
         try:
             prof.export_chrome_trace(path)
             _check_whole(path)
+            _remove_staged(path, keep=path)
             return path
-        except OSError as exc:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
-            raise exc from None  # the profiler's one export is spent: nothing to retry
+        except BaseException as exc:
+            written = _remove_staged(path)
+            if isinstance(exc, OSError):
+                raise ExportFailed(exc, written) from None  # the profiler's one export is spent: nothing to retry
+            raise
     raise last if last is not None else OSError(errno.EIO, "no folder to write the trace in")
+
+
+def _remove_staged(path: str, keep: str | None = None) -> int:
+    """Remove the staging file ``path`` and every file the profiler made from its name
+    (``path`` + a suffix: Kineto's ``.tmp``), except ``keep``; returns the most bytes
+    any of them held."""
+    written = 0
+    for name in glob.glob(glob.escape(path) + "*"):
+        if name == keep:
+            continue
+        try:
+            written = max(written, os.path.getsize(name))
+            os.unlink(name)
+        except OSError:
+            pass
+    return written
 
 
 #: Below this much free space in the output folder ``gapscope capture`` warns at start,
@@ -537,7 +553,7 @@ def _check_whole(path: str) -> None:
         fh.seek(max(0, size - 64))
         tail = fh.read().rstrip()
     if not tail.endswith((b"}", b"]")):
-        raise OSError(errno.ENOSPC, f"the profiler wrote a cut file ({size:,} bytes; disk full?)")
+        raise OSError(errno.ENOSPC, "the profiler wrote a cut file (disk full?)")
 
 
 def _gzip_copy(src: str, dst: str) -> None:

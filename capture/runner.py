@@ -28,53 +28,10 @@ from collections.abc import Callable
 from typing import Any
 
 from gapscope.capture.profile import Profiler, Schedule, _pop, _push
+from gapscope.capture.signals import Stopped, stop_on_signals
 from gapscope.capture.terminal import name_main_thread
 
-__all__ = ["ScriptRunner", "parse_command", "CommandError", "Stopped", "STOP_SIGNALS"]
-
-#: Signals that stop the script with its trace written: a job scheduler's stop
-#: (SIGTERM), a closed terminal or SSH session (SIGHUP). SIGKILL and ``os._exit``
-#: cannot be caught: see docs/capture.md.
-STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
-
-
-class Stopped(BaseException):
-    """Raised in the script's main thread by a stop signal (``STOP_SIGNALS``); a
-    ``BaseException`` so the script's ``except Exception`` does not swallow it."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(f"stopped by signal {signum}")
-        self.signum = signum
-
-
-def _stop_on_signals() -> Callable[[], None]:
-    """Make ``STOP_SIGNALS`` raise ``Stopped`` (main thread only; once: a second
-    signal while the trace is written is held until the end); returns the undo."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-    fired: list[int] = []
-
-    def on_signal(signum: int, frame: Any) -> None:
-        if not fired:
-            fired.append(signum)
-            raise Stopped(signum)
-        fired.append(signum)  # again while writing: ignored, the trace is on its way
-
-    previous = {}
-    for sig in STOP_SIGNALS:
-        try:
-            previous[sig] = signal.signal(sig, on_signal)
-        except (ValueError, OSError):
-            pass
-
-    def restore() -> None:
-        for sig, old in previous.items():
-            try:
-                signal.signal(sig, old)
-            except (ValueError, OSError):
-                pass
-
-    return restore
+__all__ = ["ScriptRunner", "parse_command", "CommandError"]
 
 
 class CommandError(ValueError):
@@ -292,7 +249,7 @@ class ScriptRunner:
         status = 0
         exc: BaseException | None = None
         _push(self)
-        restore = _stop_on_signals()
+        restore = stop_on_signals()
         try:
             if self.delay > 0:
                 self._arm(self.delay, self._start_window)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gapscope.capture.profile import Profiler, Schedule, require_torch
+from gapscope.capture.signals import Stopped, stop_on_signals
 from gapscope.capture.toymodel import TEXT, Sizes, ToyDecoder, detokenize, tokenize
 
 __all__ = ["Scenario", "SCENARIOS", "Ctx", "run_scenario"]
@@ -451,9 +452,13 @@ def run_scenario(
     """Run scenario ``name`` under a ``Profiler`` writing to ``out_dir``; return the profiler.
 
     ``profiler.traces`` lists the written trace (one file, label = scenario name).
-    ``cuda=None`` uses CUDA when available. Raises ``KeyError`` for an unknown name,
-    ``TorchMissing`` without torch; exceptions from the workload propagate after the
-    trace is written.
+    ``cuda=None`` uses CUDA when available. A Ctrl-C (``KeyboardInterrupt``) or, in
+    the main thread, a stop signal (``signals.STOP_SIGNALS``, turned into ``Stopped``
+    while the workload runs, as the script runner does) ends the workload early: the
+    trace keeps the steps recorded until then, and the profiler comes back with
+    ``stopped_by`` set to the signal (the caller decides the exit status). Raises
+    ``KeyError`` for an unknown name, ``TorchMissing`` without torch; other
+    exceptions from the workload propagate after the trace is written.
     """
     sc = SCENARIOS[name]
     torch = require_torch()
@@ -473,7 +478,13 @@ def run_scenario(
     gen = sc.fn(ctx)
     next(gen)  # set-up, unprofiled
     ctx.profiler = prof
-    with prof:
-        for _ in gen:
-            pass
+    restore = stop_on_signals()
+    try:
+        with prof:
+            for _ in gen:
+                pass
+    except (KeyboardInterrupt, Stopped):
+        pass  # written by the profiler's exit; ``prof.stopped_by`` says which signal
+    finally:
+        restore()
     return prof

@@ -268,13 +268,13 @@ def test_real_sigint_inside_the_block_still_writes(tmp_path):
 
 
 def test_ctrl_c_during_a_write_is_delivered_after_it():
-    from gapscope.capture.profile import sigint_deferred
+    from gapscope.capture.signals import signals_deferred
 
     if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         pytest.skip("SIGINT is not Python's default handler in this process")
     done = []
     with pytest.raises(KeyboardInterrupt):
-        with sigint_deferred():
+        with signals_deferred():
             signal.raise_signal(signal.SIGINT)
             done.append("write finished")
     assert done == ["write finished"]

@@ -22,7 +22,7 @@ import stat
 
 import msgspec
 
-__all__ = ["EDGE_BYTES", "FileKey", "key_of"]
+__all__ = ["EDGE_BYTES", "FileKey", "NotRegular", "key_of", "open_regular"]
 
 #: Bytes hashed at each end of the file.
 EDGE_BYTES = 64 << 10
@@ -49,16 +49,42 @@ class FileKey(msgspec.Struct, frozen=True, array_like=True):
         return hashlib.blake2b(text.encode("ascii"), digest_size=16).hexdigest() + ".trace"
 
 
+class NotRegular(OSError):
+    """The path names something other than a regular file (a FIFO, a device, a
+    directory, a socket; a symbolic link where ``follow`` is false)."""
+
+
+def open_regular(path: str | os.PathLike, follow: bool = True) -> int:
+    """A read-only descriptor of the regular file at ``path`` (the caller closes it).
+
+    Nothing else is ever opened for reading, nor waited on: the type is checked with
+    ``stat`` first (a device is not opened at all), the open is non-blocking
+    (``O_NONBLOCK``: a FIFO swapped in after the check does not wait for a writer) and
+    the type is checked again on the open descriptor (``fstat``), which then blocks
+    as usual. ``follow=False`` refuses a symbolic link (``O_NOFOLLOW``). Raises
+    ``NotRegular``, or ``OSError`` when it cannot be opened."""
+    st = os.stat(path, follow_symlinks=follow)
+    if not stat.S_ISREG(st.st_mode):
+        raise NotRegular(f"not a regular file: {stat.filemode(st.st_mode)}")
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if follow else getattr(os, "O_NOFOLLOW", 0))
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegular(f"not a regular file: {stat.filemode(st.st_mode)}")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def key_of(path: str) -> FileKey | None:
     """The key of the regular file at ``path`` now, or None when it is not a regular
-    file or cannot be read (a FIFO is never opened: it could block)."""
+    file or cannot be read (``open_regular``: a FIFO is never waited on)."""
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return None
-        with open(path, "rb", buffering=0) as fh:
+        with open(open_regular(path), "rb", buffering=0) as fh:
             st = os.fstat(fh.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                return None
             size = st.st_size
             h = hashlib.blake2b(digest_size=16)
             head = fh.read(EDGE_BYTES)

@@ -30,7 +30,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import gc
-import math
 import mmap
 import os
 import re
@@ -49,6 +48,7 @@ from gapscope.parsers.chrome import fastscan
 from gapscope.parsers.chrome.args import ArgColumns
 from gapscope.parsers.chrome.columns import GET, build_trace_lanes, events_at, exact_ts_from_text, label
 from gapscope.parsers.chrome.flows import has_unlinked_work, kineto_flow_links, unique_pairs
+from gapscope.parsers.chrome.header import Unreadable, read_header
 from gapscope.parsers.chrome.lazy_args import EventArgs, EventText
 from gapscope.parsers.chrome.parallel import fork as chrome_parallel
 from gapscope.parsers.chrome.parallel.cut import chunk_spans, find_cuts
@@ -142,15 +142,18 @@ class _Input:
 
 def _header(obj: ObjectTrace | ObjectTraceRawTs | ObjectHeader) -> dict[str, Any]:
     """The header keys (``_HEADER_KEYS``) of a decoded object-form document, decoded;
-    keys that are null, absent or undecodable are left out."""
+    keys that are null or absent are left out, values that do not decode are
+    ``chrome_header.Unreadable``."""
     header: dict[str, Any] = {}
     for key in _HEADER_KEYS:
         raw = getattr(obj, key)
         if bytes(raw) != b"null":
             try:
                 header[key] = msgspec.json.decode(raw)
-            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-                pass
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
+                # 1e999, an integer beyond 64 bits: ``read_header`` names it in a warning
+                why = str(exc) or type(exc).__name__
+                header[key] = Unreadable(memoryview(raw)[:48].tobytes().decode("utf-8", "replace"), why)
     return header
 
 
@@ -730,36 +733,30 @@ def _resolve_warnings(text: EventText, warns: list[tuple[int | None, str | None,
 
 
 def _source_info(inp: _Input, cat_list: list, legacy: bool, ignored: dict, meta: Metadata, warn) -> SourceInfo:
+    """The ``SourceInfo`` of ``inp``: its header's fields, each read through
+    ``chrome_header.read_header`` (a refused value is a warning naming the field, on
+    every decode path), the format, what was only counted (``ignored``) and the
+    process labels and renamed threads of the metadata events (``meta``)."""
     h = inp.header
     info = SourceInfo(path=inp.path)
     kineto = any(
         k in h for k in ("schemaVersion", "deviceProperties", "baseTimeNanoseconds", "distributedInfo")
     ) or any(isinstance(c, str) and c in KINETO_CATS for c in cat_list)
     info.format = "legacy-autograd" if legacy else ("kineto" if kineto else "chrome")
-    info.schema_version = _int_or_none(h.get("schemaVersion"))
-    info.base_time_ns = _int_or_none(h.get("baseTimeNanoseconds"))
-    dtu = h.get("displayTimeUnit")
-    if dtu is not None:
-        info.display_time_unit = str(dtu)
-        if dtu not in ("ms", "ns"):
-            warn(
-                None,
-                "displayTimeUnit",
-                f'displayTimeUnit {str(dtu)!r} is neither "ms" nor "ns"; ignored '
-                "(ts and dur are microseconds in any case)",
-            )
-    key = "deviceProperties" if h.get("deviceProperties") else "computeProperties"
-    props = h.get(key)
-    if isinstance(props, list):
-        info.device_properties = [
-            _finite_props(p, f"{key}[{n}]", warn) for n, p in enumerate(props) if isinstance(p, dict)
-        ]
-    di = h.get("distributedInfo")
-    if isinstance(di, dict):
-        info.rank = _int_or_none(di.get("rank"))
-        info.world_size = _int_or_none(di.get("world_size"))
-    tn = h.get("traceName")
-    info.trace_name = str(tn) if tn is not None else None
+    got = read_header(h, lambda field, msg: warn(None, field, msg))
+    info.schema_version = got.schema_version
+    info.base_time_ns = got.base_time_ns
+    info.display_time_unit = got.display_time_unit
+    if got.display_time_unit is not None and got.display_time_unit not in ("ms", "ns"):
+        warn(
+            None,
+            "displayTimeUnit",
+            f'displayTimeUnit {got.display_time_unit[:40]!r} is neither "ms" nor "ns"; ignored '
+            "(ts and dur are microseconds in any case)",
+        )
+    info.device_properties = got.device_properties
+    info.rank, info.world_size = got.rank, got.world_size
+    info.trace_name = got.trace_name
     if "systemTraceEvents" in h:
         ignored["systemTraceEvents"] = 1
     info.ignored_counts = ignored
@@ -768,56 +765,6 @@ def _source_info(inp: _Input, cat_list: list, legacy: bool, ignored: dict, meta:
     if meta.renamed_threads:
         info.extra["renamed_threads"] = meta.renamed_threads
     return info
-
-
-#: deviceProperties fields that are numbers in every Kineto version.
-_PROP_NUMBERS = (
-    "computeMajor",
-    "computeMinor",
-    "totalGlobalMem",
-    "numSms",
-    "warpSize",
-    "maxThreadsPerBlock",
-    "maxThreadsPerMultiprocessor",
-    "regsPerBlock",
-    "regsPerMultiprocessor",
-    "sharedMemPerBlock",
-    "sharedMemPerMultiprocessor",
-    "maxSharedMemoryPerMultiProcessor",
-    "l2CacheSize",
-    "id",
-)
-
-
-def _finite_props(prop: dict, where: str, warn) -> dict:
-    """``prop`` without numeric fields that are not finite numbers (``NaN``,
-    ``Infinity``, read as sentinel strings, or 1e999), each with a warning naming it;
-    the report would print them as ``sm_InfiniN``."""
-    bad = [k for k in _PROP_NUMBERS if k in prop and not _finite_number(prop[k])]
-    if not bad:
-        return prop
-    for k in bad:
-        v = prop[k]
-        shown = (
-            {"N": "NaN", "Infini": "Infinity", "-Infini": "-Infinity"}.get(v, repr(v))
-            if isinstance(v, str)
-            else repr(v)
-        )
-        warn(None, f"{where}.{k}", f"{where}.{k} is {shown[:40]}, not a finite number; ignored")
-    return {k: v for k, v in prop.items() if k not in bad}
-
-
-def _finite_number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _int_or_none(v) -> int | None:
-    if v is None or isinstance(v, bool):
-        return None
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        return None
 
 
 #: Categories whose events are drawn on device lanes: device ops, GPU-side ranges and

@@ -22,6 +22,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from gapscope.parsers.chrome.header import Unreadable
 from gapscope.parsers.chrome.schema import EVENT_LIST, AnyEvent, Event, EventRawArgs, as_phase_event
 from gapscope.parsers.errors import TraceFormatError
 from gapscope.parsers.json.resync import error_offset, scan_resync
@@ -431,6 +432,19 @@ def _tail_state(data: bytes | bytearray, root: int, close: int) -> int:
     return -1
 
 
+def _header_int(digits: str) -> int | Unreadable:
+    """A header integer as ``json.loads`` reads one, or ``Unreadable`` past
+    ``HEADER_INT_MAX_DIGITS`` (Python refuses to convert 4,300 digits or more: the
+    whole header would be lost for one value)."""
+    if len(digits) > HEADER_INT_MAX_DIGITS:
+        return Unreadable(digits[:48], f"an integer of {len(digits):,} digits")
+    return int(digits)
+
+
+#: Most digits of a header integer read (int64 needs 19).
+HEADER_INT_MAX_DIGITS = 400
+
+
 def _header(data: bytes | bytearray, root: int, begin: int, scan: ScanResult) -> tuple[dict[str, Any], bool]:
     """Top-level keys other than traceEvents, decoded leniently ({} when unreadable),
     and whether the object after the events array was complete."""
@@ -443,13 +457,11 @@ def _header(data: bytes | bytearray, root: int, begin: int, scan: ScanResult) ->
         try:
             obj = msgspec.json.decode(head + tail)
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-            try:
-                obj = msgspec.json.decode(repair_nonfinite(head + tail)[0])
-            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-                try:  # numbers beyond float range (1e999): the stdlib reads inf
-                    obj = json.loads(bytes(head + tail))
-                except (ValueError, RecursionError):
-                    continue
+            try:  # NaN, Infinity, 1e999: the stdlib reads them as floats, which
+                # ``chrome.header`` refuses by name (a sentinel string would pass as text)
+                obj = json.loads(bytes(head + tail), parse_int=_header_int)
+            except (ValueError, RecursionError):
+                continue
         if isinstance(obj, dict):
             obj.pop("traceEvents", None)
             return obj, j == 0 and scan.close >= 0

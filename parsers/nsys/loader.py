@@ -42,7 +42,7 @@ from gapscope.parsers.nsys.schema import (
     Enums,
     export_info,
 )
-from gapscope.parsers.nsys.sql import Database, ro_uri
+from gapscope.parsers.nsys.sql import DB_ERRORS, Database, ro_uri, text_of
 from gapscope.parsers.nsys.targets import Devices, main_thread_names, process_names, thread_names
 
 __all__ = ["load_nsys", "check_nsight", "FORMAT", "RowArgs"]
@@ -255,7 +255,7 @@ def _ignored(ctx: Context, db: Database, read: set[str]) -> dict[str, int]:
             continue
         try:
             n = db.con.execute(f'SELECT max(rowid) FROM "{t}"').fetchone()[0]
-        except sqlite3.Error:
+        except DB_ERRORS:
             continue
         if isinstance(n, int) and n > 0:
             out[f"table {t}"] = n
@@ -281,9 +281,12 @@ class RowArgs:
         if k < 0:
             return {}
         table = self.tables[k]
-        con = sqlite3.connect(ro_uri(self.path), uri=True)
         try:
-            con.text_factory = lambda b: b.decode("utf-8", "replace")
+            con = sqlite3.connect(ro_uri(self.path), uri=True)
+        except DB_ERRORS:
+            return {}
+        try:
+            con.text_factory = text_of
             cur = con.execute(f'SELECT * FROM "{table}" WHERE rowid = ?', (int(self.rowid[i]),))
             row = cur.fetchone()
             if row is None:
@@ -296,5 +299,7 @@ class RowArgs:
                     if got is not None:
                         args[c] = got[0]
             return args
+        except DB_ERRORS:  # the file changed or is damaged where this row lies: no args
+            return {}
         finally:
             con.close()

@@ -15,7 +15,10 @@ and its block is read again row by row with ``CAST(... AS INTEGER)``. Blocks are
 ranges of ``rowid`` (``BLOCK_ROWS`` rows), which keeps each text far below SQLite's
 1 GB string limit.
 
-Every ``sqlite3`` error becomes a ``TraceFormatError`` naming the file.
+Every ``sqlite3`` error becomes a ``TraceFormatError`` naming the file, and so does a
+``UnicodeDecodeError`` (``DB_ERRORS``): ``sqlite3`` decodes SQLite's error message as
+UTF-8, and a damaged schema puts the file's own bytes in it (``malformed database
+schema (StringIds) - near "\xa0"``). Text values are decoded with errors replaced.
 """
 
 from __future__ import annotations
@@ -31,12 +34,16 @@ import numpy as np
 
 from gapscope.parsers.errors import TraceFormatError
 
-__all__ = ["SQLITE_MAGIC", "BLOCK_ROWS", "Database", "ro_uri"]
+__all__ = ["SQLITE_MAGIC", "BLOCK_ROWS", "DB_ERRORS", "Database", "ro_uri", "text_of"]
 
 #: The first 16 bytes of every SQLite 3 database file.
 SQLITE_MAGIC = b"SQLite format 3\x00"
 #: Rows per aggregate query (a ``rowid`` range); about 12 bytes of text per value.
 BLOCK_ROWS = 4_000_000
+
+#: What a query of a damaged file raises: ``sqlite3.Error``, or ``UnicodeDecodeError``
+#: for an error message holding bytes of the file that are not UTF-8.
+DB_ERRORS = (sqlite3.Error, UnicodeDecodeError)
 
 _REEXPORT = "export the report again: nsys export --type sqlite --output REPORT.sqlite REPORT.nsys-rep"
 
@@ -47,8 +54,17 @@ def ro_uri(path: str) -> str:
     return Path(os.path.abspath(path)).as_uri() + "?mode=ro&immutable=1"
 
 
-def _text(raw: bytes) -> str:
-    return raw.decode("utf-8", "replace")  # names are untrusted: never fail on bad UTF-8
+def text_of(raw: bytes) -> str:
+    """``text_factory`` of every connection: names are untrusted, never fail on bad UTF-8."""
+    return raw.decode("utf-8", "replace")
+
+
+def _reason(exc: BaseException) -> str:
+    """``exc`` as one line; a ``UnicodeDecodeError`` of SQLite's message gives the
+    message itself, its bad bytes replaced."""
+    if isinstance(exc, UnicodeDecodeError) and isinstance(exc.object, bytes):
+        return exc.object.decode("utf-8", "replace")
+    return str(exc)
 
 
 class Database:
@@ -63,9 +79,9 @@ class Database:
         self.path = path
         try:
             self.con = sqlite3.connect(ro_uri(path), uri=True, check_same_thread=False)
-            self.con.text_factory = _text
+            self.con.text_factory = text_of
             rows = self.con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
-        except sqlite3.Error as exc:
+        except DB_ERRORS as exc:
             raise self.error(exc) from None
         self.tables: dict[str, None] = dict.fromkeys(r[0] for r in rows if isinstance(r[0], str))
         self._columns: dict[str, tuple[str, ...]] = {}
@@ -77,7 +93,9 @@ class Database:
         """The ``TraceFormatError`` for a ``sqlite3`` error (while reading ``what``)."""
         where = f" while reading {what}" if what else ""
         return TraceFormatError(
-            self.path, f"cannot read this SQLite file{where}: {exc}", hint=f"is the file complete? {_REEXPORT}"
+            self.path,
+            f"cannot read this SQLite file{where}: {_reason(exc)[:200]}",
+            hint=f"is the file complete? {_REEXPORT}",
         )
 
     def has(self, table: str) -> bool:
@@ -97,7 +115,7 @@ class Database:
         """All rows of ``sql`` (a Python tuple each: for small tables only)."""
         try:
             return self.con.execute(sql, params).fetchall()
-        except sqlite3.Error as exc:
+        except DB_ERRORS as exc:
             raise self.error(exc, what) from None
 
     def one(self, sql: str, params: Sequence = (), what: str = "") -> tuple:
@@ -118,7 +136,7 @@ class Database:
         """
         try:
             lo, hi = self.con.execute(f'SELECT min(rowid), max(rowid) FROM "{table}"').fetchone()
-        except sqlite3.Error:  # a view or a WITHOUT ROWID table: one block, no rowids
+        except DB_ERRORS:  # a view or a WITHOUT ROWID table: one block, no rowids
             lo = hi = None
         # None: the whole table in one block (no rowid ranges to split it by)
         ranges: list[tuple[int, int] | None]
@@ -191,7 +209,7 @@ class Database:
         try:
             cur = self.con.execute(f'SELECT {", ".join(cols)} FROM "{table}"{where}', params)
             flat = np.fromiter(itertools.chain.from_iterable(cur), dtype=np.int64)
-        except (sqlite3.Error, OverflowError, ValueError, TypeError) as exc:
+        except (*DB_ERRORS, OverflowError, ValueError, TypeError) as exc:
             raise self.error(exc, table) from None
         k = len(cols)
         if k == 0 or flat.shape[0] != k * count:
@@ -204,7 +222,7 @@ class Database:
         text columns such as NVTX messages)."""
         try:
             return [r[0] for r in self.con.execute(sql)]
-        except sqlite3.Error as exc:
+        except DB_ERRORS as exc:
             raise self.error(exc, what) from None
 
 

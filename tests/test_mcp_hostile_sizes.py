@@ -92,3 +92,67 @@ def test_list_gaps_min_us_beyond_any_gap_is_an_empty_page(tmp_path):
     loaded = load_trace(_hostile(tmp_path, lanes=1, name="x"))
     ans = answers.gaps_answer(loaded, None, 1e308, 20, 0)
     assert ans["total"] == 0 and ans["gaps"] == [] and ans["gap_count"] == len(loaded.diag.gaps) > 0
+
+
+def _rank_trace(rank: int, steps: int, name: str = "k", bad: int = 0) -> dict:
+    """One rank of a 2-rank job: ``steps`` ProfilerSteps, each a kernel (``name``, one
+    ns longer per rank) and an all-reduce; ``bad`` events with a bad timestamp."""
+    ev: list[dict] = []
+    for s in range(steps):
+        t = 100 + 100 * s
+        ev.append(
+            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s}", "pid": 1, "tid": 1, "ts": t, "dur": 100}
+        )
+        ev.append(
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t + 60, "dur": 5}
+            | {"args": {"correlation": 10 + s}}
+        )
+        ev.append(
+            {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": t + 70, "dur": 20 + rank}
+            | {"args": {"correlation": 10 + s, "device": 0, "stream": 7}}
+        )
+        ev.append(
+            {"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce", "pid": 0, "tid": 8, "ts": t + 70, "dur": 20}
+            | {"args": {"device": 0, "stream": 8}}
+        )
+    for k in range(bad):
+        ev.append({"ph": "X", "cat": "kernel", "name": f"{name}{k}", "pid": 0, "tid": 7, "ts": "bad" + name, "dur": 1})
+    return {"schemaVersion": 1, "distributedInfo": {"rank": rank, "world_size": 2}, "traceEvents": ev}
+
+
+def test_rank_set_of_long_captures_fits_with_its_per_step_lists_cut(tmp_path):
+    from gapscope.analysis.types import Params
+    from gapscope.ranks.cmd import collect
+
+    paths = []
+    for r in range(2):
+        p = tmp_path / f"rank{r}.json"
+        p.write_text(json.dumps(_rank_trace(r, 1_500, name=EMOJI * 200, bad=30)))
+        paths.append(str(p))
+    doc = collect(paths, Params(), jobs=1)
+    assert len(doc["steps"]) == 1_500 and len(doc["ranks"][0]["wall_by_step_ns"]) == 1_500
+    ans = answers.ranks_answer(doc, 20, 0)
+    assert answer_bytes(ans) <= MAX_ANSWER_BYTES
+    assert ans["ranks_page"]["returned"] == 2 and ans["steps_total"] == 1_500 and len(ans["steps"]) == 20
+    for row, full in zip(ans["ranks"], doc["ranks"], strict=True):
+        # the per-step lists stay aligned with the steps kept
+        assert row["wall_by_step_ns"] == full["wall_by_step_ns"][:20]
+        assert row["idle_by_step_by_class_ns"]["host"] == full["idle_by_step_by_class_ns"]["host"][:20]
+        assert row["warnings_total"] == len(full["warnings"]) > len(row["warnings"]) >= 1
+
+
+def test_diff_of_traces_with_many_long_warnings_fits(tmp_path):
+    from gapscope.diff.document import build_diff_document
+
+    sides = []
+    for r in range(2):
+        p = tmp_path / f"side{r}.json"
+        p.write_text(json.dumps(_rank_trace(r, 30, name=EMOJI * 200, bad=30)))
+        sides.append(load_trace(str(p)))
+    (b, a) = sides
+    doc = build_diff_document(b.trace, b.diag, a.trace, a.diag, paths=(b.path, a.path))
+    assert len(doc["before"]["warnings"]) >= 10
+    ans = answers.diff_answer(doc, 100, 0)
+    assert answer_bytes(ans) <= MAX_ANSWER_BYTES
+    assert ans["before"]["warning_count"] == len(doc["before"]["warnings"]) > len(ans["before"]["warnings"]) >= 1
+    assert ans["groups_page"]["total"] == len(doc["groups"])

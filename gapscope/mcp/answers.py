@@ -709,6 +709,9 @@ def diff_answer(doc: dict, limit: int, offset: int) -> dict:
         kernels["families"] = fams[:20]
     body["kernels"] = kernels
     body = clean(body)
+    for side in ("before", "after"):
+        if isinstance(body.get(side), dict) and isinstance(body[side].get("warnings"), list):
+            body[side] = _bounded_warnings(body[side], 6_000)
     room = MAX_ANSWER_BYTES - answer_bytes(body) - 500
     page = _page(clean(doc.get("groups") or []), offset, limit, max(room, 2_000))
     body["groups"] = page.pop("items")
@@ -728,15 +731,46 @@ def diff_text(ans: dict) -> str:
     )
 
 
+def _bounded_warnings(row: dict, most_bytes: int) -> dict:
+    """``row`` (made safe) with its ``warnings`` cut to what fits in ``most_bytes``,
+    and ``warning_count`` beside them (a side of the diff, a rank's row)."""
+    row = dict(row)
+    row["warning_count"] = len(row["warnings"])
+    row["warnings"] = _prefix_within(row["warnings"], most_bytes)
+    return row
+
+
+#: Steps of a rank set kept in ``rank_set`` (``steps`` and every row's per-step lists).
+RANK_STEPS = 20
+
+
+def _rank_row(row: dict) -> dict:
+    """One per-rank row of ``rank_set``, bounded: its per-step lists (``*_by_step_ns``,
+    ``idle_by_step_by_class_ns``) cut to the ``RANK_STEPS`` steps kept, aligned with
+    the answer's ``steps``, and its warnings to 4 kB (``warnings_total``)."""
+    out = dict(row)
+    for key, value in row.items():
+        if key.endswith("_by_step_ns") and isinstance(value, list):
+            out[key] = value[:RANK_STEPS]
+        elif key.endswith("_by_step_by_class_ns") and isinstance(value, dict):
+            out[key] = {c: v[:RANK_STEPS] if isinstance(v, list) else v for c, v in value.items()}
+    out = clean(out)
+    if isinstance(out.get("warnings"), list):
+        out["warnings_total"] = len(out["warnings"])
+        out["warnings"] = _prefix_within(out["warnings"], 4_000)
+    return out
+
+
 def ranks_answer(doc: dict, limit: int, offset: int) -> dict:
     """``rank_set``: the rank-set document with its per-rank rows paged (largest cost
-    first, as the document orders them) and the costliest collectives cut."""
+    first, as the document orders them), the costliest collectives cut, and the steps
+    cut to the first ``RANK_STEPS`` (with every row's per-step lists: ``_rank_row``)."""
     _check_page(limit, offset, MAX_ROWS_PAGE)
     body = {k: v for k, v in doc.items() if k != "ranks"}
     for key in ("failed", "left_out", "warnings", "steps"):
-        if isinstance(body.get(key), list) and len(body[key]) > 20:
+        if isinstance(body.get(key), list) and len(body[key]) > RANK_STEPS:
             body[key + "_total"] = len(body[key])
-            body[key] = body[key][:20]
+            body[key] = body[key][:RANK_STEPS]
     coll = body.get("collectives")
     if isinstance(coll, dict):
         coll = dict(coll)
@@ -746,8 +780,15 @@ def ranks_answer(doc: dict, limit: int, offset: int) -> dict:
                 coll[k + "_total"] = len(v)
         body["collectives"] = coll
     body = clean(body)
+    for key in ("failed", "left_out", "warnings"):
+        if isinstance(body.get(key), list):
+            kept = _prefix_within(body[key], 6_000)
+            if len(kept) < len(body[key]):
+                body.setdefault(key + "_total", len(doc[key]))
+                body[key] = kept
     room = MAX_ANSWER_BYTES - answer_bytes(body) - 500
-    page = _page(clean(doc.get("ranks") or []), offset, limit, max(room, 2_000))
+    rows = doc.get("ranks") or []
+    page = _page(_LazyRows(len(rows), lambda k: _rank_row(rows[k])), offset, limit, max(room, 2_000))
     body["ranks"] = page.pop("items")
     body["ranks_page"] = page
     return _fits(body, "rank_set")

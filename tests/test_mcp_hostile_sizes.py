@@ -156,3 +156,44 @@ def test_diff_of_traces_with_many_long_warnings_fits(tmp_path):
     assert answer_bytes(ans) <= MAX_ANSWER_BYTES
     assert ans["before"]["warning_count"] == len(doc["before"]["warnings"]) > len(ans["before"]["warnings"]) >= 1
     assert ans["groups_page"]["total"] == len(doc["groups"])
+
+
+def test_calls_on_many_files_load_at_most_two_at_a_time(tmp_path):
+    """Calls on distinct files, all at once (an agent that fans out, or retries after
+    the time limit while the first load goes on): the loads in progress are bounded,
+    so memory is bounded by the store plus two loads, not by the number of calls."""
+    import threading
+    import time
+
+    import anyio
+
+    from gapscope.mcp.roots import Roots
+    from gapscope.mcp.service import Service
+    from gapscope.mcp.store import Loaded
+
+    files = []
+    for k in range(6):
+        (tmp_path / f"t{k}.json").write_text("{}")
+        files.append(f"t{k}.json")
+    lock = threading.Lock()
+    now, most = [0], [0]
+
+    def load(p: str) -> Loaded:
+        with lock:
+            now[0] += 1
+            most[0] = max(most[0], now[0])
+        time.sleep(0.05)  # a load that takes a while, so calls overlap
+        with lock:
+            now[0] -= 1
+        return Loaded(p, 0, 0, None, None, {}, 1)
+
+    svc = Service(Roots([str(tmp_path)]), time_limit_s=30, load_fn=load)
+
+    async def fan_out() -> None:
+        async with anyio.create_task_group() as tg:
+            for f in files:
+                tg.start_soon(anyio.to_thread.run_sync, svc._loaded, f)
+
+    anyio.run(fan_out)
+    assert len(svc.store) == 4  # the default count bound
+    assert most[0] == 2

@@ -89,6 +89,22 @@ def test_cut_before_any_complete_step_cannot_be_judged(one_rank, tmp_path, capsy
     assert doc["verdict"]["verdict"] == "cannot judge" and doc["judgement"]["reasons"][0].startswith("BEFORE has no")
 
 
+def test_cut_before_any_gpu_work_cannot_be_judged(one_rank, tmp_path, capsys):
+    # cut just before the first GPU kernel's record: the loader keeps the CPU events
+    # before it, so AFTER has no GPU work, and that is the damage, not another program
+    text = one_rank.read_text()
+    cut = tmp_path / "cut.json"
+    cut.write_text(text[: text.index('"cat": "kernel"')])
+    status, doc = _diff_doc(one_rank, cut, "--fail-if-slower", "1")
+    assert doc["after"]["damage"]["truncated"] and doc["after"]["device"] is None
+    assert doc["verdict"]["verdict"] == "cannot judge" and status == 1 and doc["check"]["failed"]
+    assert doc["judgement"]["reasons"] == ["AFTER has no GPU work (cut off at line 1)"]
+    assert "--fail-if-slower failed: cannot judge" in capsys.readouterr().err
+    status, doc = _diff_doc(cut, one_rank, "--fail-if-slower", "1")
+    assert doc["verdict"]["verdict"] == "cannot judge" and status == 1
+    assert doc["judgement"]["reasons"] == ["BEFORE has no GPU work (cut off at line 1)"]
+
+
 def test_repaired_side_is_judged_with_the_repair_named(one_rank, tmp_path):
     # a malformed element in the events array: the loader skips it with a warning
     text = one_rank.read_text()
@@ -228,6 +244,9 @@ def _check_diff(before: Path, after: Path) -> None:
         assert " — with care: " in v["line"] and ("cut off" in v["line"] or "repair" in v["line"]), v["line"]
     if v["verdict"] == "cannot judge":
         assert status == 1 and doc["check"]["failed"]
+    # a side cut (or repaired) down to no GPU work is not "not comparable": that would
+    # pass --fail-if-slower with the damage as its only cause
+    assert not (any(d["truncated"] or d["repaired_count"] for d in damaged) and v["verdict"] == "not comparable")
     for flags in ((), ("--markdown",)):
         _diff(before, after, *flags)  # renders without an internal error
 

@@ -341,3 +341,16 @@ def test_a_huge_world_size_names_the_missing_ranks_without_listing_them_one_by_o
     assert warnings == ["rank(s) 0-1 at or past the world size 0: files from another job?"]
     assigned, warnings = assign_ranks([("r0.json", 0, -3)])
     assert warnings == ["rank(s) 0 at or past the world size -3: files from another job?"]
+
+
+def test_a_rank_beyond_64_bits_in_distributed_info_is_no_rank(tmp_path):
+    # distributedInfo.rank 10**30 (world size 10**30 + 2) passed the loader as a Python
+    # int and ended as "internal error: OverflowError" in the collective matching
+    paths = write_rank_set(tmp_path, 2, steps=2)
+    doc = json.loads(paths[1].read_text())
+    doc["distributedInfo"].update(rank=10**30, world_size=10**30 + 2)
+    paths[1].write_text(json.dumps(doc))
+    out = collect([str(p) for p in paths], jobs=1)
+    # no rank in the file: taken from its name (rank-1)
+    assert sorted((r["rank"], r["rank_source"]) for r in out["ranks"]) == [(0, "distributedInfo"), (1, "file name")]
+    assert out["ranks_analysed"] == 2

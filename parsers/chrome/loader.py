@@ -812,12 +812,16 @@ def _finite_number(v) -> bool:
 
 
 def _int_or_none(v) -> int | None:
+    """``v`` as an int of 64 bits (a header field: rank, world size, schema version,
+    base time), else None: missing, a bool, not a number, infinite, or too large for
+    the int64 arrays it ends in (a rank of 10**30 was an internal error)."""
     if v is None or isinstance(v, bool):
         return None
     try:
-        return int(v)
-    except (TypeError, ValueError):
+        n = int(v)
+    except (TypeError, ValueError, OverflowError):
         return None
+    return n if -(2**63) <= n < 2**63 else None
 
 
 #: Categories whose events are drawn on device lanes: device ops, GPU-side ranges and

@@ -197,3 +197,23 @@ def test_calls_on_many_files_load_at_most_two_at_a_time(tmp_path):
     anyio.run(fan_out)
     assert len(svc.store) == 4  # the default count bound
     assert most[0] == 2
+
+
+def test_rank_set_of_a_folder_with_too_many_files_is_refused_before_loading(tmp_path, monkeypatch):
+    """A folder counts its files against the same 4,096 a list of files gets; a folder
+    of 5,000 would otherwise be loaded file after file long past the time limit."""
+    import anyio
+
+    from gapscope.mcp.roots import Roots
+    from gapscope.mcp.service import Service, ToolFailure
+
+    big = tmp_path / "ranks"
+    big.mkdir()
+    for k in range(4_097):
+        (big / f"rank{k}.json").write_text("{}")
+    loads = []
+    monkeypatch.setattr("gapscope.ranks.cmd.collect", lambda files, *a, **kw: loads.append(files))
+    svc = Service(Roots([str(tmp_path)]), time_limit_s=30)
+    with pytest.raises(ToolFailure, match=r"4,097 trace files: at most 4,096"):
+        anyio.run(svc.rank_set, "ranks", 20, 0)
+    assert loads == []

@@ -217,3 +217,39 @@ def test_rank_set_of_a_folder_with_too_many_files_is_refused_before_loading(tmp_
     with pytest.raises(ToolFailure, match=r"4,097 trace files: at most 4,096"):
         anyio.run(svc.rank_set, "ranks", 20, 0)
     assert loads == []
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("gap_card", {"gap": True}),
+        ("events_around", {"gap": True}),
+        ("what_if", {"remove": [True]}),
+        ("full_name", {"event": True}),
+    ],
+)
+def test_a_boolean_is_not_taken_for_a_gap_or_event_number(tool, args):
+    """JSON ``true`` for a gap, an event or a thing to remove was read as 1 (gap 1's
+    card, gap 1 removed): it is refused as the wrong type."""
+    pytest.importorskip("mcp")
+    import anyio
+
+    from gapscope.mcp.roots import Roots
+    from gapscope.mcp.server import build_server
+    from gapscope.mcp.service import Service
+
+    from .conftest import SAMPLES
+
+    server = build_server(Service(Roots([str(SAMPLES)])))
+
+    async def call():
+        try:
+            return await server.call_tool(tool, {"path": "decode_10_steps.txt", **args})
+        except Exception as exc:  # the SDK's validation error
+            return exc
+
+    res = anyio.run(call)
+    if isinstance(res, Exception):
+        assert "validation error" in str(res)
+    else:
+        assert res.is_error and "gap 1 " not in res.content[0].text

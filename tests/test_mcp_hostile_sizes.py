@@ -7,6 +7,7 @@ No server process: the answers are built from ``load_trace`` directly."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -253,3 +254,13 @@ def test_a_boolean_is_not_taken_for_a_gap_or_event_number(tool, args):
         assert "validation error" in str(res)
     else:
         assert res.is_error and "gap 1 " not in res.content[0].text
+
+
+def test_full_name_escapes_a_hostile_file_name_in_its_handle(tmp_path):
+    # every answer's handle is made safe; full_name's was the file's path verbatim
+    src = _hostile(tmp_path, lanes=1, name="x")
+    odd = tmp_path / "evil\x1b[2J\u202e.json"
+    os.rename(src, odd)
+    loaded = load_trace(str(odd))
+    ans = answers.name_answer(loaded, 0, 0)
+    assert ans["handle"] == str(tmp_path / "evil\\e[2J\\u202e.json")

@@ -604,7 +604,7 @@ def name_answer(loaded, event: int, offset: int) -> dict:
     end = offset + len(part)
     return _fits(
         dict(
-            handle=loaded.path,
+            handle=clean(loaded.path, "handle"),  # the rest of the answer is made safe piece by piece
             event=event,
             # in pieces: safe_name cuts at its display limit (8,192), a piece never reaches it
             name="".join(safe_name(part[k : k + 1_000]) for k in range(0, len(part), 1_000)),

@@ -264,3 +264,41 @@ def test_full_name_escapes_a_hostile_file_name_in_its_handle(tmp_path):
     loaded = load_trace(str(odd))
     ans = answers.name_answer(loaded, 0, 0)
     assert ans["handle"] == str(tmp_path / "evil\\e[2J\\u202e.json")
+
+
+def test_rank_sets_at_once_take_the_same_two_load_slots(tmp_path, monkeypatch):
+    """A rank set loads its files outside the store, one after another: calls at once
+    share the store's two load slots with the traces' loads."""
+    import threading
+    import time
+
+    import anyio
+
+    from gapscope.mcp.roots import Roots
+    from gapscope.mcp.service import Service
+
+    for k in range(5):
+        (tmp_path / f"set{k}").mkdir()
+        (tmp_path / f"set{k}" / "rank0.json").write_text("{}")
+    lock = threading.Lock()
+    now, most = [0], [0]
+
+    def collect(files, *a, **kw):
+        with lock:
+            now[0] += 1
+            most[0] = max(most[0], now[0])
+        time.sleep(0.05)  # a set that takes a while, so calls overlap
+        with lock:
+            now[0] -= 1
+        return {"ranks": [], "verdict": None}
+
+    monkeypatch.setattr("gapscope.ranks.cmd.collect", collect)
+    svc = Service(Roots([str(tmp_path)]), time_limit_s=30)
+
+    async def fan_out() -> None:
+        async with anyio.create_task_group() as tg:
+            for k in range(5):
+                tg.start_soon(svc.rank_set, f"set{k}", 20, 0)
+
+    anyio.run(fan_out)
+    assert most[0] == 2

@@ -165,7 +165,8 @@ class Service:
                 )
             # a folder's entries may be links: each file must resolve inside a root too
             files = [self.roots.resolve(f) for f in files]
-            doc = collect(files, Params(), jobs=1)
+            with self.store.load_slot():  # its files load outside the store: one slot all the same
+                doc = collect(files, Params(), jobs=1)
             return answers.ranks_answer(doc, limit, offset)
 
         ans = await self._run(work)

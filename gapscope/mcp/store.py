@@ -102,6 +102,11 @@ class TraceStore:
         self._lock = threading.Lock()
         self._loading = threading.BoundedSemaphore(max(1, int(max_loading)))
 
+    def load_slot(self) -> threading.BoundedSemaphore:
+        """One of the ``max_loading`` slots, as a context manager: work that loads traces
+        outside the store (a rank set's files, one after another) holds one while it runs."""
+        return self._loading
+
     def __len__(self) -> int:
         return len(self._items)
 

@@ -88,7 +88,7 @@ def test_b32_json_shows_the_warning_and_gives_no_verdict():
     assert status == 0
     assert doc["before"]["warnings"] == [] and doc["before"]["damage"]["truncated"] is False
     assert doc["after"]["warnings"] == [dict(line=462, field=None, message=TRUNCATION)]
-    assert doc["after"]["damage"] == dict(truncated=True, truncated_line=462, repaired_count=0)
+    assert doc["after"]["damage"] == dict(truncated=True, truncated_line=462, repaired_count=0, open_ended_count=0)
     # AFTER's only "step" is its GPU window, which ends where the file does
     assert [e["index"] for e in doc["after"]["steps"]["incomplete"]] == [0]
     assert doc["after"]["steps"]["steady_count"] == 0

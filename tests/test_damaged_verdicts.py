@@ -89,6 +89,44 @@ def test_cut_before_any_complete_step_cannot_be_judged(one_rank, tmp_path, capsy
     assert doc["verdict"]["verdict"] == "cannot judge" and doc["judgement"]["reasons"][0].startswith("BEFORE has no")
 
 
+def test_cut_before_any_gpu_work_cannot_be_judged(one_rank, tmp_path, capsys):
+    # cut just before the first GPU kernel's record: the loader keeps the CPU events
+    # before it, so AFTER has no GPU work, and that is the damage, not another program
+    text = one_rank.read_text()
+    cut = tmp_path / "cut.json"
+    cut.write_text(text[: text.index('"cat": "kernel"')])
+    status, doc = _diff_doc(one_rank, cut, "--fail-if-slower", "1")
+    assert doc["after"]["damage"]["truncated"] and doc["after"]["device"] is None
+    assert doc["verdict"]["verdict"] == "cannot judge" and status == 1 and doc["check"]["failed"]
+    assert doc["judgement"]["reasons"] == ["AFTER has no GPU work (cut off at line 1)"]
+    assert "--fail-if-slower failed: cannot judge" in capsys.readouterr().err
+    status, doc = _diff_doc(cut, one_rank, "--fail-if-slower", "1")
+    assert doc["verdict"]["verdict"] == "cannot judge" and status == 1
+    assert doc["judgement"]["reasons"] == ["BEFORE has no GPU work (cut off at line 1)"]
+
+
+def test_text_timeline_cut_mid_step_leaves_that_step_out(tmp_path):
+    # an event-list timeline cut inside its third step: the loader closes the open
+    # 'step' range at the file's last time (a warning), so that step's end is invented
+    steps = []
+    for k in range(3):
+        t = 1000 * k
+        steps += [f"{t} us CPU step begin", f"{t + 10} us CPU launch mm", f"{t + 20} us GPU mm begin"]
+        steps += [f"{t + 220} us GPU mm end", f"{t + 1000} us CPU step end"]
+    before = tmp_path / "before.txt"
+    before.write_text("\n".join(steps) + "\n")
+    after = tmp_path / "after.txt"
+    after.write_text("\n".join(steps[:14]) + "\n")  # step 2 begun, its kernel ended, never closed
+    status, doc = _diff_doc(before, after, "--fail-if-slower", "1")
+    a = doc["after"]
+    assert a["damage"]["open_ended_count"] == 1 and "never closed" in a["warnings"][0]["message"]
+    # steps 0 (warm-up) and 1 of 1000 µs; step 2 closed at 2220 µs would read 220 µs
+    assert a["steps"]["count"] == 3 and [e["index"] for e in a["steps"]["incomplete"]] == [2]
+    assert doc["per_step"]["steps_after"] == 1 and doc["per_step"]["wall_ns"]["after_ns"] == 1_000_000
+    assert doc["verdict"]["verdict"] == "no change" and status == 0
+    assert doc["judgement"]["caveats"] == ["AFTER 1 range never closed (drawn to the end of the file)"]
+
+
 def test_repaired_side_is_judged_with_the_repair_named(one_rank, tmp_path):
     # a malformed element in the events array: the loader skips it with a warning
     text = one_rank.read_text()
@@ -228,6 +266,9 @@ def _check_diff(before: Path, after: Path) -> None:
         assert " — with care: " in v["line"] and ("cut off" in v["line"] or "repair" in v["line"]), v["line"]
     if v["verdict"] == "cannot judge":
         assert status == 1 and doc["check"]["failed"]
+    # a side cut (or repaired) down to no GPU work is not "not comparable": that would
+    # pass --fail-if-slower with the damage as its only cause
+    assert not (any(d["truncated"] or d["repaired_count"] for d in damaged) and v["verdict"] == "not comparable")
     for flags in ((), ("--markdown",)):
         _diff(before, after, *flags)  # renders without an internal error
 

@@ -324,3 +324,33 @@ def test_pick_and_view_comes_back_to_the_overview(planted_doc):
     assert pick_and_view(planted_doc, overview=overview, viewer=lambda p: viewed.append(Path(p).name)) == 0
     assert shown == [None, 2, 3]  # back on the rank just viewed
     assert viewed == ["worker2.pt.trace.json", "worker3.pt.trace.json"]
+
+
+def test_a_huge_world_size_names_the_missing_ranks_without_listing_them_one_by_one():
+    # a file's distributedInfo claims a world of 10**18: the missing ranks are named as
+    # ranges from the ranks present, never built one by one (that took all memory)
+    world = 10**18
+    assigned, warnings = assign_ranks([("r0.json", 0, world), ("r5.json", 5, world), ("r7.json", 7, world)])
+    assert [a.rank for a in assigned] == [0, 5, 7]
+    assert (
+        f"3 of {world} ranks in the set (missing 1-4, 6, 8-{world - 1}): waits are measured among the ranks present"
+        in warnings
+    )
+    # and a world of 0 or below: every rank is past it, none is missing
+    assigned, warnings = assign_ranks([("r0.json", 0, 0), ("r1.json", 1, 0)])
+    assert warnings == ["rank(s) 0-1 at or past the world size 0: files from another job?"]
+    assigned, warnings = assign_ranks([("r0.json", 0, -3)])
+    assert warnings == ["rank(s) 0 at or past the world size -3: files from another job?"]
+
+
+def test_a_rank_beyond_64_bits_in_distributed_info_is_no_rank(tmp_path):
+    # distributedInfo.rank 10**30 (world size 10**30 + 2) passed the loader as a Python
+    # int and ended as "internal error: OverflowError" in the collective matching
+    paths = write_rank_set(tmp_path, 2, steps=2)
+    doc = json.loads(paths[1].read_text())
+    doc["distributedInfo"].update(rank=10**30, world_size=10**30 + 2)
+    paths[1].write_text(json.dumps(doc))
+    out = collect([str(p) for p in paths], jobs=1)
+    # no rank in the file: taken from its name (rank-1)
+    assert sorted((r["rank"], r["rank_source"]) for r in out["ranks"]) == [(0, "distributedInfo"), (1, "file name")]
+    assert out["ranks_analysed"] == 2

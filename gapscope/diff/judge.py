@@ -8,8 +8,9 @@ reported on a side that is still judged (cut off: compared over its complete ste
 only; events skipped or values replaced on load). What makes a step incomplete is
 decided in ``side._incomplete``; what counts as damage in ``gapscope.report.damage``.
 
-A side without GPU work is not judged here: the comparability check already gives no
-verdict for it.
+A side without GPU work is not judged here when it is intact (the comparability check
+gives no verdict for it: "not comparable", which ``--fail-if-slower`` does not fail);
+when it is damaged, the damage may be why, so it cannot be judged (and the check fails).
 """
 
 from __future__ import annotations
@@ -28,9 +29,11 @@ def judgement(before: Side, after: Side) -> dict:
     reasons: list[str] = []
     caveats: list[str] = []
     for name, side in (("BEFORE", before), ("AFTER", after)):
-        if not side.has_gpu:
-            continue
         damage = side.damage.words()
+        if not side.has_gpu:
+            if side.damage.damaged:  # the damage may be why: not "another program"
+                reasons.append(f"{name} has no GPU work ({damage})")
+            continue
         if side.n_steady == 0:
             why = side.incomplete[0][1] if side.incomplete else "no steady step"
             reasons.append(f"{name} has no complete steady-state step ({why})")

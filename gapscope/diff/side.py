@@ -305,8 +305,11 @@ def _incomplete(trace: Trace, dev: int, damage: Damage, source: str, s0: np.ndar
     """(step index, reason) of the steps not known to be complete: a step of no length
     (every event at one time); in a cut-off file, the GPU window (it ends where the
     file does) or a step that ends after ``complete_until_ns``; a GPU window with fewer
-    than ``WINDOW_MIN_OPS`` GPU ops (one op's duration is not a step)."""
+    than ``WINDOW_MIN_OPS`` GPU ops (one op's duration is not a step); when the loader
+    drew a range never closed to the end of the trace, a step that ends there (its
+    end may be invented)."""
     out: list[tuple[int, str]] = []
+    last_ns = int((trace.start_ns + trace.dur_ns).max()) if damage.open_ended and len(trace) else None
     cut = f"the file was cut off{f' at line {damage.truncated_line}' if damage.truncated_line is not None else ''}"
     until = complete_until_ns(trace, dev) if damage.truncated and source != "window" else None
     n_ops = 0
@@ -322,6 +325,8 @@ def _incomplete(trace: Trace, dev: int, damage: Damage, source: str, s0: np.ndar
             out.append((k, f"{cut}: the GPU window ends where the file does, so its end is not known"))
         elif damage.truncated and (until is None or s1[k] > until):
             out.append((k, f"{cut}: the step ends after the last GPU work recorded on every stream"))
+        elif last_ns is not None and s1[k] >= last_ns:
+            out.append((k, "a range is never closed and the step ends where the trace does, so its end is not known"))
         elif source == "window" and n_ops < WINDOW_MIN_OPS:
             out.append((k, f"no steps found and the GPU window holds {n_ops} GPU op: one op's duration is not a step"))
     return out

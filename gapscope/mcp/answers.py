@@ -145,15 +145,18 @@ def answer_bytes(obj: Any) -> int:
     return len(json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "backslashreplace"))
 
 
-def _page(rows: Sequence[Any], offset: int, limit: int, budget: int) -> dict:
+def _page(rows: Sequence[Any], offset: int, limit: int, budget: int, extra: Callable[[Any], int] | None = None) -> dict:
     """``rows[offset:offset+limit]`` cut further so their JSON stays within
-    ``budget`` bytes (at least one row), as ``{total, offset, returned, next_offset, items}``."""
+    ``budget`` bytes (at least one row), as ``{total, offset, returned, next_offset, items}``.
+    Rows are measured as given: pass them made safe (``clean``), as they will travel.
+    ``extra(row)``: bytes the row adds elsewhere in the answer (a lane it is the first
+    of), counted against the same budget."""
     total = len(rows)
     offset = max(0, int(offset))
     items: list[Any] = []
     used = 2
     for row in rows[offset : offset + max(0, int(limit))]:
-        size = answer_bytes(row) + 1
+        size = answer_bytes(row) + 1 + (extra(row) if extra is not None else 0)
         if items and used + size > budget:
             break
         items.append(row)
@@ -176,6 +179,33 @@ class _LazyRows(Sequence):
         if isinstance(k, slice):
             return [self._make(j) for j in range(*k.indices(self._n))]
         return self._make(k)
+
+
+def _prefix_within(rows: Sequence[Any], budget: int) -> list[Any]:
+    """The longest prefix of ``rows`` whose JSON list is at most ``budget`` bytes (maybe empty)."""
+    out: list[Any] = []
+    used = 2
+    for row in rows:
+        used += answer_bytes(row) + 1
+        if used > budget:
+            break
+        out.append(row)
+    return out
+
+
+def _fill(out: dict, lists: Sequence[tuple[str, Sequence[Any], int]]) -> dict:
+    """``out`` (made safe) with each ``(key, rows, most_bytes)`` set to the longest
+    prefix of its rows that fits both its own ``most_bytes`` and what is left of
+    ``MAX_ANSWER_BYTES``, in the order given: names of any length and any number of
+    lanes, devices or warnings still give an answer within the cap (the counts beside
+    each list say how many there are)."""
+    for key, _, _ in lists:
+        out[key] = []
+    room = MAX_ANSWER_BYTES - answer_bytes(out) - 200
+    for key, rows, most in lists:
+        out[key] = _prefix_within(rows, min(most, room) + 2)
+        room -= answer_bytes(out[key]) - 2
+    return out
 
 
 def _check_page(limit: int, offset: int, most: int) -> None:
@@ -256,11 +286,7 @@ def open_answer(loaded, handle: str) -> dict:
         event_count=doc.get("event_count"),
         span=doc.get("span"),
         lane_count=len(lanes),
-        lanes=[
-            {k: ln.get(k) for k in ("index", "label", "pid", "tid", "is_gpu", "device", "stream", "event_count")}
-            for ln in lanes[:OPEN_LANES]
-        ],
-        devices=doc.get("devices"),
+        device_count=len(doc.get("devices") or []),
         diagnosis_available=doc.get("diagnosis_available"),
         params=doc.get("params"),
         gap_count=doc.get("gap_count"),
@@ -272,11 +298,9 @@ def open_answer(loaded, handle: str) -> dict:
         budget=doc.get("budget"),
         what_if=doc.get("what_if") or [],
         group_count=len(doc.get("groups") or []),
-        largest_groups=[_group_row(g, True) for g in (doc.get("groups") or [])[:OPEN_GROUPS]],
         largest_gaps=[_top_gap_row(g) for g in (doc.get("top_gaps") or [])[:OPEN_GAPS]],
         episode_count=len(doc.get("episodes") or []),
         warning_count=len(doc.get("warnings") or []),
-        warnings=(doc.get("warnings") or [])[:OPEN_WARNINGS],
     )
     for key in PASS_THROUGH:
         if key in doc:
@@ -285,7 +309,17 @@ def open_answer(loaded, handle: str) -> dict:
                 out[key + "_total"] = len(value)
                 value = value[:OPEN_FINDINGS]
             out[key] = value
-    return _fits(clean(out), "open_trace")
+    lane_rows = [
+        {k: ln.get(k) for k in ("index", "label", "pid", "tid", "is_gpu", "device", "stream", "event_count")}
+        for ln in lanes[:OPEN_LANES]
+    ]
+    lists = [  # each list's own most bytes; together they leave room for the rest
+        ("devices", clean(doc.get("devices") or []), 8_000),
+        ("largest_groups", clean([_group_row(g, True) for g in (doc.get("groups") or [])[:OPEN_GROUPS]]), 16_000),
+        ("lanes", clean(lane_rows), 10_000),
+        ("warnings", clean((doc.get("warnings") or [])[:OPEN_WARNINGS]), 8_000),
+    ]
+    return _fits(_fill(clean(out), lists), "open_trace")
 
 
 def _shares(totals: dict | None) -> str:
@@ -352,7 +386,7 @@ def gaps_answer(loaded, cause: str | None, min_us: float | None, limit: int, off
     if cause is not None:
         order = order[np.asarray(g.cause)[order] == CAUSES.index(cause)]
     if min_us is not None:
-        order = order[np.asarray(g.dur_ns)[order] >= int(round(min_us * 1000))]
+        order = order[np.asarray(g.dur_ns)[order] >= int(round(min(min_us * 1000, 2.0**62)))]
     col = _gap_columns(loaded)
     origin = int(loaded.doc["span"]["start_ns"])
 
@@ -499,20 +533,43 @@ def events_answer(loaded, gap: int | str, window_us: float, limit: int, offset: 
         e = int(idx[k])
         name = trace.name(e)
         start = int(trace.start_ns[e])
-        return dict(
-            event=e,
-            lane=int(trace.lane[e]),
-            name=name,
-            name_shortened=shortened(name),
-            kind=Kind(int(trace.kind[e])).name.lower(),
-            start_ns=start,
-            offset_ns=start - g_start,
-            dur_ns=int(trace.dur_ns[e]),
-            correlation=int(trace.correlation[e]),
-            depth=int(trace.depth[e]),
+        return clean(
+            dict(
+                event=e,
+                lane=int(trace.lane[e]),
+                name=name,
+                name_shortened=shortened(name),
+                kind=Kind(int(trace.kind[e])).name.lower(),
+                start_ns=start,
+                offset_ns=start - g_start,
+                dur_ns=int(trace.dur_ns[e]),
+                correlation=int(trace.correlation[e]),
+                depth=int(trace.depth[e]),
+            )
         )
 
-    page = _page(_LazyRows(idx.size, row), offset, limit, MAX_ANSWER_BYTES - 6_000)
+    lane_rows: dict[int, dict] = {}
+
+    def lane_bytes(r: dict) -> int:
+        """Bytes of the lane entry a row brings when it is the page's first on its lane."""
+        k = r["lane"]
+        if k in lane_rows:
+            return 0
+        ln = lanes[k]
+        lane_rows[k] = clean(
+            dict(
+                index=ln.index,
+                label=ln.label,
+                process_name=ln.process_name,
+                thread_name=ln.thread_name,
+                is_gpu=bool(ln.is_gpu),
+                device=int(ln.device),
+                stream=int(ln.stream),
+            )
+        )
+        return answer_bytes(lane_rows[k]) + 1
+
+    page = _page(_LazyRows(idx.size, row), offset, limit, MAX_ANSWER_BYTES - 2_000, extra=lane_bytes)
     shown = sorted({r["lane"] for r in page["items"]})
     out = dict(
         handle=loaded.path,
@@ -526,18 +583,7 @@ def events_answer(loaded, gap: int | str, window_us: float, limit: int, offset: 
         offset=page["offset"],
         returned=page["returned"],
         next_offset=page["next_offset"],
-        lanes=[
-            dict(
-                index=lanes[k].index,
-                label=lanes[k].label,
-                process_name=lanes[k].process_name,
-                thread_name=lanes[k].thread_name,
-                is_gpu=bool(lanes[k].is_gpu),
-                device=int(lanes[k].device),
-                stream=int(lanes[k].stream),
-            )
-            for k in shown[:64]
-        ],
+        lanes=[lane_rows[k] for k in shown],
         events=page["items"],
     )
     return _fits(clean(out), "events_around")
@@ -558,7 +604,7 @@ def name_answer(loaded, event: int, offset: int) -> dict:
     end = offset + len(part)
     return _fits(
         dict(
-            handle=loaded.path,
+            handle=clean(loaded.path, "handle"),  # the rest of the answer is made safe piece by piece
             event=event,
             # in pieces: safe_name cuts at its display limit (8,192), a piece never reaches it
             name="".join(safe_name(part[k : k + 1_000]) for k in range(0, len(part), 1_000)),
@@ -617,8 +663,12 @@ def what_if_answer(loaded, remove: Sequence[str | int]) -> dict:
     row["removed_causes"] = [c.name.lower() for c in causes]
     row["removed_gaps"] = sorted(set(gaps))[:200]
     row["removed_gap_count"] = len(set(gaps))
-    row["removed_names"] = names
-    row["unmatched"] = [n for n in names if match_names(loaded.trace, (n,)).size == 0]
+    unmatched = [n for n in names if match_names(loaded.trace, (n,)).size == 0]
+    # the names echoed: as many as fit (an agent may pass 100 names of any length)
+    row["removed_name_count"] = len(names)
+    row["removed_names"] = _prefix_within(clean(names), 12_000)
+    row["unmatched_count"] = len(unmatched)
+    row["unmatched"] = _prefix_within(clean(unmatched), 12_000)
     b = loaded.doc.get("budget") or {}
     out = dict(
         handle=loaded.path,
@@ -659,6 +709,9 @@ def diff_answer(doc: dict, limit: int, offset: int) -> dict:
         kernels["families"] = fams[:20]
     body["kernels"] = kernels
     body = clean(body)
+    for side in ("before", "after"):
+        if isinstance(body.get(side), dict) and isinstance(body[side].get("warnings"), list):
+            body[side] = _bounded_warnings(body[side], 6_000)
     room = MAX_ANSWER_BYTES - answer_bytes(body) - 500
     page = _page(clean(doc.get("groups") or []), offset, limit, max(room, 2_000))
     body["groups"] = page.pop("items")
@@ -678,15 +731,46 @@ def diff_text(ans: dict) -> str:
     )
 
 
+def _bounded_warnings(row: dict, most_bytes: int) -> dict:
+    """``row`` (made safe) with its ``warnings`` cut to what fits in ``most_bytes``,
+    and ``warning_count`` beside them (a side of the diff, a rank's row)."""
+    row = dict(row)
+    row["warning_count"] = len(row["warnings"])
+    row["warnings"] = _prefix_within(row["warnings"], most_bytes)
+    return row
+
+
+#: Steps of a rank set kept in ``rank_set`` (``steps`` and every row's per-step lists).
+RANK_STEPS = 20
+
+
+def _rank_row(row: dict) -> dict:
+    """One per-rank row of ``rank_set``, bounded: its per-step lists (``*_by_step_ns``,
+    ``idle_by_step_by_class_ns``) cut to the ``RANK_STEPS`` steps kept, aligned with
+    the answer's ``steps``, and its warnings to 4 kB (``warnings_total``)."""
+    out = dict(row)
+    for key, value in row.items():
+        if key.endswith("_by_step_ns") and isinstance(value, list):
+            out[key] = value[:RANK_STEPS]
+        elif key.endswith("_by_step_by_class_ns") and isinstance(value, dict):
+            out[key] = {c: v[:RANK_STEPS] if isinstance(v, list) else v for c, v in value.items()}
+    out = clean(out)
+    if isinstance(out.get("warnings"), list):
+        out["warnings_total"] = len(out["warnings"])
+        out["warnings"] = _prefix_within(out["warnings"], 4_000)
+    return out
+
+
 def ranks_answer(doc: dict, limit: int, offset: int) -> dict:
     """``rank_set``: the rank-set document with its per-rank rows paged (largest cost
-    first, as the document orders them) and the costliest collectives cut."""
+    first, as the document orders them), the costliest collectives cut, and the steps
+    cut to the first ``RANK_STEPS`` (with every row's per-step lists: ``_rank_row``)."""
     _check_page(limit, offset, MAX_ROWS_PAGE)
     body = {k: v for k, v in doc.items() if k != "ranks"}
     for key in ("failed", "left_out", "warnings", "steps"):
-        if isinstance(body.get(key), list) and len(body[key]) > 20:
+        if isinstance(body.get(key), list) and len(body[key]) > RANK_STEPS:
             body[key + "_total"] = len(body[key])
-            body[key] = body[key][:20]
+            body[key] = body[key][:RANK_STEPS]
     coll = body.get("collectives")
     if isinstance(coll, dict):
         coll = dict(coll)
@@ -696,8 +780,15 @@ def ranks_answer(doc: dict, limit: int, offset: int) -> dict:
                 coll[k + "_total"] = len(v)
         body["collectives"] = coll
     body = clean(body)
+    for key in ("failed", "left_out", "warnings"):
+        if isinstance(body.get(key), list):
+            kept = _prefix_within(body[key], 6_000)
+            if len(kept) < len(body[key]):
+                body.setdefault(key + "_total", len(doc[key]))
+                body[key] = kept
     room = MAX_ANSWER_BYTES - answer_bytes(body) - 500
-    page = _page(clean(doc.get("ranks") or []), offset, limit, max(room, 2_000))
+    rows = doc.get("ranks") or []
+    page = _page(_LazyRows(len(rows), lambda k: _rank_row(rows[k])), offset, limit, max(room, 2_000))
     body["ranks"] = page.pop("items")
     body["ranks_page"] = page
     return _fits(body, "rank_set")

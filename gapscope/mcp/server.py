@@ -21,7 +21,7 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from gapscope import __version__
 from gapscope.mcp.answers import CAUSES, MAX_EVENTS_PAGE, MAX_GAPS_PAGE, MAX_ROWS_PAGE
@@ -307,7 +307,7 @@ def build_server(service: Service, *, text_json: bool = False) -> MCPServer:
     @server.tool(annotations=_READ_ONLY)
     async def gap_card(
         path: Annotated[str, Field(description=_PATH)],
-        gap: Annotated[int | str, Field(description="a gap number (list_gaps' index) or 'group:N'")],
+        gap: Annotated[StrictInt | str, Field(description="a gap number (list_gaps' index) or 'group:N'")],
     ) -> Annotated[CallToolResult, GapCardResult]:
         """The card of one gap or recurring group: smell, cause class (and secondary), why the GPU is empty with
         the evidence and numbers, the first experiment, the forbidden next step, the proof of improvement, the
@@ -317,7 +317,9 @@ def build_server(service: Service, *, text_json: bool = False) -> MCPServer:
     @server.tool(annotations=_READ_ONLY)
     async def events_around(
         path: Annotated[str, Field(description=_PATH)],
-        gap: Annotated[int | str, Field(description="a gap number or 'group:N' (its occurrence nearest the median)")],
+        gap: Annotated[
+            StrictInt | str, Field(description="a gap number or 'group:N' (its occurrence nearest the median)")
+        ],
         window_us: Annotated[float, Field(description="µs before the gap's start and after its end")] = 200,
         limit: Annotated[int, _limit(MAX_EVENTS_PAGE, 200)] = 200,
         offset: Annotated[int, _OFFSET] = 0,
@@ -330,7 +332,7 @@ def build_server(service: Service, *, text_json: bool = False) -> MCPServer:
     async def what_if(
         path: Annotated[str, Field(description=_PATH)],
         remove: Annotated[
-            list[str | int],
+            list[str | StrictInt],
             Field(
                 description="what to take out: cause classes ('host'), gap numbers, 'group:N', or CPU event names "
                 "(verbatim, else substring, as `report --what-if`)"
@@ -368,7 +370,9 @@ def build_server(service: Service, *, text_json: bool = False) -> MCPServer:
     @server.tool(annotations=_READ_ONLY)
     async def full_name(
         path: Annotated[str, Field(description=_PATH)],
-        event: Annotated[int, Field(description="an event index (events_around's event, a card's evidence event)")],
+        event: Annotated[
+            StrictInt, Field(description="an event index (events_around's event, a card's evidence event)")
+        ],
         offset: Annotated[int, _OFFSET] = 0,
     ) -> Annotated[CallToolResult, FullNameResult]:
         """The whole name of one event (answers cut names at 160 characters), escaped, 4,000 characters a page."""

@@ -21,6 +21,8 @@ from gapscope.report.fmt import safe_name
 
 __all__ = ["Service", "ToolFailure", "load_trace", "DEFAULT_TIME_LIMIT_S"]
 
+#: Most trace files of one ``rank_set`` (a list, or a folder's files).
+MAX_RANK_FILES = 4_096
 #: Seconds a call waits for its work by default (``--time-limit``).
 DEFAULT_TIME_LIMIT_S = 60.0
 
@@ -150,16 +152,21 @@ class Service:
             from gapscope.ranks.discover import NoTraces, expand
 
             given = [paths_or_dir] if isinstance(paths_or_dir, str) else list(paths_or_dir)
-            if not given or len(given) > 4096:
-                raise answers.ToolInputError("paths_or_dir must name a folder or 1 to 4,096 trace files")
+            if not given or len(given) > MAX_RANK_FILES:
+                raise answers.ToolInputError(f"paths_or_dir must name a folder or 1 to {MAX_RANK_FILES:,} trace files")
             real = [self.roots.resolve(p, folder=True) for p in given]
             try:
                 files = expand(real)
             except NoTraces as exc:
                 raise answers.ToolInputError(str(exc)) from None
+            if len(files) > MAX_RANK_FILES:  # a folder counts as its files: all would be loaded
+                raise answers.ToolInputError(
+                    f"{len(files):,} trace files: at most {MAX_RANK_FILES:,} in a rank set (name fewer files or a smaller folder)"
+                )
             # a folder's entries may be links: each file must resolve inside a root too
             files = [self.roots.resolve(f) for f in files]
-            doc = collect(files, Params(), jobs=1)
+            with self.store.load_slot():  # its files load outside the store: one slot all the same
+                doc = collect(files, Params(), jobs=1)
             return answers.ranks_answer(doc, limit, offset)
 
         ans = await self._run(work)

@@ -81,15 +81,31 @@ class TraceStore:
 
     ``load_fn(path) -> Loaded`` does the work (in the caller's thread: ``get`` is
     meant to run inside ``run_limited``). Thread-safe; a file whose size or
-    modification time changed since it was loaded is loaded again."""
+    modification time changed since it was loaded is loaded again. At most
+    ``max_loading`` loads run at once (others wait their turn): calls on many files at
+    once, or retried after the time limit while their load goes on, cannot hold more
+    than that many traces in memory beyond the store."""
 
-    def __init__(self, load_fn: Callable[[str], Loaded], *, max_count: int = 4, max_bytes: int = 2 << 30) -> None:
+    def __init__(
+        self,
+        load_fn: Callable[[str], Loaded],
+        *,
+        max_count: int = 4,
+        max_bytes: int = 2 << 30,
+        max_loading: int = 2,
+    ) -> None:
         self._load_fn = load_fn
         self.max_count = max(1, int(max_count))
         self.max_bytes = max(1, int(max_bytes))
         self._items: collections.OrderedDict[str, Loaded] = collections.OrderedDict()
         self._pending: dict[str, concurrent.futures.Future] = {}
         self._lock = threading.Lock()
+        self._loading = threading.BoundedSemaphore(max(1, int(max_loading)))
+
+    def load_slot(self) -> threading.BoundedSemaphore:
+        """One of the ``max_loading`` slots, as a context manager: work that loads traces
+        outside the store (a rank set's files, one after another) holds one while it runs."""
+        return self._loading
 
     def __len__(self) -> int:
         return len(self._items)
@@ -117,7 +133,8 @@ class TraceStore:
         if not owner:
             return fut.result()
         try:
-            loaded = self._load_fn(path)
+            with self._loading:
+                loaded = self._load_fn(path)
         except BaseException as exc:
             with self._lock:
                 self._pending.pop(path, None)

@@ -151,10 +151,10 @@ def assign_ranks(items: list[tuple[str, int | None, int | None]]) -> tuple[list[
         past = [r for r in kept if r >= ws]
         if past:
             warnings.append(f"rank(s) {_ranges(past)} at or past the world size {ws}: files from another job?")
-        missing = sorted(set(range(ws)) - set(kept))
+        missing = _missing_ranges(kept, ws)
         if missing and len(kept) < ws:
             warnings.append(
-                f"{len(kept)} of {ws} ranks in the set (missing {_ranges(missing)}): waits are measured among the ranks present"
+                f"{len(kept)} of {ws} ranks in the set (missing {missing}): waits are measured among the ranks present"
             )
     return [a for a in out if a is not None], warnings
 
@@ -168,6 +168,21 @@ def _claim(path: str, rank: int, source: str, claimed: dict, warnings: list) -> 
         return Assigned(path, rank, source, duplicate_of=claimed[rank])
     claimed[rank] = path
     return Assigned(path, rank, source)
+
+
+def _missing_ranges(kept: list[int], world_size: int) -> str:
+    """The ranks of ``0 … world_size-1`` not in ``kept``, as ``_ranges`` writes them
+    (``1-4, 6, 8-99``), found between the ranks kept: the world size comes from a
+    file, and a world of 10**18 must not be listed rank by rank."""
+    parts = []
+    nxt = 0
+    for r in sorted(set(kept)) + [world_size]:
+        if r > world_size:
+            break
+        if r > nxt:
+            parts.append(str(nxt) if r - 1 == nxt else f"{nxt}-{r - 1}")
+        nxt = max(nxt, r + 1)
+    return ", ".join(parts)
 
 
 def _ranges(values: list[int]) -> str:

@@ -12,6 +12,10 @@ this module reads them in one place:
 - **repaired**: a message that skipped or replaced something (``skipped``,
   ``replaced``, ``malformed``, ``after the end of the JSON document``): the trace may
   miss events anywhere.
+- **open-ended**: a range the file never closes, which the loader drew to the end of
+  the trace (``never closed`` / ``never ended``: an ASCII ``begin`` without its
+  ``end``, Chrome ``B`` or async slices, NVTX ranges): what a text timeline cut off
+  looks like, and a step drawn so has an invented end.
 
 Every other warning (a header field ignored, a flow not bound) is shown but does not
 make the trace damaged.
@@ -30,6 +34,7 @@ __all__ = ["Damage", "damage_of", "warning_rows", "complete_until_ns"]
 
 _TRUNCATED = re.compile(r"^file truncated\b")
 _REPAIRED = re.compile(r"skipped|replaced|malformed|after the end of the JSON document", re.IGNORECASE)
+_OPEN_ENDED = re.compile(r"never closed|never ended", re.IGNORECASE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,15 +43,17 @@ class Damage:
 
     ``truncated_line``: the 1-based line where the file was cut off (None when it was
     not, or the line is unknown); ``truncated``: the file was cut off; ``repaired``:
-    number of warnings that skipped or replaced events or values."""
+    number of warnings that skipped or replaced events or values; ``open_ended``:
+    number of warnings of ranges never closed, drawn to the end of the trace."""
 
     truncated: bool
     truncated_line: int | None
     repaired: int
+    open_ended: int = 0
 
     @property
     def damaged(self) -> bool:
-        return self.truncated or self.repaired > 0
+        return self.truncated or self.repaired > 0 or self.open_ended > 0
 
     def words(self) -> str:
         """``cut off at line 462``, ``3 repairs on load (events skipped or values
@@ -58,19 +65,30 @@ class Damage:
             parts.append(
                 f"{self.repaired} repair{'s' if self.repaired != 1 else ''} on load (events skipped or values replaced)"
             )
+        if self.open_ended:
+            parts.append(
+                f"{self.open_ended} range{'s' if self.open_ended != 1 else ''} never closed (drawn to the end of the file)"
+            )
         return "; ".join(parts)
 
     def as_json(self) -> dict:
-        return dict(truncated=self.truncated, truncated_line=self.truncated_line, repaired_count=self.repaired)
+        return dict(
+            truncated=self.truncated,
+            truncated_line=self.truncated_line,
+            repaired_count=self.repaired,
+            open_ended_count=self.open_ended,
+        )
 
 
 def damage_of(warnings: tuple[TraceWarning, ...] | list[TraceWarning]) -> Damage:
     """The ``Damage`` that a trace's loader ``warnings`` report (see the module
     docstring for which messages count)."""
     truncated = [w for w in warnings if _TRUNCATED.match(w.message)]
-    repaired = sum(1 for w in warnings if not _TRUNCATED.match(w.message) and _REPAIRED.search(w.message))
+    rest = [w for w in warnings if not _TRUNCATED.match(w.message)]
+    repaired = sum(1 for w in rest if _REPAIRED.search(w.message))
+    open_ended = sum(1 for w in rest if not _REPAIRED.search(w.message) and _OPEN_ENDED.search(w.message))
     line = next((w.line for w in truncated if w.line is not None), None)
-    return Damage(bool(truncated), line, int(repaired))
+    return Damage(bool(truncated), line, int(repaired), int(open_ended))
 
 
 def warning_rows(warnings: tuple[TraceWarning, ...] | list[TraceWarning]) -> list[dict]:

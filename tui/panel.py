@@ -13,6 +13,7 @@ from rich.text import Text
 from textual.strip import Strip
 from textual.widget import Widget
 
+from gapscope.analysis.card import card_for_gap
 from gapscope.analysis.types import Cause
 from gapscope.parsers.model import Kind
 from gapscope.tui.lanes_model import sanitize
@@ -57,10 +58,10 @@ _last_card: list = [None, None, None]  # [diagnosis, gap, card]: the full and co
 
 
 def _card(diagnosis, gap: int):
-    """``diagnosis.card(gap)``, remembered for the last (diagnosis, gap) asked."""
+    """``card_for_gap(diagnosis, gap)``, remembered for the last (diagnosis, gap) asked."""
     if _last_card[0] is diagnosis and _last_card[1] == gap:
         return _last_card[2]
-    card = diagnosis.card(gap)
+    card = card_for_gap(diagnosis, gap)
     _last_card[:] = [diagnosis, gap, card]
     return card
 

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from gapscope.analysis.card import card_for_gap, card_for_group
 from gapscope.analysis.types import Cause
 from gapscope.diff.match import NOISE_K, POSITION_TOL, STATUSES, UNCHANGED_SHARE, Match, match_positions
 from gapscope.diff.side import Position, Side, build_side
@@ -515,7 +516,7 @@ def _left(a_side: Side, matches: list[Match]) -> dict | None:
     p = m.after
     assert p is not None
     diag = a_side.diag
-    card = diag.group_card(p.ref) if p.kind == "group" else diag.card(p.ref)
+    card = card_for_group(diag, p.ref) if p.kind == "group" else card_for_gap(diag, p.ref)
     parts = []
     if p.boundary and p.leading_ns and p.trailing_ns:
         launch = f" (launched by `{p.launch_name}`)" if p.launch_name else ""

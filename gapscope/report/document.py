@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from gapscope.analysis.budget import match_names
+from gapscope.analysis.card import card_for_gap, card_for_group
+from gapscope.analysis.jsonout import diagnosis_to_json
 from gapscope.parsers.model import Kind, Trace
 from gapscope.report.busy import device_busy, lane_kind_counts
 from gapscope.report.fmt import GROUP_CARDS
@@ -207,7 +209,7 @@ def build_document(
     ``trace``: a loaded ``Trace``; ``diag``: its ``gapscope.analysis.Diagnosis`` or None (then
     gap, class, group, step and budget keys are null or empty); ``top_n``: how many of
     the largest gaps get an entry (with card) in ``top_gaps``; ``full``: include the
-    ``diagnosis`` key (``Diagnosis.to_json()``; the text renderers do not need it, and
+    ``diagnosis`` key (``diagnosis_to_json(Diagnosis)``; the text renderers do not need it, and
     it is left ``None`` without) and the cards of ``GROUP_CARD_LIMIT`` groups (without:
     of the ``GROUP_CARDS`` the renderers print). Times are the trace's own
     int64 ns; ``*_rel_ns`` values are relative to ``span.start_ns``. ``what_if_names``:
@@ -259,7 +261,7 @@ def build_document(
     top = []
     for i in order:
         row = _gap(trace, diag, int(i), lo)
-        row["card"] = _card(diag.card(int(i)))
+        row["card"] = _card(card_for_gap(diag, int(i)))
         top.append(row)
     doc["top_gaps"] = top
     # the text and Markdown renderers print GROUP_CARDS group cards: a card costs a few
@@ -275,25 +277,19 @@ def build_document(
         w["removed_names"] = list(what_if_names)
         w["unmatched"] = [n for n in what_if_names if match_names(trace, (n,)).size == 0]
         doc["what_if"].append(w)
-    doc["diagnosis"] = jsonable(diag.to_json()) if full else None
+    doc["diagnosis"] = jsonable(diagnosis_to_json(diag)) if full else None
     return doc
 
 
 def _groups(diag, card_limit: int = GROUP_CARD_LIMIT) -> list[dict]:
     """Every recurring group; the first ``card_limit`` (largest total first) with
-    their card, the others with ``card: null`` (as ``Diagnosis.to_json`` does)."""
+    their card, the others with ``card: null`` (as ``diagnosis_to_json`` does)."""
     out = []
     for k, grp in enumerate(diag.groups):
         d = jsonable(grp)
         idx = [int(x) for x in np.asarray(grp.gap_indices).tolist()]
         d["gap_indices"] = idx
-        group_card = getattr(diag, "group_card", None)
-        if k >= card_limit:
-            d["card"] = None
-        elif group_card is not None:
-            d["card"] = _card(group_card(int(grp.id)))
-        else:
-            d["card"] = _card(diag.card(idx[0])) if idx else None
+        d["card"] = _card(card_for_group(diag, int(grp.id))) if k < card_limit else None
         out.append(d)
     return out
 

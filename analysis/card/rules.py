@@ -1,4 +1,4 @@
-"""The advice of a card (``gapscope.analysis.cards``): first experiment, forbidden next
+"""The advice of a card (``gapscope.analysis.card``): first experiment, forbidden next
 step and proof of improvement for a gap's class, specialised by its evidence.
 
 The defaults follow the design (launch → CUDA graphs / ``torch.compile`` / batching;
@@ -20,8 +20,8 @@ from typing import NamedTuple
 import numpy as np
 
 from gapscope.analysis.busy import coverage, device_event_mask, union_intervals
-from gapscope.analysis.card_copies import COPY_KIND_WORDS, copy_lead
-from gapscope.analysis.card_text import (
+from gapscope.analysis.card.copies import COPY_KIND_WORDS, copy_lead
+from gapscope.analysis.card.why import (
     GRAPH_START_MAX_NS,
     HotFrame,
     cliff_wait,
@@ -40,6 +40,7 @@ from gapscope.analysis.card_text import (
     thread_label,
     trust_bits,
 )
+from gapscope.analysis.diagnose import Diagnosis
 from gapscope.analysis.evidence_kinds import (
     COLLECTIVE_RE,
     GRAPH_LAUNCH_RE,
@@ -73,7 +74,7 @@ from gapscope.units import fmt_bytes, fmt_dur
 __all__ = ["advice"]
 
 
-def _innermost(diag, ev: int, kind: Kind) -> str | None:
+def _innermost(diag: Diagnosis, ev: int, kind: Kind) -> str | None:
     """Name of the innermost event of ``kind`` enclosing event ``ev`` on its lane, or None."""
     trace = diag.trace
     if ev < 0 or diag._index is None:
@@ -173,7 +174,7 @@ OWN_WORK_NS_PER_LAUNCH = 500_000
 _CALL_KINDS = np.array([int(k) for k in (Kind.LAUNCH, Kind.MEMCPY_CALL, Kind.SYNC_CALL, Kind.RUNTIME)], dtype=np.int8)
 
 
-def _inner_ns(diag, ev: int, kinds: np.ndarray | None = None, within: tuple[int, int] | None = None) -> int:
+def _inner_ns(diag: Diagnosis, ev: int, kinds: np.ndarray | None = None, within: tuple[int, int] | None = None) -> int:
     """ns of event ``ev`` covered by the events recorded inside it (on its lane, deeper
     and starting in it, or inside its span in time: xdit's `## Call CompiledFxGraph ##`
     annotation holds the 14.7 ms Python frame of its `call` at a lower depth, and read
@@ -203,7 +204,7 @@ def _inner_ns(diag, ev: int, kinds: np.ndarray | None = None, within: tuple[int,
     return int(coverage(us, ue, np.array([s]), np.array([e]))[0])
 
 
-def _own_cpu_ns(diag, ev: int) -> int:
+def _own_cpu_ns(diag: Diagnosis, ev: int) -> int:
     """ns of event ``ev`` outside the runtime calls recorded inside it (launch, copy,
     sync and other runtime calls: dlrm's `aten::to` spends 0.88 of its 1.3 ms in a
     blocking `cudaMemcpyAsync`, control's `aten::add` 1.14 of 1.15 ms in one slow
@@ -230,7 +231,7 @@ def _step_name_ids(trace) -> np.ndarray:
     return got
 
 
-def _meanwhile(diag, lead: Evidence, rows: np.ndarray) -> str:
+def _meanwhile(diag: Diagnosis, lead: Evidence, rows: np.ndarray) -> str:
     """ " Meanwhile `thread X` of the same process recorded ...": when another CPU thread
     of the lead's process recorded work covering at least half of the lead's time in
     the gap (nccl_data #1186: the main thread sat in `## backward ##` while the autograd
@@ -280,7 +281,7 @@ def _meanwhile(diag, lead: Evidence, rows: np.ndarray) -> str:
     return f"{thread_label(trace, lane)} of the same process recorded {fmt_dur(cov)} of work ({listed}){why}"
 
 
-def _mostly_own_time(diag, item: Evidence, rows: np.ndarray) -> bool:
+def _mostly_own_time(diag: Diagnosis, item: Evidence, rows: np.ndarray) -> bool:
     """Whether a host item of a millisecond or more spends most of its time in the gap
     ``rows`` (the occurrence: its gap overlapping the item most) outside any finer
     event recorded inside it (uninstrumented work inside a recorded range)."""
@@ -302,7 +303,7 @@ def _mostly_own_time(diag, item: Evidence, rows: np.ndarray) -> bool:
 NESTED_LEAD_MIN_SHARE = 0.8
 
 
-def _nested_lead(diag, lead: Evidence, evidence: list[Evidence]) -> Evidence:
+def _nested_lead(diag: Diagnosis, lead: Evidence, evidence: list[Evidence]) -> Evidence:
     """The shortest host item of ``evidence`` on ``lead``'s lane that lies inside
     ``lead`` in time and holds at least ``NESTED_LEAD_MIN_SHARE`` of its overlap with
     the gap, else ``lead`` (xdit's `## Call CompiledFxGraph ##` holds 15.3 ms of a gap,
@@ -355,7 +356,7 @@ def _multi_rank(trace) -> bool:
     return ws is not None and ws > 1
 
 
-def _sync_advice(diag, evidence, name, dur_txt, rows, cliff: bool = True):
+def _sync_advice(diag: Diagnosis, evidence, name, dur_txt, rows, cliff: bool = True):
     """Advice for a sync gap; ``cliff``: its wait began before the GPU went idle and
     drained the queue (rule 3), else it began inside the gap (the GPU was already idle)."""
     top = [e for e in evidence if e.cause == Cause.SYNC and e.event >= 0 and is_wait(diag.trace, e.event)]
@@ -412,7 +413,7 @@ SMALL_COPY_BYTES = 4096
 MANY_COPIES = 4
 
 
-def _copy_advice(diag, rows, evidence, dur_txt):
+def _copy_advice(diag: Diagnosis, rows, evidence, dur_txt):
     trace = diag.trace
     lead = copy_lead(diag, rows, evidence)
     big = lead.big if lead is not None else None
@@ -589,7 +590,7 @@ def _one(kind_words: str) -> str:
     return kind_words[: -len("ies")] + "y" if kind_words.endswith("copies") else kind_words.removesuffix("s")
 
 
-def _dependency_advice(diag, rows, dur_txt):
+def _dependency_advice(diag: Diagnosis, rows, dur_txt):
     g = diag.gaps
     r = int(rows[0])
     kind = (
@@ -609,7 +610,7 @@ def _dependency_advice(diag, rows, dur_txt):
             "Do not chase it with launch or host changes: the work was already queued.",
             "None needed; the gap will stay at the timestamp resolution.",
         )
-    if kind == WaitKind.STREAM_WAIT:
+    if kind == WaitKind.STREAM_WAIT and g.wait_event is not None:
         w = quote_name(diag.trace.name(int(g.wait_event[r])))
         if other_streams_idle(diag, r) is not None:
             return (
@@ -721,7 +722,7 @@ def _instrument_hint(trace) -> str:
     return "capture with with_stack=True or wrap the suspects in torch.profiler.record_function ranges"
 
 
-def _host_advice(diag, evidence, rows, dur_txt, hot: HotFrame | None = None):
+def _host_advice(diag: Diagnosis, evidence, rows, dur_txt, hot: HotFrame | None = None):
     trace = diag.trace
     quiet_ns = sum(e.overlap_ns for e in evidence if e.cause == Cause.HOST and e.event < 0)
     by_name: dict[str, int] = {}
@@ -976,7 +977,7 @@ class GapCapture(NamedTuple):
     launches: int
 
 
-def gap_capture(diag, rows: np.ndarray) -> GapCapture | None:
+def gap_capture(diag: Diagnosis, rows: np.ndarray) -> GapCapture | None:
     """The stream captures (``evidence_kinds.graph_captures``, each from its
     ``enter_ns``) on the launching thread of the occurrence ``rows``, when they cover at
     least ``CAPTURE_MIN_SHARE`` of it; else None."""
@@ -1008,7 +1009,7 @@ def gap_capture(diag, rows: np.ndarray) -> GapCapture | None:
     )
 
 
-def capture_sentence(diag, capture: GapCapture) -> str:
+def capture_sentence(diag: Diagnosis, capture: GapCapture) -> str:
     """What the thread did in an occurrence of a gap it spent capturing a graph
     (``capture``: what ``gap_capture`` gave for it), as sentences: the time inside the
     captures (their launch calls record kernels), and the time entering
@@ -1049,7 +1050,7 @@ def capture_sentence(diag, capture: GapCapture) -> str:
     return " ".join(out)
 
 
-def _capture_advice(diag, capture: GapCapture, dur_txt: str) -> tuple[str, str, str]:
+def _capture_advice(diag: Diagnosis, capture: GapCapture, dur_txt: str) -> tuple[str, str, str]:
     """Advice for a gap the thread spent capturing a graph (or entering
     ``torch.cuda.graph`` before the capture, ``GraphCapture.enter_ns``): a warm-up
     capture is a one-time cost; a capture after graphs were launched is a re-capture
@@ -1082,7 +1083,7 @@ def _capture_advice(diag, capture: GapCapture, dur_txt: str) -> tuple[str, str, 
 
 
 def advice(
-    diag,
+    diag: Diagnosis,
     cause: Cause,
     evidence: list[Evidence],
     rows: np.ndarray,

@@ -1,5 +1,5 @@
-"""What a card says of the copies in a gap (``gapscope.analysis.card_text`` words it,
-``gapscope.analysis.card_advice`` advises on it): every GPU copy and memset of the
+"""What a card says of the copies in a gap (``gapscope.analysis.card.why`` words it,
+``gapscope.analysis.card.rules`` advises on it): every GPU copy and memset of the
 occurrence counted (``Diagnosis.gpu_copies``, not cut to the evidence list's limit),
 their lengths, sizes and kinds, times "in all" as the union of their intervals, and
 the copy time the launching thread spent in its copy call outside them (design:
@@ -12,6 +12,7 @@ import dataclasses
 import numpy as np
 
 from gapscope.analysis.busy import union_intervals
+from gapscope.analysis.diagnose import Diagnosis
 from gapscope.analysis.types import Cause, Evidence
 from gapscope.parsers.model import CopyKind, Kind
 
@@ -104,7 +105,7 @@ def _union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
 HOLDING_MIN_SHARE = 0.5
 
 
-def _holding(diag, got: list[tuple[Evidence, int]]) -> list[tuple[Evidence, int]]:
+def _holding(diag: Diagnosis, got: list[tuple[Evidence, int]]) -> list[tuple[Evidence, int]]:
     """The (copy, gap) pairs of ``got`` without the copies that cannot have held the
     gap's next op back (on another stream and still running when it started), when
     those left cover at least ``HOLDING_MIN_SHARE`` of the copies' time in the gaps;
@@ -131,7 +132,7 @@ def _holding(diag, got: list[tuple[Evidence, int]]) -> list[tuple[Evidence, int]
     return [pair for pair, k in zip(got, keep.tolist()) if k]
 
 
-def copy_lead(diag, rows: np.ndarray, evidence: list[Evidence]) -> CopyLead | None:
+def copy_lead(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence]) -> CopyLead | None:
     """The ``CopyLead`` of the occurrence ``rows``, or None without copy evidence or GPU copies. Times
     "in all" are the union of the copies' intervals in the gap (copies on several
     streams at once are not added up)."""

@@ -1,7 +1,7 @@
-"""The wording of a card (``gapscope.analysis.cards``): the smell per class, the "why"
+"""The wording of a card (``gapscope.analysis.card``): the smell per class, the "why"
 sentence (its parts follow the classification's time partition of the gap, so they add
 up to it), the trust note, and the small wording helpers the advice
-(``gapscope.analysis.card_advice``) shares. Durations are quoted from int64 ns, sizes
+(``gapscope.analysis.card.rules``) shares. Durations are quoted from int64 ns, sizes
 from bytes. Names from the trace are quoted literally between backticks.
 """
 
@@ -14,7 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from gapscope.analysis.busy import coverage, union_intervals
-from gapscope.analysis.card_copies import SHORT_COPY_NS, UNKNOWN_DIRECTION, CopyLead, copy_lead
+from gapscope.analysis.card.copies import SHORT_COPY_NS, UNKNOWN_DIRECTION, CopyLead, copy_lead
 from gapscope.analysis.classify import (
     SLOW_LAUNCH_NS,
     launched_before,
@@ -22,6 +22,7 @@ from gapscope.analysis.classify import (
     operator_sample,
     rank_classes,
 )
+from gapscope.analysis.diagnose import Diagnosis
 from gapscope.analysis.evidence import enclosing_step_range, step_ranges_overlapping
 from gapscope.analysis.evidence_kinds import (
     BLOCKING_SYNC_RE,
@@ -203,7 +204,7 @@ def thread_label(trace, lane: int) -> str:
 
 
 def _items(
-    diag, rows: np.ndarray, evidence: list[Evidence], cause: Cause, limit: int = 2, cap_ns: int | None = None
+    diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], cause: Cause, limit: int = 2, cap_ns: int | None = None
 ) -> list[str]:
     """The ``limit`` largest items of ``cause`` as "0.060 ms in `name`" (uninstrumented
     time named as such), largest first; an event nested in a listed one is not added to
@@ -335,7 +336,7 @@ def _name_groups(
     return out
 
 
-def hot_frame(diag, rows: np.ndarray, evidence: list[Evidence], host_ns: int) -> HotFrame | None:
+def hot_frame(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], host_ns: int) -> HotFrame | None:
     """Where the host time of the occurrence ``rows`` lies when the evidence, which
     lists the finest events and leaves out the ranges around them
     (``evidence.CONTAINER_MIN_SHARE``), breaks it into fragments: when the two largest
@@ -435,7 +436,7 @@ def hot_frame_text(hot: HotFrame) -> str:
 _NONE = np.zeros(0, dtype=np.int64)
 
 
-def _class_windows(diag, rows: np.ndarray, cause: Cause) -> list[tuple[int, int]]:
+def _class_windows(diag: Diagnosis, rows: np.ndarray, cause: Cause) -> list[tuple[int, int]]:
     """The parts of the gaps ``rows`` (ns) the evidence of ``cause`` comes from: host
     work before the sync cliff, sync up to the launch path, else the whole gap
     (``evidence.evidence_for_gap``)."""
@@ -495,7 +496,9 @@ def _calls_listed(
 UNLISTED_MAX_SHARE = 0.1
 
 
-def _copy_phrase(diag, rows: np.ndarray, copy_ns: int, lead: CopyLead | None, ran: str = "the GPU ran") -> str:
+def _copy_phrase(
+    diag: Diagnosis, rows: np.ndarray, copy_ns: int, lead: CopyLead | None, ran: str = "the GPU ran"
+) -> str:
     """ "0.314 ms copying (...)": the one copy (name, size, pageable), or how many ran:
     of one length, their median; else the largest, and the short ones in all; then the
     copy time the thread spent in its copy call outside the GPU's copies. ``ran``: the
@@ -578,7 +581,7 @@ def _copy_phrase(diag, rows: np.ndarray, copy_ns: int, lead: CopyLead | None, ra
 
 
 def why_sentence(
-    diag,
+    diag: Diagnosis,
     rows: np.ndarray,
     class_ns: np.ndarray,
     evidence: list[Evidence],
@@ -853,7 +856,7 @@ def why_sentence(
     return head + body + tail + "."
 
 
-def cliff_wait(diag, row: int) -> int | None:
+def cliff_wait(diag: Diagnosis, row: int) -> int | None:
     """The blocking wait of gap ``row``'s sync cliff: the longest wait (``is_wait``) on
     its thread that began at or before the gap start and ended at or after it (what
     rule 3 of docs/definitions.md found), or None."""
@@ -884,7 +887,7 @@ def is_wait(trace, ev: int) -> bool:
 HANDOFF_MAX_NS = 20_000
 
 
-def _wait_search(diag, r: int) -> str:
+def _wait_search(diag: Diagnosis, r: int) -> str:
     """What the stream-wait search (``waits.stream_wait_events``) could check for gap
     ``r``, in words: it runs only when the trace has stream-wait calls and both the next
     op and the op before it have linked launch calls."""
@@ -905,7 +908,7 @@ _EVENT_RECORD_RE = re.compile(r"EventRecord|record of Event object|streams\.py\(
 UNEXPLAINED_WAIT_MIN_NS = 1_000_000
 
 
-def other_streams_idle(diag, r: int) -> int | None:
+def other_streams_idle(diag: Diagnosis, r: int) -> int | None:
     """For gap ``r`` whose next op sat queued behind a stream wait: when no GPU op
     (kernel, copy, memset) on any other GPU lane of the trace, any device, ran in the
     time it sat queued (the whole gap when queued, else ``queued_until_ns`` to its
@@ -949,7 +952,7 @@ def other_streams_idle(diag, r: int) -> int | None:
     return b - min(last_end, b)
 
 
-def _dependency_phrase(diag, r: int, dep_ns: int, evidence: list[Evidence]) -> str:
+def _dependency_phrase(diag: Diagnosis, r: int, dep_ns: int, evidence: list[Evidence]) -> str:
     """What the queued op of gap ``r`` waited on, in words, with its ns."""
     trace, g = diag.trace, diag.gaps
     kind = (
@@ -960,7 +963,7 @@ def _dependency_phrase(diag, r: int, dep_ns: int, evidence: list[Evidence]) -> s
             f"the {fmt_dur(dep_ns)} between two queued ops is at the trace's timestamp resolution: GPU-side "
             f"dispatch, not actionable"
         )
-    if kind == WaitKind.STREAM_WAIT:
+    if kind == WaitKind.STREAM_WAIT and g.wait_event is not None:
         w = int(g.wait_event[r])
         ln = trace.lanes[int(trace.lane[w])]
         by = "" if ln.is_gpu else f" (enqueued by {thread_label(trace, ln.index)})"
@@ -1078,7 +1081,7 @@ def _dependency_phrase(diag, r: int, dep_ns: int, evidence: list[Evidence]) -> s
     )
 
 
-def _step_range(diag, rows: np.ndarray) -> str | None:
+def _step_range(diag: Diagnosis, rows: np.ndarray) -> str | None:
     """Name of the step range (``ProfilerStep#8``, ``decode_step``) enclosing the
     uninstrumented time of ``rows`` on its thread, or None."""
     g = diag.gaps
@@ -1090,7 +1093,7 @@ def _step_range(diag, rows: np.ndarray) -> str | None:
     return None
 
 
-def _step_boundary(diag, rows: np.ndarray) -> tuple[str, str] | None:
+def _step_boundary(diag: Diagnosis, rows: np.ndarray) -> tuple[str, str] | None:
     """Names of the first and last step ranges on the thread of ``rows[0]`` that its gap
     overlaps, when it overlaps two or more (the gap crosses a step boundary), else None."""
     g, trace = diag.gaps, diag.trace
@@ -1099,7 +1102,7 @@ def _step_boundary(diag, rows: np.ndarray) -> tuple[str, str] | None:
     return (trace.name(int(m[0])), trace.name(int(m[-1]))) if m.size >= 2 else None
 
 
-def quiet_text(diag, rows: np.ndarray, quiet_ns: int) -> str:
+def quiet_text(diag: Diagnosis, rows: np.ndarray, quiet_ns: int) -> str:
     """ "0.200 ms inside `decode_step` with no finer event recorded (...)": the
     enclosing step range is named as where the time went, never as the work. A gap
     across a step boundary says so: its unrecorded time is the loop between two steps,
@@ -1118,7 +1121,7 @@ def quiet_text(diag, rows: np.ndarray, quiet_ns: int) -> str:
     return f"{fmt_dur(quiet_ns)} with no recorded events (uninstrumented Python or untraced work)"
 
 
-def slow_launch(diag, evidence: list[Evidence], rows: np.ndarray) -> bool:
+def slow_launch(diag: Diagnosis, evidence: list[Evidence], rows: np.ndarray) -> bool:
     """Whether a launch-class gap (outside picket fences) is mostly one launch call of
     at least ``SLOW_LAUNCH_NS`` that is first-use cost (``slow_launch_calls``), not the
     per-kernel dispatch tax."""
@@ -1132,7 +1135,7 @@ def slow_launch(diag, evidence: list[Evidence], rows: np.ndarray) -> bool:
     )
 
 
-def in_running_graph_launch(diag, r: int) -> bool:
+def in_running_graph_launch(diag: Diagnosis, r: int) -> bool:
     """Whether the next op of gap ``r`` is a later node of a graph whose launch call,
     linked to it, was still running when the gap began (``WaitKind.GRAPH`` with a
     positive lateness): the node was issued by that call, in the graph's order, so the
@@ -1152,7 +1155,7 @@ def in_running_graph_launch(diag, r: int) -> bool:
 GRAPH_START_MAX_NS = 20_000
 
 
-def queued_occurrence(diag, rows: np.ndarray) -> bool:
+def queued_occurrence(diag: Diagnosis, rows: np.ndarray) -> bool:
     """True when every gap of the occurrence ``rows`` was queued (``Gaps.queued``: its
     next op's launch call had returned before the gap began)."""
     g = diag.gaps
@@ -1161,13 +1164,13 @@ def queued_occurrence(diag, rows: np.ndarray) -> bool:
     return bool(g.queued[rows].all())
 
 
-def trust_bits(diag, rows: np.ndarray) -> int:
+def trust_bits(diag: Diagnosis, rows: np.ndarray) -> int:
     """The ``Trust`` bits of any gap of ``rows`` (``Gaps.trust``; 0 when none is kept)."""
     g = diag.gaps
     return int(np.bitwise_or.reduce(g.trust[rows])) if g.trust is not None and rows.size else 0
 
 
-def trust_note(diag, rows: np.ndarray, said_unlinked: bool = False) -> str:
+def trust_note(diag: Diagnosis, rows: np.ndarray, said_unlinked: bool = False) -> str:
     """A sentence on why the idle of ``rows`` may be unreliable (``Gaps.trust``), or "";
     ``said_unlinked``: the sentence already says the next op has no linked launch."""
     g = diag.gaps
@@ -1180,7 +1183,7 @@ def trust_note(diag, rows: np.ndarray, said_unlinked: bool = False) -> str:
         )
     if bits & Trust.UNLINKED and not said_unlinked:
         out.append("the next op has no launch call linked to it, so whether it was queued or launched late is unknown")
-    if bits & Trust.CLOCKS:
+    if bits & Trust.CLOCKS and g.trust is not None:
         r = int(rows[np.flatnonzero(g.trust[rows] & int(Trust.CLOCKS))[0]])
         op, call = int(g.next_op[r]), int(g.launch[r])
         ahead_ns = int(diag.trace.start_ns[call] - diag.trace.start_ns[op])
@@ -1211,7 +1214,7 @@ def class_mix(class_ns: np.ndarray) -> str:
     return f"{p.label} ({ps:.0%})" + (f", then {s.label} ({ss:.0%})" if s is not None else "")
 
 
-def is_decode_trace(diag) -> bool:
+def is_decode_trace(diag: Diagnosis) -> bool:
     """True when a step makes one token (``gapscope.analysis.budget.is_decode``)."""
     b = getattr(diag, "budget", None)
     return bool(getattr(b, "decode", False))

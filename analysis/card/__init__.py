@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gapscope.analysis.card.rules import advice, capture_sentence, gap_capture
+from gapscope.analysis.card.facts import card_facts, gap_capture
+from gapscope.analysis.card.rules import advice, capture_sentence
 from gapscope.analysis.card.why import (
     BLOCKING_WAIT_SMELL,
     DEPENDENCY_SMELLS,
@@ -94,7 +95,7 @@ def _card(
             f" {diag.invalid_gpu_ops} GPU op(s) of this trace have no usable timing and are left out,"
             " so idle time may be overstated."
         )
-    first, forbidden, proof = advice(diag, primary, evidence, rows, dur_txt, capture, hot)
+    first, forbidden, proof = advice(card_facts(diag, rows, primary, evidence, dur_txt, capture, hot))
     return Card(smell, primary, secondary, sec_share, why, first, forbidden, proof, tuple(evidence[:12]))
 
 

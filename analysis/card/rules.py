@@ -13,14 +13,17 @@ contradicts the class.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import weakref
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
 
 from gapscope.analysis.busy import coverage, device_event_mask, union_intervals
 from gapscope.analysis.card.copies import COPY_KIND_WORDS, copy_lead
+from gapscope.analysis.card.facts import LAZY_LOADING_MIN_SHARE, Facts, GapCapture
 from gapscope.analysis.card.why import (
     GRAPH_START_MAX_NS,
     HotFrame,
@@ -36,7 +39,6 @@ from gapscope.analysis.card.why import (
     other_streams_idle,
     quiet_text,
     quote_name,
-    slow_launch,
     thread_label,
     trust_bits,
 )
@@ -45,8 +47,6 @@ from gapscope.analysis.evidence_kinds import (
     COLLECTIVE_RE,
     GRAPH_LAUNCH_RE,
     SYNC_LAUNCH_MIN_KERNEL_NS,
-    GraphCapture,
-    graph_captures,
     synchronous_launches,
 )
 from gapscope.analysis.framework_work import (
@@ -71,7 +71,7 @@ from gapscope.analysis.types import Cause, Evidence, Trust, WaitKind
 from gapscope.parsers.model import CopyKind, Kind
 from gapscope.units import fmt_bytes, fmt_dur
 
-__all__ = ["advice"]
+__all__ = ["advice", "Advice", "Rule", "RULES", "matching_rule", "capture_sentence"]
 
 
 def _innermost(diag: Diagnosis, ev: int, kind: Kind) -> str | None:
@@ -957,58 +957,6 @@ def _host_copy_advice(trace, name: str, host_ns: int, hc: HostCopies) -> str:
     )
 
 
-#: A gap is told as a graph capture when captures on its thread cover this share of it.
-CAPTURE_MIN_SHARE = 0.5
-
-
-class GapCapture(NamedTuple):
-    """The thread's stream captures in an occurrence of a gap (``gap_capture``), ns
-    summed over its rows. ``capture``: the one overlapping it most (whether it is warm-up
-    decides the story); ``first``: the first of them (the sentence names its begin and
-    end calls); ``capturing``: how many it holds past their begin call, with
-    ``capturing_ns`` of it there and their ``launches``; ``entering_ns``: its time in
-    their ``torch.cuda.graph`` entries before the begin calls (``GraphCapture.enter_ns``)."""
-
-    capture: GraphCapture
-    first: GraphCapture
-    capturing: int
-    capturing_ns: int
-    entering_ns: int
-    launches: int
-
-
-def gap_capture(diag: Diagnosis, rows: np.ndarray) -> GapCapture | None:
-    """The stream captures (``evidence_kinds.graph_captures``, each from its
-    ``enter_ns``) on the launching thread of the occurrence ``rows``, when they cover at
-    least ``CAPTURE_MIN_SHARE`` of it; else None."""
-    g = diag.gaps
-    lane = g.thread_of(int(rows[0]))
-    caps = [c for c in graph_captures(diag.trace) if c.lane == lane] if lane >= 0 else []
-    if not caps:
-        return None
-    windows = [(int(g.start_ns[r]), int(g.end_ns[r])) for r in rows]
-
-    def overlap(lo: int, hi: int) -> int:
-        return sum(max(0, min(b, hi) - max(a, lo)) for a, b in windows)
-
-    # disjoint on a lane (``graph_captures``), so their overlaps add up
-    parts = [(c, overlap(c.start_ns, c.end_ns), overlap(c.enter_ns, c.start_ns)) for c in caps]
-    parts = [p for p in parts if p[1] + p[2] > 0]
-    covered = sum(inside + entering for _, inside, entering in parts)
-    if not parts or covered < CAPTURE_MIN_SHARE * sum(b - a for a, b in windows):
-        return None
-    best = max(parts, key=lambda p: p[1] + p[2])[0]
-    inside = [p for p in parts if p[1] > 0]
-    return GapCapture(
-        best,
-        parts[0][0],
-        len(inside),
-        sum(p[1] for p in inside),
-        sum(p[2] for p in parts),
-        sum(p[0].launches for p in inside),
-    )
-
-
 def capture_sentence(diag: Diagnosis, capture: GapCapture) -> str:
     """What the thread did in an occurrence of a gap it spent capturing a graph
     (``capture``: what ``gap_capture`` gave for it), as sentences: the time inside the
@@ -1082,134 +1030,298 @@ def _capture_advice(diag: Diagnosis, capture: GapCapture, dur_txt: str) -> tuple
     )
 
 
-def advice(
-    diag: Diagnosis,
-    cause: Cause,
-    evidence: list[Evidence],
-    rows: np.ndarray,
-    dur_txt: str,
-    capture: GapCapture | None = None,
-    hot: HotFrame | None = None,
-) -> tuple[str, str, str]:
-    """(first experiment, forbidden next step, proof) for the class ``cause`` of the
-    occurrence ``rows``, specialised by its evidence (design: "The card");
-    ``capture``: ``gap_capture`` of ``rows`` when the thread spent it capturing;
-    ``hot``: their ``hot_frame``, which then leads the host advice."""
-    trace = diag.trace
-    p = diag.params
-    g = diag.gaps
-    top = [e for e in evidence if e.cause == cause and e.event >= 0]
-    name = quote_name(top[0].name) if top else None
-    if capture is not None:
-        return _capture_advice(diag, capture, dur_txt)
-    if (
-        g.one_time is not None
-        and bool(g.one_time[rows].all())
-        and not (cause == Cause.LAUNCH and slow_launch(diag, evidence, rows))
-    ):
-        return (
-            "This is a one-time cost (warm-up: allocator growth, module or lazy loading, handle creation, a "
-            "first-use launch): warm up before profiling (run a few steps first"
-            + _module_loading_hint(trace)
-            + ") and capture a steady-state window.",
-            "Do not optimise the steady-state loop for it: it happens once and is not in later steps.",
-            f"A capture of warmed-up steps: this idle ({dur_txt}) should be gone.",
+class Advice(NamedTuple):
+    """A card's advice: the first experiment, the forbidden next step, the proof."""
+
+    first: str
+    forbidden: str
+    proof: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """One piece of advice: when ``when(facts)`` holds (and no rule before it in the
+    table did), ``advise(facts)`` gives the card's ``Advice``; ``rationale`` says in
+    one line why the advice fits the evidence."""
+
+    name: str
+    when: Callable[[Facts], bool]
+    advise: Callable[[Facts], Advice]
+    rationale: str
+
+
+def _one_time_advice(f: Facts) -> Advice:
+    return Advice(
+        "This is a one-time cost (warm-up: allocator growth, module or lazy loading, handle creation, a "
+        "first-use launch): warm up before profiling (run a few steps first"
+        + _module_loading_hint(f.diag.trace)
+        + ") and capture a steady-state window.",
+        "Do not optimise the steady-state loop for it: it happens once and is not in later steps.",
+        f"A capture of warmed-up steps: this idle ({f.dur_txt}) should be gone.",
+    )
+
+
+def _module_loading_advice(f: Facts) -> Advice:
+    trace = f.diag.trace
+    eager = "" if f.program.platform != "cuda" else " (CUDA_MODULE_LOADING=EAGER loads every module at start)"
+    return Advice(
+        f"The thread spent {fmt_dur(f.lazy_loading_ns)} of this gap loading GPU code at a function's first call "
+        f"(lazy module loading): a one-time cost. Warm up before profiling: run a few steps first{eager}, then "
+        f"capture a steady-state window.",
+        f"Do not profile the host code around it or capture {graph_word(trace)}s for it: the driver was loading a "
+        "module, which happens once per function.",
+        f"A capture of warmed-up steps: this idle ({f.dur_txt}) should be gone.",
+    )
+
+
+def _slow_first_launch_advice(f: Facts) -> Advice:
+    trace = f.diag.trace
+    top = f.top
+    return Advice(
+        f"Find why the launch call {quote_name(top[0].name)} took {fmt_dur(top[0].overlap_ns)}: a single call that "
+        f"long is first-use cost ({'' if is_mtia(trace) or is_rocm(trace) else 'CUDA '}module loading, JIT "
+        f"compilation, autotuning, memory allocation), not the per-kernel tax. Warm up before profiling (run a few "
+        f"steps first" + _module_loading_hint(trace) + ") and compare a steady-state step.",
+        f"Do not capture {graph_word(trace)}s or fuse ops for this gap: one slow call, not many small launches, "
+        "left the GPU idle.",
+        f"The same position on a capture of warmed-up steps: the idle ({f.dur_txt}) should be gone.",
+    )
+
+
+def _slow_seen_launch_advice(f: Facts) -> Advice:
+    top = f.top
+    return Advice(
+        f"The launch call {quote_name(top[0].name)} took {fmt_dur(top[0].overlap_ns)}, although the kernel it "
+        f"launches had already run {f.slow_runs_before:,} time(s) in this trace: no module to load or code to "
+        f"compile, so the call was held up (host contention: other threads or processes on the same cores, the "
+        f"driver's lock, a page fault). Look at what else ran on the host then (other ranks' processes, "
+        f"data-loading workers, CPU affinity), and pin the launching thread to its own cores.",
+        "Do not warm up or set CUDA_MODULE_LOADING for it: the kernel was not new.",
+        f"The same position on a new capture with the host quieter: the idle ({f.dur_txt}) should shrink.",
+    )
+
+
+def _graph_launch_advice(f: Facts) -> Advice:
+    trace = f.diag.trace
+    return Advice(
+        f"The step already runs as a {graph_word(trace)}: what is left is the graph launch {quote_name(f.top[0].name)} "
+        f"itself and the host time around it, a fixed cost per step. Amortise it over more work per launch: a "
+        f"larger batch, several decode steps per graph, or speculative decoding; keep host work out of the window "
+        f"between steps.",
+        f"Do not capture the step in a {graph_word(trace)} again or tune kernels: the launch of one graph per step "
+        "is what remains, not many small launches or slow kernels.",
+        f"Idle at this position ({f.dur_txt}) against the work per launch: it should stay about constant "
+        f"while the batch grows.",
+    )
+
+
+def _launch_bound_advice(f: Facts) -> Advice:
+    diag, trace = f.diag, f.diag.trace
+    eps = {int(e) for e in diag.gaps.episode[f.rows] if e >= 0}
+    fence = ""
+    if eps:
+        ep = diag.episodes[min(eps)]
+        launch_txt = f", launch calls of median {fmt_dur(ep.median_launch_ns)}" if ep.median_launch_ns >= 0 else ""
+        fence = (
+            f" ({ep.kernel_count} short kernels of median {fmt_dur(ep.median_kernel_ns)}{launch_txt}, "
+            f"{fmt_dur(ep.idle_ns)} idle between them)"
         )
-    if cause == Cause.DEPENDENCY:
-        return _dependency_advice(diag, rows, dur_txt)
-    if cause == Cause.SYNC:
-        return _sync_advice(diag, evidence, name, dur_txt, rows, cliff=in_sync_cliff(g, rows))
-    if cause == Cause.COPY:
-        return _copy_advice(diag, rows, evidence, dur_txt)
-    if cause == Cause.LAUNCH and slow_launch(diag, evidence, rows):
-        return (
-            f"Find why the launch call {name} took {fmt_dur(top[0].overlap_ns)}: a single call that long is "
-            f"first-use cost ({'' if is_mtia(trace) or is_rocm(trace) else 'CUDA '}module loading, JIT compilation, "
-            f"autotuning, memory allocation), not the per-kernel tax. Warm up before profiling (run a few steps first"
-            + _module_loading_hint(trace)
-            + ") and compare a steady-state step.",
-            f"Do not capture {graph_word(trace)}s or fuse ops for this gap: one slow call, not many small launches, "
-            "left the GPU idle.",
-            f"The same position on a capture of warmed-up steps: the idle ({dur_txt}) should be gone.",
-        )
-    if cause == Cause.LAUNCH and top and GRAPH_LAUNCH_RE.search(top[0].name):
-        return (
-            f"The step already runs as a {graph_word(trace)}: what is left is the graph launch {name} itself and the "
-            f"host time around it, a fixed cost per step. Amortise it over more work per launch: a larger batch, "
-            f"several decode steps per graph, or speculative decoding; keep host work out of the window between "
-            f"steps.",
-            f"Do not capture the step in a {graph_word(trace)} again or tune kernels: the launch of one graph per step is "
-            "what remains, not many small launches or slow kernels.",
-            f"Idle at this position ({dur_txt}) against the work per launch: it should stay about constant "
-            f"while the batch grows.",
-        )
-    if cause == Cause.LAUNCH:
-        eps = {int(e) for e in g.episode[rows] if e >= 0}
-        fence = ""
-        if eps:
-            ep = diag.episodes[min(eps)]
-            launch_txt = f", launch calls of median {fmt_dur(ep.median_launch_ns)}" if ep.median_launch_ns >= 0 else ""
-            fence = (
-                f" ({ep.kernel_count} short kernels of median {fmt_dur(ep.median_kernel_ns)}{launch_txt}, "
-                f"{fmt_dur(ep.idle_ns)} idle between them)"
-            )
+    if not f.program.torch:
+        graph = f"capture the step in a {graph_word(trace)} (stream capture), fuse the small kernels"
+    elif is_mtia(trace):
+        graph = "fuse the small ops (torch.compile)"
+    else:
         graph = (
-            "fuse the small ops (torch.compile)"
-            if is_mtia(trace)
-            else f"capture the step in a {graph_word(trace)} (torch.compile with mode='reduce-overhead', or torch.cuda.graphs), "
-            "fuse the small ops"
+            f"capture the step in a {graph_word(trace)} (torch.compile with mode='reduce-overhead', or "
+            f"torch.cuda.graphs), fuse the small ops"
         )
-        return (
-            f"Issue the work with fewer launches{fence}: {graph}, or batch more requests per step.",
-            "Do not write a faster kernel: the kernels already finish before the next launch arrives.",
-            f"GPU busy share and launch calls per step before and after; gaps in this stretch should fall "
-            f"below {fmt_dur(p.min_gap_ns)} and the idle at this position ({dur_txt}) shrink.",
-        )
-    if cause == Cause.HOST:
-        return _host_advice(diag, evidence, rows, dur_txt, hot)
-    has_cpu = any(
+    return Advice(
+        f"Issue the work with fewer launches{fence}: {graph}, or batch more requests per step.",
+        "Do not write a faster kernel: the kernels already finish before the next launch arrives.",
+        f"GPU busy share and launch calls per step before and after; gaps in this stretch should fall "
+        f"below {fmt_dur(diag.params.min_gap_ns)} and the idle at this position ({f.dur_txt}) shrink.",
+    )
+
+
+def _has_cpu(trace) -> bool:
+    return any(
         (not ln.is_gpu) and trace.lane_offsets[ln.index + 1] > trace.lane_offsets[ln.index] for ln in trace.lanes
     )
-    nxt = [int(n) for n in g.next_op[rows] if n >= 0]
-    if has_cpu and nxt and COLLECTIVE_RE.search(trace.name(nxt[0])):
-        return (
-            (
-                f"The next op {quote_name(trace.name(nxt[0]))} is a collective with no linked launch: find when this "
-                f"rank's main thread issued it and what it did before (capture every rank in the same window to "
-                f"compare); a late issue leaves this GPU idle, while a late peer lengthens the collective's kernel "
-                f"instead."
-            )
-            if _multi_rank(trace)
-            else (
-                f"The next op {quote_name(trace.name(nxt[0]))} is a collective with no linked launch: find what the "
-                f"process did before issuing it (the thread in the collective's Python range); a late peer would "
-                f"lengthen the collective's kernel, not this idle."
-            ),
-            "Do not optimise the kernels next to the gap: none runs in it; what delayed the collective's issue or "
-            "start made it.",
-            f"The same gap ({dur_txt}) on a capture of every rank.",
-        )
-    if has_cpu and not nxt:
-        kernels = bool(device_event_mask(trace, int(g.device[rows[0]]), (Kind.KERNEL,)).any())
-        return (
-            "No GPU op follows this gap before the analysis window ends"
-            + ("" if kernels else ", and this GPU ran no kernel in the trace (only copies or other ops)")
-            + ": capture a window that runs on past it (the next step's first op on this GPU), so that the gap "
-            "ends at an op whose launch can be read.",
-            "Do not pick a kernel to optimise from the GPU lanes alone.",
-            f"The same gap ({dur_txt}) classified on the new capture.",
-        )
-    if has_cpu:
-        return (
-            "The next op has no launch call linked to it, so the trace cannot say whether it was queued or "
-            "launched late: capture with a torch.profiler that records the runtime calls and their correlation "
-            "(activities CPU and CUDA), then read the launching thread at this gap.",
-            "Do not pick a kernel to optimise from the GPU lanes alone.",
-            f"The same gap ({dur_txt}) classified on the new capture.",
-        )
-    return (
+
+
+def _next_ops(f: Facts) -> list[int]:
+    return [int(n) for n in f.diag.gaps.next_op[f.rows] if n >= 0]
+
+
+def _collective_advice(f: Facts) -> Advice:
+    trace = f.diag.trace
+    nxt = quote_name(trace.name(_next_ops(f)[0]))
+    first = (
+        f"The next op {nxt} is a collective with no linked launch: find when this rank's main thread issued it and "
+        f"what it did before (capture every rank in the same window to compare); a late issue leaves this GPU "
+        f"idle, while a late peer lengthens the collective's kernel instead."
+        if _multi_rank(trace)
+        else f"The next op {nxt} is a collective with no linked launch: find what the process did before issuing it "
+        f"(the thread in the collective's Python range); a late peer would lengthen the collective's kernel, not "
+        f"this idle."
+    )
+    return Advice(
+        first,
+        "Do not optimise the kernels next to the gap: none runs in it; what delayed the collective's issue or "
+        "start made it.",
+        f"The same gap ({f.dur_txt}) on a capture of every rank.",
+    )
+
+
+def _no_next_op_advice(f: Facts) -> Advice:
+    trace, g = f.diag.trace, f.diag.gaps
+    kernels = bool(device_event_mask(trace, int(g.device[f.rows[0]]), (Kind.KERNEL,)).any())
+    return Advice(
+        "No GPU op follows this gap before the analysis window ends"
+        + ("" if kernels else ", and this GPU ran no kernel in the trace (only copies or other ops)")
+        + ": capture a window that runs on past it (the next step's first op on this GPU), so that the gap "
+        "ends at an op whose launch can be read.",
+        "Do not pick a kernel to optimise from the GPU lanes alone.",
+        f"The same gap ({f.dur_txt}) classified on the new capture.",
+    )
+
+
+def _unlinked_advice(f: Facts) -> Advice:
+    return Advice(
+        "The next op has no launch call linked to it, so the trace cannot say whether it was queued or "
+        "launched late: capture with a torch.profiler that records the runtime calls and their correlation "
+        "(activities CPU and CUDA), then read the launching thread at this gap.",
+        "Do not pick a kernel to optimise from the GPU lanes alone.",
+        f"The same gap ({f.dur_txt}) classified on the new capture.",
+    )
+
+
+def _no_cpu_advice(f: Facts) -> Advice:
+    return Advice(
         "Capture again with CPU activity and its launch links recorded (torch.profiler activities CPU and CUDA, "
         "with_stack=True) so the launching thread and its calls are visible.",
         "Do not pick a kernel to optimise from the GPU lanes alone.",
-        f"The same gap ({dur_txt}) classified on the new capture.",
+        f"The same gap ({f.dur_txt}) classified on the new capture.",
     )
+
+
+def _is_graph_launch(f: Facts) -> bool:
+    top = f.top
+    return bool(top) and bool(GRAPH_LAUNCH_RE.search(top[0].name))
+
+
+#: The advice table, first match wins. A new piece of advice is one ``Rule`` here
+#: (before the rule it specialises), with its own test.
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "graph capture",
+        lambda f: f.capture is not None and f.cause in (Cause.HOST, Cause.LAUNCH),
+        lambda f: (
+            Advice(*_capture_advice(f.diag, f.capture, f.dur_txt)) if f.capture is not None else _no_cpu_advice(f)
+        ),
+        "the thread spent the gap capturing a graph: its cost is the capture's, told apart from replay",
+    ),
+    Rule(
+        "module loading",
+        lambda f: f.lazy_loading_ns >= LAZY_LOADING_MIN_SHARE * f.occurrence_ns,
+        _module_loading_advice,
+        "lazy function loading on the launching thread holds most of the gap: a one-time module load, not host work",
+    ),
+    Rule(
+        "one-time cost",
+        lambda f: f.one_time and not f.slow_launch,
+        _one_time_advice,
+        "warm-up evidence covers the gap (classify._one_time): it happens once, so warm up before profiling",
+    ),
+    Rule(
+        "dependency",
+        lambda f: f.cause == Cause.DEPENDENCY,
+        lambda f: Advice(*_dependency_advice(f.diag, f.rows, f.dur_txt)),
+        "the op was queued: what it waited for on the GPU side is the cause, not the CPU",
+    ),
+    Rule(
+        "sync",
+        lambda f: f.cause == Cause.SYNC,
+        lambda f: Advice(
+            *_sync_advice(
+                f.diag,
+                list(f.evidence),
+                quote_name(f.top[0].name) if f.top else None,
+                f.dur_txt,
+                f.rows,
+                cliff=in_sync_cliff(f.diag.gaps, f.rows),
+            )
+        ),
+        "the launching thread blocked on the device: the read that blocked is the cause",
+    ),
+    Rule(
+        "copy",
+        lambda f: f.cause == Cause.COPY,
+        lambda f: Advice(*_copy_advice(f.diag, f.rows, list(f.evidence), f.dur_txt)),
+        "a copy on the critical path: keep the data on the device or overlap the copy",
+    ),
+    Rule(
+        "slow launch of a kernel seen before",
+        lambda f: f.cause == Cause.LAUNCH and f.slow_launch and f.slow_runs_before > 0,
+        _slow_seen_launch_advice,
+        "the kernel had run before, so a slow launch is contention on the host, not first use",
+    ),
+    Rule(
+        "slow first launch",
+        lambda f: f.cause == Cause.LAUNCH and f.slow_launch,
+        _slow_first_launch_advice,
+        "one launch call of a kernel's first run holds the gap: module loading, JIT or autotuning, once",
+    ),
+    Rule(
+        "graph launch",
+        lambda f: f.cause == Cause.LAUNCH and _is_graph_launch(f),
+        _graph_launch_advice,
+        "the step already replays a graph: its launch is a fixed cost per step, amortised by more work per launch",
+    ),
+    Rule(
+        "launch-bound",
+        lambda f: f.cause == Cause.LAUNCH,
+        _launch_bound_advice,
+        "the kernels finish before the next launch arrives: fewer launches, not faster kernels",
+    ),
+    Rule(
+        "host",
+        lambda f: f.cause == Cause.HOST,
+        lambda f: Advice(*_host_advice(f.diag, list(f.evidence), f.rows, f.dur_txt, f.hot)),
+        "the GPU had nothing queued while the launching thread worked: that work is the cause",
+    ),
+    Rule(
+        "collective with no launch",
+        lambda f: (
+            _has_cpu(f.diag.trace)
+            and bool(_next_ops(f))
+            and bool(COLLECTIVE_RE.search(f.diag.trace.name(_next_ops(f)[0])))
+        ),
+        _collective_advice,
+        "NCCL/RCCL launch without a linked runtime call: when the rank issued it is the question",
+    ),
+    Rule(
+        "no next op",
+        lambda f: _has_cpu(f.diag.trace) and not _next_ops(f),
+        _no_next_op_advice,
+        "the gap runs to the window's end: no launch to read, so capture past it",
+    ),
+    Rule(
+        "no linked launch",
+        lambda f: _has_cpu(f.diag.trace),
+        _unlinked_advice,
+        "without correlation the trace cannot tell queued from late: capture the links",
+    ),
+    Rule("no CPU data", lambda f: True, _no_cpu_advice, "without CPU events nothing can be said of the launch"),
+)
+
+
+def advice(facts: Facts) -> Advice:
+    """The ``Advice`` of the first rule of ``RULES`` whose ``when`` holds for ``facts``
+    (design: "The card", "Cards as facts and rules"); the last rule always holds."""
+    return next(r.advise(facts) for r in RULES if r.when(facts))
+
+
+def matching_rule(facts: Facts) -> Rule:
+    """The rule ``advice`` follows for ``facts`` (for tests and audits)."""
+    return next(r for r in RULES if r.when(facts))

@@ -28,6 +28,7 @@ from gapscope.analysis.evidence_kinds import (
     BLOCKING_SYNC_RE,
     COLLECTIVE_RE,
     SYNC_OP_NAMES,
+    earlier_runs,
     ids_matching,
     slow_launch_calls,
 )
@@ -580,6 +581,278 @@ def _copy_phrase(
     )
 
 
+def _who(diag: Diagnosis, rows: np.ndarray, lane: int) -> str:
+    """The launching thread's label, with why this thread where no launch call is
+    linked to the next op (it launched the previous kernel, or it is the device's
+    launching or busiest thread)."""
+    trace, g = diag.trace, diag.gaps
+    who = thread_label(trace, lane)
+    if lane < 0 or not bool((g.launch[rows] < 0).all()) or not bool((g.next_op[rows] >= 0).any()):
+        return who
+    # say why this thread only when it is true: it launched the kernel before the gap
+    launches = diag._launches
+    prev = [int(p) for p in g.prev_op[rows] if p >= 0]
+    if launches is not None and any(launches[p] >= 0 and int(trace.lane[int(launches[p])]) == lane for p in prev):
+        return who + " (it launched the previous kernel; the next op has no linked launch call)"
+    sl = trace.lane_slice(lane)
+    if bool((trace.kind[sl] == int(Kind.LAUNCH)).any()):
+        return who + " (the device's launching thread; neither op around the gap has a linked launch call)"
+    return who + " (the busiest CPU thread; no launch call is linked to the ops around the gap)"
+
+
+def _queued_body(diag: Diagnosis, rows: np.ndarray, r: int) -> str:
+    """Why the next op of gap ``r`` was already queued: a node of a running graph, a
+    launch call that had returned, a launch before the trace, or an earlier id."""
+    trace, g = diag.trace, diag.gaps
+    nxt, call = int(g.next_op[r]), int(g.launch[r])
+    has = g.launch[rows] >= 0
+    if call >= 0 and in_running_graph_launch(diag, r):
+        at = fmt_offset(int(trace.start_ns[call]) - int(trace.extent_ns[0]))
+        return (
+            f": the next op {quote_name(trace.name(nxt))} is a node of the {graph_word(trace)} that "
+            f"{quote_name(trace.name(call))} on {thread_label(trace, int(trace.lane[call]))} launched at {at}, "
+            f"and the graph's earlier nodes had already run"
+        )
+    queued = f", although the next op {quote_name(trace.name(nxt))} was already queued: "
+    if call >= 0:
+        L = int(np.median(g.lateness_ns[rows][has]))
+        return (
+            queued + f"its launch call {quote_name(trace.name(call))} on {thread_label(trace, int(trace.lane[call]))} "
+            f"had returned {fmt_dur(-L)} before the GPU went idle"
+        )
+    if launched_before_window(trace, nxt):
+        return (
+            queued + f"it was launched before the trace began (its correlation id {int(trace.correlation[nxt])} "
+            f"precedes every runtime call the trace recorded)"
+        )
+    if bool(launched_before(trace, np.array([nxt]), np.array([int(g.start_ns[r])]))[0]):
+        return (
+            queued + f"its launch call is not in the trace, but its correlation id {int(trace.correlation[nxt])} "
+            f"precedes that of a runtime call made before the GPU went idle"
+        )
+    # a node of a graph whose launch call the trace lacks; a sibling node ran before
+    return (
+        queued + "it is a node of a CUDA graph whose earlier nodes had already run (the graph's launch call is "
+        "not in the trace)"
+    )
+
+
+def _queued_sentence(
+    diag: Diagnosis, rows: np.ndarray, cn: dict[Cause, int], evidence: list[Evidence], head: str, lead: str
+) -> str:
+    """The sentence of a queued occurrence: why the op was queued, then what it waited
+    on (dependency) and the copies; what the CPU did meanwhile is not the cause."""
+    g = diag.gaps
+    has = g.launch[rows] >= 0
+    r = int(rows[has][0]) if has.any() else int(rows[0])
+    body = _queued_body(diag, rows, r)
+    parts = [_dependency_phrase(diag, r, cn[Cause.DEPENDENCY], evidence)] if cn[Cause.DEPENDENCY] else []
+    if cn[Cause.COPY]:
+        parts.append(_copy_phrase(diag, rows, cn[Cause.COPY], copy_lead(diag, rows, evidence)))
+    text = lead + "; ".join(parts)
+    text = (text[:1].upper() + text[1:] + ". ") if text else ""
+    if int(g.launch[r]) >= 0 and in_running_graph_launch(diag, r):
+        return head + body + ". " + text + "The CPU code around the launch call is not the cause."
+    return head + body + ". " + text + "What the CPU did meanwhile is not the cause."
+
+
+def _host_part(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], host_ns: int, hot: HotFrame | None) -> str:
+    """The host part: ``host_ns`` on host work, the hot frame or the largest items."""
+    if hot is not None:
+        items = [hot_frame_text(hot)]
+        if host_ns - hot.ns >= max(1_000, host_ns // 1000):
+            items.append(f"{fmt_dur(host_ns - hot.ns)} in other work")
+    else:
+        items = _items(diag, rows, evidence, Cause.HOST, cap_ns=host_ns)
+    sep = "; " if hot is not None else ", "
+    return f"{fmt_dur(host_ns)} on host work" + (f" ({sep.join(items)})" if items else "")
+
+
+def _copy_part(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], copy_ns: int) -> tuple[str, bool]:
+    """The copy part and whether it is the GPU's alone (the thread made no copy call in
+    the gap: it did not "spend" that time copying; extrap/con_kernel #3 sat in
+    cudaEventSynchronize meanwhile)."""
+    gpu_copy = copy_lead(diag, rows, evidence)
+    gpu_only = (
+        gpu_copy is not None
+        and gpu_copy.call is None
+        and gpu_copy.outside_ns < max(1_000, copy_ns // 20)
+        and diag.trace.lanes[gpu_copy.big.lane].is_gpu
+    )
+    return _copy_phrase(diag, rows, copy_ns, gpu_copy, "running" if gpu_only else "the GPU ran"), gpu_only
+
+
+def _sync_wait_part(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], sync_ns: int, w: Evidence) -> str:
+    """The sync part when the evidence holds the blocking wait ``w``: its own time in
+    the gap (a small copy under it included), the small device-to-host copy, and the
+    host work after it until the next launch (the cliff)."""
+    trace, g = diag.trace, diag.gaps
+    spans = [(int(g.start_ns[r]), int(g.end_ns[r])) for r in rows]
+    w_ns = min(_same_calls_ns(trace, w.event, spans), sync_ns)
+    after = sync_ns - w_ns
+    # the sync signature's small device-to-host copy: under the wait, or before it
+    # (control #1081: inside the cudaMemcpyAsync that came first)
+    ws, we = int(trace.start_ns[w.event]), int(trace.start_ns[w.event] + trace.dur_ns[w.event])
+    small = [e for e in evidence if e.cause == Cause.SYNC and e.event >= 0 and trace.lanes[e.lane].is_gpu]
+    under = any(
+        int(trace.start_ns[e.event]) < we and int(trace.start_ns[e.event] + trace.dur_ns[e.event]) > ws for e in small
+    )
+    # one pair of brackets per item (extrap/con_kernel #3 read "... (a small
+    # device-to-host copy ran meanwhile) (the sync cliff)")
+    gpu = (
+        "while a small device-to-host copy ran"
+        if under
+        else ("with the small device-to-host copy before it" if small else "")
+    )
+    cliff = in_sync_cliff(g, rows)
+    if after > 0 and cliff:
+        return (
+            f"{fmt_dur(sync_ns)} in the sync cliff ({fmt_dur(w_ns)} blocked in {quote_name(w.name)}"
+            f"{' ' + gpu if gpu else ''}, then {fmt_dur(after)} of host work after it until the next launch)"
+        )
+    notes = [n for n in (gpu, "the sync cliff" if cliff else "") if n]
+    return f"{fmt_dur(sync_ns)} blocked in {quote_name(w.name)}" + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def _sync_part(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], sync_ns: int) -> str:
+    """The sync part: the blocking wait in the gap (``_sync_wait_part``), else the
+    cliff after a wait that began before the gap, else waiting for the device."""
+    trace, g = diag.trace, diag.gaps
+    waits = [e for e in evidence if e.cause == Cause.SYNC and e.event >= 0 and is_wait(trace, e.event)]
+    if waits:
+        return _sync_wait_part(diag, rows, evidence, sync_ns, max(waits, key=lambda e: e.overlap_ns))
+    w_ev = cliff_wait(diag, int(rows[0])) if in_sync_cliff(g, rows) else None
+    if w_ev is None:
+        return f"{fmt_dur(sync_ns)} waiting for the device"
+    # the wait began before the GPU went idle, so little of it lies in the gap (and that
+    # under a copy is the copy's): the cliff is the host work after it, which the
+    # evidence lists
+    after_items = [
+        x
+        for x in _items(diag, rows, evidence, Cause.SYNC, cap_ns=sync_ns)
+        if not x.endswith(quote_name(trace.name(w_ev)))
+    ]
+    into = int(trace.start_ns[w_ev] + trace.dur_ns[w_ev]) - int(g.start_ns[rows[0]])
+    return (
+        f"{fmt_dur(sync_ns)} in the sync cliff (after {quote_name(trace.name(w_ev))}, blocking from "
+        f"before the GPU went idle to {fmt_dur(into)} into the gap, the host work until the next launch"
+        + (": " + ", ".join(after_items) if after_items else "")
+        + ")"
+    )
+
+
+def _launch_path_where(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], launch_ns: int) -> str:
+    """Where the launch time of a gap that is not launch-bound lies: the next op's own
+    launch path (from its launch call's start), launch calls of earlier work (one that
+    returned long after its kernel ran is not the next op's), or calls that end no gap."""
+    trace, g = diag.trace, diag.gaps
+    if not bool((g.next_op[rows] >= 0).any()):  # launches of other work, no next op here
+        return "in launch calls (none of them ends this gap)"
+    own_calls = {int(x) for x in g.launch[rows] if x >= 0}
+    earlier_ns = sum(
+        e.overlap_ns
+        for e in evidence
+        if e.cause == Cause.LAUNCH
+        and e.event >= 0
+        and trace.kind[e.event] == int(Kind.LAUNCH)
+        and e.event not in own_calls
+    )
+    earlier_ns = min(earlier_ns, launch_ns)
+    path_ns = launch_ns - earlier_ns
+    if earlier_ns < 1_000:
+        return "in the launch path of the next op"
+    if path_ns >= 50:
+        return (
+            f"in launch calls ({fmt_dur(path_ns)} of it the launch path of the next op, "
+            f"{fmt_dur(earlier_ns)} in earlier ones)"
+        )
+    return "in launch calls of earlier work (the next op's launch path is not in this gap)"
+
+
+def _launch_part(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], cn: dict[Cause, int]) -> str:
+    """The launch part: one slow launch call (a first-use cost), issuing work as fast as
+    it could (picket fence or mostly launch), or the launch path of the next op."""
+    trace, g = diag.trace, diag.gaps
+    launch_ns = cn[Cause.LAUNCH]
+    eps = {int(e) for e in g.episode[rows] if e >= 0}
+    # launch calls only: in a launch-bound gap other host work counts as launch too,
+    # but is no launch call (a DataLoader range is not "the launch call")
+    calls = [
+        e for e in evidence if e.cause == Cause.LAUNCH and e.event >= 0 and trace.kind[e.event] == int(Kind.LAUNCH)
+    ]
+    slow = max(calls, key=lambda e: e.overlap_ns) if calls else None
+    if (
+        slow is not None
+        and not eps
+        and slow.overlap_ns >= SLOW_LAUNCH_NS
+        and slow_launch_calls(trace, SLOW_LAUNCH_NS)[slow.event]
+    ):
+        return (
+            f"{fmt_dur(launch_ns)} in the launch path, {fmt_dur(slow.overlap_ns)} of it in one launch "
+            f"call {quote_name(slow.name)} ({slow_launch_words(diag, slow.event)})"
+        )
+    if eps or (launch_ns >= 0.5 * sum(cn.values()) and not cn[Cause.HOST]):
+        took = (
+            f" (the launch call {quote_name(calls[0].name)} took {fmt_dur(calls[0].overlap_ns)} of it)" if calls else ""
+        )
+        return f"{fmt_dur(launch_ns)} issuing GPU work as fast as it could" + took
+    # the call is named only where launch is the story (a small launch part of a host
+    # or sync gap would point the reader at the kernel it launches)
+    named = calls and launch_ns >= max(cn.values())
+    where = _launch_path_where(diag, rows, evidence, launch_ns)
+    return f"{fmt_dur(launch_ns)} {where}" + (f" ({quote_name(calls[0].name)})" if named else "")
+
+
+def _unclassified_part(diag: Diagnosis, rows: np.ndarray, none_ns: int) -> str:
+    """The unclassified part: no recorded event, and why the class is unknown."""
+    trace, g = diag.trace, diag.gaps
+    none_cpu = not any(
+        (not ln.is_gpu) and trace.lane_offsets[ln.index + 1] > trace.lane_offsets[ln.index] for ln in trace.lanes
+    )
+    next_ops = [int(n) for n in g.next_op[rows] if n >= 0]
+    if none_cpu:
+        unknown = " (the trace has no CPU activity)"
+    elif not next_ops:  # the gap runs to the window's end: no op, so no launch, to read
+        unknown = (
+            "; no GPU op follows the gap before the analysis window ends, so no launch says whether work "
+            "was waiting (unclassified)"
+        )
+    else:
+        coll = (
+            " (a collective: NCCL/RCCL launch their kernels without a runtime call the profiler links)"
+            if COLLECTIVE_RE.search(trace.name(next_ops[0]))
+            else ""
+        )
+        unknown = (
+            f"; {quote_name(trace.name(next_ops[0]))} has no launch call linked to it{coll}, so whether it was "
+            f"queued or launched late is unknown (unclassified)"
+        )
+    return f"{fmt_dur(none_ns)} with no recorded event" + unknown
+
+
+def _lateness_tail(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], dep_ns: int) -> str:
+    """After the parts: when the next op reached the queue (the launch lateness; a
+    step-boundary stretch counts from its trailing gap), and a late op's later wait."""
+    g = diag.gaps
+    has = g.launch[rows] >= 0
+    tail = ""
+    if has.any():
+        L = int(np.median(g.lateness_ns[rows][has]))
+        edge = g.edge[rows] if g.edge is not None else np.zeros(rows.size, np.int8)
+        if (edge == 2).any() and (edge == 1).any():  # step-boundary stretch: idle starts at the trailing gap
+            L += int(g.dur_ns[rows][edge == 2].sum())
+        # with the clocks disagreeing, the call's end is not when it was queued
+        if L > 0 and not trust_bits(diag, rows) & Trust.CLOCKS:
+            tail = f"; the next op reached the queue {fmt_dur(L)} after the GPU went idle"
+    if dep_ns:  # a late op that then waited in the queue
+        tail += (
+            ". After its launch call returned, "
+            + _dependency_phrase(diag, int(rows[0]), dep_ns, evidence)
+            + "; what the CPU did in that time is not the cause"
+        )
+    return tail
+
+
 def why_sentence(
     diag: Diagnosis,
     rows: np.ndarray,
@@ -592,268 +865,36 @@ def why_sentence(
     """One sentence on the occurrence ``rows`` (a gap, or a step-boundary pair): ``head``
     (how long), then its parts in time order, each with the ns ``class_ns`` gives its
     class, so the parts add up to the occurrence: for a queued gap, what the queued op
-    waited on (and the copies); for a starved one, what the launching thread did before
-    the sync cliff (host), the cliff (the blocking wait and the host work after it),
-    the exposed launch path and the copies; then the launch lateness. ``hot``: the
+    waited on (and the copies; ``_queued_sentence``); for a starved one, what the
+    launching thread did before the sync cliff (``_host_part``), the cliff
+    (``_sync_part``), the exposed launch path (``_launch_part``) and the copies
+    (``_copy_part``); then the launch lateness (``_lateness_tail``). ``hot``: the
     ``hot_frame`` of ``rows``, which then names the host work."""
-    trace = diag.trace
-    g = diag.gaps
     # parts that round to nothing are not named (the partition still holds their ns)
     cn = {c: (int(class_ns[int(c)]) if int(class_ns[int(c)]) >= 50 else 0) for c in Cause}
-    lane = g.thread_of(int(rows[0]))
-    who = thread_label(trace, lane)
-    if lane >= 0 and bool((g.launch[rows] < 0).all()) and bool((g.next_op[rows] >= 0).any()):
-        # say why this thread only when it is true: it launched the kernel before the gap
-        launches = getattr(diag, "_launches", None)
-        prev = [int(p) for p in g.prev_op[rows] if p >= 0]
-        if launches is not None and any(launches[p] >= 0 and int(trace.lane[int(launches[p])]) == lane for p in prev):
-            who += " (it launched the previous kernel; the next op has no linked launch call)"
-        else:
-            sl = trace.lane_slice(lane)
-            launcher = bool((trace.kind[sl] == int(Kind.LAUNCH)).any())
-            who += (
-                " (the device's launching thread; neither op around the gap has a linked launch call)"
-                if launcher
-                else " (the busiest CPU thread; no launch call is linked to the ops around the gap)"
-            )
-    has = g.launch[rows] >= 0
     if queued_occurrence(diag, rows):
-        r = int(rows[has][0]) if has.any() else int(rows[0])
-        nxt, call = int(g.next_op[r]), int(g.launch[r])
-        if call >= 0 and in_running_graph_launch(diag, r):
-            at = fmt_offset(int(trace.start_ns[call]) - int(trace.extent_ns[0]))
-            body = (
-                f": the next op {quote_name(trace.name(nxt))} is a node of the {graph_word(trace)} that "
-                f"{quote_name(trace.name(call))} on {thread_label(trace, int(trace.lane[call]))} launched at {at}, "
-                f"and the graph's earlier nodes had already run"
-            )
-        elif call >= 0:
-            L = int(np.median(g.lateness_ns[rows][has]))
-            body = (
-                f", although the next op {quote_name(trace.name(nxt))} was already queued: its launch call "
-                f"{quote_name(trace.name(call))} on {thread_label(trace, int(trace.lane[call]))} had returned "
-                f"{fmt_dur(-L)} before the GPU went idle"
-            )
-        elif launched_before_window(trace, nxt):
-            body = (
-                f", although the next op {quote_name(trace.name(nxt))} was already queued: it was launched before "
-                f"the trace began (its correlation id {int(trace.correlation[nxt])} precedes every runtime call the "
-                f"trace recorded)"
-            )
-        elif bool(launched_before(trace, np.array([nxt]), np.array([int(g.start_ns[r])]))[0]):
-            body = (
-                f", although the next op {quote_name(trace.name(nxt))} was already queued: its launch call is not "
-                f"in the trace, but its correlation id {int(trace.correlation[nxt])} precedes that of a runtime "
-                f"call made before the GPU went idle"
-            )
-        else:  # a node of a graph whose launch call the trace lacks; a sibling node ran before
-            body = (
-                f", although the next op {quote_name(trace.name(nxt))} was already queued: it is a node of a CUDA "
-                f"graph whose earlier nodes had already run (the graph's launch call is not in the trace)"
-            )
-        parts = [_dependency_phrase(diag, r, cn[Cause.DEPENDENCY], evidence)] if cn[Cause.DEPENDENCY] else []
-        if cn[Cause.COPY]:
-            parts.append(_copy_phrase(diag, rows, cn[Cause.COPY], copy_lead(diag, rows, evidence)))
-        text = lead + "; ".join(parts)
-        text = (text[:1].upper() + text[1:] + ". ") if text else ""
-        if call >= 0 and in_running_graph_launch(diag, r):
-            return head + body + ". " + text + "The CPU code around the launch call is not the cause."
-        return head + body + ". " + text + "What the CPU did meanwhile is not the cause."
-    parts = []
-    if cn[Cause.HOST]:
-        if hot is not None:
-            items = [hot_frame_text(hot)]
-            if cn[Cause.HOST] - hot.ns >= max(1_000, cn[Cause.HOST] // 1000):
-                items.append(f"{fmt_dur(cn[Cause.HOST] - hot.ns)} in other work")
-        else:
-            items = _items(diag, rows, evidence, Cause.HOST, cap_ns=cn[Cause.HOST])
-        sep = "; " if hot is not None else ", "
-        parts.append(f"{fmt_dur(cn[Cause.HOST])} on host work" + (f" ({sep.join(items)})" if items else ""))
-    copy_text, gpu_only = "", False
-    if cn[Cause.COPY]:
-        gpu_copy = copy_lead(diag, rows, evidence)
-        # the GPU copying while the thread made no copy call in the gap: the thread did not
-        # "spend" that time copying (extrap/con_kernel #3: it sat in cudaEventSynchronize)
-        gpu_only = (
-            gpu_copy is not None
-            and gpu_copy.call is None
-            and gpu_copy.outside_ns < max(1_000, cn[Cause.COPY] // 20)
-            and trace.lanes[gpu_copy.big.lane].is_gpu
-        )
-        copy_text = _copy_phrase(diag, rows, cn[Cause.COPY], gpu_copy, "running" if gpu_only else "the GPU ran")
-        if not gpu_only:
-            parts.append(copy_text)
+        return _queued_sentence(diag, rows, cn, evidence, head, lead)
+    parts = [_host_part(diag, rows, evidence, cn[Cause.HOST], hot)] if cn[Cause.HOST] else []
+    copy_text, gpu_only = _copy_part(diag, rows, evidence, cn[Cause.COPY]) if cn[Cause.COPY] else ("", False)
+    if copy_text and not gpu_only:
+        parts.append(copy_text)
     if cn[Cause.SYNC]:
-        waits = [e for e in evidence if e.cause == Cause.SYNC and e.event >= 0 and is_wait(trace, e.event)]
-        if waits:
-            w = max(waits, key=lambda e: e.overlap_ns)
-            # the wait's own time in the gap, a small copy under it included (the
-            # evidence gives that copy its own item, which would move it to the host
-            # work after the wait)
-            spans = [(int(g.start_ns[r]), int(g.end_ns[r])) for r in rows]
-            w_ns = _same_calls_ns(trace, w.event, spans)
-            w_ns = min(w_ns, cn[Cause.SYNC])
-            after = cn[Cause.SYNC] - w_ns
-            # the sync signature's small device-to-host copy: under the wait, or before it
-            # (control #1081: inside the cudaMemcpyAsync that came first)
-            ws, we = int(trace.start_ns[w.event]), int(trace.start_ns[w.event] + trace.dur_ns[w.event])
-            small = [e for e in evidence if e.cause == Cause.SYNC and e.event >= 0 and trace.lanes[e.lane].is_gpu]
-            under = any(
-                int(trace.start_ns[e.event]) < we and int(trace.start_ns[e.event] + trace.dur_ns[e.event]) > ws
-                for e in small
-            )
-            # one pair of brackets per item (extrap/con_kernel #3 read "... (a small
-            # device-to-host copy ran meanwhile) (the sync cliff)")
-            gpu = (
-                "while a small device-to-host copy ran"
-                if under
-                else ("with the small device-to-host copy before it" if small else "")
-            )
-            cliff = in_sync_cliff(g, rows)
-            if after > 0 and cliff:
-                parts.append(
-                    f"{fmt_dur(cn[Cause.SYNC])} in the sync cliff ({fmt_dur(w_ns)} blocked in {quote_name(w.name)}"
-                    f"{' ' + gpu if gpu else ''}, then {fmt_dur(after)} of host work after it until the next launch)"
-                )
-            else:
-                notes = [n for n in (gpu, "the sync cliff" if cliff else "") if n]
-                parts.append(
-                    f"{fmt_dur(cn[Cause.SYNC])} blocked in {quote_name(w.name)}"
-                    + (f" ({'; '.join(notes)})" if notes else "")
-                )
-        else:
-            w_ev = cliff_wait(diag, int(rows[0])) if in_sync_cliff(g, rows) else None
-            if w_ev is not None:
-                # the wait began before the GPU went idle, so little of it lies in the
-                # gap (and that under a copy is the copy's): the cliff is the host work
-                # after it, which the evidence lists
-                after_items = [
-                    x
-                    for x in _items(diag, rows, evidence, Cause.SYNC, cap_ns=cn[Cause.SYNC])
-                    if not x.endswith(quote_name(trace.name(w_ev)))
-                ]
-                parts.append(
-                    f"{fmt_dur(cn[Cause.SYNC])} in the sync cliff (after {quote_name(trace.name(w_ev))}, blocking from "
-                    f"before the GPU went idle to {fmt_dur(int(trace.start_ns[w_ev] + trace.dur_ns[w_ev]) - int(g.start_ns[rows[0]]))} "
-                    f"into the gap, the host work until the next launch"
-                    + (": " + ", ".join(after_items) if after_items else "")
-                    + ")"
-                )
-            else:
-                parts.append(f"{fmt_dur(cn[Cause.SYNC])} waiting for the device")
+        parts.append(_sync_part(diag, rows, evidence, cn[Cause.SYNC]))
     if cn[Cause.LAUNCH]:
-        eps = {int(e) for e in g.episode[rows] if e >= 0}
-        # launch calls only: in a launch-bound gap other host work counts as launch too,
-        # but is no launch call (a DataLoader range is not "the launch call")
-        calls = [
-            e for e in evidence if e.cause == Cause.LAUNCH and e.event >= 0 and trace.kind[e.event] == int(Kind.LAUNCH)
-        ]
-        slow = max(calls, key=lambda e: e.overlap_ns) if calls else None
-        if (
-            slow is not None
-            and not eps
-            and slow.overlap_ns >= SLOW_LAUNCH_NS
-            and slow_launch_calls(trace, SLOW_LAUNCH_NS)[slow.event]
-        ):
-            parts.append(
-                f"{fmt_dur(cn[Cause.LAUNCH])} in the launch path, {fmt_dur(slow.overlap_ns)} of it in one launch "
-                f"call {quote_name(slow.name)} (a first-use cost, not the per-kernel tax)"
-            )
-        elif eps or (cn[Cause.LAUNCH] >= 0.5 * sum(cn.values()) and not cn[Cause.HOST]):
-            parts.append(
-                f"{fmt_dur(cn[Cause.LAUNCH])} issuing GPU work as fast as it could"
-                + (
-                    f" (the launch call {quote_name(calls[0].name)} took {fmt_dur(calls[0].overlap_ns)} of it)"
-                    if calls
-                    else ""
-                )
-            )
-        else:
-            # the call is named only where launch is the story (a small launch part
-            # of a host or sync gap would point the reader at the kernel it launches)
-            named = calls and cn[Cause.LAUNCH] >= max(cn.values())
-            followed = bool((g.next_op[rows] >= 0).any())  # else: launches of other work, no next op here
-            # the next op's own path runs from its launch call's start; launch calls of
-            # earlier work before it (one that returned long after its kernel ran) are not it
-            own_calls = {int(x) for x in g.launch[rows] if x >= 0}
-            earlier_ns = sum(
-                e.overlap_ns
-                for e in evidence
-                if e.cause == Cause.LAUNCH
-                and e.event >= 0
-                and trace.kind[e.event] == int(Kind.LAUNCH)
-                and e.event not in own_calls
-            )
-            earlier_ns = min(earlier_ns, cn[Cause.LAUNCH])
-            path_ns = cn[Cause.LAUNCH] - earlier_ns
-            if followed and earlier_ns >= 1_000:
-                where = (
-                    f"in launch calls ({fmt_dur(path_ns)} of it the launch path of the next op, "
-                    f"{fmt_dur(earlier_ns)} in earlier ones)"
-                    if path_ns >= 50
-                    else "in launch calls of earlier work (the next op's launch path is not in this gap)"
-                )
-            elif followed:
-                where = "in the launch path of the next op"
-            else:
-                where = "in launch calls (none of them ends this gap)"
-            parts.append(f"{fmt_dur(cn[Cause.LAUNCH])} {where}" + (f" ({quote_name(calls[0].name)})" if named else ""))
+        parts.append(_launch_part(diag, rows, evidence, cn))
     if cn[Cause.UNCLASSIFIED]:
-        none_cpu = not any(
-            (not ln.is_gpu) and trace.lane_offsets[ln.index + 1] > trace.lane_offsets[ln.index] for ln in trace.lanes
-        )
-        next_ops = [int(n) for n in g.next_op[rows] if n >= 0]
-        what = quote_name(trace.name(next_ops[0])) if next_ops else "the next op"
-        coll = (
-            " (a collective: NCCL/RCCL launch their kernels without a runtime call the profiler links)"
-            if next_ops and COLLECTIVE_RE.search(trace.name(next_ops[0]))
-            else ""
-        )
-        if none_cpu:
-            unknown = " (the trace has no CPU activity)"
-        elif not next_ops:  # the gap runs to the window's end: no op, so no launch, to read
-            unknown = (
-                "; no GPU op follows the gap before the analysis window ends, so no launch says whether work "
-                "was waiting (unclassified)"
-            )
-        else:
-            unknown = (
-                f"; {what} has no launch call linked to it{coll}, so whether it was queued or launched late is "
-                f"unknown (unclassified)"
-            )
-        parts.append(f"{fmt_dur(cn[Cause.UNCLASSIFIED])} with no recorded event" + unknown)
-    gpu_part = ""
-    if gpu_only:
-        gpu_part = "the GPU spent " + copy_text
-        if not parts:
-            return head + ": " + lead + gpu_part + "."
+        parts.append(_unclassified_part(diag, rows, cn[Cause.UNCLASSIFIED]))
+    gpu_part = "the GPU spent " + copy_text if gpu_only else ""
     if not parts:
-        return head + "."
+        return head + (": " + lead + gpu_part if gpu_part else "") + "."
     # the GPU's copying leads when it is the largest part, else follows the thread's
     copy_first = bool(gpu_part) and cn[Cause.COPY] >= max(v for c, v in cn.items() if c != Cause.COPY)
     if cn[Cause.HOST] or cn[Cause.SYNC] or cn[Cause.LAUNCH]:
-        thread_part = f"{who} spent " + ", ".join(parts)
+        thread_part = f"{_who(diag, rows, diag.gaps.thread_of(int(rows[0])))} spent " + ", ".join(parts)
         ordered = [gpu_part, thread_part] if copy_first else [thread_part] + ([gpu_part] if gpu_part else [])
-        body = ": " + lead + "; ".join(ordered)
     else:
-        body = ": " + lead + "; ".join(([gpu_part] if gpu_part else []) + parts)
-    tail = ""
-    if has.any():
-        L = int(np.median(g.lateness_ns[rows][has]))
-        edge = g.edge[rows] if g.edge is not None else np.zeros(rows.size, np.int8)
-        if (edge == 2).any() and (edge == 1).any():  # step-boundary stretch: idle starts at the trailing gap
-            L += int(g.dur_ns[rows][edge == 2].sum())
-        if (
-            L > 0 and not trust_bits(diag, rows) & Trust.CLOCKS
-        ):  # with the clocks disagreeing, the call's end is not when it was queued
-            tail = f"; the next op reached the queue {fmt_dur(L)} after the GPU went idle"
-    if cn[Cause.DEPENDENCY]:  # a late op that then waited in the queue
-        tail += (
-            ". After its launch call returned, "
-            + _dependency_phrase(diag, int(rows[0]), cn[Cause.DEPENDENCY], evidence)
-            + "; what the CPU did in that time is not the cause"
-        )
-    return head + body + tail + "."
+        ordered = ([gpu_part] if gpu_part else []) + parts
+    return head + ": " + lead + "; ".join(ordered) + _lateness_tail(diag, rows, evidence, cn[Cause.DEPENDENCY]) + "."
 
 
 def cliff_wait(diag: Diagnosis, row: int) -> int | None:
@@ -1133,6 +1174,15 @@ def slow_launch(diag: Diagnosis, evidence: list[Evidence], rows: np.ndarray) -> 
         and top[0].overlap_ns >= SLOW_LAUNCH_NS
         and bool(slow_launch_calls(diag.trace, SLOW_LAUNCH_NS)[top[0].event])
     )
+
+
+def slow_launch_words(diag: Diagnosis, call: int) -> str:
+    """What a slow launch call ``call`` was: a first use when its kernel had not run
+    before in the trace (``evidence_kinds.earlier_runs``), else host contention."""
+    runs = int(earlier_runs(diag.trace)[call])
+    if runs:
+        return f"its kernel had run {runs:,} time(s) before, so no first use: the call was held up on the host"
+    return "a first-use cost, not the per-kernel tax"
 
 
 def in_running_graph_launch(diag: Diagnosis, r: int) -> bool:

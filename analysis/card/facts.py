@@ -11,69 +11,18 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import weakref
 from typing import NamedTuple
 
 import numpy as np
 
 from gapscope.analysis.busy import coverage, union_intervals
-from gapscope.analysis.card.why import HotFrame, is_mtia, is_rocm, slow_launch
+from gapscope.analysis.card.program import ProgramKind, program_kind
+from gapscope.analysis.card.why import HotFrame, slow_launch
 from gapscope.analysis.diagnose import Diagnosis
 from gapscope.analysis.evidence_kinds import GraphCapture, earlier_runs, graph_captures
 from gapscope.analysis.types import Cause, Evidence
-from gapscope.parsers.model import Kind, Trace
 
-__all__ = ["Facts", "ProgramKind", "GapCapture", "card_facts", "gap_capture", "program_kind", "LAZY_LOADING_RE"]
-
-
-@dataclasses.dataclass(frozen=True)
-class ProgramKind:
-    """What kind of program the trace recorded, from its own events (``program_kind``).
-
-    ``framework``: ``"pytorch"`` (ATen ops, ``ProfilerStep``, ``torch`` ranges),
-    ``"jax"`` (XLA modules, ``jit_`` / ``pjit`` ranges), ``"native"`` (an Nsight export
-    with no Python or framework event: a C++, CUDA or MPI program) or ``"unknown"``;
-    ``platform``: ``"cuda"``, ``"rocm"`` (HIP launches) or ``"mtia"`` (``runFunction``
-    launches); ``python``: whether Python runs in it (Python frames, or a Python
-    framework), so Python and torch advice may be given."""
-
-    framework: str
-    platform: str
-    python: bool
-
-    @property
-    def torch(self) -> bool:
-        """Whether torch advice (``torch.compile``, ``pin_memory``, ``.item()``) fits."""
-        return self.framework == "pytorch"
-
-
-_TORCH_RE = re.compile(r"^(aten::|torch|autograd::|ProfilerStep#|Optimizer\.|enumerate\(DataLoader\)|c10d::)")
-_JAX_RE = re.compile(r"^(jit_|pjit|XlaModule|xla::|PjitFunction|TfrtCpu|PjRt)", re.IGNORECASE)
-_PYTHON_RE = re.compile(r"\.py\(\d+\)|^<built-in|^python", re.IGNORECASE)
-_PROGRAM: weakref.WeakKeyDictionary[Trace, ProgramKind] = weakref.WeakKeyDictionary()
-
-
-def program_kind(trace: Trace) -> ProgramKind:
-    """The ``ProgramKind`` of ``trace``, from the names it interned (one pass over the
-    distinct names, not the events) and its launch calls. Cached per trace."""
-    got = _PROGRAM.get(trace)
-    if got is not None:
-        return got
-    names = trace.names
-    torch = any(_TORCH_RE.match(s) for s in names)
-    jax = not torch and any(_JAX_RE.match(s) for s in names)
-    python = torch or jax or bool((trace.kind == int(Kind.PYTHON)).any()) or any(_PYTHON_RE.search(s) for s in names)
-    if torch:
-        framework = "pytorch"
-    elif jax:
-        framework = "jax"
-    elif str(trace.source.format).startswith("nsys") and not python:
-        framework = "native"
-    else:
-        framework = "unknown"
-    platform = "mtia" if is_mtia(trace) else "rocm" if is_rocm(trace) else "cuda"
-    got = _PROGRAM[trace] = ProgramKind(framework, platform, python)
-    return got
+__all__ = ["Facts", "GapCapture", "card_facts", "gap_capture", "LAZY_LOADING_RE", "LAZY_LOADING_MIN_SHARE"]
 
 
 #: A gap is told as a graph capture when captures on its thread cover this share of it.

@@ -24,17 +24,15 @@ import numpy as np
 from gapscope.analysis.busy import coverage, device_event_mask, union_intervals
 from gapscope.analysis.card.copies import COPY_KIND_WORDS, copy_lead
 from gapscope.analysis.card.facts import LAZY_LOADING_MIN_SHARE, Facts, GapCapture
+from gapscope.analysis.card.program import is_mtia, is_rocm, program_kind
 from gapscope.analysis.card.why import (
     GRAPH_START_MAX_NS,
-    HotFrame,
     cliff_wait,
     graph_word,
     hot_inner_text,
     in_running_graph_launch,
     in_sync_cliff,
     is_decode_trace,
-    is_mtia,
-    is_rocm,
     is_wait,
     other_streams_idle,
     quiet_text,
@@ -388,11 +386,15 @@ def _sync_advice(diag: Diagnosis, evidence, name, dur_txt, rows, cliff: bool = T
         "wait and the host work around it hold the next launch back, so faster kernels only widen the gap's "
         "share of the step."
     )
+    keep = (
+        "keep the value on the GPU (mask or torch.where instead of a Python branch on it)"
+        if program_kind(diag.trace).torch
+        else "keep the decision on the device (a flag the next kernel reads, or a predicate inside it)"
+    )
     return (
-        f"Remove the blocking wait {where} from the loop: keep the value on the GPU (mask or torch.where instead "
-        f"of a Python branch on it), or collect the values and read them once after the loop; time with events "
-        f"recorded on the stream instead of synchronizing. Then launch the next work before any host step that "
-        f"must stay.",
+        f"Remove the blocking wait {where} from the loop: {keep}, or collect the values and read them once "
+        f"after the loop; time with events recorded on the stream instead of synchronizing. Then launch the "
+        f"next work before any host step that must stay.",
         forbidden,
         f"On a new capture of the same steps, the idle at this position ({dur_txt}) and the number of "
         f"blocking calls per step ({name or 'calls that wait for the device'}) should drop to about zero.",
@@ -722,200 +724,6 @@ def _instrument_hint(trace) -> str:
     return "capture with with_stack=True or wrap the suspects in torch.profiler.record_function ranges"
 
 
-def _host_advice(diag: Diagnosis, evidence, rows, dur_txt, hot: HotFrame | None = None):
-    trace = diag.trace
-    quiet_ns = sum(e.overlap_ns for e in evidence if e.cause == Cause.HOST and e.event < 0)
-    by_name: dict[str, int] = {}
-    for e in evidence:
-        if e.cause == Cause.HOST and e.event >= 0:
-            by_name[e.name] = by_name.get(e.name, 0) + e.overlap_ns
-    ranked = sorted(by_name.items(), key=lambda kv: -kv[1])
-    lead_name, lead_ns = ranked[0] if ranked else (None, 0)
-    # the advice is about the work the sentence names first (by name, all its calls),
-    # read on its largest call
-    lead = max(
-        (e for e in evidence if e.cause == Cause.HOST and e.event >= 0 and e.name == lead_name),
-        key=lambda e: e.overlap_ns,
-        default=None,
-    )
-    hint = _instrument_hint(trace)
-    sync = synchronous_launches(trace)
-    compile_ = (
-        "torch.compile" if is_mtia(trace) else f"torch.compile (mode='reduce-overhead' adds {graph_word(trace)}s)"
-    )
-    libs = (
-        "math-library settings"
-        if is_mtia(trace)
-        else "rocBLAS/hipBLASLt settings"
-        if is_rocm(trace)
-        else "cuBLAS settings"
-    )
-    cn = diag.gaps.class_ns
-    if hot is not None:  # the evidence breaks the host time into fragments of one frame
-        lead = Evidence(hot.event, hot.name, int(trace.lane[hot.event]), Cause.HOST, hot.ns)
-        lead_name, lead_ns = hot.name, hot.ns
-    elif lead is not None:
-        lead = _nested_lead(diag, lead, evidence)
-        lead_ns = lead.overlap_ns if lead.name != lead_name else lead_ns
-    mostly_own = lead is not None and _mostly_own_time(diag, lead, rows)
-    n_launch = launches_inside(trace, lead.event) if lead is not None else 0
-    # a collective's host call (``record_param_comms``, ``nccl:all_to_all``) holding most
-    # of the named host time: the largest one, as nested calls share their time
-    colls = [e for e in evidence if e.cause == Cause.HOST and e.event >= 0 and HOST_COMM_RE.search(e.name)]
-    coll = max(colls, key=lambda e: e.overlap_ns, default=None)
-    host_ns = int(np.median(cn[rows, int(Cause.HOST)])) if cn is not None else lead_ns + quiet_ns
-    if coll is not None and 2 * coll.overlap_ns < host_ns:
-        coll = None
-    # the advice follows what holds most of the host time: an unrecorded stretch, or the
-    # largest named work
-    if quiet_ns > lead_ns:
-        first = (
-            f"Find out what the CPU does for the {quiet_text(diag, rows, quiet_ns)}: {hint}, then take that work "
-            f"off the critical path (after the step, every N steps, or another thread) and launch the next GPU "
-            f"work before it."
-        )
-    elif lead_name is not None and _ALLOC_RE.search(lead_name):
-        first = (
-            f"The thread is allocating or freeing device memory ({quote_name(lead_name)}, {fmt_dur(lead_ns)}): let the "
-            "caching allocator keep its blocks (no torch.cuda.empty_cache() in the loop, stable tensor shapes, "
-            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) or preallocate the buffers once."
-        )
-    elif (
-        lead_name is not None
-        and TENSOR_COPY_RE.search(lead_name)
-        and (hc := host_copies(diag, int(rows[0]), lead_name)) is not None
-    ):
-        # nested calls of the name are summed once by the sentence's items; calls that
-        # overlap without nesting would add up past the gap: at most the host part
-        first = _host_copy_advice(trace, lead_name, min(by_name.get(lead_name, lead_ns), host_ns), hc)
-    elif lead_name is not None and _DATALOADER_RE.search(lead_name):
-        parallel = (
-            # the iterator is already multiprocess: its workers do not keep up
-            "more loading workers (a larger num_workers; persistent_workers=True), cheaper per-sample work in "
-            "the dataset's __getitem__ and transforms"
-            if "MultiProcessing" in lead_name
-            else "load in parallel (DataLoader num_workers > 0, persistent_workers=True)"
-        )
-        first = (
-            f"The step waits for the next batch in {quote_name(lead_name)}: {parallel}, pin_memory=True, and "
-            f"prefetch (prefetch_factor) so a batch is ready when the GPU finishes."
-        )
-    elif coll is not None:
-        first = (
-            f"Most of this host time is inside the communication call {quote_name(coll.name)} "
-            f"({fmt_dur(coll.overlap_ns)}): the process group's host-side work before the collective is queued, "
-            f"not the per-kernel launch tax. Time that call alone (a loop of the same collective with the same "
-            f"sizes) to see its fixed host cost, and give the GPU work meanwhile: issue the collective earlier "
-            f"with async_op=True and wait() just before its result is used, with independent kernels queued "
-            f"ahead of it."
-        )
-    elif (ddp := ddp_buffer_sync(diag, int(rows[0]))) is not None:
-        first = _ddp_advice(trace, ddp)
-    elif (
-        lead is not None
-        and (launcher := triton_launcher_around(trace, lead.event)) >= 0
-        and launches_inside(trace, launcher) > 0
-    ):
-        first = _triton_advice(trace, lead, launcher, compile_)
-    elif lead is not None and mostly_own and (other := _meanwhile(diag, lead, rows)):
-        first = (
-            f"{quote_name(lead.name)} holds {fmt_dur(lead_ns)} of the gap with almost no finer event recorded on "
-            f"this thread, while {other}: the thread is likely waiting for that work. Look there first: cut that "
-            f"work or overlap it with GPU work; for the waiting thread itself, {hint}."
-        )
-    elif lead is not None and mostly_own:
-        first = (
-            f"Find out what the CPU does inside {quote_name(lead.name)} ({fmt_dur(lead_ns)} of the gap, "
-            f"almost none of it in a finer recorded event): {hint}; then cut that work or move it off the "
-            f"critical path."
-        )
-    elif lead is not None and n_launch and (own := _own_cpu_ns(diag, lead.event)) >= OWN_WORK_NS_PER_LAUNCH * n_launch:
-        dur = int(trace.dur_ns[lead.event])
-        calls = "one launch call" if n_launch == 1 else f"{n_launch} launch calls"
-        per = "" if n_launch == 1 else f", {fmt_dur(own // n_launch)} per launch"
-        first = (
-            f"{quote_name(lead.name)} issues GPU work itself, but it holds only {calls} in all its {fmt_dur(dur)}, "
-            f"{fmt_dur(own)} of which is CPU work outside runtime calls{per}: its own work, not the per-kernel cost "
-            f"of issuing kernels. Find what it does between its launches (the events inside it, or a profile "
-            f"with stacks), cut that work, or queue independent GPU work ahead of it so the GPU has something "
-            f"to run meanwhile."
-        )
-    elif lead is not None and n_launch:
-        why = (
-            ", and every launch here waits for its kernel (below)"
-            if sync is not None
-            else ": the CPU takes longer to issue the work than the GPU to run it"
-        )
-        replays, graph_call = graph_launches_on(trace, int(trace.lane[lead.event]))
-        replayed = (
-            f"This thread replays {graph_word(trace)}s ({replays:,} {quote_name(trace.name(graph_call))} "
-            f"call{'' if replays == 1 else 's'}), and this work launches eagerly, outside them"
-            if replays
-            else ""
-        )
-        own_replay = graph_launch_inside(trace, lead.event)
-        if own_replay >= 0:
-            first = (
-                f"{quote_name(lead.name)} is the {graph_word(trace)} replay itself: it launches the graph with "
-                f"{quote_name(trace.name(own_replay))}, and the host time here is the replay's own work before that "
-                f"launch, a fixed cost per replay. Replay less often, with more work per graph (a larger batch, or "
-                f"more steps captured in one graph), and keep other Python out of the replay path."
-            )
-        elif replays:
-            first = (
-                f"{quote_name(lead.name)} issues GPU work itself (it encloses launch calls){why}. {replayed}: capture "
-                f"it into the graph with the rest, or cut its CPU cost per kernel (fewer and larger ops) and keep "
-                f"Python work such as logging and checks out of the step."
-            )
-        else:
-            first = (
-                f"{quote_name(lead.name)} issues GPU work itself (it encloses launch calls){why}. Cut the CPU cost "
-                f"per kernel: {compile_}, fewer and larger ops (fuse, batch more per step), and "
-                f"keep Python work such as logging and checks out of the step."
-            )
-    elif lead is not None and (node := AUTOGRAD_NODE_RE.fullmatch(lead.name)) is not None:
-        # a backward node whose time is in the calls it makes, launching none (one
-        # holding its own time, or issuing kernels, is told by the branches above)
-        first = _autograd_advice(trace, lead, node.group(1), compile_)
-    elif hot is not None:
-        calls = "" if hot.calls == 1 else f" ({hot.calls:,} calls)"
-        first = (
-            f"{quote_name(hot.name)}{calls} holds {fmt_dur(hot.ns)} of the gap{hot_inner_text(hot)}"
-            f"{', and launches no GPU work' if hot.calls == 1 else ''}: "
-            f"cut it (compute its result once and reuse it, not on every call) or take it off the critical path "
-            f"(after the step, or in another thread), and launch the next GPU work before it so the two overlap."
-        )
-    else:
-        what = quote_name(lead_name) if lead_name else "the CPU work between launches"
-        first = (
-            f"Take {what} off the critical path: run it after the step, every N steps, or in another "
-            f"thread/process, and launch the next GPU work before doing it so the two overlap."
-        )
-    # the trust note says whether the next op was queued is unknown (no linked launch, or
-    # clocks that disagree on it): do not claim it
-    unsure = bool(trust_bits(diag, rows) & (Trust.UNLINKED | Trust.CLOCKS))
-    forbidden = (
-        f"Do not reach for {libs} or a faster kernel: no kernel ran in this idle, so a faster one "
-        "cannot shorten it; it only widens this gap's share of the step."
-        if unsure
-        else f"Do not reach for {libs} or a faster kernel: the GPU has nothing queued while the CPU "
-        "is busy, so faster kernels only widen this gap's share of the step."
-    )
-    if sync is not None:
-        first += (
-            f" As captured, the launch calls return only after their kernel has run ({sync[0]:,} of the {sync[1]:,} "
-            f"launches of kernels of {fmt_dur(SYNC_LAUNCH_MIN_KERNEL_NS)} or more), so no host work overlaps a "
-            f"kernel: any overlap needs asynchronous launches first (CUDA_LAUNCH_BLOCKING unset, or the runtime's "
-            f"own asynchronous mode); until then only less host work, or fewer launches, shortens this idle."
-        )
-    return (
-        first,
-        forbidden,
-        f"Idle at this position ({dur_txt}) and step time{' and tokens/s' if is_decode_trace(diag) else ''} on a new "
-        f"capture with the same ranges named.",
-    )
-
-
 def _host_copy_advice(trace, name: str, host_ns: int, hc: HostCopies) -> str:
     """The first experiment for host time inside a tensor copy op that moved data
     between host and device: a round trip (both directions) is kept on the device; a
@@ -1048,6 +856,460 @@ class Rule:
     when: Callable[[Facts], bool]
     advise: Callable[[Facts], Advice]
     rationale: str
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class HostFacts:
+    """What the host advice of an occurrence is chosen from (``host_facts``): the
+    unrecorded host time ``quiet_ns``; host ns per evidence name ``by_name``; the work
+    the sentence names first (``lead_name``, ``lead_ns``) read on its largest call
+    ``lead`` (the hot frame when there is one); whether that call holds mostly its own
+    time (``mostly_own``) and how many launches it encloses (``n_launch``); the
+    communication call holding most of the host time (``coll``); the host part's ns
+    (``host_ns``); how to see finer CPU work (``hint``); the compile remedy
+    (``compile_``)."""
+
+    quiet_ns: int
+    by_name: dict[str, int]
+    lead_name: str | None
+    lead_ns: int
+    lead: Evidence | None
+    mostly_own: bool
+    n_launch: int
+    coll: Evidence | None
+    host_ns: int
+    hint: str
+    compile_: str
+
+
+def host_facts(f: Facts) -> HostFacts:
+    """The ``HostFacts`` of a host occurrence ``f``."""
+    diag, trace, rows, evidence = f.diag, f.diag.trace, f.rows, list(f.evidence)
+    quiet_ns = sum(e.overlap_ns for e in evidence if e.cause == Cause.HOST and e.event < 0)
+    by_name: dict[str, int] = {}
+    for e in evidence:
+        if e.cause == Cause.HOST and e.event >= 0:
+            by_name[e.name] = by_name.get(e.name, 0) + e.overlap_ns
+    ranked = sorted(by_name.items(), key=lambda kv: -kv[1])
+    lead_name, lead_ns = ranked[0] if ranked else (None, 0)
+    # the advice is about the work the sentence names first (by name, all its calls),
+    # read on its largest call
+    lead = max(
+        (e for e in evidence if e.cause == Cause.HOST and e.event >= 0 and e.name == lead_name),
+        key=lambda e: e.overlap_ns,
+        default=None,
+    )
+    if f.hot is not None:  # the evidence breaks the host time into fragments of one frame
+        lead = Evidence(f.hot.event, f.hot.name, int(trace.lane[f.hot.event]), Cause.HOST, f.hot.ns)
+        lead_name, lead_ns = f.hot.name, f.hot.ns
+    elif lead is not None:
+        lead = _nested_lead(diag, lead, evidence)
+        lead_ns = lead.overlap_ns if lead.name != lead_name else lead_ns
+    cn = diag.gaps.class_ns
+    host_ns = int(np.median(cn[rows, int(Cause.HOST)])) if cn is not None else lead_ns + quiet_ns
+    # a collective's host call (``record_param_comms``, ``nccl:all_to_all``) holding most
+    # of the named host time: the largest one, as nested calls share their time
+    colls = [e for e in evidence if e.cause == Cause.HOST and e.event >= 0 and HOST_COMM_RE.search(e.name)]
+    coll = max(colls, key=lambda e: e.overlap_ns, default=None)
+    if coll is not None and 2 * coll.overlap_ns < host_ns:
+        coll = None
+    return HostFacts(
+        quiet_ns=quiet_ns,
+        by_name=by_name,
+        lead_name=lead_name,
+        lead_ns=lead_ns,
+        lead=lead,
+        mostly_own=lead is not None and _mostly_own_time(diag, lead, rows),
+        n_launch=launches_inside(trace, lead.event) if lead is not None else 0,
+        coll=coll,
+        host_ns=host_ns,
+        hint=_instrument_hint(trace),
+        compile_=(
+            "torch.compile" if is_mtia(trace) else f"torch.compile (mode='reduce-overhead' adds {graph_word(trace)}s)"
+        ),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class HostRule:
+    """One first experiment for host work: when ``when(facts, host)`` holds (and no
+    rule before it did), ``first(facts, host)`` is the card's first experiment."""
+
+    name: str
+    when: Callable[[Facts, HostFacts], bool]
+    first: Callable[[Facts, HostFacts], str]
+    rationale: str
+
+
+def _quiet_first(f: Facts, h: HostFacts) -> str:
+    return (
+        f"Find out what the CPU does for the {quiet_text(f.diag, f.rows, h.quiet_ns)}: {h.hint}, then take that "
+        f"work off the critical path (after the step, every N steps, or another thread) and launch the next GPU "
+        f"work before it."
+    )
+
+
+def _alloc_first(f: Facts, h: HostFacts) -> str:
+    what = f"({quote_name(h.lead_name or '')}, {fmt_dur(h.lead_ns)})"
+    if not f.program.torch:
+        return (
+            f"The thread is allocating or freeing device memory {what} in every step: allocate the buffers once "
+            "and reuse them (a memory pool: cudaMallocAsync from a pool with a release threshold, or your own), "
+            "not per step."
+        )
+    return (
+        f"The thread is allocating or freeing device memory {what}: let the caching allocator keep its blocks "
+        "(no torch.cuda.empty_cache() in the loop, stable tensor shapes, "
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; with PYTORCH_NO_CUDA_MEMORY_CACHING or "
+        "PYTORCH_NO_HIP_MEMORY_CACHING set, unset it) or preallocate the buffers once."
+    )
+
+
+def _host_copy_when(f: Facts, h: HostFacts) -> bool:
+    return (
+        h.lead_name is not None
+        and bool(TENSOR_COPY_RE.search(h.lead_name))
+        and host_copies(f.diag, int(f.rows[0]), h.lead_name) is not None
+    )
+
+
+def _host_copy_first(f: Facts, h: HostFacts) -> str:
+    name = h.lead_name or ""
+    hc = host_copies(f.diag, int(f.rows[0]), name)
+    assert hc is not None  # _host_copy_when held
+    # nested calls of the name are summed once by the sentence's items; calls that
+    # overlap without nesting would add up past the gap: at most the host part
+    return _host_copy_advice(f.diag.trace, name, min(h.by_name.get(name, h.lead_ns), h.host_ns), hc)
+
+
+def _dataloader_first(f: Facts, h: HostFacts) -> str:
+    name = h.lead_name or ""
+    parallel = (
+        # the iterator is already multiprocess: its workers do not keep up
+        "more loading workers (a larger num_workers; persistent_workers=True), cheaper per-sample work in "
+        "the dataset's __getitem__ and transforms"
+        if "MultiProcessing" in name
+        else "load in parallel (DataLoader num_workers > 0, persistent_workers=True)"
+    )
+    return (
+        f"The step waits for the next batch in {quote_name(name)}: {parallel}, pin_memory=True, and "
+        f"prefetch (prefetch_factor) so a batch is ready when the GPU finishes."
+    )
+
+
+#: TorchDynamo's per-call guard check before a compiled frame runs.
+DYNAMO_RE = re.compile(r"TorchDynamo Cache Lookup|_dynamo/eval_frame\.py|Torch-Compiled Region", re.IGNORECASE)
+#: The optimizer's step (``Optimizer.step#AdamW.step``, the per-tensor loops of a non-fused optimizer).
+OPTIMIZER_RE = re.compile(r"^Optimizer\.step#|^optimizer\.step|_single_tensor_adamw?\b|_multi_tensor_adamw?\b")
+#: The autograd engine's entry, before the first backward node runs.
+AUTOGRAD_ENGINE_RE = re.compile(
+    r"_engine_run_backward|^torch/autograd/__init__\.py\(\d+\): backward$|autograd::engine::"
+)
+
+
+def _dynamo_first(f: Facts, h: HostFacts) -> str:
+    return (
+        f"{quote_name(h.lead_name or '')} holds {fmt_dur(h.lead_ns)} of the gap: TorchDynamo checks the guards of "
+        f"the compiled frame on every call. Make that check cheaper: fewer guards (fewer Python objects and "
+        f"globals read by the compiled code; torch.compiler.set_stance or torch._dynamo.config settings for "
+        f"guards), static shapes (torch._dynamo.mark_static on inputs whose size does not change), or compile "
+        f"with mode='reduce-overhead' so a {graph_word(f.diag.trace)} replays the step."
+    )
+
+
+def _optimizer_first(f: Facts, h: HostFacts) -> str:
+    return (
+        f"{quote_name(h.lead_name or '')} holds {fmt_dur(h.lead_ns)} of the gap: the optimizer steps each "
+        f"parameter with its own small kernels. Use the fused or foreach implementation (AdamW(fused=True), or "
+        f"foreach=True), or compile the step (torch.compile of the optimizer step), so a few large kernels "
+        f"replace many small launches."
+    )
+
+
+def _autograd_engine_first(f: Facts, h: HostFacts) -> str:
+    return (
+        f"{quote_name(h.lead_name or '')} holds {fmt_dur(h.lead_ns)} of the gap: the autograd engine starting the "
+        f"backward pass (building its ready queue, handing the work to the device thread) before the first "
+        f"backward kernel. Queue GPU work ahead of it (start the next forward's data copy, or overlap the "
+        f"backward of one micro-batch with the forward of the next), or compile forward and backward together "
+        f"({h.compile_}) so the engine runs fewer, larger nodes."
+    )
+
+
+def _coll_first(f: Facts, h: HostFacts) -> str:
+    c = h.coll
+    assert c is not None
+    return (
+        f"Most of this host time is inside the communication call {quote_name(c.name)} "
+        f"({fmt_dur(c.overlap_ns)}): the process group's host-side work before the collective is queued, "
+        f"not the per-kernel launch tax. Time that call alone (a loop of the same collective with the same "
+        f"sizes) to see its fixed host cost, and give the GPU work meanwhile: issue the collective earlier "
+        f"with async_op=True and wait() just before its result is used, with independent kernels queued "
+        f"ahead of it."
+    )
+
+
+def _ddp_first(f: Facts, h: HostFacts) -> str:
+    ddp = ddp_buffer_sync(f.diag, int(f.rows[0]))
+    assert ddp is not None
+    return _ddp_advice(f.diag.trace, ddp)
+
+
+def _triton_when(f: Facts, h: HostFacts) -> bool:
+    if h.lead is None:
+        return False
+    launcher = triton_launcher_around(f.diag.trace, h.lead.event)
+    return launcher >= 0 and launches_inside(f.diag.trace, launcher) > 0
+
+
+def _triton_first(f: Facts, h: HostFacts) -> str:
+    assert h.lead is not None
+    return _triton_advice(f.diag.trace, h.lead, triton_launcher_around(f.diag.trace, h.lead.event), h.compile_)
+
+
+def _waiting_first(f: Facts, h: HostFacts) -> str:
+    assert h.lead is not None
+    other = _meanwhile(f.diag, h.lead, f.rows)
+    return (
+        f"{quote_name(h.lead.name)} holds {fmt_dur(h.lead_ns)} of the gap with almost no finer event recorded on "
+        f"this thread, while {other}: the thread is likely waiting for that work. Look there first: cut that "
+        f"work or overlap it with GPU work; for the waiting thread itself, {h.hint}."
+    )
+
+
+def _own_time_first(f: Facts, h: HostFacts) -> str:
+    assert h.lead is not None
+    return (
+        f"Find out what the CPU does inside {quote_name(h.lead.name)} ({fmt_dur(h.lead_ns)} of the gap, "
+        f"almost none of it in a finer recorded event): {h.hint}; then cut that work or move it off the "
+        f"critical path."
+    )
+
+
+def _own_work_when(f: Facts, h: HostFacts) -> bool:
+    return (
+        h.lead is not None
+        and h.n_launch > 0
+        and _own_cpu_ns(f.diag, h.lead.event) >= OWN_WORK_NS_PER_LAUNCH * h.n_launch
+    )
+
+
+def _own_work_first(f: Facts, h: HostFacts) -> str:
+    assert h.lead is not None
+    trace, n_launch = f.diag.trace, h.n_launch
+    own = _own_cpu_ns(f.diag, h.lead.event)
+    dur = int(trace.dur_ns[h.lead.event])
+    calls = "one launch call" if n_launch == 1 else f"{n_launch} launch calls"
+    per = "" if n_launch == 1 else f", {fmt_dur(own // n_launch)} per launch"
+    return (
+        f"{quote_name(h.lead.name)} issues GPU work itself, but it holds only {calls} in all its {fmt_dur(dur)}, "
+        f"{fmt_dur(own)} of which is CPU work outside runtime calls{per}: its own work, not the per-kernel cost "
+        f"of issuing kernels. Find what it does between its launches (the events inside it, or a profile "
+        f"with stacks), cut that work, or queue independent GPU work ahead of it so the GPU has something "
+        f"to run meanwhile."
+    )
+
+
+def _issuing_first(f: Facts, h: HostFacts) -> str:
+    assert h.lead is not None
+    trace, lead = f.diag.trace, h.lead
+    why = (
+        ", and every launch here waits for its kernel (below)"
+        if synchronous_launches(trace) is not None
+        else ": the CPU takes longer to issue the work than the GPU to run it"
+    )
+    own_replay = graph_launch_inside(trace, lead.event)
+    if own_replay >= 0:
+        return (
+            f"{quote_name(lead.name)} is the {graph_word(trace)} replay itself: it launches the graph with "
+            f"{quote_name(trace.name(own_replay))}, and the host time here is the replay's own work before that "
+            f"launch, a fixed cost per replay. Replay less often, with more work per graph (a larger batch, or "
+            f"more steps captured in one graph), and keep other Python out of the replay path."
+        )
+    replays, graph_call = graph_launches_on(trace, int(trace.lane[lead.event]))
+    if replays:
+        return (
+            f"{quote_name(lead.name)} issues GPU work itself (it encloses launch calls){why}. This thread replays "
+            f"{graph_word(trace)}s ({replays:,} {quote_name(trace.name(graph_call))} call{'' if replays == 1 else 's'}), "
+            f"and this work launches eagerly, outside them: capture it into the graph with the rest, or cut its CPU "
+            f"cost per kernel (fewer and larger ops) and keep Python work such as logging and checks out of the step."
+        )
+    return (
+        f"{quote_name(lead.name)} issues GPU work itself (it encloses launch calls){why}. Cut the CPU cost "
+        f"per kernel: {h.compile_}, fewer and larger ops (fuse, batch more per step), and "
+        f"keep Python work such as logging and checks out of the step."
+    )
+
+
+def _autograd_node_first(f: Facts, h: HostFacts) -> str:
+    assert h.lead is not None
+    node = AUTOGRAD_NODE_RE.fullmatch(h.lead.name)
+    assert node is not None
+    # a backward node whose time is in the calls it makes, launching none (one holding
+    # its own time, or issuing kernels, is told by the rules above)
+    return _autograd_advice(f.diag.trace, h.lead, node.group(1), h.compile_)
+
+
+def _hot_first(f: Facts, h: HostFacts) -> str:
+    hot = f.hot
+    assert hot is not None
+    calls = "" if hot.calls == 1 else f" ({hot.calls:,} calls)"
+    return (
+        f"{quote_name(hot.name)}{calls} holds {fmt_dur(hot.ns)} of the gap{hot_inner_text(hot)}"
+        f"{', and launches no GPU work' if hot.calls == 1 else ''}: "
+        f"cut it (compute its result once and reuse it, not on every call) or take it off the critical path "
+        f"(after the step, or in another thread), and launch the next GPU work before it so the two overlap."
+    )
+
+
+def _generic_first(f: Facts, h: HostFacts) -> str:
+    what = quote_name(h.lead_name) if h.lead_name else "the CPU work between launches"
+    return (
+        f"Take {what} off the critical path: run it after the step, every N steps, or in another "
+        f"thread/process, and launch the next GPU work before doing it so the two overlap."
+    )
+
+
+def _named(pattern: re.Pattern[str]) -> Callable[[Facts, HostFacts], bool]:
+    """``when``: the lead work's name matches ``pattern``."""
+    return lambda f, h: h.lead_name is not None and bool(pattern.search(h.lead_name))
+
+
+#: The host table, first match wins (the generic rule last).
+HOST_RULES: tuple[HostRule, ...] = (
+    HostRule(
+        "unrecorded host time",
+        lambda f, h: h.quiet_ns > h.lead_ns,
+        _quiet_first,
+        "most host time has no event: first find out what it is",
+    ),
+    HostRule(
+        "allocator",
+        _named(_ALLOC_RE),
+        _alloc_first,
+        "allocator calls in a recurring gap are a steady-state cost: keep the blocks cached",
+    ),
+    HostRule(
+        "host tensor copy",
+        _host_copy_when,
+        _host_copy_first,
+        "a tensor copy op that moved data to or from the host: keep it on the device",
+    ),
+    HostRule(
+        "DataLoader",
+        _named(_DATALOADER_RE),
+        _dataloader_first,
+        "the main process waits for a batch: load in parallel and prefetch",
+    ),
+    HostRule(
+        "TorchDynamo guards",
+        _named(DYNAMO_RE),
+        _dynamo_first,
+        "Dynamo's guard check runs on every call: fewer guards, static shapes or a replayed graph, not another thread",
+    ),
+    HostRule(
+        "optimizer step",
+        _named(OPTIMIZER_RE),
+        _optimizer_first,
+        "a per-parameter optimizer launches many small kernels: the fused or foreach optimizer",
+    ),
+    HostRule(
+        "autograd engine start-up",
+        _named(AUTOGRAD_ENGINE_RE),
+        _autograd_engine_first,
+        "the engine's start before the first backward kernel: queue work ahead or compile forward and backward",
+    ),
+    HostRule(
+        "communication call",
+        lambda f, h: h.coll is not None,
+        _coll_first,
+        "the process group's host work before a collective: issue it earlier, asynchronously",
+    ),
+    HostRule(
+        "DDP buffer sync",
+        lambda f, h: ddp_buffer_sync(f.diag, int(f.rows[0])) is not None,
+        _ddp_first,
+        "DDP broadcasts buffers every step: broadcast_buffers=False where they do not change",
+    ),
+    HostRule("Triton launcher", _triton_when, _triton_first, "the Triton launcher's Python cost per kernel"),
+    HostRule(
+        "waiting for another thread",
+        lambda f, h: h.lead is not None and h.mostly_own and bool(_meanwhile(f.diag, h.lead, f.rows)),
+        _waiting_first,
+        "a call holding its own time while another thread works is likely waiting for it",
+    ),
+    HostRule(
+        "own time",
+        lambda f, h: h.lead is not None and h.mostly_own,
+        _own_time_first,
+        "a call with no finer event: find what it does before moving it",
+    ),
+    HostRule(
+        "own work between launches",
+        _own_work_when,
+        _own_work_first,
+        "the call issues few kernels but works much between them: its own work is the cost",
+    ),
+    HostRule(
+        "issuing GPU work",
+        lambda f, h: h.lead is not None and h.n_launch > 0,
+        _issuing_first,
+        "the call issues the kernels itself: cut the CPU cost per kernel",
+    ),
+    HostRule(
+        "autograd node",
+        lambda f, h: h.lead is not None and AUTOGRAD_NODE_RE.fullmatch(h.lead.name) is not None,
+        _autograd_node_first,
+        "a backward node's time in the calls it makes: the backward's own cost",
+    ),
+    HostRule(
+        "hot frame",
+        lambda f, h: f.hot is not None,
+        _hot_first,
+        "one frame holds the fragmented host time: cut or move it",
+    ),
+    HostRule("host work", lambda f, h: True, _generic_first, "host work the GPU waited for: take it off the path"),
+)
+
+
+def _host_advice(f: Facts) -> Advice:
+    """Advice for a host occurrence: the first experiment of the first ``HOST_RULES``
+    rule that holds, the forbidden step (no library settings or faster kernel: the GPU
+    had nothing queued), and the note on synchronous launches where the trace has them."""
+    diag, trace = f.diag, f.diag.trace
+    h = host_facts(f)
+    first = next(r.first(f, h) for r in HOST_RULES if r.when(f, h))
+    libs = (
+        "math-library settings"
+        if is_mtia(trace)
+        else "rocBLAS/hipBLASLt settings"
+        if is_rocm(trace)
+        else "cuBLAS settings"
+    )
+    # the trust note says whether the next op was queued is unknown (no linked launch, or
+    # clocks that disagree on it): do not claim it
+    unsure = bool(trust_bits(diag, f.rows) & (Trust.UNLINKED | Trust.CLOCKS))
+    forbidden = (
+        f"Do not reach for {libs} or a faster kernel: no kernel ran in this idle, so a faster one "
+        "cannot shorten it; it only widens this gap's share of the step."
+        if unsure
+        else f"Do not reach for {libs} or a faster kernel: the GPU has nothing queued while the CPU "
+        "is busy, so faster kernels only widen this gap's share of the step."
+    )
+    sync = synchronous_launches(trace)
+    if sync is not None:
+        first += (
+            f" As captured, the launch calls return only after their kernel has run ({sync[0]:,} of the {sync[1]:,} "
+            f"launches of kernels of {fmt_dur(SYNC_LAUNCH_MIN_KERNEL_NS)} or more), so no host work overlaps a "
+            f"kernel: any overlap needs asynchronous launches first (CUDA_LAUNCH_BLOCKING unset, or the runtime's "
+            f"own asynchronous mode); until then only less host work, or fewer launches, shortens this idle."
+        )
+    return Advice(
+        first,
+        forbidden,
+        f"Idle at this position ({f.dur_txt}) and step time{' and tokens/s' if is_decode_trace(diag) else ''} on a new "
+        f"capture with the same ranges named.",
+    )
 
 
 def _one_time_advice(f: Facts) -> Advice:
@@ -1287,7 +1549,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "host",
         lambda f: f.cause == Cause.HOST,
-        lambda f: Advice(*_host_advice(f.diag, list(f.evidence), f.rows, f.dur_txt, f.hot)),
+        _host_advice,
         "the GPU had nothing queued while the launching thread worked: that work is the cause",
     ),
     Rule(

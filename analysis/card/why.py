@@ -8,13 +8,13 @@ from bytes. Names from the trace are quoted literally between backticks.
 from __future__ import annotations
 
 import re
-import weakref
 from typing import NamedTuple
 
 import numpy as np
 
 from gapscope.analysis.busy import coverage, union_intervals
 from gapscope.analysis.card.copies import SHORT_COPY_NS, UNKNOWN_DIRECTION, CopyLead, copy_lead
+from gapscope.analysis.card.program import is_mtia, is_rocm, program_kind
 from gapscope.analysis.classify import (
     SLOW_LAUNCH_NS,
     launched_before,
@@ -61,35 +61,6 @@ DEPENDENCY_SMELLS = {
 #: The smell of a sync gap whose blocking wait began after the GPU went idle (rule 4
 #: of docs/definitions.md "Cause classes": no queue was drained, so no cliff).
 BLOCKING_WAIT_SMELL = "blocking wait in the gap"
-
-
-_MTIA: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def is_mtia(trace) -> bool:
-    """Whether the trace's device is an MTIA (its launches are ``runFunction`` calls):
-    then CUDA's own remedies (cuBLAS, CUDA graphs, ``CUDA_MODULE_LOADING``, Kineto's
-    ``cuda_sync`` records) are not named. Cached per trace."""
-    got = _MTIA.get(trace)
-    if got is None:
-        ids = trace.name_ids_matching(lambda n: n.startswith("runFunction"))
-        got = _MTIA[trace] = bool(ids.size) and bool(np.isin(trace.name_id[trace.kind == int(Kind.LAUNCH)], ids).any())
-    return got
-
-
-_ROCM: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def is_rocm(trace) -> bool:
-    """Whether the trace's device is an AMD GPU under ROCm (its launches are HIP
-    calls: ``hipLaunchKernel``, ``hipExtModuleLaunchKernel``, ``hipGraphLaunch``): then
-    the math libraries are rocBLAS / hipBLASLt and graphs are HIP graphs, and
-    ``CUDA_MODULE_LOADING`` is not named. Cached per trace."""
-    got = _ROCM.get(trace)
-    if got is None:
-        ids = trace.name_ids_matching(lambda n: n.startswith("hip"))
-        got = _ROCM[trace] = bool(ids.size) and bool(np.isin(trace.name_id[trace.kind == int(Kind.LAUNCH)], ids).any())
-    return got
 
 
 def graph_word(trace) -> str:
@@ -1157,9 +1128,11 @@ def quiet_text(diag: Diagnosis, rows: np.ndarray, quiet_ns: int) -> str:
             "or uninstrumented Python)"
         )
     step = _step_range(diag, rows)
+    # a program with no Python (a C++ or MPI code from Nsight) has no Python to blame
+    code = "uninstrumented Python" if program_kind(diag.trace).python else "uninstrumented code"
     if step is not None:
-        return f"{fmt_dur(quiet_ns)} inside {quote_name(step)} with no finer event recorded (uninstrumented Python or untraced work)"
-    return f"{fmt_dur(quiet_ns)} with no recorded events (uninstrumented Python or untraced work)"
+        return f"{fmt_dur(quiet_ns)} inside {quote_name(step)} with no finer event recorded ({code} or untraced work)"
+    return f"{fmt_dur(quiet_ns)} with no recorded events ({code} or untraced work)"
 
 
 def slow_launch(diag: Diagnosis, evidence: list[Evidence], rows: np.ndarray) -> bool:

@@ -880,6 +880,34 @@ class HostFacts:
     host_ns: int
     hint: str
     compile_: str
+    enclosing: tuple[int, ...] = ()
+
+
+#: A range on the launching thread is an enclosing framework range of an occurrence when
+#: it covers at least this share of it.
+ENCLOSING_MIN_SHARE = 0.5
+
+
+def enclosing_ranges(diag: Diagnosis, rows: np.ndarray) -> tuple[int, ...]:
+    """The events on the launching thread of the occurrence ``rows`` that
+    cover at least ``ENCLOSING_MIN_SHARE`` of it (a framework range such as the
+    optimizer's step or Dynamo's cache lookup, with the ops it runs inside), outermost
+    first. Vectorised over the thread's events."""
+    trace, g = diag.trace, diag.gaps
+    lane = g.thread_of(int(rows[0]))
+    if lane < 0:
+        return ()
+    sl = trace.lane_slice(lane)
+    st = trace.start_ns[sl]
+    en = st + trace.dur_ns[sl]
+    cover = np.zeros(st.size, dtype=np.int64)
+    for r in rows.tolist():
+        a, b = int(g.start_ns[r]), int(g.end_ns[r])
+        cover += np.maximum(np.minimum(en, b) - np.maximum(st, a), 0)
+    total = int(g.dur_ns[rows].sum())
+    hit = np.flatnonzero(cover >= ENCLOSING_MIN_SHARE * max(total, 1))
+    hit = hit[np.argsort(st[hit], kind="stable")]
+    return tuple(int(sl.start + k) for k in hit.tolist())
 
 
 def host_facts(f: Facts) -> HostFacts:
@@ -927,6 +955,7 @@ def host_facts(f: Facts) -> HostFacts:
         compile_=(
             "torch.compile" if is_mtia(trace) else f"torch.compile (mode='reduce-overhead' adds {graph_word(trace)}s)"
         ),
+        enclosing=enclosing_ranges(diag, rows),
     )
 
 
@@ -997,19 +1026,22 @@ def _dataloader_first(f: Facts, h: HostFacts) -> str:
     )
 
 
-#: TorchDynamo's per-call guard check before a compiled frame runs.
-DYNAMO_RE = re.compile(r"TorchDynamo Cache Lookup|_dynamo/eval_frame\.py|Torch-Compiled Region", re.IGNORECASE)
+#: TorchDynamo's per-call guard check before a compiled frame runs (its record_function
+#: range; not ``eval_frame.py``'s wrappers, which enclose the whole compiled call).
+DYNAMO_RE = re.compile(r"TorchDynamo Cache Lookup", re.IGNORECASE)
 #: The optimizer's step (``Optimizer.step#AdamW.step``, the per-tensor loops of a non-fused optimizer).
 OPTIMIZER_RE = re.compile(r"^Optimizer\.step#|^optimizer\.step|_single_tensor_adamw?\b|_multi_tensor_adamw?\b")
 #: The autograd engine's entry, before the first backward node runs.
-AUTOGRAD_ENGINE_RE = re.compile(
-    r"_engine_run_backward|^torch/autograd/__init__\.py\(\d+\): backward$|autograd::engine::"
-)
+#: Only before its first node (``autograd::engine::evaluate_function: XBackward0``,
+#: told by its own rule) is it start-up.
+AUTOGRAD_ENGINE_RE = re.compile(r"_engine_run_backward|^torch/autograd/__init__\.py\(\d+\): backward$")
+AUTOGRAD_NODE_CALL_RE = re.compile(r"^autograd::engine::evaluate_function")
 
 
 def _dynamo_first(f: Facts, h: HostFacts) -> str:
+    name, ns = _framework_name(f, h, DYNAMO_RE)
     return (
-        f"{quote_name(h.lead_name or '')} holds {fmt_dur(h.lead_ns)} of the gap: TorchDynamo checks the guards of "
+        f"{quote_name(name)} holds {fmt_dur(ns)} of the gap: TorchDynamo checks the guards of "
         f"the compiled frame on every call. Make that check cheaper: fewer guards (fewer Python objects and "
         f"globals read by the compiled code; torch.compiler.set_stance or torch._dynamo.config settings for "
         f"guards), static shapes (torch._dynamo.mark_static on inputs whose size does not change), or compile "
@@ -1018,8 +1050,9 @@ def _dynamo_first(f: Facts, h: HostFacts) -> str:
 
 
 def _optimizer_first(f: Facts, h: HostFacts) -> str:
+    name, ns = _framework_name(f, h, OPTIMIZER_RE)
     return (
-        f"{quote_name(h.lead_name or '')} holds {fmt_dur(h.lead_ns)} of the gap: the optimizer steps each "
+        f"{quote_name(name)} holds {fmt_dur(ns)} of the gap: the optimizer steps each "
         f"parameter with its own small kernels. Use the fused or foreach implementation (AdamW(fused=True), or "
         f"foreach=True), or compile the step (torch.compile of the optimizer step), so a few large kernels "
         f"replace many small launches."
@@ -1027,8 +1060,9 @@ def _optimizer_first(f: Facts, h: HostFacts) -> str:
 
 
 def _autograd_engine_first(f: Facts, h: HostFacts) -> str:
+    name, ns = _framework_name(f, h, AUTOGRAD_ENGINE_RE)
     return (
-        f"{quote_name(h.lead_name or '')} holds {fmt_dur(h.lead_ns)} of the gap: the autograd engine starting the "
+        f"{quote_name(name)} holds {fmt_dur(ns)} of the gap: the autograd engine starting the "
         f"backward pass (building its ready queue, handing the work to the device thread) before the first "
         f"backward kernel. Queue GPU work ahead of it (start the next forward's data copy, or overlap the "
         f"backward of one micro-batch with the forward of the next), or compile forward and backward together "
@@ -1175,6 +1209,39 @@ def _named(pattern: re.Pattern[str]) -> Callable[[Facts, HostFacts], bool]:
     return lambda f, h: h.lead_name is not None and bool(pattern.search(h.lead_name))
 
 
+def _framework(pattern: re.Pattern[str]) -> Callable[[Facts, HostFacts], bool]:
+    """``when``: the lead work, or a range enclosing most of the occurrence, matches
+    ``pattern`` (the ops a framework range runs are named first by the evidence)."""
+    return lambda f, h: (
+        bool(pattern.search(h.lead_name or "")) or any(bool(pattern.search(f.diag.trace.name(e))) for e in h.enclosing)
+    )
+
+
+def _framework_name(f: Facts, h: HostFacts, pattern: re.Pattern[str]) -> tuple[str, int]:
+    """The name matching ``pattern`` (the lead's, else the enclosing range's) and the
+    host ns it is told with."""
+    if h.lead_name is not None and pattern.search(h.lead_name):
+        return h.lead_name, h.lead_ns
+    names = [f.diag.trace.name(e) for e in h.enclosing]
+    return next(n for n in names if pattern.search(n)), h.host_ns
+
+
+def _autograd_start_when(f: Facts, h: HostFacts) -> bool:
+    """The occurrence lies inside the autograd engine's entry (``AUTOGRAD_ENGINE_RE``)
+    before its first node ran on the thread (``AUTOGRAD_NODE_CALL_RE``)."""
+    trace = f.diag.trace
+    entry = [e for e in h.enclosing if AUTOGRAD_ENGINE_RE.search(trace.name(e))]
+    if not entry:
+        return False
+    lane = int(trace.lane[entry[0]])
+    sl = trace.lane_slice(lane)
+    st = trace.start_ns[sl]
+    lo, hi = int(trace.start_ns[entry[0]]), int(f.diag.gaps.end_ns[f.rows].max())
+    ids = trace.name_ids_matching(lambda s: bool(AUTOGRAD_NODE_CALL_RE.search(s)))
+    inside = (st >= lo) & (st < hi) & np.isin(trace.name_id[sl], ids)
+    return not bool(inside.any())
+
+
 #: The host table, first match wins (the generic rule last).
 HOST_RULES: tuple[HostRule, ...] = (
     HostRule(
@@ -1203,19 +1270,19 @@ HOST_RULES: tuple[HostRule, ...] = (
     ),
     HostRule(
         "TorchDynamo guards",
-        _named(DYNAMO_RE),
+        _framework(DYNAMO_RE),
         _dynamo_first,
         "Dynamo's guard check runs on every call: fewer guards, static shapes or a replayed graph, not another thread",
     ),
     HostRule(
         "optimizer step",
-        _named(OPTIMIZER_RE),
+        _framework(OPTIMIZER_RE),
         _optimizer_first,
         "a per-parameter optimizer launches many small kernels: the fused or foreach optimizer",
     ),
     HostRule(
         "autograd engine start-up",
-        _named(AUTOGRAD_ENGINE_RE),
+        _autograd_start_when,
         _autograd_engine_first,
         "the engine's start before the first backward kernel: queue work ahead or compile forward and backward",
     ),

@@ -1,0 +1,197 @@
+"""The card's facts and rules (``gapscope.analysis.card.facts`` / ``rules``): one test per
+rule added for issue 43, each on a hand-made trace that reproduces the pattern, and the
+table's own contract (first match wins, every rule named and explained)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gapscope.analysis import Cause, diagnose
+from gapscope.analysis.card import card_for_gap
+from gapscope.analysis.card.facts import card_facts
+from gapscope.analysis.card.program import program_kind
+from gapscope.analysis.card.rules import HOST_RULES, RULES, matching_rule
+from gapscope.analysis.evidence_kinds import earlier_runs, recurring_alloc_mask
+from gapscope.parsers import load
+from gapscope.parsers.builder import TraceBuilder
+from gapscope.parsers.model import Kind
+
+from .conftest import CORPUS, require
+
+US = 1_000
+
+
+def _lanes(b: TraceBuilder) -> tuple[int, int]:
+    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
+    return cpu, b.lane("0", "7", is_gpu=True, device=0, stream=7)
+
+
+def _largest(d) -> int:
+    return int(np.argmax(d.gaps.dur_ns))
+
+
+def test_every_rule_is_named_and_explained_and_the_last_always_holds():
+    for table in (RULES, HOST_RULES):
+        assert len({r.name for r in table}) == len(table)
+        assert all(r.rationale and len(r.rationale.splitlines()) == 1 for r in table)
+    assert RULES[-1].when(None) is True  # type: ignore[arg-type]
+
+
+def _alloc_loop(n_steps: int, free_every_step: bool) -> TraceBuilder:
+    """``n_steps`` steps of: a kernel, then (every step, or the first only) a 1 ms
+    ``hipFree`` on the launching thread, then the next launch. An ATen op marks the
+    program as PyTorch."""
+    b = TraceBuilder()
+    cpu, gpu = _lanes(b)
+    t = 0
+    corr = 1
+    b.event(cpu, "aten::add", 0, 2 * US, Kind.CPU_OP)
+    t = 5
+    for step in range(n_steps):
+        b.event(cpu, "hipLaunchKernel", t * US, 5 * US, Kind.LAUNCH, correlation=corr)
+        b.event(gpu, "k", (t + 8) * US, 20 * US, Kind.KERNEL, correlation=corr)
+        corr += 1
+        t += 30
+        if free_every_step or step == 0:
+            b.event(cpu, "hipFree", t * US, 1000 * US, Kind.RUNTIME)
+            t += 1000
+        else:
+            t += 5
+    b.event(cpu, "hipLaunchKernel", t * US, 5 * US, Kind.LAUNCH, correlation=corr)
+    b.event(gpu, "k", (t + 8) * US, 20 * US, Kind.KERNEL, correlation=corr)
+    return b
+
+
+def test_recurring_allocator_calls_are_steady_state_with_caching_allocator_advice():
+    """Issue 43, MI300X ResNet with the caching allocator off: a 1 ms ``hipFree`` in
+    every step recurs, so its gaps are not one-time (they stay in the budget) and the
+    advice is the caching allocator, not "warm up before profiling"."""
+    d = diagnose(_alloc_loop(6, free_every_step=True).build())
+    assert recurring_alloc_mask(d.trace).sum() == 6
+    big = np.flatnonzero(d.gaps.dur_ns >= 1000 * US)
+    assert big.size == 6 and not d.gaps.one_time[big].any()
+    c = card_for_gap(d, int(big[2]))
+    assert c.cause == Cause.HOST
+    assert "caching allocator" in c.first_experiment and "expandable_segments" in c.first_experiment
+    assert "warm up" not in c.first_experiment
+
+
+def test_a_single_allocator_call_is_still_one_time():
+    """The control: one ``hipFree`` in the first step only is allocator growth at warm-up."""
+    d = diagnose(_alloc_loop(6, free_every_step=False).build())
+    assert not recurring_alloc_mask(d.trace).any()
+    i = _largest(d)
+    assert d.gaps.dur_ns[i] >= 1000 * US and bool(d.gaps.one_time[i])
+    assert "warm up before profiling" in card_for_gap(d, i).first_experiment
+
+
+def _slow_launch(kernel: str) -> TraceBuilder:
+    """Six kernels ``k`` with 5 µs launches, then a 3 ms launch of ``kernel``."""
+    b = TraceBuilder()
+    cpu, gpu = _lanes(b)
+    b.event(cpu, "aten::mm", 0, 2 * US, Kind.CPU_OP)
+    t = 5
+    for j in range(1, 7):
+        b.event(cpu, "cudaLaunchKernel", t * US, 5 * US, Kind.LAUNCH, correlation=j)
+        b.event(gpu, "k", (t + 6) * US, 10 * US, Kind.KERNEL, correlation=j)
+        t += 20
+    b.event(cpu, "cudaLaunchKernel", t * US, 3000 * US, Kind.LAUNCH, correlation=7)
+    b.event(gpu, kernel, (t + 3002) * US, 10 * US, Kind.KERNEL, correlation=7)
+    return b
+
+
+def test_slow_launch_of_a_kernel_seen_before_is_contention_not_first_use():
+    """Issue 43, 2xH100 FSDP: a slow launch of a kernel that ran 84 times before is no
+    first use: no warm-up or CUDA_MODULE_LOADING advice, not one-time."""
+    d = diagnose(_slow_launch("k").build())
+    i = _largest(d)
+    call = int(np.flatnonzero(d.trace.dur_ns == 3000 * US)[0])
+    assert earlier_runs(d.trace)[call] == 6
+    assert not bool(d.gaps.one_time[i])
+    c = card_for_gap(d, i)
+    assert c.cause == Cause.LAUNCH
+    assert "its kernel had run 6 time(s) before" in c.why and "first-use" not in c.why
+    assert "host contention" in c.first_experiment and "CUDA_MODULE_LOADING" not in c.first_experiment
+
+
+def test_slow_launch_of_a_new_kernel_is_first_use():
+    d = diagnose(_slow_launch("k_new").build())
+    i = _largest(d)
+    assert bool(d.gaps.one_time[i])
+    c = card_for_gap(d, i)
+    assert "a first-use cost" in c.why and "CUDA_MODULE_LOADING=EAGER" in c.first_experiment
+
+
+def test_lazy_function_loading_in_the_gap_is_module_loading_not_a_host_island():
+    """Issue 43, B200: the first call of a GEMM holds a "Lazy Function Loading" range
+    on the launching thread; the card says module loading (one-time), not py-spy."""
+    b = TraceBuilder()
+    cpu, gpu = _lanes(b)
+    b.event(cpu, "aten::mm", 0, 2 * US, Kind.CPU_OP)
+    b.event(cpu, "cudaLaunchKernel", 5 * US, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k", 12 * US, 10 * US, Kind.KERNEL, correlation=1)
+    b.event(cpu, "aten::linear", 20 * US, 900 * US, Kind.CPU_OP)
+    b.event(cpu, "Lazy Function Loading", 30 * US, 800 * US, Kind.RUNTIME)
+    b.event(cpu, "cudaLaunchKernel", 900 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b.event(gpu, "gemm", 910 * US, 10 * US, Kind.KERNEL, correlation=2)
+    d = diagnose(b.build())
+    i = _largest(d)
+    c = card_for_gap(d, i)
+    assert "lazy module loading" in c.first_experiment and "py-spy" not in c.first_experiment
+    f = card_facts(d, np.array([i]), c.cause, list(c.evidence), "x")
+    assert f.lazy_loading_ns == 800 * US and matching_rule(f).name == "module loading"
+
+
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("TorchDynamo Cache Lookup", "mark_static"),
+        ("Optimizer.step#AdamW.step", "fused=True"),
+        ("torch/autograd/graph.py(824): _engine_run_backward", "autograd engine"),
+    ],
+)
+def test_framework_internals_get_their_own_fix(name, words):
+    """Issue 43: Dynamo's guard check, the optimizer step and the autograd engine's
+    start-up are not told "take it off the critical path, run it in another thread"."""
+    b = TraceBuilder()
+    cpu, gpu = _lanes(b)
+    b.event(cpu, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k", 6 * US, 10 * US, Kind.KERNEL, correlation=1)
+    b.event(cpu, name, 20 * US, 500 * US, Kind.CPU_OP)
+    b.event(cpu, "aten::add", 30 * US, 480 * US, Kind.CPU_OP)
+    b.event(cpu, "cudaLaunchKernel", 525 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b.event(gpu, "k2", 532 * US, 10 * US, Kind.KERNEL, correlation=2)
+    d = diagnose(b.build())
+    c = card_for_gap(d, _largest(d))
+    assert c.cause == Cause.HOST
+    assert words in c.first_experiment, c.first_experiment
+    assert "another thread" not in c.first_experiment
+
+
+def test_a_program_without_python_is_not_given_python_words():
+    """Issue 43: an Nsight export of a C++ program is told neither "uninstrumented
+    Python" nor torch.where."""
+    b = TraceBuilder(format="nsys-sqlite")
+    cpu, gpu = _lanes(b)
+    b.event(cpu, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k", 6 * US, 10 * US, Kind.KERNEL, correlation=1)
+    b.event(cpu, "cudaStreamSynchronize", 10 * US, 20 * US, Kind.SYNC_CALL)
+    b.event(cpu, "cudaLaunchKernel", 400 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b.event(gpu, "k2", 407 * US, 10 * US, Kind.KERNEL, correlation=2)
+    d = diagnose(b.build())
+    pk = program_kind(d.trace)
+    assert (pk.framework, pk.python, pk.torch) == ("native", False, False)
+    for i in range(len(d.gaps)):
+        c = card_for_gap(d, i)
+        text = " ".join((c.why, c.first_experiment, c.forbidden_step, c.proof))
+        assert "Python" not in text and "torch" not in text, text
+
+
+@pytest.mark.parametrize(
+    ("rel", "framework", "python"),
+    [("extrap/ex-gpu.s10.sqlite", "native", False), ("tracelens/b200/eager_trace.json.gz", "pytorch", True)],
+)
+def test_program_kind_of_corpus_traces(rel, framework, python):
+    pk = program_kind(load(require(CORPUS / rel)))
+    assert (pk.framework, pk.python) == (framework, python)

@@ -14,6 +14,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from gapscope.analysis.card import card_for_gap
+from gapscope.analysis.causes import CAUSES
 from gapscope.analysis.types import Cause
 from gapscope.parsers.model import Kind
 from gapscope.tui.lanes_model import sanitize
@@ -44,14 +45,8 @@ PROTOCOL = (
     ("Re-measure", "the same figure on a new capture; compare the two traces"),
 )
 
-_CAUSE_STYLE = {
-    Cause.SYNC: "bold #ff6060",
-    Cause.COPY: "bold #e0b050",
-    Cause.LAUNCH: "bold #b080ff",
-    Cause.HOST: "bold #70d070",
-    Cause.UNCLASSIFIED: "bold #a0a0a0",
-    Cause.DEPENDENCY: "bold #50b8d8",
-}
+#: Each class in its colour from the table of causes (``gapscope.analysis.causes``).
+_CAUSE_STYLE = {c: f"bold {info.colour}" for c, info in CAUSES.items()}
 
 
 _last_card: list = [None, None, None]  # [diagnosis, gap, card]: the full and compact texts share one build

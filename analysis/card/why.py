@@ -15,6 +15,7 @@ import numpy as np
 from gapscope.analysis.busy import coverage, union_intervals
 from gapscope.analysis.card.copies import SHORT_COPY_NS, UNKNOWN_DIRECTION, CopyLead, copy_lead
 from gapscope.analysis.card.program import is_mtia, is_rocm, program_kind
+from gapscope.analysis.causes import CAUSES
 from gapscope.analysis.classify import (
     SLOW_LAUNCH_NS,
     launched_before,
@@ -39,14 +40,8 @@ from gapscope.parsers.kinds import copy_kind_of
 from gapscope.parsers.model import CopyKind, Kind
 from gapscope.units import fmt_bytes, fmt_dur, fmt_offset
 
-SMELLS = {
-    Cause.LAUNCH: "launch-bound gap",
-    Cause.HOST: "host island",
-    Cause.COPY: "copy on the path",
-    Cause.SYNC: "sync cliff",
-    Cause.UNCLASSIFIED: "unexplained white space",
-    Cause.DEPENDENCY: "queued, waiting on the GPU side",
-}
+#: The smell per class, from the table of causes.
+SMELLS = {c: info.smell for c, info in CAUSES.items()}
 
 #: The smell of a queued (dependency) gap by what it waited on.
 DEPENDENCY_SMELLS = {

@@ -13,8 +13,9 @@ import dataclasses
 import re
 
 from gapscope.analysis.card import card_for_gap
+from gapscope.analysis.causes import CAUSE_LABELS
 from gapscope.exercise.facts import TraceFacts, fill
-from gapscope.exercise.load import CAUSE_LABELS, UNITS
+from gapscope.exercise.load import UNITS
 from gapscope.exercise.model import CardField, Exercise, Option, Task
 from gapscope.units import fmt_dur
 

@@ -195,3 +195,33 @@ def test_a_program_without_python_is_not_given_python_words():
 def test_program_kind_of_corpus_traces(rel, framework, python):
     pk = program_kind(load(require(CORPUS / rel)))
     assert (pk.framework, pk.python) == (framework, python)
+
+
+def _memset_in_gap(outer: str) -> TraceBuilder:
+    """A 100 µs memset between two kernels, its ``cudaMemsetAsync`` issued inside the
+    CPU range ``outer``."""
+    b = TraceBuilder()
+    cpu, gpu = _lanes(b)
+    b.event(cpu, "aten::conv2d", 0, 2 * US, Kind.CPU_OP)
+    b.event(cpu, "cudaLaunchKernel", 3 * US, 2 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k1", 6 * US, 4 * US, Kind.KERNEL, correlation=1)
+    b.event(cpu, outer, 8 * US, 20 * US, Kind.CPU_OP)
+    b.event(cpu, "cudaMemsetAsync", 10 * US, 3 * US, Kind.MEMCPY_CALL, correlation=2)
+    b.event(gpu, "Memset (Device)", 20 * US, 100 * US, Kind.MEMSET, correlation=2, bytes=1 << 20)
+    b.event(cpu, "cudaLaunchKernel", 15 * US, 2 * US, Kind.LAUNCH, correlation=3)
+    b.event(gpu, "k2", 125 * US, 5 * US, Kind.KERNEL, correlation=3)
+    return b
+
+
+def test_a_memset_issued_by_cudnn_is_the_librarys_not_torch_zeros():
+    """Issue 43: memsets cuDNN/MIOpen issue are not told "remove your torch.zeros"."""
+    d = diagnose(_memset_in_gap("cudnnConvolutionForward").build())
+    c = card_for_gap(d, _largest(d))
+    assert c.cause == Cause.COPY, c.why
+    assert "`cudnnConvolutionForward`" in c.first_experiment and "torch.zeros" not in c.first_experiment
+
+
+def test_a_memset_of_the_users_code_is_told_to_fuse_or_remove():
+    d = diagnose(_memset_in_gap("aten::zeros").build())
+    c = card_for_gap(d, _largest(d))
+    assert c.cause == Cause.COPY and "torch.zeros" in c.first_experiment

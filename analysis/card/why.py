@@ -170,6 +170,41 @@ def thread_label(trace, lane: int) -> str:
     return quote_name(label) if str(label).lower().startswith("thread") else f"thread {quote_name(label)}"
 
 
+def _within(
+    diag: Diagnosis,
+    name: str,
+    ns: int,
+    ops: set[int],
+    inner: dict[str, int],
+    counted: dict[tuple[str, str], int],
+    windows: list[tuple[int, int]],
+) -> list[tuple[str, int]]:
+    """The largest calls directly inside the item ``name`` (its events ``ops``), not of
+    its own name, adding to at most its ``ns``: at most two, each named only when the
+    evidence kept all its calls there, and none when a larger call directly inside is
+    not named (left out of the evidence as a container, or not all its calls kept)."""
+    trace = diag.trace
+    within: list[tuple[str, int]] = []
+    room = ns
+    walk = sum(_span_events(trace, p) for p in ops)
+    children = _direct_children(trace, ops, windows, diag.evidence_index().cause) if walk <= _CHILD_WALK_MAX else {}
+    for k, v in sorted(inner.items(), key=lambda kv: -kv[1]):
+        if k == name or v > room or len(within) >= 2:
+            continue
+        # a sum of only the calls the evidence list kept would be a part passed off
+        # as the whole: such a call is not named
+        if children.get(k, (0, 0, True))[0] != counted[(name, k)]:
+            continue
+        within.append((k, v))
+        room -= v
+    if within and any(
+        is_host and m != name and m not in dict(within) and raw > min(v for _, v in within)
+        for m, (_, raw, is_host) in children.items()
+    ):
+        return []
+    return within
+
+
 def _items(
     diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], cause: Cause, limit: int = 2, cap_ns: int | None = None
 ) -> list[str]:
@@ -208,28 +243,7 @@ def _items(
         if quiet:
             out.append(quiet_text(diag, rows, ns))
             continue
-        # the largest calls directly inside it (not of its own name), adding to at most its time
-        within: list[tuple[str, int]] = []
-        room = ns
-        ops = parents.get(name, set())
-        walk = sum(_span_events(trace, p) for p in ops)
-        children = _direct_children(trace, ops, windows, diag.evidence_index().cause) if walk <= _CHILD_WALK_MAX else {}
-        for k, v in sorted(inner.get(name, {}).items(), key=lambda kv: -kv[1]):
-            if k == name or v > room or len(within) >= 2:
-                continue
-            # a sum of only the calls the evidence list kept would be a part passed off
-            # as the whole: such a call is not named
-            if children.get(k, (0, 0, True))[0] != counted[(name, k)]:
-                continue
-            within.append((k, v))
-            room -= v
-        # nor are small calls named when a larger one directly inside is not (left out
-        # of the evidence as a container, or not all of its calls kept)
-        if within and any(
-            is_host and m != name and m not in dict(within) and raw > min(v for _, v in within)
-            for m, (_, raw, is_host) in children.items()
-        ):
-            within = []
+        within = _within(diag, name, ns, parents.get(name, set()), inner.get(name, {}), counted, windows)
         of_which = (
             (" (of which " + ", ".join(f"{fmt_dur(v)} in {quote_name(k)}" for k, v in within) + ")") if within else ""
         )
@@ -303,6 +317,21 @@ def _name_groups(
     return out
 
 
+def _host_by_name(evidence: list[Evidence]) -> dict[str, int]:
+    """Host ns of the evidence per event name."""
+    by_name: dict[str, int] = {}
+    for e in evidence:
+        if e.cause == Cause.HOST and e.event >= 0:
+            by_name[e.name] = by_name.get(e.name, 0) + e.overlap_ns
+    return by_name
+
+
+def _one_lane(thread_lane: np.ndarray, rows: np.ndarray) -> int:
+    """The launching thread of every gap of ``rows``, or -1 when they differ or none."""
+    lane = int(thread_lane[rows[0]])
+    return lane if lane >= 0 and all(int(thread_lane[r]) == lane for r in rows) else -1
+
+
 def hot_frame(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], host_ns: int) -> HotFrame | None:
     """Where the host time of the occurrence ``rows`` lies when the evidence, which
     lists the finest events and leaves out the ranges around them
@@ -322,14 +351,11 @@ def hot_frame(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], host_
     trace, g = diag.trace, diag.gaps
     if host_ns <= 0 or diag._index is None or g.thread_lane is None:
         return None
-    by_name: dict[str, int] = {}
-    for e in evidence:
-        if e.cause == Cause.HOST and e.event >= 0:
-            by_name[e.name] = by_name.get(e.name, 0) + e.overlap_ns
+    by_name = _host_by_name(evidence)
     if sum(sorted(by_name.values())[-2:]) >= HOT_FRAME_MIN_SHARE * host_ns:
         return None  # the two items the sentence names hold the time already
-    lane = int(g.thread_lane[rows[0]])
-    if lane < 0 or any(int(g.thread_lane[r]) != lane for r in rows):
+    lane = _one_lane(g.thread_lane, rows)
+    if lane < 0:
         return None
     index = diag._index
     windows = [(a, b) for a, b in _class_windows(diag, rows, Cause.HOST) if b > a]
@@ -463,87 +489,111 @@ def _calls_listed(
 UNLISTED_MAX_SHARE = 0.1
 
 
+def _copy_rest(lead: CopyLead, copy_ns: int) -> str:
+    """The copy class's other part: the launching thread inside a copy call outside
+    the GPU's copies (rule 1), or ""."""
+    if lead.outside_ns < max(1_000, copy_ns // 20):
+        return ""
+    call = f"the copy call {quote_name(lead.call.name)}" if lead.call is not None else "a copy call"
+    return f"; {fmt_dur(lead.outside_ns)} of it the thread in {call} outside the GPU's copies"
+
+
+def _copy_way(lead: CopyLead) -> str:
+    """The direction of copies whose name does not say it (MTIA's `dma_request`), or ""."""
+    known = [wc for wc in lead.directions if wc[0] != UNKNOWN_DIRECTION]
+    if not known or copy_kind_of(lead.big.name) != CopyKind.UNKNOWN or not lead.same_name:
+        return ""
+    if len(lead.directions) == 1:
+        return f" ({'' if lead.count == 1 else 'all '}{lead.directions[0][0]})"
+    return " (" + ", ".join(f"{n} {w}" for w, n in lead.directions) + ")"
+
+
+def _many_pageable(diag: Diagnosis, rows: np.ndarray, lead: CopyLead) -> str:
+    """ ", from pageable host memory" for several copies: with pageable host memory
+    either way (hta/rank0 #733: a D2H to pageable and an H2D from it read "2 copies ...
+    from pageable host memory"), or only the largest."""
+    if not lead.big.pageable:
+        return ""
+    copies = [e for r in rows.tolist() for e in diag.gpu_copies(int(r)) if e.cause == Cause.COPY]
+    kinds = {int(diag.trace.copy_kind[e.event]) for e in copies if e.event >= 0}
+    host_way = "to" if kinds == {int(CopyKind.D2H)} else "from" if kinds == {int(CopyKind.H2D)} else "with"
+    every = bool(copies) and all(e.pageable for e in copies)
+    return f", {host_way} pageable host memory" if every else ", the largest with pageable host memory"
+
+
+def _largest_copies(lead: CopyLead, size: list[str]) -> tuple[str, str, list[str]]:
+    """(which, how long each, size words) of the largest of several copies of unequal
+    length: the one, or the ``like_big`` ones like it."""
+    big = lead.big
+    largest = "the largest" if lead.same_name else f"the largest {quote_name(big.name)}"
+    if lead.like_big <= 1:
+        return largest, fmt_dur(big.overlap_ns), size
+    largest = f"the {lead.like_big} largest" + ("" if lead.same_name else f" {quote_name(big.name)}")
+    lo_ns, lo_b, hi_b = lead.like_big_range
+    each = (
+        f"{fmt_dur(big.overlap_ns)} each"
+        if fmt_dur(lo_ns) == fmt_dur(big.overlap_ns)
+        else f"{fmt_dur(lo_ns)} to {fmt_dur(big.overlap_ns)}"
+    )
+    if big.bytes >= 0 and lo_b >= 0:
+        size = [f"{fmt_bytes(hi_b)} each" if fmt_bytes(lo_b) == fmt_bytes(hi_b) else f"up to {fmt_bytes(hi_b)}"]
+        size += ["pageable host memory"] if big.pageable else []
+    return largest, each, size
+
+
+def _many_copies_phrase(
+    diag: Diagnosis, rows: np.ndarray, copy_ns: int, lead: CopyLead, ran: str, size: list[str]
+) -> str:
+    """The copy phrase of several copies: each length (up to three), their median (of
+    one length, or all short), else the largest and the short ones in all."""
+    big = lead.big
+    rest = _copy_rest(lead, copy_ns)
+    total = f", {fmt_bytes(lead.bytes_total)} in all" if lead.bytes_total >= 0 else ""
+    named = f" {quote_name(big.name)}{_copy_way(lead)}" if lead.same_name else ""
+    pageable = _many_pageable(diag, rows, lead)
+    if lead.count <= 3:  # a median of two or three says little: each one
+        txt = [fmt_dur(v) for v in lead.lengths_ns]
+        each = f"{txt[0]} each" if len(set(txt)) == 1 else ", ".join(txt[:-1]) + " and " + txt[-1]
+        return f"{fmt_dur(copy_ns)} copying ({ran} {lead.count} {lead.noun}{named}, {each}{total}{pageable}{rest})"
+    if lead.uniform or lead.short_count == lead.count:
+        return (
+            f"{fmt_dur(copy_ns)} copying ({ran} {lead.count} {lead.noun}{named}, "
+            f"{fmt_dur(lead.median_ns)} median each{total}{pageable}{rest})"
+        )
+    largest, each, size = _largest_copies(lead, size)
+    short = (
+        f"; {lead.short_count} took {fmt_dur(SHORT_COPY_NS)} or less each, {fmt_dur(lead.short_ns)} in all"
+        if lead.short_count >= 2
+        else ""
+    )
+    return (
+        f"{fmt_dur(copy_ns)} copying ({ran} {lead.count} {lead.noun}{named}{total}; {largest} "
+        f"{each}" + (f", {', '.join(size)}" if size else "") + f"{short}{rest})"
+    )
+
+
 def _copy_phrase(
     diag: Diagnosis, rows: np.ndarray, copy_ns: int, lead: CopyLead | None, ran: str = "the GPU ran"
 ) -> str:
-    """ "0.314 ms copying (...)": the one copy (name, size, pageable), or how many ran:
-    of one length, their median; else the largest, and the short ones in all; then the
-    copy time the thread spent in its copy call outside the GPU's copies. ``ran``: the
-    words before the GPU's copies ("running" when the GPU is the sentence's subject)."""
+    """ "0.314 ms copying (...)": the one copy (name, size, pageable), or how many ran
+    (``_many_copies_phrase``); then the copy time the thread spent in its copy call
+    outside the GPU's copies. ``ran``: the words before the GPU's copies ("running"
+    when the GPU is the sentence's subject)."""
     if lead is None:
         return f"{fmt_dur(copy_ns)} copying"
     big = lead.big
     size = [fmt_bytes(big.bytes)] if big.bytes >= 0 else []
     if big.pageable:
         size.append("pageable host memory")
-    rest = ""
-    outside = lead.outside_ns
-    if outside >= max(1_000, copy_ns // 20):
-        # the copy class's other part: the launching thread inside a copy call (rule 1)
-        call = f"the copy call {quote_name(lead.call.name)}" if lead.call is not None else "a copy call"
-        rest = f"; {fmt_dur(outside)} of it the thread in {call} outside the GPU's copies"
-    # a copy whose name does not say its direction (MTIA's `dma_request`) is told it
-    way = ""
-    known = [wc for wc in lead.directions if wc[0] != UNKNOWN_DIRECTION]
-    if known and copy_kind_of(big.name) == CopyKind.UNKNOWN and lead.same_name:
-        if len(lead.directions) == 1:
-            way = f" ({'' if lead.count == 1 else 'all '}{lead.directions[0][0]})"
-        else:
-            way = " (" + ", ".join(f"{n} {w}" for w, n in lead.directions) + ")"
     if lead.count > 1:
-        total = f", {fmt_bytes(lead.bytes_total)} in all" if lead.bytes_total >= 0 else ""
-        named = f" {quote_name(big.name)}{way}" if lead.same_name else ""
-        # with pageable host memory either way (hta/rank0 #733: a D2H to pageable and an
-        # H2D from it read "2 copies ... from pageable host memory")
-        copies = [e for r in rows.tolist() for e in diag.gpu_copies(int(r)) if e.cause == Cause.COPY]
-        kinds = {int(diag.trace.copy_kind[e.event]) for e in copies if e.event >= 0}
-        host_way = "to" if kinds == {int(CopyKind.D2H)} else "from" if kinds == {int(CopyKind.H2D)} else "with"
-        pageable = ""
-        if big.pageable:
-            every = bool(copies) and all(e.pageable for e in copies)
-            pageable = f", {host_way} pageable host memory" if every else ", the largest with pageable host memory"
-        if lead.count <= 3:  # a median of two or three says little: each one
-            txt = [fmt_dur(v) for v in lead.lengths_ns]
-            each = f"{txt[0]} each" if len(set(txt)) == 1 else ", ".join(txt[:-1]) + " and " + txt[-1]
-            return f"{fmt_dur(copy_ns)} copying ({ran} {lead.count} {lead.noun}{named}, {each}{total}{pageable}{rest})"
-        if lead.uniform or lead.short_count == lead.count:
-            return (
-                f"{fmt_dur(copy_ns)} copying ({ran} {lead.count} {lead.noun}{named}, "
-                f"{fmt_dur(lead.median_ns)} median each{total}{pageable}{rest})"
-            )
-        largest = "the largest" if lead.same_name else f"the largest {quote_name(big.name)}"
-        if lead.like_big > 1:
-            largest = f"the {lead.like_big} largest" + ("" if lead.same_name else f" {quote_name(big.name)}")
-            lo_ns, lo_b, hi_b = lead.like_big_range
-            each = (
-                f"{fmt_dur(big.overlap_ns)} each"
-                if fmt_dur(lo_ns) == fmt_dur(big.overlap_ns)
-                else f"{fmt_dur(lo_ns)} to {fmt_dur(big.overlap_ns)}"
-            )
-            if big.bytes >= 0 and lo_b >= 0:
-                size = [f"{fmt_bytes(hi_b)} each" if fmt_bytes(lo_b) == fmt_bytes(hi_b) else f"up to {fmt_bytes(hi_b)}"]
-                size += ["pageable host memory"] if big.pageable else []
-        else:
-            each = fmt_dur(big.overlap_ns)
-        short = (
-            f"; {lead.short_count} took {fmt_dur(SHORT_COPY_NS)} or less each, {fmt_dur(lead.short_ns)} in all"
-            if lead.short_count >= 2
-            else ""
-        )
-        return (
-            f"{fmt_dur(copy_ns)} copying ({ran} {lead.count} {lead.noun}{named}{total}; {largest} "
-            f"{each}" + (f", {', '.join(size)}" if size else "") + f"{short}{rest})"
-        )
+        return _many_copies_phrase(diag, rows, copy_ns, lead, ran, size)
+    on_gpu = diag.trace.lanes[big.lane].is_gpu
     memset = big.event >= 0 and diag.trace.kind[big.event] == int(Kind.MEMSET)
-    where = (
-        (f"{ran} the memset" if memset else f"{ran} the copy")
-        if diag.trace.lanes[big.lane].is_gpu
-        else "the thread was in the copy call"
-    )
+    where = (f"{ran} the memset" if memset else f"{ran} the copy") if on_gpu else "the thread was in the copy call"
     return (
-        f"{fmt_dur(copy_ns)} copying ({where} {quote_name(big.name)}{way if diag.trace.lanes[big.lane].is_gpu else ''}"
+        f"{fmt_dur(copy_ns)} copying ({where} {quote_name(big.name)}{_copy_way(lead) if on_gpu else ''}"
         + (f", {', '.join(size)}" if size else "")
-        + f"{rest})"
+        + f"{_copy_rest(lead, copy_ns)})"
     )
 
 

@@ -139,6 +139,7 @@ def test_lazy_function_loading_in_the_gap_is_module_loading_not_a_host_island():
     i = _largest(d)
     c = card_for_gap(d, i)
     assert "lazy module loading" in c.first_experiment and "py-spy" not in c.first_experiment
+    assert c.smell == "module loading (one-time cost)" and "0.800 ms of lazy module loading" in c.why
     f = card_facts(d, np.array([i]), c.cause, list(c.evidence), "x")
     assert f.lazy_loading_ns == 800 * US and matching_rule(f).name == "module loading"
 
@@ -225,3 +226,15 @@ def test_a_memset_of_the_users_code_is_told_to_fuse_or_remove():
     d = diagnose(_memset_in_gap("aten::zeros").build())
     c = card_for_gap(d, _largest(d))
     assert c.cause == Cause.COPY and "torch.zeros" in c.first_experiment
+
+
+def test_b200_first_gemm_calls_are_module_loading_not_py_spy():
+    """tracelens/b200: the three largest gaps lie in the first ``aten::addmm``/``aten::mm``
+    calls of a shape, whose calls hold Kineto's "Lazy Function Loading" events (on a
+    lane of their own); they are module loading, not a host island told to use py-spy."""
+    d = diagnose(load(require(CORPUS / "tracelens/b200/eager_trace.json.gz")))
+    top = [int(i) for i in d.order_by_size()[:3]]
+    for i in top:
+        c = card_for_gap(d, i)
+        assert c.smell == "module loading (one-time cost)", (i, c.smell)
+        assert "py-spy" not in c.first_experiment and "lazy module loading" in c.why

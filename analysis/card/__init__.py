@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from gapscope.analysis.card.facts import card_facts, gap_capture
-from gapscope.analysis.card.rules import advice, capture_sentence
+from gapscope.analysis.card.rules import advice, capture_sentence, matching_rule
 from gapscope.analysis.card.why import (
     BLOCKING_WAIT_SMELL,
     DEPENDENCY_SMELLS,
@@ -95,7 +95,14 @@ def _card(
             f" {diag.invalid_gpu_ops} GPU op(s) of this trace have no usable timing and are left out,"
             " so idle time may be overstated."
         )
-    first, forbidden, proof = advice(card_facts(diag, rows, primary, evidence, dur_txt, capture, hot))
+    facts = card_facts(diag, rows, primary, evidence, dur_txt, capture, hot)
+    if matching_rule(facts).name == "module loading":
+        smell = "module loading (one-time cost)"
+        why += (
+            f" Within that work, {fmt_dur(facts.lazy_loading_ns)} of lazy module loading (the driver loading GPU "
+            f"code at a function's first call) was recorded."
+        )
+    first, forbidden, proof = advice(facts)
     return Card(smell, primary, secondary, sec_share, why, first, forbidden, proof, tuple(evidence[:12]))
 
 

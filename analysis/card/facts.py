@@ -21,8 +21,9 @@ from gapscope.analysis.card.why import HotFrame, slow_launch
 from gapscope.analysis.diagnose import Diagnosis
 from gapscope.analysis.evidence_kinds import GraphCapture, earlier_runs, graph_captures
 from gapscope.analysis.types import Cause, Evidence
+from gapscope.parsers.model import Kind
 
-__all__ = ["Facts", "GapCapture", "card_facts", "gap_capture", "LAZY_LOADING_RE", "LAZY_LOADING_MIN_SHARE"]
+__all__ = ["Facts", "GapCapture", "card_facts", "gap_capture", "enclosing_events", "LAZY_LOADING_RE"]
 
 
 #: A gap is told as a graph capture when captures on its thread cover this share of it.
@@ -80,13 +81,14 @@ def gap_capture(diag: Diagnosis, rows: np.ndarray) -> GapCapture | None:
 #: Module loading at a function's first call: CUDA's lazy loading (Nsight's "Lazy
 #: Function Loading" range, B200 GEMMs' first calls) and the driver's module loads.
 LAZY_LOADING_RE = re.compile(r"Lazy Function Loading|^cuModuleLoad|^cuLibraryLoad|^hipModuleLoad", re.IGNORECASE)
-#: Module loading on the thread covering this share of an occurrence makes it module loading.
-LAZY_LOADING_MIN_SHARE = 0.5
 
 
 def _lazy_loading_ns(diag: Diagnosis, rows: np.ndarray) -> int:
-    """ns of the occurrence ``rows`` covered by module-loading events (``LAZY_LOADING_RE``)
-    on its launching thread (the ranges' union, clipped to each gap)."""
+    """ns of module loading (``LAZY_LOADING_RE``, on any CPU lane of the launching
+    thread's process: Kineto records CUDA's "Lazy Function Loading" on a lane of its
+    own) inside the occurrence ``rows`` or inside the narrowest call of the thread that
+    holds most of it (the call that triggered the load began before the GPU went idle: B200's first
+    ``aten::mm`` of a shape)."""
     trace, g = diag.trace, diag.gaps
     lane = g.thread_of(int(rows[0]))
     if lane < 0:
@@ -94,13 +96,50 @@ def _lazy_loading_ns(diag: Diagnosis, rows: np.ndarray) -> int:
     ids = trace.name_ids_matching(lambda s: bool(LAZY_LOADING_RE.search(s)))
     if not ids.size:
         return 0
-    sl = trace.lane_slice(lane)
-    m = np.isin(trace.name_id[sl], ids)
+    pid = trace.lanes[lane].pid
+    # the process's lanes, and those of no process (B200: the driver's lane has pid -1)
+    cpu = np.array([(not ln.is_gpu) and ln.pid in (pid, "-1", "") for ln in trace.lanes], dtype=bool)
+    m = np.isin(trace.name_id, ids) & cpu[trace.lane]
     if not m.any():
         return 0
-    st = trace.start_ns[sl][m]
-    us, ue = union_intervals(st, st + trace.dur_ns[sl][m])
-    return int(coverage(us, ue, g.start_ns[rows], g.end_ns[rows]).sum())
+    st = trace.start_ns[m]
+    us, ue = union_intervals(st, st + trace.dur_ns[m])
+    lo = [int(g.start_ns[r]) for r in rows.tolist()]
+    hi = [int(g.end_ns[r]) for r in rows.tolist()]
+    # the narrowest call holding the occurrence (outer ranges hold every load of the step)
+    calls = [e for e in enclosing_events(diag, rows) if trace.kind[e] in (int(Kind.CPU_OP), int(Kind.PYTHON))]
+    if calls:
+        lo.append(int(trace.start_ns[calls[-1]]))
+        hi.append(int(trace.start_ns[calls[-1]] + trace.dur_ns[calls[-1]]))
+    ws, we = union_intervals(np.array(lo, dtype=np.int64), np.array(hi, dtype=np.int64))
+    return int(coverage(us, ue, ws, we).sum())
+
+
+#: A range on the launching thread is an enclosing framework range of an occurrence when
+#: it covers at least this share of it.
+ENCLOSING_MIN_SHARE = 0.5
+
+
+def enclosing_events(diag: Diagnosis, rows: np.ndarray) -> tuple[int, ...]:
+    """The events on the launching thread of the occurrence ``rows`` that cover at
+    least ``ENCLOSING_MIN_SHARE`` of it (a framework range such as the optimizer's step
+    or Dynamo's cache lookup, with the ops it runs inside), outermost first.
+    Vectorised over the thread's events."""
+    trace, g = diag.trace, diag.gaps
+    lane = g.thread_of(int(rows[0]))
+    if lane < 0:
+        return ()
+    sl = trace.lane_slice(lane)
+    st = trace.start_ns[sl]
+    en = st + trace.dur_ns[sl]
+    cover = np.zeros(st.size, dtype=np.int64)
+    for r in rows.tolist():
+        a, b = int(g.start_ns[r]), int(g.end_ns[r])
+        cover += np.maximum(np.minimum(en, b) - np.maximum(st, a), 0)
+    total = int(g.dur_ns[rows].sum())
+    hit = np.flatnonzero(cover >= ENCLOSING_MIN_SHARE * max(total, 1))
+    hit = hit[np.argsort(st[hit], kind="stable")]
+    return tuple(int(sl.start + k) for k in hit.tolist())
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

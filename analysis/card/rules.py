@@ -23,7 +23,7 @@ import numpy as np
 
 from gapscope.analysis.busy import coverage, device_event_mask, union_intervals
 from gapscope.analysis.card.copies import COPY_KIND_WORDS, CopyLead, copy_lead
-from gapscope.analysis.card.facts import LAZY_LOADING_MIN_SHARE, Facts, GapCapture
+from gapscope.analysis.card.facts import Facts, GapCapture, enclosing_events
 from gapscope.analysis.card.program import is_mtia, is_rocm, program_kind
 from gapscope.analysis.card.why import (
     GRAPH_START_MAX_NS,
@@ -747,33 +747,6 @@ class HostFacts:
     enclosing: tuple[int, ...] = ()
 
 
-#: A range on the launching thread is an enclosing framework range of an occurrence when
-#: it covers at least this share of it.
-ENCLOSING_MIN_SHARE = 0.5
-
-
-def enclosing_ranges(diag: Diagnosis, rows: np.ndarray) -> tuple[int, ...]:
-    """The events on the launching thread of the occurrence ``rows`` that
-    cover at least ``ENCLOSING_MIN_SHARE`` of it (a framework range such as the
-    optimizer's step or Dynamo's cache lookup, with the ops it runs inside), outermost
-    first. Vectorised over the thread's events."""
-    trace, g = diag.trace, diag.gaps
-    lane = g.thread_of(int(rows[0]))
-    if lane < 0:
-        return ()
-    sl = trace.lane_slice(lane)
-    st = trace.start_ns[sl]
-    en = st + trace.dur_ns[sl]
-    cover = np.zeros(st.size, dtype=np.int64)
-    for r in rows.tolist():
-        a, b = int(g.start_ns[r]), int(g.end_ns[r])
-        cover += np.maximum(np.minimum(en, b) - np.maximum(st, a), 0)
-    total = int(g.dur_ns[rows].sum())
-    hit = np.flatnonzero(cover >= ENCLOSING_MIN_SHARE * max(total, 1))
-    hit = hit[np.argsort(st[hit], kind="stable")]
-    return tuple(int(sl.start + k) for k in hit.tolist())
-
-
 def host_facts(f: Facts) -> HostFacts:
     """The ``HostFacts`` of a host occurrence ``f``."""
     diag, trace, rows, evidence = f.diag, f.diag.trace, f.rows, list(f.evidence)
@@ -819,7 +792,7 @@ def host_facts(f: Facts) -> HostFacts:
         compile_=(
             "torch.compile" if is_mtia(trace) else f"torch.compile (mode='reduce-overhead' adds {graph_word(trace)}s)"
         ),
-        enclosing=enclosing_ranges(diag, rows),
+        enclosing=enclosing_events(diag, rows),
     )
 
 
@@ -1421,7 +1394,11 @@ def _h2d_first(f: Facts, c: CopyFacts) -> str:
     if f.program.platform == "mtia":
         how = "move it in fewer, larger transfers issued ahead of their use (the DMA engine copies while kernels run)"
     elif not f.program.torch:
-        how = "page-locked host memory (cudaHostAlloc) and cudaMemcpyAsync on a stream of its own, a step ahead"
+        how = (
+            "issue it with cudaMemcpyAsync on a stream of its own a step ahead, so kernels run while it copies"
+            if c.pinned
+            else "page-locked host memory (cudaHostAlloc) and cudaMemcpyAsync on a stream of its own, a step ahead"
+        )
     elif c.pinned:
         how = "issue it with non_blocking=True a step ahead (prefetch) on a side stream, so kernels run while it copies"
     else:
@@ -1555,9 +1532,10 @@ def _module_loading_advice(f: Facts) -> Advice:
     trace = f.diag.trace
     eager = "" if f.program.platform != "cuda" else " (CUDA_MODULE_LOADING=EAGER loads every module at start)"
     return Advice(
-        f"The thread spent {fmt_dur(f.lazy_loading_ns)} of this gap loading GPU code at a function's first call "
-        f"(lazy module loading): a one-time cost. Warm up before profiling: run a few steps first{eager}, then "
-        f"capture a steady-state window.",
+        f"The work holding this gap loaded GPU code at a function's first call ({fmt_dur(f.lazy_loading_ns)} of "
+        f"lazy module loading recorded in it; the rest of such a first call is library set-up such as heuristics "
+        f"and handles): a one-time cost. Warm up before profiling: run a few steps first{eager}, then capture a "
+        f"steady-state window.",
         f"Do not profile the host code around it or capture {graph_word(trace)}s for it: the driver was loading a "
         "module, which happens once per function.",
         f"A capture of warmed-up steps: this idle ({f.dur_txt}) should be gone.",
@@ -1713,9 +1691,9 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "module loading",
-        lambda f: f.lazy_loading_ns >= LAZY_LOADING_MIN_SHARE * f.occurrence_ns,
+        lambda f: f.lazy_loading_ns > 0 and f.cause in (Cause.HOST, Cause.LAUNCH),
         _module_loading_advice,
-        "lazy function loading on the launching thread holds most of the gap: a one-time module load, not host work",
+        "the call holding the gap loaded GPU code (lazy function loading): a first call's one-time cost, not host work",
     ),
     Rule(
         "one-time cost",

@@ -238,3 +238,28 @@ def test_b200_first_gemm_calls_are_module_loading_not_py_spy():
         c = card_for_gap(d, i)
         assert c.smell == "module loading (one-time cost)", (i, c.smell)
         assert "py-spy" not in c.first_experiment and "lazy module loading" in c.why
+
+
+def test_short_bubbles_between_queued_kernels_are_dispatch_counted_in_one_line():
+    """Issue 43, hta/rank0: 3-10 µs bubbles between kernels queued far ahead, with no
+    recorded wait, are per-kernel dispatch (wait kind ``dispatch``), not "dependency"
+    with "capture every rank" advice; the report counts them in one trust line."""
+    from gapscope.analysis.types import WaitKind
+    from gapscope.report.document import build_document, trust_lines
+
+    b = TraceBuilder()
+    cpu, gpu = _lanes(b)
+    for j in range(1, 5):  # launched long before they run
+        b.event(cpu, "cudaLaunchKernel", j * 2 * US, 1 * US, Kind.LAUNCH, correlation=j)
+    for j, start in enumerate((100, 120, 138, 170), start=1):  # gaps of 10, 8 and 22 µs
+        b.event(gpu, f"k{j}", start * US, 10 * US, Kind.KERNEL, correlation=j)
+    d = diagnose(b.build())
+    assert d.gaps.dur_ns.tolist() == [10 * US, 8 * US, 22 * US]
+    assert d.gaps.queued.all()
+    kinds = [WaitKind(int(k)) for k in d.gaps.wait_kind]
+    assert kinds == [WaitKind.DISPATCH, WaitKind.DISPATCH, WaitKind.NOTHING_RECORDED]
+    doc = build_document(d.trace, d, top_n=3, full=False)
+    assert doc["trust"]["dispatch"] == {"count": 2, "idle_ns": 18 * US}
+    assert any(
+        line.startswith("2 gaps (18.0 µs) are bubbles between kernels queued ahead") for line in trust_lines(doc)
+    )

@@ -358,7 +358,7 @@ def _what_ifs(diag, totals: dict) -> list[dict]:
 def _trust_summary(diag) -> dict:
     """How much of the idle is queued (blocked), one-time, or unreliable (``Gaps.trust``
     bits), as counts and ns."""
-    from gapscope.analysis.types import Trust
+    from gapscope.analysis.types import Trust, WaitKind
 
     g = diag.gaps
     dur = g.dur_ns
@@ -368,8 +368,10 @@ def _trust_summary(diag) -> dict:
         return dict(count=int(m.sum()), idle_ns=int(dur[m].sum()) if m.any() else 0)
 
     t = g.trust if g.trust is not None else np.zeros(len(g), np.int8)
+    dispatch = g.wait_kind == int(WaitKind.DISPATCH) if g.wait_kind is not None else None
     return dict(
         queued=part(g.queued),
+        dispatch=part(dispatch),
         one_time=part(g.one_time),
         unlinked=part((t & int(Trust.UNLINKED)) != 0),
         graph_unrecorded=part((t & int(Trust.GRAPH_UNRECORDED)) != 0),
@@ -382,6 +384,8 @@ def _trust_summary(diag) -> dict:
 TRUST_TEXT = {
     "queued": "were queued: the next op's launch call had returned before the GPU went idle, so no CPU-side "
     "class is blamed for them (dependency, copy)",
+    "dispatch": "are bubbles between kernels queued ahead, with no recorded wait: per-kernel dispatch on the "
+    "device, not actionable alone",
     "one_time": "are one-time (warm-up) costs, kept out of the recurring groups, the budget and the what-ifs",
     "unlinked": "end at an op with no linked launch call: queued or late cannot be told there",
     "graph_unrecorded": "follow a CUDA graph launch with no recorded kernels: the graph may have run there "

@@ -1,14 +1,17 @@
-"""The card of a gap or recurring group ("The card" in the design).
+"""The card of a gap or recurring group ("The card" and "Cards as facts and rules" in
+the design): ``card_for_gap(diag, i)`` and ``card_for_group(diag, group_id)``, each a
+``Card``.
 
 Fields: smell, cause class (+ secondary and its share), why the GPU is empty (one
 sentence with the evidence and numbers), first experiment, forbidden next step, proof
-of improvement. The per-class advice follows the design's defaults (launch → CUDA
-graphs / ``torch.compile`` / batching; host → take the work off the critical path;
-copy → keep tensors on the device, pinned + ``non_blocking``; sync → no ``.item()`` /
-``print`` in the loop, CUDA events for timing), worded in ``gapscope.analysis.card.why`` (the why-sentence) and ``gapscope.analysis.card.rules`` (the advice), specialised by the
-evidence: the ``.item()`` call site, the host range, the copy and its bytes. A card
-never recommends working on the kernels next to the gap: it names CPU-side evidence
-only.
+of improvement. Built in two stages: the facts of the occurrence
+(``gapscope.analysis.card.facts``: class, evidence, captures, hot frame, one-time,
+slow launch and recurrence of its kernel, module loading, enclosing ranges, program
+kind from ``gapscope.analysis.card.program``), then the advice, the first matching
+rule of an ordered table (``gapscope.analysis.card.rules``); the why-sentence is
+assembled per cause (``gapscope.analysis.card.why``), its parts adding up to the gap,
+with the copy lead from ``gapscope.analysis.card.copies``. A card never recommends
+working on the kernels next to the gap: it names CPU-side evidence only.
 """
 
 from __future__ import annotations

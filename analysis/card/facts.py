@@ -83,38 +83,40 @@ def gap_capture(diag: Diagnosis, rows: np.ndarray) -> GapCapture | None:
 LAZY_LOADING_RE = re.compile(r"Lazy Function Loading|^cuModuleLoad|^cuLibraryLoad|^hipModuleLoad", re.IGNORECASE)
 
 
-def _lazy_loading_ns(diag: Diagnosis, rows: np.ndarray) -> int:
-    """ns of module loading (``LAZY_LOADING_RE``, on any CPU lane of the launching
-    thread's process: Kineto records CUDA's "Lazy Function Loading" on a lane of its
-    own) inside the occurrence ``rows`` or inside the narrowest call of the thread that
-    holds most of it (the call that triggered the load began before the GPU went idle: B200's first
-    ``aten::mm`` of a shape)."""
+def _lazy_loading_ns(diag: Diagnosis, rows: np.ndarray) -> tuple[int, bool]:
+    """(ns, in_call) of module loading (``LAZY_LOADING_RE``, on any CPU lane of the
+    launching thread's process: Kineto records CUDA's "Lazy Function Loading" on a lane
+    of its own): inside the narrowest call of the thread that holds most of the
+    occurrence ``rows`` (``in_call``: that call is a function's first call, which began
+    before the GPU went idle: B200's first ``aten::mm`` of a shape), else inside the
+    occurrence itself."""
     trace, g = diag.trace, diag.gaps
     lane = g.thread_of(int(rows[0]))
     if lane < 0:
-        return 0
+        return 0, False
     ids = trace.name_ids_matching(lambda s: bool(LAZY_LOADING_RE.search(s)))
     if not ids.size:
-        return 0
+        return 0, False
     pid = trace.lanes[lane].pid
     # the process's lanes, and those of no process (B200: the driver's lane has pid -1)
     cpu = np.array([(not ln.is_gpu) and ln.pid in (pid, "-1", "") for ln in trace.lanes], dtype=bool)
     m = np.isin(trace.name_id, ids) & cpu[trace.lane]
     if not m.any():
-        return 0
+        return 0, False
     st = trace.start_ns[m]
     us, ue = union_intervals(st, st + trace.dur_ns[m])
-    lo = [int(g.start_ns[r]) for r in rows.tolist()]
-    hi = [int(g.end_ns[r]) for r in rows.tolist()]
     # the narrowest call holding the occurrence (outer ranges hold every load of the step)
     calls = [e for e in enclosing_events(diag, rows) if trace.kind[e] in (int(Kind.CPU_OP), int(Kind.PYTHON))]
     if calls:
-        lo.append(int(trace.start_ns[calls[-1]]))
-        hi.append(int(trace.start_ns[calls[-1]] + trace.dur_ns[calls[-1]]))
-    ws, we = union_intervals(np.array(lo, dtype=np.int64), np.array(hi, dtype=np.int64))
-    return int(coverage(us, ue, ws, we).sum())
+        c0 = int(trace.start_ns[calls[-1]])
+        got = int(coverage(us, ue, np.array([c0]), np.array([c0 + int(trace.dur_ns[calls[-1]])]))[0])
+        if got:
+            return got, True
+    return int(coverage(us, ue, g.start_ns[rows], g.end_ns[rows]).sum()), False
 
 
+#: Module loading covering this share of an occurrence outside any call makes it module loading.
+LAZY_LOADING_MIN_SHARE = 0.5
 #: A range on the launching thread is an enclosing framework range of an occurrence when
 #: it covers at least this share of it.
 ENCLOSING_MIN_SHARE = 0.5
@@ -166,12 +168,21 @@ class Facts:
     slow_launch: bool
     slow_runs_before: int
     lazy_loading_ns: int
+    lazy_in_call: bool
     program: ProgramKind
 
     @property
     def top(self) -> list[Evidence]:
         """The evidence items of the primary class that are events, largest first."""
         return [e for e in self.evidence if e.cause == self.cause and e.event >= 0]
+
+    @property
+    def module_loading(self) -> bool:
+        """The occurrence is module loading: the call holding it loaded GPU code (a
+        function's first call), or loading covers ``LAZY_LOADING_MIN_SHARE`` of it."""
+        return self.lazy_loading_ns > 0 and (
+            self.lazy_in_call or self.lazy_loading_ns >= LAZY_LOADING_MIN_SHARE * self.occurrence_ns
+        )
 
     @property
     def occurrence_ns(self) -> int:
@@ -195,6 +206,7 @@ def card_facts(
     if slow:
         call = next(e.event for e in evidence if e.cause == Cause.LAUNCH and e.event >= 0)
         runs = int(earlier_runs(diag.trace)[call])
+    lazy = _lazy_loading_ns(diag, rows)
     return Facts(
         diag=diag,
         rows=rows,
@@ -206,6 +218,7 @@ def card_facts(
         one_time=g.one_time is not None and bool(g.one_time[rows].all()),
         slow_launch=slow,
         slow_runs_before=runs,
-        lazy_loading_ns=_lazy_loading_ns(diag, rows),
+        lazy_loading_ns=lazy[0],
+        lazy_in_call=lazy[1],
         program=program_kind(diag.trace),
     )

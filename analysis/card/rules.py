@@ -1533,8 +1533,8 @@ def _module_loading_advice(f: Facts) -> Advice:
     eager = "" if f.program.platform != "cuda" else " (CUDA_MODULE_LOADING=EAGER loads every module at start)"
     return Advice(
         f"The work holding this gap loaded GPU code at a function's first call ({fmt_dur(f.lazy_loading_ns)} of "
-        f"lazy module loading recorded in it; the rest of such a first call is library set-up such as heuristics "
-        f"and handles): a one-time cost. Warm up before profiling: run a few steps first{eager}, then capture a "
+        f"lazy module loading recorded in it; the rest of such a first call is its own set-up: library "
+        f"heuristics, handles, JIT compilation): a one-time cost. Warm up before profiling: run a few steps first{eager}, then capture a "
         f"steady-state window.",
         f"Do not profile the host code around it or capture {graph_word(trace)}s for it: the driver was loading a "
         "module, which happens once per function.",
@@ -1691,7 +1691,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "module loading",
-        lambda f: f.lazy_loading_ns > 0 and f.cause in (Cause.HOST, Cause.LAUNCH),
+        lambda f: f.module_loading and f.cause in (Cause.HOST, Cause.LAUNCH),
         _module_loading_advice,
         "the call holding the gap loaded GPU code (lazy function loading): a first call's one-time cost, not host work",
     ),

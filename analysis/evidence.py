@@ -162,6 +162,26 @@ def gpu_copies_of_gap(trace: Trace, gaps: Gaps, i: int, index: EvidenceIndex) ->
     return _gpu_copies(trace, index, int(gaps.device[i]), a, b, a if queued else lf)
 
 
+#: The CPU kinds of runtime calls (CUDA/HIP API), which hold the OS calls made inside them.
+_API_KINDS = np.array([Kind.RUNTIME, Kind.LAUNCH, Kind.SYNC_CALL, Kind.MEMCPY_CALL], dtype=np.int8)
+
+
+def _in_api_calls(trace: Trace, index: EvidenceIndex, idx: np.ndarray) -> np.ndarray:
+    """Bool mask over ``idx`` (events of one lane): the other events (``Kind.OTHER``:
+    Nsight's OS runtime calls, ``ioctl``, ``write``...) lying wholly inside a runtime
+    call of ``idx``. O(n log n): one union of the calls, one coverage query."""
+    out = np.zeros(idx.size, dtype=bool)
+    kind = trace.kind[idx]
+    api = np.isin(kind, _API_KINDS)
+    other = kind == int(Kind.OTHER)
+    if not (api.any() and other.any()):
+        return out
+    us, ue = union_intervals(trace.start_ns[idx[api]], index.end[idx[api]])
+    o_s, o_e = trace.start_ns[idx[other]], index.end[idx[other]]
+    out[other] = coverage(us, ue, o_s, o_e) >= (o_e - o_s)
+    return out
+
+
 def _part_items(
     trace: Trace,
     index: EvidenceIndex,
@@ -192,7 +212,9 @@ def _part_items(
                 np.concatenate((np.minimum(e[calls], hi), np.clip(ce_, lo, hi))),
             )
             ov = np.where(host, ov0 - coverage(xs, xe, np.clip(s, lo, hi), np.clip(e, lo, hi)), ov)
-    keep = ov > 0
+    # an OS call inside a runtime call is that call's time: the card names the cudaMalloc,
+    # not the ioctl inside it (issue 43, Nsight exports of C++ programs)
+    keep = (ov > 0) & ~_in_api_calls(trace, index, idx)
     sub, sub_ov = idx[keep], ov[keep]
     # untraced: covered by none of T's events (those under a GPU copy too) and no copy
     on = _overlap(s, e, lo, hi) > 0

@@ -263,3 +263,24 @@ def test_short_bubbles_between_queued_kernels_are_dispatch_counted_in_one_line()
     assert any(
         line.startswith("2 gaps (18.0 µs) are bubbles between kernels queued ahead") for line in trust_lines(doc)
     )
+
+
+def test_a_cuda_call_is_named_rather_than_the_syscall_inside_it():
+    """Issue 43: an Nsight export's ``cudaMalloc`` holding an ``ioctl`` (OS runtime call)
+    is named as itself, and told the allocator's advice in the program's words."""
+    b = TraceBuilder(format="nsys-sqlite")
+    cpu, gpu = _lanes(b)
+    for step in range(5):  # the allocation recurs in every step
+        t = step * 1000
+        b.event(cpu, "cudaLaunchKernel", t * US, 5 * US, Kind.LAUNCH, correlation=2 * step + 1)
+        b.event(gpu, "k", (t + 6) * US, 10 * US, Kind.KERNEL, correlation=2 * step + 1)
+        b.event(cpu, "cudaMalloc", (t + 20) * US, 500 * US, Kind.RUNTIME)
+        b.event(cpu, "ioctl", (t + 30) * US, 480 * US, Kind.OTHER)
+        b.event(cpu, "cudaLaunchKernel", (t + 525) * US, 5 * US, Kind.LAUNCH, correlation=2 * step + 2)
+        b.event(gpu, "k2", (t + 532) * US, 10 * US, Kind.KERNEL, correlation=2 * step + 2)
+    d = diagnose(b.build())
+    i = _largest(d)
+    c = card_for_gap(d, i)
+    assert not bool(d.gaps.one_time[i])
+    assert "`cudaMalloc`" in c.why and "ioctl" not in c.why
+    assert "allocate the buffers once" in c.first_experiment and "PYTORCH" not in c.first_experiment

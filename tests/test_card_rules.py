@@ -284,3 +284,21 @@ def test_a_cuda_call_is_named_rather_than_the_syscall_inside_it():
     assert not bool(d.gaps.one_time[i])
     assert "`cudaMalloc`" in c.why and "ioctl" not in c.why
     assert "allocate the buffers once" in c.first_experiment and "PYTORCH" not in c.first_experiment
+
+
+def test_a_second_blocking_sync_in_the_cliff_is_named():
+    """Issue 43: a second ``cudaDeviceSynchronize`` (in a ``timing`` range) after the
+    first wait is named in the sentence, not folded into the host work after it."""
+    b = TraceBuilder(format="nsys-sqlite")
+    cpu, gpu = _lanes(b)
+    b.event(cpu, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k", 6 * US, 100 * US, Kind.KERNEL, correlation=1)
+    b.event(cpu, "cudaStreamSynchronize", 10 * US, 100 * US, Kind.SYNC_CALL)  # drains the queue at 106
+    b.event(cpu, "timing", 150 * US, 60 * US, Kind.ANNOTATION)
+    b.event(cpu, "cudaDeviceSynchronize", 160 * US, 40 * US, Kind.SYNC_CALL)
+    b.event(cpu, "cudaLaunchKernel", 300 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b.event(gpu, "k2", 306 * US, 10 * US, Kind.KERNEL, correlation=2)
+    d = diagnose(b.build())
+    c = card_for_gap(d, _largest(d))
+    assert c.cause == Cause.SYNC, c.why
+    assert "blocked again in `cudaDeviceSynchronize`" in c.why, c.why

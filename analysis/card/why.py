@@ -698,10 +698,29 @@ def _copy_part(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], copy
     return _copy_phrase(diag, rows, copy_ns, gpu_copy, "running" if gpu_only else "the GPU ran"), gpu_only
 
 
-def _sync_wait_part(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], sync_ns: int, w: Evidence) -> str:
-    """The sync part when the evidence holds the blocking wait ``w``: its own time in
-    the gap (a small copy under it included), the small device-to-host copy, and the
-    host work after it until the next launch (the cliff)."""
+def _later_waits(trace, w: Evidence, waits: list[Evidence], after_ns: int) -> str:
+    """ ", N of it blocked again in `X`" for the other blocking waits of the cliff after
+    ``w`` (issue 43: a second cudaDeviceSynchronize in a `timing` range was folded into
+    the first and never named), at most ``after_ns`` in all; else ""."""
+    others: dict[str, int] = {}
+    for e in waits:
+        if e.event != w.event and e.overlap_ns >= 1_000 and trace.start_ns[e.event] >= trace.start_ns[w.event]:
+            others[e.name] = others.get(e.name, 0) + e.overlap_ns
+    if not others:
+        return ""
+    ranked = sorted(others.items(), key=lambda kv: -kv[1])[:2]
+    total = min(sum(v for _, v in ranked), after_ns)
+    names = " and ".join(quote_name(n) for n, _ in ranked)
+    return f", {fmt_dur(total)} of it blocked again in {names}"
+
+
+def _sync_wait_part(
+    diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], sync_ns: int, w: Evidence, waits: list[Evidence]
+) -> str:
+    """The sync part when the evidence holds the blocking wait ``w`` (the largest of
+    ``waits``): its own time in the gap (a small copy under it included), the small
+    device-to-host copy, and the host work after it until the next launch (the cliff),
+    with the later blocking waits in it named (``_later_waits``)."""
     trace, g = diag.trace, diag.gaps
     spans = [(int(g.start_ns[r]), int(g.end_ns[r])) for r in rows]
     w_ns = min(_same_calls_ns(trace, w.event, spans), sync_ns)
@@ -724,7 +743,8 @@ def _sync_wait_part(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence],
     if after > 0 and cliff:
         return (
             f"{fmt_dur(sync_ns)} in the sync cliff ({fmt_dur(w_ns)} blocked in {quote_name(w.name)}"
-            f"{' ' + gpu if gpu else ''}, then {fmt_dur(after)} of host work after it until the next launch)"
+            f"{' ' + gpu if gpu else ''}, then {fmt_dur(after)} of host work after it until the next launch"
+            f"{_later_waits(trace, w, waits, after)})"
         )
     notes = [n for n in (gpu, "the sync cliff" if cliff else "") if n]
     return f"{fmt_dur(sync_ns)} blocked in {quote_name(w.name)}" + (f" ({'; '.join(notes)})" if notes else "")
@@ -736,7 +756,11 @@ def _sync_part(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], sync
     trace, g = diag.trace, diag.gaps
     waits = [e for e in evidence if e.cause == Cause.SYNC and e.event >= 0 and is_wait(trace, e.event)]
     if waits:
-        return _sync_wait_part(diag, rows, evidence, sync_ns, max(waits, key=lambda e: e.overlap_ns))
+        # the wait that drained the queue leads (the cliff's), the later ones are named in
+        # its host work; else the largest
+        first = cliff_wait(diag, int(rows[0])) if in_sync_cliff(g, rows) else None
+        lead = next((e for e in waits if e.event == first), None) or max(waits, key=lambda e: e.overlap_ns)
+        return _sync_wait_part(diag, rows, evidence, sync_ns, lead, waits)
     w_ev = cliff_wait(diag, int(rows[0])) if in_sync_cliff(g, rows) else None
     if w_ev is None:
         return f"{fmt_dur(sync_ns)} waiting for the device"

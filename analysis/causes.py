@@ -19,7 +19,10 @@ __all__ = ["CauseInfo", "CAUSES", "CAUSE_LABELS"]
 @dataclasses.dataclass(frozen=True)
 class CauseInfo:
     """One row of ``CAUSES``. ``colour``/``background``: ``#rrggbb``; ``rank_priority``:
-    the rank table drops columns of higher priority first when narrow (lower stays)."""
+    the rank table drops columns of higher priority first when narrow (lower stays);
+    ``removable``: the what-if may remove its named CPU work; ``key`` / ``prev_key``:
+    the viewer's keys (Textual key names) to the next / previous gap of the class, or
+    "" for none."""
 
     cause: Cause
     smell: str
@@ -28,6 +31,8 @@ class CauseInfo:
     blurb: str
     rank_priority: int
     removable: bool
+    key: str = ""
+    prev_key: str = ""
 
     @property
     def label(self) -> str:
@@ -47,6 +52,8 @@ CAUSES: dict[Cause, CauseInfo] = {
             "the CPU waited on the GPU (.item(), synchronize, print of a tensor)",
             11,
             True,
+            "1",
+            "exclamation_mark",
         ),
         CauseInfo(
             Cause.COPY,
@@ -56,6 +63,8 @@ CAUSES: dict[Cause, CauseInfo] = {
             "a host/device transfer on the critical path",
             12,
             True,
+            "2",
+            "at",
         ),
         CauseInfo(
             Cause.LAUNCH,
@@ -65,6 +74,8 @@ CAUSES: dict[Cause, CauseInfo] = {
             "many tiny kernels, the CPU cannot launch them fast enough",
             9,
             True,
+            "3",
+            "number_sign",
         ),
         CauseInfo(
             Cause.HOST,
@@ -74,6 +85,8 @@ CAUSES: dict[Cause, CauseInfo] = {
             "the launching thread was busy with Python/CPU work",
             8,
             True,
+            "4",
+            "dollar_sign",
         ),
         CauseInfo(
             Cause.UNCLASSIFIED,
@@ -92,6 +105,7 @@ CAUSES: dict[Cause, CauseInfo] = {
             "the next kernel was already queued and waited on the GPU side",
             10,
             False,
+            "5",
         ),
     )
 }

@@ -29,3 +29,14 @@ def test_each_class_is_one_colour_in_the_report_and_the_viewer():
 
 def test_the_rank_table_has_a_column_per_class():
     assert set(_CLASS_PRIORITY) == set(Cause)
+
+
+def test_the_viewers_class_keys_come_from_the_table():
+    from gapscope.tui.bindings import trace_bindings
+
+    by_id = {b.id: b for b in trace_bindings()}
+    for c, info in CAUSES.items():
+        if info.key:
+            assert by_id[f"gap.{c.label}"].key == info.key
+            assert by_id[f"gap.{c.label}"].action == f"jump_class({int(c)})"
+    assert [CAUSES[c].key for c in Cause] == ["1", "2", "3", "4", "", "5"]

@@ -174,7 +174,8 @@ def test_a_program_without_python_is_not_given_python_words():
     """Issue 43: an Nsight export of a C++ program is told neither "uninstrumented
     Python" nor torch.where."""
     b = TraceBuilder(format="nsys-sqlite")
-    cpu, gpu = _lanes(b)
+    cpu = b.lane("1", "1", process_name="solver", thread_name="main")
+    gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
     b.event(cpu, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
     b.event(gpu, "k", 6 * US, 10 * US, Kind.KERNEL, correlation=1)
     b.event(cpu, "cudaStreamSynchronize", 10 * US, 20 * US, Kind.SYNC_CALL)
@@ -302,3 +303,12 @@ def test_a_second_blocking_sync_in_the_cliff_is_named():
     c = card_for_gap(d, _largest(d))
     assert c.cause == Cause.SYNC, c.why
     assert "blocked again in `cudaDeviceSynchronize`" in c.why, c.why
+
+
+def test_an_nsight_export_of_a_python_process_is_python():
+    b = TraceBuilder(format="nsys-sqlite")
+    cpu, gpu = _lanes(b)  # process python3
+    b.event(cpu, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k", 6 * US, 10 * US, Kind.KERNEL, correlation=1)
+    pk = program_kind(b.build())
+    assert (pk.framework, pk.python) == ("unknown", True)

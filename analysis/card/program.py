@@ -82,7 +82,14 @@ def program_kind(trace: Trace) -> ProgramKind:
     names = trace.names
     torch = any(_TORCH_RE.match(s) for s in names)
     jax = not torch and any(_JAX_RE.match(s) for s in names)
-    python = torch or jax or bool((trace.kind == int(Kind.PYTHON)).any()) or any(_PYTHON_RE.search(s) for s in names)
+    python = (
+        torch
+        or jax
+        or bool((trace.kind == int(Kind.PYTHON)).any())
+        or any(_PYTHON_RE.search(s) for s in names)
+        # an Nsight export of a Python program names its process so (python3, python3.10)
+        or any(_PYTHON_RE.search(ln.process_name) for ln in trace.lanes if not ln.is_gpu)
+    )
     if torch:
         framework = "pytorch"
     elif jax:

@@ -478,7 +478,8 @@ def _wait_kinds(
     kind[is_coll] = int(WaitKind.COLLECTIVE)
     kind[is_graph] = int(WaitKind.GRAPH)  # a graph node waits in its graph's order first
     kind[wait >= 0] = int(WaitKind.STREAM_WAIT)
-    kind[gaps.dur_ns <= params.dispatch_max_ns] = int(WaitKind.DISPATCH)
+    bubble = (kind == int(WaitKind.NOTHING_RECORDED)) & (gaps.dur_ns <= params.dispatch_bubble_max_ns)
+    kind[(gaps.dur_ns <= params.dispatch_max_ns) | bubble] = int(WaitKind.DISPATCH)
     out[queued] = kind[queued]
     return out
 

@@ -4,7 +4,8 @@ Steps (design: "Definitions", "The card", "Budget and what-if" in
 ``docs/ARCHITECTURE.md``): valid timing mask → steps → per-device busy union and idle
 gaps (window widened to the steps) → cause class per gap with evidence → picket-fence
 episodes → recurring groups by position in the step → budget. Cards, evidence lists and
-what-if projections are computed on demand for the gaps asked for.
+what-if projections are computed on demand for the gaps asked for (cards by
+``gapscope.analysis.card``, which reads a ``Diagnosis``).
 """
 
 from __future__ import annotations
@@ -15,14 +16,13 @@ from collections.abc import Iterable
 import numpy as np
 
 from gapscope.analysis import budget as _budget
-from gapscope.analysis import cards as _cards
 from gapscope.analysis.busy import coverage, device_event_mask, device_union, valid_timing_mask
 from gapscope.analysis.classify import classify
 from gapscope.analysis.evidence import EvidenceIndex, evidence_for_gap, gpu_copies_of_gap
 from gapscope.analysis.gaps import concat_gaps, device_window, find_gaps, launch_of
 from gapscope.analysis.picket import PicketEpisode, find_episodes
 from gapscope.analysis.steps import GapGroup, Steps, device_side_steps, find_steps, group_gaps, step_annotation_mask
-from gapscope.analysis.types import Card, Cause, DeviceSummary, Evidence, Gaps, Params
+from gapscope.analysis.types import Cause, DeviceSummary, Evidence, Gaps, Params
 from gapscope.parsers.model import Kind, Trace
 
 __all__ = ["diagnose", "Diagnosis"]
@@ -100,32 +100,12 @@ class Diagnosis:
             self._index = EvidenceIndex.build(self.trace, valid_timing_mask(self.trace), self._exclude)
         return self._index
 
-    def card(self, i: int) -> Card:
-        """Card of gap ``i`` itself: its cause, secondary and shares are the gap's
-        (``gaps.cause[i]``, ``gaps.secondary[i]``), its evidence the gap's; when the gap
-        recurs, the sentence adds the group as context (recurrence, median per step,
-        the group's class mix). The group's own card is ``group_card``."""
-        return _cards.card_for_gap(self, int(i))
-
-    def group_card(self, group_id: int) -> Card:
-        """Card of a recurring group: per step = the group's median occurrence; class
-        shares of the group's total idle; evidence of the occurrence nearest the median
-        whose own class is the group's."""
-        return _cards.card_for_group(self, int(group_id))
-
     def what_if(
         self, *, gaps: Iterable[int] = (), causes: Iterable[Cause] = (), names: Iterable[str] = ()
     ) -> _budget.WhatIf:
         """Projected step time and tokens/s when the chosen gaps, cause classes or
         named CPU segments are removed (see ``gapscope.analysis.budget.what_if``)."""
         return _budget.what_if(self, gaps=tuple(gaps), causes=tuple(causes), names=tuple(names))
-
-    def to_json(self, *, top: int = 50) -> dict:
-        """Everything as JSON-serialisable data with stable keys (see
-        ``gapscope.analysis.jsonout``). Cards and evidence for the ``top`` largest gaps."""
-        from gapscope.analysis.jsonout import diagnosis_to_json
-
-        return diagnosis_to_json(self, top=top)
 
 
 def diagnose(trace: Trace, params: Params | None = None) -> Diagnosis:

@@ -162,6 +162,98 @@ def gpu_copies_of_gap(trace: Trace, gaps: Gaps, i: int, index: EvidenceIndex) ->
     return _gpu_copies(trace, index, int(gaps.device[i]), a, b, a if queued else lf)
 
 
+#: The CPU kinds of runtime calls (CUDA/HIP API), which hold the OS calls made inside them.
+_API_KINDS = np.array([Kind.RUNTIME, Kind.LAUNCH, Kind.SYNC_CALL, Kind.MEMCPY_CALL], dtype=np.int8)
+
+
+def _in_api_calls(trace: Trace, index: EvidenceIndex, idx: np.ndarray) -> np.ndarray:
+    """Bool mask over ``idx`` (events of one lane): the other events (``Kind.OTHER``:
+    Nsight's OS runtime calls, ``ioctl``, ``write``...) lying wholly inside a runtime
+    call of ``idx``. O(n log n): one union of the calls, one coverage query."""
+    out = np.zeros(idx.size, dtype=bool)
+    kind = trace.kind[idx]
+    api = np.isin(kind, _API_KINDS)
+    other = kind == int(Kind.OTHER)
+    if not (api.any() and other.any()):
+        return out
+    us, ue = union_intervals(trace.start_ns[idx[api]], index.end[idx[api]])
+    o_s, o_e = trace.start_ns[idx[other]], index.end[idx[other]]
+    out[other] = coverage(us, ue, o_s, o_e) >= (o_e - o_s)
+    return out
+
+
+def _part_items(
+    trace: Trace,
+    index: EvidenceIndex,
+    idx: np.ndarray,
+    copies: tuple[np.ndarray, np.ndarray],
+    span: tuple[int, int],
+    forced: Cause | None,
+    bound: bool,
+    launch: int,
+) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], int]:
+    """((events, classes, overlap ns), untraced ns) of the thread's events ``idx`` in
+    one part ``span`` of a gap: the part before the sync (``forced`` None: each event's
+    own class, host as launch in a launch-bound gap), the sync cliff or the launch path
+    (``forced``). ``copies``: the union of the gap's GPU copies, whose time is theirs."""
+    lo, hi = span
+    cs_, ce_ = copies
+    s, e = trace.start_ns[idx], index.end[idx]
+    ov0 = _overlap(s, e, lo, hi)
+    ov = ov0 - coverage(cs_, ce_, np.clip(s, lo, hi), np.clip(e, lo, hi)) if cs_.size else ov0
+    if forced is None:
+        # a host range's time is its own: without the copy, sync and launch calls in
+        # it (listed with their own class) as without the GPU's copies
+        host = index.cause[idx] == int(Cause.HOST)
+        calls = ~host & (ov0 > 0)
+        if calls.any() and host.any():
+            xs, xe = union_intervals(
+                np.concatenate((np.maximum(s[calls], lo), np.clip(cs_, lo, hi))),
+                np.concatenate((np.minimum(e[calls], hi), np.clip(ce_, lo, hi))),
+            )
+            ov = np.where(host, ov0 - coverage(xs, xe, np.clip(s, lo, hi), np.clip(e, lo, hi)), ov)
+    # an OS call inside a runtime call is that call's time: the card names the cudaMalloc,
+    # not the ioctl inside it (issue 43, Nsight exports of C++ programs)
+    keep = (ov > 0) & ~_in_api_calls(trace, index, idx)
+    sub, sub_ov = idx[keep], ov[keep]
+    # untraced: covered by none of T's events (those under a GPU copy too) and no copy
+    on = _overlap(s, e, lo, hi) > 0
+    us, ue = union_intervals(
+        np.concatenate((np.maximum(s[on], lo), np.clip(cs_, lo, hi))),
+        np.concatenate((np.minimum(e[on], hi), np.clip(ce_, lo, hi))),
+    )
+    q = (hi - lo) - int(coverage(us, ue, np.array([lo]), np.array([hi]))[0])
+    take = ~_containers(trace, sub, index, lo, hi)
+    if forced == Cause.LAUNCH:  # the launch path is the call itself; enclosing ranges add nothing
+        take &= (trace.kind[sub] == Kind.LAUNCH) | (sub == launch)
+    own = index.cause[sub[take]].astype(np.int64)
+    if forced is not None:
+        classes = np.full(own.size, int(forced), dtype=np.int64)
+    elif bound:
+        classes = np.where(own == int(Cause.HOST), int(Cause.LAUNCH), own)
+    else:
+        classes = own
+    return (sub[take], classes, sub_ov[take]), q
+
+
+def _top_evidence(trace: Trace, listed: list[tuple[np.ndarray, np.ndarray, np.ndarray]], limit: int) -> list[Evidence]:
+    """Evidence for the ``limit`` largest of the parts' items alone (every event of a
+    lane may overlap every gap: 150k identical calls x 49 gaps). Ties keep the order
+    the parts were walked in, as the stable sort of the caller expects."""
+    evs = np.concatenate([x[0] for x in listed]) if listed else _E
+    if not evs.size:
+        return []
+    causes = np.concatenate([x[1] for x in listed])
+    ovs = np.concatenate([x[2] for x in listed]).astype(np.int64)
+    top = np.lexsort((np.arange(evs.size), evs, -ovs))[:limit]
+    return [
+        Evidence(
+            ev, trace.name(ev), int(trace.lane[ev]), Cause(c), int(o), int(trace.bytes[ev]), bool(trace.pageable[ev])
+        )
+        for ev, c, o in zip(evs[top].tolist(), causes[top].tolist(), ovs[top].tolist())
+    ]
+
+
 def evidence_for_gap(
     trace: Trace, gaps: Gaps, i: int, index: EvidenceIndex, limit: int = 20, copies: Sequence[Evidence] | None = None
 ) -> tuple[Evidence, ...]:
@@ -205,7 +297,6 @@ def evidence_for_gap(
     head_quiet_cause = Cause.LAUNCH if bound else (Cause.HOST if (late or trailing) else Cause.UNCLASSIFIED)
     idx = index.overlapping(trace, T, a, b)
     idx = idx[index.cause[idx] != NO_CLASS]
-    s, e = trace.start_ns[idx], index.end[idx]
     qu = int(gaps.queued_until_ns[i]) if gaps.queued_until_ns is not None else b
     parts = ((a, sf, None), (sf, lf, Cause.SYNC), (lf, qu, Cause.LAUNCH))
     listed: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
@@ -213,62 +304,12 @@ def evidence_for_gap(
     for lo, hi, forced in parts:
         if hi <= lo:
             continue
-        ov0 = _overlap(s, e, lo, hi)
-        ov = ov0 - coverage(cs_, ce_, np.clip(s, lo, hi), np.clip(e, lo, hi)) if cs_.size else ov0
-        if forced is None:
-            # a host range's time is its own: without the copy, sync and launch calls in
-            # it (listed with their own class) as without the GPU's copies
-            host = index.cause[idx] == int(Cause.HOST)
-            calls = ~host & (ov0 > 0)
-            if calls.any() and host.any():
-                xs, xe = union_intervals(
-                    np.concatenate((np.maximum(s[calls], lo), np.clip(cs_, lo, hi))),
-                    np.concatenate((np.minimum(e[calls], hi), np.clip(ce_, lo, hi))),
-                )
-                ov = np.where(host, ov0 - coverage(xs, xe, np.clip(s, lo, hi), np.clip(e, lo, hi)), ov)
-        keep = ov > 0
-        sub, sub_ov = idx[keep], ov[keep]
-        # untraced: covered by none of T's events (those under a GPU copy too) and no copy
-        on = _overlap(s, e, lo, hi) > 0
-        us, ue = union_intervals(
-            np.concatenate((np.maximum(s[on], lo), np.clip(cs_, lo, hi))),
-            np.concatenate((np.minimum(e[on], hi), np.clip(ce_, lo, hi))),
-        )
-        q = (hi - lo) - int(coverage(us, ue, np.array([lo]), np.array([hi]))[0])
+        got, q = _part_items(trace, index, idx, (cs_, ce_), (lo, hi), forced, bound, int(gaps.launch[i]))
+        listed.append(got)
         qc = forced if forced is not None else head_quiet_cause
         if q > 0:
             quiet[qc] = quiet.get(qc, 0) + q
-        take = ~_containers(trace, sub, index, lo, hi)
-        if forced == Cause.LAUNCH:  # the launch path is the call itself; enclosing ranges add nothing
-            take &= (trace.kind[sub] == Kind.LAUNCH) | (sub == int(gaps.launch[i]))
-        own = index.cause[sub[take]].astype(np.int64)
-        if forced is not None:
-            classes = np.full(own.size, int(forced), dtype=np.int64)
-        elif bound:
-            classes = np.where(own == int(Cause.HOST), int(Cause.LAUNCH), own)
-        else:
-            classes = own
-        listed.append((sub[take], classes, sub_ov[take]))
-    # Only the ``limit`` largest can be listed: build Evidence for those alone (every
-    # event of a lane may overlap every gap: 150k identical calls x 49 gaps). Ties keep
-    # the order the parts were walked in, as the stable sort below expects.
-    evs = np.concatenate([x[0] for x in listed]) if listed else _E
-    if evs.size:
-        causes = np.concatenate([x[1] for x in listed])
-        ovs = np.concatenate([x[2] for x in listed]).astype(np.int64)
-        top = np.lexsort((np.arange(evs.size), evs, -ovs))[:limit]
-        for ev, c, o in zip(evs[top].tolist(), causes[top].tolist(), ovs[top].tolist()):
-            out.append(
-                Evidence(
-                    ev,
-                    trace.name(ev),
-                    int(trace.lane[ev]),
-                    Cause(c),
-                    int(o),
-                    int(trace.bytes[ev]),
-                    bool(trace.pageable[ev]),
-                )
-            )
+    out.extend(_top_evidence(trace, listed, limit))
     for c, q in quiet.items():
         out.append(Evidence(-1, NO_EVENTS, T, c, int(q)))
     if qu < b:  # the op then sat in the queue: what it waited on, as in a queued gap

@@ -55,6 +55,9 @@ __all__ = [
     "one_time_mask",
     "synchronous_launches",
     "slow_launch_calls",
+    "earlier_runs",
+    "recurring_alloc_mask",
+    "ALLOC_RE",
     "SLOW_LAUNCH_FACTOR",
     "SLOW_LAUNCH_MIN_CALLS",
     "COLLECTIVE_RE",
@@ -378,6 +381,69 @@ def slow_launch_calls(trace: Trace, min_ns: int) -> np.ndarray:
     return out
 
 
+_EARLIER_RUNS: weakref.WeakKeyDictionary[Trace, np.ndarray] = weakref.WeakKeyDictionary()
+
+
+def earlier_runs(trace: Trace) -> np.ndarray:
+    """int64 per event: for a launch call, how many times the kernel it launched (its
+    first op by flow, by name) had run earlier in the trace; 0 for every other event
+    and for calls with no linked op. A slow launch of a kernel that ran before is no
+    first use (no module to load, nothing to compile): the issue-43 2xH100 FSDP export
+    launched a kernel seen 84 times in 5 ms calls that cluster in time, host contention.
+    Vectorised (one lexsort over the kernels); cached per trace."""
+    got = _EARLIER_RUNS.get(trace)
+    if got is not None:
+        return got
+    out = np.zeros(len(trace), dtype=np.int64)
+    kern = np.flatnonzero(trace.kind == int(Kind.KERNEL))
+    if kern.size and trace.flow_src.size:
+        order = kern[np.lexsort((trace.start_ns[kern], trace.name_id[kern]))]
+        names = trace.name_id[order]
+        first = np.r_[0, np.flatnonzero(names[1:] != names[:-1]) + 1]
+        rank = np.arange(order.size) - np.repeat(first, np.diff(np.r_[first, order.size]))
+        runs = np.full(len(trace), np.iinfo(np.int64).max, dtype=np.int64)
+        runs[order] = rank
+        src, dst = trace.flow_src, trace.flow_dst
+        ok = (trace.kind[src] == int(Kind.LAUNCH)) & (trace.kind[dst] == int(Kind.KERNEL))
+        big = np.full(len(trace), np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(big, src[ok], runs[dst[ok]])
+        out = np.where(big == np.iinfo(np.int64).max, 0, big)
+    _EARLIER_RUNS[trace] = out
+    return out
+
+
+#: Allocator calls of one name that recur: at least this many calls ...
+ALLOC_RECUR_MIN_CALLS = 4
+#: ... spread over at least this share of the trace's CPU extent. A warm-up burst sits
+#: at the start; with the caching allocator off (the issue-43 MI300X ResNet: 469 hipFree
+#: calls over 1 ms in every step) they come back all along.
+ALLOC_RECUR_MIN_SPREAD = 0.5
+#: The allocator calls that are one-time only when they do not recur (``recurring_alloc_mask``).
+ALLOC_RE = re.compile(r"^(cuda|hip)(Malloc|Free)(?!Async)\b|^cuMem(Alloc|Free)", re.IGNORECASE)
+
+
+def recurring_alloc_mask(trace: Trace) -> np.ndarray:
+    """Bool mask of the allocator calls (``ALLOC_RE``) whose name recurs: at least
+    ``ALLOC_RECUR_MIN_CALLS`` calls spread over ``ALLOC_RECUR_MIN_SPREAD`` of the CPU
+    events' extent. Those are a steady-state cost (caching allocator off, or a cache
+    that keeps missing), not allocator growth at warm-up. One pass per allocator name."""
+    out = np.zeros(len(trace), dtype=bool)
+    ids = trace.name_ids_matching(lambda s: bool(ALLOC_RE.search(s)))
+    if not ids.size:
+        return out
+    cpu = np.array([not ln.is_gpu for ln in trace.lanes], dtype=bool)[trace.lane]
+    if not cpu.any():
+        return out
+    t0 = int(trace.start_ns[cpu].min())
+    span = max(int((trace.start_ns[cpu] + trace.dur_ns[cpu]).max()) - t0, 1)
+    for nid in ids.tolist():
+        m = (trace.name_id == nid) & cpu
+        st = trace.start_ns[m]
+        if st.size >= ALLOC_RECUR_MIN_CALLS and int(st.max() - st.min()) >= ALLOC_RECUR_MIN_SPREAD * span:
+            out |= m
+    return out
+
+
 #: Launches of kernels at least this long tell whether launch calls wait for their
 #: kernel (a short kernel may end before an ordinary asynchronous call returns).
 SYNC_LAUNCH_MIN_KERNEL_NS = 50_000
@@ -415,15 +481,18 @@ def synchronous_launches(trace: Trace) -> tuple[int, int] | None:
 
 def one_time_mask(trace: Trace, slow_launch_ns: int) -> np.ndarray:
     """Bool mask of CPU events that are warm-up evidence: names matching
-    ``ONE_TIME_RE``, the first-use launch calls (``slow_launch_calls``: module
-    loading, JIT, autotuning), and graph instantiation before the first graph launch.
+    ``ONE_TIME_RE`` but allocator calls that recur (``recurring_alloc_mask``), the
+    first-use launch calls (``slow_launch_calls`` of a kernel that had not run before,
+    ``earlier_runs``: module loading, JIT, autotuning), and graph instantiation before the first graph launch.
     Stream captures are spans, not events: ``capture_windows``."""
     n = len(trace)
     if n == 0:
         return np.zeros(0, dtype=bool)
     ids = trace.name_ids_matching(lambda s: bool(ONE_TIME_RE.search(s)))
     m = np.isin(trace.name_id, ids) if ids.size else np.zeros(n, dtype=bool)
-    m |= slow_launch_calls(trace, slow_launch_ns)
+    m &= ~recurring_alloc_mask(trace)
+    # a slow launch of a kernel that ran before is contention, not first use
+    m |= slow_launch_calls(trace, slow_launch_ns) & (earlier_runs(trace) == 0)
     inst = trace.name_ids_matching(lambda s: bool(GRAPH_INSTANTIATE_RE.search(s)))
     if inst.size:  # instantiating a graph before any was launched (after one: a re-capture)
         first_graph_ns = first_graph_launch_ns(trace)

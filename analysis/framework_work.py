@@ -1,5 +1,5 @@
 """What framework machinery a gap's host time or copies belong to, read off the trace
-for the card's advice (``gapscope.analysis.card_advice``): DDP's buffer sync and its
+for the card's advice (``gapscope.analysis.card.rules``): DDP's buffer sync and its
 bucket-to-grad copies, Triton's Python launcher, graph launches and replays on a thread,
 autograd backward nodes, and tensor copy ops that move data between host and device.
 Each finder returns the facts the advice words (counts, ns, event indices), or None
@@ -15,6 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from gapscope.analysis.busy import union_intervals
+from gapscope.analysis.diagnose import Diagnosis
 from gapscope.analysis.evidence_kinds import GRAPH_LAUNCH_RE, exactly, ids_matching
 from gapscope.analysis.types import Cause
 from gapscope.parsers.model import CopyKind, Kind
@@ -87,7 +88,7 @@ class DdpBufferSync(NamedTuple):
     unflatten: bool
 
 
-def _gap_thread(diag, r: int) -> tuple[int, slice, int, int, np.ndarray, np.ndarray] | None:
+def _gap_thread(diag: Diagnosis, r: int) -> tuple[int, slice, int, int, np.ndarray, np.ndarray] | None:
     """(the lane gap ``r``'s causes are read on (``Gaps.thread_of``), its events' slice,
     the gap's start and end ns, int64 start and end ns of those events), or None when
     the gap has no such thread."""
@@ -100,7 +101,7 @@ def _gap_thread(diag, r: int) -> tuple[int, slice, int, int, np.ndarray, np.ndar
     return lane, sl, int(g.start_ns[r]), int(g.end_ns[r]), st, st + trace.dur_ns[sl]
 
 
-def ddp_buffer_sync(diag, r: int) -> DdpBufferSync | None:
+def ddp_buffer_sync(diag: Diagnosis, r: int) -> DdpBufferSync | None:
     """``DdpBufferSync`` when the calls of DDP's buffer sync (``DDP_SYNC_RE``, beside
     a broadcast inside a ``DistributedDataParallel.forward`` on gap ``r``'s thread)
     cover at least half of the gap's host time; else None. hta/rank-0 #2: a broadcast,
@@ -233,7 +234,7 @@ class HostCopies(NamedTuple):
     asked_by: int
 
 
-def host_copies(diag, r: int, name: str) -> HostCopies | None:
+def host_copies(diag: Diagnosis, r: int, name: str) -> HostCopies | None:
     """``HostCopies`` of the calls named ``name`` on gap ``r``'s thread, or None when no
     host-device copy of the gap's device ran inside them (mtia_rank_0 #440: a backward ``aten::clone`` of a
     permuted 16 MiB tensor went to the host and back inside ``aten::_copy_from``)."""
@@ -325,7 +326,7 @@ def tensor_text(trace, ev: int) -> str:
 BUCKET_TO_GRAD_RE = re.compile(r"reducer::copy_bucket_to_grad\Z")
 
 
-def bucket_copies(diag, rows, min_copies: int) -> tuple[int, int] | None:
+def bucket_copies(diag: Diagnosis, rows, min_copies: int) -> tuple[int, int] | None:
     """(how many of the GPU copies of the gaps ``rows`` were launched inside DDP's
     ``reducer::copy_bucket_to_grad``, one such frame), when they are at least half of
     the copies and at least ``min_copies``; else None (hta/rank-0 #84: 161 DtoD copies

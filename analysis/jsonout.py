@@ -1,4 +1,4 @@
-"""``Diagnosis.to_json()``: everything as JSON-serialisable data with stable keys.
+"""``diagnosis_to_json(diag)``: everything as JSON-serialisable data with stable keys.
 
 Times stay int nanoseconds (keys end in ``_ns``); names are verbatim strings (render
 them literally). Per-gap arrays are columns (one list per field) so a 100k-gap trace
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from gapscope.analysis.card import card_for_gap, card_for_group
+from gapscope.analysis.diagnose import Diagnosis
 from gapscope.analysis.types import Cause
 
 __all__ = ["diagnosis_to_json", "card_to_json"]
@@ -44,7 +46,7 @@ def _evidence(e) -> dict:
     }
 
 
-def diagnosis_to_json(diag, *, top: int = 50) -> dict:
+def diagnosis_to_json(diag: Diagnosis, *, top: int = 50) -> dict:
     """See the module docstring; ``top``: gaps (and groups) with a card and evidence."""
     g = diag.gaps
     trace = diag.trace
@@ -84,7 +86,7 @@ def diagnosis_to_json(diag, *, top: int = 50) -> dict:
                 "prev_kernel": trace.name(prev) if prev >= 0 else None,
                 "next_op": trace.name(nxt) if nxt >= 0 else None,
                 "launch": trace.name(int(g.launch[i])) if g.launch[i] >= 0 else None,
-                "card": card_to_json(diag.card(i)),
+                "card": card_to_json(card_for_gap(diag, i)),
                 "evidence": [_evidence(e) for e in diag.evidence(i)],
             }
         )
@@ -147,7 +149,7 @@ def diagnosis_to_json(diag, *, top: int = 50) -> dict:
                 "total_ns": gr.total_ns,
                 "cause": gr.cause.label,
                 "summary": gr.summary,
-                "card": card_to_json(diag.group_card(gr.id)) if gr.id < top else None,
+                "card": card_to_json(card_for_group(diag, gr.id)) if gr.id < top else None,
             }
             for gr in diag.groups
         ],
@@ -180,7 +182,7 @@ def _round(rate: float | None) -> float | None:
     return None if rate is None else round(rate, 3)
 
 
-def _what_ifs(diag) -> dict:
+def _what_ifs(diag: Diagnosis) -> dict:
     """Projection per cause class removed (and sync + host together), with assumptions."""
     if diag.budget is None:
         return {}

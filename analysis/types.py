@@ -80,6 +80,10 @@ class Params:
     - ``small_copy_max_bytes``: the ``.item()``/``print`` signature copy (64 KiB).
     - ``dispatch_max_ns``: a queued gap this short or shorter sits at the timestamp
       resolution of Kineto traces (1 µs steps): GPU-side dispatch, not actionable (3 µs).
+    - ``dispatch_bubble_max_ns``: a queued gap this short or shorter with no recorded
+      wait (no stream wait, collective or graph order) is a bubble of per-kernel
+      dispatch on the device between kernels queued ahead (issue 43: 4,181 such gaps of
+      3-10 µs on hta/rank0), not actionable alone (10 µs).
     - ``queue_latency_max_ns``: after a late launch call returned, up to this long until
       the op starts is the launch path's own queue latency (launch); beyond it, the op
       sat in the queue waiting on something GPU-side (dependency) (50 µs).
@@ -94,6 +98,7 @@ class Params:
     short_kernel_max_ns: int = 30_000
     small_copy_max_bytes: int = 64 * 1024
     dispatch_max_ns: int = 3_000
+    dispatch_bubble_max_ns: int = 10_000
     queue_latency_max_ns: int = 50_000
     one_time_min_share: float = 0.5
 

@@ -8,6 +8,8 @@ import pytest
 
 from gapscope.analysis import Cause, Params, diagnose
 from gapscope.analysis.busy import complement, coverage, union_intervals
+from gapscope.analysis.card import card_for_gap, card_for_group
+from gapscope.analysis.jsonout import diagnosis_to_json
 from gapscope.parsers.builder import TraceBuilder
 from gapscope.parsers.model import CopyKind, Kind
 
@@ -62,7 +64,7 @@ def test_b20_one_46us_sync_gap():
     names = [e.name for e in d.evidence(0)]
     assert names[:2] == ["torch.cuda.synchronize", "cudaStreamSynchronize"]
     assert {e.overlap_ns for e in d.evidence(0)[:2]} == {38_200, 38 * US}
-    card = d.card(0)
+    card = card_for_gap(d, 0)
     assert card.smell == "sync cliff" and card.cause == Cause.SYNC
     assert "torch.cuda.synchronize" in card.first_experiment
 
@@ -96,7 +98,7 @@ def test_b16_union_not_sum_and_host_gap():
     # foreach 40 + gap 2 (uninstrumented, L > 0) + linear 3 = 45 host; launch from 5245 to 5260
     assert g.class_ns[0].tolist() == [0, 0, 15 * US, 45 * US, 0, 0]
     assert d.evidence(0)[0].name == "aten::_foreach_add_"
-    assert "aten::_foreach_add_" in d.card(0).first_experiment
+    assert "aten::_foreach_add_" in card_for_gap(d, 0).first_experiment
 
 
 # ----------------------------------------------------------------------------- B14
@@ -126,7 +128,7 @@ def test_b14_untimed_kernels_excluded():
     assert (g.start_ns - B).tolist() == [80 * US, 160 * US]
     assert g.dur_ns.tolist() == [40 * US, 140 * US]
     assert d.class_totals_ns() and sum(d.class_totals_ns().values()) == 180 * US
-    assert "2 GPU op(s) of this trace have no usable timing" in d.card(0).why
+    assert "2 GPU op(s) of this trace have no usable timing" in card_for_gap(d, 0).why
 
 
 # ------------------------------------------------------------------- decode step
@@ -168,7 +170,7 @@ def test_decode_step_single():
     assert (big.steps_with_gap, big.steps_total) == (1, 1)
     # the stretch across the step boundary (the group's card): 0.718 ms per step,
     # host 0.550 ms (77%), then sync 0.160 ms (22%)
-    card = d.group_card(big.id)
+    card = card_for_group(d, big.id)
     assert card.cause == Cause.HOST and card.secondary == Cause.SYNC
     assert card.secondary_share == pytest.approx(160 / 718)
     assert "logging callback" in card.why and "tensor.item()" in card.why and "0.718 ms" in card.why
@@ -176,7 +178,7 @@ def test_decode_step_single():
     for text in (card.first_experiment, card.forbidden_step, card.proof, card.why):
         assert "matmul" not in text and "attention" not in text
     # the card of gap 2 is gap 2's own (host 100%), with the stretch as context
-    own = d.card(2)
+    own = card_for_gap(d, 2)
     assert own.cause == Cause.HOST and own.secondary is None and own.secondary_share == 0.0
     assert own.why.startswith("For 0.460 ms the GPU had no kernel to run")
     assert "logging callback" in own.why and "tensor.item()" not in own.why
@@ -185,7 +187,7 @@ def test_decode_step_single():
         "form one 0.718 ms idle stretch per token"
     ) in own.why and "host (77%), then sync (22%)" in own.why
     # gap 0 (the step's leading idle): sync 160 of 258 µs, then host 90
-    lead = d.card(0)
+    lead = card_for_gap(d, 0)
     assert lead.cause == Cause.SYNC and lead.secondary == Cause.HOST
     assert lead.secondary_share == pytest.approx(90 / 258)
     assert "tensor.item()" in lead.why
@@ -262,7 +264,7 @@ def test_pageable_copy_named_with_bytes():
     assert g.exposed_copy_ns[0] == 140 * US and g.fully_idle_ns[0] == 32 * US
     assert d.devices[0].busy_with_copies_ns == 240 * US
     assert Cause(g.cause[0]) == Cause.COPY
-    card = d.card(0)
+    card = card_for_gap(d, 0)
     assert "8.0 MiB" in card.first_experiment and "pageable" in card.first_experiment
     assert card.smell == "copy on the path"
 
@@ -296,8 +298,8 @@ def test_no_cpu_data_is_unclassified_and_gpu_only_trace():
     b.event(gpu, "b", 50 * US, 10 * US, Kind.KERNEL)
     d = diagnose(b.build())
     assert d.gaps.class_ns.tolist() == [[0, 0, 0, 0, 40 * US, 0]]
-    assert d.card(0).cause == Cause.UNCLASSIFIED
-    assert "the trace has no CPU activity" in d.card(0).why
+    assert card_for_gap(d, 0).cause == Cause.UNCLASSIFIED
+    assert "the trace has no CPU activity" in card_for_gap(d, 0).why
 
 
 def test_empty_and_cpu_only_traces():
@@ -306,7 +308,7 @@ def test_empty_and_cpu_only_traces():
     b.event(cpu, "aten::add", 0, 10, Kind.CPU_OP)
     d = diagnose(b.build())
     assert d.devices == [] and len(d.gaps) == 0 and d.budget is None
-    assert d.to_json()["gaps"]["start_ns"] == []
+    assert diagnosis_to_json(d)["gaps"]["start_ns"] == []
     d = diagnose(TraceBuilder().build())
     assert len(d.gaps) == 0 and d.class_totals_ns()[Cause.SYNC] == 0
 
@@ -341,8 +343,8 @@ def test_picket_fence_episode():
     assert ep.kernel_count == 12 and ep.median_kernel_ns == 3 * US and ep.median_launch_ns == 6 * US
     assert ep.idle_ns == 11 * 10 * US
     assert (d.gaps.cause == int(Cause.LAUNCH)).all()
-    assert d.card(0).smell == "picket fence"
-    assert "CUDA graph" in d.card(0).first_experiment
+    assert card_for_gap(d, 0).smell == "picket fence"
+    assert "CUDA graph" in card_for_gap(d, 0).first_experiment
 
 
 def test_what_if_by_cause_and_gap():
@@ -359,7 +361,7 @@ def test_to_json_is_serialisable_and_complete():
     import json
 
     d = diagnose(decode_trace(2))
-    j = d.to_json()
+    j = diagnosis_to_json(d)
     json.dumps(j)
     assert j["total_idle_ns"] == sum(j["class_totals_ns"].values())
     assert j["budget"]["tokens_per_s"] == pytest.approx(952.381, abs=1e-3)
@@ -417,7 +419,7 @@ def test_host_work_after_the_launch_is_not_host_idle():
     assert Cause(int(g.cause[0])) == Cause.DEPENDENCY and bool(g.queued[0])
     assert int(g.class_ns[0][int(Cause.HOST)]) == 0
     assert d.class_totals_ns()[Cause.DEPENDENCY] == 50 * us
-    assert "already queued" in d.card(0).why and "spent" not in d.card(0).why
+    assert "already queued" in card_for_gap(d, 0).why and "spent" not in card_for_gap(d, 0).why
 
 
 def test_a_kernel_of_no_duration_ends_a_gap():

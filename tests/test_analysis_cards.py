@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from gapscope.analysis import Cause, diagnose
+from gapscope.analysis.card import card_for_gap, card_for_group
 from gapscope.analysis.classify import SECONDARY_MIN_SHARE
 from gapscope.analysis.evidence_kinds import graph_captures
 from gapscope.parsers import load
@@ -34,7 +35,7 @@ def _pct(part: int, whole: int) -> str:
 
 def _assert_card_is_the_gaps(d, i: int) -> None:
     g = d.gaps
-    c = d.card(i)
+    c = card_for_gap(d, i)
     assert c.cause == Cause(int(g.cause[i]))
     if g.secondary[i] < 0:
         assert c.secondary is None and c.secondary_share == 0.0
@@ -62,13 +63,13 @@ def test_sync_smell_says_cliff_only_when_the_wait_drained_the_queue():
     d = diagnose(load(SAMPLES / "decode_step.txt"))
     g = d.gaps
     assert (int(g.start_ns[0]), int(g.end_ns[0])) == (0, 258 * US) and g.cause[0] == Cause.SYNC
-    c = d.card(0)
+    c = card_for_gap(d, 0)
     assert c.smell == "blocking wait in the gap" and "cliff" not in c.why
     assert "0.160 ms blocked in `tensor.item()`" in c.why
     d2 = diagnose(load(SAMPLES / "sync_cliff.txt"))
     sync = [i for i in range(len(d2.gaps)) if d2.gaps.cause[i] == Cause.SYNC]
     assert sync
-    c2 = d2.card(sync[0])
+    c2 = card_for_gap(d2, sync[0])
     assert c2.smell == "sync cliff" and "sync cliff" in c2.why
 
 
@@ -80,7 +81,7 @@ def test_rank0_gap1_card_is_copy_with_group_context():
     g = d.gaps
     assert g.dur_ns[1] == 9 * US and g.start_ns[1] - d.trace.extent_ns[0] == 13_396 * US
     assert g.class_ns[1].tolist() == [0, 9 * US, 0, 0, 0, 0]
-    c = d.card(1)
+    c = card_for_gap(d, 1)
     assert c.cause == Cause.COPY and c.secondary is None and c.smell == "copy on the path"
     # the next op (correlation id 815108) was launched before the trace began: every
     # runtime call the trace recorded has a higher id (the first launch is 825188)
@@ -121,7 +122,7 @@ def test_a_copy_that_ends_while_a_kernel_runs_is_no_evidence():
     assert int(g.class_ns[90][int(Cause.COPY)]) == 14 * US
     ev = [e for e in d.evidence(90) if e.cause == Cause.COPY]
     assert [(e.name, e.overlap_ns) for e in ev] == [("Memcpy DtoD (Device -> Device)", 14 * US)]
-    assert "Memcpy HtoD" not in d.card(90).why
+    assert "Memcpy HtoD" not in card_for_gap(d, 90).why
 
 
 def test_rank0_cards_agree_with_gaps_and_no_zero_secondary():
@@ -150,7 +151,7 @@ def test_group_cards_one_per_step_figure_and_consistent_shares(rel):
     d = diagnose(load(require(CORPUS / rel)))
     g = d.gaps
     for grp in d.groups[:30]:
-        c = d.group_card(grp.id)
+        c = card_for_group(d, grp.id)
         tot = g.class_ns[grp.gap_indices].sum(axis=0)
         total = int(tot.sum())
         assert total == grp.total_ns
@@ -170,7 +171,7 @@ def test_step_based_group_card_wording():
     d = diagnose(load(require(CORPUS / "hta" / "step_based_trace_2543932.json.gz")))
     grp = next(gr for gr in d.groups if (gr.steps_with_gap, gr.steps_total) == (4, 5))
     assert (grp.median_ns, grp.total_ns) == (194_500, 826_000)  # mean 0.2065 ms per occurrence
-    c = d.group_card(grp.id)
+    c = card_for_group(d, grp.id)
     assert c.why.startswith("For 0.195 ms per step (median; it recurs in 4 of 5 steps) the GPU had no kernel to run")
     assert "0.206" not in c.why
 
@@ -194,11 +195,11 @@ def test_secondary_below_half_a_percent_is_none():
     g = d.gaps
     assert g.class_ns[0].tolist() == [1 * US, 0, 400, 398_600, 0, 0]
     assert Cause(g.cause[0]) == Cause.HOST and g.secondary[0] == -1 and g.secondary_share[0] == 0.0
-    assert d.card(0).secondary is None
+    assert card_for_gap(d, 0).secondary is None
     d = _host_gap_with_sync(4 * US)  # 1%: a real secondary class
     assert d.gaps.class_ns[0].tolist() == [4 * US, 0, 400, 395_600, 0, 0]
     assert Cause(d.gaps.secondary[0]) == Cause.SYNC and d.gaps.secondary_share[0] == pytest.approx(0.01)
-    assert d.card(0).secondary == Cause.SYNC and d.card(0).secondary_share == pytest.approx(0.01)
+    assert card_for_gap(d, 0).secondary == Cause.SYNC and card_for_gap(d, 0).secondary_share == pytest.approx(0.01)
 
 
 def test_why_does_not_add_nested_calls_to_their_caller():
@@ -219,7 +220,7 @@ def test_why_does_not_add_nested_calls_to_their_caller():
     d = diagnose(b.build())
     i = int(np.argmax(d.gaps.dur_ns))
     assert d.gaps.dur_ns[i] == 110 * US
-    why = d.card(i).why
+    why = card_for_gap(d, i).why
     assert (
         "`thread 1 (python)` spent 0.100 ms on host work (0.100 ms in `dataloader next` (of which 30.0 µs in "
         "`aten::cat`, 20.0 µs in `aten::div`))"
@@ -241,7 +242,7 @@ def _host_gap_card(events, next_kernel: str = "k2"):
     d = diagnose(b.build())
     i = int(np.argmax(d.gaps.dur_ns))
     assert d.gaps.dur_ns[i] == 110 * US
-    return d.card(i)
+    return card_for_gap(d, i)
 
 
 def test_of_which_names_only_the_calls_directly_inside():
@@ -334,12 +335,12 @@ def test_one_long_launch_call_is_first_use_cost_not_dispatch_tax():
     hipLaunchKernel)."""
     d = _host_bound(2000)
     i = int(np.argmax(d.gaps.dur_ns))
-    c = d.card(i)
+    c = card_for_gap(d, i)
     assert c.cause == Cause.LAUNCH and c.smell == "slow launch call (one-time cost)"
     assert "`cudaLaunchKernel` took 2.000 ms" in c.first_experiment and "first-use cost" in c.first_experiment
     assert c.forbidden_step.startswith("Do not capture CUDA graphs")
     short = _host_bound(10)  # a 10 µs call: the ordinary launch advice
-    c = short.card(int(np.argmax(short.gaps.dur_ns)))
+    c = card_for_gap(short, int(np.argmax(short.gaps.dur_ns)))
     assert c.smell == "launch-bound gap" and "CUDA graph" in c.first_experiment
 
 
@@ -365,7 +366,7 @@ def test_a_launch_call_that_returns_long_after_its_kernel_ran_holds_the_thread()
     cn = d.gaps.class_ns[i]
     assert cn[Cause.LAUNCH] == (1398 + 16) * US and cn[Cause.HOST] == 36 * US
     assert bool(d.gaps.one_time[i])
-    c = d.card(i)
+    c = card_for_gap(d, i)
     assert c.smell == "slow launch call (one-time cost)", c.smell
     assert "1.398 ms of it in one launch call `cudaLaunchKernel`" in c.why, c.why
     assert "36.0 µs on host work (36.0 µs with no recorded events" in c.why, c.why
@@ -398,7 +399,7 @@ def test_a_slow_call_of_a_runtime_whose_every_launch_is_slow_is_no_first_use():
         d = diagnose(b.build())
         i = int(np.argmax(d.gaps.dur_ns))
         assert d.gaps.dur_ns[i] == 2010 * US  # k7 ends 8 µs before the slow call, k8 starts 2 µs after it
-        c = d.card(i)
+        c = card_for_gap(d, i)
         assert bool(d.gaps.one_time[i]) is one_time, typical_us
         assert ("first-use cost" in c.why) is one_time, c.why
         if not one_time:
@@ -441,7 +442,7 @@ def test_host_culprit_that_launches_work_gets_per_kernel_cost_advice(n_inner, mo
         b.event(cpu, "cudaLaunchKernel", at * US, launch_us * US, Kind.LAUNCH, correlation=2 + j)
         b.event(gpu, f"k{2 + j}", (module_us + 12 + 12 * j) * US, 10 * US, Kind.KERNEL, correlation=2 + j)
     d = diagnose(b.build())
-    c = d.card(int(np.argmax(d.gaps.dur_ns)))
+    c = card_for_gap(d, int(np.argmax(d.gaps.dur_ns)))
     assert c.cause == Cause.HOST
     assert c.first_experiment.startswith("`nn.Module: Net_0` issues GPU work itself")
     assert "off the critical path" not in c.first_experiment
@@ -503,7 +504,7 @@ def test_a_step_that_is_a_graph_capture_keeps_it_out_of_the_classes_and_the_what
     w = d.what_if(causes=[Cause.HOST, Cause.SYNC, Cause.LAUNCH])
     assert w.removed_ns == 0 and w.speedup == 1.0
     first = int(np.argmin(g.start_ns))
-    c = d.card(first)
+    c = card_for_gap(d, first)
     assert c.smell == "graph capture (one-time cost)"
     assert "For 0.847 ms of it the thread was entering `torch.cuda.graph`" in c.why
     assert "capturing a HIP graph" not in c.why  # the gap ends before hipStreamBeginCapture
@@ -519,7 +520,7 @@ def test_a_step_boundary_pair_of_a_queued_and_a_starved_gap_tells_one_story():
     the mix after."""
     path = require(CORPUS / "param" / "dlrm_kineto" / "worker1_step_12.1694128201556.pt.trace.json")
     d = diagnose(load(path))
-    c = d.group_card(0)
+    c = card_for_group(d, 0)
     assert c.cause == Cause.DEPENDENCY
     assert "on host work" not in c.why and "already queued" in c.why
     assert "In the 1.038 ms of the step-boundary stretch at the start of the step" in c.why
@@ -584,7 +585,7 @@ def test_copies_whose_name_says_no_direction_are_told_it():
             b.event(gpu, name, (20 + 40 * j) * US, 30 * US, Kind.MEMCPY, bytes=1 << 20, copy_kind=ck)
         b.event(cpu, "cudaLaunchKernel", 198 * US, 2 * US, Kind.LAUNCH, correlation=2)
         b.event(gpu, "k2", 210 * US, 10 * US, Kind.KERNEL, correlation=2)
-        c = diagnose(b.build()).card(0)
+        c = card_for_gap(diagnose(b.build()), 0)
         assert f"copying (running 5 copies `{name}`" in c.why
         if say is None:
             assert "host-to-device" not in c.why
@@ -613,7 +614,7 @@ def test_host_advice_says_when_launches_wait_for_their_kernel(synchronous):
         t += max(call_us, 103) + 5
     d = diagnose(b.build())
     i = int(np.argmax(d.gaps.dur_ns))
-    c = d.card(i)
+    c = card_for_gap(d, i)
     assert c.cause == Cause.HOST and "prepare_batch" in c.first_experiment
     note = "As captured, the launch calls return only after their kernel has run (12 of the 12 launches"
     assert (note in c.first_experiment) is synchronous
@@ -643,7 +644,7 @@ def test_copies_are_described_even_when_the_evidence_list_keeps_none():
     i = int(np.argmax(d.gaps.dur_ns))
     assert not any(e.cause == Cause.COPY for e in d.evidence(i))  # the list is full of host items
     assert f"the GPU spent 12.0 µs copying (running 6 copies `{d2d}`, 2.0 µs median each, 24.0 KiB in all" in (
-        d.card(i).why
+        card_for_gap(d, i).why
     )
 
 
@@ -676,7 +677,7 @@ def test_the_small_copy_of_a_sync_is_said_under_or_before_the_wait(sync_at_us, w
     b.event(cpu, "cudaLaunchKernel", 100 * US, 2 * US, Kind.LAUNCH, correlation=3)
     b.event(gpu, "k2", 105 * US, 10 * US, Kind.KERNEL, correlation=3)
     d = diagnose(b.build())
-    why = d.card(int(np.argmax(d.gaps.dur_ns))).why
+    why = card_for_gap(d, int(np.argmax(d.gaps.dur_ns))).why
     assert "`cudaStreamSynchronize`" in why and words in why, why
     assert ") (" not in why
 
@@ -686,7 +687,7 @@ def test_the_sync_cliff_and_its_small_copy_share_one_pair_of_brackets():
     device-to-host copy ran meanwhile) (the sync cliff)"; the raw events: the 40 kB
     D2H copy at 628.456 ms ran under the 8.9 µs wait."""
     d = diagnose(load(require(CORPUS / "extrap" / "con_kernel.sqlite")))
-    why = d.card(3).why
+    why = card_for_gap(d, 3).why
     assert "8.9 µs blocked in `cudaEventSynchronize` (while a small device-to-host copy ran; the sync cliff)." in why, (
         why
     )
@@ -719,7 +720,7 @@ def test_a_thread_waiting_in_a_bare_range_is_pointed_at_the_work_of_another(auto
     b.event(main, "cudaLaunchKernel", 3025 * US, 2 * US, Kind.LAUNCH, correlation=2)
     b.event(gpu, "k2", 3030 * US, 10 * US, Kind.KERNEL, correlation=2)
     d = diagnose(b.build())
-    c = d.card(int(np.argmax(d.gaps.dur_ns)))
+    c = card_for_gap(d, int(np.argmax(d.gaps.dur_ns)))
     said = "while thread `pt_autograd_0` of the same process recorded 2.400 ms of work (2.400 ms in `reducer::copy_bucket_to_grad`)"
     assert (said in c.first_experiment) is autograd_work, c.first_experiment
     assert ("PyTorch runs the backward pass on its autograd threads" in c.first_experiment) is autograd_work
@@ -743,7 +744,7 @@ def test_dataloader_advice_follows_the_iterator(iterator, words):
     b.event(cpu, "cudaLaunchKernel", 925 * US, 2 * US, Kind.LAUNCH, correlation=2)
     b.event(gpu, "k2", 930 * US, 10 * US, Kind.KERNEL, correlation=2)
     d = diagnose(b.build())
-    assert words in d.card(int(np.argmax(d.gaps.dur_ns))).first_experiment
+    assert words in card_for_gap(d, int(np.argmax(d.gaps.dur_ns))).first_experiment
 
 
 def test_the_host_items_of_a_sentence_add_up_to_its_host_part():
@@ -753,7 +754,7 @@ def test_the_host_items_of_a_sentence_add_up_to_its_host_part():
     import re
 
     d = diagnose(load(require(CORPUS / "hta" / "nccl_data.json.gz")))
-    why = d.group_card(1).why
+    why = card_for_group(d, 1).why
     m = re.search(r"spent ([\d.]+) ms on host work \((.*?)\), [\d.]+ µs in the launch path", why)
     assert m is not None, why
     assert "in other work" in m.group(2)
@@ -780,7 +781,10 @@ def test_rocm_cards_name_rocm_remedies_not_cudas(rel):
     trace = load(require(CORPUS / rel))
     d = diagnose(trace)
     assert len(d.gaps) > 0
-    texts = [" ".join((c.why, c.first_experiment, c.forbidden_step, c.proof)) for c in map(d.card, range(len(d.gaps)))]
+    texts = [
+        " ".join((c.why, c.first_experiment, c.forbidden_step, c.proof))
+        for c in (card_for_gap(d, i) for i in range(len(d.gaps)))
+    ]
     for t in texts:
         assert "cuBLAS" not in t and "CUDA graph" not in t and "CUDA_MODULE_LOADING" not in t and "CUDA module" not in t
     assert any("rocBLAS/hipBLASLt" in t or "HIP graph" in t for t in texts)
@@ -817,7 +821,7 @@ def test_a_gap_no_op_follows_is_not_said_to_have_an_unlinked_next_op(tmp_path):
     (i,) = np.flatnonzero(np.asarray(d.gaps.device) == 1)
     assert (int(d.gaps.start_ns[i]), int(d.gaps.end_ns[i])) == (0, 1_000_000)  # the step, all of it
     assert int(d.gaps.next_op[i]) == -1
-    c = d.card(int(i))
+    c = card_for_gap(d, int(i))
     assert "no GPU op follows the gap before the analysis window ends" in c.why
     # GPU 0's five 5 µs launches, less the one at 110 µs, inside the GPU's copy from 110 µs (copy first)
     assert "20.0 µs in launch calls (none of them ends this gap)" in c.why
@@ -860,7 +864,7 @@ def test_a_warm_up_graph_capture_is_a_one_time_cost_with_its_own_advice():
     was advised to use graphs)."""
     d, i = _capture_gap(graph_launch_before=False)
     assert bool(d.gaps.one_time[i]) and d.gaps.group[i] == -1
-    c = d.card(i)
+    c = card_for_gap(d, i)
     assert c.smell == "graph capture (one-time cost)"
     assert (
         "For 0.400 ms of it the thread was capturing a CUDA graph (from `cudaStreamBeginCapture` to "
@@ -881,7 +885,7 @@ def test_captured_launch_calls_are_host_work_not_the_launch_path():
     d, i = _capture_gap(graph_launch_before=False)
     assert int(d.gaps.class_ns[i, int(Cause.LAUNCH)]) == 20 * US
     assert int(d.gaps.class_ns[i, int(Cause.HOST)]) == 520 * US
-    assert "20.0 µs in the launch path of the next op" in d.card(i).why
+    assert "20.0 µs in the launch path of the next op" in card_for_gap(d, i).why
 
 
 def _capture_pieces(b, cpu, gpu, *, enter_us=None, captures=((20, 400, 30),)):
@@ -920,7 +924,7 @@ def test_the_entry_into_torch_cuda_graph_is_part_of_the_capture():
     (cap,) = graph_captures(d.trace)
     assert (cap.enter_ns, cap.start_ns, cap.end_ns, cap.launches) == (100 * US, 600 * US, 900 * US, 5)
     assert bool(d.gaps.one_time[i])
-    c = d.card(i)
+    c = card_for_gap(d, i)
     assert c.smell == "graph capture (one-time cost)"
     assert "For 0.300 ms of it the thread was capturing a CUDA graph" in c.why
     assert "its 5 launch calls there added kernels" in c.why
@@ -936,7 +940,7 @@ def test_two_captures_in_one_gap_are_told_together():
     b = TraceBuilder()
     cpu, gpu = _main_and_stream(b)
     d, i = _capture_pieces(b, cpu, gpu, captures=((20, 400, 30), (450, 400, 12)))
-    c = d.card(i)
+    c = card_for_gap(d, i)
     assert (
         "For 0.800 ms of it the thread was capturing 2 CUDA graphs (the first from `cudaStreamBeginCapture` to "
         "`cudaStreamEndCapture`): their 42 launch calls there added kernels to the graphs" in c.why
@@ -949,7 +953,7 @@ def test_a_capture_without_launch_calls_says_so():
     b = TraceBuilder()
     cpu, gpu = _main_and_stream(b)
     d, i = _capture_pieces(b, cpu, gpu, captures=((20, 800, 0),))
-    c = d.card(i)
+    c = card_for_gap(d, i)
     assert "capturing a CUDA graph (from `cudaStreamBeginCapture` to `cudaStreamEndCapture`): it recorded no " in c.why
     assert "launch calls there" not in c.why
 
@@ -971,7 +975,7 @@ def test_a_window_that_starts_inside_a_capture_sees_it():
     (cap,) = graph_captures(d.trace)
     assert (cap.begin_event, cap.start_ns, cap.end_ns, cap.launches) == (-1, 20 * US, 700 * US, 20)
     i = int(np.argmax(d.gaps.dur_ns))
-    c = d.card(i)
+    c = card_for_gap(d, i)
     assert (
         "For 0.680 ms of it the thread was capturing a CUDA graph (from the start of the window (it starts inside "
         "the capture) to `cudaStreamEndCapture`)" in c.why
@@ -984,7 +988,7 @@ def test_a_capture_after_a_graph_was_launched_is_a_re_capture_not_warm_up():
     re-capture."""
     d, i = _capture_gap(graph_launch_before=True)
     assert not bool(d.gaps.one_time[i])
-    c = d.card(i)
+    c = card_for_gap(d, i)
     assert c.smell == "graph re-capture"
     assert "This capture began after a CUDA graph had already been launched: a re-capture." in c.why
     assert c.first_experiment.startswith("The CUDA graph is captured again after graphs were already launched")
@@ -994,7 +998,7 @@ def test_a_gap_mostly_outside_a_capture_is_not_told_as_one():
     """A capture of 100 µs ([20, 120) µs) in a gap [10, 250) µs covers under half of it:
     neither the smell nor the advice speaks of a capture."""
     d, i = _capture_gap(graph_launch_before=False, capture_us=100)
-    c = d.card(i)
+    c = card_for_gap(d, i)
     assert "capture" not in c.smell and "capturing" not in c.why
     assert not c.first_experiment.startswith("This is a CUDA graph capture")
 
@@ -1010,7 +1014,7 @@ def test_bs_32_capture_card_names_the_instantiation_not_fragments():
     d = diagnose(load(path))
     i = int(np.argmax(d.gaps.dur_ns))
     assert d.gaps.dur_ns[i] == 32_733_500
-    c = d.card(i)
+    c = card_for_gap(d, i)
     assert c.smell == "graph capture (one-time cost)"
     assert "host work (1.563 ms in `hipGraphInstantiateWithFlags`, " in c.why
     # `prepare_attn` runs 36 times in the gap; the evidence list keeps only some calls
@@ -1053,7 +1057,7 @@ def test_a_name_whose_calls_the_evidence_list_cut_is_not_summed():
     assert d.gaps.dur_ns[i] == 110 * US
     ev = d.evidence(i)
     assert len(ev) == 20 and sum(e.name == "f" for e in ev) == 5  # of its 45 calls
-    c = d.card(i)
+    c = card_for_gap(d, i)
     assert "(30.0 µs in 5 of the 45 calls of `f`, 13.0 µs with no recorded events" in c.why, c.why
 
 
@@ -1078,7 +1082,7 @@ def test_a_second_begin_inside_an_open_capture_is_part_of_it():
     caps = graph_captures(d.trace)
     assert [(c.start_ns, c.end_ns, c.launches) for c in caps] == [(20 * US, 420 * US, 30)]
     i = int(np.argmax(d.gaps.dur_ns))
-    assert "For 0.400 ms of it the thread was capturing a CUDA graph" in d.card(i).why
+    assert "For 0.400 ms of it the thread was capturing a CUDA graph" in card_for_gap(d, i).why
 
 
 def test_the_advice_descends_to_the_frame_that_holds_the_time():
@@ -1105,7 +1109,7 @@ def test_the_advice_descends_to_the_frame_that_holds_the_time():
     lane = t.lane == t.lane[ev]
     inside = lane & (t.start_ns >= lo) & (t.start_ns < hi) & (np.arange(len(t)) != ev)
     assert int(np.minimum(t.start_ns[inside] + t.dur_ns[inside], hi).sum() - t.start_ns[inside].sum()) < 0.1 * (hi - lo)
-    c = d.card(i)
+    c = card_for_gap(d, i)
     name = t.names[call]
     assert c.first_experiment.startswith(
         f"Find out what the CPU does inside `{name}` (14.700 ms of the gap, almost none of it in a finer recorded event)"
@@ -1139,7 +1143,7 @@ def test_fragmented_host_time_is_told_by_the_frame_holding_it():
     n_frame, frame_ns = in_gap(frame)
     n_hook, hook_ns = in_gap(hook)
     assert (n_frame, n_hook) == (1, 5) and abs(frame_ns - 13_116_000) < 1_000 and abs(hook_ns - 12_530_000) < 1_000
-    c = d.card(i)
+    c = card_for_gap(d, i)
     want = f"{fmt_dur(frame_ns)} in `{frame}`, {fmt_dur(hook_ns)} of it in 5 calls of `{hook}`"
     assert want in c.why, c.why
     host = int(g.class_ns[i][Cause.HOST])
@@ -1168,7 +1172,7 @@ def test_a_frame_around_the_whole_gap_is_not_its_work():
         d = diagnose(b.build())
         i = int(np.argmax(d.gaps.dur_ns))
         assert (d.gaps.start_ns[i], d.gaps.end_ns[i]) == (10 * US, 1010 * US)
-        why = d.card(i).why
+        why = card_for_gap(d, i).why
         assert ("0.980 ms in `batch`" in why) is with_batch, why
         assert "in `step`" not in why
 
@@ -1191,8 +1195,8 @@ def test_launch_time_of_an_earlier_call_is_not_the_next_ops_launch_path():
     assert d.gaps.end_ns[i] == 705 * US and (cn[Cause.LAUNCH], cn[Cause.HOST]) == (455 * US, 50 * US)
     assert (
         "0.455 ms in launch calls (55.0 µs of it the launch path of the next op, 0.400 ms in earlier ones)"
-        in d.card(i).why
-    ), d.card(i).why
+        in card_for_gap(d, i).why
+    ), card_for_gap(d, i).why
 
 
 @pytest.mark.parametrize(
@@ -1231,7 +1235,7 @@ def test_pageable_copies_are_told_by_their_direction(second, words):
     b.event(cpu, "cudaLaunchKernel", 100 * US, 5 * US, Kind.LAUNCH, correlation=2)
     b.event(gpu, "k2", 110 * US, 5 * US, Kind.KERNEL, correlation=2)
     d = diagnose(b.build())
-    why = d.card(0).why
+    why = card_for_gap(d, 0).why
     # no copy call on the thread: the GPU's copying, not the thread's (extrap/con_kernel #3)
     assert f"the GPU spent 70.0 µs copying (running 2 copies, 40.0 µs and 30.0 µs, 2.0 MiB in all, {words})" in why, why
 
@@ -1265,7 +1269,7 @@ def test_a_pinned_async_copy_that_outran_the_kernels_is_not_told_to_pin(starts_b
     b.event(cpu, "cudaLaunchKernel", 6 * US, 2 * US, Kind.LAUNCH, correlation=3)
     b.event(s7, "k2", 300 * US, 10 * US, Kind.KERNEL, correlation=3)
     d = diagnose(b.build())
-    c = d.card(0)
+    c = card_for_gap(d, 0)
     assert c.cause == Cause.COPY
     if starts_before_gap:
         assert c.first_experiment.startswith(
@@ -1282,7 +1286,7 @@ def test_a_copy_still_running_on_another_stream_when_the_next_op_starts_is_not_i
     copies on the next op's own stream ran back to back through the gap. The card named
     the H2D ("already pinned and asynchronous"); it names the DtoD copies."""
     d = diagnose(load(require(CORPUS / "hta" / "test.json.gz")))
-    c = d.card(1859)
+    c = card_for_gap(d, 1859)
     assert "3.327 ms copying (the GPU ran 110 copies `Memcpy DtoD (Device -> Device)`" in c.why, c.why
     assert c.first_experiment.startswith("Batch the 84 short device-to-device copies"), c.first_experiment
     assert "HtoD" not in c.first_experiment

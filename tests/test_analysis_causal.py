@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gapscope.analysis import Cause, diagnose
+from gapscope.analysis.card import card_for_gap
 from gapscope.analysis.types import WaitKind
 from gapscope.parsers.builder import TraceBuilder
 from gapscope.parsers.model import CopyKind, Kind
@@ -55,7 +56,7 @@ def test_sync_that_drains_the_queue_then_host_work_is_one_sync_cliff():
     assert len(g) == 1 and (g.start_ns[0], g.end_ns[0]) == (100 * US, 310 * US)
     assert not g.queued[0] and g.lateness_ns[0] == 205 * US
     assert g.class_ns[0].tolist() == [200 * US, 0, 10 * US, 0, 0, 0]
-    c = d.card(0)
+    c = card_for_gap(d, 0)
     assert c.cause == Cause.SYNC and c.smell == "sync cliff"
     assert "the sync cliff (81.0 µs blocked in `cudaStreamSynchronize`" not in c.why  # only 1 µs is in the gap
     assert "in the sync cliff (1.0 µs blocked in `cudaStreamSynchronize`, then 0.199 ms of host work after it" in c.why
@@ -82,7 +83,7 @@ def test_queued_op_waiting_on_an_event_from_another_device_is_dependency():
     assert (g.start_ns[i], g.end_ns[i], g.lateness_ns[i]) == (50 * US, 200 * US, -25 * US)
     assert g.queued[i] and g.wait_kind[i] == WaitKind.STREAM_WAIT
     assert g.class_ns[i].tolist() == [0, 0, 0, 0, 0, 150 * US]
-    c = d.card(i)
+    c = card_for_gap(d, i)
     assert "tokenize" not in c.why and "tokenize" not in c.first_experiment
 
 
@@ -117,7 +118,7 @@ def test_poll_loop_of_non_blocking_queries_is_host_work():
     d = diagnose(b.build())
     g = d.gaps
     assert g.class_ns[0].tolist() == [0, 0, 5 * US, 100 * US, 0, 0]
-    assert "blocked" not in d.card(0).why
+    assert "blocked" not in card_for_gap(d, 0).why
 
 
 def test_queued_dtod_copies_are_copy_and_the_rest_dependency():
@@ -148,7 +149,7 @@ def test_many_small_queued_copies_are_counted_and_batched():
     g = d.gaps
     assert g.class_ns[0].tolist() == [0, 40 * US, 0, 0, 0, 10 * US]
     assert len(d.gpu_copies(0)) == 8
-    c = d.card(0)
+    c = card_for_gap(d, 0)
     assert c.cause == Cause.COPY
     assert "40.0 µs copying (the GPU ran 8 copies `Memcpy DtoD`, 5.0 µs median each, 8.0 KiB in all)" in c.why
     assert c.first_experiment.startswith(
@@ -170,7 +171,7 @@ def test_one_large_copy_among_short_ones_is_named_and_not_batched():
     b.event(g0, "k2", 100 * US, 10 * US, Kind.KERNEL, correlation=2)
     d = diagnose(b.build())
     assert d.gaps.class_ns[0].tolist() == [0, 42 * US, 0, 0, 0, 8 * US]
-    c = d.card(0)
+    c = card_for_gap(d, 0)
     assert (
         "42.0 µs copying (the GPU ran 4 copies `Memcpy DtoD`, 8.0 MiB in all; the largest 30.0 µs, 8.0 MiB; "
         "3 took 20.0 µs or less each, 12.0 µs in all)"
@@ -192,7 +193,7 @@ def test_short_copies_of_two_kinds_are_batched_by_kind():
     b.event(g0, "k2", 105 * US, 10 * US, Kind.KERNEL, correlation=2)
     d = diagnose(b.build())
     assert d.gaps.class_ns[0].tolist() == [0, 48 * US, 0, 0, 0, 7 * US]
-    first = d.card(0).first_experiment
+    first = card_for_gap(d, 0).first_experiment
     assert first.startswith(
         "Batch the 8 short copies (4 host-to-device copies, 32.0 µs; 4 device-to-device copies, 16.0 µs): each "
         "this short, their time is the cost per copy, not bandwidth. For the host-to-device copies, use one "
@@ -230,7 +231,7 @@ def test_two_copies_of_different_lengths_are_each_named_with_the_threads_copy_ca
     cn = d.gaps.class_ns[i].tolist()
     assert (int(d.gaps.start_ns[i]), int(d.gaps.end_ns[i])) == (10 * US, 300 * US)
     assert cn[int(Cause.COPY)] == 240 * US
-    why = d.card(i).why
+    why = card_for_gap(d, i).why
     assert (
         "0.240 ms copying (the GPU ran 2 copies `Memcpy HtoD`, 0.190 ms and 1.0 µs, 8.0 MiB in all, from pageable "
         "host memory; 49.0 µs of it the thread in the copy call `cudaMemcpyAsync` outside the GPU's copies)"
@@ -244,7 +245,7 @@ def test_one_tiny_dtod_copy_is_said_to_cost_its_fixed_time():
     b.event(g0, "Memcpy DtoD", 50 * US, 4 * US, Kind.MEMCPY, bytes=4, copy_kind=CopyKind.D2D)
     b.event(g0, "k2", 56 * US, 10 * US, Kind.KERNEL, correlation=2)
     d = diagnose(b.build())
-    c = d.card(0)
+    c = card_for_gap(d, 0)
     assert c.cause == Cause.COPY
     assert "4.0 µs copying (the GPU ran the copy `Memcpy DtoD`, 4 B)" in c.why
     assert "at 4 B its time is the cost of one copy, not bandwidth" in c.first_experiment
@@ -257,13 +258,13 @@ def test_a_memset_is_said_to_write_a_constant_and_equal_copies_are_counted_in_th
     b, t, g0 = _k2_queued_after_k1()
     b.event(g0, "Memset (Device)", 51 * US, 4 * US, Kind.MEMSET, bytes=1 << 20)
     b.event(g0, "k2", 56 * US, 10 * US, Kind.KERNEL, correlation=2)
-    first = diagnose(b.build()).card(0).first_experiment
+    first = card_for_gap(diagnose(b.build()), 0).first_experiment
     assert first.startswith("Fuse or remove the memset `Memset (Device)` (1.0 MiB): it is the GPU writing a constant")
     b, t, g0 = _k2_queued_after_k1()
     for k in range(3):
         b.event(g0, "Memcpy DtoD", (51 + 8 * k) * US, 8 * US, Kind.MEMCPY, bytes=1 << 20, copy_kind=CopyKind.D2D)
     b.event(g0, "k2", 76 * US, 10 * US, Kind.KERNEL, correlation=2)
-    c = diagnose(b.build()).card(0)
+    c = card_for_gap(diagnose(b.build()), 0)
     assert "(the GPU ran 3 copies `Memcpy DtoD`, 8.0 µs each, 3.0 MiB in all)" in c.why
     assert c.first_experiment.startswith(
         "Fuse or remove the 3 device-to-device copies `Memcpy DtoD` (1.0 MiB each): they are the GPU moving data"
@@ -285,7 +286,7 @@ def test_copies_on_several_streams_at_once_are_not_added_up():
     b.event(g0, "k2", 70 * US, 10 * US, Kind.KERNEL, correlation=2)
     d = diagnose(b.build())
     assert d.gaps.class_ns[0].tolist() == [0, 15 * US, 0, 0, 0, 5 * US]
-    c = d.card(0)
+    c = card_for_gap(d, 0)
     assert "15.0 µs copying (the GPU ran 8 copies `Memcpy HtoD`, 15.0 µs median each, 4.0 KiB in all)" in c.why
     assert "(15.0 µs median each, 15.0 µs in all)" in c.first_experiment
 
@@ -302,7 +303,7 @@ def test_host_advice_claims_no_empty_queue_when_the_next_op_has_no_launch():
     b.event(g0, "k2", 230 * US, 10 * US, Kind.KERNEL)
     d = diagnose(b.build())
     i = int(np.argmax(d.gaps.dur_ns))
-    c = d.card(i)
+    c = card_for_gap(d, i)
     assert c.cause == Cause.HOST and "unknown" in c.why
     assert "nothing queued" not in c.forbidden_step
     assert c.forbidden_step.startswith("Do not reach for cuBLAS settings or a faster kernel: no kernel ran")
@@ -331,8 +332,8 @@ def test_warm_up_gap_is_one_time_and_left_out_of_groups_budget_and_what_if():
     assert g.one_time[first] and g.group[first] == -1
     others = np.flatnonzero((g.start_ns % (1000 * US) == 100 * US) & (g.start_ns > 1000 * US))
     assert others.size == 2 and not g.one_time[others].any() and (g.group[others] >= 0).all()
-    assert d.card(first).smell == "one-time cost (warm-up)"
-    assert "warm up before profiling" in d.card(first).first_experiment
+    assert card_for_gap(d, first).smell == "one-time cost (warm-up)"
+    assert "warm up before profiling" in card_for_gap(d, first).first_experiment
     # budget: the median step's idle (1000 - 180 µs of kernels = 820 µs) split as the
     # typical steps (all three idle 820 µs) split theirs, step 0 left out: it holds the
     # warm-up. Inside [1000, 3000) µs: gap [890, 1010) its launch path [1004, 1010)
@@ -444,7 +445,7 @@ def test_rank0_poll_and_enqueued_wait_are_no_sync():
     i = 4854
     assert g.dur_ns[i] == 5_750_000 and g.queued[i]
     assert g.class_ns[i].tolist() == [0, 0, 0, 0, 0, 5_750_000] and g.wait_kind[i] == WaitKind.STREAM_WAIT
-    c = d.card(i)
+    c = card_for_gap(d, i)
     assert c.smell == "cross-stream wait" and "blocked in" not in c.why and "cudaEventQuery" not in c.why
 
 
@@ -452,7 +453,7 @@ def test_mi300_unlinked_collective_is_named_and_the_advice_fits_a_trace_with_cpu
     d = _diag("tracelens/mi300/resnet_act_checkpoint.json.gz")
     g = d.gaps
     i = int(d.order_by_size()[0])
-    c = d.card(i)
+    c = card_for_gap(d, i)
     assert d.trace.name(int(g.next_op[i])).startswith("ncclDevKernel_Generic") and g.launch[i] < 0
     # its correlation id (4079) is below every runtime call the trace recorded (the
     # first hipLaunchKernel has 5179): launched before the trace began, so queued
@@ -479,7 +480,7 @@ def test_a_gap_after_a_collective_has_ended_is_not_its_wait():
     prev = int(g.prev_op[i])
     assert t.name(prev).startswith("ncclKernel_SendRecv") and t.start_ns[prev] + t.dur_ns[prev] == g.start_ns[i]
     assert t.lanes[int(t.lane[prev])].stream == 203 and t.lanes[int(t.lane[int(g.next_op[i])])].stream == 7
-    c = d.card(i)
+    c = card_for_gap(d, i)
     assert "before it had ended when the gap began" in c.why and "waited on the collective" not in c.why
     # the file records launches and copies, no stream-wait call: the card says what that leaves
     assert c.why.count("not linked to it here (the trace records no stream-wait calls)") == 1
@@ -516,7 +517,7 @@ def test_resnet50_first_use_costs_are_one_time():
     for i in d.order_by_size()[:3].tolist():
         if g.dur_ns[i] > 1_000_000_000:
             assert g.one_time[i] and g.group[i] == -1, i
-            c = d.card(i)
+            c = card_for_gap(d, i)
             assert "one-time" in c.smell and "nothing recorded on the CPU explains" not in c.why
 
 
@@ -527,7 +528,7 @@ def test_decode_graph_launch_is_launch_with_graph_advice():
     g = d.gaps
     i = int(np.flatnonzero(g.dur_ns == 12_000)[0])
     assert g.class_ns[i].tolist() == [0, 0, 12_000, 0, 0, 0]
-    c = d.card(i)
+    c = card_for_gap(d, i)
     assert "already runs as a CUDA graph" in c.first_experiment and "look at other ranks" not in c.why.lower()
 
 
@@ -543,7 +544,7 @@ def test_nccl_data_host_gaps_are_host_and_dtod_copies_are_not_a_cpu_round_trip()
     for i in np.flatnonzero(g.cause == Cause.COPY)[:20].tolist():
         ev = [e for e in d.evidence(i) if e.cause == Cause.COPY]
         if ev and all("DtoD" in e.name or "Memset" in e.name for e in ev):
-            assert ".cpu()" not in d.card(i).first_experiment
+            assert ".cpu()" not in card_for_gap(d, i).first_experiment
 
 
 def test_b200_first_gemm_calls_are_one_time():
@@ -551,7 +552,7 @@ def test_b200_first_gemm_calls_are_one_time():
     g = d.gaps
     top = d.order_by_size()[:2]
     assert g.one_time[top].all()
-    assert all("aten::addmm" in d.card(int(i)).why for i in top)
+    assert all("aten::addmm" in card_for_gap(d, int(i)).why for i in top)
 
 
 def test_why_sentence_parts_add_up_to_the_gap():
@@ -563,7 +564,7 @@ def test_why_sentence_parts_add_up_to_the_gap():
         g = d.gaps
         for i in d.order_by_size()[:5].tolist():
             assert int(g.class_ns[i].sum()) == int(g.dur_ns[i])
-            why = d.card(i).why
+            why = card_for_gap(d, i).why
             assert "already queued" not in why or " spent " not in why.split("This position")[0], (rel, i)
             host = int(g.class_ns[i, int(Cause.HOST)])
             if not g.queued[i] and host >= 50:  # the host part is quoted with the gap's own host ns
@@ -610,12 +611,12 @@ def test_an_unlinked_op_whose_id_precedes_a_call_made_before_the_gap_was_queued(
     # k1 (id 10 < 20): launched before the trace began, in both traces
     for d in (early, late):
         assert d.gaps.cause[0] == Cause.DEPENDENCY and bool(d.gaps.queued[0])
-        c = d.card(0)
+        c = card_for_gap(d, 0)
         assert "launched before the trace began (its correlation id 10 precedes every runtime call" in c.why
         assert "Trust:" not in c.why and "What the CPU did meanwhile is not the cause." in c.why
     # k2 (id 55 < 57): launched before the query, which ran at 150 µs, before the gap at 300 µs: queued
     assert ge.cause[1] == Cause.DEPENDENCY and bool(ge.queued[1])
-    assert "precedes that of a runtime call made before the GPU went idle" in early.card(1).why
+    assert "precedes that of a runtime call made before the GPU went idle" in card_for_gap(early, 1).why
     # ... but with the query at 550 µs, after the gap, nothing says when k2 was launched
     assert not bool(gl.queued[1]) and gl.cause[1] != Cause.DEPENDENCY
 
@@ -629,7 +630,7 @@ def test_a_wait_with_no_gpu_op_before_the_gap_drained_nothing():
     g = d.gaps
     assert int(g.prev_op[0]) < 0 and g.cause[0] == Cause.HOST
     assert int(g.class_ns[0][int(Cause.SYNC)]) < 100_000
-    c = d.card(0)
+    c = card_for_gap(d, 0)
     assert c.smell != "sync cliff" and "cliff" not in c.why
     assert "1.939 s in `enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__`" in c.why
     assert "726.271 ms of it in one launch call `cudaLaunchKernel`" in c.why
@@ -643,7 +644,7 @@ def test_a_cliff_whose_wait_is_not_in_the_evidence_names_the_wait_and_the_host_w
     d = _diag("extrap/profile16.sqlite")
     g = d.gaps
     assert g.cause[5] == Cause.SYNC and int(g.class_ns[5][int(Cause.SYNC)]) == 238_520_132
-    c = d.card(5)
+    c = card_for_gap(d, 5)
     assert (
         "238.520 ms in the sync cliff (after `cudaStreamSynchronize`, blocking from before the GPU went idle" in c.why
     )
@@ -657,7 +658,7 @@ def test_a_small_copy_under_the_wait_is_the_waits_time_not_the_host_works():
     858737 µs (23 µs, a 2 µs device-to-host copy under it at 858722-858724), then 77 µs
     of host work until the next launch; the card said 21 µs and 79 µs."""
     d = _diag("hta/sampled_rank-0.json.gz")
-    c = d.card(31)
+    c = card_for_gap(d, 31)
     assert "0.100 ms in the sync cliff (23.0 µs blocked in `aten::item`" in c.why
     assert "then 77.0 µs of host work after it until the next launch" in c.why
 
@@ -666,7 +667,8 @@ def test_collective_wait_kinds_follow_the_events():
     """Audit of the cards next to collectives (against the raw events):
 
     - xdit #2400: the next op is an elementwise ``aten::mul`` kernel named after
-      broadcasting (``type_specialized_broadcast_kernel_launcher``), not a collective;
+      broadcasting (``type_specialized_broadcast_kernel_launcher``), not a collective:
+      3.3 µs with no recorded wait, a dispatch bubble;
     - hta rank0 #737: the next op is a node of a CUDA graph launched 168 ms earlier,
       while the collective before it was launched about 160 ms after that graph: the
       graph's order held it, not the collective;
@@ -674,15 +676,16 @@ def test_collective_wait_kinds_follow_the_events():
       the collective's end to a waiting stream."""
     x = _diag("tracelens/xdit_sd_3.5/profile_trace_rank_0.json.gz")
     assert "broadcast" in x.trace.name(int(x.gaps.next_op[2400]))
-    assert x.gaps.wait_kind[2400] == WaitKind.NOTHING_RECORDED
+    # 3.3 µs between kernels queued ahead, no recorded wait: a dispatch bubble (issue 43)
+    assert x.gaps.wait_kind[2400] == WaitKind.DISPATCH and int(x.gaps.dur_ns[2400]) == 3_326
     d = _diag("hta/rank0.json.gz")
     g, t = d.gaps, d.trace
     prev, nxt = int(g.prev_op[737]), int(g.next_op[737])
     assert t.name(prev).startswith("ncclKernel") and t.correlation[prev] > t.correlation[nxt]
     assert t.name(int(g.launch[737])) == "cudaGraphLaunch"
-    assert g.wait_kind[737] == WaitKind.GRAPH and d.card(737).smell == "graph ordering"
+    assert g.wait_kind[737] == WaitKind.GRAPH and card_for_gap(d, 737).smell == "graph ordering"
     assert g.wait_kind[1262] == WaitKind.COLLECTIVE and int(g.dur_ns[1262]) == 6_000
-    why = d.card(1262).why
+    why = card_for_gap(d, 1262).why
     assert "about the time a collective's end takes to reach a stream that waits for it" in why
     assert "is mostly on other work" not in why
 
@@ -697,9 +700,12 @@ def test_a_sampled_trace_says_so_on_every_card():
     d = _diag("hta/sampled_rank-0.json.gz")
     assert operator_sample(d.trace) == (2_402, 170_156) and is_sampled(d.trace)
     assert ((d.gaps.trust & int(Trust.SAMPLED)) != 0).all()
-    assert "the trace keeps 2,402 of the 170,156 operators its ids span (1.4%: a sampled trace)" in d.card(787).why
+    assert (
+        "the trace keeps 2,402 of the 170,156 operators its ids span (1.4%: a sampled trace)"
+        in card_for_gap(d, 787).why
+    )
     full = _diag("hta/rank0.json.gz")
-    assert not is_sampled(full.trace) and "sampled" not in full.card(int(full.order_by_size()[0])).why
+    assert not is_sampled(full.trace) and "sampled" not in card_for_gap(full, int(full.order_by_size()[0])).why
 
 
 def test_after_a_collective_on_its_own_stream_is_stream_order():
@@ -709,12 +715,12 @@ def test_after_a_collective_on_its_own_stream_is_stream_order():
     d = _diag("tracelens/b200/eager_trace.json.gz")
     g, t = d.gaps, d.trace
     assert t.lane[int(g.prev_op[7])] == t.lane[int(g.next_op[7])]
-    why = d.card(7).why
+    why = card_for_gap(d, 7).why
     assert "runs on the same stream as `void (anonymous namespace)::multimem_all_reduce_kernel" in why
     assert "(the spacing of two ops of one stream)" in why and "through an event" not in why
     m = _diag("tracelens/mi300/resnet_act_checkpoint.json.gz")
     assert "(its launch, or the one before it, is not in the trace, so no stream wait between them was searched)" in (
-        m.card(5).why
+        card_for_gap(m, 5).why
     )
 
 
@@ -781,16 +787,16 @@ def test_an_op_recorded_before_its_launch_call_gets_no_queue_time_and_a_trust_no
     g = d.gaps
     assert len(g) == 1 and (g.start_ns[0], g.end_ns[0]) == (50 * US, 200 * US)
     assert int(g.trust[0]) & int(Trust.CLOCKS)
-    why = d.card(0).why
+    why = card_for_gap(d, 0).why
     assert "reached the queue" not in why
     assert "the next op is recorded as starting 0.100 ms before its launch call began" in why
-    forbidden = d.card(0).forbidden_step
+    forbidden = card_for_gap(d, 0).forbidden_step
     assert "the GPU has nothing queued" not in forbidden and "no kernel ran in this idle" in forbidden
     assert build_document(trace, d)["trust"]["clocks"] == {"count": 1, "idle_ns": 150 * US}
 
     trace, d = diag(310 * US)
     assert not int(d.gaps.trust[0]) & int(Trust.CLOCKS)
-    why = d.card(0).why
+    why = card_for_gap(d, 0).why
     assert "the next op reached the queue 0.255 ms after the GPU went idle" in why and "clocks" not in why
-    assert "the GPU has nothing queued while the CPU is busy" in d.card(0).forbidden_step
+    assert "the GPU has nothing queued while the CPU is busy" in card_for_gap(d, 0).forbidden_step
     assert build_document(trace, d)["trust"]["clocks"] == {"count": 0, "idle_ns": 0}

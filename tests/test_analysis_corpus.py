@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 from gapscope.analysis import Cause, diagnose
+from gapscope.analysis.card import card_for_gap
 from gapscope.analysis.classify import is_sampled
+from gapscope.analysis.jsonout import diagnosis_to_json
 from gapscope.analysis.types import Trust
 from gapscope.parsers import Kind, TraceFormatError, load
 from tests.conftest import BUGS, CORPUS, require
@@ -54,10 +56,10 @@ def test_corpus_trace_diagnoses(path):
         assert 0 <= dev.busy_ns <= dev.busy_with_copies_ns <= dev.window_ns
     assert ((g.cause >= 0) & (g.cause <= max(Cause))).all()
     assert np.all(np.diff(g.start_ns[g.device == g.device[0]]) > 0) if len(g) > 1 else True
-    j = d.to_json(top=5)
+    j = diagnosis_to_json(d, top=5)
     json.dumps(j)
     if len(g):
-        card = d.card(int(d.order_by_size()[0]))
+        card = card_for_gap(d, int(d.order_by_size()[0]))
         assert card.why and card.first_experiment and card.forbidden_step and card.proof
     # only hta's two sampled traces keep a sample of their operators (1.4 %); the next
     # lowest share in the corpus is 13 %, of a 73-op trace

@@ -8,6 +8,8 @@ from __future__ import annotations
 import pytest
 
 from gapscope.analysis import Cause, diagnose
+from gapscope.analysis.card import card_for_gap, card_for_group
+from gapscope.analysis.jsonout import diagnosis_to_json
 from gapscope.parsers import load
 from gapscope.parsers.builder import TraceBuilder
 from gapscope.parsers.model import Kind
@@ -55,7 +57,7 @@ def test_deepest_range_with_time_of_its_own_is_the_culprit():
     assert ("aten::stack", 100 * US) in [(e.name, e.overlap_ns) for e in ev]
     # the partition is unchanged: [60, 455) host (L > 0), the launch path [455, 460) launch
     assert g.class_ns[0].tolist() == [0, 0, 5 * US, 395 * US, 0, 0]
-    c = d.card(0)
+    c = card_for_gap(d, 0)
     assert c.first_experiment.startswith("The step waits for the next batch in `enumerate(DataLoader)#__next__`")
     assert "num_workers" in c.first_experiment and "pin_memory" in c.first_experiment
     assert "ProfilerStep" not in c.first_experiment
@@ -68,7 +70,7 @@ def test_time_under_the_step_range_alone_is_uninstrumented():
     d = _trace()
     g = d.gaps
     assert g.class_ns[1].tolist() == [0, 0, 5 * US, 395 * US, 0, 0]  # L = 395 µs > 0: host
-    c = d.card(1)
+    c = card_for_gap(d, 1)
     # uninstrumented: the gap less the 0.4 µs launch call (its path to the GPU included)
     assert (
         "0.395 ms inside `ProfilerStep#1` with no finer event recorded (uninstrumented Python or untraced work)"
@@ -98,7 +100,7 @@ def test_resnet50_cards_name_the_dataloader_not_the_step():
     top = d.order_by_size()[:3]
     assert d.gaps.dur_ns[top[0]] == 63_042_000
     for i in top.tolist():
-        c = d.card(i)
+        c = card_for_gap(d, i)
         host = [e for e in c.evidence if e.cause == Cause.HOST]
         assert host[0].name == "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
         assert not any(e.name.startswith("ProfilerStep#") for e in d.evidence(i))
@@ -133,13 +135,13 @@ def test_a_far_larger_occurrence_is_a_one_off_not_the_recurring_gap():
     grp = next(gr for gr in d.groups if gr.label == "A → B")
     assert (grp.steps_with_gap, grp.steps_total, grp.median_ns, grp.total_ns) == (5, 6, 20 * US, 100 * US)
     assert grp.one_offs.tolist() == [big]
-    why = d.card(big).why
+    why = card_for_gap(d, big).why
     assert why.endswith(
         "This occurrence is 5.000 ms; at this position the median is 20.0 µs (5 of 6 steps): a one-off."
     )
     assert "recurs" not in why
     small = int(grp.gap_indices[0])
-    assert "This position recurs in 5 of 6 steps (20.0 µs median per step)" in d.card(small).why
+    assert "This position recurs in 5 of 6 steps (20.0 µs median per step)" in card_for_gap(d, small).why
 
 
 def test_occurrences_within_the_factor_stay_one_group():
@@ -155,8 +157,8 @@ def test_resnet50_dataloader_stall_recurs_at_its_own_size():
     i = int(d.order_by_size()[0])
     grp = d.groups[int(d.gaps.group[i])]
     assert (grp.steps_with_gap, grp.steps_total, grp.median_ns) == (5, 6, 53_911_000)
-    assert "This position recurs in 5 of 6 steps (53.911 ms median per step)" in d.card(i).why
-    assert "2.0 µs" not in d.card(i).why + d.group_card(grp.id).why
+    assert "This position recurs in 5 of 6 steps (53.911 ms median per step)" in card_for_gap(d, i).why
+    assert "2.0 µs" not in card_for_gap(d, i).why + card_for_group(d, grp.id).why
 
 
 def test_training_steps_get_steps_per_s_not_tokens():
@@ -170,11 +172,11 @@ def test_training_steps_get_steps_per_s_not_tokens():
     text = " ".join(w.assumptions)
     assert "Steps/s = 1 / step time (a step is not a token here: no tokens/s)" in text
     assert "token" not in text.replace("not a token here: no tokens/s", "")
-    j = d.to_json()
+    j = diagnosis_to_json(d)
     assert j["budget"]["tokens_per_s"] is None and j["budget"]["decode"] is False
     assert j["budget"]["steps_per_s"] == pytest.approx(b.steps_per_s, abs=1e-3)
     for i in range(len(d.gaps)):
-        c = d.card(i)
+        c = card_for_gap(d, i)
         assert "token" not in (c.why + c.proof).lower()
 
 
@@ -193,4 +195,4 @@ def test_decode_steps_only_get_tokens(name, decode):
     assert d.budget.decode is decode
     host = [i for i in range(len(d.gaps)) if d.gaps.cause[i] == int(Cause.HOST)]
     for i in host:
-        assert ("step time and tokens/s on a new capture" in d.card(i).proof) is decode
+        assert ("step time and tokens/s on a new capture" in card_for_gap(d, i).proof) is decode

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from gapscope.analysis import Cause, diagnose
+from gapscope.analysis.card import card_for_gap
 from gapscope.parsers import load
 from gapscope.parsers.builder import TraceBuilder
 from gapscope.parsers.model import Kind
@@ -52,7 +53,7 @@ def test_host_time_in_a_copy_through_the_host_advises_keeping_it_on_the_device()
     d = _host_copy()
     g = d.gaps
     assert len(g) == 1 and (g.start_ns[0], g.end_ns[0]) == (10 * US, 420 * US)
-    c = d.card(0)
+    c = card_for_gap(d, 0)
     assert c.cause == Cause.HOST
     assert c.first_experiment.startswith(
         "`aten::_copy_from` takes the data to the host and back: inside its calls the device ran 1 device-to-host "
@@ -64,23 +65,23 @@ def test_host_time_in_a_copy_through_the_host_advises_keeping_it_on_the_device()
     )
     assert "off the critical path" not in c.first_experiment
     # the type is the trace's text: one that does not read as a type is left out
-    c = _host_copy(dtype="float\x1b[31m`x").card(0)
+    c = card_for_gap(_host_copy(dtype="float\x1b[31m`x"), 0)
     assert "copies a [1024, 128, 32] tensor under `aten::clone`" in c.first_experiment
 
 
 def test_host_time_in_a_one_way_copy_advises_the_device_or_pinned_memory():
-    c = _host_copy(d2h=False).card(0)
+    c = card_for_gap(_host_copy(d2h=False), 0)
     assert c.first_experiment.startswith(
         "`aten::_copy_from` copies to the device (inside its calls the device ran 1 host-to-device copy (16.0 MiB))"
     )
     assert "Make the tensor on the device" in c.first_experiment and "pin_memory()" in c.first_experiment
-    c = _host_copy(h2d=False).card(0)
+    c = card_for_gap(_host_copy(h2d=False), 0)
     assert c.first_experiment.startswith(
         "`aten::_copy_from` copies to the host (inside its calls the device ran 1 device-to-host copy (16.0 MiB))"
     )
     assert "read it after the step" in c.first_experiment
     # no GPU copy inside: the copy op's host time is host work like any other
-    assert "copies to" not in _host_copy(d2h=False, h2d=False).card(0).first_experiment
+    assert "copies to" not in card_for_gap(_host_copy(d2h=False, h2d=False), 0).first_experiment
 
 
 def _triton_then_replay():
@@ -117,7 +118,7 @@ def test_triton_launcher_on_a_graph_replaying_thread_is_not_told_to_capture_a_gr
     d = _triton_then_replay()
     g = d.gaps
     assert [(int(a) // US, int(b) // US) for a, b in zip(g.start_ns, g.end_ns)] == [(10, 140), (150, 300)]
-    c = d.card(0)
+    c = card_for_gap(d, 0)
     assert c.cause == Cause.HOST
     assert c.first_experiment.startswith(
         "`triton/backends/amd/compiler.py(167): is_within_2gb` (60.0 µs) runs inside Triton's Python launcher "
@@ -127,7 +128,7 @@ def test_triton_launcher_on_a_graph_replaying_thread_is_not_told_to_capture_a_gr
         c.first_experiment
     )
     assert "torch.compile" not in c.first_experiment
-    c = d.card(1)
+    c = card_for_gap(d, 1)
     assert "is the HIP graph replay itself: it launches the graph with `hipGraphLaunch`" in c.first_experiment
     assert "Replay less often" in c.first_experiment and "torch.compile" not in c.first_experiment
 
@@ -171,7 +172,7 @@ def test_ddp_buffer_broadcast_is_named_with_broadcast_buffers_false(broadcast_be
     d = _ddp_buffer_broadcast(broadcast_before=broadcast_before)
     g = d.gaps
     assert len(g) == 1 and (g.start_ns[0], g.end_ns[0]) == (10 * US, 400 * US)
-    c = d.card(0)
+    c = card_for_gap(d, 0)
     # the sync calls in the gap: the broadcast's 30 µs (when in it) and 30 copies of 9 µs
     sync = "0.300 ms" if not broadcast_before else "0.270 ms"
     assert c.first_experiment.startswith(
@@ -181,7 +182,7 @@ def test_ddp_buffer_broadcast_is_named_with_broadcast_buffers_false(broadcast_be
     ), c.first_experiment
     assert "construct DDP with broadcast_buffers=False" in c.first_experiment
     assert "process group has one rank" in c.first_experiment and "torch.compile" not in c.first_experiment
-    assert "one rank" not in _ddp_buffer_broadcast(group_size=8).card(0).first_experiment
+    assert "one rank" not in card_for_gap(_ddp_buffer_broadcast(group_size=8), 0).first_experiment
 
 
 def test_an_autograd_backward_node_is_not_told_to_move_after_the_step():
@@ -199,7 +200,7 @@ def test_an_autograd_backward_node_is_not_told_to_move_after_the_step():
         b.event(cpu, "aten::narrow", (14 + 4 * k) * US, 3 * US, Kind.CPU_OP)
     b.event(cpu, "cudaLaunchKernel", 145 * US, 5 * US, Kind.LAUNCH, correlation=2)
     b.event(gpu, "k2", 155 * US, 5 * US, Kind.KERNEL, correlation=2)
-    c = diagnose(b.build()).card(0)
+    c = card_for_gap(diagnose(b.build()), 0)
     assert c.cause == Cause.HOST
     assert "is autograd's backward of a forward `cat`: it runs when backward() reaches it" in c.first_experiment
     assert "making 26 `aten::narrow` calls, with no GPU work" in c.first_experiment, c.first_experiment
@@ -222,7 +223,7 @@ def test_an_autograd_backward_node_is_not_told_to_move_after_the_step():
 def test_a_copied_tensor_is_named_only_from_args_that_read_as_a_shape(dims, dtype, said):
     """An attack with hand-made args: `Input Dims` of bools, negative or huge sizes, or
     20000 dimensions, and `Input type` words that are no dtype, were put in the text."""
-    c = _host_copy(dims=dims, dtype=dtype).card(0)
+    c = card_for_gap(_host_copy(dims=dims, dtype=dtype), 0)
     if said is None:
         assert "the largest call copies a tensor under `aten::clone`" in c.first_experiment, c.first_experiment
     else:
@@ -255,7 +256,7 @@ def test_a_copy_another_thread_issued_is_not_the_copy_ops():
     )
     b.event(cpu, "cudaLaunchKernel", 410 * US, 5 * US, Kind.LAUNCH, correlation=2)
     b.event(gpu, "k2", 420 * US, 5 * US, Kind.KERNEL, correlation=2)
-    c = diagnose(b.build()).card(0)
+    c = card_for_gap(diagnose(b.build()), 0)
     assert "copies to the device" not in c.first_experiment, c.first_experiment
 
 
@@ -264,7 +265,7 @@ def test_ddp_bucket_to_grad_copies_advise_gradient_as_bucket_view():
     inside `torch.distributed.ddp.reducer::copy_bucket_to_grad`, were advised "batch
     them into one copy of a flat buffer"; DDP's own remedy is gradient_as_bucket_view."""
     d = diagnose(load(require(CORPUS / "hta" / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")))
-    c = d.card(84)
+    c = card_for_gap(d, 84)
     assert c.first_experiment.startswith(
         "These are DDP's copies of the reduced gradient buckets back into each parameter's .grad (161 copies "
         "issued inside `torch.distributed.ddp.reducer::copy_bucket_to_grad`): construct DDP with "

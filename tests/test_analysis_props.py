@@ -9,7 +9,9 @@ from hypothesis import strategies as st
 
 from gapscope.analysis import Cause, diagnose
 from gapscope.analysis.busy import complement, coverage, union_intervals
+from gapscope.analysis.card import card_for_gap
 from gapscope.analysis.gaps import find_gaps
+from gapscope.analysis.jsonout import diagnosis_to_json
 from gapscope.parsers.builder import TraceBuilder
 from gapscope.parsers.model import CopyKind, Kind
 
@@ -232,9 +234,9 @@ def test_diagnose_invariants_on_random_traces(events):
     for dev in d.devices:
         assert d.total_idle_ns(dev.device) <= dev.idle_ns
     for i in range(len(g)):
-        c = d.card(i)
+        c = card_for_gap(d, i)
         assert c.why and c.first_experiment
     if d.budget is not None:
         w = d.what_if(causes=(Cause.HOST, Cause.SYNC))
         assert d.budget.gpu_busy_ns <= w.projected_step_ns <= d.budget.wall_ns
-    json.dumps(d.to_json())
+    json.dumps(diagnosis_to_json(d))

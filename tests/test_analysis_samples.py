@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gapscope.analysis import Cause, diagnose
+from gapscope.analysis.card import card_for_gap, card_for_group
 from gapscope.parsers import load
 from tests.conftest import SAMPLES
 
@@ -23,7 +24,7 @@ def test_decode_step_sample():
     assert Cause(g.cause[1]) == Cause.LAUNCH  # 0.020 ms before attention
     big = d.groups[0]
     assert big.label == "attention → matmul" and big.median_ns == 718 * US
-    card = d.group_card(big.id)
+    card = card_for_group(d, big.id)
     assert card.cause == Cause.HOST and card.secondary == Cause.SYNC
     assert card.secondary_share == pytest.approx(160 / 718)
     assert "logging callback" in card.why and "tensor.item()" in card.why
@@ -57,7 +58,7 @@ def test_four_smells(name, cause, smell):
     totals = d.class_totals_ns()
     assert max(totals, key=lambda c: (totals[c], -int(c))) == cause
     top = int(d.order_by_size()[0])
-    card = d.card(top)
+    card = card_for_gap(d, top)
     assert card.cause == cause and card.smell == smell
     assert sum(totals.values()) == d.total_idle_ns()
 

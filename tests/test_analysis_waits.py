@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from gapscope.analysis import Cause, diagnose
+from gapscope.analysis.card import card_for_gap
 from gapscope.analysis.types import WaitKind
 from gapscope.parsers import load
 from gapscope.parsers.builder import TraceBuilder
@@ -68,7 +69,7 @@ def test_queued_behind_stream_wait_is_dependency():
     assert d.trace.name(w) == "cudaStreamWaitEvent" and d.trace.start_ns[w] == 15 * US
     ev = d.evidence(0)
     assert [(e.name, e.cause, e.overlap_ns) for e in ev] == [("cudaStreamWaitEvent", Cause.DEPENDENCY, 30 * US)]
-    c = d.card(0)
+    c = card_for_gap(d, 0)
     assert c.cause == Cause.DEPENDENCY and c.smell == "cross-stream wait"
     assert "behind the stream wait `cudaStreamWaitEvent` (enqueued by thread `main`)" in c.why
     assert "had returned 35.0 µs before the GPU went idle" in c.why
@@ -121,7 +122,7 @@ def test_a_stream_wait_the_device_timed_explains_the_gap_only_while_it_lasts(wai
     assert len(g) == 1 and (g.start_ns[0], g.end_ns[0]) == (60 * US, 90 * US) and bool(g.queued[0])
     assert g.wait_kind[0] == kind
     assert g.class_ns[0].tolist() == [0, 0, 0, 0, 0, 30 * US]
-    assert words in d.card(0).why
+    assert words in card_for_gap(d, 0).why
 
 
 @pytest.mark.parametrize("kw", [{}, {"wait_at_us": 15, "wait_lane": "other"}, {"wait_at_us": 30}])
@@ -132,7 +133,7 @@ def test_queued_without_evidence_is_dependency_and_says_so(kw):
     g = d.gaps
     assert g.class_ns[0].tolist() == [0, 0, 0, 0, 0, 30 * US] and g.wait_event[0] == -1
     assert g.wait_kind[0] == WaitKind.NOTHING_RECORDED
-    c = d.card(0)
+    c = card_for_gap(d, 0)
     assert c.cause == Cause.DEPENDENCY
     assert "it waited on something the trace does not record" in c.why
     assert "uninstrumented" not in c.why  # the quiet CPU is no explanation of queued work
@@ -171,7 +172,7 @@ def test_rank0_waits_and_graph_stall():
     assert g.dur_ns[i] == 70_533 * US and g.lateness_ns[i] == -66_198 * US and g.wait_event[i] == -1
     assert Cause(g.cause[i]) == Cause.DEPENDENCY and g.wait_kind[i] == WaitKind.GRAPH
     assert t.name(int(g.launch[i])) == "cudaGraphLaunch"
-    c = d.card(i)
+    c = card_for_gap(d, i)
     assert c.smell == "graph ordering"
     # an audit of the raw events: no GPU lane ran anything from the gap's start until the
     # graph's first recorded node, a memset 64.3 ms in, and its next node came 6.2 ms later
@@ -210,7 +211,7 @@ def test_rank0_every_stall_of_the_step_is_one_dependency():
     assert (g.cause[big] == Cause.DEPENDENCY).all() and (g.wait_kind[big] == WaitKind.GRAPH).all()
     grp = d.groups[int(g.group[200])]
     assert grp.cause == Cause.DEPENDENCY
-    assert "ncclKernel" not in d.card(200).why  # no name read through a missing launch (-1)
+    assert "ncclKernel" not in card_for_gap(d, 200).why  # no name read through a missing launch (-1)
 
 
 @pytest.mark.parametrize("other", [None, "record", "device1"])
@@ -236,7 +237,7 @@ def test_a_stream_wait_with_no_producer_in_the_trace_is_said_unexplained(other):
     d = diagnose(b.build())
     i = int(np.flatnonzero((d.gaps.start_ns == 60 * US) & (d.gaps.device == 0))[0])
     assert d.gaps.end_ns[i] == 2060 * US and d.gaps.wait_kind[i] == WaitKind.STREAM_WAIT
-    c = d.card(i)
+    c = card_for_gap(d, i)
     said = "yet no other stream in the trace ran anything while it waited" in c.why
     assert said is (other is None), c.why
     assert c.first_experiment.startswith("The trace shows no work on any other stream") is (other is None)
@@ -276,7 +277,7 @@ def test_gap_between_nodes_of_a_running_graph_launch_is_graph_ordering():
     assert g.wait_kind[0] == -1 and g.class_ns[0, int(Cause.DEPENDENCY)] == 0
     assert g.lateness_ns[1] == 40 * US  # the call [25, 200) µs ran past the whole gap
     assert g.wait_kind[1] == WaitKind.GRAPH and g.class_ns[1].tolist() == [0, 0, 0, 0, 0, 40 * US]
-    c = d.card(1)
+    c = card_for_gap(d, 1)
     assert c.cause == Cause.DEPENDENCY and c.smell == "graph ordering"
     assert (
         "the next op `n3` is a node of the HIP graph that `hipGraphLaunch` on thread `main` launched at 25.0 µs"
@@ -294,7 +295,7 @@ def test_gap_between_nodes_of_a_running_cuda_graph_launch_names_no_rocm_submissi
     d = _graph_launch("cudaGraphLaunch")
     g = d.gaps
     assert g.wait_kind[1] == WaitKind.GRAPH and g.class_ns[1].tolist() == [0, 0, 0, 0, 0, 40 * US]
-    c = d.card(1)
+    c = card_for_gap(d, 1)
     assert "node of the CUDA graph that `cudaGraphLaunch`" in c.why
     assert "submitting" not in c.why and "submitting" not in c.first_experiment
     assert "cudaGraphDebugDotPrint" in c.first_experiment
@@ -311,7 +312,7 @@ def test_a_graph_first_node_just_after_eager_work_is_the_graph_starting():
     assert g.dur_ns[i] == 10_081 and g.wait_kind[i] == WaitKind.GRAPH and t.name(int(g.launch[i])) == "hipGraphLaunch"
     prev, nxt = int(g.prev_op[i]), int(g.next_op[i])
     assert t.correlation[prev] != t.correlation[nxt]  # the op before it is eager work
-    c = d.card(i)
+    c = card_for_gap(d, i)
     assert "It is the first node of the HIP graph launched by `hipGraphLaunch`: 10.1 µs is the GPU starting" in c.why
     assert c.first_experiment.startswith("Nothing to find inside the graph: the next op is its first node")
     assert "CUDA graph" not in c.why + c.first_experiment
@@ -337,4 +338,4 @@ def test_a_correlation_reused_by_a_later_graph_launch_is_not_its_node():
     i = int(np.flatnonzero(g.start_ns == 335 * US)[0])
     assert g.end_ns[i] == 450 * US
     assert g.wait_kind[i] != WaitKind.GRAPH and g.class_ns[i, int(Cause.DEPENDENCY)] == 0
-    assert "inside the graph" not in d.card(i).why
+    assert "inside the graph" not in card_for_gap(d, i).why

@@ -578,7 +578,7 @@ def test_an_mtia_gap_held_by_dma_is_a_gap_with_its_copies(tmp_path):
     gap), the 16-byte read back a sync signature (they counted as kernels: the gap was
     split in three, none of them said copy)."""
     from gapscope.analysis import diagnose
-    from gapscope.analysis.cards import card_for_gap
+    from gapscope.analysis.card import card_for_gap
     from gapscope.analysis.types import Cause
 
     t = parsers.load(_write(tmp_path, {"traceEvents": _mtia_trace()}))

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from gapscope import cli
+from gapscope.analysis.card import card_for_group
 from gapscope.diff import cmd as diff_cmd
 from gapscope.diff.names import family
 
@@ -411,7 +412,7 @@ def test_resnet_dataloader_fix():
     big = [g for g in doc["groups"] if g["before"] and g["before"]["idle_per_step_ns"] > 10_000_000]
     assert len(big) == 2 and all(g["status"] in ("shrank", "died") for g in big)
     for g in big:
-        assert "enumerate(DataLoader)" in before_diag.group_card(g["before"]["ref"]).why
+        assert "enumerate(DataLoader)" in card_for_group(before_diag, g["before"]["ref"]).why
         assert (g["after"]["idle_per_step_ns"] if g["after"] else 0) < g["before"]["idle_per_step_ns"] / 50
     cls = doc["per_step"]["idle_by_class_ns"]
     assert cls["host"]["after_ns"] < cls["host"]["before_ns"] / 2

@@ -18,6 +18,7 @@ from gapscope.analysis.steps import GapGroup, Steps
 from gapscope.analysis.types import Card, Cause, DeviceSummary, Evidence, Gaps, Params
 from gapscope.parsers.builder import TraceBuilder
 from gapscope.parsers.model import Kind
+from gapscope.report import document
 from gapscope.report.document import SCHEMA, build_document
 from gapscope.report.markdown import render_markdown
 from gapscope.report.text import make_console, render_text
@@ -130,6 +131,26 @@ class FakeDiag:
 
     def to_json(self):
         return {"gaps": {"start_ns": self.gaps.start_ns, "cause": [Cause(int(c)) for c in self.gaps.cause]}}
+
+
+@pytest.fixture(autouse=True)
+def _fake_cards(monkeypatch):
+    """The report asks ``gapscope.analysis.card`` and ``jsonout`` for cards and the
+    diagnosis JSON; for a ``FakeDiag`` they come from the fake itself."""
+    gap, group, to_json = document.card_for_gap, document.card_for_group, document.diagnosis_to_json
+
+    def fake_gap(diag, i):
+        return diag.card(i) if isinstance(diag, FakeDiag) else gap(diag, i)
+
+    def fake_group(diag, g):
+        return diag.card(int(diag.groups[g].gap_indices[0])) if isinstance(diag, FakeDiag) else group(diag, g)
+
+    def fake_json(diag, top=50):
+        return diag.to_json() if isinstance(diag, FakeDiag) else to_json(diag, top=top)
+
+    monkeypatch.setattr(document, "card_for_gap", fake_gap)
+    monkeypatch.setattr(document, "card_for_group", fake_group)
+    monkeypatch.setattr(document, "diagnosis_to_json", fake_json)
 
 
 @pytest.fixture

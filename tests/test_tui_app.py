@@ -9,6 +9,7 @@ import asyncio
 import numpy as np
 import pytest
 
+from gapscope.analysis.card import card_for_gap
 from gapscope.analysis.types import Cause
 from gapscope.parsers import load
 from gapscope.parsers.builder import TraceBuilder
@@ -424,7 +425,7 @@ def test_panel_shows_card_of_largest_gap():
 
     diag = _diagnose(load(sample_traces.path()))
     big = int(diag.order_by_size()[0])
-    card = diag.card(big)
+    card = card_for_gap(diag, big)
 
     async def run():
         app = make_app(sample_traces.path())

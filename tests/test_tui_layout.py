@@ -9,6 +9,7 @@ import asyncio
 import numpy as np
 
 from gapscope.analysis import diagnose
+from gapscope.analysis.card import card_for_gap
 from gapscope.parsers import load
 from gapscope.parsers.builder import TraceBuilder
 from gapscope.parsers.model import Kind
@@ -167,7 +168,7 @@ def test_compact_card_at_80x24_without_a_key(corpus):
     trace = load(path)
     diag = diagnose(trace)
     first = int(np.lexsort((np.asarray(diag.gaps.device), np.asarray(diag.gaps.start_ns)))[0])
-    card = diag.card(first)
+    card = card_for_gap(diag, first)
 
     async def run():
         app = make_app(trace, diagnosis=diag)

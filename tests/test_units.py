@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pytest
 
+from gapscope.analysis.card import card_for_gap
 from gapscope.units import (
     MS,
     NS,
@@ -236,15 +237,15 @@ def test_one_gap_reads_the_same_on_the_lane_the_status_line_the_card_and_the_rep
     assert status.startswith(f"@0.590 ms gap #{gap} GPU 0 {length} host")  # the cursor at its start
     head = compact_card_text(shown, gap)[0].plain
     assert head.startswith(f"Gap #{gap} GPU 0: {length} at 0.590 ms")
-    second = next(i for i in range(len(shown.gaps)) if shown.card(i).secondary is not None)
-    c = shown.card(second)  # the compact head gives both shares, as the full card does
+    second = next(i for i in range(len(shown.gaps)) if card_for_gap(shown, i).secondary is not None)
+    c = card_for_gap(shown, second)  # the compact head gives both shares, as the full card does
     assert (
         f", then {c.secondary.label} ({int(round(c.secondary_share * 100))}%)"
         in compact_card_text(shown, second)[0].plain
     )
     full = card_text(shown, gap).plain
     assert f"{length} at 0.590 ms" in full
-    assert f"For {length} the GPU had no kernel" in diag.card(gap).why
+    assert f"For {length} the GPU had no kernel" in card_for_gap(diag, gap).why
     assert TraceFacts(trace, diag).gap_text(gap) == f"0.590-1.050 ms ({length})"
 
     import contextlib

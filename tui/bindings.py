@@ -10,6 +10,8 @@ from typing import Any
 
 from textual.binding import Binding
 
+from gapscope.analysis.causes import CAUSES
+
 __all__ = ["trace_bindings", "FOOTER_LABELS", "footer_binding", "help_key_rows"]
 
 
@@ -27,15 +29,17 @@ def _bindings() -> list[Binding]:
         B("n,right_square_bracket", "jump_gap(1)", "next gap", id="gap.next"),
         B("N,left_square_bracket", "jump_gap(-1)", "prev gap", id="gap.prev"),
         B("s", "toggle_order", "largest/time", id="gap.order"),
-        B("1", "jump_class(0)", "next sync gap (wraps)", show=False, id="gap.sync"),
-        B("2", "jump_class(1)", "next copy gap (wraps)", show=False, id="gap.copy"),
-        B("3", "jump_class(2)", "next launch gap (wraps)", show=False, id="gap.launch"),
-        B("4", "jump_class(3)", "next host gap (wraps)", show=False, id="gap.host"),
-        B("5", "jump_class(5)", "next dependency gap (wraps)", show=False, id="gap.dependency"),
-        B("exclamation_mark", "jump_class(0,-1)", "prev sync gap", show=False, id="gap.sync_prev"),
-        B("at", "jump_class(1,-1)", "prev copy gap", show=False, id="gap.copy_prev"),
-        B("number_sign", "jump_class(2,-1)", "prev launch gap", show=False, id="gap.launch_prev"),
-        B("dollar_sign", "jump_class(3,-1)", "prev host gap", show=False, id="gap.host_prev"),
+        # the keys per cause class, from the table of causes
+        *(
+            B(i.key, f"jump_class({int(c)})", f"next {i.label} gap (wraps)", show=False, id=f"gap.{i.label}")
+            for c, i in CAUSES.items()
+            if i.key
+        ),
+        *(
+            B(i.prev_key, f"jump_class({int(c)},-1)", f"prev {i.label} gap", show=False, id=f"gap.{i.label}_prev")
+            for c, i in CAUSES.items()
+            if i.prev_key
+        ),
         B("plus,i,equals_sign", "zoom(2.0)", "zoom in", key_display="+", id="view.zoom_in"),
         B("minus,o", "zoom(0.5)", "zoom out", key_display="-", show=False, id="view.zoom_out"),
         B("z", "zoom_selected", "zoom to gap", show=False, id="view.zoom_gap"),

@@ -25,8 +25,8 @@ from textual.screen import Screen
 from textual.widgets import Input, Markdown, OptionList, Static
 from textual.widgets.option_list import Option
 
+from gapscope.analysis.causes import CAUSE_LABELS
 from gapscope.exercise import AnswerError, Session
-from gapscope.exercise.load import CAUSE_LABELS
 from gapscope.exercise.model import CardField, Task
 from gapscope.tui.bindings import trace_bindings
 from gapscope.tui.exercise_help import ExerciseHelpScreen, how_to_answer

@@ -5,19 +5,13 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from gapscope.analysis.causes import CAUSES
 from gapscope.exercise import PROTOCOL, Session, Verdict
 
 __all__ = ["CAUSE_HELP", "path_text", "verdict_text", "hints_text", "task_header"]
 
 #: The cause classes as options of a classify question (one line each).
-CAUSE_HELP = {
-    "sync": "sync: the CPU waited on the GPU (.item(), synchronize, print of a tensor)",
-    "copy": "copy: a host/device transfer on the critical path",
-    "launch": "launch: many tiny kernels, the CPU cannot launch them fast enough",
-    "host": "host: the launching thread was busy with Python/CPU work",
-    "unclassified": "unclassified: no evidence either way",
-    "dependency": "dependency: the next kernel was already queued and waited on the GPU side",
-}
+CAUSE_HELP = {info.label: f"{info.label}: {info.blurb}" for info in CAUSES.values()}
 
 
 def path_text(session: Session) -> Text:

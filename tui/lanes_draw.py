@@ -26,6 +26,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual.strip import Strip
 
+from gapscope.analysis.causes import CAUSES
 from gapscope.analysis.types import Cause, Gaps
 from gapscope.parsers.model import Trace
 from gapscope.tui.cells import CLASS_GLYPH, CLASS_NAME, GLYPH_CODES, Cells, crop, kernel_codes, pad
@@ -50,12 +51,7 @@ COMPONENT_CLASSES = {
     "lanes--python",
     "lanes--annotation",
     "lanes--other",
-    "lanes--gap-sync",
-    "lanes--gap-copy",
-    "lanes--gap-launch",
-    "lanes--gap-host",
-    "lanes--gap-unclassified",
-    "lanes--gap-dependency",
+    *(f"lanes--gap-{info.label}" for info in CAUSES.values()),
     "lanes--selected-gap",
     "lanes--label",
     "lanes--group",

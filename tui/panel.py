@@ -13,6 +13,8 @@ from rich.text import Text
 from textual.strip import Strip
 from textual.widget import Widget
 
+from gapscope.analysis.card import card_for_gap
+from gapscope.analysis.causes import CAUSES
 from gapscope.analysis.types import Cause
 from gapscope.parsers.model import Kind
 from gapscope.tui.lanes_model import sanitize
@@ -43,24 +45,18 @@ PROTOCOL = (
     ("Re-measure", "the same figure on a new capture; compare the two traces"),
 )
 
-_CAUSE_STYLE = {
-    Cause.SYNC: "bold #ff6060",
-    Cause.COPY: "bold #e0b050",
-    Cause.LAUNCH: "bold #b080ff",
-    Cause.HOST: "bold #70d070",
-    Cause.UNCLASSIFIED: "bold #a0a0a0",
-    Cause.DEPENDENCY: "bold #50b8d8",
-}
+#: Each class in its colour from the table of causes (``gapscope.analysis.causes``).
+_CAUSE_STYLE = {c: f"bold {info.colour}" for c, info in CAUSES.items()}
 
 
 _last_card: list = [None, None, None]  # [diagnosis, gap, card]: the full and compact texts share one build
 
 
 def _card(diagnosis, gap: int):
-    """``diagnosis.card(gap)``, remembered for the last (diagnosis, gap) asked."""
+    """``card_for_gap(diagnosis, gap)``, remembered for the last (diagnosis, gap) asked."""
     if _last_card[0] is diagnosis and _last_card[1] == gap:
         return _last_card[2]
-    card = diagnosis.card(gap)
+    card = card_for_gap(diagnosis, gap)
     _last_card[:] = [diagnosis, gap, card]
     return card
 

@@ -26,6 +26,7 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
+from gapscope.analysis.causes import CAUSES
 from gapscope.analysis.types import Gaps
 from gapscope.parsers.model import Trace
 from gapscope.tui.lanes_draw import COMPONENT_CLASSES, LaneView, render_line, row_at
@@ -50,6 +51,13 @@ GAP_VIEW_SHARE = 4
 WARM_MIN_EVENTS = 20_000
 
 
+#: The idle cells of each class, in its colours from the table of causes.
+_GAP_CSS = "\n    ".join(
+    f"Swimlanes > .lanes--gap-{info.label} {{ color: {info.colour}; background: {info.background}; }}"
+    for info in CAUSES.values()
+)
+
+
 class Swimlanes(Widget, can_focus=True):
     """CPU and GPU swimlanes of one trace with its idle gaps.
 
@@ -63,7 +71,8 @@ class Swimlanes(Widget, can_focus=True):
     """
 
     COMPONENT_CLASSES = COMPONENT_CLASSES
-    DEFAULT_CSS = """
+    DEFAULT_CSS = (
+        """
     Swimlanes { background: $surface; color: $foreground; }
     Swimlanes > .lanes--kernel { color: #4fa3ff; }
     Swimlanes > .lanes--memcpy { color: #e0b050; }
@@ -74,12 +83,9 @@ class Swimlanes(Widget, can_focus=True):
     Swimlanes > .lanes--python { color: #a0a0a0; }
     Swimlanes > .lanes--annotation { color: #40b0b0; }
     Swimlanes > .lanes--other { color: #808080; }
-    Swimlanes > .lanes--gap-sync { color: #ff6060; background: #3a1414; }
-    Swimlanes > .lanes--gap-copy { color: #e0b050; background: #3a2c10; }
-    Swimlanes > .lanes--gap-launch { color: #b080ff; background: #281a40; }
-    Swimlanes > .lanes--gap-host { color: #70d070; background: #143014; }
-    Swimlanes > .lanes--gap-unclassified { color: #a0a0a0; background: #262626; }
-    Swimlanes > .lanes--gap-dependency { color: #50b8d8; background: #10283a; }
+    """
+        + _GAP_CSS
+        + """
     Swimlanes > .lanes--selected-gap { text-style: reverse bold; }
     Swimlanes > .lanes--label { color: $text-muted; }
     Swimlanes > .lanes--group { color: $text; text-style: bold; }
@@ -89,6 +95,7 @@ class Swimlanes(Widget, can_focus=True):
     Swimlanes > .lanes--selected-event { text-style: bold underline; }
     Swimlanes > .lanes--busy { color: #4fa3ff; }
     """
+    )
 
     class Changed(Message):
         """The cursor, selection or viewport moved (the app updates its panels)."""

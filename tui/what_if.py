@@ -7,14 +7,14 @@ to mark; ``projection_text`` words ``Diagnosis.what_if(names=...)`` for the stat
 
 from __future__ import annotations
 
-from gapscope.analysis.types import Cause
+from gapscope.analysis.causes import CAUSES
 from gapscope.units import fmt_dur
 
 __all__ = ["next_mark", "projection_text"]
 
 #: Evidence classes a user can remove by changing their code (not dependency: the GPU
 #: was blocked; not the synthetic "no events" item: it has no name to remove).
-_REMOVABLE = (Cause.HOST, Cause.SYNC, Cause.COPY, Cause.LAUNCH)
+_REMOVABLE = tuple(c for c, info in CAUSES.items() if info.removable)
 
 
 def next_mark(diagnosis, gap: int, marked: tuple[str, ...]) -> str | None:

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from gapscope.analysis.card import card_for_gap, card_for_group
 from gapscope.analysis.types import Cause
 from gapscope.diff.judge import CANNOT_JUDGE, judgement
 from gapscope.diff.match import NOISE_K, POSITION_TOL, STATUSES, UNCHANGED_SHARE, Match, match_positions
@@ -530,7 +531,7 @@ def _left(a_side: Side, matches: list[Match]) -> dict | None:
     p = m.after
     assert p is not None
     diag = a_side.diag
-    card = diag.group_card(p.ref) if p.kind == "group" else diag.card(p.ref)
+    card = card_for_group(diag, p.ref) if p.kind == "group" else card_for_gap(diag, p.ref)
     parts = []
     if p.boundary and p.leading_ns and p.trailing_ns:
         launch = f" (launched by `{p.launch_name}`)" if p.launch_name else ""

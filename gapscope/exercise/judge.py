@@ -12,8 +12,10 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from gapscope.analysis.card import card_for_gap
+from gapscope.analysis.causes import CAUSE_LABELS
 from gapscope.exercise.facts import TraceFacts, fill
-from gapscope.exercise.load import CAUSE_LABELS, UNITS
+from gapscope.exercise.load import UNITS
 from gapscope.exercise.model import CardField, Exercise, Option, Task
 from gapscope.units import fmt_dur
 
@@ -86,7 +88,7 @@ def _fmt(v: float, unit: str) -> str:
 
 def _evidence(facts: TraceFacts, g: int) -> tuple[str, ...]:
     try:
-        card = facts.diag.card(g)
+        card = card_for_gap(facts.diag, g)
     except Exception:  # noqa: BLE001 - a card is optional evidence; the verdict stands without it
         return ()
     lines = [

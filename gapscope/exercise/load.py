@@ -10,6 +10,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from gapscope.analysis.causes import CAUSE_LABELS
 from gapscope.exercise.model import (
     CARD_FIELDS,
     DIFF_STATUSES,
@@ -29,7 +30,7 @@ from gapscope.exercise.model import (
     TraceRef,
 )
 
-__all__ = ["load_exercise", "parse_exercise", "UNITS", "CAUSE_LABELS"]
+__all__ = ["load_exercise", "parse_exercise", "UNITS"]
 
 #: Units a number task may use, by the quantity family they measure.
 UNITS = {
@@ -42,7 +43,6 @@ UNITS = {
     "tokens/s": ("rate", 1.0),
 }
 _FAMILY = {"ms": "time", "%": "share", "tokens/s": "rate"}
-CAUSE_LABELS = ("sync", "copy", "launch", "host", "unclassified", "dependency")
 
 
 def load_exercise(path: str | os.PathLike) -> Exercise:

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from gapscope.analysis.card import card_for_group
 from gapscope.analysis.types import Cause
 from gapscope.parsers.model import Kind
 from gapscope.report.document import gap_entry, jsonable
@@ -459,7 +460,7 @@ def card_answer(loaded, gap: int | str) -> dict:
         grp = next(g for g in loaded.doc["groups"] if int(g["id"]) == n)
         grp = dict(grp)
         if grp.get("card") is None:
-            grp["card"] = jsonable(diag.group_card(n))
+            grp["card"] = jsonable(card_for_group(diag, n))
         idx = list(grp.get("gap_indices") or [])
         grp["gap_count"] = len(idx)
         grp["gap_indices"] = idx[:50]

@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 
+from gapscope.analysis.card import card_for_gap
 from gapscope.analysis.types import Cause, Params
 from gapscope.report.damage import Damage, damage_of, warning_rows
 
@@ -158,7 +159,7 @@ class CollectiveTable:
 
 @dataclasses.dataclass(frozen=True)
 class GapNote:
-    """One of the rank's largest idle gaps with its card (``Diagnosis.card``)."""
+    """One of the rank's largest idle gaps with its card (``gapscope.analysis.card.card_for_gap``)."""
 
     start_ns: int
     end_ns: int
@@ -383,7 +384,7 @@ def summarize(path: str, params: Params | None = None) -> RankSummary:
         order = gsel[np.lexsort((g.start_ns[gsel], -g.dur_ns[gsel]))][:TOP_GAPS]
         gk = step_of(g.start_ns[order])
         for j, i in enumerate(order.tolist()):
-            card = diag.card(i)
+            card = card_for_gap(diag, i)
             notes.append(
                 GapNote(
                     int(g.start_ns[i]),

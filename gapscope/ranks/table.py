@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from gapscope.analysis.causes import CAUSES
 from gapscope.analysis.types import Cause
 from gapscope.report.fmt import safe_name
 from gapscope.units import column_unit, fmt_in
@@ -39,14 +40,7 @@ def _d(key: str, title: str, priority: int) -> Column:
     return Column(key, title, lambda row: "", priority, ns=lambda row: row[key])
 
 
-_CLASS_PRIORITY = {
-    Cause.HOST: 8,
-    Cause.LAUNCH: 9,
-    Cause.DEPENDENCY: 10,
-    Cause.SYNC: 11,
-    Cause.COPY: 12,
-    Cause.UNCLASSIFIED: 13,
-}
+_CLASS_PRIORITY = {c: info.rank_priority for c, info in CAUSES.items()}
 
 
 def _cls(c: Cause) -> Column:

@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from gapscope.analysis.budget import match_names
+from gapscope.analysis.card import card_for_gap, card_for_group
+from gapscope.analysis.jsonout import diagnosis_to_json
 from gapscope.parsers.model import Kind, Trace
 from gapscope.report.busy import device_busy, lane_kind_counts
 from gapscope.report.fmt import GROUP_CARDS
@@ -204,7 +206,7 @@ def gap_entry(trace: Trace, diag, i: int, origin_ns: int) -> dict:
     document (``origin_ns``: ``span.start_ns``), for any gap, not only the top N (the
     agent interface, ``gapscope.mcp``, asks for one gap at a time)."""
     row = _gap(trace, diag, int(i), origin_ns)
-    row["card"] = _card(diag.card(int(i)))
+    row["card"] = _card(card_for_gap(diag, int(i)))
     return row
 
 
@@ -216,7 +218,7 @@ def build_document(
     ``trace``: a loaded ``Trace``; ``diag``: its ``gapscope.analysis.Diagnosis`` or None (then
     gap, class, group, step and budget keys are null or empty); ``top_n``: how many of
     the largest gaps get an entry (with card) in ``top_gaps``; ``full``: include the
-    ``diagnosis`` key (``Diagnosis.to_json()``; the text renderers do not need it, and
+    ``diagnosis`` key (``diagnosis_to_json(Diagnosis)``; the text renderers do not need it, and
     it is left ``None`` without) and the cards of ``GROUP_CARD_LIMIT`` groups (without:
     of the ``GROUP_CARDS`` the renderers print). Times are the trace's own
     int64 ns; ``*_rel_ns`` values are relative to ``span.start_ns``. ``what_if_names``:
@@ -268,7 +270,7 @@ def build_document(
     top = []
     for i in order:
         row = _gap(trace, diag, int(i), lo)
-        row["card"] = _card(diag.card(int(i)))
+        row["card"] = _card(card_for_gap(diag, int(i)))
         top.append(row)
     doc["top_gaps"] = top
     # the text and Markdown renderers print GROUP_CARDS group cards: a card costs a few
@@ -284,25 +286,19 @@ def build_document(
         w["removed_names"] = list(what_if_names)
         w["unmatched"] = [n for n in what_if_names if match_names(trace, (n,)).size == 0]
         doc["what_if"].append(w)
-    doc["diagnosis"] = jsonable(diag.to_json()) if full else None
+    doc["diagnosis"] = jsonable(diagnosis_to_json(diag)) if full else None
     return doc
 
 
 def _groups(diag, card_limit: int = GROUP_CARD_LIMIT) -> list[dict]:
     """Every recurring group; the first ``card_limit`` (largest total first) with
-    their card, the others with ``card: null`` (as ``Diagnosis.to_json`` does)."""
+    their card, the others with ``card: null`` (as ``diagnosis_to_json`` does)."""
     out = []
     for k, grp in enumerate(diag.groups):
         d = jsonable(grp)
         idx = [int(x) for x in np.asarray(grp.gap_indices).tolist()]
         d["gap_indices"] = idx
-        group_card = getattr(diag, "group_card", None)
-        if k >= card_limit:
-            d["card"] = None
-        elif group_card is not None:
-            d["card"] = _card(group_card(int(grp.id)))
-        else:
-            d["card"] = _card(diag.card(idx[0])) if idx else None
+        d["card"] = _card(card_for_group(diag, int(grp.id))) if k < card_limit else None
         out.append(d)
     return out
 
@@ -371,7 +367,7 @@ def _what_ifs(diag, totals: dict) -> list[dict]:
 def _trust_summary(diag) -> dict:
     """How much of the idle is queued (blocked), one-time, or unreliable (``Gaps.trust``
     bits), as counts and ns."""
-    from gapscope.analysis.types import Trust
+    from gapscope.analysis.types import Trust, WaitKind
 
     g = diag.gaps
     dur = g.dur_ns
@@ -381,8 +377,10 @@ def _trust_summary(diag) -> dict:
         return dict(count=int(m.sum()), idle_ns=int(dur[m].sum()) if m.any() else 0)
 
     t = g.trust if g.trust is not None else np.zeros(len(g), np.int8)
+    dispatch = g.wait_kind == int(WaitKind.DISPATCH) if g.wait_kind is not None else None
     return dict(
         queued=part(g.queued),
+        dispatch=part(dispatch),
         one_time=part(g.one_time),
         unlinked=part((t & int(Trust.UNLINKED)) != 0),
         graph_unrecorded=part((t & int(Trust.GRAPH_UNRECORDED)) != 0),
@@ -395,6 +393,8 @@ def _trust_summary(diag) -> dict:
 TRUST_TEXT = {
     "queued": "were queued: the next op's launch call had returned before the GPU went idle, so no CPU-side "
     "class is blamed for them (dependency, copy)",
+    "dispatch": "are bubbles between kernels queued ahead, with no recorded wait: per-kernel dispatch on the "
+    "device, not actionable alone",
     "one_time": "are one-time (warm-up) costs, kept out of the recurring groups, the budget and the what-ifs",
     "unlinked": "end at an op with no linked launch call: queued or late cannot be told there",
     "graph_unrecorded": "follow a CUDA graph launch with no recorded kernels: the graph may have run there "

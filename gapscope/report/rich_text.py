@@ -12,12 +12,15 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from gapscope.analysis.causes import CAUSES
 from gapscope.report.fmt import safe_name, short_name
 
 __all__ = ["CAUSE_STYLE", "safe_text", "name_text", "cause_text", "heading", "make_console"]
 
 #: Styles of the cause classes (colour only; the label is always printed).
-CAUSE_STYLE = {"sync": "magenta", "copy": "cyan", "launch": "yellow", "host": "red", "unclassified": "dim"}
+#: Each class in its colour from the table of causes (``gapscope.analysis.causes``),
+#: as the viewer draws it.
+CAUSE_STYLE = {info.label: info.colour for info in CAUSES.values()}
 
 
 def safe_text(s: Any, max_len: int | None = None, style: str = "") -> Text:

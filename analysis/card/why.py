@@ -1,20 +1,21 @@
-"""The wording of a card (``gapscope.analysis.cards``): the smell per class, the "why"
+"""The wording of a card (``gapscope.analysis.card``): the smell per class, the "why"
 sentence (its parts follow the classification's time partition of the gap, so they add
 up to it), the trust note, and the small wording helpers the advice
-(``gapscope.analysis.card_advice``) shares. Durations are quoted from int64 ns, sizes
+(``gapscope.analysis.card.rules``) shares. Durations are quoted from int64 ns, sizes
 from bytes. Names from the trace are quoted literally between backticks.
 """
 
 from __future__ import annotations
 
 import re
-import weakref
 from typing import NamedTuple
 
 import numpy as np
 
 from gapscope.analysis.busy import coverage, union_intervals
-from gapscope.analysis.card_copies import SHORT_COPY_NS, UNKNOWN_DIRECTION, CopyLead, copy_lead
+from gapscope.analysis.card.copies import SHORT_COPY_NS, UNKNOWN_DIRECTION, CopyLead, copy_lead
+from gapscope.analysis.card.program import is_mtia, is_rocm, program_kind
+from gapscope.analysis.causes import CAUSES
 from gapscope.analysis.classify import (
     SLOW_LAUNCH_NS,
     launched_before,
@@ -22,11 +23,13 @@ from gapscope.analysis.classify import (
     operator_sample,
     rank_classes,
 )
+from gapscope.analysis.diagnose import Diagnosis
 from gapscope.analysis.evidence import enclosing_step_range, step_ranges_overlapping
 from gapscope.analysis.evidence_kinds import (
     BLOCKING_SYNC_RE,
     COLLECTIVE_RE,
     SYNC_OP_NAMES,
+    earlier_runs,
     ids_matching,
     slow_launch_calls,
 )
@@ -37,14 +40,8 @@ from gapscope.parsers.kinds import copy_kind_of
 from gapscope.parsers.model import CopyKind, Kind
 from gapscope.units import fmt_bytes, fmt_dur, fmt_offset
 
-SMELLS = {
-    Cause.LAUNCH: "launch-bound gap",
-    Cause.HOST: "host island",
-    Cause.COPY: "copy on the path",
-    Cause.SYNC: "sync cliff",
-    Cause.UNCLASSIFIED: "unexplained white space",
-    Cause.DEPENDENCY: "queued, waiting on the GPU side",
-}
+#: The smell per class, from the table of causes.
+SMELLS = {c: info.smell for c, info in CAUSES.items()}
 
 #: The smell of a queued (dependency) gap by what it waited on.
 DEPENDENCY_SMELLS = {
@@ -59,35 +56,6 @@ DEPENDENCY_SMELLS = {
 #: The smell of a sync gap whose blocking wait began after the GPU went idle (rule 4
 #: of docs/definitions.md "Cause classes": no queue was drained, so no cliff).
 BLOCKING_WAIT_SMELL = "blocking wait in the gap"
-
-
-_MTIA: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def is_mtia(trace) -> bool:
-    """Whether the trace's device is an MTIA (its launches are ``runFunction`` calls):
-    then CUDA's own remedies (cuBLAS, CUDA graphs, ``CUDA_MODULE_LOADING``, Kineto's
-    ``cuda_sync`` records) are not named. Cached per trace."""
-    got = _MTIA.get(trace)
-    if got is None:
-        ids = trace.name_ids_matching(lambda n: n.startswith("runFunction"))
-        got = _MTIA[trace] = bool(ids.size) and bool(np.isin(trace.name_id[trace.kind == int(Kind.LAUNCH)], ids).any())
-    return got
-
-
-_ROCM: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def is_rocm(trace) -> bool:
-    """Whether the trace's device is an AMD GPU under ROCm (its launches are HIP
-    calls: ``hipLaunchKernel``, ``hipExtModuleLaunchKernel``, ``hipGraphLaunch``): then
-    the math libraries are rocBLAS / hipBLASLt and graphs are HIP graphs, and
-    ``CUDA_MODULE_LOADING`` is not named. Cached per trace."""
-    got = _ROCM.get(trace)
-    if got is None:
-        ids = trace.name_ids_matching(lambda n: n.startswith("hip"))
-        got = _ROCM[trace] = bool(ids.size) and bool(np.isin(trace.name_id[trace.kind == int(Kind.LAUNCH)], ids).any())
-    return got
 
 
 def graph_word(trace) -> str:
@@ -202,8 +170,43 @@ def thread_label(trace, lane: int) -> str:
     return quote_name(label) if str(label).lower().startswith("thread") else f"thread {quote_name(label)}"
 
 
+def _within(
+    diag: Diagnosis,
+    name: str,
+    ns: int,
+    ops: set[int],
+    inner: dict[str, int],
+    counted: dict[tuple[str, str], int],
+    windows: list[tuple[int, int]],
+) -> list[tuple[str, int]]:
+    """The largest calls directly inside the item ``name`` (its events ``ops``), not of
+    its own name, adding to at most its ``ns``: at most two, each named only when the
+    evidence kept all its calls there, and none when a larger call directly inside is
+    not named (left out of the evidence as a container, or not all its calls kept)."""
+    trace = diag.trace
+    within: list[tuple[str, int]] = []
+    room = ns
+    walk = sum(_span_events(trace, p) for p in ops)
+    children = _direct_children(trace, ops, windows, diag.evidence_index().cause) if walk <= _CHILD_WALK_MAX else {}
+    for k, v in sorted(inner.items(), key=lambda kv: -kv[1]):
+        if k == name or v > room or len(within) >= 2:
+            continue
+        # a sum of only the calls the evidence list kept would be a part passed off
+        # as the whole: such a call is not named
+        if children.get(k, (0, 0, True))[0] != counted[(name, k)]:
+            continue
+        within.append((k, v))
+        room -= v
+    if within and any(
+        is_host and m != name and m not in dict(within) and raw > min(v for _, v in within)
+        for m, (_, raw, is_host) in children.items()
+    ):
+        return []
+    return within
+
+
 def _items(
-    diag, rows: np.ndarray, evidence: list[Evidence], cause: Cause, limit: int = 2, cap_ns: int | None = None
+    diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], cause: Cause, limit: int = 2, cap_ns: int | None = None
 ) -> list[str]:
     """The ``limit`` largest items of ``cause`` as "0.060 ms in `name`" (uninstrumented
     time named as such), largest first; an event nested in a listed one is not added to
@@ -240,28 +243,7 @@ def _items(
         if quiet:
             out.append(quiet_text(diag, rows, ns))
             continue
-        # the largest calls directly inside it (not of its own name), adding to at most its time
-        within: list[tuple[str, int]] = []
-        room = ns
-        ops = parents.get(name, set())
-        walk = sum(_span_events(trace, p) for p in ops)
-        children = _direct_children(trace, ops, windows, diag.evidence_index().cause) if walk <= _CHILD_WALK_MAX else {}
-        for k, v in sorted(inner.get(name, {}).items(), key=lambda kv: -kv[1]):
-            if k == name or v > room or len(within) >= 2:
-                continue
-            # a sum of only the calls the evidence list kept would be a part passed off
-            # as the whole: such a call is not named
-            if children.get(k, (0, 0, True))[0] != counted[(name, k)]:
-                continue
-            within.append((k, v))
-            room -= v
-        # nor are small calls named when a larger one directly inside is not (left out
-        # of the evidence as a container, or not all of its calls kept)
-        if within and any(
-            is_host and m != name and m not in dict(within) and raw > min(v for _, v in within)
-            for m, (_, raw, is_host) in children.items()
-        ):
-            within = []
+        within = _within(diag, name, ns, parents.get(name, set()), inner.get(name, {}), counted, windows)
         of_which = (
             (" (of which " + ", ".join(f"{fmt_dur(v)} in {quote_name(k)}" for k, v in within) + ")") if within else ""
         )
@@ -335,7 +317,22 @@ def _name_groups(
     return out
 
 
-def hot_frame(diag, rows: np.ndarray, evidence: list[Evidence], host_ns: int) -> HotFrame | None:
+def _host_by_name(evidence: list[Evidence]) -> dict[str, int]:
+    """Host ns of the evidence per event name."""
+    by_name: dict[str, int] = {}
+    for e in evidence:
+        if e.cause == Cause.HOST and e.event >= 0:
+            by_name[e.name] = by_name.get(e.name, 0) + e.overlap_ns
+    return by_name
+
+
+def _one_lane(thread_lane: np.ndarray, rows: np.ndarray) -> int:
+    """The launching thread of every gap of ``rows``, or -1 when they differ or none."""
+    lane = int(thread_lane[rows[0]])
+    return lane if lane >= 0 and all(int(thread_lane[r]) == lane for r in rows) else -1
+
+
+def hot_frame(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], host_ns: int) -> HotFrame | None:
     """Where the host time of the occurrence ``rows`` lies when the evidence, which
     lists the finest events and leaves out the ranges around them
     (``evidence.CONTAINER_MIN_SHARE``), breaks it into fragments: when the two largest
@@ -354,14 +351,11 @@ def hot_frame(diag, rows: np.ndarray, evidence: list[Evidence], host_ns: int) ->
     trace, g = diag.trace, diag.gaps
     if host_ns <= 0 or diag._index is None or g.thread_lane is None:
         return None
-    by_name: dict[str, int] = {}
-    for e in evidence:
-        if e.cause == Cause.HOST and e.event >= 0:
-            by_name[e.name] = by_name.get(e.name, 0) + e.overlap_ns
+    by_name = _host_by_name(evidence)
     if sum(sorted(by_name.values())[-2:]) >= HOT_FRAME_MIN_SHARE * host_ns:
         return None  # the two items the sentence names hold the time already
-    lane = int(g.thread_lane[rows[0]])
-    if lane < 0 or any(int(g.thread_lane[r]) != lane for r in rows):
+    lane = _one_lane(g.thread_lane, rows)
+    if lane < 0:
         return None
     index = diag._index
     windows = [(a, b) for a, b in _class_windows(diag, rows, Cause.HOST) if b > a]
@@ -435,7 +429,7 @@ def hot_frame_text(hot: HotFrame) -> str:
 _NONE = np.zeros(0, dtype=np.int64)
 
 
-def _class_windows(diag, rows: np.ndarray, cause: Cause) -> list[tuple[int, int]]:
+def _class_windows(diag: Diagnosis, rows: np.ndarray, cause: Cause) -> list[tuple[int, int]]:
     """The parts of the gaps ``rows`` (ns) the evidence of ``cause`` comes from: host
     work before the sync cliff, sync up to the launch path, else the whole gap
     (``evidence.evidence_for_gap``)."""
@@ -495,90 +489,412 @@ def _calls_listed(
 UNLISTED_MAX_SHARE = 0.1
 
 
-def _copy_phrase(diag, rows: np.ndarray, copy_ns: int, lead: CopyLead | None, ran: str = "the GPU ran") -> str:
-    """ "0.314 ms copying (...)": the one copy (name, size, pageable), or how many ran:
-    of one length, their median; else the largest, and the short ones in all; then the
-    copy time the thread spent in its copy call outside the GPU's copies. ``ran``: the
-    words before the GPU's copies ("running" when the GPU is the sentence's subject)."""
+def _copy_rest(lead: CopyLead, copy_ns: int) -> str:
+    """The copy class's other part: the launching thread inside a copy call outside
+    the GPU's copies (rule 1), or ""."""
+    if lead.outside_ns < max(1_000, copy_ns // 20):
+        return ""
+    call = f"the copy call {quote_name(lead.call.name)}" if lead.call is not None else "a copy call"
+    return f"; {fmt_dur(lead.outside_ns)} of it the thread in {call} outside the GPU's copies"
+
+
+def _copy_way(lead: CopyLead) -> str:
+    """The direction of copies whose name does not say it (MTIA's `dma_request`), or ""."""
+    known = [wc for wc in lead.directions if wc[0] != UNKNOWN_DIRECTION]
+    if not known or copy_kind_of(lead.big.name) != CopyKind.UNKNOWN or not lead.same_name:
+        return ""
+    if len(lead.directions) == 1:
+        return f" ({'' if lead.count == 1 else 'all '}{lead.directions[0][0]})"
+    return " (" + ", ".join(f"{n} {w}" for w, n in lead.directions) + ")"
+
+
+def _many_pageable(diag: Diagnosis, rows: np.ndarray, lead: CopyLead) -> str:
+    """ ", from pageable host memory" for several copies: with pageable host memory
+    either way (hta/rank0 #733: a D2H to pageable and an H2D from it read "2 copies ...
+    from pageable host memory"), or only the largest."""
+    if not lead.big.pageable:
+        return ""
+    copies = [e for r in rows.tolist() for e in diag.gpu_copies(int(r)) if e.cause == Cause.COPY]
+    kinds = {int(diag.trace.copy_kind[e.event]) for e in copies if e.event >= 0}
+    host_way = "to" if kinds == {int(CopyKind.D2H)} else "from" if kinds == {int(CopyKind.H2D)} else "with"
+    every = bool(copies) and all(e.pageable for e in copies)
+    return f", {host_way} pageable host memory" if every else ", the largest with pageable host memory"
+
+
+def _largest_copies(lead: CopyLead, size: list[str]) -> tuple[str, str, list[str]]:
+    """(which, how long each, size words) of the largest of several copies of unequal
+    length: the one, or the ``like_big`` ones like it."""
+    big = lead.big
+    largest = "the largest" if lead.same_name else f"the largest {quote_name(big.name)}"
+    if lead.like_big <= 1:
+        return largest, fmt_dur(big.overlap_ns), size
+    largest = f"the {lead.like_big} largest" + ("" if lead.same_name else f" {quote_name(big.name)}")
+    lo_ns, lo_b, hi_b = lead.like_big_range
+    each = (
+        f"{fmt_dur(big.overlap_ns)} each"
+        if fmt_dur(lo_ns) == fmt_dur(big.overlap_ns)
+        else f"{fmt_dur(lo_ns)} to {fmt_dur(big.overlap_ns)}"
+    )
+    if big.bytes >= 0 and lo_b >= 0:
+        size = [f"{fmt_bytes(hi_b)} each" if fmt_bytes(lo_b) == fmt_bytes(hi_b) else f"up to {fmt_bytes(hi_b)}"]
+        size += ["pageable host memory"] if big.pageable else []
+    return largest, each, size
+
+
+def _many_copies_phrase(
+    diag: Diagnosis, rows: np.ndarray, copy_ns: int, lead: CopyLead, ran: str, size: list[str]
+) -> str:
+    """The copy phrase of several copies: each length (up to three), their median (of
+    one length, or all short), else the largest and the short ones in all."""
+    big = lead.big
+    rest = _copy_rest(lead, copy_ns)
+    total = f", {fmt_bytes(lead.bytes_total)} in all" if lead.bytes_total >= 0 else ""
+    named = f" {quote_name(big.name)}{_copy_way(lead)}" if lead.same_name else ""
+    pageable = _many_pageable(diag, rows, lead)
+    if lead.count <= 3:  # a median of two or three says little: each one
+        txt = [fmt_dur(v) for v in lead.lengths_ns]
+        each = f"{txt[0]} each" if len(set(txt)) == 1 else ", ".join(txt[:-1]) + " and " + txt[-1]
+        return f"{fmt_dur(copy_ns)} copying ({ran} {lead.count} {lead.noun}{named}, {each}{total}{pageable}{rest})"
+    if lead.uniform or lead.short_count == lead.count:
+        return (
+            f"{fmt_dur(copy_ns)} copying ({ran} {lead.count} {lead.noun}{named}, "
+            f"{fmt_dur(lead.median_ns)} median each{total}{pageable}{rest})"
+        )
+    largest, each, size = _largest_copies(lead, size)
+    short = (
+        f"; {lead.short_count} took {fmt_dur(SHORT_COPY_NS)} or less each, {fmt_dur(lead.short_ns)} in all"
+        if lead.short_count >= 2
+        else ""
+    )
+    return (
+        f"{fmt_dur(copy_ns)} copying ({ran} {lead.count} {lead.noun}{named}{total}; {largest} "
+        f"{each}" + (f", {', '.join(size)}" if size else "") + f"{short}{rest})"
+    )
+
+
+def _copy_phrase(
+    diag: Diagnosis, rows: np.ndarray, copy_ns: int, lead: CopyLead | None, ran: str = "the GPU ran"
+) -> str:
+    """ "0.314 ms copying (...)": the one copy (name, size, pageable), or how many ran
+    (``_many_copies_phrase``); then the copy time the thread spent in its copy call
+    outside the GPU's copies. ``ran``: the words before the GPU's copies ("running"
+    when the GPU is the sentence's subject)."""
     if lead is None:
         return f"{fmt_dur(copy_ns)} copying"
     big = lead.big
     size = [fmt_bytes(big.bytes)] if big.bytes >= 0 else []
     if big.pageable:
         size.append("pageable host memory")
-    rest = ""
-    outside = lead.outside_ns
-    if outside >= max(1_000, copy_ns // 20):
-        # the copy class's other part: the launching thread inside a copy call (rule 1)
-        call = f"the copy call {quote_name(lead.call.name)}" if lead.call is not None else "a copy call"
-        rest = f"; {fmt_dur(outside)} of it the thread in {call} outside the GPU's copies"
-    # a copy whose name does not say its direction (MTIA's `dma_request`) is told it
-    way = ""
-    known = [wc for wc in lead.directions if wc[0] != UNKNOWN_DIRECTION]
-    if known and copy_kind_of(big.name) == CopyKind.UNKNOWN and lead.same_name:
-        if len(lead.directions) == 1:
-            way = f" ({'' if lead.count == 1 else 'all '}{lead.directions[0][0]})"
-        else:
-            way = " (" + ", ".join(f"{n} {w}" for w, n in lead.directions) + ")"
     if lead.count > 1:
-        total = f", {fmt_bytes(lead.bytes_total)} in all" if lead.bytes_total >= 0 else ""
-        named = f" {quote_name(big.name)}{way}" if lead.same_name else ""
-        # with pageable host memory either way (hta/rank0 #733: a D2H to pageable and an
-        # H2D from it read "2 copies ... from pageable host memory")
-        copies = [e for r in rows.tolist() for e in diag.gpu_copies(int(r)) if e.cause == Cause.COPY]
-        kinds = {int(diag.trace.copy_kind[e.event]) for e in copies if e.event >= 0}
-        host_way = "to" if kinds == {int(CopyKind.D2H)} else "from" if kinds == {int(CopyKind.H2D)} else "with"
-        pageable = ""
-        if big.pageable:
-            every = bool(copies) and all(e.pageable for e in copies)
-            pageable = f", {host_way} pageable host memory" if every else ", the largest with pageable host memory"
-        if lead.count <= 3:  # a median of two or three says little: each one
-            txt = [fmt_dur(v) for v in lead.lengths_ns]
-            each = f"{txt[0]} each" if len(set(txt)) == 1 else ", ".join(txt[:-1]) + " and " + txt[-1]
-            return f"{fmt_dur(copy_ns)} copying ({ran} {lead.count} {lead.noun}{named}, {each}{total}{pageable}{rest})"
-        if lead.uniform or lead.short_count == lead.count:
-            return (
-                f"{fmt_dur(copy_ns)} copying ({ran} {lead.count} {lead.noun}{named}, "
-                f"{fmt_dur(lead.median_ns)} median each{total}{pageable}{rest})"
-            )
-        largest = "the largest" if lead.same_name else f"the largest {quote_name(big.name)}"
-        if lead.like_big > 1:
-            largest = f"the {lead.like_big} largest" + ("" if lead.same_name else f" {quote_name(big.name)}")
-            lo_ns, lo_b, hi_b = lead.like_big_range
-            each = (
-                f"{fmt_dur(big.overlap_ns)} each"
-                if fmt_dur(lo_ns) == fmt_dur(big.overlap_ns)
-                else f"{fmt_dur(lo_ns)} to {fmt_dur(big.overlap_ns)}"
-            )
-            if big.bytes >= 0 and lo_b >= 0:
-                size = [f"{fmt_bytes(hi_b)} each" if fmt_bytes(lo_b) == fmt_bytes(hi_b) else f"up to {fmt_bytes(hi_b)}"]
-                size += ["pageable host memory"] if big.pageable else []
-        else:
-            each = fmt_dur(big.overlap_ns)
-        short = (
-            f"; {lead.short_count} took {fmt_dur(SHORT_COPY_NS)} or less each, {fmt_dur(lead.short_ns)} in all"
-            if lead.short_count >= 2
+        return _many_copies_phrase(diag, rows, copy_ns, lead, ran, size)
+    on_gpu = diag.trace.lanes[big.lane].is_gpu
+    memset = big.event >= 0 and diag.trace.kind[big.event] == int(Kind.MEMSET)
+    where = (f"{ran} the memset" if memset else f"{ran} the copy") if on_gpu else "the thread was in the copy call"
+    return (
+        f"{fmt_dur(copy_ns)} copying ({where} {quote_name(big.name)}{_copy_way(lead) if on_gpu else ''}"
+        + (f", {', '.join(size)}" if size else "")
+        + f"{_copy_rest(lead, copy_ns)})"
+    )
+
+
+def _who(diag: Diagnosis, rows: np.ndarray, lane: int) -> str:
+    """The launching thread's label, with why this thread where no launch call is
+    linked to the next op (it launched the previous kernel, or it is the device's
+    launching or busiest thread)."""
+    trace, g = diag.trace, diag.gaps
+    who = thread_label(trace, lane)
+    if lane < 0 or not bool((g.launch[rows] < 0).all()) or not bool((g.next_op[rows] >= 0).any()):
+        return who
+    # say why this thread only when it is true: it launched the kernel before the gap
+    launches = diag._launches
+    prev = [int(p) for p in g.prev_op[rows] if p >= 0]
+    if launches is not None and any(launches[p] >= 0 and int(trace.lane[int(launches[p])]) == lane for p in prev):
+        return who + " (it launched the previous kernel; the next op has no linked launch call)"
+    sl = trace.lane_slice(lane)
+    if bool((trace.kind[sl] == int(Kind.LAUNCH)).any()):
+        return who + " (the device's launching thread; neither op around the gap has a linked launch call)"
+    return who + " (the busiest CPU thread; no launch call is linked to the ops around the gap)"
+
+
+def _queued_body(diag: Diagnosis, rows: np.ndarray, r: int) -> str:
+    """Why the next op of gap ``r`` was already queued: a node of a running graph, a
+    launch call that had returned, a launch before the trace, or an earlier id."""
+    trace, g = diag.trace, diag.gaps
+    nxt, call = int(g.next_op[r]), int(g.launch[r])
+    has = g.launch[rows] >= 0
+    if call >= 0 and in_running_graph_launch(diag, r):
+        at = fmt_offset(int(trace.start_ns[call]) - int(trace.extent_ns[0]))
+        return (
+            f": the next op {quote_name(trace.name(nxt))} is a node of the {graph_word(trace)} that "
+            f"{quote_name(trace.name(call))} on {thread_label(trace, int(trace.lane[call]))} launched at {at}, "
+            f"and the graph's earlier nodes had already run"
+        )
+    queued = f", although the next op {quote_name(trace.name(nxt))} was already queued: "
+    if call >= 0:
+        L = int(np.median(g.lateness_ns[rows][has]))
+        return (
+            queued + f"its launch call {quote_name(trace.name(call))} on {thread_label(trace, int(trace.lane[call]))} "
+            f"had returned {fmt_dur(-L)} before the GPU went idle"
+        )
+    if launched_before_window(trace, nxt):
+        return (
+            queued + f"it was launched before the trace began (its correlation id {int(trace.correlation[nxt])} "
+            f"precedes every runtime call the trace recorded)"
+        )
+    if bool(launched_before(trace, np.array([nxt]), np.array([int(g.start_ns[r])]))[0]):
+        return (
+            queued + f"its launch call is not in the trace, but its correlation id {int(trace.correlation[nxt])} "
+            f"precedes that of a runtime call made before the GPU went idle"
+        )
+    # a node of a graph whose launch call the trace lacks; a sibling node ran before
+    return (
+        queued + "it is a node of a CUDA graph whose earlier nodes had already run (the graph's launch call is "
+        "not in the trace)"
+    )
+
+
+def _queued_sentence(
+    diag: Diagnosis, rows: np.ndarray, cn: dict[Cause, int], evidence: list[Evidence], head: str, lead: str
+) -> str:
+    """The sentence of a queued occurrence: why the op was queued, then what it waited
+    on (dependency) and the copies; what the CPU did meanwhile is not the cause."""
+    g = diag.gaps
+    has = g.launch[rows] >= 0
+    r = int(rows[has][0]) if has.any() else int(rows[0])
+    body = _queued_body(diag, rows, r)
+    parts = [_dependency_phrase(diag, r, cn[Cause.DEPENDENCY], evidence)] if cn[Cause.DEPENDENCY] else []
+    if cn[Cause.COPY]:
+        parts.append(_copy_phrase(diag, rows, cn[Cause.COPY], copy_lead(diag, rows, evidence)))
+    text = lead + "; ".join(parts)
+    text = (text[:1].upper() + text[1:] + ". ") if text else ""
+    if int(g.launch[r]) >= 0 and in_running_graph_launch(diag, r):
+        return head + body + ". " + text + "The CPU code around the launch call is not the cause."
+    return head + body + ". " + text + "What the CPU did meanwhile is not the cause."
+
+
+def _host_part(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], host_ns: int, hot: HotFrame | None) -> str:
+    """The host part: ``host_ns`` on host work, the hot frame or the largest items."""
+    if hot is not None:
+        items = [hot_frame_text(hot)]
+        if host_ns - hot.ns >= max(1_000, host_ns // 1000):
+            items.append(f"{fmt_dur(host_ns - hot.ns)} in other work")
+    else:
+        items = _items(diag, rows, evidence, Cause.HOST, cap_ns=host_ns)
+    sep = "; " if hot is not None else ", "
+    return f"{fmt_dur(host_ns)} on host work" + (f" ({sep.join(items)})" if items else "")
+
+
+def _copy_part(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], copy_ns: int) -> tuple[str, bool]:
+    """The copy part and whether it is the GPU's alone (the thread made no copy call in
+    the gap: it did not "spend" that time copying; extrap/con_kernel #3 sat in
+    cudaEventSynchronize meanwhile)."""
+    gpu_copy = copy_lead(diag, rows, evidence)
+    gpu_only = (
+        gpu_copy is not None
+        and gpu_copy.call is None
+        and gpu_copy.outside_ns < max(1_000, copy_ns // 20)
+        and diag.trace.lanes[gpu_copy.big.lane].is_gpu
+    )
+    return _copy_phrase(diag, rows, copy_ns, gpu_copy, "running" if gpu_only else "the GPU ran"), gpu_only
+
+
+def _later_waits(trace, w: Evidence, waits: list[Evidence], after_ns: int) -> str:
+    """ ", N of it blocked again in `X`" for the other blocking waits of the cliff after
+    ``w`` (issue 43: a second cudaDeviceSynchronize in a `timing` range was folded into
+    the first and never named), at most ``after_ns`` in all; else ""."""
+    others: dict[str, int] = {}
+    for e in waits:
+        if e.event != w.event and e.overlap_ns >= 1_000 and trace.start_ns[e.event] >= trace.start_ns[w.event]:
+            others[e.name] = others.get(e.name, 0) + e.overlap_ns
+    if not others:
+        return ""
+    ranked = sorted(others.items(), key=lambda kv: -kv[1])[:2]
+    total = min(sum(v for _, v in ranked), after_ns)
+    names = " and ".join(quote_name(n) for n, _ in ranked)
+    return f", {fmt_dur(total)} of it blocked again in {names}"
+
+
+def _sync_wait_part(
+    diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], sync_ns: int, w: Evidence, waits: list[Evidence]
+) -> str:
+    """The sync part when the evidence holds the blocking wait ``w`` (the largest of
+    ``waits``): its own time in the gap (a small copy under it included), the small
+    device-to-host copy, and the host work after it until the next launch (the cliff),
+    with the later blocking waits in it named (``_later_waits``)."""
+    trace, g = diag.trace, diag.gaps
+    spans = [(int(g.start_ns[r]), int(g.end_ns[r])) for r in rows]
+    w_ns = min(_same_calls_ns(trace, w.event, spans), sync_ns)
+    after = sync_ns - w_ns
+    # the sync signature's small device-to-host copy: under the wait, or before it
+    # (control #1081: inside the cudaMemcpyAsync that came first)
+    ws, we = int(trace.start_ns[w.event]), int(trace.start_ns[w.event] + trace.dur_ns[w.event])
+    small = [e for e in evidence if e.cause == Cause.SYNC and e.event >= 0 and trace.lanes[e.lane].is_gpu]
+    under = any(
+        int(trace.start_ns[e.event]) < we and int(trace.start_ns[e.event] + trace.dur_ns[e.event]) > ws for e in small
+    )
+    # one pair of brackets per item (extrap/con_kernel #3 read "... (a small
+    # device-to-host copy ran meanwhile) (the sync cliff)")
+    gpu = (
+        "while a small device-to-host copy ran"
+        if under
+        else ("with the small device-to-host copy before it" if small else "")
+    )
+    cliff = in_sync_cliff(g, rows)
+    if after > 0 and cliff:
+        return (
+            f"{fmt_dur(sync_ns)} in the sync cliff ({fmt_dur(w_ns)} blocked in {quote_name(w.name)}"
+            f"{' ' + gpu if gpu else ''}, then {fmt_dur(after)} of host work after it until the next launch"
+            f"{_later_waits(trace, w, waits, after)})"
+        )
+    notes = [n for n in (gpu, "the sync cliff" if cliff else "") if n]
+    return f"{fmt_dur(sync_ns)} blocked in {quote_name(w.name)}" + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def _sync_part(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], sync_ns: int) -> str:
+    """The sync part: the blocking wait in the gap (``_sync_wait_part``), else the
+    cliff after a wait that began before the gap, else waiting for the device."""
+    trace, g = diag.trace, diag.gaps
+    waits = [e for e in evidence if e.cause == Cause.SYNC and e.event >= 0 and is_wait(trace, e.event)]
+    if waits:
+        # the wait that drained the queue leads (the cliff's), the later ones are named in
+        # its host work; else the largest
+        first = cliff_wait(diag, int(rows[0])) if in_sync_cliff(g, rows) else None
+        lead = next((e for e in waits if e.event == first), None) or max(waits, key=lambda e: e.overlap_ns)
+        return _sync_wait_part(diag, rows, evidence, sync_ns, lead, waits)
+    w_ev = cliff_wait(diag, int(rows[0])) if in_sync_cliff(g, rows) else None
+    if w_ev is None:
+        return f"{fmt_dur(sync_ns)} waiting for the device"
+    # the wait began before the GPU went idle, so little of it lies in the gap (and that
+    # under a copy is the copy's): the cliff is the host work after it, which the
+    # evidence lists
+    after_items = [
+        x
+        for x in _items(diag, rows, evidence, Cause.SYNC, cap_ns=sync_ns)
+        if not x.endswith(quote_name(trace.name(w_ev)))
+    ]
+    into = int(trace.start_ns[w_ev] + trace.dur_ns[w_ev]) - int(g.start_ns[rows[0]])
+    return (
+        f"{fmt_dur(sync_ns)} in the sync cliff (after {quote_name(trace.name(w_ev))}, blocking from "
+        f"before the GPU went idle to {fmt_dur(into)} into the gap, the host work until the next launch"
+        + (": " + ", ".join(after_items) if after_items else "")
+        + ")"
+    )
+
+
+def _launch_path_where(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], launch_ns: int) -> str:
+    """Where the launch time of a gap that is not launch-bound lies: the next op's own
+    launch path (from its launch call's start), launch calls of earlier work (one that
+    returned long after its kernel ran is not the next op's), or calls that end no gap."""
+    trace, g = diag.trace, diag.gaps
+    if not bool((g.next_op[rows] >= 0).any()):  # launches of other work, no next op here
+        return "in launch calls (none of them ends this gap)"
+    own_calls = {int(x) for x in g.launch[rows] if x >= 0}
+    earlier_ns = sum(
+        e.overlap_ns
+        for e in evidence
+        if e.cause == Cause.LAUNCH
+        and e.event >= 0
+        and trace.kind[e.event] == int(Kind.LAUNCH)
+        and e.event not in own_calls
+    )
+    earlier_ns = min(earlier_ns, launch_ns)
+    path_ns = launch_ns - earlier_ns
+    if earlier_ns < 1_000:
+        return "in the launch path of the next op"
+    if path_ns >= 50:
+        return (
+            f"in launch calls ({fmt_dur(path_ns)} of it the launch path of the next op, "
+            f"{fmt_dur(earlier_ns)} in earlier ones)"
+        )
+    return "in launch calls of earlier work (the next op's launch path is not in this gap)"
+
+
+def _launch_part(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], cn: dict[Cause, int]) -> str:
+    """The launch part: one slow launch call (a first-use cost), issuing work as fast as
+    it could (picket fence or mostly launch), or the launch path of the next op."""
+    trace, g = diag.trace, diag.gaps
+    launch_ns = cn[Cause.LAUNCH]
+    eps = {int(e) for e in g.episode[rows] if e >= 0}
+    # launch calls only: in a launch-bound gap other host work counts as launch too,
+    # but is no launch call (a DataLoader range is not "the launch call")
+    calls = [
+        e for e in evidence if e.cause == Cause.LAUNCH and e.event >= 0 and trace.kind[e.event] == int(Kind.LAUNCH)
+    ]
+    slow = max(calls, key=lambda e: e.overlap_ns) if calls else None
+    if (
+        slow is not None
+        and not eps
+        and slow.overlap_ns >= SLOW_LAUNCH_NS
+        and slow_launch_calls(trace, SLOW_LAUNCH_NS)[slow.event]
+    ):
+        return (
+            f"{fmt_dur(launch_ns)} in the launch path, {fmt_dur(slow.overlap_ns)} of it in one launch "
+            f"call {quote_name(slow.name)} ({slow_launch_words(diag, slow.event)})"
+        )
+    if eps or (launch_ns >= 0.5 * sum(cn.values()) and not cn[Cause.HOST]):
+        took = (
+            f" (the launch call {quote_name(calls[0].name)} took {fmt_dur(calls[0].overlap_ns)} of it)" if calls else ""
+        )
+        return f"{fmt_dur(launch_ns)} issuing GPU work as fast as it could" + took
+    # the call is named only where launch is the story (a small launch part of a host
+    # or sync gap would point the reader at the kernel it launches)
+    named = calls and launch_ns >= max(cn.values())
+    where = _launch_path_where(diag, rows, evidence, launch_ns)
+    return f"{fmt_dur(launch_ns)} {where}" + (f" ({quote_name(calls[0].name)})" if named else "")
+
+
+def _unclassified_part(diag: Diagnosis, rows: np.ndarray, none_ns: int) -> str:
+    """The unclassified part: no recorded event, and why the class is unknown."""
+    trace, g = diag.trace, diag.gaps
+    none_cpu = not any(
+        (not ln.is_gpu) and trace.lane_offsets[ln.index + 1] > trace.lane_offsets[ln.index] for ln in trace.lanes
+    )
+    next_ops = [int(n) for n in g.next_op[rows] if n >= 0]
+    if none_cpu:
+        unknown = " (the trace has no CPU activity)"
+    elif not next_ops:  # the gap runs to the window's end: no op, so no launch, to read
+        unknown = (
+            "; no GPU op follows the gap before the analysis window ends, so no launch says whether work "
+            "was waiting (unclassified)"
+        )
+    else:
+        coll = (
+            " (a collective: NCCL/RCCL launch their kernels without a runtime call the profiler links)"
+            if COLLECTIVE_RE.search(trace.name(next_ops[0]))
             else ""
         )
-        return (
-            f"{fmt_dur(copy_ns)} copying ({ran} {lead.count} {lead.noun}{named}{total}; {largest} "
-            f"{each}" + (f", {', '.join(size)}" if size else "") + f"{short}{rest})"
+        unknown = (
+            f"; {quote_name(trace.name(next_ops[0]))} has no launch call linked to it{coll}, so whether it was "
+            f"queued or launched late is unknown (unclassified)"
         )
-    memset = big.event >= 0 and diag.trace.kind[big.event] == int(Kind.MEMSET)
-    where = (
-        (f"{ran} the memset" if memset else f"{ran} the copy")
-        if diag.trace.lanes[big.lane].is_gpu
-        else "the thread was in the copy call"
-    )
-    return (
-        f"{fmt_dur(copy_ns)} copying ({where} {quote_name(big.name)}{way if diag.trace.lanes[big.lane].is_gpu else ''}"
-        + (f", {', '.join(size)}" if size else "")
-        + f"{rest})"
-    )
+    return f"{fmt_dur(none_ns)} with no recorded event" + unknown
+
+
+def _lateness_tail(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], dep_ns: int) -> str:
+    """After the parts: when the next op reached the queue (the launch lateness; a
+    step-boundary stretch counts from its trailing gap), and a late op's later wait."""
+    g = diag.gaps
+    has = g.launch[rows] >= 0
+    tail = ""
+    if has.any():
+        L = int(np.median(g.lateness_ns[rows][has]))
+        edge = g.edge[rows] if g.edge is not None else np.zeros(rows.size, np.int8)
+        if (edge == 2).any() and (edge == 1).any():  # step-boundary stretch: idle starts at the trailing gap
+            L += int(g.dur_ns[rows][edge == 2].sum())
+        # with the clocks disagreeing, the call's end is not when it was queued
+        if L > 0 and not trust_bits(diag, rows) & Trust.CLOCKS:
+            tail = f"; the next op reached the queue {fmt_dur(L)} after the GPU went idle"
+    if dep_ns:  # a late op that then waited in the queue
+        tail += (
+            ". After its launch call returned, "
+            + _dependency_phrase(diag, int(rows[0]), dep_ns, evidence)
+            + "; what the CPU did in that time is not the cause"
+        )
+    return tail
 
 
 def why_sentence(
-    diag,
+    diag: Diagnosis,
     rows: np.ndarray,
     class_ns: np.ndarray,
     evidence: list[Evidence],
@@ -589,271 +905,39 @@ def why_sentence(
     """One sentence on the occurrence ``rows`` (a gap, or a step-boundary pair): ``head``
     (how long), then its parts in time order, each with the ns ``class_ns`` gives its
     class, so the parts add up to the occurrence: for a queued gap, what the queued op
-    waited on (and the copies); for a starved one, what the launching thread did before
-    the sync cliff (host), the cliff (the blocking wait and the host work after it),
-    the exposed launch path and the copies; then the launch lateness. ``hot``: the
+    waited on (and the copies; ``_queued_sentence``); for a starved one, what the
+    launching thread did before the sync cliff (``_host_part``), the cliff
+    (``_sync_part``), the exposed launch path (``_launch_part``) and the copies
+    (``_copy_part``); then the launch lateness (``_lateness_tail``). ``hot``: the
     ``hot_frame`` of ``rows``, which then names the host work."""
-    trace = diag.trace
-    g = diag.gaps
     # parts that round to nothing are not named (the partition still holds their ns)
     cn = {c: (int(class_ns[int(c)]) if int(class_ns[int(c)]) >= 50 else 0) for c in Cause}
-    lane = g.thread_of(int(rows[0]))
-    who = thread_label(trace, lane)
-    if lane >= 0 and bool((g.launch[rows] < 0).all()) and bool((g.next_op[rows] >= 0).any()):
-        # say why this thread only when it is true: it launched the kernel before the gap
-        launches = getattr(diag, "_launches", None)
-        prev = [int(p) for p in g.prev_op[rows] if p >= 0]
-        if launches is not None and any(launches[p] >= 0 and int(trace.lane[int(launches[p])]) == lane for p in prev):
-            who += " (it launched the previous kernel; the next op has no linked launch call)"
-        else:
-            sl = trace.lane_slice(lane)
-            launcher = bool((trace.kind[sl] == int(Kind.LAUNCH)).any())
-            who += (
-                " (the device's launching thread; neither op around the gap has a linked launch call)"
-                if launcher
-                else " (the busiest CPU thread; no launch call is linked to the ops around the gap)"
-            )
-    has = g.launch[rows] >= 0
     if queued_occurrence(diag, rows):
-        r = int(rows[has][0]) if has.any() else int(rows[0])
-        nxt, call = int(g.next_op[r]), int(g.launch[r])
-        if call >= 0 and in_running_graph_launch(diag, r):
-            at = fmt_offset(int(trace.start_ns[call]) - int(trace.extent_ns[0]))
-            body = (
-                f": the next op {quote_name(trace.name(nxt))} is a node of the {graph_word(trace)} that "
-                f"{quote_name(trace.name(call))} on {thread_label(trace, int(trace.lane[call]))} launched at {at}, "
-                f"and the graph's earlier nodes had already run"
-            )
-        elif call >= 0:
-            L = int(np.median(g.lateness_ns[rows][has]))
-            body = (
-                f", although the next op {quote_name(trace.name(nxt))} was already queued: its launch call "
-                f"{quote_name(trace.name(call))} on {thread_label(trace, int(trace.lane[call]))} had returned "
-                f"{fmt_dur(-L)} before the GPU went idle"
-            )
-        elif launched_before_window(trace, nxt):
-            body = (
-                f", although the next op {quote_name(trace.name(nxt))} was already queued: it was launched before "
-                f"the trace began (its correlation id {int(trace.correlation[nxt])} precedes every runtime call the "
-                f"trace recorded)"
-            )
-        elif bool(launched_before(trace, np.array([nxt]), np.array([int(g.start_ns[r])]))[0]):
-            body = (
-                f", although the next op {quote_name(trace.name(nxt))} was already queued: its launch call is not "
-                f"in the trace, but its correlation id {int(trace.correlation[nxt])} precedes that of a runtime "
-                f"call made before the GPU went idle"
-            )
-        else:  # a node of a graph whose launch call the trace lacks; a sibling node ran before
-            body = (
-                f", although the next op {quote_name(trace.name(nxt))} was already queued: it is a node of a CUDA "
-                f"graph whose earlier nodes had already run (the graph's launch call is not in the trace)"
-            )
-        parts = [_dependency_phrase(diag, r, cn[Cause.DEPENDENCY], evidence)] if cn[Cause.DEPENDENCY] else []
-        if cn[Cause.COPY]:
-            parts.append(_copy_phrase(diag, rows, cn[Cause.COPY], copy_lead(diag, rows, evidence)))
-        text = lead + "; ".join(parts)
-        text = (text[:1].upper() + text[1:] + ". ") if text else ""
-        if call >= 0 and in_running_graph_launch(diag, r):
-            return head + body + ". " + text + "The CPU code around the launch call is not the cause."
-        return head + body + ". " + text + "What the CPU did meanwhile is not the cause."
-    parts = []
-    if cn[Cause.HOST]:
-        if hot is not None:
-            items = [hot_frame_text(hot)]
-            if cn[Cause.HOST] - hot.ns >= max(1_000, cn[Cause.HOST] // 1000):
-                items.append(f"{fmt_dur(cn[Cause.HOST] - hot.ns)} in other work")
-        else:
-            items = _items(diag, rows, evidence, Cause.HOST, cap_ns=cn[Cause.HOST])
-        sep = "; " if hot is not None else ", "
-        parts.append(f"{fmt_dur(cn[Cause.HOST])} on host work" + (f" ({sep.join(items)})" if items else ""))
-    copy_text, gpu_only = "", False
-    if cn[Cause.COPY]:
-        gpu_copy = copy_lead(diag, rows, evidence)
-        # the GPU copying while the thread made no copy call in the gap: the thread did not
-        # "spend" that time copying (extrap/con_kernel #3: it sat in cudaEventSynchronize)
-        gpu_only = (
-            gpu_copy is not None
-            and gpu_copy.call is None
-            and gpu_copy.outside_ns < max(1_000, cn[Cause.COPY] // 20)
-            and trace.lanes[gpu_copy.big.lane].is_gpu
-        )
-        copy_text = _copy_phrase(diag, rows, cn[Cause.COPY], gpu_copy, "running" if gpu_only else "the GPU ran")
-        if not gpu_only:
-            parts.append(copy_text)
+        return _queued_sentence(diag, rows, cn, evidence, head, lead)
+    parts = [_host_part(diag, rows, evidence, cn[Cause.HOST], hot)] if cn[Cause.HOST] else []
+    copy_text, gpu_only = _copy_part(diag, rows, evidence, cn[Cause.COPY]) if cn[Cause.COPY] else ("", False)
+    if copy_text and not gpu_only:
+        parts.append(copy_text)
     if cn[Cause.SYNC]:
-        waits = [e for e in evidence if e.cause == Cause.SYNC and e.event >= 0 and is_wait(trace, e.event)]
-        if waits:
-            w = max(waits, key=lambda e: e.overlap_ns)
-            # the wait's own time in the gap, a small copy under it included (the
-            # evidence gives that copy its own item, which would move it to the host
-            # work after the wait)
-            spans = [(int(g.start_ns[r]), int(g.end_ns[r])) for r in rows]
-            w_ns = _same_calls_ns(trace, w.event, spans)
-            w_ns = min(w_ns, cn[Cause.SYNC])
-            after = cn[Cause.SYNC] - w_ns
-            # the sync signature's small device-to-host copy: under the wait, or before it
-            # (control #1081: inside the cudaMemcpyAsync that came first)
-            ws, we = int(trace.start_ns[w.event]), int(trace.start_ns[w.event] + trace.dur_ns[w.event])
-            small = [e for e in evidence if e.cause == Cause.SYNC and e.event >= 0 and trace.lanes[e.lane].is_gpu]
-            under = any(
-                int(trace.start_ns[e.event]) < we and int(trace.start_ns[e.event] + trace.dur_ns[e.event]) > ws
-                for e in small
-            )
-            # one pair of brackets per item (extrap/con_kernel #3 read "... (a small
-            # device-to-host copy ran meanwhile) (the sync cliff)")
-            gpu = (
-                "while a small device-to-host copy ran"
-                if under
-                else ("with the small device-to-host copy before it" if small else "")
-            )
-            cliff = in_sync_cliff(g, rows)
-            if after > 0 and cliff:
-                parts.append(
-                    f"{fmt_dur(cn[Cause.SYNC])} in the sync cliff ({fmt_dur(w_ns)} blocked in {quote_name(w.name)}"
-                    f"{' ' + gpu if gpu else ''}, then {fmt_dur(after)} of host work after it until the next launch)"
-                )
-            else:
-                notes = [n for n in (gpu, "the sync cliff" if cliff else "") if n]
-                parts.append(
-                    f"{fmt_dur(cn[Cause.SYNC])} blocked in {quote_name(w.name)}"
-                    + (f" ({'; '.join(notes)})" if notes else "")
-                )
-        else:
-            w_ev = cliff_wait(diag, int(rows[0])) if in_sync_cliff(g, rows) else None
-            if w_ev is not None:
-                # the wait began before the GPU went idle, so little of it lies in the
-                # gap (and that under a copy is the copy's): the cliff is the host work
-                # after it, which the evidence lists
-                after_items = [
-                    x
-                    for x in _items(diag, rows, evidence, Cause.SYNC, cap_ns=cn[Cause.SYNC])
-                    if not x.endswith(quote_name(trace.name(w_ev)))
-                ]
-                parts.append(
-                    f"{fmt_dur(cn[Cause.SYNC])} in the sync cliff (after {quote_name(trace.name(w_ev))}, blocking from "
-                    f"before the GPU went idle to {fmt_dur(int(trace.start_ns[w_ev] + trace.dur_ns[w_ev]) - int(g.start_ns[rows[0]]))} "
-                    f"into the gap, the host work until the next launch"
-                    + (": " + ", ".join(after_items) if after_items else "")
-                    + ")"
-                )
-            else:
-                parts.append(f"{fmt_dur(cn[Cause.SYNC])} waiting for the device")
+        parts.append(_sync_part(diag, rows, evidence, cn[Cause.SYNC]))
     if cn[Cause.LAUNCH]:
-        eps = {int(e) for e in g.episode[rows] if e >= 0}
-        # launch calls only: in a launch-bound gap other host work counts as launch too,
-        # but is no launch call (a DataLoader range is not "the launch call")
-        calls = [
-            e for e in evidence if e.cause == Cause.LAUNCH and e.event >= 0 and trace.kind[e.event] == int(Kind.LAUNCH)
-        ]
-        slow = max(calls, key=lambda e: e.overlap_ns) if calls else None
-        if (
-            slow is not None
-            and not eps
-            and slow.overlap_ns >= SLOW_LAUNCH_NS
-            and slow_launch_calls(trace, SLOW_LAUNCH_NS)[slow.event]
-        ):
-            parts.append(
-                f"{fmt_dur(cn[Cause.LAUNCH])} in the launch path, {fmt_dur(slow.overlap_ns)} of it in one launch "
-                f"call {quote_name(slow.name)} (a first-use cost, not the per-kernel tax)"
-            )
-        elif eps or (cn[Cause.LAUNCH] >= 0.5 * sum(cn.values()) and not cn[Cause.HOST]):
-            parts.append(
-                f"{fmt_dur(cn[Cause.LAUNCH])} issuing GPU work as fast as it could"
-                + (
-                    f" (the launch call {quote_name(calls[0].name)} took {fmt_dur(calls[0].overlap_ns)} of it)"
-                    if calls
-                    else ""
-                )
-            )
-        else:
-            # the call is named only where launch is the story (a small launch part
-            # of a host or sync gap would point the reader at the kernel it launches)
-            named = calls and cn[Cause.LAUNCH] >= max(cn.values())
-            followed = bool((g.next_op[rows] >= 0).any())  # else: launches of other work, no next op here
-            # the next op's own path runs from its launch call's start; launch calls of
-            # earlier work before it (one that returned long after its kernel ran) are not it
-            own_calls = {int(x) for x in g.launch[rows] if x >= 0}
-            earlier_ns = sum(
-                e.overlap_ns
-                for e in evidence
-                if e.cause == Cause.LAUNCH
-                and e.event >= 0
-                and trace.kind[e.event] == int(Kind.LAUNCH)
-                and e.event not in own_calls
-            )
-            earlier_ns = min(earlier_ns, cn[Cause.LAUNCH])
-            path_ns = cn[Cause.LAUNCH] - earlier_ns
-            if followed and earlier_ns >= 1_000:
-                where = (
-                    f"in launch calls ({fmt_dur(path_ns)} of it the launch path of the next op, "
-                    f"{fmt_dur(earlier_ns)} in earlier ones)"
-                    if path_ns >= 50
-                    else "in launch calls of earlier work (the next op's launch path is not in this gap)"
-                )
-            elif followed:
-                where = "in the launch path of the next op"
-            else:
-                where = "in launch calls (none of them ends this gap)"
-            parts.append(f"{fmt_dur(cn[Cause.LAUNCH])} {where}" + (f" ({quote_name(calls[0].name)})" if named else ""))
+        parts.append(_launch_part(diag, rows, evidence, cn))
     if cn[Cause.UNCLASSIFIED]:
-        none_cpu = not any(
-            (not ln.is_gpu) and trace.lane_offsets[ln.index + 1] > trace.lane_offsets[ln.index] for ln in trace.lanes
-        )
-        next_ops = [int(n) for n in g.next_op[rows] if n >= 0]
-        what = quote_name(trace.name(next_ops[0])) if next_ops else "the next op"
-        coll = (
-            " (a collective: NCCL/RCCL launch their kernels without a runtime call the profiler links)"
-            if next_ops and COLLECTIVE_RE.search(trace.name(next_ops[0]))
-            else ""
-        )
-        if none_cpu:
-            unknown = " (the trace has no CPU activity)"
-        elif not next_ops:  # the gap runs to the window's end: no op, so no launch, to read
-            unknown = (
-                "; no GPU op follows the gap before the analysis window ends, so no launch says whether work "
-                "was waiting (unclassified)"
-            )
-        else:
-            unknown = (
-                f"; {what} has no launch call linked to it{coll}, so whether it was queued or launched late is "
-                f"unknown (unclassified)"
-            )
-        parts.append(f"{fmt_dur(cn[Cause.UNCLASSIFIED])} with no recorded event" + unknown)
-    gpu_part = ""
-    if gpu_only:
-        gpu_part = "the GPU spent " + copy_text
-        if not parts:
-            return head + ": " + lead + gpu_part + "."
+        parts.append(_unclassified_part(diag, rows, cn[Cause.UNCLASSIFIED]))
+    gpu_part = "the GPU spent " + copy_text if gpu_only else ""
     if not parts:
-        return head + "."
+        return head + (": " + lead + gpu_part if gpu_part else "") + "."
     # the GPU's copying leads when it is the largest part, else follows the thread's
     copy_first = bool(gpu_part) and cn[Cause.COPY] >= max(v for c, v in cn.items() if c != Cause.COPY)
     if cn[Cause.HOST] or cn[Cause.SYNC] or cn[Cause.LAUNCH]:
-        thread_part = f"{who} spent " + ", ".join(parts)
+        thread_part = f"{_who(diag, rows, diag.gaps.thread_of(int(rows[0])))} spent " + ", ".join(parts)
         ordered = [gpu_part, thread_part] if copy_first else [thread_part] + ([gpu_part] if gpu_part else [])
-        body = ": " + lead + "; ".join(ordered)
     else:
-        body = ": " + lead + "; ".join(([gpu_part] if gpu_part else []) + parts)
-    tail = ""
-    if has.any():
-        L = int(np.median(g.lateness_ns[rows][has]))
-        edge = g.edge[rows] if g.edge is not None else np.zeros(rows.size, np.int8)
-        if (edge == 2).any() and (edge == 1).any():  # step-boundary stretch: idle starts at the trailing gap
-            L += int(g.dur_ns[rows][edge == 2].sum())
-        if (
-            L > 0 and not trust_bits(diag, rows) & Trust.CLOCKS
-        ):  # with the clocks disagreeing, the call's end is not when it was queued
-            tail = f"; the next op reached the queue {fmt_dur(L)} after the GPU went idle"
-    if cn[Cause.DEPENDENCY]:  # a late op that then waited in the queue
-        tail += (
-            ". After its launch call returned, "
-            + _dependency_phrase(diag, int(rows[0]), cn[Cause.DEPENDENCY], evidence)
-            + "; what the CPU did in that time is not the cause"
-        )
-    return head + body + tail + "."
+        ordered = ([gpu_part] if gpu_part else []) + parts
+    return head + ": " + lead + "; ".join(ordered) + _lateness_tail(diag, rows, evidence, cn[Cause.DEPENDENCY]) + "."
 
 
-def cliff_wait(diag, row: int) -> int | None:
+def cliff_wait(diag: Diagnosis, row: int) -> int | None:
     """The blocking wait of gap ``row``'s sync cliff: the longest wait (``is_wait``) on
     its thread that began at or before the gap start and ended at or after it (what
     rule 3 of docs/definitions.md found), or None."""
@@ -884,7 +968,7 @@ def is_wait(trace, ev: int) -> bool:
 HANDOFF_MAX_NS = 20_000
 
 
-def _wait_search(diag, r: int) -> str:
+def _wait_search(diag: Diagnosis, r: int) -> str:
     """What the stream-wait search (``waits.stream_wait_events``) could check for gap
     ``r``, in words: it runs only when the trace has stream-wait calls and both the next
     op and the op before it have linked launch calls."""
@@ -905,7 +989,7 @@ _EVENT_RECORD_RE = re.compile(r"EventRecord|record of Event object|streams\.py\(
 UNEXPLAINED_WAIT_MIN_NS = 1_000_000
 
 
-def other_streams_idle(diag, r: int) -> int | None:
+def other_streams_idle(diag: Diagnosis, r: int) -> int | None:
     """For gap ``r`` whose next op sat queued behind a stream wait: when no GPU op
     (kernel, copy, memset) on any other GPU lane of the trace, any device, ran in the
     time it sat queued (the whole gap when queued, else ``queued_until_ns`` to its
@@ -949,7 +1033,7 @@ def other_streams_idle(diag, r: int) -> int | None:
     return b - min(last_end, b)
 
 
-def _dependency_phrase(diag, r: int, dep_ns: int, evidence: list[Evidence]) -> str:
+def _dependency_phrase(diag: Diagnosis, r: int, dep_ns: int, evidence: list[Evidence]) -> str:
     """What the queued op of gap ``r`` waited on, in words, with its ns."""
     trace, g = diag.trace, diag.gaps
     kind = (
@@ -960,7 +1044,7 @@ def _dependency_phrase(diag, r: int, dep_ns: int, evidence: list[Evidence]) -> s
             f"the {fmt_dur(dep_ns)} between two queued ops is at the trace's timestamp resolution: GPU-side "
             f"dispatch, not actionable"
         )
-    if kind == WaitKind.STREAM_WAIT:
+    if kind == WaitKind.STREAM_WAIT and g.wait_event is not None:
         w = int(g.wait_event[r])
         ln = trace.lanes[int(trace.lane[w])]
         by = "" if ln.is_gpu else f" (enqueued by {thread_label(trace, ln.index)})"
@@ -1078,7 +1162,7 @@ def _dependency_phrase(diag, r: int, dep_ns: int, evidence: list[Evidence]) -> s
     )
 
 
-def _step_range(diag, rows: np.ndarray) -> str | None:
+def _step_range(diag: Diagnosis, rows: np.ndarray) -> str | None:
     """Name of the step range (``ProfilerStep#8``, ``decode_step``) enclosing the
     uninstrumented time of ``rows`` on its thread, or None."""
     g = diag.gaps
@@ -1090,7 +1174,7 @@ def _step_range(diag, rows: np.ndarray) -> str | None:
     return None
 
 
-def _step_boundary(diag, rows: np.ndarray) -> tuple[str, str] | None:
+def _step_boundary(diag: Diagnosis, rows: np.ndarray) -> tuple[str, str] | None:
     """Names of the first and last step ranges on the thread of ``rows[0]`` that its gap
     overlaps, when it overlaps two or more (the gap crosses a step boundary), else None."""
     g, trace = diag.gaps, diag.trace
@@ -1099,7 +1183,7 @@ def _step_boundary(diag, rows: np.ndarray) -> tuple[str, str] | None:
     return (trace.name(int(m[0])), trace.name(int(m[-1]))) if m.size >= 2 else None
 
 
-def quiet_text(diag, rows: np.ndarray, quiet_ns: int) -> str:
+def quiet_text(diag: Diagnosis, rows: np.ndarray, quiet_ns: int) -> str:
     """ "0.200 ms inside `decode_step` with no finer event recorded (...)": the
     enclosing step range is named as where the time went, never as the work. A gap
     across a step boundary says so: its unrecorded time is the loop between two steps,
@@ -1113,12 +1197,14 @@ def quiet_text(diag, rows: np.ndarray, quiet_ns: int) -> str:
             "or uninstrumented Python)"
         )
     step = _step_range(diag, rows)
+    # a program with no Python (a C++ or MPI code from Nsight) has no Python to blame
+    code = "uninstrumented Python" if program_kind(diag.trace).python else "uninstrumented code"
     if step is not None:
-        return f"{fmt_dur(quiet_ns)} inside {quote_name(step)} with no finer event recorded (uninstrumented Python or untraced work)"
-    return f"{fmt_dur(quiet_ns)} with no recorded events (uninstrumented Python or untraced work)"
+        return f"{fmt_dur(quiet_ns)} inside {quote_name(step)} with no finer event recorded ({code} or untraced work)"
+    return f"{fmt_dur(quiet_ns)} with no recorded events ({code} or untraced work)"
 
 
-def slow_launch(diag, evidence: list[Evidence], rows: np.ndarray) -> bool:
+def slow_launch(diag: Diagnosis, evidence: list[Evidence], rows: np.ndarray) -> bool:
     """Whether a launch-class gap (outside picket fences) is mostly one launch call of
     at least ``SLOW_LAUNCH_NS`` that is first-use cost (``slow_launch_calls``), not the
     per-kernel dispatch tax."""
@@ -1132,7 +1218,16 @@ def slow_launch(diag, evidence: list[Evidence], rows: np.ndarray) -> bool:
     )
 
 
-def in_running_graph_launch(diag, r: int) -> bool:
+def slow_launch_words(diag: Diagnosis, call: int) -> str:
+    """What a slow launch call ``call`` was: a first use when its kernel had not run
+    before in the trace (``evidence_kinds.earlier_runs``), else host contention."""
+    runs = int(earlier_runs(diag.trace)[call])
+    if runs:
+        return f"its kernel had run {runs:,} time(s) before, so no first use: the call was held up on the host"
+    return "a first-use cost, not the per-kernel tax"
+
+
+def in_running_graph_launch(diag: Diagnosis, r: int) -> bool:
     """Whether the next op of gap ``r`` is a later node of a graph whose launch call,
     linked to it, was still running when the gap began (``WaitKind.GRAPH`` with a
     positive lateness): the node was issued by that call, in the graph's order, so the
@@ -1152,7 +1247,7 @@ def in_running_graph_launch(diag, r: int) -> bool:
 GRAPH_START_MAX_NS = 20_000
 
 
-def queued_occurrence(diag, rows: np.ndarray) -> bool:
+def queued_occurrence(diag: Diagnosis, rows: np.ndarray) -> bool:
     """True when every gap of the occurrence ``rows`` was queued (``Gaps.queued``: its
     next op's launch call had returned before the gap began)."""
     g = diag.gaps
@@ -1161,13 +1256,13 @@ def queued_occurrence(diag, rows: np.ndarray) -> bool:
     return bool(g.queued[rows].all())
 
 
-def trust_bits(diag, rows: np.ndarray) -> int:
+def trust_bits(diag: Diagnosis, rows: np.ndarray) -> int:
     """The ``Trust`` bits of any gap of ``rows`` (``Gaps.trust``; 0 when none is kept)."""
     g = diag.gaps
     return int(np.bitwise_or.reduce(g.trust[rows])) if g.trust is not None and rows.size else 0
 
 
-def trust_note(diag, rows: np.ndarray, said_unlinked: bool = False) -> str:
+def trust_note(diag: Diagnosis, rows: np.ndarray, said_unlinked: bool = False) -> str:
     """A sentence on why the idle of ``rows`` may be unreliable (``Gaps.trust``), or "";
     ``said_unlinked``: the sentence already says the next op has no linked launch."""
     g = diag.gaps
@@ -1180,7 +1275,7 @@ def trust_note(diag, rows: np.ndarray, said_unlinked: bool = False) -> str:
         )
     if bits & Trust.UNLINKED and not said_unlinked:
         out.append("the next op has no launch call linked to it, so whether it was queued or launched late is unknown")
-    if bits & Trust.CLOCKS:
+    if bits & Trust.CLOCKS and g.trust is not None:
         r = int(rows[np.flatnonzero(g.trust[rows] & int(Trust.CLOCKS))[0]])
         op, call = int(g.next_op[r]), int(g.launch[r])
         ahead_ns = int(diag.trace.start_ns[call] - diag.trace.start_ns[op])
@@ -1211,7 +1306,7 @@ def class_mix(class_ns: np.ndarray) -> str:
     return f"{p.label} ({ps:.0%})" + (f", then {s.label} ({ss:.0%})" if s is not None else "")
 
 
-def is_decode_trace(diag) -> bool:
+def is_decode_trace(diag: Diagnosis) -> bool:
     """True when a step makes one token (``gapscope.analysis.budget.is_decode``)."""
     b = getattr(diag, "budget", None)
     return bool(getattr(b, "decode", False))

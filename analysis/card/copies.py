@@ -1,5 +1,5 @@
-"""What a card says of the copies in a gap (``gapscope.analysis.card_text`` words it,
-``gapscope.analysis.card_advice`` advises on it): every GPU copy and memset of the
+"""What a card says of the copies in a gap (``gapscope.analysis.card.why`` words it,
+``gapscope.analysis.card.rules`` advises on it): every GPU copy and memset of the
 occurrence counted (``Diagnosis.gpu_copies``, not cut to the evidence list's limit),
 their lengths, sizes and kinds, times "in all" as the union of their intervals, and
 the copy time the launching thread spent in its copy call outside them (design:
@@ -12,6 +12,7 @@ import dataclasses
 import numpy as np
 
 from gapscope.analysis.busy import union_intervals
+from gapscope.analysis.diagnose import Diagnosis
 from gapscope.analysis.types import Cause, Evidence
 from gapscope.parsers.model import CopyKind, Kind
 
@@ -104,7 +105,7 @@ def _union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
 HOLDING_MIN_SHARE = 0.5
 
 
-def _holding(diag, got: list[tuple[Evidence, int]]) -> list[tuple[Evidence, int]]:
+def _holding(diag: Diagnosis, got: list[tuple[Evidence, int]]) -> list[tuple[Evidence, int]]:
     """The (copy, gap) pairs of ``got`` without the copies that cannot have held the
     gap's next op back (on another stream and still running when it started), when
     those left cover at least ``HOLDING_MIN_SHARE`` of the copies' time in the gaps;
@@ -131,7 +132,82 @@ def _holding(diag, got: list[tuple[Evidence, int]]) -> list[tuple[Evidence, int]
     return [pair for pair, k in zip(got, keep.tolist()) if k]
 
 
-def copy_lead(diag, rows: np.ndarray, evidence: list[Evidence]) -> CopyLead | None:
+def _windows(diag: Diagnosis, got: list[tuple[Evidence, int]], ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each copy's interval clipped to its gap (the GPU's copies ``got``), or, for a
+    copy call alone, its own overlap ``ns`` from 0."""
+    if not got:
+        return np.zeros(1, dtype=np.int64), ns.copy()
+    trace = diag.trace
+    ev = np.array([e.event for e, _ in got], dtype=np.int64)
+    rr = np.array([r for _, r in got], dtype=np.int64)
+    lo = np.maximum(trace.start_ns[ev], diag.gaps.start_ns[rr])
+    hi = np.minimum(trace.start_ns[ev] + trace.dur_ns[ev], diag.gaps.end_ns[rr])
+    return lo, hi
+
+
+def _memsets(trace, ev: np.ndarray) -> np.ndarray:
+    """Bool per copy: a memset (none for a copy call alone, ``ev[0] < 0``)."""
+    return (trace.kind[ev] == int(Kind.MEMSET)) if ev[0] >= 0 else np.zeros(ev.size, dtype=bool)
+
+
+def _copy_class_ns(diag: Diagnosis, rows: np.ndarray) -> int:
+    """The copy class's ns over the gaps ``rows`` (0 without a class split)."""
+    cn = diag.gaps.class_ns
+    return int(cn[rows, int(Cause.COPY)].sum()) if cn is not None else 0
+
+
+def _like_big(every: list[Evidence], big: Evidence) -> list[int]:
+    """Indices of the copies like the largest: its name, at least 90% of its length."""
+    like = [k for k, e in enumerate(every) if e.name == big.name and 10 * e.overlap_ns >= 9 * big.overlap_ns]
+    return like or [0]
+
+
+def _noun(memset: np.ndarray) -> str:
+    """What the copies are: memsets, copies, or both."""
+    if memset.all():
+        return "memsets"
+    return "copies and memsets" if memset.any() else "copies"
+
+
+def _short_kinds(
+    trace, ev: np.ndarray, memset: np.ndarray, short: np.ndarray, lo: np.ndarray, hi: np.ndarray
+) -> dict[str, tuple[int, int]]:
+    """(count, union ns) of the short copies per kind words ("memsets", "host-to-device
+    copies", ...); empty without short GPU copies."""
+    kinds: dict[str, tuple[int, int]] = {}
+    if not short.any() or ev[0] < 0:
+        return kinds
+    word = np.where(memset, -1, trace.copy_kind[ev].astype(np.int64))
+    for w in np.unique(word[short]).tolist():
+        m = short & (word == w)
+        label = "memsets" if w == -1 else COPY_KIND_WORDS.get(int(w), "copies")
+        n0, t0 = kinds.get(label, (0, 0))
+        kinds[label] = (n0 + int(m.sum()), t0 + _union_ns(lo[m], hi[m]))
+    return kinds
+
+
+def _copies_ns(diag: Diagnosis, got: list[tuple[Evidence, int]]) -> int:
+    """Union ns of the GPU copies ``got`` (each with its gap row), clipped to their gaps."""
+    trace = diag.trace
+    a_ev = np.array([e.event for e, _ in got], dtype=np.int64)
+    a_r = np.array([r for _, r in got], dtype=np.int64)
+    a_lo = np.maximum(trace.start_ns[a_ev], diag.gaps.start_ns[a_r])
+    a_hi = np.minimum(trace.start_ns[a_ev] + trace.dur_ns[a_ev], diag.gaps.end_ns[a_r])
+    return _union_ns(a_lo, a_hi)
+
+
+def _directions(trace, ev: np.ndarray) -> list[tuple[str, int]]:
+    """(direction words, count) of every copy, those of no known direction too, most first."""
+    directions: list[tuple[str, int]] = []
+    ks, cs = np.unique(trace.copy_kind[ev], return_counts=True)
+    for k, c in zip(ks.tolist(), cs.tolist()):
+        way = COPY_KIND_WORDS.get(int(k), UNKNOWN_DIRECTION).removesuffix(" copies")
+        directions.append((way, int(c)))
+    directions.sort(key=lambda wc: (-wc[1], wc[0] == UNKNOWN_DIRECTION))
+    return directions
+
+
+def copy_lead(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence]) -> CopyLead | None:
     """The ``CopyLead`` of the occurrence ``rows``, or None without copy evidence or GPU copies. Times
     "in all" are the union of the copies' intervals in the gap (copies on several
     streams at once are not added up)."""
@@ -153,52 +229,20 @@ def copy_lead(diag, rows: np.ndarray, evidence: list[Evidence]) -> CopyLead | No
     big = big if big is not None else max(cp, key=lambda e: (e.overlap_ns, e.bytes))
     calls = [e for e in cp if e.event >= 0 and not trace.lanes[e.lane].is_gpu]
     call = max(calls, key=lambda e: e.overlap_ns) if calls and got else None
-    cn = diag.gaps.class_ns
-    copy_ns = int(cn[rows, int(Cause.COPY)].sum()) if cn is not None else 0
-    every = [big]
-    win_s = win_e = np.zeros(1, dtype=np.int64)
-    if got:
-        every = [e for e, _ in got]
-        rr = np.array([r for _, r in got], dtype=np.int64)
-        win_s, win_e = diag.gaps.start_ns[rr], diag.gaps.end_ns[rr]
+    every = [e for e, _ in got] if got else [big]
     ev = np.array([e.event for e in every], dtype=np.int64)
     ns = np.array([e.overlap_ns for e in every], dtype=np.int64)
     by = np.array([e.bytes for e in every], dtype=np.int64)
-    if got:
-        lo = np.maximum(trace.start_ns[ev], win_s)
-        hi = np.minimum(trace.start_ns[ev] + trace.dur_ns[ev], win_e)
-    else:  # a copy call: its own overlap
-        lo, hi = np.zeros(1, dtype=np.int64), ns.copy()
-    memset = (trace.kind[ev] == int(Kind.MEMSET)) if ev[0] >= 0 else np.zeros(ev.size, dtype=bool)
+    lo, hi = _windows(diag, got, ns)
+    memset = _memsets(trace, ev)
     short = ns <= SHORT_COPY_NS
     names = [e.name for e in every]
-    like = [k for k, e in enumerate(every) if names[k] == big.name and 10 * e.overlap_ns >= 9 * big.overlap_ns]
-    like = like or [0]
-    kinds: dict[str, tuple[int, int]] = {}
-    if short.any() and ev[0] >= 0:
-        ck = trace.copy_kind[ev].astype(np.int64)
-        word = np.where(memset, -1, ck)
-        for w in np.unique(word[short]).tolist():
-            m = short & (word == w)
-            label = "memsets" if w == -1 else COPY_KIND_WORDS.get(int(w), "copies")
-            n0, t0 = kinds.get(label, (0, 0))
-            kinds[label] = (n0 + int(m.sum()), t0 + _union_ns(lo[m], hi[m]))
+    like = _like_big(every, big)
+    kinds = _short_kinds(trace, ev, memset, short, lo, hi)
     total = _union_ns(lo, hi)
-    if len(all_got) > len(got):  # the copies left out ran in the gap all the same
-        a_ev = np.array([e.event for e, _ in all_got], dtype=np.int64)
-        a_r = np.array([r for _, r in all_got], dtype=np.int64)
-        a_lo = np.maximum(trace.start_ns[a_ev], diag.gaps.start_ns[a_r])
-        a_hi = np.minimum(trace.start_ns[a_ev] + trace.dur_ns[a_ev], diag.gaps.end_ns[a_r])
-        gpu_ns = _union_ns(a_lo, a_hi)
-    else:
-        gpu_ns = total
-    directions: list[tuple[str, int]] = []
-    if ev[0] >= 0 and not memset.any():  # every copy, those of no known direction too
-        ks, cs = np.unique(trace.copy_kind[ev], return_counts=True)
-        for k, c in zip(ks.tolist(), cs.tolist()):
-            way = COPY_KIND_WORDS.get(int(k), UNKNOWN_DIRECTION).removesuffix(" copies")
-            directions.append((way, int(c)))
-        directions.sort(key=lambda wc: (-wc[1], wc[0] == UNKNOWN_DIRECTION))
+    # the copies left out by _holding ran in the gap all the same
+    gpu_ns = _copies_ns(diag, all_got) if len(all_got) > len(got) else total
+    directions = _directions(trace, ev) if ev[0] >= 0 and not memset.any() else []
     return CopyLead(
         big=big,
         count=len(every),
@@ -208,7 +252,7 @@ def copy_lead(diag, rows: np.ndarray, evidence: list[Evidence]) -> CopyLead | No
         max_ns=int(ns.max()),
         total_ns=total,
         bytes_total=int(by.sum()) if (by >= 0).all() else -1,
-        noun="memsets" if memset.all() else ("copies" if not memset.any() else "copies and memsets"),
+        noun=_noun(memset),
         like_big=len(like),
         like_big_range=(int(ns[like].min()), int(by[like].min()), int(by[like].max())),
         short_count=int(short.sum()),
@@ -217,7 +261,7 @@ def copy_lead(diag, rows: np.ndarray, evidence: list[Evidence]) -> CopyLead | No
         short_kinds=kinds,
         call=call,
         lengths_ns=tuple(sorted(ns.tolist(), reverse=True)) if ns.size <= 3 else (),
-        outside_ns=max(0, copy_ns - gpu_ns) if got else 0,
+        outside_ns=max(0, _copy_class_ns(diag, rows) - gpu_ns) if got else 0,
         same_bytes=bool((by == by[0]).all()) and int(by[0]) >= 0,
         directions=tuple(directions),
     )

@@ -1,22 +1,26 @@
-"""The card of a gap or recurring group ("The card" in the design).
+"""The card of a gap or recurring group ("The card" and "Cards as facts and rules" in
+the design): ``card_for_gap(diag, i)`` and ``card_for_group(diag, group_id)``, each a
+``Card``.
 
 Fields: smell, cause class (+ secondary and its share), why the GPU is empty (one
 sentence with the evidence and numbers), first experiment, forbidden next step, proof
-of improvement. The per-class advice follows the design's defaults (launch → CUDA
-graphs / ``torch.compile`` / batching; host → take the work off the critical path;
-copy → keep tensors on the device, pinned + ``non_blocking``; sync → no ``.item()`` /
-``print`` in the loop, CUDA events for timing), worded in ``gapscope.analysis.card_text`` (the why-sentence) and ``gapscope.analysis.card_advice`` (the advice), specialised by the
-evidence: the ``.item()`` call site, the host range, the copy and its bytes. A card
-never recommends working on the kernels next to the gap: it names CPU-side evidence
-only.
+of improvement. Built in two stages: the facts of the occurrence
+(``gapscope.analysis.card.facts``: class, evidence, captures, hot frame, one-time,
+slow launch and recurrence of its kernel, module loading, enclosing ranges, program
+kind from ``gapscope.analysis.card.program``), then the advice, the first matching
+rule of an ordered table (``gapscope.analysis.card.rules``); the why-sentence is
+assembled per cause (``gapscope.analysis.card.why``), its parts adding up to the gap,
+with the copy lead from ``gapscope.analysis.card.copies``. A card never recommends
+working on the kernels next to the gap: it names CPU-side evidence only.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from gapscope.analysis.card_advice import advice, capture_sentence, gap_capture
-from gapscope.analysis.card_text import (
+from gapscope.analysis.card.facts import card_facts, gap_capture
+from gapscope.analysis.card.rules import advice, capture_sentence, matching_rule
+from gapscope.analysis.card.why import (
     BLOCKING_WAIT_SMELL,
     DEPENDENCY_SMELLS,
     SMELLS,
@@ -30,6 +34,7 @@ from gapscope.analysis.card_text import (
     why_sentence,
 )
 from gapscope.analysis.classify import is_sampled
+from gapscope.analysis.diagnose import Diagnosis
 from gapscope.analysis.evidence_kinds import GRAPH_LAUNCH_RE
 from gapscope.analysis.steps import RECUR_FACTOR
 from gapscope.analysis.types import Card, Cause, Evidence, WaitKind
@@ -39,7 +44,14 @@ __all__ = ["card_for_gap", "card_for_group", "SMELLS"]
 
 
 def _card(
-    diag, rows: np.ndarray, class_ns: np.ndarray, head: str, dur_txt: str, *, lead: str = "", context: str = ""
+    diag: Diagnosis,
+    rows: np.ndarray,
+    class_ns: np.ndarray,
+    head: str,
+    dur_txt: str,
+    *,
+    lead: str = "",
+    context: str = "",
 ) -> Card:
     """Card from the evidence of ``rows`` (one occurrence: a gap, or a step-boundary
     pair) and the per-class ns ``class_ns`` whose primary and secondary class (shares of
@@ -86,11 +98,18 @@ def _card(
             f" {diag.invalid_gpu_ops} GPU op(s) of this trace have no usable timing and are left out,"
             " so idle time may be overstated."
         )
-    first, forbidden, proof = advice(diag, primary, evidence, rows, dur_txt, capture, hot)
+    facts = card_facts(diag, rows, primary, evidence, dur_txt, capture, hot)
+    if matching_rule(facts).name == "module loading":
+        smell = "module loading (one-time cost)"
+        why += (
+            f" Within that work, {fmt_dur(facts.lazy_loading_ns)} of lazy module loading (the driver loading GPU "
+            f"code at a function's first call) was recorded."
+        )
+    first, forbidden, proof = advice(facts)
     return Card(smell, primary, secondary, sec_share, why, first, forbidden, proof, tuple(evidence[:12]))
 
 
-def _class_ns(diag, rows) -> np.ndarray:
+def _class_ns(diag: Diagnosis, rows) -> np.ndarray:
     cn = diag.gaps.class_ns
     if cn is None:
         out = np.zeros(len(Cause), np.int64)
@@ -99,7 +118,7 @@ def _class_ns(diag, rows) -> np.ndarray:
     return cn[rows].sum(axis=0)
 
 
-def _occurrences(diag, rows: np.ndarray) -> list[np.ndarray]:
+def _occurrences(diag: Diagnosis, rows: np.ndarray) -> list[np.ndarray]:
     """The occurrences of a group's gaps: each gap alone, except the step-boundary pair
     (trailing idle of the last step + leading idle of the first), which is one."""
     edge = diag.gaps.edge
@@ -120,7 +139,7 @@ def _steps_txt(grp) -> str:
     return f"recurs in {grp.steps_with_gap} of {grp.steps_total} steps"
 
 
-def card_for_group(diag, group_id: int) -> Card:
+def card_for_group(diag: Diagnosis, group_id: int) -> Card:
     """Card of recurring group ``group_id``.
 
     One definition of "per step": the group's median occurrence (``GapGroup.median_ns``,
@@ -173,7 +192,7 @@ def card_for_group(diag, group_id: int) -> Card:
     return _card(diag, rep, cls, head, f"{fmt_dur(grp.median_ns)} per step", lead=lead, context=context)
 
 
-def _group_context(diag, i: int) -> str:
+def _group_context(diag: Diagnosis, i: int) -> str:
     """The recurrence of gap ``i`` as a sentence, or "" outside any group: how often
     its position recurs, the median per step, the step-boundary partner, and the class
     mix across the group."""
@@ -196,7 +215,7 @@ def _group_context(diag, i: int) -> str:
         # (in the file, the leading gap comes first: no "step before" is implied)
         per = "per token" if is_decode_trace(diag) else "per step"
         stretch = fmt_dur(g.dur_ns[i] + g.dur_ns[partner])
-        if edge[i] == 1:
+        if edge is not None and edge[i] == 1:
             pair = f"this {fmt_dur(g.dur_ns[i])} at the start of the step and the {fmt_dur(g.dur_ns[partner])} after its last kernel"
         else:
             pair = f"this {fmt_dur(g.dur_ns[i])} after the step's last kernel and the {fmt_dur(g.dur_ns[partner])} at its start"
@@ -220,7 +239,7 @@ def _near(a_ns: int, b_ns: int) -> bool:
     return hi <= RECUR_FACTOR * lo
 
 
-def _one_off_context(diag, i: int) -> str:
+def _one_off_context(diag: Diagnosis, i: int) -> str:
     """For a gap left out of every group although its position recurs with gaps of a
     very different size: "This occurrence is 63.042 ms; at this position the median is
     2.0 µs (3 of 6 steps): a one-off." Else ""."""
@@ -233,13 +252,13 @@ def _one_off_context(diag, i: int) -> str:
     return ""
 
 
-def _no_kernel(diag) -> str:
+def _no_kernel(diag: Diagnosis) -> str:
     """How the card's first sentence says the GPU was idle: a sampled trace
     (``classify.is_sampled``) only shows that it records no kernel there."""
     return "the trace records no kernel on the GPU" if is_sampled(diag.trace) else "the GPU had no kernel to run"
 
 
-def card_for_gap(diag, i: int) -> Card:
+def card_for_gap(diag: Diagnosis, i: int) -> Card:
     """Card of gap ``i`` itself: its own class mix (``gaps.class_ns[i]``, so cause and
     secondary equal ``gaps.cause[i]`` / ``gaps.secondary[i]``) and its own evidence;
     when it recurs, a sentence on the group (recurrence, median per step, the group's

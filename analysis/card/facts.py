@@ -1,0 +1,224 @@
+"""The facts a card's advice is chosen from ("Cards as facts and rules" in the design),
+computed once per occurrence (a gap, or a group's representative occurrence) by
+``card_facts``: the class and its evidence, the thread's stream captures, the hot frame,
+the one-time flag, the slow launch call and whether its kernel ran before, the lazy
+loading on the thread, and the program kind (``ProgramKind``: which vocabulary the
+advice may use). The rules (``gapscope.analysis.card.rules``) read these and nothing
+else of the diagnosis but the helpers that word them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import NamedTuple
+
+import numpy as np
+
+from gapscope.analysis.busy import coverage, union_intervals
+from gapscope.analysis.card.program import ProgramKind, program_kind
+from gapscope.analysis.card.why import HotFrame, slow_launch
+from gapscope.analysis.diagnose import Diagnosis
+from gapscope.analysis.evidence_kinds import GraphCapture, earlier_runs, graph_captures
+from gapscope.analysis.types import Cause, Evidence
+from gapscope.parsers.model import Kind
+
+__all__ = ["Facts", "GapCapture", "card_facts", "gap_capture", "enclosing_events", "LAZY_LOADING_RE"]
+
+
+#: A gap is told as a graph capture when captures on its thread cover this share of it.
+CAPTURE_MIN_SHARE = 0.5
+
+
+class GapCapture(NamedTuple):
+    """The thread's stream captures in an occurrence of a gap (``gap_capture``), ns
+    summed over its rows. ``capture``: the one overlapping it most (whether it is warm-up
+    decides the story); ``first``: the first of them (the sentence names its begin and
+    end calls); ``capturing``: how many it holds past their begin call, with
+    ``capturing_ns`` of it there and their ``launches``; ``entering_ns``: its time in
+    their ``torch.cuda.graph`` entries before the begin calls (``GraphCapture.enter_ns``)."""
+
+    capture: GraphCapture
+    first: GraphCapture
+    capturing: int
+    capturing_ns: int
+    entering_ns: int
+    launches: int
+
+
+def gap_capture(diag: Diagnosis, rows: np.ndarray) -> GapCapture | None:
+    """The stream captures (``evidence_kinds.graph_captures``, each from its
+    ``enter_ns``) on the launching thread of the occurrence ``rows``, when they cover at
+    least ``CAPTURE_MIN_SHARE`` of it; else None."""
+    g = diag.gaps
+    lane = g.thread_of(int(rows[0]))
+    caps = [c for c in graph_captures(diag.trace) if c.lane == lane] if lane >= 0 else []
+    if not caps:
+        return None
+    windows = [(int(g.start_ns[r]), int(g.end_ns[r])) for r in rows]
+
+    def overlap(lo: int, hi: int) -> int:
+        return sum(max(0, min(b, hi) - max(a, lo)) for a, b in windows)
+
+    # disjoint on a lane (``graph_captures``), so their overlaps add up
+    parts = [(c, overlap(c.start_ns, c.end_ns), overlap(c.enter_ns, c.start_ns)) for c in caps]
+    parts = [p for p in parts if p[1] + p[2] > 0]
+    covered = sum(inside + entering for _, inside, entering in parts)
+    if not parts or covered < CAPTURE_MIN_SHARE * sum(b - a for a, b in windows):
+        return None
+    best = max(parts, key=lambda p: p[1] + p[2])[0]
+    inside = [p for p in parts if p[1] > 0]
+    return GapCapture(
+        best,
+        parts[0][0],
+        len(inside),
+        sum(p[1] for p in inside),
+        sum(p[2] for p in parts),
+        sum(p[0].launches for p in inside),
+    )
+
+
+#: Module loading at a function's first call: CUDA's lazy loading (Nsight's "Lazy
+#: Function Loading" range, B200 GEMMs' first calls) and the driver's module loads.
+LAZY_LOADING_RE = re.compile(r"Lazy Function Loading|^cuModuleLoad|^cuLibraryLoad|^hipModuleLoad", re.IGNORECASE)
+
+
+def _lazy_loading_ns(diag: Diagnosis, rows: np.ndarray) -> tuple[int, bool]:
+    """(ns, in_call) of module loading (``LAZY_LOADING_RE``, on any CPU lane of the
+    launching thread's process: Kineto records CUDA's "Lazy Function Loading" on a lane
+    of its own): inside the narrowest call of the thread that holds most of the
+    occurrence ``rows`` (``in_call``: that call is a function's first call, which began
+    before the GPU went idle: B200's first ``aten::mm`` of a shape), else inside the
+    occurrence itself."""
+    trace, g = diag.trace, diag.gaps
+    lane = g.thread_of(int(rows[0]))
+    if lane < 0:
+        return 0, False
+    ids = trace.name_ids_matching(lambda s: bool(LAZY_LOADING_RE.search(s)))
+    if not ids.size:
+        return 0, False
+    pid = trace.lanes[lane].pid
+    # the process's lanes, and those of no process (B200: the driver's lane has pid -1)
+    cpu = np.array([(not ln.is_gpu) and ln.pid in (pid, "-1", "") for ln in trace.lanes], dtype=bool)
+    m = np.isin(trace.name_id, ids) & cpu[trace.lane]
+    if not m.any():
+        return 0, False
+    st = trace.start_ns[m]
+    us, ue = union_intervals(st, st + trace.dur_ns[m])
+    # the narrowest call holding the occurrence (outer ranges hold every load of the step)
+    calls = [e for e in enclosing_events(diag, rows) if trace.kind[e] in (int(Kind.CPU_OP), int(Kind.PYTHON))]
+    if calls:
+        c0 = int(trace.start_ns[calls[-1]])
+        got = int(coverage(us, ue, np.array([c0]), np.array([c0 + int(trace.dur_ns[calls[-1]])]))[0])
+        if got:
+            return got, True
+    return int(coverage(us, ue, g.start_ns[rows], g.end_ns[rows]).sum()), False
+
+
+#: Module loading covering this share of an occurrence outside any call makes it module loading.
+LAZY_LOADING_MIN_SHARE = 0.5
+#: A range on the launching thread is an enclosing framework range of an occurrence when
+#: it covers at least this share of it.
+ENCLOSING_MIN_SHARE = 0.5
+
+
+def enclosing_events(diag: Diagnosis, rows: np.ndarray) -> tuple[int, ...]:
+    """The events on the launching thread of the occurrence ``rows`` that cover at
+    least ``ENCLOSING_MIN_SHARE`` of it (a framework range such as the optimizer's step
+    or Dynamo's cache lookup, with the ops it runs inside), outermost first.
+    Vectorised over the thread's events."""
+    trace, g = diag.trace, diag.gaps
+    lane = g.thread_of(int(rows[0]))
+    if lane < 0:
+        return ()
+    sl = trace.lane_slice(lane)
+    st = trace.start_ns[sl]
+    en = st + trace.dur_ns[sl]
+    cover = np.zeros(st.size, dtype=np.int64)
+    for r in rows.tolist():
+        a, b = int(g.start_ns[r]), int(g.end_ns[r])
+        cover += np.maximum(np.minimum(en, b) - np.maximum(st, a), 0)
+    total = int(g.dur_ns[rows].sum())
+    hit = np.flatnonzero(cover >= ENCLOSING_MIN_SHARE * max(total, 1))
+    hit = hit[np.argsort(st[hit], kind="stable")]
+    return tuple(int(sl.start + k) for k in hit.tolist())
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Facts:
+    """What the advice of one occurrence is chosen from (``card_facts``).
+
+    ``rows``: the occurrence's gap indices (int64); ``cause``: its primary class;
+    ``evidence``: its evidence, largest overlap first; ``dur_txt``: the figure the proof
+    quotes; ``capture``: the thread's stream captures covering it, or None; ``hot``: the
+    frame holding most of its host time, or None; ``one_time``: every gap of it is
+    flagged one-time (``Gaps.one_time``); ``slow_launch``: it is mostly one slow launch
+    call (``why.slow_launch``), whose kernel had run ``slow_runs_before`` times before
+    (0: a first use; more: contention); ``lazy_loading_ns``: module loading on its
+    thread inside it; ``program``: the trace's ``ProgramKind``."""
+
+    diag: Diagnosis
+    rows: np.ndarray
+    cause: Cause
+    evidence: tuple[Evidence, ...]
+    dur_txt: str
+    capture: GapCapture | None
+    hot: HotFrame | None
+    one_time: bool
+    slow_launch: bool
+    slow_runs_before: int
+    lazy_loading_ns: int
+    lazy_in_call: bool
+    program: ProgramKind
+
+    @property
+    def top(self) -> list[Evidence]:
+        """The evidence items of the primary class that are events, largest first."""
+        return [e for e in self.evidence if e.cause == self.cause and e.event >= 0]
+
+    @property
+    def module_loading(self) -> bool:
+        """The occurrence is module loading: the call holding it loaded GPU code (a
+        function's first call), or loading covers ``LAZY_LOADING_MIN_SHARE`` of it."""
+        return self.lazy_loading_ns > 0 and (
+            self.lazy_in_call or self.lazy_loading_ns >= LAZY_LOADING_MIN_SHARE * self.occurrence_ns
+        )
+
+    @property
+    def occurrence_ns(self) -> int:
+        """The occurrence's idle, ns."""
+        return int(self.diag.gaps.dur_ns[self.rows].sum())
+
+
+def card_facts(
+    diag: Diagnosis,
+    rows: np.ndarray,
+    cause: Cause,
+    evidence: list[Evidence],
+    dur_txt: str,
+    capture: GapCapture | None = None,
+    hot: HotFrame | None = None,
+) -> Facts:
+    """The ``Facts`` of the occurrence ``rows`` of primary class ``cause``."""
+    g = diag.gaps
+    slow = cause == Cause.LAUNCH and slow_launch(diag, evidence, rows)
+    runs = 0
+    if slow:
+        call = next(e.event for e in evidence if e.cause == Cause.LAUNCH and e.event >= 0)
+        runs = int(earlier_runs(diag.trace)[call])
+    lazy = _lazy_loading_ns(diag, rows)
+    return Facts(
+        diag=diag,
+        rows=rows,
+        cause=cause,
+        evidence=tuple(evidence),
+        dur_txt=dur_txt,
+        capture=capture,
+        hot=hot,
+        one_time=g.one_time is not None and bool(g.one_time[rows].all()),
+        slow_launch=slow,
+        slow_runs_before=runs,
+        lazy_loading_ns=lazy[0],
+        lazy_in_call=lazy[1],
+        program=program_kind(diag.trace),
+    )

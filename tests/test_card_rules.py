@@ -1,0 +1,314 @@
+"""The card's facts and rules (``gapscope.analysis.card.facts`` / ``rules``): one test per
+rule added for issue 43, each on a hand-made trace that reproduces the pattern, and the
+table's own contract (first match wins, every rule named and explained)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gapscope.analysis import Cause, diagnose
+from gapscope.analysis.card import card_for_gap
+from gapscope.analysis.card.facts import card_facts
+from gapscope.analysis.card.program import program_kind
+from gapscope.analysis.card.rules import HOST_RULES, RULES, matching_rule
+from gapscope.analysis.evidence_kinds import earlier_runs, recurring_alloc_mask
+from gapscope.parsers import load
+from gapscope.parsers.builder import TraceBuilder
+from gapscope.parsers.model import Kind
+
+from .conftest import CORPUS, require
+
+US = 1_000
+
+
+def _lanes(b: TraceBuilder) -> tuple[int, int]:
+    cpu = b.lane("1", "1", process_name="python3", thread_name="main")
+    return cpu, b.lane("0", "7", is_gpu=True, device=0, stream=7)
+
+
+def _largest(d) -> int:
+    return int(np.argmax(d.gaps.dur_ns))
+
+
+def test_every_rule_is_named_and_explained_and_the_last_always_holds():
+    for table in (RULES, HOST_RULES):
+        assert len({r.name for r in table}) == len(table)
+        assert all(r.rationale and len(r.rationale.splitlines()) == 1 for r in table)
+    assert RULES[-1].when(None) is True  # type: ignore[arg-type]
+
+
+def _alloc_loop(n_steps: int, free_every_step: bool) -> TraceBuilder:
+    """``n_steps`` steps of: a kernel, then (every step, or the first only) a 1 ms
+    ``hipFree`` on the launching thread, then the next launch. An ATen op marks the
+    program as PyTorch."""
+    b = TraceBuilder()
+    cpu, gpu = _lanes(b)
+    t = 0
+    corr = 1
+    b.event(cpu, "aten::add", 0, 2 * US, Kind.CPU_OP)
+    t = 5
+    for step in range(n_steps):
+        b.event(cpu, "hipLaunchKernel", t * US, 5 * US, Kind.LAUNCH, correlation=corr)
+        b.event(gpu, "k", (t + 8) * US, 20 * US, Kind.KERNEL, correlation=corr)
+        corr += 1
+        t += 30
+        if free_every_step or step == 0:
+            b.event(cpu, "hipFree", t * US, 1000 * US, Kind.RUNTIME)
+            t += 1000
+        else:
+            t += 5
+    b.event(cpu, "hipLaunchKernel", t * US, 5 * US, Kind.LAUNCH, correlation=corr)
+    b.event(gpu, "k", (t + 8) * US, 20 * US, Kind.KERNEL, correlation=corr)
+    return b
+
+
+def test_recurring_allocator_calls_are_steady_state_with_caching_allocator_advice():
+    """Issue 43, MI300X ResNet with the caching allocator off: a 1 ms ``hipFree`` in
+    every step recurs, so its gaps are not one-time (they stay in the budget) and the
+    advice is the caching allocator, not "warm up before profiling"."""
+    d = diagnose(_alloc_loop(6, free_every_step=True).build())
+    assert recurring_alloc_mask(d.trace).sum() == 6
+    big = np.flatnonzero(d.gaps.dur_ns >= 1000 * US)
+    assert big.size == 6 and not d.gaps.one_time[big].any()
+    c = card_for_gap(d, int(big[2]))
+    assert c.cause == Cause.HOST
+    assert "caching allocator" in c.first_experiment and "expandable_segments" in c.first_experiment
+    assert "warm up" not in c.first_experiment
+
+
+def test_a_single_allocator_call_is_still_one_time():
+    """The control: one ``hipFree`` in the first step only is allocator growth at warm-up."""
+    d = diagnose(_alloc_loop(6, free_every_step=False).build())
+    assert not recurring_alloc_mask(d.trace).any()
+    i = _largest(d)
+    assert d.gaps.dur_ns[i] >= 1000 * US and bool(d.gaps.one_time[i])
+    assert "warm up before profiling" in card_for_gap(d, i).first_experiment
+
+
+def _slow_launch(kernel: str) -> TraceBuilder:
+    """Six kernels ``k`` with 5 µs launches, then a 3 ms launch of ``kernel``."""
+    b = TraceBuilder()
+    cpu, gpu = _lanes(b)
+    b.event(cpu, "aten::mm", 0, 2 * US, Kind.CPU_OP)
+    t = 5
+    for j in range(1, 7):
+        b.event(cpu, "cudaLaunchKernel", t * US, 5 * US, Kind.LAUNCH, correlation=j)
+        b.event(gpu, "k", (t + 6) * US, 10 * US, Kind.KERNEL, correlation=j)
+        t += 20
+    b.event(cpu, "cudaLaunchKernel", t * US, 3000 * US, Kind.LAUNCH, correlation=7)
+    b.event(gpu, kernel, (t + 3002) * US, 10 * US, Kind.KERNEL, correlation=7)
+    return b
+
+
+def test_slow_launch_of_a_kernel_seen_before_is_contention_not_first_use():
+    """Issue 43, 2xH100 FSDP: a slow launch of a kernel that ran 84 times before is no
+    first use: no warm-up or CUDA_MODULE_LOADING advice, not one-time."""
+    d = diagnose(_slow_launch("k").build())
+    i = _largest(d)
+    call = int(np.flatnonzero(d.trace.dur_ns == 3000 * US)[0])
+    assert earlier_runs(d.trace)[call] == 6
+    assert not bool(d.gaps.one_time[i])
+    c = card_for_gap(d, i)
+    assert c.cause == Cause.LAUNCH
+    assert "its kernel had run 6 time(s) before" in c.why and "first-use" not in c.why
+    assert "host contention" in c.first_experiment and "CUDA_MODULE_LOADING" not in c.first_experiment
+
+
+def test_slow_launch_of_a_new_kernel_is_first_use():
+    d = diagnose(_slow_launch("k_new").build())
+    i = _largest(d)
+    assert bool(d.gaps.one_time[i])
+    c = card_for_gap(d, i)
+    assert "a first-use cost" in c.why and "CUDA_MODULE_LOADING=EAGER" in c.first_experiment
+
+
+def test_lazy_function_loading_in_the_gap_is_module_loading_not_a_host_island():
+    """Issue 43, B200: the first call of a GEMM holds a "Lazy Function Loading" range
+    on the launching thread; the card says module loading (one-time), not py-spy."""
+    b = TraceBuilder()
+    cpu, gpu = _lanes(b)
+    b.event(cpu, "aten::mm", 0, 2 * US, Kind.CPU_OP)
+    b.event(cpu, "cudaLaunchKernel", 5 * US, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k", 12 * US, 10 * US, Kind.KERNEL, correlation=1)
+    b.event(cpu, "aten::linear", 20 * US, 900 * US, Kind.CPU_OP)
+    b.event(cpu, "Lazy Function Loading", 30 * US, 800 * US, Kind.RUNTIME)
+    b.event(cpu, "cudaLaunchKernel", 900 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b.event(gpu, "gemm", 910 * US, 10 * US, Kind.KERNEL, correlation=2)
+    d = diagnose(b.build())
+    i = _largest(d)
+    c = card_for_gap(d, i)
+    assert "lazy module loading" in c.first_experiment and "py-spy" not in c.first_experiment
+    assert c.smell == "module loading (one-time cost)" and "0.800 ms of lazy module loading" in c.why
+    f = card_facts(d, np.array([i]), c.cause, list(c.evidence), "x")
+    assert f.lazy_loading_ns == 800 * US and matching_rule(f).name == "module loading"
+
+
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("TorchDynamo Cache Lookup", "mark_static"),
+        ("Optimizer.step#AdamW.step", "fused=True"),
+        ("torch/autograd/graph.py(824): _engine_run_backward", "autograd engine"),
+    ],
+)
+def test_framework_internals_get_their_own_fix(name, words):
+    """Issue 43: Dynamo's guard check, the optimizer step and the autograd engine's
+    start-up are not told "take it off the critical path, run it in another thread"."""
+    b = TraceBuilder()
+    cpu, gpu = _lanes(b)
+    b.event(cpu, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k", 6 * US, 10 * US, Kind.KERNEL, correlation=1)
+    b.event(cpu, name, 20 * US, 500 * US, Kind.CPU_OP)
+    b.event(cpu, "aten::add", 30 * US, 480 * US, Kind.CPU_OP)
+    b.event(cpu, "cudaLaunchKernel", 525 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b.event(gpu, "k2", 532 * US, 10 * US, Kind.KERNEL, correlation=2)
+    d = diagnose(b.build())
+    c = card_for_gap(d, _largest(d))
+    assert c.cause == Cause.HOST
+    assert words in c.first_experiment, c.first_experiment
+    assert "another thread" not in c.first_experiment
+
+
+def test_a_program_without_python_is_not_given_python_words():
+    """Issue 43: an Nsight export of a C++ program is told neither "uninstrumented
+    Python" nor torch.where."""
+    b = TraceBuilder(format="nsys-sqlite")
+    cpu = b.lane("1", "1", process_name="solver", thread_name="main")
+    gpu = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    b.event(cpu, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k", 6 * US, 10 * US, Kind.KERNEL, correlation=1)
+    b.event(cpu, "cudaStreamSynchronize", 10 * US, 20 * US, Kind.SYNC_CALL)
+    b.event(cpu, "cudaLaunchKernel", 400 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b.event(gpu, "k2", 407 * US, 10 * US, Kind.KERNEL, correlation=2)
+    d = diagnose(b.build())
+    pk = program_kind(d.trace)
+    assert (pk.framework, pk.python, pk.torch) == ("native", False, False)
+    for i in range(len(d.gaps)):
+        c = card_for_gap(d, i)
+        text = " ".join((c.why, c.first_experiment, c.forbidden_step, c.proof))
+        assert "Python" not in text and "torch" not in text, text
+
+
+@pytest.mark.parametrize(
+    ("rel", "framework", "python"),
+    [("extrap/ex-gpu.s10.sqlite", "native", False), ("tracelens/b200/eager_trace.json.gz", "pytorch", True)],
+)
+def test_program_kind_of_corpus_traces(rel, framework, python):
+    pk = program_kind(load(require(CORPUS / rel)))
+    assert (pk.framework, pk.python) == (framework, python)
+
+
+def _memset_in_gap(outer: str) -> TraceBuilder:
+    """A 100 µs memset between two kernels, its ``cudaMemsetAsync`` issued inside the
+    CPU range ``outer``."""
+    b = TraceBuilder()
+    cpu, gpu = _lanes(b)
+    b.event(cpu, "aten::conv2d", 0, 2 * US, Kind.CPU_OP)
+    b.event(cpu, "cudaLaunchKernel", 3 * US, 2 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k1", 6 * US, 4 * US, Kind.KERNEL, correlation=1)
+    b.event(cpu, outer, 8 * US, 20 * US, Kind.CPU_OP)
+    b.event(cpu, "cudaMemsetAsync", 10 * US, 3 * US, Kind.MEMCPY_CALL, correlation=2)
+    b.event(gpu, "Memset (Device)", 20 * US, 100 * US, Kind.MEMSET, correlation=2, bytes=1 << 20)
+    b.event(cpu, "cudaLaunchKernel", 15 * US, 2 * US, Kind.LAUNCH, correlation=3)
+    b.event(gpu, "k2", 125 * US, 5 * US, Kind.KERNEL, correlation=3)
+    return b
+
+
+def test_a_memset_issued_by_cudnn_is_the_librarys_not_torch_zeros():
+    """Issue 43: memsets cuDNN/MIOpen issue are not told "remove your torch.zeros"."""
+    d = diagnose(_memset_in_gap("cudnnConvolutionForward").build())
+    c = card_for_gap(d, _largest(d))
+    assert c.cause == Cause.COPY, c.why
+    assert "`cudnnConvolutionForward`" in c.first_experiment and "torch.zeros" not in c.first_experiment
+
+
+def test_a_memset_of_the_users_code_is_told_to_fuse_or_remove():
+    d = diagnose(_memset_in_gap("aten::zeros").build())
+    c = card_for_gap(d, _largest(d))
+    assert c.cause == Cause.COPY and "torch.zeros" in c.first_experiment
+
+
+def test_b200_first_gemm_calls_are_module_loading_not_py_spy():
+    """tracelens/b200: the three largest gaps lie in the first ``aten::addmm``/``aten::mm``
+    calls of a shape, whose calls hold Kineto's "Lazy Function Loading" events (on a
+    lane of their own); they are module loading, not a host island told to use py-spy."""
+    d = diagnose(load(require(CORPUS / "tracelens/b200/eager_trace.json.gz")))
+    top = [int(i) for i in d.order_by_size()[:3]]
+    for i in top:
+        c = card_for_gap(d, i)
+        assert c.smell == "module loading (one-time cost)", (i, c.smell)
+        assert "py-spy" not in c.first_experiment and "lazy module loading" in c.why
+
+
+def test_short_bubbles_between_queued_kernels_are_dispatch_counted_in_one_line():
+    """Issue 43, hta/rank0: 3-10 µs bubbles between kernels queued far ahead, with no
+    recorded wait, are per-kernel dispatch (wait kind ``dispatch``), not "dependency"
+    with "capture every rank" advice; the report counts them in one trust line."""
+    from gapscope.analysis.types import WaitKind
+    from gapscope.report.document import build_document, trust_lines
+
+    b = TraceBuilder()
+    cpu, gpu = _lanes(b)
+    for j in range(1, 5):  # launched long before they run
+        b.event(cpu, "cudaLaunchKernel", j * 2 * US, 1 * US, Kind.LAUNCH, correlation=j)
+    for j, start in enumerate((100, 120, 138, 170), start=1):  # gaps of 10, 8 and 22 µs
+        b.event(gpu, f"k{j}", start * US, 10 * US, Kind.KERNEL, correlation=j)
+    d = diagnose(b.build())
+    assert d.gaps.dur_ns.tolist() == [10 * US, 8 * US, 22 * US]
+    assert d.gaps.queued.all()
+    kinds = [WaitKind(int(k)) for k in d.gaps.wait_kind]
+    assert kinds == [WaitKind.DISPATCH, WaitKind.DISPATCH, WaitKind.NOTHING_RECORDED]
+    doc = build_document(d.trace, d, top_n=3, full=False)
+    assert doc["trust"]["dispatch"] == {"count": 2, "idle_ns": 18 * US}
+    assert any(
+        line.startswith("2 gaps (18.0 µs) are bubbles between kernels queued ahead") for line in trust_lines(doc)
+    )
+
+
+def test_a_cuda_call_is_named_rather_than_the_syscall_inside_it():
+    """Issue 43: an Nsight export's ``cudaMalloc`` holding an ``ioctl`` (OS runtime call)
+    is named as itself, and told the allocator's advice in the program's words."""
+    b = TraceBuilder(format="nsys-sqlite")
+    cpu, gpu = _lanes(b)
+    for step in range(5):  # the allocation recurs in every step
+        t = step * 1000
+        b.event(cpu, "cudaLaunchKernel", t * US, 5 * US, Kind.LAUNCH, correlation=2 * step + 1)
+        b.event(gpu, "k", (t + 6) * US, 10 * US, Kind.KERNEL, correlation=2 * step + 1)
+        b.event(cpu, "cudaMalloc", (t + 20) * US, 500 * US, Kind.RUNTIME)
+        b.event(cpu, "ioctl", (t + 30) * US, 480 * US, Kind.OTHER)
+        b.event(cpu, "cudaLaunchKernel", (t + 525) * US, 5 * US, Kind.LAUNCH, correlation=2 * step + 2)
+        b.event(gpu, "k2", (t + 532) * US, 10 * US, Kind.KERNEL, correlation=2 * step + 2)
+    d = diagnose(b.build())
+    i = _largest(d)
+    c = card_for_gap(d, i)
+    assert not bool(d.gaps.one_time[i])
+    assert "`cudaMalloc`" in c.why and "ioctl" not in c.why
+    assert "allocate the buffers once" in c.first_experiment and "PYTORCH" not in c.first_experiment
+
+
+def test_a_second_blocking_sync_in_the_cliff_is_named():
+    """Issue 43: a second ``cudaDeviceSynchronize`` (in a ``timing`` range) after the
+    first wait is named in the sentence, not folded into the host work after it."""
+    b = TraceBuilder(format="nsys-sqlite")
+    cpu, gpu = _lanes(b)
+    b.event(cpu, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k", 6 * US, 100 * US, Kind.KERNEL, correlation=1)
+    b.event(cpu, "cudaStreamSynchronize", 10 * US, 100 * US, Kind.SYNC_CALL)  # drains the queue at 106
+    b.event(cpu, "timing", 150 * US, 60 * US, Kind.ANNOTATION)
+    b.event(cpu, "cudaDeviceSynchronize", 160 * US, 40 * US, Kind.SYNC_CALL)
+    b.event(cpu, "cudaLaunchKernel", 300 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b.event(gpu, "k2", 306 * US, 10 * US, Kind.KERNEL, correlation=2)
+    d = diagnose(b.build())
+    c = card_for_gap(d, _largest(d))
+    assert c.cause == Cause.SYNC, c.why
+    assert "blocked again in `cudaDeviceSynchronize`" in c.why, c.why
+
+
+def test_an_nsight_export_of_a_python_process_is_python():
+    b = TraceBuilder(format="nsys-sqlite")
+    cpu, gpu = _lanes(b)  # process python3
+    b.event(cpu, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k", 6 * US, 10 * US, Kind.KERNEL, correlation=1)
+    pk = program_kind(b.build())
+    assert (pk.framework, pk.python) == ("unknown", True)

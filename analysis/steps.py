@@ -20,7 +20,16 @@ from gapscope.analysis.types import Cause, Gaps
 from gapscope.parsers.model import Kind, Trace
 from gapscope.units import fmt_dur
 
-__all__ = ["Steps", "GapGroup", "find_steps", "device_side_steps", "group_gaps", "step_annotation_mask", "STEP_NAME_RE"]
+__all__ = [
+    "Steps",
+    "GapGroup",
+    "find_steps",
+    "device_side_steps",
+    "group_gaps",
+    "step_annotation_mask",
+    "edge_gaps",
+    "STEP_NAME_RE",
+]
 
 #: Kineto's per-step annotation.
 PROFILER_STEP_RE = re.compile(r"^ProfilerStep#\d+$")
@@ -286,6 +295,27 @@ def step_annotation_mask(trace: Trace, steps: Steps | None) -> np.ndarray:
         ids = trace.name_ids_matching(lambda s: s == steps.name)
         m |= trace.mask_kind(Kind.ANNOTATION) & np.isin(trace.name_id, ids)
     return m
+
+
+def edge_gaps(gaps: Gaps, steps: Steps | None) -> np.ndarray:
+    """bool per gap: an *edge gap*, idle at the capture's edges rather than in a
+    steady-state step ("Findings" in the design): the idle before the first kernel of
+    the capture and after its last one (``Gaps.edge`` leading/trailing: the profiler's
+    start and stop, the loop's tail) when there are two or more steps, and any gap that
+    starts outside every step. Edge gaps are shown and labelled, but kept out of the
+    recurring groups, the per-step budget and the findings' per-step figures.
+
+    With one step the step's own head and tail are its steady state (the decode-step
+    exercise: one complete ``decode_step``, "this pattern repeats for every token"), so
+    no gap is an edge; with no steps the window is [first op, last op] and has none."""
+    n = len(gaps)
+    out = np.zeros(n, dtype=bool)
+    if steps is None or len(steps) < 2 or n == 0:
+        return out
+    if gaps.edge is not None:
+        out |= gaps.edge != 0
+    out |= steps.index_of(gaps.start_ns) < 0
+    return out
 
 
 def group_gaps(

@@ -16,6 +16,7 @@ import re
 import numpy as np
 
 from gapscope.analysis.busy import device_event_mask
+from gapscope.analysis.names import short_kernel_name
 from gapscope.analysis.types import Cause, Gaps
 from gapscope.parsers.model import Kind, Trace
 from gapscope.units import fmt_dur
@@ -31,6 +32,8 @@ __all__ = [
     "STEP_NAME_RE",
 ]
 
+#: Characters of each kernel name in a group's label (the full names: ``full_label``).
+LABEL_NAME_CHARS = 40
 #: Kineto's per-step annotation.
 PROFILER_STEP_RE = re.compile(r"^ProfilerStep#\d+$")
 #: A user annotation that marks a step (``decode_step``, ``train_step``, ``step 3``).
@@ -75,7 +78,9 @@ class Steps:
 class GapGroup:
     """Gaps recurring at one position of the step.
 
-    ``id``; ``label`` (e.g. ``"attention → matmul"``); ``gap_indices`` int64 (rows of
+    ``id``; ``label`` (e.g. ``"attention → matmul"``: each name shortened to
+    ``LABEL_NAME_CHARS`` by ``names.short_kernel_name``; ``full_label`` holds the names
+    verbatim); ``gap_indices`` int64 (rows of
     ``Gaps``); ``steps_with_gap``/``steps_total``; ``median_ns``/``total_ns``; ``cause``:
     the class with the largest total ns over the group's gaps (ties sync > copy >
     launch > host); ``one_offs``: int64 occurrence-head gap indices at the same
@@ -91,6 +96,7 @@ class GapGroup:
     total_ns: int
     cause: Cause
     one_offs: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
+    full_label: str = ""
 
     @property
     def summary(self) -> str:
@@ -477,7 +483,8 @@ def group_gaps(
         pn, nn, ordn = int(uk[r, 1]), int(uk[r, 2]), int(uk[r, 3])
         left = names[pn] if pn >= 0 else "step start"
         right = names[nn] if nn >= 0 else "step end"
-        label = f"{left} → {right}" + (f" (#{ordn + 1})" if ordn and with_ordinal[g] else "")
+        nth = f" (#{ordn + 1})" if ordn and with_ordinal[g] else ""
+        label = f"{short_kernel_name(left, LABEL_NAME_CHARS)} → {short_kernel_name(right, LABEL_NAME_CHARS)}{nth}"
         rows = m_order[mb[new] : mb[new + 1]].astype(np.int64)
         out.append(
             GapGroup(
@@ -490,6 +497,7 @@ def group_gaps(
                 int(total[g]),
                 Cause(int(cause_g[g])),
                 one_offs.get(new, np.zeros(0, np.int64)).astype(np.int64),
+                full_label=f"{left} → {right}{nth}",
             )
         )
     return out, gid

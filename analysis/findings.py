@@ -34,9 +34,10 @@ import dataclasses
 
 import numpy as np
 
+from gapscope.analysis.budget import steady_gaps, what_if
+
 # the card API (issue 43 moves it; this is the one place that imports it)
 from gapscope.analysis.cards import card_for_gap, card_for_group
-from gapscope.analysis.budget import steady_gaps, what_if
 from gapscope.analysis.names import short_kernel_name
 from gapscope.analysis.steps import edge_gaps
 from gapscope.analysis.types import Card, Cause, WaitKind
@@ -271,8 +272,10 @@ def _card_of(diag, positions: np.ndarray, cause: Cause) -> Card | None:
 def _fix(kind: str, cause: Cause, name: str) -> str:
     short = short_kernel_name(name, TITLE_NAME_CHARS)
     if kind == "host":
-        return f"take `{short}` off the critical path (after the step or in another thread)" if name else (
-            "name the host work (record_function ranges), then move it off the critical path"
+        return (
+            f"take `{short}` off the critical path (after the step or in another thread)"
+            if name
+            else ("name the host work (record_function ranges), then move it off the critical path")
         )
     if kind == "sync":
         return (
@@ -322,35 +325,41 @@ def _finding(diag, kind: str, cause: Cause, title: str, name: str, vec: np.ndarr
 
 
 def _apart(diag, edge: np.ndarray) -> list[Finding]:
-    """Edge gaps, one finding each, and the one-time costs as one finding."""
+    """Edge gaps, one finding per kind of edge (before the first kernel, after the last
+    one, outside the steps: largest first), and the one-time costs as one finding."""
     g = diag.gaps
     out: list[Finding] = []
     dur = g.dur_ns
-    for i in np.flatnonzero(edge)[np.argsort(-dur[edge], kind="stable")].tolist():
-        where = "before the first kernel (profiler start)" if g.edge is not None and g.edge[i] == 1 else (
-            "after the last kernel (profiler stop, the loop's tail)"
-            if g.edge is not None and g.edge[i] == 2
-            else "outside the steps"
-        )
-        rows = np.array([i], np.int64)
-        vec = np.zeros(len(g), np.int64)
-        vec[i] = dur[i]
+    side = g.edge if g.edge is not None else np.zeros(len(g), np.int8)
+    kinds = (
+        (edge & (side == 1), "before the first kernel (profiler start)"),
+        (edge & (side == 2), "after the last kernel (profiler stop, the loop's tail)"),
+        (edge & (side == 0), "outside the steps"),
+    )
+    for mask, where in kinds:
+        if not mask.any():
+            continue
+        rows = np.flatnonzero(mask)
+        rows = rows[np.argsort(-dur[rows], kind="stable")].astype(np.int64)
+        vec = np.where(mask, dur, 0).astype(np.int64)
+        what = f"{fmt_dur(int(vec.sum()))} idle" + (f" in {rows.size} gaps" if rows.size > 1 else "")
         out.append(
             Finding(
                 "edge",
-                Cause(int(g.cause[i])),
-                f"edge: {fmt_dur(int(dur[i]))} idle {where}",
+                Cause(int(g.cause[rows[0]])),
+                f"edge: {what} {where}",
                 "",
                 0,
                 0.0,
-                int(dur[i]),
+                int(vec.sum()),
                 *_steps_of(diag, rows),
                 rows,
-                card_for_gap(diag, i),
+                card_for_gap(diag, int(rows[0])),
                 "capture a steady-state window: start the profiler after warm-up, stop it inside the loop",
                 remove_ns=vec,
             )
         )
+    out.sort(key=lambda f: -f.total_ns)
     once = g.one_time if g.one_time is not None else np.zeros(len(g), bool)
     once = once & ~edge
     if once.any():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from gapscope.report.document import lone_gaps, trust_lines
+from gapscope.report.findings_text import APART_ROWS, FINDING_ROWS, rate_text
 from gapscope.report.fmt import (
     GROUP_CARDS,
     MD_GROUP_ROWS,
@@ -90,6 +91,7 @@ def render_markdown(doc: dict, top: int = 10) -> str:
     limited in ``doc``), the rest counted with their idle."""
     src, span = doc["source"], doc["span"]
     out = [f"# gapscope report: {md_code(src['path'], None, False)}", ""]
+    out += _verdict(doc)
     fmt = src["format"] + (
         f" (Kineto schemaVersion {src['schema_version']})" if src.get("schema_version") is not None else ""
     )
@@ -145,6 +147,37 @@ def render_markdown(doc: dict, top: int = 10) -> str:
     if len(warns) > 20:
         out.append(f"- ... and {len(warns) - 20} more")
     return "\n".join(out) + "\n"
+
+
+def _verdict(doc: dict) -> list[str]:
+    """The verdict and the findings table, before everything else (issue 47)."""
+    v = doc.get("verdict")
+    if not v:
+        return []
+    out = [f"**Verdict:** {md_text(v['sentence'])}", ""]
+    found = doc.get("findings") or []
+    if found:
+        out += _table(
+            ["#", "class", "per step", "share", "steps", "finding", "if fixed"],
+            [
+                [
+                    f"F{f['rank'] + 1}",
+                    f["cause"],
+                    fmt_dur(f["per_step_ns"]),
+                    f"{100 * f['step_share']:.1f}%",
+                    f"{f['steps_with']}/{f['steps_total']}",
+                    md_text(f["title"]),
+                    f"{fmt_dur(f['projected_step_ns'])}, {rate_text(f)}",
+                ]
+                for f in found[:FINDING_ROWS]
+            ],
+        )
+        out.append("")
+    for f in (doc.get("findings_apart") or [])[:APART_ROWS]:
+        out.append(f"- apart (in no per-step figure): {md_text(f['title'])}")
+    if doc.get("findings_apart"):
+        out.append("")
+    return out
 
 
 def _lane_process(ln: dict) -> str:

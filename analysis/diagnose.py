@@ -122,11 +122,17 @@ class Diagnosis:
         return _cards.card_for_group(self, int(group_id))
 
     def what_if(
-        self, *, gaps: Iterable[int] = (), causes: Iterable[Cause] = (), names: Iterable[str] = ()
+        self,
+        *,
+        gaps: Iterable[int] = (),
+        causes: Iterable[Cause] = (),
+        names: Iterable[str] = (),
+        remove_ns: np.ndarray | None = None,
     ) -> _budget.WhatIf:
-        """Projected step time and tokens/s when the chosen gaps, cause classes or
-        named CPU segments are removed (see ``gapscope.analysis.budget.what_if``)."""
-        return _budget.what_if(self, gaps=tuple(gaps), causes=tuple(causes), names=tuple(names))
+        """Projected step time and tokens/s when the chosen gaps, cause classes, named
+        CPU segments or ns per gap (``remove_ns``, int64 per gap: a finding's own) are
+        removed (see ``gapscope.analysis.budget.what_if``)."""
+        return _budget.what_if(self, gaps=tuple(gaps), causes=tuple(causes), names=tuple(names), remove_ns=remove_ns)
 
     def to_json(self, *, top: int = 50) -> dict:
         """Everything as JSON-serialisable data with stable keys (see

@@ -16,9 +16,11 @@ import numpy as np
 
 from gapscope.analysis import budget as _budget
 from gapscope.analysis import cards as _cards
+from gapscope.analysis import findings as _findings
 from gapscope.analysis.busy import coverage, device_event_mask, device_union, valid_timing_mask
 from gapscope.analysis.classify import classify
 from gapscope.analysis.evidence import EvidenceIndex, evidence_for_gap, gpu_copies_of_gap
+from gapscope.analysis.findings import Findings
 from gapscope.analysis.gaps import concat_gaps, device_window, find_gaps, launch_of
 from gapscope.analysis.picket import PicketEpisode, find_episodes
 from gapscope.analysis.steps import (
@@ -61,6 +63,7 @@ class Diagnosis:
     _copies_cache: dict = dataclasses.field(default_factory=dict, repr=False)
     _exclude: np.ndarray | None = dataclasses.field(default=None, repr=False)
     _index: EvidenceIndex | None = dataclasses.field(default=None, repr=False)
+    _findings: Findings | None = dataclasses.field(default=None, repr=False)
 
     # ---------------------------------------------------------------- queries
     def order_by_size(self) -> np.ndarray:
@@ -120,6 +123,13 @@ class Diagnosis:
         shares of the group's total idle; evidence of the occurrence nearest the median
         whose own class is the group's."""
         return _cards.card_for_group(self, int(group_id))
+
+    def findings(self) -> Findings:
+        """The findings and the verdict (``gapscope.analysis.findings.findings``),
+        computed on first use and kept."""
+        if self._findings is None:
+            self._findings = _findings.findings(self)
+        return self._findings
 
     def what_if(
         self,

@@ -150,19 +150,46 @@ def has_steady_state(diag) -> bool:
     return bool(dev) and dev[0].kernel_count >= MIN_WINDOW_KERNELS
 
 
+def _self_ns(diag, items) -> list[int]:
+    """Each evidence item's own ns: its overlap less the overlap of the items nested in
+    it (an op's time holds the ops inside it: ``decode_step``'s overlap holds
+    ``log_token``'s). Nesting: on the same lane, within the item's interval; a child is
+    subtracted from its innermost parent only."""
+    t = diag.trace
+    own = [int(e.overlap_ns) for e in items]
+    real = [k for k, e in enumerate(items) if e.event >= 0]
+    span = {
+        k: (int(t.start_ns[items[k].event]), int(t.start_ns[items[k].event]) + int(t.dur_ns[items[k].event]))
+        for k in real
+    }
+    for c in real:
+        c0, c1 = span[c]
+        parent, width = -1, None
+        for p in real:
+            if p == c or items[p].lane != items[c].lane:
+                continue
+            p0, p1 = span[p]
+            if p0 <= c0 and c1 <= p1 and (p1 - p0, p) > (c1 - c0, c) and (width is None or p1 - p0 < width):
+                parent, width = p, p1 - p0
+        if parent >= 0:
+            own[parent] = max(0, own[parent] - int(items[c].overlap_ns))
+    return own
+
+
 def _name_vectors(diag, rows: np.ndarray, cause: Cause) -> dict[str, np.ndarray]:
     """name -> int64 ns per gap of evidence of class ``cause`` with that name (real
-    events only), over the gaps ``rows``."""
+    events only, their own time: ``_self_ns``), over the gaps ``rows``."""
     n = len(diag.gaps)
     out: dict[str, np.ndarray] = {}
     for i in rows.tolist():
-        for e in diag.evidence(i):
-            if e.cause != cause or e.event < 0 or e.name.startswith(_SYNTHETIC):
+        items = diag.evidence(i)
+        for e, own in zip(items, _self_ns(diag, items)):
+            if e.cause != cause or e.event < 0 or e.name.startswith(_SYNTHETIC) or own <= 0:
                 continue
             v = out.get(e.name)
             if v is None:
                 v = out[e.name] = np.zeros(n, dtype=np.int64)
-            v[i] += int(e.overlap_ns)
+            v[i] += own
     return out
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from gapscope.analysis.budget import match_names
 from gapscope.analysis.diagnose import Diagnosis
-from gapscope.analysis.findings import Finding, findings
+from gapscope.analysis.findings import Finding
 from gapscope.parsers.model import Kind, Trace
 from gapscope.report.busy import device_busy, lane_kind_counts
 from gapscope.report.fmt import GROUP_CARDS
@@ -292,7 +292,7 @@ def _findings(doc: dict, diag) -> None:
     if not isinstance(diag, Diagnosis):
         doc.update(verdict=None, findings=[], findings_apart=[])
         return
-    found = findings(diag)
+    found = diag.findings()
     doc["verdict"] = dict(
         sentence=found.verdict,
         kind=found.verdict_kind,

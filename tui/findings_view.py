@@ -72,6 +72,11 @@ def verdict_badge(found) -> str:
     return f"{found.top.kind} {100 * found.top.step_share:.0f}%/step"
 
 
+def top_kind(found) -> str | None:
+    """The top finding's kind when the verdict names it (not GPU-bound, not refused)."""
+    return found.top.kind if found.top is not None else None
+
+
 def _finding_line(f, k: int, marked: bool) -> Text:
     t = Text()
     t.append("▶ " if marked else "  ", style="bold")
@@ -133,7 +138,16 @@ def overview_lines(found, cursor: int = 0, active: bool = False, largest_first: 
         return []
     head = Text()
     head.append("Verdict: ", style="bold")
-    head.append(sanitize(found.verdict, 600))
+    top = found.top
+    if found.verdict_kind == top_kind(found) and top is not None:
+        # the sentence's figures in one line: class, cost of the step, fixed step
+        head.append(f"{top.kind}-bound, ", style=_STYLE.get(top.cause.label, "bold"))
+        head.append(
+            f"{fmt_dur(top.per_step_ns)} of each {fmt_dur(top.projected_step_ns + top.per_step_ns)} step "
+            f"({100 * top.step_share:.0f}%); fixed: {fmt_dur(top.projected_step_ns)}, {rate_text(top)}"
+        )
+    else:
+        head.append(sanitize(found.verdict, 600))
     out = [head]
     out += [_finding_line(f, k, k == cursor) for k, f in enumerate(found.ranked)]
     if found.ranked:

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from gapscope.analysis.types import Cause
+from gapscope.diff.findings import compare_findings, steady_state_gate
 from gapscope.diff.match import NOISE_K, POSITION_TOL, STATUSES, UNCHANGED_SHARE, Match, match_positions
 from gapscope.diff.side import Position, Side, build_side
 from gapscope.report.document import jsonable
@@ -570,7 +571,7 @@ def build_diff_document(
     b, a, matches = diff_sides(before_trace, before_diag, after_trace, after_diag)
     per_step = _per_step(b, a)
     kernels = _kernels(b, a)
-    comp = _comparability(b, a, kernels, per_step)
+    comp = steady_state_gate(_comparability(b, a, kernels, per_step), before_diag, after_diag)
     verdict = verdict_of(per_step, comp, separation_of(b, a))
     kernels["sentence"] = _work_sentence(per_step, verdict, kernels)
     groups = _groups(matches)
@@ -591,6 +592,7 @@ def build_diff_document(
         group_change_ns=change,
         groups=groups,
         left=_left(a, matches) if a.has_gpu else None,
+        findings=compare_findings(before_diag, after_diag),
     )
 
 

@@ -72,7 +72,10 @@ def compare_findings(before_diag, after_diag) -> dict[str, Any]:
     died = [r for r in rows if r["status"] == "died"]
     parts = []
     if died:
-        parts.append("findings that died: " + ", ".join(f"{r['title']} ({fmt_dur(r['before_per_step_ns'])}/step)" for r in died[:3]))
+        parts.append(
+            "findings that died: "
+            + ", ".join(f"{r['title']} ({fmt_dur(r['before_per_step_ns'])}/step)" for r in died[:3])
+        )
     if fa.verdict_kind == "gpu-bound":
         parts.append("AFTER is GPU-bound: the kernels are the story")
     elif fa.top is not None:

@@ -58,6 +58,12 @@ NAMED_PER_CLASS = 4
 #: Characters of a name in a finding's title (the full name: ``Finding.name``).
 TITLE_NAME_CHARS = 40
 
+#: Titles of the queued waits by ``WaitKind`` value.
+_WAIT_TITLES = {
+    int(WaitKind.COLLECTIVE): "queued wait on a collective",
+    int(WaitKind.GRAPH): "queued wait inside a CUDA graph (graph-internal ordering)",
+    int(WaitKind.STREAM_WAIT): "queued wait on another stream (cudaStreamWaitEvent)",
+}
 #: Evidence names that are no range: synthetic items of the evidence list.
 _SYNTHETIC = "("
 
@@ -201,7 +207,7 @@ def _top_named(diag, i: int, cause: Cause, kinds: tuple[Kind, ...] | None = None
     for e in diag.evidence(i):
         if e.cause != cause or e.event < 0 or e.name.startswith(_SYNTHETIC):
             continue
-        if kinds is not None and int(kind[e.event]) not in kinds:
+        if kinds is not None and Kind(int(kind[e.event])) not in kinds:
             continue
         by[e.name] = by.get(e.name, 0) + int(e.overlap_ns)
     return max(by, key=lambda k: (by[k], k)) if by else ""
@@ -253,7 +259,7 @@ def _candidates(diag, steady: np.ndarray) -> list[tuple[str, Cause, str, str, np
             vec = np.zeros_like(v)
             vec[keys[k]] = v[keys[k]]
             rest -= vec
-            read = _top_named(diag, keys[k][0], Cause.SYNC, (int(Kind.SYNC_CALL), int(Kind.CPU_OP)))
+            read = _top_named(diag, keys[k][0], Cause.SYNC, (Kind.SYNC_CALL, Kind.CPU_OP))
             title = f"sync cliff at `{short_kernel_name(k, TITLE_NAME_CHARS)}`"
             if read and read != k:
                 title += f" (`{short_kernel_name(read, TITLE_NAME_CHARS)}`)"
@@ -269,11 +275,7 @@ def _candidates(diag, steady: np.ndarray) -> list[tuple[str, Cause, str, str, np
         for k in sorted(set(wk[v > 0].tolist()) - {int(WaitKind.DISPATCH)}):  # dispatch: not actionable
             vec = np.where(wk == k, v, 0)
             what = WaitKind(k).label if k >= 0 else "something GPU-side"
-            title = {
-                WaitKind.COLLECTIVE: "queued wait on a collective",
-                WaitKind.GRAPH: "queued wait inside a CUDA graph (graph-internal ordering)",
-                WaitKind.STREAM_WAIT: "queued wait on another stream (cudaStreamWaitEvent)",
-            }.get(WaitKind(k) if k >= 0 else None, f"queued wait on {what}")
+            title = _WAIT_TITLES.get(k, f"queued wait on {what}")
             out.append(("dependency", Cause.DEPENDENCY, title, what, vec))
     v = cls[Cause.UNCLASSIFIED]
     if v.any():

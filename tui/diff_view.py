@@ -73,11 +73,11 @@ class DiffView:
         if starts.size:
             # the first member inside a steady step: never the warm-up, prefill or an
             # edge of the capture (issue 47: the graph side showed its warm-up)
-            k = np.searchsorted(starts, gaps.start_ns[members], side="right") - 1
-            ok = (k >= 0) & steady[np.clip(k, 0, steady.size - 1)]
+            at = np.searchsorted(starts, gaps.start_ns[members], side="right") - 1
+            ok = (at >= 0) & steady[np.clip(at, 0, steady.size - 1)]
             if ok.any():
                 j = int(np.flatnonzero(ok)[0])
-                return SideWindow(int(members[j]), int(starts[int(k[j])]))
+                return SideWindow(int(members[j]), int(starts[int(at[j])]))
             return SideWindow(None, fallback)
         return SideWindow(int(members[0]), fallback)
 

@@ -219,7 +219,7 @@ def _close(v: float, truth: float, tol: float, unit: str, typed: str) -> bool:
 
 def _short(pr) -> str:
     """A reading's label without its parenthesised detail."""
-    return (pr.label or "as stated").split(" (", 1)[0]
+    return ((pr.label if pr is not None else "") or "as stated").split(" (", 1)[0]
 
 
 def _number(task: Task, facts: TraceFacts, answer) -> Verdict:
@@ -245,7 +245,7 @@ def _number(task: Task, facts: TraceFacts, answer) -> Verdict:
             or f"{_fmt(v, key.unit)} is within {_fmt(tol, key.unit)} of the timeline's {_fmt(truth, key.unit)}."
         )
         if len(figs) > 1:  # say which reading of the assumptions it matches, and the other
-            msg += f" It matches the reading '{pr.label or 'as stated'}'" + (
+            msg += f" It matches the reading '{pr.label if pr is not None and pr.label else 'as stated'}'" + (
                 "; "
                 + "; ".join(f"'{_short(o)}' gives {_fmt(t, key.unit)}" for j, (o, t, _w) in enumerate(figs) if j != k)
                 + "."

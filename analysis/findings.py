@@ -31,6 +31,7 @@ findings remove their class time.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 
@@ -54,7 +55,7 @@ GPU_BOUND_IDLE_SHARE = 0.2
 FINDING_MIN_SHARE = 0.005
 #: Named ranges kept as their own finding per class (host, sync); the rest of the
 #: class's time is one "no named range" finding.
-NAMED_PER_CLASS = 4
+NAMED_PER_CLASS = 5
 #: Characters of a name in a finding's title (the full name: ``Finding.name``).
 TITLE_NAME_CHARS = 40
 
@@ -182,9 +183,24 @@ def _self_ns(diag, items) -> list[int]:
     return own
 
 
+#: Names that mean one thing whatever their tail: the autograd engine's per-node
+#: ranges (``autograd::engine::evaluate_function: MulBackward0``) are one backward pass.
+_MEANING = ((re.compile(r"^autograd::engine::evaluate_function: "), "autograd backward (evaluate_function)"),)
+
+
+def meaning(name: str) -> str:
+    """The key a named range is recognised by across steps (``_MEANING``: the backward
+    pass's per-node ranges are one), else the name itself."""
+    for pattern, key in _MEANING:
+        if pattern.match(name):
+            return key
+    return name
+
+
 def _name_vectors(diag, rows: np.ndarray, cause: Cause) -> dict[str, np.ndarray]:
     """name -> int64 ns per gap of evidence of class ``cause`` with that name (real
-    events only, their own time: ``_self_ns``), over the gaps ``rows``."""
+    events only, their own time: ``_self_ns``; names by ``meaning``), over the gaps
+    ``rows``."""
     n = len(diag.gaps)
     out: dict[str, np.ndarray] = {}
     for i in rows.tolist():
@@ -192,9 +208,10 @@ def _name_vectors(diag, rows: np.ndarray, cause: Cause) -> dict[str, np.ndarray]
         for e, own in zip(items, _self_ns(diag, items)):
             if e.cause != cause or e.event < 0 or e.name.startswith(_SYNTHETIC) or own <= 0:
                 continue
-            v = out.get(e.name)
+            key = meaning(e.name)
+            v = out.get(key)
             if v is None:
-                v = out[e.name] = np.zeros(n, dtype=np.int64)
+                v = out[key] = np.zeros(n, dtype=np.int64)
             v[i] += own
     return out
 
@@ -209,7 +226,8 @@ def _top_named(diag, i: int, cause: Cause, kinds: tuple[Kind, ...] | None = None
             continue
         if kinds is not None and Kind(int(kind[e.event])) not in kinds:
             continue
-        by[e.name] = by.get(e.name, 0) + int(e.overlap_ns)
+        key = meaning(e.name)
+        by[key] = by.get(key, 0) + int(e.overlap_ns)
     return max(by, key=lambda k: (by[k], k)) if by else ""
 
 

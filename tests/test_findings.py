@@ -231,3 +231,15 @@ def test_report_first_five_lines_carry_the_verdict():
     ann = np.flatnonzero(np.array([bool(re.fullmatch(r"ProfilerStep#\d+", s)) for s in t.names])[t.name_id])
     wall_ms = float(np.median(t.dur_ns[ann])) / 1e6
     assert f"of every {wall_ms:.3f} ms step" in head
+
+
+def test_the_backward_pass_is_one_named_range_whatever_its_node():
+    """The autograd engine names a range per node (``evaluate_function: MulBackward0``,
+    ``…: BinaryCrossEntropyBackward0``): the backward-start stall that falls on a
+    different node in each step of hta/control is one finding."""
+    from gapscope.analysis.findings import meaning
+
+    a = meaning("autograd::engine::evaluate_function: MulBackward0")
+    b = meaning("autograd::engine::evaluate_function: BinaryCrossEntropyBackward0")
+    assert a == b == "autograd backward (evaluate_function)"
+    assert meaning("log_token") == "log_token"

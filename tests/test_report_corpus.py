@@ -114,7 +114,8 @@ def test_markdown_header_and_lanes_match_the_text_report(corpus):
     assert "- Trace name: `/private/home/anupamb/step_based_trace_2543932.json`" in md
     assert "- Rank: 0 of world size ?" in md and not any("None" in ln for ln in md)
     # totalGlobalMem 17069309952 B = 15.897 GiB; computeMajor 6, minor 0; 56 SMs
-    assert md.count("- Device 0: `Quadro GP100, 15.9 GiB, sm_60, 56 SMs`") == 1
+    # two identical devices are one line (issue 47)
+    assert md.count("- Devices 0, 1: `Quadro GP100, 15.9 GiB, sm_60, 56 SMs`") == 1
     lanes = md[md.index("## Lanes") + 2 :]
     lanes = lanes[: lanes.index("")]
     assert lanes == [

@@ -9,10 +9,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from gapscope.report.fmt import device_label
 from gapscope.report.rich_text import CAUSE_STYLE, safe_text
 from gapscope.units import column_unit, fmt_dur, fmt_in
 
-__all__ = ["verdict_section", "FINDING_ROWS", "APART_ROWS", "rate_text"]
+__all__ = ["folded_devices", "verdict_section", "FINDING_ROWS", "APART_ROWS", "rate_text"]
 
 #: Findings listed in the table (the JSON lists all).
 FINDING_ROWS = 6
@@ -29,11 +30,12 @@ def rate_text(f: dict) -> str:
     return "-"
 
 
-def verdict_section(doc: dict, console: Console) -> None:
+def verdict_section(doc: dict, console: Console, top: int = FINDING_ROWS) -> None:
     """Print the verdict (one sentence, wrapped), then the ranked findings (class,
     cost per step, share of the step, steps it recurs in, positions, title, projected
     step if fixed) and the edge and one-time entries kept apart. Prints nothing when
-    the document has no verdict (no diagnosis)."""
+    the document has no verdict (no diagnosis). ``top`` (``--top``) limits the rows
+    below ``FINDING_ROWS``."""
     v = doc.get("verdict")
     if not v:
         return
@@ -53,7 +55,8 @@ def verdict_section(doc: dict, console: Console) -> None:
             ("if fixed", "left"),
         ):
             tbl.add_column(name, justify=just, no_wrap=name != "finding", overflow="fold")  # type: ignore[arg-type]
-        for f in found[:FINDING_ROWS]:
+        rows = min(FINDING_ROWS, top)
+        for f in found[:rows]:
             tbl.add_row(
                 f"F{f['rank'] + 1}",
                 Text(f["cause"], style=CAUSE_STYLE.get(f["cause"], "")),
@@ -65,7 +68,7 @@ def verdict_section(doc: dict, console: Console) -> None:
                 f"{fmt_dur(f['projected_step_ns'])}, {rate_text(f)}",
             )
         console.print(tbl)
-        more = len(found) - FINDING_ROWS
+        more = len(found) - rows
         if more > 0:
             console.print(Text(f"… and {more} more findings (in --json)", style="dim"))
     apart = doc.get("findings_apart") or []
@@ -75,3 +78,23 @@ def verdict_section(doc: dict, console: Console) -> None:
         )
     if len(apart) > APART_ROWS:
         console.print(Text(f"apart  … and {len(apart) - APART_ROWS} more edge or one-time entries", style="dim"))
+
+
+def folded_devices(props: list) -> list[tuple[str, str]]:
+    """(\"Device 0\" or \"Devices 0-7\", label) per run of devices with the same label:
+    eight identical lines say less than one."""
+    rows: list[tuple[list, str]] = []
+    for k, prop in enumerate(props):
+        dev = prop.get("id", k) if isinstance(prop, dict) else k
+        label = device_label(prop)
+        if rows and rows[-1][1] == label:
+            rows[-1][0].append(dev)
+        else:
+            rows.append(([dev], label))
+    out = []
+    for ids, label in rows:
+        if len(ids) == 1:
+            out.append((f"Device {ids[0]}", label))
+        else:
+            out.append((f"Devices {ids[0]}-{ids[-1]}" if len(ids) > 2 else f"Devices {ids[0]}, {ids[1]}", label))
+    return out

@@ -10,12 +10,11 @@ from __future__ import annotations
 import re
 
 from gapscope.report.document import lone_gaps, trust_lines
-from gapscope.report.findings_text import APART_ROWS, FINDING_ROWS, rate_text
+from gapscope.report.findings_text import APART_ROWS, FINDING_ROWS, folded_devices, rate_text
 from gapscope.report.fmt import (
     GROUP_CARDS,
     MD_GROUP_ROWS,
     budget_rows,
-    device_label,
     fmt_rate,
     fmt_share,
     kind_counts_text,
@@ -91,7 +90,7 @@ def render_markdown(doc: dict, top: int = 10) -> str:
     limited in ``doc``), the rest counted with their idle."""
     src, span = doc["source"], doc["span"]
     out = [f"# gapscope report: {md_code(src['path'], None, False)}", ""]
-    out += _verdict(doc)
+    out += _verdict(doc, top)
     fmt = src["format"] + (
         f" (Kineto schemaVersion {src['schema_version']})" if src.get("schema_version") is not None else ""
     )
@@ -101,9 +100,8 @@ def render_markdown(doc: dict, top: int = 10) -> str:
     rank = rank_text(src)
     if rank is not None:
         out.append(f"- Rank: {md_text(rank)}")
-    for k, prop in enumerate(src.get("device_properties") or []):
-        dev = prop.get("id", k) if isinstance(prop, dict) else k
-        out.append(f"- Device {md_text(dev)}: {md_code(device_label(prop), None, False)}")
+    for ids, label in folded_devices(src.get("device_properties") or []):
+        out.append(f"- {md_text(ids)}: {md_code(label, None, False)}")
     out.append(f"- Span: {fmt_dur(span['dur_ns'])}; {doc['event_count']:,} events on {len(doc['lanes'])} lanes")
     out += ["", "## Lanes", ""]
     out += _table(
@@ -149,7 +147,7 @@ def render_markdown(doc: dict, top: int = 10) -> str:
     return "\n".join(out) + "\n"
 
 
-def _verdict(doc: dict) -> list[str]:
+def _verdict(doc: dict, top: int = FINDING_ROWS) -> list[str]:
     """The verdict and the findings table, before everything else (issue 47)."""
     v = doc.get("verdict")
     if not v:
@@ -169,7 +167,7 @@ def _verdict(doc: dict) -> list[str]:
                     md_text(f["title"]),
                     f"{fmt_dur(f['projected_step_ns'])}, {rate_text(f)}",
                 ]
-                for f in found[:FINDING_ROWS]
+                for f in found[: min(FINDING_ROWS, top)]
             ],
         )
         out.append("")

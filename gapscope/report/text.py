@@ -15,9 +15,8 @@ from rich.table import Table
 from rich.text import Text
 
 from gapscope.report.document import trust_lines
-from gapscope.report.findings_text import verdict_section
+from gapscope.report.findings_text import folded_devices, verdict_section
 from gapscope.report.fmt import (
-    device_label,
     fmt_share,
     kind_counts_text,
     more_episodes_line,
@@ -44,7 +43,7 @@ def render_text(doc: dict, console: Console, top: int = 10) -> None:
     ``top``: how many entries each list shows (``--top``: recurring groups, picket-fence
     episodes; the largest gaps are already limited in ``doc``), the rest counted with
     their idle. The verdict and the findings come first (``verdict_section``)."""
-    verdict_section(doc, console)
+    verdict_section(doc, console, top)
     _header(doc, console)
     _lanes(doc, console)
     _devices(doc, console)
@@ -78,7 +77,7 @@ def _header(doc: dict, console: Console) -> None:
     rank = rank_text(src)
     if rank is not None:
         grid.add_row("Rank", safe_text(rank))
-    for ids, label in _folded_devices(src.get("device_properties") or []):
+    for ids, label in folded_devices(src.get("device_properties") or []):
         grid.add_row(ids, Text(label))
     span = doc["span"]
     grid.add_row("Span", Text(f"{fmt_dur(span['dur_ns'])} ({span['start_ns']} → {span['end_ns']} ns)"))
@@ -87,26 +86,6 @@ def _header(doc: dict, console: Console) -> None:
     if ignored:
         grid.add_row("Ignored", safe_text(", ".join(f"{k}: {v}" for k, v in sorted(ignored.items()))))
     console.print(grid)
-
-
-def _folded_devices(props: list) -> list[tuple[str, str]]:
-    """(\"Device 0\" or \"Devices 0-7\", label) per run of devices with the same label:
-    eight identical lines say less than one."""
-    rows: list[tuple[list, str]] = []
-    for k, prop in enumerate(props):
-        dev = prop.get("id", k) if isinstance(prop, dict) else k
-        label = device_label(prop)
-        if rows and rows[-1][1] == label:
-            rows[-1][0].append(dev)
-        else:
-            rows.append(([dev], label))
-    out = []
-    for ids, label in rows:
-        if len(ids) == 1:
-            out.append((f"Device {ids[0]}", label))
-        else:
-            out.append((f"Devices {ids[0]}-{ids[-1]}" if len(ids) > 2 else f"Devices {ids[0]}, {ids[1]}", label))
-    return out
 
 
 def _lanes(doc: dict, console: Console) -> None:

@@ -25,6 +25,8 @@ __all__ = [
     "rate_text",
 ]
 
+#: Findings listed in the compact overview (80x24: the verdict, these, the keys).
+COMPACT_FINDINGS = 6
 _STYLE = {"sync": "magenta", "copy": "cyan", "launch": "yellow", "host": "red", "dependency": "blue"}
 
 
@@ -149,7 +151,13 @@ def overview_lines(found, cursor: int = 0, active: bool = False, largest_first: 
     else:
         head.append(sanitize(found.verdict, 600))
     out = [head]
-    out += [_finding_line(f, k, k == cursor) for k, f in enumerate(found.ranked)]
+    # the first COMPACT_FINDINGS, or the window holding the cursor
+    lo = max(0, min(cursor - COMPACT_FINDINGS + 1, len(found.ranked) - COMPACT_FINDINGS))
+    shown = list(enumerate(found.ranked))[lo : lo + COMPACT_FINDINGS]
+    out += [_finding_line(f, k, k == cursor) for k, f in shown]
+    more = len(found.ranked) - len(shown)
+    if more > 0:
+        out.append(Text(f"  … {more} more (f, then j/k)", style="dim"))
     if found.ranked:
         out.append(_keys_hint(active, largest_first))
     return out

@@ -35,10 +35,12 @@ import re
 
 import numpy as np
 
-from gapscope.analysis.budget import steady_gaps, what_if
+from gapscope.analysis.budget import steady_gaps, typical_steps, what_if
+from gapscope.analysis.busy import coverage, device_event_mask, union_intervals, valid_timing_mask
 
 # the card API (issue 43 moves it; this is the one place that imports it)
 from gapscope.analysis.cards import card_for_gap, card_for_group
+from gapscope.analysis.evidence_kinds import COLLECTIVE_RE, ids_matching
 from gapscope.analysis.names import short_kernel_name
 from gapscope.analysis.steps import edge_gaps
 from gapscope.analysis.types import Card, Cause, WaitKind
@@ -81,7 +83,8 @@ class Finding:
     """One finding (a pattern across steps).
 
     ``kind``: ``"launch"``, ``"host"``, ``"sync"``, ``"copy"``, ``"dependency"``,
-    ``"unclassified"`` (``ranked``) or ``"edge"`` / ``"one-time"`` (``apart``);
+    ``"unclassified"``, ``"communication"`` (exposed collectives: busy time, so no
+    ``positions`` and no ``remove_ns``) (``ranked``) or ``"edge"`` / ``"one-time"`` (``apart``);
     ``cause``: its ``Cause``; ``title``: short readable title (names shortened by
     ``names.short_kernel_name``); ``name``: the named range or read verbatim (``""``
     when none); ``per_step_ns``: recoverable idle per steady-state step (int ns; 0 in
@@ -301,6 +304,78 @@ def _candidates(diag, steady: np.ndarray) -> list[tuple[str, Cause, str, str, np
     return out
 
 
+def _exposed_comm(diag) -> Finding | None:
+    """Exposed communication on the budget device: time inside the steady steps when
+    only collective kernels (``evidence_kinds.COLLECTIVE_RE``: NCCL, RCCL, c10d,
+    all-reduce …) run, no compute kernel beside them. It is busy time, not idle, so no
+    gap holds it: per step = the median over the typical steps (``budget
+    .typical_steps``) of the collective union less its overlap with the compute union;
+    fixed (fully overlapped with compute), the step is that much shorter. None when
+    the device runs no collective, or none is exposed."""
+    b = diag.budget
+    trace = diag.trace
+    if b is None or diag.steps is None or len(diag.steps) == 0:
+        return None
+    km = device_event_mask(trace, b.device, (Kind.KERNEL,), valid_timing_mask(trace))
+    coll = km & np.isin(trace.name_id, ids_matching(trace, COLLECTIVE_RE))
+    if not coll.any():
+        return None
+    comp = km & ~coll
+    start = trace.start_ns.astype(np.int64)
+    end = start + trace.dur_ns.astype(np.int64)
+    cs, ce = union_intervals(start[coll], end[coll])
+    ps, pe = union_intervals(start[comp], end[comp])
+    s0, s1 = diag.steps.start_ns, diag.steps.end_ns
+    # exposed collective time per step: the collective union inside the step, less
+    # the part of it covered by compute (each exposed interval clipped to the step)
+    xs, xe = [], []
+    for a, z in zip(cs.tolist(), ce.tolist()):
+        covered_s, covered_e = ps[(ps < z) & (pe > a)], pe[(ps < z) & (pe > a)]
+        cur = a
+        for u, v in zip(np.maximum(covered_s, a).tolist(), np.minimum(covered_e, z).tolist()):
+            if u > cur:
+                xs.append(cur)
+                xe.append(u)
+            cur = max(cur, v)
+        if cur < z:
+            xs.append(cur)
+            xe.append(z)
+    if not xs:
+        return None
+    ex_s, ex_e = np.array(xs, np.int64), np.array(xe, np.int64)
+    per = coverage(ex_s, ex_e, s0, s1)
+    idle = (s1 - s0) - coverage(*union_intervals(start[km], end[km]), s0, s1)
+    typical = typical_steps(idle)
+    per_step = int(np.median(per[typical])) if typical.any() else 0
+    if per_step <= 0:
+        return None
+    projected = max(b.wall_ns - per_step, 1)
+    k = np.flatnonzero(per > 0)
+    return Finding(
+        "communication",
+        Cause.DEPENDENCY,
+        f"exposed communication: only collectives run in {fmt_dur(per_step)} of each step",
+        "",
+        per_step,
+        per_step / b.wall_ns if b.wall_ns > 0 else 0.0,
+        int(per.sum()),
+        int(k.size),
+        len(diag.steps),
+        np.zeros(0, np.int64),
+        None,
+        "overlap the collectives with compute (bucketing, async all-reduce, a separate stream) or shrink them",
+        projected,
+        1e9 / projected,
+        b.wall_ns / projected,
+        b.decode,
+        (
+            "Exposed communication is busy time (collective kernels with no compute kernel beside them), "
+            "in no idle gap: the projection assumes it fully overlaps with compute.",
+            f"Median over the {int(typical.sum())} typical steps of the exposed collective time per step.",
+        ),
+    )
+
+
 def _card_of(diag, positions: np.ndarray, cause: Cause) -> Card | None:
     """The card of the finding: of its largest position whose primary class is the
     finding's (else its largest), through that gap's recurring group when the group's
@@ -483,6 +558,9 @@ def findings(diag) -> Findings:
             f = _finding(diag, kind, cause, title, name, vec)
             if f.per_step_ns > 0 and f.step_share >= FINDING_MIN_SHARE:
                 ranked.append(f)
+        comm = _exposed_comm(diag)
+        if comm is not None and comm.step_share >= FINDING_MIN_SHARE:
+            ranked.append(comm)
         ranked.sort(key=lambda f: (-f.per_step_ns, f.title))
     verdict, kind, share = _verdict(diag, ranked, steady_state)
     return Findings(verdict, kind, share, tuple(ranked), tuple(_apart(diag, edge)), edge, steady_state)

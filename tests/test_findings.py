@@ -243,3 +243,26 @@ def test_the_backward_pass_is_one_named_range_whatever_its_node():
     b = meaning("autograd::engine::evaluate_function: BinaryCrossEntropyBackward0")
     assert a == b == "autograd backward (evaluate_function)"
     assert meaning("log_token") == "log_token"
+
+
+def test_exposed_communication_is_a_finding():
+    """3 steps of 1000 µs from 1000 µs: a compute kernel [0, 500) and an NCCL
+    all-reduce [400, 900) µs on another stream: 400 µs of the all-reduce run with no
+    compute beside it (500 → 900), in every step: 400 µs per step, the step 1000 →
+    600 µs if it overlapped."""
+    b = TraceBuilder()
+    t = b.lane("1", "1", process_name="python3", thread_name="main")
+    s7 = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    s9 = b.lane("0", "9", is_gpu=True, device=0, stream=9)
+    corr = 0
+    for s in range(3):
+        base = (1 + s) * 1000 * US
+        b.event(t, "ProfilerStep#%d" % s, base, 1000 * US, Kind.ANNOTATION)
+        for lane, name, k0, dur in ((s7, "gemm", 0, 500), (s9, "ncclDevKernel_AllReduce_Sum_f32", 400, 500)):
+            corr += 1
+            b.event(t, "cudaLaunchKernel", base + (k0 - 6) * US, 5 * US, Kind.LAUNCH, correlation=corr)
+            b.event(lane, name, base + k0 * US, dur * US, Kind.KERNEL, correlation=corr)
+    d = diagnose(b.build())
+    (comm,) = [x for x in findings(d).ranked if x.kind == "communication"]
+    assert comm.per_step_ns == (900 - 500) * US and comm.steps_with == 3
+    assert comm.projected_step_ns == 1000 * US - 400 * US and comm.positions.size == 0

@@ -733,6 +733,9 @@ class TraceScreen(Screen):
     def _enter_finding(self) -> None:
         st = self.findings_state
         f = self.findings.ranked[st.cursor]
+        if f.positions.size == 0:  # exposed communication: busy time, no gap to walk
+            self._say(f"F{st.cursor + 1} is busy time, in no idle gap: nothing to walk")
+            return
         self.findings_state = FindingsState(overview=False, cursor=st.cursor, walking=st.cursor, place=0)
         self.message = f"F{st.cursor + 1}: gap 1 of {f.positions.size}, n/N walk them (Esc: all gaps)"
         self._select(int(f.positions[0]))

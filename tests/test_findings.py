@@ -266,3 +266,35 @@ def test_exposed_communication_is_a_finding():
     (comm,) = [x for x in findings(d).ranked if x.kind == "communication"]
     assert comm.per_step_ns == (900 - 500) * US and comm.steps_with == 3
     assert comm.projected_step_ns == 1000 * US - 400 * US and comm.positions.size == 0
+
+
+def test_a_step_of_several_dataloader_iterations_groups_its_repeated_stall():
+    """3 ProfilerSteps of 3000 µs, each holding 3 loader iterations of 1000 µs: a
+    `enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__` range of 194 µs, then
+    kernels [200, 1000) µs (each launched 6 µs before by a 5 µs call): a 200 µs stall.
+    It recurs 3 times a step at 3 positions: one finding, in 3 of 3 steps; the first
+    stall, before any kernel, is the capture's edge, so 8 gaps. Every step idles 600
+    µs, split as its steady gaps split theirs: 600 x 194 / 200 = 582 µs per step."""
+    b = TraceBuilder()
+    t = b.lane("1", "1", process_name="python3", thread_name="main")
+    g0 = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    name = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+    corr = 0
+    for s in range(3):
+        base = (1 + 3 * s) * 1000 * US
+        b.event(t, "ProfilerStep#%d" % s, base, 3000 * US, Kind.ANNOTATION)
+        for it in range(3):
+            at = base + it * 1000 * US
+            b.event(t, name, at, 194 * US, Kind.ANNOTATION)
+            for k0, dur in ((200, 300), (500, 500)):
+                corr += 1
+                b.event(t, "cudaLaunchKernel", at + (k0 - 6) * US, 5 * US, Kind.LAUNCH, correlation=corr)
+                b.event(g0, f"k{k0}", at + k0 * US, dur * US, Kind.KERNEL, correlation=corr)
+    d = diagnose(b.build())
+    f = findings(d)
+    (dl,) = [x for x in f.ranked if x.name == name]
+    # 3 steps: the first stall of step 0 is the leading edge; the other 8 stalls recur
+    assert dl.positions.size == 8 and (dl.steps_with, dl.steps_total) == (3, 3)
+    # each stall: 194 µs in the loader's range (the rest, 6 µs, is the launch path)
+    assert dl.total_ns == 8 * 194 * US
+    assert dl.per_step_ns == 3 * 194 * US and f.top is dl

@@ -47,7 +47,17 @@ from gapscope.analysis.types import Card, Cause, WaitKind
 from gapscope.parsers.model import Kind
 from gapscope.units import fmt_dur
 
-__all__ = ["Finding", "Findings", "findings", "GPU_BOUND_IDLE_SHARE", "FINDING_MIN_SHARE", "NAMED_PER_CLASS"]
+__all__ = [
+    "Finding",
+    "Findings",
+    "findings",
+    "meaning",
+    "has_steady_state",
+    "GPU_BOUND_IDLE_SHARE",
+    "FINDING_MIN_SHARE",
+    "NAMED_PER_CLASS",
+    "EVIDENCE_GAPS",
+]
 
 #: Below this idle share of the steady-state step the GPU is mostly busy: the verdict
 #: is "GPU-bound: the kernels are the story" (the seeds' dense GPU lane).
@@ -58,6 +68,11 @@ FINDING_MIN_SHARE = 0.005
 #: Named ranges kept as their own finding per class (host, sync); the rest of the
 #: class's time is one "no named range" finding.
 NAMED_PER_CLASS = 5
+#: Gaps whose evidence names the host and sync findings, per class: the largest by
+#: that class's ns (their evidence lists cost up to a few ms each on a busy thread:
+#: hta/mtia_rank_0's 3,454 gaps took 13 s). The class time of the other gaps counts as
+#: "no named range".
+EVIDENCE_GAPS = 256
 #: Characters of a name in a finding's title (the full name: ``Finding.name``).
 TITLE_NAME_CHARS = 40
 
@@ -234,6 +249,14 @@ def _top_named(diag, i: int, cause: Cause, kinds: tuple[Kind, ...] | None = None
     return max(by, key=lambda k: (by[k], k)) if by else ""
 
 
+def _largest(v: np.ndarray) -> np.ndarray:
+    """int64 indices of the ``EVIDENCE_GAPS`` largest positive entries of ``v``."""
+    rows = np.flatnonzero(v > 0)
+    if rows.size > EVIDENCE_GAPS:
+        rows = rows[np.argsort(-v[rows], kind="stable")[:EVIDENCE_GAPS]]
+    return np.sort(rows)
+
+
 def _candidates(diag, steady: np.ndarray) -> list[tuple[str, Cause, str, str, np.ndarray]]:
     """(kind, cause, title, name, ns per gap) of every candidate finding."""
     g = diag.gaps
@@ -256,7 +279,7 @@ def _candidates(diag, steady: np.ndarray) -> list[tuple[str, Cause, str, str, np
     # host: a finding per named range (its own time in the gaps), the rest as one
     v = cls[Cause.HOST]
     if v.any():
-        named = _name_vectors(diag, np.flatnonzero(v > 0), Cause.HOST)
+        named = _name_vectors(diag, _largest(v), Cause.HOST)
         keep = sorted(named, key=lambda k: (-int(named[k].sum()), k))[:NAMED_PER_CLASS]
         rest = v.copy()
         for k in keep:
@@ -270,9 +293,8 @@ def _candidates(diag, steady: np.ndarray) -> list[tuple[str, Cause, str, str, np
     # sync: gaps keyed by the named range holding their wait; the cliff's class time
     v = cls[Cause.SYNC]
     if v.any():
-        rows = np.flatnonzero(v > 0)
         keys: dict[str, list[int]] = {}
-        for i in rows.tolist():
+        for i in _largest(v).tolist():
             keys.setdefault(_top_named(diag, i, Cause.SYNC), []).append(i)
         order = sorted((k for k in keys if k), key=lambda k: (-int(v[keys[k]].sum()), k))
         rest = v.copy()

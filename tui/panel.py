@@ -483,7 +483,13 @@ class GapPanel(Widget):
                 place = findings.place if findings is not None else 0
                 self._card = walk_text(found, walking, place, card_text(*args))
                 self._compact_fn = lambda: walk_lines(found, walking, place, compact_card_text(*args))
-            elif found is not None and findings is not None and findings.overview and len(diagnosis.gaps):
+            elif (
+                found is not None
+                and findings is not None
+                and findings.overview
+                and (gap is None or findings.active)  # a gap carried over shows its card
+                and len(diagnosis.gaps)
+            ):
                 cursor, active = findings.cursor, findings.active
                 self._card = overview_text(found, cursor, active, largest_first)
                 self._compact_fn = lambda: overview_lines(found, cursor, active, largest_first)

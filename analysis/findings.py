@@ -62,6 +62,9 @@ __all__ = [
 #: Below this idle share of the steady-state step the GPU is mostly busy: the verdict
 #: is "GPU-bound: the kernels are the story" (the seeds' dense GPU lane).
 GPU_BOUND_IDLE_SHARE = 0.2
+#: A top finding recovering less than this share of the step makes no verdict of its
+#: class ("in no steady pattern"): 1% of a step is no bottleneck.
+VERDICT_MIN_SHARE = 0.05
 #: A finding recovering less than this share of the step is not listed (its gaps stay
 #: in the gap list and the groups).
 FINDING_MIN_SHARE = 0.005
@@ -541,15 +544,28 @@ def _verdict(diag, ranked: list[Finding], steady_state: bool) -> tuple[str, str,
             0.0,
         )
     if b.idle_share < GPU_BOUND_IDLE_SHARE:
+        comm = [f for f in ranked if f.kind == "communication"]
+        extra = (
+            f" Of its busy time, {fmt_dur(comm[0].per_step_ns)} a step ({100 * comm[0].step_share:.0f}%) is exposed "
+            "communication: overlap the collectives with compute."
+            if comm
+            else ""
+        )
         return (
             f"GPU-bound: the kernels are the story. The GPU is busy {100 * (1 - b.idle_share):.0f}% of each "
-            f"{fmt_dur(b.wall_ns)} step (idle {100 * b.idle_share:.0f}%): look at the kernels, not the gaps.",
+            f"{fmt_dur(b.wall_ns)} step (idle {100 * b.idle_share:.0f}%): look at the kernels, not the gaps.{extra}",
             "gpu-bound",
             b.idle_share,
         )
-    if not ranked:
+    if not ranked or ranked[0].step_share < VERDICT_MIN_SHARE:
         return (
-            f"The GPU idles {100 * b.idle_share:.0f}% of each {fmt_dur(b.wall_ns)} step, in no steady pattern.",
+            f"The GPU idles {100 * b.idle_share:.0f}% of each {fmt_dur(b.wall_ns)} step, in no steady pattern"
+            + (
+                f": the largest, {ranked[0].title}, recovers only {fmt_dur(ranked[0].per_step_ns)} a step "
+                f"({100 * ranked[0].step_share:.1f}%); look at the edges, one-time costs and the largest gaps."
+                if ranked
+                else "; look at the edges, one-time costs and the largest gaps."
+            ),
             "none",
             b.idle_share,
         )

@@ -69,6 +69,10 @@ def verdict_badge(found) -> str:
         return ""
     if found.verdict_kind == "gpu-bound":
         return "GPU-bound"
+    if found.verdict_kind == "none":
+        return "no steady pattern"
+    if found.verdict_kind == "no steady state":
+        return "no steady step"
     if found.top is None:
         return ""
     return f"{found.top.kind} {100 * found.top.step_share:.0f}%/step"
@@ -126,10 +130,9 @@ def overview_text(found, cursor: int = 0, active: bool = False, largest_first: b
     for f in found.apart:
         t.append("  apart: ", style="dim")
         t.append(sanitize(f.title, 200) + " (in no per-step figure)\n", style="dim")
-    if found.ranked:
-        t.append("\n")
-        t.append_text(_keys_hint(active, largest_first))
-        t.append("\n")
+    t.append("\n")
+    t.append_text(_keys_hint(active and bool(found.ranked), largest_first))
+    t.append("\n")
     return t
 
 
@@ -158,8 +161,7 @@ def overview_lines(found, cursor: int = 0, active: bool = False, largest_first: 
     more = len(found.ranked) - len(shown)
     if more > 0:
         out.append(Text(f"  … {more} more (f, then j/k)", style="dim"))
-    if found.ranked:
-        out.append(_keys_hint(active, largest_first))
+    out.append(_keys_hint(active and bool(found.ranked), largest_first))
     return out
 
 

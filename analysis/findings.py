@@ -57,6 +57,7 @@ __all__ = [
     "FINDING_MIN_SHARE",
     "NAMED_PER_CLASS",
     "EVIDENCE_GAPS",
+    "VERDICT_MIN_SHARE",
 ]
 
 #: Below this idle share of the steady-state step the GPU is mostly busy: the verdict

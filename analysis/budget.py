@@ -14,6 +14,7 @@ import re
 import numpy as np
 
 from gapscope.analysis.busy import coverage, device_union, union_intervals, valid_timing_mask
+from gapscope.analysis.steps import edge_gaps
 from gapscope.analysis.types import Cause
 from gapscope.units import fmt_dur
 
@@ -75,6 +76,9 @@ class Budget:
     _typical_class_ns: np.ndarray | None = dataclasses.field(default=None, repr=False, compare=False)
     #: ns of the one-time gaps inside the typical steps, the denominator's other part
     _typical_one_time_ns: float = dataclasses.field(default=0.0, repr=False, compare=False)
+    #: bool per gap: the gaps whose class ns split the idle (``steady_gaps`` of the
+    #: budget device; edge gaps too only when the typical steps hold nothing else)
+    _split_gaps: np.ndarray | None = dataclasses.field(default=None, repr=False, compare=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,9 +113,8 @@ def compute_budget(diag) -> Budget | None:
     wall_med = int(np.median(wall))
     busy_med = int(np.median(busy))
     g = diag.gaps
-    sel = g.device == dev.device
-    once = sel & g.one_time if g.one_time is not None else np.zeros(len(g), bool)
-    sel &= ~once  # warm-up is no steady-state idle (protocol step 1)
+    sel = steady_gaps(diag) & (g.device == dev.device)
+    once = (g.device == dev.device) & g.one_time if g.one_time is not None else np.zeros(len(g), bool)
     idle = wall_med - busy_med
     idle_k = wall - busy
     typical = typical_steps(idle_k)  # whose gaps split the idle by cause
@@ -135,6 +138,14 @@ def compute_budget(diag) -> Budget | None:
     if g.class_ns is not None and sel.any():
         inside = step_class_ns(g, sel, s0, s1, typical)
         cls = inside.sum(axis=0)
+    if g.class_ns is not None and cls.sum() <= 0:
+        # the typical steps idle only at the capture's edges (two steps, one profiler
+        # start and one stop): those gaps split the idle, rather than nothing
+        with_edges = (g.device == dev.device) & ~once
+        if (with_edges & ~sel).any():
+            sel = with_edges
+            inside = step_class_ns(g, sel, s0, s1, typical)
+            cls = inside.sum(axis=0)
     # the median step's idle split as the typical steps split theirs: the classes add
     # up to it (a mean over steps read 176 ms of host idle in a 160 ms step of
     # param/resnet_kineto, whose 29 steps include one of 4.4 s; a split pooled over all
@@ -157,11 +168,23 @@ def compute_budget(diag) -> Budget | None:
         decode=is_decode(trace, diag.steps),
         typical_steps=int(typical.sum()),
         warm_up_steps=int(warm_up.sum()),
+        _split_gaps=sel,
         other_steps_idle_ns=(int(idle_k[~typical].min()), int(idle_k[~typical].max())) if (~typical).any() else None,
         one_time_idle_ns=one_time_idle,
         _typical_class_ns=inside,
         _typical_one_time_ns=ot_ns,
     )
+
+
+def steady_gaps(diag) -> np.ndarray:
+    """bool per gap of ``diag``: steady-state idle, the gaps a per-step figure is made
+    of: neither a one-time (warm-up) cost (``Gaps.one_time``) nor an edge gap
+    (``steps.edge_gaps``)."""
+    g = diag.gaps
+    keep = ~edge_gaps(g, diag.steps)
+    if g.one_time is not None:
+        keep &= ~g.one_time
+    return keep
 
 
 def _step_bounds(diag, dev) -> tuple[np.ndarray, np.ndarray, str]:
@@ -247,13 +270,15 @@ def match_names(trace, names: tuple[str, ...]) -> np.ndarray:
     return np.array(sorted(set(ids)), dtype=np.int32)
 
 
-def what_if(diag, *, gaps=(), causes=(), names=()) -> WhatIf:
+def what_if(diag, *, gaps=(), causes=(), names=(), remove_ns=None) -> WhatIf:
     """Project the step time when the chosen idle is removed.
 
     ``gaps``: gap indices removed whole; ``causes``: ``Cause`` values whose ns are
     removed from every gap; ``names``: CPU event names (verbatim, else substring) whose
-    time inside gaps is removed. Removal per gap is capped at the gap; named segments
-    and classes are assumed disjoint. Per step = the share of the typical steps' idle
+    time inside gaps is removed; ``remove_ns``: int64 ns per gap removed (a finding's
+    own share of each gap, ``findings``). Removal per gap is capped at the gap; named
+    segments, classes and ``remove_ns`` are assumed disjoint. Edge gaps and one-time
+    costs (``steady_gaps``) are in no step's figure, so in no what-if. Per step = the share of the typical steps' idle
     removed (``step_class_ns``: the chosen classes where they lie in them, whole gaps
     and named time by their share in them) of ``Budget.idle_ns``, as
     ``Budget.class_idle_ns`` splits it. The step never drops below GPU busy. Raises ``ValueError`` without a
@@ -267,10 +292,11 @@ def what_if(diag, *, gaps=(), causes=(), names=()) -> WhatIf:
     trace = diag.trace
     g = diag.gaps
     n = len(g)
-    sel = g.device == b.device
-    if g.one_time is not None:
-        sel &= ~g.one_time  # one-time costs are not in the budget, so not in a what-if
+    # one-time costs and edge gaps are not in the budget, so not in a what-if
+    sel = b._split_gaps if b._split_gaps is not None else steady_gaps(diag) & (g.device == b.device)
     removed = np.zeros(n, dtype=np.int64)
+    if remove_ns is not None:
+        removed += np.asarray(remove_ns, dtype=np.int64)
     whole = np.zeros(n, dtype=bool)
     if len(gaps):
         whole[np.asarray(gaps, dtype=np.int64)] = True

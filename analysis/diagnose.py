@@ -21,7 +21,15 @@ from gapscope.analysis.classify import classify
 from gapscope.analysis.evidence import EvidenceIndex, evidence_for_gap, gpu_copies_of_gap
 from gapscope.analysis.gaps import concat_gaps, device_window, find_gaps, launch_of
 from gapscope.analysis.picket import PicketEpisode, find_episodes
-from gapscope.analysis.steps import GapGroup, Steps, device_side_steps, find_steps, group_gaps, step_annotation_mask
+from gapscope.analysis.steps import (
+    GapGroup,
+    Steps,
+    device_side_steps,
+    edge_gaps,
+    find_steps,
+    group_gaps,
+    step_annotation_mask,
+)
 from gapscope.analysis.types import Cause, DeviceSummary, Evidence, Gaps, Params
 from gapscope.parsers.model import Kind, Trace
 
@@ -53,6 +61,9 @@ class Diagnosis:
     _copies_cache: dict = dataclasses.field(default_factory=dict, repr=False)
     _exclude: np.ndarray | None = dataclasses.field(default=None, repr=False)
     _index: EvidenceIndex | None = dataclasses.field(default=None, repr=False)
+    #: results other analysis modules derive from this diagnosis, computed on first use
+    #: and kept here under their module's name (``analysis.findings.findings``)
+    derived: dict[str, object] = dataclasses.field(default_factory=dict, repr=False)
 
     # ---------------------------------------------------------------- queries
     def order_by_size(self) -> np.ndarray:
@@ -101,11 +112,17 @@ class Diagnosis:
         return self._index
 
     def what_if(
-        self, *, gaps: Iterable[int] = (), causes: Iterable[Cause] = (), names: Iterable[str] = ()
+        self,
+        *,
+        gaps: Iterable[int] = (),
+        causes: Iterable[Cause] = (),
+        names: Iterable[str] = (),
+        remove_ns: np.ndarray | None = None,
     ) -> _budget.WhatIf:
-        """Projected step time and tokens/s when the chosen gaps, cause classes or
-        named CPU segments are removed (see ``gapscope.analysis.budget.what_if``)."""
-        return _budget.what_if(self, gaps=tuple(gaps), causes=tuple(causes), names=tuple(names))
+        """Projected step time and tokens/s when the chosen gaps, cause classes, named
+        CPU segments or ns per gap (``remove_ns``, int64 per gap: a finding's own) are
+        removed (see ``gapscope.analysis.budget.what_if``)."""
+        return _budget.what_if(self, gaps=tuple(gaps), causes=tuple(causes), names=tuple(names), remove_ns=remove_ns)
 
 
 def diagnose(trace: Trace, params: Params | None = None) -> Diagnosis:
@@ -147,7 +164,13 @@ def diagnose(trace: Trace, params: Params | None = None) -> Diagnosis:
     gaps = concat_gaps(parts)
     episodes, episode_of = find_episodes(trace, gaps, params, launches)
     gaps = classify(trace, gaps, params, valid=valid, launches=launches, episode_of=episode_of, exclude=exclude)
-    groups, group_of = group_gaps(trace, gaps, steps, gaps.class_ns, skip=gaps.one_time)
+    # one-time costs and edge gaps (profiler start/stop, the loop's tail) are no
+    # recurring position: the first step's head and the last step's tail are not one
+    # stretch "per step" (``edge_gaps``)
+    skip = edge_gaps(gaps, steps)
+    if gaps.one_time is not None:
+        skip |= gaps.one_time
+    groups, group_of = group_gaps(trace, gaps, steps, gaps.class_ns, skip=skip)
     gaps = dataclasses.replace(gaps, group=group_of, episode=episode_of)
     diag = Diagnosis(trace, params, devices, gaps, episodes, steps, groups, None, invalid, launches, _exclude=exclude)
     diag.budget = _budget.compute_budget(diag)

@@ -142,6 +142,7 @@ def diagnosis_to_json(diag: Diagnosis, *, top: int = 50) -> dict:
             {
                 "id": gr.id,
                 "label": gr.label,
+                "full_label": gr.full_label,
                 "gap_indices": gr.gap_indices.tolist(),
                 "steps_with_gap": gr.steps_with_gap,
                 "steps_total": gr.steps_total,

@@ -16,12 +16,24 @@ import re
 import numpy as np
 
 from gapscope.analysis.busy import device_event_mask
+from gapscope.analysis.names import short_kernel_name
 from gapscope.analysis.types import Cause, Gaps
 from gapscope.parsers.model import Kind, Trace
 from gapscope.units import fmt_dur
 
-__all__ = ["Steps", "GapGroup", "find_steps", "device_side_steps", "group_gaps", "step_annotation_mask", "STEP_NAME_RE"]
+__all__ = [
+    "Steps",
+    "GapGroup",
+    "find_steps",
+    "device_side_steps",
+    "group_gaps",
+    "step_annotation_mask",
+    "edge_gaps",
+    "STEP_NAME_RE",
+]
 
+#: Characters of each kernel name in a group's label (the full names: ``full_label``).
+LABEL_NAME_CHARS = 40
 #: Kineto's per-step annotation.
 PROFILER_STEP_RE = re.compile(r"^ProfilerStep#\d+$")
 #: A user annotation that marks a step (``decode_step``, ``train_step``, ``step 3``).
@@ -66,7 +78,9 @@ class Steps:
 class GapGroup:
     """Gaps recurring at one position of the step.
 
-    ``id``; ``label`` (e.g. ``"attention → matmul"``); ``gap_indices`` int64 (rows of
+    ``id``; ``label`` (e.g. ``"attention → matmul"``: each name shortened to
+    ``LABEL_NAME_CHARS`` by ``names.short_kernel_name``; ``full_label`` holds the names
+    verbatim); ``gap_indices`` int64 (rows of
     ``Gaps``); ``steps_with_gap``/``steps_total``; ``median_ns``/``total_ns``; ``cause``:
     the class with the largest total ns over the group's gaps (ties sync > copy >
     launch > host); ``one_offs``: int64 occurrence-head gap indices at the same
@@ -82,6 +96,7 @@ class GapGroup:
     total_ns: int
     cause: Cause
     one_offs: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
+    full_label: str = ""
 
     @property
     def summary(self) -> str:
@@ -288,6 +303,27 @@ def step_annotation_mask(trace: Trace, steps: Steps | None) -> np.ndarray:
     return m
 
 
+def edge_gaps(gaps: Gaps, steps: Steps | None) -> np.ndarray:
+    """bool per gap: an *edge gap*, idle at the capture's edges rather than in a
+    steady-state step ("Findings" in the design): the idle before the first kernel of
+    the capture and after its last one (``Gaps.edge`` leading/trailing: the profiler's
+    start and stop, the loop's tail) when there are two or more steps, and any gap that
+    starts outside every step. Edge gaps are shown and labelled, but kept out of the
+    recurring groups, the per-step budget and the findings' per-step figures.
+
+    With one step the step's own head and tail are its steady state (the decode-step
+    exercise: one complete ``decode_step``, "this pattern repeats for every token"), so
+    no gap is an edge; with no steps the window is [first op, last op] and has none."""
+    n = len(gaps)
+    out = np.zeros(n, dtype=bool)
+    if steps is None or len(steps) < 2 or n == 0:
+        return out
+    if gaps.edge is not None:
+        out |= gaps.edge != 0
+    out |= steps.index_of(gaps.start_ns) < 0
+    return out
+
+
 def group_gaps(
     trace: Trace, gaps: Gaps, steps: Steps | None, class_ns: np.ndarray | None, skip: np.ndarray | None = None
 ) -> tuple[list[GapGroup], np.ndarray]:
@@ -447,7 +483,8 @@ def group_gaps(
         pn, nn, ordn = int(uk[r, 1]), int(uk[r, 2]), int(uk[r, 3])
         left = names[pn] if pn >= 0 else "step start"
         right = names[nn] if nn >= 0 else "step end"
-        label = f"{left} → {right}" + (f" (#{ordn + 1})" if ordn and with_ordinal[g] else "")
+        nth = f" (#{ordn + 1})" if ordn and with_ordinal[g] else ""
+        label = f"{short_kernel_name(left, LABEL_NAME_CHARS)} → {short_kernel_name(right, LABEL_NAME_CHARS)}{nth}"
         rows = m_order[mb[new] : mb[new + 1]].astype(np.int64)
         out.append(
             GapGroup(
@@ -460,6 +497,7 @@ def group_gaps(
                 int(total[g]),
                 Cause(int(cause_g[g])),
                 one_offs.get(new, np.zeros(0, np.int64)).astype(np.int64),
+                full_label=f"{left} → {right}{nth}",
             )
         )
     return out, gid

@@ -338,13 +338,14 @@ def test_warm_up_gap_is_one_time_and_left_out_of_groups_budget_and_what_if():
     # typical steps (all three idle 820 µs) split theirs, step 0 left out: it holds the
     # warm-up. Inside [1000, 3000) µs: gap [890, 1010) its launch path [1004, 1010)
     # (6 launch) and 4 of the 114 µs head (host); [1100, 1800) 694 host + 6 launch;
-    # [1890, 2010) 114 + 6; [2100, 2800) 694 + 6; [2890, 3000) 110 host:
-    # host 4 + 694 + 114 + 694 + 110 = 1616 µs, launch 24 µs, of 1640 µs
+    # [1890, 2010) 114 + 6; [2100, 2800) 694 + 6; [2890, 3000) 110 host is the capture's
+    # trailing edge (issue 47: in no per-step figure):
+    # host 4 + 694 + 114 + 694 = 1506 µs, launch 24 µs, of 1530 µs
     b_ = d.budget
     assert b_.idle_ns == 820 * US
     assert (b_.typical_steps, b_.warm_up_steps, b_.one_time_idle_ns) == (2, 1, 0)
-    assert b_.class_idle_ns["host"] == 808 * US  # 820 * 1616 / 1640
-    assert b_.class_idle_ns["launch"] == 12 * US  # 820 * 24 / 1640
+    assert b_.class_idle_ns["host"] == 807_137  # 820 µs * 1506 / 1530
+    assert b_.class_idle_ns["launch"] == 12_863  # 820 µs * 24 / 1530
     assert sum(b_.class_idle_ns.values()) == b_.idle_ns
     w = d.what_if(gaps=[first])
     assert w.removed_ns == 0  # a one-time gap is not in the budget, so removing it changes nothing

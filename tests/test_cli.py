@@ -232,7 +232,7 @@ def test_broken_pipe_is_quiet():
         timeout=120,
         env=dict(os.environ, NO_COLOR="1"),
     )
-    assert proc.stdout.startswith("gapscope report: ")
+    assert proc.stdout.startswith("Verdict: ")  # the report leads with it (issue 47)
     assert "Traceback" not in proc.stderr and "Error" not in proc.stderr, proc.stderr
 
 

@@ -113,6 +113,37 @@ def test_projected_tokens_states_assumptions(decode):
     assert not judge(ex, t, f, "952").correct
 
 
+def test_projected_tokens_accepts_each_reading_and_says_which(decode):
+    """Issue 47: the tool's own answer (named ranges removed: 1.050 - 0.160 - 0.290 =
+    0.600 ms, 1667 tokens/s, what ``x`` and ``report --what-if`` give) is right, as is
+    the whole-gaps reading (1.050 - 0.160 - 0.460 = 0.430 ms, 2326 tokens/s); the
+    verdict names the reading the number matches."""
+    ex, wb = decode
+    t, f = task(ex, "projected"), wb.facts("step")
+    named = judge(ex, t, f, "1667")
+    assert named.correct and "It matches the reading 'named ranges removed" in named.message
+    assert "= 0.600 ms" in named.work and "2326 tokens/s" in named.message
+    whole = judge(ex, t, f, "2326 tokens/s")
+    assert whole.correct and "It matches the reading 'whole gaps removed" in whole.message
+    assert "1667 tokens/s" in whole.message
+    # and the viewer's what-if on the same timeline gives the named reading
+    w = f.diag.what_if(names=("tensor.item()", "logging callback"))
+    assert round(w.tokens_per_s) == round(1e9 / (1_050_000 - 160_000 - 290_000)) == 1667
+    wrong = judge(ex, t, f, "1300")
+    assert not wrong.correct and "matches no reading" in wrong.message
+    assert "1667 tokens/s" in wrong.message and "2326 tokens/s" in wrong.message
+
+
+def test_percent_is_right_within_the_rounding_typed(decode):
+    """70 % for an idle share of 70.3 % (the step 1.050 ms, busy 0.312: 0.738 / 1.050 =
+    70.29 %): right at the decimals typed; 69 % and 70.0 % are not."""
+    ex, wb = decode
+    t, f = task(ex, "idle-share"), wb.facts("step")
+    assert judge(ex, t, f, "70 %").correct and judge(ex, t, f, "70%").correct
+    assert not judge(ex, t, f, "69 %").correct
+    assert not judge(ex, t, f, "70.0 %").correct  # one decimal typed: 70.3 there
+
+
 def test_idle_share_and_tokens(decode):
     ex, wb = decode
     f = wb.facts("step")

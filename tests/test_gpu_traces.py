@@ -202,7 +202,10 @@ def test_copy_on_path_names_the_pageable_copies():
 def test_sync_cliff_is_the_item_reads():
     assert _dominant("sync-cliff") == "sync" and _shares("sync-cliff")["sync"] > 0.9
     groups = [g for g in _report("sync-cliff")["groups"] if g["cause"] == "sync"]
-    assert len(groups) >= 3 and all(g["steps_with_gap"] == 6 for g in groups)
+    # the last step's trailing read is the loop's tail, an edge gap (issue 47): a group
+    # whose read falls there recurs in the 5 steps before it
+    assert len(groups) >= 3 and all(g["steps_with_gap"] >= 5 for g in groups)
+    assert sum(g["steps_with_gap"] == 6 for g in groups) >= 3
     assert all(g["card"]["smell"] == "sync cliff" for g in groups)
     assert any("aten::item" in _evidence_names(g) for g in groups)
 

@@ -58,3 +58,31 @@ def test_viewer_walks_positions_on_both_sides():
     assert second[0] == 1 and second[1] == 0 and second[2] == 0
     assert "▶ died" in table and "attention → matmul" in table and "appeared" in table
     assert shown.startswith("faster: step 1.050 → 0.348 ms")
+
+
+def test_view_aligns_a_steady_step_of_each_side():
+    """Issue 47: the AFTER pane of h200_decode → h200_decode_graph showed the warm-up
+    and prefill. Every window starts at a steady step of its side (steady: the side's
+    own mask, the first step and warm-up ranges left out), and a selected gap lies in it."""
+    from pathlib import Path
+
+    import numpy as np
+
+    from gapscope.analysis import diagnose
+    from gapscope.diff.document import diff_sides
+    from gapscope.parsers import load
+    from gapscope.tui.diff_view import DiffView
+
+    gpu = Path(__file__).resolve().parent.parent / "sample_traces" / "gpu"
+    tb, ta = load(gpu / "h200_decode.pt.trace.json.gz"), load(gpu / "h200_decode_graph.pt.trace.json.gz")
+    b, a, matches = diff_sides(tb, diagnose(tb), ta, diagnose(ta))
+    view = DiffView(b, a, tuple(matches))
+    for k in range(len(matches)):
+        for side, after in ((b, False), (a, True)):
+            w = view.window(k, after)
+            starts = np.asarray(side.step_start_ns)
+            s = int(np.flatnonzero(starts == w.step_start_ns)[0])
+            assert side.steady[s] and s > 0, (k, after, s)
+            if w.gap is not None:
+                g0 = int(side.diag.gaps.start_ns[w.gap])
+                assert starts[s] <= g0 < int(np.asarray(side.step_end_ns)[s])

@@ -11,6 +11,7 @@ import pytest
 
 from gapscope import sample_traces
 from gapscope.analysis import diagnose
+from gapscope.analysis.findings import findings
 from gapscope.analysis.types import Cause
 from gapscope.parsers import load
 from gapscope.tui.factory import make_app
@@ -116,7 +117,9 @@ def test_class_keys_keep_largest_first_and_say_the_order(corpus):
             return out
 
     out = asyncio.run(run())
-    assert out[1][0] == size[0]
+    # s n: the largest gap of the top finding, not the largest gap (an edge: 70 ms
+    # outside the steps), issue 47
+    assert out[1][0] == int(findings(diag).top.positions[0]) != size[0]
     assert out[2] == (copies[0], f"copy gap 1 of {len(copies)}, largest first")
     assert out[3] == (copies[1], f"copy gap 2 of {len(copies)}, largest first")
     assert out[4] == (deps[0], f"dependency gap 1 of {len(deps)}, largest first")
@@ -245,11 +248,11 @@ def test_ruler_stays_on_the_trace_and_never_labels_negative_time():
             lanes = screen.lanes
             await pilot.press("n", "z")  # gap #0 starts at the trace start
             at_gap0 = (lanes.selected_gap, lanes.viewport, ruler_ticks(lanes.viewport, lanes.origin_ns, 10)[1])
-            await pilot.press("f", "plus", "plus", *["L"] * 8)
+            await pilot.press("0", "plus", "plus", *["L"] * 8)  # 0: fit all
             right = lanes.viewport
             await pilot.press(*["H"] * 12)
             left = lanes.viewport
-            await pilot.press("f", "minus", "minus", "minus")
+            await pilot.press("0", "minus", "minus", "minus")
             out = lanes.viewport, ruler_ticks(lanes.viewport, lanes.origin_ns, 10)[1]
             return at_gap0, right, left, out
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from gapscope.analysis import diagnose
 from gapscope.analysis.card import card_for_gap
+from gapscope.analysis.findings import findings
 from gapscope.parsers import load
 from gapscope.parsers.builder import TraceBuilder
 from gapscope.parsers.model import Kind
@@ -62,7 +63,9 @@ def test_next_gap_zooms_tiny_gap_and_keeps_readable_ones_still():
             fit = lanes.viewport
             await pilot.press("n")  # 9 µs gap, far below one cell at the fit view
             tiny = (lanes.selected_gap, lanes.viewport)
-            await pilot.press("f", "s", "N")  # largest first, the one before the tiny gap: 100 ms gap, 6 cells at fit
+            await pilot.press(
+                "0", "s", "N"
+            )  # 0: fit all; largest first, the one before the tiny gap: 100 ms gap, 6 cells at fit
             big_at_fit = (lanes.selected_gap, lanes.viewport, fit)
             await pilot.press("f")
             lanes.cursor_ns = trace.extent_ns[0]
@@ -125,8 +128,12 @@ def test_header_puts_figures_before_names_at_80_columns(corpus):
 
     narrow, wide = asyncio.run(run())
     assert len(trace.warnings) == 1  # shown in the header: the name gives way first
-    figures = f" │ GPU busy {busy:.0f}% │ {len(diag.gaps)} gaps │ ⚠ 1 warning │ span "
-    assert narrow.startswith("gapscope rank0.json") and figures in narrow
+    # the verdict's class and share lead (issue 47)
+    share = 100 * findings(diag).top.step_share
+    figures = f" │ dependency {share:.0f}%/step │ GPU busy {busy:.0f}% │ {len(diag.gaps)} gaps │ ⚠ 1 warning │ span "
+    # at 80 columns the span, then the busy share, give way to the verdict's figure
+    narrow_figures = f" │ dependency {share:.0f}%/step │ {len(diag.gaps)} gaps │ ⚠ 1 warning │ 1 GPU"
+    assert narrow.startswith("gapscope rank0.json") and narrow_figures in narrow
     assert wide.startswith("gapscope rank0.json.gz" + figures)
     assert len(narrow[: narrow.index(" │ 1 GPU")]) <= 80
     assert wide.endswith(" │ 1 GPU │ NVIDIA A100-SXM4-80GB")

@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 import threading
 
-import numpy as np
 import pytest
 
+from gapscope.analysis.findings import findings
 from gapscope.tui.factory import make_app
 from gapscope.tui.loading import LoadScreen
 from gapscope.tui.panel import GapPanel
@@ -368,11 +368,16 @@ def test_with_no_gap_selected_the_card_says_what_n_does_in_the_order_set():
             got.append(panel.plain)
             await pilot.press("s", "n")
             await pilot.pause()
-            return got, screen.lanes.selected_gap, int(np.argmax(screen.diagnosis.gaps.dur_ns))
+            return got, screen.lanes.selected_gap, int(findings(screen.diagnosis).top.positions[0])
 
-    (before, largest, again), selected, biggest = asyncio.run(run())
-    assert "Press n for the next gap, or s then n for the largest." in before
-    assert "Press n for the largest gap (gaps are ordered largest first; s orders them in time)." in largest
+    (before, largest, again), selected, top = asyncio.run(run())
+    # the first screen shows the verdict and findings (issue 47); n largest first goes
+    # to the top finding's largest gap
+    assert "Press n for the next gap, or s then n for the top finding's largest." in before
+    assert before.startswith("Verdict\n")
+    assert (
+        "Press n for the top finding's largest gap (gaps are ordered largest first; s orders them in time)." in largest
+    )
     assert "s then n" not in largest
     assert again == before
-    assert selected == biggest  # what the hint said n does
+    assert selected == top  # what the hint said n does

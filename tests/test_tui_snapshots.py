@@ -7,6 +7,8 @@ or timing text is drawn, so the snapshots are deterministic.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gapscope.tui.factory import make_app
@@ -14,6 +16,7 @@ from gapscope.tui.screen import TraceScreen
 from tests.conftest import BUGS, CORPUS, require
 
 SIZES = [(80, 24), (120, 40)]
+GPU = Path(__file__).resolve().parent.parent / "sample_traces" / "gpu"
 
 
 async def _ready(pilot):
@@ -74,3 +77,12 @@ def test_decode_step_expanded_card_scrolled(snap_compare):
     assert snap_compare(
         make_app(sample_traces.path()), terminal_size=(80, 24), run_before=_keys("s", "n", "p", "pagedown")
     )
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_h200_decode_first_screen(snap_compare, size):
+    """The first screen of a launch-bound decode capture, no key pressed: the header
+    names launch and its share of the step, the panel the verdict and the findings
+    (issue 47)."""
+    path = require(GPU / "h200_decode.pt.trace.json.gz")
+    assert snap_compare(make_app(path), terminal_size=size, run_before=_keys())

@@ -58,7 +58,7 @@ class DiffView:
     def window(self, k: int, after: bool) -> SideWindow:
         """The window of side ``after`` (False: BEFORE) for match ``k``: the position's
         first member gap in a steady step and that step's start; without a position on
-        this side, the first steady step."""
+        this side, or none of its gaps in a steady step, the first steady step."""
         side = self.after if after else self.before
         pos = self.matches[k].after if after else self.matches[k].before
         starts = np.asarray(side.step_start_ns, dtype=np.int64)
@@ -69,12 +69,17 @@ class DiffView:
             return SideWindow(None, fallback)
         gaps = side.diag.gaps
         members = np.asarray(pos.gap_indices, dtype=np.int64)
-        g = int(members[np.argmin(gaps.start_ns[members])])
+        members = members[np.argsort(gaps.start_ns[members], kind="stable")]
         if starts.size:
-            s = int(np.searchsorted(starts, gaps.start_ns[g], side="right") - 1)
-            if s >= 0:
-                return SideWindow(g, int(starts[s]))
-        return SideWindow(g, fallback)
+            # the first member inside a steady step: never the warm-up, prefill or an
+            # edge of the capture (issue 47: the graph side showed its warm-up)
+            at = np.searchsorted(starts, gaps.start_ns[members], side="right") - 1
+            ok = (at >= 0) & steady[np.clip(at, 0, steady.size - 1)]
+            if ok.any():
+                j = int(np.flatnonzero(ok)[0])
+                return SideWindow(int(members[j]), int(starts[int(at[j])]))
+            return SideWindow(None, fallback)
+        return SideWindow(int(members[0]), fallback)
 
     def span_ns(self) -> int:
         """The shared span: the longer median steady step of the two sides (ns)."""

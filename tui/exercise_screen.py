@@ -4,7 +4,7 @@ with its input, feedback that points at the timeline, hints, and the debrief.
 Composes the viewer's ``Swimlanes`` (one per trace of the exercise, shown by CSS class)
 and its ``GapNavigator``; the judging is headless (``gapscope.exercise.Session``).
 Keys follow the viewer's: n/N next/previous gap, s largest-first/time order, +/- zoom,
-h/l pan, ,/. cursor, j/k lanes, f fit; Enter confirms a picked gap; 1-9 select an
+h/l pan, ,/. cursor, j/k lanes, 0 fit; Enter confirms a picked gap; 1-9 select an
 option and Enter submits it (as the how-to line says: a digit alone never answers);
 u unlocks a hint; ? (or F1) shows the key help. Each task says in one line how
 to answer it, built from the live bindings (the title of the option list or input, or

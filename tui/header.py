@@ -11,10 +11,14 @@ from rich.text import Text
 
 from gapscope.parsers.model import Trace
 from gapscope.tui.cells import crop
+from gapscope.tui.findings_view import findings_of, verdict_badge
 from gapscope.tui.lanes_model import sanitize
 from gapscope.units import fmt_dur
 
-__all__ = ["trace_header", "elide_title"]
+__all__ = ["trace_header", "elide_title", "NAME_MIN_CELLS"]
+
+#: Fewest cells the trace name keeps in the header.
+NAME_MIN_CELLS = 12
 
 
 def elide_title(title: str, max_cells: int) -> str:
@@ -52,7 +56,9 @@ def trace_header(
     failed: bool = False,
     early_gaps: int | None = None,
 ) -> Text:
-    """``gapscope NAME │ GPU busy P% │ N gaps │ span │ k GPUs │ device``: the
+    """``gapscope NAME │ launch 51%/step │ GPU busy P% │ N gaps │ span │ k GPUs │
+    device`` (the verdict's class and share first, ``GPU-bound`` when the kernels are
+    the story: ``tui.findings_view.verdict_badge``): the
     figures first so that they survive an 80-column terminal; the trace name is
     elided to what is left of ``width`` (cells), the device name comes last.
     ``pending``: the diagnosis is still running (``finding gaps…`` in place of the
@@ -69,6 +75,9 @@ def trace_header(
     t0, t1 = trace.extent_ns
     figures = []
     d = diagnosis
+    badge = verdict_badge(findings_of(d)) if d is not None else ""
+    if badge:
+        figures.append(badge)
     if d is not None and getattr(d, "devices", None):
         win = sum(x.window_ns for x in d.devices)
         busy = sum(x.busy_ns for x in d.devices)
@@ -93,7 +102,13 @@ def trace_header(
     if props and isinstance(props[0], dict) and props[0].get("name"):
         device = sanitize(str(props[0]["name"]), 30)
     rest = " │ " + " │ ".join(figures)
-    budget = max(12, min(60, width - len("gapscope ") - cell_len(rest)))
+    # too wide with the verdict's figure: the span goes first (the ruler shows it),
+    # then the busy share (the verdict's share says more)
+    for drop in ("span ", "GPU busy "):
+        if badge and len("gapscope ") + NAME_MIN_CELLS + cell_len(rest) > width:
+            figures = [f for f in figures if not f.startswith(drop)]
+            rest = " │ " + " │ ".join(figures)
+    budget = max(NAME_MIN_CELLS, min(60, width - len("gapscope ") - cell_len(rest)))
     t = Text("gapscope ", style="bold")
     t.append(elide_title(sanitize(name, 200), budget))
     t.append(rest)

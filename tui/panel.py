@@ -7,6 +7,7 @@ built from literal strings, never through markup.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 from rich.text import Text
@@ -17,6 +18,7 @@ from gapscope.analysis.card import card_for_gap
 from gapscope.analysis.causes import CAUSES
 from gapscope.analysis.types import Cause
 from gapscope.parsers.model import Kind
+from gapscope.tui.findings_view import FindingsState, findings_of, overview_lines, overview_text, walk_lines, walk_text
 from gapscope.tui.lanes_model import sanitize
 from gapscope.units import fmt_delta, fmt_dur, fmt_offset
 
@@ -435,7 +437,7 @@ class GapPanel(Widget):
         self._card = Text("")
         self._protocol = protocol_text(set())
         self._compact: list[Text] | None = []
-        self._compact_for: tuple = (None, None, False, None, None, False)
+        self._compact_fn: Callable[[], list[Text]] = list
         self._compact_key: object = None
         #: Show the compact card (``compact_card_text``) instead of the full text.
         self.compact = False
@@ -450,11 +452,17 @@ class GapPanel(Widget):
         failed: str | None = None,
         early: tuple | None = None,
         largest_first: bool = False,
+        findings: FindingsState | None = None,
     ) -> None:
         """Show the card of ``gap`` (or what to do without one; ``pending``: the
         diagnosis is still running; ``failed``: why there is none; ``early``: the
         gaps known before it; ``largest_first``: the order ``n`` walks, ``card_text``),
-        the step budget and the protocol ``done``."""
+        the step budget and the protocol ``done``. ``findings``: what to show of the
+        diagnosis's findings (``tui.findings_view``): the overview (the first screen)
+        or the card of the finding whose positions ``n`` walks."""
+        found = findings_of(diagnosis) if findings is not None and not pending and failed is None else None
+        if found is not None and not found.ranked and not found.apart and found.verdict_kind == "none":
+            found = None
         key = (
             id(diagnosis),
             gap,
@@ -462,13 +470,31 @@ class GapPanel(Widget):
             failed,
             None if early is None else (id(early[1]), early[2]),
             largest_first and gap is None,
+            findings if found is not None else None,
         )
         changed = False
         if key != self._card_key:
             self._card_key = key
-            self._card = card_text(diagnosis, gap, pending, failed, early, largest_first)
+            args = (diagnosis, gap, pending, failed, early, largest_first)
+            walking = findings.walking if findings is not None else None
+            if found is not None and walking is not None and gap is not None and walking < len(found.ranked):
+                place = findings.place if findings is not None else 0
+                self._card = walk_text(found, walking, place, card_text(*args))
+                self._compact_fn = lambda: walk_lines(found, walking, place, compact_card_text(*args))
+            elif (
+                found is not None
+                and findings is not None
+                and findings.overview
+                and (gap is None or findings.active)  # a gap carried over shows its card
+                and len(diagnosis.gaps)
+            ):
+                cursor, active = findings.cursor, findings.active
+                self._card = overview_text(found, cursor, active, largest_first)
+                self._compact_fn = lambda: overview_lines(found, cursor, active, largest_first)
+            else:
+                self._card = card_text(*args)
+                self._compact_fn = lambda: compact_card_text(*args)
             self._compact = None  # built when first drawn (compact mode only)
-            self._compact_for = (diagnosis, gap, pending, failed, early, largest_first)
             self._compact_key = object()
             self.offset_y = 0
             changed = True
@@ -501,7 +527,7 @@ class GapPanel(Widget):
 
     def _compact_items(self) -> list[Text]:
         if self._compact is None:
-            self._compact = compact_card_text(*self._compact_for)
+            self._compact = self._compact_fn()
         return self._compact
 
     def _wrap(self, width: int) -> list[Text]:

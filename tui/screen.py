@@ -27,6 +27,7 @@ from textual.worker import get_current_worker
 from gapscope.analysis.types import Cause, Gaps
 from gapscope.parsers.model import Kind, Trace
 from gapscope.tui.bindings import footer_binding, trace_bindings
+from gapscope.tui.findings_view import FindingsState, findings_of
 from gapscope.tui.footer import KeyFooter
 from gapscope.tui.header import trace_header
 from gapscope.tui.help import HelpScreen
@@ -207,6 +208,9 @@ class TraceScreen(Screen):
         self._shown_done: set[int] = set()
         self._shown_order = TIME
         self._side_drawn = False
+        #: what the panel shows of the findings (the overview first: issue 47)
+        self.findings_state = FindingsState()
+        self._shown_findings: FindingsState | None = None
 
     def _take_diagnosis(self, diagnosis) -> None:
         self.diagnosis = diagnosis
@@ -346,6 +350,8 @@ class TraceScreen(Screen):
             diagnosis = cancellable(diagnose, self.trace, worker, name="gapscope-diagnose")
         except Exception as exc:  # noqa: BLE001 - show the trace without gaps rather than nothing
             error = f"diagnosis failed: {type(exc).__name__}: {exc}"
+        if diagnosis is not None and not worker.is_cancelled:
+            findings_of(diagnosis)  # the verdict and findings, off the UI thread (kept)
         if worker.is_cancelled:
             return
         # Everything loaded lives as long as the app: keep it out of the cyclic GC's
@@ -488,10 +494,12 @@ class TraceScreen(Screen):
             and self._shown_done == self.done
             and self._side_drawn
             and self._shown_order == self.order_mode
+            and self._shown_findings == self.findings_state
         ):
             self._update_detail()
             return
         self._side_drawn = True
+        self._shown_findings = self.findings_state
         self._shown_done = set(self.done)
         self._shown_gap = gap
         self._shown_order = self.order_mode
@@ -505,6 +513,7 @@ class TraceScreen(Screen):
             failed=self.missing_diagnosis,
             early=None if self.early is None else (self.trace, self.early, self.reading is not None),
             largest_first=self.order_mode == SIZE,
+            findings=self.findings_state,
         )
         self._update_detail()
 
@@ -597,6 +606,14 @@ class TraceScreen(Screen):
             return
         lanes = self.lanes
         current = lanes.selected_gap
+        if cause is None and self._walk_finding(direction):
+            return
+        if cause is None and self.order_mode == SIZE and current is None:
+            top = self._top_finding_gap()
+            if top is not None:  # the largest position of the top finding, never an edge
+                self.message = "the top finding's largest gap (f: the findings)"
+                self._select(top)
+                return
         if (
             cause is not None
             and self.order_mode == SIZE
@@ -639,12 +656,89 @@ class TraceScreen(Screen):
                 self.message = f"wrapped to the {where} {cause.label} gap ({k} of {m}, {order})"
             else:
                 self.message = f"{cause.label} gap {k} of {m}, {order}"
+        self._select(g)
+
+    def _select(self, g: int) -> None:
+        """Select gap ``g`` (the card replaces the findings overview)."""
         if self.order_mode == SIZE:
             self.done.add(3)
-        lanes.select_gap(g)
+        if self.findings_state.overview:
+            self.findings_state = dataclasses.replace(self.findings_state, overview=False, active=False)
+        self.lanes.select_gap(g)
         self._update_detail()
         # The lanes and detail line repaint first; the card follows on the next frame.
         self.call_after_refresh(self._update_side)
+
+    # ------------------------------------------------------------- findings
+    @property
+    def findings(self):
+        """The diagnosis's ``Findings`` (None without a diagnosis)."""
+        return findings_of(self.diagnosis) if self.diagnosis is not None else None
+
+    def _top_finding_gap(self) -> int | None:
+        found = self.findings
+        if found is None or found.top is None or found.top.positions.size == 0:
+            return None
+        return int(found.top.positions[0])
+
+    def _walk_finding(self, direction: int) -> bool:
+        """While a finding is walked (Enter on it), ``n``/``N`` go to its next/previous
+        position (wrapping); True when that was done."""
+        st = self.findings_state
+        found = self.findings
+        if st.walking is None or found is None or st.walking >= len(found.ranked):
+            return False
+        pos = found.ranked[st.walking].positions
+        place = (st.place + direction) % pos.size
+        self.findings_state = dataclasses.replace(st, place=place, overview=False)
+        self.message = f"F{st.walking + 1}: gap {place + 1} of {pos.size} (Esc: all gaps)"
+        self._select(int(pos[place]))
+        return True
+
+    def action_toggle_findings(self) -> None:
+        """Show the verdict and the ranked findings in the panel, or the card again."""
+        if self._waiting():
+            return
+        found = self.findings
+        if found is None:
+            self._say(self.missing_diagnosis or "no findings without a diagnosis")
+            return
+        st = self.findings_state
+        if st.overview and st.active:  # back to the card
+            self.findings_state = dataclasses.replace(st, overview=False, active=False)
+        else:  # show the findings, and let j/k and Enter choose among them
+            self.findings_state = dataclasses.replace(st, overview=True, active=True)
+        if self.panel_mode == "hidden":
+            self.action_toggle_panel()
+        self._say(
+            "findings: j/k choose, Enter walks one's gaps, f: the card"
+            if self.findings_state.overview
+            else "the card of the gap (f: the findings)"
+        )
+        self._update_side()
+
+    def _findings_shown(self) -> bool:
+        """The findings list is shown and chosen with ``f``: j/k and Enter act on it."""
+        st = self.findings_state
+        return st.overview and st.active and self.findings is not None and bool(self.findings.ranked)
+
+    def _move_finding_cursor(self, delta: int) -> None:
+        n = len(self.findings.ranked)
+        st = self.findings_state
+        self.findings_state = dataclasses.replace(st, cursor=(st.cursor + delta) % n)
+        f = self.findings.ranked[self.findings_state.cursor]
+        self._say(f"F{self.findings_state.cursor + 1}: {f.title} (Enter walks its {f.positions.size} gaps)")
+        self._update_side()
+
+    def _enter_finding(self) -> None:
+        st = self.findings_state
+        f = self.findings.ranked[st.cursor]
+        if f.positions.size == 0:  # exposed communication: busy time, no gap to walk
+            self._say(f"F{st.cursor + 1} is busy time, in no idle gap: nothing to walk")
+            return
+        self.findings_state = FindingsState(overview=False, cursor=st.cursor, walking=st.cursor, place=0)
+        self.message = f"F{st.cursor + 1}: gap 1 of {f.positions.size}, n/N walk them (Esc: all gaps)"
+        self._select(int(f.positions[0]))
 
     def action_toggle_order(self) -> None:
         """Switch between time order and largest first; the selected gap stays selected
@@ -691,10 +785,16 @@ class TraceScreen(Screen):
         self._update_detail()
 
     def action_row(self, delta: int) -> None:
+        if self._findings_shown():  # j/k choose a finding while the findings are shown
+            self._move_finding_cursor(int(delta))
+            return
         self.lanes.select_row(int(delta))
         self._update_detail()
 
     def action_toggle_group(self) -> None:
+        if self._findings_shown():  # Enter walks the chosen finding's positions
+            self._enter_finding()
+            return
         self.lanes.toggle_group()
 
     def action_fit(self) -> None:
@@ -850,6 +950,10 @@ class TraceScreen(Screen):
     def key_escape(self) -> None:
         if self.has_class("-prompt"):
             self._close_prompt()
+        elif self.findings_state.walking is not None:
+            self.findings_state = dataclasses.replace(self.findings_state, walking=None)
+            self._say("n walks all the gaps again")
+            self._update_side()
 
     def action_what_if_mark(self) -> None:
         """Mark the selected gap's largest CPU-side evidence item not yet marked and

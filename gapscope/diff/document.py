@@ -37,6 +37,7 @@ import numpy as np
 
 from gapscope.analysis.card import card_for_gap, card_for_group
 from gapscope.analysis.types import Cause
+from gapscope.diff.findings import compare_findings, steady_state_gate
 from gapscope.diff.judge import CANNOT_JUDGE, judgement
 from gapscope.diff.match import NOISE_K, POSITION_TOL, STATUSES, UNCHANGED_SHARE, Match, match_positions
 from gapscope.diff.side import Position, Side, build_side
@@ -589,7 +590,7 @@ def build_diff_document(
     b, a, matches = diff_sides(before_trace, before_diag, after_trace, after_diag)
     per_step = _per_step(b, a)
     kernels = _kernels(b, a)
-    comp = _comparability(b, a, kernels, per_step)
+    comp = steady_state_gate(_comparability(b, a, kernels, per_step), before_diag, after_diag)
     judged = judgement(b, a)
     if not judged["judged"]:
         # a side without complete steps has no positions or kernel time to compare: a
@@ -617,6 +618,7 @@ def build_diff_document(
         group_change_ns=change,
         groups=groups,
         left=_left(a, matches) if a.has_gpu and judged["judged"] else None,
+        findings=compare_findings(before_diag, after_diag),
     )
 
 

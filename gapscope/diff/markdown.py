@@ -27,6 +27,29 @@ def _ratio(r) -> str:
     return "-" if r is None else f"{r:.2f}×"
 
 
+def _findings(doc: dict, top: int) -> list[str]:
+    """The findings of the two traces matched (``diff.findings``)."""
+    fd = doc.get("findings")
+    if not fd or not fd["rows"]:
+        return []
+    out = ["", "## Findings (by cost per step; matched by kind and named range)", ""]
+    if fd.get("sentence"):
+        out += [md_text(fd["sentence"]), ""]
+    out += _table(
+        ["finding", "before", "after", "status"],
+        [
+            [
+                md_text(r["title"]),
+                "-" if r["before_per_step_ns"] is None else fmt_dur(r["before_per_step_ns"]),
+                "-" if r["after_per_step_ns"] is None else fmt_dur(r["after_per_step_ns"]),
+                r["status"],
+            ]
+            for r in fd["rows"][:top]
+        ],
+    )
+    return out
+
+
 def render_diff_markdown(doc: dict, top: int = 10) -> str:
     """The diff of ``doc`` as one Markdown string (ends with a newline); ``top`` rows
     of the position and kernel-family tables."""
@@ -42,6 +65,7 @@ def render_diff_markdown(doc: dict, top: int = 10) -> str:
     if b.get("warnings") or a.get("warnings"):
         for name, side in (("BEFORE", b), ("AFTER", a)):
             out += warnings_markdown(side.get("warnings") or [], f"## Loader warnings of {name}", "none")
+    out += _findings(doc, top)
     out += ["", "## Comparability", ""]
     for name, side in (("Before", b), ("After", a)):
         st = side["steps"]

@@ -40,6 +40,7 @@ def render_diff_text(doc: dict, console: Console, top: int = 10) -> None:
     kernel-family tables (the JSON has all)."""
     _header(doc, console)
     _warnings(doc, console)
+    _findings(doc, console, top)
     _comparability(doc, console)
     _per_step(doc, console)
     _positions(doc, console, top)
@@ -66,6 +67,27 @@ def _header(doc: dict, console: Console) -> None:
     if doc.get("left"):
         grid.add_row("Left", safe_text(doc["left"]["line"]))
     console.print(grid)
+
+
+def _findings(doc: dict, console: Console, top: int) -> None:
+    """The findings of the two traces matched: what died, shrank, grew or appeared."""
+    fd = doc.get("findings")
+    if not fd or not fd["rows"]:
+        return
+    heading(console, "Findings (by cost per step; matched by kind and named range)")
+    if fd.get("sentence"):
+        console.print(safe_text(fd["sentence"], 600))
+    tbl = Table(box=None, pad_edge=False, show_edge=False)
+    for name in ("finding", "before", "after", "status"):
+        tbl.add_column(name, justify="right" if name in ("before", "after") else "left", no_wrap=name != "finding")
+    for r in fd["rows"][:top]:
+        tbl.add_row(
+            safe_text(r["title"], 120),
+            "-" if r["before_per_step_ns"] is None else fmt_dur(r["before_per_step_ns"]),
+            "-" if r["after_per_step_ns"] is None else fmt_dur(r["after_per_step_ns"]),
+            r["status"],
+        )
+    console.print(tbl)
 
 
 def _side_line(side: dict) -> str:

@@ -199,30 +199,72 @@ def _choice(ex: Exercise, task: Task, facts: TraceFacts | None, answer) -> Verdi
     return Verdict(False, msg.strip())
 
 
+def _decimals(text: str) -> int:
+    """Decimal places the learner typed (``"70 %"`` → 0, ``"70.3%"`` → 1)."""
+    m = _NUM.match(text or "")
+    num = m.group(1) if m else ""
+    mant = re.split(r"[eE]", num)[0]
+    return len(mant.split(".", 1)[1]) if "." in mant else 0
+
+
+def _close(v: float, truth: float, tol: float, unit: str, typed: str) -> bool:
+    """``v`` is right for ``truth``: within the tolerance, or, for a percentage, equal
+    to it at the decimals the learner typed (the rounding the screen shows: ``70 %``
+    for 70.3%)."""
+    if abs(v - truth) <= tol + 1e-12 * max(1.0, abs(truth)):
+        return True
+    if unit == "%":
+        d = _decimals(typed)
+        return abs(v - truth) <= 0.5 * 10.0**-d + 1e-9
+    return False
+
+
+def _short(pr) -> str:
+    """A reading's label without its parenthesised detail."""
+    return ((pr.label if pr is not None else "") or "as stated").split(" (", 1)[0]
+
+
 def _number(task: Task, facts: TraceFacts, answer) -> Verdict:
     key = task.number_key
     v = parse_number(str(answer), key.unit)
-    try:
-        fig = facts.figure(task.number_quantity, gap=task.gap, projection=task.projection)
-    except ValueError as exc:
-        raise AnswerError(f"cannot compute {task.quantity} from the trace: {exc}") from None
-    truth = _in_unit(fig.value, fig.unit, key.unit)
+    readings = task.projection.all_readings if task.projection is not None else (None,)
+    figs = []
+    for pr in readings:
+        try:
+            fig = facts.figure(task.number_quantity, gap=task.gap, projection=pr)
+        except ValueError as exc:
+            raise AnswerError(f"cannot compute {task.quantity} from the trace: {exc}") from None
+        work = fig.work
+        if pr is not None and pr.assumptions:
+            work += "\nAssumptions: " + "; ".join(pr.assumptions)
+        figs.append((pr, _in_unit(fig.value, fig.unit, key.unit), work))
     tol = key.tolerance_abs()
-    work = fig.work
-    if task.projection and task.projection.assumptions:
-        work += "\nAssumptions: " + "; ".join(task.projection.assumptions)
-    if abs(v - truth) <= tol + 1e-12 * max(1.0, abs(truth)):
-        return Verdict(
-            True,
+    for k, (pr, truth, work) in enumerate(figs):
+        if not _close(v, truth, tol, key.unit, str(answer)):
+            continue
+        msg = (
             fill(task.feedback, facts)
-            or f"{_fmt(v, key.unit)} is within {_fmt(tol, key.unit)} of the timeline's {_fmt(truth, key.unit)}.",
-            work=work,
+            or f"{_fmt(v, key.unit)} is within {_fmt(tol, key.unit)} of the timeline's {_fmt(truth, key.unit)}."
         )
+        if len(figs) > 1:  # say which reading of the assumptions it matches, and the other
+            msg += f" It matches the reading '{pr.label if pr is not None and pr.label else 'as stated'}'" + (
+                "; "
+                + "; ".join(f"'{_short(o)}' gives {_fmt(t, key.unit)}" for j, (o, t, _w) in enumerate(figs) if j != k)
+                + "."
+            )
+        return Verdict(True, msg, work=work)
+    pr0, truth, work = figs[0]
     side = "high" if v > truth else "low"
     msg = f"{_fmt(v, key.unit)} is too {side}: the timeline gives {_fmt(truth, key.unit)} (tolerance {_fmt(tol, key.unit)})."
+    if len(figs) > 1:
+        msg = (
+            f"{_fmt(v, key.unit)} matches no reading of the assumptions: the timeline gives "
+            + "; ".join(f"{_fmt(t, key.unit)} with '{_short(p)}'" for p, t, _w in figs)
+            + f" (tolerance {_fmt(tol, key.unit)})."
+        )
     if task.wrong_feedback:
         msg += " " + fill(task.wrong_feedback, facts)
-    return Verdict(False, msg, work=work)
+    return Verdict(False, msg, work="\n".join(w for _p, _t, w in figs))
 
 
 def _keywords_ok(fld: CardField, text: str) -> list[tuple[str, ...]]:

@@ -4,6 +4,7 @@ when it can be found, and the task id."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import tomllib
@@ -95,6 +96,18 @@ class _Parser:
             if re.match(rf"\s*{re.escape(key)}\s*=", s):
                 return i + 1
         return None
+
+    def projection(self, pr: dict, tid: str, line: int | None) -> Projection:
+        """One reading of a projection table (``remove_gaps``, ``remove_events``,
+        ``assumptions``, ``label``); its ``readings`` are read by the caller."""
+        return Projection(
+            remove_gaps=tuple(
+                self.selector(g, tid, line) for g in self.get(pr, "remove_gaps", list, default=[], task=tid, line=line)
+            ),
+            remove_events=self.strs(pr, "remove_events", tid, line),
+            assumptions=self.strs(pr, "assumptions", tid, line),
+            label=self.get(pr, "label", str, default="", task=tid, line=line),
+        )
 
     def get(
         self,
@@ -358,14 +371,12 @@ class _Parser:
             raise self.err("quantity 'gap' needs a gap selector", line=line, task=tid)
         if q.startswith("projected"):
             pr = self.get(t, "projection", dict, required=True, task=tid, line=line)
-            kw["projection"] = Projection(
-                remove_gaps=tuple(
-                    self.selector(g, tid, line)
-                    for g in self.get(pr, "remove_gaps", list, default=[], task=tid, line=line)
-                ),
-                remove_events=self.strs(pr, "remove_events", tid, line),
-                assumptions=self.strs(pr, "assumptions", tid, line),
-            )
+            readings = []
+            for r in self.get(pr, "readings", list, default=[], task=tid, line=line):
+                if not isinstance(r, dict):
+                    raise self.err("each [[tasks.projection.readings]] must be a table", line=line, task=tid)
+                readings.append(self.projection(r, tid, line))
+            kw["projection"] = dataclasses.replace(self.projection(pr, tid, line), readings=tuple(readings))
         assumptions = []
         for a in self.get(t, "assume", list, default=[], task=tid, line=line):
             if not isinstance(a, dict):

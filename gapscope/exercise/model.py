@@ -162,11 +162,22 @@ class GapSelector:
 @dataclasses.dataclass(frozen=True)
 class Projection:
     """What-if for projected quantities: remove whole gaps and the idle time covered by
-    named CPU events; ``assumptions`` are printed with the result."""
+    named CPU events; ``assumptions`` are printed with the result. ``label`` names this
+    reading of the assumptions (``"whole gaps removed"``); ``readings``: the other
+    defensible readings of the same prompt (``"named ranges removed"``, what the
+    viewer's ``x`` and ``report --what-if`` give), each a ``Projection``: an answer
+    matching any of them is right, and the verdict says which one it matches."""
 
     remove_gaps: tuple[GapSelector, ...] = ()
     remove_events: tuple[str, ...] = ()
     assumptions: tuple[str, ...] = ()
+    label: str = ""
+    readings: tuple[Projection, ...] = ()
+
+    @property
+    def all_readings(self) -> tuple[Projection, ...]:
+        """This reading, then the others."""
+        return (self, *self.readings)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,6 +14,7 @@ import dataclasses
 import re
 import sys
 
+from gapscope.analysis.findings import FINDING_MIN_SHARE, GPU_BOUND_IDLE_SHARE, VERDICT_MIN_SHARE
 from gapscope.analysis.types import Params
 
 __all__ = [
@@ -117,7 +118,9 @@ def build_parser(prog: str = "gapscope report") -> argparse.ArgumentParser:
     p = Parser(
         prog=prog,
         description=(
-            "Print a headless report of a trace: format, span, lanes, per-device GPU busy "
+            "Print a headless report of a trace: first the verdict and the findings (patterns "
+            "across the steady-state steps, ranked by the idle a fix would recover per step), then "
+            "format, span, lanes, per-device GPU busy "
             "and idle, idle gaps with their cause class, recurring groups with cards, "
             "picket-fence episodes, the per-step budget and the loader's warnings. "
             "Never imports the viewer; never writes the input file."
@@ -125,7 +128,11 @@ def build_parser(prog: str = "gapscope report") -> argparse.ArgumentParser:
         epilog=(
             "Definitions (GPU busy = union of kernels over all streams of a device; "
             "'fully idle' also counts copies and memsets as busy; idle gap; cause classes "
-            f"sync > copy > launch > host) follow {DEFINITIONS}. Exit status: 0 ok, "
+            f"sync > copy > launch > host) follow {DEFINITIONS}. The verdict is 'GPU-bound' below "
+            f"{100 * GPU_BOUND_IDLE_SHARE:.0f}% idle per step and names no class whose top finding "
+            f"recovers under {100 * VERDICT_MIN_SHARE:.0f}% of the step; findings under "
+            f"{100 * FINDING_MIN_SHARE:.1f}% are not listed; edge gaps (before the first kernel, after "
+            "the last) are in no per-step figure. Exit status: 0 ok, "
             "2 bad input or usage, 1 internal error (please report it)."
         ),
     )

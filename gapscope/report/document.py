@@ -17,6 +17,8 @@ import numpy as np
 
 from gapscope.analysis.budget import match_names
 from gapscope.analysis.card import card_for_gap, card_for_group
+from gapscope.analysis.diagnose import Diagnosis
+from gapscope.analysis.findings import Finding, findings
 from gapscope.analysis.jsonout import diagnosis_to_json
 from gapscope.parsers.model import Kind, Trace
 from gapscope.report.busy import device_busy, lane_kind_counts
@@ -31,7 +33,7 @@ CARDS_FOR_TOP = 3
 GROUP_CARD_LIMIT = 50
 
 #: Identifies the document layout; bumped only on an incompatible change.
-SCHEMA = "gapscope.report/1"
+SCHEMA = "gapscope.report/2"  # 2: ``verdict``, ``findings``, ``findings_apart`` (issue 47)
 
 
 def jsonable(obj: Any) -> Any:
@@ -252,8 +254,12 @@ def build_document(
             budget=None,
             what_if=[],
             diagnosis=None,
+            verdict=None,
+            findings=[],
+            findings_apart=[],
         )
         return doc
+    _findings(doc, diag)
     doc["params"] = jsonable(diag.params)
     totals = _class_totals(diag)
     doc["class_totals_ns"] = jsonable(totals)
@@ -288,6 +294,50 @@ def build_document(
         doc["what_if"].append(w)
     doc["diagnosis"] = jsonable(diagnosis_to_json(diag)) if full else None
     return doc
+
+
+def _findings(doc: dict, diag) -> None:
+    """``verdict``, ``findings`` and ``findings_apart`` of ``diag`` into ``doc`` (null
+    and empty for a diagnosis that is not a ``Diagnosis``: a stand-in without steps'
+    evidence has no findings)."""
+    if not isinstance(diag, Diagnosis):
+        doc.update(verdict=None, findings=[], findings_apart=[])
+        return
+    found = findings(diag)
+    doc["verdict"] = dict(
+        sentence=found.verdict,
+        kind=found.verdict_kind,
+        share=found.verdict_share,
+        steady_state=found.steady_state,
+    )
+    doc["findings"] = [finding_dict(f, k) for k, f in enumerate(found.ranked)]
+    doc["findings_apart"] = [finding_dict(f, k) for k, f in enumerate(found.apart)]
+
+
+def finding_dict(f: Finding, rank: int) -> dict:
+    """One finding as JSON types (``docs/report-json.md``, "Findings"): ``rank`` from 0
+    in its list; ``tokens_per_s`` only for a decode step (else null)."""
+    return dict(
+        rank=rank,
+        kind=f.kind,
+        cause=f.cause.label,
+        title=f.title,
+        name=f.name,
+        steady=f.steady,
+        per_step_ns=int(f.per_step_ns),
+        step_share=float(f.step_share),
+        total_ns=int(f.total_ns),
+        steps_with=int(f.steps_with),
+        steps_total=int(f.steps_total),
+        positions=[int(x) for x in f.positions.tolist()],
+        fix=f.fix,
+        card=_card(f.card) if f.card is not None else None,
+        projected_step_ns=int(f.projected_step_ns) if f.steady else None,
+        steps_per_s=float(f.steps_per_s) if f.steady else None,
+        tokens_per_s=float(f.steps_per_s) if f.steady and f.decode else None,
+        speedup=float(f.speedup) if f.steady else None,
+        assumptions=list(f.assumptions),
+    )
 
 
 def _groups(diag, card_limit: int = GROUP_CARD_LIMIT) -> list[dict]:

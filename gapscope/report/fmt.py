@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from gapscope.analysis.names import short_kernel_name
 from gapscope.units import column_unit, fmt_bytes, fmt_dur, fmt_in
 
 __all__ = [
@@ -282,46 +283,6 @@ def budget_rows(budget: dict) -> list[tuple[str, str]]:
     return rows
 
 
-_NAMESPACES = re.compile(r"\b(?:[A-Za-z_]\w*::)+")
-
-
-def _drop_params(name: str) -> str:
-    """Drop a trailing balanced ``(...)`` parameter list (C++ signature)."""
-    if not name.endswith(")"):
-        return name
-    depth = 0
-    for k in range(len(name) - 1, -1, -1):
-        ch = name[k]
-        if ch == ")":
-            depth += 1
-        elif ch == "(":
-            depth -= 1
-            if depth == 0:
-                return name[:k].rstrip() if k > 0 else name
-    return name
-
-
-def _collapse_templates(name: str, keep_depth: int) -> str:
-    """Replace template arguments nested deeper than ``keep_depth`` by ``…``."""
-    out, depth = [], 0
-    for ch in name:
-        if ch == "<":
-            depth += 1
-            if depth == keep_depth + 1:
-                out.append("<…")
-            elif depth <= keep_depth:
-                out.append(ch)
-            continue
-        if ch == ">" and depth > 0:
-            depth -= 1
-            if depth <= keep_depth:
-                out.append(">")
-            continue
-        if depth <= keep_depth:
-            out.append(ch)
-    return "".join(out)
-
-
 def short_name(name: str, max_len: int) -> str:
     """``name`` made terminal-safe (``safe_name``) and, only when longer than
     ``max_len``, shortened the way profilers show C++ kernel names: without the
@@ -335,12 +296,7 @@ def short_name(name: str, max_len: int) -> str:
         a, b = s.split(" → ", 1)
         half = max(8, (max_len - 3) // 2)
         return short_name(a, half) + " → " + short_name(b, max(8, max_len - 3 - min(len(a), half)))
-    t = s[5:] if s.startswith("void ") else s
-    t = _NAMESPACES.sub("", _drop_params(t))
-    for depth in (2, 1, 0):
-        if len(t) <= max_len:
-            break
-        t = _collapse_templates(t, depth)
+    t = short_kernel_name(s, max_len)
     return safe_name(t, max_len)
 
 

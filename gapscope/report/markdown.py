@@ -10,11 +10,11 @@ from __future__ import annotations
 import re
 
 from gapscope.report.document import lone_gaps, trust_lines
+from gapscope.report.findings_text import APART_ROWS, FINDING_ROWS, folded_devices, rate_text
 from gapscope.report.fmt import (
     GROUP_CARDS,
     MD_GROUP_ROWS,
     budget_rows,
-    device_label,
     fmt_rate,
     fmt_share,
     kind_counts_text,
@@ -90,6 +90,7 @@ def render_markdown(doc: dict, top: int = 10) -> str:
     limited in ``doc``), the rest counted with their idle."""
     src, span = doc["source"], doc["span"]
     out = [f"# gapscope report: {md_code(src['path'], None, False)}", ""]
+    out += _verdict(doc, top)
     fmt = src["format"] + (
         f" (Kineto schemaVersion {src['schema_version']})" if src.get("schema_version") is not None else ""
     )
@@ -99,9 +100,8 @@ def render_markdown(doc: dict, top: int = 10) -> str:
     rank = rank_text(src)
     if rank is not None:
         out.append(f"- Rank: {md_text(rank)}")
-    for k, prop in enumerate(src.get("device_properties") or []):
-        dev = prop.get("id", k) if isinstance(prop, dict) else k
-        out.append(f"- Device {md_text(dev)}: {md_code(device_label(prop), None, False)}")
+    for ids, label in folded_devices(src.get("device_properties") or []):
+        out.append(f"- {md_text(ids)}: {md_code(label, None, False)}")
     out.append(f"- Span: {fmt_dur(span['dur_ns'])}; {doc['event_count']:,} events on {len(doc['lanes'])} lanes")
     out += ["", "## Lanes", ""]
     out += _table(
@@ -154,6 +154,37 @@ def warnings_markdown(warns: list[dict], title: str, empty: str | None = None) -
         out.append(f"- {where}{md_code(warning_message(w['message']), 200, False)}")
     if len(warns) > 20:
         out.append(f"- ... and {len(warns) - 20} more")
+    return out
+
+
+def _verdict(doc: dict, top: int = FINDING_ROWS) -> list[str]:
+    """The verdict and the findings table, before everything else (issue 47)."""
+    v = doc.get("verdict")
+    if not v:
+        return []
+    out = [f"**Verdict:** {md_text(v['sentence'])}", ""]
+    found = doc.get("findings") or []
+    if found:
+        out += _table(
+            ["#", "class", "per step", "share", "steps", "finding", "if fixed"],
+            [
+                [
+                    f"F{f['rank'] + 1}",
+                    f["cause"],
+                    fmt_dur(f["per_step_ns"]),
+                    f"{100 * f['step_share']:.1f}%",
+                    f"{f['steps_with']}/{f['steps_total']}",
+                    md_text(f["title"]),
+                    f"{fmt_dur(f['projected_step_ns'])}, {rate_text(f)}",
+                ]
+                for f in found[: min(FINDING_ROWS, top)]
+            ],
+        )
+        out.append("")
+    for f in (doc.get("findings_apart") or [])[:APART_ROWS]:
+        out.append(f"- apart (in no per-step figure): {md_text(f['title'])}")
+    if doc.get("findings_apart"):
+        out.append("")
     return out
 
 

@@ -15,8 +15,8 @@ from rich.table import Table
 from rich.text import Text
 
 from gapscope.report.document import trust_lines
+from gapscope.report.findings_text import folded_devices, verdict_section
 from gapscope.report.fmt import (
-    device_label,
     fmt_share,
     kind_counts_text,
     more_episodes_line,
@@ -42,7 +42,8 @@ def render_text(doc: dict, console: Console, top: int = 10) -> None:
     """Print the whole report of ``doc`` on ``console`` (sections in a fixed order);
     ``top``: how many entries each list shows (``--top``: recurring groups, picket-fence
     episodes; the largest gaps are already limited in ``doc``), the rest counted with
-    their idle."""
+    their idle. The verdict and the findings come first (``verdict_section``)."""
+    verdict_section(doc, console, top)
     _header(doc, console)
     _lanes(doc, console)
     _devices(doc, console)
@@ -61,6 +62,8 @@ def render_text(doc: dict, console: Console, top: int = 10) -> None:
 
 def _header(doc: dict, console: Console) -> None:
     src = doc["source"]
+    if doc.get("verdict"):
+        console.print()
     console.print(Text.assemble(("gapscope report: ", "bold"), safe_text(src["path"])))
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
@@ -74,10 +77,8 @@ def _header(doc: dict, console: Console) -> None:
     rank = rank_text(src)
     if rank is not None:
         grid.add_row("Rank", safe_text(rank))
-    for k, prop in enumerate(src.get("device_properties") or []):
-        grid.add_row(
-            f"Device {prop.get('id', k)}" if isinstance(prop, dict) else f"Device {k}", Text(device_label(prop))
-        )
+    for ids, label in folded_devices(src.get("device_properties") or []):
+        grid.add_row(ids, Text(label))
     span = doc["span"]
     grid.add_row("Span", Text(f"{fmt_dur(span['dur_ns'])} ({span['start_ns']} → {span['end_ns']} ns)"))
     grid.add_row("Events", Text(f"{doc['event_count']:,} on {len(doc['lanes'])} lanes"))

@@ -1,0 +1,616 @@
+"""Findings: the answer every surface shows first ("Findings: what the tool says first"
+in ``docs/ARCHITECTURE.md``).
+
+A gap is evidence; a *finding* is a pattern across the steady-state steps, with what a
+fix would recover. ``findings(diag)`` reads the ``Diagnosis`` (nothing is measured twice)
+and returns:
+
+- ``ranked``: the steady-state findings, largest recoverable time per step first. Kinds
+  (``Finding.kind``): a launch-bound stretch over many positions (picket fence), a host
+  island at a named range, a sync cliff at a named range or read, copies on the path, a
+  queued wait on a collective / graph / stream (``dependency``), host or sync time with
+  no named range, unclassified idle. Recurrence is by meaning: the same class at the
+  same named range is one finding wherever it falls in the step (``positions``).
+- ``apart``: edge gaps (``steps.edge_gaps``: profiler start and stop, the loop's tail)
+  and one-time (warm-up) costs, shown and labelled, never ranked with steady state and
+  in no per-step figure.
+- ``verdict``: one sentence: the top finding's class, share of the step, cost per step,
+  first fix and its projected step; or "GPU-bound: the kernels are the story" when the
+  steady-state step idles less than ``GPU_BOUND_IDLE_SHARE``.
+
+Cost per step, projected step and steps/s (tokens/s for a decode step) come from
+``budget.what_if`` with the finding's own ns per gap (``remove_ns``): the same machinery
+and the same printed assumptions as ``report --what-if`` and the viewer's ``x``. A host
+finding removes the named range's time inside the gaps (``logging callback``: 0.290 ms
+of the decode-step exercise's 0.460 ms gap; the rest is untraced and stays); a sync
+finding removes the sync class time of the gaps it names (the wait and the host work
+after it until the next launch, the cliff); launch, copy, dependency and unclassified
+findings remove their class time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+
+from gapscope.analysis.budget import steady_gaps, typical_steps, what_if
+from gapscope.analysis.busy import coverage, device_event_mask, union_intervals, valid_timing_mask
+
+# the card API (issue 43 moves it; this is the one place that imports it)
+from gapscope.analysis.card import card_for_gap, card_for_group
+from gapscope.analysis.diagnose import Diagnosis
+from gapscope.analysis.evidence_kinds import COLLECTIVE_RE, ids_matching
+from gapscope.analysis.names import short_kernel_name
+from gapscope.analysis.steps import edge_gaps
+from gapscope.analysis.types import Card, Cause, WaitKind
+from gapscope.parsers.model import Kind
+from gapscope.units import fmt_dur
+
+__all__ = [
+    "Finding",
+    "Findings",
+    "findings",
+    "meaning",
+    "has_steady_state",
+    "GPU_BOUND_IDLE_SHARE",
+    "FINDING_MIN_SHARE",
+    "NAMED_PER_CLASS",
+    "EVIDENCE_GAPS",
+    "VERDICT_MIN_SHARE",
+]
+
+#: Below this idle share of the steady-state step the GPU is mostly busy: the verdict
+#: is "GPU-bound: the kernels are the story" (the seeds' dense GPU lane).
+GPU_BOUND_IDLE_SHARE = 0.2
+#: A top finding recovering less than this share of the step makes no verdict of its
+#: class ("in no steady pattern"): 1% of a step is no bottleneck.
+VERDICT_MIN_SHARE = 0.05
+#: A finding recovering less than this share of the step is not listed (its gaps stay
+#: in the gap list and the groups).
+FINDING_MIN_SHARE = 0.005
+#: Named ranges kept as their own finding per class (host, sync); the rest of the
+#: class's time is one "no named range" finding.
+NAMED_PER_CLASS = 5
+#: Gaps whose evidence names the host and sync findings, per class: the largest by
+#: that class's ns (their evidence lists cost up to a few ms each on a busy thread:
+#: hta/mtia_rank_0's 3,454 gaps took 13 s). The class time of the other gaps counts as
+#: "no named range".
+EVIDENCE_GAPS = 256
+#: Characters of a name in a finding's title (the full name: ``Finding.name``).
+TITLE_NAME_CHARS = 40
+
+#: Titles of the queued waits by ``WaitKind`` value.
+_WAIT_TITLES = {
+    int(WaitKind.COLLECTIVE): "queued wait on a collective",
+    int(WaitKind.GRAPH): "queued wait inside a CUDA graph (graph-internal ordering)",
+    int(WaitKind.STREAM_WAIT): "queued wait on another stream (cudaStreamWaitEvent)",
+}
+#: Evidence names that are no range: synthetic items of the evidence list.
+_SYNTHETIC = "("
+
+#: The first fix per class, in a few words (the card holds the full experiment).
+_FIX = {
+    Cause.LAUNCH: "capture the step in a CUDA graph or torch.compile it (or batch)",
+    Cause.COPY: "keep tensors on the device (pinned memory and non_blocking where a copy stays)",
+    Cause.UNCLASSIFIED: "capture with CPU activity (with_stack) so the idle can be classified",
+}
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Finding:
+    """One finding (a pattern across steps).
+
+    ``kind``: ``"launch"``, ``"host"``, ``"sync"``, ``"copy"``, ``"dependency"``,
+    ``"unclassified"``, ``"communication"`` (exposed collectives: busy time, so no
+    ``positions`` and no ``remove_ns``) (``ranked``) or ``"edge"`` / ``"one-time"`` (``apart``);
+    ``cause``: its ``Cause``; ``title``: short readable title (names shortened by
+    ``names.short_kernel_name``); ``name``: the named range or read verbatim (``""``
+    when none); ``per_step_ns``: recoverable idle per steady-state step (int ns; 0 in
+    ``apart``); ``step_share``: ``per_step_ns`` / the step's wall time; ``total_ns``:
+    its ns summed over all its positions; ``steps_with``/``steps_total``: steps holding
+    one of its positions; ``positions``: int64 gap indices, largest share first;
+    ``card``: the card of its largest grouped position's group, else of its largest
+    position; ``fix``: the first fix in a few words; ``projected_step_ns``,
+    ``steps_per_s``, ``speedup``, ``decode`` (tokens/s = steps/s when True) and
+    ``assumptions``: the what-if if it were fixed (``budget.what_if``)."""
+
+    kind: str
+    cause: Cause
+    title: str
+    name: str
+    per_step_ns: int
+    step_share: float
+    total_ns: int
+    steps_with: int
+    steps_total: int
+    positions: np.ndarray
+    card: Card | None
+    fix: str
+    projected_step_ns: int = 0
+    steps_per_s: float = 0.0
+    speedup: float = 1.0
+    decode: bool = False
+    assumptions: tuple[str, ...] = ()
+    #: int64 ns per gap this finding removes (length = number of gaps)
+    remove_ns: np.ndarray | None = dataclasses.field(default=None, repr=False)
+
+    @property
+    def steady(self) -> bool:
+        return self.kind not in ("edge", "one-time")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Findings:
+    """Result of ``findings``. ``verdict``: one sentence; ``verdict_kind``: the top
+    finding's kind, ``"gpu-bound"``, ``"no steady state"`` or ``"no gpu work"``;
+    ``verdict_share``: its share of the step (the idle share for ``gpu-bound``);
+    ``ranked``/``apart``: see the module docstring; ``edge``: bool per gap
+    (``steps.edge_gaps``); ``steady_state``: False when the trace holds no steady-state
+    step (no GPU work, or a window of fewer than ``MIN_WINDOW_KERNELS`` kernels)."""
+
+    verdict: str
+    verdict_kind: str
+    verdict_share: float
+    ranked: tuple[Finding, ...]
+    apart: tuple[Finding, ...]
+    edge: np.ndarray
+    steady_state: bool
+
+    @property
+    def top(self) -> Finding | None:
+        return self.ranked[0] if self.ranked else None
+
+
+#: A trace without steps whose busiest device ran fewer kernels than this has no
+#: steady-state step to judge (one 20 ns kernel is no step).
+MIN_WINDOW_KERNELS = 3
+
+
+def has_steady_state(diag) -> bool:
+    """True when ``diag`` holds a steady-state step: a budget over found steps, or a
+    window (no steps known) of at least ``MIN_WINDOW_KERNELS`` kernels."""
+    b = diag.budget
+    if b is None or b.wall_ns <= 0:
+        return False
+    if b.source != "window":
+        return True
+    dev = [d for d in diag.devices if d.device == b.device]
+    return bool(dev) and dev[0].kernel_count >= MIN_WINDOW_KERNELS
+
+
+def _self_ns(diag, items) -> list[int]:
+    """Each evidence item's own ns: its overlap less the overlap of the items nested in
+    it (an op's time holds the ops inside it: ``decode_step``'s overlap holds
+    ``log_token``'s). Nesting: on the same lane, within the item's interval; a child is
+    subtracted from its innermost parent only."""
+    t = diag.trace
+    own = [int(e.overlap_ns) for e in items]
+    real = [k for k, e in enumerate(items) if e.event >= 0]
+    span = {
+        k: (int(t.start_ns[items[k].event]), int(t.start_ns[items[k].event]) + int(t.dur_ns[items[k].event]))
+        for k in real
+    }
+    for c in real:
+        c0, c1 = span[c]
+        parent, width = -1, None
+        for p in real:
+            if p == c or items[p].lane != items[c].lane:
+                continue
+            p0, p1 = span[p]
+            if p0 <= c0 and c1 <= p1 and (p1 - p0, p) > (c1 - c0, c) and (width is None or p1 - p0 < width):
+                parent, width = p, p1 - p0
+        if parent >= 0:
+            own[parent] = max(0, own[parent] - int(items[c].overlap_ns))
+    return own
+
+
+#: Names that mean one thing whatever their tail: the autograd engine's per-node
+#: ranges (``autograd::engine::evaluate_function: MulBackward0``) are one backward pass.
+_MEANING = ((re.compile(r"^autograd::engine::evaluate_function: "), "autograd backward (evaluate_function)"),)
+
+
+def meaning(name: str) -> str:
+    """The key a named range is recognised by across steps (``_MEANING``: the backward
+    pass's per-node ranges are one), else the name itself."""
+    for pattern, key in _MEANING:
+        if pattern.match(name):
+            return key
+    return name
+
+
+def _name_vectors(diag, rows: np.ndarray, cause: Cause) -> dict[str, np.ndarray]:
+    """name -> int64 ns per gap of evidence of class ``cause`` with that name (real
+    events only, their own time: ``_self_ns``; names by ``meaning``), over the gaps
+    ``rows``."""
+    n = len(diag.gaps)
+    out: dict[str, np.ndarray] = {}
+    for i in rows.tolist():
+        items = diag.evidence(i)
+        for e, own in zip(items, _self_ns(diag, items)):
+            if e.cause != cause or e.event < 0 or e.name.startswith(_SYNTHETIC) or own <= 0:
+                continue
+            key = meaning(e.name)
+            v = out.get(key)
+            if v is None:
+                v = out[key] = np.zeros(n, dtype=np.int64)
+            v[i] += own
+    return out
+
+
+def _top_named(diag, i: int, cause: Cause, kinds: tuple[Kind, ...] | None = None) -> str:
+    """The name of gap ``i``'s largest evidence of class ``cause`` (real events;
+    ``kinds``: only events of these kinds), summed by name; ``""`` when none."""
+    by: dict[str, int] = {}
+    kind = diag.trace.kind
+    for e in diag.evidence(i):
+        if e.cause != cause or e.event < 0 or e.name.startswith(_SYNTHETIC):
+            continue
+        if kinds is not None and Kind(int(kind[e.event])) not in kinds:
+            continue
+        key = meaning(e.name)
+        by[key] = by.get(key, 0) + int(e.overlap_ns)
+    return max(by, key=lambda k: (by[k], k)) if by else ""
+
+
+def _largest(v: np.ndarray) -> np.ndarray:
+    """int64 indices of the ``EVIDENCE_GAPS`` largest positive entries of ``v``."""
+    rows = np.flatnonzero(v > 0)
+    if rows.size > EVIDENCE_GAPS:
+        rows = rows[np.argsort(-v[rows], kind="stable")[:EVIDENCE_GAPS]]
+    return np.sort(rows)
+
+
+def _candidates(diag, steady: np.ndarray) -> list[tuple[str, Cause, str, str, np.ndarray]]:
+    """(kind, cause, title, name, ns per gap) of every candidate finding."""
+    g = diag.gaps
+    cn = g.class_ns
+    out: list[tuple[str, Cause, str, str, np.ndarray]] = []
+    if cn is None:
+        return out
+    cls = {c: np.where(steady, cn[:, int(c)], 0).astype(np.int64) for c in Cause}
+    # launch: one finding, wherever it falls in the step
+    v = cls[Cause.LAUNCH]
+    if v.any():
+        pos = int((v > 0).sum())
+        fence = int(((g.episode >= 0) & (v > 0)).sum())
+        title = (
+            f"picket fence: {pos} short gaps between short kernels"
+            if fence * 2 >= pos
+            else f"launch overhead exposed in {pos} gaps"
+        )
+        out.append(("launch", Cause.LAUNCH, title, "", v))
+    # host: a finding per named range (its own time in the gaps), the rest as one
+    v = cls[Cause.HOST]
+    if v.any():
+        named = _name_vectors(diag, _largest(v), Cause.HOST)
+        keep = sorted(named, key=lambda k: (-int(named[k].sum()), k))[:NAMED_PER_CLASS]
+        rest = v.copy()
+        for k in keep:
+            vec = np.minimum(named[k], v)
+            rest -= vec
+            out.append(("host", Cause.HOST, f"host island at `{short_kernel_name(k, TITLE_NAME_CHARS)}`", k, vec))
+        rest = np.maximum(rest, 0)
+        if rest.any():
+            title = "host work with no named range (untraced or scattered)" if keep else "host work on the CPU"
+            out.append(("host", Cause.HOST, title, "", rest))
+    # sync: gaps keyed by the named range holding their wait; the cliff's class time
+    v = cls[Cause.SYNC]
+    if v.any():
+        keys: dict[str, list[int]] = {}
+        for i in _largest(v).tolist():
+            keys.setdefault(_top_named(diag, i, Cause.SYNC), []).append(i)
+        order = sorted((k for k in keys if k), key=lambda k: (-int(v[keys[k]].sum()), k))
+        rest = v.copy()
+        for k in order[:NAMED_PER_CLASS]:
+            vec = np.zeros_like(v)
+            vec[keys[k]] = v[keys[k]]
+            rest -= vec
+            read = _top_named(diag, keys[k][0], Cause.SYNC, (Kind.SYNC_CALL, Kind.CPU_OP))
+            title = f"sync cliff at `{short_kernel_name(k, TITLE_NAME_CHARS)}`"
+            if read and read != k:
+                title += f" (`{short_kernel_name(read, TITLE_NAME_CHARS)}`)"
+            out.append(("sync", Cause.SYNC, title, k, vec))
+        if rest.any():
+            out.append(("sync", Cause.SYNC, "blocking waits with no named range", "", rest))
+    v = cls[Cause.COPY]
+    if v.any():
+        out.append(("copy", Cause.COPY, f"copies on the path in {int((v > 0).sum())} gaps", "", v))
+    v = cls[Cause.DEPENDENCY]
+    if v.any():
+        wk = g.wait_kind if g.wait_kind is not None else np.full(len(g), -1, np.int8)
+        for k in sorted(set(wk[v > 0].tolist()) - {int(WaitKind.DISPATCH)}):  # dispatch: not actionable
+            vec = np.where(wk == k, v, 0)
+            what = WaitKind(k).label if k >= 0 else "something GPU-side"
+            title = _WAIT_TITLES.get(k, f"queued wait on {what}")
+            out.append(("dependency", Cause.DEPENDENCY, title, what, vec))
+    v = cls[Cause.UNCLASSIFIED]
+    if v.any():
+        out.append(("unclassified", Cause.UNCLASSIFIED, "unclassified idle (no linked launch or CPU data)", "", v))
+    return out
+
+
+def _exposed_comm(diag) -> Finding | None:
+    """Exposed communication on the budget device: time inside the steady steps when
+    only collective kernels (``evidence_kinds.COLLECTIVE_RE``: NCCL, RCCL, c10d,
+    all-reduce …) run, no compute kernel beside them. It is busy time, not idle, so no
+    gap holds it: per step = the median over the typical steps (``budget
+    .typical_steps``) of the collective union less its overlap with the compute union;
+    fixed (fully overlapped with compute), the step is that much shorter. None when
+    the device runs no collective, or none is exposed."""
+    b = diag.budget
+    trace = diag.trace
+    if b is None or diag.steps is None or len(diag.steps) == 0:
+        return None
+    km = device_event_mask(trace, b.device, (Kind.KERNEL,), valid_timing_mask(trace))
+    coll = km & np.isin(trace.name_id, ids_matching(trace, COLLECTIVE_RE))
+    if not coll.any():
+        return None
+    comp = km & ~coll
+    start = trace.start_ns.astype(np.int64)
+    end = start + trace.dur_ns.astype(np.int64)
+    cs, ce = union_intervals(start[coll], end[coll])
+    ps, pe = union_intervals(start[comp], end[comp])
+    s0, s1 = diag.steps.start_ns, diag.steps.end_ns
+    # exposed collective time per step: the collective union inside the step, less
+    # the part of it covered by compute (each exposed interval clipped to the step)
+    xs, xe = [], []
+    for a, z in zip(cs.tolist(), ce.tolist()):
+        covered_s, covered_e = ps[(ps < z) & (pe > a)], pe[(ps < z) & (pe > a)]
+        cur = a
+        for u, v in zip(np.maximum(covered_s, a).tolist(), np.minimum(covered_e, z).tolist()):
+            if u > cur:
+                xs.append(cur)
+                xe.append(u)
+            cur = max(cur, v)
+        if cur < z:
+            xs.append(cur)
+            xe.append(z)
+    if not xs:
+        return None
+    ex_s, ex_e = np.array(xs, np.int64), np.array(xe, np.int64)
+    per = coverage(ex_s, ex_e, s0, s1)
+    idle = (s1 - s0) - coverage(*union_intervals(start[km], end[km]), s0, s1)
+    typical = typical_steps(idle)
+    per_step = int(np.median(per[typical])) if typical.any() else 0
+    if per_step <= 0:
+        return None
+    projected = max(b.wall_ns - per_step, 1)
+    k = np.flatnonzero(per > 0)
+    return Finding(
+        "communication",
+        Cause.DEPENDENCY,
+        f"exposed communication: only collectives run in {fmt_dur(per_step)} of each step",
+        "",
+        per_step,
+        per_step / b.wall_ns if b.wall_ns > 0 else 0.0,
+        int(per.sum()),
+        int(k.size),
+        len(diag.steps),
+        np.zeros(0, np.int64),
+        None,
+        "overlap the collectives with compute (bucketing, async all-reduce, a separate stream) or shrink them",
+        projected,
+        1e9 / projected,
+        b.wall_ns / projected,
+        b.decode,
+        (
+            "Exposed communication is busy time (collective kernels with no compute kernel beside them), "
+            "in no idle gap: the projection assumes it fully overlaps with compute.",
+            f"Median over the {int(typical.sum())} typical steps of the exposed collective time per step.",
+        ),
+    )
+
+
+def _card_of(diag, positions: np.ndarray, cause: Cause) -> Card | None:
+    """The card of the finding: of its largest position whose primary class is the
+    finding's (else its largest), through that gap's recurring group when the group's
+    class is the finding's too."""
+    if positions.size == 0:
+        return None
+    g = diag.gaps
+    own = positions[g.cause[positions] == int(cause)]
+    i = int(own[0] if own.size else positions[0])
+    grp = int(g.group[i])
+    if grp >= 0 and diag.groups[grp].cause == cause:
+        return card_for_group(diag, grp)
+    return card_for_gap(diag, i)
+
+
+def _fix(kind: str, cause: Cause, name: str) -> str:
+    short = short_kernel_name(name, TITLE_NAME_CHARS)
+    if kind == "host":
+        return (
+            f"take `{short}` off the critical path (after the step or in another thread)"
+            if name
+            else ("name the host work (record_function ranges), then move it off the critical path")
+        )
+    if kind == "sync":
+        return (
+            f"remove the blocking read in `{short}` from the loop (read values after it; CUDA events for timing)"
+            if name
+            else "remove .item()/print/implicit syncs from the loop"
+        )
+    if kind == "dependency":
+        return f"find what the queued op waits for ({name}) and overlap or reorder it"
+    return _FIX.get(cause, "classify it first")
+
+
+def _steps_of(diag, rows: np.ndarray) -> tuple[int, int]:
+    st = diag.steps
+    if st is None or len(st) == 0:
+        return (1 if rows.size else 0), 1
+    k = st.index_of(diag.gaps.start_ns[rows])
+    return int(np.unique(k[k >= 0]).size), len(st)
+
+
+def _finding(diag, kind: str, cause: Cause, title: str, name: str, vec: np.ndarray) -> Finding:
+    b = diag.budget
+    rows = np.flatnonzero(vec > 0)
+    rows = rows[np.lexsort((rows, -vec[rows]))]
+    w = what_if(diag, remove_ns=vec)
+    with_, total = _steps_of(diag, rows)
+    return Finding(
+        kind,
+        cause,
+        title,
+        name,
+        int(w.removed_ns),
+        w.removed_ns / b.wall_ns if b.wall_ns > 0 else 0.0,
+        int(vec.sum()),
+        with_,
+        total,
+        rows.astype(np.int64),
+        _card_of(diag, rows, cause),
+        _fix(kind, cause, name),
+        int(w.projected_step_ns),
+        float(w.steps_per_s),
+        float(w.speedup),
+        bool(w.decode),
+        tuple(w.assumptions),
+        vec,
+    )
+
+
+def _apart(diag, edge: np.ndarray) -> list[Finding]:
+    """Edge gaps, one finding per kind of edge (before the first kernel, after the last
+    one, outside the steps: largest first), and the one-time costs as one finding."""
+    g = diag.gaps
+    out: list[Finding] = []
+    dur = g.dur_ns
+    side = g.edge if g.edge is not None else np.zeros(len(g), np.int8)
+    kinds = (
+        (edge & (side == 1), "before the first kernel (profiler start)"),
+        (edge & (side == 2), "after the last kernel (profiler stop, the loop's tail)"),
+        (edge & (side == 0), "outside the steps"),
+    )
+    for mask, where in kinds:
+        if not mask.any():
+            continue
+        rows = np.flatnonzero(mask)
+        rows = rows[np.argsort(-dur[rows], kind="stable")].astype(np.int64)
+        vec = np.where(mask, dur, 0).astype(np.int64)
+        what = f"{fmt_dur(int(vec.sum()))} idle" + (f" in {rows.size} gaps" if rows.size > 1 else "")
+        out.append(
+            Finding(
+                "edge",
+                Cause(int(g.cause[rows[0]])),
+                f"edge: {what} {where}",
+                "",
+                0,
+                0.0,
+                int(vec.sum()),
+                *_steps_of(diag, rows),
+                rows,
+                card_for_gap(diag, int(rows[0])),
+                "capture a steady-state window: start the profiler after warm-up, stop it inside the loop",
+                remove_ns=vec,
+            )
+        )
+    out.sort(key=lambda f: -f.total_ns)
+    once = g.one_time if g.one_time is not None else np.zeros(len(g), bool)
+    once = once & ~edge
+    if once.any():
+        rows = np.flatnonzero(once)
+        rows = rows[np.argsort(-dur[rows], kind="stable")].astype(np.int64)
+        vec = np.where(once, dur, 0).astype(np.int64)
+        out.append(
+            Finding(
+                "one-time",
+                Cause(int(g.cause[rows[0]])),
+                f"one-time costs (warm-up): {rows.size} gaps, {fmt_dur(int(vec.sum()))} in all",
+                "",
+                0,
+                0.0,
+                int(vec.sum()),
+                *_steps_of(diag, rows),
+                rows,
+                card_for_gap(diag, int(rows[0])),
+                "warm up before profiling (these costs do not recur)",
+                remove_ns=vec,
+            )
+        )
+    return out
+
+
+def _verdict(diag, ranked: list[Finding], steady_state: bool) -> tuple[str, str, float]:
+    b = diag.budget
+    if b is None:
+        return "No GPU work in the trace: nothing to judge.", "no gpu work", 0.0
+    if not steady_state:
+        return (
+            "No steady-state step: the trace holds too little GPU work to judge a step "
+            f"({fmt_dur(b.wall_ns)} window); capture several steps.",
+            "no steady state",
+            0.0,
+        )
+    if b.idle_share < GPU_BOUND_IDLE_SHARE:
+        comm = [f for f in ranked if f.kind == "communication"]
+        extra = (
+            f" Of its busy time, {fmt_dur(comm[0].per_step_ns)} a step ({100 * comm[0].step_share:.0f}%) is exposed "
+            "communication: overlap the collectives with compute."
+            if comm
+            else ""
+        )
+        return (
+            f"GPU-bound: the kernels are the story. The GPU is busy {100 * (1 - b.idle_share):.0f}% of each "
+            f"{fmt_dur(b.wall_ns)} step (idle {100 * b.idle_share:.0f}%): look at the kernels, not the gaps.{extra}",
+            "gpu-bound",
+            b.idle_share,
+        )
+    if not ranked or ranked[0].step_share < VERDICT_MIN_SHARE:
+        return (
+            f"The GPU idles {100 * b.idle_share:.0f}% of each {fmt_dur(b.wall_ns)} step, in no steady pattern"
+            + (
+                f": the largest, {ranked[0].title}, recovers only {fmt_dur(ranked[0].per_step_ns)} a step "
+                f"({100 * ranked[0].step_share:.1f}%); look at the edges, one-time costs and the largest gaps."
+                if ranked
+                else "; look at the edges, one-time costs and the largest gaps."
+            ),
+            "none",
+            b.idle_share,
+        )
+    f = ranked[0]
+    rate = "tokens/s" if f.decode else "steps/s"
+    return (
+        f"{f.kind.capitalize()}-bound: {f.title} costs {fmt_dur(f.per_step_ns)} of every {fmt_dur(b.wall_ns)} step "
+        f"({100 * f.step_share:.1f}%); first fix: {f.fix}; fixed, a step would take {fmt_dur(f.projected_step_ns)} "
+        f"({f.steps_per_s:,.0f} {rate}, {f.speedup:.2f}x).",
+        f.kind,
+        f.step_share,
+    )
+
+
+def findings(diag: Diagnosis) -> Findings:
+    """The findings and verdict of ``diag``; see the module docstring.
+
+    Reads evidence lists only of steady-state gaps of the budget device holding host or
+    sync time. Computed on first use and kept in ``diag.derived["findings"]``. Never
+    raises on a valid ``Diagnosis``."""
+    kept = diag.derived.get("findings")
+    if isinstance(kept, Findings):
+        return kept
+    result = _findings(diag)
+    diag.derived["findings"] = result
+    return result
+
+
+def _findings(diag: Diagnosis) -> Findings:
+    g = diag.gaps
+    edge = edge_gaps(g, diag.steps)
+    steady_state = has_steady_state(diag)
+    ranked: list[Finding] = []
+    b = diag.budget
+    if b is not None and steady_state and len(g):
+        steady = steady_gaps(diag) & (g.device == b.device)
+        for kind, cause, title, name, vec in _candidates(diag, steady):
+            f = _finding(diag, kind, cause, title, name, vec)
+            if f.per_step_ns > 0 and f.step_share >= FINDING_MIN_SHARE:
+                ranked.append(f)
+        comm = _exposed_comm(diag)
+        if comm is not None and comm.step_share >= FINDING_MIN_SHARE:
+            ranked.append(comm)
+        ranked.sort(key=lambda f: (-f.per_step_ns, f.title))
+    verdict, kind, share = _verdict(diag, ranked, steady_state)
+    return Findings(verdict, kind, share, tuple(ranked), tuple(_apart(diag, edge)), edge, steady_state)

@@ -1,0 +1,300 @@
+"""Findings and the verdict (issue 47; "Findings: what the tool says first" in the design).
+
+Every expected figure is computed here from the raw events (the trace's columns or the
+sample's text), not by the code under test: kernel unions, the named ranges' spans,
+the edges of each capture.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gapscope.analysis import diagnose
+from gapscope.analysis.findings import GPU_BOUND_IDLE_SHARE, findings
+from gapscope.parsers import load
+from gapscope.parsers.builder import TraceBuilder
+from gapscope.parsers.model import Kind
+from gapscope.report import cmd as report_cmd
+
+from .conftest import CORPUS, require
+
+US = 1_000
+ROOT = Path(__file__).resolve().parent.parent
+GPU = ROOT / "sample_traces" / "gpu"
+#: The smell each H200 capture was recorded to show (``sample_traces/gpu/README.md``).
+SMELL = {
+    "h200_decode": "launch",
+    "h200_decode_eager": "launch",
+    "h200_picket_fence": "launch",
+    "h200_host_island": "host",
+    "h200_copy_on_path": "copy",
+    "h200_sync_cliff": "sync",
+}
+CAPTURES = [*SMELL, "h200_decode_graph"]
+
+
+def _diag(name: str):
+    return diagnose(load(require(GPU / f"{name}.pt.trace.json.gz")))
+
+
+def _kernel_union(trace, dev: int) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) ns of the union of the kernels of device ``dev``, from the raw
+    columns (a plain sweep, not ``analysis.busy``)."""
+    gpu_lanes = [k for k, ln in enumerate(trace.lanes) if ln.is_gpu and ln.device == dev]
+    m = (trace.kind == int(Kind.KERNEL)) & np.isin(trace.lane, gpu_lanes) & (trace.dur_ns >= 0)
+    s = trace.start_ns[m].astype(np.int64)
+    e = s + trace.dur_ns[m].astype(np.int64)
+    o = np.argsort(s, kind="stable")
+    us, ue = [], []
+    for a, b in zip(s[o].tolist(), e[o].tolist()):
+        if us and a <= ue[-1]:
+            ue[-1] = max(ue[-1], b)
+        else:
+            us.append(a)
+            ue.append(b)
+    return np.array(us, np.int64), np.array(ue, np.int64)
+
+
+@pytest.mark.parametrize("name", list(SMELL))
+def test_first_finding_is_the_captures_smell(name):
+    d = _diag(name)
+    f = findings(d)
+    assert f.steady_state and f.top is not None
+    assert f.top.kind == SMELL[name], [(x.kind, x.title, x.per_step_ns) for x in f.ranked[:4]]
+    assert f.verdict_kind == SMELL[name] and f.verdict.startswith(SMELL[name].capitalize() + "-bound")
+    # ranked by recoverable time per step, each no more than the step's idle: the median
+    # ProfilerStep window's wall minus its kernel union, from the raw events
+    per = [x.per_step_ns for x in f.ranked]
+    assert per == sorted(per, reverse=True)
+    t = d.trace
+    ann = np.flatnonzero(np.array([bool(re.fullmatch(r"ProfilerStep#\d+", s)) for s in t.names])[t.name_id])
+    s0 = np.sort(t.start_ns[ann].astype(np.int64))
+    s1 = s0 + np.sort(t.dur_ns[ann].astype(np.int64))[np.argsort(np.argsort(t.start_ns[ann]))]
+    us, ue = _kernel_union(t, d.budget.device)
+    idle = [
+        (b - a) - int(np.clip(np.minimum(ue, b) - np.maximum(us, a), 0, None).sum())
+        for a, b in zip(s0.tolist(), s1.tolist())
+    ]
+    assert f.top.per_step_ns <= max(idle)
+    assert 0 < f.top.step_share < 1
+
+
+def test_decode_graph_verdict_says_the_gpu_is_mostly_busy():
+    d = _diag("h200_decode_graph")
+    f = findings(d)
+    assert f.verdict_kind == "gpu-bound" and f.verdict.startswith("GPU-bound: the kernels are the story")
+    # independently: the kernels cover most of the steady part of the capture (the
+    # replays after the first tenth of the kernels, the warm-up and capture, to the last)
+    us, ue = _kernel_union(d.trace, d.budget.device)
+    a, b = int(us[us.size // 10]), int(ue[-1])
+    busy = int((np.minimum(ue, b) - np.maximum(us, a)).clip(0).sum())
+    assert busy / (b - a) > 1 - GPU_BOUND_IDLE_SHARE
+    busy_pct = int(re.search(r"busy (\d+)% of each", f.verdict).group(1))
+    assert abs(busy_pct - 100 * busy / (b - a)) < 5
+
+
+@pytest.mark.parametrize("name", CAPTURES)
+def test_no_edge_gap_is_first_or_in_a_per_step_figure(name):
+    """Edges from the raw events: idle before the device's first kernel starts or after
+    its last kernel ends (the profiler's start and stop, the loop's tail)."""
+    d = _diag(name)
+    f = findings(d)
+    us, ue = _kernel_union(d.trace, d.budget.device)
+    g = d.gaps
+    on = g.device == d.budget.device
+    edge = on & ((g.end_ns <= us[0]) | (g.start_ns >= ue[-1]))
+    assert edge.sum() == 2  # each capture: one at the start, one at the tail
+    assert np.array_equal(edge & on, f.edge & on)
+    for x in f.ranked:
+        assert not edge[x.positions].any(), x.title
+        assert x.remove_ns is not None and int(x.remove_ns[edge].sum()) == 0
+    assert f.top is not None and not edge[int(f.top.positions[0])]
+    # the budget's per-step figures hold none of it: removing the edges removes nothing
+    assert d.what_if(gaps=np.flatnonzero(edge)).removed_ns == 0
+    assert {int(i) for x in f.apart if x.kind == "edge" for i in x.positions} == set(np.flatnonzero(edge).tolist())
+    # and no recurring group joins them into a "per step" stretch
+    assert (g.group[edge] == -1).all()
+
+
+def _sample_spans(path: Path) -> tuple[int, dict[str, int]]:
+    """(step ns, ns per CPU point event: from its time to the next CPU line) read from
+    the decode-step sample's text, as the exercise's reader would."""
+    rows = []
+    for line in path.read_text().splitlines():
+        m = re.match(r"([\d.]+) ms\s+(CPU|GPU)\s+(.*)", line)
+        if m:
+            rows.append((round(float(m.group(1)) * 1_000_000), m.group(2), m.group(3)))
+    cpu = [r for r in rows if r[1] == "CPU"]
+    spans = {name: cpu[k + 1][0] - t for k, (t, _, name) in enumerate(cpu[:-1])}
+    step = cpu[-1][0] - cpu[0][0]
+    return step, spans
+
+
+def test_decode_step_seed_findings_hold_the_item_sync_and_the_logging_island():
+    path = ROOT / "sample_traces" / "decode_step.txt"  # `gapscope` with no argument
+    step_ns, spans = _sample_spans(path)
+    assert step_ns == 1_050_000
+    d = diagnose(load(path))
+    f = findings(d)
+    by_name = {x.name: x for x in f.ranked}
+    sync, log = by_name["tensor.item()"], by_name["logging callback"]
+    assert (sync.kind, log.kind) == ("sync", "host")
+    assert "sync cliff" in sync.title and "host island" in log.title
+    assert sync.per_step_ns == spans["tensor.item()"] == 160_000
+    assert log.per_step_ns == spans["logging callback"] == 290_000
+    both = d.what_if(remove_ns=sync.remove_ns + log.remove_ns)
+    want_step = step_ns - spans["tensor.item()"] - spans["logging callback"]
+    assert both.projected_step_ns == want_step == 600_000
+    assert round(both.tokens_per_s) == round(1e9 / want_step) == 1667 and both.decode
+    # the same reading as `report --what-if 'tensor.item(),logging callback'`
+    assert d.what_if(names=("tensor.item()", "logging callback")).projected_step_ns == want_step
+    # each finding's own projection: the step without it
+    assert log.projected_step_ns == step_ns - spans["logging callback"]
+    assert f.verdict_kind == "host" and "0.290 ms of every 1.050 ms step" in f.verdict
+
+
+def test_recurrence_by_meaning_one_finding_wherever_it_falls():
+    """4 steps of 1000 µs from 1000 µs; in each, kernels [0, 100), [400, 500) and
+    [800, 1000) µs (launched 6 µs before by a 5 µs call): gaps A [100, 400) and B
+    [500, 800), no edges. `tokenize` (270 µs) falls in gap A in even steps and in gap B
+    in odd ones: one finding, recurring in 4 of 4 steps, 270 µs per step (each step's
+    idle is 600 µs and every step is alike), the step 1000 → 730 µs if removed."""
+    b = TraceBuilder()
+    t = b.lane("1", "1", process_name="python3", thread_name="main")
+    g0 = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    corr = 0
+    for s in range(4):
+        base = (1 + s) * 1000 * US
+        b.event(t, "ProfilerStep#%d" % s, base, 1000 * US, Kind.ANNOTATION)
+        for k0, dur in ((0, 100), (400, 100), (800, 200)):
+            corr += 1
+            b.event(t, "cudaLaunchKernel", base + (k0 - 6) * US, 5 * US, Kind.LAUNCH, correlation=corr)
+            b.event(g0, f"k{k0}", base + k0 * US, dur * US, Kind.KERNEL, correlation=corr)
+        at = 110 if s % 2 == 0 else 510
+        b.event(t, "tokenize", base + at * US, 270 * US, Kind.CPU_OP)
+    d = diagnose(b.build())
+    f = findings(d)
+    (tok,) = [x for x in f.ranked if x.name == "tokenize"]
+    g = d.gaps
+    prev = {d.trace.names[int(d.trace.name_id[int(g.prev_op[i])])] for i in tok.positions}
+    assert prev == {"k0", "k400"}  # two positions in the step
+    assert (tok.steps_with, tok.steps_total, tok.positions.size) == (4, 4, 4)
+    assert tok.per_step_ns == 270 * US and tok.total_ns == 4 * 270 * US
+    assert tok.projected_step_ns == 730 * US and tok.speedup == pytest.approx(1000 / 730)
+    assert tok.title == "host island at `tokenize`"
+    # the rest of each step's idle is untraced: 300 - 270 - 6 µs (the launch path from
+    # the launch call's start) in the gap holding tokenize, 300 - 6 in the other
+    (rest,) = [x for x in f.ranked if x.kind == "host" and not x.name]
+    assert rest.per_step_ns == (300 - 270 - 6 + 300 - 6) * US and f.top is rest
+    assert tok.step_share == pytest.approx(0.27)
+
+
+def test_no_steady_state_step_gets_no_verdict():
+    """One 20 ns kernel (kineto/before_fix_trace.json's shape) is no step."""
+    b = TraceBuilder()
+    t = b.lane("1", "1", process_name="python3", thread_name="main")
+    g0 = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    b.event(t, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(g0, "k", 10 * US, 20, Kind.KERNEL, correlation=1)
+    f = findings(diagnose(b.build()))
+    assert not f.steady_state and f.verdict_kind == "no steady state" and not f.ranked
+
+
+def test_gpu_bound_when_idle_is_small():
+    """Two steps of 100 µs, each a 95 µs kernel: 5% idle."""
+    b = TraceBuilder()
+    t = b.lane("1", "1", process_name="python3", thread_name="main")
+    g0 = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    for s in range(3):
+        base = (1 + s) * 100 * US
+        b.event(t, "ProfilerStep#%d" % s, base, 100 * US, Kind.ANNOTATION)
+        b.event(t, "cudaLaunchKernel", base - 3 * US, 2 * US, Kind.LAUNCH, correlation=s + 1)
+        b.event(g0, "gemm", base, 95 * US, Kind.KERNEL, correlation=s + 1)
+    f = findings(diagnose(b.build()))
+    assert f.verdict_kind == "gpu-bound" and "busy 95% of each 0.100 ms step" in f.verdict
+
+
+def test_report_first_five_lines_carry_the_verdict():
+    path = require(CORPUS / "hta" / "rank0.json.gz")
+    out = io.StringIO()
+    assert report_cmd.run([str(path), "--width", "100"], stdout=out) == 0
+    head = " ".join(out.getvalue().splitlines()[:5])
+    assert head.startswith("Verdict: Dependency-bound:")
+    # the figure quoted is the budget's step: the median ProfilerStep window, from the
+    # raw annotations
+    t = load(path)
+    ann = np.flatnonzero(np.array([bool(re.fullmatch(r"ProfilerStep#\d+", s)) for s in t.names])[t.name_id])
+    wall_ms = float(np.median(t.dur_ns[ann])) / 1e6
+    assert f"of every {wall_ms:.3f} ms step" in head
+
+
+def test_the_backward_pass_is_one_named_range_whatever_its_node():
+    """The autograd engine names a range per node (``evaluate_function: MulBackward0``,
+    ``…: BinaryCrossEntropyBackward0``): the backward-start stall that falls on a
+    different node in each step of hta/control is one finding."""
+    from gapscope.analysis.findings import meaning
+
+    a = meaning("autograd::engine::evaluate_function: MulBackward0")
+    b = meaning("autograd::engine::evaluate_function: BinaryCrossEntropyBackward0")
+    assert a == b == "autograd backward (evaluate_function)"
+    assert meaning("log_token") == "log_token"
+
+
+def test_exposed_communication_is_a_finding():
+    """3 steps of 1000 µs from 1000 µs: a compute kernel [0, 500) and an NCCL
+    all-reduce [400, 900) µs on another stream: 400 µs of the all-reduce run with no
+    compute beside it (500 → 900), in every step: 400 µs per step, the step 1000 →
+    600 µs if it overlapped."""
+    b = TraceBuilder()
+    t = b.lane("1", "1", process_name="python3", thread_name="main")
+    s7 = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    s9 = b.lane("0", "9", is_gpu=True, device=0, stream=9)
+    corr = 0
+    for s in range(3):
+        base = (1 + s) * 1000 * US
+        b.event(t, "ProfilerStep#%d" % s, base, 1000 * US, Kind.ANNOTATION)
+        for lane, name, k0, dur in ((s7, "gemm", 0, 500), (s9, "ncclDevKernel_AllReduce_Sum_f32", 400, 500)):
+            corr += 1
+            b.event(t, "cudaLaunchKernel", base + (k0 - 6) * US, 5 * US, Kind.LAUNCH, correlation=corr)
+            b.event(lane, name, base + k0 * US, dur * US, Kind.KERNEL, correlation=corr)
+    d = diagnose(b.build())
+    (comm,) = [x for x in findings(d).ranked if x.kind == "communication"]
+    assert comm.per_step_ns == (900 - 500) * US and comm.steps_with == 3
+    assert comm.projected_step_ns == 1000 * US - 400 * US and comm.positions.size == 0
+
+
+def test_a_step_of_several_dataloader_iterations_groups_its_repeated_stall():
+    """3 ProfilerSteps of 3000 µs, each holding 3 loader iterations of 1000 µs: a
+    `enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__` range of 194 µs, then
+    kernels [200, 1000) µs (each launched 6 µs before by a 5 µs call): a 200 µs stall.
+    It recurs 3 times a step at 3 positions: one finding, in 3 of 3 steps; the first
+    stall, before any kernel, is the capture's edge, so 8 gaps. Every step idles 600
+    µs, split as its steady gaps split theirs: 600 x 194 / 200 = 582 µs per step."""
+    b = TraceBuilder()
+    t = b.lane("1", "1", process_name="python3", thread_name="main")
+    g0 = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    name = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+    corr = 0
+    for s in range(3):
+        base = (1 + 3 * s) * 1000 * US
+        b.event(t, "ProfilerStep#%d" % s, base, 3000 * US, Kind.ANNOTATION)
+        for it in range(3):
+            at = base + it * 1000 * US
+            b.event(t, name, at, 194 * US, Kind.ANNOTATION)
+            for k0, dur in ((200, 300), (500, 500)):
+                corr += 1
+                b.event(t, "cudaLaunchKernel", at + (k0 - 6) * US, 5 * US, Kind.LAUNCH, correlation=corr)
+                b.event(g0, f"k{k0}", at + k0 * US, dur * US, Kind.KERNEL, correlation=corr)
+    d = diagnose(b.build())
+    f = findings(d)
+    (dl,) = [x for x in f.ranked if x.name == name]
+    # 3 steps: the first stall of step 0 is the leading edge; the other 8 stalls recur
+    assert dl.positions.size == 8 and (dl.steps_with, dl.steps_total) == (3, 3)
+    # each stall: 194 µs in the loader's range (the rest, 6 µs, is the launch path)
+    assert dl.total_ns == 8 * 194 * US
+    assert dl.per_step_ns == 3 * 194 * US and f.top is dl

@@ -118,6 +118,25 @@ def pytest_runtest_makereport(item, call):
     report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {msg}")
 
 
+#: The exhaustive corpus sweeps (a loader path over every corpus file) run in full
+#: under ``CI`` or with ``GAPSCOPE_FULL_CORPUS=1``; otherwise on the fixed sample each
+#: module names (``sweep``), so the default local run stays short.
+FULL_CORPUS = bool(os.environ.get("CI") or os.environ.get("GAPSCOPE_FULL_CORPUS"))
+
+
+def sweep(rels: list[str], sample: tuple[str, ...]) -> list:
+    """``rels`` as pytest parameters: each in ``sample`` runs always, the others only
+    under ``FULL_CORPUS`` (skipped with that reason otherwise: every case is collected
+    and counted). A name of ``sample`` missing from ``rels`` while the corpus is there is
+    a ValueError at collection: a misspelt sample would shrink silently."""
+    if CORPUS.is_dir() and set(sample) - set(rels):
+        raise ValueError(f"sample files not among the sweep's: {sorted(set(sample) - set(rels))}")
+    later = pytest.mark.skipif(
+        not FULL_CORPUS, reason="outside this sweep's local sample: runs under CI or GAPSCOPE_FULL_CORPUS=1"
+    )
+    return [rel if rel in sample else pytest.param(rel, marks=later) for rel in rels]
+
+
 #: Set by ``tests/test_shared_absent.py`` for its child run: keep only the tests that
 #: name the shared data (see ``names_shared``).
 SHARED_ONLY_ENV = "GAPSCOPE_TEST_SHARED_ONLY"

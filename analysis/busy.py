@@ -1,6 +1,6 @@
 """Interval unions per device: GPU busy, busy with copies, idle intervals.
 
-Definitions ("Definitions" in ``docs/ARCHITECTURE.md`` of the shared docs): GPU busy is
+Definitions ("Busy and idle" in ``docs/definitions.md``): GPU busy is
 the union over all streams of a device of kernel intervals; overlapping events on one
 stream are merged, never added (B16). Copies (memcpy, memset) count as busy only for
 the "fully idle" figure. GPU events without valid timing (B14: ``ts == 0, dur == 0`` in

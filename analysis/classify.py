@@ -1,6 +1,6 @@
 """Cause class of each idle gap: first starved or blocked, then what kept the GPU idle.
 
-Definition ("Definitions" → cause classes in ``docs/ARCHITECTURE.md`` and
+Definition ("Starved or blocked, first" and "Cause classes" in
 ``docs/definitions.md``). For each gap [a, b) with next op N, its launch call C and the
 thread T that made C (``effective_thread``), the launch lateness ``L`` is measured from
 the moment N's work reached the queue (``gaps.launch_queued_at``).

@@ -1,7 +1,6 @@
 """``diagnose(trace, params) -> Diagnosis``: the whole headless diagnosis.
 
-Steps (design: "Definitions", "The card", "Budget and what-if" in
-``docs/ARCHITECTURE.md``): valid timing mask → steps → per-device busy union and idle
+Steps (``docs/definitions.md``; the data flow in ``docs/architecture.md``): valid timing mask → steps → per-device busy union and idle
 gaps (window widened to the steps) → cause class per gap with evidence → picket-fence
 episodes → recurring groups by position in the step → budget. Cards, evidence lists and
 what-if projections are computed on demand for the gaps asked for (cards by

@@ -1,6 +1,6 @@
 """Idle gaps of a device, their neighbours and the next op's launch call.
 
-Definitions ("Definitions" in ``docs/ARCHITECTURE.md``): an idle gap is a maximal
+Definitions ("Busy and idle" in ``docs/definitions.md``): an idle gap is a maximal
 interval of the analysis window of a device where no kernel runs, at least
 ``min_gap_ns`` long (default 2 µs); a kernel of no duration (a sub-µs kernel written as
 ``dur: 0``) ends a gap too. The window is [first GPU op, last GPU op] of the

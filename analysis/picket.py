@@ -1,6 +1,6 @@
 """Picket-fence episodes: runs of short gaps between short kernels, reported as one.
 
-Definition ("Definitions" → launch class in ``docs/ARCHITECTURE.md``): short gaps
+Definition (launch class, "Cause classes" in ``docs/definitions.md``): short gaps
 (``<= Params.launch_gap_max_ns``, 30 µs) inside a run of at least
 ``Params.picket_min_kernels`` (8) short kernels (``<= Params.short_kernel_max_ns``).
 Consecutive gaps belong to one run when the busy stretch between them is itself one

@@ -1,6 +1,6 @@
 """Steps of a trace and recurring gaps by position in the step.
 
-Definition ("Definitions" in ``docs/ARCHITECTURE.md``): ``ProfilerStep#N`` annotations
+Definition ("Steps and recurring gaps" in ``docs/definitions.md``): ``ProfilerStep#N`` annotations
 when present (a ``user_annotation``, or a ``cpu_op`` in older Kineto versions), else a user annotation such as ``decode_step`` (a CPU annotation whose
 name contains ``step``), else the period of the repeating kernel-name sequence of the
 busiest device. Gaps are grouped by their position in the step: the (previous kernel

@@ -1,7 +1,7 @@
 """Result types of the diagnosis (shared by ``analysis``, ``gapscope report`` and ``tui``).
 
-Definitions follow "Definitions", "The card" and "Budget and what-if" in the design
-(``docs/ARCHITECTURE.md`` of the shared docs). All times int64 nanoseconds.
+Definitions follow ``docs/definitions.md`` ("Cause classes", "The card", "Budget and
+what-if"). All times int64 nanoseconds.
 """
 
 from __future__ import annotations

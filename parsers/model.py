@@ -1,6 +1,6 @@
 """The columnar, immutable event model every loader produces (``Trace``).
 
-Follows the event model of ``docs/ARCHITECTURE.md`` (shared design): all times are
+Follows the event model of ``docs/architecture.md`` ("The event model"): all times are
 int64 nanoseconds, events are a struct of numpy arrays sorted by (lane, start_ns,
 -dur_ns), names are interned to int32 ids, lanes carry their names from Chrome Trace
 Event Format metadata (``process_name``, ``thread_name``, ``*_sort_index``).

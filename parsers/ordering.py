@@ -1,6 +1,6 @@
 """The order of events in a ``Trace`` (``gapscope.parsers.model``), on plain arrays.
 
-``sort_order`` gives the (lane, start_ns, -dur_ns) order of ``docs/ARCHITECTURE.md``;
+``sort_order`` gives the (lane, start_ns, -dur_ns) order of ``docs/architecture.md``;
 ``nesting_depth`` counts the events still open on a lane at each start. All times are
 int64 nanoseconds. A leaf: numpy only, nothing of the trace model, so that
 ``Trace.from_columns`` and the loaders can use it without a cycle.

@@ -1,6 +1,6 @@
 """Slow, independent reference for Chrome / Kineto trace figures (stdlib only).
 
-Written from the definitions in ``shared/bugs/README.md`` and ``docs/ARCHITECTURE.md``
+Written from the definitions in ``shared/bugs/README.md`` and ``docs/definitions.md``
 without looking at the loader, so ``tests/test_corpus.py`` can hold ``gapscope.parsers.load``
 to figures it did not compute. Only ``json``, ``gzip``, ``decimal`` and ``re``.
 

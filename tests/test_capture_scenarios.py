@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import os
 import textwrap
+import types
 
 import pytest
 
@@ -35,9 +37,15 @@ EXPECTED = {
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_scenario_writes_a_trace_with_its_ranges(tmp_path, name):
+def test_scenario_writes_a_trace_with_its_ranges(tmp_path, name, monkeypatch):
+    import gapscope.capture.profile as profile
     from gapscope.capture.scenarios import SCENARIOS, run_scenario
 
+    # the step clock read through a counter that moves 0.25 s a reading: each recorded
+    # step's wall time is then 250 ms exactly when it is the clock between two step()
+    # calls (a step reads it once, at its end, after the reading that began it)
+    ticks = itertools.count(0.0, 0.25)
+    monkeypatch.setattr(profile, "time", types.SimpleNamespace(perf_counter=lambda: next(ticks)))
     assert set(SCENARIOS) == set(EXPECTED)
     msgs = []
     prof = run_scenario(name, str(tmp_path), tiny=True, cuda=False, log=msgs.append)
@@ -50,17 +58,12 @@ def test_scenario_writes_a_trace_with_its_ranges(tmp_path, name):
     meta = doc["gapscope_capture"]
     assert meta["scenario"] == name and meta["cuda"] is False and meta["tiny"] is True
     assert any("CPU activity only" in m for m in msgs)
-    # the wall time of each recorded step, measured in the capturing process, beside the trace's own
-    step_ms = doc["gapscope_steps"]["wall_ms"]
-    assert len(step_ms) == active and all(ms > 0 for ms in step_ms)
-    spans = sorted(
-        (e["ts"], e["dur"]) for e in doc["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")
-    )
-    assert len(spans) == len(step_ms)
-    # the same step, two clocks: within 1 ms or 50 %; not the last step, whose range torch
-    # closes while it stops the profiler (4 ms later on a busy machine)
-    for ms, (_ts, dur_us) in zip(step_ms[:-1], spans[:-1], strict=True):
-        assert abs(ms - dur_us / 1e3) <= max(1.0, 0.5 * ms), (step_ms, spans)
+    # the wall time of each recorded step, measured in the capturing process, one per
+    # ProfilerStep range of the trace (counted, not compared with torch's clock: two
+    # clocks on a loaded machine differ by whatever the scheduler did between them)
+    assert doc["gapscope_steps"]["wall_ms"] == [250.0] * active
+    spans = [e for e in doc["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")]
+    assert len(spans) == active
     ops = range_counts(doc, "cpu_op")
     if name == "picket-fence":  # 4 groups of mul, add, relu, tanh per step, 2 recorded steps
         assert ops["aten::relu"] == 8 and ops["aten::tanh"] == 8

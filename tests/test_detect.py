@@ -12,7 +12,7 @@ import pytest
 
 from gapscope.parsers import TraceFormatError, load
 from gapscope.parsers.detect import sniff
-from tests.conftest import CORPUS
+from tests.conftest import CORPUS, require
 
 TRACE = b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2}]}'
 
@@ -144,7 +144,7 @@ def test_a_load_begun_early_gives_what_load_gives(tmp_path):
     """``EarlyLoad``, a load begun in a thread: the trace ``load`` gives, its error, or a plain load of another path."""
     from gapscope.parsers.detect import EarlyLoad
 
-    good = CORPUS / "kineto" / "before_fix_trace.json"
+    good = require(CORPUS / "kineto" / "before_fix_trace.json")
     early = EarlyLoad(good)
     assert early._thread.name == "gapscope-early-load"
     a, b = early(str(good)), load(good)

@@ -33,7 +33,7 @@ from gapscope.parsers.chrome.parallel import fork as chrome_parallel
 from gapscope.parsers.chrome.parallel.cut import chunk_spans, find_cuts
 from gapscope.parsers.chrome.scan import PH_FLOW, PH_M, PH_OTHER, EventColumns, scan_events
 from gapscope.parsers.json.scan import text_start
-from tests.conftest import BUGS, CORPUS
+from tests.conftest import BUGS, CORPUS, require
 from tests.test_cache import assert_same
 
 
@@ -403,7 +403,7 @@ def _before_a_guard_page(text: bytes) -> tuple[mmap.mmap, memoryview]:
 def test_every_prefix_is_read_within_its_bounds() -> None:
     """Each prefix of real and odd event arrays (a file cut short anywhere) is read by
     the scanner without touching the byte after it, in both time modes."""
-    source = (CORPUS / "kineto" / "before_fix_trace.json").read_bytes()
+    source = require(CORPUS / "kineto" / "before_fix_trace.json").read_bytes()
     i = source.index(b"[", source.index(b'"traceEvents"'))
     real = source[i : i + 3000]
     texts = [

@@ -1,4 +1,4 @@
-"""Imports flow one way (design "Data flow"; STYLE.md rule 1): the headless packages
+"""Imports flow one way (``docs/architecture.md`` "Layers"; ``docs/style.md`` rule 1): the headless packages
 never load a UI library. Each check imports in a fresh interpreter and inspects
 ``sys.modules``, so an import done by an earlier test cannot hide a violation."""
 

@@ -1,5 +1,5 @@
 """The import graph of ``gapscope.tui``: no cycles and no private names imported
-across its modules (STYLE rule 9), read from the sources with ``ast`` (every import
+across its modules (``docs/style.md`` rule 9), read from the sources with ``ast`` (every import
 counts, in functions and under ``TYPE_CHECKING`` too)."""
 
 from __future__ import annotations

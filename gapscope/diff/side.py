@@ -1,8 +1,8 @@
 """One side of a diff: the steady-state steps of a diagnosed trace, its per-step
 figures, GPU busy by kernel family, and the idle positions to match.
 
-Definitions follow the design ("Definitions", "Budget and what-if" in
-``docs/ARCHITECTURE.md``) and ``Diagnosis.budget``: the device is the budget's (the
+Definitions follow ``docs/definitions.md`` ("Busy and idle", "Budget and
+what-if") and ``Diagnosis.budget``: the device is the budget's (the
 busiest); a step is a ``Diagnosis.steps`` window, or the device's analysis window when
 no steps are known; GPU busy is the union of kernel intervals over the device's
 streams. **Warm-up** (a one-time cost the design keeps out of the budget): with three

@@ -1,7 +1,7 @@
 """Figures of a trace that exercises ask about, computed from the timeline and the
 diagnosis, each with the computation written out for feedback.
 
-Definitions follow docs/ARCHITECTURE.md (shared design) and match ``Diagnosis.budget``
+Definitions follow docs/definitions.md and match ``Diagnosis.budget``
 (``analysis/budget.py``): the device is the busiest one; GPU busy is the union of kernel
 intervals (never a sum of durations); a step is a ``Diagnosis.steps`` window, or the
 device's analysis window when no steps are known; with several steps wall and busy are

@@ -33,7 +33,7 @@ __all__ = [
 TASK_KINDS = ("pick_gap", "cause", "choice", "number", "card")
 
 #: Numeric quantities the engine computes from a trace (name -> natural unit).
-#: Definitions: "Budget and what-if" in docs/ARCHITECTURE.md (shared design).
+#: Definitions: "Budget and what-if" in docs/definitions.md.
 QUANTITIES = {
     "wall": "ms",  # step wall time (one step; mean over steps when several)
     "gpu_busy": "ms",  # union of kernel intervals inside the step
@@ -49,10 +49,10 @@ QUANTITIES = {
 #: an option of a task on a pair may claim one of them.
 DIFF_STATUSES = ("died", "shrank", "grew", "appeared", "unchanged")
 
-#: Card fields, in the order of the card in docs/ARCHITECTURE.md ("The card").
+#: Card fields, in the order of the card in docs/definitions.md ("The card").
 CARD_FIELDS = ("smell", "cause", "why", "experiment", "forbidden")
 
-#: The six-step protocol (docs/ARCHITECTURE.md, "The six-step protocol"), 1-based.
+#: The six-step protocol (docs/definitions.md, "The six-step protocol"), 1-based.
 PROTOCOL = (
     "Capture",
     "Look before you guess",

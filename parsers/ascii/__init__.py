@@ -1,7 +1,7 @@
 """ASCII timelines: pick the shape (event list or lane art) by content and load it.
 
 Grammar, defaults and every error message: ``docs/ascii-timelines.md``. Shapes follow
-"ASCII timelines" in the shared design (``docs/ARCHITECTURE.md``):
+the two kinds of timeline in the exercises:
 
 - event list: the first timeline line starts with a number (``0.000 ms  CPU ...``),
   loaded by ``gapscope.parsers.ascii.events.load_events``;

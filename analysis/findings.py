@@ -1,5 +1,5 @@
 """Findings: the answer every surface shows first ("Findings: what the tool says first"
-in ``docs/ARCHITECTURE.md``).
+in ``docs/architecture.md``; the terms in ``docs/definitions.md``).
 
 A gap is evidence; a *finding* is a pattern across the steady-state steps, with what a
 fix would recover. ``findings(diag)`` reads the ``Diagnosis`` (nothing is measured twice)
@@ -113,7 +113,7 @@ class Finding:
     one of its positions; ``positions``: int64 gap indices, largest share first;
     ``card``: the card of its largest grouped position's group, else of its largest
     position; ``fix``: the first fix in a few words; ``projected_step_ns``,
-    ``steps_per_s``, ``speedup``, ``decode`` (tokens/s = steps/s when True) and
+    ``steps_per_s`` (None where the projected step has no length), ``speedup``, ``decode`` (tokens/s = steps/s when True) and
     ``assumptions``: the what-if if it were fixed (``budget.what_if``)."""
 
     kind: str
@@ -129,7 +129,7 @@ class Finding:
     card: Card | None
     fix: str
     projected_step_ns: int = 0
-    steps_per_s: float = 0.0
+    steps_per_s: float | None = 0.0
     speedup: float = 1.0
     decode: bool = False
     assumptions: tuple[str, ...] = ()
@@ -465,7 +465,7 @@ def _finding(diag, kind: str, cause: Cause, title: str, name: str, vec: np.ndarr
         _card_of(diag, rows, cause),
         _fix(kind, cause, name),
         int(w.projected_step_ns),
-        float(w.steps_per_s),
+        None if w.steps_per_s is None else float(w.steps_per_s),
         float(w.speedup),
         bool(w.decode),
         tuple(w.assumptions),
@@ -573,10 +573,11 @@ def _verdict(diag, ranked: list[Finding], steady_state: bool) -> tuple[str, str,
         )
     f = ranked[0]
     rate = "tokens/s" if f.decode else "steps/s"
+    rate_txt = "no rate: nothing left of the step" if f.steps_per_s is None else f"{f.steps_per_s:,.0f} {rate}"
     return (
         f"{f.kind.capitalize()}-bound: {f.title} costs {fmt_dur(f.per_step_ns)} of every {fmt_dur(b.wall_ns)} step "
         f"({100 * f.step_share:.1f}%); first fix: {f.fix}; fixed, a step would take {fmt_dur(f.projected_step_ns)} "
-        f"({f.steps_per_s:,.0f} {rate}, {f.speedup:.2f}x).",
+        f"({rate_txt}, {f.speedup:.2f}x).",
         f.kind,
         f.step_share,
     )

@@ -102,7 +102,10 @@ def test_rows_of_100000_are_refused_at_the_row_that_passes_the_cap(tmp_path, row
     assert (got["status"], got["line"], got["column"]) == ("refused", 4, 7)
     assert f"up to {3 * 100_000 * rows:,} events in all ({rows} fence(s)" in got["message"]
     assert "at most 300,000 events per file" in got["message"]
-    assert got["peak_kb"] < 500 * 1024
+    # alone the child peaks at 44-52 MB; once, in the whole suite on a loaded machine, at
+    # 580 MB (not reproduced since): the bound is the order of magnitude, far under the
+    # 2.76 GB the expansion took (and the child's 2 GiB address-space limit)
+    assert got["peak_kb"] < 1024 * 1024
 
 
 # ---------------------------------------------------------------- the family, fuzzed

@@ -269,7 +269,10 @@ def test_open_answer_passes_findings_through(decode_loaded):
     ans = answers.open_answer(dataclasses.replace(decode_loaded, doc=doc), "h")
     assert ans["verdict"] == {"line": "host: \\e[1mbold\\e[0m", "cause": "host"}
     assert ans["findings_total"] == 25 and len(ans["findings"]) == answers.OPEN_FINDINGS
-    assert "verdict" not in answers.open_answer(decode_loaded, "h")
+    # the real document's verdict and findings (issue 47) come through as they are
+    real = answers.open_answer(decode_loaded, "h")
+    assert real["verdict"]["line"] == decode_loaded.doc["verdict"]["line"]
+    assert real["findings_total"] == len(decode_loaded.doc["findings"]) >= 2
 
 
 # ---------------------------------------------------------------- command line

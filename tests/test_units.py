@@ -229,6 +229,11 @@ def test_one_gap_reads_the_same_on_the_lane_the_status_line_the_card_and_the_rep
             assert lanes.selected_gap == gap
             row = next(i for i, r in enumerate(lanes.rows) if r.kind == "idle")
             lane = lanes.render_line(row + 1 - lanes.top_row).text
+            hint = screen.detail_text().plain
+            # the first jump says where it went (the top finding's largest gap); the next
+            # key clears that message, and the gap's summary reads in its place
+            assert hint.startswith(f"@0.590 ms gap #{gap} │ the top finding's largest gap")
+            screen.message = ""
             status = screen.detail_text().plain
             return lane, status, screen.diagnosis
 

@@ -60,6 +60,8 @@ def findings_of(diagnosis):
 def rate_text(f) -> str:
     """``"2,112 steps/s"`` or ``"1,667 tokens/s"`` (a decode step) of a finding's
     projection."""
+    if f.steps_per_s is None:
+        return "n/a"
     return f"{f.steps_per_s:,.0f} {'tokens/s' if f.decode else 'steps/s'}"
 
 

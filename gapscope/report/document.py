@@ -333,8 +333,8 @@ def finding_dict(f: Finding, rank: int) -> dict:
         fix=f.fix,
         card=_card(f.card) if f.card is not None else None,
         projected_step_ns=int(f.projected_step_ns) if f.steady else None,
-        steps_per_s=float(f.steps_per_s) if f.steady else None,
-        tokens_per_s=float(f.steps_per_s) if f.steady and f.decode else None,
+        steps_per_s=float(f.steps_per_s) if f.steady and f.steps_per_s is not None else None,
+        tokens_per_s=float(f.steps_per_s) if f.steady and f.decode and f.steps_per_s is not None else None,
         speedup=float(f.speedup) if f.steady else None,
         assumptions=list(f.assumptions),
     )

@@ -271,7 +271,7 @@ def test_open_answer_passes_findings_through(decode_loaded):
     assert ans["findings_total"] == 25 and len(ans["findings"]) == answers.OPEN_FINDINGS
     # the real document's verdict and findings (issue 47) come through as they are
     real = answers.open_answer(decode_loaded, "h")
-    assert real["verdict"]["line"] == decode_loaded.doc["verdict"]["line"]
+    assert real["verdict"]["sentence"] == decode_loaded.doc["verdict"]["sentence"]
     assert real["findings_total"] == len(decode_loaded.doc["findings"]) >= 2
 
 

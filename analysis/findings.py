@@ -145,7 +145,7 @@ class Finding:
     its ns summed over all its positions; ``steps_with``/``steps_total``: steps holding
     one of its positions; ``positions``: int64 gap indices, largest share first;
     ``card``: the card of its largest grouped position's group, else of its largest
-    position; ``fix``: the first fix in a few words; ``projected_step_ns``,
+    position; ``fix``: the first fix in a few words (a host finding's: its card's ``Card.fix``, see ``_fix``); ``projected_step_ns``,
     ``steps_per_s`` (None where the projected step has no length), ``speedup``, ``decode`` (tokens/s = steps/s when True) and
     ``assumptions``: the what-if if it were fixed (``budget.what_if``)."""
 
@@ -529,17 +529,21 @@ def _exposed_comm(diag) -> Finding | None:
 def _representative(diag, positions: np.ndarray, cause: Cause, title: str, vec: np.ndarray) -> int:
     """The gap whose card tells the finding: for the untraced host work, the position
     with the most untraced host time (evidence with no event), among those where it
-    is at least half the gap's host time when there are some; for a named host
+    is at least half the gap's host time when there are some; for the per-op
+    overhead, the position with the most host time in recorded events; for a named host
     finding, its largest position where its time is at least half the gap's host
     time (the card then leads with that range), else its largest; otherwise its largest
     position whose primary class is the finding's (else its largest)."""
     g = diag.gaps
-    if cause == Cause.HOST and title == UNTRACED_TITLE and g.class_ns is not None:
+    if cause == Cause.HOST and title in (UNTRACED_TITLE, PER_OP_TITLE) and g.class_ns is not None:
         rows = positions[:EVIDENCE_GAPS]
         quiet = np.array(
             [sum(int(e.overlap_ns) for e in diag.evidence(i) if e.cause == Cause.HOST and e.event < 0) for i in rows]
         )
-        mostly = 2 * quiet >= g.class_ns[rows, int(Cause.HOST)]  # the card then leads with the untraced time
+        host = g.class_ns[rows, int(Cause.HOST)]
+        if title == PER_OP_TITLE:  # the most recorded op time: the card tells the ops
+            return int(rows[int(np.argmax(host - quiet))])
+        mostly = 2 * quiet >= host  # the card then leads with the untraced time
         if (quiet[mostly] > 0).any():
             return int(rows[mostly][int(np.argmax(quiet[mostly]))])
         if quiet.size and quiet.max() > 0:

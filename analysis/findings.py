@@ -42,8 +42,9 @@ from gapscope.analysis.busy import coverage, device_event_mask, union_intervals,
 from gapscope.analysis.card import card_for_gap, card_for_group
 from gapscope.analysis.diagnose import Diagnosis
 from gapscope.analysis.evidence_kinds import COLLECTIVE_RE, ids_matching
+from gapscope.analysis.framework_work import launches_inside
 from gapscope.analysis.names import short_kernel_name
-from gapscope.analysis.steps import edge_gaps
+from gapscope.analysis.steps import PROFILER_STEP_RE, edge_gaps
 from gapscope.analysis.types import Card, Cause, WaitKind
 from gapscope.parsers.model import Kind
 from gapscope.units import fmt_dur
@@ -90,7 +91,39 @@ _WAIT_TITLES = {
 #: Evidence names that are no range: synthetic items of the evidence list.
 _SYNTHETIC = "("
 
-#: The first fix per class, in a few words (the card holds the full experiment).
+#: A named range whose largest call encloses this many launch calls or more is a loop
+#: body or pass (``decode_step``, ``## backward ##``, ``DistributedDataParallel.forward``),
+#: not an island: its host time is "host work inside" it, and its fix is its card's.
+CONTAINER_MIN_LAUNCHES = 8
+#: The backward pass and its engine's ranges (``## backward ##``, the per-node
+#: ``autograd backward (evaluate_function)``): a pass, never an island to move.
+_BACKWARD_RE = re.compile(r"backward", re.IGNORECASE)
+#: Allocator ops: their time is allocation, never an island to move (the card's
+#: allocator advice is the fix).
+_ALLOC_OP_RE = re.compile(
+    r"^aten::(empty|empty_strided|empty_like|new_empty|new_empty_strided|resize_)$"
+    r"|^(cuda|hip)(Malloc|Free|HostAlloc|MallocHost)|^cuMem(Alloc|Free)|CachingAllocator|empty_cache",
+    re.IGNORECASE,
+)
+#: A range whose time in a gap, less the named findings' time there, is at least this
+#: share of the gap's remaining host time encloses that time: it joins the range's
+#: finding.
+ENCLOSING_MIN_SHARE = 0.9
+#: A gap with no enclosing named range and at least this many recorded host ops on its
+#: evidence list, most of its host time in them, is per-op dispatch overhead.
+PER_OP_MIN_OPS = 8
+#: Titles of the host work with no named range: dispersed per-op dispatch, and the rest.
+PER_OP_TITLE = "per-op host overhead (many short ops dispatched, no dominant range)"
+UNTRACED_TITLE = "host work with no named range (untraced)"
+#: Event kinds whose time on the launching thread is host work of a range or op.
+_HOST_KINDS = (Kind.CPU_OP, Kind.PYTHON, Kind.ANNOTATION)
+_PER_OP_FIX = "fewer, larger ops per step: a bigger batch, torch.compile, CUDA graphs"
+_UNTRACED_FIX = (
+    "find the untraced host work (with_stack=True or record_function ranges), then move it off the critical path"
+)
+
+#: The first fix per class, in a few words, where no card gives one (the card holds
+#: the full experiment).
 _FIX = {
     Cause.LAUNCH: "capture the step in a CUDA graph or torch.compile it (or batch)",
     Cause.COPY: "keep tensors on the device (pinned memory and non_blocking where a copy stays)",
@@ -112,7 +145,7 @@ class Finding:
     its ns summed over all its positions; ``steps_with``/``steps_total``: steps holding
     one of its positions; ``positions``: int64 gap indices, largest share first;
     ``card``: the card of its largest grouped position's group, else of its largest
-    position; ``fix``: the first fix in a few words; ``projected_step_ns``,
+    position; ``fix``: the first fix in a few words (a host finding's: its card's ``Card.fix``, see ``_fix``); ``projected_step_ns``,
     ``steps_per_s`` (None where the projected step has no length), ``speedup``, ``decode`` (tokens/s = steps/s when True) and
     ``assumptions``: the what-if if it were fixed (``budget.what_if``)."""
 
@@ -262,6 +295,90 @@ def _largest(v: np.ndarray) -> np.ndarray:
     return np.sort(rows)
 
 
+def _is_step_range(diag, name: str) -> bool:
+    """``name`` is the range the steps come from (``ProfilerStep#N``, the steps'
+    annotation)."""
+    st = diag.steps
+    return bool(PROFILER_STEP_RE.match(name)) or (st is not None and st.source == "annotation" and st.name == name)
+
+
+def _is_container(diag, name: str) -> bool:
+    """``name`` (a ``meaning`` key) is a step range, the backward pass, or a range whose
+    longest call encloses ``CONTAINER_MIN_LAUNCHES`` launch calls or more, or a user
+    range (``Kind.ANNOTATION``) enclosing any (a loop body or pass, a piece of the
+    model's step): never an island to move."""
+    if _is_step_range(diag, name) or _BACKWARD_RE.search(name):
+        return True
+    t = diag.trace
+    ids = t.name_ids_matching(lambda s: s == name)
+    ev = np.flatnonzero(np.isin(t.name_id, ids))
+    if ev.size == 0:
+        return False
+    longest = int(ev[np.argmax(t.dur_ns[ev])])
+    n = launches_inside(t, longest)
+    # a user range issuing GPU work is a piece of the model's step (``decode_step``)
+    return n >= CONTAINER_MIN_LAUNCHES or (n > 0 and int(t.kind[longest]) == int(Kind.ANNOTATION))
+
+
+def _host_title(diag, name: str) -> str:
+    """Title of the host finding at the named range ``name``: an island, host work
+    inside a loop body or pass (``_is_container``), or allocation (``_ALLOC_OP_RE``)."""
+    short = f"`{short_kernel_name(name, TITLE_NAME_CHARS)}`"
+    if _ALLOC_OP_RE.search(name):
+        return f"device memory allocation in {short}"
+    if _is_container(diag, name):
+        return f"host work inside {short} (no finer range)"
+    return f"host island at {short}"
+
+
+def _split_rest(
+    diag, rest: np.ndarray, keep: list[str], host: np.ndarray
+) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """Split the host time ``rest`` (int64 ns per gap) left by the named findings
+    ``keep``: (enclosing range name -> ns per gap, per-op overhead ns per gap, untraced
+    ns per gap). Read on the gap's launching thread (``EvidenceIndex.overlapping``, every
+    gap): a gap whose remaining host time lies inside one op or range (``_HOST_KINDS``;
+    by ``meaning``; ``ENCLOSING_MIN_SHARE``; ``host``: the gap's host ns) joins it: a kept one first, else the outermost
+    one shorter than half the median step (not the step range or the loop body);
+    one with ``PER_OP_MIN_OPS`` ops or more overlapping it, their time at least half
+    its host time, is per-op overhead; the rest is untraced."""
+    t, g = diag.trace, diag.gaps
+    index = diag.evidence_index()
+    st = diag.steps
+    body_ns = int(np.median(st.wall_ns)) // 2 if st is not None and len(st) else None
+    ops = np.isin(t.kind, [int(k) for k in _HOST_KINDS])
+    inside: dict[str, np.ndarray] = {}
+    untraced = rest.copy()
+    per_op = np.zeros_like(rest)
+    for i in np.flatnonzero(rest > 0).tolist():
+        lane = g.thread_of(i)
+        if lane < 0:
+            continue
+        a, b = int(g.start_ns[i]), int(g.end_ns[i])
+        idx = index.overlapping(t, lane, a, b)
+        idx = idx[ops[idx]]
+        if idx.size == 0:
+            continue
+        s0 = t.start_ns[idx].astype(np.int64)
+        dur = t.dur_ns[idx].astype(np.int64)
+        over = np.maximum(np.minimum(s0 + dur, b) - np.maximum(s0, a), 0)
+        # it encloses the rest: its time in the gap, less the named findings' time
+        # (``host - rest``), holds the rest
+        cover = idx[over - (int(host[i]) - int(rest[i])) >= ENCLOSING_MIN_SHARE * int(rest[i])]
+        names = [(t.name(int(e)), int(t.dur_ns[e])) for e in cover.tolist()]
+        kept = [n for n, _ in names if meaning(n) in keep]
+        outer = [(d, n) for n, d in names if not _is_step_range(diag, n) and (body_ns is None or d < body_ns)]
+        if kept or outer:
+            key = meaning(kept[0] if kept else max(outer)[1])
+            inside.setdefault(key, np.zeros_like(rest))[i] += rest[i]
+        elif idx.size >= PER_OP_MIN_OPS and 2 * int(over[t.kind[idx] == int(Kind.CPU_OP)].sum()) >= int(host[i]):
+            per_op[i] = rest[i]
+        else:
+            continue
+        untraced[i] = 0
+    return inside, per_op, untraced
+
+
 def _candidates(diag, steady: np.ndarray) -> list[tuple[str, Cause, str, str, np.ndarray]]:
     """(kind, cause, title, name, ns per gap) of every candidate finding."""
     g = diag.gaps
@@ -287,14 +404,20 @@ def _candidates(diag, steady: np.ndarray) -> list[tuple[str, Cause, str, str, np
         named = _name_vectors(diag, _largest(v), Cause.HOST)
         keep = sorted(named, key=lambda k: (-int(named[k].sum()), k))[:NAMED_PER_CLASS]
         rest = v.copy()
+        vecs: dict[str, np.ndarray] = {}
         for k in keep:
-            vec = np.minimum(named[k], v)
-            rest -= vec
-            out.append(("host", Cause.HOST, f"host island at `{short_kernel_name(k, TITLE_NAME_CHARS)}`", k, vec))
+            vecs[k] = np.minimum(named[k], v)
+            rest -= vecs[k]
         rest = np.maximum(rest, 0)
-        if rest.any():
-            title = "host work with no named range (untraced or scattered)" if keep else "host work on the CPU"
-            out.append(("host", Cause.HOST, title, "", rest))
+        inside, per_op, untraced = _split_rest(diag, rest, keep, cls[Cause.HOST])
+        for k in keep:
+            out.append(("host", Cause.HOST, _host_title(diag, k), k, vecs[k] + inside.pop(k, 0)))
+        for k, vec in inside.items():
+            out.append(("host", Cause.HOST, f"host work inside `{short_kernel_name(k, TITLE_NAME_CHARS)}`", k, vec))
+        if per_op.any():
+            out.append(("host", Cause.HOST, PER_OP_TITLE, "", per_op))
+        if untraced.any():
+            out.append(("host", Cause.HOST, UNTRACED_TITLE if keep or inside else "host work on the CPU", "", untraced))
     # sync: gaps keyed by the named range holding their wait; the cliff's class time
     v = cls[Cause.SYNC]
     if v.any():
@@ -403,29 +526,67 @@ def _exposed_comm(diag) -> Finding | None:
     )
 
 
-def _card_of(diag, positions: np.ndarray, cause: Cause) -> Card | None:
-    """The card of the finding: of its largest position whose primary class is the
-    finding's (else its largest), through that gap's recurring group when the group's
-    class is the finding's too."""
+def _representative(diag, positions: np.ndarray, cause: Cause, title: str, vec: np.ndarray) -> int:
+    """The gap whose card tells the finding: for the untraced host work, the position
+    with the most untraced host time (evidence with no event), among those where it
+    is at least half the gap's host time when there are some; for the per-op
+    overhead, the position with the most host time in recorded events; for a named host
+    finding, its largest position where its time is at least half the gap's host
+    time (the card then leads with that range), else its largest; otherwise its largest
+    position whose primary class is the finding's (else its largest)."""
+    g = diag.gaps
+    if cause == Cause.HOST and title in (UNTRACED_TITLE, PER_OP_TITLE) and g.class_ns is not None:
+        rows = positions[:EVIDENCE_GAPS]
+        quiet = np.array(
+            [sum(int(e.overlap_ns) for e in diag.evidence(i) if e.cause == Cause.HOST and e.event < 0) for i in rows]
+        )
+        host = g.class_ns[rows, int(Cause.HOST)]
+        if title == PER_OP_TITLE:  # the most recorded op time: the card tells the ops
+            return int(rows[int(np.argmax(host - quiet))])
+        mostly = 2 * quiet >= host  # the card then leads with the untraced time
+        if (quiet[mostly] > 0).any():
+            return int(rows[mostly][int(np.argmax(quiet[mostly]))])
+        if quiet.size and quiet.max() > 0:
+            return int(rows[int(np.argmax(quiet))])
+    elif cause == Cause.HOST and g.class_ns is not None:
+        lead = positions[2 * vec[positions] >= g.class_ns[positions, int(Cause.HOST)]]
+        if lead.size:
+            return int(lead[0])
+    own = positions[g.cause[positions] == int(cause)]
+    return int(own[0] if own.size else positions[0])
+
+
+def _card_of(diag, positions: np.ndarray, cause: Cause, title: str, vec: np.ndarray) -> Card | None:
+    """The card of the finding: of its representative position (``_representative``),
+    through that gap's recurring group when the group's class is the finding's too."""
     if positions.size == 0:
         return None
     g = diag.gaps
-    own = positions[g.cause[positions] == int(cause)]
-    i = int(own[0] if own.size else positions[0])
+    i = _representative(diag, positions, cause, title, vec)
     grp = int(g.group[i])
     if grp >= 0 and diag.groups[grp].cause == cause:
         return card_for_group(diag, grp)
     return card_for_gap(diag, i)
 
 
-def _fix(kind: str, cause: Cause, name: str) -> str:
+def _fix(diag, kind: str, cause: Cause, name: str, title: str, card: Card | None) -> str:
+    """The finding's first fix in a few words: its card's (``Card.fix``, the card's
+    first experiment shortened) for host work, so the verdict never contradicts the
+    card; a named island whose card leads with other work is taken off the critical
+    path; per-op overhead is fewer, larger ops."""
     short = short_kernel_name(name, TITLE_NAME_CHARS)
     if kind == "host":
-        return (
-            f"take `{short}` off the critical path (after the step or in another thread)"
-            if name
-            else ("name the host work (record_function ranges), then move it off the critical path")
-        )
+        if title == PER_OP_TITLE:
+            return _PER_OP_FIX
+        if title == UNTRACED_TITLE:
+            return _UNTRACED_FIX
+        movable = bool(name) and not _is_container(diag, name) and not _ALLOC_OP_RE.search(name)
+        told = card is not None and any(meaning(e.name) == name for e in card.evidence)
+        if card is not None and card.fix and (not movable or told):
+            return card.fix
+        if movable:
+            return f"take `{short}` off the critical path (after the step or in another thread)"
+        return _UNTRACED_FIX
     if kind == "sync":
         return (
             f"remove the blocking read in `{short}` from the loop (read values after it; CUDA events for timing)"
@@ -451,6 +612,7 @@ def _finding(diag, kind: str, cause: Cause, title: str, name: str, vec: np.ndarr
     rows = rows[np.lexsort((rows, -vec[rows]))]
     w = what_if(diag, remove_ns=vec)
     with_, total = _steps_of(diag, rows)
+    card = _card_of(diag, rows, cause, title, vec)
     return Finding(
         kind,
         cause,
@@ -462,8 +624,8 @@ def _finding(diag, kind: str, cause: Cause, title: str, name: str, vec: np.ndarr
         with_,
         total,
         rows.astype(np.int64),
-        _card_of(diag, rows, cause),
-        _fix(kind, cause, name),
+        card,
+        _fix(diag, kind, cause, name, title, card),
         int(w.projected_step_ns),
         None if w.steps_per_s is None else float(w.steps_per_s),
         float(w.speedup),

@@ -135,6 +135,8 @@ class Card:
     forbidden_step: str
     proof: str
     evidence: tuple[Evidence, ...] = ()
+    #: the first experiment in a few words (a finding's fix; ``card.rules.Advice.fix``)
+    fix: str = ""
 
 
 @dataclasses.dataclass(frozen=True)

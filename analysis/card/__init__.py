@@ -105,8 +105,8 @@ def _card(
             f" Within that work, {fmt_dur(facts.lazy_loading_ns)} of lazy module loading (the driver loading GPU "
             f"code at a function's first call) was recorded."
         )
-    first, forbidden, proof = advice(facts)
-    return Card(smell, primary, secondary, sec_share, why, first, forbidden, proof, tuple(evidence[:12]))
+    first, forbidden, proof, fix = advice(facts)
+    return Card(smell, primary, secondary, sec_share, why, first, forbidden, proof, tuple(evidence[:12]), fix)
 
 
 def _class_ns(diag: Diagnosis, rows) -> np.ndarray:

@@ -69,7 +69,7 @@ from gapscope.analysis.types import Cause, Evidence, Trust, WaitKind
 from gapscope.parsers.model import CopyKind, Kind
 from gapscope.units import fmt_bytes, fmt_dur
 
-__all__ = ["advice", "Advice", "Rule", "RULES", "matching_rule", "capture_sentence"]
+__all__ = ["advice", "Advice", "Rule", "RULES", "matching_rule", "capture_sentence", "short_fix"]
 
 
 def _innermost(diag: Diagnosis, ev: int, kind: Kind) -> str | None:
@@ -703,11 +703,29 @@ def _capture_advice(diag: Diagnosis, capture: GapCapture, dur_txt: str) -> tuple
 
 
 class Advice(NamedTuple):
-    """A card's advice: the first experiment, the forbidden next step, the proof."""
+    """A card's advice: the first experiment, the forbidden next step, the proof, and
+    ``fix``: the first experiment in a few words (a finding's "fix"; ``short_fix`` of
+    ``first`` when the rule gives none)."""
 
     first: str
     forbidden: str
     proof: str
+    fix: str = ""
+
+
+#: Characters of a ``short_fix`` (the first experiment's first sentence, cut at a clause).
+SHORT_FIX_CHARS = 160
+
+
+def short_fix(first: str) -> str:
+    """The first experiment ``first`` in a few words: its first sentence, cut at the
+    last clause boundary (``;`` or ``,``) before ``SHORT_FIX_CHARS`` characters when
+    longer, without the trailing period."""
+    head = re.split(r"(?<=[.!?])\s+(?=[A-Z`])", first.strip(), maxsplit=1)[0].rstrip(".")
+    if len(head) <= SHORT_FIX_CHARS:
+        return head
+    cut = max(head.rfind("; ", 0, SHORT_FIX_CHARS), head.rfind(", ", 0, SHORT_FIX_CHARS))
+    return head[:cut] if cut > 0 else head[: SHORT_FIX_CHARS - 1].rstrip() + "…"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -805,6 +823,8 @@ class HostRule:
     when: Callable[[Facts, HostFacts], bool]
     first: Callable[[Facts, HostFacts], str]
     rationale: str
+    #: the first experiment in a few words (``Advice.fix``)
+    fix: str = ""
 
 
 def _quiet_first(f: Facts, h: HostFacts) -> str:
@@ -1086,93 +1106,120 @@ HOST_RULES: tuple[HostRule, ...] = (
         lambda f, h: h.quiet_ns > h.lead_ns,
         _quiet_first,
         "most host time has no event: first find out what it is",
+        "find the untraced host work (with_stack=True or record_function ranges), then move it off the critical path",
     ),
     HostRule(
         "allocator",
         _named(_ALLOC_RE),
         _alloc_first,
         "allocator calls in a recurring gap are a steady-state cost: keep the blocks cached",
+        "keep the caching allocator's blocks (no empty_cache in the loop, stable shapes) or preallocate the buffers once",
     ),
     HostRule(
         "host tensor copy",
         _host_copy_when,
         _host_copy_first,
         "a tensor copy op that moved data to or from the host: keep it on the device",
+        "make the tensor on the device (pinned memory and non_blocking where a copy must stay)",
     ),
     HostRule(
         "DataLoader",
         _named(_DATALOADER_RE),
         _dataloader_first,
         "the main process waits for a batch: load in parallel and prefetch",
+        "load batches in parallel and prefetch (num_workers, pin_memory, prefetch_factor)",
     ),
     HostRule(
         "TorchDynamo guards",
         _framework(DYNAMO_RE),
         _dynamo_first,
         "Dynamo's guard check runs on every call: fewer guards, static shapes or a replayed graph, not another thread",
+        "make Dynamo's guard check cheaper (fewer guards, static shapes) or replay a graph (mode='reduce-overhead')",
     ),
     HostRule(
         "optimizer step",
         _framework(OPTIMIZER_RE),
         _optimizer_first,
         "a per-parameter optimizer launches many small kernels: the fused or foreach optimizer",
+        "use the fused or foreach optimizer (fused=True, foreach=True) or compile the optimizer step",
     ),
     HostRule(
         "autograd engine start-up",
         _autograd_start_when,
         _autograd_engine_first,
         "the engine's start before the first backward kernel: queue work ahead or compile forward and backward",
+        "queue GPU work ahead of the backward's start, or compile forward and backward together",
     ),
     HostRule(
         "communication call",
         lambda f, h: h.coll is not None,
         _coll_first,
         "the process group's host work before a collective: issue it earlier, asynchronously",
+        "issue the collective earlier with async_op=True and wait() just before its result is used",
     ),
     HostRule(
         "DDP buffer sync",
         lambda f, h: ddp_buffer_sync(f.diag, int(f.rows[0])) is not None,
         _ddp_first,
         "DDP broadcasts buffers every step: broadcast_buffers=False where they do not change",
+        "DDP(broadcast_buffers=False) where the buffers need not match across ranks every step",
     ),
-    HostRule("Triton launcher", _triton_when, _triton_first, "the Triton launcher's Python cost per kernel"),
+    HostRule(
+        "Triton launcher",
+        _triton_when,
+        _triton_first,
+        "the Triton launcher's Python cost per kernel",
+        "cut the Triton launcher's Python cost per kernel (fewer, larger kernels; a replayed graph)",
+    ),
     HostRule(
         "waiting for another thread",
         lambda f, h: h.lead is not None and h.mostly_own and bool(_meanwhile(f.diag, h.lead, f.rows)),
         _waiting_first,
         "a call holding its own time while another thread works is likely waiting for it",
+        "cut or overlap the work on the other thread this one waits for",
     ),
     HostRule(
         "own time",
         lambda f, h: h.lead is not None and h.mostly_own,
         _own_time_first,
         "a call with no finer event: find what it does before moving it",
+        "find what the CPU does inside the range (with_stack=True), then cut it or move it off the critical path",
     ),
     HostRule(
         "own work between launches",
         _own_work_when,
         _own_work_first,
         "the call issues few kernels but works much between them: its own work is the cost",
+        "cut the range's own CPU work between its launches, or queue independent GPU work ahead of it",
     ),
     HostRule(
         "issuing GPU work",
         lambda f, h: h.lead is not None and h.n_launch > 0,
         _issuing_first,
         "the call issues the kernels itself: cut the CPU cost per kernel",
+        "cut the CPU cost per kernel: torch.compile or a CUDA graph, fewer and larger ops",
     ),
     HostRule(
         "autograd node",
         lambda f, h: h.lead is not None and AUTOGRAD_NODE_RE.fullmatch(h.lead.name) is not None,
         _autograd_node_first,
         "a backward node's time in the calls it makes: the backward's own cost",
+        "cut the backward's own host cost: compile forward and backward together (torch.compile)",
     ),
     HostRule(
         "hot frame",
         lambda f, h: f.hot is not None,
         _hot_first,
         "one frame holds the fragmented host time: cut or move it",
+        "cut the hot frame (compute its result once) or move it off the critical path",
     ),
-    HostRule("host work", lambda f, h: True, _generic_first, "host work the GPU waited for: take it off the path"),
+    HostRule(
+        "host work",
+        lambda f, h: True,
+        _generic_first,
+        "host work the GPU waited for: take it off the path",
+        "take it off the critical path (after the step, or another thread) and launch the next GPU work first",
+    ),
 )
 
 
@@ -1182,7 +1229,8 @@ def _host_advice(f: Facts) -> Advice:
     had nothing queued), and the note on synchronous launches where the trace has them."""
     diag, trace = f.diag, f.diag.trace
     h = host_facts(f)
-    first = next(r.first(f, h) for r in HOST_RULES if r.when(f, h))
+    rule = next(r for r in HOST_RULES if r.when(f, h))
+    first = rule.first(f, h)
     libs = (
         "math-library settings"
         if is_mtia(trace)
@@ -1213,6 +1261,7 @@ def _host_advice(f: Facts) -> Advice:
         forbidden,
         f"Idle at this position ({f.dur_txt}) and step time{' and tokens/s' if is_decode_trace(diag) else ''} on a new "
         f"capture with the same ranges named.",
+        rule.fix,
     )
 
 
@@ -1787,7 +1836,8 @@ RULES: tuple[Rule, ...] = (
 def advice(facts: Facts) -> Advice:
     """The ``Advice`` of the first rule of ``RULES`` whose ``when`` holds for ``facts``
     (design: "The card", "Cards as facts and rules"); the last rule always holds."""
-    return next(r.advise(facts) for r in RULES if r.when(facts))
+    got = next(r.advise(facts) for r in RULES if r.when(facts))
+    return got if got.fix else got._replace(fix=short_fix(got.first))
 
 
 def matching_rule(facts: Facts) -> Rule:

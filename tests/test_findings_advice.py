@@ -1,0 +1,128 @@
+"""A finding's fix and the host work no named range holds (the audit of issue 47,
+defects 2 and 3): the fix is the card's first experiment in a few words; a step range,
+the loop body, the backward pass or an allocator op is never an island to move; host
+time inside an enclosing range joins that range, dispersed op dispatch is per-op
+overhead, and the untraced finding's card is of untraced time.
+
+Each planted trace: 4 steps of 1000 µs from 1000 µs on one thread; kernels [0, 100),
+[300, 400), [600, 700), [900, 1000) µs of each step, each launched by a 5 µs call 6 µs
+before it, so the three gaps A [100, 300), B [400, 600), C [700, 900) µs each hold
+194 µs of host time (the last 6 µs are the launch path), and there are no edges.
+"""
+
+from __future__ import annotations
+
+from gapscope.analysis import diagnose
+from gapscope.analysis.card.rules import HOST_RULES, short_fix
+from gapscope.analysis.findings import PER_OP_TITLE, UNTRACED_TITLE, findings
+from gapscope.parsers import load
+from gapscope.parsers.builder import TraceBuilder
+from gapscope.parsers.model import Kind
+
+from .conftest import CORPUS, require
+
+US = 1_000
+STEPS = 4
+
+
+def _trace(cpu):
+    """The planted trace; ``cpu(b, thread, base_ns)`` adds each step's host events."""
+    b = TraceBuilder()
+    t = b.lane("1", "1", process_name="python3", thread_name="main")
+    g0 = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    corr = 0
+    for s in range(STEPS):
+        base = (1 + s) * 1000 * US
+        b.event(t, f"ProfilerStep#{s}", base, 1000 * US, Kind.ANNOTATION)
+        for k0 in (0, 300, 600, 900):
+            corr += 1
+            b.event(t, "cudaLaunchKernel", base + (k0 - 6) * US, 5 * US, Kind.LAUNCH, correlation=corr)
+            b.event(g0, f"k{k0}", base + k0 * US, 100 * US, Kind.KERNEL, correlation=corr)
+        cpu(b, t, base)
+    return diagnose(b.build())
+
+
+def test_loop_body_backward_and_allocator_are_no_islands_and_the_fix_is_the_cards():
+    """`decode_step` (a user range over the whole step, enclosing its 4 launches);
+    in gap A `aten::empty` [110, 260) µs; in gap B `## backward ##` [400, 594) µs with
+    nothing finer; gap C holds only `decode_step`. Own time per step: `## backward ##`
+    194 µs; `aten::empty` 150 µs; `decode_step` 194 - 150 (gap A) + 194 (gap C) = 238 µs."""
+
+    def cpu(b, t, base):
+        b.event(t, "decode_step", base, 1000 * US, Kind.ANNOTATION)
+        b.event(t, "aten::empty", base + 110 * US, 150 * US, Kind.CPU_OP)
+        b.event(t, "## backward ##", base + 400 * US, 194 * US, Kind.ANNOTATION)
+
+    f = findings(_trace(cpu))
+    by = {x.name: x for x in f.ranked}
+    body, bwd, alloc = by["decode_step"], by["## backward ##"], by["aten::empty"]
+    assert (body.per_step_ns, bwd.per_step_ns, alloc.per_step_ns) == (238 * US, 194 * US, 150 * US)
+    assert body.title == "host work inside `decode_step` (no finer range)"
+    assert bwd.title == "host work inside `## backward ##` (no finer range)"
+    assert alloc.title == "device memory allocation in `aten::empty`"
+    for x in (body, bwd, alloc):
+        assert "island" not in x.title
+        assert "take `" not in x.fix  # never moved off the critical path as a unit
+        assert x.card is not None and x.fix == x.card.fix and x.fix
+    # the verdict's first fix is the top finding's, the card's words
+    assert f.top is body
+    assert f"first fix: {body.card.fix};" in f.verdict and "take `decode_step`" not in f.verdict
+
+
+def test_host_time_splits_by_enclosing_range_per_op_overhead_and_untraced():
+    """Gap A: `## optimizer ##` [100, 294) µs holding ten ops `opt0`..`opt9` of 18 µs
+    back to back from 100 µs (180 µs; 14 µs untraced inside the range after them).
+    Gap B: twelve distinct ops `disp0`..`disp11` of 15 µs from 400 µs (180 µs), none
+    enclosing the rest. Gap C: nothing recorded. The named islands are the five largest
+    names: `opt0`..`opt4` (18 µs a step each, 72 µs in all; ties by name); the rest:
+    inside `## optimizer ##`: 194 - 5 * 18 = 104 µs a step; per-op overhead: gap B's
+    194 µs; untraced: gap C's 194 µs."""
+
+    def cpu(b, t, base):
+        b.event(t, "## optimizer ##", base + 100 * US, 194 * US, Kind.ANNOTATION)
+        for k in range(10):
+            b.event(t, f"opt{k}", base + (100 + 18 * k) * US, 18 * US, Kind.CPU_OP)
+        for k in range(12):
+            b.event(t, f"disp{k}", base + (400 + 15 * k) * US, 15 * US, Kind.CPU_OP)
+
+    d = _trace(cpu)
+    f = findings(d)
+    by = {x.title: x for x in f.ranked}
+    opt = by["host work inside `## optimizer ##`"]
+    per_op, untraced = by[PER_OP_TITLE], by[UNTRACED_TITLE]
+    assert opt.per_step_ns == 104 * US and opt.name == "## optimizer ##"
+    assert per_op.per_step_ns == 194 * US and untraced.per_step_ns == 194 * US
+    assert {x.name for x in f.ranked if x.title.startswith("host island")} == {f"opt{k}" for k in range(5)}
+    assert all(x.per_step_ns == 18 * US for x in f.ranked if x.title.startswith("host island"))
+    # each finding's positions are its own gaps: A, B, C of every step
+    g = d.gaps
+    starts = {x.title: sorted({int(g.start_ns[i]) % (1000 * US) for i in x.positions}) for x in (opt, per_op, untraced)}
+    assert starts == {opt.title: [100 * US], per_op.title: [400 * US], untraced.title: [700 * US]}
+    assert per_op.fix == "fewer, larger ops per step: a bigger batch, torch.compile, CUDA graphs"
+    # the untraced finding's card is of gap C, whose host time has no event at all
+    assert untraced.card is not None and untraced.card.first_experiment.startswith("Find out what the CPU does")
+    assert untraced.card.evidence and all(e.event < 0 for e in untraced.card.evidence if e.cause == untraced.cause)
+    # nothing is counted twice: the host findings add up to the host time, 3 * 194 µs a step
+    assert sum(x.per_step_ns for x in f.ranked if x.kind == "host") == 3 * 194 * US
+
+
+def test_short_fix_is_the_first_sentence_cut_at_a_clause():
+    assert short_fix("Do this now: a, b. Then that.") == "Do this now: a, b"
+    long = "Make the tensor on the device (" + "x" * 120 + "), or pin it, and copy it non_blocking. More."
+    assert short_fix(long) == "Make the tensor on the device (" + "x" * 120 + ")"
+    assert all(r.fix for r in HOST_RULES)  # every host rule says its fix in a few words
+
+
+def test_corpus_catch_all_is_no_longer_first_and_no_fix_moves_a_pass():
+    """hta/nccl_data (DDP training): the audit found its first finding the catch-all
+    "host work with no named range" with a DDP card, and fixes "take `## backward ##` /
+    `aten::empty` / `aten::unflatten_dense_tensors` off the critical path"."""
+    d = diagnose(load(require(CORPUS / "hta" / "nccl_data.json.gz")))
+    f = findings(d)
+    assert f.top is not None and f.top.title != UNTRACED_TITLE
+    for x in f.ranked:
+        for name in ("## backward ##", "aten::empty", "aten::unflatten_dense_tensors", "ProfilerStep"):
+            assert f"take `{name}" not in x.fix, (x.title, x.fix)
+    # the buffers' broadcast: the DDP card's fix, broadcast_buffers=False
+    (unflat,) = [x for x in f.ranked if x.name == "aten::unflatten_dense_tensors"]
+    assert "broadcast_buffers=False" in unflat.fix

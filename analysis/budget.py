@@ -23,26 +23,40 @@ __all__ = ["Budget", "WhatIf", "compute_budget", "what_if", "is_decode", "tokens
 
 #: A step that makes tokens: its annotation (or an ASCII sample's title) says so.
 _DECODE_RE = re.compile(r"decode|token", re.IGNORECASE)
+#: A CPU range inside each step that makes it a decode step: ``decode`` as a word part
+#: (``decode_step``, ``Decode``), not ``decoder`` (a model's module, once per training
+#: step) nor ``tokenize`` (a data loader's work)
+_INNER_DECODE_RE = re.compile(r"(?<![a-z])decode(?![a-z])", re.IGNORECASE)
 #: The batch a decode range names (``step[DECODE bs=32]``, ``decode batch_size=8``):
 #: that many tokens per step.
 _BATCH_RE = re.compile(r"\b(?:bs|batch(?:_size)?)\s*[=:]\s*(\d{1,7})\b", re.IGNORECASE)
 
 
 def _inner_decode_name(trace, steps) -> str | None:
-    """The name of a CPU annotation matching ``_DECODE_RE`` that the median step holds
+    """The name of a CPU annotation matching ``_INNER_DECODE_RE`` that the median step holds
     exactly once and no step holds twice (``decode_step`` inside each
     ``ProfilerStep#N`` of a batch-1 decode loop: its first and last steps, prefill
-    and detokenize, hold none); None when there is none."""
+    and detokenize, hold none); None when there is none. Counted in the steps' CPU
+    annotations (``Steps.events``), which hold the CPU ranges also where the steps are
+    the GPU's windows (``Steps.on_gpu``: the H200 ``decode-graph`` capture)."""
     if steps is None or len(steps) == 0 or len(trace) == 0:
         return None
-    ids = trace.name_ids_matching(lambda s: bool(_DECODE_RE.search(s)))
+    s0, s1 = steps.start_ns, steps.end_ns
+    if steps.events.size == len(steps):
+        s0 = trace.start_ns[steps.events].astype(np.int64)
+        s1 = s0 + trace.dur_ns[steps.events].astype(np.int64)
+        if not bool((s0[1:] >= s0[:-1]).all()):
+            return None
+    ids = trace.name_ids_matching(lambda s: bool(_INNER_DECODE_RE.search(s)))
     if len(ids) == 0:
         return None
     cpu = np.array([not ln.is_gpu for ln in trace.lanes], dtype=bool)
     rows = np.flatnonzero(trace.mask_kind(Kind.ANNOTATION) & cpu[trace.lane] & np.isin(trace.name_id, ids))
     for nid in np.unique(trace.name_id[rows]).tolist():
-        k = steps.index_of(trace.start_ns[rows[trace.name_id[rows] == nid]])
-        per_step = np.bincount(k[k >= 0], minlength=len(steps))
+        t = trace.start_ns[rows[trace.name_id[rows] == nid]].astype(np.int64)
+        k = np.searchsorted(s0, t, side="right") - 1
+        k = k[(k >= 0) & (t < s1[np.maximum(k, 0)])]
+        per_step = np.bincount(k, minlength=len(steps))
         if per_step.max(initial=0) == 1 and np.median(per_step) == 1:
             return trace.names[int(nid)]
     return None

@@ -190,9 +190,10 @@ def test_a_decode_range_inside_profiler_steps_is_a_decode_step():
     """ProfilerStep#N steps of 1000 µs; the middle ones each hold one `decode_step`
     range (the first, a prefill, and the last hold none): a batch-1 decode, tokens/s =
     steps/s. A training loop's ProfilerStep (no such range) and a range that falls
-    twice in a step are not."""
+    twice in a step are not, nor a model's `decoder` module or a `tokenize` range once
+    a step."""
 
-    def build(per_step: list[int]):
+    def build(per_step: list[int], name: str = "decode_step"):
         b = TraceBuilder()
         t = b.lane("1", "1", process_name="python3", thread_name="main")
         g0 = b.lane("0", "7", is_gpu=True, device=0, stream=7)
@@ -203,13 +204,16 @@ def test_a_decode_range_inside_profiler_steps_is_a_decode_step():
             if s < len(per_step):
                 b.event(t, "ProfilerStep#%d" % s, base, 1000 * US, Kind.ANNOTATION)
                 for k in range(n):
-                    b.event(t, "decode_step", base + (200 + 300 * k) * US, 200 * US, Kind.ANNOTATION)
+                    b.event(t, name, base + (200 + 300 * k) * US, 200 * US, Kind.ANNOTATION)
         return diagnose(b.build()).budget
 
     got = build([0, 1, 1, 1, 0])
     assert (got.decode, got.tokens_per_step) == (True, 1) and got.tokens_per_s == pytest.approx(1000.0)
     assert build([0, 0, 0, 0, 0]).decode is False
     assert build([1, 2, 1, 1, 1]).decode is False
+    assert build([1, 1, 1, 1, 1], "nn.Module: TransformerDecoder").decode is False
+    assert build([1, 1, 1, 1, 1], "tokenize").decode is False
+    assert build([1, 1, 1, 1, 1], "Decode bs=4").tokens_per_step == 4
 
 
 def test_h200_decode_a_batch_1_decode_reads_tokens_per_s():
@@ -230,6 +234,18 @@ def test_h200_decode_a_batch_1_decode_reads_tokens_per_s():
     assert b.tokens_per_s == pytest.approx(b.steps_per_s) == pytest.approx(1e9 / b.wall_ns)
     text = _report(path)
     assert "tokens/s" in text.split("\n\n")[0] and "steps/s" not in text.split("\n\n")[0]
+
+
+@pytest.mark.parametrize(
+    ("name", "tokens"),
+    [("decode_eager", 1), ("decode_graph", 1), ("sync_cliff", None), ("copy_on_path", None)],
+)
+def test_the_other_h200_captures_decode_as_their_loops_say(name, tokens):
+    """decode-eager and decode-graph run one `decode_step` per token at batch 1
+    (``capture/scenarios.py``); decode-graph's steps are the GPU's windows, its
+    `decode_step` ranges the CPU's. sync-cliff and copy-on-path are no decode loops."""
+    b = diagnose(load(require(GPU / f"h200_{name}.pt.trace.json.gz"))).budget
+    assert b.tokens_per_step == tokens and b.decode is (tokens is not None)
 
 
 def test_sglang_decode_one_step_of_batch_32():

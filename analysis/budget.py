@@ -1,7 +1,7 @@
 """Budget per step and what-if projections ("Budget and what-if" in the design).
 
 Per step (median over steps, on the busiest device): wall time, GPU busy (kernel union),
-idle share, steps/s, and tokens/s when a step makes one token (a decode step). With no steps known, the device's
+idle share, steps/s, and tokens/s for a decode step (``tokens_per_step``). With no steps known, the device's
 analysis window is one step. The what-if removes chosen gaps, cause classes or named
 CPU segments from the idle time and prints its assumptions.
 """
@@ -16,23 +16,79 @@ import numpy as np
 from gapscope.analysis.busy import coverage, device_union, union_intervals, valid_timing_mask
 from gapscope.analysis.steps import edge_gaps
 from gapscope.analysis.types import Cause
+from gapscope.parsers.model import Kind
 from gapscope.units import fmt_dur
 
-__all__ = ["Budget", "WhatIf", "compute_budget", "what_if", "is_decode", "match_names"]
+__all__ = ["Budget", "WhatIf", "compute_budget", "what_if", "is_decode", "tokens_per_step", "match_names"]
 
-#: A step that makes one token: its annotation (or an ASCII sample's title) says so.
+#: A step that makes tokens: its annotation (or an ASCII sample's title) says so.
 _DECODE_RE = re.compile(r"decode|token", re.IGNORECASE)
+#: A CPU range inside each step that makes it a decode step: ``decode`` as a word part
+#: (``decode_step``, ``Decode``), not ``decoder`` (a model's module, once per training
+#: step) nor ``tokenize`` (a data loader's work)
+_INNER_DECODE_RE = re.compile(r"(?<![a-z])decode(?![a-z])", re.IGNORECASE)
+#: The batch a decode range names (``step[DECODE bs=32]``, ``decode batch_size=8``):
+#: that many tokens per step.
+_BATCH_RE = re.compile(r"\b(?:bs|batch(?:_size)?)\s*[=:]\s*(\d{1,7})\b", re.IGNORECASE)
+
+
+def _inner_decode_name(trace, steps) -> str | None:
+    """The name of a CPU annotation matching ``_INNER_DECODE_RE`` that the median step holds
+    exactly once and no step holds twice (``decode_step`` inside each
+    ``ProfilerStep#N`` of a batch-1 decode loop: its first and last steps, prefill
+    and detokenize, hold none); None when there is none. Counted in the steps' CPU
+    annotations (``Steps.events``), which hold the CPU ranges also where the steps are
+    the GPU's windows (``Steps.on_gpu``: the H200 ``decode-graph`` capture)."""
+    if steps is None or len(steps) == 0 or len(trace) == 0:
+        return None
+    s0, s1 = steps.start_ns, steps.end_ns
+    if steps.events.size == len(steps):
+        s0 = trace.start_ns[steps.events].astype(np.int64)
+        s1 = s0 + trace.dur_ns[steps.events].astype(np.int64)
+        if not bool((s0[1:] >= s0[:-1]).all()):
+            return None
+    ids = trace.name_ids_matching(lambda s: bool(_INNER_DECODE_RE.search(s)))
+    if len(ids) == 0:
+        return None
+    cpu = np.array([not ln.is_gpu for ln in trace.lanes], dtype=bool)
+    rows = np.flatnonzero(trace.mask_kind(Kind.ANNOTATION) & cpu[trace.lane] & np.isin(trace.name_id, ids))
+    for nid in np.unique(trace.name_id[rows]).tolist():
+        t = trace.start_ns[rows[trace.name_id[rows] == nid]].astype(np.int64)
+        k = np.searchsorted(s0, t, side="right") - 1
+        k = k[(k >= 0) & (t < s1[np.maximum(k, 0)])]
+        per_step = np.bincount(k, minlength=len(steps))
+        if per_step.max(initial=0) == 1 and np.median(per_step) == 1:
+            return trace.names[int(nid)]
+    return None
+
+
+def tokens_per_step(trace, steps) -> int | None:
+    """Tokens a step makes, None when a step is not a decode step.
+
+    A decode step: the step annotation's name contains ``decode`` or ``token``
+    (``decode_step``, ``step[DECODE bs=32]``); or each step holds one CPU annotation so
+    named (``decode_step`` inside ``ProfilerStep#N``: the H200 ``decode`` capture); or
+    the trace is an ASCII timeline whose title says so (the decode exercise samples).
+    Tokens per step: the batch the name gives (``bs=32``, ``batch_size=8``: 32, 8
+    tokens), else 1 (a decode at batch 1: the assumption is printed with every
+    tokens/s). ``ProfilerStep#N`` of a training loop, period steps and Kineto windows
+    are not decode steps."""
+    name = None
+    if steps is not None and steps.source == "annotation" and _DECODE_RE.search(steps.name or ""):
+        name = steps.name
+    elif str(trace.source.format).startswith("ascii") and _DECODE_RE.search(trace.source.trace_name or ""):
+        name = trace.source.trace_name
+    elif steps is not None and steps.source == "ProfilerStep":
+        name = _inner_decode_name(trace, steps)
+    if name is None:
+        return None
+    m = _BATCH_RE.search(name)
+    return max(int(m.group(1)), 1) if m else 1
 
 
 def is_decode(trace, steps) -> bool:
-    """True when a step makes one token, so tokens/s = steps/s: the step annotation's
-    name contains ``decode`` or ``token`` (``decode_step``), or the trace is an ASCII
-    timeline whose title says so (the decode exercise samples). ``ProfilerStep#N`` of a
-    training loop, period steps and Kineto windows are not decode steps."""
-    if steps is not None and steps.source == "annotation" and _DECODE_RE.search(steps.name or ""):
-        return True
-    src = trace.source
-    return str(src.format).startswith("ascii") and bool(_DECODE_RE.search(src.trace_name or ""))
+    """True when a step makes tokens (``tokens_per_step`` is not None)."""
+    return tokens_per_step(trace, steps) is not None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,9 +97,10 @@ class Budget:
     used); ``source``: ``Steps.source`` or ``"window"``; ``wall_ns``/``gpu_busy_ns``/
     ``idle_ns``: medians per step (int ns); ``idle_share`` = idle / wall;
     ``steps_per_s`` = 1e9 / wall_ns, None when the step has no length (every event at
-    one time: no rate can be measured); ``tokens_per_s`` = the same rate, which is a
-    token rate only when ``decode`` (``is_decode``: a step makes one token) — show it
-    as tokens/s only then; ``class_idle_ns``: idle per cause class per step: ``idle_ns``
+    one time: no rate can be measured); ``tokens_per_s`` = ``tokens_per_step`` x that
+    rate, a token rate only when ``decode`` (``tokens_per_step``: the step is a decode
+    step; the batch its name gives, else 1) — show it as tokens/s only then (else it is
+    the step rate); ``class_idle_ns``: idle per cause class per step: ``idle_ns``
     split as the typical steps split theirs by class (``step_class_ns``)."""
 
     device: int
@@ -57,6 +114,8 @@ class Budget:
     class_idle_ns: dict
     steps_per_s: float | None = None
     decode: bool = False
+    #: tokens a step makes (``tokens_per_step``); None when not a decode step
+    tokens_per_step: int | None = None
     #: how many of the ``steps`` are typical (``typical_steps``): the split is theirs
     typical_steps: int = 0
     #: (least, most) idle ns of the other steps, left out of the split; None when all
@@ -84,9 +143,9 @@ class Budget:
 @dataclasses.dataclass(frozen=True)
 class WhatIf:
     """Projection of a what-if. ``removed_ns``: idle removed per step; ``projected_step_ns``
-    = wall - removed (never below GPU busy); ``steps_per_s`` = ``tokens_per_s`` =
-    1e9 / projected (tokens/s only when ``decode``, as in ``Budget``; None when the
-    projected step has no length);
+    = wall - removed (never below GPU busy); ``steps_per_s`` = 1e9 / projected;
+    ``tokens_per_s`` = ``tokens_per_step`` x that (tokens/s only when ``decode``, as in
+    ``Budget``; both None when the projected step has no length);
     ``assumptions``: the printed assumptions, in words with numbers."""
 
     wall_ns: int
@@ -97,6 +156,7 @@ class WhatIf:
     assumptions: list[str]
     steps_per_s: float | None = None
     decode: bool = False
+    tokens_per_step: int | None = None
 
 
 def compute_budget(diag) -> Budget | None:
@@ -154,6 +214,7 @@ def compute_budget(diag) -> Budget | None:
     class_idle = {c.label: (int(round(idle * cls[int(c)] / in_ns)) if in_ns > 0 else 0) for c in Cause}
     one_time_idle = int(round(idle * ot_ns / in_ns)) if in_ns > 0 else 0
     rate = 1e9 / wall_med if wall_med > 0 else None  # no length: no rate (never 0 steps/s)
+    tps = tokens_per_step(trace, diag.steps)
     return Budget(
         dev.device,
         nsteps,
@@ -162,10 +223,11 @@ def compute_budget(diag) -> Budget | None:
         busy_med,
         idle,
         idle / wall_med if wall_med > 0 else 0.0,
-        rate,
+        rate * tps if rate is not None and tps is not None else rate,
         class_idle,
         steps_per_s=rate,
-        decode=is_decode(trace, diag.steps),
+        decode=tps is not None,
+        tokens_per_step=tps,
         typical_steps=int(typical.sum()),
         warm_up_steps=int(warm_up.sum()),
         _split_gaps=sel,
@@ -343,6 +405,9 @@ def what_if(diag, *, gaps=(), causes=(), names=(), remove_ns=None) -> WhatIf:
         + (f" ({fmt_dur(named_ns // max(b.steps, 1))} per step for the named segments)." if names else "."),
         (
             f"One token per step (decode at batch 1): tokens/s = 1 / step time; measured over {b.steps} step(s) ({b.source})."
+            if b.decode and (b.tokens_per_step or 1) == 1
+            else f"{b.tokens_per_step} tokens per step (the batch the step's name gives): tokens/s = "
+            f"{b.tokens_per_step} / step time; measured over {b.steps} step(s) ({b.source})."
             if b.decode
             else f"Steps/s = 1 / step time (a step is not a token here: no tokens/s); measured over {b.steps} step(s) ({b.source})."
         ),
@@ -354,9 +419,10 @@ def what_if(diag, *, gaps=(), causes=(), names=(), remove_ns=None) -> WhatIf:
         b.wall_ns,
         removed_step,
         projected,
-        rate,
+        rate * (b.tokens_per_step or 1) if rate is not None and b.decode else rate,
         b.wall_ns / projected if projected > 0 else 1.0,
         assumptions,
         steps_per_s=rate,
         decode=b.decode,
+        tokens_per_step=b.tokens_per_step,
     )

@@ -47,7 +47,7 @@ from gapscope.analysis.names import short_kernel_name
 from gapscope.analysis.steps import PROFILER_STEP_RE, edge_gaps
 from gapscope.analysis.types import Card, Cause, WaitKind
 from gapscope.parsers.model import Kind
-from gapscope.units import fmt_dur
+from gapscope.units import fmt_dur, fmt_rate
 
 __all__ = [
     "Finding",
@@ -60,6 +60,9 @@ __all__ = [
     "NAMED_PER_CLASS",
     "EVIDENCE_GAPS",
     "VERDICT_MIN_SHARE",
+    "MIN_STEADY_STEPS",
+    "complete_steps",
+    "projectable",
 ]
 
 #: Below this idle share of the steady-state step the GPU is mostly busy: the verdict
@@ -146,8 +149,12 @@ class Finding:
     one of its positions; ``positions``: int64 gap indices, largest share first;
     ``card``: the card of its largest grouped position's group, else of its largest
     position; ``fix``: the first fix in a few words (a host finding's: its card's ``Card.fix``, see ``_fix``); ``projected_step_ns``,
-    ``steps_per_s`` (None where the projected step has no length), ``speedup``, ``decode`` (tokens/s = steps/s when True) and
-    ``assumptions``: the what-if if it were fixed (``budget.what_if``)."""
+    ``steps_per_s`` (None where the projected step has no length), ``speedup``, ``decode``
+    (a decode step), ``tokens_per_s`` (``budget.tokens_per_step`` x steps/s; None unless
+    ``decode``) and ``assumptions``: the what-if if it were fixed (``budget.what_if``);
+    ``projected``: False when the trace has too few steps to project (``projectable``):
+    then ``projected_step_ns`` is 0, ``steps_per_s`` and ``tokens_per_s`` None,
+    ``speedup`` 1.0 and ``assumptions`` says why."""
 
     kind: str
     cause: Cause
@@ -168,6 +175,8 @@ class Finding:
     assumptions: tuple[str, ...] = ()
     #: int64 ns per gap this finding removes (length = number of gaps)
     remove_ns: np.ndarray | None = dataclasses.field(default=None, repr=False)
+    tokens_per_s: float | None = None
+    projected: bool = True
 
     @property
     def steady(self) -> bool:
@@ -211,6 +220,43 @@ def has_steady_state(diag) -> bool:
         return True
     dev = [d for d in diag.devices if d.device == b.device]
     return bool(dev) and dev[0].kernel_count >= MIN_WINDOW_KERNELS
+
+
+#: Steps a trace needs for a steady state to judge: one step (or a window with no steps)
+#: may be anything (sglang_decode's one ``step[DECODE bs=32]`` holds a 463 ms wait that
+#: starts before it), so no verdict and no projection comes from it.
+MIN_STEADY_STEPS = 2
+
+
+def complete_steps(diag) -> int:
+    """Complete steps of ``diag``: its steps (``steps.find_steps``: each has a start and
+    an end), 0 when none were found (the budget is over the device's window)."""
+    b = diag.budget
+    if b is None or b.source == "window" or diag.steps is None:
+        return 0
+    return len(diag.steps)
+
+
+def projectable(diag) -> bool:
+    """True when a what-if of ``diag``'s findings is a steady-state projection: at least
+    ``MIN_STEADY_STEPS`` complete steps, or an ASCII timeline (its author drew one step
+    as the one that repeats: the decode-step exercise)."""
+    if complete_steps(diag) >= MIN_STEADY_STEPS:
+        return True
+    return str(diag.trace.source.format).startswith("ascii") and complete_steps(diag) >= 1
+
+
+def _no_projection(diag) -> tuple[str, ...]:
+    n = complete_steps(diag)
+    return (
+        (f"No projection: the trace holds {n} complete step(s)" if n else "No projection: the trace marks no steps")
+        + f", fewer than the {MIN_STEADY_STEPS} a steady state needs; the figure per step is over "
+        + (
+            f"that step ({fmt_dur(diag.budget.wall_ns)})."
+            if n
+            else f"the whole window ({fmt_dur(diag.budget.wall_ns)})."
+        ),
+    )
 
 
 def _self_ns(diag, items) -> list[int]:
@@ -523,6 +569,7 @@ def _exposed_comm(diag) -> Finding | None:
             "in no idle gap: the projection assumes it fully overlaps with compute.",
             f"Median over the {int(typical.sum())} typical steps of the exposed collective time per step.",
         ),
+        tokens_per_s=1e9 / projected * (b.tokens_per_step or 1) if b.decode else None,
     )
 
 
@@ -613,6 +660,28 @@ def _finding(diag, kind: str, cause: Cause, title: str, name: str, vec: np.ndarr
     w = what_if(diag, remove_ns=vec)
     with_, total = _steps_of(diag, rows)
     card = _card_of(diag, rows, cause, title, vec)
+    if not projectable(diag):
+        return Finding(
+            kind,
+            cause,
+            title,
+            name,
+            int(w.removed_ns),
+            w.removed_ns / b.wall_ns if b.wall_ns > 0 else 0.0,
+            int(vec.sum()),
+            with_,
+            total,
+            rows.astype(np.int64),
+            card,
+            _fix(diag, kind, cause, name, title, card),
+            0,
+            None,
+            1.0,
+            bool(w.decode),
+            _no_projection(diag),
+            vec,
+            projected=False,
+        )
     return Finding(
         kind,
         cause,
@@ -632,6 +701,7 @@ def _finding(diag, kind: str, cause: Cause, title: str, name: str, vec: np.ndarr
         bool(w.decode),
         tuple(w.assumptions),
         vec,
+        tokens_per_s=None if w.tokens_per_s is None or not w.decode else float(w.tokens_per_s),
     )
 
 
@@ -696,6 +766,73 @@ def _apart(diag, edge: np.ndarray) -> list[Finding]:
     return out
 
 
+def _one_off(diag, steady: np.ndarray) -> tuple[np.ndarray, list[Finding]]:
+    """Gaps of ``steady`` outside the only step of a one-step trace that cannot be
+    projected (``projectable``): the one-off at the trace's start (sglang_decode's
+    463 ms wait, begun before its one ``step[DECODE bs=32]``) and after its end. With
+    two or more steps ``steps.edge_gaps`` keeps these apart already. Returns (bool per
+    gap, the entries kept apart: kind ``"edge"``, before the step first)."""
+    g = diag.gaps
+    st = diag.steps
+    mask = np.zeros(len(g), bool)
+    if st is None or len(st) == 0 or projectable(diag) or not len(g):
+        return mask, []
+    mask = steady & (st.index_of(g.start_ns) < 0)
+    out: list[Finding] = []
+    for part, where in (
+        (mask & (g.start_ns < st.start_ns[0]), "one-off at the trace's start, before its only step"),
+        (mask & (g.start_ns >= st.start_ns[0]), "one-off after the trace's only step"),
+    ):
+        if not part.any():
+            continue
+        rows = np.flatnonzero(part)
+        rows = rows[np.argsort(-g.dur_ns[rows], kind="stable")].astype(np.int64)
+        vec = np.where(part, g.dur_ns, 0).astype(np.int64)
+        what = f"{fmt_dur(int(vec.sum()))} idle" + (f" in {rows.size} gaps" if rows.size > 1 else "")
+        out.append(
+            Finding(
+                "edge",
+                Cause(int(g.cause[rows[0]])),
+                f"{where}: {what}",
+                "",
+                0,
+                0.0,
+                int(vec.sum()),
+                0,
+                len(st),
+                rows,
+                card_for_gap(diag, int(rows[0])),
+                "capture several warmed-up steps: this wait may not recur",
+                remove_ns=vec,
+                projected=False,
+            )
+        )
+    return mask, out
+
+
+def _no_steady_verdict(diag, ranked: list[Finding]) -> str:
+    b = diag.budget
+    n = complete_steps(diag)
+    held = (
+        f"the trace holds {n} complete step ({fmt_dur(b.wall_ns)}"
+        + (f", `{short_kernel_name(diag.steps.name, TITLE_NAME_CHARS)}`)" if diag.steps is not None else ")")
+        if n
+        else f"the trace marks no steps (its {fmt_dur(b.wall_ns)} window is one stretch)"
+    )
+    top = (
+        f" The largest idle in it, {ranked[0].title}, is {fmt_dur(ranked[0].per_step_ns)} "
+        f"({100 * ranked[0].step_share:.1f}%): listed, not projected."
+        if ranked
+        else ""
+    )
+    return (
+        f"No steady state to judge: {held}, fewer than the {MIN_STEADY_STEPS} a recurring pattern needs, "
+        f"so no finding makes a verdict and none is projected.{top} Capture several warmed-up steps, each marked: "
+        "torch.profiler with schedule(wait=1, warmup=1, active=3) and prof.step() each iteration "
+        "(ProfilerStep#N ranges), or a record_function range around each step."
+    )
+
+
 def _verdict(diag, ranked: list[Finding], steady_state: bool) -> tuple[str, str, float]:
     b = diag.budget
     if b is None:
@@ -707,6 +844,8 @@ def _verdict(diag, ranked: list[Finding], steady_state: bool) -> tuple[str, str,
             "no steady state",
             0.0,
         )
+    if not projectable(diag):
+        return _no_steady_verdict(diag, ranked), "no steady state", 0.0
     if b.idle_share < GPU_BOUND_IDLE_SHARE:
         comm = [f for f in ranked if f.kind == "communication"]
         extra = (
@@ -734,8 +873,13 @@ def _verdict(diag, ranked: list[Finding], steady_state: bool) -> tuple[str, str,
             b.idle_share,
         )
     f = ranked[0]
-    rate = "tokens/s" if f.decode else "steps/s"
-    rate_txt = "no rate: nothing left of the step" if f.steps_per_s is None else f"{f.steps_per_s:,.0f} {rate}"
+    rate_txt = (
+        "no rate: nothing left of the step"
+        if f.steps_per_s is None
+        else f"{fmt_rate(f.tokens_per_s)} tokens/s"
+        if f.tokens_per_s is not None
+        else f"{fmt_rate(f.steps_per_s)} steps/s"
+    )
     return (
         f"{f.kind.capitalize()}-bound: {f.title} costs {fmt_dur(f.per_step_ns)} of every {fmt_dur(b.wall_ns)} step "
         f"({100 * f.step_share:.1f}%); first fix: {f.fix}; fixed, a step would take {fmt_dur(f.projected_step_ns)} "
@@ -765,15 +909,28 @@ def _findings(diag: Diagnosis) -> Findings:
     steady_state = has_steady_state(diag)
     ranked: list[Finding] = []
     b = diag.budget
+    once: list[Finding] = []
     if b is not None and steady_state and len(g):
         steady = steady_gaps(diag) & (g.device == b.device)
+        one_off, once = _one_off(diag, steady)
+        steady &= ~one_off
         for kind, cause, title, name, vec in _candidates(diag, steady):
             f = _finding(diag, kind, cause, title, name, vec)
             if f.per_step_ns > 0 and f.step_share >= FINDING_MIN_SHARE:
                 ranked.append(f)
         comm = _exposed_comm(diag)
+        if comm is not None and not projectable(diag):
+            comm = dataclasses.replace(
+                comm,
+                projected_step_ns=0,
+                steps_per_s=None,
+                speedup=1.0,
+                tokens_per_s=None,
+                projected=False,
+                assumptions=_no_projection(diag),
+            )
         if comm is not None and comm.step_share >= FINDING_MIN_SHARE:
             ranked.append(comm)
         ranked.sort(key=lambda f: (-f.per_step_ns, f.title))
     verdict, kind, share = _verdict(diag, ranked, steady_state)
-    return Findings(verdict, kind, share, tuple(ranked), tuple(_apart(diag, edge)), edge, steady_state)
+    return Findings(verdict, kind, share, tuple(ranked), tuple(once + _apart(diag, edge)), edge, steady_state)

@@ -74,6 +74,7 @@ __all__ = [
     "tick_unit",
     "fmt_tick",
     "fmt_bytes",
+    "fmt_rate",
 ]
 
 
@@ -274,3 +275,18 @@ def fmt_bytes(n: int) -> str:
         if x < 1024:
             return f"{x:.1f} {unit}"
     return f"{x / 1024.0:.1f} TiB"
+
+
+def fmt_rate(per_s: float | None) -> str:
+    """A rate (steps/s, tokens/s): whole numbers from 100 up (``2,874``), two decimals
+    from 1 up (``4.72``), two significant digits below 1 (``0.075``, ``0.50``: a rate
+    of a step longer than a second never reads ``0``); ``-`` when None. The budget, the
+    what-if rows and the findings use it alike, so a projection reads with the
+    precision of the baseline it is compared with."""
+    if per_s is None:
+        return "-"
+    if abs(per_s) >= 100:
+        return f"{per_s:,.0f}"
+    if abs(per_s) >= 1 or per_s == 0:
+        return f"{per_s:,.2f}"
+    return f"{per_s:#.2g}"

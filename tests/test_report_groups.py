@@ -144,7 +144,7 @@ def test_what_if_rates_in_markdown_on_resnet():
 
 
 def test_fmt_rate():
-    from gapscope.report.fmt import fmt_rate
+    from gapscope.units import fmt_rate
 
     assert [fmt_rate(x) for x in (4.7235, 9.0613, 99.994, 952.38, 2874.2, None)] == [
         "4.72",
@@ -154,6 +154,9 @@ def test_fmt_rate():
         "2,874",
         "-",
     ]
+    # below 1/s two significant digits, never "0": mtia_rank_0's 13.336 s step is
+    # 1 / 13.336 = 0.07499 steps/s; 1 / 2 s = 0.50
+    assert [fmt_rate(x) for x in (1e9 / 13_336_000_000, 0.5, 0.001234)] == ["0.075", "0.50", "0.0012"]
 
 
 def test_cause_table_of_a_nine_second_trace():

@@ -14,7 +14,7 @@ from rich.text import Text
 from gapscope.analysis.diagnose import Diagnosis
 from gapscope.analysis.findings import findings
 from gapscope.tui.lanes_model import sanitize
-from gapscope.units import fmt_dur
+from gapscope.units import fmt_dur, fmt_rate
 
 __all__ = [
     "FindingsState",
@@ -25,6 +25,7 @@ __all__ = [
     "walk_text",
     "walk_lines",
     "rate_text",
+    "fixed_text",
 ]
 
 #: Findings listed in the compact overview (80x24: the verdict, these, the keys).
@@ -58,11 +59,21 @@ def findings_of(diagnosis):
 
 
 def rate_text(f) -> str:
-    """``"2,112 steps/s"`` or ``"1,667 tokens/s"`` (a decode step) of a finding's
-    projection."""
+    """``"2,112 steps/s"``, ``"1,667 tokens/s"`` (a decode step: ``Finding.tokens_per_s``)
+    or ``"0.075 steps/s"`` (``units.fmt_rate``) of a finding's projection."""
     if f.steps_per_s is None:
         return "n/a"
-    return f"{f.steps_per_s:,.0f} {'tokens/s' if f.decode else 'steps/s'}"
+    if f.tokens_per_s is not None:
+        return f"{fmt_rate(f.tokens_per_s)} tokens/s"
+    return f"{fmt_rate(f.steps_per_s)} steps/s"
+
+
+def fixed_text(f) -> str:
+    """A finding's projected step and rate (``"0.473 ms, 2,112 tokens/s"``), or why
+    there is none (``Finding.projected``: too few steps)."""
+    if not f.projected:
+        return "not projected (too few steps)"
+    return f"{fmt_dur(f.projected_step_ns)}, {rate_text(f)}"
 
 
 def verdict_badge(found) -> str:
@@ -127,7 +138,7 @@ def overview_text(found, cursor: int = 0, active: bool = False, largest_first: b
         t.append("\n")
         t.append(
             f"     {f.steps_with}/{f.steps_total} steps, {f.positions.size} gaps; fix: "
-            f"{sanitize(f.fix, 200)} → {fmt_dur(f.projected_step_ns)}, {rate_text(f)}\n",
+            f"{sanitize(f.fix, 200)} → {fixed_text(f)}\n",
             style="dim",
         )
     for f in found.apart:
@@ -186,7 +197,11 @@ def walk_text(found, k: int, place: int, gap_card: Text) -> Text:
     t.append("\n")
     t.append(
         f"{fmt_dur(f.per_step_ns)} per step ({100 * f.step_share:.1f}%), in {f.steps_with} of {f.steps_total} steps; "
-        f"fixed: {fmt_dur(f.projected_step_ns)} a step, {rate_text(f)}\n"
+        + (
+            f"fixed: {fmt_dur(f.projected_step_ns)} a step, {rate_text(f)}\n"
+            if f.projected
+            else "not projected (too few steps)\n"
+        )
     )
     c = f.card
     if c is not None:
@@ -210,5 +225,5 @@ def walk_lines(found, k: int, place: int, gap_lines: list[Text]) -> list[Text]:
     f = found.ranked[k]
     fix = Text()
     fix.append("Fix: ", style="bold")
-    fix.append(f"{sanitize(f.fix, 200)} → {fmt_dur(f.projected_step_ns)}, {rate_text(f)}")
+    fix.append(f"{sanitize(f.fix, 200)} → {fixed_text(f)}")
     return [_walk_head(found, k, place), fix, *gap_lines]

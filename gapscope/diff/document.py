@@ -43,8 +43,8 @@ from gapscope.diff.match import NOISE_K, POSITION_TOL, STATUSES, UNCHANGED_SHARE
 from gapscope.diff.side import Position, Side, build_side
 from gapscope.report.damage import warning_rows
 from gapscope.report.document import jsonable
-from gapscope.report.fmt import device_label, fmt_rate
-from gapscope.units import fmt_delta, fmt_dur, fmt_dur_pair
+from gapscope.report.fmt import device_label
+from gapscope.units import fmt_delta, fmt_dur, fmt_dur_pair, fmt_rate
 
 __all__ = [
     "SCHEMA",

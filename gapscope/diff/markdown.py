@@ -8,9 +8,8 @@ through ``md_text``, as in the report's Markdown. Same figures as the text: both
 from __future__ import annotations
 
 from gapscope.diff.document import class_text, not_compared_text, rate_text, side_damage_text
-from gapscope.report.fmt import fmt_rate
 from gapscope.report.markdown import md_code, md_text, warnings_markdown
-from gapscope.units import column_unit, fmt_delta, fmt_dur, fmt_dur_pair, fmt_in
+from gapscope.units import column_unit, fmt_delta, fmt_dur, fmt_dur_pair, fmt_in, fmt_rate
 
 __all__ = ["render_diff_markdown"]
 

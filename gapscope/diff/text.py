@@ -12,11 +12,10 @@ from rich.table import Table
 from rich.text import Text
 
 from gapscope.diff.document import class_text, not_compared_text, rate_text, side_damage_text
-from gapscope.report.fmt import fmt_rate
 from gapscope.report.panels import card_panel
 from gapscope.report.rich_text import cause_text, heading, name_text, safe_text
 from gapscope.report.text import print_warnings
-from gapscope.units import column_unit, fmt_delta, fmt_dur, fmt_dur_pair, fmt_in
+from gapscope.units import column_unit, fmt_delta, fmt_dur, fmt_dur_pair, fmt_in, fmt_rate
 
 __all__ = ["render_diff_text", "STATUS_STYLE"]
 

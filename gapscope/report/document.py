@@ -316,7 +316,10 @@ def _findings(doc: dict, diag) -> None:
 
 def finding_dict(f: Finding, rank: int) -> dict:
     """One finding as JSON types (``docs/report-json.md``, "Findings"): ``rank`` from 0
-    in its list; ``tokens_per_s`` only for a decode step (else null)."""
+    in its list; ``tokens_per_s`` only for a decode step (else null);
+    ``projected_step_ns``, ``steps_per_s``, ``tokens_per_s`` and ``speedup`` null where
+    the finding is not projected (kept apart, or ``Finding.projected`` false: fewer
+    than two steps)."""
     return dict(
         rank=rank,
         kind=f.kind,
@@ -332,10 +335,10 @@ def finding_dict(f: Finding, rank: int) -> dict:
         positions=[int(x) for x in f.positions.tolist()],
         fix=f.fix,
         card=_card(f.card) if f.card is not None else None,
-        projected_step_ns=int(f.projected_step_ns) if f.steady else None,
-        steps_per_s=float(f.steps_per_s) if f.steady and f.steps_per_s is not None else None,
-        tokens_per_s=float(f.steps_per_s) if f.steady and f.decode and f.steps_per_s is not None else None,
-        speedup=float(f.speedup) if f.steady else None,
+        projected_step_ns=int(f.projected_step_ns) if f.steady and f.projected else None,
+        steps_per_s=float(f.steps_per_s) if f.steady and f.projected and f.steps_per_s is not None else None,
+        tokens_per_s=float(f.tokens_per_s) if f.steady and f.projected and f.tokens_per_s is not None else None,
+        speedup=float(f.speedup) if f.steady and f.projected else None,
         assumptions=list(f.assumptions),
     )
 

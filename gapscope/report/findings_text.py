@@ -11,9 +11,9 @@ from rich.text import Text
 
 from gapscope.report.fmt import device_label
 from gapscope.report.rich_text import CAUSE_STYLE, safe_text
-from gapscope.units import column_unit, fmt_dur, fmt_in
+from gapscope.units import column_unit, fmt_dur, fmt_in, fmt_rate
 
-__all__ = ["folded_devices", "verdict_section", "FINDING_ROWS", "APART_ROWS", "rate_text"]
+__all__ = ["folded_devices", "verdict_section", "FINDING_ROWS", "APART_ROWS", "rate_text", "fixed_text"]
 
 #: Findings listed in the table (the JSON lists all).
 FINDING_ROWS = 6
@@ -22,12 +22,21 @@ APART_ROWS = 3
 
 
 def rate_text(f: dict) -> str:
-    """The projected rate of a finding: tokens/s for a decode step, else steps/s."""
+    """The projected rate of a finding: tokens/s for a decode step, else steps/s
+    (``units.fmt_rate``: ``0.075 steps/s``, never ``0``)."""
     if f.get("tokens_per_s") is not None:
-        return f"{f['tokens_per_s']:,.0f} tokens/s"
+        return f"{fmt_rate(f['tokens_per_s'])} tokens/s"
     if f.get("steps_per_s") is not None:
-        return f"{f['steps_per_s']:,.0f} steps/s"
+        return f"{fmt_rate(f['steps_per_s'])} steps/s"
     return "-"
+
+
+def fixed_text(f: dict) -> str:
+    """The "if fixed" cell of a finding: its projected step and rate, or ``not
+    projected`` (``projected_step_ns`` null: too few steps, ``Finding.projected``)."""
+    if f.get("projected_step_ns") is None:
+        return "not projected"
+    return f"{fmt_dur(f['projected_step_ns'])}, {rate_text(f)}"
 
 
 def verdict_section(doc: dict, console: Console, top: int = FINDING_ROWS) -> None:
@@ -65,7 +74,7 @@ def verdict_section(doc: dict, console: Console, top: int = FINDING_ROWS) -> Non
                 f"{f['steps_with']}/{f['steps_total']}",
                 f"{len(f['positions']):,}",
                 safe_text(f["title"], 120),
-                f"{fmt_dur(f['projected_step_ns'])}, {rate_text(f)}",
+                fixed_text(f),
             )
         console.print(tbl)
         more = len(found) - rows

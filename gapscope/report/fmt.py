@@ -11,7 +11,7 @@ import re
 import unicodedata
 
 from gapscope.analysis.names import short_kernel_name
-from gapscope.units import column_unit, fmt_bytes, fmt_dur, fmt_in
+from gapscope.units import column_unit, fmt_bytes, fmt_dur, fmt_in, fmt_rate
 
 __all__ = [
     "fmt_share",
@@ -22,7 +22,6 @@ __all__ = [
     "device_label",
     "rank_text",
     "kind_counts_text",
-    "fmt_rate",
     "NO_RATE",
     "more_groups_line",
     "more_gaps_line",
@@ -188,15 +187,6 @@ def rate_key(budget: dict | None) -> tuple[str, str]:
 
 #: A per-step rate that cannot be measured: the step has no length.
 NO_RATE = "n/a (the step has no length: every event at one time)"
-
-
-def fmt_rate(per_s: float | None) -> str:
-    """A rate (steps/s, tokens/s): whole numbers from 100 up (``2,874``), else two
-    decimals (``4.72``); ``-`` when None. The budget and the what-if rows use it alike,
-    so a projection reads with the precision of the baseline it is compared with."""
-    if per_s is None:
-        return "-"
-    return f"{per_s:,.0f}" if abs(per_s) >= 100 else f"{per_s:,.2f}"
 
 
 def more_gaps_line(doc: dict) -> str | None:

@@ -10,12 +10,11 @@ from __future__ import annotations
 import re
 
 from gapscope.report.document import lone_gaps, trust_lines
-from gapscope.report.findings_text import APART_ROWS, FINDING_ROWS, folded_devices, rate_text
+from gapscope.report.findings_text import APART_ROWS, FINDING_ROWS, fixed_text, folded_devices
 from gapscope.report.fmt import (
     GROUP_CARDS,
     MD_GROUP_ROWS,
     budget_rows,
-    fmt_rate,
     fmt_share,
     kind_counts_text,
     more_episodes_line,
@@ -27,7 +26,7 @@ from gapscope.report.fmt import (
     warning_message,
     what_if_label,
 )
-from gapscope.units import column_unit, fmt_dur, fmt_in, fmt_offset, offset_column_unit
+from gapscope.units import column_unit, fmt_dur, fmt_in, fmt_offset, fmt_rate, offset_column_unit
 
 __all__ = ["render_markdown", "md_code", "md_text", "warnings_markdown"]
 
@@ -175,7 +174,7 @@ def _verdict(doc: dict, top: int = FINDING_ROWS) -> list[str]:
                     f"{100 * f['step_share']:.1f}%",
                     f"{f['steps_with']}/{f['steps_total']}",
                     md_text(f["title"]),
-                    f"{fmt_dur(f['projected_step_ns'])}, {rate_text(f)}",
+                    fixed_text(f),
                 ]
                 for f in found[: min(FINDING_ROWS, top)]
             ],

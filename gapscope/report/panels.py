@@ -10,9 +10,9 @@ from rich.table import Table
 from rich.text import Text
 
 from gapscope.report.document import lone_gaps
-from gapscope.report.fmt import GROUP_CARDS, budget_rows, fmt_rate, more_groups_line, rate_key, what_if_label
+from gapscope.report.fmt import GROUP_CARDS, budget_rows, more_groups_line, rate_key, what_if_label
 from gapscope.report.rich_text import cause_text, heading, name_text, safe_text
-from gapscope.units import column_unit, fmt_bytes, fmt_dur, fmt_in, fmt_offset
+from gapscope.units import column_unit, fmt_bytes, fmt_dur, fmt_in, fmt_offset, fmt_rate
 
 __all__ = ["GROUP_CARDS", "card_panel", "groups_section", "lone_cards_section", "budget_section"]
 

@@ -37,6 +37,7 @@ import numpy as np
 
 from gapscope.analysis.budget import steady_gaps, typical_steps, what_if
 from gapscope.analysis.busy import coverage, device_event_mask, union_intervals, valid_timing_mask
+from gapscope.analysis.classify import GRAPH_SPARSE_BUSY_SHARE
 
 # the card API (issue 43 moves it; this is the one place that imports it)
 from gapscope.analysis.card import card_for_gap, card_for_group
@@ -44,7 +45,7 @@ from gapscope.analysis.diagnose import Diagnosis
 from gapscope.analysis.evidence_kinds import COLLECTIVE_RE, ids_matching
 from gapscope.analysis.names import short_kernel_name
 from gapscope.analysis.steps import edge_gaps
-from gapscope.analysis.types import Card, Cause, WaitKind
+from gapscope.analysis.types import Card, Cause, Trust, WaitKind
 from gapscope.parsers.model import Kind
 from gapscope.units import fmt_dur
 
@@ -59,6 +60,8 @@ __all__ = [
     "NAMED_PER_CLASS",
     "EVIDENCE_GAPS",
     "VERDICT_MIN_SHARE",
+    "UNRECORDED_TITLE",
+    "UNRECORDED_FIX",
 ]
 
 #: Below this idle share of the steady-state step the GPU is mostly busy: the verdict
@@ -104,7 +107,9 @@ class Finding:
 
     ``kind``: ``"launch"``, ``"host"``, ``"sync"``, ``"copy"``, ``"dependency"``,
     ``"unclassified"``, ``"communication"`` (exposed collectives: busy time, so no
-    ``positions`` and no ``remove_ns``) (``ranked``) or ``"edge"`` / ``"one-time"`` (``apart``);
+    ``positions`` and no ``remove_ns``), ``"unmeasurable"`` (idle inside CUDA graph
+    executions whose nodes appear unrecorded, ``Trust.GRAPH_UNRECORDED``: no
+    projection, ``measurable`` False) (``ranked``) or ``"edge"`` / ``"one-time"`` (``apart``);
     ``cause``: its ``Cause``; ``title``: short readable title (names shortened by
     ``names.short_kernel_name``); ``name``: the named range or read verbatim (``""``
     when none); ``per_step_ns``: recoverable idle per steady-state step (int ns; 0 in
@@ -135,6 +140,9 @@ class Finding:
     assumptions: tuple[str, ...] = ()
     #: int64 ns per gap this finding removes (length = number of gaps)
     remove_ns: np.ndarray | None = dataclasses.field(default=None, repr=False)
+    #: False when its idle may not be idle (``kind`` ``"unmeasurable"``): no projection
+    #: (``projected_step_ns`` 0, ``steps_per_s`` None, ``speedup`` 1)
+    measurable: bool = True
 
     @property
     def steady(self) -> bool:
@@ -331,6 +339,39 @@ def _candidates(diag, steady: np.ndarray) -> list[tuple[str, Cause, str, str, np
     return out
 
 
+#: Title and first fix of the finding of idle inside graphs whose nodes appear unrecorded.
+UNRECORDED_TITLE = "graph nodes appear unrecorded: idle inside the graph's execution is not measurable"
+UNRECORDED_FIX = (
+    "re-capture with the graph's nodes recorded (Nsight Systems `nsys profile --cuda-graph-trace=node`); "
+    "torch.profiler records a graph's nodes only on some CUDA/Kineto versions: profile a step without CUDA "
+    "graphs, or read this idle as unknown"
+)
+
+
+def _unrecorded(diag, rows: np.ndarray) -> Finding:
+    """The ``"unmeasurable"`` finding of the steady gaps ``rows`` (bool per gap) marked
+    ``Trust.GRAPH_UNRECORDED``: their idle, all classes, per step as the budget splits
+    it (``what_if``), with no projection: the graph's unrecorded nodes may have run
+    there (hta/rank0: graph launches with 1-2 kernels and 18 memsets 0.6-1.1 ms apart,
+    every step)."""
+    g = diag.gaps
+    vec = np.where(rows, g.dur_ns, 0).astype(np.int64)
+    f = _finding(diag, "unmeasurable", Cause.DEPENDENCY, UNRECORDED_TITLE, "", vec)
+    return dataclasses.replace(
+        f,
+        fix=UNRECORDED_FIX,
+        projected_step_ns=0,
+        steps_per_s=None,
+        speedup=1.0,
+        assumptions=(
+            f"{rows.sum():,} gaps lie inside CUDA graph executions whose recorded nodes cover under "
+            f"{GRAPH_SPARSE_BUSY_SHARE:.0%} of the graph's span (or graphs with no recorded node): the "
+            "graph's other nodes likely ran there unrecorded, so this idle is not measurable and has no projection.",
+        ),
+        measurable=False,
+    )
+
+
 def _exposed_comm(diag) -> Finding | None:
     """Exposed communication on the budget device: time inside the steady steps when
     only collective kernels (``evidence_kinds.COLLECTIVE_RE``: NCCL, RCCL, c10d,
@@ -441,7 +482,7 @@ def _steps_of(diag, rows: np.ndarray) -> tuple[int, int]:
     st = diag.steps
     if st is None or len(st) == 0:
         return (1 if rows.size else 0), 1
-    k = st.index_of(diag.gaps.start_ns[rows])
+    k = st.owner_of(diag.gaps.start_ns[rows])
     return int(np.unique(k[k >= 0]).size), len(st)
 
 
@@ -572,6 +613,13 @@ def _verdict(diag, ranked: list[Finding], steady_state: bool) -> tuple[str, str,
             b.idle_share,
         )
     f = ranked[0]
+    if not f.measurable:
+        return (
+            f"Not measurable: {f.title} ({fmt_dur(f.per_step_ns)} of every {fmt_dur(b.wall_ns)} step, "
+            f"{100 * f.step_share:.1f}%); first: {f.fix}; no projection until it is recorded.",
+            f.kind,
+            f.step_share,
+        )
     rate = "tokens/s" if f.decode else "steps/s"
     rate_txt = "no rate: nothing left of the step" if f.steps_per_s is None else f"{f.steps_per_s:,.0f} {rate}"
     return (
@@ -605,6 +653,12 @@ def _findings(diag: Diagnosis) -> Findings:
     b = diag.budget
     if b is not None and steady_state and len(g):
         steady = steady_gaps(diag) & (g.device == b.device)
+        unrec = steady & ((g.trust & int(Trust.GRAPH_UNRECORDED)) != 0) if g.trust is not None else steady & False
+        if unrec.any():  # not measurable: kept out of every other finding, no projection
+            steady &= ~unrec
+            f = _unrecorded(diag, unrec)
+            if f.per_step_ns > 0 and f.step_share >= FINDING_MIN_SHARE:
+                ranked.append(f)
         for kind, cause, title, name, vec in _candidates(diag, steady):
             f = _finding(diag, kind, cause, title, name, vec)
             if f.per_step_ns > 0 and f.step_share >= FINDING_MIN_SHARE:

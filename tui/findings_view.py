@@ -25,6 +25,7 @@ __all__ = [
     "walk_text",
     "walk_lines",
     "rate_text",
+    "projection_text",
 ]
 
 #: Findings listed in the compact overview (80x24: the verdict, these, the keys).
@@ -63,6 +64,14 @@ def rate_text(f) -> str:
     if f.steps_per_s is None:
         return "n/a"
     return f"{f.steps_per_s:,.0f} {'tokens/s' if f.decode else 'steps/s'}"
+
+
+def projection_text(f) -> str:
+    """``"120.996 ms, 8 steps/s"``: a finding's projected step and rate, or ``"not
+    measurable"`` (``Finding.measurable`` False: no projection)."""
+    if not f.measurable:
+        return "not measurable"
+    return f"{fmt_dur(f.projected_step_ns)}, {rate_text(f)}"
 
 
 def verdict_badge(found) -> str:
@@ -127,7 +136,7 @@ def overview_text(found, cursor: int = 0, active: bool = False, largest_first: b
         t.append("\n")
         t.append(
             f"     {f.steps_with}/{f.steps_total} steps, {f.positions.size} gaps; fix: "
-            f"{sanitize(f.fix, 200)} → {fmt_dur(f.projected_step_ns)}, {rate_text(f)}\n",
+            f"{sanitize(f.fix, 200)} → {projection_text(f)}\n",
             style="dim",
         )
     for f in found.apart:
@@ -147,7 +156,7 @@ def overview_lines(found, cursor: int = 0, active: bool = False, largest_first: 
     head = Text()
     head.append("Verdict: ", style="bold")
     top = found.top
-    if found.verdict_kind == top_kind(found) and top is not None:
+    if found.verdict_kind == top_kind(found) and top is not None and top.measurable:
         # the sentence's figures in one line: class, cost of the step, fixed step
         head.append(f"{top.kind}-bound, ", style=_STYLE.get(top.cause.label, "bold"))
         head.append(
@@ -186,7 +195,7 @@ def walk_text(found, k: int, place: int, gap_card: Text) -> Text:
     t.append("\n")
     t.append(
         f"{fmt_dur(f.per_step_ns)} per step ({100 * f.step_share:.1f}%), in {f.steps_with} of {f.steps_total} steps; "
-        f"fixed: {fmt_dur(f.projected_step_ns)} a step, {rate_text(f)}\n"
+        f"fixed: {projection_text(f)}\n"
     )
     c = f.card
     if c is not None:
@@ -210,5 +219,5 @@ def walk_lines(found, k: int, place: int, gap_lines: list[Text]) -> list[Text]:
     f = found.ranked[k]
     fix = Text()
     fix.append("Fix: ", style="bold")
-    fix.append(f"{sanitize(f.fix, 200)} → {fmt_dur(f.projected_step_ns)}, {rate_text(f)}")
+    fix.append(f"{sanitize(f.fix, 200)} → {projection_text(f)}")
     return [_walk_head(found, k, place), fix, *gap_lines]

@@ -13,7 +13,7 @@ from gapscope.report.fmt import device_label
 from gapscope.report.rich_text import CAUSE_STYLE, safe_text
 from gapscope.units import column_unit, fmt_dur, fmt_in
 
-__all__ = ["folded_devices", "verdict_section", "FINDING_ROWS", "APART_ROWS", "rate_text"]
+__all__ = ["folded_devices", "verdict_section", "FINDING_ROWS", "APART_ROWS", "rate_text", "projection_text"]
 
 #: Findings listed in the table (the JSON lists all).
 FINDING_ROWS = 6
@@ -28,6 +28,14 @@ def rate_text(f: dict) -> str:
     if f.get("steps_per_s") is not None:
         return f"{f['steps_per_s']:,.0f} steps/s"
     return "-"
+
+
+def projection_text(f: dict) -> str:
+    """A finding's "if fixed" cell: the projected step and rate, or "not measurable"
+    (its idle may not be idle: no projection, ``projected_step_ns`` null)."""
+    if f.get("projected_step_ns") is None:
+        return "not measurable"
+    return f"{fmt_dur(f['projected_step_ns'])}, {rate_text(f)}"
 
 
 def verdict_section(doc: dict, console: Console, top: int = FINDING_ROWS) -> None:
@@ -65,7 +73,7 @@ def verdict_section(doc: dict, console: Console, top: int = FINDING_ROWS) -> Non
                 f"{f['steps_with']}/{f['steps_total']}",
                 f"{len(f['positions']):,}",
                 safe_text(f["title"], 120),
-                f"{fmt_dur(f['projected_step_ns'])}, {rate_text(f)}",
+                projection_text(f),
             )
         console.print(tbl)
         more = len(found) - rows

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from gapscope.report.document import lone_gaps, trust_lines
-from gapscope.report.findings_text import APART_ROWS, FINDING_ROWS, folded_devices, rate_text
+from gapscope.report.findings_text import APART_ROWS, FINDING_ROWS, folded_devices, projection_text
 from gapscope.report.fmt import (
     GROUP_CARDS,
     MD_GROUP_ROWS,
@@ -175,7 +175,7 @@ def _verdict(doc: dict, top: int = FINDING_ROWS) -> list[str]:
                     f"{100 * f['step_share']:.1f}%",
                     f"{f['steps_with']}/{f['steps_total']}",
                     md_text(f["title"]),
-                    f"{fmt_dur(f['projected_step_ns'])}, {rate_text(f)}",
+                    projection_text(f),
                 ]
                 for f in found[: min(FINDING_ROWS, top)]
             ],

@@ -37,10 +37,10 @@ import numpy as np
 
 from gapscope.analysis.budget import steady_gaps, typical_steps, what_if
 from gapscope.analysis.busy import coverage, device_event_mask, union_intervals, valid_timing_mask
-from gapscope.analysis.classify import GRAPH_SPARSE_BUSY_SHARE
 
 # the card API (issue 43 moves it; this is the one place that imports it)
 from gapscope.analysis.card import card_for_gap, card_for_group
+from gapscope.analysis.classify import GRAPH_SPARSE_BUSY_SHARE
 from gapscope.analysis.diagnose import Diagnosis
 from gapscope.analysis.evidence_kinds import COLLECTIVE_RE, ids_matching
 from gapscope.analysis.names import short_kernel_name
@@ -482,7 +482,7 @@ def _steps_of(diag, rows: np.ndarray) -> tuple[int, int]:
     st = diag.steps
     if st is None or len(st) == 0:
         return (1 if rows.size else 0), 1
-    k = st.owner_of(diag.gaps.start_ns[rows])
+    k = st.owner_of(diag.gaps.start_ns[rows], diag.gaps.end_ns[rows])
     return int(np.unique(k[k >= 0]).size), len(st)
 
 

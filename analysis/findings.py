@@ -372,6 +372,46 @@ def _unrecorded(diag, rows: np.ndarray) -> Finding:
     )
 
 
+#: Ranges that load the next batch (``## load_batch ##``, ``enumerate(DataLoader)#…``).
+LOADING_RE = re.compile(r"load_batch|wait_for_batch|next_batch|get_batch|DataLoader|collate", re.IGNORECASE)
+
+
+def _loading(diag, steady: np.ndarray) -> tuple[Finding, np.ndarray] | None:
+    """The data-loading finding: the steady gaps ``steady`` (bool per gap) whose host
+    evidence holds a batch-loading range (``LOADING_RE``), as one finding wherever they
+    fall in the step (hta/control: ``## load_batch ##`` and the batch's H2D copy at
+    each step's start, ~1.7 ms, at two positions of the step), with their host and copy
+    time (the load and its input copy). Returns (finding, bool per gap of its gaps), or
+    None when no such gap recurs in two steps or more (with steps known)."""
+    g = diag.gaps
+    cn = g.class_ns
+    if cn is None:
+        return None
+    by: dict[str, set[int]] = {}
+    ns: dict[str, int] = {}
+    for i in _largest(np.where(steady, cn[:, int(Cause.HOST)], 0)).tolist():
+        for e in diag.evidence(i):
+            if e.cause == Cause.HOST and e.event >= 0 and LOADING_RE.search(e.name):
+                by.setdefault(meaning(e.name), set()).add(i)
+                ns[meaning(e.name)] = ns.get(meaning(e.name), 0) + int(e.overlap_ns)
+    if not by:
+        return None
+    mask = np.zeros(len(g), dtype=bool)
+    mask[sorted(set().union(*by.values()))] = True
+    if diag.steps is not None and len(diag.steps) >= 2 and _steps_of(diag, np.flatnonzero(mask))[0] < 2:
+        return None
+    name = max(by, key=lambda k: (len(by[k]), ns[k], k))  # the most gaps, then the longest
+    vec = np.where(mask, cn[:, int(Cause.HOST)] + cn[:, int(Cause.COPY)], 0).astype(np.int64)
+    copies = " and its input copies" if (cn[mask, int(Cause.COPY)] > 0).any() else ""
+    title = f"data loading (`{short_kernel_name(name, TITLE_NAME_CHARS)}`){copies} on the critical path"
+    f = _finding(diag, "host", Cause.HOST, title, name, vec)
+    fix = (
+        "prefetch the next batch (DataLoader num_workers > 0, pin_memory=True) and copy it with "
+        "non_blocking=True on a side stream before the step needs it"
+    )
+    return dataclasses.replace(f, fix=fix), mask
+
+
 def _exposed_comm(diag) -> Finding | None:
     """Exposed communication on the budget device: time inside the steady steps when
     only collective kernels (``evidence_kinds.COLLECTIVE_RE``: NCCL, RCCL, c10d,
@@ -659,6 +699,11 @@ def _findings(diag: Diagnosis) -> Findings:
             f = _unrecorded(diag, unrec)
             if f.per_step_ns > 0 and f.step_share >= FINDING_MIN_SHARE:
                 ranked.append(f)
+        loading = _loading(diag, steady)
+        if loading is not None:  # one finding wherever in the step; in no other
+            steady &= ~loading[1]
+            if loading[0].per_step_ns > 0 and loading[0].step_share >= FINDING_MIN_SHARE:
+                ranked.append(loading[0])
         for kind, cause, title, name, vec in _candidates(diag, steady):
             f = _finding(diag, kind, cause, title, name, vec)
             if f.per_step_ns > 0 and f.step_share >= FINDING_MIN_SHARE:

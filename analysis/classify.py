@@ -540,7 +540,9 @@ def _trust(trace: Trace, gaps: Gaps, launches: np.ndarray) -> np.ndarray:
     """int8 ``Trust`` bits per gap: UNLINKED when the next op has no linked launch call
     although the trace links others (the queued/starved question has no answer);
     GRAPH_UNRECORDED when a graph launch before the next op has no recorded GPU op
-    linked to it (the graph's kernels ran unseen: the idle may not be idle); SAMPLED on
+    linked to it (the graph's kernels ran unseen: the idle may not be idle), or when
+    the gap lies mostly inside the execution of a *sparse* graph launch
+    (``_sparse_graph_spans``); SAMPLED on
     every gap of a trace that keeps a sample of its operators (``is_sampled``); CLOCKS
     when the next op is recorded as starting before its launch call began (the CPU's
     and the GPU's timestamps disagree there, B14: the call's times say nothing of when
@@ -568,7 +570,57 @@ def _trust(trace: Trace, gaps: Gaps, launches: np.ndarray) -> np.ndarray:
                 k = np.searchsorted(es, gaps.end_ns, side="left") - 1
                 ok = (k >= 0) & (gaps.start_ns - es[np.maximum(k, 0)] <= 50_000_000)
                 out[ok] |= int(Trust.GRAPH_UNRECORDED)
+            spans, sparse = _sparse_graph_spans(trace, calls, launches)
+            for dev, (us, ue) in spans.items():
+                on = np.flatnonzero(gaps.device == dev)
+                inside = coverage(us, ue, gaps.start_ns[on], gaps.end_ns[on])
+                out[on[2 * inside > gaps.end_ns[on] - gaps.start_ns[on]]] |= int(Trust.GRAPH_UNRECORDED)
+            # a sparse graph launched before the gap, waiting at its first recorded node:
+            # its unrecorded head nodes may have run there (hta/rank0: ~70 ms a step)
+            li = np.maximum(gaps.launch, 0)
+            head = (gaps.launch >= 0) & np.isin(gaps.launch, sparse) & (trace.start_ns[li] < gaps.start_ns)
+            out[head] |= int(Trust.GRAPH_UNRECORDED)
     return out
+
+
+#: A graph launch whose recorded GPU ops cover less than this share of their span
+#: (first op's start to last op's end) is *sparse*: its nodes appear unrecorded.
+GRAPH_SPARSE_BUSY_SHARE = 0.5
+
+
+def _sparse_graph_spans(
+    trace: Trace, calls: np.ndarray, launches: np.ndarray
+) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]], np.ndarray]:
+    """({device: (starts, ends) int64 ns, the union of the execution spans of its sparse
+    graph launches}, int64 event indices of the sparse graph launch calls). A graph launch (``calls``: event indices of graph launch calls;
+    ``launches``: launch call per event, -1 when none) is sparse when its recorded GPU
+    ops (linked to it) cover less than ``GRAPH_SPARSE_BUSY_SHARE`` of the span from the
+    first one's start to the last one's end: a graph runs its nodes back to back, so a
+    graph that seems to idle most of its execution ran nodes the trace does not hold
+    (hta/rank0: a launch with 1 kernel, 18 memsets 0.6-1.1 ms apart and 1 kernel, the
+    same every step; some memset pairs are exactly one gemm apart). Busy is the sum of
+    the ops' durations (overlapping ops on two streams read busier, never sparser)."""
+    ops = np.flatnonzero(np.isin(launches, calls) & (trace.dur_ns >= 0))
+    if ops.size == 0:
+        return {}, np.zeros(0, np.int64)
+    call_of, grp = np.unique(launches[ops], return_inverse=True)
+    s = trace.start_ns[ops].astype(np.int64)
+    e = s + trace.dur_ns[ops].astype(np.int64)
+    ng = int(grp.max()) + 1
+    first = np.full(ng, np.iinfo(np.int64).max, dtype=np.int64)
+    last = np.full(ng, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(first, grp, s)
+    np.maximum.at(last, grp, e)
+    busy = np.bincount(grp, weights=(e - s).astype(np.float64), minlength=ng)
+    sparse = busy < GRAPH_SPARSE_BUSY_SHARE * (last - first)
+    lane_dev = np.array([ln.device if ln.is_gpu else -1 for ln in trace.lanes], dtype=np.int64)
+    dev_of = np.full(ng, -1, dtype=np.int64)
+    dev_of[grp] = lane_dev[trace.lane[ops]]
+    out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for dev in np.unique(dev_of[sparse]).tolist():
+        m = sparse & (dev_of == dev)
+        out[int(dev)] = union_intervals(first[m], last[m])
+    return out, call_of[sparse].astype(np.int64)
 
 
 #: A second class below this share of the gap is no secondary class (it would read

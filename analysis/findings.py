@@ -40,12 +40,13 @@ from gapscope.analysis.busy import coverage, device_event_mask, union_intervals,
 
 # the card API (issue 43 moves it; this is the one place that imports it)
 from gapscope.analysis.card import card_for_gap, card_for_group
+from gapscope.analysis.classify import GRAPH_SPARSE_BUSY_SHARE
 from gapscope.analysis.diagnose import Diagnosis
 from gapscope.analysis.evidence_kinds import COLLECTIVE_RE, ids_matching
 from gapscope.analysis.framework_work import launches_inside
 from gapscope.analysis.names import short_kernel_name
 from gapscope.analysis.steps import PROFILER_STEP_RE, edge_gaps
-from gapscope.analysis.types import Card, Cause, WaitKind
+from gapscope.analysis.types import Card, Cause, Trust, WaitKind
 from gapscope.parsers.model import Kind
 from gapscope.units import fmt_dur, fmt_rate
 
@@ -63,6 +64,8 @@ __all__ = [
     "MIN_STEADY_STEPS",
     "complete_steps",
     "projectable",
+    "UNRECORDED_TITLE",
+    "UNRECORDED_FIX",
 ]
 
 #: Below this idle share of the steady-state step the GPU is mostly busy: the verdict
@@ -140,7 +143,9 @@ class Finding:
 
     ``kind``: ``"launch"``, ``"host"``, ``"sync"``, ``"copy"``, ``"dependency"``,
     ``"unclassified"``, ``"communication"`` (exposed collectives: busy time, so no
-    ``positions`` and no ``remove_ns``) (``ranked``) or ``"edge"`` / ``"one-time"`` (``apart``);
+    ``positions`` and no ``remove_ns``), ``"unmeasurable"`` (idle inside CUDA graph
+    executions whose nodes appear unrecorded, ``Trust.GRAPH_UNRECORDED``: no
+    projection, ``measurable`` False) (``ranked``) or ``"edge"`` / ``"one-time"`` (``apart``);
     ``cause``: its ``Cause``; ``title``: short readable title (names shortened by
     ``names.short_kernel_name``); ``name``: the named range or read verbatim (``""``
     when none); ``per_step_ns``: recoverable idle per steady-state step (int ns; 0 in
@@ -177,6 +182,9 @@ class Finding:
     remove_ns: np.ndarray | None = dataclasses.field(default=None, repr=False)
     tokens_per_s: float | None = None
     projected: bool = True
+    #: False when its idle may not be idle (``kind`` ``"unmeasurable"``): no projection
+    #: (``projected_step_ns`` 0, ``steps_per_s`` None, ``speedup`` 1)
+    measurable: bool = True
 
     @property
     def steady(self) -> bool:
@@ -500,6 +508,79 @@ def _candidates(diag, steady: np.ndarray) -> list[tuple[str, Cause, str, str, np
     return out
 
 
+#: Title and first fix of the finding of idle inside graphs whose nodes appear unrecorded.
+UNRECORDED_TITLE = "graph nodes appear unrecorded: idle inside the graph's execution is not measurable"
+UNRECORDED_FIX = (
+    "re-capture with the graph's nodes recorded (Nsight Systems `nsys profile --cuda-graph-trace=node`); "
+    "torch.profiler records a graph's nodes only on some CUDA/Kineto versions: profile a step without CUDA "
+    "graphs, or read this idle as unknown"
+)
+
+
+def _unrecorded(diag, rows: np.ndarray) -> Finding:
+    """The ``"unmeasurable"`` finding of the steady gaps ``rows`` (bool per gap) marked
+    ``Trust.GRAPH_UNRECORDED``: their idle, all classes, per step as the budget splits
+    it (``what_if``), with no projection: the graph's unrecorded nodes may have run
+    there (hta/rank0: graph launches with 1-2 kernels and 18 memsets 0.6-1.1 ms apart,
+    every step)."""
+    g = diag.gaps
+    vec = np.where(rows, g.dur_ns, 0).astype(np.int64)
+    f = _finding(diag, "unmeasurable", Cause.DEPENDENCY, UNRECORDED_TITLE, "", vec)
+    return dataclasses.replace(
+        f,
+        fix=UNRECORDED_FIX,
+        projected_step_ns=0,
+        steps_per_s=None,
+        speedup=1.0,
+        assumptions=(
+            f"{rows.sum():,} gaps lie inside CUDA graph executions whose recorded nodes cover under "
+            f"{GRAPH_SPARSE_BUSY_SHARE:.0%} of the graph's span (or graphs with no recorded node): the "
+            "graph's other nodes likely ran there unrecorded, so this idle is not measurable and has no projection.",
+        ),
+        measurable=False,
+    )
+
+
+#: Ranges that load the next batch (``## load_batch ##``, ``enumerate(DataLoader)#…``).
+LOADING_RE = re.compile(r"load_batch|wait_for_batch|next_batch|get_batch|DataLoader|collate", re.IGNORECASE)
+
+
+def _loading(diag, steady: np.ndarray) -> tuple[Finding, np.ndarray] | None:
+    """The data-loading finding: the steady gaps ``steady`` (bool per gap) whose host
+    evidence holds a batch-loading range (``LOADING_RE``), as one finding wherever they
+    fall in the step (hta/control: ``## load_batch ##`` and the batch's H2D copy at
+    each step's start, ~1.7 ms, at two positions of the step), with their host and copy
+    time (the load and its input copy). Returns (finding, bool per gap of its gaps), or
+    None when no such gap recurs in two steps or more (with steps known)."""
+    g = diag.gaps
+    cn = g.class_ns
+    if cn is None:
+        return None
+    by: dict[str, set[int]] = {}
+    ns: dict[str, int] = {}
+    for i in _largest(np.where(steady, cn[:, int(Cause.HOST)], 0)).tolist():
+        for e in diag.evidence(i):
+            if e.cause == Cause.HOST and e.event >= 0 and LOADING_RE.search(e.name):
+                by.setdefault(meaning(e.name), set()).add(i)
+                ns[meaning(e.name)] = ns.get(meaning(e.name), 0) + int(e.overlap_ns)
+    if not by:
+        return None
+    mask = np.zeros(len(g), dtype=bool)
+    mask[sorted(set().union(*by.values()))] = True
+    if diag.steps is not None and len(diag.steps) >= 2 and _steps_of(diag, np.flatnonzero(mask))[0] < 2:
+        return None
+    name = max(by, key=lambda k: (len(by[k]), ns[k], k))  # the most gaps, then the longest
+    vec = np.where(mask, cn[:, int(Cause.HOST)] + cn[:, int(Cause.COPY)], 0).astype(np.int64)
+    copies = " and its input copies" if (cn[mask, int(Cause.COPY)] > 0).any() else ""
+    title = f"data loading (`{short_kernel_name(name, TITLE_NAME_CHARS)}`){copies} on the critical path"
+    f = _finding(diag, "host", Cause.HOST, title, name, vec)
+    fix = (
+        "prefetch the next batch (DataLoader num_workers > 0, pin_memory=True) and copy it with "
+        "non_blocking=True on a side stream before the step needs it"
+    )
+    return dataclasses.replace(f, fix=fix), mask
+
+
 def _exposed_comm(diag) -> Finding | None:
     """Exposed communication on the budget device: time inside the steady steps when
     only collective kernels (``evidence_kinds.COLLECTIVE_RE``: NCCL, RCCL, c10d,
@@ -649,7 +730,7 @@ def _steps_of(diag, rows: np.ndarray) -> tuple[int, int]:
     st = diag.steps
     if st is None or len(st) == 0:
         return (1 if rows.size else 0), 1
-    k = st.index_of(diag.gaps.start_ns[rows])
+    k = st.owner_of(diag.gaps.start_ns[rows], diag.gaps.end_ns[rows])
     return int(np.unique(k[k >= 0]).size), len(st)
 
 
@@ -873,6 +954,13 @@ def _verdict(diag, ranked: list[Finding], steady_state: bool) -> tuple[str, str,
             b.idle_share,
         )
     f = ranked[0]
+    if not f.measurable:
+        return (
+            f"Not measurable: {f.title} ({fmt_dur(f.per_step_ns)} of every {fmt_dur(b.wall_ns)} step, "
+            f"{100 * f.step_share:.1f}%); first: {f.fix}; no projection until it is recorded.",
+            f.kind,
+            f.step_share,
+        )
     rate_txt = (
         "no rate: nothing left of the step"
         if f.steps_per_s is None
@@ -914,6 +1002,17 @@ def _findings(diag: Diagnosis) -> Findings:
         steady = steady_gaps(diag) & (g.device == b.device)
         one_off, once = _one_off(diag, steady)
         steady &= ~one_off
+        unrec = steady & ((g.trust & int(Trust.GRAPH_UNRECORDED)) != 0) if g.trust is not None else steady & False
+        if unrec.any():  # not measurable: kept out of every other finding, no projection
+            steady &= ~unrec
+            f = _unrecorded(diag, unrec)
+            if f.per_step_ns > 0 and f.step_share >= FINDING_MIN_SHARE:
+                ranked.append(f)
+        loading = _loading(diag, steady)
+        if loading is not None:  # one finding wherever in the step; in no other
+            steady &= ~loading[1]
+            if loading[0].per_step_ns > 0 and loading[0].step_share >= FINDING_MIN_SHARE:
+                ranked.append(loading[0])
         for kind, cause, title, name, vec in _candidates(diag, steady):
             f = _finding(diag, kind, cause, title, name, vec)
             if f.per_step_ns > 0 and f.step_share >= FINDING_MIN_SHARE:

@@ -70,7 +70,10 @@ def rate_text(f) -> str:
 
 def fixed_text(f) -> str:
     """A finding's projected step and rate (``"0.473 ms, 2,112 tokens/s"``), or why
-    there is none (``Finding.projected``: too few steps)."""
+    there is none: ``"not measurable"`` (``Finding.measurable`` False: its idle may not
+    be idle) or ``"not projected (too few steps)"`` (``Finding.projected`` False)."""
+    if not f.measurable:
+        return "not measurable"
     if not f.projected:
         return "not projected (too few steps)"
     return f"{fmt_dur(f.projected_step_ns)}, {rate_text(f)}"
@@ -158,7 +161,7 @@ def overview_lines(found, cursor: int = 0, active: bool = False, largest_first: 
     head = Text()
     head.append("Verdict: ", style="bold")
     top = found.top
-    if found.verdict_kind == top_kind(found) and top is not None:
+    if found.verdict_kind == top_kind(found) and top is not None and top.measurable:
         # the sentence's figures in one line: class, cost of the step, fixed step
         head.append(f"{top.kind}-bound, ", style=_STYLE.get(top.cause.label, "bold"))
         head.append(
@@ -197,11 +200,7 @@ def walk_text(found, k: int, place: int, gap_card: Text) -> Text:
     t.append("\n")
     t.append(
         f"{fmt_dur(f.per_step_ns)} per step ({100 * f.step_share:.1f}%), in {f.steps_with} of {f.steps_total} steps; "
-        + (
-            f"fixed: {fmt_dur(f.projected_step_ns)} a step, {rate_text(f)}\n"
-            if f.projected
-            else "not projected (too few steps)\n"
-        )
+        f"fixed: {fixed_text(f)}\n"
     )
     c = f.card
     if c is not None:

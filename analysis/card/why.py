@@ -1270,8 +1270,9 @@ def trust_note(diag: Diagnosis, rows: np.ndarray, said_unlinked: bool = False) -
     out = []
     if bits & Trust.GRAPH_UNRECORDED:
         out.append(
-            "a CUDA graph launched shortly before has no recorded kernels, so its nodes may have run here "
-            "unseen and this idle may not be idle"
+            "graph nodes appear unrecorded (a CUDA graph launched shortly before has no recorded kernels, or "
+            "the graph running here records nodes over under half its execution), so its nodes may have run here "
+            "unseen and this idle may not be idle: re-capture with the nodes recorded (nsys --cuda-graph-trace=node)"
         )
     if bits & Trust.UNLINKED and not said_unlinked:
         out.append("the next op has no launch call linked to it, so whether it was queued or launched late is unknown")

@@ -335,10 +335,10 @@ def finding_dict(f: Finding, rank: int) -> dict:
         positions=[int(x) for x in f.positions.tolist()],
         fix=f.fix,
         card=_card(f.card) if f.card is not None else None,
-        projected_step_ns=int(f.projected_step_ns) if f.steady and f.projected else None,
+        projected_step_ns=int(f.projected_step_ns) if f.steady and f.projected and f.measurable else None,
         steps_per_s=float(f.steps_per_s) if f.steady and f.projected and f.steps_per_s is not None else None,
         tokens_per_s=float(f.tokens_per_s) if f.steady and f.projected and f.tokens_per_s is not None else None,
-        speedup=float(f.speedup) if f.steady and f.projected else None,
+        speedup=float(f.speedup) if f.steady and f.projected and f.measurable else None,
         assumptions=list(f.assumptions),
     )
 

@@ -32,10 +32,11 @@ def rate_text(f: dict) -> str:
 
 
 def fixed_text(f: dict) -> str:
-    """The "if fixed" cell of a finding: its projected step and rate, or ``not
-    projected`` (``projected_step_ns`` null: too few steps, ``Finding.projected``)."""
+    """The "if fixed" cell of a finding: its projected step and rate, or why there is
+    none (``projected_step_ns`` null): "not measurable" (kind ``unmeasurable``: its idle
+    may not be idle) or "not projected" (too few steps, ``Finding.projected``)."""
     if f.get("projected_step_ns") is None:
-        return "not projected"
+        return "not measurable" if f.get("kind") == "unmeasurable" else "not projected"
     return f"{fmt_dur(f['projected_step_ns'])}, {rate_text(f)}"
 
 

@@ -41,14 +41,16 @@ EQUAL_TRACES = [
 ]
 
 
-@pytest.fixture(params=["c", "c-mapped", "python"])
+@pytest.fixture(params=["c", "c-mapped", "c-disk", "python"])
 def decoder(request, monkeypatch):
-    """Each test three times: through the C transcoder (``_pfscan``, which must then
-    decode the whole file: the generated classes are not called), in memory and into a
-    mapped temporary file, and through the generated classes alone
-    (``GAPSCOPE_PFSCAN=0``)."""
-    if request.param == "c-mapped":
+    """Each test four times: through the C transcoder (``_pfscan``, which must then
+    decode the whole file: the generated classes are not called), in memory, into a
+    mapped in-memory file (``memfd``) and into a mapped temporary file on disk (no free
+    memory said), and through the generated classes alone (``GAPSCOPE_PFSCAN=0``)."""
+    if request.param in ("c-mapped", "c-disk"):
         monkeypatch.setattr(pf, "MAP_MIN_BYTES", 0)
+    if request.param == "c-disk":
+        monkeypatch.setattr(pf, "_available_bytes", lambda: 0)
     if request.param.startswith("c"):
         if pf._pfscan is None:
             pytest.skip("the C transcoder was not built")

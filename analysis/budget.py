@@ -14,6 +14,7 @@ import re
 import numpy as np
 
 from gapscope.analysis.busy import coverage, device_union, union_intervals, valid_timing_mask
+from gapscope.analysis.evidence_kinds import evidence_end
 from gapscope.analysis.steps import edge_gaps
 from gapscope.analysis.types import Cause
 from gapscope.parsers.model import Kind
@@ -332,30 +333,12 @@ def match_names(trace, names: tuple[str, ...]) -> np.ndarray:
     return np.array(sorted(set(ids)), dtype=np.int32)
 
 
-def what_if(diag, *, gaps=(), causes=(), names=(), remove_ns=None) -> WhatIf:
-    """Project the step time when the chosen idle is removed.
-
-    ``gaps``: gap indices removed whole; ``causes``: ``Cause`` values whose ns are
-    removed from every gap; ``names``: CPU event names (verbatim, else substring) whose
-    time inside gaps is removed; ``remove_ns``: int64 ns per gap removed (a finding's
-    own share of each gap, ``findings``). Removal per gap is capped at the gap; named
-    segments, classes and ``remove_ns`` are assumed disjoint. Edge gaps and one-time
-    costs (``steady_gaps``) are in no step's figure, so in no what-if. Per step = the share of the typical steps' idle
-    removed (``step_class_ns``: the chosen classes where they lie in them, whole gaps
-    and named time by their share in them) of ``Budget.idle_ns``, as
-    ``Budget.class_idle_ns`` splits it. The step never drops below GPU busy. Raises ``ValueError`` without a
-    budget (no GPU ops).
-    """
-    b = diag.budget
-    if b is None:
-        raise ValueError("no GPU ops: nothing to project")
-    from gapscope.analysis.evidence_kinds import evidence_end
-
+def _removed_per_gap(diag, sel: np.ndarray, gaps, causes, names, remove_ns) -> tuple[np.ndarray, np.ndarray, int]:
+    """What ``what_if`` removes of each gap: int64 ns per gap (capped at the gap), the
+    bool mask of gaps removed whole, and the named segments' ns inside the gaps ``sel``."""
     trace = diag.trace
     g = diag.gaps
     n = len(g)
-    # one-time costs and edge gaps are not in the budget, so not in a what-if
-    sel = b._split_gaps if b._split_gaps is not None else steady_gaps(diag) & (g.device == b.device)
     removed = np.zeros(n, dtype=np.int64)
     if remove_ns is not None:
         removed += np.asarray(remove_ns, dtype=np.int64)
@@ -374,28 +357,45 @@ def what_if(diag, *, gaps=(), causes=(), names=(), remove_ns=None) -> WhatIf:
         removed += per_gap
         named_ns = int(per_gap[sel].sum())
     dur = g.dur_ns
-    removed = np.where(whole, dur, np.minimum(removed, dur))
-    # per step as the budget splits idle: the share of the steps' idle removed, of the
-    # median step's idle (so removing every class removes exactly that idle, less the
-    # one-time share, ``Budget.one_time_idle_ns``)
-    removed_step = 0
+    return np.where(whole, dur, np.minimum(removed, dur)), whole, named_ns
+
+
+def _removed_per_step(diag, sel: np.ndarray, removed: np.ndarray, whole: np.ndarray, causes) -> int:
+    """ns per step removed, as the budget splits idle: the share of the typical steps'
+    idle removed, of the median step's idle (so removing every class removes exactly
+    that idle, less the one-time share, ``Budget.one_time_idle_ns``); the chosen classes
+    where they lie, a whole gap or named time by its share."""
+    b = diag.budget
+    g = diag.gaps
     inside = b._typical_class_ns
-    if sel.any() and inside is not None and inside.shape[0] == int(sel.sum()):
-        per_gap = inside.sum(axis=1)
-        in_ns = float(per_gap.sum()) + b._typical_one_time_ns
-        if in_ns > 0:
-            # the chosen classes where they lie; a whole gap or named time by its share
-            cls_in = inside[:, [int(Cause(c)) for c in causes]].sum(axis=1) if causes else 0.0
-            share = per_gap / np.maximum(dur[sel], 1)
-            rest = removed[sel] - (g.class_ns[sel][:, [int(Cause(c)) for c in causes]].sum(axis=1) if causes else 0)
-            got = np.minimum(cls_in + np.maximum(rest, 0) * share, per_gap)
-            got = np.where(whole[sel], per_gap, got)
-            removed_step = int(round(b.idle_ns * float(got.sum()) / in_ns))
-    projected = max(b.wall_ns - removed_step, b.gpu_busy_ns)
-    launch_left = b.class_idle_ns.get("launch", 0)
-    if Cause.LAUNCH in tuple(Cause(c) for c in causes):
-        launch_left = 0
-    assumptions = [
+    if not sel.any() or inside is None or inside.shape[0] != int(sel.sum()):
+        return 0
+    per_gap = inside.sum(axis=1)
+    in_ns = float(per_gap.sum()) + b._typical_one_time_ns
+    if in_ns <= 0:
+        return 0
+    cols = [int(Cause(c)) for c in causes]
+    cls_in = inside[:, cols].sum(axis=1) if causes else 0.0
+    share = per_gap / np.maximum(g.dur_ns[sel], 1)
+    rest = removed[sel] - (g.class_ns[sel][:, cols].sum(axis=1) if causes else 0)
+    got = np.minimum(cls_in + np.maximum(rest, 0) * share, per_gap)
+    got = np.where(whole[sel], per_gap, got)
+    return int(round(b.idle_ns * float(got.sum()) / in_ns))
+
+
+def _assumptions(b: Budget, causes, names, removed_step: int, named_ns: int, projected: int) -> list[str]:
+    """The what-if's stated assumptions, in the order every surface prints them."""
+    launch_left = 0 if Cause.LAUNCH in tuple(Cause(c) for c in causes) else b.class_idle_ns.get("launch", 0)
+    if b.decode and (b.tokens_per_step or 1) == 1:
+        rate = f"One token per step (decode at batch 1): tokens/s = 1 / step time; measured over {b.steps} step(s) ({b.source})."
+    elif b.decode:
+        rate = (
+            f"{b.tokens_per_step} tokens per step (the batch the step's name gives): tokens/s = "
+            f"{b.tokens_per_step} / step time; measured over {b.steps} step(s) ({b.source})."
+        )
+    else:
+        rate = f"Steps/s = 1 / step time (a step is not a token here: no tokens/s); measured over {b.steps} step(s) ({b.source})."
+    out = [
         f"GPU work stays {fmt_dur(b.gpu_busy_ns)} per step: kernels are not changed; only idle time is removed.",
         f"Removed idle is not replaced by other waiting: the next launch moves earlier by the removed time ({fmt_dur(removed_step)} per step).",
         f"Launch overhead that is not removed stays ({fmt_dur(launch_left)} per step of launch-class idle).",
@@ -403,17 +403,36 @@ def what_if(diag, *, gaps=(), causes=(), names=(), remove_ns=None) -> WhatIf:
         + ("sampling the next token)." if b.decode else "preparing the next batch)."),
         "CPU time removed while the GPU was busy does not shorten the step; only its overlap with idle gaps counts"
         + (f" ({fmt_dur(named_ns // max(b.steps, 1))} per step for the named segments)." if names else "."),
-        (
-            f"One token per step (decode at batch 1): tokens/s = 1 / step time; measured over {b.steps} step(s) ({b.source})."
-            if b.decode and (b.tokens_per_step or 1) == 1
-            else f"{b.tokens_per_step} tokens per step (the batch the step's name gives): tokens/s = "
-            f"{b.tokens_per_step} / step time; measured over {b.steps} step(s) ({b.source})."
-            if b.decode
-            else f"Steps/s = 1 / step time (a step is not a token here: no tokens/s); measured over {b.steps} step(s) ({b.source})."
-        ),
+        rate,
     ]
     if projected == b.gpu_busy_ns and b.wall_ns - removed_step < b.gpu_busy_ns:
-        assumptions.append("The projection is capped at GPU busy time (the GPU cannot finish before its work).")
+        out.append("The projection is capped at GPU busy time (the GPU cannot finish before its work).")
+    return out
+
+
+def what_if(diag, *, gaps=(), causes=(), names=(), remove_ns=None) -> WhatIf:
+    """Project the step time when the chosen idle is removed.
+
+    ``gaps``: gap indices removed whole; ``causes``: ``Cause`` values whose ns are
+    removed from every gap; ``names``: CPU event names (verbatim, else substring) whose
+    time inside gaps is removed; ``remove_ns``: int64 ns per gap removed (a finding's
+    own share of each gap, ``findings``). Removal per gap is capped at the gap; named
+    segments, classes and ``remove_ns`` are assumed disjoint. Edge gaps and one-time
+    costs (``steady_gaps``) are in no step's figure, so in no what-if. Per step = the share of the typical steps' idle
+    removed (``step_class_ns``: the chosen classes where they lie in them, whole gaps
+    and named time by their share in them) of ``Budget.idle_ns``, as
+    ``Budget.class_idle_ns`` splits it. The step never drops below GPU busy. Raises ``ValueError`` without a
+    budget (no GPU ops).
+    """
+    b = diag.budget
+    if b is None:
+        raise ValueError("no GPU ops: nothing to project")
+    g = diag.gaps
+    # one-time costs and edge gaps are not in the budget, so not in a what-if
+    sel = b._split_gaps if b._split_gaps is not None else steady_gaps(diag) & (g.device == b.device)
+    removed, whole, named_ns = _removed_per_gap(diag, sel, gaps, causes, names, remove_ns)
+    removed_step = _removed_per_step(diag, sel, removed, whole, causes)
+    projected = max(b.wall_ns - removed_step, b.gpu_busy_ns)
     rate = 1e9 / projected if projected > 0 else None
     return WhatIf(
         b.wall_ns,
@@ -421,7 +440,7 @@ def what_if(diag, *, gaps=(), causes=(), names=(), remove_ns=None) -> WhatIf:
         projected,
         rate * (b.tokens_per_step or 1) if rate is not None and b.decode else rate,
         b.wall_ns / projected if projected > 0 else 1.0,
-        assumptions,
+        _assumptions(b, causes, names, removed_step, named_ns, projected),
         steps_per_s=rate,
         decode=b.decode,
         tokens_per_step=b.tokens_per_step,

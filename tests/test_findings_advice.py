@@ -59,7 +59,8 @@ def test_loop_body_backward_and_allocator_are_no_islands_and_the_fix_is_the_card
     assert (body.per_step_ns, bwd.per_step_ns, alloc.per_step_ns) == (238 * US, 194 * US, 150 * US)
     assert body.title == "host work inside `decode_step` (no finer range)"
     assert bwd.title == "host work inside `## backward ##` (no finer range)"
-    assert alloc.title == "device memory allocation in `aten::empty`"
+    # no cudaMalloc inside it: host time in the caching allocator, not device allocation
+    assert alloc.title == "tensor allocation (caching allocator) in `aten::empty`"
     for x in (body, bwd, alloc):
         assert "island" not in x.title
         assert "take `" not in x.fix  # never moved off the critical path as a unit
@@ -67,6 +68,27 @@ def test_loop_body_backward_and_allocator_are_no_islands_and_the_fix_is_the_card
     # the verdict's first fix is the top finding's, the card's words
     assert f.top is body
     assert f"first fix: {body.card.fix};" in f.verdict and "take `decode_step`" not in f.verdict
+
+
+def test_allocation_is_device_allocation_only_with_a_malloc_call_inside():
+    """`aten::empty` [110, 260) µs in gap A of each step, with a `cudaMalloc` [120, 250)
+    µs inside it: both are device memory allocation, `cudaMalloc` 130 µs a step and
+    `aten::empty` the 150 - 130 = 20 µs left; no gap is mostly `aten::empty`'s (20 of
+    194 µs), so it shows no card and its fix is the allocator advice."""
+
+    def cpu(b, t, base):
+        b.event(t, "aten::empty", base + 110 * US, 150 * US, Kind.CPU_OP)
+        b.event(t, "cudaMalloc", base + 120 * US, 130 * US, Kind.RUNTIME)
+
+    f = findings(_trace(cpu))
+    by = {x.name: x for x in f.ranked}
+    alloc, malloc = by["aten::empty"], by["cudaMalloc"]
+    assert alloc.title == "device memory allocation in `aten::empty`"
+    assert malloc.title == "device memory allocation in `cudaMalloc`"
+    assert (alloc.per_step_ns, malloc.per_step_ns) == (20 * US, 130 * US)
+    assert alloc.card is None
+    assert alloc.fix == "fewer temporaries: preallocate and reuse buffers (out=, in-place ops) or torch.compile"
+    assert malloc.card is not None and malloc.fix == malloc.card.fix
 
 
 def test_host_time_splits_by_enclosing_range_per_op_overhead_and_untraced():

@@ -12,9 +12,12 @@ before it, so the three gaps A [100, 300), B [400, 600), C [700, 900) µs each h
 
 from __future__ import annotations
 
+import numpy as np
+
 from gapscope.analysis import diagnose
 from gapscope.analysis.card.rules import HOST_RULES, short_fix
-from gapscope.analysis.findings import PER_OP_TITLE, UNTRACED_TITLE, findings
+from gapscope.analysis.findings import PER_OP_TITLE, UNTRACED_TITLE, _representative, findings
+from gapscope.analysis.types import Cause
 from gapscope.parsers import load
 from gapscope.parsers.builder import TraceBuilder
 from gapscope.parsers.model import Kind
@@ -148,3 +151,36 @@ def test_corpus_catch_all_is_no_longer_first_and_no_fix_moves_a_pass():
     # the buffers' broadcast: the DDP card's fix, broadcast_buffers=False
     (unflat,) = [x for x in f.ranked if x.name == "aten::unflatten_dense_tensors"]
     assert "broadcast_buffers=False" in unflat.fix
+
+
+def test_the_card_of_host_work_inside_a_range_is_a_gap_of_its_own_time():
+    """Gap A of each step: `## fwd ##` [100, 300) µs (enclosing the launch call at 294
+    µs: a user range issuing GPU work, a container); in step 0 only, `inner` [110, 210)
+    µs inside it. Gap C: six ops `p0`..`p5` of 32 µs from 700 µs. Own time in all:
+    `## fwd ##` 4 * 194 - 100 = 676 µs, each `p` 4 * 32 = 128 µs, `inner` 100 µs, so the
+    five named are `## fwd ##`, `p0`..`p3` and `inner`'s 100 µs joins `## fwd ##`
+    (194 µs a step). Its largest gap (ties by position) is step 0's, half of it `inner`
+    (100 of 194 µs): the representative gap is step 1's gap A, `## fwd ##`'s alone (the
+    shown card is the recurring group's, which tells `## fwd ##` either way)."""
+
+    def cpu(b, t, base):
+        b.event(t, "## fwd ##", base + 100 * US, 200 * US, Kind.ANNOTATION)
+        if base == 1000 * US:
+            b.event(t, "inner", base + 110 * US, 100 * US, Kind.CPU_OP)
+        for k in range(6):
+            b.event(t, f"p{k}", base + (700 + 32 * k) * US, 32 * US, Kind.CPU_OP)
+
+    d = _trace(cpu)
+    f = findings(d)
+    fwd = next(x for x in f.ranked if x.name == "## fwd ##")
+    assert fwd.title == "host work inside `## fwd ##` (no finer range)"
+    assert fwd.per_step_ns == 194 * US
+    assert {x.name for x in f.ranked if x.title.startswith("host island")} == {"p0", "p1", "p2", "p3"}
+    g = d.gaps
+    assert int(g.start_ns[fwd.positions[0]]) == 1100 * US  # step 0's gap A leads
+    vec = np.zeros(len(g), np.int64)
+    vec[fwd.positions] = 194 * US
+    i, subject = _representative(d, fwd.positions, Cause.HOST, fwd.title, fwd.name, vec)
+    assert (int(g.start_ns[i]), subject) == (2100 * US, True)
+    assert fwd.card is not None and fwd.fix == fwd.card.fix
+    assert "inner" not in fwd.card.first_experiment and "## fwd ##" in fwd.card.first_experiment

@@ -707,7 +707,8 @@ def _representative(
     time (evidence with no event) among those where it is at least half the gap's host
     time. Per-op overhead: the position with the most host time in recorded events among
     those where that time and the finding's are at least half the gap's host time and
-    no single range (``_dominant_range_ns``) holds half of it. A named host finding: its
+    no single range (``_dominant_range_ns``) holds half of it, one with no copy or sync
+    evidence when there is one. A named host finding: its
     largest position where its time is at least half the gap's host time, for host work
     inside a range (``_is_container``) also with no finer range holding half of it.
     When none qualifies, the finding's largest position, not its subject's (False).
@@ -728,6 +729,12 @@ def _representative(
             if title == PER_OP_TITLE:  # the most recorded op time: the card tells the ops
                 ok = (2 * (host - quiet) >= host) & (2 * vec[rows] >= host) & (host > 0)
                 ok &= np.array([2 * _dominant_range_ns(diag, int(i), "") < h for i, h in zip(rows, host)], dtype=bool)
+                # one with no copy or blocking wait on its list, when there is one: its card tells the ops
+                plain = ok & np.array(
+                    [all(e.cause not in (Cause.COPY, Cause.SYNC) for e in diag.evidence(int(i))) for i in rows],
+                    dtype=bool,
+                )
+                ok = plain if plain.any() else ok
                 if ok.any():
                     return int(rows[ok][int(np.argmax((host - quiet)[ok]))]), True
             else:

@@ -184,3 +184,32 @@ def test_the_card_of_host_work_inside_a_range_is_a_gap_of_its_own_time():
     assert (int(g.start_ns[i]), subject) == (2100 * US, True)
     assert fwd.card is not None and fwd.fix == fwd.card.fix
     assert "inner" not in fwd.card.first_experiment and "## fwd ##" in fwd.card.first_experiment
+
+
+def test_the_per_op_card_prefers_a_gap_with_no_copy():
+    """Gap A: twelve ops `a0`..`a11` of 15 µs from 100 µs (180 µs) and a copy call
+    `cudaMemcpyAsync` [282, 290) µs; gap B: nine ops `b0`..`b8` of 12 µs from 400 µs
+    (108 µs, over half of B's 194 µs of host time). The five named islands are `a0`,
+    `a1`, `a10`, `a11`, `a2` (60 µs each in all, ties by name), so per-op overhead holds
+    gap A's rest and all of gap B. Gap A has the most recorded op time, but a copy on
+    its list: the representative is gap B."""
+
+    def cpu(b, t, base):
+        for k in range(12):
+            b.event(t, f"a{k}", base + (100 + 15 * k) * US, 15 * US, Kind.CPU_OP)
+        b.event(t, "cudaMemcpyAsync", base + 282 * US, 8 * US, Kind.MEMCPY_CALL)
+        for k in range(9):
+            b.event(t, f"b{k}", base + (400 + 12 * k) * US, 12 * US, Kind.CPU_OP)
+
+    d = _trace(cpu)
+    f = findings(d)
+    g = d.gaps
+    islands = {x.name for x in f.ranked if x.title.startswith("host island")}
+    assert islands == {"a0", "a1", "a10", "a11", "a2"}
+    per_op = next(x for x in f.ranked if x.title == PER_OP_TITLE)
+    assert sorted({int(g.start_ns[i]) % (1000 * US) for i in per_op.positions}) == [100 * US, 400 * US]
+    vec = np.zeros(len(g), np.int64)
+    vec[per_op.positions] = 194 * US
+    i, subject = _representative(d, per_op.positions, Cause.HOST, PER_OP_TITLE, "", vec)
+    assert (int(g.start_ns[i]) % (1000 * US), subject) == (400 * US, True)
+    assert per_op.fix == "fewer, larger ops per step: a bigger batch, torch.compile, CUDA graphs"

@@ -124,6 +124,10 @@ UNTRACED_TITLE = "host work with no named range (untraced)"
 #: Event kinds whose time on the launching thread is host work of a range or op.
 _HOST_KINDS = (Kind.CPU_OP, Kind.PYTHON, Kind.ANNOTATION)
 _PER_OP_FIX = "fewer, larger ops per step: a bigger batch, torch.compile, CUDA graphs"
+#: Device allocation runtime calls: only these make an allocator op "device memory allocation".
+_DEVICE_MALLOC_RE = re.compile(r"^(cuda|hip)Malloc|^cuMemAlloc", re.IGNORECASE)
+_PER_KERNEL_FIX = "cut the CPU cost per kernel: torch.compile or a CUDA graph, fewer and larger ops"
+_ALLOC_FIX = "fewer temporaries: preallocate and reuse buffers (out=, in-place ops) or torch.compile"
 _UNTRACED_FIX = (
     "find the untraced host work (with_stack=True or record_function ranges), then move it off the critical path"
 )
@@ -364,14 +368,37 @@ def _is_container(diag, name: str) -> bool:
     if _is_step_range(diag, name) or _BACKWARD_RE.search(name):
         return True
     t = diag.trace
-    ids = t.name_ids_matching(lambda s: s == name)
-    ev = np.flatnonzero(np.isin(t.name_id, ids))
-    if ev.size == 0:
-        return False
-    longest = int(ev[np.argmax(t.dur_ns[ev])])
-    n = launches_inside(t, longest)
+    longest, n = _launches_in_longest(diag, name)
     # a user range issuing GPU work is a piece of the model's step (``decode_step``)
     return n >= CONTAINER_MIN_LAUNCHES or (n > 0 and int(t.kind[longest]) == int(Kind.ANNOTATION))
+
+
+def _launches_in_longest(diag, name: str) -> tuple[int, int]:
+    """(the longest call of the range ``name``, the launch calls it encloses); (-1, 0)
+    when the trace has no such range."""
+    t = diag.trace
+    ev = np.flatnonzero(np.isin(t.name_id, t.name_ids_matching(lambda s: s == name)))
+    if ev.size == 0:
+        return -1, 0
+    longest = int(ev[np.argmax(t.dur_ns[ev])])
+    return longest, launches_inside(t, longest)
+
+
+def _mallocs_inside(diag, name: str) -> bool:
+    """A device allocation runtime call (``_DEVICE_MALLOC_RE``) starts inside a call of
+    the range ``name`` on the same lane: its time is device allocation, not host time in
+    the caching allocator (PyTorch's ``aten::empty`` and friends reuse cached blocks)."""
+    t = diag.trace
+    mal = np.flatnonzero(np.isin(t.name_id, t.name_ids_matching(lambda s: bool(_DEVICE_MALLOC_RE.search(s)))))
+    if mal.size == 0:
+        return False
+    ev = np.flatnonzero(np.isin(t.name_id, t.name_ids_matching(lambda s: s == name)))
+    for m in mal.tolist():
+        ms, ml = int(t.start_ns[m]), int(t.lane[m])
+        s0 = t.start_ns[ev].astype(np.int64)
+        if ((t.lane[ev] == ml) & (s0 <= ms) & (s0 + t.dur_ns[ev].astype(np.int64) > ms)).any():
+            return True
+    return False
 
 
 def _host_title(diag, name: str) -> str:
@@ -379,7 +406,9 @@ def _host_title(diag, name: str) -> str:
     inside a loop body or pass (``_is_container``), or allocation (``_ALLOC_OP_RE``)."""
     short = f"`{short_kernel_name(name, TITLE_NAME_CHARS)}`"
     if _ALLOC_OP_RE.search(name):
-        return f"device memory allocation in {short}"
+        if _DEVICE_MALLOC_RE.search(name) or _mallocs_inside(diag, name):
+            return f"device memory allocation in {short}"
+        return f"tensor allocation (caching allocator) in {short}"
     if _is_container(diag, name):
         return f"host work inside {short} (no finer range)"
     return f"host island at {short}"
@@ -654,43 +683,85 @@ def _exposed_comm(diag) -> Finding | None:
     )
 
 
-def _representative(diag, positions: np.ndarray, cause: Cause, title: str, vec: np.ndarray) -> int:
-    """The gap whose card tells the finding: for the untraced host work, the position
-    with the most untraced host time (evidence with no event), among those where it
-    is at least half the gap's host time when there are some; for the per-op
-    overhead, the position with the most host time in recorded events; for a named host
-    finding, its largest position where its time is at least half the gap's host
-    time (the card then leads with that range), else its largest; otherwise its largest
-    position whose primary class is the finding's (else its largest)."""
+def _dominant_range_ns(diag, i: int, skip: str) -> int:
+    """The most host time of gap ``i`` inside one recorded range or op on its evidence
+    list (``Evidence.overlap_ns``), leaving out ``skip`` (a ``meaning`` key), the step
+    range and ranges of half the median step or longer (the loop body, a pass)."""
+    t, st = diag.trace, diag.steps
+    body_ns = int(np.median(st.wall_ns)) // 2 if st is not None and len(st) else None
+    best = 0
+    for e in diag.evidence(i):
+        if e.cause != Cause.HOST or e.event < 0 or meaning(e.name) == skip or _is_step_range(diag, e.name):
+            continue
+        if body_ns is not None and int(t.dur_ns[e.event]) >= body_ns:
+            continue
+        best = max(best, int(e.overlap_ns))
+    return best
+
+
+def _representative(
+    diag, positions: np.ndarray, cause: Cause, title: str, name: str, vec: np.ndarray
+) -> tuple[int, bool]:
+    """(the gap whose card tells the finding, whether its host time is mostly the
+    finding's subject). Untraced host work: the position with the most untraced host
+    time (evidence with no event) among those where it is at least half the gap's host
+    time. Per-op overhead: the position with the most host time in recorded events among
+    those where that time and the finding's are at least half the gap's host time and
+    no single range (``_dominant_range_ns``) holds half of it, one with no copy or sync
+    evidence when there is one. A named host finding: its
+    largest position where its time is at least half the gap's host time, for host work
+    inside a range (``_is_container``) also with no finer range holding half of it.
+    When none qualifies, the finding's largest position, not its subject's (False).
+    Other classes: the largest position whose primary class is the finding's (else its
+    largest), always its subject."""
     g = diag.gaps
-    if cause == Cause.HOST and title in (UNTRACED_TITLE, PER_OP_TITLE) and g.class_ns is not None:
+    if cause == Cause.HOST and g.class_ns is not None:
         rows = positions[:EVIDENCE_GAPS]
-        quiet = np.array(
-            [sum(int(e.overlap_ns) for e in diag.evidence(i) if e.cause == Cause.HOST and e.event < 0) for i in rows]
-        )
         host = g.class_ns[rows, int(Cause.HOST)]
-        if title == PER_OP_TITLE:  # the most recorded op time: the card tells the ops
-            return int(rows[int(np.argmax(host - quiet))])
-        mostly = 2 * quiet >= host  # the card then leads with the untraced time
-        if (quiet[mostly] > 0).any():
-            return int(rows[mostly][int(np.argmax(quiet[mostly]))])
-        if quiet.size and quiet.max() > 0:
-            return int(rows[int(np.argmax(quiet))])
-    elif cause == Cause.HOST and g.class_ns is not None:
-        lead = positions[2 * vec[positions] >= g.class_ns[positions, int(Cause.HOST)]]
-        if lead.size:
-            return int(lead[0])
+        if title in (UNTRACED_TITLE, PER_OP_TITLE):
+            quiet = np.array(
+                [
+                    sum(int(e.overlap_ns) for e in diag.evidence(i) if e.cause == Cause.HOST and e.event < 0)
+                    for i in rows
+                ],
+                dtype=np.int64,
+            )
+            if title == PER_OP_TITLE:  # the most recorded op time: the card tells the ops
+                ok = (2 * (host - quiet) >= host) & (2 * vec[rows] >= host) & (host > 0)
+                ok &= np.array([2 * _dominant_range_ns(diag, int(i), "") < h for i, h in zip(rows, host)], dtype=bool)
+                # one with no copy or blocking wait on its list, when there is one: its card tells the ops
+                plain = ok & np.array(
+                    [all(e.cause not in (Cause.COPY, Cause.SYNC) for e in diag.evidence(int(i))) for i in rows],
+                    dtype=bool,
+                )
+                ok = plain if plain.any() else ok
+                if ok.any():
+                    return int(rows[ok][int(np.argmax((host - quiet)[ok]))]), True
+            else:
+                mostly = (2 * quiet >= host) & (quiet > 0)  # the card then leads with the untraced time
+                if mostly.any():
+                    return int(rows[mostly][int(np.argmax(quiet[mostly]))]), True
+            return int(positions[0]), False
+        inner = title.startswith("host work inside")
+        for i, h in zip(rows.tolist(), host.tolist()):
+            if 2 * int(vec[i]) >= h > 0 and not (inner and 2 * _dominant_range_ns(diag, i, name) >= h):
+                return int(i), True
+        return int(positions[0]), False
     own = positions[g.cause[positions] == int(cause)]
-    return int(own[0] if own.size else positions[0])
+    return int(own[0] if own.size else positions[0]), True
 
 
-def _card_of(diag, positions: np.ndarray, cause: Cause, title: str, vec: np.ndarray) -> Card | None:
+def _card_of(diag, positions: np.ndarray, cause: Cause, title: str, name: str, vec: np.ndarray) -> Card | None:
     """The card of the finding: of its representative position (``_representative``),
-    through that gap's recurring group when the group's class is the finding's too."""
+    through that gap's recurring group when the group's class is the finding's too;
+    None when no position's host time is mostly the finding's subject (its card would
+    tell other work)."""
     if positions.size == 0:
         return None
     g = diag.gaps
-    i = _representative(diag, positions, cause, title, vec)
+    i, subject = _representative(diag, positions, cause, title, name, vec)
+    if not subject:
+        return None
     grp = int(g.group[i])
     if grp >= 0 and diag.groups[grp].cause == cause:
         return card_for_group(diag, grp)
@@ -698,22 +769,28 @@ def _card_of(diag, positions: np.ndarray, cause: Cause, title: str, vec: np.ndar
 
 
 def _fix(diag, kind: str, cause: Cause, name: str, title: str, card: Card | None) -> str:
-    """The finding's first fix in a few words: its card's (``Card.fix``, the card's
-    first experiment shortened) for host work, so the verdict never contradicts the
-    card; a named island whose card leads with other work is taken off the critical
-    path; per-op overhead is fewer, larger ops."""
+    """The finding's first fix in a few words: for host work its card's whenever it has
+    one (``Card.fix``, the card's first experiment shortened), so the verdict never
+    contradicts the card it shows (per-op overhead, whose card no rule tells as such, is
+    always fewer, larger ops); with no card (``_card_of``: no gap mostly its subject),
+    allocation is fewer temporaries (``_ALLOC_FIX``), a named island is taken off the
+    critical path unless it launches GPU work (then its CPU cost per kernel is cut), host work inside a range or untraced is found first."""
     short = short_kernel_name(name, TITLE_NAME_CHARS)
     if kind == "host":
-        if title == PER_OP_TITLE:
+        if title == PER_OP_TITLE:  # its card (if any) is of a per-op gap: no rule names that
             return _PER_OP_FIX
+        if card is not None and card.fix:
+            return card.fix
         if title == UNTRACED_TITLE:
             return _UNTRACED_FIX
-        movable = bool(name) and not _is_container(diag, name) and not _ALLOC_OP_RE.search(name)
-        told = card is not None and any(meaning(e.name) == name for e in card.evidence)
-        if card is not None and card.fix and (not movable or told):
-            return card.fix
-        if movable:
+        if _ALLOC_OP_RE.search(name):
+            return _ALLOC_FIX
+        if bool(name) and not _is_container(diag, name):
+            if _launches_in_longest(diag, name)[1] > 0:  # it issues GPU work: not movable as a unit
+                return _PER_KERNEL_FIX
             return f"take `{short}` off the critical path (after the step or in another thread)"
+        if name:
+            return f"find what the CPU does inside `{short}` (with_stack=True), then cut it or move it off the critical path"
         return _UNTRACED_FIX
     if kind == "sync":
         return (
@@ -740,7 +817,7 @@ def _finding(diag, kind: str, cause: Cause, title: str, name: str, vec: np.ndarr
     rows = rows[np.lexsort((rows, -vec[rows]))]
     w = what_if(diag, remove_ns=vec)
     with_, total = _steps_of(diag, rows)
-    card = _card_of(diag, rows, cause, title, vec)
+    card = _card_of(diag, rows, cause, title, name, vec)
     if not projectable(diag):
         return Finding(
             kind,

@@ -140,6 +140,8 @@ def test_lazy_function_loading_in_the_gap_is_module_loading_not_a_host_island():
     c = card_for_gap(d, i)
     assert "lazy module loading" in c.first_experiment and "py-spy" not in c.first_experiment
     assert c.smell == "module loading (one-time cost)" and "0.800 ms of lazy module loading" in c.why
+    # the fix is the experiment, not the description sentence that opens it (re-audit defect 5)
+    assert c.fix == "warm up before profiling (run a few steps first), then capture a steady-state window"
     f = card_facts(d, np.array([i]), c.cause, list(c.evidence), "x")
     assert f.lazy_loading_ns == 800 * US and matching_rule(f).name == "module loading"
 

@@ -12,9 +12,12 @@ before it, so the three gaps A [100, 300), B [400, 600), C [700, 900) µs each h
 
 from __future__ import annotations
 
+import numpy as np
+
 from gapscope.analysis import diagnose
 from gapscope.analysis.card.rules import HOST_RULES, short_fix
-from gapscope.analysis.findings import PER_OP_TITLE, UNTRACED_TITLE, findings
+from gapscope.analysis.findings import PER_OP_TITLE, UNTRACED_TITLE, _representative, findings
+from gapscope.analysis.types import Cause
 from gapscope.parsers import load
 from gapscope.parsers.builder import TraceBuilder
 from gapscope.parsers.model import Kind
@@ -59,7 +62,8 @@ def test_loop_body_backward_and_allocator_are_no_islands_and_the_fix_is_the_card
     assert (body.per_step_ns, bwd.per_step_ns, alloc.per_step_ns) == (238 * US, 194 * US, 150 * US)
     assert body.title == "host work inside `decode_step` (no finer range)"
     assert bwd.title == "host work inside `## backward ##` (no finer range)"
-    assert alloc.title == "device memory allocation in `aten::empty`"
+    # no cudaMalloc inside it: host time in the caching allocator, not device allocation
+    assert alloc.title == "tensor allocation (caching allocator) in `aten::empty`"
     for x in (body, bwd, alloc):
         assert "island" not in x.title
         assert "take `" not in x.fix  # never moved off the critical path as a unit
@@ -67,6 +71,27 @@ def test_loop_body_backward_and_allocator_are_no_islands_and_the_fix_is_the_card
     # the verdict's first fix is the top finding's, the card's words
     assert f.top is body
     assert f"first fix: {body.card.fix};" in f.verdict and "take `decode_step`" not in f.verdict
+
+
+def test_allocation_is_device_allocation_only_with_a_malloc_call_inside():
+    """`aten::empty` [110, 260) µs in gap A of each step, with a `cudaMalloc` [120, 250)
+    µs inside it: both are device memory allocation, `cudaMalloc` 130 µs a step and
+    `aten::empty` the 150 - 130 = 20 µs left; no gap is mostly `aten::empty`'s (20 of
+    194 µs), so it shows no card and its fix is the allocator advice."""
+
+    def cpu(b, t, base):
+        b.event(t, "aten::empty", base + 110 * US, 150 * US, Kind.CPU_OP)
+        b.event(t, "cudaMalloc", base + 120 * US, 130 * US, Kind.RUNTIME)
+
+    f = findings(_trace(cpu))
+    by = {x.name: x for x in f.ranked}
+    alloc, malloc = by["aten::empty"], by["cudaMalloc"]
+    assert alloc.title == "device memory allocation in `aten::empty`"
+    assert malloc.title == "device memory allocation in `cudaMalloc`"
+    assert (alloc.per_step_ns, malloc.per_step_ns) == (20 * US, 130 * US)
+    assert alloc.card is None
+    assert alloc.fix == "fewer temporaries: preallocate and reuse buffers (out=, in-place ops) or torch.compile"
+    assert malloc.card is not None and malloc.fix == malloc.card.fix
 
 
 def test_host_time_splits_by_enclosing_range_per_op_overhead_and_untraced():
@@ -126,3 +151,65 @@ def test_corpus_catch_all_is_no_longer_first_and_no_fix_moves_a_pass():
     # the buffers' broadcast: the DDP card's fix, broadcast_buffers=False
     (unflat,) = [x for x in f.ranked if x.name == "aten::unflatten_dense_tensors"]
     assert "broadcast_buffers=False" in unflat.fix
+
+
+def test_the_card_of_host_work_inside_a_range_is_a_gap_of_its_own_time():
+    """Gap A of each step: `## fwd ##` [100, 300) µs (enclosing the launch call at 294
+    µs: a user range issuing GPU work, a container); in step 0 only, `inner` [110, 210)
+    µs inside it. Gap C: six ops `p0`..`p5` of 32 µs from 700 µs. Own time in all:
+    `## fwd ##` 4 * 194 - 100 = 676 µs, each `p` 4 * 32 = 128 µs, `inner` 100 µs, so the
+    five named are `## fwd ##`, `p0`..`p3` and `inner`'s 100 µs joins `## fwd ##`
+    (194 µs a step). Its largest gap (ties by position) is step 0's, half of it `inner`
+    (100 of 194 µs): the representative gap is step 1's gap A, `## fwd ##`'s alone (the
+    shown card is the recurring group's, which tells `## fwd ##` either way)."""
+
+    def cpu(b, t, base):
+        b.event(t, "## fwd ##", base + 100 * US, 200 * US, Kind.ANNOTATION)
+        if base == 1000 * US:
+            b.event(t, "inner", base + 110 * US, 100 * US, Kind.CPU_OP)
+        for k in range(6):
+            b.event(t, f"p{k}", base + (700 + 32 * k) * US, 32 * US, Kind.CPU_OP)
+
+    d = _trace(cpu)
+    f = findings(d)
+    fwd = next(x for x in f.ranked if x.name == "## fwd ##")
+    assert fwd.title == "host work inside `## fwd ##` (no finer range)"
+    assert fwd.per_step_ns == 194 * US
+    assert {x.name for x in f.ranked if x.title.startswith("host island")} == {"p0", "p1", "p2", "p3"}
+    g = d.gaps
+    assert int(g.start_ns[fwd.positions[0]]) == 1100 * US  # step 0's gap A leads
+    vec = np.zeros(len(g), np.int64)
+    vec[fwd.positions] = 194 * US
+    i, subject = _representative(d, fwd.positions, Cause.HOST, fwd.title, fwd.name, vec)
+    assert (int(g.start_ns[i]), subject) == (2100 * US, True)
+    assert fwd.card is not None and fwd.fix == fwd.card.fix
+    assert "inner" not in fwd.card.first_experiment and "## fwd ##" in fwd.card.first_experiment
+
+
+def test_the_per_op_card_prefers_a_gap_with_no_copy():
+    """Gap A: twelve ops `a0`..`a11` of 15 µs from 100 µs (180 µs) and a copy call
+    `cudaMemcpyAsync` [282, 290) µs; gap B: nine ops `b0`..`b8` of 12 µs from 400 µs
+    (108 µs, over half of B's 194 µs of host time). The five named islands are `a0`,
+    `a1`, `a10`, `a11`, `a2` (60 µs each in all, ties by name), so per-op overhead holds
+    gap A's rest and all of gap B. Gap A has the most recorded op time, but a copy on
+    its list: the representative is gap B."""
+
+    def cpu(b, t, base):
+        for k in range(12):
+            b.event(t, f"a{k}", base + (100 + 15 * k) * US, 15 * US, Kind.CPU_OP)
+        b.event(t, "cudaMemcpyAsync", base + 282 * US, 8 * US, Kind.MEMCPY_CALL)
+        for k in range(9):
+            b.event(t, f"b{k}", base + (400 + 12 * k) * US, 12 * US, Kind.CPU_OP)
+
+    d = _trace(cpu)
+    f = findings(d)
+    g = d.gaps
+    islands = {x.name for x in f.ranked if x.title.startswith("host island")}
+    assert islands == {"a0", "a1", "a10", "a11", "a2"}
+    per_op = next(x for x in f.ranked if x.title == PER_OP_TITLE)
+    assert sorted({int(g.start_ns[i]) % (1000 * US) for i in per_op.positions}) == [100 * US, 400 * US]
+    vec = np.zeros(len(g), np.int64)
+    vec[per_op.positions] = 194 * US
+    i, subject = _representative(d, per_op.positions, Cause.HOST, PER_OP_TITLE, "", vec)
+    assert (int(g.start_ns[i]) % (1000 * US), subject) == (400 * US, True)
+    assert per_op.fix == "fewer, larger ops per step: a bigger batch, torch.compile, CUDA graphs"

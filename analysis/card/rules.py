@@ -1574,6 +1574,7 @@ def _one_time_advice(f: Facts) -> Advice:
         + ") and capture a steady-state window.",
         "Do not optimise the steady-state loop for it: it happens once and is not in later steps.",
         f"A capture of warmed-up steps: this idle ({f.dur_txt}) should be gone.",
+        "warm up before profiling (run a few steps first), then capture a steady-state window",
     )
 
 
@@ -1588,6 +1589,7 @@ def _module_loading_advice(f: Facts) -> Advice:
         f"Do not profile the host code around it or capture {graph_word(trace)}s for it: the driver was loading a "
         "module, which happens once per function.",
         f"A capture of warmed-up steps: this idle ({f.dur_txt}) should be gone.",
+        "warm up before profiling (run a few steps first), then capture a steady-state window",
     )
 
 

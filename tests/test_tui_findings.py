@@ -111,4 +111,8 @@ def test_enter_on_a_finding_walks_its_positions():
     assert got[: len(pos)] == pos and got[len(pos)] == pos[0]  # wraps
     assert got[-1] == pos[-1]
     assert panel.startswith(f"Finding F2 {f2.kind}: {f2.title}") and f"gap 1 of {len(pos)}" in panel
-    assert f2.card is not None and f2.card.first_experiment[:40] in " ".join(panel.split())
+    # the finding's fix leads; its card, when a gap is mostly its own (here no gap is:
+    # `json` shares each gap with the larger `tokenize`), follows
+    shown = " ".join(panel.split())
+    assert f2.fix[:40] in shown
+    assert f2.card is None or f2.card.first_experiment[:40] in shown

@@ -194,7 +194,8 @@ def _walk_head(found, k: int, place: int) -> Text:
 def walk_text(found, k: int, place: int, gap_card: Text) -> Text:
     """The card of finding ``k`` while ``n``/``N`` walk its positions (``place``: the
     one selected): what it costs and would recover, its card (smell, why, first
-    experiment, forbidden step, proof), then the selected gap's own card."""
+    experiment, forbidden step, proof; none where no gap is mostly its own), then the
+    selected gap's own card."""
     f = found.ranked[k]
     t = _walk_head(found, k, place)
     t.append("\n")
@@ -202,8 +203,10 @@ def walk_text(found, k: int, place: int, gap_card: Text) -> Text:
         f"{fmt_dur(f.per_step_ns)} per step ({100 * f.step_share:.1f}%), in {f.steps_with} of {f.steps_total} steps; "
         f"fixed: {fixed_text(f)}\n"
     )
+    t.append("Fix: ", style="bold")
+    t.append(sanitize(f.fix, 200) + "\n")
     c = f.card
-    if c is not None:
+    if c is not None:  # none where no gap is mostly the finding's own (``findings``)
         for label, value in (
             ("Smell", c.smell),
             ("Why", c.why),

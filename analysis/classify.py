@@ -570,7 +570,7 @@ def _trust(trace: Trace, gaps: Gaps, launches: np.ndarray) -> np.ndarray:
                 k = np.searchsorted(es, gaps.end_ns, side="left") - 1
                 ok = (k >= 0) & (gaps.start_ns - es[np.maximum(k, 0)] <= 50_000_000)
                 out[ok] |= int(Trust.GRAPH_UNRECORDED)
-            spans, sparse = _sparse_graph_spans(trace, calls, launches)
+            spans, sparse, sparse_corr = _sparse_graph_spans(trace, calls, launches)
             for dev, (us, ue) in spans.items():
                 on = np.flatnonzero(gaps.device == dev)
                 inside = coverage(us, ue, gaps.start_ns[on], gaps.end_ns[on])
@@ -580,6 +580,11 @@ def _trust(trace: Trace, gaps: Gaps, launches: np.ndarray) -> np.ndarray:
             li = np.maximum(gaps.launch, 0)
             head = (gaps.launch >= 0) & np.isin(gaps.launch, sparse) & (trace.start_ns[li] < gaps.start_ns)
             out[head] |= int(Trust.GRAPH_UNRECORDED)
+            # the same for a sparse graph whose launch call the trace lacks: the gap
+            # waits at one of its recorded nodes (hta/rank0 gap #200, corr 819599)
+            nx = np.maximum(gaps.next_op, 0)
+            orphan = (gaps.next_op >= 0) & (launches[nx] < 0) & np.isin(trace.correlation[nx], sparse_corr)
+            out[orphan] |= int(Trust.GRAPH_UNRECORDED)
     return out
 
 
@@ -590,9 +595,13 @@ GRAPH_SPARSE_BUSY_SHARE = 0.5
 
 def _sparse_graph_spans(
     trace: Trace, calls: np.ndarray, launches: np.ndarray
-) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]], np.ndarray]:
+) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]], np.ndarray, np.ndarray]:
     """({device: (starts, ends) int64 ns, the union of the execution spans of its sparse
-    graph launches}, int64 event indices of the sparse graph launch calls). A graph launch (``calls``: event indices of graph launch calls;
+    graph launches}, int64 event indices of the sparse graph launch calls, int64
+    correlation ids of the sparse graphs without a launch call). A graph whose launch
+    call the trace lacks is two or more GPU ops sharing a correlation id that links to
+    no call (a graph's nodes carry its launch's id; hta/rank0's corr 819599: 20
+    recorded nodes, no cudaGraphLaunch); it is judged by the same rule. A graph launch (``calls``: event indices of graph launch calls;
     ``launches``: launch call per event, -1 when none) is sparse when its recorded GPU
     ops (linked to it) cover less than ``GRAPH_SPARSE_BUSY_SHARE`` of the span from the
     first one's start to the last one's end: a graph runs its nodes back to back, so a
@@ -600,10 +609,16 @@ def _sparse_graph_spans(
     (hta/rank0: a launch with 1 kernel, 18 memsets 0.6-1.1 ms apart and 1 kernel, the
     same every step; some memset pairs are exactly one gemm apart). Busy is the sum of
     the ops' durations (overlapping ops on two streams read busier, never sparser)."""
-    ops = np.flatnonzero(np.isin(launches, calls) & (trace.dur_ns >= 0))
+    on_gpu = np.array([ln.is_gpu for ln in trace.lanes], dtype=bool)
+    key = np.where(np.isin(launches, calls), launches, -1).astype(np.int64)
+    orphan = np.flatnonzero(on_gpu[trace.lane] & (launches < 0) & (trace.correlation >= 0))
+    _, inv, cnt = np.unique(trace.correlation[orphan], return_inverse=True, return_counts=True)
+    orphan = orphan[cnt[inv] >= 2]
+    key[orphan] = -2 - trace.correlation[orphan].astype(np.int64)  # apart from calls (>= 0)
+    ops = np.flatnonzero((key != -1) & (trace.dur_ns >= 0))
     if ops.size == 0:
-        return {}, np.zeros(0, np.int64)
-    call_of, grp = np.unique(launches[ops], return_inverse=True)
+        return {}, np.zeros(0, np.int64), np.zeros(0, np.int64)
+    call_of, grp = np.unique(key[ops], return_inverse=True)
     s = trace.start_ns[ops].astype(np.int64)
     e = s + trace.dur_ns[ops].astype(np.int64)
     ng = int(grp.max()) + 1
@@ -620,7 +635,8 @@ def _sparse_graph_spans(
     for dev in np.unique(dev_of[sparse]).tolist():
         m = sparse & (dev_of == dev)
         out[int(dev)] = union_intervals(first[m], last[m])
-    return out, call_of[sparse].astype(np.int64)
+    bad = call_of[sparse].astype(np.int64)
+    return out, bad[bad >= 0], -2 - bad[bad < 0]
 
 
 #: A second class below this share of the gap is no secondary class (it would read

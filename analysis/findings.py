@@ -926,8 +926,10 @@ def _apart(diag, edge: np.ndarray) -> list[Finding]:
 
 def _one_off(diag, steady: np.ndarray) -> tuple[np.ndarray, list[Finding]]:
     """Gaps of ``steady`` outside the only step of a one-step trace that cannot be
-    projected (``projectable``): the one-off at the trace's start (sglang_decode's
-    463 ms wait, begun before its one ``step[DECODE bs=32]``) and after its end. With
+    projected (``projectable``): the one-off at the trace's start and after its end,
+    as ``Steps.owner_of`` (the rule of ``steps.edge_gaps``) decides: a gap starting
+    before the step is the step's when most of its time lies inside it
+    (sglang_decode's 463 ms wait, 99.97% inside its one ``step[DECODE bs=32]``). With
     two or more steps ``steps.edge_gaps`` keeps these apart already. Returns (bool per
     gap, the entries kept apart: kind ``"edge"``, before the step first)."""
     g = diag.gaps
@@ -935,7 +937,7 @@ def _one_off(diag, steady: np.ndarray) -> tuple[np.ndarray, list[Finding]]:
     mask = np.zeros(len(g), bool)
     if st is None or len(st) == 0 or projectable(diag) or not len(g):
         return mask, []
-    mask = steady & (st.index_of(g.start_ns) < 0)
+    mask = steady & (st.owner_of(g.start_ns, g.end_ns) < 0)
     out: list[Finding] = []
     for part, where in (
         (mask & (g.start_ns < st.start_ns[0]), "one-off at the trace's start, before its only step"),

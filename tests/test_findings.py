@@ -7,6 +7,7 @@ the edges of each capture.
 
 from __future__ import annotations
 
+import collections
 import io
 import re
 from pathlib import Path
@@ -302,11 +303,12 @@ def test_a_step_of_several_dataloader_iterations_groups_its_repeated_stall():
     assert dl.per_step_ns == 3 * 194 * US and f.top is dl
 
 
-def _graph_trace(node_us: tuple[tuple[str, int, int], ...]):
+def _graph_trace(node_us: tuple[tuple[str, int, int], ...], unlaunched_step: int = -1):
     """3 ProfilerSteps of 1000 µs from 1000 µs; in each: an eager kernel `k0` [0, 100)
     and `kend` [990, 1000) µs (each launched 6 µs before by a 5 µs call), and a
     `cudaGraphLaunch` at 95 µs (5 µs) whose recorded nodes are ``node_us`` ((kind,
-    start, duration) µs from the step's start)."""
+    start, duration) µs from the step's start); step ``unlaunched_step``'s launch call
+    is left out of the trace (its nodes keep their correlation id)."""
     b = TraceBuilder()
     t = b.lane("1", "1", process_name="python3", thread_name="main")
     g0 = b.lane("0", "7", is_gpu=True, device=0, stream=7)
@@ -319,7 +321,8 @@ def _graph_trace(node_us: tuple[tuple[str, int, int], ...]):
             b.event(t, "cudaLaunchKernel", base + (k0 - 6) * US, 5 * US, Kind.LAUNCH, correlation=corr)
             b.event(g0, "k0" if k0 == 0 else "kend", base + k0 * US, dur * US, Kind.KERNEL, correlation=corr)
         corr += 1
-        b.event(t, "cudaGraphLaunch", base + 95 * US, 5 * US, Kind.LAUNCH, correlation=corr)
+        if s != unlaunched_step:
+            b.event(t, "cudaGraphLaunch", base + 95 * US, 5 * US, Kind.LAUNCH, correlation=corr)
         for kind, at, dur in node_us:
             k = Kind.MEMSET if kind == "memset" else Kind.KERNEL
             b.event(g0, f"graph {kind}", base + at * US, dur * US, k, correlation=corr)
@@ -358,6 +361,34 @@ def test_a_sparse_graph_is_not_measurable_and_projects_nothing():
 
     j = finding_dict(top, 0)
     assert j["projected_step_ns"] is None and j["speedup"] is None and j["steps_per_s"] is None
+
+
+@pytest.mark.parametrize("unlaunched_step", [-1, 0])
+def test_a_sparse_graph_without_its_launch_call_is_judged_the_same(unlaunched_step):
+    """REAUDIT defect 4 (hta/rank0 gap #200: corr 819599's 20 recorded nodes, no
+    cudaGraphLaunch). Nodes: kernels [800, 820) and [880, 900) µs: 40 of their 100 µs
+    span (40% < 50%), sparse. Each step idles [100, 800) (waiting at the graph's first
+    recorded node), [820, 880) (inside its span) and [900, 990) (next op the eager
+    `kend`). With step 0's launch call missing, its two nodes share a correlation id no
+    call carries: the same graph, judged by the same rule, so step 0's [100, 800) and
+    [820, 880) are not measurable as in the other steps; [900, 990) stays measured."""
+    d = _graph_trace((("kernel", 800, 20), ("kernel", 880, 20)), unlaunched_step)
+    g = d.gaps
+    unrec = (g.trust & int(Trust.GRAPH_UNRECORDED)) != 0
+    at = [(((int(a) - 1000 * US) // (1000 * US)), ((int(a) - 1000 * US) % (1000 * US)) // US) for a in g.start_ns]
+    assert sorted(a for a, u in zip(at, unrec) if u) == [(s, r) for s in range(3) for r in (100, 820)]
+    assert sorted(a for a, u in zip(at, unrec) if not u) == [(s, 900) for s in range(3)]
+    top = findings(d).top
+    assert top is not None and top.kind == "unmeasurable" and top.steps_with == 3
+    assert top.per_step_ns == (700 + 60) * US
+
+
+def test_two_ops_sharing_a_callless_id_but_dense_stay_measurable():
+    """Step 0's launch call missing, its nodes [800, 850) and [850, 900) µs back to
+    back (100 of 100 µs): not sparse, so step 0's [100, 800) stays measured (the other
+    steps' graphs are dense too)."""
+    d = _graph_trace((("kernel", 800, 50), ("kernel", 850, 50)), 0)
+    assert not ((d.gaps.trust & int(Trust.GRAPH_UNRECORDED)) != 0).any()
 
 
 def test_a_densely_recorded_graph_stays_measurable():
@@ -427,7 +458,9 @@ def test_rank0_sparse_graphs_are_not_measurable():
     half their span; every gap of the "unmeasurable" finding lies mostly inside such a
     span or ends at a record of such a graph (waiting on its unrecorded nodes, queued). It leads, with no
     projection, and the graph-internal ordering finding no longer claims the ~70 ms
-    queued stalls."""
+    queued stalls. A graph whose cudaGraphLaunch is not in the trace (REAUDIT defect
+    4: corr 819599, 20 records, gap #200) is two or more GPU records sharing a
+    correlation id that no CPU event carries."""
     path = require(CORPUS / "hta" / "rank0.json.gz")
     ev = _raw_events(path)
     graph_corr = {
@@ -435,6 +468,16 @@ def test_rank0_sparse_graphs_are_not_measurable():
         for e in ev
         if e.get("name") == "cudaGraphLaunch" and "correlation" in e.get("args", {})
     }
+    gpu_cats = ("kernel", "gpu_memset", "gpu_memcpy")
+    cpu_corr = {
+        e["args"]["correlation"] for e in ev if e.get("cat") not in gpu_cats and "correlation" in e.get("args", {})
+    }
+    records = collections.Counter(
+        e["args"]["correlation"] for e in ev if e.get("cat") in gpu_cats and "correlation" in e.get("args", {})
+    )
+    callless = {c for c, k in records.items() if k >= 2 and c not in cpu_corr}
+    assert 819599 in callless and records[819599] == 20
+    graph_corr |= callless
     spans: dict[int, list[float]] = {}
     for e in ev:
         c = e.get("args", {}).get("correlation")

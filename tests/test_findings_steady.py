@@ -39,15 +39,17 @@ def _report(path: Path) -> str:
     return out.getvalue()
 
 
-def _one_step_trace():
-    """Kernel k0 [0, 10) µs before the only step; the step [100, 1100) µs holds kernels
-    [500, 600) and [1000, 1100) µs and `tokenize` [620, 990) µs (each kernel launched
-    6 µs before it by a 5 µs call). Gaps: [10, 500) µs, which starts before the step
-    (a one-off at the trace's start: 490 µs), and [600, 1000) µs inside it."""
+def _one_step_trace(step_start_us: int = 300):
+    """Kernel k0 [0, 10) µs before the only step; the step [step_start_us, 1100) µs
+    holds kernels [500, 600) and [1000, 1100) µs and `tokenize` [620, 990) µs (each
+    kernel launched 6 µs before it by a 5 µs call). Gaps: [10, 500) µs, which starts
+    before the step (at 300 µs: 290 of its 490 µs before the step, a one-off at the
+    trace's start; at 100 µs: 400 of 490 µs inside, the step's), and [600, 1000) µs
+    inside it."""
     b = TraceBuilder()
     t = b.lane("1", "1", process_name="python3", thread_name="main")
     g0 = b.lane("0", "7", is_gpu=True, device=0, stream=7)
-    b.event(t, "ProfilerStep#1", 100 * US, 1000 * US, Kind.ANNOTATION)
+    b.event(t, "ProfilerStep#1", step_start_us * US, (1100 - step_start_us) * US, Kind.ANNOTATION)
     for corr, (k0, dur) in enumerate(((0, 10), (500, 100), (1000, 100)), start=1):
         b.event(t, "cudaLaunchKernel", (k0 - 6) * US, 5 * US, Kind.LAUNCH, correlation=corr)
         b.event(g0, f"k{k0}", k0 * US, dur * US, Kind.KERNEL, correlation=corr)
@@ -62,7 +64,8 @@ def test_one_step_gets_no_verdict_no_projection_and_its_one_off_kept_apart():
     assert "holds 1 complete step" in f.verdict and "Capture several warmed-up steps" in f.verdict
     assert "ProfilerStep#N" in f.verdict and "record_function" in f.verdict
     assert "step would take" not in f.verdict and "x)" not in f.verdict
-    # the gap [10, 500) µs starts before the step: kept apart, labelled, in no finding
+    # the gap [10, 500) µs starts before the step [300, 1100) µs, 290 of its 490 µs
+    # before it: kept apart, labelled, in no finding
     g = d.gaps
     lead = int(np.flatnonzero(g.start_ns == 10 * US)[0])
     assert g.dur_ns[lead] == 490 * US
@@ -80,6 +83,30 @@ def test_one_step_gets_no_verdict_no_projection_and_its_one_off_kept_apart():
         j = finding_dict(x, 0)
         assert (j["projected_step_ns"], j["steps_per_s"], j["tokens_per_s"], j["speedup"]) == (None,) * 4
         assert fixed_text(j) == "not projected"
+
+
+def test_a_gap_mostly_inside_the_only_step_is_the_steps():
+    """The same gap [10, 500) µs with the step at [100, 1100) µs: 400 of its 490 µs
+    (82%) lie inside the step, so the step owns it (``Steps.owner_of``, the rule of
+    ``edge_gaps``): no one-off; it is in a finding, listed and not projected."""
+    d = diagnose(_one_step_trace(100))
+    f = findings(d)
+    g = d.gaps
+    lead = int(np.flatnonzero(g.start_ns == 10 * US)[0])
+    assert g.dur_ns[lead] == 490 * US
+    assert d.steps.owner_of(g.start_ns[[lead]], g.end_ns[[lead]]).tolist() == [0]
+    assert not any("one-off" in x.title for x in f.apart)
+    # by hand: k500's launch call [494, 499) µs exposes 500 - 494 = 6 µs of the gap,
+    # nothing traced covers the other 490 - 6 = 484 µs
+    held = {x.title: int(x.remove_ns[lead]) for x in f.ranked if lead in x.positions}
+    assert held == {
+        "host work with no named range (untraced)": 484 * US,
+        "launch overhead exposed in 2 gaps": 6 * US,
+    }
+    assert all(not x.projected and x.speedup == 1.0 for x in f.ranked)
+    assert f.verdict_kind == "no steady state"
+    # at exactly half inside (a gap [0, 200) µs with a step from 100 µs) it stays out
+    assert d.steps.owner_of(np.array([0, 50]) * US, np.array([200, 200]) * US).tolist() == [-1, 0]
 
 
 def test_a_window_without_steps_gets_no_verdict():
@@ -249,9 +276,12 @@ def test_the_other_h200_captures_decode_as_their_loops_say(name, tokens):
 
 
 def test_sglang_decode_one_step_of_batch_32():
-    """tracelens sglang Qwen3 decode: one `step[DECODE bs=32]`; its largest idle is a
-    wait that starts before the step (from the raw columns: the busy union of the
-    device's GPU ops)."""
+    """tracelens sglang Qwen3 decode: one `step[DECODE bs=32]` [203.785, 465451.839)
+    µs from the first event; its largest idle is a stream wait (the raw
+    `hipStreamWaitEvent` at 101.953 µs) from the stream-2 kernel's end at 84.835 µs
+    to the stream-3 kernel at 463380.240 µs: 463295.405 µs, 118.950 µs of it before
+    the step and 463176.455 µs (99.97%) inside it, so the step owns it (from the raw
+    columns: the busy union of the device's GPU ops)."""
     path = require(CORPUS / "tracelens" / "sglang_decode" / "sglang_Qwen3-8B_decode.json.gz")
     t = load(path)
     d = diagnose(t)
@@ -274,10 +304,18 @@ def test_sglang_decode_one_step_of_batch_32():
     before = [(int(run_end[k]), int(s[k + 1])) for k in holes if run_end[k] < step0 < s[k + 1]]
     assert len(before) == 1
     wait_ns = before[0][1] - before[0][0]
-    assert wait_ns > 400_000_000  # 463 ms of a 473 ms capture
-    (one_off,) = [x for x in f.apart if x.title.startswith("one-off at the trace's start")]
-    assert one_off.total_ns == wait_ns
-    assert all(x.per_step_ns < wait_ns // 100 for x in f.ranked)
+    assert wait_ns == 463_295_405  # 463 ms of a 473 ms capture
+    inside_ns = before[0][1] - step0
+    assert (step0 - before[0][0], inside_ns) == (118_950, 463_176_455)
+    # most of it inside the step: the step's, no one-off; listed first, not projected
+    assert not any(x.title.startswith("one-off at the trace's start") for x in f.apart)
+    lead = int(np.flatnonzero(d.gaps.start_ns == before[0][0])[0])
+    assert d.gaps.dur_ns[lead] == wait_ns
+    top = f.ranked[0]
+    assert lead in top.positions and "another stream" in top.title and not top.projected
+    # what it recovers lies in the step's window: at most the part inside it
+    assert inside_ns * 0.99 < top.per_step_ns <= inside_ns and top.total_ns <= wait_ns
+    assert top.title in f.verdict and "listed, not projected" in f.verdict
     text = _report(path)
     assert "219.96x" not in text and "not projected" in text or not f.ranked
 

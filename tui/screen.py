@@ -626,19 +626,19 @@ class TraceScreen(Screen):
         g = self.nav.step(current, direction, self.order_mode, cause, from_ns=lanes.cursor_ns)
         wrapped = False
         if g is None and cause is not None:
-            g = self._wrap_class_step(direction, cause)
+            g = self._wrap_class_step(self.nav, direction, cause)
             wrapped = g is not None
         if g is None:
             self._say(self._no_gap_message(direction, cause))
             return
         self.message = ""
         if cause is not None:
-            self.message = self._class_place_message(g, cause, direction, wrapped, current)
+            self.message = self._class_place_message(self.nav, g, cause, direction, wrapped, current)
         self._select(g)
 
-    def _wrap_class_step(self, direction: int, cause: Cause) -> int | None:
+    def _wrap_class_step(self, nav: GapNavigator, direction: int, cause: Cause) -> int | None:
         """Wrap around: the first (last) gap of class ``cause`` in the current order."""
-        return self.nav.step(
+        return nav.step(
             None,
             direction,
             SIZE if self.order_mode == SIZE else TIME,
@@ -655,10 +655,12 @@ class TraceScreen(Screen):
             return f"no {what}gap in this trace"
         return f"no {'next' if direction > 0 else 'previous'} {what}gap ({self.order_mode} order)"
 
-    def _class_place_message(self, g: int, cause: Cause, direction: int, wrapped: bool, current: int | None) -> str:
+    def _class_place_message(
+        self, nav: GapNavigator, g: int, cause: Cause, direction: int, wrapped: bool, current: int | None
+    ) -> str:
         """Say which order applies: gap ``g`` is the k-th of class ``cause``, largest
         first or in time (and whether the walk wrapped to get there)."""
-        k, m = self.nav.class_place(g, self.order_mode)
+        k, m = nav.class_place(g, self.order_mode)
         order = "largest first" if self.order_mode == SIZE else "in time"
         if wrapped and m == 1 and current == g:  # nothing to wrap past: say so
             return f"the only {cause.label} gap (1 of 1, {order})"

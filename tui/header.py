@@ -48,6 +48,49 @@ def _is_recorded_path(name: str) -> bool:
     return " " not in name and ("/" in name or "\\" in name)
 
 
+def _display_name(src) -> str:
+    """The trace's name for the header: the recorded name, or the opened file's name
+    when none was recorded or the recorded one is a path."""
+    name = src.trace_name or ""
+    if not name.strip() or _is_recorded_path(name):
+        # Kineto records the file it wrote first (a temporary file for a .gz export:
+        # '/tmp/tmpa5ej828u.json'): the file the user opened names the trace better
+        name = Path(src.path).name or Path(name.strip()).name or "trace"
+    return name
+
+
+def _busy_figure(d) -> str:
+    """``GPU busy P%`` over the diagnosed devices' windows; "" without a window."""
+    if d is not None and getattr(d, "devices", None):
+        win = sum(x.window_ns for x in d.devices)
+        busy = sum(x.busy_ns for x in d.devices)
+        if win > 0:
+            return f"GPU busy {100 * busy / win:.0f}%"
+    return ""
+
+
+def _gaps_figure(d, pending: bool, failed: bool, early_gaps: int | None) -> str:
+    """``N gaps``, or while the diagnosis runs ``N gaps, causes…`` / ``finding
+    gaps…``, or ``no diagnosis`` when it failed; "" when none applies."""
+    if d is not None:
+        return f"{len(d.gaps)} gap" + ("" if len(d.gaps) == 1 else "s")
+    if pending and early_gaps is not None:
+        return f"{early_gaps} gap" + ("" if early_gaps == 1 else "s") + ", causes…"
+    if pending:
+        return "finding gaps…"
+    if failed:
+        return "no diagnosis"
+    return ""
+
+
+def _device_name(src) -> str:
+    """The first recorded device's name, sanitized to 30 cells; "" when none."""
+    props = src.device_properties or []
+    if props and isinstance(props[0], dict) and props[0].get("name"):
+        return sanitize(str(props[0]["name"]), 30)
+    return ""
+
+
 def trace_header(
     trace: Trace,
     diagnosis,
@@ -67,40 +110,26 @@ def trace_header(
     ``early_gaps``: the number of gaps drawn while the diagnosis runs (``N gaps,
     causes…`` then)."""
     src = trace.source
-    name = src.trace_name or ""
-    if not name.strip() or _is_recorded_path(name):
-        # Kineto records the file it wrote first (a temporary file for a .gz export:
-        # '/tmp/tmpa5ej828u.json'): the file the user opened names the trace better
-        name = Path(src.path).name or Path(name.strip()).name or "trace"
+    name = _display_name(src)
     t0, t1 = trace.extent_ns
     figures = []
     d = diagnosis
     badge = verdict_badge(findings_of(d)) if d is not None else ""
     if badge:
         figures.append(badge)
-    if d is not None and getattr(d, "devices", None):
-        win = sum(x.window_ns for x in d.devices)
-        busy = sum(x.busy_ns for x in d.devices)
-        if win > 0:
-            figures.append(f"GPU busy {100 * busy / win:.0f}%")
-    if d is not None:
-        figures.append(f"{len(d.gaps)} gap" + ("" if len(d.gaps) == 1 else "s"))
-    elif pending and early_gaps is not None:
-        figures.append(f"{early_gaps} gap" + ("" if early_gaps == 1 else "s") + ", causes…")
-    elif pending:
-        figures.append("finding gaps…")
-    elif failed:
-        figures.append("no diagnosis")
+    busy = _busy_figure(d)
+    if busy:
+        figures.append(busy)
+    gaps = _gaps_figure(d, pending, failed, early_gaps)
+    if gaps:
+        figures.append(gaps)
     nw = len(trace.warnings)
     if nw:
         figures.append(f"⚠ {nw} warning" + ("" if nw == 1 else "s"))
     figures.append("span " + fmt_dur(t1 - t0))
     devs = trace.devices()
     figures.append(f"{len(devs)} GPU" + ("s" if len(devs) != 1 else "") if devs else "CPU only")
-    props = src.device_properties or []
-    device = ""
-    if props and isinstance(props[0], dict) and props[0].get("name"):
-        device = sanitize(str(props[0]["name"]), 30)
+    device = _device_name(src)
     rest = " │ " + " │ ".join(figures)
     # too wide with the verdict's figure: the span goes first (the ruler shows it),
     # then the busy share (the verdict's share says more)

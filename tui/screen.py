@@ -626,37 +626,48 @@ class TraceScreen(Screen):
         g = self.nav.step(current, direction, self.order_mode, cause, from_ns=lanes.cursor_ns)
         wrapped = False
         if g is None and cause is not None:
-            # wrap around: the first (last) gap of the class in this order
-            g = self.nav.step(
-                None,
-                direction,
-                SIZE if self.order_mode == SIZE else TIME,
-                cause,
-                from_ns=None
-                if self.order_mode == SIZE
-                else (self.trace.extent_ns[0] - 1 if direction > 0 else self.trace.extent_ns[1] + 1),
-            )
+            g = self._wrap_class_step(self.nav, direction, cause)
             wrapped = g is not None
         if g is None:
-            what = f"{cause.label} " if cause is not None else ""
-            if cause is not None:
-                self._say(f"no {what}gap in this trace")
-            else:
-                self._say(f"no {'next' if direction > 0 else 'previous'} {what}gap ({self.order_mode} order)")
+            self._say(self._no_gap_message(direction, cause))
             return
         self.message = ""
         if cause is not None:
-            # say which order applies: the k-th of the class, largest first or in time
-            k, m = self.nav.class_place(g, self.order_mode)
-            order = "largest first" if self.order_mode == SIZE else "in time"
-            if wrapped and m == 1 and current == g:  # nothing to wrap past: say so
-                self.message = f"the only {cause.label} gap (1 of 1, {order})"
-            elif wrapped:
-                where = "first" if direction > 0 else "last"
-                self.message = f"wrapped to the {where} {cause.label} gap ({k} of {m}, {order})"
-            else:
-                self.message = f"{cause.label} gap {k} of {m}, {order}"
+            self.message = self._class_place_message(self.nav, g, cause, direction, wrapped, current)
         self._select(g)
+
+    def _wrap_class_step(self, nav: GapNavigator, direction: int, cause: Cause) -> int | None:
+        """Wrap around: the first (last) gap of class ``cause`` in the current order."""
+        return nav.step(
+            None,
+            direction,
+            SIZE if self.order_mode == SIZE else TIME,
+            cause,
+            from_ns=None
+            if self.order_mode == SIZE
+            else (self.trace.extent_ns[0] - 1 if direction > 0 else self.trace.extent_ns[1] + 1),
+        )
+
+    def _no_gap_message(self, direction: int, cause: Cause | None) -> str:
+        """What to say when there is no gap to go to (of class ``cause`` when given)."""
+        what = f"{cause.label} " if cause is not None else ""
+        if cause is not None:
+            return f"no {what}gap in this trace"
+        return f"no {'next' if direction > 0 else 'previous'} {what}gap ({self.order_mode} order)"
+
+    def _class_place_message(
+        self, nav: GapNavigator, g: int, cause: Cause, direction: int, wrapped: bool, current: int | None
+    ) -> str:
+        """Say which order applies: gap ``g`` is the k-th of class ``cause``, largest
+        first or in time (and whether the walk wrapped to get there)."""
+        k, m = nav.class_place(g, self.order_mode)
+        order = "largest first" if self.order_mode == SIZE else "in time"
+        if wrapped and m == 1 and current == g:  # nothing to wrap past: say so
+            return f"the only {cause.label} gap (1 of 1, {order})"
+        if wrapped:
+            where = "first" if direction > 0 else "last"
+            return f"wrapped to the {where} {cause.label} gap ({k} of {m}, {order})"
+        return f"{cause.label} gap {k} of {m}, {order}"
 
     def _select(self, g: int) -> None:
         """Select gap ``g`` (the card replaces the findings overview)."""

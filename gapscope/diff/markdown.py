@@ -52,6 +52,19 @@ def _findings(doc: dict, top: int) -> list[str]:
 def render_diff_markdown(doc: dict, top: int = 10) -> str:
     """The diff of ``doc`` as one Markdown string (ends with a newline); ``top`` rows
     of the position and kernel-family tables."""
+    out = _head_markdown(doc)
+    out += _findings(doc, top)
+    out += _comparability_markdown(doc)
+    out += _per_step_markdown(doc)
+    out += _positions_markdown(doc, top)
+    out += _families_markdown(doc, top)
+    out += _left_markdown(doc)
+    return "\n".join(out) + "\n"
+
+
+def _head_markdown(doc: dict) -> list[str]:
+    """The title, the verdict, GPU work, CI check and left lines, and the loader
+    warnings of both sides."""
     b, a = doc["before"], doc["after"]
     out = [f"# gapscope diff: {md_code(b['path'], None, False)} → {md_code(a['path'], None, False)}", ""]
     out.append(f"**Verdict:** {md_text(doc['verdict']['line'])}")
@@ -64,8 +77,14 @@ def render_diff_markdown(doc: dict, top: int = 10) -> str:
     if b.get("warnings") or a.get("warnings"):
         for name, side in (("BEFORE", b), ("AFTER", a)):
             out += warnings_markdown(side.get("warnings") or [], f"## Loader warnings of {name}", "none")
-    out += _findings(doc, top)
-    out += ["", "## Comparability", ""]
+    return out
+
+
+def _comparability_markdown(doc: dict) -> list[str]:
+    """``## Comparability``: each side's format, damage, steady steps and GPU, the
+    notes, and the warm-up and incomplete steps left out."""
+    b, a = doc["before"], doc["after"]
+    out = ["", "## Comparability", ""]
     for name, side in (("Before", b), ("After", a)):
         st = side["steps"]
         gpu = f"; GPU {side['device']}: {md_code(side['gpu'], None, False)}" if side.get("gpu") else ""
@@ -80,6 +99,13 @@ def render_diff_markdown(doc: dict, top: int = 10) -> str:
             out.append(f"- warm-up left out of {side_name.upper()}: step {e['index'] + 1}, {md_text(e['reason'])}")
         for e in (doc[side_name]["steps"].get("incomplete") or [])[:3]:
             out.append(f"- incomplete, left out of {side_name.upper()}: step {e['index'] + 1}, {md_text(e['reason'])}")
+    return out
+
+
+def _per_step_markdown(doc: dict) -> list[str]:
+    """``## Per step``: the medians of wall time, GPU busy and idle, idle by class and
+    the rate, before and after."""
+    out: list[str] = []
     ps = doc["per_step"]
     u = column_unit(max(int(ps["wall_ns"]["before_ns"] or 0), int(ps["wall_ns"]["after_ns"] or 0), 1))
 
@@ -123,6 +149,12 @@ def render_diff_markdown(doc: dict, top: int = 10) -> str:
         ]
     )
     out += _table(["", "before", "after", "change", "after ÷ before"], rows)
+    return out
+
+
+def _positions_markdown(doc: dict, top: int) -> list[str]:
+    """``## Idle positions``: the ``top`` position groups, before → after."""
+    out: list[str] = []
     change = doc.get("group_change_ns") or {}
     counts = ", ".join(
         f"{k} {v}" + (f" ({fmt_delta(change[k])}/step)" if change.get(k) else "")
@@ -156,6 +188,12 @@ def render_diff_markdown(doc: dict, top: int = 10) -> str:
             out += ["", f"… and {len(groups) - top:,} more positions (in `--json`)"]
     else:
         out.append(not_compared_text(doc) or "No recurring idle in either trace.")
+    return out
+
+
+def _families_markdown(doc: dict, top: int) -> list[str]:
+    """``## GPU busy by kernel family (per step)``: the ``top`` families."""
+    out: list[str] = []
     fams = doc["kernels"]["families"]
     out += ["", "## GPU busy by kernel family (per step)", ""]
     if fams:
@@ -170,6 +208,12 @@ def render_diff_markdown(doc: dict, top: int = 10) -> str:
             out += ["", f"… and {len(fams) - top:,} more families (in `--json`)"]
     elif not_compared_text(doc):
         out.append(str(not_compared_text(doc)))
+    return out
+
+
+def _left_markdown(doc: dict) -> list[str]:
+    """``## What is left``: the card of the position left (nothing without one)."""
+    out: list[str] = []
     left = doc.get("left")
     if left:
         c = left["card"]
@@ -187,4 +231,4 @@ def render_diff_markdown(doc: dict, top: int = 10) -> str:
             f"- **Forbidden next step:** {md_text(c.get('forbidden_step'))}",
             f"- **Proof of improvement:** {md_text(c.get('proof'))}",
         ]
-    return "\n".join(out) + "\n"
+    return out

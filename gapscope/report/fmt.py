@@ -11,7 +11,7 @@ import re
 import unicodedata
 
 from gapscope.analysis.names import short_kernel_name
-from gapscope.units import column_unit, fmt_bytes, fmt_dur, fmt_in, fmt_rate
+from gapscope.units import Unit, column_unit, fmt_bytes, fmt_dur, fmt_in, fmt_rate
 
 __all__ = [
     "fmt_share",
@@ -240,37 +240,52 @@ def budget_rows(budget: dict) -> list[tuple[str, str]]:
             continue  # a decode step: the rate is shown as tokens/s
         label = BUDGET_LABELS.get(k, k.replace("_", " "))
         if k == "typical_steps":  # whose idle the split by cause is
-            n = int(budget.get("steps") or 0)
-            other = budget.get("other_steps_idle_ns")
-            rest = ""
-            if isinstance(other, list) and len(other) == 2 and n > int(v):
-                lo, hi = fmt_in(int(other[0]), u), fmt_in(int(other[1]), u)
-                # one value once (df_index_resolver read "the other 1 idle 93.228 ms to 93.228 ms")
-                idle = lo if lo == hi else f"{lo} to {hi}"
-                rest = f"; the other {n - int(v)} idle {idle}, left out"
-            warm = " and no warm-up in them" if budget.get("warm_up_steps") else ""
-            rows.append((label, f"{v} of {n} (idle within 1.5x of the median step's{warm}{rest})" if n > 1 else str(v)))
+            rows.append((label, _typical_steps_value(budget, v, u)))
             continue
         if k in ("other_steps_idle_ns", "warm_up_steps") or (k == "one_time_idle_ns" and not v):
             continue
         if k == "one_time_idle_ns":  # the warm-up inside the steps, in no class
             rows.append((label, f"{fmt_in(int(v), u)} (warm-up: in no cause and no what-if)"))
             continue
-        if isinstance(v, dict):
-            if k.endswith("_ns"):
-                parts = [f"{c} {fmt_in(int(x), u)}" for c, x in v.items() if isinstance(x, (int, float)) and x]
-                rows.append((label, ", ".join(parts) or "-"))
-        elif isinstance(v, bool):
-            rows.append((label, str(v).lower()))
-        elif k.endswith("_ns") and isinstance(v, (int, float)):
-            rows.append((label, fmt_in(int(v), u)))
-        elif k.endswith("_share") and isinstance(v, (int, float)):
-            rows.append((label, f"{100 * v:.1f}%"))
-        elif isinstance(v, float):
-            rows.append((label, fmt_rate(v)))
-        else:
-            rows.append((label, str(v)))
+        value = _budget_value(k, v, u)
+        if value is not None:
+            rows.append((label, value))
     return rows
+
+
+def _typical_steps_value(budget: dict, v, u: Unit | None) -> str:
+    """The ``typical_steps`` row: ``k of n`` steps whose idle the split by cause is,
+    with the other steps' idle range (in unit ``u``) left out."""
+    n = int(budget.get("steps") or 0)
+    other = budget.get("other_steps_idle_ns")
+    rest = ""
+    if isinstance(other, list) and len(other) == 2 and n > int(v):
+        lo, hi = fmt_in(int(other[0]), u), fmt_in(int(other[1]), u)
+        # one value once (df_index_resolver read "the other 1 idle 93.228 ms to 93.228 ms")
+        idle = lo if lo == hi else f"{lo} to {hi}"
+        rest = f"; the other {n - int(v)} idle {idle}, left out"
+    warm = " and no warm-up in them" if budget.get("warm_up_steps") else ""
+    return f"{v} of {n} (idle within 1.5x of the median step's{warm}{rest})" if n > 1 else str(v)
+
+
+def _budget_value(k: str, v, u: Unit | None) -> str | None:
+    """A budget field's value as text by its kind: ``*_ns`` durations (and dicts of
+    them by class) in unit ``u``, ``*_share`` as percent, booleans, rates; None for a
+    dict that is not of durations (no row)."""
+    if isinstance(v, dict):
+        if k.endswith("_ns"):
+            parts = [f"{c} {fmt_in(int(x), u)}" for c, x in v.items() if isinstance(x, (int, float)) and x]
+            return ", ".join(parts) or "-"
+        return None
+    if isinstance(v, bool):
+        return str(v).lower()
+    if k.endswith("_ns") and isinstance(v, (int, float)):
+        return fmt_in(int(v), u)
+    if k.endswith("_share") and isinstance(v, (int, float)):
+        return f"{100 * v:.1f}%"
+    if isinstance(v, float):
+        return fmt_rate(v)
+    return str(v)
 
 
 def short_name(name: str, max_len: int) -> str:

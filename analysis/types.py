@@ -135,7 +135,7 @@ class Card:
     forbidden_step: str
     proof: str
     evidence: tuple[Evidence, ...] = ()
-    #: the first experiment in a few words (a finding's fix; ``card.rules.Advice.fix``)
+    #: the first experiment in a few words (a finding's fix; ``card.advice.Advice.fix``)
     fix: str = ""
 
 

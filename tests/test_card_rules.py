@@ -10,8 +10,9 @@ import pytest
 from gapscope.analysis import Cause, diagnose
 from gapscope.analysis.card import card_for_gap
 from gapscope.analysis.card.facts import card_facts
+from gapscope.analysis.card.host_rules import HOST_RULES
 from gapscope.analysis.card.program import program_kind
-from gapscope.analysis.card.rules import HOST_RULES, RULES, matching_rule
+from gapscope.analysis.card.rules import RULES, matching_rule
 from gapscope.analysis.evidence_kinds import earlier_runs, recurring_alloc_mask
 from gapscope.parsers import load
 from gapscope.parsers.builder import TraceBuilder

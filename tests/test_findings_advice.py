@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from gapscope.analysis import diagnose
-from gapscope.analysis.card.rules import HOST_RULES, short_fix
+from gapscope.analysis.card.advice import short_fix
+from gapscope.analysis.card.host_rules import HOST_RULES
 from gapscope.analysis.findings import PER_OP_TITLE, UNTRACED_TITLE, _representative, findings
 from gapscope.analysis.types import Cause
 from gapscope.parsers import load

@@ -818,28 +818,7 @@ def _finding(diag, kind: str, cause: Cause, title: str, name: str, vec: np.ndarr
     w = what_if(diag, remove_ns=vec)
     with_, total = _steps_of(diag, rows)
     card = _card_of(diag, rows, cause, title, name, vec)
-    if not projectable(diag):
-        return Finding(
-            kind,
-            cause,
-            title,
-            name,
-            int(w.removed_ns),
-            w.removed_ns / b.wall_ns if b.wall_ns > 0 else 0.0,
-            int(vec.sum()),
-            with_,
-            total,
-            rows.astype(np.int64),
-            card,
-            _fix(diag, kind, cause, name, title, card),
-            0,
-            None,
-            1.0,
-            bool(w.decode),
-            _no_projection(diag),
-            vec,
-            projected=False,
-        )
+    projected = projectable(diag)
     return Finding(
         kind,
         cause,
@@ -853,13 +832,14 @@ def _finding(diag, kind: str, cause: Cause, title: str, name: str, vec: np.ndarr
         rows.astype(np.int64),
         card,
         _fix(diag, kind, cause, name, title, card),
-        int(w.projected_step_ns),
-        None if w.steps_per_s is None else float(w.steps_per_s),
-        float(w.speedup),
+        int(w.projected_step_ns) if projected else 0,
+        None if not projected or w.steps_per_s is None else float(w.steps_per_s),
+        float(w.speedup) if projected else 1.0,
         bool(w.decode),
-        tuple(w.assumptions),
+        tuple(w.assumptions) if projected else _no_projection(diag),
         vec,
-        tokens_per_s=None if w.tokens_per_s is None or not w.decode else float(w.tokens_per_s),
+        tokens_per_s=None if not projected or w.tokens_per_s is None or not w.decode else float(w.tokens_per_s),
+        projected=projected,
     )
 
 

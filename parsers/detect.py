@@ -10,6 +10,7 @@ import zlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from gapscope.parsers.cache.settings import unlinked_temporary_file
 from gapscope.parsers.errors import TraceFormatError
 from gapscope.parsers.json.scan import Text, text_start
 from gapscope.parsers.model import Trace
@@ -397,18 +398,10 @@ def inflate_to_file(path: str, limit: int, user_set: bool, on_write=None) -> int
     is written, with the bytes of text written so far, the compressed bytes read to
     make them and the gzip file's size (``_Inflating`` starts decoders on it). Raises
     ``TraceFormatError`` for what ``read_bytes`` refuses (too large, a gzip bomb)."""
-    import tempfile
-
-    from gapscope.parsers.cache.settings import cache_root
-
-    try:
-        folder = os.path.join(cache_root(), "inflated")
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".json")
-    except OSError:
+    fd = unlinked_temporary_file()
+    if fd is None:
         return None
     try:
-        os.unlink(tmp)
         with _open_regular(path) as fh:
             # read in steps as ``read_bytes`` does: ``fh.read(limit + 1)`` asked for the
             # whole limit (8 GB) at once, a MemoryError under ``ulimit -v``

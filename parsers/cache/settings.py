@@ -23,6 +23,7 @@ optimisation and never stops a load.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from gapscope.parsers.sizes import parse_size
@@ -83,3 +84,22 @@ def max_bytes() -> int:
 def min_bytes() -> int:
     """``GAPSCOPE_CACHE_MIN_BYTES``, else ``DEFAULT_MIN_BYTES``."""
     return _size_env(MIN_BYTES_ENV, DEFAULT_MIN_BYTES)
+
+
+def unlinked_temporary_file() -> int | None:
+    """A temporary file in ``cache_root()/inflated`` (created 0o700), unlinked at once
+    and returned open for reading and writing: a large text the loader maps (an
+    inflated ``.json.gz``, a transcoded ``.pftrace``) lives there and nothing is left
+    behind, whatever happens. None where the folder or the file cannot be made."""
+    try:
+        folder = os.path.join(cache_root(), "inflated")
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".json")
+    except OSError:
+        return None
+    try:
+        os.unlink(tmp)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd

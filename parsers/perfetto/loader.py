@@ -59,6 +59,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from gapscope.parsers.cache.settings import unlinked_temporary_file
 from gapscope.parsers.errors import TraceFormatError
 from gapscope.parsers.json.mapped import MappedText
 from gapscope.parsers.json.scan import Text
@@ -700,30 +701,14 @@ def _temporary_file(pftrace_bytes: int) -> int | None:
     in a quarter of the free memory (1M events: 1.79x the JSON load's wall time against
     2.24x through a file on disk, peak memory 0.99x against 1.06x; ``bench/load_pftrace.py``
     at load 2), else an unlinked temporary file in gapscope's cache directory
-    (sub-folder ``inflated``, as ``detect.inflate_to_file`` uses), whose pages the
-    kernel may evict; None where neither can be made."""
+    (``cache.settings.unlinked_temporary_file``), whose pages the kernel may evict; None where neither can be made."""
     fits = pftrace_bytes * TEXT_PER_PFTRACE_BYTE * 4 <= _available_bytes()
     if fits and hasattr(os, "memfd_create"):
         try:
             return os.memfd_create("gapscope-pftrace-text", os.MFD_CLOEXEC)
         except OSError:
             pass
-    import tempfile
-
-    from gapscope.parsers.cache.settings import cache_root
-
-    try:
-        folder = os.path.join(cache_root(), "inflated")
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".json")
-    except OSError:
-        return None
-    try:
-        os.unlink(tmp)
-    except OSError:
-        os.close(fd)
-        return None
-    return fd
+    return unlinked_temporary_file()
 
 
 def _chrome_text(data, path: str, pb2) -> tuple[Text | int, _Decoder, np.ndarray]:

@@ -101,12 +101,7 @@ class Service:
         self, path: str, cause: str | None, min_us: float | None, limit: int, offset: int
     ) -> tuple[dict, str]:
         ans = await self._run(lambda: answers.gaps_answer(self._loaded(path), cause, min_us, limit, offset))
-        text = (
-            f"{ans['returned']} of {ans['total']} gaps (largest first) from offset {ans['offset']}"
-            + (f"; next_offset {ans['next_offset']}" if ans["next_offset"] is not None else "; the last page")
-            + ". Rows are in the structured content."
-        )
-        return ans, text
+        return ans, _page_text(ans, f"gaps (largest first) from offset {ans['offset']}", "Rows")
 
     async def gap_card(self, path: str, gap: int | str) -> tuple[dict, str]:
         ans = await self._run(lambda: answers.card_answer(self._loaded(path), gap))
@@ -116,12 +111,7 @@ class Service:
         self, path: str, gap: int | str, window_us: float, limit: int, offset: int
     ) -> tuple[dict, str]:
         ans = await self._run(lambda: answers.events_answer(self._loaded(path), gap, window_us, limit, offset))
-        text = (
-            f"{ans['returned']} of {ans['total']} events on {len(ans['lanes'])} lanes around gap {ans['gap']}"
-            + (f"; next_offset {ans['next_offset']}" if ans["next_offset"] is not None else "")
-            + ". Events are in the structured content."
-        )
-        return ans, text
+        return ans, _page_text(ans, f"events on {len(ans['lanes'])} lanes around gap {ans['gap']}", "Events")
 
     async def what_if(self, path: str, remove: list[str | int]) -> tuple[dict, str]:
         ans = await self._run(lambda: answers.what_if_answer(self._loaded(path), remove))
@@ -171,3 +161,10 @@ class Service:
 
         ans = await self._run(work)
         return ans, answers.ranks_text(ans)
+
+
+def _page_text(ans: dict, what: str, items: str) -> str:
+    """The short text of a paged answer: ``"20 of 1,060 <what>; next_offset 20. <items>
+    are in the structured content."`` (``; the last page`` when none follows)."""
+    more = f"; next_offset {ans['next_offset']}" if ans["next_offset"] is not None else "; the last page"
+    return f"{ans['returned']} of {ans['total']} {what}{more}. {items} are in the structured content."

@@ -200,16 +200,38 @@ def _gpu_text(side: Side) -> str | None:
 def _comparability(b: Side, a: Side, kernels: dict, per_step: dict) -> dict:
     notes: list[str] = []
     caveats: list[str] = []  # the differences the verdict line repeats
-    comparable = True
-    reason = None
     if not b.has_gpu or not a.has_gpu:
         which = " and ".join(n for n, s in (("BEFORE", b), ("AFTER", a)) if not s.has_gpu)
-        comparable, reason = False, f"no GPU kernels in {which}: nothing to compare"
-        notes.append(reason)
-        return dict(comparable=comparable, reason=reason, notes=notes, caveats=caveats, common_kernel_share=None)
+        no_gpu = f"no GPU kernels in {which}: nothing to compare"
+        notes.append(no_gpu)
+        return dict(comparable=False, reason=no_gpu, notes=notes, caveats=caveats, common_kernel_share=None)
+    _device_notes(b, a, notes, caveats)
+    _run_notes(b, a, notes, caveats)
+    common = kernels["common_share"]
+    graph = [n for n, s in (("BEFORE", b), ("AFTER", a)) if s.graph_launches]
+    reason = None
+    if common is not None and common < SAME_MIX_SHARE:
+        graph, reason = _kernel_mix_notes(b, a, kernels, common, per_step, graph, notes, caveats)
+    if len(graph) == 1 and (common is None or common >= UNRELATED_SHARE):
+        side = b if graph[0] == "BEFORE" else a
+        notes.append(f"only {graph[0]} replays captured graphs (`{side.graph_launches[0]}`)")
+    work = _work_change_note(b, a, common, per_step["gpu_busy_ns"])
+    if work:
+        notes.append(work)
+    if reason:
+        notes.insert(0, reason)
+    return dict(comparable=reason is None, reason=reason, notes=notes, caveats=caveats, common_kernel_share=common)
+
+
+def _gpu_name(side: Side) -> str | None:
+    return (side.gpu or {}).get("name")
+
+
+def _device_notes(b: Side, a: Side, notes: list[str], caveats: list[str]) -> None:
+    """Append to ``notes`` (and ``caveats``) where the two traces ran on different
+    GPUs: the model, the device the figures are for, a GPU running behind the CPU."""
     gb, ga = _gpu_text(b), _gpu_text(a)
-    nb = (b.gpu or {}).get("name")
-    na = (a.gpu or {}).get("name")
+    nb, na = _gpu_name(b), _gpu_name(a)
     if nb and na and nb != na:
         notes.append(f"different GPU: BEFORE ran on {gb}, AFTER on {ga}")
         caveats.append("different GPU")
@@ -225,6 +247,11 @@ def _comparability(b: Side, a: Side, kernels: dict, per_step: dict) -> dict:
             f"{' and '.join(behind)}: the GPU ran behind the CPU, so the steps are the windows the GPU ran them in "
             "(a step's first GPU op to the next step's), not the CPU's step ranges"
         )
+
+
+def _run_notes(b: Side, a: Side, notes: list[str], caveats: list[str]) -> None:
+    """Append to ``notes`` (and ``caveats``) where the two runs differ: rank or world
+    size, how the steps were found, the steady step count, tokens per step."""
     sb, sa = b.trace.source, a.trace.source
     if (sb.rank, sb.world_size) != (sa.rank, sa.world_size) and (sb.rank is not None or sa.rank is not None):
         notes.append(
@@ -240,62 +267,83 @@ def _comparability(b: Side, a: Side, kernels: dict, per_step: dict) -> dict:
         )
     if b.decode != a.decode:
         notes.append("only one trace makes one token per step: rates are compared as steps/s")
-    common = kernels["common_share"]
-    graph = [n for n, s in (("BEFORE", b), ("AFTER", a)) if s.graph_launches]
-    if common is not None and common < SAME_MIX_SHARE:
-        only_b = [r["family"] for r in kernels["families"] if r["before_ns"] and not r["after_ns"]][:3]
-        only_a = [r["family"] for r in kernels["families"] if r["after_ns"] and not r["before_ns"]][:3]
-        bits = []
-        if only_b:
-            bits.append("only in BEFORE: " + ", ".join(f"`{f}`" for f in only_b))
-        if only_a:
-            bits.append("only in AFTER: " + ", ".join(f"`{f}`" for f in only_a))
-        notes.append(
-            f"different kernel mix: {100 * common:.0f}% of GPU busy time is in kernel families common to both"
-            + (f" ({'; '.join(bits)})" if bits else "")
-        )
-        busy_ratio = per_step["gpu_busy_ns"]["ratio"]
-        replay = [
-            n
-            for n, sd in (("BEFORE", b), ("AFTER", a))
-            if sd.family_busy_ns.sum() and sd.graph_busy_ns >= 0.5 * int(sd.family_busy_ns.sum())
-        ]
-        graph_explains = bool(replay) and busy_ratio is not None and 1 / WORK_RATIO <= busy_ratio <= WORK_RATIO
-        if graph_explains and common < UNRELATED_SHARE:
-            graph = replay
-            side = b if graph[0] == "BEFORE" else a
-            notes.append(
-                f"{' and '.join(graph)} launches its GPU work as a captured graph "
-                f"(`{side.graph_launches[0]}`) whose kernels are not recorded one by one: kernel "
-                "families cannot be compared, only GPU busy in total (about the same: "
-                f"{fmt_ratio(busy_ratio)})"
-            )
-            caveats.append("kernels inside a graph not recorded")
-        else:
-            caveats.append("different kernel mix")
-        if not graph_explains and common < UNRELATED_SHARE:
-            comparable = False
-            reason = (
-                f"the traces do not look like the same program: only {100 * common:.0f}% of GPU busy time is "
-                "in kernel families common to both, and no graph capture of the same GPU work explains it"
-            )
-    if len(graph) == 1 and (common is None or common >= UNRELATED_SHARE):
+
+
+def _kernel_mix_note(kernels: dict, common: float) -> str:
+    """The note for a kernel mix below ``SAME_MIX_SHARE``: the common share and up to
+    three families found in one trace only, per side."""
+    only_b = [r["family"] for r in kernels["families"] if r["before_ns"] and not r["after_ns"]][:3]
+    only_a = [r["family"] for r in kernels["families"] if r["after_ns"] and not r["before_ns"]][:3]
+    bits = []
+    if only_b:
+        bits.append("only in BEFORE: " + ", ".join(f"`{f}`" for f in only_b))
+    if only_a:
+        bits.append("only in AFTER: " + ", ".join(f"`{f}`" for f in only_a))
+    return f"different kernel mix: {100 * common:.0f}% of GPU busy time is in kernel families common to both" + (
+        f" ({'; '.join(bits)})" if bits else ""
+    )
+
+
+def _kernel_mix_notes(
+    b: Side,
+    a: Side,
+    kernels: dict,
+    common: float,
+    per_step: dict,
+    graph: list[str],
+    notes: list[str],
+    caveats: list[str],
+) -> tuple[list[str], str | None]:
+    """For a kernel mix below ``SAME_MIX_SHARE``: append the mix note and its caveat,
+    and judge whether a captured graph of about the same GPU busy explains it.
+    Returns the sides whose graphs to name (``graph``, or the replaying sides when a
+    graph explains the mix) and the reason the traces are not comparable (None: they
+    are)."""
+    notes.append(_kernel_mix_note(kernels, common))
+    busy_ratio = per_step["gpu_busy_ns"]["ratio"]
+    replay = [
+        n
+        for n, sd in (("BEFORE", b), ("AFTER", a))
+        if sd.family_busy_ns.sum() and sd.graph_busy_ns >= 0.5 * int(sd.family_busy_ns.sum())
+    ]
+    graph_explains = bool(replay) and busy_ratio is not None and 1 / WORK_RATIO <= busy_ratio <= WORK_RATIO
+    if graph_explains and common < UNRELATED_SHARE:
+        graph = replay
         side = b if graph[0] == "BEFORE" else a
-        notes.append(f"only {graph[0]} replays captured graphs (`{side.graph_launches[0]}`)")
-    busy = per_step["gpu_busy_ns"]
-    if common is not None and common >= 0.5 and busy["ratio"] and not (1 / WORK_RATIO <= busy["ratio"] <= WORK_RATIO):
-        why = (
-            "the GPU differs"
-            if nb and na and nb != na
-            else "faster or slower kernels, or a different batch or input size (the trace does not record the batch)"
-        )
         notes.append(
-            f"GPU work per step changed {fmt_ratio(max(busy['ratio'], 1 / busy['ratio']))} with mostly the same "
-            f"kernels: {why}"
+            f"{' and '.join(graph)} launches its GPU work as a captured graph "
+            f"(`{side.graph_launches[0]}`) whose kernels are not recorded one by one: kernel "
+            "families cannot be compared, only GPU busy in total (about the same: "
+            f"{fmt_ratio(busy_ratio)})"
         )
-    if reason:
-        notes.insert(0, reason)
-    return dict(comparable=comparable, reason=reason, notes=notes, caveats=caveats, common_kernel_share=common)
+        caveats.append("kernels inside a graph not recorded")
+    else:
+        caveats.append("different kernel mix")
+    if not graph_explains and common < UNRELATED_SHARE:
+        return graph, (
+            f"the traces do not look like the same program: only {100 * common:.0f}% of GPU busy time is "
+            "in kernel families common to both, and no graph capture of the same GPU work explains it"
+        )
+    return graph, None
+
+
+def _work_change_note(b: Side, a: Side, common: float | None, busy: dict) -> str | None:
+    """The note when GPU busy per step changed by more than ``WORK_RATIO`` with mostly
+    (at least half) the same kernels, with the likely why; else None."""
+    if not (
+        common is not None and common >= 0.5 and busy["ratio"] and not (1 / WORK_RATIO <= busy["ratio"] <= WORK_RATIO)
+    ):
+        return None
+    nb, na = _gpu_name(b), _gpu_name(a)
+    why = (
+        "the GPU differs"
+        if nb and na and nb != na
+        else "faster or slower kernels, or a different batch or input size (the trace does not record the batch)"
+    )
+    return (
+        f"GPU work per step changed {fmt_ratio(max(busy['ratio'], 1 / busy['ratio']))} with mostly the same "
+        f"kernels: {why}"
+    )
 
 
 def _steps_text(side: Side) -> str:

@@ -219,6 +219,18 @@ def _card_lines(card: dict) -> list[str]:
 
 
 def _diagnosis(doc: dict, top: int) -> list[str]:
+    return (
+        _cause_lines(doc)
+        + _top_gap_lines(doc)
+        + _group_lines(doc, top)
+        + _lone_gap_lines(doc)
+        + _episode_lines(doc, top)
+        + _budget_lines(doc)
+    )
+
+
+def _cause_lines(doc: dict) -> list[str]:
+    """Idle time by cause: one row per gap class, the total, then the trust lines."""
     out = []
     totals = doc["class_totals_ns"]
     total = sum(totals.values())
@@ -232,6 +244,12 @@ def _diagnosis(doc: dict, top: int) -> list[str]:
     trust = trust_lines(doc)
     if trust:
         out += [""] + [f"- {md_text(line)}" for line in trust]
+    return out
+
+
+def _top_gap_lines(doc: dict) -> list[str]:
+    """The largest idle gaps, one row each, and how many were left out."""
+    out = []
     gaps = doc["top_gaps"]
     out += ["", f"## Largest idle gaps (top {len(gaps)})", ""]
     if gaps:
@@ -259,6 +277,13 @@ def _diagnosis(doc: dict, top: int) -> list[str]:
             out += ["", md_text(more)]
     else:
         out.append("No idle gaps.")
+    return out
+
+
+def _group_lines(doc: dict, top: int) -> list[str]:
+    """The recurring groups: a card for each of the first few, a table row for the
+    next ones, and one line counting the rest with their idle."""
+    out = []
     groups = doc["groups"]
     for grp in groups[: min(GROUP_CARDS, top)]:
         out += [
@@ -293,59 +318,85 @@ def _diagnosis(doc: dict, top: int) -> list[str]:
             "",
             md_text(more_groups_line(rest, doc.get("idle_in_gaps_ns"), shown=min(GROUP_CARDS, top) + len(shown))),
         ]
-    lone = lone_gaps(doc)
-    for k, g in lone:
+    return out
+
+
+def _lone_gap_lines(doc: dict) -> list[str]:
+    """A card for each large gap that belongs to no recurring group."""
+    out = []
+    for k, g in lone_gaps(doc):
         out += ["", f"### Gap #{k}: {fmt_dur(g['dur_ns'])} at {fmt_offset(g['start_rel_ns'])}", ""]
         out += _card_lines(g["card"])
+    return out
+
+
+def _episode_lines(doc: dict, top: int) -> list[str]:
+    """The picket-fence episodes, at most ``top`` rows, and a line counting the rest."""
+    out: list[str] = []
     eps = doc["episodes"]
-    if eps:
-        out += ["", f"## Picket-fence episodes ({len(eps)})", ""]
-        out += _table(
-            ["GPU", "start", "kernels", "median kernel", "median launch", "idle"],
+    if not eps:
+        return out
+    out += ["", f"## Picket-fence episodes ({len(eps)})", ""]
+    out += _table(
+        ["GPU", "start", "kernels", "median kernel", "median launch", "idle"],
+        [
             [
-                [
-                    e.get("device"),
-                    fmt_offset(e["start_rel_ns"]),
-                    e.get("kernel_count"),
-                    fmt_dur(e.get("median_kernel_ns", 0)),
-                    _launch(e),
-                    fmt_dur(e.get("idle_ns", 0)),
-                ]
-                for e in eps[:top]
-            ],
-        )
-        if len(eps) > top:
-            out += ["", md_text(more_episodes_line(eps[top:], shown=top))]
-    budget, steps = doc.get("budget"), doc.get("steps")
-    if budget and steps:
-        out += [
-            "",
-            f"## Budget per step ({steps['count']} steps from {steps.get('source')}: "
-            f"{md_code(steps.get('name'), 60, False)})",
-            "",
-        ]
-        out += [f"- {k}: {v}" for k, v in budget_rows(budget)]
-        whatifs = doc.get("what_if") or []
-        if whatifs:
-            u = column_unit(int(budget.get("wall_ns") or 0))
-            out += ["", "What if these gaps were removed (per step):", ""]
-            rk, rname = rate_key(budget)
-            out += _table(
-                ["removed", "idle removed", "step", rname],
-                [
-                    [
-                        what_if_label(w),
-                        fmt_in(w.get("removed_ns", 0), u),
-                        fmt_in(w.get("projected_step_ns", 0), u),
-                        fmt_rate(w.get(rk)),
-                    ]
-                    for w in whatifs
-                ],
-            )
-            out += [
-                f"- no event name matches {md_code(n, 60, False)}: nothing was removed for it"
-                for w in whatifs
-                for n in w.get("unmatched") or []
+                e.get("device"),
+                fmt_offset(e["start_rel_ns"]),
+                e.get("kernel_count"),
+                fmt_dur(e.get("median_kernel_ns", 0)),
+                _launch(e),
+                fmt_dur(e.get("idle_ns", 0)),
             ]
-            out += ["", "Assumptions:", ""] + [f"- {md_text(a)}" for a in whatifs[-1].get("assumptions") or []]
+            for e in eps[:top]
+        ],
+    )
+    if len(eps) > top:
+        out += ["", md_text(more_episodes_line(eps[top:], shown=top))]
+    return out
+
+
+def _budget_lines(doc: dict) -> list[str]:
+    """The budget per step, then the what-if table (when there are steps)."""
+    out: list[str] = []
+    budget, steps = doc.get("budget"), doc.get("steps")
+    if not (budget and steps):
+        return out
+    out += [
+        "",
+        f"## Budget per step ({steps['count']} steps from {steps.get('source')}: "
+        f"{md_code(steps.get('name'), 60, False)})",
+        "",
+    ]
+    out += [f"- {k}: {v}" for k, v in budget_rows(budget)]
+    return out + _what_if_lines(budget, doc.get("what_if") or [])
+
+
+def _what_if_lines(budget: dict, whatifs: list) -> list[str]:
+    """What each removal of gaps would make of a step: one row per what-if, the
+    names that matched nothing, and the last what-if's assumptions."""
+    out: list[str] = []
+    if not whatifs:
+        return out
+    u = column_unit(int(budget.get("wall_ns") or 0))
+    out += ["", "What if these gaps were removed (per step):", ""]
+    rk, rname = rate_key(budget)
+    out += _table(
+        ["removed", "idle removed", "step", rname],
+        [
+            [
+                what_if_label(w),
+                fmt_in(w.get("removed_ns", 0), u),
+                fmt_in(w.get("projected_step_ns", 0), u),
+                fmt_rate(w.get(rk)),
+            ]
+            for w in whatifs
+        ],
+    )
+    out += [
+        f"- no event name matches {md_code(n, 60, False)}: nothing was removed for it"
+        for w in whatifs
+        for n in w.get("unmatched") or []
+    ]
+    out += ["", "Assumptions:", ""] + [f"- {md_text(a)}" for a in whatifs[-1].get("assumptions") or []]
     return out

@@ -241,37 +241,15 @@ def _off_scale_warning(b, off: list[tuple[Item, int, int]], scale: int) -> None:
     )
 
 
-def load_art(lines: list[str], path: str = "", max_bytes: tuple[int, bool] | None = None) -> Trace:
-    """Build a ``Trace`` (``source.format == "ascii-art"``) from lane-art lines.
+def _sort_items(
+    b, items: list[Item], rows: list[Row], fences: list[Item], gpu_copies: list[Item]
+) -> tuple[list[Item], list[Item], list[Item]]:
+    """Sort drawn items into (placed, described, prose).
 
-    ``max_bytes``: the trace-size limit and whether the user set it
-    (``detect.trace_limit``); the fences' expansion counts against it
-    (``fence.check_expansion``); None: only the event cap ``MAX_EXPANDED_EVENTS``.
-
-    Raises ``TraceFormatError`` with line and column for: unbalanced brackets, an
-    unknown unit in a label, labels contradicting each other (they cannot all hold), an annotation before any lane row, a repeated
-    lane row, a fence annotation without usable numbers, rows with nothing drawn, fences
-    that would expand past the event cap or the size limit (checked before expanding).
+    placed: laid out as events (a CPU copy call matched to a GPU copy in ``gpu_copies``,
+    which it consumes, becomes kind ``copy-call``); described: text beside a fence, kept as
+    a note; prose: text naming no event. Text on a GPU row is warned about and dropped.
     """
-    rows = _read_rows(lines, path)
-    items = [it for r in rows for it in r.items]
-    if not items:
-        raise error_at(path, "lane art with nothing drawn (no spans, fences or events)", rows[0].line if rows else 1, 0)
-    b = new_builder(lines, path, "ascii-art")
-    scale, off_scale = _fit_scale(items)
-    b.source.extra["scale_ns_per_column"] = scale
-    if off_scale:
-        _off_scale_warning(b, off_scale, scale)
-    notes = [f"{r.label}: {t}" for r in rows for _, _, t, _ in r.notes]
-    fences = [it for it in items if it.kind == "fence"]
-    gpu_copies = sorted(
-        (it for it in items if rows[it.row].is_gpu and it.kind == "span" and gpu_kind(it.name)[0] == Kind.MEMCPY),
-        key=lambda i: (i.col0, i.row),
-    )
-    plans = [plan_fence(it.ks, it.line, it.col0, rows[it.row].notes, scale, path) for it in fences]
-    check_expansion(plans, path, max_bytes)
-    for it, plan in zip(fences, plans):
-        it.events, it.dur_ns = expand_fence(plan, it.name)
     placed, described, prose = [], [], []
     for it in items:
         if it.kind != "phrase":
@@ -310,6 +288,41 @@ def load_art(lines: list[str], path: str = "", max_bytes: tuple[int, bool] | Non
             placed.append(it)
         else:
             prose.append(it)
+    return placed, described, prose
+
+
+def load_art(lines: list[str], path: str = "", max_bytes: tuple[int, bool] | None = None) -> Trace:
+    """Build a ``Trace`` (``source.format == "ascii-art"``) from lane-art lines.
+
+    ``max_bytes``: the trace-size limit and whether the user set it
+    (``detect.trace_limit``); the fences' expansion counts against it
+    (``fence.check_expansion``); None: only the event cap ``MAX_EXPANDED_EVENTS``.
+
+    Raises ``TraceFormatError`` with line and column for: unbalanced brackets, an
+    unknown unit in a label, labels contradicting each other (they cannot all hold), an annotation before any lane row, a repeated
+    lane row, a fence annotation without usable numbers, rows with nothing drawn, fences
+    that would expand past the event cap or the size limit (checked before expanding).
+    """
+    rows = _read_rows(lines, path)
+    items = [it for r in rows for it in r.items]
+    if not items:
+        raise error_at(path, "lane art with nothing drawn (no spans, fences or events)", rows[0].line if rows else 1, 0)
+    b = new_builder(lines, path, "ascii-art")
+    scale, off_scale = _fit_scale(items)
+    b.source.extra["scale_ns_per_column"] = scale
+    if off_scale:
+        _off_scale_warning(b, off_scale, scale)
+    notes = [f"{r.label}: {t}" for r in rows for _, _, t, _ in r.notes]
+    fences = [it for it in items if it.kind == "fence"]
+    gpu_copies = sorted(
+        (it for it in items if rows[it.row].is_gpu and it.kind == "span" and gpu_kind(it.name)[0] == Kind.MEMCPY),
+        key=lambda i: (i.col0, i.row),
+    )
+    plans = [plan_fence(it.ks, it.line, it.col0, rows[it.row].notes, scale, path) for it in fences]
+    check_expansion(plans, path, max_bytes)
+    for it, plan in zip(fences, plans):
+        it.events, it.dur_ns = expand_fence(plan, it.name)
+    placed, described, prose = _sort_items(b, items, rows, fences, gpu_copies)
     for it in described:
         notes.append(f"{rows[it.row].label}: {it.name}")
     for it in prose:

@@ -267,12 +267,7 @@ def summarize(path: str, params: Params | None = None) -> RankSummary:
     diag = diagnose(trace, params or Params())
     src = trace.source
 
-    if diag.budget is not None:
-        device = int(diag.budget.device)
-    elif diag.devices:
-        device = max(diag.devices, key=lambda d: d.busy_ns).device
-    else:
-        device = -1
+    device = _summary_device(diag)
     dev = next((d for d in diag.devices if d.device == device), None)
 
     # Kernels of the device, collectives among them.
@@ -291,18 +286,7 @@ def summarize(path: str, params: Params | None = None) -> RankSummary:
 
     # Steps.
     steps = diag.steps
-    if steps is not None and len(steps):
-        s0 = np.asarray(steps.start_ns, dtype=np.int64)
-        s1 = np.asarray(steps.end_ns, dtype=np.int64)
-        if steps.events.size == len(steps):
-            labels = tuple(trace.name(int(e)) for e in steps.events)
-        else:
-            labels = tuple(f"step {k}" for k in range(len(steps)))
-        step_source = steps.source
-    else:
-        s0 = s1 = np.zeros(0, dtype=np.int64)
-        labels = ()
-        step_source = "window"
+    s0, s1, labels, step_source = _step_bounds(trace, steps)
     step_busy = coverage(u_s, u_e, s0, s1) if s0.size else np.zeros(0, dtype=np.int64)
 
     def step_of(t: np.ndarray) -> np.ndarray:
@@ -324,78 +308,25 @@ def summarize(path: str, params: Params | None = None) -> RankSummary:
     # Collectives: launch call by flow (launch -> GPU op), args for sequence and size.
     ci = np.flatnonzero(is_coll)
     ci = ci[np.argsort(trace.start_ns[ci], kind="stable")]
-    launch_of: dict[int, int] = {}
-    if ci.size and trace.flow_dst.size:
-        m = np.isin(trace.flow_dst, ci)
-        for src_i, dst_i in zip(trace.flow_src[m].tolist(), trace.flow_dst[m].tolist()):
-            launch_of.setdefault(int(dst_i), int(src_i))
     starts = trace.start_ns[ci]
     ends = trace.end_ns[ci]
-    launch_start = np.array(
-        [trace.start_ns[launch_of[i]] if i in launch_of else -1 for i in ci.tolist()], dtype=np.int64
-    )
-    launch_end = np.array([trace.end_ns[launch_of[i]] if i in launch_of else -1 for i in ci.tolist()], dtype=np.int64)
+    launch_start, launch_end = _launch_bounds(trace, ci)
     where = np.where(launch_start >= 0, launch_start, starts)
     csteps = step_of(where)
     step_first = s0[np.maximum(csteps, 0)] if s0.size else np.zeros(ci.size, dtype=np.int64)
     first = np.where(csteps >= 0, step_first, u_s[0] if u_s.size else 0)
     busy_before = coverage(u_s, u_e, np.minimum(first, starts), starts)
-    colls = []
-    ordinals: dict = {}
-    for j, i in enumerate(ci.tolist()):
-        args = trace.args_of(i)
-        fam = collective_family(trace.name(i))
-        key = (int(csteps[j]), fam)
-        k = ordinals.get(key, 0)
-        ordinals[key] = k + 1
-        colls.append(
-            Collective(
-                family=fam,
-                name=str(args.get("Collective name") or fam),
-                step=int(csteps[j]),
-                ordinal=k,
-                seq=_int_arg(args, _SEQ_KEYS),
-                group=str(args.get("Process Group Name", "")),
-                nelems=_int_arg(args, _SIZE_KEYS),
-                launch_start_ns=int(launch_start[j]),
-                launch_end_ns=int(launch_end[j]),
-                start_ns=int(starts[j]),
-                end_ns=int(ends[j]),
-                busy_before_ns=int(busy_before[j]),
-            )
-        )
+    colls = _collective_rows(trace, ci, csteps, launch_start, launch_end, starts, ends, busy_before)
     # Compute kernels inside the collectives' windows only (bounded by the kernel count).
     if ci.size and c_s.size:
         w_s, w_e = union_intervals(starts, ends)
-        lo = np.searchsorted(c_e, w_s, side="right")
-        hi = np.searchsorted(c_s, w_e, side="left")
-        keep = np.unique(
-            np.concatenate(
-                [np.arange(a, b) for a, b in zip(lo.tolist(), hi.tolist())] or [np.zeros(0, np.int64)]
-            ).astype(np.int64)
-        )
+        keep = _overlapping(c_s, c_e, w_s, w_e)
         comp_s, comp_e = c_s[keep], c_e[keep]
     else:
         comp_s = comp_e = np.zeros(0, dtype=np.int64)
 
     # The largest gaps of the device with their cards.
-    notes = []
-    if gsel.size:
-        order = gsel[np.lexsort((g.start_ns[gsel], -g.dur_ns[gsel]))][:TOP_GAPS]
-        gk = step_of(g.start_ns[order])
-        for j, i in enumerate(order.tolist()):
-            card = card_for_gap(diag, i)
-            notes.append(
-                GapNote(
-                    int(g.start_ns[i]),
-                    int(g.end_ns[i]),
-                    int(gk[j]),
-                    Cause(int(g.cause[i])).label,
-                    card.smell,
-                    card.why,
-                    card.first_experiment,
-                )
-            )
+    notes = _gap_notes(diag, gsel, step_of)
 
     return RankSummary(
         path=str(path),
@@ -422,6 +353,119 @@ def summarize(path: str, params: Params | None = None) -> RankSummary:
         warnings=tuple(warning_rows(trace.warnings)),
         damage=damage_of(trace.warnings),
     )
+
+
+def _summary_device(diag) -> int:
+    """The device a rank is measured on: the budget's, else the busiest; -1 with no device."""
+    if diag.budget is not None:
+        return int(diag.budget.device)
+    if diag.devices:
+        return max(diag.devices, key=lambda d: d.busy_ns).device
+    return -1
+
+
+def _step_bounds(trace, steps) -> tuple[np.ndarray, np.ndarray, tuple[str, ...], str]:
+    """(start_ns, end_ns, labels, source) of the diagnosis' steps; empty arrays and source
+    ``"window"`` without steps. Labels: the step events' names, else ``step K``."""
+    if steps is not None and len(steps):
+        s0 = np.asarray(steps.start_ns, dtype=np.int64)
+        s1 = np.asarray(steps.end_ns, dtype=np.int64)
+        if steps.events.size == len(steps):
+            labels = tuple(trace.name(int(e)) for e in steps.events)
+        else:
+            labels = tuple(f"step {k}" for k in range(len(steps)))
+        return s0, s1, labels, steps.source
+    s0 = s1 = np.zeros(0, dtype=np.int64)
+    return s0, s1, (), "window"
+
+
+def _launch_bounds(trace, ci: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """int64 (start_ns, end_ns) of the launch call of each GPU op ``ci``, found by flow
+    (launch -> GPU op, the first flow into it); -1 where none."""
+    launch_of: dict[int, int] = {}
+    if ci.size and trace.flow_dst.size:
+        m = np.isin(trace.flow_dst, ci)
+        for src_i, dst_i in zip(trace.flow_src[m].tolist(), trace.flow_dst[m].tolist()):
+            launch_of.setdefault(int(dst_i), int(src_i))
+    launch_start = np.array(
+        [trace.start_ns[launch_of[i]] if i in launch_of else -1 for i in ci.tolist()], dtype=np.int64
+    )
+    launch_end = np.array([trace.end_ns[launch_of[i]] if i in launch_of else -1 for i in ci.tolist()], dtype=np.int64)
+    return launch_start, launch_end
+
+
+def _collective_rows(
+    trace,
+    ci: np.ndarray,
+    csteps: np.ndarray,
+    launch_start: np.ndarray,
+    launch_end: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    busy_before: np.ndarray,
+) -> list[Collective]:
+    """One ``Collective`` per collective kernel ``ci`` (in start order), its ordinal
+    counted per (step, family), sequence and size read from its args."""
+    colls = []
+    ordinals: dict = {}
+    for j, i in enumerate(ci.tolist()):
+        args = trace.args_of(i)
+        fam = collective_family(trace.name(i))
+        key = (int(csteps[j]), fam)
+        k = ordinals.get(key, 0)
+        ordinals[key] = k + 1
+        colls.append(
+            Collective(
+                family=fam,
+                name=str(args.get("Collective name") or fam),
+                step=int(csteps[j]),
+                ordinal=k,
+                seq=_int_arg(args, _SEQ_KEYS),
+                group=str(args.get("Process Group Name", "")),
+                nelems=_int_arg(args, _SIZE_KEYS),
+                launch_start_ns=int(launch_start[j]),
+                launch_end_ns=int(launch_end[j]),
+                start_ns=int(starts[j]),
+                end_ns=int(ends[j]),
+                busy_before_ns=int(busy_before[j]),
+            )
+        )
+    return colls
+
+
+def _overlapping(c_s: np.ndarray, c_e: np.ndarray, w_s: np.ndarray, w_e: np.ndarray) -> np.ndarray:
+    """Sorted int64 indices of the disjoint sorted intervals [c_s, c_e) that overlap any
+    of the disjoint sorted windows [w_s, w_e) (bounded by the interval count)."""
+    lo = np.searchsorted(c_e, w_s, side="right")
+    hi = np.searchsorted(c_s, w_e, side="left")
+    return np.unique(
+        np.concatenate([np.arange(a, b) for a, b in zip(lo.tolist(), hi.tolist())] or [np.zeros(0, np.int64)]).astype(
+            np.int64
+        )
+    )
+
+
+def _gap_notes(diag, gsel: np.ndarray, step_of) -> list[GapNote]:
+    """The ``TOP_GAPS`` largest of the gaps ``gsel`` (ties: earliest first) with their cards."""
+    g = diag.gaps
+    notes = []
+    if gsel.size:
+        order = gsel[np.lexsort((g.start_ns[gsel], -g.dur_ns[gsel]))][:TOP_GAPS]
+        gk = step_of(g.start_ns[order])
+        for j, i in enumerate(order.tolist()):
+            card = card_for_gap(diag, i)
+            notes.append(
+                GapNote(
+                    int(g.start_ns[i]),
+                    int(g.end_ns[i]),
+                    int(gk[j]),
+                    Cause(int(g.cause[i])).label,
+                    card.smell,
+                    card.why,
+                    card.first_experiment,
+                )
+            )
+    return notes
 
 
 def _int_arg(args: dict, keys: tuple) -> int:

@@ -241,37 +241,15 @@ def _off_scale_warning(b, off: list[tuple[Item, int, int]], scale: int) -> None:
     )
 
 
-def load_art(lines: list[str], path: str = "", max_bytes: tuple[int, bool] | None = None) -> Trace:
-    """Build a ``Trace`` (``source.format == "ascii-art"``) from lane-art lines.
+def _sort_items(
+    b, items: list[Item], rows: list[Row], fences: list[Item], gpu_copies: list[Item]
+) -> tuple[list[Item], list[Item], list[Item]]:
+    """Sort drawn items into (placed, described, prose).
 
-    ``max_bytes``: the trace-size limit and whether the user set it
-    (``detect.trace_limit``); the fences' expansion counts against it
-    (``fence.check_expansion``); None: only the event cap ``MAX_EXPANDED_EVENTS``.
-
-    Raises ``TraceFormatError`` with line and column for: unbalanced brackets, an
-    unknown unit in a label, labels contradicting each other (they cannot all hold), an annotation before any lane row, a repeated
-    lane row, a fence annotation without usable numbers, rows with nothing drawn, fences
-    that would expand past the event cap or the size limit (checked before expanding).
+    placed: laid out as events (a CPU copy call matched to a GPU copy in ``gpu_copies``,
+    which it consumes, becomes kind ``copy-call``); described: text beside a fence, kept as
+    a note; prose: text naming no event. Text on a GPU row is warned about and dropped.
     """
-    rows = _read_rows(lines, path)
-    items = [it for r in rows for it in r.items]
-    if not items:
-        raise error_at(path, "lane art with nothing drawn (no spans, fences or events)", rows[0].line if rows else 1, 0)
-    b = new_builder(lines, path, "ascii-art")
-    scale, off_scale = _fit_scale(items)
-    b.source.extra["scale_ns_per_column"] = scale
-    if off_scale:
-        _off_scale_warning(b, off_scale, scale)
-    notes = [f"{r.label}: {t}" for r in rows for _, _, t, _ in r.notes]
-    fences = [it for it in items if it.kind == "fence"]
-    gpu_copies = sorted(
-        (it for it in items if rows[it.row].is_gpu and it.kind == "span" and gpu_kind(it.name)[0] == Kind.MEMCPY),
-        key=lambda i: (i.col0, i.row),
-    )
-    plans = [plan_fence(it.ks, it.line, it.col0, rows[it.row].notes, scale, path) for it in fences]
-    check_expansion(plans, path, max_bytes)
-    for it, plan in zip(fences, plans):
-        it.events, it.dur_ns = expand_fence(plan, it.name)
     placed, described, prose = [], [], []
     for it in items:
         if it.kind != "phrase":
@@ -310,6 +288,41 @@ def load_art(lines: list[str], path: str = "", max_bytes: tuple[int, bool] | Non
             placed.append(it)
         else:
             prose.append(it)
+    return placed, described, prose
+
+
+def load_art(lines: list[str], path: str = "", max_bytes: tuple[int, bool] | None = None) -> Trace:
+    """Build a ``Trace`` (``source.format == "ascii-art"``) from lane-art lines.
+
+    ``max_bytes``: the trace-size limit and whether the user set it
+    (``detect.trace_limit``); the fences' expansion counts against it
+    (``fence.check_expansion``); None: only the event cap ``MAX_EXPANDED_EVENTS``.
+
+    Raises ``TraceFormatError`` with line and column for: unbalanced brackets, an
+    unknown unit in a label, labels contradicting each other (they cannot all hold), an annotation before any lane row, a repeated
+    lane row, a fence annotation without usable numbers, rows with nothing drawn, fences
+    that would expand past the event cap or the size limit (checked before expanding).
+    """
+    rows = _read_rows(lines, path)
+    items = [it for r in rows for it in r.items]
+    if not items:
+        raise error_at(path, "lane art with nothing drawn (no spans, fences or events)", rows[0].line if rows else 1, 0)
+    b = new_builder(lines, path, "ascii-art")
+    scale, off_scale = _fit_scale(items)
+    b.source.extra["scale_ns_per_column"] = scale
+    if off_scale:
+        _off_scale_warning(b, off_scale, scale)
+    notes = [f"{r.label}: {t}" for r in rows for _, _, t, _ in r.notes]
+    fences = [it for it in items if it.kind == "fence"]
+    gpu_copies = sorted(
+        (it for it in items if rows[it.row].is_gpu and it.kind == "span" and gpu_kind(it.name)[0] == Kind.MEMCPY),
+        key=lambda i: (i.col0, i.row),
+    )
+    plans = [plan_fence(it.ks, it.line, it.col0, rows[it.row].notes, scale, path) for it in fences]
+    check_expansion(plans, path, max_bytes)
+    for it, plan in zip(fences, plans):
+        it.events, it.dur_ns = expand_fence(plan, it.name)
+    placed, described, prose = _sort_items(b, items, rows, fences, gpu_copies)
     for it in described:
         notes.append(f"{rows[it.row].label}: {it.name}")
     for it in prose:
@@ -368,17 +381,20 @@ def _layout(items: list[Item], rows: list[Row], scale: int, path: str) -> dict[i
     return at
 
 
-def _emit(b, rows: list[Row], placed: list[Item], at: dict[int, int], scale: int, path: str) -> Trace:
-    lanes = {k: (gpu_lane if r.is_gpu else cpu_lane)(b, r.number) for k, r in enumerate(rows)}
-    cpu_rows = [k for k, r in enumerate(rows) if not r.is_gpu]
-    fence_cpu = lanes[cpu_rows[0]] if cpu_rows else cpu_lane(b, "")
-    out: list[dict] = []
+def _add_event(out: list[dict], lane, name, start, dur, kind, ck=CopyKind.NONE, line=0, pageable=False) -> int:
+    """Append one pending event to ``out``; its index there."""
+    out.append(dict(lane=lane, name=name, start=start, dur=dur, kind=kind, ck=ck, line=line, pageable=pageable))
+    return len(out) - 1
+
+
+def _emit_columns(
+    rows: list[Row], lanes: dict, fence_cpu, placed: list[Item], at: dict[int, int], scale: int, out: list[dict]
+) -> list[tuple[int, int]]:
+    """Append the events laid out at their columns (fences, spans, CPU phrases) to ``out``.
+
+    Returns the (launch, kernel) index pairs of the fences, which are correlated as drawn.
+    """
     fence_pairs: list[tuple[int, int]] = []
-
-    def add(lane, name, start, dur, kind, ck=CopyKind.NONE, line=0, pageable=False):
-        out.append(dict(lane=lane, name=name, start=start, dur=dur, kind=kind, ck=ck, line=line, pageable=pageable))
-        return len(out) - 1
-
     column_items = sorted((it for it in placed if it.kind != "copy-call"), key=lambda i: (i.row, i.col0))
     for n, it in enumerate(column_items):
         r = rows[it.row]
@@ -386,7 +402,9 @@ def _emit(b, rows: list[Row], placed: list[Item], at: dict[int, int], scale: int
         if it.kind == "fence":
             pending = {}
             for lane, name, rel, dur, kind, _paired in it.events:
-                k = add(lanes[it.row] if lane == "GPU" else fence_cpu, name, start + rel, dur, kind, line=it.line)
+                k = _add_event(
+                    out, lanes[it.row] if lane == "GPU" else fence_cpu, name, start + rel, dur, kind, line=it.line
+                )
                 if kind == Kind.LAUNCH:
                     pending["launch"] = k
                 elif kind == Kind.KERNEL:
@@ -398,12 +416,21 @@ def _emit(b, rows: list[Row], placed: list[Item], at: dict[int, int], scale: int
             else:
                 kind = cpu_kind(it.name, span=True)
                 ck = copy_direction(it.name) if kind == Kind.MEMCPY_CALL else CopyKind.NONE
-            add(lanes[it.row], it.name, start, end - start, kind, ck, it.line)
+            _add_event(out, lanes[it.row], it.name, start, end - start, kind, ck, it.line)
         else:  # CPU phrase: until the next item of its row
             nxt = column_items[n + 1] if n + 1 < len(column_items) else None
             end = at[nxt.col0] if nxt is not None and nxt.row == it.row else start + len(it.name) * scale
             kind = cpu_kind(it.name)
-            add(lanes[it.row], it.name, start, max(end - start, 0), kind, line=it.line)
+            _add_event(out, lanes[it.row], it.name, start, max(end - start, 0), kind, line=it.line)
+    return fence_pairs
+
+
+def _emit_copy_calls(lanes: dict, placed: list[Item], out: list[dict]) -> None:
+    """Append each CPU copy call sorted out by ``_sort_items`` under the GPU copy it matches.
+
+    The call takes the copy's start and duration; a pageable call (``.cpu()``, numpy,
+    ``tensor(``) marks its GPU copy pageable too.
+    """
     gpu_copies = sorted((k for k, e in enumerate(out) if e["kind"] == Kind.MEMCPY), key=lambda k: out[k]["start"])
     for it in sorted((i for i in placed if i.kind == "copy-call"), key=lambda i: (i.line, i.col0)):
         ck = copy_direction(it.name)
@@ -421,7 +448,11 @@ def _emit(b, rows: list[Row], placed: list[Item], at: dict[int, int], scale: int
         gpu_copies.remove(match)
         g = out[match]
         g["pageable"] = g["pageable"] or pageable
-        add(lanes[it.row], it.name, g["start"], g["dur"], Kind.MEMCPY_CALL, ck, it.line, pageable)
+        _add_event(out, lanes[it.row], it.name, g["start"], g["dur"], Kind.MEMCPY_CALL, ck, it.line, pageable)
+
+
+def _correlate(b, out: list[dict], fence_pairs: list[tuple[int, int]]) -> dict[int, int]:
+    """Index in ``out`` → correlation id: calls linked to GPU work by ``link_calls``, then each fence pair its own id."""
     in_fence = {k for pair in fence_pairs for k in pair}
     gpu_spans = [
         (e["start"], e["name"], k, e["line"])
@@ -438,6 +469,11 @@ def _emit(b, rows: list[Row], placed: list[Item], at: dict[int, int], scale: int
     for s, d in fence_pairs:
         corr[s] = corr[d] = next_id
         next_id += 1
+    return corr
+
+
+def _check_time_range(out: list[dict], path: str) -> None:
+    """Raise ``TraceFormatError`` (line of the first offender) if an event ends past ``MAX_TIME_NS``."""
     for e in out:
         if e["start"] + e["dur"] > MAX_TIME_NS:
             raise TraceFormatError(
@@ -447,6 +483,17 @@ def _emit(b, rows: list[Row], placed: list[Item], at: dict[int, int], scale: int
                 column=1,
                 hint="check the durations in the labels and notes",
             )
+
+
+def _emit(b, rows: list[Row], placed: list[Item], at: dict[int, int], scale: int, path: str) -> Trace:
+    lanes = {k: (gpu_lane if r.is_gpu else cpu_lane)(b, r.number) for k, r in enumerate(rows)}
+    cpu_rows = [k for k, r in enumerate(rows) if not r.is_gpu]
+    fence_cpu = lanes[cpu_rows[0]] if cpu_rows else cpu_lane(b, "")
+    out: list[dict] = []
+    fence_pairs = _emit_columns(rows, lanes, fence_cpu, placed, at, scale, out)
+    _emit_copy_calls(lanes, placed, out)
+    corr = _correlate(b, out, fence_pairs)
+    _check_time_range(out, path)
     order = sorted(range(len(out)), key=lambda k: (out[k]["start"], -out[k]["dur"], out[k]["kind"] != Kind.ANNOTATION))
     for k in order:
         e = out[k]

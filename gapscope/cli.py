@@ -27,14 +27,14 @@ import threading
 SUBCOMMANDS = {
     "report": "gapscope.report.cmd",
     "diff": "gapscope.diff.cmd",
-    "capture": "gapscope.capture.cli",
-    "exercise": "gapscope.exercise_cmd",
-    "view": "gapscope.view_cmd",
+    "capture": "gapscope.capture.cmd",
+    "exercise": "gapscope.tui.exercise.cmd",
+    "view": "gapscope.tui.cmd",
     "mcp": "gapscope.mcp.cmd",
 }
 
 #: ``report`` and the viewer on a rank set (a folder, or several files).
-RANK_SET = {"report": "gapscope.ranks.cmd", "view": "gapscope.ranks_view_cmd"}
+RANK_SET = {"report": "gapscope.ranks.cmd", "view": "gapscope.tui.ranks.cmd"}
 
 #: One line per subcommand for ``gapscope --help``.
 SUMMARIES = {
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
 #: The modules of the commands that run thread workers (the viewer's diagnosis, an MCP
 #: tool call past its time limit), which may still be running when the user quits or
 #: the client hangs up (``run``).
-APP_MODULES = ("gapscope.view_cmd", "gapscope.exercise_cmd", "gapscope.mcp.cmd")
+APP_MODULES = ("gapscope.tui.cmd", "gapscope.tui.exercise.cmd", "gapscope.mcp.cmd")
 
 #: Whether this process ran one of ``APP_MODULES`` (set by ``guarded``).
 _app_ran = False

@@ -14,7 +14,7 @@ __all__ = ["bundled_paths", "bundled", "find"]
 
 def bundled_paths() -> list[Path]:
     """Paths of the bundled exercise files, sorted by name."""
-    root = resources.files("gapscope.exercises")
+    root = resources.files("gapscope.exercise.content")
     return sorted(Path(str(p)) for p in root.iterdir() if p.name.endswith(".toml"))
 
 

@@ -29,10 +29,10 @@ from gapscope.analysis.causes import CAUSE_LABELS
 from gapscope.exercise import AnswerError, Session
 from gapscope.exercise.model import CardField, Task
 from gapscope.tui.bindings import trace_bindings
-from gapscope.tui.exercise_help import ExerciseHelpScreen, how_to_answer
-from gapscope.tui.exercise_lanes import ExerciseLanes
-from gapscope.tui.exercise_nav import TimelinePosition, next_gap, order_note, other_order
-from gapscope.tui.exercise_text import CAUSE_HELP, hints_text, path_text, task_header, verdict_text
+from gapscope.tui.exercise.help import ExerciseHelpScreen, how_to_answer
+from gapscope.tui.exercise.lanes import ExerciseLanes
+from gapscope.tui.exercise.nav import TimelinePosition, next_gap, order_note, other_order
+from gapscope.tui.exercise.text import CAUSE_HELP, hints_text, path_text, task_header, verdict_text
 from gapscope.tui.footer import KeyFooter
 from gapscope.tui.navigation import TIME, GapNavigator
 from gapscope.tui.swimlanes import Swimlanes

@@ -67,7 +67,7 @@ def pick_and_view(doc: dict, *, overview=None, viewer=None) -> int:
 
 
 def _overview(doc: dict, rank: int | None) -> int | None:
-    from gapscope.tui.ranks_overview import RanksOverview
+    from gapscope.tui.ranks.overview import RanksOverview
 
     return RanksOverview(doc, start_rank=rank).run()
 

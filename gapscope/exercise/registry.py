@@ -1,4 +1,4 @@
-"""Find exercises: the bundled ones (``gapscope/exercises/*.toml``) by id or file name,
+"""Find exercises: the bundled ones (``gapscope/exercise/content/*.toml``) by id or file name,
 or any file path."""
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ the cores), or on a Dask cluster (``--dask-scheduler``); the coordinator keeps o
 (``gapscope.ranks.summary``), matches the collectives across ranks, and prints the
 per-rank table, the straggler verdict and the collectives that cost the most (text,
 ``--markdown`` or ``--json``, ``docs/ranks-json.md``). ``gapscope DIR`` is
-``gapscope.ranks_view_cmd``.
+``gapscope.tui.ranks.cmd``.
 
 Exit status: 0 ok (ranks that failed to load are listed in the report); 2 for bad
 usage, a path that does not exist, a folder without traces, or a set where no rank

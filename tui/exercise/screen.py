@@ -175,7 +175,7 @@ class ExerciseScreen(Screen):
         return nav
 
     def _position(self) -> TimelinePosition:
-        """Where the learner is on the current lanes (``gapscope.tui.exercise_nav``)."""
+        """Where the learner is on the current lanes (``gapscope.tui.exercise.nav``)."""
         lanes = self.lanes
         device = self.session.facts().device
         return TimelinePosition(lanes.selected_gap, lanes.cursor_ns, lanes.gap_at(lanes.cursor_ns, device))
@@ -433,7 +433,7 @@ class ExerciseScreen(Screen):
     # the viewer's timeline keys (``trace_bindings`` ids gap.*, view.*), on the
     # current task's lanes
     def action_jump_gap(self, direction: int) -> None:
-        """Next/previous gap from where the learner is (``exercise_nav.next_gap``)."""
+        """Next/previous gap from where the learner is (``nav.next_gap``)."""
         g = next_gap(self._navigator(), self._position(), direction, self.order_mode)
         if g is not None:
             self.lanes.select_gap(g)

@@ -46,6 +46,11 @@ def _loaded_after(imports: str) -> set[str]:
         # the viewers' commands import Textual only when they open a screen
         ("import gapscope.tui.ranks.cmd, gapscope.tui.exercise.cmd, gapscope.tui.cmd", {"textual", "rich"}),
         ("import gapscope.capture", {"textual", "rich", "gapscope.parsers", "gapscope.analysis", "gapscope.tui"}),
+        # the leaf every layer reads its environment variables through: the standard library only
+        (
+            "import gapscope.settings",
+            {"textual", "rich", "numpy", "msgspec", "platformdirs", "gapscope.parsers", "gapscope.analysis"},
+        ),
         # the leaf every layer formats its times with: the standard library only
         (
             "import gapscope.units",

@@ -29,6 +29,7 @@ from gapscope.parsers import TraceFormatError, detect, load
 from gapscope.parsers.cache import layout, settings, store
 from gapscope.parsers.cache.args import StoredArgs, Unusable, args_loader
 from gapscope.parsers.cache.key import EDGE_BYTES, key_of
+from gapscope.settings import SettingsError
 from tests.conftest import BUGS, CORPUS, ROOT, SAMPLES, require
 
 _ARRAYS = layout.ARRAY_FIELDS
@@ -791,11 +792,14 @@ def test_unknown_args_kind_is_a_miss(tmp_path):
         args_loader(StoredArgs("pickle"), {}, "x", key, detect.read_bytes)
 
 
-def test_settings_ignore_values_that_are_not_sizes(monkeypatch):
-    monkeypatch.setenv("GAPSCOPE_CACHE_MAX_BYTES", "lots")
+def test_settings_refuse_values_that_are_not_sizes(monkeypatch):
     monkeypatch.setenv("GAPSCOPE_CACHE_MIN_BYTES", "64M")
-    assert settings.max_bytes() == settings.DEFAULT_MAX_BYTES
     assert settings.min_bytes() == 64 << 20
+    assert settings.max_bytes() == settings.DEFAULT_MAX_BYTES == 2 << 30
+    monkeypatch.setenv("GAPSCOPE_CACHE_MAX_BYTES", "lots")
+    with pytest.raises(SettingsError, match=r"^GAPSCOPE_CACHE_MAX_BYTES='lots' is not a size "):
+        settings.max_bytes()
+    monkeypatch.delenv("GAPSCOPE_CACHE_MAX_BYTES")
     for off, on in (("1", False), ("yes", False), ("0", True), ("", True)):
         monkeypatch.setenv("GAPSCOPE_NO_CACHE", off)
         assert settings.enabled() is on

@@ -280,8 +280,8 @@ def test_bad_file_exits_2_with_one_line(tmp_path):
 
 
 def test_view_cmd_prints_error_line(monkeypatch, capsys, tmp_path):
-    from gapscope import view_cmd
     from gapscope.parsers.detect import EarlyLoad
+    from gapscope.tui import cmd as view_cmd
 
     class Stub:
         error = "x.json:1:2: not JSON (hint)"

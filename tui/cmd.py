@@ -9,7 +9,6 @@ are printed in the same form after the UI closes.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 __all__ = ["main", "diff_main"]
@@ -75,11 +74,12 @@ def main(argv: list[str] | None = None) -> int:
         print(error_line(str(exc)), file=sys.stderr)
         return 2
     from gapscope.parsers.detect import EarlyLoad
+    from gapscope.settings import read_settings
 
     # its forked decoders run while the viewer's modules are imported (the report's
     # and the analysis's too: imported after it); a large file's device lanes come
     # first, drawn while the rest is read
-    early = EarlyLoad(path, preview=os.environ.get("GAPSCOPE_NO_PREVIEW", "") != "1")
+    early = EarlyLoad(path, preview=not read_settings().no_preview)
     from gapscope.analysis.gaps import interior_gaps
     from gapscope.report.cmd import error_line
 

@@ -1,6 +1,6 @@
 """``gapscope DIR`` / ``gapscope FILE FILE…``: the rank-set overview and a rank picker.
 
-On a terminal: the overview screen (``gapscope.tui.ranks_overview``: one row per rank,
+On a terminal: the overview screen (``gapscope.tui.ranks.overview``: one row per rank,
 sorted by the cost it imposed on the others, with the per-step heat row of that cost,
 and the straggler verdict; the cursor on the straggler); Enter opens that rank's trace
 in the existing viewer (``gapscope.tui.factory.make_app``), and quitting the viewer
@@ -52,7 +52,7 @@ def pick_and_view(doc: dict, *, overview=None, viewer=None) -> int:
     """The overview screen, then the chosen rank in the viewer, then the overview again
     (on the rank just viewed), until the overview is quit. ``overview(doc, rank)`` and
     ``viewer(path)`` (returning an error line or None) are for tests; by default the
-    Textual overview (``gapscope.tui.ranks_overview``) and ``gapscope.tui.factory.make_app``."""
+    Textual overview (``gapscope.tui.ranks.overview``) and ``gapscope.tui.factory.make_app``."""
     paths = {row["rank"]: row["path"] for row in doc["ranks"]}
     overview = overview or _overview
     viewer = viewer or _viewer
@@ -67,7 +67,7 @@ def pick_and_view(doc: dict, *, overview=None, viewer=None) -> int:
 
 
 def _overview(doc: dict, rank: int | None) -> int | None:
-    from gapscope.tui.ranks_overview import RanksOverview
+    from gapscope.tui.ranks.overview import RanksOverview
 
     return RanksOverview(doc, start_rank=rank).run()
 

@@ -131,7 +131,7 @@ CORPUS_FILES = [
     "perfetto/flow_events_json_v2.json",
     "kineto/gpu_metrics_input.json",
     "nvfuser/report1.sqlite",
-    "extrap/ex-gpu.s10.sqlite",
+    "extrap/profile16.sqlite",
 ]
 
 
@@ -140,6 +140,20 @@ def test_cached_corpus_trace_equals_fresh_load(rel, cache, fresh_loads):
     path = require(CORPUS / rel)
     want = fresh(path)
     assert_same(want, load_cached(path, cache, fresh_loads))
+
+
+def test_trace_with_cpu_samples_is_not_cached(cache, fresh_loads):
+    """The entry format holds no ``Trace.cpu_samples``: such a trace is loaded fresh
+    every time rather than served without its samples."""
+    path = require(CORPUS / "extrap" / "ex-gpu.s10.sqlite")
+    n = len(fresh_loads)
+    first = load(path)
+    store.wait_for_writes()
+    assert entries(cache) == [] and leftovers(cache) == []
+    second = load(path)
+    assert len(fresh_loads) == n + 2
+    assert first.cpu_samples is not None and second.cpu_samples is not None
+    assert np.array_equal(first.cpu_samples.frame_name, second.cpu_samples.frame_name)
 
 
 @pytest.mark.parametrize("name", ["decode_step.txt", "picket_fence.txt", "sync_cliff.txt", "dataloader_stall.txt"])

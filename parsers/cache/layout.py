@@ -70,7 +70,8 @@ _PREFIX = struct.Struct("<8sIIQ")
 
 #: ``Trace`` fields held as arrays; the others are in the header.
 ARRAY_FIELDS = tuple(f.name for f in dataclasses.fields(Trace) if f.type == "np.ndarray")
-_HEADER_FIELDS = frozenset({"names", "lanes", "source", "warnings", "extent_ns", "_args_loader"})
+#: ``cpu_samples`` is not stored: ``store.put`` declines a trace that has them.
+_HEADER_FIELDS = frozenset({"names", "lanes", "source", "warnings", "extent_ns", "_args_loader", "cpu_samples"})
 #: Event columns: one element per event. ``lane_offsets`` and the flows are not.
 _EVENT_FIELDS = tuple(f for f in ARRAY_FIELDS if f not in ("lane_offsets", "flow_src", "flow_dst"))
 #: dtypes an entry may hold (never ``object``).

@@ -163,6 +163,9 @@ class TraceCache:
         ``OSError`` for a failed write (no temporary file is left)."""
         if key_of(self.path) != self.key:
             return False
+        if trace.cpu_samples is not None:  # this format does not hold them: a hit would lose them
+            log.debug("trace %s not cached: it has CPU samples", self.path)
+            return False
         got = stored_args(trace._args_loader, self.path, text)
         if got is None:
             log.debug("trace %s not cached: its args cannot be read back from the file", self.path)

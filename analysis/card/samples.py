@@ -1,0 +1,136 @@
+"""The hottest frames of a gap from CPU samples (``Trace.cpu_samples``: Nsight
+Systems' ``--sample``), a fact of the card ("Cards as facts and rules" in the design):
+which functions the launching thread was running while the GPU sat idle, and the
+sentence and evidence that name them.
+
+Definitions. A sample is *in* an occurrence when it was taken in ``[start_ns, end_ns)``
+of one of its gaps, on the thread the gap's causes are read from
+(``Gaps.thread_of``). A sample's *frame* is the frame nearest its leaf whose symbol
+the export resolved (the leaf itself when resolved; an unresolved leaf inside a library
+is told by the first named function above it, the code that called into it); a sample
+with no resolved frame is told by its leaf's address. A frame's *share* is its samples
+over the occurrence's samples. Samples are taken while a thread runs on a CPU, so a
+gap with none, on a thread sampled elsewhere, is time off the CPU (blocked, sleeping,
+waiting in the kernel).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gapscope.analysis.diagnose import Diagnosis
+from gapscope.analysis.types import GapSamples, SampledFrame
+from gapscope.parsers.model import CpuSamples
+
+__all__ = [
+    "HOT_FRAMES",
+    "SAMPLED_FRAME_MIN_SHARE",
+    "SAMPLED_FRAME_MIN_SAMPLES",
+    "gap_samples",
+    "samples_sentence",
+    "dominant_frame",
+    "frame_text",
+]
+
+#: Frames a card names, hottest first.
+HOT_FRAMES = 3
+#: A frame leads the advice when it holds at least this share of the gap's samples...
+SAMPLED_FRAME_MIN_SHARE = 0.4
+#: ... and at least this many samples (fewer say little about where the time went).
+SAMPLED_FRAME_MIN_SAMPLES = 3
+
+
+def _frames_of(cs: CpuSamples, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(name id, module id) of the frame of each sample ``sel`` (int64 indices): the
+    first resolved frame from the leaf, else the leaf; -1 for a sample with no frame."""
+    off = cs.frame_offsets
+    lo, hi = off[sel], off[sel + 1]
+    has = hi > lo
+    name = np.full(sel.shape[0], -1, dtype=np.int64)
+    module = np.full(sel.shape[0], -1, dtype=np.int64)
+    if not has.any():
+        return name, module
+    counts = (hi - lo)[has]
+    starts = lo[has]
+    # every kept frame of the samples with frames, with its rank in its chain
+    idx = np.repeat(starts, counts) + (np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts))
+    rank = np.where(cs.frame_resolved[idx], idx - np.repeat(starts, counts), np.iinfo(np.int64).max)
+    first = np.minimum.reduceat(rank, np.cumsum(counts) - counts)
+    pick = starts + np.where(first == np.iinfo(np.int64).max, 0, first)
+    name[has] = cs.frame_name[pick]
+    module[has] = cs.frame_module[pick]
+    return name, module
+
+
+def gap_samples(diag: Diagnosis, rows: np.ndarray) -> GapSamples | None:
+    """The ``GapSamples`` of the occurrence ``rows`` (gap indices, int64): the samples
+    of its launching thread inside it and their ``HOT_FRAMES`` hottest frames (ties:
+    the frame seen first). None when the trace has no CPU samples or the occurrence no
+    launching thread."""
+    cs = diag.trace.cpu_samples
+    if cs is None or not len(cs) or not len(rows):
+        return None
+    g = diag.gaps
+    lane = g.thread_of(int(rows[0]))
+    if lane < 0:
+        return None
+    parts = [cs.in_window(lane, int(g.start_ns[r]), int(g.end_ns[r])) for r in rows.tolist()]
+    sel = np.unique(np.concatenate([np.arange(p.start, p.stop, dtype=np.int64) for p in parts]))
+    n = int(sel.shape[0])
+    if n == 0:
+        return GapSamples(lane, 0, ())
+    name, module = _frames_of(cs, sel)
+    key = name * (len(cs.names) + 1) + (module + 1)
+    uniq, first_seen, counts = np.unique(key, return_index=True, return_counts=True)
+    order = np.lexsort((first_seen, -counts))[:HOT_FRAMES]
+    frames = []
+    for k in order.tolist():
+        j = int(first_seen[k])
+        nm = cs.names[int(name[j])] if name[j] >= 0 else "(no callchain)"
+        mod = cs.names[int(module[j])] if module[j] >= 0 else ""
+        frames.append(SampledFrame(nm, mod, int(counts[k]), float(counts[k]) / n))
+    return GapSamples(lane, n, tuple(frames))
+
+
+def dominant_frame(s: GapSamples | None) -> SampledFrame | None:
+    """The hottest frame when it holds ``SAMPLED_FRAME_MIN_SHARE`` of at least
+    ``SAMPLED_FRAME_MIN_SAMPLES`` samples, else None."""
+    if s is None or not s.frames:
+        return None
+    top = s.frames[0]
+    return top if top.samples >= SAMPLED_FRAME_MIN_SAMPLES and top.share >= SAMPLED_FRAME_MIN_SHARE else None
+
+
+def _module_text(module: str) -> str:
+    """The module's file name (``/usr/lib64/libcuda.so.1`` → ``libcuda.so.1``)."""
+    return module.rsplit("/", 1)[-1] if module else ""
+
+
+def frame_text(f: SampledFrame, quote) -> str:
+    """ "`name` (in libx.so, 12 of them, 60%)" pieces: the frame named with ``quote``."""
+    mod = _module_text(f.module)
+    where = f"in {quote(mod)}, " if mod else ""
+    return f"{quote(f.name)} ({where}{f.samples:,} sample{'' if f.samples == 1 else 's'}, {f.share:.0%})"
+
+
+def samples_sentence(diag: Diagnosis, s: GapSamples | None, quote) -> str:
+    """The sentence the card's "why" adds for ``s`` ("" when None): the hottest
+    frames with their samples and shares, or, with no sample in the gap, that the
+    thread was off the CPU. ``quote`` renders an untrusted name (``why.quote_name``)."""
+    if s is None:
+        return ""
+    thread = diag.trace.lanes[s.lane].thread_name or diag.trace.lanes[s.lane].tid
+    if s.samples == 0:
+        return (
+            f"The CPU samples of thread {quote(thread)} hold none inside this gap: the thread was off the CPU "
+            f"(blocked, sleeping or waiting in the kernel) rather than computing."
+        )
+    if s.samples == 1:
+        f = s.frames[0]
+        mod = _module_text(f.module)
+        return f"The one CPU sample of thread {quote(thread)} inside this gap fell in {quote(f.name)}" + (
+            f" (in {quote(mod)})." if mod else "."
+        )
+    parts = ", ".join(frame_text(f, quote) for f in s.frames)
+    are = "frame is" if len(s.frames) == 1 else "frames are"
+    return f"Of the {s.samples:,} CPU samples of thread {quote(thread)} inside this gap, the hottest {are} {parts}."

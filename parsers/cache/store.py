@@ -163,9 +163,6 @@ class TraceCache:
         ``OSError`` for a failed write (no temporary file is left)."""
         if key_of(self.path) != self.key:
             return False
-        if trace.cpu_samples is not None:  # this format does not hold them: a hit would lose them
-            log.debug("trace %s not cached: it has CPU samples", self.path)
-            return False
         got = stored_args(trace._args_loader, self.path, text)
         if got is None:
             log.debug("trace %s not cached: its args cannot be read back from the file", self.path)
@@ -222,6 +219,7 @@ def _reads_back(blob: bytes, header: layout.Header, trace: Trace, path: str) -> 
         and layout.warnings_of(back) == trace.warnings
         and back.extent_ns == tuple(trace.extent_ns)
         and back.args == header.args
+        and back.cpu_samples == header.cpu_samples
     )
 
 

@@ -24,6 +24,7 @@ from gapscope.parsers import load
 from gapscope.parsers.nsys import samples as nsys_samples
 from gapscope.parsers.nsys.sql import ro_uri
 from gapscope.report.document import gap_entry
+from gapscope.units import fmt_dur
 from tests.conftest import CORPUS, require
 
 
@@ -272,3 +273,23 @@ def test_corpus_export_hottest_frames_match_sql():
     assert card.cpu_samples.frames[0].name == "cudaDeviceSynchronize"
     assert "fell in `cudaDeviceSynchronize`" in card.why
     assert "--sample" not in card.first_experiment
+
+
+def test_os_call_after_a_wait_is_named_in_the_sentence(tmp_path):
+    """Issue 43: 1 ms of ``write()`` sat in the evidence list but not in the sentence.
+    Here a ``read`` (OSRT_API) holds most of the host work after a blocking wait: the
+    sync cliff names it with its time in the gap, as the evidence gives it."""
+    p = tmp_path / "osrt.sqlite"
+    generate(p, 300, seed=3, launches_per_step=100, omit=["NVTX_EVENTS"])
+    diag = diagnose(load(str(p)))
+    checked = 0
+    for i in range(len(diag.gaps)):
+        card = card_for_gap(diag, i)
+        if card.cause != Cause.SYNC or "of host work after it" not in card.why:
+            continue
+        reads = sum(e.overlap_ns for e in card.evidence if e.name == "read" and e.cause == Cause.SYNC)
+        sync_ns = int(diag.gaps.class_ns[i, int(Cause.SYNC)])
+        if reads >= 0.5 * sync_ns:
+            assert f"{fmt_dur(reads)} of it in `read`" in card.why
+            checked += 1
+    assert checked >= 1

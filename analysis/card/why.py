@@ -714,6 +714,34 @@ def _later_waits(trace, w: Evidence, waits: list[Evidence], after_ns: int) -> st
     return f", {fmt_dur(total)} of it blocked again in {names}"
 
 
+#: Host work after a blocking wait is named in the sentence when one name holds at
+#: least this share of it (issue 43: 1 ms of ``write()`` sat in the evidence list only).
+AFTER_WORK_MIN_SHARE = 0.25
+
+
+def _after_work(trace, w: Evidence, evidence: list[Evidence], after_ns: int) -> str:
+    """ ", N of it in `X`" for the traced host call (an OS runtime call such as
+    ``read`` or ``write``, a range) holding at least ``AFTER_WORK_MIN_SHARE`` of the
+    ``after_ns`` of host work after the wait ``w``; else ""."""
+    by_name: dict[str, int] = {}
+    for e in evidence:
+        if (
+            e.cause == Cause.SYNC
+            and e.event >= 0
+            and e.event != w.event
+            and not trace.lanes[e.lane].is_gpu
+            and not is_wait(trace, e.event)
+            and trace.start_ns[e.event] >= trace.start_ns[w.event]
+        ):
+            by_name[e.name] = by_name.get(e.name, 0) + e.overlap_ns
+    if not by_name or after_ns <= 0:
+        return ""
+    name, ns = max(by_name.items(), key=lambda kv: kv[1])
+    if ns < AFTER_WORK_MIN_SHARE * after_ns:
+        return ""
+    return f", {fmt_dur(min(ns, after_ns))} of it in {quote_name(name)}"
+
+
 def _sync_wait_part(
     diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], sync_ns: int, w: Evidence, waits: list[Evidence]
 ) -> str:
@@ -744,7 +772,7 @@ def _sync_wait_part(
         return (
             f"{fmt_dur(sync_ns)} in the sync cliff ({fmt_dur(w_ns)} blocked in {quote_name(w.name)}"
             f"{' ' + gpu if gpu else ''}, then {fmt_dur(after)} of host work after it until the next launch"
-            f"{_later_waits(trace, w, waits, after)})"
+            f"{_after_work(trace, w, evidence, after)}{_later_waits(trace, w, waits, after)})"
         )
     notes = [n for n in (gpu, "the sync cliff" if cliff else "") if n]
     return f"{fmt_dur(sync_ns)} blocked in {quote_name(w.name)}" + (f" ({'; '.join(notes)})" if notes else "")

@@ -273,6 +273,19 @@ def test_corpus_export_hottest_frames_match_sql():
     assert card.cpu_samples.frames[0].name == "cudaDeviceSynchronize"
     assert "fell in `cudaDeviceSynchronize`" in card.why
     assert "--sample" not in card.first_experiment
+    # the slow cudaLaunchKernel is named, and the OS calls it waited in are said with it
+    con = sqlite3.connect(ro_uri(str(path)), uri=True)
+    try:
+        n, ns = con.execute(
+            "WITH c AS (SELECT r.start AS s, r.end AS e FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds v "
+            "ON v.id = r.nameId WHERE v.value LIKE 'cudaLaunchKernel%' ORDER BY r.end - r.start DESC LIMIT 1) "
+            "SELECT count(*), sum(o.end - o.start) FROM OSRT_API o, c JOIN StringIds v ON v.id = o.nameId "
+            "WHERE v.value = 'ioctl' AND o.start >= c.s AND o.end <= c.e AND o.globalTid = 296052381794833"
+        ).fetchone()
+    finally:
+        con.close()
+    assert n == 9 and "one launch call `cudaLaunchKernel`" in card.why
+    assert f"{fmt_dur(ns)} of it in {n} `ioctl` calls inside it" in card.why
 
 
 def test_os_call_after_a_wait_is_named_in_the_sentence(tmp_path):

@@ -742,6 +742,37 @@ def _after_work(trace, w: Evidence, evidence: list[Evidence], after_ns: int) -> 
     return f", {fmt_dur(min(ns, after_ns))} of it in {quote_name(name)}"
 
 
+def _inside_call(trace, call: int, spans: list[tuple[int, int]], call_ns: int) -> str:
+    """ "; N of it in K `ioctl` calls inside it" for the OS runtime calls (and other
+    untyped host calls, ``Kind.OTHER``) nested in the API call ``call`` on its thread,
+    counted inside ``spans`` (ns), when one name holds ``AFTER_WORK_MIN_SHARE`` of the
+    call's ``call_ns`` there: the card names the CUDA call, and says what it waited in
+    (an Nsight export's ``ioctl`` to the driver); else ""."""
+    sl = trace.lane_slice(int(trace.lane[call]))
+    cs, ce = int(trace.start_ns[call]), int(trace.start_ns[call] + trace.dur_ns[call])
+    st = trace.start_ns[sl]
+    en = st + trace.dur_ns[sl]
+    idx = np.flatnonzero((st >= cs) & (en <= ce) & (trace.kind[sl] == int(Kind.OTHER)))
+    idx = idx[sl.start + idx != call]
+    if not idx.size or call_ns <= 0:
+        return ""
+    ns = np.zeros(idx.size, dtype=np.int64)
+    for a, b in spans:
+        ns += np.maximum(np.minimum(en[idx], b) - np.maximum(st[idx], a), 0)
+    by_name: dict[int, tuple[int, int]] = {}
+    for k, v in zip(trace.name_id[sl][idx].tolist(), ns.tolist()):
+        if v > 0:
+            tot, n = by_name.get(k, (0, 0))
+            by_name[k] = (tot + v, n + 1)
+    if not by_name:
+        return ""
+    name, (tot, n) = max(by_name.items(), key=lambda kv: kv[1][0])
+    if tot < AFTER_WORK_MIN_SHARE * call_ns:
+        return ""
+    calls = f"{n:,} {quote_name(trace.names[name])} calls" if n > 1 else f"a {quote_name(trace.names[name])} call"
+    return f"; {fmt_dur(min(tot, call_ns))} of it in {calls} inside it"
+
+
 def _sync_wait_part(
     diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], sync_ns: int, w: Evidence, waits: list[Evidence]
 ) -> str:
@@ -855,9 +886,11 @@ def _launch_part(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], cn
         and slow.overlap_ns >= SLOW_LAUNCH_NS
         and slow_launch_calls(trace, SLOW_LAUNCH_NS)[slow.event]
     ):
+        spans = [(int(g.start_ns[r]), int(g.end_ns[r])) for r in rows]
+        inside = _inside_call(trace, slow.event, spans, slow.overlap_ns)
         return (
             f"{fmt_dur(launch_ns)} in the launch path, {fmt_dur(slow.overlap_ns)} of it in one launch "
-            f"call {quote_name(slow.name)} ({slow_launch_words(diag, slow.event)})"
+            f"call {quote_name(slow.name)} ({slow_launch_words(diag, slow.event)}{inside})"
         )
     if eps or (launch_ns >= 0.5 * sum(cn.values()) and not cn[Cause.HOST]):
         took = (

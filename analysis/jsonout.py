@@ -38,6 +38,7 @@ def card_to_json(card) -> dict:
         out["cpu_samples"] = {
             "lane": s.lane,
             "samples": s.samples,
+            "interval_ns": s.interval_ns,
             "frames": [
                 {"name": f.name, "module": f.module, "samples": f.samples, "share": round(float(f.share), 6)}
                 for f in s.frames

@@ -149,14 +149,17 @@ class SampledFrame:
 @dataclasses.dataclass(frozen=True)
 class GapSamples:
     """The CPU samples (Nsight ``--sample``; ``Trace.cpu_samples``) of the launching
-    thread ``lane`` taken inside an occurrence of a gap: ``samples`` of them (0: the
-    thread was sampled in the trace but not in the gap, so it was off the CPU: blocked,
-    sleeping, or waiting in the kernel), ``frames`` the hottest, most samples first
-    (``analysis.card.samples.gap_samples``)."""
+    thread ``lane`` taken inside an occurrence of a gap: ``samples`` of them,
+    ``frames`` the hottest, most samples first; ``interval_ns``: the median time
+    between the thread's consecutive samples over the trace (-1 with fewer than two),
+    so an occurrence several intervals long with no sample is time off the CPU
+    (blocked, sleeping, waiting in the kernel), while a shorter one may fall between two
+    samples (``analysis.card.samples.gap_samples``)."""
 
     lane: int
     samples: int
     frames: tuple[SampledFrame, ...] = ()
+    interval_ns: int = -1
 
 
 @dataclasses.dataclass(frozen=True)

@@ -202,6 +202,31 @@ def test_card_names_the_hottest_sampled_frame(native):
     assert report["samples"] == 21 and report["lane"] == s.lane and report["frames"][0] == frame
 
 
+def test_gaps_without_samples_are_off_cpu_only_when_long_enough(native):
+    """No sample in a gap several sampling intervals long: the thread was off the CPU;
+    in a shorter one, nothing is said (it may fall between two samples)."""
+    _, sampled, i, _ = native
+    diag = diagnose(load(str(sampled)))
+    g, cs = diag.gaps, diag.trace.cpu_samples
+    lane = g.thread_of(i)
+    sl = slice(int(cs.lane_offsets[lane]), int(cs.lane_offsets[lane + 1]))
+    interval = int(np.median(np.diff(cs.start_ns[sl])))
+    seen = {"long": 0, "short": 0}
+    for r in range(len(g)):
+        s = gap_samples(diag, np.array([r]))
+        if r == i or g.thread_of(r) != lane or s is None or s.samples:
+            continue
+        assert s.interval_ns == interval
+        why = card_for_gap(diag, r).why
+        if g.dur_ns[r] >= 3 * interval:
+            assert f"sampled every {fmt_dur(interval)} or so while it ran: it was off the CPU" in why
+            seen["long"] += 1
+        else:
+            assert "No CPU sample" not in why and "off the CPU" not in why
+            seen["short"] += 1
+    assert seen["long"] and seen["short"], seen
+
+
 def test_native_card_without_samples_asks_for_cpu_sampling(native):
     plain, _, i, _ = native
     diag = diagnose(load(str(plain)))
@@ -212,6 +237,14 @@ def test_native_card_without_samples_asks_for_cpu_sampling(native):
     assert NSYS_SAMPLE_FLAG in card.first_experiment
     assert "torch" not in card.first_experiment
     assert "cpu_samples" not in gap_entry(diag.trace, diag, i, 0)["card"]  # no samples, no key
+
+
+def _sql_rows(path, query: str) -> list[tuple]:
+    con = sqlite3.connect(ro_uri(str(path)), uri=True)
+    try:
+        return con.execute(query).fetchall()
+    finally:
+        con.close()
 
 
 #: The frame of each CPU sample of the launching thread inside a window, in SQL alone:
@@ -272,6 +305,12 @@ def test_corpus_export_hottest_frames_match_sql():
     assert card.cpu_samples is not None and card.cpu_samples.samples == 1
     assert card.cpu_samples.frames[0].name == "cudaDeviceSynchronize"
     assert "fell in `cudaDeviceSynchronize`" in card.why
+    # one sample where ~22 would fall at the thread's sampling interval: off the CPU
+    starts = [r[0] for r in _sql_rows(path, "SELECT start FROM COMPOSITE_EVENTS WHERE globalTid = 296052381794833")]
+    interval = int(np.median(np.diff(np.sort(np.array(starts)))))
+    expected = int(g.dur_ns[biggest]) / interval
+    assert card.cpu_samples.interval_ns == interval and expected > 20
+    assert f"about {expected:,.0f} would fall in it at the {fmt_dur(interval)} between the thread's samples" in card.why
     assert "--sample" not in card.first_experiment
     # the slow cudaLaunchKernel is named, and the OS calls it waited in are said with it
     con = sqlite3.connect(ro_uri(str(path)), uri=True)

@@ -107,7 +107,7 @@ def _card(
             f" Within that work, {fmt_dur(facts.lazy_loading_ns)} of lazy module loading (the driver loading GPU "
             f"code at a function's first call) was recorded."
         )
-    sampled = samples_sentence(diag, facts.samples, quote_name)
+    sampled = samples_sentence(diag, facts.samples, quote_name, facts.occurrence_ns)
     if sampled:
         why += " " + sampled
     first, forbidden, proof, fix = advice(facts)

@@ -9,23 +9,30 @@ of one of its gaps, on the thread the gap's causes are read from
 the export resolved (the leaf itself when resolved; an unresolved leaf inside a library
 is told by the first named function above it, the code that called into it); a sample
 with no resolved frame is told by its leaf's address. A frame's *share* is its samples
-over the occurrence's samples. Samples are taken while a thread runs on a CPU, so a
-gap with none, on a thread sampled elsewhere, is time off the CPU (blocked, sleeping,
-waiting in the kernel).
+over the occurrence's samples. Samples are taken while a thread runs on a CPU, so an
+occurrence at least ``OFF_CPU_INTERVALS`` of the thread's sampling intervals long
+(the median time between its consecutive samples) with no sample is time off the CPU
+(blocked, sleeping, waiting in the kernel); a shorter one may fall between two samples
+and is not told.
 """
 
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 
 from gapscope.analysis.diagnose import Diagnosis
 from gapscope.analysis.types import GapSamples, SampledFrame
 from gapscope.parsers.model import CpuSamples
+from gapscope.units import fmt_dur
 
 __all__ = [
     "HOT_FRAMES",
     "SAMPLED_FRAME_MIN_SHARE",
     "SAMPLED_FRAME_MIN_SAMPLES",
+    "OFF_CPU_INTERVALS",
+    "sampling_interval_ns",
     "gap_samples",
     "samples_sentence",
     "dominant_frame",
@@ -38,6 +45,23 @@ HOT_FRAMES = 3
 SAMPLED_FRAME_MIN_SHARE = 0.4
 #: ... and at least this many samples (fewer say little about where the time went).
 SAMPLED_FRAME_MIN_SAMPLES = 3
+#: An occurrence with no sample is told as time off the CPU when it is at least this
+#: many of the thread's sampling intervals long.
+OFF_CPU_INTERVALS = 3
+
+_INTERVALS: weakref.WeakKeyDictionary[CpuSamples, dict[int, int]] = weakref.WeakKeyDictionary()
+
+
+def sampling_interval_ns(cs: CpuSamples, lane: int) -> int:
+    """Median ns between consecutive samples of ``lane`` (-1 with fewer than two).
+    Cached per samples table and lane."""
+    per = _INTERVALS.setdefault(cs, {})
+    got = per.get(lane)
+    if got is None:
+        sl = slice(int(cs.lane_offsets[lane]), int(cs.lane_offsets[lane + 1]))
+        d = np.diff(cs.start_ns[sl])
+        got = per[lane] = int(np.median(d)) if d.size else -1
+    return got
 
 
 def _frames_of(cs: CpuSamples, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -77,8 +101,9 @@ def gap_samples(diag: Diagnosis, rows: np.ndarray) -> GapSamples | None:
     parts = [cs.in_window(lane, int(g.start_ns[r]), int(g.end_ns[r])) for r in rows.tolist()]
     sel = np.unique(np.concatenate([np.arange(p.start, p.stop, dtype=np.int64) for p in parts]))
     n = int(sel.shape[0])
+    interval = sampling_interval_ns(cs, lane)
     if n == 0:
-        return GapSamples(lane, 0, ())
+        return GapSamples(lane, 0, (), interval)
     name, module = _frames_of(cs, sel)
     key = name * (len(cs.names) + 1) + (module + 1)
     uniq, first_seen, counts = np.unique(key, return_index=True, return_counts=True)
@@ -89,7 +114,7 @@ def gap_samples(diag: Diagnosis, rows: np.ndarray) -> GapSamples | None:
         nm = cs.names[int(name[j])] if name[j] >= 0 else "(no callchain)"
         mod = cs.names[int(module[j])] if module[j] >= 0 else ""
         frames.append(SampledFrame(nm, mod, int(counts[k]), float(counts[k]) / n))
-    return GapSamples(lane, n, tuple(frames))
+    return GapSamples(lane, n, tuple(frames), interval)
 
 
 def dominant_frame(s: GapSamples | None) -> SampledFrame | None:
@@ -113,24 +138,48 @@ def frame_text(f: SampledFrame, quote) -> str:
     return f"{quote(f.name)} ({where}{f.samples:,} sample{'' if f.samples == 1 else 's'}, {f.share:.0%})"
 
 
-def samples_sentence(diag: Diagnosis, s: GapSamples | None, quote) -> str:
+def _off_cpu_note(s: GapSamples, occurrence_ns: int) -> str:
+    """ "; about 22 would fall in it at the thread's 0.136 ms between samples, so it
+    was off the CPU for most of the gap" when the samples are under a third of what
+    the sampling interval gives for the occurrence's length; else ""."""
+    if s.interval_ns <= 0:
+        return ""
+    expected = occurrence_ns / s.interval_ns
+    if expected < OFF_CPU_INTERVALS or s.samples * 3 > expected:
+        return ""
+    return (
+        f"; about {expected:,.0f} would fall in it at the {fmt_dur(s.interval_ns)} between the thread's samples, "
+        "so it was off the CPU (blocked, sleeping or waiting in the kernel) for most of the gap"
+    )
+
+
+def samples_sentence(diag: Diagnosis, s: GapSamples | None, quote, occurrence_ns: int) -> str:
     """The sentence the card's "why" adds for ``s`` ("" when None): the hottest
-    frames with their samples and shares, or, with no sample in the gap, that the
+    frames with their samples and shares, or, with no sample in an occurrence of
+    ``occurrence_ns`` at least ``OFF_CPU_INTERVALS`` sampling intervals long, that the
     thread was off the CPU. ``quote`` renders an untrusted name (``why.quote_name``)."""
     if s is None:
         return ""
     thread = diag.trace.lanes[s.lane].thread_name or diag.trace.lanes[s.lane].tid
     if s.samples == 0:
+        if s.interval_ns <= 0 or occurrence_ns < OFF_CPU_INTERVALS * s.interval_ns:
+            return ""  # short enough to fall between two samples: no sign either way
         return (
-            f"The CPU samples of thread {quote(thread)} hold none inside this gap: the thread was off the CPU "
-            f"(blocked, sleeping or waiting in the kernel) rather than computing."
+            f"No CPU sample of thread {quote(thread)} falls inside this gap, although it was sampled every "
+            f"{fmt_dur(s.interval_ns)} or so while it ran: it was off the CPU (blocked, sleeping or waiting in "
+            f"the kernel) rather than computing."
         )
+    note = _off_cpu_note(s, occurrence_ns)
     if s.samples == 1:
         f = s.frames[0]
         mod = _module_text(f.module)
-        return f"The one CPU sample of thread {quote(thread)} inside this gap fell in {quote(f.name)}" + (
-            f" (in {quote(mod)})." if mod else "."
+        return (
+            f"The one CPU sample of thread {quote(thread)} inside this gap fell in {quote(f.name)}"
+            + (f" (in {quote(mod)})" if mod else "")
+            + f"{note}."
         )
     parts = ", ".join(frame_text(f, quote) for f in s.frames)
     are = "frame is" if len(s.frames) == 1 else "frames are"
-    return f"Of the {s.samples:,} CPU samples of thread {quote(thread)} inside this gap, the hottest {are} {parts}."
+    return (
+        f"Of the {s.samples:,} CPU samples of thread {quote(thread)} inside this gap, the hottest {are} {parts}{note}."
+    )

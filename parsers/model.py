@@ -358,7 +358,8 @@ class CpuSamples:
         new_off = np.zeros(n + 1, dtype=_INT64)
         np.cumsum(counts, out=new_off[1:])
         # each new frame position's source: its sample's old first frame + its rank
-        gather = np.repeat(off[:-1][order] - new_off[:-1], counts) + np.arange(m, dtype=_INT64)
+        gather = np.repeat(off[:-1][order] - new_off[:-1], counts)
+        gather += np.arange(m, dtype=_INT64)
         lane_s = lane_a[order]
         return cls(
             start_ns=start[order],

@@ -172,6 +172,45 @@ def test_deep_callchains_are_cut_with_a_warning(native, tmp_path, monkeypatch):
     assert any("deeper than 4 frames" in w.message for w in t.warnings)
 
 
+def _append(path, samples) -> None:
+    """Add ``samples`` ((start, globalTid, chain, depths or None), ...) to the export."""
+    w = _Writer.__new__(_Writer)
+    w.con = sqlite3.connect(path)
+    w.next_sid = int(w.con.execute("SELECT max(id) FROM StringIds").fetchone()[0]) + 1
+    w.sids, w.next_id = {}, int(w.con.execute("SELECT max(id) FROM COMPOSITE_EVENTS").fetchone()[0]) + 1
+    for start, gtid, chain, depths in samples:
+        w.sample(start, gtid, chain, depths)
+    w.close()
+
+
+def test_callchain_rows_out_of_order_are_read_leaf_first(native, tmp_path):
+    _, sampled, _, (lo, _) = native
+    p = tmp_path / "reversed.sqlite"
+    p.write_bytes(sampled.read_bytes())
+    # written root first (rowid order is stackDepth 2, 1, 0)
+    _append(p, [(lo + 13, _gtid(HOST_PID, MAIN_TID), CHECKSUM[::-1], [2, 1, 0])])
+    cs = load(str(p)).cpu_samples
+    assert cs is not None
+    k = int(np.flatnonzero(cs.start_ns == lo + 13)[0])
+    got = [cs.names[cs.frame_name[j]] for j in range(cs.frame_offsets[k], cs.frame_offsets[k + 1])]
+    assert got == ["0x7f3a00001234", "compute_checksum", "main"]
+
+
+def test_sample_count_is_capped_with_a_warning(native, monkeypatch):
+    _, sampled, _, _ = native
+    monkeypatch.setattr(nsys_samples, "MAX_SAMPLES", 10)
+    t = load(str(sampled))
+    assert t.cpu_samples is not None and len(t.cpu_samples) == 10
+    # the earliest ten of the traced threads (the thread with no events has no lane)
+    with sqlite3.connect(ro_uri(str(sampled)), uri=True) as con:
+        want = con.execute(
+            "SELECT start FROM COMPOSITE_EVENTS WHERE start >= 0 AND globalTid IN (?, ?) ORDER BY start LIMIT 10",
+            (_gtid(HOST_PID, MAIN_TID), _gtid(HOST_PID, LOADER_TID)),
+        ).fetchall()
+    assert sorted(t.cpu_samples.start_ns.tolist()) == [r[0] for r in want]
+    assert any("the earliest 10 are kept" in w.message for w in t.warnings)
+
+
 def test_export_without_samples_has_none(native):
     plain, _, _, _ = native
     assert load(str(plain)).cpu_samples is None

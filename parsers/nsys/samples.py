@@ -25,14 +25,30 @@ from gapscope.parsers.model import CpuSamples
 from gapscope.parsers.nsys.blocks import Context
 from gapscope.parsers.nsys.names import distinct
 
-__all__ = ["SAMPLES", "CALLCHAINS", "MAX_FRAMES", "MAX_SAMPLES", "RawSamples", "read_samples", "cpu_samples"]
+__all__ = [
+    "SAMPLES",
+    "CALLCHAINS",
+    "MAX_FRAMES",
+    "MAX_SAMPLES",
+    "FRAME_BLOCK_ROWS",
+    "RawSamples",
+    "read_samples",
+    "cpu_samples",
+]
 
 SAMPLES = "COMPOSITE_EVENTS"
 CALLCHAINS = "SAMPLING_CALLCHAINS"
 #: Frames kept per sample, leaf first (the rest of a deeper callchain is cut).
-MAX_FRAMES = 24
-#: Samples kept (the earliest); about 60 bytes each with ``MAX_FRAMES`` frames.
-MAX_SAMPLES = 4_000_000
+MAX_FRAMES = 16
+#: Samples kept (the earliest). Reading takes about 60 bytes a frame at its peak (a
+#: frame is 9 bytes once built): about 1 GB at this cap with ``MAX_FRAMES`` frames each
+#: (measured: 0.5 GB for 500,000 samples of 16 frames).
+MAX_SAMPLES = 1_000_000
+#: Rows of ``SAMPLING_CALLCHAINS`` read per query (each block's text is about 30 MB).
+FRAME_BLOCK_ROWS = 1_000_000
+#: A frame's sample id, ``stackDepth`` and unresolved flag are read as one integer,
+#: ``id * _ID_SCALE + stackDepth * 2 + unresolved`` (``MAX_FRAMES`` stays below 32).
+_ID_SCALE = 64
 #: A symbol that is only an address (``0x145b5c768b6a``): the export did not resolve it.
 _ADDRESS_RE = re.compile(r"^0x[0-9a-fA-F]+$")
 
@@ -96,47 +112,82 @@ def _read_events(ctx: Context) -> tuple[np.ndarray, np.ndarray, np.ndarray] | No
     return (ids, start, lane) if ids.shape[0] else None
 
 
+def _compact(a: np.ndarray) -> np.ndarray:
+    """``a`` (int64 string ids) as int32 when every value fits."""
+    if a.size == 0 or (int(a.min()) >= -(2**31) and int(a.max()) < 2**31):
+        return a.astype(np.int32)
+    return a
+
+
 def _read_frames(ctx: Context, ids: np.ndarray) -> tuple[np.ndarray, ...]:
-    """(sample id, depth, symbol, module, unresolved) of the frames kept, sorted by
-    (id, depth), of the samples ``ids`` (sorted), each chain cut at ``MAX_FRAMES``."""
+    """(sample index into ``ids`` (sorted), depth, symbol, module, unresolved) of the
+    frames kept, sorted by (sample, depth), each chain cut at ``MAX_FRAMES``, and the
+    bool per sample of the chains cut. Read ``FRAME_BLOCK_ROWS`` rows at a time, each
+    block compacted before the next (frames of other samples dropped, ids narrowed)."""
     cols = set(ctx.db.columns(CALLCHAINS))
-    module = "module" if "module" in cols else "-1"
-    unresolved = "unresolved" if "unresolved" in cols else "0"
-    (fid, depth, symbol, mod, unres), _, _ = ctx.db.int_columns(
+    module = "ifnull(module, -1)" if "module" in cols else "-1"
+    unres = "(ifnull(unresolved, 0) != 0)" if "unresolved" in cols else "0"
+    # two columns instead of five (SQLite's group_concat text is the cost of the read):
+    # id, depth and the unresolved flag in one; the symbol's and module's string ids
+    # in the other (ids are dense from 0: far below 2**31)
+    frame_key = f"id * {_ID_SCALE} + (stackDepth << 1) + {unres}"
+    names_key = f"(ifnull(symbol, -1) << 32) | ({module} & 4294967295)"
+    cut = np.zeros(ids.shape[0], dtype=bool)
+    parts: list[tuple[np.ndarray, ...]] = []
+    orphans = 0
+    last = max(ids.shape[0] - 1, 0)
+    for key, both in ctx.db.int_column_blocks(
         CALLCHAINS,
-        ["id", "stackDepth", "symbol", module, unresolved],
-        want_rowid=False,
-        where=f"stackDepth BETWEEN 0 AND {MAX_FRAMES - 1}",
-    )
-    pos = np.minimum(np.searchsorted(ids, fid), max(ids.shape[0] - 1, 0))
-    known = ids[pos] == fid
-    orphans = int((~known).sum())
+        [frame_key, names_key],
+        where=f"stackDepth BETWEEN 0 AND {MAX_FRAMES}",
+        block_rows=FRAME_BLOCK_ROWS,
+    ):
+        fid, pk = key // _ID_SCALE, key % _ID_SCALE
+        pos = np.minimum(np.searchsorted(ids, fid), last)
+        known = ids[pos] == fid
+        orphans += int((~known).sum())
+        depth = pk >> 1
+        cut[pos[known & (depth == MAX_FRAMES)]] = True
+        keep = known & (depth < MAX_FRAMES)
+        symbol = both[keep] >> 32
+        mod = both[keep] & 0xFFFFFFFF
+        mod[mod == 0xFFFFFFFF] = -1
+        parts.append(
+            (pos[keep].astype(np.int32), depth[keep].astype(np.int16), _compact(symbol), _compact(mod))
+            + ((pk[keep] & 1).astype(bool),)
+        )
     if orphans:  # frames of samples skipped above, or of no sample at all
         ctx.ignore(f"{CALLCHAINS} frames of samples not kept", orphans)
-    fid, depth, symbol, mod, unres = fid[known], depth[known], symbol[known], mod[known], unres[known]
-    order = np.lexsort((depth, fid))
-    return fid[order], depth[order], symbol[order], mod[order], unres[order] > 0
+    cols_out = [np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, np.int32) for k in range(5)]
+    sample, depth = cols_out[0], cols_out[1]
+    key = sample.astype(np.int64) * (MAX_FRAMES + 1) + depth
+    if key.size > 1 and not bool((key[1:] >= key[:-1]).all()):  # exports write (id, stackDepth) order
+        order = np.argsort(key, kind="stable")
+        cols_out = [c[order] for c in cols_out]
+    return (*cols_out, cut)
 
 
-def _chains(ctx: Context, ids: np.ndarray, fid: np.ndarray, depth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(bool mask of the frames kept, frames kept per sample): a chain is read from its
-    leaf up to its first hole (a missing or repeated ``stackDepth``)."""
-    m = fid.shape[0]
-    starts = np.flatnonzero(np.r_[True, fid[1:] != fid[:-1]]) if m else np.zeros(0, np.int64)
-    group = np.cumsum(np.r_[False, fid[1:] != fid[:-1]]) if m else np.zeros(0, np.int64)
-    rank = np.arange(m, dtype=np.int64) - (starts[group] if m else 0)
-    ok = depth == rank
-    first_bad = np.minimum.reduceat(np.where(ok, MAX_FRAMES, rank), starts) if m else np.zeros(0, np.int64)
-    keep = rank < first_bad[group] if m else np.zeros(0, bool)
-    broken = int((first_bad < MAX_FRAMES).sum()) if m else 0
+def _chains(ctx: Context, n: int, sample: np.ndarray, depth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(bool mask of the frames kept, frames kept per sample, for ``n`` samples): a
+    chain is read from its leaf up to its first hole (a missing or repeated
+    ``stackDepth``). ``sample``/``depth``: per frame, sorted by (sample, depth)."""
+    m = sample.shape[0]
+    per = np.zeros(n, dtype=np.int64)
+    if not m:
+        return np.zeros(0, bool), per
+    new = np.r_[True, sample[1:] != sample[:-1]]
+    starts = np.flatnonzero(new)
+    group = np.cumsum(new) - 1
+    rank = np.arange(m, dtype=np.int64) - starts[group]
+    first_bad = np.minimum.reduceat(np.where(depth == rank, MAX_FRAMES, rank), starts)
+    keep = rank < first_bad[group]
+    broken = int((first_bad < MAX_FRAMES).sum())
     if broken:
         ctx.warn(
             f"{CALLCHAINS}.stackDepth",
             f"{broken} sample callchain(s) with a missing or repeated stackDepth: read up to the hole",
         )
-    per = np.zeros(ids.shape[0], dtype=np.int64)
-    if m:
-        np.add.at(per, np.searchsorted(ids, fid[starts]), np.minimum(first_bad, np.diff(np.r_[starts, m])))
+    per[sample[starts]] = np.minimum(first_bad, np.diff(np.r_[starts, m]))
     return keep, per
 
 
@@ -149,14 +200,11 @@ def read_samples(ctx: Context) -> RawSamples | None:
     if got is None:
         return None
     ids, start, lane = got
-    fid, depth, symbol, mod, unres = _read_frames(ctx, ids)
-    keep, per = _chains(ctx, ids, fid, depth)
+    sample, depth, symbol, mod, unres, cut = _read_frames(ctx, ids)
+    keep, per = _chains(ctx, ids.shape[0], sample, depth)
     symbol, mod, unres = symbol[keep], mod[keep], unres[keep]
     offsets = np.zeros(ids.shape[0] + 1, dtype=np.int64)
     np.cumsum(per, out=offsets[1:])
-    # the depth the export recorded: one more than the deepest stackDepth of each chain
-    (cut_ids,), _, _ = ctx.db.int_columns(CALLCHAINS, ["id"], want_rowid=False, where=f"stackDepth = {MAX_FRAMES}")
-    cut = np.isin(ids, cut_ids)
     if cut.any():
         ctx.warn(
             CALLCHAINS,
@@ -182,16 +230,19 @@ def cpu_samples(ctx: Context, raw: RawSamples | None, remap: np.ndarray, n_lanes
     frame_on = np.repeat(on, per)
     offsets = np.zeros(int(on.sum()) + 1, dtype=np.int64)
     np.cumsum(per[on], out=offsets[1:])
-    uniq, inv = distinct(np.concatenate([raw.symbol[frame_on], raw.module[frame_on]]))
+    # one name table for both columns, over their distinct ids only
+    u_sym, inv_sym = distinct(raw.symbol[frame_on])
+    u_mod, inv_mod = distinct(raw.module[frame_on])
+    uniq = np.union1d(u_sym, u_mod)
     texts = []
     for u in uniq.tolist():
         s = ctx.names.strings.get(u)
         texts.append(s if s is not None else ("(unknown)" if u < 0 else f"(string {u})"))
     names = tuple(texts)
-    m = int(frame_on.sum())
-    name_id, module_id = inv[:m].astype(np.int32), inv[m:].astype(np.int32)
+    name_id = np.searchsorted(uniq, u_sym).astype(np.int32)[inv_sym]
+    module_id = np.searchsorted(uniq, u_mod).astype(np.int32)[inv_mod]
     address = np.array([bool(_ADDRESS_RE.match(t)) for t in names], dtype=bool)
-    resolved = ~raw.unresolved[frame_on] & ~(address[name_id] if address.size else np.zeros(m, bool))
+    resolved = ~raw.unresolved[frame_on] & ~(address[name_id] if address.size else np.zeros(name_id.shape[0], bool))
     return CpuSamples.from_columns(
         start_ns=raw.start[on],
         lane=lane[on],

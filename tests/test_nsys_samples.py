@@ -384,3 +384,35 @@ def test_os_call_after_a_wait_is_named_in_the_sentence(tmp_path):
             assert f"{fmt_dur(reads)} of it in `read`" in card.why
             checked += 1
     assert checked >= 1
+
+
+def test_damaged_sample_tables_load_with_warnings(native, tmp_path):
+    """Untyped SQLite values in the sample tables (text, NULL, a real, huge ids) and
+    names that are markup: the export loads, the damaged rows are skipped or read as
+    the integer SQLite casts them to, and names are kept verbatim."""
+    _, sampled, i, (lo, _) = native
+    p = tmp_path / "damaged.sqlite"
+    p.write_bytes(sampled.read_bytes())
+    main = _gtid(HOST_PID, MAIN_TID)
+    con = sqlite3.connect(p)
+    con.executescript(
+        f"""
+        INSERT INTO StringIds VALUES (900001, '[red]<b>x</b>`\x1b[31m');
+        INSERT INTO COMPOSITE_EVENTS VALUES (50001, {lo + 17}, 0, 1, {main}, 1);
+        INSERT INTO SAMPLING_CALLCHAINS VALUES (50001, 900001, 'libx', NULL, NULL, 'yes', NULL, 0, 7, 0);
+        INSERT INTO SAMPLING_CALLCHAINS VALUES (50001, 'text', 1, NULL, NULL, NULL, NULL, 0, 7, 1);
+        INSERT INTO COMPOSITE_EVENTS VALUES (50002, 'soon', 0, 1, {main}, 1);
+        INSERT INTO COMPOSITE_EVENTS VALUES (50003, {lo + 19}.5, 0, 1, NULL, 1);
+        INSERT INTO SAMPLING_CALLCHAINS VALUES (9223372036854775807, 1, 1, NULL, NULL, NULL, NULL, 0, 7, 0);
+        INSERT INTO SAMPLING_CALLCHAINS VALUES (50001, 1, 1, NULL, NULL, NULL, NULL, 0, 7, 'deep');
+        """
+    )
+    con.commit()
+    con.close()
+    t = load(str(p))
+    cs = t.cpu_samples
+    assert cs is not None
+    k = int(np.flatnonzero(cs.start_ns == lo + 17)[0])
+    assert cs.names[cs.frame_name[cs.frame_offsets[k]]] == "[red]<b>x</b>`\x1b[31m"
+    diag = diagnose(t)
+    assert card_for_gap(diag, i).cpu_samples is not None

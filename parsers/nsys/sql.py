@@ -123,13 +123,7 @@ class Database:
         return rows[0] if rows else ()
 
     def int_columns(
-        self,
-        table: str,
-        exprs: Sequence[str],
-        *,
-        want_rowid: bool = True,
-        aggregates: Sequence[str] = (),
-        where: str = "",
+        self, table: str, exprs: Sequence[str], *, want_rowid: bool = True, aggregates: Sequence[str] = ()
     ) -> tuple[list[np.ndarray], np.ndarray | None, list]:
         """Integer columns of every row of ``table``, in ``rowid`` order.
 
@@ -137,9 +131,8 @@ class Database:
         Returns (one int64 array per expression; the int64 ``rowid`` of each row, or
         None when ``want_rowid`` is false or the table has no ``rowid``; the values of
         the extra SQL ``aggregates`` such as ``max(deviceId)`` over the whole table,
-        combined across blocks by their function: max, min, else sum). ``where``: an
-        SQL condition (no parameters) that keeps only the rows it holds for; the blocks
-        are still ``rowid`` ranges, so each stays bounded. Raises ``TraceFormatError``.
+        combined across blocks by their function: max, min, else sum). Raises
+        ``TraceFormatError``.
         """
         try:
             lo, hi = self.con.execute(f'SELECT min(rowid), max(rowid) FROM "{table}"').fetchone()
@@ -155,11 +148,8 @@ class Database:
         rowids: list[np.ndarray] = []
         agg_parts: list[list] = [[] for _ in aggregates]
         for rng in ranges:
-            cond = [] if rng is None else ["rowid BETWEEN ? AND ?"]
-            cond += [f"({where})"] if where else []
-            sql_where = f" WHERE {' AND '.join(cond)}" if cond else ""
-            params = () if rng is None else rng
-            count, values, aggs = self._block(table, exprs, sql_where, params, aggregates)
+            where, params = ("", ()) if rng is None else (" WHERE rowid BETWEEN ? AND ?", rng)
+            count, values, aggs = self._block(table, exprs, where, params, aggregates)
             for k, v in enumerate(values):
                 parts[k].append(v)
             for k, v in enumerate(aggs):
@@ -168,7 +158,7 @@ class Database:
                 if count == rng[1] - rng[0] + 1:  # no holes: the rowids are the range
                     rowids.append(np.arange(rng[0], rng[1] + 1, dtype=np.int64))
                 else:
-                    rowids.append(self._block(table, ["rowid"], sql_where, params)[1][0])
+                    rowids.append(self._block(table, ["rowid"], where, params)[1][0])
         arrays = [_cat(p) for p in parts]
         rowid = _cat(rowids) if want_rowid and None not in ranges else None
         return arrays, rowid, [_combine(fn, vals) for fn, vals in zip(aggregates, agg_parts)]

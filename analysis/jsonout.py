@@ -40,7 +40,13 @@ def card_to_json(card) -> dict:
             "samples": s.samples,
             "interval_ns": s.interval_ns,
             "frames": [
-                {"name": f.name, "module": f.module, "samples": f.samples, "share": round(float(f.share), 6)}
+                {
+                    "name": f.name,
+                    "module": f.module,
+                    "samples": f.samples,
+                    "share": round(float(f.share), 6),
+                    "caller": f.caller,
+                }
                 for f in s.frames
             ],
         }

@@ -138,12 +138,15 @@ class SampledFrame:
     """A function the CPU samples of a gap fell in (``GapSamples.frames``): ``name``
     (verbatim, untrusted) and ``module`` (the binary or library) of the sample's
     nearest resolved frame to its leaf (the leaf itself when resolved; else the
-    leaf's address), ``samples`` of them, ``share`` of the gap's samples (0..1)."""
+    leaf's address), ``samples`` of them, ``share`` of the gap's samples (0..1);
+    ``caller``: the function most of them were called from (the next resolved frame
+    above it in the kept callchain; "" when none)."""
 
     name: str
     module: str
     samples: int
     share: float
+    caller: str = ""
 
 
 @dataclasses.dataclass(frozen=True)

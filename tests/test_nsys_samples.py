@@ -79,6 +79,8 @@ class _Writer:
 CHECKSUM = [("0x7f3a00001234", "/usr/lib/libm.so.6", True), ("compute_checksum", "/opt/app/libapp.so", False)]
 CHECKSUM += [("main", "/opt/app/solver", False)]
 PARSE = [("parse_config", "/opt/app/solver", False), ("main", "/opt/app/solver", False)]
+#: ``compute_checksum`` called from ``solve_step`` (10 of its 14 samples) or from ``main``
+IN_STEP = CHECKSUM[:2] + [("solve_step", "/opt/app/solver", False)] + CHECKSUM[2:]
 
 
 def _native(path) -> None:
@@ -113,7 +115,7 @@ def native(tmp_path_factory):
     main, loader = _gtid(HOST_PID, MAIN_TID), _gtid(HOST_PID, LOADER_TID)
     step = (hi - lo) // 21
     for k in range(20):
-        w.sample(lo + step * (k + 1), main, CHECKSUM if k % 10 < 7 else PARSE)
+        w.sample(lo + step * (k + 1), main, IN_STEP if k % 10 < 5 else CHECKSUM if k % 10 < 7 else PARSE)
     for k in range(5):  # before the gap
         w.sample(lo - 1000 * (k + 1), main, [("before_gap", "/opt/app/solver", False)])
     for k in range(3):  # inside it, on another thread
@@ -141,7 +143,7 @@ def test_samples_are_read_with_their_callchains(native):
     assert sl.stop - sl.start == 21  # 20 + the one with a hole, none of those before
     first = sl.start
     names = [cs.names[cs.frame_name[j]] for j in range(cs.frame_offsets[first], cs.frame_offsets[first + 1])]
-    assert names == ["0x7f3a00001234", "compute_checksum", "main"]
+    assert names == ["0x7f3a00001234", "compute_checksum", "solve_step", "main"]
     assert cs.frame_resolved[cs.frame_offsets[first]] == np.False_
     assert cs.names[cs.frame_module[cs.frame_offsets[first] + 1]] == "/opt/app/libapp.so"
     last = sl.stop - 1  # the chain with a hole keeps its leaf only
@@ -228,12 +230,19 @@ def test_card_names_the_hottest_sampled_frame(native):
     assert (s.frames[1].name, s.frames[1].samples) == ("parse_config", 7)
     card = card_for_gap(diag, i)
     assert card.cpu_samples == s
-    assert "`compute_checksum` (in `libapp.so`, 14 samples, 67%)" in card.why
+    assert top.caller == "solve_step" and s.frames[1].caller == "main"  # 10 of 14 samples; 7 of 7
+    assert "`compute_checksum` (in `libapp.so`, 14 samples, 67%, called from `solve_step`)" in card.why
     assert "`load_batch`" not in card.why and "`before_gap`" not in card.why
     assert "compute_checksum" in card.first_experiment and "14 of 21" in card.first_experiment
     every = " ".join((card.why, card.first_experiment, card.forbidden_step, card.proof))
     assert "--sample" not in every and "py-spy" not in every and "Python" not in card.first_experiment
-    frame = {"name": "compute_checksum", "module": "/opt/app/libapp.so", "samples": 14, "share": pytest.approx(14 / 21)}
+    frame = {
+        "name": "compute_checksum",
+        "module": "/opt/app/libapp.so",
+        "samples": 14,
+        "share": pytest.approx(14 / 21),
+        "caller": "solve_step",
+    }
     cards = [g["card"] for g in diagnosis_to_json(diag)["top_gaps"] if g["gap"] == i]
     assert cards and cards[0]["cpu_samples"]["samples"] == 21
     assert cards[0]["cpu_samples"]["frames"][0] == frame
@@ -343,7 +352,7 @@ def test_corpus_export_hottest_frames_match_sql():
     card = card_for_gap(diag, biggest)
     assert card.cpu_samples is not None and card.cpu_samples.samples == 1
     assert card.cpu_samples.frames[0].name == "cudaDeviceSynchronize"
-    assert "fell in `cudaDeviceSynchronize`" in card.why
+    assert "fell in `cudaDeviceSynchronize` (in `ex-gpu`, called from `main`)" in card.why
     # one sample where ~22 would fall at the thread's sampling interval: off the CPU
     starts = [r[0] for r in _sql_rows(path, "SELECT start FROM COMPOSITE_EVENTS WHERE globalTid = 296052381794833")]
     interval = int(np.median(np.diff(np.sort(np.array(starts)))))

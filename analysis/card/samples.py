@@ -8,7 +8,9 @@ of one of its gaps, on the thread the gap's causes are read from
 (``Gaps.thread_of``). A sample's *frame* is the frame nearest its leaf whose symbol
 the export resolved (the leaf itself when resolved; an unresolved leaf inside a library
 is told by the first named function above it, the code that called into it); a sample
-with no resolved frame is told by its leaf's address. A frame's *share* is its samples
+with no resolved frame is told by its leaf's address; its *caller* is the next resolved
+frame above that one (a frame's caller is the most common among its samples). A frame's
+*share* is its samples
 over the occurrence's samples. Samples are taken while a thread runs on a CPU, so an
 occurrence at least ``OFF_CPU_INTERVALS`` of the thread's sampling intervals long
 (the median time between its consecutive samples) with no sample is time off the CPU
@@ -64,26 +66,47 @@ def sampling_interval_ns(cs: CpuSamples, lane: int) -> int:
     return got
 
 
-def _frames_of(cs: CpuSamples, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(name id, module id) of the frame of each sample ``sel`` (int64 indices): the
-    first resolved frame from the leaf, else the leaf; -1 for a sample with no frame."""
+_NONE = np.iinfo(np.int64).max
+
+
+def _frames_of(cs: CpuSamples, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(name id, module id, caller name id) of the frame of each sample ``sel`` (int64
+    indices): the first resolved frame from the leaf, else the leaf; its caller is the
+    next resolved frame above it in the kept chain. -1 where there is none."""
     off = cs.frame_offsets
     lo, hi = off[sel], off[sel + 1]
     has = hi > lo
     name = np.full(sel.shape[0], -1, dtype=np.int64)
     module = np.full(sel.shape[0], -1, dtype=np.int64)
+    caller = np.full(sel.shape[0], -1, dtype=np.int64)
     if not has.any():
-        return name, module
+        return name, module, caller
     counts = (hi - lo)[has]
     starts = lo[has]
+    seg = np.cumsum(counts) - counts
     # every kept frame of the samples with frames, with its rank in its chain
-    idx = np.repeat(starts, counts) + (np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts))
-    rank = np.where(cs.frame_resolved[idx], idx - np.repeat(starts, counts), np.iinfo(np.int64).max)
-    first = np.minimum.reduceat(rank, np.cumsum(counts) - counts)
-    pick = starts + np.where(first == np.iinfo(np.int64).max, 0, first)
+    idx = np.repeat(starts, counts) + (np.arange(int(counts.sum())) - np.repeat(seg, counts))
+    depth = idx - np.repeat(starts, counts)
+    resolved = cs.frame_resolved[idx]
+    first = np.minimum.reduceat(np.where(resolved, depth, _NONE), seg)
+    pick = starts + np.where(first == _NONE, 0, first)
     name[has] = cs.frame_name[pick]
     module[has] = cs.frame_module[pick]
-    return name, module
+    above = np.minimum.reduceat(np.where(resolved & (depth > np.repeat(first, counts)), depth, _NONE), seg)
+    found = above != _NONE
+    up = np.full(starts.shape[0], -1, dtype=np.int64)
+    up[found] = cs.frame_name[starts[found] + above[found]]
+    caller[has] = up
+    return name, module, caller
+
+
+def _mode(values: np.ndarray) -> int:
+    """The most common value of ``values`` that is not -1 (ties: the first seen), or -1."""
+    v = values[values >= 0]
+    if not v.size:
+        return -1
+    uniq, first, counts = np.unique(v, return_index=True, return_counts=True)
+    return int(uniq[np.lexsort((first, -counts))[0]])
 
 
 def gap_samples(diag: Diagnosis, rows: np.ndarray) -> GapSamples | None:
@@ -104,16 +127,17 @@ def gap_samples(diag: Diagnosis, rows: np.ndarray) -> GapSamples | None:
     interval = sampling_interval_ns(cs, lane)
     if n == 0:
         return GapSamples(lane, 0, (), interval)
-    name, module = _frames_of(cs, sel)
+    name, module, caller = _frames_of(cs, sel)
     key = name * (len(cs.names) + 1) + (module + 1)
-    uniq, first_seen, counts = np.unique(key, return_index=True, return_counts=True)
+    uniq, first_seen, inv, counts = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
     order = np.lexsort((first_seen, -counts))[:HOT_FRAMES]
     frames = []
     for k in order.tolist():
         j = int(first_seen[k])
         nm = cs.names[int(name[j])] if name[j] >= 0 else "(no callchain)"
         mod = cs.names[int(module[j])] if module[j] >= 0 else ""
-        frames.append(SampledFrame(nm, mod, int(counts[k]), float(counts[k]) / n))
+        up = _mode(caller[inv.reshape(-1) == k])
+        frames.append(SampledFrame(nm, mod, int(counts[k]), float(counts[k]) / n, cs.names[up] if up >= 0 else ""))
     return GapSamples(lane, n, tuple(frames), interval)
 
 
@@ -132,10 +156,12 @@ def _module_text(module: str) -> str:
 
 
 def frame_text(f: SampledFrame, quote) -> str:
-    """ "`name` (in libx.so, 12 of them, 60%)" pieces: the frame named with ``quote``."""
+    """ "`name` (in `libx.so`, 12 samples, 60%, called from `f`)": the frame, its
+    names rendered with ``quote``."""
     mod = _module_text(f.module)
     where = f"in {quote(mod)}, " if mod else ""
-    return f"{quote(f.name)} ({where}{f.samples:,} sample{'' if f.samples == 1 else 's'}, {f.share:.0%})"
+    called = f", called from {quote(f.caller)}" if f.caller else ""
+    return f"{quote(f.name)} ({where}{f.samples:,} sample{'' if f.samples == 1 else 's'}, {f.share:.0%}{called})"
 
 
 def _off_cpu_note(s: GapSamples, occurrence_ns: int) -> str:
@@ -173,9 +199,11 @@ def samples_sentence(diag: Diagnosis, s: GapSamples | None, quote, occurrence_ns
     if s.samples == 1:
         f = s.frames[0]
         mod = _module_text(f.module)
+        bits = [f"in {quote(mod)}"] if mod else []
+        bits += [f"called from {quote(f.caller)}"] if f.caller else []
         return (
             f"The one CPU sample of thread {quote(thread)} inside this gap fell in {quote(f.name)}"
-            + (f" (in {quote(mod)})" if mod else "")
+            + (f" ({', '.join(bits)})" if bits else "")
             + f"{note}."
         )
     parts = ", ".join(frame_text(f, quote) for f in s.frames)

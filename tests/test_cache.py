@@ -13,6 +13,7 @@ flipped data byte); a full disk, a read-only or unusable cache directory; evicti
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import gzip
 import json
@@ -101,6 +102,15 @@ def assert_same(a, b, all_args: bool = False, read_only: bool = True) -> None:
     assert a.source == b.source
     assert a.warnings == b.warnings
     assert a.extent_ns == b.extent_ns
+    assert (a.cpu_samples is None) == (b.cpu_samples is None)
+    if a.cpu_samples is not None:  # the CPU samples of an Nsight export, field for field
+        for f in dataclasses.fields(a.cpu_samples):
+            x, y = getattr(a.cpu_samples, f.name), getattr(b.cpu_samples, f.name)
+            if isinstance(x, np.ndarray):
+                assert x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y), f.name
+                assert not y.flags.writeable, f.name
+            else:
+                assert x == y, f.name
     for i in range(len(a)) if all_args else args_indices(a):
         assert a.args_of(i) == b.args_of(i), i
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from gapscope.analysis.card.facts import card_facts, gap_capture
 from gapscope.analysis.card.rules import advice, capture_sentence, matching_rule
+from gapscope.analysis.card.samples import samples_sentence
 from gapscope.analysis.card.why import (
     BLOCKING_WAIT_SMELL,
     DEPENDENCY_SMELLS,
@@ -28,6 +29,7 @@ from gapscope.analysis.card.why import (
     hot_frame,
     in_sync_cliff,
     is_decode_trace,
+    quote_name,
     rank_row,
     slow_launch,
     trust_note,
@@ -105,8 +107,13 @@ def _card(
             f" Within that work, {fmt_dur(facts.lazy_loading_ns)} of lazy module loading (the driver loading GPU "
             f"code at a function's first call) was recorded."
         )
+    sampled = samples_sentence(diag, facts.samples, quote_name, facts.occurrence_ns)
+    if sampled:
+        why += " " + sampled
     first, forbidden, proof, fix = advice(facts)
-    return Card(smell, primary, secondary, sec_share, why, first, forbidden, proof, tuple(evidence[:12]), fix)
+    return Card(
+        smell, primary, secondary, sec_share, why, first, forbidden, proof, tuple(evidence[:12]), fix, facts.samples
+    )
 
 
 def _class_ns(diag: Diagnosis, rows) -> np.ndarray:

@@ -2,7 +2,8 @@
 computed once per occurrence (a gap, or a group's representative occurrence) by
 ``card_facts``: the class and its evidence, the thread's stream captures, the hot frame,
 the one-time flag, the slow launch call and whether its kernel ran before, the lazy
-loading on the thread, and the program kind (``ProgramKind``: which vocabulary the
+loading on the thread, the launching thread's CPU samples (its hottest frames), and the
+program kind (``ProgramKind``: which vocabulary the
 advice may use). The rules (``gapscope.analysis.card.rules``) read these and nothing
 else of the diagnosis but the helpers that word them.
 """
@@ -17,10 +18,11 @@ import numpy as np
 
 from gapscope.analysis.busy import coverage, union_intervals
 from gapscope.analysis.card.program import ProgramKind, program_kind
+from gapscope.analysis.card.samples import gap_samples
 from gapscope.analysis.card.why import HotFrame, slow_launch
 from gapscope.analysis.diagnose import Diagnosis
 from gapscope.analysis.evidence_kinds import GraphCapture, earlier_runs, graph_captures
-from gapscope.analysis.types import Cause, Evidence
+from gapscope.analysis.types import Cause, Evidence, GapSamples
 from gapscope.parsers.model import Kind
 
 __all__ = ["Facts", "GapCapture", "card_facts", "gap_capture", "enclosing_events", "LAZY_LOADING_RE"]
@@ -155,7 +157,9 @@ class Facts:
     flagged one-time (``Gaps.one_time``); ``slow_launch``: it is mostly one slow launch
     call (``why.slow_launch``), whose kernel had run ``slow_runs_before`` times before
     (0: a first use; more: contention); ``lazy_loading_ns``: module loading on its
-    thread inside it; ``program``: the trace's ``ProgramKind``."""
+    thread inside it; ``program``: the trace's ``ProgramKind``; ``samples``: the
+    launching thread's CPU samples inside it (``samples.gap_samples``; None when the
+    trace has none)."""
 
     diag: Diagnosis
     rows: np.ndarray
@@ -170,6 +174,7 @@ class Facts:
     lazy_loading_ns: int
     lazy_in_call: bool
     program: ProgramKind
+    samples: GapSamples | None = None
 
     @property
     def top(self) -> list[Evidence]:
@@ -221,4 +226,5 @@ def card_facts(
         lazy_loading_ns=lazy[0],
         lazy_in_call=lazy[1],
         program=program_kind(diag.trace),
+        samples=gap_samples(diag, rows),
     )

@@ -714,6 +714,65 @@ def _later_waits(trace, w: Evidence, waits: list[Evidence], after_ns: int) -> st
     return f", {fmt_dur(total)} of it blocked again in {names}"
 
 
+#: Host work after a blocking wait is named in the sentence when one name holds at
+#: least this share of it (issue 43: 1 ms of ``write()`` sat in the evidence list only).
+AFTER_WORK_MIN_SHARE = 0.25
+
+
+def _after_work(trace, w: Evidence, evidence: list[Evidence], after_ns: int) -> str:
+    """ ", N of it in `X`" for the traced host call (an OS runtime call such as
+    ``read`` or ``write``, a range) holding at least ``AFTER_WORK_MIN_SHARE`` of the
+    ``after_ns`` of host work after the wait ``w``; else ""."""
+    by_name: dict[str, int] = {}
+    for e in evidence:
+        if (
+            e.cause == Cause.SYNC
+            and e.event >= 0
+            and e.event != w.event
+            and not trace.lanes[e.lane].is_gpu
+            and not is_wait(trace, e.event)
+            and trace.start_ns[e.event] >= trace.start_ns[w.event]
+        ):
+            by_name[e.name] = by_name.get(e.name, 0) + e.overlap_ns
+    if not by_name or after_ns <= 0:
+        return ""
+    name, ns = max(by_name.items(), key=lambda kv: kv[1])
+    if ns < AFTER_WORK_MIN_SHARE * after_ns:
+        return ""
+    return f", {fmt_dur(min(ns, after_ns))} of it in {quote_name(name)}"
+
+
+def _inside_call(trace, call: int, spans: list[tuple[int, int]], call_ns: int) -> str:
+    """ "; N of it in K `ioctl` calls inside it" for the OS runtime calls (and other
+    untyped host calls, ``Kind.OTHER``) nested in the API call ``call`` on its thread,
+    counted inside ``spans`` (ns), when one name holds ``AFTER_WORK_MIN_SHARE`` of the
+    call's ``call_ns`` there: the card names the CUDA call, and says what it waited in
+    (an Nsight export's ``ioctl`` to the driver); else ""."""
+    sl = trace.lane_slice(int(trace.lane[call]))
+    cs, ce = int(trace.start_ns[call]), int(trace.start_ns[call] + trace.dur_ns[call])
+    st = trace.start_ns[sl]
+    en = st + trace.dur_ns[sl]
+    idx = np.flatnonzero((st >= cs) & (en <= ce) & (trace.kind[sl] == int(Kind.OTHER)))
+    idx = idx[sl.start + idx != call]
+    if not idx.size or call_ns <= 0:
+        return ""
+    ns = np.zeros(idx.size, dtype=np.int64)
+    for a, b in spans:
+        ns += np.maximum(np.minimum(en[idx], b) - np.maximum(st[idx], a), 0)
+    by_name: dict[int, tuple[int, int]] = {}
+    for k, v in zip(trace.name_id[sl][idx].tolist(), ns.tolist()):
+        if v > 0:
+            tot, n = by_name.get(k, (0, 0))
+            by_name[k] = (tot + v, n + 1)
+    if not by_name:
+        return ""
+    name, (tot, n) = max(by_name.items(), key=lambda kv: kv[1][0])
+    if tot < AFTER_WORK_MIN_SHARE * call_ns:
+        return ""
+    calls = f"{n:,} {quote_name(trace.names[name])} calls" if n > 1 else f"a {quote_name(trace.names[name])} call"
+    return f"; {fmt_dur(min(tot, call_ns))} of it in {calls} inside it"
+
+
 def _sync_wait_part(
     diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], sync_ns: int, w: Evidence, waits: list[Evidence]
 ) -> str:
@@ -744,7 +803,7 @@ def _sync_wait_part(
         return (
             f"{fmt_dur(sync_ns)} in the sync cliff ({fmt_dur(w_ns)} blocked in {quote_name(w.name)}"
             f"{' ' + gpu if gpu else ''}, then {fmt_dur(after)} of host work after it until the next launch"
-            f"{_later_waits(trace, w, waits, after)})"
+            f"{_after_work(trace, w, evidence, after)}{_later_waits(trace, w, waits, after)})"
         )
     notes = [n for n in (gpu, "the sync cliff" if cliff else "") if n]
     return f"{fmt_dur(sync_ns)} blocked in {quote_name(w.name)}" + (f" ({'; '.join(notes)})" if notes else "")
@@ -827,9 +886,11 @@ def _launch_part(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], cn
         and slow.overlap_ns >= SLOW_LAUNCH_NS
         and slow_launch_calls(trace, SLOW_LAUNCH_NS)[slow.event]
     ):
+        spans = [(int(g.start_ns[r]), int(g.end_ns[r])) for r in rows]
+        inside = _inside_call(trace, slow.event, spans, slow.overlap_ns)
         return (
             f"{fmt_dur(launch_ns)} in the launch path, {fmt_dur(slow.overlap_ns)} of it in one launch "
-            f"call {quote_name(slow.name)} ({slow_launch_words(diag, slow.event)})"
+            f"call {quote_name(slow.name)} ({slow_launch_words(diag, slow.event)}{inside})"
         )
     if eps or (launch_ns >= 0.5 * sum(cn.values()) and not cn[Cause.HOST]):
         took = (

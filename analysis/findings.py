@@ -729,9 +729,18 @@ def _representative(
             if title == PER_OP_TITLE:  # the most recorded op time: the card tells the ops
                 ok = (2 * (host - quiet) >= host) & (2 * vec[rows] >= host) & (host > 0)
                 ok &= np.array([2 * _dominant_range_ns(diag, int(i), "") < h for i, h in zip(rows, host)], dtype=bool)
-                # one with no copy or blocking wait on its list, when there is one: its card tells the ops
+                # one with no copy, copy call or blocking wait on its list, when there is
+                # one: its card tells the ops
+                kind = diag.trace.kind
                 plain = ok & np.array(
-                    [all(e.cause not in (Cause.COPY, Cause.SYNC) for e in diag.evidence(int(i))) for i in rows],
+                    [
+                        all(
+                            e.cause not in (Cause.COPY, Cause.SYNC)
+                            and (e.event < 0 or kind[e.event] != int(Kind.MEMCPY_CALL))
+                            for e in diag.evidence(int(i))
+                        )
+                        for i in rows
+                    ],
                     dtype=bool,
                 )
                 ok = plain if plain.any() else ok

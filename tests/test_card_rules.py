@@ -16,7 +16,7 @@ from gapscope.analysis.card.rules import RULES, matching_rule
 from gapscope.analysis.evidence_kinds import earlier_runs, recurring_alloc_mask
 from gapscope.parsers import load
 from gapscope.parsers.builder import TraceBuilder
-from gapscope.parsers.model import Kind
+from gapscope.parsers.model import CopyKind, Kind
 
 from .conftest import CORPUS, require
 
@@ -315,3 +315,61 @@ def test_an_nsight_export_of_a_python_process_is_python():
     b.event(gpu, "k", 6 * US, 10 * US, Kind.KERNEL, correlation=1)
     pk = program_kind(b.build())
     assert (pk.framework, pk.python) == ("unknown", True)
+
+
+def _copy_gap(blocking: bool) -> tuple:
+    """A kernel [6, 106) µs, then a ``cudaMemcpyAsync`` of a 1 MiB pageable copy, then the
+    next launch at 300 µs. ``blocking``: the call starts under the kernel (10 µs) and
+    returns at 200 µs, after its linked copy [110, 130) ended: it waited for the queue.
+    Else it starts in the gap (110 µs) and returns at 250 µs with its copy [160, 180)
+    not linked to it."""
+    b = TraceBuilder()
+    cpu, gpu = _lanes(b)
+    b.event(cpu, "aten::add", 0, 2 * US, Kind.CPU_OP)  # a PyTorch program
+    b.event(cpu, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k", 6 * US, 100 * US, Kind.KERNEL, correlation=1)
+    if blocking:
+        b.event(cpu, "cudaMemcpyAsync", 10 * US, 190 * US, Kind.MEMCPY_CALL, correlation=2)
+        b.event(gpu, "Memcpy DtoH (Device -> Pageable)", 110 * US, 20 * US, Kind.MEMCPY, correlation=2,
+                bytes=1 << 20, copy_kind=CopyKind.D2H, pageable=True)  # fmt: skip
+    else:
+        b.event(cpu, "cudaMemcpyAsync", 110 * US, 140 * US, Kind.MEMCPY_CALL)
+        b.event(gpu, "Memcpy HtoD (Pageable -> Device)", 160 * US, 20 * US, Kind.MEMCPY,
+                bytes=1 << 20, copy_kind=CopyKind.H2D, pageable=True)  # fmt: skip
+    b.event(cpu, "cudaLaunchKernel", 300 * US, 5 * US, Kind.LAUNCH, correlation=3)
+    b.event(gpu, "k2", 306 * US, 10 * US, Kind.KERNEL, correlation=3)
+    d = diagnose(b.build())
+    return d, _largest(d)
+
+
+def test_copy_is_the_gpus_copy_time_and_the_copy_call_is_host_work():
+    """Issue 43 (b200: a 3.1 µs GPU copy made a gap 39% copy): the gap [106, 306) µs
+    holds a 20 µs GPU copy; the thread's 120 µs in the copy call outside it are host
+    work, and the card advises on that call (pinned memory, non_blocking)."""
+    d, i = _copy_gap(blocking=False)
+    cn = d.gaps.class_ns[i]
+    assert (int(d.gaps.start_ns[i]), int(d.gaps.end_ns[i])) == (106 * US, 306 * US)
+    assert int(cn[int(Cause.COPY)]) == 20 * US
+    # [106, 110) and [250, 300) untraced, [110, 250) in the call less the copy, [300, 306) launch
+    assert int(cn[int(Cause.HOST)]) == (4 + 120 + 50) * US and int(cn[int(Cause.SYNC)]) == 0
+    c = card_for_gap(d, i)
+    assert c.cause == Cause.HOST
+    assert "0.120 ms in `cudaMemcpyAsync`" in c.why and "20.0 µs copying" in c.why, c.why
+    assert c.first_experiment.startswith("The thread spent 0.120 ms inside the copy call `cudaMemcpyAsync`")
+    assert "non_blocking=True" in c.first_experiment
+
+
+def test_a_blocking_copy_call_is_a_wait_that_drained_the_queue():
+    """The copy call began under the kernel and returned after its copy ended: a
+    blocking wait, so [106, 300) is the sync cliff less the 20 µs GPU copy, and the
+    card names the call as the wait and advises a pinned asynchronous copy."""
+    d, i = _copy_gap(blocking=True)
+    cn = d.gaps.class_ns[i]
+    assert int(cn[int(Cause.COPY)]) == 20 * US and int(cn[int(Cause.SYNC)]) == (194 - 20) * US
+    assert int(cn[int(Cause.HOST)]) == 0
+    c = card_for_gap(d, i)
+    assert c.cause == Cause.SYNC
+    # [106, 200) in the call less [110, 130) under the copy: 74 µs; then 100 µs until the launch
+    assert "74.0 µs in the blocking copy call `cudaMemcpyAsync` outside the GPU's copies" in c.why, c.why
+    assert c.first_experiment.startswith("The copy call `cudaMemcpyAsync` returned only after its copy ended")
+    assert "pinned host memory and non_blocking=True" in c.first_experiment

@@ -20,7 +20,7 @@ import numpy as np
 
 from gapscope.analysis.busy import device_event_mask
 from gapscope.analysis.card.advice import Advice, short_fix
-from gapscope.analysis.card.copy_rules import copy_advice
+from gapscope.analysis.card.copy_rules import copy_advice, host_copy_fix
 from gapscope.analysis.card.facts import Facts, GapCapture
 from gapscope.analysis.card.host_rules import host_advice
 from gapscope.analysis.card.program import is_mtia, is_rocm, program_kind
@@ -38,6 +38,7 @@ from gapscope.analysis.diagnose import Diagnosis
 from gapscope.analysis.evidence_kinds import (
     COLLECTIVE_RE,
     GRAPH_LAUNCH_RE,
+    blocking_copy_calls,
 )
 from gapscope.analysis.framework_work import (
     graph_first_node,
@@ -127,6 +128,33 @@ def _sync_advice(diag: Diagnosis, evidence, name, dur_txt, rows, cliff: bool = T
         forbidden,
         f"On a new capture of the same steps, the idle at this position ({dur_txt}) and the number of "
         f"blocking calls per step ({name or 'calls that wait for the device'}) should drop to about zero.",
+    )
+
+
+def _blocking_copy_wait(f: Facts) -> int | None:
+    """The sync cliff's wait of the occurrence when it is a blocking copy call
+    (``blocking_copy_calls``), else None."""
+    if f.cause != Cause.SYNC or not in_sync_cliff(f.diag.gaps, f.rows):
+        return None
+    w = cliff_wait(f.diag, int(f.rows[0]))
+    return w if w is not None and bool(blocking_copy_calls(f.diag.trace)[w]) else None
+
+
+def _blocking_copy_advice(f: Facts) -> Advice:
+    diag = f.diag
+    w = _blocking_copy_wait(f)
+    assert w is not None  # the rule's when held
+    op = _innermost(diag, w, Kind.CPU_OP)
+    inside = f" (inside {quote_name(op)})" if op else ""
+    return Advice(
+        f"The copy call {quote_name(diag.trace.name(w))}{inside} returned only after its copy ended, and a copy "
+        f"runs after the work queued before it: a synchronous or pageable copy, which waited for the GPU to drain "
+        f"(a sync). " + host_copy_fix(f) + " Issue the copy before the work that needs it.",
+        "Do not speed up the kernels around the gap: the copy call waits for the GPU to drain, and a faster "
+        "kernel only makes that wait start sooner.",
+        f"On a new capture of the same steps, the idle at this position ({f.dur_txt}) should shrink to the GPU's "
+        f"copy time, and {quote_name(diag.trace.name(w))} return before its copy ends.",
+        "copy from pinned host memory with non_blocking=True so the call does not wait for the GPU",
     )
 
 
@@ -525,6 +553,12 @@ RULES: tuple[Rule, ...] = (
         lambda f: f.cause == Cause.DEPENDENCY,
         lambda f: Advice(*_dependency_advice(f.diag, f.rows, f.dur_txt)),
         "the op was queued: what it waited for on the GPU side is the cause, not the CPU",
+    ),
+    Rule(
+        "blocking copy call",
+        lambda f: _blocking_copy_wait(f) is not None,
+        _blocking_copy_advice,
+        "a copy call that returned after its copy drained the queue: a sync, fixed by a pinned asynchronous copy",
     ),
     Rule(
         "sync",

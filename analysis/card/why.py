@@ -29,6 +29,7 @@ from gapscope.analysis.evidence_kinds import (
     BLOCKING_SYNC_RE,
     COLLECTIVE_RE,
     SYNC_OP_NAMES,
+    blocking_copy_calls,
     earlier_runs,
     ids_matching,
     slow_launch_calls,
@@ -73,14 +74,41 @@ def in_sync_cliff(gaps, rows) -> bool:
     return bool((gaps.sync_from_ns[rows] < gaps.launch_from_ns[rows]).any())
 
 
+def _same_calls(trace, event: int) -> np.ndarray:
+    """int64 indices of the events of ``event``'s lane and name; of a blocking copy call,
+    the blocking ones alone (the same name issues pinned copies that return at once)."""
+    sl = trace.lane_slice(int(trace.lane[event]))
+    same = sl.start + np.flatnonzero(trace.name_id[sl] == trace.name_id[event])
+    blocking = blocking_copy_calls(trace)
+    return same[blocking[same]] if blocking[event] else same
+
+
 def _same_calls_ns(trace, event: int, spans: list[tuple[int, int]]) -> int:
     """ns inside ``spans`` (``[start, end)`` pairs) covered by the events of ``event``'s
     lane and name: every such call, not only those the evidence list names (it stops at
     its limit: 9 of a gap's 16 ``aten::item`` round trips on the H200 sync-cliff trace)."""
-    sl = trace.lane_slice(int(trace.lane[event]))
-    same = sl.start + np.flatnonzero(trace.name_id[sl] == trace.name_id[event])
+    same = _same_calls(trace, event)
     us, ue = union_intervals(trace.start_ns[same], trace.start_ns[same] + trace.dur_ns[same])
     return int(coverage(us, ue, np.array([a for a, _ in spans]), np.array([b for _, b in spans])).sum())
+
+
+def _under_copies_ns(diag: Diagnosis, rows: np.ndarray, event: int) -> int:
+    """ns of the calls of ``event``'s lane and name under the copy-class GPU copies of the
+    gaps ``rows``: that time is the copy's, not the wait's (a blocking copy call waits
+    through its own copy; copy is GPU copy time only)."""
+    trace = diag.trace
+    same = _same_calls(trace, event)
+    us, ue = union_intervals(trace.start_ns[same], trace.start_ns[same] + trace.dur_ns[same])
+    cps = [(int(r), e.event) for r in rows.tolist() for e in diag.gpu_copies(int(r)) if e.cause == Cause.COPY]
+    if not cps or not us.size:
+        return 0
+    g = diag.gaps
+    ev = np.array([e for _, e in cps], dtype=np.int64)
+    rr = np.array([r for r, _ in cps], dtype=np.int64)
+    cs, ce = union_intervals(
+        np.maximum(trace.start_ns[ev], g.start_ns[rr]), np.minimum(trace.start_ns[ev] + trace.dur_ns[ev], g.end_ns[rr])
+    )
+    return int(coverage(us, ue, cs, ce).sum())
 
 
 def quote_name(name: str) -> str:
@@ -489,15 +517,6 @@ def _calls_listed(
 UNLISTED_MAX_SHARE = 0.1
 
 
-def _copy_rest(lead: CopyLead, copy_ns: int) -> str:
-    """The copy class's other part: the launching thread inside a copy call outside
-    the GPU's copies (rule 1), or ""."""
-    if lead.outside_ns < max(1_000, copy_ns // 20):
-        return ""
-    call = f"the copy call {quote_name(lead.call.name)}" if lead.call is not None else "a copy call"
-    return f"; {fmt_dur(lead.outside_ns)} of it the thread in {call} outside the GPU's copies"
-
-
 def _copy_way(lead: CopyLead) -> str:
     """The direction of copies whose name does not say it (MTIA's `dma_request`), or ""."""
     known = [wc for wc in lead.directions if wc[0] != UNKNOWN_DIRECTION]
@@ -547,18 +566,17 @@ def _many_copies_phrase(
     """The copy phrase of several copies: each length (up to three), their median (of
     one length, or all short), else the largest and the short ones in all."""
     big = lead.big
-    rest = _copy_rest(lead, copy_ns)
     total = f", {fmt_bytes(lead.bytes_total)} in all" if lead.bytes_total >= 0 else ""
     named = f" {quote_name(big.name)}{_copy_way(lead)}" if lead.same_name else ""
     pageable = _many_pageable(diag, rows, lead)
     if lead.count <= 3:  # a median of two or three says little: each one
         txt = [fmt_dur(v) for v in lead.lengths_ns]
         each = f"{txt[0]} each" if len(set(txt)) == 1 else ", ".join(txt[:-1]) + " and " + txt[-1]
-        return f"{fmt_dur(copy_ns)} copying ({ran} {lead.count} {lead.noun}{named}, {each}{total}{pageable}{rest})"
+        return f"{fmt_dur(copy_ns)} copying ({ran} {lead.count} {lead.noun}{named}, {each}{total}{pageable})"
     if lead.uniform or lead.short_count == lead.count:
         return (
             f"{fmt_dur(copy_ns)} copying ({ran} {lead.count} {lead.noun}{named}, "
-            f"{fmt_dur(lead.median_ns)} median each{total}{pageable}{rest})"
+            f"{fmt_dur(lead.median_ns)} median each{total}{pageable})"
         )
     largest, each, size = _largest_copies(lead, size)
     short = (
@@ -568,7 +586,7 @@ def _many_copies_phrase(
     )
     return (
         f"{fmt_dur(copy_ns)} copying ({ran} {lead.count} {lead.noun}{named}{total}; {largest} "
-        f"{each}" + (f", {', '.join(size)}" if size else "") + f"{short}{rest})"
+        f"{each}" + (f", {', '.join(size)}" if size else "") + f"{short})"
     )
 
 
@@ -576,9 +594,9 @@ def _copy_phrase(
     diag: Diagnosis, rows: np.ndarray, copy_ns: int, lead: CopyLead | None, ran: str = "the GPU ran"
 ) -> str:
     """ "0.314 ms copying (...)": the one copy (name, size, pageable), or how many ran
-    (``_many_copies_phrase``); then the copy time the thread spent in its copy call
-    outside the GPU's copies. ``ran``: the words before the GPU's copies ("running"
-    when the GPU is the sentence's subject)."""
+    (``_many_copies_phrase``). Copy is GPU copy time only: the thread's time in its copy
+    calls is told with the host work or the wait. ``ran``: the words before the GPU's
+    copies ("running" when the GPU is the sentence's subject)."""
     if lead is None:
         return f"{fmt_dur(copy_ns)} copying"
     big = lead.big
@@ -593,7 +611,7 @@ def _copy_phrase(
     return (
         f"{fmt_dur(copy_ns)} copying ({where} {quote_name(big.name)}{_copy_way(lead) if on_gpu else ''}"
         + (f", {', '.join(size)}" if size else "")
-        + f"{_copy_rest(lead, copy_ns)})"
+        + ")"
     )
 
 
@@ -685,16 +703,11 @@ def _host_part(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], host
 
 
 def _copy_part(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], copy_ns: int) -> tuple[str, bool]:
-    """The copy part and whether it is the GPU's alone (the thread made no copy call in
-    the gap: it did not "spend" that time copying; extrap/con_kernel #3 sat in
-    cudaEventSynchronize meanwhile)."""
+    """The copy part and whether it is the GPU's alone: copy is GPU copy time only, so
+    the thread never "spent" it copying (extrap/con_kernel #3 sat in
+    cudaEventSynchronize meanwhile; its copy calls are host work or a wait)."""
     gpu_copy = copy_lead(diag, rows, evidence)
-    gpu_only = (
-        gpu_copy is not None
-        and gpu_copy.call is None
-        and gpu_copy.outside_ns < max(1_000, copy_ns // 20)
-        and diag.trace.lanes[gpu_copy.big.lane].is_gpu
-    )
+    gpu_only = gpu_copy is not None and diag.trace.lanes[gpu_copy.big.lane].is_gpu
     return _copy_phrase(diag, rows, copy_ns, gpu_copy, "running" if gpu_only else "the GPU ran"), gpu_only
 
 
@@ -723,7 +736,7 @@ def _sync_wait_part(
     with the later blocking waits in it named (``_later_waits``)."""
     trace, g = diag.trace, diag.gaps
     spans = [(int(g.start_ns[r]), int(g.end_ns[r])) for r in rows]
-    w_ns = min(_same_calls_ns(trace, w.event, spans), sync_ns)
+    w_ns = min(_same_calls_ns(trace, w.event, spans) - _under_copies_ns(diag, rows, w.event), sync_ns)
     after = sync_ns - w_ns
     # the sync signature's small device-to-host copy: under the wait, or before it
     # (control #1081: inside the cudaMemcpyAsync that came first)
@@ -740,14 +753,20 @@ def _sync_wait_part(
         else ("with the small device-to-host copy before it" if small else "")
     )
     cliff = in_sync_cliff(g, rows)
+    # a blocking copy call's time outside its GPU copy (copy is the GPU's time only)
+    blocked = (
+        f"in the blocking copy call {quote_name(w.name)} outside the GPU's copies"
+        if blocking_copy_calls(trace)[w.event]
+        else f"blocked in {quote_name(w.name)}"
+    )
     if after > 0 and cliff:
         return (
-            f"{fmt_dur(sync_ns)} in the sync cliff ({fmt_dur(w_ns)} blocked in {quote_name(w.name)}"
+            f"{fmt_dur(sync_ns)} in the sync cliff ({fmt_dur(w_ns)} {blocked}"
             f"{' ' + gpu if gpu else ''}, then {fmt_dur(after)} of host work after it until the next launch"
             f"{_later_waits(trace, w, waits, after)})"
         )
     notes = [n for n in (gpu, "the sync cliff" if cliff else "") if n]
-    return f"{fmt_dur(sync_ns)} blocked in {quote_name(w.name)}" + (f" ({'; '.join(notes)})" if notes else "")
+    return f"{fmt_dur(sync_ns)} {blocked}" + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def _sync_part(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], sync_ns: int) -> str:
@@ -955,11 +974,13 @@ def cliff_wait(diag: Diagnosis, row: int) -> int | None:
 
 
 def is_wait(trace, ev: int) -> bool:
-    """Whether event ``ev`` is itself a blocking wait (not host work after one)."""
+    """Whether event ``ev`` is itself a blocking wait (not host work after one): a sync
+    call or op, or a blocking copy call (``blocking_copy_calls``)."""
     return (
         bool(BLOCKING_SYNC_RE.search(trace.name(ev)))
         or trace.name(ev) in SYNC_OP_NAMES
         or trace.kind[ev] in (int(Kind.SYNC_CALL), int(Kind.SYNC_MARKER))
+        or bool(blocking_copy_calls(trace)[ev])
     )
 
 

@@ -373,3 +373,62 @@ def test_a_blocking_copy_call_is_a_wait_that_drained_the_queue():
     assert "74.0 µs in the blocking copy call `cudaMemcpyAsync` outside the GPU's copies" in c.why, c.why
     assert c.first_experiment.startswith("The copy call `cudaMemcpyAsync` returned only after its copy ended")
     assert "pinned host memory and non_blocking=True" in c.first_experiment
+
+
+def _decode_loop(n_steps: int) -> TraceBuilder:
+    """``n_steps`` decode steps (``ProfilerStep#k``, 200 µs apart): a 100 µs kernel, then
+    the token read (``aten::item`` from under the kernel, its 8 B device-to-host copy
+    right after it), then 60 µs of sampling until the next step's launch."""
+    b = TraceBuilder()
+    cpu, gpu = _lanes(b)
+    b.event(cpu, "aten::add", 0, 2 * US, Kind.CPU_OP)
+    c, t = 1, 10
+    for k in range(n_steps):
+        b.event(cpu, f"ProfilerStep#{k}", t * US, 200 * US, Kind.ANNOTATION)
+        b.event(cpu, "cudaLaunchKernel", (t + 5) * US, 5 * US, Kind.LAUNCH, correlation=c)
+        b.event(gpu, "decode", (t + 12) * US, 100 * US, Kind.KERNEL, correlation=c)
+        b.event(cpu, "aten::item", (t + 20) * US, 110 * US, Kind.CPU_OP)
+        b.event(cpu, "cudaMemcpyAsync", (t + 25) * US, 100 * US, Kind.MEMCPY_CALL, correlation=c + 1)
+        b.event(gpu, "Memcpy DtoH (Device -> Pageable)", (t + 115) * US, 2 * US, Kind.MEMCPY, correlation=c + 1,
+                bytes=8, copy_kind=CopyKind.D2H, pageable=True)  # fmt: skip
+        b.event(cpu, "sample", (t + 132) * US, 60 * US, Kind.CPU_OP)
+        c, t = c + 2, t + 200
+    return b
+
+
+def test_the_generations_final_read_is_named_required_and_the_loops_reads_keep_their_advice():
+    """Issue 43: the last step's token read, after the device's last kernel with nothing
+    following, is the program's result: the card says so and never advises removing
+    it; the reads inside the loop (each followed by the next step's kernel) keep
+    "Remove the blocking wait"."""
+    d = diagnose(_decode_loop(4).build())
+    g = d.gaps
+    sync = [i for i in range(len(g)) if g.cause[i] == int(Cause.SYNC)]
+    assert len(sync) == 4
+    *loop, last = sync
+    assert int(g.next_op[last]) == -1 and all(int(g.next_op[i]) >= 0 for i in loop)
+    for i in loop:
+        c = card_for_gap(d, i)
+        assert c.first_experiment.startswith("Remove the blocking wait `aten::item` from the loop"), c.first_experiment
+    c = card_for_gap(d, last)
+    assert c.first_experiment.startswith("Nothing to remove here: `aten::item` is the program's final read")
+    assert "Remove" not in c.first_experiment and "Do not remove this read" in c.forbidden_step
+    assert c.fix == "none: the final read is the program's result"
+
+
+def test_the_final_read_of_the_h200_decode_captures():
+    """sample_traces/gpu: the graph-replayed decode ends with a `.cpu()` of the tokens
+    (a blocking `cudaMemcpyAsync` inside `aten::copy_`) after the last kernel: required;
+    the eager decode's per-step `.item()` reads keep their advice."""
+    from .conftest import SAMPLES
+
+    d = diagnose(load(str(SAMPLES / "gpu" / "h200_decode_graph.pt.trace.json.gz")))
+    last = len(d.gaps) - 1
+    assert int(d.gaps.cause[last]) == int(Cause.SYNC) and int(d.gaps.next_op[last]) == -1
+    c = card_for_gap(d, last)
+    assert c.first_experiment.startswith("Nothing to remove here: `aten::copy_` is the program's final read")
+    d = diagnose(load(str(SAMPLES / "gpu" / "h200_decode.pt.trace.json.gz")))
+    reads = [i for i in range(len(d.gaps)) if int(d.gaps.cause[i]) == int(Cause.SYNC)]
+    assert reads and all(int(d.gaps.next_op[i]) >= 0 for i in reads)
+    for i in reads:
+        assert card_for_gap(d, i).first_experiment.startswith("Remove the blocking wait `aten::item`")

@@ -131,6 +131,50 @@ def _sync_advice(diag: Diagnosis, evidence, name, dur_txt, rows, cliff: bool = T
     )
 
 
+def final_read(f: Facts) -> int | None:
+    """The wait of a *required* read, else None: a read is required (the program's
+    result, such as a generation's last token) when the occurrence is of class sync, no
+    GPU op follows any of its gaps (the device's last gap, at the trailing edge), and no
+    kernel of the device starts after its wait (the cliff's, else the longest blocking
+    wait in the evidence) ends. A read with no GPU work after it feeds nothing back into
+    the loop: its value leaves the program (docs/definitions.md, "The card"); the reads
+    inside the loop are followed by the next step's kernels. Later waits on the thread
+    with nothing queued (``cudaStreamSynchronize`` inside the same ``.cpu()``, a final
+    ``cudaDeviceSynchronize``) drain nothing and do not change it."""
+    diag, g = f.diag, f.diag.gaps
+    if f.cause != Cause.SYNC or bool((g.next_op[f.rows] >= 0).any()):
+        return None
+    trace = diag.trace
+    w = cliff_wait(diag, int(f.rows[0])) if in_sync_cliff(g, f.rows) else None
+    if w is None:
+        waits = [e for e in f.evidence if e.cause == Cause.SYNC and e.event >= 0 and is_wait(trace, e.event)]
+        w = max(waits, key=lambda e: e.overlap_ns).event if waits else None
+    if w is None:
+        return None
+    w_end = int(trace.start_ns[w] + trace.dur_ns[w])
+    kernels = device_event_mask(trace, int(g.device[int(f.rows[0])]), (Kind.KERNEL,))
+    return None if bool((trace.start_ns[kernels] >= w_end).any()) else int(w)
+
+
+def _final_read_advice(f: Facts) -> Advice:
+    w = final_read(f)
+    assert w is not None  # the rule's when held
+    trace = f.diag.trace
+    op = _innermost(f.diag, w, Kind.CPU_OP)
+    name = quote_name(op if op and op != trace.name(w) else trace.name(w))
+    return Advice(
+        f"Nothing to remove here: {name} is the program's final read, after the device's last kernel with "
+        f"nothing following it (the generation's result), so the program needs it. It waits for the last step's "
+        f"work to finish, which any read of the result must. Work on the reads inside the loop and the other gaps "
+        f"instead.",
+        "Do not remove this read or make it non-blocking: its value is the output; without it the program has "
+        "no result.",
+        f"On a new capture, one such read per run at the end ({f.dur_txt} here), and none of the per-step reads "
+        f"before it.",
+        "none: the final read is the program's result",
+    )
+
+
 def _blocking_copy_wait(f: Facts) -> int | None:
     """The sync cliff's wait of the occurrence when it is a blocking copy call
     (``blocking_copy_calls``), else None."""
@@ -553,6 +597,12 @@ RULES: tuple[Rule, ...] = (
         lambda f: f.cause == Cause.DEPENDENCY,
         lambda f: Advice(*_dependency_advice(f.diag, f.rows, f.dur_txt)),
         "the op was queued: what it waited for on the GPU side is the cause, not the CPU",
+    ),
+    Rule(
+        "required final read",
+        lambda f: final_read(f) is not None,
+        _final_read_advice,
+        "the last read, with no GPU work after it, is the program's result: it is needed, not a wait to remove",
     ),
     Rule(
         "blocking copy call",

@@ -430,5 +430,63 @@ def test_the_final_read_of_the_h200_decode_captures():
     d = diagnose(load(str(SAMPLES / "gpu" / "h200_decode.pt.trace.json.gz")))
     reads = [i for i in range(len(d.gaps)) if int(d.gaps.cause[i]) == int(Cause.SYNC)]
     assert reads and all(int(d.gaps.next_op[i]) >= 0 for i in reads)
-    for i in reads:
-        assert card_for_gap(d, i).first_experiment.startswith("Remove the blocking wait `aten::item`")
+    for i in reads:  # the loop's reads keep their advice (one wait, or each wait of the step)
+        first = card_for_gap(d, i).first_experiment
+        assert first.startswith("Remove ") and "`aten::item`" in first and "final read" not in first, first
+
+
+def test_every_blocking_sync_of_the_step_is_named_with_its_time():
+    """Issue 43, on a Kineto trace: a step (``ProfilerStep#1``) whose ``.item()``
+    (``aten::item`` holding ``aten::_local_scalar_dense`` and its
+    ``cudaStreamSynchronize``) drains the queue, then a ``timing`` range whose
+    ``cudaDeviceSynchronize`` blocks 30 µs: the card names both, each with its own time,
+    the nested calls of the read as that one read, and advises each its own fix."""
+    b = TraceBuilder()
+    cpu, gpu = _lanes(b)
+    b.event(cpu, "ProfilerStep#0", 0, 400 * US, Kind.ANNOTATION)
+    b.event(cpu, "ProfilerStep#1", 400 * US, 400 * US, Kind.ANNOTATION)
+    for k, t in enumerate((0, 400)):
+        b.event(cpu, "cudaLaunchKernel", (t + 5) * US, 5 * US, Kind.LAUNCH, correlation=10 * k + 1)
+        b.event(gpu, "k", (t + 12) * US, 100 * US, Kind.KERNEL, correlation=10 * k + 1)
+    t = 400
+    b.event(cpu, "aten::item", (t + 20) * US, 100 * US, Kind.CPU_OP)
+    b.event(cpu, "aten::_local_scalar_dense", (t + 21) * US, 98 * US, Kind.CPU_OP)
+    b.event(cpu, "cudaStreamSynchronize", (t + 30) * US, 85 * US, Kind.SYNC_CALL)
+    b.event(cpu, "timing", (t + 150) * US, 50 * US, Kind.ANNOTATION)
+    b.event(cpu, "cudaDeviceSynchronize", (t + 160) * US, 30 * US, Kind.SYNC_CALL)
+    b.event(cpu, "cudaLaunchKernel", (t + 300) * US, 5 * US, Kind.LAUNCH, correlation=99)
+    b.event(gpu, "k2", (t + 306) * US, 10 * US, Kind.KERNEL, correlation=99)
+    d = diagnose(b.build())
+    i = int(np.flatnonzero(d.gaps.start_ns == (t + 112) * US)[0])
+    assert int(d.gaps.end_ns[i]) == (t + 306) * US
+    facts_waits = [(d.trace.name(w.event), w.where, w.count, w.ns) for w in card_facts_of(d, i).step_waits]
+    assert facts_waits == [("aten::item", "", 1, 100 * US), ("cudaDeviceSynchronize", "timing", 1, 30 * US)]
+    c = card_for_gap(d, i)
+    assert c.cause == Cause.SYNC
+    assert (
+        "In this step the thread blocked on the device 2 times: `aten::item` (0.100 ms; in this gap), "
+        "`cudaDeviceSynchronize` in `timing` (30.0 µs; in this gap)."
+    ) in c.why, c.why
+    assert c.first_experiment.startswith("Remove each blocking wait of the step, not only the first")
+    assert "`aten::item`: keep the value on the GPU" in c.first_experiment
+    assert "`cudaDeviceSynchronize` in `timing`: drop each where nothing needs the device finished" in (
+        c.first_experiment
+    )
+    # one wait in the step: the single-wait advice, no list
+    b2 = TraceBuilder()
+    cpu, gpu = _lanes(b2)
+    b2.event(cpu, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b2.event(gpu, "k", 6 * US, 100 * US, Kind.KERNEL, correlation=1)
+    b2.event(cpu, "cudaStreamSynchronize", 10 * US, 100 * US, Kind.SYNC_CALL)
+    b2.event(cpu, "cudaLaunchKernel", 300 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b2.event(gpu, "k2", 306 * US, 10 * US, Kind.KERNEL, correlation=2)
+    d2 = diagnose(b2.build())
+    c2 = card_for_gap(d2, _largest(d2))
+    assert "blocked on the device" not in c2.why
+    assert c2.first_experiment.startswith("Remove the blocking wait `cudaStreamSynchronize` from the loop")
+
+
+def card_facts_of(d, i: int):
+    """The ``Facts`` the card of gap ``i`` is chosen from."""
+    rows = np.array([i])
+    return card_facts(d, rows, Cause(int(d.gaps.cause[i])), list(d.evidence(i)), "")

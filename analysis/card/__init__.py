@@ -30,6 +30,7 @@ from gapscope.analysis.card.why import (
     is_decode_trace,
     rank_row,
     slow_launch,
+    step_waits_sentence,
     trust_note,
     why_sentence,
 )
@@ -105,6 +106,9 @@ def _card(
             f" Within that work, {fmt_dur(facts.lazy_loading_ns)} of lazy module loading (the driver loading GPU "
             f"code at a function's first call) was recorded."
         )
+    waits = step_waits_sentence(diag.trace, facts.step_waits, facts.waits_in_step)
+    if waits:
+        why += " " + waits
     first, forbidden, proof, fix = advice(facts)
     return Card(smell, primary, secondary, sec_share, why, first, forbidden, proof, tuple(evidence[:12]), fix)
 

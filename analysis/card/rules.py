@@ -14,6 +14,7 @@ contradicts the class.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -26,6 +27,7 @@ from gapscope.analysis.card.host_rules import host_advice
 from gapscope.analysis.card.program import is_mtia, is_rocm, program_kind
 from gapscope.analysis.card.why import (
     GRAPH_START_MAX_NS,
+    StepWait,
     cliff_wait,
     graph_word,
     in_running_graph_launch,
@@ -33,6 +35,8 @@ from gapscope.analysis.card.why import (
     is_wait,
     other_streams_idle,
     quote_name,
+    step_wait_label,
+    step_wait_phrase,
 )
 from gapscope.analysis.diagnose import Diagnosis
 from gapscope.analysis.evidence_kinds import (
@@ -172,6 +176,55 @@ def _final_read_advice(f: Facts) -> Advice:
         f"On a new capture, one such read per run at the end ({f.dur_txt} here), and none of the per-step reads "
         f"before it.",
         "none: the final read is the program's result",
+    )
+
+
+#: How each kind of blocking wait leaves the loop (``_each_wait_fix``).
+_SYNCHRONIZE_RE = re.compile(r"synchroni[sz]e", re.IGNORECASE)
+
+
+def _each_wait_fix(f: Facts, w: StepWait) -> str:
+    """How one wait of the step goes, by what it is: a blocking copy (pinned,
+    asynchronous), an explicit synchronize (events for timing; none where nothing needs
+    the device finished), a read of a value (keep it on the device or read once)."""
+    trace = f.diag.trace
+    if bool(blocking_copy_calls(trace)[w.event]):
+        return host_copy_fix(f).removesuffix(".")
+    if _SYNCHRONIZE_RE.search(trace.name(w.event)):
+        timing = "torch.cuda.Event(enable_timing=True)" if f.program.torch else "cudaEventRecord / cudaEventElapsedTime"
+        return (
+            f"drop each where nothing needs the device finished; to time, record events on the stream ({timing}) "
+            f"and read them after the loop"
+        )
+    keep = "keep the value on the GPU (torch.where, a mask)" if f.program.torch else "keep the value on the device"
+    return f"{keep}, or collect the values and read them once after the loop"
+
+
+def _wait_fixes(f: Facts) -> str:
+    """``label, label: fix; label: fix``: each wait of the step with how it goes, the
+    waits of one fix together."""
+    trace = f.diag.trace
+    by_fix: dict[str, list[str]] = {}
+    for w in f.step_waits:
+        by_fix.setdefault(_each_wait_fix(f, w), []).append(step_wait_label(trace, w))
+    return "; ".join(f"{', '.join(labels)}: {fix}" for fix, labels in by_fix.items())
+
+
+def _step_waits_advice(f: Facts) -> Advice:
+    trace = f.diag.trace
+    n = sum(w.count for w in f.step_waits)
+    where = "step" if f.waits_in_step else "gap"
+    named = _wait_fixes(f)
+    listed = ", ".join(step_wait_phrase(trace, w, f.waits_in_step) for w in f.step_waits)
+    return Advice(
+        f"Remove each blocking wait of the {where}, not only the first: the thread blocked on the device {n} "
+        f"times ({listed}), and each one drains the queue or waits on an idle GPU. {named}. Then launch the next "
+        f"work before any host step that must stay.",
+        "Do not speed up the kernels around the gap: the waits, not the kernels, hold the next launch back, and "
+        "a faster kernel only makes each wait start sooner.",
+        f"On a new capture of the same steps, the idle at this position ({f.dur_txt}) and the blocking calls per "
+        f"{where} ({n} now) should drop to about zero.",
+        f"remove the {where}'s {n} blocking waits (each named) from the loop",
     )
 
 
@@ -603,6 +656,12 @@ RULES: tuple[Rule, ...] = (
         lambda f: final_read(f) is not None,
         _final_read_advice,
         "the last read, with no GPU work after it, is the program's result: it is needed, not a wait to remove",
+    ),
+    Rule(
+        "blocking syncs of the step",
+        lambda f: f.cause == Cause.SYNC and len(f.step_waits) >= 2,
+        _step_waits_advice,
+        "the step blocks on the device in more than one place: each wait is named and goes, not only the first",
     ),
     Rule(
         "blocking copy call",

@@ -299,6 +299,48 @@ HOT_INNER_MIN_SHARE = 0.8
 _HOT_FRAME_EVENTS_MAX = 200_000
 
 
+class StepWait(NamedTuple):
+    """The blocking waits of one name in a step on the occurrence's thread
+    (``card.facts.step_waits``): the first such wait (event index), the name of the
+    innermost user range around it (``timing``; "" for none), how many there are and
+    their own time in all (ns), and whether one of them lies in the occurrence's gaps."""
+
+    event: int
+    where: str
+    count: int
+    ns: int
+    in_gap: bool
+
+
+def step_wait_label(trace, w: StepWait) -> str:
+    """```cudaDeviceSynchronize` in `timing``: a wait's name and its user range."""
+    return quote_name(trace.name(w.event)) + (f" in {quote_name(w.where)}" if w.where else "")
+
+
+def step_wait_phrase(trace, w: StepWait, in_step: bool = True) -> str:
+    """```aten::item` 3 times (0.110 ms in all; in this gap)``: one name's waits in a
+    step (``in_step``; else in the occurrence, which needs no "in this gap")."""
+    times = f" {w.count} times" if w.count > 1 else ""
+    total = f"{fmt_dur(w.ns)} in all" if w.count > 1 else fmt_dur(w.ns)
+    here = "; in this gap" if w.in_gap and in_step else ""
+    return f"{step_wait_label(trace, w)}{times} ({total}{here})"
+
+
+def step_waits_sentence(trace, waits: tuple[StepWait, ...], in_step: bool) -> str:
+    """The sentence that names every blocking wait of the step (issue 43: a second
+    ``cudaDeviceSynchronize`` in a ``timing`` range was folded into the first), or ""
+    when the step holds one wait name only."""
+    if len(waits) < 2:
+        return ""
+    n = sum(w.count for w in waits)
+    where = "this step" if in_step else "this gap"
+    return (
+        f"In {where} the thread blocked on the device {n} times: "
+        + ", ".join(step_wait_phrase(trace, w, in_step) for w in waits)
+        + "."
+    )
+
+
 class HotFrame(NamedTuple):
     """The work holding most of an occurrence's host time (``hot_frame``): ``calls``
     calls named ``name`` (outermost ones: recursive calls inside them are not counted

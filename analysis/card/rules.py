@@ -33,10 +33,11 @@ from gapscope.analysis.card.why import (
     in_running_graph_launch,
     in_sync_cliff,
     is_wait,
+    listed_step_waits,
     other_streams_idle,
     quote_name,
     step_wait_label,
-    step_wait_phrase,
+    step_waits_list,
 )
 from gapscope.analysis.diagnose import Diagnosis
 from gapscope.analysis.evidence_kinds import (
@@ -189,7 +190,8 @@ def _each_wait_fix(f: Facts, w: StepWait) -> str:
     the device finished), a read of a value (keep it on the device or read once)."""
     trace = f.diag.trace
     if bool(blocking_copy_calls(trace)[w.event]):
-        return host_copy_fix(f).removesuffix(".")
+        fix = host_copy_fix(f).removesuffix(".")
+        return fix[:1].lower() + fix[1:]
     if _SYNCHRONIZE_RE.search(trace.name(w.event)):
         timing = "torch.cuda.Event(enable_timing=True)" if f.program.torch else "cudaEventRecord / cudaEventElapsedTime"
         return (
@@ -205,7 +207,7 @@ def _wait_fixes(f: Facts) -> str:
     waits of one fix together."""
     trace = f.diag.trace
     by_fix: dict[str, list[str]] = {}
-    for w in f.step_waits:
+    for w in listed_step_waits(f.step_waits):
         by_fix.setdefault(_each_wait_fix(f, w), []).append(step_wait_label(trace, w))
     return "; ".join(f"{', '.join(labels)}: {fix}" for fix, labels in by_fix.items())
 
@@ -215,7 +217,7 @@ def _step_waits_advice(f: Facts) -> Advice:
     n = sum(w.count for w in f.step_waits)
     where = "step" if f.waits_in_step else "gap"
     named = _wait_fixes(f)
-    listed = ", ".join(step_wait_phrase(trace, w, f.waits_in_step) for w in f.step_waits)
+    listed = step_waits_list(trace, f.step_waits, f.waits_in_step)
     return Advice(
         f"Remove each blocking wait of the {where}, not only the first: the thread blocked on the device {n} "
         f"times ({listed}), and each one drains the queue or waits on an idle GPU. {named}. Then launch the next "

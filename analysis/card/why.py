@@ -326,6 +326,28 @@ def step_wait_phrase(trace, w: StepWait, in_step: bool = True) -> str:
     return f"{step_wait_label(trace, w)}{times} ({total}{here})"
 
 
+#: At most this many wait names of a step are listed (the longest, in step order).
+STEP_WAITS_LISTED = 5
+
+
+def listed_step_waits(waits: tuple[StepWait, ...]) -> tuple[StepWait, ...]:
+    """The ``STEP_WAITS_LISTED`` longest of ``waits`` (by their time in all), in step order."""
+    keep = sorted(range(len(waits)), key=lambda k: -waits[k].ns)[:STEP_WAITS_LISTED]
+    return tuple(waits[k] for k in sorted(keep))
+
+
+def step_waits_list(trace, waits: tuple[StepWait, ...], in_step: bool) -> str:
+    """The listed waits (``listed_step_waits``), each with its time, and how many more
+    there are with their time in all."""
+    shown = listed_step_waits(waits)
+    out = ", ".join(step_wait_phrase(trace, w, in_step) for w in shown)
+    rest = [w for w in waits if w not in shown]
+    if rest:
+        n = sum(w.count for w in rest)
+        out += f", and {n} more ({fmt_dur(sum(w.ns for w in rest))} in all)"
+    return out
+
+
 def step_waits_sentence(trace, waits: tuple[StepWait, ...], in_step: bool) -> str:
     """The sentence that names every blocking wait of the step (issue 43: a second
     ``cudaDeviceSynchronize`` in a ``timing`` range was folded into the first), or ""
@@ -334,11 +356,7 @@ def step_waits_sentence(trace, waits: tuple[StepWait, ...], in_step: bool) -> st
         return ""
     n = sum(w.count for w in waits)
     where = "this step" if in_step else "this gap"
-    return (
-        f"In {where} the thread blocked on the device {n} times: "
-        + ", ".join(step_wait_phrase(trace, w, in_step) for w in waits)
-        + "."
-    )
+    return f"In {where} the thread blocked on the device {n} times: " + step_waits_list(trace, waits, in_step) + "."
 
 
 class HotFrame(NamedTuple):

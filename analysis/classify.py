@@ -236,7 +236,6 @@ def classify(
     host_launching = is_host & launching
     host_other = is_host & ~launching
     sync_m = cause == int(Cause.SYNC)
-    copy_m = cause == int(Cause.COPY)  # no CPU event since copy is GPU copy time only: kept for the layering
     # a copy call that waited for its copy drained the queue like a sync call (rule 3)
     copy_wait_m = blocking_copy_calls(trace) & (cause != NO_CLASS)
     launch_m = cause == int(Cause.LAUNCH)
@@ -287,12 +286,11 @@ def classify(
         if t_lane >= 0:
             block_t = _u(_lane_union(trace, end, t_lane, sync_m & on_cpu), marks_cache[dev])
             cliff_t = _u(block_t, _lane_union(trace, end, t_lane, copy_wait_m))
-            copy_t = _lane_union(trace, end, t_lane, copy_m)
             launch_t = _lane_union(trace, end, t_lane, launch_m)
             hl_t = _lane_union(trace, end, t_lane, host_launching)
             ho_t = _lane_union(trace, end, t_lane, host_other)
         else:
-            block_t, copy_t, launch_t, hl_t, ho_t = marks_cache[dev], (_E, _E), (_E, _E), (_E, _E), (_E, _E)
+            block_t, launch_t, hl_t, ho_t = marks_cache[dev], (_E, _E), (_E, _E), (_E, _E)
             cliff_t = block_t
         sf = _cliff_start(cliff_t[0], cliff_t[1], a, lf)
         # no GPU op before the gap on its device: the trace shows nothing queued that a
@@ -302,17 +300,17 @@ def classify(
         gpu_big = [_cover(big, a, sf), _cover(big, sf, lf), _cover(big, lf, b)]
         gpu_any = _u(big, small)
         gpu_all = [_cover(gpu_any, a, sf), _cover(gpu_any, sf, lf), _cover(gpu_any, lf, b)]
-        # head [a, sf): T's activity, layered wait > copy > launch > issuing ops > other host
+        # head [a, sf): the GPU copies, then T's activity, layered wait > launch > issuing ops > other host
         layers = [gpu_any]
-        for u in (block_t, copy_t, launch_t, hl_t, ho_t):
+        for u in (block_t, launch_t, hl_t, ho_t):
             layers.append(_u(layers[-1], u))
         head = [_cover(u, a, sf) for u in layers]
         head_sync = (gpu_all[0] - gpu_big[0]) + (head[1] - head[0])
-        head_copy = gpu_big[0] + (head[2] - head[1])
-        head_launch = head[3] - head[2]
-        hl_ns = head[4] - head[3]
-        ho_ns = head[5] - head[4]
-        rest = (sf - a) - head[5]
+        head_copy = gpu_big[0]  # copy is GPU copy time only (a copy call is host work, or a wait)
+        head_launch = head[2] - head[1]
+        hl_ns = head[3] - head[2]
+        ho_ns = head[4] - head[3]
+        rest = (sf - a) - head[4]
         short = dur[rows] <= params.launch_gap_max_ns
         late = has_launch[rows] & ~q
         bound = in_episode[rows] | (short & late & (ho_ns == 0) & (t_lane >= 0))

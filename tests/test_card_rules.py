@@ -459,7 +459,7 @@ def test_every_blocking_sync_of_the_step_is_named_with_its_time():
     d = diagnose(b.build())
     i = int(np.flatnonzero(d.gaps.start_ns == (t + 112) * US)[0])
     assert int(d.gaps.end_ns[i]) == (t + 306) * US
-    facts_waits = [(d.trace.name(w.event), w.where, w.count, w.ns) for w in card_facts_of(d, i).step_waits]
+    facts_waits = [(d.trace.name(w.event), w.where, w.calls, w.ns) for w in card_facts_of(d, i).step_waits]
     assert facts_waits == [("aten::item", "", 1, 100 * US), ("cudaDeviceSynchronize", "timing", 1, 30 * US)]
     c = card_for_gap(d, i)
     assert c.cause == Cause.SYNC

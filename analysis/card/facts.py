@@ -254,7 +254,7 @@ def step_waits(diag: Diagnosis, rows: np.ndarray) -> tuple[StepWait, ...]:
         key = (int(trace.name_id[k]), _user_range(diag, k))
         w = by.get(key, StepWait(k, key[1], 0, 0, False))
         here = w.in_gap or any(a < gb and b > ga for ga, gb in gaps)
-        by[key] = w._replace(count=w.count + 1, ns=w.ns + b - a, in_gap=here)
+        by[key] = w._replace(calls=w.calls + 1, ns=w.ns + b - a, in_gap=here)
     return tuple(by.values())
 
 

@@ -214,7 +214,7 @@ def _wait_fixes(f: Facts) -> str:
 
 def _step_waits_advice(f: Facts) -> Advice:
     trace = f.diag.trace
-    n = sum(w.count for w in f.step_waits)
+    n = sum(w.calls for w in f.step_waits)
     where = "step" if f.waits_in_step else "gap"
     named = _wait_fixes(f)
     listed = step_waits_list(trace, f.step_waits, f.waits_in_step)

@@ -307,7 +307,7 @@ class StepWait(NamedTuple):
 
     event: int
     where: str
-    count: int
+    calls: int
     ns: int
     in_gap: bool
 
@@ -320,8 +320,8 @@ def step_wait_label(trace, w: StepWait) -> str:
 def step_wait_phrase(trace, w: StepWait, in_step: bool = True) -> str:
     """```aten::item` 3 times (0.110 ms in all; in this gap)``: one name's waits in a
     step (``in_step``; else in the occurrence, which needs no "in this gap")."""
-    times = f" {w.count} times" if w.count > 1 else ""
-    total = f"{fmt_dur(w.ns)} in all" if w.count > 1 else fmt_dur(w.ns)
+    times = f" {w.calls} times" if w.calls > 1 else ""
+    total = f"{fmt_dur(w.ns)} in all" if w.calls > 1 else fmt_dur(w.ns)
     here = "; in this gap" if w.in_gap and in_step else ""
     return f"{step_wait_label(trace, w)}{times} ({total}{here})"
 
@@ -343,7 +343,7 @@ def step_waits_list(trace, waits: tuple[StepWait, ...], in_step: bool) -> str:
     out = ", ".join(step_wait_phrase(trace, w, in_step) for w in shown)
     rest = [w for w in waits if w not in shown]
     if rest:
-        n = sum(w.count for w in rest)
+        n = sum(w.calls for w in rest)
         out += f", and {n} more ({fmt_dur(sum(w.ns for w in rest))} in all)"
     return out
 
@@ -354,7 +354,7 @@ def step_waits_sentence(trace, waits: tuple[StepWait, ...], in_step: bool) -> st
     when the step holds one wait name only."""
     if len(waits) < 2:
         return ""
-    n = sum(w.count for w in waits)
+    n = sum(w.calls for w in waits)
     where = "this step" if in_step else "this gap"
     return f"In {where} the thread blocked on the device {n} times: " + step_waits_list(trace, waits, in_step) + "."
 

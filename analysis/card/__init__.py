@@ -32,6 +32,7 @@ from gapscope.analysis.card.why import (
     quote_name,
     rank_row,
     slow_launch,
+    step_waits_sentence,
     trust_note,
     why_sentence,
 )
@@ -110,6 +111,9 @@ def _card(
     sampled = samples_sentence(diag, facts.samples, quote_name, facts.occurrence_ns)
     if sampled:
         why += " " + sampled
+    waits = step_waits_sentence(diag.trace, facts.step_waits, facts.waits_in_step)
+    if waits:
+        why += " " + waits
     first, forbidden, proof, fix = advice(facts)
     return Card(
         smell, primary, secondary, sec_share, why, first, forbidden, proof, tuple(evidence[:12]), fix, facts.samples

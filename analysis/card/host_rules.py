@@ -17,6 +17,7 @@ import numpy as np
 
 from gapscope.analysis.busy import coverage, union_intervals
 from gapscope.analysis.card.advice import Advice
+from gapscope.analysis.card.copy_rules import host_copy_fix
 from gapscope.analysis.card.facts import Facts, enclosing_events
 from gapscope.analysis.card.program import is_mtia, is_rocm, program_kind
 from gapscope.analysis.card.samples import dominant_frame, frame_text
@@ -32,6 +33,7 @@ from gapscope.analysis.card.why import (
 from gapscope.analysis.diagnose import Diagnosis
 from gapscope.analysis.evidence_kinds import (
     SYNC_LAUNCH_MIN_KERNEL_NS,
+    is_copy_call,
     synchronous_launches,
 )
 from gapscope.analysis.framework_work import (
@@ -519,6 +521,24 @@ def _host_copy_when(f: Facts, h: HostFacts) -> bool:
     )
 
 
+def _copy_call_when(f: Facts, h: HostFacts) -> bool:
+    """The work the sentence names first is a copy call (``cudaMemcpyAsync``): the
+    thread's time in it outside the GPU's copies is host work (copy is GPU copy time
+    only; a copy call that blocked through the queue is a sync cliff, not this)."""
+    return h.lead is not None and h.lead.event >= 0 and is_copy_call(f.diag.trace, h.lead.event)
+
+
+def _copy_call_first(f: Facts, h: HostFacts) -> str:
+    assert h.lead is not None  # _copy_call_when held
+    gpu = sum(e.overlap_ns for r in f.rows.tolist() for e in f.diag.gpu_copies(int(r)) if e.cause == Cause.COPY)
+    ran = f" (the GPU copied for {fmt_dur(gpu)} of the gap)" if gpu else ""
+    return (
+        f"The thread spent {fmt_dur(h.lead_ns)} inside the copy call {quote_name(h.lead_name or '')} outside the "
+        f"GPU's copies{ran}: the runtime staging pageable host memory or the driver's own work, host time before "
+        f"the next launch. " + host_copy_fix(f)
+    )
+
+
 def _host_copy_first(f: Facts, h: HostFacts) -> str:
     name = h.lead_name or ""
     hc = host_copies(f.diag, int(f.rows[0]), name)
@@ -788,6 +808,14 @@ HOST_RULES: tuple[HostRule, ...] = (
         _host_copy_first,
         "a tensor copy op that moved data to or from the host: keep it on the device",
         "make the tensor on the device (pinned memory and non_blocking where a copy must stay)",
+    ),
+    HostRule(
+        "copy call",
+        _copy_call_when,
+        _copy_call_first,
+        "the thread's time in a copy call outside its GPU copy is host work (staging, driver): pin and go async",
+        "copy from pinned host memory with non_blocking=True (the call then returns at once), or keep the data on "
+        "the device",
     ),
     HostRule(
         "DataLoader",

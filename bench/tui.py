@@ -102,6 +102,7 @@ async def _run(path: Path, size: tuple[int, int], repeats: int, early=None) -> d
     from gapscope.parsers import load
     from gapscope.tui.factory import default_diagnose, default_early_gaps, make_app
     from gapscope.tui.screen import TraceScreen
+    from gapscope.tui.session import ViewOptions
     from gapscope.tui.swimlanes import Swimlanes
 
     marks: dict[str, float] = {}
@@ -152,12 +153,14 @@ async def _run(path: Path, size: tuple[int, int], repeats: int, early=None) -> d
 
     app = make_app(
         path,
-        loader=loader,
-        diagnose=diagnose,
-        preview=preview if early is not None else None,
-        # as the viewer's default diagnosis; a preview's found in its child (gapscope.view_cmd)
-        early_gaps=early.prepared if early is not None else default_early_gaps,
-        preview_drawn=early.preview_drawn if early is not None else None,
+        ViewOptions(
+            loader=loader,
+            diagnose=diagnose,
+            preview=preview if early is not None else None,
+            # as the viewer's default diagnosis; a preview's found in its child (gapscope.view_cmd)
+            early_gaps=early.prepared if early is not None else default_early_gaps,
+            preview_drawn=early.preview_drawn if early is not None else None,
+        ),
     )
     lat: dict[str, list[float]] = {"next gap": [], "zoom": [], "pan": []}
     settle: dict[str, list[float]] = {"next gap": [], "zoom": [], "pan": []}

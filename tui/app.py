@@ -67,10 +67,11 @@ class GapscopeApp(App):
         #: whether the load was cancelled (Escape): the command prints and exits by them
         self.error: str | None = None
         self.cancelled = False
-        #: the whole trace's screen, the preview's (while it is shown), and the load's worker
+        #: the whole trace's screen, the preview's (while it is shown), and the workers
         self.trace_screen: TraceScreen | None = None
         self.preview_screen: TraceScreen | None = None
         self.load_worker: Worker | None = None
+        self.diagnose_worker: Worker | None = None
         #: set once a replaced preview screen is collected (at once when there was
         #: none): the diagnosis's freeze waits for it (``workers.diagnose``)
         self.preview_forgotten = threading.Event()
@@ -155,6 +156,14 @@ class GapscopeApp(App):
         self.session.diagnosis, self.session.error = message.diagnosis, message.error
         self.phase = Phase.DIAGNOSED
 
+    @on(TraceScreen.Shown)
+    def _begin_diagnosis(self) -> None:
+        """The whole trace's screen is up: its diagnosis begins (once), after its gaps
+        when the preview did not bring them."""
+        trace = self.session.trace
+        if self.phase is Phase.DIAGNOSING and trace is not None and self.diagnose_worker is None:
+            self.diagnose_worker = self._diagnose(trace, self.session.early is None)
+
     @on(TraceScreen.Uncovered)
     def _advance_from_preview(self) -> None:
         """The whole trace replaces the preview once it is there and the preview is in
@@ -216,8 +225,6 @@ class GapscopeApp(App):
             self.switch_screen(screen)
         else:
             self.push_screen(screen)
-        if self.phase is Phase.DIAGNOSING:
-            self._diagnose(trace, self.session.early is None)
         if self.options.on_ready is not None:
             self.call_after_refresh(self.options.on_ready, self, screen)
 

@@ -174,12 +174,8 @@ class TraceScreen(Screen):
         self._take_diagnosis(given)
         #: the diagnosis has not come (on a preview: it has not begun)
         self.diagnosing = given is None
-        #: how far the load of the whole file is, while previewing (the app's ``reading``)
-        self.reading = Reading()
+        #: what the status line last said of the load, while previewing (``show_reading``)
         self._reading_said = ""
-        #: the whole trace has come and waits for this preview's prompt to close
-        #: (``whole_trace_waits``): the status line says so
-        self.whole_waiting = False
         #: the gaps drawn before the causes (``gapscope.analysis.gaps.interior_gaps``:
         #: the diagnosis's gaps between each device's first and last kernel): a
         #: preview's, the preview's this screen replaces, or found by the app's
@@ -252,7 +248,7 @@ class TraceScreen(Screen):
         nw = len(self.trace.warnings)
         notice = self.handover.notice if self.handover is not None else None
         if self.previewing:
-            self.show_reading(getattr(self.app, "reading", Reading()))
+            self.show_reading(self.reading)
         elif notice:
             self._say(notice)
         elif nw and not self.message:
@@ -268,6 +264,11 @@ class TraceScreen(Screen):
         if not self.previewing:
             # the diagnosis may have come before this mount: the watcher is called at once
             self.watch(self.app, "phase", self._phase_changed)
+        if self.diagnosing and not self.previewing:
+            # the app's diagnosis begins now, not after the first paint: measured, the
+            # paint is not slower for it (numpy lets the thread run beside the event
+            # loop), the causes come ~0.15 s sooner at 1M events (bench/tui.py --command)
+            self.post_message(self.Shown())
 
     def _phase_changed(self, phase: Phase) -> None:
         """The app's phase (watched): once ``DIAGNOSED``, the session's diagnosis (or
@@ -281,16 +282,24 @@ class TraceScreen(Screen):
         it, and the next figure brings it back."""
         if not self.previewing:
             return
-        self.reading = reading
         if not self.message or self.message == self._reading_said:
             template = PREVIEW_MESSAGE if self.early is None else PREVIEW_GAPS_MESSAGE
             self._reading_said = reading_text(template, reading, self.whole_waiting)
             self._say(self._reading_said)
 
+    @property
+    def reading(self) -> Reading:
+        """How far the load of the whole file is (the app's ``reading``)."""
+        return getattr(self.app, "reading", Reading())
+
+    @property
+    def whole_waiting(self) -> bool:
+        """This is a preview and the whole trace has come: it waits for the preview to
+        be back in the user's hands (``GapscopeApp._advance_from_preview``)."""
+        return self.previewing and self.session.trace is not None
+
     def whole_trace_waits(self) -> None:
-        """The whole trace has come and waits for this preview to be back in the
-        user's hands (``GapscopeApp``): the status line says so."""
-        self.whole_waiting = True
+        """The status line says that the whole trace waits (``whole_waiting``)."""
         if self.is_mounted:
             self.show_reading(self.reading)
 
@@ -410,6 +419,10 @@ class TraceScreen(Screen):
         elif self.diagnosing:
             self._say(PENDING_KEY_MESSAGE if self.early is None else EARLY_KEY_MESSAGE)
         return self.diagnosing
+
+    class Shown(Message):
+        """The whole trace's screen is mounted, its diagnosis not given: the app
+        begins it (``GapscopeApp._begin_diagnosis``)."""
 
     class Uncovered(Message):
         """A preview is back in the user's hands (a screen over it or its prompt

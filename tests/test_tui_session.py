@@ -165,3 +165,30 @@ def test_the_viewers_gap_threshold_options_reach_its_diagnosis(tmp_path, monkeyp
     assert view_cmd.main([path, "--min-gap-us", "-1"]) == 2
     assert capsys.readouterr().err == "gapscope: error: --min-gap-us must be a finite number >= 0, got -1.0\n"
     assert "--min-gap-us X" in view_cmd._parser().format_help()
+
+
+def test_a_rank_opened_from_the_overview_gets_its_thresholds(monkeypatch):
+    """``gapscope DIR --min-gap-us 10``: the rank picked in the overview opens in the
+    viewer with the thresholds the overview was found with, not the defaults."""
+    from gapscope.analysis.types import Params
+    from gapscope.ranks_view_cmd import pick_and_view
+    from gapscope.tui import factory
+
+    got: list = []
+
+    class Closed:
+        error = None
+
+        def run(self):
+            return 0
+
+    def capture(p, options=None, diagnosis=None):
+        got.append((p, options.params))
+        return Closed()
+
+    monkeypatch.setattr(factory, "make_app", capture)
+    picks = iter([3, None])  # rank 3, then quit the overview
+    doc = {"ranks": [{"rank": 3, "path": "r3.json"}]}
+    params = Params(min_gap_ns=10_000)
+    assert pick_and_view(doc, overview=lambda d, r: next(picks), params=params) == 0
+    assert got == [("r3.json", params)]

@@ -7,6 +7,9 @@ launch↔kernel), ``lanes_model`` (rows, gaps by device, name sanitising),
 ``lanes_draw`` (the swimlanes as a pure function of a ``LaneView``), ``cells``
 (glyphs, cell rows). Widgets: ``swimlanes.Swimlanes``, ``panel.GapPanel``. Screens:
 ``loading.LoadScreen``, ``screen.TraceScreen``, ``help.HelpScreen``,
-``loader_warnings.WarningsScreen``; the exercise mode's in ``exercise_*``. Build the
-app with ``gapscope.tui.factory.make_app``.
+``loader_warnings.WarningsScreen``; the exercise mode's in ``exercise_*``. State:
+``session`` (``Session``, what is loaded and diagnosed; ``Phase``; ``ViewOptions``),
+written by ``app.GapscopeApp`` from the messages (``messages``) its thread workers
+(``workers``: the load, the diagnosis) post. Build the app with
+``gapscope.tui.factory.make_app``.
 """

@@ -55,7 +55,8 @@ class GapscopeApp(App):
 
     #: how far the viewer is (``Phase``); set only on the event loop, by the app
     phase: reactive[Phase] = reactive(Phase.LOADING, init=False)
-    #: how far the load of the file is (``LoadProgress`` as kept; the screens watch it)
+    #: how far the load of the file is (``LoadProgress`` as kept; ``watch_reading``
+    #: hands it to the screens that show it)
     reading: reactive[Reading] = reactive(Reading, init=False)
 
     def __init__(self, session: Session, options: ViewOptions) -> None:

@@ -9,6 +9,9 @@ launch↔kernel), ``lanes_model`` (rows, gaps by device, name sanitising),
 ``loading.LoadScreen``, ``screen.TraceScreen``, ``help.HelpScreen``,
 ``loader_warnings.WarningsScreen``; the exercise mode's in ``exercise/``, the
 rank-set overview in ``ranks/``. The commands that open the viewer: ``cmd``
-(``gapscope TRACE``), ``exercise.cmd``, ``ranks.cmd``. Build the
-app with ``gapscope.tui.factory.make_app``.
+(``gapscope TRACE``), ``exercise.cmd``, ``ranks.cmd``. State:
+``session`` (``Session``, what is loaded and diagnosed; ``Phase``; ``ViewOptions``),
+written by ``app.GapscopeApp`` from the messages (``messages``) its thread workers
+(``workers``: the load, the diagnosis) post. Build the app with
+``gapscope.tui.factory.make_app``.
 """

@@ -121,7 +121,7 @@ def test_the_viewers_gap_threshold_options_reach_its_diagnosis(tmp_path, monkeyp
     """``gapscope TRACE --min-gap-us 10`` (the option of ``gapscope report``): the
     5 µs gap is absent from the viewer's diagnosis, and from the gaps drawn before
     it; with the default (2 µs) or ``--min-gap-us 1`` it is there."""
-    from gapscope import view_cmd
+    from gapscope.tui import cmd as view_cmd
     from gapscope.tui import factory
 
     path = _gap_trace(tmp_path)
@@ -171,8 +171,8 @@ def test_a_rank_opened_from_the_overview_gets_its_thresholds(monkeypatch):
     """``gapscope DIR --min-gap-us 10``: the rank picked in the overview opens in the
     viewer with the thresholds the overview was found with, not the defaults."""
     from gapscope.analysis.types import Params
-    from gapscope.tui.ranks.cmd import pick_and_view
     from gapscope.tui import factory
+    from gapscope.tui.ranks.cmd import pick_and_view
 
     got: list = []
 

@@ -20,6 +20,7 @@ import threading
 import numpy as np
 import pytest
 
+import gapscope.parsers.chrome.child as pc
 import gapscope.parsers.chrome.loader as loader
 import gapscope.parsers.chrome.parallel.fork as cp
 from gapscope.analysis import diagnose
@@ -377,7 +378,7 @@ def test_a_failing_prepare_or_no_child_still_hands_the_preview_over(split, tmp_p
     assert len(got) == 1 and got[0][1] is loader.NOT_PREPARED and len(got[0][0]) == 4000
 
     monkeypatch.setattr(cp, "processes", lambda: 2)
-    monkeypatch.setattr(cp, "run_in_child", lambda *a, **k: cp.NO_CHILD)
+    monkeypatch.setattr(pc, "run_in_child", lambda *a, **k: pc.NO_CHILD)
     got.clear()
     load(path, preview=lambda t, v: got.append((t, v)), prepare=len)
     assert len(got) == 1 and got[0][1] is loader.NOT_PREPARED and len(got[0][0]) == 4000
@@ -1023,9 +1024,9 @@ def test_a_child_given_up_is_not_waited_for(tmp_path, forks):
         asked.append(True)
         return len(asked) >= 3
 
-    assert cp.run_in_child(slow, 1 << 10, 30.0, give_up=give_up) is None
+    assert pc.run_in_child(slow, 1 << 10, 30.0, give_up=give_up) is None
     assert len(asked) >= 3 and len(forks) == 1 and _reaped(forks) and not mark.exists()
-    assert cp.run_in_child(lambda: 7, 1 << 10, 30.0, give_up=lambda: False) == 7
+    assert pc.run_in_child(lambda: 7, 1 << 10, 30.0, give_up=lambda: False) == 7
 
 
 def test_damaged_texts_give_no_preview_or_one_of_device_events():
@@ -1137,7 +1138,7 @@ def test_children_run_at_once_and_answer_in_order(tmp_path):
             time.sleep(0.01)
         return v, os_.getpid(), False
 
-    got = cp.run_in_children([lambda v=v: nap(v) for v in range(4)], 1 << 10, 60.0)
+    got = pc.run_in_children([lambda v=v: nap(v) for v in range(4)], 1 << 10, 60.0)
     assert [v for v, _, _ in got] == [0, 1, 2, 3]
     assert len({pid for _, pid, _ in got}) == 4 and os_.getpid() not in {pid for _, pid, _ in got}
     assert [all_seen for _, _, all_seen in got] == [True] * 4  # at once, not one after another
@@ -1145,8 +1146,8 @@ def test_children_run_at_once_and_answer_in_order(tmp_path):
     def boom():
         raise RuntimeError("a share failed")
 
-    assert cp.run_in_children([lambda: 1, boom, lambda: 3], 1 << 10, 30.0) is None
-    assert cp.run_in_children([], 1 << 10, 30.0) == []
+    assert pc.run_in_children([lambda: 1, boom, lambda: 3], 1 << 10, 30.0) is None
+    assert pc.run_in_children([], 1 << 10, 30.0) == []
 
 
 @pytest.mark.parametrize("size", [(120, 40), (80, 24)], ids=["wide", "narrow"])
@@ -1198,10 +1199,10 @@ def test_a_share_without_a_preview_ends_the_wait_at_once(tmp_path, forks):
         mark.write_text("1")
         return 1
 
-    got = cp.run_in_children([slow, lambda: None], 1 << 10, 30.0, stop=lambda v: v is None)
+    got = pc.run_in_children([slow, lambda: None], 1 << 10, 30.0, stop=lambda v: v is None)
     assert got is None and len(forks) == 2 and _reaped(forks)
     assert not mark.exists()  # the slow share was killed, not waited for
-    assert cp.run_in_children([lambda: 2, lambda: 3], 1 << 10, 30.0, stop=lambda v: v is None) == [2, 3]
+    assert pc.run_in_children([lambda: 2, lambda: 3], 1 << 10, 30.0, stop=lambda v: v is None) == [2, 3]
 
 
 def test_the_decoders_pause_for_the_preview_and_go_on_after(split, tmp_path, monkeypatch):
@@ -1212,7 +1213,7 @@ def test_the_decoders_pause_for_the_preview_and_go_on_after(split, tmp_path, mon
     import time
 
     seen: list[str] = []
-    real = cp.run_in_children
+    real = pc.run_in_children
 
     def watching(*a, **k):
         if k.get("stop") is not None:  # the preview's shares (run_in_child calls it too)
@@ -1228,7 +1229,7 @@ def test_the_decoders_pause_for_the_preview_and_go_on_after(split, tmp_path, mon
             seen.append("".join(sorted(states)))
         return real(*a, **k)
 
-    monkeypatch.setattr(cp, "run_in_children", watching)
+    monkeypatch.setattr(pc, "run_in_children", watching)
     path = _big(tmp_path)
     got: list[Trace] = []
     full = load(path, preview=got.append)
@@ -1257,7 +1258,7 @@ def test_the_decoders_pause_for_the_preview_and_go_on_after(split, tmp_path, mon
         resumed.append(states)
         return None
 
-    monkeypatch.setattr(cp, "run_in_children", slow_preview)
+    monkeypatch.setattr(pc, "run_in_children", slow_preview)
     assert len(load(path, preview=got.append)) == 8000
     assert len(resumed) == 1 and "T" not in resumed[0]  # continued before the preview ended
 

@@ -14,6 +14,7 @@ import json
 import msgspec
 import numpy as np
 
+from gapscope.parsers.chrome import child
 from gapscope.parsers.chrome.text import key_positions
 from gapscope.parsers.json.scan import SENTINEL_VALUES, LineIndex, Text, find_events_array, scan_elements
 
@@ -112,11 +113,9 @@ class EventText:
             return work()
         if not unchanged():
             return None
-        from gapscope.parsers.chrome.parallel import fork
-
         size = len(self.data)
-        got = fork.run_in_child(work, 16 * self.n + 4096, fork.MIN_WAIT_S + fork.WAIT_S_PER_BYTE * size)
-        if got is fork.NO_CHILD:
+        got = child.run_in_child(work, 16 * self.n + 4096, child.MIN_WAIT_S + child.WAIT_S_PER_BYTE * size)
+        if got is child.NO_CHILD:
             return work()
         return got if unchanged() else None
 

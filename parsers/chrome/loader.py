@@ -44,7 +44,7 @@ import numpy as np
 import numpy.ma
 
 from gapscope.parsers.chrome import checks as checks
-from gapscope.parsers.chrome import fastscan
+from gapscope.parsers.chrome import child, fastscan
 from gapscope.parsers.chrome.args import ArgColumns
 from gapscope.parsers.chrome.columns import GET, build_trace_lanes, events_at, exact_ts_from_text, label
 from gapscope.parsers.chrome.flows import has_unlinked_work, kineto_flow_links, unique_pairs
@@ -855,7 +855,7 @@ def device_preview_part(data: Text | mmap.mmap, j: int = 0, k: int = 1) -> Previ
     escaped, an object cannot be placed (a cut inside a string, which the search
     cannot tell from a boundary, ends here: the event it splits cannot be placed), or
     the events do not decode. Reads ``data`` through the buffer protocol: for a map of
-    a file, run it in a forked child (``chrome_parallel.run_in_children``). Never
+    a file, run it in a forked child (``chrome.child.run_in_children``). Never
     raises on bad text."""
     if not fastscan.available() or not 0 <= j < k:
         return None
@@ -979,7 +979,7 @@ def _preview(
     timer.daemon = True
     timer.start()
     try:
-        got = chrome_parallel.run_in_children(
+        got = child.run_in_children(
             [functools.partial(work, j) for j in range(k)],
             result_bytes,
             deadline - time.monotonic(),
@@ -996,14 +996,14 @@ def _preview(
         except (OSError, ValueError):
             return
         shares = typing.cast(list[PreviewPart], got)
-        shipped = chrome_parallel.run_in_child(
+        shipped = child.run_in_child(
             lambda: _shipped(device_preview(shares, text, path), prepare),
             result_bytes,
             max(0.0, deadline - time.monotonic()),
             copy=False,
             give_up=decoded,
         )
-        if shipped is chrome_parallel.NO_CHILD:  # joined here, then
+        if shipped is child.NO_CHILD:  # joined here, then
             shipped = _shipped(device_preview(shares, text, path), None)
         landed = _landed(shipped, text)
         if landed is not None:

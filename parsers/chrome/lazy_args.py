@@ -16,7 +16,8 @@ import numpy as np
 
 from gapscope.parsers.chrome import child
 from gapscope.parsers.chrome.text import key_positions
-from gapscope.parsers.json.scan import SENTINEL_VALUES, LineIndex, Text, find_events_array, scan_elements
+from gapscope.parsers.json.boundaries import find_events_array, first_key_starts, scan_elements
+from gapscope.parsers.json.scan import SENTINEL_VALUES, LineIndex, Text
 
 __all__ = ["EventText", "EventArgs"]
 
@@ -73,13 +74,7 @@ class EventText:
         None. A ``"ph"`` of a nested object (``"args": {"ph": 1}``) or of a header
         object after the events is no event's, and one standing in for a ``"ph"`` the
         key scan missed (``"\u0070h"``) would shift every later event's args."""
-        if ph.size == 0:
-            return np.zeros(0, np.int64)
-        a = np.frombuffer(self.data, dtype=np.uint8)
-        at = _back_over_blanks(a, ph - 5, (123,))  # from the byte before the key's quote
-        if at is None or _back_over_blanks(a, at - 1, (44, 91)) is None:
-            return None
-        return at
+        return first_key_starts(self.data, ph)
 
     def starts_all(self) -> np.ndarray | None:
         """Exact offsets of every event's ``{`` (cached): from the ``"ph"`` keys when
@@ -228,28 +223,6 @@ class EventArgs:
 
     def __call__(self, i: int) -> dict:
         return self.text.args(int(self.src[i]))
-
-
-def _back_over_blanks(a: np.ndarray, at: np.ndarray, stops: tuple[int, ...]) -> np.ndarray | None:
-    """Per offset of ``at`` into the bytes ``a``: the offset of the first byte at or
-    before it that is no blank (space, tab, CR, LF), at most 64 blanks back, when that
-    byte is one of ``stops``; else None (for all). Steps back one byte at a time over
-    the offsets still on blanks (a Kineto event's ``{`` is a newline and an indent
-    before its first key: about six steps)."""
-    at = at.copy()
-    todo = np.arange(at.size)
-    for _ in range(65):  # the byte of each of 64 blanks, then the stop
-        if bool((at[todo] < 0).any()):
-            return None
-        c = a[at[todo]]
-        ws = (c == 32) | (c == 9) | (c == 10) | (c == 13)
-        if not bool((ws | np.isin(c, stops)).all()):
-            return None
-        todo = todo[ws]
-        if todo.size == 0:
-            return at
-        at[todo] -= 1
-    return None
 
 
 def _unsentinel(obj):

@@ -49,7 +49,6 @@ from gapscope.parsers.chrome.fastscan import read_part
 from gapscope.parsers.chrome.lazy_args import EventText
 from gapscope.parsers.chrome.parallel import transfer as _tx
 from gapscope.parsers.chrome.parallel.cut import (
-    BOUNDARY,
     BOUNDARY_WINDOW_BYTES,
     array_bounds,
     chunk_spans,
@@ -59,8 +58,8 @@ from gapscope.parsers.chrome.parallel.cut import (
 from gapscope.parsers.chrome.parallel.joined import JoinedEvents
 from gapscope.parsers.chrome.scan import PH_FLOW, PH_OTHER, EventColumns, merge_all
 from gapscope.parsers.chrome.schema import ObjectHeader
+from gapscope.parsers.json.boundaries import find_events_array, next_boundary
 from gapscope.parsers.json.mapped import MappedText, file_stamp
-from gapscope.parsers.json.scan import find_events_array
 
 __all__ = [
     "MIN_BYTES",
@@ -746,9 +745,9 @@ def _growing_payload(
             avail, complete = got
             upto = min(avail, stop)
             chunk = os.pread(fd, upto - target, target) if upto > target else b""
-            m = BOUNDARY.search(chunk)
-            if m is not None:
-                return target + m.start(), target + chunk.index(b",", m.start())
+            edge = next_boundary(chunk, 0, len(chunk))
+            if edge is not None:
+                return target + edge[0], target + edge[1]
             if complete or upto >= stop:
                 return None
             need = min(stop, upto + _BOUNDARY_READ_BYTES)
@@ -801,13 +800,13 @@ def _growing_payload(
                     step = max(CHUNK_BYTES, (planned_bytes - begin) // n_chunks)
                     los, his = [lo], []
                     while bounds[1] - los[-1] > step + step // 2:
-                        m = BOUNDARY.search(
+                        edge = next_boundary(
                             whole, los[-1] + step, min(bounds[1], los[-1] + step + BOUNDARY_WINDOW_BYTES)
                         )
-                        if m is None:
+                        if edge is None:
                             break
-                        his.append(m.start() + 1)
-                        los.append(whole.find(b",", m.start()))
+                        his.append(edge[0] + 1)
+                        los.append(edge[1])
                 his.append(bounds[1])
                 for a, b in zip(los, his):
                     yield from frame(a, b)

@@ -130,6 +130,9 @@ def text_of(path):
     return data
 """
 
+#: The tool ``--before`` adds.
+BEFORE = "gapscope before"
+
 SCRIPTS: dict[str, str] = {
     "gapscope": _PRELUDE
     + r"""
@@ -210,6 +213,15 @@ finally:
 }
 SCRIPTS["gapscope 1 proc"] = SCRIPTS["gapscope"]
 SCRIPTS["gapscope msgspec"] = SCRIPTS["gapscope"]
+# a .gz inflated into its temporary file first, then split over processes (the
+# decoders are not forked while it inflates): what decode-while-inflating saves
+SCRIPTS["gapscope inflate first"] = SCRIPTS["gapscope"].replace(
+    "start()\n", "import gapscope.parsers.chrome.parallel.fork as _f\n_f.GROWING_MIN_BYTES = 1 << 62\nstart()\n", 1
+)
+#: ``--before PYTHON``: ``gapscope`` by another checkout (that interpreter's editable
+#: install), in turn with this one's in each round, so the ratio of the two saw the same
+#: machine load.
+SCRIPTS[BEFORE] = SCRIPTS["gapscope"]
 #: Environment of each tool's subprocess beyond the inherited one.
 TOOL_ENV = {"gapscope 1 proc": {"GAPSCOPE_LOAD_PROCESSES": "1"}, "gapscope msgspec": {"GAPSCOPE_XSCAN": "0"}}
 #: Tools run unless ``--tools`` says otherwise.
@@ -251,13 +263,14 @@ def mem_available_bytes() -> int:
     return 8 << 30
 
 
-def run_one(tool: str, path: Path, python: str, timeout_s: float, memory: bool = False) -> dict:
+def run_one(tool: str, path: Path, python: str, timeout_s: float, memory: bool = False, root: Path = ROOT) -> dict:
     """Run one measurement in a fresh subprocess; returns its JSON or {"error": ...}.
-    ``memory``: sample its private memory (a round of its own: see the module doc)."""
-    cmd = [python, "-c", SCRIPTS[tool], str(path), str(ROOT)]
+    ``memory``: sample its private memory (a round of its own: see the module doc);
+    ``root``: the checkout whose ``gapscope`` ``python`` imports."""
+    cmd = [python, "-c", SCRIPTS[tool], str(path), str(root)]
     env = {**os.environ, **TOOL_ENV.get(tool, {}), "BENCH_SAMPLE_MEMORY": "1" if memory else "0"}
     try:
-        cp = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=str(ROOT), env=env)
+        cp = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=str(root), env=env)
     except subprocess.TimeoutExpired:
         return {"error": f"timeout after {timeout_s:.0f} s"}
     if cp.returncode != 0:
@@ -335,9 +348,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--hta-python", default=None, help="interpreter with hta installed")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per measurement")
+    ap.add_argument(
+        "--before",
+        metavar="PYTHON",
+        help=f"add '{BEFORE}': the load by another checkout's venv interpreter (e.g. /work/main/.venv/bin/python)",
+    )
     a = ap.parse_args(argv)
 
-    tools = list(SCRIPTS) if a.tools == "all" else [t.strip() for t in a.tools.split(",") if t.strip()]
+    tools = (
+        [t for t in SCRIPTS if t != BEFORE]
+        if a.tools == "all"
+        else [t.strip() for t in a.tools.split(",") if t.strip()]
+    )
+    if a.before and BEFORE not in tools:
+        tools.insert(1, BEFORE)
+    #: the checkout of the ``--before`` venv (VENV/bin/python)
+    before_root = Path(a.before).absolute().parents[2] if a.before else ROOT
     if "floor" not in tools:
         tools.append("floor")
     hta_py = hta_python(a.hta_python) if "HTA 0.5.0" in tools else None
@@ -375,7 +401,10 @@ def main(argv: list[str] | None = None) -> int:
             for t in tools:
                 if t not in skip:
                     python = hta_py if t == "HTA 0.5.0" and hta_py else sys.executable
-                    got = run_one(t, path, python, a.timeout, memory=r == max(1, a.repeat))
+                    root = ROOT
+                    if t == BEFORE:
+                        python, root = a.before, before_root
+                    got = run_one(t, path, python, a.timeout, memory=r == max(1, a.repeat), root=root)
                     if r < max(1, a.repeat):
                         runs[t].append(got)
                     else:
@@ -421,6 +450,9 @@ def main(argv: list[str] | None = None) -> int:
             for t, (w, c) in med.items():
                 if t != "floor":
                     print(fmt_row(["", f"{t} / floor", "", "", "", "", f"{w / fw:.2f}", f"{c / fc:.2f}", ""], widths))
+        if BEFORE in med and "gapscope" in med:
+            (w, c), (bw, bc) = med["gapscope"], med[BEFORE]
+            print(fmt_row(["", "gapscope / before", "", "", "", "", f"{w / bw:.2f}", f"{c / bc:.2f}", ""], widths))
     print(f"load average {load_average()} at the end")
     return 0
 

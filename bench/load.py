@@ -216,8 +216,11 @@ SCRIPTS["gapscope msgspec"] = SCRIPTS["gapscope"]
 # a .gz inflated into its temporary file first, then split over processes (the
 # decoders are not forked while it inflates): what decode-while-inflating saves
 SCRIPTS["gapscope inflate first"] = SCRIPTS["gapscope"].replace(
-    "start()\n", "import gapscope.parsers.chrome.parallel.fork as _f\n_f.GROWING_MIN_BYTES = 1 << 62\nstart()\n", 1
+    "\nstart()\ntr = ",
+    "\nimport gapscope.parsers.chrome.parallel.fork as _f\n_f.GROWING_MIN_BYTES = 1 << 62\nstart()\ntr = ",
+    1,
 )
+assert SCRIPTS["gapscope inflate first"] != SCRIPTS["gapscope"]
 #: ``--before PYTHON``: ``gapscope`` by another checkout (that interpreter's editable
 #: install), in turn with this one's in each round, so the ratio of the two saw the same
 #: machine load.
@@ -230,7 +233,7 @@ DEFAULT_TOOLS = ("gapscope", "floor")
 SHAPES = {"steps20": 20, "steps500": 500}
 #: The two largest JSON traces of the corpus (``../shared/traces/public``).
 CORPUS_FILES = ("hta/mtia_rank_0.json.gz", "hta/df_index_resolver.json.gz")
-CORPUS = ROOT.parent / "shared" / "traces" / "public"
+CORPUS = Path(os.environ.get("GAPSCOPE_SHARED", ROOT.parent / "shared")) / "traces" / "public"
 
 
 def trace_path(n: int, steps: int = 20, gz: bool = False) -> Path:

@@ -74,23 +74,16 @@ def main(argv: list[str] | None = None) -> int:
 
         print(error_line(str(exc)), file=sys.stderr)
         return 2
-    from gapscope.parsers.detect import EarlyLoad
+    from gapscope.parsers.preview import EarlyLoad
 
     # its forked decoders run while the viewer's modules are imported (the report's
     # and the analysis's too: imported after it); a large file's device lanes come
     # first, drawn while the rest is read
     early = EarlyLoad(path, preview=os.environ.get("GAPSCOPE_NO_PREVIEW", "") != "1")
-    from gapscope.analysis.gaps import interior_gaps
     from gapscope.report.cmd import error_line
-
-    # the preview's gaps, the default diagnosis's (``tui.factory.default_early_gaps``),
-    # found in the child that makes it (imported by now: a forked child imports nothing)
-    early.prepare = interior_gaps
     from gapscope.tui.factory import make_app
 
-    app = make_app(
-        path, loader=early, preview=early.on_preview, early_gaps=early.prepared, preview_drawn=early.preview_drawn
-    )
+    app = make_app(path, loader=early, preview=early.on_preview, preview_drawn=early.preview_drawn)
     rc = app.run()
     if app.error:
         print(error_line(app.error), file=sys.stderr)

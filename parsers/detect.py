@@ -17,9 +17,7 @@ from gapscope.parsers.model import Trace
 from gapscope.parsers.sizes import parse_size
 
 if TYPE_CHECKING:
-    import threading
-
-    from gapscope.parsers.chrome.parallel.fork import GrowingParts
+    from gapscope.parsers.chrome.parallel.fork import FileParts, GrowingParts
 
 _inflate: types.ModuleType
 try:  # ISA-L's inflate: about 3x zlib's speed on traces (``INFLATE_OUT_BYTES``); optional
@@ -33,7 +31,6 @@ __all__ = [
     "check_size",
     "default_limit",
     "load",
-    "EarlyLoad",
     "load_progress",
     "args_text",
     "read_bytes",
@@ -530,8 +527,7 @@ def load_progress() -> float | None:
 
 def load(
     path: str | os.PathLike,
-    preview: Callable[..., object] | None = None,
-    prepare: Callable[[Trace], object] | None = None,
+    while_decoding: Callable[[FileParts, str], None] | None = None,
 ) -> Trace:
     """Load a trace file of any supported format, detected from its content.
 
@@ -547,15 +543,9 @@ def load(
     to a fresh load, when it has not changed; a large file loaded fresh is written
     there in the background. ``GAPSCOPE_NO_CACHE=1`` turns the cache off.
 
-    ``preview(trace)``: called from this thread, before the load ends, with a trace of
-    the file's device lanes alone when the file is large and loaded fresh
-    (``chrome.loader.device_preview``), for a viewer to draw first; it may return a
-    ``threading.Event`` that the viewer sets once the preview is drawn: the load waits
-    for it before it goes on (``chrome.loader.PREVIEW_DRAWN_WAIT_S`` at most).
-    ``prepare(trace)``: run on that trace where it is made (a forked child), its value
-    (picklable) handed on with it, ``preview(trace, value)``
-    (``chrome.loader.NOT_PREPARED`` where there is none); its module must be imported
-    before the call.
+    ``while_decoding(parts, path)``: called from this thread while the forked children
+    of a large Chrome file decode it (``chrome.loader.load_chrome_file``): a viewer's
+    device preview (``gapscope.parsers.preview``).
 
     Returns a ``Trace``. Raises ``TraceFormatError`` (with path, line, column and a
     hint) for anything that is not a trace; never any other exception for bad input.
@@ -569,129 +559,15 @@ def load(
         if hit is not None and (hit.text_bytes is None or hit.text_bytes <= _limit_for(p)[0]):
             return hit.trace
         wait_for_writes()  # one write at a time, and none beside the loader's fork
-    trace, text = _load_fresh(p, preview, prepare)
+    trace, text = _load_fresh(p, while_decoding)
     if cache is not None and trace.source.format != "perfetto":  # its args are read from no file text
         cache.put_later(trace, text)
     return trace
 
 
-class EarlyLoad:
-    """``load(path)`` begun in a daemon thread as the object is made; calling it with
-    that path waits for it and returns its trace or raises its exception, so it stands
-    in for ``load`` as a viewer's loader (any other path is loaded there and then).
-
-    Why: the viewer imports Textual (about 0.4 s of one core) before it asks for the
-    trace; begun first, the load's forked decoders run meanwhile. Only the load: the
-    diagnosis would take the interpreter from the imports. Abandoning the object (a
-    cancelled load) leaves the thread to finish or die with the process.
-
-    ``preview=True`` (``preview_wanted``): the load makes a device preview when it can
-    (``load``'s ``preview``); ``on_preview(callback)`` hands it over, and the load waits
-    for ``preview_drawn()`` (bounded) before it goes on. ``prepare``: as
-    ``load``'s, run on the preview in the child that makes it (off this interpreter);
-    ``prepared(trace)`` gives its value. It may be set after the object is made, while
-    the load runs, once its module is imported (read in the child when it forks: none
-    then, none there)."""
-
-    def __init__(
-        self, path: str | os.PathLike, preview: bool = False, prepare: Callable[[Trace], object] | None = None
-    ) -> None:
-        import threading
-
-        self.path = os.fspath(path)
-        self._box: dict = {}
-        self._done = threading.Event()
-        self._lock = threading.Lock()
-        self._preview: Trace | None = None
-        self._on_preview: Callable[[Trace], None] | None = None
-        self.preview_wanted = preview
-        self.prepare = prepare
-        self._prepared: tuple[Trace, object] | None = None  # the preview and its prepared value
-        self._drawn = threading.Event()  # set by ``preview_drawn``
-        # the modules a load of a file needs, imported here, before the thread: in it
-        # they would wait on the interpreter lock against the caller's own imports
-        # (Textual's), and the decoders and the preview would fork later (at 1M events
-        # on 2 cores the preview came 0.07-0.09 s earlier so)
-        import gapscope.parsers.cache.store
-        import gapscope.parsers.chrome.loader
-        import gapscope.parsers.nsys.files  # noqa: F401
-
-        self._thread = threading.Thread(target=self._run, name="gapscope-early-load", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            wanted = self.preview_wanted
-            self._box["trace"] = load(
-                self.path, self._got_preview if wanted else None, self._prepare_here if wanted else None
-            )
-        except BaseException as exc:  # noqa: BLE001 - handed to whoever calls the object
-            self._box["error"] = exc
-        finally:
-            with self._lock:
-                self._preview = None  # the whole trace is there: the preview's memory goes
-                self._prepared = None
-                self._on_preview = None  # and whatever the callback holds (a screen)
-            self._done.set()
-
-    def _prepare_here(self, trace: Trace) -> object:  # in the preview's child, ``prepare`` as set at its fork
-        from gapscope.parsers.chrome.loader import NOT_PREPARED
-
-        prepare = self.prepare
-        return NOT_PREPARED if prepare is None else prepare(trace)
-
-    def _got_preview(self, trace: Trace, value: object) -> threading.Event:
-        from gapscope.parsers.chrome.loader import NOT_PREPARED
-
-        with self._lock:
-            self._preview = trace
-            if value is not NOT_PREPARED:
-                self._prepared = (trace, value)
-            callback = self._on_preview
-        if callback is not None:
-            callback(trace)
-        return self._drawn
-
-    def preview_drawn(self) -> None:
-        """The viewer's word that it has drawn the preview: the load goes on (its
-        decoders stay paused for the preview's first frame, ``load``'s ``preview``)."""
-        self._drawn.set()
-
-    def on_preview(self, callback: Callable[[Trace], None]) -> None:
-        """Call ``callback(trace)`` with the device preview once there is one: at once
-        when it is already there, else from the load's thread when it comes; never
-        when there is none (a small or cached file, or the load ended first)."""
-        with self._lock:
-            self._on_preview = callback
-            trace = self._preview
-        if trace is not None and not self._done.is_set():
-            callback(trace)
-
-    def prepared(self, trace: Trace) -> object:
-        """``prepare(trace)``: the value the preview's child found when ``trace`` is
-        that preview, else computed now (a ``ValueError`` without ``prepare``)."""
-        with self._lock:
-            got = self._prepared
-        if got is not None and got[0] is trace:
-            return got[1]
-        if self.prepare is None:
-            raise ValueError("EarlyLoad.prepared: this load was given no prepare")
-        return self.prepare(trace)
-
-    def __call__(self, path: str | os.PathLike) -> Trace:
-        if os.fspath(path) != self.path:
-            return load(path)
-        self._done.wait()
-        if "error" in self._box:
-            raise self._box["error"]
-        return self._box["trace"]
-
-
-def _load_fresh(
-    p: str, preview: Callable[..., object] | None = None, prepare: Callable[[Trace], object] | None = None
-) -> tuple[Trace, Text | None]:
+def _load_fresh(p: str, while_decoding: Callable[[FileParts, str], None] | None = None) -> tuple[Trace, Text | None]:
     """``load`` without the cache: the trace, and the text it was decoded from (gzip
-    undone; None for an Nsight file, which SQLite reads). ``preview``, ``prepare``: as
+    undone; None for an Nsight file, which SQLite reads). ``while_decoding``: as
     ``load``'s."""
     from gapscope.parsers.nsys import files as nsys_files
 
@@ -715,7 +591,7 @@ def _load_fresh(
 
         limit, user_set = _limit_for(p)
         # decoded in parts by children; None: read it
-        got = load_chrome_file(p, limit, preview=preview, prepare=prepare)
+        got = load_chrome_file(p, limit, while_decoding=while_decoding)
         if got is not None:
             return got
         if _is_large_gzip(p, chrome_parallel.MIN_BYTES):
@@ -730,9 +606,9 @@ def _load_fresh(
             else:
                 try:
                     parts = inflating.finish(os.fstat(fd).st_size)
-                    got = load_chrome_file(p, limit, fd=fd, preview=preview, parts=parts, prepare=prepare)
+                    got = load_chrome_file(p, limit, fd=fd, while_decoding=while_decoding, parts=parts)
                     if got is None and parts is not None:  # decoded while growing failed: as if it had not
-                        got = load_chrome_file(p, limit, fd=fd, preview=preview, prepare=prepare)
+                        got = load_chrome_file(p, limit, fd=fd, while_decoding=while_decoding)
                     if got is not None:
                         return got
                     inflated = _inflated_text(fd)  # not split after all: the text inflated, not again

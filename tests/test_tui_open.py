@@ -281,7 +281,7 @@ def test_bad_file_exits_2_with_one_line(tmp_path):
 
 def test_view_cmd_prints_error_line(monkeypatch, capsys, tmp_path):
     from gapscope import view_cmd
-    from gapscope.parsers.detect import EarlyLoad
+    from gapscope.parsers.preview import EarlyLoad
 
     class Stub:
         error = "x.json:1:2: not JSON (hint)"
@@ -295,7 +295,7 @@ def test_view_cmd_prints_error_line(monkeypatch, capsys, tmp_path):
 
     got: dict = {}
 
-    def make_app(p, loader, preview, early_gaps, preview_drawn):
+    def make_app(p, loader, preview, preview_drawn):
         got["loader"], got["preview"] = loader, preview
         return Stub()
 

@@ -544,7 +544,7 @@ def load(
     there in the background. ``GAPSCOPE_NO_CACHE=1`` turns the cache off.
 
     ``while_decoding(parts, path)``: called from this thread while the forked children
-    of a large Chrome file decode it (``chrome.loader.load_chrome_file``): a viewer's
+    of a large Chrome file decode it (``chrome.decode.decode``): a viewer's
     device preview (``gapscope.parsers.preview``).
 
     Returns a ``Trace``. Raises ``TraceFormatError`` (with path, line, column and a
@@ -587,11 +587,11 @@ def _load_fresh(p: str, while_decoding: Callable[[FileParts, str], None] | None 
 
     _check_start(p)  # before the children below map the file
     if chrome_parallel.enabled(1 << 62):
-        from gapscope.parsers.chrome.loader import load_chrome_file
+        from gapscope.parsers.chrome.decode import decode
 
         limit, user_set = _limit_for(p)
         # decoded in parts by children; None: read it
-        got = load_chrome_file(p, limit, while_decoding=while_decoding)
+        got = decode(p, p, limit, while_decoding)
         if got is not None:
             return got
         if _is_large_gzip(p, chrome_parallel.MIN_BYTES):
@@ -606,9 +606,9 @@ def _load_fresh(p: str, while_decoding: Callable[[FileParts, str], None] | None 
             else:
                 try:
                     parts = inflating.finish(os.fstat(fd).st_size)
-                    got = load_chrome_file(p, limit, fd=fd, while_decoding=while_decoding, parts=parts)
+                    got = decode(fd, p, limit, while_decoding, parts)
                     if got is None and parts is not None:  # decoded while growing failed: as if it had not
-                        got = load_chrome_file(p, limit, fd=fd, while_decoding=while_decoding)
+                        got = decode(fd, p, limit, while_decoding)
                     if got is not None:
                         return got
                     inflated = _inflated_text(fd)  # not split after all: the text inflated, not again
@@ -662,7 +662,7 @@ class _Inflating:
         if self.tried or written < chrome_parallel.GROWING_HEAD_BYTES:
             return
         self.tried = True
-        from gapscope.parsers.chrome.loader import start_growing
+        from gapscope.parsers.chrome.decode import start_growing
 
         planned = planned_size(self.size_field, written, consumed, compressed)
         if planned > PLAUSIBLE_INFLATE_RATIO * compressed:
@@ -841,9 +841,9 @@ def _load(p: str, data: Text) -> Trace:
         data[skip : skip + 1] in (b"{", b"[")
         or _check_head(p, bytes(data[: skip + 4096]), skip + 4096 >= len(data)) == "chrome"
     ):
-        from gapscope.parsers.chrome.loader import load_chrome
+        from gapscope.parsers.chrome.decode import decode
 
-        return load_chrome(data, p)
+        return decode(data, p)[0]
     if not isinstance(data, (bytes, bytearray)):
         data = data.all_bytes()  # a map (never given for a text that is not JSON)
     try:

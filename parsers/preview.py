@@ -59,7 +59,7 @@ class EarlyLoad:
         # (Textual's), and the decoders and the preview would fork later (at 1M events
         # on 2 cores the preview came 0.07-0.09 s earlier so)
         import gapscope.parsers.cache.store
-        import gapscope.parsers.chrome.loader
+        import gapscope.parsers.chrome.decode
         import gapscope.parsers.chrome.preview
         import gapscope.parsers.nsys.files  # noqa: F401
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from gapscope.parsers.chrome import fastscan
-from gapscope.parsers.chrome.loader import _DECODERS, _raw_ts
+from gapscope.parsers.chrome.decode import _DECODERS, _raw_ts
 from gapscope.parsers.chrome.preview import DEVICE_CATS
 from gapscope.parsers.chrome.text import key_positions
 from gapscope.parsers.json.boundaries import (

@@ -21,14 +21,14 @@ import numpy as np
 import pytest
 
 import gapscope.parsers.chrome.child as pc
-import gapscope.parsers.chrome.loader as loader
+import gapscope.parsers.chrome.decode as loader
 import gapscope.parsers.chrome.parallel.fork as cp
 import gapscope.parsers.chrome.preview as chrome_preview
 from gapscope.analysis import diagnose
 from gapscope.analysis.gaps import interior_gaps
 from gapscope.parsers import load
 from gapscope.parsers.chrome import fastscan
-from gapscope.parsers.chrome.loader import load_chrome
+from gapscope.parsers.chrome.decode import load_chrome
 from gapscope.parsers.chrome.preview import device_preview, device_preview_part
 from gapscope.parsers.model import Kind, Trace
 from gapscope.parsers.preview import load_with_preview

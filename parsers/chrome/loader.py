@@ -28,7 +28,6 @@ bound to slices (``chrome_checks.bind_flows``).
 from __future__ import annotations
 
 import dataclasses
-import gc
 import re
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -39,31 +38,21 @@ import numpy as np
 import numpy.ma
 
 from gapscope.parsers.chrome import checks as checks
-from gapscope.parsers.chrome import fastscan
 from gapscope.parsers.chrome.args import ArgColumns
 from gapscope.parsers.chrome.columns import GET, build_trace_lanes, events_at, exact_ts_from_text, label
 from gapscope.parsers.chrome.flows import has_unlinked_work, kineto_flow_links, unique_pairs
 from gapscope.parsers.chrome.header import Unreadable, read_header
 from gapscope.parsers.chrome.lazy_args import EventArgs, EventText
-from gapscope.parsers.chrome.parallel import fork as chrome_parallel
-from gapscope.parsers.chrome.parallel.cut import find_cuts
-from gapscope.parsers.chrome.parallel.joined import JoinedEvents, SerialFallback
+from gapscope.parsers.chrome.parallel.joined import SerialFallback
 from gapscope.parsers.chrome.phases import Rows, collect_metadata, collect_rows
-from gapscope.parsers.chrome.recover import recover
 from gapscope.parsers.chrome.scan import PH_FLOW, PH_M, PH_OTHER, PH_X, EventColumns, scan_events
 from gapscope.parsers.chrome.schema import (
     EVENT_CLASS,
-    EVENT_LIST,
-    EVENT_LIST_RAW_TS,
     ObjectHeader,
     ObjectTrace,
     ObjectTraceRawTs,
-    XEventRawTs,
 )
 from gapscope.parsers.chrome.times import INVALID, MISSING, NEED_EXACT, OK
-from gapscope.parsers.errors import TraceFormatError
-from gapscope.parsers.json.mapped import MappedText
-from gapscope.parsers.json.scan import Text, text_start
 from gapscope.parsers.kinds import KINETO_CATS, KINETO_FLOW_CATS
 from gapscope.parsers.lanes import Metadata
 from gapscope.parsers.model import (
@@ -75,20 +64,8 @@ from gapscope.parsers.model import (
     repeated_correlations,
 )
 
-__all__ = [
-    "load_chrome",
-    "load_chrome_file",
-    "start_growing",
-]
+__all__ = ["build", "Input", "header_of"]
 
-_OBJ = msgspec.json.Decoder(ObjectTrace)
-_LIST = msgspec.json.Decoder(EVENT_LIST)
-_OBJ_RAW_TS = msgspec.json.Decoder(ObjectTraceRawTs)
-_LIST_RAW_TS = msgspec.json.Decoder(EVENT_LIST_RAW_TS)
-#: A ``ts`` of 13+ integer digits with a fraction: beyond 2**43 µs, a float64 loses the ns.
-_EPOCH_TS = re.compile(rb'"ts"\s*:\s*-?\d{13,}\.\d')
-#: Bytes of the text sampled for such timestamps before decoding.
-EPOCH_SAMPLE_BYTES = 1 << 18
 _WS = b" \t\r\n"
 _HEADER_KEYS = (
     "schemaVersion",
@@ -101,11 +78,6 @@ _HEADER_KEYS = (
     "systemTraceEvents",
 )
 _get = GET
-#: {ts kept as text: (decoder of an events array, its X event class)}.
-_DECODERS: dict[bool, tuple[msgspec.json.Decoder, type]] = {
-    False: (_LIST, EVENT_CLASS["X"]),
-    True: (_LIST_RAW_TS, XEventRawTs),
-}
 #: Files up to this size get ``src_line`` for every event (costs one key scan).
 SRC_LINE_LIMIT_BYTES = 8 << 20
 #: Largest |ts| in µs that fits int64 nanoseconds.
@@ -113,7 +85,7 @@ _TS_MAX_US = float(np.iinfo(np.int64).max // 1000)
 
 
 @dataclasses.dataclass
-class _Input:
+class Input:
     """The decoded input: events (``chrome_schema`` structs, or ``JoinedEvents`` when
     decoded in parts), where they lie in the text, the header keys, recovery warnings."""
 
@@ -129,7 +101,7 @@ class _Input:
     excerpt: bool = False
 
 
-def _header(obj: ObjectTrace | ObjectTraceRawTs | ObjectHeader) -> dict[str, Any]:
+def header_of(obj: ObjectTrace | ObjectTraceRawTs | ObjectHeader) -> dict[str, Any]:
     """The header keys (``_HEADER_KEYS``) of a decoded object-form document, decoded;
     keys that are null or absent are left out, values that do not decode are
     ``chrome_header.Unreadable``."""
@@ -146,199 +118,6 @@ def _header(obj: ObjectTrace | ObjectTraceRawTs | ObjectHeader) -> dict[str, Any
     return header
 
 
-def _raw_ts(data, i: int) -> bool:
-    """Epoch-µs timestamps with a fraction in the first events: keep X ``ts`` as text
-    and read it exactly, vectorised (a float64 would lose the nanoseconds)."""
-    return _EPOCH_TS.search(data, i, i + EPOCH_SAMPLE_BYTES) is not None
-
-
-def _root_of(data) -> int:
-    """Offset of the text's first ``{``/``[`` (``text_start``), or -1 for no text."""
-    return text_start(data) if len(data) else -1
-
-
-def start_growing(
-    fd: int, growing: chrome_parallel.Growing, planned_bytes: int, path: str
-) -> chrome_parallel.GrowingParts | None:
-    """The children that decode the Chrome-trace text being written to ``fd`` (a
-    ``.gz`` being inflated; ``path`` names it) while it grows, or None
-    (``chrome_parallel.start_growing``); give them to ``load_chrome_file`` once
-    ``GrowingParts.finish`` said yes."""
-    return chrome_parallel.start_growing(fd, growing, planned_bytes, _root_of, _raw_ts, _DECODERS, path)
-
-
-def load_chrome_file(
-    path: str,
-    limit_bytes: int | None = None,
-    fd: int | None = None,
-    while_decoding: Callable[[chrome_parallel.FileParts, str], None] | None = None,
-    parts: chrome_parallel.FileParts | None = None,
-) -> tuple[Trace, MappedText] | None:
-    """Load the plain Chrome-trace file ``path`` decoded in parts by forked children
-    (``chrome_parallel.start_file``; this process never reads the text into memory,
-    it maps the file for what is read back later), or None when that does not apply
-    or falls back: then read the file and call ``load_chrome``. Files larger than
-    ``limit_bytes`` are left to the reader (which refuses them). ``fd``: the text to
-    decode, open, instead of the file at ``path`` (an inflated ``.gz``; ``path`` names
-    it in warnings). ``parts``: the children already decoding ``fd`` (``start_growing``,
-    finished), instead of forking them here. ``while_decoding(parts, path)``: called
-    in this thread once the children run, before their results are taken (a viewer's
-    device preview: ``gapscope.parsers.chrome.preview.while_decoding``); what it
-    raises, but an interrupt, is ignored.
-    Returns the trace and the map of the text it was decoded from (for the trace
-    cache)."""
-    if parts is None:
-        parts = chrome_parallel.start_file(path, _root_of, _raw_ts, _DECODERS, limit_bytes, fd=fd)
-    if parts is None:
-        return None
-    if while_decoding is not None:
-        try:
-            while_decoding(parts, path)
-        except Exception:  # noqa: BLE001 - a preview is never worth the load; the children go on
-            pass
-        except BaseException:  # an interrupt: the children go with it
-            parts.close()
-            raise
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        got = chrome_parallel.decode_file(parts, _DECODERS)
-        if got is None:
-            return None
-        decoded, text = got
-        inp = _Input(
-            path,
-            decoded.events,
-            decoded.events.text,
-            header=_header(decoded.header) if decoded.header is not None else {},
-            x_class=XEventRawTs if decoded.events.raw_ts else EVENT_CLASS["X"],
-            scanned=decoded.scanned,
-        )
-        try:
-            return _build(inp), text
-        except SerialFallback:
-            return None
-    finally:
-        parts.close()
-        if was:
-            gc.enable()
-
-
-def _decode(data: Text, path: str, parts: bool = True) -> _Input:
-    """``data`` decoded: in two parts at once when large (``chrome_parallel``), else in
-    one typed decode, else, when that fails on damage, by ``recover`` (events skipped
-    or repaired with warnings). Raises ``TraceFormatError`` when nothing usable is left."""
-    i = text_start(data)
-    body = data if i == 0 else memoryview(data)[i:]  # no copy of a text that starts with blanks
-    raw_ts = _raw_ts(data, i)
-    x_class = XEventRawTs if raw_ts else EVENT_CLASS["X"]
-    if parts and chrome_parallel.enabled(len(data), held=True):
-        got = chrome_parallel.decode_parts(data, i, raw_ts, _DECODERS)
-        if got is not None:
-            return _Input(
-                path,
-                got.events,
-                got.events.text,
-                header=_header(got.header) if got.header is not None else {},
-                x_class=x_class,
-                scanned=got.scanned,
-            )
-    if parts:
-        whole = _scan_whole(data, i, raw_ts, path)
-        if whole is not None:
-            return whole
-    try:
-        if data[i : i + 1] == b"{":
-            obj = (_OBJ_RAW_TS if raw_ts else _OBJ).decode(body)
-            events, header = obj.traceEvents, _header(obj)
-            del obj
-        else:
-            events, header = (_LIST_RAW_TS if raw_ts else _LIST).decode(body), {}
-        return _Input(path, events, EventText(data, i, len(events)), header=header, x_class=x_class)
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):  # nesting too deep: per event
-        pass
-    if not isinstance(data, (bytes, bytearray)):
-        data = data.all_bytes()  # a damaged mapped text is repaired from memory
-    rec = recover(data, path, i, EventText(data, i, 0).lines)
-    keep = [k for k, e in enumerate(rec.events) if e is not None]
-    kk = np.array(keep, dtype=np.int64)
-    text = EventText(
-        rec.text,
-        i,
-        len(keep),
-        rec.starts[kk] if keep else np.zeros(0, np.int64),
-        rec.ends[kk] if keep else np.zeros(0, np.int64),
-        repaired=rec.nonfinite_replaced > 0,
-    )
-    if not keep and rec.starts.size:
-        ln = text.lines.line(int(rec.starts[0]))
-        why = next(
-            (w.message[len("event skipped: ") :] for w in rec.warnings if w.message.startswith("event skipped: ")), None
-        )
-        raise TraceFormatError(
-            path,
-            f"{why}; no usable trace events" if why else "no usable trace events",
-            line=ln,
-            column=text.lines.column(int(rec.starts[0])),
-            hint='expected Chrome Trace Event Format events ({"ph": ..., "ts": ...})',
-        )
-    return _Input(path, [rec.events[k] for k in keep], text, header=rec.header, warnings=rec.warnings)
-
-
-def _scan_whole(data: Text, root: int, raw_ts: bool, path: str) -> _Input | None:
-    """``data`` read as one part, in this process, by the C scanner
-    (``fastscan.scan_text``): the events array's ``X`` events as columns, the others
-    as structs, as the split loader gives them (``_build`` then takes the same path,
-    and raises ``SerialFallback`` where that needs the whole list). None when the
-    scanner is missing or refuses the text, or the events array is not found (then
-    ``msgspec`` decodes it in one piece)."""
-    if not fastscan.available():
-        return None
-    plan = find_cuts(data, root, raw_ts, 1)
-    if plan is None:
-        return None
-    begin, end, _, header = plan
-    list_decoder, x_class = _DECODERS[raw_ts]
-    with memoryview(data) as view:
-        got = fastscan.scan_text(view[begin - 1 : end + 1], list_decoder, raw_ts)
-    if got is None:
-        return None
-    ec, flows, others, starts = got
-    # each event's "{" as the scanner found it: lines of warnings and args need no scan
-    text = EventText(data, root, int(ec.code.size), starts + (begin - 1))
-    events = JoinedEvents(
-        ec.code, {PH_FLOW: flows, PH_OTHER: others}, {PH_FLOW: [], PH_OTHER: []}, raw_ts, x_class, text
-    )
-    return _Input(path, events, text, header=_header(header) if header is not None else {}, x_class=x_class, scanned=ec)
-
-
-def load_chrome(data: Text, path: str) -> Trace:
-    """Load Chrome Trace Event Format JSON (object or array form; Kineto of every
-    vintage; legacy autograd export) from ``data`` (gzip already undone).
-
-    Returns a ``Trace``: times int64 ns (``ts`` × 1000 exactly; Kineto's
-    ``baseTimeNanoseconds`` is kept in ``source.base_time_ns``, not added);
-    ``src_line`` filled for files up to ``SRC_LINE_LIMIT_BYTES``; ``args_of(i)`` reads
-    the event's args back from ``data`` (kept alive by the trace). Damaged input is
-    repaired with a ``TraceWarning`` per problem (1-based line where the event
-    starts). Raises ``TraceFormatError`` (path, line, column, hint) when the JSON
-    holds no trace. Texts of ``chrome_parallel.HELD_FACTOR`` times
-    ``chrome_parallel.MIN_BYTES`` or more are decoded in two parts at once
-    (``chrome_parallel.decode_parts``).
-    """
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        inp = _decode(data, path)
-        try:
-            return _build(inp)
-        except SerialFallback:
-            return _build(_decode(data, path, parts=False))
-    finally:
-        if was:
-            gc.enable()
-
-
 #: Non-``X`` phases ``chrome_phases.collect_rows`` turns into rows; others are only counted.
 _HANDLED = frozenset(("B", "E", "i", "I", "R", "C", "b", "e", "n", "S", "T", "F"))
 
@@ -347,7 +126,7 @@ _HANDLED = frozenset(("B", "E", "i", "I", "R", "C", "b", "e", "n", "S", "T", "F"
 Warn = Callable[[int | None, str | None, str], None]
 
 
-def _build(inp: _Input, check_ids: bool = False) -> Trace:
+def build(inp: Input, check_ids: bool = False) -> Trace:
     """The ``Trace`` of the decoded input ``inp``.
 
     In order: the events by phase, the ``X`` times a float64 could not hold, the rows
@@ -380,7 +159,7 @@ def _build(inp: _Input, check_ids: bool = False) -> Trace:
     if not check_ids and checks.has_bad_ids(ec.lanes, phases.other_events, phases.other, text.repaired):
         if in_parts:
             raise SerialFallback("non-finite ids")
-        return _build(inp, check_ids=True)
+        return build(inp, check_ids=True)
 
     exact_ts = _exact_times(ec, phases, events, text, in_parts, warn)
     rows = _phase_rows(phases.other_events, phases.other, exact_ts, text, warn)
@@ -702,7 +481,7 @@ def _resolve_warnings(text: EventText, warns: list[tuple[int | None, str | None,
     return out
 
 
-def _source_info(inp: _Input, cat_list: list, legacy: bool, ignored: dict, meta: Metadata, warn) -> SourceInfo:
+def _source_info(inp: Input, cat_list: list, legacy: bool, ignored: dict, meta: Metadata, warn) -> SourceInfo:
     """The ``SourceInfo`` of ``inp``: its header's fields, each read through
     ``chrome_header.read_header`` (a refused value is a warning naming the field, on
     every decode path), the format, what was only counted (``ignored``) and the

@@ -27,10 +27,11 @@ import msgspec
 import numpy as np
 
 from gapscope.parsers.chrome import child, fastscan
-from gapscope.parsers.chrome.lazy_args import EventArgs, EventText
 
 # the loader's own decode and build steps, which a preview takes on a part of the file
-from gapscope.parsers.chrome.loader import _DECODERS, _build, _header, _Input, _raw_ts
+from gapscope.parsers.chrome.decode import _DECODERS, _raw_ts
+from gapscope.parsers.chrome.lazy_args import EventArgs, EventText
+from gapscope.parsers.chrome.loader import Input, build, header_of
 from gapscope.parsers.chrome.parallel import fork as chrome_parallel
 from gapscope.parsers.chrome.parallel.cut import chunk_spans, find_cuts
 from gapscope.parsers.chrome.parallel.joined import JoinedEvents, SerialFallback
@@ -167,7 +168,7 @@ def device_preview_part(data: Text | mmap.mmap, j: int = 0, k: int = 1) -> Previ
     if ec.n != spans.shape[0]:
         return None
     return PreviewPart(
-        ec, flows, others, spans, raw_ts, root, _header(header) if header is not None else {}, (begin, end, cuts)
+        ec, flows, others, spans, raw_ts, root, header_of(header) if header is not None else {}, (begin, end, cuts)
     )
 
 
@@ -215,7 +216,7 @@ def device_preview(shares: Sequence[PreviewPart | None], data: Text, path: str) 
         events = JoinedEvents(
             ec.code, {PH_FLOW: flows, PH_OTHER: others}, {PH_FLOW: [], PH_OTHER: []}, first.raw_ts, x_class, text
         )
-        return _build(_Input(path, events, text, header=first.header, x_class=x_class, scanned=ec, excerpt=True))
+        return build(Input(path, events, text, header=first.header, x_class=x_class, scanned=ec, excerpt=True))
     except (SerialFallback, TraceFormatError, ValueError, msgspec.MsgspecError):
         return None
     finally:

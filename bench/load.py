@@ -6,6 +6,7 @@ Usage (from the repository root)::
     .venv/bin/python bench/load.py --sizes 1M,5M --repeat 3  # 5M needs ~3 GB of disk and minutes
     .venv/bin/python bench/load.py --tools all              # + msgspec/orjson dicts, one process, HTA
     .venv/bin/python bench/load.py --gzip --no-corpus       # + each generated trace as a level-1 .json.gz
+    .venv/bin/python bench/load.py --before /work/main/.venv/bin/python  # + main's load, alternating
 
 Files: generated Kineto-shaped traces (``bench/gen_kineto.generate``, seed 0) of two
 shapes, ``steps20`` (20 long ``ProfilerStep``s, the default) and ``steps500`` (500
@@ -36,7 +37,9 @@ whether kernels, GPU busy and extent match what the generator wrote); ``floor``:
 ``msgspec.json.decode`` of the whole text into a Struct with the timeline fields only
 (``args`` kept raw), single-threaded, after reading the file (and inflating it in one
 call, for ``.gz``, with ISA-L as gapscope does, else zlib): the decode a typed loader cannot beat in one process. Optional:
-``gapscope 1 proc`` (``GAPSCOPE_LOAD_PROCESSES=1``), ``gapscope msgspec`` (the C scanner
+``gapscope 1 proc`` (``GAPSCOPE_LOAD_PROCESSES=1``: what the split over processes
+saves), ``gapscope inflate first`` (a ``.gz`` inflated whole before its decoders are
+forked: what decoding while inflating saves), ``gapscope msgspec`` (the C scanner
 off, ``GAPSCOPE_XSCAN=0``: msgspec decodes every event), ``msgspec dicts``, ``orjson
 dicts``, ``HTA 0.5.0`` (HolisticTraceAnalysis, when ``hta`` is importable by
 ``--hta-python`` or ``$GAPSCOPE_HTA_PYTHON``; never a dependency).

@@ -157,3 +157,16 @@ def test_next_event_line_resumes_at_the_indentation_of_the_events() -> None:
     assert third == text.index(b'{"ph": "i"}')  # the line indented by four is skipped
     assert next_event_line(text, third, prefix) == -1
     assert line_prefix(text, text.index(b'"name"')) is None  # text before it on its line
+
+
+def test_candidates_before_an_offset_come_nearest_first_and_stop() -> None:
+    from gapscope.parsers.json.boundaries import ends_before, starts_before
+
+    text = b'[{"a": {"b": 1}}, {"c": 2}]'
+    close = text.rindex(b"}")
+    assert list(starts_before(text, 1, close, 8)) == [18, 7, 1]  # "{" of {"c"}, of {"b"}, of {"a"}
+    assert list(starts_before(text, 1, close, 2)) == [18, 7]
+    event = text[1:17] + b', {"c": 2}]'  # an event's text running on past its end
+    assert list(ends_before(event, len(event), 8)) == [25, 14, 13]
+    assert list(ends_before(event, len(event), 1)) == [25]
+    assert list(ends_before(b"[1, 2]", 6, 8)) == []

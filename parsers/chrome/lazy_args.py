@@ -16,7 +16,7 @@ import numpy as np
 
 from gapscope.parsers.chrome import child
 from gapscope.parsers.chrome.text import key_positions
-from gapscope.parsers.json.boundaries import find_events_array, first_key_starts, scan_elements
+from gapscope.parsers.json.boundaries import ends_before, find_events_array, first_key_starts, scan_elements
 from gapscope.parsers.json.scan import SENTINEL_VALUES, LineIndex, Text
 
 __all__ = ["EventText", "EventArgs"]
@@ -169,11 +169,9 @@ class EventText:
         if not text:
             return None
         dec = decoder.decode if decoder is not None else msgspec.json.decode
-        end = len(text)
-        for _ in range(16):
-            end = text.rfind(b"}", 0, end)
-            if end < 0:
-                return None
+        tried = 0
+        for end in ends_before(text, len(text), 16):
+            tried += 1
             chunk = text[: end + 1]
             try:
                 return dec(chunk)
@@ -184,6 +182,8 @@ class EventText:
                     return json.loads(chunk)
                 except (ValueError, RecursionError):
                     continue
+        if tried < 16:  # no closing brace left to try
+            return None
         # the last event runs up to the end of the text: many closing braces may follow
         # it (header keys after the events array); read one value from its start instead
         try:

@@ -17,6 +17,10 @@ a decode in one piece):
   a cut inside a string makes a part fail to decode.
 - ``first_key_starts``: the ``{`` before each event's first key, when every event
   begins with the same key (``chrome.lazy_args``: lines of warnings, ``args``).
+- ``starts_before`` / ``ends_before``: the ``{`` (``}``) nearest before an offset,
+  then the next nearest, each a candidate start (end) of the element a decode then
+  tries (``chrome.parallel.cut``: the event before the array's ``]``;
+  ``chrome.lazy_args``: the end of an event whose text runs to the next one's start).
 - ``line_prefix`` / ``next_event_line``: the next line that opens an event at the
   indentation of the events before, to read on after damage (``json.resync``,
   ``chrome.recover``).
@@ -48,6 +52,8 @@ __all__ = [
     "first_key_starts",
     "line_prefix",
     "next_event_line",
+    "starts_before",
+    "ends_before",
 ]
 
 _CHUNK = 1 << 24
@@ -236,3 +242,27 @@ def next_event_line(data: bytes | bytearray, after: int, prefix: bytes) -> int:
     -1 when none."""
     m = re.compile(rb"\n" + re.escape(prefix) + rb"\{").search(data, after)
     return -1 if m is None else m.end() - 1
+
+
+def starts_before(data, lo: int, hi: int, most: int):
+    """The offsets of the ``{`` in ``data[lo:hi]``, nearest ``hi`` first, ``most`` at
+    most: candidate starts of the element that ends before ``hi`` (a ``{`` nested in
+    it or in a string comes first: the caller's decode refutes it)."""
+    at = hi
+    for _ in range(most):
+        at = data.rfind(b"{", lo, at)
+        if at < 0:
+            return
+        yield at
+
+
+def ends_before(data, hi: int, most: int):
+    """The offsets of the ``}`` in ``data[:hi]``, nearest ``hi`` first, ``most`` at
+    most: candidate ends (the closing brace) of an element that starts at offset 0 and
+    whose text may run on past it."""
+    at = hi
+    for _ in range(most):
+        at = data.rfind(b"}", 0, at)
+        if at < 0:
+            return
+        yield at

@@ -11,7 +11,7 @@ from __future__ import annotations
 import msgspec
 
 from gapscope.parsers.chrome.schema import AnyEvent, AnyEventRawTs, ObjectHeader
-from gapscope.parsers.json.boundaries import find_events_array, next_boundary
+from gapscope.parsers.json.boundaries import find_events_array, next_boundary, starts_before
 
 __all__ = [
     "array_bounds",
@@ -199,11 +199,7 @@ def _event_before(data, begin: int, end: int, raw_ts: bool) -> bool:
         return False
     decoder = _ONE_EVENT_RAW_TS if raw_ts else _ONE_EVENT
     lo = max(begin, close - (1 << 20))
-    start = close
-    for _ in range(_EVENT_CANDIDATES):
-        start = data.rfind(b"{", lo, start)
-        if start < 0:
-            return False
+    for start in starts_before(data, lo, close, _EVENT_CANDIDATES):
         try:
             decoder.decode(memoryview(data)[start : close + 1])
             return True

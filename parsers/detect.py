@@ -17,7 +17,7 @@ from gapscope.parsers.model import Trace
 from gapscope.parsers.sizes import parse_size
 
 if TYPE_CHECKING:
-    from gapscope.parsers.chrome.parallel.fork import FileParts, GrowingParts
+    from gapscope.parsers.chrome.parallel.fork import FileParts
 
 _inflate: types.ModuleType
 try:  # ISA-L's inflate: about 3x zlib's speed on traces (``INFLATE_OUT_BYTES``); optional
@@ -393,7 +393,7 @@ def inflate_to_file(path: str, limit: int, user_set: bool, on_write=None) -> int
     is unlinked before anything is written: nothing is left behind, whatever
     happens. ``on_write(fd, written, consumed, compressed)``: called after each piece
     is written, with the bytes of text written so far, the compressed bytes read to
-    make them and the gzip file's size (``_Inflating`` starts decoders on it). Raises
+    make them and the gzip file's size (``chrome.decode.Inflating`` starts decoders on it). Raises
     ``TraceFormatError`` for what ``read_bytes`` refuses (too large, a gzip bomb)."""
     fd = unlinked_temporary_file()
     if fd is None:
@@ -595,7 +595,9 @@ def _load_fresh(p: str, while_decoding: Callable[[FileParts, str], None] | None 
         if got is not None:
             return got
         if _is_large_gzip(p, chrome_parallel.MIN_BYTES):
-            inflating = _Inflating(p, _gzip_size_field(p))
+            from gapscope.parsers.chrome.decode import Inflating
+
+            inflating = Inflating(p, _gzip_size_field(p))  # may fork decoders while it inflates
             try:
                 fd = inflate_to_file(p, limit, user_set, on_write=inflating)  # mapped, not held in memory
             except BaseException:
@@ -605,10 +607,7 @@ def _load_fresh(p: str, while_decoding: Callable[[FileParts, str], None] | None 
                 inflating.close()
             else:
                 try:
-                    parts = inflating.finish(os.fstat(fd).st_size)
-                    got = decode(fd, p, limit, while_decoding, parts)
-                    if got is None and parts is not None:  # decoded while growing failed: as if it had not
-                        got = decode(fd, p, limit, while_decoding)
+                    got = decode(fd, p, limit, while_decoding, inflating)
                     if got is not None:
                         return got
                     inflated = _inflated_text(fd)  # not split after all: the text inflated, not again
@@ -636,74 +635,6 @@ def _is_perfetto(p: str, head: bytes) -> bool:
         except zlib.error:
             return False
     return looks_like_perfetto(head)
-
-
-class _Inflating:
-    """The decoders of a ``.json.gz`` forked while it is inflated (``on_write`` of
-    ``inflate_to_file``): once ``GROWING_HEAD_BYTES`` of text are written, the
-    children of ``chrome_parallel.start_growing`` decode each part as soon as the
-    text has passed it, so inflating (in this process) and decoding overlap.
-    ``size_field``: the gzip trailer's ISIZE (the last member's size mod 2**32)."""
-
-    def __init__(self, path: str, size_field: int) -> None:
-        self.path, self.size_field = path, size_field
-        self.parts: GrowingParts | None = None
-        self.tried = False
-
-    def __call__(self, fd: int, written: int, consumed: int, compressed: int) -> None:
-        from gapscope.parsers.chrome.parallel import fork as chrome_parallel
-
-        if self.parts is not None:
-            if self.parts.overrun(written):  # planned for far less: the file's own children will decode it
-                self.close()
-                return
-            self.parts.growing.wrote(written)
-            return
-        if self.tried or written < chrome_parallel.GROWING_HEAD_BYTES:
-            return
-        self.tried = True
-        from gapscope.parsers.chrome.decode import start_growing
-
-        planned = planned_size(self.size_field, written, consumed, compressed)
-        if planned > PLAUSIBLE_INFLATE_RATIO * compressed:
-            return  # a size field no trace's gzip has (junk after the data?): inflated first
-        growing = chrome_parallel.Growing()
-        growing.wrote(written)
-        self.parts = start_growing(fd, growing, planned, self.path)
-
-    def finish(self, size_bytes: int) -> GrowingParts | None:
-        """The children, told the text is complete at ``size_bytes``, or None (none
-        were forked, or the text is far from the size they planned for: then the
-        loader forks its own on the whole file)."""
-        parts, self.parts = self.parts, None
-        if parts is None or not parts.finish(size_bytes):
-            return None
-        return parts
-
-    def close(self) -> None:
-        """Kill the children still running (a load that failed or fell back)."""
-        if self.parts is not None:
-            self.parts.close()
-            self.parts = None
-
-
-#: Most a trace's gzip is taken to inflate (real traces: 10-50x) when its size field
-#: is read for the decoders' plan (``planned_size``): a plan beyond it is not believed.
-PLAUSIBLE_INFLATE_RATIO = 64
-
-
-def planned_size(size_field: int, written: int, consumed: int, compressed: int) -> int:
-    """The inflated size a gzip file is expected to have: its ISIZE field
-    (``size_field``, RFC 1952: the size mod 2**32), plus the multiple of 2**32 that
-    brings it nearest to the size its inflating so far suggests (``written`` bytes of
-    text from ``consumed`` of its ``compressed`` bytes), but never past
-    ``PLAUSIBLE_INFLATE_RATIO`` times ``compressed`` (a head of repeated events
-    inflates far more than the rest: a 290 MB text was planned as 4.4 GB)."""
-    guess = written * compressed / max(1, consumed)
-    wraps = max(0, round((guess - size_field) / (1 << 32)))
-    while wraps and size_field + wraps * (1 << 32) > PLAUSIBLE_INFLATE_RATIO * compressed:
-        wraps -= 1
-    return size_field + wraps * (1 << 32)
 
 
 def _gzip_size_field(p: str) -> int:

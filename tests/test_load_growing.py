@@ -107,7 +107,7 @@ def test_the_children_decode_while_the_text_is_still_inflating(tmp_path, monkeyp
     before the last piece of text is written: decoding overlaps inflating."""
     path = _gz(tmp_path, _kineto(6000))
     seen: list[float] = []
-    real = detect._Inflating.__call__
+    real = chrome_decode.Inflating.__call__
 
     def slow(self, fd, written, consumed, compressed):
         real(self, fd, written, consumed, compressed)
@@ -115,7 +115,7 @@ def test_the_children_decode_while_the_text_is_still_inflating(tmp_path, monkeyp
             time.sleep(0.002)  # an inflater slower than the children: they catch up and wait
             seen.append(cp.progress() or 0.0)
 
-    monkeypatch.setattr(detect._Inflating, "__call__", slow)
+    monkeypatch.setattr(chrome_decode.Inflating, "__call__", slow)
     got = load(path)
     assert grow == [("GrowingParts", True)]
     assert len(seen) > 10 and 0 < seen[-2] < 1  # decoded some, not all, before the end
@@ -152,12 +152,12 @@ def test_a_size_field_far_from_the_text_refits_the_children_to_the_whole_file(tm
 
 
 def test_planned_size_adds_the_wraps_of_a_size_field_mod_2_32():
-    assert detect.planned_size(300_000_000, 4 << 20, 400_000, 30_000_000) == 300_000_000
+    assert chrome_decode.planned_size(300_000_000, 4 << 20, 400_000, 30_000_000) == 300_000_000
     big = 5_000_000_000  # a 5 GB text: its ISIZE field is 5e9 mod 2**32
-    assert detect.planned_size(big % (1 << 32), 4 << 20, 450_000, 500_000_000) == big
-    assert detect.planned_size(123, 10, 0, 0) == 123  # nothing read yet: the field as it is
+    assert chrome_decode.planned_size(big % (1 << 32), 4 << 20, 450_000, 500_000_000) == big
+    assert chrome_decode.planned_size(123, 10, 0, 0) == 123  # nothing read yet: the field as it is
     # a head of repeated events inflating 1000x suggests 30 GB; 64x its 30 MB bounds the plan
-    assert detect.planned_size(290_000_000, 4 << 20, 4200, 30_000_000) == 290_000_000
+    assert chrome_decode.planned_size(290_000_000, 4 << 20, 4200, 30_000_000) == 290_000_000
 
 
 def test_a_cut_inside_a_string_falls_back_to_the_same_trace(tmp_path, monkeypatch, grow):

@@ -12,8 +12,9 @@ a plain file (its path) of          split over forked processes (``parallel.fork
 more, with 2+ CPUs                  each (C scanner, else msgspec); this process never
                                     reads the text (``decode_file``)
 an open file (``fd``) a large       the same, on the file the text was inflated into;
-``.gz`` was inflated into           ``parts``: children already decoding it while it
-                                    was being inflated (``start_growing``)
+``.gz`` was inflated into           children forked while it was being inflated
+                                    (``Inflating``, ``start_growing``) decode the
+                                    parts already written
 text in memory of                   split in two (this process and one child,
 ``HELD_FACTOR * MIN_BYTES`` or      ``parallel.fork.decode_parts``)
 more
@@ -31,6 +32,7 @@ falls back to the next. The columns become a ``Trace`` in ``chrome.loader.build`
 from __future__ import annotations
 
 import gc
+import os
 import re
 import typing
 from collections.abc import Callable
@@ -59,7 +61,15 @@ from gapscope.parsers.json.mapped import MappedText
 from gapscope.parsers.json.scan import Text, text_start
 from gapscope.parsers.model import Trace
 
-__all__ = ["decode", "load_chrome", "load_chrome_file", "start_growing", "EPOCH_SAMPLE_BYTES"]
+__all__ = [
+    "decode",
+    "Inflating",
+    "planned_size",
+    "load_chrome",
+    "load_chrome_file",
+    "start_growing",
+    "EPOCH_SAMPLE_BYTES",
+]
 
 _OBJ = msgspec.json.Decoder(ObjectTrace)
 _LIST = msgspec.json.Decoder(EVENT_LIST)
@@ -271,6 +281,70 @@ def load_chrome(data: Text, path: str) -> Trace:
             gc.enable()
 
 
+class Inflating:
+    """The decoders of a ``.json.gz`` forked while it is inflated (``on_write`` of
+    ``inflate_to_file``): once ``GROWING_HEAD_BYTES`` of text are written, the
+    children of ``chrome_parallel.start_growing`` decode each part as soon as the
+    text has passed it, so inflating (in this process) and decoding overlap.
+    ``size_field``: the gzip trailer's ISIZE (the last member's size mod 2**32)."""
+
+    def __init__(self, path: str, size_field: int) -> None:
+        self.path, self.size_field = path, size_field
+        self.parts: chrome_parallel.GrowingParts | None = None
+        self.tried = False
+
+    def __call__(self, fd: int, written: int, consumed: int, compressed: int) -> None:
+        if self.parts is not None:
+            if self.parts.overrun(written):  # planned for far less: the file's own children will decode it
+                self.close()
+                return
+            self.parts.growing.wrote(written)
+            return
+        if self.tried or written < chrome_parallel.GROWING_HEAD_BYTES:
+            return
+        self.tried = True
+        planned = planned_size(self.size_field, written, consumed, compressed)
+        if planned > PLAUSIBLE_INFLATE_RATIO * compressed:
+            return  # a size field no trace's gzip has (junk after the data?): inflated first
+        growing = chrome_parallel.Growing()
+        growing.wrote(written)
+        self.parts = start_growing(fd, growing, planned, self.path)
+
+    def finish(self, size_bytes: int) -> chrome_parallel.GrowingParts | None:
+        """The children, told the text is complete at ``size_bytes``, or None (none
+        were forked, or the text is far from the size they planned for: then the
+        loader forks its own on the whole file)."""
+        parts, self.parts = self.parts, None
+        if parts is None or not parts.finish(size_bytes):
+            return None
+        return parts
+
+    def close(self) -> None:
+        """Kill the children still running (a load that failed or fell back)."""
+        if self.parts is not None:
+            self.parts.close()
+            self.parts = None
+
+
+#: Most a trace's gzip is taken to inflate (real traces: 10-50x) when its size field
+#: is read for the decoders' plan (``planned_size``): a plan beyond it is not believed.
+PLAUSIBLE_INFLATE_RATIO = 64
+
+
+def planned_size(size_field: int, written: int, consumed: int, compressed: int) -> int:
+    """The inflated size a gzip file is expected to have: its ISIZE field
+    (``size_field``, RFC 1952: the size mod 2**32), plus the multiple of 2**32 that
+    brings it nearest to the size its inflating so far suggests (``written`` bytes of
+    text from ``consumed`` of its ``compressed`` bytes), but never past
+    ``PLAUSIBLE_INFLATE_RATIO`` times ``compressed`` (a head of repeated events
+    inflates far more than the rest: a 290 MB text was planned as 4.4 GB)."""
+    guess = written * compressed / max(1, consumed)
+    wraps = max(0, round((guess - size_field) / (1 << 32)))
+    while wraps and size_field + wraps * (1 << 32) > PLAUSIBLE_INFLATE_RATIO * compressed:
+        wraps -= 1
+    return size_field + wraps * (1 << 32)
+
+
 @typing.overload
 def decode(source: Text, path: str) -> tuple[Trace, Text]: ...
 @typing.overload
@@ -279,14 +353,14 @@ def decode(
     path: str,
     limit_bytes: int | None = None,
     while_decoding: Callable[[chrome_parallel.FileParts, str], None] | None = None,
-    parts: chrome_parallel.FileParts | None = None,
+    inflating: Inflating | None = None,
 ) -> tuple[Trace, Text] | None: ...
 def decode(
     source: Text | str | int,
     path: str,
     limit_bytes: int | None = None,
     while_decoding: Callable[[chrome_parallel.FileParts, str], None] | None = None,
-    parts: chrome_parallel.FileParts | None = None,
+    inflating: Inflating | None = None,
 ) -> tuple[Trace, Text] | None:
     """The Chrome trace in ``source`` and the text it was decoded from (kept for the
     trace cache and for ``args`` read back later), by the strategy the table of this
@@ -300,10 +374,16 @@ def decode(
     not one events array, a child failed): the caller then reads the text and calls
     ``decode`` with it. ``limit_bytes``: a file larger is left to the reader (which
     refuses it); ``while_decoding(parts, path)``: run while a file's children decode
-    (a device preview, ``chrome.preview.while_decoding``); ``parts``: children already
-    decoding the file ``source`` names (``start_growing``)."""
+    (a device preview, ``chrome.preview.while_decoding``); ``inflating``: the
+    ``on_write`` hook that inflated the file ``source`` names, whose children may
+    already have decoded it while it grew (tried first; on any failure the file is
+    decoded as if they had not been)."""
     if isinstance(source, str):
         return load_chrome_file(source, limit_bytes, while_decoding=while_decoding)
     if isinstance(source, int):
-        return load_chrome_file(path, limit_bytes, fd=source, while_decoding=while_decoding, parts=parts)
+        parts = inflating.finish(os.fstat(source).st_size) if inflating is not None else None
+        got = load_chrome_file(path, limit_bytes, fd=source, while_decoding=while_decoding, parts=parts)
+        if got is None and parts is not None:  # decoded while growing failed: as if it had not
+            got = load_chrome_file(path, limit_bytes, fd=source, while_decoding=while_decoding)
+        return got
     return load_chrome(source, path), source

@@ -31,15 +31,27 @@ from gapscope.parsers.json.boundaries import (
     scan_elements,
 )
 from gapscope.parsers.json.scan import text_start
-from tests.conftest import CORPUS
+from tests.conftest import CORPUS, require, sweep
 
 
-def _json_files() -> list[Path]:
+def _json_files() -> list[str]:
     if not CORPUS.is_dir():
         if os.environ.get("CI"):
             pytest.fail(f"the corpus is missing: {CORPUS}")
         return []
-    return sorted(p for p in CORPUS.rglob("*") if p.name.endswith((".json", ".json.gz")))
+    return sorted(str(p.relative_to(CORPUS)) for p in CORPUS.rglob("*") if p.name.endswith((".json", ".json.gz")))
+
+
+#: The files the corpus sweeps read when the full corpus is not asked for
+#: (``tests.conftest.sweep``: all of them under ``CI`` or ``GAPSCOPE_FULL_CORPUS=1``).
+SAMPLE = (
+    "catapult/fuchsia_trace.json.gz",
+    "hta/inference_rank_1.json.gz",
+    "hta/rank-70.Mar_25_20_48_12.2861.pt.trace.json.gz",
+    "kineto/after_fix_trace.json",
+    "perfetto/flow_events_json_v2.json",
+    "tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+)
 
 
 def _text(path: Path) -> bytes:
@@ -56,11 +68,11 @@ def _exact(data: bytes) -> tuple[int, np.ndarray, np.ndarray, int] | None:
     return begin, scan.starts, scan.ends, scan.close
 
 
-@pytest.mark.parametrize("path", _json_files(), ids=lambda p: str(p.relative_to(CORPUS)))
-def test_the_c_scanner_finds_the_exact_scanners_events(path: Path) -> None:
+@pytest.mark.parametrize("rel", sweep(_json_files(), SAMPLE))
+def test_the_c_scanner_finds_the_exact_scanners_events(rel: str) -> None:
     if not fastscan.available():
         pytest.skip("the C scanner is not built")
-    data = _text(path)
+    data = _text(require(CORPUS / rel))
     exact = _exact(data)
     if exact is None:
         pytest.skip("no events array (rocprof's own format)")
@@ -90,12 +102,12 @@ def test_the_c_scanner_finds_the_exact_scanners_events(path: Path) -> None:
         assert np.array_equal(scanned[3] + (begin - 1), starts)
 
 
-@pytest.mark.parametrize("path", _json_files(), ids=lambda p: str(p.relative_to(CORPUS)))
-def test_boundary_candidates_are_element_boundaries_on_the_corpus(path: Path) -> None:
+@pytest.mark.parametrize("rel", sweep(_json_files(), SAMPLE))
+def test_boundary_candidates_are_element_boundaries_on_the_corpus(rel: str) -> None:
     """``next_boundary`` at 16 offsets spread over the array: the ``}`` ends an element
     and the ``{`` after its ``,`` begins the next (no string of the corpus holds
     ``}``, ``{``)."""
-    data = _text(path)
+    data = _text(require(CORPUS / rel))
     exact = _exact(data)
     if exact is None or exact[1].size < 2:
         pytest.skip("no events array of two events")
@@ -114,11 +126,11 @@ def test_boundary_candidates_are_element_boundaries_on_the_corpus(path: Path) ->
     assert found > 0
 
 
-@pytest.mark.parametrize("path", _json_files(), ids=lambda p: str(p.relative_to(CORPUS)))
-def test_first_key_starts_are_the_exact_starts(path: Path) -> None:
+@pytest.mark.parametrize("rel", sweep(_json_files(), SAMPLE))
+def test_first_key_starts_are_the_exact_starts(rel: str) -> None:
     """Where every event begins with ``"ph"`` (and only they have it first), the ``{``
     before each ``"ph"`` key is the exact scanner's start; else None, never others."""
-    data = _text(path)
+    data = _text(require(CORPUS / rel))
     exact = _exact(data)
     if exact is None:
         pytest.skip("no events array")

@@ -10,10 +10,13 @@
   calls (``cudaEventQuery``, ``cudaStreamQuery``, ``cudaStreamWaitEvent``,
   ``cudaEventRecord``) return at once: they are host work (a poll loop is host work),
   never sync evidence.
-- copy: ``Kind.MEMCPY_CALL`` (``cudaMemcpy*``: the thread in a copy call), and GPU
-  memcpy/memset records overlapping the gap (handled per device by the classifier).
-  ``aten::to`` / ``aten::copy_`` are operators: their own CPU time is host work; the
-  copy and wait calls inside them carry their own classes.
+- copy: GPU memcpy/memset records overlapping the gap (handled per device by the
+  classifier), nothing on the CPU. The thread's time in a copy call (``Kind.MEMCPY_CALL``,
+  ``cudaMemcpy*``) is host work (the runtime staging pageable memory, the driver), and a
+  *blocking* copy call (``blocking_copy_calls``: it returned only after its GPU copy
+  ended) is a wait too, which can start a sync cliff. ``aten::to`` / ``aten::copy_`` are
+  operators: their own CPU time is host work; the copy and wait calls inside them carry
+  their own classes.
 - launch: ``Kind.LAUNCH`` (``cudaLaunchKernel``, ``cuLaunchKernel[Ex]``,
   ``hipLaunchKernel``, ``cudaGraphLaunch``, ...).
 - host: every other CPU event with a duration (ATen ops, Python functions, user
@@ -46,6 +49,8 @@ from gapscope.parsers.model import Kind, Trace
 
 __all__ = [
     "SYNC_OP_NAMES",
+    "blocking_copy_calls",
+    "is_copy_call",
     "event_cause",
     "NO_CLASS",
     "evidence_end",
@@ -247,7 +252,7 @@ def _name_class(name: str) -> int:
     if name in SYNC_OP_NAMES or BLOCKING_SYNC_RE.search(name):
         return int(Cause.SYNC)
     if _COPY_CALL_RE.match(name):
-        return int(Cause.COPY)
+        return int(Cause.HOST)  # the thread in a copy call: host work (the GPU's copy is the copy)
     if _LAUNCH_CALL_RE.match(name):
         return int(Cause.LAUNCH)
     return NO_CLASS
@@ -275,7 +280,7 @@ def event_cause(trace: Trace, valid: np.ndarray, exclude: np.ndarray | None = No
     )
     out[on_cpu & host_kinds] = int(Cause.HOST)
     out[on_cpu & (kind == Kind.LAUNCH)] = int(Cause.LAUNCH)
-    out[on_cpu & (kind == Kind.MEMCPY_CALL)] = int(Cause.COPY)
+    out[on_cpu & (kind == Kind.MEMCPY_CALL)] = int(Cause.HOST)
     out[on_cpu & (kind == Kind.SYNC_CALL)] = int(Cause.SYNC)
     by_name = np.array([_name_class(s) for s in trace.names], dtype=np.int8)
     if by_name.size:
@@ -442,6 +447,49 @@ def recurring_alloc_mask(trace: Trace) -> np.ndarray:
         if st.size >= ALLOC_RECUR_MIN_CALLS and int(st.max() - st.min()) >= ALLOC_RECUR_MIN_SPREAD * span:
             out |= m
     return out
+
+
+def is_copy_call(trace: Trace, ev: int) -> bool:
+    """Whether event ``ev`` is a copy call on a CPU lane (``Kind.MEMCPY_CALL``, or a
+    runtime call named ``cudaMemcpy*`` / ``hipMemcpy*`` / ``cuMemcpy*``)."""
+    if trace.lanes[int(trace.lane[ev])].is_gpu:
+        return False
+    return int(trace.kind[ev]) == int(Kind.MEMCPY_CALL) or bool(_COPY_CALL_RE.match(trace.name(ev)))
+
+
+_BLOCKING_COPIES: weakref.WeakKeyDictionary[Trace, np.ndarray] = weakref.WeakKeyDictionary()
+
+
+def blocking_copy_calls(trace: Trace) -> np.ndarray:
+    """Bool per event: a copy call on a CPU lane (``Kind.MEMCPY_CALL``, or a runtime call
+    named ``cudaMemcpy*`` / ``hipMemcpy*`` / ``cuMemcpy*``) that returned at or after the
+    end of a GPU copy or memset linked to it by a flow (Kineto's ``ac2g``, Nsight's
+    correlation): it waited for its copy, and a copy runs only after the work queued
+    before it on its stream, so the call was a *blocking* wait on the device (a
+    synchronous ``cudaMemcpy``, or ``cudaMemcpyAsync`` to or from pageable memory; CUDA
+    Runtime API, "API synchronization behavior"). A copy call that returned before its
+    copy ended (pinned, asynchronous), or has no linked copy, is not proved to block.
+    Cached per trace."""
+    got = _BLOCKING_COPIES.get(trace)
+    if got is not None:
+        return got
+    n = len(trace)
+    got = np.zeros(n, dtype=bool)
+    src, dst = trace.flow_src, trace.flow_dst
+    if src.size:
+        cpu_lane = np.array([not ln.is_gpu for ln in trace.lanes], dtype=bool)
+        ids = trace.name_ids_matching(lambda s: bool(_COPY_CALL_RE.match(s)))
+        is_call = (trace.kind[src] == int(Kind.MEMCPY_CALL)) | np.isin(trace.name_id[src], ids)
+        ok = (
+            is_call
+            & cpu_lane[trace.lane[src]]
+            & np.isin(trace.kind[dst], np.array([int(Kind.MEMCPY), int(Kind.MEMSET)], dtype=np.int8))
+        )
+        s, d = src[ok], dst[ok]
+        waited = trace.start_ns[s] + trace.dur_ns[s] >= trace.start_ns[d] + trace.dur_ns[d]
+        got[s[waited]] = True
+    _BLOCKING_COPIES[trace] = got
+    return got
 
 
 #: Launches of kernels at least this long tell whether launch calls wait for their

@@ -127,6 +127,9 @@ _PER_OP_FIX = "fewer, larger ops per step: a bigger batch, torch.compile, CUDA g
 #: Device allocation runtime calls: only these make an allocator op "device memory allocation".
 _DEVICE_MALLOC_RE = re.compile(r"^(cuda|hip)Malloc|^cuMemAlloc", re.IGNORECASE)
 _PER_KERNEL_FIX = "cut the CPU cost per kernel: torch.compile or a CUDA graph, fewer and larger ops"
+#: A runtime copy call (its time outside the GPU's copy is host work: staging, driver).
+_COPY_CALL_RE = re.compile(r"^(cuda|hip|cu)Memcpy", re.IGNORECASE)
+_COPY_CALL_FIX = "copy from pinned host memory with non_blocking=True (the call then returns at once), or keep the data on the device"
 _ALLOC_FIX = "fewer temporaries: preallocate and reuse buffers (out=, in-place ops) or torch.compile"
 _UNTRACED_FIX = (
     "find the untraced host work (with_stack=True or record_function ranges), then move it off the critical path"
@@ -411,6 +414,8 @@ def _host_title(diag, name: str) -> str:
         return f"tensor allocation (caching allocator) in {short}"
     if _is_container(diag, name):
         return f"host work inside {short} (no finer range)"
+    if _COPY_CALL_RE.match(name):  # copy is GPU copy time only: the call's own is host work
+        return f"host time in the copy call {short}"
     return f"host island at {short}"
 
 
@@ -729,9 +734,18 @@ def _representative(
             if title == PER_OP_TITLE:  # the most recorded op time: the card tells the ops
                 ok = (2 * (host - quiet) >= host) & (2 * vec[rows] >= host) & (host > 0)
                 ok &= np.array([2 * _dominant_range_ns(diag, int(i), "") < h for i, h in zip(rows, host)], dtype=bool)
-                # one with no copy or blocking wait on its list, when there is one: its card tells the ops
+                # one with no copy, copy call or blocking wait on its list, when there is
+                # one: its card tells the ops
+                kind = diag.trace.kind
                 plain = ok & np.array(
-                    [all(e.cause not in (Cause.COPY, Cause.SYNC) for e in diag.evidence(int(i))) for i in rows],
+                    [
+                        all(
+                            e.cause not in (Cause.COPY, Cause.SYNC)
+                            and (e.event < 0 or kind[e.event] != int(Kind.MEMCPY_CALL))
+                            for e in diag.evidence(int(i))
+                        )
+                        for i in rows
+                    ],
                     dtype=bool,
                 )
                 ok = plain if plain.any() else ok
@@ -785,6 +799,8 @@ def _fix(diag, kind: str, cause: Cause, name: str, title: str, card: Card | None
             return _UNTRACED_FIX
         if _ALLOC_OP_RE.search(name):
             return _ALLOC_FIX
+        if _COPY_CALL_RE.match(name):
+            return _COPY_CALL_FIX
         if bool(name) and not _is_container(diag, name):
             if _launches_in_longest(diag, name)[1] > 0:  # it issues GPU work: not movable as a unit
                 return _PER_KERNEL_FIX

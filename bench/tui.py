@@ -94,10 +94,11 @@ async def _run(path: Path, size: tuple[int, int], repeats: int, early=None) -> d
     view command begins it; None: the viewer calls ``load`` itself."""
     from textual.widget import Widget
 
-    import gapscope.report.cmd  # noqa: F401 - as gapscope.view_cmd imports it, after the load begins
+    import gapscope.report.cmd  # noqa: F401 - as gapscope.tui.cmd imports it, after the load begins
     from gapscope.parsers import load
     from gapscope.tui.factory import default_diagnose, default_early_gaps, make_app
     from gapscope.tui.screen import TraceScreen
+    from gapscope.tui.session import ViewOptions
     from gapscope.tui.swimlanes import Swimlanes
 
     marks: dict[str, float] = {}
@@ -139,7 +140,7 @@ async def _run(path: Path, size: tuple[int, int], repeats: int, early=None) -> d
         marks["gaps"] = len(d.gaps) if d is not None else 0
         return d
 
-    def preview(callback):  # as gapscope.view_cmd: the device preview drawn first
+    def preview(callback):  # as gapscope.tui.cmd: the device preview drawn first
         def got(trace):
             marks.setdefault("preview_at", time.perf_counter())
             callback(trace)
@@ -148,11 +149,13 @@ async def _run(path: Path, size: tuple[int, int], repeats: int, early=None) -> d
 
     app = make_app(
         path,
-        loader=loader,
-        diagnose=diagnose,
-        preview=preview if early is not None else None,
-        early_gaps=default_early_gaps,  # as the viewer's default diagnosis
-        preview_drawn=early.preview_drawn if early is not None else None,
+        ViewOptions(
+            loader=loader,
+            diagnose=diagnose,
+            preview=preview if early is not None else None,
+            early_gaps=default_early_gaps,  # as the viewer's default diagnosis
+            preview_drawn=early.preview_drawn if early is not None else None,
+        ),
     )
     lat: dict[str, list[float]] = {"next gap": [], "zoom": [], "pan": []}
     settle: dict[str, list[float]] = {"next gap": [], "zoom": [], "pan": []}
@@ -249,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         return _command_rounds(path, a.size, a.command, a.compare_late, a.compare_no_preview)
     early = None
     if _STARTED_WALL is not None and os.environ.get("GAPSCOPE_BENCH_LATE") != "1":
-        from gapscope.parsers.preview import EarlyLoad  # as gapscope.view_cmd: before Textual is imported
+        from gapscope.parsers.preview import EarlyLoad  # as gapscope.tui.cmd: before Textual is imported
 
         early = EarlyLoad(path, preview=os.environ.get("GAPSCOPE_BENCH_NO_PREVIEW") != "1")
     r = asyncio.run(_run(path, (w, h), a.repeats, early))

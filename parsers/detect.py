@@ -14,7 +14,7 @@ from gapscope.parsers.cache.settings import unlinked_temporary_file
 from gapscope.parsers.errors import TraceFormatError
 from gapscope.parsers.json.scan import Text, text_start
 from gapscope.parsers.model import Trace
-from gapscope.parsers.sizes import parse_size
+from gapscope.settings import SettingsError, read_settings
 
 if TYPE_CHECKING:
     from gapscope.parsers.chrome.parallel.fork import FileParts
@@ -114,13 +114,11 @@ def default_limit() -> int:
 
 def trace_limit() -> tuple[int, bool]:
     """(most bytes of trace text ``load`` accepts, whether the user set it). Raises
-    ``ValueError`` when ``GAPSCOPE_MAX_TRACE_BYTES`` is set but not a size."""
-    env = os.environ.get(LIMIT_ENV, "")
-    if not env.strip():
-        return default_limit(), False
-    value = parse_size(env)
+    ``gapscope.settings.SettingsError`` (a ``ValueError``) when ``GAPSCOPE_MAX_TRACE_BYTES``
+    (or another ``GAPSCOPE_*`` variable) holds a bad value."""
+    value = read_settings().max_trace_bytes
     if value is None:
-        raise ValueError(f"{LIMIT_ENV}={env!r} is not a size (a number of bytes, or with K/M/G/T)")
+        return default_limit(), False
     return value, True
 
 
@@ -551,6 +549,10 @@ def load(
     hint) for anything that is not a trace; never any other exception for bad input.
     """
     p = os.fspath(path)
+    try:  # every GAPSCOPE_* variable, once: a bad value is this load's error
+        read_settings()
+    except SettingsError as exc:
+        raise TraceFormatError(p, str(exc)) from None
     from gapscope.parsers.cache.store import TraceCache, wait_for_writes
 
     cache = TraceCache.open(p)

@@ -523,7 +523,7 @@ async def _shown_preview(pilot, app):
     from gapscope.tui.screen import TraceScreen
 
     await _until(pilot, lambda: isinstance(app.screen, TraceScreen))
-    assert app.screen.reading is not None
+    assert app.screen.previewing
     return app.screen
 
 
@@ -538,6 +538,7 @@ def _preview_app(full: Trace, shown: Trace, **kw):
     once (unless ``kw`` gives another ``preview``; ``kw``: more of ``make_app``'s
     arguments)."""
     from gapscope.tui.factory import make_app
+    from gapscope.tui.session import ViewOptions
 
     release = threading.Event()
 
@@ -546,7 +547,7 @@ def _preview_app(full: Trace, shown: Trace, **kw):
         return full
 
     kw.setdefault("preview", lambda callback: callback(shown))
-    app = make_app("big.json", loader=gated, **kw)
+    app = make_app("big.json", ViewOptions(loader=gated, **kw))
     return app, release
 
 
@@ -561,7 +562,7 @@ def test_viewer_shows_the_preview_then_the_whole_trace_at_the_moved_view(split, 
     async def run():
         async with app.run_test(size=(120, 40)) as pilot:
             shown = await _shown_preview(pilot, app)
-            assert isinstance(shown, TraceScreen) and shown.reading is not None
+            assert isinstance(shown, TraceScreen) and shown.previewing
             assert [type(s) for s in app.screen_stack][-2:] == [LoadScreen, TraceScreen]
             assert all(r.kind != "lane" or shown.trace.lanes[r.lane].is_gpu for r in shown.lanes.rows)
             # its gaps come at once (the kernels of _big run 3 us every 10 us: 3999 gaps
@@ -585,7 +586,7 @@ def test_viewer_shows_the_preview_then_the_whole_trace_at_the_moved_view(split, 
             release.set()
             await _until(pilot, lambda: app.screen is not shown and isinstance(app.screen, TraceScreen))
             screen = app.screen
-            assert screen is app.trace_screen and screen.trace is full and screen.reading is None
+            assert screen is app.trace_screen and screen.trace is full and not screen.previewing
             assert not any(isinstance(s, LoadScreen) for s in app.screen_stack)
             await _until(pilot, lambda: screen.diagnosis is not None)
             await pilot.pause()
@@ -687,7 +688,6 @@ def test_the_previews_gaps_stay_drawn_until_the_causes_come(split, tmp_path, mon
             screen = await _whole_shown(pilot, app)
             await pilot.pause()
             assert screen.trace is full and screen.diagnosing and screen.early is not None
-            assert screen.early_gaps_fn is None  # not found again
             assert screen.lanes.gaps is screen.early and len(screen.early) == 3999
             assert screen.selected_gap_key() == (0, 18_000)
             assert screen.lanes.cursor_ns == cursor
@@ -718,7 +718,7 @@ def test_whole_trace_waits_while_help_covers_the_preview(split, tmp_path):
             helper = app.screen
             assert helper is not shown
             release.set()
-            await _until(pilot, lambda: app._deferred is not None)  # the whole trace came meanwhile
+            await _until(pilot, lambda: app.session.trace is full)  # the whole trace came meanwhile
             await pilot.pause()
             assert app.screen is helper and app.trace_screen is None  # and waits: the help is not snatched away
             await pilot.press("escape")
@@ -737,24 +737,28 @@ def test_whole_trace_waits_while_help_covers_the_preview(split, tmp_path):
     ],
 )
 def test_preview_status_says_how_far_the_whole_file_is(share, said):
-    from gapscope.tui.screen import PREVIEW_MESSAGE, TraceScreen
+    from gapscope.analysis.types import Params
+    from gapscope.tui.screen import PREVIEW_MESSAGE, TraceScreen, reading_text
+    from gapscope.tui.session import Reading, Session
     from tests.test_tui_app import small_trace
 
-    screen = TraceScreen(small_trace(), reading=lambda: share)
-    assert screen._reading_text(PREVIEW_MESSAGE) == said
-    assert screen.diagnosing and screen.diagnose_fn is None  # gap keys wait; nothing is diagnosed
+    screen = TraceScreen(Session(path=None, params=Params(), preview=small_trace()))
+    assert reading_text(PREVIEW_MESSAGE, Reading(share, seen=share is not None)) == said
+    assert screen.previewing and screen.diagnosing  # gap keys wait; nothing is diagnosed
 
 
 def test_preview_status_after_the_decode_says_the_trace_is_built():
     """``load_progress`` has no share while the parts are assembled, after it had
     one: the status line says the whole trace is being built then, not that the file
     is being read; with the preview's gaps drawn, it says so."""
-    from gapscope.tui.screen import PREVIEW_GAPS_MESSAGE, PREVIEW_MESSAGE, TraceScreen
-    from tests.test_tui_app import small_trace
+    from gapscope.tui.screen import PREVIEW_GAPS_MESSAGE, PREVIEW_MESSAGE, reading_text
+    from gapscope.tui.session import Reading
 
-    shares = iter([None, 0.5, None])
-    screen = TraceScreen(small_trace(), reading=lambda: next(shares))
-    said = [screen._reading_text(PREVIEW_MESSAGE) for _ in range(2)] + [screen._reading_text(PREVIEW_GAPS_MESSAGE)]
+    said = [
+        reading_text(PREVIEW_MESSAGE, Reading(None)),
+        reading_text(PREVIEW_MESSAGE, Reading(0.5, seen=True)),
+        reading_text(PREVIEW_GAPS_MESSAGE, Reading(None, seen=True)),
+    ]
     assert said == [
         "device lanes first; reading the rest: CPU lanes, gaps and causes follow",
         "device lanes first; reading the rest 50%: CPU lanes, gaps and causes follow",
@@ -856,11 +860,12 @@ def test_whole_trace_right_after_the_preview_before_its_screen_is_up(split, tmp_
     """The load ending just after the preview was posted (before the preview screen
     was composed) once crashed the viewer (its view was asked of unmounted lanes)."""
     from gapscope.tui.factory import make_app
+    from gapscope.tui.session import ViewOptions
 
     full, preview = _full_and_preview(tmp_path)
     for _ in range(3):
         source = _Handover(preview)
-        app = make_app("big.json", loader=lambda p, s=source: (s.handed.wait(30), full)[1], preview=source)
+        app = make_app("big.json", ViewOptions(loader=lambda p, s=source: (s.handed.wait(30), full)[1], preview=source))
 
         async def run(app=app):
             async with app.run_test(size=(120, 40)) as pilot:
@@ -880,13 +885,14 @@ def test_the_preview_is_freed_once_replaced(split, tmp_path):
 
     from gapscope.tui.factory import make_app
     from gapscope.tui.screen import TraceScreen
+    from gapscope.tui.session import ViewOptions
 
     full, preview = _full_and_preview(tmp_path)
     source = _Handover(preview)
     del preview
     gone = weakref.ref(source.trace)
     release = threading.Event()
-    app = make_app("big.json", loader=lambda p: (release.wait(30), full)[1], preview=source)
+    app = make_app("big.json", ViewOptions(loader=lambda p: (release.wait(30), full)[1], preview=source))
 
     async def run():
         async with app.run_test(size=(120, 40)) as pilot:
@@ -914,7 +920,7 @@ def test_an_open_prompt_on_the_preview_holds_the_whole_trace_back(split, tmp_pat
             await pilot.press("slash", "k")
             assert shown.prompt_open
             release.set()
-            await _until(pilot, lambda: app._deferred is not None)
+            await _until(pilot, lambda: app.session.trace is full)
             await pilot.pause()
             assert app.screen is shown and app.trace_screen is None  # the typed text is not thrown away
             # and the status line says what it waits for (it said the trace was being built)

@@ -20,6 +20,7 @@ import numpy as np
 
 from gapscope.analysis.card.facts import card_facts, gap_capture
 from gapscope.analysis.card.rules import advice, capture_sentence, matching_rule
+from gapscope.analysis.card.samples import samples_sentence
 from gapscope.analysis.card.why import (
     BLOCKING_WAIT_SMELL,
     DEPENDENCY_SMELLS,
@@ -28,8 +29,10 @@ from gapscope.analysis.card.why import (
     hot_frame,
     in_sync_cliff,
     is_decode_trace,
+    quote_name,
     rank_row,
     slow_launch,
+    step_waits_sentence,
     trust_note,
     why_sentence,
 )
@@ -105,8 +108,16 @@ def _card(
             f" Within that work, {fmt_dur(facts.lazy_loading_ns)} of lazy module loading (the driver loading GPU "
             f"code at a function's first call) was recorded."
         )
+    sampled = samples_sentence(diag, facts.samples, quote_name, facts.occurrence_ns)
+    if sampled:
+        why += " " + sampled
+    waits = step_waits_sentence(diag.trace, facts.step_waits, facts.waits_in_step)
+    if waits:
+        why += " " + waits
     first, forbidden, proof, fix = advice(facts)
-    return Card(smell, primary, secondary, sec_share, why, first, forbidden, proof, tuple(evidence[:12]), fix)
+    return Card(
+        smell, primary, secondary, sec_share, why, first, forbidden, proof, tuple(evidence[:12]), fix, facts.samples
+    )
 
 
 def _class_ns(diag: Diagnosis, rows) -> np.ndarray:

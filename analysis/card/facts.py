@@ -2,7 +2,8 @@
 computed once per occurrence (a gap, or a group's representative occurrence) by
 ``card_facts``: the class and its evidence, the thread's stream captures, the hot frame,
 the one-time flag, the slow launch call and whether its kernel ran before, the lazy
-loading on the thread, and the program kind (``ProgramKind``: which vocabulary the
+loading on the thread, the launching thread's CPU samples (its hottest frames), and the
+program kind (``ProgramKind``: which vocabulary the
 advice may use). The rules (``gapscope.analysis.card.rules``) read these and nothing
 else of the diagnosis but the helpers that word them.
 """
@@ -17,13 +18,14 @@ import numpy as np
 
 from gapscope.analysis.busy import coverage, union_intervals
 from gapscope.analysis.card.program import ProgramKind, program_kind
-from gapscope.analysis.card.why import HotFrame, slow_launch
+from gapscope.analysis.card.samples import gap_samples
+from gapscope.analysis.card.why import HotFrame, StepWait, is_wait, slow_launch
 from gapscope.analysis.diagnose import Diagnosis
-from gapscope.analysis.evidence_kinds import GraphCapture, earlier_runs, graph_captures
-from gapscope.analysis.types import Cause, Evidence
+from gapscope.analysis.evidence_kinds import GraphCapture, blocking_copy_calls, earlier_runs, graph_captures
+from gapscope.analysis.types import Cause, Evidence, GapSamples
 from gapscope.parsers.model import Kind
 
-__all__ = ["Facts", "GapCapture", "card_facts", "gap_capture", "enclosing_events", "LAZY_LOADING_RE"]
+__all__ = ["Facts", "GapCapture", "card_facts", "gap_capture", "enclosing_events", "step_waits", "LAZY_LOADING_RE"]
 
 
 #: A gap is told as a graph capture when captures on its thread cover this share of it.
@@ -155,7 +157,9 @@ class Facts:
     flagged one-time (``Gaps.one_time``); ``slow_launch``: it is mostly one slow launch
     call (``why.slow_launch``), whose kernel had run ``slow_runs_before`` times before
     (0: a first use; more: contention); ``lazy_loading_ns``: module loading on its
-    thread inside it; ``program``: the trace's ``ProgramKind``."""
+    thread inside it; ``program``: the trace's ``ProgramKind``; ``samples``: the
+    launching thread's CPU samples inside it (``samples.gap_samples``; None when the
+    trace has none)."""
 
     diag: Diagnosis
     rows: np.ndarray
@@ -170,6 +174,12 @@ class Facts:
     lazy_loading_ns: int
     lazy_in_call: bool
     program: ProgramKind
+    samples: GapSamples | None = None
+    #: every blocking wait of the thread in the occurrence's step, by name (sync
+    #: occurrences only; ``step_waits``)
+    step_waits: tuple[StepWait, ...] = ()
+    #: the waits are of the step (else of the occurrence alone: no steps)
+    waits_in_step: bool = False
 
     @property
     def top(self) -> list[Evidence]:
@@ -188,6 +198,69 @@ class Facts:
     def occurrence_ns(self) -> int:
         """The occurrence's idle, ns."""
         return int(self.diag.gaps.dur_ns[self.rows].sum())
+
+
+def _step_window(diag: Diagnosis, rows: np.ndarray) -> tuple[int, int, bool]:
+    """[start, end) ns of the step holding the occurrence's first gap, and True; else
+    (no steps, or the gap outside them) the occurrence's own span, and False."""
+    g, steps = diag.gaps, diag.steps
+    a = int(g.start_ns[rows].min())
+    if steps is not None and len(steps):
+        k = int(steps.index_of(np.array([a]))[0])
+        if k >= 0:
+            return int(steps.start_ns[k]), int(steps.end_ns[k]), True
+    return a, int(g.end_ns[rows].max()), False
+
+
+def _user_range(diag: Diagnosis, ev: int) -> str:
+    """Name of the innermost user range (``Kind.ANNOTATION``, not a step range) around
+    event ``ev`` on its lane, or ""."""
+    trace = diag.trace
+    sl = trace.lane_slice(int(trace.lane[ev]))
+    s, e = int(trace.start_ns[ev]), int(trace.start_ns[ev] + trace.dur_ns[ev])
+    st, en = trace.start_ns[sl], trace.start_ns[sl] + trace.dur_ns[sl]
+    hi = int(np.searchsorted(st, s, side="right"))
+    cand = sl.start + np.flatnonzero((en[:hi] >= e) & (trace.kind[sl][:hi] == int(Kind.ANNOTATION)))
+    if diag._exclude is not None:
+        cand = cand[~diag._exclude[cand]]
+    cand = cand[cand != ev]
+    return trace.name(int(cand[np.argmax(trace.depth[cand])])) if cand.size else ""
+
+
+def step_waits(diag: Diagnosis, rows: np.ndarray) -> tuple[StepWait, ...]:
+    """Every blocking wait of the occurrence's thread in its step (``_step_window``:
+    the step holding its first gap, else the occurrence itself), by name and user range
+    (``StepWait``), in the order of their first call: the waits of class sync
+    (``event_cause``) that are waits themselves (``why.is_wait``) and the blocking copy
+    calls, outermost only (a ``cudaStreamSynchronize`` inside ``aten::item`` is that
+    read, not a second one), each with its own duration (the whole call, also where it
+    began before the gap). Design: "The card" (every blocking sync of the step named;
+    issue 43)."""
+    g, trace = diag.gaps, diag.trace
+    lane = int(g.thread_lane[int(rows[0])]) if g.thread_lane is not None else -1
+    if lane < 0:
+        return ()
+    lo, hi, _ = _step_window(diag, rows)
+    sl = trace.lane_slice(lane)
+    st = trace.start_ns[sl]
+    en = st + trace.dur_ns[sl]
+    idx = sl.start + np.flatnonzero((st < hi) & (en > lo))
+    cause = diag.evidence_index().cause
+    idx = idx[(cause[idx] == int(Cause.SYNC)) | blocking_copy_calls(trace)[idx]]
+    idx = np.array([k for k in idx.tolist() if is_wait(trace, k)], dtype=np.int64)
+    if idx.size == 0:
+        return ()
+    s, e = trace.start_ns[idx], trace.start_ns[idx] + trace.dur_ns[idx]
+    outer = e > np.concatenate(([np.iinfo(np.int64).min], np.maximum.accumulate(e)[:-1]))  # not inside an earlier one
+    idx, s, e = idx[outer], s[outer], e[outer]
+    gaps = [(int(g.start_ns[r]), int(g.end_ns[r])) for r in rows.tolist()]
+    by: dict[tuple[int, str], StepWait] = {}
+    for k, a, b in zip(idx.tolist(), s.tolist(), e.tolist()):
+        key = (int(trace.name_id[k]), _user_range(diag, k))
+        w = by.get(key, StepWait(k, key[1], 0, 0, False))
+        here = w.in_gap or any(a < gb and b > ga for ga, gb in gaps)
+        by[key] = w._replace(calls=w.calls + 1, ns=w.ns + b - a, in_gap=here)
+    return tuple(by.values())
 
 
 def card_facts(
@@ -221,4 +294,7 @@ def card_facts(
         lazy_loading_ns=lazy[0],
         lazy_in_call=lazy[1],
         program=program_kind(diag.trace),
+        samples=gap_samples(diag, rows),
+        step_waits=step_waits(diag, rows) if cause == Cause.SYNC else (),
+        waits_in_step=_step_window(diag, rows)[2],
     )

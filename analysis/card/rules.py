@@ -14,30 +14,36 @@ contradicts the class.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 
 import numpy as np
 
 from gapscope.analysis.busy import device_event_mask
 from gapscope.analysis.card.advice import Advice, short_fix
-from gapscope.analysis.card.copy_rules import copy_advice
+from gapscope.analysis.card.copy_rules import copy_advice, host_copy_fix
 from gapscope.analysis.card.facts import Facts, GapCapture
 from gapscope.analysis.card.host_rules import host_advice
 from gapscope.analysis.card.program import is_mtia, is_rocm, program_kind
 from gapscope.analysis.card.why import (
     GRAPH_START_MAX_NS,
+    StepWait,
     cliff_wait,
     graph_word,
     in_running_graph_launch,
     in_sync_cliff,
     is_wait,
+    listed_step_waits,
     other_streams_idle,
     quote_name,
+    step_wait_label,
+    step_waits_list,
 )
 from gapscope.analysis.diagnose import Diagnosis
 from gapscope.analysis.evidence_kinds import (
     COLLECTIVE_RE,
     GRAPH_LAUNCH_RE,
+    blocking_copy_calls,
 )
 from gapscope.analysis.framework_work import (
     graph_first_node,
@@ -127,6 +133,127 @@ def _sync_advice(diag: Diagnosis, evidence, name, dur_txt, rows, cliff: bool = T
         forbidden,
         f"On a new capture of the same steps, the idle at this position ({dur_txt}) and the number of "
         f"blocking calls per step ({name or 'calls that wait for the device'}) should drop to about zero.",
+    )
+
+
+def final_read(f: Facts) -> int | None:
+    """The wait of a *required* read, else None: a read is required (the program's
+    result, such as a generation's last token) when the occurrence is of class sync, no
+    GPU op follows any of its gaps (the device's last gap, at the trailing edge), and no
+    kernel of the device starts after its wait (the cliff's, else the longest blocking
+    wait in the evidence) ends. A read with no GPU work after it feeds nothing back into
+    the loop: its value leaves the program (docs/definitions.md, "The card"); the reads
+    inside the loop are followed by the next step's kernels. Later waits on the thread
+    with nothing queued (``cudaStreamSynchronize`` inside the same ``.cpu()``, a final
+    ``cudaDeviceSynchronize``) drain nothing and do not change it."""
+    diag, g = f.diag, f.diag.gaps
+    if f.cause != Cause.SYNC or bool((g.next_op[f.rows] >= 0).any()):
+        return None
+    trace = diag.trace
+    w = cliff_wait(diag, int(f.rows[0])) if in_sync_cliff(g, f.rows) else None
+    if w is None:
+        waits = [e for e in f.evidence if e.cause == Cause.SYNC and e.event >= 0 and is_wait(trace, e.event)]
+        w = max(waits, key=lambda e: e.overlap_ns).event if waits else None
+    if w is None:
+        return None
+    w_end = int(trace.start_ns[w] + trace.dur_ns[w])
+    kernels = device_event_mask(trace, int(g.device[int(f.rows[0])]), (Kind.KERNEL,))
+    return None if bool((trace.start_ns[kernels] >= w_end).any()) else int(w)
+
+
+def _final_read_advice(f: Facts) -> Advice:
+    w = final_read(f)
+    assert w is not None  # the rule's when held
+    trace = f.diag.trace
+    op = _innermost(f.diag, w, Kind.CPU_OP)
+    name = quote_name(op if op and op != trace.name(w) else trace.name(w))
+    return Advice(
+        f"Nothing to remove here: {name} is the program's final read, after the device's last kernel with "
+        f"nothing following it (the generation's result), so the program needs it. It waits for the last step's "
+        f"work to finish, which any read of the result must. Work on the reads inside the loop and the other gaps "
+        f"instead.",
+        "Do not remove this read or make it non-blocking: its value is the output; without it the program has "
+        "no result.",
+        f"On a new capture, one such read per run at the end ({f.dur_txt} here), and none of the per-step reads "
+        f"before it.",
+        "none: the final read is the program's result",
+    )
+
+
+#: How each kind of blocking wait leaves the loop (``_each_wait_fix``).
+_SYNCHRONIZE_RE = re.compile(r"synchroni[sz]e", re.IGNORECASE)
+
+
+def _each_wait_fix(f: Facts, w: StepWait) -> str:
+    """How one wait of the step goes, by what it is: a blocking copy (pinned,
+    asynchronous), an explicit synchronize (events for timing; none where nothing needs
+    the device finished), a read of a value (keep it on the device or read once)."""
+    trace = f.diag.trace
+    if bool(blocking_copy_calls(trace)[w.event]):
+        fix = host_copy_fix(f).removesuffix(".")
+        return fix[:1].lower() + fix[1:]
+    if _SYNCHRONIZE_RE.search(trace.name(w.event)):
+        timing = "torch.cuda.Event(enable_timing=True)" if f.program.torch else "cudaEventRecord / cudaEventElapsedTime"
+        return (
+            f"drop each where nothing needs the device finished; to time, record events on the stream ({timing}) "
+            f"and read them after the loop"
+        )
+    keep = "keep the value on the GPU (torch.where, a mask)" if f.program.torch else "keep the value on the device"
+    return f"{keep}, or collect the values and read them once after the loop"
+
+
+def _wait_fixes(f: Facts) -> str:
+    """``label, label: fix; label: fix``: each wait of the step with how it goes, the
+    waits of one fix together."""
+    trace = f.diag.trace
+    by_fix: dict[str, list[str]] = {}
+    for w in listed_step_waits(f.step_waits):
+        by_fix.setdefault(_each_wait_fix(f, w), []).append(step_wait_label(trace, w))
+    return "; ".join(f"{', '.join(labels)}: {fix}" for fix, labels in by_fix.items())
+
+
+def _step_waits_advice(f: Facts) -> Advice:
+    trace = f.diag.trace
+    n = sum(w.calls for w in f.step_waits)
+    where = "step" if f.waits_in_step else "gap"
+    named = _wait_fixes(f)
+    listed = step_waits_list(trace, f.step_waits, f.waits_in_step)
+    return Advice(
+        f"Remove each blocking wait of the {where}, not only the first: the thread blocked on the device {n} "
+        f"times ({listed}), and each one drains the queue or waits on an idle GPU. {named}. Then launch the next "
+        f"work before any host step that must stay.",
+        "Do not speed up the kernels around the gap: the waits, not the kernels, hold the next launch back, and "
+        "a faster kernel only makes each wait start sooner.",
+        f"On a new capture of the same steps, the idle at this position ({f.dur_txt}) and the blocking calls per "
+        f"{where} ({n} now) should drop to about zero.",
+        f"remove the {where}'s {n} blocking waits (each named) from the loop",
+    )
+
+
+def _blocking_copy_wait(f: Facts) -> int | None:
+    """The sync cliff's wait of the occurrence when it is a blocking copy call
+    (``blocking_copy_calls``), else None."""
+    if f.cause != Cause.SYNC or not in_sync_cliff(f.diag.gaps, f.rows):
+        return None
+    w = cliff_wait(f.diag, int(f.rows[0]))
+    return w if w is not None and bool(blocking_copy_calls(f.diag.trace)[w]) else None
+
+
+def _blocking_copy_advice(f: Facts) -> Advice:
+    diag = f.diag
+    w = _blocking_copy_wait(f)
+    assert w is not None  # the rule's when held
+    op = _innermost(diag, w, Kind.CPU_OP)
+    inside = f" (inside {quote_name(op)})" if op else ""
+    return Advice(
+        f"The copy call {quote_name(diag.trace.name(w))}{inside} returned only after its copy ended, and a copy "
+        f"runs after the work queued before it: a synchronous or pageable copy, which waited for the GPU to drain "
+        f"(a sync). " + host_copy_fix(f) + " Issue the copy before the work that needs it.",
+        "Do not speed up the kernels around the gap: the copy call waits for the GPU to drain, and a faster "
+        "kernel only makes that wait start sooner.",
+        f"On a new capture of the same steps, the idle at this position ({f.dur_txt}) should shrink to the GPU's "
+        f"copy time, and {quote_name(diag.trace.name(w))} return before its copy ends.",
+        "copy from pinned host memory with non_blocking=True so the call does not wait for the GPU",
     )
 
 
@@ -525,6 +652,24 @@ RULES: tuple[Rule, ...] = (
         lambda f: f.cause == Cause.DEPENDENCY,
         lambda f: Advice(*_dependency_advice(f.diag, f.rows, f.dur_txt)),
         "the op was queued: what it waited for on the GPU side is the cause, not the CPU",
+    ),
+    Rule(
+        "required final read",
+        lambda f: final_read(f) is not None,
+        _final_read_advice,
+        "the last read, with no GPU work after it, is the program's result: it is needed, not a wait to remove",
+    ),
+    Rule(
+        "blocking syncs of the step",
+        lambda f: f.cause == Cause.SYNC and len(f.step_waits) >= 2,
+        _step_waits_advice,
+        "the step blocks on the device in more than one place: each wait is named and goes, not only the first",
+    ),
+    Rule(
+        "blocking copy call",
+        lambda f: _blocking_copy_wait(f) is not None,
+        _blocking_copy_advice,
+        "a copy call that returned after its copy drained the queue: a sync, fixed by a pinned asynchronous copy",
     ),
     Rule(
         "sync",

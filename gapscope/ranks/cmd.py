@@ -6,7 +6,7 @@ the cores), or on a Dask cluster (``--dask-scheduler``); the coordinator keeps o
 (``gapscope.ranks.summary``), matches the collectives across ranks, and prints the
 per-rank table, the straggler verdict and the collectives that cost the most (text,
 ``--markdown`` or ``--json``, ``docs/ranks-json.md``). ``gapscope DIR`` is
-``gapscope.ranks_view_cmd``.
+``gapscope.tui.ranks.cmd``.
 
 Exit status: 0 ok (ranks that failed to load are listed in the report); 2 for bad
 usage, a path that does not exist, a folder without traces, or a set where no rank
@@ -23,6 +23,7 @@ from gapscope.ranks.discover import NoTraces, assign_ranks, expand
 from gapscope.report import args as report_args
 from gapscope.report.args import Parser, UsageError, add_threshold_options, add_width_option, params_from_args
 from gapscope.report.cmd import guarded_run, write_json
+from gapscope.settings import read_settings
 
 __all__ = ["main", "run", "parse", "width_for", "build_parser", "collect", "stderr_tty"]
 
@@ -60,7 +61,7 @@ def build_parser(prog: str = PROG) -> Parser:
     )
     p.add_argument(
         "--dask-scheduler",
-        default=os.environ.get("GAPSCOPE_DASK_SCHEDULER") or None,
+        default=read_settings().dask_scheduler,
         metavar="ADDRESS",
         help="run the per-rank work on this Dask distributed scheduler (tcp://host:8786) instead of the local "
         "pool; the workers must see the files at the same paths (default: $GAPSCOPE_DASK_SCHEDULER; "

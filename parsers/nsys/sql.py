@@ -27,7 +27,7 @@ import itertools
 import os
 import sqlite3
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -162,6 +162,25 @@ class Database:
         arrays = [_cat(p) for p in parts]
         rowid = _cat(rowids) if want_rowid and None not in ranges else None
         return arrays, rowid, [_combine(fn, vals) for fn, vals in zip(aggregates, agg_parts)]
+
+    def int_column_blocks(
+        self, table: str, exprs: Sequence[str], *, where: str = "", block_rows: int = BLOCK_ROWS
+    ) -> Iterator[list[np.ndarray]]:
+        """The integer columns of ``table`` as ``int_columns`` reads them (a NULL as
+        -1; only the rows ``where`` holds for; no rowids), one ``rowid`` range of at
+        most ``block_rows`` rows at a time, so a caller can compact each block before
+        the next is read. Raises ``TraceFormatError``."""
+        try:
+            lo, hi = self.con.execute(f'SELECT min(rowid), max(rowid) FROM "{table}"').fetchone()
+        except DB_ERRORS:  # a view or a WITHOUT ROWID table: one block
+            lo = hi = None
+        cond = f" AND ({where})" if where else ""
+        if not (isinstance(lo, int) and isinstance(hi, int)):
+            if lo is None and hi is None and not self._empty(table):
+                yield self._block(table, exprs, f" WHERE ({where})" if where else "", ())[1]
+            return
+        for a in range(lo, hi + 1, block_rows):
+            yield self._block(table, exprs, f" WHERE rowid BETWEEN ? AND ?{cond}", (a, min(a + block_rows - 1, hi)))[1]
 
     def _empty(self, table: str) -> bool:
         return not self.rows(f'SELECT 1 FROM "{table}" LIMIT 1', what=table)

@@ -64,6 +64,7 @@ from gapscope.parsers.errors import TraceFormatError
 from gapscope.parsers.json.mapped import MappedText
 from gapscope.parsers.json.scan import Text
 from gapscope.parsers.model import Trace, TraceWarning
+from gapscope.settings import read_settings
 
 try:
     from gapscope.parsers.perfetto import _pfscan
@@ -633,7 +634,7 @@ def _fast_text(data, pb2) -> tuple[Text | int, _Decoder, np.ndarray] | None:
     closes, takes the text's place; in memory when there is no room for a file).
     None when the transcoder is not built, is turned off (``GAPSCOPE_PFSCAN=0``) or
     meets anything outside the subset it reads."""
-    if _pfscan is None or os.environ.get("GAPSCOPE_PFSCAN") == "0":
+    if _pfscan is None or not read_settings().pfscan:
         return None
     spans = _pfscan.descriptor_spans(data)
     if spans is None:

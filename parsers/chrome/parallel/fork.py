@@ -60,6 +60,7 @@ from gapscope.parsers.chrome.scan import PH_FLOW, PH_OTHER, EventColumns, merge_
 from gapscope.parsers.chrome.schema import ObjectHeader
 from gapscope.parsers.json.boundaries import find_events_array, next_boundary
 from gapscope.parsers.json.mapped import MappedText, file_stamp
+from gapscope.settings import read_settings
 
 __all__ = [
     "MIN_BYTES",
@@ -111,7 +112,7 @@ def enabled(size_bytes: int, held: bool = False) -> bool:
     (``held``) a text this process holds (``HELD_FACTOR``)."""
     if size_bytes < MIN_BYTES * (HELD_FACTOR if held else 1):
         return False
-    if os.environ.get("GAPSCOPE_LOAD_PROCESSES", "") == "1":
+    if read_settings().load_processes == 1:
         return False
     if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
         return False
@@ -163,9 +164,9 @@ def processes() -> int:
     """Children that decode a file here: ``GAPSCOPE_LOAD_PROCESSES`` when it is a
     number of 2 or more, else the CPUs this process may run on, at most
     ``MAX_PROCESSES``."""
-    env = os.environ.get("GAPSCOPE_LOAD_PROCESSES", "").strip()
-    if env.isdigit() and int(env) >= 2:
-        return min(int(env), 64)
+    env = read_settings().load_processes
+    if env is not None and env >= 2:
+        return min(env, 64)
     try:
         cpus = len(os.sched_getaffinity(0))
     except (OSError, AttributeError):

@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     except TraceFormatError as exc:  # names the trace file, line and column
         print(error_line(str(exc)), file=sys.stderr)
         return 2
-    from gapscope.tui.exercise_app import make_exercise_app
+    from gapscope.tui.exercise.app import make_exercise_app
 
     make_exercise_app(ex, store=store, workbook=workbook).run()
     return 0

@@ -348,6 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shapes", default=",".join(SHAPES), help="comma list among: " + ", ".join(SHAPES))
     ap.add_argument("--no-corpus", action="store_true", help="leave out the two largest corpus traces")
     ap.add_argument("--gzip", action="store_true", help="also each generated trace gzipped (level 1)")
+    ap.add_argument("--gzip-only", action="store_true", help="each generated trace gzipped (level 1) only")
     ap.add_argument("--repeat", type=int, default=3, help="alternating rounds per file (medians reported)")
     ap.add_argument(
         "--tools", default=",".join(DEFAULT_TOOLS), help="'all' or a comma list among: " + ", ".join(SCRIPTS)
@@ -378,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     for n in [parse_count(x) for x in a.sizes.split(",") if x.strip()]:
         label = f"{n // 1000}k" if n < 1_000_000 else f"{n / 1e6:g}M"
         for shape in [x.strip() for x in a.shapes.split(",") if x.strip()]:
-            for gz in (False, True) if a.gzip else (False,):
+            for gz in (True,) if a.gzip_only else (False, True) if a.gzip else (False,):
                 path = trace_path(n, SHAPES[shape], gz)
                 files.append((f"{label} {shape}{' .gz' if gz else ''}", path, stats_of(path)))
     if not a.no_corpus:

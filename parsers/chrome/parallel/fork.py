@@ -78,6 +78,7 @@ __all__ = [
     "FileParts",
     "Parts",
     "GROWING_MIN_BYTES",
+    "GROWING_MAX_BYTES",
     "GROWING_HEAD_BYTES",
     "Growing",
     "GrowingParts",
@@ -514,6 +515,13 @@ def decode_file(parts: FileParts, decoders: dict) -> tuple[Parts, MappedText] | 
 #: inflated (``start_growing``); a smaller one is inflated first (its inflating is a
 #: few tens of ms, less than the children's start-up).
 GROWING_MIN_BYTES = 128 << 20
+#: ... and one expected to inflate to more than this is inflated first, then split
+#: (``bench/load.py --gzip-only``, 2 shared cores, load average 4-6, medians of 3
+#: alternating rounds: a 1M-event trace, 298 MB of text, loaded in 2.48 s decoded
+#: while inflating against 2.82 s inflated first; a 5M-event one, 1.49 GB, in 11.44 s
+#: against 8.74 s, and 29.9 s against 15.3 s at load average 8: the children waiting
+#: on the text lose more than the overlap gains once the text is large).
+GROWING_MAX_BYTES = 768 << 20
 #: Bytes of a growing text written before its children are forked: what they all read
 #: the same way first (the events array's start, the ``ts`` sample, the make-up sample).
 GROWING_HEAD_BYTES = 4 << 20
@@ -669,7 +677,7 @@ def start_growing(
     unlinked temporary file: a ``.gz`` being inflated) while it grows: at least
     ``GROWING_HEAD_BYTES`` are written (``growing`` says how far), and it is expected
     to be ``planned_bytes`` long (a gzip size field; ``GrowingParts.finish`` refuses a
-    text far longer). None when not applicable (expected below ``GROWING_MIN_BYTES``,
+    text far longer). None when not applicable (expected below ``GROWING_MIN_BYTES`` or above ``GROWING_MAX_BYTES``,
     one CPU, not JSON, no events array in the head, a head of mostly events this
     process decodes itself, cannot fork): then write the text out and ``start_file``
     on it. ``root_of``, ``raw_ts_of``, ``decoders``: as ``start_file``'s, but
@@ -680,7 +688,11 @@ def start_growing(
     element boundary after equal shares of ``planned_bytes``, and decodes each part
     once the text has reached its end (``_growing_payload``)."""
     nproc = processes()
-    if planned_bytes < GROWING_MIN_BYTES or not enabled(planned_bytes, held=True) or nproc < 2:
+    if (
+        not GROWING_MIN_BYTES <= planned_bytes <= GROWING_MAX_BYTES
+        or not enabled(planned_bytes, held=True)
+        or nproc < 2
+    ):
         return None
     written, final = growing.state()
     if final != -1 or written < GROWING_HEAD_BYTES:

@@ -90,15 +90,11 @@ def _pct(xs: list[float], q: float) -> float:
 
 
 async def _run(path: Path, size: tuple[int, int], repeats: int, early=None) -> dict:
-    """``early``: a load begun before the imports (``parsers.detect.EarlyLoad``), as the
+    """``early``: a load begun before the imports (``parsers.preview.EarlyLoad``), as the
     view command begins it; None: the viewer calls ``load`` itself."""
-    import gapscope.report.cmd  # noqa: F401 - as gapscope.tui.cmd imports it, after the load begins
-    from gapscope.analysis.gaps import interior_gaps
-
-    if early is not None:
-        early.prepare = interior_gaps  # as gapscope.tui.cmd: found in the preview's child
     from textual.widget import Widget
 
+    import gapscope.report.cmd  # noqa: F401 - as gapscope.tui.cmd imports it, after the load begins
     from gapscope.parsers import load
     from gapscope.tui.factory import default_diagnose, default_early_gaps, make_app
     from gapscope.tui.screen import TraceScreen
@@ -157,8 +153,7 @@ async def _run(path: Path, size: tuple[int, int], repeats: int, early=None) -> d
             loader=loader,
             diagnose=diagnose,
             preview=preview if early is not None else None,
-            # as the viewer's default diagnosis; a preview's found in its child (gapscope.tui.cmd)
-            early_gaps=early.prepared if early is not None else default_early_gaps,
+            early_gaps=default_early_gaps,  # as the viewer's default diagnosis
             preview_drawn=early.preview_drawn if early is not None else None,
         ),
     )
@@ -257,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         return _command_rounds(path, a.size, a.command, a.compare_late, a.compare_no_preview)
     early = None
     if _STARTED_WALL is not None and os.environ.get("GAPSCOPE_BENCH_LATE") != "1":
-        from gapscope.parsers.detect import EarlyLoad  # as gapscope.tui.cmd: before Textual is imported
+        from gapscope.parsers.preview import EarlyLoad  # as gapscope.tui.cmd: before Textual is imported
 
         early = EarlyLoad(path, preview=os.environ.get("GAPSCOPE_BENCH_NO_PREVIEW") != "1")
     r = asyncio.run(_run(path, (w, h), a.repeats, early))

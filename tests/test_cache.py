@@ -53,9 +53,9 @@ def fresh_loads(monkeypatch):
     """A list that gets the path of every fresh (not cached) load."""
     calls: list[str] = []
 
-    def spy(p, preview=None, prepare=None):
+    def spy(p, while_decoding=None):
         calls.append(p)
-        return _LOAD_FRESH(p, preview, prepare)
+        return _LOAD_FRESH(p, while_decoding)
 
     monkeypatch.setattr(detect, "_load_fresh", spy)
     return calls
@@ -373,8 +373,8 @@ def test_file_changed_while_loading_is_not_cached(cache, monkeypatch, tmp_path):
     _write_trace(path, ["alpha", "beta"])
     real = detect._load_fresh
 
-    def changing(p, preview=None, prepare=None):
-        got = real(p, preview, prepare)
+    def changing(p, while_decoding=None):
+        got = real(p, while_decoding)
         _write_trace(path, ["alpha", "beta", "gamma"])
         return got
 

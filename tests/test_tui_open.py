@@ -284,7 +284,7 @@ def test_bad_file_exits_2_with_one_line(tmp_path):
 
 
 def test_view_cmd_prints_error_line(monkeypatch, capsys, tmp_path):
-    from gapscope.parsers.detect import EarlyLoad
+    from gapscope.parsers.preview import EarlyLoad
     from gapscope.tui import cmd as view_cmd
 
     class Stub:

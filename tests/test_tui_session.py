@@ -149,7 +149,7 @@ def test_the_viewers_gap_threshold_options_reach_its_diagnosis(tmp_path, monkeyp
             screen = await wait_ready(pilot)
             t0 = int(screen.trace.extent_ns[0])
             g = screen.diagnosis.gaps
-            early = app.options.early_gaps(screen.trace)  # as the preview's (EarlyLoad.prepared)
+            early = app.options.early_gaps(screen.trace)  # as the preview's (tui.factory.default_early_gaps)
             return (
                 screen.diagnosis.params.min_gap_ns,
                 [(int(s) - t0, int(e) - t0) for s, e in zip(g.start_ns, g.end_ns)],

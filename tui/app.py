@@ -31,7 +31,7 @@ from gapscope.tui.session import Phase, Reading, Session, ViewOptions
 __all__ = ["GapscopeApp", "PREVIEW_DIFFERED"]
 
 #: What the trace screen says when the device preview it replaces was not the whole
-#: trace's device lanes (``gapscope.parsers.chrome.loader.device_preview`` says when).
+#: trace's device lanes (``gapscope.parsers.chrome.preview.device_preview`` says when).
 PREVIEW_DIFFERED = "the lanes drawn first differed from the whole file: these are the whole file's"
 
 

@@ -9,7 +9,6 @@ are printed in the same form after the UI closes.
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
 from typing import TYPE_CHECKING
 
@@ -120,31 +119,20 @@ def main(argv: list[str] | None = None) -> int:
 
         print(error_line(str(exc)), file=sys.stderr)
         return 2
-    from gapscope.parsers.detect import EarlyLoad
+    from gapscope.parsers.preview import EarlyLoad
     from gapscope.settings import read_settings
 
     # its forked decoders run while the viewer's modules are imported (the report's
     # and the analysis's too: imported after it); a large file's device lanes come
     # first, drawn while the rest is read
     early = EarlyLoad(path, preview=not read_settings().no_preview)
-    from gapscope.analysis.gaps import interior_gaps
-    from gapscope.analysis.types import Params
     from gapscope.report.cmd import error_line
-
-    # the preview's gaps, the default diagnosis's with the thresholds given
-    # (``tui.factory.default_early_gaps``), found in the child that makes it
-    # (imported by now: a forked child imports nothing)
-    early.prepare = functools.partial(interior_gaps, min_gap_ns=(params or Params()).min_gap_ns)
     from gapscope.tui.factory import make_app
     from gapscope.tui.session import ViewOptions
 
-    options = ViewOptions(
-        params=params,
-        loader=early,
-        preview=early.on_preview,
-        early_gaps=early.prepared,
-        preview_drawn=early.preview_drawn,
-    )
+    # the preview's gaps: the default diagnosis's with the thresholds given, found here
+    # (``tui.factory.default_early_gaps``)
+    options = ViewOptions(params=params, loader=early, preview=early.on_preview, preview_drawn=early.preview_drawn)
     app = make_app(path, options)
     rc = app.run()
     if app.error:

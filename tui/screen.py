@@ -160,7 +160,7 @@ class TraceScreen(Screen):
     def __init__(self, session: Session, handover: Handover | None = None) -> None:
         super().__init__()
         self.session = session
-        #: a device preview (``gapscope.parsers.chrome.loader.device_preview``) shown
+        #: a device preview (``gapscope.parsers.chrome.preview.device_preview``) shown
         #: while the whole file is read; the app replaces the screen with the whole trace's
         self.previewing = session.trace is None
         trace = session.preview if self.previewing else session.trace

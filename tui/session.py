@@ -68,7 +68,7 @@ class ViewOptions:
     (the default diagnosis's: ``gapscope.tui.factory.default_early_gaps``; None with
     another ``diagnose``, whose gaps may differ); ``preview(callback)``: hands a device
     preview of the file over to draw while the rest is read (from any thread:
-    ``gapscope.parsers.detect.EarlyLoad.on_preview``), and ``preview_drawn()`` is
+    ``gapscope.parsers.preview.EarlyLoad.on_preview``), and ``preview_drawn()`` is
     called once it is drawn, or at once when it is not shown (the load waits for it);
     ``progress() -> float | None``: the share of the file decoded (default
     ``gapscope.parsers.detect.load_progress``); ``on_ready(app, screen)``: called after

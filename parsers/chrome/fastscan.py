@@ -30,7 +30,7 @@ import msgspec
 import numpy as np
 
 from gapscope.parsers.chrome.args import COPY_KINDS, GPU_SIDE_KINDS, ArgColumns, extract_args, old_external_ids
-from gapscope.parsers.chrome.columns import Interner
+from gapscope.parsers.chrome.interner import Interner
 from gapscope.parsers.chrome.scan import (
     PH_FLOW,
     PH_M,

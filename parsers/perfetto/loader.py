@@ -2,7 +2,7 @@
 
 The ``TracePacket`` stream (``protos/perfetto/trace/trace_packet.proto``) is written as
 Chrome Trace Event Format events, one per line, and loaded by
-``gapscope.parsers.chrome.loader.load_chrome``. Two decoders give the same text: the C
+``gapscope.parsers.chrome.decode.load_chrome``. Two decoders give the same text: the C
 transcoder ``_pfscan`` (built with the package; the common subset: plain slices,
 instants, interned names, scalar annotations, flows; ``_pfscan.c`` lists it), with the track descriptors decoded here; and,
 for a file it does not read whole (or ``GAPSCOPE_PFSCAN=0``, or no C compiler at
@@ -610,7 +610,7 @@ def load_perfetto(read: Callable[[], bytes | bytearray], path: str) -> Trace:
     finally:
         if was:
             gc.enable()
-    from gapscope.parsers.chrome.loader import load_chrome, load_chrome_file
+    from gapscope.parsers.chrome.decode import load_chrome, load_chrome_file
 
     if not isinstance(text, int):
         return _as_perfetto(load_chrome(text, path), dec, packet_of)

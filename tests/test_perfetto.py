@@ -11,6 +11,7 @@ import gzip
 import io
 import json
 import random
+import time
 
 import numpy as np
 import pytest
@@ -22,11 +23,14 @@ pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 from gapscope.analysis.diagnose import diagnose
 from gapscope.analysis.jsonout import diagnosis_to_json
 from gapscope.parsers import Kind, TraceFormatError, load
+from gapscope.parsers.chrome import loader as chrome_loader
+from gapscope.parsers.chrome.parallel import fork as cp
 from gapscope.parsers.detect import sniff
 from gapscope.parsers.perfetto import loader as pf
 from gapscope.report.cmd import run as report_run
 from tests import perfetto_encode as enc
 from tests.conftest import CORPUS, require
+from tests.test_load_parallel import force_parts
 
 #: Corpus traces held equal (flows, args, several streams, ROCm mi210/mi250/MI300-era
 #: exports, CUDA graphs, python_function stacks, text pids such as "Spans").
@@ -88,7 +92,11 @@ def _lanes(trace) -> list[tuple]:
 @pytest.mark.parametrize("rel", EQUAL_TRACES)
 def test_pftrace_loads_as_its_json_twin(tmp_path, rel, decoder):
     src, out = _pftrace(tmp_path, rel)
-    want, got = load(src), load(out)
+    _assert_twins(load(out), load(src))
+
+
+def _assert_twins(got, want) -> None:
+    """``got`` (a ``.pftrace``'s trace) holds what ``want`` (its JSON original's) holds."""
     assert got.source.format == "perfetto"
     assert _lanes(got) == _lanes(want)
     for field in ("start_ns", "dur_ns", "lane", "kind", "correlation", "external_id", "bytes", "copy_kind", "depth"):
@@ -100,6 +108,85 @@ def test_pftrace_loads_as_its_json_twin(tmp_path, rel, decoder):
     assert _diagnosis(got) == _diagnosis(want)  # every busy figure, gap, class and card
     k = int(np.flatnonzero(got.kind == int(Kind.KERNEL))[0]) if (got.kind == int(Kind.KERNEL)).any() else 0
     assert got.args_of(k) == want.args_of(k)  # every Chrome arg came back as a debug annotation
+
+
+@pytest.fixture
+def growing(monkeypatch, tmp_path):
+    """The transcoder's text decoded by the Chrome loader's children while it is
+    written (``perfetto.loader._Growing``), at test sizes: parts forced on as in
+    ``test_load_parallel``, the growing path for any size, a small head and text
+    written 16 KiB at a time. A list of (kind of parts, whether their decode gave a
+    trace) per ``decode_file``."""
+    if pf._pfscan is None:
+        pytest.skip("the C transcoder was not built")
+    force_parts(monkeypatch, tmp_path)
+    monkeypatch.setattr(cp, "MIN_WAIT_S", 600.0)  # a late child on a loaded machine falls back: not this test's
+    monkeypatch.setattr(cp, "GROWING_MIN_BYTES", 0)
+    monkeypatch.setattr(cp, "GROWING_HEAD_BYTES", chrome_loader.EPOCH_SAMPLE_BYTES + 4096)
+    monkeypatch.setattr(pf, "MAP_MIN_BYTES", 0)
+    monkeypatch.setattr(pf, "TEXT_FLUSH_BYTES", 16 << 10)
+    # a plan of 12 parts of a 5 MB text: too long by up to 1/12 is taken (16 KiB parts: 1/300)
+    monkeypatch.setattr(cp, "CHUNK_BYTES", 512 << 10)
+    calls: list[tuple[str, bool]] = []
+    real = cp.decode_file
+
+    def spying(parts, decoders):
+        got = real(parts, decoders)
+        calls.append((type(parts).__name__, got is not None))
+        return got
+
+    monkeypatch.setattr(cp, "decode_file", spying)
+    return calls
+
+
+#: Corpus traces whose text is several times the test head (``growing``).
+GROWING_TRACES = [
+    "hta/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
+    "tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+]
+
+
+@pytest.mark.parametrize("rel", GROWING_TRACES)
+def test_decoded_while_transcoding_equals_the_json_twin(tmp_path, rel, growing):
+    src, out = _pftrace(tmp_path, rel)
+    seen: list[float] = []
+    real = pf._Growing.__call__
+
+    def slow(self, final_bytes, consumed_bytes):
+        real(self, final_bytes, consumed_bytes)
+        if self.parts is not None:
+            time.sleep(0.002)  # a transcoder slower than the children: they catch up and wait
+            seen.append(cp.progress() or 0.0)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(pf._Growing, "__call__", slow)
+        got = load(out)
+    assert growing == [("GrowingParts", True)]
+    assert len(seen) > 10 and 0 < seen[-2] < 1  # decoded some, not all, before the text's end
+    growing.clear()
+    _assert_twins(got, load(src))
+
+
+def test_a_slice_open_from_first_to_last_packet_does_not_hold_the_text_back(tmp_path, growing):
+    """A slice's duration is known before it is written (``_pfscan.pair_slices``), so
+    a slice around the whole trace, ended by the last packet, holds back none of the
+    text the children decode while it grows; the trace is the same."""
+    src = require(CORPUS / GROWING_TRACES[0])
+    events = enc.read_events(src)
+    xs = [e for e in events if e.get("ph") == "X"]
+    first = min(xs, key=lambda e: e["ts"])
+    end = max(e["ts"] + e["dur"] for e in xs)
+    events.append(dict(first, name="whole run", ts=first["ts"] - 1, dur=end - first["ts"] + 2, args={}))
+    data, _ = enc.encode(events, clear_every=50)
+    out = tmp_path / "t.pftrace"
+    out.write_bytes(data)
+    twin = tmp_path / "t.json"
+    twin.write_text(json.dumps({"traceEvents": events}, default=float))
+    got = load(out)
+    assert growing == [("GrowingParts", True)]
+    growing.clear()
+    _assert_twins(got, load(twin))
+    assert "whole run" in got.names
 
 
 def test_gzip_and_any_name_are_read_by_content(tmp_path, decoder):

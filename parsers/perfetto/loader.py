@@ -60,6 +60,9 @@ import msgspec
 import numpy as np
 
 from gapscope.parsers.cache.settings import unlinked_temporary_file
+from gapscope.parsers.chrome.loader import load_chrome, load_chrome_file, start_growing
+from gapscope.parsers.chrome.parallel import fork as chrome_parallel
+from gapscope.parsers.chrome.parallel.fork import GrowingParts
 from gapscope.parsers.errors import TraceFormatError
 from gapscope.parsers.json.mapped import MappedText
 from gapscope.parsers.json.scan import Text
@@ -605,20 +608,82 @@ def load_perfetto(read: Callable[[], bytes | bytearray], path: str) -> Trace:
     was = gc.isenabled()
     gc.disable()  # a million event dicts: the collector's passes would cost more than the decode
     try:
-        text, dec, packet_of = _chrome_text(read(), path, pb2)
+        text, dec, packet_of, parts = _chrome_text(read(), path, pb2)
     finally:
         if was:
             gc.enable()
-    from gapscope.parsers.chrome.loader import load_chrome, load_chrome_file
-
     if not isinstance(text, int):
         return _as_perfetto(load_chrome(text, path), dec, packet_of)
     try:  # decoded in parts by forked children that read the file, as a large JSON file is
-        got = load_chrome_file(path, None, fd=text)
+        got = load_chrome_file(path, None, fd=text, parts=parts)
+        if got is None and parts is not None:  # decoded while growing failed: as if it had not
+            got = load_chrome_file(path, None, fd=text)
         trace = got[0] if got is not None else load_chrome(MappedText(text, 0, access=mmap.ACCESS_READ), path)
     finally:
+        if parts is not None:
+            parts.close()
         os.close(text)
     return _as_perfetto(trace, dec, packet_of)
+
+
+#: Share of the ``.pftrace`` transcoded before the decoders are forked on the text
+#: (``_Growing``): the text's size is planned from it. A corpus trace's text per byte
+#: at 1/8 of it is 0.87x to 1.10x its text per byte in all (``tracelens/sglang_decode``,
+#: ``tracelens/h100/Qwen_*``); the bench's generated trace, 1.006x.
+PLAN_AFTER_SHARE = 0.125
+#: The plan is this share of that estimate: a plan too long by more than one of its
+#: parts (1/18 of a 260 MB text) is refused, one too short by up to a quarter is not
+#: (``GROWING_OVERRUN``): 0.82x to 1.03x of the text for the traces above.
+PLAN_SHARE_OF_ESTIMATE = 0.94
+
+
+class _Growing:
+    """The Chrome loader's decoders, forked while the transcoder writes the text
+    (``on_flush`` of ``_pfscan.transcode``), as for a ``.json.gz`` being inflated: once
+    ``GROWING_HEAD_BYTES`` of it are final, the children of
+    ``chrome.loader.start_growing`` decode each part as soon as the text has passed it,
+    so transcoding (here) and decoding (there) overlap. Their plan: once
+    ``PLAN_AFTER_SHARE`` of the ``.pftrace`` (``input_bytes``) is read, the text the
+    whole file would give at the rate so far, times ``PLAN_SHARE_OF_ESTIMATE``; a
+    text far from it is decoded by the file's own children afterwards
+    (``GrowingParts.finish``)."""
+
+    def __init__(self, fd: int, path: str, input_bytes: int) -> None:
+        self.fd, self.path, self.input_bytes = fd, path, input_bytes
+        self.parts: GrowingParts | None = None
+        self.tried = False
+
+    def __call__(self, final_bytes: int, consumed_bytes: int) -> None:
+        if self.parts is not None:
+            if self.parts.overrun(final_bytes):  # planned for far less: the file's own children decode it
+                self.close()
+                return
+            self.parts.growing.wrote(final_bytes)
+            return
+        if self.tried or final_bytes < chrome_parallel.GROWING_HEAD_BYTES:
+            return
+        if consumed_bytes < PLAN_AFTER_SHARE * self.input_bytes:
+            return
+        self.tried = True
+        planned = int(final_bytes * self.input_bytes / max(1, consumed_bytes) * PLAN_SHARE_OF_ESTIMATE)
+        growing = chrome_parallel.Growing()
+        growing.wrote(final_bytes)
+        self.parts = start_growing(self.fd, growing, planned, self.path)
+
+    def finish(self, size_bytes: int) -> GrowingParts | None:
+        """The children, told the text is complete at ``size_bytes``, or None (none
+        were forked, or the text is far from the size they planned for: then the
+        loader forks its own on the whole file)."""
+        parts, self.parts = self.parts, None
+        if parts is None or not parts.finish(size_bytes):
+            return None
+        return parts
+
+    def close(self) -> None:
+        """Kill the children still running (a transcode that failed or fell back)."""
+        if self.parts is not None:
+            self.parts.close()
+            self.parts = None
 
 
 #: Files from this size on are transcoded into an unlinked temporary file that the
@@ -626,11 +691,13 @@ def load_perfetto(read: Callable[[], bytes | bytearray], path: str) -> Trace:
 MAP_MIN_BYTES = 4 << 20
 
 
-def _fast_text(data, pb2) -> tuple[Text | int, _Decoder, np.ndarray] | None:
+def _fast_text(data, pb2, path: str) -> tuple[Text | int, _Decoder, np.ndarray, GrowingParts | None] | None:
     """``_chrome_text`` by the C transcoder (``_pfscan.c``): the track descriptors
     decoded here, every other packet there; the text written to a mapped temporary file
     for a file of ``MAP_MIN_BYTES`` or more (then its descriptor, which the caller
-    closes, takes the text's place; in memory when there is no room for a file).
+    closes, takes the text's place; in memory when there is no room for a file), while
+    the Chrome loader's children already decode it (``_Growing``; the children, told
+    it is complete, come last, for ``load_chrome_file``; None where there are none).
     None when the transcoder is not built, is turned off (``GAPSCOPE_PFSCAN=0``) or
     meets anything outside the subset it reads."""
     if _pfscan is None or os.environ.get("GAPSCOPE_PFSCAN") == "0":
@@ -653,8 +720,12 @@ def _fast_text(data, pb2) -> tuple[Text | int, _Decoder, np.ndarray] | None:
         pid, tid = dec._lane(uuid)
         tracks[uuid] = (i, enc.encode({"pid": pid, "tid": tid})[1:-1])
     fd = _temporary_file(len(data)) if len(data) >= MAP_MIN_BYTES else None
+    growing = None if fd is None else _Growing(fd, path, len(data))
     try:
-        got = _pfscan.transcode(data, tracks, len(tracks), -1 if fd is None else fd)
+        if fd is None:
+            got = _pfscan.transcode(data, tracks, len(tracks))
+        else:
+            got = _pfscan.transcode(data, tracks, len(tracks), fd, growing, TEXT_FLUSH_BYTES)
         if got is None:
             return None
         text, packets = got
@@ -669,18 +740,26 @@ def _fast_text(data, pb2) -> tuple[Text | int, _Decoder, np.ndarray] | None:
             if not meta:
                 del text[-2:]  # the last event's ",\n"
             text += tail
-            return text, dec, packet_of
+            return text, dec, packet_of, None
         end = os.lseek(fd, 0, os.SEEK_END)
         if not meta:
             os.pwrite(fd, b" \n", end - 2)  # the last event's ",\n" made blank
         view = memoryview(tail)
         while view:
             view = view[os.write(fd, view) :]
+        parts = growing.finish(os.lseek(fd, 0, os.SEEK_END)) if growing is not None else None
         kept, fd = fd, None
-        return kept, dec, packet_of
+        return kept, dec, packet_of, parts
     finally:
+        if growing is not None:
+            growing.close()
         if fd is not None:
             os.close(fd)
+
+
+#: Bytes of text the transcoder writes to its file at a time; the decoders forked on
+#: it (``_Growing``) see it grow by as much.
+TEXT_FLUSH_BYTES = 8 << 20
 
 
 #: The transcoded text is about 3.2x the ``.pftrace`` (1M events: 81 MB → 260 MB).
@@ -711,10 +790,11 @@ def _temporary_file(pftrace_bytes: int) -> int | None:
     return unlinked_temporary_file()
 
 
-def _chrome_text(data, path: str, pb2) -> tuple[Text | int, _Decoder, np.ndarray]:
+def _chrome_text(data, path: str, pb2) -> tuple[Text | int, _Decoder, np.ndarray, GrowingParts | None]:
     """The decoded packets as a Chrome trace text (one event a line, from line 2), the
-    decoder (what was lost), and each event's packet number (-1: track metadata)."""
-    fast = _fast_text(data, pb2)
+    decoder (what was lost), each event's packet number (-1: track metadata), and the
+    children already decoding the text (``_fast_text``; None here)."""
+    fast = _fast_text(data, pb2, path)
     if fast is not None:
         return fast
     packets = _packets(data, path, pb2)
@@ -733,7 +813,7 @@ def _chrome_text(data, path: str, pb2) -> tuple[Text | int, _Decoder, np.ndarray
     text = b'{"traceEvents":[\n' + b",\n".join([enc.encode(e) for e, _ in keep]) + b"\n]}\n"
     packet_of = np.array([k for _, k in keep], dtype=np.int64)
     dec.events = []
-    return text, dec, packet_of
+    return text, dec, packet_of, None
 
 
 def _as_perfetto(trace: Trace, dec: _Decoder, packet_of: np.ndarray) -> Trace:

@@ -50,7 +50,7 @@
 #define MAX_SEQS 64
 #define MAX_IID (1 << 22)
 
-typedef struct { const uint8_t *p; Py_ssize_t n; } span;
+typedef struct { const uint8_t *p; Py_ssize_t n; int plain; } span; /* plain: ``put_plain`` may write it */
 typedef struct { span *v; Py_ssize_t cap; } table;
 typedef struct { uint64_t id; int used; table t[3]; } seqstate; /* names, cats, arg names */
 
@@ -120,19 +120,30 @@ static int utf8_ok(const uint8_t *s, Py_ssize_t n) {
     return 1;
 }
 
+/* bytes a JSON string holds as they are: printable ASCII but '"' and '\\' */
+static uint8_t is_plain[256];
+static void init_plain(void) {
+    for (int c = 0x20; c < 0x80; c++) is_plain[c] = c != '"' && c != '\\';
+}
+static int all_plain(const uint8_t *s, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!is_plain[s[i]]) return 0;
+    return 1;
+}
+/* a JSON string of bytes known to be plain (``all_plain``) */
+static int put_plain(buf *b, const uint8_t *s, Py_ssize_t n) {
+    if (grow(b, n + 2)) return -1;
+    char *o = PyByteArray_AS_STRING(b->out) + b->len;
+    o[0] = '"';
+    memcpy(o + 1, s, n);
+    o[n + 1] = '"';
+    b->len += n + 2;
+    return 0;
+}
+
 /* a JSON string; -2: not UTF-8 */
 static int put_str(buf *b, const uint8_t *s, Py_ssize_t n) {
-    Py_ssize_t plain = 0;
-    while (plain < n && s[plain] >= 0x20 && s[plain] < 0x80 && s[plain] != '"' && s[plain] != '\\') plain++;
-    if (plain == n) { /* the common case: printable ASCII, copied as it is */
-        if (grow(b, n + 2)) return -1;
-        char *o = PyByteArray_AS_STRING(b->out) + b->len;
-        o[0] = '"';
-        memcpy(o + 1, s, n);
-        o[n + 1] = '"';
-        b->len += n + 2;
-        return 0;
-    }
+    if (all_plain(s, n)) return put_plain(b, s, n); /* the common case: printable ASCII, copied as it is */
     if (!utf8_ok(s, n)) return -2;
     if (grow(b, n * 6 + 2)) return -1;
     char *o = PyByteArray_AS_STRING(b->out) + b->len;
@@ -192,7 +203,8 @@ static int put_ns(buf *b, int64_t v) {
 }
 
 /* wire reading; all return -1 past ``end`` */
-static Py_ssize_t varint(const uint8_t *d, Py_ssize_t at, Py_ssize_t end, uint64_t *v) {
+static inline Py_ssize_t varint(const uint8_t *d, Py_ssize_t at, Py_ssize_t end, uint64_t *v) {
+    if (at < end && d[at] < 0x80) { *v = d[at]; return at + 1; } /* one byte: most tags and small values */
     uint64_t r = 0;
     for (int s = 0; s < 70 && at < end; s += 7) {
         uint8_t c = d[at++];
@@ -202,7 +214,7 @@ static Py_ssize_t varint(const uint8_t *d, Py_ssize_t at, Py_ssize_t end, uint64
     return -1;
 }
 /* one field: tag, and for wire 2 its span, for 0/1/5 its value; returns the next offset */
-static Py_ssize_t field(const uint8_t *d, Py_ssize_t at, Py_ssize_t end, uint32_t *num, int *wire, uint64_t *val,
+static inline Py_ssize_t field(const uint8_t *d, Py_ssize_t at, Py_ssize_t end, uint32_t *num, int *wire, uint64_t *val,
                         Py_ssize_t *body) {
     uint64_t tag;
     at = varint(d, at, end, &tag);
@@ -235,6 +247,7 @@ static int tset(table *t, uint64_t iid, const uint8_t *p, Py_ssize_t n) {
     }
     t->v[iid].p = p;
     t->v[iid].n = n;
+    t->v[iid].plain = all_plain(p, n);
     return 0;
 }
 static span *tget(table *t, uint64_t iid) {
@@ -367,7 +380,7 @@ static seqstate *seq_of(state *st, uint64_t id, int clear) {
 /* debug annotation → "name":value; 1: outside the subset */
 static int annotation(state *st, seqstate *s, Py_ssize_t at, Py_ssize_t end) {
     const uint8_t *d = st->d;
-    const uint8_t *name = NULL; Py_ssize_t name_n = 0; int have_name = 0;
+    const uint8_t *name = NULL; Py_ssize_t name_n = 0; int have_name = 0, name_plain = 0;
     int vwire = -1; uint32_t vnum = 0; uint64_t v = 0; Py_ssize_t vbody = 0;
     while (at < end) {
         uint32_t num; int wire; uint64_t val; Py_ssize_t body = 0;
@@ -376,15 +389,15 @@ static int annotation(state *st, seqstate *s, Py_ssize_t at, Py_ssize_t end) {
         if (num == 1 && wire == 0) {
             span *sp = tget(&s->t[2], val);
             if (!sp) return 1;
-            name = sp->p; name_n = sp->n; have_name = 1;
-        } else if (num == 10 && wire == 2) { name = d + body; name_n = (Py_ssize_t)val; have_name = 1; }
+            name = sp->p; name_n = sp->n; have_name = 1; name_plain = sp->plain;
+        } else if (num == 10 && wire == 2) { name = d + body; name_n = (Py_ssize_t)val; have_name = 1; name_plain = 0; }
         else if ((num == 2 || num == 3 || num == 4) && wire == 0) { vnum = num; vwire = 0; v = val; }
         else if (num == 5 && wire == 1) { vnum = num; vwire = 1; v = val; }
         else if ((num == 6 || num == 9) && wire == 2) { vnum = num; vwire = 2; v = val; vbody = body; }
         else return 1;
     }
     if (!have_name || vwire < 0) return 1;
-    int r = put_str(&st->b, name, name_n);
+    int r = name_plain ? put_plain(&st->b, name, name_n) : put_str(&st->b, name, name_n);
     if (r == -2) return 1;
     if (r || PUTS(&st->b, ":")) return -1;
     switch (vnum) {
@@ -433,7 +446,7 @@ static int flushed(state *st) {
 static int track_event(state *st, seqstate *s, int64_t ts, Py_ssize_t at, Py_ssize_t end, int64_t k) {
     const uint8_t *d = st->d;
     uint64_t type = 0, track_uuid = 0; int have_track = 0;
-    const uint8_t *name = NULL; Py_ssize_t name_n = 0;
+    const uint8_t *name = NULL; Py_ssize_t name_n = 0; int name_plain = 0;
     Py_ssize_t ann[64]; Py_ssize_t ann_end[64]; int nann = 0;
     Py_ssize_t cats[16]; int ncats = 0; int cat_strings = 0; /* iids, or offsets of strings */
     uint64_t cat_iid[16];
@@ -447,8 +460,8 @@ static int track_event(state *st, seqstate *s, int64_t ts, Py_ssize_t at, Py_ssi
         else if (num == 10 && wire == 0) {
             span *sp = tget(&s->t[0], val);
             if (!sp) return 1;
-            name = sp->p; name_n = sp->n;
-        } else if (num == 23 && wire == 2) { name = d + body; name_n = (Py_ssize_t)val; }
+            name = sp->p; name_n = sp->n; name_plain = sp->plain;
+        } else if (num == 23 && wire == 2) { name = d + body; name_n = (Py_ssize_t)val; name_plain = 0; }
         else if (num == 3 && wire == 0) { if (ncats == 16 || cat_strings) return 1; cat_iid[ncats++] = val; }
         else if (num == 3 && wire == 2) {
             Py_ssize_t a = body;
@@ -479,9 +492,12 @@ static int track_event(state *st, seqstate *s, int64_t ts, Py_ssize_t at, Py_ssi
     if (type != 1 && type != 3) return 1;
     buf *b = &st->b;
     if (type == 1 ? PUTS(b, "{\"ph\":\"X\",\"name\":") : PUTS(b, "{\"ph\":\"i\",\"s\":\"t\",\"name\":")) return -1;
-    int r = name ? put_str(b, name, name_n) : PUTS(b, "\"\"");
+    int r = !name ? PUTS(b, "\"\"") : name_plain ? put_plain(b, name, name_n) : put_str(b, name, name_n);
     if (r) return r == -2 ? 1 : -1;
-    if (ncats) {
+    span *one = ncats == 1 && !cat_strings ? tget(&s->t[1], cat_iid[0]) : NULL;
+    if (one && one->plain) { /* the common case: one interned category */
+        if (PUTS(b, ",\"cat\":") || put_plain(b, one->p, one->n)) return -1;
+    } else if (ncats) {
         if (PUTS(b, ",\"cat\":")) return -1;
         /* the categories joined by commas, as one string */
         Py_ssize_t total = 0;
@@ -738,4 +754,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_pfscan", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__pfscan(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__pfscan(void) {
+    init_plain();
+    return PyModule_Create(&module);
+}

@@ -30,7 +30,7 @@ from gapscope.parsers.perfetto import loader as pf
 from gapscope.report.cmd import run as report_run
 from tests import perfetto_encode as enc
 from tests.conftest import CORPUS, require
-from tests.test_load_parallel import force_parts
+from tests.test_load_parallel import _reaped, force_parts
 
 #: Corpus traces held equal (flows, args, several streams, ROCm mi210/mi250/MI300-era
 #: exports, CUDA graphs, python_function stacks, text pids such as "Spans").
@@ -187,6 +187,35 @@ def test_a_slice_open_from_first_to_last_packet_does_not_hold_the_text_back(tmp_
     growing.clear()
     _assert_twins(got, load(twin))
     assert "whole run" in got.names
+
+
+def test_a_packet_the_transcoder_refuses_late_ends_its_children(tmp_path, growing):
+    """A packet outside the C transcoder's subset at the end of the file: the children
+    already decoding its text are killed and reaped, and the generated classes decode
+    the whole file, with what the model cannot hold named as usual."""
+    src, out = _pftrace(tmp_path, GROWING_TRACES[0])
+    tail = pb.Trace()
+    _packet(tail).process_stats.processes.add(pid=1)  # not in the subset: refused there
+    out.write_bytes(out.read_bytes() + tail.SerializeToString())
+    forked: list[list[int]] = []
+    real = pf._Growing.close
+
+    def closing(self):
+        if self.parts is not None:
+            forked.append([c.pid for c in self.parts.children])
+        real(self)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(pf._Growing, "close", closing)
+        got = load(out)
+    assert len(forked) == 1 and forked[0] and _reaped(forked[0])
+    assert "not kept (the trace model has no place for them): 1 process_stats packets" in [
+        w.message for w in got.warnings
+    ]
+    growing.clear()
+    want = load(src)
+    for field in ("start_ns", "dur_ns", "lane", "kind", "correlation", "external_id"):
+        assert np.array_equal(getattr(got, field), getattr(want, field)), field
 
 
 def test_gzip_and_any_name_are_read_by_content(tmp_path, decoder):

@@ -7,7 +7,10 @@ transcoder ``_pfscan`` (built with the package; the common subset: plain slices,
 instants, interned names, scalar annotations, flows; ``_pfscan.c`` lists it), with the track descriptors decoded here; and,
 for a file it does not read whole (or ``GAPSCOPE_PFSCAN=0``, or no C compiler at
 install), the ``perfetto`` package's generated classes (``perfetto_trace_pb2``, parsed
-by ``protobuf``'s upb backend) and ``_Decoder`` below. Kinds from
+by ``protobuf``'s upb backend) and ``_Decoder`` below. The C transcoder writes a large
+file's text (``MAP_MIN_BYTES``) to a mapped temporary file, which the Chrome loader's
+forked children decode while it grows (``_Growing``, as a ``.json.gz`` while it is
+inflated), so transcoding and decoding overlap. Kinds from
 the categories, lanes, ``correlation`` links, ``ac2g`` flows, checks and warnings are
 the Chrome loader's, so a ``.pftrace`` and its JSON twin give one ``Trace``.
 

@@ -765,7 +765,7 @@ def _fast_text(data, pb2, path: str) -> tuple[Text | int, _Decoder, np.ndarray, 
 TEXT_FLUSH_BYTES = 8 << 20
 
 
-#: The transcoded text is about 3.2x the ``.pftrace`` (1M events: 81 MB → 260 MB).
+#: The transcoded text is about 3.1x the ``.pftrace`` (1M events: 81 MB → 247 MB).
 TEXT_PER_PFTRACE_BYTE = 4
 
 

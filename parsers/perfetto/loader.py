@@ -57,19 +57,19 @@ import mmap
 import os
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
 
 from gapscope.parsers.cache.settings import unlinked_temporary_file
-from gapscope.parsers.chrome.loader import load_chrome, load_chrome_file, start_growing
-from gapscope.parsers.chrome.parallel import fork as chrome_parallel
-from gapscope.parsers.chrome.parallel.fork import GrowingParts
 from gapscope.parsers.errors import TraceFormatError
 from gapscope.parsers.json.mapped import MappedText
 from gapscope.parsers.json.scan import Text
 from gapscope.parsers.model import Trace, TraceWarning
+
+if TYPE_CHECKING:
+    from gapscope.parsers.chrome.parallel.fork import GrowingParts
 
 try:
     from gapscope.parsers.perfetto import _pfscan
@@ -615,6 +615,9 @@ def load_perfetto(read: Callable[[], bytes | bytearray], path: str) -> Trace:
     finally:
         if was:
             gc.enable()
+    # the Chrome loader is imported here, not with this module, which sniffing any file imports
+    from gapscope.parsers.chrome.loader import load_chrome, load_chrome_file
+
     if not isinstance(text, int):
         return _as_perfetto(load_chrome(text, path), dec, packet_of)
     try:  # decoded in parts by forked children that read the file, as a large JSON file is
@@ -657,6 +660,9 @@ class _Growing:
         self.tried = False
 
     def __call__(self, final_bytes: int, consumed_bytes: int) -> None:
+        from gapscope.parsers.chrome.loader import start_growing
+        from gapscope.parsers.chrome.parallel import fork as chrome_parallel
+
         if self.parts is not None:
             if self.parts.overrun(final_bytes):  # planned for far less: the file's own children decode it
                 self.close()

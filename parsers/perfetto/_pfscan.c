@@ -170,8 +170,18 @@ static int put_str(buf *b, const uint8_t *s, Py_ssize_t n) {
 }
 
 /* decimal digits of ``v`` ending at ``end`` (written backwards); returns the first */
+static const char pairs[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
 static char *digits(char *end, uint64_t v) {
-    do { *--end = (char)('0' + v % 10); v /= 10; } while (v);
+    while (v >= 100) { /* two at a time: half the divisions */
+        uint64_t q = v / 100;
+        memcpy(end -= 2, pairs + 2 * (v - q * 100), 2);
+        v = q;
+    }
+    if (v >= 10) memcpy(end -= 2, pairs + 2 * v, 2);
+    else *--end = (char)('0' + v);
     return end;
 }
 static int put_u64(buf *b, uint64_t v, int negative) {
@@ -291,7 +301,9 @@ typedef struct {
     const uint8_t *d;
     Py_ssize_t at; /* end of the packet being read: the input consumed */
     buf b;
-    PyObject *seen;
+    uint64_t *seen; /* the flow ids seen (open addressing; 0 is ``seen_zero``) */
+    size_t seen_mask, seen_n;
+    int seen_zero;
     PyObject *on_flush; /* None, or called with (final bytes, input bytes consumed) after a flush */
     seqstate seqs[MAX_SEQS];
     int nseqs;
@@ -301,6 +313,33 @@ typedef struct {
     Py_ssize_t packet_of_len, packet_of_cap;
     int64_t *pk;
 } state;
+
+static size_t mix(uint64_t x);
+/* whether flow id ``id`` was seen before; adds it. -1: no memory */
+static int seen_before(state *st, uint64_t id) {
+    if (id == 0) { int was = st->seen_zero; st->seen_zero = 1; return was; }
+    if (st->seen_n * 2 >= st->seen_mask) { /* grow (and make the first table) at half full */
+        size_t cap = st->seen ? (st->seen_mask + 1) * 2 : 1024;
+        uint64_t *v = PyMem_Calloc(cap, sizeof(uint64_t));
+        if (!v) { PyErr_NoMemory(); return -1; }
+        if (st->seen)
+            for (size_t i = 0; i <= st->seen_mask; i++)
+                if (st->seen[i]) {
+                    size_t j = mix(st->seen[i]) & (cap - 1);
+                    while (v[j]) j = (j + 1) & (cap - 1);
+                    v[j] = st->seen[i];
+                }
+        PyMem_Free(st->seen);
+        st->seen = v;
+        st->seen_mask = cap - 1;
+    }
+    size_t i = mix(id) & st->seen_mask;
+    for (; st->seen[i]; i = (i + 1) & st->seen_mask)
+        if (st->seen[i] == id) return 1;
+    st->seen[i] = id;
+    st->seen_n++;
+    return 0;
+}
 
 static size_t mix(uint64_t x) {
     x ^= x >> 33; x *= 0xff51afd7ed558ccdULL; x ^= x >> 33;
@@ -540,12 +579,8 @@ static int track_event(state *st, seqstate *s, int64_t ts, Py_ssize_t at, Py_ssi
     }
     if (PUTS(b, "},\n") || note_packet(st, k)) return -1;
     for (int i = 0; i < nfl; i++) {
-        PyObject *id = PyLong_FromUnsignedLongLong(fl[i]);
-        if (!id) return -1;
-        int was = PySet_Contains(st->seen, id);
-        if (was < 0 || (!was && PySet_Add(st->seen, id))) { Py_DECREF(id); return -1; }
-        Py_DECREF(id);
-        if (flow(st, was ? "t" : "s", fl[i], ts, lane, k)) return -1;
+        int was = seen_before(st, fl[i]);
+        if (was < 0 || flow(st, was ? "t" : "s", fl[i], ts, lane, k)) return -1;
     }
     for (int i = 0; i < ntfl; i++)
         if (flow(st, "f", tfl[i], ts, lane, k)) return -1;
@@ -682,8 +717,7 @@ static PyObject *transcode(PyObject *self, PyObject *args) {
     r = pair_slices(&st, view.len);
     if (r) goto done;
     st.b.out = PyByteArray_FromStringAndSize(NULL, fd >= 0 ? st.b.flush_bytes * 2 : view.len * 4 + 4096);
-    st.seen = PySet_New(NULL);
-    if (!st.b.out || !st.seen) { r = -1; goto done; }
+    if (!st.b.out) { r = -1; goto done; }
     if (PUTS(&st.b, "{\"traceEvents\":[\n")) { r = -1; goto done; }
     Py_ssize_t at = 0, end = view.len;
     int64_t k = 0;
@@ -713,7 +747,7 @@ done:
     PyMem_Free(st.dur);
     PyMem_Free(st.pk);
     Py_XDECREF(st.b.out);
-    Py_XDECREF(st.seen);
+    PyMem_Free(st.seen);
     PyBuffer_Release(&view);
     return result;
 }

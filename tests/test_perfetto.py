@@ -406,11 +406,105 @@ def _packet_offsets(data: bytes) -> list[int]:
 
 
 def test_missing_extra_names_it(tmp_path, monkeypatch):
-    monkeypatch.setattr(pf, "_pb2", lambda: None)
+    monkeypatch.setattr(pf, "_extra_installed", lambda: False)
     p = tmp_path / "hand.pftrace"
     p.write_bytes(_hand_trace())
     with pytest.raises(TraceFormatError, match=r"gapscope\[perfetto\]"):
         load(p)
+
+
+_INT32 = st.integers(-(2**31), 2**31 - 1)
+
+
+@st.composite
+def _descriptor(draw):
+    d = pb.TrackDescriptor()
+    if draw(st.booleans()):
+        d.uuid = draw(st.integers(0, 2**64 - 1))
+    if draw(st.booleans()):
+        d.parent_uuid = draw(st.integers(0, 2**64 - 1))
+    name = st.text(max_size=8)
+    which = draw(st.sampled_from(["name", "static_name", "atrace_name", None]))
+    if which is not None:
+        setattr(d, which, draw(name))
+    kind = draw(st.sampled_from(["process", "thread", "counter", None]))
+    if kind == "process":
+        d.process.pid = draw(_INT32)
+        if draw(st.booleans()):
+            d.process.process_name = draw(name)
+        if draw(st.booleans()):
+            d.process.legacy_sort_index = draw(_INT32)
+        d.process.cmdline.append("x")  # a field not read: skipped
+    elif kind == "thread":
+        d.thread.pid, d.thread.tid = draw(_INT32), draw(st.integers(-(2**63), 2**63 - 1))
+        if draw(st.booleans()):
+            d.thread.thread_name = draw(name)
+        if draw(st.booleans()):
+            d.thread.legacy_sort_index = draw(_INT32)
+    elif kind == "counter":
+        d.counter.unit_name = "ns"
+    if draw(st.booleans()):
+        d.sibling_order_rank = draw(_INT32)
+    return d.SerializeToString()
+
+
+def _seen(d) -> tuple:
+    """What ``_Decoder`` reads of a descriptor."""
+    out = [d.uuid, d.parent_uuid, d.name, d.HasField("name"), d.HasField("counter"), d.HasField("sibling_order_rank")]
+    out.append(d.sibling_order_rank)
+    for sub, fields in (("process", ("pid", "process_name")), ("thread", ("pid", "tid", "thread_name"))):
+        m = getattr(d, sub)
+        out += [d.HasField(sub), m.HasField("legacy_sort_index"), m.legacy_sort_index]
+        out += [getattr(m, f) for f in fields]
+    return tuple(out)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(parts=st.lists(_descriptor(), min_size=1, max_size=2), ts=st.integers(0, 2**63))
+def test_track_descriptors_read_from_the_wire_as_the_generated_classes_read_them(parts, ts):
+    """Two descriptors' bytes in a row are one descriptor, merged (a message seen twice
+    is merged, the last scalar wins), as protobuf reads them."""
+    body = b"".join(parts)
+    packet = pb.TracePacket(timestamp=ts).SerializeToString() + b"\xe2\x03" + enc_varint(len(body)) + body
+    want = pb.TracePacket.FromString(packet).track_descriptor
+    got = pf._track_descriptor(packet, 0, len(packet))
+    assert got is not None and _seen(got) == _seen(want)
+
+
+def enc_varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def test_the_c_path_never_imports_the_generated_classes(tmp_path):
+    if pf._pfscan is None:
+        pytest.skip("the C transcoder was not built")
+    import subprocess
+    import sys
+
+    p = tmp_path / "hand.pftrace"
+    p.write_bytes(_hand_trace())
+    code = (
+        "import sys; from gapscope.parsers import load; t = load(sys.argv[1]); "
+        "print(t.source.format, 'perfetto.protos.perfetto.trace.perfetto_trace_pb2' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["perfetto", "False"]
+
+
+def test_an_odd_track_descriptor_is_left_to_the_generated_classes(tmp_path):
+    """A name that is not UTF-8, or two descriptors in one packet: the wire reader
+    gives up (None) and the generated classes decode the file."""
+    d = pb.TrackDescriptor(uuid=5).SerializeToString() + b"\x12\x02\xff\xfe"  # name: 2 bytes, not UTF-8
+    packet = b"\xe2\x03" + enc_varint(len(d)) + d
+    assert pf._track_descriptor(packet, 0, len(packet)) is None
+    one = pb.TrackDescriptor(uuid=5).SerializeToString()
+    twice = (b"\xe2\x03" + enc_varint(len(one)) + one) * 2
+    assert pf._track_descriptor(twice, 0, len(twice)) is None
 
 
 def test_a_system_trace_without_track_events_is_refused(tmp_path):

@@ -53,6 +53,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import gc
+import importlib.util
 import mmap
 import os
 import re
@@ -90,6 +91,18 @@ _TYPE_BEGIN, _TYPE_END, _TYPE_INSTANT, _TYPE_COUNTER = 1, 2, 3, 4
 #: Debug annotation values that are Chrome arg values as they are.
 _SCALARS = frozenset(("int_value", "uint_value", "double_value", "bool_value", "string_value", "pointer_value"))
 _QUIET = frozenset(("trace_config", "trace_stats", "trace_uuid", "synchronization_marker", "clock_snapshot"))
+
+
+def _extra_installed() -> bool:
+    """Whether the ``perfetto`` extra (``perfetto_trace_pb2`` and ``protobuf``) can be
+    imported, without importing it (the C transcoder's path never needs it)."""
+    try:
+        return all(
+            importlib.util.find_spec(m) is not None
+            for m in ("google.protobuf", "perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+        )
+    except (ImportError, ValueError):
+        return False
 
 
 def _pb2():
@@ -152,6 +165,132 @@ def _skip(buf, at: int, wire: int) -> int:
         at, n = _varint(buf, at)
         return -1 if at < 0 else at + n
     return -1
+
+
+class _Fields:
+    """Fields of one message read from the wire (``_track_descriptor``): values by
+    name, and ``HasField`` as the generated classes answer it for the fields read."""
+
+    def __init__(self, **defaults: Any) -> None:
+        self.__dict__.update(defaults)
+        self.present: set[str] = set()
+
+    def HasField(self, name: str) -> bool:
+        return name in self.present
+
+    def __getattr__(self, name: str) -> Any:  # the fields set in ``__init__``/``_read_fields`` only
+        raise AttributeError(name)
+
+
+#: (field number, wire type) → (name, kind) of the ``TrackDescriptor`` fields
+#: ``_Decoder`` reads (``protos/perfetto/trace/track_event/track_descriptor.proto``);
+#: kind: a varint as ``int32``/``int64``/``uint64``, ``str``, or a message.
+_TRACK_FIELDS: dict[tuple[int, int], tuple[str, str]] = {
+    (1, 0): ("uuid", "uint64"),
+    (5, 0): ("parent_uuid", "uint64"),
+    (2, 2): ("name", "str"),
+    (10, 2): ("static_name", "str"),
+    (13, 2): ("atrace_name", "str"),
+    (3, 2): ("process", "msg"),
+    (4, 2): ("thread", "msg"),
+    (8, 2): ("counter", "msg"),
+    (12, 0): ("sibling_order_rank", "int32"),
+}
+_INNER_FIELDS: dict[str, dict[tuple[int, int], tuple[str, str]]] = {
+    "process": {(1, 0): ("pid", "int32"), (6, 2): ("process_name", "str"), (3, 0): ("legacy_sort_index", "int32")},
+    "thread": {
+        (1, 0): ("pid", "int32"),
+        (2, 0): ("tid", "int64"),
+        (5, 2): ("thread_name", "str"),
+        (3, 0): ("legacy_sort_index", "int32"),
+    },
+    "counter": {},
+}
+#: ``TrackDescriptor``'s oneof ``static_or_dynamic_name``: setting one clears the others.
+_NAME_ONEOF = frozenset(("name", "static_name", "atrace_name"))
+
+
+def _track_descriptor(data, at: int, end: int) -> _Fields | None:
+    """The ``TrackDescriptor`` of the packet ``data[at:end]``, with the fields
+    ``_Decoder`` reads as the generated classes read them (the last value of a field
+    wins, a message seen twice is merged, a field of another wire type is skipped);
+    None when the packet holds no or several descriptors, or anything is odd (broken
+    framing, text that is not UTF-8): the generated classes then decode it. Spares
+    the C transcoder's path the import of ``perfetto_trace_pb2`` (30 ms of CPU);
+    ``tests/test_perfetto.py`` holds it equal to them on generated descriptors."""
+    body = None
+    while at < end:
+        after, tag = _varint(data, at)
+        if after < 0:
+            return None
+        if tag == (60 << 3 | 2):
+            start, size = _varint(data, after)
+            if body is not None or start < 0 or start + size > end:
+                return None
+            body = (start, start + size)
+        at = _skip(data, after, tag & 7)
+        if at < 0 or at > end:
+            return None
+    if body is None:
+        return None
+    d = _Fields(
+        uuid=0,
+        parent_uuid=0,
+        name="",
+        static_name="",
+        atrace_name="",
+        sibling_order_rank=0,
+        process=_Fields(pid=0, process_name="", legacy_sort_index=0),
+        thread=_Fields(pid=0, tid=0, thread_name="", legacy_sort_index=0),
+        counter=_Fields(),
+    )
+    return d if _read_fields(d, data, body[0], body[1], _TRACK_FIELDS) else None
+
+
+def _read_fields(msg: _Fields, data, at: int, end: int, fields: dict) -> bool:
+    """``data[at:end]``'s fields named in ``fields`` into ``msg`` (messages into its
+    sub-messages, by ``_INNER_FIELDS``); False on anything ``_track_descriptor`` leaves
+    to the generated classes."""
+    while at < end:
+        after, tag = _varint(data, at)
+        if after < 0 or tag >> 3 == 0:
+            return False
+        got = fields.get((tag >> 3, tag & 7))
+        if got is None:
+            at = _skip(data, after, tag & 7)
+            if at < 0 or at > end:
+                return False
+            continue
+        name, kind = got
+        value: int | str
+        at, value = _varint(data, after)
+        if at < 0:
+            return False
+        value &= (1 << 64) - 1  # a 10-byte varint's bits past 64 are dropped, as protobuf does
+        if kind == "int32":
+            value = (value & 0xFFFFFFFF) - ((value & 0x80000000) << 1)
+        elif kind == "int64":
+            value = value - ((value & (1 << 63)) << 1)
+        elif kind in ("str", "msg"):
+            start, at = at, at + value
+            if at > end:
+                return False
+            if kind == "msg":
+                if not _read_fields(getattr(msg, name), data, start, at, _INNER_FIELDS[name]):
+                    return False
+            else:
+                try:
+                    value = bytes(data[start:at]).decode("utf-8")
+                except UnicodeDecodeError:
+                    return False
+                if name in _NAME_ONEOF:  # the oneof's other members are cleared
+                    msg.present -= _NAME_ONEOF
+                    for other in _NAME_ONEOF:
+                        setattr(msg, other, "")
+        if kind != "msg":
+            setattr(msg, name, value)
+        msg.present.add(name)
+    return True
 
 
 def _damage(data, path: str) -> TraceFormatError:
@@ -605,13 +744,12 @@ def load_perfetto(read: Callable[[], bytes | bytearray], path: str) -> Trace:
     and byte offset), a trace without track events, or when the ``perfetto`` extra is
     not installed.
     """
-    pb2 = _pb2()
-    if pb2 is None:
-        raise TraceFormatError(path, "a Perfetto protobuf trace, and the decoder is not installed", hint=EXTRA_HINT)
+    if not _extra_installed():
+        raise _no_extra(path)
     was = gc.isenabled()
     gc.disable()  # a million event dicts: the collector's passes would cost more than the decode
     try:
-        text, dec, packet_of, parts = _chrome_text(read(), path, pb2)
+        text, dec, packet_of, parts = _chrome_text(read(), path)
     finally:
         if was:
             gc.enable()
@@ -700,7 +838,11 @@ class _Growing:
 MAP_MIN_BYTES = 4 << 20
 
 
-def _fast_text(data, pb2, path: str) -> tuple[Text | int, _Decoder, np.ndarray, GrowingParts | None] | None:
+def _no_extra(path: str) -> TraceFormatError:
+    return TraceFormatError(path, "a Perfetto protobuf trace, and the decoder is not installed", hint=EXTRA_HINT)
+
+
+def _fast_text(data, path: str) -> tuple[Text | int, _Decoder, np.ndarray, GrowingParts | None] | None:
     """``_chrome_text`` by the C transcoder (``_pfscan.c``): the track descriptors
     decoded here, every other packet there; the text written to a mapped temporary file
     for a file of ``MAP_MIN_BYTES`` or more (then its descriptor, which the caller
@@ -714,15 +856,12 @@ def _fast_text(data, pb2, path: str) -> tuple[Text | int, _Decoder, np.ndarray, 
     spans = _pfscan.descriptor_spans(data)
     if spans is None:
         return None
-    DecodeError = _decode_error()
-    dec = _Decoder(pb2)
-    with memoryview(data) as view:
-        for start, end in spans:
-            try:
-                d = pb2.TracePacket.FromString(view[start:end]).track_descriptor
-            except DecodeError:
-                return None  # damaged: the decoder below names where
-            dec.tracks[d.uuid] = d
+    dec = _Decoder(None)
+    for start, end in spans:
+        d = _track_descriptor(data, start, end)
+        if d is None:
+            return None  # damaged or odd: the generated classes decode it (and name the damage)
+        dec.tracks[d.uuid] = d
     enc = msgspec.json.Encoder()
     tracks = {}
     for i, uuid in enumerate(dec.tracks):
@@ -799,13 +938,16 @@ def _temporary_file(pftrace_bytes: int) -> int | None:
     return unlinked_temporary_file()
 
 
-def _chrome_text(data, path: str, pb2) -> tuple[Text | int, _Decoder, np.ndarray, GrowingParts | None]:
+def _chrome_text(data, path: str) -> tuple[Text | int, _Decoder, np.ndarray, GrowingParts | None]:
     """The decoded packets as a Chrome trace text (one event a line, from line 2), the
     decoder (what was lost), each event's packet number (-1: track metadata), and the
     children already decoding the text (``_fast_text``; None here)."""
-    fast = _fast_text(data, pb2, path)
+    fast = _fast_text(data, path)
     if fast is not None:
         return fast
+    pb2 = _pb2()
+    if pb2 is None:
+        raise _no_extra(path)
     packets = _packets(data, path, pb2)
     dec = _Decoder(pb2)
     dec.run(packets)

@@ -813,9 +813,12 @@ class _Growing:
             return
         self.tried = True
         planned = int(final_bytes * self.input_bytes / max(1, consumed_bytes) * PLAN_SHARE_OF_ESTIMATE)
-        growing = chrome_parallel.Growing()
-        growing.wrote(final_bytes)
-        self.parts = start_growing(self.fd, growing, planned, self.path)
+        try:
+            growing = chrome_parallel.Growing()
+            growing.wrote(final_bytes)
+            self.parts = start_growing(self.fd, growing, planned, self.path)
+        except (OSError, ValueError):  # no map or read of the text: the file's own children decode it
+            self.parts = None
 
     def finish(self, size_bytes: int) -> GrowingParts | None:
         """The children, told the text is complete at ``size_bytes``, or None (none

@@ -218,6 +218,19 @@ def test_a_packet_the_transcoder_refuses_late_ends_its_children(tmp_path, growin
         assert np.array_equal(getattr(got, field), getattr(want, field)), field
 
 
+def test_children_that_cannot_be_started_leave_the_load_to_the_file_s_own(tmp_path, growing, monkeypatch):
+    src, out = _pftrace(tmp_path, GROWING_TRACES[0])
+
+    def refuse(*a, **k):
+        raise OSError(5, "simulated: the text cannot be read")
+
+    monkeypatch.setattr(chrome_loader, "start_growing", refuse)
+    got = load(out)
+    assert growing == [("FileParts", True)]
+    growing.clear()
+    _assert_twins(got, load(src))
+
+
 def test_gzip_and_any_name_are_read_by_content(tmp_path, decoder):
     src, out = _pftrace(tmp_path, "hta/mi250_minitoy_train_ROCm6_2_kineto.json.gz", clear_every=7)
     gz = tmp_path / "odd-name.bin"

@@ -584,7 +584,8 @@ def _load_fresh(p: str, while_decoding: Callable[[FileParts, str], None] | None 
     if _is_perfetto(p, head):
         from gapscope.parsers.perfetto.loader import load_perfetto
 
-        return load_perfetto(lambda: read_bytes(p, binary=True), p), None
+        # a bytearray: read in place, not copied into bytes at the end (0.05 CPU-s at 81 MB)
+        return load_perfetto(lambda: read_bytes(p, mutable_min_bytes=0, binary=True), p), None
     from gapscope.parsers.chrome.parallel import fork as chrome_parallel
 
     _check_start(p)  # before the children below map the file

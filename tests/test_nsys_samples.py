@@ -22,7 +22,7 @@ from gapscope.analysis.jsonout import diagnosis_to_json
 from gapscope.analysis.types import Cause
 from gapscope.parsers import load
 from gapscope.parsers.nsys import samples as nsys_samples
-from gapscope.parsers.nsys.sql import ro_uri
+from gapscope.parsers.nsys.sql import Database, ro_uri
 from gapscope.report.document import gap_entry
 from gapscope.units import fmt_dur
 from tests.conftest import CORPUS, require
@@ -425,3 +425,23 @@ def test_damaged_sample_tables_load_with_warnings(native, tmp_path):
     assert cs.names[cs.frame_name[cs.frame_offsets[k]]] == "[red]<b>x</b>`\x1b[31m"
     diag = diagnose(t)
     assert card_for_gap(diag, i).cpu_samples is not None
+
+
+def test_sparse_rowids_are_read_in_blocks_of_rows(tmp_path):
+    """A table whose rowids are far apart (a sample id of 2**62 is its rowid in
+    ``COMPOSITE_EVENTS``) is read in blocks of rows, not of the rowid span: the span
+    made 2**62 / block ranges (a list of them: out of memory)."""
+    p = tmp_path / "sparse.sqlite"
+    con = sqlite3.connect(p)
+    con.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v INTEGER)")
+    rows = [(-(2**63), 1), (-5, 2), (0, 3), (7, 4), (2**40, 5), (2**62, 6), (2**63 - 1, 7)]
+    con.executemany("INSERT INTO t VALUES (?, ?)", rows)
+    con.commit()
+    con.close()
+    db = Database(str(p))
+    (v,), rowid, _ = db.int_columns("t", ["v"])
+    assert v.tolist() == [1, 2, 3, 4, 5, 6, 7]
+    assert rowid.tolist() == [r for r, _ in rows]
+    blocks = [b[0].tolist() for b in db.int_column_blocks("t", ["v"], where="v != 4", block_rows=2)]
+    assert blocks == [[1, 2], [3], [5, 6], [7]]
+    db.close()

@@ -445,3 +445,46 @@ def test_sparse_rowids_are_read_in_blocks_of_rows(tmp_path):
     blocks = [b[0].tolist() for b in db.int_column_blocks("t", ["v"], where="v != 4", block_rows=2)]
     assert blocks == [[1, 2], [3], [5, 6], [7]]
     db.close()
+
+
+def test_a_huge_sample_id_is_read(native, tmp_path):
+    """A sample whose id is 2**62 (``COMPOSITE_EVENTS.id`` is the rowid) loads with the
+    others: the id is kept and its frames found (it was out of memory)."""
+    _, sampled, _, (lo, _) = native
+    p = tmp_path / "huge_id.sqlite"
+    p.write_bytes(sampled.read_bytes())
+    main = _gtid(HOST_PID, MAIN_TID)
+    con = sqlite3.connect(p)
+    sym = int(con.execute("SELECT id FROM StringIds WHERE value = 'parse_config'").fetchone()[0])
+    con.execute(f"INSERT INTO COMPOSITE_EVENTS VALUES ({2**62}, {lo + 11}, 0, 1, {main}, 1)")
+    con.execute(f"INSERT INTO SAMPLING_CALLCHAINS VALUES ({2**62}, {sym}, {sym}, NULL, NULL, NULL, NULL, 0, 7, 0)")
+    con.commit()
+    con.close()
+    before = load(str(sampled)).cpu_samples
+    cs = load(str(p)).cpu_samples
+    assert cs.start_ns.shape[0] == before.start_ns.shape[0] + 1
+    k = int(np.flatnonzero(cs.start_ns == lo + 11)[0])
+    assert cs.frame_offsets[k + 1] - cs.frame_offsets[k] == 1
+    assert cs.names[cs.frame_name[cs.frame_offsets[k]]] == "parse_config"
+
+
+def test_string_ids_beyond_32_bits_are_not_another_name(native, tmp_path):
+    """A frame's symbol id of 2**32 + n was packed into 32 bits and read as string n (a
+    real name, silently wrong); an id that does not fit is read as unknown."""
+    _, sampled, _, (lo, _) = native
+    p = tmp_path / "wide_symbol.sqlite"
+    p.write_bytes(sampled.read_bytes())
+    main = _gtid(HOST_PID, MAIN_TID)
+    con = sqlite3.connect(p)
+    sym = int(con.execute("SELECT id FROM StringIds WHERE value = 'parse_config'").fetchone()[0])
+    con.execute(f"INSERT INTO COMPOSITE_EVENTS VALUES (60001, {lo + 13}, 0, 1, {main}, 1)")
+    con.execute(
+        f"INSERT INTO SAMPLING_CALLCHAINS VALUES (60001, {2**32 + sym}, {2**32 + sym}, NULL, NULL, NULL, NULL, 0, 7, 0)"
+    )
+    con.commit()
+    con.close()
+    cs = load(str(p)).cpu_samples
+    k = int(np.flatnonzero(cs.start_ns == lo + 13)[0])
+    f = cs.frame_offsets[k]
+    assert cs.frame_offsets[k + 1] - f == 1
+    assert (cs.names[cs.frame_name[f]], cs.names[cs.frame_module[f]]) == ("(unknown)", "(unknown)")

@@ -488,3 +488,31 @@ def test_string_ids_beyond_32_bits_are_not_another_name(native, tmp_path):
     f = cs.frame_offsets[k]
     assert cs.frame_offsets[k + 1] - f == 1
     assert (cs.names[cs.frame_name[f]], cs.names[cs.frame_module[f]]) == ("(unknown)", "(unknown)")
+
+
+def test_callchains_in_untyped_columns_are_read(native, tmp_path):
+    """``SAMPLING_CALLCHAINS`` with no column types and its numbers stored as text
+    ('0', '1'): the frames are read as SQLite casts them, as the sample rows are (the
+    filter on ``stackDepth`` compared text with integers, so every frame was dropped
+    without a word and each sample read with no callchain)."""
+    _, sampled, _, _ = native
+    p = tmp_path / "untyped.sqlite"
+    p.write_bytes(sampled.read_bytes())
+    con = sqlite3.connect(p)
+    con.executescript(
+        """
+        ALTER TABLE SAMPLING_CALLCHAINS RENAME TO typed;
+        CREATE TABLE SAMPLING_CALLCHAINS (id, symbol, module, unresolved, stackDepth);
+        INSERT INTO SAMPLING_CALLCHAINS
+            SELECT CAST(id AS TEXT), symbol, module, unresolved, CAST(stackDepth AS TEXT) FROM typed;
+        DROP TABLE typed;
+        """
+    )
+    con.commit()
+    con.close()
+    want, got = load(str(sampled)).cpu_samples, load(str(p)).cpu_samples
+    assert got.frame_offsets.tolist() == want.frame_offsets.tolist()
+    assert [got.names[i] for i in got.frame_name] == [want.names[i] for i in want.frame_name]
+    # in the gap 10 x IN_STEP (4 frames), 4 x CHECKSUM (3), 6 x PARSE (2); 5 before it
+    # and 3 on the loader (1 each); the chain with a hole read up to it (1)
+    assert int(got.frame_offsets[-1]) == 10 * 4 + 4 * 3 + 6 * 2 + 5 + 3 + 1

@@ -149,7 +149,8 @@ def _read_frames(ctx: Context, ids: np.ndarray) -> tuple[np.ndarray, ...]:
     for block in ctx.db.int_column_blocks(
         CALLCHAINS,
         [*frame_keys, names_key],
-        where=f"stackDepth BETWEEN 0 AND {MAX_FRAMES}",
+        # cast as the keys read it: a depth stored as text ('3') is 3, not above every integer
+        where=f"CAST(stackDepth AS INTEGER) BETWEEN 0 AND {MAX_FRAMES}",
         block_rows=FRAME_BLOCK_ROWS,
     ):
         both = block[-1]

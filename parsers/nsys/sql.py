@@ -194,18 +194,18 @@ class Database:
             for a in range(lo, hi + 1, block_rows):
                 yield a, min(a + block_rows - 1, hi)
             return
-        a: int | None = lo
-        while a is not None:
+        first: int | None = lo
+        while first is not None:
             last = self.one(
                 f'SELECT rowid FROM "{table}" WHERE rowid >= ? ORDER BY rowid LIMIT 1 OFFSET ?',
-                (a, block_rows - 1),
+                (first, block_rows - 1),
                 what=table,
             )
             if not last or last[0] >= hi:
-                yield a, hi
+                yield first, hi
                 return
-            yield a, last[0]
-            a = self.one(f'SELECT min(rowid) FROM "{table}" WHERE rowid > ?', (last[0],), what=table)[0]
+            yield first, last[0]
+            first = self.one(f'SELECT min(rowid) FROM "{table}" WHERE rowid > ?', (last[0],), what=table)[0]
 
     def _empty(self, table: str) -> bool:
         return not self.rows(f'SELECT 1 FROM "{table}" LIMIT 1', what=table)

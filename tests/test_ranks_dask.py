@@ -82,14 +82,16 @@ def test_unreadable_rank_on_dask(cluster, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "address, reason",
+    "address, reason, connect_s",
     [
-        ("tcp://127.0.0.1:1", "Timed out trying to connect to tcp://127.0.0.1:1"),
-        ("nowhere", "missing port number in address 'nowhere'"),
-        ("foo://x:1", "unknown address scheme 'foo'"),
+        ("tcp://127.0.0.1:1", "Timed out trying to connect to tcp://127.0.0.1:1", 1),
+        # refused at once; a long connect timeout so that a busy machine cannot turn
+        # the refusal into a time-out
+        ("nowhere", "missing port number in address 'nowhere'", 30),
+        ("foo://x:1", "unknown address scheme 'foo'", 30),
     ],
 )
-def test_a_scheduler_that_cannot_be_reached_is_a_usage_error(tmp_path, address, reason):
+def test_a_scheduler_that_cannot_be_reached_is_a_usage_error(tmp_path, address, reason, connect_s):
     """A wrong ``--dask-scheduler``/``GAPSCOPE_DASK_SCHEDULER`` is the user's to fix: one
     line naming the address (exit status 2), not an internal error asking for a bug
     report (it was: ``OSError``/``ValueError`` out of ``distributed.Client``)."""
@@ -98,7 +100,7 @@ def test_a_scheduler_that_cannot_be_reached_is_a_usage_error(tmp_path, address, 
     from gapscope.report.args import UsageError
 
     write_rank_set(tmp_path, 2, steps=2)
-    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}), pytest.raises(UsageError) as err:
+    with dask.config.set({"distributed.comm.timeouts.connect": f"{connect_s}s"}), pytest.raises(UsageError) as err:
         collect([str(tmp_path)], dask_scheduler=address)
     msg = str(err.value)
     assert msg.startswith(f"cannot reach the Dask scheduler {address!r} (--dask-scheduler, GAPSCOPE_DASK_SCHEDULER): ")

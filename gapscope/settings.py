@@ -11,7 +11,8 @@ cheap (13 lookups). The table of every variable, its meaning, default and unit, 
 Values: a variable that is unset or empty holds its default. A switch takes ``1``,
 ``true``, ``yes``, ``on`` or ``0``, ``false``, ``no``, ``off`` (any case); a size is a
 number of bytes with an optional K/M/G/T suffix (powers of 1024: ``64M``, ``2G``,
-``1.5g``; ``parse_size``); a count is a whole number of 1 or more. Any other value
+``1.5g``; ``parse_size``; below 2**63); a count is a whole number of 1 or more (ASCII
+digits both). Any other value
 raises ``SettingsError`` naming the variable and what it takes; ``gapscope`` checks every
 variable before it runs a command and prints that error as one line (exit status 2).
 
@@ -25,6 +26,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
+from fractions import Fraction
 from pathlib import Path
 
 __all__ = ["PREFIX", "Settings", "SettingsError", "parse_size", "read_settings", "variable_of"]
@@ -35,6 +37,8 @@ PREFIX = "GAPSCOPE_"
 _SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
+#: The largest size: what a signed 64-bit file offset holds (``os.lseek``, ``mmap``).
+MAX_SIZE_BYTES = (1 << 63) - 1
 
 
 class SettingsError(ValueError):
@@ -49,12 +53,14 @@ class SettingsError(ValueError):
 
 def parse_size(text: str) -> int | None:
     """``"123"``, ``"64M"``, ``"2G"``, ``"1.5g"`` (powers of 1024; an optional ``B`` or
-    ``iB`` after the suffix) to bytes; None if not a size. Sizes as people write them in
-    environment variables and options (``gapscope mcp --max-memory``)."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:i?[bB])?\s*", text)
+    ``iB`` after the suffix) to bytes, exact (a fraction of a byte is dropped); None if
+    not a size: ASCII digits only, at most ``MAX_SIZE_BYTES``. Sizes as people write them
+    in environment variables and options (``gapscope mcp --max-memory``)."""
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([kKmMgGtT]?)(?:i?[bB])?\s*", text)
     if not m:
         return None
-    return int(float(m.group(1)) * _SUFFIX[m.group(2).upper()])
+    value = int(Fraction(m.group(1)) * _SUFFIX[m.group(2).upper()])
+    return value if value <= MAX_SIZE_BYTES else None
 
 
 @dataclass(frozen=True)
@@ -117,7 +123,7 @@ def _size(variable: str, text: str) -> int:
 
 
 def _count(variable: str, text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
+    if not re.fullmatch(r"[0-9]+", text) or int(text) < 1:  # not isdigit(): '²' is a digit
         raise SettingsError(variable, text, "a count (a whole number, 1 or more)")
     return int(text)
 

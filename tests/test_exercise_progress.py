@@ -110,6 +110,21 @@ def test_cmd_reset(state, decode, capsys):
     assert exercise_cmd.main(["--reset"]) == 0
 
 
+def test_cmd_reset_that_cannot_save_says_only_that(tmp_path, monkeypatch, capsys):
+    """A reset whose progress file cannot be written (``GAPSCOPE_STATE_DIR`` a file)
+    says it failed, and not also that it was done (it printed 'progress of ... reset'
+    before the error line)."""
+    monkeypatch.setenv("GAPSCOPE_STATE_DIR", os.devnull)
+    monkeypatch.setenv("GAPSCOPE_LEARNER", "ada")
+    for argv in (["--reset", "decode-step"], ["--reset"]):
+        assert exercise_cmd.main(argv) == 1
+        cap = capsys.readouterr()
+        assert cap.out == ""
+        notice, err = cap.err.splitlines()  # the store's notice that it starts afresh, then the failure
+        assert notice.startswith(f"gapscope: warning: {os.devnull}/progress-ada.json: progress file is not usable")
+        assert err.startswith(f"gapscope: error: cannot save progress to {os.devnull}/progress-ada.json: ")
+
+
 def test_cmd_check_exit_codes(tmp_path, capsys):
     paths = [str(p) for p in bundled_paths()]
     assert exercise_cmd.main(["--check", *paths]) == 0

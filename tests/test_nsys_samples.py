@@ -22,7 +22,7 @@ from gapscope.analysis.jsonout import diagnosis_to_json
 from gapscope.analysis.types import Cause
 from gapscope.parsers import load
 from gapscope.parsers.nsys import samples as nsys_samples
-from gapscope.parsers.nsys.sql import ro_uri
+from gapscope.parsers.nsys.sql import Database, ro_uri
 from gapscope.report.document import gap_entry
 from gapscope.units import fmt_dur
 from tests.conftest import CORPUS, require
@@ -425,3 +425,94 @@ def test_damaged_sample_tables_load_with_warnings(native, tmp_path):
     assert cs.names[cs.frame_name[cs.frame_offsets[k]]] == "[red]<b>x</b>`\x1b[31m"
     diag = diagnose(t)
     assert card_for_gap(diag, i).cpu_samples is not None
+
+
+def test_sparse_rowids_are_read_in_blocks_of_rows(tmp_path):
+    """A table whose rowids are far apart (a sample id of 2**62 is its rowid in
+    ``COMPOSITE_EVENTS``) is read in blocks of rows, not of the rowid span: the span
+    made 2**62 / block ranges (a list of them: out of memory)."""
+    p = tmp_path / "sparse.sqlite"
+    con = sqlite3.connect(p)
+    con.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v INTEGER)")
+    rows = [(-(2**63), 1), (-5, 2), (0, 3), (7, 4), (2**40, 5), (2**62, 6), (2**63 - 1, 7)]
+    con.executemany("INSERT INTO t VALUES (?, ?)", rows)
+    con.commit()
+    con.close()
+    db = Database(str(p))
+    (v,), rowid, _ = db.int_columns("t", ["v"])
+    assert v.tolist() == [1, 2, 3, 4, 5, 6, 7]
+    assert rowid.tolist() == [r for r, _ in rows]
+    blocks = [b[0].tolist() for b in db.int_column_blocks("t", ["v"], where="v != 4", block_rows=2)]
+    assert blocks == [[1, 2], [3], [5, 6], [7]]
+    db.close()
+
+
+def test_a_huge_sample_id_is_read(native, tmp_path):
+    """A sample whose id is 2**62 (``COMPOSITE_EVENTS.id`` is the rowid) loads with the
+    others: the id is kept and its frames found (it was out of memory)."""
+    _, sampled, _, (lo, _) = native
+    p = tmp_path / "huge_id.sqlite"
+    p.write_bytes(sampled.read_bytes())
+    main = _gtid(HOST_PID, MAIN_TID)
+    con = sqlite3.connect(p)
+    sym = int(con.execute("SELECT id FROM StringIds WHERE value = 'parse_config'").fetchone()[0])
+    con.execute(f"INSERT INTO COMPOSITE_EVENTS VALUES ({2**62}, {lo + 11}, 0, 1, {main}, 1)")
+    con.execute(f"INSERT INTO SAMPLING_CALLCHAINS VALUES ({2**62}, {sym}, {sym}, NULL, NULL, NULL, NULL, 0, 7, 0)")
+    con.commit()
+    con.close()
+    before = load(str(sampled)).cpu_samples
+    cs = load(str(p)).cpu_samples
+    assert cs.start_ns.shape[0] == before.start_ns.shape[0] + 1
+    k = int(np.flatnonzero(cs.start_ns == lo + 11)[0])
+    assert cs.frame_offsets[k + 1] - cs.frame_offsets[k] == 1
+    assert cs.names[cs.frame_name[cs.frame_offsets[k]]] == "parse_config"
+
+
+def test_string_ids_beyond_32_bits_are_not_another_name(native, tmp_path):
+    """A frame's symbol id of 2**32 + n was packed into 32 bits and read as string n (a
+    real name, silently wrong); an id that does not fit is read as unknown."""
+    _, sampled, _, (lo, _) = native
+    p = tmp_path / "wide_symbol.sqlite"
+    p.write_bytes(sampled.read_bytes())
+    main = _gtid(HOST_PID, MAIN_TID)
+    con = sqlite3.connect(p)
+    sym = int(con.execute("SELECT id FROM StringIds WHERE value = 'parse_config'").fetchone()[0])
+    con.execute(f"INSERT INTO COMPOSITE_EVENTS VALUES (60001, {lo + 13}, 0, 1, {main}, 1)")
+    con.execute(
+        f"INSERT INTO SAMPLING_CALLCHAINS VALUES (60001, {2**32 + sym}, {2**32 + sym}, NULL, NULL, NULL, NULL, 0, 7, 0)"
+    )
+    con.commit()
+    con.close()
+    cs = load(str(p)).cpu_samples
+    k = int(np.flatnonzero(cs.start_ns == lo + 13)[0])
+    f = cs.frame_offsets[k]
+    assert cs.frame_offsets[k + 1] - f == 1
+    assert (cs.names[cs.frame_name[f]], cs.names[cs.frame_module[f]]) == ("(unknown)", "(unknown)")
+
+
+def test_callchains_in_untyped_columns_are_read(native, tmp_path):
+    """``SAMPLING_CALLCHAINS`` with no column types and its numbers stored as text
+    ('0', '1'): the frames are read as SQLite casts them, as the sample rows are (the
+    filter on ``stackDepth`` compared text with integers, so every frame was dropped
+    without a word and each sample read with no callchain)."""
+    _, sampled, _, _ = native
+    p = tmp_path / "untyped.sqlite"
+    p.write_bytes(sampled.read_bytes())
+    con = sqlite3.connect(p)
+    con.executescript(
+        """
+        ALTER TABLE SAMPLING_CALLCHAINS RENAME TO typed;
+        CREATE TABLE SAMPLING_CALLCHAINS (id, symbol, module, unresolved, stackDepth);
+        INSERT INTO SAMPLING_CALLCHAINS
+            SELECT CAST(id AS TEXT), symbol, module, unresolved, CAST(stackDepth AS TEXT) FROM typed;
+        DROP TABLE typed;
+        """
+    )
+    con.commit()
+    con.close()
+    want, got = load(str(sampled)).cpu_samples, load(str(p)).cpu_samples
+    assert got.frame_offsets.tolist() == want.frame_offsets.tolist()
+    assert [got.names[i] for i in got.frame_name] == [want.names[i] for i in want.frame_name]
+    # in the gap 10 x IN_STEP (4 frames), 4 x CHECKSUM (3), 6 x PARSE (2); 5 before it
+    # and 3 on the loader (1 each); the chain with a hole read up to it (1)
+    assert int(got.frame_offsets[-1]) == 10 * 4 + 4 * 3 + 6 * 2 + 5 + 3 + 1

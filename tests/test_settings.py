@@ -211,3 +211,40 @@ def test_a_bad_limit_names_the_trace_and_the_variable(monkeypatch, tmp_path):
     monkeypatch.setenv("GAPSCOPE_MAX_TRACE_BYTES", "big")
     with pytest.raises(TraceFormatError, match=r"t\.json: GAPSCOPE_MAX_TRACE_BYTES='big' is not a size"):
         load(str(path))
+
+
+@pytest.mark.parametrize(
+    "variable, value, expected",
+    [
+        # str.isdigit() holds for superscripts, which int() refuses: a ValueError leaked
+        ("GAPSCOPE_LOAD_PROCESSES", "\u00b2", "is not a count"),
+        # other scripts' digits are not what docs/settings.md means by a whole number
+        ("GAPSCOPE_LOAD_PROCESSES", "\u0661\u0662", "is not a count"),
+        ("GAPSCOPE_LOAD_PROCESSES", "\uff13", "is not a count"),
+        # 400 nines made float() infinite and int() raised OverflowError
+        ("GAPSCOPE_CACHE_MAX_BYTES", "9" * 400, "is not a size"),
+        ("GAPSCOPE_MAX_TRACE_BYTES", "99999999999T", "is not a size"),
+        ("GAPSCOPE_CACHE_MIN_BYTES", "\u0661\u0662M", "is not a size"),
+    ],
+)
+def test_odd_numbers_are_refused_by_name(variable, value, expected):
+    with pytest.raises(SettingsError) as err:
+        read_settings({variable: value})
+    assert str(err.value).startswith(f"{variable}={value!r} {expected}")
+
+
+def test_parse_size_is_exact_and_bounded():
+    """Sizes are decimal fractions of a power of 1024, exact (no float rounding), and at
+    most 2**63 - 1 bytes (what a file offset holds); beyond is not a size."""
+    assert parse_size("1.1T") == (11 << 40) // 10
+    assert parse_size("8388607T") == 8388607 << 40
+    assert parse_size("8388608T") is None  # 2**63
+    assert parse_size(str(2**63 - 1)) == 2**63 - 1
+    assert parse_size("9" * 400) is None
+
+
+def test_the_command_line_refuses_an_overflowing_size_in_one_line(monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("GAPSCOPE_CACHE_MAX_BYTES", "9" * 400)
+    assert cli.main(["report", str(tmp_path / "none.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gapscope: error: GAPSCOPE_CACHE_MAX_BYTES=") and err.count("\n") == 1

@@ -192,3 +192,42 @@ def test_a_rank_opened_from_the_overview_gets_its_thresholds(monkeypatch):
     params = Params(min_gap_ns=10_000)
     assert pick_and_view(doc, overview=lambda d, r: next(picks), params=params) == 0
     assert got == [("r3.json", params)]
+
+
+def test_a_loader_that_exits_fails_the_load_in_one_line():
+    """A loader that raises ``SystemExit`` (a library calling ``sys.exit`` in the load's
+    thread) fails the load with one line; it was not caught, the worker died without a
+    message, and the loading screen stayed up for good."""
+
+    def loader(path):
+        raise SystemExit(3)
+
+    app = make_app("exits.json", ViewOptions(loader=loader))
+
+    async def run():
+        async with app.run_test(size=(80, 24)) as pilot:
+            await _until(pilot, lambda: app.phase is not Phase.LOADING, seconds=5)
+            await pilot.pause()
+
+    asyncio.run(run())
+    assert app.phase is Phase.FAILED and app.return_code == 2
+    assert app.error == "exits.json: cannot load (SystemExit: 3)"
+
+
+def test_a_diagnosis_that_exits_leaves_the_trace_with_its_error():
+    """A diagnosis that raises ``SystemExit`` ends as a failed diagnosis (the trace shown,
+    the error said), not a worker dead without a message and 'diagnosing' for good."""
+
+    def exits(trace):
+        raise SystemExit(4)
+
+    app = make_app("ok.json", ViewOptions(loader=lambda p: small_trace(), diagnose=exits))
+
+    async def run():
+        async with app.run_test(size=(80, 24)) as pilot:
+            await _until(pilot, lambda: app.phase is Phase.DIAGNOSED, seconds=5)
+            await pilot.pause()
+
+    asyncio.run(run())
+    assert app.session.error == "diagnosis failed: SystemExit: 4"
+    assert app.session.diagnosis is None and app.session.trace is not None

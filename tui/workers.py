@@ -72,8 +72,8 @@ def load(path: str, options: ViewOptions, post: Callable, worker: Worker) -> Non
     """Load ``path`` with ``options.loader``; post ``LoadProgress`` when the share
     decoded (``options.progress``) or the whole seconds since the start change (at
     most every ``PROGRESS_STEP_S``), then
-    ``TraceLoaded`` or ``LoadFailed`` (one line, never a traceback; nothing once
-    ``worker`` is cancelled)."""
+    ``TraceLoaded`` or ``LoadFailed`` (one line, never a traceback, a ``SystemExit``
+    of the loader's included; nothing once ``worker`` is cancelled)."""
     from gapscope.parsers.detect import load_progress
     from gapscope.parsers.errors import TraceFormatError
 
@@ -102,7 +102,7 @@ def load(path: str, options: ViewOptions, post: Callable, worker: Worker) -> Non
         if not worker.is_cancelled:
             post(LoadFailed(str(exc)))
         return
-    except Exception as exc:  # noqa: BLE001 - a loader fault: one line, never a traceback on screen
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - a loader fault (or a library's sys.exit): one line
         if not worker.is_cancelled:
             post(LoadFailed(f"{path}: cannot load ({type(exc).__name__}: {exc})"))
         return
@@ -135,7 +135,7 @@ def diagnose(
     diagnosis, error = None, None
     try:
         diagnosis = cancellable(options.diagnose, trace, worker, name="gapscope-diagnose")
-    except Exception as exc:  # noqa: BLE001 - show the trace without gaps rather than nothing
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - show the trace without gaps rather than nothing
         error = f"diagnosis failed: {type(exc).__name__}: {exc}"
     if diagnosis is not None and not worker.is_cancelled:
         findings_of(diagnosis)  # the verdict and findings, off the UI thread (kept)

@@ -80,7 +80,7 @@ def collect(
     ``dask_scheduler``: a Dask scheduler address or cluster to run the per-rank work on
     (``gapscope.ranks.dask_pool``) instead of the local pool. Raises ``UsageError`` for
     a missing path, a folder without traces, no rank loaded, or Dask asked for and not
-    installed."""
+    installed or its scheduler not reached."""
     from gapscope import __version__
     from gapscope.ranks.document import build_ranks_document
     from gapscope.ranks.pool import summarize_all
@@ -91,11 +91,11 @@ def collect(
         raise UsageError(str(exc)) from None
     tick = _progress_printer(len(files)) if progress else None
     if dask_scheduler is not None:
-        from gapscope.ranks.dask_pool import DaskMissing, summarize_on_dask
+        from gapscope.ranks.dask_pool import DaskMissing, SchedulerUnreachable, summarize_on_dask
 
         try:
             results = summarize_on_dask(files, params, scheduler=dask_scheduler, progress=tick)
-        except DaskMissing as exc:
+        except (DaskMissing, SchedulerUnreachable) as exc:
             raise UsageError(str(exc)) from None
     else:
         results = summarize_all(files, params, jobs=jobs, progress=tick)

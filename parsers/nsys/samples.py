@@ -49,6 +49,8 @@ FRAME_BLOCK_ROWS = 1_000_000
 #: A frame's sample id, ``stackDepth`` and unresolved flag are read as one integer,
 #: ``id * _ID_SCALE + stackDepth * 2 + unresolved`` (``MAX_FRAMES`` stays below 32).
 _ID_SCALE = 64
+#: Sample ids from which that integer would overflow int64: read as columns of their own.
+_WIDE_ID = 1 << 57
 #: A symbol that is only an address (``0x145b5c768b6a``): the export did not resolve it.
 _ADDRESS_RE = re.compile(r"^0x[0-9a-fA-F]+$")
 
@@ -129,20 +131,30 @@ def _read_frames(ctx: Context, ids: np.ndarray) -> tuple[np.ndarray, ...]:
     unres = "(ifnull(unresolved, 0) != 0)" if "unresolved" in cols else "0"
     # two columns instead of five (SQLite's group_concat text is the cost of the read):
     # id, depth and the unresolved flag in one; the symbol's and module's string ids
-    # in the other (ids are dense from 0: far below 2**31)
-    frame_key = f"id * {_ID_SCALE} + (stackDepth << 1) + {unres}"
-    names_key = f"(ifnull(symbol, -1) << 32) | ({module} & 4294967295)"
+    # in the other (ids are dense from 0 in an export: far below 2**31)
+    # (a sample id of 2**57 or more would overflow the packed key: then three columns;
+    # a string id that does not fit its 32 bits is read as unknown, not as another id)
+    wide = bool(ids.shape[0]) and int(ids[-1]) >= _WIDE_ID
+    depth_key = f"(stackDepth << 1) + {unres}"
+    frame_keys = ["id", depth_key] if wide else [f"id * {_ID_SCALE} + {depth_key}"]
+    symbol = "ifnull(symbol, -1)"
+    names_key = (
+        f"(CASE WHEN {symbol} BETWEEN -1 AND 2147483647 THEN {symbol} ELSE -1 END << 32)"
+        f" | (CASE WHEN {module} BETWEEN -1 AND 4294967294 THEN {module} ELSE -1 END & 4294967295)"
+    )
     cut = np.zeros(ids.shape[0], dtype=bool)
     parts: list[tuple[np.ndarray, ...]] = []
     orphans = 0
     last = max(ids.shape[0] - 1, 0)
-    for key, both in ctx.db.int_column_blocks(
+    for block in ctx.db.int_column_blocks(
         CALLCHAINS,
-        [frame_key, names_key],
-        where=f"stackDepth BETWEEN 0 AND {MAX_FRAMES}",
+        [*frame_keys, names_key],
+        # cast as the keys read it: a depth stored as text ('3') is 3, not above every integer
+        where=f"CAST(stackDepth AS INTEGER) BETWEEN 0 AND {MAX_FRAMES}",
         block_rows=FRAME_BLOCK_ROWS,
     ):
-        fid, pk = key // _ID_SCALE, key % _ID_SCALE
+        both = block[-1]
+        fid, pk = (block[0], block[1]) if wide else (block[0] // _ID_SCALE, block[0] % _ID_SCALE)
         pos = np.minimum(np.searchsorted(ids, fid), last)
         known = ids[pos] == fid
         orphans += int((~known).sum())

@@ -23,7 +23,7 @@ from gapscope.analysis.busy import device_event_mask
 from gapscope.analysis.card.advice import Advice, short_fix
 from gapscope.analysis.card.copy_rules import copy_advice, host_copy_fix
 from gapscope.analysis.card.facts import Facts, GapCapture
-from gapscope.analysis.card.host_rules import host_advice
+from gapscope.analysis.card.host_rules import CACHING_ALLOCATOR_FIX, host_advice
 from gapscope.analysis.card.program import is_mtia, is_rocm, program_kind
 from gapscope.analysis.card.why import (
     GRAPH_START_MAX_NS,
@@ -254,6 +254,36 @@ def _blocking_copy_advice(f: Facts) -> Advice:
         f"On a new capture of the same steps, the idle at this position ({f.dur_txt}) should shrink to the GPU's "
         f"copy time, and {quote_name(diag.trace.name(w))} return before its copy ends.",
         "copy from pinned host memory with non_blocking=True so the call does not wait for the GPU",
+    )
+
+
+def _allocation_churn_advice(f: Facts) -> Advice:
+    """Allocator calls hold most of the occurrence (``Facts.allocation_churn``): host
+    allocation work between phases, not waiting on the device (audit 3, profile16 #5)."""
+    calls = ", ".join(f"{quote_name(n)}{f' {c} times' if c > 1 else ''} ({fmt_dur(ns)})" for n, c, ns in f.allocs[:4])
+    share = f"{fmt_dur(f.alloc_ns)} of the {fmt_dur(f.occurrence_ns)} gap"
+    if f.program.torch:
+        first = (
+            f"Allocate the buffers once and reuse them: {share} is the thread allocating and freeing memory "
+            f"({calls}), not waiting on the device; {CACHING_ALLOCATOR_FIX}"
+        )
+    else:
+        first = (
+            f"Allocate the pinned and device buffers once and reuse them: {share} is the thread allocating and "
+            f"freeing memory ({calls}), not waiting on the device. Keep one set of buffers (or a pool: "
+            f"cudaMallocAsync from a pool with a release threshold) for the whole run instead of allocating and "
+            f"freeing them per phase."
+        )
+    waits = sum(w.ns for w in f.step_waits)
+    if waits:
+        first += f" Then look at the blocking waits in it ({fmt_dur(waits)} of the idle, named above)."
+    return Advice(
+        first,
+        "Do not speed up the kernels around the gap, nor hunt the syncs first: the allocator calls, not the "
+        "kernels or the waits, hold the thread between the launches.",
+        f"On a new capture, the allocator calls inside this gap ({fmt_dur(f.alloc_ns)} now) should be gone and the "
+        f"idle at this position ({f.dur_txt}) shrink by about as much.",
+        "allocate the buffers once and reuse them",
     )
 
 
@@ -652,6 +682,12 @@ RULES: tuple[Rule, ...] = (
         lambda f: f.cause == Cause.DEPENDENCY,
         lambda f: Advice(*_dependency_advice(f.diag, f.rows, f.dur_txt)),
         "the op was queued: what it waited for on the GPU side is the cause, not the CPU",
+    ),
+    Rule(
+        "allocation churn",
+        lambda f: f.allocation_churn and f.cause in (Cause.SYNC, Cause.LAUNCH),
+        _allocation_churn_advice,
+        "allocator calls hold most of the gap: host allocation work, fixed by allocating once, not a sync to drop",
     ),
     Rule(
         "required final read",

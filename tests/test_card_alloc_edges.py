@@ -1,0 +1,118 @@
+"""Cards checked against raw events (issue 43, audit 3): a wait counts for a gap only
+by its overlap with the GPU idle; allocator calls are host allocation work, not sync
+evidence, and lead the card when they hold most of the gap; copies at the trace's
+edges (the initial upload, the final read) are told as such and left out of findings;
+a program that is not PyTorch gets no torch vocabulary. Each on a hand-made trace and,
+where the corpus is present, on the audited Nsight exports."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import numpy as np
+
+from gapscope.analysis import Cause, diagnose
+from gapscope.analysis.card import card_for_gap
+from gapscope.analysis.card.facts import alloc_calls
+from gapscope.parsers import load
+from gapscope.parsers.builder import TraceBuilder
+from gapscope.parsers.model import Kind
+
+from .conftest import CORPUS, require
+
+US = 1_000
+
+
+def _lanes(b: TraceBuilder) -> tuple[int, int]:
+    cpu = b.lane("1", "1", process_name="bench.exe", thread_name="main")
+    return cpu, b.lane("0", "7", is_gpu=True, device=0, stream=7)
+
+
+def _alloc_between_phases() -> TraceBuilder:
+    """A native program (Nsight export): kernel k1 [6, 106) µs, a cliff
+    ``cudaStreamSynchronize`` [10, 110), then ``cudaHostAlloc`` [120, 720) and
+    ``cudaMalloc`` [720, 820), the launch of k2 at 830 (k2 runs [900, 1000)), and a
+    ``cudaEventSynchronize`` [880, 1000) that began after that launch: the gap is
+    [106, 900) = 794 µs, allocation 700 µs of it (88%), and the event wait overlaps it
+    by 20 µs of its 120."""
+    b = TraceBuilder(format="nsys-sqlite")
+    cpu, gpu = _lanes(b)
+    b.event(cpu, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k1", 6 * US, 100 * US, Kind.KERNEL, correlation=1)
+    b.event(cpu, "cudaStreamSynchronize", 10 * US, 100 * US, Kind.SYNC_CALL)
+    b.event(cpu, "cudaHostAlloc", 120 * US, 600 * US, Kind.RUNTIME)
+    b.event(cpu, "cudaMalloc", 720 * US, 100 * US, Kind.RUNTIME)
+    b.event(cpu, "cudaLaunchKernel", 830 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b.event(gpu, "k2", 900 * US, 100 * US, Kind.KERNEL, correlation=2)
+    b.event(cpu, "cudaEventSynchronize", 880 * US, 120 * US, Kind.SYNC_CALL)
+    return b
+
+
+def test_a_wait_counts_by_its_overlap_and_allocation_churn_leads():
+    d = diagnose(_alloc_between_phases().build())
+    i = int(np.argmax(d.gaps.dur_ns))
+    assert (int(d.gaps.start_ns[i]), int(d.gaps.end_ns[i])) == (106 * US, 900 * US)
+    c = card_for_gap(d, i)
+    assert c.cause == Cause.SYNC
+    # the event wait began after the next launch: 20 µs of it lie in the gap, not 120
+    assert "`cudaEventSynchronize` (20.0 µs)" in c.why and "120.0 µs" not in c.why
+    assert "`cudaStreamSynchronize` (4.0 µs)" in c.why
+    # allocation: 600 + 100 = 700 µs of the 794 µs gap
+    assert [(n, k, ns) for n, k, ns in alloc_calls(d, np.array([i]))] == [
+        ("cudaHostAlloc", 1, 600 * US),
+        ("cudaMalloc", 1, 100 * US),
+    ]
+    assert c.smell == "allocation churn"
+    assert c.first_experiment.startswith("Allocate the pinned and device buffers once and reuse them")
+    assert "0.700 ms of the 0.794 ms gap" in c.first_experiment
+    assert "drop each" not in c.first_experiment and "torch" not in c.first_experiment
+    # allocator calls are host work in the evidence, never sync
+    assert {e.name: e.cause for e in c.evidence if e.name in ("cudaHostAlloc", "cudaMalloc")} == {
+        "cudaHostAlloc": Cause.HOST,
+        "cudaMalloc": Cause.HOST,
+    }
+
+
+def test_a_pytorch_programs_allocation_churn_gets_the_caching_allocator_advice():
+    b = _alloc_between_phases()
+    cpu = b.lane("1", "1", process_name="bench.exe", thread_name="main")
+    b.event(cpu, "aten::empty", 1100 * US, 2 * US, Kind.CPU_OP)  # marks the program as PyTorch
+    d = diagnose(b.build())
+    i = int(np.argmax(d.gaps.dur_ns))
+    c = card_for_gap(d, i)
+    assert c.smell == "allocation churn"
+    assert "caching allocator" in c.first_experiment and "expandable_segments" in c.first_experiment
+
+
+def _p16_runtime(sql: str, *args) -> list:
+    with sqlite3.connect(require(CORPUS / "extrap/profile16.sqlite")) as db:
+        return db.execute(sql, args).fetchall()
+
+
+def test_profile16_gap5_is_allocation_churn_and_the_event_wait_counts_by_overlap():
+    """extrap/profile16 gap #5 [687293683, 982350498) ns: allocator calls take
+    206.024 ms of its 295.057 ms (cudaHostAlloc 115.939, cudaFreeHost 59.983,
+    cudaMalloc 22.493, cudaFree 7.610); the 139.013 ms ``cudaEventSynchronize`` began
+    after the next launch and overlaps it by 0.360 ms (SQL on the raw runtime rows)."""
+    d = diagnose(load(require(CORPUS / "extrap/profile16.sqlite")))
+    a, b = int(d.gaps.start_ns[5]), int(d.gaps.end_ns[5])
+    assert (a, b) == (687_293_683, 982_350_498)
+    raw = dict(
+        _p16_runtime(
+            "SELECT s.value, SUM(MIN(r.end, ?2) - MAX(r.start, ?1)) FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+            "JOIN StringIds s ON s.id = r.nameId WHERE r.start < ?2 AND r.end > ?1 GROUP BY s.value",
+            a,
+            b,
+        )
+    )
+    alloc = {n: ns for n, _k, ns in alloc_calls(d, np.array([5]))}
+    assert alloc == {n: raw[n + "_v3020"] for n in ("cudaHostAlloc", "cudaFreeHost", "cudaMalloc", "cudaFree")}
+    assert sum(alloc.values()) == 206_024_263
+    c = card_for_gap(d, 5)
+    assert raw["cudaEventSynchronize_v3020"] == 360_120
+    assert "`cudaEventSynchronize` in `main->process->phase3` (0.360 ms)" in c.why
+    assert "139.013 ms" not in c.why + c.first_experiment
+    assert c.smell == "allocation churn"
+    assert c.first_experiment.startswith("Allocate the pinned and device buffers once and reuse them")
+    assert "206.024 ms of the 295.057 ms gap" in c.first_experiment
+    assert all(e.cause == Cause.HOST for e in c.evidence if e.name.startswith(("cudaHostAlloc", "cudaFreeHost")))

@@ -14,9 +14,10 @@ import numpy as np
 from gapscope.analysis import Cause, diagnose
 from gapscope.analysis.card import card_for_gap
 from gapscope.analysis.card.facts import alloc_calls
+from gapscope.analysis.findings import findings
 from gapscope.parsers import load
 from gapscope.parsers.builder import TraceBuilder
-from gapscope.parsers.model import Kind
+from gapscope.parsers.model import CopyKind, Kind
 
 from .conftest import CORPUS, require
 
@@ -116,3 +117,64 @@ def test_profile16_gap5_is_allocation_churn_and_the_event_wait_counts_by_overlap
     assert c.first_experiment.startswith("Allocate the pinned and device buffers once and reuse them")
     assert "206.024 ms of the 295.057 ms gap" in c.first_experiment
     assert all(e.cause == Cause.HOST for e in c.evidence if e.name.startswith(("cudaHostAlloc", "cudaFreeHost")))
+
+
+def _upload_compute_read() -> TraceBuilder:
+    """A native program with no steps: an initial upload ``Memcpy HtoD`` [0, 500) µs
+    (64 MiB, pinned), kernels k1 [510, 610) and k2 [700, 800) with host work between
+    them, and the final read ``Memcpy DtoH`` [810, 1300) µs with nothing after it."""
+    b = TraceBuilder(format="nsys-sqlite")
+    cpu, gpu = _lanes(b)
+    mib64 = 64 << 20
+    b.event(cpu, "cudaMemcpyAsync", 0, 5 * US, Kind.MEMCPY_CALL, correlation=1)
+    b.event(gpu, "Memcpy HtoD (Pinned -> Device)", 0, 500 * US, Kind.MEMCPY, correlation=1, bytes=mib64,
+            copy_kind=CopyKind.H2D)  # fmt: skip
+    b.event(cpu, "cudaLaunchKernel", 10 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b.event(gpu, "k1", 510 * US, 100 * US, Kind.KERNEL, correlation=2)
+    b.event(cpu, "prepare", 20 * US, 670 * US, Kind.CPU_OP)
+    b.event(cpu, "cudaLaunchKernel", 692 * US, 5 * US, Kind.LAUNCH, correlation=3)
+    b.event(gpu, "k2", 700 * US, 100 * US, Kind.KERNEL, correlation=3)
+    b.event(cpu, "cudaMemcpyAsync", 698 * US, 5 * US, Kind.MEMCPY_CALL, correlation=4)
+    b.event(gpu, "Memcpy DtoH (Device -> Pinned)", 810 * US, 490 * US, Kind.MEMCPY, correlation=4, bytes=mib64,
+            copy_kind=CopyKind.D2H)  # fmt: skip
+    b.event(cpu, "cudaStreamSynchronize", 705 * US, 600 * US, Kind.SYNC_CALL)
+    return b
+
+
+def test_edge_copies_are_the_initial_upload_and_the_final_read_and_no_finding():
+    d = diagnose(_upload_compute_read().build())
+    g = d.gaps
+    spans = [(int(a), int(b)) for a, b in zip(g.start_ns, g.end_ns)]
+    lead, trail = spans.index((0, 510 * US)), spans.index((800 * US, 1300 * US))
+    assert g.cause[lead] == Cause.COPY and g.cause[trail] == Cause.COPY
+    first = card_for_gap(d, lead)
+    assert first.first_experiment.startswith("Nothing to overlap here: `Memcpy HtoD (Pinned -> Device)` (64.0 MiB)")
+    assert "initial upload" in first.first_experiment and "cudaMemcpyAsync on a stream" not in first.first_experiment
+    last = card_for_gap(d, trail)
+    assert last.first_experiment.startswith("Nothing to remove here: `Memcpy DtoH (Device -> Pinned)` (64.0 MiB)")
+    assert "final read" in last.first_experiment and "Keep the data on the device" not in last.first_experiment
+    # the edges are apart: no recurring finding counts them
+    fs = findings(d)
+    assert fs.edge.tolist() == [k in (lead, trail) for k in range(len(g))]
+    assert all(not (set(f.positions) & {lead, trail}) for f in fs.ranked)
+
+
+def test_profile16_edge_copies_are_the_initial_upload_and_the_final_read():
+    """extrap/profile16: gap #0 [632217850, 638333188) ns precedes the first kernel
+    (638333188 ns, SQL) with the 61 MiB initial upload; gap #6 [1402212162,
+    1409016358) follows the last kernel's end and holds the 61 MiB final read, the
+    trace's last GPU op."""
+    d = diagnose(load(require(CORPUS / "extrap/profile16.sqlite")))
+    g = d.gaps
+    ((k0, k1),) = _p16_runtime("SELECT MIN(start), MAX(end) FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    ((c_end,),) = _p16_runtime("SELECT MAX(end) FROM CUPTI_ACTIVITY_KIND_MEMCPY")
+    assert int(g.end_ns[0]) == k0 and int(g.start_ns[6]) == k1 and int(g.end_ns[6]) == c_end
+    assert card_for_gap(d, 0).first_experiment.startswith(
+        "Nothing to overlap here: `Memcpy HtoD (Pinned -> Device)` (61.0 MiB)"
+    )
+    assert card_for_gap(d, 6).first_experiment.startswith(
+        "Nothing to remove here: `Memcpy DtoH (Device -> Pinned)` (61.0 MiB)"
+    )
+    fs = findings(d)
+    assert bool(fs.edge[0]) and bool(fs.edge[6]) and not fs.edge[1:6].any()
+    assert all(not (set(f.positions) & {0, 6}) for f in fs.ranked)

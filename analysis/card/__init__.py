@@ -124,6 +124,10 @@ def _rule_smell(rule: str, lazy_loading_ns: int, smell: str, why: str) -> tuple[
     loading, the latter with its loading time, ns) replace the smell."""
     if rule == "allocation churn":
         return rule, why
+    if rule == "initial upload":
+        return "initial upload (trace edge)", why
+    if rule == "required final read" and smell == SMELLS[Cause.COPY]:
+        return "final read (trace edge)", why
     if rule == "module loading":
         return "module loading (one-time cost)", why + (
             f" Within that work, {fmt_dur(lazy_loading_ns)} of lazy module loading (the driver loading GPU "

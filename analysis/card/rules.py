@@ -50,8 +50,8 @@ from gapscope.analysis.framework_work import (
     graph_node_count,
 )
 from gapscope.analysis.types import Cause, Evidence, WaitKind
-from gapscope.parsers.model import Kind
-from gapscope.units import fmt_dur
+from gapscope.parsers.model import CopyKind, Kind
+from gapscope.units import fmt_bytes, fmt_dur
 
 __all__ = ["advice", "Rule", "RULES", "matching_rule", "capture_sentence"]
 
@@ -147,6 +147,9 @@ def final_read(f: Facts) -> int | None:
     with nothing queued (``cudaStreamSynchronize`` inside the same ``.cpu()``, a final
     ``cudaDeviceSynchronize``) drain nothing and do not change it."""
     diag, g = f.diag, f.diag.gaps
+    if f.cause == Cause.COPY:
+        got = edge_copy(f)
+        return got[0] if got is not None and got[1] == int(CopyKind.D2H) else None
     if f.cause != Cause.SYNC or bool((g.next_op[f.rows] >= 0).any()):
         return None
     trace = diag.trace
@@ -161,10 +164,68 @@ def final_read(f: Facts) -> int | None:
     return None if bool((trace.start_ns[kernels] >= w_end).any()) else int(w)
 
 
+def edge_copy(f: Facts) -> tuple[int, int] | None:
+    """(event, ``CopyKind`` int) of the largest GPU copy of a copy occurrence at the
+    device's edges, else None: a host-to-device copy in gaps before the device's first
+    kernel (the program's initial upload: no compute exists yet to overlap it), or a
+    device-to-host copy in gaps after its last kernel start with no GPU op after them
+    (the program's final read of its result). Audit 3, profile16 #0 and #6."""
+    if f.cause != Cause.COPY:
+        return None
+    g, trace = f.diag.gaps, f.diag.trace
+    copies = [
+        e for e in f.evidence if e.cause == Cause.COPY and e.event >= 0 and trace.kind[e.event] == int(Kind.MEMCPY)
+    ]
+    if not copies:
+        return None
+    big = max(copies, key=lambda e: e.overlap_ns).event
+    ck = int(trace.copy_kind[big])
+    kernel_start = trace.start_ns[device_event_mask(trace, int(g.device[int(f.rows[0])]), (Kind.KERNEL,))]
+    a = int(g.start_ns[f.rows].min())
+    if ck == int(CopyKind.H2D) and not bool((kernel_start < a).any()):
+        return big, ck
+    last = not bool((g.next_op[f.rows] >= 0).any()) and not bool((kernel_start >= a).any())
+    return (big, ck) if ck == int(CopyKind.D2H) and last else None
+
+
+def _copy_named(trace, f: Facts, w: int) -> str:
+    """```Memcpy DtoH (Device -> Pinned)` (61.0 MiB)``: a copy by name and size."""
+    size = next((e.bytes for e in f.evidence if e.event == w and e.bytes >= 0), -1)
+    return quote_name(trace.name(w)) + (f" ({fmt_bytes(size)})" if size >= 0 else "")
+
+
+def _initial_upload_advice(f: Facts) -> Advice:
+    got = edge_copy(f)
+    assert got is not None  # the rule's when held
+    name = _copy_named(f.diag.trace, f, got[0])
+    return Advice(
+        f"Nothing to overlap here: {name} is the program's initial upload, before the device's first kernel, so "
+        f"no compute exists yet to run under it and every kernel after it needs its data. Work on the gaps between "
+        f"kernels instead; only where the program uploads the same data again later, upload it once and keep it on "
+        f"the device.",
+        "Do not move this upload to another stream to overlap compute, nor optimise the kernels: before the first "
+        "kernel there is no compute to overlap.",
+        f"On a new capture, one such upload at the start ({f.dur_txt} here), and no upload of the same data "
+        f"between kernels.",
+        "none: the initial upload precedes all compute",
+    )
+
+
 def _final_read_advice(f: Facts) -> Advice:
     w = final_read(f)
     assert w is not None  # the rule's when held
     trace = f.diag.trace
+    if f.cause == Cause.COPY:
+        return Advice(
+            f"Nothing to remove here: {_copy_named(trace, f, w)} is the program's final read, after the device's "
+            f"last kernel with nothing following it: its result leaving the device, which the program needs. Work "
+            f"on the gaps between kernels instead.",
+            "Do not drop this copy or keep its data on the device: it is the output; without it the program has no "
+            "result.",
+            f"On a new capture, one such read at the end ({f.dur_txt} here), and no read of the same data between "
+            f"kernels.",
+            "none: the final read is the program's result",
+        )
     op = _innermost(f.diag, w, Kind.CPU_OP)
     name = quote_name(op if op and op != trace.name(w) else trace.name(w))
     return Advice(
@@ -690,10 +751,16 @@ RULES: tuple[Rule, ...] = (
         "allocator calls hold most of the gap: host allocation work, fixed by allocating once, not a sync to drop",
     ),
     Rule(
+        "initial upload",
+        lambda f: (got := edge_copy(f)) is not None and got[1] == int(CopyKind.H2D),
+        _initial_upload_advice,
+        "a host-to-device copy before the first kernel is the program's input: no compute exists to overlap it",
+    ),
+    Rule(
         "required final read",
         lambda f: final_read(f) is not None,
         _final_read_advice,
-        "the last read, with no GPU work after it, is the program's result: it is needed, not a wait to remove",
+        "the last read (a wait, or a device-to-host copy), with no GPU work after it, is the program's result: needed",
     ),
     Rule(
         "blocking syncs of the step",

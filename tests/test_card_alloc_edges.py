@@ -178,3 +178,86 @@ def test_profile16_edge_copies_are_the_initial_upload_and_the_final_read():
     fs = findings(d)
     assert bool(fs.edge[0]) and bool(fs.edge[6]) and not fs.edge[1:6].any()
     assert all(not (set(f.positions) & {0, 6}) for f in fs.ranked)
+
+
+def _sync_after_each_kernel(n: int = 6) -> TraceBuilder:
+    """A native program: ``n`` kernels of 5 µs, each launched at t (5 µs call), run
+    [t + 6, t + 11) µs and waited for with ``cudaDeviceSynchronize`` [t + 6, t + 12);
+    the next launch at t + 13 (ex-gpu.s10's pattern). Each gap [t + 11, t + 19) µs:
+    2 µs after the wait (sync), 6 µs of launch."""
+    b = TraceBuilder(format="nsys-sqlite")
+    cpu, gpu = _lanes(b)
+    t = 0
+    for k in range(n):
+        b.event(cpu, "cudaLaunchKernel", t * US, 5 * US, Kind.LAUNCH, correlation=k + 1)
+        b.event(gpu, f"k{k}", (t + 6) * US, 5 * US, Kind.KERNEL, correlation=k + 1)
+        b.event(cpu, "cudaDeviceSynchronize", (t + 6) * US, 6 * US, Kind.SYNC_CALL)
+        t += 13
+    return b
+
+
+def test_a_synchronize_after_each_kernel_is_dropped_before_any_graph():
+    d = diagnose(_sync_after_each_kernel().build())
+    g = d.gaps
+    assert g.dur_ns.tolist() == [8 * US] * 5
+    for i in range(5):
+        c = card_for_gap(d, i)
+        assert c.cause == Cause.LAUNCH and c.smell == "launch after a synchronize"
+        assert c.first_experiment.startswith("Drop the `cudaDeviceSynchronize` between kernels")
+        assert "torch" not in c.first_experiment
+        assert c.first_experiment.index("cudaDeviceSynchronize") < c.first_experiment.index("CUDA graph")
+
+
+def test_a_single_wait_with_no_steps_names_no_loop():
+    """k [6, 106) µs, ``cudaStreamSynchronize`` [10, 110), the next launch at 300: a
+    sync gap of a native program with no steps: no loop to take the wait out of."""
+    b = TraceBuilder(format="nsys-sqlite")
+    cpu, gpu = _lanes(b)
+    b.event(cpu, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k", 6 * US, 100 * US, Kind.KERNEL, correlation=1)
+    b.event(cpu, "cudaStreamSynchronize", 10 * US, 100 * US, Kind.SYNC_CALL)
+    b.event(cpu, "cudaLaunchKernel", 300 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b.event(gpu, "k2", 306 * US, 10 * US, Kind.KERNEL, correlation=2)
+    d = diagnose(b.build())
+    c = card_for_gap(d, 0)
+    assert c.cause == Cause.SYNC
+    assert c.first_experiment.startswith("Remove the blocking wait `cudaStreamSynchronize`: keep the decision")
+    assert "read them once at the end" in c.first_experiment
+    assert "loop" not in c.first_experiment and "torch" not in c.first_experiment
+
+
+def test_profile16_and_ex_gpu_speak_the_native_programs_words():
+    d = diagnose(load(require(CORPUS / "extrap/profile16.sqlite")))
+    dep = card_for_gap(d, 2)
+    assert dep.cause == Cause.DEPENDENCY
+    assert "torch" not in dep.first_experiment and "wait_stream" not in dep.first_experiment
+    assert "cudaStreamWaitEvent" in dep.first_experiment
+    fs = findings(d)
+    assert "torch.profiler" not in fs.verdict and "prof.step()" not in fs.verdict
+    assert all("from the loop" not in f.fix for f in fs.ranked)
+    e = diagnose(load(require(CORPUS / "extrap/ex-gpu.s10.sqlite")))
+    # gaps 0-3: a cudaDeviceSynchronize ends between each kernel's end and the next
+    # kernel's launch (SQL; the rows without the _v3020 suffix are backtrace copies)
+    with sqlite3.connect(require(CORPUS / "extrap/ex-gpu.s10.sqlite")) as db:
+        kernels = db.execute(
+            "SELECT DISTINCT k.end, r.start FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
+            "ON r.correlationId = k.correlationId JOIN StringIds s ON s.id = r.nameId "
+            "WHERE s.value LIKE 'cudaLaunchKernel%v%' ORDER BY k.start"
+        ).fetchall()
+        syncs = [
+            end
+            for (end,) in db.execute(
+                "SELECT r.end FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId "
+                "WHERE s.value = 'cudaDeviceSynchronize_v3020'"
+            )
+        ]
+    assert len(kernels) == 6
+    between = [
+        sum(k_end <= x <= nxt_launch for x in syncs) for (k_end, _), (_, nxt_launch) in zip(kernels, kernels[1:])
+    ]
+    assert between[:4] == [1, 1, 1, 1]
+    for i in range(4):
+        c = card_for_gap(e, i)
+        assert c.first_experiment.startswith("Drop the `cudaDeviceSynchronize` between kernels"), i
+    top = findings(e).ranked[0]
+    assert top.cause == Cause.LAUNCH and top.fix.startswith("drop the `cudaDeviceSynchronize` between kernels")

@@ -124,6 +124,8 @@ def _rule_smell(rule: str, lazy_loading_ns: int, smell: str, why: str) -> tuple[
     loading, the latter with its loading time, ns) replace the smell."""
     if rule == "allocation churn":
         return rule, why
+    if rule == "synchronize before each launch":
+        return "launch after a synchronize", why
     if rule == "initial upload":
         return "initial upload (trace edge)", why
     if rule == "required final read" and smell == SMELLS[Cause.COPY]:

@@ -79,9 +79,33 @@ def _names_awaited(trace, capture: bool = False) -> str:
     """Where the trace (or a new capture) names the stream an event wait is on."""
     if is_mtia(trace):
         return "MTIA's own `event_wait` records name the awaited stream in their `wait_on_stream` arg"
+    if not program_kind(trace).profiler_is_torch:  # no torch.profiler for a native or JAX program
+        api = "hip" if is_rocm(trace) else "cuda"
+        return (
+            f"in the program, find the {api}StreamWaitEvent on the next op's stream before its launch and the "
+            f"stream whose {api}EventRecord it waits on"
+        )
     if capture:
         return "capture with a recent torch.profiler (its cuda_sync records name the stream an event wait is on)"
     return "a recent torch.profiler names the awaited stream in its cuda_sync records"
+
+
+def _stream_wait_calls(trace, torch_calls: str = "wait_stream, wait_event") -> str:
+    """The calls that make one stream wait on another, in the program's words:
+    ``torch_calls`` for PyTorch, the runtime's own (``cudaStreamWaitEvent``) else."""
+    if program_kind(trace).profiler_is_torch:
+        return torch_calls
+    api = "hip" if is_rocm(trace) else "cuda"
+    return f"{api}StreamWaitEvent, {api}EventRecord"
+
+
+def loop_words(diag: Diagnosis) -> tuple[str, str]:
+    """(" from the loop", "after the loop") when the trace marks steps, else
+    ("", "at the end"): a program with no steps recorded shows no loop to name
+    (audit 3: profile16 was told "from the loop")."""
+    if diag.steps is not None and len(diag.steps):
+        return " from the loop", "after the loop"
+    return "", "at the end"
 
 
 def _multi_rank(trace) -> bool:
@@ -126,9 +150,10 @@ def _sync_advice(diag: Diagnosis, evidence, name, dur_txt, rows, cliff: bool = T
         if program_kind(diag.trace).torch
         else "keep the decision on the device (a flag the next kernel reads, or a predicate inside it)"
     )
+    out, after = loop_words(diag)
     return (
-        f"Remove the blocking wait {where} from the loop: {keep}, or collect the values and read them once "
-        f"after the loop; time with events recorded on the stream instead of synchronizing. Then launch the "
+        f"Remove the blocking wait {where}{out}: {keep}, or collect the values and read them once "
+        f"{after}; time with events recorded on the stream instead of synchronizing. Then launch the "
         f"next work before any host step that must stay.",
         forbidden,
         f"On a new capture of the same steps, the idle at this position ({dur_txt}) and the number of "
@@ -257,10 +282,10 @@ def _each_wait_fix(f: Facts, w: StepWait) -> str:
         timing = "torch.cuda.Event(enable_timing=True)" if f.program.torch else "cudaEventRecord / cudaEventElapsedTime"
         return (
             f"drop each where nothing needs the device finished; to time, record events on the stream ({timing}) "
-            f"and read them after the loop"
+            f"and read them {loop_words(f.diag)[1]}"
         )
     keep = "keep the value on the GPU (torch.where, a mask)" if f.program.torch else "keep the value on the device"
-    return f"{keep}, or collect the values and read them once after the loop"
+    return f"{keep}, or collect the values and read them once {loop_words(f.diag)[1]}"
 
 
 def _wait_fixes(f: Facts) -> str:
@@ -287,7 +312,7 @@ def _step_waits_advice(f: Facts) -> Advice:
         "a faster kernel only makes each wait start sooner.",
         f"On a new capture of the same steps, the idle at this position ({f.dur_txt}) and the blocking calls per "
         f"{where} ({n} now) should drop to about zero.",
-        f"remove the {where}'s {n} blocking waits (each named) from the loop",
+        f"remove the {where}'s {n} blocking waits (each named){loop_words(f.diag)[0]}",
     )
 
 
@@ -375,15 +400,15 @@ def _dependency_advice(diag: Diagnosis, rows, dur_txt):
                 f"The trace shows no work on any other stream while the op waited behind {w}, so what held the "
                 f"event back is not in it: capture the whole GPU (Nsight Systems, or rocprofv3 on ROCm, with every "
                 f"process that shares the device) to find the producer; then check which stream records the event "
-                f"(wait_stream / wait_event) and whether the wait is needed at all.",
+                f"({_stream_wait_calls(diag.trace, 'wait_stream / wait_event')}) and whether the wait is needed at all.",
                 forbidden,
                 proof,
             )
         return (
             f"Find the event {w} waits for: the stream or device that records it and what ran there before it "
             f"({_names_awaited(diag.trace)}). Record the event "
-            f"earlier, split the producing work, or drop a wait that is not needed (wait_stream / "
-            f"record_stream).",
+            f"earlier, split the producing work, or drop a wait that is not needed "
+            f"({_stream_wait_calls(diag.trace, 'wait_stream / record_stream')}).",
             forbidden,
             proof,
         )
@@ -460,7 +485,7 @@ def _dependency_advice(diag: Diagnosis, rows, dur_txt):
         return (first, forbidden, proof)
     return (
         f"Find what the queued op waited for: {_names_awaited(diag.trace, capture=True)}; check cross-stream "
-        "waits (wait_stream, wait_event), copies or kernels on other devices, and host callbacks."
+        f"waits ({_stream_wait_calls(diag.trace)}), copies or kernels on other devices, and host callbacks."
         + (" Capture every rank in the same window." if _multi_rank(diag.trace) else ""),
         forbidden,
         proof,
@@ -648,6 +673,42 @@ def _launch_bound_advice(f: Facts) -> Advice:
     )
 
 
+def sync_before_launch(f: Facts) -> int | None:
+    """The explicit device or stream synchronize (``cudaDeviceSynchronize``,
+    ``cudaStreamSynchronize``: a wait whose name says so) that the launching thread
+    blocked in during a launch-class occurrence, largest first, else None: the queue
+    was drained right before the launch, so the launch's latency is exposed whatever
+    the launch costs (ex-gpu.s10: six 5 µs kernels, each followed by
+    ``cudaDeviceSynchronize``; audit 3)."""
+    if f.cause != Cause.LAUNCH or f.slow_launch:
+        return None
+    trace = f.diag.trace
+    waits = [
+        e
+        for e in f.evidence
+        if e.cause == Cause.SYNC and e.event >= 0 and is_wait(trace, e.event) and _SYNCHRONIZE_RE.search(e.name)
+    ]
+    return max(waits, key=lambda e: e.overlap_ns).event if waits else None
+
+
+def _sync_before_launch_advice(f: Facts) -> Advice:
+    w = sync_before_launch(f)
+    assert w is not None  # the rule's when held
+    trace = f.diag.trace
+    name = quote_name(trace.name(w))
+    graph = "capture the step in a CUDA graph" if not is_rocm(trace) else "capture the step in a HIP graph"
+    return Advice(
+        f"Drop the {name} between kernels: the thread synchronized right before this launch, so the queue was "
+        f"empty and each launch's latency lies on the GPU's path. Keep one where the host needs a result (or "
+        f"record events for timing), and let the launches queue ahead of the GPU; if the gaps stay, then "
+        f"{graph} or fuse the small kernels.",
+        "Do not write a faster kernel: the GPU waits for the next launch after each synchronize, not for compute.",
+        f"On a new capture, the {name} calls between kernels should be gone, the idle at this position "
+        f"({f.dur_txt}) drop and the gaps between the kernels fall below {fmt_dur(f.diag.params.min_gap_ns)}.",
+        f"drop the {name} between kernels so launches queue ahead",
+    )
+
+
 def _has_cpu(trace) -> bool:
     return any(
         (not ln.is_gpu) and trace.lane_offsets[ln.index + 1] > trace.lane_offsets[ln.index] for ln in trace.lanes
@@ -812,6 +873,12 @@ RULES: tuple[Rule, ...] = (
         lambda f: f.cause == Cause.LAUNCH and _is_graph_launch(f),
         _graph_launch_advice,
         "the step already replays a graph: its launch is a fixed cost per step, amortised by more work per launch",
+    ),
+    Rule(
+        "synchronize before each launch",
+        lambda f: sync_before_launch(f) is not None,
+        _sync_before_launch_advice,
+        "a synchronize drained the queue before the launch: its latency is exposed, so drop the sync before graphs",
     ),
     Rule(
         "launch-bound",

@@ -809,13 +809,19 @@ def _fix(diag, kind: str, cause: Cause, name: str, title: str, card: Card | None
         if name:
             return f"find what the CPU does inside `{short}` (with_stack=True), then cut it or move it off the critical path"
         return _UNTRACED_FIX
+    if card is not None and card.smell in _CARD_FIX_SMELLS:
+        return card.fix
     if kind == "sync":
         return _sync_fix(diag, short)
-    if cause == Cause.LAUNCH and card is not None and card.smell == "launch after a synchronize":
-        return card.fix  # the synchronize before each launch goes before any graph
     if kind == "dependency":
         return f"find what the queued op waits for ({name}) and overlap or reorder it"
     return _FIX.get(cause, "classify it first")
+
+
+#: Cards whose rule names the cause better than the finding's class: the finding takes
+#: their fix (allocator calls holding a sync gap; a synchronize before each launch goes
+#: before any graph), so the finding does not contradict its card (audit 3).
+_CARD_FIX_SMELLS = frozenset({"allocation churn", "launch after a synchronize"})
 
 
 def _sync_fix(diag, short: str) -> str:

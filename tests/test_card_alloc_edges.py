@@ -117,6 +117,10 @@ def test_profile16_gap5_is_allocation_churn_and_the_event_wait_counts_by_overlap
     assert c.first_experiment.startswith("Allocate the pinned and device buffers once and reuse them")
     assert "206.024 ms of the 295.057 ms gap" in c.first_experiment
     assert all(e.cause == Cause.HOST for e in c.evidence if e.name.startswith(("cudaHostAlloc", "cudaFreeHost")))
+    # the finding holding the gap takes the card's fix, not "remove the blocking read"
+    (f1,) = [f for f in findings(d).ranked if f.cause == Cause.SYNC]
+    assert list(f1.positions) == [5]
+    assert f1.fix == "allocate the buffers once and reuse them"
 
 
 def _upload_compute_read() -> TraceBuilder:

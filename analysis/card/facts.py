@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import weakref
 from typing import NamedTuple
 
 import numpy as np
@@ -329,16 +330,21 @@ ALLOC_CALL_RE = re.compile(
 ALLOC_CHURN_MIN_SHARE = 0.5
 
 
+_ALLOC_IDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def alloc_calls(diag: Diagnosis, rows: np.ndarray) -> tuple[tuple[str, int, int], ...]:
     """The allocator calls (``ALLOC_CALL_RE``) of the occurrence's thread that overlap
     its gaps, by name: (name, calls, overlap with the gaps in ns), largest first; the
     overlap only (a call that began before the gap counts from its start). Empty when
-    the gap has no measured thread."""
+    the gap has no measured thread. The allocator names are found once per trace."""
     g, trace = diag.gaps, diag.trace
     lane = int(g.thread_lane[int(rows[0])]) if g.thread_lane is not None else -1
     if lane < 0:
         return ()
-    ids = trace.name_ids_matching(lambda n: bool(ALLOC_CALL_RE.match(n)))
+    ids = _ALLOC_IDS.get(trace)
+    if ids is None:
+        ids = _ALLOC_IDS[trace] = trace.name_ids_matching(lambda n: bool(ALLOC_CALL_RE.match(n)))
     if not ids.size:
         return ()
     sl = trace.lane_slice(lane)

@@ -883,9 +883,13 @@ def _apart(diag, edge: np.ndarray) -> list[Finding]:
     out: list[Finding] = []
     dur = g.dur_ns
     side = g.edge if g.edge is not None else np.zeros(len(g), np.int8)
+    stepped = diag.steps is not None and len(diag.steps) > 0
     kinds = (
-        (edge & (side == 1), "before the first kernel (profiler start)"),
-        (edge & (side == 2), "after the last kernel (profiler stop, the loop's tail)"),
+        (edge & (side == 1), "before the first kernel " + ("(profiler start)" if stepped else "(the program's start)")),
+        (
+            edge & (side == 2),
+            "after the last kernel " + ("(profiler stop, the loop's tail)" if stepped else "(the program's end)"),
+        ),
         (edge & (side == 0), "outside the steps"),
     )
     for mask, where in kinds:

@@ -181,6 +181,11 @@ def test_profile16_edge_copies_are_the_initial_upload_and_the_final_read():
     )
     fs = findings(d)
     assert bool(fs.edge[0]) and bool(fs.edge[6]) and not fs.edge[1:6].any()
+    # no steps, no loop: the edges are the program's start and end
+    assert sorted(f.title for f in fs.apart) == [
+        "edge: 6.115 ms idle before the first kernel (the program's start)",
+        "edge: 6.804 ms idle after the last kernel (the program's end)",
+    ]
     assert all(not (set(f.positions) & {0, 6}) for f in fs.ranked)
 
 

@@ -40,6 +40,7 @@ from gapscope.analysis.busy import coverage, device_event_mask, union_intervals,
 
 # the card API (issue 43 moves it; this is the one place that imports it)
 from gapscope.analysis.card import card_for_gap, card_for_group
+from gapscope.analysis.card.program import program_kind
 from gapscope.analysis.classify import GRAPH_SPARSE_BUSY_SHARE
 from gapscope.analysis.diagnose import Diagnosis
 from gapscope.analysis.evidence_kinds import COLLECTIVE_RE, ids_matching
@@ -808,15 +809,31 @@ def _fix(diag, kind: str, cause: Cause, name: str, title: str, card: Card | None
         if name:
             return f"find what the CPU does inside `{short}` (with_stack=True), then cut it or move it off the critical path"
         return _UNTRACED_FIX
+    if card is not None and card.smell in _CARD_FIX_SMELLS:
+        return card.fix
     if kind == "sync":
-        return (
-            f"remove the blocking read in `{short}` from the loop (read values after it; CUDA events for timing)"
-            if name
-            else "remove .item()/print/implicit syncs from the loop"
-        )
+        return _sync_fix(diag, short)
     if kind == "dependency":
         return f"find what the queued op waits for ({name}) and overlap or reorder it"
     return _FIX.get(cause, "classify it first")
+
+
+#: Cards whose rule names the cause better than the finding's class: the finding takes
+#: their fix (allocator calls holding a sync gap; a synchronize before each launch goes
+#: before any graph), so the finding does not contradict its card (audit 3).
+_CARD_FIX_SMELLS = frozenset({"allocation churn", "launch after a synchronize"})
+
+
+def _sync_fix(diag, short: str) -> str:
+    """A sync finding's fix in the program's words: "from the loop" only where the
+    trace marks steps, ``.item()``/``print`` only in a PyTorch program (audit 3)."""
+    stepped = diag.steps is not None and len(diag.steps) > 0
+    where = " from the loop" if stepped else ""
+    if short:
+        after = "after it" if stepped else "at the end"
+        return f"remove the blocking read in `{short}`{where} (read values {after}; CUDA events for timing)"
+    what = ".item()/print/implicit syncs" if program_kind(diag.trace).profiler_is_torch else "the blocking syncs"
+    return f"remove {what}{where}" if stepped else f"remove {what} where nothing needs the device finished"
 
 
 def _steps_of(diag, rows: np.ndarray) -> tuple[int, int]:
@@ -866,9 +883,13 @@ def _apart(diag, edge: np.ndarray) -> list[Finding]:
     out: list[Finding] = []
     dur = g.dur_ns
     side = g.edge if g.edge is not None else np.zeros(len(g), np.int8)
+    stepped = diag.steps is not None and len(diag.steps) > 0
     kinds = (
-        (edge & (side == 1), "before the first kernel (profiler start)"),
-        (edge & (side == 2), "after the last kernel (profiler stop, the loop's tail)"),
+        (edge & (side == 1), "before the first kernel " + ("(profiler start)" if stepped else "(the program's start)")),
+        (
+            edge & (side == 2),
+            "after the last kernel " + ("(profiler stop, the loop's tail)" if stepped else "(the program's end)"),
+        ),
         (edge & (side == 0), "outside the steps"),
     )
     for mask, where in kinds:
@@ -984,8 +1005,27 @@ def _no_steady_verdict(diag, ranked: list[Finding]) -> str:
     return (
         f"No steady state to judge: {held}, fewer than the {MIN_STEADY_STEPS} a recurring pattern needs, "
         f"so no finding makes a verdict and none is projected.{top} Capture several warmed-up steps, each marked: "
-        "torch.profiler with schedule(wait=1, warmup=1, active=3) and prof.step() each iteration "
-        "(ProfilerStep#N ranges), or a record_function range around each step."
+        + _mark_steps(diag)
+    )
+
+
+def _mark_steps(diag) -> str:
+    """How to mark each step in a new capture, in the program's words (audit 3: a C
+    program was told torch.profiler and prof.step()): ``ProfilerStep#N`` ranges for
+    PyTorch, else a range whose name holds "step" (``steps.STEP_NAME_RE``)."""
+    kind = program_kind(diag.trace)
+    if kind.profiler_is_torch:
+        return (
+            "torch.profiler with schedule(wait=1, warmup=1, active=3) and prof.step() each iteration "
+            "(ProfilerStep#N ranges), or a record_function range around each step."
+        )
+    if kind.platform == "rocm":
+        return 'a ROCTX range named "step" around each iteration (roctxRangePush("step") / roctxRangePop()).'
+    if kind.python:
+        return 'an NVTX range named "step" around each iteration (nvtx.annotate("step")), captured with NVTX on.'
+    return (
+        'an NVTX range named "step" around each iteration (nvtxRangePushA("step") / nvtxRangePop()), '
+        "captured with nsys profile --trace=cuda,nvtx."
     )
 
 

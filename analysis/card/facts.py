@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import weakref
 from typing import NamedTuple
 
 import numpy as np
@@ -25,7 +26,18 @@ from gapscope.analysis.evidence_kinds import GraphCapture, blocking_copy_calls, 
 from gapscope.analysis.types import Cause, Evidence, GapSamples
 from gapscope.parsers.model import Kind
 
-__all__ = ["Facts", "GapCapture", "card_facts", "gap_capture", "enclosing_events", "step_waits", "LAZY_LOADING_RE"]
+__all__ = [
+    "Facts",
+    "GapCapture",
+    "card_facts",
+    "alloc_calls",
+    "ALLOC_CALL_RE",
+    "ALLOC_CHURN_MIN_SHARE",
+    "gap_capture",
+    "enclosing_events",
+    "step_waits",
+    "LAZY_LOADING_RE",
+]
 
 
 #: A gap is told as a graph capture when captures on its thread cover this share of it.
@@ -180,6 +192,18 @@ class Facts:
     step_waits: tuple[StepWait, ...] = ()
     #: the waits are of the step (else of the occurrence alone: no steps)
     waits_in_step: bool = False
+    #: the thread's allocator calls in the occurrence's gaps (``alloc_calls``)
+    allocs: tuple[tuple[str, int, int], ...] = ()
+
+    @property
+    def alloc_ns(self) -> int:
+        """The thread's allocator time inside the occurrence's gaps, ns."""
+        return sum(ns for _n, _c, ns in self.allocs)
+
+    @property
+    def allocation_churn(self) -> bool:
+        """Allocator calls hold at least ``ALLOC_CHURN_MIN_SHARE`` of the occurrence's idle."""
+        return self.alloc_ns > 0 and self.alloc_ns >= ALLOC_CHURN_MIN_SHARE * self.occurrence_ns
 
     @property
     def top(self) -> list[Evidence]:
@@ -233,14 +257,18 @@ def step_waits(diag: Diagnosis, rows: np.ndarray) -> tuple[StepWait, ...]:
     (``StepWait``), in the order of their first call: the waits of class sync
     (``event_cause``) that are waits themselves (``why.is_wait``) and the blocking copy
     calls, outermost only (a ``cudaStreamSynchronize`` inside ``aten::item`` is that
-    read, not a second one), each with its own duration (the whole call, also where it
-    began before the gap). Design: "The card" (every blocking sync of the step named;
-    issue 43)."""
+    read, not a second one), each counted by its overlap with the GPU's idle in the
+    window (``_idle_intervals``): a wait while the GPU is busy costs no idle, and one
+    that began after the next launch counts only until that kernel starts (audit 3: a
+    139 ms ``cudaEventSynchronize`` overlapping a gap by 0.36 ms was named as 139 ms).
+    Waits with no overlap are left out. Design: "The card" (every blocking sync of the
+    step named; issue 43)."""
     g, trace = diag.gaps, diag.trace
     lane = int(g.thread_lane[int(rows[0])]) if g.thread_lane is not None else -1
     if lane < 0:
         return ()
     lo, hi, _ = _step_window(diag, rows)
+    idle = _idle_intervals(diag, rows, lo, hi)
     sl = trace.lane_slice(lane)
     st = trace.start_ns[sl]
     en = st + trace.dur_ns[sl]
@@ -253,14 +281,88 @@ def step_waits(diag: Diagnosis, rows: np.ndarray) -> tuple[StepWait, ...]:
     s, e = trace.start_ns[idx], trace.start_ns[idx] + trace.dur_ns[idx]
     outer = e > np.concatenate(([np.iinfo(np.int64).min], np.maximum.accumulate(e)[:-1]))  # not inside an earlier one
     idx, s, e = idx[outer], s[outer], e[outer]
+    idle_ns = _overlap_ns(s, e, idle)
     gaps = [(int(g.start_ns[r]), int(g.end_ns[r])) for r in rows.tolist()]
     by: dict[tuple[int, str], StepWait] = {}
-    for k, a, b in zip(idx.tolist(), s.tolist(), e.tolist()):
+    for k, a, b, ns in zip(idx.tolist(), s.tolist(), e.tolist(), idle_ns.tolist()):
+        if ns <= 0:
+            continue
         key = (int(trace.name_id[k]), _user_range(diag, k))
         w = by.get(key, StepWait(k, key[1], 0, 0, False))
         here = w.in_gap or any(a < gb and b > ga for ga, gb in gaps)
-        by[key] = w._replace(calls=w.calls + 1, ns=w.ns + b - a, in_gap=here)
+        by[key] = w._replace(calls=w.calls + 1, ns=w.ns + ns, in_gap=here)
     return tuple(by.values())
+
+
+def _idle_intervals(diag: Diagnosis, rows: np.ndarray, lo: int, hi: int) -> list[tuple[int, int]]:
+    """The GPU's idle in [lo, hi) ns (the step window of ``_step_window``): the gaps of
+    the occurrence's device that overlap it, clipped to it; the occurrence's own gaps
+    always (a gap may run past a step's end)."""
+    g = diag.gaps
+    dev = int(g.device[int(rows[0])])
+    near = np.flatnonzero((g.device == dev) & (g.start_ns < hi) & (g.end_ns > lo))
+    out = {(max(int(g.start_ns[r]), lo), min(int(g.end_ns[r]), hi)) for r in near.tolist()}
+    out |= {(int(g.start_ns[r]), int(g.end_ns[r])) for r in rows.tolist()}
+    return sorted(out)
+
+
+def _overlap_ns(s: np.ndarray, e: np.ndarray, intervals) -> np.ndarray:
+    """Per call [s, e) ns (int64 arrays), its overlap in ns with the union of
+    ``intervals`` ([start, end) ns pairs, possibly overlapping)."""
+    st = np.array([a for a, _b in intervals], dtype=np.int64)
+    en = np.array([b for _a, b in intervals], dtype=np.int64)
+    st, en = union_intervals(st, en) if st.size else (st, en)
+    out = np.zeros(s.size, dtype=np.int64)
+    for a, b in zip(st.tolist(), en.tolist()):
+        out += np.maximum(np.minimum(e, b) - np.maximum(s, a), 0)
+    return out
+
+
+#: Allocator calls (pinned host and device memory): host allocation work that holds the
+#: thread, never a wait on the device (audit 3: ``cudaHostAlloc`` was shown as sync).
+ALLOC_CALL_RE = re.compile(
+    r"^(cuda|hip)(Malloc|Free|HostAlloc|HostMalloc|MallocHost|FreeHost|HostFree|HostRegister|HostUnregister)"
+    r"(?!Async)|^cuMem(Alloc|Free|HostAlloc|FreeHost)(?!Async)",
+    re.IGNORECASE,
+)
+#: Allocator calls holding at least this share of an occurrence's idle lead its card
+#: (``rules``: "allocation churn"): a majority is necessarily the largest share.
+ALLOC_CHURN_MIN_SHARE = 0.5
+
+
+_ALLOC_IDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def alloc_calls(diag: Diagnosis, rows: np.ndarray) -> tuple[tuple[str, int, int], ...]:
+    """The allocator calls (``ALLOC_CALL_RE``) of the occurrence's thread that overlap
+    its gaps, by name: (name, calls, overlap with the gaps in ns), largest first; the
+    overlap only (a call that began before the gap counts from its start). Empty when
+    the gap has no measured thread. The allocator names are found once per trace."""
+    g, trace = diag.gaps, diag.trace
+    lane = int(g.thread_lane[int(rows[0])]) if g.thread_lane is not None else -1
+    if lane < 0:
+        return ()
+    ids = _ALLOC_IDS.get(trace)
+    if ids is None:
+        ids = _ALLOC_IDS[trace] = trace.name_ids_matching(lambda n: bool(ALLOC_CALL_RE.match(n)))
+    if not ids.size:
+        return ()
+    sl = trace.lane_slice(lane)
+    st = trace.start_ns[sl]
+    en = st + trace.dur_ns[sl]
+    lo, hi = int(g.start_ns[rows].min()), int(g.end_ns[rows].max())
+    idx = sl.start + np.flatnonzero((st < hi) & (en > lo) & np.isin(trace.name_id[sl], ids))
+    if not idx.size:
+        return ()
+    s, e = trace.start_ns[idx], trace.start_ns[idx] + trace.dur_ns[idx]
+    ns = _overlap_ns(s, e, [(int(g.start_ns[r]), int(g.end_ns[r])) for r in rows.tolist()])
+    by: dict[str, tuple[int, int]] = {}
+    for k, x in zip(idx.tolist(), ns.tolist()):
+        if x > 0:
+            n = trace.name(k)
+            c, t = by.get(n, (0, 0))
+            by[n] = (c + 1, t + x)
+    return tuple(sorted(((n, c, t) for n, (c, t) in by.items()), key=lambda x: -x[2]))
 
 
 def card_facts(
@@ -297,4 +399,5 @@ def card_facts(
         samples=gap_samples(diag, rows),
         step_waits=step_waits(diag, rows) if cause == Cause.SYNC else (),
         waits_in_step=_step_window(diag, rows)[2],
+        allocs=alloc_calls(diag, rows),
     )

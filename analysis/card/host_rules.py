@@ -505,12 +505,17 @@ def _alloc_first(f: Facts, h: HostFacts) -> str:
             "and reuse them (a memory pool: cudaMallocAsync from a pool with a release threshold, or your own), "
             "not per step."
         )
-    return (
-        f"The thread is allocating or freeing device memory {what}: let the caching allocator keep its blocks "
-        "(no torch.cuda.empty_cache() in the loop, stable tensor shapes, "
-        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; with PYTORCH_NO_CUDA_MEMORY_CACHING or "
-        "PYTORCH_NO_HIP_MEMORY_CACHING set, unset it) or preallocate the buffers once."
-    )
+    return f"The thread is allocating or freeing device memory {what}: {CACHING_ALLOCATOR_FIX}"
+
+
+#: PyTorch's remedy for allocation in the loop (``_alloc_first``; the card's
+#: "allocation churn" rule reuses it).
+CACHING_ALLOCATOR_FIX = (
+    "let the caching allocator keep its blocks "
+    "(no torch.cuda.empty_cache() in the loop, stable tensor shapes, "
+    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; with PYTORCH_NO_CUDA_MEMORY_CACHING or "
+    "PYTORCH_NO_HIP_MEMORY_CACHING set, unset it) or preallocate the buffers once."
+)
 
 
 def _host_copy_when(f: Facts, h: HostFacts) -> bool:

@@ -159,8 +159,9 @@ class Finding:
     ``apart``); ``step_share``: ``per_step_ns`` / the step's wall time; ``total_ns``:
     its ns summed over all its positions; ``steps_with``/``steps_total``: steps holding
     one of its positions; ``positions``: int64 gap indices, largest share first;
-    ``card``: the card of its largest grouped position's group, else of its largest
-    position; ``fix``: the first fix in a few words (a host finding's: its card's ``Card.fix``, see ``_fix``); ``projected_step_ns``,
+    ``card``: the card of a typical member that fits the finding (``_card_of``: of
+    its class, no one-time cost, no one-off), through that gap's group when the group is
+    of its class, ``card_gap`` the gap, ``card_note`` why there is none; ``fix``: the first fix in a few words (a host finding's: its card's ``Card.fix``, see ``_fix``); ``projected_step_ns``,
     ``steps_per_s`` (None where the projected step has no length), ``speedup``, ``decode``
     (a decode step), ``tokens_per_s`` (``budget.tokens_per_step`` x steps/s; None unless
     ``decode``) and ``assumptions``: the what-if if it were fixed (``budget.what_if``);
@@ -192,6 +193,10 @@ class Finding:
     #: False when its idle may not be idle (``kind`` ``"unmeasurable"``): no projection
     #: (``projected_step_ns`` 0, ``steps_per_s`` None, ``speedup`` 1)
     measurable: bool = True
+    #: the member gap whose card (or whose group's card) ``card`` is, -1 when none; ``card_note``: why
+    #: ``card`` is None where no member's card fits the finding (``_card_of``), else ""
+    card_gap: int = -1
+    card_note: str = ""
 
     @property
     def steady(self) -> bool:
@@ -765,21 +770,75 @@ def _representative(
     return int(own[0] if own.size else positions[0]), True
 
 
-def _card_of(diag, positions: np.ndarray, cause: Cause, title: str, name: str, vec: np.ndarray) -> Card | None:
-    """The card of the finding: of its representative position (``_representative``),
-    through that gap's recurring group when the group's class is the finding's too;
-    None when no position's host time is mostly the finding's subject (its card would
-    tell other work)."""
-    if positions.size == 0:
-        return None
+#: Smells of a card that tells a cost that does not recur, or one slow call: such a
+#: card never stands for a finding (a pattern across steps).
+_UNFIT_SMELL_RE = re.compile(r"one-time|slow launch call")
+#: Members whose card is tried for a finding, typical first, before it shows none.
+CARD_TRIES = 8
+NO_FIT_NOTE = (
+    "No example card: no member gap's card tells this finding's class as a recurring cost "
+    "(their cards tell another class, a one-time cost or a one-off)."
+)
+
+
+def _unfit_gaps(diag) -> np.ndarray:
+    """Bool per gap that never stands for a finding: one-time (``Gaps.one_time``) or a
+    recurring position's one-off (``GapGroup.one_offs``)."""
     g = diag.gaps
-    i, subject = _representative(diag, positions, cause, title, name, vec)
-    if not subject:
-        return None
-    grp = int(g.group[i])
+    out = g.one_time.copy() if g.one_time is not None else np.zeros(len(g), bool)
+    for grp in diag.groups:
+        out[grp.one_offs] = True
+    return out
+
+
+def _typical(diag, positions: np.ndarray, cause: Cause) -> np.ndarray:
+    """The members of primary class ``cause`` among ``positions``, nearest the median
+    length of them first (ties: the longer), at most ``CARD_TRIES``."""
+    g = diag.gaps
+    own = positions[g.cause[positions] == int(cause)]
+    if own.size == 0:
+        return own
+    dur = g.dur_ns[own].astype(np.int64)
+    med = float(np.median(dur))
+    return own[np.lexsort((-dur, np.abs(dur - med)))][:CARD_TRIES]
+
+
+def _card_at(diag, i: int, cause: Cause) -> Card:
+    """Gap ``i``'s card, through its recurring group when the group's class is ``cause``."""
+    grp = int(diag.gaps.group[i])
     if grp >= 0 and diag.groups[grp].cause == cause:
         return card_for_group(diag, grp)
     return card_for_gap(diag, i)
+
+
+def _card_of(
+    diag, positions: np.ndarray, cause: Cause, title: str, name: str, vec: np.ndarray
+) -> tuple[Card | None, int, str]:
+    """(the card of the finding, the gap it is of (-1), a note when it has none). The
+    card fits the finding: its class is ``cause`` and it tells no one-time cost or single
+    slow call (``_UNFIT_SMELL_RE``), of a member neither one-time nor a one-off
+    (``_unfit_gaps``). Host: the representative (``_representative``) of the fitting
+    members; none when no member's host time is mostly the finding's subject (its card
+    would tell other work). Other classes, and a host representative whose card does not
+    fit: a typical member (``_typical``). When no member fits: None and
+    ``NO_FIT_NOTE``, never a card that contradicts the finding (the third audit of
+    issue 43: b200's launch finding showed a one-time module load that forbids CUDA
+    graphs)."""
+    if positions.size == 0:
+        return None, -1, ""
+    fit = positions[~_unfit_gaps(diag)[positions]]
+    tries: list[int] = []
+    if cause == Cause.HOST and fit.size:
+        i, subject = _representative(diag, fit, cause, title, name, vec)
+        if not subject:
+            return None, -1, ""
+        tries.append(i)
+    tries += [int(i) for i in _typical(diag, fit, cause).tolist() if int(i) not in tries]
+    for i in tries:
+        card = _card_at(diag, i, cause)
+        if card.cause == cause and not _UNFIT_SMELL_RE.search(card.smell):
+            return card, i, ""
+    return None, -1, NO_FIT_NOTE
 
 
 def _fix(diag, kind: str, cause: Cause, name: str, title: str, card: Card | None) -> str:
@@ -833,7 +892,7 @@ def _finding(diag, kind: str, cause: Cause, title: str, name: str, vec: np.ndarr
     rows = rows[np.lexsort((rows, -vec[rows]))]
     w = what_if(diag, remove_ns=vec)
     with_, total = _steps_of(diag, rows)
-    card = _card_of(diag, rows, cause, title, name, vec)
+    card, card_gap, note = _card_of(diag, rows, cause, title, name, vec)
     projected = projectable(diag)
     return Finding(
         kind,
@@ -856,6 +915,8 @@ def _finding(diag, kind: str, cause: Cause, title: str, name: str, vec: np.ndarr
         vec,
         tokens_per_s=None if not projected or w.tokens_per_s is None or not w.decode else float(w.tokens_per_s),
         projected=projected,
+        card_gap=card_gap,
+        card_note=note,
     )
 
 

@@ -1,0 +1,54 @@
+"""The findings' one-time test agrees with the card's (the third audit of issue 43,
+defect 6): a gap whose card tells module loading (the first and only call of an op,
+with the driver loading GPU code inside it: b200's 1.68 ms first ``aten::mm``) is a
+one-time cost, kept apart from the recurring findings, not a finding of its own.
+
+Planted trace: 4 steps of 1000 µs from 1000 µs on one thread; kernels [0, 100),
+[300, 400), [600, 700), [900, 1000) µs of each step, each launched by a 5 µs call 6 µs
+before it, so gap A [100, 300) of each step holds 194 µs of host time. In step 1 only,
+``aten::mm`` [102, 292) µs holds gap A, with 10 µs of ``Lazy Function Loading`` inside
+it (on a lane of its own, as Kineto records it)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gapscope.analysis import diagnose
+from gapscope.analysis.card import card_for_gap
+from gapscope.analysis.findings import findings
+from gapscope.parsers.builder import TraceBuilder
+from gapscope.parsers.model import Kind
+
+US = 1_000
+
+
+def _diag():
+    b = TraceBuilder()
+    t = b.lane("1", "1", process_name="python3", thread_name="main")
+    drv = b.lane("1", "2", process_name="python3", thread_name="driver")
+    g0 = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    corr = 0
+    for s in range(4):
+        base = (1 + s) * 1000 * US
+        b.event(t, f"ProfilerStep#{s}", base, 1000 * US, Kind.ANNOTATION)
+        for k0 in (0, 300, 600, 900):
+            corr += 1
+            b.event(t, "cudaLaunchKernel", base + (k0 - 6) * US, 5 * US, Kind.LAUNCH, correlation=corr)
+            b.event(g0, f"k{k0}", base + k0 * US, 100 * US, Kind.KERNEL, correlation=corr)
+        if s == 1:
+            b.event(t, "aten::mm", base + 102 * US, 190 * US, Kind.CPU_OP)
+            b.event(drv, "Lazy Function Loading", base + 150 * US, 10 * US, Kind.RUNTIME)
+    return diagnose(b.build())
+
+
+def test_a_first_call_loading_gpu_code_is_one_time_not_a_finding():
+    d = _diag()
+    g = d.gaps
+    (mm,) = np.flatnonzero((g.start_ns == 2100 * US) & (g.end_ns == 2300 * US))
+    assert card_for_gap(d, int(mm)).smell == "module loading (one-time cost)"
+    assert bool(g.one_time[mm])
+    found = findings(d)
+    assert not [f for f in found.ranked if f.name == "aten::mm"]
+    assert all(int(mm) not in f.positions.tolist() for f in found.ranked)
+    (once,) = [f for f in found.apart if f.kind == "one-time"]
+    assert once.positions.tolist() == [int(mm)] and once.total_ns == 200 * US

@@ -306,16 +306,22 @@ def _self_ns(diag, items) -> list[int]:
 
 
 #: Names that mean one thing whatever their tail: the autograd engine's per-node
-#: ranges (``autograd::engine::evaluate_function: MulBackward0``) are one backward pass.
-_MEANING = ((re.compile(r"^autograd::engine::evaluate_function: "), "autograd backward (evaluate_function)"),)
+#: ranges (``autograd::engine::evaluate_function: MulBackward0``) are one backward pass;
+#: the numbered instances of one module class (``nn.Module: TransformerBlock_0`` …
+#: ``_35``, b200's 36 layers) are one module. (pattern, replacement: ``re.sub``).
+_MEANING = (
+    (re.compile(r"^autograd::engine::evaluate_function: .*$", re.DOTALL), "autograd backward (evaluate_function)"),
+    (re.compile(r"^(nn\.Module: .*?)_\d+$", re.DOTALL), r"\1_* (every numbered instance)"),
+)
 
 
 def meaning(name: str) -> str:
     """The key a named range is recognised by across steps (``_MEANING``: the backward
-    pass's per-node ranges are one), else the name itself."""
+    pass's per-node ranges are one, a module class's numbered instances are one), else
+    the name itself."""
     for pattern, key in _MEANING:
         if pattern.match(name):
-            return key
+            return pattern.sub(key, name, count=1)
     return name
 
 
@@ -424,6 +430,22 @@ def _host_title(diag, name: str) -> str:
     return f"host island at {short}"
 
 
+#: With no steps, a range this share of the budget's window or longer spans about the
+#: whole trace (b200's ``execute_context_1(…)_generation_0``, 99.5%): it names nothing.
+WHOLE_TRACE_SHARE = 0.9
+
+
+def _body_ns(diag) -> int | None:
+    """A range this long or longer is the loop body, a pass or the whole trace, never
+    the name of host work inside it: half the median step, or with no steps
+    ``WHOLE_TRACE_SHARE`` of the budget's window (the next enclosing range below it
+    names the work); None without either."""
+    st, b = diag.steps, diag.budget
+    if st is not None and len(st):
+        return int(np.median(st.wall_ns)) // 2
+    return int(WHOLE_TRACE_SHARE * b.wall_ns) if b is not None and b.wall_ns > 0 else None
+
+
 def _split_rest(
     diag, rest: np.ndarray, keep: list[str], host: np.ndarray
 ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
@@ -432,13 +454,13 @@ def _split_rest(
     ns per gap). Read on the gap's launching thread (``EvidenceIndex.overlapping``, every
     gap): a gap whose remaining host time lies inside one op or range (``_HOST_KINDS``;
     by ``meaning``; ``ENCLOSING_MIN_SHARE``; ``host``: the gap's host ns) joins it: a kept one first, else the outermost
-    one shorter than half the median step (not the step range or the loop body);
+    one shorter than ``_body_ns`` (not the step range, the loop body or a range spanning
+    the whole trace);
     one with ``PER_OP_MIN_OPS`` ops or more overlapping it, their time at least half
     its host time, is per-op overhead; the rest is untraced."""
     t, g = diag.trace, diag.gaps
     index = diag.evidence_index()
-    st = diag.steps
-    body_ns = int(np.median(st.wall_ns)) // 2 if st is not None and len(st) else None
+    body_ns = _body_ns(diag)
     ops = np.isin(t.kind, [int(k) for k in _HOST_KINDS])
     inside: dict[str, np.ndarray] = {}
     untraced = rest.copy()
@@ -696,9 +718,9 @@ def _exposed_comm(diag) -> Finding | None:
 def _dominant_range_ns(diag, i: int, skip: str) -> int:
     """The most host time of gap ``i`` inside one recorded range or op on its evidence
     list (``Evidence.overlap_ns``), leaving out ``skip`` (a ``meaning`` key), the step
-    range and ranges of half the median step or longer (the loop body, a pass)."""
-    t, st = diag.trace, diag.steps
-    body_ns = int(np.median(st.wall_ns)) // 2 if st is not None and len(st) else None
+    range and ranges of ``_body_ns`` or longer (the loop body, a pass, the whole trace)."""
+    t = diag.trace
+    body_ns = _body_ns(diag)
     best = 0
     for e in diag.evidence(i):
         if e.cause != Cause.HOST or e.event < 0 or meaning(e.name) == skip or _is_step_range(diag, e.name):

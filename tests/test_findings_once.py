@@ -52,3 +52,46 @@ def test_a_first_call_loading_gpu_code_is_one_time_not_a_finding():
     assert all(int(mm) not in f.positions.tolist() for f in found.ranked)
     (once,) = [f for f in found.apart if f.kind == "one-time"]
     assert once.positions.tolist() == [int(mm)] and once.total_ns == 200 * US
+
+
+def _whole_trace_range_diag():
+    """No steps: kernels [1000 k, 1000 k + 100) µs for k in 0..8, each launched by a 5 µs
+    call 6 µs before it, so gap k [1000 k + 100, 1000 (k + 1)) µs holds 894 µs of host
+    time. ``serve`` (a user range) spans the whole trace; ``op_k`` covers gap k's host
+    time for k < 5, and 700 µs of it for k = 5, 6, 7, which ``block`` (3,050 µs, under
+    half the 8,100 µs window) encloses."""
+    b = TraceBuilder()
+    t = b.lane("1", "1", process_name="python3", thread_name="main")
+    g0 = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    b.event(t, "serve", 0, 8200 * US, Kind.ANNOTATION)
+    b.event(t, "block", 5000 * US, 3050 * US, Kind.PYTHON)
+    for k in range(9):
+        b.event(t, "cudaLaunchKernel", (1000 * k - 6) * US, 5 * US, Kind.LAUNCH, correlation=k + 1)
+        b.event(g0, f"k{k}", 1000 * k * US, 100 * US, Kind.KERNEL, correlation=k + 1)
+        if k < 8:
+            b.event(t, f"op_{k}", (1000 * k + 100) * US, (894 if k < 5 else 700) * US, Kind.CPU_OP)
+    return diagnose(b.build())
+
+
+def test_a_range_spanning_the_whole_trace_names_no_finding():
+    """The host time of gaps 5-7 lies inside ``block`` and ``serve``: the finding names
+    ``block``, the next enclosing range below the one spanning the whole trace."""
+    d = _whole_trace_range_diag()
+    found = findings(d)
+    assert not [f for f in found.ranked if f.name == "serve"]
+    (inside,) = [f for f in found.ranked if f.name == "block"]
+    assert inside.title == "host work inside `block`"
+    g = d.gaps
+    assert sorted(((g.start_ns[inside.positions] // US) - 100) // 1000) == [5, 6, 7]
+    assert inside.total_ns == 3 * 894 * US
+
+
+def test_numbered_instances_of_a_module_are_one_meaning():
+    """b200's 36 layers (``nn.Module: TransformerBlock_0`` … ``_35``) are one module,
+    not 36 findings; the backward pass's per-node ranges stay one."""
+    from gapscope.analysis.findings import meaning
+
+    assert meaning("nn.Module: TransformerBlock_0") == meaning("nn.Module: TransformerBlock_35")
+    assert meaning("nn.Module: TransformerBlock_7") == "nn.Module: TransformerBlock_* (every numbered instance)"
+    assert meaning("nn.Module: Linear") == "nn.Module: Linear"
+    assert meaning("autograd::engine::evaluate_function: MulBackward0") == "autograd backward (evaluate_function)"

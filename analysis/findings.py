@@ -1135,6 +1135,38 @@ def _verdict(diag, ranked: list[Finding], steady_state: bool) -> tuple[str, str,
     )
 
 
+#: Python function events a second (``Kind.PYTHON``: torch.profiler's with_stack=True
+#: records every Python call) from which a host verdict carries a caveat: at about 1 µs
+#: of the tracer's own cost per recorded call, 50,000 a second is 5% of the time.
+PYTHON_TRACING_MIN_RATE = 50_000
+
+
+def _tracing_caveat(diag, ranked: list[Finding], kind: str) -> str:
+    """A sentence for a host verdict (or a no-steady-state one whose largest finding
+    is host work) when the trace records ``PYTHON_TRACING_MIN_RATE`` Python function
+    events a second or more over the steps (first start to last end; no steps: the
+    budget's window): the profiler's Python tracing inflates host time (b200: 15,230
+    in 84 ms). Else ""."""
+    top = ranked[0].kind if ranked else ""
+    if not (kind == "host" or (kind == "no steady state" and top == "host")) or diag.budget is None:
+        return ""
+    t, st, b = diag.trace, diag.steps, diag.budget
+    if st is not None and len(st):
+        lo, hi = int(st.start_ns[0]), int(st.end_ns[-1])
+    else:
+        dev = [d for d in diag.devices if d.device == b.device]
+        lo, hi = (dev[0].window_start_ns, dev[0].window_end_ns) if dev else (0, 0)
+    py = t.kind == int(Kind.PYTHON)
+    n = int((py & (t.start_ns >= lo) & (t.start_ns < hi)).sum())
+    if hi <= lo or n * 1e9 < PYTHON_TRACING_MIN_RATE * (hi - lo):
+        return ""
+    return (
+        f" Caveat: the trace holds {n:,} Python function events (Python tracing, with_stack=True) in its "
+        f"{fmt_dur(hi - lo)} ({fmt_rate(n * 1e9 / (hi - lo))} a second): the profiler's tracing of every Python call "
+        "inflates host time; re-profile without with_stack to confirm the host share."
+    )
+
+
 def findings(diag: Diagnosis) -> Findings:
     """The findings and verdict of ``diag``; see the module docstring.
 
@@ -1190,4 +1222,5 @@ def _findings(diag: Diagnosis) -> Findings:
             ranked.append(comm)
         ranked.sort(key=lambda f: (-f.per_step_ns, f.title))
     verdict, kind, share = _verdict(diag, ranked, steady_state)
+    verdict += _tracing_caveat(diag, ranked, kind)
     return Findings(verdict, kind, share, tuple(ranked), tuple(once + _apart(diag, edge)), edge, steady_state)

@@ -573,12 +573,40 @@ def _near_process_start(trace: Trace) -> bool:
 FIRST_CALL_FACTOR = 10
 
 
+#: An early call of an op whose first call loaded GPU code, this many times slower than
+#: the median of its calls, is warm-up too (b200's 4th ``aten::addmm``, 229 µs against
+#: ~60 µs: the second call of a shape after three first calls that loaded modules).
+WARM_CALL_FACTOR = 3
+
+
+def _first_call_loaded(trace: Trace, ev: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """Bool per call of ``ev`` (CPU ops sorted by name, then start; ``rank``: the call's
+    place among its name's) that is true on every call of a name whose first call
+    overlaps module loading (``LAZY_LOADING_RE`` on a CPU lane)."""
+    out = np.zeros(ev.size, dtype=bool)
+    ids = trace.name_ids_matching(lambda s: bool(LAZY_LOADING_RE.search(s)))
+    if not ids.size:
+        return out
+    cpu = np.array([not ln.is_gpu for ln in trace.lanes], dtype=bool)
+    m = np.isin(trace.name_id, ids) & cpu[trace.lane]
+    st = trace.start_ns[m].astype(np.int64)
+    us, ue = union_intervals(st, st + trace.dur_ns[m].astype(np.int64))
+    first = np.flatnonzero(rank == 0)
+    a = trace.start_ns[ev[first]].astype(np.int64)
+    hit = coverage(us, ue, a, a + trace.dur_ns[ev[first]].astype(np.int64)) > 0
+    # each name's calls run from its first (rank 0) to the next name's first
+    out[:] = np.repeat(hit, np.diff(np.append(first, ev.size)))
+    return out
+
+
 def _slow_first_calls(trace: Trace, min_ns: int) -> np.ndarray:
     """Bool mask of the early calls of ATen ops (among the first 3, or the first 5%, of
-    their name's calls by start; names with at least 3 calls) that last ``min_ns`` or
-    more, ``FIRST_CALL_FACTOR`` times the median of that name's calls and twice the
-    longest of the later half of its calls: lazy loading and autotuning happen at a
-    kernel configuration's first use, and do not come back. Vectorised."""
+    their name's calls by start; names with at least 3 calls) that last twice the
+    longest of the later half of its calls and either ``min_ns`` or more and
+    ``FIRST_CALL_FACTOR`` times the median of that name's calls, or, for an op whose
+    first call loaded GPU code (``_first_call_loaded``), ``WARM_CALL_FACTOR`` times it:
+    lazy loading and autotuning happen at a kernel configuration's first use (and a
+    shape's second call warms up after it), and do not come back. Vectorised."""
     n = len(trace)
     out = np.zeros(n, dtype=bool)
     ops = np.flatnonzero(trace.kind == int(Kind.CPU_OP))
@@ -605,8 +633,12 @@ def _slow_first_calls(trace: Trace, min_ns: int) -> np.ndarray:
     np.maximum.at(late_max, k[late], trace.dur_ns[ev[late]])
     dur = trace.dur_ns[ev].astype(np.int64)
 
+    loaded = _first_call_loaded(trace, ev, rank)
+
     def slow(d: np.ndarray) -> np.ndarray:
-        return early & (d >= min_ns) & (d >= FIRST_CALL_FACTOR * np.maximum(med[k], 1)) & (d >= 2 * late_max[k])
+        first = (d >= min_ns) & (d >= FIRST_CALL_FACTOR * np.maximum(med[k], 1))
+        warm = loaded & (d >= WARM_CALL_FACTOR * np.maximum(med[k], 1))
+        return early & (first | warm) & (d >= 2 * late_max[k])
 
     ok = slow(dur)
     if ok.any() and synchronous_launches(trace) is not None:

@@ -95,3 +95,28 @@ def test_numbered_instances_of_a_module_are_one_meaning():
     assert meaning("nn.Module: TransformerBlock_7") == "nn.Module: TransformerBlock_* (every numbered instance)"
     assert meaning("nn.Module: Linear") == "nn.Module: Linear"
     assert meaning("autograd::engine::evaluate_function: MulBackward0") == "autograd backward (evaluate_function)"
+
+
+def test_an_early_slow_call_of_an_op_whose_first_call_loaded_gpu_code_is_warm_up():
+    """b200's 4th ``aten::addmm`` (229 µs; the median call ~60 µs, the first three
+    loaded GPU code) is the warm-up of a shape's second call, not the CPU cost per
+    kernel. Planted: ``aten::addmm`` 40 times, 1 ms apart; the first 1,500 µs with 20 µs
+    of lazy loading inside, the second 250 µs, the rest 60 µs (later half at most 60):
+    the second is over 3 times the median and twice the later half, so warm-up; a
+    third call of 150 µs (2.5 times the median) is not."""
+    from gapscope.analysis.classify import SLOW_LAUNCH_NS
+    from gapscope.analysis.evidence_kinds import one_time_mask
+
+    b = TraceBuilder()
+    t = b.lane("1", "1", process_name="python3", thread_name="main")
+    drv = b.lane("1", "2", process_name="python3", thread_name="driver")
+    for k in range(40):
+        dur = {0: 1500, 1: 250, 2: 150}.get(k, 60)
+        b.event(t, "aten::addmm", (1 + k) * 1000 * US, dur * US, Kind.CPU_OP)
+    b.event(drv, "Lazy Function Loading", 1100 * US, 20 * US, Kind.RUNTIME)
+    trace = b.build()
+    m = one_time_mask(trace, SLOW_LAUNCH_NS)
+    calls = [i for i in range(len(trace)) if trace.name(i) == "aten::addmm"]
+    calls.sort(key=lambda i: int(trace.start_ns[i]))
+    assert [bool(m[i]) for i in calls[:4]] == [True, True, False, False]
+    assert not any(bool(m[i]) for i in calls[3:])

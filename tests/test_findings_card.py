@@ -110,3 +110,22 @@ def test_audited_findings_cards_fit_their_finding(name, k):
         assert int(f.card_gap) in set(f.positions.tolist()), f.title
     f = found.ranked[k]
     assert f.card is None or f.card.cause == f.cause
+
+
+def test_ex_gpu_sync_cliff_shows_no_launch_card_and_says_why():
+    """ex-gpu's sync cliff at ``cudaDeviceSynchronize``: its 4 gaps are each mostly
+    launch (a 5 µs kernel, then the sync, then the next launch), so no member's card
+    tells a sync: no card, and the viewer says so instead of a launch card."""
+    from rich.text import Text
+
+    from gapscope.analysis.findings import NO_FIT_NOTE
+    from gapscope.tui.findings_view import walk_text
+
+    d = diagnose(load(require(CORPUS / "extrap/ex-gpu.s10.sqlite")))
+    found = findings(d)
+    (k,) = [n for n, f in enumerate(found.ranked) if f.kind == "sync"]
+    f = found.ranked[k]
+    assert (f.card, f.card_gap, f.card_note) == (None, -1, NO_FIT_NOTE)
+    assert (d.gaps.cause[f.positions] == int(Cause.LAUNCH)).all()
+    text = walk_text(found, k, 0, Text("")).plain
+    assert NO_FIT_NOTE in text and "Smell:" not in text

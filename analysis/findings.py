@@ -388,10 +388,11 @@ def _is_container(diag, name: str) -> bool:
 
 
 def _launches_in_longest(diag, name: str) -> tuple[int, int]:
-    """(the longest call of the range ``name``, the launch calls it encloses); (-1, 0)
-    when the trace has no such range."""
+    """(the longest call of the range ``name`` (a ``meaning`` key: any of the names it
+    stands for), the launch calls it encloses); (-1, 0) when the trace has no such
+    range."""
     t = diag.trace
-    ev = np.flatnonzero(np.isin(t.name_id, t.name_ids_matching(lambda s: s == name)))
+    ev = np.flatnonzero(np.isin(t.name_id, t.name_ids_matching(lambda s: meaning(s) == name)))
     if ev.size == 0:
         return -1, 0
     longest = int(ev[np.argmax(t.dur_ns[ev])])

@@ -120,3 +120,20 @@ def test_an_early_slow_call_of_an_op_whose_first_call_loaded_gpu_code_is_warm_up
     calls.sort(key=lambda i: int(trace.start_ns[i]))
     assert [bool(m[i]) for i in calls[:4]] == [True, True, False, False]
     assert not any(bool(m[i]) for i in calls[3:])
+
+
+def test_a_module_of_numbered_instances_issuing_gpu_work_is_a_container():
+    """The key of b200's 36 layers stands for ranges that launch kernels: a piece of the
+    model's step (``_is_container``), never an island to move."""
+    from gapscope.analysis.findings import _is_container, meaning
+
+    b = TraceBuilder()
+    t = b.lane("1", "1", process_name="python3", thread_name="main")
+    g0 = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    for k in range(3):
+        base = (1 + k) * 1000 * US
+        b.event(t, f"nn.Module: Block_{k}", base, 500 * US, Kind.ANNOTATION)
+        b.event(t, "cudaLaunchKernel", base + 10 * US, 5 * US, Kind.LAUNCH, correlation=k + 1)
+        b.event(g0, "k", base + 20 * US, 100 * US, Kind.KERNEL, correlation=k + 1)
+    d = diagnose(b.build())
+    assert _is_container(d, meaning("nn.Module: Block_1"))

@@ -60,6 +60,7 @@ from gapscope.analysis.evidence_kinds import (
     evidence_end,
     graph_captures,
     ids_matching,
+    module_loading_gaps,
     one_time_mask,
 )
 from gapscope.analysis.gaps import EDGE_TRAILING
@@ -494,9 +495,11 @@ def _wait_kinds(
 def _one_time(trace: Trace, gaps: Gaps, T: np.ndarray, params: Params, end: np.ndarray) -> np.ndarray:
     """Bool per gap: warm-up evidence on T (``evidence_kinds.one_time_mask``, and the
     warm-up graph captures, ``capture_windows``) covers at least
-    ``params.one_time_min_share`` of the gap. Loop over distinct T lanes."""
-    n = len(gaps)
-    out = np.zeros(n, dtype=bool)
+    ``params.one_time_min_share`` of the gap, or the gap is module loading
+    (``evidence_kinds.module_loading_gaps``: the card's one-time story, so a gap whose
+    card says one-time is one in the budget and the findings too). Loop over distinct T
+    lanes."""
+    out = module_loading_gaps(trace, T, gaps.start_ns, gaps.end_ns)
     m = one_time_mask(trace, SLOW_LAUNCH_NS)
     captures = graph_captures(trace)
     if not m.any() and not captures:
@@ -506,7 +509,7 @@ def _one_time(trace: Trace, gaps: Gaps, T: np.ndarray, params: Params, end: np.n
         us, ue = _u(_lane_union(trace, end, lane, m), capture_windows(trace, lane))
         if us.size:
             cov = coverage(us, ue, gaps.start_ns[rows], gaps.end_ns[rows])
-            out[rows] = cov >= params.one_time_min_share * gaps.dur_ns[rows]
+            out[rows] |= cov >= params.one_time_min_share * gaps.dur_ns[rows]
     return out
 
 

@@ -43,7 +43,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gapscope.analysis.busy import union_intervals
+from gapscope.analysis.busy import coverage, union_intervals
 from gapscope.analysis.types import Cause
 from gapscope.parsers.model import Kind, Trace
 
@@ -70,6 +70,9 @@ __all__ = [
     "GraphCapture",
     "capture_windows",
     "graph_captures",
+    "LAZY_LOADING_RE",
+    "lazy_loading_in",
+    "module_loading_gaps",
 ]
 
 SYNC_OP_NAMES = frozenset({"aten::item", "aten::_local_scalar_dense", "aten::is_nonzero"})
@@ -570,12 +573,40 @@ def _near_process_start(trace: Trace) -> bool:
 FIRST_CALL_FACTOR = 10
 
 
+#: An early call of an op whose first call loaded GPU code, this many times slower than
+#: the median of its calls, is warm-up too (b200's 4th ``aten::addmm``, 229 µs against
+#: ~60 µs: the second call of a shape after three first calls that loaded modules).
+WARM_CALL_FACTOR = 3
+
+
+def _first_call_loaded(trace: Trace, ev: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """Bool per call of ``ev`` (CPU ops sorted by name, then start; ``rank``: the call's
+    place among its name's) that is true on every call of a name whose first call
+    overlaps module loading (``LAZY_LOADING_RE`` on a CPU lane)."""
+    out = np.zeros(ev.size, dtype=bool)
+    ids = trace.name_ids_matching(lambda s: bool(LAZY_LOADING_RE.search(s)))
+    if not ids.size:
+        return out
+    cpu = np.array([not ln.is_gpu for ln in trace.lanes], dtype=bool)
+    m = np.isin(trace.name_id, ids) & cpu[trace.lane]
+    st = trace.start_ns[m].astype(np.int64)
+    us, ue = union_intervals(st, st + trace.dur_ns[m].astype(np.int64))
+    first = np.flatnonzero(rank == 0)
+    a = trace.start_ns[ev[first]].astype(np.int64)
+    hit = coverage(us, ue, a, a + trace.dur_ns[ev[first]].astype(np.int64)) > 0
+    # each name's calls run from its first (rank 0) to the next name's first
+    out[:] = np.repeat(hit, np.diff(np.append(first, ev.size)))
+    return out
+
+
 def _slow_first_calls(trace: Trace, min_ns: int) -> np.ndarray:
     """Bool mask of the early calls of ATen ops (among the first 3, or the first 5%, of
-    their name's calls by start; names with at least 3 calls) that last ``min_ns`` or
-    more, ``FIRST_CALL_FACTOR`` times the median of that name's calls and twice the
-    longest of the later half of its calls: lazy loading and autotuning happen at a
-    kernel configuration's first use, and do not come back. Vectorised."""
+    their name's calls by start; names with at least 3 calls) that last twice the
+    longest of the later half of its calls and either ``min_ns`` or more and
+    ``FIRST_CALL_FACTOR`` times the median of that name's calls, or, for an op whose
+    first call loaded GPU code (``_first_call_loaded``), ``WARM_CALL_FACTOR`` times it:
+    lazy loading and autotuning happen at a kernel configuration's first use (and a
+    shape's second call warms up after it), and do not come back. Vectorised."""
     n = len(trace)
     out = np.zeros(n, dtype=bool)
     ops = np.flatnonzero(trace.kind == int(Kind.CPU_OP))
@@ -602,8 +633,12 @@ def _slow_first_calls(trace: Trace, min_ns: int) -> np.ndarray:
     np.maximum.at(late_max, k[late], trace.dur_ns[ev[late]])
     dur = trace.dur_ns[ev].astype(np.int64)
 
+    loaded = _first_call_loaded(trace, ev, rank)
+
     def slow(d: np.ndarray) -> np.ndarray:
-        return early & (d >= min_ns) & (d >= FIRST_CALL_FACTOR * np.maximum(med[k], 1)) & (d >= 2 * late_max[k])
+        first = (d >= min_ns) & (d >= FIRST_CALL_FACTOR * np.maximum(med[k], 1))
+        warm = loaded & (d >= WARM_CALL_FACTOR * np.maximum(med[k], 1))
+        return early & (first | warm) & (d >= 2 * late_max[k])
 
     ok = slow(dur)
     if ok.any() and synchronous_launches(trace) is not None:
@@ -637,3 +672,75 @@ def _kernel_wait_ns(trace: Trace, ev: int) -> int:
         return 0
     us, ue = union_intervals(a[keep], b[keep])
     return int((ue - us).sum())
+
+
+#: Module loading at a function's first call: CUDA's lazy loading (Nsight's "Lazy
+#: Function Loading" range, B200 GEMMs' first calls) and the driver's module loads.
+LAZY_LOADING_RE = re.compile(r"Lazy Function Loading|^cuModuleLoad|^cuLibraryLoad|^hipModuleLoad", re.IGNORECASE)
+#: A call on the launching thread holds an occurrence when it covers this share of it.
+HOLDING_CALL_MIN_SHARE = 0.5
+#: Module loading covering this share of an occurrence outside any call makes it module loading.
+LAZY_LOADING_MIN_SHARE = 0.5
+
+
+def _loading_union(trace: Trace, lane: int) -> tuple[np.ndarray, np.ndarray]:
+    """Union of the module loading events (``LAZY_LOADING_RE``) on the CPU lanes of
+    ``lane``'s process and of no process (B200: the driver's lane has pid -1)."""
+    ids = trace.name_ids_matching(lambda s: bool(LAZY_LOADING_RE.search(s)))
+    if not ids.size:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    pid = trace.lanes[lane].pid
+    cpu = np.array([(not ln.is_gpu) and ln.pid in (pid, "-1", "") for ln in trace.lanes], dtype=bool)
+    m = np.isin(trace.name_id, ids) & cpu[trace.lane]
+    st = trace.start_ns[m].astype(np.int64)
+    return union_intervals(st, st + trace.dur_ns[m].astype(np.int64))
+
+
+def lazy_loading_in(trace: Trace, lane: int, starts_ns: np.ndarray, ends_ns: np.ndarray) -> tuple[int, bool]:
+    """(ns, in_call) of module loading (``LAZY_LOADING_RE``, on any CPU lane of
+    ``lane``'s process: Kineto records CUDA's "Lazy Function Loading" on a lane of its
+    own) for the occurrence of gaps [``starts_ns``, ``ends_ns``) (int64 arrays) whose
+    launching thread is ``lane``: inside the narrowest call (``Kind.CPU_OP`` or
+    ``Kind.PYTHON``, the latest to start) of the thread that covers at least
+    ``HOLDING_CALL_MIN_SHARE`` of the occurrence (``in_call``: that call is a
+    function's first call, which began before the GPU went idle: B200's first
+    ``aten::mm`` of a shape), else inside the occurrence itself. (0, False) with
+    ``lane`` < 0 or no loading."""
+    if lane < 0:
+        return 0, False
+    us, ue = _loading_union(trace, lane)
+    if not us.size:
+        return 0, False
+    sl = trace.lane_slice(lane)
+    st = trace.start_ns[sl].astype(np.int64)
+    en = st + trace.dur_ns[sl].astype(np.int64)
+    cover = np.zeros(st.size, dtype=np.int64)
+    for a, b in zip(starts_ns.tolist(), ends_ns.tolist()):
+        cover += np.maximum(np.minimum(en, b) - np.maximum(st, a), 0)
+    total = int((ends_ns - starts_ns).sum())
+    kind = trace.kind[sl]
+    calls = np.flatnonzero(
+        (cover >= HOLDING_CALL_MIN_SHARE * max(total, 1)) & np.isin(kind, [int(Kind.CPU_OP), int(Kind.PYTHON)])
+    )
+    if calls.size:
+        c = int(calls[np.argsort(st[calls], kind="stable")[-1]])
+        got = int(coverage(us, ue, st[c : c + 1], en[c : c + 1])[0])
+        if got:
+            return got, True
+    return int(coverage(us, ue, starts_ns, ends_ns).sum()), False
+
+
+def module_loading_gaps(trace: Trace, lanes: np.ndarray, starts_ns: np.ndarray, ends_ns: np.ndarray) -> np.ndarray:
+    """Bool per gap [``starts_ns``, ``ends_ns``) with launching thread ``lanes`` (int
+    per gap, -1 none): module loading (``lazy_loading_in``) inside the call holding it,
+    or covering ``LAZY_LOADING_MIN_SHARE`` of it. The card's "module loading" story
+    (``card.facts.Facts.module_loading``): a first call's one-time cost. A loop over
+    the gaps only when the trace records any loading."""
+    out = np.zeros(starts_ns.size, dtype=bool)
+    if not trace.name_ids_matching(lambda s: bool(LAZY_LOADING_RE.search(s))).size:
+        return out
+    for i in np.flatnonzero(lanes >= 0).tolist():
+        a, b = starts_ns[i : i + 1], ends_ns[i : i + 1]
+        ns, in_call = lazy_loading_in(trace, int(lanes[i]), a, b)
+        out[i] = ns > 0 and (in_call or ns >= LAZY_LOADING_MIN_SHARE * int(b[0] - a[0]))
+    return out

@@ -17,12 +17,19 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gapscope.analysis.busy import coverage, union_intervals
+from gapscope.analysis.busy import union_intervals
 from gapscope.analysis.card.program import ProgramKind, program_kind
 from gapscope.analysis.card.samples import gap_samples
 from gapscope.analysis.card.why import HotFrame, StepWait, is_wait, slow_launch
 from gapscope.analysis.diagnose import Diagnosis
-from gapscope.analysis.evidence_kinds import GraphCapture, blocking_copy_calls, earlier_runs, graph_captures
+from gapscope.analysis.evidence_kinds import (
+    LAZY_LOADING_MIN_SHARE,
+    GraphCapture,
+    blocking_copy_calls,
+    earlier_runs,
+    graph_captures,
+    lazy_loading_in,
+)
 from gapscope.analysis.types import Cause, Evidence, GapSamples
 from gapscope.parsers.model import Kind
 
@@ -36,7 +43,6 @@ __all__ = [
     "gap_capture",
     "enclosing_events",
     "step_waits",
-    "LAZY_LOADING_RE",
 ]
 
 
@@ -92,45 +98,13 @@ def gap_capture(diag: Diagnosis, rows: np.ndarray) -> GapCapture | None:
     )
 
 
-#: Module loading at a function's first call: CUDA's lazy loading (Nsight's "Lazy
-#: Function Loading" range, B200 GEMMs' first calls) and the driver's module loads.
-LAZY_LOADING_RE = re.compile(r"Lazy Function Loading|^cuModuleLoad|^cuLibraryLoad|^hipModuleLoad", re.IGNORECASE)
-
-
 def _lazy_loading_ns(diag: Diagnosis, rows: np.ndarray) -> tuple[int, bool]:
-    """(ns, in_call) of module loading (``LAZY_LOADING_RE``, on any CPU lane of the
-    launching thread's process: Kineto records CUDA's "Lazy Function Loading" on a lane
-    of its own): inside the narrowest call of the thread that holds most of the
-    occurrence ``rows`` (``in_call``: that call is a function's first call, which began
-    before the GPU went idle: B200's first ``aten::mm`` of a shape), else inside the
-    occurrence itself."""
-    trace, g = diag.trace, diag.gaps
-    lane = g.thread_of(int(rows[0]))
-    if lane < 0:
-        return 0, False
-    ids = trace.name_ids_matching(lambda s: bool(LAZY_LOADING_RE.search(s)))
-    if not ids.size:
-        return 0, False
-    pid = trace.lanes[lane].pid
-    # the process's lanes, and those of no process (B200: the driver's lane has pid -1)
-    cpu = np.array([(not ln.is_gpu) and ln.pid in (pid, "-1", "") for ln in trace.lanes], dtype=bool)
-    m = np.isin(trace.name_id, ids) & cpu[trace.lane]
-    if not m.any():
-        return 0, False
-    st = trace.start_ns[m]
-    us, ue = union_intervals(st, st + trace.dur_ns[m])
-    # the narrowest call holding the occurrence (outer ranges hold every load of the step)
-    calls = [e for e in enclosing_events(diag, rows) if trace.kind[e] in (int(Kind.CPU_OP), int(Kind.PYTHON))]
-    if calls:
-        c0 = int(trace.start_ns[calls[-1]])
-        got = int(coverage(us, ue, np.array([c0]), np.array([c0 + int(trace.dur_ns[calls[-1]])]))[0])
-        if got:
-            return got, True
-    return int(coverage(us, ue, g.start_ns[rows], g.end_ns[rows]).sum()), False
+    """(ns, in_call) of module loading in the occurrence ``rows``
+    (``evidence_kinds.lazy_loading_in``: inside the call holding it, else in it)."""
+    g = diag.gaps
+    return lazy_loading_in(diag.trace, g.thread_of(int(rows[0])), g.start_ns[rows], g.end_ns[rows])
 
 
-#: Module loading covering this share of an occurrence outside any call makes it module loading.
-LAZY_LOADING_MIN_SHARE = 0.5
 #: A range on the launching thread is an enclosing framework range of an occurrence when
 #: it covers at least this share of it.
 ENCLOSING_MIN_SHARE = 0.5

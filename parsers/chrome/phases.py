@@ -209,31 +209,49 @@ def collect_rows(
     """
 
     def times(ks: list[int]) -> list[int | None]:
-        """The ns ``ts`` of the events ``ks`` (None where unusable: listed in ``bad``)."""
-        vals = [events[k].ts for k in ks]
-        if vals and all(type(v) is msgspec.Raw for v in vals):
-            ns_a, st_a = raw_to_ns(vals)
-        elif any(type(v) is msgspec.Raw for v in vals):  # mixed: one by one
-            got = [raw_scalar_ns(bytes(v)) if type(v) is msgspec.Raw else scalar_ns(v) for v in vals]
-            ns_a = np.array([g[0] for g in got], dtype=np.int64)
-            st_a = np.array([g[1] for g in got], dtype=np.int8)
-        else:
-            ns_a, st_a = to_ns(vals)
-        out: list[int | None] = ns_a.tolist()
-        for j in np.flatnonzero(st_a != OK).tolist():
-            st = int(st_a[j])
-            why = "unreadable" if st == NEED_EXACT else {1: "missing", 2: "non-finite", 3: "invalid"}.get(st, "invalid")
-            out[j] = None
-            if ks[j] not in exact_ts:
-                bad.append((ks[j], "ts", why))
-        if exact_ts:
-            for j, k in enumerate(ks):
-                x = exact_ts.get(k)
-                if x is not None:
-                    out[j] = x
-        return out
+        return _times_ns(events, ks, exact_ts, bad)
 
-    # instants: one row each, in bulk
+    _instant_rows(events, by_phase, rows, times)
+    _counter_rows(events, by_phase.get("C", []), rows, warn, times, args_of)
+    _slice_rows(events, by_phase, rows, warn, times)
+    _async_rows(events, by_phase, rows, warn, times)
+
+
+#: ``_times_ns``: a phase's event indices → their ns ``ts`` (None where unusable).
+_Times = Callable[[list[int]], list[int | None]]
+_Warn = Callable[[int, str | None, str], None]
+
+
+def _times_ns(
+    events: Mapping[int, Any], ks: list[int], exact_ts: dict[int, int], bad: list[tuple[int, str, str]]
+) -> list[int | None]:
+    """The ns ``ts`` of the events ``ks`` (None where unusable: listed in ``bad``)."""
+    vals = [events[k].ts for k in ks]
+    if vals and all(type(v) is msgspec.Raw for v in vals):
+        ns_a, st_a = raw_to_ns(vals)
+    elif any(type(v) is msgspec.Raw for v in vals):  # mixed: one by one
+        got = [raw_scalar_ns(bytes(v)) if type(v) is msgspec.Raw else scalar_ns(v) for v in vals]
+        ns_a = np.array([g[0] for g in got], dtype=np.int64)
+        st_a = np.array([g[1] for g in got], dtype=np.int8)
+    else:
+        ns_a, st_a = to_ns(vals)
+    out: list[int | None] = ns_a.tolist()
+    for j in np.flatnonzero(st_a != OK).tolist():
+        st = int(st_a[j])
+        why = "unreadable" if st == NEED_EXACT else {1: "missing", 2: "non-finite", 3: "invalid"}.get(st, "invalid")
+        out[j] = None
+        if ks[j] not in exact_ts:
+            bad.append((ks[j], "ts", why))
+    if exact_ts:
+        for j, k in enumerate(ks):
+            x = exact_ts.get(k)
+            if x is not None:
+                out[j] = x
+    return out
+
+
+def _instant_rows(events: Mapping[int, Any], by_phase: dict[str, list[int]], rows: Rows, times: _Times) -> None:
+    """Instants ``i``/``I``/``R``: one zero-length row each, in bulk."""
     for ph in ("i", "I", "R"):
         ks = by_phase.get(ph, [])
         ok = [(k, t) for k, t in zip(ks, times(ks)) if t is not None]
@@ -246,8 +264,12 @@ def collect_rows(
             [k for k, _ in ok],
         )
 
-    # counters: one row per numeric series
-    ks = by_phase.get("C", [])
+
+def _counter_rows(
+    events: Mapping[int, Any], ks: list[int], rows: Rows, warn: _Warn, times: _Times, args_of: Callable[[int], dict]
+) -> None:
+    """Counters ``C`` (event indices ``ks``): one row per numeric series of ``args``;
+    a non-finite or out-of-range sample is warned about and skipped."""
     for k, t in zip(ks, times(ks)):
         e = events[k]
         if t is None:
@@ -263,7 +285,13 @@ def collect_rows(
             label = str(e.name) if len(series) == 1 else f"{e.name} {key}"
             rows.add(t, 0, (e.pid, f"counter {e.name}"), label, int(Kind.COUNTER), k, fv)
 
-    # B/E: per-thread stack in time order (stable: file order for equal ts)
+
+def _slice_rows(
+    events: Mapping[int, Any], by_phase: dict[str, list[int]], rows: Rows, warn: _Warn, times: _Times
+) -> None:
+    """``B``/``E`` pairs: a per-thread stack in time order (stable: file order for
+    equal ts); an ``E`` closes the innermost open ``B`` whatever its name, an unclosed
+    ``B`` is drawn to the end of the trace (``rows.open_ended``)."""
     ids: dict = {}
 
     def idt(v):
@@ -304,6 +332,11 @@ def collect_rows(
             r = rows.add(t0, 0, (b.pid, b.tid), b.name, int(kind_of(_s(b.cat), _s(b.name), "X")), kb)
             rows.open_ended.append(r)
             unclosed.append(kb)
+    _warn_slices(warn, unmatched_e, misnamed, unclosed)
+
+
+def _warn_slices(warn: _Warn, unmatched_e: list[int], misnamed: list[int], unclosed: list[int]) -> None:
+    """One warning per kind of ``B``/``E`` mismatch, at its first event, with the count."""
     if unmatched_e:
         warn(unmatched_e[0], None, f"{len(unmatched_e)} 'E' event(s) without a matching 'B' skipped")
     if misnamed:
@@ -317,7 +350,12 @@ def collect_rows(
         unclosed.sort()
         warn(unclosed[0], None, f"{len(unclosed)} 'B' slice(s) never closed; drawn to the end of the trace")
 
-    # async: nestable b/e/n and legacy S/T/F, paired by (pid, cat, id)
+
+def _async_rows(
+    events: Mapping[int, Any], by_phase: dict[str, list[int]], rows: Rows, warn: _Warn, times: _Times
+) -> None:
+    """Async: nestable ``b``/``e``/``n`` and legacy ``S``/``T``/``F``, paired by (pid,
+    cat, id); a named nestable ``e`` closes the innermost open ``b`` of its name."""
     asy = []
     for ph in ("b", "e", "n", "S", "T", "F"):
         ks = by_phase.get(ph, [])
@@ -346,14 +384,20 @@ def collect_rows(
             t0, kb = opened.pop(j)
             b = events[kb]
             rows.add(t0, t - t0, lane, b.name, int(Kind.OTHER), kb)
+    if unmatched_async:
+        warn(asy[0][1], None, f"{unmatched_async} async end event(s) without a matching begin skipped")
+    _async_unended(events, open_async, rows, warn)
+
+
+def _async_unended(events: Mapping[int, Any], open_async: dict[tuple, list], rows: Rows, warn: _Warn) -> None:
+    """Async begins never ended (``open_async``: key → open (t, k)): drawn to the end
+    of the trace (``rows.open_ended``), with one warning."""
     left = [kb for st in open_async.values() for _, kb in st]
     for st in open_async.values():
         for t0, kb in st:
             b = events[kb]
             r = rows.add(t0, 0, (b.pid, f"async {_s(b.cat) or _s(b.name)}"), b.name, int(Kind.OTHER), kb)
             rows.open_ended.append(r)
-    if unmatched_async:
-        warn(asy[0][1], None, f"{unmatched_async} async end event(s) without a matching begin skipped")
     if left:
         warn(min(left), None, f"{len(left)} async slice(s) never ended; drawn to the end of the trace")
 

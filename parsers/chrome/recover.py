@@ -285,6 +285,23 @@ def recover(data: bytes | bytearray, path: str, root: int, lines: LineIndex) -> 
         what, hint = _other_json(data, root)
         raise TraceFormatError(path, what, line=lines.line(root), column=lines.column(root), hint=hint)
     scan, breaks = scan_resync(data, begin, lambda close: _tail_state(data, root, close))
+    warnings = _resync_warnings(data, breaks, lines)
+    n = int(scan.starts.size)
+    if n == 0:
+        _no_events(data, path, begin, scan, lines)
+    text, replaced = _repaired_text(data, scan, lines, warnings)
+    bad: list[tuple[int, str]] = []
+    events = decode_elements(text, scan.starts, scan.ends, lambda k, why: bad.append((k, why))) if n else []
+    if bad:
+        warnings += _skip_warnings(bad, scan, lines)
+    kept = sum(1 for e in events if e is not None and getattr(e, "ph", None) != "M")
+    header = _finish(data, root, begin, scan, lines, kept, warnings)
+    return Recovered(header, events, scan.starts, scan.ends, text, warnings, replaced)
+
+
+def _resync_warnings(data: bytes | bytearray, breaks: list, lines: LineIndex) -> list[TraceWarning]:
+    """One warning per stretch of malformed JSON the scanner resynchronised past
+    (``scan_resync``'s breaks), the first 20 in full, then one with the count."""
     warnings: list[TraceWarning] = []
     for brk in breaks[:20]:
         off = error_offset(data, brk)
@@ -303,36 +320,50 @@ def recover(data: bytes | bytearray, path: str, root: int, lines: LineIndex) -> 
                 lines.line(breaks[20].at), None, f"{len(breaks) - 20} more stretches of malformed JSON skipped"
             )
         )
-    n = int(scan.starts.size)
-    if n == 0:
-        if scan.close >= 0:
-            if data[begin : scan.close].strip(b" \t\r\n,"):
-                at = begin + len(data[begin : scan.close]) - len(data[begin : scan.close].lstrip(b" \t\r\n,"))
-                first_byte = data[at : at + 1]
-                what = (
-                    "the events array holds no event objects"
-                    if first_byte in b'{["-0123456789tfn' and first_byte
-                    else "not JSON: an array starting with "
-                    + repr(bytes(data[at : at + 40]).split(b"\n")[0][:20].decode("utf-8", "replace"))
-                )
-                raise TraceFormatError(
-                    path,
-                    what,
-                    line=lines.line(at),
-                    column=lines.column(at),
-                    hint='expected Chrome Trace Event Format events ({"ph": ..., "ts": ...})',
-                )
-        else:
-            cut = scan.partial_start if scan.partial_start >= 0 else len(data)
+    return warnings
+
+
+def _no_events(data: bytes | bytearray, path: str, begin: int, scan: ScanResult, lines: LineIndex) -> None:
+    """The scan found no complete element: raise ``TraceFormatError`` (a file cut off
+    before the first event, or an array of things that are not events); return for a
+    closed array that is empty (blanks and commas only)."""
+    if scan.close >= 0:
+        if data[begin : scan.close].strip(b" \t\r\n,"):
+            at = begin + len(data[begin : scan.close]) - len(data[begin : scan.close].lstrip(b" \t\r\n,"))
+            first_byte = data[at : at + 1]
+            what = (
+                "the events array holds no event objects"
+                if first_byte in b'{["-0123456789tfn' and first_byte
+                else "not JSON: an array starting with "
+                + repr(bytes(data[at : at + 40]).split(b"\n")[0][:20].decode("utf-8", "replace"))
+            )
             raise TraceFormatError(
                 path,
-                "file truncated before the first complete event",
-                line=lines.line(cut),
-                column=lines.column(cut),
-                hint="the profiler was probably killed while writing; re-capture",
+                what,
+                line=lines.line(at),
+                column=lines.column(at),
+                hint='expected Chrome Trace Event Format events ({"ph": ..., "ts": ...})',
             )
-    a = int(scan.starts[0]) if n else begin
-    z = int(scan.ends[-1]) if n else begin
+    else:
+        cut = scan.partial_start if scan.partial_start >= 0 else len(data)
+        raise TraceFormatError(
+            path,
+            "file truncated before the first complete event",
+            line=lines.line(cut),
+            column=lines.column(cut),
+            hint="the profiler was probably killed while writing; re-capture",
+        )
+
+
+def _repaired_text(
+    data: bytes | bytearray, scan: ScanResult, lines: LineIndex, warnings: list[TraceWarning]
+) -> tuple[bytes | bytearray, int]:
+    """``data`` with non-finite number tokens and lone surrogate escapes repaired in
+    place (same length: offsets hold), and the count of non-finite tokens replaced;
+    lone surrogates are warned about (appended to ``warnings``)."""
+    n = int(scan.starts.size)
+    a = int(scan.starts[0]) if n else 0
+    z = int(scan.ends[-1]) if n else 0
     text: bytes | bytearray
     text, replaced = repair_nonfinite(data[a:z]) if n else (b"", 0)
     if replaced:
@@ -341,33 +372,59 @@ def recover(data: bytes | bytearray, path: str, root: int, lines: LineIndex) -> 
         text = data
     text, lone = repair_surrogates(text) if n else (text, [])
     if lone:  # same length: offsets hold; the event is kept, its string gets U+FFFD
-        lns = lines.lines(np.array([at for at, _, _ in lone[:20]], dtype=np.int64))
-        for (_at, esc, key), ln in zip(lone[:20], lns):
-            where = f"field {key}: " if key else ""
-            warnings.append(
-                TraceWarning(
-                    int(ln),
-                    key or None,
-                    f"{where}lone surrogate escape \\{esc[1:]} (half of a UTF-16 pair) replaced by U+FFFD",
-                )
+        warnings += _surrogate_warnings(lone, lines)
+    return text, replaced
+
+
+def _surrogate_warnings(lone: list, lines: LineIndex) -> list[TraceWarning]:
+    """Warnings for lone surrogate escapes ``lone`` ((offset, escape, key) each) replaced
+    by U+FFFD: the first 20 in full, then one with the count."""
+    warnings: list[TraceWarning] = []
+    lns = lines.lines(np.array([at for at, _, _ in lone[:20]], dtype=np.int64))
+    for (_at, esc, key), ln in zip(lone[:20], lns):
+        where = f"field {key}: " if key else ""
+        warnings.append(
+            TraceWarning(
+                int(ln),
+                key or None,
+                f"{where}lone surrogate escape \\{esc[1:]} (half of a UTF-16 pair) replaced by U+FFFD",
             )
-        if len(lone) > 20:
-            warnings.append(
-                TraceWarning(
-                    int(lines.line(lone[20][0])),
-                    None,
-                    f"{len(lone) - 20} more lone surrogate escapes replaced by U+FFFD",
-                )
+        )
+    if len(lone) > 20:
+        warnings.append(
+            TraceWarning(
+                int(lines.line(lone[20][0])),
+                None,
+                f"{len(lone) - 20} more lone surrogate escapes replaced by U+FFFD",
             )
-    bad: list[tuple[int, str]] = []
-    events = decode_elements(text, scan.starts, scan.ends, lambda k, why: bad.append((k, why))) if n else []
-    if bad:
-        lns = lines.lines(scan.starts[[k for k, _ in bad]])
-        for (_k, why), ln in zip(bad[:20], lns[:20]):
-            warnings.append(TraceWarning(int(ln), None, f"event skipped: {why}"))
-        if len(bad) > 20:
-            warnings.append(TraceWarning(int(lns[20]), None, f"{len(bad) - 20} more malformed events skipped"))
-    kept = sum(1 for e in events if e is not None and getattr(e, "ph", None) != "M")
+        )
+    return warnings
+
+
+def _skip_warnings(bad: list[tuple[int, str]], scan: ScanResult, lines: LineIndex) -> list[TraceWarning]:
+    """Warnings for elements that could not be decoded (``bad``: (element, reason)):
+    the first 20 in full, then one with the count."""
+    warnings: list[TraceWarning] = []
+    lns = lines.lines(scan.starts[[k for k, _ in bad]])
+    for (_k, why), ln in zip(bad[:20], lns[:20]):
+        warnings.append(TraceWarning(int(ln), None, f"event skipped: {why}"))
+    if len(bad) > 20:
+        warnings.append(TraceWarning(int(lns[20]), None, f"{len(bad) - 20} more malformed events skipped"))
+    return warnings
+
+
+def _finish(
+    data: bytes | bytearray,
+    root: int,
+    begin: int,
+    scan: ScanResult,
+    lines: LineIndex,
+    kept: int,
+    warnings: list[TraceWarning],
+) -> dict[str, Any]:
+    """The header (``_header``), with warnings appended for how the document ends: cut
+    off inside or after the events array, or followed by more text. ``kept``: the count
+    of events recovered, for the messages."""
     if scan.partial_start >= 0:
         ln = lines.line(scan.partial_start)
         warnings.append(
@@ -407,7 +464,7 @@ def recover(data: bytes | bytearray, path: str, root: int, lines: LineIndex) -> 
                 f"traceEvents array; {kept} events recovered",
             )
         )
-    return Recovered(header, events, scan.starts, scan.ends, text, warnings, replaced)
+    return header
 
 
 def _tail_state(data: bytes | bytearray, root: int, close: int) -> int:

@@ -27,6 +27,7 @@ from textual.worker import get_current_worker
 from gapscope.analysis.types import Cause, Gaps
 from gapscope.parsers.model import Kind, Trace
 from gapscope.tui.bindings import footer_binding, trace_bindings
+from gapscope.tui.cards import prefetch_cards
 from gapscope.tui.findings_view import FindingsState, findings_of
 from gapscope.tui.footer import KeyFooter
 from gapscope.tui.header import trace_header
@@ -516,6 +517,27 @@ class TraceScreen(Screen):
             findings=self.findings_state,
         )
         self._update_detail()
+        self._prefetch_cards(gap)
+
+    def _prefetch_cards(self, gap: int | None) -> None:
+        """Build the cards that ``n``/``N`` would show next (``gapscope.tui.cards``) in a
+        thread worker, so that the key finds them built; the latest call wins."""
+        d, nav = self.diagnosis, self.nav
+        if d is None or nav is None or nav.gaps is not d.gaps or len(nav) == 0:
+            return  # no diagnosis yet (early gaps are numbered otherwise)
+        near = [nav.step(gap, k, self.order_mode, None, from_ns=self.lanes.cursor_ns) for k in (1, -1)]
+        if gap is None:
+            near.insert(0, self._top_finding_gap())
+        todo = [g for g in near if g is not None]
+        if todo:
+            cancelled = lambda: get_current_worker().is_cancelled  # noqa: E731
+            self.run_worker(
+                lambda: prefetch_cards(d, todo, cancelled),
+                thread=True,
+                group="cards",
+                exclusive=True,
+                exit_on_error=False,
+            )
 
     def _update_detail(self) -> None:
         self.query_one("#detail", DetailLine).show(self.detail_text())

@@ -267,10 +267,10 @@ class TraceScreen(Screen):
             lanes.open_at(*self.initial_view)
             self._update_detail()  # the cursor it opens at
         if self.diagnose_fn is not None or self.early_gaps_fn is not None:
-            # at once, not after the first paint: measured, the paint is not slower
-            # for it (numpy lets the thread run beside the event loop), the causes come
-            # ~0.15 s sooner at 1M events (bench/tui.py --command)
-            self._diagnose()
+            # after the first paint: once the diagnosis spent less of its time in numpy
+            # calls that let the event loop run (np.unique at 5M events), its thread
+            # made the first paint at 1M events 50-90 ms slower (bench/tui.py)
+            self.call_after_refresh(self._diagnose)
 
     def _reading_text(self, template: str) -> str:
         """``template`` with how far the load of the whole file is: the share of its

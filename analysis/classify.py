@@ -18,17 +18,20 @@ gap is partitioned in time, so per-class totals sum exactly to the gap:
 
 1. GPU copies of the device in the gap → copy (a small ``<= small_copy_max_bytes``
    device-to-host copy, the ``.item()`` signature, and Kineto ``cuda_sync`` records →
-   sync);
+   sync). Copy is GPU copy time only: the thread's time in a copy call outside the
+   GPU's copies is classed by what it was, below (a wait, or host work);
 2. [launch_from, b): from the start of N's launch call to the gap end → launch (the
    exposed launch path: call, driver, queue);
 3. [sync_from = a, launch_from): T was in a *blocking* wait (``evidence_kinds``) that
    began before the GPU went idle and ended at or after it: the wait drained the queue,
    and the host work after it until the next launch is the sync's cost (the sync
-   cliff) → sync. A wait on another thread is not T's;
+   cliff) → sync. A blocking copy call (``evidence_kinds.blocking_copy_calls``: it
+   returned only after its GPU copy ended, so it waited for the queue before it) is
+   such a wait. A wait on another thread is not T's;
 4. [a, sync_from) (the whole head when there is no cliff): what T did: blocking waits
    that began inside the gap → sync for their own length (the device was already idle,
-   so they drained nothing: what follows them is not their cost); copy calls → copy;
-   launch calls → launch; everything else (operators, Python, annotations, allocator calls, uninstrumented time inside a
+   so they drained nothing: what follows them is not their cost); launch calls →
+   launch; copy calls (outside the GPU's copies: staging, the driver) are host work; everything else (operators, Python, annotations, allocator calls, uninstrumented time inside a
    recorded range) → host. In a launch-bound gap (a picket-fence gap, or a short
    ``<= launch_gap_max_ns`` gap whose T shows only launch calls, the ops issuing them
    and uninstrumented time) the host and uninstrumented time is launch as well: T
@@ -50,11 +53,14 @@ from gapscope.analysis.busy import coverage, device_event_mask, device_union, un
 from gapscope.analysis.evidence_kinds import (
     COLLECTIVE_RE,
     GRAPH_LAUNCH_RE,
+    NO_CLASS,
+    blocking_copy_calls,
     capture_windows,
     event_cause,
     evidence_end,
     graph_captures,
     ids_matching,
+    module_loading_gaps,
     one_time_mask,
 )
 from gapscope.analysis.gaps import EDGE_TRAILING
@@ -231,7 +237,8 @@ def classify(
     host_launching = is_host & launching
     host_other = is_host & ~launching
     sync_m = cause == int(Cause.SYNC)
-    copy_m = cause == int(Cause.COPY)
+    # a copy call that waited for its copy drained the queue like a sync call (rule 3)
+    copy_wait_m = blocking_copy_calls(trace) & (cause != NO_CLASS)
     launch_m = cause == int(Cause.LAUNCH)
     end = evidence_end(trace)
     cpu_lane = np.array([not ln.is_gpu for ln in trace.lanes], dtype=bool)
@@ -279,13 +286,14 @@ def classify(
         lf = launch_from[rows]
         if t_lane >= 0:
             block_t = _u(_lane_union(trace, end, t_lane, sync_m & on_cpu), marks_cache[dev])
-            copy_t = _lane_union(trace, end, t_lane, copy_m)
+            cliff_t = _u(block_t, _lane_union(trace, end, t_lane, copy_wait_m))
             launch_t = _lane_union(trace, end, t_lane, launch_m)
             hl_t = _lane_union(trace, end, t_lane, host_launching)
             ho_t = _lane_union(trace, end, t_lane, host_other)
         else:
-            block_t, copy_t, launch_t, hl_t, ho_t = marks_cache[dev], (_E, _E), (_E, _E), (_E, _E), (_E, _E)
-        sf = _cliff_start(block_t[0], block_t[1], a, lf)
+            block_t, launch_t, hl_t, ho_t = marks_cache[dev], (_E, _E), (_E, _E), (_E, _E)
+            cliff_t = block_t
+        sf = _cliff_start(cliff_t[0], cliff_t[1], a, lf)
         # no GPU op before the gap on its device: the trace shows nothing queued that a
         # wait could have drained, so no cliff (rule 4: a wait is sync for its own length)
         sf = np.where(gaps.prev_op[rows] >= 0, sf, lf)
@@ -293,17 +301,17 @@ def classify(
         gpu_big = [_cover(big, a, sf), _cover(big, sf, lf), _cover(big, lf, b)]
         gpu_any = _u(big, small)
         gpu_all = [_cover(gpu_any, a, sf), _cover(gpu_any, sf, lf), _cover(gpu_any, lf, b)]
-        # head [a, sf): T's activity, layered wait > copy > launch > issuing ops > other host
+        # head [a, sf): the GPU copies, then T's activity, layered wait > launch > issuing ops > other host
         layers = [gpu_any]
-        for u in (block_t, copy_t, launch_t, hl_t, ho_t):
+        for u in (block_t, launch_t, hl_t, ho_t):
             layers.append(_u(layers[-1], u))
         head = [_cover(u, a, sf) for u in layers]
         head_sync = (gpu_all[0] - gpu_big[0]) + (head[1] - head[0])
-        head_copy = gpu_big[0] + (head[2] - head[1])
-        head_launch = head[3] - head[2]
-        hl_ns = head[4] - head[3]
-        ho_ns = head[5] - head[4]
-        rest = (sf - a) - head[5]
+        head_copy = gpu_big[0]  # copy is GPU copy time only (a copy call is host work, or a wait)
+        head_launch = head[2] - head[1]
+        hl_ns = head[3] - head[2]
+        ho_ns = head[4] - head[3]
+        rest = (sf - a) - head[4]
         short = dur[rows] <= params.launch_gap_max_ns
         late = has_launch[rows] & ~q
         bound = in_episode[rows] | (short & late & (ho_ns == 0) & (t_lane >= 0))
@@ -487,9 +495,11 @@ def _wait_kinds(
 def _one_time(trace: Trace, gaps: Gaps, T: np.ndarray, params: Params, end: np.ndarray) -> np.ndarray:
     """Bool per gap: warm-up evidence on T (``evidence_kinds.one_time_mask``, and the
     warm-up graph captures, ``capture_windows``) covers at least
-    ``params.one_time_min_share`` of the gap. Loop over distinct T lanes."""
-    n = len(gaps)
-    out = np.zeros(n, dtype=bool)
+    ``params.one_time_min_share`` of the gap, or the gap is module loading
+    (``evidence_kinds.module_loading_gaps``: the card's one-time story, so a gap whose
+    card says one-time is one in the budget and the findings too). Loop over distinct T
+    lanes."""
+    out = module_loading_gaps(trace, T, gaps.start_ns, gaps.end_ns)
     m = one_time_mask(trace, SLOW_LAUNCH_NS)
     captures = graph_captures(trace)
     if not m.any() and not captures:
@@ -499,7 +509,7 @@ def _one_time(trace: Trace, gaps: Gaps, T: np.ndarray, params: Params, end: np.n
         us, ue = _u(_lane_union(trace, end, lane, m), capture_windows(trace, lane))
         if us.size:
             cov = coverage(us, ue, gaps.start_ns[rows], gaps.end_ns[rows])
-            out[rows] = cov >= params.one_time_min_share * gaps.dur_ns[rows]
+            out[rows] |= cov >= params.one_time_min_share * gaps.dur_ns[rows]
     return out
 
 

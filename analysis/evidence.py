@@ -9,7 +9,7 @@ The list follows the classification's time partition of the gap
   activity, since none of it could be the cause;
 - a starved gap: the GPU copies of the device in it, and the events of the launching
   thread T (never another thread), each split over the partition: its time before the
-  sync cliff with its own class (host, copy, launch, sync for a wait that began inside
+  sync cliff with its own class (host, a copy call included; launch; sync for a wait that began inside
   the gap; launch too for host work in a launch-bound gap),
   its time in the sync cliff as sync, its time in the exposed launch path as launch;
   plus the synthetic "(untraced time on this thread)" for uninstrumented time on T

@@ -10,10 +10,13 @@
   calls (``cudaEventQuery``, ``cudaStreamQuery``, ``cudaStreamWaitEvent``,
   ``cudaEventRecord``) return at once: they are host work (a poll loop is host work),
   never sync evidence.
-- copy: ``Kind.MEMCPY_CALL`` (``cudaMemcpy*``: the thread in a copy call), and GPU
-  memcpy/memset records overlapping the gap (handled per device by the classifier).
-  ``aten::to`` / ``aten::copy_`` are operators: their own CPU time is host work; the
-  copy and wait calls inside them carry their own classes.
+- copy: GPU memcpy/memset records overlapping the gap (handled per device by the
+  classifier), nothing on the CPU. The thread's time in a copy call (``Kind.MEMCPY_CALL``,
+  ``cudaMemcpy*``) is host work (the runtime staging pageable memory, the driver), and a
+  *blocking* copy call (``blocking_copy_calls``: it returned only after its GPU copy
+  ended) is a wait too, which can start a sync cliff. ``aten::to`` / ``aten::copy_`` are
+  operators: their own CPU time is host work; the copy and wait calls inside them carry
+  their own classes.
 - launch: ``Kind.LAUNCH`` (``cudaLaunchKernel``, ``cuLaunchKernel[Ex]``,
   ``hipLaunchKernel``, ``cudaGraphLaunch``, ...).
 - host: every other CPU event with a duration (ATen ops, Python functions, user
@@ -40,12 +43,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gapscope.analysis.busy import union_intervals
+from gapscope.analysis.busy import coverage, union_intervals
 from gapscope.analysis.types import Cause
 from gapscope.parsers.model import Kind, Trace
 
 __all__ = [
     "SYNC_OP_NAMES",
+    "blocking_copy_calls",
+    "is_copy_call",
     "event_cause",
     "NO_CLASS",
     "evidence_end",
@@ -65,6 +70,9 @@ __all__ = [
     "GraphCapture",
     "capture_windows",
     "graph_captures",
+    "LAZY_LOADING_RE",
+    "lazy_loading_in",
+    "module_loading_gaps",
 ]
 
 SYNC_OP_NAMES = frozenset({"aten::item", "aten::_local_scalar_dense", "aten::is_nonzero"})
@@ -247,7 +255,7 @@ def _name_class(name: str) -> int:
     if name in SYNC_OP_NAMES or BLOCKING_SYNC_RE.search(name):
         return int(Cause.SYNC)
     if _COPY_CALL_RE.match(name):
-        return int(Cause.COPY)
+        return int(Cause.HOST)  # the thread in a copy call: host work (the GPU's copy is the copy)
     if _LAUNCH_CALL_RE.match(name):
         return int(Cause.LAUNCH)
     return NO_CLASS
@@ -275,7 +283,7 @@ def event_cause(trace: Trace, valid: np.ndarray, exclude: np.ndarray | None = No
     )
     out[on_cpu & host_kinds] = int(Cause.HOST)
     out[on_cpu & (kind == Kind.LAUNCH)] = int(Cause.LAUNCH)
-    out[on_cpu & (kind == Kind.MEMCPY_CALL)] = int(Cause.COPY)
+    out[on_cpu & (kind == Kind.MEMCPY_CALL)] = int(Cause.HOST)
     out[on_cpu & (kind == Kind.SYNC_CALL)] = int(Cause.SYNC)
     by_name = np.array([_name_class(s) for s in trace.names], dtype=np.int8)
     if by_name.size:
@@ -448,6 +456,49 @@ def recurring_alloc_mask(trace: Trace) -> np.ndarray:
     return out
 
 
+def is_copy_call(trace: Trace, ev: int) -> bool:
+    """Whether event ``ev`` is a copy call on a CPU lane (``Kind.MEMCPY_CALL``, or a
+    runtime call named ``cudaMemcpy*`` / ``hipMemcpy*`` / ``cuMemcpy*``)."""
+    if trace.lanes[int(trace.lane[ev])].is_gpu:
+        return False
+    return int(trace.kind[ev]) == int(Kind.MEMCPY_CALL) or bool(_COPY_CALL_RE.match(trace.name(ev)))
+
+
+_BLOCKING_COPIES: weakref.WeakKeyDictionary[Trace, np.ndarray] = weakref.WeakKeyDictionary()
+
+
+def blocking_copy_calls(trace: Trace) -> np.ndarray:
+    """Bool per event: a copy call on a CPU lane (``Kind.MEMCPY_CALL``, or a runtime call
+    named ``cudaMemcpy*`` / ``hipMemcpy*`` / ``cuMemcpy*``) that returned at or after the
+    end of a GPU copy or memset linked to it by a flow (Kineto's ``ac2g``, Nsight's
+    correlation): it waited for its copy, and a copy runs only after the work queued
+    before it on its stream, so the call was a *blocking* wait on the device (a
+    synchronous ``cudaMemcpy``, or ``cudaMemcpyAsync`` to or from pageable memory; CUDA
+    Runtime API, "API synchronization behavior"). A copy call that returned before its
+    copy ended (pinned, asynchronous), or has no linked copy, is not proved to block.
+    Cached per trace."""
+    got = _BLOCKING_COPIES.get(trace)
+    if got is not None:
+        return got
+    n = len(trace)
+    got = np.zeros(n, dtype=bool)
+    src, dst = trace.flow_src, trace.flow_dst
+    if src.size:
+        cpu_lane = np.array([not ln.is_gpu for ln in trace.lanes], dtype=bool)
+        ids = trace.name_ids_matching(lambda s: bool(_COPY_CALL_RE.match(s)))
+        is_call = (trace.kind[src] == int(Kind.MEMCPY_CALL)) | np.isin(trace.name_id[src], ids)
+        ok = (
+            is_call
+            & cpu_lane[trace.lane[src]]
+            & np.isin(trace.kind[dst], np.array([int(Kind.MEMCPY), int(Kind.MEMSET)], dtype=np.int8))
+        )
+        s, d = src[ok], dst[ok]
+        waited = trace.start_ns[s] + trace.dur_ns[s] >= trace.start_ns[d] + trace.dur_ns[d]
+        got[s[waited]] = True
+    _BLOCKING_COPIES[trace] = got
+    return got
+
+
 #: Launches of kernels at least this long tell whether launch calls wait for their
 #: kernel (a short kernel may end before an ordinary asynchronous call returns).
 SYNC_LAUNCH_MIN_KERNEL_NS = 50_000
@@ -526,12 +577,40 @@ def _near_process_start(trace: Trace) -> bool:
 FIRST_CALL_FACTOR = 10
 
 
+#: An early call of an op whose first call loaded GPU code, this many times slower than
+#: the median of its calls, is warm-up too (b200's 4th ``aten::addmm``, 229 µs against
+#: ~60 µs: the second call of a shape after three first calls that loaded modules).
+WARM_CALL_FACTOR = 3
+
+
+def _first_call_loaded(trace: Trace, ev: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """Bool per call of ``ev`` (CPU ops sorted by name, then start; ``rank``: the call's
+    place among its name's) that is true on every call of a name whose first call
+    overlaps module loading (``LAZY_LOADING_RE`` on a CPU lane)."""
+    out = np.zeros(ev.size, dtype=bool)
+    ids = trace.name_ids_matching(lambda s: bool(LAZY_LOADING_RE.search(s)))
+    if not ids.size:
+        return out
+    cpu = np.array([not ln.is_gpu for ln in trace.lanes], dtype=bool)
+    m = np.isin(trace.name_id, ids) & cpu[trace.lane]
+    st = trace.start_ns[m].astype(np.int64)
+    us, ue = union_intervals(st, st + trace.dur_ns[m].astype(np.int64))
+    first = np.flatnonzero(rank == 0)
+    a = trace.start_ns[ev[first]].astype(np.int64)
+    hit = coverage(us, ue, a, a + trace.dur_ns[ev[first]].astype(np.int64)) > 0
+    # each name's calls run from its first (rank 0) to the next name's first
+    out[:] = np.repeat(hit, np.diff(np.append(first, ev.size)))
+    return out
+
+
 def _slow_first_calls(trace: Trace, min_ns: int) -> np.ndarray:
     """Bool mask of the early calls of ATen ops (among the first 3, or the first 5%, of
-    their name's calls by start; names with at least 3 calls) that last ``min_ns`` or
-    more, ``FIRST_CALL_FACTOR`` times the median of that name's calls and twice the
-    longest of the later half of its calls: lazy loading and autotuning happen at a
-    kernel configuration's first use, and do not come back. Vectorised."""
+    their name's calls by start; names with at least 3 calls) that last twice the
+    longest of the later half of its calls and either ``min_ns`` or more and
+    ``FIRST_CALL_FACTOR`` times the median of that name's calls, or, for an op whose
+    first call loaded GPU code (``_first_call_loaded``), ``WARM_CALL_FACTOR`` times it:
+    lazy loading and autotuning happen at a kernel configuration's first use (and a
+    shape's second call warms up after it), and do not come back. Vectorised."""
     n = len(trace)
     out = np.zeros(n, dtype=bool)
     ops = np.flatnonzero(trace.kind == int(Kind.CPU_OP))
@@ -558,8 +637,12 @@ def _slow_first_calls(trace: Trace, min_ns: int) -> np.ndarray:
     np.maximum.at(late_max, k[late], trace.dur_ns[ev[late]])
     dur = trace.dur_ns[ev].astype(np.int64)
 
+    loaded = _first_call_loaded(trace, ev, rank)
+
     def slow(d: np.ndarray) -> np.ndarray:
-        return early & (d >= min_ns) & (d >= FIRST_CALL_FACTOR * np.maximum(med[k], 1)) & (d >= 2 * late_max[k])
+        first = (d >= min_ns) & (d >= FIRST_CALL_FACTOR * np.maximum(med[k], 1))
+        warm = loaded & (d >= WARM_CALL_FACTOR * np.maximum(med[k], 1))
+        return early & (first | warm) & (d >= 2 * late_max[k])
 
     ok = slow(dur)
     if ok.any() and synchronous_launches(trace) is not None:
@@ -593,3 +676,75 @@ def _kernel_wait_ns(trace: Trace, ev: int) -> int:
         return 0
     us, ue = union_intervals(a[keep], b[keep])
     return int((ue - us).sum())
+
+
+#: Module loading at a function's first call: CUDA's lazy loading (Nsight's "Lazy
+#: Function Loading" range, B200 GEMMs' first calls) and the driver's module loads.
+LAZY_LOADING_RE = re.compile(r"Lazy Function Loading|^cuModuleLoad|^cuLibraryLoad|^hipModuleLoad", re.IGNORECASE)
+#: A call on the launching thread holds an occurrence when it covers this share of it.
+HOLDING_CALL_MIN_SHARE = 0.5
+#: Module loading covering this share of an occurrence outside any call makes it module loading.
+LAZY_LOADING_MIN_SHARE = 0.5
+
+
+def _loading_union(trace: Trace, lane: int) -> tuple[np.ndarray, np.ndarray]:
+    """Union of the module loading events (``LAZY_LOADING_RE``) on the CPU lanes of
+    ``lane``'s process and of no process (B200: the driver's lane has pid -1)."""
+    ids = trace.name_ids_matching(lambda s: bool(LAZY_LOADING_RE.search(s)))
+    if not ids.size:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    pid = trace.lanes[lane].pid
+    cpu = np.array([(not ln.is_gpu) and ln.pid in (pid, "-1", "") for ln in trace.lanes], dtype=bool)
+    m = np.isin(trace.name_id, ids) & cpu[trace.lane]
+    st = trace.start_ns[m].astype(np.int64)
+    return union_intervals(st, st + trace.dur_ns[m].astype(np.int64))
+
+
+def lazy_loading_in(trace: Trace, lane: int, starts_ns: np.ndarray, ends_ns: np.ndarray) -> tuple[int, bool]:
+    """(ns, in_call) of module loading (``LAZY_LOADING_RE``, on any CPU lane of
+    ``lane``'s process: Kineto records CUDA's "Lazy Function Loading" on a lane of its
+    own) for the occurrence of gaps [``starts_ns``, ``ends_ns``) (int64 arrays) whose
+    launching thread is ``lane``: inside the narrowest call (``Kind.CPU_OP`` or
+    ``Kind.PYTHON``, the latest to start) of the thread that covers at least
+    ``HOLDING_CALL_MIN_SHARE`` of the occurrence (``in_call``: that call is a
+    function's first call, which began before the GPU went idle: B200's first
+    ``aten::mm`` of a shape), else inside the occurrence itself. (0, False) with
+    ``lane`` < 0 or no loading."""
+    if lane < 0:
+        return 0, False
+    us, ue = _loading_union(trace, lane)
+    if not us.size:
+        return 0, False
+    sl = trace.lane_slice(lane)
+    st = trace.start_ns[sl].astype(np.int64)
+    en = st + trace.dur_ns[sl].astype(np.int64)
+    cover = np.zeros(st.size, dtype=np.int64)
+    for a, b in zip(starts_ns.tolist(), ends_ns.tolist()):
+        cover += np.maximum(np.minimum(en, b) - np.maximum(st, a), 0)
+    total = int((ends_ns - starts_ns).sum())
+    kind = trace.kind[sl]
+    calls = np.flatnonzero(
+        (cover >= HOLDING_CALL_MIN_SHARE * max(total, 1)) & np.isin(kind, [int(Kind.CPU_OP), int(Kind.PYTHON)])
+    )
+    if calls.size:
+        c = int(calls[np.argsort(st[calls], kind="stable")[-1]])
+        got = int(coverage(us, ue, st[c : c + 1], en[c : c + 1])[0])
+        if got:
+            return got, True
+    return int(coverage(us, ue, starts_ns, ends_ns).sum()), False
+
+
+def module_loading_gaps(trace: Trace, lanes: np.ndarray, starts_ns: np.ndarray, ends_ns: np.ndarray) -> np.ndarray:
+    """Bool per gap [``starts_ns``, ``ends_ns``) with launching thread ``lanes`` (int
+    per gap, -1 none): module loading (``lazy_loading_in``) inside the call holding it,
+    or covering ``LAZY_LOADING_MIN_SHARE`` of it. The card's "module loading" story
+    (``card.facts.Facts.module_loading``): a first call's one-time cost. A loop over
+    the gaps only when the trace records any loading."""
+    out = np.zeros(starts_ns.size, dtype=bool)
+    if not trace.name_ids_matching(lambda s: bool(LAZY_LOADING_RE.search(s))).size:
+        return out
+    for i in np.flatnonzero(lanes >= 0).tolist():
+        a, b = starts_ns[i : i + 1], ends_ns[i : i + 1]
+        ns, in_call = lazy_loading_in(trace, int(lanes[i]), a, b)
+        out[i] = ns > 0 and (in_call or ns >= LAZY_LOADING_MIN_SHARE * int(b[0] - a[0]))
+    return out

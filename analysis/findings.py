@@ -40,6 +40,7 @@ from gapscope.analysis.busy import coverage, device_event_mask, union_intervals,
 
 # the card API (issue 43 moves it; this is the one place that imports it)
 from gapscope.analysis.card import card_for_gap, card_for_group
+from gapscope.analysis.card.program import program_kind
 from gapscope.analysis.classify import GRAPH_SPARSE_BUSY_SHARE
 from gapscope.analysis.diagnose import Diagnosis
 from gapscope.analysis.evidence_kinds import COLLECTIVE_RE, ids_matching
@@ -127,6 +128,9 @@ _PER_OP_FIX = "fewer, larger ops per step: a bigger batch, torch.compile, CUDA g
 #: Device allocation runtime calls: only these make an allocator op "device memory allocation".
 _DEVICE_MALLOC_RE = re.compile(r"^(cuda|hip)Malloc|^cuMemAlloc", re.IGNORECASE)
 _PER_KERNEL_FIX = "cut the CPU cost per kernel: torch.compile or a CUDA graph, fewer and larger ops"
+#: A runtime copy call (its time outside the GPU's copy is host work: staging, driver).
+_COPY_CALL_RE = re.compile(r"^(cuda|hip|cu)Memcpy", re.IGNORECASE)
+_COPY_CALL_FIX = "copy from pinned host memory with non_blocking=True (the call then returns at once), or keep the data on the device"
 _ALLOC_FIX = "fewer temporaries: preallocate and reuse buffers (out=, in-place ops) or torch.compile"
 _UNTRACED_FIX = (
     "find the untraced host work (with_stack=True or record_function ranges), then move it off the critical path"
@@ -156,8 +160,9 @@ class Finding:
     ``apart``); ``step_share``: ``per_step_ns`` / the step's wall time; ``total_ns``:
     its ns summed over all its positions; ``steps_with``/``steps_total``: steps holding
     one of its positions; ``positions``: int64 gap indices, largest share first;
-    ``card``: the card of its largest grouped position's group, else of its largest
-    position; ``fix``: the first fix in a few words (a host finding's: its card's ``Card.fix``, see ``_fix``); ``projected_step_ns``,
+    ``card``: the card of a typical member that fits the finding (``_card_of``: of
+    its class, no one-time cost, no one-off), through that gap's group when the group is
+    of its class, ``card_gap`` the gap, ``card_note`` why there is none; ``fix``: the first fix in a few words (a host finding's: its card's ``Card.fix``, see ``_fix``); ``projected_step_ns``,
     ``steps_per_s`` (None where the projected step has no length), ``speedup``, ``decode``
     (a decode step), ``tokens_per_s`` (``budget.tokens_per_step`` x steps/s; None unless
     ``decode``) and ``assumptions``: the what-if if it were fixed (``budget.what_if``);
@@ -189,6 +194,10 @@ class Finding:
     #: False when its idle may not be idle (``kind`` ``"unmeasurable"``): no projection
     #: (``projected_step_ns`` 0, ``steps_per_s`` None, ``speedup`` 1)
     measurable: bool = True
+    #: the member gap whose card (or whose group's card) ``card`` is, -1 when none; ``card_note``: why
+    #: ``card`` is None where no member's card fits the finding (``_card_of``), else ""
+    card_gap: int = -1
+    card_note: str = ""
 
     @property
     def steady(self) -> bool:
@@ -298,16 +307,22 @@ def _self_ns(diag, items) -> list[int]:
 
 
 #: Names that mean one thing whatever their tail: the autograd engine's per-node
-#: ranges (``autograd::engine::evaluate_function: MulBackward0``) are one backward pass.
-_MEANING = ((re.compile(r"^autograd::engine::evaluate_function: "), "autograd backward (evaluate_function)"),)
+#: ranges (``autograd::engine::evaluate_function: MulBackward0``) are one backward pass;
+#: the numbered instances of one module class (``nn.Module: TransformerBlock_0`` …
+#: ``_35``, b200's 36 layers) are one module. (pattern, replacement: ``re.sub``).
+_MEANING = (
+    (re.compile(r"^autograd::engine::evaluate_function: .*$", re.DOTALL), "autograd backward (evaluate_function)"),
+    (re.compile(r"^(nn\.Module: .*?)_\d+$", re.DOTALL), r"\1_* (every numbered instance)"),
+)
 
 
 def meaning(name: str) -> str:
     """The key a named range is recognised by across steps (``_MEANING``: the backward
-    pass's per-node ranges are one), else the name itself."""
+    pass's per-node ranges are one, a module class's numbered instances are one), else
+    the name itself."""
     for pattern, key in _MEANING:
         if pattern.match(name):
-            return key
+            return pattern.sub(key, name, count=1)
     return name
 
 
@@ -374,10 +389,11 @@ def _is_container(diag, name: str) -> bool:
 
 
 def _launches_in_longest(diag, name: str) -> tuple[int, int]:
-    """(the longest call of the range ``name``, the launch calls it encloses); (-1, 0)
-    when the trace has no such range."""
+    """(the longest call of the range ``name`` (a ``meaning`` key: any of the names it
+    stands for), the launch calls it encloses); (-1, 0) when the trace has no such
+    range."""
     t = diag.trace
-    ev = np.flatnonzero(np.isin(t.name_id, t.name_ids_matching(lambda s: s == name)))
+    ev = np.flatnonzero(np.isin(t.name_id, t.name_ids_matching(lambda s: meaning(s) == name)))
     if ev.size == 0:
         return -1, 0
     longest = int(ev[np.argmax(t.dur_ns[ev])])
@@ -411,7 +427,25 @@ def _host_title(diag, name: str) -> str:
         return f"tensor allocation (caching allocator) in {short}"
     if _is_container(diag, name):
         return f"host work inside {short} (no finer range)"
+    if _COPY_CALL_RE.match(name):  # copy is GPU copy time only: the call's own is host work
+        return f"host time in the copy call {short}"
     return f"host island at {short}"
+
+
+#: With no steps, a range this share of the budget's window or longer spans about the
+#: whole trace (b200's ``execute_context_1(…)_generation_0``, 99.5%): it names nothing.
+WHOLE_TRACE_SHARE = 0.9
+
+
+def _body_ns(diag) -> int | None:
+    """A range this long or longer is the loop body, a pass or the whole trace, never
+    the name of host work inside it: half the median step, or with no steps
+    ``WHOLE_TRACE_SHARE`` of the budget's window (the next enclosing range below it
+    names the work); None without either."""
+    st, b = diag.steps, diag.budget
+    if st is not None and len(st):
+        return int(np.median(st.wall_ns)) // 2
+    return int(WHOLE_TRACE_SHARE * b.wall_ns) if b is not None and b.wall_ns > 0 else None
 
 
 def _split_rest(
@@ -422,13 +456,13 @@ def _split_rest(
     ns per gap). Read on the gap's launching thread (``EvidenceIndex.overlapping``, every
     gap): a gap whose remaining host time lies inside one op or range (``_HOST_KINDS``;
     by ``meaning``; ``ENCLOSING_MIN_SHARE``; ``host``: the gap's host ns) joins it: a kept one first, else the outermost
-    one shorter than half the median step (not the step range or the loop body);
+    one shorter than ``_body_ns`` (not the step range, the loop body or a range spanning
+    the whole trace);
     one with ``PER_OP_MIN_OPS`` ops or more overlapping it, their time at least half
     its host time, is per-op overhead; the rest is untraced."""
     t, g = diag.trace, diag.gaps
     index = diag.evidence_index()
-    st = diag.steps
-    body_ns = int(np.median(st.wall_ns)) // 2 if st is not None and len(st) else None
+    body_ns = _body_ns(diag)
     ops = np.isin(t.kind, [int(k) for k in _HOST_KINDS])
     inside: dict[str, np.ndarray] = {}
     untraced = rest.copy()
@@ -686,9 +720,9 @@ def _exposed_comm(diag) -> Finding | None:
 def _dominant_range_ns(diag, i: int, skip: str) -> int:
     """The most host time of gap ``i`` inside one recorded range or op on its evidence
     list (``Evidence.overlap_ns``), leaving out ``skip`` (a ``meaning`` key), the step
-    range and ranges of half the median step or longer (the loop body, a pass)."""
-    t, st = diag.trace, diag.steps
-    body_ns = int(np.median(st.wall_ns)) // 2 if st is not None and len(st) else None
+    range and ranges of ``_body_ns`` or longer (the loop body, a pass, the whole trace)."""
+    t = diag.trace
+    body_ns = _body_ns(diag)
     best = 0
     for e in diag.evidence(i):
         if e.cause != Cause.HOST or e.event < 0 or meaning(e.name) == skip or _is_step_range(diag, e.name):
@@ -729,9 +763,18 @@ def _representative(
             if title == PER_OP_TITLE:  # the most recorded op time: the card tells the ops
                 ok = (2 * (host - quiet) >= host) & (2 * vec[rows] >= host) & (host > 0)
                 ok &= np.array([2 * _dominant_range_ns(diag, int(i), "") < h for i, h in zip(rows, host)], dtype=bool)
-                # one with no copy or blocking wait on its list, when there is one: its card tells the ops
+                # one with no copy, copy call or blocking wait on its list, when there is
+                # one: its card tells the ops
+                kind = diag.trace.kind
                 plain = ok & np.array(
-                    [all(e.cause not in (Cause.COPY, Cause.SYNC) for e in diag.evidence(int(i))) for i in rows],
+                    [
+                        all(
+                            e.cause not in (Cause.COPY, Cause.SYNC)
+                            and (e.event < 0 or kind[e.event] != int(Kind.MEMCPY_CALL))
+                            for e in diag.evidence(int(i))
+                        )
+                        for i in rows
+                    ],
                     dtype=bool,
                 )
                 ok = plain if plain.any() else ok
@@ -751,21 +794,75 @@ def _representative(
     return int(own[0] if own.size else positions[0]), True
 
 
-def _card_of(diag, positions: np.ndarray, cause: Cause, title: str, name: str, vec: np.ndarray) -> Card | None:
-    """The card of the finding: of its representative position (``_representative``),
-    through that gap's recurring group when the group's class is the finding's too;
-    None when no position's host time is mostly the finding's subject (its card would
-    tell other work)."""
-    if positions.size == 0:
-        return None
+#: Smells of a card that tells a cost that does not recur, or one slow call: such a
+#: card never stands for a finding (a pattern across steps).
+_UNFIT_SMELL_RE = re.compile(r"one-time|slow launch call")
+#: Members whose card is tried for a finding, typical first, before it shows none.
+CARD_TRIES = 8
+NO_FIT_NOTE = (
+    "No example card: no member gap's card tells this finding's class as a recurring cost "
+    "(their cards tell another class, a one-time cost or a one-off)."
+)
+
+
+def _unfit_gaps(diag) -> np.ndarray:
+    """Bool per gap that never stands for a finding: one-time (``Gaps.one_time``) or a
+    recurring position's one-off (``GapGroup.one_offs``)."""
     g = diag.gaps
-    i, subject = _representative(diag, positions, cause, title, name, vec)
-    if not subject:
-        return None
-    grp = int(g.group[i])
+    out = g.one_time.copy() if g.one_time is not None else np.zeros(len(g), bool)
+    for grp in diag.groups:
+        out[grp.one_offs] = True
+    return out
+
+
+def _typical(diag, positions: np.ndarray, cause: Cause) -> np.ndarray:
+    """The members of primary class ``cause`` among ``positions``, nearest the median
+    length of them first (ties: the longer), at most ``CARD_TRIES``."""
+    g = diag.gaps
+    own = positions[g.cause[positions] == int(cause)]
+    if own.size == 0:
+        return own
+    dur = g.dur_ns[own].astype(np.int64)
+    med = float(np.median(dur))
+    return own[np.lexsort((-dur, np.abs(dur - med)))][:CARD_TRIES]
+
+
+def _card_at(diag, i: int, cause: Cause) -> Card:
+    """Gap ``i``'s card, through its recurring group when the group's class is ``cause``."""
+    grp = int(diag.gaps.group[i])
     if grp >= 0 and diag.groups[grp].cause == cause:
         return card_for_group(diag, grp)
     return card_for_gap(diag, i)
+
+
+def _card_of(
+    diag, positions: np.ndarray, cause: Cause, title: str, name: str, vec: np.ndarray
+) -> tuple[Card | None, int, str]:
+    """(the card of the finding, the gap it is of (-1), a note when it has none). The
+    card fits the finding: its class is ``cause`` and it tells no one-time cost or single
+    slow call (``_UNFIT_SMELL_RE``), of a member neither one-time nor a one-off
+    (``_unfit_gaps``). Host: the representative (``_representative``) of the fitting
+    members; none when no member's host time is mostly the finding's subject (its card
+    would tell other work). Other classes, and a host representative whose card does not
+    fit: a typical member (``_typical``). When no member fits: None and
+    ``NO_FIT_NOTE``, never a card that contradicts the finding (the third audit of
+    issue 43: b200's launch finding showed a one-time module load that forbids CUDA
+    graphs)."""
+    if positions.size == 0:
+        return None, -1, ""
+    fit = positions[~_unfit_gaps(diag)[positions]]
+    tries: list[int] = []
+    if cause == Cause.HOST and fit.size:
+        i, subject = _representative(diag, fit, cause, title, name, vec)
+        if not subject:
+            return None, -1, ""
+        tries.append(i)
+    tries += [int(i) for i in _typical(diag, fit, cause).tolist() if int(i) not in tries]
+    for i in tries:
+        card = _card_at(diag, i, cause)
+        if card.cause == cause and not _UNFIT_SMELL_RE.search(card.smell):
+            return card, i, ""
+    return None, -1, NO_FIT_NOTE
 
 
 def _fix(diag, kind: str, cause: Cause, name: str, title: str, card: Card | None) -> str:
@@ -785,6 +882,8 @@ def _fix(diag, kind: str, cause: Cause, name: str, title: str, card: Card | None
             return _UNTRACED_FIX
         if _ALLOC_OP_RE.search(name):
             return _ALLOC_FIX
+        if _COPY_CALL_RE.match(name):
+            return _COPY_CALL_FIX
         if bool(name) and not _is_container(diag, name):
             if _launches_in_longest(diag, name)[1] > 0:  # it issues GPU work: not movable as a unit
                 return _PER_KERNEL_FIX
@@ -792,15 +891,31 @@ def _fix(diag, kind: str, cause: Cause, name: str, title: str, card: Card | None
         if name:
             return f"find what the CPU does inside `{short}` (with_stack=True), then cut it or move it off the critical path"
         return _UNTRACED_FIX
+    if card is not None and card.smell in _CARD_FIX_SMELLS:
+        return card.fix
     if kind == "sync":
-        return (
-            f"remove the blocking read in `{short}` from the loop (read values after it; CUDA events for timing)"
-            if name
-            else "remove .item()/print/implicit syncs from the loop"
-        )
+        return _sync_fix(diag, short)
     if kind == "dependency":
         return f"find what the queued op waits for ({name}) and overlap or reorder it"
     return _FIX.get(cause, "classify it first")
+
+
+#: Cards whose rule names the cause better than the finding's class: the finding takes
+#: their fix (allocator calls holding a sync gap; a synchronize before each launch goes
+#: before any graph), so the finding does not contradict its card (audit 3).
+_CARD_FIX_SMELLS = frozenset({"allocation churn", "launch after a synchronize"})
+
+
+def _sync_fix(diag, short: str) -> str:
+    """A sync finding's fix in the program's words: "from the loop" only where the
+    trace marks steps, ``.item()``/``print`` only in a PyTorch program (audit 3)."""
+    stepped = diag.steps is not None and len(diag.steps) > 0
+    where = " from the loop" if stepped else ""
+    if short:
+        after = "after it" if stepped else "at the end"
+        return f"remove the blocking read in `{short}`{where} (read values {after}; CUDA events for timing)"
+    what = ".item()/print/implicit syncs" if program_kind(diag.trace).profiler_is_torch else "the blocking syncs"
+    return f"remove {what}{where}" if stepped else f"remove {what} where nothing needs the device finished"
 
 
 def _steps_of(diag, rows: np.ndarray) -> tuple[int, int]:
@@ -817,7 +932,7 @@ def _finding(diag, kind: str, cause: Cause, title: str, name: str, vec: np.ndarr
     rows = rows[np.lexsort((rows, -vec[rows]))]
     w = what_if(diag, remove_ns=vec)
     with_, total = _steps_of(diag, rows)
-    card = _card_of(diag, rows, cause, title, name, vec)
+    card, card_gap, note = _card_of(diag, rows, cause, title, name, vec)
     projected = projectable(diag)
     return Finding(
         kind,
@@ -840,6 +955,8 @@ def _finding(diag, kind: str, cause: Cause, title: str, name: str, vec: np.ndarr
         vec,
         tokens_per_s=None if not projected or w.tokens_per_s is None or not w.decode else float(w.tokens_per_s),
         projected=projected,
+        card_gap=card_gap,
+        card_note=note,
     )
 
 
@@ -850,9 +967,13 @@ def _apart(diag, edge: np.ndarray) -> list[Finding]:
     out: list[Finding] = []
     dur = g.dur_ns
     side = g.edge if g.edge is not None else np.zeros(len(g), np.int8)
+    stepped = diag.steps is not None and len(diag.steps) > 0
     kinds = (
-        (edge & (side == 1), "before the first kernel (profiler start)"),
-        (edge & (side == 2), "after the last kernel (profiler stop, the loop's tail)"),
+        (edge & (side == 1), "before the first kernel " + ("(profiler start)" if stepped else "(the program's start)")),
+        (
+            edge & (side == 2),
+            "after the last kernel " + ("(profiler stop, the loop's tail)" if stepped else "(the program's end)"),
+        ),
         (edge & (side == 0), "outside the steps"),
     )
     for mask, where in kinds:
@@ -968,8 +1089,27 @@ def _no_steady_verdict(diag, ranked: list[Finding]) -> str:
     return (
         f"No steady state to judge: {held}, fewer than the {MIN_STEADY_STEPS} a recurring pattern needs, "
         f"so no finding makes a verdict and none is projected.{top} Capture several warmed-up steps, each marked: "
-        "torch.profiler with schedule(wait=1, warmup=1, active=3) and prof.step() each iteration "
-        "(ProfilerStep#N ranges), or a record_function range around each step."
+        + _mark_steps(diag)
+    )
+
+
+def _mark_steps(diag) -> str:
+    """How to mark each step in a new capture, in the program's words (audit 3: a C
+    program was told torch.profiler and prof.step()): ``ProfilerStep#N`` ranges for
+    PyTorch, else a range whose name holds "step" (``steps.STEP_NAME_RE``)."""
+    kind = program_kind(diag.trace)
+    if kind.profiler_is_torch:
+        return (
+            "torch.profiler with schedule(wait=1, warmup=1, active=3) and prof.step() each iteration "
+            "(ProfilerStep#N ranges), or a record_function range around each step."
+        )
+    if kind.platform == "rocm":
+        return 'a ROCTX range named "step" around each iteration (roctxRangePush("step") / roctxRangePop()).'
+    if kind.python:
+        return 'an NVTX range named "step" around each iteration (nvtx.annotate("step")), captured with NVTX on.'
+    return (
+        'an NVTX range named "step" around each iteration (nvtxRangePushA("step") / nvtxRangePop()), '
+        "captured with nsys profile --trace=cuda,nvtx."
     )
 
 
@@ -1036,6 +1176,38 @@ def _verdict(diag, ranked: list[Finding], steady_state: bool) -> tuple[str, str,
     )
 
 
+#: Python function events a second (``Kind.PYTHON``: torch.profiler's with_stack=True
+#: records every Python call) from which a host verdict carries a caveat: at about 1 µs
+#: of the tracer's own cost per recorded call, 50,000 a second is 5% of the time.
+PYTHON_TRACING_MIN_RATE = 50_000
+
+
+def _tracing_caveat(diag, ranked: list[Finding], kind: str) -> str:
+    """A sentence for a host verdict (or a no-steady-state one whose largest finding
+    is host work) when the trace records ``PYTHON_TRACING_MIN_RATE`` Python function
+    events a second or more over the steps (first start to last end; no steps: the
+    budget's window): the profiler's Python tracing inflates host time (b200: 15,230
+    in 84 ms). Else ""."""
+    top = ranked[0].kind if ranked else ""
+    if not (kind == "host" or (kind == "no steady state" and top == "host")) or diag.budget is None:
+        return ""
+    t, st, b = diag.trace, diag.steps, diag.budget
+    if st is not None and len(st):
+        lo, hi = int(st.start_ns[0]), int(st.end_ns[-1])
+    else:
+        dev = [d for d in diag.devices if d.device == b.device]
+        lo, hi = (dev[0].window_start_ns, dev[0].window_end_ns) if dev else (0, 0)
+    py = t.kind == int(Kind.PYTHON)
+    n = int((py & (t.start_ns >= lo) & (t.start_ns < hi)).sum())
+    if hi <= lo or n * 1e9 < PYTHON_TRACING_MIN_RATE * (hi - lo):
+        return ""
+    return (
+        f" Caveat: the trace holds {n:,} Python function events (Python tracing, with_stack=True) in its "
+        f"{fmt_dur(hi - lo)} ({fmt_rate(n * 1e9 / (hi - lo))} a second): the profiler's tracing of every Python call "
+        "inflates host time; re-profile without with_stack to confirm the host share."
+    )
+
+
 def findings(diag: Diagnosis) -> Findings:
     """The findings and verdict of ``diag``; see the module docstring.
 
@@ -1091,4 +1263,5 @@ def _findings(diag: Diagnosis) -> Findings:
             ranked.append(comm)
         ranked.sort(key=lambda f: (-f.per_step_ns, f.title))
     verdict, kind, share = _verdict(diag, ranked, steady_state)
+    verdict += _tracing_caveat(diag, ranked, kind)
     return Findings(verdict, kind, share, tuple(ranked), tuple(once + _apart(diag, edge)), edge, steady_state)

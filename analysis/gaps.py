@@ -261,7 +261,7 @@ def interior_gaps(trace: Trace, min_gap_ns: int = Params.min_gap_ns) -> Gaps:
     idle time before a device's first kernel and after its last does, through the
     window): so they are the diagnosis's gaps with a kernel on both sides, whole, and
     the same when ``trace`` holds only the device lanes of a file, where those are the
-    whole trace's (a device preview: ``gapscope.parsers.chrome.loader.device_preview``
+    whole trace's (a device preview: ``gapscope.parsers.chrome.preview.device_preview``
     says when they can differ; equal on every corpus trace,
     ``tests/test_device_preview.py``). Their ``next_op`` can differ there when two
     ops start at a gap's end: the tie goes to a launched op, and a preview has no

@@ -20,8 +20,9 @@ SCHEMA = "gapscope.diagnosis/1"
 
 
 def card_to_json(card) -> dict:
-    """A ``Card`` as a dict (cause labels as strings)."""
-    return {
+    """A ``Card`` as a dict (cause labels as strings); ``cpu_samples`` only when the
+    trace has CPU samples (``Card.cpu_samples``)."""
+    out = {
         "smell": card.smell,
         "cause": card.cause.label,
         "secondary": card.secondary.label if card.secondary is not None else None,
@@ -32,6 +33,24 @@ def card_to_json(card) -> dict:
         "proof": card.proof,
         "evidence": [_evidence(e) for e in card.evidence],
     }
+    s = getattr(card, "cpu_samples", None)
+    if s is not None:
+        out["cpu_samples"] = {
+            "lane": s.lane,
+            "samples": s.samples,
+            "interval_ns": s.interval_ns,
+            "frames": [
+                {
+                    "name": f.name,
+                    "module": f.module,
+                    "samples": f.samples,
+                    "share": round(float(f.share), 6),
+                    "caller": f.caller,
+                }
+                for f in s.frames
+            ],
+        }
+    return out
 
 
 def _evidence(e) -> dict:

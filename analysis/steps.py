@@ -351,9 +351,14 @@ def edge_gaps(gaps: Gaps, steps: Steps | None) -> np.ndarray:
 
     With one step the step's own head and tail are its steady state (the decode-step
     exercise: one complete ``decode_step``, "this pattern repeats for every token"), so
-    no gap is an edge; with no steps the window is [first op, last op] and has none."""
+    no gap is an edge. With no steps the window is [first GPU op, last GPU op]: its
+    edge gaps (``Gaps.edge``) are copies before the first kernel or after the last one,
+    the program's initial upload and its final read (audit 3, extrap/profile16 #0 and
+    #6), so those are edges; a window opening and closing with kernels has none."""
     n = len(gaps)
     out = np.zeros(n, dtype=bool)
+    if (steps is None or len(steps) == 0) and gaps.edge is not None:
+        return gaps.edge != 0
     if steps is None or len(steps) < 2 or n == 0:
         return out
     if gaps.edge is not None:

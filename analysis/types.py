@@ -11,7 +11,18 @@ import enum
 
 import numpy as np
 
-__all__ = ["Cause", "WaitKind", "Trust", "Params", "Evidence", "Card", "Gaps", "DeviceSummary"]
+__all__ = [
+    "Cause",
+    "WaitKind",
+    "Trust",
+    "Params",
+    "Evidence",
+    "SampledFrame",
+    "GapSamples",
+    "Card",
+    "Gaps",
+    "DeviceSummary",
+]
 
 
 class Cause(enum.IntEnum):
@@ -123,6 +134,38 @@ class Evidence:
 
 
 @dataclasses.dataclass(frozen=True)
+class SampledFrame:
+    """A function the CPU samples of a gap fell in (``GapSamples.frames``): ``name``
+    (verbatim, untrusted) and ``module`` (the binary or library) of the sample's
+    nearest resolved frame to its leaf (the leaf itself when resolved; else the
+    leaf's address), ``samples`` of them, ``share`` of the gap's samples (0..1);
+    ``caller``: the function most of them were called from (the next resolved frame
+    above it in the kept callchain; "" when none)."""
+
+    name: str
+    module: str
+    samples: int
+    share: float
+    caller: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class GapSamples:
+    """The CPU samples (Nsight ``--sample``; ``Trace.cpu_samples``) of the launching
+    thread ``lane`` taken inside an occurrence of a gap: ``samples`` of them,
+    ``frames`` the hottest, most samples first; ``interval_ns``: the median time
+    between the thread's consecutive samples over the trace (-1 with fewer than two),
+    so an occurrence several intervals long with no sample is time off the CPU
+    (blocked, sleeping, waiting in the kernel), while a shorter one may fall between two
+    samples (``analysis.card.samples.gap_samples``)."""
+
+    lane: int
+    samples: int
+    frames: tuple[SampledFrame, ...] = ()
+    interval_ns: int = -1
+
+
+@dataclasses.dataclass(frozen=True)
 class Card:
     """The card of a gap or gap group (design: "The card")."""
 
@@ -137,6 +180,9 @@ class Card:
     evidence: tuple[Evidence, ...] = ()
     #: the first experiment in a few words (a finding's fix; ``card.advice.Advice.fix``)
     fix: str = ""
+    #: the launching thread's CPU samples inside the occurrence, or None when the
+    #: trace has none (``GapSamples``)
+    cpu_samples: GapSamples | None = None
 
 
 @dataclasses.dataclass(frozen=True)

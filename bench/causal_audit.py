@@ -30,7 +30,9 @@ For every JSON / JSON.gz Chrome (Kineto) trace under ``/work/shared/traces/publi
    unclassified.
 
 Targets (design "Definitions": first starved or blocked): <= 5 % of queued idle on
-CPU-side classes; >= 90 % of late idle on CPU-side classes (copy counts as neither).
+CPU-side classes; >= 90 % of late idle on CPU-side classes (copy counts as neither;
+copy is GPU copy time only, so the thread's time in a copy call is CPU-side: sync or
+host).
 The "worst offenders" list names the gaps that break the rule: queued idle on CPU-side
 classes, late idle on dependency.
 """

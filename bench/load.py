@@ -6,6 +6,7 @@ Usage (from the repository root)::
     .venv/bin/python bench/load.py --sizes 1M,5M --repeat 3  # 5M needs ~3 GB of disk and minutes
     .venv/bin/python bench/load.py --tools all              # + msgspec/orjson dicts, one process, HTA
     .venv/bin/python bench/load.py --gzip --no-corpus       # + each generated trace as a level-1 .json.gz
+    .venv/bin/python bench/load.py --before /work/main/.venv/bin/python  # + main's load, alternating
 
 Files: generated Kineto-shaped traces (``bench/gen_kineto.generate``, seed 0) of two
 shapes, ``steps20`` (20 long ``ProfilerStep``s, the default) and ``steps500`` (500
@@ -36,7 +37,9 @@ whether kernels, GPU busy and extent match what the generator wrote); ``floor``:
 ``msgspec.json.decode`` of the whole text into a Struct with the timeline fields only
 (``args`` kept raw), single-threaded, after reading the file (and inflating it in one
 call, for ``.gz``, with ISA-L as gapscope does, else zlib): the decode a typed loader cannot beat in one process. Optional:
-``gapscope 1 proc`` (``GAPSCOPE_LOAD_PROCESSES=1``), ``gapscope msgspec`` (the C scanner
+``gapscope 1 proc`` (``GAPSCOPE_LOAD_PROCESSES=1``: what the split over processes
+saves), ``gapscope inflate first`` (a ``.gz`` inflated whole before its decoders are
+forked: what decoding while inflating saves), ``gapscope msgspec`` (the C scanner
 off, ``GAPSCOPE_XSCAN=0``: msgspec decodes every event), ``msgspec dicts``, ``orjson
 dicts``, ``HTA 0.5.0`` (HolisticTraceAnalysis, when ``hta`` is importable by
 ``--hta-python`` or ``$GAPSCOPE_HTA_PYTHON``; never a dependency).
@@ -130,6 +133,9 @@ def text_of(path):
     return data
 """
 
+#: The tool ``--before`` adds.
+BEFORE = "gapscope before"
+
 SCRIPTS: dict[str, str] = {
     "gapscope": _PRELUDE
     + r"""
@@ -138,6 +144,10 @@ import numpy as np
 from gapscope import parsers
 from gapscope.parsers.model import Kind
 import gapscope.parsers.chrome.loader  # noqa: F401  (import cost is not load cost)
+try:
+    import gapscope.parsers.chrome.decode  # noqa: F401  (its front door, where there is one)
+except ImportError:
+    pass
 import gapscope.parsers.cache.store  # noqa: F401  (opened even with the cache off)
 start()
 tr = gapscope.parsers.load(path)
@@ -210,6 +220,18 @@ finally:
 }
 SCRIPTS["gapscope 1 proc"] = SCRIPTS["gapscope"]
 SCRIPTS["gapscope msgspec"] = SCRIPTS["gapscope"]
+# a .gz inflated into its temporary file first, then split over processes (the
+# decoders are not forked while it inflates): what decode-while-inflating saves
+SCRIPTS["gapscope inflate first"] = SCRIPTS["gapscope"].replace(
+    "\nstart()\ntr = ",
+    "\nimport gapscope.parsers.chrome.parallel.fork as _f\n_f.GROWING_MIN_BYTES = 1 << 62\nstart()\ntr = ",
+    1,
+)
+assert SCRIPTS["gapscope inflate first"] != SCRIPTS["gapscope"]
+#: ``--before PYTHON``: ``gapscope`` by another checkout (that interpreter's editable
+#: install), in turn with this one's in each round, so the ratio of the two saw the same
+#: machine load.
+SCRIPTS[BEFORE] = SCRIPTS["gapscope"]
 #: Environment of each tool's subprocess beyond the inherited one.
 TOOL_ENV = {"gapscope 1 proc": {"GAPSCOPE_LOAD_PROCESSES": "1"}, "gapscope msgspec": {"GAPSCOPE_XSCAN": "0"}}
 #: Tools run unless ``--tools`` says otherwise.
@@ -218,7 +240,7 @@ DEFAULT_TOOLS = ("gapscope", "floor")
 SHAPES = {"steps20": 20, "steps500": 500}
 #: The two largest JSON traces of the corpus (``../shared/traces/public``).
 CORPUS_FILES = ("hta/mtia_rank_0.json.gz", "hta/df_index_resolver.json.gz")
-CORPUS = ROOT.parent / "shared" / "traces" / "public"
+CORPUS = Path(os.environ.get("GAPSCOPE_SHARED", ROOT.parent / "shared")) / "traces" / "public"
 
 
 def trace_path(n: int, steps: int = 20, gz: bool = False) -> Path:
@@ -251,13 +273,14 @@ def mem_available_bytes() -> int:
     return 8 << 30
 
 
-def run_one(tool: str, path: Path, python: str, timeout_s: float, memory: bool = False) -> dict:
+def run_one(tool: str, path: Path, python: str, timeout_s: float, memory: bool = False, root: Path = ROOT) -> dict:
     """Run one measurement in a fresh subprocess; returns its JSON or {"error": ...}.
-    ``memory``: sample its private memory (a round of its own: see the module doc)."""
-    cmd = [python, "-c", SCRIPTS[tool], str(path), str(ROOT)]
+    ``memory``: sample its private memory (a round of its own: see the module doc);
+    ``root``: the checkout whose ``gapscope`` ``python`` imports."""
+    cmd = [python, "-c", SCRIPTS[tool], str(path), str(root)]
     env = {**os.environ, **TOOL_ENV.get(tool, {}), "BENCH_SAMPLE_MEMORY": "1" if memory else "0"}
     try:
-        cp = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=str(ROOT), env=env)
+        cp = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=str(root), env=env)
     except subprocess.TimeoutExpired:
         return {"error": f"timeout after {timeout_s:.0f} s"}
     if cp.returncode != 0:
@@ -329,15 +352,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shapes", default=",".join(SHAPES), help="comma list among: " + ", ".join(SHAPES))
     ap.add_argument("--no-corpus", action="store_true", help="leave out the two largest corpus traces")
     ap.add_argument("--gzip", action="store_true", help="also each generated trace gzipped (level 1)")
+    ap.add_argument("--gzip-only", action="store_true", help="each generated trace gzipped (level 1) only")
     ap.add_argument("--repeat", type=int, default=3, help="alternating rounds per file (medians reported)")
     ap.add_argument(
         "--tools", default=",".join(DEFAULT_TOOLS), help="'all' or a comma list among: " + ", ".join(SCRIPTS)
     )
     ap.add_argument("--hta-python", default=None, help="interpreter with hta installed")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per measurement")
+    ap.add_argument(
+        "--before",
+        metavar="PYTHON",
+        help=f"add '{BEFORE}': the load by another checkout's venv interpreter (e.g. /work/main/.venv/bin/python)",
+    )
     a = ap.parse_args(argv)
 
-    tools = list(SCRIPTS) if a.tools == "all" else [t.strip() for t in a.tools.split(",") if t.strip()]
+    tools = (
+        [t for t in SCRIPTS if t != BEFORE]
+        if a.tools == "all"
+        else [t.strip() for t in a.tools.split(",") if t.strip()]
+    )
+    if a.before and BEFORE not in tools:
+        tools.insert(1, BEFORE)
+    #: the checkout of the ``--before`` venv (VENV/bin/python)
+    before_root = Path(a.before).absolute().parents[2] if a.before else ROOT
     if "floor" not in tools:
         tools.append("floor")
     hta_py = hta_python(a.hta_python) if "HTA 0.5.0" in tools else None
@@ -346,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     for n in [parse_count(x) for x in a.sizes.split(",") if x.strip()]:
         label = f"{n // 1000}k" if n < 1_000_000 else f"{n / 1e6:g}M"
         for shape in [x.strip() for x in a.shapes.split(",") if x.strip()]:
-            for gz in (False, True) if a.gzip else (False,):
+            for gz in (True,) if a.gzip_only else (False, True) if a.gzip else (False,):
                 path = trace_path(n, SHAPES[shape], gz)
                 files.append((f"{label} {shape}{' .gz' if gz else ''}", path, stats_of(path)))
     if not a.no_corpus:
@@ -375,7 +412,10 @@ def main(argv: list[str] | None = None) -> int:
             for t in tools:
                 if t not in skip:
                     python = hta_py if t == "HTA 0.5.0" and hta_py else sys.executable
-                    got = run_one(t, path, python, a.timeout, memory=r == max(1, a.repeat))
+                    root = ROOT
+                    if t == BEFORE:
+                        python, root = a.before, before_root
+                    got = run_one(t, path, python, a.timeout, memory=r == max(1, a.repeat), root=root)
                     if r < max(1, a.repeat):
                         runs[t].append(got)
                     else:
@@ -421,6 +461,9 @@ def main(argv: list[str] | None = None) -> int:
             for t, (w, c) in med.items():
                 if t != "floor":
                     print(fmt_row(["", f"{t} / floor", "", "", "", "", f"{w / fw:.2f}", f"{c / fc:.2f}", ""], widths))
+        if BEFORE in med and "gapscope" in med:
+            (w, c), (bw, bc) = med["gapscope"], med[BEFORE]
+            print(fmt_row(["", "gapscope / before", "", "", "", "", f"{w / bw:.2f}", f"{c / bc:.2f}", ""], widths))
     print(f"load average {load_average()} at the end")
     return 0
 

@@ -19,7 +19,10 @@ Every load runs in a fresh subprocess with the trace cache off; the JSON and the
 same machine load (the load average is printed with them). Columns: wall seconds of
 the ``load`` call; peak RSS of the process (``VmHWM``: ``ru_maxrss`` would carry this
 script's own peak across the exec) and of its largest forked child (the Chrome
-loader's decoders, ``RUSAGE_CHILDREN``); the memory ratio compares the larger of the two. Also: ``wire walk``, a pure-Python protobuf wire scanner that only
+loader's decoders, ``RUSAGE_CHILDREN``); the memory ratio compares the larger of the two;
+CPU seconds of the ``load`` call, its forked children's included (on a machine busy
+with other work the wall ratio tends to this ratio: no core is free for the
+children to overlap the transcoding with). Also: ``wire walk``, a pure-Python protobuf wire scanner that only
 walks every field of every packet, its TrackEvents and their debug annotations
 (varints and lengths, nothing built), against ``ParseFromString`` of the whole file by
 ``protobuf``'s upb backend: the floor a hand-written Python scanner could not go under.
@@ -44,13 +47,17 @@ OUT = ROOT / "bench" / "out"
 _CHILD = """
 import resource, sys, time
 from gapscope.parsers import load
-t = time.perf_counter()
+def cpu(who):
+    r = resource.getrusage(who)
+    return r.ru_utime + r.ru_stime
+t, c = time.perf_counter(), cpu(resource.RUSAGE_SELF)
 trace = load(sys.argv[1])
 wall = time.perf_counter() - t
+cpu_s = cpu(resource.RUSAGE_SELF) - c + cpu(resource.RUSAGE_CHILDREN)  # the children are the load's
 status = open("/proc/self/status").read().split("VmHWM:")[1].split()
 me = int(status[0])  # kB, this process's own peak (reset by exec: not the bench's)
 kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # kB, its largest forked decoder
-print(wall, me * 1024, kids * 1024, trace.start_ns.size)
+print(wall, me * 1024, kids * 1024, trace.start_ns.size, cpu_s)
 """
 
 
@@ -211,12 +218,12 @@ def wire_walk(data: bytes) -> int:
 _INNER = {1: frozenset((11,)), 11: frozenset((4,))}
 
 
-def _run(path: Path) -> tuple[float, int, int]:
+def _run(path: Path) -> tuple[float, int, int, float]:
     env = dict(os.environ, GAPSCOPE_NO_CACHE="1")
     got = subprocess.run(
         [sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True, env=env, check=True
     ).stdout.split()
-    return float(got[0]), int(got[1]), int(got[2])
+    return float(got[0]), int(got[1]), int(got[2]), float(got[4])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -250,20 +257,27 @@ def main(argv: list[str] | None = None) -> int:
     walk_s = time.perf_counter() - t
     del data
     print(f"upb ParseFromString {parse_s:.2f} s; pure-Python wire walk {walk_s:.2f} s ({fields:,} fields)")
-    rows: dict[str, list[tuple[float, int, int]]] = {"json": [], "pftrace": []}
+    rows: dict[str, list[tuple[float, int, int, float]]] = {"json": [], "pftrace": []}
     for _ in range(args.repeat):
         rows["json"].append(_run(js))
         rows["pftrace"].append(_run(pf))
     print(f"load average: {os.getloadavg()}")
     med = {k: statistics.median(r[0] for r in v) for k, v in rows.items()}
+    cpu = {k: statistics.median(r[3] for r in v) for k, v in rows.items()}
     peak = {k: max(max(r[1], r[2]) for r in v) for k, v in rows.items()}
     for k in rows:
         walls = ", ".join(f"{r[0]:.2f}" for r in rows[k])
         own = max(r[1] for r in rows[k]) / 1e6
         kids = max(r[2] for r in rows[k]) / 1e6
-        print(f"{k:8s} wall {med[k]:.2f} s (runs: {walls}); peak RSS {own:.0f} MB, its largest child {kids:.0f} MB")
+        print(
+            f"{k:8s} wall {med[k]:.2f} s (runs: {walls}); CPU {cpu[k]:.2f} s; "
+            f"peak RSS {own:.0f} MB, its largest child {kids:.0f} MB"
+        )
+    pairs = sorted(p[0] / j[0] for p, j in zip(rows["pftrace"], rows["json"]))
     print(
-        f"pftrace / json: wall {med['pftrace'] / med['json']:.2f}x, peak memory {peak['pftrace'] / peak['json']:.2f}x"
+        f"pftrace / json: wall {med['pftrace'] / med['json']:.2f}x (median of the rounds' ratios "
+        f"{statistics.median(pairs):.2f}x), CPU {cpu['pftrace'] / cpu['json']:.2f}x, "
+        f"peak memory {peak['pftrace'] / peak['json']:.2f}x"
     )
     return 0
 

@@ -108,18 +108,15 @@ def _pct(xs: list[float], q: float) -> float:
 
 
 async def _run(path: Path, size: tuple[int, int], repeats: int, early=None) -> dict:
-    """``early``: a load begun before the imports (``parsers.detect.EarlyLoad``), as the
+    """``early``: a load begun before the imports (``parsers.preview.EarlyLoad``), as the
     view command begins it; None: the viewer calls ``load`` itself."""
-    import gapscope.report.cmd  # noqa: F401 - as gapscope.view_cmd imports it, after the load begins
-    from gapscope.analysis.gaps import interior_gaps
-
-    if early is not None:
-        early.prepare = interior_gaps  # as gapscope.view_cmd: found in the preview's child
     from textual.widget import Widget
 
+    import gapscope.report.cmd  # noqa: F401 - as gapscope.tui.cmd imports it, after the load begins
     from gapscope.parsers import load
     from gapscope.tui.factory import default_diagnose, default_early_gaps, make_app
     from gapscope.tui.screen import TraceScreen
+    from gapscope.tui.session import ViewOptions
     from gapscope.tui.swimlanes import Swimlanes
 
     marks: dict[str, float] = {}
@@ -161,7 +158,7 @@ async def _run(path: Path, size: tuple[int, int], repeats: int, early=None) -> d
         marks["gaps"] = len(d.gaps) if d is not None else 0
         return d
 
-    def preview(callback):  # as gapscope.view_cmd: the device preview drawn first
+    def preview(callback):  # as gapscope.tui.cmd: the device preview drawn first
         def got(trace):
             marks.setdefault("preview_at", time.perf_counter())
             callback(trace)
@@ -170,12 +167,13 @@ async def _run(path: Path, size: tuple[int, int], repeats: int, early=None) -> d
 
     app = make_app(
         path,
-        loader=loader,
-        diagnose=diagnose,
-        preview=preview if early is not None else None,
-        # as the viewer's default diagnosis; a preview's found in its child (gapscope.view_cmd)
-        early_gaps=early.prepared if early is not None else default_early_gaps,
-        preview_drawn=early.preview_drawn if early is not None else None,
+        ViewOptions(
+            loader=loader,
+            diagnose=diagnose,
+            preview=preview if early is not None else None,
+            early_gaps=default_early_gaps,  # as the viewer's default diagnosis
+            preview_drawn=early.preview_drawn if early is not None else None,
+        ),
     )
     lat: dict[str, list[float]] = {"next gap": [], "zoom": [], "pan": []}
     settle: dict[str, list[float]] = {"next gap": [], "zoom": [], "pan": []}
@@ -272,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         return _command_rounds(path, a.size, a.command, a.compare_late, a.compare_no_preview)
     early = None
     if _STARTED_WALL is not None and os.environ.get("GAPSCOPE_BENCH_LATE") != "1":
-        from gapscope.parsers.detect import EarlyLoad  # as gapscope.view_cmd: before Textual is imported
+        from gapscope.parsers.preview import EarlyLoad  # as gapscope.tui.cmd: before Textual is imported
 
         early = EarlyLoad(path, preview=os.environ.get("GAPSCOPE_BENCH_NO_PREVIEW") != "1")
     r = asyncio.run(_run(path, (w, h), a.repeats, early))

@@ -12,6 +12,9 @@ Subcommand modules are imported lazily so ``report`` never imports Textual and
 ``GAPSCOPE_NO_CACHE=1`` (``gapscope.parsers.cache``), so neither this process nor the
 processes it starts (rank workers) read or write the trace cache.
 
+Every ``GAPSCOPE_*`` variable is checked first (``gapscope.settings``): a value its
+setting does not take is one line naming the variable, exit status 2.
+
 Exit status: what the subcommand returns; 2 for bad input or usage (one line on
 stderr); 1 for an unexpected exception, printed as one line naming its type with a
 request to report it (set ``GAPSCOPE_DEBUG=1`` to get the traceback instead); 130
@@ -24,17 +27,19 @@ import os
 import sys
 import threading
 
+from gapscope.settings import SettingsError, read_settings
+
 SUBCOMMANDS = {
     "report": "gapscope.report.cmd",
     "diff": "gapscope.diff.cmd",
-    "capture": "gapscope.capture.cli",
-    "exercise": "gapscope.exercise_cmd",
-    "view": "gapscope.view_cmd",
+    "capture": "gapscope.capture.cmd",
+    "exercise": "gapscope.tui.exercise.cmd",
+    "view": "gapscope.tui.cmd",
     "mcp": "gapscope.mcp.cmd",
 }
 
 #: ``report`` and the viewer on a rank set (a folder, or several files).
-RANK_SET = {"report": "gapscope.ranks.cmd", "view": "gapscope.ranks_view_cmd"}
+RANK_SET = {"report": "gapscope.ranks.cmd", "view": "gapscope.tui.ranks.cmd"}
 
 #: One line per subcommand for ``gapscope --help``.
 SUMMARIES = {
@@ -98,6 +103,11 @@ def take_global_options(argv: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit status (2 for bad input or usage)."""
     argv = take_global_options(list(sys.argv[1:] if argv is None else argv))
+    try:  # every GAPSCOPE_* variable, before any command reads one
+        read_settings()
+    except SettingsError as exc:
+        print(f"gapscope: error: {_one_line(str(exc))} (docs/settings.md lists what each takes)", file=sys.stderr)
+        return 2
     if argv and argv[0] in ("-h", "--help", "help"):
         sys.stdout.write(usage())
         return 0
@@ -130,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
 #: The modules of the commands that run thread workers (the viewer's diagnosis, an MCP
 #: tool call past its time limit), which may still be running when the user quits or
 #: the client hangs up (``run``).
-APP_MODULES = ("gapscope.view_cmd", "gapscope.exercise_cmd", "gapscope.mcp.cmd")
+APP_MODULES = ("gapscope.tui.cmd", "gapscope.tui.exercise.cmd", "gapscope.mcp.cmd")
 
 #: Whether this process ran one of ``APP_MODULES`` (set by ``guarded``).
 _app_ran = False
@@ -184,7 +194,7 @@ def guarded(name: str, rest: list[str], module_name: str | None = None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as exc:  # the last line of defence: never a traceback for users
-        if os.environ.get("GAPSCOPE_DEBUG"):
+        if read_settings().debug:
             raise
         from gapscope.parsers.errors import TraceFormatError
 

@@ -14,12 +14,10 @@ from gapscope.parsers.cache.settings import unlinked_temporary_file
 from gapscope.parsers.errors import TraceFormatError
 from gapscope.parsers.json.scan import Text, text_start
 from gapscope.parsers.model import Trace
-from gapscope.parsers.sizes import parse_size
+from gapscope.settings import SettingsError, read_settings
 
 if TYPE_CHECKING:
-    import threading
-
-    from gapscope.parsers.chrome.parallel.fork import GrowingParts
+    from gapscope.parsers.chrome.parallel.fork import FileParts
 
 _inflate: types.ModuleType
 try:  # ISA-L's inflate: about 3x zlib's speed on traces (``INFLATE_OUT_BYTES``); optional
@@ -33,7 +31,6 @@ __all__ = [
     "check_size",
     "default_limit",
     "load",
-    "EarlyLoad",
     "load_progress",
     "args_text",
     "read_bytes",
@@ -117,13 +114,11 @@ def default_limit() -> int:
 
 def trace_limit() -> tuple[int, bool]:
     """(most bytes of trace text ``load`` accepts, whether the user set it). Raises
-    ``ValueError`` when ``GAPSCOPE_MAX_TRACE_BYTES`` is set but not a size."""
-    env = os.environ.get(LIMIT_ENV, "")
-    if not env.strip():
-        return default_limit(), False
-    value = parse_size(env)
+    ``gapscope.settings.SettingsError`` (a ``ValueError``) when ``GAPSCOPE_MAX_TRACE_BYTES``
+    (or another ``GAPSCOPE_*`` variable) holds a bad value."""
+    value = read_settings().max_trace_bytes
     if value is None:
-        raise ValueError(f"{LIMIT_ENV}={env!r} is not a size (a number of bytes, or with K/M/G/T)")
+        return default_limit(), False
     return value, True
 
 
@@ -396,7 +391,7 @@ def inflate_to_file(path: str, limit: int, user_set: bool, on_write=None) -> int
     is unlinked before anything is written: nothing is left behind, whatever
     happens. ``on_write(fd, written, consumed, compressed)``: called after each piece
     is written, with the bytes of text written so far, the compressed bytes read to
-    make them and the gzip file's size (``_Inflating`` starts decoders on it). Raises
+    make them and the gzip file's size (``chrome.decode.Inflating`` starts decoders on it). Raises
     ``TraceFormatError`` for what ``read_bytes`` refuses (too large, a gzip bomb)."""
     fd = unlinked_temporary_file()
     if fd is None:
@@ -530,8 +525,7 @@ def load_progress() -> float | None:
 
 def load(
     path: str | os.PathLike,
-    preview: Callable[..., object] | None = None,
-    prepare: Callable[[Trace], object] | None = None,
+    while_decoding: Callable[[FileParts, str], None] | None = None,
 ) -> Trace:
     """Load a trace file of any supported format, detected from its content.
 
@@ -547,20 +541,18 @@ def load(
     to a fresh load, when it has not changed; a large file loaded fresh is written
     there in the background. ``GAPSCOPE_NO_CACHE=1`` turns the cache off.
 
-    ``preview(trace)``: called from this thread, before the load ends, with a trace of
-    the file's device lanes alone when the file is large and loaded fresh
-    (``chrome.loader.device_preview``), for a viewer to draw first; it may return a
-    ``threading.Event`` that the viewer sets once the preview is drawn: the load waits
-    for it before it goes on (``chrome.loader.PREVIEW_DRAWN_WAIT_S`` at most).
-    ``prepare(trace)``: run on that trace where it is made (a forked child), its value
-    (picklable) handed on with it, ``preview(trace, value)``
-    (``chrome.loader.NOT_PREPARED`` where there is none); its module must be imported
-    before the call.
+    ``while_decoding(parts, path)``: called from this thread while the forked children
+    of a large Chrome file decode it (``chrome.decode.decode``): a viewer's
+    device preview (``gapscope.parsers.preview``).
 
     Returns a ``Trace``. Raises ``TraceFormatError`` (with path, line, column and a
     hint) for anything that is not a trace; never any other exception for bad input.
     """
     p = os.fspath(path)
+    try:  # every GAPSCOPE_* variable, once: a bad value is this load's error
+        read_settings()
+    except SettingsError as exc:
+        raise TraceFormatError(p, str(exc)) from None
     from gapscope.parsers.cache.store import TraceCache, wait_for_writes
 
     cache = TraceCache.open(p)
@@ -569,129 +561,15 @@ def load(
         if hit is not None and (hit.text_bytes is None or hit.text_bytes <= _limit_for(p)[0]):
             return hit.trace
         wait_for_writes()  # one write at a time, and none beside the loader's fork
-    trace, text = _load_fresh(p, preview, prepare)
+    trace, text = _load_fresh(p, while_decoding)
     if cache is not None and trace.source.format != "perfetto":  # its args are read from no file text
         cache.put_later(trace, text)
     return trace
 
 
-class EarlyLoad:
-    """``load(path)`` begun in a daemon thread as the object is made; calling it with
-    that path waits for it and returns its trace or raises its exception, so it stands
-    in for ``load`` as a viewer's loader (any other path is loaded there and then).
-
-    Why: the viewer imports Textual (about 0.4 s of one core) before it asks for the
-    trace; begun first, the load's forked decoders run meanwhile. Only the load: the
-    diagnosis would take the interpreter from the imports. Abandoning the object (a
-    cancelled load) leaves the thread to finish or die with the process.
-
-    ``preview=True`` (``preview_wanted``): the load makes a device preview when it can
-    (``load``'s ``preview``); ``on_preview(callback)`` hands it over, and the load waits
-    for ``preview_drawn()`` (bounded) before it goes on. ``prepare``: as
-    ``load``'s, run on the preview in the child that makes it (off this interpreter);
-    ``prepared(trace)`` gives its value. It may be set after the object is made, while
-    the load runs, once its module is imported (read in the child when it forks: none
-    then, none there)."""
-
-    def __init__(
-        self, path: str | os.PathLike, preview: bool = False, prepare: Callable[[Trace], object] | None = None
-    ) -> None:
-        import threading
-
-        self.path = os.fspath(path)
-        self._box: dict = {}
-        self._done = threading.Event()
-        self._lock = threading.Lock()
-        self._preview: Trace | None = None
-        self._on_preview: Callable[[Trace], None] | None = None
-        self.preview_wanted = preview
-        self.prepare = prepare
-        self._prepared: tuple[Trace, object] | None = None  # the preview and its prepared value
-        self._drawn = threading.Event()  # set by ``preview_drawn``
-        # the modules a load of a file needs, imported here, before the thread: in it
-        # they would wait on the interpreter lock against the caller's own imports
-        # (Textual's), and the decoders and the preview would fork later (at 1M events
-        # on 2 cores the preview came 0.07-0.09 s earlier so)
-        import gapscope.parsers.cache.store
-        import gapscope.parsers.chrome.loader
-        import gapscope.parsers.nsys.files  # noqa: F401
-
-        self._thread = threading.Thread(target=self._run, name="gapscope-early-load", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            wanted = self.preview_wanted
-            self._box["trace"] = load(
-                self.path, self._got_preview if wanted else None, self._prepare_here if wanted else None
-            )
-        except BaseException as exc:  # noqa: BLE001 - handed to whoever calls the object
-            self._box["error"] = exc
-        finally:
-            with self._lock:
-                self._preview = None  # the whole trace is there: the preview's memory goes
-                self._prepared = None
-                self._on_preview = None  # and whatever the callback holds (a screen)
-            self._done.set()
-
-    def _prepare_here(self, trace: Trace) -> object:  # in the preview's child, ``prepare`` as set at its fork
-        from gapscope.parsers.chrome.loader import NOT_PREPARED
-
-        prepare = self.prepare
-        return NOT_PREPARED if prepare is None else prepare(trace)
-
-    def _got_preview(self, trace: Trace, value: object) -> threading.Event:
-        from gapscope.parsers.chrome.loader import NOT_PREPARED
-
-        with self._lock:
-            self._preview = trace
-            if value is not NOT_PREPARED:
-                self._prepared = (trace, value)
-            callback = self._on_preview
-        if callback is not None:
-            callback(trace)
-        return self._drawn
-
-    def preview_drawn(self) -> None:
-        """The viewer's word that it has drawn the preview: the load goes on (its
-        decoders stay paused for the preview's first frame, ``load``'s ``preview``)."""
-        self._drawn.set()
-
-    def on_preview(self, callback: Callable[[Trace], None]) -> None:
-        """Call ``callback(trace)`` with the device preview once there is one: at once
-        when it is already there, else from the load's thread when it comes; never
-        when there is none (a small or cached file, or the load ended first)."""
-        with self._lock:
-            self._on_preview = callback
-            trace = self._preview
-        if trace is not None and not self._done.is_set():
-            callback(trace)
-
-    def prepared(self, trace: Trace) -> object:
-        """``prepare(trace)``: the value the preview's child found when ``trace`` is
-        that preview, else computed now (a ``ValueError`` without ``prepare``)."""
-        with self._lock:
-            got = self._prepared
-        if got is not None and got[0] is trace:
-            return got[1]
-        if self.prepare is None:
-            raise ValueError("EarlyLoad.prepared: this load was given no prepare")
-        return self.prepare(trace)
-
-    def __call__(self, path: str | os.PathLike) -> Trace:
-        if os.fspath(path) != self.path:
-            return load(path)
-        self._done.wait()
-        if "error" in self._box:
-            raise self._box["error"]
-        return self._box["trace"]
-
-
-def _load_fresh(
-    p: str, preview: Callable[..., object] | None = None, prepare: Callable[[Trace], object] | None = None
-) -> tuple[Trace, Text | None]:
+def _load_fresh(p: str, while_decoding: Callable[[FileParts, str], None] | None = None) -> tuple[Trace, Text | None]:
     """``load`` without the cache: the trace, and the text it was decoded from (gzip
-    undone; None for an Nsight file, which SQLite reads). ``preview``, ``prepare``: as
+    undone; None for an Nsight file, which SQLite reads). ``while_decoding``: as
     ``load``'s."""
     from gapscope.parsers.nsys import files as nsys_files
 
@@ -706,20 +584,23 @@ def _load_fresh(
     if _is_perfetto(p, head):
         from gapscope.parsers.perfetto.loader import load_perfetto
 
-        return load_perfetto(lambda: read_bytes(p, binary=True), p), None
+        # a bytearray: read in place, not copied into bytes at the end (0.05 CPU-s at 81 MB)
+        return load_perfetto(lambda: read_bytes(p, mutable_min_bytes=0, binary=True), p), None
     from gapscope.parsers.chrome.parallel import fork as chrome_parallel
 
     _check_start(p)  # before the children below map the file
     if chrome_parallel.enabled(1 << 62):
-        from gapscope.parsers.chrome.loader import load_chrome_file
+        from gapscope.parsers.chrome.decode import decode
 
         limit, user_set = _limit_for(p)
         # decoded in parts by children; None: read it
-        got = load_chrome_file(p, limit, preview=preview, prepare=prepare)
+        got = decode(p, p, limit, while_decoding)
         if got is not None:
             return got
         if _is_large_gzip(p, chrome_parallel.MIN_BYTES):
-            inflating = _Inflating(p, _gzip_size_field(p))
+            from gapscope.parsers.chrome.decode import Inflating
+
+            inflating = Inflating(p, _gzip_size_field(p))  # may fork decoders while it inflates
             try:
                 fd = inflate_to_file(p, limit, user_set, on_write=inflating)  # mapped, not held in memory
             except BaseException:
@@ -729,10 +610,7 @@ def _load_fresh(
                 inflating.close()
             else:
                 try:
-                    parts = inflating.finish(os.fstat(fd).st_size)
-                    got = load_chrome_file(p, limit, fd=fd, preview=preview, parts=parts, prepare=prepare)
-                    if got is None and parts is not None:  # decoded while growing failed: as if it had not
-                        got = load_chrome_file(p, limit, fd=fd, preview=preview, prepare=prepare)
+                    got = decode(fd, p, limit, while_decoding, inflating)
                     if got is not None:
                         return got
                     inflated = _inflated_text(fd)  # not split after all: the text inflated, not again
@@ -760,74 +638,6 @@ def _is_perfetto(p: str, head: bytes) -> bool:
         except zlib.error:
             return False
     return looks_like_perfetto(head)
-
-
-class _Inflating:
-    """The decoders of a ``.json.gz`` forked while it is inflated (``on_write`` of
-    ``inflate_to_file``): once ``GROWING_HEAD_BYTES`` of text are written, the
-    children of ``chrome_parallel.start_growing`` decode each part as soon as the
-    text has passed it, so inflating (in this process) and decoding overlap.
-    ``size_field``: the gzip trailer's ISIZE (the last member's size mod 2**32)."""
-
-    def __init__(self, path: str, size_field: int) -> None:
-        self.path, self.size_field = path, size_field
-        self.parts: GrowingParts | None = None
-        self.tried = False
-
-    def __call__(self, fd: int, written: int, consumed: int, compressed: int) -> None:
-        from gapscope.parsers.chrome.parallel import fork as chrome_parallel
-
-        if self.parts is not None:
-            if self.parts.overrun(written):  # planned for far less: the file's own children will decode it
-                self.close()
-                return
-            self.parts.growing.wrote(written)
-            return
-        if self.tried or written < chrome_parallel.GROWING_HEAD_BYTES:
-            return
-        self.tried = True
-        from gapscope.parsers.chrome.loader import start_growing
-
-        planned = planned_size(self.size_field, written, consumed, compressed)
-        if planned > PLAUSIBLE_INFLATE_RATIO * compressed:
-            return  # a size field no trace's gzip has (junk after the data?): inflated first
-        growing = chrome_parallel.Growing()
-        growing.wrote(written)
-        self.parts = start_growing(fd, growing, planned, self.path)
-
-    def finish(self, size_bytes: int) -> GrowingParts | None:
-        """The children, told the text is complete at ``size_bytes``, or None (none
-        were forked, or the text is far from the size they planned for: then the
-        loader forks its own on the whole file)."""
-        parts, self.parts = self.parts, None
-        if parts is None or not parts.finish(size_bytes):
-            return None
-        return parts
-
-    def close(self) -> None:
-        """Kill the children still running (a load that failed or fell back)."""
-        if self.parts is not None:
-            self.parts.close()
-            self.parts = None
-
-
-#: Most a trace's gzip is taken to inflate (real traces: 10-50x) when its size field
-#: is read for the decoders' plan (``planned_size``): a plan beyond it is not believed.
-PLAUSIBLE_INFLATE_RATIO = 64
-
-
-def planned_size(size_field: int, written: int, consumed: int, compressed: int) -> int:
-    """The inflated size a gzip file is expected to have: its ISIZE field
-    (``size_field``, RFC 1952: the size mod 2**32), plus the multiple of 2**32 that
-    brings it nearest to the size its inflating so far suggests (``written`` bytes of
-    text from ``consumed`` of its ``compressed`` bytes), but never past
-    ``PLAUSIBLE_INFLATE_RATIO`` times ``compressed`` (a head of repeated events
-    inflates far more than the rest: a 290 MB text was planned as 4.4 GB)."""
-    guess = written * compressed / max(1, consumed)
-    wraps = max(0, round((guess - size_field) / (1 << 32)))
-    while wraps and size_field + wraps * (1 << 32) > PLAUSIBLE_INFLATE_RATIO * compressed:
-        wraps -= 1
-    return size_field + wraps * (1 << 32)
 
 
 def _gzip_size_field(p: str) -> int:
@@ -965,9 +775,9 @@ def _load(p: str, data: Text) -> Trace:
         data[skip : skip + 1] in (b"{", b"[")
         or _check_head(p, bytes(data[: skip + 4096]), skip + 4096 >= len(data)) == "chrome"
     ):
-        from gapscope.parsers.chrome.loader import load_chrome
+        from gapscope.parsers.chrome.decode import decode
 
-        return load_chrome(data, p)
+        return decode(data, p)[0]
     if not isinstance(data, (bytes, bytearray)):
         data = data.all_bytes()  # a map (never given for a text that is not JSON)
     try:

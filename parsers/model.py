@@ -32,6 +32,7 @@ __all__ = [
     "SourceInfo",
     "Trace",
     "TraceWarning",
+    "CpuSamples",
     "CopyKind",
     "GPU_WORK_KINDS",
     "GPU_KINDS",
@@ -263,6 +264,118 @@ _INT64 = np.int64
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
+class CpuSamples:
+    """CPU samples of a trace (Nsight Systems ``--sample``: ``COMPOSITE_EVENTS`` and
+    their callchains in ``SAMPLING_CALLCHAINS``), columnar and read-only like ``Trace``.
+
+    Per sample (length ``n``), sorted by (lane, start_ns):
+
+    - ``start_ns`` int64: when the sample was taken, ns on the trace's clock.
+    - ``lane`` int32: the CPU lane (``Trace.lanes`` index) of the sampled thread.
+    - ``stack_depth`` int32: frames the export recorded for the sample's callchain
+      (0 = no callchain; ``max_frames + 1`` = deeper than ``max_frames``, cut there).
+    - ``frame_offsets`` int64 (``n + 1``): the frames kept for sample ``i`` are
+      ``[frame_offsets[i], frame_offsets[i+1])``, leaf first (the export's
+      ``stackDepth`` 0 is the frame the sample's instruction pointer was in; at most
+      ``max_frames`` per sample).
+
+    Per kept frame (length ``frame_offsets[-1]``):
+
+    - ``frame_name`` int32: index into ``names``: the function (symbol), verbatim
+      and untrusted; an unresolved frame is its address as the export wrote it.
+    - ``frame_module`` int32: index into ``names``: the binary or library it is in.
+    - ``frame_resolved`` bool: the export resolved its symbol (``unresolved`` not set
+      and the name is not a bare address).
+
+    ``lane_offsets`` int64 (``len(Trace.lanes) + 1``): samples of lane ``k`` are
+    ``[lane_offsets[k], lane_offsets[k+1])``. ``max_frames``: the cut applied per sample.
+    """
+
+    start_ns: np.ndarray
+    lane: np.ndarray
+    stack_depth: np.ndarray
+    frame_offsets: np.ndarray
+    frame_name: np.ndarray
+    frame_module: np.ndarray
+    frame_resolved: np.ndarray
+    lane_offsets: np.ndarray
+    names: tuple[str, ...]
+    max_frames: int
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            a = getattr(self, f.name)
+            if isinstance(a, np.ndarray):
+                a.setflags(write=False)
+
+    def __len__(self) -> int:
+        return int(self.start_ns.shape[0])
+
+    def in_window(self, lane: int, start_ns: int, end_ns: int) -> slice:
+        """Slice of the samples of ``lane`` taken in ``[start_ns, end_ns)`` (ns)."""
+        if not 0 <= lane < self.lane_offsets.shape[0] - 1:
+            return slice(0, 0)
+        lo, hi = int(self.lane_offsets[lane]), int(self.lane_offsets[lane + 1])
+        st = self.start_ns[lo:hi]
+        a = lo + int(np.searchsorted(st, start_ns, side="left"))
+        b = lo + int(np.searchsorted(st, end_ns, side="left"))
+        return slice(a, b)
+
+    @classmethod
+    def from_columns(
+        cls,
+        *,
+        start_ns: np.ndarray,
+        lane: np.ndarray,
+        stack_depth: np.ndarray,
+        frame_offsets: np.ndarray,
+        frame_name: np.ndarray,
+        frame_module: np.ndarray,
+        frame_resolved: np.ndarray,
+        names: Sequence[str],
+        n_lanes: int,
+        max_frames: int,
+    ) -> CpuSamples:
+        """Build from unsorted per-sample columns (frames in sample order, as
+        ``frame_offsets`` gives them): sorts the samples by (lane, start_ns), moves
+        their frames with them and computes ``lane_offsets``. ``lane`` must lie in
+        ``[0, n_lanes)``. Raises ``ValueError`` when column lengths differ."""
+        start = np.asarray(start_ns, dtype=_INT64)
+        n = start.shape[0]
+        lane_a = np.asarray(lane, dtype=np.int32)
+        depth = np.asarray(stack_depth, dtype=np.int32)
+        off = np.asarray(frame_offsets, dtype=_INT64)
+        if lane_a.shape[0] != n or depth.shape[0] != n or off.shape[0] != n + 1:
+            raise ValueError("CpuSamples columns differ in length")
+        m = int(off[-1]) if n else 0
+        fname = np.asarray(frame_name, dtype=np.int32)
+        fmod = np.asarray(frame_module, dtype=np.int32)
+        fres = np.asarray(frame_resolved, dtype=bool)
+        if fname.shape[0] != m or fmod.shape[0] != m or fres.shape[0] != m:
+            raise ValueError("CpuSamples frame columns differ in length")
+        order = np.lexsort((start, lane_a))
+        counts = np.diff(off)[order]
+        new_off = np.zeros(n + 1, dtype=_INT64)
+        np.cumsum(counts, out=new_off[1:])
+        # each new frame position's source: its sample's old first frame + its rank
+        gather = np.repeat(off[:-1][order] - new_off[:-1], counts)
+        gather += np.arange(m, dtype=_INT64)
+        lane_s = lane_a[order]
+        return cls(
+            start_ns=start[order],
+            lane=lane_s,
+            stack_depth=depth[order],
+            frame_offsets=new_off,
+            frame_name=fname[gather],
+            frame_module=fmod[gather],
+            frame_resolved=fres[gather],
+            lane_offsets=np.searchsorted(lane_s, np.arange(n_lanes + 1), side="left").astype(_INT64),
+            names=tuple(names),
+            max_frames=int(max_frames),
+        )
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
 class Trace:
     """A loaded trace: struct of numpy arrays, one element per event.
 
@@ -295,6 +408,8 @@ class Trace:
 
     ``args_of(i)`` returns the event's ``args`` dict (decoded lazily, may be empty).
 
+    ``cpu_samples``: the sampled callchains of CPU threads (``CpuSamples``), or None.
+
     Immutable in fact, not only frozen: every array is read-only from construction on
     (writing into one raises ``ValueError``), so what one reader sees no other can
     change; derive a new array to change anything.
@@ -322,6 +437,9 @@ class Trace:
     warnings: tuple[TraceWarning, ...]
     extent_ns: tuple[int, int]
     _args_loader: Callable[[int], dict] | None = dataclasses.field(default=None, repr=False)
+    #: CPU samples with their callchains (``CpuSamples``), or None when the trace has
+    #: none (only Nsight exports profiled with ``--sample`` carry them).
+    cpu_samples: CpuSamples | None = None
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -396,6 +514,7 @@ class Trace:
         args_loader: Callable[[int], dict] | None = None,
         extent_mask: np.ndarray | None = None,
         apart_kinds: Collection[Kind] = (),
+        cpu_samples: CpuSamples | None = None,
     ) -> Trace:
         """Build a ``Trace`` from unsorted columns (one element per event).
 
@@ -408,8 +527,9 @@ class Trace:
         default: all. Events of ``apart_kinds`` stay at depth 0 and out of the nesting
         of the other events of their lane (``ordering.nesting_depth``'s ``apart``).
         The columns given become the trace's arrays where no conversion or reordering
-        is needed, and are made read-only with them. Raises ``ValueError`` when column
-        lengths differ.
+        is needed, and are made read-only with them. ``cpu_samples`` is kept as given
+        (its lanes are final lane indices). Raises ``ValueError`` when column lengths
+        differ.
         """
         n = int(np.asarray(start_ns).shape[0])
 
@@ -487,4 +607,5 @@ class Trace:
             warnings=tuple(warnings),
             extent_ns=extent,
             _args_loader=loader,
+            cpu_samples=cpu_samples,
         )

@@ -286,9 +286,10 @@ def test_of_which_leaves_out_a_call_of_the_outer_ones_name_and_what_does_not_fit
     to more than the outer item's time."""
     why = _host_gap_card([("aten::div", 0, 100, Kind.CPU_OP), ("aten::div", 10, 40, Kind.CPU_OP)]).why
     assert "0.100 ms in `aten::div`" in why and "of which" not in why
-    # `outer` [0, 100) holds `a` [10, 60), in which the thread copies [20, 55) (35 µs of
-    # copy), and `b` [62, 92): `outer`'s host time is 65 µs, and the calls inside it are
-    # named with their own host time, which fits (dlrm worker2 #100 read 15 + 4 µs
+    # `outer` [0, 100) holds `a` [10, 60), in which the thread is in a copy call
+    # [20, 55) that no GPU copy accounts for, and `b` [62, 92): the copy call is host work
+    # (copy is GPU copy time only), so `outer`'s host time is 100 µs, and the calls inside
+    # it are named with their own host time, which fits (dlrm worker2 #100 read 15 + 4 µs
     # inside 16 µs: the copy call was counted in both)
     why = _host_gap_card(
         [
@@ -298,8 +299,8 @@ def test_of_which_leaves_out_a_call_of_the_outer_ones_name_and_what_does_not_fit
             ("b", 62, 30, Kind.CPU_OP),
         ]
     ).why
-    # (`a`'s own time is 15 µs: the 35 µs of the copy call in it are copy time)
-    assert "(65.0 µs in `outer` (of which 30.0 µs in `b`, 15.0 µs in `a`)), 35.0 µs copying" in why
+    # (`a`'s time holds the 35 µs of the copy call in it: host work, not copy)
+    assert "(0.100 ms in `outer` (of which 50.0 µs in `a`, 30.0 µs in `b`))" in why and "copying" not in why
 
 
 def test_a_python_function_named_all_reduce_is_not_a_communication_call():

@@ -66,7 +66,18 @@ def test_find_gaps_matches_reference(kernels, min_gap):
     assert int((ce - cs).sum()) == (hi - lo) - sum(e - s for s, e in ref)
 
 
-PLANTED = st.sampled_from([Cause.SYNC, Cause.COPY, Cause.HOST, Cause.LAUNCH])
+#: What is planted in a gap, and the class it must get ("Cause classes" in
+#: docs/definitions.md: copy is GPU copy time only; the thread's time in a copy call is a
+#: wait when the call blocked until its copy ended, else host work).
+PLANTS = {
+    "sync": Cause.SYNC,
+    "copy": Cause.COPY,
+    "copy call": Cause.HOST,
+    "blocking copy": Cause.SYNC,
+    "host": Cause.HOST,
+    "launch": Cause.LAUNCH,
+}
+PLANTED = st.sampled_from(list(PLANTS))
 
 
 @settings(max_examples=60, deadline=None)
@@ -79,7 +90,14 @@ def test_planted_causes_are_found(plan, noise):
 
     - sync: the launching thread blocks in ``cudaStreamSynchronize`` (or ``aten::item``)
       from before the gap to 10 µs before its end;
-    - copy: a ``cudaMemcpyAsync`` call, with a pageable GPU copy inside the gap;
+    - copy: a pinned ``cudaMemcpyAsync`` call of 4 µs, its GPU copy running from 1 µs
+      after the call began to 10 µs before the gap's end (copy is the GPU's copy time);
+    - copy call: a ``cudaMemcpyAsync`` call to 10 µs before the gap's end with a 20 µs
+      pageable GPU copy inside it, the call returning after its copy did not (no link):
+      the thread's time in the call outside the copy is host work;
+    - blocking copy: a ``cudaMemcpyAsync`` call from before the gap to 10 µs before its
+      end, linked to its 20 µs pageable device-to-host copy, which ended before the
+      call returned: the call blocked on the device and drained the queue (sync cliff);
     - host: ``aten::_foreach_add_`` or a Python ``tokenize`` with no launch;
     - launch: a picket fence of 10 kernels of 3 µs, 20 µs apart, launched back to back
       with a little Python between launches.
@@ -102,8 +120,9 @@ def test_planted_causes_are_found(plan, noise):
     t = 20 * US
     kernel(t, 50 * US)
     t += 50 * US
-    for i, (cause, gap_us, kd_us, a_us) in enumerate(plan):
-        if cause == Cause.LAUNCH:
+    for i, (plant, gap_us, kd_us, a_us) in enumerate(plan):
+        cause = PLANTS[plant]
+        if plant == "launch":
             for j in range(10):
                 # the first gap follows a long kernel: not part of the fence, not checked
                 expected.append((t, t + 20 * US, Cause.LAUNCH if j else None))
@@ -113,13 +132,40 @@ def test_planted_causes_are_found(plan, noise):
                 kernel(t, 3 * US, "small")
                 t += 3 * US
             # a long gap after the fence so the fence ends: plant host work there
-            cause, gap_us = Cause.HOST, max(gap_us, 60)
+            plant, cause, gap_us = "host", Cause.HOST, max(gap_us, 60)
         gs, ge = t, t + gap_us * US
         end = ge - 10 * US
-        if cause == Cause.SYNC:
+        if plant == "sync":
             name = "cudaStreamSynchronize" if i % 2 == 0 else "aten::item"
             b.event(cpu, name, gs - 20 * US, end - (gs - 20 * US), Kind.SYNC_CALL if i % 2 == 0 else Kind.CPU_OP)
-        elif cause == Cause.COPY:
+        elif plant == "copy":
+            c = next(corr)
+            b.event(cpu, "cudaMemcpyAsync", gs + a_us * US, 4 * US, Kind.MEMCPY_CALL, correlation=c)
+            b.event(
+                gpu,
+                "Memcpy HtoD (Pinned -> Device)",
+                gs + (a_us + 1) * US,
+                end - gs - (a_us + 1) * US,
+                Kind.MEMCPY,
+                correlation=c,
+                bytes=64 << 20,
+                copy_kind=CopyKind.H2D,
+            )
+        elif plant == "blocking copy":
+            c = next(corr)
+            b.event(cpu, "cudaMemcpyAsync", gs - 20 * US, end - (gs - 20 * US), Kind.MEMCPY_CALL, correlation=c)
+            b.event(
+                gpu,
+                "Memcpy DtoH (Device -> Pageable)",
+                gs + (a_us + 1) * US,
+                20 * US,
+                Kind.MEMCPY,
+                correlation=c,
+                bytes=1 << 20,
+                copy_kind=CopyKind.D2H,
+                pageable=True,
+            )
+        elif plant == "copy call":
             b.event(cpu, "cudaMemcpyAsync", gs + a_us * US, end - gs - a_us * US, Kind.MEMCPY_CALL)
             b.event(
                 gpu,

@@ -13,6 +13,7 @@ flipped data byte); a full disk, a read-only or unusable cache directory; evicti
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import gzip
 import json
@@ -29,6 +30,7 @@ from gapscope.parsers import TraceFormatError, detect, load
 from gapscope.parsers.cache import layout, settings, store
 from gapscope.parsers.cache.args import StoredArgs, Unusable, args_loader
 from gapscope.parsers.cache.key import EDGE_BYTES, key_of
+from gapscope.settings import SettingsError
 from tests.conftest import BUGS, CORPUS, ROOT, SAMPLES, require
 
 _ARRAYS = layout.ARRAY_FIELDS
@@ -51,9 +53,9 @@ def fresh_loads(monkeypatch):
     """A list that gets the path of every fresh (not cached) load."""
     calls: list[str] = []
 
-    def spy(p, preview=None, prepare=None):
+    def spy(p, while_decoding=None):
         calls.append(p)
-        return _LOAD_FRESH(p, preview, prepare)
+        return _LOAD_FRESH(p, while_decoding)
 
     monkeypatch.setattr(detect, "_load_fresh", spy)
     return calls
@@ -100,6 +102,15 @@ def assert_same(a, b, all_args: bool = False, read_only: bool = True) -> None:
     assert a.source == b.source
     assert a.warnings == b.warnings
     assert a.extent_ns == b.extent_ns
+    assert (a.cpu_samples is None) == (b.cpu_samples is None)
+    if a.cpu_samples is not None:  # the CPU samples of an Nsight export, field for field
+        for f in dataclasses.fields(a.cpu_samples):
+            x, y = getattr(a.cpu_samples, f.name), getattr(b.cpu_samples, f.name)
+            if isinstance(x, np.ndarray):
+                assert x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y), f.name
+                assert not y.flags.writeable, f.name
+            else:
+                assert x == y, f.name
     for i in range(len(a)) if all_args else args_indices(a):
         assert a.args_of(i) == b.args_of(i), i
 
@@ -362,8 +373,8 @@ def test_file_changed_while_loading_is_not_cached(cache, monkeypatch, tmp_path):
     _write_trace(path, ["alpha", "beta"])
     real = detect._load_fresh
 
-    def changing(p, preview=None, prepare=None):
-        got = real(p, preview, prepare)
+    def changing(p, while_decoding=None):
+        got = real(p, while_decoding)
         _write_trace(path, ["alpha", "beta", "gamma"])
         return got
 
@@ -791,11 +802,14 @@ def test_unknown_args_kind_is_a_miss(tmp_path):
         args_loader(StoredArgs("pickle"), {}, "x", key, detect.read_bytes)
 
 
-def test_settings_ignore_values_that_are_not_sizes(monkeypatch):
-    monkeypatch.setenv("GAPSCOPE_CACHE_MAX_BYTES", "lots")
+def test_settings_refuse_values_that_are_not_sizes(monkeypatch):
     monkeypatch.setenv("GAPSCOPE_CACHE_MIN_BYTES", "64M")
-    assert settings.max_bytes() == settings.DEFAULT_MAX_BYTES
     assert settings.min_bytes() == 64 << 20
+    assert settings.max_bytes() == settings.DEFAULT_MAX_BYTES == 2 << 30
+    monkeypatch.setenv("GAPSCOPE_CACHE_MAX_BYTES", "lots")
+    with pytest.raises(SettingsError, match=r"^GAPSCOPE_CACHE_MAX_BYTES='lots' is not a size "):
+        settings.max_bytes()
+    monkeypatch.delenv("GAPSCOPE_CACHE_MAX_BYTES")
     for off, on in (("1", False), ("yes", False), ("0", True), ("", True)):
         monkeypatch.setenv("GAPSCOPE_NO_CACHE", off)
         assert settings.enabled() is on

@@ -83,11 +83,11 @@ def _fixed_name(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
 def test_capture_imports_without_torch_and_help_says_how_to_install():
     code = (
         "import sys; sys.modules['torch'] = None\n"
-        "import gapscope.capture, gapscope.capture.cli, gapscope.capture.scenarios, gapscope.capture.runner\n"
+        "import gapscope.capture, gapscope.capture.cmd, gapscope.capture.scenarios, gapscope.capture.runner\n"
         "bad = [m for m in ('gapscope.parsers', 'gapscope.analysis', 'gapscope.tui', 'textual', 'rich') if m in sys.modules]\n"
         "assert not bad, bad\n"
-        "assert gapscope.capture.cli.main(['--help']) == 0\n"
-        "assert gapscope.capture.cli.main(['--scenario', 'decode']) == 2\n"
+        "assert gapscope.capture.cmd.main(['--help']) == 0\n"
+        "assert gapscope.capture.cmd.main(['--scenario', 'decode']) == 2\n"
     )
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
@@ -98,7 +98,7 @@ def test_capture_imports_without_torch_and_help_says_how_to_install():
 
 
 def test_help_warns_when_torch_is_not_installed(monkeypatch):
-    import gapscope.capture.cli as cli
+    import gapscope.capture.cmd as cli
 
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
     assert "pip install -e '.[capture]'" in cli._torch_note()

@@ -209,7 +209,7 @@ def test_parse_command():
 
 
 def test_cli_scenario_prints_the_path_on_stdout(tmp_path, capsys):
-    from gapscope.capture.cli import main
+    from gapscope.capture.cmd import main
 
     assert main(["--scenario", "picket-fence", "--tiny", "--out", str(tmp_path)]) == 0
     out, err = capsys.readouterr()
@@ -222,7 +222,7 @@ def test_cli_scenario_prints_the_path_on_stdout(tmp_path, capsys):
 
 
 def test_cli_runs_a_script_after_double_dash(tmp_path, capsys):
-    from gapscope.capture.cli import main
+    from gapscope.capture.cmd import main
 
     script = _script(tmp_path, STEPPED)
     status = main(
@@ -252,7 +252,7 @@ def test_cli_runs_a_script_after_double_dash(tmp_path, capsys):
 
 
 def test_cli_usage_errors_exit_2(tmp_path, capsys):
-    from gapscope.capture.cli import main
+    from gapscope.capture.cmd import main
 
     assert main([]) == 2
     assert main(["--out", str(tmp_path), "--", "torchrun", "x.py"]) == 2

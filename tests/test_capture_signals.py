@@ -186,7 +186,7 @@ def test_cut_export_is_an_error_not_a_trace(tmp_path):
 @needs_torch
 def test_cli_exits_nonzero_when_no_trace_could_be_written(tmp_path, monkeypatch, capsys):
     import gapscope.capture.profile as profile
-    from gapscope.capture.cli import main
+    from gapscope.capture.cmd import main
 
     def ro(src, dst):
         raise OSError(errno.EROFS, "Read-only file system", dst)

@@ -16,7 +16,7 @@ from gapscope.analysis.card.rules import RULES, matching_rule
 from gapscope.analysis.evidence_kinds import earlier_runs, recurring_alloc_mask
 from gapscope.parsers import load
 from gapscope.parsers.builder import TraceBuilder
-from gapscope.parsers.model import Kind
+from gapscope.parsers.model import CopyKind, Kind
 
 from .conftest import CORPUS, require
 
@@ -315,3 +315,181 @@ def test_an_nsight_export_of_a_python_process_is_python():
     b.event(gpu, "k", 6 * US, 10 * US, Kind.KERNEL, correlation=1)
     pk = program_kind(b.build())
     assert (pk.framework, pk.python) == ("unknown", True)
+
+
+def _copy_gap(blocking: bool) -> tuple:
+    """A kernel [6, 106) µs, then a ``cudaMemcpyAsync`` of a 1 MiB pageable copy, then the
+    next launch at 300 µs. ``blocking``: the call starts under the kernel (10 µs) and
+    returns at 200 µs, after its linked copy [110, 130) ended: it waited for the queue.
+    Else it starts in the gap (110 µs) and returns at 250 µs with its copy [160, 180)
+    not linked to it."""
+    b = TraceBuilder()
+    cpu, gpu = _lanes(b)
+    b.event(cpu, "aten::add", 0, 2 * US, Kind.CPU_OP)  # a PyTorch program
+    b.event(cpu, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k", 6 * US, 100 * US, Kind.KERNEL, correlation=1)
+    if blocking:
+        b.event(cpu, "cudaMemcpyAsync", 10 * US, 190 * US, Kind.MEMCPY_CALL, correlation=2)
+        b.event(gpu, "Memcpy DtoH (Device -> Pageable)", 110 * US, 20 * US, Kind.MEMCPY, correlation=2,
+                bytes=1 << 20, copy_kind=CopyKind.D2H, pageable=True)  # fmt: skip
+    else:
+        b.event(cpu, "cudaMemcpyAsync", 110 * US, 140 * US, Kind.MEMCPY_CALL)
+        b.event(gpu, "Memcpy HtoD (Pageable -> Device)", 160 * US, 20 * US, Kind.MEMCPY,
+                bytes=1 << 20, copy_kind=CopyKind.H2D, pageable=True)  # fmt: skip
+    b.event(cpu, "cudaLaunchKernel", 300 * US, 5 * US, Kind.LAUNCH, correlation=3)
+    b.event(gpu, "k2", 306 * US, 10 * US, Kind.KERNEL, correlation=3)
+    d = diagnose(b.build())
+    return d, _largest(d)
+
+
+def test_copy_is_the_gpus_copy_time_and_the_copy_call_is_host_work():
+    """Issue 43 (b200: a 3.1 µs GPU copy made a gap 39% copy): the gap [106, 306) µs
+    holds a 20 µs GPU copy; the thread's 120 µs in the copy call outside it are host
+    work, and the card advises on that call (pinned memory, non_blocking)."""
+    d, i = _copy_gap(blocking=False)
+    cn = d.gaps.class_ns[i]
+    assert (int(d.gaps.start_ns[i]), int(d.gaps.end_ns[i])) == (106 * US, 306 * US)
+    assert int(cn[int(Cause.COPY)]) == 20 * US
+    # [106, 110) and [250, 300) untraced, [110, 250) in the call less the copy, [300, 306) launch
+    assert int(cn[int(Cause.HOST)]) == (4 + 120 + 50) * US and int(cn[int(Cause.SYNC)]) == 0
+    c = card_for_gap(d, i)
+    assert c.cause == Cause.HOST
+    assert "0.120 ms in `cudaMemcpyAsync`" in c.why and "20.0 µs copying" in c.why, c.why
+    assert c.first_experiment.startswith("The thread spent 0.120 ms inside the copy call `cudaMemcpyAsync`")
+    assert "non_blocking=True" in c.first_experiment
+
+
+def test_a_blocking_copy_call_is_a_wait_that_drained_the_queue():
+    """The copy call began under the kernel and returned after its copy ended: a
+    blocking wait, so [106, 300) is the sync cliff less the 20 µs GPU copy, and the
+    card names the call as the wait and advises a pinned asynchronous copy."""
+    d, i = _copy_gap(blocking=True)
+    cn = d.gaps.class_ns[i]
+    assert int(cn[int(Cause.COPY)]) == 20 * US and int(cn[int(Cause.SYNC)]) == (194 - 20) * US
+    assert int(cn[int(Cause.HOST)]) == 0
+    c = card_for_gap(d, i)
+    assert c.cause == Cause.SYNC
+    # [106, 200) in the call less [110, 130) under the copy: 74 µs; then 100 µs until the launch
+    assert "74.0 µs in the blocking copy call `cudaMemcpyAsync` outside the GPU's copies" in c.why, c.why
+    assert c.first_experiment.startswith("The copy call `cudaMemcpyAsync` returned only after its copy ended")
+    assert "pinned host memory and non_blocking=True" in c.first_experiment
+
+
+def _decode_loop(n_steps: int) -> TraceBuilder:
+    """``n_steps`` decode steps (``ProfilerStep#k``, 200 µs apart): a 100 µs kernel, then
+    the token read (``aten::item`` from under the kernel, its 8 B device-to-host copy
+    right after it), then 60 µs of sampling until the next step's launch."""
+    b = TraceBuilder()
+    cpu, gpu = _lanes(b)
+    b.event(cpu, "aten::add", 0, 2 * US, Kind.CPU_OP)
+    c, t = 1, 10
+    for k in range(n_steps):
+        b.event(cpu, f"ProfilerStep#{k}", t * US, 200 * US, Kind.ANNOTATION)
+        b.event(cpu, "cudaLaunchKernel", (t + 5) * US, 5 * US, Kind.LAUNCH, correlation=c)
+        b.event(gpu, "decode", (t + 12) * US, 100 * US, Kind.KERNEL, correlation=c)
+        b.event(cpu, "aten::item", (t + 20) * US, 110 * US, Kind.CPU_OP)
+        b.event(cpu, "cudaMemcpyAsync", (t + 25) * US, 100 * US, Kind.MEMCPY_CALL, correlation=c + 1)
+        b.event(gpu, "Memcpy DtoH (Device -> Pageable)", (t + 115) * US, 2 * US, Kind.MEMCPY, correlation=c + 1,
+                bytes=8, copy_kind=CopyKind.D2H, pageable=True)  # fmt: skip
+        b.event(cpu, "sample", (t + 132) * US, 60 * US, Kind.CPU_OP)
+        c, t = c + 2, t + 200
+    return b
+
+
+def test_the_generations_final_read_is_named_required_and_the_loops_reads_keep_their_advice():
+    """Issue 43: the last step's token read, after the device's last kernel with nothing
+    following, is the program's result: the card says so and never advises removing
+    it; the reads inside the loop (each followed by the next step's kernel) keep
+    "Remove the blocking wait"."""
+    d = diagnose(_decode_loop(4).build())
+    g = d.gaps
+    sync = [i for i in range(len(g)) if g.cause[i] == int(Cause.SYNC)]
+    assert len(sync) == 4
+    *loop, last = sync
+    assert int(g.next_op[last]) == -1 and all(int(g.next_op[i]) >= 0 for i in loop)
+    for i in loop:
+        c = card_for_gap(d, i)
+        assert c.first_experiment.startswith("Remove the blocking wait `aten::item` from the loop"), c.first_experiment
+    c = card_for_gap(d, last)
+    assert c.first_experiment.startswith("Nothing to remove here: `aten::item` is the program's final read")
+    assert "Remove" not in c.first_experiment and "Do not remove this read" in c.forbidden_step
+    assert c.fix == "none: the final read is the program's result"
+
+
+def test_the_final_read_of_the_h200_decode_captures():
+    """sample_traces/gpu: the graph-replayed decode ends with a `.cpu()` of the tokens
+    (a blocking `cudaMemcpyAsync` inside `aten::copy_`) after the last kernel: required;
+    the eager decode's per-step `.item()` reads keep their advice."""
+    from .conftest import SAMPLES
+
+    d = diagnose(load(str(SAMPLES / "gpu" / "h200_decode_graph.pt.trace.json.gz")))
+    last = len(d.gaps) - 1
+    assert int(d.gaps.cause[last]) == int(Cause.SYNC) and int(d.gaps.next_op[last]) == -1
+    c = card_for_gap(d, last)
+    assert c.first_experiment.startswith("Nothing to remove here: `aten::copy_` is the program's final read")
+    d = diagnose(load(str(SAMPLES / "gpu" / "h200_decode.pt.trace.json.gz")))
+    reads = [i for i in range(len(d.gaps)) if int(d.gaps.cause[i]) == int(Cause.SYNC)]
+    assert reads and all(int(d.gaps.next_op[i]) >= 0 for i in reads)
+    for i in reads:  # the loop's reads keep their advice (one wait, or each wait of the step)
+        first = card_for_gap(d, i).first_experiment
+        assert first.startswith("Remove ") and "`aten::item`" in first and "final read" not in first, first
+
+
+def test_every_blocking_sync_of_the_step_is_named_with_its_time():
+    """Issue 43, on a Kineto trace: a step (``ProfilerStep#1``) whose ``.item()``
+    (``aten::item`` holding ``aten::_local_scalar_dense`` and its
+    ``cudaStreamSynchronize``) drains the queue, then a ``timing`` range whose
+    ``cudaDeviceSynchronize`` blocks 30 µs: the card names both, each with its own time,
+    the nested calls of the read as that one read, and advises each its own fix."""
+    b = TraceBuilder()
+    cpu, gpu = _lanes(b)
+    b.event(cpu, "ProfilerStep#0", 0, 400 * US, Kind.ANNOTATION)
+    b.event(cpu, "ProfilerStep#1", 400 * US, 400 * US, Kind.ANNOTATION)
+    for k, t in enumerate((0, 400)):
+        b.event(cpu, "cudaLaunchKernel", (t + 5) * US, 5 * US, Kind.LAUNCH, correlation=10 * k + 1)
+        b.event(gpu, "k", (t + 12) * US, 100 * US, Kind.KERNEL, correlation=10 * k + 1)
+    t = 400
+    b.event(cpu, "aten::item", (t + 20) * US, 100 * US, Kind.CPU_OP)
+    b.event(cpu, "aten::_local_scalar_dense", (t + 21) * US, 98 * US, Kind.CPU_OP)
+    b.event(cpu, "cudaStreamSynchronize", (t + 30) * US, 85 * US, Kind.SYNC_CALL)
+    b.event(cpu, "timing", (t + 150) * US, 50 * US, Kind.ANNOTATION)
+    b.event(cpu, "cudaDeviceSynchronize", (t + 160) * US, 30 * US, Kind.SYNC_CALL)
+    b.event(cpu, "cudaLaunchKernel", (t + 300) * US, 5 * US, Kind.LAUNCH, correlation=99)
+    b.event(gpu, "k2", (t + 306) * US, 10 * US, Kind.KERNEL, correlation=99)
+    d = diagnose(b.build())
+    i = int(np.flatnonzero(d.gaps.start_ns == (t + 112) * US)[0])
+    assert int(d.gaps.end_ns[i]) == (t + 306) * US
+    facts_waits = [(d.trace.name(w.event), w.where, w.calls, w.ns) for w in card_facts_of(d, i).step_waits]
+    # each wait counts by its overlap with the GPU's idle: the read [420, 520) µs only
+    # from the kernel's end at 512 (audit 3)
+    assert facts_waits == [("aten::item", "", 1, 8 * US), ("cudaDeviceSynchronize", "timing", 1, 30 * US)]
+    c = card_for_gap(d, i)
+    assert c.cause == Cause.SYNC
+    assert (
+        "In this step the thread blocked on the device 2 times: `aten::item` (8.0 µs; in this gap), "
+        "`cudaDeviceSynchronize` in `timing` (30.0 µs; in this gap)."
+    ) in c.why, c.why
+    assert c.first_experiment.startswith("Remove each blocking wait of the step, not only the first")
+    assert "`aten::item`: keep the value on the GPU" in c.first_experiment
+    assert "`cudaDeviceSynchronize` in `timing`: drop each where nothing needs the device finished" in (
+        c.first_experiment
+    )
+    # one wait in the step: the single-wait advice, no list
+    b2 = TraceBuilder()
+    cpu, gpu = _lanes(b2)
+    b2.event(cpu, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b2.event(gpu, "k", 6 * US, 100 * US, Kind.KERNEL, correlation=1)
+    b2.event(cpu, "cudaStreamSynchronize", 10 * US, 100 * US, Kind.SYNC_CALL)
+    b2.event(cpu, "cudaLaunchKernel", 300 * US, 5 * US, Kind.LAUNCH, correlation=2)
+    b2.event(gpu, "k2", 306 * US, 10 * US, Kind.KERNEL, correlation=2)
+    d2 = diagnose(b2.build())
+    c2 = card_for_gap(d2, _largest(d2))
+    assert "blocked on the device" not in c2.why
+    # no steps: no loop to name (audit 3)
+    assert c2.first_experiment.startswith("Remove the blocking wait `cudaStreamSynchronize`: keep the decision")
+
+
+def card_facts_of(d, i: int):
+    """The ``Facts`` the card of gap ``i`` is chosen from."""
+    rows = np.array([i])
+    return card_facts(d, rows, Cause(int(d.gaps.cause[i])), list(d.evidence(i)), "")

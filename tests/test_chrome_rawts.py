@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from gapscope import parsers
 from gapscope.parsers import Kind
-from gapscope.parsers.chrome import loader as chrome_mod
+from gapscope.parsers.chrome import decode as chrome_mod
 from gapscope.parsers.chrome.times import INVALID, MISSING, OK, raw_to_ns
 from gapscope.parsers.ordering import sort_order
 

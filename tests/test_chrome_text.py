@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from gapscope import parsers
 from gapscope.parsers.chrome.text import exact_ns_near, key_positions
-from gapscope.parsers.json.scan import scan_elements
+from gapscope.parsers.json.boundaries import scan_elements
 
 
 def _ref_ns(text: str) -> int:
@@ -219,7 +219,7 @@ def test_scan_keeps_string_state_across_a_chunk_boundary_inside_backslashes(run)
     chunk, then ``\\\\\\"`` (an escaped backslash, an escaped quote) follows."""
     import json as _json
 
-    from gapscope.parsers.json.scan import _CHUNK, scan_elements
+    from gapscope.parsers.json.boundaries import _CHUNK, scan_elements
 
     head = "[" + _json.dumps({"a": "x" * (_CHUNK - 40)}) + ", "
     pre = '{"s": "'

@@ -258,7 +258,7 @@ def test_openblas_threads_are_one_except_for_the_capture(monkeypatch):
     cli.main(["report", "whatever.json"])
     assert seen == ["1", "4"]
     monkeypatch.delenv(cli.OPENBLAS_THREADS_VAR)
-    from gapscope.capture import cli as capture_cli
+    from gapscope.capture import cmd as capture_cli
 
     monkeypatch.setattr(capture_cli, "main", lambda argv: seen.append(os.environ.get(cli.OPENBLAS_THREADS_VAR)))
     cli.main(["capture", "--help"])

@@ -331,7 +331,7 @@ def test_overview_screen_marks_the_damaged_ranks(damaged_set):
 
     from textual.widgets import DataTable
 
-    from gapscope.tui.ranks_overview import RanksOverview
+    from gapscope.tui.ranks.overview import RanksOverview
 
     doc = collect([str(damaged_set)], jobs=1)
 

@@ -142,7 +142,7 @@ def test_isal_and_zlib_inflate_the_same(tmp_path, monkeypatch):
 
 def test_a_load_begun_early_gives_what_load_gives(tmp_path):
     """``EarlyLoad``, a load begun in a thread: the trace ``load`` gives, its error, or a plain load of another path."""
-    from gapscope.parsers.detect import EarlyLoad
+    from gapscope.parsers.preview import EarlyLoad
 
     good = require(CORPUS / "kineto" / "before_fix_trace.json")
     early = EarlyLoad(good)

@@ -1,6 +1,6 @@
-"""The device preview (``gapscope.parsers.chrome.loader.device_preview``): a large
+"""The device preview (``gapscope.parsers.chrome.preview.device_preview``): a large
 file's device lanes found by searching for their ``"cat"`` key and drawn before the
-whole file is read (``load(path, preview=...)``, ``EarlyLoad``, the viewer's preview
+whole file is read (``load_with_preview(path, ...)``, ``EarlyLoad``, the viewer's preview
 screen).
 
 What must hold: the preview's device lanes and ops are exactly the whole trace's (on
@@ -20,14 +20,18 @@ import threading
 import numpy as np
 import pytest
 
-import gapscope.parsers.chrome.loader as loader
+import gapscope.parsers.chrome.child as pc
+import gapscope.parsers.chrome.decode as loader
 import gapscope.parsers.chrome.parallel.fork as cp
+import gapscope.parsers.chrome.preview as chrome_preview
 from gapscope.analysis import diagnose
 from gapscope.analysis.gaps import interior_gaps
 from gapscope.parsers import load
 from gapscope.parsers.chrome import fastscan
-from gapscope.parsers.chrome.loader import device_preview, device_preview_part, load_chrome
+from gapscope.parsers.chrome.decode import load_chrome
+from gapscope.parsers.chrome.preview import device_preview, device_preview_part
 from gapscope.parsers.model import Kind, Trace
+from gapscope.parsers.preview import load_with_preview
 from tests.conftest import CORPUS, require
 from tests.test_corpus import TRACES
 from tests.test_load_parallel import _reaped
@@ -84,7 +88,7 @@ def copied_then_read(text: bytes, begin: int, end: int, raw_ts: bool = False):
     """What ``fastscan.device_scan`` must equal: the events found copied out
     (``device_event_spans``) and read again (``read_part``), with their spans; None
     where the search gives None or the read refuses the copy."""
-    got = fastscan.device_event_spans(text, begin, end, loader.DEVICE_CATS)
+    got = fastscan.device_event_spans(text, begin, end, chrome_preview.DEVICE_CATS)
     if got is None:
         return None
     doc, spans = got
@@ -139,7 +143,7 @@ def test_corpus_device_scan_reads_in_place_what_the_copy_reads(rel):
     list_decoder = loader._DECODERS[raw_ts][0]
     for lo, hi in chunk_spans(begin, end, cuts):
         want = copied_then_read(data, lo + 1, hi, raw_ts)
-        got = fastscan.device_scan(data, lo + 1, hi, loader.DEVICE_CATS, list_decoder, raw_ts)
+        got = fastscan.device_scan(data, lo + 1, hi, chrome_preview.DEVICE_CATS, list_decoder, raw_ts)
         if want is None:
             assert got is None
             continue
@@ -292,19 +296,19 @@ def split(monkeypatch):
     (they would often beat it on a busy machine)."""
     monkeypatch.setattr(cp, "MIN_BYTES", 0)
     monkeypatch.setattr(cp, "enabled", lambda size, held=False: True)
-    monkeypatch.setattr(loader, "PREVIEW_MIN_BYTES", 0)
+    monkeypatch.setattr(chrome_preview, "PREVIEW_MIN_BYTES", 0)
     monkeypatch.setattr(cp.FileParts, "progress_bytes", lambda self: (0, 0))
     # nor is a preview given up for being late: its bound for a small file is about 1 s,
     # which forked children missed on a machine at load average 10 (five tests lost
     # their preview in one run); lateness is not what these tests are about
-    monkeypatch.setattr(loader, "PREVIEW_WAIT_S", 600.0)
-    monkeypatch.setattr(loader, "PREVIEW_MAX_WAIT_S", 600.0)
+    monkeypatch.setattr(chrome_preview, "PREVIEW_WAIT_S", 600.0)
+    monkeypatch.setattr(chrome_preview, "PREVIEW_MAX_WAIT_S", 600.0)
 
 
 def test_load_hands_over_the_preview_before_the_whole_trace(split, tmp_path):
     path = _big(tmp_path)
     got: list[Trace] = []
-    full = load(path, preview=got.append)
+    full = load_with_preview(path, got.append)
     assert len(got) == 1
     assert device_ops(got[0]) == device_ops(full)
     assert len(got[0]) == 4000 and len(full) == 8000
@@ -334,7 +338,7 @@ def test_a_preview_made_in_children_reads_each_events_own_args(split, tmp_path, 
     monkeypatch.setattr(cp, "processes", lambda: shares)
     path = _shuffled_big(tmp_path)
     got: list[Trace] = []
-    full = load(path, preview=got.append)
+    full = load_with_preview(path, got.append)
     assert len(got) == 1
     preview = got[0]
     kernels = np.flatnonzero(preview.kind == Kind.KERNEL)
@@ -346,70 +350,13 @@ def test_a_preview_made_in_children_reads_each_events_own_args(split, tmp_path, 
     assert [full.args_of(int(i))["mine"] for i in whole[:5]] == [0, 1, 2, 3, 4]
 
 
-@pytest.mark.parametrize("shares", [2, 3])
-def test_prepare_runs_on_the_preview_in_a_child_and_comes_with_it(split, tmp_path, monkeypatch, shares):
-    """``prepare`` runs where the preview is made, another process, and its value comes
-    with the preview: here the gaps between the kernels, equal to what this process
-    finds on the preview it was handed."""
-    import os
-
-    monkeypatch.setattr(cp, "processes", lambda: shares)
-    got: list[tuple] = []
-    load(_big(tmp_path), preview=lambda t, v: got.append((t, v)), prepare=lambda t: (os.getpid(), interior_gaps(t)))
-    assert len(got) == 1
-    trace, (pid, gaps) = got[0]
-    assert pid != os.getpid()
-    here = interior_gaps(trace)
-    assert gaps.start_ns.size == here.start_ns.size == 3999
-    assert np.array_equal(gaps.start_ns, here.start_ns) and np.array_equal(gaps.end_ns, here.end_ns)
-
-
-def test_a_failing_prepare_or_no_child_still_hands_the_preview_over(split, tmp_path, monkeypatch):
-    """A ``prepare`` that raises gives ``NOT_PREPARED``; so does a joining child that
-    cannot be forked, the preview then joined in this process."""
-
-    def broken(trace):
-        raise RuntimeError("boom")
-
-    got: list[tuple] = []
-    path = _big(tmp_path)
-    load(path, preview=lambda t, v: got.append((t, v)), prepare=broken)
-    assert len(got) == 1 and got[0][1] is loader.NOT_PREPARED and len(got[0][0]) == 4000
-
+def test_no_joining_child_still_hands_the_preview_over(split, tmp_path, monkeypatch):
+    """A joining child that cannot be forked: the preview is joined in this process."""
     monkeypatch.setattr(cp, "processes", lambda: 2)
-    monkeypatch.setattr(cp, "run_in_child", lambda *a, **k: cp.NO_CHILD)
-    got.clear()
-    load(path, preview=lambda t, v: got.append((t, v)), prepare=len)
-    assert len(got) == 1 and got[0][1] is loader.NOT_PREPARED and len(got[0][0]) == 4000
-
-
-def test_early_load_gives_the_childs_prepared_value_for_its_preview_only(split, tmp_path):
-    """``EarlyLoad.prepared``: the child's value for the preview it made, computed here
-    for any other trace; without a ``prepare`` (none set before the fork) both are
-    computed here."""
-    import os
-
-    from gapscope.parsers.detect import EarlyLoad
-
-    path = _big(tmp_path)
-    early = EarlyLoad(path, preview=True, prepare=lambda t: (os.getpid(), len(t)))
-    got: list = []
-    early.on_preview(lambda t: got.append(early.prepared(t)))  # as the viewer asks: while the load runs
-    full = early(path)
-    assert len(got) == 1
-    pid, n = got[0]
-    assert n == 4000 and pid != os.getpid()
-    assert early.prepared(full) == (os.getpid(), 8000)
-
-    late = EarlyLoad(path, preview=True)
-    previews: list[Trace] = []
-    late.on_preview(previews.append)
-    late(path)
-    assert len(previews) == 1
-    with pytest.raises(ValueError):
-        late.prepared(previews[0])
-    late.prepare = len
-    assert late.prepared(previews[0]) == 4000
+    monkeypatch.setattr(pc, "run_in_child", lambda *a, **k: pc.NO_CHILD)
+    got: list[Trace] = []
+    load_with_preview(_big(tmp_path), got.append)
+    assert len(got) == 1 and len(got[0]) == 4000
 
 
 def _child_states() -> list[str]:
@@ -446,8 +393,8 @@ def test_the_decoders_stay_paused_until_the_preview_is_drawn(split, tmp_path, mo
 
     monkeypatch.setattr(cp, "_file_payload", slow)
     # no bound to reach on a loaded machine before the check below
-    monkeypatch.setattr(loader, "PREVIEW_DRAWN_WAIT_S", 30.0)
-    monkeypatch.setattr(loader, "PREVIEW_PAUSE_MAX_S", 60.0)
+    monkeypatch.setattr(chrome_preview, "PREVIEW_DRAWN_WAIT_S", 30.0)
+    monkeypatch.setattr(chrome_preview, "PREVIEW_PAUSE_MAX_S", 60.0)
     path = _big(tmp_path)
     drawn = threading.Event()
     seen: list[list[str]] = []
@@ -460,7 +407,7 @@ def test_the_decoders_stay_paused_until_the_preview_is_drawn(split, tmp_path, mo
         threading.Timer(0.3, draw_later).start()
         return drawn
 
-    full = load(path, preview=preview)
+    full = load_with_preview(path, preview)
     assert len(full) == 8000 and drawn.is_set()
     assert len(seen) == 1 and "T" in seen[0] and set(seen[0]) <= {"T", "Z"}
 
@@ -481,14 +428,14 @@ class _WaitSpy(threading.Event):
 def test_a_preview_never_said_drawn_holds_the_load_a_bounded_time(split, tmp_path, monkeypatch):
     """The load waits for the viewer's word once, with ``PREVIEW_DRAWN_WAIT_S`` as its
     bound, and goes on without it (the wait counted, not timed)."""
-    monkeypatch.setattr(loader, "PREVIEW_DRAWN_WAIT_S", 0.4)
+    monkeypatch.setattr(chrome_preview, "PREVIEW_DRAWN_WAIT_S", 0.4)
     drawn: list[_WaitSpy] = []
 
     def preview(trace):
         drawn.append(_WaitSpy())
         return drawn[-1]  # never set
 
-    full = load(_big(tmp_path), preview=preview)
+    full = load_with_preview(_big(tmp_path), preview)
     assert len(full) == 8000 and len(drawn) == 1
     assert drawn[0].waits == [(0.4, False)]  # one bounded wait, which ran out
 
@@ -497,10 +444,10 @@ def test_early_load_goes_on_when_the_viewer_has_drawn_the_preview(split, tmp_pat
     """``EarlyLoad.preview_drawn`` ends the wait at once (with a 30 s bound, a load
     that missed the word would take that long)."""
 
-    from gapscope.parsers.detect import EarlyLoad
+    from gapscope.parsers.preview import EarlyLoad
 
-    monkeypatch.setattr(loader, "PREVIEW_DRAWN_WAIT_S", 30.0)
-    monkeypatch.setattr(loader, "PREVIEW_PAUSE_MAX_S", 60.0)
+    monkeypatch.setattr(chrome_preview, "PREVIEW_DRAWN_WAIT_S", 30.0)
+    monkeypatch.setattr(chrome_preview, "PREVIEW_PAUSE_MAX_S", 60.0)
     waits: list[tuple[float | None, bool]] = []
     real_wait = threading.Event.wait
 
@@ -520,29 +467,15 @@ def test_early_load_goes_on_when_the_viewer_has_drawn_the_preview(split, tmp_pat
     assert waits == [(30.0, True)]  # the word had come: the wait ended without running out
 
 
-def test_early_load_takes_an_array_as_the_prepared_value(split, tmp_path):
-    """A prepared value that is an array (no truth value) is the child's value too."""
-    import os
-
-    from gapscope.parsers.detect import EarlyLoad
-
-    path = _big(tmp_path)
-    early = EarlyLoad(path, preview=True, prepare=lambda t: np.array([os.getpid(), len(t)]))
-    got: list = []
-    early.on_preview(lambda t: got.append(early.prepared(t)))
-    early(path)
-    assert len(got) == 1 and got[0][1] == 4000 and got[0][0] != os.getpid()
-
-
 def test_a_failing_preview_never_fails_the_load(split, tmp_path, monkeypatch):
     path = _big(tmp_path)
 
     def broken(*a):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(loader, "device_preview", broken)
+    monkeypatch.setattr(chrome_preview, "device_preview", broken)
     got: list[Trace] = []
-    assert len(load(path, preview=got.append)) == 8000
+    assert len(load_with_preview(path, got.append)) == 8000
     assert got == []
 
 
@@ -550,12 +483,12 @@ def test_small_files_get_no_preview(tmp_path, monkeypatch):
     monkeypatch.setattr(cp, "MIN_BYTES", 0)
     monkeypatch.setattr(cp, "enabled", lambda size, held=False: True)
     got: list[Trace] = []
-    load(_big(tmp_path, 100), preview=got.append)  # well under PREVIEW_MIN_BYTES
+    load_with_preview(_big(tmp_path, 100), got.append)  # well under PREVIEW_MIN_BYTES
     assert got == []
 
 
 def test_early_load_hands_the_preview_to_whoever_asks(split, tmp_path):
-    from gapscope.parsers.detect import EarlyLoad
+    from gapscope.parsers.preview import EarlyLoad
 
     path = _big(tmp_path)
     early = EarlyLoad(path, preview=True)
@@ -580,7 +513,7 @@ async def _until(pilot, cond, seconds: float = 20.0) -> None:
 def _full_and_preview(tmp_path) -> tuple[Trace, Trace]:
     """The whole trace of ``_big``'s file and the one device preview its load gave."""
     got: list[Trace] = []
-    full = load(_big(tmp_path), preview=got.append)
+    full = load_with_preview(_big(tmp_path), got.append)
     assert len(got) == 1
     return full, got[0]
 
@@ -590,7 +523,7 @@ async def _shown_preview(pilot, app):
     from gapscope.tui.screen import TraceScreen
 
     await _until(pilot, lambda: isinstance(app.screen, TraceScreen))
-    assert app.screen.reading is not None
+    assert app.screen.previewing
     return app.screen
 
 
@@ -605,6 +538,7 @@ def _preview_app(full: Trace, shown: Trace, **kw):
     once (unless ``kw`` gives another ``preview``; ``kw``: more of ``make_app``'s
     arguments)."""
     from gapscope.tui.factory import make_app
+    from gapscope.tui.session import ViewOptions
 
     release = threading.Event()
 
@@ -613,7 +547,7 @@ def _preview_app(full: Trace, shown: Trace, **kw):
         return full
 
     kw.setdefault("preview", lambda callback: callback(shown))
-    app = make_app("big.json", loader=gated, **kw)
+    app = make_app("big.json", ViewOptions(loader=gated, **kw))
     return app, release
 
 
@@ -628,7 +562,7 @@ def test_viewer_shows_the_preview_then_the_whole_trace_at_the_moved_view(split, 
     async def run():
         async with app.run_test(size=(120, 40)) as pilot:
             shown = await _shown_preview(pilot, app)
-            assert isinstance(shown, TraceScreen) and shown.reading is not None
+            assert isinstance(shown, TraceScreen) and shown.previewing
             assert [type(s) for s in app.screen_stack][-2:] == [LoadScreen, TraceScreen]
             assert all(r.kind != "lane" or shown.trace.lanes[r.lane].is_gpu for r in shown.lanes.rows)
             # its gaps come at once (the kernels of _big run 3 us every 10 us: 3999 gaps
@@ -652,7 +586,7 @@ def test_viewer_shows_the_preview_then_the_whole_trace_at_the_moved_view(split, 
             release.set()
             await _until(pilot, lambda: app.screen is not shown and isinstance(app.screen, TraceScreen))
             screen = app.screen
-            assert screen is app.trace_screen and screen.trace is full and screen.reading is None
+            assert screen is app.trace_screen and screen.trace is full and not screen.previewing
             assert not any(isinstance(s, LoadScreen) for s in app.screen_stack)
             await _until(pilot, lambda: screen.diagnosis is not None)
             await pilot.pause()
@@ -754,7 +688,6 @@ def test_the_previews_gaps_stay_drawn_until_the_causes_come(split, tmp_path, mon
             screen = await _whole_shown(pilot, app)
             await pilot.pause()
             assert screen.trace is full and screen.diagnosing and screen.early is not None
-            assert screen.early_gaps_fn is None  # not found again
             assert screen.lanes.gaps is screen.early and len(screen.early) == 3999
             assert screen.selected_gap_key() == (0, 18_000)
             assert screen.lanes.cursor_ns == cursor
@@ -785,7 +718,7 @@ def test_whole_trace_waits_while_help_covers_the_preview(split, tmp_path):
             helper = app.screen
             assert helper is not shown
             release.set()
-            await _until(pilot, lambda: app._deferred is not None)  # the whole trace came meanwhile
+            await _until(pilot, lambda: app.session.trace is full)  # the whole trace came meanwhile
             await pilot.pause()
             assert app.screen is helper and app.trace_screen is None  # and waits: the help is not snatched away
             await pilot.press("escape")
@@ -804,24 +737,28 @@ def test_whole_trace_waits_while_help_covers_the_preview(split, tmp_path):
     ],
 )
 def test_preview_status_says_how_far_the_whole_file_is(share, said):
-    from gapscope.tui.screen import PREVIEW_MESSAGE, TraceScreen
+    from gapscope.analysis.types import Params
+    from gapscope.tui.screen import PREVIEW_MESSAGE, TraceScreen, reading_text
+    from gapscope.tui.session import Reading, Session
     from tests.test_tui_app import small_trace
 
-    screen = TraceScreen(small_trace(), reading=lambda: share)
-    assert screen._reading_text(PREVIEW_MESSAGE) == said
-    assert screen.diagnosing and screen.diagnose_fn is None  # gap keys wait; nothing is diagnosed
+    screen = TraceScreen(Session(path=None, params=Params(), preview=small_trace()))
+    assert reading_text(PREVIEW_MESSAGE, Reading(share, seen=share is not None)) == said
+    assert screen.previewing and screen.diagnosing  # gap keys wait; nothing is diagnosed
 
 
 def test_preview_status_after_the_decode_says_the_trace_is_built():
     """``load_progress`` has no share while the parts are assembled, after it had
     one: the status line says the whole trace is being built then, not that the file
     is being read; with the preview's gaps drawn, it says so."""
-    from gapscope.tui.screen import PREVIEW_GAPS_MESSAGE, PREVIEW_MESSAGE, TraceScreen
-    from tests.test_tui_app import small_trace
+    from gapscope.tui.screen import PREVIEW_GAPS_MESSAGE, PREVIEW_MESSAGE, reading_text
+    from gapscope.tui.session import Reading
 
-    shares = iter([None, 0.5, None])
-    screen = TraceScreen(small_trace(), reading=lambda: next(shares))
-    said = [screen._reading_text(PREVIEW_MESSAGE) for _ in range(2)] + [screen._reading_text(PREVIEW_GAPS_MESSAGE)]
+    said = [
+        reading_text(PREVIEW_MESSAGE, Reading(None)),
+        reading_text(PREVIEW_MESSAGE, Reading(0.5, seen=True)),
+        reading_text(PREVIEW_GAPS_MESSAGE, Reading(None, seen=True)),
+    ]
     assert said == [
         "device lanes first; reading the rest: CPU lanes, gaps and causes follow",
         "device lanes first; reading the rest 50%: CPU lanes, gaps and causes follow",
@@ -836,7 +773,7 @@ def test_an_object_ending_before_its_cat_key_gives_no_preview_and_no_hang():
     import sys
 
     code = (
-        "from gapscope.parsers.chrome.loader import device_preview_part;"
+        "from gapscope.parsers.chrome.preview import device_preview_part;"
         'print(device_preview_part(b\'[{"a":"\\\\""}""cat":"kernel"]\'))'
     )
     cp_ = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -923,11 +860,12 @@ def test_whole_trace_right_after_the_preview_before_its_screen_is_up(split, tmp_
     """The load ending just after the preview was posted (before the preview screen
     was composed) once crashed the viewer (its view was asked of unmounted lanes)."""
     from gapscope.tui.factory import make_app
+    from gapscope.tui.session import ViewOptions
 
     full, preview = _full_and_preview(tmp_path)
     for _ in range(3):
         source = _Handover(preview)
-        app = make_app("big.json", loader=lambda p, s=source: (s.handed.wait(30), full)[1], preview=source)
+        app = make_app("big.json", ViewOptions(loader=lambda p, s=source: (s.handed.wait(30), full)[1], preview=source))
 
         async def run(app=app):
             async with app.run_test(size=(120, 40)) as pilot:
@@ -947,13 +885,14 @@ def test_the_preview_is_freed_once_replaced(split, tmp_path):
 
     from gapscope.tui.factory import make_app
     from gapscope.tui.screen import TraceScreen
+    from gapscope.tui.session import ViewOptions
 
     full, preview = _full_and_preview(tmp_path)
     source = _Handover(preview)
     del preview
     gone = weakref.ref(source.trace)
     release = threading.Event()
-    app = make_app("big.json", loader=lambda p: (release.wait(30), full)[1], preview=source)
+    app = make_app("big.json", ViewOptions(loader=lambda p: (release.wait(30), full)[1], preview=source))
 
     async def run():
         async with app.run_test(size=(120, 40)) as pilot:
@@ -981,7 +920,7 @@ def test_an_open_prompt_on_the_preview_holds_the_whole_trace_back(split, tmp_pat
             await pilot.press("slash", "k")
             assert shown.prompt_open
             release.set()
-            await _until(pilot, lambda: app._deferred is not None)
+            await _until(pilot, lambda: app.session.trace is full)
             await pilot.pause()
             assert app.screen is shown and app.trace_screen is None  # the typed text is not thrown away
             # and the status line says what it waits for (it said the trace was being built)
@@ -1001,7 +940,7 @@ def test_no_wait_for_a_preview_once_the_decoders_are_done(split, tmp_path, monke
     path = _big(tmp_path)
     monkeypatch.setattr(cp.FileParts, "progress_bytes", lambda self: (1, 1))
     got: list[Trace] = []
-    assert len(load(path, preview=got.append)) == 8000
+    assert len(load_with_preview(path, got.append)) == 8000
     assert got == []
 
 
@@ -1023,9 +962,9 @@ def test_a_child_given_up_is_not_waited_for(tmp_path, forks):
         asked.append(True)
         return len(asked) >= 3
 
-    assert cp.run_in_child(slow, 1 << 10, 30.0, give_up=give_up) is None
+    assert pc.run_in_child(slow, 1 << 10, 30.0, give_up=give_up) is None
     assert len(asked) >= 3 and len(forks) == 1 and _reaped(forks) and not mark.exists()
-    assert cp.run_in_child(lambda: 7, 1 << 10, 30.0, give_up=lambda: False) == 7
+    assert pc.run_in_child(lambda: 7, 1 << 10, 30.0, give_up=lambda: False) == 7
 
 
 def test_damaged_texts_give_no_preview_or_one_of_device_events():
@@ -1066,11 +1005,11 @@ def test_damaged_texts_give_no_preview_or_one_of_device_events():
         begin, end = text.find(b"[") + 1, max(text.rfind(b"]"), 1)
         if begin < 1 or end < begin:
             continue
-        got = fastscan.device_event_spans(text, begin, end, loader.DEVICE_CATS)
+        got = fastscan.device_event_spans(text, begin, end, chrome_preview.DEVICE_CATS)
         if got is None:
             continue
         doc, spans = got
-        scanned = fastscan.device_scan(text, begin, end, loader.DEVICE_CATS, loader._DECODERS[False][0], False)
+        scanned = fastscan.device_scan(text, begin, end, chrome_preview.DEVICE_CATS, loader._DECODERS[False][0], False)
         if scanned is not None:  # read in place: what the copy read gives
             seen_scan += 1
             want = copied_then_read(text, begin, end)
@@ -1113,7 +1052,7 @@ def test_shares_cut_inside_a_string_give_the_whole_preview_or_none():
 def test_a_previews_args_are_read_from_the_file_where_the_shares_found_them(split, tmp_path):
     path = _big(tmp_path, 300)
     got: list[Trace] = []
-    full = load(path, preview=got.append)
+    full = load_with_preview(path, got.append)
     (pv,) = got
     kernels = np.flatnonzero(pv.kind == int(Kind.KERNEL))
     whole = {int(full.start_ns[i]): full.args_of(int(i)) for i in np.flatnonzero(full.kind == int(Kind.KERNEL))}
@@ -1137,7 +1076,7 @@ def test_children_run_at_once_and_answer_in_order(tmp_path):
             time.sleep(0.01)
         return v, os_.getpid(), False
 
-    got = cp.run_in_children([lambda v=v: nap(v) for v in range(4)], 1 << 10, 60.0)
+    got = pc.run_in_children([lambda v=v: nap(v) for v in range(4)], 1 << 10, 60.0)
     assert [v for v, _, _ in got] == [0, 1, 2, 3]
     assert len({pid for _, pid, _ in got}) == 4 and os_.getpid() not in {pid for _, pid, _ in got}
     assert [all_seen for _, _, all_seen in got] == [True] * 4  # at once, not one after another
@@ -1145,8 +1084,8 @@ def test_children_run_at_once_and_answer_in_order(tmp_path):
     def boom():
         raise RuntimeError("a share failed")
 
-    assert cp.run_in_children([lambda: 1, boom, lambda: 3], 1 << 10, 30.0) is None
-    assert cp.run_in_children([], 1 << 10, 30.0) == []
+    assert pc.run_in_children([lambda: 1, boom, lambda: 3], 1 << 10, 30.0) is None
+    assert pc.run_in_children([], 1 << 10, 30.0) == []
 
 
 @pytest.mark.parametrize("size", [(120, 40), (80, 24)], ids=["wide", "narrow"])
@@ -1198,10 +1137,10 @@ def test_a_share_without_a_preview_ends_the_wait_at_once(tmp_path, forks):
         mark.write_text("1")
         return 1
 
-    got = cp.run_in_children([slow, lambda: None], 1 << 10, 30.0, stop=lambda v: v is None)
+    got = pc.run_in_children([slow, lambda: None], 1 << 10, 30.0, stop=lambda v: v is None)
     assert got is None and len(forks) == 2 and _reaped(forks)
     assert not mark.exists()  # the slow share was killed, not waited for
-    assert cp.run_in_children([lambda: 2, lambda: 3], 1 << 10, 30.0, stop=lambda v: v is None) == [2, 3]
+    assert pc.run_in_children([lambda: 2, lambda: 3], 1 << 10, 30.0, stop=lambda v: v is None) == [2, 3]
 
 
 def test_the_decoders_pause_for_the_preview_and_go_on_after(split, tmp_path, monkeypatch):
@@ -1212,7 +1151,7 @@ def test_the_decoders_pause_for_the_preview_and_go_on_after(split, tmp_path, mon
     import time
 
     seen: list[str] = []
-    real = cp.run_in_children
+    real = pc.run_in_children
 
     def watching(*a, **k):
         if k.get("stop") is not None:  # the preview's shares (run_in_child calls it too)
@@ -1228,15 +1167,15 @@ def test_the_decoders_pause_for_the_preview_and_go_on_after(split, tmp_path, mon
             seen.append("".join(sorted(states)))
         return real(*a, **k)
 
-    monkeypatch.setattr(cp, "run_in_children", watching)
+    monkeypatch.setattr(pc, "run_in_children", watching)
     path = _big(tmp_path)
     got: list[Trace] = []
-    full = load(path, preview=got.append)
+    full = load_with_preview(path, got.append)
     assert seen and set(seen[0]) <= {"T", "Z"}  # stopped while the shares ran
     assert len(got) == 1 and device_ops(got[0]) == device_ops(full)
 
     # a preview slower than the pause: the decoders go on without it, while it still runs
-    monkeypatch.setattr(loader, "PREVIEW_PAUSE_MAX_S", 0.2)
+    monkeypatch.setattr(chrome_preview, "PREVIEW_PAUSE_MAX_S", 0.2)
     resumed: list[set[str]] = []
 
     def slow_preview(*a, **k):
@@ -1257,8 +1196,8 @@ def test_the_decoders_pause_for_the_preview_and_go_on_after(split, tmp_path, mon
         resumed.append(states)
         return None
 
-    monkeypatch.setattr(cp, "run_in_children", slow_preview)
-    assert len(load(path, preview=got.append)) == 8000
+    monkeypatch.setattr(pc, "run_in_children", slow_preview)
+    assert len(load_with_preview(path, got.append)) == 8000
     assert len(resumed) == 1 and "T" not in resumed[0]  # continued before the preview ended
 
 
@@ -1268,11 +1207,11 @@ def test_a_file_mostly_of_device_events_gets_no_preview(split, tmp_path):
     path = tmp_path / "kernels.json"
     path.write_bytes(_doc(events))
     got: list[Trace] = []
-    assert len(load(path, preview=got.append)) == 4000
+    assert len(load_with_preview(path, got.append)) == 4000
     assert got == []
-    assert loader._mostly_device(lambda off, n: path.read_bytes()[off : off + n], path.stat().st_size)
+    assert chrome_preview._mostly_device(lambda off, n: path.read_bytes()[off : off + n], path.stat().st_size)
     big = _big(tmp_path)  # half device events: previewed (above)
-    assert not loader._mostly_device(lambda off, n: big.read_bytes()[off : off + n], big.stat().st_size)
+    assert not chrome_preview._mostly_device(lambda off, n: big.read_bytes()[off : off + n], big.stat().st_size)
 
 
 def test_the_go_to_prompt_offers_gap_numbers_only_once_they_are_known(split, tmp_path):

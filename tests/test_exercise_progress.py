@@ -9,9 +9,9 @@ import os
 
 import pytest
 
-from gapscope import exercise_cmd
 from gapscope.exercise import ProgressStore, Session, Workbook, bundled_paths, find, load_exercise
 from gapscope.exercise.progress import MAX_PROGRESS_BYTES
+from gapscope.tui.exercise import cmd as exercise_cmd
 
 
 @pytest.fixture
@@ -110,6 +110,21 @@ def test_cmd_reset(state, decode, capsys):
     assert exercise_cmd.main(["--reset"]) == 0
 
 
+def test_cmd_reset_that_cannot_save_says_only_that(tmp_path, monkeypatch, capsys):
+    """A reset whose progress file cannot be written (``GAPSCOPE_STATE_DIR`` a file)
+    says it failed, and not also that it was done (it printed 'progress of ... reset'
+    before the error line)."""
+    monkeypatch.setenv("GAPSCOPE_STATE_DIR", os.devnull)
+    monkeypatch.setenv("GAPSCOPE_LEARNER", "ada")
+    for argv in (["--reset", "decode-step"], ["--reset"]):
+        assert exercise_cmd.main(argv) == 1
+        cap = capsys.readouterr()
+        assert cap.out == ""
+        notice, err = cap.err.splitlines()  # the store's notice that it starts afresh, then the failure
+        assert notice.startswith(f"gapscope: warning: {os.devnull}/progress-ada.json: progress file is not usable")
+        assert err.startswith(f"gapscope: error: cannot save progress to {os.devnull}/progress-ada.json: ")
+
+
 def test_cmd_check_exit_codes(tmp_path, capsys):
     paths = [str(p) for p in bundled_paths()]
     assert exercise_cmd.main(["--check", *paths]) == 0
@@ -132,7 +147,7 @@ def test_cmd_unknown_exercise(state, capsys):
 
 
 def test_cmd_runs_the_screen_with_loaded_traces(state, monkeypatch):
-    from gapscope.tui.exercise_app import ExerciseApp
+    from gapscope.tui.exercise.app import ExerciseApp
 
     ran = {}
 
@@ -165,7 +180,7 @@ def test_headless_exercise_modules_do_not_import_textual():
     import subprocess
     import sys
 
-    code = "import sys, gapscope.exercise, gapscope.exercise_cmd; gapscope.exercise.check_exercise(gapscope.exercise.bundled_paths()[0]); print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich')))"
+    code = "import sys, gapscope.exercise, gapscope.tui.exercise.cmd; gapscope.exercise.check_exercise(gapscope.exercise.bundled_paths()[0]); print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -183,7 +198,7 @@ def test_unwritable_state_dir_keeps_progress_in_memory(tmp_path, decode):
 
 def test_verdict_text_renders_names_literally():
     from gapscope.exercise import Verdict
-    from gapscope.tui.exercise_text import verdict_text
+    from gapscope.tui.exercise.text import verdict_text
 
     v = Verdict(False, "You picked [bold]x[/bold]", evidence=("  evidence: [red]launch[/] (host, 1.0 µs)",))
     t = verdict_text(v)

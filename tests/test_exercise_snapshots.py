@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from gapscope.exercise import ProgressStore, Workbook, bundled_paths, load_exercise
-from gapscope.tui.exercise_app import make_exercise_app
+from gapscope.tui.exercise.app import make_exercise_app
 
 EX = {p.stem: p for p in bundled_paths()}
 SIZES = [(120, 40), (80, 24)]

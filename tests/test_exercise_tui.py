@@ -10,9 +10,9 @@ from textual.widgets import Input, OptionList, Static
 
 from gapscope.exercise import ProgressStore, Workbook, bundled_paths, load_exercise
 from gapscope.exercise.load import CAUSE_LABELS
-from gapscope.tui.exercise_app import make_exercise_app
-from gapscope.tui.exercise_lanes import ExerciseLanes
-from gapscope.tui.exercise_nav import TimelinePosition, next_gap, order_note, other_order
+from gapscope.tui.exercise.app import make_exercise_app
+from gapscope.tui.exercise.lanes import ExerciseLanes
+from gapscope.tui.exercise.nav import TimelinePosition, next_gap, order_note, other_order
 from gapscope.tui.navigation import SIZE, TIME, GapNavigator
 from tests.test_tui_viewmodel import NAV_GAPS
 
@@ -272,7 +272,7 @@ def test_help_keys_and_focus(tmp_path):
             assert ol.border_title == "Choose: ↑/↓ or 1–2, Enter"  # the list says how to answer it
             await pilot.press("question_mark")
             await pilot.pause()
-            from gapscope.tui.exercise_help import ExerciseHelpScreen
+            from gapscope.tui.exercise.help import ExerciseHelpScreen
 
             assert isinstance(app.screen, ExerciseHelpScreen)
             text = str(app.screen.query_one("#exercise-help-text", Static).render())

@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 
 from gapscope.parsers import TraceFormatError, load
 from gapscope.parsers.chrome import fastscan
+from gapscope.parsers.chrome.decode import _DECODERS, _raw_ts
 from gapscope.parsers.chrome.lazy_args import EventText
-from gapscope.parsers.chrome.loader import _DECODERS, _raw_ts
 from gapscope.parsers.chrome.parallel import fork as chrome_parallel
 from gapscope.parsers.chrome.parallel.cut import chunk_spans, find_cuts
 from gapscope.parsers.chrome.scan import PH_FLOW, PH_M, PH_OTHER, EventColumns, scan_events
@@ -363,7 +363,7 @@ def _whole_files() -> list[Path]:
 
 @pytest.mark.parametrize("path", _whole_files(), ids=lambda p: p.name)
 def test_whole_traces_read_the_same_without_the_scanner(path: Path, monkeypatch) -> None:
-    """A trace read as one part by the scanner in this process (``loader._scan_whole``:
+    """A trace read as one part by the scanner in this process (``decode._scan_whole``:
     every file below the split loader's size) equals the one-piece msgspec load: every
     array, name, lane, warning and the args of sampled events."""
     monkeypatch.setenv("GAPSCOPE_NO_CACHE", "1")

@@ -214,3 +214,16 @@ def test_the_per_op_card_prefers_a_gap_with_no_copy():
     i, subject = _representative(d, per_op.positions, Cause.HOST, PER_OP_TITLE, "", vec)
     assert (int(g.start_ns[i]) % (1000 * US), subject) == (400 * US, True)
     assert per_op.fix == "fewer, larger ops per step: a bigger batch, torch.compile, CUDA graphs"
+
+
+def test_host_time_in_a_copy_call_is_its_own_finding_with_the_pinned_copy_fix():
+    """Copy is GPU copy time only (issue 43): on the H200 decode capture the thread's
+    time in the per-step pageable `cudaMemcpyAsync` is host work, and its finding says
+    so and gives the copy's fix, not "take it off the critical path"."""
+    from .conftest import SAMPLES
+
+    d = diagnose(load(str(SAMPLES / "gpu" / "h200_decode.pt.trace.json.gz")))
+    f = next(x for x in findings(d).ranked if x.title == "host time in the copy call `cudaMemcpyAsync`")
+    assert f.cause == Cause.HOST
+    assert f.fix.startswith("copy from pinned host memory with non_blocking=True")
+    assert all(not x.title.startswith("copies on the path") for x in findings(d).ranked)

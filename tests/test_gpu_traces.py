@@ -168,7 +168,11 @@ def test_decode_eager_is_launch_bound_and_the_step_boundary_is_host():
     groups = _report("decode-eager")["groups"]
     # the largest single position is the Python loop and profiler step between tokens
     assert groups[0]["cause"] == "host" and groups[0]["steps_with_gap"] >= 30
-    assert any(g["card"]["smell"] == "picket fence" for g in groups[:5])
+    # the third position (`aten::clone`'s DtoD copy call, 7 µs, then `masked_fill_`) is
+    # host work (53%) since copy is GPU copy time only (it read launch, 45%, while the
+    # call's time was copy); picket fences follow it
+    assert groups[2]["cause"] == "host" and groups[2]["card"]["smell"] == "host island"
+    assert any(g["card"]["smell"] == "picket fence" for g in groups[:7])
 
 
 def test_decode_logging_is_the_host_island_and_item_is_not_a_sync_cliff():
@@ -191,7 +195,11 @@ def test_host_island_is_the_tokenizer_and_json():
 
 
 def test_copy_on_path_names_the_pageable_copies():
-    assert _dominant("copy-on-path") == "copy" and _shares("copy-on-path")["copy"] > 0.9
+    # copy is the GPU's copy time (82%); the pageable `cudaMemcpyAsync` to the host blocks
+    # until its copy ends, so the thread's time in it after the copy and until the next
+    # launch is the sync cliff (17%), no longer copy
+    shares = _shares("copy-on-path")
+    assert _dominant("copy-on-path") == "copy" and 0.8 < shares["copy"] < 0.9 and 0.1 < shares["sync"] < 0.2
     for g in _report("copy-on-path")["groups"]:
         assert g["cause"] == "copy" and g["card"]["smell"] == "copy on the path"
         names = _evidence_names(g)

@@ -39,11 +39,18 @@ def _loaded_after(imports: str) -> set[str]:
         # the agent interface: the SDK only when the server is built (an optional extra)
         ("import gapscope.mcp.cmd, gapscope.mcp.service, gapscope.mcp.answers", {"textual", "gapscope.tui", "mcp"}),
         (
-            "import gapscope.ranks.cmd, gapscope.ranks_view_cmd, gapscope.ranks.document, gapscope.ranks.text, "
+            "import gapscope.ranks.cmd, gapscope.ranks.document, gapscope.ranks.text, "
             "gapscope.ranks.markdown, gapscope.ranks.pool",
             {"textual", "rich", "gapscope.tui"},
         ),
+        # the viewers' commands import Textual only when they open a screen
+        ("import gapscope.tui.ranks.cmd, gapscope.tui.exercise.cmd, gapscope.tui.cmd", {"textual", "rich"}),
         ("import gapscope.capture", {"textual", "rich", "gapscope.parsers", "gapscope.analysis", "gapscope.tui"}),
+        # the leaf every layer reads its environment variables through: the standard library only
+        (
+            "import gapscope.settings",
+            {"textual", "rich", "numpy", "msgspec", "platformdirs", "gapscope.parsers", "gapscope.analysis"},
+        ),
         # the leaf every layer formats its times with: the standard library only
         (
             "import gapscope.units",

@@ -32,7 +32,7 @@ import pytest
 import gapscope.parsers.chrome.parallel.fork as cp
 import gapscope.parsers.detect as detect
 from gapscope.parsers import load
-from gapscope.parsers.chrome import loader
+from gapscope.parsers.chrome import decode as chrome_decode
 from gapscope.parsers.errors import TraceFormatError
 from tests.conftest import CORPUS, require, sweep
 from tests.test_corpus import REFUSED, TRACES
@@ -61,7 +61,7 @@ def grow(monkeypatch, tmp_path):
     # assertion (a newcomer's run at load average 3.5): lateness has tests of its own
     monkeypatch.setattr(cp, "MIN_WAIT_S", 600.0)
     monkeypatch.setattr(cp, "GROWING_MIN_BYTES", 0)
-    monkeypatch.setattr(cp, "GROWING_HEAD_BYTES", loader.EPOCH_SAMPLE_BYTES + 4096)
+    monkeypatch.setattr(cp, "GROWING_HEAD_BYTES", chrome_decode.EPOCH_SAMPLE_BYTES + 4096)
     monkeypatch.setattr(detect, "INFLATE_OUT_BYTES", 32 << 10)
     calls: list[tuple[str, bool]] = []
     real = cp.decode_file
@@ -107,7 +107,7 @@ def test_the_children_decode_while_the_text_is_still_inflating(tmp_path, monkeyp
     before the last piece of text is written: decoding overlaps inflating."""
     path = _gz(tmp_path, _kineto(6000))
     seen: list[float] = []
-    real = detect._Inflating.__call__
+    real = chrome_decode.Inflating.__call__
 
     def slow(self, fd, written, consumed, compressed):
         real(self, fd, written, consumed, compressed)
@@ -115,7 +115,7 @@ def test_the_children_decode_while_the_text_is_still_inflating(tmp_path, monkeyp
             time.sleep(0.002)  # an inflater slower than the children: they catch up and wait
             seen.append(cp.progress() or 0.0)
 
-    monkeypatch.setattr(detect._Inflating, "__call__", slow)
+    monkeypatch.setattr(chrome_decode.Inflating, "__call__", slow)
     got = load(path)
     assert grow == [("GrowingParts", True)]
     assert len(seen) > 10 and 0 < seen[-2] < 1  # decoded some, not all, before the end
@@ -126,7 +126,7 @@ def test_the_children_decode_while_the_text_is_still_inflating(tmp_path, monkeyp
 def test_epoch_timestamps_and_the_array_form_grow(tmp_path, monkeypatch, grow):
     """``ts`` kept as text is decided on the head the children read (the loader's
     sample fits in it), and the array form has its end found at the text's end."""
-    assert cp.GROWING_HEAD_BYTES - 4096 >= loader.EPOCH_SAMPLE_BYTES  # the real head holds the sample
+    assert cp.GROWING_HEAD_BYTES - 4096 >= chrome_decode.EPOCH_SAMPLE_BYTES  # the real head holds the sample
     obj = _kineto(5000)
     for e in obj["traceEvents"]:
         if "ts" in e:
@@ -152,12 +152,12 @@ def test_a_size_field_far_from_the_text_refits_the_children_to_the_whole_file(tm
 
 
 def test_planned_size_adds_the_wraps_of_a_size_field_mod_2_32():
-    assert detect.planned_size(300_000_000, 4 << 20, 400_000, 30_000_000) == 300_000_000
+    assert chrome_decode.planned_size(300_000_000, 4 << 20, 400_000, 30_000_000) == 300_000_000
     big = 5_000_000_000  # a 5 GB text: its ISIZE field is 5e9 mod 2**32
-    assert detect.planned_size(big % (1 << 32), 4 << 20, 450_000, 500_000_000) == big
-    assert detect.planned_size(123, 10, 0, 0) == 123  # nothing read yet: the field as it is
+    assert chrome_decode.planned_size(big % (1 << 32), 4 << 20, 450_000, 500_000_000) == big
+    assert chrome_decode.planned_size(123, 10, 0, 0) == 123  # nothing read yet: the field as it is
     # a head of repeated events inflating 1000x suggests 30 GB; 64x its 30 MB bounds the plan
-    assert detect.planned_size(290_000_000, 4 << 20, 4200, 30_000_000) == 290_000_000
+    assert chrome_decode.planned_size(290_000_000, 4 << 20, 4200, 30_000_000) == 290_000_000
 
 
 def test_a_cut_inside_a_string_falls_back_to_the_same_trace(tmp_path, monkeypatch, grow):
@@ -261,9 +261,9 @@ def test_a_size_field_after_junk_is_not_believed(tmp_path, monkeypatch, grow):
     blob = gzip.compress(json.dumps(_kineto(6000), indent=1).encode(), 1) + b"\x00\x00\x00\x7f"  # 2.1 GB "size"
     path = _write(tmp_path, blob, "junk.json.gz")
     asked: list[int] = []
-    real = loader.start_growing
+    real = chrome_decode.start_growing
     monkeypatch.setattr(
-        loader, "start_growing", lambda fd, g, planned, p: asked.append(planned) or real(fd, g, planned, p)
+        chrome_decode, "start_growing", lambda fd, g, planned, p: asked.append(planned) or real(fd, g, planned, p)
     )
     got = load(path)
     assert asked == [] and grow == []  # no children planned on it; the junk then sends the text to memory
@@ -323,10 +323,10 @@ sys.path.insert(0, {str(os.getcwd())!r})
 os.environ["GAPSCOPE_NO_CACHE"] = "1"
 os.environ["GAPSCOPE_CACHE_DIR"] = {str(tmp_path / "cache")!r}
 import gapscope.parsers.chrome.parallel.fork as cp, gapscope.parsers.detect as detect
-from gapscope.parsers.chrome import loader
+from gapscope.parsers.chrome import decode as chrome_decode
 from gapscope.parsers import load
 cp.MIN_BYTES, cp.enabled, cp.processes, cp.CHUNK_BYTES = 0, (lambda s, held=False: True), (lambda: 2), 16 << 10
-cp.METADATA_SHARE, cp.GROWING_MIN_BYTES, cp.GROWING_HEAD_BYTES = 2.0, 0, loader.EPOCH_SAMPLE_BYTES + 4096
+cp.METADATA_SHARE, cp.GROWING_MIN_BYTES, cp.GROWING_HEAD_BYTES = 2.0, 0, chrome_decode.EPOCH_SAMPLE_BYTES + 4096
 detect.INFLATE_OUT_BYTES = 32 << 10
 got = []
 real = cp.decode_file

@@ -31,7 +31,7 @@ import pytest
 import gapscope.parsers.chrome.parallel.fork as cp
 import gapscope.parsers.chrome.parallel.transfer as tx
 from gapscope.parsers import load
-from gapscope.parsers.chrome.loader import load_chrome
+from gapscope.parsers.chrome.decode import load_chrome
 from gapscope.parsers.json.mapped import file_stamp
 from tests.conftest import CORPUS, FULL_CORPUS, SAMPLES, require, sweep
 from tests.test_corpus import REFUSED, TRACES
@@ -502,7 +502,7 @@ def _unpack(pieces):
 
 
 def _start(path):
-    from gapscope.parsers.chrome.loader import _DECODERS, _raw_ts
+    from gapscope.parsers.chrome.decode import _DECODERS, _raw_ts
     from gapscope.parsers.json.scan import text_start
 
     return cp.start_file(str(path), lambda d: text_start(d) if len(d) else -1, _raw_ts, _DECODERS)
@@ -528,7 +528,7 @@ def test_parts_dropped_without_close_leave_no_progress_and_no_children(tmp_path,
 def test_child_of_a_changed_file_gives_up(tmp_path):
     """A file's child checks the file's stamp before and after its decode, and plans
     what ``find_cuts`` plans on the text."""
-    from gapscope.parsers.chrome.loader import _DECODERS, _raw_ts
+    from gapscope.parsers.chrome.decode import _DECODERS, _raw_ts
     from gapscope.parsers.chrome.parallel.cut import chunk_spans, find_cuts
     from gapscope.parsers.json.scan import text_start as _root
 
@@ -742,7 +742,7 @@ def test_the_children_are_used_only_for_the_file_they_started_on(tmp_path, monke
     now: a file replaced by another of the same size is read anew."""
     monkeypatch.setattr(cp, "MIN_BYTES", 0)
     monkeypatch.setattr(cp, "processes", lambda: 2)
-    from gapscope.parsers.chrome.loader import _DECODERS
+    from gapscope.parsers.chrome.decode import _DECODERS
 
     a = _write(tmp_path, _kineto(10), "a.json")
     b = _write(tmp_path, _kineto(10), "b.json")

@@ -11,6 +11,7 @@ import gzip
 import io
 import json
 import random
+import time
 
 import numpy as np
 import pytest
@@ -22,11 +23,14 @@ pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 from gapscope.analysis.diagnose import diagnose
 from gapscope.analysis.jsonout import diagnosis_to_json
 from gapscope.parsers import Kind, TraceFormatError, load
+from gapscope.parsers.chrome import decode as chrome_loader
+from gapscope.parsers.chrome.parallel import fork as cp
 from gapscope.parsers.detect import sniff
 from gapscope.parsers.perfetto import loader as pf
 from gapscope.report.cmd import run as report_run
 from tests import perfetto_encode as enc
 from tests.conftest import CORPUS, require
+from tests.test_load_parallel import _reaped, force_parts
 
 #: Corpus traces held equal (flows, args, several streams, ROCm mi210/mi250/MI300-era
 #: exports, CUDA graphs, python_function stacks, text pids such as "Spans").
@@ -88,7 +92,11 @@ def _lanes(trace) -> list[tuple]:
 @pytest.mark.parametrize("rel", EQUAL_TRACES)
 def test_pftrace_loads_as_its_json_twin(tmp_path, rel, decoder):
     src, out = _pftrace(tmp_path, rel)
-    want, got = load(src), load(out)
+    _assert_twins(load(out), load(src))
+
+
+def _assert_twins(got, want) -> None:
+    """``got`` (a ``.pftrace``'s trace) holds what ``want`` (its JSON original's) holds."""
     assert got.source.format == "perfetto"
     assert _lanes(got) == _lanes(want)
     for field in ("start_ns", "dur_ns", "lane", "kind", "correlation", "external_id", "bytes", "copy_kind", "depth"):
@@ -100,6 +108,127 @@ def test_pftrace_loads_as_its_json_twin(tmp_path, rel, decoder):
     assert _diagnosis(got) == _diagnosis(want)  # every busy figure, gap, class and card
     k = int(np.flatnonzero(got.kind == int(Kind.KERNEL))[0]) if (got.kind == int(Kind.KERNEL)).any() else 0
     assert got.args_of(k) == want.args_of(k)  # every Chrome arg came back as a debug annotation
+
+
+@pytest.fixture
+def growing(monkeypatch, tmp_path):
+    """The transcoder's text decoded by the Chrome loader's children while it is
+    written (``perfetto.loader._Growing``), at test sizes: parts forced on as in
+    ``test_load_parallel``, the growing path for any size, a small head and text
+    written 16 KiB at a time. A list of (kind of parts, whether their decode gave a
+    trace) per ``decode_file``."""
+    if pf._pfscan is None:
+        pytest.skip("the C transcoder was not built")
+    force_parts(monkeypatch, tmp_path)
+    monkeypatch.setattr(cp, "MIN_WAIT_S", 600.0)  # a late child on a loaded machine falls back: not this test's
+    monkeypatch.setattr(cp, "GROWING_MIN_BYTES", 0)
+    monkeypatch.setattr(cp, "GROWING_HEAD_BYTES", chrome_loader.EPOCH_SAMPLE_BYTES + 4096)
+    monkeypatch.setattr(pf, "MAP_MIN_BYTES", 0)
+    monkeypatch.setattr(pf, "TEXT_FLUSH_BYTES", 16 << 10)
+    # a plan of 12 parts of a 5 MB text: too long by up to 1/12 is taken (16 KiB parts: 1/300)
+    monkeypatch.setattr(cp, "CHUNK_BYTES", 512 << 10)
+    calls: list[tuple[str, bool]] = []
+    real = cp.decode_file
+
+    def spying(parts, decoders):
+        got = real(parts, decoders)
+        calls.append((type(parts).__name__, got is not None))
+        return got
+
+    monkeypatch.setattr(cp, "decode_file", spying)
+    return calls
+
+
+#: Corpus traces whose text is several times the test head (``growing``).
+GROWING_TRACES = [
+    "hta/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
+    "tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+]
+
+
+@pytest.mark.parametrize("rel", GROWING_TRACES)
+def test_decoded_while_transcoding_equals_the_json_twin(tmp_path, rel, growing):
+    src, out = _pftrace(tmp_path, rel)
+    seen: list[float] = []
+    real = pf._Growing.__call__
+
+    def slow(self, final_bytes, consumed_bytes):
+        real(self, final_bytes, consumed_bytes)
+        if self.parts is not None:
+            time.sleep(0.002)  # a transcoder slower than the children: they catch up and wait
+            seen.append(cp.progress() or 0.0)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(pf._Growing, "__call__", slow)
+        got = load(out)
+    assert growing == [("GrowingParts", True)]
+    assert len(seen) > 10 and 0 < seen[-2] < 1  # decoded some, not all, before the text's end
+    growing.clear()
+    _assert_twins(got, load(src))
+
+
+def test_a_slice_open_from_first_to_last_packet_does_not_hold_the_text_back(tmp_path, growing):
+    """A slice's duration is known before it is written (``_pfscan.pair_slices``), so
+    a slice around the whole trace, ended by the last packet, holds back none of the
+    text the children decode while it grows; the trace is the same."""
+    src = require(CORPUS / GROWING_TRACES[0])
+    events = enc.read_events(src)
+    xs = [e for e in events if e.get("ph") == "X"]
+    first = min(xs, key=lambda e: e["ts"])
+    end = max(e["ts"] + e["dur"] for e in xs)
+    events.append(dict(first, name="whole run", ts=first["ts"] - 1, dur=end - first["ts"] + 2, args={}))
+    data, _ = enc.encode(events, clear_every=50)
+    out = tmp_path / "t.pftrace"
+    out.write_bytes(data)
+    twin = tmp_path / "t.json"
+    twin.write_text(json.dumps({"traceEvents": events}, default=float))
+    got = load(out)
+    assert growing == [("GrowingParts", True)]
+    growing.clear()
+    _assert_twins(got, load(twin))
+    assert "whole run" in got.names
+
+
+def test_a_packet_the_transcoder_refuses_late_ends_its_children(tmp_path, growing):
+    """A packet outside the C transcoder's subset at the end of the file: the children
+    already decoding its text are killed and reaped, and the generated classes decode
+    the whole file, with what the model cannot hold named as usual."""
+    src, out = _pftrace(tmp_path, GROWING_TRACES[0])
+    tail = pb.Trace()
+    _packet(tail).process_stats.processes.add(pid=1)  # not in the subset: refused there
+    out.write_bytes(out.read_bytes() + tail.SerializeToString())
+    forked: list[list[int]] = []
+    real = pf._Growing.close
+
+    def closing(self):
+        if self.parts is not None:
+            forked.append([c.pid for c in self.parts.children])
+        real(self)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(pf._Growing, "close", closing)
+        got = load(out)
+    assert len(forked) == 1 and forked[0] and _reaped(forked[0])
+    assert "not kept (the trace model has no place for them): 1 process_stats packets" in [
+        w.message for w in got.warnings
+    ]
+    growing.clear()
+    want = load(src)
+    for field in ("start_ns", "dur_ns", "lane", "kind", "correlation", "external_id"):
+        assert np.array_equal(getattr(got, field), getattr(want, field)), field
+
+
+def test_children_that_cannot_be_started_leave_the_load_to_the_file_s_own(tmp_path, growing, monkeypatch):
+    src, out = _pftrace(tmp_path, GROWING_TRACES[0])
+
+    def refuse(*a, **k):
+        raise OSError(5, "simulated: the text cannot be read")
+
+    monkeypatch.setattr(chrome_loader, "start_growing", refuse)
+    got = load(out)
+    assert growing == [("FileParts", True)]
+    growing.clear()
+    _assert_twins(got, load(src))
 
 
 def test_gzip_and_any_name_are_read_by_content(tmp_path, decoder):
@@ -290,11 +419,105 @@ def _packet_offsets(data: bytes) -> list[int]:
 
 
 def test_missing_extra_names_it(tmp_path, monkeypatch):
-    monkeypatch.setattr(pf, "_pb2", lambda: None)
+    monkeypatch.setattr(pf, "_extra_installed", lambda: False)
     p = tmp_path / "hand.pftrace"
     p.write_bytes(_hand_trace())
     with pytest.raises(TraceFormatError, match=r"gapscope\[perfetto\]"):
         load(p)
+
+
+_INT32 = st.integers(-(2**31), 2**31 - 1)
+
+
+@st.composite
+def _descriptor(draw):
+    d = pb.TrackDescriptor()
+    if draw(st.booleans()):
+        d.uuid = draw(st.integers(0, 2**64 - 1))
+    if draw(st.booleans()):
+        d.parent_uuid = draw(st.integers(0, 2**64 - 1))
+    name = st.text(max_size=8)
+    which = draw(st.sampled_from(["name", "static_name", "atrace_name", None]))
+    if which is not None:
+        setattr(d, which, draw(name))
+    kind = draw(st.sampled_from(["process", "thread", "counter", None]))
+    if kind == "process":
+        d.process.pid = draw(_INT32)
+        if draw(st.booleans()):
+            d.process.process_name = draw(name)
+        if draw(st.booleans()):
+            d.process.legacy_sort_index = draw(_INT32)
+        d.process.cmdline.append("x")  # a field not read: skipped
+    elif kind == "thread":
+        d.thread.pid, d.thread.tid = draw(_INT32), draw(st.integers(-(2**63), 2**63 - 1))
+        if draw(st.booleans()):
+            d.thread.thread_name = draw(name)
+        if draw(st.booleans()):
+            d.thread.legacy_sort_index = draw(_INT32)
+    elif kind == "counter":
+        d.counter.unit_name = "ns"
+    if draw(st.booleans()):
+        d.sibling_order_rank = draw(_INT32)
+    return d.SerializeToString()
+
+
+def _seen(d) -> tuple:
+    """What ``_Decoder`` reads of a descriptor."""
+    out = [d.uuid, d.parent_uuid, d.name, d.HasField("name"), d.HasField("counter"), d.HasField("sibling_order_rank")]
+    out.append(d.sibling_order_rank)
+    for sub, fields in (("process", ("pid", "process_name")), ("thread", ("pid", "tid", "thread_name"))):
+        m = getattr(d, sub)
+        out += [d.HasField(sub), m.HasField("legacy_sort_index"), m.legacy_sort_index]
+        out += [getattr(m, f) for f in fields]
+    return tuple(out)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(parts=st.lists(_descriptor(), min_size=1, max_size=2), ts=st.integers(0, 2**63))
+def test_track_descriptors_read_from_the_wire_as_the_generated_classes_read_them(parts, ts):
+    """Two descriptors' bytes in a row are one descriptor, merged (a message seen twice
+    is merged, the last scalar wins), as protobuf reads them."""
+    body = b"".join(parts)
+    packet = pb.TracePacket(timestamp=ts).SerializeToString() + b"\xe2\x03" + enc_varint(len(body)) + body
+    want = pb.TracePacket.FromString(packet).track_descriptor
+    got = pf._track_descriptor(packet, 0, len(packet))
+    assert got is not None and _seen(got) == _seen(want)
+
+
+def enc_varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def test_the_c_path_never_imports_the_generated_classes(tmp_path):
+    if pf._pfscan is None:
+        pytest.skip("the C transcoder was not built")
+    import subprocess
+    import sys
+
+    p = tmp_path / "hand.pftrace"
+    p.write_bytes(_hand_trace())
+    code = (
+        "import sys; from gapscope.parsers import load; t = load(sys.argv[1]); "
+        "print(t.source.format, 'perfetto.protos.perfetto.trace.perfetto_trace_pb2' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["perfetto", "False"]
+
+
+def test_an_odd_track_descriptor_is_left_to_the_generated_classes(tmp_path):
+    """A name that is not UTF-8, or two descriptors in one packet: the wire reader
+    gives up (None) and the generated classes decode the file."""
+    d = pb.TrackDescriptor(uuid=5).SerializeToString() + b"\x12\x02\xff\xfe"  # name: 2 bytes, not UTF-8
+    packet = b"\xe2\x03" + enc_varint(len(d)) + d
+    assert pf._track_descriptor(packet, 0, len(packet)) is None
+    one = pb.TrackDescriptor(uuid=5).SerializeToString()
+    twice = (b"\xe2\x03" + enc_varint(len(one)) + one) * 2
+    assert pf._track_descriptor(twice, 0, len(twice)) is None
 
 
 def test_a_system_trace_without_track_events_is_refused(tmp_path):

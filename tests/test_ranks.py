@@ -290,7 +290,7 @@ def test_pool_survives_a_dying_worker(tmp_path):
 def test_overview_screen_opens_the_straggler(planted_doc, size):
     import asyncio
 
-    from gapscope.tui.ranks_overview import RanksOverview
+    from gapscope.tui.ranks.overview import RanksOverview
 
     async def go():
         app = RanksOverview(planted_doc)
@@ -312,7 +312,7 @@ def test_overview_screen_opens_the_straggler(planted_doc, size):
 
 
 def test_pick_and_view_comes_back_to_the_overview(planted_doc):
-    from gapscope.ranks_view_cmd import pick_and_view
+    from gapscope.tui.ranks.cmd import pick_and_view
 
     shown, viewed = [], []
     answers = iter([2, 3, None])

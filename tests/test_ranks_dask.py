@@ -79,3 +79,29 @@ def test_unreadable_rank_on_dask(cluster, tmp_path):
     (tmp_path / "worker2.json").write_text("not json at all")
     doc = collect([str(tmp_path)], dask_scheduler=cluster.scheduler_address)
     assert doc["ranks_analysed"] == 2 and [f["rank"] for f in doc["failed"]] == [2]
+
+
+@pytest.mark.parametrize(
+    "address, reason, connect_s",
+    [
+        ("tcp://127.0.0.1:1", "Timed out trying to connect to tcp://127.0.0.1:1", 1),
+        # refused at once; a long connect timeout so that a busy machine cannot turn
+        # the refusal into a time-out
+        ("nowhere", "missing port number in address 'nowhere'", 30),
+        ("foo://x:1", "unknown address scheme 'foo'", 30),
+    ],
+)
+def test_a_scheduler_that_cannot_be_reached_is_a_usage_error(tmp_path, address, reason, connect_s):
+    """A wrong ``--dask-scheduler``/``GAPSCOPE_DASK_SCHEDULER`` is the user's to fix: one
+    line naming the address (exit status 2), not an internal error asking for a bug
+    report (it was: ``OSError``/``ValueError`` out of ``distributed.Client``)."""
+    import dask
+
+    from gapscope.report.args import UsageError
+
+    write_rank_set(tmp_path, 2, steps=2)
+    with dask.config.set({"distributed.comm.timeouts.connect": f"{connect_s}s"}), pytest.raises(UsageError) as err:
+        collect([str(tmp_path)], dask_scheduler=address)
+    msg = str(err.value)
+    assert msg.startswith(f"cannot reach the Dask scheduler {address!r} (--dask-scheduler, GAPSCOPE_DASK_SCHEDULER): ")
+    assert reason in msg and "\n" not in msg

@@ -278,3 +278,32 @@ def test_what_if_named_segments_on_the_decode_step(capsys):
     assert report_cmd.run([path, "--width", "100", "--what-if", "tensor.item(),logging callback"]) == 0
     text = capsys.readouterr().out
     assert "tensor.item(), logging callback      0.450 ms  0.600 ms     1,667     1.75x" in text
+
+
+@pytest.mark.parametrize("width", ["100000000", "99999999999999999999"])
+def test_a_width_past_any_terminal_is_refused_in_one_line(capsys, bugs, width):
+    """--width 100000000 rendered for over a minute in 1.6 GB, and a width past a C
+    long was an internal error (OverflowError): at most ``MAX_WIDTH`` columns, else one
+    usage line (exit 2), for report, diff and rank sets alike."""
+    from gapscope.diff import cmd as diff_cmd
+    from gapscope.ranks import cmd as ranks_cmd
+    from gapscope.report.args import MAX_WIDTH
+
+    path = str(bugs / "B20_cuda_sync_on_gpu_lane.json")
+    for main, argv in ((report_cmd.main, [path]), (diff_cmd.main, [path, path]), (ranks_cmd.main, [path, path])):
+        assert main([*argv, "--width", width]) == 2
+        cap = capsys.readouterr()
+        assert cap.out == ""
+        assert f"argument --width: at most {MAX_WIDTH} columns, got {width}" in cap.err
+        assert cap.err.count("\n") == 1
+    assert MAX_WIDTH == 1000
+
+
+def test_columns_past_any_terminal_are_capped(monkeypatch, capsys, bugs):
+    """$COLUMNS (off a terminal) past ``MAX_WIDTH`` renders at ``MAX_WIDTH``."""
+    from gapscope.report.args import MAX_WIDTH
+
+    monkeypatch.setenv("COLUMNS", "100000000")
+    assert report_cmd._env_columns() == MAX_WIDTH
+    monkeypatch.setenv("COLUMNS", "99999999999999999999")
+    assert report_cmd._env_columns() == MAX_WIDTH

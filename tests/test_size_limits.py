@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from gapscope.parsers import TraceFormatError, detect, load
-from gapscope.parsers.sizes import parse_size
+from gapscope.settings import parse_size
 
 ROOT = Path(__file__).resolve().parents[1]
 EVENT = b'{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2},'

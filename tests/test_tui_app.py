@@ -15,7 +15,8 @@ from gapscope.parsers import load
 from gapscope.parsers.builder import TraceBuilder
 from gapscope.parsers.model import Kind
 from gapscope.tui.factory import make_app
-from gapscope.tui.screen import PAN_PAGE, PAN_STEP, ZOOM_STEP, TraceScreen
+from gapscope.tui.screen import PAN_PAGE, PAN_STEP, ZOOM_STEP, Handover, TraceScreen
+from gapscope.tui.session import Session, ViewOptions
 
 
 async def wait_ready(pilot) -> TraceScreen:
@@ -408,7 +409,7 @@ def test_keymap_remaps_a_binding_by_id():
     first = int(_time_order(diag.gaps)[0])
 
     async def run():
-        app = make_app(sample_traces.path(), keymap={"gap.next": "x"})
+        app = make_app(sample_traces.path(), ViewOptions(keymap={"gap.next": "x"}))
         async with app.run_test(size=(120, 40)) as pilot:
             screen = await wait_ready(pilot)
             await pilot.press("n")
@@ -521,9 +522,9 @@ def test_an_injected_diagnosis_gets_no_early_gaps():
     a plugin's) none are drawn before it."""
     from gapscope.analysis import diagnose
 
-    app = make_app(small_trace(), diagnose=lambda t: diagnose(t))
-    assert app.early_gaps is None
-    assert make_app(small_trace()).early_gaps is not None
+    app = make_app(small_trace(), ViewOptions(diagnose=lambda t: diagnose(t)))
+    assert app.options.early_gaps is None
+    assert make_app(small_trace()).options.early_gaps is not None
 
 
 def test_early_card_names_every_kernel_around_the_gap():
@@ -602,7 +603,7 @@ def test_a_first_trace_screen_draws_its_keys_a_frame_after_its_lanes(monkeypatch
         app = make_app(trace)
         async with app.run_test(size=(120, 30)) as pilot:
             await pilot.pause()
-            app.push_screen(TraceScreen(trace, replaces_preview=replaces_preview))
+            app.push_screen(TraceScreen(Session.of(trace), Handover() if replaces_preview else None))
             await pilot.pause()
             await pilot.pause()
             return len(app.screen.query(FooterKey))

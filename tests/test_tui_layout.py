@@ -208,7 +208,7 @@ def test_first_sentence():
 
 
 def test_trace_bindings_are_public_and_shared():
-    from gapscope.tui.exercise_screen import ExerciseScreen
+    from gapscope.tui.exercise.screen import ExerciseScreen
 
     ids = [b.id for b in trace_bindings()]
     assert ids == [b.id for b in TraceScreen.BINDINGS]

@@ -187,7 +187,7 @@ def test_header_names_the_opened_file_when_the_trace_name_is_kinetos_temp_path(t
 
 def test_no_color_reaches_the_exercise_app_too(monkeypatch, tmp_path):
     from gapscope.exercise import ProgressStore, Workbook, bundled_paths, load_exercise
-    from gapscope.tui.exercise_app import make_exercise_app
+    from gapscope.tui.exercise.app import make_exercise_app
 
     monkeypatch.setenv("NO_COLOR", "1")
     ex = load_exercise(next(p for p in bundled_paths() if "decode-step" in str(p)))

@@ -14,6 +14,7 @@ from gapscope.tui.factory import make_app
 from gapscope.tui.loading import LoadScreen
 from gapscope.tui.panel import GapPanel
 from gapscope.tui.screen import TraceScreen
+from gapscope.tui.session import ViewOptions
 from tests.test_tui_app import small_trace, wait_ready
 
 
@@ -27,12 +28,12 @@ def test_escape_cancels_a_load():
         return trace
 
     async def run():
-        app = make_app("slow.json", loader=slow_loader)
+        app = make_app("slow.json", ViewOptions(loader=slow_loader))
         async with app.run_test(size=(80, 24)) as pilot:
             await asyncio.to_thread(started.wait, 10)
             await pilot.pause()
             assert isinstance(app.screen, LoadScreen)
-            worker = app.screen.worker
+            worker = app.load_worker
             await pilot.press("escape")
             release.set()
             return app, worker
@@ -70,7 +71,7 @@ def test_lanes_are_drawn_and_browsable_before_the_diagnosis_ends():
     gated, started, release = _gated_diagnose()
 
     async def run():
-        app = make_app(trace, diagnose=gated)
+        app = make_app(trace, ViewOptions(diagnose=gated))
         async with app.run_test(size=(120, 40)) as pilot:
             for _ in range(100):
                 await pilot.pause()
@@ -129,7 +130,7 @@ def test_a_failing_diagnosis_after_the_first_paint_leaves_the_lanes():
         raise RuntimeError("boom")
 
     async def run():
-        app = make_app(trace, diagnose=broken)
+        app = make_app(trace, ViewOptions(diagnose=broken))
         async with app.run_test(size=(120, 40)) as pilot:
             screen = await wait_ready(pilot)
             detail = str(screen.query_one("#detail").render())
@@ -157,7 +158,7 @@ def test_no_diagnosis_is_not_said_to_be_a_trace_without_gaps():
     trace = small_trace()
 
     async def run():
-        app = make_app(trace, diagnose=lambda t: None)
+        app = make_app(trace, ViewOptions(diagnose=lambda t: None))
         async with app.run_test(size=(120, 40)) as pilot:
             screen = await wait_ready(pilot)
             detail = str(screen.query_one("#detail").render())
@@ -179,7 +180,7 @@ def test_zoom_levels_are_built_once_when_the_diagnosis_ends_before_the_first_pai
     trace = small_trace()
 
     async def run():
-        app = make_app(trace, diagnose=lambda t: None)  # done at once
+        app = make_app(trace, ViewOptions(diagnose=lambda t: None))  # done at once
         async with app.run_test(size=(120, 40)) as pilot:
             await wait_ready(pilot)
             for _ in range(5):
@@ -203,7 +204,7 @@ def test_quit_while_diagnosing_does_not_wait_for_it():
             returned.set()
 
     async def run():
-        app = make_app(trace, diagnose=diagnose)
+        app = make_app(trace, ViewOptions(diagnose=diagnose))
         async with app.run_test(size=(80, 24)) as pilot:
             await asyncio.to_thread(started.wait, 10)
             await pilot.pause()
@@ -236,7 +237,7 @@ def test_loading_screen_shows_the_share_decoded_then_the_assembly(monkeypatch, t
         return trace
 
     async def run():
-        app = make_app(path, loader=slow_loader)
+        app = make_app(path, ViewOptions(loader=slow_loader))
         async with app.run_test(size=(80, 24)) as pilot:
             await asyncio.to_thread(started.wait, 10)
             await pilot.pause()
@@ -245,10 +246,13 @@ def test_loading_screen_shows_the_share_decoded_then_the_assembly(monkeypatch, t
             label = screen.query_one("#load-stage")
             bar = screen.query_one(ProgressBar)
             out = []
-            for share in (None, 0.45, 1.0, None):
+            # the load's worker posts each figure (``LoadProgress``): nothing here asks
+            for share, said in ((None, "reading"), (0.45, "45%"), (1.0, "100%"), (None, "building")):
                 state["share"] = share
-                screen._tick()
-                await pilot.pause()
+                for _ in range(500):
+                    await pilot.pause(0.01)
+                    if said in str(label.render()):
+                        break
                 out.append((str(label.render()), bar.total, bar.progress))
             release.set()
             await wait_ready(pilot)
@@ -280,8 +284,8 @@ def test_bad_file_exits_2_with_one_line(tmp_path):
 
 
 def test_view_cmd_prints_error_line(monkeypatch, capsys, tmp_path):
-    from gapscope import view_cmd
-    from gapscope.parsers.detect import EarlyLoad
+    from gapscope.parsers.preview import EarlyLoad
+    from gapscope.tui import cmd as view_cmd
 
     class Stub:
         error = "x.json:1:2: not JSON (hint)"
@@ -295,8 +299,8 @@ def test_view_cmd_prints_error_line(monkeypatch, capsys, tmp_path):
 
     got: dict = {}
 
-    def make_app(p, loader, preview, early_gaps, preview_drawn):
-        got["loader"], got["preview"] = loader, preview
+    def make_app(p, options):
+        got["loader"], got["preview"], got["params"] = options.loader, options.preview, options.params
         return Stub()
 
     monkeypatch.setattr(factory, "make_app", make_app)
@@ -329,7 +333,7 @@ def test_the_found_message_fits_the_gap_selected_and_the_order(sort):
     gated, started, release = _gated_diagnose()
 
     async def run():
-        app = make_app(trace, diagnose=gated, early_gaps=lambda t: interior_gaps(t, 1_000))
+        app = make_app(trace, ViewOptions(diagnose=gated, early_gaps=lambda t: interior_gaps(t, 1_000)))
         async with app.run_test(size=(120, 40)) as pilot:
             for _ in range(100):
                 await pilot.pause()

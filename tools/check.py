@@ -3,7 +3,8 @@
 anywhere with the venv's Python::
 
     python tools/check.py types     # mypy, configured in pyproject.toml [tool.mypy]
-    python tools/check.py layers    # import-linter, pyproject.toml [tool.importlinter]
+    python tools/check.py layers    # import-linter, pyproject.toml [tool.importlinter],
+                                    # then no import cycle among gapscope's modules
     python tools/check.py tree      # only build the tree and print its path
 
 Why a script: ``pyproject.toml`` maps the top-level folders to sub-packages with
@@ -122,8 +123,9 @@ def types(args: list[str]) -> int:
 
 
 def layers(args: list[str]) -> int:
-    """import-linter contracts from pyproject.toml, run on the tree; exit status as
-    lint-imports gives it (1 when a contract is broken)."""
+    """import-linter contracts from pyproject.toml, run on the tree, then
+    ``import_cycles`` of the tree; exit status 1 when a contract is broken or a cycle
+    is found (lint-imports' own status when it fails otherwise)."""
     build_tree()
     # lint-imports puts its working directory first on sys.path: run it in the tree, so
     # the repository's own gapscope/ folder (without parsers, analysis, ...) is not
@@ -131,7 +133,68 @@ def layers(args: list[str]) -> int:
     env = {**os.environ, "PYTHONPATH": str(TREE)}
     lint = shutil.which("lint-imports", path=os.path.dirname(sys.executable)) or "lint-imports"
     cmd = [lint, str(ROOT / "pyproject.toml"), "--no-cache", "--no-logo", *args]
-    return subprocess.run(cmd, cwd=TREE, env=env).returncode
+    status = subprocess.run(cmd, cwd=TREE, env=env).returncode
+    cycles = import_cycles(TREE)
+    for modules in cycles:
+        print(f"tools/check.py layers: import cycle among {len(modules)} modules: {', '.join(modules)}")
+    print(f"tools/check.py layers: {len(cycles)} import cycles among gapscope's modules")
+    return status or (1 if cycles else 0)
+
+
+def import_cycles(tree: Path) -> list[list[str]]:
+    """The import cycles among the modules of ``gapscope`` under ``tree``: each strongly
+    connected set of two or more modules of its import graph (or one importing itself),
+    sorted, as grimp's graph has them: every ``import`` statement counts, inside a
+    function or ``if TYPE_CHECKING`` as well (a deferred import is still a cycle).
+    Package ``__init__`` modules count as modules; an import of a submodule is not an
+    import of its package."""
+    sys.path.insert(0, str(tree))
+    try:
+        import grimp  # import-linter's own graph builder (a dependency of the check extra)
+
+        graph = grimp.build_graph("gapscope", cache_dir=None)
+    finally:
+        sys.path.remove(str(tree))
+    edges = {m: graph.find_modules_directly_imported_by(m) & graph.modules for m in graph.modules}
+    # Tarjan's strongly connected components, iterative (no recursion limit)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(edges[w]))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                component = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    component.append(w)
+                    if w == v:
+                        break
+                if len(component) > 1 or v in edges[v]:
+                    found.append(sorted(component))
+    return sorted(found)
 
 
 def tree(args: list[str]) -> int:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Callable
 from pathlib import Path
 
+from gapscope.analysis.types import Params
 from gapscope.parsers.model import Trace
 from gapscope.tui.app import GapscopeApp
+from gapscope.tui.session import Session, ViewOptions
 
 __all__ = ["make_app", "default_diagnose", "default_early_gaps"]
 
@@ -28,64 +30,41 @@ def default_early_gaps(trace: Trace, params=None):
     """``gapscope.analysis.gaps.interior_gaps(trace, params.min_gap_ns)``: the gaps of
     the default diagnosis drawn before their causes."""
     from gapscope.analysis.gaps import interior_gaps
-    from gapscope.analysis.types import Params
 
     return interior_gaps(trace, (params or Params()).min_gap_ns)
 
 
-def make_app(
-    source: str | os.PathLike | Trace,
-    *,
-    params=None,
-    diagnosis=None,
-    loader: Callable | None = None,
-    diagnose: Callable | None = None,
-    extra_screens: dict | None = None,
-    on_ready: Callable | None = None,
-    keymap: dict[str, str] | None = None,
-    preview: Callable | None = None,
-    early_gaps: Callable | None = None,
-    preview_drawn: Callable[[], None] | None = None,
-) -> GapscopeApp:
+def make_app(source: str | os.PathLike | Trace, options: ViewOptions | None = None, diagnosis=None) -> GapscopeApp:
     """Build the app for ``source``: a trace path (loaded in a worker) or a ``Trace``.
 
-    ``params``: ``gapscope.analysis.types.Params`` for the diagnosis; ``diagnosis``: a ready
-    ``Diagnosis`` (with a ``Trace`` source the trace screen then opens at once, with
-    no worker); ``loader(path) -> Trace`` (default ``gapscope.parsers.load``) and
-    ``diagnose(trace) -> Diagnosis`` (default ``gapscope.analysis.diagnose``) can be replaced
-    (tests inject slow or failing ones); ``extra_screens``: name → screen factory,
-    installed on the app (hook for the exercise mode); ``on_ready(app, screen)``: called
-    after the trace screen's first refresh (benchmarks time first paint with it);
-    ``keymap``: binding id → keys (e.g. ``{"gap.next": "n,j"}``), Textual's keymap;
-    ``preview(callback)``: hands over a device preview of the trace to draw while it
-    loads (``gapscope.parsers.detect.EarlyLoad.on_preview``), and ``preview_drawn()`` is
-    called once it is drawn (``EarlyLoad.preview_drawn``: the load waits for it). With the default
-    ``diagnose`` the trace screen draws the gaps between each GPU's first and last
-    kernel before their causes (``default_early_gaps``; on the preview too);
-    ``early_gaps(trace) -> Gaps`` replaces them (with another ``diagnose``, none are
-    drawn unless given: they must be that diagnosis's own gaps).
+    ``options``: what the caller chose (``gapscope.tui.session.ViewOptions``; the
+    defaults filled in here: ``loader`` ``gapscope.parsers.load``, ``diagnose``
+    ``default_diagnose`` with ``options.params``, and then ``early_gaps``
+    ``default_early_gaps`` with them: the gaps between each GPU's first and last
+    kernel, drawn before their causes (on the preview too); with another
+    ``diagnose`` none are drawn unless given, as they must be that diagnosis's own).
+    ``diagnosis``: a ready ``Diagnosis`` of a ``Trace`` source: its screen opens at
+    once, with no worker.
     """
-    if loader is None:
+    options = options or ViewOptions()
+    params = options.params or Params()
+    fill: dict = {"params": params}
+    if options.loader is None:
         from gapscope.parsers import load
 
-        loader = load
-    if diagnose is None:  # its gaps are drawn first; another diagnosis's may differ
-        diagnose = lambda t: default_diagnose(t, params)  # noqa: E731
-        if early_gaps is None:
-            early_gaps = lambda t: default_early_gaps(t, params)  # noqa: E731
+        fill["loader"] = load
+    if options.diagnose is None:  # its gaps are drawn first; another diagnosis's may differ
+        fill["diagnose"] = lambda t: default_diagnose(t, params)
+        if options.early_gaps is None:
+            fill["early_gaps"] = lambda t: default_early_gaps(t, params)
+    options = dataclasses.replace(options, **fill)
     if isinstance(source, os.PathLike):
         source = str(Path(source))
-    app = GapscopeApp(
-        source,
-        loader=loader,
-        diagnose=diagnose,
-        diagnosis=diagnosis,
-        extra_screens=extra_screens,
-        on_ready=on_ready,
-        preview=preview,
-        early_gaps=early_gaps,
-        preview_drawn=preview_drawn,
-    )
-    if keymap:
-        app.set_keymap(keymap)
+    if isinstance(source, str):
+        session = Session(path=source, params=params)
+    else:
+        session = Session.of(source, diagnosis, params)
+    app = GapscopeApp(session, options)
+    if options.keymap:
+        app.set_keymap(dict(options.keymap))
     return app

@@ -216,6 +216,8 @@ def walk_text(found, k: int, place: int, gap_card: Text) -> Text:
         ):
             t.append(f"{label}: ", style="bold")
             t.append(sanitize(str(value)) + "\n")
+    elif f.card_note:  # no member's card fits the finding: said, not a contradicting card
+        t.append(sanitize(f.card_note) + "\n", style="italic")
     t.append("\nThis gap\n", style="bold underline")
     t.append_text(gap_card)
     return t

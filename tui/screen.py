@@ -9,13 +9,10 @@ hidden with CSS classes.
 from __future__ import annotations
 
 import dataclasses
-import gc
-import threading
-from collections.abc import Callable
 
 import numpy as np
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.css.query import NoMatches
@@ -34,16 +31,26 @@ from gapscope.tui.header import trace_header
 from gapscope.tui.help import HelpScreen
 from gapscope.tui.lanes_model import sanitize
 from gapscope.tui.loader_warnings import WarningsScreen
-from gapscope.tui.loading import cancellable
 from gapscope.tui.navigation import SIZE, TIME, FlowIndex, GapNavigator, NameSearch
 from gapscope.tui.panel import DetailLine, GapPanel
 from gapscope.tui.ruler import parse_time_ns
+from gapscope.tui.session import Phase, Reading, Session
 from gapscope.tui.swimlanes import Swimlanes
 from gapscope.tui.viewmodel import Viewport
 from gapscope.tui.what_if import next_mark, projection_text
 from gapscope.units import fmt_delta, fmt_dur, fmt_offset
 
-__all__ = ["TraceScreen", "UserSettings", "PANEL_CLASSES", "ZOOM_STEP", "PAN_STEP", "PAN_PAGE", "NARROW_WIDTH"]
+__all__ = [
+    "TraceScreen",
+    "UserSettings",
+    "Handover",
+    "reading_text",
+    "PANEL_CLASSES",
+    "ZOOM_STEP",
+    "PAN_STEP",
+    "PAN_PAGE",
+    "NARROW_WIDTH",
+]
 
 #: Zoom factor of one zoom key press; pan fractions of one pan key press.
 ZOOM_STEP = 2.0
@@ -106,105 +113,93 @@ class UserSettings:
     panel_classes: frozenset[str]
 
 
-class TraceScreen(Screen):
-    """The main view of one trace and its diagnosis.
+@dataclasses.dataclass(frozen=True)
+class Handover:
+    """What a trace screen takes from the device preview it replaces
+    (``GapscopeApp._hand_over``): ``view`` (viewport, cursor_ns) to open at when the
+    user had moved the preview's; ``select`` (device, start_ns) of the gap to select
+    once drawn; ``settings`` the user left there; ``notice`` said in the status line
+    on opening; ``early`` the preview's gaps, drawn at once until the diagnosis (the
+    whole trace's too: the same device ops)."""
 
-    ``diagnosis``: a ready ``Diagnosis``, or None; ``error``: why there is none (shown
-    in the status line); ``diagnose(trace) -> Diagnosis | None``: run in a thread
-    worker from the mount on when no diagnosis is given, so the lanes are drawn
-    and browsable while the gaps and their causes are found (``diagnosing`` is True
-    until ``set_diagnosis`` receives the result; gap keys say to wait meanwhile).
+    view: tuple[Viewport, int] | None = None
+    select: tuple[int, int] | None = None
+    settings: UserSettings | None = None
+    notice: str | None = None
+    early: Gaps | None = None
+
+
+def reading_text(template: str, reading: Reading, waiting: bool = False) -> str:
+    """``template`` with how far the load of the whole file is (``reading``): the share
+    of its text decoded, or that the trace is being built from the decoded parts (all
+    of it decoded, or no share known after one was: ``load_progress``); ``waiting``:
+    the whole trace is there and waits for the preview's prompt to close."""
+    share = reading.share
+    if waiting:
+        said = READING_WAITING
+    elif (share is not None and share >= 1.0) or (share is None and reading.seen):
+        said = READING_BUILT
+    else:
+        said = READING_RATE.format(share=f" {int(100 * share)}%" if share is not None else "")
+    return template.format(reading=said)
+
+
+class TraceScreen(Screen):
+    """The main view of one trace of ``session`` and its diagnosis.
+
+    Built while the app's phase is ``PREVIEW`` it shows ``session.preview`` (the device
+    lanes read first, and their gaps) and follows the app's ``reading`` (the rest of
+    the file) until the app replaces it; else ``session.trace``, with
+    ``session.diagnosis`` when there is one, and otherwise the lanes drawn at once and
+    browsable while the app's worker finds the gaps (``show_early_gaps``) and their
+    causes: ``diagnosing`` is True until the app's phase is ``DIAGNOSED`` (watched:
+    ``set_diagnosis``); gap keys say to wait meanwhile. ``handover``: what the preview
+    it replaces leaves it (``Handover``).
     """
 
     BINDINGS = [footer_binding(b) for b in trace_bindings()]
 
-    class Diagnosed(Message):
-        """The diagnosis worker's result (``diagnosis`` None and ``error`` set: it failed)."""
-
-        def __init__(self, diagnosis, error: str | None) -> None:
-            super().__init__()
-            self.diagnosis = diagnosis
-            self.error = error
-
-    class EarlyGaps(Message):
-        """The worker's ``early_gaps`` of the trace, before its diagnosis (a preview's
-        come with it: the load finds them, in its thread, not a worker of the screen,
-        which would keep the screen alive past its replacement)."""
-
-        def __init__(self, gaps) -> None:
-            super().__init__()
-            self.gaps = gaps
-
-    def __init__(
-        self,
-        trace: Trace,
-        diagnosis=None,
-        error: str | None = None,
-        diagnose: Callable | None = None,
-        *,
-        reading: Callable[[], float | None] | None = None,
-        view: tuple[Viewport, int] | None = None,
-        notice: str | None = None,
-        replaces_preview: bool = False,
-        early_gaps: Callable[[Trace], Gaps] | None = None,
-        early: Gaps | None = None,
-        select: tuple[int, int] | None = None,
-        settings: UserSettings | None = None,
-    ) -> None:
+    def __init__(self, session: Session, handover: Handover | None = None) -> None:
         super().__init__()
-        self.trace = trace
-        self.diagnosis = None
-        self.error = error
+        self.session = session
+        #: a device preview (``gapscope.parsers.chrome.preview.device_preview``) shown
+        #: while the whole file is read; the app replaces the screen with the whole trace's
+        self.previewing = session.trace is None
+        trace = session.preview if self.previewing else session.trace
+        if trace is None:
+            raise ValueError("TraceScreen: the session has no trace yet")
+        self.trace: Trace = trace
+        self.handover = handover
         self.nav: GapNavigator | None = None
-        self._take_diagnosis(diagnosis)
-        self.diagnose_fn = diagnose if diagnosis is None else None
-        #: a device preview (``gapscope.parsers.chrome.loader.device_preview``) shown
-        #: while the whole file is read: ``reading()`` is the share read (None: not
-        #: known); the app replaces the screen with the whole trace's
-        self.reading = reading
-        #: (viewport, cursor_ns) to open at: those of the preview this
-        #: screen replaces, when the user had moved its view
-        self.initial_view = view
-        #: the status line's last word on the preview's load (the tick renews it), and
-        #: whether a share read was ever known (none after it: the trace is being built)
+        self.error: str | None = session.error
+        given = None if self.previewing else session.diagnosis
+        self._take_diagnosis(given)
+        #: the diagnosis has not come (on a preview: it has not begun)
+        self.diagnosing = given is None
+        #: what the status line last said of the load, while previewing (``show_reading``)
         self._reading_said = ""
-        self._reading_seen = False
-        #: the whole trace has come and waits for this preview's prompt to close
-        #: (``GapscopeApp.show_trace``): the status line says so
-        self.whole_waiting = False
-        #: said in the status line on opening, before anything else
-        self.notice = notice
-        #: ``early_gaps(trace)``: the gaps drawn before the causes, in the worker
-        #: (``gapscope.analysis.gaps.interior_gaps``: the diagnosis's gaps between each
-        #: device's first and last kernel); ``early``: them, once found, or given (a
-        #: preview's, found by the load; or the preview's this screen replaces, then
-        #: not found again), until the diagnosis comes (``n``/``s`` walk them; their
-        #: card says the cause follows)
-        self.early: Gaps | None = early if diagnosis is None else None
-        self.early_gaps_fn = early_gaps if diagnosis is None and self.early is None else None
+        #: the gaps drawn before the causes (``gapscope.analysis.gaps.interior_gaps``:
+        #: the diagnosis's gaps between each device's first and last kernel): a
+        #: preview's, the preview's this screen replaces, or found by the app's
+        #: worker, until the diagnosis comes (``n``/``s`` walk them; their card says
+        #: the cause follows)
+        self.early: Gaps | None = None
+        if self.diagnosing:
+            self.early = session.preview_gaps if self.previewing else session.early
         if self.early is not None:
             self.nav = GapNavigator(self.early)
         #: (device, start_ns) of a gap to select when it is drawn: the one selected on
         #: the preview this screen replaces, or an early gap when the diagnosis comes
-        self.select_key = select
-        #: set once a device preview this screen replaced is collected (at once when
-        #: it replaced none): the freeze after the diagnosis waits for it
-        self.preview_forgotten = threading.Event()
-        if not replaces_preview:
-            self.preview_forgotten.set()
-        self.replaces_preview = replaces_preview
-        #: the diagnosis worker has not delivered yet (on a preview: it has not begun)
-        self.diagnosing = self.diagnose_fn is not None or reading is not None
+        self.select_key = handover.select if handover is not None else None
+        settings = handover.settings if handover is not None else None
         self.order_mode = TIME if settings is None else settings.order_mode
-        self.flows = FlowIndex(trace)
+        self.flows = FlowIndex(self.trace)
         self.search: NameSearch | None = None
         self.prompt_mode: str | None = None
         self.done: set[int] = {2} | (set(settings.done) if settings is not None else set())
-        #: the card's state as ``p`` left it on the screen this one replaces (set at mount)
-        self._panel_classes = settings.panel_classes if settings is not None else frozenset()
         #: evidence names marked for the what-if (``x``), in marking order
         self.what_if_marks: tuple[str, ...] = ()
-        self.message = error or ""
+        self.message = self.error or ""
         self._shown_gap: int | None = None
         self._shown_done: set[int] = set()
         self._shown_order = TIME
@@ -229,7 +224,7 @@ class TraceScreen(Screen):
         yield PromptInput(id="prompt", select_on_focus=False)
         # the keys with the first frame only where this screen replaces one that showed
         # them (a preview); a first screen draws its lanes a frame sooner without
-        yield KeyFooter(at_once=self.replaces_preview)
+        yield KeyFooter(at_once=self.handover is not None)
 
     @property
     def lanes(self) -> Swimlanes:
@@ -243,19 +238,21 @@ class TraceScreen(Screen):
         # the layout for the terminal's width from the first frame (on_resize comes
         # after it: a screen replacing another flashed the wide layout at 80 columns)
         self.set_class(self.app.size.width < NARROW_WIDTH, "-narrow")
-        for cls in self._panel_classes:
+        for cls in self.handover.settings.panel_classes if self.handover and self.handover.settings else ():
             self.add_class(cls)
         self._sync_panel_mode()
         lanes.focus()
+        if self.diagnosing and not self.previewing and self.early is None and self.session.early is not None:
+            self.early = self.session.early  # found by the app's worker before this mount
         if self.early is not None:
             self._show_early(self.early)
         self._update_side()
         nw = len(self.trace.warnings)
-        if self.reading is not None:
-            self._reading_tick()
-            self.set_interval(0.25, self._reading_tick)
-        elif self.notice:
-            self._say(self.notice)
+        notice = self.handover.notice if self.handover is not None else None
+        if self.previewing:
+            self.show_reading(self.reading)
+        elif notice:
+            self._say(notice)
         elif nw and not self.message:
             # In the status line, not a toast: a toast would sit over the first card
             # for seconds, just when the user reads it; the header keeps the count.
@@ -263,38 +260,51 @@ class TraceScreen(Screen):
             self._say(f"⚠ {what}: w lists them")
         elif self.diagnosing and not self.message:
             self._say(PENDING_MESSAGE if self.early is None else EARLY_MESSAGE)
-        if self.initial_view is not None:
-            lanes.open_at(*self.initial_view)
+        if self.handover is not None and self.handover.view is not None:
+            lanes.open_at(*self.handover.view)
             self._update_detail()  # the cursor it opens at
-        if self.diagnose_fn is not None or self.early_gaps_fn is not None:
-            # after the first paint: once the diagnosis spent less of its time in numpy
-            # calls that let the event loop run (np.unique at 5M events), its thread
-            # made the first paint at 1M events 50-90 ms slower (bench/tui.py)
-            self.call_after_refresh(self._diagnose)
+        if not self.previewing:
+            # the diagnosis may have come before this mount: the watcher is called at once
+            self.watch(self.app, "phase", self._phase_changed)
+        if self.diagnosing and not self.previewing:
+            # the app's diagnosis begins after the first paint: once the diagnosis spent
+            # less of its time in numpy calls that let the event loop run (np.unique at
+            # 5M events), its thread made the first paint at 1M events 50-90 ms slower
+            # (bench/tui.py)
+            self.call_after_refresh(self.post_message, self.Shown())
 
-    def _reading_text(self, template: str) -> str:
-        """``template`` with how far the load of the whole file is: the share of its
-        text decoded, or that the trace is being built from the decoded parts (all of
-        it decoded, or no share known after one was: ``load_progress``)."""
-        try:
-            share = self.reading() if self.reading is not None else None
-        except Exception:  # noqa: BLE001 - a progress figure is never worth a failed view
-            share = None
-        self._reading_seen = self._reading_seen or share is not None
-        if self.whole_waiting:
-            reading = READING_WAITING
-        elif (share is not None and share >= 1.0) or (share is None and self._reading_seen):
-            reading = READING_BUILT
-        else:
-            reading = READING_RATE.format(share=f" {int(100 * share)}%" if share is not None else "")
-        return template.format(reading=reading)
+    def _phase_changed(self, phase: Phase) -> None:
+        """The app's phase (watched): once ``DIAGNOSED``, the session's diagnosis (or
+        its error) is shown."""
+        if phase is Phase.DIAGNOSED and self.diagnosing:
+            self.set_diagnosis(self.session.diagnosis, self.session.error)
 
-    def _reading_tick(self) -> None:
-        """The preview's status line follows the load (unless another message is
-        shown: a key clears it, and the next tick brings it back)."""
+    def show_reading(self, reading: Reading) -> None:
+        """A preview's status line follows the load (the app's ``reading``, which
+        calls this when it changes), unless another message is shown: a key clears
+        it, and the next figure brings it back."""
+        if not self.previewing:
+            return
         if not self.message or self.message == self._reading_said:
-            self._reading_said = self._reading_text(PREVIEW_MESSAGE if self.early is None else PREVIEW_GAPS_MESSAGE)
+            template = PREVIEW_MESSAGE if self.early is None else PREVIEW_GAPS_MESSAGE
+            self._reading_said = reading_text(template, reading, self.whole_waiting)
             self._say(self._reading_said)
+
+    @property
+    def reading(self) -> Reading:
+        """How far the load of the whole file is (the app's ``reading``)."""
+        return getattr(self.app, "reading", Reading())
+
+    @property
+    def whole_waiting(self) -> bool:
+        """This is a preview and the whole trace has come: it waits for the preview to
+        be back in the user's hands (``GapscopeApp._advance_from_preview``)."""
+        return self.previewing and self.session.trace is not None
+
+    def whole_trace_waits(self) -> None:
+        """The status line says that the whole trace waits (``whole_waiting``)."""
+        if self.is_mounted:
+            self.show_reading(self.reading)
 
     def selected_gap_key(self) -> tuple[int, int] | None:
         """(device, start_ns) of the selected gap, else None: which gap a screen
@@ -332,50 +342,11 @@ class TraceScreen(Screen):
             return None
         return (lanes.viewport, lanes.cursor_ns) if lanes.view_moved else None
 
-    @work(thread=True, exclusive=True, exit_on_error=False, name="diagnose", group="diagnose")
-    def _diagnose(self) -> None:
-        """Diagnose in a thread (abandoned, not waited for, when the app quits first)."""
-        worker = get_current_worker()
-        if self.early_gaps_fn is not None:
-            try:
-                early = self.early_gaps_fn(self.trace)
-            except Exception:  # noqa: BLE001 - the gaps come with the diagnosis then
-                early = None
-            if early is not None and not worker.is_cancelled:
-                self.post_message(self.EarlyGaps(early))
-        diagnose = self.diagnose_fn
-        if diagnose is None:  # a preview: the gaps only
-            return
-        diagnosis, error = None, None
-        try:
-            diagnosis = cancellable(diagnose, self.trace, worker, name="gapscope-diagnose")
-        except Exception as exc:  # noqa: BLE001 - show the trace without gaps rather than nothing
-            error = f"diagnosis failed: {type(exc).__name__}: {exc}"
-        if diagnosis is not None and not worker.is_cancelled:
-            findings_of(diagnosis)  # the verdict and findings, off the UI thread (kept)
-        if worker.is_cancelled:
-            return
-        # Everything loaded lives as long as the app: keep it out of the cyclic GC's
-        # scans, so per-frame allocations do not trigger full-heap collections. A
-        # preview this screen replaced is garbage held by cycles (its widgets): the app
-        # collects it once it is gone; the freeze waits, or it would keep it for good.
-        self.preview_forgotten.wait(5.0)
-        gc.freeze()
-        self.post_message(self.Diagnosed(diagnosis, error))
-        # some cards read an event's args (a copied tensor's shape), and the first read
-        # of a file's args scans its whole text (hta/mtia_rank_0: 0.55 s): done here,
-        # off the UI thread, so the card does not wait for it
-        if diagnosis is not None and len(self.trace) and not worker.is_cancelled:
-            try:
-                self.trace.args_of(len(self.trace) - 1)
-            except Exception:  # noqa: BLE001 - a card reads them itself then
-                pass
-
-    @on(EarlyGaps)
-    def _early_found(self, message: EarlyGaps) -> None:
+    def show_early_gaps(self, gaps: Gaps) -> None:
+        """Draw ``gaps``, found by the app's worker before the diagnosis (not after it)."""
         if self.diagnosis is not None or not self.diagnosing:
             return  # the diagnosis came first
-        self._show_early(message.gaps)
+        self._show_early(gaps)
         self.query_one("#header", Static).update(self.header_text(self.size.width or 80))
         if self.message == PENDING_MESSAGE:
             self.message = EARLY_MESSAGE
@@ -397,10 +368,6 @@ class TraceScreen(Screen):
         self.lanes.set_early_gaps(gaps)
         self._select_by_key(carried)
         self.select_key = None
-
-    @on(Diagnosed)
-    def _diagnosed(self, message: Diagnosed) -> None:
-        self.set_diagnosis(message.diagnosis, message.error)
 
     def set_diagnosis(self, diagnosis, error: str | None = None) -> None:
         """Show ``diagnosis`` (gaps, causes, cards) on the lanes drawn so far; the
@@ -449,18 +416,23 @@ class TraceScreen(Screen):
         ``walk``: a key that only walks the gaps, which the early gaps serve."""
         if walk and self.early is not None:
             return False
-        if self.reading is not None:
-            self._say(self._reading_text(PREVIEW_KEY_MESSAGE if self.early is None else PREVIEW_CAUSE_KEY_MESSAGE))
+        if self.previewing:
+            template = PREVIEW_KEY_MESSAGE if self.early is None else PREVIEW_CAUSE_KEY_MESSAGE
+            self._say(reading_text(template, self.reading, self.whole_waiting))
         elif self.diagnosing:
             self._say(PENDING_KEY_MESSAGE if self.early is None else EARLY_KEY_MESSAGE)
         return self.diagnosing
+
+    class Shown(Message):
+        """The whole trace's screen is mounted, its diagnosis not given: the app
+        begins it (``GapscopeApp._begin_diagnosis``)."""
 
     class Uncovered(Message):
         """A preview is back in the user's hands (a screen over it or its prompt
         closed): a whole trace that came meanwhile can replace it now (the app's)."""
 
     def on_screen_resume(self) -> None:
-        if self.reading is not None:
+        if self.previewing:
             self.post_message(self.Uncovered())
 
     def on_resize(self, event) -> None:
@@ -512,7 +484,7 @@ class TraceScreen(Screen):
             self.done,
             pending=self.diagnosing,
             failed=self.missing_diagnosis,
-            early=None if self.early is None else (self.trace, self.early, self.reading is not None),
+            early=None if self.early is None else (self.trace, self.early, self.previewing),
             largest_first=self.order_mode == SIZE,
             findings=self.findings_state,
         )
@@ -911,7 +883,7 @@ class TraceScreen(Screen):
     def action_prompt(self, mode: str) -> None:
         self.prompt_mode = mode
         inp = self.query_one("#prompt", Input)
-        start = "the device lanes' first event" if self.reading is not None else "trace start"
+        start = "the device lanes' first event" if self.previewing else "trace start"
         numbered = " or gap (#12)" if self.diagnosis is not None else ""  # gap numbers come with the causes
         inp.placeholder = (
             f"go to time (1.5ms, 250us from {start}){numbered}" if mode == "goto" else "search event names"
@@ -965,7 +937,7 @@ class TraceScreen(Screen):
         self.remove_class("-prompt")
         self.set_focus(self.lanes)  # now: keys already queued go to the lanes
         self.refresh_bindings()
-        if self.reading is not None:  # a whole trace held back while the prompt was open
+        if self.previewing:  # a whole trace held back while the prompt was open
             self.post_message(self.Uncovered())
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

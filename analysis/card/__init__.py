@@ -16,10 +16,13 @@ working on the kernels next to the gap: it names CPU-side evidence only.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
-from gapscope.analysis.card.facts import card_facts, gap_capture
+from gapscope.analysis.card.facts import ALLOC_CALL_RE, card_facts, gap_capture
 from gapscope.analysis.card.rules import advice, capture_sentence, matching_rule
+from gapscope.analysis.card.samples import samples_sentence
 from gapscope.analysis.card.why import (
     BLOCKING_WAIT_SMELL,
     DEPENDENCY_SMELLS,
@@ -28,8 +31,10 @@ from gapscope.analysis.card.why import (
     hot_frame,
     in_sync_cliff,
     is_decode_trace,
+    quote_name,
     rank_row,
     slow_launch,
+    step_waits_sentence,
     trust_note,
     why_sentence,
 )
@@ -99,14 +104,50 @@ def _card(
             " so idle time may be overstated."
         )
     facts = card_facts(diag, rows, primary, evidence, dur_txt, capture, hot)
-    if matching_rule(facts).name == "module loading":
-        smell = "module loading (one-time cost)"
-        why += (
-            f" Within that work, {fmt_dur(facts.lazy_loading_ns)} of lazy module loading (the driver loading GPU "
+    evidence = _allocs_as_host(evidence)
+    smell, why = _rule_smell(matching_rule(facts).name, facts.lazy_loading_ns, smell, why)
+    sampled = samples_sentence(diag, facts.samples, quote_name, facts.occurrence_ns)
+    if sampled:
+        why += " " + sampled
+    waits = step_waits_sentence(diag.trace, facts.step_waits, facts.waits_in_step)
+    if waits:
+        why += " " + waits
+    first, forbidden, proof, fix = advice(facts)
+    return Card(
+        smell, primary, secondary, sec_share, why, first, forbidden, proof, tuple(evidence[:12]), fix, facts.samples
+    )
+
+
+def _rule_smell(rule: str, lazy_loading_ns: int, smell: str, why: str) -> tuple[str, str]:
+    """The smell and why-sentence of a card whose advice follows ``rule``: the rules
+    that name the occurrence better than its class does (allocation churn, module
+    loading, the latter with its loading time, ns) replace the smell."""
+    if rule == "allocation churn":
+        return rule, why
+    if rule == "synchronize before each launch":
+        return "launch after a synchronize", why
+    if rule == "initial upload":
+        return "initial upload (trace edge)", why
+    if rule == "required final read" and smell == SMELLS[Cause.COPY]:
+        return "final read (trace edge)", why
+    if rule == "module loading":
+        return "module loading (one-time cost)", why + (
+            f" Within that work, {fmt_dur(lazy_loading_ns)} of lazy module loading (the driver loading GPU "
             f"code at a function's first call) was recorded."
         )
-    first, forbidden, proof, fix = advice(facts)
-    return Card(smell, primary, secondary, sec_share, why, first, forbidden, proof, tuple(evidence[:12]), fix)
+    return smell, why
+
+
+def _allocs_as_host(evidence: list[Evidence]) -> list[Evidence]:
+    """``evidence`` with each allocator call (``ALLOC_CALL_RE``) of class sync made
+    host: allocation work, never a wait on the device (audit 3: ``cudaHostAlloc`` in a
+    sync cliff's host work was listed as sync)."""
+    return [
+        dataclasses.replace(e, cause=Cause.HOST)
+        if e.cause == Cause.SYNC and e.event >= 0 and ALLOC_CALL_RE.match(e.name)
+        else e
+        for e in evidence
+    ]
 
 
 def _class_ns(diag: Diagnosis, rows) -> np.ndarray:

@@ -1,9 +1,10 @@
 """What a card says of the copies in a gap (``gapscope.analysis.card.why`` words it,
 ``gapscope.analysis.card.rules`` advises on it): every GPU copy and memset of the
 occurrence counted (``Diagnosis.gpu_copies``, not cut to the evidence list's limit),
-their lengths, sizes and kinds, times "in all" as the union of their intervals, and
-the copy time the launching thread spent in its copy call outside them (design:
-"Definitions" → cause classes, rule 1; docs/definitions.md "The card")."""
+their lengths, sizes and kinds, and times "in all" as the union of their intervals.
+Copy is GPU copy time only: the launching thread's time in its copy calls is host work
+or a wait, told by those classes (design: "Definitions" → cause classes, rule 1;
+docs/definitions.md "The card")."""
 
 from __future__ import annotations
 
@@ -47,8 +48,7 @@ class CopyLead:
     ``noun`` ("copies", "memsets", "copies and memsets"), how many of ``big``'s name
     are about as long as it (90 %), and those of at most ``SHORT_COPY_NS``: how many,
     their ns, their median, and {kind words (``COPY_KIND_WORDS``, "memsets"): (count,
-    ns)}. ``call``: the thread's copy call (``cudaMemcpyAsync``) in the evidence, if
-    any, whose time outside the GPU's copies is copy time too."""
+    ns)}."""
 
     big: Evidence
     count: int
@@ -64,14 +64,10 @@ class CopyLead:
     short_ns: int
     short_median_ns: int
     short_kinds: dict[str, tuple[int, int]]
-    call: Evidence | None
     #: the ns of each copy in the gap, longest first, when there are at most three
     lengths_ns: tuple[int, ...] = ()
     #: of the ``like_big`` copies: the shortest ns, the fewest and most bytes (-1 unknown)
     like_big_range: tuple[int, int, int] = (0, -1, -1)
-    #: the occurrence's copy-class ns beyond the GPU copies' (the thread in its copy
-    #: calls outside them); 0 when ``big`` is a copy call
-    outside_ns: int = 0
     #: whether every copy has one known size
     same_bytes: bool = False
     #: the copies by direction, most first: ((word, count), ...), e.g.
@@ -150,12 +146,6 @@ def _memsets(trace, ev: np.ndarray) -> np.ndarray:
     return (trace.kind[ev] == int(Kind.MEMSET)) if ev[0] >= 0 else np.zeros(ev.size, dtype=bool)
 
 
-def _copy_class_ns(diag: Diagnosis, rows: np.ndarray) -> int:
-    """The copy class's ns over the gaps ``rows`` (0 without a class split)."""
-    cn = diag.gaps.class_ns
-    return int(cn[rows, int(Cause.COPY)].sum()) if cn is not None else 0
-
-
 def _like_big(every: list[Evidence], big: Evidence) -> list[int]:
     """Indices of the copies like the largest: its name, at least 90% of its length."""
     like = [k for k, e in enumerate(every) if e.name == big.name and 10 * e.overlap_ns >= 9 * big.overlap_ns]
@@ -186,16 +176,6 @@ def _short_kinds(
     return kinds
 
 
-def _copies_ns(diag: Diagnosis, got: list[tuple[Evidence, int]]) -> int:
-    """Union ns of the GPU copies ``got`` (each with its gap row), clipped to their gaps."""
-    trace = diag.trace
-    a_ev = np.array([e.event for e, _ in got], dtype=np.int64)
-    a_r = np.array([r for _, r in got], dtype=np.int64)
-    a_lo = np.maximum(trace.start_ns[a_ev], diag.gaps.start_ns[a_r])
-    a_hi = np.minimum(trace.start_ns[a_ev] + trace.dur_ns[a_ev], diag.gaps.end_ns[a_r])
-    return _union_ns(a_lo, a_hi)
-
-
 def _directions(trace, ev: np.ndarray) -> list[tuple[str, int]]:
     """(direction words, count) of every copy, those of no known direction too, most first."""
     directions: list[tuple[str, int]] = []
@@ -221,14 +201,10 @@ def copy_lead(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence]) -> Co
     got = [(e, int(r)) for r in rows for e in diag.gpu_copies(int(r)) if e.cause is copy_c]
     if not cp and not got:
         return None
-    all_got = got
     got = _holding(diag, got)
-    # the GPU's own copy whenever it ran one (the thread's copy call around it is said
-    # as the copy time outside the GPU's copies)
+    # the GPU's own copy whenever it ran one
     big = max((e for e, _ in got), key=lambda e: (e.overlap_ns, e.bytes), default=None)
     big = big if big is not None else max(cp, key=lambda e: (e.overlap_ns, e.bytes))
-    calls = [e for e in cp if e.event >= 0 and not trace.lanes[e.lane].is_gpu]
-    call = max(calls, key=lambda e: e.overlap_ns) if calls and got else None
     every = [e for e, _ in got] if got else [big]
     ev = np.array([e.event for e in every], dtype=np.int64)
     ns = np.array([e.overlap_ns for e in every], dtype=np.int64)
@@ -240,8 +216,6 @@ def copy_lead(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence]) -> Co
     like = _like_big(every, big)
     kinds = _short_kinds(trace, ev, memset, short, lo, hi)
     total = _union_ns(lo, hi)
-    # the copies left out by _holding ran in the gap all the same
-    gpu_ns = _copies_ns(diag, all_got) if len(all_got) > len(got) else total
     directions = _directions(trace, ev) if ev[0] >= 0 and not memset.any() else []
     return CopyLead(
         big=big,
@@ -259,9 +233,7 @@ def copy_lead(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence]) -> Co
         short_ns=_union_ns(lo[short], hi[short]),
         short_median_ns=int(np.median(ns[short])) if short.any() else 0,
         short_kinds=kinds,
-        call=call,
         lengths_ns=tuple(sorted(ns.tolist(), reverse=True)) if ns.size <= 3 else (),
-        outside_ns=max(0, _copy_class_ns(diag, rows) - gpu_ns) if got else 0,
         same_bytes=bool((by == by[0]).all()) and int(by[0]) >= 0,
         directions=tuple(directions),
     )

@@ -1,8 +1,10 @@
 """The advice of a copy-class card: ``CopyFacts`` (the copies on the path, their
 directions, sizes and issuers, computed once from the card's ``Facts``) and
 ``COPY_RULES``, the ordered table of ``CopyRule`` whose first match gives the first
-experiment (a blocking copy call, DDP buckets, library memsets, many small copies,
-pinned late, pageable H2D, P2P, ...). ``copy_advice(facts)`` applies it.
+experiment (DDP buckets, library memsets, many small copies, pinned late, pageable
+H2D, P2P, ...). ``copy_advice(facts)`` applies it. Copy is GPU copy time only: the
+thread's time in a copy call is host work (``host_rules``) or a wait (``rules``), and
+those tables advise on it.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from gapscope.analysis.types import Evidence
 from gapscope.parsers.model import CopyKind, Kind
 from gapscope.units import fmt_bytes, fmt_dur
 
-__all__ = ["CopyFacts", "CopyRule", "COPY_RULES", "copy_facts", "copy_advice", "library_issuer"]
+__all__ = ["CopyFacts", "CopyRule", "COPY_RULES", "copy_facts", "copy_advice", "library_issuer", "host_copy_fix"]
 
 #: At most this many bytes, a copy's time is its fixed cost per copy, not bandwidth.
 SMALL_COPY_BYTES = 4096
@@ -158,16 +160,7 @@ def library_issuer(trace, ev: int) -> str | None:
     return None
 
 
-def _call_wait_first(f: Facts, c: CopyFacts) -> str:
-    assert c.lead is not None and c.lead.call is not None
-    return (
-        f"The thread waited inside the copy call {quote_name(c.lead.call.name)} longer than the GPU copied "
-        f"({fmt_dur(c.lead.outside_ns)} of the copy time outside the GPU's copies): a synchronous or pageable "
-        f"copy. " + _host_copy_fix(f)
-    )
-
-
-def _host_copy_fix(f: Facts) -> str:
+def host_copy_fix(f: Facts) -> str:
     """How to make a host copy call return at once, in the program's vocabulary."""
     if f.program.platform == "mtia":
         return "Keep the data on the device, or move it in fewer, larger transfers issued ahead of their use."
@@ -267,13 +260,6 @@ def _h2d_first(f: Facts, c: CopyFacts) -> str:
     return f"Make {c.what}{c.detail} overlap compute: {how}, or keep the data on the device."
 
 
-def _call_first(f: Facts, c: CopyFacts) -> str:
-    return (
-        f"The thread waited inside the copy call {c.what}{c.detail}: a synchronous or pageable copy. "
-        + _host_copy_fix(f)
-    )
-
-
 def _p2p_first(f: Facts, c: CopyFacts) -> str:
     return (
         f"Overlap the peer-to-peer copy {c.what}{c.detail} with compute: issue it on a stream of its own ahead of "
@@ -306,14 +292,6 @@ def _keep_first(f: Facts, c: CopyFacts) -> str:
 
 #: The copy table, first match wins (the generic rule last).
 COPY_RULES: tuple[CopyRule, ...] = (
-    CopyRule(
-        "waited in the copy call",
-        lambda f, c: (
-            c.lead is not None and c.lead.call is not None and c.lead.outside_ns > c.lead.total_ns and c.host_side
-        ),
-        _call_wait_first,
-        "the thread's copy call outlasted the GPU's copies: a synchronous or pageable copy",
-    ),
     CopyRule(
         "DDP gradient buckets",
         lambda f, c: bucket_copies(f.diag, f.rows, MANY_COPIES) is not None,
@@ -350,12 +328,6 @@ COPY_RULES: tuple[CopyRule, ...] = (
         "a pinned asynchronous copy that outran the kernels: start it earlier or copy less",
     ),
     CopyRule("host to device", lambda f, c: c.ck == int(CopyKind.H2D), _h2d_first, "overlap the upload with compute"),
-    CopyRule(
-        "copy call on the thread",
-        lambda f, c: c.big is not None and not f.diag.trace.lanes[c.big.lane].is_gpu,
-        _call_first,
-        "the thread waited in a copy call: make it asynchronous",
-    ),
     CopyRule("peer to peer", lambda f, c: c.ck == int(CopyKind.P2P), _p2p_first, "overlap the peer copy"),
     CopyRule("host to host", lambda f, c: c.ck == int(CopyKind.H2H), _h2h_first, "a host copy ordered on the stream"),
     CopyRule("copy", lambda f, c: True, _keep_first, "keep the data on the device"),

@@ -2,7 +2,8 @@
 computed once per occurrence (a gap, or a group's representative occurrence) by
 ``card_facts``: the class and its evidence, the thread's stream captures, the hot frame,
 the one-time flag, the slow launch call and whether its kernel ran before, the lazy
-loading on the thread, and the program kind (``ProgramKind``: which vocabulary the
+loading on the thread, the launching thread's CPU samples (its hottest frames), and the
+program kind (``ProgramKind``: which vocabulary the
 advice may use). The rules (``gapscope.analysis.card.rules``) read these and nothing
 else of the diagnosis but the helpers that word them.
 """
@@ -11,19 +12,38 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import weakref
 from typing import NamedTuple
 
 import numpy as np
 
-from gapscope.analysis.busy import coverage, union_intervals
+from gapscope.analysis.busy import union_intervals
 from gapscope.analysis.card.program import ProgramKind, program_kind
-from gapscope.analysis.card.why import HotFrame, slow_launch
+from gapscope.analysis.card.samples import gap_samples
+from gapscope.analysis.card.why import HotFrame, StepWait, is_wait, slow_launch
 from gapscope.analysis.diagnose import Diagnosis
-from gapscope.analysis.evidence_kinds import GraphCapture, earlier_runs, graph_captures
-from gapscope.analysis.types import Cause, Evidence
+from gapscope.analysis.evidence_kinds import (
+    LAZY_LOADING_MIN_SHARE,
+    GraphCapture,
+    blocking_copy_calls,
+    earlier_runs,
+    graph_captures,
+    lazy_loading_in,
+)
+from gapscope.analysis.types import Cause, Evidence, GapSamples
 from gapscope.parsers.model import Kind
 
-__all__ = ["Facts", "GapCapture", "card_facts", "gap_capture", "enclosing_events", "LAZY_LOADING_RE"]
+__all__ = [
+    "Facts",
+    "GapCapture",
+    "card_facts",
+    "alloc_calls",
+    "ALLOC_CALL_RE",
+    "ALLOC_CHURN_MIN_SHARE",
+    "gap_capture",
+    "enclosing_events",
+    "step_waits",
+]
 
 
 #: A gap is told as a graph capture when captures on its thread cover this share of it.
@@ -78,45 +98,13 @@ def gap_capture(diag: Diagnosis, rows: np.ndarray) -> GapCapture | None:
     )
 
 
-#: Module loading at a function's first call: CUDA's lazy loading (Nsight's "Lazy
-#: Function Loading" range, B200 GEMMs' first calls) and the driver's module loads.
-LAZY_LOADING_RE = re.compile(r"Lazy Function Loading|^cuModuleLoad|^cuLibraryLoad|^hipModuleLoad", re.IGNORECASE)
-
-
 def _lazy_loading_ns(diag: Diagnosis, rows: np.ndarray) -> tuple[int, bool]:
-    """(ns, in_call) of module loading (``LAZY_LOADING_RE``, on any CPU lane of the
-    launching thread's process: Kineto records CUDA's "Lazy Function Loading" on a lane
-    of its own): inside the narrowest call of the thread that holds most of the
-    occurrence ``rows`` (``in_call``: that call is a function's first call, which began
-    before the GPU went idle: B200's first ``aten::mm`` of a shape), else inside the
-    occurrence itself."""
-    trace, g = diag.trace, diag.gaps
-    lane = g.thread_of(int(rows[0]))
-    if lane < 0:
-        return 0, False
-    ids = trace.name_ids_matching(lambda s: bool(LAZY_LOADING_RE.search(s)))
-    if not ids.size:
-        return 0, False
-    pid = trace.lanes[lane].pid
-    # the process's lanes, and those of no process (B200: the driver's lane has pid -1)
-    cpu = np.array([(not ln.is_gpu) and ln.pid in (pid, "-1", "") for ln in trace.lanes], dtype=bool)
-    m = np.isin(trace.name_id, ids) & cpu[trace.lane]
-    if not m.any():
-        return 0, False
-    st = trace.start_ns[m]
-    us, ue = union_intervals(st, st + trace.dur_ns[m])
-    # the narrowest call holding the occurrence (outer ranges hold every load of the step)
-    calls = [e for e in enclosing_events(diag, rows) if trace.kind[e] in (int(Kind.CPU_OP), int(Kind.PYTHON))]
-    if calls:
-        c0 = int(trace.start_ns[calls[-1]])
-        got = int(coverage(us, ue, np.array([c0]), np.array([c0 + int(trace.dur_ns[calls[-1]])]))[0])
-        if got:
-            return got, True
-    return int(coverage(us, ue, g.start_ns[rows], g.end_ns[rows]).sum()), False
+    """(ns, in_call) of module loading in the occurrence ``rows``
+    (``evidence_kinds.lazy_loading_in``: inside the call holding it, else in it)."""
+    g = diag.gaps
+    return lazy_loading_in(diag.trace, g.thread_of(int(rows[0])), g.start_ns[rows], g.end_ns[rows])
 
 
-#: Module loading covering this share of an occurrence outside any call makes it module loading.
-LAZY_LOADING_MIN_SHARE = 0.5
 #: A range on the launching thread is an enclosing framework range of an occurrence when
 #: it covers at least this share of it.
 ENCLOSING_MIN_SHARE = 0.5
@@ -155,7 +143,9 @@ class Facts:
     flagged one-time (``Gaps.one_time``); ``slow_launch``: it is mostly one slow launch
     call (``why.slow_launch``), whose kernel had run ``slow_runs_before`` times before
     (0: a first use; more: contention); ``lazy_loading_ns``: module loading on its
-    thread inside it; ``program``: the trace's ``ProgramKind``."""
+    thread inside it; ``program``: the trace's ``ProgramKind``; ``samples``: the
+    launching thread's CPU samples inside it (``samples.gap_samples``; None when the
+    trace has none)."""
 
     diag: Diagnosis
     rows: np.ndarray
@@ -170,6 +160,24 @@ class Facts:
     lazy_loading_ns: int
     lazy_in_call: bool
     program: ProgramKind
+    samples: GapSamples | None = None
+    #: every blocking wait of the thread in the occurrence's step, by name (sync
+    #: occurrences only; ``step_waits``)
+    step_waits: tuple[StepWait, ...] = ()
+    #: the waits are of the step (else of the occurrence alone: no steps)
+    waits_in_step: bool = False
+    #: the thread's allocator calls in the occurrence's gaps (``alloc_calls``)
+    allocs: tuple[tuple[str, int, int], ...] = ()
+
+    @property
+    def alloc_ns(self) -> int:
+        """The thread's allocator time inside the occurrence's gaps, ns."""
+        return sum(ns for _n, _c, ns in self.allocs)
+
+    @property
+    def allocation_churn(self) -> bool:
+        """Allocator calls hold at least ``ALLOC_CHURN_MIN_SHARE`` of the occurrence's idle."""
+        return self.alloc_ns > 0 and self.alloc_ns >= ALLOC_CHURN_MIN_SHARE * self.occurrence_ns
 
     @property
     def top(self) -> list[Evidence]:
@@ -188,6 +196,147 @@ class Facts:
     def occurrence_ns(self) -> int:
         """The occurrence's idle, ns."""
         return int(self.diag.gaps.dur_ns[self.rows].sum())
+
+
+def _step_window(diag: Diagnosis, rows: np.ndarray) -> tuple[int, int, bool]:
+    """[start, end) ns of the step holding the occurrence's first gap, and True; else
+    (no steps, or the gap outside them) the occurrence's own span, and False."""
+    g, steps = diag.gaps, diag.steps
+    a = int(g.start_ns[rows].min())
+    if steps is not None and len(steps):
+        k = int(steps.index_of(np.array([a]))[0])
+        if k >= 0:
+            return int(steps.start_ns[k]), int(steps.end_ns[k]), True
+    return a, int(g.end_ns[rows].max()), False
+
+
+def _user_range(diag: Diagnosis, ev: int) -> str:
+    """Name of the innermost user range (``Kind.ANNOTATION``, not a step range) around
+    event ``ev`` on its lane, or ""."""
+    trace = diag.trace
+    sl = trace.lane_slice(int(trace.lane[ev]))
+    s, e = int(trace.start_ns[ev]), int(trace.start_ns[ev] + trace.dur_ns[ev])
+    st, en = trace.start_ns[sl], trace.start_ns[sl] + trace.dur_ns[sl]
+    hi = int(np.searchsorted(st, s, side="right"))
+    cand = sl.start + np.flatnonzero((en[:hi] >= e) & (trace.kind[sl][:hi] == int(Kind.ANNOTATION)))
+    if diag._exclude is not None:
+        cand = cand[~diag._exclude[cand]]
+    cand = cand[cand != ev]
+    return trace.name(int(cand[np.argmax(trace.depth[cand])])) if cand.size else ""
+
+
+def step_waits(diag: Diagnosis, rows: np.ndarray) -> tuple[StepWait, ...]:
+    """Every blocking wait of the occurrence's thread in its step (``_step_window``:
+    the step holding its first gap, else the occurrence itself), by name and user range
+    (``StepWait``), in the order of their first call: the waits of class sync
+    (``event_cause``) that are waits themselves (``why.is_wait``) and the blocking copy
+    calls, outermost only (a ``cudaStreamSynchronize`` inside ``aten::item`` is that
+    read, not a second one), each counted by its overlap with the GPU's idle in the
+    window (``_idle_intervals``): a wait while the GPU is busy costs no idle, and one
+    that began after the next launch counts only until that kernel starts (audit 3: a
+    139 ms ``cudaEventSynchronize`` overlapping a gap by 0.36 ms was named as 139 ms).
+    Waits with no overlap are left out. Design: "The card" (every blocking sync of the
+    step named; issue 43)."""
+    g, trace = diag.gaps, diag.trace
+    lane = int(g.thread_lane[int(rows[0])]) if g.thread_lane is not None else -1
+    if lane < 0:
+        return ()
+    lo, hi, _ = _step_window(diag, rows)
+    idle = _idle_intervals(diag, rows, lo, hi)
+    sl = trace.lane_slice(lane)
+    st = trace.start_ns[sl]
+    en = st + trace.dur_ns[sl]
+    idx = sl.start + np.flatnonzero((st < hi) & (en > lo))
+    cause = diag.evidence_index().cause
+    idx = idx[(cause[idx] == int(Cause.SYNC)) | blocking_copy_calls(trace)[idx]]
+    idx = np.array([k for k in idx.tolist() if is_wait(trace, k)], dtype=np.int64)
+    if idx.size == 0:
+        return ()
+    s, e = trace.start_ns[idx], trace.start_ns[idx] + trace.dur_ns[idx]
+    outer = e > np.concatenate(([np.iinfo(np.int64).min], np.maximum.accumulate(e)[:-1]))  # not inside an earlier one
+    idx, s, e = idx[outer], s[outer], e[outer]
+    idle_ns = _overlap_ns(s, e, idle)
+    gaps = [(int(g.start_ns[r]), int(g.end_ns[r])) for r in rows.tolist()]
+    by: dict[tuple[int, str], StepWait] = {}
+    for k, a, b, ns in zip(idx.tolist(), s.tolist(), e.tolist(), idle_ns.tolist()):
+        if ns <= 0:
+            continue
+        key = (int(trace.name_id[k]), _user_range(diag, k))
+        w = by.get(key, StepWait(k, key[1], 0, 0, False))
+        here = w.in_gap or any(a < gb and b > ga for ga, gb in gaps)
+        by[key] = w._replace(calls=w.calls + 1, ns=w.ns + ns, in_gap=here)
+    return tuple(by.values())
+
+
+def _idle_intervals(diag: Diagnosis, rows: np.ndarray, lo: int, hi: int) -> list[tuple[int, int]]:
+    """The GPU's idle in [lo, hi) ns (the step window of ``_step_window``): the gaps of
+    the occurrence's device that overlap it, clipped to it; the occurrence's own gaps
+    always (a gap may run past a step's end)."""
+    g = diag.gaps
+    dev = int(g.device[int(rows[0])])
+    near = np.flatnonzero((g.device == dev) & (g.start_ns < hi) & (g.end_ns > lo))
+    out = {(max(int(g.start_ns[r]), lo), min(int(g.end_ns[r]), hi)) for r in near.tolist()}
+    out |= {(int(g.start_ns[r]), int(g.end_ns[r])) for r in rows.tolist()}
+    return sorted(out)
+
+
+def _overlap_ns(s: np.ndarray, e: np.ndarray, intervals) -> np.ndarray:
+    """Per call [s, e) ns (int64 arrays), its overlap in ns with the union of
+    ``intervals`` ([start, end) ns pairs, possibly overlapping)."""
+    st = np.array([a for a, _b in intervals], dtype=np.int64)
+    en = np.array([b for _a, b in intervals], dtype=np.int64)
+    st, en = union_intervals(st, en) if st.size else (st, en)
+    out = np.zeros(s.size, dtype=np.int64)
+    for a, b in zip(st.tolist(), en.tolist()):
+        out += np.maximum(np.minimum(e, b) - np.maximum(s, a), 0)
+    return out
+
+
+#: Allocator calls (pinned host and device memory): host allocation work that holds the
+#: thread, never a wait on the device (audit 3: ``cudaHostAlloc`` was shown as sync).
+ALLOC_CALL_RE = re.compile(
+    r"^(cuda|hip)(Malloc|Free|HostAlloc|HostMalloc|MallocHost|FreeHost|HostFree|HostRegister|HostUnregister)"
+    r"(?!Async)|^cuMem(Alloc|Free|HostAlloc|FreeHost)(?!Async)",
+    re.IGNORECASE,
+)
+#: Allocator calls holding at least this share of an occurrence's idle lead its card
+#: (``rules``: "allocation churn"): a majority is necessarily the largest share.
+ALLOC_CHURN_MIN_SHARE = 0.5
+
+
+_ALLOC_IDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def alloc_calls(diag: Diagnosis, rows: np.ndarray) -> tuple[tuple[str, int, int], ...]:
+    """The allocator calls (``ALLOC_CALL_RE``) of the occurrence's thread that overlap
+    its gaps, by name: (name, calls, overlap with the gaps in ns), largest first; the
+    overlap only (a call that began before the gap counts from its start). Empty when
+    the gap has no measured thread. The allocator names are found once per trace."""
+    g, trace = diag.gaps, diag.trace
+    lane = int(g.thread_lane[int(rows[0])]) if g.thread_lane is not None else -1
+    if lane < 0:
+        return ()
+    ids = _ALLOC_IDS.get(trace)
+    if ids is None:
+        ids = _ALLOC_IDS[trace] = trace.name_ids_matching(lambda n: bool(ALLOC_CALL_RE.match(n)))
+    if not ids.size:
+        return ()
+    sl = trace.lane_slice(lane)
+    st = trace.start_ns[sl]
+    en = st + trace.dur_ns[sl]
+    lo, hi = int(g.start_ns[rows].min()), int(g.end_ns[rows].max())
+    idx = sl.start + np.flatnonzero((st < hi) & (en > lo) & np.isin(trace.name_id[sl], ids))
+    if not idx.size:
+        return ()
+    s, e = trace.start_ns[idx], trace.start_ns[idx] + trace.dur_ns[idx]
+    ns = _overlap_ns(s, e, [(int(g.start_ns[r]), int(g.end_ns[r])) for r in rows.tolist()])
+    by: dict[str, tuple[int, int]] = {}
+    for k, x in zip(idx.tolist(), ns.tolist()):
+        if x > 0:
+            n = trace.name(k)
+            c, t = by.get(n, (0, 0))
+            by[n] = (c + 1, t + x)
+    return tuple(sorted(((n, c, t) for n, (c, t) in by.items()), key=lambda x: -x[2]))
 
 
 def card_facts(
@@ -221,4 +370,8 @@ def card_facts(
         lazy_loading_ns=lazy[0],
         lazy_in_call=lazy[1],
         program=program_kind(diag.trace),
+        samples=gap_samples(diag, rows),
+        step_waits=step_waits(diag, rows) if cause == Cause.SYNC else (),
+        waits_in_step=_step_window(diag, rows)[2],
+        allocs=alloc_calls(diag, rows),
     )

@@ -17,8 +17,10 @@ import numpy as np
 
 from gapscope.analysis.busy import coverage, union_intervals
 from gapscope.analysis.card.advice import Advice
+from gapscope.analysis.card.copy_rules import host_copy_fix
 from gapscope.analysis.card.facts import Facts, enclosing_events
-from gapscope.analysis.card.program import is_mtia, is_rocm
+from gapscope.analysis.card.program import is_mtia, is_rocm, program_kind
+from gapscope.analysis.card.samples import dominant_frame, frame_text
 from gapscope.analysis.card.why import (
     graph_word,
     hot_inner_text,
@@ -31,6 +33,7 @@ from gapscope.analysis.card.why import (
 from gapscope.analysis.diagnose import Diagnosis
 from gapscope.analysis.evidence_kinds import (
     SYNC_LAUNCH_MIN_KERNEL_NS,
+    is_copy_call,
     synchronous_launches,
 )
 from gapscope.analysis.framework_work import (
@@ -311,10 +314,24 @@ _DATALOADER_RE = re.compile(
 HOST_COMM_RE = re.compile(r"^(c10d::|record_param_comms\b|nccl:|rccl:|gloo:|mpi:)", re.IGNORECASE)
 
 
+#: Nsight Systems' CPU sampling switch (``nsys profile --sample``: ``process-tree``,
+#: ``system-wide`` or ``none``; the Nsight Systems user guide, "CLI Profile Command
+#: Switch Options").
+NSYS_SAMPLE_FLAG = "nsys profile --sample=process-tree"
+
+
 def _instrument_hint(trace) -> str:
-    """How to see finer CPU work in this kind of trace."""
+    """How to see finer CPU work in this kind of trace: an Nsight export that has CPU
+    samples already is never asked to sample again (its hottest frames are named)."""
     if str(trace.source.format).startswith("nsys"):
-        return "add NVTX ranges around the suspects (torch.cuda.nvtx.range, nvtx.annotate) or profile with nsys --sample=cpu"
+        python = program_kind(trace).python
+        ranges = "torch.cuda.nvtx.range, nvtx.annotate" if python else "nvtxRangePushA / nvtxRangePop"
+        if trace.cpu_samples is not None:
+            return f"add NVTX ranges around the suspects ({ranges}): the CPU samples here show where the thread ran"
+        return (
+            f"add NVTX ranges around the suspects ({ranges}) or profile with CPU sampling "
+            f"({NSYS_SAMPLE_FLAG}), whose samples name the functions the thread ran"
+        )
     if (trace.kind == int(Kind.PYTHON)).any():  # with_stack=True is on already
         return (
             "the Python tracer is on already (its frames are recorded), so the time is the frame's own bytecode "
@@ -452,6 +469,26 @@ class HostRule:
     fix: str = ""
 
 
+def _sampled_when(f: Facts, h: HostFacts) -> bool:
+    """One sampled frame dominates (``samples.dominant_frame``) where the traced events
+    do not say what the thread did: unrecorded time, a call holding its own time, or
+    no named work."""
+    return dominant_frame(f.samples) is not None and (h.lead is None or h.quiet_ns > h.lead_ns or h.mostly_own)
+
+
+def _sampled_first(f: Facts, h: HostFacts) -> str:
+    s = f.samples
+    top = dominant_frame(s)
+    assert s is not None and top is not None
+    rest = "; the others: " + ", ".join(frame_text(x, quote_name) for x in s.frames[1:]) if len(s.frames) > 1 else ""
+    return (
+        f"The CPU samples of the launching thread inside the gap put {top.samples:,} of {s.samples:,} in "
+        f"{frame_text(top, quote_name)}{rest}: that is the work the GPU waited for. Cut it (do it once and "
+        f"reuse the result, or do less of it per step) or take it off the critical path (after the step, or "
+        f"in another thread), and launch the next GPU work before it so the two overlap."
+    )
+
+
 def _quiet_first(f: Facts, h: HostFacts) -> str:
     return (
         f"Find out what the CPU does for the {quiet_text(f.diag, f.rows, h.quiet_ns)}: {h.hint}, then take that "
@@ -468,12 +505,17 @@ def _alloc_first(f: Facts, h: HostFacts) -> str:
             "and reuse them (a memory pool: cudaMallocAsync from a pool with a release threshold, or your own), "
             "not per step."
         )
-    return (
-        f"The thread is allocating or freeing device memory {what}: let the caching allocator keep its blocks "
-        "(no torch.cuda.empty_cache() in the loop, stable tensor shapes, "
-        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; with PYTORCH_NO_CUDA_MEMORY_CACHING or "
-        "PYTORCH_NO_HIP_MEMORY_CACHING set, unset it) or preallocate the buffers once."
-    )
+    return f"The thread is allocating or freeing device memory {what}: {CACHING_ALLOCATOR_FIX}"
+
+
+#: PyTorch's remedy for allocation in the loop (``_alloc_first``; the card's
+#: "allocation churn" rule reuses it).
+CACHING_ALLOCATOR_FIX = (
+    "let the caching allocator keep its blocks "
+    "(no torch.cuda.empty_cache() in the loop, stable tensor shapes, "
+    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; with PYTORCH_NO_CUDA_MEMORY_CACHING or "
+    "PYTORCH_NO_HIP_MEMORY_CACHING set, unset it) or preallocate the buffers once."
+)
 
 
 def _host_copy_when(f: Facts, h: HostFacts) -> bool:
@@ -481,6 +523,24 @@ def _host_copy_when(f: Facts, h: HostFacts) -> bool:
         h.lead_name is not None
         and bool(TENSOR_COPY_RE.search(h.lead_name))
         and host_copies(f.diag, int(f.rows[0]), h.lead_name) is not None
+    )
+
+
+def _copy_call_when(f: Facts, h: HostFacts) -> bool:
+    """The work the sentence names first is a copy call (``cudaMemcpyAsync``): the
+    thread's time in it outside the GPU's copies is host work (copy is GPU copy time
+    only; a copy call that blocked through the queue is a sync cliff, not this)."""
+    return h.lead is not None and h.lead.event >= 0 and is_copy_call(f.diag.trace, h.lead.event)
+
+
+def _copy_call_first(f: Facts, h: HostFacts) -> str:
+    assert h.lead is not None  # _copy_call_when held
+    gpu = sum(e.overlap_ns for r in f.rows.tolist() for e in f.diag.gpu_copies(int(r)) if e.cause == Cause.COPY)
+    ran = f" (the GPU copied for {fmt_dur(gpu)} of the gap)" if gpu else ""
+    return (
+        f"The thread spent {fmt_dur(h.lead_ns)} inside the copy call {quote_name(h.lead_name or '')} outside the "
+        f"GPU's copies{ran}: the runtime staging pageable host memory or the driver's own work, host time before "
+        f"the next launch. " + host_copy_fix(f)
     )
 
 
@@ -727,6 +787,13 @@ def _autograd_start_when(f: Facts, h: HostFacts) -> bool:
 #: The host table, first match wins (the generic rule last).
 HOST_RULES: tuple[HostRule, ...] = (
     HostRule(
+        "sampled hot frame",
+        _sampled_when,
+        _sampled_first,
+        "CPU samples name the function the thread ran where no traced event does: cut or move that function",
+        "cut the sampled hot function or move it off the critical path, and launch the next GPU work first",
+    ),
+    HostRule(
         "unrecorded host time",
         lambda f, h: h.quiet_ns > h.lead_ns,
         _quiet_first,
@@ -746,6 +813,14 @@ HOST_RULES: tuple[HostRule, ...] = (
         _host_copy_first,
         "a tensor copy op that moved data to or from the host: keep it on the device",
         "make the tensor on the device (pinned memory and non_blocking where a copy must stay)",
+    ),
+    HostRule(
+        "copy call",
+        _copy_call_when,
+        _copy_call_first,
+        "the thread's time in a copy call outside its GPU copy is host work (staging, driver): pin and go async",
+        "copy from pinned host memory with non_blocking=True (the call then returns at once), or keep the data on "
+        "the device",
     ),
     HostRule(
         "DataLoader",

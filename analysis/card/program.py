@@ -66,6 +66,14 @@ class ProgramKind:
         """Whether torch advice (``torch.compile``, ``pin_memory``, ``.item()``) fits."""
         return self.framework == "pytorch"
 
+    @property
+    def profiler_is_torch(self) -> bool:
+        """Whether a new capture would be made with torch.profiler (a PyTorch program,
+        or a Kineto trace of unknown framework): false for a native Nsight program and
+        for JAX, which get their own profiler's words (audit 3: a C program was told
+        torch.profiler and ``wait_stream``)."""
+        return self.framework in ("pytorch", "unknown")
+
 
 _TORCH_RE = re.compile(r"^(aten::|torch|autograd::|ProfilerStep#|Optimizer\.|enumerate\(DataLoader\)|c10d::)")
 _JAX_RE = re.compile(r"^(jit_|pjit|XlaModule|xla::|PjitFunction|TfrtCpu|PjRt)", re.IGNORECASE)

@@ -14,38 +14,44 @@ contradicts the class.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 
 import numpy as np
 
 from gapscope.analysis.busy import device_event_mask
 from gapscope.analysis.card.advice import Advice, short_fix
-from gapscope.analysis.card.copy_rules import copy_advice
+from gapscope.analysis.card.copy_rules import copy_advice, host_copy_fix
 from gapscope.analysis.card.facts import Facts, GapCapture
-from gapscope.analysis.card.host_rules import host_advice
+from gapscope.analysis.card.host_rules import CACHING_ALLOCATOR_FIX, host_advice
 from gapscope.analysis.card.program import is_mtia, is_rocm, program_kind
 from gapscope.analysis.card.why import (
     GRAPH_START_MAX_NS,
+    StepWait,
     cliff_wait,
     graph_word,
     in_running_graph_launch,
     in_sync_cliff,
     is_wait,
+    listed_step_waits,
     other_streams_idle,
     quote_name,
+    step_wait_label,
+    step_waits_list,
 )
 from gapscope.analysis.diagnose import Diagnosis
 from gapscope.analysis.evidence_kinds import (
     COLLECTIVE_RE,
     GRAPH_LAUNCH_RE,
+    blocking_copy_calls,
 )
 from gapscope.analysis.framework_work import (
     graph_first_node,
     graph_node_count,
 )
 from gapscope.analysis.types import Cause, Evidence, WaitKind
-from gapscope.parsers.model import Kind
-from gapscope.units import fmt_dur
+from gapscope.parsers.model import CopyKind, Kind
+from gapscope.units import fmt_bytes, fmt_dur
 
 __all__ = ["advice", "Rule", "RULES", "matching_rule", "capture_sentence"]
 
@@ -73,9 +79,33 @@ def _names_awaited(trace, capture: bool = False) -> str:
     """Where the trace (or a new capture) names the stream an event wait is on."""
     if is_mtia(trace):
         return "MTIA's own `event_wait` records name the awaited stream in their `wait_on_stream` arg"
+    if not program_kind(trace).profiler_is_torch:  # no torch.profiler for a native or JAX program
+        api = "hip" if is_rocm(trace) else "cuda"
+        return (
+            f"in the program, find the {api}StreamWaitEvent on the next op's stream before its launch and the "
+            f"stream whose {api}EventRecord it waits on"
+        )
     if capture:
         return "capture with a recent torch.profiler (its cuda_sync records name the stream an event wait is on)"
     return "a recent torch.profiler names the awaited stream in its cuda_sync records"
+
+
+def _stream_wait_calls(trace, torch_calls: str = "wait_stream, wait_event") -> str:
+    """The calls that make one stream wait on another, in the program's words:
+    ``torch_calls`` for PyTorch, the runtime's own (``cudaStreamWaitEvent``) else."""
+    if program_kind(trace).profiler_is_torch:
+        return torch_calls
+    api = "hip" if is_rocm(trace) else "cuda"
+    return f"{api}StreamWaitEvent, {api}EventRecord"
+
+
+def loop_words(diag: Diagnosis) -> tuple[str, str]:
+    """(" from the loop", "after the loop") when the trace marks steps, else
+    ("", "at the end"): a program with no steps recorded shows no loop to name
+    (audit 3: profile16 was told "from the loop")."""
+    if diag.steps is not None and len(diag.steps):
+        return " from the loop", "after the loop"
+    return "", "at the end"
 
 
 def _multi_rank(trace) -> bool:
@@ -120,13 +150,226 @@ def _sync_advice(diag: Diagnosis, evidence, name, dur_txt, rows, cliff: bool = T
         if program_kind(diag.trace).torch
         else "keep the decision on the device (a flag the next kernel reads, or a predicate inside it)"
     )
+    out, after = loop_words(diag)
     return (
-        f"Remove the blocking wait {where} from the loop: {keep}, or collect the values and read them once "
-        f"after the loop; time with events recorded on the stream instead of synchronizing. Then launch the "
+        f"Remove the blocking wait {where}{out}: {keep}, or collect the values and read them once "
+        f"{after}; time with events recorded on the stream instead of synchronizing. Then launch the "
         f"next work before any host step that must stay.",
         forbidden,
         f"On a new capture of the same steps, the idle at this position ({dur_txt}) and the number of "
         f"blocking calls per step ({name or 'calls that wait for the device'}) should drop to about zero.",
+    )
+
+
+def final_read(f: Facts) -> int | None:
+    """The wait of a *required* read, else None: a read is required (the program's
+    result, such as a generation's last token) when the occurrence is of class sync, no
+    GPU op follows any of its gaps (the device's last gap, at the trailing edge), and no
+    kernel of the device starts after its wait (the cliff's, else the longest blocking
+    wait in the evidence) ends. A read with no GPU work after it feeds nothing back into
+    the loop: its value leaves the program (docs/definitions.md, "The card"); the reads
+    inside the loop are followed by the next step's kernels. Later waits on the thread
+    with nothing queued (``cudaStreamSynchronize`` inside the same ``.cpu()``, a final
+    ``cudaDeviceSynchronize``) drain nothing and do not change it."""
+    diag, g = f.diag, f.diag.gaps
+    if f.cause == Cause.COPY:
+        got = edge_copy(f)
+        return got[0] if got is not None and got[1] == int(CopyKind.D2H) else None
+    if f.cause != Cause.SYNC or bool((g.next_op[f.rows] >= 0).any()):
+        return None
+    trace = diag.trace
+    w = cliff_wait(diag, int(f.rows[0])) if in_sync_cliff(g, f.rows) else None
+    if w is None:
+        waits = [e for e in f.evidence if e.cause == Cause.SYNC and e.event >= 0 and is_wait(trace, e.event)]
+        w = max(waits, key=lambda e: e.overlap_ns).event if waits else None
+    if w is None:
+        return None
+    w_end = int(trace.start_ns[w] + trace.dur_ns[w])
+    kernels = device_event_mask(trace, int(g.device[int(f.rows[0])]), (Kind.KERNEL,))
+    return None if bool((trace.start_ns[kernels] >= w_end).any()) else int(w)
+
+
+def edge_copy(f: Facts) -> tuple[int, int] | None:
+    """(event, ``CopyKind`` int) of the largest GPU copy of a copy occurrence at the
+    device's edges, else None: a host-to-device copy in gaps before the device's first
+    kernel (the program's initial upload: no compute exists yet to overlap it), or a
+    device-to-host copy in gaps after its last kernel start with no GPU op after them
+    (the program's final read of its result). Audit 3, profile16 #0 and #6."""
+    if f.cause != Cause.COPY:
+        return None
+    g, trace = f.diag.gaps, f.diag.trace
+    copies = [
+        e for e in f.evidence if e.cause == Cause.COPY and e.event >= 0 and trace.kind[e.event] == int(Kind.MEMCPY)
+    ]
+    if not copies:
+        return None
+    big = max(copies, key=lambda e: e.overlap_ns).event
+    ck = int(trace.copy_kind[big])
+    kernel_start = trace.start_ns[device_event_mask(trace, int(g.device[int(f.rows[0])]), (Kind.KERNEL,))]
+    a = int(g.start_ns[f.rows].min())
+    if ck == int(CopyKind.H2D) and not bool((kernel_start < a).any()):
+        return big, ck
+    last = not bool((g.next_op[f.rows] >= 0).any()) and not bool((kernel_start >= a).any())
+    return (big, ck) if ck == int(CopyKind.D2H) and last else None
+
+
+def _copy_named(trace, f: Facts, w: int) -> str:
+    """```Memcpy DtoH (Device -> Pinned)` (61.0 MiB)``: a copy by name and size."""
+    size = next((e.bytes for e in f.evidence if e.event == w and e.bytes >= 0), -1)
+    return quote_name(trace.name(w)) + (f" ({fmt_bytes(size)})" if size >= 0 else "")
+
+
+def _initial_upload_advice(f: Facts) -> Advice:
+    got = edge_copy(f)
+    assert got is not None  # the rule's when held
+    name = _copy_named(f.diag.trace, f, got[0])
+    return Advice(
+        f"Nothing to overlap here: {name} is the program's initial upload, before the device's first kernel, so "
+        f"no compute exists yet to run under it and every kernel after it needs its data. Work on the gaps between "
+        f"kernels instead; only where the program uploads the same data again later, upload it once and keep it on "
+        f"the device.",
+        "Do not move this upload to another stream to overlap compute, nor optimise the kernels: before the first "
+        "kernel there is no compute to overlap.",
+        f"On a new capture, one such upload at the start ({f.dur_txt} here), and no upload of the same data "
+        f"between kernels.",
+        "none: the initial upload precedes all compute",
+    )
+
+
+def _final_read_advice(f: Facts) -> Advice:
+    w = final_read(f)
+    assert w is not None  # the rule's when held
+    trace = f.diag.trace
+    if f.cause == Cause.COPY:
+        return Advice(
+            f"Nothing to remove here: {_copy_named(trace, f, w)} is the program's final read, after the device's "
+            f"last kernel with nothing following it: its result leaving the device, which the program needs. Work "
+            f"on the gaps between kernels instead.",
+            "Do not drop this copy or keep its data on the device: it is the output; without it the program has no "
+            "result.",
+            f"On a new capture, one such read at the end ({f.dur_txt} here), and no read of the same data between "
+            f"kernels.",
+            "none: the final read is the program's result",
+        )
+    op = _innermost(f.diag, w, Kind.CPU_OP)
+    name = quote_name(op if op and op != trace.name(w) else trace.name(w))
+    return Advice(
+        f"Nothing to remove here: {name} is the program's final read, after the device's last kernel with "
+        f"nothing following it (the generation's result), so the program needs it. It waits for the last step's "
+        f"work to finish, which any read of the result must. Work on the reads inside the loop and the other gaps "
+        f"instead.",
+        "Do not remove this read or make it non-blocking: its value is the output; without it the program has "
+        "no result.",
+        f"On a new capture, one such read per run at the end ({f.dur_txt} here), and none of the per-step reads "
+        f"before it.",
+        "none: the final read is the program's result",
+    )
+
+
+#: How each kind of blocking wait leaves the loop (``_each_wait_fix``).
+_SYNCHRONIZE_RE = re.compile(r"synchroni[sz]e", re.IGNORECASE)
+
+
+def _each_wait_fix(f: Facts, w: StepWait) -> str:
+    """How one wait of the step goes, by what it is: a blocking copy (pinned,
+    asynchronous), an explicit synchronize (events for timing; none where nothing needs
+    the device finished), a read of a value (keep it on the device or read once)."""
+    trace = f.diag.trace
+    if bool(blocking_copy_calls(trace)[w.event]):
+        fix = host_copy_fix(f).removesuffix(".")
+        return fix[:1].lower() + fix[1:]
+    if _SYNCHRONIZE_RE.search(trace.name(w.event)):
+        timing = "torch.cuda.Event(enable_timing=True)" if f.program.torch else "cudaEventRecord / cudaEventElapsedTime"
+        return (
+            f"drop each where nothing needs the device finished; to time, record events on the stream ({timing}) "
+            f"and read them {loop_words(f.diag)[1]}"
+        )
+    keep = "keep the value on the GPU (torch.where, a mask)" if f.program.torch else "keep the value on the device"
+    return f"{keep}, or collect the values and read them once {loop_words(f.diag)[1]}"
+
+
+def _wait_fixes(f: Facts) -> str:
+    """``label, label: fix; label: fix``: each wait of the step with how it goes, the
+    waits of one fix together."""
+    trace = f.diag.trace
+    by_fix: dict[str, list[str]] = {}
+    for w in listed_step_waits(f.step_waits):
+        by_fix.setdefault(_each_wait_fix(f, w), []).append(step_wait_label(trace, w))
+    return "; ".join(f"{', '.join(labels)}: {fix}" for fix, labels in by_fix.items())
+
+
+def _step_waits_advice(f: Facts) -> Advice:
+    trace = f.diag.trace
+    n = sum(w.calls for w in f.step_waits)
+    where = "step" if f.waits_in_step else "gap"
+    named = _wait_fixes(f)
+    listed = step_waits_list(trace, f.step_waits, f.waits_in_step)
+    return Advice(
+        f"Remove each blocking wait of the {where}, not only the first: the thread blocked on the device {n} "
+        f"times ({listed}), and each one drains the queue or waits on an idle GPU. {named}. Then launch the next "
+        f"work before any host step that must stay.",
+        "Do not speed up the kernels around the gap: the waits, not the kernels, hold the next launch back, and "
+        "a faster kernel only makes each wait start sooner.",
+        f"On a new capture of the same steps, the idle at this position ({f.dur_txt}) and the blocking calls per "
+        f"{where} ({n} now) should drop to about zero.",
+        f"remove the {where}'s {n} blocking waits (each named){loop_words(f.diag)[0]}",
+    )
+
+
+def _blocking_copy_wait(f: Facts) -> int | None:
+    """The sync cliff's wait of the occurrence when it is a blocking copy call
+    (``blocking_copy_calls``), else None."""
+    if f.cause != Cause.SYNC or not in_sync_cliff(f.diag.gaps, f.rows):
+        return None
+    w = cliff_wait(f.diag, int(f.rows[0]))
+    return w if w is not None and bool(blocking_copy_calls(f.diag.trace)[w]) else None
+
+
+def _blocking_copy_advice(f: Facts) -> Advice:
+    diag = f.diag
+    w = _blocking_copy_wait(f)
+    assert w is not None  # the rule's when held
+    op = _innermost(diag, w, Kind.CPU_OP)
+    inside = f" (inside {quote_name(op)})" if op else ""
+    return Advice(
+        f"The copy call {quote_name(diag.trace.name(w))}{inside} returned only after its copy ended, and a copy "
+        f"runs after the work queued before it: a synchronous or pageable copy, which waited for the GPU to drain "
+        f"(a sync). " + host_copy_fix(f) + " Issue the copy before the work that needs it.",
+        "Do not speed up the kernels around the gap: the copy call waits for the GPU to drain, and a faster "
+        "kernel only makes that wait start sooner.",
+        f"On a new capture of the same steps, the idle at this position ({f.dur_txt}) should shrink to the GPU's "
+        f"copy time, and {quote_name(diag.trace.name(w))} return before its copy ends.",
+        "copy from pinned host memory with non_blocking=True so the call does not wait for the GPU",
+    )
+
+
+def _allocation_churn_advice(f: Facts) -> Advice:
+    """Allocator calls hold most of the occurrence (``Facts.allocation_churn``): host
+    allocation work between phases, not waiting on the device (audit 3, profile16 #5)."""
+    calls = ", ".join(f"{quote_name(n)}{f' {c} times' if c > 1 else ''} ({fmt_dur(ns)})" for n, c, ns in f.allocs[:4])
+    share = f"{fmt_dur(f.alloc_ns)} of the {fmt_dur(f.occurrence_ns)} gap"
+    if f.program.torch:
+        first = (
+            f"Allocate the buffers once and reuse them: {share} is the thread allocating and freeing memory "
+            f"({calls}), not waiting on the device; {CACHING_ALLOCATOR_FIX}"
+        )
+    else:
+        first = (
+            f"Allocate the pinned and device buffers once and reuse them: {share} is the thread allocating and "
+            f"freeing memory ({calls}), not waiting on the device. Keep one set of buffers (or a pool: "
+            f"cudaMallocAsync from a pool with a release threshold) for the whole run instead of allocating and "
+            f"freeing them per phase."
+        )
+    waits = sum(w.ns for w in f.step_waits)
+    if waits:
+        first += f" Then look at the blocking waits in it ({fmt_dur(waits)} of the idle, named above)."
+    return Advice(
+        first,
+        "Do not speed up the kernels around the gap, nor hunt the syncs first: the allocator calls, not the "
+        "kernels or the waits, hold the thread between the launches.",
+        f"On a new capture, the allocator calls inside this gap ({fmt_dur(f.alloc_ns)} now) should be gone and the "
+        f"idle at this position ({f.dur_txt}) shrink by about as much.",
+        "allocate the buffers once and reuse them",
     )
 
 
@@ -157,15 +400,15 @@ def _dependency_advice(diag: Diagnosis, rows, dur_txt):
                 f"The trace shows no work on any other stream while the op waited behind {w}, so what held the "
                 f"event back is not in it: capture the whole GPU (Nsight Systems, or rocprofv3 on ROCm, with every "
                 f"process that shares the device) to find the producer; then check which stream records the event "
-                f"(wait_stream / wait_event) and whether the wait is needed at all.",
+                f"({_stream_wait_calls(diag.trace, 'wait_stream / wait_event')}) and whether the wait is needed at all.",
                 forbidden,
                 proof,
             )
         return (
             f"Find the event {w} waits for: the stream or device that records it and what ran there before it "
             f"({_names_awaited(diag.trace)}). Record the event "
-            f"earlier, split the producing work, or drop a wait that is not needed (wait_stream / "
-            f"record_stream).",
+            f"earlier, split the producing work, or drop a wait that is not needed "
+            f"({_stream_wait_calls(diag.trace, 'wait_stream / record_stream')}).",
             forbidden,
             proof,
         )
@@ -242,7 +485,7 @@ def _dependency_advice(diag: Diagnosis, rows, dur_txt):
         return (first, forbidden, proof)
     return (
         f"Find what the queued op waited for: {_names_awaited(diag.trace, capture=True)}; check cross-stream "
-        "waits (wait_stream, wait_event), copies or kernels on other devices, and host callbacks."
+        f"waits ({_stream_wait_calls(diag.trace)}), copies or kernels on other devices, and host callbacks."
         + (" Capture every rank in the same window." if _multi_rank(diag.trace) else ""),
         forbidden,
         proof,
@@ -430,6 +673,42 @@ def _launch_bound_advice(f: Facts) -> Advice:
     )
 
 
+def sync_before_launch(f: Facts) -> int | None:
+    """The explicit device or stream synchronize (``cudaDeviceSynchronize``,
+    ``cudaStreamSynchronize``: a wait whose name says so) that the launching thread
+    blocked in during a launch-class occurrence, largest first, else None: the queue
+    was drained right before the launch, so the launch's latency is exposed whatever
+    the launch costs (ex-gpu.s10: six 5 µs kernels, each followed by
+    ``cudaDeviceSynchronize``; audit 3)."""
+    if f.cause != Cause.LAUNCH or f.slow_launch:
+        return None
+    trace = f.diag.trace
+    waits = [
+        e
+        for e in f.evidence
+        if e.cause == Cause.SYNC and e.event >= 0 and is_wait(trace, e.event) and _SYNCHRONIZE_RE.search(e.name)
+    ]
+    return max(waits, key=lambda e: e.overlap_ns).event if waits else None
+
+
+def _sync_before_launch_advice(f: Facts) -> Advice:
+    w = sync_before_launch(f)
+    assert w is not None  # the rule's when held
+    trace = f.diag.trace
+    name = quote_name(trace.name(w))
+    graph = "capture the step in a CUDA graph" if not is_rocm(trace) else "capture the step in a HIP graph"
+    return Advice(
+        f"Drop the {name} between kernels: the thread synchronized right before this launch, so the queue was "
+        f"empty and each launch's latency lies on the GPU's path. Keep one where the host needs a result (or "
+        f"record events for timing), and let the launches queue ahead of the GPU; if the gaps stay, then "
+        f"{graph} or fuse the small kernels.",
+        "Do not write a faster kernel: the GPU waits for the next launch after each synchronize, not for compute.",
+        f"On a new capture, the {name} calls between kernels should be gone, the idle at this position "
+        f"({f.dur_txt}) drop and the gaps between the kernels fall below {fmt_dur(f.diag.params.min_gap_ns)}.",
+        f"drop the {name} between kernels so launches queue ahead",
+    )
+
+
 def _has_cpu(trace) -> bool:
     return any(
         (not ln.is_gpu) and trace.lane_offsets[ln.index + 1] > trace.lane_offsets[ln.index] for ln in trace.lanes
@@ -527,6 +806,36 @@ RULES: tuple[Rule, ...] = (
         "the op was queued: what it waited for on the GPU side is the cause, not the CPU",
     ),
     Rule(
+        "allocation churn",
+        lambda f: f.allocation_churn and f.cause in (Cause.SYNC, Cause.LAUNCH),
+        _allocation_churn_advice,
+        "allocator calls hold most of the gap: host allocation work, fixed by allocating once, not a sync to drop",
+    ),
+    Rule(
+        "initial upload",
+        lambda f: (got := edge_copy(f)) is not None and got[1] == int(CopyKind.H2D),
+        _initial_upload_advice,
+        "a host-to-device copy before the first kernel is the program's input: no compute exists to overlap it",
+    ),
+    Rule(
+        "required final read",
+        lambda f: final_read(f) is not None,
+        _final_read_advice,
+        "the last read (a wait, or a device-to-host copy), with no GPU work after it, is the program's result: needed",
+    ),
+    Rule(
+        "blocking syncs of the step",
+        lambda f: f.cause == Cause.SYNC and len(f.step_waits) >= 2,
+        _step_waits_advice,
+        "the step blocks on the device in more than one place: each wait is named and goes, not only the first",
+    ),
+    Rule(
+        "blocking copy call",
+        lambda f: _blocking_copy_wait(f) is not None,
+        _blocking_copy_advice,
+        "a copy call that returned after its copy drained the queue: a sync, fixed by a pinned asynchronous copy",
+    ),
+    Rule(
         "sync",
         lambda f: f.cause == Cause.SYNC,
         lambda f: Advice(
@@ -564,6 +873,12 @@ RULES: tuple[Rule, ...] = (
         lambda f: f.cause == Cause.LAUNCH and _is_graph_launch(f),
         _graph_launch_advice,
         "the step already replays a graph: its launch is a fixed cost per step, amortised by more work per launch",
+    ),
+    Rule(
+        "synchronize before each launch",
+        lambda f: sync_before_launch(f) is not None,
+        _sync_before_launch_advice,
+        "a synchronize drained the queue before the launch: its latency is exposed, so drop the sync before graphs",
     ),
     Rule(
         "launch-bound",

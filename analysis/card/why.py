@@ -29,6 +29,7 @@ from gapscope.analysis.evidence_kinds import (
     BLOCKING_SYNC_RE,
     COLLECTIVE_RE,
     SYNC_OP_NAMES,
+    blocking_copy_calls,
     earlier_runs,
     ids_matching,
     slow_launch_calls,
@@ -73,14 +74,41 @@ def in_sync_cliff(gaps, rows) -> bool:
     return bool((gaps.sync_from_ns[rows] < gaps.launch_from_ns[rows]).any())
 
 
+def _same_calls(trace, event: int) -> np.ndarray:
+    """int64 indices of the events of ``event``'s lane and name; of a blocking copy call,
+    the blocking ones alone (the same name issues pinned copies that return at once)."""
+    sl = trace.lane_slice(int(trace.lane[event]))
+    same = sl.start + np.flatnonzero(trace.name_id[sl] == trace.name_id[event])
+    blocking = blocking_copy_calls(trace)
+    return same[blocking[same]] if blocking[event] else same
+
+
 def _same_calls_ns(trace, event: int, spans: list[tuple[int, int]]) -> int:
     """ns inside ``spans`` (``[start, end)`` pairs) covered by the events of ``event``'s
     lane and name: every such call, not only those the evidence list names (it stops at
     its limit: 9 of a gap's 16 ``aten::item`` round trips on the H200 sync-cliff trace)."""
-    sl = trace.lane_slice(int(trace.lane[event]))
-    same = sl.start + np.flatnonzero(trace.name_id[sl] == trace.name_id[event])
+    same = _same_calls(trace, event)
     us, ue = union_intervals(trace.start_ns[same], trace.start_ns[same] + trace.dur_ns[same])
     return int(coverage(us, ue, np.array([a for a, _ in spans]), np.array([b for _, b in spans])).sum())
+
+
+def _under_copies_ns(diag: Diagnosis, rows: np.ndarray, event: int) -> int:
+    """ns of the calls of ``event``'s lane and name under the copy-class GPU copies of the
+    gaps ``rows``: that time is the copy's, not the wait's (a blocking copy call waits
+    through its own copy; copy is GPU copy time only)."""
+    trace = diag.trace
+    same = _same_calls(trace, event)
+    us, ue = union_intervals(trace.start_ns[same], trace.start_ns[same] + trace.dur_ns[same])
+    cps = [(int(r), e.event) for r in rows.tolist() for e in diag.gpu_copies(int(r)) if e.cause == Cause.COPY]
+    if not cps or not us.size:
+        return 0
+    g = diag.gaps
+    ev = np.array([e for _, e in cps], dtype=np.int64)
+    rr = np.array([r for r, _ in cps], dtype=np.int64)
+    cs, ce = union_intervals(
+        np.maximum(trace.start_ns[ev], g.start_ns[rr]), np.minimum(trace.start_ns[ev] + trace.dur_ns[ev], g.end_ns[rr])
+    )
+    return int(coverage(us, ue, cs, ce).sum())
 
 
 def quote_name(name: str) -> str:
@@ -269,6 +297,66 @@ HOT_FRAME_MIN_SHARE = 0.5
 HOT_INNER_MIN_SHARE = 0.8
 #: Most events of the thread a frame search looks at per gap (a bound on the work).
 _HOT_FRAME_EVENTS_MAX = 200_000
+
+
+class StepWait(NamedTuple):
+    """The blocking waits of one name in a step on the occurrence's thread
+    (``card.facts.step_waits``): the first such wait (event index), the name of the
+    innermost user range around it (``timing``; "" for none), how many there are and
+    their own time in all (ns), and whether one of them lies in the occurrence's gaps."""
+
+    event: int
+    where: str
+    calls: int
+    ns: int
+    in_gap: bool
+
+
+def step_wait_label(trace, w: StepWait) -> str:
+    """```cudaDeviceSynchronize` in `timing``: a wait's name and its user range."""
+    return quote_name(trace.name(w.event)) + (f" in {quote_name(w.where)}" if w.where else "")
+
+
+def step_wait_phrase(trace, w: StepWait, in_step: bool = True) -> str:
+    """```aten::item` 3 times (0.110 ms in all; in this gap)``: one name's waits in a
+    step (``in_step``; else in the occurrence, which needs no "in this gap")."""
+    times = f" {w.calls} times" if w.calls > 1 else ""
+    total = f"{fmt_dur(w.ns)} in all" if w.calls > 1 else fmt_dur(w.ns)
+    here = "; in this gap" if w.in_gap and in_step else ""
+    return f"{step_wait_label(trace, w)}{times} ({total}{here})"
+
+
+#: At most this many wait names of a step are listed (the longest, in step order).
+STEP_WAITS_LISTED = 5
+
+
+def listed_step_waits(waits: tuple[StepWait, ...]) -> tuple[StepWait, ...]:
+    """The ``STEP_WAITS_LISTED`` longest of ``waits`` (by their time in all), in step order."""
+    keep = sorted(range(len(waits)), key=lambda k: -waits[k].ns)[:STEP_WAITS_LISTED]
+    return tuple(waits[k] for k in sorted(keep))
+
+
+def step_waits_list(trace, waits: tuple[StepWait, ...], in_step: bool) -> str:
+    """The listed waits (``listed_step_waits``), each with its time, and how many more
+    there are with their time in all."""
+    shown = listed_step_waits(waits)
+    out = ", ".join(step_wait_phrase(trace, w, in_step) for w in shown)
+    rest = [w for w in waits if w not in shown]
+    if rest:
+        n = sum(w.calls for w in rest)
+        out += f", and {n} more ({fmt_dur(sum(w.ns for w in rest))} in all)"
+    return out
+
+
+def step_waits_sentence(trace, waits: tuple[StepWait, ...], in_step: bool) -> str:
+    """The sentence that names every blocking wait of the step (issue 43: a second
+    ``cudaDeviceSynchronize`` in a ``timing`` range was folded into the first), or ""
+    when the step holds one wait name only."""
+    if len(waits) < 2:
+        return ""
+    n = sum(w.calls for w in waits)
+    where = "this step" if in_step else "this gap"
+    return f"In {where} the thread blocked on the device {n} times: " + step_waits_list(trace, waits, in_step) + "."
 
 
 class HotFrame(NamedTuple):
@@ -489,15 +577,6 @@ def _calls_listed(
 UNLISTED_MAX_SHARE = 0.1
 
 
-def _copy_rest(lead: CopyLead, copy_ns: int) -> str:
-    """The copy class's other part: the launching thread inside a copy call outside
-    the GPU's copies (rule 1), or ""."""
-    if lead.outside_ns < max(1_000, copy_ns // 20):
-        return ""
-    call = f"the copy call {quote_name(lead.call.name)}" if lead.call is not None else "a copy call"
-    return f"; {fmt_dur(lead.outside_ns)} of it the thread in {call} outside the GPU's copies"
-
-
 def _copy_way(lead: CopyLead) -> str:
     """The direction of copies whose name does not say it (MTIA's `dma_request`), or ""."""
     known = [wc for wc in lead.directions if wc[0] != UNKNOWN_DIRECTION]
@@ -547,18 +626,17 @@ def _many_copies_phrase(
     """The copy phrase of several copies: each length (up to three), their median (of
     one length, or all short), else the largest and the short ones in all."""
     big = lead.big
-    rest = _copy_rest(lead, copy_ns)
     total = f", {fmt_bytes(lead.bytes_total)} in all" if lead.bytes_total >= 0 else ""
     named = f" {quote_name(big.name)}{_copy_way(lead)}" if lead.same_name else ""
     pageable = _many_pageable(diag, rows, lead)
     if lead.count <= 3:  # a median of two or three says little: each one
         txt = [fmt_dur(v) for v in lead.lengths_ns]
         each = f"{txt[0]} each" if len(set(txt)) == 1 else ", ".join(txt[:-1]) + " and " + txt[-1]
-        return f"{fmt_dur(copy_ns)} copying ({ran} {lead.count} {lead.noun}{named}, {each}{total}{pageable}{rest})"
+        return f"{fmt_dur(copy_ns)} copying ({ran} {lead.count} {lead.noun}{named}, {each}{total}{pageable})"
     if lead.uniform or lead.short_count == lead.count:
         return (
             f"{fmt_dur(copy_ns)} copying ({ran} {lead.count} {lead.noun}{named}, "
-            f"{fmt_dur(lead.median_ns)} median each{total}{pageable}{rest})"
+            f"{fmt_dur(lead.median_ns)} median each{total}{pageable})"
         )
     largest, each, size = _largest_copies(lead, size)
     short = (
@@ -568,7 +646,7 @@ def _many_copies_phrase(
     )
     return (
         f"{fmt_dur(copy_ns)} copying ({ran} {lead.count} {lead.noun}{named}{total}; {largest} "
-        f"{each}" + (f", {', '.join(size)}" if size else "") + f"{short}{rest})"
+        f"{each}" + (f", {', '.join(size)}" if size else "") + f"{short})"
     )
 
 
@@ -576,9 +654,9 @@ def _copy_phrase(
     diag: Diagnosis, rows: np.ndarray, copy_ns: int, lead: CopyLead | None, ran: str = "the GPU ran"
 ) -> str:
     """ "0.314 ms copying (...)": the one copy (name, size, pageable), or how many ran
-    (``_many_copies_phrase``); then the copy time the thread spent in its copy call
-    outside the GPU's copies. ``ran``: the words before the GPU's copies ("running"
-    when the GPU is the sentence's subject)."""
+    (``_many_copies_phrase``). Copy is GPU copy time only: the thread's time in its copy
+    calls is told with the host work or the wait. ``ran``: the words before the GPU's
+    copies ("running" when the GPU is the sentence's subject)."""
     if lead is None:
         return f"{fmt_dur(copy_ns)} copying"
     big = lead.big
@@ -593,7 +671,7 @@ def _copy_phrase(
     return (
         f"{fmt_dur(copy_ns)} copying ({where} {quote_name(big.name)}{_copy_way(lead) if on_gpu else ''}"
         + (f", {', '.join(size)}" if size else "")
-        + f"{_copy_rest(lead, copy_ns)})"
+        + ")"
     )
 
 
@@ -685,16 +763,11 @@ def _host_part(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], host
 
 
 def _copy_part(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], copy_ns: int) -> tuple[str, bool]:
-    """The copy part and whether it is the GPU's alone (the thread made no copy call in
-    the gap: it did not "spend" that time copying; extrap/con_kernel #3 sat in
-    cudaEventSynchronize meanwhile)."""
+    """The copy part and whether it is the GPU's alone: copy is GPU copy time only, so
+    the thread never "spent" it copying (extrap/con_kernel #3 sat in
+    cudaEventSynchronize meanwhile; its copy calls are host work or a wait)."""
     gpu_copy = copy_lead(diag, rows, evidence)
-    gpu_only = (
-        gpu_copy is not None
-        and gpu_copy.call is None
-        and gpu_copy.outside_ns < max(1_000, copy_ns // 20)
-        and diag.trace.lanes[gpu_copy.big.lane].is_gpu
-    )
+    gpu_only = gpu_copy is not None and diag.trace.lanes[gpu_copy.big.lane].is_gpu
     return _copy_phrase(diag, rows, copy_ns, gpu_copy, "running" if gpu_only else "the GPU ran"), gpu_only
 
 
@@ -714,6 +787,65 @@ def _later_waits(trace, w: Evidence, waits: list[Evidence], after_ns: int) -> st
     return f", {fmt_dur(total)} of it blocked again in {names}"
 
 
+#: Host work after a blocking wait is named in the sentence when one name holds at
+#: least this share of it (issue 43: 1 ms of ``write()`` sat in the evidence list only).
+AFTER_WORK_MIN_SHARE = 0.25
+
+
+def _after_work(trace, w: Evidence, evidence: list[Evidence], after_ns: int) -> str:
+    """ ", N of it in `X`" for the traced host call (an OS runtime call such as
+    ``read`` or ``write``, a range) holding at least ``AFTER_WORK_MIN_SHARE`` of the
+    ``after_ns`` of host work after the wait ``w``; else ""."""
+    by_name: dict[str, int] = {}
+    for e in evidence:
+        if (
+            e.cause == Cause.SYNC
+            and e.event >= 0
+            and e.event != w.event
+            and not trace.lanes[e.lane].is_gpu
+            and not is_wait(trace, e.event)
+            and trace.start_ns[e.event] >= trace.start_ns[w.event]
+        ):
+            by_name[e.name] = by_name.get(e.name, 0) + e.overlap_ns
+    if not by_name or after_ns <= 0:
+        return ""
+    name, ns = max(by_name.items(), key=lambda kv: kv[1])
+    if ns < AFTER_WORK_MIN_SHARE * after_ns:
+        return ""
+    return f", {fmt_dur(min(ns, after_ns))} of it in {quote_name(name)}"
+
+
+def _inside_call(trace, call: int, spans: list[tuple[int, int]], call_ns: int) -> str:
+    """ "; N of it in K `ioctl` calls inside it" for the OS runtime calls (and other
+    untyped host calls, ``Kind.OTHER``) nested in the API call ``call`` on its thread,
+    counted inside ``spans`` (ns), when one name holds ``AFTER_WORK_MIN_SHARE`` of the
+    call's ``call_ns`` there: the card names the CUDA call, and says what it waited in
+    (an Nsight export's ``ioctl`` to the driver); else ""."""
+    sl = trace.lane_slice(int(trace.lane[call]))
+    cs, ce = int(trace.start_ns[call]), int(trace.start_ns[call] + trace.dur_ns[call])
+    st = trace.start_ns[sl]
+    en = st + trace.dur_ns[sl]
+    idx = np.flatnonzero((st >= cs) & (en <= ce) & (trace.kind[sl] == int(Kind.OTHER)))
+    idx = idx[sl.start + idx != call]
+    if not idx.size or call_ns <= 0:
+        return ""
+    ns = np.zeros(idx.size, dtype=np.int64)
+    for a, b in spans:
+        ns += np.maximum(np.minimum(en[idx], b) - np.maximum(st[idx], a), 0)
+    by_name: dict[int, tuple[int, int]] = {}
+    for k, v in zip(trace.name_id[sl][idx].tolist(), ns.tolist()):
+        if v > 0:
+            tot, n = by_name.get(k, (0, 0))
+            by_name[k] = (tot + v, n + 1)
+    if not by_name:
+        return ""
+    name, (tot, n) = max(by_name.items(), key=lambda kv: kv[1][0])
+    if tot < AFTER_WORK_MIN_SHARE * call_ns:
+        return ""
+    calls = f"{n:,} {quote_name(trace.names[name])} calls" if n > 1 else f"a {quote_name(trace.names[name])} call"
+    return f"; {fmt_dur(min(tot, call_ns))} of it in {calls} inside it"
+
+
 def _sync_wait_part(
     diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], sync_ns: int, w: Evidence, waits: list[Evidence]
 ) -> str:
@@ -723,7 +855,7 @@ def _sync_wait_part(
     with the later blocking waits in it named (``_later_waits``)."""
     trace, g = diag.trace, diag.gaps
     spans = [(int(g.start_ns[r]), int(g.end_ns[r])) for r in rows]
-    w_ns = min(_same_calls_ns(trace, w.event, spans), sync_ns)
+    w_ns = min(_same_calls_ns(trace, w.event, spans) - _under_copies_ns(diag, rows, w.event), sync_ns)
     after = sync_ns - w_ns
     # the sync signature's small device-to-host copy: under the wait, or before it
     # (control #1081: inside the cudaMemcpyAsync that came first)
@@ -740,14 +872,20 @@ def _sync_wait_part(
         else ("with the small device-to-host copy before it" if small else "")
     )
     cliff = in_sync_cliff(g, rows)
+    # a blocking copy call's time outside its GPU copy (copy is the GPU's time only)
+    blocked = (
+        f"in the blocking copy call {quote_name(w.name)} outside the GPU's copies"
+        if blocking_copy_calls(trace)[w.event]
+        else f"blocked in {quote_name(w.name)}"
+    )
     if after > 0 and cliff:
         return (
-            f"{fmt_dur(sync_ns)} in the sync cliff ({fmt_dur(w_ns)} blocked in {quote_name(w.name)}"
+            f"{fmt_dur(sync_ns)} in the sync cliff ({fmt_dur(w_ns)} {blocked}"
             f"{' ' + gpu if gpu else ''}, then {fmt_dur(after)} of host work after it until the next launch"
-            f"{_later_waits(trace, w, waits, after)})"
+            f"{_after_work(trace, w, evidence, after)}{_later_waits(trace, w, waits, after)})"
         )
     notes = [n for n in (gpu, "the sync cliff" if cliff else "") if n]
-    return f"{fmt_dur(sync_ns)} blocked in {quote_name(w.name)}" + (f" ({'; '.join(notes)})" if notes else "")
+    return f"{fmt_dur(sync_ns)} {blocked}" + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def _sync_part(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], sync_ns: int) -> str:
@@ -827,9 +965,11 @@ def _launch_part(diag: Diagnosis, rows: np.ndarray, evidence: list[Evidence], cn
         and slow.overlap_ns >= SLOW_LAUNCH_NS
         and slow_launch_calls(trace, SLOW_LAUNCH_NS)[slow.event]
     ):
+        spans = [(int(g.start_ns[r]), int(g.end_ns[r])) for r in rows]
+        inside = _inside_call(trace, slow.event, spans, slow.overlap_ns)
         return (
             f"{fmt_dur(launch_ns)} in the launch path, {fmt_dur(slow.overlap_ns)} of it in one launch "
-            f"call {quote_name(slow.name)} ({slow_launch_words(diag, slow.event)})"
+            f"call {quote_name(slow.name)} ({slow_launch_words(diag, slow.event)}{inside})"
         )
     if eps or (launch_ns >= 0.5 * sum(cn.values()) and not cn[Cause.HOST]):
         took = (
@@ -955,11 +1095,13 @@ def cliff_wait(diag: Diagnosis, row: int) -> int | None:
 
 
 def is_wait(trace, ev: int) -> bool:
-    """Whether event ``ev`` is itself a blocking wait (not host work after one)."""
+    """Whether event ``ev`` is itself a blocking wait (not host work after one): a sync
+    call or op, or a blocking copy call (``blocking_copy_calls``)."""
     return (
         bool(BLOCKING_SYNC_RE.search(trace.name(ev)))
         or trace.name(ev) in SYNC_OP_NAMES
         or trace.kind[ev] in (int(Kind.SYNC_CALL), int(Kind.SYNC_MARKER))
+        or bool(blocking_copy_calls(trace)[ev])
     )
 
 

@@ -153,7 +153,7 @@ def run(argv: list[str], stdout: IO[str] | None = None) -> int:
     doc = diff_doc.build_diff_document(before, bd, after, ad, version=__version__, paths=(args.before, args.after))
     if args.view:
         # the headless command never imports the viewer: ``gapscope diff --view`` is routed
-        # to ``gapscope.view_cmd.diff_main`` by the command line
+        # to ``gapscope.tui.cmd.diff_main`` by the command line
         raise UsageError("--view opens the viewer: run it as 'gapscope diff --view BEFORE AFTER'")
     status = 0
     if pct is not None:

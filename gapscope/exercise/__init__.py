@@ -1,7 +1,8 @@
 """Guided exercise mode, headless part: file format, judging, checking, progress.
 
 The file format is documented in ``docs/exercises.md``; the screen is
-``tui/exercise_screen.py``; the command is ``gapscope exercise`` (``exercise_cmd``).
+``tui/exercise/screen.py``; the command is ``gapscope exercise`` (``tui/exercise/cmd.py``);
+the bundled exercise files are ``content/*.toml``.
 Nothing here imports Textual or Rich.
 """
 

@@ -21,6 +21,8 @@ import stat
 import tempfile
 from pathlib import Path
 
+from gapscope.settings import read_settings
+
 __all__ = ["ProgressStore", "state_dir", "learner_name", "validate", "MAX_PROGRESS_BYTES"]
 
 #: Largest progress file read (a real one is a few KB; answers are short).
@@ -95,9 +97,9 @@ def validate(data) -> None:
 
 def state_dir() -> Path:
     """The directory progress lives in (not created here)."""
-    env = os.environ.get("GAPSCOPE_STATE_DIR")
-    if env:
-        return Path(env)
+    env = read_settings().state_dir
+    if env is not None:
+        return env
     import platformdirs
 
     return Path(platformdirs.user_state_dir("gapscope"))
@@ -105,7 +107,7 @@ def state_dir() -> Path:
 
 def learner_name() -> str:
     """``$GAPSCOPE_LEARNER``, else the login name, made safe for a file name."""
-    name = os.environ.get("GAPSCOPE_LEARNER")
+    name = read_settings().learner
     if not name:
         try:
             name = getpass.getuser()

@@ -1,4 +1,4 @@
-"""Find exercises: the bundled ones (``gapscope/exercises/*.toml``) by id or file name,
+"""Find exercises: the bundled ones (``gapscope/exercise/content/*.toml``) by id or file name,
 or any file path."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ __all__ = ["bundled_paths", "bundled", "find"]
 
 def bundled_paths() -> list[Path]:
     """Paths of the bundled exercise files, sorted by name."""
-    root = resources.files("gapscope.exercises")
+    root = resources.files("gapscope.exercise.content")
     return sorted(Path(str(p)) for p in root.iterdir() if p.name.endswith(".toml"))
 
 

@@ -91,7 +91,7 @@ def run(argv: list[str]) -> int:
         raise UsageError(f"--time-limit must be a finite number of seconds > 0, got {args.time_limit!r}")
     if args.max_traces < 1:
         raise UsageError(f"--max-traces must be >= 1, got {args.max_traces}")
-    from gapscope.parsers.sizes import parse_size
+    from gapscope.settings import parse_size
 
     max_bytes = parse_size(args.max_memory)
     if max_bytes is None or max_bytes <= 0:

@@ -6,7 +6,7 @@ the cores), or on a Dask cluster (``--dask-scheduler``); the coordinator keeps o
 (``gapscope.ranks.summary``), matches the collectives across ranks, and prints the
 per-rank table, the straggler verdict and the collectives that cost the most (text,
 ``--markdown`` or ``--json``, ``docs/ranks-json.md``). ``gapscope DIR`` is
-``gapscope.ranks_view_cmd``.
+``gapscope.tui.ranks.cmd``.
 
 Exit status: 0 ok (ranks that failed to load are listed in the report); 2 for bad
 usage, a path that does not exist, a folder without traces, or a set where no rank
@@ -23,6 +23,7 @@ from gapscope.ranks.discover import NoTraces, assign_ranks, expand
 from gapscope.report import args as report_args
 from gapscope.report.args import Parser, UsageError, add_threshold_options, add_width_option, params_from_args
 from gapscope.report.cmd import guarded_run, write_json
+from gapscope.settings import read_settings
 
 __all__ = ["main", "run", "parse", "width_for", "build_parser", "collect", "stderr_tty"]
 
@@ -60,7 +61,7 @@ def build_parser(prog: str = PROG) -> Parser:
     )
     p.add_argument(
         "--dask-scheduler",
-        default=os.environ.get("GAPSCOPE_DASK_SCHEDULER") or None,
+        default=read_settings().dask_scheduler,
         metavar="ADDRESS",
         help="run the per-rank work on this Dask distributed scheduler (tcp://host:8786) instead of the local "
         "pool; the workers must see the files at the same paths (default: $GAPSCOPE_DASK_SCHEDULER; "
@@ -79,7 +80,7 @@ def collect(
     ``dask_scheduler``: a Dask scheduler address or cluster to run the per-rank work on
     (``gapscope.ranks.dask_pool``) instead of the local pool. Raises ``UsageError`` for
     a missing path, a folder without traces, no rank loaded, or Dask asked for and not
-    installed."""
+    installed or its scheduler not reached."""
     from gapscope import __version__
     from gapscope.ranks.document import build_ranks_document
     from gapscope.ranks.pool import summarize_all
@@ -90,11 +91,11 @@ def collect(
         raise UsageError(str(exc)) from None
     tick = _progress_printer(len(files)) if progress else None
     if dask_scheduler is not None:
-        from gapscope.ranks.dask_pool import DaskMissing, summarize_on_dask
+        from gapscope.ranks.dask_pool import DaskMissing, SchedulerUnreachable, summarize_on_dask
 
         try:
             results = summarize_on_dask(files, params, scheduler=dask_scheduler, progress=tick)
-        except DaskMissing as exc:
+        except (DaskMissing, SchedulerUnreachable) as exc:
             raise UsageError(str(exc)) from None
     else:
         results = summarize_all(files, params, jobs=jobs, progress=tick)

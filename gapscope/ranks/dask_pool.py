@@ -21,11 +21,16 @@ from typing import Any
 from gapscope.analysis.types import Params
 from gapscope.ranks.summary import RankFailure, summarize_or_fail
 
-__all__ = ["summarize_on_dask", "DaskMissing"]
+__all__ = ["summarize_on_dask", "DaskMissing", "SchedulerUnreachable"]
 
 
 class DaskMissing(ImportError):
     """``distributed`` is not installed (one line, with the install command)."""
+
+
+class SchedulerUnreachable(Exception):
+    """``distributed.Client`` could not connect to the scheduler (a wrong address, none
+    listening there, a malformed one): one line naming the address and the reason."""
 
 
 def summarize_on_dask(
@@ -38,14 +43,22 @@ def summarize_on_dask(
 ) -> list:
     """``fn(path, params)`` for every path as tasks on the Dask cluster ``scheduler``;
     the results in the order of ``paths``. Raises ``DaskMissing`` without the extra, and
-    what ``distributed.Client`` raises when the scheduler cannot be reached."""
+    ``SchedulerUnreachable`` when ``distributed.Client`` cannot connect to ``scheduler``
+    (its ``OSError``, or ``ValueError`` for a malformed address)."""
     try:
         from distributed import Client, as_completed
     except ImportError as exc:
         raise DaskMissing("--dask-scheduler needs Dask distributed: pip install 'gapscope[dask]'") from exc
     params = params or Params()
     results: list = [None] * len(paths)
-    with Client(scheduler) as client:
+    try:
+        client = Client(scheduler)
+    except (OSError, ValueError) as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise SchedulerUnreachable(
+            f"cannot reach the Dask scheduler {scheduler!r} (--dask-scheduler, GAPSCOPE_DASK_SCHEDULER): {reason}"
+        ) from None
+    with client:
         futures = client.map(
             fn, paths, params=params, pure=False, key=[f"gapscope-rank-{k}" for k in range(len(paths))]
         )

@@ -165,11 +165,29 @@ def build_parser(prog: str = "gapscope report") -> argparse.ArgumentParser:
     return p
 
 
+#: The widest text the renderers lay out (columns): far past any terminal; a width of
+#: 100,000,000 took Rich over a minute and 1.6 GB.
+MAX_WIDTH = 1000
+
+
+def _width(text: str) -> int:
+    """``--width``'s value: a whole number of at most ``MAX_WIDTH`` columns (each
+    command checks its own least)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of columns: {text!r}") from None
+    if value > MAX_WIDTH:
+        raise argparse.ArgumentTypeError(f"at most {MAX_WIDTH} columns, got {text}")
+    return value
+
+
 def add_width_option(p: argparse.ArgumentParser) -> None:
-    """``--width COLS`` of the text renderers (shared by report, diff and rank sets)."""
+    """``--width COLS`` of the text renderers (shared by report, diff and rank sets),
+    at most ``MAX_WIDTH``."""
     p.add_argument(
         "--width",
-        type=int,
+        type=_width,
         default=None,
         metavar="COLS",
         help="text width (default: the terminal's, or $COLUMNS, or 100 when not a terminal)",

@@ -119,11 +119,14 @@ def write_rich(render: Callable[[Any], None], out: IO[str], *, width: int | None
 
 
 def _env_columns() -> int | None:
+    """``$COLUMNS`` when it is a width of 20 or more, at most ``MAX_WIDTH``."""
+    from gapscope.report.args import MAX_WIDTH
+
     try:
         n = int(os.environ.get("COLUMNS", ""))
     except ValueError:
         return None
-    return n if n >= 20 else None
+    return min(n, MAX_WIDTH) if n >= 20 else None
 
 
 _TERMINAL_UNSAFE = re.compile("[\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]")

@@ -200,6 +200,8 @@ def _gap(trace: Trace, diag, i: int, origin_ns: int) -> dict:
 
 def _card(card) -> dict:
     d = jsonable(card)
+    if d.get("cpu_samples", 0) is None:  # only a trace with CPU samples has the key
+        del d["cpu_samples"]
     return d
 
 

@@ -215,7 +215,25 @@ def _card_lines(card: dict) -> list[str]:
         f"- **First experiment:** {md_text(card.get('first_experiment'))}",
         f"- **Forbidden next step:** {md_text(card.get('forbidden_step'))}",
         f"- **Proof of improvement:** {md_text(card.get('proof'))}",
-    ]
+    ] + _samples_lines(card.get("cpu_samples"))
+
+
+def _samples_lines(sampled: dict | None) -> list[str]:
+    """The card's ``cpu_samples`` as one bullet (none without them)."""
+    if not sampled:
+        return []
+    n = int(sampled.get("samples") or 0)
+    if not n:
+        every = int(sampled.get("interval_ns") or -1)
+        apart = f" (its samples are {fmt_dur(every)} apart)" if every > 0 else ""
+        return [f"- **CPU samples:** none of the launching thread inside the gap{apart}"]
+    frames = "; ".join(
+        f"{md_code(f.get('name'), 60)}"
+        + (f" ({md_code(str(f.get('module') or '').rsplit('/', 1)[-1], 40)})" if f.get("module") else "")
+        + f" {f.get('samples', 0):,} of {n:,} ({100 * float(f.get('share') or 0):.0f}%)"
+        for f in sampled.get("frames") or []
+    )
+    return [f"- **CPU samples:** {frames}"]
 
 
 def _diagnosis(doc: dict, top: int) -> list[str]:

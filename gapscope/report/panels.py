@@ -53,7 +53,33 @@ def card_panel(title: Text, card: dict, recurs: str | None = None) -> Panel:
         if len(ev) > EVIDENCE_SHOWN:
             lines.append(f"\n… and {len(ev) - EVIDENCE_SHOWN} more")
         grid.add_row("Evidence", lines)
+    sampled = card.get("cpu_samples")
+    if sampled:
+        grid.add_row("CPU samples", _samples_text(sampled))
     return Panel(grid, title=title, title_align="left", expand=True)
+
+
+def _samples_text(sampled: dict) -> Text:
+    """The card's ``cpu_samples``: one line per hottest frame (name, module, samples,
+    share), or that the thread had none in the gap."""
+    n = int(sampled.get("samples") or 0)
+    if not n:
+        every = int(sampled.get("interval_ns") or -1)
+        return Text(
+            "none of the launching thread inside the gap"
+            + (f" (its samples are {fmt_dur(every)} apart)" if every > 0 else "")
+        )
+    lines = Text()
+    for k, f in enumerate(sampled.get("frames") or []):
+        if k:
+            lines.append("\n")
+        lines.append_text(safe_text(f.get("name"), 60))
+        module = str(f.get("module") or "").rsplit("/", 1)[-1]
+        if module:
+            lines.append("  ")
+            lines.append_text(safe_text(module, 40))
+        lines.append(f"  {f.get('samples', 0):,} of {n:,} ({100 * float(f.get('share') or 0):.0f}%)")
+    return lines
 
 
 #: Recurring groups (largest total first) printed with their card; the rest in a table.

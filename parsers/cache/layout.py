@@ -14,15 +14,17 @@ Layout (little-endian)::
 fingerprint of the parser sources; ``key``: the input's ``FileKey``), where each array
 lies (name, dtype, shape, offset, bytes) with a CRC-32 of the whole data region, and
 the trace's small parts: names (a msgpack list of strings), lanes, source info,
-warnings, extent and the stored args (``gapscope.parsers.cache.args``). The data region
+warnings, extent, the stored args (``gapscope.parsers.cache.args``) and, for a trace
+with CPU samples, their name table and frame cut (``SamplesMeta``; the sample columns
+are arrays named ``cpu_samples.<field>``). The data region
 is read into one buffer (``read_entry`` says why not a map) and the arrays are
 read-only ``np.frombuffer`` views of it. A trace of 1M events (65 bytes of columns per
 event) opens in a few tens of milliseconds, most of it the CRC.
 
 Reading checks, in order: magic, format version, header length within the file,
 header CRC, header schema (msgspec), build, key, file size, data CRC, each array's
-dtype (numeric only), bounds and alignment, and that the trace's columns have their
-lengths. Any failure raises ``BadEntry``.
+dtype (numeric only), bounds and alignment, and that the trace's columns (and its CPU
+samples' columns and indices) have their lengths. Any failure raises ``BadEntry``.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ import numpy as np
 
 from gapscope.parsers.cache.args import StoredArgs
 from gapscope.parsers.cache.key import FileKey, NotRegular, open_regular
-from gapscope.parsers.model import Lane, SourceInfo, Trace, TraceWarning
+from gapscope.parsers.model import CpuSamples, Lane, SourceInfo, Trace, TraceWarning
 
 __all__ = [
     "MAGIC",
@@ -50,6 +52,7 @@ __all__ = [
     "ARRAY_FIELDS",
     "ArraySpec",
     "Header",
+    "SamplesMeta",
     "BadEntry",
     "make_header",
     "encode_header",
@@ -60,6 +63,7 @@ __all__ = [
     "lanes_of",
     "source_of",
     "warnings_of",
+    "samples_of",
     "trace_of",
 ]
 
@@ -70,7 +74,12 @@ _PREFIX = struct.Struct("<8sIIQ")
 
 #: ``Trace`` fields held as arrays; the others are in the header.
 ARRAY_FIELDS = tuple(f.name for f in dataclasses.fields(Trace) if f.type == "np.ndarray")
-_HEADER_FIELDS = frozenset({"names", "lanes", "source", "warnings", "extent_ns", "_args_loader"})
+#: ``cpu_samples``: its arrays are stored as ``cpu_samples.<field>``, the rest in
+#: ``Header.cpu_samples``.
+_HEADER_FIELDS = frozenset({"names", "lanes", "source", "warnings", "extent_ns", "_args_loader", "cpu_samples"})
+#: ``CpuSamples`` fields held as arrays (``cpu_samples.<field>`` in the entry).
+SAMPLE_ARRAY_FIELDS = tuple(f.name for f in dataclasses.fields(CpuSamples) if f.type == "np.ndarray")
+_SAMPLE_PREFIX = "cpu_samples."
 #: Event columns: one element per event. ``lane_offsets`` and the flows are not.
 _EVENT_FIELDS = tuple(f for f in ARRAY_FIELDS if f not in ("lane_offsets", "flow_src", "flow_dst"))
 #: dtypes an entry may hold (never ``object``).
@@ -93,6 +102,13 @@ class ArraySpec(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
     nbytes: int
 
 
+class SamplesMeta(msgspec.Struct, forbid_unknown_fields=True):
+    """What of ``Trace.cpu_samples`` is not an array: its name table and frame cut."""
+
+    names: list[str]
+    max_frames: int
+
+
 class Header(msgspec.Struct, forbid_unknown_fields=True):
     """Everything of an entry but the array bytes (see the module docstring).
     ``text_bytes``: bytes of text the trace was decoded from (gzip undone; None for an
@@ -113,6 +129,7 @@ class Header(msgspec.Struct, forbid_unknown_fields=True):
     warnings: list[tuple[int | None, str | None, str]]
     extent_ns: tuple[int, int]
     args: StoredArgs
+    cpu_samples: SamplesMeta | None = None
 
 
 def _align(n: int) -> int:
@@ -140,6 +157,9 @@ def make_header(
     if unknown:
         raise ValueError(f"Trace fields this cache format does not hold: {sorted(unknown)}")
     named = [(f, getattr(trace, f)) for f in ARRAY_FIELDS] + sorted(args_arrays.items())
+    cs = trace.cpu_samples
+    if cs is not None:
+        named += [(_SAMPLE_PREFIX + f, getattr(cs, f)) for f in SAMPLE_ARRAY_FIELDS]
     specs: list[ArraySpec] = []
     arrays: list[np.ndarray] = []
     at = 0
@@ -177,6 +197,7 @@ def make_header(
         warnings=[(w.line, w.field, w.message) for w in trace.warnings],
         extent_ns=(int(trace.extent_ns[0]), int(trace.extent_ns[1])),
         args=args,
+        cpu_samples=SamplesMeta(list(cs.names), int(cs.max_frames)) if cs is not None else None,
     )
     return header, arrays
 
@@ -285,7 +306,33 @@ def read_entry(path: Path, key: FileKey, build: str) -> tuple[Header, dict[str, 
         raise BadEntry("event columns of unequal length")
     if arrays["lane_offsets"].shape != (len(header.lanes) + 1,) or arrays["flow_src"].shape != arrays["flow_dst"].shape:
         raise BadEntry("lane offsets or flows of the wrong length")
+    if header.cpu_samples is not None:
+        _check_samples(header, arrays)
     return header, arrays
+
+
+def _check_samples(header: Header, arrays: dict[str, np.ndarray]) -> None:
+    """Raise ``BadEntry`` unless the entry's ``cpu_samples.*`` arrays are all there,
+    of consistent lengths, and index its lanes and sample names only."""
+    assert header.cpu_samples is not None
+    try:
+        a = {f: arrays[_SAMPLE_PREFIX + f] for f in SAMPLE_ARRAY_FIELDS}
+    except KeyError as exc:
+        raise BadEntry(f"CPU sample array missing: {exc}") from None
+    n = a["start_ns"].shape[0]
+    off = a["frame_offsets"]
+    m = int(off[-1]) if off.shape == (n + 1,) and n else 0
+    names = len(header.cpu_samples.names)
+    if (
+        any(a[f].shape != (n,) for f in ("start_ns", "lane", "stack_depth"))
+        or off.shape != (n + 1,)
+        or any(a[f].shape != (m,) for f in ("frame_name", "frame_module", "frame_resolved"))
+        or a["lane_offsets"].shape != (len(header.lanes) + 1,)
+        or (n and (int(off[0]) != 0 or bool((np.diff(off) < 0).any())))
+        or (m and not (0 <= int(a["frame_name"].min()) and int(a["frame_name"].max()) < names))
+        or (m and not (0 <= int(a["frame_module"].min()) and int(a["frame_module"].max()) < names))
+    ):
+        raise BadEntry("CPU sample arrays of inconsistent lengths or indices")
 
 
 def _private_bytes(n: int) -> np.ndarray:
@@ -344,14 +391,28 @@ def warnings_of(header: Header) -> tuple[TraceWarning, ...]:
     return tuple(TraceWarning(line, field, message) for line, field, message in header.warnings)
 
 
+def samples_of(header: Header, arrays: dict[str, np.ndarray]) -> CpuSamples | None:
+    """The ``CpuSamples`` of an entry (checked by ``read_entry``), or None."""
+    meta = header.cpu_samples
+    if meta is None:
+        return None
+    return CpuSamples(
+        **{f: arrays[_SAMPLE_PREFIX + f] for f in SAMPLE_ARRAY_FIELDS},
+        names=tuple(meta.names),
+        max_frames=meta.max_frames,
+    )
+
+
 def trace_of(header: Header, arrays: dict[str, np.ndarray], loader, path: str) -> Trace:
     """The ``Trace`` of an entry (opened by ``path``; ``loader``: its args loader)."""
+    columns: dict[str, Any] = {f: arrays[f] for f in ARRAY_FIELDS}
     return Trace(
-        **{f: arrays[f] for f in ARRAY_FIELDS},
+        **columns,
         names=names_of(header),
         lanes=lanes_of(header),
         source=source_of(header, path),
         warnings=warnings_of(header),
         extent_ns=(header.extent_ns[0], header.extent_ns[1]),
         _args_loader=loader,
+        cpu_samples=samples_of(header, arrays),
     )

@@ -16,8 +16,9 @@ Environment:
   ``DEFAULT_MIN_BYTES``, 8 MiB; the file's size for an Nsight export) are not written:
   they load in well under 0.1 s anyway.
 
-A value that is not a size is ignored (the default holds): the cache is an
-optimisation and never stops a load.
+The variables are read by ``gapscope.settings.read_settings`` (every ``GAPSCOPE_*``
+variable is; ``docs/settings.md``), which raises ``SettingsError`` naming the variable
+for a value that is not a size; ``gapscope`` checks them before it runs a command.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from gapscope.parsers.sizes import parse_size
+from gapscope.settings import Settings, read_settings
 
 __all__ = [
     "DIR_ENV",
@@ -46,15 +47,15 @@ DIR_ENV = "GAPSCOPE_CACHE_DIR"
 NO_CACHE_ENV = "GAPSCOPE_NO_CACHE"
 MAX_BYTES_ENV = "GAPSCOPE_CACHE_MAX_BYTES"
 MIN_BYTES_ENV = "GAPSCOPE_CACHE_MIN_BYTES"
-DEFAULT_MAX_BYTES = 2 << 30
-DEFAULT_MIN_BYTES = 8 << 20
+DEFAULT_MAX_BYTES = Settings.cache_max_bytes
+DEFAULT_MIN_BYTES = Settings.cache_min_bytes
 
 
 def cache_root() -> Path:
     """gapscope's cache directory (``$GAPSCOPE_CACHE_DIR``, else the user cache dir)."""
-    env = os.environ.get(DIR_ENV)
-    if env:
-        return Path(env)
+    env = read_settings().cache_dir
+    if env is not None:
+        return env
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("gapscope"))
@@ -67,23 +68,18 @@ def traces_dir() -> Path:
 
 def enabled() -> bool:
     """Whether ``load`` reads and writes the trace cache (``GAPSCOPE_NO_CACHE`` unset,
-    empty or ``0``)."""
-    return os.environ.get(NO_CACHE_ENV, "").strip() in ("", "0")
-
-
-def _size_env(name: str, default: int) -> int:
-    value = parse_size(os.environ.get(name, ""))
-    return default if value is None else value
+    empty or off)."""
+    return not read_settings().no_cache
 
 
 def max_bytes() -> int:
     """``GAPSCOPE_CACHE_MAX_BYTES``, else ``DEFAULT_MAX_BYTES``."""
-    return _size_env(MAX_BYTES_ENV, DEFAULT_MAX_BYTES)
+    return read_settings().cache_max_bytes
 
 
 def min_bytes() -> int:
     """``GAPSCOPE_CACHE_MIN_BYTES``, else ``DEFAULT_MIN_BYTES``."""
-    return _size_env(MIN_BYTES_ENV, DEFAULT_MIN_BYTES)
+    return read_settings().cache_min_bytes
 
 
 def unlinked_temporary_file() -> int | None:

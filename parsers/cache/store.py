@@ -219,6 +219,7 @@ def _reads_back(blob: bytes, header: layout.Header, trace: Trace, path: str) -> 
         and layout.warnings_of(back) == trace.warnings
         and back.extent_ns == tuple(trace.extent_ns)
         and back.args == header.args
+        and back.cpu_samples == header.cpu_samples
     )
 
 

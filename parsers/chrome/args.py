@@ -14,7 +14,7 @@ from operator import attrgetter, itemgetter
 
 import numpy as np
 
-from gapscope.parsers.chrome.columns import Interner
+from gapscope.parsers.chrome.interner import Interner
 from gapscope.parsers.kinds import copy_kind_of, is_pageable
 from gapscope.parsers.model import Kind
 

@@ -13,6 +13,7 @@ from operator import attrgetter, is_not
 import msgspec
 import numpy as np
 
+from gapscope.parsers.chrome.interner import Interner
 from gapscope.parsers.chrome.lazy_args import EventText
 from gapscope.parsers.chrome.schema import EventTimes
 from gapscope.parsers.chrome.text import exact_ns_near, key_positions
@@ -22,7 +23,6 @@ from gapscope.parsers.lanes import MAX_DEVICE_INDEX, PSEUDO_DEVICE_BASE, LaneInf
 from gapscope.parsers.model import GPU_KINDS, Kind
 
 __all__ = [
-    "Interner",
     "GET",
     "events_at",
     "times",
@@ -46,14 +46,6 @@ def events_at(events: Sequence, ks: list[int]) -> list:
 
 _get = GET
 _TIMES = msgspec.json.Decoder(EventTimes)
-
-
-class Interner(dict):
-    """value → dense id, assigned on first sight."""
-
-    def __missing__(self, key):
-        v = self[key] = len(self)
-        return v
 
 
 def times(xs: list, field: str) -> tuple[np.ndarray, np.ndarray]:

@@ -24,14 +24,13 @@ part with ``msgspec`` as before, so the result never depends on which path ran
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 import msgspec
 import numpy as np
 
 from gapscope.parsers.chrome.args import COPY_KINDS, GPU_SIDE_KINDS, ArgColumns, extract_args, old_external_ids
-from gapscope.parsers.chrome.columns import Interner
+from gapscope.parsers.chrome.interner import Interner
 from gapscope.parsers.chrome.scan import (
     PH_FLOW,
     PH_M,
@@ -44,6 +43,7 @@ from gapscope.parsers.chrome.scan import (
     x_kinds,
 )
 from gapscope.parsers.chrome.schema import EVENT_LIST, NO_X_ARGS, KinetoXArgs, Scalar
+from gapscope.settings import read_settings
 
 try:
     from gapscope.parsers.chrome import _xscan
@@ -73,7 +73,7 @@ def built() -> bool:
 
 def available() -> bool:
     """True when the C scanner is built and not turned off (``GAPSCOPE_XSCAN=0``)."""
-    return _xscan is not None and os.environ.get("GAPSCOPE_XSCAN", "1") != "0"
+    return _xscan is not None and read_settings().xscan
 
 
 def scan_text(text, list_decoder, raw_ts: bool) -> tuple[EventColumns, Sequence, list, np.ndarray] | None:

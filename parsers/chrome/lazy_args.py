@@ -14,8 +14,10 @@ import json
 import msgspec
 import numpy as np
 
+from gapscope.parsers.chrome import child
 from gapscope.parsers.chrome.text import key_positions
-from gapscope.parsers.json.scan import SENTINEL_VALUES, LineIndex, Text, find_events_array, scan_elements
+from gapscope.parsers.json.boundaries import ends_before, find_events_array, first_key_starts, scan_elements
+from gapscope.parsers.json.scan import SENTINEL_VALUES, LineIndex, Text
 
 __all__ = ["EventText", "EventArgs"]
 
@@ -72,13 +74,7 @@ class EventText:
         None. A ``"ph"`` of a nested object (``"args": {"ph": 1}``) or of a header
         object after the events is no event's, and one standing in for a ``"ph"`` the
         key scan missed (``"\u0070h"``) would shift every later event's args."""
-        if ph.size == 0:
-            return np.zeros(0, np.int64)
-        a = np.frombuffer(self.data, dtype=np.uint8)
-        at = _back_over_blanks(a, ph - 5, (123,))  # from the byte before the key's quote
-        if at is None or _back_over_blanks(a, at - 1, (44, 91)) is None:
-            return None
-        return at
+        return first_key_starts(self.data, ph)
 
     def starts_all(self) -> np.ndarray | None:
         """Exact offsets of every event's ``{`` (cached): from the ``"ph"`` keys when
@@ -112,11 +108,9 @@ class EventText:
             return work()
         if not unchanged():
             return None
-        from gapscope.parsers.chrome.parallel import fork
-
         size = len(self.data)
-        got = fork.run_in_child(work, 16 * self.n + 4096, fork.MIN_WAIT_S + fork.WAIT_S_PER_BYTE * size)
-        if got is fork.NO_CHILD:
+        got = child.run_in_child(work, 16 * self.n + 4096, child.MIN_WAIT_S + child.WAIT_S_PER_BYTE * size)
+        if got is child.NO_CHILD:
             return work()
         return got if unchanged() else None
 
@@ -175,11 +169,9 @@ class EventText:
         if not text:
             return None
         dec = decoder.decode if decoder is not None else msgspec.json.decode
-        end = len(text)
-        for _ in range(16):
-            end = text.rfind(b"}", 0, end)
-            if end < 0:
-                return None
+        tried = 0
+        for end in ends_before(text, len(text), 16):
+            tried += 1
             chunk = text[: end + 1]
             try:
                 return dec(chunk)
@@ -190,6 +182,8 @@ class EventText:
                     return json.loads(chunk)
                 except (ValueError, RecursionError):
                     continue
+        if tried < 16:  # no closing brace left to try
+            return None
         # the last event runs up to the end of the text: many closing braces may follow
         # it (header keys after the events array); read one value from its start instead
         try:
@@ -229,28 +223,6 @@ class EventArgs:
 
     def __call__(self, i: int) -> dict:
         return self.text.args(int(self.src[i]))
-
-
-def _back_over_blanks(a: np.ndarray, at: np.ndarray, stops: tuple[int, ...]) -> np.ndarray | None:
-    """Per offset of ``at`` into the bytes ``a``: the offset of the first byte at or
-    before it that is no blank (space, tab, CR, LF), at most 64 blanks back, when that
-    byte is one of ``stops``; else None (for all). Steps back one byte at a time over
-    the offsets still on blanks (a Kineto event's ``{`` is a newline and an indent
-    before its first key: about six steps)."""
-    at = at.copy()
-    todo = np.arange(at.size)
-    for _ in range(65):  # the byte of each of 64 blanks, then the stop
-        if bool((at[todo] < 0).any()):
-            return None
-        c = a[at[todo]]
-        ws = (c == 32) | (c == 9) | (c == 10) | (c == 13)
-        if not bool((ws | np.isin(c, stops)).all()):
-            return None
-        todo = todo[ws]
-        if todo.size == 0:
-            return at
-        at[todo] -= 1
-    return None
 
 
 def _unsentinel(obj):

@@ -28,13 +28,7 @@ bound to slices (``chrome_checks.bind_flows``).
 from __future__ import annotations
 
 import dataclasses
-import functools
-import gc
-import mmap
-import os
 import re
-import threading
-import time
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -44,36 +38,25 @@ import numpy as np
 import numpy.ma
 
 from gapscope.parsers.chrome import checks as checks
-from gapscope.parsers.chrome import fastscan
 from gapscope.parsers.chrome.args import ArgColumns
 from gapscope.parsers.chrome.columns import GET, build_trace_lanes, events_at, exact_ts_from_text, label
 from gapscope.parsers.chrome.flows import has_unlinked_work, kineto_flow_links, unique_pairs
 from gapscope.parsers.chrome.header import Unreadable, read_header
 from gapscope.parsers.chrome.lazy_args import EventArgs, EventText
-from gapscope.parsers.chrome.parallel import fork as chrome_parallel
-from gapscope.parsers.chrome.parallel.cut import chunk_spans, find_cuts
-from gapscope.parsers.chrome.parallel.joined import JoinedEvents, SerialFallback
+from gapscope.parsers.chrome.parallel.joined import SerialFallback
 from gapscope.parsers.chrome.phases import Rows, collect_metadata, collect_rows
-from gapscope.parsers.chrome.recover import recover
-from gapscope.parsers.chrome.scan import PH_FLOW, PH_M, PH_OTHER, PH_X, EventColumns, merge_all, scan_events
+from gapscope.parsers.chrome.scan import PH_FLOW, PH_M, PH_OTHER, PH_X, EventColumns, scan_events
 from gapscope.parsers.chrome.schema import (
     EVENT_CLASS,
-    EVENT_LIST,
-    EVENT_LIST_RAW_TS,
     ObjectHeader,
     ObjectTrace,
     ObjectTraceRawTs,
-    XEventRawTs,
 )
 from gapscope.parsers.chrome.times import INVALID, MISSING, NEED_EXACT, OK
-from gapscope.parsers.errors import TraceFormatError
-from gapscope.parsers.json.mapped import MappedText, file_stamp
-from gapscope.parsers.json.scan import Text, text_start
-from gapscope.parsers.kinds import CAT_KIND, KINETO_CATS, KINETO_FLOW_CATS
+from gapscope.parsers.kinds import KINETO_CATS, KINETO_FLOW_CATS
 from gapscope.parsers.lanes import Metadata
 from gapscope.parsers.model import (
     Kind,
-    SortedArgs,
     SourceInfo,
     Trace,
     TraceWarning,
@@ -81,25 +64,8 @@ from gapscope.parsers.model import (
     repeated_correlations,
 )
 
-__all__ = [
-    "load_chrome",
-    "load_chrome_file",
-    "start_growing",
-    "device_preview",
-    "device_preview_part",
-    "NOT_PREPARED",
-    "PreviewPart",
-    "DEVICE_CATS",
-]
+__all__ = ["build", "Input", "header_of"]
 
-_OBJ = msgspec.json.Decoder(ObjectTrace)
-_LIST = msgspec.json.Decoder(EVENT_LIST)
-_OBJ_RAW_TS = msgspec.json.Decoder(ObjectTraceRawTs)
-_LIST_RAW_TS = msgspec.json.Decoder(EVENT_LIST_RAW_TS)
-#: A ``ts`` of 13+ integer digits with a fraction: beyond 2**43 µs, a float64 loses the ns.
-_EPOCH_TS = re.compile(rb'"ts"\s*:\s*-?\d{13,}\.\d')
-#: Bytes of the text sampled for such timestamps before decoding.
-EPOCH_SAMPLE_BYTES = 1 << 18
 _WS = b" \t\r\n"
 _HEADER_KEYS = (
     "schemaVersion",
@@ -112,11 +78,6 @@ _HEADER_KEYS = (
     "systemTraceEvents",
 )
 _get = GET
-#: {ts kept as text: (decoder of an events array, its X event class)}.
-_DECODERS: dict[bool, tuple[msgspec.json.Decoder, type]] = {
-    False: (_LIST, EVENT_CLASS["X"]),
-    True: (_LIST_RAW_TS, XEventRawTs),
-}
 #: Files up to this size get ``src_line`` for every event (costs one key scan).
 SRC_LINE_LIMIT_BYTES = 8 << 20
 #: Largest |ts| in µs that fits int64 nanoseconds.
@@ -124,7 +85,7 @@ _TS_MAX_US = float(np.iinfo(np.int64).max // 1000)
 
 
 @dataclasses.dataclass
-class _Input:
+class Input:
     """The decoded input: events (``chrome_schema`` structs, or ``JoinedEvents`` when
     decoded in parts), where they lie in the text, the header keys, recovery warnings."""
 
@@ -140,7 +101,7 @@ class _Input:
     excerpt: bool = False
 
 
-def _header(obj: ObjectTrace | ObjectTraceRawTs | ObjectHeader) -> dict[str, Any]:
+def header_of(obj: ObjectTrace | ObjectTraceRawTs | ObjectHeader) -> dict[str, Any]:
     """The header keys (``_HEADER_KEYS``) of a decoded object-form document, decoded;
     keys that are null or absent are left out, values that do not decode are
     ``chrome_header.Unreadable``."""
@@ -157,218 +118,6 @@ def _header(obj: ObjectTrace | ObjectTraceRawTs | ObjectHeader) -> dict[str, Any
     return header
 
 
-def _raw_ts(data, i: int) -> bool:
-    """Epoch-µs timestamps with a fraction in the first events: keep X ``ts`` as text
-    and read it exactly, vectorised (a float64 would lose the nanoseconds)."""
-    return _EPOCH_TS.search(data, i, i + EPOCH_SAMPLE_BYTES) is not None
-
-
-def _root_of(data) -> int:
-    """Offset of the text's first ``{``/``[`` (``text_start``), or -1 for no text."""
-    return text_start(data) if len(data) else -1
-
-
-def start_growing(
-    fd: int, growing: chrome_parallel.Growing, planned_bytes: int, path: str
-) -> chrome_parallel.GrowingParts | None:
-    """The children that decode the Chrome-trace text being written to ``fd`` (a
-    ``.gz`` being inflated; ``path`` names it) while it grows, or None
-    (``chrome_parallel.start_growing``); give them to ``load_chrome_file`` once
-    ``GrowingParts.finish`` said yes."""
-    return chrome_parallel.start_growing(fd, growing, planned_bytes, _root_of, _raw_ts, _DECODERS, path)
-
-
-def load_chrome_file(
-    path: str,
-    limit_bytes: int | None = None,
-    fd: int | None = None,
-    preview: Callable[..., object] | None = None,
-    parts: chrome_parallel.FileParts | None = None,
-    prepare: Callable[[Trace], object] | None = None,
-) -> tuple[Trace, MappedText] | None:
-    """Load the plain Chrome-trace file ``path`` decoded in parts by forked children
-    (``chrome_parallel.start_file``; this process never reads the text into memory,
-    it maps the file for what is read back later), or None when that does not apply
-    or falls back: then read the file and call ``load_chrome``. Files larger than
-    ``limit_bytes`` are left to the reader (which refuses them). ``fd``: the text to
-    decode, open, instead of the file at ``path`` (an inflated ``.gz``; ``path`` names
-    it in warnings). ``parts``: the children already decoding ``fd`` (``start_growing``,
-    finished), instead of forking them here. ``preview(trace)``: called, in this thread, with the
-    ``device_preview`` of a file of ``PREVIEW_MIN_BYTES`` or more while the children
-    decode it (they pause for it: ``PREVIEW_PAUSE_MAX_S``), when one can be made and
-    the file is not mostly device events (``_mostly_device``). ``prepare(trace)``: run
-    on the preview where it is made (a forked child: ``_preview``), its value (picklable)
-    handed on with it: ``preview(trace, value)``, ``NOT_PREPARED`` for a value there is not.
-    ``preview`` may return a ``threading.Event``, set once the preview is drawn: the
-    children stay paused until then, ``PREVIEW_DRAWN_WAIT_S`` at most.
-    Returns the trace and the map of the text it was decoded from (for the trace
-    cache)."""
-    want = preview is not None and fastscan.available() and _size_of(path, fd) >= PREVIEW_MIN_BYTES
-    if parts is None:
-        parts = chrome_parallel.start_file(path, _root_of, _raw_ts, _DECODERS, limit_bytes, fd=fd)
-    if parts is None:
-        return None
-    if want:
-        try:
-            want = not _mostly_device(lambda off, n: os.pread(parts.fd, n, off), parts.size)
-        except OSError:
-            want = False
-    if want and preview is not None:
-        try:
-            _preview(parts, path, preview, prepare)
-        except Exception:  # noqa: BLE001 - a preview is never worth the load; the children go on
-            pass
-        except BaseException:  # an interrupt: the children go with it
-            parts.close()
-            raise
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        got = chrome_parallel.decode_file(parts, _DECODERS)
-        if got is None:
-            return None
-        decoded, text = got
-        inp = _Input(
-            path,
-            decoded.events,
-            decoded.events.text,
-            header=_header(decoded.header) if decoded.header is not None else {},
-            x_class=XEventRawTs if decoded.events.raw_ts else EVENT_CLASS["X"],
-            scanned=decoded.scanned,
-        )
-        try:
-            return _build(inp), text
-        except SerialFallback:
-            return None
-    finally:
-        parts.close()
-        if was:
-            gc.enable()
-
-
-def _size_of(path: str, fd: int | None) -> int:
-    """Bytes of the open file ``fd``, else of ``path`` (0 when it cannot be told)."""
-    try:
-        return (os.fstat(fd) if fd is not None else os.stat(path)).st_size
-    except OSError:
-        return 0
-
-
-def _decode(data: Text, path: str, parts: bool = True) -> _Input:
-    """``data`` decoded: in two parts at once when large (``chrome_parallel``), else in
-    one typed decode, else, when that fails on damage, by ``recover`` (events skipped
-    or repaired with warnings). Raises ``TraceFormatError`` when nothing usable is left."""
-    i = text_start(data)
-    body = data if i == 0 else memoryview(data)[i:]  # no copy of a text that starts with blanks
-    raw_ts = _raw_ts(data, i)
-    x_class = XEventRawTs if raw_ts else EVENT_CLASS["X"]
-    if parts and chrome_parallel.enabled(len(data), held=True):
-        got = chrome_parallel.decode_parts(data, i, raw_ts, _DECODERS)
-        if got is not None:
-            return _Input(
-                path,
-                got.events,
-                got.events.text,
-                header=_header(got.header) if got.header is not None else {},
-                x_class=x_class,
-                scanned=got.scanned,
-            )
-    if parts:
-        whole = _scan_whole(data, i, raw_ts, path)
-        if whole is not None:
-            return whole
-    try:
-        if data[i : i + 1] == b"{":
-            obj = (_OBJ_RAW_TS if raw_ts else _OBJ).decode(body)
-            events, header = obj.traceEvents, _header(obj)
-            del obj
-        else:
-            events, header = (_LIST_RAW_TS if raw_ts else _LIST).decode(body), {}
-        return _Input(path, events, EventText(data, i, len(events)), header=header, x_class=x_class)
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):  # nesting too deep: per event
-        pass
-    if not isinstance(data, (bytes, bytearray)):
-        data = data.all_bytes()  # a damaged mapped text is repaired from memory
-    rec = recover(data, path, i, EventText(data, i, 0).lines)
-    keep = [k for k, e in enumerate(rec.events) if e is not None]
-    kk = np.array(keep, dtype=np.int64)
-    text = EventText(
-        rec.text,
-        i,
-        len(keep),
-        rec.starts[kk] if keep else np.zeros(0, np.int64),
-        rec.ends[kk] if keep else np.zeros(0, np.int64),
-        repaired=rec.nonfinite_replaced > 0,
-    )
-    if not keep and rec.starts.size:
-        ln = text.lines.line(int(rec.starts[0]))
-        why = next(
-            (w.message[len("event skipped: ") :] for w in rec.warnings if w.message.startswith("event skipped: ")), None
-        )
-        raise TraceFormatError(
-            path,
-            f"{why}; no usable trace events" if why else "no usable trace events",
-            line=ln,
-            column=text.lines.column(int(rec.starts[0])),
-            hint='expected Chrome Trace Event Format events ({"ph": ..., "ts": ...})',
-        )
-    return _Input(path, [rec.events[k] for k in keep], text, header=rec.header, warnings=rec.warnings)
-
-
-def _scan_whole(data: Text, root: int, raw_ts: bool, path: str) -> _Input | None:
-    """``data`` read as one part, in this process, by the C scanner
-    (``fastscan.scan_text``): the events array's ``X`` events as columns, the others
-    as structs, as the split loader gives them (``_build`` then takes the same path,
-    and raises ``SerialFallback`` where that needs the whole list). None when the
-    scanner is missing or refuses the text, or the events array is not found (then
-    ``msgspec`` decodes it in one piece)."""
-    if not fastscan.available():
-        return None
-    plan = find_cuts(data, root, raw_ts, 1)
-    if plan is None:
-        return None
-    begin, end, _, header = plan
-    list_decoder, x_class = _DECODERS[raw_ts]
-    with memoryview(data) as view:
-        got = fastscan.scan_text(view[begin - 1 : end + 1], list_decoder, raw_ts)
-    if got is None:
-        return None
-    ec, flows, others, starts = got
-    # each event's "{" as the scanner found it: lines of warnings and args need no scan
-    text = EventText(data, root, int(ec.code.size), starts + (begin - 1))
-    events = JoinedEvents(
-        ec.code, {PH_FLOW: flows, PH_OTHER: others}, {PH_FLOW: [], PH_OTHER: []}, raw_ts, x_class, text
-    )
-    return _Input(path, events, text, header=_header(header) if header is not None else {}, x_class=x_class, scanned=ec)
-
-
-def load_chrome(data: Text, path: str) -> Trace:
-    """Load Chrome Trace Event Format JSON (object or array form; Kineto of every
-    vintage; legacy autograd export) from ``data`` (gzip already undone).
-
-    Returns a ``Trace``: times int64 ns (``ts`` × 1000 exactly; Kineto's
-    ``baseTimeNanoseconds`` is kept in ``source.base_time_ns``, not added);
-    ``src_line`` filled for files up to ``SRC_LINE_LIMIT_BYTES``; ``args_of(i)`` reads
-    the event's args back from ``data`` (kept alive by the trace). Damaged input is
-    repaired with a ``TraceWarning`` per problem (1-based line where the event
-    starts). Raises ``TraceFormatError`` (path, line, column, hint) when the JSON
-    holds no trace. Texts of ``chrome_parallel.HELD_FACTOR`` times
-    ``chrome_parallel.MIN_BYTES`` or more are decoded in two parts at once
-    (``chrome_parallel.decode_parts``).
-    """
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        inp = _decode(data, path)
-        try:
-            return _build(inp)
-        except SerialFallback:
-            return _build(_decode(data, path, parts=False))
-    finally:
-        if was:
-            gc.enable()
-
-
 #: Non-``X`` phases ``chrome_phases.collect_rows`` turns into rows; others are only counted.
 _HANDLED = frozenset(("B", "E", "i", "I", "R", "C", "b", "e", "n", "S", "T", "F"))
 
@@ -377,7 +126,7 @@ _HANDLED = frozenset(("B", "E", "i", "I", "R", "C", "b", "e", "n", "S", "T", "F"
 Warn = Callable[[int | None, str | None, str], None]
 
 
-def _build(inp: _Input, check_ids: bool = False) -> Trace:
+def build(inp: Input, check_ids: bool = False) -> Trace:
     """The ``Trace`` of the decoded input ``inp``.
 
     In order: the events by phase, the ``X`` times a float64 could not hold, the rows
@@ -410,7 +159,7 @@ def _build(inp: _Input, check_ids: bool = False) -> Trace:
     if not check_ids and checks.has_bad_ids(ec.lanes, phases.other_events, phases.other, text.repaired):
         if in_parts:
             raise SerialFallback("non-finite ids")
-        return _build(inp, check_ids=True)
+        return build(inp, check_ids=True)
 
     exact_ts = _exact_times(ec, phases, events, text, in_parts, warn)
     rows = _phase_rows(phases.other_events, phases.other, exact_ts, text, warn)
@@ -732,7 +481,7 @@ def _resolve_warnings(text: EventText, warns: list[tuple[int | None, str | None,
     return out
 
 
-def _source_info(inp: _Input, cat_list: list, legacy: bool, ignored: dict, meta: Metadata, warn) -> SourceInfo:
+def _source_info(inp: Input, cat_list: list, legacy: bool, ignored: dict, meta: Metadata, warn) -> SourceInfo:
     """The ``SourceInfo`` of ``inp``: its header's fields, each read through
     ``chrome_header.read_header`` (a refused value is a warning naming the field, on
     every decode path), the format, what was only counted (``ignored``) and the
@@ -765,305 +514,3 @@ def _source_info(inp: _Input, cat_list: list, legacy: bool, ignored: dict, meta:
     if meta.renamed_threads:
         info.extra["renamed_threads"] = meta.renamed_threads
     return info
-
-
-#: Categories whose events are drawn on device lanes: device ops, GPU-side ranges and
-#: Kineto's ``cuda_sync`` records (``parsers.kinds.CAT_KIND``).
-DEVICE_CATS = tuple(
-    c.encode()
-    for c, k in CAT_KIND.items()
-    if k in (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.GPU_ANNOTATION, Kind.SYNC_MARKER)
-)
-#: Files this large get a device preview when one is asked for (smaller ones load in
-#: well under a second whole).
-PREVIEW_MIN_BYTES = 64 << 20
-#: The decoders are stopped (SIGSTOP) while the preview's children search and the
-#: preview is built and handed on, so that those and the viewer's start-up get the
-#: CPU first, and continued (SIGCONT) when the preview is done or after this many
-#: seconds at most: a pause, never a lasting
-#: loss of priority (niced decoders kept their niceness for the whole load: with two
-#: busy loops started just before, a 1M load took 31 s instead of 2.4 s).
-PREVIEW_PAUSE_MAX_S = 2.0
-#: The longest the decoders stay paused after the preview is handed on, for the
-#: receiver to draw it (``load_chrome_file``'s ``preview``): its first frame alone on a
-#: core, not beside two decoders. At 1M events on 2 cores the first swimlanes came
-#: 0.70 s after the command against 0.75 s when the decoders went on at the handover
-#: (10 alternating rounds of bench/tui.py's command; the floor's decode 1.00 s), the
-#: causes no later (2.63 s both).
-PREVIEW_DRAWN_WAIT_S = 0.5
-#: No preview when more than this share of the events sampled (``_mostly_device``)
-#: are device events: the preview would be most of the load again (a file of 2.2M
-#: kernels alone loaded in 3.7-5.8 s with one, 2 s without). Kineto traces: about a third.
-PREVIEW_MAX_DEVICE_SHARE = 0.6
-#: The preview is given up (its child killed) after this many seconds plus one per
-#: this many bytes of the file, and after ``PREVIEW_MAX_WAIT_S`` at most: a later one
-#: would come too near the whole trace, which waits for it.
-PREVIEW_WAIT_S = 1.0
-PREVIEW_BYTES_PER_S = 100 << 20
-PREVIEW_MAX_WAIT_S = 10.0
-#: Room for a share's columns in its child's shared map beyond a share of the file's
-#: bytes (columns take far less than their text; a larger answer comes by the pipe).
-PREVIEW_RESULT_SLACK_BYTES = 16 << 20
-
-
-_CAT_VALUE = re.compile(rb'"cat"\s*:\s*"([^"\\]*)"')
-
-
-def _mostly_device(read_at, size: int) -> bool:
-    """Whether more than ``PREVIEW_MAX_DEVICE_SHARE`` of the events in
-    ``chrome_parallel.SAMPLE_WINDOWS`` windows spread over a text of ``size`` bytes
-    are of ``DEVICE_CATS`` (``read_at(offset, n)`` gives bytes); a performance guess
-    only, as ``chrome_parallel.mostly_parent_work`` is."""
-    cats = chrome_parallel.sampled(_CAT_VALUE, read_at, size)
-    if len(cats) < chrome_parallel.MIN_SAMPLED:
-        return False
-    device = set(DEVICE_CATS)
-    return sum(1 for c in cats if c in device) > PREVIEW_MAX_DEVICE_SHARE * len(cats)
-
-
-@dataclasses.dataclass
-class PreviewPart:
-    """One share of a device preview (``device_preview_part``): the columns of the
-    device events of one run of the events array (``scanned``; ``n`` events) and its
-    flow and other events (structs), where each event lies in the text (``spans``:
-    int64[n, 2], the offset of its ``{`` and one past its ``}``), whether ``ts`` is
-    kept as text, the offset of the text's first ``{``/``[`` (``root``), the object
-    form's header as ``_header`` gives it ({} for the array form), and the plan of the
-    runs (``chrome_cut.find_cuts``: begin, end, cuts) every share must agree on."""
-
-    scanned: EventColumns
-    flows: Sequence
-    others: list
-    spans: np.ndarray
-    raw_ts: bool
-    root: int
-    header: dict[str, Any]
-    plan: tuple
-
-
-def device_preview_part(data: Text | mmap.mmap, j: int = 0, k: int = 1) -> PreviewPart | None:
-    """Share ``j`` of ``k`` of the device preview of ``data``: the events of
-    ``DEVICE_CATS`` in the ``j``-th of ``k`` runs of whole elements of the events array
-    (``chrome_cut.find_cuts``, about equal in bytes; a share past the runs there are
-    is empty), found by searching the text for their ``"cat"`` key, not by reading
-    every event, and read into columns where they lie (``fastscan.device_scan``); an
-    event outside the C scanner's subset has them copied out and decoded
-    (``fastscan.device_event_spans``, ``fastscan.read_part``). The shares are meant
-    to run at once, one per forked child (``_preview``); ``device_preview`` joins them.
-
-    None when the scanner is not available, no events array is found, a category is
-    escaped, an object cannot be placed (a cut inside a string, which the search
-    cannot tell from a boundary, ends here: the event it splits cannot be placed), or
-    the events do not decode. Reads ``data`` through the buffer protocol: for a map of
-    a file, run it in a forked child (``chrome_parallel.run_in_children``). Never
-    raises on bad text."""
-    if not fastscan.available() or not 0 <= j < k:
-        return None
-    try:
-        root = text_start(data)
-        raw_ts = _raw_ts(data, root)
-        planned = find_cuts(data, root, raw_ts, k)
-        if planned is None:
-            return None
-        begin, end, cuts, header = planned
-        runs = chunk_spans(begin, end, cuts)
-        lo, hi = (runs[j][0] + 1, runs[j][1]) if j < len(runs) else (begin, begin)
-        list_decoder, x_class = _DECODERS[raw_ts]
-        read = fastscan.device_scan(data, lo, hi, DEVICE_CATS, list_decoder, raw_ts)
-        if read is not None:
-            ec, flows, others, spans = read
-        else:  # an event the scanner does not take (or none to place): copied out for msgspec
-            got = fastscan.device_event_spans(data, lo, hi, DEVICE_CATS)
-            if got is None:
-                return None
-            doc, spans = got
-            ec, flows, others = fastscan.read_part(doc, list_decoder, x_class, raw_ts)
-    except (ValueError, msgspec.MsgspecError, RecursionError):
-        return None
-    if ec.n != spans.shape[0]:
-        return None
-    return PreviewPart(
-        ec, flows, others, spans, raw_ts, root, _header(header) if header is not None else {}, (begin, end, cuts)
-    )
-
-
-def device_preview(shares: Sequence[PreviewPart | None], data: Text, path: str) -> Trace | None:
-    """The ``Trace`` of the device events of the file ``path`` that the shares of
-    ``device_preview_part`` (all ``k`` of them, in order) found in its text ``data``,
-    for a viewer to draw while the whole file is read. It has no CPU lanes and no
-    launch links, no source lines and no warnings (those of the whole trace are the
-    file's); ``args_of`` reads the events from ``data`` where the shares found them.
-
-    Its device lanes and their ops are the whole trace's where the device-category
-    ``X`` events decide them, as in what torch.profiler writes (every corpus trace
-    with device events: ``tests/test_device_preview.py``). Where other events have a
-    say they can differ: an event of another category on a stream, GPU ops on a CPU
-    thread (split off there), times judged absurd against the whole trace, an
-    event-shaped object in an array in ``args`` or in an array under a key after the
-    events array (``chrome_cut.array_bounds`` can take that array's ``]`` for the
-    events array's), a ``"cat"`` key spelled with an escape (``"c\\u0061t"``: not
-    found), a damaged text. A viewer says so when
-    the whole trace comes (``gapscope.tui.app``). None when a share is None or they
-    planned differently, when there is no device event, for a legacy export or device
-    slices of other phases (the whole file decides those), or when the events do not
-    load; never raises on bad text."""
-    if not shares or any(p is None for p in shares):
-        return None
-    parts = typing.cast(Sequence[PreviewPart], shares)
-    first = parts[0]
-    if any((p.raw_ts, p.root, p.plan) != (first.raw_ts, first.root, first.plan) for p in parts):
-        return None
-    list_decoder, x_class = _DECODERS[first.raw_ts]
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        ec = merge_all([p.scanned for p in parts])
-        if ec is None or ec.n == 0:
-            return None
-        if ec.legacy or bool((ec.code != PH_X).any()):
-            return None  # a legacy export's lanes, or slices whose ends other events give: the whole file decides
-        spans = np.concatenate([p.spans for p in parts]) if len(parts) > 1 else first.spans
-        flows = [e for p in parts for e in p.flows]
-        others = [e for p in parts for e in p.others]
-        # the events' own spans in the file's text: their args are read there; lines
-        # and warnings are never counted for a preview
-        text = EventText(data, first.root, ec.n, np.ascontiguousarray(spans[:, 0]), np.ascontiguousarray(spans[:, 1]))
-        events = JoinedEvents(
-            ec.code, {PH_FLOW: flows, PH_OTHER: others}, {PH_FLOW: [], PH_OTHER: []}, first.raw_ts, x_class, text
-        )
-        return _build(_Input(path, events, text, header=first.header, x_class=x_class, scanned=ec, excerpt=True))
-    except (SerialFallback, TraceFormatError, ValueError, msgspec.MsgspecError):
-        return None
-    finally:
-        if was:
-            gc.enable()
-
-
-def _preview(
-    parts: chrome_parallel.FileParts,
-    path: str,
-    preview: Callable[..., object],
-    prepare: Callable[[Trace], object] | None = None,
-) -> None:
-    """``preview(trace)`` (with ``prepare``: ``preview(trace, value)``, as
-    ``load_chrome_file`` says) with the device preview of the file the children of
-    ``parts`` decode, when there is one; nothing otherwise, nor when the decoders are
-    done before it (a cold page cache), nor after ``PREVIEW_MAX_WAIT_S``.
-
-    Made in forked children on their own maps, off this interpreter, which is busy
-    with the viewer's imports and first frames meanwhile: the shares
-    (``device_preview_part``, one per decoder, one child each), then joined
-    (``device_preview``) and prepared in a child of its own, forked once they are here
-    (it inherits them); the trace comes back without its args reader (``_shipped``),
-    given one on the text mapped here (``_landed``). Joined here, unprepared, when no
-    child can be forked. With ``prepare``, its module and what it uses must be imported
-    before the load begins: a forked child must not import what another thread of this
-    process may be importing at the fork."""
-    k = max(1, len(parts.children))
-
-    def work(j: int) -> PreviewPart | None:
-        with mmap.mmap(parts.fd, 0, access=mmap.ACCESS_READ) as view:
-            if file_stamp(os.fstat(parts.fd)) != parts.stamp:
-                return None
-            return device_preview_part(view, j, k)
-
-    deadline = time.monotonic() + min(PREVIEW_MAX_WAIT_S, PREVIEW_WAIT_S + parts.size / PREVIEW_BYTES_PER_S)
-    result_bytes = parts.size // k + PREVIEW_RESULT_SLACK_BYTES
-
-    def decoded() -> bool:  # the decoders are done: the whole trace is near, a preview is not worth waiting for
-        done, total = parts.progress_bytes()
-        return total > 0 and done >= total
-
-    parts.pause()  # the preview's children and the viewer first; continued below, or by the timer
-    timer = threading.Timer(PREVIEW_PAUSE_MAX_S, parts.resume)
-    timer.daemon = True
-    timer.start()
-    try:
-        got = chrome_parallel.run_in_children(
-            [functools.partial(work, j) for j in range(k)],
-            result_bytes,
-            deadline - time.monotonic(),
-            copy=False,
-            give_up=decoded,
-            stop=lambda share: share is None,  # one share without a preview: none, at once
-        )
-        if not isinstance(got, list) or any(p is None for p in got):
-            return
-        try:
-            if file_stamp(os.fstat(parts.fd)) != parts.stamp:
-                return
-            text = MappedText(parts.fd, 0, access=mmap.ACCESS_READ)  # what the preview's args are read from
-        except (OSError, ValueError):
-            return
-        shares = typing.cast(list[PreviewPart], got)
-        shipped = chrome_parallel.run_in_child(
-            lambda: _shipped(device_preview(shares, text, path), prepare),
-            result_bytes,
-            max(0.0, deadline - time.monotonic()),
-            copy=False,
-            give_up=decoded,
-        )
-        if shipped is chrome_parallel.NO_CHILD:  # joined here, then
-            shipped = _shipped(device_preview(shares, text, path), None)
-        landed = _landed(shipped, text)
-        if landed is not None:
-            # still paused: handing the preview on is the viewer's next frame, which
-            # the decoders would share the CPU with; until it is drawn, when the
-            # receiver says when (an Event)
-            drawn = preview(landed[0]) if prepare is None else preview(*landed)
-            if isinstance(drawn, threading.Event):
-                drawn.wait(PREVIEW_DRAWN_WAIT_S)
-    finally:
-        timer.cancel()
-        parts.resume()
-
-
-class _NotPrepared:
-    """The type of ``NOT_PREPARED``: one object, in every process (pickled by name)."""
-
-    def __reduce__(self) -> str:
-        return "NOT_PREPARED"
-
-    def __repr__(self) -> str:
-        return "NOT_PREPARED"
-
-
-#: The value of a preview's ``prepare`` where there is none: not run (no child could
-#: be forked) or raised an exception. Compare with ``is``: it comes back from the child
-#: as this same object.
-NOT_PREPARED = _NotPrepared()
-
-
-def _shipped(trace: Trace | None, prepare: Callable[[Trace], object] | None) -> tuple | None:
-    """``trace`` (a ``device_preview``) to send from a child: without its args reader,
-    whose text is a map of the file, as (trace, root, n, starts, ends, src) of its
-    ``EventArgs`` (``src`` in the trace's order: a ``SortedArgs`` is undone), then the
-    value of ``prepare(trace)`` (``NOT_PREPARED`` without one, or when it raised);
-    None for None."""
-    if trace is None:
-        return None
-    args = trace._args_loader
-    order = None
-    if isinstance(args, SortedArgs):
-        order, args = args.order, args.inner
-    if not isinstance(args, EventArgs):
-        return None
-    value: object = NOT_PREPARED
-    if prepare is not None:
-        try:
-            value = prepare(trace)
-        except Exception:  # noqa: BLE001 - the preview goes without it; its receiver prepares it
-            value = NOT_PREPARED
-    t = args.text
-    src = args.src if order is None else np.asarray(args.src)[order]
-    return dataclasses.replace(trace, _args_loader=None), t.root, t.n, t.starts, t.ends, src, value
-
-
-def _landed(shipped: object, text: Text) -> tuple[Trace, object] | None:
-    """The trace of ``_shipped``, with its args read from ``text`` (the file's text,
-    as the child read it), and the prepared value; None for anything else (a failed
-    child: None or ``NO_CHILD``)."""
-    if not isinstance(shipped, tuple) or len(shipped) != 7 or not isinstance(shipped[0], Trace):
-        return None
-    trace, root, n, starts, ends, src, value = shipped
-    return dataclasses.replace(trace, _args_loader=EventArgs(EventText(text, root, n, starts, ends), src)), value

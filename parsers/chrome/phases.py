@@ -20,7 +20,8 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from gapscope.parsers.chrome.columns import Interner, events_at
+from gapscope.parsers.chrome.columns import events_at
+from gapscope.parsers.chrome.interner import Interner
 from gapscope.parsers.chrome.times import NEED_EXACT, OK, number_text, raw_scalar_ns, raw_to_ns, scalar_ns, to_ns
 from gapscope.parsers.kinds import kind_of
 from gapscope.parsers.lanes import Metadata, id_text

@@ -25,8 +25,9 @@ import numpy as np
 from gapscope.parsers.chrome.header import Unreadable
 from gapscope.parsers.chrome.schema import EVENT_LIST, AnyEvent, Event, EventRawArgs, as_phase_event
 from gapscope.parsers.errors import TraceFormatError
+from gapscope.parsers.json.boundaries import ScanResult, find_events_array
 from gapscope.parsers.json.resync import error_offset, scan_resync
-from gapscope.parsers.json.scan import LineIndex, ScanResult, find_events_array, repair_nonfinite, repair_surrogates
+from gapscope.parsers.json.scan import LineIndex, repair_nonfinite, repair_surrogates
 from gapscope.parsers.model import TraceWarning
 
 __all__ = [

@@ -18,7 +18,8 @@ from operator import itemgetter
 import numpy as np
 
 from gapscope.parsers.chrome.args import ArgColumns, extract_args, old_external_ids
-from gapscope.parsers.chrome.columns import GET, Interner, kinds, lane_keys, times
+from gapscope.parsers.chrome.columns import GET, kinds, lane_keys, times
+from gapscope.parsers.chrome.interner import Interner
 from gapscope.parsers.chrome.schema import EVENT_CLASS, EVENT_CLASS_RAW_TS, XEventRawTs
 from gapscope.parsers.model import Kind
 

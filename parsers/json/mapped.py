@@ -8,7 +8,7 @@ a reader of a map kept after a load checks ``unchanged()`` first, and this proce
 reads the map only through ``os.pread`` (slices, ``count``), which a cut file answers
 with fewer bytes instead of a signal; whole-text scans through the buffer protocol
 (numpy, regular expressions) run in a forked child
-(``gapscope.parsers.chrome.parallel.fork.run_in_child``), where a SIGBUS kills only it.
+(``gapscope.parsers.chrome.child.run_in_child``), where a SIGBUS kills only it.
 """
 
 from __future__ import annotations

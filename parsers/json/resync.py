@@ -1,7 +1,7 @@
 """Corruption in the middle of a Chrome-trace events array: find it, say where, and
 read on after it.
 
-``json_scan.scan_elements`` stops at the first structural damage: an unterminated
+``json.boundaries.scan_elements`` stops at the first structural damage: an unterminated
 string or a missing brace leaves an element open to the end of the file (it looks like
 a truncation), a stray ``]`` or ``}`` closes the array early, and a second JSON
 document after the first leaves text after the root. Profilers write one event per
@@ -21,14 +21,19 @@ from collections.abc import Callable
 import msgspec
 import numpy as np
 
-from gapscope.parsers.json.scan import ScanResult, scan_elements
+from gapscope.parsers.json.boundaries import (
+    NEW_DOCUMENT,
+    ScanResult,
+    find_events_array,
+    line_prefix,
+    next_event_line,
+    scan_elements,
+)
 
 __all__ = ["Break", "scan_resync", "error_offset"]
 
 #: At most this many resynchronisations (each one a warning); beyond, the rest is lost.
 MAX_BREAKS = 1000
-_NEW_DOC = re.compile(rb'\{\s*"traceEvents"\s*:\s*\[')
-_EVENTS = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BYTE = re.compile(r"\(byte (\d+)\)")
 _WS = b" \t\r"
 
@@ -42,20 +47,6 @@ class Break:
     at: int
     resume: int
     what: str
-
-
-def _line_prefix(data: bytes | bytearray, off: int) -> bytes | None:
-    """The blanks before ``off`` on its line, or None when other text precedes it."""
-    ls = data.rfind(b"\n", 0, off) + 1
-    pre = data[ls:off]
-    return bytes(pre) if pre.strip(_WS) == b"" else None  # a few blanks: bytes for re.escape
-
-
-def _next_event_line(data: bytes | bytearray, after: int, prefix: bytes) -> int:
-    """Offset of the ``{`` of the first line after ``after`` that is ``prefix`` + ``{``;
-    -1 when none."""
-    m = re.compile(rb"\n" + re.escape(prefix) + rb"\{").search(data, after)
-    return -1 if m is None else m.end() - 1
 
 
 def scan_resync(
@@ -81,12 +72,12 @@ def scan_resync(
         nxt = -1
         if scan.partial_start >= 0:
             at = scan.partial_start
-            prefix = _line_prefix(data, at)
+            prefix = line_prefix(data, at)
             if prefix is None and last >= 0:
-                prefix = _line_prefix(data, last)
+                prefix = line_prefix(data, last)
             nl = data.find(b"\n", at)
             if prefix is not None:
-                nxt = _next_event_line(data, nl if nl >= 0 else len(data), prefix)
+                nxt = next_event_line(data, nl if nl >= 0 else len(data), prefix)
             what = "never closed"
         elif scan.close >= 0:
             state = tail_state(scan.close)
@@ -94,20 +85,16 @@ def scan_resync(
                 break
             if state >= 0:  # a second document: read its events array
                 at, what = state, "a second JSON document follows the first"
-                m = _EVENTS.search(data, state)
-                if data[state : state + 1] == b"[":
-                    nxt = state + 1
-                elif m is not None:
-                    nxt = m.end()
+                nxt = find_events_array(data, state)
             else:
                 at = scan.close
                 what = f"stray {chr(data[at])!r} ends the events array early"
-                prefix = _line_prefix(data, last) if last >= 0 else None
+                prefix = line_prefix(data, last) if last >= 0 else None
                 if prefix is not None:
-                    nxt = _next_event_line(data, at, prefix)
+                    nxt = next_event_line(data, at, prefix)
         if nxt < 0:
             break
-        m = _NEW_DOC.match(data, nxt)
+        m = NEW_DOCUMENT.match(data, nxt)
         breaks.append(Break(at, nxt, what))
         pos = m.end() if m is not None else nxt
     s = np.concatenate(starts) if starts else np.zeros(0, np.int64)

@@ -1,8 +1,8 @@
-"""Byte-level JSON helpers for damaged Chrome-trace files (numpy, linear, no recursion).
+"""Byte-level JSON helpers for Chrome-trace files (numpy, linear, no recursion).
 
-- ``scan_elements``: split a JSON array into its top-level elements (strings with
-  backslash escapes and bracket depth tracked, vectorised per 16 MiB chunk).
-- ``find_events_array``: where the ``traceEvents`` array (or a bare array) starts.
+Where events begin and end (the events array, element boundaries): ``json.boundaries``.
+
+- ``text_start``: the first byte after a BOM and blanks.
 - ``repair_nonfinite``: ``NaN``/``Infinity``/``-Infinity`` value tokens → same-length
   sentinel strings, so byte offsets and line numbers stay valid.
 - ``LineIndex``: 1-based line and column of byte offsets.
@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 import numpy as np
@@ -22,9 +21,6 @@ Text = bytes | bytearray | MappedText
 
 __all__ = [
     "Text",
-    "ScanResult",
-    "scan_elements",
-    "find_events_array",
     "text_start",
     "repair_nonfinite",
     "SENTINELS",
@@ -32,119 +28,12 @@ __all__ = [
     "LineIndex",
 ]
 
-_CHUNK = 1 << 24
-
 #: Same-length JSON strings that replace the non-JSON number tokens.
 SENTINELS = {b"NaN": b'"N"', b"Infinity": b'"Infini"', b"-Infinity": b'"-Infini"'}
 #: Sentinel string → the float it stands for (used when showing args).
 SENTINEL_VALUES = {"N": float("nan"), "Infini": float("inf"), "-Infini": float("-inf")}
 
 
-@dataclasses.dataclass
-class ScanResult:
-    """Top-level elements of a JSON array, found by ``scan_elements``.
-
-    ``starts``/``ends`` (int64): byte offsets of each complete element
-    (``data[start:end]`` is its text). ``close`` is the offset of the array's ``]``
-    (-1 when the data ends first). ``partial_start`` is the offset of an element cut
-    off by the end of the data (-1 when none).
-    """
-
-    starts: np.ndarray
-    ends: np.ndarray
-    close: int
-    partial_start: int
-
-
-def scan_elements(data: Text, begin: int) -> ScanResult:
-    """Split the JSON array whose ``[`` is just before ``begin`` into elements.
-
-    Tracks strings (with backslash escapes) and bracket depth, vectorised per 16 MiB
-    chunk; scalar elements between brackets are not reported. Linear time, bounded
-    memory. Never raises on malformed input.
-    """
-    n = len(data)
-    depth = 1
-    in_str = False
-    escape_next = False  # a backslash ended the previous chunk inside a string
-    starts: list[np.ndarray] = []
-    ends: list[np.ndarray] = []
-    close = -1
-    open_start = -1
-    a = begin
-    view = memoryview(data)
-    while a < n and close < 0:
-        b = min(n, a + _CHUNK)
-        arr = np.frombuffer(view[a:b], dtype=np.uint8)
-        q = np.flatnonzero(arr == 34)
-        bs = np.flatnonzero(arr == 92)
-        if escape_next and q.size and q[0] == 0:
-            q = q[1:]
-        if escape_next and bs.size and bs[0] == 0:  # an escaped backslash: no escape of its own
-            bs = bs[1:]
-        escape_next = False
-        if bs.size:
-            escaped = _escaped_positions(bs)
-            if escaped.size and escaped[-1] >= b - a:
-                escape_next = True
-                escaped = escaped[:-1]
-            if escaped.size and q.size:
-                hit = np.searchsorted(escaped, q)
-                hit = np.minimum(hit, escaped.size - 1)
-                q = q[escaped[hit] != q]
-        low = arr | np.uint8(0x20)
-        is_open = low == np.uint8(0x7B)  # '{' or '['
-        br = np.flatnonzero(is_open | (low == np.uint8(0x7D)))  # brackets and braces
-        # brackets inside strings: an odd number of real quotes before them
-        before = np.searchsorted(q, br)
-        inside = ((before + (1 if in_str else 0)) & 1).astype(bool)
-        br = br[~inside]
-        if q.size & 1:
-            in_str = not in_str
-        if br.size:
-            delta = np.where(is_open[br], 1, -1).astype(np.int64)
-            d_after = depth + np.cumsum(delta)
-            closing = np.flatnonzero(d_after <= 0)
-            if closing.size:
-                k = int(closing[0])
-                close = a + int(br[k])
-                br, delta, d_after = br[:k], delta[:k], d_after[:k]
-            st = br[(delta == 1) & (d_after == 2)] + a
-            en = br[(delta == -1) & (d_after == 1)] + a + 1
-            if open_start >= 0:
-                st = np.concatenate(([open_start], st))
-            if st.size > en.size:
-                open_start = int(st[-1])
-                st = st[:-1]
-            else:
-                open_start = -1
-            starts.append(st.astype(np.int64))
-            ends.append(en.astype(np.int64))
-            depth = int(d_after[-1]) if d_after.size else depth
-        a = b
-    s = np.concatenate(starts) if starts else np.zeros(0, np.int64)
-    e = np.concatenate(ends) if ends else np.zeros(0, np.int64)
-    m = min(s.size, e.size)
-    return ScanResult(s[:m], e[:m], close, open_start if close < 0 else -1)
-
-
-def _escaped_positions(bs: np.ndarray) -> np.ndarray:
-    """Positions escaped by the backslashes at sorted positions ``bs``.
-
-    In a run of k consecutive backslashes, every second one is escaped and the
-    character after the run is escaped when k is odd.
-    """
-    brk = np.flatnonzero(np.diff(bs) != 1) + 1
-    run_start_idx = np.concatenate(([0], brk))
-    run_len = np.diff(np.concatenate((run_start_idx, [bs.size])))
-    idx_in_run = np.arange(bs.size) - np.repeat(run_start_idx, run_len)
-    esc_bs = bs[(idx_in_run & 1) == 1]
-    last = bs[run_start_idx + run_len - 1]
-    after = last[(run_len & 1) == 1] + 1
-    return np.union1d(esc_bs, after)
-
-
-_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*')
 _LEADING_BLANKS = re.compile(rb"(?:\xef\xbb\xbf)?[ \t\r\n]*")
 
 
@@ -154,19 +43,6 @@ def text_start(data) -> int:
     m = _LEADING_BLANKS.match(data)
     assert m is not None  # the pattern matches the empty string
     return m.end()
-
-
-def find_events_array(data: Text, root: int) -> int:
-    """Offset just after the ``[`` of the events array (object or array form).
-
-    Returns -1 when an object has no ``traceEvents`` array.
-    """
-    if data[root : root + 1] == b"[":
-        return root + 1
-    m = _EVENTS_KEY.search(data, root)
-    if m is None or data[m.end() : m.end() + 1] != b"[":
-        return -1
-    return m.end() + 1
 
 
 def repair_nonfinite(text: bytes | bytearray) -> tuple[bytes | bytearray, int]:

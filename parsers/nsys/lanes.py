@@ -61,6 +61,13 @@ class Lanes:
         lut = np.array([self._id(("cpu", g)) for g in uniq.tolist()], dtype=np.int32)
         return lut[inv] if lut.size else np.zeros(0, np.int32)
 
+    def cpu_known(self, global_tid: np.ndarray) -> np.ndarray:
+        """int32 provisional lane per row for a ``globalTid`` column: the thread's lane
+        when one exists already, else -1 (no lane is made)."""
+        uniq, inv = distinct(global_tid)
+        lut = np.array([self._ids.get(("cpu", g), -1) for g in uniq.tolist()], dtype=np.int32)
+        return lut[inv] if lut.size else np.zeros(0, np.int32)
+
     def build(
         self, devices, processes: dict[int, str], threads: dict[int, str], used: np.ndarray
     ) -> tuple[list[Lane], np.ndarray]:

@@ -2,7 +2,8 @@
 
 What is read (see ``gpu``, ``host``, ``targets`` for each table): kernels, copies and
 memsets on a lane per GPU stream; CUDA runtime/driver calls, NVTX ranges, OS runtime
-calls and profiler overhead on a lane per CPU thread; synchronization records as sync
+calls and profiler overhead on a lane per CPU thread; CPU samples and their callchains
+(``samples``) as ``Trace.cpu_samples``; synchronization records as sync
 markers; launch → GPU op links by ``correlationId`` (scoped to the process: CUPTI
 numbers calls per process); names from ``StringIds``, ``ThreadNames``,
 ``PROCESSES``; device properties from ``TARGET_INFO_*``. Times are the export's
@@ -33,6 +34,7 @@ from gapscope.parsers.nsys.gpu import read_kernels, read_memcpy, read_memset, re
 from gapscope.parsers.nsys.host import Calls, read_nvtx, read_osrt, read_overhead, read_runtime
 from gapscope.parsers.nsys.lanes import Lanes
 from gapscope.parsers.nsys.names import Names, Strings
+from gapscope.parsers.nsys.samples import RawSamples, cpu_samples, read_samples
 from gapscope.parsers.nsys.schema import (
     CUDA_TABLES,
     KERNEL,
@@ -118,7 +120,8 @@ def _read(db: Database) -> Trace:
         )
     if strings.present and ctx.names.missing:
         ctx.warn("StringIds", f"{ctx.names.missing} name id(s) not in StringIds: named '(string N)'")
-    return _trace(ctx, db, blocks, info, domains)
+    samples = read_samples(ctx)  # after every event table: it keeps the samples of traced threads
+    return _trace(ctx, db, blocks, info, domains, samples)
 
 
 def _on_busy_lanes(ctx: Context, overhead: Block | None, blocks: list[Block]) -> Block | None:
@@ -179,7 +182,9 @@ def _cat(blocks: list[Block], field: str, dtype, fill) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
 
 
-def _trace(ctx: Context, db: Database, blocks: list[Block], info: dict, domains: dict) -> Trace:
+def _trace(
+    ctx: Context, db: Database, blocks: list[Block], info: dict, domains: dict, samples: RawSamples | None
+) -> Trace:
     start = _cat(blocks, "start", np.int64, 0)
     dur = _cat(blocks, "dur", np.int64, 0)
     open_ended = _cat(blocks, "open_ended", bool, False)
@@ -210,13 +215,18 @@ def _trace(ctx: Context, db: Database, blocks: list[Block], info: dict, domains:
     processes.update(process_names(db))
     lanes, remap = ctx.lanes.build(ctx.devices, processes, threads, used)
     table_names = [b.table for b in blocks]
+    sampled = cpu_samples(ctx, samples, remap, len(lanes))
+    if sampled is not None:
+        table_names_read = {*table_names, "COMPOSITE_EVENTS", "SAMPLING_CALLCHAINS"}
+    else:
+        table_names_read = set(table_names)
     code = np.concatenate([np.full(len(b), k if b.rowid is not None else -1, np.int16) for k, b in enumerate(blocks)])
     rowid = _cat(blocks, "rowid", np.int64, -1)
     source = SourceInfo(
         path=db.path,
         format=FORMAT,
         device_properties=ctx.devices.properties([ln.device for ln in lanes if ln.is_gpu]),
-        ignored_counts=_ignored(ctx, db, set(table_names)),
+        ignored_counts=_ignored(ctx, db, table_names_read),
     )
     if info.get("EXPORT_PRODUCT_VERSION"):
         source.extra["nsys_version"] = info["EXPORT_PRODUCT_VERSION"]
@@ -242,6 +252,7 @@ def _trace(ctx: Context, db: Database, blocks: list[Block], info: dict, domains:
         copy_kind=_cat(blocks, "copy_kind", np.int8, 0),
         pageable=_cat(blocks, "pageable", bool, False),
         args_loader=RowArgs(db.path, table_names, code, rowid),
+        cpu_samples=sampled,
     )
 
 

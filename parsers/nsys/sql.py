@@ -27,7 +27,7 @@ import itertools
 import os
 import sqlite3
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +40,9 @@ __all__ = ["SQLITE_MAGIC", "BLOCK_ROWS", "DB_ERRORS", "Database", "ro_uri", "tex
 SQLITE_MAGIC = b"SQLite format 3\x00"
 #: Rows per aggregate query (a ``rowid`` range); about 12 bytes of text per value.
 BLOCK_ROWS = 4_000_000
+#: Most blocks of a table read by ``rowid`` span; a wider span (rowids far apart) is
+#: read by walking its rowids instead (``Database._rowid_ranges``).
+MAX_SPAN_BLOCKS = 4096
 
 #: What a query of a damaged file raises: ``sqlite3.Error``, or ``UnicodeDecodeError``
 #: for an error message holding bytes of the file that are not UTF-8.
@@ -141,7 +144,7 @@ class Database:
         # None: the whole table in one block (no rowid ranges to split it by)
         ranges: list[tuple[int, int] | None]
         if isinstance(lo, int) and isinstance(hi, int):
-            ranges = [(a, min(a + BLOCK_ROWS - 1, hi)) for a in range(lo, hi + 1, BLOCK_ROWS)]
+            ranges = list(self._rowid_ranges(table, lo, hi, BLOCK_ROWS))
         else:
             ranges = [None] if lo is None and hi is None and not self._empty(table) else []
         parts: list[list[np.ndarray]] = [[] for _ in exprs]
@@ -162,6 +165,47 @@ class Database:
         arrays = [_cat(p) for p in parts]
         rowid = _cat(rowids) if want_rowid and None not in ranges else None
         return arrays, rowid, [_combine(fn, vals) for fn, vals in zip(aggregates, agg_parts)]
+
+    def int_column_blocks(
+        self, table: str, exprs: Sequence[str], *, where: str = "", block_rows: int = BLOCK_ROWS
+    ) -> Iterator[list[np.ndarray]]:
+        """The integer columns of ``table`` as ``int_columns`` reads them (a NULL as
+        -1; only the rows ``where`` holds for; no rowids), one ``rowid`` range of at
+        most ``block_rows`` rows at a time, so a caller can compact each block before
+        the next is read. Raises ``TraceFormatError``."""
+        try:
+            lo, hi = self.con.execute(f'SELECT min(rowid), max(rowid) FROM "{table}"').fetchone()
+        except DB_ERRORS:  # a view or a WITHOUT ROWID table: one block
+            lo = hi = None
+        cond = f" AND ({where})" if where else ""
+        if not (isinstance(lo, int) and isinstance(hi, int)):
+            if lo is None and hi is None and not self._empty(table):
+                yield self._block(table, exprs, f" WHERE ({where})" if where else "", ())[1]
+            return
+        for rng in self._rowid_ranges(table, lo, hi, block_rows):
+            yield self._block(table, exprs, f" WHERE rowid BETWEEN ? AND ?{cond}", rng)[1]
+
+    def _rowid_ranges(self, table: str, lo: int, hi: int, block_rows: int) -> Iterator[tuple[int, int]]:
+        """Inclusive ``rowid`` ranges covering ``lo``..``hi`` of at most ``block_rows``
+        rows each: spans of ``block_rows`` rowids while there are at most
+        ``MAX_SPAN_BLOCKS`` of them; else (rowids far apart: a sample id of 2**62 is
+        its rowid) the rowids themselves are walked, ``block_rows`` rows a range."""
+        if (hi - lo) // block_rows < MAX_SPAN_BLOCKS:
+            for a in range(lo, hi + 1, block_rows):
+                yield a, min(a + block_rows - 1, hi)
+            return
+        first: int | None = lo
+        while first is not None:
+            last = self.one(
+                f'SELECT rowid FROM "{table}" WHERE rowid >= ? ORDER BY rowid LIMIT 1 OFFSET ?',
+                (first, block_rows - 1),
+                what=table,
+            )
+            if not last or last[0] >= hi:
+                yield first, hi
+                return
+            yield first, last[0]
+            first = self.one(f'SELECT min(rowid) FROM "{table}" WHERE rowid > ?', (last[0],), what=table)[0]
 
     def _empty(self, table: str) -> bool:
         return not self.rows(f'SELECT 1 FROM "{table}" LIMIT 1', what=table)

@@ -5,13 +5,19 @@
  *   descriptor_spans(data) -> list of (start, end): the byte spans of the packets that
  *       hold a track_descriptor (field 60), for the loader to decode with the generated
  *       classes; None when the top-level framing is broken.
- *   transcode(data, tracks, n_tracks, fd=-1) -> (bytearray, bytes) or None: ``tracks``
- *       maps a track uuid to (index < n_tracks, b'"pid":P,"tid":T'); returns the text
- *       '{"traceEvents":[' and a line break, then the Chrome events, one a line, each
- *       line ending ",\n", and the packet number of each event as native int64 bytes.
- *       With ``fd`` (a file open for writing at offset 0) the text is written there in
- *       pieces of FLUSH_BYTES and the bytearray comes back empty; a slice's duration,
- *       known at its end, is written into its placeholder in the file (pwrite).
+ *   transcode(data, tracks, n_tracks, fd=-1, on_flush=None, flush_bytes=FLUSH_BYTES)
+ *       -> (bytearray, bytes) or None: ``tracks`` maps a track uuid to (index <
+ *       n_tracks, b'"pid":P,"tid":T'); returns the text '{"traceEvents":[' and a line
+ *       break, then the Chrome events, one a line, each line ending ",\n", and the
+ *       packet number of each event as native int64 bytes. Two passes: the first
+ *       (``pair_slices``) pairs each slice begin with its end for its duration, the
+ *       second writes each slice whole, so text once written never changes. With
+ *       ``fd`` (a file open for writing at offset 0) the text is written there in
+ *       pieces of about ``flush_bytes`` and the bytearray comes back empty; after each
+ *       piece but the last, ``on_flush(written_bytes, consumed_bytes)``: the text's
+ *       first ``written_bytes`` are in the file, final, and ``consumed_bytes`` of
+ *       ``data`` are read (so that forked decoders can read the text while it grows);
+ *       an exception it raises ends the call with it.
  *
  * It writes what loader._Decoder writes for the same packets (same keys in the same
  * order, ts/dur as exact decimal microseconds, doubles as Python's repr) and returns
@@ -31,7 +37,7 @@
  * slice, a slice left open at the end, an unknown track, a non-finite double, text that
  * is not UTF-8, more than MAX_SEQS sequences, an iid past MAX_IID; and always on a
  * big-endian host (fixed64 values are read as little-endian words). POSIX only
- * (write/pwrite): where it does not build, the package installs without it.
+ * (write): where it does not build, the package installs without it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -43,9 +49,8 @@
 
 #define MAX_SEQS 64
 #define MAX_IID (1 << 22)
-#define DUR_PAD 24
 
-typedef struct { const uint8_t *p; Py_ssize_t n; } span;
+typedef struct { const uint8_t *p; Py_ssize_t n; int plain; } span; /* plain: ``put_plain`` may write it */
 typedef struct { span *v; Py_ssize_t cap; } table;
 typedef struct { uint64_t id; int used; table t[3]; } seqstate; /* names, cats, arg names */
 
@@ -54,6 +59,7 @@ typedef struct {
     Py_ssize_t len;
     int fd;             /* -1: all of the text stays in ``out`` */
     Py_ssize_t flushed; /* bytes written to ``fd`` before out[0] */
+    Py_ssize_t flush_bytes; /* written out once the buffer holds more than this */
 } buf;
 
 #define FLUSH_BYTES (8 << 20)
@@ -73,19 +79,6 @@ static int flush(buf *b) {
     }
     b->flushed += b->len;
     b->len = 0;
-    return 0;
-}
-
-/* ``n`` bytes at absolute text offset ``at`` (a dur placeholder), in the buffer or the file */
-static int patch(buf *b, Py_ssize_t at, const char *s, Py_ssize_t n) {
-    if (at >= b->flushed) {
-        memcpy(PyByteArray_AS_STRING(b->out) + (at - b->flushed), s, n);
-        return 0;
-    }
-    if (pwrite(b->fd, s, (size_t)n, (off_t)at) != n) {
-        PyErr_SetFromErrno(PyExc_OSError);
-        return -1;
-    }
     return 0;
 }
 
@@ -127,19 +120,30 @@ static int utf8_ok(const uint8_t *s, Py_ssize_t n) {
     return 1;
 }
 
+/* bytes a JSON string holds as they are: printable ASCII but '"' and '\\' */
+static uint8_t is_plain[256];
+static void init_plain(void) {
+    for (int c = 0x20; c < 0x80; c++) is_plain[c] = c != '"' && c != '\\';
+}
+static int all_plain(const uint8_t *s, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!is_plain[s[i]]) return 0;
+    return 1;
+}
+/* a JSON string of bytes known to be plain (``all_plain``) */
+static int put_plain(buf *b, const uint8_t *s, Py_ssize_t n) {
+    if (grow(b, n + 2)) return -1;
+    char *o = PyByteArray_AS_STRING(b->out) + b->len;
+    o[0] = '"';
+    memcpy(o + 1, s, n);
+    o[n + 1] = '"';
+    b->len += n + 2;
+    return 0;
+}
+
 /* a JSON string; -2: not UTF-8 */
 static int put_str(buf *b, const uint8_t *s, Py_ssize_t n) {
-    Py_ssize_t plain = 0;
-    while (plain < n && s[plain] >= 0x20 && s[plain] < 0x80 && s[plain] != '"' && s[plain] != '\\') plain++;
-    if (plain == n) { /* the common case: printable ASCII, copied as it is */
-        if (grow(b, n + 2)) return -1;
-        char *o = PyByteArray_AS_STRING(b->out) + b->len;
-        o[0] = '"';
-        memcpy(o + 1, s, n);
-        o[n + 1] = '"';
-        b->len += n + 2;
-        return 0;
-    }
+    if (all_plain(s, n)) return put_plain(b, s, n); /* the common case: printable ASCII, copied as it is */
     if (!utf8_ok(s, n)) return -2;
     if (grow(b, n * 6 + 2)) return -1;
     char *o = PyByteArray_AS_STRING(b->out) + b->len;
@@ -166,8 +170,18 @@ static int put_str(buf *b, const uint8_t *s, Py_ssize_t n) {
 }
 
 /* decimal digits of ``v`` ending at ``end`` (written backwards); returns the first */
+static const char pairs[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
 static char *digits(char *end, uint64_t v) {
-    do { *--end = (char)('0' + v % 10); v /= 10; } while (v);
+    while (v >= 100) { /* two at a time: half the divisions */
+        uint64_t q = v / 100;
+        memcpy(end -= 2, pairs + 2 * (v - q * 100), 2);
+        v = q;
+    }
+    if (v >= 10) memcpy(end -= 2, pairs + 2 * v, 2);
+    else *--end = (char)('0' + v);
     return end;
 }
 static int put_u64(buf *b, uint64_t v, int negative) {
@@ -199,7 +213,8 @@ static int put_ns(buf *b, int64_t v) {
 }
 
 /* wire reading; all return -1 past ``end`` */
-static Py_ssize_t varint(const uint8_t *d, Py_ssize_t at, Py_ssize_t end, uint64_t *v) {
+static inline Py_ssize_t varint(const uint8_t *d, Py_ssize_t at, Py_ssize_t end, uint64_t *v) {
+    if (at < end && d[at] < 0x80) { *v = d[at]; return at + 1; } /* one byte: most tags and small values */
     uint64_t r = 0;
     for (int s = 0; s < 70 && at < end; s += 7) {
         uint8_t c = d[at++];
@@ -209,7 +224,7 @@ static Py_ssize_t varint(const uint8_t *d, Py_ssize_t at, Py_ssize_t end, uint64
     return -1;
 }
 /* one field: tag, and for wire 2 its span, for 0/1/5 its value; returns the next offset */
-static Py_ssize_t field(const uint8_t *d, Py_ssize_t at, Py_ssize_t end, uint32_t *num, int *wire, uint64_t *val,
+static inline Py_ssize_t field(const uint8_t *d, Py_ssize_t at, Py_ssize_t end, uint32_t *num, int *wire, uint64_t *val,
                         Py_ssize_t *body) {
     uint64_t tag;
     at = varint(d, at, end, &tag);
@@ -242,6 +257,7 @@ static int tset(table *t, uint64_t iid, const uint8_t *p, Py_ssize_t n) {
     }
     t->v[iid].p = p;
     t->v[iid].n = n;
+    t->v[iid].plain = all_plain(p, n);
     return 0;
 }
 static span *tget(table *t, uint64_t iid) {
@@ -274,20 +290,103 @@ static int intern(seqstate *s, const uint8_t *d, Py_ssize_t at, Py_ssize_t end) 
 }
 
 typedef struct {
-    Py_ssize_t *v; int64_t *ts; Py_ssize_t n, cap;
+    int64_t *ts; Py_ssize_t *begin; Py_ssize_t n, cap; /* the open slices: start, ordinal among the begins */
 } stack;
+
+/* the tracks: uuid → (lane text, open slices), open addressing */
+typedef struct { uint64_t uuid; PyObject *lane; stack open; int used; } track;
+typedef struct { track *v; size_t mask; } trackmap;
 
 typedef struct {
     const uint8_t *d;
+    Py_ssize_t at; /* end of the packet being read: the input consumed */
     buf b;
-    PyObject *tracks, *seen, *packet_of;
+    uint64_t *seen; /* the flow ids seen (open addressing; 0 is ``seen_zero``) */
+    size_t seen_mask, seen_n;
+    int seen_zero;
+    PyObject *on_flush; /* None, or called with (final bytes, input bytes consumed) after a flush */
     seqstate seqs[MAX_SEQS];
     int nseqs;
-    stack *stacks;
-    Py_ssize_t nstacks;
+    trackmap tracks;
+    int64_t *dur;           /* each slice begin's duration, in packet order (``pair_slices``) */
+    Py_ssize_t nbegins, begins_cap, next_begin;
     Py_ssize_t packet_of_len, packet_of_cap;
     int64_t *pk;
 } state;
+
+static size_t mix(uint64_t x);
+/* whether flow id ``id`` was seen before; adds it. -1: no memory */
+static int seen_before(state *st, uint64_t id) {
+    if (id == 0) { int was = st->seen_zero; st->seen_zero = 1; return was; }
+    if (st->seen_n * 2 >= st->seen_mask) { /* grow (and make the first table) at half full */
+        size_t cap = st->seen ? (st->seen_mask + 1) * 2 : 1024;
+        uint64_t *v = PyMem_Calloc(cap, sizeof(uint64_t));
+        if (!v) { PyErr_NoMemory(); return -1; }
+        if (st->seen)
+            for (size_t i = 0; i <= st->seen_mask; i++)
+                if (st->seen[i]) {
+                    size_t j = mix(st->seen[i]) & (cap - 1);
+                    while (v[j]) j = (j + 1) & (cap - 1);
+                    v[j] = st->seen[i];
+                }
+        PyMem_Free(st->seen);
+        st->seen = v;
+        st->seen_mask = cap - 1;
+    }
+    size_t i = mix(id) & st->seen_mask;
+    for (; st->seen[i]; i = (i + 1) & st->seen_mask)
+        if (st->seen[i] == id) return 1;
+    st->seen[i] = id;
+    st->seen_n++;
+    return 0;
+}
+
+static size_t mix(uint64_t x) {
+    x ^= x >> 33; x *= 0xff51afd7ed558ccdULL; x ^= x >> 33;
+    return (size_t)x;
+}
+static track *track_of(trackmap *m, uint64_t uuid) {
+    for (size_t i = mix(uuid) & m->mask;; i = (i + 1) & m->mask) {
+        if (!m->v[i].used) return NULL;
+        if (m->v[i].uuid == uuid) return &m->v[i];
+    }
+}
+/* the map of ``tracks`` (uuid → (index, lane text)); -1 with an exception set */
+static int tracks_from(trackmap *m, PyObject *tracks) {
+    size_t cap = 16;
+    while (cap < (size_t)PyDict_GET_SIZE(tracks) * 2 + 1) cap *= 2;
+    m->v = PyMem_Calloc(cap, sizeof(track));
+    if (!m->v) { PyErr_NoMemory(); return -1; }
+    m->mask = cap - 1;
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(tracks, &pos, &key, &value)) {
+        uint64_t uuid = PyLong_AsUnsignedLongLong(key);
+        if (uuid == (uint64_t)-1 && PyErr_Occurred()) return -1;
+        if (!PyTuple_Check(value) || PyTuple_GET_SIZE(value) != 2 || !PyBytes_Check(PyTuple_GET_ITEM(value, 1))) {
+            PyErr_SetString(PyExc_TypeError, "tracks: uuid -> (index, bytes)");
+            return -1;
+        }
+        size_t i = mix(uuid) & m->mask;
+        while (m->v[i].used && m->v[i].uuid != uuid) i = (i + 1) & m->mask;
+        if (m->v[i].used) continue;
+        m->v[i].used = 1;
+        m->v[i].uuid = uuid;
+        m->v[i].lane = PyTuple_GET_ITEM(value, 1);
+        Py_INCREF(m->v[i].lane);
+    }
+    return 0;
+}
+static void tracks_free(trackmap *m) {
+    if (!m->v) return;
+    for (size_t i = 0; i <= m->mask; i++)
+        if (m->v[i].used) {
+            Py_XDECREF(m->v[i].lane);
+            PyMem_Free(m->v[i].open.ts);
+            PyMem_Free(m->v[i].open.begin);
+        }
+    PyMem_Free(m->v);
+}
 
 static int note_packet(state *st, int64_t k) {
     if (st->packet_of_len == st->packet_of_cap) {
@@ -320,7 +419,7 @@ static seqstate *seq_of(state *st, uint64_t id, int clear) {
 /* debug annotation → "name":value; 1: outside the subset */
 static int annotation(state *st, seqstate *s, Py_ssize_t at, Py_ssize_t end) {
     const uint8_t *d = st->d;
-    const uint8_t *name = NULL; Py_ssize_t name_n = 0; int have_name = 0;
+    const uint8_t *name = NULL; Py_ssize_t name_n = 0; int have_name = 0, name_plain = 0;
     int vwire = -1; uint32_t vnum = 0; uint64_t v = 0; Py_ssize_t vbody = 0;
     while (at < end) {
         uint32_t num; int wire; uint64_t val; Py_ssize_t body = 0;
@@ -329,15 +428,15 @@ static int annotation(state *st, seqstate *s, Py_ssize_t at, Py_ssize_t end) {
         if (num == 1 && wire == 0) {
             span *sp = tget(&s->t[2], val);
             if (!sp) return 1;
-            name = sp->p; name_n = sp->n; have_name = 1;
-        } else if (num == 10 && wire == 2) { name = d + body; name_n = (Py_ssize_t)val; have_name = 1; }
+            name = sp->p; name_n = sp->n; have_name = 1; name_plain = sp->plain;
+        } else if (num == 10 && wire == 2) { name = d + body; name_n = (Py_ssize_t)val; have_name = 1; name_plain = 0; }
         else if ((num == 2 || num == 3 || num == 4) && wire == 0) { vnum = num; vwire = 0; v = val; }
         else if (num == 5 && wire == 1) { vnum = num; vwire = 1; v = val; }
         else if ((num == 6 || num == 9) && wire == 2) { vnum = num; vwire = 2; v = val; vbody = body; }
         else return 1;
     }
     if (!have_name || vwire < 0) return 1;
-    int r = put_str(&st->b, name, name_n);
+    int r = name_plain ? put_plain(&st->b, name, name_n) : put_str(&st->b, name, name_n);
     if (r == -2) return 1;
     if (r || PUTS(&st->b, ":")) return -1;
     switch (vnum) {
@@ -372,11 +471,21 @@ static int flow(state *st, const char *ph, uint64_t id, int64_t ts, PyObject *la
     return note_packet(st, k);
 }
 
+/* write the buffer out and tell ``on_flush``: the text written is final (durations
+ * are known from ``pair_slices`` before their slice is written) */
+static int flushed(state *st) {
+    if (flush(&st->b)) return -1;
+    if (st->on_flush == Py_None) return 0;
+    PyObject *r = PyObject_CallFunction(st->on_flush, "nn", st->b.flushed, st->at);
+    Py_XDECREF(r);
+    return r ? 0 : -1;
+}
+
 /* one track_event; 1: outside the subset */
 static int track_event(state *st, seqstate *s, int64_t ts, Py_ssize_t at, Py_ssize_t end, int64_t k) {
     const uint8_t *d = st->d;
-    uint64_t type = 0, track = 0; int have_track = 0;
-    const uint8_t *name = NULL; Py_ssize_t name_n = 0;
+    uint64_t type = 0, track_uuid = 0; int have_track = 0;
+    const uint8_t *name = NULL; Py_ssize_t name_n = 0; int name_plain = 0;
     Py_ssize_t ann[64]; Py_ssize_t ann_end[64]; int nann = 0;
     Py_ssize_t cats[16]; int ncats = 0; int cat_strings = 0; /* iids, or offsets of strings */
     uint64_t cat_iid[16];
@@ -386,12 +495,12 @@ static int track_event(state *st, seqstate *s, int64_t ts, Py_ssize_t at, Py_ssi
         Py_ssize_t next = field(d, at, end, &num, &wire, &val, &body);
         if (next < 0) return 1;
         if (num == 9 && wire == 0) type = val;
-        else if (num == 11 && wire == 0) { track = val; have_track = 1; }
+        else if (num == 11 && wire == 0) { track_uuid = val; have_track = 1; }
         else if (num == 10 && wire == 0) {
             span *sp = tget(&s->t[0], val);
             if (!sp) return 1;
-            name = sp->p; name_n = sp->n;
-        } else if (num == 23 && wire == 2) { name = d + body; name_n = (Py_ssize_t)val; }
+            name = sp->p; name_n = sp->n; name_plain = sp->plain;
+        } else if (num == 23 && wire == 2) { name = d + body; name_n = (Py_ssize_t)val; name_plain = 0; }
         else if (num == 3 && wire == 0) { if (ncats == 16 || cat_strings) return 1; cat_iid[ncats++] = val; }
         else if (num == 3 && wire == 2) {
             Py_ssize_t a = body;
@@ -415,29 +524,19 @@ static int track_event(state *st, seqstate *s, int64_t ts, Py_ssize_t at, Py_ssi
         at = next;
     }
     if (!have_track) return 1;
-    PyObject *key = PyLong_FromUnsignedLongLong(track);
-    if (!key) return -1;
-    PyObject *entry = PyDict_GetItemWithError(st->tracks, key);
-    Py_DECREF(key);
-    if (!entry) return PyErr_Occurred() ? -1 : 1;
-    Py_ssize_t ti = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 0));
-    PyObject *lane = PyTuple_GET_ITEM(entry, 1);
-    if (ti < 0 || ti >= st->nstacks) return 1;
-    stack *sk = &st->stacks[ti];
-    if (type == 2) { /* end: the innermost open slice of the track */
-        if (sk->n == 0) return 1;
-        sk->n--;
-        char tmp[32];
-        int n = ns_text(tmp, ts - sk->ts[sk->n]);
-        if (n > DUR_PAD) return 1;
-        return patch(&st->b, sk->v[sk->n], tmp, n);
-    }
+    track *tr = track_of(&st->tracks, track_uuid);
+    if (!tr) return 1;
+    PyObject *lane = tr->lane;
+    if (type == 2) return 0; /* an end: its slice's duration was written with it */
     if (type != 1 && type != 3) return 1;
     buf *b = &st->b;
     if (type == 1 ? PUTS(b, "{\"ph\":\"X\",\"name\":") : PUTS(b, "{\"ph\":\"i\",\"s\":\"t\",\"name\":")) return -1;
-    int r = name ? put_str(b, name, name_n) : PUTS(b, "\"\"");
+    int r = !name ? PUTS(b, "\"\"") : name_plain ? put_plain(b, name, name_n) : put_str(b, name, name_n);
     if (r) return r == -2 ? 1 : -1;
-    if (ncats) {
+    span *one = ncats == 1 && !cat_strings ? tget(&s->t[1], cat_iid[0]) : NULL;
+    if (one && one->plain) { /* the common case: one interned category */
+        if (PUTS(b, ",\"cat\":") || put_plain(b, one->p, one->n)) return -1;
+    } else if (ncats) {
         if (PUTS(b, ",\"cat\":")) return -1;
         /* the categories joined by commas, as one string */
         Py_ssize_t total = 0;
@@ -475,34 +574,17 @@ static int track_event(state *st, seqstate *s, int64_t ts, Py_ssize_t at, Py_ssi
     }
     if (PUTS(b, ",") || put(b, PyBytes_AS_STRING(lane), PyBytes_GET_SIZE(lane))) return -1;
     if (type == 1) {
-        if (PUTS(b, ",\"dur\":") || grow(b, DUR_PAD)) return -1;
-        if (sk->n == sk->cap) {
-            Py_ssize_t cap = sk->cap ? sk->cap * 2 : 16;
-            Py_ssize_t *v = PyMem_Realloc(sk->v, cap * sizeof(Py_ssize_t));
-            if (!v) return -1;
-            sk->v = v;
-            int64_t *t2 = PyMem_Realloc(sk->ts, cap * sizeof(int64_t));
-            if (!t2) return -1;
-            sk->ts = t2;
-            sk->cap = cap;
-        }
-        sk->v[sk->n] = b->flushed + b->len;
-        sk->ts[sk->n++] = ts;
-        memset(PyByteArray_AS_STRING(b->out) + b->len, ' ', DUR_PAD);
-        b->len += DUR_PAD;
+        if (st->next_begin >= st->nbegins) return 1; /* not as ``pair_slices`` saw it */
+        if (PUTS(b, ",\"dur\":") || put_ns(b, st->dur[st->next_begin++])) return -1;
     }
     if (PUTS(b, "},\n") || note_packet(st, k)) return -1;
     for (int i = 0; i < nfl; i++) {
-        PyObject *id = PyLong_FromUnsignedLongLong(fl[i]);
-        if (!id) return -1;
-        int was = PySet_Contains(st->seen, id);
-        if (was < 0 || (!was && PySet_Add(st->seen, id))) { Py_DECREF(id); return -1; }
-        Py_DECREF(id);
-        if (flow(st, was ? "t" : "s", fl[i], ts, lane, k)) return -1;
+        int was = seen_before(st, fl[i]);
+        if (was < 0 || flow(st, was ? "t" : "s", fl[i], ts, lane, k)) return -1;
     }
     for (int i = 0; i < ntfl; i++)
         if (flow(st, "f", tfl[i], ts, lane, k)) return -1;
-    if (b->fd >= 0 && b->len > FLUSH_BYTES && flush(b)) return -1;
+    if (b->fd >= 0 && b->len > b->flush_bytes) return flushed(st);
     return 0;
 }
 
@@ -533,12 +615,89 @@ static int packet(state *st, Py_ssize_t at, Py_ssize_t end, int64_t k) {
     return 0;
 }
 
+/* The first pass: each slice begin's duration (``st->dur``, in packet order), from its
+ * end (the innermost open slice of the end's track), so that the second pass writes a
+ * slice whole, never going back: the text it has written is final, and the loader's
+ * decoders can read it while it grows. Reads only the packets' timestamp and their
+ * track events' type and track. 1: outside the subset (a track event with no or an
+ * unknown track, of another type, an end with no open slice, a slice left open,
+ * broken framing), which the second pass would meet too. */
+static int pair_slices(state *st, Py_ssize_t end) {
+    const uint8_t *d = st->d;
+    Py_ssize_t at = 0;
+    while (at < end) {
+        uint32_t num; int wire; uint64_t val; Py_ssize_t body = 0;
+        Py_ssize_t next = field(d, at, end, &num, &wire, &val, &body);
+        if (next < 0 || num != 1 || wire != 2) return 1;
+        uint64_t ts = 0;
+        Py_ssize_t te = -1, te_end = 0;
+        for (Py_ssize_t a = body; a < next;) {
+            uint32_t n2; int w2; uint64_t v2; Py_ssize_t b2 = 0;
+            a = field(d, a, next, &n2, &w2, &v2, &b2);
+            if (a < 0) return 1;
+            if (n2 == 8 && w2 == 0) ts = v2;
+            else if (n2 == 11 && w2 == 2) { te = b2; te_end = a; }
+        }
+        at = next;
+        if (te < 0) continue;
+        uint64_t type = 0, uuid = 0; int have_track = 0;
+        for (Py_ssize_t a = te; a < te_end;) {
+            uint32_t n2; int w2; uint64_t v2; Py_ssize_t b2 = 0;
+            a = field(d, a, te_end, &n2, &w2, &v2, &b2);
+            if (a < 0) return 1;
+            if (n2 == 9 && w2 == 0) type = v2;
+            else if (n2 == 11 && w2 == 0) { uuid = v2; have_track = 1; }
+        }
+        if (type == 3) continue;
+        if (!have_track || (type != 1 && type != 2)) return 1;
+        track *tr = track_of(&st->tracks, uuid);
+        if (!tr) return 1;
+        stack *sk = &tr->open;
+        if (type == 2) {
+            if (sk->n == 0) return 1;
+            sk->n--;
+            st->dur[sk->begin[sk->n]] = (int64_t)(ts - (uint64_t)sk->ts[sk->n]);
+            continue;
+        }
+        if (sk->n == sk->cap) {
+            Py_ssize_t cap = sk->cap ? sk->cap * 2 : 16;
+            int64_t *t2 = PyMem_Realloc(sk->ts, cap * sizeof(int64_t));
+            if (!t2) { PyErr_NoMemory(); return -1; }
+            sk->ts = t2;
+            Py_ssize_t *b2 = PyMem_Realloc(sk->begin, cap * sizeof(Py_ssize_t));
+            if (!b2) { PyErr_NoMemory(); return -1; }
+            sk->begin = b2;
+            sk->cap = cap;
+        }
+        if (st->nbegins == st->begins_cap) {
+            Py_ssize_t cap = st->begins_cap ? st->begins_cap * 2 : 4096;
+            int64_t *v = PyMem_Realloc(st->dur, cap * sizeof(int64_t));
+            if (!v) { PyErr_NoMemory(); return -1; }
+            st->dur = v;
+            st->begins_cap = cap;
+        }
+        sk->ts[sk->n] = (int64_t)ts;
+        sk->begin[sk->n++] = st->nbegins++;
+    }
+    for (size_t i = 0; i <= st->tracks.mask; i++)
+        if (st->tracks.v[i].used && st->tracks.v[i].open.n) return 1; /* a slice left open: the loader names it */
+    return 0;
+}
+
 static PyObject *transcode(PyObject *self, PyObject *args) {
     Py_buffer view;
     PyObject *tracks;
     Py_ssize_t ntracks;
     int fd = -1;
-    if (!PyArg_ParseTuple(args, "y*O!n|i", &view, &PyDict_Type, &tracks, &ntracks, &fd)) return NULL;
+    PyObject *on_flush = Py_None;
+    Py_ssize_t flush_bytes = FLUSH_BYTES;
+    if (!PyArg_ParseTuple(args, "y*O!n|iOn", &view, &PyDict_Type, &tracks, &ntracks, &fd, &on_flush, &flush_bytes))
+        return NULL;
+    if (on_flush != Py_None && !PyCallable_Check(on_flush)) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_TypeError, "on_flush must be callable or None");
+        return NULL;
+    }
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
     PyBuffer_Release(&view); /* fixed64 fields are read as little-endian words: not here */
     Py_RETURN_NONE;
@@ -546,46 +705,49 @@ static PyObject *transcode(PyObject *self, PyObject *args) {
     state st;
     memset(&st, 0, sizeof st);
     st.b.fd = fd;
+    st.b.flush_bytes = flush_bytes < 1 ? 1 : flush_bytes > (1 << 30) ? (1 << 30) : flush_bytes;
+    st.on_flush = on_flush;
     st.d = view.buf;
-    st.tracks = tracks;
-    st.nstacks = ntracks;
     PyObject *result = NULL;
-    st.b.out = PyByteArray_FromStringAndSize(NULL, fd >= 0 ? FLUSH_BYTES * 2 : view.len * 4 + 4096);
-    st.seen = PySet_New(NULL);
-    st.stacks = PyMem_Calloc(ntracks ? ntracks : 1, sizeof(stack));
-    if (!st.b.out || !st.seen || !st.stacks) goto done;
-    if (PUTS(&st.b, "{\"traceEvents\":[\n")) goto done;
+    int r = 0;
+    if (ntracks < PyDict_GET_SIZE(tracks) || tracks_from(&st.tracks, tracks)) {
+        if (!PyErr_Occurred()) r = 1;
+        goto done;
+    }
+    r = pair_slices(&st, view.len);
+    if (r) goto done;
+    st.b.out = PyByteArray_FromStringAndSize(NULL, fd >= 0 ? st.b.flush_bytes * 2 : view.len * 4 + 4096);
+    if (!st.b.out) { r = -1; goto done; }
+    if (PUTS(&st.b, "{\"traceEvents\":[\n")) { r = -1; goto done; }
     Py_ssize_t at = 0, end = view.len;
     int64_t k = 0;
-    int r = 0;
     while (at < end) {
         uint32_t num; int wire; uint64_t val; Py_ssize_t body = 0;
         Py_ssize_t next = field(st.d, at, end, &num, &wire, &val, &body);
         if (next < 0 || num != 1 || wire != 2) { r = 1; break; }
+        st.at = next;
         r = packet(&st, body, next, k);
         if (r) break;
         at = next;
         k++;
     }
-    for (Py_ssize_t i = 0; r == 0 && i < ntracks; i++)
-        if (st.stacks[i].n) r = 1; /* a slice left open: the loader names it */
-    if (r < 0) goto done;
-    if (r > 0) { result = Py_None; Py_INCREF(result); goto done; }
-    if (fd >= 0 && flush(&st.b)) goto done;
-    if (PyByteArray_Resize(st.b.out, st.b.len)) goto done;
+    if (r == 0 && st.next_begin != st.nbegins) r = 1; /* not as ``pair_slices`` saw it */
+    if (r) goto done;
+    if (fd >= 0 && flush(&st.b)) { r = -1; goto done; }
+    if (PyByteArray_Resize(st.b.out, st.b.len)) { r = -1; goto done; }
     PyObject *pk = PyBytes_FromStringAndSize((const char *)st.pk, st.packet_of_len * (Py_ssize_t)sizeof(int64_t));
-    if (!pk) goto done;
+    if (!pk) { r = -1; goto done; }
     result = PyTuple_Pack(2, st.b.out, pk);
     Py_DECREF(pk);
 done:
+    if (r > 0 && !result) { result = Py_None; Py_INCREF(result); }
     for (int i = 0; i < st.nseqs; i++)
         for (int j = 0; j < 3; j++) PyMem_Free(st.seqs[i].t[j].v);
-    if (st.stacks)
-        for (Py_ssize_t i = 0; i < ntracks; i++) { PyMem_Free(st.stacks[i].v); PyMem_Free(st.stacks[i].ts); }
-    PyMem_Free(st.stacks);
+    tracks_free(&st.tracks);
+    PyMem_Free(st.dur);
     PyMem_Free(st.pk);
     Py_XDECREF(st.b.out);
-    Py_XDECREF(st.seen);
+    PyMem_Free(st.seen);
     PyBuffer_Release(&view);
     return result;
 }
@@ -626,4 +788,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_pfscan", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__pfscan(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__pfscan(void) {
+    init_plain();
+    return PyModule_Create(&module);
+}

@@ -2,12 +2,15 @@
 
 The ``TracePacket`` stream (``protos/perfetto/trace/trace_packet.proto``) is written as
 Chrome Trace Event Format events, one per line, and loaded by
-``gapscope.parsers.chrome.loader.load_chrome``. Two decoders give the same text: the C
+``gapscope.parsers.chrome.decode.load_chrome``. Two decoders give the same text: the C
 transcoder ``_pfscan`` (built with the package; the common subset: plain slices,
 instants, interned names, scalar annotations, flows; ``_pfscan.c`` lists it), with the track descriptors decoded here; and,
 for a file it does not read whole (or ``GAPSCOPE_PFSCAN=0``, or no C compiler at
 install), the ``perfetto`` package's generated classes (``perfetto_trace_pb2``, parsed
-by ``protobuf``'s upb backend) and ``_Decoder`` below. Kinds from
+by ``protobuf``'s upb backend) and ``_Decoder`` below. The C transcoder writes a large
+file's text (``MAP_MIN_BYTES``) to a mapped temporary file, which the Chrome loader's
+forked children decode while it grows (``_Growing``, as a ``.json.gz`` while it is
+inflated), so transcoding and decoding overlap. Kinds from
 the categories, lanes, ``correlation`` links, ``ac2g`` flows, checks and warnings are
 the Chrome loader's, so a ``.pftrace`` and its JSON twin give one ``Trace``.
 
@@ -50,11 +53,12 @@ from __future__ import annotations
 import collections
 import dataclasses
 import gc
+import importlib.util
 import mmap
 import os
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
@@ -64,6 +68,10 @@ from gapscope.parsers.errors import TraceFormatError
 from gapscope.parsers.json.mapped import MappedText
 from gapscope.parsers.json.scan import Text
 from gapscope.parsers.model import Trace, TraceWarning
+from gapscope.settings import read_settings
+
+if TYPE_CHECKING:
+    from gapscope.parsers.chrome.parallel.fork import GrowingParts
 
 try:
     from gapscope.parsers.perfetto import _pfscan
@@ -84,6 +92,18 @@ _TYPE_BEGIN, _TYPE_END, _TYPE_INSTANT, _TYPE_COUNTER = 1, 2, 3, 4
 #: Debug annotation values that are Chrome arg values as they are.
 _SCALARS = frozenset(("int_value", "uint_value", "double_value", "bool_value", "string_value", "pointer_value"))
 _QUIET = frozenset(("trace_config", "trace_stats", "trace_uuid", "synchronization_marker", "clock_snapshot"))
+
+
+def _extra_installed() -> bool:
+    """Whether the ``perfetto`` extra (``perfetto_trace_pb2`` and ``protobuf``) can be
+    imported, without importing it (the C transcoder's path never needs it)."""
+    try:
+        return all(
+            importlib.util.find_spec(m) is not None
+            for m in ("google.protobuf", "perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+        )
+    except (ImportError, ValueError):
+        return False
 
 
 def _pb2():
@@ -146,6 +166,132 @@ def _skip(buf, at: int, wire: int) -> int:
         at, n = _varint(buf, at)
         return -1 if at < 0 else at + n
     return -1
+
+
+class _Fields:
+    """Fields of one message read from the wire (``_track_descriptor``): values by
+    name, and ``HasField`` as the generated classes answer it for the fields read."""
+
+    def __init__(self, **defaults: Any) -> None:
+        self.__dict__.update(defaults)
+        self.present: set[str] = set()
+
+    def HasField(self, name: str) -> bool:
+        return name in self.present
+
+    def __getattr__(self, name: str) -> Any:  # the fields set in ``__init__``/``_read_fields`` only
+        raise AttributeError(name)
+
+
+#: (field number, wire type) → (name, kind) of the ``TrackDescriptor`` fields
+#: ``_Decoder`` reads (``protos/perfetto/trace/track_event/track_descriptor.proto``);
+#: kind: a varint as ``int32``/``int64``/``uint64``, ``str``, or a message.
+_TRACK_FIELDS: dict[tuple[int, int], tuple[str, str]] = {
+    (1, 0): ("uuid", "uint64"),
+    (5, 0): ("parent_uuid", "uint64"),
+    (2, 2): ("name", "str"),
+    (10, 2): ("static_name", "str"),
+    (13, 2): ("atrace_name", "str"),
+    (3, 2): ("process", "msg"),
+    (4, 2): ("thread", "msg"),
+    (8, 2): ("counter", "msg"),
+    (12, 0): ("sibling_order_rank", "int32"),
+}
+_INNER_FIELDS: dict[str, dict[tuple[int, int], tuple[str, str]]] = {
+    "process": {(1, 0): ("pid", "int32"), (6, 2): ("process_name", "str"), (3, 0): ("legacy_sort_index", "int32")},
+    "thread": {
+        (1, 0): ("pid", "int32"),
+        (2, 0): ("tid", "int64"),
+        (5, 2): ("thread_name", "str"),
+        (3, 0): ("legacy_sort_index", "int32"),
+    },
+    "counter": {},
+}
+#: ``TrackDescriptor``'s oneof ``static_or_dynamic_name``: setting one clears the others.
+_NAME_ONEOF = frozenset(("name", "static_name", "atrace_name"))
+
+
+def _track_descriptor(data, at: int, end: int) -> _Fields | None:
+    """The ``TrackDescriptor`` of the packet ``data[at:end]``, with the fields
+    ``_Decoder`` reads as the generated classes read them (the last value of a field
+    wins, a message seen twice is merged, a field of another wire type is skipped);
+    None when the packet holds no or several descriptors, or anything is odd (broken
+    framing, text that is not UTF-8): the generated classes then decode it. Spares
+    the C transcoder's path the import of ``perfetto_trace_pb2`` (30 ms of CPU);
+    ``tests/test_perfetto.py`` holds it equal to them on generated descriptors."""
+    body = None
+    while at < end:
+        after, tag = _varint(data, at)
+        if after < 0:
+            return None
+        if tag == (60 << 3 | 2):
+            start, size = _varint(data, after)
+            if body is not None or start < 0 or start + size > end:
+                return None
+            body = (start, start + size)
+        at = _skip(data, after, tag & 7)
+        if at < 0 or at > end:
+            return None
+    if body is None:
+        return None
+    d = _Fields(
+        uuid=0,
+        parent_uuid=0,
+        name="",
+        static_name="",
+        atrace_name="",
+        sibling_order_rank=0,
+        process=_Fields(pid=0, process_name="", legacy_sort_index=0),
+        thread=_Fields(pid=0, tid=0, thread_name="", legacy_sort_index=0),
+        counter=_Fields(),
+    )
+    return d if _read_fields(d, data, body[0], body[1], _TRACK_FIELDS) else None
+
+
+def _read_fields(msg: _Fields, data, at: int, end: int, fields: dict) -> bool:
+    """``data[at:end]``'s fields named in ``fields`` into ``msg`` (messages into its
+    sub-messages, by ``_INNER_FIELDS``); False on anything ``_track_descriptor`` leaves
+    to the generated classes."""
+    while at < end:
+        after, tag = _varint(data, at)
+        if after < 0 or tag >> 3 == 0:
+            return False
+        got = fields.get((tag >> 3, tag & 7))
+        if got is None:
+            at = _skip(data, after, tag & 7)
+            if at < 0 or at > end:
+                return False
+            continue
+        name, kind = got
+        value: int | str
+        at, value = _varint(data, after)
+        if at < 0:
+            return False
+        value &= (1 << 64) - 1  # a 10-byte varint's bits past 64 are dropped, as protobuf does
+        if kind == "int32":
+            value = (value & 0xFFFFFFFF) - ((value & 0x80000000) << 1)
+        elif kind == "int64":
+            value = value - ((value & (1 << 63)) << 1)
+        elif kind in ("str", "msg"):
+            start, at = at, at + value
+            if at > end:
+                return False
+            if kind == "msg":
+                if not _read_fields(getattr(msg, name), data, start, at, _INNER_FIELDS[name]):
+                    return False
+            else:
+                try:
+                    value = bytes(data[start:at]).decode("utf-8")
+                except UnicodeDecodeError:
+                    return False
+                if name in _NAME_ONEOF:  # the oneof's other members are cleared
+                    msg.present -= _NAME_ONEOF
+                    for other in _NAME_ONEOF:
+                        setattr(msg, other, "")
+        if kind != "msg":
+            setattr(msg, name, value)
+        msg.present.add(name)
+    return True
 
 
 def _damage(data, path: str) -> TraceFormatError:
@@ -599,26 +745,96 @@ def load_perfetto(read: Callable[[], bytes | bytearray], path: str) -> Trace:
     and byte offset), a trace without track events, or when the ``perfetto`` extra is
     not installed.
     """
-    pb2 = _pb2()
-    if pb2 is None:
-        raise TraceFormatError(path, "a Perfetto protobuf trace, and the decoder is not installed", hint=EXTRA_HINT)
+    if not _extra_installed():
+        raise _no_extra(path)
     was = gc.isenabled()
     gc.disable()  # a million event dicts: the collector's passes would cost more than the decode
     try:
-        text, dec, packet_of = _chrome_text(read(), path, pb2)
+        text, dec, packet_of, parts = _chrome_text(read(), path)
     finally:
         if was:
             gc.enable()
-    from gapscope.parsers.chrome.loader import load_chrome, load_chrome_file
+    # the Chrome loader is imported here, not with this module, which sniffing any file imports
+    from gapscope.parsers.chrome.decode import load_chrome, load_chrome_file
 
     if not isinstance(text, int):
         return _as_perfetto(load_chrome(text, path), dec, packet_of)
     try:  # decoded in parts by forked children that read the file, as a large JSON file is
-        got = load_chrome_file(path, None, fd=text)
+        got = load_chrome_file(path, None, fd=text, parts=parts)
+        if got is None and parts is not None:  # decoded while growing failed: as if it had not
+            got = load_chrome_file(path, None, fd=text)
         trace = got[0] if got is not None else load_chrome(MappedText(text, 0, access=mmap.ACCESS_READ), path)
     finally:
+        if parts is not None:
+            parts.close()
         os.close(text)
     return _as_perfetto(trace, dec, packet_of)
+
+
+#: Share of the ``.pftrace`` transcoded before the decoders are forked on the text
+#: (``_Growing``): the text's size is planned from it. A corpus trace's text per byte
+#: at 1/8 of it is 0.87x to 1.10x its text per byte in all (``tracelens/sglang_decode``,
+#: ``tracelens/h100/Qwen_*``); the bench's generated trace, 1.006x.
+PLAN_AFTER_SHARE = 0.125
+#: The plan is this share of that estimate: a plan too long by more than one of its
+#: parts (1/18 of a 260 MB text) is refused, one too short by up to a quarter is not
+#: (``GROWING_OVERRUN``): 0.82x to 1.03x of the text for the traces above.
+PLAN_SHARE_OF_ESTIMATE = 0.94
+
+
+class _Growing:
+    """The Chrome loader's decoders, forked while the transcoder writes the text
+    (``on_flush`` of ``_pfscan.transcode``), as for a ``.json.gz`` being inflated: once
+    ``GROWING_HEAD_BYTES`` of it are final, the children of
+    ``chrome.decode.start_growing`` decode each part as soon as the text has passed it,
+    so transcoding (here) and decoding (there) overlap. Their plan: once
+    ``PLAN_AFTER_SHARE`` of the ``.pftrace`` (``input_bytes``) is read, the text the
+    whole file would give at the rate so far, times ``PLAN_SHARE_OF_ESTIMATE``; a
+    text far from it is decoded by the file's own children afterwards
+    (``GrowingParts.finish``)."""
+
+    def __init__(self, fd: int, path: str, input_bytes: int) -> None:
+        self.fd, self.path, self.input_bytes = fd, path, input_bytes
+        self.parts: GrowingParts | None = None
+        self.tried = False
+
+    def __call__(self, final_bytes: int, consumed_bytes: int) -> None:
+        from gapscope.parsers.chrome.decode import start_growing
+        from gapscope.parsers.chrome.parallel import fork as chrome_parallel
+
+        if self.parts is not None:
+            if self.parts.overrun(final_bytes):  # planned for far less: the file's own children decode it
+                self.close()
+                return
+            self.parts.growing.wrote(final_bytes)
+            return
+        if self.tried or final_bytes < chrome_parallel.GROWING_HEAD_BYTES:
+            return
+        if consumed_bytes < PLAN_AFTER_SHARE * self.input_bytes:
+            return
+        self.tried = True
+        planned = int(final_bytes * self.input_bytes / max(1, consumed_bytes) * PLAN_SHARE_OF_ESTIMATE)
+        try:
+            growing = chrome_parallel.Growing()
+            growing.wrote(final_bytes)
+            self.parts = start_growing(self.fd, growing, planned, self.path)
+        except (OSError, ValueError):  # no map or read of the text: the file's own children decode it
+            self.parts = None
+
+    def finish(self, size_bytes: int) -> GrowingParts | None:
+        """The children, told the text is complete at ``size_bytes``, or None (none
+        were forked, or the text is far from the size they planned for: then the
+        loader forks its own on the whole file)."""
+        parts, self.parts = self.parts, None
+        if parts is None or not parts.finish(size_bytes):
+            return None
+        return parts
+
+    def close(self) -> None:
+        """Kill the children still running (a transcode that failed or fell back)."""
+        if self.parts is not None:
+            self.parts.close()
+            self.parts = None
 
 
 #: Files from this size on are transcoded into an unlinked temporary file that the
@@ -626,35 +842,42 @@ def load_perfetto(read: Callable[[], bytes | bytearray], path: str) -> Trace:
 MAP_MIN_BYTES = 4 << 20
 
 
-def _fast_text(data, pb2) -> tuple[Text | int, _Decoder, np.ndarray] | None:
+def _no_extra(path: str) -> TraceFormatError:
+    return TraceFormatError(path, "a Perfetto protobuf trace, and the decoder is not installed", hint=EXTRA_HINT)
+
+
+def _fast_text(data, path: str) -> tuple[Text | int, _Decoder, np.ndarray, GrowingParts | None] | None:
     """``_chrome_text`` by the C transcoder (``_pfscan.c``): the track descriptors
     decoded here, every other packet there; the text written to a mapped temporary file
     for a file of ``MAP_MIN_BYTES`` or more (then its descriptor, which the caller
-    closes, takes the text's place; in memory when there is no room for a file).
+    closes, takes the text's place; in memory when there is no room for a file), while
+    the Chrome loader's children already decode it (``_Growing``; the children, told
+    it is complete, come last, for ``load_chrome_file``; None where there are none).
     None when the transcoder is not built, is turned off (``GAPSCOPE_PFSCAN=0``) or
     meets anything outside the subset it reads."""
-    if _pfscan is None or os.environ.get("GAPSCOPE_PFSCAN") == "0":
+    if _pfscan is None or not read_settings().pfscan:
         return None
     spans = _pfscan.descriptor_spans(data)
     if spans is None:
         return None
-    DecodeError = _decode_error()
-    dec = _Decoder(pb2)
-    with memoryview(data) as view:
-        for start, end in spans:
-            try:
-                d = pb2.TracePacket.FromString(view[start:end]).track_descriptor
-            except DecodeError:
-                return None  # damaged: the decoder below names where
-            dec.tracks[d.uuid] = d
+    dec = _Decoder(None)
+    for start, end in spans:
+        d = _track_descriptor(data, start, end)
+        if d is None:
+            return None  # damaged or odd: the generated classes decode it (and name the damage)
+        dec.tracks[d.uuid] = d
     enc = msgspec.json.Encoder()
     tracks = {}
     for i, uuid in enumerate(dec.tracks):
         pid, tid = dec._lane(uuid)
         tracks[uuid] = (i, enc.encode({"pid": pid, "tid": tid})[1:-1])
     fd = _temporary_file(len(data)) if len(data) >= MAP_MIN_BYTES else None
+    growing = None if fd is None else _Growing(fd, path, len(data))
     try:
-        got = _pfscan.transcode(data, tracks, len(tracks), -1 if fd is None else fd)
+        if fd is None:
+            got = _pfscan.transcode(data, tracks, len(tracks))
+        else:
+            got = _pfscan.transcode(data, tracks, len(tracks), fd, growing, TEXT_FLUSH_BYTES)
         if got is None:
             return None
         text, packets = got
@@ -669,21 +892,29 @@ def _fast_text(data, pb2) -> tuple[Text | int, _Decoder, np.ndarray] | None:
             if not meta:
                 del text[-2:]  # the last event's ",\n"
             text += tail
-            return text, dec, packet_of
+            return text, dec, packet_of, None
         end = os.lseek(fd, 0, os.SEEK_END)
         if not meta:
             os.pwrite(fd, b" \n", end - 2)  # the last event's ",\n" made blank
         view = memoryview(tail)
         while view:
             view = view[os.write(fd, view) :]
+        parts = growing.finish(os.lseek(fd, 0, os.SEEK_END)) if growing is not None else None
         kept, fd = fd, None
-        return kept, dec, packet_of
+        return kept, dec, packet_of, parts
     finally:
+        if growing is not None:
+            growing.close()
         if fd is not None:
             os.close(fd)
 
 
-#: The transcoded text is about 3.2x the ``.pftrace`` (1M events: 81 MB → 260 MB).
+#: Bytes of text the transcoder writes to its file at a time; the decoders forked on
+#: it (``_Growing``) see it grow by as much.
+TEXT_FLUSH_BYTES = 8 << 20
+
+
+#: The transcoded text is about 3.1x the ``.pftrace`` (1M events: 81 MB → 247 MB).
 TEXT_PER_PFTRACE_BYTE = 4
 
 
@@ -711,12 +942,16 @@ def _temporary_file(pftrace_bytes: int) -> int | None:
     return unlinked_temporary_file()
 
 
-def _chrome_text(data, path: str, pb2) -> tuple[Text | int, _Decoder, np.ndarray]:
+def _chrome_text(data, path: str) -> tuple[Text | int, _Decoder, np.ndarray, GrowingParts | None]:
     """The decoded packets as a Chrome trace text (one event a line, from line 2), the
-    decoder (what was lost), and each event's packet number (-1: track metadata)."""
-    fast = _fast_text(data, pb2)
+    decoder (what was lost), each event's packet number (-1: track metadata), and the
+    children already decoding the text (``_fast_text``; None here)."""
+    fast = _fast_text(data, path)
     if fast is not None:
         return fast
+    pb2 = _pb2()
+    if pb2 is None:
+        raise _no_extra(path)
     packets = _packets(data, path, pb2)
     dec = _Decoder(pb2)
     dec.run(packets)
@@ -733,7 +968,7 @@ def _chrome_text(data, path: str, pb2) -> tuple[Text | int, _Decoder, np.ndarray
     text = b'{"traceEvents":[\n' + b",\n".join([enc.encode(e) for e, _ in keep]) + b"\n]}\n"
     packet_of = np.array([k for _, k in keep], dtype=np.int64)
     dec.events = []
-    return text, dec, packet_of
+    return text, dec, packet_of, None
 
 
 def _as_perfetto(trace: Trace, dec: _Decoder, packet_of: np.ndarray) -> Trace:

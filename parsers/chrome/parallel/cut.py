@@ -8,12 +8,10 @@ to decode refute it (see ``chrome_parallel.decode_parts``).
 
 from __future__ import annotations
 
-import re
-
 import msgspec
 
 from gapscope.parsers.chrome.schema import AnyEvent, AnyEventRawTs, ObjectHeader
-from gapscope.parsers.json.scan import find_events_array
+from gapscope.parsers.json.boundaries import find_events_array, next_boundary, starts_before
 
 __all__ = [
     "array_bounds",
@@ -23,11 +21,8 @@ __all__ = [
     "chunk_spans",
     "END_CANDIDATES",
     "END_WINDOW_BYTES",
-    "BOUNDARY",
 ]
 
-#: A boundary between two elements: ``}`` , ``{``.
-BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
 #: Where the end of the events array is looked for: this many ``]`` from the end of
 #: the text, within this many bytes (the keys after the array are small).
 END_CANDIDATES = 4096
@@ -60,11 +55,10 @@ def find_cut(
         return None
     begin, end, header = bounds
     target = begin + int((end - begin) * head_fraction)
-    m = BOUNDARY.search(data, target, min(end, target + BOUNDARY_WINDOW_BYTES))
-    if m is None:
+    found = next_boundary(data, target, min(end, target + BOUNDARY_WINDOW_BYTES))
+    if found is None:
         return None
-    brace = m.start()
-    comma = data.find(b",", brace)
+    brace, comma = found
     return begin, brace, comma, end, header
 
 
@@ -109,13 +103,12 @@ def find_cuts(
         target = max(begin + int((end - begin) * i / n_chunks), cuts[-1][1] + 1 if cuts else begin)
         if target >= end:
             break
-        m = BOUNDARY.search(data, target, min(end, target + BOUNDARY_WINDOW_BYTES))
-        if m is None:  # inside the last element, or one longer than the window: no cut here
+        found = next_boundary(data, target, min(end, target + BOUNDARY_WINDOW_BYTES))
+        if found is None:  # inside the last element, or one longer than the window: no cut here
             if target + BOUNDARY_WINDOW_BYTES >= end:
                 break  # no boundary before the end: the parts planned so far cover it
             continue  # the part before grows past this target
-        brace = m.start()
-        cuts.append((brace, data.find(b",", brace)))
+        cuts.append(found)
     return begin, end, tuple(cuts), header
 
 
@@ -206,11 +199,7 @@ def _event_before(data, begin: int, end: int, raw_ts: bool) -> bool:
         return False
     decoder = _ONE_EVENT_RAW_TS if raw_ts else _ONE_EVENT
     lo = max(begin, close - (1 << 20))
-    start = close
-    for _ in range(_EVENT_CANDIDATES):
-        start = data.rfind(b"{", lo, start)
-        if start < 0:
-            return False
+    for start in starts_before(data, lo, close, _EVENT_CANDIDATES):
         try:
             decoder.decode(memoryview(data)[start : close + 1])
             return True

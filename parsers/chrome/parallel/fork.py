@@ -30,8 +30,6 @@ sets the number of children of a file.
 
 from __future__ import annotations
 
-import faulthandler
-import gc
 import mmap
 import os
 import re
@@ -41,16 +39,16 @@ import struct
 import sys
 import threading
 import time
-import warnings
 import weakref
 
 import msgspec
 
+from gapscope.parsers.chrome import wire
+from gapscope.parsers.chrome.child import MIN_WAIT_S, WAIT_S_PER_BYTE, Pending, fork_child
 from gapscope.parsers.chrome.fastscan import read_part
 from gapscope.parsers.chrome.lazy_args import EventText
 from gapscope.parsers.chrome.parallel import transfer as _tx
 from gapscope.parsers.chrome.parallel.cut import (
-    BOUNDARY,
     BOUNDARY_WINDOW_BYTES,
     array_bounds,
     chunk_spans,
@@ -60,8 +58,9 @@ from gapscope.parsers.chrome.parallel.cut import (
 from gapscope.parsers.chrome.parallel.joined import JoinedEvents
 from gapscope.parsers.chrome.scan import PH_FLOW, PH_OTHER, EventColumns, merge_all
 from gapscope.parsers.chrome.schema import ObjectHeader
+from gapscope.parsers.json.boundaries import find_events_array, next_boundary
 from gapscope.parsers.json.mapped import MappedText, file_stamp
-from gapscope.parsers.json.scan import find_events_array
+from gapscope.settings import read_settings
 
 __all__ = [
     "MIN_BYTES",
@@ -77,16 +76,13 @@ __all__ = [
     "decode_parts",
     "decode_file",
     "FileParts",
-    "Pending",
     "Parts",
     "GROWING_MIN_BYTES",
+    "GROWING_MAX_BYTES",
     "GROWING_HEAD_BYTES",
     "Growing",
     "GrowingParts",
     "start_growing",
-    "run_in_child",
-    "run_in_children",
-    "NO_CHILD",
 ]
 
 #: Plain files smaller than this are decoded in one piece (the fork costs tens of ms);
@@ -106,10 +102,6 @@ HEAD_FRACTION = 0.49
 #: The child may take this much longer than this process's own part (and at least
 #: ``MIN_WAIT_S``) before it is killed and the text decoded in one piece.
 WAIT_FACTOR = 3.0
-MIN_WAIT_S = 10.0
-#: Children of a file get ``MIN_WAIT_S`` plus this many seconds per byte of the file
-#: (10 MB/s, several times slower than a busy machine decodes) before they are killed.
-WAIT_S_PER_BYTE = 1.0 / (10 << 20)
 #: Bytes of text a child decodes at a time (its structs are freed after each part).
 CHUNK_BYTES = 16 << 20
 #: Most children decoding one file.
@@ -121,7 +113,7 @@ def enabled(size_bytes: int, held: bool = False) -> bool:
     (``held``) a text this process holds (``HELD_FACTOR``)."""
     if size_bytes < MIN_BYTES * (HELD_FACTOR if held else 1):
         return False
-    if os.environ.get("GAPSCOPE_LOAD_PROCESSES", "") == "1":
+    if read_settings().load_processes == 1:
         return False
     if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
         return False
@@ -173,9 +165,9 @@ def processes() -> int:
     """Children that decode a file here: ``GAPSCOPE_LOAD_PROCESSES`` when it is a
     number of 2 or more, else the CPUs this process may run on, at most
     ``MAX_PROCESSES``."""
-    env = os.environ.get("GAPSCOPE_LOAD_PROCESSES", "").strip()
-    if env.isdigit() and int(env) >= 2:
-        return min(int(env), 64)
+    env = read_settings().load_processes
+    if env is not None and env >= 2:
+        return min(env, 64)
     try:
         cpus = len(os.sched_getaffinity(0))
     except (OSError, AttributeError):
@@ -193,114 +185,6 @@ class Parts:
         self.header = header
 
 
-class Pending:
-    """A forked child decoding the tail of the events array (see ``start``,
-    ``start_file``). ``plan``: (root, raw_ts, begin, brace, comma, end) the child
-    works to: known at once for ``start``; for ``start_file`` the child plans on the
-    file and reports its plan with its result, checked against this process's own."""
-
-    def __init__(
-        self, pid: int, fd: int, shared: mmap.mmap, plan: tuple | None, stamp: tuple | None, t0: float
-    ) -> None:
-        self.pid, self.fd, self.shared, self.plan, self.stamp, self.t0 = pid, fd, shared, plan, stamp, t0
-        self.header: ObjectHeader | None = None  # the object form's header, with ``plan``
-        self.done = False
-
-    def close(self) -> None:
-        """Kill the child if it still runs, reap it, free the pipe and shared memory
-        (idempotent; a Ctrl-C meanwhile is held back until it is done)."""
-        if self.done:
-            return
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        try:
-            try:
-                os.close(self.fd)
-            except OSError:
-                pass
-            _reap(self.pid)
-            try:
-                self.shared.close()
-            except BufferError:  # a view of it is still alive: the map goes with it
-                pass
-            self.done = True
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-
-    def __del__(self) -> None:  # an interrupt between fork and use drops the object
-        if not getattr(self, "done", True):
-            self.close()
-
-
-def _fork(work, shared_bytes: int, plan: tuple | None, stamp: tuple | None) -> Pending | None:
-    """Fork a child that runs ``work()`` (-> payload bytes) and sends its result; None
-    when the pipe, the shared memory or the fork cannot be had. SIGINT is blocked
-    across the fork, so the child cannot be interrupted before it has its own default
-    handler; the child never returns into the caller (``os._exit``)."""
-    try:
-        shared = mmap.mmap(-1, shared_bytes)
-    except (OSError, ValueError, OverflowError):
-        return None
-    try:
-        r, w = os.pipe()
-    except OSError:
-        shared.close()
-        return None
-    t0 = time.perf_counter()
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    pid = -1
-    try:
-        with warnings.catch_warnings():  # Python 3.12+ warns about fork with threads
-            warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
-            if pid == 0:
-                _child(work, r, w, shared, mask)  # never returns
-    except OSError:
-        pid = -1
-    except BaseException:
-        if pid > 0:
-            Pending(pid, r, shared, plan, stamp, t0).close()
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        raise
-    os.close(w)
-    if pid < 0:
-        os.close(r)
-        shared.close()
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        return None
-    pending = Pending(pid, r, shared, plan, stamp, t0)
-    try:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a Ctrl-C held back arrives here
-    except BaseException:
-        pending.close()
-        raise
-    return pending
-
-
-def _child(work, r: int, w: int, shared: mmap.mmap, mask) -> None:
-    status = 1
-    try:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        faulthandler.disable()  # a SIGBUS (file cut short under the map) is the parent's to handle
-        _die_with_parent()
-        gc.disable()  # the decoded structs hold no cycles; a collection pass over them is wasted
-        os.close(r)
-        _tx.send(w, shared, work())
-        status = 0
-    finally:
-        os._exit(status)
-
-
-def _die_with_parent() -> None:
-    """Linux ``PR_SET_PDEATHSIG``: the child is killed when its parent dies."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG = 1
-    except (OSError, AttributeError):
-        pass
-
-
 def start(data, root: int, raw_ts: bool, decoders: dict) -> Pending | None:
     """Plan the cut in ``data`` (already in memory) and fork the child that decodes the
     tail from its copy of ``data``, or None. ``decoders``: {raw_ts: (list decoder,
@@ -311,7 +195,7 @@ def start(data, root: int, raw_ts: bool, decoders: dict) -> Pending | None:
     begin, brace, comma, end, _ = cut
     list_decoder, x_class = decoders[raw_ts]
     plan = (root, raw_ts, begin, brace, comma, end)
-    pending = _fork(
+    pending = fork_child(
         lambda: _tx.part_payload(
             [_frame_tail(data, comma, end)],
             list_decoder,
@@ -495,7 +379,7 @@ def _fork_children(nproc: int, work_of, shared_bytes: int, stamp: tuple | None, 
     made = None
     try:
         for j in range(nproc):
-            child = _fork(lambda j=j: work_of(j, slots), shared_bytes, None, stamp)
+            child = fork_child(lambda j=j: work_of(j, slots), shared_bytes, None, stamp)
             if child is None:
                 return None
             children.append(child)
@@ -525,17 +409,17 @@ def _file_payload(
     slot (``_SLOT`` at ``j`` in ``slots``) after each part; a message of None when the
     file is not what ``stamp`` says (before or after) or is not one to split."""
     if file_stamp(os.fstat(fd)) != stamp:
-        return _tx.pack(None)
+        return wire.pack(None)
     view = mmap.mmap(fd, 0, access=mmap.ACCESS_COPY)
     if view[:2] == b"\x1f\x8b":
-        return _tx.pack(None)
+        return wire.pack(None)
     root = root_of(view)
     if root < 0 or view[root : root + 1] not in (b"{", b"["):
-        return _tx.pack(None)
+        return wire.pack(None)
     raw_ts = raw_ts_of(view, root)
     planned = find_cuts(view, root, raw_ts, n_chunks)
     if planned is None:
-        return _tx.pack(None)
+        return wire.pack(None)
     begin, end, cuts, header = planned
     spans = chunk_spans(begin, end, cuts)
     lo_k = len(spans) * j // nproc
@@ -558,7 +442,7 @@ def _file_payload(
     if j == 0 and header is not None:
         head = {f: bytes(getattr(header, f)) for f in header.__struct_fields__ if f != "traceEvents"}
     payload = _tx.part_payload(texts(), list_decoder, x_class, raw_ts, (root, raw_ts, begin, end, cuts), head)
-    return payload if file_stamp(os.fstat(fd)) == stamp else _tx.pack(None)
+    return payload if file_stamp(os.fstat(fd)) == stamp else wire.pack(None)
 
 
 def decode_file(parts: FileParts, decoders: dict) -> tuple[Parts, MappedText] | None:
@@ -582,7 +466,7 @@ def decode_file(parts: FileParts, decoders: dict) -> tuple[Parts, MappedText] | 
         plans: list[tuple] = []
         header = None
         for child in parts.children:
-            payload = _tx.receive(child.fd, child.shared, deadline)
+            payload = wire.receive(child.fd, child.shared, deadline)
             if payload is None:
                 return None
             got = _tx.unpack(payload)  # its arrays view the child's shared map
@@ -631,6 +515,13 @@ def decode_file(parts: FileParts, decoders: dict) -> tuple[Parts, MappedText] | 
 #: inflated (``start_growing``); a smaller one is inflated first (its inflating is a
 #: few tens of ms, less than the children's start-up).
 GROWING_MIN_BYTES = 128 << 20
+#: ... and one expected to inflate to more than this is inflated first, then split
+#: (``bench/load.py --gzip-only``, 2 shared cores, load average 4-6, medians of 3
+#: alternating rounds: a 1M-event trace, 298 MB of text, loaded in 2.48 s decoded
+#: while inflating against 2.82 s inflated first; a 5M-event one, 1.49 GB, in 11.44 s
+#: against 8.74 s, and 29.9 s against 15.3 s at load average 8: the children waiting
+#: on the text lose more than the overlap gains once the text is large).
+GROWING_MAX_BYTES = 768 << 20
 #: Bytes of a growing text written before its children are forked: what they all read
 #: the same way first (the events array's start, the ``ts`` sample, the make-up sample).
 GROWING_HEAD_BYTES = 4 << 20
@@ -786,7 +677,7 @@ def start_growing(
     unlinked temporary file: a ``.gz`` being inflated) while it grows: at least
     ``GROWING_HEAD_BYTES`` are written (``growing`` says how far), and it is expected
     to be ``planned_bytes`` long (a gzip size field; ``GrowingParts.finish`` refuses a
-    text far longer). None when not applicable (expected below ``GROWING_MIN_BYTES``,
+    text far longer). None when not applicable (expected below ``GROWING_MIN_BYTES`` or above ``GROWING_MAX_BYTES``,
     one CPU, not JSON, no events array in the head, a head of mostly events this
     process decodes itself, cannot fork): then write the text out and ``start_file``
     on it. ``root_of``, ``raw_ts_of``, ``decoders``: as ``start_file``'s, but
@@ -797,7 +688,11 @@ def start_growing(
     element boundary after equal shares of ``planned_bytes``, and decodes each part
     once the text has reached its end (``_growing_payload``)."""
     nproc = processes()
-    if planned_bytes < GROWING_MIN_BYTES or not enabled(planned_bytes, held=True) or nproc < 2:
+    if (
+        not GROWING_MIN_BYTES <= planned_bytes <= GROWING_MAX_BYTES
+        or not enabled(planned_bytes, held=True)
+        or nproc < 2
+    ):
         return None
     written, final = growing.state()
     if final != -1 or written < GROWING_HEAD_BYTES:
@@ -845,7 +740,7 @@ def _growing_payload(
         raw_ts = raw_ts_of(head, root)
         begin = find_events_array(head, root)
     if begin < 0:
-        return _tx.pack(None)
+        return wire.pack(None)
     lo_i, hi_i = n_chunks * j // nproc, n_chunks * (j + 1) // nproc
 
     def cut(i: int) -> tuple[int, int] | None:
@@ -863,16 +758,16 @@ def _growing_payload(
             avail, complete = got
             upto = min(avail, stop)
             chunk = os.pread(fd, upto - target, target) if upto > target else b""
-            m = BOUNDARY.search(chunk)
-            if m is not None:
-                return target + m.start(), target + chunk.index(b",", m.start())
+            edge = next_boundary(chunk, 0, len(chunk))
+            if edge is not None:
+                return target + edge[0], target + edge[1]
             if complete or upto >= stop:
                 return None
             need = min(stop, upto + _BOUNDARY_READ_BYTES)
 
     first = cut(lo_i) if lo_i > 0 else None
     if lo_i > 0 and first is None:
-        return _tx.pack(None)
+        return wire.pack(None)
     found: dict = {"parts": 0, "last": None, "end": None, "header": None}
     maps: list[mmap.mmap] = []  # the parts' maps a decoded value still views, until the message is sent
 
@@ -918,13 +813,13 @@ def _growing_payload(
                     step = max(CHUNK_BYTES, (planned_bytes - begin) // n_chunks)
                     los, his = [lo], []
                     while bounds[1] - los[-1] > step + step // 2:
-                        m = BOUNDARY.search(
+                        edge = next_boundary(
                             whole, los[-1] + step, min(bounds[1], los[-1] + step + BOUNDARY_WINDOW_BYTES)
                         )
-                        if m is None:
+                        if edge is None:
                             break
-                        his.append(m.start() + 1)
-                        los.append(whole.find(b",", m.start()))
+                        his.append(edge[0] + 1)
+                        los.append(edge[1])
                 his.append(bounds[1])
                 for a, b in zip(los, his):
                     yield from frame(a, b)
@@ -939,13 +834,13 @@ def _growing_payload(
     list_decoder, x_class = decoders[raw_ts]
     message = _tx.part_message(texts(), list_decoder, x_class, raw_ts)
     if message is None or found["parts"] != hi_i - lo_i:
-        return _tx.pack(None)
+        return wire.pack(None)
     header = found["header"]
     last = found["last"] if hi_i < n_chunks else None
     message["plan"] = (root, raw_ts, begin, first, last, found["end"])
     if header is not None:
         message["header"] = {f: bytes(getattr(header, f)) for f in header.__struct_fields__ if f != "traceEvents"}
-    return _tx.pack(message)
+    return wire.pack(message)
 
 
 def decode_parts(data, root: int, raw_ts: bool, decoders: dict) -> Parts | None:
@@ -983,7 +878,7 @@ def decode_parts(data, root: int, raw_ts: bool, decoders: dict) -> Parts | None:
             return None
         head_lists = {PH_FLOW: head_flows, PH_OTHER: head_others}
         wait_s = max(MIN_WAIT_S, WAIT_FACTOR * (time.perf_counter() - pending.t0))
-        payload = _tx.receive(pending.fd, pending.shared, time.monotonic() + wait_s)
+        payload = wire.receive(pending.fd, pending.shared, time.monotonic() + wait_s)
         if payload is None:
             return None
         got = _tx.unpack(payload)
@@ -1029,66 +924,3 @@ def _frame_tail(data, comma: int, end: int):
         data[comma] = 0x5B  # "["
         return memoryview(data)[comma : end + 1]
     return b"".join((b"[", memoryview(data)[comma + 1 : end], b"]"))
-
-
-#: ``run_in_child`` could not fork: the caller may do the work itself.
-NO_CHILD = object()
-
-
-def run_in_child(work, result_bytes: int, timeout_s: float, copy: bool = True, give_up=None):
-    """``work()`` (-> a picklable value) run in a forked child, for reads of a map of a
-    file (``MappedText``) that a file cut short meanwhile would turn into a SIGBUS: it
-    kills only the child. Returns the value, None when the child failed (died, was
-    late, sent a damaged message), or ``NO_CHILD`` when no child could be forked
-    (``result_bytes``: room for the answer in the shared map; larger answers come
-    through the pipe). ``copy=False``: the value's out-of-band buffers
-    (``pickle.PickleBuffer``) are not copied: they view the child's shared map, which
-    lives as long as they do. ``give_up()``: asked while waiting; true kills the
-    child and gives None."""
-    got = run_in_children([work], result_bytes, timeout_s, copy, give_up)
-    return got[0] if isinstance(got, list) else got
-
-
-def run_in_children(works, result_bytes: int, timeout_s: float, copy: bool = True, give_up=None, stop=None):
-    """Each of ``works`` (callables -> a picklable value) run at once, one forked child
-    each, as ``run_in_child`` runs one: the list of their values in order, None when
-    one failed or was late (``timeout_s`` for all together; the others are killed), or
-    ``NO_CHILD`` when not one child could be forked (a fork failing after the first
-    gives None). ``stop(value)``: asked of each value as it comes, whichever child
-    ends first; true gives None at once (the others are killed). ``result_bytes``,
-    ``copy``, ``give_up``: as ``run_in_child``'s, per child."""
-    pending: list[Pending] = []
-    values: dict[int, object] = {}
-
-    def take(j: int, payload) -> bool:  # unpacked as it comes; true: give up on them all
-        try:
-            values[j] = _tx.unpack_object(payload, copy)
-        except Exception:  # noqa: BLE001  (a damaged message: as a failed child)
-            return True
-        finally:
-            if isinstance(payload, memoryview) and copy:
-                payload.release()
-        return stop is not None and bool(stop(values[j]))
-
-    try:
-        for work in works:
-            child = _fork(lambda work=work: _tx.pack(work()), result_bytes + (1 << 20), None, None)
-            if child is None:
-                return None if pending else NO_CHILD
-            pending.append(child)
-        got = _tx.receive_all([(c.fd, c.shared) for c in pending], time.monotonic() + timeout_s, give_up, take)
-        return None if got is None else [values[j] for j in range(len(pending))]
-    finally:
-        for child in pending:
-            child.close()  # a map still viewed stays mapped until its views go
-
-
-def _reap(pid: int) -> None:
-    """Wait for the child; kill it first when it is still running."""
-    try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        if done == 0:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-    except (ChildProcessError, ProcessLookupError):
-        pass

@@ -1,31 +1,26 @@
-"""What the child of ``gapscope.parsers.chrome.parallel.fork`` sends back, and how.
+"""What the child of ``gapscope.parsers.chrome.parallel.fork`` sends back about its parts.
 
 A part's columns, interned keys, flags and plan are pickled (protocol 5, the arrays
 out of band: never copied into the pickle); its flow events travel as JSON (the C
 scanner's texts as they are), its other non-``X`` events as msgpack, or as JSON when
-``ts`` is kept as text (msgpack cannot carry ``msgspec.Raw``), one blob per part. The message goes through an anonymous shared map when it fits, else
-through the pipe; the pipe's end of file says the child is done.
+``ts`` is kept as text (msgpack cannot carry ``msgspec.Raw``), one blob per part. How
+the message travels (shared map or pipe): ``chrome.wire``.
 """
 
 from __future__ import annotations
 
-import math
-import mmap
-import os
 import pickle
-import select
-import time
-from collections.abc import Callable
 
 import msgspec
 import numpy as np
 
 from gapscope.parsers.chrome.args import ArgColumns
-from gapscope.parsers.chrome.columns import Interner
 from gapscope.parsers.chrome.fastscan import FlowTexts, read_part
+from gapscope.parsers.chrome.interner import Interner
 from gapscope.parsers.chrome.scan import PH_FLOW, PH_OTHER, EventColumns, merge_all
+from gapscope.parsers.chrome.wire import pack, unpack_message
 
-__all__ = ["part_payload", "part_message", "pack", "send", "receive", "receive_all", "unpack"]
+__all__ = ["part_payload", "part_message", "unpack"]
 
 _MSGPACK = msgspec.msgpack.Encoder()
 _JSON = msgspec.json.Encoder()
@@ -88,34 +83,6 @@ def part_message(texts, list_decoder, x_class: type, raw_ts: bool) -> dict | Non
     }
 
 
-def pack(obj) -> list[bytes | memoryview]:
-    """``obj`` pickled (protocol 5) with its arrays and blobs out of band, as pieces to
-    send one after another: a prefix of lengths, the pickle, the raw buffers. The
-    arrays are never copied into the pickle."""
-    bufs: list[pickle.PickleBuffer] = []
-    head = pickle.dumps(obj, protocol=5, buffer_callback=bufs.append)
-    raws = [b.raw() for b in bufs]
-    sizes = [len(head)] + [r.nbytes for r in raws]
-    prefix = len(raws).to_bytes(8, "little") + b"".join(n.to_bytes(8, "little") for n in sizes)
-    return [prefix, head, *raws]
-
-
-def _unpack_message(payload: bytes | memoryview):
-    """The object ``pack`` sent, its arrays viewing ``payload`` (no copy); raises on
-    a damaged message."""
-    view = memoryview(payload).cast("B")
-    count = int.from_bytes(view[:8], "little")
-    sizes = [int.from_bytes(view[8 + 8 * i : 16 + 8 * i], "little") for i in range(count + 1)]
-    at = 8 + 8 * (count + 1)
-    pieces = []
-    for n in sizes:
-        if at + n > len(view):
-            raise ValueError("message cut short")
-        pieces.append(view[at : at + n])
-        at += n
-    return pickle.loads(pieces[0], buffers=pieces[1:])
-
-
 #: The array fields of ``EventColumns`` (``args`` travels field by field too).
 _ARRAY_FIELDS = (
     "code",
@@ -140,108 +107,13 @@ def _arrays(ec: EventColumns) -> dict[str, np.ndarray]:
     return out
 
 
-def send(fd: int, shared: mmap.mmap, pieces: list[bytes | memoryview]) -> None:
-    """Put the message ``pieces`` (``pack``) one after another in ``shared`` and its
-    length on the pipe (mode 0), or, when it does not fit, the length and then the
-    message itself on the pipe (mode 1)."""
-    size = sum(memoryview(p).nbytes for p in pieces)
-    fits = size <= len(shared)
-    head = size.to_bytes(8, "little") + (b"\0" if fits else b"\1")
-    if fits:
-        at = 0
-        for p in pieces:
-            n = memoryview(p).nbytes
-            shared[at : at + n] = p
-            at += n
-        pieces = []
-    for p in [head, *pieces]:
-        view = memoryview(p).cast("B")
-        while view:
-            view = view[os.write(fd, view) :]
-
-
-def receive(
-    fd: int, shared: mmap.mmap, deadline: float, give_up: Callable[[], bool] | None = None
-) -> bytes | memoryview | None:
-    """The child's payload (see ``send``), or None (EOF early, past ``deadline``, or
-    ``give_up()`` true: asked every ``GIVE_UP_POLL_S`` while waiting): ``receive_all``
-    of one child."""
-    got = receive_all([(fd, shared)], deadline, give_up)
-    return None if got is None else got[0]
-
-
-def receive_all(
-    children: list[tuple[int, mmap.mmap]],
-    deadline: float,
-    give_up: Callable[[], bool] | None = None,
-    stop: Callable[[int, bytes | memoryview], bool] | None = None,
-) -> list[bytes | memoryview] | None:
-    """The payloads (see ``receive``) of the children (pipe fd, shared map), in their
-    order, read as each comes (all pipes polled at once), or None when one fails (its
-    pipe ends early), past ``deadline``, when ``give_up()`` is true (asked every
-    ``GIVE_UP_POLL_S``), or when ``stop(j, payload)`` is true of child ``j``'s payload
-    as soon as it comes (no waiting for the others). ``select.poll``, not a selector:
-    it needs no descriptor of its own (an epoll selector does, and fails with EMFILE
-    in a process at its descriptor limit) and any fd number works."""
-    chunks: dict[int, list[bytes]] = {fd: [] for fd, _ in children}
-    got: dict[int, bytes | memoryview] = {}
-    where = {fd: j for j, (fd, _) in enumerate(children)}
-    try:
-        poller = select.poll()
-        for fd, _ in children:
-            poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
-        while len(got) < len(children):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            if give_up is not None:
-                if give_up():
-                    return None
-                left = min(left, GIVE_UP_POLL_S)
-            for fd, _ in poller.poll(max(1, math.ceil(left * 1000))):
-                chunk = os.read(fd, 1 << 22)
-                if chunk:
-                    chunks[fd].append(chunk)
-                    continue
-                poller.unregister(fd)
-                j = where[fd]
-                payload = _payload(b"".join(chunks.pop(fd)), children[j][1])
-                if payload is None or (stop is not None and stop(j, payload)):
-                    return None
-                got[j] = payload
-        return [got[j] for j in range(len(children))]
-    except OSError:  # EMFILE, ENOMEM...: as a failed child
-        return None
-
-
-def _payload(msg: bytes, shared: mmap.mmap) -> bytes | memoryview | None:
-    """The payload a child's whole pipe message ``msg`` stands for (``send``), or None."""
-    if len(msg) < 9:
-        return None
-    size = int.from_bytes(msg[:8], "little")
-    if msg[8:9] == b"\0":
-        return memoryview(shared)[:size] if size <= len(shared) else None
-    return msg[9:] if len(msg) - 9 == size else None
-
-
-#: Seconds between two ``give_up()`` checks while waiting for a child.
-GIVE_UP_POLL_S = 0.05
-
-
-def unpack_object(payload: bytes | memoryview, copy: bool = True):
-    """The object ``pack`` sent (any picklable value), its buffers copied out of
-    ``payload`` (``copy=False``: viewing it, which they keep alive); raises on a
-    damaged message."""
-    return _unpack_message(bytes(memoryview(payload).cast("B")) if copy else payload)
-
-
 def unpack(payload: bytes | memoryview) -> tuple[EventColumns, dict, tuple, dict | None] | None:
     """(the part's columns, {``PH_FLOW``: its flow-event blobs, ``PH_OTHER``: its other
     events' blobs (bytes, one per part)}, the plan the child followed, the header it
     sent or None). The columns' arrays view ``payload``: copy them (``merge_all``)
     before it goes."""
     try:
-        d = _unpack_message(payload)
+        d = unpack_message(payload)
     except Exception:  # noqa: BLE001  (a damaged message: decode in one piece)
         return None
     if not isinstance(d, dict):

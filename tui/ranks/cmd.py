@@ -1,6 +1,6 @@
 """``gapscope DIR`` / ``gapscope FILE FILE…``: the rank-set overview and a rank picker.
 
-On a terminal: the overview screen (``gapscope.tui.ranks_overview``: one row per rank,
+On a terminal: the overview screen (``gapscope.tui.ranks.overview``: one row per rank,
 sorted by the cost it imposed on the others, with the per-step heat row of that cost,
 and the straggler verdict; the cursor on the straggler); Enter opens that rank's trace
 in the existing viewer (``gapscope.tui.factory.make_app``), and quitting the viewer
@@ -11,8 +11,10 @@ bad input or usage (one line on stderr).
 
 from __future__ import annotations
 
+import functools
 import sys
 
+from gapscope.analysis.types import Params
 from gapscope.ranks.cmd import collect, parse, stderr_tty, width_for
 from gapscope.report import args as report_args
 from gapscope.report.args import UsageError, params_from_args
@@ -29,9 +31,10 @@ def main(argv: list[str] | None = None) -> int:
         args = parse(argv, "gapscope")
         if args is None:
             return 0
+        params = params_from_args(args)
         doc = collect(
             args.paths,
-            params_from_args(args),
+            params,
             jobs=args.jobs,
             progress=stderr_tty(),
             dask_scheduler=args.dask_scheduler,
@@ -45,17 +48,18 @@ def main(argv: list[str] | None = None) -> int:
 
         sys.stdout.write(render_text(doc, width=width_for(args, False), top=args.top))
         return 0
-    return pick_and_view(doc)
+    return pick_and_view(doc, params=params)
 
 
-def pick_and_view(doc: dict, *, overview=None, viewer=None) -> int:
+def pick_and_view(doc: dict, *, overview=None, viewer=None, params: Params | None = None) -> int:
     """The overview screen, then the chosen rank in the viewer, then the overview again
     (on the rank just viewed), until the overview is quit. ``overview(doc, rank)`` and
     ``viewer(path)`` (returning an error line or None) are for tests; by default the
-    Textual overview (``gapscope.tui.ranks_overview``) and ``gapscope.tui.factory.make_app``."""
+    Textual overview (``gapscope.tui.ranks.overview``) and ``gapscope.tui.factory.make_app``
+    with the thresholds ``params`` the overview was found with (None: the defaults)."""
     paths = {row["rank"]: row["path"] for row in doc["ranks"]}
     overview = overview or _overview
-    viewer = viewer or _viewer
+    viewer = viewer or functools.partial(_viewer, params=params)
     rank = None
     while True:
         rank = overview(doc, rank)
@@ -67,14 +71,15 @@ def pick_and_view(doc: dict, *, overview=None, viewer=None) -> int:
 
 
 def _overview(doc: dict, rank: int | None) -> int | None:
-    from gapscope.tui.ranks_overview import RanksOverview
+    from gapscope.tui.ranks.overview import RanksOverview
 
     return RanksOverview(doc, start_rank=rank).run()
 
 
-def _viewer(path: str) -> str | None:
+def _viewer(path: str, params: Params | None = None) -> str | None:
     from gapscope.tui.factory import make_app
+    from gapscope.tui.session import ViewOptions
 
-    app = make_app(path)
+    app = make_app(path, ViewOptions(params=params))
     app.run()
     return app.error

@@ -29,10 +29,10 @@ from gapscope.analysis.causes import CAUSE_LABELS
 from gapscope.exercise import AnswerError, Session
 from gapscope.exercise.model import CardField, Task
 from gapscope.tui.bindings import trace_bindings
-from gapscope.tui.exercise_help import ExerciseHelpScreen, how_to_answer
-from gapscope.tui.exercise_lanes import ExerciseLanes
-from gapscope.tui.exercise_nav import TimelinePosition, next_gap, order_note, other_order
-from gapscope.tui.exercise_text import CAUSE_HELP, hints_text, path_text, task_header, verdict_text
+from gapscope.tui.exercise.help import ExerciseHelpScreen, how_to_answer
+from gapscope.tui.exercise.lanes import ExerciseLanes
+from gapscope.tui.exercise.nav import TimelinePosition, next_gap, order_note, other_order
+from gapscope.tui.exercise.text import CAUSE_HELP, hints_text, path_text, task_header, verdict_text
 from gapscope.tui.footer import KeyFooter
 from gapscope.tui.navigation import TIME, GapNavigator
 from gapscope.tui.swimlanes import Swimlanes
@@ -175,7 +175,7 @@ class ExerciseScreen(Screen):
         return nav
 
     def _position(self) -> TimelinePosition:
-        """Where the learner is on the current lanes (``gapscope.tui.exercise_nav``)."""
+        """Where the learner is on the current lanes (``gapscope.tui.exercise.nav``)."""
         lanes = self.lanes
         device = self.session.facts().device
         return TimelinePosition(lanes.selected_gap, lanes.cursor_ns, lanes.gap_at(lanes.cursor_ns, device))
@@ -433,7 +433,7 @@ class ExerciseScreen(Screen):
     # the viewer's timeline keys (``trace_bindings`` ids gap.*, view.*), on the
     # current task's lanes
     def action_jump_gap(self, direction: int) -> None:
-        """Next/previous gap from where the learner is (``exercise_nav.next_gap``)."""
+        """Next/previous gap from where the learner is (``nav.next_gap``)."""
         g = next_gap(self._navigator(), self._position(), direction, self.order_mode)
         if g is not None:
             self.lanes.select_gap(g)

@@ -9,18 +9,42 @@ are printed in the same form after the UI closes.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported with the options (``_Parser.add_thresholds``): after the load begins
+    from gapscope.analysis.types import Params
 
 __all__ = ["main", "diff_main"]
 
 
 class _Parser(argparse.ArgumentParser):
-    """The viewer's parser; its epilog (the keys, and the gap thresholds' defaults,
-    which import the analysis) is written only when the help is printed, so that a
-    trace's load starts before the analysis is imported."""
+    """The viewer's parser; its epilog (the keys, and the gap thresholds' defaults)
+    and its threshold options (those of ``gapscope report``:
+    ``gapscope.report.args.add_threshold_options``), which import the analysis, are
+    added only when the help is printed or an option is given, so that a trace's
+    load starts before the analysis is imported."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.thresholds_added = False
+
+    def add_thresholds(self) -> None:
+        """Add the threshold options of ``gapscope report`` (once)."""
+        if not self.thresholds_added:
+            from gapscope.report.args import add_threshold_options
+
+            add_threshold_options(self)
+            self.thresholds_added = True
+
+    def parse_args(self, args=None, namespace=None):
+        argv = sys.argv[1:] if args is None else list(args)
+        if any(a.startswith("-") for a in argv):
+            self.add_thresholds()
+        return super().parse_args(argv, namespace)
 
     def format_help(self) -> str:
+        self.add_thresholds()
         self.epilog = _epilog()
         return super().format_help()
 
@@ -41,7 +65,7 @@ def _epilog() -> str:
     )
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser() -> _Parser:
     p = _Parser(
         prog="gapscope",
         description="Terminal viewer for GPU profiler traces: walk the idle GPU gaps and see why.",
@@ -55,9 +79,24 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _params(p: _Parser, args: argparse.Namespace) -> tuple[Params | None, str | None]:
+    """(the thresholds given, None): ``gapscope.report.args.params_from_args``'s
+    ``Params``, or None when no option was given (the diagnosis's defaults); or
+    (None, why) for a bad one (``UsageError``'s line)."""
+    if not p.thresholds_added:
+        return None, None
+    from gapscope.report.args import UsageError, params_from_args
+
+    try:
+        return params_from_args(args), None
+    except UsageError as exc:
+        return None, str(exc)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the viewer; returns the exit status (0 ok, 1 load cancelled, 2 bad input)."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     if args.trace is None:
         from gapscope import sample_traces
 
@@ -67,6 +106,12 @@ def main(argv: list[str] | None = None) -> int:
     from gapscope.parsers.detect import sniff
     from gapscope.parsers.errors import TraceFormatError
 
+    params, usage = _params(parser, args)
+    if usage is not None:
+        from gapscope.report.cmd import error_line
+
+        print(error_line(usage), file=sys.stderr)
+        return 2
     try:
         sniff(path)  # cheap checks before the full-screen UI starts (no escape codes)
     except TraceFormatError as exc:
@@ -74,23 +119,21 @@ def main(argv: list[str] | None = None) -> int:
 
         print(error_line(str(exc)), file=sys.stderr)
         return 2
-    from gapscope.parsers.detect import EarlyLoad
+    from gapscope.parsers.preview import EarlyLoad
+    from gapscope.settings import read_settings
 
     # its forked decoders run while the viewer's modules are imported (the report's
     # and the analysis's too: imported after it); a large file's device lanes come
     # first, drawn while the rest is read
-    early = EarlyLoad(path, preview=os.environ.get("GAPSCOPE_NO_PREVIEW", "") != "1")
-    from gapscope.analysis.gaps import interior_gaps
+    early = EarlyLoad(path, preview=not read_settings().no_preview)
     from gapscope.report.cmd import error_line
-
-    # the preview's gaps, the default diagnosis's (``tui.factory.default_early_gaps``),
-    # found in the child that makes it (imported by now: a forked child imports nothing)
-    early.prepare = interior_gaps
     from gapscope.tui.factory import make_app
+    from gapscope.tui.session import ViewOptions
 
-    app = make_app(
-        path, loader=early, preview=early.on_preview, early_gaps=early.prepared, preview_drawn=early.preview_drawn
-    )
+    # the preview's gaps: the default diagnosis's with the thresholds given, found here
+    # (``tui.factory.default_early_gaps``)
+    options = ViewOptions(params=params, loader=early, preview=early.on_preview, preview_drawn=early.preview_drawn)
+    app = make_app(path, options)
     rc = app.run()
     if app.error:
         print(error_line(app.error), file=sys.stderr)

@@ -6,7 +6,7 @@ from textual.app import App
 
 from gapscope.exercise import Exercise, ProgressStore, Session, Workbook
 from gapscope.tui.colour import no_colour
-from gapscope.tui.exercise_screen import ExerciseScreen
+from gapscope.tui.exercise.screen import ExerciseScreen
 
 __all__ = ["ExerciseApp", "make_exercise_app"]
 

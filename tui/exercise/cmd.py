@@ -91,13 +91,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(error_line(str(exc)), file=sys.stderr)
                 return 2
             store.reset(ex.id)
-            print(f"progress of {ex.id} reset ({store.path})", file=out)
+            done = f"progress of {ex.id} reset ({store.path})"
         else:
             gone = store.reset(None)
-            print(f"progress reset for {len(gone)} exercise(s) ({store.path})", file=out)
-        if store.error:
+            done = f"progress reset for {len(gone)} exercise(s) ({store.path})"
+        if store.error:  # not saved: it was not reset
             print(error_line(store.error), file=sys.stderr)
             return 1
+        print(done, file=out)
         return 0
     if not args.name:
         return _list(store, out)
@@ -116,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     except TraceFormatError as exc:  # names the trace file, line and column
         print(error_line(str(exc)), file=sys.stderr)
         return 2
-    from gapscope.tui.exercise_app import make_exercise_app
+    from gapscope.tui.exercise.app import make_exercise_app
 
     make_exercise_app(ex, store=store, workbook=workbook).run()
     return 0

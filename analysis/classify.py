@@ -533,9 +533,10 @@ def operator_sample(trace: Trace) -> tuple[int, int]:
         got = (0, 0)
         if trace.external_id is not None:
             cpu = np.isin(trace.kind, np.array([int(Kind.CPU_OP), int(Kind.ANNOTATION)], np.int8))
-            ids = np.unique(trace.external_id[cpu & (trace.external_id >= 0)])
+            # distinct ids by a sort (numpy 2.4's hash-based np.unique took 1.9 s at 5M events)
+            ids = np.sort(trace.external_id[cpu & (trace.external_id >= 0)])
             if ids.size:
-                got = (int(ids.size), int(ids[-1] - ids[0] + 1))
+                got = (int(np.count_nonzero(ids[1:] != ids[:-1])) + 1, int(ids[-1] - ids[0] + 1))
         _SAMPLE[trace] = got
     return got
 

@@ -377,7 +377,11 @@ def slow_launch_calls(trace: Trace, min_ns: int) -> np.ndarray:
         np.minimum.at(first, src, trace.start_ns[dst])
         last = np.full(len(trace), np.iinfo(np.int64).min, dtype=np.int64)
         np.maximum.at(last, src, trace.start_ns[dst] + trace.dur_ns[dst])
-        calls = np.unique(src)
+        # the calls with an op, in index order (what ``np.unique(src)`` gives; a mask:
+        # numpy 2.4's hash-based unique took 2.0 s for the 835k flows of 5M events)
+        has_op = np.zeros(len(trace), dtype=bool)
+        has_op[src] = True
+        calls = np.flatnonzero(has_op)
         call_end = trace.start_ns[calls] + trace.dur_ns[calls]
         outside = (first[calls] - trace.start_ns[calls]) + np.maximum(call_end - last[calls], 0)
         until[calls] = np.minimum(outside, trace.dur_ns[calls])

@@ -10,6 +10,7 @@ The full name stays available wherever a short one is shown (one key or field aw
 
 from __future__ import annotations
 
+import functools
 import re
 
 __all__ = ["short_kernel_name"]
@@ -54,12 +55,15 @@ def _collapse_templates(name: str, keep_depth: int) -> str:
     return "".join(out)
 
 
+@functools.lru_cache(maxsize=4096)
 def short_kernel_name(name: str, max_chars: int = 48) -> str:
     """``name`` (str, verbatim from the trace) shortened only when longer than
     ``max_chars``: without a ``void`` return type, the trailing parameter list and
     namespace qualifiers, with template arguments folded to ``<…>`` from the deepest
     level up until it fits, then cut with ``…``. A name that fits is returned as it
-    is. Not made terminal-safe: surfaces still escape it. Cost: linear in the name."""
+    is. Not made terminal-safe: surfaces still escape it. Cost: linear in the name, once
+    per (name, max_chars): the result is remembered (a 5M-event trace asks for the same
+    few hundred kernel names 16k times while grouping its gaps)."""
     s = str(name)
     if len(s) <= max_chars:
         return s

@@ -40,6 +40,24 @@ first painted 151 ms after the load, causes drawn 15 ms after the diagnosis; key
 lanes repainted median / p95: next gap 9.6 / 12.9 ms, zoom 9.2 / 12.6 ms, pan 10.0 /
 13.1 ms; settled next gap 45.4 / 50.1 ms. ``--command 3``: see README "Speed".
 
+Issue 45's viewer speed (2-core machine shared by seven jobs, load average 3-10, so
+the figures move by tens of percent between runs; main and this build alternating, 1M
+``traceEvents`` entries = 666,036 events, 21,670 gaps, 200x50, 40 repeats). Key → lanes
+repainted p95, main vs this build: zoom 24.3/15.6/23.2/28.4 vs 13.7/13.4/17.4/19.0 ms,
+pan 22.5/15.4/24.8/28.8 vs 14.1/13.2/17.5/18.5 ms, next gap 28.6/18.9/27.5/26.1 vs
+15.2/15.0/20.2/18.2 ms; settled next gap (the card) p95 79.5/55.8/76.2/82.0 vs
+56.1/56.1/64.7/61.2 ms. Causes drawn after the diagnosis 2.7-4.7 s vs 1.0-1.9 s (the
+findings, computed before the causes are drawn). Half the zoom and pan samples revisit a
+view (``+`` then ``-``, ``l`` then ``h``): their strips come from the cache (its key is
+the view, no longer a counter bumped on every move); the others draw a new view. First
+paint after the load, medians of 6 alternating single runs: 274 ms vs 290 ms (load 6-8;
+with the analysis threads held back, the viewer alone: 327 vs 299 ms). ``--command 2`` at
+5M events, command → causes drawn, median (and its ratio to that run's floor), main vs
+this build, three alternating sets: first load 37.1 s (2.72x) / 31.5 s (4.43x) / 57.2 s
+(7.29x) vs 26.5 s (2.95x) / 21.5 s (3.87x) / 29.8 s (3.01x); cached 25.3 s (1.85x) /
+30.1 s (4.23x) / 45.7 s (5.83x) vs 4.33 s (0.48x) / 3.10 s (0.56x) / 4.00 s (0.40x): the
+diagnosis and findings come from the diagnosis cache (0.2 s to read at 5M events).
+
 Earlier figures (before the causal classes changed the trace's gap count and before
 the lanes were drawn ahead of the diagnosis), kept for the history of the key latencies:
 

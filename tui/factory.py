@@ -15,14 +15,15 @@ __all__ = ["make_app", "default_diagnose", "default_early_gaps"]
 
 
 def default_diagnose(trace: Trace, params=None):
-    """``gapscope.analysis.diagnose(trace, params)``; None when the analysis package lacks it."""
+    """``gapscope.analysis.diagnose(trace, params)`` through the diagnosis cache
+    (``gapscope.analysis.diagnosis_cache.diagnose_cached``: read back when the trace's
+    file was diagnosed before, its findings included); None when the analysis package
+    lacks it."""
     try:
-        from gapscope.analysis import diagnose
+        from gapscope.analysis.diagnosis_cache import diagnose_cached
     except ImportError:
         return None
-    if params is None:
-        return diagnose(trace)
-    return diagnose(trace, params=params)
+    return diagnose_cached(trace, params)
 
 
 def default_early_gaps(trace: Trace, params=None):

@@ -14,10 +14,10 @@ from rich.text import Text
 from textual.strip import Strip
 from textual.widget import Widget
 
-from gapscope.analysis.card import card_for_gap
 from gapscope.analysis.causes import CAUSES
 from gapscope.analysis.types import Cause
 from gapscope.parsers.model import Kind
+from gapscope.tui.cards import card_of
 from gapscope.tui.findings_view import FindingsState, findings_of, overview_lines, overview_text, walk_lines, walk_text
 from gapscope.tui.lanes_model import sanitize
 from gapscope.units import fmt_delta, fmt_dur, fmt_offset
@@ -49,18 +49,6 @@ PROTOCOL = (
 
 #: Each class in its colour from the table of causes (``gapscope.analysis.causes``).
 _CAUSE_STYLE = {c: f"bold {info.colour}" for c, info in CAUSES.items()}
-
-
-_last_card: list = [None, None, None]  # [diagnosis, gap, card]: the full and compact texts share one build
-
-
-def _card(diagnosis, gap: int):
-    """``card_for_gap(diagnosis, gap)``, remembered for the last (diagnosis, gap) asked."""
-    if _last_card[0] is diagnosis and _last_card[1] == gap:
-        return _last_card[2]
-    card = card_for_gap(diagnosis, gap)
-    _last_card[:] = [diagnosis, gap, card]
-    return card
 
 
 def secondary_text(card) -> str:
@@ -203,7 +191,7 @@ def card_text(
     t.append(f"Gap #{gap}  GPU {int(g.device[gap])}\n", style="bold")
     t.append(f"{fmt_dur(e - s)} at {fmt_offset(s - int(diagnosis.trace.extent_ns[0]))}\n")
     try:
-        card = _card(diagnosis, gap)
+        card = card_of(diagnosis, gap)
     except Exception as exc:  # noqa: BLE001 - the card is advisory; a fault there must not kill the view
         t.append(f"(card unavailable: {type(exc).__name__})\n")
         return t
@@ -340,7 +328,7 @@ def compact_card_text(
         style="bold",
     )
     try:
-        card = _card(diagnosis, gap)
+        card = card_of(diagnosis, gap)
     except Exception as exc:  # noqa: BLE001 - advisory, as in card_text
         head.append(f"(card unavailable: {type(exc).__name__})")
         return [head]

@@ -19,10 +19,12 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Input, Static
+from textual.worker import get_current_worker
 
 from gapscope.analysis.types import Cause, Gaps
 from gapscope.parsers.model import Kind, Trace
 from gapscope.tui.bindings import footer_binding, trace_bindings
+from gapscope.tui.cards import prefetch_cards
 from gapscope.tui.findings_view import FindingsState, findings_of
 from gapscope.tui.footer import KeyFooter
 from gapscope.tui.header import trace_header
@@ -265,10 +267,11 @@ class TraceScreen(Screen):
             # the diagnosis may have come before this mount: the watcher is called at once
             self.watch(self.app, "phase", self._phase_changed)
         if self.diagnosing and not self.previewing:
-            # the app's diagnosis begins now, not after the first paint: measured, the
-            # paint is not slower for it (numpy lets the thread run beside the event
-            # loop), the causes come ~0.15 s sooner at 1M events (bench/tui.py --command)
-            self.post_message(self.Shown())
+            # the app's diagnosis begins after the first paint: once the diagnosis spent
+            # less of its time in numpy calls that let the event loop run (np.unique at
+            # 5M events), its thread made the first paint at 1M events 50-90 ms slower
+            # (bench/tui.py)
+            self.call_after_refresh(self.post_message, self.Shown())
 
     def _phase_changed(self, phase: Phase) -> None:
         """The app's phase (watched): once ``DIAGNOSED``, the session's diagnosis (or
@@ -486,6 +489,27 @@ class TraceScreen(Screen):
             findings=self.findings_state,
         )
         self._update_detail()
+        self._prefetch_cards(gap)
+
+    def _prefetch_cards(self, gap: int | None) -> None:
+        """Build the cards that ``n``/``N`` would show next (``gapscope.tui.cards``) in a
+        thread worker, so that the key finds them built; the latest call wins."""
+        d, nav = self.diagnosis, self.nav
+        if d is None or nav is None or nav.gaps is not d.gaps or len(nav) == 0:
+            return  # no diagnosis yet (early gaps are numbered otherwise)
+        near = [nav.step(gap, k, self.order_mode, None, from_ns=self.lanes.cursor_ns) for k in (1, -1)]
+        if gap is None:
+            near.insert(0, self._top_finding_gap())
+        todo = [g for g in near if g is not None]
+        if todo:
+            cancelled = lambda: get_current_worker().is_cancelled  # noqa: E731
+            self.run_worker(
+                lambda: prefetch_cards(d, todo, cancelled),
+                thread=True,
+                group="cards",
+                exclusive=True,
+                exit_on_error=False,
+            )
 
     def _update_detail(self) -> None:
         self.query_one("#detail", DetailLine).show(self.detail_text())

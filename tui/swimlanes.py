@@ -153,6 +153,8 @@ class Swimlanes(Widget, can_focus=True):
         self._frame_width = 0
         self._frame_styles: dict[str, Style] = {}
         self._base_style = Style()
+        #: the view of the frame being drawn (``render_lines``), shared by its lines
+        self._frame_view: LaneView | None = None
 
     def set_diagnosis(self, diagnosis) -> None:
         """Draw the gaps of ``diagnosis`` (which arrived after the first paint); the
@@ -242,11 +244,25 @@ class Swimlanes(Widget, can_focus=True):
                 # the view follows the cursor (which is on the trace, so a clamped
                 # view centred on it still shows it)
                 self.viewport = self.viewport.centred_on(self.cursor_ns).clamped(t0, t1)
-        self._update_count += 1
+        # No update-count bump here: the strip cache key holds everything a view
+        # change alters (viewport, cursor cell, rows, selections), so going back to a
+        # view (zoom out after in, pan back) reuses its strips; ``_refold`` invalidates
+        # when the rows change.
+        before = self._update_count
         self._refold()
         self._keep_row_visible()
-        self.refresh()
+        if self._update_count == before:
+            self._refresh_drawn()
         self.post_message(self.Changed(self))
+
+    def _refresh_drawn(self) -> None:
+        """Repaint the ruler and the lines that can hold a row (all of them when the
+        rows do not fit): the blank lines under the last row stay as they are."""
+        lines = 1 + len(self.rows)
+        if lines >= self.size.height or not self.size.width:
+            self.refresh()
+        else:
+            self.refresh(Region(0, 0, self.size.width, lines))
 
     def _keep_row_visible(self) -> None:
         """Scroll so that the selected row shows, and, while a gap is selected, the
@@ -637,7 +653,11 @@ class Swimlanes(Widget, can_focus=True):
         self._frame_width = self.size.width
         self._sync_width()
         self._keep_row_visible()  # the height may have changed since the last key (panel, prompt)
-        return super().render_lines(crop)
+        self._frame_view = self.lane_view()  # one per frame: its lines share it
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._frame_view = None
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
@@ -647,10 +667,11 @@ class Swimlanes(Widget, can_focus=True):
     def render_line(self, y: int) -> Strip:
         """Line ``y`` (0: the ruler), from the strip cache keyed by everything that
         changes its pixels plus the update counter."""
-        width = self._frame_width or self.size.width
-        vp = self.viewport
+        view = self._frame_view or self.lane_view()
+        width = view.width
+        vp = view.viewport
         cursor_cell = vp.cell_of(self.cursor_ns)
-        row_i = row_at(self.top_row, self.pinned_row(), y)
+        row_i = row_at(view.top_row, view.pinned_row, y)
         key = (
             y,
             row_i,
@@ -665,7 +686,7 @@ class Swimlanes(Widget, can_focus=True):
         hit = self._cache.get(key)
         if hit is not None:
             return hit
-        strip = self._cache[key] = render_line(self.lane_view(), y)
+        strip = self._cache[key] = render_line(view, y)
         return strip
 
     # ------------------------------------------------------------ mouse

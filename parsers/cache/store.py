@@ -241,7 +241,8 @@ def make_room(directory: Path, need: int, keep: Path | None = None) -> bool:
                 if now - st.st_mtime > STALE_TMP_S:
                     _unlink(Path(e.path))
                 continue
-            if e.name.endswith(".trace") and e.is_file(follow_symlinks=False):
+            # traces and the diagnoses kept beside them (``gapscope.analysis.diagnosis_cache``)
+            if e.name.endswith((".trace", ".diag")) and e.is_file(follow_symlinks=False):
                 if keep is not None and e.name == keep.name:
                     continue
                 entries.append((st.st_mtime_ns, st.st_size, Path(e.path)))

@@ -1,0 +1,332 @@
+"""The diagnosis cache (``gapscope.analysis.diagnosis_cache``): a cached diagnosis is
+the fresh one, field by field and array by array; it is not used for a changed file
+or another trace; a corrupt or hostile entry gives a warning and a fresh diagnosis."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import logging
+import os
+import shutil
+import struct
+import zlib
+
+import numpy as np
+import pytest
+
+import gapscope.analysis.diagnosis_cache as dc
+from gapscope.analysis import diagnose
+from gapscope.analysis.findings import findings
+from gapscope.analysis.types import Params
+from gapscope.parsers import load
+from gapscope.parsers.cache import store
+from tests.conftest import SAMPLES
+
+_SKIP = {"trace", "_evidence_cache", "_copies_cache", "_index", "derived"}
+
+
+def assert_same(a, b, path="diagnosis"):
+    """``a`` and ``b`` equal all the way down: same types, arrays of one dtype, shape
+    and values (NaN equal to NaN), dataclass fields but the lazy caches."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        assert isinstance(a, np.ndarray) and isinstance(b, np.ndarray), path
+        assert (a.dtype, a.shape) == (b.dtype, b.shape), path
+        assert np.array_equal(a, b, equal_nan=a.dtype.kind == "f"), path
+    elif dataclasses.is_dataclass(a):
+        assert type(a) is type(b), path
+        for f in dataclasses.fields(a):
+            if f.name not in _SKIP:
+                assert_same(getattr(a, f.name), getattr(b, f.name), f"{path}.{f.name}")
+    elif isinstance(a, (list, tuple)):
+        assert type(a) is type(b) and len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same(x, y, f"{path}[{i}]")
+    elif isinstance(a, dict):
+        assert type(a) is type(b) and list(a) == list(b), path
+        for k in a:
+            assert_same(a[k], b[k], f"{path}[{k!r}]")
+    elif isinstance(a, float) and a != a:
+        assert isinstance(b, float) and b != b, path
+    else:
+        assert type(a) is type(b) and a == b, (path, a, b)
+        if isinstance(a, enum.Enum):
+            assert a.value == b.value, path
+
+
+@pytest.fixture
+def cache(monkeypatch, tmp_path):
+    """The caches on, in ``tmp_path/cache``, for files of any size; yields the folder
+    of the entries. Writes are waited for before the test ends."""
+    monkeypatch.delenv("GAPSCOPE_NO_CACHE", raising=False)
+    monkeypatch.setenv("GAPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("GAPSCOPE_CACHE_MIN_BYTES", "0")
+    monkeypatch.delenv("GAPSCOPE_CACHE_MAX_BYTES", raising=False)
+    yield tmp_path / "cache" / "traces"
+    dc.wait_for_writes()
+    store.wait_for_writes()
+
+
+@pytest.fixture
+def fresh_runs(monkeypatch):
+    """The traces ``diagnose_cached`` diagnosed afresh (not read from the cache)."""
+    calls = []
+    real = dc.diagnose
+
+    def spy(trace, params=None):
+        calls.append(trace)
+        return real(trace, params)
+
+    monkeypatch.setattr(dc, "diagnose", spy)
+    return calls
+
+
+def _copy(name: str, tmp_path):
+    dst = tmp_path / name
+    shutil.copyfile(SAMPLES / name, dst)
+    return dst
+
+
+def _entry(trace):
+    c = dc.DiagnosisCache.open(trace, Params())
+    assert c is not None
+    return c.entry
+
+
+def _cached_once(path):
+    """Diagnose ``path`` through the cache (a fresh run that writes the entry)."""
+    d = dc.diagnose_cached(load(str(path)))
+    dc.wait_for_writes()
+    return d
+
+
+@pytest.mark.parametrize("name", ["decode_10_steps.txt", "picket_fence.txt", "dataloader_stall.txt"])
+def test_cached_diagnosis_is_the_fresh_one(cache, fresh_runs, tmp_path, name):
+    path = _copy(name, tmp_path)
+    first = _cached_once(path)
+    assert _entry(first.trace).is_file() and len(fresh_runs) == 1
+    trace = load(str(path))
+    got = dc.diagnose_cached(trace)
+    assert len(fresh_runs) == 1  # read back, not diagnosed again
+    reference = diagnose(trace)
+    assert_same(reference, got)
+    assert_same(findings(reference), got.derived["findings"], "findings")
+    assert got.trace is trace
+    # the lazy parts still work on the read-back diagnosis
+    for i in range(len(got.gaps)):
+        assert got.evidence(i) == reference.evidence(i)
+
+
+def test_a_corpus_trace_reads_back_the_same(cache, fresh_runs, tmp_path, corpus):
+    path = tmp_path / "rank0.json.gz"
+    shutil.copyfile(corpus / "hta" / "rank0.json.gz", path)
+    _cached_once(path)
+    trace = load(str(path))
+    got = dc.diagnose_cached(trace)
+    assert len(fresh_runs) == 1
+    reference = diagnose(trace)
+    assert len(reference.gaps) > 1000
+    assert_same(reference, got)
+    assert_same(findings(reference), got.derived["findings"], "findings")
+
+
+def test_a_changed_source_is_diagnosed_again(cache, fresh_runs, tmp_path):
+    path = _copy("decode_step.txt", tmp_path)
+    _cached_once(path)
+    text = path.read_text()
+    path.write_text(text.replace("\n", "\n\n", 1))  # same trace, another file version
+    trace = load(str(path))
+    got = dc.diagnose_cached(trace)
+    assert len(fresh_runs) == 2
+    assert_same(diagnose(trace), got)
+    dc.wait_for_writes()
+    # the new version's entry serves the next open
+    dc.diagnose_cached(load(str(path)))
+    assert len(fresh_runs) == 2
+
+
+def test_other_params_have_their_own_entry(cache, fresh_runs, tmp_path):
+    path = _copy("picket_fence.txt", tmp_path)
+    _cached_once(path)
+    trace = load(str(path))
+    p = Params(min_gap_ns=5_000)
+    got = dc.diagnose_cached(trace, p)
+    assert len(fresh_runs) == 2
+    assert got.params == p
+    assert_same(diagnose(trace, p), got)
+
+
+def test_another_trace_of_the_same_file_is_not_served(cache, fresh_runs, tmp_path, caplog):
+    path = _copy("decode_10_steps.txt", tmp_path)
+    _cached_once(path)
+    other = load(str(SAMPLES / "picket_fence.txt"))
+    other = dataclasses.replace(other, source=dataclasses.replace(other.source, path=str(path)))
+    with caplog.at_level(logging.WARNING, logger="gapscope.cache"):
+        got = dc.diagnose_cached(other)
+    assert len(fresh_runs) == 2
+    assert "for another trace" in caplog.text
+    assert_same(diagnose(other), got)
+
+
+def _damage(entry, how: str) -> None:
+    blob = bytearray(entry.read_bytes())
+    if how == "data byte":
+        blob[-1] ^= 0xFF
+    elif how == "header byte":
+        blob[30] ^= 0x01
+    elif how == "truncated":
+        del blob[len(blob) // 2 :]
+    elif how == "empty":
+        blob = bytearray()
+    entry.write_bytes(bytes(blob))
+
+
+@pytest.mark.parametrize("how", ["data byte", "header byte", "truncated", "empty"])
+def test_a_corrupt_entry_warns_and_diagnoses_afresh(cache, fresh_runs, tmp_path, caplog, how):
+    path = _copy("dataloader_stall.txt", tmp_path)
+    first = _cached_once(path)
+    entry = _entry(first.trace)
+    _damage(entry, how)
+    trace = load(str(path))
+    with caplog.at_level(logging.WARNING, logger="gapscope.cache"):
+        got = dc.diagnose_cached(trace)
+    assert len(fresh_runs) == 2
+    assert "diagnosis cache entry" in caplog.text and "diagnosing afresh" in caplog.text
+    assert_same(diagnose(trace), got)
+    dc.wait_for_writes()  # rewritten whole
+    assert_same(got, dc.DiagnosisCache.open(trace, Params()).read(trace))
+
+
+def _rewrite_header(entry, change) -> None:
+    """Rewrite the entry's JSON header with ``change(header)`` and valid CRCs (a
+    hostile writer of the cache folder)."""
+    raw = entry.read_bytes()
+    prefix = struct.Struct("<8sIIQ")
+    magic, version, _crc, n = prefix.unpack_from(raw)
+    header = json.loads(raw[prefix.size : prefix.size + n])
+    data = raw[-(-(prefix.size + n) // 64) * 64 :]
+    change(header)
+    blob = json.dumps(header).encode()
+    pad = -(-(prefix.size + len(blob)) // 64) * 64 - prefix.size - len(blob)
+    entry.write_bytes(prefix.pack(magic, version, zlib.crc32(blob), len(blob)) + blob + bytes(pad) + data)
+
+
+def _first(tree, marker):
+    """The first object of ``tree`` holding ``marker``."""
+    if isinstance(tree, dict):
+        if marker in tree:
+            return tree
+        items = tree.values()
+    elif isinstance(tree, list):
+        items = tree
+    else:
+        return None
+    for x in items:
+        got = _first(x, marker)
+        if got is not None:
+            return got
+    return None
+
+
+@pytest.mark.parametrize(
+    "attack",
+    [
+        "class not listed",
+        "enum not listed",
+        "array index past the end",
+        "gap event index past the trace",
+        "unknown field",
+        "object dtype",
+        "deep nesting",
+    ],
+)
+def test_a_hostile_entry_is_refused(cache, fresh_runs, tmp_path, caplog, attack):
+    path = _copy("decode_10_steps.txt", tmp_path)
+    first = _cached_once(path)
+    entry = _entry(first.trace)
+
+    def change(h):
+        tree = h["tree"]
+        if attack == "class not listed":
+            _first(tree, "$c")["$c"] = "Popen"
+        elif attack == "enum not listed":
+            _first(tree, "$e")["$e"] = "Signals"
+        elif attack == "array index past the end":
+            _first(tree, "$a")["$a"] = 10**6
+        elif attack == "gap event index past the trace":
+            k = tree["gaps"]["f"]["next_op"]["$a"]
+            h["arrays"].append(h["arrays"][k][:2] + [h["data_bytes"], 0])
+            h["arrays"][-1][1] = [0]
+            tree["gaps"]["f"]["next_op"]["$a"] = len(h["arrays"]) - 1  # an empty column: wrong length
+        elif attack == "unknown field":
+            tree["params"]["f"]["__class__"] = 1
+        elif attack == "object dtype":
+            h["arrays"][0][0] = "|O"
+        elif attack == "deep nesting":
+            deep = None
+            for _ in range(200):
+                deep = [deep]
+            tree["invalid_gpu_ops"] = deep
+
+    _rewrite_header(entry, change)
+    trace = load(str(path))
+    with caplog.at_level(logging.WARNING, logger="gapscope.cache"):
+        got = dc.diagnose_cached(trace)
+    assert len(fresh_runs) == 2, attack
+    assert "diagnosing afresh" in caplog.text
+    assert_same(diagnose(trace), got)
+
+
+def test_an_out_of_range_event_index_is_refused(cache, tmp_path):
+    path = _copy("decode_10_steps.txt", tmp_path)
+    first = _cached_once(path)
+    trace = load(str(path))
+    c = dc.DiagnosisCache.open(trace, Params())
+    bad = dataclasses.replace(first.gaps, next_op=np.full(len(first.gaps), len(trace), np.int64))
+    first.gaps = bad  # Diagnosis is not frozen: write a diagnosis that points past the trace
+    assert c.put(first)
+    with pytest.raises(dc.BadDiagnosisEntry, match="next_op"):
+        c.read(trace)
+
+
+def test_a_fifo_or_link_in_place_of_the_entry_is_not_opened(cache, fresh_runs, tmp_path, caplog):
+    path = _copy("sync_cliff.txt", tmp_path)
+    first = _cached_once(path)
+    entry = _entry(first.trace)
+    entry.unlink()
+    os.mkfifo(entry)  # a reader that opened it would wait for a writer for ever
+    trace = load(str(path))
+    with caplog.at_level(logging.WARNING, logger="gapscope.cache"):
+        got = dc.diagnose_cached(trace)
+    assert len(fresh_runs) == 2 and "not a regular file" in caplog.text
+    assert len(got.gaps) == len(first.gaps)
+    dc.wait_for_writes()  # the FIFO is replaced by an entry
+    entry.unlink()
+    entry.symlink_to(tmp_path / "elsewhere")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="gapscope.cache"):
+        dc.diagnose_cached(load(str(path)))
+    assert len(fresh_runs) == 3 and "diagnosing afresh" in caplog.text
+
+
+def test_off_without_the_cache_or_a_file(monkeypatch, tmp_path, fresh_runs):
+    monkeypatch.setenv("GAPSCOPE_NO_CACHE", "1")
+    monkeypatch.setenv("GAPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    trace = load(str(_copy("host_island.txt", tmp_path)))
+    assert dc.DiagnosisCache.open(trace, Params()) is None
+    dc.diagnose_cached(trace)
+    assert fresh_runs == [trace] and not (tmp_path / "cache").exists()
+    monkeypatch.delenv("GAPSCOPE_NO_CACHE")
+    monkeypatch.setenv("GAPSCOPE_CACHE_MIN_BYTES", str(1 << 30))  # smaller than that: not worth it
+    assert dc.DiagnosisCache.open(trace, Params()) is None
+
+
+def test_diagnosis_entries_are_evicted_with_the_traces(cache, tmp_path, monkeypatch):
+    path = _copy("picket_fence.txt", tmp_path)
+    first = _cached_once(path)
+    entry = _entry(first.trace)
+    size = entry.stat().st_size
+    monkeypatch.setenv("GAPSCOPE_CACHE_MAX_BYTES", str(size + size // 2))
+    assert store.make_room(entry.parent, size)  # a new entry of the same size: the old one goes
+    assert not entry.exists()

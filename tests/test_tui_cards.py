@@ -1,0 +1,67 @@
+"""The card memo of the viewer (``gapscope.tui.cards``): the same cards as
+``card_for_gap``, built once per gap, ahead of the key by ``prefetch_cards``."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from gapscope.analysis import diagnose
+from gapscope.analysis.card import card_for_gap
+from gapscope.parsers import load
+from gapscope.tui.cards import DERIVED_KEY, card_of, prefetch_cards
+from tests.conftest import SAMPLES
+
+
+@pytest.fixture(scope="module")
+def diag():
+    d = diagnose(load(SAMPLES / "dataloader_stall.txt"))
+    assert len(d.gaps) >= 2
+    return d
+
+
+def test_card_of_is_card_for_gap_built_once(diag):
+    d = diagnose(diag.trace)  # a fresh diagnosis: nothing remembered yet
+    for i in range(len(d.gaps)):
+        got = card_of(d, i)
+        assert got == card_for_gap(diag, i)
+        assert card_of(d, i) is got  # the second ask is the memo's
+    assert sorted(d.derived[DERIVED_KEY]) == list(range(len(d.gaps)))
+
+
+def test_prefetch_builds_what_is_missing_and_stops_when_cancelled(diag):
+    d = diagnose(diag.trace)
+    n = len(d.gaps)
+    assert prefetch_cards(d, [n - 1, -1], lambda: False) == 1  # -1: no gap, skipped
+    assert prefetch_cards(d, [n - 1], lambda: False) == 0  # already built
+    assert card_of(d, n - 1) == card_for_gap(diag, n - 1)
+    assert prefetch_cards(d, range(n), lambda: True) == 0
+    assert sorted(d.derived[DERIVED_KEY]) == [n - 1]
+
+
+def test_prefetch_skips_a_card_that_fails(diag, monkeypatch):
+    import gapscope.tui.cards as cards
+
+    def boom(d, i):
+        if i == 0:
+            raise ValueError("broken evidence")
+        return card_for_gap(d, i)
+
+    monkeypatch.setattr(cards, "card_for_gap", boom)
+    d = diagnose(diag.trace)
+    assert prefetch_cards(d, [0, 1]) == 1
+    assert sorted(d.derived[DERIVED_KEY]) == [1]
+    with pytest.raises(ValueError):
+        card_of(d, 0)  # the panel says "card unavailable" for it
+
+
+def test_a_stand_in_diagnosis_without_derived_builds_every_time(diag, monkeypatch):
+    import gapscope.tui.cards as cards
+
+    calls = []
+    monkeypatch.setattr(cards, "card_for_gap", lambda d, i: calls.append(i) or ("card", i))
+    fake = types.SimpleNamespace(gaps=diag.gaps)
+    assert card_of(fake, 1) == ("card", 1) and card_of(fake, 1) == ("card", 1)
+    assert calls == [1, 1]
+    assert prefetch_cards(fake, [0, 1]) == 0

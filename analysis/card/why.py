@@ -550,8 +550,7 @@ def _calls_listed(
         st = trace.start_ns[sl]
         en = st + trace.dur_ns[sl]
         named = np.flatnonzero(trace.name_id[sl] == nid)
-        left = np.array([sl.start + int(k) not in mine for k in named.tolist()], dtype=bool)
-        named = named[left] if left.size else named
+        named = named[~np.isin(sl.start + named, np.fromiter(mine, dtype=np.int64, count=len(mine)))]
         if not named.size:
             continue
         # the time already in the listed events (a call nested in one of them) is not left out

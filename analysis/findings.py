@@ -816,15 +816,29 @@ def _unfit_gaps(diag) -> np.ndarray:
 
 
 def _typical(diag, positions: np.ndarray, cause: Cause) -> np.ndarray:
-    """The members of primary class ``cause`` among ``positions``, nearest the median
-    length of them first (ties: the longer), at most ``CARD_TRIES``."""
+    """The members of primary class ``cause`` among ``positions``, nearest their
+    idle-weighted median length first (ties: the longer), at most ``CARD_TRIES``. The
+    idle-weighted median is the length of the member at which the members' idle, summed
+    shortest first, reaches half their total (``_idle_weighted_median_ns``): the gap the
+    finding's idle typically sits in, not the typical count (the fourth audit: mi300
+    resnet's copy finding showed a 5.3 µs memset, ~9% of its idle, though DtoD copies
+    held the rest)."""
     g = diag.gaps
     own = positions[g.cause[positions] == int(cause)]
     if own.size == 0:
         return own
     dur = g.dur_ns[own].astype(np.int64)
-    med = float(np.median(dur))
+    med = _idle_weighted_median_ns(dur)
     return own[np.lexsort((-dur, np.abs(dur - med)))][:CARD_TRIES]
+
+
+def _idle_weighted_median_ns(dur_ns: np.ndarray) -> int:
+    """The idle-weighted median of gap lengths ``dur_ns`` (int64 ns, non-empty): sorted
+    ascending, the first length at which the cumulative sum reaches half the total (the
+    weighted median with each gap weighted by its own idle)."""
+    ordered = np.sort(dur_ns)
+    cum = np.cumsum(ordered)
+    return int(ordered[int(np.searchsorted(cum * 2, int(cum[-1]), side="left"))])
 
 
 def _card_at(diag, i: int, cause: Cause) -> Card:

@@ -683,6 +683,9 @@ def _kernel_wait_ns(trace: Trace, ev: int) -> int:
 LAZY_LOADING_RE = re.compile(r"Lazy Function Loading|^cuModuleLoad|^cuLibraryLoad|^hipModuleLoad", re.IGNORECASE)
 #: A call on the launching thread holds an occurrence when it covers this share of it.
 HOLDING_CALL_MIN_SHARE = 0.5
+#: ... and is no longer than this many times the occurrence (the innermost call of a
+#: first use, not a range enclosing a whole forward pass).
+HOLDING_CALL_MAX_GAPS = 4
 #: Module loading covering this share of an occurrence outside any call makes it module loading.
 LAZY_LOADING_MIN_SHARE = 0.5
 
@@ -706,10 +709,15 @@ def lazy_loading_in(trace: Trace, lane: int, starts_ns: np.ndarray, ends_ns: np.
     own) for the occurrence of gaps [``starts_ns``, ``ends_ns``) (int64 arrays) whose
     launching thread is ``lane``: inside the narrowest call (``Kind.CPU_OP`` or
     ``Kind.PYTHON``, the latest to start) of the thread that covers at least
-    ``HOLDING_CALL_MIN_SHARE`` of the occurrence (``in_call``: that call is a
+    ``HOLDING_CALL_MIN_SHARE`` of the occurrence, when that call is no longer than
+    ``HOLDING_CALL_MAX_GAPS`` times the occurrence (``in_call``: that call is a
     function's first call, which began before the GPU went idle: B200's first
-    ``aten::mm`` of a shape), else inside the occurrence itself. (0, False) with
-    ``lane`` < 0 or no loading."""
+    ``aten::mm`` of a shape), else inside the occurrence itself. Only loading inside the
+    occurrence counts (a load that ended before the GPU went idle made no idle time),
+    so never more than its length. A broad range enclosing the gap (a 79 ms model forward) is no
+    holding call: loading anywhere in it is not this gap's cost (the fourth audit: b200
+    #422, #548, #656 were credited 0.210 ms of loading so). (0, False) with ``lane`` < 0
+    or no loading."""
     if lane < 0:
         return 0, False
     us, ue = _loading_union(trace, lane)
@@ -728,8 +736,9 @@ def lazy_loading_in(trace: Trace, lane: int, starts_ns: np.ndarray, ends_ns: np.
     )
     if calls.size:
         c = int(calls[np.argsort(st[calls], kind="stable")[-1]])
-        got = int(coverage(us, ue, st[c : c + 1], en[c : c + 1])[0])
-        if got:
+        a, b = np.maximum(starts_ns, st[c]), np.minimum(ends_ns, en[c])
+        got = int(coverage(us, ue, a, np.maximum(a, b)).sum())
+        if got and int(en[c] - st[c]) <= HOLDING_CALL_MAX_GAPS * total:
             return got, True
     return int(coverage(us, ue, starts_ns, ends_ns).sum()), False
 

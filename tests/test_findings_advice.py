@@ -227,3 +227,31 @@ def test_host_time_in_a_copy_call_is_its_own_finding_with_the_pinned_copy_fix():
     assert f.cause == Cause.HOST
     assert f.fix.startswith("copy from pinned host memory with non_blocking=True")
     assert all(not x.title.startswith("copies on the path") for x in findings(d).ranked)
+
+
+def test_a_native_programs_copy_finding_is_told_in_the_runtimes_words():
+    """The fourth audit: profile16 (a C CUDA program, no torch event) was told "keep
+    tensors on the device (pinned memory and non_blocking)"; its copy finding says
+    cudaMemcpyAsync from page-locked memory on a non-default stream instead."""
+    d = diagnose(load(require(CORPUS / "extrap/profile16.sqlite")))
+    (f,) = [x for x in findings(d).ranked if x.kind == "copy"]
+    assert "cudaMemcpyAsync" in f.fix and "cudaHostAlloc" in f.fix and "non-default stream" in f.fix
+    assert "tensor" not in f.fix and "non_blocking" not in f.fix and "pinned memory" not in f.fix
+
+
+def test_a_native_sync_finding_on_a_synchronize_says_blocking_call_not_read():
+    """The fourth audit: ex-gpu's sync finding said "remove the blocking read in
+    `cudaDeviceSynchronize`": a device synchronize reads nothing, so it is a blocking
+    call."""
+    d = diagnose(load(require(CORPUS / "extrap/ex-gpu.s10.sqlite")))
+    (f,) = [x for x in findings(d).ranked if x.kind == "sync"]
+    assert f.name == "cudaDeviceSynchronize"
+    assert f.fix.startswith("remove the blocking call in `cudaDeviceSynchronize`"), f.fix
+    assert "blocking read" not in f.fix and "read values" not in f.fix
+
+
+def test_a_torch_programs_copy_fix_keeps_the_torch_words():
+    """The control: a PyTorch trace's copy finding keeps pinned memory and non_blocking."""
+    d = diagnose(load(require(CORPUS / "tracelens/mi300/resnet_act_checkpoint.json.gz")))
+    (f,) = [x for x in findings(d).ranked if x.kind == "copy"]
+    assert "non_blocking" in f.fix and "cudaHostAlloc" not in f.fix

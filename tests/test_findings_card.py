@@ -1,6 +1,7 @@
 """A finding's card fits the finding (the third audit of issue 43, defect 2): it is
-the card of a typical member gap, nearest the median length of the members of the
-finding's class, whose card tells the finding's class; never a one-time (warm-up)
+the card of a typical member gap, nearest the idle-weighted median length of the
+members of the finding's class (the fourth audit: by idle, not by count), whose card
+tells the finding's class; never a one-time (warm-up)
 gap's, a slow launch call's or a recurring position's one-off. When no member's card
 fits, the finding shows no card and says why (``Finding.card_note``)."""
 
@@ -129,3 +130,73 @@ def test_ex_gpu_sync_cliff_shows_no_launch_card_and_says_why():
     assert (d.gaps.cause[f.positions] == int(Cause.LAUNCH)).all()
     text = walk_text(found, k, 0, Text("")).plain
     assert NO_FIT_NOTE in text and "Smell:" not in text
+
+
+#: per step: ``SMALL_COPIES`` memset gaps of 6 µs, then one DtoD copy gap of 292 µs
+SMALL_COPIES = 8
+
+
+def _copy_diag():
+    """3 ProfilerSteps of 1000 µs from 1000 µs. In each, from the step's start: 20 µs
+    kernels, the i-th after ``SMALL_COPIES`` gaps of 6 µs (a 4 µs memset [1, 5) µs into
+    it) then one gap of 292 µs (a 290 µs DtoD copy [1, 291) into it); a last kernel to
+    980 µs. Every launch and copy call is issued long before its op runs (host ahead).
+    By count the typical member is a 6 µs memset gap (24 of 27); by idle, each step's
+    292 µs copy gap (292 of the step's 340 µs copy idle, 86%)."""
+    b = TraceBuilder()
+    t = b.lane("1", "1", process_name="python3", thread_name="main")
+    g0 = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    corr = 0
+    for s in range(3):
+        base = (1 + s) * 1000 * US
+        b.event(t, f"ProfilerStep#{s}", base, 1000 * US, Kind.ANNOTATION)
+        at = host = 0  # µs from the step's start: the GPU's next op, the thread's next call
+        for is_memset in [True] * SMALL_COPIES + [False]:
+            corr += 1
+            b.event(t, "cudaLaunchKernel", base + host * US, 3 * US, Kind.LAUNCH, correlation=corr)
+            b.event(g0, "gemm", base + at * US, 20 * US, Kind.KERNEL, correlation=corr)
+            corr += 1
+            host, at = host + 8, at + 21
+            if is_memset:
+                b.event(t, "cudaMemsetAsync", base + (host - 4) * US, 3 * US, Kind.MEMCPY_CALL, correlation=corr)
+                b.event(g0, "Memset (Device)", base + at * US, 4 * US, Kind.MEMSET, correlation=corr, bytes=1 << 10)
+                at += 5
+            else:
+                b.event(t, "cudaMemcpyAsync", base + (host - 4) * US, 3 * US, Kind.MEMCPY_CALL, correlation=corr)
+                dtod = "Memcpy DtoD (Device -> Device)"
+                b.event(g0, dtod, base + at * US, 290 * US, Kind.MEMCPY, correlation=corr, bytes=256 << 20)
+                at += 291
+        corr += 1
+        b.event(t, "cudaLaunchKernel", base + host * US, 3 * US, Kind.LAUNCH, correlation=corr)
+        b.event(g0, "gemm", base + at * US, (980 - at) * US, Kind.KERNEL, correlation=corr)
+    return diagnose(b.build())
+
+
+def test_the_copy_finding_shows_the_gap_its_idle_is_in_not_the_most_numerous():
+    """Many tiny memset gaps and a few large DtoD copy gaps form one copy finding: its
+    card is of a large one (the idle-weighted median: summed shortest first, the 24
+    memset gaps hold 144 of the 1020 µs idle, so half is crossed in the copy gaps), not
+    of a memset gap (the count median: the rule before the fourth audit)."""
+    d = _copy_diag()
+    g = d.gaps
+    f = next(x for x in findings(d).ranked if x.kind == "copy")
+    dur_us = sorted((g.dur_ns[f.positions] // US).tolist())
+    assert dur_us == [6] * 3 * SMALL_COPIES + [292] * 3
+    assert f.card is not None and f.card.cause == Cause.COPY
+    assert int(g.dur_ns[f.card_gap]) == 292 * US
+    assert "Memcpy DtoD" in f.card.why and "Memset" not in f.card.why
+
+
+def test_mi300_copy_finding_shows_a_ddp_copy_not_a_memset():
+    """The fourth audit: mi300 resnet's copy finding (35 gaps) showed a 5.3 µs memset
+    gap's card ("fuse or remove the memset") though memsets hold ~9% of its idle and DtoD
+    copies (DDP's ``copy_bucket_to_grad``, its forward) the rest."""
+    d = diagnose(load(require(CORPUS / "tracelens/mi300/resnet_act_checkpoint.json.gz")))
+    g = d.gaps
+    f = next(x for x in findings(d).ranked if x.kind == "copy")
+    assert f.positions.size == 35
+    assert f.card is not None and f.card.cause == Cause.COPY
+    assert "memset" not in f.card.smell.lower() and "memset" not in f.card.first_experiment.lower()
+    assert "Memcpy DtoD" in f.card.why
+    # a member holding a quarter of the copy idle or more, not one of the ~5 µs ones
+    assert int(g.dur_ns[f.card_gap]) > 200 * US

@@ -15,9 +15,13 @@ import numpy as np
 
 from gapscope.analysis import diagnose
 from gapscope.analysis.card import card_for_gap
+from gapscope.analysis.evidence_kinds import lazy_loading_in
 from gapscope.analysis.findings import findings
+from gapscope.parsers import load
 from gapscope.parsers.builder import TraceBuilder
 from gapscope.parsers.model import Kind
+
+from .conftest import CORPUS, require
 
 US = 1_000
 
@@ -137,3 +141,56 @@ def test_a_module_of_numbered_instances_issuing_gpu_work_is_a_container():
         b.event(g0, "k", base + 20 * US, 100 * US, Kind.KERNEL, correlation=k + 1)
     d = diagnose(b.build())
     assert _is_container(d, meaning("nn.Module: Block_1"))
+
+
+def _enclosing_range_diag():
+    """One thread: ``forward`` [0, 80,000) µs encloses everything. Kernels [100 k, 100 k +
+    50) µs for k = 1..9 (gaps of 50 µs), each launched by a 5 µs call 10 µs before it
+    (a call holding no gap), and a 200 µs "Lazy Function Loading" at 40,000 µs on a lane
+    of its own, far from every gap: only ``forward`` holds a gap, and it is 1,600 times
+    longer than one."""
+    b = TraceBuilder()
+    t = b.lane("1", "1", process_name="python3", thread_name="main")
+    drv = b.lane("1", "2", process_name="python3", thread_name="driver")
+    g0 = b.lane("0", "7", is_gpu=True, device=0, stream=7)
+    b.event(t, "forward", 0, 80_000 * US, Kind.CPU_OP)
+    for k in range(1, 10):
+        b.event(t, "cudaLaunchKernel", (100 * k - 10) * US, 5 * US, Kind.LAUNCH, correlation=k)
+        b.event(g0, f"k{k}", 100 * k * US, 50 * US, Kind.KERNEL, correlation=k)
+    b.event(drv, "Lazy Function Loading", 40_000 * US, 200 * US, Kind.RUNTIME)
+    return diagnose(b.build())
+
+
+def test_loading_far_from_a_gap_inside_a_long_enclosing_range_is_not_one_time():
+    """The fourth audit (b200 #422, #548, #656): loading inside a broad range that
+    encloses an ordinary gap is not that gap's cost: none of the 50 µs gaps is module
+    loading, and no card credits loading to it."""
+    d = _enclosing_range_diag()
+    g = d.gaps
+    inner = np.flatnonzero(g.dur_ns == 50 * US)
+    assert inner.size == 8
+    assert not g.one_time[inner].any()
+    for i in inner.tolist():
+        assert lazy_loading_in(d.trace, g.thread_of(i), g.start_ns[i : i + 1], g.end_ns[i : i + 1]) == (0, False)
+        assert "module loading" not in card_for_gap(d, i).smell
+
+
+def test_b200_per_layer_gaps_are_not_module_loading():
+    """The fourth audit: b200 gaps #422, #548, #656 are ordinary per-layer gaps whose
+    card said "module loading (one-time)" with 0.210 ms of loading (the loading inside
+    the 79 ms model-forward range enclosing them); #658 (84 µs) quoted 0.113 ms of
+    loading, one load having ended before the gap. Loading credited to a gap is never
+    more than the gap."""
+    d = diagnose(load(require(CORPUS / "tracelens/b200/eager_trace.json.gz")))
+    g = d.gaps
+    # the audited gaps (their lengths pin the indices)
+    assert [int(g.dur_ns[i]) for i in (422, 548, 656, 658)] == [171_391, 120_639, 94_783, 84_128]
+    for i in (422, 548, 656):
+        assert not bool(g.one_time[i]), i
+        assert "module loading" not in card_for_gap(d, i).smell, i
+    for i in (422, 548, 656, 657, 658, 659):
+        ns, _ = lazy_loading_in(d.trace, g.thread_of(i), g.start_ns[i : i + 1], g.end_ns[i : i + 1])
+        assert ns <= int(g.dur_ns[i]), i
+    # #658: only the load inside the gap (~45 µs), not the one that ended 16 µs before it
+    ns, _ = lazy_loading_in(d.trace, g.thread_of(658), g.start_ns[658:659], g.end_ns[658:659])
+    assert 40 * US <= ns <= 50 * US

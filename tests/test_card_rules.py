@@ -493,3 +493,32 @@ def card_facts_of(d, i: int):
     """The ``Facts`` the card of gap ``i`` is chosen from."""
     rows = np.array([i])
     return card_facts(d, rows, Cause(int(d.gaps.cause[i])), list(d.evidence(i)), "")
+
+
+def test_a_models_own_tensor_op_is_per_op_overhead_not_work_to_move():
+    """Audit 4 (tracelens b200): host time led by one of the model's tensor ops (a
+    with_stack ``Tensor.view`` call) was told to run "after the step, or in another
+    thread"; a tensor op is the program itself: the fix is the per-op cost (graphs,
+    compile). Work that is not a tensor op keeps the generic advice."""
+
+    def card(lead: str):
+        b = TraceBuilder()
+        cpu, gpu = _lanes(b)
+        b.event(cpu, "aten::mm", 0, 3 * US, Kind.CPU_OP)  # a PyTorch program
+        b.event(cpu, "cudaLaunchKernel", 4 * US, 5 * US, Kind.LAUNCH, correlation=1)
+        b.event(gpu, "k", 10 * US, 10 * US, Kind.KERNEL, correlation=1)
+        b.event(cpu, lead, 20 * US, 300 * US, Kind.PYTHON)
+        b.event(cpu, "cudaLaunchKernel", 325 * US, 5 * US, Kind.LAUNCH, correlation=2)
+        b.event(gpu, "k2", 332 * US, 10 * US, Kind.KERNEL, correlation=2)
+        d = diagnose(b.build())
+        c = card_for_gap(d, _largest(d))
+        assert c.cause == Cause.HOST
+        return c
+
+    c = card("<built-in method view of Tensor object at 0x7f00>")
+    assert "one of the model's own tensor operations" in c.first_experiment, c.first_experiment
+    assert "another thread" in c.first_experiment  # "cannot run ... on another thread"
+    assert "cannot run after the step" in c.first_experiment
+    assert c.fix == "cut the per-op host cost: a CUDA graph or torch.compile (mode='reduce-overhead')"
+    other = card("log_metrics")
+    assert "tensor operations" not in other.first_experiment

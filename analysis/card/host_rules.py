@@ -738,6 +738,29 @@ def _hot_first(f: Facts, h: HostFacts) -> str:
     )
 
 
+#: One of the model's own tensor operations as the profiler records it: a Python call of a
+#: ``Tensor`` method (``<built-in method view of Tensor object at 0x...>``, with_stack) or
+#: an ATen op. Such work is the program itself, not a task that can run elsewhere.
+TENSOR_OP_RE = re.compile(r"^<built-in method \w+ of (Tensor|torch\._C\.\w+) object|^aten::")
+
+
+def _tensor_op_when(f: Facts, h: HostFacts) -> bool:
+    """``when``: a PyTorch program whose host time is led by one of its own tensor ops
+    (``TENSOR_OP_RE``) that launches no GPU work itself (audit 4: b200's host work inside
+    every ``TransformerBlock`` was told to move a ``Tensor.view`` off the critical path)."""
+    return program_kind(f.diag.trace).torch and h.lead_name is not None and bool(TENSOR_OP_RE.search(h.lead_name))
+
+
+def _tensor_op_first(f: Facts, h: HostFacts) -> str:
+    return (
+        f"{quote_name(h.lead_name or '')} holds {fmt_dur(h.lead_ns)} of the gap: it is one of the model's own tensor "
+        f"operations, so it cannot run after the step or on another thread. The cost is the host's per-op work in "
+        f"eager mode (Python, dispatch, launch): capture the step in a {graph_word(f.diag.trace)} "
+        f"(torch.compile with mode='reduce-overhead', or a serving engine's graph mode instead of eager), or "
+        f"compile it into fewer, larger ops."
+    )
+
+
 def _generic_first(f: Facts, h: HostFacts) -> str:
     what = quote_name(h.lead_name) if h.lead_name else "the CPU work between launches"
     return (
@@ -905,6 +928,13 @@ HOST_RULES: tuple[HostRule, ...] = (
         _autograd_node_first,
         "a backward node's time in the calls it makes: the backward's own cost",
         "cut the backward's own host cost: compile forward and backward together (torch.compile)",
+    ),
+    HostRule(
+        "model tensor op",
+        _tensor_op_when,
+        _tensor_op_first,
+        "the model's own tensor op: per-op eager overhead, not work that can move",
+        "cut the per-op host cost: a CUDA graph or torch.compile (mode='reduce-overhead')",
     ),
     HostRule(
         "hot frame",

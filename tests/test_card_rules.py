@@ -522,3 +522,48 @@ def test_a_models_own_tensor_op_is_per_op_overhead_not_work_to_move():
     assert c.fix == "cut the per-op host cost: a CUDA graph or torch.compile (mode='reduce-overhead')"
     other = card("log_metrics")
     assert "tensor operations" not in other.first_experiment
+
+
+def _memset_before_queued_kernel(memset_dur_us: float) -> TraceBuilder:
+    """A 64 MiB memset recorded as ``memset_dur_us`` right before a kernel that was
+    queued long before, then 400 µs of idle before that kernel starts."""
+    b = TraceBuilder()
+    cpu, gpu = _lanes(b)
+    b.event(cpu, "cudaLaunchKernel", 0, 5 * US, Kind.LAUNCH, correlation=1)
+    b.event(gpu, "k0", 10 * US, 50 * US, Kind.KERNEL, correlation=1)
+    b.event(cpu, "cudaMemsetAsync", 6 * US, 3 * US, Kind.RUNTIME, correlation=2)
+    b.event(gpu, "Memset (Device)", 60 * US, int(memset_dur_us * US), Kind.MEMSET, correlation=2, bytes=64 << 20)
+    b.event(cpu, "cudaLaunchKernel", 10 * US, 5 * US, Kind.LAUNCH, correlation=3)
+    b.event(gpu, "k1", 462 * US, 50 * US, Kind.KERNEL, correlation=3)
+    return b
+
+
+def test_a_memset_recorded_faster_than_any_memory_is_told_as_still_running():
+    """Audit 4 (extrap/profile16 #1, #2): a 61 MiB memset recorded as 2 µs (32 TB/s)
+    before each 0.44 ms "queued, waiting" gap; the card asked for a cudaStreamWaitEvent
+    the program does not have. 64 MiB in 2 µs is 33,554 bytes/ns, over the 20,000 bound;
+    the same memset recorded as 380 µs (177 GB/s) is plausible and keeps the
+    dependency advice."""
+    d = diagnose(_memset_before_queued_kernel(2).build())
+    i = _largest(d)
+    c = card_for_gap(d, i)
+    assert c.cause == Cause.DEPENDENCY
+    assert c.smell == "device op still running (recorded too short)"
+    assert "64.0 MiB as taking 2.0 µs (34 TB/s" in c.first_experiment, c.first_experiment
+    assert "cudaStreamWaitEvent" not in c.first_experiment
+    slow = diagnose(_memset_before_queued_kernel(380).build())
+    c2 = card_for_gap(slow, _largest(slow))
+    assert "recorded too short" not in c2.smell and "TB/s" not in c2.first_experiment
+
+
+def test_profile16_memsets_recorded_too_short():
+    """The corpus case: profile16's gaps #1 and #2 follow a 61.0 MiB memset recorded as
+    about 2 µs (checked here from the trace's own columns, not the card's text)."""
+    path = require(CORPUS / "extrap" / "profile16.sqlite")
+    d = diagnose(load(str(path)))
+    for i in (1, 2):
+        c = card_for_gap(d, i)
+        assert c.smell == "device op still running (recorded too short)", (i, c.smell)
+    t = d.trace
+    ms = np.flatnonzero((t.kind == int(Kind.MEMSET)) & (t.bytes == 64_000_000))
+    assert ms.size and int(t.dur_ns[ms].min()) < 3_000  # 61.0 MiB in under 3 µs: over 20 TB/s

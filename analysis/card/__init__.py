@@ -126,6 +126,8 @@ def _rule_smell(rule: str, lazy_loading_ns: int, smell: str, why: str) -> tuple[
         return rule, why
     if rule == "synchronize before each launch":
         return "launch after a synchronize", why
+    if rule == "device op recorded too short":
+        return "device op still running (recorded too short)", why
     if rule == "initial upload":
         return "initial upload (trace edge)", why
     if rule == "required final read" and smell == SMELLS[Cause.COPY]:

@@ -778,6 +778,51 @@ def _is_graph_launch(f: Facts) -> bool:
 
 #: The advice table, first match wins. A new piece of advice is one ``Rule`` here
 #: (before the rule it specialises), with its own test.
+#: A recorded GPU memset or copy faster than this (bytes per ns = GB/s; 20 TB/s, over
+#: twice any GPU's memory bandwidth in 2026) did not take the time the trace gives it.
+IMPLAUSIBLE_BYTES_PER_NS = 20_000
+
+
+def implausible_device_op(f: Facts) -> tuple[int, float] | None:
+    """The memset or copy of the occurrence's gaps (``Diagnosis.gpu_copies``) whose
+    recorded duration is too short for its bytes (``IMPLAUSIBLE_BYTES_PER_NS``): its
+    event index and its bytes per ns (the largest such one), or None. Audit 4
+    (extrap/profile16): a 61 MiB memset recorded as 2 µs (32 TB/s on a GTX 1060) sat
+    before each 0.44 ms "queued, waiting" gap, the time 61 MiB takes at the card's
+    bandwidth; where the memset ran earlier, under a kernel, the gap was 6 µs."""
+    trace = f.diag.trace
+    best: tuple[int, float] | None = None
+    for r in f.rows.tolist():
+        for e in f.diag.gpu_copies(int(r)):
+            if e.event < 0 or e.bytes <= 0:
+                continue
+            dur_ns = max(int(trace.dur_ns[e.event]), 1)
+            rate = e.bytes / dur_ns
+            if rate > IMPLAUSIBLE_BYTES_PER_NS and (best is None or rate > best[1]):
+                best = (e.event, rate)
+    return best
+
+
+def _implausible_op_advice(f: Facts) -> Advice:
+    got = implausible_device_op(f)
+    assert got is not None  # the rule's ``when`` held
+    ev, rate = got
+    trace = f.diag.trace
+    what = f"{quote_name(trace.name(ev))} of {fmt_bytes(int(trace.bytes[ev]))}"
+    return Advice(
+        f"The trace records {what} as taking {fmt_dur(int(trace.dur_ns[ev]))} ({rate / 1000:,.0f} TB/s, "
+        f"more than any GPU's memory can do): its end is not when the GPU finished it, so this {f.dur_txt} gap is "
+        f"most likely the {'memset' if int(trace.kind[ev]) == int(Kind.MEMSET) else 'copy'} still running. Test it: "
+        f"drop it where the buffer is overwritten anyway, or issue it earlier (or on another stream) so it runs "
+        f"under a kernel, and see whether the gap goes.",
+        "Do not hunt for a cross-stream wait or a host callback first: the recorded device work before the gap "
+        "cannot have finished when the trace says it did.",
+        f"On a capture without the {'memset' if int(trace.kind[ev]) == int(Kind.MEMSET) else 'copy'} (or with it "
+        f"moved under a kernel), the {f.dur_txt} gap is gone or down to the dispatch jitter between queued ops.",
+        "drop the device op recorded too short, or run it under a kernel, and see whether the gap goes",
+    )
+
+
 RULES: tuple[Rule, ...] = (
     Rule(
         "graph capture",
@@ -798,6 +843,12 @@ RULES: tuple[Rule, ...] = (
         lambda f: f.one_time and not f.slow_launch,
         _one_time_advice,
         "warm-up evidence covers the gap (classify._one_time): it happens once, so warm up before profiling",
+    ),
+    Rule(
+        "device op recorded too short",
+        lambda f: f.cause == Cause.DEPENDENCY and implausible_device_op(f) is not None,
+        _implausible_op_advice,
+        "a memset or copy recorded faster than any memory is still running: the gap is its time, not a wait",
     ),
     Rule(
         "dependency",

@@ -15,7 +15,7 @@ import numpy as np
 
 from gapscope.analysis.busy import coverage, device_union, union_intervals, valid_timing_mask
 from gapscope.analysis.evidence_kinds import evidence_end
-from gapscope.analysis.steps import edge_gaps
+from gapscope.analysis.steps import edge_gaps, is_drawn
 from gapscope.analysis.types import Cause
 from gapscope.parsers.model import Kind
 from gapscope.units import fmt_dur
@@ -244,7 +244,7 @@ def steady_gaps(diag) -> np.ndarray:
     of: neither a one-time (warm-up) cost (``Gaps.one_time``) nor an edge gap
     (``steps.edge_gaps``)."""
     g = diag.gaps
-    keep = ~edge_gaps(g, diag.steps)
+    keep = ~edge_gaps(g, diag.steps, drawn=is_drawn(diag.trace))
     if g.one_time is not None:
         keep &= ~g.one_time
     return keep

@@ -27,6 +27,7 @@ from gapscope.analysis.steps import (
     edge_gaps,
     find_steps,
     group_gaps,
+    is_drawn,
     step_annotation_mask,
 )
 from gapscope.analysis.types import Cause, DeviceSummary, Evidence, Gaps, Params
@@ -166,7 +167,7 @@ def diagnose(trace: Trace, params: Params | None = None) -> Diagnosis:
     # one-time costs and edge gaps (profiler start/stop, the loop's tail) are no
     # recurring position: the first step's head and the last step's tail are not one
     # stretch "per step" (``edge_gaps``)
-    skip = edge_gaps(gaps, steps)
+    skip = edge_gaps(gaps, steps, drawn=is_drawn(trace))
     if gaps.one_time is not None:
         skip |= gaps.one_time
     groups, group_of = group_gaps(trace, gaps, steps, gaps.class_ns, skip=skip)

@@ -46,7 +46,7 @@ from gapscope.analysis.diagnose import Diagnosis
 from gapscope.analysis.evidence_kinds import COLLECTIVE_RE, ids_matching
 from gapscope.analysis.framework_work import launches_inside
 from gapscope.analysis.names import short_kernel_name
-from gapscope.analysis.steps import PROFILER_STEP_RE, edge_gaps
+from gapscope.analysis.steps import PROFILER_STEP_RE, edge_gaps, is_drawn
 from gapscope.analysis.types import Card, Cause, Trust, WaitKind
 from gapscope.parsers.model import Kind
 from gapscope.units import fmt_dur, fmt_rate
@@ -1274,7 +1274,7 @@ def findings(diag: Diagnosis) -> Findings:
 
 def _findings(diag: Diagnosis) -> Findings:
     g = diag.gaps
-    edge = edge_gaps(g, diag.steps)
+    edge = edge_gaps(g, diag.steps, drawn=is_drawn(diag.trace))
     steady_state = has_steady_state(diag)
     ranked: list[Finding] = []
     b = diag.budget

@@ -25,6 +25,7 @@ __all__ = [
     "Steps",
     "GapGroup",
     "find_steps",
+    "is_drawn",
     "device_side_steps",
     "group_gaps",
     "step_annotation_mask",
@@ -329,7 +330,13 @@ def step_annotation_mask(trace: Trace, steps: Steps | None) -> np.ndarray:
     return m
 
 
-def edge_gaps(gaps: Gaps, steps: Steps | None) -> np.ndarray:
+def is_drawn(trace: Trace) -> bool:
+    """Whether ``trace`` is a drawn timeline (an ASCII exercise: ``SourceInfo.format``
+    ``ascii-*``), not a recording."""
+    return str(trace.source.format).startswith("ascii")
+
+
+def edge_gaps(gaps: Gaps, steps: Steps | None, drawn: bool = False) -> np.ndarray:
     """bool per gap: an *edge gap*, idle at the capture's edges rather than in a
     steady-state step ("Findings" in the design): the idle before the first kernel of
     the capture and after its last one (``Gaps.edge`` leading/trailing: the profiler's
@@ -354,10 +361,13 @@ def edge_gaps(gaps: Gaps, steps: Steps | None) -> np.ndarray:
     no gap is an edge. With no steps the window is [first GPU op, last GPU op]: its
     edge gaps (``Gaps.edge``) are copies before the first kernel or after the last one,
     the program's initial upload and its final read (audit 3, extrap/profile16 #0 and
-    #6), so those are edges; a window opening and closing with kernels has none."""
+    #6), so those are edges; a window opening and closing with kernels has none. A
+    drawn timeline (``drawn``: an ASCII exercise) is one step of its program, as the
+    seeds draw them ("copy on the path": the H2D copy before the kernel is the step's
+    own), so it has no edges without steps."""
     n = len(gaps)
     out = np.zeros(n, dtype=bool)
-    if (steps is None or len(steps) == 0) and gaps.edge is not None:
+    if (steps is None or len(steps) == 0) and gaps.edge is not None and not drawn:
         return gaps.edge != 0
     if steps is None or len(steps) < 2 or n == 0:
         return out

@@ -346,6 +346,8 @@ class TraceScreen(Screen):
         """Draw ``gaps``, found by the app's worker before the diagnosis (not after it)."""
         if self.diagnosis is not None or not self.diagnosing:
             return  # the diagnosis came first
+        if not self.query("#lanes"):  # mounted but not composed yet: ``on_mount`` takes ``session.early``
+            return
         self._show_early(gaps)
         self.query_one("#header", Static).update(self.header_text(self.size.width or 80))
         if self.message == PENDING_MESSAGE:

@@ -49,6 +49,7 @@ from gapscope.analysis.framework_work import (
     graph_first_node,
     graph_node_count,
 )
+from gapscope.analysis.steps import is_drawn
 from gapscope.analysis.types import Cause, Evidence, WaitKind
 from gapscope.parsers.model import CopyKind, Kind
 from gapscope.units import fmt_bytes, fmt_dur
@@ -195,7 +196,7 @@ def edge_copy(f: Facts) -> tuple[int, int] | None:
     kernel (the program's initial upload: no compute exists yet to overlap it), or a
     device-to-host copy in gaps after its last kernel start with no GPU op after them
     (the program's final read of its result). Audit 3, profile16 #0 and #6."""
-    if f.cause != Cause.COPY:
+    if f.cause != Cause.COPY or is_drawn(f.diag.trace):  # a drawn timeline is one step: no edges
         return None
     g, trace = f.diag.gaps, f.diag.trace
     copies = [

@@ -126,12 +126,15 @@ async def _run(path: Path, size: tuple[int, int], repeats: int, early=None) -> d
     orig_any = Widget.render_lines
 
     gap_renders: list[float] = []
+    cause_renders: list[float] = []  # the lanes drawn with the diagnosis's gaps and causes
 
     def render_lines(self, crop):
         out = orig(self, crop)
         renders.append(time.perf_counter())
         if self.gaps is not None:
             gap_renders.append(renders[-1])
+        if getattr(self, "diagnosis", None) is not None and not getattr(self, "pending", False):
+            cause_renders.append(renders[-1])
         return out
 
     def any_render_lines(self, crop):
@@ -205,8 +208,10 @@ async def _run(path: Path, size: tuple[int, int], repeats: int, early=None) -> d
                 except Exception:  # noqa: BLE001 - a failed diagnosis shows no gaps; timed all the same
                     pass
                 await pilot.pause()
+            while not cause_renders and marks["gaps"]:
+                await pilot.pause()
             marks["gaps_paint_wall"] = time.time() - (time.perf_counter() - gap_renders[0])
-            causes = [r for r in renders if r >= marks["diagnosed_at"]][0]
+            causes = cause_renders[0] if cause_renders else [r for r in renders if r >= marks["diagnosed_at"]][0]
             marks["causes_paint_s"] = causes - marks["diagnosed_at"]
             marks["causes_paint_wall"] = time.time() - (time.perf_counter() - causes)
             plan = {"next gap": ["n"], "zoom": ["plus", "minus"], "pan": ["l", "h"]}

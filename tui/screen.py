@@ -348,6 +348,8 @@ class TraceScreen(Screen):
         """Draw ``gaps``, found by the app's worker before the diagnosis (not after it)."""
         if self.diagnosis is not None or not self.diagnosing:
             return  # the diagnosis came first
+        if not self.query("#lanes"):
+            return  # the app quits: its widgets are gone (a worker's message came late)
         self._show_early(gaps)
         self.query_one("#header", Static).update(self.header_text(self.size.width or 80))
         if self.message == PENDING_MESSAGE:
@@ -688,6 +690,8 @@ class TraceScreen(Screen):
     def show_findings(self) -> None:
         """The findings of the diagnosis shown are in (the app's ``FindingsReady``):
         the header's verdict and the panel's overview replace what said they come."""
+        if not self.query("#lanes"):
+            return  # the app quits: its widgets are gone
         self.query_one("#header", Static).update(self.header_text(self.size.width or 80))
         if self.message == FINDINGS_KEY_MESSAGE:
             self.message = ""

@@ -40,20 +40,30 @@ __all__ = [
 ]
 
 _E = np.zeros(0, dtype=np.int64)
+#: The share of a lane's events that ``EvidenceIndex.overlapping`` keeps apart as its
+#: long ones (a 1M-event trace: 0.1% left a median 3 events scanned per query).
+LONG_SHARE = 0.001
 
 
 @dataclasses.dataclass(eq=False)
 class EvidenceIndex:
     """Per-event lookups for on-demand evidence lists, built once (O(n)):
     ``cause`` (``event_cause``), ``end`` (``evidence_end``), ``runmax`` (running max of
-    ``end`` within each lane, so the events overlapping [a, b) on a lane are found with
-    two ``searchsorted`` calls and a scan of the overlapping ones only)."""
+    ``end`` within each lane). The events overlapping [a, b) on a lane are found with
+    ``searchsorted`` calls and a scan of about the overlapping ones only: a lane's
+    longest events (``LONG_SHARE`` of them: the thread's whole-run ranges, steps) are
+    kept apart (``_long_of``, per lane on first use), else one range open since the
+    lane's start made every query scan the lane up to it (a 1M-event trace: a median
+    4,126 events scanned for 4 found)."""
 
     cause: np.ndarray
     end: np.ndarray
     runmax: np.ndarray
     #: device -> its kernel busy union (``device_union``), built on first use
     kernels: dict = dataclasses.field(default_factory=dict)
+    #: lane -> (runmax of its other events, its long events' indices (ascending),
+    #: their ends' running max): ``_long_of``
+    _long: dict = dataclasses.field(default_factory=dict, repr=False)
 
     def kernel_union(self, trace: Trace, device: int) -> tuple[np.ndarray, np.ndarray]:
         """The kernel busy union of ``device`` (cached)."""
@@ -74,15 +84,42 @@ class EvidenceIndex:
                 np.maximum.accumulate(runmax[a:b], out=runmax[a:b])
         return cls(event_cause(trace, valid, exclude), end, runmax)
 
+    def _long_of(self, trace: Trace, lane: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(``short_runmax``: the running max of the lane's event ends with its long
+        events counted at their start, long event indices ascending (int64), the
+        running max of their ends), built once per lane: long are the events
+        longer than the lane's ``1 - LONG_SHARE`` quantile of (evidence) duration."""
+        got = self._long.get(lane)
+        if got is not None:
+            return got
+        sl = trace.lane_slice(lane)
+        start, end = trace.start_ns[sl].astype(np.int64), self.end[sl]
+        dur = end - start
+        long = dur > np.quantile(dur, 1.0 - LONG_SHARE) if dur.size else np.zeros(0, dtype=bool)
+        short_runmax = np.maximum.accumulate(np.where(long, start, end)) if dur.size else _E
+        at = np.flatnonzero(long).astype(np.int64) + sl.start
+        got = self._long[lane] = (short_runmax, at, np.maximum.accumulate(self.end[at]) if at.size else _E)
+        return got
+
     def overlapping(self, trace: Trace, lane: int, a: int, b: int) -> np.ndarray:
-        """Event indices on ``lane`` overlapping [a, b) (by evidence end)."""
+        """Event indices on ``lane`` overlapping [a, b) (by evidence end): int64,
+        ascending; the events of the lane that start before ``b`` and end after ``a``."""
         sl = trace.lane_slice(lane)
         hi = sl.start + int(np.searchsorted(trace.start_ns[sl], b, side="left"))
-        lo = sl.start + int(np.searchsorted(self.runmax[sl], a, side="right"))
-        if hi <= lo:
+        if hi <= sl.start or int(self.runmax[hi - 1]) <= a:
             return _E
-        idx = np.arange(lo, hi, dtype=np.int64)
-        return idx[self.end[lo:hi] > a]
+        short_runmax, at, at_runmax = self._long_of(trace, lane)
+        lo = sl.start + int(np.searchsorted(short_runmax, a, side="right"))  # the other events end by a before it
+        j_hi = int(np.searchsorted(at, min(lo, hi), side="left")) if at.size else 0
+        before = _E
+        if j_hi:
+            j_lo = int(np.searchsorted(at_runmax[:j_hi], a, side="right"))  # long ones ending by a before it
+            before = at[j_lo:j_hi]
+            before = before[self.end[before] > a]
+        if hi <= lo:
+            return before
+        idx = np.arange(lo, hi, dtype=np.int64)[self.end[lo:hi] > a]
+        return np.concatenate((before, idx)) if before.size else idx
 
 
 #: Name of the synthetic evidence for time on the launching thread that no finer event

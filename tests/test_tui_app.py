@@ -20,8 +20,9 @@ from gapscope.tui.session import Session, ViewOptions
 
 
 async def wait_ready(pilot) -> TraceScreen:
-    """Process messages until the trace screen is up with its diagnosis (the load and
-    diagnosis workers have finished)."""
+    """Process messages until the trace screen is up with its diagnosis and its
+    findings (``FindingsReady`` after ``Diagnosed``; the load and diagnosis workers
+    have finished)."""
     app = pilot.app
     for _ in range(200):
         try:
@@ -29,7 +30,7 @@ async def wait_ready(pilot) -> TraceScreen:
         except Exception:  # a cancelled or failed worker: the checks below say which
             pass
         await pilot.pause()
-        if isinstance(app.screen, TraceScreen) and not app.screen.diagnosing:
+        if isinstance(app.screen, TraceScreen) and not app.screen.diagnosing and not app.screen.findings_pending:
             await pilot.pause()
             return app.screen
         if app.error or app.cancelled:

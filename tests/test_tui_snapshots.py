@@ -27,7 +27,8 @@ async def _ready(pilot):
         except Exception:
             pass
         await pilot.pause()
-        if isinstance(app.screen, TraceScreen) and not app.screen.diagnosing:
+        # the causes, then the findings (a FindingsReady after Diagnosed): both drawn
+        if isinstance(app.screen, TraceScreen) and not app.screen.diagnosing and not app.screen.findings_pending:
             await pilot.pause()
             return app.screen
     raise AssertionError(f"trace screen never shown (error={app.error!r})")

@@ -24,7 +24,15 @@ from gapscope.parsers.model import Trace, same_device_ops
 from gapscope.tui import workers
 from gapscope.tui.colour import no_colour
 from gapscope.tui.loading import LoadScreen
-from gapscope.tui.messages import Diagnosed, GapsFound, LoadFailed, LoadProgress, PreviewLoaded, TraceLoaded
+from gapscope.tui.messages import (
+    Diagnosed,
+    FindingsReady,
+    GapsFound,
+    LoadFailed,
+    LoadProgress,
+    PreviewLoaded,
+    TraceLoaded,
+)
 from gapscope.tui.screen import Handover, TraceScreen
 from gapscope.tui.session import Phase, Reading, Session, ViewOptions
 
@@ -155,7 +163,18 @@ class GapscopeApp(App):
     @on(Diagnosed)
     def _diagnosed(self, message: Diagnosed) -> None:
         self.session.diagnosis, self.session.error = message.diagnosis, message.error
+        self.session.findings_pending = message.findings_follow
         self.phase = Phase.DIAGNOSED
+
+    @on(FindingsReady)
+    def _findings_ready(self, message: FindingsReady) -> None:
+        """The diagnosis's findings are in (kept in its ``derived``): the trace screen
+        shows the verdict and the findings in place of saying they are computed."""
+        if message.diagnosis is not self.session.diagnosis:
+            return  # of a diagnosis no longer shown
+        self.session.findings_pending = False
+        if self.trace_screen is not None and self.trace_screen.is_mounted:
+            self.trace_screen.show_findings()  # else it reads the session at its mount
 
     @on(TraceScreen.Shown)
     def _begin_diagnosis(self) -> None:

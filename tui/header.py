@@ -98,6 +98,7 @@ def trace_header(
     pending: bool = False,
     failed: bool = False,
     early_gaps: int | None = None,
+    findings_pending: bool = False,
 ) -> Text:
     """``gapscope NAME │ launch 51%/step │ GPU busy P% │ N gaps │ span │ k GPUs │
     device`` (the verdict's class and share first, ``GPU-bound`` when the kernels are
@@ -108,13 +109,18 @@ def trace_header(
     GPU busy share and the gap count); ``failed``: there is no diagnosis (``no
     diagnosis`` there: the trace screen's status line and card say why);
     ``early_gaps``: the number of gaps drawn while the diagnosis runs (``N gaps,
-    causes…`` then)."""
+    causes…`` then); ``findings_pending``: the diagnosis is in and its findings are
+    being computed (``findings…`` in place of the verdict's figure; nothing here
+    computes them)."""
     src = trace.source
     name = _display_name(src)
     t0, t1 = trace.extent_ns
     figures = []
     d = diagnosis
-    badge = verdict_badge(findings_of(d)) if d is not None else ""
+    if findings_pending:
+        badge = "findings…" if d is not None and len(d.gaps) else ""
+    else:
+        badge = verdict_badge(findings_of(d)) if d is not None else ""
     if badge:
         figures.append(badge)
     busy = _busy_figure(d)

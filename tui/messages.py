@@ -20,8 +20,9 @@ from gapscope.parsers.model import Trace
 
 if TYPE_CHECKING:  # the diagnosis module is imported by the worker that makes one
     from gapscope.analysis.diagnose import Diagnosis
+    from gapscope.analysis.findings import Findings
 
-__all__ = ["LoadProgress", "PreviewLoaded", "TraceLoaded", "LoadFailed", "GapsFound", "Diagnosed"]
+__all__ = ["LoadProgress", "PreviewLoaded", "TraceLoaded", "LoadFailed", "GapsFound", "Diagnosed", "FindingsReady"]
 
 
 @dataclass
@@ -74,7 +75,22 @@ class GapsFound(Message, bubble=False):
 @dataclass
 class Diagnosed(Message, bubble=False):
     """The diagnosis worker's result: ``diagnosis`` (None: none came; with ``error``
-    set: it failed, ``error`` one line saying why)."""
+    set: it failed, ``error`` one line saying why), posted as soon as its gaps and
+    causes exist: the causes are drawn while its findings are computed.
+    ``findings_follow``: a ``FindingsReady`` of this diagnosis follows (the screens
+    say meanwhile that the findings are being computed)."""
 
     diagnosis: Diagnosis | None
     error: str | None
+    findings_follow: bool = False
+
+
+@dataclass
+class FindingsReady(Message, bubble=False):
+    """The verdict and ranked findings of ``diagnosis``
+    (``gapscope.analysis.findings.findings``, kept in its ``derived``), computed by
+    the diagnosis worker after its ``Diagnosed``; ``findings`` None: it has none
+    (``gapscope.tui.findings_view.findings_of``)."""
+
+    diagnosis: Diagnosis
+    findings: Findings | None

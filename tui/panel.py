@@ -32,10 +32,13 @@ __all__ = [
     "protocol_text",
     "first_sentence",
     "COMPACT_LINES",
+    "FINDINGS_PENDING",
 ]
 
 #: Lines of the compact card (narrow terminals, stacked under the lanes).
 COMPACT_LINES = 5
+#: Where the findings overview goes while they are computed (the causes are drawn).
+FINDINGS_PENDING = "Finding the verdict and what to fix first… (n walks the gaps meanwhile)"
 
 #: The six-step protocol (design: "The six-step protocol").
 PROTOCOL = (
@@ -441,14 +444,18 @@ class GapPanel(Widget):
         early: tuple | None = None,
         largest_first: bool = False,
         findings: FindingsState | None = None,
+        findings_pending: bool = False,
     ) -> None:
         """Show the card of ``gap`` (or what to do without one; ``pending``: the
         diagnosis is still running; ``failed``: why there is none; ``early``: the
         gaps known before it; ``largest_first``: the order ``n`` walks, ``card_text``),
         the step budget and the protocol ``done``. ``findings``: what to show of the
         diagnosis's findings (``tui.findings_view``): the overview (the first screen)
-        or the card of the finding whose positions ``n`` walks."""
-        found = findings_of(diagnosis) if findings is not None and not pending and failed is None else None
+        or the card of the finding whose positions ``n`` walks; ``findings_pending``:
+        they are being computed (``FINDINGS_PENDING`` said where the overview goes;
+        nothing here computes them)."""
+        ready = findings is not None and not pending and failed is None and not findings_pending
+        found = findings_of(diagnosis) if ready else None
         if found is not None and not found.ranked and not found.apart and found.verdict_kind == "none":
             found = None
         key = (
@@ -459,6 +466,7 @@ class GapPanel(Widget):
             None if early is None else (id(early[1]), early[2]),
             largest_first and gap is None,
             findings if found is not None else None,
+            findings_pending,
         )
         changed = False
         if key != self._card_key:
@@ -479,6 +487,9 @@ class GapPanel(Widget):
                 cursor, active = findings.cursor, findings.active
                 self._card = overview_text(found, cursor, active, largest_first)
                 self._compact_fn = lambda: overview_lines(found, cursor, active, largest_first)
+            elif findings_pending and gap is None and diagnosis is not None and len(diagnosis.gaps):
+                self._card = Text.assemble(Text(FINDINGS_PENDING, style="italic"), "\n\n", card_text(*args))
+                self._compact_fn = lambda: [Text(FINDINGS_PENDING, style="italic"), *compact_card_text(*args)]
             else:
                 self._card = card_text(*args)
                 self._compact_fn = lambda: compact_card_text(*args)

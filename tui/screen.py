@@ -66,6 +66,8 @@ PENDING_KEY_MESSAGE = "still finding the gaps and their causes: a moment"
 #: The same once the gaps are drawn (``early_gaps``), and what a class key says then.
 EARLY_MESSAGE = "gaps drawn; finding their causes… (n, s and the lanes work meanwhile)"
 EARLY_KEY_MESSAGE = "still finding the causes: a moment (n and s walk the gaps meanwhile)"
+#: What ``f`` says while the findings are computed (the causes drawn).
+FINDINGS_KEY_MESSAGE = "still finding the verdict and the findings: a moment (n walks the gaps meanwhile)"
 #: What the status line of a device preview says ({reading}: how far the rest of the
 #: file is: ``READING_RATE`` or ``READING_BUILT``).
 PREVIEW_MESSAGE = "device lanes first; {reading}: CPU lanes, gaps and causes follow"
@@ -346,8 +348,8 @@ class TraceScreen(Screen):
         """Draw ``gaps``, found by the app's worker before the diagnosis (not after it)."""
         if self.diagnosis is not None or not self.diagnosing:
             return  # the diagnosis came first
-        if not self.query("#lanes"):  # mounted but not composed yet: ``on_mount`` takes ``session.early``
-            return
+        if not self.query("#lanes"):
+            return  # not composed yet (``on_mount`` takes ``session.early``), or the app quits
         self._show_early(gaps)
         self.query_one("#header", Static).update(self.header_text(self.size.width or 80))
         if self.message == PENDING_MESSAGE:
@@ -452,6 +454,7 @@ class TraceScreen(Screen):
             pending=self.diagnosing,
             failed=self.missing_diagnosis is not None,
             early_gaps=None if self.early is None else len(self.early),
+            findings_pending=self.findings_pending,
         )
 
     # ------------------------------------------------------------- updates
@@ -489,6 +492,7 @@ class TraceScreen(Screen):
             early=None if self.early is None else (self.trace, self.early, self.previewing),
             largest_first=self.order_mode == SIZE,
             findings=self.findings_state,
+            findings_pending=self.findings_pending,
         )
         self._update_detail()
         self._prefetch_cards(gap)
@@ -678,9 +682,29 @@ class TraceScreen(Screen):
 
     # ------------------------------------------------------------- findings
     @property
+    def findings_pending(self) -> bool:
+        """The diagnosis is shown and the app's worker is computing its findings
+        (``Session.findings_pending``): they are not computed here, on the UI thread."""
+        return not self.previewing and self.diagnosis is not None and self.session.findings_pending
+
+    def show_findings(self) -> None:
+        """The findings of the diagnosis shown are in (the app's ``FindingsReady``):
+        the header's verdict and the panel's overview replace what said they come."""
+        if not self.query("#lanes"):
+            return  # the app quits: its widgets are gone
+        self.query_one("#header", Static).update(self.header_text(self.size.width or 80))
+        if self.message == FINDINGS_KEY_MESSAGE:
+            self.message = ""
+        self._side_drawn = False
+        self._update_side()
+
+    @property
     def findings(self):
-        """The diagnosis's ``Findings`` (None without a diagnosis)."""
-        return findings_of(self.diagnosis) if self.diagnosis is not None else None
+        """The diagnosis's ``Findings`` (None without a diagnosis, or while they are
+        being computed: ``findings_pending``)."""
+        if self.diagnosis is None or self.findings_pending:
+            return None
+        return findings_of(self.diagnosis)
 
     def _top_finding_gap(self) -> int | None:
         found = self.findings
@@ -705,6 +729,9 @@ class TraceScreen(Screen):
     def action_toggle_findings(self) -> None:
         """Show the verdict and the ranked findings in the panel, or the card again."""
         if self._waiting():
+            return
+        if self.findings_pending:
+            self._say(FINDINGS_KEY_MESSAGE)
             return
         found = self.findings
         if found is None:

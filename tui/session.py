@@ -99,7 +99,9 @@ class Session:
     ``preview_gaps`` theirs; ``trace``: the whole trace; ``early``: its gaps before
     their causes (the preview's, carried over when they are the same); ``diagnosis``:
     its ``Diagnosis``; ``error``: why the load failed (phase ``FAILED``) or why there is
-    no diagnosis (phase ``DIAGNOSED``), one line.
+    no diagnosis (phase ``DIAGNOSED``), one line; ``findings_pending``: the diagnosis
+    is in (phase ``DIAGNOSED``, its causes drawn) and its findings are being computed
+    (``gapscope.tui.messages.FindingsReady`` clears it).
     """
 
     path: str | None
@@ -110,6 +112,7 @@ class Session:
     early: Gaps | None = None
     diagnosis: Diagnosis | None = None
     error: str | None = None
+    findings_pending: bool = False
 
     @classmethod
     def of(cls, trace: Trace, diagnosis: Diagnosis | None = None, params: Params | None = None) -> Session:

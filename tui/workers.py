@@ -19,7 +19,7 @@ from textual.worker import Worker
 
 from gapscope.parsers.model import Trace
 from gapscope.tui.findings_view import findings_of
-from gapscope.tui.messages import Diagnosed, GapsFound, LoadFailed, LoadProgress, TraceLoaded
+from gapscope.tui.messages import Diagnosed, FindingsReady, GapsFound, LoadFailed, LoadProgress, TraceLoaded
 from gapscope.tui.session import ViewOptions
 
 __all__ = ["cancellable", "load", "diagnose", "forget", "FORGET_PREVIEW_S", "FREEZE_WAIT_S"]
@@ -114,8 +114,10 @@ def diagnose(
     trace: Trace, options: ViewOptions, find_early: bool, forgotten: threading.Event, post: Callable, worker: Worker
 ) -> None:
     """Diagnose ``trace`` (``options.diagnose``; first its gaps, ``options.early_gaps``,
-    when ``find_early``) and post ``GapsFound``, then ``Diagnosed``; abandoned, not
-    waited for, when the app quits first.
+    when ``find_early``) and post ``GapsFound``, then ``Diagnosed`` as soon as the
+    diagnosis is in (its causes are drawn then), then ``FindingsReady`` once its
+    findings are computed here, off the UI thread (at 5M events they took seconds,
+    which the causes waited for); abandoned, not waited for, when the app quits first.
 
     Everything loaded lives as long as the app: once diagnosed it is frozen out of the
     cyclic collector's scans (``gc.freeze``), so per-frame allocations do not trigger
@@ -137,17 +139,22 @@ def diagnose(
         diagnosis = cancellable(options.diagnose, trace, worker, name="gapscope-diagnose")
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - show the trace without gaps rather than nothing
         error = f"diagnosis failed: {type(exc).__name__}: {exc}"
-    if diagnosis is not None and not worker.is_cancelled:
-        findings_of(diagnosis)  # the verdict and findings, off the UI thread (kept)
     if worker.is_cancelled:
         return
     forgotten.wait(FREEZE_WAIT_S)
     gc.freeze()
-    post(Diagnosed(diagnosis, error))
+    post(Diagnosed(diagnosis, error, findings_follow=diagnosis is not None))
+    if diagnosis is None:
+        return
+    found = cancellable(findings_of, diagnosis, worker, name="gapscope-findings")  # kept in its derived
+    if worker.is_cancelled:
+        return
+    post(FindingsReady(diagnosis, found))
+    gc.freeze()  # what the findings allocated, kept as long as the diagnosis
     # some cards read an event's args (a copied tensor's shape), and the first read
     # of a file's args scans its whole text (hta/mtia_rank_0: 0.55 s): done here,
     # off the UI thread, so the card does not wait for it
-    if diagnosis is not None and len(trace) and not worker.is_cancelled:
+    if len(trace) and not worker.is_cancelled:
         try:
             trace.args_of(len(trace) - 1)
         except Exception:  # noqa: BLE001 - a card reads them itself then

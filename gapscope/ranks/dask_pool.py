@@ -33,6 +33,23 @@ class SchedulerUnreachable(Exception):
     listening there, a malformed one): one line naming the address and the reason."""
 
 
+def _check_address(scheduler: Any) -> None:
+    """Raise ``ValueError`` for a malformed scheduler address (an unknown scheme, a host
+    without a port) before ``distributed.Client`` is made: a Client that fails on one
+    leaves its event-loop runner half started in this process, and the next Client
+    made here then fails on an assertion inside ``distributed``. Objects (a cluster)
+    pass unchecked."""
+    if not isinstance(scheduler, str):
+        return
+    from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.comm.registry import get_backend
+
+    scheme, location = parse_address(scheduler)
+    get_backend(scheme)
+    if scheme in ("tcp", "tls", "ws", "wss"):
+        parse_host_port(location)
+
+
 def summarize_on_dask(
     paths: list[str],
     params: Params | None = None,
@@ -52,6 +69,7 @@ def summarize_on_dask(
     params = params or Params()
     results: list = [None] * len(paths)
     try:
+        _check_address(scheduler)
         client = Client(scheduler)
     except (OSError, ValueError) as exc:
         reason = " ".join(str(exc).split()) or type(exc).__name__

@@ -268,19 +268,37 @@ class _Decoder:
 def _check_against(diag: Diagnosis, trace: Trace) -> None:
     """Raise ``BadDiagnosisEntry`` unless ``diag``'s parts have their types and its
     gaps' columns one length, with event and lane indices inside ``trace``."""
-    g = diag.gaps
-    if not isinstance(diag.params, Params) or not isinstance(g, Gaps):
+    _check_types(diag)
+    _check_gaps(diag.gaps, len(trace), len(trace.lanes))
+    found = diag.derived.get("findings")
+    if found is not None and not isinstance(found, Findings):
+        raise BadDiagnosisEntry("findings of the wrong type")
+
+
+def _list_of(xs: object, cls: type) -> bool:
+    return isinstance(xs, list) and all(isinstance(x, cls) for x in xs)
+
+
+def _check_types(diag: Diagnosis) -> None:
+    """``_check_against``'s part on the types of the diagnosis's parts."""
+    if not isinstance(diag.params, Params) or not isinstance(diag.gaps, Gaps):
         raise BadDiagnosisEntry("params or gaps of the wrong type")
-    if not (isinstance(diag.devices, list) and all(isinstance(d, DeviceSummary) for d in diag.devices)):
-        raise BadDiagnosisEntry("devices of the wrong type")
-    if not (isinstance(diag.groups, list) and all(isinstance(x, GapGroup) for x in diag.groups)):
-        raise BadDiagnosisEntry("groups of the wrong type")
-    if not (isinstance(diag.episodes, list) and all(isinstance(x, PicketEpisode) for x in diag.episodes)):
-        raise BadDiagnosisEntry("episodes of the wrong type")
+    for what, xs, cls in (
+        ("devices", diag.devices, DeviceSummary),
+        ("groups", diag.groups, GapGroup),
+        ("episodes", diag.episodes, PicketEpisode),
+    ):
+        if not _list_of(xs, cls):
+            raise BadDiagnosisEntry(f"{what} of the wrong type")
     if not (diag.steps is None or isinstance(diag.steps, Steps)) or not (
         diag.budget is None or isinstance(diag.budget, Budget)
     ):
         raise BadDiagnosisEntry("steps or budget of the wrong type")
+
+
+def _check_gaps(g: Gaps, events: int, lanes: int) -> None:
+    """``_check_against``'s part on the gaps: every column one length, event indices
+    below ``events``, lane indices below ``lanes``, causes in ``Cause``."""
     n = None
     for f in dataclasses.fields(g):
         a = getattr(g, f.name)
@@ -289,20 +307,19 @@ def _check_against(diag: Diagnosis, trace: Trace) -> None:
         if not isinstance(a, np.ndarray) or a.shape[:1] != (a.shape[0] if n is None else n,):
             raise BadDiagnosisEntry(f"gaps.{f.name}: wrong length")
         n = a.shape[0]
-    events, lanes = len(trace), len(trace.lanes)
-    for name, top in (("prev_op", events), ("next_op", events), ("launch", events), ("wait_event", events)):
+    for name, top, what in (
+        ("prev_op", events, "index"),
+        ("next_op", events, "index"),
+        ("launch", events, "index"),
+        ("wait_event", events, "index"),
+        ("launch_lane", lanes, "lane"),
+        ("thread_lane", lanes, "lane"),
+    ):
         a = getattr(g, name)
         if a is not None and a.size and (int(a.min()) < -1 or int(a.max()) >= top):
-            raise BadDiagnosisEntry(f"gaps.{name}: index out of range")
-    for name in ("launch_lane", "thread_lane"):
-        a = getattr(g, name)
-        if a is not None and a.size and (int(a.min()) < -1 or int(a.max()) >= lanes):
-            raise BadDiagnosisEntry(f"gaps.{name}: lane out of range")
+            raise BadDiagnosisEntry(f"gaps.{name}: {what} out of range")
     if g.cause.size and (int(g.cause.min()) < 0 or int(g.cause.max()) >= len(Cause)):
         raise BadDiagnosisEntry("gaps.cause out of range")
-    found = diag.derived.get("findings")
-    if found is not None and not isinstance(found, Findings):
-        raise BadDiagnosisEntry("findings of the wrong type")
 
 
 # ----------------------------------------------------------------- the entry

@@ -472,27 +472,7 @@ class GapPanel(Widget):
         if key != self._card_key:
             self._card_key = key
             args = (diagnosis, gap, pending, failed, early, largest_first)
-            walking = findings.walking if findings is not None else None
-            if found is not None and walking is not None and gap is not None and walking < len(found.ranked):
-                place = findings.place if findings is not None else 0
-                self._card = walk_text(found, walking, place, card_text(*args))
-                self._compact_fn = lambda: walk_lines(found, walking, place, compact_card_text(*args))
-            elif (
-                found is not None
-                and findings is not None
-                and findings.overview
-                and (gap is None or findings.active)  # a gap carried over shows its card
-                and len(diagnosis.gaps)
-            ):
-                cursor, active = findings.cursor, findings.active
-                self._card = overview_text(found, cursor, active, largest_first)
-                self._compact_fn = lambda: overview_lines(found, cursor, active, largest_first)
-            elif findings_pending and gap is None and diagnosis is not None and len(diagnosis.gaps):
-                self._card = Text.assemble(Text(FINDINGS_PENDING, style="italic"), "\n\n", card_text(*args))
-                self._compact_fn = lambda: [Text(FINDINGS_PENDING, style="italic"), *compact_card_text(*args)]
-            else:
-                self._card = card_text(*args)
-                self._compact_fn = lambda: compact_card_text(*args)
+            self._choose_card(args, found, findings, findings_pending)
             self._compact = None  # built when first drawn (compact mode only)
             self._compact_key = object()
             self.offset_y = 0
@@ -505,6 +485,33 @@ class GapPanel(Widget):
             self._text = Text.assemble(self._card, "\n", budget_text(diagnosis), "\n", self._protocol)
             self._wrapped_for = None
             self.refresh()
+
+    def _choose_card(self, args: tuple, found, findings: FindingsState | None, findings_pending: bool) -> None:
+        """Set the full card (``_card``) and the compact one's builder (``_compact_fn``)
+        for ``show``: the walked finding's card, the findings overview, the card under a
+        "findings are coming" line, or the gap's card (``card_text(*args)``)."""
+        diagnosis, gap, largest_first = args[0], args[1], args[5]
+        walking = findings.walking if findings is not None else None
+        if found is not None and walking is not None and gap is not None and walking < len(found.ranked):
+            place = findings.place if findings is not None else 0
+            self._card = walk_text(found, walking, place, card_text(*args))
+            self._compact_fn = lambda: walk_lines(found, walking, place, compact_card_text(*args))
+        elif (
+            found is not None
+            and findings is not None
+            and findings.overview
+            and (gap is None or findings.active)  # a gap carried over shows its card
+            and len(diagnosis.gaps)
+        ):
+            cursor, active = findings.cursor, findings.active
+            self._card = overview_text(found, cursor, active, largest_first)
+            self._compact_fn = lambda: overview_lines(found, cursor, active, largest_first)
+        elif findings_pending and gap is None and diagnosis is not None and len(diagnosis.gaps):
+            self._card = Text.assemble(Text(FINDINGS_PENDING, style="italic"), "\n\n", card_text(*args))
+            self._compact_fn = lambda: [Text(FINDINGS_PENDING, style="italic"), *compact_card_text(*args)]
+        else:
+            self._card = card_text(*args)
+            self._compact_fn = lambda: compact_card_text(*args)
 
     def set_compact(self, compact: bool) -> None:
         """Switch between the compact card and the full panel text."""

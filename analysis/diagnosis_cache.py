@@ -62,7 +62,7 @@ from gapscope.analysis.steps import GapGroup, Steps
 from gapscope.analysis.types import Card, Cause, DeviceSummary, Evidence, Gaps, Params, Trust, WaitKind
 from gapscope.parsers.cache import settings
 from gapscope.parsers.cache.key import FileKey, NotRegular, key_of, open_regular
-from gapscope.parsers.cache.store import build_id, make_room
+from gapscope.parsers.cache.store import build_id, make_room, source_fingerprint
 from gapscope.parsers.model import Trace
 
 __all__ = [
@@ -127,16 +127,7 @@ class _Unstorable(Exception):
 def analysis_build_id() -> str:
     """The trace cache's ``build_id`` (parsers), this format's version and a
     fingerprint (size and mtime) of every source file of ``gapscope.analysis``."""
-    root = Path(__file__).resolve().parent
-    h = hashlib.blake2b(digest_size=8)
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for name in sorted(filenames):
-            if name.endswith(".py"):
-                st = os.stat(os.path.join(dirpath, name))
-                rel = os.path.relpath(os.path.join(dirpath, name), root)
-                h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
-    return f"{build_id()}+analysis{FORMAT_VERSION}.{h.hexdigest()}"
+    return f"{build_id()}+analysis{FORMAT_VERSION}.{source_fingerprint(Path(__file__).resolve().parent)}"
 
 
 def params_digest(params: Params) -> str:

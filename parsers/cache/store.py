@@ -45,7 +45,7 @@ from gapscope.parsers.cache.key import FileKey, key_of
 from gapscope.parsers.json.scan import Text
 from gapscope.parsers.model import Trace
 
-__all__ = ["TraceCache", "Hit", "build_id", "wait_for_writes", "STALE_TMP_S"]
+__all__ = ["TraceCache", "Hit", "build_id", "source_fingerprint", "wait_for_writes", "STALE_TMP_S"]
 
 log = logging.getLogger("gapscope.cache")
 
@@ -57,13 +57,9 @@ _writers: list[threading.Thread] = []
 _writers_lock = threading.Lock()
 
 
-@functools.cache
-def build_id() -> str:
-    """gapscope's version and a fingerprint (size and mtime) of every source file of
-    ``gapscope.parsers``: an entry written by other parser code is never used."""
-    import gapscope
-
-    root = Path(__file__).resolve().parent.parent
+def source_fingerprint(root: Path) -> str:
+    """Hex BLAKE2b-64 over the relative path, size and mtime of every ``.py`` file
+    under ``root`` (walked in sorted order): it changes when any source file does."""
     h = hashlib.blake2b(digest_size=8)
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
@@ -72,7 +68,16 @@ def build_id() -> str:
                 st = os.stat(os.path.join(dirpath, name))
                 rel = os.path.relpath(os.path.join(dirpath, name), root)
                 h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
-    return f"{gapscope.__version__}+{h.hexdigest()}"
+    return h.hexdigest()
+
+
+@functools.cache
+def build_id() -> str:
+    """gapscope's version and a fingerprint (``source_fingerprint``) of every source
+    file of ``gapscope.parsers``: an entry written by other parser code is never used."""
+    import gapscope
+
+    return f"{gapscope.__version__}+{source_fingerprint(Path(__file__).resolve().parent.parent)}"
 
 
 class Hit(NamedTuple):

@@ -30,7 +30,8 @@ from gapscope.parsers.perfetto import loader as pf
 from gapscope.report.cmd import run as report_run
 from tests import perfetto_encode as enc
 from tests.conftest import CORPUS, require
-from tests.test_load_parallel import _reaped, force_parts
+from tests.test_load_growing import grow  # noqa: F401 - the fixture ``growing`` builds on
+from tests.test_load_parallel import _reaped
 
 #: Corpus traces held equal (flows, args, several streams, ROCm mi210/mi250/MI300-era
 #: exports, CUDA graphs, python_function stacks, text pids such as "Spans").
@@ -111,31 +112,19 @@ def _assert_twins(got, want) -> None:
 
 
 @pytest.fixture
-def growing(monkeypatch, tmp_path):
+def growing(request, monkeypatch):
     """The transcoder's text decoded by the Chrome loader's children while it is
-    written (``perfetto.loader._Growing``), at test sizes: parts forced on as in
-    ``test_load_parallel``, the growing path for any size, a small head and text
-    written 16 KiB at a time. A list of (kind of parts, whether their decode gave a
-    trace) per ``decode_file``."""
+    written (``perfetto.loader._Growing``), at test sizes: ``test_load_growing.grow``
+    (parts forced on, the growing path for any size, a small head), the text mapped
+    at any size and written 16 KiB at a time. A list of (kind of parts, whether their
+    decode gave a trace) per ``decode_file``."""
     if pf._pfscan is None:
         pytest.skip("the C transcoder was not built")
-    force_parts(monkeypatch, tmp_path)
-    monkeypatch.setattr(cp, "MIN_WAIT_S", 600.0)  # a late child on a loaded machine falls back: not this test's
-    monkeypatch.setattr(cp, "GROWING_MIN_BYTES", 0)
-    monkeypatch.setattr(cp, "GROWING_HEAD_BYTES", chrome_loader.EPOCH_SAMPLE_BYTES + 4096)
+    calls = request.getfixturevalue("grow")
     monkeypatch.setattr(pf, "MAP_MIN_BYTES", 0)
     monkeypatch.setattr(pf, "TEXT_FLUSH_BYTES", 16 << 10)
     # a plan of 12 parts of a 5 MB text: too long by up to 1/12 is taken (16 KiB parts: 1/300)
     monkeypatch.setattr(cp, "CHUNK_BYTES", 512 << 10)
-    calls: list[tuple[str, bool]] = []
-    real = cp.decode_file
-
-    def spying(parts, decoders):
-        got = real(parts, decoders)
-        calls.append((type(parts).__name__, got is not None))
-        return got
-
-    monkeypatch.setattr(cp, "decode_file", spying)
     return calls
 
 

@@ -245,6 +245,14 @@ def test_growing_agree_checks_the_chain_of_cuts():
     assert not cp.GrowingParts.agree(parts, [(0, False, 5, a, a, None)])  # the first child starts at a cut
 
 
+def test_growing_runs_give_the_first_child_its_share_and_split_the_rest():
+    assert cp.growing_runs(16, 2) == [(0, 8), (8, 16)]  # equal halves by default
+    assert cp.growing_runs(16, 2, 0.7) == [(0, 11), (11, 16)]  # round(11.2)
+    assert cp.growing_runs(12, 3, 0.5) == [(0, 6), (6, 9), (9, 12)]
+    assert cp.growing_runs(2, 2, 0.99) == [(0, 1), (1, 2)]  # every child keeps a part
+    assert cp.growing_runs(4, 2, 0.01) == [(0, 1), (1, 4)]  # and the first one too
+
+
 def test_zlib_and_isal_inflate_alike_while_growing(tmp_path, monkeypatch, grow):
     """Without ISA-L (``isal`` missing), zlib inflates the text the children read."""
     monkeypatch.setattr(detect, "_inflate", zlib)

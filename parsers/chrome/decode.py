@@ -98,13 +98,16 @@ def _root_of(data) -> int:
 
 
 def start_growing(
-    fd: int, growing: chrome_parallel.Growing, planned_bytes: int, path: str
+    fd: int, growing: chrome_parallel.Growing, planned_bytes: int, path: str, first_share: float | None = None
 ) -> chrome_parallel.GrowingParts | None:
     """The children that decode the Chrome-trace text being written to ``fd`` (a
-    ``.gz`` being inflated; ``path`` names it) while it grows, or None
-    (``chrome_parallel.start_growing``); give them to ``load_chrome_file`` once
+    ``.gz`` being inflated, a ``.pftrace`` being transcoded; ``path`` names it) while
+    it grows, or None (``chrome_parallel.start_growing``, which says what
+    ``first_share`` does); give them to ``load_chrome_file`` once
     ``GrowingParts.finish`` said yes."""
-    return chrome_parallel.start_growing(fd, growing, planned_bytes, _root_of, _raw_ts, _DECODERS, path)
+    return chrome_parallel.start_growing(
+        fd, growing, planned_bytes, _root_of, _raw_ts, _DECODERS, path, first_share=first_share
+    )
 
 
 def load_chrome_file(

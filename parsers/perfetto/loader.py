@@ -780,6 +780,15 @@ PLAN_AFTER_SHARE = 0.125
 #: parts (1/18 of a 260 MB text) is refused, one too short by up to a quarter is not
 #: (``GROWING_OVERRUN``): 0.82x to 1.03x of the text for the traces above.
 PLAN_SHARE_OF_ESTIMATE = 0.94
+#: Share of the text's parts the first of the decoders takes (``chrome_parallel.growing_runs``):
+#: the transcoder holds a core until the text is complete, and writes it about twice as
+#: fast as a decoder reads it, so the first decoder, alone beside it at first, can take
+#: more. With equal halves the second decoder still had 0.28 s of its half to decode
+#: after the transcoder was done (1M events, 2 cores: the load 1.09 s); with 0.75 the
+#: first one was the last, by 0.15 s (0.99 s). 0.6 rather than the fastest 0.7: the
+#: first decoder's peak memory grows with its share (at 0.7 it was 1.05x the JSON
+#: load's largest decoder; at 0.6, 0.93x). Measured: ``bench/load_pftrace.py``.
+FIRST_CHILD_SHARE = 0.6
 
 
 class _Growing:
@@ -817,7 +826,7 @@ class _Growing:
         try:
             growing = chrome_parallel.Growing()
             growing.wrote(final_bytes)
-            self.parts = start_growing(self.fd, growing, planned, self.path)
+            self.parts = start_growing(self.fd, growing, planned, self.path, first_share=FIRST_CHILD_SHARE)
         except (OSError, ValueError):  # no map or read of the text: the file's own children decode it
             self.parts = None
 

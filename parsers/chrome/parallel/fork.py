@@ -670,8 +670,32 @@ class GrowingParts(FileParts):
         super().close()
 
 
+def growing_runs(n_chunks: int, nproc: int, first_share: float | None = None) -> list[tuple[int, int]]:
+    """Each child's run of the ``n_chunks`` parts of a growing text, as (first part,
+    part after its last): equal runs, or, with ``first_share``, about that share of
+    the parts for child 0 and equal runs of the rest for the others (at least one part
+    each; ``n_chunks >= nproc``). A child can decode a part only once the writer has
+    passed it: while the writer holds a core, child 0 runs beside it alone, the later
+    children start later and share the cores with it, so equal runs leave the last
+    child most of its run to decode after the text is complete."""
+    if first_share is None:
+        return [(n_chunks * j // nproc, n_chunks * (j + 1) // nproc) for j in range(nproc)]
+    first = min(n_chunks - (nproc - 1), max(1, round(n_chunks * first_share)))
+    rest = n_chunks - first
+    return [(0, first)] + [
+        (first + rest * j // (nproc - 1), first + rest * (j + 1) // (nproc - 1)) for j in range(nproc - 1)
+    ]
+
+
 def start_growing(
-    fd: int, growing: Growing, planned_bytes: int, root_of, raw_ts_of, decoders: dict, path: str
+    fd: int,
+    growing: Growing,
+    planned_bytes: int,
+    root_of,
+    raw_ts_of,
+    decoders: dict,
+    path: str,
+    first_share: float | None = None,
 ) -> GrowingParts | None:
     """Fork the children that decode the text this process is writing to ``fd`` (an
     unlinked temporary file: a ``.gz`` being inflated) while it grows: at least
@@ -686,7 +710,9 @@ def start_growing(
     reads 256 KiB) to decide as it would on the whole text. Each child
     ``j`` of ``n`` takes the ``j``-th run of ``n_chunks`` parts, cut at the first
     element boundary after equal shares of ``planned_bytes``, and decodes each part
-    once the text has reached its end (``_growing_payload``)."""
+    once the text has reached its end (``_growing_payload``); ``first_share``: child 0
+    takes that share of the parts (``growing_runs``), where the writer needs a core of
+    its own while it writes."""
     nproc = processes()
     if (
         not GROWING_MIN_BYTES <= planned_bytes <= GROWING_MAX_BYTES
@@ -708,12 +734,14 @@ def start_growing(
         return None
     n_chunks = nproc * max(1, -(-planned_bytes // (nproc * CHUNK_BYTES)))
     plan = (root, raw_ts_of(head, root), begin, n_chunks)
+    runs = growing_runs(n_chunks, nproc, first_share)
+    longest = max(hi - lo for lo, hi in runs)
     return _fork_children(
         nproc,
         lambda j, slots: _growing_payload(
-            fd, growing, j, nproc, n_chunks, planned_bytes, root_of, raw_ts_of, decoders, slots
+            fd, growing, j, runs[j], n_chunks, planned_bytes, root_of, raw_ts_of, decoders, slots
         ),
-        2 * planned_bytes // nproc + (64 << 20),
+        2 * planned_bytes * longest // n_chunks + (64 << 20),
         None,
         lambda children, slots: GrowingParts(path, children, os.dup(fd), slots, growing, planned_bytes, plan),
     )
@@ -723,7 +751,7 @@ def _growing_payload(
     fd: int,
     growing: Growing,
     j: int,
-    nproc: int,
+    run: tuple[int, int],
     n_chunks: int,
     planned_bytes: int,
     root_of,
@@ -731,8 +759,8 @@ def _growing_payload(
     decoders: dict,
     slots: mmap.mmap,
 ) -> list[bytes | memoryview]:
-    """In child ``j`` of ``nproc`` of ``start_growing``: decode parts ``n_chunks * j //
-    nproc`` up to ``n_chunks * (j + 1) // nproc``, each once the text has grown past
+    """In child ``j`` of ``start_growing``: decode the parts of its ``run`` (``growing_runs``)
+    of the ``n_chunks``, each once the text has grown past
     it, and send them with the plan ``GrowingParts.agree`` checks; a message of None
     when a boundary is missing, the text is given up or is not one to split."""
     with MappedText(fd, GROWING_HEAD_BYTES, access=mmap.ACCESS_READ) as head:  # the page cache's, not a copy
@@ -741,7 +769,7 @@ def _growing_payload(
         begin = find_events_array(head, root)
     if begin < 0:
         return wire.pack(None)
-    lo_i, hi_i = n_chunks * j // nproc, n_chunks * (j + 1) // nproc
+    lo_i, hi_i = run
 
     def cut(i: int) -> tuple[int, int] | None:
         """The first element boundary at or after share ``i`` of the planned text

@@ -435,10 +435,13 @@ class DiagnosisCache:
         return diag
 
     # ------------------------------------------------------------- write
-    def put_later(self, diag: Diagnosis) -> threading.Thread | None:
-        """Write ``diag`` in a background (non-daemon) thread; returns it, or None when
-        it could not be started."""
-        t = threading.Thread(target=self._put_quietly, args=(diag,), name="gapscope-diagnosis-write", daemon=False)
+    def put_later(self, diag: Diagnosis, with_findings: bool = False) -> threading.Thread | None:
+        """Write ``diag`` in a background (non-daemon) thread, its findings computed
+        there first when ``with_findings``; returns it, or None when it could not be
+        started."""
+        t = threading.Thread(
+            target=self._put_quietly, args=(diag, with_findings), name="gapscope-diagnosis-write", daemon=False
+        )
         with _writers_lock:
             _writers.append(t)
         try:
@@ -450,7 +453,9 @@ class DiagnosisCache:
             return None
         return t
 
-    def _put_quietly(self, diag: Diagnosis) -> None:
+    def _put_quietly(self, diag: Diagnosis, with_findings: bool = False) -> None:
+        if with_findings:
+            _findings_quietly(diag)
         try:
             self.put(diag)
         except Exception as exc:  # noqa: BLE001 - a failed write leaves no entry; the diagnosis is shown all the same
@@ -544,11 +549,15 @@ def _arrays_of(specs: Any, data: np.ndarray) -> list[np.ndarray]:
     return out
 
 
-def diagnose_cached(trace: Trace, params: Params | None = None) -> Diagnosis:
+def diagnose_cached(trace: Trace, params: Params | None = None, *, findings_first: bool = True) -> Diagnosis:
     """``diagnose(trace, params)`` with its ``findings`` computed (kept in
     ``Diagnosis.derived``), read from the diagnosis cache when it holds this trace's
     (module docstring), else computed now and written to it in a background thread.
-    Raises what ``diagnose`` raises."""
+    ``findings_first=False`` (the viewer, which draws the causes before the findings):
+    a diagnosis computed now is returned before its findings, which the writing
+    thread computes before it writes (``findings.findings`` computes them once when
+    the caller asks for them meanwhile: at 5M events they take seconds, which the
+    causes would wait for). Raises what ``diagnose`` raises."""
     params = params or Params()
     cache = DiagnosisCache.open(trace, params)
     if cache is not None:
@@ -557,12 +566,19 @@ def diagnose_cached(trace: Trace, params: Params | None = None) -> Diagnosis:
             return got
     diag = diagnose(trace, params)
     if cache is not None:
-        try:
-            findings(diag)  # what the first screen shows: kept with the entry
-        except Exception as exc:  # noqa: BLE001 - advisory: the entry then holds none, the viewer says so
-            log.debug("findings of %s not computed: %s: %s", trace.source.path, type(exc).__name__, exc)
-        cache.put_later(diag)
+        if findings_first:
+            _findings_quietly(diag)
+        cache.put_later(diag, with_findings=not findings_first)
     return diag
+
+
+def _findings_quietly(diag: Diagnosis) -> None:
+    """``findings(diag)``, what the first screen shows, kept with the entry; a failure
+    leaves the entry without them (the viewer then says so)."""
+    try:
+        findings(diag)
+    except Exception as exc:  # noqa: BLE001 - advisory
+        log.debug("findings of %s not computed: %s: %s", diag.trace.source.path, type(exc).__name__, exc)
 
 
 def wait_for_writes(timeout: float | None = None) -> None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import threading
 
 import numpy as np
 
@@ -1262,14 +1263,32 @@ def findings(diag: Diagnosis) -> Findings:
     """The findings and verdict of ``diag``; see the module docstring.
 
     Reads evidence lists only of steady-state gaps of the budget device holding host or
-    sync time. Computed on first use and kept in ``diag.derived["findings"]``. Never
-    raises on a valid ``Diagnosis``."""
+    sync time. Computed on first use and kept in ``diag.derived["findings"]``; threads
+    that ask at once compute them once (the viewer's worker and the diagnosis cache's
+    writer: ``diagnosis_cache.diagnose_cached(findings_first=False)``). Never raises on
+    a valid ``Diagnosis``."""
     kept = diag.derived.get("findings")
     if isinstance(kept, Findings):
         return kept
-    result = _findings(diag)
-    diag.derived["findings"] = result
+    with _lock_of(diag):
+        kept = diag.derived.get("findings")
+        if isinstance(kept, Findings):
+            return kept
+        result = _findings(diag)
+        diag.derived["findings"] = result
     return result
+
+
+_LOCKS_GUARD = threading.Lock()
+
+
+def _lock_of(diag: Diagnosis) -> threading.Lock:
+    """The lock that makes ``findings(diag)`` run once (kept in ``diag.derived``)."""
+    with _LOCKS_GUARD:
+        lock = diag.derived.get("findings_lock")
+        if not isinstance(lock, type(_LOCKS_GUARD)):
+            lock = diag.derived["findings_lock"] = threading.Lock()
+        return lock
 
 
 def _findings(diag: Diagnosis) -> Findings:

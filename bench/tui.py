@@ -99,7 +99,9 @@ import time
 from pathlib import Path
 
 #: Every load here is a first load: the trace cache is neither read nor written (nor by
-#: the subprocesses this starts, which inherit it), except in ``--command``'s cached runs.
+#: the subprocesses this starts, which inherit it), except in ``--command``'s runs with
+#: the cache on (``GAPSCOPE_BENCH_CACHED``: a cached open, or a first open into an empty
+#: cache, as a user's first open of a large trace is).
 if os.environ.get("GAPSCOPE_BENCH_CACHED") != "1":
     os.environ["GAPSCOPE_NO_CACHE"] = "1"
 #: As the ``gapscope`` command sets it before numpy is imported (``gapscope.cli.OPENBLAS_THREADS_VAR``).
@@ -268,6 +270,11 @@ def main(argv: list[str] | None = None) -> int:
         help="with --command: also time the viewer beginning the load itself, after its imports",
     )
     ap.add_argument(
+        "--compare-no-cache",
+        action="store_true",
+        help="with --command: also time a first load with the caches off (GAPSCOPE_NO_CACHE)",
+    )
+    ap.add_argument(
         "--compare-no-preview",
         action="store_true",
         help="with --command: also time a first load without the device preview drawn first",
@@ -281,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
 
         path = trace_path(a.events)
     if a.command:
-        return _command_rounds(path, a.size, a.command, a.compare_late, a.compare_no_preview)
+        return _command_rounds(path, a.size, a.command, a.compare_late, a.compare_no_preview, a.compare_no_cache)
     early = None
     if _STARTED_WALL is not None and os.environ.get("GAPSCOPE_BENCH_LATE") != "1":
         from gapscope.parsers.preview import EarlyLoad  # as gapscope.tui.cmd: before Textual is imported
@@ -308,27 +315,39 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _command_rounds(
-    path: Path, size: str, rounds: int, compare_late: bool = False, compare_no_preview: bool = False
+    path: Path,
+    size: str,
+    rounds: int,
+    compare_late: bool = False,
+    compare_no_preview: bool = False,
+    compare_no_cache: bool = False,
 ) -> int:
-    """Spawn the viewer benchmark ``rounds`` times per mode (first load: no cache; a
-    cached load: a warm cache directory of its own), alternating, and print the medians
-    of the time from the spawn to the first swimlanes, and to their causes drawn. The
-    load begins before Textual is imported, as in ``gapscope TRACE``; ``compare_late``
-    alternates the same two modes with the load begun by the viewer, after the imports;
-    ``compare_no_preview`` adds a first load without the device preview."""
+    """Spawn the viewer benchmark ``rounds`` times per mode (first load: the caches on,
+    in an empty directory each time, as a user's first open; a cached load: a warm
+    cache directory of its own), alternating, and print the medians of the time from
+    the spawn to the first swimlanes, and to their causes drawn. The load begins before
+    Textual is imported, as in ``gapscope TRACE``; ``compare_late`` alternates the same
+    two modes with the load begun by the viewer, after the imports;
+    ``compare_no_preview`` adds a first load without the device preview,
+    ``compare_no_cache`` one with the caches off (what "first load" measured before
+    2026-12-07: it missed the findings the diagnosis cache computed before the causes)."""
     with tempfile.TemporaryDirectory(prefix="gapscope-bench-cache-") as cache_dir:  # removed after
-        return _rounds_in(cache_dir, path, size, rounds, compare_late, compare_no_preview)
+        modes: tuple[str, ...] = ("first load", "cached")
+        if compare_late:
+            modes += ("first load, load after imports", "cached, load after imports")
+        if compare_no_preview:
+            modes += ("first load, no preview",)
+        if compare_no_cache:
+            modes += ("first load, no cache",)
+        return _rounds_in(cache_dir, path, size, rounds, modes)
 
 
-def _rounds_in(cache_dir: str, path: Path, size: str, rounds: int, compare_late: bool, compare_no_preview: bool) -> int:
-    """``_command_rounds`` with the trace cache in ``cache_dir``."""
+def _rounds_in(cache_dir: str, path: Path, size: str, rounds: int, modes: tuple[str, ...]) -> int:
+    """``_command_rounds`` with the warm trace cache in ``cache_dir`` (the first loads'
+    empty ones beside it, removed after each)."""
+    import shutil
     import subprocess
 
-    modes: tuple[str, ...] = ("first load", "cached")
-    if compare_late:
-        modes += ("first load, load after imports", "cached, load after imports")
-    if compare_no_preview:
-        modes += ("first load, no preview",)
     marks = {
         "COMMAND_TO_PAINT_S": "first swimlanes",
         "COMMAND_TO_GAPS_S": "gaps drawn",
@@ -340,12 +359,13 @@ def _rounds_in(cache_dir: str, path: Path, size: str, rounds: int, compare_late:
 
     for i in range(rounds + 1):
         for mode in modes:
-            env = dict(os.environ, GAPSCOPE_CACHE_DIR=cache_dir)
+            first_dir = tempfile.mkdtemp(prefix="first-", dir=cache_dir)
+            env = dict(os.environ, GAPSCOPE_CACHE_DIR=cache_dir if mode.startswith("cached") else first_dir)
             # the modules' bytecode as an installed package has it (pip compiles it at
             # install; an editable checkout writes it on first use): a shell that turns
             # that off put 0.2-0.3 s of compiling on every first paint
             env.pop("PYTHONDONTWRITEBYTECODE", None)
-            if mode.startswith("cached"):
+            if not mode.endswith("no cache"):  # a cached open, or a first one into an empty cache
                 env["GAPSCOPE_BENCH_CACHED"] = "1"
                 env.pop("GAPSCOPE_NO_CACHE", None)
             if mode.endswith("after imports"):
@@ -359,6 +379,7 @@ def _rounds_in(cache_dir: str, path: Path, size: str, rounds: int, compare_late:
                 text=True,
                 env=env,
             )
+            shutil.rmtree(first_dir, ignore_errors=True)
             got = dict(ln.split()[:2] for ln in cp.stdout.splitlines() if ln.split()[:1] and ln.split()[0] in marks)
             if set(got) != set(marks):
                 print(f"{mode}: failed: {(cp.stderr or cp.stdout).strip()[-300:]}")

@@ -11,12 +11,14 @@ import logging
 import os
 import shutil
 import struct
+import threading
 import zlib
 
 import numpy as np
 import pytest
 
 import gapscope.analysis.diagnosis_cache as dc
+import gapscope.analysis.findings as findings_module
 from gapscope.analysis import diagnose
 from gapscope.analysis.findings import findings
 from gapscope.analysis.types import Params
@@ -116,6 +118,34 @@ def test_cached_diagnosis_is_the_fresh_one(cache, fresh_runs, tmp_path, name):
     # the lazy parts still work on the read-back diagnosis
     for i in range(len(got.gaps)):
         assert got.evidence(i) == reference.evidence(i)
+
+
+def test_the_viewers_diagnosis_comes_back_before_its_findings(cache, tmp_path, monkeypatch):
+    """``findings_first=False`` (the viewer's): a fresh diagnosis is returned before its
+    findings; the writing thread computes them, once even when the caller asks for them
+    meanwhile, and keeps them with the entry."""
+    path = _copy("decode_10_steps.txt", tmp_path)
+    real = findings_module._findings
+    entered, release = threading.Event(), threading.Event()
+    computed_in: list[threading.Thread] = []
+
+    def held(diag):
+        computed_in.append(threading.current_thread())
+        entered.set()
+        release.wait(60)  # a guard, not a timing: the test sets it below
+        return real(diag)
+
+    monkeypatch.setattr(findings_module, "_findings", held)
+    d = dc.diagnose_cached(load(str(path)), findings_first=False)
+    assert entered.wait(60)  # the writer is computing them...
+    assert "findings" not in d.derived  # ...and the diagnosis came back without waiting for it
+    release.set()
+    f = findings(d)  # waits for the writer's, does not compute them again
+    dc.wait_for_writes()
+    assert len(computed_in) == 1 and computed_in[0] is not threading.current_thread()
+    got = dc.diagnose_cached(load(str(path)))
+    assert_same(f, got.derived["findings"], "findings")
+    assert f.ranked  # the sample has findings: the comparison above is of something
 
 
 def test_a_corpus_trace_reads_back_the_same(cache, fresh_runs, tmp_path, corpus):

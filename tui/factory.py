@@ -17,13 +17,14 @@ __all__ = ["make_app", "default_diagnose", "default_early_gaps"]
 def default_diagnose(trace: Trace, params=None):
     """``gapscope.analysis.diagnose(trace, params)`` through the diagnosis cache
     (``gapscope.analysis.diagnosis_cache.diagnose_cached``: read back when the trace's
-    file was diagnosed before, its findings included); None when the analysis package
-    lacks it."""
+    file was diagnosed before, its findings included; else returned before its
+    findings, so that its causes are drawn first: ``findings_first=False``); None when
+    the analysis package lacks it."""
     try:
         from gapscope.analysis.diagnosis_cache import diagnose_cached
     except ImportError:
         return None
-    return diagnose_cached(trace, params)
+    return diagnose_cached(trace, params, findings_first=False)
 
 
 def default_early_gaps(trace: Trace, params=None):

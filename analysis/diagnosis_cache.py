@@ -67,6 +67,7 @@ from gapscope.parsers.model import Trace
 
 __all__ = [
     "diagnose_cached",
+    "cached_diagnosis",
     "DiagnosisCache",
     "BadDiagnosisEntry",
     "wait_for_writes",
@@ -331,14 +332,19 @@ class DiagnosisCache:
         self.key = key
         self.params = params
         self.fingerprint = fingerprint
-        stem = key.entry_name().rsplit(".", 1)[0]
-        self.entry = directory / f"{stem}.{params_digest(params)}{SUFFIX}"
+        self.entry = self.entry_path(key, directory, params)
 
-    @classmethod
-    def open(cls, trace: Trace, params: Params) -> DiagnosisCache | None:
-        """The entry for ``trace`` (by the file it was loaded from, ``trace.source.path``)
-        and ``params``; None when the cache is off, the trace has no file, or the file
-        is smaller than ``settings.min_bytes()`` or cannot be read."""
+    @staticmethod
+    def entry_path(key: FileKey, directory: Path, params: Params) -> Path:
+        """Where the entry of the file ``key`` and ``params`` is kept in ``directory``."""
+        stem = key.entry_name().rsplit(".", 1)[0]
+        return directory / f"{stem}.{params_digest(params)}{SUFFIX}"
+
+    @staticmethod
+    def locate(trace: Trace) -> tuple[str, FileKey, Path] | None:
+        """The file ``trace`` was loaded from (``trace.source.path``), its key and the
+        cache's directory; None when the cache is off, the trace has no file, or the
+        file is smaller than ``settings.min_bytes()`` or cannot be read."""
         path = trace.source.path
         if not path or not settings.enabled():
             return None
@@ -350,6 +356,15 @@ class DiagnosisCache:
         except Exception as exc:  # noqa: BLE001 - no cache directory (no home): no cache, never a failed diagnosis
             log.debug("no cache directory: %s", exc)
             return None
+        return path, key, directory
+
+    @classmethod
+    def open(cls, trace: Trace, params: Params) -> DiagnosisCache | None:
+        """The entry for ``trace`` and ``params`` (``locate``), or None."""
+        where = cls.locate(trace)
+        if where is None:
+            return None
+        path, key, directory = where
         return cls(path, key, directory, params, trace_fingerprint(trace))
 
     def _header(self) -> dict:
@@ -570,6 +585,20 @@ def diagnose_cached(trace: Trace, params: Params | None = None, *, findings_firs
             _findings_quietly(diag)
         cache.put_later(diag, with_findings=not findings_first)
     return diag
+
+
+def cached_diagnosis(trace: Trace, params: Params | None = None) -> Diagnosis | None:
+    """The diagnosis cache's entry for ``trace`` and ``params`` read back (its findings
+    in ``Diagnosis.derived``), or None: no entry (found without reading the trace's
+    columns), the cache off, or an entry that cannot be used (a warning). Never
+    diagnoses. The viewer reads it beside the load (``parsers.preview.EarlyLoad``'s
+    ``then``), so that a cached trace opens with its causes drawn."""
+    params = params or Params()
+    where = DiagnosisCache.locate(trace)
+    if where is None or not DiagnosisCache.entry_path(where[1], where[2], params).is_file():
+        return None
+    cache = DiagnosisCache.open(trace, params)
+    return cache.get(trace) if cache is not None else None
 
 
 def _findings_quietly(diag: Diagnosis) -> None:

@@ -148,6 +148,29 @@ def test_the_viewers_diagnosis_comes_back_before_its_findings(cache, tmp_path, m
     assert f.ranked  # the sample has findings: the comparison above is of something
 
 
+def test_cached_diagnosis_reads_an_entry_back_and_never_diagnoses(cache, fresh_runs, tmp_path, monkeypatch):
+    """``cached_diagnosis`` (the viewer's read beside the load): None while there is
+    no entry, found without reading the trace's columns; the entry once written."""
+    path = _copy("decode_10_steps.txt", tmp_path)
+    real = dc.trace_fingerprint
+
+    def no_columns(trace):
+        raise AssertionError("the columns were read to find no entry")
+
+    monkeypatch.setattr(dc, "trace_fingerprint", no_columns)
+    assert dc.cached_diagnosis(load(str(path))) is None
+    monkeypatch.setattr(dc, "trace_fingerprint", real)
+    assert dc.cached_diagnosis(load(str(path))) is None and not fresh_runs
+    _cached_once(path)
+    trace = load(str(path))
+    got = dc.cached_diagnosis(trace)
+    assert got is not None and got.trace is trace and len(fresh_runs) == 1
+    reference = diagnose(trace)
+    assert_same(reference, got)
+    assert_same(findings(reference), got.derived["findings"], "findings")
+    assert dc.cached_diagnosis(trace, Params(min_gap_ns=Params().min_gap_ns * 2)) is None  # other thresholds
+
+
 def test_a_corpus_trace_reads_back_the_same(cache, fresh_runs, tmp_path, corpus):
     path = tmp_path / "rank0.json.gz"
     shutil.copyfile(corpus / "hta" / "rank0.json.gz", path)

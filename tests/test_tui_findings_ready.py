@@ -95,3 +95,68 @@ def test_causes_drawn_while_the_findings_are_computed(monkeypatch):
     assert after["panel"].startswith("Verdict\n")
     assert FINDINGS_PENDING not in after["panel"]
     assert after["f_says"].startswith("findings: j/k choose")
+
+
+def test_a_diagnosis_that_comes_with_the_load_opens_with_its_causes(monkeypatch):
+    """``ViewOptions.ready_diagnosis`` (a cached trace: ``gapscope.tui.cmd`` reads the
+    diagnosis cache beside the load): the trace screen opens diagnosed, with the causes
+    and the verdict drawn; nothing is diagnosed and no early gaps are found; the worker
+    only finishes it (``FindingsReady``)."""
+    from gapscope.analysis import diagnose
+    from gapscope.parsers import load
+    from gapscope.tui.app import GapscopeApp
+    from gapscope.tui.session import Phase, ViewOptions
+
+    path = sample_traces.path()
+    trace = load(str(path))
+    d = diagnose(trace)
+    findings(d)  # as the cache's entry holds them
+    asked: list[str] = []
+    options = ViewOptions(
+        loader=lambda p: trace,
+        ready_diagnosis=lambda t: d if t is trace else None,
+        diagnose=lambda t: asked.append("diagnose"),
+        early_gaps=lambda t: asked.append("early_gaps"),
+    )
+    phases: list[str] = []
+    watch = GapscopeApp.watch_phase
+
+    def recording_phase(self, old, new):
+        phases.append(new.name)
+        return watch(self, old, new)
+
+    monkeypatch.setattr(GapscopeApp, "watch_phase", recording_phase)
+    app = make_app(path, options)
+    posted: list[str] = []
+    post = app.post_message
+
+    def recording(message):
+        if isinstance(message, (Diagnosed, FindingsReady)):
+            posted.append(type(message).__name__)
+        return post(message)
+
+    app.post_message = recording
+
+    async def run():
+        async with app.run_test(size=(120, 40)) as pilot:
+            for _ in range(1000):
+                if isinstance(app.screen, TraceScreen) and app.diagnose_worker is not None:
+                    break
+                await pilot.pause(0.02)
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            screen = app.screen
+            return {
+                "diagnosis": screen.diagnosis is d and screen.lanes.diagnosis is d and screen.lanes.gaps is d.gaps,
+                "pending": screen.findings_pending,
+                "header": screen.header_text(120).plain,
+                "panel": screen.query_one(GapPanel).plain,
+                "phase": app.phase,
+            }
+
+    got = asyncio.run(run())
+    assert got["diagnosis"] and got["phase"] is Phase.DIAGNOSED
+    assert phases == ["DIAGNOSED"]  # from loading straight to diagnosed: never diagnosing
+    assert asked == [] and posted == ["FindingsReady"]
+    assert not got["pending"] and got["panel"].startswith("Verdict\n")
+    assert f"│ {verdict_badge(findings(d))} │" in got["header"]

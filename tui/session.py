@@ -66,7 +66,10 @@ class ViewOptions:
     None`` (default ``gapscope.analysis.diagnose`` with ``params``): tests inject slow
     or failing ones; ``early_gaps(trace) -> Gaps``: the gaps drawn before their causes
     (the default diagnosis's: ``gapscope.tui.factory.default_early_gaps``; None with
-    another ``diagnose``, whose gaps may differ); ``preview(callback)``: hands a device
+    another ``diagnose``, whose gaps may differ); ``ready_diagnosis(trace) ->
+    Diagnosis | None``: a diagnosis already at hand for the loaded trace (the
+    diagnosis cache's, read beside the load: ``gapscope.tui.cmd``), which opens it
+    with its causes drawn, in place of ``diagnose``; ``preview(callback)``: hands a device
     preview of the file over to draw while the rest is read (from any thread:
     ``gapscope.parsers.preview.EarlyLoad.on_preview``), and ``preview_drawn()`` is
     called once it is drawn, or at once when it is not shown (the load waits for it);
@@ -82,6 +85,7 @@ class ViewOptions:
     loader: Callable[[str], Trace] | None = None
     diagnose: Callable[[Trace], Diagnosis | None] | None = None
     early_gaps: Callable[[Trace], Any] | None = None
+    ready_diagnosis: Callable[[Trace], Diagnosis | None] | None = None
     preview: Callable[[Callable[[Trace], None]], None] | None = None
     preview_drawn: Callable[[], None] | None = None
     progress: Callable[[], float | None] | None = None

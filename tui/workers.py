@@ -14,6 +14,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from textual.worker import Worker
 
@@ -21,6 +22,9 @@ from gapscope.parsers.model import Trace
 from gapscope.tui.findings_view import findings_of
 from gapscope.tui.messages import Diagnosed, FindingsReady, GapsFound, LoadFailed, LoadProgress, TraceLoaded
 from gapscope.tui.session import ViewOptions
+
+if TYPE_CHECKING:  # the diagnosis module is imported by the worker that makes one
+    from gapscope.analysis.diagnose import Diagnosis
 
 __all__ = ["cancellable", "load", "diagnose", "forget", "FORGET_PREVIEW_S", "FREEZE_WAIT_S"]
 
@@ -111,13 +115,21 @@ def load(path: str, options: ViewOptions, post: Callable, worker: Worker) -> Non
 
 
 def diagnose(
-    trace: Trace, options: ViewOptions, find_early: bool, forgotten: threading.Event, post: Callable, worker: Worker
+    trace: Trace,
+    options: ViewOptions,
+    find_early: bool,
+    forgotten: threading.Event,
+    post: Callable,
+    worker: Worker,
+    ready: Diagnosis | None = None,
 ) -> None:
     """Diagnose ``trace`` (``options.diagnose``; first its gaps, ``options.early_gaps``,
     when ``find_early``) and post ``GapsFound``, then ``Diagnosed`` as soon as the
     diagnosis is in (its causes are drawn then), then ``FindingsReady`` once its
     findings are computed here, off the UI thread (at 5M events they took seconds,
     which the causes waited for); abandoned, not waited for, when the app quits first.
+    ``ready``: the diagnosis the app already shows (``ViewOptions.ready_diagnosis``):
+    only its findings are posted.
 
     Everything loaded lives as long as the app: once diagnosed it is frozen out of the
     cyclic collector's scans (``gc.freeze``), so per-frame allocations do not trigger
@@ -125,6 +137,9 @@ def diagnose(
     widgets): the freeze waits for ``forgotten`` (``forget``; at most
     ``FREEZE_WAIT_S``), or it would keep it for good.
     """
+    if ready is not None:
+        _finish(trace, ready, forgotten, post, worker)
+        return
     if find_early and options.early_gaps is not None:
         try:
             early = options.early_gaps(trace)
@@ -144,8 +159,15 @@ def diagnose(
     forgotten.wait(FREEZE_WAIT_S)
     gc.freeze()
     post(Diagnosed(diagnosis, error, findings_follow=diagnosis is not None))
-    if diagnosis is None:
-        return
+    if diagnosis is not None:
+        _finish(trace, diagnosis, forgotten, post, worker)
+
+
+def _finish(trace: Trace, diagnosis: Diagnosis, forgotten: threading.Event, post: Callable, worker: Worker) -> None:
+    """``diagnose``'s last steps, off the UI thread: the findings of the diagnosis
+    shown (``FindingsReady``), what they allocated frozen, the file's args scanned."""
+    forgotten.wait(FREEZE_WAIT_S)
+    gc.freeze()
     found = cancellable(findings_of, diagnosis, worker, name="gapscope-findings")  # kept in its derived
     if worker.is_cancelled:
         return

@@ -129,10 +129,13 @@ def _pick_call(cands: list[Call]) -> Call:
     return max(rt, key=lambda c: c.end - c.start)
 
 
-def raw_gaps(events: list) -> tuple[list[RawGap], int, dict]:
-    """Idle gaps from the raw events, the number of kernels seen, and the launch calls
-    of the kernels by start ns (for gaps gapscope finds at a widened window's edge)."""
-    kernels: dict[object, list[tuple[int, int, object, str]]] = defaultdict(list)
+#: A kernel as the raw pass keeps it: (start ns, end ns, correlation, name).
+Kernel = tuple[int, int, object, str]
+
+
+def _kernels_and_calls(events: list) -> tuple[dict[object, list[Kernel]], dict[object, list[Call]]]:
+    """The complete ("X") kernels by device and the launch calls by correlation id."""
+    kernels: dict[object, list[Kernel]] = defaultdict(list)
     calls: dict[object, list[Call]] = defaultdict(list)
     for e in events:
         if not isinstance(e, dict) or e.get("ph") != "X":
@@ -150,45 +153,57 @@ def raw_gaps(events: list) -> tuple[list[RawGap], int, dict]:
             kernels[dev].append((s, s + d, corr, str(e.get("name", ""))))
         elif corr is not None:
             calls[corr].append(Call(s, s + d, str(e.get("name", "")), cat, e.get("pid"), e.get("tid")))
-    launch = {k: _pick_call(v) for k, v in calls.items()}
+    return kernels, calls
+
+
+def _gap_before(dev: object, gap_start: int, nxt: list[Kernel], launch: dict[object, Call]) -> RawGap:
+    """The gap from ``gap_start`` to the kernels ``nxt`` (all starting at its end), bucketed
+    by the launch call that returned first (none found: "other")."""
+    found = [(launch[k[2]], k) for k in nxt if k[2] is not None and k[2] in launch]
+    if not found:
+        return RawGap(dev, gap_start, nxt[0][0], nxt[0][3], None, "other", False)
+    call, k = min(found, key=lambda ck: ck[0].end)
+    bucket = "queued" if call.end <= gap_start else "late"
+    amb = len({c.end <= gap_start for c, _ in found}) > 1
+    return RawGap(dev, gap_start, k[0], k[3], call, bucket, amb)
+
+
+def _device_gaps(dev: object, allk: list[Kernel], launch: dict[object, Call]) -> list[RawGap]:
+    """The idle gaps >= ``MIN_GAP_NS`` in the union of one device's kernels."""
+    # zero-length kernels (sub-µs kernels at Kineto's 1 µs resolution) cover nothing in
+    # a union of half-open intervals: they do not end a gap (counted: ``zero_inside``)
+    ks = sorted((k for k in allk if k[1] > k[0]), key=lambda k: (k[0], k[1]))
+    zeros = sorted(k[0] for k in allk if k[1] == k[0])
     out: list[RawGap] = []
-    nk = 0
+    if not ks:
+        return out
+    cur_end = ks[0][1]
+    for i in range(1, len(ks)):
+        s = ks[i][0]
+        if s - cur_end >= MIN_GAP_NS:
+            j = i
+            while j < len(ks) and ks[j][0] == s:
+                j += 1
+            gap = _gap_before(dev, cur_end, ks[i:j], launch)
+            gap.zero_inside = bisect.bisect_left(zeros, s) - bisect.bisect_right(zeros, cur_end)
+            out.append(gap)
+        cur_end = max(cur_end, ks[i][1])
+    return out
+
+
+def raw_gaps(events: list) -> tuple[list[RawGap], int, dict]:
+    """Idle gaps from the raw events, the number of kernels seen, and the launch calls
+    of the kernels by start ns (for gaps gapscope finds at a widened window's edge)."""
+    kernels, calls = _kernels_and_calls(events)
+    launch = {k: _pick_call(v) for k, v in calls.items()}
     by_start: dict[int, list] = defaultdict(list)
     for allk in kernels.values():
         for k in allk:
             by_start[k[0]].append((launch.get(k[2]) if k[2] is not None else None, k[3]))
+    out: list[RawGap] = []
     for dev, allk in kernels.items():
-        nk += len(allk)
-        # zero-length kernels (sub-µs kernels at Kineto's 1 µs resolution) cover nothing in
-        # a union of half-open intervals: they do not end a gap (counted: ``zero_inside``)
-        ks = sorted((k for k in allk if k[1] > k[0]), key=lambda k: (k[0], k[1]))
-        zeros = sorted(k[0] for k in allk if k[1] == k[0])
-        if not ks:
-            continue
-        cur_end = ks[0][1]
-        i = 1
-        while i < len(ks):
-            s = ks[i][0]
-            if s - cur_end >= MIN_GAP_NS:
-                j = i
-                nxt = []
-                while j < len(ks) and ks[j][0] == s:
-                    nxt.append(ks[j])
-                    j += 1
-                gs = cur_end
-                found = [(launch[k[2]], k) for k in nxt if k[2] is not None and k[2] in launch]
-                if found:
-                    call, k = min(found, key=lambda ck: ck[0].end)
-                    bucket = "queued" if call.end <= gs else "late"
-                    amb = len({c.end <= gs for c, _ in found}) > 1
-                    out.append(RawGap(dev, gs, s, k[3], call, bucket, amb))
-                else:
-                    out.append(RawGap(dev, gs, s, nxt[0][3], None, "other", False))
-                z0, z1 = bisect.bisect_right(zeros, gs), bisect.bisect_left(zeros, s)
-                out[-1].zero_inside = z1 - z0
-            cur_end = max(cur_end, ks[i][1])
-            i += 1
-    return out, nk, by_start
+        out.extend(_device_gaps(dev, allk, launch))
+    return out, sum(len(allk) for allk in kernels.values()), by_start
 
 
 # ---------------------------------------------------------------- audit

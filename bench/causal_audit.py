@@ -244,7 +244,178 @@ class Result:
     postq: Tally = dataclasses.field(default_factory=Tally)
 
 
+@dataclasses.dataclass(frozen=True)
+class GapView:
+    """One gapscope gap with its raw bucket: bounds in ns, the raw launch call of the
+    kernel at its end, and gapscope's row of class ns (``Gaps.class_ns[i]``)."""
+
+    i: int  # gapscope's gap index
+    device: object
+    start: int
+    end: int
+    bucket: str
+    call: Call | None
+    next_name: str
+    row: object  # gapscope's class ns of the gap, indexed by ``Cause``
+    cpu: int  # ns on the CPU-side classes
+    copy: int  # ns on copy
+    dep: int  # ns on dependency
+    uncl: int  # ns unclassified
+    queued: bool | None  # gapscope's queued flag
+
+
+@dataclasses.dataclass
+class TraceAudit:
+    """The running sums of one trace's audit: raw gaps matched to gapscope's, then the
+    gapscope-only gaps bucketed by the raw launches."""
+
+    rel: str
+    gaps: object  # gapscope's ``Gaps`` table
+    lanes: list
+    cpu_cols: list[int]
+    index: dict[tuple[int, int], list[int]] = dataclasses.field(init=False)
+    used: set[int] = dataclasses.field(default_factory=set)
+    tallies: dict[str, Tally] = dataclasses.field(default_factory=lambda: {b: Tally() for b in BUCKETS})
+    edge: dict[str, Tally] = dataclasses.field(default_factory=lambda: {b: Tally() for b in BUCKETS})
+    postq: Tally = dataclasses.field(default_factory=Tally)
+    offenders: list[tuple] = dataclasses.field(default_factory=list)
+    disagree: int = 0
+    thread_mismatch: int = 0
+
+    def __post_init__(self) -> None:
+        index: dict[tuple[int, int], list[int]] = defaultdict(list)
+        for i, (s, e) in enumerate(zip(self.gaps.start_ns.tolist(), self.gaps.end_ns.tolist())):
+            index[(s, e)].append(i)
+        self.index = index
+
+    def view(self, i: int, device: object, start: int, end: int, bucket: str, call: Call | None, name: str) -> GapView:
+        from gapscope.analysis import Cause
+
+        g = self.gaps
+        row = g.class_ns[i]
+        return GapView(
+            i,
+            device,
+            start,
+            end,
+            bucket,
+            call,
+            name,
+            row,
+            int(row[self.cpu_cols].sum()),
+            int(row[int(Cause.COPY)]),
+            int(row[int(Cause.DEPENDENCY)]),
+            int(row[int(Cause.UNCLASSIFIED)]),
+            bool(g.queued[i]) if g.queued is not None else None,
+        )
+
+    def add_classes(self, t: Tally, v: GapView) -> None:
+        """Count a matched gap's idle and gapscope's class ns in ``t``."""
+        t.matched += 1
+        t.matched_idle += v.end - v.start
+        t.cpu += v.cpu
+        t.copy += v.copy
+        t.dep += v.dep
+        t.uncl += v.uncl
+
+    def offend(self, v: GapView, bad: int, label: str) -> None:
+        """List ``v`` as an offender with ``bad`` offending ns."""
+        from gapscope.analysis import Cause
+
+        cls = {c.label: int(v.row[int(c)]) for c in Cause if v.row[int(c)]}
+        call = v.call
+        self.offenders.append(
+            (
+                bad,
+                self.rel,
+                label,
+                v.device,
+                v.start,
+                v.end - v.start,
+                cls,
+                v.queued,
+                int(v.i),
+                call.end - v.start if call else None,
+                call.name if call else "",
+                str(call.tid) if call else "",
+                v.next_name,
+            )
+        )
+
+    def judge(self, v: GapView, prefix: str) -> None:
+        """Apply the rules to a gap (``prefix``: "" for a matched raw gap, "edge-" for a
+        gapscope-only one): queued idle must not be CPU-side, late idle not dependency,
+        and the stretch of a late gap after its launch returned is judged as queued."""
+        if v.bucket == "late" and v.call is not None:
+            # the stretch of a late gap after its launch call returned: the op sat in the
+            # queue and the GPU still did not run it. gapscope may put at most
+            # (call end - gap start) of CPU-side ns before it, so the rest of its
+            # CPU-side ns lies in the queued stretch (an exact lower bound)
+            pre = v.call.end - v.start
+            post = max(0, v.end - v.start - pre)
+            pq_cpu = max(0, v.cpu - pre)
+            self.postq.n += 1 if post > 0 else 0
+            self.postq.idle += post
+            self.postq.matched_idle += post
+            self.postq.cpu += pq_cpu
+            if pq_cpu >= POSTQ_REPORT_NS:
+                self.postq.uncl += pq_cpu  # (re-used field: CPU-side ns of the listed gaps)
+                self.offend(v, pq_cpu, prefix + "late, CPU-side ns after the launch returned")
+        bad = v.cpu if v.bucket == "queued" else v.dep if v.bucket == "late" else 0
+        if bad > 0:
+            self.offend(v, bad, prefix + v.bucket)
+
+    def match_raw(self, rg: RawGap) -> None:
+        """Tally a raw gap; where gapscope has a gap with the same (start, end), compare."""
+        t = self.tallies[rg.bucket]
+        t.n += 1
+        t.idle += rg.end - rg.start
+        cands = [i for i in self.index.get((rg.start, rg.end), ()) if i not in self.used]
+        if not cands:
+            return
+        i = cands[0]
+        self.used.add(i)
+        v = self.view(i, rg.device, rg.start, rg.end, rg.bucket, rg.call, rg.next_name)
+        self.add_classes(t, v)
+        if rg.call is not None and self.gaps.thread_lane is not None:
+            tl = int(self.gaps.thread_lane[i])
+            ln = self.lanes[tl] if tl >= 0 else None
+            if ln is None or (str(ln.pid), str(ln.tid)) != (str(rg.call.pid), str(rg.call.tid)):
+                self.thread_mismatch += 1
+        if rg.bucket in ("queued", "late") and v.queued is not None and v.queued != (rg.bucket == "queued"):
+            self.disagree += 1
+        self.judge(v, "")
+
+    def add_gapscope_only(self, i: int, by_start: dict) -> None:
+        """Tally a gap the raw pass lacks (its window widened to steps or to the first/last
+        copy), bucketed by the raw launch of the kernel starting at its end (none at a
+        trailing edge: "other")."""
+        s, e = int(self.gaps.start_ns[i]), int(self.gaps.end_ns[i])
+        found = [(c, nm) for c, nm in by_start.get(e, ()) if c is not None]
+        if found:
+            call, nm = min(found, key=lambda cn_: cn_[0].end)
+            b = "queued" if call.end <= s else "late"
+        else:
+            call, nm, b = None, (by_start.get(e) or [(None, "")])[0][1], "other"
+        v = self.view(i, int(self.gaps.device[i]), s, e, b, call, nm)
+        t = self.edge[b]
+        t.n += 1
+        t.idle += e - s
+        self.add_classes(t, v)
+        self.judge(v, "edge-")
+
+
+def _largest_gapscope_only(g, un: list[int]) -> str:
+    """The longest of gapscope's gaps ``un`` (indices) and where it lies, as text."""
+    if not un:
+        return ""
+    j = max(un, key=lambda i: int(g.dur_ns[i]))
+    edge = {0: "inside", 1: "leading edge", 2: "trailing edge"}.get(int(g.edge[j]) if g.edge is not None else 0, "?")
+    return f"largest {int(g.dur_ns[j]) / 1e6:.3f} ms at {int(g.start_ns[j])} ({edge})"
+
+
 def audit(path: Path, rel: str) -> Result | str:
+    """The audit of one trace file (``rel``: its name in the report), or why it is skipped."""
     t0 = time.perf_counter()
     try:
         events = read_events(path)
@@ -262,198 +433,32 @@ def audit(path: Path, rel: str) -> Result | str:
         trace = load(str(path))
     except (TraceFormatError, OSError, ValueError) as exc:
         return f"loader refuses ({type(exc).__name__}: {str(exc)[:60]})"
-    d = diagnose(trace)
-    g = d.gaps
-    cn = g.class_ns
-    cpu_cols = [int(c) for c in Cause if c.cpu_side]
-    index: dict[tuple[int, int], list[int]] = defaultdict(list)
-    for i, (s, e) in enumerate(zip(g.start_ns.tolist(), g.end_ns.tolist())):
-        index[(s, e)].append(i)
-    used: set[int] = set()
-    tallies = {b: Tally() for b in BUCKETS}
-    offenders: list[tuple] = []
-    disagree = 0
-    thread_mismatch = 0
-    postq = Tally()
+    g = diagnose(trace).gaps
+    ta = TraceAudit(rel, g, trace.lanes, [int(c) for c in Cause if c.cpu_side])
     for rg in gaps:
-        t = tallies[rg.bucket]
-        dur = rg.end - rg.start
-        t.n += 1
-        t.idle += dur
-        cands = [i for i in index.get((rg.start, rg.end), ()) if i not in used]
-        if not cands:
-            continue
-        i = cands[0]
-        used.add(i)
-        row = cn[i]
-        cpu = int(row[cpu_cols].sum())
-        cp, dep, uncl = int(row[int(Cause.COPY)]), int(row[int(Cause.DEPENDENCY)]), int(row[int(Cause.UNCLASSIFIED)])
-        t.matched += 1
-        t.matched_idle += dur
-        t.cpu += cpu
-        t.copy += cp
-        t.dep += dep
-        t.uncl += uncl
-        gq = bool(g.queued[i]) if g.queued is not None else None
-        if rg.call is not None and g.thread_lane is not None:
-            tl = int(g.thread_lane[i])
-            ln = trace.lanes[tl] if tl >= 0 else None
-            if ln is None or (str(ln.pid), str(ln.tid)) != (str(rg.call.pid), str(rg.call.tid)):
-                thread_mismatch += 1
-        if rg.bucket in ("queued", "late") and gq is not None and gq != (rg.bucket == "queued"):
-            disagree += 1
-        if rg.bucket == "late" and rg.call is not None:
-            # the stretch of a late gap after its launch call returned: the op sat in the
-            # queue and the GPU still did not run it. gapscope may put at most
-            # (call end - gap start) of CPU-side ns before it, so the rest of its
-            # CPU-side ns lies in the queued stretch (an exact lower bound)
-            pre = rg.call.end - rg.start
-            post = max(0, dur - pre)
-            pq_cpu = max(0, cpu - pre)
-            postq.n += 1 if post > 0 else 0
-            postq.idle += post
-            postq.matched_idle += post
-            postq.cpu += pq_cpu
-            if pq_cpu >= POSTQ_REPORT_NS:
-                postq.uncl += pq_cpu  # (re-used field: CPU-side ns of the listed gaps)
-                cls = {c.label: int(row[int(c)]) for c in Cause if row[int(c)]}
-                offenders.append(
-                    (
-                        pq_cpu,
-                        rel,
-                        "late, CPU-side ns after the launch returned",
-                        rg.device,
-                        rg.start,
-                        dur,
-                        cls,
-                        gq,
-                        int(i),
-                        pre,
-                        rg.call.name,
-                        str(rg.call.tid),
-                        rg.next_name,
-                    )
-                )
-        bad = cpu if rg.bucket == "queued" else dep if rg.bucket == "late" else 0
-        if bad > 0:
-            cls = {c.label: int(row[int(c)]) for c in Cause if row[int(c)]}
-            call = rg.call
-            offenders.append(
-                (
-                    bad,
-                    rel,
-                    rg.bucket,
-                    rg.device,
-                    rg.start,
-                    dur,
-                    cls,
-                    gq,
-                    int(i),
-                    call.end - rg.start if call else None,
-                    call.name if call else "",
-                    str(call.tid) if call else "",
-                    rg.next_name,
-                )
-            )
-    gs_idle = int(g.dur_ns.sum())
-    un = [i for i in range(len(g)) if i not in used]
-    # gapscope-only gaps (its window widened to steps or to the first/last copy): bucket
-    # them by the raw launch of the kernel starting at their end, none at a trailing edge
-    edge_t = {b: Tally() for b in BUCKETS}
+        ta.match_raw(rg)
+    un = [i for i in range(len(g)) if i not in ta.used]
     for i in un:
-        s, e = int(g.start_ns[i]), int(g.end_ns[i])
-        found = [(c, nm) for c, nm in by_start.get(e, ()) if c is not None]
-        if found:
-            call, nm = min(found, key=lambda cn_: cn_[0].end)
-            b = "queued" if call.end <= s else "late"
-        else:
-            call, nm, b = None, (by_start.get(e) or [(None, "")])[0][1], "other"
-        t = edge_t[b]
-        row = cn[i]
-        cpu = int(row[cpu_cols].sum())
-        dep = int(row[int(Cause.DEPENDENCY)])
-        t.n += 1
-        t.idle += e - s
-        t.matched += 1
-        t.matched_idle += e - s
-        t.cpu += cpu
-        t.copy += int(row[int(Cause.COPY)])
-        t.dep += dep
-        t.uncl += int(row[int(Cause.UNCLASSIFIED)])
-        if b == "late" and call is not None:
-            pre = call.end - s
-            pq_cpu = max(0, cpu - pre)
-            postq.n += 1 if (e - s) > pre else 0
-            postq.idle += max(0, (e - s) - pre)
-            postq.matched_idle += max(0, (e - s) - pre)
-            postq.cpu += pq_cpu
-            if pq_cpu >= POSTQ_REPORT_NS:
-                postq.uncl += pq_cpu
-                cls = {c.label: int(row[int(c)]) for c in Cause if row[int(c)]}
-                offenders.append(
-                    (
-                        pq_cpu,
-                        rel,
-                        "edge-late, CPU-side ns after the launch returned",
-                        int(g.device[i]),
-                        s,
-                        e - s,
-                        cls,
-                        bool(g.queued[i]) if g.queued is not None else None,
-                        int(i),
-                        pre,
-                        call.name,
-                        str(call.tid),
-                        nm,
-                    )
-                )
-        bad = cpu if b == "queued" else dep if b == "late" else 0
-        if bad > 0:
-            cls = {c.label: int(row[int(c)]) for c in Cause if row[int(c)]}
-            offenders.append(
-                (
-                    bad,
-                    rel,
-                    "edge-" + b,
-                    int(g.device[i]),
-                    s,
-                    e - s,
-                    cls,
-                    bool(g.queued[i]) if g.queued is not None else None,
-                    int(i),
-                    call.end - s if call else None,
-                    call.name if call else "",
-                    str(call.tid) if call else "",
-                    nm,
-                )
-            )
-    amb = sum(1 for rg in gaps if rg.ambiguous)
+        ta.add_gapscope_only(i, by_start)
     zg = [rg for rg in gaps if rg.zero_inside]
-    largest = ""
-    if un:
-        j = max(un, key=lambda i: int(g.dur_ns[i]))
-        edge = {0: "inside", 1: "leading edge", 2: "trailing edge"}.get(
-            int(g.edge[j]) if g.edge is not None else 0, "?"
-        )
-        largest = f"largest {int(g.dur_ns[j]) / 1e6:.3f} ms at {int(g.start_ns[j])} ({edge})"
     return Result(
         rel,
         nk,
-        tallies,
+        ta.tallies,
         len(g),
-        gs_idle,
+        int(g.dur_ns.sum()),
         len(un),
         int(g.dur_ns[un].sum()) if un else 0,
-        disagree,
-        amb,
-        offenders,
+        ta.disagree,
+        sum(1 for rg in gaps if rg.ambiguous),
+        ta.offenders,
         time.perf_counter() - t0,
         len(zg),
         sum(rg.end - rg.start for rg in zg),
-        largest,
-        edge_t,
-        thread_mismatch,
-        postq,
+        _largest_gapscope_only(g, un),
+        ta.edge,
+        ta.thread_mismatch,
+        ta.postq,
     )
 
 

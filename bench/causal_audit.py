@@ -498,18 +498,20 @@ HEADER = (
 )
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("paths", nargs="*", help="trace files, or paths under --root (default: the corpus)")
     ap.add_argument("--root", default=str(CORPUS), help="corpus folder (default %(default)s)")
     ap.add_argument("--quick", action="store_true", help="skip the four slowest traces: " + ", ".join(SLOWEST))
     ap.add_argument("--top", type=int, default=25, help="worst offenders listed (default %(default)s)")
-    args = ap.parse_args(argv)
-    root = Path(args.root)
-    files = [Path(p) if Path(p).exists() else root / p for p in args.paths] or corpus_files(root, args.quick)
+    return ap.parse_args(argv)
+
+
+def _audit_files(files: list[Path], root: Path) -> tuple[list[Result], list[tuple[str, str]]]:
+    """The audits of ``files`` (names relative to ``root`` where under it) and the
+    (name, why) of those skipped."""
     results: list[Result] = []
     skipped: list[tuple[str, str]] = []
-    t_all = time.perf_counter()
     for p in files:
         try:
             rel = str(p.resolve().relative_to(root.resolve()))
@@ -521,7 +523,11 @@ def main(argv: list[str] | None = None) -> int:
         else:
             results.append(r)
             print(f"  audited {rel} ({r.secs:.1f} s)", file=sys.stderr, flush=True)
+    return results, skipped
 
+
+def _print_buckets(results: list[Result]) -> dict[str, Tally]:
+    """The table of raw gaps per trace and bucket; returns the totals per bucket."""
     print(HEADER)
     print("-" * len(HEADER))
     total = {b: Tally() for b in BUCKETS}
@@ -538,7 +544,10 @@ def main(argv: list[str] | None = None) -> int:
     for b in BUCKETS:
         print(_row("TOTAL" if b == "queued" else "", b, total[b]))
     print()
+    return total
 
+
+def _print_edge(results: list[Result]) -> None:
     edge_total = {b: Tally() for b in BUCKETS}
     for r in results:
         for b in BUCKETS:
@@ -552,6 +561,9 @@ def main(argv: list[str] | None = None) -> int:
             print(_row("EDGE GAPS", b, edge_total[b]))
     print()
 
+
+def _print_after_return(results: list[Result]) -> Tally:
+    """The line of late gaps' stretch after the launch returned; returns its total."""
     pq = Tally()
     for r in results:
         pq.add(r.postq)
@@ -564,13 +576,14 @@ def main(argv: list[str] | None = None) -> int:
         f"{_pct(pq.cpu, pq.idle)} {'-':>6} {'-':>6} {'-':>6}"
     )
     print()
+    return pq
 
-    q, late = total["queued"], total["late"]
-    q_cpu = 100.0 * q.cpu / q.matched_idle if q.matched_idle else 0.0
-    l_cpu = 100.0 * late.cpu / late.matched_idle if late.matched_idle else 0.0
-    n_gaps = sum(t.n for t in total.values())
-    n_match = sum(t.matched for t in total.values())
-    print(f"traces audited: {len(results)}  skipped: {len(skipped)}  wall: {time.perf_counter() - t_all:.1f} s")
+
+def _print_summary(results: list[Result], n_skipped: int, wall_s: float) -> None:
+    """Counts over all traces: gaps, matches, disagreements."""
+    n_gaps = sum(t.n for r in results for t in r.tallies.values())
+    n_match = sum(t.matched for r in results for t in r.tallies.values())
+    print(f"traces audited: {len(results)}  skipped: {n_skipped}  wall: {wall_s:.1f} s")
     print(
         f"raw gaps: {n_gaps}  matched to gapscope by exact (start, end): {n_match} "
         f"({100.0 * n_match / max(n_gaps, 1):.1f} %)"
@@ -589,6 +602,13 @@ def main(argv: list[str] | None = None) -> int:
         f"matched gaps with a raw launch call whose gapscope thread T is not that call's (pid, tid): "
         f"{sum(r.thread_mismatch for r in results)}"
     )
+
+
+def _print_targets(total: dict[str, Tally], pq: Tally) -> None:
+    """The three rules with PASS / FAIL."""
+    q, late = total["queued"], total["late"]
+    q_cpu = 100.0 * q.cpu / q.matched_idle if q.matched_idle else 0.0
+    l_cpu = 100.0 * late.cpu / late.matched_idle if late.matched_idle else 0.0
     print(
         f"QUEUED idle on CPU-side classes: {q_cpu:6.2f} %   (target <= 5 %)   "
         f"{'PASS' if q_cpu <= 5.0 else 'FAIL'}   [{q.cpu / 1e6:.3f} of {q.matched_idle / 1e6:.3f} ms]"
@@ -608,6 +628,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     print()
 
+
+def _print_matching(results: list[Result]) -> None:
+    """Per trace, the gaps only one side has."""
     print(
         "MATCHING per trace (raw gaps gapscope lacks; gapscope gaps the raw pass lacks, e.g. a window widened to "
         "steps or to the first/last copy; raw gaps spanning zero-length kernels)"
@@ -623,10 +646,13 @@ def main(argv: list[str] | None = None) -> int:
             )
     print()
 
+
+def _print_offenders(results: list[Result], top: int) -> None:
+    """Offending ns per trace and rule, then the ``top`` worst gaps."""
     offenders = sorted((o for r in results for o in r.offenders), key=lambda o: -o[0])
     print(
         f"WORST OFFENDERS ({len(offenders)} gaps: queued with CPU-side ns, late with dependency ns, or late with "
-        f">= {POSTQ_REPORT_NS / 1e3:g} µs of CPU-side ns after the launch returned; top {args.top} by offending ns)"
+        f">= {POSTQ_REPORT_NS / 1e3:g} µs of CPU-side ns after the launch returned; top {top} by offending ns)"
     )
     per_trace: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for o in offenders:
@@ -635,7 +661,7 @@ def main(argv: list[str] | None = None) -> int:
     for k, (n, ns) in sorted(per_trace.items(), key=lambda kv: -kv[1][1]):
         print(f"  {k:<70} {n:>5} gaps {ns / 1e6:10.3f} ms offending")
     print()
-    for o in offenders[: args.top]:
+    for o in offenders[:top]:
         bad, rel, b, dev, start, dur, cls, gq, gi, lat, cname, tid, nname = o
         lat_s = f"{lat / 1e3:+.3f} µs" if lat is not None else "-"
         print(
@@ -644,6 +670,21 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"      launch {cname!r} tid {tid} end-gap.start {lat_s}; next {nname[:70]!r}")
         print(f"      class_ns {cls}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
+    root = Path(args.root)
+    files = [Path(p) if Path(p).exists() else root / p for p in args.paths] or corpus_files(root, args.quick)
+    t_all = time.perf_counter()
+    results, skipped = _audit_files(files, root)
+    total = _print_buckets(results)
+    _print_edge(results)
+    pq = _print_after_return(results)
+    _print_summary(results, len(skipped), time.perf_counter() - t_all)
+    _print_targets(total, pq)
+    _print_matching(results)
+    _print_offenders(results, args.top)
     if skipped:
         print()
         print("skipped: " + "; ".join(f"{r} ({why})" for r, why in skipped))

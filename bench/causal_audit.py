@@ -129,10 +129,13 @@ def _pick_call(cands: list[Call]) -> Call:
     return max(rt, key=lambda c: c.end - c.start)
 
 
-def raw_gaps(events: list) -> tuple[list[RawGap], int, dict]:
-    """Idle gaps from the raw events, the number of kernels seen, and the launch calls
-    of the kernels by start ns (for gaps gapscope finds at a widened window's edge)."""
-    kernels: dict[object, list[tuple[int, int, object, str]]] = defaultdict(list)
+#: A kernel as the raw pass keeps it: (start ns, end ns, correlation, name).
+Kernel = tuple[int, int, object, str]
+
+
+def _kernels_and_calls(events: list) -> tuple[dict[object, list[Kernel]], dict[object, list[Call]]]:
+    """The complete ("X") kernels by device and the launch calls by correlation id."""
+    kernels: dict[object, list[Kernel]] = defaultdict(list)
     calls: dict[object, list[Call]] = defaultdict(list)
     for e in events:
         if not isinstance(e, dict) or e.get("ph") != "X":
@@ -150,45 +153,57 @@ def raw_gaps(events: list) -> tuple[list[RawGap], int, dict]:
             kernels[dev].append((s, s + d, corr, str(e.get("name", ""))))
         elif corr is not None:
             calls[corr].append(Call(s, s + d, str(e.get("name", "")), cat, e.get("pid"), e.get("tid")))
-    launch = {k: _pick_call(v) for k, v in calls.items()}
+    return kernels, calls
+
+
+def _gap_before(dev: object, gap_start: int, nxt: list[Kernel], launch: dict[object, Call]) -> RawGap:
+    """The gap from ``gap_start`` to the kernels ``nxt`` (all starting at its end), bucketed
+    by the launch call that returned first (none found: "other")."""
+    found = [(launch[k[2]], k) for k in nxt if k[2] is not None and k[2] in launch]
+    if not found:
+        return RawGap(dev, gap_start, nxt[0][0], nxt[0][3], None, "other", False)
+    call, k = min(found, key=lambda ck: ck[0].end)
+    bucket = "queued" if call.end <= gap_start else "late"
+    amb = len({c.end <= gap_start for c, _ in found}) > 1
+    return RawGap(dev, gap_start, k[0], k[3], call, bucket, amb)
+
+
+def _device_gaps(dev: object, allk: list[Kernel], launch: dict[object, Call]) -> list[RawGap]:
+    """The idle gaps >= ``MIN_GAP_NS`` in the union of one device's kernels."""
+    # zero-length kernels (sub-µs kernels at Kineto's 1 µs resolution) cover nothing in
+    # a union of half-open intervals: they do not end a gap (counted: ``zero_inside``)
+    ks = sorted((k for k in allk if k[1] > k[0]), key=lambda k: (k[0], k[1]))
+    zeros = sorted(k[0] for k in allk if k[1] == k[0])
     out: list[RawGap] = []
-    nk = 0
+    if not ks:
+        return out
+    cur_end = ks[0][1]
+    for i in range(1, len(ks)):
+        s = ks[i][0]
+        if s - cur_end >= MIN_GAP_NS:
+            j = i
+            while j < len(ks) and ks[j][0] == s:
+                j += 1
+            gap = _gap_before(dev, cur_end, ks[i:j], launch)
+            gap.zero_inside = bisect.bisect_left(zeros, s) - bisect.bisect_right(zeros, cur_end)
+            out.append(gap)
+        cur_end = max(cur_end, ks[i][1])
+    return out
+
+
+def raw_gaps(events: list) -> tuple[list[RawGap], int, dict]:
+    """Idle gaps from the raw events, the number of kernels seen, and the launch calls
+    of the kernels by start ns (for gaps gapscope finds at a widened window's edge)."""
+    kernels, calls = _kernels_and_calls(events)
+    launch = {k: _pick_call(v) for k, v in calls.items()}
     by_start: dict[int, list] = defaultdict(list)
     for allk in kernels.values():
         for k in allk:
             by_start[k[0]].append((launch.get(k[2]) if k[2] is not None else None, k[3]))
+    out: list[RawGap] = []
     for dev, allk in kernels.items():
-        nk += len(allk)
-        # zero-length kernels (sub-µs kernels at Kineto's 1 µs resolution) cover nothing in
-        # a union of half-open intervals: they do not end a gap (counted: ``zero_inside``)
-        ks = sorted((k for k in allk if k[1] > k[0]), key=lambda k: (k[0], k[1]))
-        zeros = sorted(k[0] for k in allk if k[1] == k[0])
-        if not ks:
-            continue
-        cur_end = ks[0][1]
-        i = 1
-        while i < len(ks):
-            s = ks[i][0]
-            if s - cur_end >= MIN_GAP_NS:
-                j = i
-                nxt = []
-                while j < len(ks) and ks[j][0] == s:
-                    nxt.append(ks[j])
-                    j += 1
-                gs = cur_end
-                found = [(launch[k[2]], k) for k in nxt if k[2] is not None and k[2] in launch]
-                if found:
-                    call, k = min(found, key=lambda ck: ck[0].end)
-                    bucket = "queued" if call.end <= gs else "late"
-                    amb = len({c.end <= gs for c, _ in found}) > 1
-                    out.append(RawGap(dev, gs, s, k[3], call, bucket, amb))
-                else:
-                    out.append(RawGap(dev, gs, s, nxt[0][3], None, "other", False))
-                z0, z1 = bisect.bisect_right(zeros, gs), bisect.bisect_left(zeros, s)
-                out[-1].zero_inside = z1 - z0
-            cur_end = max(cur_end, ks[i][1])
-            i += 1
-    return out, nk, by_start
+        out.extend(_device_gaps(dev, allk, launch))
+    return out, sum(len(allk) for allk in kernels.values()), by_start
 
 
 # ---------------------------------------------------------------- audit
@@ -229,7 +244,178 @@ class Result:
     postq: Tally = dataclasses.field(default_factory=Tally)
 
 
+@dataclasses.dataclass(frozen=True)
+class GapView:
+    """One gapscope gap with its raw bucket: bounds in ns, the raw launch call of the
+    kernel at its end, and gapscope's row of class ns (``Gaps.class_ns[i]``)."""
+
+    i: int  # gapscope's gap index
+    device: object
+    start: int
+    end: int
+    bucket: str
+    call: Call | None
+    next_name: str
+    row: object  # gapscope's class ns of the gap, indexed by ``Cause``
+    cpu: int  # ns on the CPU-side classes
+    copy: int  # ns on copy
+    dep: int  # ns on dependency
+    uncl: int  # ns unclassified
+    queued: bool | None  # gapscope's queued flag
+
+
+@dataclasses.dataclass
+class TraceAudit:
+    """The running sums of one trace's audit: raw gaps matched to gapscope's, then the
+    gapscope-only gaps bucketed by the raw launches."""
+
+    rel: str
+    gaps: object  # gapscope's ``Gaps`` table
+    lanes: list
+    cpu_cols: list[int]
+    index: dict[tuple[int, int], list[int]] = dataclasses.field(init=False)
+    used: set[int] = dataclasses.field(default_factory=set)
+    tallies: dict[str, Tally] = dataclasses.field(default_factory=lambda: {b: Tally() for b in BUCKETS})
+    edge: dict[str, Tally] = dataclasses.field(default_factory=lambda: {b: Tally() for b in BUCKETS})
+    postq: Tally = dataclasses.field(default_factory=Tally)
+    offenders: list[tuple] = dataclasses.field(default_factory=list)
+    disagree: int = 0
+    thread_mismatch: int = 0
+
+    def __post_init__(self) -> None:
+        index: dict[tuple[int, int], list[int]] = defaultdict(list)
+        for i, (s, e) in enumerate(zip(self.gaps.start_ns.tolist(), self.gaps.end_ns.tolist())):
+            index[(s, e)].append(i)
+        self.index = index
+
+    def view(self, i: int, device: object, start: int, end: int, bucket: str, call: Call | None, name: str) -> GapView:
+        from gapscope.analysis import Cause
+
+        g = self.gaps
+        row = g.class_ns[i]
+        return GapView(
+            i,
+            device,
+            start,
+            end,
+            bucket,
+            call,
+            name,
+            row,
+            int(row[self.cpu_cols].sum()),
+            int(row[int(Cause.COPY)]),
+            int(row[int(Cause.DEPENDENCY)]),
+            int(row[int(Cause.UNCLASSIFIED)]),
+            bool(g.queued[i]) if g.queued is not None else None,
+        )
+
+    def add_classes(self, t: Tally, v: GapView) -> None:
+        """Count a matched gap's idle and gapscope's class ns in ``t``."""
+        t.matched += 1
+        t.matched_idle += v.end - v.start
+        t.cpu += v.cpu
+        t.copy += v.copy
+        t.dep += v.dep
+        t.uncl += v.uncl
+
+    def offend(self, v: GapView, bad: int, label: str) -> None:
+        """List ``v`` as an offender with ``bad`` offending ns."""
+        from gapscope.analysis import Cause
+
+        cls = {c.label: int(v.row[int(c)]) for c in Cause if v.row[int(c)]}
+        call = v.call
+        self.offenders.append(
+            (
+                bad,
+                self.rel,
+                label,
+                v.device,
+                v.start,
+                v.end - v.start,
+                cls,
+                v.queued,
+                int(v.i),
+                call.end - v.start if call else None,
+                call.name if call else "",
+                str(call.tid) if call else "",
+                v.next_name,
+            )
+        )
+
+    def judge(self, v: GapView, prefix: str) -> None:
+        """Apply the rules to a gap (``prefix``: "" for a matched raw gap, "edge-" for a
+        gapscope-only one): queued idle must not be CPU-side, late idle not dependency,
+        and the stretch of a late gap after its launch returned is judged as queued."""
+        if v.bucket == "late" and v.call is not None:
+            # the stretch of a late gap after its launch call returned: the op sat in the
+            # queue and the GPU still did not run it. gapscope may put at most
+            # (call end - gap start) of CPU-side ns before it, so the rest of its
+            # CPU-side ns lies in the queued stretch (an exact lower bound)
+            pre = v.call.end - v.start
+            post = max(0, v.end - v.start - pre)
+            pq_cpu = max(0, v.cpu - pre)
+            self.postq.n += 1 if post > 0 else 0
+            self.postq.idle += post
+            self.postq.matched_idle += post
+            self.postq.cpu += pq_cpu
+            if pq_cpu >= POSTQ_REPORT_NS:
+                self.postq.uncl += pq_cpu  # (re-used field: CPU-side ns of the listed gaps)
+                self.offend(v, pq_cpu, prefix + "late, CPU-side ns after the launch returned")
+        bad = v.cpu if v.bucket == "queued" else v.dep if v.bucket == "late" else 0
+        if bad > 0:
+            self.offend(v, bad, prefix + v.bucket)
+
+    def match_raw(self, rg: RawGap) -> None:
+        """Tally a raw gap; where gapscope has a gap with the same (start, end), compare."""
+        t = self.tallies[rg.bucket]
+        t.n += 1
+        t.idle += rg.end - rg.start
+        cands = [i for i in self.index.get((rg.start, rg.end), ()) if i not in self.used]
+        if not cands:
+            return
+        i = cands[0]
+        self.used.add(i)
+        v = self.view(i, rg.device, rg.start, rg.end, rg.bucket, rg.call, rg.next_name)
+        self.add_classes(t, v)
+        if rg.call is not None and self.gaps.thread_lane is not None:
+            tl = int(self.gaps.thread_lane[i])
+            ln = self.lanes[tl] if tl >= 0 else None
+            if ln is None or (str(ln.pid), str(ln.tid)) != (str(rg.call.pid), str(rg.call.tid)):
+                self.thread_mismatch += 1
+        if rg.bucket in ("queued", "late") and v.queued is not None and v.queued != (rg.bucket == "queued"):
+            self.disagree += 1
+        self.judge(v, "")
+
+    def add_gapscope_only(self, i: int, by_start: dict) -> None:
+        """Tally a gap the raw pass lacks (its window widened to steps or to the first/last
+        copy), bucketed by the raw launch of the kernel starting at its end (none at a
+        trailing edge: "other")."""
+        s, e = int(self.gaps.start_ns[i]), int(self.gaps.end_ns[i])
+        found = [(c, nm) for c, nm in by_start.get(e, ()) if c is not None]
+        if found:
+            call, nm = min(found, key=lambda cn_: cn_[0].end)
+            b = "queued" if call.end <= s else "late"
+        else:
+            call, nm, b = None, (by_start.get(e) or [(None, "")])[0][1], "other"
+        v = self.view(i, int(self.gaps.device[i]), s, e, b, call, nm)
+        t = self.edge[b]
+        t.n += 1
+        t.idle += e - s
+        self.add_classes(t, v)
+        self.judge(v, "edge-")
+
+
+def _largest_gapscope_only(g, un: list[int]) -> str:
+    """The longest of gapscope's gaps ``un`` (indices) and where it lies, as text."""
+    if not un:
+        return ""
+    j = max(un, key=lambda i: int(g.dur_ns[i]))
+    edge = {0: "inside", 1: "leading edge", 2: "trailing edge"}.get(int(g.edge[j]) if g.edge is not None else 0, "?")
+    return f"largest {int(g.dur_ns[j]) / 1e6:.3f} ms at {int(g.start_ns[j])} ({edge})"
+
+
 def audit(path: Path, rel: str) -> Result | str:
+    """The audit of one trace file (``rel``: its name in the report), or why it is skipped."""
     t0 = time.perf_counter()
     try:
         events = read_events(path)
@@ -247,198 +433,32 @@ def audit(path: Path, rel: str) -> Result | str:
         trace = load(str(path))
     except (TraceFormatError, OSError, ValueError) as exc:
         return f"loader refuses ({type(exc).__name__}: {str(exc)[:60]})"
-    d = diagnose(trace)
-    g = d.gaps
-    cn = g.class_ns
-    cpu_cols = [int(c) for c in Cause if c.cpu_side]
-    index: dict[tuple[int, int], list[int]] = defaultdict(list)
-    for i, (s, e) in enumerate(zip(g.start_ns.tolist(), g.end_ns.tolist())):
-        index[(s, e)].append(i)
-    used: set[int] = set()
-    tallies = {b: Tally() for b in BUCKETS}
-    offenders: list[tuple] = []
-    disagree = 0
-    thread_mismatch = 0
-    postq = Tally()
+    g = diagnose(trace).gaps
+    ta = TraceAudit(rel, g, trace.lanes, [int(c) for c in Cause if c.cpu_side])
     for rg in gaps:
-        t = tallies[rg.bucket]
-        dur = rg.end - rg.start
-        t.n += 1
-        t.idle += dur
-        cands = [i for i in index.get((rg.start, rg.end), ()) if i not in used]
-        if not cands:
-            continue
-        i = cands[0]
-        used.add(i)
-        row = cn[i]
-        cpu = int(row[cpu_cols].sum())
-        cp, dep, uncl = int(row[int(Cause.COPY)]), int(row[int(Cause.DEPENDENCY)]), int(row[int(Cause.UNCLASSIFIED)])
-        t.matched += 1
-        t.matched_idle += dur
-        t.cpu += cpu
-        t.copy += cp
-        t.dep += dep
-        t.uncl += uncl
-        gq = bool(g.queued[i]) if g.queued is not None else None
-        if rg.call is not None and g.thread_lane is not None:
-            tl = int(g.thread_lane[i])
-            ln = trace.lanes[tl] if tl >= 0 else None
-            if ln is None or (str(ln.pid), str(ln.tid)) != (str(rg.call.pid), str(rg.call.tid)):
-                thread_mismatch += 1
-        if rg.bucket in ("queued", "late") and gq is not None and gq != (rg.bucket == "queued"):
-            disagree += 1
-        if rg.bucket == "late" and rg.call is not None:
-            # the stretch of a late gap after its launch call returned: the op sat in the
-            # queue and the GPU still did not run it. gapscope may put at most
-            # (call end - gap start) of CPU-side ns before it, so the rest of its
-            # CPU-side ns lies in the queued stretch (an exact lower bound)
-            pre = rg.call.end - rg.start
-            post = max(0, dur - pre)
-            pq_cpu = max(0, cpu - pre)
-            postq.n += 1 if post > 0 else 0
-            postq.idle += post
-            postq.matched_idle += post
-            postq.cpu += pq_cpu
-            if pq_cpu >= POSTQ_REPORT_NS:
-                postq.uncl += pq_cpu  # (re-used field: CPU-side ns of the listed gaps)
-                cls = {c.label: int(row[int(c)]) for c in Cause if row[int(c)]}
-                offenders.append(
-                    (
-                        pq_cpu,
-                        rel,
-                        "late, CPU-side ns after the launch returned",
-                        rg.device,
-                        rg.start,
-                        dur,
-                        cls,
-                        gq,
-                        int(i),
-                        pre,
-                        rg.call.name,
-                        str(rg.call.tid),
-                        rg.next_name,
-                    )
-                )
-        bad = cpu if rg.bucket == "queued" else dep if rg.bucket == "late" else 0
-        if bad > 0:
-            cls = {c.label: int(row[int(c)]) for c in Cause if row[int(c)]}
-            call = rg.call
-            offenders.append(
-                (
-                    bad,
-                    rel,
-                    rg.bucket,
-                    rg.device,
-                    rg.start,
-                    dur,
-                    cls,
-                    gq,
-                    int(i),
-                    call.end - rg.start if call else None,
-                    call.name if call else "",
-                    str(call.tid) if call else "",
-                    rg.next_name,
-                )
-            )
-    gs_idle = int(g.dur_ns.sum())
-    un = [i for i in range(len(g)) if i not in used]
-    # gapscope-only gaps (its window widened to steps or to the first/last copy): bucket
-    # them by the raw launch of the kernel starting at their end, none at a trailing edge
-    edge_t = {b: Tally() for b in BUCKETS}
+        ta.match_raw(rg)
+    un = [i for i in range(len(g)) if i not in ta.used]
     for i in un:
-        s, e = int(g.start_ns[i]), int(g.end_ns[i])
-        found = [(c, nm) for c, nm in by_start.get(e, ()) if c is not None]
-        if found:
-            call, nm = min(found, key=lambda cn_: cn_[0].end)
-            b = "queued" if call.end <= s else "late"
-        else:
-            call, nm, b = None, (by_start.get(e) or [(None, "")])[0][1], "other"
-        t = edge_t[b]
-        row = cn[i]
-        cpu = int(row[cpu_cols].sum())
-        dep = int(row[int(Cause.DEPENDENCY)])
-        t.n += 1
-        t.idle += e - s
-        t.matched += 1
-        t.matched_idle += e - s
-        t.cpu += cpu
-        t.copy += int(row[int(Cause.COPY)])
-        t.dep += dep
-        t.uncl += int(row[int(Cause.UNCLASSIFIED)])
-        if b == "late" and call is not None:
-            pre = call.end - s
-            pq_cpu = max(0, cpu - pre)
-            postq.n += 1 if (e - s) > pre else 0
-            postq.idle += max(0, (e - s) - pre)
-            postq.matched_idle += max(0, (e - s) - pre)
-            postq.cpu += pq_cpu
-            if pq_cpu >= POSTQ_REPORT_NS:
-                postq.uncl += pq_cpu
-                cls = {c.label: int(row[int(c)]) for c in Cause if row[int(c)]}
-                offenders.append(
-                    (
-                        pq_cpu,
-                        rel,
-                        "edge-late, CPU-side ns after the launch returned",
-                        int(g.device[i]),
-                        s,
-                        e - s,
-                        cls,
-                        bool(g.queued[i]) if g.queued is not None else None,
-                        int(i),
-                        pre,
-                        call.name,
-                        str(call.tid),
-                        nm,
-                    )
-                )
-        bad = cpu if b == "queued" else dep if b == "late" else 0
-        if bad > 0:
-            cls = {c.label: int(row[int(c)]) for c in Cause if row[int(c)]}
-            offenders.append(
-                (
-                    bad,
-                    rel,
-                    "edge-" + b,
-                    int(g.device[i]),
-                    s,
-                    e - s,
-                    cls,
-                    bool(g.queued[i]) if g.queued is not None else None,
-                    int(i),
-                    call.end - s if call else None,
-                    call.name if call else "",
-                    str(call.tid) if call else "",
-                    nm,
-                )
-            )
-    amb = sum(1 for rg in gaps if rg.ambiguous)
+        ta.add_gapscope_only(i, by_start)
     zg = [rg for rg in gaps if rg.zero_inside]
-    largest = ""
-    if un:
-        j = max(un, key=lambda i: int(g.dur_ns[i]))
-        edge = {0: "inside", 1: "leading edge", 2: "trailing edge"}.get(
-            int(g.edge[j]) if g.edge is not None else 0, "?"
-        )
-        largest = f"largest {int(g.dur_ns[j]) / 1e6:.3f} ms at {int(g.start_ns[j])} ({edge})"
     return Result(
         rel,
         nk,
-        tallies,
+        ta.tallies,
         len(g),
-        gs_idle,
+        int(g.dur_ns.sum()),
         len(un),
         int(g.dur_ns[un].sum()) if un else 0,
-        disagree,
-        amb,
-        offenders,
+        ta.disagree,
+        sum(1 for rg in gaps if rg.ambiguous),
+        ta.offenders,
         time.perf_counter() - t0,
         len(zg),
         sum(rg.end - rg.start for rg in zg),
-        largest,
-        edge_t,
-        thread_mismatch,
-        postq,
+        _largest_gapscope_only(g, un),
+        ta.edge,
+        ta.thread_mismatch,
+        ta.postq,
     )
 
 
@@ -478,18 +498,20 @@ HEADER = (
 )
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("paths", nargs="*", help="trace files, or paths under --root (default: the corpus)")
     ap.add_argument("--root", default=str(CORPUS), help="corpus folder (default %(default)s)")
     ap.add_argument("--quick", action="store_true", help="skip the four slowest traces: " + ", ".join(SLOWEST))
     ap.add_argument("--top", type=int, default=25, help="worst offenders listed (default %(default)s)")
-    args = ap.parse_args(argv)
-    root = Path(args.root)
-    files = [Path(p) if Path(p).exists() else root / p for p in args.paths] or corpus_files(root, args.quick)
+    return ap.parse_args(argv)
+
+
+def _audit_files(files: list[Path], root: Path) -> tuple[list[Result], list[tuple[str, str]]]:
+    """The audits of ``files`` (names relative to ``root`` where under it) and the
+    (name, why) of those skipped."""
     results: list[Result] = []
     skipped: list[tuple[str, str]] = []
-    t_all = time.perf_counter()
     for p in files:
         try:
             rel = str(p.resolve().relative_to(root.resolve()))
@@ -501,7 +523,11 @@ def main(argv: list[str] | None = None) -> int:
         else:
             results.append(r)
             print(f"  audited {rel} ({r.secs:.1f} s)", file=sys.stderr, flush=True)
+    return results, skipped
 
+
+def _print_buckets(results: list[Result]) -> dict[str, Tally]:
+    """The table of raw gaps per trace and bucket; returns the totals per bucket."""
     print(HEADER)
     print("-" * len(HEADER))
     total = {b: Tally() for b in BUCKETS}
@@ -518,7 +544,10 @@ def main(argv: list[str] | None = None) -> int:
     for b in BUCKETS:
         print(_row("TOTAL" if b == "queued" else "", b, total[b]))
     print()
+    return total
 
+
+def _print_edge(results: list[Result]) -> None:
     edge_total = {b: Tally() for b in BUCKETS}
     for r in results:
         for b in BUCKETS:
@@ -532,6 +561,9 @@ def main(argv: list[str] | None = None) -> int:
             print(_row("EDGE GAPS", b, edge_total[b]))
     print()
 
+
+def _print_after_return(results: list[Result]) -> Tally:
+    """The line of late gaps' stretch after the launch returned; returns its total."""
     pq = Tally()
     for r in results:
         pq.add(r.postq)
@@ -544,13 +576,14 @@ def main(argv: list[str] | None = None) -> int:
         f"{_pct(pq.cpu, pq.idle)} {'-':>6} {'-':>6} {'-':>6}"
     )
     print()
+    return pq
 
-    q, late = total["queued"], total["late"]
-    q_cpu = 100.0 * q.cpu / q.matched_idle if q.matched_idle else 0.0
-    l_cpu = 100.0 * late.cpu / late.matched_idle if late.matched_idle else 0.0
-    n_gaps = sum(t.n for t in total.values())
-    n_match = sum(t.matched for t in total.values())
-    print(f"traces audited: {len(results)}  skipped: {len(skipped)}  wall: {time.perf_counter() - t_all:.1f} s")
+
+def _print_summary(results: list[Result], n_skipped: int, wall_s: float) -> None:
+    """Counts over all traces: gaps, matches, disagreements."""
+    n_gaps = sum(t.n for r in results for t in r.tallies.values())
+    n_match = sum(t.matched for r in results for t in r.tallies.values())
+    print(f"traces audited: {len(results)}  skipped: {n_skipped}  wall: {wall_s:.1f} s")
     print(
         f"raw gaps: {n_gaps}  matched to gapscope by exact (start, end): {n_match} "
         f"({100.0 * n_match / max(n_gaps, 1):.1f} %)"
@@ -569,6 +602,13 @@ def main(argv: list[str] | None = None) -> int:
         f"matched gaps with a raw launch call whose gapscope thread T is not that call's (pid, tid): "
         f"{sum(r.thread_mismatch for r in results)}"
     )
+
+
+def _print_targets(total: dict[str, Tally], pq: Tally) -> None:
+    """The three rules with PASS / FAIL."""
+    q, late = total["queued"], total["late"]
+    q_cpu = 100.0 * q.cpu / q.matched_idle if q.matched_idle else 0.0
+    l_cpu = 100.0 * late.cpu / late.matched_idle if late.matched_idle else 0.0
     print(
         f"QUEUED idle on CPU-side classes: {q_cpu:6.2f} %   (target <= 5 %)   "
         f"{'PASS' if q_cpu <= 5.0 else 'FAIL'}   [{q.cpu / 1e6:.3f} of {q.matched_idle / 1e6:.3f} ms]"
@@ -588,6 +628,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     print()
 
+
+def _print_matching(results: list[Result]) -> None:
+    """Per trace, the gaps only one side has."""
     print(
         "MATCHING per trace (raw gaps gapscope lacks; gapscope gaps the raw pass lacks, e.g. a window widened to "
         "steps or to the first/last copy; raw gaps spanning zero-length kernels)"
@@ -603,10 +646,13 @@ def main(argv: list[str] | None = None) -> int:
             )
     print()
 
+
+def _print_offenders(results: list[Result], top: int) -> None:
+    """Offending ns per trace and rule, then the ``top`` worst gaps."""
     offenders = sorted((o for r in results for o in r.offenders), key=lambda o: -o[0])
     print(
         f"WORST OFFENDERS ({len(offenders)} gaps: queued with CPU-side ns, late with dependency ns, or late with "
-        f">= {POSTQ_REPORT_NS / 1e3:g} µs of CPU-side ns after the launch returned; top {args.top} by offending ns)"
+        f">= {POSTQ_REPORT_NS / 1e3:g} µs of CPU-side ns after the launch returned; top {top} by offending ns)"
     )
     per_trace: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for o in offenders:
@@ -615,7 +661,7 @@ def main(argv: list[str] | None = None) -> int:
     for k, (n, ns) in sorted(per_trace.items(), key=lambda kv: -kv[1][1]):
         print(f"  {k:<70} {n:>5} gaps {ns / 1e6:10.3f} ms offending")
     print()
-    for o in offenders[: args.top]:
+    for o in offenders[:top]:
         bad, rel, b, dev, start, dur, cls, gq, gi, lat, cname, tid, nname = o
         lat_s = f"{lat / 1e3:+.3f} µs" if lat is not None else "-"
         print(
@@ -624,6 +670,21 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"      launch {cname!r} tid {tid} end-gap.start {lat_s}; next {nname[:70]!r}")
         print(f"      class_ns {cls}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
+    root = Path(args.root)
+    files = [Path(p) if Path(p).exists() else root / p for p in args.paths] or corpus_files(root, args.quick)
+    t_all = time.perf_counter()
+    results, skipped = _audit_files(files, root)
+    total = _print_buckets(results)
+    _print_edge(results)
+    pq = _print_after_return(results)
+    _print_summary(results, len(skipped), time.perf_counter() - t_all)
+    _print_targets(total, pq)
+    _print_matching(results)
+    _print_offenders(results, args.top)
     if skipped:
         print()
         print("skipped: " + "; ".join(f"{r} ({why})" for r, why in skipped))

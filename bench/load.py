@@ -346,7 +346,12 @@ def load_average() -> str:
         return "?"
 
 
-def main(argv: list[str] | None = None) -> int:
+#: The columns of the table and their widths.
+HEADER = ["file", "tool", "wall s", "cpu s", "private", "×file", "wall×", "cpu×", "check / note"]
+WIDTHS = [30, 16, 7, 7, 9, 6, 6, 6, 24]
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description="gapscope.parsers.load against the JSON decode floor, alternating")
     ap.add_argument("--sizes", default="1M", help="comma list of event counts of the generated traces, e.g. 1M,5M")
     ap.add_argument("--shapes", default=",".join(SHAPES), help="comma list among: " + ", ".join(SHAPES))
@@ -364,8 +369,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="PYTHON",
         help=f"add '{BEFORE}': the load by another checkout's venv interpreter (e.g. /work/main/.venv/bin/python)",
     )
-    a = ap.parse_args(argv)
+    return ap.parse_args(argv)
 
+
+def tools_of(a: argparse.Namespace) -> list[str]:
+    """The tools to run, in their order within a round (``floor`` always among them)."""
     tools = (
         [t for t in SCRIPTS if t != BEFORE]
         if a.tools == "all"
@@ -373,12 +381,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     if a.before and BEFORE not in tools:
         tools.insert(1, BEFORE)
-    #: the checkout of the ``--before`` venv (VENV/bin/python)
-    before_root = Path(a.before).absolute().parents[2] if a.before else ROOT
     if "floor" not in tools:
         tools.append("floor")
-    hta_py = hta_python(a.hta_python) if "HTA 0.5.0" in tools else None
-    avail = mem_available_bytes()
+    return tools
+
+
+def files_of(a: argparse.Namespace) -> list[tuple[str, Path, KinetoStats | None]]:
+    """(label, path, generator stats or None for a corpus trace) of each file measured;
+    generated traces are written on first use."""
     files: list[tuple[str, Path, KinetoStats | None]] = []
     for n in [parse_count(x) for x in a.sizes.split(",") if x.strip()]:
         label = f"{n // 1000}k" if n < 1_000_000 else f"{n / 1e6:g}M"
@@ -392,78 +402,121 @@ def main(argv: list[str] | None = None) -> int:
                 files.append((rel, CORPUS / rel, None))
             else:
                 print(f"skipped {rel}: {CORPUS} not found", file=sys.stderr)
+    return files
 
+
+def skipped_tools(tools: list[str], size: int, hta_py: str | None, avail: int) -> dict[str, str]:
+    """The tools left out on a file of ``size`` text bytes, with why."""
+    skip: dict[str, str] = {}
+    for t in tools:
+        if t == "HTA 0.5.0" and hta_py is None:
+            skip[t] = "skipped: hta not importable"
+        if t in ("msgspec dicts", "orjson dicts") and size * 8 > 0.7 * avail:
+            skip[t] = "skipped: not enough memory"
+    return skip
+
+
+def measure(
+    a: argparse.Namespace, tools: list[str], skip: dict[str, str], path: Path, hta_py: str | None, before_root: Path
+) -> tuple[dict[str, list[dict]], dict[str, dict]]:
+    """The timed rounds (each tool in turn within a round), then one round sampling
+    memory: the results of each tool per timed round, and its memory round's result.
+    ``before_root``: the checkout ``--before``'s interpreter imports."""
+    rounds = max(1, a.repeat)
+    runs: dict[str, list[dict]] = {t: [] for t in tools}
+    mem: dict[str, dict] = {}
+    for r in range(rounds + 1):
+        for t in tools:
+            if t in skip:
+                continue
+            python = hta_py if t == "HTA 0.5.0" and hta_py else sys.executable
+            root = ROOT
+            if t == BEFORE:
+                python, root = a.before, before_root
+            got = run_one(t, path, python, a.timeout, memory=r == rounds, root=root)
+            if r < rounds:
+                runs[t].append(got)
+            else:
+                mem[t] = got
+    return runs, mem
+
+
+def note_of(t: str, ok: list[dict], st: KinetoStats | None) -> str:
+    """The check / note column of tool ``t`` from its first good result."""
+    note = ""
+    if t.startswith("gapscope"):
+        note = check(ok[0], st) if st is not None else f"{ok[0]['events']:,} events"
+        if ok[0].get("warnings"):
+            note += f", {ok[0]['warnings']} warnings"
+    elif t != "floor" and st is not None and ok[0].get("events") not in (None, st.n_events):
+        note = f"{ok[0]['events']} rows"
+    return note
+
+
+def print_tools(
+    label: str,
+    tools: list[str],
+    skip: dict[str, str],
+    runs: dict[str, list[dict]],
+    mem: dict[str, dict],
+    size: int,
+    st: KinetoStats | None,
+) -> dict[str, tuple[float, float]]:
+    """One row per tool of one file; returns the (wall s, cpu s) medians per tool measured."""
+    med: dict[str, tuple[float, float]] = {}
+    for t in tools:
+        ok = [r for r in runs[t] if "error" not in r]
+        if t in skip or not ok:
+            note = skip.get(t) or f"error: {runs[t][0]['error']}"
+            print(fmt_row([label, t, "-", "-", "-", "-", "-", "-", note], WIDTHS), flush=True)
+            continue
+        wall = statistics.median(r["time_s"] for r in ok)
+        cpu = statistics.median(r["cpu_s"] for r in ok)
+        private = mem.get(t, {}).get("private_kb", 0) * 1024
+        med[t] = (wall, cpu)
+        row = [
+            label,
+            t,
+            f"{wall:.2f}",
+            f"{cpu:.2f}",
+            f"{private / 1e6:.0f} MB",  # decimal, as the text sizes
+            f"{private / size:.2f}",
+            "",
+            "",
+            note_of(t, ok, st),
+        ]
+        print(fmt_row(row, WIDTHS), flush=True)
+    return med
+
+
+def print_ratios(med: dict[str, tuple[float, float]]) -> None:
+    """The medians of each tool over the floor's, and of gapscope over ``--before``'s."""
+    if "floor" in med:
+        fw, fc = med["floor"]
+        for t, (w, c) in med.items():
+            if t != "floor":
+                print(fmt_row(["", f"{t} / floor", "", "", "", "", f"{w / fw:.2f}", f"{c / fc:.2f}", ""], WIDTHS))
+    if BEFORE in med and "gapscope" in med:
+        (w, c), (bw, bc) = med["gapscope"], med[BEFORE]
+        print(fmt_row(["", "gapscope / before", "", "", "", "", f"{w / bw:.2f}", f"{c / bc:.2f}", ""], WIDTHS))
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(argv)
+    tools = tools_of(a)
+    #: the checkout of the ``--before`` venv (VENV/bin/python)
+    before_root = Path(a.before).absolute().parents[2] if a.before else ROOT
+    hta_py = hta_python(a.hta_python) if "HTA 0.5.0" in tools else None
+    avail = mem_available_bytes()
+    files = files_of(a)
     print(f"machine: {os.cpu_count()} CPUs, load average {load_average()} at start; {a.repeat} alternating rounds")
-    header = ["file", "tool", "wall s", "cpu s", "private", "×file", "wall×", "cpu×", "check / note"]
-    widths = [30, 16, 7, 7, 9, 6, 6, 6, 24]
-    print(fmt_row(header, widths))
-    print(fmt_row(["-" * w for w in widths], widths))
+    print(fmt_row(HEADER, WIDTHS))
+    print(fmt_row(["-" * w for w in WIDTHS], WIDTHS))
     for label, path, st in files:
         size = text_bytes(path)
-        runs: dict[str, list[dict]] = {t: [] for t in tools}
-        skip: dict[str, str] = {}
-        for t in tools:
-            if t == "HTA 0.5.0" and hta_py is None:
-                skip[t] = "skipped: hta not importable"
-            if t in ("msgspec dicts", "orjson dicts") and size * 8 > 0.7 * avail:
-                skip[t] = "skipped: not enough memory"
-        mem: dict[str, dict] = {}
-        for r in range(max(1, a.repeat) + 1):  # the timed rounds, then one for memory
-            for t in tools:
-                if t not in skip:
-                    python = hta_py if t == "HTA 0.5.0" and hta_py else sys.executable
-                    root = ROOT
-                    if t == BEFORE:
-                        python, root = a.before, before_root
-                    got = run_one(t, path, python, a.timeout, memory=r == max(1, a.repeat), root=root)
-                    if r < max(1, a.repeat):
-                        runs[t].append(got)
-                    else:
-                        mem[t] = got
-        med: dict[str, tuple[float, float]] = {}
-        for t in tools:
-            ok = [r for r in runs[t] if "error" not in r]
-            if t in skip or not ok:
-                note = skip.get(t) or f"error: {runs[t][0]['error']}"
-                print(fmt_row([label, t, "-", "-", "-", "-", "-", "-", note], widths), flush=True)
-                continue
-            wall = statistics.median(r["time_s"] for r in ok)
-            cpu = statistics.median(r["cpu_s"] for r in ok)
-            private = mem.get(t, {}).get("private_kb", 0) * 1024
-            med[t] = (wall, cpu)
-            fw, fc = med.get("floor", (float("nan"), float("nan")))
-            note = ""
-            if t.startswith("gapscope"):
-                note = check(ok[0], st) if st is not None else f"{ok[0]['events']:,} events"
-                if ok[0].get("warnings"):
-                    note += f", {ok[0]['warnings']} warnings"
-            elif t != "floor" and st is not None and ok[0].get("events") not in (None, st.n_events):
-                note = f"{ok[0]['events']} rows"
-            print(
-                fmt_row(
-                    [
-                        label,
-                        t,
-                        f"{wall:.2f}",
-                        f"{cpu:.2f}",
-                        f"{private / 1e6:.0f} MB",  # decimal, as the text sizes
-                        f"{private / size:.2f}",
-                        "",
-                        "",
-                        note,
-                    ],
-                    widths,
-                ),
-                flush=True,
-            )
-        if "floor" in med:
-            fw, fc = med["floor"]
-            for t, (w, c) in med.items():
-                if t != "floor":
-                    print(fmt_row(["", f"{t} / floor", "", "", "", "", f"{w / fw:.2f}", f"{c / fc:.2f}", ""], widths))
-        if BEFORE in med and "gapscope" in med:
-            (w, c), (bw, bc) = med["gapscope"], med[BEFORE]
-            print(fmt_row(["", "gapscope / before", "", "", "", "", f"{w / bw:.2f}", f"{c / bc:.2f}", ""], widths))
+        skip = skipped_tools(tools, size, hta_py, avail)
+        runs, mem = measure(a, tools, skip, path, hta_py, before_root)
+        print_ratios(print_tools(label, tools, skip, runs, mem, size, st))
     print(f"load average {load_average()} at the end")
     return 0
 

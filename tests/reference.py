@@ -219,93 +219,132 @@ def read_json(path: str | Path):
     return json.loads(data, parse_float=Decimal)
 
 
-def reference(path: str | Path) -> TraceRef:
-    """Compute ``TraceRef`` for a valid Chrome/Kineto JSON trace file.
-
-    Raises ``ValueError`` when the JSON is not a Chrome trace (no ``traceEvents`` and
-    not a top-level array).
-    """
-    doc = read_json(path)
-    ref = TraceRef()
+def _events_of(doc, ref: TraceRef, path: str | Path) -> list:
+    """The event list of a parsed trace (a bare array, or ``traceEvents`` with the other
+    top-level keys kept in ``ref.header``)."""
     if isinstance(doc, list):
-        events = doc
         ref.bare_array = True
-    elif isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list):
-        events = doc["traceEvents"]
+        return doc
+    if isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list):
         ref.header = {k: v for k, v in doc.items() if k != "traceEvents"}
-    else:
-        raise ValueError(f"{path}: not a Chrome trace")
-    ref.n_events = len(events)
+        return doc["traceEvents"]
+    raise ValueError(f"{path}: not a Chrome trace")
 
-    epoch = any(
+
+def _is_epoch(events: list) -> bool:
+    """Whether any ``ts`` is epoch-like (> 1e14 µs): then ``ts == 0`` is invalid."""
+    return any(
         isinstance(e, dict)
         and isinstance(e.get("ts"), (int, Decimal))
         and not isinstance(e.get("ts"), bool)
         and e["ts"] > _EPOCH_US
         for e in events
     )
+
+
+def _count(ref: TraceRef, e: dict, ph, cat) -> None:
+    """The per-phase and per-category counts, and the most decimals of ``ts``."""
+    ref.by_ph[ph] += 1
+    ref.by_cat[cat] += 1
+    ref.by_ph_cat[(ph, cat if isinstance(cat, str) else None)] += 1
+    if ph == "X" and cat == "mtia_ccp_events":
+        ref.mtia_by_name[e.get("name")] += 1
+    ts = e.get("ts")
+    if isinstance(ts, Decimal):
+        ref.max_decimals = max(ref.max_decimals, -ts.as_tuple().exponent)
+
+
+def _add_track(ref: TraceRef, e: dict, ph, cat) -> None:
+    """The lane of a non-metadata event, and its counter series or async track."""
+    pid, tid = _id(e.get("pid")), _id(e.get("tid"))
+    ref.lanes_by_ph[ph].add((pid, tid))
+    if ph == "C":
+        ref.counter_series.add((pid, _id(e.get("name"))))
+    elif ph in ("b", "e", "n", "S", "T", "F"):
+        ref.async_tracks.add((pid, _id(cat) if cat else _id(e.get("name"))))
+
+
+@dataclasses.dataclass
+class _Correlations:
+    """``args.correlation`` ids (as text) of the CPU runtime/driver calls, and of each
+    GPU work op in order (None: it has none)."""
+
+    runtime: set = dataclasses.field(default_factory=set)
+    cuda: set = dataclasses.field(default_factory=set)
+    gpu: list = dataclasses.field(default_factory=list)
+
+    def add_call(self, e: dict, cat) -> None:
+        a = e.get("args") if isinstance(e.get("args"), dict) else {}
+        if "correlation" in a:
+            self.runtime.add(_id(a["correlation"]))
+            if cat in _CUDA_RUNTIME_CATS:
+                self.cuda.add(_id(a["correlation"]))
+
+
+def _add_gpu_op(ref: TraceRef, e: dict, cat, mtia_name, s: int, end: int, corr: _Correlations) -> None:
+    """A GPU work op [s, end) ns: its device and stream, and its count by kind."""
+    args = e.get("args") if isinstance(e.get("args"), dict) else {}
+    dev_raw = args.get("device", e.get("pid"))
+    dev = int(dev_raw) if isinstance(dev_raw, (int, Decimal)) else _id(dev_raw)
+    stream = args.get("stream", e.get("tid"))
+    ref.gpu_streams.add((_id(dev_raw), _id(stream)))
+    dref = ref.devices.setdefault(dev, DeviceRef())
+    dref.streams.add(_id(stream))
+    dref.work.append((s, end))
+    corr.gpu.append(_id(args.get("correlation")) if "correlation" in args else None)
+    if cat in KERNEL_CATS and mtia_name not in MTIA_COPY_NAMES:
+        dref.n_kernels += 1
+        dref.kernels.append((s, end))
+    elif cat in ("gpu_memcpy", "Memcpy") or mtia_name in MTIA_COPY_NAMES:
+        dref.n_memcpy += 1
+    else:
+        dref.n_memset += 1
+
+
+def _add_timed(ref: TraceRef, e: dict, ph, cat, s: int, end: int, ext: dict, corr: _Correlations) -> None:
+    """An event with valid timing [s, end) ns: the extent of its phase, and what it is
+    among runtime calls, MTIA event records and GPU work."""
+    if ph == "X" and cat in _RUNTIME_CATS:
+        corr.add_call(e, cat)
+    lo_hi = ext.get(ph)
+    ext[ph] = (s, end) if lo_hi is None else (min(lo_hi[0], s), max(lo_hi[1], end))
+    mtia_name = e.get("name") if cat == "mtia_ccp_events" else None
+    if ph == "X" and mtia_name in MTIA_EVENT_NAMES:
+        ref.mtia_event_records.append((s, end))
+    if ph == "X" and cat in GPU_WORK_CATS and mtia_name not in MTIA_EVENT_NAMES:
+        _add_gpu_op(ref, e, cat, mtia_name, s, end, corr)
+
+
+def reference(path: str | Path) -> TraceRef:
+    """Compute ``TraceRef`` for a valid Chrome/Kineto JSON trace file.
+
+    Raises ``ValueError`` when the JSON is not a Chrome trace (no ``traceEvents`` and
+    not a top-level array).
+    """
+    ref = TraceRef()
+    events = _events_of(read_json(path), ref, path)
+    ref.n_events = len(events)
+    epoch = _is_epoch(events)
     ext: dict = {}
-    rt_corr: set = set()
-    cuda_corr: set = set()
-    gpu_corr: list = []
+    corr = _Correlations()
     for e in events:
         if not isinstance(e, dict):
             continue
         ph = e.get("ph")
         cat = e.get("cat")
-        ref.by_ph[ph] += 1
-        ref.by_cat[cat] += 1
-        ref.by_ph_cat[(ph, cat if isinstance(cat, str) else None)] += 1
-        if ph == "X" and cat == "mtia_ccp_events":
-            ref.mtia_by_name[e.get("name")] += 1
-        ts = e.get("ts")
-        if isinstance(ts, Decimal):
-            ref.max_decimals = max(ref.max_decimals, -ts.as_tuple().exponent)
+        _count(ref, e, ph, cat)
         if ph == "M":
             continue
-        pid, tid = _id(e.get("pid")), _id(e.get("tid"))
-        ref.lanes_by_ph[ph].add((pid, tid))
-        if ph == "C":
-            ref.counter_series.add((pid, _id(e.get("name"))))
-        elif ph in ("b", "e", "n", "S", "T", "F"):
-            ref.async_tracks.add((pid, _id(cat) if cat else _id(e.get("name"))))
-        s = to_ns(ts)
+        _add_track(ref, e, ph, cat)
+        s = to_ns(e.get("ts"))
         d = to_ns(e.get("dur", 0)) if ph == "X" else 0
         if s is None or d is None or d < 0 or (epoch and s == 0):
             ref.invalid += 1
             continue
-        if ph == "X" and cat in _RUNTIME_CATS:
-            a = e.get("args") if isinstance(e.get("args"), dict) else {}
-            if "correlation" in a:
-                rt_corr.add(_id(a["correlation"]))
-                if cat in _CUDA_RUNTIME_CATS:
-                    cuda_corr.add(_id(a["correlation"]))
-        end = s + d
-        lo_hi = ext.get(ph)
-        ext[ph] = (s, end) if lo_hi is None else (min(lo_hi[0], s), max(lo_hi[1], end))
-        mtia_name = e.get("name") if cat == "mtia_ccp_events" else None
-        if ph == "X" and mtia_name in MTIA_EVENT_NAMES:
-            ref.mtia_event_records.append((s, end))
-        if ph == "X" and cat in GPU_WORK_CATS and mtia_name not in MTIA_EVENT_NAMES:
-            args = e.get("args") if isinstance(e.get("args"), dict) else {}
-            dev_raw = args.get("device", e.get("pid"))
-            dev = int(dev_raw) if isinstance(dev_raw, (int, Decimal)) else _id(dev_raw)
-            stream = args.get("stream", e.get("tid"))
-            ref.gpu_streams.add((_id(dev_raw), _id(stream)))
-            dref = ref.devices.setdefault(dev, DeviceRef())
-            dref.streams.add(_id(stream))
-            dref.work.append((s, end))
-            gpu_corr.append(_id(args.get("correlation")) if "correlation" in args else None)
-            if cat in KERNEL_CATS and mtia_name not in MTIA_COPY_NAMES:
-                dref.n_kernels += 1
-                dref.kernels.append((s, end))
-            elif cat in ("gpu_memcpy", "Memcpy") or mtia_name in MTIA_COPY_NAMES:
-                dref.n_memcpy += 1
-            else:
-                dref.n_memset += 1
+        _add_timed(ref, e, ph, cat, s, s + d, ext, corr)
     ref.extent_by_ph = ext
-    ref.gpu_linked = sum(1 for c in gpu_corr if c is not None and c in rt_corr)
-    ref.gpu_unmatched_cuda = sum(1 for c in gpu_corr if c is None or c not in cuda_corr)
+    ref.gpu_linked = sum(1 for c in corr.gpu if c is not None and c in corr.runtime)
+    ref.gpu_unmatched_cuda = sum(1 for c in corr.gpu if c is None or c not in corr.cuda)
     return ref
 
 

@@ -212,6 +212,77 @@ def _words(text: str) -> set[str]:
     return {w for w in re.split(r"[^0-9a-z_]+", text.lower()) if w}
 
 
+class _Links:
+    """Correlation ids handed out in link order: row index → id, shared by a call and the
+    GPU span it is linked to; ``taken``: the span rows already linked."""
+
+    def __init__(self) -> None:
+        self.taken: set[int] = set()
+        self.corr: dict[int, int] = {}
+        self.next_id = 1
+
+    def link(self, call_row: int, span_row: int) -> None:
+        self.corr[call_row] = self.corr[span_row] = self.next_id
+        self.taken.add(span_row)
+        self.next_id += 1
+
+
+def _link_launches_by_name(links: _Links, rows, kernels, launches) -> list[tuple[int, str, int]]:
+    """Link each launch call, in time order, to the first later unlinked kernel whose
+    name's word set contains or is contained in its target's; returns the (start_ns,
+    text, row) of the launches left unlinked."""
+    by_words: dict[frozenset, list] = {}
+    for t, r in kernels if launches else ():  # word groups only matter to launch calls
+        by_words.setdefault(frozenset(_words(rows[r]["name"])), []).append((t, r))
+    groups = {w: _Pool(v, links.taken) for w, v in by_words.items() if w}
+    candidates: dict[frozenset, list] = {}
+    unmatched = []
+    for start, text, row, _, _ in launches:
+        target = frozenset(_words(launch_target(text)))
+        if target not in candidates:
+            candidates[target] = [p for w, p in groups.items() if target and (w <= target or target <= w)]
+        hit = min(filter(None, (p.first(start) for p in candidates[target])), default=None)
+        if hit is not None:
+            links.link(row, hit[1])
+        else:
+            unmatched.append((start, text, row))
+    return unmatched
+
+
+def _link_launches_by_order(b, links: _Links, rows, kernels, unmatched) -> None:
+    """Link each launch ``unmatched`` by name to the first later unlinked kernel, with a
+    warning to builder ``b`` (another when there is none)."""
+    all_kernels = _Pool(kernels, links.taken)
+    for start, text, row in unmatched:
+        hit = all_kernels.first(start)
+        if hit is None:
+            b.warn(rows[row]["line"], "text", f"{clip(text)!r}: no later GPU span to link to")
+            continue
+        g = rows[hit[1]]
+        b.warn(
+            rows[row]["line"],
+            "text",
+            f"{clip(text)!r} names no later GPU span: linked by order to {clip(g['name'])!r} (line {g['line']})",
+        )
+        links.link(row, hit[1])
+
+
+def _link_copies(links: _Links, rows, spans, calls) -> None:
+    """Link each copy call to the first unlinked GPU copy of its direction (or of unknown
+    direction; any, when the call's is unknown) that starts inside the call."""
+    copies = [(t, r) for t, r in spans if rows[r]["kind"] == Kind.MEMCPY]
+    pools = {ck: _Pool([(t, r) for t, r in copies if rows[r]["ck"] == ck], links.taken) for ck in CopyKind}
+    any_copy = _Pool(copies, links.taken)
+    for start, _text, row, _kind, ck in sorted(c for c in calls if c[3] == Kind.MEMCPY_CALL):
+        if ck in (CopyKind.NONE, CopyKind.UNKNOWN):
+            options = [any_copy]
+        else:
+            options = [pools[ck], pools[CopyKind.UNKNOWN]]
+        hit = min(filter(None, (p.first(start) for p in options)), default=None)
+        if hit is not None and hit[0] <= start + rows[row]["dur"]:
+            links.link(row, hit[1])
+
+
 def _link_calls(b, rows, gpu_spans, calls) -> dict[int, int]:
     """Correlation ids: row index → id, shared by each linked call and GPU span.
 
@@ -224,59 +295,14 @@ def _link_calls(b, rows, gpu_spans, calls) -> dict[int, int]:
     later unlinked span. Copy calls take the first unlinked GPU copy of their
     direction that starts inside the call.
     """
-    taken: set[int] = set()
-    corr: dict[int, int] = {}
-    next_id = 1
-
-    def link(call_row: int, span_row: int) -> None:
-        nonlocal next_id
-        corr[call_row] = corr[span_row] = next_id
-        taken.add(span_row)
-        next_id += 1
-
+    links = _Links()
     spans = sorted((g[0], g[2]) for g in gpu_spans)
     kernels = [(t, r) for t, r in spans if rows[r]["kind"] == Kind.KERNEL]
     launches = sorted(c for c in calls if c[3] == Kind.LAUNCH)
-    by_words: dict[frozenset, list] = {}
-    for t, r in kernels if launches else ():  # word groups only matter to launch calls
-        by_words.setdefault(frozenset(_words(rows[r]["name"])), []).append((t, r))
-    groups = {w: _Pool(v, taken) for w, v in by_words.items() if w}
-    all_kernels = _Pool(kernels, taken)
-    candidates: dict[frozenset, list] = {}
-    unmatched = []
-    for start, text, row, _, _ in launches:
-        target = frozenset(_words(launch_target(text)))
-        if target not in candidates:
-            candidates[target] = [p for w, p in groups.items() if target and (w <= target or target <= w)]
-        hit = min(filter(None, (p.first(start) for p in candidates[target])), default=None)
-        if hit is not None:
-            link(row, hit[1])
-        else:
-            unmatched.append((start, text, row))
-    for start, text, row in unmatched:
-        hit = all_kernels.first(start)
-        if hit is None:
-            b.warn(rows[row]["line"], "text", f"{clip(text)!r}: no later GPU span to link to")
-            continue
-        g = rows[hit[1]]
-        b.warn(
-            rows[row]["line"],
-            "text",
-            f"{clip(text)!r} names no later GPU span: linked by order to {clip(g['name'])!r} (line {g['line']})",
-        )
-        link(row, hit[1])
-    copies = [(t, r) for t, r in spans if rows[r]["kind"] == Kind.MEMCPY]
-    pools = {ck: _Pool([(t, r) for t, r in copies if rows[r]["ck"] == ck], taken) for ck in CopyKind}
-    any_copy = _Pool(copies, taken)
-    for start, _text, row, _kind, ck in sorted(c for c in calls if c[3] == Kind.MEMCPY_CALL):
-        if ck in (CopyKind.NONE, CopyKind.UNKNOWN):
-            options = [any_copy]
-        else:
-            options = [pools[ck], pools[CopyKind.UNKNOWN]]
-        hit = min(filter(None, (p.first(start) for p in options)), default=None)
-        if hit is not None and hit[0] <= start + rows[row]["dur"]:
-            link(row, hit[1])
-    return corr
+    unmatched = _link_launches_by_name(links, rows, kernels, launches)
+    _link_launches_by_order(b, links, rows, kernels, unmatched)
+    _link_copies(links, rows, spans, calls)
+    return links.corr
 
 
 class _Pool:

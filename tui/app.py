@@ -192,9 +192,10 @@ class GapscopeApp(App):
 
     @on(TraceScreen.Shown)
     def _begin_diagnosis(self) -> None:
-        """The whole trace's screen is up: its diagnosis begins (once), after its gaps
-        when the preview did not bring them; a diagnosis that came with the load is
-        only finished there (its findings, ``workers.diagnose``)."""
+        """The whole trace's screen is up (``TraceScreen.Shown``): its diagnosis begins
+        (once), after its gaps when the preview did not bring them; a diagnosis that
+        came with the load is only finished there (its findings, ``workers.diagnose``;
+        called after the first refresh then)."""
         trace = self.session.trace
         if trace is None or self.diagnose_worker is not None:
             return
@@ -215,6 +216,8 @@ class GapscopeApp(App):
             shown.whole_trace_waits()
             return
         self.phase = Phase.DIAGNOSED if self.diagnosis_ready else Phase.DIAGNOSING
+        if self.diagnosis_ready:  # its screen posts no ``Shown``: the worker finishes it after the first paint
+            self.call_after_refresh(self._begin_diagnosis)
 
     # ------------------------------------------------------------- what each phase shows
     def watch_reading(self, reading: Reading) -> None:

@@ -172,6 +172,19 @@ async def _run(path: Path, size: tuple[int, int], repeats: int, early=None) -> d
         marks["gaps"] = len(d.gaps) if d is not None else 0
         return d
 
+    try:  # the viewer's default: the diagnosis cache's entry, asked first (a build from before 2026-12-07 has none)
+        from gapscope.tui.factory import default_ready_diagnosis
+    except ImportError:
+        default_ready_diagnosis = None
+
+    def ready(tr):
+        d = default_ready_diagnosis(tr)
+        if d is not None:
+            marks["diagnosed_at"] = time.perf_counter()
+            marks["diagnose_s"] = 0.0
+            marks["gaps"] = len(d.gaps)
+        return d
+
     def preview(callback):  # as gapscope.tui.cmd: the device preview drawn first
         def got(trace):
             marks.setdefault("preview_at", time.perf_counter())
@@ -184,6 +197,7 @@ async def _run(path: Path, size: tuple[int, int], repeats: int, early=None) -> d
         ViewOptions(
             loader=loader,
             diagnose=diagnose,
+            **({"ready_diagnosis": ready} if default_ready_diagnosis is not None else {}),
             preview=preview if early is not None else None,
             early_gaps=default_early_gaps,  # as the viewer's default diagnosis
             preview_drawn=early.preview_drawn if early is not None else None,

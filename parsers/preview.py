@@ -43,19 +43,10 @@ class EarlyLoad:
 
     ``preview=True`` (``preview_wanted``): the load makes a device preview when it can
     (``load_with_preview``); ``on_preview(callback)`` hands it over, and the load waits
-    for ``preview_drawn()`` (bounded) before it goes on.
+    for ``preview_drawn()`` (bounded) before it goes on."""
 
-    ``then(trace)``: called in the thread once the trace is loaded, before the caller
-    gets it; what it returns, ``then_result(trace)`` gives (what it raises is
-    ignored). The viewer reads a cached diagnosis so, beside its own start-up (a
-    cached 5M-event trace: 0.24 s that the causes no longer wait for after the first
-    paint)."""
-
-    def __init__(
-        self, path: str | os.PathLike, preview: bool = False, then: Callable[[Trace], object] | None = None
-    ) -> None:
+    def __init__(self, path: str | os.PathLike, preview: bool = False) -> None:
         self.path = os.fspath(path)
-        self._then = then
         self._box: dict = {}
         self._done = threading.Event()
         self._lock = threading.Lock()
@@ -81,11 +72,6 @@ class EarlyLoad:
                 self._box["trace"] = load_with_preview(self.path, self._got_preview)
             else:
                 self._box["trace"] = load(self.path)
-            if self._then is not None:
-                try:
-                    self._box["then"] = self._then(self._box["trace"])
-                except Exception:  # noqa: BLE001 - an extra: the caller does without it
-                    pass
         except BaseException as exc:  # noqa: BLE001 - handed to whoever calls the object
             self._box["error"] = exc
         finally:
@@ -116,12 +102,6 @@ class EarlyLoad:
             trace = self._preview
         if trace is not None and not self._done.is_set():
             callback(trace)
-
-    def then_result(self, trace: Trace) -> object:
-        """What ``then`` returned for ``trace`` (this object's own load), else None."""
-        if self._done.is_set() and self._box.get("trace") is trace:
-            return self._box.get("then")
-        return None
 
     def __call__(self, path: str | os.PathLike) -> Trace:
         if os.fspath(path) != self.path:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import os
-import threading
 import zlib
 
 import numpy as np
@@ -158,33 +157,6 @@ def test_a_load_begun_early_gives_what_load_gives(tmp_path):
         load(bad)
     assert str(first.value) == str(second.value)
     assert len(EarlyLoad(bad)(good)) == len(b)  # another path: loaded there and then
-
-
-def test_a_load_begun_early_hands_over_what_then_made_of_its_trace(tmp_path):
-    """``EarlyLoad(then=...)``: called in the load's thread with the trace; what it
-    returned is the trace's ``then_result``, of no other trace; what it raises is
-    dropped and the load stands."""
-    from gapscope.parsers.preview import EarlyLoad
-
-    good = require(CORPUS / "kineto" / "before_fix_trace.json")
-    seen: list = []
-
-    def then(trace):
-        seen.append(threading.current_thread().name)
-        return ("events", len(trace))
-
-    early = EarlyLoad(good, then=then)
-    trace = early(str(good))
-    assert seen == ["gapscope-early-load"]
-    assert early.then_result(trace) == ("events", len(load(good)))
-    assert early.then_result(load(good)) is None  # another trace object
-
-    def boom(trace):
-        raise RuntimeError("no")
-
-    failing = EarlyLoad(good, then=boom)
-    t = failing(str(good))
-    assert len(t) == len(trace) and failing.then_result(t) is None
 
 
 def test_inflating_to_a_file_reads_the_gzip_in_steps_not_the_whole_limit_at_once(tmp_path, monkeypatch):

@@ -97,14 +97,12 @@ def test_causes_drawn_while_the_findings_are_computed(monkeypatch):
     assert after["f_says"].startswith("findings: j/k choose")
 
 
-def test_a_diagnosis_that_comes_with_the_load_opens_with_its_causes(monkeypatch):
+def test_a_diagnosis_read_beside_the_load_is_taken_first(monkeypatch):
     """``ViewOptions.ready_diagnosis`` (a cached trace: ``gapscope.tui.cmd`` reads the
-    diagnosis cache beside the load): the trace screen opens diagnosed, with the causes
-    and the verdict drawn; nothing is diagnosed and no early gaps are found; the worker
-    only finishes it (``FindingsReady``)."""
+    diagnosis cache beside the load), asked first by the worker, off the UI thread: its
+    causes and verdict are drawn; nothing is diagnosed and no early gaps are found."""
     from gapscope.analysis import diagnose
     from gapscope.parsers import load
-    from gapscope.tui.app import GapscopeApp
     from gapscope.tui.session import Phase, ViewOptions
 
     path = sample_traces.path()
@@ -112,20 +110,19 @@ def test_a_diagnosis_that_comes_with_the_load_opens_with_its_causes(monkeypatch)
     d = diagnose(trace)
     findings(d)  # as the cache's entry holds them
     asked: list[str] = []
+
+    def ready(t):
+        asked.append(
+            "ready off the UI thread" if threading.current_thread() is not threading.main_thread() else "ready"
+        )
+        return d if t is trace else None
+
     options = ViewOptions(
         loader=lambda p: trace,
-        ready_diagnosis=lambda t: d if t is trace else None,
+        ready_diagnosis=ready,
         diagnose=lambda t: asked.append("diagnose"),
         early_gaps=lambda t: asked.append("early_gaps"),
     )
-    phases: list[str] = []
-    watch = GapscopeApp.watch_phase
-
-    def recording_phase(self, old, new):
-        phases.append(new.name)
-        return watch(self, old, new)
-
-    monkeypatch.setattr(GapscopeApp, "watch_phase", recording_phase)
     app = make_app(path, options)
     posted: list[str] = []
     post = app.post_message
@@ -140,7 +137,7 @@ def test_a_diagnosis_that_comes_with_the_load_opens_with_its_causes(monkeypatch)
     async def run():
         async with app.run_test(size=(120, 40)) as pilot:
             for _ in range(1000):
-                if isinstance(app.screen, TraceScreen) and app.diagnose_worker is not None:
+                if app.phase is Phase.DIAGNOSED and "FindingsReady" in posted:
                     break
                 await pilot.pause(0.02)
             await app.workers.wait_for_complete()
@@ -151,12 +148,11 @@ def test_a_diagnosis_that_comes_with_the_load_opens_with_its_causes(monkeypatch)
                 "pending": screen.findings_pending,
                 "header": screen.header_text(120).plain,
                 "panel": screen.query_one(GapPanel).plain,
-                "phase": app.phase,
             }
 
     got = asyncio.run(run())
-    assert got["diagnosis"] and got["phase"] is Phase.DIAGNOSED
-    assert phases == ["DIAGNOSED"]  # from loading straight to diagnosed: never diagnosing
-    assert asked == [] and posted == ["FindingsReady"]
+    assert got["diagnosis"]
+    assert asked == ["ready off the UI thread"]  # the worker's; no early gaps, no diagnosis
+    assert posted == ["Diagnosed", "FindingsReady"]
     assert not got["pending"] and got["panel"].startswith("Verdict\n")
     assert f"│ {verdict_badge(findings(d))} │" in got["header"]

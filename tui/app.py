@@ -11,7 +11,6 @@ import dataclasses
 import threading
 import weakref
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 import numpy as np
 from textual import events, on, work
@@ -36,9 +35,6 @@ from gapscope.tui.messages import (
 )
 from gapscope.tui.screen import Handover, TraceScreen
 from gapscope.tui.session import Phase, Reading, Session, ViewOptions
-
-if TYPE_CHECKING:  # the diagnosis module is imported by the worker that makes one
-    from gapscope.analysis.diagnose import Diagnosis
 
 __all__ = ["GapscopeApp", "PREVIEW_DIFFERED"]
 
@@ -89,8 +85,6 @@ class GapscopeApp(App):
         #: none): the diagnosis's freeze waits for it (``workers.diagnose``)
         self.preview_forgotten = threading.Event()
         self.preview_forgotten.set()
-        #: the diagnosis came with the load (``ViewOptions.ready_diagnosis``)
-        self.diagnosis_ready = False
 
     def on_mount(self) -> None:
         for name, factory in self.options.extra_screens.items():
@@ -121,9 +115,9 @@ class GapscopeApp(App):
         workers.load(path, self.options, self.post_message, get_current_worker())
 
     @work(thread=True, exclusive=True, exit_on_error=False, name="diagnose", group="diagnose")
-    def _diagnose(self, trace: Trace, find_early: bool, ready: Diagnosis | None = None) -> None:
+    def _diagnose(self, trace: Trace, find_early: bool) -> None:
         workers.diagnose(
-            trace, self.options, find_early, self.preview_forgotten, self.post_message, get_current_worker(), ready
+            trace, self.options, find_early, self.preview_forgotten, self.post_message, get_current_worker()
         )
 
     # ------------------------------------------------------------- the workers' messages
@@ -151,14 +145,6 @@ class GapscopeApp(App):
         if self.load_worker is not None and self.load_worker.is_cancelled:
             return
         self.session.trace = message.trace
-        if self.phase is Phase.LOADING and self.options.ready_diagnosis is not None:  # not over a preview
-            try:
-                ready = self.options.ready_diagnosis(message.trace)
-            except Exception:  # noqa: BLE001 - it is diagnosed in a worker then
-                ready = None
-            if ready is not None:
-                self.session.diagnosis, self.diagnosis_ready = ready, True
-                self.session.findings_pending = "findings" not in ready.derived
         self._advance_from_preview()
 
     @on(LoadFailed)
@@ -192,17 +178,11 @@ class GapscopeApp(App):
 
     @on(TraceScreen.Shown)
     def _begin_diagnosis(self) -> None:
-        """The whole trace's screen is up (``TraceScreen.Shown``): its diagnosis begins
-        (once), after its gaps when the preview did not bring them; a diagnosis that
-        came with the load is only finished there (its findings, ``workers.diagnose``;
-        called after the first refresh then)."""
+        """The whole trace's screen is up: its diagnosis begins (once), after its gaps
+        when the preview did not bring them."""
         trace = self.session.trace
-        if trace is None or self.diagnose_worker is not None:
-            return
-        if self.phase is Phase.DIAGNOSING:
+        if self.phase is Phase.DIAGNOSING and trace is not None and self.diagnose_worker is None:
             self.diagnose_worker = self._diagnose(trace, self.session.early is None)
-        elif self.phase is Phase.DIAGNOSED and self.diagnosis_ready:
-            self.diagnose_worker = self._diagnose(trace, False, self.session.diagnosis)
 
     @on(TraceScreen.Uncovered)
     def _advance_from_preview(self) -> None:
@@ -215,9 +195,7 @@ class GapscopeApp(App):
         if shown is not None and (self.screen is not shown or shown.prompt_open):
             shown.whole_trace_waits()
             return
-        self.phase = Phase.DIAGNOSED if self.diagnosis_ready else Phase.DIAGNOSING
-        if self.diagnosis_ready:  # its screen posts no ``Shown``: the worker finishes it after the first paint
-            self.call_after_refresh(self._begin_diagnosis)
+        self.phase = Phase.DIAGNOSING
 
     # ------------------------------------------------------------- what each phase shows
     def watch_reading(self, reading: Reading) -> None:

@@ -13,7 +13,6 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported with the options (``_Parser.add_thresholds``): after the load begins
-    from gapscope.analysis.diagnose import Diagnosis
     from gapscope.analysis.types import Params
 
 __all__ = ["main", "diff_main"]
@@ -94,21 +93,6 @@ def _params(p: _Parser, args: argparse.Namespace) -> tuple[Params | None, str | 
         return None, str(exc)
 
 
-def _cached_diagnosis(trace, params):
-    """The diagnosis cache's entry for ``trace`` (``analysis.diagnosis_cache.cached_diagnosis``),
-    read in the load's thread: a cached trace opens with its causes drawn."""
-    from gapscope.analysis.diagnosis_cache import cached_diagnosis
-
-    return cached_diagnosis(trace, params)
-
-
-def _ready(got: object) -> Diagnosis | None:
-    """``got`` when it is a diagnosis (what ``_cached_diagnosis`` gave), else None."""
-    from gapscope.analysis.diagnose import Diagnosis
-
-    return got if isinstance(got, Diagnosis) else None
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the viewer; returns the exit status (0 ok, 1 load cancelled, 2 bad input)."""
     parser = _parser()
@@ -141,20 +125,14 @@ def main(argv: list[str] | None = None) -> int:
     # its forked decoders run while the viewer's modules are imported (the report's
     # and the analysis's too: imported after it); a large file's device lanes come
     # first, drawn while the rest is read
-    early = EarlyLoad(path, preview=not read_settings().no_preview, then=lambda t: _cached_diagnosis(t, params))
+    early = EarlyLoad(path, preview=not read_settings().no_preview)
     from gapscope.report.cmd import error_line
     from gapscope.tui.factory import make_app
     from gapscope.tui.session import ViewOptions
 
     # the preview's gaps: the default diagnosis's with the thresholds given, found here
-    # (``tui.factory.default_early_gaps``); a cached diagnosis, read beside the load
-    options = ViewOptions(
-        params=params,
-        loader=early,
-        ready_diagnosis=lambda t: _ready(early.then_result(t)),
-        preview=early.on_preview,
-        preview_drawn=early.preview_drawn,
-    )
+    # (``tui.factory.default_early_gaps``)
+    options = ViewOptions(params=params, loader=early, preview=early.on_preview, preview_drawn=early.preview_drawn)
     app = make_app(path, options)
     rc = app.run()
     if app.error:

@@ -11,7 +11,7 @@ from gapscope.parsers.model import Trace
 from gapscope.tui.app import GapscopeApp
 from gapscope.tui.session import Session, ViewOptions
 
-__all__ = ["make_app", "default_diagnose", "default_early_gaps"]
+__all__ = ["make_app", "default_diagnose", "default_early_gaps", "default_ready_diagnosis"]
 
 
 def default_diagnose(trace: Trace, params=None):
@@ -25,6 +25,19 @@ def default_diagnose(trace: Trace, params=None):
     except ImportError:
         return None
     return diagnose_cached(trace, params, findings_first=False)
+
+
+def default_ready_diagnosis(trace: Trace, params=None):
+    """The diagnosis cache's entry for ``trace`` and ``params``
+    (``gapscope.analysis.diagnosis_cache.cached_diagnosis``: None when there is none,
+    found without reading the trace's columns): the worker asks for it before it
+    finds the early gaps, so that a cached trace's causes are drawn right after its
+    first paint; None when the analysis package lacks it."""
+    try:
+        from gapscope.analysis.diagnosis_cache import cached_diagnosis
+    except ImportError:
+        return None
+    return cached_diagnosis(trace, params)
 
 
 def default_early_gaps(trace: Trace, params=None):
@@ -58,6 +71,8 @@ def make_app(source: str | os.PathLike | Trace, options: ViewOptions | None = No
         fill["diagnose"] = lambda t: default_diagnose(t, params)
         if options.early_gaps is None:
             fill["early_gaps"] = lambda t: default_early_gaps(t, params)
+        if options.ready_diagnosis is None:
+            fill["ready_diagnosis"] = lambda t: default_ready_diagnosis(t, params)
     options = dataclasses.replace(options, **fill)
     if isinstance(source, os.PathLike):
         source = str(Path(source))

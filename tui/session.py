@@ -67,9 +67,10 @@ class ViewOptions:
     or failing ones; ``early_gaps(trace) -> Gaps``: the gaps drawn before their causes
     (the default diagnosis's: ``gapscope.tui.factory.default_early_gaps``; None with
     another ``diagnose``, whose gaps may differ); ``ready_diagnosis(trace) ->
-    Diagnosis | None``: a diagnosis already at hand for the loaded trace (the
-    diagnosis cache's, read beside the load: ``gapscope.tui.cmd``), which opens it
-    with its causes drawn, in place of ``diagnose``; ``preview(callback)``: hands a device
+    Diagnosis | None``: asked first by the diagnosis worker, off the UI thread: a
+    diagnosis there is no need to compute (the diagnosis cache's entry:
+    ``gapscope.tui.factory.default_ready_diagnosis``, the default with the default
+    ``diagnose``), taken in place of the early gaps and ``diagnose``; ``preview(callback)``: hands a device
     preview of the file over to draw while the rest is read (from any thread:
     ``gapscope.parsers.preview.EarlyLoad.on_preview``), and ``preview_drawn()`` is
     called once it is drawn, or at once when it is not shown (the load waits for it);

@@ -121,15 +121,14 @@ def diagnose(
     forgotten: threading.Event,
     post: Callable,
     worker: Worker,
-    ready: Diagnosis | None = None,
 ) -> None:
     """Diagnose ``trace`` (``options.diagnose``; first its gaps, ``options.early_gaps``,
     when ``find_early``) and post ``GapsFound``, then ``Diagnosed`` as soon as the
     diagnosis is in (its causes are drawn then), then ``FindingsReady`` once its
     findings are computed here, off the UI thread (at 5M events they took seconds,
     which the causes waited for); abandoned, not waited for, when the app quits first.
-    ``ready``: the diagnosis the app already shows (``ViewOptions.ready_diagnosis``):
-    only its findings are posted.
+    ``options.ready_diagnosis``, asked first: a diagnosis read beside the load (a
+    cached trace's), posted at once, with no early gaps and no ``options.diagnose``.
 
     Everything loaded lives as long as the app: once diagnosed it is frozen out of the
     cyclic collector's scans (``gc.freeze``), so per-frame allocations do not trigger
@@ -137,37 +136,43 @@ def diagnose(
     widgets): the freeze waits for ``forgotten`` (``forget``; at most
     ``FREEZE_WAIT_S``), or it would keep it for good.
     """
-    if ready is not None:
-        _finish(trace, ready, forgotten, post, worker)
-        return
-    if find_early and options.early_gaps is not None:
+    diagnosis, error = _ready(trace, options), None
+    if diagnosis is None:
+        if find_early and options.early_gaps is not None:
+            try:
+                early = options.early_gaps(trace)
+            except Exception:  # noqa: BLE001 - the gaps come with the diagnosis then
+                early = None
+            if early is not None and not worker.is_cancelled:
+                post(GapsFound(early))
+        if options.diagnose is None:
+            return
         try:
-            early = options.early_gaps(trace)
-        except Exception:  # noqa: BLE001 - the gaps come with the diagnosis then
-            early = None
-        if early is not None and not worker.is_cancelled:
-            post(GapsFound(early))
-    if options.diagnose is None:
-        return
-    diagnosis, error = None, None
-    try:
-        diagnosis = cancellable(options.diagnose, trace, worker, name="gapscope-diagnose")
-    except (Exception, SystemExit) as exc:  # noqa: BLE001 - show the trace without gaps rather than nothing
-        error = f"diagnosis failed: {type(exc).__name__}: {exc}"
+            diagnosis = cancellable(options.diagnose, trace, worker, name="gapscope-diagnose")
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - show the trace without gaps rather than nothing
+            error = f"diagnosis failed: {type(exc).__name__}: {exc}"
     if worker.is_cancelled:
         return
     forgotten.wait(FREEZE_WAIT_S)
     gc.freeze()
     post(Diagnosed(diagnosis, error, findings_follow=diagnosis is not None))
     if diagnosis is not None:
-        _finish(trace, diagnosis, forgotten, post, worker)
+        _finish(trace, diagnosis, post, worker)
 
 
-def _finish(trace: Trace, diagnosis: Diagnosis, forgotten: threading.Event, post: Callable, worker: Worker) -> None:
+def _ready(trace: Trace, options: ViewOptions) -> Diagnosis | None:
+    """``options.ready_diagnosis(trace)``, or None (none given, none there, or it failed)."""
+    if options.ready_diagnosis is None:
+        return None
+    try:
+        return options.ready_diagnosis(trace)
+    except Exception:  # noqa: BLE001 - it is diagnosed here then
+        return None
+
+
+def _finish(trace: Trace, diagnosis: Diagnosis, post: Callable, worker: Worker) -> None:
     """``diagnose``'s last steps, off the UI thread: the findings of the diagnosis
     shown (``FindingsReady``), what they allocated frozen, the file's args scanned."""
-    forgotten.wait(FREEZE_WAIT_S)
-    gc.freeze()
     found = cancellable(findings_of, diagnosis, worker, name="gapscope-findings")  # kept in its derived
     if worker.is_cancelled:
         return

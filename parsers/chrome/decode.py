@@ -98,15 +98,20 @@ def _root_of(data) -> int:
 
 
 def start_growing(
-    fd: int, growing: chrome_parallel.Growing, planned_bytes: int, path: str, first_share: float | None = None
+    fd: int,
+    growing: chrome_parallel.Growing,
+    planned_bytes: int,
+    path: str,
+    first_share: float | None = None,
+    extra_children: int = 0,
 ) -> chrome_parallel.GrowingParts | None:
     """The children that decode the Chrome-trace text being written to ``fd`` (a
     ``.gz`` being inflated, a ``.pftrace`` being transcoded; ``path`` names it) while
     it grows, or None (``chrome_parallel.start_growing``, which says what
-    ``first_share`` does); give them to ``load_chrome_file`` once
+    ``first_share`` and ``extra_children`` do); give them to ``load_chrome_file`` once
     ``GrowingParts.finish`` said yes."""
     return chrome_parallel.start_growing(
-        fd, growing, planned_bytes, _root_of, _raw_ts, _DECODERS, path, first_share=first_share
+        fd, growing, planned_bytes, _root_of, _raw_ts, _DECODERS, path, first_share, extra_children
     )
 
 

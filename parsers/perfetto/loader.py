@@ -780,15 +780,19 @@ PLAN_AFTER_SHARE = 0.125
 #: parts (1/18 of a 260 MB text) is refused, one too short by up to a quarter is not
 #: (``GROWING_OVERRUN``): 0.82x to 1.03x of the text for the traces above.
 PLAN_SHARE_OF_ESTIMATE = 0.94
-#: Share of the text's parts the first of the decoders takes (``chrome_parallel.growing_runs``):
-#: the transcoder holds a core until the text is complete, and writes it about twice as
-#: fast as a decoder reads it, so the first decoder, alone beside it at first, can take
-#: more. With equal halves the second decoder still had 0.28 s of its half to decode
-#: after the transcoder was done (1M events, 2 cores: the load 1.09 s); with 0.75 the
-#: first one was the last, by 0.15 s (0.99 s). 0.6 rather than the fastest 0.7: the
-#: first decoder's peak memory grows with its share (at 0.7 it was 1.05x the JSON
-#: load's largest decoder; at 0.6, 0.93x). Measured: ``bench/load_pftrace.py``.
-FIRST_CHILD_SHARE = 0.6
+#: Share of the text's parts the first of the decoders takes (``chrome_parallel.growing_runs``),
+#: and how many decoders more than cores (``EXTRA_CHILDREN``): the transcoder holds a
+#: core until the text is complete, and writes it about twice as fast as a decoder reads
+#: it, so the first decoder, alone beside it at first, can take more, and the later
+#: runs, started later, are better cut finer. With two equal halves the second decoder
+#: still had 0.28 s of its half to decode after the transcoder was done (1M events, 2
+#: cores). ``bench/load_pftrace.py`` (1M events, load average 1.1-1.4, 5 alternating
+#: rounds each, median of the rounds' pftrace/json wall ratios): two equal halves
+#: 1.58x-1.68x; 0.6 and two decoders 1.50x-1.55x; 0.6 and three 1.51x; 0.5 and three
+#: 1.33x, 1.39x, 1.48x. The first decoder's peak memory grows with its share (0.7 and
+#: two decoders: 1.05x the JSON load's largest decoder; 0.5 and three: 0.91x).
+FIRST_CHILD_SHARE = 0.5
+EXTRA_CHILDREN = 1
 
 
 class _Growing:
@@ -826,7 +830,7 @@ class _Growing:
         try:
             growing = chrome_parallel.Growing()
             growing.wrote(final_bytes)
-            self.parts = start_growing(self.fd, growing, planned, self.path, first_share=FIRST_CHILD_SHARE)
+            self.parts = start_growing(self.fd, growing, planned, self.path, FIRST_CHILD_SHARE, EXTRA_CHILDREN)
         except (OSError, ValueError):  # no map or read of the text: the file's own children decode it
             self.parts = None
 

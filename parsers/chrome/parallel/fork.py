@@ -696,6 +696,7 @@ def start_growing(
     decoders: dict,
     path: str,
     first_share: float | None = None,
+    extra_children: int = 0,
 ) -> GrowingParts | None:
     """Fork the children that decode the text this process is writing to ``fd`` (an
     unlinked temporary file: a ``.gz`` being inflated) while it grows: at least
@@ -712,8 +713,10 @@ def start_growing(
     element boundary after equal shares of ``planned_bytes``, and decodes each part
     once the text has reached its end (``_growing_payload``); ``first_share``: child 0
     takes that share of the parts (``growing_runs``), where the writer needs a core of
-    its own while it writes."""
-    nproc = processes()
+    its own while it writes; ``extra_children``: that many more children than
+    ``processes()`` (the runs after the first are shorter, so the work left when the
+    text is complete is spread finer over the cores)."""
+    nproc = processes() + (extra_children if processes() >= 2 else 0)
     if (
         not GROWING_MIN_BYTES <= planned_bytes <= GROWING_MAX_BYTES
         or not enabled(planned_bytes, held=True)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import sys
+import textwrap
 import threading
 
 from gapscope.settings import SettingsError, read_settings
@@ -57,20 +58,23 @@ def usage() -> str:
     lines = [
         "usage: gapscope [TRACE] | gapscope DIR | gapscope <command> [options]",
         "",
-        "Find where the GPU sat idle in a profiler trace (torch.profiler/Kineto Chrome JSON,",
-        "Chrome Trace Event Format, Nsight Systems exports, ASCII timelines) and say why.",
+        "Find where the GPU sat idle in a profiler trace (torch.profiler/Kineto Chrome",
+        "JSON, Chrome Trace Event Format, Perfetto .pftrace, Nsight Systems exports,",
+        "ASCII timelines) and say why.",
         "",
         "commands:",
     ]
-    for name in SUBCOMMANDS:
-        lines.append(f"  {name:<10}{SUMMARIES.get(name, '')}")
+    for name in SUBCOMMANDS:  # wrapped at 80 columns, under the summary's first line
+        lines += textwrap.wrap(
+            SUMMARIES.get(name, ""), 80, initial_indent=f"  {name:<10}", subsequent_indent=" " * 12
+        ) or [f"  {name}"]
     lines += [
         "",
         "options:",
         "  -h, --help     show this help and exit",
         "  -V, --version  print the version and exit",
-        "  --no-cache     neither read nor write the cache of loaded traces (any command, anywhere",
-        "                 before --; the same as GAPSCOPE_NO_CACHE=1)",
+        "  --no-cache     neither read nor write the cache of loaded traces (any command,",
+        "                 anywhere before --; the same as GAPSCOPE_NO_CACHE=1)",
         "",
         "'gapscope <command> --help' shows the options of a command.",
     ]

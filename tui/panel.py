@@ -395,6 +395,13 @@ def protocol_text(done: set[int]) -> Text:
     return t
 
 
+#: Most lines of the compact panel's first items, the rest wrapped into the rows left:
+#: a card's summary one line and its smell two; the findings overview's verdict two (at
+#: 80x24 one line cut it at "fixed: 0.760 ms,…" with five rows empty below).
+CARD_CAPS = (1, 2)
+OVERVIEW_CAPS = (2,)
+
+
 def _with_ellipsis(line: Text, width: int) -> Text:
     """``line`` ending in ``…`` within ``width`` cells (the "there is more" mark)."""
     last = line.copy()
@@ -429,6 +436,7 @@ class GapPanel(Widget):
         self._protocol = protocol_text(set())
         self._compact: list[Text] | None = []
         self._compact_fn: Callable[[], list[Text]] = list
+        self._compact_caps = CARD_CAPS
         self._compact_key: object = None
         #: Show the compact card (``compact_card_text``) instead of the full text.
         self.compact = False
@@ -490,6 +498,7 @@ class GapPanel(Widget):
         """Set the full card (``_card``) and the compact one's builder (``_compact_fn``)
         for ``show``: the walked finding's card, the findings overview, the card under a
         "findings are coming" line, or the gap's card (``card_text(*args)``)."""
+        self._compact_caps = CARD_CAPS
         diagnosis, gap, largest_first = args[0], args[1], args[5]
         walking = findings.walking if findings is not None else None
         if found is not None and walking is not None and gap is not None and walking < len(found.ranked):
@@ -506,6 +515,7 @@ class GapPanel(Widget):
             cursor, active = findings.cursor, findings.active
             self._card = overview_text(found, cursor, active, largest_first)
             self._compact_fn = lambda: overview_lines(found, cursor, active, largest_first)
+            self._compact_caps = OVERVIEW_CAPS
         elif findings_pending and gap is None and diagnosis is not None and len(diagnosis.gaps):
             self._card = Text.assemble(Text(FINDINGS_PENDING, style="italic"), "\n\n", card_text(*args))
             self._compact_fn = lambda: [Text(FINDINGS_PENDING, style="italic"), *compact_card_text(*args)]
@@ -569,7 +579,7 @@ class GapPanel(Widget):
         ends in ``…`` whenever anything is cut or left out."""
         out: list[Text] = []
         items = self._compact_items()
-        caps = (1, 2)
+        caps = self._compact_caps
         core = min(len(items), 3)  # summary, smell, why; later items fill spare rows
         for i, item in enumerate(items):
             room = height - len(out) - max(0, core - 1 - i)

@@ -511,9 +511,9 @@ def _candidates(diag, steady: np.ndarray) -> list[tuple[str, Cause, str, str, np
         pos = int((v > 0).sum())
         fence = int(((g.episode >= 0) & (v > 0)).sum())
         title = (
-            f"picket fence: {pos} short gaps between short kernels"
+            f"picket fence: {pos:,} short gaps between short kernels"
             if fence * 2 >= pos
-            else f"launch overhead exposed in {pos} gaps"
+            else f"launch overhead exposed in {pos:,} {'gap' if pos == 1 else 'gaps'}"
         )
         out.append(("launch", Cause.LAUNCH, title, "", v))
     # host: a finding per named range (its own time in the gaps), the rest as one

@@ -140,7 +140,7 @@ def overview_text(found, cursor: int = 0, active: bool = False, largest_first: b
         t.append_text(_finding_line(f, k, k == cursor))
         t.append("\n")
         t.append(
-            f"     {f.steps_with}/{f.steps_total} steps, {f.positions.size} gaps; fix: "
+            f"     {f.steps_with}/{f.steps_total} steps, {f.positions.size:,} {'gap' if f.positions.size == 1 else 'gaps'}; fix: "
             f"{sanitize(f.fix, 200)} → {fixed_text(f)}\n",
             style="dim",
         )

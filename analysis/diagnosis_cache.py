@@ -595,7 +595,14 @@ def cached_diagnosis(trace: Trace, params: Params | None = None) -> Diagnosis | 
     ``then``), so that a cached trace opens with its causes drawn."""
     params = params or Params()
     where = DiagnosisCache.locate(trace)
-    if where is None or not DiagnosisCache.entry_path(where[1], where[2], params).is_file():
+    if where is None:
+        return None
+    entry = DiagnosisCache.entry_path(where[1], where[2], params)
+    try:
+        if not entry.is_file():
+            return None
+    except OSError as exc:  # EACCES, ENAMETOOLONG: Path.is_file ignores ENOENT alone; diagnose_cached warns
+        log.debug("diagnosis cache entry %s not looked at: %s", entry, exc)
         return None
     cache = DiagnosisCache.open(trace, params)
     return cache.get(trace) if cache is not None else None

@@ -383,3 +383,14 @@ def test_diagnosis_entries_are_evicted_with_the_traces(cache, tmp_path, monkeypa
     monkeypatch.setenv("GAPSCOPE_CACHE_MAX_BYTES", str(size + size // 2))
     assert store.make_room(entry.parent, size)  # a new entry of the same size: the old one goes
     assert not entry.exists()
+
+
+def test_cached_diagnosis_of_a_cache_folder_that_cannot_be_looked_in_is_none(cache, tmp_path, monkeypatch):
+    """A cache folder whose entry cannot even be looked at (a name longer than the file
+    system takes: ENAMETOOLONG, as EACCES, which ``Path.is_file`` raises): no entry, not
+    an ``OSError`` (the viewer then diagnoses it, and ``diagnose_cached`` warns)."""
+    path = _copy("decode_10_steps.txt", tmp_path)
+    monkeypatch.setenv("GAPSCOPE_CACHE_DIR", str(tmp_path / ("c" * 300)))
+    trace = load(str(path))
+    assert dc.cached_diagnosis(trace) is None
+    assert len(dc.diagnose_cached(trace).gaps) == len(diagnose(trace).gaps)

@@ -452,8 +452,9 @@ class DiagnosisCache:
     # ------------------------------------------------------------- write
     def put_later(self, diag: Diagnosis, with_findings: bool = False) -> threading.Thread | None:
         """Write ``diag`` in a background (non-daemon) thread, its findings computed
-        there first when ``with_findings``; returns it, or None when it could not be
-        started."""
+        there first when ``with_findings`` (not waited for once the program is
+        exiting: ``_findings_unless_exiting``); returns it, or None when it could not
+        be started."""
         t = threading.Thread(
             target=self._put_quietly, args=(diag, with_findings), name="gapscope-diagnosis-write", daemon=False
         )
@@ -470,7 +471,7 @@ class DiagnosisCache:
 
     def _put_quietly(self, diag: Diagnosis, with_findings: bool = False) -> None:
         if with_findings:
-            _findings_quietly(diag)
+            _findings_unless_exiting(diag)
         try:
             self.put(diag)
         except Exception as exc:  # noqa: BLE001 - a failed write leaves no entry; the diagnosis is shown all the same
@@ -606,6 +607,34 @@ def cached_diagnosis(trace: Trace, params: Params | None = None) -> Diagnosis | 
         return None
     cache = DiagnosisCache.open(trace, params)
     return cache.get(trace) if cache is not None else None
+
+
+#: How often (s) the writer looks whether the program is exiting while it waits for the
+#: findings (``_findings_unless_exiting``).
+EXIT_POLL_S = 0.05
+
+
+def _findings_unless_exiting(diag: Diagnosis) -> None:
+    """``_findings_quietly(diag)`` in a daemon thread, waited for until they are in or
+    the program is exiting (its main thread has ended: the viewer quit), whichever is
+    first: the writer is not a daemon (an entry is never cut short), so computing the
+    findings itself would hold the exit for them (seconds at 5M events); the entry
+    is then written without them, and computed by the next open's ``findings``."""
+    done = threading.Event()
+
+    def compute() -> None:
+        try:
+            _findings_quietly(diag)
+        finally:
+            done.set()
+
+    try:
+        threading.Thread(target=compute, name="gapscope-diagnosis-findings", daemon=True).start()
+    except RuntimeError:  # at interpreter shutdown: the entry goes without them
+        return
+    while not done.wait(EXIT_POLL_S):
+        if not threading.main_thread().is_alive():
+            return
 
 
 def _findings_quietly(diag: Diagnosis) -> None:

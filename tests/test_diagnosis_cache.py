@@ -394,3 +394,48 @@ def test_cached_diagnosis_of_a_cache_folder_that_cannot_be_looked_in_is_none(cac
     trace = load(str(path))
     assert dc.cached_diagnosis(trace) is None
     assert len(dc.diagnose_cached(trace).gaps) == len(diagnose(trace).gaps)
+
+
+_QUIT_WHILE_FINDINGS = """
+import sys, threading
+import gapscope.analysis.diagnosis_cache as dc
+import gapscope.analysis.findings as findings_module
+from gapscope.parsers import load
+entered = threading.Event()
+def held(diag):
+    entered.set()
+    threading.Event().wait()  # findings that would take forever
+findings_module._findings = held
+d = dc.diagnose_cached(load(sys.argv[1]), findings_first=False)
+assert entered.wait(60) and "findings" not in d.derived
+print("quitting", flush=True)
+"""
+
+
+def test_a_program_that_ends_while_the_writer_computes_findings_exits_and_keeps_the_entry(cache, tmp_path):
+    """The viewer quit (its main thread ended) while the writer computes the findings
+    of a fresh diagnosis (``findings_first=False``): the writer stops waiting for
+    them, so the program exits (it waited for the findings to the end: seconds at 5M
+    events, here never), and writes the entry without them; the next open reads it and
+    computes the findings then."""
+    import subprocess
+    import sys
+
+    path = _copy("decode_10_steps.txt", tmp_path)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _QUIT_WHILE_FINDINGS, str(path)],
+            capture_output=True,
+            text=True,
+            timeout=120,  # a guard against the hang, not a timing
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the program waited for findings that never came")
+    assert done.returncode == 0 and done.stdout == "quitting\n", done.stderr
+    assert not [p.name for p in cache.iterdir() if p.name.endswith(".tmp")]
+    trace = load(str(path))
+    got = dc.cached_diagnosis(trace)
+    assert got is not None and "findings" not in got.derived
+    reference = diagnose(trace)
+    assert_same(reference, got)
+    assert_same(findings(reference), findings(got), "findings")

@@ -394,6 +394,16 @@ class DiagnosisCache:
             pass
         return diag
 
+    def get_completed(self, trace: Trace) -> Diagnosis | None:
+        """``get(trace)``; an entry written without its findings (the program exited
+        while they were computed: ``_findings_unless_exiting``) is written again with
+        them, computed by the writer (``put_later(with_findings=True)``; once, should
+        the caller ask for them meanwhile), or every later open would compute them."""
+        diag = self.get(trace)
+        if diag is not None and not isinstance(diag.derived.get("findings"), Findings):
+            self.put_later(diag, with_findings=True)
+        return diag
+
     def read(self, trace: Trace) -> Diagnosis:
         """Read and check the entry (module docstring). Raises ``BadDiagnosisEntry``,
         ``OSError`` (``FileNotFoundError``: no entry) or ``ValueError`` (JSON)."""
@@ -577,7 +587,7 @@ def diagnose_cached(trace: Trace, params: Params | None = None, *, findings_firs
     params = params or Params()
     cache = DiagnosisCache.open(trace, params)
     if cache is not None:
-        got = cache.get(trace)
+        got = cache.get_completed(trace)
         if got is not None:
             return got
     diag = diagnose(trace, params)
@@ -606,7 +616,7 @@ def cached_diagnosis(trace: Trace, params: Params | None = None) -> Diagnosis | 
         log.debug("diagnosis cache entry %s not looked at: %s", entry, exc)
         return None
     cache = DiagnosisCache.open(trace, params)
-    return cache.get(trace) if cache is not None else None
+    return cache.get_completed(trace) if cache is not None else None
 
 
 #: How often (s) the writer looks whether the program is exiting while it waits for the

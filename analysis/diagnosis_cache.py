@@ -398,10 +398,11 @@ class DiagnosisCache:
         """``get(trace)``; an entry written without its findings (the program exited
         while they were computed: ``_findings_unless_exiting``) is written again with
         them, computed by the writer (``put_later(with_findings=True)``; once, should
-        the caller ask for them meanwhile), or every later open would compute them."""
+        the caller ask for them meanwhile; not again when they are not in then), or
+        every later open would compute them."""
         diag = self.get(trace)
         if diag is not None and not isinstance(diag.derived.get("findings"), Findings):
-            self.put_later(diag, with_findings=True)
+            self.put_later(diag, with_findings=True, only_with_findings=True)
         return diag
 
     def read(self, trace: Trace) -> Diagnosis:
@@ -460,13 +461,19 @@ class DiagnosisCache:
         return diag
 
     # ------------------------------------------------------------- write
-    def put_later(self, diag: Diagnosis, with_findings: bool = False) -> threading.Thread | None:
+    def put_later(
+        self, diag: Diagnosis, with_findings: bool = False, only_with_findings: bool = False
+    ) -> threading.Thread | None:
         """Write ``diag`` in a background (non-daemon) thread, its findings computed
         there first when ``with_findings`` (not waited for once the program is
-        exiting: ``_findings_unless_exiting``); returns it, or None when it could not
-        be started."""
+        exiting: ``_findings_unless_exiting``); ``only_with_findings``: write nothing
+        when they are not in then (the entry there without them is as good);
+        returns it, or None when it could not be started."""
         t = threading.Thread(
-            target=self._put_quietly, args=(diag, with_findings), name="gapscope-diagnosis-write", daemon=False
+            target=self._put_quietly,
+            args=(diag, with_findings, only_with_findings),
+            name="gapscope-diagnosis-write",
+            daemon=False,
         )
         with _writers_lock:
             _writers.append(t)
@@ -479,11 +486,12 @@ class DiagnosisCache:
             return None
         return t
 
-    def _put_quietly(self, diag: Diagnosis, with_findings: bool = False) -> None:
-        if with_findings:
-            _findings_unless_exiting(diag)
+    def _put_quietly(self, diag: Diagnosis, with_findings: bool = False, only_with_findings: bool = False) -> None:
         try:
-            self.put(diag)
+            if with_findings:
+                _findings_unless_exiting(diag)
+            if not only_with_findings or isinstance(diag.derived.get("findings"), Findings):
+                self.put(diag)
         except Exception as exc:  # noqa: BLE001 - a failed write leaves no entry; the diagnosis is shown all the same
             log.debug("diagnosis entry %s not written: %s: %s", self.entry, type(exc).__name__, exc)
         finally:

@@ -416,23 +416,32 @@ def test_a_program_that_ends_while_the_writer_computes_findings_exits_and_keeps_
     """The viewer quit (its main thread ended) while the writer computes the findings
     of a fresh diagnosis (``findings_first=False``): the writer stops waiting for
     them, so the program exits (it waited for the findings to the end: seconds at 5M
-    events, here never), and writes the entry without them; the next open reads it,
-    and its writer computes them and writes the entry again, with them."""
+    events, here never), and writes the entry without them; an open that exits as
+    soon does not write it again, one that stays has its writer compute them and
+    write the entry again, with them."""
     import subprocess
     import sys
 
     path = _copy("decode_10_steps.txt", tmp_path)
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", _QUIT_WHILE_FINDINGS, str(path)],
-            capture_output=True,
-            text=True,
-            timeout=120,  # a guard against the hang, not a timing
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail("the program waited for findings that never came")
-    assert done.returncode == 0 and done.stdout == "quitting\n", done.stderr
-    assert not [p.name for p in cache.iterdir() if p.name.endswith(".tmp")]
+
+    def quit_while_findings() -> None:
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", _QUIT_WHILE_FINDINGS, str(path)],
+                capture_output=True,
+                text=True,
+                timeout=120,  # a guard against the hang, not a timing
+            )
+        except subprocess.TimeoutExpired:
+            pytest.fail("the program waited for findings that never came")
+        assert done.returncode == 0 and done.stdout == "quitting\n", done.stderr
+        assert not [p.name for p in cache.iterdir() if p.name.endswith(".tmp")]
+
+    quit_while_findings()
+    (entry,) = cache.glob(f"*{dc.SUFFIX}")
+    written = entry.stat().st_ino
+    quit_while_findings()  # read back, its findings not in again: not written again (a new file)
+    assert entry.stat().st_ino == written
     trace = load(str(path))
     assert "findings" not in dc.DiagnosisCache.open(trace, Params()).read(trace).derived
     got = dc.cached_diagnosis(trace)

@@ -718,8 +718,11 @@ def start_growing(
     takes that share of the parts (``growing_runs``), where the writer needs a core of
     its own while it writes; ``extra_children``: that many more children than
     ``processes()`` (the runs after the first are shorter, so the work left when the
-    text is complete is spread finer over the cores)."""
-    nproc = processes() + (extra_children if processes() >= 2 else 0)
+    text is complete is spread finer over the cores), not when the user set their
+    number (``GAPSCOPE_LOAD_PROCESSES``)."""
+    nproc = processes()
+    if nproc >= 2 and read_settings().load_processes is None:
+        nproc += extra_children
     if (
         not GROWING_MIN_BYTES <= planned_bytes <= GROWING_MAX_BYTES
         or not enabled(planned_bytes, held=True)

@@ -610,8 +610,10 @@ def cached_diagnosis(trace: Trace, params: Params | None = None) -> Diagnosis | 
     """The diagnosis cache's entry for ``trace`` and ``params`` read back (its findings
     in ``Diagnosis.derived``), or None: no entry (found without reading the trace's
     columns), the cache off, or an entry that cannot be used (a warning). Never
-    diagnoses. The viewer reads it beside the load (``parsers.preview.EarlyLoad``'s
-    ``then``), so that a cached trace opens with its causes drawn."""
+    diagnoses. The viewer's diagnosis worker asks for it first
+    (``tui.factory.default_ready_diagnosis``), so that a cached trace's causes are
+    drawn without its early gaps or a diagnosis; an entry without its findings is
+    written again with them (``DiagnosisCache.get_completed``)."""
     params = params or Params()
     where = DiagnosisCache.locate(trace)
     if where is None:

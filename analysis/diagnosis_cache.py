@@ -113,6 +113,10 @@ _MAX_DEPTH = 64
 
 _writers: list[threading.Thread] = []
 _writers_lock = threading.Lock()
+#: Entries this process found unusable (``DiagnosisCache._identity``), not read again;
+#: forgotten all at once past ``MAX_REFUSED``.
+_refused: set[tuple] = set()
+MAX_REFUSED = 64
 
 
 class BadDiagnosisEntry(Exception):
@@ -378,7 +382,14 @@ class DiagnosisCache:
     # ------------------------------------------------------------- read
     def get(self, trace: Trace) -> Diagnosis | None:
         """The cached diagnosis of ``trace`` (None when there is no entry). An entry
-        that cannot be used is logged as a warning and gives None."""
+        that cannot be used is logged as a warning and gives None; the same file
+        asked for again by this process gives None at once, without a warning
+        (``_refused``: the viewer's worker asks ``cached_diagnosis``, then
+        ``diagnose_cached``, which read a corrupt entry twice and warned twice)."""
+        seen = self._identity()
+        if seen is not None and seen in _refused:
+            log.debug("diagnosis cache entry %s refused before", self.entry)
+            return None
         try:
             diag = self.read(trace)
         except FileNotFoundError:
@@ -387,6 +398,11 @@ class DiagnosisCache:
             log.warning(
                 "diagnosis cache entry %s not used (%s: %s); diagnosing afresh", self.entry, type(exc).__name__, exc
             )
+            if seen is not None:
+                with _writers_lock:
+                    if len(_refused) >= MAX_REFUSED:
+                        _refused.clear()
+                    _refused.add(seen)
             return None
         try:
             os.utime(self.entry)  # used now: evicted last
@@ -404,6 +420,15 @@ class DiagnosisCache:
         if diag is not None and not isinstance(diag.derived.get("findings"), Findings):
             self.put_later(diag, with_findings=True, only_with_findings=True)
         return diag
+
+    def _identity(self) -> tuple | None:
+        """The entry's file as it is now (name, device, inode, size, times) and the
+        trace it is asked for; None when it cannot be looked at."""
+        try:
+            st = os.stat(self.entry, follow_symlinks=False)
+        except OSError:
+            return None
+        return (str(self.entry), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, self.fingerprint)
 
     def read(self, trace: Trace) -> Diagnosis:
         """Read and check the entry (module docstring). Raises ``BadDiagnosisEntry``,

@@ -251,6 +251,34 @@ def test_a_corrupt_entry_warns_and_diagnoses_afresh(cache, fresh_runs, tmp_path,
     assert_same(got, dc.DiagnosisCache.open(trace, Params()).read(trace))
 
 
+def test_a_corrupt_entry_is_read_and_warned_about_once_by_the_viewers_two_asks(cache, fresh_runs, tmp_path, caplog):
+    """The viewer's worker asks ``cached_diagnosis`` (``ViewOptions.ready_diagnosis``),
+    then, on None, ``diagnose_cached``: a corrupt entry is read once and warned about
+    once (it was read whole and warned about twice), the trace diagnosed afresh once,
+    and the entry written again is read back."""
+    path = _copy("dataloader_stall.txt", tmp_path)
+    entry = _entry(_cached_once(path).trace)
+    _damage(entry, "data byte")
+    trace = load(str(path))
+    reads: list[str] = []
+    real = dc.DiagnosisCache.read
+
+    def counting(self, t):
+        reads.append(self.entry.name)
+        return real(self, t)
+
+    with pytest.MonkeyPatch.context() as m, caplog.at_level(logging.WARNING, logger="gapscope.cache"):
+        m.setattr(dc.DiagnosisCache, "read", counting)
+        assert dc.cached_diagnosis(trace) is None
+        got = dc.diagnose_cached(trace, findings_first=False)
+        dc.wait_for_writes()
+    assert reads == [entry.name] and len(fresh_runs) == 2
+    assert caplog.text.count("diagnosing afresh") == 1 and "data CRC mismatch" in caplog.text
+    again = dc.cached_diagnosis(load(str(path)))  # the entry written again: a new file, read
+    assert again is not None
+    assert_same(got, again)
+
+
 def _rewrite_header(entry, change) -> None:
     """Rewrite the entry's JSON header with ``change(header)`` and valid CRCs (a
     hostile writer of the cache folder)."""

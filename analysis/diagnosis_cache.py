@@ -482,6 +482,8 @@ class DiagnosisCache:
         found = dec.dec(tree["findings"])
         if found is not None:
             diag.derived["findings"] = found
+        if not isinstance(diag.params, Params) or params_digest(diag.params) != params_digest(self.params):
+            raise BadDiagnosisEntry("its params are not the ones its name and header give")
         _check_against(diag, trace)
         return diag
 

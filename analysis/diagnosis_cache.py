@@ -48,6 +48,8 @@ import math
 import os
 import struct
 import threading
+import types
+import typing
 import zlib
 from pathlib import Path
 from typing import Any
@@ -255,10 +257,33 @@ class _Decoder:
         known = {f.name for f in dataclasses.fields(cls)}
         if not set(fields) <= known:
             raise BadDiagnosisEntry(f"{cls.__name__}: unknown fields")
+        values = {k: self.dec(x, depth + 1) for k, x in fields.items()}
+        for k, allowed in _scalar_fields(cls).items():
+            if k in values and not isinstance(values[k], allowed):
+                raise BadDiagnosisEntry(f"{cls.__name__}.{k}: a {type(values[k]).__name__}")
         try:
-            return cls(**{k: self.dec(x, depth + 1) for k, x in fields.items()})
+            return cls(**values)
         except TypeError as exc:  # a required field missing
             raise BadDiagnosisEntry(f"{cls.__name__}: {exc}") from None
+
+
+@functools.cache
+def _scalar_fields(cls: type) -> dict[str, tuple[type, ...]]:
+    """The fields of ``cls`` annotated with ``int``, ``float``, ``str`` or ``bool``
+    (or one of them or None), and the types their values may have (an ``int`` where
+    a ``float`` is): a hostile entry's ``str`` where a number is made the viewer raise
+    when it drew it. Empty when the annotations cannot be resolved."""
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:  # noqa: BLE001 - a name only for type checkers: that class's fields unchecked
+        return {}
+    out: dict[str, tuple[type, ...]] = {}
+    for f in dataclasses.fields(cls):
+        t = hints.get(f.name)
+        args = typing.get_args(t) if isinstance(t, types.UnionType) or typing.get_origin(t) is typing.Union else (t,)
+        if args and all(a in (int, float, str, bool, type(None)) for a in args):
+            out[f.name] = tuple(set(args) | ({int} if float in args else set()))
+    return out
 
 
 def _check_against(diag: Diagnosis, trace: Trace) -> None:

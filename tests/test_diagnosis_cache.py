@@ -321,6 +321,7 @@ def _first(tree, marker):
         "object dtype",
         "deep nesting",
         "params not the asked ones",
+        "a str where a finding's number is",
     ],
 )
 def test_a_hostile_entry_is_refused(cache, fresh_runs, tmp_path, caplog, attack):
@@ -347,6 +348,8 @@ def test_a_hostile_entry_is_refused(cache, fresh_runs, tmp_path, caplog, attack)
             h["arrays"][0][0] = "|O"
         elif attack == "params not the asked ones":  # a str where a number is: the viewer would raise
             tree["params"]["f"]["min_gap_ns"] = "x"
+        elif attack == "a str where a finding's number is":  # the findings panel would raise drawing it
+            _first(tree["findings"], "per_step_ns")["per_step_ns"] = "1 ms"
         elif attack == "deep nesting":
             deep = None
             for _ in range(200):

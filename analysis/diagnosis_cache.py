@@ -32,8 +32,10 @@ The cache folder is untrusted: the entry is opened only when it is a regular fil
 (``open_regular``, no symbolic link, never a FIFO), its sizes are checked before
 anything is read into memory, both CRCs are checked, and the decoded diagnosis is
 checked against the trace (its gap columns of one length, event and lane indices in
-range). An entry that fails any check is logged as a warning (``gapscope.cache``
-logger) and the trace is diagnosed afresh (and its entry rewritten).
+range), its params against the asked ones, and every ``int``, ``float``, ``str`` and
+``bool`` field against its annotation. An entry that fails any check is logged as a
+warning (``gapscope.cache`` logger), once per process while its file is unchanged, and
+the trace is diagnosed afresh (and its entry rewritten).
 """
 
 from __future__ import annotations

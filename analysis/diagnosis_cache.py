@@ -32,8 +32,10 @@ The cache folder is untrusted: the entry is opened only when it is a regular fil
 (``open_regular``, no symbolic link, never a FIFO), its sizes are checked before
 anything is read into memory, both CRCs are checked, and the decoded diagnosis is
 checked against the trace (its gap columns of one length, event and lane indices in
-range). An entry that fails any check is logged as a warning (``gapscope.cache``
-logger) and the trace is diagnosed afresh (and its entry rewritten).
+range), its params against the asked ones, and every ``int``, ``float``, ``str`` and
+``bool`` field against its annotation. An entry that fails any check is logged as a
+warning (``gapscope.cache`` logger), once per process while its file is unchanged, and
+the trace is diagnosed afresh (and its entry rewritten).
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ import math
 import os
 import struct
 import threading
+import types
+import typing
 import zlib
 from pathlib import Path
 from typing import Any
@@ -113,6 +117,10 @@ _MAX_DEPTH = 64
 
 _writers: list[threading.Thread] = []
 _writers_lock = threading.Lock()
+#: Entries this process found unusable (``DiagnosisCache._identity``), not read again;
+#: forgotten all at once past ``MAX_REFUSED``.
+_refused: set[tuple] = set()
+MAX_REFUSED = 64
 
 
 class BadDiagnosisEntry(Exception):
@@ -251,10 +259,33 @@ class _Decoder:
         known = {f.name for f in dataclasses.fields(cls)}
         if not set(fields) <= known:
             raise BadDiagnosisEntry(f"{cls.__name__}: unknown fields")
+        values = {k: self.dec(x, depth + 1) for k, x in fields.items()}
+        for k, allowed in _scalar_fields(cls).items():
+            if k in values and not isinstance(values[k], allowed):
+                raise BadDiagnosisEntry(f"{cls.__name__}.{k}: a {type(values[k]).__name__}")
         try:
-            return cls(**{k: self.dec(x, depth + 1) for k, x in fields.items()})
+            return cls(**values)
         except TypeError as exc:  # a required field missing
             raise BadDiagnosisEntry(f"{cls.__name__}: {exc}") from None
+
+
+@functools.cache
+def _scalar_fields(cls: type) -> dict[str, tuple[type, ...]]:
+    """The fields of ``cls`` annotated with ``int``, ``float``, ``str`` or ``bool``
+    (or one of them or None), and the types their values may have (an ``int`` where
+    a ``float`` is): a hostile entry's ``str`` where a number is made the viewer raise
+    when it drew it. Empty when the annotations cannot be resolved."""
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:  # noqa: BLE001 - a name only for type checkers: that class's fields unchecked
+        return {}
+    out: dict[str, tuple[type, ...]] = {}
+    for f in dataclasses.fields(cls):
+        t = hints.get(f.name)
+        args = typing.get_args(t) if isinstance(t, types.UnionType) or typing.get_origin(t) is typing.Union else (t,)
+        if args and all(a in (int, float, str, bool, type(None)) for a in args):
+            out[f.name] = tuple(set(args) | ({int} if float in args else set()))
+    return out
 
 
 def _check_against(diag: Diagnosis, trace: Trace) -> None:
@@ -378,7 +409,14 @@ class DiagnosisCache:
     # ------------------------------------------------------------- read
     def get(self, trace: Trace) -> Diagnosis | None:
         """The cached diagnosis of ``trace`` (None when there is no entry). An entry
-        that cannot be used is logged as a warning and gives None."""
+        that cannot be used is logged as a warning and gives None; the same file
+        asked for again by this process gives None at once, without a warning
+        (``_refused``: the viewer's worker asks ``cached_diagnosis``, then
+        ``diagnose_cached``, which read a corrupt entry twice and warned twice)."""
+        seen = self._identity()
+        if seen is not None and seen in _refused:
+            log.debug("diagnosis cache entry %s refused before", self.entry)
+            return None
         try:
             diag = self.read(trace)
         except FileNotFoundError:
@@ -387,12 +425,37 @@ class DiagnosisCache:
             log.warning(
                 "diagnosis cache entry %s not used (%s: %s); diagnosing afresh", self.entry, type(exc).__name__, exc
             )
+            if seen is not None:
+                with _writers_lock:
+                    if len(_refused) >= MAX_REFUSED:
+                        _refused.clear()
+                    _refused.add(seen)
             return None
         try:
             os.utime(self.entry)  # used now: evicted last
         except OSError:
             pass
         return diag
+
+    def get_completed(self, trace: Trace) -> Diagnosis | None:
+        """``get(trace)``; an entry written without its findings (the program exited
+        while they were computed: ``_findings_unless_exiting``) is written again with
+        them, computed by the writer (``put_later(with_findings=True)``; once, should
+        the caller ask for them meanwhile; not again when they are not in then), or
+        every later open would compute them."""
+        diag = self.get(trace)
+        if diag is not None and not isinstance(diag.derived.get("findings"), Findings):
+            self.put_later(diag, with_findings=True, only_with_findings=True)
+        return diag
+
+    def _identity(self) -> tuple | None:
+        """The entry's file as it is now (name, device, inode, size, times) and the
+        trace it is asked for; None when it cannot be looked at."""
+        try:
+            st = os.stat(self.entry, follow_symlinks=False)
+        except OSError:
+            return None
+        return (str(self.entry), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, self.fingerprint)
 
     def read(self, trace: Trace) -> Diagnosis:
         """Read and check the entry (module docstring). Raises ``BadDiagnosisEntry``,
@@ -446,16 +509,25 @@ class DiagnosisCache:
         found = dec.dec(tree["findings"])
         if found is not None:
             diag.derived["findings"] = found
+        if not isinstance(diag.params, Params) or params_digest(diag.params) != params_digest(self.params):
+            raise BadDiagnosisEntry("its params are not the ones its name and header give")
         _check_against(diag, trace)
         return diag
 
     # ------------------------------------------------------------- write
-    def put_later(self, diag: Diagnosis, with_findings: bool = False) -> threading.Thread | None:
+    def put_later(
+        self, diag: Diagnosis, with_findings: bool = False, only_with_findings: bool = False
+    ) -> threading.Thread | None:
         """Write ``diag`` in a background (non-daemon) thread, its findings computed
-        there first when ``with_findings``; returns it, or None when it could not be
-        started."""
+        there first when ``with_findings`` (not waited for once the program is
+        exiting: ``_findings_unless_exiting``); ``only_with_findings``: write nothing
+        when they are not in then (the entry there without them is as good);
+        returns it, or None when it could not be started."""
         t = threading.Thread(
-            target=self._put_quietly, args=(diag, with_findings), name="gapscope-diagnosis-write", daemon=False
+            target=self._put_quietly,
+            args=(diag, with_findings, only_with_findings),
+            name="gapscope-diagnosis-write",
+            daemon=False,
         )
         with _writers_lock:
             _writers.append(t)
@@ -468,11 +540,12 @@ class DiagnosisCache:
             return None
         return t
 
-    def _put_quietly(self, diag: Diagnosis, with_findings: bool = False) -> None:
-        if with_findings:
-            _findings_quietly(diag)
+    def _put_quietly(self, diag: Diagnosis, with_findings: bool = False, only_with_findings: bool = False) -> None:
         try:
-            self.put(diag)
+            if with_findings:
+                _findings_unless_exiting(diag)
+            if not only_with_findings or isinstance(diag.derived.get("findings"), Findings):
+                self.put(diag)
         except Exception as exc:  # noqa: BLE001 - a failed write leaves no entry; the diagnosis is shown all the same
             log.debug("diagnosis entry %s not written: %s: %s", self.entry, type(exc).__name__, exc)
         finally:
@@ -576,7 +649,7 @@ def diagnose_cached(trace: Trace, params: Params | None = None, *, findings_firs
     params = params or Params()
     cache = DiagnosisCache.open(trace, params)
     if cache is not None:
-        got = cache.get(trace)
+        got = cache.get_completed(trace)
         if got is not None:
             return got
     diag = diagnose(trace, params)
@@ -591,14 +664,51 @@ def cached_diagnosis(trace: Trace, params: Params | None = None) -> Diagnosis | 
     """The diagnosis cache's entry for ``trace`` and ``params`` read back (its findings
     in ``Diagnosis.derived``), or None: no entry (found without reading the trace's
     columns), the cache off, or an entry that cannot be used (a warning). Never
-    diagnoses. The viewer reads it beside the load (``parsers.preview.EarlyLoad``'s
-    ``then``), so that a cached trace opens with its causes drawn."""
+    diagnoses. The viewer's diagnosis worker asks for it first
+    (``tui.factory.default_ready_diagnosis``), so that a cached trace's causes are
+    drawn without its early gaps or a diagnosis; an entry without its findings is
+    written again with them (``DiagnosisCache.get_completed``)."""
     params = params or Params()
     where = DiagnosisCache.locate(trace)
-    if where is None or not DiagnosisCache.entry_path(where[1], where[2], params).is_file():
+    if where is None:
+        return None
+    entry = DiagnosisCache.entry_path(where[1], where[2], params)
+    try:
+        if not entry.is_file():
+            return None
+    except OSError as exc:  # EACCES, ENAMETOOLONG: Path.is_file ignores ENOENT alone; diagnose_cached warns
+        log.debug("diagnosis cache entry %s not looked at: %s", entry, exc)
         return None
     cache = DiagnosisCache.open(trace, params)
-    return cache.get(trace) if cache is not None else None
+    return cache.get_completed(trace) if cache is not None else None
+
+
+#: How often (s) the writer looks whether the program is exiting while it waits for the
+#: findings (``_findings_unless_exiting``).
+EXIT_POLL_S = 0.05
+
+
+def _findings_unless_exiting(diag: Diagnosis) -> None:
+    """``_findings_quietly(diag)`` in a daemon thread, waited for until they are in or
+    the program is exiting (its main thread has ended: the viewer quit), whichever is
+    first: the writer is not a daemon (an entry is never cut short), so computing the
+    findings itself would hold the exit for them (seconds at 5M events); the entry
+    is then written without them, and computed by the next open's ``findings``."""
+    done = threading.Event()
+
+    def compute() -> None:
+        try:
+            _findings_quietly(diag)
+        finally:
+            done.set()
+
+    try:
+        threading.Thread(target=compute, name="gapscope-diagnosis-findings", daemon=True).start()
+    except RuntimeError:  # at interpreter shutdown: the entry goes without them
+        return
+    while not done.wait(EXIT_POLL_S):
+        if not threading.main_thread().is_alive():
+            return
 
 
 def _findings_quietly(diag: Diagnosis) -> None:

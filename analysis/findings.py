@@ -1282,12 +1282,33 @@ def findings(diag: Diagnosis) -> Findings:
 _LOCKS_GUARD = threading.Lock()
 
 
-def _lock_of(diag: Diagnosis) -> threading.Lock:
+class _FindingsLock:
+    """The lock of one diagnosis's findings (``_lock_of``). Kept in ``diag.derived``,
+    so it is copied with the diagnosis: a copy or an unpickled one gets a lock of its
+    own (a bare ``threading.Lock`` there made ``copy.deepcopy`` and ``pickle`` of a
+    diagnosis with findings raise ``TypeError``)."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> bool:
+        return self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+    def __reduce__(self) -> tuple:
+        return (_FindingsLock, ())
+
+
+def _lock_of(diag: Diagnosis) -> _FindingsLock:
     """The lock that makes ``findings(diag)`` run once (kept in ``diag.derived``)."""
     with _LOCKS_GUARD:
         lock = diag.derived.get("findings_lock")
-        if not isinstance(lock, type(_LOCKS_GUARD)):
-            lock = diag.derived["findings_lock"] = threading.Lock()
+        if not isinstance(lock, _FindingsLock):
+            lock = diag.derived["findings_lock"] = _FindingsLock()
         return lock
 
 

@@ -251,6 +251,34 @@ def test_a_corrupt_entry_warns_and_diagnoses_afresh(cache, fresh_runs, tmp_path,
     assert_same(got, dc.DiagnosisCache.open(trace, Params()).read(trace))
 
 
+def test_a_corrupt_entry_is_read_and_warned_about_once_by_the_viewers_two_asks(cache, fresh_runs, tmp_path, caplog):
+    """The viewer's worker asks ``cached_diagnosis`` (``ViewOptions.ready_diagnosis``),
+    then, on None, ``diagnose_cached``: a corrupt entry is read once and warned about
+    once (it was read whole and warned about twice), the trace diagnosed afresh once,
+    and the entry written again is read back."""
+    path = _copy("dataloader_stall.txt", tmp_path)
+    entry = _entry(_cached_once(path).trace)
+    _damage(entry, "data byte")
+    trace = load(str(path))
+    reads: list[str] = []
+    real = dc.DiagnosisCache.read
+
+    def counting(self, t):
+        reads.append(self.entry.name)
+        return real(self, t)
+
+    with pytest.MonkeyPatch.context() as m, caplog.at_level(logging.WARNING, logger="gapscope.cache"):
+        m.setattr(dc.DiagnosisCache, "read", counting)
+        assert dc.cached_diagnosis(trace) is None
+        got = dc.diagnose_cached(trace, findings_first=False)
+        dc.wait_for_writes()
+    assert reads == [entry.name] and len(fresh_runs) == 2
+    assert caplog.text.count("diagnosing afresh") == 1 and "data CRC mismatch" in caplog.text
+    again = dc.cached_diagnosis(load(str(path)))  # the entry written again: a new file, read
+    assert again is not None
+    assert_same(got, again)
+
+
 def _rewrite_header(entry, change) -> None:
     """Rewrite the entry's JSON header with ``change(header)`` and valid CRCs (a
     hostile writer of the cache folder)."""
@@ -292,6 +320,8 @@ def _first(tree, marker):
         "unknown field",
         "object dtype",
         "deep nesting",
+        "params not the asked ones",
+        "a str where a finding's number is",
     ],
 )
 def test_a_hostile_entry_is_refused(cache, fresh_runs, tmp_path, caplog, attack):
@@ -316,6 +346,10 @@ def test_a_hostile_entry_is_refused(cache, fresh_runs, tmp_path, caplog, attack)
             tree["params"]["f"]["__class__"] = 1
         elif attack == "object dtype":
             h["arrays"][0][0] = "|O"
+        elif attack == "params not the asked ones":  # a str where a number is: the viewer would raise
+            tree["params"]["f"]["min_gap_ns"] = "x"
+        elif attack == "a str where a finding's number is":  # the findings panel would raise drawing it
+            _first(tree["findings"], "per_step_ns")["per_step_ns"] = "1 ms"
         elif attack == "deep nesting":
             deep = None
             for _ in range(200):
@@ -383,3 +417,71 @@ def test_diagnosis_entries_are_evicted_with_the_traces(cache, tmp_path, monkeypa
     monkeypatch.setenv("GAPSCOPE_CACHE_MAX_BYTES", str(size + size // 2))
     assert store.make_room(entry.parent, size)  # a new entry of the same size: the old one goes
     assert not entry.exists()
+
+
+def test_cached_diagnosis_of_a_cache_folder_that_cannot_be_looked_in_is_none(cache, tmp_path, monkeypatch):
+    """A cache folder whose entry cannot even be looked at (a name longer than the file
+    system takes: ENAMETOOLONG, as EACCES, which ``Path.is_file`` raises): no entry, not
+    an ``OSError`` (the viewer then diagnoses it, and ``diagnose_cached`` warns)."""
+    path = _copy("decode_10_steps.txt", tmp_path)
+    monkeypatch.setenv("GAPSCOPE_CACHE_DIR", str(tmp_path / ("c" * 300)))
+    trace = load(str(path))
+    assert dc.cached_diagnosis(trace) is None
+    assert len(dc.diagnose_cached(trace).gaps) == len(diagnose(trace).gaps)
+
+
+_QUIT_WHILE_FINDINGS = """
+import sys, threading
+import gapscope.analysis.diagnosis_cache as dc
+import gapscope.analysis.findings as findings_module
+from gapscope.parsers import load
+entered = threading.Event()
+def held(diag):
+    entered.set()
+    threading.Event().wait()  # findings that would take forever
+findings_module._findings = held
+d = dc.diagnose_cached(load(sys.argv[1]), findings_first=False)
+assert entered.wait(60) and "findings" not in d.derived
+print("quitting", flush=True)
+"""
+
+
+def test_a_program_that_ends_while_the_writer_computes_findings_exits_and_keeps_the_entry(cache, tmp_path):
+    """The viewer quit (its main thread ended) while the writer computes the findings
+    of a fresh diagnosis (``findings_first=False``): the writer stops waiting for
+    them, so the program exits (it waited for the findings to the end: seconds at 5M
+    events, here never), and writes the entry without them; an open that exits as
+    soon does not write it again, one that stays has its writer compute them and
+    write the entry again, with them."""
+    import subprocess
+    import sys
+
+    path = _copy("decode_10_steps.txt", tmp_path)
+
+    def quit_while_findings() -> None:
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", _QUIT_WHILE_FINDINGS, str(path)],
+                capture_output=True,
+                text=True,
+                timeout=120,  # a guard against the hang, not a timing
+            )
+        except subprocess.TimeoutExpired:
+            pytest.fail("the program waited for findings that never came")
+        assert done.returncode == 0 and done.stdout == "quitting\n", done.stderr
+        assert not [p.name for p in cache.iterdir() if p.name.endswith(".tmp")]
+
+    quit_while_findings()
+    (entry,) = cache.glob(f"*{dc.SUFFIX}")
+    written = entry.stat().st_ino
+    quit_while_findings()  # read back, its findings not in again: not written again (a new file)
+    assert entry.stat().st_ino == written
+    trace = load(str(path))
+    assert "findings" not in dc.DiagnosisCache.open(trace, Params()).read(trace).derived
+    got = dc.cached_diagnosis(trace)
+    reference = diagnose(trace)
+    assert_same(reference, got)
+    assert_same(findings(reference), findings(got), "findings")
+    dc.wait_for_writes()  # the entry is written again, with them
+    again = dc.DiagnosisCache.open(trace, Params()).read(trace)
+    assert_same(findings(reference), again.derived["findings"], "findings")

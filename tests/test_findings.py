@@ -565,3 +565,26 @@ def test_control_step_start_stall_between_steps_is_steady():
     assert lb.title.startswith("data loading (`## load_batch ##`) and its input copies")
     assert sorted(lb.positions.tolist()) == sorted(i for i, k in zip(loads, owner.tolist()) if k > 0)
     assert (lb.steps_with, lb.steps_total) == (5, 6)
+
+
+def test_a_diagnosis_with_findings_copies_and_pickles_and_a_failed_findings_frees_its_lock(monkeypatch):
+    """The lock that computes a diagnosis's findings once is kept in its ``derived``:
+    a deep copy or a pickled one gets its own (a bare ``threading.Lock`` raised
+    ``TypeError: cannot pickle '_thread.lock' object``), with the same findings; and
+    findings that raise leave it free, so the next call computes them."""
+    import copy
+    import pickle
+
+    import gapscope.analysis.findings as findings_module
+
+    d = diagnose(load(str(ROOT / "sample_traces" / "decode_10_steps.txt")))
+    real = findings_module._findings
+    monkeypatch.setattr(findings_module, "_findings", lambda diag: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        findings(d)
+    monkeypatch.setattr(findings_module, "_findings", real)
+    f = findings(d)  # would wait for good on a lock left held
+    assert f.ranked
+    for copied in (copy.deepcopy(d), pickle.loads(pickle.dumps(d))):
+        assert copied.derived["findings_lock"] is not d.derived["findings_lock"]
+        assert [x.title for x in findings(copied).ranked] == [x.title for x in f.ranked]

@@ -253,6 +253,18 @@ def test_growing_runs_give_the_first_child_its_share_and_split_the_rest():
     assert cp.growing_runs(4, 2, 0.01) == [(0, 1), (1, 4)]  # and the first one too
 
 
+def test_growing_runs_never_drop_a_part_nor_take_a_share_that_is_none():
+    """One child takes every part whatever the share (it took the share's alone:
+    ``growing_runs(4, 1, 0.5)`` was ``[(0, 2)]``, parts 2 and 3 decoded by no one);
+    a share outside [0, 1] is a ValueError (NaN was one, infinity an OverflowError
+    the loader does not catch)."""
+    assert cp.growing_runs(4, 1, 0.5) == [(0, 4)]
+    assert cp.growing_runs(3, 3, 0.0) == cp.growing_runs(3, 3, 1.0) == [(0, 1), (1, 2), (2, 3)]
+    for share in (float("nan"), float("inf"), -0.5, 1.5):
+        with pytest.raises(ValueError, match="first_share"):
+            cp.growing_runs(9, 3, share)
+
+
 def test_zlib_and_isal_inflate_alike_while_growing(tmp_path, monkeypatch, grow):
     """Without ISA-L (``isal`` missing), zlib inflates the text the children read."""
     monkeypatch.setattr(detect, "_inflate", zlib)

@@ -220,6 +220,34 @@ def test_children_that_cannot_be_started_leave_the_load_to_the_file_s_own(tmp_pa
     _assert_twins(got, load(src))
 
 
+@pytest.mark.parametrize("setting", [None, "2", "3"])
+def test_decoders_while_transcoding_are_as_many_as_the_user_set(tmp_path, growing, monkeypatch, setting):
+    """The growing text's decoders: ``pf.EXTRA_CHILDREN`` more than the CPUs, but
+    ``GAPSCOPE_LOAD_PROCESSES=N`` decoders when it is set (it forked N + 1); the
+    trace the same whatever their number."""
+    src, out = _pftrace(tmp_path, GROWING_TRACES[0])
+    if setting is None:
+        monkeypatch.delenv("GAPSCOPE_LOAD_PROCESSES", raising=False)
+    else:
+        monkeypatch.setenv("GAPSCOPE_LOAD_PROCESSES", setting)
+    # as ``cp.processes`` on two CPUs (``growing`` forces three): the setting, else 2
+    monkeypatch.setattr(cp, "processes", lambda: int(setting) if setting else 2)
+    forked: list[int] = []
+    real = cp._fork_children
+
+    def counting(nproc, *a, **k):
+        forked.append(nproc)
+        return real(nproc, *a, **k)
+
+    monkeypatch.setattr(cp, "_fork_children", counting)
+    got = load(out)
+    assert growing == [("GrowingParts", True)]
+    want = int(setting) if setting else 2 + pf.EXTRA_CHILDREN
+    assert forked == [want] and pf.EXTRA_CHILDREN >= 1
+    growing.clear()
+    _assert_twins(got, load(src))
+
+
 def test_gzip_and_any_name_are_read_by_content(tmp_path, decoder):
     src, out = _pftrace(tmp_path, "hta/mi250_minitoy_train_ROCm6_2_kineto.json.gz", clear_every=7)
     gz = tmp_path / "odd-name.bin"

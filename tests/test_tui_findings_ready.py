@@ -98,8 +98,8 @@ def test_causes_drawn_while_the_findings_are_computed(monkeypatch):
 
 
 def test_a_diagnosis_read_beside_the_load_is_taken_first(monkeypatch):
-    """``ViewOptions.ready_diagnosis`` (a cached trace: ``gapscope.tui.cmd`` reads the
-    diagnosis cache beside the load), asked first by the worker, off the UI thread: its
+    """``ViewOptions.ready_diagnosis`` (a cached trace: the diagnosis cache's entry,
+    ``gapscope.tui.factory.default_ready_diagnosis``), asked first by the worker, off the UI thread: its
     causes and verdict are drawn; nothing is diagnosed and no early gaps are found."""
     from gapscope.analysis import diagnose
     from gapscope.parsers import load

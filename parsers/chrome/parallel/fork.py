@@ -677,8 +677,11 @@ def growing_runs(n_chunks: int, nproc: int, first_share: float | None = None) ->
     each; ``n_chunks >= nproc``). A child can decode a part only once the writer has
     passed it: while the writer holds a core, child 0 runs beside it alone, the later
     children start later and share the cores with it, so equal runs leave the last
-    child most of its run to decode after the text is complete."""
-    if first_share is None:
+    child most of its run to decode after the text is complete. A single child takes
+    every part; raises ``ValueError`` for a ``first_share`` outside [0, 1] (NaN too)."""
+    if first_share is not None and not 0.0 <= first_share <= 1.0:
+        raise ValueError(f"first_share {first_share!r} is not a share in [0, 1]")
+    if first_share is None or nproc == 1:
         return [(n_chunks * j // nproc, n_chunks * (j + 1) // nproc) for j in range(nproc)]
     first = min(n_chunks - (nproc - 1), max(1, round(n_chunks * first_share)))
     rest = n_chunks - first
@@ -715,8 +718,11 @@ def start_growing(
     takes that share of the parts (``growing_runs``), where the writer needs a core of
     its own while it writes; ``extra_children``: that many more children than
     ``processes()`` (the runs after the first are shorter, so the work left when the
-    text is complete is spread finer over the cores)."""
-    nproc = processes() + (extra_children if processes() >= 2 else 0)
+    text is complete is spread finer over the cores), not when the user set their
+    number (``GAPSCOPE_LOAD_PROCESSES``)."""
+    nproc = processes()
+    if nproc >= 2 and read_settings().load_processes is None:
+        nproc += extra_children
     if (
         not GROWING_MIN_BYTES <= planned_bytes <= GROWING_MAX_BYTES
         or not enabled(planned_bytes, held=True)

@@ -118,6 +118,44 @@ def _pct(xs: list[float], q: float) -> float:
     return xs[k]
 
 
+def _timed_ready(marks: dict):
+    """The viewer's default ``ready_diagnosis`` (the diagnosis cache's entry, asked
+    first), marking when it gave one as the diagnosis's end; None for a build from
+    before 2026-12-07, which has none (run by another checkout's interpreter)."""
+    try:
+        from gapscope.tui.factory import default_ready_diagnosis
+    except ImportError:
+        return None
+
+    def ready(tr):
+        d = default_ready_diagnosis(tr)
+        if d is not None:
+            marks["diagnosed_at"] = time.perf_counter()
+            marks["diagnose_s"] = 0.0
+            marks["gaps"] = len(d.gaps)
+        return d
+
+    return ready
+
+
+async def _key_latencies(pilot, repeats: int, renders: list, any_renders: list, lat: dict, settle: dict) -> None:
+    """Press next gap, zoom and pan ``repeats`` times each; append to ``lat`` the time
+    from each key to the lanes' first render after it, to ``settle`` to the last
+    render of any widget (s)."""
+    plan = {"next gap": ["n"], "zoom": ["plus", "minus"], "pan": ["l", "h"]}
+    for _ in range(repeats):
+        for what, keys in plan.items():
+            for key in keys:
+                await pilot.pause()
+                n0 = len(renders)
+                t0 = time.perf_counter()
+                await pilot.press(key)
+                await pilot.pause()
+                if len(renders) > n0:
+                    lat[what].append(renders[n0] - t0)
+                    settle[what].append(any_renders[-1] - t0)
+
+
 async def _run(path: Path, size: tuple[int, int], repeats: int, early=None) -> dict:
     """``early``: a load begun before the imports (``parsers.preview.EarlyLoad``), as the
     view command begins it; None: the viewer calls ``load`` itself."""
@@ -172,18 +210,7 @@ async def _run(path: Path, size: tuple[int, int], repeats: int, early=None) -> d
         marks["gaps"] = len(d.gaps) if d is not None else 0
         return d
 
-    try:  # the viewer's default: the diagnosis cache's entry, asked first (a build from before 2026-12-07 has none)
-        from gapscope.tui.factory import default_ready_diagnosis
-    except ImportError:
-        default_ready_diagnosis = None
-
-    def ready(tr):
-        d = default_ready_diagnosis(tr)
-        if d is not None:
-            marks["diagnosed_at"] = time.perf_counter()
-            marks["diagnose_s"] = 0.0
-            marks["gaps"] = len(d.gaps)
-        return d
+    ready = _timed_ready(marks)
 
     def preview(callback):  # as gapscope.tui.cmd: the device preview drawn first
         def got(trace):
@@ -197,7 +224,7 @@ async def _run(path: Path, size: tuple[int, int], repeats: int, early=None) -> d
         ViewOptions(
             loader=loader,
             diagnose=diagnose,
-            **({"ready_diagnosis": ready} if default_ready_diagnosis is not None else {}),
+            **({"ready_diagnosis": ready} if ready is not None else {}),
             preview=preview if early is not None else None,
             early_gaps=default_early_gaps,  # as the viewer's default diagnosis
             preview_drawn=early.preview_drawn if early is not None else None,
@@ -239,18 +266,7 @@ async def _run(path: Path, size: tuple[int, int], repeats: int, early=None) -> d
             causes = cause_renders[0] if cause_renders else [r for r in renders if r >= marks["diagnosed_at"]][0]
             marks["causes_paint_s"] = causes - marks["diagnosed_at"]
             marks["causes_paint_wall"] = time.time() - (time.perf_counter() - causes)
-            plan = {"next gap": ["n"], "zoom": ["plus", "minus"], "pan": ["l", "h"]}
-            for _ in range(repeats):
-                for what, keys in plan.items():
-                    for key in keys:
-                        await pilot.pause()
-                        n0 = len(renders)
-                        t0 = time.perf_counter()
-                        await pilot.press(key)
-                        await pilot.pause()
-                        if len(renders) > n0:
-                            lat[what].append([r for r in renders[n0:]][0] - t0)
-                            settle[what].append(any_renders[-1] - t0)
+            await _key_latencies(pilot, repeats, renders, any_renders, lat, settle)
     finally:
         Swimlanes.render_lines = orig
         Widget.render_lines = orig_any

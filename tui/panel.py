@@ -398,8 +398,8 @@ def protocol_text(done: set[int]) -> Text:
 #: Most lines of the compact panel's first items, the rest wrapped into the rows left:
 #: a card's summary one line and its smell two; the findings overview's verdict two (at
 #: 80x24 one line cut it at "fixed: 0.760 ms,…" with five rows empty below).
-CARD_CAPS = (1, 2)
-OVERVIEW_CAPS = (2,)
+CARD_CAPS: tuple[int, ...] = (1, 2)
+OVERVIEW_CAPS: tuple[int, ...] = (2,)
 
 
 def _with_ellipsis(line: Text, width: int) -> Text:
@@ -436,7 +436,7 @@ class GapPanel(Widget):
         self._protocol = protocol_text(set())
         self._compact: list[Text] | None = []
         self._compact_fn: Callable[[], list[Text]] = list
-        self._compact_caps = CARD_CAPS
+        self._compact_caps: tuple[int, ...] = CARD_CAPS
         self._compact_key: object = None
         #: Show the compact card (``compact_card_text``) instead of the full text.
         self.compact = False

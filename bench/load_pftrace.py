@@ -220,6 +220,9 @@ _INNER = {1: frozenset((11,)), 11: frozenset((4,))}
 
 def _run(path: Path) -> tuple[float, int, int, float]:
     env = dict(os.environ, GAPSCOPE_NO_CACHE="1")
+    # as the ``gapscope`` command sets it before numpy is imported (``gapscope.cli``):
+    # OpenBLAS's idle threads otherwise spin beside the load's processes
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")
     got = subprocess.run(
         [sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True, env=env, check=True
     ).stdout.split()

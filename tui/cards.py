@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from gapscope.analysis.card import card_for_gap
 from gapscope.analysis.types import Card
 
-__all__ = ["card_of", "prefetch_cards", "DERIVED_KEY"]
+__all__ = ["card_of", "has_card", "prefetch_cards", "DERIVED_KEY"]
 
 #: Where the cards are kept in ``Diagnosis.derived`` (gap index -> ``Card``).
 DERIVED_KEY = "gapscope.tui.cards"
@@ -53,6 +53,12 @@ def card_of(diagnosis, gap: int) -> Card:
     if card is None:
         card = memo[gap] = card_for_gap(diagnosis, gap)
     return card
+
+
+def has_card(diagnosis, gap: int) -> bool:
+    """Whether the card of ``gap`` is built already (``card_of`` then costs a lookup)."""
+    memo = _memo(diagnosis)
+    return memo is not None and int(gap) in memo
 
 
 def prefetch_cards(diagnosis, gaps: Iterable[int], cancelled: Callable[[], bool] = lambda: False) -> int:

@@ -24,7 +24,7 @@ from textual.worker import get_current_worker
 from gapscope.analysis.types import Cause, Gaps
 from gapscope.parsers.model import Kind, Trace
 from gapscope.tui.bindings import footer_binding, trace_bindings
-from gapscope.tui.cards import prefetch_cards
+from gapscope.tui.cards import has_card, prefetch_cards
 from gapscope.tui.findings_view import FindingsState, findings_of
 from gapscope.tui.footer import KeyFooter
 from gapscope.tui.header import trace_header
@@ -677,8 +677,10 @@ class TraceScreen(Screen):
             self.findings_state = dataclasses.replace(self.findings_state, overview=False, active=False)
         self.lanes.select_gap(g)
         self._update_detail()
-        # The lanes and detail line repaint first; the card follows on the next frame.
-        self.call_after_refresh(self._update_side)
+        if self.diagnosis is not None and has_card(self.diagnosis, g):
+            self._update_side()  # built ahead (``_prefetch_cards``): drawn with the lanes, a frame sooner
+        else:  # the lanes and detail line repaint first; the card, built now, on the next frame
+            self.call_after_refresh(self._update_side)
 
     # ------------------------------------------------------------- findings
     @property

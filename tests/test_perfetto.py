@@ -143,7 +143,7 @@ def test_decoded_while_transcoding_equals_the_json_twin(tmp_path, rel, growing):
 
     def slow(self, final_bytes, consumed_bytes):
         real(self, final_bytes, consumed_bytes)
-        if self.parts is not None:
+        if self.decoders.parts is not None:
             time.sleep(0.002)  # a transcoder slower than the children: they catch up and wait
             seen.append(cp.progress() or 0.0)
 
@@ -190,8 +190,8 @@ def test_a_packet_the_transcoder_refuses_late_ends_its_children(tmp_path, growin
     real = pf._Growing.close
 
     def closing(self):
-        if self.parts is not None:
-            forked.append([c.pid for c in self.parts.children])
+        if self.decoders.parts is not None:
+            forked.append([c.pid for c in self.decoders.parts.children])
         real(self)
 
     with pytest.MonkeyPatch.context() as m:

@@ -63,6 +63,7 @@ from gapscope.parsers.model import Trace
 
 __all__ = [
     "decode",
+    "GrowingDecoders",
     "Inflating",
     "planned_size",
     "load_chrome",
@@ -289,34 +290,43 @@ def load_chrome(data: Text, path: str) -> Trace:
             gc.enable()
 
 
-class Inflating:
-    """The decoders of a ``.json.gz`` forked while it is inflated (``on_write`` of
-    ``inflate_to_file``): once ``GROWING_HEAD_BYTES`` of text are written, the
-    children of ``chrome_parallel.start_growing`` decode each part as soon as the
-    text has passed it, so inflating (in this process) and decoding overlap.
-    ``size_field``: the gzip trailer's ISIZE (the last member's size mod 2**32)."""
+class GrowingDecoders:
+    """The decoders forked on a Chrome-trace text this process is still writing to a
+    file (a ``.json.gz`` being inflated: ``Inflating``; a ``.pftrace`` being transcoded:
+    ``perfetto.loader``): started once ``GROWING_HEAD_BYTES`` are written and the
+    writer has a plan of the text's length, told as the text grows, given up (killed)
+    when it grows far past the plan; the file's own children decode it then.
+    ``first_share``, ``extra_children``: ``start_growing``'s."""
 
-    def __init__(self, path: str, size_field: int) -> None:
-        self.path, self.size_field = path, size_field
+    def __init__(self, path: str, first_share: float | None = None, extra_children: int = 0) -> None:
+        self.path, self.first_share, self.extra_children = path, first_share, extra_children
         self.parts: chrome_parallel.GrowingParts | None = None
         self.tried = False
 
-    def __call__(self, fd: int, written: int, consumed: int, compressed: int) -> None:
+    def wrote(self, fd: int, written: int, plan: Callable[[], int | None]) -> None:
+        """The text in ``fd`` is final up to ``written`` bytes: tell the children, or
+        start them when there are none yet and ``plan()`` gives the text's planned
+        length (None: not yet, asked again at the next write; below 0: never)."""
         if self.parts is not None:
             if self.parts.overrun(written):  # planned for far less: the file's own children will decode it
                 self.close()
-                return
-            self.parts.growing.wrote(written)
+            else:
+                self.parts.growing.wrote(written)
             return
         if self.tried or written < chrome_parallel.GROWING_HEAD_BYTES:
             return
+        planned = plan()
+        if planned is None:
+            return
         self.tried = True
-        planned = planned_size(self.size_field, written, consumed, compressed)
-        if planned > PLAUSIBLE_INFLATE_RATIO * compressed:
-            return  # a size field no trace's gzip has (junk after the data?): inflated first
-        growing = chrome_parallel.Growing()
-        growing.wrote(written)
-        self.parts = start_growing(fd, growing, planned, self.path)
+        if planned < 0:
+            return
+        try:
+            growing = chrome_parallel.Growing()
+            growing.wrote(written)
+            self.parts = start_growing(fd, growing, planned, self.path, self.first_share, self.extra_children)
+        except (OSError, ValueError):  # no map or read of the text: the file's own children decode it
+            self.parts = None
 
     def finish(self, size_bytes: int) -> chrome_parallel.GrowingParts | None:
         """The children, told the text is complete at ``size_bytes``, or None (none
@@ -332,6 +342,26 @@ class Inflating:
         if self.parts is not None:
             self.parts.close()
             self.parts = None
+
+
+class Inflating(GrowingDecoders):
+    """The decoders of a ``.json.gz`` forked while it is inflated (``on_write`` of
+    ``inflate_to_file``), so inflating (in this process) and decoding overlap; the
+    text's planned length is the gzip trailer's ``size_field`` (ISIZE: the last
+    member's size mod 2**32, ``planned_size``), not believed beyond
+    ``PLAUSIBLE_INFLATE_RATIO`` times the file."""
+
+    def __init__(self, path: str, size_field: int) -> None:
+        super().__init__(path)
+        self.size_field = size_field
+
+    def __call__(self, fd: int, written: int, consumed: int, compressed: int) -> None:
+        def plan() -> int:
+            planned = planned_size(self.size_field, written, consumed, compressed)
+            # a size field no trace's gzip has (junk after the data?): inflated first
+            return -1 if planned > PLAUSIBLE_INFLATE_RATIO * compressed else planned
+
+        self.wrote(fd, written, plan)
 
 
 #: Most a trace's gzip is taken to inflate (real traces: 10-50x) when its size field

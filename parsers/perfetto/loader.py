@@ -796,58 +796,35 @@ EXTRA_CHILDREN = 1
 
 
 class _Growing:
-    """The Chrome loader's decoders, forked while the transcoder writes the text
-    (``on_flush`` of ``_pfscan.transcode``), as for a ``.json.gz`` being inflated: once
-    ``GROWING_HEAD_BYTES`` of it are final, the children of
-    ``chrome.decode.start_growing`` decode each part as soon as the text has passed it,
-    so transcoding (here) and decoding (there) overlap. Their plan: once
-    ``PLAN_AFTER_SHARE`` of the ``.pftrace`` (``input_bytes``) is read, the text the
-    whole file would give at the rate so far, times ``PLAN_SHARE_OF_ESTIMATE``; a
-    text far from it is decoded by the file's own children afterwards
-    (``GrowingParts.finish``)."""
+    """The Chrome loader's decoders forked while the transcoder writes the text
+    (``on_flush`` of ``_pfscan.transcode``; ``chrome.decode.GrowingDecoders``, as for a
+    ``.json.gz`` being inflated), so transcoding (here) and decoding (there) overlap.
+    Their plan: once ``PLAN_AFTER_SHARE`` of the ``.pftrace`` (``input_bytes``) is
+    read, the text the whole file would give at the rate so far, times
+    ``PLAN_SHARE_OF_ESTIMATE``."""
 
     def __init__(self, fd: int, path: str, input_bytes: int) -> None:
-        self.fd, self.path, self.input_bytes = fd, path, input_bytes
-        self.parts: GrowingParts | None = None
-        self.tried = False
+        # the Chrome loader is imported here, not with this module, which sniffing any file imports
+        from gapscope.parsers.chrome.decode import GrowingDecoders
+
+        self.fd, self.input_bytes = fd, input_bytes
+        self.decoders = GrowingDecoders(path, FIRST_CHILD_SHARE, EXTRA_CHILDREN)
 
     def __call__(self, final_bytes: int, consumed_bytes: int) -> None:
-        from gapscope.parsers.chrome.decode import start_growing
-        from gapscope.parsers.chrome.parallel import fork as chrome_parallel
+        def plan() -> int | None:
+            if consumed_bytes < PLAN_AFTER_SHARE * self.input_bytes:
+                return None
+            return int(final_bytes * self.input_bytes / max(1, consumed_bytes) * PLAN_SHARE_OF_ESTIMATE)
 
-        if self.parts is not None:
-            if self.parts.overrun(final_bytes):  # planned for far less: the file's own children decode it
-                self.close()
-                return
-            self.parts.growing.wrote(final_bytes)
-            return
-        if self.tried or final_bytes < chrome_parallel.GROWING_HEAD_BYTES:
-            return
-        if consumed_bytes < PLAN_AFTER_SHARE * self.input_bytes:
-            return
-        self.tried = True
-        planned = int(final_bytes * self.input_bytes / max(1, consumed_bytes) * PLAN_SHARE_OF_ESTIMATE)
-        try:
-            growing = chrome_parallel.Growing()
-            growing.wrote(final_bytes)
-            self.parts = start_growing(self.fd, growing, planned, self.path, FIRST_CHILD_SHARE, EXTRA_CHILDREN)
-        except (OSError, ValueError):  # no map or read of the text: the file's own children decode it
-            self.parts = None
+        self.decoders.wrote(self.fd, final_bytes, plan)
 
     def finish(self, size_bytes: int) -> GrowingParts | None:
-        """The children, told the text is complete at ``size_bytes``, or None (none
-        were forked, or the text is far from the size they planned for: then the
-        loader forks its own on the whole file)."""
-        parts, self.parts = self.parts, None
-        if parts is None or not parts.finish(size_bytes):
-            return None
-        return parts
+        """``GrowingDecoders.finish``."""
+        return self.decoders.finish(size_bytes)
 
     def close(self) -> None:
         """Kill the children still running (a transcode that failed or fell back)."""
-        if self.parts is not None:
-            self.parts.close()
-            self.parts = None
+        self.decoders.close()
 
 
 #: Files from this size on are transcoded into an unlinked temporary file that the

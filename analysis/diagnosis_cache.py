@@ -66,7 +66,7 @@ from gapscope.analysis.steps import GapGroup, Steps
 from gapscope.analysis.types import Card, Cause, DeviceSummary, Evidence, Gaps, Params, Trust, WaitKind
 from gapscope.parsers.cache import settings
 from gapscope.parsers.cache.key import FileKey, NotRegular, key_of, open_regular
-from gapscope.parsers.cache.store import build_id, make_room, source_fingerprint
+from gapscope.parsers.cache.store import build_id, make_room, source_fingerprint, write_whole
 from gapscope.parsers.model import Trace
 
 __all__ = [
@@ -587,25 +587,19 @@ class DiagnosisCache:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         if not make_room(directory, _PREFIX.size + len(blob) + pad + at, keep=self.entry):
             return False
-        tmp = directory / f".{self.entry.stem}.{os.getpid()}.{threading.get_ident()}.tmp"
-        try:
-            with open(tmp, "xb", opener=lambda p, fl: os.open(p, fl, 0o600)) as fh:
-                fh.write(_PREFIX.pack(MAGIC, FORMAT_VERSION, zlib.crc32(blob), len(blob)))
-                fh.write(blob)
-                fh.write(bytes(pad))
-                pos = 0
-                for off, a in zip(offsets, enc.arrays):
-                    if off > pos:
-                        fh.write(bytes(off - pos))
-                    fh.write(_raw(a))
-                    pos = off + a.nbytes
-            os.replace(tmp, self.entry)
-        except BaseException:
-            try:
-                tmp.unlink()
-            except OSError:
-                pass
-            raise
+
+        def write(fh) -> None:
+            fh.write(_PREFIX.pack(MAGIC, FORMAT_VERSION, zlib.crc32(blob), len(blob)))
+            fh.write(blob)
+            fh.write(bytes(pad))
+            pos = 0
+            for off, a in zip(offsets, enc.arrays):
+                if off > pos:
+                    fh.write(bytes(off - pos))
+                fh.write(_raw(a))
+                pos = off + a.nbytes
+
+        write_whole(self.entry, write)
         return True
 
 

@@ -36,8 +36,9 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import BinaryIO, NamedTuple
 
 from gapscope.parsers.cache import layout, settings
 from gapscope.parsers.cache.args import ReadText, args_loader, stored_args
@@ -45,7 +46,7 @@ from gapscope.parsers.cache.key import FileKey, key_of
 from gapscope.parsers.json.scan import Text
 from gapscope.parsers.model import Trace
 
-__all__ = ["TraceCache", "Hit", "build_id", "source_fingerprint", "wait_for_writes", "STALE_TMP_S"]
+__all__ = ["TraceCache", "Hit", "build_id", "source_fingerprint", "wait_for_writes", "write_whole", "STALE_TMP_S"]
 
 log = logging.getLogger("gapscope.cache")
 
@@ -194,18 +195,28 @@ class TraceCache:
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)  # entries hold the traces' names
         if not make_room(self.directory, total, keep=self.entry):
             return False
-        tmp = self.directory / f".{self.entry.stem}.{os.getpid()}.{threading.get_ident()}{_TMP_SUFFIX}"
-        try:
-            with open(tmp, "xb", opener=_private) as fh:
-                layout.write_entry(fh, blob, header, arrays)
-            os.replace(tmp, self.entry)
-        except BaseException:
-            try:
-                tmp.unlink()
-            except OSError:
-                pass
-            raise
+        write_whole(self.entry, lambda fh: layout.write_entry(fh, blob, header, arrays))
         return True
+
+
+def write_whole(entry: Path, write: Callable[[BinaryIO], object]) -> None:
+    """Write the cache entry ``entry`` whole or not at all: ``write(fh)`` fills a new
+    temporary file beside it, readable by its owner only and named for this process
+    and thread (``.<stem>.<pid>.<thread>.tmp``: ``make_room`` removes one left
+    stale), which is then renamed over ``entry``; on any failure it is removed and the
+    failure raised. Used by the trace cache and the diagnosis cache
+    (``analysis.diagnosis_cache``)."""
+    tmp = entry.parent / f".{entry.stem}.{os.getpid()}.{threading.get_ident()}{_TMP_SUFFIX}"
+    try:
+        with open(tmp, "xb", opener=_private) as fh:
+            write(fh)
+        os.replace(tmp, entry)
+    except BaseException:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise
 
 
 def _private(path: str, flags: int) -> int:

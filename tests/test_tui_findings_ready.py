@@ -18,6 +18,21 @@ from gapscope.tui.panel import FINDINGS_PENDING, GapPanel
 from gapscope.tui.screen import FINDINGS_KEY_MESSAGE, TraceScreen
 
 
+def _record_posts(app) -> list[str]:
+    """The names of the ``Diagnosed`` and ``FindingsReady`` messages posted to ``app``,
+    in order (filled as they are posted)."""
+    posted: list[str] = []
+    post = app.post_message
+
+    def recording(message):
+        if isinstance(message, (Diagnosed, FindingsReady)):
+            posted.append(type(message).__name__)
+        return post(message)
+
+    app.post_message = recording
+    return posted
+
+
 def test_causes_drawn_while_the_findings_are_computed(monkeypatch):
     release, entered = threading.Event(), threading.Event()
     real = workers.findings_of
@@ -31,15 +46,7 @@ def test_causes_drawn_while_the_findings_are_computed(monkeypatch):
 
     monkeypatch.setattr(workers, "findings_of", blocked)
     app = make_app(sample_traces.path())
-    posted: list[str] = []
-    post = app.post_message
-
-    def recording(message):
-        if isinstance(message, (Diagnosed, FindingsReady)):
-            posted.append(type(message).__name__)
-        return post(message)
-
-    app.post_message = recording
+    posted = _record_posts(app)
 
     async def run():
         async with app.run_test(size=(120, 40)) as pilot:
@@ -124,15 +131,7 @@ def test_a_diagnosis_read_beside_the_load_is_taken_first(monkeypatch):
         early_gaps=lambda t: asked.append("early_gaps"),
     )
     app = make_app(path, options)
-    posted: list[str] = []
-    post = app.post_message
-
-    def recording(message):
-        if isinstance(message, (Diagnosed, FindingsReady)):
-            posted.append(type(message).__name__)
-        return post(message)
-
-    app.post_message = recording
+    posted = _record_posts(app)
 
     async def run():
         async with app.run_test(size=(120, 40)) as pilot:

@@ -72,6 +72,7 @@ from gapscope.parsers.model import Trace
 __all__ = [
     "diagnose_cached",
     "cached_diagnosis",
+    "has_entry",
     "DiagnosisCache",
     "BadDiagnosisEntry",
     "wait_for_writes",
@@ -663,18 +664,25 @@ def cached_diagnosis(trace: Trace, params: Params | None = None) -> Diagnosis | 
     drawn without its early gaps or a diagnosis; an entry without its findings is
     written again with them (``DiagnosisCache.get_completed``)."""
     params = params or Params()
-    where = DiagnosisCache.locate(trace)
-    if where is None:
-        return None
-    entry = DiagnosisCache.entry_path(where[1], where[2], params)
-    try:
-        if not entry.is_file():
-            return None
-    except OSError as exc:  # EACCES, ENAMETOOLONG: Path.is_file ignores ENOENT alone; diagnose_cached warns
-        log.debug("diagnosis cache entry %s not looked at: %s", entry, exc)
+    if not has_entry(trace, params):
         return None
     cache = DiagnosisCache.open(trace, params)
     return cache.get_completed(trace) if cache is not None else None
+
+
+def has_entry(trace: Trace, params: Params | None = None) -> bool:
+    """Whether the diagnosis cache holds a file for ``trace`` and ``params`` (one
+    ``stat``, without reading the trace's columns or the entry: it may still be
+    refused when read); False when the cache is off or cannot be looked at."""
+    where = DiagnosisCache.locate(trace)
+    if where is None:
+        return False
+    entry = DiagnosisCache.entry_path(where[1], where[2], params or Params())
+    try:
+        return entry.is_file()
+    except OSError as exc:  # EACCES, ENAMETOOLONG: Path.is_file ignores ENOENT alone; diagnose_cached warns
+        log.debug("diagnosis cache entry %s not looked at: %s", entry, exc)
+        return False
 
 
 #: How often (s) the writer looks whether the program is exiting while it waits for the

@@ -43,7 +43,10 @@ class EarlyLoad:
 
     ``preview=True`` (``preview_wanted``): the load makes a device preview when it can
     (``load_with_preview``); ``on_preview(callback)`` hands it over, and the load waits
-    for ``preview_drawn()`` (bounded) before it goes on."""
+    for ``preview_drawn()`` (bounded) before it goes on.
+
+    ``after_load(then)``: work on the loaded trace done in the load's own thread, once
+    its waiter has it (a viewer's diagnosis: ``gapscope.tui.factory.DiagnosisAhead``)."""
 
     def __init__(self, path: str | os.PathLike, preview: bool = False) -> None:
         self.path = os.fspath(path)
@@ -54,6 +57,7 @@ class EarlyLoad:
         self._on_preview: Callable[[Trace], None] | None = None
         self.preview_wanted = preview
         self._drawn = threading.Event()  # set by ``preview_drawn``
+        self._then: Callable[[Trace], object] | None = None  # ``after_load``'s
         # the modules a load of a file needs, imported here, before the thread: in it
         # they would wait on the interpreter lock against the caller's own imports
         # (Textual's), and the decoders and the preview would fork later (at 1M events
@@ -78,7 +82,30 @@ class EarlyLoad:
             with self._lock:
                 self._preview = None  # the whole trace is there: the preview's memory goes
                 self._on_preview = None  # and whatever the callback holds (a screen)
-            self._done.set()
+                then, self._then = self._then, None
+                self._done.set()  # under the lock: ``after_load`` is either taken or refused
+        if then is not None and "trace" in self._box:
+            try:
+                then(self._box["trace"])
+            except Exception:  # noqa: BLE001 - the work's own caller gets nothing from it then
+                pass
+
+    def after_load(self, then: Callable[[Trace], object]) -> bool:
+        """Have ``then(trace)`` called with the loaded trace in the load's own thread,
+        right after its waiter is handed the trace; False when the load is already
+        over (then nothing is called: the caller does that work itself). A load that
+        fails calls nothing. What ``then`` raises is dropped.
+
+        Why: a thread's first large allocations fault their pages in, and the load's
+        thread has the freed memory of the trace's build at hand. The diagnosis of a
+        5M-event trace took 2.3-2.5 s in a new thread (34k page faults, 0.7 s of
+        system time) against 1.7 s in the load's (1.7k faults), and it begins before
+        the viewer has drawn the whole trace's first frame."""
+        with self._lock:
+            if self._done.is_set():
+                return False
+            self._then = then
+            return True
 
     def _got_preview(self, trace: Trace) -> threading.Event:
         with self._lock:

@@ -301,6 +301,7 @@ def test_view_cmd_prints_error_line(monkeypatch, capsys, tmp_path):
 
     def make_app(p, options):
         got["loader"], got["preview"], got["params"] = options.loader, options.preview, options.params
+        got["diagnose"], got["ready"] = options.diagnose, options.ready_diagnosis
         return Stub()
 
     monkeypatch.setattr(factory, "make_app", make_app)
@@ -312,6 +313,8 @@ def test_view_cmd_prints_error_line(monkeypatch, capsys, tmp_path):
     assert isinstance(got["loader"], EarlyLoad) and got["loader"].path == str(f)
     assert got["preview"] == got["loader"].on_preview  # and its device preview is handed to the viewer
     assert got["loader"].preview_wanted
+    # the diagnosis is begun by that load's thread once it has the trace
+    assert isinstance(got["diagnose"], factory.DiagnosisAhead) and got["ready"] == got["diagnose"].ready
     assert capsys.readouterr().err == "gapscope: error: x.json:1:2: not JSON (hint)\n"
     monkeypatch.setenv("GAPSCOPE_NO_PREVIEW", "1")  # causes first: no device preview
     view_cmd.main([str(f)])

@@ -127,12 +127,27 @@ def main(argv: list[str] | None = None) -> int:
     # first, drawn while the rest is read
     early = EarlyLoad(path, preview=not read_settings().no_preview)
     from gapscope.report.cmd import error_line
-    from gapscope.tui.factory import make_app
+    from gapscope.tui.factory import DiagnosisAhead, default_early_gaps, make_app
     from gapscope.tui.session import ViewOptions
 
-    # the preview's gaps: the default diagnosis's with the thresholds given, found here
-    # (``tui.factory.default_early_gaps``)
-    options = ViewOptions(params=params, loader=early, preview=early.on_preview, preview_drawn=early.preview_drawn)
+    # the default diagnosis, with the thresholds given, begun by the load's thread once
+    # the trace is loaded; its gaps drawn first (on the preview too)
+    ahead = DiagnosisAhead(params)
+    ahead.begin_after(early)
+
+    def preview_drawn() -> None:  # the first frame is the preview's: the load and the diagnosis go on
+        early.preview_drawn()
+        ahead.painted()
+
+    options = ViewOptions(
+        params=params,
+        loader=early,
+        diagnose=ahead,
+        ready_diagnosis=ahead.ready,
+        early_gaps=lambda t: default_early_gaps(t, params),
+        preview=early.on_preview,
+        preview_drawn=preview_drawn,
+    )
     app = make_app(path, options)
     rc = app.run()
     if app.error:

@@ -1,0 +1,247 @@
+"""The viewer's diagnosis begun by the load's own thread (``EarlyLoad.after_load``,
+``tui.factory.DiagnosisAhead``) and the warm-up evidence computed beside the diagnosis
+(``classify``'s ``warm_up``): the same diagnosis as without them, computed where they
+say, once."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+
+import numpy as np
+import pytest
+
+import gapscope.analysis.diagnosis_cache as dc
+import gapscope.parsers.preview as preview_module
+import gapscope.tui.factory as factory
+from gapscope.analysis import diagnose
+from gapscope.analysis.classify import SLOW_LAUNCH_NS
+from gapscope.analysis.diagnose import _diagnose
+from gapscope.analysis.evidence_kinds import one_time_mask
+from gapscope.analysis.types import Params
+from gapscope.parsers import load
+from gapscope.parsers.cache import store
+from gapscope.parsers.preview import EarlyLoad
+from gapscope.tui.factory import DiagnosisAhead
+from tests.conftest import SAMPLES
+from tests.test_diagnosis_cache import assert_same
+
+
+@pytest.fixture
+def cache(monkeypatch, tmp_path):
+    """The caches on, in ``tmp_path/cache``, for files of any size; writes waited for."""
+    monkeypatch.delenv("GAPSCOPE_NO_CACHE", raising=False)
+    monkeypatch.setenv("GAPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("GAPSCOPE_CACHE_MIN_BYTES", "0")
+    yield
+    dc.wait_for_writes()
+    store.wait_for_writes()
+
+
+def _copy(name: str, tmp_path):
+    dst = tmp_path / name
+    shutil.copyfile(SAMPLES / name, dst)
+    return str(dst)
+
+
+class _HeldLoad:
+    """``parsers.preview.load`` replaced: each load waits for ``release`` (so that
+    ``after_load`` is asked while the load runs), then loads for real or raises."""
+
+    def __init__(self, monkeypatch, fail: bool = False) -> None:
+        self.release = threading.Event()
+        self.fail = fail
+        monkeypatch.setattr(preview_module, "load", self)
+
+    def __call__(self, path):
+        assert self.release.wait(30)
+        if self.fail:
+            raise ValueError("no trace here")
+        return load(path)
+
+
+def test_after_load_runs_in_the_load_thread_once_the_trace_is_handed_over(monkeypatch, tmp_path):
+    held = _HeldLoad(monkeypatch)
+    path = _copy("decode_10_steps.txt", tmp_path)
+    early = EarlyLoad(path)
+    seen: list = []
+    assert early.after_load(lambda t: seen.append((threading.current_thread().name, t, early._done.is_set())))
+    held.release.set()
+    trace = early(path)
+    early._thread.join(30)
+    assert len(seen) == 1
+    name, got, handed = seen[0]
+    assert name == "gapscope-early-load" and got is trace and handed
+    # the load is over: refused, and never called
+    assert not early.after_load(lambda t: seen.append("late"))
+    assert len(seen) == 1
+
+
+def test_after_load_is_not_called_for_a_failed_load_and_what_it_raises_is_dropped(monkeypatch, tmp_path):
+    path = _copy("decode_10_steps.txt", tmp_path)
+    held = _HeldLoad(monkeypatch, fail=True)
+    early = EarlyLoad(path)
+    called: list = []
+    assert early.after_load(called.append)
+    held.release.set()
+    with pytest.raises(ValueError, match="no trace here"):
+        early(path)
+    early._thread.join(30)
+    assert called == []
+
+    held = _HeldLoad(monkeypatch)
+    early = EarlyLoad(path)
+
+    def boom(trace):
+        raise RuntimeError("dropped")
+
+    assert early.after_load(boom)
+    held.release.set()
+    assert len(early(path)) == len(load(path))
+    early._thread.join(30)
+    assert not early._thread.is_alive()
+
+
+def test_the_diagnosis_ahead_is_computed_in_the_load_thread_and_equals_the_fresh_one(cache, monkeypatch, tmp_path):
+    """A first open: the cache has no entry (``ready`` gives None), the load's thread
+    diagnoses (once) and computes the findings; ``__call__`` gives that diagnosis."""
+    held = _HeldLoad(monkeypatch)
+    path = _copy("decode_10_steps.txt", tmp_path)
+    runs: list[str] = []
+    real = dc.diagnose
+
+    def spy(trace, params=None):
+        runs.append(threading.current_thread().name)
+        return real(trace, params)
+
+    monkeypatch.setattr(dc, "diagnose", spy)
+    early = EarlyLoad(path)
+    ahead = DiagnosisAhead(Params())
+    ahead.begin_after(early)
+    held.release.set()
+    trace = early(path)
+    assert ahead.ready(trace) is None  # nothing cached: diagnosed, not read
+    got = ahead(trace)
+    assert got.trace is trace
+    assert runs == ["gapscope-early-load"]
+    early._thread.join(30)
+    assert "findings" in got.derived  # computed after it, in the load's thread
+    assert_same(diagnose(trace), got)
+
+
+def test_the_diagnosis_ahead_waits_for_the_first_frame(cache, monkeypatch, tmp_path):
+    """``begin`` does not diagnose beside the viewer's first frame: it waits for
+    ``painted`` (a preview drawn) or for the worker to ask (after the whole trace's
+    first frame)."""
+    held = _HeldLoad(monkeypatch)
+    path = _copy("decode_10_steps.txt", tmp_path)
+    began = threading.Event()
+    real = dc.diagnose
+
+    def spy(trace, params=None):
+        began.set()
+        return real(trace, params)
+
+    monkeypatch.setattr(dc, "diagnose", spy)
+    early = EarlyLoad(path)
+    ahead = DiagnosisAhead()
+    ahead.begin_after(early)
+    held.release.set()
+    trace = early(path)
+    assert ahead._begun.wait(30)
+    assert not began.wait(0.3)  # loaded, but nothing painted yet
+    ahead.painted()
+    assert began.wait(30)
+    assert ahead(trace).trace is trace
+
+
+def test_a_cached_trace_is_left_to_ready_which_reads_its_entry_in_the_callers_thread(cache, monkeypatch, tmp_path):
+    """The load's thread does not read a cached entry (the read would hold the
+    interpreter beside the viewer's first frame): ``ready`` reads it, in the caller's
+    (the viewer's worker's) thread, and nothing is diagnosed."""
+    path = _copy("picket_fence.txt", tmp_path)
+    dc.diagnose_cached(load(path))
+    dc.wait_for_writes()
+    monkeypatch.setattr(dc, "diagnose", lambda *a: pytest.fail("diagnosed again"))
+    reads: list[str] = []
+    real_get = dc.DiagnosisCache.get_completed
+
+    def spy(self, trace):
+        reads.append(threading.current_thread().name)
+        return real_get(self, trace)
+
+    monkeypatch.setattr(dc.DiagnosisCache, "get_completed", spy)
+    held = _HeldLoad(monkeypatch)
+    early = EarlyLoad(path)
+    ahead = DiagnosisAhead()
+    ahead.begin_after(early)
+    held.release.set()
+    trace = early(path)
+    early._thread.join(30)
+    assert reads == []  # the load's thread left it
+    got = ahead.ready(trace)
+    assert got is not None and got.trace is trace
+    assert reads == [threading.current_thread().name]
+    monkeypatch.undo()
+    assert_same(diagnose(trace), got)
+
+
+def test_a_trace_it_was_not_begun_on_is_diagnosed_by_the_caller(cache, monkeypatch, tmp_path):
+    """No ``begin_after`` (or a load over before it): ``ready`` and ``__call__`` are the
+    defaults, in the caller's thread; another trace than the one begun on too."""
+    path = _copy("decode_10_steps.txt", tmp_path)
+    trace = load(path)
+    ahead = DiagnosisAhead()
+    assert ahead.ready(trace) is None
+    got = ahead(trace)
+    assert_same(diagnose(trace), got)
+
+    monkeypatch.setattr(factory, "AHEAD_START_WAIT_S", 0.01)
+    done = EarlyLoad(path)
+    done(path)
+    done._thread.join(30)
+    late = DiagnosisAhead()
+    late.begin_after(done)  # the load is over: nothing will be begun
+    other = load(path)
+    assert_same(diagnose(other), late(other))
+
+
+def test_what_the_diagnosis_ahead_raises_is_raised_to_its_caller(monkeypatch, tmp_path):
+    monkeypatch.setattr(factory, "default_ready_diagnosis", lambda t, p=None: None)
+
+    def fails(trace, params=None):
+        raise RuntimeError("diagnosis failed here")
+
+    monkeypatch.setattr(factory, "default_diagnose", fails)
+    held = _HeldLoad(monkeypatch)
+    path = _copy("decode_10_steps.txt", tmp_path)
+    early = EarlyLoad(path)
+    ahead = DiagnosisAhead()
+    ahead.begin_after(early)
+    held.release.set()
+    trace = early(path)
+    with pytest.raises(RuntimeError, match="diagnosis failed here"):
+        ahead(trace)
+
+
+@pytest.mark.parametrize(("name", "one_time_if_all"), [("decode_10_steps.txt", 20), ("picket_fence.txt", 127)])
+def test_classify_takes_the_warm_up_mask_it_is_given(name, one_time_if_all):
+    """``warm_up`` is the mask ``classify`` uses, asked for once: the diagnosis's
+    (computed in its thread) equals one computed in place; with every event warm-up
+    evidence, the gaps whose time is host or launch work on a thread become one-time
+    (counted on these traces: 20 of decode_10_steps' 21 gaps, all 127 of
+    picket_fence's), where the real mask makes none."""
+    trace = load(str(SAMPLES / name))
+    asked: list[int] = []
+
+    def once():
+        asked.append(1)
+        return one_time_mask(trace, SLOW_LAUNCH_NS)
+
+    real = _diagnose(trace, Params(), once)
+    assert asked == [1]
+    assert_same(diagnose(trace), real)
+    assert not real.gaps.one_time.any()
+    every = _diagnose(trace, Params(), lambda: np.ones(len(trace), dtype=bool))
+    assert int(every.gaps.one_time.sum()) == one_time_if_all
+    assert np.array_equal(every.gaps.cause, real.gaps.cause)  # the mask decides one-time only

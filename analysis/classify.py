@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import dataclasses
 import weakref
+from collections.abc import Callable
 
 import numpy as np
 
@@ -207,13 +208,16 @@ def classify(
     launches: np.ndarray,
     episode_of: np.ndarray | None = None,
     exclude: np.ndarray | None = None,
+    warm_up: Callable[[], np.ndarray] | None = None,
 ) -> Gaps:
     """Return ``gaps`` with ``cause``, ``secondary``, ``cause_share``,
     ``secondary_share``, ``class_ns`` (int64 (n, len(Cause)), rows sum to the gap
     duration), ``thread_lane``, ``wait_event``, ``queued``, ``launch_from_ns``,
     ``sync_from_ns``, ``wait_kind``, ``one_time`` and ``trust`` filled, per the rules of
     the module docstring. ``exclude``: bool mask of events that are no evidence (the
-    step annotations)."""
+    step annotations). ``warm_up()``: ``one_time_mask(trace, SLOW_LAUNCH_NS)`` (bool per
+    event), asked for once, last (``diagnose`` computes it in a thread meanwhile);
+    None: computed here."""
     n = len(gaps)
     class_ns = np.zeros((n, len(Cause)), dtype=np.int64)
     if n == 0:
@@ -342,7 +346,8 @@ def classify(
     primary, share, secondary, sec_share = rank_classes(class_ns, dur)
     blocked = class_ns[:, int(Cause.DEPENDENCY)] > 0
     wait_kind = _wait_kinds(trace, gaps, blocked, wait, params, graph_node)
-    one_time = _one_time(trace, gaps, T, params, end) & np.isin(primary, [int(Cause.HOST), int(Cause.LAUNCH)])
+    m = warm_up() if warm_up is not None else one_time_mask(trace, SLOW_LAUNCH_NS)
+    one_time = _one_time(trace, gaps, T, params, end, m) & np.isin(primary, [int(Cause.HOST), int(Cause.LAUNCH)])
     trust = _trust(trace, gaps, launches)
     trust[pre_launched] &= ~int(Trust.UNLINKED)  # unlinked, but known to be queued
     return dataclasses.replace(
@@ -492,15 +497,14 @@ def _wait_kinds(
     return out
 
 
-def _one_time(trace: Trace, gaps: Gaps, T: np.ndarray, params: Params, end: np.ndarray) -> np.ndarray:
-    """Bool per gap: warm-up evidence on T (``evidence_kinds.one_time_mask``, and the
+def _one_time(trace: Trace, gaps: Gaps, T: np.ndarray, params: Params, end: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """Bool per gap: warm-up evidence on T (``m``: ``evidence_kinds.one_time_mask``, and the
     warm-up graph captures, ``capture_windows``) covers at least
     ``params.one_time_min_share`` of the gap, or the gap is module loading
     (``evidence_kinds.module_loading_gaps``: the card's one-time story, so a gap whose
     card says one-time is one in the budget and the findings too). Loop over distinct T
     lanes."""
     out = module_loading_gaps(trace, T, gaps.start_ns, gaps.end_ns)
-    m = one_time_mask(trace, SLOW_LAUNCH_NS)
     captures = graph_captures(trace)
     if not m.any() and not captures:
         return out

@@ -94,7 +94,8 @@ def copied_then_read(text: bytes, begin: int, end: int, raw_ts: bool = False):
     doc, spans = got
     list_decoder, x_class = loader._DECODERS[raw_ts]
     try:
-        return (*fastscan.read_part(doc, list_decoder, x_class, raw_ts), spans)
+        ec, flows, others, _ = fastscan.read_part(doc, list_decoder, x_class, raw_ts)
+        return ec, flows, others, spans
     except ValueError:  # msgspec's errors are ValueErrors
         return None
 

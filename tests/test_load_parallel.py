@@ -821,3 +821,43 @@ def test_last_non_blank_is_the_byte_loop_it_replaced():
                 assert cut.last_non_blank(text, lo, hi) == want, (text, lo, hi)
         finally:
             cut._BLANK_STEP_BYTES = 1 << 16
+
+
+def _event_text(trace):
+    """The ``EventText`` a loaded Chrome trace reads its args from."""
+    args = trace._args_loader
+    args = getattr(args, "inner", args)  # a SortedArgs
+    return args.text
+
+
+@pytest.mark.parametrize("name", ["t.json", "t.json.gz"])
+def test_the_childrens_scanners_give_every_events_start(tmp_path, monkeypatch, spy, name):
+    """A trace decoded in parts by the C scanner knows where each event starts in the
+    text (``transfer.part_message``'s ``starts``): the first read of an event's args
+    scans nothing (at 1M events that scan took 1 s, in the findings' first card), and
+    the starts are the ones the scan finds (``EventText._find_starts``)."""
+    from gapscope.parsers.chrome import fastscan
+    from gapscope.parsers.chrome.lazy_args import EventText
+
+    if not fastscan.available():
+        pytest.skip("the C scanner is not built")
+    from gapscope.parsers.chrome import loader as chrome_loader
+
+    # neither the cache's writer nor the source lines (a text of 8 MiB or less) may
+    # find the starts themselves: as for a large file
+    monkeypatch.setenv("GAPSCOPE_NO_CACHE", "1")
+    monkeypatch.setattr(chrome_loader, "SRC_LINE_LIMIT_BYTES", 0)
+    obj = _kineto(3000)
+    path = _write(tmp_path, gzip.compress(json.dumps(obj, indent=1).encode(), 1) if name.endswith(".gz") else obj, name)
+    scans: list[int] = []
+    real = EventText._find_starts
+    monkeypatch.setattr(EventText, "_find_starts", lambda self: scans.append(1) or real(self))
+    parts, whole = _both(path, monkeypatch, spy)
+    assert spy and all(spy)  # decoded in parts
+    text = _event_text(parts)
+    assert text.starts is not None and text.starts.dtype == np.int64 and text.starts.shape == (text.n,)
+    scans.clear()
+    assert [parts.args_of(i) for i in range(len(parts))] == [whole.args_of(i) for i in range(len(whole))]
+    assert scans == []  # no scan for the parts' trace
+    expect, _ = real(EventText(text.data, text.root, text.n))
+    assert np.array_equal(text.starts, expect)

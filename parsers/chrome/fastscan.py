@@ -228,20 +228,24 @@ def device_event_spans(text, begin: int, end: int, cats: tuple[bytes, ...]) -> t
     return doc, np.frombuffer(spans, dtype=np.int64).reshape(-1, 2)
 
 
-def read_part(text, list_decoder, x_class: type, raw_ts: bool) -> tuple[EventColumns, Sequence, list]:
-    """(columns, flow events, other events) of ``text``, a JSON array of trace events:
-    by ``scan_text``, else by decoding it with ``list_decoder`` (whose ``X`` events are
-    of ``x_class``) and ``scan_events``, keeping the old ``external id`` column for
-    ``merge_all``. Raises what ``list_decoder.decode`` raises on a text it refuses
-    (``msgspec.DecodeError``, ``msgspec.ValidationError``, ``RecursionError``)."""
+def read_part(
+    text, list_decoder, x_class: type, raw_ts: bool
+) -> tuple[EventColumns, Sequence, list, np.ndarray | None]:
+    """(columns, flow events, other events, starts) of ``text``, a JSON array of trace
+    events: by ``scan_text`` (``starts``: int64[n] offsets in ``text`` of each event's
+    ``{``), else by decoding it with ``list_decoder`` (whose ``X`` events are of
+    ``x_class``) and ``scan_events`` (``starts`` None), keeping the old ``external
+    id`` column for ``merge_all``. Raises what ``list_decoder.decode`` raises on a text
+    it refuses (``msgspec.DecodeError``, ``msgspec.ValidationError``,
+    ``RecursionError``)."""
     fast = scan_text(text, list_decoder, raw_ts)
     if fast is not None:
-        return fast[:3]
+        return fast
     events = list_decoder.decode(text)
     ec = scan_events(events, x_class, keep_old_ids=True)
     flows = [events[k] for k in np.flatnonzero(ec.code == PH_FLOW).tolist()]
     others = [events[k] for k in np.flatnonzero((ec.code == PH_M) | (ec.code == PH_OTHER)).tolist()]
-    return ec, flows, others
+    return ec, flows, others, None
 
 
 class FlowTexts(Sequence):

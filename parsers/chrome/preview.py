@@ -162,7 +162,7 @@ def device_preview_part(data: Text | mmap.mmap, j: int = 0, k: int = 1) -> Previ
             if got is None:
                 return None
             doc, spans = got
-            ec, flows, others = fastscan.read_part(doc, list_decoder, x_class, raw_ts)
+            ec, flows, others, _ = fastscan.read_part(doc, list_decoder, x_class, raw_ts)
     except (ValueError, msgspec.MsgspecError, RecursionError):
         return None
     if ec.n != spans.shape[0]:

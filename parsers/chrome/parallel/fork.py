@@ -42,6 +42,7 @@ import time
 import weakref
 
 import msgspec
+import numpy as np
 
 from gapscope.parsers.chrome import wire
 from gapscope.parsers.chrome.child import MIN_WAIT_S, WAIT_S_PER_BYTE, Pending, fork_child
@@ -197,7 +198,7 @@ def start(data, root: int, raw_ts: bool, decoders: dict) -> Pending | None:
     plan = (root, raw_ts, begin, brace, comma, end)
     pending = fork_child(
         lambda: _tx.part_payload(
-            [_frame_tail(data, comma, end)],
+            [(comma, _frame_tail(data, comma, end))],
             list_decoder,
             x_class,
             raw_ts,
@@ -434,7 +435,7 @@ def _file_payload(
         for lo, hi in mine:
             view[lo] = 0x5B  # "["
             view[hi] = 0x5D  # "]"
-            yield memoryview(view)[lo : hi + 1]
+            yield lo, memoryview(view)[lo : hi + 1]
             done += hi - lo + 1  # resumed: that part is decoded and scanned
             _write_slot(slots, j, done, total)
 
@@ -464,6 +465,7 @@ def decode_file(parts: FileParts, decoders: dict) -> tuple[Parts, MappedText] | 
         cols: list[EventColumns] = []
         blobs: dict[int, list[bytes]] = {PH_FLOW: [], PH_OTHER: []}
         plans: list[tuple] = []
+        starts: list[np.ndarray] | None = []  # each child's events' starts in the file, while all have them
         header = None
         for child in parts.children:
             payload = wire.receive(child.fd, child.shared, deadline)
@@ -472,16 +474,19 @@ def decode_file(parts: FileParts, decoders: dict) -> tuple[Parts, MappedText] | 
             got = _tx.unpack(payload)  # its arrays view the child's shared map
             if got is None or not parts.agree(plans + [got[2]]):
                 return None
-            ec, child_blobs, plan, sent = got
+            ec, child_blobs, plan, sent, at = got
             plans.append(plan)
             if sent is not None:
                 header = sent
             cols.append(ec)
+            starts = None if starts is None or at is None else starts + [at]
             for g in blobs:
                 blobs[g] += child_blobs[g]
             del ec, got, payload
         merged = merge_all(cols) if len(cols) > 1 else None  # copies the columns out of the maps
         cols.clear()
+        # copied out of the maps too
+        at_all = np.concatenate(starts) if starts and merged is not None else None
         if merged is None or not plans or not parts.agree(plans, complete=True):
             return None
         root, raw_ts = plans[0][0], plans[0][1]
@@ -497,7 +502,7 @@ def decode_file(parts: FileParts, decoders: dict) -> tuple[Parts, MappedText] | 
             blobs,
             raw_ts,
             x_class,
-            EventText(text, root, int(merged.code.size)),
+            EventText(text, root, int(merged.code.size), _starts_of(at_all, int(merged.code.size))),
         )
         result = Parts(events, merged, head_obj), text
         text = None
@@ -816,7 +821,7 @@ def _growing_payload(
         view[lo - off] = 0x5B  # "["
         view[hi - off] = 0x5D  # "]"
         part = memoryview(view)[lo - off : hi + 1 - off]
-        yield part
+        yield lo, part
         try:
             part.release()
             view.close()
@@ -910,7 +915,7 @@ def decode_parts(data, root: int, raw_ts: bool, decoders: dict) -> Parts | None:
         assert plan is not None
         begin, brace = plan[2], plan[3]
         try:
-            scanned, head_flows, head_others = _read_head(data, begin, brace, list_decoder, x_class, raw_ts)
+            scanned, head_flows, head_others, head_at = _read_head(data, begin, brace, list_decoder, x_class, raw_ts)
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             return None
         head_lists = {PH_FLOW: head_flows, PH_OTHER: head_others}
@@ -924,11 +929,13 @@ def decode_parts(data, root: int, raw_ts: bool, decoders: dict) -> Parts | None:
         payload = None
         if got is None or got[2] != plan:
             return None
-        tail, blobs, _, _ = got
+        tail, blobs, _, _, tail_at = got
         merged = merge_all([scanned, tail])
         if merged is None:
             return None
-        text = EventText(data, root, int(merged.code.size))
+        # the head was read from ``begin - 1`` (its ``[``); the tail's offsets are the file's
+        at = None if head_at is None or tail_at is None else np.concatenate((head_at + (begin - 1), tail_at))
+        text = EventText(data, root, int(merged.code.size), _starts_of(at, int(merged.code.size)))
         events = JoinedEvents(merged.code, head_lists, blobs, raw_ts, x_class, text)
         return Parts(events, merged, header)
     finally:
@@ -938,11 +945,22 @@ def decode_parts(data, root: int, raw_ts: bool, decoders: dict) -> Parts | None:
             pending.close()
 
 
+def _starts_of(at: np.ndarray | None, n: int) -> np.ndarray | None:
+    """``at``, the offsets of the ``n`` events' ``{`` the children's scanners found
+    (``transfer.part_message``), when there is one per event and they rise; else None
+    (``EventText`` finds them by a scan of the text when an event's args are first read)."""
+    if at is None or at.shape != (n,):
+        return None
+    if n > 1 and not bool((at[1:] > at[:-1]).all()):
+        return None
+    return at
+
+
 def _read_head(data: bytes | bytearray, begin: int, brace: int, list_decoder, x_class: type, raw_ts: bool):
-    """(columns, flow events, other events) of the events before the cut, read as an
-    array (``fastscan.read_part``): in place when ``data`` is a ``bytearray`` (the byte
-    after ``brace`` is a ``]`` while reading), else from a copy. Raises what
-    ``list_decoder.decode`` raises."""
+    """(columns, flow events, other events, starts: offsets from ``begin - 1`` or None)
+    of the events before the cut, read as an array (``fastscan.read_part``): in place
+    when ``data`` is a ``bytearray`` (the byte after ``brace`` is a ``]`` while
+    reading), else from a copy. Raises what ``list_decoder.decode`` raises."""
     if isinstance(data, bytearray):
         saved = data[brace + 1]
         data[brace + 1] = 0x5D  # "]"

@@ -29,10 +29,11 @@ _JSON = msgspec.json.Encoder()
 def part_payload(
     texts, list_decoder, x_class: type, raw_ts: bool, plan: tuple, header: dict | None = None
 ) -> list[bytes | memoryview]:
-    """The columns and non-``X`` events of the parts ``texts`` (``part_message``) and
-    the ``plan`` they follow, as the pieces of one message (``pack``); a message of
-    None when a part does not decode. ``header``: the object form's other keys as
-    {key: JSON text}, sent along (first child only)."""
+    """The columns and non-``X`` events of the parts ``texts`` (``part_message``: pairs
+    of the file offset of a part's first byte and its text) and the ``plan`` they
+    follow, as the pieces of one message (``pack``); a message of None when a part
+    does not decode. ``header``: the object form's other keys as {key: JSON text}, sent
+    along (first child only)."""
     message = part_message(texts, list_decoder, x_class, raw_ts)
     if message is None:
         return pack(None)
@@ -41,20 +42,29 @@ def part_payload(
 
 
 def part_message(texts, list_decoder, x_class: type, raw_ts: bool) -> dict | None:
-    """The columns and non-``X`` events of the parts ``texts`` (an iterable of JSON
-    arrays of events), decoded and scanned one at a time (each keeping its old
-    ``external id`` column for ``merge_all``): each part's structs are freed, its
-    flow and other events encoded, before the next is decoded; None when a part does
-    not decode. A dict for ``pack`` once its ``plan`` and ``header`` are set."""
+    """The columns and non-``X`` events of the parts ``texts`` (an iterable of pairs:
+    the offset in the file of a part's first byte, and the part, a JSON array of
+    events), decoded and scanned one at a time (each keeping its old ``external id``
+    column for ``merge_all``): each part's structs are freed, its flow and other
+    events encoded, before the next is decoded; None when a part does not decode. A
+    dict for ``pack`` once its ``plan`` and ``header`` are set. Where the C scanner
+    read every part, its arrays hold ``starts`` (int64[n]: the offset in the file of
+    each event's ``{``), so that the first read of an event's args needs no scan of
+    the whole text (``EventText.starts``)."""
     cols: list[EventColumns] = []
     flows: list[bytes | bytearray] = []
     others: list[bytes] = []
+    starts: list[np.ndarray] | None = []
     other_encoder = _JSON if raw_ts else _MSGPACK
-    for text in texts:
+    for offset, text in texts:
         try:
-            ec, flow, other = read_part(text, list_decoder, x_class, raw_ts)
+            ec, flow, other, at = read_part(text, list_decoder, x_class, raw_ts)
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             return None
+        if starts is not None and at is not None:
+            starts.append(at + offset)
+        else:
+            starts = None
         # JSON would write a non-finite float as null, but none can be here: msgspec
         # refuses a number beyond float range ("Number out of range"), and JSON has no
         # NaN or Infinity (tests/test_msgspec_messages.py pins both)
@@ -67,6 +77,9 @@ def part_message(texts, list_decoder, x_class: type, raw_ts: bool) -> dict | Non
     if ec_all is None:
         return None
     del cols
+    arrays = _arrays(ec_all)
+    if starts is not None:
+        arrays["starts"] = np.concatenate(starts) if len(starts) > 1 else starts[0]
     return {
         "n": ec_all.n,
         "cats": list(ec_all.cats),
@@ -79,7 +92,7 @@ def part_message(texts, list_decoder, x_class: type, raw_ts: bool) -> dict | Non
         "header": None,
         "flows": [pickle.PickleBuffer(b) for b in flows],
         "others": [pickle.PickleBuffer(b) for b in others],
-        "arrays": _arrays(ec_all),
+        "arrays": arrays,
     }
 
 
@@ -107,11 +120,14 @@ def _arrays(ec: EventColumns) -> dict[str, np.ndarray]:
     return out
 
 
-def unpack(payload: bytes | memoryview) -> tuple[EventColumns, dict, tuple, dict | None] | None:
+def unpack(
+    payload: bytes | memoryview,
+) -> tuple[EventColumns, dict, tuple, dict | None, np.ndarray | None] | None:
     """(the part's columns, {``PH_FLOW``: its flow-event blobs, ``PH_OTHER``: its other
     events' blobs (bytes, one per part)}, the plan the child followed, the header it
-    sent or None). The columns' arrays view ``payload``: copy them (``merge_all``)
-    before it goes."""
+    sent or None, its events' ``starts`` in the file or None: ``part_message``'s). The
+    columns' arrays and the starts view ``payload``: copy them (``merge_all``) before
+    it goes."""
     try:
         d = unpack_message(payload)
     except Exception:  # noqa: BLE001  (a damaged message: decode in one piece)
@@ -133,4 +149,7 @@ def unpack(payload: bytes | memoryview) -> tuple[EventColumns, dict, tuple, dict
         **{f: arr[f] for f in _ARRAY_FIELDS},
     )
     blobs = {PH_FLOW: [bytes(b) for b in d["flows"]], PH_OTHER: [bytes(b) for b in d["others"]]}
-    return ec, blobs, tuple(d["plan"]), d.get("header")
+    starts = arr.get("starts")
+    if starts is not None and (starts.dtype != np.int64 or starts.shape != (d["n"],)):
+        starts = None  # not this part's: its args are found by a scan then
+    return ec, blobs, tuple(d["plan"]), d.get("header"), starts

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -33,6 +32,7 @@ from gapscope.analysis.steps import (
     step_annotation_mask,
 )
 from gapscope.analysis.types import Cause, DeviceSummary, Evidence, Gaps, Params
+from gapscope.parsers.beside import Beside
 from gapscope.parsers.model import Kind, Trace
 
 __all__ = ["diagnose", "Diagnosis"]
@@ -139,9 +139,7 @@ def diagnose(trace: Trace, params: Params | None = None) -> Diagnosis:
     diagnosis's 1.3-1.7 s, taken off it on two cores).
     """
     params = params or Params()
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gapscope-warm-up") as beside:
-        warm_up = beside.submit(one_time_mask, trace, SLOW_LAUNCH_NS)
-        return _diagnose(trace, params, warm_up.result)
+    return _diagnose(trace, params, Beside(one_time_mask, trace, SLOW_LAUNCH_NS, name="gapscope-warm-up"))
 
 
 def _diagnose(trace: Trace, params: Params, warm_up: Callable[[], np.ndarray]) -> Diagnosis:

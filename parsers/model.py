@@ -18,11 +18,11 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Callable, Collection, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
+from gapscope.parsers.beside import Beside
 from gapscope.parsers.ordering import nesting_depth, sort_order
 
 __all__ = [
@@ -558,61 +558,60 @@ class Trace:
         kind_a = take(col(kind, np.int8, int(Kind.OTHER)))
         corr = take(col(correlation, _INT64, -1))
         apart = np.isin(kind_a, np.array([int(k) for k in apart_kinds], dtype=np.int8)) if apart_kinds else None
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gapscope-depth") as beside:
-            # numpy sorts and searches that let go of the interpreter, beside the rest
-            # (at 5M events 0.35 s of the build, taken off it on two cores)
-            depth_job = beside.submit(nesting_depth, start, dur, lane_offsets, apart)
+        # numpy sorts and searches that let go of the interpreter, beside the rest (at
+        # 5M events 0.35 s of the build, taken off it on two cores)
+        depth = Beside(nesting_depth, start, dur, lane_offsets, apart, name="gapscope-depth")
 
-            end = start + dur
-            if extent_mask is None:
-                extent = (int(start.min()), int(end.max())) if n else (0, 0)
+        end = start + dur
+        if extent_mask is None:
+            extent = (int(start.min()), int(end.max())) if n else (0, 0)
+        else:
+            emask = take(np.asarray(extent_mask, dtype=bool))
+            if n and emask.any():
+                extent = (int(start[emask].min()), int(end[emask].max()))
             else:
-                emask = take(np.asarray(extent_mask, dtype=bool))
-                if n and emask.any():
-                    extent = (int(start[emask].min()), int(end[emask].max()))
-                else:
-                    extent = (0, 0)
-            del end
+                extent = (0, 0)
+        del end
 
-            if flows is not None:
-                fsrc = np.asarray(flows[0], dtype=np.int64)
-                fdst = np.asarray(flows[1], dtype=np.int64)
-                if order is not None:
-                    inv = np.empty(n, dtype=np.int64)
-                    inv[order] = np.arange(n, dtype=np.int64)
-                    fsrc, fdst = inv[fsrc], inv[fdst]
-            else:
-                fsrc, fdst = link_by_correlation(kind_a, corr, start)
+        if flows is not None:
+            fsrc = np.asarray(flows[0], dtype=np.int64)
+            fdst = np.asarray(flows[1], dtype=np.int64)
+            if order is not None:
+                inv = np.empty(n, dtype=np.int64)
+                inv[order] = np.arange(n, dtype=np.int64)
+                fsrc, fdst = inv[fsrc], inv[fdst]
+        else:
+            fsrc, fdst = link_by_correlation(kind_a, corr, start)
 
-            loader: Callable[[int], dict] | None = args_loader
-            if args_loader is not None and order is not None:
-                loader = SortedArgs(order, args_loader)
+        loader: Callable[[int], dict] | None = args_loader
+        if args_loader is not None and order is not None:
+            loader = SortedArgs(order, args_loader)
 
-            taken = {  # reordered while the depth is computed
-                "name_id": take(col(name_id, np.int32, 0)),
-                "bytes": take(col(bytes_, _INT64, -1)),
-                "copy_kind": take(col(copy_kind, np.int8, 0)),
-                "pageable": take(col(pageable, bool, False)),
-                "value": take(col(value, np.float64, np.nan)),
-                "src_line": take(col(src_line, np.int32, 0)),
-                "external_id": take(col(external_id, _INT64, -1)),
-            }
-            return cls(
-                start_ns=start,
-                dur_ns=dur,
-                lane=lane_a,
-                kind=kind_a,
-                correlation=corr,
-                depth=depth_job.result(),
-                **taken,
-                lane_offsets=lane_offsets,
-                flow_src=fsrc,
-                flow_dst=fdst,
-                names=tuple(names),
-                lanes=tuple(lanes),
-                source=source,
-                warnings=tuple(warnings),
-                extent_ns=extent,
-                _args_loader=loader,
-                cpu_samples=cpu_samples,
-            )
+        taken = {  # reordered while the depth is computed
+            "name_id": take(col(name_id, np.int32, 0)),
+            "bytes": take(col(bytes_, _INT64, -1)),
+            "copy_kind": take(col(copy_kind, np.int8, 0)),
+            "pageable": take(col(pageable, bool, False)),
+            "value": take(col(value, np.float64, np.nan)),
+            "src_line": take(col(src_line, np.int32, 0)),
+            "external_id": take(col(external_id, _INT64, -1)),
+        }
+        return cls(
+            start_ns=start,
+            dur_ns=dur,
+            lane=lane_a,
+            kind=kind_a,
+            correlation=corr,
+            depth=depth(),
+            **taken,
+            lane_offsets=lane_offsets,
+            flow_src=fsrc,
+            flow_dst=fdst,
+            names=tuple(names),
+            lanes=tuple(lanes),
+            source=source,
+            warnings=tuple(warnings),
+            extent_ns=extent,
+            _args_loader=loader,
+            cpu_samples=cpu_samples,
+        )

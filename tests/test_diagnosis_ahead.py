@@ -5,8 +5,14 @@ say, once."""
 
 from __future__ import annotations
 
+import gc
+import os
 import shutil
+import subprocess
+import sys
+import textwrap
 import threading
+import weakref
 
 import numpy as np
 import pytest
@@ -245,3 +251,155 @@ def test_classify_takes_the_warm_up_mask_it_is_given(name, one_time_if_all):
     every = _diagnose(trace, Params(), lambda: np.ones(len(trace), dtype=bool))
     assert int(every.gaps.one_time.sum()) == one_time_if_all
     assert np.array_equal(every.gaps.cause, real.gaps.cause)  # the mask decides one-time only
+
+
+def _run_script(code: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """``code`` run by a fresh interpreter (the caches off)."""
+    env = dict(os.environ, GAPSCOPE_NO_CACHE="1")
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout, env=env
+    )
+
+
+def test_load_and_diagnose_still_work_from_an_atexit_hook():
+    """tests/test_cache.py::test_no_thread_at_interpreter_shutdown_means_no_entry pins
+    that a load from an atexit hook works. ``Trace.from_columns`` and ``diagnose`` now
+    submit to a ThreadPoolExecutor, which refuses at interpreter shutdown
+    (RuntimeError: cannot schedule new futures after interpreter shutdown)."""
+    code = f"""
+        import atexit
+        from gapscope.parsers import load  # a script that uses gapscope: imported at its top
+        from gapscope.analysis import diagnose
+        def hook():
+            try:
+                t = load({str(SAMPLES / "decode_10_steps.txt")!r})
+                print("LOADED", len(t))
+                d = diagnose(t)
+                print("DIAGNOSED", len(d.gaps))
+            except BaseException as exc:
+                print("FAILED", type(exc).__name__, exc)
+        atexit.register(hook)
+        """
+    done = _run_script(code)
+    assert "FAILED" not in done.stdout, done.stdout + done.stderr
+    assert "LOADED" in done.stdout and "DIAGNOSED" in done.stdout, done.stdout + done.stderr
+
+
+def test_diagnose_from_a_non_daemon_thread_after_main_returns():
+    """A worker thread (non-daemon) that diagnoses after the main thread has returned:
+    the interpreter's shutdown has begun, and ``diagnose`` raises RuntimeError."""
+    code = f"""
+        import threading, time
+        from gapscope.parsers import load
+        from gapscope.analysis import diagnose
+        t = load({str(SAMPLES / "decode_10_steps.txt")!r})
+        def work():
+            time.sleep(0.5)  # the main thread has returned by then
+            try:
+                print("DIAGNOSED", len(diagnose(t).gaps))
+            except BaseException as exc:
+                print("FAILED", type(exc).__name__, exc)
+        threading.Thread(target=work).start()
+        """
+    done = _run_script(code)
+    assert "DIAGNOSED" in done.stdout, done.stdout + done.stderr
+
+
+def test_ahead_does_not_hang_when_begin_fails_before_its_diagnosis(monkeypatch, tmp_path):
+    """``begin`` sets ``_begun`` in a ``finally`` but ``_done`` only around the
+    diagnosis: anything raised in between (``default_has_cached``) is dropped by
+    ``EarlyLoad._run`` and ``__call__`` then waits on ``_done`` for ever (the viewer
+    says "diagnosing" for good; its cancellable thread never ends)."""
+
+    def broken(trace, params=None):
+        raise OSError("cache directory unreadable")
+
+    monkeypatch.setattr(factory, "default_has_cached", broken)
+    held = _HeldLoad(monkeypatch)
+    path = _copy("decode_10_steps.txt", tmp_path)
+    early = EarlyLoad(path)
+    ahead = DiagnosisAhead()
+    ahead.begin_after(early)
+    held.release.set()
+    trace = early(path)
+    early._thread.join(30)
+    box: dict = {}
+
+    def call() -> None:
+        try:
+            box["got"] = ahead(trace)
+        except BaseException as exc:
+            box["error"] = exc
+
+    t = threading.Thread(target=call, daemon=True)
+    t.start()
+    t.join(15)
+    assert not t.is_alive(), "DiagnosisAhead.__call__ waits for ever after begin failed"
+
+
+def test_a_failed_ahead_diagnosis_does_not_keep_its_frames_alive(monkeypatch, tmp_path):
+    """The exception of a failed ahead diagnosis stays in ``DiagnosisAhead._box`` for
+    the app's life (the ahead is ``ViewOptions.diagnose``), and with its traceback
+    every frame of the failed diagnosis and their arrays (at 5M events: hundreds of
+    MB). Before, the worker turned it into one line and dropped it."""
+
+    class Big:
+        pass
+
+    refs: list = []
+
+    def fails(trace, params=None):
+        big = Big()  # stands for the diagnosis's large local arrays
+        refs.append(weakref.ref(big))
+        raise RuntimeError("diagnosis failed here")
+
+    monkeypatch.setattr(factory, "default_has_cached", lambda t, p=None: False)
+    monkeypatch.setattr(factory, "default_diagnose", fails)
+    held = _HeldLoad(monkeypatch)
+    path = _copy("decode_10_steps.txt", tmp_path)
+    early = EarlyLoad(path)
+    ahead = DiagnosisAhead()
+    ahead.begin_after(early)
+    held.release.set()
+    trace = early(path)
+    ahead.painted()
+    try:
+        ahead(trace)
+    except RuntimeError as exc:
+        line = f"diagnosis failed: {type(exc).__name__}: {exc}"  # what workers.diagnose keeps
+    early._thread.join(30)
+    assert line
+    gc.collect()
+    assert refs and refs[0]() is None, "the failed diagnosis's frames are kept alive by the ahead"
+
+
+def test_beside_runs_the_work_in_the_callers_thread_when_no_thread_starts(monkeypatch):
+    """``Beside``: the result of the work begun in a thread; where no thread can be
+    started (at interpreter shutdown), the same result, computed at the call in the
+    caller's thread; what the work raised is raised, once."""
+    from gapscope.parsers.beside import Beside
+
+    ran_in: list[str] = []
+
+    def work(x):
+        ran_in.append(threading.current_thread().name)
+        return x * 2
+
+    assert Beside(work, 21, name="gapscope-test")() == 42
+    assert ran_in == ["gapscope-test"]
+
+    def refuse(self):
+        raise RuntimeError("can't create new thread at interpreter shutdown")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    assert Beside(work, 4)() == 8
+    assert ran_in[-1] == threading.current_thread().name
+    monkeypatch.undo()
+
+    def boom():
+        raise ValueError("from the work")
+
+    failed = Beside(boom)
+    with pytest.raises(ValueError, match="from the work"):
+        failed()
+    assert "error" not in failed._box  # not kept after it was raised

@@ -97,7 +97,9 @@ class DiagnosisAhead:
     (0.4 s later at 5M, measured before).
 
     A trace it was not begun on (another path; a load over before ``begin_after``)
-    is diagnosed by the caller, as without it."""
+    is diagnosed by the caller, as without it. A preview the viewer does not show (the
+    load was over first, or a prompt covers the screen) counts as painted: the
+    diagnosis may then run beside the whole trace's first frame."""
 
     def __init__(self, params: Params | None = None) -> None:
         self.params = params or Params()
@@ -123,18 +125,20 @@ class DiagnosisAhead:
         self._trace = trace
         try:
             self._cached = default_has_cached(trace, self.params)
+        except Exception:  # noqa: BLE001 - not known to be cached: diagnosed here
+            self._cached = False
         finally:
             self._begun.set()
         if self._cached:
             return
-        self._painted.wait(AHEAD_PAINT_WAIT_S)
+        got = None
         try:
+            self._painted.wait(AHEAD_PAINT_WAIT_S)
             got = self._box["diagnosis"] = default_diagnose(trace, self.params)
         except BaseException as exc:  # noqa: BLE001 - raised to the caller of __call__
             self._box["error"] = exc
-            got = None
         finally:
-            self._done.set()
+            self._done.set()  # whatever happened: ``__call__`` never waits for ever
         if got is not None:
             findings_of(got)  # once: the viewer's worker and the cache's writer wait for them
 
@@ -165,7 +169,8 @@ class DiagnosisAhead:
             return default_diagnose(trace, self.params)
         self._done.wait()
         if "error" in self._box:
-            raise self._box["error"]
+            # raised once, not kept: its traceback holds the failed diagnosis's frames
+            raise self._box.pop("error")
         return self._box["diagnosis"]
 
 

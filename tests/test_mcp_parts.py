@@ -275,6 +275,27 @@ def test_open_answer_passes_findings_through(decode_loaded):
     assert real["findings_total"] == len(decode_loaded.doc["findings"]) >= 2
 
 
+def test_open_text_leads_with_the_verdict(decode_loaded):
+    """The text an agent reads first gives the verdict (its class and share of the
+    step, figures only) on its second line; it was never printed: the text looked for
+    a ``cause`` key the verdict does not have."""
+    real = answers.open_answer(decode_loaded, "h")
+    v = decode_loaded.doc["verdict"]
+    lines = answers.open_text(real).splitlines()
+    assert lines[1] == (
+        f"Verdict: {v['kind']}-bound, {100 * v['share']:.1f}% of every step; first fix: findings[0] "
+        "(the sentence is in the structured content's verdict)."
+    )
+    assert v["kind"] in ("host", "launch", "copy", "sync")
+    gpu = answers._verdict_line({"kind": "gpu-bound", "share": 0.05, "sentence": "x"})
+    assert (
+        gpu
+        == "Verdict: GPU-bound: the kernels are the story (idle 5.0% of each step) (the sentence is in the structured content's verdict)."
+    )
+    assert answers._verdict_line({"line": "host", "cause": "host"}) is None
+    assert answers._verdict_line({"kind": "no steady state", "share": 0.0}).startswith("Verdict: no steady state (")
+
+
 # ---------------------------------------------------------------- command line
 
 

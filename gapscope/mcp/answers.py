@@ -357,10 +357,30 @@ def open_text(ans: dict) -> str:
             f"{g['group']}: {g.get('cause')}, {fmt_dur(g.get('median_ns'))} in {g.get('steps_with_gap')} of "
             f"{g.get('steps_total')} steps ({fmt_dur(g.get('total_ns'))} in all); gap_card(path, {g['group']!r})."
         )
-    if "verdict" in ans and isinstance(ans["verdict"], dict) and ans["verdict"].get("cause"):
-        lines.append(f"Verdict: {ans['verdict'].get('cause')} (see structured content).")
+    verdict = _verdict_line(ans.get("verdict"))
+    if verdict:
+        lines.insert(1, verdict)  # the answer first: right after what the trace is
     lines.append("Names, cards and every figure are in the structured content.")
     return "\n".join(lines)
+
+
+def _verdict_line(v: object) -> str | None:
+    """The verdict of ``open_trace`` as figures and its class label
+    (``analysis.findings``' verdict ``kind`` and ``share``; its sentence names the
+    trace's ops, and stays in the structured content); None without one."""
+    if not isinstance(v, dict) or not isinstance(v.get("kind"), str) or not v["kind"]:
+        return None
+    kind, share = v["kind"], v.get("share")
+    pct = f"{100 * share:.1f}%" if isinstance(share, (int, float)) and not isinstance(share, bool) else None
+    if kind == "gpu-bound":
+        said = "GPU-bound: the kernels are the story" + (f" (idle {pct} of each step)" if pct else "")
+    elif kind == "none":
+        said = "no steady pattern of idle time" + (f" (idle {pct} of each step)" if pct else "")
+    elif kind in ("no gpu work", "no steady state"):
+        said = kind
+    else:
+        said = f"{kind}-bound" + (f", {pct} of every step" if pct else "") + "; first fix: findings[0]"
+    return f"Verdict: {said} (the sentence is in the structured content's verdict)."
 
 
 # ---------------------------------------------------------------- gaps

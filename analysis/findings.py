@@ -1011,6 +1011,32 @@ def _finding(diag, kind: str, cause: Cause, title: str, name: str, vec: np.ndarr
     )
 
 
+def _edge_where(diag, side: int) -> str:
+    """Where an edge gap of ``side`` (``Gaps.edge``: 1 leading, 2 trailing, 0 neither)
+    lies, in the words of the findings' edge items."""
+    stepped = diag.steps is not None and len(diag.steps) > 0
+    if side == 1:
+        return "before the first kernel " + ("(profiler start)" if stepped else "(the program's start)")
+    if side == 2:
+        return "after the last kernel " + ("(profiler stop, the loop's tail)" if stepped else "(the program's end)")
+    return "outside the steps"
+
+
+def edge_place(diag: Diagnosis, i: int) -> str | None:
+    """Where gap ``i`` of ``diag`` lies when it is an edge gap (``steps.edge_gaps``:
+    listed apart, in no per-step figure; its card's advice is about a program's
+    steady state it is not part of), as the findings' edge items say it ("before the
+    first kernel (profiler start)"); None for any other gap. The mask is computed once
+    per diagnosis (``diag.derived["edge_gaps"]``)."""
+    edge = diag.derived.get("edge_gaps")
+    if edge is None:
+        edge = diag.derived["edge_gaps"] = edge_gaps(diag.gaps, diag.steps, drawn=is_drawn(diag.trace))
+    if not 0 <= i < edge.size or not edge[i]:
+        return None
+    side = diag.gaps.edge
+    return _edge_where(diag, int(side[i]) if side is not None else 0)
+
+
 def _apart(diag, edge: np.ndarray) -> list[Finding]:
     """Edge gaps, one finding per kind of edge (before the first kernel, after the last
     one, outside the steps: largest first), and the one-time costs as one finding."""
@@ -1018,15 +1044,7 @@ def _apart(diag, edge: np.ndarray) -> list[Finding]:
     out: list[Finding] = []
     dur = g.dur_ns
     side = g.edge if g.edge is not None else np.zeros(len(g), np.int8)
-    stepped = diag.steps is not None and len(diag.steps) > 0
-    kinds = (
-        (edge & (side == 1), "before the first kernel " + ("(profiler start)" if stepped else "(the program's start)")),
-        (
-            edge & (side == 2),
-            "after the last kernel " + ("(profiler stop, the loop's tail)" if stepped else "(the program's end)"),
-        ),
-        (edge & (side == 0), "outside the steps"),
-    )
+    kinds = [(edge & (side == k), _edge_where(diag, k)) for k in (1, 2, 0)]
     for mask, where in kinds:
         if not mask.any():
             continue

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import types
 
+import numpy as np
 import pytest
 
 from gapscope.analysis import diagnose
 from gapscope.analysis.card import card_for_gap
+from gapscope.analysis.findings import edge_place, findings
 from gapscope.parsers import load
 from gapscope.tui.cards import DERIVED_KEY, card_of, prefetch_cards
+from gapscope.tui.panel import card_text, compact_card_text
 from tests.conftest import SAMPLES
 
 
@@ -65,3 +68,24 @@ def test_a_stand_in_diagnosis_without_derived_builds_every_time(diag, monkeypatc
     assert card_of(fake, 1) == ("card", 1) and card_of(fake, 1) == ("card", 1)
     assert calls == [1, 1]
     assert prefetch_cards(fake, [0, 1]) == 0
+
+
+def test_an_edge_gaps_card_says_it_is_one():
+    """The first gap in time of the bundled H200 decode capture is its profiler start
+    (listed apart by the findings); its card said only "host island" and advised
+    torch.compile, with nothing to say it is outside the steady state (a newcomer's
+    first ``n``). ``edge_place`` says where it lies, in the findings' words, and the
+    viewer's cards lead with it; a gap inside the steps has none."""
+    trace = load(str(SAMPLES / "gpu" / "h200_decode.pt.trace.json.gz"))
+    diag = diagnose(trace)
+    first = int(np.argmin(diag.gaps.start_ns))
+    assert edge_place(diag, first) == "before the first kernel (profiler start)"
+    apart = [f for f in findings(diag).apart if f.kind == "edge"]
+    assert any(first in f.positions.tolist() for f in apart)
+    inner = [i for i in range(len(diag.gaps)) if edge_place(diag, i) is None]
+    assert inner and not any(first == i for i in inner)
+    assert edge_place(diag, len(diag.gaps)) is None  # past the last gap
+    full = card_text(diag, first).plain
+    assert "Edge gap: idle before the first kernel (profiler start), outside the steady state" in full
+    assert "Edge gap" not in card_text(diag, inner[0]).plain
+    assert compact_card_text(diag, first)[1].plain.startswith("Edge gap, before the first kernel (profiler start)")

@@ -10,7 +10,7 @@ import numpy as np
 
 from gapscope.analysis import diagnose
 from gapscope.analysis.card import card_for_gap
-from gapscope.analysis.findings import findings
+from gapscope.analysis.findings import edge_place, findings
 from gapscope.parsers import load
 from gapscope.parsers.builder import TraceBuilder
 from gapscope.parsers.model import Kind
@@ -195,7 +195,10 @@ def test_compact_card_at_80x24_without_a_key(corpus):
     text = " ".join(line.strip() for line in lines)
     assert lines[0].strip().startswith(f"Gap #{first} GPU 0:")
     assert f"Cause: {card.cause.label}" in lines[0]
-    assert lines[1].strip() == f"Smell: {card.smell}"
+    # the first gap in time is hta/rank0's profiler start: the card says so before its smell
+    assert edge_place(diag, first) == "before the first kernel (profiler start)"
+    smell = f"Edge gap, before the first kernel (profiler start): listed apart. Smell: {card.smell}"
+    assert " ".join(line.strip() for line in lines[1:3]).startswith(smell)  # wrapped at 80 columns
     why = short_names(first_sentence(card.why))  # long kernel names shortened in the compact card
     assert text.count("Why: ") == 1
     assert ("Why: " + why)[:100] in text

@@ -15,6 +15,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from gapscope.analysis.causes import CAUSES
+from gapscope.analysis.findings import edge_place
 from gapscope.analysis.types import Cause
 from gapscope.parsers.model import Kind
 from gapscope.tui.cards import card_of
@@ -193,6 +194,13 @@ def card_text(
     e = int(g.end_ns[gap])
     t.append(f"Gap #{gap}  GPU {int(g.device[gap])}\n", style="bold")
     t.append(f"{fmt_dur(e - s)} at {fmt_offset(s - int(diagnosis.trace.extent_ns[0]))}\n")
+    where = edge_place(diagnosis, gap)
+    if where is not None:  # the card's advice is about a steady state this gap is not part of
+        t.append("Edge gap: ", style="bold")
+        t.append(f"idle {where}, outside the steady state: listed apart, in no per-step figure; ")
+        t.append(
+            "to see this stretch of a step, capture a window that starts after warm-up and stops inside the loop.\n"
+        )
     try:
         card = card_of(diagnosis, gap)
     except Exception as exc:  # noqa: BLE001 - the card is advisory; a fault there must not kill the view
@@ -341,6 +349,10 @@ def compact_card_text(
     if card.secondary is not None:  # with its share, as the full card gives it
         head.append(secondary_text(card))
     smell = Text()
+    where = edge_place(diagnosis, gap)
+    if where is not None:  # kept among the first three lines: it says the advice below is not this gap's
+        smell.append("Edge gap, ", style="bold")
+        smell.append(f"{where}: listed apart. ")
     smell.append("Smell: ", style="bold")
     smell.append(sanitize(str(card.smell)))
     why = Text()

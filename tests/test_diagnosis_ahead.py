@@ -262,10 +262,11 @@ def _run_script(code: str, timeout: float = 60) -> subprocess.CompletedProcess:
 
 
 def test_load_and_diagnose_still_work_from_an_atexit_hook():
-    """tests/test_cache.py::test_no_thread_at_interpreter_shutdown_means_no_entry pins
-    that a load from an atexit hook works. ``Trace.from_columns`` and ``diagnose`` now
-    submit to a ThreadPoolExecutor, which refuses at interpreter shutdown
-    (RuntimeError: cannot schedule new futures after interpreter shutdown)."""
+    """A load and a diagnosis from an atexit hook work (as
+    tests/test_cache.py::test_no_thread_at_interpreter_shutdown_means_no_entry has the
+    load's cache do): their work beside the caller's thread (``Beside``) runs in it
+    there. A ``ThreadPoolExecutor`` refused then (RuntimeError: cannot schedule new
+    futures after interpreter shutdown)."""
     code = f"""
         import atexit
         from gapscope.parsers import load  # a script that uses gapscope: imported at its top
@@ -286,8 +287,9 @@ def test_load_and_diagnose_still_work_from_an_atexit_hook():
 
 
 def test_diagnose_from_a_non_daemon_thread_after_main_returns():
-    """A worker thread (non-daemon) that diagnoses after the main thread has returned:
-    the interpreter's shutdown has begun, and ``diagnose`` raises RuntimeError."""
+    """A worker thread (non-daemon) that diagnoses after the main thread has returned,
+    once the interpreter's shutdown has begun: the diagnosis is given, not a
+    RuntimeError."""
     code = f"""
         import threading, time
         from gapscope.parsers import load
@@ -306,10 +308,9 @@ def test_diagnose_from_a_non_daemon_thread_after_main_returns():
 
 
 def test_ahead_does_not_hang_when_begin_fails_before_its_diagnosis(monkeypatch, tmp_path):
-    """``begin`` sets ``_begun`` in a ``finally`` but ``_done`` only around the
-    diagnosis: anything raised in between (``default_has_cached``) is dropped by
-    ``EarlyLoad._run`` and ``__call__`` then waits on ``_done`` for ever (the viewer
-    says "diagnosing" for good; its cancellable thread never ends)."""
+    """Whatever ``begin`` meets before its diagnosis (``default_has_cached`` raising),
+    ``__call__`` does not wait for ever: ``_done`` is set in any case (the viewer would
+    say "diagnosing" for good). Here it diagnoses, the entry not known to be cached."""
 
     def broken(trace, params=None):
         raise OSError("cache directory unreadable")
@@ -322,6 +323,7 @@ def test_ahead_does_not_hang_when_begin_fails_before_its_diagnosis(monkeypatch, 
     ahead.begin_after(early)
     held.release.set()
     trace = early(path)
+    ahead.painted()
     early._thread.join(30)
     box: dict = {}
 
@@ -335,13 +337,14 @@ def test_ahead_does_not_hang_when_begin_fails_before_its_diagnosis(monkeypatch, 
     t.start()
     t.join(15)
     assert not t.is_alive(), "DiagnosisAhead.__call__ waits for ever after begin failed"
+    assert box["got"].trace is trace
 
 
 def test_a_failed_ahead_diagnosis_does_not_keep_its_frames_alive(monkeypatch, tmp_path):
-    """The exception of a failed ahead diagnosis stays in ``DiagnosisAhead._box`` for
-    the app's life (the ahead is ``ViewOptions.diagnose``), and with its traceback
-    every frame of the failed diagnosis and their arrays (at 5M events: hundreds of
-    MB). Before, the worker turned it into one line and dropped it."""
+    """A failed diagnosis ahead is raised once and not kept: ``DiagnosisAhead`` lives as
+    long as the app (it is ``ViewOptions.diagnose``), and the exception's traceback
+    holds every frame of the failed diagnosis and their arrays (at 5M events, hundreds
+    of MB). The worker turns it into one line."""
 
     class Big:
         pass

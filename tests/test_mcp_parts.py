@@ -364,3 +364,20 @@ def test_docs_list_every_tool_parameter_and_option():
         for flag in action.option_strings:
             if flag.startswith("--") and flag != "--help":
                 assert f"`{flag}" in doc, flag
+
+
+def test_gap_card_says_an_edge_gap_is_one():
+    """``gap_card`` of the H200 decode capture's first gap (its profiler start) says it
+    is an edge gap, in the findings' words, in its text and its structured content; a
+    gap inside the steps has no such field."""
+    import numpy as np
+
+    loaded = load_trace(str(SAMPLES / "gpu" / "h200_decode.pt.trace.json.gz"))
+    first = int(np.argmin(loaded.diag.gaps.start_ns))
+    ans = answers.card_answer(loaded, first)
+    assert ans["gap"]["edge"] == "before the first kernel (profiler start)"
+    assert "; an edge gap, before the first kernel (profiler start): listed apart, in no per-step figure;" in (
+        answers.card_text(ans)
+    )
+    inner = answers.card_answer(loaded, int(loaded.doc["top_gaps"][-1]["index"]))
+    assert inner["gap"]["edge"] is None and "edge" not in answers.card_text(inner)

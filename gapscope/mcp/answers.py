@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from gapscope.analysis.card import card_for_group
+from gapscope.analysis.findings import edge_place
 from gapscope.analysis.types import Cause
 from gapscope.parsers.model import Kind
 from gapscope.report.document import gap_entry, jsonable
@@ -475,6 +476,8 @@ def card_answer(loaded, gap: int | str) -> dict:
         entry = gap_entry(loaded.trace, diag, n, int(loaded.doc["span"]["start_ns"]))
         col = _gap_columns(loaded)
         entry["class_ns"] = {c: col["class_ns"][c][n] for c in CAUSES if c in col.get("class_ns", {})}
+        # an edge gap (profiler start or stop): its card's advice is about a steady state it is not part of
+        entry["edge"] = edge_place(diag, n)
         out: dict[str, Any] = dict(handle=loaded.path, kind="gap", gap=entry)
     else:
         grp = next(g for g in loaded.doc["groups"] if int(g["id"]) == n)
@@ -503,6 +506,7 @@ def card_text(ans: dict) -> str:
             f"{g.get('cause')} {100 * (g.get('cause_share') or 0):.0f}%"
             + (f" (secondary {g['secondary']})" if g.get("secondary") else "")
             + (f", recurs as group:{g['group']}" if g.get("group", -1) >= 0 else "")
+            + (f"; an edge gap, {g['edge']}: listed apart, in no per-step figure" if g.get("edge") else "")
             + f"; smell: {card.get('smell')}. The card (why, first experiment, forbidden step, proof, evidence) "
             "is in the structured content."
         )

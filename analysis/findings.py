@@ -1029,7 +1029,7 @@ def edge_place(diag: Diagnosis, i: int) -> str | None:
     first kernel (profiler start)"); None for any other gap. The mask is computed once
     per diagnosis (``diag.derived["edge_gaps"]``)."""
     edge = diag.derived.get("edge_gaps")
-    if edge is None:
+    if not isinstance(edge, np.ndarray):
         edge = diag.derived["edge_gaps"] = edge_gaps(diag.gaps, diag.steps, drawn=is_drawn(diag.trace))
     if not 0 <= i < edge.size or not edge[i]:
         return None

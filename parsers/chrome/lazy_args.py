@@ -133,14 +133,22 @@ class EventText:
         return None if st is None else st[ks]
 
     def lines_of(self, ks) -> list[int | None]:
-        """1-based lines where events ``ks`` start (None when unknown)."""
+        """1-based lines where events ``ks`` start (None when unknown, and for a map of
+        a file that changed since it was loaded, before or while its lines are
+        counted: a file cut short reads short, and its lines would be wrong)."""
         ks = np.asarray(ks, dtype=np.int64)
         if ks.size == 0:
             return []
+        unchanged = getattr(self.data, "unchanged", None)
+        if unchanged is not None and not unchanged():
+            return [None] * int(ks.size)
         offs = self.offsets(ks)
         if offs is None:
             return [None] * int(ks.size)
-        return [int(x) for x in self.lines.lines(offs)]
+        lines: list[int | None] = [int(x) for x in self.lines.lines(offs)]
+        if unchanged is not None and not unchanged():
+            return [None] * int(ks.size)
+        return lines
 
     def event_text(self, k: int) -> bytes | bytearray | None:
         """The JSON text of event ``k`` (None when it cannot be located); the first

@@ -126,6 +126,39 @@ def test_bucketing_coverage_halves_count_and_glyphs():
     assert glyphs == ["█", "▐", "█", "█", "▂"]
 
 
+def _annotated(is_gpu: bool):
+    """One lane: an annotation over [0, 1000) holding two kernels, [100, 120) and
+    [300, 340), on a device lane or a CPU thread."""
+    b = TraceBuilder()
+    if is_gpu:
+        g = b.lane("0", "7", process_name="GPU 0", thread_name="stream 7", is_gpu=True, device=0, stream=7)
+        b.event(g, "decode_step", 0, 1000, Kind.GPU_ANNOTATION)
+    else:
+        g = b.lane("1", "1", thread_name="main")
+        b.event(g, "decode_step", 0, 1000, Kind.ANNOTATION)
+    b.event(g, "k0", 100, 20, Kind.KERNEL)
+    b.event(g, "k1", 300, 40, Kind.KERNEL)
+    return b.build()
+
+
+def test_a_device_lanes_annotation_does_not_hide_its_kernels():
+    """On a device lane a GPU annotation (a record_function range) holds the kernels
+    it spans: a cell with GPU work shows the work and the work's own coverage (its
+    density), by hand here: 20 of the first 200 ns, 40 of the second 200; a cell with
+    none shows the annotation. The H200 decode capture's stream read as one line at
+    full zoom, hiding its picket fence. A CPU thread keeps the old rule (the range,
+    which its ops fill less than half of)."""
+    vp = Viewport(0, 200.0, 5)
+    s = LaneIndex(_annotated(True), 0).summarise(vp)
+    assert s.cls.tolist() == [GlyphClass.KERNEL, GlyphClass.KERNEL] + [GlyphClass.ANNOTATION] * 3
+    assert s.coverage.tolist() == [0.1, 0.2, 1.0, 1.0, 1.0]
+    # the kernels lie in the cells' right halves: [100, 120) and [300, 340)
+    assert s.left.tolist() == [0.0, 0.0, 1.0, 1.0, 1.0] and s.right.tolist() == [0.2, 0.4, 1.0, 1.0, 1.0]
+    cpu = LaneIndex(_annotated(False), 0).summarise(vp)
+    assert cpu.cls.tolist() == [GlyphClass.ANNOTATION] * 5
+    assert cpu.coverage.tolist() == [1.0] * 5
+
+
 def test_bucketing_nested_cpu_prefers_specific_class():
     b = TraceBuilder()
     c = b.lane("1", "1", thread_name="main")

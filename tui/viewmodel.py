@@ -279,6 +279,14 @@ class LaneIndex:
             self.by_class[c] = _union(self.start[m], self.end[m])
         drawn = cls >= 0
         self.all_union = _union(self.start[drawn], self.end[drawn])
+        # on a device lane a GPU annotation (a record_function range) holds the kernels
+        # it spans: where GPU work runs, the cell shows the work and its density, not the
+        # range around it (the H200 decode capture's stream read as one line at full zoom)
+        self.work_union: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        container = int(GlyphClass.ANNOTATION)
+        if trace.lanes[lane].is_gpu and container in self.by_class and len(self.classes_present) > 1:
+            work = drawn & (cls != container)
+            self.work_union = _union(self.start[work], self.end[work])
         self._levels: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
 
     def __len__(self) -> int:
@@ -299,6 +307,8 @@ class LaneIndex:
         if self.classes_present:
             covs = {c: np.diff(_covered_before(*self.by_class[c], e)) for c in self.classes_present}
             best = np.max(np.stack(list(covs.values())), axis=0)
+            if self.work_union is not None:  # a device lane's GPU work, not the annotation around it
+                best, coverage, left, right = self._work_first(covs, best, coverage, left, right, e, e2)
             chosen = np.zeros(w, dtype=bool)
             for c in CLASS_PRIORITY:
                 cv = covs.get(int(c))
@@ -310,6 +320,27 @@ class LaneIndex:
         count = np.searchsorted(self.start, e[1:], side="left") - np.searchsorted(self.end_sorted, e[:-1], side="right")
         return CellSummary(
             cls, np.clip(coverage, 0, 1), np.clip(left, 0, 1), np.clip(right, 0, 1), np.maximum(count, 0)
+        )
+
+    def _work_first(self, covs: dict, best, coverage, left, right, e, e2) -> tuple:
+        """``summarise``'s (best, coverage, left, right) where a cell of a device lane
+        holds GPU work: the best and the coverage of the work alone, so that the work's
+        class and density are drawn there (an annotation still fills the cells with
+        none)."""
+        assert self.work_union is not None
+        container = int(GlyphClass.ANNOTATION)
+        work = [v for c, v in covs.items() if c != container]
+        best_work = np.max(np.stack(work), axis=0)
+        has = best_work > 0
+        half_ns = np.maximum(np.diff(e2), 1).astype(np.float64)
+        width_ns = np.maximum(np.diff(e), 1).astype(np.float64)
+        cov_half = np.diff(_covered_before(*self.work_union, e2)).astype(np.float64) / half_ns
+        cov_work = np.diff(_covered_before(*self.work_union, e)) / width_ns
+        return (
+            np.where(has, best_work, best),
+            np.where(has, cov_work, coverage),
+            np.where(has, cov_half[0::2], left),
+            np.where(has, cov_half[1::2], right),
         )
 
     # ------------------------------------------------------- wide events

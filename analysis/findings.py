@@ -1023,18 +1023,33 @@ def _edge_where(diag, side: int) -> str:
 
 
 def edge_place(diag: Diagnosis, i: int) -> str | None:
-    """Where gap ``i`` of ``diag`` lies when it is an edge gap (``steps.edge_gaps``:
-    listed apart, in no per-step figure; its card's advice is about a program's
-    steady state it is not part of), as the findings' edge items say it ("before the
-    first kernel (profiler start)"); None for any other gap. The mask is computed once
-    per diagnosis (``diag.derived["edge_gaps"]``)."""
-    edge = diag.derived.get("edge_gaps")
-    if not isinstance(edge, np.ndarray):
-        edge = diag.derived["edge_gaps"] = edge_gaps(diag.gaps, diag.steps, drawn=is_drawn(diag.trace))
-    if not 0 <= i < edge.size or not edge[i]:
+    """Where gap ``i`` of ``diag`` lies when the findings list it apart as an edge
+    (their items of kind ``"edge"``: ``steps.edge_gaps``, and a one-step trace's
+    one-offs), in those items' words ("before the first kernel (profiler start)",
+    "one-off after the trace's only step"); None for any other gap. Its card's advice
+    is about a steady state the gap is not part of. The masks are computed once per
+    diagnosis (``diag.derived["edge_places"]``; where a diagnosis keeps no ``derived``,
+    each time)."""
+    kept = getattr(diag, "derived", None)
+    got = kept.get("edge_places") if isinstance(kept, dict) else None
+    if got is None:
+        g = diag.gaps
+        edge = edge_gaps(g, diag.steps, drawn=is_drawn(diag.trace))
+        steady = _steady_for_findings(diag)
+        one_off = _one_off_rows(diag, steady) if steady is not None else np.zeros(len(g), bool)
+        got = (edge, one_off)
+        if isinstance(kept, dict):
+            kept["edge_places"] = got
+    edge, one_off = got
+    if not 0 <= i < edge.size:
         return None
-    side = diag.gaps.edge
-    return _edge_where(diag, int(side[i]) if side is not None else 0)
+    if edge[i]:
+        side = diag.gaps.edge
+        return _edge_where(diag, int(side[i]) if side is not None else 0)
+    if one_off[i]:
+        st = diag.steps
+        return _ONE_OFF_BEFORE if st is not None and diag.gaps.start_ns[i] < st.start_ns[0] else _ONE_OFF_AFTER
+    return None
 
 
 def _apart(diag, edge: np.ndarray) -> list[Finding]:
@@ -1094,6 +1109,28 @@ def _apart(diag, edge: np.ndarray) -> list[Finding]:
     return out
 
 
+_ONE_OFF_BEFORE = "one-off at the trace's start, before its only step"
+_ONE_OFF_AFTER = "one-off after the trace's only step"
+
+
+def _one_off_rows(diag, steady: np.ndarray) -> np.ndarray:
+    """Bool per gap: the steady gaps ``steady`` of a one-step trace that its one step
+    does not own (``_one_off``'s rows)."""
+    g, st = diag.gaps, diag.steps
+    if st is None or len(st) == 0 or projectable(diag) or not len(g):
+        return np.zeros(len(g), bool)
+    return steady & (st.owner_of(g.start_ns, g.end_ns) < 0)
+
+
+def _steady_for_findings(diag) -> np.ndarray | None:
+    """The steady gaps ``findings`` judges (those of the budget's device), or None when
+    it judges none (no budget, no steady state, no gaps)."""
+    g, b = diag.gaps, diag.budget
+    if b is None or not has_steady_state(diag) or not len(g):
+        return None
+    return steady_gaps(diag) & (g.device == b.device)
+
+
 def _one_off(diag, steady: np.ndarray) -> tuple[np.ndarray, list[Finding]]:
     """Gaps of ``steady`` outside the only step of a one-step trace that cannot be
     projected (``projectable``): the one-off at the trace's start and after its end,
@@ -1104,14 +1141,13 @@ def _one_off(diag, steady: np.ndarray) -> tuple[np.ndarray, list[Finding]]:
     gap, the entries kept apart: kind ``"edge"``, before the step first)."""
     g = diag.gaps
     st = diag.steps
-    mask = np.zeros(len(g), bool)
-    if st is None or len(st) == 0 or projectable(diag) or not len(g):
+    mask = _one_off_rows(diag, steady)
+    if st is None or not mask.any():
         return mask, []
-    mask = steady & (st.owner_of(g.start_ns, g.end_ns) < 0)
     out: list[Finding] = []
     for part, where in (
-        (mask & (g.start_ns < st.start_ns[0]), "one-off at the trace's start, before its only step"),
-        (mask & (g.start_ns >= st.start_ns[0]), "one-off after the trace's only step"),
+        (mask & (g.start_ns < st.start_ns[0]), _ONE_OFF_BEFORE),
+        (mask & (g.start_ns >= st.start_ns[0]), _ONE_OFF_AFTER),
     ):
         if not part.any():
             continue
@@ -1335,10 +1371,9 @@ def _findings(diag: Diagnosis) -> Findings:
     edge = edge_gaps(g, diag.steps, drawn=is_drawn(diag.trace))
     steady_state = has_steady_state(diag)
     ranked: list[Finding] = []
-    b = diag.budget
     once: list[Finding] = []
-    if b is not None and steady_state and len(g):
-        steady = steady_gaps(diag) & (g.device == b.device)
+    steady = _steady_for_findings(diag)
+    if steady is not None:
         one_off, once = _one_off(diag, steady)
         steady &= ~one_off
         unrec = steady & ((g.trust & int(Trust.GRAPH_UNRECORDED)) != 0) if g.trust is not None else steady & False

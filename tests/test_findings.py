@@ -588,3 +588,22 @@ def test_a_diagnosis_with_findings_copies_and_pickles_and_a_failed_findings_free
     for copied in (copy.deepcopy(d), pickle.loads(pickle.dumps(d))):
         assert copied.derived["findings_lock"] is not d.derived["findings_lock"]
         assert [x.title for x in findings(copied).ranked] == [x.title for x in f.ranked]
+
+
+def test_a_one_step_traces_one_offs_are_edges_where_their_cards_are_drawn(monkeypatch):
+    """The findings keep a one-step trace's one-off gaps apart as kind "edge" ("one-off
+    after the trace's only step": sglang_Qwen3-8B_decode's gaps); ``edge_place`` names
+    every gap of every such item, in the item's own words, so that the viewer's and
+    MCP's cards say it (it had said nothing for these: found by an attack)."""
+    from gapscope.analysis.findings import edge_place
+
+    path = require(require(CORPUS) / "tracelens/sglang_decode/sglang_Qwen3-8B_decode.json.gz")
+    diag = diagnose(load(str(path)))
+    items = [f for f in findings(diag).apart if f.kind == "edge"]
+    assert items
+    for f in items:
+        for r in f.positions.tolist():
+            place = edge_place(diag, int(r))
+            assert place is not None and (f.title.startswith(place) or place in f.title), (r, place, f.title)
+    others = set(range(len(diag.gaps))) - {int(r) for f in items for r in f.positions.tolist()}
+    assert all(edge_place(diag, r) is None for r in others)

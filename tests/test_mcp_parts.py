@@ -294,6 +294,12 @@ def test_open_text_leads_with_the_verdict(decode_loaded):
     )
     assert answers._verdict_line({"line": "host", "cause": "host"}) is None
     assert answers._verdict_line({"kind": "no steady state", "share": 0.0}).startswith("Verdict: no steady state (")
+    # the top finding's idle may not be idle (unrecorded CUDA graphs): no class, no fix (an attack)
+    line = answers._verdict_line({"kind": "unmeasurable", "share": 0.3, "sentence": "Not measurable: …"})
+    assert line == (
+        "Verdict: not measurable (unmeasurable, 30.0% of every step): record it first "
+        "(the sentence is in the structured content's verdict)."
+    )
 
 
 # ---------------------------------------------------------------- command line

@@ -89,3 +89,29 @@ def test_an_edge_gaps_card_says_it_is_one():
     assert "Edge gap: idle before the first kernel (profiler start), outside the steady state" in full
     assert "Edge gap" not in card_text(diag, inner[0]).plain
     assert compact_card_text(diag, first)[1].plain.startswith("Edge gap, before the first kernel (profiler start)")
+
+
+def test_the_reports_card_of_an_edge_gap_says_it_is_one():
+    """``gapscope report`` (terminal, Markdown, JSON ``top_gaps[].edge``) gives the same
+    edge note as the viewer for the H200 decode capture's profiler start, the card of a
+    gap outside recurring groups; the other top gaps have none."""
+    import io
+
+    from rich.console import Console
+
+    from gapscope.report.document import build_document
+    from gapscope.report.markdown import render_markdown
+    from gapscope.report.text import render_text
+
+    trace = load(str(SAMPLES / "gpu" / "h200_decode.pt.trace.json.gz"))
+    diag = diagnose(trace)
+    doc = build_document(trace, diag)
+    first = int(np.argmin(diag.gaps.start_ns))
+    edges = {g["index"]: g["edge"] for g in doc["top_gaps"] if g["edge"] is not None}
+    assert edges.get(first) == "before the first kernel (profiler start)"
+    assert all(edge_place(diag, g["index"]) == g["edge"] for g in doc["top_gaps"])
+    note = "idle before the first kernel (profiler start), outside the steady state: listed apart"
+    assert note in render_markdown(doc)
+    out = io.StringIO()
+    render_text(doc, Console(file=out, width=200, color_system=None))
+    assert "Edge gap" in out.getvalue() and note in " ".join(out.getvalue().split())

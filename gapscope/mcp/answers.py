@@ -31,7 +31,6 @@ from typing import Any
 import numpy as np
 
 from gapscope.analysis.card import card_for_group
-from gapscope.analysis.findings import edge_place
 from gapscope.analysis.types import Cause
 from gapscope.parsers.model import Kind
 from gapscope.report.document import gap_entry, jsonable
@@ -379,8 +378,10 @@ def _verdict_line(v: object) -> str | None:
         said = "no steady pattern of idle time" + (f" (idle {pct} of each step)" if pct else "")
     elif kind in ("no gpu work", "no steady state"):
         said = kind
-    else:
+    elif not str(v.get("sentence", "")).startswith("Not measurable") and kind != "unmeasurable":
         said = f"{kind}-bound" + (f", {pct} of every step" if pct else "") + "; first fix: findings[0]"
+    else:  # the top finding's idle may not be idle (unrecorded CUDA graphs): no class, no projection
+        said = f"not measurable ({kind}" + (f", {pct} of every step" if pct else "") + "): record it first"
     return f"Verdict: {said} (the sentence is in the structured content's verdict)."
 
 
@@ -476,8 +477,6 @@ def card_answer(loaded, gap: int | str) -> dict:
         entry = gap_entry(loaded.trace, diag, n, int(loaded.doc["span"]["start_ns"]))
         col = _gap_columns(loaded)
         entry["class_ns"] = {c: col["class_ns"][c][n] for c in CAUSES if c in col.get("class_ns", {})}
-        # an edge gap (profiler start or stop): its card's advice is about a steady state it is not part of
-        entry["edge"] = edge_place(diag, n)
         out: dict[str, Any] = dict(handle=loaded.path, kind="gap", gap=entry)
     else:
         grp = next(g for g in loaded.doc["groups"] if int(g["id"]) == n)

@@ -18,7 +18,7 @@ import numpy as np
 from gapscope.analysis.budget import match_names
 from gapscope.analysis.card import card_for_gap, card_for_group
 from gapscope.analysis.diagnose import Diagnosis
-from gapscope.analysis.findings import Finding, findings
+from gapscope.analysis.findings import Finding, edge_place, findings
 from gapscope.analysis.jsonout import diagnosis_to_json
 from gapscope.parsers.model import Kind, Trace
 from gapscope.report.busy import device_busy, lane_kind_counts
@@ -195,6 +195,8 @@ def _gap(trace: Trace, diag, i: int, origin_ns: int) -> dict:
         secondary_share=float(g.secondary_share[i]),
         group=int(g.group[i]),
         episode=int(g.episode[i]),
+        # a stand-in diagnosis (not a ``Diagnosis``) has no findings, so no edges either
+        edge=edge_place(diag, int(i)) if isinstance(diag, Diagnosis) else None,
     )
 
 

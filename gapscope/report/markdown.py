@@ -15,6 +15,7 @@ from gapscope.report.fmt import (
     GROUP_CARDS,
     MD_GROUP_ROWS,
     budget_rows,
+    edge_line,
     fmt_share,
     kind_counts_text,
     more_episodes_line,
@@ -344,6 +345,8 @@ def _lone_gap_lines(doc: dict) -> list[str]:
     out = []
     for k, g in lone_gaps(doc):
         out += ["", f"### Gap #{k}: {fmt_dur(g['dur_ns'])} at {fmt_offset(g['start_rel_ns'])}", ""]
+        if g.get("edge"):  # its card's advice is about a steady state it is not part of
+            out += [f"- **Edge gap:** {md_text(edge_line(g['edge']))}"]
         out += _card_lines(g["card"])
     return out
 

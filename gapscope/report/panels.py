@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gapscope.report.document import lone_gaps
-from gapscope.report.fmt import GROUP_CARDS, budget_rows, more_groups_line, rate_key, what_if_label
+from gapscope.report.fmt import GROUP_CARDS, budget_rows, edge_line, more_groups_line, rate_key, what_if_label
 from gapscope.report.rich_text import cause_text, heading, name_text, safe_text
 from gapscope.units import column_unit, fmt_bytes, fmt_dur, fmt_in, fmt_offset, fmt_rate
 
@@ -20,10 +20,11 @@ __all__ = ["GROUP_CARDS", "card_panel", "groups_section", "lone_cards_section", 
 EVIDENCE_SHOWN = 6
 
 
-def card_panel(title: Text, card: dict, recurs: str | None = None) -> Panel:
+def card_panel(title: Text, card: dict, recurs: str | None = None, edge: str | None = None) -> Panel:
     """A ``Panel`` with the card's fields (design, "The card") and its first evidence
     items; ``card`` is a card dict of the report document, ``recurs`` an optional
-    first line ("recurs in 9 of 10 steps, …")."""
+    first line ("recurs in 9 of 10 steps, …"), ``edge`` where an edge gap lies
+    (``top_gaps[].edge``), said first."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")
@@ -34,6 +35,8 @@ def card_panel(title: Text, card: dict, recurs: str | None = None) -> Panel:
         cause.append(")")
     if recurs:
         grid.add_row("Recurs", Text(recurs))
+    if edge:  # an edge gap (``top_gaps[].edge``): its advice is about a steady state it is not part of
+        grid.add_row("Edge gap", safe_text(edge_line(edge)))
     grid.add_row("Smell", safe_text(card.get("smell")))
     grid.add_row("Cause class", cause)
     grid.add_row("Why the GPU is empty", safe_text(card.get("why")))
@@ -150,7 +153,7 @@ def lone_cards_section(doc: dict, console: Console) -> None:
         title = Text(f"#{rank}: {fmt_dur(g['dur_ns'])} at {fmt_offset(g['start_rel_ns'])}")
         if g.get("episode", -1) >= 0:
             title.append(f" (picket-fence episode E{g['episode']})")
-        console.print(card_panel(title, g["card"]))
+        console.print(card_panel(title, g["card"], edge=g.get("edge")))
 
 
 def budget_section(doc: dict, console: Console) -> None:

@@ -228,6 +228,8 @@ def test_what_the_diagnosis_ahead_raises_is_raised_to_its_caller(monkeypatch, tm
     trace = early(path)
     with pytest.raises(RuntimeError, match="diagnosis failed here"):
         ahead(trace)
+    with pytest.raises(RuntimeError, match="diagnosis failed here"):  # asked again: diagnosed again, not a KeyError
+        ahead(trace)
 
 
 @pytest.mark.parametrize(("name", "one_time_if_all"), [("decode_10_steps.txt", 20), ("picket_fence.txt", 127)])

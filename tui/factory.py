@@ -171,7 +171,8 @@ class DiagnosisAhead:
         if "error" in self._box:
             # raised once, not kept: its traceback holds the failed diagnosis's frames
             raise self._box.pop("error")
-        return self._box["diagnosis"]
+        got = self._box.get("diagnosis")
+        return got if got is not None else default_diagnose(trace, self.params)  # asked again after a failure
 
 
 def make_app(source: str | os.PathLike | Trace, options: ViewOptions | None = None, diagnosis=None) -> GapscopeApp:

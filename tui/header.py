@@ -73,9 +73,9 @@ def _gaps_figure(d, pending: bool, failed: bool, early_gaps: int | None) -> str:
     """``N gaps``, or while the diagnosis runs ``N gaps, causes…`` / ``finding
     gaps…``, or ``no diagnosis`` when it failed; "" when none applies."""
     if d is not None:
-        return f"{len(d.gaps)} gap" + ("" if len(d.gaps) == 1 else "s")
+        return f"{len(d.gaps):,} gap" + ("" if len(d.gaps) == 1 else "s")
     if pending and early_gaps is not None:
-        return f"{early_gaps} gap" + ("" if early_gaps == 1 else "s") + ", causes…"
+        return f"{early_gaps:,} gap" + ("" if early_gaps == 1 else "s") + ", causes…"
     if pending:
         return "finding gaps…"
     if failed:

@@ -105,7 +105,7 @@ def early_card_text(trace, gaps, gap: int | None, preview: bool, largest_first: 
     t = Text()
     if gap is None:
         n = len(gaps)
-        t.append(f"{n} idle gap{'' if n == 1 else 's'} so far\n", style="bold")
+        t.append(f"{n:,} idle gap{'' if n == 1 else 's'} so far\n", style="bold")
         t.append(next_gap_hint(largest_first) + "\n")
         t.append("These lie between each GPU's first and last kernel. ")
         t.append("Causes and step-edge gaps come with " + ("the whole file.\n" if preview else "the diagnosis.\n"))

@@ -399,7 +399,7 @@ class TraceScreen(Screen):
         the order set (``s``), from the gap selected when there is one."""
         if not n:
             return "no idle GPU gaps in this trace"
-        found = f"{n} idle gap{'' if n == 1 else 's'} found"
+        found = f"{n:,} idle gap{'' if n == 1 else 's'} found"
         selected = self.lanes.selected_gap is not None
         if self.order_mode == SIZE:
             return f"{found}, largest first: n goes to the next" + (" smaller" if selected else " (the largest)")

@@ -570,7 +570,7 @@ def test_viewer_shows_the_preview_then_the_whole_trace_at_the_moved_view(split, 
             # of 7 us between them), without causes; n and s walk them
             await _until(pilot, lambda: shown.early is not None)
             assert shown.message.startswith("device lanes, gaps first; ")
-            assert "│ 3999 gaps, causes… │" in shown.header_text(120).plain
+            assert "│ 3,999 gaps, causes… │" in shown.header_text(120).plain
             await pilot.press("n")
             assert shown.lanes.selected_gap == 0 and int(shown.lanes.gaps.start_ns[0]) == 8_000
             card = app.screen.query_one(GapPanel).plain
@@ -693,7 +693,7 @@ def test_the_previews_gaps_stay_drawn_until_the_causes_come(split, tmp_path, mon
             assert screen.selected_gap_key() == (0, 18_000)
             assert screen.lanes.cursor_ns == cursor
             assert screen.detail_text().plain.startswith(f"@{(cursor - full.extent_ns[0]) / 1000:.1f} µs ")
-            assert "│ 3999 gaps, causes… │" in screen.header_text(120).plain
+            assert "│ 3,999 gaps, causes… │" in screen.header_text(120).plain
             assert screen.message == EARLY_MESSAGE  # not that the gaps are being found
             idle = next(i for i, r in enumerate(screen.lanes.rows) if r.kind == "idle")
             row_text = screen.lanes.render_line(idle + 1 - screen.lanes.top_row).text

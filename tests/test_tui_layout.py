@@ -131,7 +131,9 @@ def test_header_puts_figures_before_names_at_80_columns(corpus):
     # the verdict's class and share lead (issue 47)
     share = 100 * findings(diag).top.step_share
     # rank0's graphs record few of their nodes: the verdict is "not measurable" (AUDIT defect 1)
-    figures = f" │ unmeasurable {share:.0f}%/step │ GPU busy {busy:.0f}% │ {len(diag.gaps):,} gaps │ ⚠ 1 warning │ span "
+    figures = (
+        f" │ unmeasurable {share:.0f}%/step │ GPU busy {busy:.0f}% │ {len(diag.gaps):,} gaps │ ⚠ 1 warning │ span "
+    )
     # at 80 columns the span, then the busy share, give way to the verdict's figure
     narrow_figures = f" │ unmeasurable {share:.0f}%/step │ {len(diag.gaps):,} gaps │ ⚠ 1 warning │ 1 GPU"
     assert narrow.startswith("gapscope rank0.json") and narrow_figures in narrow

@@ -118,45 +118,28 @@ def _pct(xs: list[float], q: float) -> float:
     return xs[k]
 
 
-def _ahead(early):
-    """As ``gapscope.tui.cmd``: the viewer's default diagnosis begun by the load's
-    thread once ``early`` has loaded the trace (``tui.factory.DiagnosisAhead``); None
+def _early_options(early):
+    """As ``gapscope.tui.cmd``: the viewer's options for the load begun early
+    (``tui.factory.early_options``: the diagnosis begun by the load's thread); None
     without ``early``, or for a build that has none (run by another checkout's
     interpreter)."""
     try:
-        from gapscope.tui.factory import DiagnosisAhead
+        from gapscope.tui.factory import early_options
     except ImportError:
         return None
-    if early is None:
-        return None
-    ahead = DiagnosisAhead()
-    ahead.begin_after(early)
-    return ahead
+    return early_options(early) if early is not None else None
 
 
-def _drawn(early, ahead):
-    """As ``gapscope.tui.cmd``: the preview drawn lets the load go on, and the
-    diagnosis begin (``DiagnosisAhead.painted``, when there is one)."""
-    if ahead is None:
-        return early.preview_drawn
-
-    def drawn():
-        early.preview_drawn()
-        ahead.painted()
-
-    return drawn
-
-
-def _timed_ready(marks: dict, ahead=None):
+def _timed_ready(marks: dict, options=None):
     """The viewer's default ``ready_diagnosis`` (the diagnosis cache's entry, asked
-    first; ``ahead.ready`` with a ``DiagnosisAhead``), marking when it gave one as the
-    diagnosis's end; None for a build from before 2026-12-07, which has none (run by
-    another checkout's interpreter)."""
+    first; ``options.ready_diagnosis`` when ``_early_options`` gave them), marking when
+    it gave one as the diagnosis's end; None for a build from before 2026-12-07, which
+    has none (run by another checkout's interpreter)."""
     try:
         from gapscope.tui.factory import default_ready_diagnosis
     except ImportError:
         return None
-    asked = ahead.ready if ahead is not None else default_ready_diagnosis
+    asked = options.ready_diagnosis if options is not None else default_ready_diagnosis
 
     def ready(tr):
         d = asked(tr)
@@ -233,17 +216,17 @@ async def _run(path: Path, size: tuple[int, int], repeats: int, early=None) -> d
         marks["events"] = len(tr)
         return tr
 
-    ahead = _ahead(early)
+    early_opts = _early_options(early)
 
     def diagnose(tr):
         t = time.perf_counter()
-        d = ahead(tr) if ahead is not None else default_diagnose(tr)
+        d = early_opts.diagnose(tr) if early_opts is not None else default_diagnose(tr)
         marks["diagnosed_at"] = time.perf_counter()
         marks["diagnose_s"] = marks["diagnosed_at"] - t
         marks["gaps"] = len(d.gaps) if d is not None else 0
         return d
 
-    ready = _timed_ready(marks, ahead)
+    ready = _timed_ready(marks, early_opts)
 
     def preview(callback):  # as gapscope.tui.cmd: the device preview drawn first
         def got(trace):
@@ -260,7 +243,9 @@ async def _run(path: Path, size: tuple[int, int], repeats: int, early=None) -> d
             **({"ready_diagnosis": ready} if ready is not None else {}),
             preview=preview if early is not None else None,
             early_gaps=default_early_gaps,  # as the viewer's default diagnosis
-            preview_drawn=_drawn(early, ahead) if early is not None else None,
+            preview_drawn=(early_opts.preview_drawn if early_opts is not None else early.preview_drawn)
+            if early is not None
+            else None,
         ),
     )
     lat: dict[str, list[float]] = {"next gap": [], "zoom": [], "pan": []}

@@ -127,28 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     # first, drawn while the rest is read
     early = EarlyLoad(path, preview=not read_settings().no_preview)
     from gapscope.report.cmd import error_line
-    from gapscope.tui.factory import DiagnosisAhead, default_early_gaps, make_app
-    from gapscope.tui.session import ViewOptions
+    from gapscope.tui.factory import early_options, make_app
 
-    # the default diagnosis, with the thresholds given, begun by the load's thread once
-    # the trace is loaded; its gaps drawn first (on the preview too)
-    ahead = DiagnosisAhead(params)
-    ahead.begin_after(early)
-
-    def preview_drawn() -> None:  # the first frame is the preview's: the load and the diagnosis go on
-        early.preview_drawn()
-        ahead.painted()
-
-    options = ViewOptions(
-        params=params,
-        loader=early,
-        diagnose=ahead,
-        ready_diagnosis=ahead.ready,
-        early_gaps=lambda t: default_early_gaps(t, params),
-        preview=early.on_preview,
-        preview_drawn=preview_drawn,
-    )
-    app = make_app(path, options)
+    app = make_app(path, early_options(early, params))
     rc = app.run()
     if app.error:
         print(error_line(app.error), file=sys.stderr)

@@ -20,6 +20,7 @@ __all__ = [
     "default_ready_diagnosis",
     "default_has_cached",
     "DiagnosisAhead",
+    "early_options",
 ]
 
 #: How long the viewer's worker waits for ``DiagnosisAhead.begin`` to start once the
@@ -173,6 +174,31 @@ class DiagnosisAhead:
             raise self._box.pop("error")
         got = self._box.get("diagnosis")
         return got if got is not None else default_diagnose(trace, self.params)  # asked again after a failure
+
+
+def early_options(early, params: Params | None = None) -> ViewOptions:
+    """The viewer's options for a load begun before it (``gapscope TRACE``: ``early``, a
+    ``gapscope.parsers.preview.EarlyLoad``): that load is the loader, its device preview
+    is drawn first, and the default diagnosis with ``params`` is begun by its thread
+    (``DiagnosisAhead``) once the first frame is drawn, its gaps drawn before their
+    causes (on the preview too)."""
+    params = params or Params()
+    ahead = DiagnosisAhead(params)
+    ahead.begin_after(early)
+
+    def preview_drawn() -> None:  # the first frame is the preview's: the load and the diagnosis go on
+        early.preview_drawn()
+        ahead.painted()
+
+    return ViewOptions(
+        params=params,
+        loader=early,
+        diagnose=ahead,
+        ready_diagnosis=ahead.ready,
+        early_gaps=lambda t: default_early_gaps(t, params),
+        preview=early.on_preview,
+        preview_drawn=preview_drawn,
+    )
 
 
 def make_app(source: str | os.PathLike | Trace, options: ViewOptions | None = None, diagnosis=None) -> GapscopeApp:

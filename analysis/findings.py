@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import threading
+import typing
 
 import numpy as np
 
@@ -1027,20 +1028,15 @@ def edge_place(diag: Diagnosis, i: int) -> str | None:
     (their items of kind ``"edge"``: ``steps.edge_gaps``, and a one-step trace's
     one-offs), in those items' words ("before the first kernel (profiler start)",
     "one-off after the trace's only step"); None for any other gap. Its card's advice
-    is about a steady state the gap is not part of. The masks are computed once per
-    diagnosis (``diag.derived["edge_places"]``; where a diagnosis keeps no ``derived``,
-    each time)."""
-    kept = getattr(diag, "derived", None)
-    got = kept.get("edge_places") if isinstance(kept, dict) else None
+    is about a steady state the gap is not part of (``edge_note``). The masks are
+    computed once per diagnosis (``diag.derived["edge_places"]``)."""
+    got = diag.derived.get("edge_places")
     if got is None:
         g = diag.gaps
-        edge = edge_gaps(g, diag.steps, drawn=is_drawn(diag.trace))
         steady = _steady_for_findings(diag)
         one_off = _one_off_rows(diag, steady) if steady is not None else np.zeros(len(g), bool)
-        got = (edge, one_off)
-        if isinstance(kept, dict):
-            kept["edge_places"] = got
-    edge, one_off = got
+        got = diag.derived["edge_places"] = (edge_gaps(g, diag.steps, drawn=is_drawn(diag.trace)), one_off)
+    edge, one_off = typing.cast(tuple[np.ndarray, np.ndarray], got)
     if not 0 <= i < edge.size:
         return None
     if edge[i]:
@@ -1050,6 +1046,13 @@ def edge_place(diag: Diagnosis, i: int) -> str | None:
         st = diag.steps
         return _ONE_OFF_BEFORE if st is not None and diag.gaps.start_ns[i] < st.start_ns[0] else _ONE_OFF_AFTER
     return None
+
+
+def edge_note(where: str) -> str:
+    """What a card of an edge gap says first, ``where`` being ``edge_place``'s: its
+    advice is about a steady state the gap is not part of (the viewer's card, the
+    report's, MCP's ``gap_card``)."""
+    return f"idle {where}, outside the steady state: listed apart, in no per-step figure"
 
 
 def _apart(diag, edge: np.ndarray) -> list[Finding]:

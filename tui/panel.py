@@ -15,7 +15,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from gapscope.analysis.causes import CAUSES
-from gapscope.analysis.findings import edge_place
+from gapscope.analysis.findings import edge_note, edge_place
 from gapscope.analysis.types import Cause
 from gapscope.parsers.model import Kind
 from gapscope.tui.cards import card_of
@@ -197,7 +197,7 @@ def card_text(
     where = edge_place(diagnosis, gap)
     if where is not None:  # the card's advice is about a steady state this gap is not part of
         t.append("Edge gap: ", style="bold")
-        t.append(f"idle {where}, outside the steady state: listed apart, in no per-step figure; ")
+        t.append(f"{edge_note(where)}; ")
         t.append(
             "to see this stretch of a step, capture a window that starts after warm-up and stops inside the loop.\n"
         )

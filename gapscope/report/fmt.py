@@ -309,9 +309,3 @@ def short_name(name: str, max_len: int) -> str:
 GROUP_CARDS = 3
 #: Rows of the Markdown table of further groups (tickets and chat need the largest few).
 MD_GROUP_ROWS = 30
-
-
-def edge_line(where: str) -> str:
-    """What a card of an edge gap says first (``top_gaps[].edge``: where it lies, in
-    the findings' words): its advice is about a steady state the gap is not part of."""
-    return f"idle {where}, outside the steady state: listed apart, in no per-step figure"

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import re
 
+from gapscope.analysis.findings import edge_note
 from gapscope.report.document import lone_gaps, trust_lines
 from gapscope.report.findings_text import APART_ROWS, FINDING_ROWS, fixed_text, folded_devices
 from gapscope.report.fmt import (
     GROUP_CARDS,
     MD_GROUP_ROWS,
     budget_rows,
-    edge_line,
     fmt_share,
     kind_counts_text,
     more_episodes_line,
@@ -346,7 +346,7 @@ def _lone_gap_lines(doc: dict) -> list[str]:
     for k, g in lone_gaps(doc):
         out += ["", f"### Gap #{k}: {fmt_dur(g['dur_ns'])} at {fmt_offset(g['start_rel_ns'])}", ""]
         if g.get("edge"):  # its card's advice is about a steady state it is not part of
-            out += [f"- **Edge gap:** {md_text(edge_line(g['edge']))}"]
+            out += [f"- **Edge gap:** {md_text(edge_note(g['edge']))}"]
         out += _card_lines(g["card"])
     return out
 

@@ -9,8 +9,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from gapscope.analysis.findings import edge_note
 from gapscope.report.document import lone_gaps
-from gapscope.report.fmt import GROUP_CARDS, budget_rows, edge_line, more_groups_line, rate_key, what_if_label
+from gapscope.report.fmt import GROUP_CARDS, budget_rows, more_groups_line, rate_key, what_if_label
 from gapscope.report.rich_text import cause_text, heading, name_text, safe_text
 from gapscope.units import column_unit, fmt_bytes, fmt_dur, fmt_in, fmt_offset, fmt_rate
 
@@ -36,7 +37,7 @@ def card_panel(title: Text, card: dict, recurs: str | None = None, edge: str | N
     if recurs:
         grid.add_row("Recurs", Text(recurs))
     if edge:  # an edge gap (``top_gaps[].edge``): its advice is about a steady state it is not part of
-        grid.add_row("Edge gap", safe_text(edge_line(edge)))
+        grid.add_row("Edge gap", safe_text(edge_note(edge)))
     grid.add_row("Smell", safe_text(card.get("smell")))
     grid.add_row("Cause class", cause)
     grid.add_row("Why the GPU is empty", safe_text(card.get("why")))

@@ -66,6 +66,17 @@ class _HeldLoad:
         return load(path)
 
 
+def _ahead_on(monkeypatch, path: str, params: Params | None = None):
+    """(the early load, its ``DiagnosisAhead`` begun after it, the loaded trace) of
+    ``path``, the load held until the ahead is booked on it (``_HeldLoad``)."""
+    held = _HeldLoad(monkeypatch)
+    early = EarlyLoad(path)
+    ahead = DiagnosisAhead(params)
+    ahead.begin_after(early)
+    held.release.set()
+    return early, ahead, early(path)
+
+
 def test_after_load_runs_in_the_load_thread_once_the_trace_is_handed_over(monkeypatch, tmp_path):
     held = _HeldLoad(monkeypatch)
     path = _copy("decode_10_steps.txt", tmp_path)
@@ -111,7 +122,6 @@ def test_after_load_is_not_called_for_a_failed_load_and_what_it_raises_is_droppe
 def test_the_diagnosis_ahead_is_computed_in_the_load_thread_and_equals_the_fresh_one(cache, monkeypatch, tmp_path):
     """A first open: the cache has no entry (``ready`` gives None), the load's thread
     diagnoses (once) and computes the findings; ``__call__`` gives that diagnosis."""
-    held = _HeldLoad(monkeypatch)
     path = _copy("decode_10_steps.txt", tmp_path)
     runs: list[str] = []
     real = dc.diagnose
@@ -121,11 +131,7 @@ def test_the_diagnosis_ahead_is_computed_in_the_load_thread_and_equals_the_fresh
         return real(trace, params)
 
     monkeypatch.setattr(dc, "diagnose", spy)
-    early = EarlyLoad(path)
-    ahead = DiagnosisAhead(Params())
-    ahead.begin_after(early)
-    held.release.set()
-    trace = early(path)
+    early, ahead, trace = _ahead_on(monkeypatch, path, Params())
     assert ahead.ready(trace) is None  # nothing cached: diagnosed, not read
     got = ahead(trace)
     assert got.trace is trace
@@ -139,7 +145,6 @@ def test_the_diagnosis_ahead_waits_for_the_first_frame(cache, monkeypatch, tmp_p
     """``begin`` does not diagnose beside the viewer's first frame: it waits for
     ``painted`` (a preview drawn) or for the worker to ask (after the whole trace's
     first frame)."""
-    held = _HeldLoad(monkeypatch)
     path = _copy("decode_10_steps.txt", tmp_path)
     began = threading.Event()
     real = dc.diagnose
@@ -149,11 +154,7 @@ def test_the_diagnosis_ahead_waits_for_the_first_frame(cache, monkeypatch, tmp_p
         return real(trace, params)
 
     monkeypatch.setattr(dc, "diagnose", spy)
-    early = EarlyLoad(path)
-    ahead = DiagnosisAhead()
-    ahead.begin_after(early)
-    held.release.set()
-    trace = early(path)
+    early, ahead, trace = _ahead_on(monkeypatch, path)
     assert ahead._begun.wait(30)
     assert not began.wait(0.3)  # loaded, but nothing painted yet
     ahead.painted()
@@ -177,12 +178,7 @@ def test_a_cached_trace_is_left_to_ready_which_reads_its_entry_in_the_callers_th
         return real_get(self, trace)
 
     monkeypatch.setattr(dc.DiagnosisCache, "get_completed", spy)
-    held = _HeldLoad(monkeypatch)
-    early = EarlyLoad(path)
-    ahead = DiagnosisAhead()
-    ahead.begin_after(early)
-    held.release.set()
-    trace = early(path)
+    early, ahead, trace = _ahead_on(monkeypatch, path)
     early._thread.join(30)
     assert reads == []  # the load's thread left it
     got = ahead.ready(trace)
@@ -219,13 +215,8 @@ def test_what_the_diagnosis_ahead_raises_is_raised_to_its_caller(monkeypatch, tm
         raise RuntimeError("diagnosis failed here")
 
     monkeypatch.setattr(factory, "default_diagnose", fails)
-    held = _HeldLoad(monkeypatch)
     path = _copy("decode_10_steps.txt", tmp_path)
-    early = EarlyLoad(path)
-    ahead = DiagnosisAhead()
-    ahead.begin_after(early)
-    held.release.set()
-    trace = early(path)
+    early, ahead, trace = _ahead_on(monkeypatch, path)
     with pytest.raises(RuntimeError, match="diagnosis failed here"):
         ahead(trace)
     with pytest.raises(RuntimeError, match="diagnosis failed here"):  # asked again: diagnosed again, not a KeyError
@@ -318,13 +309,8 @@ def test_ahead_does_not_hang_when_begin_fails_before_its_diagnosis(monkeypatch, 
         raise OSError("cache directory unreadable")
 
     monkeypatch.setattr(factory, "default_has_cached", broken)
-    held = _HeldLoad(monkeypatch)
     path = _copy("decode_10_steps.txt", tmp_path)
-    early = EarlyLoad(path)
-    ahead = DiagnosisAhead()
-    ahead.begin_after(early)
-    held.release.set()
-    trace = early(path)
+    early, ahead, trace = _ahead_on(monkeypatch, path)
     ahead.painted()
     early._thread.join(30)
     box: dict = {}
@@ -360,13 +346,8 @@ def test_a_failed_ahead_diagnosis_does_not_keep_its_frames_alive(monkeypatch, tm
 
     monkeypatch.setattr(factory, "default_has_cached", lambda t, p=None: False)
     monkeypatch.setattr(factory, "default_diagnose", fails)
-    held = _HeldLoad(monkeypatch)
     path = _copy("decode_10_steps.txt", tmp_path)
-    early = EarlyLoad(path)
-    ahead = DiagnosisAhead()
-    ahead.begin_after(early)
-    held.release.set()
-    trace = early(path)
+    early, ahead, trace = _ahead_on(monkeypatch, path)
     ahead.painted()
     try:
         ahead(trace)

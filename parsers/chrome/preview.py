@@ -294,6 +294,10 @@ def show_preview(parts: chrome_parallel.FileParts, path: str, on_preview: Callab
         except (OSError, ValueError):
             return
         shares = typing.cast(list[PreviewPart], got)
+        # the join below is one child, and the preview's first frame one thread here:
+        # a core is free meanwhile, and a decoder that claims its parts as it goes
+        # (``chrome_parallel.claim_pipe``) takes there what the others would have
+        parts.resume(1)
         shipped = child.run_in_child(
             lambda: _shipped(device_preview(shares, text, path)),
             result_bytes,

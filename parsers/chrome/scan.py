@@ -35,6 +35,8 @@ __all__ = [
     "phase_codes",
     "carried_old_ids",
     "merge_all",
+    "merge_ordered",
+    "PartLayout",
     "OLD_CATS",
     "LEGACY_PIDS",
 ]
@@ -181,29 +183,26 @@ def x_kinds(
     return kind_x, old_ids, legacy
 
 
-def merge_all(parts: Sequence[EventColumns]) -> EventColumns | None:
+def merge_all(parts: Sequence[EventColumns], marks: list | None = None) -> EventColumns | None:
     """One ``EventColumns`` for ``parts`` in order, exactly what one pass over the
     whole list gives (up to the order of category ids, which nothing depends on), with
     one concatenation per column. When some part has 2020 categories, the others' old
     ``external id`` (``external_id_old``) fills their absent ids, as one pass would;
     None when that column is missing or a part is a legacy export (then scan the
     whole list instead). ``parts`` must not be empty; the first part's
-    interners grow to hold every part's keys."""
+    interners grow to hold every part's keys. ``marks``: a list given one
+    (categories, names, lanes) tuple per part, the sizes of the merged interners once
+    that part is in (``PartLayout.keys``)."""
     head = parts[0]
     if len(parts) == 1:
+        if marks is not None:
+            marks.append((len(head.cats), len(head.names), len(head.lanes)))
         return head
     if any(p.legacy for p in parts):
         return None
-    old = any(p.old_ids for p in parts)
-    ext_of = []  # each part's external ids as one pass over the whole list reads them
-    for p in parts:
-        ext = p.args.external_id
-        if old and not p.old_ids:
-            if p.external_id_old is None:
-                return None
-            if p.external_id_old.size:  # empty: the part holds no such key
-                ext = np.where(ext >= 0, ext, p.external_id_old)
-        ext_of.append(ext)
+    ext_of = _external_ids(parts)
+    if ext_of is None:
+        return None
 
     def remap(interner: Interner, keys: Interner, ids: np.ndarray) -> np.ndarray:
         if ids.size == 0 or keys is interner:
@@ -219,6 +218,8 @@ def merge_all(parts: Sequence[EventColumns]) -> EventColumns | None:
             head.cats[c]
         name_x.append(remap(head.names, p.names, p.name_x))
         lane_x.append(remap(head.lanes, p.lanes, p.lane_x))
+        if marks is not None:
+            marks.append((len(head.cats), len(head.names), len(head.lanes)))
 
     def cat(field: str) -> np.ndarray:
         return np.concatenate([getattr(p, field) for p in parts])
@@ -247,5 +248,131 @@ def merge_all(parts: Sequence[EventColumns]) -> EventColumns | None:
         cat_f=np.concatenate(cat_f),
         has_v2=any(p.has_v2 for p in parts),
         legacy=False,
-        old_ids=old,
+        old_ids=any(p.old_ids for p in parts),
     )
+
+
+def _external_ids(parts: Sequence[EventColumns]) -> list[np.ndarray] | None:
+    """Each part's ``args.external_id`` as one pass over the whole list reads it: where
+    some part has 2020 categories (``old_ids``), the others' absent ids filled from
+    their ``external_id_old``; None when one of those lacks that column."""
+    old = any(p.old_ids for p in parts)
+    ext_of = []
+    for p in parts:
+        ext = p.args.external_id
+        if old and not p.old_ids:
+            if p.external_id_old is None:
+                return None
+            if p.external_id_old.size:  # empty: the part holds no such key
+                ext = np.where(ext >= 0, ext, p.external_id_old)
+        ext_of.append(ext)
+    return ext_of
+
+
+@dataclasses.dataclass(frozen=True)
+class PartLayout:
+    """Where each part a child decoded lies in its merged columns, for
+    ``merge_ordered``: ``ids``: int64[k], the parts' places in the file's plan
+    (``parallel.cut.chunk_spans``), in the order the child merged them; ``ends``:
+    int64[k, 3], the counts of events, ``X`` events and flow events up to the end of
+    each part; ``keys``: int64[k, 3], the sizes of the child's merged ``cats``,
+    ``names`` and ``lanes`` once each part was in (``merge_all``'s ``marks``)."""
+
+    ids: np.ndarray
+    ends: np.ndarray
+    keys: np.ndarray
+
+    def fits(self, ec: EventColumns) -> bool:
+        """Whether this layout can be the one of ``ec`` (rising counts that end at its
+        sizes): a damaged message never slices columns wrongly."""
+        k = self.ids.shape[0]
+        if k == 0 or self.ends.shape != (k, 3) or self.keys.shape != (k, 3):
+            return False
+        sizes = ((ec.n, ec.cat_x.size, ec.cat_f.size), (len(ec.cats), len(ec.names), len(ec.lanes)))
+        for counts, size in zip((self.ends, self.keys), sizes):
+            if tuple(counts[-1].tolist()) != size or bool((counts < 0).any() or (np.diff(counts, axis=0) < 0).any()):
+                return False
+        return True
+
+
+def merge_ordered(
+    children: Sequence[EventColumns], layouts: Sequence[PartLayout]
+) -> tuple[EventColumns, list[tuple[int, int]]] | None:
+    """The parts the children decoded (each child's columns merged by ``merge_all``,
+    its parts laid out by its ``PartLayout``), joined in the order of their places in
+    the plan: exactly ``merge_all`` of the parts one by one in that order, names and
+    lanes numbered in order of first sight over the whole list (each part's additions
+    to its child's interners, ``PartLayout.keys``, taken in that order). Also each
+    part's (child, place among the child's parts) in that order, for what travels
+    beside the columns (flow and other blobs, ``starts``). None when the places are
+    not 0 .. n-1 once each, a layout does not fit its columns, a child is a legacy
+    export, or an old ``external id`` column is missing (as ``merge_all``).
+
+    Why: children that claim their parts as they go (``parallel.fork.start_file``)
+    hold parts from all over the file, not one run each."""
+    if len(children) != len(layouts) or any(c.legacy for c in children):
+        return None
+    if not all(lay.fits(c) for c, lay in zip(children, layouts)):
+        return None
+    order = sorted((k, c, i) for c, lay in enumerate(layouts) for i, k in enumerate(lay.ids.tolist()))
+    if [k for k, _, _ in order] != list(range(len(order))):
+        return None
+    ext_of = _external_ids(children)
+    if ext_of is None:
+        return None
+    interners = (Interner(), Interner(), Interner())  # categories, names, lanes
+    keys_of = [(list(c.cats), list(c.names), list(c.lanes)) for c in children]
+    for _, c, i in order:
+        lo = layouts[c].keys[i - 1].tolist() if i else [0, 0, 0]
+        for interner, keys, a, b in zip(interners, keys_of[c], lo, layouts[c].keys[i].tolist()):
+            for key in keys[a:b]:
+                interner[key]
+
+    def remap(interner: Interner, keys: list, ids: np.ndarray) -> np.ndarray:
+        table = np.fromiter(map(interner.__getitem__, keys), dtype=np.int32, count=len(keys))
+        same = ids.size == 0 or bool((table == np.arange(len(keys), dtype=np.int32)).all())
+        return ids if same else table[ids]
+
+    cats, names, lanes = interners
+    cat_x = [remap(cats, k[0], c.cat_x) for k, c in zip(keys_of, children)]
+    cat_f = [remap(cats, k[0], c.cat_f) for k, c in zip(keys_of, children)]
+    name_x = [remap(names, k[1], c.name_x) for k, c in zip(keys_of, children)]
+    lane_x = [remap(lanes, k[2], c.lane_x) for k, c in zip(keys_of, children)]
+
+    def cat(columns: Sequence[np.ndarray], axis: int) -> np.ndarray:  # axis: 0 events, 1 X events, 2 flows
+        pieces = []
+        for _, c, i in order:
+            ends = layouts[c].ends
+            pieces.append(columns[c][(int(ends[i - 1, axis]) if i else 0) : int(ends[i, axis])])
+        return np.concatenate(pieces)
+
+    def x(field: str) -> np.ndarray:
+        return cat([getattr(c, field) for c in children], 1)
+
+    args = ArgColumns(
+        *(
+            cat(ext_of if f.name == "external_id" else [getattr(c.args, f.name) for c in children], 1)
+            for f in dataclasses.fields(ArgColumns)
+        )
+    )
+    merged = EventColumns(
+        n=sum(c.n for c in children),
+        code=cat([c.code for c in children], 0),
+        cats=cats,
+        names=names,
+        lanes=lanes,
+        cat_x=cat(cat_x, 1),
+        name_x=cat(name_x, 1),
+        lane_x=cat(lane_x, 1),
+        start_ns=x("start_ns"),
+        start_status=x("start_status"),
+        dur_ns=x("dur_ns"),
+        dur_status=x("dur_status"),
+        kind_x=x("kind_x"),
+        args=args,
+        cat_f=cat(cat_f, 2),
+        has_v2=any(c.has_v2 for c in children),
+        legacy=False,
+        old_ids=any(c.old_ids for c in children),
+    )
+    return merged, [(c, i) for _, c, i in order]

@@ -5,11 +5,13 @@ Two ways in:
 - ``start_file`` / ``decode_file``, for a plain file on disk: before anything reads
   it, one child per CPU (at most ``MAX_PROCESSES``) maps the file privately, plans
   the same cut of the events array into parts at element boundaries
-  (``chrome_cut.find_cuts``; about ``CHUNK_BYTES`` each) and decodes its own run of
-  parts one at a time, turning each into columns (``chrome_scan.scan_events``) and
-  freeing its structs before the next; it sends back (``chrome_transfer``) its
-  columns and its non-``X`` events (msgpack, or JSON when ``ts`` is kept as text),
-  which ``JoinedEvents`` decodes only when an event is asked for. This process never
+  (``chrome_cut.find_cuts``; about ``CHUNK_BYTES`` each) and decodes the parts it
+  claims, one at a time as it goes (``claim_pipe``: a child stopped or slowed by
+  other work on its core takes fewer), turning each into columns
+  (``chrome_scan.scan_events``) and freeing its structs before the next; it sends back
+  (``chrome_transfer``) its columns and its non-``X`` events (msgpack, or JSON when
+  ``ts`` is kept as text), which ``JoinedEvents`` decodes only when an event is asked
+  for; this process joins them in the parts' order (``merge_ordered``). This process never
   reads the text into memory: it maps the file read-only for the few things read
   back from the text later (lines of warnings, ``args`` on demand), so the private
   memory of all processes stays near the size of the columns, and a file cut short
@@ -57,7 +59,7 @@ from gapscope.parsers.chrome.parallel.cut import (
     find_cuts,
 )
 from gapscope.parsers.chrome.parallel.joined import JoinedEvents
-from gapscope.parsers.chrome.scan import PH_FLOW, PH_OTHER, EventColumns, merge_all
+from gapscope.parsers.chrome.scan import PH_FLOW, PH_OTHER, EventColumns, PartLayout, merge_all, merge_ordered
 from gapscope.parsers.chrome.schema import ObjectHeader
 from gapscope.parsers.json.boundaries import find_events_array, next_boundary
 from gapscope.parsers.json.mapped import MappedText, file_stamp
@@ -73,6 +75,7 @@ __all__ = [
     "sampled",
     "start",
     "start_file",
+    "claim_pipe",
     "progress",
     "decode_parts",
     "decode_file",
@@ -243,9 +246,12 @@ class FileParts:
     ``size``: its size in bytes; ``fd``: the file, open (closed by ``close``);
     ``slots``: the children's progress slots (``_SLOT`` each, in child order)."""
 
-    def __init__(self, path: str, children: list[Pending], stamp: tuple, fd: int, slots: mmap.mmap) -> None:
+    def __init__(
+        self, path: str, children: list[Pending], stamp: tuple, fd: int, slots: mmap.mmap, claimed: bool = False
+    ) -> None:
         self.path, self.children, self.stamp, self.size, self.fd = path, children, stamp, stamp[2], fd
         self.slots = slots
+        self.claimed = claimed  # the children claim their parts (each slot's total: all parts)
         with _ACTIVE_LOCK:
             _ACTIVE.add(self)
 
@@ -257,17 +263,19 @@ class FileParts:
 
     def progress_bytes(self) -> tuple[int, int]:
         """(bytes decoded, bytes to decode) of all the children, once every one has
-        planned its parts (so the share only grows); (0, 0) before, and once closed."""
+        planned its parts (so the share only grows); (0, 0) before, and once closed.
+        Children that claim their parts each write the bytes of all parts as their
+        total (``claimed``)."""
         done = total = 0
         try:
             for j in range(len(self.children)):
                 d, t = _SLOT.unpack_from(self.slots, _SLOT.size * j)
                 if t <= 0:
                     return 0, 0
-                done, total = done + max(0, min(d, t)), total + t
+                done, total = done + max(0, min(d, t)), (max(total, t) if self.claimed else total + t)
         except (ValueError, struct.error):  # closed meanwhile
             return 0, 0
-        return done, total
+        return min(done, total), total
 
     def pause(self) -> None:
         """Stop every child still running (SIGSTOP), until ``resume``; a child stopped
@@ -275,12 +283,14 @@ class FileParts:
         ``close``."""
         self._signal(signal.SIGSTOP)
 
-    def resume(self) -> None:
-        """Continue every child ``pause`` stopped (SIGCONT; idempotent, from any thread)."""
-        self._signal(signal.SIGCONT)
+    def resume(self, children: int | None = None) -> None:
+        """Continue every child ``pause`` stopped (SIGCONT; idempotent, from any
+        thread), or the first ``children`` of them: children that claim their parts
+        (``claimed``) then take the parts the others would have."""
+        self._signal(signal.SIGCONT, children)
 
-    def _signal(self, sig: int) -> None:
-        for c in self.children:
+    def _signal(self, sig: int, children: int | None = None) -> None:
+        for c in self.children[:children]:
             if not c.done:
                 try:
                     os.kill(c.pid, sig)
@@ -355,16 +365,70 @@ def start_file(
             return None
         stamp = file_stamp(st)
         n_chunks = nproc * max(1, -(-st.st_size // (nproc * CHUNK_BYTES)))
-        return _fork_children(
-            nproc,
-            lambda j, slots: _file_payload(fd, stamp, j, nproc, n_chunks, root_of, raw_ts_of, decoders, slots),
-            2 * st.st_size // nproc + (64 << 20),
-            stamp,
-            lambda children, slots: FileParts(path, children, stamp, os.dup(fd), slots),
-        )
+        claims = claim_pipe(n_chunks)
+        try:
+            return _fork_children(
+                nproc,
+                lambda j, slots: _file_payload(
+                    fd, stamp, j, nproc, n_chunks, root_of, raw_ts_of, decoders, slots, claims
+                ),
+                # each child's answer: its run, or what it claimed (at most all of it)
+                (2 * st.st_size // nproc if claims is None else 2 * st.st_size) + (64 << 20),
+                stamp,
+                lambda children, slots: FileParts(path, children, stamp, os.dup(fd), slots, claims is not None),
+            )
+        finally:
+            if claims is not None:
+                os.close(claims)  # the children hold their own
     finally:
         if own:
             os.close(fd)
+
+
+#: Bytes of one part's place in ``claim_pipe``.
+_CLAIM = struct.Struct("<I")
+
+
+def claim_pipe(n_parts: int) -> int | None:
+    """The read end of a pipe holding the places 0 .. ``n_parts`` - 1, in order, its
+    write end closed: each read of ``_CLAIM.size`` bytes by a child takes the next
+    place (a pipe read of a few bytes is atomic, and an empty pipe with no writer
+    reads as its end), so the children of ``start_file`` share the parts as each
+    goes, with no lock a stopped or killed child could hold. None when the places do
+    not fit in the pipe at once (then each child decodes its run)."""
+    try:
+        r, w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+    except (OSError, AttributeError):
+        return None
+    data = b"".join(_CLAIM.pack(k) for k in range(n_parts))
+    try:
+        written = os.write(w, data)
+    except OSError:
+        written = -1
+    finally:
+        os.close(w)
+    if written != len(data):
+        os.close(r)
+        return None
+    os.set_blocking(r, True)
+    return r
+
+
+def _claimed(claims: int, n_parts: int):
+    """The places a child takes from ``claim_pipe``, one at a time as asked for, until
+    the pipe is empty or a place is beyond the ``n_parts`` the child planned (the
+    places rise: so are all the rest)."""
+    while True:
+        try:
+            got = os.read(claims, _CLAIM.size)
+        except OSError:
+            return
+        if len(got) != _CLAIM.size:
+            return
+        (k,) = _CLAIM.unpack(got)
+        if k >= n_parts:
+            return
+        yield k
 
 
 def _fork_children(nproc: int, work_of, shared_bytes: int, stamp: tuple | None, make):
@@ -403,11 +467,22 @@ def _write_slot(slots: mmap.mmap, j: int, done: int, total: int) -> None:
 
 
 def _file_payload(
-    fd: int, stamp: tuple, j: int, nproc: int, n_chunks: int, root_of, raw_ts_of, decoders: dict, slots: mmap.mmap
+    fd: int,
+    stamp: tuple,
+    j: int,
+    nproc: int,
+    n_chunks: int,
+    root_of,
+    raw_ts_of,
+    decoders: dict,
+    slots: mmap.mmap,
+    claims: int | None = None,
 ) -> list[bytes | memoryview]:
     """In child ``j`` of ``nproc`` of ``start_file``: plan ``n_chunks`` parts on a
-    private map of the file and decode the ``j``-th run of them, writing its progress
-    slot (``_SLOT`` at ``j`` in ``slots``) after each part; a message of None when the
+    private map of the file and decode the parts it takes from ``claims``
+    (``claim_pipe``; their places sent along), or, without one, the ``j``-th run of
+    them, writing its progress slot (``_SLOT`` at ``j`` in ``slots``: bytes decoded,
+    bytes of its run or of all parts) after each part; a message of None when the
     file is not what ``stamp`` says (before or after) or is not one to split."""
     if file_stamp(os.fstat(fd)) != stamp:
         return wire.pack(None)
@@ -423,18 +498,24 @@ def _file_payload(
         return wire.pack(None)
     begin, end, cuts, header = planned
     spans = chunk_spans(begin, end, cuts)
-    lo_k = len(spans) * j // nproc
-    hi_k = len(spans) * (j + 1) // nproc
     list_decoder, x_class = decoders[raw_ts]
-    mine = spans[lo_k:hi_k]
-    total = sum(hi - lo + 1 for lo, hi in mine)
+    if claims is None:
+        places = range(len(spans) * j // nproc, len(spans) * (j + 1) // nproc)
+        total = sum(spans[k][1] - spans[k][0] + 1 for k in places)
+    else:
+        places = _claimed(claims, len(spans))
+        total = sum(hi - lo + 1 for lo, hi in spans)
+    taken: list[int] | None = None if claims is None else []
     _write_slot(slots, j, 0, total)
 
     def texts():  # each part framed in this child's private copy of its pages
         done = 0
-        for lo, hi in mine:
+        for k in places:
+            lo, hi = spans[k]
             view[lo] = 0x5B  # "["
             view[hi] = 0x5D  # "]"
+            if taken is not None:
+                taken.append(k)
             yield lo, memoryview(view)[lo : hi + 1]
             done += hi - lo + 1  # resumed: that part is decoded and scanned
             _write_slot(slots, j, done, total)
@@ -442,7 +523,9 @@ def _file_payload(
     head = None
     if j == 0 and header is not None:
         head = {f: bytes(getattr(header, f)) for f in header.__struct_fields__ if f != "traceEvents"}
-    payload = _tx.part_payload(texts(), list_decoder, x_class, raw_ts, (root, raw_ts, begin, end, cuts), head)
+    payload = _tx.part_payload(
+        texts(), list_decoder, x_class, raw_ts, (root, raw_ts, begin, end, cuts), head, part_ids=taken
+    )
     return payload if file_stamp(os.fstat(fd)) == stamp else wire.pack(None)
 
 
@@ -462,33 +545,25 @@ def decode_file(parts: FileParts, decoders: dict) -> tuple[Parts, MappedText] | 
         except (OSError, ValueError):
             return None
         deadline = time.monotonic() + MIN_WAIT_S + WAIT_S_PER_BYTE * parts.size
-        cols: list[EventColumns] = []
-        blobs: dict[int, list[bytes]] = {PH_FLOW: [], PH_OTHER: []}
-        plans: list[tuple] = []
-        starts: list[np.ndarray] | None = []  # each child's events' starts in the file, while all have them
-        header = None
+        sent: list[_tx.Sent] = []
         for child in parts.children:
             payload = wire.receive(child.fd, child.shared, deadline)
             if payload is None:
                 return None
             got = _tx.unpack(payload)  # its arrays view the child's shared map
-            if got is None or not parts.agree(plans + [got[2]]):
+            if got is None or not parts.agree([s.plan for s in sent] + [got.plan]):
                 return None
-            ec, child_blobs, plan, sent, at = got
-            plans.append(plan)
-            if sent is not None:
-                header = sent
-            cols.append(ec)
-            starts = None if starts is None or at is None else starts + [at]
-            for g in blobs:
-                blobs[g] += child_blobs[g]
-            del ec, got, payload
-        merged = merge_all(cols) if len(cols) > 1 else None  # copies the columns out of the maps
-        cols.clear()
-        # copied out of the maps too
-        at_all = np.concatenate(starts) if starts and merged is not None else None
-        if merged is None or not plans or not parts.agree(plans, complete=True):
+            sent.append(got)
+            del got, payload
+        plans = [s.plan for s in sent]
+        if not plans or not parts.agree(plans, complete=True):
             return None
+        header = next((s.header for s in sent if s.header is not None), None)
+        joined = _joined(sent, len(plans[0][4]) + 1 if parts.claimed else None)  # copies out of the maps
+        sent.clear()
+        if joined is None:
+            return None
+        merged, blobs, at_all = joined
         root, raw_ts = plans[0][0], plans[0][1]
         if text[root : root + 1] == b"{" and header is None:
             return None
@@ -927,9 +1002,9 @@ def decode_parts(data, root: int, raw_ts: bool, decoders: dict) -> Parts | None:
         if isinstance(payload, memoryview):
             payload.release()
         payload = None
-        if got is None or got[2] != plan:
+        if got is None or got.plan != plan:
             return None
-        tail, blobs, _, _, tail_at = got
+        tail, blobs, tail_at = got.columns, got.blobs, got.starts
         merged = merge_all([scanned, tail])
         if merged is None:
             return None
@@ -943,6 +1018,48 @@ def decode_parts(data, root: int, raw_ts: bool, decoders: dict) -> Parts | None:
             payload.release()
         if pending is not None:
             pending.close()
+
+
+def _joined(
+    sent: list[_tx.Sent], n_parts: int | None
+) -> tuple[EventColumns, dict[int, list[bytes]], np.ndarray | None] | None:
+    """The columns, blobs ({``PH_FLOW``/``PH_OTHER``: one per part}) and starts (or
+    None) of the children's messages ``sent`` (in child order) joined in the parts'
+    order, copied out of the children's maps: ``n_parts`` parts the children claimed
+    (``merge_ordered``; a child that claimed none adds nothing), or, for None, one run
+    per child in child order (``merge_all``). None when they do not join (then decode
+    in one piece)."""
+    if n_parts is None:
+        if len(sent) < 2:
+            return None
+        merged = merge_all([s.columns for s in sent])
+        if merged is None:
+            return None
+        blobs = {g: [b for s in sent for b in s.blobs[g]] for g in (PH_FLOW, PH_OTHER)}
+        at = [s.starts for s in sent if s.starts is not None]
+        return merged, blobs, (np.concatenate(at) if len(at) == len(sent) else None)
+    some: list[tuple[_tx.Sent, PartLayout]] = []
+    for s in sent:
+        if s.layout is None:
+            return None
+        if s.layout.ids.size == 0:
+            continue
+        if any(len(s.blobs[g]) != s.layout.ids.size for g in (PH_FLOW, PH_OTHER)):
+            return None
+        some.append((s, s.layout))
+    got = merge_ordered([s.columns for s, _ in some], [lay for _, lay in some])
+    if got is None or len(got[1]) != n_parts:
+        return None
+    merged, order = got
+    blobs = {g: [some[c][0].blobs[g][i] for c, i in order] for g in (PH_FLOW, PH_OTHER)}
+    starts = [s.starts for s, _ in some if s.starts is not None]
+    if len(starts) != len(some):
+        return merged, blobs, None
+    pieces = []
+    for c, i in order:
+        ends = some[c][1].ends
+        pieces.append(starts[c][(int(ends[i - 1, 0]) if i else 0) : int(ends[i, 0])])
+    return merged, blobs, np.concatenate(pieces)
 
 
 def _starts_of(at: np.ndarray | None, n: int) -> np.ndarray | None:

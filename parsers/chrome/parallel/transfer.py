@@ -10,6 +10,7 @@ the message travels (shared map or pipe): ``chrome.wire``.
 from __future__ import annotations
 
 import pickle
+import typing
 
 import msgspec
 import numpy as np
@@ -17,27 +18,37 @@ import numpy as np
 from gapscope.parsers.chrome.args import ArgColumns
 from gapscope.parsers.chrome.fastscan import FlowTexts, read_part
 from gapscope.parsers.chrome.interner import Interner
-from gapscope.parsers.chrome.scan import PH_FLOW, PH_OTHER, EventColumns, merge_all
+from gapscope.parsers.chrome.scan import PH_FLOW, PH_OTHER, EventColumns, PartLayout, merge_all, scan_events
 from gapscope.parsers.chrome.wire import pack, unpack_message
 
-__all__ = ["part_payload", "part_message", "unpack"]
+__all__ = ["part_payload", "part_message", "unpack", "Sent"]
 
 _MSGPACK = msgspec.msgpack.Encoder()
 _JSON = msgspec.json.Encoder()
 
 
 def part_payload(
-    texts, list_decoder, x_class: type, raw_ts: bool, plan: tuple, header: dict | None = None
+    texts,
+    list_decoder,
+    x_class: type,
+    raw_ts: bool,
+    plan: tuple,
+    header: dict | None = None,
+    part_ids: list[int] | None = None,
 ) -> list[bytes | memoryview]:
     """The columns and non-``X`` events of the parts ``texts`` (``part_message``: pairs
     of the file offset of a part's first byte and its text) and the ``plan`` they
     follow, as the pieces of one message (``pack``); a message of None when a part
     does not decode. ``header``: the object form's other keys as {key: JSON text}, sent
-    along (first child only)."""
+    along (first child only). ``part_ids``: a list that ``texts`` fills with each
+    part's place in the plan as it yields it (the parts a child claimed), sent along
+    (``Sent.layout``); None: the parts are one run, the child's by its place."""
     message = part_message(texts, list_decoder, x_class, raw_ts)
     if message is None:
         return pack(None)
     message["plan"], message["header"] = plan, header
+    if part_ids is not None:
+        message["arrays"]["part_ids"] = np.asarray(part_ids, dtype=np.int64)
     return pack(message)
 
 
@@ -50,8 +61,10 @@ def part_message(texts, list_decoder, x_class: type, raw_ts: bool) -> dict | Non
     dict for ``pack`` once its ``plan`` and ``header`` are set. Where the C scanner
     read every part, its arrays hold ``starts`` (int64[n]: the offset in the file of
     each event's ``{``), so that the first read of an event's args needs no scan of
-    the whole text (``EventText.starts``)."""
+    the whole text (``EventText.starts``). ``part_ends`` and ``part_keys`` are the
+    parts' ``PartLayout.ends`` and ``keys``."""
     cols: list[EventColumns] = []
+    rows: list[tuple[int, int, int]] = []  # each part's events, X events, flow events
     flows: list[bytes | bytearray] = []
     others: list[bytes] = []
     starts: list[np.ndarray] | None = []
@@ -72,12 +85,19 @@ def part_message(texts, list_decoder, x_class: type, raw_ts: bool) -> dict | Non
         flows.append(flow.text if isinstance(flow, FlowTexts) else _JSON.encode(flow))
         others.append(other_encoder.encode(other))
         cols.append(ec)
+        rows.append((ec.n, ec.cat_x.size, ec.cat_f.size))
         del flow, other
-    ec_all = merge_all(cols) if cols else None
+    if not cols:  # no part (a child that claimed none): an empty message
+        cols.append(scan_events([], x_class, keep_old_ids=True))
+        starts = None
+    marks: list[tuple[int, int, int]] = []
+    ec_all = merge_all(cols, marks)
     if ec_all is None:
         return None
     del cols
     arrays = _arrays(ec_all)
+    arrays["part_ends"] = np.cumsum(np.array(rows, dtype=np.int64).reshape(-1, 3), axis=0)
+    arrays["part_keys"] = np.array(marks[: len(rows)], dtype=np.int64).reshape(-1, 3)
     if starts is not None:
         arrays["starts"] = np.concatenate(starts) if len(starts) > 1 else starts[0]
     return {
@@ -120,14 +140,25 @@ def _arrays(ec: EventColumns) -> dict[str, np.ndarray]:
     return out
 
 
-def unpack(
-    payload: bytes | memoryview,
-) -> tuple[EventColumns, dict, tuple, dict | None, np.ndarray | None] | None:
-    """(the part's columns, {``PH_FLOW``: its flow-event blobs, ``PH_OTHER``: its other
-    events' blobs (bytes, one per part)}, the plan the child followed, the header it
-    sent or None, its events' ``starts`` in the file or None: ``part_message``'s). The
-    columns' arrays and the starts view ``payload``: copy them (``merge_all``) before
-    it goes."""
+class Sent(typing.NamedTuple):
+    """What ``unpack`` reads from one child's message: its parts' ``columns`` (merged in
+    the child), ``blobs`` ({``PH_FLOW``: its flow-event blobs, ``PH_OTHER``: its other
+    events' blobs; bytes, one per part}), the ``plan`` it followed, the ``header`` it
+    sent or None, its events' ``starts`` in the file or None, and ``layout``: its
+    parts' places when it claimed them (``part_payload``'s ``part_ids``), else None."""
+
+    columns: EventColumns
+    blobs: dict
+    plan: tuple
+    header: dict | None
+    starts: np.ndarray | None
+    layout: PartLayout | None
+
+
+def unpack(payload: bytes | memoryview) -> Sent | None:
+    """``Sent`` of a child's message (``part_payload``), or None for a damaged one. The
+    columns' arrays and the starts view ``payload``: copy them (``merge_all``,
+    ``merge_ordered``) before it goes."""
     try:
         d = unpack_message(payload)
     except Exception:  # noqa: BLE001  (a damaged message: decode in one piece)
@@ -152,4 +183,7 @@ def unpack(
     starts = arr.get("starts")
     if starts is not None and (starts.dtype != np.int64 or starts.shape != (d["n"],)):
         starts = None  # not this part's: its args are found by a scan then
-    return ec, blobs, tuple(d["plan"]), d.get("header"), starts
+    layout = None
+    if "part_ids" in arr:
+        layout = PartLayout(arr["part_ids"], arr["part_ends"], arr["part_keys"])
+    return Sent(ec, blobs, tuple(d["plan"]), d.get("header"), starts, layout)

@@ -58,6 +58,7 @@ class EarlyLoad:
         self.preview_wanted = preview
         self._drawn = threading.Event()  # set by ``preview_drawn``
         self._then: Callable[[Trace], object] | None = None  # ``after_load``'s
+        self._or_else: Callable[[], object] | None = None  # ``after_load``'s, for a failed load
         # the modules a load of a file needs, imported here, before the thread: in it
         # they would wait on the interpreter lock against the caller's own imports
         # (Textual's), and the decoders and the preview would fork later (at 1M events
@@ -83,18 +84,21 @@ class EarlyLoad:
                 self._preview = None  # the whole trace is there: the preview's memory goes
                 self._on_preview = None  # and whatever the callback holds (a screen)
                 then, self._then = self._then, None
+                or_else, self._or_else = self._or_else, None
                 self._done.set()  # under the lock: ``after_load`` is either taken or refused
-        if then is not None and "trace" in self._box:
-            try:
+        try:
+            if then is not None and "trace" in self._box:
                 then(self._box["trace"])
-            except Exception:  # noqa: BLE001 - the work's own caller gets nothing from it then
-                pass
+            elif or_else is not None and "trace" not in self._box:
+                or_else()
+        except Exception:  # noqa: BLE001 - the work's own caller gets nothing from it then
+            pass
 
-    def after_load(self, then: Callable[[Trace], object]) -> bool:
+    def after_load(self, then: Callable[[Trace], object], or_else: Callable[[], object] | None = None) -> bool:
         """Have ``then(trace)`` called with the loaded trace in the load's own thread,
         right after its waiter is handed the trace; False when the load is already
         over (then nothing is called: the caller does that work itself). A load that
-        fails calls nothing. What ``then`` raises is dropped.
+        fails calls ``or_else()`` instead, when given. What they raise is dropped.
 
         Why: a thread's first large allocations fault their pages in, and the load's
         thread has the freed memory of the trace's build at hand. The diagnosis of a
@@ -104,7 +108,7 @@ class EarlyLoad:
         with self._lock:
             if self._done.is_set():
                 return False
-            self._then = then
+            self._then, self._or_else = then, or_else
             return True
 
     def _got_preview(self, trace: Trace) -> threading.Event:

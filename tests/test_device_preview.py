@@ -380,10 +380,12 @@ def _child_states() -> list[str]:
 
 def test_the_decoders_stay_paused_until_the_preview_is_drawn(split, tmp_path, monkeypatch):
     """A ``preview`` that returns an Event holds the decoders stopped after the
-    handover until it is set (the viewer's first frame gets the CPU), and the load
-    goes on then. The decoders begin with a sleep here, so that they are still
-    running when the preview comes (a small file's are often done before it on a
-    loaded machine)."""
+    handover until it is set (the viewer's first frame gets the CPU), but the first:
+    it goes on once the preview's shares are in (the join and the first frame are a
+    core's work each; it claims the parts the others would have), and the others go
+    on once the preview is drawn. The decoders begin with a sleep here, so that they
+    are still running when the preview comes (a small file's are often done before
+    it on a loaded machine)."""
     import time
 
     real = cp._file_payload
@@ -410,7 +412,8 @@ def test_the_decoders_stay_paused_until_the_preview_is_drawn(split, tmp_path, mo
 
     full = load_with_preview(path, preview)
     assert len(full) == 8000 and drawn.is_set()
-    assert len(seen) == 1 and "T" in seen[0] and set(seen[0]) <= {"T", "Z"}
+    assert len(seen) == 1 and "T" in seen[0]
+    assert len([state for state in seen[0] if state not in ("T", "Z")]) == 1, seen  # the first decoder, resumed
 
 
 class _WaitSpy(threading.Event):

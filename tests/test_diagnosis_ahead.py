@@ -106,6 +106,24 @@ def test_after_load_is_not_called_for_a_failed_load_and_what_it_raises_is_droppe
     early._thread.join(30)
     assert called == []
 
+    held = _HeldLoad(monkeypatch, fail=True)
+    early = EarlyLoad(path)
+    failed: list = []
+    assert early.after_load(called.append, or_else=lambda: failed.append("failed"))
+    held.release.set()
+    with pytest.raises(ValueError, match="no trace here"):
+        early(path)
+    early._thread.join(30)
+    assert called == [] and failed == ["failed"]  # ``or_else`` instead, in the load's thread
+
+    held = _HeldLoad(monkeypatch)
+    early = EarlyLoad(path)
+    assert early.after_load(called.append, or_else=lambda: failed.append("not this time"))
+    held.release.set()
+    early(path)
+    early._thread.join(30)
+    assert len(called) == 1 and failed == ["failed"]
+
     held = _HeldLoad(monkeypatch)
     early = EarlyLoad(path)
 
@@ -244,6 +262,99 @@ def test_classify_takes_the_warm_up_mask_it_is_given(name, one_time_if_all):
     every = _diagnose(trace, Params(), lambda: np.ones(len(trace), dtype=bool))
     assert int(every.gaps.one_time.sum()) == one_time_if_all
     assert np.array_equal(every.gaps.cause, real.gaps.cause)  # the mask decides one-time only
+
+
+def _entry_of(path: str):
+    cache = store.TraceCache.open(path)
+    assert cache is not None
+    return cache.entry
+
+
+def test_the_trace_cache_write_waits_for_the_diagnosis_ahead(cache, monkeypatch, tmp_path):
+    """A first open: the load's trace cache entry is written once the diagnosis the
+    causes wait for is in (``store.defer_writes``), not beside it. The diagnosis here
+    lasts 0.3 s more, in which an undeferred write of this small file would be done."""
+    import time
+
+    path = _copy("decode_10_steps.txt", tmp_path)
+    real = factory.default_diagnose
+    during: list[bool] = []
+
+    def slow(trace, params=None):
+        time.sleep(0.3)
+        during.append(_entry_of(path).exists())
+        return real(trace, params)
+
+    monkeypatch.setattr(factory, "default_diagnose", slow)
+    early, ahead, trace = _ahead_on(monkeypatch, path)
+    assert ahead(trace) is not None
+    store.wait_for_writes()
+    assert during == [False]  # not written while the diagnosis ran
+    assert _entry_of(path).exists()  # written after it
+
+
+def test_a_failed_load_or_one_over_first_holds_no_write(cache, monkeypatch, tmp_path):
+    """The deferral ends when the load it waits on fails (``or_else``) or was over
+    before the diagnosis was booked: a later load's entry is written at once."""
+    path = _copy("decode_10_steps.txt", tmp_path)
+    held = _HeldLoad(monkeypatch, fail=True)
+    early = EarlyLoad(path)
+    ahead = DiagnosisAhead()
+    ahead.begin_after(early)
+    held.release.set()
+    with pytest.raises(ValueError):
+        early(path)
+    early._thread.join(30)
+    assert ahead._writes.is_set()
+    monkeypatch.undo()
+    monkeypatch.delenv("GAPSCOPE_NO_CACHE", raising=False)
+    monkeypatch.setenv("GAPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("GAPSCOPE_CACHE_MIN_BYTES", "0")
+    monkeypatch.setattr(store, "DEFER_MAX_S", 3600.0)  # a write held by it would never come here
+    other = EarlyLoad(path)
+    other(path)
+    late = DiagnosisAhead()
+    late.begin_after(other)  # the load is over: nothing to wait for
+    assert late._writes.is_set()
+    store.wait_for_writes()
+    assert _entry_of(path).exists()
+
+
+def test_a_deferred_write_goes_on_after_its_bound(cache, monkeypatch, tmp_path):
+    path = _copy("decode_10_steps.txt", tmp_path)
+    monkeypatch.setattr(store, "DEFER_MAX_S", 0.2)
+    never = threading.Event()
+    store.defer_writes(never)
+    load(path)
+    store.wait_for_writes()
+    assert _entry_of(path).exists() and not never.is_set()
+
+
+def test_a_deferred_write_is_made_when_the_program_ends(tmp_path):
+    """A command that ends while its write waits (a viewer quit before its diagnosis
+    is in) writes the entry then, as without the deferral, instead of waiting
+    ``DEFER_MAX_S`` (an hour here: the run's timeout would end it first)."""
+    path = _copy("decode_10_steps.txt", tmp_path)
+    code = f"""
+        import os, threading
+        os.environ.pop("GAPSCOPE_NO_CACHE", None)
+        os.environ["GAPSCOPE_CACHE_DIR"] = {str(tmp_path / "cache")!r}
+        os.environ["GAPSCOPE_CACHE_MIN_BYTES"] = "0"
+        from gapscope.parsers import load
+        from gapscope.parsers.cache import store
+        store.DEFER_MAX_S = 3600.0
+        store.defer_writes(threading.Event())
+        load({path!r})
+        print("loaded")
+    """
+    done = _run_script(code, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "loaded"
+    with pytest.MonkeyPatch.context() as m:
+        m.delenv("GAPSCOPE_NO_CACHE", raising=False)
+        m.setenv("GAPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+        m.setenv("GAPSCOPE_CACHE_MIN_BYTES", "0")
+        assert _entry_of(path).exists()
 
 
 def _run_script(code: str, timeout: float = 60) -> subprocess.CompletedProcess:

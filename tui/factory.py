@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 
 from gapscope.analysis.types import Params
+from gapscope.parsers.cache.store import defer_writes
 from gapscope.parsers.model import Trace
 from gapscope.tui.app import GapscopeApp
 from gapscope.tui.findings_view import findings_of
@@ -108,14 +109,20 @@ class DiagnosisAhead:
         self._begun = threading.Event()  # ``begin`` has its trace
         self._painted = threading.Event()  # the viewer's first frame is drawn, or it asks
         self._done = threading.Event()  # its diagnosis is in, or failed
+        self._writes = threading.Event()  # the trace cache's write may go on (``begin_after``)
         self._trace: Trace | None = None
         self._cached = False
         self._box: dict = {}
 
     def begin_after(self, early) -> None:
         """Have ``early`` (a ``gapscope.parsers.preview.EarlyLoad``) call ``begin`` with
-        its trace once it is loaded, when its load is not over yet."""
-        self._expected = bool(early.after_load(self.begin))
+        its trace once it is loaded, when its load is not over yet; the trace cache's
+        write of that load waits for the diagnosis (``parsers.cache.store.defer_writes``),
+        which the causes on the screen wait for."""
+        defer_writes(self._writes)
+        self._expected = bool(early.after_load(self.begin, or_else=self._writes.set))
+        if not self._expected:
+            self._writes.set()
 
     def begin(self, trace: Trace) -> None:
         """In the load's thread: the diagnosis of ``trace`` (``default_diagnose``), once
@@ -131,6 +138,7 @@ class DiagnosisAhead:
         finally:
             self._begun.set()
         if self._cached:
+            self._writes.set()
             return
         got = None
         try:
@@ -140,6 +148,7 @@ class DiagnosisAhead:
             self._box["error"] = exc
         finally:
             self._done.set()  # whatever happened: ``__call__`` never waits for ever
+            self._writes.set()
         if got is not None:
             findings_of(got)  # once: the viewer's worker and the cache's writer wait for them
 

@@ -87,3 +87,29 @@ def test_lane_kind_counts():
     assert by_label[("GPU 0", "stream 8")][Kind.MEMCPY] == 1
     assert by_label[("python3", "7000")][Kind.LAUNCH] == 1 and by_label[("python3", "7000")][Kind.CPU_OP] == 1
     assert c.sum() == len(t)
+
+
+def test_event_devices_gives_each_event_its_lane_device_once_per_trace():
+    """``analysis.busy.event_devices``: the device of each event's lane (-1 on the CPU
+    thread), read-only and computed once per trace; ``device_event_mask`` from it."""
+    from gapscope.analysis.busy import device_event_mask, event_devices, valid_timing_mask
+
+    t = b06_like()
+    devices = event_devices(t)
+    by_name = {t.names[int(n)]: int(d) for n, d in zip(t.name_id, devices)}
+    assert by_name == {
+        "embedding_kernel": 0,
+        "attn_fwd_kernel": 0,
+        "mlp_fwd_kernel": 0,
+        "loss_kernel": 0,
+        "Memcpy HtoD": 0,
+        "other": 1,
+        "cudaLaunchKernel": -1,
+        "aten::linear": -1,
+    }
+    assert event_devices(t) is devices and not devices.flags.writeable
+    kernels0 = device_event_mask(t, 0, (Kind.KERNEL,), valid_timing_mask(t))
+    assert sorted(t.names[int(n)] for n in t.name_id[kernels0]) == sorted(
+        ["embedding_kernel", "attn_fwd_kernel", "mlp_fwd_kernel", "loss_kernel"]
+    )
+    assert int(device_event_mask(t, 1, (Kind.KERNEL, Kind.MEMCPY)).sum()) == 1

@@ -560,7 +560,7 @@ def load(
         hit = cache.get(args_text)
         if hit is not None and (hit.text_bytes is None or hit.text_bytes <= _limit_for(p)[0]):
             return hit.trace
-        wait_for_writes()  # one write at a time, and none beside the loader's fork
+        wait_for_writes(deferred=False)  # one write at a time, and none beside the loader's fork
     trace, text = _load_fresh(p, while_decoding)
     if cache is not None and trace.source.format != "perfetto":  # its args are read from no file text
         cache.put_later(trace, text)

@@ -324,10 +324,35 @@ def test_a_deferred_write_goes_on_after_its_bound(cache, monkeypatch, tmp_path):
     path = _copy("decode_10_steps.txt", tmp_path)
     monkeypatch.setattr(store, "DEFER_MAX_S", 0.2)
     never = threading.Event()
-    store.defer_writes(never)
+    store.defer_writes(never, path)
     load(path)
     store.wait_for_writes()
     assert _entry_of(path).exists() and not never.is_set()
+
+
+def test_a_deferred_write_holds_back_neither_another_files_write_nor_its_load(cache, monkeypatch, tmp_path):
+    """While a viewer's diagnosis of A is pending, a fresh load of B neither waits for
+    A's deferred write (``wait_for_writes(deferred=False)``) nor has its own write
+    deferred: B's entry is written, A's not yet (the bound is an hour here: a wait
+    for it would be this test's timeout)."""
+    a = _copy("decode_10_steps.txt", tmp_path)
+    b = str(tmp_path / "other.txt")
+    shutil.copyfile(SAMPLES / "decode_10_steps.txt", b)
+    with open(b, "a") as fh:
+        fh.write("\n")  # another file, another entry
+    monkeypatch.setattr(store, "DEFER_MAX_S", 3600.0)
+    pending = threading.Event()
+    store.defer_writes(pending, a)
+    load(a)
+    loaded = threading.Thread(target=load, args=(b,), daemon=True)
+    loaded.start()
+    loaded.join(60)
+    assert not loaded.is_alive()
+    store.wait_for_writes(deferred=False)
+    assert _entry_of(b).exists() and not _entry_of(a).exists()
+    pending.set()
+    store.wait_for_writes()
+    assert _entry_of(a).exists()
 
 
 def test_a_deferred_write_is_made_when_the_program_ends(tmp_path):
@@ -343,7 +368,7 @@ def test_a_deferred_write_is_made_when_the_program_ends(tmp_path):
         from gapscope.parsers import load
         from gapscope.parsers.cache import store
         store.DEFER_MAX_S = 3600.0
-        store.defer_writes(threading.Event())
+        store.defer_writes(threading.Event(), {path!r})
         load({path!r})
         print("loaded")
     """

@@ -187,6 +187,22 @@ def test_claim_pipe_gives_each_place_once_in_order():
         os.close(r)
 
 
+def test_claims_end_when_the_pipe_is_empty_even_with_a_writer_left():
+    """A write end kept open elsewhere (another thread's fork while the places were
+    written) does not make a child wait: the pipe is non-blocking, and every place is
+    in before the children start, so empty is the end."""
+    r = cp.claim_pipe(2)
+    assert r is not None and not os.get_blocking(r)
+    os.close(r)
+    r, w = os.pipe2(os.O_NONBLOCK)
+    try:
+        os.write(w, struct.pack("<II", 0, 1))
+        assert list(cp._claimed(r, 5)) == [0, 1]  # and returns, with ``w`` still open
+    finally:
+        os.close(r)
+        os.close(w)
+
+
 def test_claim_pipe_declines_what_does_not_fit(monkeypatch):
     """Places that a pipe cannot hold at once (a short write) give None: the
     children then decode a run each, never wait on a pipe no one fills."""

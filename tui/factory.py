@@ -119,7 +119,7 @@ class DiagnosisAhead:
         its trace once it is loaded, when its load is not over yet; the trace cache's
         write of that load waits for the diagnosis (``parsers.cache.store.defer_writes``),
         which the causes on the screen wait for."""
-        defer_writes(self._writes)
+        defer_writes(self._writes, early.path)
         self._expected = bool(early.after_load(self.begin, or_else=self._writes.set))
         if not self._expected:
             self._writes.set()

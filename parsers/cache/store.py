@@ -20,8 +20,9 @@ report, a diff) still finishes the entry before the interpreter exits: about 0.1
 for 1M events, while the analysis runs. A fresh load first waits for writes still in
 progress (so at most one entry is written at a time, and the loader's fork never
 runs beside this thread); ``wait_for_writes`` lets tests and benchmarks wait too.
-``defer_writes(event)``: the writes begun after it wait for ``event`` before writing
-(a viewer's diagnosis, which the causes on its screen wait for, goes first).
+``defer_writes(event, path)``: the write of that file's entry begun after it waits for
+``event`` before writing (a viewer's diagnosis, which the causes on its screen wait
+for, goes first); a fresh load does not wait for a write still deferred.
 
 Size: before writing, the least recently used entries (by mtime, which a hit sets to
 now) are removed until the new entry fits in ``settings.max_bytes()``, and in half of
@@ -70,7 +71,8 @@ _writers: list[threading.Thread] = []
 _writers_lock = threading.Lock()
 #: The longest a write waits for what ``defer_writes`` named before it writes anyway.
 DEFER_MAX_S = 30.0
-_deferred: list[threading.Event] = []  # ``defer_writes``'s, until set
+_deferred: list[tuple[str, threading.Event]] = []  # ``defer_writes``'s (path, event), until set
+_deferring: set[threading.Thread] = set()  # writers waiting for their deferral
 _DEFER_POLL_S = 0.05
 
 
@@ -171,7 +173,7 @@ class TraceCache:
 
     def _put_quietly(self, trace: Trace, text: Text | None) -> None:
         try:
-            _wait_for_deferral()
+            _wait_for_deferral(self.path)
             self.put(trace, text)
         except Exception as exc:  # noqa: BLE001 - a cache write that fails leaves no entry; the load already succeeded
             log.debug("cache entry %s not written: %s: %s", self.entry, type(exc).__name__, exc)
@@ -303,37 +305,51 @@ def _unlink(p: Path) -> bool:
         return False
 
 
-def defer_writes(until: threading.Event) -> None:
-    """Have the cache writes begun from now on wait, before they write, until
-    ``until`` is set: ``DEFER_MAX_S`` at most, and not once the main thread has ended
-    (a command that exits writes its entry then, as without this).
+def defer_writes(until: threading.Event, path: str | os.PathLike) -> None:
+    """Have the cache writes of ``path``'s entry begun from now on wait, before they
+    write, until ``until`` is set: ``DEFER_MAX_S`` at most, and not once the main
+    thread has ended (a command that exits writes its entry then, as without this).
+    Other files' writes do not wait, and a fresh load does not wait for a deferred
+    write (``wait_for_writes(deferred=False)``).
 
     Why: a viewer draws the causes once its diagnosis is in, and the diagnosis ran
     beside the trace's write. At 5M events the write takes 1.1 s of a core and held
     the diagnosis back by 0.36 s (1.40 s against 1.04 s alone, in one process); the
     entry is only wanted at the next open."""
     with _writers_lock:
-        _deferred.append(until)
+        _deferred.append((os.fspath(path), until))
 
 
-def _wait_for_deferral() -> None:
-    """In a writer: wait for ``defer_writes``'s events (see there)."""
+def _wait_for_deferral(path: str) -> None:
+    """In a writer of ``path``'s entry: wait for ``defer_writes``'s events for it (see
+    there), as one of ``_deferring`` meanwhile."""
     deadline = time.monotonic() + DEFER_MAX_S
+    me = threading.current_thread()
     with _writers_lock:
-        _deferred[:] = [e for e in _deferred if not e.is_set()]
-        events = list(_deferred)
+        _deferred[:] = [(p, e) for p, e in _deferred if not e.is_set()]
+        events = [e for p, e in _deferred if p == path]
+        if events:
+            _deferring.add(me)
+    if not events:
+        return
     main = threading.main_thread()
-    for event in events:
-        while not event.wait(_DEFER_POLL_S):
-            if time.monotonic() >= deadline or not main.is_alive():
-                return
+    try:
+        for event in events:
+            while not event.wait(_DEFER_POLL_S):
+                if time.monotonic() >= deadline or not main.is_alive():
+                    return
+    finally:
+        with _writers_lock:
+            _deferring.discard(me)
 
 
-def wait_for_writes(timeout: float | None = None) -> None:
+def wait_for_writes(timeout: float | None = None, deferred: bool = True) -> None:
     """Wait until the cache writes in progress are done (``timeout`` seconds each at
-    most)."""
+    most); ``deferred=False``: not those still waiting for their deferral
+    (``defer_writes``: a load of another file need not wait for a viewer's diagnosis;
+    such a write may then run beside that load)."""
     with _writers_lock:
-        pending = list(_writers)
+        pending = [t for t in _writers if deferred or t not in _deferring]
     for t in pending:
         if t is not threading.current_thread():
             t.join(timeout)

@@ -392,12 +392,13 @@ _CLAIM = struct.Struct("<I")
 
 
 def claim_pipe(n_parts: int) -> int | None:
-    """The read end of a pipe holding the places 0 .. ``n_parts`` - 1, in order, its
-    write end closed: each read of ``_CLAIM.size`` bytes by a child takes the next
-    place (a pipe read of a few bytes is atomic, and an empty pipe with no writer
-    reads as its end), so the children of ``start_file`` share the parts as each
-    goes, with no lock a stopped or killed child could hold. None when the places do
-    not fit in the pipe at once (then each child decodes its run)."""
+    """The read end (non-blocking) of a pipe holding the places 0 .. ``n_parts`` - 1,
+    in order, its write end closed: each read of ``_CLAIM.size`` bytes by a child
+    takes the next place (a pipe read of a few bytes is atomic, and every place is in
+    before the children are forked, so an empty pipe is the end), so the children of
+    ``start_file`` share the parts as each goes, with no lock a stopped or killed
+    child could hold. None when the places do not fit in the pipe at once (then each
+    child decodes its run)."""
     try:
         r, w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
     except (OSError, AttributeError):
@@ -412,14 +413,13 @@ def claim_pipe(n_parts: int) -> int | None:
     if written != len(data):
         os.close(r)
         return None
-    os.set_blocking(r, True)
-    return r
+    return r  # non-blocking: empty is the end, even with a write end another thread's fork kept open
 
 
 def _claimed(claims: int, n_parts: int):
     """The places a child takes from ``claim_pipe``, one at a time as asked for, until
-    the pipe is empty or a place is beyond the ``n_parts`` the child planned (the
-    places rise: so are all the rest)."""
+    the pipe is empty (a read that would wait, or its end) or a place is beyond the
+    ``n_parts`` the child planned (the places rise: so are all the rest)."""
     while True:
         try:
             got = os.read(claims, _CLAIM.size)

@@ -216,3 +216,18 @@ def forks(monkeypatch):
 
     monkeypatch.setattr(os, "fork", fork)
     return pids
+
+
+@pytest.fixture(autouse=True)
+def _no_deferral_outlives_its_test():
+    """A cache write deferral a test leaves unset (``parsers.cache.store.defer_writes``,
+    a viewer's ``DiagnosisAhead`` whose load never ended) is let go after it: a later
+    test's write of the same file must not wait for it (``DEFER_MAX_S``)."""
+    yield
+    from gapscope.parsers.cache import store
+
+    with store._writers_lock:
+        left = [event for _, event in store._deferred]
+        store._deferred.clear()
+    for event in left:
+        event.set()

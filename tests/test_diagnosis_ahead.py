@@ -35,7 +35,8 @@ from tests.test_diagnosis_cache import assert_same
 
 @pytest.fixture
 def cache(monkeypatch, tmp_path):
-    """The caches on, in ``tmp_path/cache``, for files of any size; writes waited for."""
+    """The caches on, in ``tmp_path/cache``, for files of any size; writes waited for
+    (deferrals left unset are let go by ``conftest``, after this)."""
     monkeypatch.delenv("GAPSCOPE_NO_CACHE", raising=False)
     monkeypatch.setenv("GAPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("GAPSCOPE_CACHE_MIN_BYTES", "0")
@@ -328,6 +329,7 @@ def test_a_deferred_write_goes_on_after_its_bound(cache, monkeypatch, tmp_path):
     load(path)
     store.wait_for_writes()
     assert _entry_of(path).exists() and not never.is_set()
+    never.set()
 
 
 def test_a_deferred_write_holds_back_neither_another_files_write_nor_its_load(cache, monkeypatch, tmp_path):

@@ -39,7 +39,7 @@ Before the C scanner (2-core shared machine, load average 0.7-1.0; 1M ``traceEve
 ends: load 1.79 s, diagnosis 0.42 s (its thread runs beside the first paint), lanes
 first painted 151 ms after the load, causes drawn 15 ms after the diagnosis; key →
 lanes repainted median / p95: next gap 9.6 / 12.9 ms, zoom 9.2 / 12.6 ms, pan 10.0 /
-13.1 ms; settled next gap 45.4 / 50.1 ms. ``--command 3``: see README "Speed".
+13.1 ms; settled next gap 45.4 / 50.1 ms. ``--command 3``: see docs/speed.md.
 
 Issue 45's viewer speed (2-core machine shared by seven jobs, load average 3-10, so
 the figures move by tens of percent between runs; main and this build alternating, 1M

@@ -127,11 +127,12 @@ EPOCH_LIKE_NS = 10**15
 
 
 def lane_devices(trace: Trace) -> np.ndarray:
-    """int32 array, one per lane: the GPU device of the lane, -1 for CPU lanes.
-    Computed once per trace (cached on a weak reference to it)."""
+    """int64 array, one per lane: the GPU device of the lane, -1 for CPU lanes (int64:
+    a damaged Nsight export's device id can be any integer). Computed once per trace
+    (cached on a weak reference to it)."""
     cached = _LANE_DEVICES.get(trace)
     if cached is None:
-        cached = np.array([ln.device if ln.is_gpu else -1 for ln in trace.lanes], dtype=np.int32)
+        cached = np.array([ln.device if ln.is_gpu else -1 for ln in trace.lanes], dtype=np.int64)
         _LANE_DEVICES[trace] = cached
     return cached
 
@@ -140,14 +141,16 @@ _LANE_DEVICES: weakref.WeakKeyDictionary[Trace, np.ndarray] = weakref.WeakKeyDic
 
 
 def event_devices(trace: Trace) -> np.ndarray:
-    """int32 array, one per event, read-only: the GPU device of the event's lane
+    """int32 (int64 for ids beyond it) array, one per event, read-only: the GPU device of the event's lane
     (``lane_devices``), -1 on CPU lanes. Computed once per trace (cached on a weak
     reference to it): ``device_event_mask`` is asked a dozen times per diagnosis, and
     this gather was most of each ask (at 5M events, 13 asks took 0.47 s)."""
     cached = _EVENT_DEVICES.get(trace)
     if cached is None:
         lane_dev = lane_devices(trace)
-        cached = lane_dev[trace.lane] if lane_dev.size else np.full(len(trace), -1, dtype=np.int32)
+        if lane_dev.size and int(np.abs(lane_dev).max()) < 2**31:
+            lane_dev = lane_dev.astype(np.int32)  # half the memory of an event column
+        cached = lane_dev[trace.lane] if lane_dev.size else np.full(len(trace), -1, dtype=np.int64)
         cached.flags.writeable = False
         _EVENT_DEVICES[trace] = cached
     return cached

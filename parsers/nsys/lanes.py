@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gapscope.parsers.lanes import PSEUDO_DEVICE_BASE, is_device_index
 from gapscope.parsers.model import Lane
 from gapscope.parsers.nsys.names import distinct
 from gapscope.parsers.nsys.schema import INVALID_ID, pid_of, tid_of
@@ -74,17 +75,25 @@ class Lanes:
         """(lanes in display order, int32 map from provisional to final lane ids; -1 for
         lanes without events). ``used``: bool per provisional lane. ``devices``: a
         ``targets.Devices`` (GPU index of each process's CUDA device)."""
+        pseudo: dict[int, int] = {}
+
+        def device_of(pid: int, cuda: int) -> int:
+            """The GPU index, or a pseudo-device (``PSEUDO_DEVICE_BASE`` on) for an id
+            no node has (a damaged export's 2**62 overflowed the analysis' int32)."""
+            d = devices.index(pid, cuda)
+            return d if is_device_index(d) else pseudo.setdefault(d, PSEUDO_DEVICE_BASE + len(pseudo))
+
         shared: dict[tuple[int, int], set] = {}
         for key in self.keys:
             if key[0] == "gpu":
-                shared.setdefault((devices.index(key[2], key[1]), key[3]), set()).add(key[2])
+                shared.setdefault((device_of(key[2], key[1]), key[3]), set()).add(key[2])
         specs = []
         for k, key in enumerate(self.keys):
             if not used[k]:
                 continue
             if key[0] == "gpu":
                 _, cuda, pid, stream = key
-                device = devices.index(pid, cuda)
+                device = device_of(pid, cuda)
                 many = len(shared[(device, stream)]) > 1
                 # the lane's tid text (the CPU branch's tid is an int)
                 if stream < 0:

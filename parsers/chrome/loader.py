@@ -354,7 +354,7 @@ _ARG_FIELDS = dataclasses.fields(ArgColumns)
 
 def _moved_out(holder, field: str) -> np.ndarray:
     """``holder``'s column ``field``, replaced there by an empty one (so that the
-    caller's reference is the only one)."""
+    caller's reference is the only one: ``_appended`` may then grow it in place)."""
     a = getattr(holder, field)
     object.__setattr__(holder, field, np.zeros(0, a.dtype))
     return a
@@ -393,12 +393,9 @@ def _combine(
     argc, ec.args = ec.args, ArgColumns.empty(0)
 
     def moved(field: str) -> np.ndarray:
-        """``ec``'s column ``field``, left empty there: each is freed as soon as its
-        concatenation is made, not with ``ec`` after all of them (the load's peak of
-        memory is here)."""
-        a = getattr(ec, field)
-        setattr(ec, field, np.zeros(0, a.dtype))
-        return a
+        # left empty in ``ec``: each column is freed (or grown in place) as soon as it
+        # is combined, not with ``ec`` after all of them (the load's peak of memory is here)
+        return _moved_out(ec, field)
 
     extra = nx + nr - argc.correlation.size
     if extra > 0:  # the rows' args: absent
